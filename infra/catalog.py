@@ -1,0 +1,199 @@
+"""What the planner knows about hardware and models, each figure with where it comes from.
+
+Instance figures: vCPU and memory are the EC2 instance-type specifications; max pods are the
+EKS AMI's `eni-max-pods.txt` values (VPC CNI without prefix delegation). Memory bandwidth is an
+*effective* decode figure, not a datasheet peak (see `InstanceType.decode_gbps_per_vcpu`).
+
+Model figures: layer layout from the model's configuration (transformers `gemma4` and vLLM's
+`gemma4` model code); checkpoint size from the Hugging Face repository; the per-pod runtime overhead
+is a measured quantity the planner cannot derive, so it is a calibrated model (`ModelProfile`).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+GIB = 1024**3
+MIB = 1024**2
+
+
+@dataclass(frozen=True)
+class InstanceType:
+    """One EC2 instance type as the planner sees it."""
+
+    name: str
+    vcpu: int
+    memory_gib: int
+    max_pods: int
+    generation: str
+    #: Effective bytes a decode step streams per second per vCPU busy on it (GB/s). Decode on
+    #: these CPUs is memory bound (the field report saw ~3.2 of 6 cores busy), so throughput is
+    #: this figure times the pod's cores. Graviton3: calibrated on a measured 12B decode of
+    #: ~24 GB in 241 ms on 2 x 6 vCPU; Graviton4 scales that by its DDR5-5600 over DDR5-4800.
+    decode_gbps_per_vcpu: float
+
+
+#: Memory the kernel never reports as MemTotal (firmware, kernel image, the page map), as a
+#: fraction of the nominal size. Calibrated so that the EKS formula gives m7g.2xlarge the
+#: 29.8 GiB of allocatable memory a real node reported.
+VISIBLE_MEMORY_FRACTION = 0.9616
+#: kubelet hard eviction threshold on EKS AMIs (memory.available<100Mi).
+EVICTION_MIB = 100
+
+_GRAVITON = {
+    # family: (generation, GiB per vCPU, effective decode GB/s per vCPU)
+    "m7g": ("graviton3", 4, 16.5),
+    "c7g": ("graviton3", 2, 16.5),
+    "r7g": ("graviton3", 8, 16.5),
+    "m8g": ("graviton4", 4, 16.5 * 5600 / 4800),
+}
+_SIZES = {"large": 2, "xlarge": 4, "2xlarge": 8, "4xlarge": 16, "8xlarge": 32}
+#: eni-max-pods.txt for these sizes (identical across the four families).
+_MAX_PODS = {"large": 29, "xlarge": 58, "2xlarge": 58, "4xlarge": 234, "8xlarge": 234}
+
+INSTANCE_TYPES: dict[str, InstanceType] = {
+    f"{family}.{size}": InstanceType(
+        name=f"{family}.{size}",
+        vcpu=vcpu,
+        memory_gib=vcpu * per_vcpu,
+        max_pods=_MAX_PODS[size],
+        generation=generation,
+        decode_gbps_per_vcpu=round(gbps, 2),
+    )
+    for family, (generation, per_vcpu, gbps) in _GRAVITON.items()
+    for size, vcpu in _SIZES.items()
+}
+
+
+def is_graviton_name(name: str) -> bool:
+    """Graviton families carry a `g` after the generation digit (m7g, c7gn, r8gd)."""
+    return re.fullmatch(r"[a-z]+\d+g[a-z]*\.[a-z0-9]+", name) is not None
+
+
+def kube_reserved_mib(instance: InstanceType) -> int:
+    """EKS AMI bootstrap formula: 11 MiB per pod the node may run, plus 255 MiB."""
+    return 11 * instance.max_pods + 255
+
+
+def kube_reserved_millicpu(instance: InstanceType) -> int:
+    """EKS AMI bootstrap formula: 6% of core 1, 1% of core 2, 0.5% of cores 3-4, 0.25% beyond."""
+    cores = instance.vcpu
+    reserved = 60.0 + (10 if cores >= 2 else 0) + 5 * max(0, min(cores, 4) - 2)
+    reserved += 2.5 * max(0, cores - 4)
+    return int(reserved)
+
+
+def allocatable_mib(instance: InstanceType) -> float:
+    """Node allocatable memory: visible memory minus kube-reserved minus the eviction threshold."""
+    visible = instance.memory_gib * 1024 * VISIBLE_MEMORY_FRACTION
+    return visible - kube_reserved_mib(instance) - EVICTION_MIB
+
+
+def allocatable_millicpu(instance: InstanceType) -> int:
+    """Node allocatable CPU in millicores."""
+    return instance.vcpu * 1000 - kube_reserved_millicpu(instance)
+
+
+@dataclass(frozen=True)
+class Cotenant:
+    """A pod that shares the model nodes: what it requests and how many land on one node."""
+
+    name: str
+    millicpu: int
+    memory_mib: int
+    #: "daemonset": one on every node; "deployment": `replicas` that may all land on one node.
+    kind: str
+    replicas: int = 1
+    source: str = ""
+
+
+#: Everything else that runs on the model nodes (the cluster has no other node group). Requests as
+#: the EKS add-ons and the LWS chart ship them; pods without requests count as zero here and are
+#: covered by `NODE_HEADROOM_MIB`.
+COTENANTS: tuple[Cotenant, ...] = (
+    Cotenant("aws-node", 25, 0, "daemonset", source="EKS vpc-cni add-on"),
+    Cotenant("kube-proxy", 100, 0, "daemonset", source="EKS kube-proxy add-on"),
+    Cotenant("coredns", 100, 70, "deployment", 2, source="EKS coredns add-on"),
+    Cotenant("lws-controller", 1000, 1024, "deployment", 1, source="LWS chart 0.10.0"),
+)
+
+#: Memory left unrequested on each model node: burstable system pods above their requests, the
+#: kubelet and containerd beyond kube-reserved while a multi-GB image is pulled.
+NODE_HEADROOM_MIB = 2048
+
+
+@dataclass(frozen=True)
+class ModelProfile:
+    """A decoder's layout and sizes: enough to place its layers and to do vLLM's KV arithmetic.
+
+    Layers follow a repeating pattern of `sliding_per_full` sliding-window layers then one
+    full-attention layer (Gemma's `layer_types`). Both kinds store K and V in the cache.
+    """
+
+    name: str
+    layers: int
+    sliding_per_full: int
+    sliding_kv_heads: int
+    sliding_head_dim: int
+    full_kv_heads: int
+    full_head_dim: int
+    sliding_window: int
+    hidden_size: int
+    vocab_size: int
+    #: Total bytes of the checkpoint's weight files (what a download writes to disk).
+    checkpoint_bytes: int
+    #: Bytes of parts a text-only deployment does not run (vision and audio encoders).
+    non_text_bytes: int
+    max_context: int
+    tied_embeddings: bool = True
+    dtype_bytes: int = 2
+    #: Per-pod runtime overhead beyond weights and KV cache (API server, engine core, activation
+    #: buffers, allocator arenas) = base + per_weight x the pod's weight GiB. Calibrated on two
+    #: measured deployments: a 1B model in one pod (~2 GiB of weights, 5.7 GiB overhead) and
+    #: this 12B split in two (~11-12.5 GiB of weights per pod, 8 to 8.7 GiB overhead).
+    overhead_base_gib: float = 5.2
+    overhead_per_weight_gib: float = 0.28
+
+    def is_full_attention(self, layer: int) -> bool:
+        """Whether layer `layer` (0-based) is a full-attention layer."""
+        return layer % (self.sliding_per_full + 1) == self.sliding_per_full
+
+    @property
+    def embedding_bytes(self) -> int:
+        return self.vocab_size * self.hidden_size * self.dtype_bytes
+
+    @property
+    def layer_bytes(self) -> float:
+        """Average bytes of one decoder layer: what is left after embeddings and encoders."""
+        return (self.checkpoint_bytes - self.embedding_bytes - self.non_text_bytes) / self.layers
+
+
+MODELS: dict[str, ModelProfile] = {
+    "google/gemma-4-12B-it": ModelProfile(
+        name="google/gemma-4-12B-it",
+        layers=48,
+        sliding_per_full=5,
+        sliding_kv_heads=8,
+        sliding_head_dim=256,
+        full_kv_heads=1,
+        full_head_dim=512,
+        sliding_window=1024,
+        hidden_size=3840,
+        vocab_size=262_144,
+        checkpoint_bytes=int(22.3 * GIB),
+        # Estimate for the vision and audio encoders; they sit on the first stage.
+        non_text_bytes=1 * GIB,
+        max_context=131_072,
+    ),
+}
+
+#: The vLLM CPU image on disk: compressed layers plus the unpacked snapshot containerd keeps.
+IMAGE_DISK_GIB = 14
+#: The node's own root filesystem, logs and kubelet state.
+NODE_OS_DISK_GIB = 8
+
+#: Cold-start phases after the download, as measured for the 12B on m7g.2xlarge: loading the
+#: weights into memory, and vLLM's warm-up (compile and profile) before /health turns 200.
+LOAD_SECONDS_PER_GIB = 90 / 11.2
+WARMUP_SECONDS = 50
