@@ -313,9 +313,19 @@ class StackConfig(BaseModel):
     @field_validator("tags")
     @classmethod
     def _tags_reserved(cls, value: dict[str, str]) -> dict[str, str]:
-        reserved = {"project", "stack", "owner", "endDate"} & set(value)
-        if reserved:
-            raise ValueError(f"may not set the managed tag {sorted(reserved)[0]!r}")
+        managed = {
+            "project": "the project name",
+            "stack": "the stack name",
+            "owner": "the `owner` key",
+            "endDate": "the `endDate` key",
+        }
+        clash = sorted(set(managed) & set(value))
+        if clash:
+            raise ConfigError(
+                "tags",
+                f"may not set the managed tag {clash[0]!r}",
+                f"remove it; it comes from {managed[clash[0]]}",
+            )
         return value
 
     @model_validator(mode="after")
