@@ -268,6 +268,16 @@ class StackConfig(BaseModel):
             json_schema_extra=_fix("list IPv4 ranges such as 203.0.113.0/24"),
         ),
     ] = (ipaddress.IPv4Network("0.0.0.0/0"),)
+    tls_certificate_arn: Annotated[
+        str | None,
+        Field(
+            alias="tlsCertificateArn",
+            pattern=r"^arn:aws[a-z-]*:acm:[a-z0-9-]+:\d{12}:certificate/[0-9a-f-]+$",
+            description="ACM certificate for an HTTPS listener on 443; plain HTTP on 80 without "
+            "one (the API key then crosses the network in clear text).",
+            json_schema_extra=_fix("use the ARN of an ACM certificate in `region`"),
+        ),
+    ] = None
     owner: Annotated[
         str,
         Field(

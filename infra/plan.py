@@ -67,8 +67,12 @@ def format_table(p: Plan) -> str:
         ("node disk", f"{p.node_disk_gib} GiB gp3"),
         (
             "model cache",
-            p.model_cache
-            + (f" ({p.model_volume_gib} GiB EBS per rank)" if p.model_volume_gib else ""),
+            f"{p.model_cache}: weights in "
+            + (
+                f"a {p.model_volume_gib} GiB EBS volume per rank"
+                if p.model_cache == "volume"
+                else f"a {p.model_volume_gib} GiB emptyDir on the node disk"
+            ),
         ),
         ("cold start", f"~{p.cold_start_seconds} s; restart ~{p.warm_restart_seconds} s"),
         ("startup timeout", f"{p.startup_timeout_seconds // 60} min"),

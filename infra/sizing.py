@@ -394,7 +394,7 @@ def _finish(
     decode = 1 / decode_seconds
 
     checkpoint_gib = profile.checkpoint_bytes / GIB
-    volume_gib = 0 if cfg.model_cache == "none" else math.ceil(checkpoint_gib * (1 + DISK_MARGIN))
+    volume_gib = math.ceil(checkpoint_gib * (1 + DISK_MARGIN))
     on_node = catalog.NODE_OS_DISK_GIB + catalog.IMAGE_DISK_GIB
     if cfg.model_cache == "none":
         on_node += checkpoint_gib

@@ -1,0 +1,132 @@
+"""The vLLM group and its endpoint: the objects of `components.manifests`, applied through the
+cluster's provider, plus the API key the endpoint requires."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import pulumi
+import pulumi_kubernetes as k8s
+import pulumi_random as random
+
+from components import manifests
+from components.manifests import ServerSpec
+
+
+@dataclass(frozen=True)
+class ModelServerArgs:
+    """What the model server is built from."""
+
+    #: The group as planned: sizes, flags, names (see `ServerSpec`).
+    spec: ServerSpec
+    #: Hugging Face token with the model's licence accepted (a secret).
+    hf_token: pulumi.Input[str]
+    #: The LWS controller install; its webhooks must serve before a LeaderWorkerSet is created.
+    lws_controller: pulumi.Resource
+    #: API key clients must send; `None` generates one that stays stable across updates.
+    api_key: pulumi.Input[str] | None = None
+
+
+def _meta(obj: manifests.Manifest, namespace: pulumi.Output[str]) -> dict[str, Any]:
+    """The object's metadata, its namespace taken from the Namespace resource (an implicit
+    dependency)."""
+    return {**obj["metadata"], "namespace": namespace}
+
+
+class ModelServer(pulumi.ComponentResource):
+    """A LeaderWorkerSet of vLLM ranks behind a leaders-only LoadBalancer Service.
+
+    Pass the cluster's `k8s.Provider` in `opts.providers`.
+    """
+
+    endpoint: pulumi.Output[str]
+    """Base URL of the OpenAI-compatible API (ends in /v1)."""
+    api_key: pulumi.Output[str]
+    """The key clients send as a bearer token (secret)."""
+    served_model: pulumi.Output[str]
+    """Model name clients ask for."""
+    max_model_len: pulumi.Output[int]
+    """Longest request in tokens."""
+    namespace: pulumi.Output[str]
+    """Namespace of the group's pods (for `kubectl logs`)."""
+
+    def __init__(
+        self, name: str, args: ModelServerArgs, opts: pulumi.ResourceOptions | None = None
+    ) -> None:
+        super().__init__("gemma-graviton:model:ModelServer", name, None, opts)
+        spec = args.spec
+        child = pulumi.ResourceOptions(parent=self)
+
+        if args.api_key is None:
+            generated = random.RandomPassword(
+                f"{name}-api-key", length=48, special=False, opts=child
+            )
+            api_key: pulumi.Output[str] = generated.result
+        else:
+            api_key = pulumi.Output.secret(args.api_key)
+        hf_token = pulumi.Output.secret(args.hf_token)
+
+        ns_obj = manifests.namespace(spec)
+        ns = k8s.core.v1.Namespace(f"{name}-ns", metadata=ns_obj["metadata"], opts=child)
+        in_ns = ns.metadata.name
+
+        def secret(which: str, value: pulumi.Output[str]) -> k8s.core.v1.Secret:
+            obj = manifests.secret(spec, which, "")  # type: ignore[arg-type]
+            key = next(iter(obj["stringData"]))
+            return k8s.core.v1.Secret(
+                f"{name}-{which}",
+                metadata=_meta(obj, in_ns),
+                type=obj["type"],
+                string_data={key: value},
+                opts=child,
+            )
+
+        secrets = [secret("hf-token", hf_token), secret("api-key", api_key)]
+
+        policy = manifests.network_policy(spec)
+        k8s.networking.v1.NetworkPolicy(
+            f"{name}-netpol", metadata=_meta(policy, in_ns), spec=policy["spec"], opts=child
+        )
+
+        lws = manifests.leader_worker_set(spec)
+        group = k8s.apiextensions.CustomResource(
+            f"{name}-lws",
+            api_version=lws["apiVersion"],
+            kind=lws["kind"],
+            metadata=_meta(lws, in_ns),
+            spec=lws["spec"],
+            # No data flows to these: the pods name the secrets, the webhooks admit the object.
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[args.lws_controller, *secrets]),
+        )
+
+        svc_obj = manifests.service(spec)
+        svc = k8s.core.v1.Service(
+            f"{name}-svc", metadata=_meta(svc_obj, in_ns), spec=svc_obj["spec"], opts=child
+        )
+
+        scheme = "https" if spec.tls_certificate_arn else "http"
+        host = svc.status.apply(
+            lambda status: (
+                (status.load_balancer.ingress or [None])[0].hostname
+                if status and status.load_balancer and status.load_balancer.ingress
+                else None
+            )
+        )
+        # The endpoint is announced only once the group serves.
+        self.endpoint = pulumi.Output.all(host, group.id).apply(
+            lambda parts: f"{scheme}://{parts[0]}/v1"
+        )
+        self.api_key = pulumi.Output.secret(api_key)
+        self.served_model = pulumi.Output.from_input(spec.model)
+        self.max_model_len = pulumi.Output.from_input(spec.max_model_len)
+        self.namespace = ns.metadata.name
+        self.register_outputs(
+            {
+                "endpoint": self.endpoint,
+                "apiKey": self.api_key,
+                "servedModel": self.served_model,
+                "maxModelLen": self.max_model_len,
+                "namespace": self.namespace,
+            }
+        )
