@@ -308,20 +308,22 @@ def _engine_container(spec: ServerSpec, role: Literal["leader", "worker"]) -> di
         "name": "vllm",
         "image": spec.image,
         "imagePullPolicy": "IfNotPresent",
-        "env": [
-            *_engine_env(spec),
-            {
-                "name": "VLLM_API_KEY",
-                "valueFrom": {
-                    "secretKeyRef": {"name": spec.api_key_secret_name, "key": API_KEY_KEY}
-                },
-            },
-        ],
+        "env": _engine_env(spec),
         "resources": _resources(spec),
         "securityContext": _security_context(),
         "volumeMounts": _mounts(spec, engine=True),
     }
     if role == "leader":
+        # vLLM reads the key from the environment: it stays out of the process's argv. Headless
+        # ranks serve no HTTP and do not get it.
+        container["env"].append(
+            {
+                "name": "VLLM_API_KEY",
+                "valueFrom": {
+                    "secretKeyRef": {"name": spec.api_key_secret_name, "key": API_KEY_KEY}
+                },
+            }
+        )
         container["command"] = ["vllm"]
         container["args"] = args
         container["ports"] = [{"name": "http", "containerPort": spec.port}]
