@@ -24,6 +24,8 @@ class ModelServerArgs:
     hf_token: pulumi.Input[str]
     #: The LWS controller install; its webhooks must serve before a LeaderWorkerSet is created.
     lws_controller: pulumi.Resource
+    #: What provides `spec.storage_class` (the CSI driver and class), when weights persist.
+    storage: pulumi.Resource | None = None
     #: API key clients must send; `None` generates one that stays stable across updates.
     api_key: pulumi.Input[str] | None = None
 

@@ -106,6 +106,8 @@ class Cotenant:
     kind: str
     replicas: int = 1
     source: str = ""
+    #: Installed only with `modelCache: volume` (the EBS CSI driver).
+    with_volumes_only: bool = False
 
 
 #: Everything else that runs on the model nodes (the cluster has no other node group). Requests as
@@ -116,6 +118,35 @@ COTENANTS: tuple[Cotenant, ...] = (
     Cotenant("kube-proxy", 100, 0, "daemonset", source="EKS kube-proxy add-on"),
     Cotenant("coredns", 100, 70, "deployment", 2, source="EKS coredns add-on"),
     Cotenant("lws-controller", 1000, 1024, "deployment", 1, source="LWS chart 0.10.0"),
+    Cotenant("fluent-bit", 50, 25, "daemonset", source="EKS amazon-cloudwatch-observability"),
+    Cotenant(
+        "cloudwatch-agent", 250, 128, "daemonset", source="EKS amazon-cloudwatch-observability"
+    ),
+    Cotenant(
+        "cloudwatch-observability-controller",
+        100,
+        64,
+        "deployment",
+        1,
+        source="EKS amazon-cloudwatch-observability",
+    ),
+    Cotenant(
+        "ebs-csi-node",
+        30,
+        120,
+        "daemonset",
+        source="EKS aws-ebs-csi-driver",
+        with_volumes_only=True,
+    ),
+    Cotenant(
+        "ebs-csi-controller",
+        60,
+        240,
+        "deployment",
+        2,
+        source="EKS aws-ebs-csi-driver",
+        with_volumes_only=True,
+    ),
 )
 
 #: Memory left unrequested on each model node: burstable system pods above their requests, the

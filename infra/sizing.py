@@ -153,11 +153,12 @@ def _instance(cfg: StackConfig) -> InstanceType:
     )
 
 
-def _node_budget(instance: InstanceType) -> _NodeBudget:
+def _node_budget(instance: InstanceType, volumes: bool) -> _NodeBudget:
     """What one model pod may take on the busiest node (every replica of a cluster add-on there)."""
-    per_node = [c.replicas if c.kind == "deployment" else 1 for c in catalog.COTENANTS]
-    cotenant_mib = sum(c.memory_mib * n for c, n in zip(catalog.COTENANTS, per_node, strict=True))
-    cotenant_mcpu = sum(c.millicpu * n for c, n in zip(catalog.COTENANTS, per_node, strict=True))
+    cotenants = [c for c in catalog.COTENANTS if volumes or not c.with_volumes_only]
+    per_node = [(c, c.replicas if c.kind == "deployment" else 1) for c in cotenants]
+    cotenant_mib = sum(c.memory_mib * n for c, n in per_node)
+    cotenant_mcpu = sum(c.millicpu * n for c, n in per_node)
     allocatable = catalog.allocatable_mib(instance) / 1024
     free = allocatable - cotenant_mib / 1024 - catalog.NODE_HEADROOM_MIB / 1024
     cpu = (catalog.allocatable_millicpu(instance) - cotenant_mcpu) // 1000
@@ -270,7 +271,7 @@ def plan(cfg: StackConfig, stack: str = "dev") -> Plan:
     """Plan a stack, or raise `PlanError` saying why it cannot start and what to change."""
     instance = _instance(cfg)
     profile = cfg.profile()
-    budget = _node_budget(instance)
+    budget = _node_budget(instance, cfg.model_cache == "volume")
     if budget.cpu < 1:
         raise PlanError(
             "instanceType",
