@@ -177,10 +177,13 @@ def secret(spec: ServerSpec, which: Literal["hf-token", "api-key"], value: str) 
         if which == "hf-token"
         else (spec.api_key_secret_name, API_KEY_KEY)
     )
+    metadata = _meta(spec, name, "credentials")
+    # Tells the policy pack the value is a Pulumi secret (policies see secrets decrypted).
+    metadata["labels"]["gemma-graviton.dev/secret-source"] = "pulumi-secret"
     return {
         "apiVersion": "v1",
         "kind": "Secret",
-        "metadata": _meta(spec, name, "credentials"),
+        "metadata": metadata,
         "type": "Opaque",
         "stringData": {key: value},
     }

@@ -1,0 +1,615 @@
+"""The project's deployment policies as pure functions, shared by the policy pack and the tests.
+
+Each validator takes `(resource_type, props)` - a Pulumi type token and the resource's inputs in
+camelCase Kubernetes shape, as pulumi-kubernetes registers them - and returns its violation
+messages (an empty list means the resource passes). Nothing here imports `pulumi_policy`:
+`__main__.py` wraps each `Rule` in a `ResourceValidationPolicy`, and tests feed the same functions
+plain dicts or the inputs the program registers under Pulumi mocks.
+
+The validators read `props` only through the `Mapping` / `Sequence` interfaces, because inside the
+policy pack `args.props` is a proxy (`pulumi_policy.proxy._DictProxy`, `_ListProxy`, which are not
+`dict`/`list`) that raises `UnknownValueError` when a value is unknown during preview;
+pulumi-policy turns that into an advisory "can't run policy ... during preview" note.
+
+How a policy sees secrets (pulumi 3.272.0 engine, pulumi-policy 1.21.0):
+
+- Resource inputs: the engine marshals them for `Analyze` with `KeepSecrets: true`
+  (pulumi/pulumi `sdk/go/common/resource/plugin/analyzer_plugin.go`, `analyzer.Analyze`), so a
+  secret arrives as the wire wrapper `{"4dabf18193072939515e22adb298388d":
+  "1b47061264138c4ac30d75fd1eb44270", "value": ...}`. pulumi-policy's `Analyze` then calls
+  `deserialize_properties(...)` without `proxy_secrets` (`pulumi_policy/policy.py`), and
+  `_deserialize_property` returns the bare `value` (`pulumi_policy/deserialize.py`). So
+  `args.props` holds the PLAINTEXT with no trace of its secretness; only `Remediate` wraps secrets
+  in `pulumi_policy.Secret`. Pulumi documents this ("secrets are unencrypted in policy-pack
+  checks", CrossGuard FAQ; pulumi/pulumi-policy#163) and has no way for a policy to ask whether a
+  value is secret (pulumi/pulumi-policy#241, open). `tests/test_policies.py` runs pulumi-policy's
+  own `Analyze` on a wrapped value to pin this down.
+- Under Pulumi mocks (`pulumi.runtime.mocks.MockMonitor.RegisterResource`), by contrast, the
+  recorded inputs keep the wrapper dict, so `is_pulumi_secret` recognises it there.
+- Stack config: the engine hands the pack the decrypted config in `PULUMI_CONFIG`, but not which
+  keys are secret (`constructConfig` drops the secret-key list: `config, _ :=
+  PropertyMapToConfig(opts.Config)`). A policy pack therefore cannot tell `pulumi config set
+  --secret hfToken` from a plain one; `plain_secret_config_keys` is exposed for callers that do
+  know the secret keys (the program refuses plain secrets itself, `infra.config`).
+
+Consequence for `secrets-not-in-plain-config`: in a real preview, a Hugging Face token that was
+correctly set with `--secret` reaches the policy as plain text too. The program asserts where a
+Secret's values come from with the label `gemma-graviton.dev/secret-source`: `pulumi-secret`
+(built from `--secret` config; accepted, like `gemma-graviton.dev/authenticated` for
+LoadBalancers) or `plain` (every value is a violation). An unlabelled Secret fails if a value looks
+like a Hugging Face token.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import contextlib
+import ipaddress
+import math
+import re
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from fractions import Fraction
+from typing import Any, Literal
+
+LWS = "kubernetes:leaderworkerset.x-k8s.io/v1:LeaderWorkerSet"
+POD = "kubernetes:core/v1:Pod"
+DEPLOYMENT = "kubernetes:apps/v1:Deployment"
+DAEMONSET = "kubernetes:apps/v1:DaemonSet"
+STATEFULSET = "kubernetes:apps/v1:StatefulSet"
+JOB = "kubernetes:batch/v1:Job"
+SERVICE = "kubernetes:core/v1:Service"
+SECRET = "kubernetes:core/v1:Secret"
+
+#: Workloads whose pod template sits at `spec.template`.
+TEMPLATED_WORKLOADS = (DEPLOYMENT, DAEMONSET, STATEFULSET, JOB)
+
+LWS_NAME_LABEL = "leaderworkerset.sigs.k8s.io/name"
+LWS_GROUP_KEY_LABEL = "leaderworkerset.sigs.k8s.io/group-key"
+LWS_WORKER_INDEX_LABEL = "leaderworkerset.sigs.k8s.io/worker-index"
+#: LWS annotations that pack a group (or subgroup) into ONE topology domain.
+EXCLUSIVE_TOPOLOGY_ANNOTATIONS = (
+    "leaderworkerset.sigs.k8s.io/exclusive-topology",
+    "leaderworkerset.sigs.k8s.io/subgroup-exclusive-topology",
+)
+HOSTNAME_TOPOLOGY_KEY = "kubernetes.io/hostname"
+
+AUTHENTICATED_ANNOTATION = "gemma-graviton.dev/authenticated"
+SECRET_SOURCE_LABEL = "gemma-graviton.dev/secret-source"
+#: Config keys that must be set with `pulumi config set --secret`.
+SECRET_CONFIG_KEYS = ("gemma-graviton:hfToken", "gemma-graviton:apiKey")
+
+#: The engine's wire encoding of a secret value (pulumi `sdk/go/common/resource/properties.go`).
+SPECIAL_SIG_KEY = "4dabf18193072939515e22adb298388d"
+SECRET_SIG = "1b47061264138c4ac30d75fd1eb44270"
+
+Validator = Callable[[str, Mapping[str, Any]], list[str]]
+
+
+@dataclass(frozen=True)
+class Rule:
+    """One policy: what the pack registers, and the pure function that decides it."""
+
+    name: str
+    """The policy name, unique in the pack (kebab-case, as Pulumi shows it)."""
+    description: str
+    """One sentence: what the policy requires and why."""
+    enforcement_level: Literal["advisory", "mandatory", "disabled"]
+    """What a violation does: `mandatory` fails the preview or update."""
+    validate: Validator
+    """`(resource_type, props) -> messages`; an empty list means the resource passes."""
+
+
+# -- Kubernetes quantities ---------------------------------------------------------------------
+
+_QUANTITY = re.compile(
+    r"([+-]?(?:\d+(?:\.\d*)?|\.\d+))(?:(Ki|Mi|Gi|Ti|Pi|Ei|n|u|m|k|M|G|T|P|E)|[eE]([+-]?\d+))?"
+)
+_SUFFIX = {
+    None: Fraction(1),
+    "n": Fraction(1, 10**9),
+    "u": Fraction(1, 10**6),
+    "m": Fraction(1, 10**3),
+    "k": Fraction(10**3),
+    "M": Fraction(10**6),
+    "G": Fraction(10**9),
+    "T": Fraction(10**12),
+    "P": Fraction(10**15),
+    "E": Fraction(10**18),
+    "Ki": Fraction(2**10),
+    "Mi": Fraction(2**20),
+    "Gi": Fraction(2**30),
+    "Ti": Fraction(2**40),
+    "Pi": Fraction(2**50),
+    "Ei": Fraction(2**60),
+}
+# Far beyond any resource amount; keeps `1e999999999` from building a huge integer.
+_MAX_EXPONENT = 40
+
+
+def parse_quantity(value: object) -> Fraction:
+    """The exact value of a Kubernetes quantity (`26Gi`, `27917287424`, `6`, `6000m`, `1.5e3`).
+
+    Numbers are accepted too, because Pulumi passes a number input as a float. Raises
+    `ValueError` for anything Kubernetes would not parse as a quantity.
+    """
+    if isinstance(value, bool):
+        raise ValueError(f"{value!r} is not a Kubernetes quantity")
+    if isinstance(value, int | float):
+        if not math.isfinite(value):
+            raise ValueError(f"{value!r} is not a Kubernetes quantity")
+        # repr is the shortest decimal that round-trips, which is what the JSON number said.
+        return Fraction(repr(value)) if isinstance(value, float) else Fraction(value)
+    if not isinstance(value, str):
+        raise ValueError(f"{value!r} is not a Kubernetes quantity")
+    match = _QUANTITY.fullmatch(value)
+    if match is None:
+        raise ValueError(f"{value!r} is not a Kubernetes quantity")
+    number, suffix, exponent = match.groups()
+    if exponent is not None:
+        if abs(int(exponent)) > _MAX_EXPONENT:
+            raise ValueError(f"{value!r} is out of range for a Kubernetes quantity")
+        return Fraction(number) * Fraction(10) ** int(exponent)
+    return Fraction(number) * _SUFFIX[suffix]
+
+
+# -- reading props -----------------------------------------------------------------------------
+
+
+def is_pulumi_secret(value: object) -> bool:
+    """True if `value` is the engine's secret wrapper (as Pulumi mocks record secret inputs)."""
+    return (
+        isinstance(value, Mapping)
+        and SPECIAL_SIG_KEY in value
+        and value[SPECIAL_SIG_KEY] == SECRET_SIG
+    )
+
+
+def _unwrap(value: object) -> object:
+    while is_pulumi_secret(value):
+        value = value["value"]  # type: ignore[index]
+    return value
+
+
+def _map(value: object) -> Mapping[str, Any]:
+    value = _unwrap(value)
+    return value if isinstance(value, Mapping) else {}
+
+
+def _seq(value: object) -> Sequence[Any]:
+    value = _unwrap(value)
+    if isinstance(value, Sequence) and not isinstance(value, str | bytes):
+        return value
+    return ()
+
+
+def _path(props: Mapping[str, Any], *keys: str) -> Mapping[str, Any]:
+    current = props
+    for key in keys:
+        current = _map(current.get(key))
+    return current
+
+
+def _lws_templates(props: Mapping[str, Any]) -> list[tuple[str, Mapping[str, Any]]]:
+    """The LWS pod templates that are set: (`leaderTemplate` | `workerTemplate`, template)."""
+    lwt = _path(props, "spec", "leaderWorkerTemplate")
+    return [(key, _map(lwt.get(key))) for key in ("leaderTemplate", "workerTemplate") if key in lwt]
+
+
+def _pod_specs(resource_type: str, props: Mapping[str, Any]) -> list[tuple[str, Mapping[str, Any]]]:
+    """(prefix for messages, pod spec) of every pod a resource of this type describes."""
+    if resource_type == LWS:
+        return [
+            (f"{name} ", _map(template.get("spec"))) for name, template in _lws_templates(props)
+        ]
+    if resource_type == POD:
+        return [("", _path(props, "spec"))]
+    if resource_type in TEMPLATED_WORKLOADS:
+        return [("", _path(props, "spec", "template", "spec"))]
+    return []
+
+
+def _containers(
+    prefix: str, pod_spec: Mapping[str, Any]
+) -> Iterator[tuple[str, Mapping[str, Any]]]:
+    """(`<prefix>container "name"`, container) for containers, then initContainers."""
+    for field, kind in (("containers", "container"), ("initContainers", "initContainer")):
+        for index, item in enumerate(_seq(pod_spec.get(field))):
+            container = _map(item)
+            name = _unwrap(container.get("name"))
+            label = f'"{name}"' if isinstance(name, str) and name else f"#{index}"
+            yield f"{prefix}{kind} {label}", container
+
+
+# -- 1. model-pods-requests-equal-limits -------------------------------------------------------
+
+
+def model_pods_requests_equal_limits(resource_type: str, props: Mapping[str, Any]) -> list[str]:
+    """Every LWS container and init container requests exactly its memory and cpu limits.
+
+    A model pod must be Guaranteed: it holds the weights and the KV cache on a node whose memory
+    is almost fully committed, and under memory pressure the kubelet evicts pods that use more
+    than they request first. Quantities compare by value (`26Gi` == `27917287424`).
+    """
+    if resource_type != LWS:
+        return []
+    messages = []
+    for prefix, pod_spec in _pod_specs(resource_type, props):
+        for where, container in _containers(prefix, pod_spec):
+            resources = _map(container.get("resources"))
+            requests = _map(resources.get("requests"))
+            limits = _map(resources.get("limits"))
+            for resource in ("memory", "cpu"):
+                problem = _request_limit_problem(resource, requests, limits)
+                if problem:
+                    messages.append(f"{where}: {problem}")
+    return messages
+
+
+def _request_limit_problem(
+    resource: str, requests: Mapping[str, Any], limits: Mapping[str, Any]
+) -> str | None:
+    request, limit = _unwrap(requests.get(resource)), _unwrap(limits.get(resource))
+    if request is None and limit is None:
+        return (
+            f"{resource} has no request and no limit; set resources.requests.{resource} and "
+            f"resources.limits.{resource} to the same quantity"
+        )
+    if request is None:
+        return f"{resource} has no request; set resources.requests.{resource} to the limit {limit}"
+    if limit is None:
+        return f"{resource} has no limit; set resources.limits.{resource} to the request {request}"
+    for kind, quantity in (("request", request), ("limit", limit)):
+        try:
+            parse_quantity(quantity)
+        except ValueError:
+            return f'{resource} {kind} "{quantity}" is not a Kubernetes quantity'
+    if parse_quantity(request) != parse_quantity(limit):
+        return (
+            f"{resource} request {request} differs from limit {limit}; set the request equal to "
+            "the limit so the pod is Guaranteed"
+        )
+    return None
+
+
+# -- 2. ranks-spread-by-required-anti-affinity -------------------------------------------------
+
+# A label whose value exists on the pod but cannot be known from the template (group-key).
+_SOME_VALUE = object()
+
+
+def ranks_spread_by_required_anti_affinity(
+    resource_type: str, props: Mapping[str, Any]
+) -> list[str]:
+    """No two ranks of an LWS group share a node: both templates require hostname anti-affinity.
+
+    A pipeline stage is sized to a whole node, so two ranks on one node cannot both fit. The
+    required term must select every pod of the group (the leader and the workers), by the LWS
+    name or group key. The `exclusive-topology` annotations do the opposite: they pack a group
+    into one topology domain.
+    """
+    if resource_type != LWS:
+        return []
+    metadata = _map(props.get("metadata"))
+    annotations = _map(metadata.get("annotations"))
+    messages = [
+        f'metadata.annotations["{key}"] packs each group into one {_unwrap(annotations[key])} '
+        "domain, the opposite of spreading ranks over nodes; remove it"
+        for key in EXCLUSIVE_TOPOLOGY_ANNOTATIONS
+        if key in annotations
+    ]
+    templates = dict(_lws_templates(props))
+    group_pods = _group_pod_labels(metadata, templates)
+    namespace = _unwrap(metadata.get("namespace"))
+    for name in ("leaderTemplate", "workerTemplate"):
+        if name == "leaderTemplate" and name not in templates:
+            continue  # the leader uses the worker template
+        terms = _seq(
+            _path(templates.get(name, {}), "spec", "affinity", "podAntiAffinity").get(
+                "requiredDuringSchedulingIgnoredDuringExecution"
+            )
+        )
+        if not any(_spreads_group(_map(term), group_pods, namespace) for term in terms):
+            messages.append(
+                f"{name}: no podAntiAffinity.requiredDuringSchedulingIgnoredDuringExecution term "
+                f"with topologyKey {HOSTNAME_TOPOLOGY_KEY} selects every pod of the group; add one "
+                f"whose labelSelector requires {LWS_NAME_LABEL} In [<metadata.name>] (or with "
+                f"matchLabelKeys [{LWS_GROUP_KEY_LABEL}]) so that no two ranks share a node"
+            )
+    return messages
+
+
+def _group_pod_labels(
+    metadata: Mapping[str, Any], templates: Mapping[str, Mapping[str, Any]]
+) -> list[dict[str, object]]:
+    """The labels of the group's leader and of a worker, as far as the LWS spec determines them."""
+    lws_name = _unwrap(metadata.get("name"))
+    injected: dict[str, object] = {
+        LWS_NAME_LABEL: lws_name if isinstance(lws_name, str) and lws_name else _SOME_VALUE,
+        LWS_GROUP_KEY_LABEL: _SOME_VALUE,
+    }
+    worker = templates.get("workerTemplate", {})
+    leader = templates.get("leaderTemplate", worker)
+    pods = []
+    for template, worker_index in ((leader, "0"), (worker, _SOME_VALUE)):
+        labels: dict[str, object] = {
+            str(k): _unwrap(v) for k, v in _path(template, "metadata", "labels").items()
+        }
+        pods.append({**labels, **injected, LWS_WORKER_INDEX_LABEL: worker_index})
+    return pods
+
+
+def _spreads_group(
+    term: Mapping[str, Any], group_pods: list[dict[str, object]], namespace: object
+) -> bool:
+    """True if `term` provably keeps every pod of the group off each other's nodes."""
+    if _unwrap(term.get("topologyKey")) != HOSTNAME_TOPOLOGY_KEY:
+        return False
+    if not _term_covers_namespace(term, namespace):
+        return False
+    selector = _unwrap(term.get("labelSelector"))
+    if not isinstance(selector, Mapping):
+        return False  # a term without a selector matches no pods
+    requirements = [
+        (str(key), "In", [_unwrap(value)])
+        for key, value in _map(selector.get("matchLabels")).items()
+    ]
+    for expression in _seq(selector.get("matchExpressions")):
+        expression = _map(expression)
+        values = [_unwrap(v) for v in _seq(expression.get("values"))]
+        requirements.append(
+            (str(_unwrap(expression.get("key"))), str(_unwrap(expression.get("operator"))), values)
+        )
+    same_keys = [str(_unwrap(k)) for k in _seq(term.get("matchLabelKeys"))]
+    other_keys = [str(_unwrap(k)) for k in _seq(term.get("mismatchLabelKeys"))]
+    group_keys = {LWS_NAME_LABEL, LWS_GROUP_KEY_LABEL}
+    names_group = any(
+        key in group_keys and op in ("In", "Exists") for key, op, _ in requirements
+    ) or any(key in group_keys for key in same_keys)
+    return (
+        names_group
+        and all(_satisfied(req, pod) for req in requirements for pod in group_pods)
+        and all(_shared_by_group(key, group_pods) for key in same_keys)
+        and not any(
+            key in group_keys or _shared_by_group(key, group_pods, True) for key in other_keys
+        )
+    )
+
+
+def _term_covers_namespace(term: Mapping[str, Any], namespace: object) -> bool:
+    """Whether the term looks at the LWS's own namespace (the default when none is named)."""
+    if "namespaceSelector" in term:
+        selector = _map(term.get("namespaceSelector"))
+        # {} selects every namespace; a real selector cannot be checked without the namespaces.
+        return not _map(selector.get("matchLabels")) and not _seq(selector.get("matchExpressions"))
+    namespaces = [_unwrap(n) for n in _seq(term.get("namespaces"))]
+    return not namespaces or namespace in namespaces
+
+
+def _satisfied(requirement: tuple[str, str, list[object]], labels: Mapping[str, object]) -> bool:
+    """Whether the pod's labels provably satisfy one selector requirement."""
+    key, operator, values = requirement
+    if operator == "Exists":
+        return key in labels
+    if operator == "DoesNotExist":
+        return key not in labels
+    value = labels.get(key)
+    if operator == "In":
+        return key in labels and value is not _SOME_VALUE and value in values
+    if operator == "NotIn":
+        return key not in labels or (value is not _SOME_VALUE and value not in values)
+    return False
+
+
+def _shared_by_group(key: str, group_pods: list[dict[str, object]], present: bool = False) -> bool:
+    """Whether every pod of the group has the same value for `key`.
+
+    `matchLabelKeys` adds "key In [own value]"; it is ignored where the pod lacks the key.
+    With `present=True`, the key must also exist (what makes `mismatchLabelKeys` exclude the group).
+    """
+    if key in (LWS_NAME_LABEL, LWS_GROUP_KEY_LABEL):
+        return True
+    values = [pod.get(key) for pod in group_pods]
+    if all(v is None for v in values):
+        return not present
+    return all(v is not None and v is not _SOME_VALUE and v == values[0] for v in values)
+
+
+# -- 3. images-pinned --------------------------------------------------------------------------
+
+_DIGEST = re.compile(r"@sha256:[0-9a-f]{64}")
+
+
+def images_pinned(resource_type: str, props: Mapping[str, Any]) -> list[str]:
+    """Every container image names a version tag other than `latest`, or an `@sha256` digest.
+
+    A floating image changes what runs on the next pod restart without any change in review.
+    """
+    messages = []
+    for prefix, pod_spec in _pod_specs(resource_type, props):
+        for where, container in _containers(prefix, pod_spec):
+            problem = _image_problem(_unwrap(container.get("image")))
+            if problem:
+                messages.append(f"{where}: {problem}")
+    return messages
+
+
+def _image_problem(image: object) -> str | None:
+    fix = "pin a version tag or an @sha256 digest"
+    if not isinstance(image, str) or not image:
+        return f"has no image; set an image and {fix}"
+    if "@" in image:
+        digest = image[image.index("@") :]
+        if _DIGEST.fullmatch(digest):
+            return None
+        return f'image "{image}" has a malformed digest; use @sha256:<64 hex digits>'
+    last = image.rsplit("/", 1)[-1]
+    tag = last.rsplit(":", 1)[1] if ":" in last else ""
+    if not tag:
+        return f'image "{image}" has no tag; {fix}'
+    if tag == "latest":
+        return f'image "{image}" uses the moving tag latest; {fix}'
+    return None
+
+
+# -- 4. load-balancer-restricted-or-authenticated ----------------------------------------------
+
+
+def load_balancer_restricted_or_authenticated(
+    resource_type: str, props: Mapping[str, Any]
+) -> list[str]:
+    """A LoadBalancer Service admits only listed client CIDRs, or its backend requires a key.
+
+    "Requires a key" is the program's own assertion, the annotation
+    `gemma-graviton.dev/authenticated: "true"`, set where vLLM runs with `--api-key`. Ranges set
+    only through the legacy `service.beta.kubernetes.io/load-balancer-source-ranges` annotation
+    are not read: use `spec.loadBalancerSourceRanges`.
+    """
+    if resource_type != SERVICE:
+        return []
+    spec = _map(props.get("spec"))
+    if _unwrap(spec.get("type")) != "LoadBalancer":
+        return []
+    annotations = _path(props, "metadata", "annotations")
+    if _unwrap(annotations.get(AUTHENTICATED_ANNOTATION)) == "true":
+        return []
+    fix = (
+        "list the client CIDRs in spec.loadBalancerSourceRanges, or require an API key and "
+        f'annotate {AUTHENTICATED_ANNOTATION}: "true"'
+    )
+    ranges = [_unwrap(r) for r in _seq(spec.get("loadBalancerSourceRanges"))]
+    if not ranges:
+        return [
+            "a LoadBalancer Service with no spec.loadBalancerSourceRanges is open to every "
+            f"address; {fix}"
+        ]
+    messages = []
+    for entry in ranges:
+        try:
+            network = ipaddress.ip_network(str(entry), strict=False)
+        except ValueError:
+            messages.append(f'spec.loadBalancerSourceRanges entry "{entry}" is not a CIDR; {fix}')
+            continue
+        if network.prefixlen == 0:
+            messages.append(
+                f"spec.loadBalancerSourceRanges entry {entry} admits every address; {fix}"
+            )
+    return messages
+
+
+# -- 5. secrets-not-in-plain-config ------------------------------------------------------------
+
+_HF_TOKEN = re.compile(r"(?<![A-Za-z0-9])hf_[A-Za-z0-9]{20,}")
+
+
+def secrets_not_in_plain_config(resource_type: str, props: Mapping[str, Any]) -> list[str]:
+    """A Kubernetes Secret carries no value taken from plain (unencrypted) configuration.
+
+    Violations: every `data`/`stringData` entry of a Secret labelled
+    `gemma-graviton.dev/secret-source: plain`; and, unless the Secret is labelled
+    `gemma-graviton.dev/secret-source: pulumi-secret`, every entry that holds something shaped
+    like a Hugging Face token (`hf_` and 20 or more letters or digits; `data` is base64-decoded
+    first) and is not a Pulumi secret wrapper. See the module docstring for why the label is
+    needed: a policy sees secret values in plain text. Messages never repeat the value.
+    """
+    if resource_type != SECRET:
+        return []
+    source = _unwrap(_path(props, "metadata", "labels").get(SECRET_SOURCE_LABEL))
+    messages = []
+    for field in ("data", "stringData"):
+        raw = props.get(field)
+        for key, value in _map(raw).items():
+            where = f'{field}["{key}"]'
+            if source == "plain":
+                messages.append(
+                    f"{where} comes from plain configuration ({SECRET_SOURCE_LABEL}: plain); set "
+                    "it with `pulumi config set --secret` and label the Secret "
+                    f"{SECRET_SOURCE_LABEL}: pulumi-secret"
+                )
+            elif source == "pulumi-secret" or is_pulumi_secret(raw) or is_pulumi_secret(value):
+                continue
+            elif _holds_hf_token(field, value):
+                messages.append(
+                    f"{where} holds a Hugging Face token in plain text; set it with `pulumi "
+                    "config set --secret hfToken`, pass the secret Output and label the Secret "
+                    f"{SECRET_SOURCE_LABEL}: pulumi-secret"
+                )
+    return messages
+
+
+def _holds_hf_token(field: str, value: object) -> bool:
+    if not isinstance(value, str):
+        return False
+    texts = [value]
+    if field == "data":
+        # A value that is not base64 leaves only its raw text to search.
+        with contextlib.suppress(binascii.Error, ValueError):
+            texts.append(base64.b64decode(value, validate=True).decode("utf-8", "replace"))
+    return any(_HF_TOKEN.search(text) for text in texts)
+
+
+def plain_secret_config_keys(config: Mapping[str, Any], secret_keys: Iterable[str]) -> list[str]:
+    """The secret config keys (`gemma-graviton:hfToken`, `:apiKey`) that are set but not secret.
+
+    `config` maps full keys (`project:key`) to values, `secret_keys` lists the keys stored as
+    `secure:` values, as `pulumi.runtime.get_config_env()` and
+    `get_config_secret_keys_env()` give them to a program. Not wired into the policy pack: the
+    engine does not tell a pack which keys are secret (see the module docstring).
+    """
+    secret = set(secret_keys)
+    return [key for key in SECRET_CONFIG_KEYS if key in config and key not in secret]
+
+
+# -- the registry ------------------------------------------------------------------------------
+
+RULES: tuple[Rule, ...] = (
+    Rule(
+        name="model-pods-requests-equal-limits",
+        description=(
+            "Every container and init container of a LeaderWorkerSet sets memory and cpu requests "
+            "equal to its limits, so model pods are Guaranteed and not evicted first."
+        ),
+        enforcement_level="mandatory",
+        validate=model_pods_requests_equal_limits,
+    ),
+    Rule(
+        name="ranks-spread-by-required-anti-affinity",
+        description=(
+            "Both LeaderWorkerSet templates require podAntiAffinity on kubernetes.io/hostname "
+            "against the group's own pods, and no exclusive-topology annotation packs the group "
+            "onto one node."
+        ),
+        enforcement_level="mandatory",
+        validate=ranks_spread_by_required_anti_affinity,
+    ),
+    Rule(
+        name="images-pinned",
+        description=(
+            "Every container image of a Pod, Deployment, DaemonSet, StatefulSet, Job or "
+            "LeaderWorkerSet names a version tag other than latest, or an @sha256 digest."
+        ),
+        enforcement_level="mandatory",
+        validate=images_pinned,
+    ),
+    Rule(
+        name="load-balancer-restricted-or-authenticated",
+        description=(
+            "A LoadBalancer Service lists client CIDRs (none of them 0.0.0.0/0) in "
+            'loadBalancerSourceRanges, or is annotated gemma-graviton.dev/authenticated: "true" '
+            "because its backend requires an API key."
+        ),
+        enforcement_level="mandatory",
+        validate=load_balancer_restricted_or_authenticated,
+    ),
+    Rule(
+        name="secrets-not-in-plain-config",
+        description=(
+            "A Kubernetes Secret holds no value from plain configuration: none when labelled "
+            "gemma-graviton.dev/secret-source: plain, and no Hugging Face token unless labelled "
+            "gemma-graviton.dev/secret-source: pulumi-secret."
+        ),
+        enforcement_level="mandatory",
+        validate=secrets_not_in_plain_config,
+    ),
+)
