@@ -1,12 +1,19 @@
-"""vLLM's KV-cache accounting for one pipeline rank, reproduced so a plan states vLLM's own numbers.
+"""vLLM's KV-cache accounting for a pipeline-parallel group, reproduced so a plan states vLLM's own
+numbers (vLLM 0.31: v1/core/kv_cache_utils.py, v1/kv_cache_interface.py, config/vllm.py).
 
-vLLM (v1/core/kv_cache_utils.py, v1/kv_cache_interface.py) gives every layer of a hybrid model the
-largest page size (a layer with smaller pages holds proportionally more tokens per block), splits
-each kind of layer into groups of one size, and hands every group the same pool of blocks:
-`blocks = kv_bytes // page_bytes // group_size`. A request of length L holds, per group,
-`cdiv(L, block)` blocks for full attention and `cdiv(min(window - 1 + batched, L), block) + 1`
-for a sliding window. Concurrency is blocks over one max-length request's blocks, and the logged
-"KV cache size" is concurrency times the max length.
+- Every layer gets the model's largest page size; a layer with smaller pages holds proportionally
+  more tokens per block (`unify_kv_cache_spec_page_size`).
+- Groups are formed over the whole model: the group size is the smallest per-kind layer count (the
+  largest, if that is under 1.5 x the smallest), each kind splits into `cdiv(count, size)` groups
+  taking every n-th layer of the kind, and each rank sees the groups' layers it holds.
+- A rank's block costs the page bytes of its largest group; its pool is `kv_bytes // that`, and
+  every rank is cut to the smallest pool.
+- A request of length L holds, in every group, `cdiv(L, block)` blocks for full attention and
+  `cdiv(min(window - 1 + stages x batched_tokens, L), block) + 1` for a sliding window (a pipeline
+  keeps `stages` batches in flight; CPU runs without async scheduling).
+- One block is the null block: a max-length request fits if it needs at most `blocks - 1`.
+  Concurrency is blocks over one max-length request's blocks; the logged "KV cache size" is
+  `int(concurrency x max_len)`.
 """
 
 from __future__ import annotations
@@ -40,75 +47,94 @@ def stage_layers(layers: int, stages: int) -> list[range]:
 
 @dataclass(frozen=True)
 class KvGroup:
-    """One KV-cache group: a set of layers that share block ids."""
+    """One KV-cache group: layers of one kind that share block ids."""
 
     kind: str  # "full" or "sliding"
     block_tokens: int
     window: int | None
+    layers: tuple[int, ...]
 
-    def blocks_for(self, max_len: int, batched_tokens: int) -> int:
+    def blocks_for(self, max_len: int, in_flight_tokens: int) -> int:
         """Blocks one request of `max_len` tokens may hold in this group."""
         if self.window is None:
             return cdiv(max_len, self.block_tokens)
-        tokens = min(self.window - 1 + batched_tokens, max_len)
+        tokens = min(self.window - 1 + in_flight_tokens, max_len)
         return cdiv(tokens, self.block_tokens) + 1
 
 
 @dataclass(frozen=True)
-class RankKv:
-    """The KV layout of one pipeline rank."""
+class GroupKv:
+    """The KV layout of a whole pipeline group: shared groups, per-rank block costs."""
 
-    rank: int
-    sliding_layers: int
-    full_layers: int
+    stages: int
     page_bytes: int
-    group_size: int
     groups: tuple[KvGroup, ...]
+    #: Bytes one block costs on each rank (its largest group's pages).
+    bytes_per_block: tuple[int, ...]
 
     def num_blocks(self, kv_bytes: int) -> int:
-        """Blocks in the pool that a KV budget of `kv_bytes` buys."""
-        return kv_bytes // self.page_bytes // self.group_size
+        """Blocks in the pool a per-rank KV budget buys (the smallest over the ranks)."""
+        return min(kv_bytes // per_block for per_block in self.bytes_per_block)
 
     def blocks_per_request(self, max_len: int, batched_tokens: int) -> int:
-        return sum(g.blocks_for(max_len, batched_tokens) for g in self.groups)
+        in_flight = self.stages * batched_tokens
+        return sum(g.blocks_for(max_len, in_flight) for g in self.groups)
 
     def bytes_per_request(self, max_len: int, batched_tokens: int) -> int:
-        """KV bytes one max-length request needs ("x GiB KV cache is needed")."""
-        return self.blocks_per_request(max_len, batched_tokens) * self.page_bytes * self.group_size
+        """KV bytes one max-length request needs on the costliest rank ("x GiB is needed")."""
+        return self.blocks_per_request(max_len, batched_tokens) * max(self.bytes_per_block)
+
+    def usable_bytes(self, kv_bytes: int) -> int:
+        """What vLLM calls the available KV cache memory: the budget less the null block."""
+        return kv_bytes - max(self.bytes_per_block)
+
+    def fits(self, kv_bytes: int, max_len: int, batched_tokens: int) -> bool:
+        return self.blocks_per_request(max_len, batched_tokens) <= self.num_blocks(kv_bytes) - 1
 
     def concurrency(self, kv_bytes: int, max_len: int, batched_tokens: int) -> float:
         return self.num_blocks(kv_bytes) / self.blocks_per_request(max_len, batched_tokens)
 
     def max_len(self, kv_bytes: int, batched_tokens: int, upper: int) -> int:
-        """Longest length whose single request fits (vLLM's `estimate_max_model_len`); 0 if none."""
-        blocks = self.num_blocks(kv_bytes)
+        """Longest length whose single request fits (vLLM's estimate); 0 if none does."""
         lo, hi = 0, upper
         while lo < hi:
             mid = (lo + hi + 1) // 2
-            if self.blocks_per_request(mid, batched_tokens) <= blocks:
+            if self.fits(kv_bytes, mid, batched_tokens):
                 lo = mid
             else:
                 hi = mid - 1
         return lo
 
 
-def rank_kv(profile: ModelProfile, stages: int, rank: int) -> RankKv:
-    """Build the KV groups vLLM forms for `rank` of a `stages`-deep pipeline."""
+def rank_layer_counts(profile: ModelProfile, stages: int, rank: int) -> tuple[int, int]:
+    """(sliding, full) layers on `rank`."""
     layer_range = stage_layers(profile.layers, stages)[rank]
     full = sum(1 for i in layer_range if profile.is_full_attention(i))
-    sliding = len(layer_range) - full
+    return len(layer_range) - full, full
+
+
+def group_kv(profile: ModelProfile, stages: int) -> GroupKv:
+    """Build the KV groups vLLM forms for `profile` split into `stages` ranks."""
     per_token = {
         "sliding": profile.sliding_kv_heads * profile.sliding_head_dim * 2 * profile.dtype_bytes,
         "full": profile.full_kv_heads * profile.full_head_dim * 2 * profile.dtype_bytes,
     }
-    counts = {"sliding": sliding, "full": full}
-    present = {kind: n for kind, n in counts.items() if n > 0}
-    page_bytes = max(CPU_BLOCK_SIZE * per_token[kind] for kind in present)
-    smallest, largest = min(present.values()), max(present.values())
+    by_kind: dict[str, list[int]] = {}
+    for layer in range(profile.layers):
+        kind = "full" if profile.is_full_attention(layer) else "sliding"
+        by_kind.setdefault(kind, []).append(layer)
+    page_bytes = max(CPU_BLOCK_SIZE * per_token[kind] for kind in by_kind)
+    counts = [len(layers) for layers in by_kind.values()]
+    smallest, largest = min(counts), max(counts)
     group_size = largest if largest < 1.5 * smallest else smallest
     groups: list[KvGroup] = []
-    for kind, n in present.items():
+    for kind, layers in by_kind.items():
         block_tokens = page_bytes // per_token[kind]
         window = profile.sliding_window if kind == "sliding" else None
-        groups.extend(KvGroup(kind, block_tokens, window) for _ in range(cdiv(n, group_size)))
-    return RankKv(rank, sliding, full, page_bytes, group_size, tuple(groups))
+        n = cdiv(len(layers), group_size)
+        groups.extend(KvGroup(kind, block_tokens, window, tuple(layers[i::n])) for i in range(n))
+    per_block = []
+    for layer_range in stage_layers(profile.layers, stages):
+        held = max(sum(1 for layer in g.layers if layer in layer_range) for g in groups)
+        per_block.append(held * page_bytes)
+    return GroupKv(stages, page_bytes, tuple(groups), tuple(per_block))

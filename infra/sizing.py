@@ -20,7 +20,7 @@ from dataclasses import asdict, dataclass, replace
 from infra import catalog
 from infra.catalog import GIB, MIB, InstanceType, ModelProfile
 from infra.config import ConfigError, StackConfig
-from infra.kv_cache import RankKv, cdiv, rank_kv
+from infra.kv_cache import GroupKv, cdiv, group_kv, rank_layer_counts
 
 #: What the memory guard still sees when the checkpoint's page cache has filled the engine
 #: container to its limit: the memory the engine frees after loading, before it sizes the KV
@@ -176,11 +176,11 @@ def _stage_weights_gib(profile: ModelProfile, stages: int, rank: int, layers: in
 
 def _rank_plans(
     profile: ModelProfile, stages: int, pod_gib: float, prefetch: bool
-) -> tuple[tuple[RankPlan, ...], tuple[RankKv, ...]]:
-    plans, kvs = [], []
+) -> tuple[tuple[RankPlan, ...], GroupKv]:
+    plans = []
     for rank in range(stages):
-        kv = rank_kv(profile, stages, rank)
-        layers = kv.sliding_layers + kv.full_layers
+        sliding, full = rank_layer_counts(profile, stages, rank)
+        layers = sliding + full
         weights = _stage_weights_gib(profile, stages, rank, layers)
         overhead = profile.overhead_base_gib + profile.overhead_per_weight_gib * weights
         free = pod_gib - weights - overhead
@@ -195,16 +195,15 @@ def _rank_plans(
             RankPlan(
                 rank,
                 layers,
-                kv.sliding_layers,
-                kv.full_layers,
+                sliding,
+                full,
                 _gib(weights),
                 _gib(overhead),
                 free,
                 guard,
             )
         )
-        kvs.append(kv)
-    return tuple(plans), tuple(kvs)
+    return tuple(plans), group_kv(profile, stages)
 
 
 def _auto_kv_bytes(guard_gib: float) -> int:
@@ -212,12 +211,12 @@ def _auto_kv_bytes(guard_gib: float) -> int:
     return max(0, math.floor(usable * GIB / MIB)) * MIB
 
 
-def _max_len(kvs: tuple[RankKv, ...], kv_bytes: int, batched: int, upper: int) -> int:
-    return min(kv.max_len(kv_bytes, batched, upper) for kv in kvs)
+def _max_len(kvs: GroupKv, kv_bytes: int, batched: int, upper: int) -> int:
+    return kvs.max_len(kv_bytes, batched, upper)
 
 
 def _choose_batched(
-    cfg: StackConfig, kvs: tuple[RankKv, ...], kv_bytes: int, upper: int, stages: int
+    cfg: StackConfig, kvs: GroupKv, kv_bytes: int, upper: int, stages: int
 ) -> tuple[int, int]:
     """Pick `maxNumBatchedTokens` and the longest length it allows (capped at `upper`)."""
     if cfg.max_num_batched_tokens != "auto":
@@ -367,12 +366,13 @@ def _finish(
         )
     if length == 0 or (cfg.max_model_len != "auto" and length < cfg.max_model_len):
         want = upper if cfg.max_model_len != "auto" else min_len
-        needed = max(kv.bytes_per_request(want, batched) for kv in kvs)
+        needed = kvs.bytes_per_request(want, batched)
         fits = _max_len(kvs, kv_bytes, batched, profile.max_context)
         raise PlanError(
             "maxModelLen",
             f"{want} tokens need {needed / GIB:.2f} GiB of KV cache per rank, more than the "
-            f"{kv_bytes / GIB:.2f} GiB budget (vLLM would estimate a maximum of {fits})",
+            f"{kvs.usable_bytes(kv_bytes) / GIB:.2f} GiB available to it (vLLM would estimate "
+            f"a maximum of {fits})",
             f"set it to at most {fits} or auto, or give the KV cache more memory",
         )
     if batched < CPU_DEFAULT_MAX_SEQS_PER_RANK * stages:
@@ -382,8 +382,7 @@ def _finish(
             f"use at least {CPU_DEFAULT_MAX_SEQS_PER_RANK * stages}, or auto",
         )
     max_len = length if cfg.max_model_len == "auto" else cfg.max_model_len
-    worst = min(kvs, key=lambda kv: kv.concurrency(kv_bytes, max_len, batched))
-    concurrency = worst.concurrency(kv_bytes, max_len, batched)
+    concurrency = kvs.concurrency(kv_bytes, max_len, batched)
     tokens = int(concurrency * max_len)
 
     decode_seconds = 0.0
@@ -428,8 +427,8 @@ def _finish(
         f"max_num_batched_tokens {batched}: "
         + (
             "the largest that still serves the longest context (sliding-window layers "
-            f"reserve window - 1 + batched tokens); a {max_len}-token prompt is prefilled in "
-            f"{cdiv(max_len, batched)} step(s)"
+            "reserve window - 1 + stages x batched tokens); a "
+            f"{max_len}-token prompt is prefilled in {cdiv(max_len, batched)} step(s)"
             if cfg.max_num_batched_tokens == "auto"
             else "as the stack sets"
         ),
@@ -466,7 +465,7 @@ def _finish(
         max_num_batched_tokens=batched,
         max_num_seqs=CPU_DEFAULT_MAX_SEQS_PER_RANK * stages,
         max_model_len=max_len,
-        kv_needed_gib=_gib(max(kv.bytes_per_request(max_len, batched) for kv in kvs) / GIB),
+        kv_needed_gib=_gib(kvs.bytes_per_request(max_len, batched) / GIB),
         kv_cache_tokens=tokens,
         max_concurrency=round(concurrency, 2),
         prefill_steps_at_max_len=cdiv(max_len, batched),

@@ -47,8 +47,8 @@ BAD_INPUTS = [
             "maxNumBatchedTokens=4096",
         ],
         "`maxModelLen` 4096 tokens need 0.68 GiB of KV cache per rank, more than the 0.37 GiB "
-        "budget (vLLM would estimate a maximum of 2176); set it to at most 2176 or auto, or give "
-        "the KV cache more memory",
+        "available to it (vLLM would estimate a maximum of 2048); set it to at most 2048 or auto, "
+        "or give the KV cache more memory",
     ),
     (
         ["replicas=0"],

@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 from infra import catalog
 from infra.catalog import GIB
 from infra.config import load_config
-from infra.kv_cache import rank_kv, stage_layers
+from infra.kv_cache import group_kv, stage_layers
 from infra.sizing import PlanError, plan
 
 BASE = {"owner": "ml-platform", "endDate": "2027-01-01"}
@@ -40,14 +40,16 @@ def test_report_deployment_is_reproduced() -> None:
 
 
 def test_report_4096_context_needs_068_gib_per_rank() -> None:
-    for rank in range(2):
-        kv = rank_kv(GEMMA, 2, rank)
-        assert f"{kv.bytes_per_request(4096, 4096) / GIB:.2f}" == "0.68"
+    kv = group_kv(GEMMA, 2)
+    assert f"{kv.bytes_per_request(4096, 4096) / GIB:.2f}" == "0.68"
 
 
 def test_report_037_gib_budget_estimates_2048() -> None:
-    kv = rank_kv(GEMMA, 2, 0)
-    assert kv.max_len(int(0.37 * GIB), 4096, 4096) == 2048
+    # vLLM's message: "... larger than the available KV cache memory (0.37 GiB) ... the estimated
+    # maximum model length is 2048", for --kv-cache-memory-bytes=400000000.
+    kv = group_kv(GEMMA, 2)
+    assert f"{kv.usable_bytes(400_000_000) / GIB:.2f}" == "0.37"
+    assert kv.max_len(400_000_000, 4096, 4096) == 2048
 
 
 def test_report_4096_context_is_refused_with_vllms_estimate() -> None:
@@ -55,8 +57,8 @@ def test_report_4096_context_is_refused_with_vllms_estimate() -> None:
         _plan(**{**REPORT, "maxModelLen": 4096, "maxNumBatchedTokens": 4096, "pipelineStages": 2})
     assert str(error.value) == (
         "`maxModelLen` 4096 tokens need 0.68 GiB of KV cache per rank, more than the 0.37 GiB "
-        "budget (vLLM would estimate a maximum of 2176); set it to at most 2176 or auto, or give "
-        "the KV cache more memory"
+        "available to it (vLLM would estimate a maximum of 2048); set it to at most 2048 or auto, "
+        "or give the KV cache more memory"
     )
 
 
@@ -80,9 +82,14 @@ def test_report_decode_rate_within_25_percent() -> None:
 def test_layers_split_as_vllm_splits_them() -> None:
     assert [len(r) for r in stage_layers(48, 2)] == [24, 24]
     assert [len(r) for r in stage_layers(10, 3)] == [3, 4, 3]
-    kv = rank_kv(GEMMA, 2, 1)
-    assert (kv.sliding_layers, kv.full_layers, kv.group_size, len(kv.groups)) == (20, 4, 4, 6)
+    kv = group_kv(GEMMA, 2)
+    # 40 sliding + 8 full layers: groups of 8 (every 5th sliding layer), 4 of each on a rank.
+    assert [len(g.layers) for g in kv.groups] == [8, 8, 8, 8, 8, 8]
+    assert kv.groups[0].layers == (0, 6, 12, 18, 24, 30, 36, 42)
     assert kv.page_bytes == 128 * 8 * 512 * 2  # every layer gets the sliding layers' page
+    assert kv.bytes_per_block == (4 * kv.page_bytes, 4 * kv.page_bytes)
+    uneven = group_kv(GEMMA, 3)  # 16 layers per rank: a group may hold 3 of them on one rank
+    assert max(uneven.bytes_per_block) == 3 * kv.page_bytes
 
 
 def test_dev_defaults_beat_the_report_on_the_same_nodes() -> None:
