@@ -1,0 +1,231 @@
+"""The EKS cluster and its one managed node group of Graviton instances.
+
+The control plane spans two zones (EKS requires it); the node group sits in one subnet of one zone,
+with a fixed size (min = desired = max) because the model's pipeline ranks need every node.
+Authentication uses EKS access entries only (``API`` mode, no aws-auth ConfigMap). The node role
+needs no access entry of ours: EKS creates the ``EC2_LINUX`` entry for a managed node group's role
+itself, and pulumi-eks 4.x in ``API`` mode neither checks ``instanceRoles`` for managed node groups
+nor turns them into access entries.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import pulumi
+import pulumi_aws as aws
+import pulumi_eks as eks
+import pulumi_kubernetes as k8s
+
+AMI_TYPE = "AL2023_ARM_64_STANDARD"
+"""Amazon Linux 2023 for arm64 (Graviton); set explicitly, the EKS default is x86_64."""
+
+ROOT_DEVICE_NAME = "/dev/xvda"
+"""The root volume's device name on the AL2023 EKS AMIs."""
+
+CONTROL_PLANE_LOG_TYPES = ("api", "audit", "authenticator")
+"""Control-plane logs sent to CloudWatch: enough to debug access, not the noisy scheduler."""
+
+NODE_POLICIES = (
+    "AmazonEKSWorkerNodePolicy",
+    "AmazonEKS_CNI_Policy",
+    "AmazonEC2ContainerRegistryReadOnly",
+)
+"""The only AWS-managed policies on the node role; add-ons get their own roles through IRSA."""
+
+
+@dataclass(frozen=True)
+class ClusterArgs:
+    """What the cluster needs: where it lives and the shape of its single node group."""
+
+    vpc_id: pulumi.Input[str]
+    """The VPC the cluster and its nodes live in."""
+    control_plane_subnet_ids: pulumi.Input[Sequence[str]]
+    """Subnets in two availability zones for the control plane's network interfaces."""
+    node_subnet_id: pulumi.Input[str]
+    """The one subnet (one zone) every node is launched in."""
+    kubernetes_version: str
+    """The EKS Kubernetes version, e.g. "1.34"."""
+    instance_type: str
+    """The planned Graviton instance type, e.g. "m7g.2xlarge"."""
+    node_count: int
+    """How many nodes; the group's minimum, desired and maximum size are all this number."""
+    node_disk_gib: int
+    """Size of each node's encrypted gp3 root volume in GiB (images and model cache live here)."""
+    node_labels: Mapping[str, str]
+    """Kubernetes labels put on every node; the workload's nodeSelector uses them."""
+
+    def __post_init__(self) -> None:
+        if self.node_count < 1:
+            raise ValueError(
+                f"`node_count` is {self.node_count}, but the node group needs at least one node; "
+                "set it to 1 or more"
+            )
+        if self.node_disk_gib < 20:
+            raise ValueError(
+                f"`node_disk_gib` is {self.node_disk_gib}, below the 20 GiB the EKS AL2023 AMI "
+                "needs; set it to 20 or more"
+            )
+
+
+class Cluster(pulumi.ComponentResource):
+    """An EKS cluster (pulumi-eks) with one fixed-size managed node group and its IAM role.
+
+    Owns the ``eks.Cluster`` (which brings its service role, security group, OIDC provider and
+    default add-ons), the node IAM role and its policy attachments, the nodes' launch template,
+    the ``eks.ManagedNodeGroup``, and the Kubernetes provider every in-cluster resource uses.
+    """
+
+    cluster_name: pulumi.Output[str]
+    """The EKS cluster's physical name (auto-named from the component name)."""
+    kubeconfig: pulumi.Output[str]
+    """A JSON kubeconfig (``aws eks get-token`` exec auth), marked secret."""
+    provider: k8s.Provider
+    """The Kubernetes provider built from the cluster's kubeconfig; pass it to in-cluster
+    resources (pulumi-eks 4.x in Python has no usable ``cluster.provider``)."""
+    oidc_provider_arn: pulumi.Output[str]
+    """ARN of the cluster's IAM OIDC provider, the federated principal in IRSA trust policies."""
+    oidc_provider_url: pulumi.Output[str]
+    """The OIDC issuer without ``https://``, as used in IRSA trust conditions (``<url>:sub``)."""
+    node_role_name: pulumi.Output[str]
+    """Name of the nodes' IAM role."""
+    node_role_arn: pulumi.Output[str]
+    """ARN of the nodes' IAM role."""
+    node_group_name: pulumi.Output[str]
+    """The managed node group's physical name."""
+    node_group: eks.ManagedNodeGroup
+    """The node group itself, for ``depends_on`` from in-cluster installs that need schedulable
+    nodes but take no data from them (e.g. a controller whose webhooks must answer)."""
+
+    def __init__(
+        self, name: str, args: ClusterArgs, opts: pulumi.ResourceOptions | None = None
+    ) -> None:
+        super().__init__("gemma-graviton:cluster:Cluster", name, None, opts)
+        child = pulumi.ResourceOptions(parent=self)
+
+        cluster = eks.Cluster(
+            f"{name}-eks",
+            vpc_id=args.vpc_id,
+            subnet_ids=args.control_plane_subnet_ids,
+            version=args.kubernetes_version,
+            authentication_mode=eks.AuthenticationMode.API,
+            enabled_cluster_log_types=list(CONTROL_PLANE_LOG_TYPES),
+            # The only nodes are the managed node group below.
+            skip_default_node_group=True,
+            # IRSA for add-ons (EBS CSI, CloudWatch): pods cannot use the node role (see below).
+            create_oidc_provider=True,
+            endpoint_public_access=True,
+            # Nodes reach the API server inside the VPC rather than through the NAT gateway.
+            endpoint_private_access=True,
+            opts=child,
+        )
+
+        partition = aws.get_partition_output(opts=pulumi.InvokeOutputOptions(parent=self))
+        node_role = aws.iam.Role(
+            f"{name}-node-role",
+            description="EKS managed nodes of the gemma-graviton cluster",
+            assume_role_policy=json.dumps(
+                {
+                    "Version": "2012-10-17",
+                    "Statement": [
+                        {
+                            "Effect": "Allow",
+                            "Principal": {"Service": "ec2.amazonaws.com"},
+                            "Action": "sts:AssumeRole",
+                        }
+                    ],
+                }
+            ),
+            opts=child,
+        )
+        attachments = [
+            aws.iam.RolePolicyAttachment(
+                f"{name}-node-{policy}",
+                role=node_role.name,
+                policy_arn=pulumi.Output.concat(
+                    "arn:", partition.partition, ":iam::aws:policy/", policy
+                ),
+                opts=child,
+            )
+            for policy in NODE_POLICIES
+        ]
+
+        launch_template = aws.ec2.LaunchTemplate(
+            f"{name}-node-lt",
+            description="Root volume and instance metadata settings of the EKS managed nodes",
+            block_device_mappings=[
+                aws.ec2.LaunchTemplateBlockDeviceMappingArgs(
+                    device_name=ROOT_DEVICE_NAME,
+                    ebs=aws.ec2.LaunchTemplateBlockDeviceMappingEbsArgs(
+                        volume_size=args.node_disk_gib,
+                        volume_type="gp3",
+                        encrypted="true",
+                        delete_on_termination="true",
+                    ),
+                )
+            ],
+            # IMDSv2 only, and a PUT response hop limit of 1: a pod's request crosses one more
+            # hop than the node's own, so pods cannot fetch the node role's credentials and must
+            # use IRSA. Host-network daemons (VPC CNI, kube-proxy) still reach the metadata.
+            metadata_options=aws.ec2.LaunchTemplateMetadataOptionsArgs(
+                http_endpoint="enabled",
+                http_tokens="required",
+                http_put_response_hop_limit=1,
+            ),
+            opts=child,
+        )
+
+        node_group = eks.ManagedNodeGroup(
+            f"{name}-nodes",
+            cluster=cluster,
+            node_role_arn=node_role.arn,
+            ami_type=AMI_TYPE,
+            instance_types=[args.instance_type],
+            capacity_type="ON_DEMAND",
+            scaling_config=aws.eks.NodeGroupScalingConfigArgs(
+                min_size=args.node_count,
+                desired_size=args.node_count,
+                max_size=args.node_count,
+            ),
+            subnet_ids=[args.node_subnet_id],
+            labels=dict(args.node_labels),
+            # The disk size lives in the launch template: EKS rejects `disk_size` beside one.
+            launch_template=aws.eks.NodeGroupLaunchTemplateArgs(
+                id=launch_template.id,
+                version=launch_template.latest_version.apply(str),
+            ),
+            opts=pulumi.ResourceOptions(
+                parent=self,
+                # Nodes fail to join unless the role's policies are attached first; only the
+                # role's ARN flows into the node group, so the ordering is explicit.
+                depends_on=attachments,
+            ),
+        )
+
+        self.provider = k8s.Provider(
+            f"{name}-k8s",
+            kubeconfig=cluster.kubeconfig_json,
+            enable_server_side_apply=True,
+            opts=child,
+        )
+        self.cluster_name = cluster.eks_cluster.name
+        self.kubeconfig = pulumi.Output.secret(cluster.kubeconfig_json)
+        self.oidc_provider_arn = cluster.oidc_provider_arn
+        self.oidc_provider_url = cluster.oidc_provider_url
+        self.node_role_name = node_role.name
+        self.node_role_arn = node_role.arn
+        self.node_group = node_group
+        self.node_group_name = node_group.node_group.node_group_name
+        self.register_outputs(
+            {
+                "clusterName": self.cluster_name,
+                "kubeconfig": self.kubeconfig,
+                "oidcProviderArn": self.oidc_provider_arn,
+                "oidcProviderUrl": self.oidc_provider_url,
+                "nodeRoleName": self.node_role_name,
+                "nodeRoleArn": self.node_role_arn,
+                "nodeGroupName": self.node_group_name,
+            }
+        )
