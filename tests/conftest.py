@@ -211,6 +211,8 @@ class RecordingMonitor(MockMonitor):
     def __init__(self, mocks: RecordingMocks) -> None:
         super().__init__(mocks)
         self._current = threading.local()
+        #: URN -> URNs it depends on (explicit `depends_on`, expanded as the SDK expands it).
+        self.dependencies: dict[str, list[str]] = {}
 
     def current(self) -> tuple[str | None, str | None, dict[str, str]]:
         """The (parent URN, URN, providers) of the registration being handled on this thread."""
@@ -220,6 +222,7 @@ class RecordingMonitor(MockMonitor):
         urn = self.make_urn(request.parent, request.type, request.name)
         if request.type == "pulumi:pulumi:Stack":
             return resource_pb2.RegisterResourceResponse(urn=urn)
+        self.dependencies[urn] = list(request.dependencies)
         # The SDK's monitor would turn resource references among the inputs into Resource objects
         # on this executor thread, whose rehydration RPCs then land on the wrong event loop.
         # Recording them as {"urn", "id"} is all a test needs.

@@ -1,0 +1,122 @@
+"""The Pulumi program: load config, plan, build providers, create components, export.
+
+Pulumi runs this file with `infra/` as the program directory and the repository root as the
+working directory, so the root is put on the import path first.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import pulumi
+import pulumi_aws as aws
+
+from components.cluster import Cluster, ClusterArgs
+from components.leaderworkerset import LwsController, LwsControllerArgs
+from components.model_server import ModelServer, ModelServerArgs
+from components.network import Network, NetworkArgs
+from components.observability import ClusterLogs, ClusterLogsArgs
+from components.storage import ModelVolumes, ModelVolumesArgs
+from infra import wiring
+from infra.config import PROJECT
+from infra.pulumi_config import read_stack_config
+
+stack = pulumi.get_stack()
+cfg, plan, secrets = read_stack_config(stack)
+
+aws_provider = aws.Provider(
+    "aws",
+    region=cfg.region,
+    default_tags={
+        "tags": {
+            **cfg.tags,
+            "project": PROJECT,
+            "stack": stack,
+            "owner": cfg.owner,
+            "endDate": cfg.end_date.isoformat(),
+        }
+    },
+)
+on_aws = pulumi.ResourceOptions(providers=[aws_provider])
+
+network = Network(
+    "net",
+    NetworkArgs(
+        cidr_block=str(cfg.vpc_cidr),
+        node_zone=cfg.availability_zone,
+        second_zone=cfg.second_zone,
+        node_subnets=cfg.node_subnets,
+    ),
+    opts=on_aws,
+)
+cluster = Cluster(
+    "eks",
+    ClusterArgs(
+        vpc_id=network.vpc_id,
+        control_plane_subnet_ids=network.control_plane_subnet_ids,
+        node_subnet_id=network.node_subnet_id,
+        kubernetes_version=cfg.kubernetes_version,
+        instance_type=plan.instance_type,
+        node_count=plan.nodes,
+        node_disk_gib=plan.node_disk_gib,
+        node_labels=wiring.NODE_LABELS,
+    ),
+    opts=on_aws,
+)
+on_cluster = pulumi.ResourceOptions(providers=[cluster.provider, aws_provider])
+oidc = {
+    "cluster_name": cluster.cluster_name,
+    "kubernetes_version": cfg.kubernetes_version,
+    "oidc_provider_arn": cluster.oidc_provider_arn,
+    "oidc_provider_url": cluster.oidc_provider_url,
+}
+logs = ClusterLogs("logs", ClusterLogsArgs(**oidc, app_namespace=wiring.NAMESPACE), opts=on_aws)
+volumes = (
+    ModelVolumes(
+        "weights", ModelVolumesArgs(**oidc, storage_class=wiring.STORAGE_CLASS), opts=on_cluster
+    )
+    if plan.model_cache == "volume"
+    else None
+)
+lws = LwsController("lws", LwsControllerArgs(), opts=on_cluster)
+server = ModelServer(
+    "model",
+    ModelServerArgs(
+        spec=wiring.server_spec(cfg, plan),
+        hf_token=secrets.hf_token,
+        api_key=secrets.api_key,
+        lws_controller=lws,
+        storage=volumes,
+    ),
+    opts=on_cluster,
+)
+
+pulumi.export("clusterName", cluster.cluster_name)
+pulumi.export("kubeconfig", cluster.kubeconfig)
+pulumi.export("region", cfg.region)
+pulumi.export("availabilityZone", cfg.availability_zone)
+pulumi.export("nodeInstanceType", plan.instance_type)
+pulumi.export("nodeCount", plan.nodes)
+pulumi.export("plan", plan.to_json())
+pulumi.export("endpoint", server.endpoint)
+pulumi.export("apiKey", server.api_key)
+pulumi.export("model", server.served_model)
+pulumi.export("maxModelLen", server.max_model_len)
+pulumi.export("kvCacheTokens", plan.kv_cache_tokens)
+pulumi.export("namespace", server.namespace)
+pulumi.export("logGroup", logs.log_group_name)
+pulumi.export("logsQuery", logs.query)
+pulumi.export(
+    "curlExample",
+    server.endpoint.apply(
+        lambda url: (
+            f'curl -sN {url}/chat/completions -H "Authorization: Bearer '
+            f'$(pulumi stack output --show-secrets apiKey)" -H "Content-Type: application/json" '
+            f'-d \'{{"model": "{cfg.model}", "stream": true, "max_tokens": 100, '
+            f'"messages": [{{"role": "user", "content": "Hello"}}]}}\''
+        )
+    ),
+)
