@@ -10,6 +10,7 @@ nor turns them into access entries.
 
 from __future__ import annotations
 
+import base64
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -34,6 +35,27 @@ NODE_POLICIES = (
     "AmazonEC2ContainerRegistryReadOnly",
 )
 """The only AWS-managed policies on the node role; add-ons get their own roles through IRSA."""
+
+
+#: nodeadm configuration EKS merges into the AL2023 nodes' user data. The static CPU manager gives
+#: a Guaranteed pod with whole CPUs an exclusive cpuset: vLLM binds one OpenMP thread per CPU it
+#: sees, and without it would see every CPU of the node while its quota allows only its limit.
+NODE_CONFIG = """MIME-Version: 1.0
+Content-Type: multipart/mixed; boundary="//"
+
+--//
+Content-Type: application/node.eks.aws
+
+---
+apiVersion: node.eks.aws/v1alpha1
+kind: NodeConfig
+spec:
+  kubelet:
+    config:
+      cpuManagerPolicy: static
+
+--//--
+"""
 
 
 @dataclass(frozen=True)
@@ -174,6 +196,7 @@ class Cluster(pulumi.ComponentResource):
                 http_tokens="required",
                 http_put_response_hop_limit=1,
             ),
+            user_data=base64.b64encode(NODE_CONFIG.encode()).decode(),
             opts=child,
         )
 

@@ -8,12 +8,14 @@ a secret kubeconfig feeding the one Kubernetes provider.
 
 from __future__ import annotations
 
+import base64
 import json
 from typing import Literal
 
 import pulumi
 import pulumi_aws as aws
 import pytest
+import yaml
 
 from components.cluster import AMI_TYPE, NODE_POLICIES, Cluster, ClusterArgs
 from components.network import Network, NetworkArgs
@@ -462,3 +464,15 @@ def test_an_explicit_aws_provider_reaches_every_aws_child(mocks: RecordingMocks)
             assert record.providers.get("aws") == reference, record.urn
     for call in mocks.calls:
         assert call.provider == reference, call.token
+
+
+def test_nodes_run_the_static_cpu_manager(mocks: RecordingMocks) -> None:
+    """vLLM binds a thread per CPU it sees: the pod must see only its own, exclusive CPUs."""
+    deploy()
+    template = one(mocks.records, LAUNCH_TEMPLATE)
+    user_data = base64.b64decode(template.inputs["userData"]).decode()
+    assert "Content-Type: application/node.eks.aws" in user_data, template.urn
+    document = user_data.split("---\n", 1)[1].split("\n--//--")[0]
+    node_config = yaml.safe_load(document)
+    assert node_config["kind"] == "NodeConfig"
+    assert node_config["spec"]["kubelet"]["config"]["cpuManagerPolicy"] == "static"
