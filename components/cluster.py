@@ -141,6 +141,9 @@ class Cluster(pulumi.ComponentResource):
             endpoint_public_access=True,
             # Nodes reach the API server inside the VPC rather than through the NAT gateway.
             endpoint_private_access=True,
+            # The VPC CNI enforces NetworkPolicy only with its policy agent turned on; without it
+            # the model server's policy would be accepted and ignored.
+            vpc_cni_options=eks.VpcCniOptionsArgs(enable_network_policy=True),
             opts=child,
         )
 
