@@ -207,7 +207,7 @@ def test_cluster_uses_api_auth_logging_oidc_and_no_default_node_group(
     # Managed node groups get their access entry from EKS; no aws-auth role mapping is needed.
     assert "instanceRoles" not in inputs and "instanceRole" not in inputs, eks_cluster.urn
     assert inputs["vpcId"] == one(mocks.records, VPC).resource_id, eks_cluster.urn
-    assert inputs["vpcCniOptions"] == {"enableNetworkPolicy": True}, eks_cluster.urn
+    assert inputs["vpcCniOptions"]["enableNetworkPolicy"] is True, eks_cluster.urn
 
 
 def test_control_plane_subnets_span_two_zones(mocks: RecordingMocks) -> None:
