@@ -327,7 +327,23 @@ def plan(cfg: StackConfig, stack: str = "dev") -> Plan:
             f"split ({rejected[0]}; {rejected[-1]})",
             "choose a larger type such as m7g.4xlarge",
         )
-    return _finish(cfg, stack, instance, profile, budget, pod_gib, chosen, min_len, upper)
+    result = _finish(cfg, stack, instance, profile, budget, pod_gib, chosen, min_len, upper)
+    if cfg.weight_prefetch:
+        result = replace(result, reasons=(*result.reasons, _without_prefetch(cfg, stack)))
+    return result
+
+
+def _without_prefetch(cfg: StackConfig, stack: str) -> str:
+    """What the same stack would get if vLLM downloaded the weights itself, as in the report."""
+    try:
+        other = plan(cfg.model_copy(update={"weight_prefetch": False}), stack)
+    except PlanError as error:
+        return f"without the weight prefetch this stack would not start: {error}"
+    return (
+        f"without the weight prefetch the guard would see {other.guard_available_gib:.2f} GiB "
+        "(the checkpoint's page cache charged to the engine container), leaving "
+        f"{other.max_model_len:,} tokens at {other.max_concurrency:.2f}x"
+    )
 
 
 def _finish(

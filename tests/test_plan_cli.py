@@ -39,6 +39,7 @@ def test_table_explains_the_derived_values(capsys: pytest.CaptureFixture[str]) -
     assert "kv cache size" in out and "tokens (as vLLM will log it)" in out
     assert "why:" in out
     assert "page cache is charged outside the engine container" in out
+    assert "without the weight prefetch the guard would see 0.58 GiB" in out
 
 
 def test_what_if_bigger_nodes(capsys: pytest.CaptureFixture[str]) -> None:
