@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_aws as aws
 
-from components.irsa import service_account_role
+from components.addons import ClusterRef, addon_with_role
 
 ADDON = "amazon-cloudwatch-observability"
 AGENT_NAMESPACE = "amazon-cloudwatch"
@@ -24,10 +24,7 @@ AGENT_SERVICE_ACCOUNT = "cloudwatch-agent"
 class ClusterLogsArgs:
     """The cluster whose container logs are shipped."""
 
-    cluster_name: pulumi.Input[str]
-    kubernetes_version: str
-    oidc_provider_arn: pulumi.Input[str]
-    oidc_provider_url: pulumi.Input[str]
+    cluster: ClusterRef
     #: Namespace of the model pods, for the ready-made query.
     app_namespace: str
     #: Days CloudWatch keeps the application logs.
@@ -59,35 +56,21 @@ class ClusterLogs(pulumi.ComponentResource):
         # The add-on writes to this fixed name; creating it here sets retention and ownership.
         group = aws.cloudwatch.LogGroup(
             f"{name}-application",
-            name=pulumi.Output.concat("/aws/containerinsights/", args.cluster_name, "/application"),
+            name=pulumi.Output.concat(
+                "/aws/containerinsights/", args.cluster.cluster_name, "/application"
+            ),
             retention_in_days=args.retention_days,
             opts=child,
         )
-        role = service_account_role(
-            f"{name}-agent",
-            oidc_provider_arn=args.oidc_provider_arn,
-            oidc_provider_url=args.oidc_provider_url,
+        addon_with_role(
+            f"{name}-addon",
+            args.cluster,
+            addon=ADDON,
             namespace=AGENT_NAMESPACE,
             service_account=AGENT_SERVICE_ACCOUNT,
-            managed_policy_arns=[
-                "arn:aws:iam::aws:policy/CloudWatchAgentServerPolicy",
-            ],
+            managed_policy_arns=["arn:aws:iam::aws:policy/CloudWatchAgentServerPolicy"],
             parent=self,
-        )
-        # The default add-on version EKS publishes for the pinned Kubernetes version: it is
-        # recorded in the stack's state and any change shows in the preview diff.
-        version = aws.eks.get_addon_version_output(
-            addon_name=ADDON, kubernetes_version=args.kubernetes_version, most_recent=False
-        )
-        aws.eks.Addon(
-            f"{name}-addon",
-            cluster_name=args.cluster_name,
-            addon_name=ADDON,
-            addon_version=version.version,
-            service_account_role_arn=role.arn,
-            resolve_conflicts_on_create="OVERWRITE",
-            resolve_conflicts_on_update="OVERWRITE",
-            opts=pulumi.ResourceOptions(parent=self, depends_on=[group]),
+            depends_on=[group],
         )
         self.log_group_name = group.name
         self.query = pulumi.Output.from_input(logs_query(args.app_namespace))

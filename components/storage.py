@@ -11,7 +11,7 @@ import pulumi
 import pulumi_aws as aws
 import pulumi_kubernetes as k8s
 
-from components.irsa import service_account_role
+from components.addons import ClusterRef, addon_with_role
 
 ADDON = "aws-ebs-csi-driver"
 
@@ -20,10 +20,7 @@ ADDON = "aws-ebs-csi-driver"
 class ModelVolumesArgs:
     """The cluster that gets the driver, and the storage class the model's claims name."""
 
-    cluster_name: pulumi.Input[str]
-    kubernetes_version: str
-    oidc_provider_arn: pulumi.Input[str]
-    oidc_provider_url: pulumi.Input[str]
+    cluster: ClusterRef
     #: Storage class name; the LeaderWorkerSet's volumeClaimTemplates refer to it.
     storage_class: str
     #: gp3 throughput in MiB/s: the first start writes ~24 GB, every start reads it back.
@@ -45,29 +42,14 @@ class ModelVolumes(pulumi.ComponentResource):
         self, name: str, args: ModelVolumesArgs, opts: pulumi.ResourceOptions | None = None
     ) -> None:
         super().__init__("gemma-graviton:storage:ModelVolumes", name, None, opts)
-        role = service_account_role(
+        self.driver = addon_with_role(
             f"{name}-csi",
-            oidc_provider_arn=args.oidc_provider_arn,
-            oidc_provider_url=args.oidc_provider_url,
+            args.cluster,
+            addon=ADDON,
             namespace="kube-system",
             service_account="ebs-csi-controller-sa",
-            managed_policy_arns=[
-                "arn:aws:iam::aws:policy/service-role/AmazonEBSCSIDriverPolicy",
-            ],
+            managed_policy_arns=["arn:aws:iam::aws:policy/service-role/AmazonEBSCSIDriverPolicy"],
             parent=self,
-        )
-        version = aws.eks.get_addon_version_output(
-            addon_name=ADDON, kubernetes_version=args.kubernetes_version, most_recent=False
-        )
-        self.driver = aws.eks.Addon(
-            f"{name}-csi-addon",
-            cluster_name=args.cluster_name,
-            addon_name=ADDON,
-            addon_version=version.version,
-            service_account_role_arn=role.arn,
-            resolve_conflicts_on_create="OVERWRITE",
-            resolve_conflicts_on_update="OVERWRITE",
-            opts=pulumi.ResourceOptions(parent=self),
         )
         sc = k8s.storage.v1.StorageClass(
             f"{name}-gp3",

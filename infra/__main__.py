@@ -14,6 +14,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import pulumi
 import pulumi_aws as aws
 
+from components.addons import ClusterRef
 from components.cluster import Cluster, ClusterArgs
 from components.leaderworkerset import LwsController, LwsControllerArgs
 from components.model_server import ModelServer, ModelServerArgs
@@ -67,17 +68,15 @@ cluster = Cluster(
     opts=on_aws,
 )
 on_cluster = pulumi.ResourceOptions(providers=[cluster.provider, aws_provider])
-oidc = {
-    "cluster_name": cluster.cluster_name,
-    "kubernetes_version": cfg.kubernetes_version,
-    "oidc_provider_arn": cluster.oidc_provider_arn,
-    "oidc_provider_url": cluster.oidc_provider_url,
-}
-logs = ClusterLogs("logs", ClusterLogsArgs(**oidc, app_namespace=wiring.NAMESPACE), opts=on_aws)
+cluster_ref = ClusterRef(
+    cluster_name=cluster.cluster_name,
+    kubernetes_version=cfg.kubernetes_version,
+    oidc_provider_arn=cluster.oidc_provider_arn,
+    oidc_provider_url=cluster.oidc_provider_url,
+)
+logs = ClusterLogs("logs", ClusterLogsArgs(cluster_ref, wiring.NAMESPACE), opts=on_aws)
 volumes = (
-    ModelVolumes(
-        "weights", ModelVolumesArgs(**oidc, storage_class=wiring.STORAGE_CLASS), opts=on_cluster
-    )
+    ModelVolumes("weights", ModelVolumesArgs(cluster_ref, wiring.STORAGE_CLASS), opts=on_cluster)
     if plan.model_cache == "volume"
     else None
 )

@@ -1,0 +1,113 @@
+"""EKS add-ons whose controllers call AWS: each with an IAM role that only its service account can
+assume through the cluster's OIDC provider (pods cannot reach the node role, see the cluster)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import pulumi
+import pulumi_aws as aws
+
+
+@dataclass(frozen=True)
+class ClusterRef:
+    """The cluster an add-on goes into, and the OIDC provider its role trusts."""
+
+    cluster_name: pulumi.Input[str]
+    #: Pinned Kubernetes version; the add-on version is EKS's default for it.
+    kubernetes_version: str
+    oidc_provider_arn: pulumi.Input[str]
+    oidc_provider_url: pulumi.Input[str]
+
+
+def service_account_role(
+    name: str,
+    *,
+    oidc_provider_arn: pulumi.Input[str],
+    oidc_provider_url: pulumi.Input[str],
+    namespace: str,
+    service_account: str,
+    managed_policy_arns: Sequence[str],
+    parent: pulumi.Resource,
+) -> aws.iam.Role:
+    """A role only `namespace/service_account` can assume, with exactly `managed_policy_arns`."""
+
+    def trust(args: list[str]) -> str:
+        arn, url = args
+        issuer = url.removeprefix("https://")
+        return json.dumps(
+            {
+                "Version": "2012-10-17",
+                "Statement": [
+                    {
+                        "Effect": "Allow",
+                        "Principal": {"Federated": arn},
+                        "Action": "sts:AssumeRoleWithWebIdentity",
+                        "Condition": {
+                            "StringEquals": {
+                                f"{issuer}:sub": (
+                                    f"system:serviceaccount:{namespace}:{service_account}"
+                                ),
+                                f"{issuer}:aud": "sts.amazonaws.com",
+                            }
+                        },
+                    }
+                ],
+            }
+        )
+
+    child = pulumi.ResourceOptions(parent=parent)
+    role = aws.iam.Role(
+        name,
+        assume_role_policy=pulumi.Output.all(oidc_provider_arn, oidc_provider_url).apply(trust),
+        opts=child,
+    )
+    for index, policy in enumerate(managed_policy_arns):
+        aws.iam.RolePolicyAttachment(
+            f"{name}-policy-{index}", role=role.name, policy_arn=policy, opts=child
+        )
+    return role
+
+
+def addon_with_role(
+    name: str,
+    cluster: ClusterRef,
+    *,
+    addon: str,
+    namespace: str,
+    service_account: str,
+    managed_policy_arns: Sequence[str],
+    parent: pulumi.Resource,
+    depends_on: Sequence[pulumi.Resource] = (),
+) -> aws.eks.Addon:
+    """The add-on `addon`, its controller running as `namespace/service_account` with a role that
+    holds exactly `managed_policy_arns`."""
+    role = service_account_role(
+        f"{name}-role",
+        oidc_provider_arn=cluster.oidc_provider_arn,
+        oidc_provider_url=cluster.oidc_provider_url,
+        namespace=namespace,
+        service_account=service_account,
+        managed_policy_arns=managed_policy_arns,
+        parent=parent,
+    )
+    # EKS's default version of the add-on for the pinned Kubernetes version: it is recorded in the
+    # stack's state, and a change of it shows in the preview diff.
+    version = aws.eks.get_addon_version_output(
+        addon_name=addon,
+        kubernetes_version=cluster.kubernetes_version,
+        most_recent=False,
+        opts=pulumi.InvokeOutputOptions(parent=parent),
+    )
+    return aws.eks.Addon(
+        name,
+        cluster_name=cluster.cluster_name,
+        addon_name=addon,
+        addon_version=version.version,
+        service_account_role_arn=role.arn,
+        resolve_conflicts_on_create="OVERWRITE",
+        resolve_conflicts_on_update="OVERWRITE",
+        opts=pulumi.ResourceOptions(parent=parent, depends_on=list(depends_on)),
+    )
