@@ -98,8 +98,16 @@ class ModelServer(pulumi.ComponentResource):
             kind=lws["kind"],
             metadata=_meta(lws, in_ns),
             spec=lws["spec"],
-            # No data flows to these: the pods name the secrets, the webhooks admit the object.
-            opts=pulumi.ResourceOptions(parent=self, depends_on=[args.lws_controller, *secrets]),
+            # No data flows to these: the pods name the secrets and the storage class, the
+            # controller's webhooks admit the object.
+            opts=pulumi.ResourceOptions(
+                parent=self,
+                depends_on=[
+                    args.lws_controller,
+                    *secrets,
+                    *([args.storage] if args.storage else []),
+                ],
+            ),
         )
 
         svc_obj = manifests.service(spec)

@@ -259,6 +259,7 @@ def test_logging_addon_and_volume_cache(mocks: RecordingMocks, exports: dict[str
     lws = one(mocks.records, LWS)
     (claim,) = lws.inputs["spec"]["leaderWorkerTemplate"]["volumeClaimTemplates"]
     assert claim["spec"]["storageClassName"] == sc.inputs["metadata"]["name"]
+    assert sc.urn in mocks.monitor.dependencies[lws.urn], lws.urn
     assert "logsQuery" in exports and "gemma-graviton" in resolve(exports["logsQuery"])
     cached = plan(load_stack("dev", {"modelCache": "volume"}), "dev")
     assert cached.warm_restart_seconds < plan(load_stack("dev"), "dev").warm_restart_seconds
