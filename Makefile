@@ -37,3 +37,8 @@ rehearse: $(VENV)/.installed
 
 clean:
 	rm -rf $(VENV) $(TOOLS) .rehearsal rendered .pytest_cache .ruff_cache
+
+## vLLM's memory guard in a pod-sized memory cgroup, with and without the weight prefetch (root).
+.PHONY: rehearse-guard
+rehearse-guard: $(VENV)/.installed
+	$(PY) -m infra.memory_guard --stack $(STACK)
