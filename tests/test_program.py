@@ -114,6 +114,11 @@ def test_every_stack_runs_end_to_end(
     for plain in ("endpoint", "plan", "curlExample", "model"):
         assert not is_secret(exports[plain]), plain
     assert "--show-secrets apiKey" in resolve(exports["curlExample"])
+    api_key = resolve(exports["apiKey"])
+    for name, value in exports.items():
+        if not is_secret(value):
+            text = json.dumps(resolve(value), default=str)
+            assert HF_TOKEN not in text and api_key not in text, name
     assert resolve(exports["kvCacheTokens"]) == expected.kv_cache_tokens
 
 
