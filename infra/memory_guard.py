@@ -79,7 +79,7 @@ from infra.rehearse import (
     tiny_profile,
 )
 from infra.sizing import CPU_DEFAULT_BATCHED_TOKENS_PER_RANK, PlanError, plan
-from infra.stackfile import load_stack, parse_overrides
+from infra.stackfile import add_stack_arguments, load_stack, parse_overrides
 from infra.vllm_logs import parse_kv_cache_allocation, parse_memory_guard_refusal
 
 GUARD_MODEL_NAME = "rehearsal/guard-gemma4"
@@ -526,15 +526,7 @@ def _parser() -> argparse.ArgumentParser:
         description="Run vLLM's memory guard in a pod-sized memory cgroup with and without the "
         "weight prefetch, and compare with the planner.",
     )
-    parser.add_argument("--stack", default="dev", help="stack file stacks/Pulumi.<stack>.yaml")
-    parser.add_argument(
-        "--set",
-        dest="overrides",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="override a stack key for this run only (repeatable)",
-    )
+    add_stack_arguments(parser)
     parser.add_argument(
         "--limit-gib",
         default="auto",

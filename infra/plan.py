@@ -15,7 +15,7 @@ from pathlib import Path
 
 from infra.config import ConfigError
 from infra.sizing import Plan, plan
-from infra.stackfile import load_stack, parse_overrides
+from infra.stackfile import add_stack_arguments, load_stack, parse_overrides
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -23,15 +23,7 @@ def _parser() -> argparse.ArgumentParser:
         prog="python -m infra.plan",
         description="Show what a stack will get: pods, memory, KV cache, context, speed.",
     )
-    parser.add_argument("--stack", default="dev", help="stack file stacks/Pulumi.<stack>.yaml")
-    parser.add_argument(
-        "--set",
-        dest="overrides",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="override a stack key for this run only (repeatable)",
-    )
+    add_stack_arguments(parser)
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     parser.add_argument(
         "--render",

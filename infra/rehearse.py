@@ -61,7 +61,7 @@ from infra.catalog import MIB, ModelProfile
 from infra.config import ConfigError, StackConfig, load_config
 from infra.rehearsal_env import RehearsalEnvError, ensure_env, tail
 from infra.sizing import CPU_DEFAULT_MAX_SEQS_PER_RANK, Plan, plan
-from infra.stackfile import REPO, load_stack, parse_overrides, read_stack
+from infra.stackfile import REPO, add_stack_arguments, load_stack, parse_overrides, read_stack
 from infra.tiny_model import FULL, SLIDING, tiny_text_config
 from infra.vllm_logs import (
     first_fatal_error,
@@ -988,15 +988,7 @@ def _parser() -> argparse.ArgumentParser:
         description="Serve a tiny model of the stack's layout with real vLLM, two ranks on "
         "127.0.0.1, using the stack's own command lines, and check the plan's numbers.",
     )
-    parser.add_argument("--stack", default="dev", help="stack file stacks/Pulumi.<stack>.yaml")
-    parser.add_argument(
-        "--set",
-        dest="overrides",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="override a stack key for this run only (repeatable)",
-    )
+    add_stack_arguments(parser)
     parser.add_argument(
         "--timeout",
         type=float,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -47,6 +48,19 @@ def read_stack(stack: str) -> tuple[dict[str, Any], dict[str, bool]]:
         if not is_secret:
             values[key] = value
     return values, secret
+
+
+def add_stack_arguments(parser: argparse.ArgumentParser) -> None:
+    """`--stack NAME` and repeatable `--set KEY=VALUE`, as every command here takes them."""
+    parser.add_argument("--stack", default="dev", help="stack file stacks/Pulumi.<stack>.yaml")
+    parser.add_argument(
+        "--set",
+        dest="overrides",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override a stack key for this run only (repeatable)",
+    )
 
 
 def parse_overrides(pairs: Sequence[str]) -> dict[str, Any]:
