@@ -15,10 +15,13 @@ import pulumi_aws as aws
 class ClusterRef:
     """The cluster an add-on goes into, and the OIDC provider its role trusts."""
 
+    #: The EKS cluster's name.
     cluster_name: pulumi.Input[str]
     #: Pinned Kubernetes version; the add-on version is EKS's default for it.
     kubernetes_version: str
+    #: ARN of the cluster's IAM OIDC provider (the role's federated principal).
     oidc_provider_arn: pulumi.Input[str]
+    #: Issuer URL of that provider (the condition keys' prefix).
     oidc_provider_url: pulumi.Input[str]
 
 

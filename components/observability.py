@@ -24,6 +24,7 @@ AGENT_SERVICE_ACCOUNT = "cloudwatch-agent"
 class ClusterLogsArgs:
     """The cluster whose container logs are shipped."""
 
+    #: The cluster the add-on goes into.
     cluster: ClusterRef
     #: Namespace of the model pods, for the ready-made query.
     app_namespace: str

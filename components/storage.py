@@ -20,6 +20,7 @@ ADDON = "aws-ebs-csi-driver"
 class ModelVolumesArgs:
     """The cluster that gets the driver, and the storage class the model's claims name."""
 
+    #: The cluster the add-on goes into.
     cluster: ClusterRef
     #: Storage class name; the LeaderWorkerSet's volumeClaimTemplates refer to it.
     storage_class: str

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from infra import catalog
+from infra import catalog, vllm_logs
 from infra.catalog import GIB
 from infra.config import load_config
 from infra.kv_cache import group_kv, stage_layers
@@ -200,3 +202,32 @@ def test_planned_kv_never_exceeds_what_the_guard_sees(
     assert p.kv_cache_bytes <= min(r.guard_gib for r in p.ranks) * GIB + 0.01 * GIB
     assert p.kv_cache_bytes > 0
     assert p.max_concurrency >= 1
+
+
+FIXTURES = Path(__file__).resolve().parent / "fixtures" / "vllm"
+
+
+def test_planner_matches_real_vllm_on_the_12b_layout() -> None:
+    # Real vLLM 0.31 on a random-weight model with gemma-4-12B-it's attention layout (48 layers,
+    # 40 sliding x 8 KV heads x 256, 8 full x 1 KV head x 512, window 1024), two ranks,
+    # --kv-cache-memory-bytes=400000000 --max-model-len=2048, default batched tokens (4096).
+    log = (FIXTURES / "pp2-12b-layout-rank0.log").read_text()
+    size, concurrency = vllm_logs.parse_kv_cache_size(log), vllm_logs.parse_max_concurrency(log)
+    assert size is not None and concurrency is not None
+    p = _plan(**REPORT, maxNumBatchedTokens=4096)
+    assert p.kv_cache_tokens == size.tokens
+    assert p.max_model_len == concurrency.max_model_len
+    assert f"{p.max_concurrency:.2f}" == f"{concurrency.concurrency:.2f}"
+
+
+def test_planner_matches_real_vllms_refusal_of_4096_tokens() -> None:
+    # The same model asked for 4,096 tokens with 0.37 GiB of KV: vLLM's own refusal.
+    refusal = vllm_logs.parse_max_seq_len_refusal(
+        (FIXTURES / "refused-max-seq-len-rank0.log").read_text()
+    )
+    assert refusal is not None
+    kv, budget = group_kv(GEMMA, 2), int(0.37 * GIB)
+    assert refusal.max_model_len == 4096
+    assert f"{kv.bytes_per_request(4096, 4096) / GIB:.2f}" == f"{refusal.needed_gib:.2f}"
+    assert f"{kv.usable_bytes(budget) / GIB:.2f}" == f"{refusal.available_gib:.2f}"
+    assert kv.max_len(budget, 4096, 4096) == refusal.estimated_max_model_len
