@@ -48,7 +48,6 @@ import json
 import os
 import shlex
 import shutil
-import signal
 import subprocess
 import sys
 import time
@@ -75,6 +74,7 @@ from infra.rehearse import (
     quote_failure,
     rank_env,
     stack_values,
+    termination_unwinds,
     tiny_model_config,
     tiny_profile,
 )
@@ -554,71 +554,67 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _interrupt(signum: int, _frame: object) -> None:
-    raise KeyboardInterrupt(f"signal {signum}")
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     progress = Progress()
-    previous = {sig: signal.signal(sig, _interrupt) for sig in (signal.SIGTERM, signal.SIGHUP)}
-    try:
-        hierarchy, why = find_hierarchy()
-        if hierarchy is None:
-            print(f"skipped: {why}")
-            return 0
-        progress(f"machine: {why}")
-        overrides = parse_overrides(args.overrides)
-        cfg = load_stack(args.stack, overrides)
-        kv_bytes = int(args.kv_gib * GIB)
-        python = ensure_env(VENV_DIR, progress)
-        model_dir = ensure_tiny_model(
-            python, tiny_model_config(cfg.profile(), 1), progress, target_bytes=args.target_bytes
-        )
-        profile = tiny_profile(_config(model_dir), checkpoint_bytes(model_dir))
-        progress(f"model: {checkpoint_bytes(model_dir) / 1e9:.2f} GB of weights in {model_dir}")
-        values = stack_values(args.stack, overrides)
-        limit_gib = _limit(args.limit_gib, values, profile, kv_bytes)
-        progress(
-            f"pod limit: {limit_gib:g} GiB"
-            + (" (planner's pod with the prefetch + 0.25)" if args.limit_gib == "auto" else "")
-        )
-        predictions = {
-            case: predict(values, profile, limit_gib, kv_bytes, case == "prefetched")
-            for case in CASES
-        }
-        log_dir = LOGS_DIR / time.strftime("%Y%m%d-%H%M%S-memory-guard")
-        outcomes: dict[Case, Outcome] = {}
-        for case in CASES:
-            p = predictions[case]
-            progress(
-                f"{case}: planner says the guard sees {p.guard_gib:.2f} GiB and "
-                f"{'accepts' if p.accepts else 'refuses'} {args.kv_gib:g} GiB of KV"
-            )
-            outcomes[case] = run_case(
-                case,
-                hierarchy,
+    with termination_unwinds():
+        try:
+            hierarchy, why = find_hierarchy()
+            if hierarchy is None:
+                print(f"skipped: {why}")
+                return 0
+            progress(f"machine: {why}")
+            overrides = parse_overrides(args.overrides)
+            cfg = load_stack(args.stack, overrides)
+            kv_bytes = int(args.kv_gib * GIB)
+            python = ensure_env(VENV_DIR, progress)
+            model_dir = ensure_tiny_model(
                 python,
-                model_dir,
-                int(limit_gib * GIB),
-                kv_bytes,
-                args.timeout,
-                log_dir,
+                tiny_model_config(cfg.profile(), 1),
                 progress,
+                target_bytes=args.target_bytes,
             )
-            progress(f"{case}: vLLM {outcomes[case].quote}")
-    except ConfigError as error:
-        print(f"error: {error}", file=sys.stderr)
-        return 2
-    except (RehearsalError, RehearsalEnvError, OSError) as error:
-        print(f"error: {error}", file=sys.stderr)
-        return 1
-    except KeyboardInterrupt:
-        print("error: interrupted", file=sys.stderr)
-        return 130
-    finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
+            profile = tiny_profile(_config(model_dir), checkpoint_bytes(model_dir))
+            progress(f"model: {checkpoint_bytes(model_dir) / 1e9:.2f} GB of weights in {model_dir}")
+            values = stack_values(args.stack, overrides)
+            limit_gib = _limit(args.limit_gib, values, profile, kv_bytes)
+            progress(
+                f"pod limit: {limit_gib:g} GiB"
+                + (" (planner's pod with the prefetch + 0.25)" if args.limit_gib == "auto" else "")
+            )
+            predictions = {
+                case: predict(values, profile, limit_gib, kv_bytes, case == "prefetched")
+                for case in CASES
+            }
+            log_dir = LOGS_DIR / time.strftime("%Y%m%d-%H%M%S-memory-guard")
+            outcomes: dict[Case, Outcome] = {}
+            for case in CASES:
+                p = predictions[case]
+                progress(
+                    f"{case}: planner says the guard sees {p.guard_gib:.2f} GiB and "
+                    f"{'accepts' if p.accepts else 'refuses'} {args.kv_gib:g} GiB of KV"
+                )
+                outcomes[case] = run_case(
+                    case,
+                    hierarchy,
+                    python,
+                    model_dir,
+                    int(limit_gib * GIB),
+                    kv_bytes,
+                    args.timeout,
+                    log_dir,
+                    progress,
+                )
+                progress(f"{case}: vLLM {outcomes[case].quote}")
+        except ConfigError as error:
+            print(f"error: {error}", file=sys.stderr)
+            return 2
+        except (RehearsalError, RehearsalEnvError, OSError) as error:
+            print(f"error: {error}", file=sys.stderr)
+            return 1
+        except KeyboardInterrupt:
+            print("error: interrupted", file=sys.stderr)
+            return 130
     print(render(predictions, outcomes, kv_bytes))
     agree = all(outcomes[c].accepted is predictions[c].accepts for c in CASES)
     print(f"\nverdict: {'PASS' if agree else 'FAIL'}; logs in {log_dir.relative_to(REPO)}")

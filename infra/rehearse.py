@@ -1013,39 +1013,48 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _interrupt(signum: int, _frame: object) -> None:
-    # A SIGTERM or SIGHUP to the rehearsal unwinds like Ctrl-C, so the ranks are stopped.
     raise KeyboardInterrupt(f"signal {signum}")
+
+
+@contextmanager
+def termination_unwinds() -> Iterator[None]:
+    """A SIGTERM or SIGHUP unwinds like Ctrl-C while inside, so every started rank is stopped."""
+    previous = {sig: signal.signal(sig, _interrupt) for sig in (signal.SIGTERM, signal.SIGHUP)}
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     progress = Progress()
-    previous = {sig: signal.signal(sig, _interrupt) for sig in (signal.SIGTERM, signal.SIGHUP)}
-    try:
-        if args.timeout <= 0:
-            raise ConfigError(
-                "--timeout", f"must be positive (got {args.timeout:g})", "pass seconds such as 600"
+    with termination_unwinds():
+        try:
+            if args.timeout <= 0:
+                raise ConfigError(
+                    "--timeout",
+                    f"must be positive (got {args.timeout:g})",
+                    "pass seconds such as 600",
+                )
+            options = Options(
+                stack=args.stack,
+                overrides=parse_overrides(args.overrides),
+                timeout_s=args.timeout,
+                keep=args.keep,
+                extra_args=tuple(args.extra_args),
             )
-        options = Options(
-            stack=args.stack,
-            overrides=parse_overrides(args.overrides),
-            timeout_s=args.timeout,
-            keep=args.keep,
-            extra_args=tuple(args.extra_args),
-        )
-        checks, timings = rehearse(options, progress)
-    except ConfigError as error:
-        print(f"error: {error}", file=sys.stderr)
-        return 2
-    except (RehearsalError, RehearsalEnvError) as error:
-        print(f"error: {error}", file=sys.stderr)
-        return 1
-    except KeyboardInterrupt:
-        print("error: interrupted", file=sys.stderr)
-        return 130
-    finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
+            checks, timings = rehearse(options, progress)
+        except ConfigError as error:
+            print(f"error: {error}", file=sys.stderr)
+            return 2
+        except (RehearsalError, RehearsalEnvError) as error:
+            print(f"error: {error}", file=sys.stderr)
+            return 1
+        except KeyboardInterrupt:
+            print("error: interrupted", file=sys.stderr)
+            return 130
     print(render_verdict(checks))
     shown = ", ".join(f"{name} {seconds:.1f} s" for name, seconds in timings.items())
     print(f"timings: {shown}; total {progress.elapsed():.1f} s")
