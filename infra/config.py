@@ -56,7 +56,7 @@ class ModelProfileConfig(BaseModel):
     The fields mirror `catalog.ModelProfile`; see there for what each one means.
     """
 
-    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+    model_config = ConfigDict(extra="forbid", frozen=True)
 
     layers: PositiveInt
     sliding_per_full: Annotated[int, Field(ge=0, alias="slidingPerFull")]
@@ -80,12 +80,8 @@ class StackConfig(BaseModel):
     planner and is checked against what vLLM will accept.
     """
 
-    model_config = ConfigDict(
-        extra="forbid",
-        frozen=True,
-        populate_by_name=True,
-        hide_input_in_errors=True,
-    )
+    # Keys are accepted only as written in the stack file (camelCase aliases).
+    model_config = ConfigDict(extra="forbid", frozen=True, hide_input_in_errors=True)
 
     region: Annotated[
         str,
@@ -388,27 +384,16 @@ class StackConfig(BaseModel):
         return catalog.MODELS[self.model]
 
 
-def _alias_of(field_path: tuple[int | str, ...]) -> str:
-    """The camelCase key a pydantic error location points at (`modelProfile.layers`)."""
-    parts: list[str] = []
-    model: type[BaseModel] | None = StackConfig
-    for loc in field_path:
-        if isinstance(loc, int) or model is None:
-            continue
-        info = model.model_fields.get(str(loc))
-        if info is None:
-            alias_hit = [n for n, f in model.model_fields.items() if f.alias == loc]
-            info = model.model_fields[alias_hit[0]] if alias_hit else None
-        if info is None:
-            parts.append(str(loc))
-            model = None
-            continue
-        parts.append(info.alias or str(loc))
-        annotation = info.annotation
-        model = ModelProfileConfig if annotation == ModelProfileConfig | None else None
-        if len(parts) >= 2:
-            break
-    return ".".join(parts) if parts else "config"
+def _alias_of(loc: tuple[int | str, ...]) -> str:
+    """The stack key a pydantic error location points at (`maxModelLen`, `modelProfile.layers`).
+
+    Locations are aliases (keys are validated as written); union branches append tags such as
+    `int` or `literal['auto']`, which are not keys."""
+    top = str(loc[0]) if loc else "config"
+    profile_keys = {f.alias or n for n, f in ModelProfileConfig.model_fields.items()}
+    if top == "modelProfile" and len(loc) > 1 and loc[1] in profile_keys:
+        return f"modelProfile.{loc[1]}"
+    return top
 
 
 def _fix_of(key: str) -> str:

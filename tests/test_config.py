@@ -109,6 +109,19 @@ BAD_INPUTS = [
         "README)",
     ),
     (
+        ["max_model_len=2048"],
+        "`max_model_len` is not a gemma-graviton stack key; did you mean `maxModelLen`?",
+    ),
+    (
+        [
+            "modelProfile={layers: -4, slidingPerFull: 5, slidingKvHeads: 8, slidingHeadDim: 256, "
+            "fullKvHeads: 1, fullHeadDim: 512, slidingWindow: 1024, hiddenSize: 3840, "
+            "vocabSize: 262144, checkpointBytes: 1000, maxContext: 4096}"
+        ],
+        "`modelProfile.layers` must be greater than 0 (got -4); give every field of the profile "
+        "(see the README)",
+    ),
+    (
         ["instanceType=m7g.large"],
         "`instanceType` m7g.large leaves no whole CPU for a model pod after its other tenants; "
         "choose a type with at least 4 vCPU, such as m7g.xlarge",
