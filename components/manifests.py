@@ -493,6 +493,20 @@ def network_policy(spec: ServerSpec) -> Manifest:
     }
 
 
+def storage_class(name: str, throughput_mibps: int) -> Manifest:
+    """Encrypted gp3 through the EBS CSI driver, bound where the pod lands (the node's zone)."""
+    return {
+        "apiVersion": "storage.k8s.io/v1",
+        "kind": "StorageClass",
+        "metadata": {"name": name, "labels": {"app.kubernetes.io/part-of": "gemma-graviton"}},
+        "provisioner": "ebs.csi.aws.com",
+        "parameters": {"type": "gp3", "encrypted": "true", "throughput": str(throughput_mibps)},
+        "volumeBindingMode": "WaitForFirstConsumer",
+        "reclaimPolicy": "Delete",
+        "allowVolumeExpansion": True,
+    }
+
+
 def all_objects(spec: ServerSpec, hf_token: str, api_key: str) -> list[Manifest]:
     """Every object of the model server, in apply order."""
     return [

@@ -11,6 +11,7 @@ import pulumi
 import pulumi_aws as aws
 import pulumi_kubernetes as k8s
 
+from components import manifests
 from components.addons import ClusterRef, addon_with_role
 
 ADDON = "aws-ebs-csi-driver"
@@ -24,8 +25,8 @@ class ModelVolumesArgs:
     cluster: ClusterRef
     #: Storage class name; the LeaderWorkerSet's volumeClaimTemplates refer to it.
     storage_class: str
-    #: gp3 throughput in MiB/s: the first start writes ~24 GB, every start reads it back.
-    throughput_mibps: int = 250
+    #: gp3 throughput in MiB/s.
+    throughput_mibps: int
 
 
 class ModelVolumes(pulumi.ComponentResource):
@@ -52,19 +53,15 @@ class ModelVolumes(pulumi.ComponentResource):
             managed_policy_arns=["arn:aws:iam::aws:policy/service-role/AmazonEBSCSIDriverPolicy"],
             parent=self,
         )
+        obj = manifests.storage_class(args.storage_class, args.throughput_mibps)
         sc = k8s.storage.v1.StorageClass(
             f"{name}-gp3",
-            metadata={"name": args.storage_class},
-            provisioner="ebs.csi.aws.com",
-            parameters={
-                "type": "gp3",
-                "encrypted": "true",
-                "throughput": str(args.throughput_mibps),
-            },
-            # Bind where the pod lands, so the volume is in the node's zone.
-            volume_binding_mode="WaitForFirstConsumer",
-            reclaim_policy="Delete",
-            allow_volume_expansion=True,
+            metadata=obj["metadata"],
+            provisioner=obj["provisioner"],
+            parameters=obj["parameters"],
+            volume_binding_mode=obj["volumeBindingMode"],
+            reclaim_policy=obj["reclaimPolicy"],
+            allow_volume_expansion=obj["allowVolumeExpansion"],
             opts=pulumi.ResourceOptions(parent=self, depends_on=[self.driver]),
         )
         self.storage_class = sc.metadata.name

@@ -76,7 +76,11 @@ cluster_ref = ClusterRef(
 )
 logs = ClusterLogs("logs", ClusterLogsArgs(cluster_ref, wiring.NAMESPACE), opts=on_aws)
 volumes = (
-    ModelVolumes("weights", ModelVolumesArgs(cluster_ref, wiring.STORAGE_CLASS), opts=on_cluster)
+    ModelVolumes(
+        "weights",
+        ModelVolumesArgs(cluster_ref, wiring.STORAGE_CLASS, wiring.STORAGE_THROUGHPUT_MIBPS),
+        opts=on_cluster,
+    )
     if plan.model_cache == "volume"
     else None
 )

@@ -218,6 +218,9 @@ def test_volume_cache_uses_a_claim_per_rank() -> None:
     assert claim["metadata"]["name"] == "models"
     assert claim["spec"]["resources"]["requests"]["storage"] == f"{p.model_volume_gib}Gi"
     assert claim["spec"]["storageClassName"] == "gemma-graviton-gp3"
+    storage = _kind(objects, "StorageClass")
+    assert storage["metadata"]["name"] == claim["spec"]["storageClassName"]
+    assert storage["volumeBindingMode"] == "WaitForFirstConsumer"
     for pod in _pod_specs(_kind(objects, "LeaderWorkerSet")).values():
         assert "models" not in {v["name"] for v in pod["volumes"]}
 

@@ -19,6 +19,8 @@ import pulumi
 import pytest
 import yaml
 
+from components import manifests
+from infra import wiring
 from infra.sizing import plan
 from infra.stackfile import load_stack, stack_names
 from policies.rules import RULES
@@ -259,6 +261,9 @@ def test_logging_addon_and_volume_cache(mocks: RecordingMocks, exports: dict[str
     assert "arn:aws:iam::aws:policy/service-role/AmazonEBSCSIDriverPolicy" in attachments
     assert "arn:aws:iam::aws:policy/CloudWatchAgentServerPolicy" in attachments
     sc = one(mocks.records, "kubernetes:storage.k8s.io/v1:StorageClass")
+    rendered = manifests.storage_class(wiring.STORAGE_CLASS, wiring.STORAGE_THROUGHPUT_MIBPS)
+    for key in ("provisioner", "parameters", "volumeBindingMode", "reclaimPolicy"):
+        assert sc.inputs[key] == rendered[key], (sc.urn, key)
     assert sc.inputs["provisioner"] == "ebs.csi.aws.com"
     assert sc.inputs["volumeBindingMode"] == "WaitForFirstConsumer"
     lws = one(mocks.records, LWS)
