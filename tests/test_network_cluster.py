@@ -53,10 +53,18 @@ NETWORK_COMPONENT = "gemma-graviton:network:Network"
 CLUSTER_COMPONENT = "gemma-graviton:cluster:Cluster"
 
 
-def deploy(node_subnets: Literal["private", "public"] = "private") -> tuple[Network, Cluster]:
-    """Create the network and the cluster on it, as the program wires them."""
+def deploy(
+    node_subnets: Literal["private", "public"] = "private", with_aws_provider: bool = False
+) -> tuple[Network, Cluster]:
+    """Create the network and the cluster on it, as the program wires them (optionally through
+    an explicit AWS provider, as the program does)."""
 
     def program() -> tuple[Network, Cluster]:
+        opts = (
+            pulumi.ResourceOptions(providers=[aws.Provider("aws", region="us-west-2")])
+            if with_aws_provider
+            else None
+        )
         network = Network(
             "net",
             NetworkArgs(
@@ -65,6 +73,7 @@ def deploy(node_subnets: Literal["private", "public"] = "private") -> tuple[Netw
                 second_zone=SECOND_ZONE,
                 node_subnets=node_subnets,
             ),
+            opts=opts,
         )
         cluster = Cluster(
             "gemma",
@@ -78,6 +87,7 @@ def deploy(node_subnets: Literal["private", "public"] = "private") -> tuple[Netw
                 node_disk_gib=DISK_GIB,
                 node_labels=LABELS,
             ),
+            opts=opts,
         )
         return network, cluster
 
@@ -436,25 +446,7 @@ def test_cluster_args_reject_a_disk_below_the_ami_size() -> None:
 
 
 def test_an_explicit_aws_provider_reaches_every_aws_child(mocks: RecordingMocks) -> None:
-    def program() -> None:
-        on_aws = pulumi.ResourceOptions(providers=[aws.Provider("aws", region="us-west-2")])
-        network = Network("net", network_args(), opts=on_aws)
-        Cluster(
-            "gemma",
-            ClusterArgs(
-                vpc_id=network.vpc_id,
-                control_plane_subnet_ids=network.control_plane_subnet_ids,
-                node_subnet_id=network.node_subnet_id,
-                kubernetes_version="1.34",
-                instance_type=INSTANCE_TYPE,
-                node_count=NODE_COUNT,
-                node_disk_gib=DISK_GIB,
-                node_labels=LABELS,
-            ),
-            opts=on_aws,
-        )
-
-    run(program)
+    deploy(with_aws_provider=True)
     aws_provider = one(mocks.records, "pulumi:providers:aws")
     reference = f"{aws_provider.urn}::{aws_provider.resource_id}"
 
