@@ -73,13 +73,12 @@ from infra.rehearse import (
     free_port,
     quote_failure,
     rank_env,
-    stack_values,
     termination_unwinds,
     tiny_model_config,
     tiny_profile,
 )
 from infra.sizing import CPU_DEFAULT_BATCHED_TOKENS_PER_RANK, PlanError, plan
-from infra.stackfile import add_stack_arguments, load_stack, parse_overrides
+from infra.stackfile import add_stack_arguments, parse_overrides, stack_values
 from infra.vllm_logs import parse_kv_cache_allocation, parse_memory_guard_refusal
 
 GUARD_MODEL_NAME = "rehearsal/guard-gemma4"
@@ -565,7 +564,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                 return 0
             progress(f"machine: {why}")
             overrides = parse_overrides(args.overrides)
-            cfg = load_stack(args.stack, overrides)
+            values = stack_values(args.stack, overrides)
+            cfg = load_config(values)
             kv_bytes = int(args.kv_gib * GIB)
             python = ensure_env(VENV_DIR, progress)
             model_dir = ensure_tiny_model(
@@ -576,7 +576,6 @@ def main(argv: Sequence[str] | None = None) -> int:
             )
             profile = tiny_profile(_config(model_dir), checkpoint_bytes(model_dir))
             progress(f"model: {checkpoint_bytes(model_dir) / 1e9:.2f} GB of weights in {model_dir}")
-            values = stack_values(args.stack, overrides)
             limit_gib = _limit(args.limit_gib, values, profile, kv_bytes)
             progress(
                 f"pod limit: {limit_gib:g} GiB"

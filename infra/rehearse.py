@@ -61,7 +61,7 @@ from infra.catalog import MIB, ModelProfile
 from infra.config import ConfigError, StackConfig, load_config
 from infra.rehearsal_env import RehearsalEnvError, ensure_env, tail
 from infra.sizing import CPU_DEFAULT_MAX_SEQS_PER_RANK, Plan, plan
-from infra.stackfile import REPO, add_stack_arguments, load_stack, parse_overrides, read_stack
+from infra.stackfile import REPO, add_stack_arguments, parse_overrides, stack_values
 from infra.tiny_model import FULL, SLIDING, tiny_text_config
 from infra.vllm_logs import (
     first_fatal_error,
@@ -269,12 +269,6 @@ def tiny_stack_values(
         ),
         "weightPrefetch": True,
     }
-
-
-def stack_values(stack: str, overrides: Mapping[str, Any]) -> dict[str, Any]:
-    """The stack file's plain values with the what-ifs applied (secrets are not needed here)."""
-    values, _ = read_stack(stack)
-    return {**values, **overrides}
 
 
 def plan_tiny(values: Mapping[str, Any], model_dir: Path, stages: int) -> tuple[StackConfig, Plan]:
@@ -825,7 +819,8 @@ def rehearse(options: Options, progress: Progress) -> tuple[list[Check], dict[st
     Raises ConfigError (bad stack input) before anything is started.
     """
     timings: dict[str, float] = {}
-    cfg = load_stack(options.stack, options.overrides)
+    values = stack_values(options.stack, options.overrides)
+    cfg = load_config(values)
     real_plan = plan(cfg, options.stack)
     progress(
         f"plan: {options.stack} splits {real_plan.model} into {real_plan.stages} stage(s); "
@@ -837,9 +832,7 @@ def rehearse(options: Options, progress: Progress) -> tuple[list[Check], dict[st
         model_dir = ensure_tiny_model(
             python, tiny_model_config(cfg.profile(), real_plan.stages), progress
         )
-    tiny_cfg, tiny_plan = plan_tiny(
-        stack_values(options.stack, options.overrides), model_dir, real_plan.stages
-    )
+    tiny_cfg, tiny_plan = plan_tiny(values, model_dir, real_plan.stages)
     progress(
         f"tiny plan: {tiny_plan.stages} ranks, KV {tiny_plan.kv_cache_bytes} bytes, max len "
         f"{tiny_plan.max_model_len}, batched {tiny_plan.max_num_batched_tokens}: predicts "

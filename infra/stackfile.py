@@ -78,8 +78,13 @@ def parse_overrides(pairs: Sequence[str]) -> dict[str, Any]:
     return overrides
 
 
-def load_stack(stack: str, overrides: Mapping[str, Any] | None = None) -> StackConfig:
-    """Validate a stack file plus what-if overrides through the one config path."""
+def stack_values(stack: str, overrides: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """A stack file's plain values with what-if overrides applied; plain-text secrets refused."""
     values, secret = read_stack(stack)
     check_secrets(secret)
-    return load_config({**values, **(overrides or {})})
+    return {**values, **(overrides or {})}
+
+
+def load_stack(stack: str, overrides: Mapping[str, Any] | None = None) -> StackConfig:
+    """Validate a stack file plus what-if overrides through the one config path."""
+    return load_config(stack_values(stack, overrides))

@@ -44,7 +44,7 @@ from infra.rehearse import (
     verdict_ok,
 )
 from infra.sizing import Plan, plan
-from infra.stackfile import load_stack, stack_names
+from infra.stackfile import load_stack, stack_names, stack_values
 from infra.tiny_model import FULL, SLIDING, tiny_text_config
 from infra.wiring import server_spec
 
@@ -63,7 +63,7 @@ def tiny_plan_for(stack: str) -> tuple[Plan, Plan, StackConfig, StackConfig]:
     cfg = load_stack(stack)
     real = plan(cfg, stack)
     config = tiny_model_config(cfg.profile(), real.stages)
-    values = rehearse.stack_values(stack, {})
+    values = stack_values(stack, {})
     tiny_cfg = load_config(
         tiny_stack_values(values, tiny_profile(config, TINY_CHECKPOINT_BYTES), real.stages)
     )
@@ -204,7 +204,7 @@ def test_tiny_profile_gives_the_planner_the_same_kv_layout_as_the_12b() -> None:
     config = tiny_model_config(TWELVE_B, 2)
     profile = load_config(
         tiny_stack_values(
-            rehearse.stack_values("dev", {}), tiny_profile(config, TINY_CHECKPOINT_BYTES), 2
+            stack_values("dev", {}), tiny_profile(config, TINY_CHECKPOINT_BYTES), 2
         )
     ).profile()
     assert isinstance(profile, ModelProfile)
@@ -535,7 +535,7 @@ def guard_profile(weights_bytes: int) -> dict:
 
 
 def test_the_planner_refuses_without_prefetch_and_accepts_with_it() -> None:
-    values = rehearse.stack_values("dev", {})
+    values = stack_values("dev", {})
     profile = guard_profile(memory_guard.DEFAULT_TARGET_BYTES)
     kv = int(memory_guard.DEFAULT_KV_GIB * 2**30)
     limit = memory_guard.planner_pod_gib(values, profile, kv)
