@@ -203,9 +203,7 @@ def test_tiny_model_needs_sliding_layers() -> None:
 def test_tiny_profile_gives_the_planner_the_same_kv_layout_as_the_12b() -> None:
     config = tiny_model_config(TWELVE_B, 2)
     profile = load_config(
-        tiny_stack_values(
-            stack_values("dev", {}), tiny_profile(config, TINY_CHECKPOINT_BYTES), 2
-        )
+        tiny_stack_values(stack_values("dev", {}), tiny_profile(config, TINY_CHECKPOINT_BYTES), 2)
     ).profile()
     assert isinstance(profile, ModelProfile)
     assert profile.name == rehearse.TINY_MODEL_NAME
