@@ -123,6 +123,19 @@ class Plan:
 
 
 @dataclass(frozen=True)
+class _Split:
+    """One stage count tried by the planner, with the KV budget and context it gives."""
+
+    stages: int
+    ranks: tuple[RankPlan, ...]
+    kvs: GroupKv
+    tight: RankPlan
+    kv_bytes: int
+    batched: int
+    length: int
+
+
+@dataclass(frozen=True)
 class _NodeBudget:
     instance: InstanceType
     allocatable_gib: float
@@ -307,12 +320,12 @@ def plan(cfg: StackConfig, stack: str = "dev") -> Plan:
             _auto_kv_bytes(tight.guard_gib) if cfg.kv_cache_bytes == "auto" else cfg.kv_cache_bytes
         )
         batched, length = _choose_batched(cfg, kvs, kv_bytes, upper, stages)
-        candidate = (stages, ranks, kvs, tight, kv_bytes, batched, length)
+        candidate = _Split(stages, ranks, kvs, tight, kv_bytes, batched, length)
         holding = holding or candidate
         if auto_stages and (length < min_len or kv_bytes > tight.guard_gib * GIB):
             rejected.append(f"{stages} stage(s) leave KV for only {length} tokens")
             continue
-        if chosen is None or length > chosen[-1]:
+        if chosen is None or length > chosen.length:
             chosen = candidate
         if length >= upper:
             break
@@ -353,11 +366,12 @@ def _finish(
     profile: ModelProfile,
     budget: _NodeBudget,
     pod_gib: float,
-    chosen: tuple,
+    chosen: _Split,
     min_len: int,
     upper: int,
 ) -> Plan:
-    stages, ranks, kvs, tight, kv_bytes, batched, length = chosen
+    stages, ranks, kvs, tight = chosen.stages, chosen.ranks, chosen.kvs, chosen.tight
+    kv_bytes, batched, length = chosen.kv_bytes, chosen.batched, chosen.length
     guard = tight.guard_gib
     why_guard = (
         "the init container's page cache is charged outside the engine container"
