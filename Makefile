@@ -41,4 +41,4 @@ clean:
 ## vLLM's memory guard in a pod-sized memory cgroup, with and without the weight prefetch (root).
 .PHONY: rehearse-guard
 rehearse-guard: $(VENV)/.installed
-	$(PY) -m infra.memory_guard --stack $(STACK)
+	$(PY) -m infra.rehearse.memory_guard --stack $(STACK)

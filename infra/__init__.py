@@ -1,0 +1,13 @@
+"""gemma-graviton's Python code.
+
+`infra/__main__.py` is the Pulumi program; `infra/pulumi_config.py` reads its stack config. The
+packages beside them never touch the cloud:
+
+- `infra.plan`: stack file -> validated config -> plan -> manifest specs (pure), and the
+  `python -m infra.plan` command; the program imports it.
+- `infra.rehearse`: the real vLLM group on this machine (`python -m infra.rehearse`).
+- `infra.bench`: the benchmark client for a deployed endpoint (`python -m infra.bench`).
+
+The program's import closure holds `infra.plan` and `components` only
+(`tests/program/test_layout.py`).
+"""

@@ -21,8 +21,8 @@ from components.model_server import ModelServer, ModelServerArgs
 from components.network import Network, NetworkArgs
 from components.observability import ClusterLogs, ClusterLogsArgs
 from components.storage import ModelVolumes, ModelVolumesArgs
-from infra import wiring
-from infra.config import PROJECT
+from infra.plan import wiring
+from infra.plan.config import PROJECT
 from infra.pulumi_config import read_stack_config
 
 stack = pulumi.get_stack()

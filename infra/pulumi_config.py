@@ -10,8 +10,15 @@ from dataclasses import dataclass
 import pulumi
 from pulumi.runtime import config as runtime_config
 
-from infra.config import PROJECT, SECRET_KEYS, ConfigError, StackConfig, check_secrets, load_config
-from infra.sizing import Plan, plan
+from infra.plan.config import (
+    PROJECT,
+    SECRET_KEYS,
+    ConfigError,
+    StackConfig,
+    check_secrets,
+    load_config,
+)
+from infra.plan.sizing import Plan, plan
 
 
 @dataclass(frozen=True)

@@ -30,7 +30,7 @@ How a policy sees secrets (pulumi 3.272.0 engine, pulumi-policy 1.21.0):
   keys are secret (`constructConfig` drops the secret-key list: `config, _ :=
   PropertyMapToConfig(opts.Config)`). A policy pack therefore cannot tell `pulumi config set
   --secret hfToken` from a plain one; `plain_secret_config_keys` is exposed for callers that do
-  know the secret keys (the program refuses plain secrets itself, `infra.config`).
+  know the secret keys (the program refuses plain secrets itself, `infra.plan.config`).
 
 Consequence for `secrets-not-in-plain-config`: in a real preview, a Hugging Face token that was
 correctly set with `--secret` reaches the policy as plain text too. The program asserts where a

@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from infra.config import SECRET_KEYS, StackConfig
-from infra.plan import main
-from infra.sizing import plan
-from infra.stackfile import load_stack
+from infra.plan.cli import main
+from infra.plan.config import SECRET_KEYS, StackConfig
+from infra.plan.sizing import plan
+from infra.plan.stackfile import load_stack
 
 REPO = Path(__file__).resolve().parent.parent
 README = (REPO / "README.md").read_text()

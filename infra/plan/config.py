@@ -1,0 +1,485 @@
+"""The stack configuration model: one validated, frozen view of a stack's `gemma-graviton:` keys.
+
+Both readers go through `load_config`: the Pulumi program hands it the raw values from
+`pulumi.Config`, the offline CLI hands it the values from `stacks/Pulumi.<stack>.yaml`. Whatever the
+source, a bad value ends in one `ConfigError` line that names the key, the rule and the fix.
+
+Secrets (`hfToken`, `apiKey`) are not part of the model: they must be set with
+`pulumi config set --secret`, and `secret_keys_in_plain_text` lets both readers refuse a plain one.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import difflib
+import ipaddress
+import json
+import re
+from collections.abc import Mapping
+from typing import Annotated, Any, Literal
+
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
+
+from infra.plan import catalog
+
+PROJECT = "gemma-graviton"
+
+#: Keys that hold secrets. They live in the stack file only as `secure:` values.
+SECRET_KEYS = ("hfToken", "apiKey")
+
+Auto = Literal["auto"]
+PositiveInt = Annotated[int, Field(gt=0)]
+
+
+class ConfigError(ValueError):
+    """A stack value that cannot be used: one line naming the key, the rule and the fix."""
+
+    def __init__(self, key: str, rule: str, fix: str) -> None:
+        self.key, self.rule, self.fix = key, rule, fix
+        super().__init__(f"`{key}` {rule}; {fix}")
+
+
+def _fix(text: str) -> dict[str, str]:
+    return {"fix": text}
+
+
+class ModelProfileConfig(BaseModel):
+    """A model described by the stack itself instead of by a catalogue name.
+
+    The fields mirror `catalog.ModelProfile`; see there for what each one means.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    layers: PositiveInt
+    sliding_per_full: Annotated[int, Field(ge=0, alias="slidingPerFull")]
+    sliding_kv_heads: Annotated[int, Field(gt=0, alias="slidingKvHeads")]
+    sliding_head_dim: Annotated[int, Field(gt=0, alias="slidingHeadDim")]
+    full_kv_heads: Annotated[int, Field(gt=0, alias="fullKvHeads")]
+    full_head_dim: Annotated[int, Field(gt=0, alias="fullHeadDim")]
+    sliding_window: Annotated[int, Field(gt=0, alias="slidingWindow")]
+    hidden_size: Annotated[int, Field(gt=0, alias="hiddenSize")]
+    vocab_size: Annotated[int, Field(gt=0, alias="vocabSize")]
+    checkpoint_bytes: Annotated[int, Field(gt=0, alias="checkpointBytes")]
+    non_text_bytes: Annotated[int, Field(ge=0, alias="nonTextBytes")] = 0
+    max_context: Annotated[int, Field(gt=0, alias="maxContext")]
+    tied_embeddings: Annotated[bool, Field(alias="tiedEmbeddings")] = True
+
+
+class StackConfig(BaseModel):
+    """Everything a stack may set under `gemma-graviton:`; every default is written here once.
+
+    Sizes left at `auto` are derived by the planner (`infra.plan.sizing`); a number overrides the
+    planner and is checked against what vLLM will accept.
+    """
+
+    # Keys are accepted only as written in the stack file (camelCase aliases).
+    model_config = ConfigDict(extra="forbid", frozen=True, hide_input_in_errors=True)
+
+    region: Annotated[
+        str,
+        Field(
+            description="AWS region of the cluster.",
+            pattern=r"^[a-z]{2}(-gov)?-[a-z]+-\d$",
+            json_schema_extra=_fix("use a region name such as us-west-2"),
+        ),
+    ] = "us-west-2"
+    availability_zone: Annotated[
+        str,
+        Field(
+            alias="availabilityZone",
+            description="The one AZ of the nodes: pipeline traffic and EBS volumes stay in it.",
+            json_schema_extra=_fix("use a zone of `region`, such as us-west-2a"),
+        ),
+    ] = "us-west-2a"
+    control_plane_zone: Annotated[
+        str | Auto,
+        Field(
+            alias="controlPlaneZone",
+            description="Second AZ for the EKS control plane's subnets (EKS needs two); "
+            "no node runs there. `auto` picks a neighbour of `availabilityZone`.",
+            json_schema_extra=_fix("use another zone of `region`, or auto"),
+        ),
+    ] = "auto"
+    kubernetes_version: Annotated[
+        str,
+        Field(
+            alias="kubernetesVersion",
+            description="EKS Kubernetes version, pinned.",
+            pattern=r"^1\.\d{2}$",
+            json_schema_extra=_fix("use a pinned minor version such as 1.34"),
+        ),
+    ] = "1.34"
+    vpc_cidr: Annotated[
+        ipaddress.IPv4Network,
+        Field(
+            alias="vpcCidr",
+            description="VPC address range; four /20 subnets are cut from it.",
+            json_schema_extra=_fix("use a private range of /16 to /18, such as 10.42.0.0/16"),
+        ),
+    ] = ipaddress.IPv4Network("10.42.0.0/16")
+    node_subnets: Annotated[
+        Literal["private", "public"],
+        Field(
+            alias="nodeSubnets",
+            description="Nodes behind one NAT gateway (private) or with public IPs (public).",
+            json_schema_extra=_fix("use private or public"),
+        ),
+    ] = "private"
+    instance_type: Annotated[
+        str,
+        Field(
+            alias="instanceType",
+            description="Graviton instance type of the model nodes.",
+            json_schema_extra=_fix("choose a Graviton type from the catalogue"),
+        ),
+    ] = "m7g.2xlarge"
+    model: Annotated[
+        str,
+        Field(
+            description="Hugging Face repository served by vLLM.",
+            json_schema_extra=_fix("choose a catalogue model or describe it in `modelProfile`"),
+        ),
+    ] = "google/gemma-4-12B-it"
+    model_profile: Annotated[
+        ModelProfileConfig | None,
+        Field(
+            alias="modelProfile",
+            description="The model's layout, for a model that is not in the catalogue.",
+            json_schema_extra=_fix("give every field of the profile (see the README)"),
+        ),
+    ] = None
+    pipeline_stages: Annotated[
+        Annotated[int, Field(ge=1, le=8)] | Auto,
+        Field(
+            alias="pipelineStages",
+            description="Pods per group, one pipeline rank per node; auto = fewest that fit.",
+            json_schema_extra=_fix("use auto or an integer from 1 to 8"),
+        ),
+    ] = "auto"
+    replicas: Annotated[
+        int,
+        Field(
+            ge=1,
+            le=16,
+            description="Independent vLLM groups behind the load balancer.",
+            json_schema_extra=_fix("use an integer from 1 to 16"),
+        ),
+    ] = 1
+    max_model_len: Annotated[
+        PositiveInt | Auto,
+        Field(
+            alias="maxModelLen",
+            description="Longest request (prompt + reply) in tokens; auto = longest that fits.",
+            json_schema_extra=_fix("use auto or a positive number of tokens such as 4096"),
+        ),
+    ] = "auto"
+    max_context_cap: Annotated[
+        int,
+        Field(
+            alias="maxContextCap",
+            ge=256,
+            description="Upper bound for `maxModelLen: auto`: prefill on CPU is slow, so a "
+            "longer context than this is rarely useful.",
+            json_schema_extra=_fix("use a number of tokens of at least 256, such as 8192"),
+        ),
+    ] = 8192
+    kv_cache_bytes: Annotated[
+        PositiveInt | Auto,
+        Field(
+            alias="kvCacheBytes",
+            description="vLLM's --kv-cache-memory-bytes per rank; auto = largest safe budget.",
+            json_schema_extra=_fix("use auto or a positive number of bytes such as 400000000"),
+        ),
+    ] = "auto"
+    max_num_batched_tokens: Annotated[
+        Annotated[int, Field(ge=256)] | Auto,
+        Field(
+            alias="maxNumBatchedTokens",
+            description="vLLM's --max-num-batched-tokens; auto = the value that serves the "
+            "longest context.",
+            json_schema_extra=_fix("use auto or a number of tokens of at least 256"),
+        ),
+    ] = "auto"
+    pod_memory_gib: Annotated[
+        Annotated[float, Field(gt=0)] | Auto,
+        Field(
+            alias="podMemoryGiB",
+            description="Memory request and limit of each model pod; auto = what the node "
+            "can give after its other tenants.",
+            json_schema_extra=_fix("use auto or a positive number of GiB such as 26"),
+        ),
+    ] = "auto"
+    weight_prefetch: Annotated[
+        bool,
+        Field(
+            alias="weightPrefetch",
+            description="Download and read the weights in an init container, so their page "
+            "cache is not charged to the engine container that vLLM's memory guard measures.",
+            json_schema_extra=_fix("use true or false"),
+        ),
+    ] = True
+    model_cache: Annotated[
+        Literal["none", "volume"],
+        Field(
+            alias="modelCache",
+            description="Where the weights live between restarts: none (the node's disk, "
+            "downloaded at every start) or volume (a persistent EBS volume per rank).",
+            json_schema_extra=_fix("use none or volume"),
+        ),
+    ] = "none"
+    download_mbps: Annotated[
+        float,
+        Field(
+            alias="downloadMBps",
+            gt=0,
+            description="Expected download rate from the model hub in MB/s, for the "
+            "cold-start estimate and the startup timeout.",
+            json_schema_extra=_fix("use a positive rate in MB/s such as 140"),
+        ),
+    ] = 140.0
+    vllm_image: Annotated[
+        str,
+        Field(
+            alias="vllmImage",
+            description="vLLM CPU image, pinned by version tag or digest.",
+            json_schema_extra=_fix(
+                "pin a version, such as vllm/vllm-openai-cpu:v0.31.0-arm64 or an @sha256 digest"
+            ),
+        ),
+    ] = "vllm/vllm-openai-cpu:v0.31.0-arm64"
+    allowed_cidrs: Annotated[
+        tuple[ipaddress.IPv4Network, ...],
+        Field(
+            alias="allowedCidrs",
+            min_length=1,
+            description="Client ranges the load balancer admits; the API key is required too.",
+            json_schema_extra=_fix("list IPv4 ranges such as 203.0.113.0/24"),
+        ),
+    ] = (ipaddress.IPv4Network("0.0.0.0/0"),)
+    tls_certificate_arn: Annotated[
+        str | None,
+        Field(
+            alias="tlsCertificateArn",
+            pattern=r"^arn:aws[a-z-]*:acm:[a-z0-9-]+:\d{12}:certificate/[0-9a-f-]+$",
+            description="ACM certificate for an HTTPS listener on 443; plain HTTP on 80 without "
+            "one (the API key then crosses the network in clear text).",
+            json_schema_extra=_fix("use the ARN of an ACM certificate in `region`"),
+        ),
+    ] = None
+    owner: Annotated[
+        str,
+        Field(
+            min_length=1,
+            description="Team or person answerable for the stack (tag `owner`).",
+            json_schema_extra=_fix("set it to a team or e-mail address"),
+        ),
+    ]
+    end_date: Annotated[
+        dt.date,
+        Field(
+            alias="endDate",
+            description="Declared end of life (tag `endDate`), so clean-up jobs that stop "
+            "instances without one leave the nodes alone.",
+            json_schema_extra=_fix("use an ISO date such as 2027-06-30"),
+        ),
+    ]
+    tags: Annotated[
+        dict[str, str],
+        Field(
+            description="Extra AWS tags for every taggable resource.",
+            json_schema_extra=_fix("give a map of string keys to string values"),
+        ),
+    ] = {}
+
+    @field_validator("availability_zone", "control_plane_zone")
+    @classmethod
+    def _zone_shape(cls, value: str) -> str:
+        if value != "auto" and not re.fullmatch(r"[a-z]{2}(-gov)?-[a-z]+-\d[a-z]", value):
+            raise ValueError("must be an availability zone name")
+        return value
+
+    @field_validator("vllm_image")
+    @classmethod
+    def _image_pinned(cls, value: str) -> str:
+        if "@sha256:" in value:
+            return value
+        name, _, tag = value.rpartition(":")
+        if not name or "/" in tag or tag in ("", "latest"):
+            raise ValueError("must be pinned by a version tag or digest")
+        return value
+
+    @field_validator("tags")
+    @classmethod
+    def _tags_reserved(cls, value: dict[str, str]) -> dict[str, str]:
+        managed = {
+            "project": "the project name",
+            "stack": "the stack name",
+            "owner": "the `owner` key",
+            "endDate": "the `endDate` key",
+        }
+        clash = sorted(set(managed) & set(value))
+        if clash:
+            raise ConfigError(
+                "tags",
+                f"may not set the managed tag {clash[0]!r}",
+                f"remove it; it comes from {managed[clash[0]]}",
+            )
+        return value
+
+    @model_validator(mode="after")
+    def _cross_checks(self) -> StackConfig:
+        for key, zone in (
+            ("availabilityZone", self.availability_zone),
+            ("controlPlaneZone", self.control_plane_zone),
+        ):
+            if zone != "auto" and not zone.startswith(self.region):
+                raise ConfigError(
+                    key,
+                    f"{zone} is not a zone of region {self.region}",
+                    f"use a zone such as {self.region}a, or change `region`",
+                )
+        if self.control_plane_zone == self.availability_zone:
+            raise ConfigError(
+                "controlPlaneZone",
+                "must differ from `availabilityZone` (EKS needs subnets in two zones)",
+                "choose another zone of the region, or auto",
+            )
+        if not 16 <= self.vpc_cidr.prefixlen <= 18:
+            raise ConfigError(
+                "vpcCidr",
+                f"{self.vpc_cidr} must be a /16 to /18 (four /20 subnets are cut from it)",
+                "use a range such as 10.42.0.0/16",
+            )
+        if self.model_profile is None and self.model not in catalog.MODELS:
+            known = ", ".join(sorted(catalog.MODELS))
+            raise ConfigError(
+                "model",
+                f"{self.model} is not in the catalogue ({known})",
+                "choose one of those, or describe the model in `modelProfile`",
+            )
+        return self
+
+    @property
+    def second_zone(self) -> str:
+        """The control plane's other zone: the configured one, or a neighbour letter."""
+        if self.control_plane_zone != "auto":
+            return self.control_plane_zone
+        letter = self.availability_zone[-1]
+        return self.availability_zone[:-1] + ("b" if letter == "a" else "a")
+
+    def profile(self) -> catalog.ModelProfile:
+        """The model's layout: the stack's own description, else the catalogue's."""
+        if self.model_profile is not None:
+            return catalog.ModelProfile(
+                name=self.model, **self.model_profile.model_dump(by_alias=False)
+            )
+        return catalog.MODELS[self.model]
+
+
+def _alias_of(loc: tuple[int | str, ...]) -> str:
+    """The stack key a pydantic error location points at (`maxModelLen`, `modelProfile.layers`).
+
+    Locations are aliases (keys are validated as written); union branches append tags such as
+    `int` or `literal['auto']`, which are not keys."""
+    top = str(loc[0]) if loc else "config"
+    profile_keys = {f.alias or n for n, f in ModelProfileConfig.model_fields.items()}
+    if top == "modelProfile" and len(loc) > 1 and loc[1] in profile_keys:
+        return f"modelProfile.{loc[1]}"
+    return top
+
+
+def _fix_of(key: str) -> str:
+    top = key.split(".")[0]
+    for name, info in StackConfig.model_fields.items():
+        if (info.alias or name) == top:
+            extra = info.json_schema_extra
+            if isinstance(extra, dict) and "fix" in extra:
+                return str(extra["fix"])
+    return "see the README's table of stack keys"
+
+
+def _unknown_key(key: str) -> ConfigError:
+    known = [f.alias or n for n, f in StackConfig.model_fields.items()] + list(SECRET_KEYS)
+    close = difflib.get_close_matches(key, known, n=1)
+    fix = f"did you mean `{close[0]}`?" if close else "remove it (see the README's keys)"
+    return ConfigError(key, "is not a gemma-graviton stack key", fix)
+
+
+def _to_config_error(error: ValidationError, raw: Mapping[str, Any]) -> ConfigError:
+    first = error.errors()[0]
+    loc = tuple(first["loc"])
+    if first["type"] == "extra_forbidden":
+        if len(loc) == 1:
+            return _unknown_key(str(loc[0]))
+        key = _alias_of(loc[:-1])
+        return ConfigError(f"{key}.{loc[-1]}", "is not a field of the model profile", "remove it")
+    if first["type"] == "missing":
+        key = _alias_of(loc)
+        return ConfigError(key, "is required", _fix_of(key))
+    key = _alias_of(loc)
+    ctx_error = (first.get("ctx") or {}).get("error")
+    if isinstance(ctx_error, ConfigError):
+        return ctx_error
+    top = key.split(".")[0]
+    shown = raw.get(top, "?")
+    if "." in key and isinstance(shown, Mapping):
+        shown = shown.get(key.split(".", 1)[1], "?")
+    rule = _rule_text(first, loc)
+    return ConfigError(key, f"{rule} (got {shown!r})", _fix_of(key))
+
+
+def _rule_text(first: Mapping[str, Any], loc: tuple[Any, ...]) -> str:
+    """Pydantic's message for the most specific branch, phrased as a rule."""
+    message = str(first["msg"])
+    message = message.removeprefix("Value error, ")
+    if first["type"] in ("literal_error",) and len(loc) > 1:
+        return f"must be {message.removeprefix('Input should be ')}"
+    if message.startswith("Input should be "):
+        return "must be " + message.removeprefix("Input should be ")
+    if message.startswith("Input is not a valid "):
+        return "must be a valid " + message.removeprefix("Input is not a valid ")
+    if message.startswith("String should match pattern"):
+        return "has the wrong form"
+    return message
+
+
+def _decode(value: Any) -> Any:
+    """Pulumi hands structured config to the program as JSON text; decode it once."""
+    if isinstance(value, str) and value[:1] in "[{":
+        try:
+            return json.loads(value)
+        except json.JSONDecodeError:
+            return value
+    return value
+
+
+def load_config(raw: Mapping[str, Any]) -> StackConfig:
+    """Validate the stack's keys (namespace already stripped) into a `StackConfig`.
+
+    Secret keys are set aside: the caller reads them as secrets and `check_secrets` makes sure
+    they were stored as such.
+    """
+    values = {k: _decode(v) for k, v in raw.items() if k not in SECRET_KEYS}
+    try:
+        return StackConfig.model_validate(values)
+    except ValidationError as error:
+        raise _to_config_error(error, values) from None
+
+
+def check_secrets(present: Mapping[str, bool]) -> None:
+    """Refuse a secret key stored in plain text. `present` maps key -> stored as secret."""
+    for key, is_secret in present.items():
+        if key in SECRET_KEYS and not is_secret:
+            raise ConfigError(
+                key,
+                "is a secret but is stored in plain text",
+                f"run `pulumi config set --secret {key} <value>` and remove the plain value",
+            )

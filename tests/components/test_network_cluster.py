@@ -1,0 +1,471 @@
+"""The Network and Cluster components under the recording mocks, without the program.
+
+Policy checked here: one node zone (nodes, NAT), a control plane in two zones, Graviton nodes on
+AL2023 arm64 with a fixed size, an encrypted gp3 root volume of the planned size, IMDSv2 with a hop
+limit of 1, API-only cluster authentication, a node role with exactly the three node policies, and
+a secret kubeconfig feeding the one Kubernetes provider.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from typing import Literal
+
+import pulumi
+import pulumi_aws as aws
+import pytest
+import yaml
+
+from components.cluster import AMI_TYPE, NODE_POLICIES, Cluster, ClusterArgs
+from components.network import Network, NetworkArgs
+from tests.fakes.pulumi_mocks import (
+    Recorded,
+    RecordingMocks,
+    by_type,
+    is_secret,
+    one,
+    resolve,
+    run,
+)
+
+CIDR = "10.42.0.0/16"
+NODE_ZONE = "us-west-2a"
+SECOND_ZONE = "us-west-2b"
+INSTANCE_TYPE = "m7g.2xlarge"
+NODE_COUNT = 2
+DISK_GIB = 100
+LABELS = {"gemma-graviton.dev/pool": "model"}
+
+VPC = "aws:ec2/vpc:Vpc"
+SUBNET = "aws:ec2/subnet:Subnet"
+EIP = "aws:ec2/eip:Eip"
+NAT = "aws:ec2/natGateway:NatGateway"
+ROUTE_TABLE = "aws:ec2/routeTable:RouteTable"
+ASSOCIATION = "aws:ec2/routeTableAssociation:RouteTableAssociation"
+EKS_CLUSTER = "eks:index:Cluster"
+NODE_GROUP = "eks:index:ManagedNodeGroup"
+LAUNCH_TEMPLATE = "aws:ec2/launchTemplate:LaunchTemplate"
+ROLE = "aws:iam/role:Role"
+ATTACHMENT = "aws:iam/rolePolicyAttachment:RolePolicyAttachment"
+K8S_PROVIDER = "pulumi:providers:kubernetes"
+NETWORK_COMPONENT = "gemma-graviton:network:Network"
+CLUSTER_COMPONENT = "gemma-graviton:cluster:Cluster"
+
+
+def deploy(
+    node_subnets: Literal["private", "public"] = "private", with_aws_provider: bool = False
+) -> tuple[Network, Cluster]:
+    """Create the network and the cluster on it, as the program wires them (optionally through
+    an explicit AWS provider, as the program does)."""
+
+    def program() -> tuple[Network, Cluster]:
+        opts = (
+            pulumi.ResourceOptions(providers=[aws.Provider("aws", region="us-west-2")])
+            if with_aws_provider
+            else None
+        )
+        network = Network(
+            "net",
+            NetworkArgs(
+                cidr_block=CIDR,
+                node_zone=NODE_ZONE,
+                second_zone=SECOND_ZONE,
+                node_subnets=node_subnets,
+            ),
+            opts=opts,
+        )
+        cluster = Cluster(
+            "gemma",
+            ClusterArgs(
+                vpc_id=network.vpc_id,
+                control_plane_subnet_ids=network.control_plane_subnet_ids,
+                node_subnet_id=network.node_subnet_id,
+                kubernetes_version="1.34",
+                instance_type=INSTANCE_TYPE,
+                node_count=NODE_COUNT,
+                node_disk_gib=DISK_GIB,
+                node_labels=LABELS,
+            ),
+            opts=opts,
+        )
+        return network, cluster
+
+    return run(program)
+
+
+def subnet_by_id(records: list[Recorded], subnet_id: str) -> Recorded:
+    matches = [r for r in by_type(records, SUBNET) if r.resource_id == subnet_id]
+    assert len(matches) == 1, f"no single subnet with id {subnet_id}: {[r.urn for r in matches]}"
+    return matches[0]
+
+
+def subnet_in(records: list[Recorded], tier: str, zone: str) -> Recorded:
+    matches = [
+        r
+        for r in by_type(records, SUBNET)
+        if r.inputs["availabilityZone"] == zone and r.name.startswith(f"net-{tier}-")
+    ]
+    assert len(matches) == 1, f"expected one {tier} subnet in {zone}: {[r.urn for r in matches]}"
+    return matches[0]
+
+
+# -- the node group ------------------------------------------------------------------------------
+
+
+def test_node_group_is_fixed_size_graviton_in_the_node_subnet(mocks: RecordingMocks) -> None:
+    network, _ = deploy()
+    group = one(mocks.records, NODE_GROUP)
+    node_subnet = subnet_in(mocks.records, "private", NODE_ZONE)
+    inputs = group.inputs
+
+    assert inputs["instanceTypes"] == [INSTANCE_TYPE], group.urn
+    assert inputs["amiType"] == AMI_TYPE == "AL2023_ARM_64_STANDARD", group.urn
+    assert inputs["capacityType"] == "ON_DEMAND", group.urn
+    assert inputs["subnetIds"] == [node_subnet.resource_id], group.urn
+    assert resolve(network.node_subnet_id) == node_subnet.resource_id, node_subnet.urn
+    assert inputs["scalingConfig"] == {
+        "minSize": NODE_COUNT,
+        "desiredSize": NODE_COUNT,
+        "maxSize": NODE_COUNT,
+    }, group.urn
+    assert inputs["labels"] == LABELS, group.urn
+
+
+def test_node_group_uses_the_launch_template_role_and_cluster(mocks: RecordingMocks) -> None:
+    deploy()
+    group = one(mocks.records, NODE_GROUP)
+    template = one(mocks.records, LAUNCH_TEMPLATE)
+    role = one(mocks.records, ROLE)
+    eks_cluster = one(mocks.records, EKS_CLUSTER)
+
+    assert group.inputs["launchTemplate"] == {
+        "id": template.resource_id,
+        "version": str(template.outputs["latestVersion"]),
+    }, group.urn
+    # EKS rejects a node group that sets diskSize beside a launch template.
+    assert "diskSize" not in group.inputs, group.urn
+    assert group.inputs["nodeRoleArn"] == role.outputs["arn"], group.urn
+    assert group.inputs["cluster"]["urn"] == eks_cluster.urn, group.urn
+
+
+def test_launch_template_sets_an_encrypted_gp3_root_volume(mocks: RecordingMocks) -> None:
+    deploy()
+    template = one(mocks.records, LAUNCH_TEMPLATE)
+    mappings = template.inputs["blockDeviceMappings"]
+
+    assert len(mappings) == 1, template.urn
+    assert mappings[0]["deviceName"] == "/dev/xvda", template.urn
+    ebs = mappings[0]["ebs"]
+    assert ebs["volumeSize"] == DISK_GIB, template.urn
+    assert ebs["volumeType"] == "gp3", template.urn
+    assert ebs["encrypted"] == "true", template.urn
+
+
+def test_launch_template_requires_imdsv2_with_hop_limit_one(mocks: RecordingMocks) -> None:
+    deploy()
+    template = one(mocks.records, LAUNCH_TEMPLATE)
+
+    assert template.inputs["metadataOptions"] == {
+        "httpEndpoint": "enabled",
+        "httpTokens": "required",
+        "httpPutResponseHopLimit": 1,
+    }, template.urn
+
+
+def test_node_role_trusts_ec2_and_has_exactly_the_three_node_policies(
+    mocks: RecordingMocks,
+) -> None:
+    _, cluster = deploy()
+    role = one(mocks.records, ROLE)
+    trust = json.loads(role.inputs["assumeRolePolicy"])
+    attachments = by_type(mocks.records, ATTACHMENT)
+
+    assert [s["Principal"] for s in trust["Statement"]] == [{"Service": "ec2.amazonaws.com"}], (
+        role.urn
+    )
+    assert sorted(a.inputs["policyArn"] for a in attachments) == sorted(
+        f"arn:aws:iam::aws:policy/{policy}" for policy in NODE_POLICIES
+    ), [a.urn for a in attachments]
+    assert set(NODE_POLICIES) == {
+        "AmazonEKSWorkerNodePolicy",
+        "AmazonEKS_CNI_Policy",
+        "AmazonEC2ContainerRegistryReadOnly",
+    }
+    for attachment in attachments:
+        assert attachment.inputs["role"] == role.outputs["name"], attachment.urn
+    assert resolve(cluster.node_role_name) == role.outputs["name"], role.urn
+    assert resolve(cluster.node_role_arn) == role.outputs["arn"], role.urn
+
+
+# -- the control plane ---------------------------------------------------------------------------
+
+
+def test_cluster_uses_api_auth_logging_oidc_and_no_default_node_group(
+    mocks: RecordingMocks,
+) -> None:
+    deploy()
+    eks_cluster = one(mocks.records, EKS_CLUSTER)
+    inputs = eks_cluster.inputs
+
+    assert inputs["authenticationMode"] == "API", eks_cluster.urn
+    assert inputs["enabledClusterLogTypes"] == ["api", "audit", "authenticator"], eks_cluster.urn
+    assert inputs["skipDefaultNodeGroup"] is True, eks_cluster.urn
+    assert inputs["createOidcProvider"] is True, eks_cluster.urn
+    assert inputs["endpointPublicAccess"] is True, eks_cluster.urn
+    assert inputs["version"] == "1.34", eks_cluster.urn
+    # Managed node groups get their access entry from EKS; no aws-auth role mapping is needed.
+    assert "instanceRoles" not in inputs and "instanceRole" not in inputs, eks_cluster.urn
+    assert inputs["vpcId"] == one(mocks.records, VPC).resource_id, eks_cluster.urn
+    assert inputs["vpcCniOptions"]["enableNetworkPolicy"] is True, eks_cluster.urn
+
+
+def test_control_plane_subnets_span_two_zones(mocks: RecordingMocks) -> None:
+    network, _ = deploy()
+    eks_cluster = one(mocks.records, EKS_CLUSTER)
+    subnet_ids = eks_cluster.inputs["subnetIds"]
+    zones = {subnet_by_id(mocks.records, s).inputs["availabilityZone"] for s in subnet_ids}
+
+    assert len(subnet_ids) == 2, eks_cluster.urn
+    assert zones == {NODE_ZONE, SECOND_ZONE}, eks_cluster.urn
+    assert resolve(network.control_plane_subnet_ids) == subnet_ids, eks_cluster.urn
+
+
+# -- the network ---------------------------------------------------------------------------------
+
+
+def test_private_nodes_get_one_nat_gateway_in_the_node_zone(mocks: RecordingMocks) -> None:
+    network, _ = deploy("private")
+    nat = one(mocks.records, NAT)
+    eip = one(mocks.records, EIP)
+    public_node = subnet_in(mocks.records, "public", NODE_ZONE)
+    private_rt = next(r for r in by_type(mocks.records, ROUTE_TABLE) if r.name == "net-private-rt")
+
+    assert nat.inputs["subnetId"] == public_node.resource_id, nat.urn
+    assert nat.inputs["allocationId"] == eip.resource_id, nat.urn
+    assert eip.inputs["domain"] == "vpc", eip.urn
+    assert private_rt.inputs["routes"] == [
+        {"cidrBlock": "0.0.0.0/0", "natGatewayId": nat.resource_id}
+    ], private_rt.urn
+    node_subnet = subnet_in(mocks.records, "private", NODE_ZONE)
+    assert resolve(network.node_subnet_id) == node_subnet.resource_id, node_subnet.urn
+    for subnet in by_type(mocks.records, SUBNET):
+        assert subnet.inputs["mapPublicIpOnLaunch"] is False, subnet.urn
+
+
+def test_public_nodes_get_no_nat_gateway_and_public_ips(mocks: RecordingMocks) -> None:
+    network, _ = deploy("public")
+    public_node = subnet_in(mocks.records, "public", NODE_ZONE)
+    group = one(mocks.records, NODE_GROUP)
+    private_rt = next(r for r in by_type(mocks.records, ROUTE_TABLE) if r.name == "net-private-rt")
+
+    assert by_type(mocks.records, NAT) == [], [r.urn for r in by_type(mocks.records, NAT)]
+    assert by_type(mocks.records, EIP) == [], [r.urn for r in by_type(mocks.records, EIP)]
+    assert not private_rt.inputs.get("routes"), private_rt.urn
+    assert group.inputs["subnetIds"] == [public_node.resource_id], group.urn
+    assert resolve(network.node_subnet_id) == public_node.resource_id, public_node.urn
+    for subnet in by_type(mocks.records, SUBNET):
+        public = subnet.name.startswith("net-public-")
+        assert subnet.inputs["mapPublicIpOnLaunch"] is public, subnet.urn
+
+
+def test_subnets_are_tagged_for_load_balancers_in_both_zones(mocks: RecordingMocks) -> None:
+    network, _ = deploy()
+    vpc = one(mocks.records, VPC)
+    public = [subnet_in(mocks.records, "public", z) for z in (NODE_ZONE, SECOND_ZONE)]
+    private = [subnet_in(mocks.records, "private", z) for z in (NODE_ZONE, SECOND_ZONE)]
+
+    assert vpc.inputs["enableDnsHostnames"] is True, vpc.urn
+    assert vpc.inputs["enableDnsSupport"] is True, vpc.urn
+    for subnet in public:
+        assert subnet.inputs["tags"]["kubernetes.io/role/elb"] == "1", subnet.urn
+    for subnet in private:
+        assert subnet.inputs["tags"]["kubernetes.io/role/internal-elb"] == "1", subnet.urn
+    assert resolve(network.public_subnet_ids) == [s.resource_id for s in public], vpc.urn
+    assert resolve(network.vpc_id) == vpc.resource_id, vpc.urn
+
+
+def test_subnets_are_the_first_four_20s_of_the_vpc(mocks: RecordingMocks) -> None:
+    deploy()
+    cidrs = {r.name: r.inputs["cidrBlock"] for r in by_type(mocks.records, SUBNET)}
+
+    assert cidrs == {
+        f"net-public-{NODE_ZONE}": "10.42.0.0/20",
+        f"net-public-{SECOND_ZONE}": "10.42.16.0/20",
+        f"net-private-{NODE_ZONE}": "10.42.32.0/20",
+        f"net-private-{SECOND_ZONE}": "10.42.48.0/20",
+    }, [r.urn for r in by_type(mocks.records, SUBNET)]
+
+
+def test_every_subnet_has_a_route_table(mocks: RecordingMocks) -> None:
+    deploy()
+    associated = {r.inputs["subnetId"] for r in by_type(mocks.records, ASSOCIATION)}
+
+    for subnet in by_type(mocks.records, SUBNET):
+        assert subnet.resource_id in associated, subnet.urn
+
+
+# -- outputs, provider, parenting ----------------------------------------------------------------
+
+
+def test_kubeconfig_is_secret_and_feeds_the_kubernetes_provider(mocks: RecordingMocks) -> None:
+    _, cluster = deploy()
+    eks_cluster = one(mocks.records, EKS_CLUSTER)
+    provider = one(mocks.records, K8S_PROVIDER)
+
+    assert is_secret(cluster.kubeconfig), eks_cluster.urn
+    assert resolve(cluster.kubeconfig) == eks_cluster.outputs["kubeconfigJson"], eks_cluster.urn
+    assert provider.inputs["kubeconfig"] == eks_cluster.outputs["kubeconfigJson"], provider.urn
+    # Provider inputs cross the wire JSON-encoded, so the flag arrives as a string.
+    assert provider.inputs["enableServerSideApply"] == "true", provider.urn
+    assert resolve(cluster.provider.urn) == provider.urn, provider.urn
+
+
+def test_cluster_outputs_come_from_the_eks_components(mocks: RecordingMocks) -> None:
+    _, cluster = deploy()
+    eks_cluster = one(mocks.records, EKS_CLUSTER)
+    group = one(mocks.records, NODE_GROUP)
+    eks_state = mocks.monitor.resources[eks_cluster.outputs["eksCluster"]["urn"]].state
+    group_state = mocks.monitor.resources[group.outputs["nodeGroup"]["urn"]].state
+
+    assert resolve(cluster.cluster_name) == eks_state["name"], eks_cluster.urn
+    assert resolve(cluster.node_group_name) == group_state["nodeGroupName"], group.urn
+    assert resolve(cluster.oidc_provider_arn) == eks_cluster.outputs["oidcProviderArn"], (
+        eks_cluster.urn
+    )
+    assert resolve(cluster.oidc_provider_url) == eks_cluster.outputs["oidcProviderUrl"], (
+        eks_cluster.urn
+    )
+
+
+def test_every_child_is_parented_to_its_component_and_named_after_it(
+    mocks: RecordingMocks,
+) -> None:
+    deploy()
+    components = {
+        r.urn: r for r in mocks.records if r.type_ in (NETWORK_COMPONENT, CLUSTER_COMPONENT)
+    }
+    children = [r for r in mocks.records if r.urn not in components]
+
+    assert len(components) == 2, list(components)
+    assert children, "no children were registered"
+    for child in children:
+        assert child.parent in components, f"{child.urn} has parent {child.parent}"
+        assert child.name.startswith(f"{components[child.parent].name}-"), child.urn
+
+
+def test_the_only_invoke_is_the_partition_lookup(mocks: RecordingMocks) -> None:
+    deploy()
+
+    assert {c.token for c in mocks.calls} == {"aws:index/getPartition:getPartition"}, mocks.calls
+
+
+# -- validation ----------------------------------------------------------------------------------
+
+
+def network_args(**overrides: str) -> NetworkArgs:
+    values = {
+        "cidr_block": CIDR,
+        "node_zone": NODE_ZONE,
+        "second_zone": SECOND_ZONE,
+        "node_subnets": "private",
+        **overrides,
+    }
+    return NetworkArgs(**values)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        (
+            {"cidr_block": "10.42.0.0/20"},
+            "`cidr_block` 10.42.0.0/20 is too small: the network needs four /20 subnets (public "
+            "and private in two zones), so its prefix must be /18 or shorter; "
+            'use e.g. "10.42.0.0/16"',
+        ),
+        (
+            {"cidr_block": "10.0.0.0/8"},
+            "`cidr_block` 10.0.0.0/8 is too large: AWS allows VPC prefixes from /16 to /28; "
+            'use a /16 inside it, e.g. "10.0.0.0/16"',
+        ),
+        (
+            {"cidr_block": "8.8.0.0/16"},
+            "`cidr_block` 8.8.0.0/16 is not a private (RFC 1918) range; use one inside "
+            '10.0.0.0/8, 172.16.0.0/12 or 192.168.0.0/16, e.g. "10.42.0.0/16"',
+        ),
+        (
+            {"cidr_block": "10.42.0.1/16"},
+            "`cidr_block` '10.42.0.1/16' is not a valid IPv4 network (10.42.0.1/16 has host bits "
+            'set); write it as a network address with a prefix, e.g. "10.42.0.0/16"',
+        ),
+        (
+            {"second_zone": NODE_ZONE},
+            f"`node_zone` and `second_zone` are both {NODE_ZONE}, but EKS needs control-plane "
+            "subnets in two availability zones; choose a different `second_zone`",
+        ),
+        (
+            {"node_subnets": "hybrid"},
+            '`node_subnets` is \'hybrid\'; use "private" or "public"',
+        ),
+    ],
+    ids=["too-small", "too-large", "not-private", "host-bits", "same-zone", "bad-node-subnets"],
+)
+def test_network_args_reject_bad_values(overrides: dict[str, str], message: str) -> None:
+    with pytest.raises(ValueError) as excinfo:
+        network_args(**overrides)
+    assert str(excinfo.value) == message
+
+
+def cluster_args(node_count: int = NODE_COUNT, node_disk_gib: int = DISK_GIB) -> ClusterArgs:
+    return ClusterArgs(
+        vpc_id="vpc-1",
+        control_plane_subnet_ids=["subnet-1", "subnet-2"],
+        node_subnet_id="subnet-1",
+        kubernetes_version="1.34",
+        instance_type=INSTANCE_TYPE,
+        node_count=node_count,
+        node_disk_gib=node_disk_gib,
+        node_labels=LABELS,
+    )
+
+
+def test_cluster_args_reject_an_empty_node_group() -> None:
+    with pytest.raises(ValueError) as excinfo:
+        cluster_args(node_count=0)
+    assert str(excinfo.value) == (
+        "`node_count` is 0, but the node group needs at least one node; set it to 1 or more"
+    )
+
+
+def test_cluster_args_reject_a_disk_below_the_ami_size() -> None:
+    with pytest.raises(ValueError) as excinfo:
+        cluster_args(node_disk_gib=10)
+    assert str(excinfo.value) == (
+        "`node_disk_gib` is 10, below the 20 GiB the EKS AL2023 AMI needs; set it to 20 or more"
+    )
+
+
+def test_an_explicit_aws_provider_reaches_every_aws_child(mocks: RecordingMocks) -> None:
+    deploy(with_aws_provider=True)
+    aws_provider = one(mocks.records, "pulumi:providers:aws")
+    reference = f"{aws_provider.urn}::{aws_provider.resource_id}"
+
+    for record in mocks.records:
+        if record.type_.startswith("aws:"):
+            assert record.provider == reference, record.urn
+        if record.type_ in (EKS_CLUSTER, NODE_GROUP):
+            assert record.providers.get("aws") == reference, record.urn
+    for call in mocks.calls:
+        assert call.provider == reference, call.token
+
+
+def test_nodes_run_the_static_cpu_manager(mocks: RecordingMocks) -> None:
+    """vLLM binds a thread per CPU it sees: the pod must see only its own, exclusive CPUs."""
+    deploy()
+    template = one(mocks.records, LAUNCH_TEMPLATE)
+    user_data = base64.b64decode(template.inputs["userData"]).decode()
+    assert "Content-Type: application/node.eks.aws" in user_data, template.urn
+    document = user_data.split("---\n", 1)[1].split("\n--//--")[0]
+    node_config = yaml.safe_load(document)
+    assert node_config["kind"] == "NodeConfig"
+    assert node_config["spec"]["kubelet"]["config"]["cpuManagerPolicy"] == "static"

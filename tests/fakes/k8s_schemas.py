@@ -1,0 +1,84 @@
+"""Validation of rendered objects against the real schemas (test infrastructure).
+
+Core objects: `kubernetes-validate`, strict, at the cluster's Kubernetes version. The
+LeaderWorkerSet: the openAPIV3Schema of the upstream LWS v0.10.0 CRD, read from
+../shared/reference when it is there; otherwise from `tests/schemas/lws-v0.10.0-structure.json`,
+the same schema with its descriptions removed (a test checks the two agree). The API server prunes
+or refuses unknown fields, so objects are checked with `additionalProperties: false` wherever the
+CRD does not preserve unknown fields.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import kubernetes_validate
+import yaml
+
+TESTS = Path(__file__).resolve().parents[1]
+UPSTREAM_CRD = TESTS.parent.parent / "shared" / "reference" / "lws-crd-v0.10.0.yaml"
+STRUCTURE_COPY = TESTS / "schemas" / "lws-v0.10.0-structure.json"
+
+
+def strip_descriptions(node: Any) -> Any:
+    if isinstance(node, dict):
+        return {k: strip_descriptions(v) for k, v in node.items() if k != "description"}
+    if isinstance(node, list):
+        return [strip_descriptions(v) for v in node]
+    return node
+
+
+def upstream_schema() -> dict[str, Any] | None:
+    """The CRD's v1 openAPIV3Schema from the reference copy, or None where it is absent."""
+    if not UPSTREAM_CRD.is_file():
+        return None
+    crd = yaml.safe_load(UPSTREAM_CRD.read_text())
+    (version,) = [v for v in crd["spec"]["versions"] if v["name"] == "v1"]
+    return version["schema"]["openAPIV3Schema"]
+
+
+@cache
+def lws_schema() -> dict[str, Any]:
+    schema = upstream_schema()
+    if schema is None:
+        schema = json.loads(STRUCTURE_COPY.read_text())["openAPIV3Schema"]
+    return _closed(copy.deepcopy(schema))
+
+
+def _closed(node: Any) -> Any:
+    if isinstance(node, dict):
+        if (
+            node.get("type") == "object"
+            and "properties" in node
+            and not node.get("x-kubernetes-preserve-unknown-fields")
+            and "additionalProperties" not in node
+        ):
+            node["additionalProperties"] = False
+        for value in node.values():
+            _closed(value)
+    elif isinstance(node, list):
+        for value in node:
+            _closed(value)
+    return node
+
+
+def lws_errors(obj: dict[str, Any]) -> list[str]:
+    """Schema violations of a LeaderWorkerSet object (empty when valid)."""
+    validator = jsonschema.Draft7Validator(lws_schema())
+    return [
+        f"{'/'.join(map(str, e.absolute_path))}: {e.message}" for e in validator.iter_errors(obj)
+    ]
+
+
+def core_errors(obj: dict[str, Any], kubernetes_version: str) -> list[str]:
+    """`kubernetes-validate --strict` errors of a core object (empty when valid)."""
+    try:
+        kubernetes_validate.validate(obj, f"{kubernetes_version}.0", strict=True)
+    except kubernetes_validate.ValidationError as error:
+        return [f"{'/'.join(map(str, error.path))}: {error.message}"]
+    return []

@@ -1,0 +1,207 @@
+"""Bad stack values end in one line naming the key, the rule and the fix, through both readers."""
+
+from __future__ import annotations
+
+import pytest
+import yaml
+
+from infra.plan import stackfile
+from infra.plan.cli import main
+from infra.plan.config import ConfigError, check_secrets, load_config
+from infra.plan.sizing import plan
+
+# (--set values, exact message). Each row is a mistake a user of this project can make.
+BAD_INPUTS = [
+    (
+        ["instanceTyp=m7g.2xlarge"],
+        "`instanceTyp` is not a gemma-graviton stack key; did you mean `instanceType`?",
+    ),
+    (
+        ["instanceType=m7i.2xlarge"],
+        "`instanceType` m7i.2xlarge is not a Graviton (arm64) type, and the image and node group "
+        "are arm64; choose a Graviton type such as m7g.2xlarge or m8g.4xlarge",
+    ),
+    (
+        ["model=meta-llama/Llama-3-8B"],
+        "`model` meta-llama/Llama-3-8B is not in the catalogue (google/gemma-4-12B-it); choose "
+        "one of those, or describe the model in `modelProfile`",
+    ),
+    (
+        ["instanceType=c7g.xlarge"],
+        "`instanceType` c7g.xlarge (3 GiB per pod) cannot hold google/gemma-4-12B-it at any split "
+        "(1 stage(s) need 33.7 GiB per pod before any KV cache; 8 stage(s) need 12.0 GiB per pod "
+        "before any KV cache); choose a larger type such as m7g.4xlarge",
+    ),
+    (
+        ["weightPrefetch=false", "kvCacheBytes=4294967296"],
+        "`kvCacheBytes` 4294967296 (4.00 GiB) is more than vLLM's memory guard will see on rank 0 "
+        "(0.58 GiB: the checkpoint's page cache is charged to the engine container); set it to at "
+        "most 559939584 or auto, or set `weightPrefetch: true`",
+    ),
+    (
+        [
+            "weightPrefetch=false",
+            "kvCacheBytes=400000000",
+            "maxModelLen=4096",
+            "pipelineStages=2",
+            "maxNumBatchedTokens=4096",
+        ],
+        "`maxModelLen` 4096 tokens need 0.68 GiB of KV cache per rank, more than the 0.37 GiB "
+        "available to it (vLLM would estimate a maximum of 2048); set it to at most 2048 or auto, "
+        "or give the KV cache more memory",
+    ),
+    (
+        ["replicas=0"],
+        "`replicas` must be greater than or equal to 1 (got 0); use an integer from 1 to 16",
+    ),
+    (
+        ["allowedCidrs=[10.0.0.0/33]"],
+        "`allowedCidrs` must be a valid IPv4 network (got ['10.0.0.0/33']); list IPv4 ranges "
+        "such as 203.0.113.0/24",
+    ),
+    (
+        ["availabilityZone=eu-west-1a"],
+        "`availabilityZone` eu-west-1a is not a zone of region us-west-2; use a zone such as "
+        "us-west-2a, or change `region`",
+    ),
+    (
+        ["podMemoryGiB=-3"],
+        "`podMemoryGiB` must be greater than 0 (got -3); use auto or a positive number of GiB "
+        "such as 26",
+    ),
+    (
+        ["kvCacheBytes=-1"],
+        "`kvCacheBytes` must be greater than 0 (got -1); use auto or a positive number of bytes "
+        "such as 400000000",
+    ),
+    (
+        ["maxModelLen=200000"],
+        "`maxModelLen` 200000 is above google/gemma-4-12B-it's context of 131072; use at most "
+        "131072, or auto",
+    ),
+    (
+        ["vllmImage=vllm/vllm-openai-cpu:latest"],
+        "`vllmImage` must be pinned by a version tag or digest (got "
+        "'vllm/vllm-openai-cpu:latest'); pin a version, such as "
+        "vllm/vllm-openai-cpu:v0.31.0-arm64 or an @sha256 digest",
+    ),
+    (
+        ["pipelineStages=1"],
+        "`pipelineStages` 1 stage(s) put 33.7 GiB of weights and runtime on rank 0, more than its "
+        "26 GiB pod; use more stages or auto, or choose a larger `instanceType`",
+    ),
+    (
+        ["podMemoryGiB=40"],
+        "`podMemoryGiB` 40 GiB is more than the 26.5 GiB a m7g.2xlarge node can give after its "
+        "other tenants; set it to at most 26 or auto, or choose a larger `instanceType`",
+    ),
+    (
+        ["tags={owner: me}"],
+        "`tags` may not set the managed tag 'owner'; remove it; it comes from the `owner` key",
+    ),
+    (
+        ["nodeSubnets=dmz"],
+        "`nodeSubnets` must be 'private' or 'public' (got 'dmz'); use private or public",
+    ),
+    (
+        ["modelProfile={layers: 4}"],
+        "`modelProfile.slidingPerFull` is required; give every field of the profile (see the "
+        "README)",
+    ),
+    (
+        ["max_model_len=2048"],
+        "`max_model_len` is not a gemma-graviton stack key; did you mean `maxModelLen`?",
+    ),
+    (
+        [
+            "modelProfile={layers: -4, slidingPerFull: 5, slidingKvHeads: 8, slidingHeadDim: 256, "
+            "fullKvHeads: 1, fullHeadDim: 512, slidingWindow: 1024, hiddenSize: 3840, "
+            "vocabSize: 262144, checkpointBytes: 1000, maxContext: 4096}"
+        ],
+        "`modelProfile.layers` must be greater than 0 (got -4); give every field of the profile "
+        "(see the README)",
+    ),
+    (
+        ["instanceType=m7g.large"],
+        "`instanceType` m7g.large leaves no whole CPU for a model pod after its other tenants; "
+        "choose a type with at least 4 vCPU, such as m7g.xlarge",
+    ),
+]
+
+
+@pytest.mark.parametrize(("overrides", "message"), BAD_INPUTS, ids=lambda v: str(v)[:40])
+def test_bad_input_through_the_cli(
+    overrides: list[str], message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    argv = [arg for pair in overrides for arg in ("--set", pair)]
+    assert main(argv) == 2
+    captured = capsys.readouterr()
+    assert captured.err == f"error: {message}\n"
+    assert captured.out == ""
+
+
+@pytest.mark.parametrize(("overrides", "message"), BAD_INPUTS, ids=lambda v: str(v)[:40])
+def test_bad_input_through_the_config_model(overrides: list[str], message: str) -> None:
+    values, _ = stackfile.read_stack("dev")
+    values.update(stackfile.parse_overrides(overrides))
+    with pytest.raises(ConfigError) as error:
+        plan(load_config(values))
+    assert str(error.value) == message
+
+
+def test_program_style_json_strings_validate_like_yaml() -> None:
+    # The Pulumi program receives structured values as JSON text and scalars as strings.
+    cfg = load_config(
+        {
+            "owner": "team",
+            "endDate": "2027-01-01",
+            "allowedCidrs": '["198.51.100.0/24"]',
+            "tags": '{"costCenter": "ml"}',
+            "replicas": "2",
+            "weightPrefetch": "false",
+            "maxModelLen": "auto",
+        }
+    )
+    assert [str(c) for c in cfg.allowed_cidrs] == ["198.51.100.0/24"]
+    assert cfg.tags == {"costCenter": "ml"}
+    assert (cfg.replicas, cfg.weight_prefetch, cfg.max_model_len) == (2, False, "auto")
+
+
+def test_missing_owner_is_named() -> None:
+    with pytest.raises(ConfigError) as error:
+        load_config({"endDate": "2027-01-01"})
+    assert str(error.value) == "`owner` is required; set it to a team or e-mail address"
+
+
+def test_plain_text_secret_is_refused() -> None:
+    with pytest.raises(ConfigError) as error:
+        check_secrets({"hfToken": False})
+    assert str(error.value) == (
+        "`hfToken` is a secret but is stored in plain text; run "
+        "`pulumi config set --secret hfToken <value>` and remove the plain value"
+    )
+    check_secrets({"hfToken": True, "apiKey": True})
+
+
+def test_stack_file_with_plain_secret_or_foreign_key_is_refused(
+    tmp_path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setattr(stackfile, "STACKS", tmp_path)
+    monkeypatch.setattr(stackfile, "REPO", tmp_path.parent)
+    base = {"gemma-graviton:owner": "t", "gemma-graviton:endDate": "2027-01-01"}
+    (tmp_path / "Pulumi.leaky.yaml").write_text(
+        yaml.safe_dump({"config": {**base, "gemma-graviton:hfToken": "hf_plain"}})
+    )
+    (tmp_path / "Pulumi.foreign.yaml").write_text(
+        yaml.safe_dump({"config": {**base, "aws:region": "us-east-1"}})
+    )
+    (tmp_path / "Pulumi.sealed.yaml").write_text(
+        yaml.safe_dump({"config": {**base, "gemma-graviton:hfToken": {"secure": "v1:abc"}}})
+    )
+    assert main(["--stack", "leaky"]) == 2
+    assert "`hfToken` is a secret but is stored in plain text" in capsys.readouterr().err
+    assert main(["--stack", "foreign"]) == 2
+    assert "`aws:region` is outside the gemma-graviton: namespace" in capsys.readouterr().err
+    assert main(["--stack", "sealed", "--json"]) == 0
+    assert main(["--stack", "nope"]) == 2
+    assert capsys.readouterr().err.startswith("error: `--stack` 'nope' has no file")

@@ -1,0 +1,68 @@
+"""`python -m infra.plan` as a user runs it."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from infra.plan.cli import main
+
+REPO = Path(__file__).resolve().parents[2]
+JSON_KEYS = {
+    "stack", "instance_type", "nodes", "stages", "replicas", "node_allocatable_gib",
+    "pod_memory_gib", "pod_cpu", "weights_gib_per_stage", "overhead_gib_per_pod",
+    "guard_available_gib", "weight_prefetch", "kv_cache_bytes", "max_num_batched_tokens",
+    "max_model_len", "kv_cache_tokens", "max_concurrency", "decode_tokens_per_s", "node_disk_gib",
+}  # fmt: skip
+
+
+def _json(capsys: pytest.CaptureFixture[str], *argv: str) -> dict:
+    assert main([*argv, "--json"]) == 0
+    return json.loads(capsys.readouterr().out)
+
+
+def test_json_has_the_documented_keys(capsys: pytest.CaptureFixture[str]) -> None:
+    data = _json(capsys)
+    assert set(data) >= JSON_KEYS
+    assert data["stack"] == "dev"
+    assert len(data["weights_gib_per_stage"]) == data["stages"]
+
+
+def test_table_explains_the_derived_values(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main([]) == 0
+    out = capsys.readouterr().out
+    assert "request = limit" in out
+    assert "kv cache size" in out and "tokens (as vLLM will log it)" in out
+    assert "why:" in out
+    assert "page cache is charged outside the engine container" in out
+    assert "without the weight prefetch the guard would see 0.58 GiB" in out
+
+
+def test_what_if_bigger_nodes(capsys: pytest.CaptureFixture[str]) -> None:
+    dev = _json(capsys)
+    big = _json(capsys, "--set", "instanceType=m7g.4xlarge")
+    assert (dev["stages"], big["stages"]) == (2, 1)
+    assert big["max_concurrency"] > dev["max_concurrency"]
+
+
+def test_every_stack_plans(capsys: pytest.CaptureFixture[str]) -> None:
+    for path in sorted((REPO / "stacks").glob("Pulumi.*.yaml")):
+        stack = path.name.split(".")[1]
+        assert _json(capsys, "--stack", stack)["stack"] == stack
+
+
+def test_module_entry_exits_2_without_traceback() -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "infra.plan", "--set", "replicas=0"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert result.returncode == 2
+    assert result.stderr.count("\n") == 1
+    assert "Traceback" not in result.stderr

@@ -1,0 +1,234 @@
+"""The planner against the field report's measured table, from first principles."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from infra.plan import catalog
+from infra.plan.catalog import GIB
+from infra.plan.config import load_config
+from infra.plan.kv_cache import group_kv, stage_layers
+from infra.plan.sizing import PlanError, plan
+from infra.rehearse import vllm_logs
+
+BASE = {"owner": "ml-platform", "endDate": "2027-01-01"}
+GEMMA = catalog.MODELS["google/gemma-4-12B-it"]
+
+# The report's deployment: two m7g.2xlarge, vLLM downloading the weights itself, 400 MB of KV.
+REPORT = {
+    "instanceType": "m7g.2xlarge",
+    "weightPrefetch": False,
+    "kvCacheBytes": 400_000_000,
+    "maxModelLen": 2048,
+}
+
+
+def _plan(**overrides: object):
+    return plan(load_config({**BASE, **overrides}))
+
+
+def test_report_deployment_is_reproduced() -> None:
+    p = _plan(**REPORT)
+    assert p.stages == 2
+    assert p.nodes == 2
+    assert abs(p.pod_memory_gib - 26) <= 0.5
+    assert p.kv_cache_tokens == 2186
+    assert f"{p.max_concurrency:.2f}" == "1.07"
+    assert p.pod_cpu == 6
+    assert f"{p.node_allocatable_gib:.1f}" == "29.8"
+
+
+def test_report_4096_context_needs_068_gib_per_rank() -> None:
+    kv = group_kv(GEMMA, 2)
+    assert f"{kv.bytes_per_request(4096, 4096) / GIB:.2f}" == "0.68"
+
+
+def test_report_037_gib_budget_estimates_2048() -> None:
+    # vLLM's message: "... larger than the available KV cache memory (0.37 GiB) ... the estimated
+    # maximum model length is 2048", for --kv-cache-memory-bytes=400000000.
+    kv = group_kv(GEMMA, 2)
+    assert f"{kv.usable_bytes(400_000_000) / GIB:.2f}" == "0.37"
+    assert kv.max_len(400_000_000, 4096, 4096) == 2048
+
+
+def test_report_4096_context_is_refused_with_vllms_estimate() -> None:
+    with pytest.raises(PlanError) as error:
+        _plan(**{**REPORT, "maxModelLen": 4096, "maxNumBatchedTokens": 4096, "pipelineStages": 2})
+    assert str(error.value) == (
+        "`maxModelLen` 4096 tokens need 0.68 GiB of KV cache per rank, more than the 0.37 GiB "
+        "available to it (vLLM would estimate a maximum of 2048); set it to at most 2048 or auto, "
+        "or give the KV cache more memory"
+    )
+
+
+def test_report_4_gib_kv_is_refused_by_the_guard() -> None:
+    with pytest.raises(PlanError) as error:
+        _plan(**{**REPORT, "kvCacheBytes": 4 * GIB})
+    assert "more than vLLM's memory guard will see on rank 0" in str(error.value)
+    assert "set `weightPrefetch: true`" in str(error.value)
+
+
+def test_one_stage_does_not_fit_m7g_2xlarge() -> None:
+    with pytest.raises(PlanError) as error:
+        _plan(**{**REPORT, "pipelineStages": 1})
+    assert str(error.value).startswith("`pipelineStages` 1 stage(s) put 33.7 GiB")
+
+
+def test_report_decode_rate_within_25_percent() -> None:
+    assert 3.0 <= _plan(**REPORT).decode_tokens_per_s <= 5.0
+
+
+def test_layers_split_as_vllm_splits_them() -> None:
+    assert [len(r) for r in stage_layers(48, 2)] == [24, 24]
+    assert [len(r) for r in stage_layers(10, 3)] == [3, 4, 3]
+    kv = group_kv(GEMMA, 2)
+    # 40 sliding + 8 full layers: groups of 8 (every 5th sliding layer), 4 of each on a rank.
+    assert [len(g.layers) for g in kv.groups] == [8, 8, 8, 8, 8, 8]
+    assert kv.groups[0].layers == (0, 6, 12, 18, 24, 30, 36, 42)
+    assert kv.page_bytes == 128 * 8 * 512 * 2  # every layer gets the sliding layers' page
+    assert kv.bytes_per_block == (4 * kv.page_bytes, 4 * kv.page_bytes)
+    uneven = group_kv(GEMMA, 3)  # 16 layers per rank: a group may hold 3 of them on one rank
+    assert max(uneven.bytes_per_block) == 3 * kv.page_bytes
+
+
+def test_dev_defaults_beat_the_report_on_the_same_nodes() -> None:
+    p = _plan()  # prefetch on, everything auto
+    report = _plan(**REPORT)
+    assert p.instance_type == report.instance_type and p.nodes == report.nodes
+    assert p.max_model_len > 2048
+    assert p.max_concurrency > 1.07
+    assert p.guard_available_gib > 5 * report.guard_available_gib
+
+
+def test_bigger_nodes_change_stages_and_context() -> None:
+    small, big = _plan(), _plan(instanceType="m7g.4xlarge")
+    assert (small.stages, big.stages) == (2, 1)
+    assert big.max_concurrency > small.max_concurrency
+    no_prefetch = _plan(instanceType="m7g.4xlarge", weightPrefetch=False)
+    # The report's expectation: a 64 GB node lets the page cache exist without starving the guard.
+    assert no_prefetch.guard_available_gib > 2
+
+
+def test_auto_batched_tokens_shrinks_to_serve_a_longer_context() -> None:
+    p = _plan(weightPrefetch=False, pipelineStages=2)
+    assert p.max_num_batched_tokens < 4096
+    fixed = _plan(weightPrefetch=False, maxNumBatchedTokens=4096, pipelineStages=2)
+    assert p.max_model_len > fixed.max_model_len
+
+
+def test_model_that_fits_one_node_is_not_split() -> None:
+    profile = {
+        "layers": 26,
+        "slidingPerFull": 5,
+        "slidingKvHeads": 1,
+        "slidingHeadDim": 256,
+        "fullKvHeads": 1,
+        "fullHeadDim": 256,
+        "slidingWindow": 512,
+        "hiddenSize": 1152,
+        "vocabSize": 262144,
+        "checkpointBytes": 2 * GIB,
+        "maxContext": 32768,
+    }
+    p = _plan(model="example/small-model", modelProfile=profile)
+    assert p.stages == 1 and p.nodes == 1
+
+
+def test_report_could_have_served_4096_with_fewer_batched_tokens() -> None:
+    # The sliding-window reservation is window - 1 + batched tokens: shrinking the batch frees it.
+    p = _plan(**{**REPORT, "maxModelLen": 4096})
+    assert (p.stages, p.max_model_len) == (2, 4096)
+    assert p.max_num_batched_tokens < 4096
+
+
+def test_explicit_context_that_two_stages_cannot_hold_moves_to_more_stages() -> None:
+    p = _plan(**{**REPORT, "maxModelLen": 16384})
+    assert p.stages > 2 and p.max_model_len == 16384
+
+
+def test_replicas_multiply_nodes() -> None:
+    assert _plan(replicas=3).nodes == 6
+
+
+def test_disk_holds_image_and_checkpoint_unless_cached_on_a_volume() -> None:
+    node = _plan()
+    cached = _plan(modelCache="volume")
+    assert node.node_disk_gib >= catalog.IMAGE_DISK_GIB + 22.3
+    assert cached.node_disk_gib < node.node_disk_gib
+    assert cached.model_volume_gib >= 22.3
+    assert cached.warm_restart_seconds < node.warm_restart_seconds
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    family=st.sampled_from(["m7g", "m8g", "r7g", "c7g"]),
+    sizes=st.lists(
+        st.sampled_from(["xlarge", "2xlarge", "4xlarge", "8xlarge"]), min_size=2, max_size=2
+    ),
+    prefetch=st.booleans(),
+)
+def test_more_node_memory_never_shortens_the_context(
+    family: str, sizes: list[str], prefetch: bool
+) -> None:
+    def context(size: str) -> int:
+        try:
+            return _plan(instanceType=f"{family}.{size}", weightPrefetch=prefetch).max_model_len
+        except PlanError:
+            return 0
+
+    small, big = sorted(sizes, key=lambda s: catalog.INSTANCE_TYPES[f"{family}.{s}"].memory_gib)
+    assert context(big) >= context(small)
+
+
+@settings(max_examples=80, deadline=None)
+@given(
+    instance=st.sampled_from(sorted(catalog.INSTANCE_TYPES)),
+    prefetch=st.booleans(),
+    pod=st.one_of(st.just("auto"), st.floats(min_value=8, max_value=240)),
+    stages=st.one_of(st.just("auto"), st.integers(min_value=1, max_value=8)),
+)
+def test_planned_kv_never_exceeds_what_the_guard_sees(
+    instance: str, prefetch: bool, pod: object, stages: object
+) -> None:
+    try:
+        p = _plan(
+            instanceType=instance, weightPrefetch=prefetch, podMemoryGiB=pod, pipelineStages=stages
+        )
+    except PlanError:
+        return
+    assert p.kv_cache_bytes <= min(r.guard_gib for r in p.ranks) * GIB + 0.01 * GIB
+    assert p.kv_cache_bytes > 0
+    assert p.max_concurrency >= 1
+
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "vllm"
+
+
+def test_planner_matches_real_vllm_on_the_12b_layout() -> None:
+    # Real vLLM 0.31 on a random-weight model with gemma-4-12B-it's attention layout (48 layers,
+    # 40 sliding x 8 KV heads x 256, 8 full x 1 KV head x 512, window 1024), two ranks,
+    # --kv-cache-memory-bytes=400000000 --max-model-len=2048, default batched tokens (4096).
+    log = (FIXTURES / "pp2-12b-layout-rank0.log").read_text()
+    size, concurrency = vllm_logs.parse_kv_cache_size(log), vllm_logs.parse_max_concurrency(log)
+    assert size is not None and concurrency is not None
+    p = _plan(**REPORT, maxNumBatchedTokens=4096)
+    assert p.kv_cache_tokens == size.tokens
+    assert p.max_model_len == concurrency.max_model_len
+    assert f"{p.max_concurrency:.2f}" == f"{concurrency.concurrency:.2f}"
+
+
+def test_planner_matches_real_vllms_refusal_of_4096_tokens() -> None:
+    # The same model asked for 4,096 tokens with 0.37 GiB of KV: vLLM's own refusal.
+    refusal = vllm_logs.parse_max_seq_len_refusal(
+        (FIXTURES / "refused-max-seq-len-rank0.log").read_text()
+    )
+    assert refusal is not None
+    kv, budget = group_kv(GEMMA, 2), int(0.37 * GIB)
+    assert refusal.max_model_len == 4096
+    assert f"{kv.bytes_per_request(4096, 4096) / GIB:.2f}" == f"{refusal.needed_gib:.2f}"
+    assert f"{kv.usable_bytes(budget) / GIB:.2f}" == f"{refusal.available_gib:.2f}"
+    assert kv.max_len(budget, 4096, 4096) == refusal.estimated_max_model_len

@@ -1,0 +1,758 @@
+"""The policy pack: each rule on passing and failing objects, exact messages, and the pack wiring.
+
+Objects are the camelCase inputs pulumi-kubernetes registers. The last tests run the real
+pulumi-policy `Analyze` on protobuf requests, which is how the engine calls the pack, to pin down
+what a policy sees of secrets and unknowns.
+"""
+
+from __future__ import annotations
+
+import base64
+import copy
+import runpy
+import sys
+from fractions import Fraction
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from policies.rules import (
+    AUTHENTICATED_ANNOTATION,
+    DAEMONSET,
+    DEPLOYMENT,
+    JOB,
+    LWS,
+    POD,
+    RULES,
+    SECRET,
+    SECRET_SIG,
+    SERVICE,
+    SPECIAL_SIG_KEY,
+    STATEFULSET,
+    images_pinned,
+    is_pulumi_secret,
+    load_balancer_restricted_or_authenticated,
+    model_pods_requests_equal_limits,
+    parse_quantity,
+    plain_secret_config_keys,
+    ranks_spread_by_required_anti_affinity,
+    secrets_not_in_plain_config,
+)
+
+POLICIES_DIR = Path(__file__).resolve().parents[2] / "policies"
+
+NAME_KEY = "leaderworkerset.sigs.k8s.io/name"
+GROUP_KEY = "leaderworkerset.sigs.k8s.io/group-key"
+IMAGE = "vllm/vllm-openai-cpu:v0.31.0-arm64"
+HF_TOKEN = "hf_AbCdEfGhIjKlMnOpQrStUvWxYz012345"  # shaped like a token, not a real one
+
+
+def secret(value: Any) -> dict[str, Any]:
+    """A value as the engine and Pulumi mocks encode a secret."""
+    return {SPECIAL_SIG_KEY: SECRET_SIG, "value": value}
+
+
+def spread_term(name: str = "gemma-vllm") -> dict[str, Any]:
+    return {
+        "labelSelector": {
+            "matchExpressions": [{"key": NAME_KEY, "operator": "In", "values": [name]}]
+        },
+        "topologyKey": "kubernetes.io/hostname",
+    }
+
+
+def template(role: str, rank_args: list[str]) -> dict[str, Any]:
+    """A pod template of the model group as the program builds it."""
+    return {
+        "metadata": {"labels": {"app.kubernetes.io/name": "vllm", "gemma-graviton.dev/role": role}},
+        "spec": {
+            "affinity": {
+                "podAntiAffinity": {
+                    "requiredDuringSchedulingIgnoredDuringExecution": [spread_term()]
+                }
+            },
+            "initContainers": [
+                {
+                    "name": "prefetch",
+                    "image": IMAGE,
+                    "command": ["hf", "download", "google/gemma-4-12B-it"],
+                    "resources": {
+                        "requests": {"cpu": "1", "memory": "1Gi"},
+                        "limits": {"cpu": "1000m", "memory": "1024Mi"},
+                    },
+                }
+            ],
+            "containers": [
+                {
+                    "name": "vllm",
+                    "image": IMAGE,
+                    "args": ["--pipeline-parallel-size", "2", *rank_args],
+                    "resources": {
+                        "requests": {"cpu": "6", "memory": "26Gi"},
+                        "limits": {"cpu": "6000m", "memory": "27917287424"},
+                    },
+                }
+            ],
+        },
+    }
+
+
+def lws_props() -> dict[str, Any]:
+    """A passing LeaderWorkerSet: one group of two pods, one per node."""
+    return {
+        "apiVersion": "leaderworkerset.x-k8s.io/v1",
+        "kind": "LeaderWorkerSet",
+        "metadata": {
+            "name": "gemma-vllm",
+            "namespace": "gemma",
+            "annotations": {"pulumi.com/waitFor": "condition=Available"},
+        },
+        "spec": {
+            "replicas": 1.0,
+            "startupPolicy": "LeaderCreated",
+            "leaderWorkerTemplate": {
+                "size": 2.0,
+                "restartPolicy": "RecreateGroupOnPodRestart",
+                "leaderTemplate": template("leader", ["--node-rank", "0"]),
+                "workerTemplate": template("worker", ["--node-rank", "1", "--headless"]),
+            },
+        },
+    }
+
+
+def worker_spec(props: dict[str, Any]) -> dict[str, Any]:
+    return props["spec"]["leaderWorkerTemplate"]["workerTemplate"]["spec"]
+
+
+def leader_spec(props: dict[str, Any]) -> dict[str, Any]:
+    return props["spec"]["leaderWorkerTemplate"]["leaderTemplate"]["spec"]
+
+
+def deployment_props(*images: str | None) -> dict[str, Any]:
+    containers = []
+    for index, image in enumerate(images):
+        container: dict[str, Any] = {"name": f"c{index}"}
+        if image is not None:
+            container["image"] = image
+        containers.append(container)
+    return {
+        "metadata": {"name": "bench"},
+        "spec": {"template": {"spec": {"containers": containers}}},
+    }
+
+
+def service_props(
+    ranges: list[str] | None = None, annotations: dict[str, str] | None = None
+) -> dict[str, Any]:
+    spec: dict[str, Any] = {
+        "type": "LoadBalancer",
+        "selector": {NAME_KEY: "gemma-vllm", "leaderworkerset.sigs.k8s.io/worker-index": "0"},
+        "ports": [{"name": "http", "port": 80.0, "targetPort": 8000.0}],
+    }
+    if ranges is not None:
+        spec["loadBalancerSourceRanges"] = ranges
+    return {"metadata": {"name": "gemma-api", "annotations": annotations or {}}, "spec": spec}
+
+
+def secret_props(labels: dict[str, str] | None = None, **fields: Any) -> dict[str, Any]:
+    return {
+        "metadata": {"name": "hf-token", "namespace": "gemma", "labels": labels or {}},
+        "type": "Opaque",
+        **fields,
+    }
+
+
+# -- quantities --------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("left", "right"),
+    [
+        ("26Gi", "27917287424"),
+        ("6", "6000m"),
+        ("1Gi", "1024Mi"),
+        ("1.5", "1500m"),
+        ("1k", "1e3"),
+        ("1M", "1000k"),
+        ("0.5Gi", "512Mi"),
+        ("6", 6.0),  # Pulumi passes number inputs as floats
+        ("100m", 0.1),
+    ],
+)
+def test_equal_quantities_parse_to_the_same_value(left: str, right: str | float) -> None:
+    assert parse_quantity(left) == parse_quantity(right)
+
+
+@pytest.mark.parametrize(
+    ("text", "value"),
+    [
+        ("26Gi", Fraction(26 * 2**30)),
+        ("500m", Fraction(1, 2)),
+        ("250u", Fraction(1, 4000)),
+        ("7n", Fraction(7, 10**9)),
+        ("2E", Fraction(2 * 10**18)),
+        ("1Ei", Fraction(2**60)),
+        ("1.5e-3", Fraction(3, 2000)),
+        (".5", Fraction(1, 2)),
+        ("+4", Fraction(4)),
+        ("-1m", Fraction(-1, 1000)),
+    ],
+)
+def test_quantity_values(text: str, value: Fraction) -> None:
+    assert parse_quantity(text) == value
+
+
+@pytest.mark.parametrize(
+    "text", ["", "Gi", "1K", "1 Gi", " 1", "1gi", "1e", "six", "1.2.3", "0x10"]
+)
+def test_malformed_quantities_are_refused(text: str) -> None:
+    with pytest.raises(ValueError, match="is not a Kubernetes quantity"):
+        parse_quantity(text)
+
+
+def test_quantity_refuses_non_numbers_and_huge_exponents() -> None:
+    for value in (True, None, float("inf"), float("nan"), ["1"]):
+        with pytest.raises(ValueError, match="is not a Kubernetes quantity"):
+            parse_quantity(value)
+    with pytest.raises(ValueError, match="out of range"):
+        parse_quantity("1e999999999")
+
+
+# -- 1. model-pods-requests-equal-limits -------------------------------------------------------
+
+
+def test_requests_equal_limits_passes_when_quantities_are_equal_in_value() -> None:
+    assert model_pods_requests_equal_limits(LWS, lws_props()) == []
+
+
+def test_requests_equal_limits_reports_every_container_and_init_container() -> None:
+    props = lws_props()
+    worker_spec(props)["containers"][0]["resources"]["requests"]["memory"] = "24Gi"
+    del leader_spec(props)["initContainers"][0]["resources"]
+    leader_spec(props)["containers"][0]["resources"]["requests"]["cpu"] = "six"
+    del worker_spec(props)["initContainers"][0]["resources"]["limits"]["cpu"]
+    worker_spec(props)["containers"].append({"image": IMAGE, "resources": {"limits": {"cpu": 1.0}}})
+    assert model_pods_requests_equal_limits(LWS, props) == [
+        'leaderTemplate container "vllm": cpu request "six" is not a Kubernetes quantity',
+        'leaderTemplate initContainer "prefetch": memory has no request and no limit; set '
+        "resources.requests.memory and resources.limits.memory to the same quantity",
+        'leaderTemplate initContainer "prefetch": cpu has no request and no limit; set '
+        "resources.requests.cpu and resources.limits.cpu to the same quantity",
+        'workerTemplate container "vllm": memory request 24Gi differs from limit 27917287424; '
+        "set the request equal to the limit so the pod is Guaranteed",
+        "workerTemplate container #1: memory has no request and no limit; set "
+        "resources.requests.memory and resources.limits.memory to the same quantity",
+        "workerTemplate container #1: cpu has no request; set resources.requests.cpu to the "
+        "limit 1.0",
+        'workerTemplate initContainer "prefetch": cpu has no limit; set resources.limits.cpu to '
+        "the request 1",
+    ]
+
+
+def test_requests_equal_limits_uses_the_worker_template_alone_when_there_is_no_leader() -> None:
+    props = lws_props()
+    del props["spec"]["leaderWorkerTemplate"]["leaderTemplate"]
+    worker_spec(props)["containers"][0]["resources"]["limits"]["cpu"] = "7"
+    assert model_pods_requests_equal_limits(LWS, props) == [
+        'workerTemplate container "vllm": cpu request 6 differs from limit 7; set the request '
+        "equal to the limit so the pod is Guaranteed"
+    ]
+
+
+def test_requests_equal_limits_looks_only_at_leaderworkersets() -> None:
+    props = deployment_props(IMAGE)  # no resources at all
+    assert model_pods_requests_equal_limits(DEPLOYMENT, props) == []
+
+
+# -- 2. ranks-spread-by-required-anti-affinity -------------------------------------------------
+
+SPREAD_MISSING = (
+    "{}: no podAntiAffinity.requiredDuringSchedulingIgnoredDuringExecution term with topologyKey "
+    "kubernetes.io/hostname selects every pod of the group; add one whose labelSelector requires "
+    "leaderworkerset.sigs.k8s.io/name In [<metadata.name>] (or with matchLabelKeys "
+    "[leaderworkerset.sigs.k8s.io/group-key]) so that no two ranks share a node"
+)
+
+
+def set_terms(props: dict[str, Any], *terms: dict[str, Any], which: str = "both") -> None:
+    specs = {"leader": [leader_spec(props)], "worker": [worker_spec(props)]}
+    specs["both"] = specs["leader"] + specs["worker"]
+    for spec in specs[which]:
+        spec["affinity"]["podAntiAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"] = [
+            copy.deepcopy(t) for t in terms
+        ]
+
+
+def test_spread_passes_with_a_required_hostname_term_on_the_lws_name() -> None:
+    assert ranks_spread_by_required_anti_affinity(LWS, lws_props()) == []
+
+
+@pytest.mark.parametrize(
+    "term",
+    [
+        {
+            "labelSelector": {"matchLabels": {NAME_KEY: "gemma-vllm"}},
+            "topologyKey": "kubernetes.io/hostname",
+        },
+        {
+            "labelSelector": {"matchExpressions": [{"key": GROUP_KEY, "operator": "Exists"}]},
+            "topologyKey": "kubernetes.io/hostname",
+        },
+        {
+            "labelSelector": {"matchLabels": {"app.kubernetes.io/name": "vllm"}},
+            "matchLabelKeys": [GROUP_KEY],
+            "topologyKey": "kubernetes.io/hostname",
+        },
+        {**spread_term(), "namespaces": ["gemma"]},
+        {**spread_term(), "namespaceSelector": {}},
+    ],
+    ids=["matchLabels-name", "group-key-exists", "matchLabelKeys-group-key", "own-ns", "all-ns"],
+)
+def test_spread_accepts_other_selectors_of_the_whole_group(term: dict[str, Any]) -> None:
+    props = lws_props()
+    set_terms(props, term)
+    assert ranks_spread_by_required_anti_affinity(LWS, props) == []
+
+
+def test_spread_reports_the_exclusive_topology_annotations() -> None:
+    props = lws_props()
+    props["metadata"]["annotations"]["leaderworkerset.sigs.k8s.io/exclusive-topology"] = (
+        "kubernetes.io/hostname"
+    )
+    props["metadata"]["annotations"]["leaderworkerset.sigs.k8s.io/subgroup-exclusive-topology"] = (
+        "topology.kubernetes.io/zone"
+    )
+    assert ranks_spread_by_required_anti_affinity(LWS, props) == [
+        'metadata.annotations["leaderworkerset.sigs.k8s.io/exclusive-topology"] packs each '
+        "group into one kubernetes.io/hostname domain, the opposite of spreading ranks over "
+        "nodes; remove it",
+        'metadata.annotations["leaderworkerset.sigs.k8s.io/subgroup-exclusive-topology"] packs '
+        "each group into one topology.kubernetes.io/zone domain, the opposite of spreading "
+        "ranks over nodes; remove it",
+    ]
+
+
+def test_spread_reports_a_zone_term_and_a_preferred_only_term() -> None:
+    props = lws_props()
+    set_terms(
+        props, {**spread_term(), "topologyKey": "topology.kubernetes.io/zone"}, which="worker"
+    )
+    leader_spec(props)["affinity"]["podAntiAffinity"] = {
+        "preferredDuringSchedulingIgnoredDuringExecution": [
+            {"weight": 100.0, "podAffinityTerm": spread_term()}
+        ]
+    }
+    assert ranks_spread_by_required_anti_affinity(LWS, props) == [
+        SPREAD_MISSING.format("leaderTemplate"),
+        SPREAD_MISSING.format("workerTemplate"),
+    ]
+
+
+@pytest.mark.parametrize(
+    "term",
+    [
+        spread_term("other-lws"),
+        # Only the leader carries role=leader, so this does not select the worker.
+        {
+            "labelSelector": {
+                "matchLabels": {NAME_KEY: "gemma-vllm", "gemma-graviton.dev/role": "leader"}
+            },
+            "topologyKey": "kubernetes.io/hostname",
+        },
+        # Selects the group's pods but does not name the group.
+        {
+            "labelSelector": {"matchLabels": {"app.kubernetes.io/name": "vllm"}},
+            "topologyKey": "kubernetes.io/hostname",
+        },
+        # The group-key value is a hash the template cannot know.
+        {
+            "labelSelector": {
+                "matchExpressions": [{"key": GROUP_KEY, "operator": "In", "values": ["3e2387"]}]
+            },
+            "topologyKey": "kubernetes.io/hostname",
+        },
+        {**spread_term(), "mismatchLabelKeys": [GROUP_KEY]},
+        {**spread_term(), "namespaces": ["default"]},
+        {"topologyKey": "kubernetes.io/hostname"},  # no selector: matches no pods
+    ],
+    ids=[
+        "other-lws",
+        "leader-only",
+        "no-group-label",
+        "group-key-value",
+        "mismatch",
+        "other-ns",
+        "no-selector",
+    ],
+)
+def test_spread_reports_terms_that_miss_part_of_the_group(term: dict[str, Any]) -> None:
+    props = lws_props()
+    set_terms(props, term)
+    assert ranks_spread_by_required_anti_affinity(LWS, props) == [
+        SPREAD_MISSING.format("leaderTemplate"),
+        SPREAD_MISSING.format("workerTemplate"),
+    ]
+
+
+def test_spread_by_name_needs_the_lws_name_to_be_set() -> None:
+    props = lws_props()
+    del props["metadata"]["name"]
+    assert ranks_spread_by_required_anti_affinity(LWS, props) == [
+        SPREAD_MISSING.format("leaderTemplate"),
+        SPREAD_MISSING.format("workerTemplate"),
+    ]
+    set_terms(
+        props,
+        {
+            "labelSelector": {"matchLabels": {"app.kubernetes.io/name": "vllm"}},
+            "matchLabelKeys": [GROUP_KEY],
+            "topologyKey": "kubernetes.io/hostname",
+        },
+    )
+    assert ranks_spread_by_required_anti_affinity(LWS, props) == []
+
+
+def test_spread_checks_the_worker_template_alone_when_there_is_no_leader() -> None:
+    props = lws_props()
+    del props["spec"]["leaderWorkerTemplate"]["leaderTemplate"]
+    assert ranks_spread_by_required_anti_affinity(LWS, props) == []
+    del worker_spec(props)["affinity"]
+    assert ranks_spread_by_required_anti_affinity(LWS, props) == [
+        SPREAD_MISSING.format("workerTemplate")
+    ]
+
+
+def test_spread_looks_only_at_leaderworkersets() -> None:
+    assert ranks_spread_by_required_anti_affinity(DEPLOYMENT, deployment_props(IMAGE)) == []
+
+
+# -- 3. images-pinned --------------------------------------------------------------------------
+
+DIGEST = "sha256:" + "0123456789abcdef" * 4
+
+
+def test_images_pinned_passes_tags_and_digests() -> None:
+    assert images_pinned(LWS, lws_props()) == []
+    props = deployment_props(
+        "registry.k8s.io/lws/lws:v0.10.0",
+        "localhost:5000/bench:1.2",
+        f"python@{DIGEST}",
+        f"ghcr.io/acme/bench:latest@{DIGEST}",  # the digest decides what runs
+    )
+    assert images_pinned(DEPLOYMENT, props) == []
+
+
+@pytest.mark.parametrize("resource_type", [DEPLOYMENT, DAEMONSET, STATEFULSET, JOB])
+def test_images_pinned_reports_floating_images_of_templated_workloads(resource_type: str) -> None:
+    props = deployment_props(
+        "nginx", "nginx:latest", "localhost:5000/bench", "python@sha256:abc", None, "busybox:"
+    )
+    assert images_pinned(resource_type, props) == [
+        'container "c0": image "nginx" has no tag; pin a version tag or an @sha256 digest',
+        'container "c1": image "nginx:latest" uses the moving tag latest; pin a version tag or '
+        "an @sha256 digest",
+        'container "c2": image "localhost:5000/bench" has no tag; pin a version tag or an '
+        "@sha256 digest",
+        'container "c3": image "python@sha256:abc" has a malformed digest; use '
+        "@sha256:<64 hex digits>",
+        'container "c4": has no image; set an image and pin a version tag or an @sha256 digest',
+        'container "c5": image "busybox:" has no tag; pin a version tag or an @sha256 digest',
+    ]
+
+
+def test_images_pinned_reads_pods_and_both_lws_templates_with_init_containers() -> None:
+    pod = {"spec": {"containers": [{"name": "curl", "image": "curlimages/curl:latest"}]}}
+    assert images_pinned(POD, pod) == [
+        'container "curl": image "curlimages/curl:latest" uses the moving tag latest; pin a '
+        "version tag or an @sha256 digest"
+    ]
+    props = lws_props()
+    leader_spec(props)["initContainers"][0]["image"] = "vllm/vllm-openai-cpu"
+    worker_spec(props)["containers"][0]["image"] = "vllm/vllm-openai-cpu:latest"
+    assert images_pinned(LWS, props) == [
+        'leaderTemplate initContainer "prefetch": image "vllm/vllm-openai-cpu" has no tag; pin a '
+        "version tag or an @sha256 digest",
+        'workerTemplate container "vllm": image "vllm/vllm-openai-cpu:latest" uses the moving '
+        "tag latest; pin a version tag or an @sha256 digest",
+    ]
+
+
+def test_images_pinned_ignores_resources_without_pods() -> None:
+    assert images_pinned(SERVICE, service_props()) == []
+    assert images_pinned("kubernetes:batch/v1:CronJob", {"spec": {}}) == []
+
+
+# -- 4. load-balancer-restricted-or-authenticated ----------------------------------------------
+
+LB_FIX = (
+    "list the client CIDRs in spec.loadBalancerSourceRanges, or require an API key and annotate "
+    'gemma-graviton.dev/authenticated: "true"'
+)
+
+
+@pytest.mark.parametrize(
+    "props",
+    [
+        service_props(["203.0.113.0/24", "2001:db8::/32"]),
+        service_props(annotations={AUTHENTICATED_ANNOTATION: "true"}),
+        service_props(["0.0.0.0/0"], annotations={AUTHENTICATED_ANNOTATION: "true"}),
+        {"metadata": {"name": "gemma-vllm"}, "spec": {"clusterIP": "None"}},
+        {"metadata": {"name": "gemma-vllm"}, "spec": {"type": "ClusterIP"}},
+    ],
+    ids=["restricted", "authenticated", "authenticated-open", "headless", "cluster-ip"],
+)
+def test_load_balancer_passes_when_restricted_or_authenticated(props: dict[str, Any]) -> None:
+    assert load_balancer_restricted_or_authenticated(SERVICE, props) == []
+
+
+def test_load_balancer_open_to_everyone_is_reported() -> None:
+    expected = [
+        "a LoadBalancer Service with no spec.loadBalancerSourceRanges is open to every address; "
+        + LB_FIX
+    ]
+    assert load_balancer_restricted_or_authenticated(SERVICE, service_props()) == expected
+    assert load_balancer_restricted_or_authenticated(SERVICE, service_props([])) == expected
+    # Only the exact string "true" asserts authentication.
+    props = service_props(annotations={AUTHENTICATED_ANNOTATION: "True"})
+    assert load_balancer_restricted_or_authenticated(SERVICE, props) == expected
+
+
+def test_load_balancer_reports_open_and_malformed_ranges() -> None:
+    props = service_props(["203.0.113.0/24", "0.0.0.0/0", "::/0", "office"])
+    assert load_balancer_restricted_or_authenticated(SERVICE, props) == [
+        f"spec.loadBalancerSourceRanges entry 0.0.0.0/0 admits every address; {LB_FIX}",
+        f"spec.loadBalancerSourceRanges entry ::/0 admits every address; {LB_FIX}",
+        f'spec.loadBalancerSourceRanges entry "office" is not a CIDR; {LB_FIX}',
+    ]
+
+
+def test_load_balancer_rule_looks_only_at_services() -> None:
+    assert load_balancer_restricted_or_authenticated(DEPLOYMENT, service_props()) == []
+
+
+# -- 5. secrets-not-in-plain-config ------------------------------------------------------------
+
+HF_FIX = (
+    "holds a Hugging Face token in plain text; set it with `pulumi config set --secret hfToken`, "
+    "pass the secret Output and label the Secret gemma-graviton.dev/secret-source: pulumi-secret"
+)
+PLAIN_FIX = (
+    "comes from plain configuration (gemma-graviton.dev/secret-source: plain); set it with "
+    "`pulumi config set --secret` and label the Secret gemma-graviton.dev/secret-source: "
+    "pulumi-secret"
+)
+
+
+@pytest.mark.parametrize(
+    "props",
+    [
+        secret_props(stringData={"HF_TOKEN": secret(HF_TOKEN)}),  # as Pulumi mocks record it
+        secret_props(stringData=secret({"HF_TOKEN": HF_TOKEN})),
+        secret_props(
+            {"gemma-graviton.dev/secret-source": "pulumi-secret"}, stringData={"t": HF_TOKEN}
+        ),
+        secret_props(stringData={"note": "hf_short", "url": "https://huggingface.co/google"}),
+        secret_props(data={"apiKey": base64.b64encode(b"not-a-token").decode()}),
+        secret_props({"gemma-graviton.dev/secret-source": "plain"}),  # nothing in it
+    ],
+    ids=["wrapped-value", "wrapped-map", "pulumi-secret-label", "no-token", "data", "empty-plain"],
+)
+def test_secret_passes_without_plain_tokens(props: dict[str, Any]) -> None:
+    assert secrets_not_in_plain_config(SECRET, props) == []
+
+
+def test_secret_reports_hf_tokens_in_string_data_and_base64_data() -> None:
+    props = secret_props(
+        data={
+            "token": base64.b64encode(HF_TOKEN.encode()).decode(),
+            "netrc": "machine huggingface.co password " + HF_TOKEN,  # not base64 at all
+        },
+        stringData={"HF_TOKEN": HF_TOKEN, "API_KEY": "sk-local"},
+    )
+    messages = secrets_not_in_plain_config(SECRET, props)
+    assert messages == [
+        f'data["token"] {HF_FIX}',
+        f'data["netrc"] {HF_FIX}',
+        f'stringData["HF_TOKEN"] {HF_FIX}',
+    ]
+    assert not any(HF_TOKEN in m for m in messages)
+
+
+def test_secret_labelled_plain_reports_every_value_even_a_wrapped_one() -> None:
+    props = secret_props(
+        {"gemma-graviton.dev/secret-source": "plain"},
+        data={"apiKey": "c2stbG9jYWw="},
+        stringData={"HF_TOKEN": secret(HF_TOKEN)},
+    )
+    assert secrets_not_in_plain_config(SECRET, props) == [
+        f'data["apiKey"] {PLAIN_FIX}',
+        f'stringData["HF_TOKEN"] {PLAIN_FIX}',
+    ]
+
+
+def test_secret_rule_looks_only_at_secrets() -> None:
+    configmap = {"metadata": {"name": "x"}, "data": {"HF_TOKEN": HF_TOKEN}}
+    assert secrets_not_in_plain_config("kubernetes:core/v1:ConfigMap", configmap) == []
+
+
+def test_is_pulumi_secret_recognises_only_the_secret_signature() -> None:
+    assert is_pulumi_secret(secret("x"))
+    assert not is_pulumi_secret({SPECIAL_SIG_KEY: "c44067f5952c0a294b673a41bacd8c17", "path": "x"})
+    assert not is_pulumi_secret("x")
+
+
+@pytest.mark.parametrize(
+    ("config", "secret_keys", "expected"),
+    [
+        (
+            {"gemma-graviton:hfToken": "hf_x", "gemma-graviton:apiKey": "k", "aws:region": "r"},
+            ["gemma-graviton:hfToken"],
+            ["gemma-graviton:apiKey"],
+        ),
+        (
+            {"gemma-graviton:apiKey": "k", "gemma-graviton:hfToken": "hf_x"},
+            [],
+            ["gemma-graviton:hfToken", "gemma-graviton:apiKey"],
+        ),
+        (
+            {"gemma-graviton:hfToken": "hf_x", "gemma-graviton:apiKey": "k"},
+            ("gemma-graviton:apiKey", "gemma-graviton:hfToken"),
+            [],
+        ),
+        ({"gemma-graviton:instanceType": "m7g.2xlarge"}, [], []),
+    ],
+    ids=["one-plain", "both-plain", "both-secret", "absent"],
+)
+def test_plain_secret_config_keys(
+    config: dict[str, str], secret_keys: list[str], expected: list[str]
+) -> None:
+    assert plain_secret_config_keys(config, secret_keys) == expected
+
+
+# -- the registry ------------------------------------------------------------------------------
+
+
+def test_registry_lists_the_five_rules_all_mandatory() -> None:
+    assert [rule.name for rule in RULES] == [
+        "model-pods-requests-equal-limits",
+        "ranks-spread-by-required-anti-affinity",
+        "images-pinned",
+        "load-balancer-restricted-or-authenticated",
+        "secrets-not-in-plain-config",
+    ]
+    assert {rule.enforcement_level for rule in RULES} == {"mandatory"}
+    assert all(rule.description.endswith(".") for rule in RULES)
+
+
+@pytest.mark.parametrize("rule", RULES, ids=lambda r: r.name)
+def test_every_rule_ignores_unrelated_resources(rule: Any) -> None:
+    assert rule.validate("aws:ec2/vpc:Vpc", {"cidrBlock": "10.0.0.0/16"}) == []
+    assert rule.validate("kubernetes:core/v1:Namespace", {"metadata": {"name": "gemma"}}) == []
+
+
+# -- the pack ----------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def pack(monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
+    """Run `policies/__main__.py` as Pulumi does, with `PolicyPack` recording its arguments.
+
+    The real `PolicyPack` starts a gRPC server and sleeps until the engine kills the process.
+    """
+    pulumi_policy = pytest.importorskip("pulumi_policy")
+    built: dict[str, Any] = {}
+
+    def record(**kwargs: Any) -> None:
+        built.update(kwargs)
+
+    monkeypatch.setattr(pulumi_policy, "PolicyPack", record)
+    monkeypatch.delitem(sys.modules, "rules", raising=False)
+    try:
+        runpy.run_path(str(POLICIES_DIR), run_name="__main__")
+    finally:
+        sys.modules.pop("rules", None)  # the pack imports its rules as a top-level module
+    return built
+
+
+def test_pack_registers_one_mandatory_policy_per_rule(pack: dict[str, Any]) -> None:
+    from pulumi_policy import EnforcementLevel, ResourceValidationPolicy
+
+    assert pack["name"] == "gemma-graviton"
+    assert pack["enforcement_level"] is EnforcementLevel.MANDATORY
+    policies = pack["policies"]
+    assert all(isinstance(p, ResourceValidationPolicy) for p in policies)
+    assert [(p.name, p.description, p.enforcement_level) for p in policies] == [
+        (rule.name, rule.description, EnforcementLevel.MANDATORY) for rule in RULES
+    ]
+
+
+def analyze(pack: dict[str, Any], resource_type: str, props: dict[str, Any]) -> list[Any]:
+    """pulumi-policy's own Analyze on a protobuf request, as the engine sends it."""
+    from pulumi.runtime.proto import analyzer_pb2
+    from pulumi_policy.policy import _PolicyAnalyzerServicer
+
+    servicer = _PolicyAnalyzerServicer(
+        pack["name"], "0.1.0", pack["policies"], pack["enforcement_level"]
+    )
+    request = analyzer_pb2.AnalyzeRequest(
+        type=resource_type, urn=f"urn:pulumi:dev::gemma-graviton::{resource_type}::x", name="x"
+    )
+    request.properties.update(props)
+    return list(servicer.Analyze(request, None).diagnostics)
+
+
+def test_pack_reports_each_message_as_a_mandatory_violation(pack: dict[str, Any]) -> None:
+    from pulumi.runtime.proto import analyzer_pb2
+
+    props = lws_props()
+    worker_spec(props)["containers"][0]["image"] = "vllm/vllm-openai-cpu:latest"
+    worker_spec(props)["containers"][0]["resources"]["limits"]["cpu"] = "7"
+    diagnostics = analyze(pack, LWS, props)
+    images, requests = RULES[2], RULES[0]
+    assert [(d.policyName, d.message, d.enforcementLevel) for d in diagnostics] == [
+        (
+            requests.name,
+            requests.description + '\nworkerTemplate container "vllm": cpu request 6 differs '
+            "from limit 7; set the request equal to the limit so the pod is Guaranteed",
+            analyzer_pb2.MANDATORY,
+        ),
+        (
+            images.name,
+            images.description + '\nworkerTemplate container "vllm": image '
+            '"vllm/vllm-openai-cpu:latest" uses the moving tag latest; pin a version tag or an '
+            "@sha256 digest",
+            analyzer_pb2.MANDATORY,
+        ),
+    ]
+    assert analyze(pack, LWS, lws_props()) == []
+
+
+def test_pack_sees_a_secret_input_as_plain_text(pack: dict[str, Any]) -> None:
+    """The engine sends secrets wrapped; pulumi-policy 1.21.0 hands the policy the bare value."""
+    wrapped = secret_props(stringData={"HF_TOKEN": secret(HF_TOKEN)})
+    assert secrets_not_in_plain_config(SECRET, wrapped) == []  # what Pulumi mocks record
+    diagnostics = analyze(pack, SECRET, wrapped)
+    assert [d.message.splitlines()[-1] for d in diagnostics] == [f'stringData["HF_TOKEN"] {HF_FIX}']
+    labelled = secret_props(
+        {"gemma-graviton.dev/secret-source": "pulumi-secret"},
+        stringData={"HF_TOKEN": secret(HF_TOKEN)},
+    )
+    assert analyze(pack, SECRET, labelled) == []
+
+
+def test_pack_turns_an_unknown_preview_value_into_an_advisory_note(pack: dict[str, Any]) -> None:
+    from pulumi.runtime.proto import analyzer_pb2
+    from pulumi_policy.proxy import UNKNOWN_STRING_VALUE
+
+    props = service_props()
+    props["metadata"]["annotations"][AUTHENTICATED_ANNOTATION] = UNKNOWN_STRING_VALUE
+    diagnostics = analyze(pack, SERVICE, props)
+    assert [(d.policyName, d.enforcementLevel) for d in diagnostics] == [
+        ("load-balancer-restricted-or-authenticated", analyzer_pb2.ADVISORY)
+    ]
+    assert diagnostics[0].message == (
+        "can't run policy 'load-balancer-restricted-or-authenticated' from policy pack "
+        "'gemma-graviton@v0.1.0' during preview: string value at "
+        f".metadata.annotations.{AUTHENTICATED_ANNOTATION} can't be known during preview"
+    )

@@ -1,0 +1,299 @@
+"""The Pulumi program, run the way Pulumi's Python host runs it, under the recording mocks.
+
+`runpy.run_path` on the `infra/` folder with that folder as the working directory and the
+repository root NOT on the import path, with the stack's YAML loaded as Pulumi would pass it: a
+program that would crash on `pulumi preview` (import paths included) fails here.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import runpy
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pulumi
+import pytest
+import yaml
+
+from components import manifests
+from infra.plan import wiring
+from infra.plan.sizing import plan
+from infra.plan.stackfile import load_stack, stack_names
+from policies.rules import RULES
+from tests.fakes.pulumi_mocks import RecordingMocks, by_type, is_secret, named, one, resolve, run
+
+REPO = Path(__file__).resolve().parents[2]
+PROGRAM = REPO / "infra"
+OUTPUTS = {
+    "clusterName", "kubeconfig", "region", "availabilityZone", "nodeInstanceType", "nodeCount",
+    "plan", "endpoint", "apiKey", "model", "maxModelLen", "kvCacheTokens", "curlExample",
+    "namespace", "logGroup", "logsQuery",
+}  # fmt: skip
+HF_TOKEN = "hf_" + "x" * 34
+LWS = "kubernetes:leaderworkerset.x-k8s.io/v1:LeaderWorkerSet"
+NODE_GROUP = "eks:index:ManagedNodeGroup"
+
+
+def stack_values(stack: str) -> dict[str, Any]:
+    document = yaml.safe_load((REPO / "stacks" / f"Pulumi.{stack}.yaml").read_text())
+    return dict(document["config"])
+
+
+@pytest.fixture
+def exports(monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
+    recorded: dict[str, Any] = {}
+    monkeypatch.setattr(pulumi, "export", lambda name, value: recorded.__setitem__(name, value))
+    return recorded
+
+
+@pytest.fixture
+def as_pulumi_host() -> Iterator[None]:
+    """The host's view: cwd is the program folder, the repository root is not importable."""
+    saved_path, saved_cwd = list(sys.path), os.getcwd()
+    saved_modules = {
+        name: mod
+        for name, mod in sys.modules.items()
+        if name.split(".")[0] in ("infra", "components")
+    }
+    for name in saved_modules:
+        del sys.modules[name]
+    sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != REPO]
+    os.chdir(PROGRAM)
+    try:
+        yield
+    finally:
+        os.chdir(saved_cwd)
+        sys.path[:] = saved_path
+        for name in [n for n in sys.modules if n.split(".")[0] in ("infra", "components")]:
+            del sys.modules[name]
+        sys.modules.update(saved_modules)
+
+
+def run_program(
+    mocks: RecordingMocks, stack: str, overrides: dict[str, Any] | None = None, hf: bool = True
+) -> None:
+    values = {
+        **stack_values(stack),
+        **{f"gemma-graviton:{k}": v for k, v in (overrides or {}).items()},
+    }
+    secret_keys = []
+    if hf:
+        values["gemma-graviton:hfToken"] = HF_TOKEN
+        secret_keys.append("gemma-graviton:hfToken")
+    text = {k: v if isinstance(v, str) else json.dumps(v) for k, v in values.items()}
+    pulumi.runtime.set_mocks(mocks, project="gemma-graviton", stack=stack, preview=False,
+                             monitor=mocks.monitor)  # fmt: skip
+    pulumi.runtime.set_all_config(text, secret_keys)
+    run(lambda: runpy.run_path(str(PROGRAM), run_name="__main__"))
+
+
+@pytest.mark.usefixtures("as_pulumi_host")
+@pytest.mark.parametrize("stack", stack_names())
+def test_every_stack_runs_end_to_end(
+    stack: str, mocks: RecordingMocks, exports: dict[str, Any]
+) -> None:
+    run_program(mocks, stack)
+    assert set(exports) == OUTPUTS
+    expected = plan(load_stack(stack), stack)
+    node_group = one(mocks.records, NODE_GROUP)
+    assert node_group.inputs["instanceTypes"] == [expected.instance_type], node_group.urn
+    scaling = node_group.inputs["scalingConfig"]
+    assert scaling == {
+        "minSize": expected.nodes,
+        "desiredSize": expected.nodes,
+        "maxSize": expected.nodes,
+    }
+    assert resolve(exports["nodeCount"]) == expected.nodes
+    assert resolve(exports["plan"]) == expected.to_json()
+    assert resolve(exports["endpoint"]).endswith("/v1")
+    assert resolve(exports["endpoint"]).startswith("http://")
+    for secret in ("kubeconfig", "apiKey"):
+        assert is_secret(exports[secret]), secret
+    for plain in ("endpoint", "plan", "curlExample", "model"):
+        assert not is_secret(exports[plain]), plain
+    assert "--show-secrets apiKey" in resolve(exports["curlExample"])
+    api_key = resolve(exports["apiKey"])
+    for name, value in exports.items():
+        if not is_secret(value):
+            text = json.dumps(resolve(value), default=str)
+            assert HF_TOKEN not in text and api_key not in text, name
+    assert resolve(exports["kvCacheTokens"]) == expected.kv_cache_tokens
+
+
+@pytest.mark.usefixtures("as_pulumi_host")
+def test_node_size_override_flows_into_the_node_group(
+    mocks: RecordingMocks, exports: dict[str, Any]
+) -> None:
+    run_program(mocks, "dev", {"instanceType": "m7g.4xlarge"})
+    expected = plan(load_stack("dev", {"instanceType": "m7g.4xlarge"}), "dev")
+    node_group = one(mocks.records, NODE_GROUP)
+    assert node_group.inputs["instanceTypes"] == ["m7g.4xlarge"]
+    assert node_group.inputs["scalingConfig"]["desiredSize"] == expected.nodes == 1
+    template = one(mocks.records, "aws:ec2/launchTemplate:LaunchTemplate")
+    (device,) = template.inputs["blockDeviceMappings"]
+    assert device["ebs"]["volumeSize"] == expected.node_disk_gib, template.urn
+    lws = one(mocks.records, LWS)
+    assert lws.inputs["spec"]["leaderWorkerTemplate"]["size"] == 1
+
+
+@pytest.mark.usefixtures("as_pulumi_host")
+@pytest.mark.parametrize(
+    ("overrides", "hf", "message"),
+    [
+        (
+            {"instanceType": "m7g.large"},
+            True,
+            "`instanceType` m7g.large leaves no whole CPU for a model pod after its other "
+            "tenants; choose a type with at least 4 vCPU, such as m7g.xlarge",
+        ),
+        (
+            {},
+            False,
+            "`hfToken` is required to download the model (a gated model); run `pulumi config "
+            "set --secret hfToken <token with the licence accepted>`",
+        ),
+    ],
+)
+def test_refusal_is_a_run_error_and_creates_nothing(
+    mocks: RecordingMocks, overrides: dict[str, Any], hf: bool, message: str
+) -> None:
+    with pytest.raises(pulumi.RunError) as error:
+        run_program(mocks, "dev", overrides, hf=hf)
+    assert str(error.value) == message
+    assert mocks.records == []
+
+
+@pytest.mark.usefixtures("as_pulumi_host")
+def test_plain_text_secret_is_refused(mocks: RecordingMocks) -> None:
+    pulumi.runtime.set_mocks(mocks, project="gemma-graviton", stack="dev", preview=False,
+                             monitor=mocks.monitor)  # fmt: skip
+    values = {k: v if isinstance(v, str) else json.dumps(v) for k, v in stack_values("dev").items()}
+    values["gemma-graviton:hfToken"] = HF_TOKEN
+    pulumi.runtime.set_all_config(values, [])
+    with pytest.raises(pulumi.RunError, match="`hfToken` is a secret but is stored in plain"):
+        run(lambda: runpy.run_path(str(PROGRAM), run_name="__main__"))
+    assert mocks.records == []
+
+
+@pytest.mark.usefixtures("as_pulumi_host")
+def test_workload_policy(mocks: RecordingMocks, exports: dict[str, Any]) -> None:
+    run_program(mocks, "dev")
+    expected = plan(load_stack("dev"), "dev")
+    lws = one(mocks.records, LWS)
+    template = lws.inputs["spec"]["leaderWorkerTemplate"]
+    for role in ("leaderTemplate", "workerTemplate"):
+        pod = template[role]["spec"]
+        for container in pod["containers"] + pod.get("initContainers", []):
+            res = container["resources"]
+            assert res["requests"] == res["limits"], (lws.urn, role, container["name"])
+            assert container["image"] == "vllm/vllm-openai-cpu:v0.31.0-arm64"
+        term = pod["affinity"]["podAntiAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+        assert term[0]["topologyKey"] == "kubernetes.io/hostname", lws.urn
+    leader_args = template["leaderTemplate"]["spec"]["containers"][0]["args"]
+    assert f"--kv-cache-memory-bytes={expected.kv_cache_bytes}" in leader_args
+    assert f"--max-model-len={expected.max_model_len}" in leader_args
+    assert f"--max-num-batched-tokens={expected.max_num_batched_tokens}" in leader_args
+    annotations = lws.inputs["metadata"]["annotations"]
+    assert annotations["pulumi.com/waitFor"] == "condition=Available"
+    assert annotations["pulumi.com/timeoutSeconds"] == str(expected.startup_timeout_seconds)
+
+    svc = one(mocks.records, "kubernetes:core/v1:Service")
+    assert svc.inputs["spec"]["selector"]["leaderworkerset.sigs.k8s.io/worker-index"] == "0"
+    assert svc.inputs["spec"]["loadBalancerSourceRanges"] == ["203.0.113.0/24"]
+
+    secrets = by_type(mocks.records, "kubernetes:core/v1:Secret")
+    assert len(secrets) == 2
+    for secret in secrets:
+        assert "stringData" in secret.secret_inputs, secret.urn
+
+
+@pytest.mark.usefixtures("as_pulumi_host")
+def test_lws_waits_for_the_controller_and_uses_the_cluster_provider(
+    mocks: RecordingMocks, exports: dict[str, Any]
+) -> None:
+    run_program(mocks, "dev")
+    lws = one(mocks.records, LWS)
+    chart = one(mocks.records, "kubernetes:helm.sh/v4:Chart")
+    assert chart.inputs["chart"] == "oci://registry.k8s.io/lws/charts/lws"
+    assert chart.inputs["version"] == "0.10.0"
+    assert chart.parent is not None and "LwsController" in chart.parent
+    depends = mocks.monitor.dependencies[lws.urn]
+    assert chart.urn in depends, (lws.urn, depends)
+    k8s_provider = one(mocks.records, "pulumi:providers:kubernetes")
+    for record in mocks.records:
+        if record.type_.startswith("kubernetes:") and record.custom:
+            assert record.provider and record.provider.startswith(k8s_provider.urn), record.urn
+
+
+@pytest.mark.usefixtures("as_pulumi_host")
+def test_tags_through_the_provider_default_tags(
+    mocks: RecordingMocks, exports: dict[str, Any]
+) -> None:
+    run_program(mocks, "prod")
+    provider = named(mocks.records, "pulumi:providers:aws", "aws")
+    # Provider inputs reach the engine as JSON text.
+    tags = json.loads(provider.inputs["defaultTags"])["tags"]
+    assert tags == {
+        "costCenter": "ml-inference",
+        "project": "gemma-graviton",
+        "stack": "prod",
+        "owner": "ml-platform",
+        "endDate": "2027-12-31",
+    }
+    assert provider.inputs["region"] == "us-east-1"
+
+
+@pytest.mark.usefixtures("as_pulumi_host")
+def test_logging_addon_and_volume_cache(mocks: RecordingMocks, exports: dict[str, Any]) -> None:
+    run_program(mocks, "dev", {"modelCache": "volume"})
+    addons = {r.inputs["addonName"]: r for r in by_type(mocks.records, "aws:eks/addon:Addon")}
+    assert set(addons) == {"amazon-cloudwatch-observability", "aws-ebs-csi-driver"}
+    for addon in addons.values():
+        assert addon.inputs["serviceAccountRoleArn"], addon.urn
+    attachments = {
+        r.inputs["policyArn"]
+        for r in by_type(mocks.records, "aws:iam/rolePolicyAttachment:RolePolicyAttachment")
+    }
+    assert "arn:aws:iam::aws:policy/service-role/AmazonEBSCSIDriverPolicy" in attachments
+    assert "arn:aws:iam::aws:policy/CloudWatchAgentServerPolicy" in attachments
+    sc = one(mocks.records, "kubernetes:storage.k8s.io/v1:StorageClass")
+    rendered = manifests.storage_class(wiring.STORAGE_CLASS, wiring.STORAGE_THROUGHPUT_MIBPS)
+    for key in ("provisioner", "parameters", "volumeBindingMode", "reclaimPolicy"):
+        assert sc.inputs[key] == rendered[key], (sc.urn, key)
+    assert sc.inputs["provisioner"] == "ebs.csi.aws.com"
+    assert sc.inputs["volumeBindingMode"] == "WaitForFirstConsumer"
+    lws = one(mocks.records, LWS)
+    (claim,) = lws.inputs["spec"]["leaderWorkerTemplate"]["volumeClaimTemplates"]
+    assert claim["spec"]["storageClassName"] == sc.inputs["metadata"]["name"]
+    assert sc.urn in mocks.monitor.dependencies[lws.urn], lws.urn
+    assert "logsQuery" in exports and "gemma-graviton" in resolve(exports["logsQuery"])
+    cached = plan(load_stack("dev", {"modelCache": "volume"}), "dev")
+    assert cached.warm_restart_seconds < plan(load_stack("dev"), "dev").warm_restart_seconds
+
+
+@pytest.mark.usefixtures("as_pulumi_host")
+def test_without_volume_cache_no_csi_driver(mocks: RecordingMocks, exports: dict[str, Any]) -> None:
+    run_program(mocks, "dev")
+    addons = {r.inputs["addonName"] for r in by_type(mocks.records, "aws:eks/addon:Addon")}
+    assert addons == {"amazon-cloudwatch-observability"}
+    assert by_type(mocks.records, "kubernetes:storage.k8s.io/v1:StorageClass") == []
+
+
+@pytest.mark.usefixtures("as_pulumi_host")
+@pytest.mark.parametrize("stack", stack_names())
+def test_stacks_pass_every_policy(
+    stack: str, mocks: RecordingMocks, exports: dict[str, Any]
+) -> None:
+    run_program(mocks, stack)
+    violations = [
+        (rule.name, record.urn, message)
+        for record in mocks.records
+        if record.custom
+        for rule in RULES
+        for message in rule.validate(record.type_, record.inputs)
+    ]
+    assert violations == []

@@ -1,0 +1,215 @@
+"""The vLLM log parsers against log excerpts captured from real vLLM 0.31.0 CPU runs.
+
+Every fixture in tests/fixtures/vllm is an excerpt of a real two-rank pipeline-parallel start on
+127.0.0.1 (ranks bound to cores 0 and 1), made with the rehearsal virtualenv:
+- pp2-tiny-*: the default tiny Gemma 4 text model, 64 MiB of KV, max model len 2,048,
+  max_num_batched_tokens 256 (rank 0 and the headless rank 1);
+- pp2-12b-layout-rank0: a 48-layer tiny model with the 12B's attention layout, 400,000,000 bytes
+  of KV at 2,048 tokens: vLLM prints the field report's 2,186 tokens and 1.07x;
+- pp2-tiny-auto-utilization-rank0: no explicit KV size, --gpu-memory-utilization 0.3;
+- refused-max-seq-len-rank0: the 12B layout asked for 4,096 tokens in 0.37 GiB of KV;
+- refused-memory-guard-rank0: 16 GiB of KV asked for on an 11 GiB node;
+- refused-startup-utilization-rank0: no explicit KV size, default utilization 0.92;
+- argparse-invalid-choice: `vllm serve MODEL --dtype bf16`.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from infra.rehearse.vllm_logs import (
+    FatalError,
+    KvCacheAllocation,
+    KvCacheSize,
+    MaxConcurrency,
+    MaxSeqLenRefusal,
+    MemoryGuardRefusal,
+    first_fatal_error,
+    parse_kv_cache_allocation,
+    parse_kv_cache_size,
+    parse_max_concurrency,
+    parse_max_seq_len_refusal,
+    parse_memory_guard_refusal,
+)
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "vllm"
+ACCEPTED = (
+    "pp2-tiny-rank0.log",
+    "pp2-tiny-rank1-headless.log",
+    "pp2-12b-layout-rank0.log",
+    "pp2-tiny-auto-utilization-rank0.log",
+)
+REFUSED = (
+    "refused-max-seq-len-rank0.log",
+    "refused-memory-guard-rank0.log",
+    "refused-startup-utilization-rank0.log",
+    "argparse-invalid-choice.log",
+)
+
+
+def log(name: str) -> str:
+    return (FIXTURES / name).read_text(encoding="utf-8")
+
+
+def test_every_fixture_is_listed() -> None:
+    assert sorted(path.name for path in FIXTURES.glob("*.log")) == sorted(ACCEPTED + REFUSED)
+
+
+@pytest.mark.parametrize(
+    ("name", "expected"),
+    [
+        ("pp2-tiny-rank0.log", KvCacheSize(device="CPU", tokens=30_840)),
+        ("pp2-12b-layout-rank0.log", KvCacheSize(device="CPU", tokens=2_186)),
+        ("pp2-tiny-auto-utilization-rank0.log", KvCacheSize(device="CPU", tokens=1_315_056)),
+    ],
+)
+def test_kv_cache_size(name: str, expected: KvCacheSize) -> None:
+    assert parse_kv_cache_size(log(name)) == expected
+
+
+@pytest.mark.parametrize(
+    ("name", "expected"),
+    [
+        ("pp2-tiny-rank0.log", MaxConcurrency(max_model_len=2_048, concurrency=15.06)),
+        ("pp2-12b-layout-rank0.log", MaxConcurrency(max_model_len=2_048, concurrency=1.07)),
+        (
+            "pp2-tiny-auto-utilization-rank0.log",
+            MaxConcurrency(max_model_len=2_048, concurrency=642.12),
+        ),
+    ],
+)
+def test_max_concurrency(name: str, expected: MaxConcurrency) -> None:
+    assert parse_max_concurrency(log(name)) == expected
+
+
+def test_kv_tokens_are_concurrency_times_max_model_len() -> None:
+    """vLLM prints int(concurrency x max_model_len); the printed concurrency is rounded."""
+    for name in ("pp2-tiny-rank0.log", "pp2-12b-layout-rank0.log"):
+        text = log(name)
+        size, concurrency = parse_kv_cache_size(text), parse_max_concurrency(text)
+        assert size is not None and concurrency is not None
+        estimate = concurrency.concurrency * concurrency.max_model_len
+        assert abs(size.tokens - estimate) <= 0.005 * concurrency.max_model_len
+
+
+@pytest.mark.parametrize(
+    ("name", "expected"),
+    [
+        ("pp2-tiny-rank0.log", KvCacheAllocation(True, 0.06, 10.34, 0)),
+        ("pp2-tiny-rank1-headless.log", KvCacheAllocation(True, 0.06, 11.09, 0)),
+        ("pp2-12b-layout-rank0.log", KvCacheAllocation(True, 0.37, 11.09, 0)),
+        ("refused-max-seq-len-rank0.log", KvCacheAllocation(True, 0.37, 11.09, 0)),
+        ("pp2-tiny-auto-utilization-rank0.log", KvCacheAllocation(False, 2.67, 11.09, 0)),
+    ],
+)
+def test_kv_cache_allocation(name: str, expected: KvCacheAllocation) -> None:
+    assert parse_kv_cache_allocation(log(name)) == expected
+
+
+def test_memory_guard_refusal_at_kv_allocation() -> None:
+    assert parse_memory_guard_refusal(log("refused-memory-guard-rank0.log")) == (
+        MemoryGuardRefusal(
+            phase="kv cache allocation",
+            node=0,
+            available_gib=8.61,
+            total_gib=11.09,
+            requested_gib=16.0,
+            reserved_gib=None,
+            utilization=None,
+        )
+    )
+
+
+def test_memory_guard_refusal_at_startup() -> None:
+    assert parse_memory_guard_refusal(log("refused-startup-utilization-rank0.log")) == (
+        MemoryGuardRefusal(
+            phase="startup",
+            node=0,
+            available_gib=9.53,
+            total_gib=11.09,
+            requested_gib=10.2,
+            reserved_gib=None,
+            utilization=0.92,
+        )
+    )
+
+
+def test_memory_guard_refusal_auto_mode_carries_the_reservation() -> None:
+    # The auto-size text of cpu_worker.determine_available_memory; no run here produced it.
+    text = (
+        "ValueError: Available memory on node 1 (0.58/26.0 GiB) on kv cache allocation is less "
+        "than requested memory for kv (4.0/23.92 GiB). Reduce CPU memory used by other processes."
+    )
+    refusal = parse_memory_guard_refusal(text)
+    assert refusal is not None
+    assert (refusal.node, refusal.requested_gib, refusal.reserved_gib) == (1, 4.0, 23.92)
+
+
+def test_max_seq_len_refusal() -> None:
+    assert parse_max_seq_len_refusal(log("refused-max-seq-len-rank0.log")) == MaxSeqLenRefusal(
+        max_model_len=4_096, needed_gib=0.68, available_gib=0.37, estimated_max_model_len=2_048
+    )
+
+
+def test_max_seq_len_refusal_without_estimate() -> None:
+    # vLLM drops the estimate sentence when not even one token fits.
+    text = (
+        "ValueError: To serve at least one request with the model's max seq len (2048), "
+        "(0.01 GiB KV cache is needed, which is larger than the available KV cache memory "
+        "(0.0 GiB). Try increasing `gpu_memory_utilization`"
+    )
+    refusal = parse_max_seq_len_refusal(text)
+    assert refusal is not None
+    assert refusal.estimated_max_model_len is None
+
+
+@pytest.mark.parametrize(
+    ("name", "kind", "starts"),
+    [
+        ("refused-max-seq-len-rank0.log", "ValueError", "To serve at least one request"),
+        ("refused-memory-guard-rank0.log", "ValueError", "Available memory on node 0 (8.61/"),
+        ("refused-startup-utilization-rank0.log", "ValueError", "Available memory on node 0"),
+        ("argparse-invalid-choice.log", "argparse", "argument --dtype: invalid choice: 'bf16'"),
+    ],
+)
+def test_first_fatal_error_is_the_root_cause(name: str, kind: str, starts: str) -> None:
+    text = log(name)
+    error = first_fatal_error(text)
+    assert error is not None
+    assert error.kind == kind
+    assert error.message.startswith(starts)
+    # The root cause precedes the engine's "Engine core initialization failed" summary.
+    summary = text.find("Engine core initialization failed")
+    offset = sum(len(line) + 1 for line in text.splitlines()[: error.line_number - 1])
+    assert summary == -1 or offset < summary
+
+
+def test_first_fatal_error_strips_the_log_prefix() -> None:
+    error = first_fatal_error(log("refused-memory-guard-rank0.log"))
+    assert error == FatalError(
+        kind="ValueError",
+        message=(
+            "Available memory on node 0 (8.61/11.09 GiB) on kv cache allocation is less than "
+            "requested memory for kv (16.0 GiB). Decrease --kv-cache-memory-bytes, "
+            "VLLM_CPU_KVCACHE_SPACE, or reduce CPU memory used by other processes."
+        ),
+        line_number=24,
+    )
+
+
+@pytest.mark.parametrize("name", ACCEPTED)
+def test_accepted_starts_have_no_refusal_and_no_fatal_error(name: str) -> None:
+    # These logs carry warnings that mention "error" and "OSError" mid-line; they do not count.
+    text = log(name)
+    assert parse_memory_guard_refusal(text) is None
+    assert parse_max_seq_len_refusal(text) is None
+    assert first_fatal_error(text) is None
+
+
+@pytest.mark.parametrize("name", REFUSED)
+def test_refused_starts_report_no_capacity(name: str) -> None:
+    text = log(name)
+    assert parse_kv_cache_size(text) is None
+    assert parse_max_concurrency(text) is None
