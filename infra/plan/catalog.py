@@ -42,14 +42,36 @@ VISIBLE_MEMORY_FRACTION = 0.9616
 EVICTION_MIB = 100
 
 _GRAVITON = {
-    # family: (generation, GiB per vCPU, effective decode GB/s per vCPU)
+    # family: (generation, GiB per vCPU, effective decode GB/s per vCPU). Graviton2 scales the
+    # Graviton3 figure by its DDR4-3200 over DDR5-4800 (modelled; it cannot run bf16 anyway).
+    "m6g": ("graviton2", 4, 16.5 * 3200 / 4800),
+    "c6g": ("graviton2", 2, 16.5 * 3200 / 4800),
+    "r6g": ("graviton2", 8, 16.5 * 3200 / 4800),
     "m7g": ("graviton3", 4, 16.5),
     "c7g": ("graviton3", 2, 16.5),
     "r7g": ("graviton3", 8, 16.5),
     "m8g": ("graviton4", 4, 16.5 * 5600 / 4800),
+    "c8g": ("graviton4", 2, 16.5 * 5600 / 4800),
+    "r8g": ("graviton4", 8, 16.5 * 5600 / 4800),
 }
+#: Generations whose cores have bf16 instructions; vLLM's Arm CPU backend runs bf16 from Graviton3
+#: on (FACTS.md), and the image serves the checkpoint's bf16 weights.
+BF16_GENERATIONS = ("graviton3", "graviton4")
+
+#: Prefill arithmetic rate per vCPU in GFLOP/s, (low, high). Modelled, unmeasured: no prefill of
+#: this model was timed on any of these types. The range is the cores' peak bf16 matrix rate
+#: (Neoverse V1 at 2.6 GHz and V2 at 2.8 GHz, about 64 bf16 FLOP per cycle: ~166 and ~179
+#: GFLOP/s) times an assumed 25-70% efficiency of vLLM's CPU GEMMs; Graviton2 (Neoverse N1, fp32
+#: NEON, 2.5 GHz, 16 FLOP per cycle) likewise. Replace it with a measured figure from
+#: `python -m infra.bench` (README, "Feeding measurements back").
+PREFILL_GFLOPS_PER_VCPU: dict[str, tuple[float, float]] = {
+    "graviton2": (10.0, 28.0),
+    "graviton3": (40.0, 115.0),
+    "graviton4": (45.0, 125.0),
+}
+PREFILL_SOURCE = "modelled, unmeasured"
 _SIZES = {"large": 2, "xlarge": 4, "2xlarge": 8, "4xlarge": 16, "8xlarge": 32}
-#: eni-max-pods.txt for these sizes (identical across the four families).
+#: eni-max-pods.txt for these sizes (identical across these families).
 _MAX_PODS = {"large": 29, "xlarge": 58, "2xlarge": 58, "4xlarge": 234, "8xlarge": 234}
 
 INSTANCE_TYPES: dict[str, InstanceType] = {

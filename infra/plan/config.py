@@ -433,7 +433,14 @@ def _to_config_error(error: ValidationError, raw: Mapping[str, Any]) -> ConfigEr
     if "." in key and isinstance(shown, Mapping):
         shown = shown.get(key.split(".", 1)[1], "?")
     rule = _rule_text(first, loc)
-    return ConfigError(key, f"{rule} (got {shown!r})", _fix_of(key))
+    return ConfigError(key, f"{rule} (got {_shown(shown)})", _fix_of(key))
+
+
+def _shown(value: Any) -> str:
+    """A value as the user wrote it: numbers bare, other text quoted."""
+    if isinstance(value, str) and re.fullmatch(r"[-+]?\d+(\.\d*)?", value.strip()):
+        return value.strip()
+    return repr(value)
 
 
 def _rule_text(first: Mapping[str, Any], loc: tuple[Any, ...]) -> str:
@@ -448,6 +455,10 @@ def _rule_text(first: Mapping[str, Any], loc: tuple[Any, ...]) -> str:
         return "must be a valid " + message.removeprefix("Input is not a valid ")
     if message.startswith("String should match pattern"):
         return "has the wrong form"
+    if message in ("Input should be a valid tuple", "Input should be a valid list"):
+        return "must be a list"
+    if message == "Input should be a valid dictionary":
+        return "must be a mapping"
     return message
 
 
