@@ -56,7 +56,7 @@ from typing import Any, Literal
 import openai
 
 from components.manifests import EngineSpec, engine_args
-from infra.bench import cli as bench
+from infra import bench
 from infra.plan.catalog import MIB, ModelProfile
 from infra.plan.config import ConfigError, StackConfig, load_config
 from infra.plan.sizing import CPU_DEFAULT_MAX_SEQS_PER_RANK, Plan, plan

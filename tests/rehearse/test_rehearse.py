@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 
 from components.manifests import engine_args
-from infra.bench import cli as bench
+from infra import bench
 from infra.plan.catalog import MODELS, ModelProfile
 from infra.plan.config import ConfigError, StackConfig, load_config
 from infra.plan.kv_cache import group_kv, stage_layers
