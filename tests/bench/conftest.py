@@ -9,7 +9,7 @@ import pytest
 
 from infra.bench.args import API_KEY_ENV
 from infra.bench.cli import main
-from tests.bench.support import SECONDS_PER_TOKEN, TTFT_S, CliRun, StubFactory
+from tests.bench.support import STUB_DELAYS, CliRun, StubFactory
 from tests.fakes.openai_stub import StubConfig, StubServer
 
 
@@ -19,8 +19,7 @@ def stub() -> Iterator[StubFactory]:
     started: list[StubServer] = []
 
     def start(**config: Any) -> StubServer:
-        defaults: dict[str, Any] = {"seconds_per_token": SECONDS_PER_TOKEN, "ttft_s": TTFT_S}
-        server = StubServer(StubConfig(**{**defaults, **config})).start()
+        server = StubServer(StubConfig(**{**STUB_DELAYS, **config})).start()
         started.append(server)
         return server
 

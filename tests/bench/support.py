@@ -6,11 +6,14 @@ from collections.abc import Callable
 
 from tests.fakes.openai_stub import STUB_API_KEY, StubServer
 
-# 50 tokens/s with 20 tokens keeps a round under half a second while leaving 19 decode intervals
-# of 20 ms each, long enough that scheduling jitter stays far inside the 10% tolerance.
-SECONDS_PER_TOKEN = 0.02
-STUB_RATE = 1 / SECONDS_PER_TOKEN
+STUB_DELAYS = {"ttft_s": 0.01, "seconds_per_token": 0.002}
+"""The stub's real delays: short, and non-zero so every interval the real clock measures is
+positive. No test asserts a duration measured by the real clock; a busy machine stretches them."""
+
+# The timeline scripted clocks replay (`reply_instants`): the field report's shape, scaled down.
 TTFT_S = 0.1
+SECONDS_PER_TOKEN = 0.02
+STUB_RATE = 50.0
 
 StubFactory = Callable[..., StubServer]
 """The `stub` fixture: start a stub server with the given `StubConfig` fields."""

@@ -1,19 +1,20 @@
 """Tests for `infra.bench.cli`: a whole run against the stub, rejected keys, bad arguments.
 
-The end-to-end tests run the real CLI entry (`main`) and the real `openai` client against
-`tests.fakes.openai_stub`.
+The end-to-end tests run the real `run_bench` or CLI entry (`main`) and the real `openai` client
+against `tests.fakes.openai_stub`. Measured values are asserted only where the client's clock is
+a `ScriptedClock`, so they are exact and independent of how busy the machine is.
 """
 
 from __future__ import annotations
 
-import json
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from infra.bench.args import API_KEY_ENV, DEFAULT_PROMPT
+from infra.bench.args import API_KEY_ENV, DEFAULT_PROMPT, parse_args
+from infra.bench.cli import run_bench
 from tests.bench.support import (
     SECONDS_PER_TOKEN,
     STUB_RATE,
@@ -22,57 +23,66 @@ from tests.bench.support import (
     StubFactory,
     bench_args,
 )
-from tests.fakes.openai_stub import STUB_API_KEY, STUB_MODEL
+from tests.fakes.clock import ScriptedClock
+from tests.fakes.openai_stub import STUB_API_KEY, STUB_MODEL, reply_instants
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
 # --------------------------------------------------------------------------------------------
-# The measured decode rate is the stub's known rate
+# The reported rates are the rates of the timeline the client recorded
 
 
-def test_reports_the_stub_decode_rate_within_ten_percent(
-    stub: StubFactory, run_cli: CliRun
-) -> None:
+def test_reports_the_rates_of_the_recorded_timeline(stub: StubFactory) -> None:
+    """A whole run through the real client and stub, with every stream reading a known timeline.
+
+    Each stream's clock replays `reply_instants`: sent at 0, the empty role chunk at 0, token i at
+    TTFT + i * 20 ms. Counting the role chunk as the first token, dividing by the wrong interval
+    or by the wrong token count changes these numbers; the machine's load cannot.
+    """
     server = stub()
-    code, out, err = run_cli(
-        *bench_args(server, "--tokens", "20", "--runs", "3", "--concurrency", "1,2", "--json"),
+    args = parse_args(
+        bench_args(server, "--tokens", "20", "--runs", "3", "--concurrency", "1,2", "--json")
     )
-    assert code == 0, err
-    report = json.loads(out)
+    log: list[str] = []
+    clock = ScriptedClock(reply_instants(20, TTFT_S, SECONDS_PER_TOKEN))
+    report = run_bench(args, server.base_url, STUB_API_KEY, log.append, clock=clock)
 
     assert report["model"] == STUB_MODEL, "the model must come from /v1/models when not given"
     assert report["ok"] is True
     assert len(report["requests"]) == 3 * 1 + 3 * 2
+    reply_s = TTFT_S + 19 * SECONDS_PER_TOKEN
     for record in report["requests"]:
         assert record["status"] == "ok", record
-        assert record["completion_tokens"] == 20
-        assert record["token_source"] == "usage"
+        assert (record["completion_tokens"], record["token_source"]) == (20, "usage")
         assert record["finish_reason"] == "length"
-        assert record["decode_tokens_per_s"] == pytest.approx(STUB_RATE, rel=0.10), record
         # TTFT is measured to the first *content*, not the empty role chunk sent at once.
-        assert TTFT_S <= record["ttft_s"] < TTFT_S + 0.08, record
+        assert record["ttft_s"] == pytest.approx(TTFT_S, rel=1e-12), record
+        # 19 tokens after the first over the 19 gaps after it.
+        assert record["decode_tokens_per_s"] == pytest.approx(STUB_RATE, rel=1e-12), record
+        assert record["ms_per_token"] == pytest.approx(1000 * SECONDS_PER_TOKEN, rel=1e-12)
+        assert record["total_s"] == pytest.approx(reply_s, rel=1e-12)
 
     one, two = report["levels"]
     for level in (one, two):
-        assert level["decode_tokens_per_s"]["median"] == pytest.approx(STUB_RATE, rel=0.10)
-        assert level["ms_per_token"]["median"] == pytest.approx(1000 * SECONDS_PER_TOKEN, rel=0.10)
-        assert level["decode_tokens_per_s"]["min"] <= level["decode_tokens_per_s"]["median"]
-        assert level["decode_tokens_per_s"]["median"] <= level["decode_tokens_per_s"]["max"]
+        assert level["decode_tokens_per_s"]["median"] == pytest.approx(STUB_RATE, rel=1e-12)
+        assert level["decode_tokens_per_s"]["min"] == level["decode_tokens_per_s"]["max"]
         assert level["token_sources"] == ["usage"]
     assert one["decode_tokens_per_s"]["n"] == 3
     assert two["decode_tokens_per_s"]["n"] == 6
+    # Both streams of a round span the same timeline: the round's tokens over one reply's time.
+    assert one["aggregate_tokens_per_s"]["median"] == pytest.approx(20 / reply_s, rel=1e-12)
+    assert two["aggregate_tokens_per_s"]["median"] == pytest.approx(40 / reply_s, rel=1e-12)
+    assert one["round_wall_s"] == pytest.approx([reply_s] * 3, rel=1e-12)
 
-    # A round of 20 tokens takes TTFT + 19 gaps; two concurrent streams double the aggregate
-    # only if they really ran at the same time.
-    round_s = TTFT_S + 19 * SECONDS_PER_TOKEN
-    assert one["aggregate_tokens_per_s"]["median"] == pytest.approx(20 / round_s, rel=0.10)
-    assert two["aggregate_tokens_per_s"]["median"] == pytest.approx(40 / round_s, rel=0.10)
-
-    progress = [line for line in err.splitlines() if line.startswith("[concurrency")]
-    assert len(progress) == 6, err
-    assert progress[0].startswith("[concurrency 1, round 1/3] 1/1 ok, 20 tokens in ")
-    assert progress[-1].startswith("[concurrency 2, round 3/3] 2/2 ok, 40 tokens in ")
+    progress = [line for line in log if line.startswith("[concurrency")]
+    assert len(progress) == 6, log
+    assert progress[0] == (
+        "[concurrency 1, round 1/3] 1/1 ok, 20 tokens in 0.48 s = 41.67 tok/s aggregate"
+    )
+    assert progress[-1] == (
+        "[concurrency 2, round 3/3] 2/2 ok, 40 tokens in 0.48 s = 83.33 tok/s aggregate"
+    )
 
 
 def test_requests_ask_for_exactly_the_token_count(stub: StubFactory, run_cli: CliRun) -> None:

@@ -1,12 +1,16 @@
-"""Tests for `infra.bench.client`: stream timing and reply verdicts."""
+"""Tests for `infra.bench.client`: stream timing, reply verdicts, rounds sent at once."""
 
 from __future__ import annotations
 
 from types import SimpleNamespace
 
+import openai
 import pytest
 
-from infra.bench.client import RequestRecord, classify_reply, consume_stream
+from infra.bench.args import parse_args
+from infra.bench.client import RequestRecord, classify_reply, consume_stream, run_round
+from tests.bench.support import StubFactory
+from tests.fakes.openai_stub import STUB_API_KEY, STUB_MODEL
 
 
 def test_consume_stream_times_from_first_content_not_the_role_chunk() -> None:
@@ -63,3 +67,23 @@ def test_length_at_requested_count_is_labelled_expected() -> None:
     assert verdict.note == (
         'finish_reason "length" at the requested 100 tokens: the expected end of a fixed-length run'
     )
+
+
+def test_a_round_sends_its_requests_at_once(stub: StubFactory) -> None:
+    """The stub holds every first token until two streams are open: only a concurrent round passes.
+
+    Nothing is timed: a client that sent the round's requests one after another would leave the
+    stub with one stream open at a time (`peak_in_flight` 1) after its barrier gave up.
+    """
+    server = stub(together=2)
+    args = parse_args(["--endpoint", server.base_url, "--tokens", "3", "--concurrency", "2"])
+    client = openai.OpenAI(base_url=server.base_url, api_key=STUB_API_KEY, max_retries=0)
+    try:
+        first, second = (run_round(client, STUB_MODEL, args, 2, index) for index in (1, 2))
+    finally:
+        client.close()
+    assert server.peak_in_flight == 2
+    assert server.together_broken is False
+    for result in (first, second):
+        assert [r.verdict.status for r in result.records] == ["ok", "ok"]
+        assert [r.stream for r in result.records] == [1, 2]

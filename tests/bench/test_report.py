@@ -1,9 +1,14 @@
-"""Tests for `infra.bench.report` through the command line: loud cut-offs, the documented JSON."""
+"""Tests for `infra.bench.report`: loud cut-offs, the documented JSON, rates from known instants."""
 
 from __future__ import annotations
 
 import json
 
+import pytest
+
+from infra.bench.args import parse_args
+from infra.bench.client import RequestRecord, RoundResult
+from infra.bench.report import build_report
 from tests.bench.support import CliRun, StubFactory, bench_args
 
 
@@ -187,3 +192,41 @@ def test_json_output_has_the_documented_keys(stub: StubFactory, run_cli: CliRun)
             "error",
         }
     assert [r["round"] for r in report["requests"]] == [1, 2]
+
+
+def _reply(stream: int, started: float, first: float, last: float, ended: float) -> RequestRecord:
+    return RequestRecord(
+        concurrency=2,
+        round=1,
+        stream=stream,
+        requested=20,
+        started=started,
+        first_token_at=first,
+        last_token_at=last,
+        ended=ended,
+        content_chunks=20,
+        usage_tokens=20,
+        finish_reason="length",
+    )
+
+
+def test_level_rates_come_from_the_recorded_instants() -> None:
+    """Two overlapping streams with known instants give exactly these per-level numbers."""
+    # Stream 1: sent at 0, tokens from 0.1 to 0.48 (19 gaps of 20 ms), closed at 0.5.
+    # Stream 2: sent at 0.02, tokens from 0.2 to 0.5 (19 gaps over 0.3 s), closed at 0.6.
+    rnd = RoundResult(2, 1, (_reply(1, 0.0, 0.1, 0.48, 0.5), _reply(2, 0.02, 0.2, 0.5, 0.6)))
+    args = parse_args(["--endpoint", "http://x/v1", "--tokens", "20", "--concurrency", "2"])
+    (level,) = build_report("http://x/v1", "m", args, [(2, [rnd])])["levels"]
+
+    # The round spans the first send (0) to the last close (0.6): 40 tokens over 0.6 s.
+    assert level["round_wall_s"] == [pytest.approx(0.6, rel=1e-12)]
+    assert level["aggregate_tokens_per_s"]["median"] == pytest.approx(40 / 0.6, rel=1e-12)
+    decode = level["decode_tokens_per_s"]
+    assert (decode["min"], decode["max"]) == (
+        pytest.approx(19 / 0.38, rel=1e-12),
+        pytest.approx(19 / 0.3, rel=1e-12),
+    )
+    assert decode["median"] == pytest.approx((19 / 0.3 + 19 / 0.38) / 2, rel=1e-12)
+    assert level["ttft_s"]["median"] == pytest.approx((0.1 + 0.18) / 2, rel=1e-12)
+    assert level["total_s"]["max"] == pytest.approx(0.58, rel=1e-12)
+    assert level["ms_per_token"]["min"] == pytest.approx(1000 * 0.3 / 19, rel=1e-12)
