@@ -20,7 +20,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from infra.bench import cli as bench
+from infra import bench
 from infra.plan.sizing import Plan
 from infra.rehearse.endpoint import CHECK_TOKENS, http_status, streamed_reply
 from infra.rehearse.ranks import RankGroup

@@ -17,7 +17,7 @@ from typing import Any
 
 import openai
 
-from infra.bench import cli as bench
+from infra import bench
 
 #: Tokens the streamed check asks for.
 CHECK_TOKENS = 16

@@ -8,7 +8,7 @@ import dataclasses
 
 import pytest
 
-from infra.bench import cli as bench
+from infra import bench
 from infra.plan.sizing import Plan
 from infra.rehearse import checks as rehearse_checks
 from infra.rehearse.checks import Check, kv_budget_check, kv_checks, render_verdict, verdict_ok
