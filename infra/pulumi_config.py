@@ -5,11 +5,13 @@ Everything is checked before the first resource is registered, so a bad stack cr
 
 from __future__ import annotations
 
+import datetime as dt
 from dataclasses import dataclass
 
 import pulumi
 from pulumi.runtime import config as runtime_config
 
+from infra.plan import advice
 from infra.plan.config import (
     PROJECT,
     SECRET_KEYS,
@@ -18,7 +20,7 @@ from infra.plan.config import (
     check_secrets,
     load_config,
 )
-from infra.plan.sizing import Plan, plan
+from infra.plan.sizing import Plan
 
 
 @dataclass(frozen=True)
@@ -57,7 +59,7 @@ def read_stack_config(stack: str) -> tuple[StackConfig, Plan, StackSecrets]:
                 "run `pulumi config set --secret hfToken <token with the licence accepted>`",
             )
         cfg = load_config({k: v for k, v in values.items() if k not in SECRET_KEYS})
-        result = plan(cfg, stack)
+        result = advice.checked_plan(cfg, stack, list(values), dt.date.today())
     except ConfigError as error:
         raise pulumi.RunError(str(error)) from None
     config = pulumi.Config(PROJECT)

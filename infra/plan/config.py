@@ -478,11 +478,16 @@ def load_config(raw: Mapping[str, Any]) -> StackConfig:
     Secret keys are set aside: the caller reads them as secrets and `check_secrets` makes sure
     they were stored as such.
     """
+    from infra.plan import rules  # the rules build on the model defined here
+
     values = {k: _decode(v) for k, v in raw.items() if k not in SECRET_KEYS}
+    rules.check_raw(values)
     try:
-        return StackConfig.model_validate(values)
+        cfg = StackConfig.model_validate(values)
     except ValidationError as error:
         raise _to_config_error(error, values) from None
+    rules.check_config(cfg)
+    return cfg
 
 
 def check_secrets(present: Mapping[str, bool]) -> None:

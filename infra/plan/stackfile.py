@@ -12,12 +12,14 @@ refused with the file, line and key.
 from __future__ import annotations
 
 import argparse
+import datetime as dt
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import yaml
 
+from infra.plan import rules
 from infra.plan.config import (
     PROJECT,
     SECRET_KEYS,
@@ -78,8 +80,11 @@ def _line_key(text: str, line: int) -> str | None:
 def _yaml_error(error: Exception, text: str, where: str, key: str | None) -> ConfigError:
     """One line for a YAML text that cannot be read, naming the key on the failing line."""
     mark = getattr(error, "problem_mark", None)
+    context = getattr(error, "context_mark", None)
     line = mark.line if mark is not None else None
     named = key or (_line_key(text, line) if line is not None else None)
+    if named is None and context is not None:
+        named = _line_key(text, context.line)  # e.g. the line that opened an unclosed bracket
     place = where + (f" line {line + 1}" if line is not None else "")
     problem = str(getattr(error, "problem", "") or error)
     if isinstance(error, RecursionError):
@@ -226,6 +231,11 @@ def stack_values(stack: str, overrides: Mapping[str, Any] | None = None) -> dict
     return {**values, **(overrides or {})}
 
 
-def load_stack(stack: str, overrides: Mapping[str, Any] | None = None) -> StackConfig:
-    """Validate a stack file plus what-if overrides through the one config path."""
-    return load_config(stack_values(stack, overrides))
+def load_stack(
+    stack: str, overrides: Mapping[str, Any] | None = None, today: dt.date | None = None
+) -> StackConfig:
+    """Validate a stack file plus what-if overrides through the one config path, including the
+    rules that depend on the day (`today`, by default the real one)."""
+    cfg = load_config(stack_values(stack, overrides))
+    rules.check_dates(cfg, today or dt.date.today())
+    return cfg
