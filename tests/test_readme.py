@@ -83,3 +83,30 @@ def test_how_it_fits_together_names_real_places() -> None:
             REPO / d / m for d in ("infra/plan", "components") for m in (f"{module}.py", module)
         ]
         assert any(home.exists() for home in homes), module
+
+
+def test_node_size_ranking_is_the_catalogues() -> None:
+    """The README's ranking is what `--compare` gives for dev on the day the prices were read."""
+    import datetime as dt
+
+    from infra.plan import prices
+    from infra.plan.compare import compare, default_need
+
+    today = prices.READ_ON
+    assert today == dt.date(2026, 11, 30)
+    cfg = load_stack("dev", today=today)
+    result = compare(cfg, default_need(cfg, "dev"), "dev", today)
+    expected = []
+    for i, c in enumerate(result.ranked, 1):
+        p, e = c.plan, c.econ
+        assert p is not None and e is not None
+        expected.append(
+            f"| {i} | {c.instance_type} | {p.nodes} | {e.costs.usd_per_month:,.2f} | "
+            f"{p.max_concurrency:.2f}x | {e.served.one.aggregate_tokens_per_s:.2f} | "
+            f"{e.served.planned.aggregate_tokens_per_s * p.replicas:.2f} | "
+            f"{e.usd_per_million_full:.2f} | {e.usd_per_million_one:.2f} |"
+        )
+    section = _section("Choosing a node size").splitlines()
+    rows = [line for line in section if line.startswith("| ") and line[2:3].isdigit()]
+    assert rows == expected
+    assert len(rows) >= 12
