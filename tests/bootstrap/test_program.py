@@ -216,3 +216,6 @@ def test_the_bootstrap_imports_no_offline_tool() -> None:
     closure = import_closure(PROGRAM / "__main__.py")
     assert not [m for m in closure if m.startswith(OFFLINE_TOOLS)], closure
     assert {"components.github_ci", "infra.bootstrap.access"} <= closure
+    # And the main program knows nothing of it.
+    main_closure = import_closure(REPO / "infra" / "__main__.py")
+    assert not [m for m in main_closure if m.startswith(("infra.bootstrap", "components.github"))]
