@@ -24,6 +24,10 @@ ACCEPTED = REPO / "tests" / "checkov-accepted.txt"
 
 
 def _objects(stack: str = "dev", **overrides: Any) -> tuple[Any, Any, list[dict[str, Any]]]:
+    region = load_stack(stack).region
+    overrides = {
+        k: v.format(region=region) if isinstance(v, str) else v for k, v in overrides.items()
+    }
     cfg = load_stack(stack, overrides)
     p = plan(cfg, stack)
     return cfg, p, rendered_objects(cfg, p)
@@ -52,7 +56,7 @@ VARIANTS = [
     {"weightPrefetch": False},
     {"modelCache": "volume"},
     {"replicas": 2, "instanceType": "m7g.4xlarge"},
-    {"tlsCertificateArn": "arn:aws:acm:us-west-2:123456789012:certificate/0a1b2c3d-aaaa-bbbb"},
+    {"tlsCertificateArn": "arn:aws:acm:{region}:123456789012:certificate/0a1b2c3d-aaaa-bbbb"},
 ]
 
 
@@ -163,7 +167,7 @@ def test_service_can_never_route_to_a_worker() -> None:
             labels = _lws_pod_labels("gemma-vllm", group, index)
             matches = all(labels.get(k) == v for k, v in selector.items())
             assert matches == (index == 0), (group, index)
-    assert svc["spec"]["loadBalancerSourceRanges"] == ["203.0.113.0/24"]
+    assert svc["spec"]["loadBalancerSourceRanges"] == ["203.0.113.10/32"]
     assert svc["metadata"]["annotations"][manifests.AUTHENTICATED_ANNOTATION] == "true"
 
 

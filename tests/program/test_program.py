@@ -110,7 +110,8 @@ def test_every_stack_runs_end_to_end(
     assert resolve(exports["nodeCount"]) == expected.nodes
     assert resolve(exports["plan"]) == expected.to_json()
     assert resolve(exports["endpoint"]).endswith("/v1")
-    assert resolve(exports["endpoint"]).startswith("http://")
+    scheme = "https" if load_stack(stack).tls_certificate_arn else "http"
+    assert resolve(exports["endpoint"]).startswith(f"{scheme}://")
     for secret in ("kubeconfig", "apiKey"):
         assert is_secret(exports[secret]), secret
     for plain in ("endpoint", "plan", "curlExample", "model"):
@@ -203,7 +204,7 @@ def test_workload_policy(mocks: RecordingMocks, exports: dict[str, Any]) -> None
 
     svc = one(mocks.records, "kubernetes:core/v1:Service")
     assert svc.inputs["spec"]["selector"]["leaderworkerset.sigs.k8s.io/worker-index"] == "0"
-    assert svc.inputs["spec"]["loadBalancerSourceRanges"] == ["203.0.113.0/24"]
+    assert svc.inputs["spec"]["loadBalancerSourceRanges"] == ["203.0.113.10/32"]
 
     secrets = by_type(mocks.records, "kubernetes:core/v1:Secret")
     assert len(secrets) == 2
