@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from infra.plan.config import ConfigError
+from infra.plan.frontdoor import FrontDoorPlan
 from infra.plan.sizing import Plan, plan
 from infra.plan.stackfile import add_stack_arguments, load_stack, parse_overrides
 
@@ -68,13 +69,32 @@ def format_table(p: Plan) -> str:
         ),
         ("cold start", f"~{p.cold_start_seconds} s; restart ~{p.warm_restart_seconds} s"),
         ("startup timeout", f"{p.startup_timeout_seconds // 60} min"),
+        *_front_door_rows(p.front_door),
     ]
     width = max(len(k) for k, _ in rows)
     lines = [f"{k:<{width}}  {v}" for k, v in rows]
     lines.append("")
     lines.append("why:")
-    lines.extend(f"  - {reason}" for reason in p.reasons)
+    lines.extend(f"  - {reason}" for reason in (*p.reasons, *p.front_door.reasons))
     return "\n".join(lines)
+
+
+def _front_door_rows(door: FrontDoorPlan) -> list[tuple[str, str]]:
+    """The gatekeeper's limits, each a stack key (README, "Front door")."""
+    return [
+        (
+            "listener",
+            "HTTPS on 443 (TLS at the load balancer)" if door.tls else "plain HTTP on 80",
+        ),
+        ("max request body", f"{door.max_request_bytes:,} bytes (`maxRequestBytes`)"),
+        (
+            "per client",
+            f"{door.client_requests_per_minute} requests/min (`clientRequestsPerMinute`), "
+            f"{door.client_concurrent_requests} in flight (`clientConcurrentRequests`)",
+        ),
+        ("default max tokens", f"{door.default_max_tokens} tokens (`defaultMaxTokens`)"),
+        ("reply timeout", f"{door.reply_timeout_seconds} s"),
+    ]
 
 
 def main(argv: Sequence[str] | None = None) -> int:

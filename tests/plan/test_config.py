@@ -118,7 +118,7 @@ BAD_INPUTS = [
     ),
     (
         ["podMemoryGiB=40"],
-        "`podMemoryGiB` 40 GiB is more than the 26.5 GiB a m7g.2xlarge node can give after its "
+        "`podMemoryGiB` 40 GiB is more than the 26.4 GiB a m7g.2xlarge node can give after its "
         "other tenants; set it to at most 26 or auto, or choose a larger `instanceType`",
     ),
     (
