@@ -30,8 +30,8 @@ class EngineSpec:
     port: int = 8000
     #: The API server's address: loopback, so only the gatekeeper beside it reaches vLLM.
     host: str = "127.0.0.1"
-    #: Reply cap of a request without `max_tokens`; `None` leaves vLLM's (the whole context).
-    default_max_tokens: int | None = None
+    #: Longest reply of any request; `None` leaves vLLM's (the rest of the context).
+    max_reply_tokens: int | None = None
     #: Turn off image, audio and video inputs (the model is served text-only).
     text_only: bool = True
     dtype: str = "bfloat16"
@@ -67,11 +67,12 @@ def engine_args(spec: EngineSpec, role: Literal["leader", "worker"]) -> list[str
         modalities = {"image": 0, "audio": 0, "video": 0}
         args.append(f"--limit-mm-per-prompt={json.dumps(modalities, separators=(',', ':'))}")
     if role == "leader":
-        if spec.default_max_tokens is not None:
-            # max_new_tokens becomes the default max_tokens of a request that sets none; a
-            # request's own max_tokens still wins (vllm 0.31 entrypoints/serve/utils/
-            # api_utils.py `get_max_tokens`, config/model.py `get_diff_sampling_param`).
-            override = {"max_new_tokens": spec.default_max_tokens}
+        if spec.max_reply_tokens is not None:
+            # vLLM 0.31 takes max_new_tokens as a cap on every request: a request's max_tokens
+            # can lower it, not raise it; without max_tokens a reply stops there
+            # (entrypoints/openai/chat_completion/serving.py `override_max_tokens`,
+            # entrypoints/serve/utils/api_utils.py `get_max_tokens`).
+            override = {"max_new_tokens": spec.max_reply_tokens}
             args.append(
                 f"--override-generation-config={json.dumps(override, separators=(',', ':'))}"
             )

@@ -54,8 +54,9 @@ class ServerSpec:
     allowed_cidrs: Sequence[str]
     #: What the gatekeeper in each leader pod lets through to vLLM.
     limits: GatekeeperLimits
-    #: Reply cap of a request without `max_tokens` (vLLM's generation config).
-    default_max_tokens: int
+    #: Longest reply of any request (vLLM's generation config), so also of one without
+    #: `max_tokens`.
+    max_reply_tokens: int
     #: The gatekeeper container's CPU and memory (requests equal limits).
     gatekeeper_millicpu: int
     gatekeeper_memory_mib: int
@@ -99,7 +100,7 @@ class ServerSpec:
             master_addr="$(LWS_LEADER_ADDRESS)",
             master_port=self.master_port,
             port=self.port,
-            default_max_tokens=self.default_max_tokens,
+            max_reply_tokens=self.max_reply_tokens,
         )
 
 

@@ -92,7 +92,7 @@ def _front_door_rows(door: FrontDoorPlan) -> list[tuple[str, str]]:
             f"{door.client_requests_per_minute} requests/min (`clientRequestsPerMinute`), "
             f"{door.client_concurrent_requests} in flight (`clientConcurrentRequests`)",
         ),
-        ("default max tokens", f"{door.default_max_tokens} tokens (`defaultMaxTokens`)"),
+        ("max reply", f"{door.max_reply_tokens} tokens (`maxReplyTokens`)"),
         ("reply timeout", f"{door.reply_timeout_seconds} s"),
     ]
 

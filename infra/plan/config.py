@@ -326,13 +326,14 @@ class StackConfig(BaseModel):
             json_schema_extra=_fix("use auto or a positive number of requests such as 2"),
         ),
     ] = "auto"
-    default_max_tokens: Annotated[
+    max_reply_tokens: Annotated[
         PositiveInt | Auto,
         Field(
-            alias="defaultMaxTokens",
-            description="Reply length of a request that sets no `max_tokens` (vLLM's "
-            "--override-generation-config max_new_tokens); a request's own `max_tokens` still "
-            "applies. auto = a quarter of `maxModelLen`, at most 1024.",
+            alias="maxReplyTokens",
+            description="Longest reply vLLM generates, so a request without `max_tokens` "
+            "cannot hold a slot for the whole context. vLLM 0.31 applies it to every request "
+            "(--override-generation-config max_new_tokens): a request's `max_tokens` can lower "
+            "it, not raise it. auto = a quarter of `maxModelLen`, at most 1024.",
             json_schema_extra=_fix("use auto or a positive number of tokens such as 512"),
         ),
     ] = "auto"

@@ -19,10 +19,11 @@ from infra.plan.config import ConfigError, StackConfig
 BODY_BYTES_PER_TOKEN = 32
 #: Request framing beyond the prompt: model name, sampling fields, message roles.
 BODY_OVERHEAD_BYTES = 64 * 1024
-#: `defaultMaxTokens: auto` is this share of the context, and never more than the cap: a request
-#: that forgets `max_tokens` holds a slot for minutes at CPU decode rates.
-DEFAULT_REPLY_SHARE = 4
-DEFAULT_REPLY_CAP = 1024
+#: `maxReplyTokens: auto` is this share of the context, and never more than the cap: a request
+#: that forgets `max_tokens` would otherwise hold a slot for the whole context, at CPU decode
+#: rates for many minutes.
+REPLY_CAP_SHARE = 4
+REPLY_CAP_TOKENS = 1024
 #: Requests per minute per client for each request the KV cache holds at once: one a second
 #: per slot, more than a CPU replica serves, so only a runaway client meets the limit.
 REQUESTS_PER_MINUTE_PER_SLOT = 60
@@ -46,8 +47,8 @@ class FrontDoorPlan:
     client_requests_per_minute: int
     client_burst: int
     client_concurrent_requests: int
-    #: The reply cap of a request that sets no `max_tokens`.
-    default_max_tokens: int
+    #: The longest reply of any request, and so of one that sets no `max_tokens`.
+    max_reply_tokens: int
     #: How long the gatekeeper waits for vLLM's answer: the longest planned reply.
     reply_timeout_seconds: int
     header_timeout_seconds: int
@@ -73,9 +74,9 @@ def plan_front_door(
         else cfg.client_requests_per_minute
     )
     cap = (
-        min(DEFAULT_REPLY_CAP, max(1, max_model_len // DEFAULT_REPLY_SHARE))
-        if cfg.default_max_tokens == "auto"
-        else cfg.default_max_tokens
+        min(REPLY_CAP_TOKENS, max(1, max_model_len // REPLY_CAP_SHARE))
+        if cfg.max_reply_tokens == "auto"
+        else cfg.max_reply_tokens
     )
     longest_reply = max_model_len / decode_tokens_per_s
     timeout = max(REPLY_TIMEOUT_FLOOR_SECONDS, math.ceil(longest_reply * REPLY_TIMEOUT_MARGIN))
@@ -83,7 +84,7 @@ def plan_front_door(
 
     if cap >= max_model_len:
         raise ConfigError(
-            "defaultMaxTokens",
+            "maxReplyTokens",
             f"{cap} leaves no room for a prompt in the {max_model_len}-token context",
             f"use at most {max_model_len - 1}, or auto",
         )
@@ -108,9 +109,9 @@ def plan_front_door(
         f"and {concurrent} in flight ({origin(cfg.client_concurrent_requests)}"
         f": the {max_concurrency:.2f} full-length requests the KV cache holds at once); "
         "above that 429 with Retry-After",
-        f"a request without max_tokens stops after {cap} tokens "
-        f"({origin(cfg.default_max_tokens)}; vLLM's generation-config "
-        "max_new_tokens, a request's own max_tokens still applies)",
+        f"replies stop after {cap} tokens ({origin(cfg.max_reply_tokens)}; vLLM's "
+        "generation-config max_new_tokens, which caps every request, and so one without "
+        "max_tokens)",
         f"replies may take {timeout} s ({max_model_len} tokens at ~{decode_tokens_per_s:.1f} "
         f"tokens/s, x{REPLY_TIMEOUT_MARGIN:g}); request headers within "
         f"{HEADER_TIMEOUT_SECONDS} s; streams pass through unbuffered",
@@ -122,7 +123,7 @@ def plan_front_door(
         client_requests_per_minute=per_minute,
         client_burst=BURST_PER_SLOT * concurrent,
         client_concurrent_requests=concurrent,
-        default_max_tokens=cap,
+        max_reply_tokens=cap,
         reply_timeout_seconds=timeout,
         header_timeout_seconds=HEADER_TIMEOUT_SECONDS,
         reasons=reasons,

@@ -48,7 +48,7 @@ def server_spec(cfg: StackConfig, plan: Plan) -> ServerSpec:
         node_selector=NODE_LABELS,
         allowed_cidrs=tuple(str(c) for c in cfg.allowed_cidrs),
         limits=gatekeeper_limits(plan),
-        default_max_tokens=plan.front_door.default_max_tokens,
+        max_reply_tokens=plan.front_door.max_reply_tokens,
         gatekeeper_millicpu=catalog.GATEKEEPER_MILLICPU,
         gatekeeper_memory_mib=catalog.GATEKEEPER_MEMORY_MIB,
         tls_certificate_arn=cfg.tls_certificate_arn,

@@ -53,7 +53,7 @@ MEMORY_FLAGS = (
     "--kv-cache-memory-bytes",
     "--max-model-len",
     "--max-num-batched-tokens",
-    # The default reply cap follows the context (`defaultMaxTokens: auto`).
+    # The reply cap follows the context (`maxReplyTokens: auto`).
     "--override-generation-config",
 )
 

@@ -139,7 +139,7 @@ def test_command_lines_are_exactly_the_plan() -> None:
     assert leader["args"][:2] == ["serve", f"/models/{cfg.model}"]
     assert _flags(leader["args"]) == {
         **expected_common,
-        "--override-generation-config": f'{{"max_new_tokens":{p.front_door.default_max_tokens}}}',
+        "--override-generation-config": f'{{"max_new_tokens":{p.front_door.max_reply_tokens}}}',
         "--host": "127.0.0.1",
         "--port": "8000",
     }
