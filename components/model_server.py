@@ -1,5 +1,5 @@
 """The vLLM group and its endpoint: the objects of `components.manifests`, applied through the
-cluster's provider, plus the API key the endpoint requires."""
+cluster's provider, plus the API key the endpoint's gatekeeper requires."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import pulumi_kubernetes as k8s
 import pulumi_random as random
 
 from components import manifests
-from components.manifests import ServerSpec
+from components.manifests import ServerSpec, gatekeeper
 
 
 @dataclass(frozen=True)
@@ -76,8 +76,12 @@ class ModelServer(pulumi.ComponentResource):
         k8s.networking.v1.NetworkPolicy(
             f"{name}-netpol", metadata=_meta(policy, in_ns), spec=policy["spec"], opts=child
         )
+        door = manifests.gatekeeper_config(spec)
+        config = k8s.core.v1.ConfigMap(
+            f"{name}-gatekeeper", metadata=_meta(door, in_ns), data=door["data"], opts=child
+        )
 
-        group = self._group(name, args, in_ns, secrets)
+        group = self._group(name, args, in_ns, [*secrets, config], api_key)
 
         svc_obj = manifests.service(spec)
         svc = k8s.core.v1.Service(
@@ -116,10 +120,19 @@ class ModelServer(pulumi.ComponentResource):
         name: str,
         args: ModelServerArgs,
         in_ns: pulumi.Output[str],
-        secrets: list[k8s.core.v1.Secret],
+        secrets: list[pulumi.Resource],
+        api_key: pulumi.Output[str],
     ) -> k8s.apiextensions.CustomResource:
-        """The LeaderWorkerSet, created once its controller, secrets and storage exist."""
-        lws = manifests.leader_worker_set(args.spec)
+        """The LeaderWorkerSet, created once its controller, secrets, gatekeeper config and
+        storage exist. The leader template carries the key's fingerprint, so a new key rolls
+        the group: vLLM and nginx read the key only when they start."""
+        lws = manifests.leader_worker_set(args.spec, key_fingerprint="")
+        leader = lws["spec"]["leaderWorkerTemplate"]["leaderTemplate"]
+        # Not secret: a slow, truncated digest (`gatekeeper.key_fingerprint`). Left secret, it
+        # would hide the whole LeaderWorkerSet spec from every preview.
+        leader["metadata"]["annotations"][gatekeeper.KEY_ANNOTATION] = pulumi.Output.unsecret(
+            api_key.apply(gatekeeper.key_fingerprint)
+        )
         return k8s.apiextensions.CustomResource(
             f"{name}-lws",
             api_version=lws["apiVersion"],
@@ -148,12 +161,16 @@ def _secret(
     child: pulumi.ResourceOptions,
 ) -> k8s.core.v1.Secret:
     obj = manifests.secret(spec, which, "")  # type: ignore[arg-type]
-    key = next(iter(obj["stringData"]))
+    # Each entry the builder makes, from the real value (the gatekeeper's snippet from the key).
+    string_data = {
+        key: value if key != gatekeeper.KEY_FILE else value.apply(gatekeeper.key_map_entry)
+        for key in obj["stringData"]
+    }
     return k8s.core.v1.Secret(
         f"{name}-{which}",
         metadata=_meta(obj, in_ns),
         type=obj["type"],
-        string_data={key: value},
+        string_data=string_data,
         opts=child,
     )
 

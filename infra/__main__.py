@@ -114,12 +114,5 @@ pulumi.export("logGroup", logs.log_group_name)
 pulumi.export("logsQuery", logs.query)
 pulumi.export(
     "curlExample",
-    server.endpoint.apply(
-        lambda url: (
-            f'curl -sN {url}/chat/completions -H "Authorization: Bearer '
-            f'$(pulumi stack output --show-secrets apiKey)" -H "Content-Type: application/json" '
-            f'-d \'{{"model": "{cfg.model}", "stream": true, "max_tokens": 100, '
-            f'"messages": [{{"role": "user", "content": "Hello"}}]}}\''
-        )
-    ),
+    server.endpoint.apply(lambda url: wiring.curl_example(url, cfg.model)),
 )

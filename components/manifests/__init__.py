@@ -10,15 +10,19 @@ One module per object, re-exported here as `manifests.X`:
 - `engine`: one rank's `vllm serve` command line;
 - `pods`: the leader and worker pod templates (engine container, weight prefetch, volumes);
 - `lws`: the LeaderWorkerSet and the storage class of its per-rank claims;
-- `access`: the namespace, the Secrets, the leaders-only Service and the NetworkPolicy.
+- `gatekeeper`: the front door, nginx in each leader pod: its config, container and key snippet;
+- `access`: the namespace, the Secrets, the gatekeeper's ConfigMap, the leaders-only Service and
+  the NetworkPolicy.
 
-A new object (a front-door proxy's container and config, say) gets its own module beside these,
-is re-exported below, and joins `all_objects` in apply order.
+A new object gets its own module beside these, is re-exported below, and joins `all_objects` in
+apply order.
 """
 
 from __future__ import annotations
 
+from components.manifests import gatekeeper
 from components.manifests.access import (
+    gatekeeper_config,
     leaders_selector,
     namespace,
     network_policy,
@@ -29,7 +33,6 @@ from components.manifests.engine import EngineSpec, command_line, engine_args
 from components.manifests.lws import leader_worker_set, storage_class
 from components.manifests.spec import (
     API_KEY_KEY,
-    AUTHENTICATED_ANNOTATION,
     CACHE_MOUNT,
     HF_TOKEN_KEY,
     HF_TOKEN_MOUNT,
@@ -44,7 +47,6 @@ from components.manifests.spec import (
 
 __all__ = [
     "API_KEY_KEY",
-    "AUTHENTICATED_ANNOTATION",
     "CACHE_MOUNT",
     "HF_TOKEN_KEY",
     "HF_TOKEN_MOUNT",
@@ -59,6 +61,8 @@ __all__ = [
     "all_objects",
     "command_line",
     "engine_args",
+    "gatekeeper",
+    "gatekeeper_config",
     "leader_worker_set",
     "leaders_selector",
     "namespace",
@@ -69,12 +73,12 @@ __all__ = [
 ]
 
 
-def all_objects(spec: ServerSpec, hf_token: str, api_key: str) -> list[Manifest]:
-    """Every object of the model server, in apply order."""
+def all_objects(spec: ServerSpec) -> list[Manifest]:
+    """Every object of the model server but its two Secrets, in apply order. The Secrets
+    (`secret`) need the real values: the program creates them; `--render` says how to."""
     return [
         namespace(spec),
-        secret(spec, "hf-token", hf_token),
-        secret(spec, "api-key", api_key),
+        gatekeeper_config(spec),
         network_policy(spec),
         leader_worker_set(spec),
         service(spec),

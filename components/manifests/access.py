@@ -1,13 +1,13 @@
-"""Who reaches what: the namespace, the credentials, the leaders-only Service and the
-NetworkPolicy that keeps the ranks' ports inside their group."""
+"""Who reaches what: the namespace, the credentials, the leaders-only Service to the gatekeeper,
+the gatekeeper's config and the NetworkPolicy that keeps the ranks' ports inside their group."""
 
 from __future__ import annotations
 
 from typing import Literal
 
+from components.manifests import gatekeeper
 from components.manifests.spec import (
     API_KEY_KEY,
-    AUTHENTICATED_ANNOTATION,
     HF_TOKEN_KEY,
     LWS_NAME_LABEL,
     LWS_WORKER_INDEX_LABEL,
@@ -27,13 +27,13 @@ def namespace(spec: ServerSpec) -> Manifest:
 
 
 def secret(spec: ServerSpec, which: Literal["hf-token", "api-key"], value: str) -> Manifest:
-    """The HF token or the API key. `value` is the real secret in the program, a placeholder in
-    rendered files."""
-    name, key = (
-        (spec.hf_secret_name, HF_TOKEN_KEY)
-        if which == "hf-token"
-        else (spec.api_key_secret_name, API_KEY_KEY)
-    )
+    """The HF token, or the API key with the gatekeeper's `map` snippet made from it. Only the
+    program builds these, with the real values: rendered files hold no Secret."""
+    if which == "hf-token":
+        name, data = spec.hf_secret_name, {HF_TOKEN_KEY: value}
+    else:
+        name = spec.api_key_secret_name
+        data = {API_KEY_KEY: value, gatekeeper.KEY_FILE: gatekeeper.key_map_entry(value)}
     metadata = object_meta(spec, name, "credentials")
     # Tells the policy pack the value is a Pulumi secret (policies see secrets decrypted).
     metadata["labels"]["gemma-graviton.dev/secret-source"] = "pulumi-secret"
@@ -42,7 +42,19 @@ def secret(spec: ServerSpec, which: Literal["hf-token", "api-key"], value: str) 
         "kind": "Secret",
         "metadata": metadata,
         "type": "Opaque",
-        "stringData": {key: value},
+        "stringData": data,
+    }
+
+
+def gatekeeper_config(spec: ServerSpec) -> Manifest:
+    """The gatekeeper's nginx.conf, generated from the plan's limits (no secret in it)."""
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": object_meta(spec, spec.gatekeeper_config_name, "gatekeeper"),
+        "data": {
+            gatekeeper.CONFIG_FILE: gatekeeper.nginx_conf(spec.limits, upstream_port=spec.port)
+        },
     }
 
 
@@ -52,19 +64,32 @@ def leaders_selector(spec: ServerSpec) -> dict[str, str]:
 
 
 def service(spec: ServerSpec) -> Manifest:
-    """An internet-facing NLB (in-tree annotations, handled by EKS's cloud controller)."""
+    """An NLB (in-tree annotations, handled by EKS's cloud controller) to the leaders'
+    gatekeeper port, never to vLLM; internal when every admitted range is private. With a
+    certificate the NLB ends TLS on 443 and forwards plain TCP to the gatekeeper in the VPC."""
     annotations = {
         "service.beta.kubernetes.io/aws-load-balancer-type": "nlb",
-        "service.beta.kubernetes.io/aws-load-balancer-scheme": "internet-facing",
-        AUTHENTICATED_ANNOTATION: "true",
+        "service.beta.kubernetes.io/aws-load-balancer-scheme": (
+            "internal" if spec.internal_load_balancer else "internet-facing"
+        ),
     }
-    port = {"name": "http", "port": 80, "targetPort": "http", "protocol": "TCP"}
+    if spec.internal_load_balancer:
+        # The in-tree controller's switch for a private NLB (cloud-provider-aws
+        # pkg/providers/v1/aws.go, ServiceAnnotationLoadBalancerInternal); it picks the subnets
+        # tagged kubernetes.io/role/internal-elb.
+        annotations["service.beta.kubernetes.io/aws-load-balancer-internal"] = "true"
+    target = gatekeeper.PORT_NAME
+    port = {"name": "http", "port": 80, "targetPort": target, "protocol": "TCP"}
     if spec.tls_certificate_arn:
         annotations["service.beta.kubernetes.io/aws-load-balancer-ssl-cert"] = (
             spec.tls_certificate_arn
         )
         annotations["service.beta.kubernetes.io/aws-load-balancer-ssl-ports"] = "https"
-        port = {"name": "https", "port": 443, "targetPort": "http", "protocol": "TCP"}
+        # TLS 1.2 and 1.3 only (ELB's named policy).
+        annotations["service.beta.kubernetes.io/aws-load-balancer-ssl-negotiation-policy"] = (
+            "ELBSecurityPolicy-TLS13-1-2-2021-06"
+        )
+        port = {"name": "https", "port": 443, "targetPort": target, "protocol": "TCP"}
     return {
         "apiVersion": "v1",
         "kind": "Service",
@@ -82,7 +107,8 @@ def service(spec: ServerSpec) -> Manifest:
 
 def network_policy(spec: ServerSpec) -> Manifest:
     """Ranks of a group talk to each other on any TCP port (gloo and vLLM's ZMQ use ephemeral
-    ports); everyone else reaches only the leader's HTTP port."""
+    ports); everyone else reaches only the gatekeeper's port, which asks for the key. (vLLM's own
+    port is on loopback and unreachable from the network at all.)"""
     group = {"matchLabels": {LWS_NAME_LABEL: spec.lws_name}}
     return {
         "apiVersion": "networking.k8s.io/v1",
@@ -93,7 +119,7 @@ def network_policy(spec: ServerSpec) -> Manifest:
             "policyTypes": ["Ingress"],
             "ingress": [
                 {"from": [{"podSelector": group}]},
-                {"ports": [{"port": spec.port, "protocol": "TCP"}]},
+                {"ports": [{"port": gatekeeper.PORT, "protocol": "TCP"}]},
             ],
         },
     }

@@ -8,13 +8,14 @@ from components.manifests.pods import pod_template
 from components.manifests.spec import LWS_API, Manifest, ServerSpec, object_meta
 
 
-def leader_worker_set(spec: ServerSpec) -> Manifest:
-    """`replicas` groups of `stages` pods: rank 0 serves the API, the others are headless."""
+def leader_worker_set(spec: ServerSpec, key_fingerprint: str | None = None) -> Manifest:
+    """`replicas` groups of `stages` pods: rank 0 serves the API, the others are headless.
+    `key_fingerprint` marks the leader template with the API key's fingerprint (rotation)."""
     template: dict[str, Any] = {
         "size": spec.stages,
         # A pipeline cannot lose a rank: the gloo group breaks, so the whole group restarts.
         "restartPolicy": "RecreateGroupOnPodRestart",
-        "leaderTemplate": pod_template(spec, "leader"),
+        "leaderTemplate": pod_template(spec, "leader", key_fingerprint),
         "workerTemplate": pod_template(spec, "worker"),
     }
     if spec.persistent_models:

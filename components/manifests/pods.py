@@ -1,13 +1,14 @@
 """The pod templates of the ranks: the engine container, the weight prefetch, volumes, security.
 
-A container that runs beside the engine (a front-door proxy, say) gets its own module next to this
-one and joins the `containers` list in `pod_template`.
+The leader also runs the gatekeeper (`components.manifests.gatekeeper`), the pod's only open
+port; vLLM listens on loopback and the kubelet's probes reach its /health through the gatekeeper.
 """
 
 from __future__ import annotations
 
 from typing import Any, Literal
 
+from components.manifests import gatekeeper
 from components.manifests.engine import engine_args
 from components.manifests.spec import (
     API_KEY_KEY,
@@ -128,7 +129,7 @@ def _prefetch_container(spec: ServerSpec) -> dict[str, Any]:
     }
 
 
-def _probe(path: str, port: int, period: int, failures: int) -> dict[str, Any]:
+def _probe(path: str, port: int | str, period: int, failures: int) -> dict[str, Any]:
     return {
         "httpGet": {"path": path, "port": port},
         "periodSeconds": period,
@@ -161,20 +162,21 @@ def _engine_container(spec: ServerSpec, role: Literal["leader", "worker"]) -> di
         )
         container["command"] = ["vllm"]
         container["args"] = args
-        container["ports"] = [{"name": "http", "containerPort": spec.port}]
-        # /health turns 200 only once every rank has joined and the model is loaded.
+        # /health turns 200 only once every rank has joined and the model is loaded. vLLM binds
+        # loopback, so the kubelet asks the gatekeeper, which passes /health without a key.
+        port = gatekeeper.PORT_NAME
         container["startupProbe"] = _probe(
-            "/health", spec.port, 10, max(1, spec.startup_timeout_seconds // 10)
+            "/health", port, 10, max(1, spec.startup_timeout_seconds // 10)
         )
-        container["readinessProbe"] = _probe("/health", spec.port, 10, 3)
-        container["livenessProbe"] = _probe("/health", spec.port, 20, 6)
+        container["readinessProbe"] = _probe("/health", port, 10, 3)
+        container["livenessProbe"] = _probe("/health", port, 20, 6)
     else:
         container["command"] = ["/bin/sh", "-c", _WAIT_FOR_LEADER, "vllm"]
         container["args"] = args
     return container
 
 
-def _volumes(spec: ServerSpec) -> list[dict[str, Any]]:
+def _volumes(spec: ServerSpec, role: Literal["leader", "worker"]) -> list[dict[str, Any]]:
     volumes: list[dict[str, Any]] = [
         {"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": f"{spec.shm_gib}Gi"}},
         {"name": "cache", "emptyDir": {"sizeLimit": "4Gi"}},
@@ -186,11 +188,28 @@ def _volumes(spec: ServerSpec) -> list[dict[str, Any]]:
     ]
     if not spec.persistent_models:
         volumes.append({"name": "models", "emptyDir": {"sizeLimit": f"{spec.model_volume_gib}Gi"}})
+    if role == "leader":
+        volumes += gatekeeper.volumes(spec.gatekeeper_config_name, spec.api_key_secret_name)
     return volumes
 
 
-def pod_template(spec: ServerSpec, role: Literal["leader", "worker"]) -> dict[str, Any]:
-    """The leader's or a worker's pod: one rank per node, the engine, and the prefetch if any."""
+def pod_template(
+    spec: ServerSpec, role: Literal["leader", "worker"], key_fingerprint: str | None = None
+) -> dict[str, Any]:
+    """The leader's or a worker's pod: one rank per node, the engine, and the prefetch if any;
+    the leader adds the gatekeeper. `key_fingerprint` (`gatekeeper.key_fingerprint` of the API
+    key) goes into the leader's template, so a new key rolls the group."""
+    containers = [_engine_container(spec, role)]
+    metadata: dict[str, Any] = {"labels": object_labels(spec, f"vllm-{role}")}
+    if role == "leader":
+        containers.append(
+            gatekeeper.container(spec.gatekeeper_millicpu, spec.gatekeeper_memory_mib)
+        )
+        conf = gatekeeper.nginx_conf(spec.limits, upstream_port=spec.port)
+        annotations = {gatekeeper.CONFIG_ANNOTATION: gatekeeper.config_digest(conf)}
+        if key_fingerprint is not None:
+            annotations[gatekeeper.KEY_ANNOTATION] = key_fingerprint
+        metadata["annotations"] = annotations
     pod_spec: dict[str, Any] = {
         "automountServiceAccountToken": False,
         "enableServiceLinks": False,
@@ -222,9 +241,9 @@ def pod_template(spec: ServerSpec, role: Literal["leader", "worker"]) -> dict[st
             "seccompProfile": {"type": "RuntimeDefault"},
         },
         "terminationGracePeriodSeconds": 30,
-        "containers": [_engine_container(spec, role)],
-        "volumes": _volumes(spec),
+        "containers": containers,
+        "volumes": _volumes(spec, role),
     }
     if spec.weight_prefetch:
         pod_spec["initContainers"] = [_prefetch_container(spec)]
-    return {"metadata": {"labels": object_labels(spec, f"vllm-{role}")}, "spec": pod_spec}
+    return {"metadata": metadata, "spec": pod_spec}

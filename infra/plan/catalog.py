@@ -117,6 +117,12 @@ def allocatable_millicpu(instance: InstanceType) -> int:
     return instance.vcpu * 1000 - kube_reserved_millicpu(instance)
 
 
+#: The front door's proxy in every leader pod; its requests (equal to its limits).
+GATEKEEPER = "gatekeeper"
+GATEKEEPER_MILLICPU = 30
+GATEKEEPER_MEMORY_MIB = 64
+
+
 @dataclass(frozen=True)
 class Cotenant:
     """A pod that shares the model nodes: what it requests and how many land on one node."""
@@ -124,7 +130,8 @@ class Cotenant:
     name: str
     millicpu: int
     memory_mib: int
-    #: "daemonset": one on every node; "deployment": `replicas` that may all land on one node.
+    #: "daemonset": one on every node; "deployment": `replicas` that may all land on one node;
+    #: "sidecar": a container of the model pod itself, one per node.
     kind: str
     replicas: int = 1
     source: str = ""
@@ -168,6 +175,15 @@ COTENANTS: tuple[Cotenant, ...] = (
         2,
         source="EKS aws-ebs-csi-driver",
         with_volumes_only=True,
+    ),
+    # nginx proxying a few requests a second, no TLS (the load balancer ends it): ~10 MB
+    # resident, well under 5 millicores. Requests equal limits like the engine's.
+    Cotenant(
+        GATEKEEPER,
+        GATEKEEPER_MILLICPU,
+        GATEKEEPER_MEMORY_MIB,
+        "sidecar",
+        source="this project's front door (components/manifests/gatekeeper.py)",
     ),
 )
 

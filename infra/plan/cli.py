@@ -19,6 +19,7 @@ from typing import NoReturn
 from infra.plan import advice, compare, throughput
 from infra.plan.config import ConfigError, StackConfig
 from infra.plan.economics import Economics, economics
+from infra.plan.frontdoor import FrontDoorPlan
 from infra.plan.sizing import Plan
 from infra.plan.stackfile import add_stack_arguments, load_stack, parse_overrides, read_stack
 
@@ -149,6 +150,7 @@ def format_table(p: Plan, econ: Economics | None = None) -> str:
         ),
         ("cold start", f"~{p.cold_start_seconds} s; restart ~{p.warm_restart_seconds} s"),
         ("startup timeout", f"{p.startup_timeout_seconds // 60} min"),
+        *_front_door_rows(p.front_door),
     ]
     if econ is not None:
         rows += _economics_rows(p, econ)
@@ -156,11 +158,29 @@ def format_table(p: Plan, econ: Economics | None = None) -> str:
     lines = [f"{k:<{width}}  {v}" for k, v in rows]
     lines.append("")
     lines.append("why:")
-    lines.extend(f"  - {reason}" for reason in p.reasons)
+    lines.extend(f"  - {reason}" for reason in (*p.reasons, *p.front_door.reasons))
     if econ is not None:
         lines.extend(f"  - {note}" for note in econ.costs.notes)
         lines.append(f"  - served tokens: {throughput.PROVENANCE['batching']}")
     return "\n".join(lines)
+
+
+def _front_door_rows(door: FrontDoorPlan) -> list[tuple[str, str]]:
+    """The gatekeeper's limits, each a stack key (README, "Front door")."""
+    return [
+        (
+            "listener",
+            "HTTPS on 443 (TLS at the load balancer)" if door.tls else "plain HTTP on 80",
+        ),
+        ("max request body", f"{door.max_request_bytes:,} bytes (`maxRequestBytes`)"),
+        (
+            "per client",
+            f"{door.client_requests_per_minute} requests/min (`clientRequestsPerMinute`), "
+            f"{door.client_concurrent_requests} in flight (`clientConcurrentRequests`)",
+        ),
+        ("max reply", f"{door.max_reply_tokens} tokens (`maxReplyTokens`)"),
+        ("reply timeout", f"{door.reply_timeout_seconds} s"),
+    ]
 
 
 def _user_keys(stack: str, overrides: dict[str, object]) -> list[str]:

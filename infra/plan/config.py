@@ -37,6 +37,18 @@ SECRET_KEYS = ("hfToken", "apiKey")
 Auto = Literal["auto"]
 PositiveInt = Annotated[int, Field(gt=0)]
 
+#: RFC 1918 ranges: clients there reach the load balancer through a VPN, Direct Connect or a
+#: peered network, never across the public internet. (`IPv4Network.is_private` is no use here:
+#: it also counts the documentation ranges such as 203.0.113.0/24 as private.)
+PRIVATE_RANGES = (
+    ipaddress.IPv4Network("10.0.0.0/8"),
+    ipaddress.IPv4Network("172.16.0.0/12"),
+    ipaddress.IPv4Network("192.168.0.0/16"),
+)
+#: A Hugging Face repository id. The model name reaches vLLM's command line and an environment
+#: value, where Kubernetes expands `$(VAR)`: letters, digits, `.`, `_` and `-` only.
+_REPO_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*")
+
 
 class ConfigError(ValueError):
     """A stack value that cannot be used: one line naming the key, the rule and the fix."""
@@ -260,20 +272,71 @@ class StackConfig(BaseModel):
         Field(
             alias="allowedCidrs",
             min_length=1,
-            description="Client ranges the load balancer admits; the API key is required too.",
+            description="Client ranges the load balancer admits; the API key is required too. "
+            "The default admits private ranges only (a VPN, peered VPCs): nothing from the "
+            "internet until the stack lists it.",
             json_schema_extra=_fix("list IPv4 ranges such as 203.0.113.0/24"),
         ),
-    ] = (ipaddress.IPv4Network("0.0.0.0/0"),)
+    ] = PRIVATE_RANGES
     tls_certificate_arn: Annotated[
         str | None,
         Field(
             alias="tlsCertificateArn",
             pattern=r"^arn:aws[a-z-]*:acm:[a-z0-9-]+:\d{12}:certificate/[0-9a-f-]+$",
-            description="ACM certificate for an HTTPS listener on 443; plain HTTP on 80 without "
-            "one (the API key then crosses the network in clear text).",
+            description="ACM certificate (in `region`) for a TLS listener on 443; without one "
+            "the listener is plain HTTP on 80, which only private `allowedCidrs` or "
+            "`allowPlainHttp` admit.",
             json_schema_extra=_fix("use the ARN of an ACM certificate in `region`"),
         ),
     ] = None
+    allow_plain_http: Annotated[
+        bool,
+        Field(
+            alias="allowPlainHttp",
+            description="Admit plain HTTP from public single addresses (/32) without a "
+            "certificate: for a short test from one fixed address, never for real traffic "
+            "(the API key crosses the internet in clear text).",
+            json_schema_extra=_fix("use true or false"),
+        ),
+    ] = False
+    max_request_bytes: Annotated[
+        Annotated[int, Field(ge=1024)] | Auto,
+        Field(
+            alias="maxRequestBytes",
+            description="Largest request body the gatekeeper passes to vLLM (413 above it); "
+            "auto = enough JSON for a prompt of `maxModelLen` tokens.",
+            json_schema_extra=_fix("use auto or a number of bytes of at least 1024"),
+        ),
+    ] = "auto"
+    client_requests_per_minute: Annotated[
+        PositiveInt | Auto,
+        Field(
+            alias="clientRequestsPerMinute",
+            description="Requests per minute one client address may send (429 with "
+            "Retry-After above it); auto follows the plan's concurrency.",
+            json_schema_extra=_fix("use auto or a positive number of requests such as 120"),
+        ),
+    ] = "auto"
+    client_concurrent_requests: Annotated[
+        PositiveInt | Auto,
+        Field(
+            alias="clientConcurrentRequests",
+            description="Requests one client address may have in flight (429 above it); "
+            "auto = the number of full-length requests the KV cache holds at once.",
+            json_schema_extra=_fix("use auto or a positive number of requests such as 2"),
+        ),
+    ] = "auto"
+    max_reply_tokens: Annotated[
+        PositiveInt | Auto,
+        Field(
+            alias="maxReplyTokens",
+            description="Longest reply vLLM generates, so a request without `max_tokens` "
+            "cannot hold a slot for the whole context. vLLM 0.31 applies it to every request "
+            "(--override-generation-config max_new_tokens): a request's `max_tokens` can lower "
+            "it, not raise it. auto = a quarter of `maxModelLen`, at most 1024.",
+            json_schema_extra=_fix("use auto or a positive number of tokens such as 512"),
+        ),
+    ] = "auto"
     owner: Annotated[
         str,
         Field(
@@ -304,6 +367,18 @@ class StackConfig(BaseModel):
     def _zone_shape(cls, value: str) -> str:
         if value != "auto" and not re.fullmatch(r"[a-z]{2}(-gov)?-[a-z]+-\d[a-z]", value):
             raise ValueError("must be an availability zone name")
+        return value
+
+    @field_validator("model")
+    @classmethod
+    def _model_repo_id(cls, value: str) -> str:
+        if not _REPO_ID.fullmatch(value):
+            raise ConfigError(
+                "model",
+                f"{value!r} is not a Hugging Face repository id (owner/name of letters, digits, "
+                "`.`, `_` and `-`; it reaches the vLLM command line, where `$(` would expand)",
+                "use an id such as google/gemma-4-12B-it",
+            )
         return value
 
     @field_validator("vllm_image")
@@ -358,6 +433,7 @@ class StackConfig(BaseModel):
                 f"{self.vpc_cidr} must be a /16 to /18 (four /20 subnets are cut from it)",
                 "use a range such as 10.42.0.0/16",
             )
+        self._check_front_door()
         if self.model_profile is None and self.model not in catalog.MODELS:
             known = ", ".join(sorted(catalog.MODELS))
             raise ConfigError(
@@ -366,6 +442,42 @@ class StackConfig(BaseModel):
                 "choose one of those, or describe the model in `modelProfile`",
             )
         return self
+
+    def _check_front_door(self) -> None:
+        """An internet-facing endpoint uses TLS: the API key must not cross the internet in
+        clear text. Plain HTTP is left for private clients and, when asked for, single
+        addresses (a short test from one machine)."""
+        if self.tls_certificate_arn is not None:
+            arn_region = self.tls_certificate_arn.split(":")[3]
+            if arn_region != self.region:
+                raise ConfigError(
+                    "tlsCertificateArn",
+                    f"is in {arn_region}, but the load balancer runs in `region` {self.region} "
+                    "and can use only a certificate of its own region",
+                    f"request or import the certificate in ACM in {self.region}",
+                )
+            return
+        if self.private_clients_only:
+            return
+        public = [c for c in self.allowed_cidrs if not any(c.subnet_of(p) for p in PRIVATE_RANGES)]
+        if self.allow_plain_http and all(c.prefixlen == 32 for c in public):
+            return
+        waiver = (
+            "and `allowPlainHttp` admits single addresses (/32) only"
+            if self.allow_plain_http
+            else "so the API key would cross the internet in clear text"
+        )
+        raise ConfigError(
+            "allowedCidrs",
+            f"{public[0]} reaches beyond private ranges without a `tlsCertificateArn`, {waiver}",
+            f"set `tlsCertificateArn` to an ACM certificate in {self.region}, list only private "
+            "ranges, or set `allowPlainHttp: true` with one /32 for a short test",
+        )
+
+    @property
+    def private_clients_only(self) -> bool:
+        """Every admitted client range is private: the load balancer is internal."""
+        return all(any(c.subnet_of(p) for p in PRIVATE_RANGES) for c in self.allowed_cidrs)
 
     @property
     def second_zone(self) -> str:

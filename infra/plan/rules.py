@@ -66,12 +66,22 @@ def check_config(cfg: StackConfig) -> None:
             "merge them into fewer, wider ranges",
         )
     for network in cfg.allowed_cidrs:
-        if _private(network) or network.is_loopback or network.is_link_local:
+        if network.is_loopback or network.is_link_local:
             raise ConfigError(
                 "allowedCidrs",
-                f"holds {network}, a private range, but the load balancer is internet-facing: "
-                "clients reach it from public addresses",
-                "list your clients' public egress ranges, such as 203.0.113.0/24",
+                f"holds {network}, a loopback or link-local range no client can come from",
+                "list your clients' ranges, such as 203.0.113.0/24",
+            )
+    if not cfg.private_clients_only:
+        # A private range in an internet-facing list admits nobody: the NLB sees public
+        # addresses. A list of private ranges only makes the load balancer internal instead.
+        for network in filter(_private, cfg.allowed_cidrs):
+            raise ConfigError(
+                "allowedCidrs",
+                f"mixes {network}, a private range, with public ones, but an internet-facing load "
+                "balancer sees clients' public addresses only",
+                "list only public egress ranges such as 203.0.113.0/24, or only private ranges "
+                "for an internal load balancer",
             )
     if len(cfg.tags) > MAX_USER_TAGS:
         raise ConfigError(

@@ -36,6 +36,7 @@ from infra.plan.budget import (
 )
 from infra.plan.catalog import GIB, InstanceType, ModelProfile
 from infra.plan.config import ConfigError, StackConfig
+from infra.plan.frontdoor import FrontDoorPlan, plan_front_door
 from infra.plan.kv_cache import GroupKv, cdiv
 
 __all__ = [
@@ -98,6 +99,8 @@ class Plan:
     warm_restart_seconds: int
     startup_timeout_seconds: int
     vllm_image: str
+    #: What the gatekeeper in front of vLLM lets through (`infra.plan.frontdoor`).
+    front_door: FrontDoorPlan
     reasons: tuple[str, ...]
 
     @property
@@ -112,6 +115,7 @@ class Plan:
         data = asdict(self)
         data["ranks"] = [asdict(r) for r in self.ranks]
         data["reasons"] = list(self.reasons)
+        data["front_door"]["reasons"] = list(self.front_door.reasons)
         data["weights_gib_per_stage"] = self.weights_gib_per_stage
         data["overhead_gib_per_pod"] = self.overhead_gib_per_pod
         return data
@@ -352,6 +356,7 @@ def _finish(
         warm_restart_seconds=int(startup.restart_seconds),
         startup_timeout_seconds=startup.timeout_seconds,
         vllm_image=cfg.vllm_image,
+        front_door=plan_front_door(cfg, max_len, concurrency, decode),
         reasons=_reasons(
             cfg, instance, budget, pod_gib, chosen, max_len, upper, concurrency, decode
         ),
@@ -469,9 +474,9 @@ def _reasons(
     stages, tight, kv_bytes, batched = chosen.stages, chosen.tight, chosen.kv_bytes, chosen.batched
     return (
         f"pod memory {pod_gib:g} GiB: {budget.allocatable_gib:.1f} GiB allocatable on "
-        f"{instance.name} minus {budget.cotenants_gib:.2f} GiB requested by the add-ons and "
-        f"LWS controller that may share the node minus {catalog.NODE_HEADROOM_MIB / 1024:g} GiB "
-        "headroom; requests equal limits",
+        f"{instance.name} minus {budget.cotenants_gib:.2f} GiB requested by the add-ons, the "
+        "LWS controller and the gatekeeper that may share the node minus "
+        f"{catalog.NODE_HEADROOM_MIB / 1024:g} GiB headroom; requests equal limits",
         f"{stages} stage(s): the fewest whose heaviest rank holds weights "
         f"({tight.weights_gib:.1f} GiB) plus runtime overhead ({tight.overhead_gib:.1f} GiB, "
         f"paid by every pod) and leaves KV for the longest context; {stages * cfg.replicas} "

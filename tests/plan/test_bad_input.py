@@ -14,11 +14,14 @@ from infra.plan.cli import main
 
 TODAY = dt.date.today()
 LATER = TODAY + dt.timedelta(days=90)
+# Public clients reach the endpoint over TLS, so the base stack passes the front-door rule.
+CERTIFICATE = "arn:aws:acm:us-west-2:123456789012:certificate/0f1e2d3c-4b5a-6978-8796-a5b4c3d2e1f0"
 BASE = {
     "region": "us-west-2",
     "availabilityZone": "us-west-2a",
     "owner": "ml-platform",
     "endDate": '"2027-03-31"',
+    "tlsCertificateArn": CERTIFICATE,
     "allowedCidrs": "[203.0.113.0/24]",
 }
 MANY_CIDRS = "[" + ", ".join(f"198.51.{i}.0/24" for i in range(51)) + "]"
@@ -78,7 +81,8 @@ CASES = [
     Case("replicas fraction", {"replicas": "2.5"}, "replicas", {"replicas": "2"}, "integer"),
     Case("cidr out of range", {"allowedCidrs": "[10.0.0.0/33]"}, "allowedCidrs",
          {"allowedCidrs": "[203.0.113.0/24]"}, "203.0.113.0/24"),
-    Case("private client range", {"allowedCidrs": "[10.0.0.0/8]"}, "allowedCidrs",
+    Case("private and public clients", {"allowedCidrs": "[10.0.0.0/8, 203.0.113.0/24]"},
+         "allowedCidrs",
          {"allowedCidrs": "[203.0.113.0/24]"}, "203.0.113.0/24"),
     Case("cidrs not a list", {"allowedCidrs": "203.0.113.0/24"}, "allowedCidrs",
          {"allowedCidrs": "[203.0.113.0/24]"}, "203.0.113.0/24"),
@@ -133,7 +137,7 @@ CASES = [
          "true"),
     Case("cache kind", {"modelCache": "s3"}, "modelCache", {"modelCache": "volume"}, "volume"),
     Case("certificate", {"tlsCertificateArn": "arn:bad"}, "tlsCertificateArn",
-         {"tlsCertificateArn": None}, "ACM certificate"),
+         {"tlsCertificateArn": CERTIFICATE}, "ACM certificate"),
     Case("alias bomb", {"tags": BOMB}, "tags", {"tags": "{team: ml}"}, "write the value out"),
     Case("oversized --set", {"owner": "x" * 5000}, "owner", {"owner": "ml-platform"},
          "stack file", file=False),

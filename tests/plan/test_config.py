@@ -65,6 +65,32 @@ BAD_INPUTS = [
         "such as 203.0.113.0/24",
     ),
     (
+        ["allowedCidrs=[0.0.0.0/0]", "allowPlainHttp=false"],
+        "`allowedCidrs` 0.0.0.0/0 reaches beyond private ranges without a `tlsCertificateArn`, so "
+        "the API key would cross the internet in clear text; set `tlsCertificateArn` to an ACM "
+        "certificate in us-west-2, list only private ranges, or set `allowPlainHttp: true` with "
+        "one /32 for a short test",
+    ),
+    (
+        ["allowedCidrs=[10.0.0.0/8, 198.51.100.0/24]"],
+        "`allowedCidrs` 198.51.100.0/24 reaches beyond private ranges without a "
+        "`tlsCertificateArn`, and `allowPlainHttp` admits single addresses (/32) only; set "
+        "`tlsCertificateArn` to an ACM certificate in us-west-2, list only private ranges, or set "
+        "`allowPlainHttp: true` with one /32 for a short test",
+    ),
+    (
+        ["tlsCertificateArn=arn:aws:acm:eu-west-1:123456789012:certificate/0a1b2c3d"],
+        "`tlsCertificateArn` is in eu-west-1, but the load balancer runs in `region` us-west-2 "
+        "and can use only a certificate of its own region; request or import the certificate in "
+        "ACM in us-west-2",
+    ),
+    (
+        ["model=evil/$(LWS_LEADER_ADDRESS)"],
+        "`model` 'evil/$(LWS_LEADER_ADDRESS)' is not a Hugging Face repository id (owner/name of "
+        "letters, digits, `.`, `_` and `-`; it reaches the vLLM command line, where `$(` would "
+        "expand); use an id such as google/gemma-4-12B-it",
+    ),
+    (
         ["availabilityZone=eu-west-1a"],
         "`availabilityZone` eu-west-1a is not a zone of region us-west-2; use a zone such as "
         "us-west-2a, or change `region`",
@@ -97,7 +123,7 @@ BAD_INPUTS = [
     ),
     (
         ["podMemoryGiB=40"],
-        "`podMemoryGiB` 40 GiB is more than the 26.5 GiB a m7g.2xlarge node can give after its "
+        "`podMemoryGiB` 40 GiB is more than the 26.4 GiB a m7g.2xlarge node can give after its "
         "other tenants; set it to at most 26 or auto, or choose a larger `instanceType`",
     ),
     (
@@ -164,6 +190,7 @@ def test_program_style_json_strings_validate_like_yaml() -> None:
             "owner": "team",
             "endDate": "2027-01-01",
             "allowedCidrs": '["198.51.100.0/24"]',
+            "tlsCertificateArn": "arn:aws:acm:us-west-2:123456789012:certificate/0a1b2c3d",
             "tags": '{"costCenter": "ml"}',
             "replicas": "2",
             "weightPrefetch": "false",

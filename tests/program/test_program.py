@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import runpy
+import shlex
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -20,6 +21,7 @@ import pytest
 import yaml
 
 from components import manifests
+from components.manifests import gatekeeper
 from infra.plan import wiring
 from infra.plan.sizing import plan
 from infra.plan.stackfile import load_stack, stack_names
@@ -74,7 +76,11 @@ def as_pulumi_host() -> Iterator[None]:
 
 
 def run_program(
-    mocks: RecordingMocks, stack: str, overrides: dict[str, Any] | None = None, hf: bool = True
+    mocks: RecordingMocks,
+    stack: str,
+    overrides: dict[str, Any] | None = None,
+    hf: bool = True,
+    api_key: str | None = None,
 ) -> None:
     values = {
         **stack_values(stack),
@@ -84,6 +90,9 @@ def run_program(
     if hf:
         values["gemma-graviton:hfToken"] = HF_TOKEN
         secret_keys.append("gemma-graviton:hfToken")
+    if api_key is not None:
+        values["gemma-graviton:apiKey"] = api_key
+        secret_keys.append("gemma-graviton:apiKey")
     text = {k: v if isinstance(v, str) else json.dumps(v) for k, v in values.items()}
     pulumi.runtime.set_mocks(mocks, project="gemma-graviton", stack=stack, preview=False,
                              monitor=mocks.monitor)  # fmt: skip
@@ -110,7 +119,8 @@ def test_every_stack_runs_end_to_end(
     assert resolve(exports["nodeCount"]) == expected.nodes
     assert resolve(exports["plan"]) == expected.to_json()
     assert resolve(exports["endpoint"]).endswith("/v1")
-    assert resolve(exports["endpoint"]).startswith("http://")
+    scheme = "https" if load_stack(stack).tls_certificate_arn else "http"
+    assert resolve(exports["endpoint"]).startswith(f"{scheme}://")
     for secret in ("kubeconfig", "apiKey"):
         assert is_secret(exports[secret]), secret
     for plain in ("endpoint", "plan", "curlExample", "model"):
@@ -191,7 +201,12 @@ def test_workload_policy(mocks: RecordingMocks, exports: dict[str, Any]) -> None
         for container in pod["containers"] + pod.get("initContainers", []):
             res = container["resources"]
             assert res["requests"] == res["limits"], (lws.urn, role, container["name"])
-            assert container["image"] == "vllm/vllm-openai-cpu:v0.31.0-arm64"
+            image = (
+                gatekeeper.IMAGE
+                if container["name"] == "gatekeeper"
+                else "vllm/vllm-openai-cpu:v0.31.0-arm64"
+            )
+            assert container["image"] == image, (lws.urn, role, container["name"])
         term = pod["affinity"]["podAntiAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
         assert term[0]["topologyKey"] == "kubernetes.io/hostname", lws.urn
     leader_args = template["leaderTemplate"]["spec"]["containers"][0]["args"]
@@ -204,7 +219,7 @@ def test_workload_policy(mocks: RecordingMocks, exports: dict[str, Any]) -> None
 
     svc = one(mocks.records, "kubernetes:core/v1:Service")
     assert svc.inputs["spec"]["selector"]["leaderworkerset.sigs.k8s.io/worker-index"] == "0"
-    assert svc.inputs["spec"]["loadBalancerSourceRanges"] == ["203.0.113.0/24"]
+    assert svc.inputs["spec"]["loadBalancerSourceRanges"] == ["203.0.113.10/32"]
 
     secrets = by_type(mocks.records, "kubernetes:core/v1:Secret")
     assert len(secrets) == 2
@@ -298,3 +313,64 @@ def test_stacks_pass_every_policy(
         for message in rule.validate(record.type_, record.inputs)
     ]
     assert violations == []
+
+
+def _leader(mocks: RecordingMocks) -> dict[str, Any]:
+    return one(mocks.records, LWS).inputs["spec"]["leaderWorkerTemplate"]["leaderTemplate"]
+
+
+@pytest.mark.usefixtures("as_pulumi_host")
+@pytest.mark.parametrize("stack", stack_names())
+def test_only_the_gatekeeper_is_exposed(mocks: RecordingMocks, stack: str) -> None:
+    run_program(mocks, stack)
+    tls = load_stack(stack).tls_certificate_arn is not None
+    svc = one(mocks.records, "kubernetes:core/v1:Service")
+    (port,) = svc.inputs["spec"]["ports"]
+    assert port["targetPort"] == "gatekeeper", svc.urn
+    assert port["port"] == (443 if tls else 80), svc.urn
+    annotations = svc.inputs["metadata"]["annotations"]
+    assert ("service.beta.kubernetes.io/aws-load-balancer-ssl-cert" in annotations) == tls
+    leader = _leader(mocks)["spec"]
+    vllm, door = leader["containers"]
+    assert "--host=127.0.0.1" in vllm["args"] and "ports" not in vllm, svc.urn
+    assert door["name"] == "gatekeeper" and door["image"] == gatekeeper.IMAGE
+    assert door["resources"]["requests"] == door["resources"]["limits"]
+    assert vllm["readinessProbe"]["httpGet"] == {"path": "/health", "port": "gatekeeper"}
+    policy = one(mocks.records, "kubernetes:networking.k8s.io/v1:NetworkPolicy")
+    assert {"ports": [{"port": gatekeeper.PORT, "protocol": "TCP"}]} in policy.inputs["spec"][
+        "ingress"
+    ]
+    config = one(mocks.records, "kubernetes:core/v1:ConfigMap")
+    assert "location = /v1/chat/completions" in config.inputs["data"]["nginx.conf"]
+
+
+@pytest.mark.usefixtures("as_pulumi_host")
+def test_a_new_key_rolls_the_leader_and_stays_out_of_plain_values(
+    mocks: RecordingMocks, exports: dict[str, Any]
+) -> None:
+    first, second = "k" * 40, "n" * 40
+    run_program(mocks, "dev", api_key=first)
+    before = _leader(mocks)["metadata"]["annotations"][gatekeeper.KEY_ANNOTATION]
+    secret = named(mocks.records, "kubernetes:core/v1:Secret", "model-api-key")
+    assert "stringData" in secret.secret_inputs, secret.urn
+    assert secret.inputs["stringData"]["api-key.map"] == f'"~^Bearer {first}$" 1;\n'
+
+    lws_text = json.dumps(one(mocks.records, LWS).inputs, default=str)
+    assert first not in lws_text
+    mocks.records.clear()
+    run_program(mocks, "dev", api_key=second)
+    after = _leader(mocks)["metadata"]["annotations"][gatekeeper.KEY_ANNOTATION]
+    assert before != after
+    assert before == gatekeeper.key_fingerprint(first)
+    assert not is_secret(exports["plan"])
+
+
+@pytest.mark.usefixtures("as_pulumi_host")
+def test_curl_example_quotes_every_value(mocks: RecordingMocks, exports: dict[str, Any]) -> None:
+    run_program(mocks, "prod")
+    text = resolve(exports["curlExample"])
+    words = shlex.split(text.replace("$(pulumi stack output --show-secrets apiKey)", "KEY"))
+    assert words[0:2] == ["curl", "-sN"]
+    assert words[2].startswith("https://") and words[2].endswith("/v1/chat/completions")
+    body = json.loads(words[words.index("-d") + 1])
+    assert body["model"] == "google/gemma-4-12B-it" and body["stream"] is True
