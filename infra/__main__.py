@@ -22,33 +22,26 @@ from components.network import Network, NetworkArgs
 from components.observability import ClusterLogs, ClusterLogsArgs
 from components.storage import ModelVolumes, ModelVolumesArgs
 from infra.plan import wiring
-from infra.plan.config import PROJECT
-from infra.pulumi_config import read_stack_config
+from infra.pulumi_config import place_zones, read_stack_config, stack_tags, warn_about
 
 stack = pulumi.get_stack()
 cfg, plan, secrets = read_stack_config(stack)
 
-aws_provider = aws.Provider(
-    "aws",
-    region=cfg.region,
-    default_tags={
-        "tags": {
-            **cfg.tags,
-            "project": PROJECT,
-            "stack": stack,
-            "owner": cfg.owner,
-            "endDate": cfg.end_date.isoformat(),
-        }
-    },
-)
+tags = stack_tags(cfg, stack)
+warn_about(cfg)
+
+# Default tags reach what the provider creates itself; what EC2 Auto Scaling, the EBS CSI driver
+# and the cloud provider create gets the same tags from the cluster and the model server.
+aws_provider = aws.Provider("aws", region=cfg.region, default_tags={"tags": tags})
 on_aws = pulumi.ResourceOptions(providers=[aws_provider])
+placement = place_zones(cfg, plan, aws_provider)
 
 network = Network(
     "net",
     NetworkArgs(
         cidr_block=str(cfg.vpc_cidr),
-        node_zone=cfg.availability_zone,
-        second_zone=cfg.second_zone,
+        node_zone=placement.node.name,
+        second_zone=placement.control_plane.name,
         node_subnets=cfg.node_subnets,
     ),
     opts=on_aws,
@@ -100,7 +93,7 @@ server = ModelServer(
 pulumi.export("clusterName", cluster.cluster_name)
 pulumi.export("kubeconfig", cluster.kubeconfig)
 pulumi.export("region", cfg.region)
-pulumi.export("availabilityZone", cfg.availability_zone)
+pulumi.export("availabilityZone", placement.node.name)
 pulumi.export("nodeInstanceType", plan.instance_type)
 pulumi.export("nodeCount", plan.nodes)
 pulumi.export("plan", plan.to_json())

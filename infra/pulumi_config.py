@@ -5,11 +5,14 @@ Everything is checked before the first resource is registered, so a bad stack cr
 
 from __future__ import annotations
 
+import datetime as dt
 from dataclasses import dataclass
 
 import pulumi
+import pulumi_aws as aws
 from pulumi.runtime import config as runtime_config
 
+from infra.plan import support, zones
 from infra.plan.config import (
     PROJECT,
     SECRET_KEYS,
@@ -66,3 +69,55 @@ def read_stack_config(stack: str) -> tuple[StackConfig, Plan, StackSecrets]:
         api_key=config.get_secret("apiKey"),
     )
     return cfg, result, secrets
+
+
+def stack_tags(cfg: StackConfig, stack: str) -> dict[str, str]:
+    """The tags on everything the stack pays for: the provider's default tags, the nodes' launch
+    template, the CSI volumes' storage class and the load balancer's annotation."""
+    return {
+        **cfg.tags,
+        "project": PROJECT,
+        "stack": stack,
+        "owner": cfg.owner,
+        "endDate": cfg.end_date.isoformat(),
+    }
+
+
+def warn_about(cfg: StackConfig, today: dt.date | None = None) -> None:
+    """Log the plan's warnings (support window, open endpoint) so every preview shows them."""
+    for line in support.warnings(cfg, today or dt.date.today()):
+        pulumi.log.warn(line)
+
+
+def place_zones(cfg: StackConfig, plan_: Plan, provider: aws.Provider) -> zones.ZonePlacement:
+    """Ask the account which zones exist and offer the planned type; refuse a bad zone in one
+    line before anything is built.
+
+    Both lookups are data sources, so they run during `pulumi preview` too.
+    """
+    invoke = pulumi.InvokeOptions(provider=provider)
+    available = aws.get_availability_zones(state="available", opts=invoke)
+    region_zones = [
+        zones.Zone(name, zone_id)
+        for name, zone_id in zip(available.names, available.zone_ids, strict=True)
+    ]
+    offerings = aws.ec2.get_instance_type_offerings(
+        location_type="availability-zone-id",
+        filters=[
+            aws.ec2.GetInstanceTypeOfferingsFilterArgs(
+                name="instance-type", values=[plan_.instance_type]
+            )
+        ],
+        opts=invoke,
+    )
+    try:
+        return zones.place(
+            region=cfg.region,
+            availability_zone=cfg.availability_zone,
+            control_plane_zone=cfg.control_plane_zone,
+            instance_type=plan_.instance_type,
+            zones=region_zones,
+            offered_zone_ids=set(offerings.locations),
+        )
+    except ConfigError as error:
+        raise pulumi.RunError(str(error)) from None

@@ -11,6 +11,7 @@ is a measured quantity the planner cannot derive, so it is a calibrated model (`
 
 from __future__ import annotations
 
+import datetime as dt
 import re
 from dataclasses import dataclass
 
@@ -228,3 +229,70 @@ NODE_OS_DISK_GIB = 8
 #: weights into memory, and vLLM's warm-up (compile and profile) before /health turns 200.
 LOAD_SECONDS_PER_GIB = 90 / 11.2
 WARMUP_SECONDS = 50
+
+
+@dataclass(frozen=True)
+class KubernetesVersion:
+    """An EKS Kubernetes minor version and its support window.
+
+    EKS gives a minor version 14 months of standard support from its EKS release, then 12 months
+    of extended support at $0.60 per cluster hour instead of $0.10; extended support is on by
+    default (docs.aws.amazon.com/eks/latest/userguide/kubernetes-versions.html, read 2026-11-30).
+    """
+
+    version: str
+    #: When EKS released it.
+    released: dt.date
+    #: Last day of standard support.
+    standard_support_end: dt.date
+    #: Last day of extended support (the cluster is upgraded automatically after it).
+    extended_support_end: dt.date
+    #: Where the dates come from, and when they were read.
+    source: str
+
+
+_EKS_CALENDAR = (
+    "EKS Kubernetes release calendar (docs.aws.amazon.com/eks/latest/userguide/"
+    "kubernetes-versions.html; endoflife.date/amazon-eks), read 2026-11-30"
+)
+
+#: Versions a stack may pin. 1.35 is the default: AL2023_ARM_64_STANDARD node AMIs exist for it
+#: (awslabs/amazon-eks-ami CHANGELOG.md, release v20260714: "amazon-eks-node-al2023-arm64-
+#: standard-1.35-v20260714"), and the add-on versions are looked up per Kubernetes version by
+#: `aws.eks.get_addon_version` here and in pulumi-eks 4.x (nodejs/eks/addons/cni-addon.ts), so no
+#: list of versions in the SDKs limits it.
+KUBERNETES_VERSIONS: dict[str, KubernetesVersion] = {
+    "1.33": KubernetesVersion(
+        "1.33",
+        released=dt.date(2025, 5, 28),
+        standard_support_end=dt.date(2026, 7, 29),
+        extended_support_end=dt.date(2027, 7, 29),
+        source=_EKS_CALENDAR,
+    ),
+    "1.34": KubernetesVersion(
+        "1.34",
+        released=dt.date(2025, 10, 6),
+        standard_support_end=dt.date(2026, 12, 2),
+        extended_support_end=dt.date(2027, 12, 2),
+        source=_EKS_CALENDAR,
+    ),
+    "1.35": KubernetesVersion(
+        "1.35",
+        released=dt.date(2026, 1, 28),
+        standard_support_end=dt.date(2027, 3, 27),
+        extended_support_end=dt.date(2028, 3, 27),
+        source=_EKS_CALENDAR,
+    ),
+}
+DEFAULT_KUBERNETES_VERSION = "1.35"
+#: The plan warns this many days before a version leaves standard support.
+SUPPORT_WARNING_DAYS = 60
+#: EKS control-plane price per cluster hour, standard and extended support (same page, read
+#: 2026-11-30; aws.amazon.com/eks/pricing).
+EKS_STANDARD_USD_PER_HOUR = 0.10
+EKS_EXTENDED_USD_PER_HOUR = 0.60
+
+#: Zone IDs where EKS refuses control-plane subnets (UnsupportedAvailabilityZoneException). The
+#: same list eksctl avoids (eksctl-io/eksctl pkg/az/az.go `zoneIDsToAvoid`, commit f4d4076, read
+#: 2026-11-30). IDs, not names: a name maps to a different physical zone in every account.
+EKS_UNSUPPORTED_ZONE_IDS = frozenset({"use1-az3", "usw1-az2", "cac1-az3", "cnn1-az4"})

@@ -8,12 +8,14 @@ Bad input exits 2 with one line on stderr naming the key, the rule and the fix.
 from __future__ import annotations
 
 import argparse
+import datetime as dt
 import json
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from infra.plan.config import ConfigError
+from infra.plan import support
+from infra.plan.config import ConfigError, StackConfig
 from infra.plan.sizing import Plan, plan
 from infra.plan.stackfile import add_stack_arguments, load_stack, parse_overrides
 
@@ -34,8 +36,9 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-def format_table(p: Plan) -> str:
-    """The human view: every figure with its unit, then why each derived value was chosen."""
+def format_table(p: Plan, cfg: StackConfig | None = None, today: dt.date | None = None) -> str:
+    """The human view: every figure with its unit, then why each derived value was chosen, then
+    what to act on (with `cfg`: the Kubernetes support window and the stack's warnings)."""
     per_stage = ", ".join(f"{w:.2f}" for w in p.weights_gib_per_stage)
     rows = [
         ("stack", p.stack),
@@ -69,11 +72,19 @@ def format_table(p: Plan) -> str:
         ("cold start", f"~{p.cold_start_seconds} s; restart ~{p.warm_restart_seconds} s"),
         ("startup timeout", f"{p.startup_timeout_seconds // 60} min"),
     ]
+    today = today or dt.date.today()
+    if cfg is not None:
+        rows.append(("kubernetes", support.kubernetes_support(cfg, today)))
     width = max(len(k) for k, _ in rows)
     lines = [f"{k:<{width}}  {v}" for k, v in rows]
     lines.append("")
     lines.append("why:")
     lines.extend(f"  - {reason}" for reason in p.reasons)
+    warnings = support.warnings(cfg, today) if cfg is not None else []
+    if warnings:
+        lines.append("")
+        lines.append("warnings:")
+        lines.extend(f"  - {warning}" for warning in warnings)
     return "\n".join(lines)
 
 
@@ -90,10 +101,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ConfigError as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
+    today = dt.date.today()
     if args.json:
-        print(json.dumps(result.to_json(), indent=2))
+        data = result.to_json()
+        data["kubernetes"] = {
+            "version": cfg.kubernetes_version,
+            "standard_support_end": cfg.kubernetes.standard_support_end.isoformat(),
+            "extended_support_end": cfg.kubernetes.extended_support_end.isoformat(),
+        }
+        data["warnings"] = support.warnings(cfg, today)
+        print(json.dumps(data, indent=2))
     else:
-        print(format_table(result))
+        print(format_table(result, cfg, today))
         if written:
             print(f"\nrendered {len(written)} objects into {args.render}")
     return 0

@@ -15,7 +15,11 @@ from infra.plan.kv_cache import group_kv, stage_layers
 from infra.plan.sizing import PlanError, plan
 from infra.rehearse import vllm_logs
 
-BASE = {"owner": "ml-platform", "endDate": "2027-01-01"}
+BASE = {
+    "owner": "ml-platform",
+    "endDate": "2027-01-01",
+    "endpointPublicAccessCidrs": ["198.51.100.0/24"],
+}
 GEMMA = catalog.MODELS["google/gemma-4-12B-it"]
 
 # The report's deployment: two m7g.2xlarge, vLLM downloading the weights itself, 400 MB of KV.

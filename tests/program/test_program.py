@@ -297,3 +297,33 @@ def test_stacks_pass_every_policy(
         for message in rule.validate(record.type_, record.inputs)
     ]
     assert violations == []
+
+
+@pytest.mark.usefixtures("as_pulumi_host")
+def test_a_zone_without_the_instance_type_stops_before_anything_is_built(
+    mocks: RecordingMocks, exports: dict[str, Any]
+) -> None:
+    # In this account us-west-2a is usw2-az2; the offerings answer leaves m7g out of it.
+    mocks.zones_without_offerings = {"usw2-az2"}
+    with pytest.raises(pulumi.RunError) as error:
+        run_program(mocks, "dev", {"availabilityZone": "us-west-2a"})
+    assert str(error.value) == (
+        "`availabilityZone` us-west-2a (usw2-az2) does not offer m7g.2xlarge; choose a zone that "
+        "does (us-west-2b, us-west-2c, us-west-2d), or another `instanceType`"
+    )
+    # Only the AWS provider the lookups went through is registered: it creates nothing.
+    assert [r.type_ for r in mocks.records] == ["pulumi:providers:aws"]
+    tokens = {call.token for call in mocks.calls}
+    assert "aws:ec2/getInstanceTypeOfferings:getInstanceTypeOfferings" in tokens
+
+
+@pytest.mark.usefixtures("as_pulumi_host")
+def test_zones_may_be_named_by_id_and_the_second_zone_is_one_eks_accepts(
+    mocks: RecordingMocks, exports: dict[str, Any]
+) -> None:
+    run_program(mocks, "prod", {"availabilityZone": "use1-az6"})
+    subnets = by_type(mocks.records, "aws:ec2/subnet:Subnet")
+    zones = {s.inputs["availabilityZone"] for s in subnets}
+    # use1-az6 is us-east-1c here; us-east-1a is use1-az3, where EKS refuses control planes.
+    assert zones == {"us-east-1c", "us-east-1b"}, zones
+    assert resolve(exports["availabilityZone"]) == "us-east-1c"
