@@ -127,7 +127,41 @@ class Cluster(pulumi.ComponentResource):
         super().__init__("gemma-graviton:cluster:Cluster", name, None, opts)
         child = pulumi.ResourceOptions(parent=self)
 
-        cluster = eks.Cluster(
+        cluster = self._control_plane(name, args, child)
+        node_role, attachments = self._node_role(name, child)
+        launch_template = self._launch_template(name, args, child)
+        node_group = self._node_group(name, args, cluster, node_role, attachments, launch_template)
+
+        self.provider = k8s.Provider(
+            f"{name}-k8s",
+            kubeconfig=cluster.kubeconfig_json,
+            enable_server_side_apply=True,
+            opts=child,
+        )
+        self.cluster_name = cluster.eks_cluster.name
+        self.kubeconfig = pulumi.Output.secret(cluster.kubeconfig_json)
+        self.oidc_provider_arn = cluster.oidc_provider_arn
+        self.oidc_provider_url = cluster.oidc_provider_url
+        self.node_role_name = node_role.name
+        self.node_role_arn = node_role.arn
+        self.node_group = node_group
+        self.node_group_name = node_group.node_group.node_group_name
+        self.register_outputs(
+            {
+                "clusterName": self.cluster_name,
+                "kubeconfig": self.kubeconfig,
+                "oidcProviderArn": self.oidc_provider_arn,
+                "oidcProviderUrl": self.oidc_provider_url,
+                "nodeRoleName": self.node_role_name,
+                "nodeRoleArn": self.node_role_arn,
+                "nodeGroupName": self.node_group_name,
+            }
+        )
+
+    @staticmethod
+    def _control_plane(name: str, args: ClusterArgs, child: pulumi.ResourceOptions) -> eks.Cluster:
+        """The EKS control plane, its OIDC provider and the VPC CNI settings."""
+        return eks.Cluster(
             f"{name}-eks",
             vpc_id=args.vpc_id,
             subnet_ids=args.control_plane_subnet_ids,
@@ -147,6 +181,10 @@ class Cluster(pulumi.ComponentResource):
             opts=child,
         )
 
+    def _node_role(
+        self, name: str, child: pulumi.ResourceOptions
+    ) -> tuple[aws.iam.Role, list[aws.iam.RolePolicyAttachment]]:
+        """The nodes' IAM role and its AWS-managed policy attachments."""
         partition = aws.get_partition_output(opts=pulumi.InvokeOutputOptions(parent=self))
         node_role = aws.iam.Role(
             f"{name}-node-role",
@@ -176,8 +214,14 @@ class Cluster(pulumi.ComponentResource):
             )
             for policy in NODE_POLICIES
         ]
+        return node_role, attachments
 
-        launch_template = aws.ec2.LaunchTemplate(
+    @staticmethod
+    def _launch_template(
+        name: str, args: ClusterArgs, child: pulumi.ResourceOptions
+    ) -> aws.ec2.LaunchTemplate:
+        """The nodes' root volume, instance metadata settings and nodeadm configuration."""
+        return aws.ec2.LaunchTemplate(
             f"{name}-node-lt",
             description="Root volume and instance metadata settings of the EKS managed nodes",
             block_device_mappings=[
@@ -203,7 +247,17 @@ class Cluster(pulumi.ComponentResource):
             opts=child,
         )
 
-        node_group = eks.ManagedNodeGroup(
+    def _node_group(
+        self,
+        name: str,
+        args: ClusterArgs,
+        cluster: eks.Cluster,
+        node_role: aws.iam.Role,
+        attachments: list[aws.iam.RolePolicyAttachment],
+        launch_template: aws.ec2.LaunchTemplate,
+    ) -> eks.ManagedNodeGroup:
+        """The fixed-size managed node group of Graviton instances, in the node subnet."""
+        return eks.ManagedNodeGroup(
             f"{name}-nodes",
             cluster=cluster,
             node_role_arn=node_role.arn,
@@ -228,30 +282,4 @@ class Cluster(pulumi.ComponentResource):
                 # role's ARN flows into the node group, so the ordering is explicit.
                 depends_on=attachments,
             ),
-        )
-
-        self.provider = k8s.Provider(
-            f"{name}-k8s",
-            kubeconfig=cluster.kubeconfig_json,
-            enable_server_side_apply=True,
-            opts=child,
-        )
-        self.cluster_name = cluster.eks_cluster.name
-        self.kubeconfig = pulumi.Output.secret(cluster.kubeconfig_json)
-        self.oidc_provider_arn = cluster.oidc_provider_arn
-        self.oidc_provider_url = cluster.oidc_provider_url
-        self.node_role_name = node_role.name
-        self.node_role_arn = node_role.arn
-        self.node_group = node_group
-        self.node_group_name = node_group.node_group.node_group_name
-        self.register_outputs(
-            {
-                "clusterName": self.cluster_name,
-                "kubeconfig": self.kubeconfig,
-                "oidcProviderArn": self.oidc_provider_arn,
-                "oidcProviderUrl": self.oidc_provider_url,
-                "nodeRoleName": self.node_role_name,
-                "nodeRoleArn": self.node_role_arn,
-                "nodeGroupName": self.node_group_name,
-            }
         )

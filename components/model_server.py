@@ -60,39 +60,67 @@ class ModelServer(pulumi.ComponentResource):
         spec = args.spec
         child = pulumi.ResourceOptions(parent=self)
 
-        if args.api_key is None:
-            generated = random.RandomPassword(
-                f"{name}-api-key", length=48, special=False, opts=child
-            )
-            api_key: pulumi.Output[str] = generated.result
-        else:
-            api_key = pulumi.Output.secret(args.api_key)
+        api_key = self._api_key(name, args, child)
         hf_token = pulumi.Output.secret(args.hf_token)
 
         ns_obj = manifests.namespace(spec)
         ns = k8s.core.v1.Namespace(f"{name}-ns", metadata=ns_obj["metadata"], opts=child)
         in_ns = ns.metadata.name
 
-        def secret(which: str, value: pulumi.Output[str]) -> k8s.core.v1.Secret:
-            obj = manifests.secret(spec, which, "")  # type: ignore[arg-type]
-            key = next(iter(obj["stringData"]))
-            return k8s.core.v1.Secret(
-                f"{name}-{which}",
-                metadata=_meta(obj, in_ns),
-                type=obj["type"],
-                string_data={key: value},
-                opts=child,
-            )
-
-        secrets = [secret("hf-token", hf_token), secret("api-key", api_key)]
+        secrets = [
+            _secret(name, spec, "hf-token", hf_token, in_ns, child),
+            _secret(name, spec, "api-key", api_key, in_ns, child),
+        ]
 
         policy = manifests.network_policy(spec)
         k8s.networking.v1.NetworkPolicy(
             f"{name}-netpol", metadata=_meta(policy, in_ns), spec=policy["spec"], opts=child
         )
 
-        lws = manifests.leader_worker_set(spec)
-        group = k8s.apiextensions.CustomResource(
+        group = self._group(name, args, in_ns, secrets)
+
+        svc_obj = manifests.service(spec)
+        svc = k8s.core.v1.Service(
+            f"{name}-svc", metadata=_meta(svc_obj, in_ns), spec=svc_obj["spec"], opts=child
+        )
+
+        self.endpoint = _endpoint(spec, svc, group)
+        self.api_key = pulumi.Output.secret(api_key)
+        self.served_model = pulumi.Output.from_input(spec.model)
+        self.max_model_len = pulumi.Output.from_input(spec.max_model_len)
+        self.namespace = ns.metadata.name
+        self.register_outputs(
+            {
+                "endpoint": self.endpoint,
+                "apiKey": self.api_key,
+                "servedModel": self.served_model,
+                "maxModelLen": self.max_model_len,
+                "namespace": self.namespace,
+            }
+        )
+
+    @staticmethod
+    def _api_key(
+        name: str, args: ModelServerArgs, child: pulumi.ResourceOptions
+    ) -> pulumi.Output[str]:
+        """The key given in the args, or a generated one that stays stable across updates."""
+        if args.api_key is None:
+            generated = random.RandomPassword(
+                f"{name}-api-key", length=48, special=False, opts=child
+            )
+            return generated.result
+        return pulumi.Output.secret(args.api_key)
+
+    def _group(
+        self,
+        name: str,
+        args: ModelServerArgs,
+        in_ns: pulumi.Output[str],
+        secrets: list[k8s.core.v1.Secret],
+    ) -> k8s.apiextensions.CustomResource:
+        """The LeaderWorkerSet, created once its controller, secrets and storage exist."""
+        lws = manifests.leader_worker_set(args.spec)
+        return k8s.apiextensions.CustomResource(
             f"{name}-lws",
             api_version=lws["apiVersion"],
             kind=lws["kind"],
@@ -110,33 +138,37 @@ class ModelServer(pulumi.ComponentResource):
             ),
         )
 
-        svc_obj = manifests.service(spec)
-        svc = k8s.core.v1.Service(
-            f"{name}-svc", metadata=_meta(svc_obj, in_ns), spec=svc_obj["spec"], opts=child
-        )
 
-        scheme = "https" if spec.tls_certificate_arn else "http"
-        host = svc.status.apply(
-            lambda status: (
-                (status.load_balancer.ingress or [None])[0].hostname
-                if status and status.load_balancer and status.load_balancer.ingress
-                else None
-            )
+def _secret(
+    name: str,
+    spec: ServerSpec,
+    which: str,
+    value: pulumi.Output[str],
+    in_ns: pulumi.Output[str],
+    child: pulumi.ResourceOptions,
+) -> k8s.core.v1.Secret:
+    obj = manifests.secret(spec, which, "")  # type: ignore[arg-type]
+    key = next(iter(obj["stringData"]))
+    return k8s.core.v1.Secret(
+        f"{name}-{which}",
+        metadata=_meta(obj, in_ns),
+        type=obj["type"],
+        string_data={key: value},
+        opts=child,
+    )
+
+
+def _endpoint(
+    spec: ServerSpec, svc: k8s.core.v1.Service, group: k8s.apiextensions.CustomResource
+) -> pulumi.Output[str]:
+    """The API's base URL on the load balancer's hostname, announced only once the group
+    serves."""
+    scheme = "https" if spec.tls_certificate_arn else "http"
+    host = svc.status.apply(
+        lambda status: (
+            (status.load_balancer.ingress or [None])[0].hostname
+            if status and status.load_balancer and status.load_balancer.ingress
+            else None
         )
-        # The endpoint is announced only once the group serves.
-        self.endpoint = pulumi.Output.all(host, group.id).apply(
-            lambda parts: f"{scheme}://{parts[0]}/v1"
-        )
-        self.api_key = pulumi.Output.secret(api_key)
-        self.served_model = pulumi.Output.from_input(spec.model)
-        self.max_model_len = pulumi.Output.from_input(spec.max_model_len)
-        self.namespace = ns.metadata.name
-        self.register_outputs(
-            {
-                "endpoint": self.endpoint,
-                "apiKey": self.api_key,
-                "servedModel": self.served_model,
-                "maxModelLen": self.max_model_len,
-                "namespace": self.namespace,
-            }
-        )
+    )
+    return pulumi.Output.all(host, group.id).apply(lambda parts: f"{scheme}://{parts[0]}/v1")

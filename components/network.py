@@ -136,75 +136,13 @@ class Network(pulumi.ComponentResource):
     ) -> None:
         super().__init__("gemma-graviton:network:Network", name, None, opts)
         child = pulumi.ResourceOptions(parent=self)
-        cidrs = args.subnet_cidrs
         public_nodes = args.node_subnets == "public"
 
-        def tags(suffix: str, **extra: str) -> dict[str, str]:
-            return {"Name": f"{name}-{suffix}", **extra}
-
-        vpc = aws.ec2.Vpc(
-            f"{name}-vpc",
-            cidr_block=args.cidr_block,
-            # Both are needed for the EKS private endpoint and for nodes to register by DNS name.
-            enable_dns_hostnames=True,
-            enable_dns_support=True,
-            tags=tags("vpc"),
-            opts=child,
+        vpc, igw = self._vpc(name, args, child)
+        public_node, public_second, private_node, private_second = self._subnets(
+            name, args, vpc, public_nodes, child
         )
-        igw = aws.ec2.InternetGateway(f"{name}-igw", vpc_id=vpc.id, tags=tags("igw"), opts=child)
-
-        def subnet(tier: str, zone: str, cidr: str, role_tag: str) -> aws.ec2.Subnet:
-            return aws.ec2.Subnet(
-                f"{name}-{tier}-{zone}",
-                vpc_id=vpc.id,
-                availability_zone=zone,
-                cidr_block=cidr,
-                # Managed node groups in a public subnet need public IPs on launch; nothing else
-                # launches instances here, so the flag is set only when nodes are public.
-                map_public_ip_on_launch=public_nodes if tier == "public" else False,
-                tags=tags(f"{tier}-{zone}", **{role_tag: "1"}),
-                opts=child,
-            )
-
-        elb, internal_elb = "kubernetes.io/role/elb", "kubernetes.io/role/internal-elb"
-        public_node = subnet("public", args.node_zone, cidrs.public_node, elb)
-        public_second = subnet("public", args.second_zone, cidrs.public_second, elb)
-        private_node = subnet("private", args.node_zone, cidrs.private_node, internal_elb)
-        private_second = subnet("private", args.second_zone, cidrs.private_second, internal_elb)
-
-        public_rt = aws.ec2.RouteTable(
-            f"{name}-public-rt",
-            vpc_id=vpc.id,
-            routes=[aws.ec2.RouteTableRouteArgs(cidr_block="0.0.0.0/0", gateway_id=igw.id)],
-            tags=tags("public-rt"),
-            opts=child,
-        )
-
-        private_routes: list[aws.ec2.RouteTableRouteArgs] = []
-        if not public_nodes:
-            eip = aws.ec2.Eip(f"{name}-nat-eip", domain="vpc", tags=tags("nat-eip"), opts=child)
-            nat = aws.ec2.NatGateway(
-                f"{name}-nat",
-                allocation_id=eip.id,
-                subnet_id=public_node.id,
-                tags=tags("nat"),
-                # A NAT gateway only works once its VPC has an internet gateway; no data flows
-                # between the two, so the ordering is explicit.
-                opts=pulumi.ResourceOptions(parent=self, depends_on=[igw]),
-            )
-            private_routes.append(
-                aws.ec2.RouteTableRouteArgs(cidr_block="0.0.0.0/0", nat_gateway_id=nat.id)
-            )
-        # With public nodes the private subnets only hold control-plane ENIs and internal load
-        # balancers, which need no egress: their table keeps just the local route.
-        private_rt = aws.ec2.RouteTable(
-            f"{name}-private-rt",
-            vpc_id=vpc.id,
-            routes=private_routes,
-            tags=tags("private-rt"),
-            opts=child,
-        )
-
+        public_rt, private_rt = self._route_tables(name, vpc, igw, public_node, public_nodes)
         for sn, rt, tier, zone in (
             (public_node, public_rt, "public", args.node_zone),
             (public_second, public_rt, "public", args.second_zone),
@@ -227,3 +165,104 @@ class Network(pulumi.ComponentResource):
                 "nodeSubnetId": self.node_subnet_id,
             }
         )
+
+    @staticmethod
+    def _vpc(
+        name: str, args: NetworkArgs, child: pulumi.ResourceOptions
+    ) -> tuple[aws.ec2.Vpc, aws.ec2.InternetGateway]:
+        """The VPC and its internet gateway."""
+        vpc = aws.ec2.Vpc(
+            f"{name}-vpc",
+            cidr_block=args.cidr_block,
+            # Both are needed for the EKS private endpoint and for nodes to register by DNS name.
+            enable_dns_hostnames=True,
+            enable_dns_support=True,
+            tags=_tags(name, "vpc"),
+            opts=child,
+        )
+        igw = aws.ec2.InternetGateway(
+            f"{name}-igw", vpc_id=vpc.id, tags=_tags(name, "igw"), opts=child
+        )
+        return vpc, igw
+
+    @staticmethod
+    def _subnets(
+        name: str,
+        args: NetworkArgs,
+        vpc: aws.ec2.Vpc,
+        public_nodes: bool,
+        child: pulumi.ResourceOptions,
+    ) -> tuple[aws.ec2.Subnet, aws.ec2.Subnet, aws.ec2.Subnet, aws.ec2.Subnet]:
+        """Public and private subnets in the node zone and the second zone, in that order."""
+        cidrs = args.subnet_cidrs
+
+        def subnet(tier: str, zone: str, cidr: str, role_tag: str) -> aws.ec2.Subnet:
+            return aws.ec2.Subnet(
+                f"{name}-{tier}-{zone}",
+                vpc_id=vpc.id,
+                availability_zone=zone,
+                cidr_block=cidr,
+                # Managed node groups in a public subnet need public IPs on launch; nothing else
+                # launches instances here, so the flag is set only when nodes are public.
+                map_public_ip_on_launch=public_nodes if tier == "public" else False,
+                tags=_tags(name, f"{tier}-{zone}", **{role_tag: "1"}),
+                opts=child,
+            )
+
+        elb, internal_elb = "kubernetes.io/role/elb", "kubernetes.io/role/internal-elb"
+        return (
+            subnet("public", args.node_zone, cidrs.public_node, elb),
+            subnet("public", args.second_zone, cidrs.public_second, elb),
+            subnet("private", args.node_zone, cidrs.private_node, internal_elb),
+            subnet("private", args.second_zone, cidrs.private_second, internal_elb),
+        )
+
+    def _route_tables(
+        self,
+        name: str,
+        vpc: aws.ec2.Vpc,
+        igw: aws.ec2.InternetGateway,
+        public_node: aws.ec2.Subnet,
+        public_nodes: bool,
+    ) -> tuple[aws.ec2.RouteTable, aws.ec2.RouteTable]:
+        """The public and private route tables, and the NAT gateway when nodes are private."""
+        child = pulumi.ResourceOptions(parent=self)
+        public_rt = aws.ec2.RouteTable(
+            f"{name}-public-rt",
+            vpc_id=vpc.id,
+            routes=[aws.ec2.RouteTableRouteArgs(cidr_block="0.0.0.0/0", gateway_id=igw.id)],
+            tags=_tags(name, "public-rt"),
+            opts=child,
+        )
+
+        private_routes: list[aws.ec2.RouteTableRouteArgs] = []
+        if not public_nodes:
+            eip = aws.ec2.Eip(
+                f"{name}-nat-eip", domain="vpc", tags=_tags(name, "nat-eip"), opts=child
+            )
+            nat = aws.ec2.NatGateway(
+                f"{name}-nat",
+                allocation_id=eip.id,
+                subnet_id=public_node.id,
+                tags=_tags(name, "nat"),
+                # A NAT gateway only works once its VPC has an internet gateway; no data flows
+                # between the two, so the ordering is explicit.
+                opts=pulumi.ResourceOptions(parent=self, depends_on=[igw]),
+            )
+            private_routes.append(
+                aws.ec2.RouteTableRouteArgs(cidr_block="0.0.0.0/0", nat_gateway_id=nat.id)
+            )
+        # With public nodes the private subnets only hold control-plane ENIs and internal load
+        # balancers, which need no egress: their table keeps just the local route.
+        private_rt = aws.ec2.RouteTable(
+            f"{name}-private-rt",
+            vpc_id=vpc.id,
+            routes=private_routes,
+            tags=_tags(name, "private-rt"),
+            opts=child,
+        )
+        return public_rt, private_rt
+
+
+def _tags(name: str, suffix: str, **extra: str) -> dict[str, str]:
+    return {"Name": f"{name}-{suffix}", **extra}

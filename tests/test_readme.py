@@ -63,3 +63,23 @@ def test_every_stack_key_is_documented() -> None:
     documented = set(re.findall(r"`([a-zA-Z]+)`", table))
     keys = {f.alias or n for n, f in StackConfig.model_fields.items()} | set(SECRET_KEYS)
     assert keys - documented == set()
+
+
+def test_how_it_fits_together_names_real_places() -> None:
+    """Every file, folder and catalogue name the map points a reader to exists."""
+    section = _section("How it fits together")
+    paths = set(re.findall(r"`((?:infra|components|policies|tests|stacks)/[\w/.]*?)`", section))
+    assert len(paths) >= 8, paths
+    for path in paths:
+        assert (REPO / path).exists(), path
+    catalog = (REPO / "infra/plan/catalog.py").read_text()
+    for name in ("INSTANCE_TYPES", "MODELS"):
+        assert f"`{name}` in `infra/plan/catalog.py`" in section
+        assert re.search(rf"^{name}\b", catalog, re.M), name
+    modules = re.findall(r"\(`(\w+)`\)", section)
+    assert len(modules) >= 7, modules
+    for module in modules:
+        homes = [
+            REPO / d / m for d in ("infra/plan", "components") for m in (f"{module}.py", module)
+        ]
+        assert any(home.exists() for home in homes), module

@@ -10,6 +10,9 @@ The memory story it encodes (field report, FACTS.md):
   container's page cache, so a checkpoint the engine container downloaded itself leaves the guard
   nearly nothing; weights downloaded and read by an init container are charged elsewhere;
 - the context that fits follows from vLLM's block accounting (`infra.plan.kv_cache`).
+
+The per-pod arithmetic (node room, rank weights, guard, KV bytes, batch size) lives in
+`infra.plan.budget`; this module chooses the split, refuses what cannot work and explains why.
 """
 
 from __future__ import annotations
@@ -18,27 +21,35 @@ import math
 from dataclasses import asdict, dataclass, replace
 
 from infra.plan import catalog
-from infra.plan.catalog import GIB, MIB, InstanceType, ModelProfile
+from infra.plan.budget import (
+    CPU_DEFAULT_BATCHED_TOKENS_PER_RANK,
+    CPU_DEFAULT_MAX_SEQS_PER_RANK,
+    KV_SAFETY_FRACTION,
+    NodeBudget,
+    RankPlan,
+    auto_kv_bytes,
+    choose_batched,
+    longest_context,
+    node_budget,
+    rank_plans,
+    round_gib,
+)
+from infra.plan.catalog import GIB, InstanceType, ModelProfile
 from infra.plan.config import ConfigError, StackConfig
-from infra.plan.kv_cache import GroupKv, cdiv, group_kv, rank_layer_counts
+from infra.plan.kv_cache import GroupKv, cdiv
 
-#: What the memory guard still sees when the checkpoint's page cache has filled the engine
-#: container to its limit: the memory the engine frees after loading, before it sizes the KV
-#: cache. Measured on the tightest rank of a 12B deployment (0.58 GiB; the other rank saw 0.97).
-PAGE_CACHE_GUARD_FLOOR_GIB = 0.58
-#: Share of what the guard sees that `kvCacheBytes: auto` leaves unused, for allocator growth
-#: between the guard's reading and the KV allocation.
-KV_SAFETY_FRACTION = 0.10
+__all__ = [
+    "CPU_DEFAULT_BATCHED_TOKENS_PER_RANK",
+    "CPU_DEFAULT_MAX_SEQS_PER_RANK",
+    "Plan",
+    "PlanError",
+    "RankPlan",
+    "plan",
+]
+
 #: Shortest context the planner offers when `maxModelLen` is auto: below this the model is of
 #: little use and the stage count should grow instead.
 MIN_USEFUL_CONTEXT = 1024
-#: Candidates for `maxNumBatchedTokens: auto`, largest (fastest prefill) preferred on a tie, and
-#: never above vLLM's default: the runtime overhead was measured there, and activation buffers
-#: grow with it.
-BATCHED_TOKEN_CHOICES = (512, 1024, 2048, 4096, 8192, 16384)
-#: vLLM's CPU defaults per rank of the group (multiplied by the world size).
-CPU_DEFAULT_BATCHED_TOKENS_PER_RANK = 2048
-CPU_DEFAULT_MAX_SEQS_PER_RANK = 128
 #: gloo and vLLM's shared-memory broadcast between the engine's processes live in /dev/shm.
 SHM_GIB = 1
 #: Startup probe budget never below this (a cold start includes waiting for the peer ranks).
@@ -49,22 +60,6 @@ DISK_MARGIN = 0.2
 
 class PlanError(ConfigError):
     """A configuration that cannot start or serve, with the key to change and how."""
-
-
-@dataclass(frozen=True)
-class RankPlan:
-    """Memory of one pipeline rank (one pod)."""
-
-    rank: int
-    layers: int
-    sliding_layers: int
-    full_layers: int
-    weights_gib: float
-    overhead_gib: float
-    #: Pod memory left for the KV cache once weights and overhead are resident.
-    free_gib: float
-    #: What vLLM's memory guard will report as available when it sizes the KV cache.
-    guard_gib: float
 
 
 @dataclass(frozen=True)
@@ -135,19 +130,6 @@ class _Split:
     length: int
 
 
-@dataclass(frozen=True)
-class _NodeBudget:
-    instance: InstanceType
-    allocatable_gib: float
-    cotenants_gib: float
-    free_gib: float
-    cpu: int
-
-
-def _gib(value: float) -> float:
-    return round(value, 2)
-
-
 def _instance(cfg: StackConfig) -> InstanceType:
     name = cfg.instance_type
     if name in catalog.INSTANCE_TYPES:
@@ -166,86 +148,6 @@ def _instance(cfg: StackConfig) -> InstanceType:
     )
 
 
-def _node_budget(instance: InstanceType, volumes: bool) -> _NodeBudget:
-    """What one model pod may take on the busiest node (every replica of a cluster add-on there)."""
-    cotenants = [c for c in catalog.COTENANTS if volumes or not c.with_volumes_only]
-    per_node = [(c, c.replicas if c.kind == "deployment" else 1) for c in cotenants]
-    cotenant_mib = sum(c.memory_mib * n for c, n in per_node)
-    cotenant_mcpu = sum(c.millicpu * n for c, n in per_node)
-    allocatable = catalog.allocatable_mib(instance) / 1024
-    free = allocatable - cotenant_mib / 1024 - catalog.NODE_HEADROOM_MIB / 1024
-    cpu = (catalog.allocatable_millicpu(instance) - cotenant_mcpu) // 1000
-    return _NodeBudget(instance, allocatable, cotenant_mib / 1024, free, cpu)
-
-
-def _stage_weights_gib(profile: ModelProfile, stages: int, rank: int, layers: int) -> float:
-    weights = layers * profile.layer_bytes
-    if rank == 0:
-        weights += profile.embedding_bytes + profile.non_text_bytes
-    if rank == stages - 1 and (stages > 1 or not profile.tied_embeddings):
-        weights += profile.embedding_bytes  # the output head (a copy, when tied)
-    return weights / GIB
-
-
-def _rank_plans(
-    profile: ModelProfile, stages: int, pod_gib: float, prefetch: bool
-) -> tuple[tuple[RankPlan, ...], GroupKv]:
-    plans = []
-    for rank in range(stages):
-        sliding, full = rank_layer_counts(profile, stages, rank)
-        layers = sliding + full
-        weights = _stage_weights_gib(profile, stages, rank, layers)
-        overhead = profile.overhead_base_gib + profile.overhead_per_weight_gib * weights
-        free = pod_gib - weights - overhead
-        if prefetch:
-            guard = free
-        else:
-            # The engine downloads and reads the whole checkpoint itself: its page cache fills
-            # the container up to the limit, and the guard sees only what loading left behind.
-            left = free - profile.checkpoint_bytes / GIB
-            guard = min(free, max(left, PAGE_CACHE_GUARD_FLOOR_GIB))
-        plans.append(
-            RankPlan(
-                rank,
-                layers,
-                sliding,
-                full,
-                _gib(weights),
-                _gib(overhead),
-                free,
-                guard,
-            )
-        )
-    return tuple(plans), group_kv(profile, stages)
-
-
-def _auto_kv_bytes(guard_gib: float) -> int:
-    usable = guard_gib * (1 - KV_SAFETY_FRACTION)
-    return max(0, math.floor(usable * GIB / MIB)) * MIB
-
-
-def _max_len(kvs: GroupKv, kv_bytes: int, batched: int, upper: int) -> int:
-    return kvs.max_len(kv_bytes, batched, upper)
-
-
-def _choose_batched(
-    cfg: StackConfig, kvs: GroupKv, kv_bytes: int, upper: int, stages: int
-) -> tuple[int, int]:
-    """Pick `maxNumBatchedTokens` and the longest length it allows (capped at `upper`)."""
-    if cfg.max_num_batched_tokens != "auto":
-        batched = cfg.max_num_batched_tokens
-        return batched, _max_len(kvs, kv_bytes, batched, upper)
-    floor = CPU_DEFAULT_MAX_SEQS_PER_RANK * stages
-    ceiling = CPU_DEFAULT_BATCHED_TOKENS_PER_RANK * stages
-    usable = [b for b in BATCHED_TOKEN_CHOICES if floor <= b <= ceiling] or [ceiling]
-    best = (usable[0], _max_len(kvs, kv_bytes, usable[0], upper))
-    for batched in usable[1:]:
-        length = _max_len(kvs, kv_bytes, batched, upper)
-        if length >= best[1]:
-            best = (batched, length)
-    return best
-
-
 def _stage_candidates(cfg: StackConfig, profile: ModelProfile) -> list[int]:
     if cfg.pipeline_stages != "auto":
         if cfg.pipeline_stages > profile.layers:
@@ -258,7 +160,7 @@ def _stage_candidates(cfg: StackConfig, profile: ModelProfile) -> list[int]:
     return list(range(1, min(8, profile.layers) + 1))
 
 
-def _pod_memory(cfg: StackConfig, budget: _NodeBudget) -> float:
+def _pod_memory(cfg: StackConfig, budget: NodeBudget) -> float:
     if cfg.pod_memory_gib == "auto":
         pod = math.floor(budget.free_gib)
         if pod <= 0:
@@ -283,7 +185,7 @@ def plan(cfg: StackConfig, stack: str = "dev") -> Plan:
     """Plan a stack, or raise `PlanError` saying why it cannot start and what to change."""
     instance = _instance(cfg)
     profile = cfg.profile()
-    budget = _node_budget(instance, cfg.model_cache == "volume")
+    budget = node_budget(instance, cfg.model_cache == "volume")
     if budget.cpu < 1:
         raise PlanError(
             "instanceType",
@@ -291,6 +193,16 @@ def plan(cfg: StackConfig, stack: str = "dev") -> Plan:
             "choose a type with at least 4 vCPU, such as m7g.xlarge",
         )
     pod_gib = _pod_memory(cfg, budget)
+    min_len, upper = _context_bounds(cfg, profile)
+    chosen = _choose_split(cfg, instance, profile, pod_gib, min_len, upper)
+    result = _finish(cfg, stack, instance, profile, budget, pod_gib, chosen, min_len, upper)
+    if cfg.weight_prefetch:
+        result = replace(result, reasons=(*result.reasons, _without_prefetch(cfg, stack)))
+    return result
+
+
+def _context_bounds(cfg: StackConfig, profile: ModelProfile) -> tuple[int, int]:
+    """The shortest context a split must serve and the longest the planner aims for."""
     min_len = MIN_USEFUL_CONTEXT if cfg.max_model_len == "auto" else cfg.max_model_len
     if cfg.max_model_len != "auto" and cfg.max_model_len > profile.max_context:
         raise PlanError(
@@ -303,23 +215,33 @@ def plan(cfg: StackConfig, stack: str = "dev") -> Plan:
         if cfg.max_model_len == "auto"
         else cfg.max_model_len
     )
+    return min_len, upper
 
-    # Fewest stages that serve the target context; when none does, the split that serves the
-    # longest. A model that fits one node is never split just because it could be.
+
+def _choose_split(
+    cfg: StackConfig,
+    instance: InstanceType,
+    profile: ModelProfile,
+    pod_gib: float,
+    min_len: int,
+    upper: int,
+) -> _Split:
+    """Fewest stages that serve the target context; when none does, the split that serves the
+    longest. A model that fits one node is never split just because it could be."""
     chosen = holding = None
     rejected: list[str] = []
     auto_stages = cfg.pipeline_stages == "auto"
     for stages in _stage_candidates(cfg, profile):
-        ranks, kvs = _rank_plans(profile, stages, pod_gib, cfg.weight_prefetch)
+        ranks, kvs = rank_plans(profile, stages, pod_gib, cfg.weight_prefetch)
         tight = min(ranks, key=lambda r: r.guard_gib)
         if tight.free_gib <= 0 and auto_stages:
             need = tight.weights_gib + tight.overhead_gib
             rejected.append(f"{stages} stage(s) need {need:.1f} GiB per pod before any KV cache")
             continue
         kv_bytes = (
-            _auto_kv_bytes(tight.guard_gib) if cfg.kv_cache_bytes == "auto" else cfg.kv_cache_bytes
+            auto_kv_bytes(tight.guard_gib) if cfg.kv_cache_bytes == "auto" else cfg.kv_cache_bytes
         )
-        batched, length = _choose_batched(cfg, kvs, kv_bytes, upper, stages)
+        batched, length = choose_batched(cfg, kvs, kv_bytes, upper, stages)
         candidate = _Split(stages, ranks, kvs, tight, kv_bytes, batched, length)
         holding = holding or candidate
         if auto_stages and (length < min_len or kv_bytes > tight.guard_gib * GIB):
@@ -340,10 +262,7 @@ def plan(cfg: StackConfig, stack: str = "dev") -> Plan:
             f"split ({rejected[0]}; {rejected[-1]})",
             "choose a larger type such as m7g.4xlarge",
         )
-    result = _finish(cfg, stack, instance, profile, budget, pod_gib, chosen, min_len, upper)
-    if cfg.weight_prefetch:
-        result = replace(result, reasons=(*result.reasons, _without_prefetch(cfg, stack)))
-    return result
+    return chosen
 
 
 def _without_prefetch(cfg: StackConfig, stack: str) -> str:
@@ -359,25 +278,98 @@ def _without_prefetch(cfg: StackConfig, stack: str) -> str:
     )
 
 
+@dataclass(frozen=True)
+class _Startup:
+    """Disk sizes and start-up times of a split."""
+
+    node_disk_gib: int
+    model_volume_gib: int
+    cold_seconds: float
+    restart_seconds: float
+    timeout_seconds: int
+
+
 def _finish(
     cfg: StackConfig,
     stack: str,
     instance: InstanceType,
     profile: ModelProfile,
-    budget: _NodeBudget,
+    budget: NodeBudget,
     pod_gib: float,
     chosen: _Split,
     min_len: int,
     upper: int,
 ) -> Plan:
+    """Check the chosen split against the stack's explicit keys and derive the whole plan."""
+    _check_split(cfg, profile, pod_gib, chosen, min_len, upper)
     stages, ranks, kvs, tight = chosen.stages, chosen.ranks, chosen.kvs, chosen.tight
-    kv_bytes, batched, length = chosen.kv_bytes, chosen.batched, chosen.length
-    guard = tight.guard_gib
-    why_guard = (
+    kv_bytes, batched = chosen.kv_bytes, chosen.batched
+    max_len = chosen.length if cfg.max_model_len == "auto" else cfg.max_model_len
+    concurrency = kvs.concurrency(kv_bytes, max_len, batched)
+    decode = _decode_tokens_per_s(profile, instance, budget, chosen)
+    startup = _startup(cfg, profile, ranks)
+    return Plan(
+        stack=stack,
+        model=profile.name,
+        instance_type=instance.name,
+        generation=instance.generation,
+        nodes=stages * cfg.replicas,
+        stages=stages,
+        replicas=cfg.replicas,
+        node_allocatable_gib=round_gib(budget.allocatable_gib),
+        node_cotenants_gib=round_gib(budget.cotenants_gib),
+        pod_memory_gib=pod_gib,
+        pod_cpu=budget.cpu,
+        ranks=tuple(
+            replace(r, free_gib=round_gib(r.free_gib), guard_gib=round_gib(r.guard_gib))
+            for r in ranks
+        ),
+        tightest_rank=tight.rank,
+        guard_available_gib=round_gib(tight.guard_gib),
+        weight_prefetch=cfg.weight_prefetch,
+        model_cache=cfg.model_cache,
+        kv_cache_bytes=kv_bytes,
+        max_num_batched_tokens=batched,
+        max_num_seqs=CPU_DEFAULT_MAX_SEQS_PER_RANK * stages,
+        max_model_len=max_len,
+        kv_needed_gib=round_gib(kvs.bytes_per_request(max_len, batched) / GIB),
+        kv_cache_tokens=int(concurrency * max_len),
+        max_concurrency=round(concurrency, 2),
+        prefill_steps_at_max_len=cdiv(max_len, batched),
+        decode_tokens_per_s=round(decode, 2),
+        node_disk_gib=startup.node_disk_gib,
+        model_volume_gib=startup.model_volume_gib,
+        shm_gib=SHM_GIB,
+        cold_start_seconds=int(startup.cold_seconds),
+        warm_restart_seconds=int(startup.restart_seconds),
+        startup_timeout_seconds=startup.timeout_seconds,
+        vllm_image=cfg.vllm_image,
+        reasons=_reasons(
+            cfg, instance, budget, pod_gib, chosen, max_len, upper, concurrency, decode
+        ),
+    )
+
+
+def _why_guard(cfg: StackConfig) -> str:
+    return (
         "the init container's page cache is charged outside the engine container"
         if cfg.weight_prefetch
         else "the checkpoint's page cache is charged to the engine container"
     )
+
+
+def _check_split(
+    cfg: StackConfig,
+    profile: ModelProfile,
+    pod_gib: float,
+    chosen: _Split,
+    min_len: int,
+    upper: int,
+) -> None:
+    """Refuse a split the stack forced that cannot start or cannot serve its settings."""
+    stages, kvs, tight = chosen.stages, chosen.kvs, chosen.tight
+    kv_bytes, batched, length = chosen.kv_bytes, chosen.batched, chosen.length
+    guard = tight.guard_gib
     if tight.free_gib <= 0:
         need = tight.weights_gib + tight.overhead_gib
         raise PlanError(
@@ -390,14 +382,14 @@ def _finish(
         raise PlanError(
             "kvCacheBytes",
             f"{kv_bytes} ({kv_bytes / GIB:.2f} GiB) is more than vLLM's memory guard will see "
-            f"on rank {tight.rank} ({guard:.2f} GiB: {why_guard})",
-            f"set it to at most {_auto_kv_bytes(guard)} or auto"
+            f"on rank {tight.rank} ({guard:.2f} GiB: {_why_guard(cfg)})",
+            f"set it to at most {auto_kv_bytes(guard)} or auto"
             + ("" if cfg.weight_prefetch else ", or set `weightPrefetch: true`"),
         )
     if length == 0 or (cfg.max_model_len != "auto" and length < cfg.max_model_len):
         want = upper if cfg.max_model_len != "auto" else min_len
         needed = kvs.bytes_per_request(want, batched)
-        fits = _max_len(kvs, kv_bytes, batched, profile.max_context)
+        fits = longest_context(kvs, kv_bytes, batched, profile.max_context)
         raise PlanError(
             "maxModelLen",
             f"{want} tokens need {needed / GIB:.2f} GiB of KV cache per rank, more than the "
@@ -411,18 +403,22 @@ def _finish(
             f"{batched} is below vLLM's max_num_seqs of {CPU_DEFAULT_MAX_SEQS_PER_RANK * stages}",
             f"use at least {CPU_DEFAULT_MAX_SEQS_PER_RANK * stages}, or auto",
         )
-    max_len = length if cfg.max_model_len == "auto" else cfg.max_model_len
-    concurrency = kvs.concurrency(kv_bytes, max_len, batched)
-    tokens = int(concurrency * max_len)
 
+
+def _decode_tokens_per_s(
+    profile: ModelProfile, instance: InstanceType, budget: NodeBudget, chosen: _Split
+) -> float:
+    """Each token streams every stage's weights in series at the nodes' memory bandwidth."""
     decode_seconds = 0.0
-    for rank in ranks:
+    for rank in chosen.ranks:
         read = rank.layers * profile.layer_bytes
-        if rank.rank == stages - 1:
+        if rank.rank == chosen.stages - 1:
             read += profile.embedding_bytes  # the output head is read for every token
         decode_seconds += read / (instance.decode_gbps_per_vcpu * 1e9 * budget.cpu)
-    decode = 1 / decode_seconds
+    return 1 / decode_seconds
 
+
+def _startup(cfg: StackConfig, profile: ModelProfile, ranks: tuple[RankPlan, ...]) -> _Startup:
     checkpoint_gib = profile.checkpoint_bytes / GIB
     volume_gib = math.ceil(checkpoint_gib * (1 + DISK_MARGIN))
     on_node = catalog.NODE_OS_DISK_GIB + catalog.IMAGE_DISK_GIB
@@ -435,8 +431,23 @@ def _finish(
     cold = download + warm
     restart = warm if cfg.model_cache == "volume" else cold
     startup = max(MIN_STARTUP_SECONDS, math.ceil(2 * cold / 60) * 60)
+    return _Startup(disk, volume_gib, cold, restart, startup)
 
-    reasons = [
+
+def _reasons(
+    cfg: StackConfig,
+    instance: InstanceType,
+    budget: NodeBudget,
+    pod_gib: float,
+    chosen: _Split,
+    max_len: int,
+    upper: int,
+    concurrency: float,
+    decode: float,
+) -> tuple[str, ...]:
+    """Why each number is what it is, one line a decision, in the order the plan shows them."""
+    stages, tight, kv_bytes, batched = chosen.stages, chosen.tight, chosen.kv_bytes, chosen.batched
+    return (
         f"pod memory {pod_gib:g} GiB: {budget.allocatable_gib:.1f} GiB allocatable on "
         f"{instance.name} minus {budget.cotenants_gib:.2f} GiB requested by the add-ons and "
         f"LWS controller that may share the node minus {catalog.NODE_HEADROOM_MIB / 1024:g} GiB "
@@ -447,7 +458,7 @@ def _finish(
         "node(s) in all"
         if cfg.pipeline_stages == "auto"
         else f"{stages} stage(s), as the stack sets",
-        f"memory guard sees {guard:.2f} GiB on rank {tight.rank}: {why_guard}",
+        f"memory guard sees {tight.guard_gib:.2f} GiB on rank {tight.rank}: {_why_guard(cfg)}",
         f"KV cache {kv_bytes / GIB:.2f} GiB per rank: "
         + (
             f"{100 * (1 - KV_SAFETY_FRACTION):.0f}% of what the guard sees"
@@ -471,41 +482,4 @@ def _finish(
         + f"; {concurrency:.2f} such requests fit at once",
         f"decode ~{decode:.1f} tokens/s per stream: each token streams the stages' weights in "
         f"series at ~{instance.decode_gbps_per_vcpu * budget.cpu:.0f} GB/s per node",
-    ]
-    return Plan(
-        stack=stack,
-        model=profile.name,
-        instance_type=instance.name,
-        generation=instance.generation,
-        nodes=stages * cfg.replicas,
-        stages=stages,
-        replicas=cfg.replicas,
-        node_allocatable_gib=_gib(budget.allocatable_gib),
-        node_cotenants_gib=_gib(budget.cotenants_gib),
-        pod_memory_gib=pod_gib,
-        pod_cpu=budget.cpu,
-        ranks=tuple(
-            replace(r, free_gib=_gib(r.free_gib), guard_gib=_gib(r.guard_gib)) for r in ranks
-        ),
-        tightest_rank=tight.rank,
-        guard_available_gib=_gib(guard),
-        weight_prefetch=cfg.weight_prefetch,
-        model_cache=cfg.model_cache,
-        kv_cache_bytes=kv_bytes,
-        max_num_batched_tokens=batched,
-        max_num_seqs=CPU_DEFAULT_MAX_SEQS_PER_RANK * stages,
-        max_model_len=max_len,
-        kv_needed_gib=_gib(kvs.bytes_per_request(max_len, batched) / GIB),
-        kv_cache_tokens=tokens,
-        max_concurrency=round(concurrency, 2),
-        prefill_steps_at_max_len=cdiv(max_len, batched),
-        decode_tokens_per_s=round(decode, 2),
-        node_disk_gib=disk,
-        model_volume_gib=volume_gib,
-        shm_gib=SHM_GIB,
-        cold_start_seconds=int(cold),
-        warm_restart_seconds=int(restart),
-        startup_timeout_seconds=startup,
-        vllm_image=cfg.vllm_image,
-        reasons=tuple(reasons),
     )

@@ -121,42 +121,33 @@ def ensure_env(
         return python
 
     started = time.monotonic()
-    steps = 5
-
-    def step(number: int, label: str, action: Callable[[], None]) -> None:
+    steps = _build_steps(root, python, requirements, base_python, marker)
+    for number, (label, action) in enumerate(steps, start=1):
         began = time.monotonic()
-        progress(f"rehearsal env: [{number}/{steps}] {label} ...")
+        progress(f"rehearsal env: [{number}/{len(steps)}] {label} ...")
         action()
         took = time.monotonic() - began
-        progress(f"rehearsal env: [{number}/{steps}] {label} done in {took:.1f} s")
-
-    step(1, f"create virtualenv at {root}", lambda: _create_venv(root, base_python))
-    step(
-        2,
-        f"pip install --no-deps -r {requirements.name}",
-        lambda: _run(
-            [
-                str(python),
-                "-m",
-                "pip",
-                "install",
-                "--no-deps",
-                "--no-input",
-                "-r",
-                str(requirements),
-            ],
-            "pip install",
-        ),
-    )
-    step(3, f"write vllm-{vllm_version}.dist-info shim", lambda: _write_shim(python, vllm_version))
-    step(
-        4,
-        "import check (torch, vllm, CPU platform)",
-        lambda: _run([str(python), "-c", _IMPORT_CHECK], "import check"),
-    )
-    step(5, "write marker", lambda: _write_marker(root, marker))
+        progress(f"rehearsal env: [{number}/{len(steps)}] {label} done in {took:.1f} s")
     progress(f"rehearsal env: ready in {time.monotonic() - started:.1f} s: {python}")
     return python
+
+
+def _build_steps(
+    root: Path, python: Path, requirements: Path, base_python: str, marker: dict[str, str]
+) -> list[tuple[str, Callable[[], object]]]:
+    """The build, in order: each step's progress label and its action."""
+    vllm_version = marker["vllm_shim_version"]
+    pip = [str(python), "-m", "pip", "install", "--no-deps", "--no-input", "-r", str(requirements)]
+    return [
+        (f"create virtualenv at {root}", lambda: _create_venv(root, base_python)),
+        (f"pip install --no-deps -r {requirements.name}", lambda: _run(pip, "pip install")),
+        (f"write vllm-{vllm_version}.dist-info shim", lambda: _write_shim(python, vllm_version)),
+        (
+            "import check (torch, vllm, CPU platform)",
+            lambda: _run([str(python), "-c", _IMPORT_CHECK], "import check"),
+        ),
+        ("write marker", lambda: _write_marker(root, marker)),
+    ]
 
 
 def _normalise(name: str) -> str:

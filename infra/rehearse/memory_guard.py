@@ -27,14 +27,13 @@ at such a pod, the page cache notwithstanding). vLLM applies a cgroup limit only
 memory node's total, so the limit must stay under it. The runs use vLLM's default batch of 2,048
 tokens for one rank, the batch the planner's overhead was measured at.
 
-vLLM reads the cgroup files at the root of the hierarchy (`/sys/fs/cgroup/memory/...` on v1,
-`/sys/fs/cgroup/memory.{max,current}` on v2), so the engine runs in its own mount namespace
-(`unshare -m`) with its cgroup's directory bind-mounted there, as a container runtime arranges.
-Before each case the model's and the rehearsal environment's files are evicted from the page cache
-(`posix_fadvise(DONTNEED)`), so each engine starts as a fresh pod would. The planner's prediction
-and vLLM's answer are printed side by side; cgroups are removed and every process is stopped
-whatever happens. Where there is no root or no writable memory cgroup, it says why and exits 0
-with "skipped".
+The engine sees its own cgroup where vLLM looks (a private mount namespace, `cgroups`), and
+before each case the model's and the rehearsal environment's files are evicted from the page
+cache, so each engine starts as a fresh pod would. This module owns the experiment: the two
+cases, and the report that prints the planner's prediction (`guard_prediction`) and vLLM's answer
+side by side; cgroups are removed and every process is stopped (`ranks.RankGroup`) whatever
+happens. Where
+there is no root or no writable memory cgroup, it says why and exits 0 with "skipped".
 
 Exit codes: 0 both outcomes as predicted (or skipped), 1 a disagreement or a failed run, 2 bad
 input.
@@ -44,14 +43,10 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import json
 import os
-import shlex
-import shutil
-import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -59,36 +54,46 @@ from typing import Any, Literal
 from components.manifests import EngineSpec, engine_args
 from infra.plan.catalog import GIB
 from infra.plan.config import ConfigError, load_config
-from infra.plan.sizing import CPU_DEFAULT_BATCHED_TOKENS_PER_RANK, PlanError, plan
-from infra.plan.stackfile import add_stack_arguments, parse_overrides, stack_values
-from infra.rehearse.cli import (
-    LOGS_DIR,
-    REPO,
-    VENV_DIR,
-    Progress,
+from infra.plan.stackfile import REPO, add_stack_arguments, parse_overrides, stack_values
+from infra.rehearse.cgroups import (
+    Cgroup,
+    MemoryHierarchy,
+    evict_page_cache,
+    find_hierarchy,
+    prefetch_in_sibling,
+    wrapped_engine,
+)
+from infra.rehearse.cli import Progress
+from infra.rehearse.env import RehearsalEnvError, ensure_env
+from infra.rehearse.guard_prediction import (
+    BATCHED_TOKENS,
+    GUARD_MODEL_NAME,
+    MAX_MODEL_LEN,
+    Prediction,
+    planner_pod_gib,
+    predict,
+)
+from infra.rehearse.ranks import (
     RankGroup,
     RankLaunch,
-    RehearsalError,
-    checkpoint_bytes,
-    ensure_tiny_model,
     free_port,
     quote_failure,
     rank_env,
     termination_unwinds,
+)
+from infra.rehearse.tiny import (
+    checkpoint_bytes,
+    ensure_tiny_model,
+    model_config,
     tiny_model_config,
     tiny_profile,
 )
-from infra.rehearse.env import RehearsalEnvError, ensure_env
 from infra.rehearse.vllm_logs import parse_kv_cache_allocation, parse_memory_guard_refusal
+from infra.rehearse.workspace import LOGS_DIR, VENV_DIR, RehearsalError
 
-GUARD_MODEL_NAME = "rehearsal/guard-gemma4"
-#: Step of the automatic pod limit.
-LIMIT_STEP_GIB = 0.25
 DEFAULT_KV_GIB = 1.5
 DEFAULT_TARGET_BYTES = 4_800_000_000
 DEFAULT_TIMEOUT_S = 900.0
-MAX_MODEL_LEN = 2048
-BATCHED_TOKENS = CPU_DEFAULT_BATCHED_TOKENS_PER_RANK
 SAMPLE_S = 1.0
 
 Case = Literal["engine reads", "prefetched"]
@@ -97,202 +102,6 @@ CASE_TITLES = {
     "engine reads": "weights read in the engine's cgroup",
     "prefetched": "weights read by a removed sibling",
 }
-
-
-# --------------------------------------------------------------------------------------------
-# The machine
-
-
-@dataclass(frozen=True)
-class MemoryHierarchy:
-    """A writable memory cgroup hierarchy and where vLLM looks for its files."""
-
-    version: Literal[1, 2]
-    #: Where the rehearsal's groups are created.
-    root: Path
-    #: The directory vLLM reads its limit and usage from; the engine's group is bound onto it.
-    vllm_path: Path
-    limit_file: str
-    usage_file: str
-    #: memory.stat key of the group's page cache, its children included.
-    cache_key: str
-
-
-def find_hierarchy() -> tuple[MemoryHierarchy | None, str]:
-    """The memory cgroup hierarchy to use, or None and why the machine cannot run this."""
-    uid = os.geteuid()
-    if uid != 0:
-        return None, f"not root (id -u is {uid}): memory cgroups and bind mounts need root"
-    for tool in ("unshare", "mount"):
-        if shutil.which(tool) is None:
-            return None, f"no `{tool}` on PATH: the engine needs its own mount namespace"
-    v2 = Path("/sys/fs/cgroup")
-    v1 = v2 / "memory"
-    controllers = v2 / "cgroup.controllers"
-    if controllers.is_file() and "memory" in controllers.read_text().split():
-        hierarchy = MemoryHierarchy(2, v2, v2, "memory.max", "memory.current", "file")
-    elif (v1 / "memory.limit_in_bytes").is_file():
-        hierarchy = MemoryHierarchy(
-            1, v1, v1, "memory.limit_in_bytes", "memory.usage_in_bytes", "total_cache"
-        )
-    else:
-        return None, "no memory cgroup controller under /sys/fs/cgroup (neither v1 nor v2)"
-    probe = hierarchy.root / f"gemma-guard-probe-{os.getpid()}"
-    try:
-        probe.mkdir()
-        probe.rmdir()
-    except OSError as error:
-        return None, f"cgroup v{hierarchy.version} at {hierarchy.root} is not writable: {error}"
-    return hierarchy, (
-        f"root (id -u 0); cgroup v{hierarchy.version} memory controller at {hierarchy.root}, "
-        "writable; unshare and mount present"
-    )
-
-
-class Cgroup:
-    """One memory cgroup this command created; `remove` deletes it."""
-
-    def __init__(self, hierarchy: MemoryHierarchy, path: Path) -> None:
-        self.hierarchy = hierarchy
-        self.path = path
-
-    @classmethod
-    def create(
-        cls, hierarchy: MemoryHierarchy, path: Path, limit_bytes: int | None = None
-    ) -> Cgroup:
-        path.mkdir()
-        group = cls(hierarchy, path)
-        if hierarchy.version == 2:
-            # Children of a v2 group get a memory controller only if the group delegates it.
-            (path / "cgroup.subtree_control").write_text("+memory")
-        if limit_bytes is not None:
-            (path / hierarchy.limit_file).write_text(str(limit_bytes))
-        return group
-
-    @property
-    def procs(self) -> Path:
-        return self.path / "cgroup.procs"
-
-    def usage(self) -> int:
-        return int((self.path / self.hierarchy.usage_file).read_text())
-
-    def cache(self) -> int:
-        for line in (self.path / "memory.stat").read_text().splitlines():
-            key, _, value = line.partition(" ")
-            if key == self.hierarchy.cache_key:
-                return int(value)
-        return 0
-
-    def members(self) -> list[int]:
-        try:
-            return [int(pid) for pid in self.procs.read_text().split()]
-        except OSError:
-            return []
-
-    def remove(self, wait_s: float = 10.0) -> None:
-        """Delete the group once its processes are gone (they are stopped first)."""
-        deadline = time.monotonic() + wait_s
-        while self.path.exists():
-            try:
-                self.path.rmdir()
-            except OSError:
-                if time.monotonic() > deadline:
-                    raise
-                time.sleep(0.2)
-
-
-def evict_page_cache(roots: Iterable[Path]) -> int:
-    """Drop the page cache of every file under `roots`; return the bytes of files visited.
-
-    Pages are charged to the cgroup that first reads them, so evicting first makes the next
-    reader pay, as a new pod's containers do for their image and their weights.
-    """
-    visited = 0
-    for root in roots:
-        for path in [root] if root.is_file() else root.rglob("*"):
-            if not path.is_file() or path.is_symlink():
-                continue
-            try:
-                fd = os.open(path, os.O_RDONLY)
-            except OSError:
-                continue
-            try:
-                os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
-                visited += os.fstat(fd).st_size
-            finally:
-                os.close(fd)
-    return visited
-
-
-# --------------------------------------------------------------------------------------------
-# The planner's prediction
-
-
-@dataclass(frozen=True)
-class Prediction:
-    """What the planner says vLLM's guard will see, and whether the KV budget passes it."""
-
-    prefetch: bool
-    guard_gib: float
-    accepts: bool
-    #: The planner's refusal line, when it refuses.
-    reason: str
-
-
-def guard_values(
-    values: Mapping[str, Any], profile: Mapping[str, Any], limit_gib: float, prefetch: bool
-) -> dict[str, Any]:
-    """The stack's values for one single-rank pod of `limit_gib` serving the guard model."""
-    return {
-        **values,
-        "model": GUARD_MODEL_NAME,
-        "modelProfile": dict(profile),
-        "pipelineStages": 1,
-        "podMemoryGiB": limit_gib,
-        "maxModelLen": MAX_MODEL_LEN,
-        "maxNumBatchedTokens": BATCHED_TOKENS,
-        "weightPrefetch": prefetch,
-    }
-
-
-def planner_pod_gib(values: Mapping[str, Any], profile: Mapping[str, Any], kv_bytes: int) -> float:
-    """The pod the planner would size for `kv_bytes` with the prefetch, plus one step.
-
-    The smallest multiple of `LIMIT_STEP_GIB` at which the planner accepts the budget: below it,
-    the planner itself refuses (weights and runtime do not fit, or the guard sees too little).
-    """
-    limit = LIMIT_STEP_GIB
-    while True:
-        try:
-            if predict(values, profile, limit, kv_bytes, prefetch=True).accepts:
-                return limit + LIMIT_STEP_GIB
-        except PlanError as error:
-            if error.key == "podMemoryGiB":  # past what the stack's node can give a pod
-                raise
-        limit += LIMIT_STEP_GIB
-
-
-def predict(
-    values: Mapping[str, Any],
-    profile: Mapping[str, Any],
-    limit_gib: float,
-    kv_bytes: int,
-    prefetch: bool,
-) -> Prediction:
-    """The planner's guard figure for the pod, and its verdict on `kv_bytes`.
-
-    Raises PlanError when the planner refuses the pod for another reason than the KV budget (the
-    weights and runtime do not fit the limit): then the experiment is mis-sized.
-    """
-    base = guard_values(values, profile, limit_gib, prefetch)
-    guard = plan(load_config({**base, "kvCacheBytes": "auto"}), "memory-guard").guard_available_gib
-    try:
-        plan(load_config({**base, "kvCacheBytes": kv_bytes}), "memory-guard")
-    except PlanError as error:
-        if error.key != "kvCacheBytes":
-            raise
-        return Prediction(prefetch, guard, False, str(error))
-    return Prediction(prefetch, guard, True, "")
 
 
 # --------------------------------------------------------------------------------------------
@@ -332,48 +141,6 @@ def engine_argv(model_dir: Path, kv_bytes: int, port: int, master_port: int) -> 
         port=port,
     )
     return engine_args(spec, "leader")
-
-
-def wrapped_engine(
-    hierarchy: MemoryHierarchy,
-    engine: Cgroup,
-    weights: Sequence[Path],
-    read_first: bool,
-    argv: Sequence[str],
-) -> list[str]:
-    """The engine's command: join the cgroup, optionally read the weights, bind, exec vLLM.
-
-    `unshare -m` gives the engine a private mount namespace: the bind mount that shows vLLM its
-    own cgroup at the hierarchy's root disappears with the engine's last process.
-    """
-    read = f"cat {shlex.join(str(w) for w in weights)} >/dev/null && " if read_first else ""
-    script = (
-        f"echo $$ > {shlex.quote(str(engine.procs))} && {read}"
-        f"mount --bind {shlex.quote(str(engine.path))} {shlex.quote(str(hierarchy.vllm_path))} "
-        '&& exec "$@"'
-    )
-    return ["unshare", "--mount", "--propagation", "private", "sh", "-c", script, "sh", *argv]
-
-
-def prefetch_in_sibling(
-    hierarchy: MemoryHierarchy, base: Cgroup, weights: Sequence[Path], timeout_s: float
-) -> int:
-    """Read the weights in a sibling cgroup, wait for the reader, remove the group.
-
-    Returns the bytes charged to that group, which stay off the engine's account.
-    """
-    sibling = Cgroup.create(hierarchy, base.path / "prefetch")
-    try:
-        script = (
-            f"echo $$ > {shlex.quote(str(sibling.procs))} && "
-            f"exec cat {shlex.join(str(w) for w in weights)} >/dev/null"
-        )
-        done = subprocess.run(["sh", "-c", script], timeout=timeout_s, check=False)
-        if done.returncode != 0:
-            raise RehearsalError(f"the prefetch reader failed with exit {done.returncode}")
-        return sibling.cache()
-    finally:
-        sibling.remove()
 
 
 def run_case(
@@ -553,6 +320,18 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+@dataclass(frozen=True)
+class Setup:
+    """What both cases share: the engine's Python and model, the pod limit, the KV budget, and
+    the planner's prediction for each case."""
+
+    python: Path
+    model_dir: Path
+    limit_gib: float
+    kv_bytes: int
+    predictions: dict[Case, Prediction]
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     progress = Progress()
@@ -563,48 +342,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                 print(f"skipped: {why}")
                 return 0
             progress(f"machine: {why}")
-            overrides = parse_overrides(args.overrides)
-            values = stack_values(args.stack, overrides)
-            cfg = load_config(values)
-            kv_bytes = int(args.kv_gib * GIB)
-            python = ensure_env(VENV_DIR, progress)
-            model_dir = ensure_tiny_model(
-                python,
-                tiny_model_config(cfg.profile(), 1),
-                progress,
-                target_bytes=args.target_bytes,
-            )
-            profile = tiny_profile(_config(model_dir), checkpoint_bytes(model_dir))
-            progress(f"model: {checkpoint_bytes(model_dir) / 1e9:.2f} GB of weights in {model_dir}")
-            limit_gib = _limit(args.limit_gib, values, profile, kv_bytes)
-            progress(
-                f"pod limit: {limit_gib:g} GiB"
-                + (" (planner's pod with the prefetch + 0.25)" if args.limit_gib == "auto" else "")
-            )
-            predictions = {
-                case: predict(values, profile, limit_gib, kv_bytes, case == "prefetched")
-                for case in CASES
-            }
+            setup = _setup(args, progress)
             log_dir = LOGS_DIR / time.strftime("%Y%m%d-%H%M%S-memory-guard")
-            outcomes: dict[Case, Outcome] = {}
-            for case in CASES:
-                p = predictions[case]
-                progress(
-                    f"{case}: planner says the guard sees {p.guard_gib:.2f} GiB and "
-                    f"{'accepts' if p.accepts else 'refuses'} {args.kv_gib:g} GiB of KV"
-                )
-                outcomes[case] = run_case(
-                    case,
-                    hierarchy,
-                    python,
-                    model_dir,
-                    int(limit_gib * GIB),
-                    kv_bytes,
-                    args.timeout,
-                    log_dir,
-                    progress,
-                )
-                progress(f"{case}: vLLM {outcomes[case].quote}")
+            outcomes = _run_cases(setup, hierarchy, args, log_dir, progress)
         except ConfigError as error:
             print(f"error: {error}", file=sys.stderr)
             return 2
@@ -614,10 +354,67 @@ def main(argv: Sequence[str] | None = None) -> int:
         except KeyboardInterrupt:
             print("error: interrupted", file=sys.stderr)
             return 130
-    print(render(predictions, outcomes, kv_bytes))
+    predictions = setup.predictions
+    print(render(predictions, outcomes, setup.kv_bytes))
     agree = all(outcomes[c].accepted is predictions[c].accepts for c in CASES)
     print(f"\nverdict: {'PASS' if agree else 'FAIL'}; logs in {log_dir.relative_to(REPO)}")
     return 0 if agree else 1
+
+
+def _setup(args: argparse.Namespace, progress: Progress) -> Setup:
+    """The stack's values, the env, the widened model, the pod limit and both predictions."""
+    overrides = parse_overrides(args.overrides)
+    values = stack_values(args.stack, overrides)
+    cfg = load_config(values)
+    kv_bytes = int(args.kv_gib * GIB)
+    python = ensure_env(VENV_DIR, progress)
+    model_dir = ensure_tiny_model(
+        python,
+        tiny_model_config(cfg.profile(), 1),
+        progress,
+        target_bytes=args.target_bytes,
+    )
+    profile = tiny_profile(model_config(model_dir), checkpoint_bytes(model_dir))
+    progress(f"model: {checkpoint_bytes(model_dir) / 1e9:.2f} GB of weights in {model_dir}")
+    limit_gib = _limit(args.limit_gib, values, profile, kv_bytes)
+    progress(
+        f"pod limit: {limit_gib:g} GiB"
+        + (" (planner's pod with the prefetch + 0.25)" if args.limit_gib == "auto" else "")
+    )
+    predictions = {
+        case: predict(values, profile, limit_gib, kv_bytes, case == "prefetched") for case in CASES
+    }
+    return Setup(python, model_dir, limit_gib, kv_bytes, predictions)
+
+
+def _run_cases(
+    setup: Setup,
+    hierarchy: MemoryHierarchy,
+    args: argparse.Namespace,
+    log_dir: Path,
+    progress: Progress,
+) -> dict[Case, Outcome]:
+    """Each case in turn, the planner's prediction announced before vLLM's answer."""
+    outcomes: dict[Case, Outcome] = {}
+    for case in CASES:
+        p = setup.predictions[case]
+        progress(
+            f"{case}: planner says the guard sees {p.guard_gib:.2f} GiB and "
+            f"{'accepts' if p.accepts else 'refuses'} {args.kv_gib:g} GiB of KV"
+        )
+        outcomes[case] = run_case(
+            case,
+            hierarchy,
+            setup.python,
+            setup.model_dir,
+            int(setup.limit_gib * GIB),
+            setup.kv_bytes,
+            args.timeout,
+            log_dir,
+            progress,
+        )
+        progress(f"{case}: vLLM {outcomes[case].quote}")
+    return outcomes
 
 
 def _limit(
@@ -636,10 +433,6 @@ def _limit(
             "pass e.g. --limit-gib 12.75",
         )
     return limit
-
-
-def _config(model_dir: Path) -> dict[str, Any]:
-    return json.loads((model_dir / "config.json").read_text(encoding="utf-8"))
 
 
 if __name__ == "__main__":

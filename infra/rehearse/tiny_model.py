@@ -105,6 +105,44 @@ def tiny_text_config(
     12B's 48 = 8 x (5 + 1) does), and the query heads must divide evenly among each kind's KV
     heads.
     """
+    _check_layout(
+        num_layers,
+        sliding_per_full,
+        sliding_kv_heads,
+        full_kv_heads,
+        num_attention_heads,
+        attention_k_eq_v,
+    )
+    return {
+        "architectures": ["Gemma4ForCausalLM"],
+        "model_type": "gemma4_text",
+        "dtype": "bfloat16",
+        "vocab_size": vocab_size,
+        "hidden_size": hidden_size,
+        "intermediate_size": intermediate_size,
+        "num_hidden_layers": num_layers,
+        "num_attention_heads": num_attention_heads,
+        "num_key_value_heads": sliding_kv_heads,
+        "head_dim": sliding_head_dim,
+        "num_global_key_value_heads": full_kv_heads,
+        "global_head_dim": full_head_dim,
+        "attention_k_eq_v": attention_k_eq_v,
+        "sliding_window": sliding_window,
+        "layer_types": layer_types(num_layers, sliding_per_full),
+        "max_position_embeddings": max_position_embeddings,
+        **_fixed_keys(vocab_size),
+    }
+
+
+def _check_layout(
+    num_layers: int,
+    sliding_per_full: int,
+    sliding_kv_heads: int,
+    full_kv_heads: int,
+    num_attention_heads: int,
+    attention_k_eq_v: bool,
+) -> None:
+    """Raise ValueError for a layout `tiny_text_config` cannot build (see its docstring)."""
     if sliding_per_full < 1 or num_layers < sliding_per_full + 1:
         raise ValueError(
             f"num_layers {num_layers} must hold at least one period of {sliding_per_full} "
@@ -128,23 +166,12 @@ def tiny_text_config(
             "full_kv_heads differs from sliding_kv_heads only with attention_k_eq_v; "
             "without it Gemma 4 full layers use num_key_value_heads"
         )
+
+
+def _fixed_keys(vocab_size: int) -> dict[str, Any]:
+    """The keys no layout changes: Gemma 4's RoPE, norms and soft-capping, no per-layer
+    embeddings, MoE or shared KV layers, and the tokenizer's special ids."""
     return {
-        "architectures": ["Gemma4ForCausalLM"],
-        "model_type": "gemma4_text",
-        "dtype": "bfloat16",
-        "vocab_size": vocab_size,
-        "hidden_size": hidden_size,
-        "intermediate_size": intermediate_size,
-        "num_hidden_layers": num_layers,
-        "num_attention_heads": num_attention_heads,
-        "num_key_value_heads": sliding_kv_heads,
-        "head_dim": sliding_head_dim,
-        "num_global_key_value_heads": full_kv_heads,
-        "global_head_dim": full_head_dim,
-        "attention_k_eq_v": attention_k_eq_v,
-        "sliding_window": sliding_window,
-        "layer_types": layer_types(num_layers, sliding_per_full),
-        "max_position_embeddings": max_position_embeddings,
         "rope_parameters": {
             SLIDING: {"rope_type": "default", "rope_theta": 10_000.0},
             FULL: {

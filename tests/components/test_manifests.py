@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 import shutil
@@ -81,12 +82,33 @@ def test_schema_check_catches_a_wrong_field() -> None:
     assert k8s_schemas.core_errors(svc, "1.34")
 
 
+# The upstream CRD file (kubernetes-sigs/lws v0.10.0, charts/lws/crds) and the committed
+# structure-only copy of its v1 schema, as canonical JSON. The copy is checked against the second
+# hash on every checkout, and against the upstream file itself wherever ../shared is beside it.
+UPSTREAM_CRD_SHA256 = "c5dcad8ed943e495490241f00b9a1b45d51203b6d484020db3636d5bf553568e"
+STRUCTURE_SHA256 = "35820124ad89f96c1361e47ddf4f64f835c8b606fa6d4fb80e1b035cf3e871f6"
+
+
+def _canonical_sha256(node: Any) -> str:
+    canonical = json.dumps(node, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(canonical.encode()).hexdigest()
+
+
 def test_committed_structure_copy_matches_the_upstream_crd() -> None:
-    upstream = k8s_schemas.upstream_schema()
-    if upstream is None:
-        pytest.skip("../shared/reference/lws-crd-v0.10.0.yaml is not beside this checkout")
-    copy = json.loads(k8s_schemas.STRUCTURE_COPY.read_text())["openAPIV3Schema"]
-    assert copy == k8s_schemas.strip_descriptions(upstream)
+    """Runs on every checkout: the copy is the one taken from upstream (an edit made to let a
+    manifest pass changes its hash); where ../shared is beside the checkout, the upstream file is
+    the pinned v0.10.0 and the copy is exactly its schema without descriptions."""
+    copy = k8s_schemas.lws_schema_copy()
+    assert _canonical_sha256(copy) == STRUCTURE_SHA256, (
+        "tests/schemas/lws-v0.10.0-structure.json is not the copy taken from upstream; "
+        "regenerate it from the upstream CRD with k8s_schemas.strip_descriptions"
+    )
+    if k8s_schemas.UPSTREAM_CRD.is_file():
+        digest = hashlib.sha256(k8s_schemas.UPSTREAM_CRD.read_bytes()).hexdigest()
+        assert digest == UPSTREAM_CRD_SHA256, f"{k8s_schemas.UPSTREAM_CRD} is not v0.10.0's CRD"
+        upstream = k8s_schemas.upstream_schema()
+        assert upstream is not None
+        assert copy == k8s_schemas.strip_descriptions(upstream)
 
 
 def test_command_lines_are_exactly_the_plan() -> None:

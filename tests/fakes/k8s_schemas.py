@@ -42,11 +42,16 @@ def upstream_schema() -> dict[str, Any] | None:
     return version["schema"]["openAPIV3Schema"]
 
 
+def lws_schema_copy() -> dict[str, Any]:
+    """The committed structure-only copy of the CRD's v1 openAPIV3Schema."""
+    return json.loads(STRUCTURE_COPY.read_text())["openAPIV3Schema"]
+
+
 @cache
 def lws_schema() -> dict[str, Any]:
     schema = upstream_schema()
     if schema is None:
-        schema = json.loads(STRUCTURE_COPY.read_text())["openAPIV3Schema"]
+        schema = lws_schema_copy()
     return _closed(copy.deepcopy(schema))
 
 

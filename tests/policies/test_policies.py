@@ -660,7 +660,8 @@ def pack(monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
 
     The real `PolicyPack` starts a gRPC server and sleeps until the engine kills the process.
     """
-    pulumi_policy = pytest.importorskip("pulumi_policy")
+    import pulumi_policy  # pinned in requirements-dev.txt: a missing pack SDK fails, not skips
+
     built: dict[str, Any] = {}
 
     def record(**kwargs: Any) -> None:

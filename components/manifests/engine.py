@@ -1,0 +1,67 @@
+"""The vLLM command line of one rank, shared by the pod templates and the rehearsal."""
+
+from __future__ import annotations
+
+import json
+import shlex
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Literal
+
+
+@dataclass(frozen=True)
+class EngineSpec:
+    """One vLLM rank's command line. The LWS fills the rank fields with LWS's injected variables;
+    the rehearsal fills them with loopback values."""
+
+    #: What vLLM loads: a local directory (prefetched) or a hub repository id.
+    model: str
+    #: The name clients ask for in the OpenAI API.
+    served_model_name: str
+    pipeline_stages: int
+    kv_cache_bytes: int
+    max_model_len: int
+    max_num_batched_tokens: int
+    #: Group size, this rank's index and the leader's address, as text (`$(LWS_GROUP_SIZE)`).
+    nnodes: str
+    node_rank: str
+    master_addr: str
+    master_port: int = 29501
+    port: int = 8000
+    #: Turn off image, audio and video inputs (the model is served text-only).
+    text_only: bool = True
+    dtype: str = "bfloat16"
+
+
+def engine_args(spec: EngineSpec, role: Literal["leader", "worker"]) -> list[str]:
+    """`vllm serve` arguments for one rank; workers are headless (no HTTP server)."""
+    args = [
+        "serve",
+        spec.model,
+        f"--served-model-name={spec.served_model_name}",
+        f"--pipeline-parallel-size={spec.pipeline_stages}",
+        "--tensor-parallel-size=1",
+        f"--nnodes={spec.nnodes}",
+        f"--node-rank={spec.node_rank}",
+        f"--master-addr={spec.master_addr}",
+        f"--master-port={spec.master_port}",
+        f"--kv-cache-memory-bytes={spec.kv_cache_bytes}",
+        f"--max-model-len={spec.max_model_len}",
+        f"--max-num-batched-tokens={spec.max_num_batched_tokens}",
+        f"--dtype={spec.dtype}",
+        "-cc.mode=2",
+        "-cc.backend=eager",
+    ]
+    if spec.text_only:
+        modalities = {"image": 0, "audio": 0, "video": 0}
+        args.append(f"--limit-mm-per-prompt={json.dumps(modalities, separators=(',', ':'))}")
+    if role == "leader":
+        args += ["--host=0.0.0.0", f"--port={spec.port}"]
+    else:
+        args.append("--headless")
+    return args
+
+
+def command_line(container: Mapping[str, Any]) -> str:
+    """A container's command and args as one shell-quoted line (for display)."""
+    return shlex.join([*container.get("command", []), *container.get("args", [])])

@@ -1,0 +1,110 @@
+"""What every object is built from: the `ServerSpec`, the shared names and labels."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from components.manifests.engine import EngineSpec
+
+LWS_API = "leaderworkerset.x-k8s.io/v1"
+LWS_NAME_LABEL = "leaderworkerset.sigs.k8s.io/name"
+LWS_WORKER_INDEX_LABEL = "leaderworkerset.sigs.k8s.io/worker-index"
+AUTHENTICATED_ANNOTATION = "gemma-graviton.dev/authenticated"
+HF_TOKEN_KEY = "token"
+API_KEY_KEY = "api-key"
+MODELS_MOUNT = "/models"
+CACHE_MOUNT = "/cache"
+HF_TOKEN_MOUNT = "/var/run/secrets/huggingface"
+RUN_AS = 10001
+
+Manifest = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class ServerSpec:
+    """Everything the model server's objects are built from."""
+
+    #: Base name; every object's name derives from it.
+    name: str
+    namespace: str
+    image: str
+    #: Hugging Face repository id of the model.
+    model: str
+    stages: int
+    replicas: int
+    pod_memory_gib: float
+    pod_cpu: int
+    shm_gib: int
+    kv_cache_bytes: int
+    max_model_len: int
+    max_num_batched_tokens: int
+    #: Download and read the weights in an init container before the engine starts.
+    weight_prefetch: bool
+    #: Size of the per-rank model directory (emptyDir limit, or the EBS claim).
+    model_volume_gib: int
+    #: Keep the weights on a persistent volume claim per rank instead of the node's disk.
+    persistent_models: bool
+    #: Storage class of the per-rank claims (when `persistent_models`).
+    storage_class: str | None
+    startup_timeout_seconds: int
+    #: Labels of the nodes the model pods must run on.
+    node_selector: Mapping[str, str]
+    allowed_cidrs: Sequence[str]
+    #: ACM certificate for a TLS listener on 443; plain HTTP on 80 without it.
+    tls_certificate_arn: str | None = None
+    port: int = 8000
+    master_port: int = 29501
+    extra_labels: Mapping[str, str] = field(default_factory=dict)
+
+    @property
+    def lws_name(self) -> str:
+        return f"{self.name}-vllm"
+
+    @property
+    def hf_secret_name(self) -> str:
+        return f"{self.name}-hf-token"
+
+    @property
+    def api_key_secret_name(self) -> str:
+        return f"{self.name}-api-key"
+
+    @property
+    def model_dir(self) -> str:
+        return f"{MODELS_MOUNT}/{self.model}"
+
+    def engine(self) -> EngineSpec:
+        return EngineSpec(
+            model=self.model_dir if self.weight_prefetch else self.model,
+            served_model_name=self.model,
+            pipeline_stages=self.stages,
+            kv_cache_bytes=self.kv_cache_bytes,
+            max_model_len=self.max_model_len,
+            max_num_batched_tokens=self.max_num_batched_tokens,
+            nnodes="$(LWS_GROUP_SIZE)",
+            node_rank="$(LWS_WORKER_INDEX)",
+            master_addr="$(LWS_LEADER_ADDRESS)",
+            master_port=self.master_port,
+            port=self.port,
+        )
+
+
+def object_labels(spec: ServerSpec, component: str) -> dict[str, str]:
+    """The labels every object of the model server carries."""
+    return {
+        "app.kubernetes.io/name": spec.name,
+        "app.kubernetes.io/component": component,
+        "app.kubernetes.io/part-of": "gemma-graviton",
+        **spec.extra_labels,
+    }
+
+
+def object_meta(spec: ServerSpec, name: str, component: str, **extra: Any) -> dict[str, Any]:
+    """Name, namespace and labels of a namespaced object, plus `extra` (annotations)."""
+    return {
+        "name": name,
+        "namespace": spec.namespace,
+        "labels": object_labels(spec, component),
+        **extra,
+    }
