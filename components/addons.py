@@ -25,6 +25,13 @@ class ClusterRef:
     oidc_provider_url: pulumi.Input[str]
 
 
+def aws_managed_policy(policy: str, parent: pulumi.Resource) -> pulumi.Output[str]:
+    """The ARN of an AWS-managed policy (`service-role/...` paths included) in the partition the
+    provider works in (aws, aws-cn, aws-us-gov), not a hard-coded `arn:aws:`."""
+    partition = aws.get_partition_output(opts=pulumi.InvokeOutputOptions(parent=parent))
+    return pulumi.Output.concat("arn:", partition.partition, ":iam::aws:policy/", policy)
+
+
 def service_account_role(
     name: str,
     *,
@@ -32,7 +39,7 @@ def service_account_role(
     oidc_provider_url: pulumi.Input[str],
     namespace: str,
     service_account: str,
-    managed_policy_arns: Sequence[str],
+    managed_policy_arns: Sequence[pulumi.Input[str]],
     parent: pulumi.Resource,
 ) -> aws.iam.Role:
     """A role only `namespace/service_account` can assume, with exactly `managed_policy_arns`."""
@@ -81,7 +88,7 @@ def addon_with_role(
     addon: str,
     namespace: str,
     service_account: str,
-    managed_policy_arns: Sequence[str],
+    managed_policy_arns: Sequence[pulumi.Input[str]],
     parent: pulumi.Resource,
     depends_on: Sequence[pulumi.Resource] = (),
 ) -> aws.eks.Addon:

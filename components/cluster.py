@@ -13,7 +13,7 @@ from __future__ import annotations
 import base64
 import json
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import pulumi
 import pulumi_aws as aws
@@ -25,6 +25,9 @@ AMI_TYPE = "AL2023_ARM_64_STANDARD"
 
 ROOT_DEVICE_NAME = "/dev/xvda"
 """The root volume's device name on the AL2023 EKS AMIs."""
+
+TAGGED_AT_LAUNCH = ("instance", "volume", "network-interface")
+"""What a node launch creates that costs money or names the stack: tagged from the template."""
 
 CONTROL_PLANE_LOG_TYPES = ("api", "audit", "authenticator")
 """Control-plane logs sent to CloudWatch: enough to debug access, not the noisy scheduler."""
@@ -78,6 +81,10 @@ class ClusterArgs:
     """Size of each node's encrypted gp3 root volume in GiB (images and model cache live here)."""
     node_labels: Mapping[str, str]
     """Kubernetes labels put on every node; the workload's nodeSelector uses them."""
+    instance_tags: Mapping[str, str] = field(default_factory=dict)
+    """Tags for each node's instance, root volume and network interfaces. The provider's default
+    tags do not reach what the node group's Auto Scaling group launches, and EKS does not copy
+    node group tags to instances, so they go in the launch template."""
 
     def __post_init__(self) -> None:
         if self.node_count < 1:
@@ -244,6 +251,16 @@ class Cluster(pulumi.ComponentResource):
                 http_put_response_hop_limit=1,
             ),
             user_data=base64.b64encode(NODE_CONFIG.encode()).decode(),
+            # "Default tags are currently not propagated to ASG created resources"
+            # (pulumi-aws 7.51.1 ec2/launch_template.py, `tag_specifications`).
+            tag_specifications=[
+                aws.ec2.LaunchTemplateTagSpecificationArgs(
+                    resource_type=kind, tags=dict(args.instance_tags)
+                )
+                for kind in TAGGED_AT_LAUNCH
+            ]
+            if args.instance_tags
+            else None,
             opts=child,
         )
 

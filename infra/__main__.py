@@ -22,12 +22,12 @@ from components.network import Network, NetworkArgs
 from components.observability import ClusterLogs, ClusterLogsArgs
 from components.storage import ModelVolumes, ModelVolumesArgs
 from infra.plan import wiring
-from infra.pulumi_config import place_zones, read_stack_config, stack_tags, warn_about
+from infra.pulumi_config import place_zones, read_stack_config, warn_about
 
 stack = pulumi.get_stack()
 cfg, plan, secrets = read_stack_config(stack)
 
-tags = stack_tags(cfg, stack)
+tags = wiring.stack_tags(cfg, stack)
 warn_about(cfg)
 
 # Default tags reach what the provider creates itself; what EC2 Auto Scaling, the EBS CSI driver
@@ -57,6 +57,7 @@ cluster = Cluster(
         node_count=plan.nodes,
         node_disk_gib=plan.node_disk_gib,
         node_labels=wiring.NODE_LABELS,
+        instance_tags=tags,
     ),
     opts=on_aws,
 )
@@ -71,7 +72,9 @@ logs = ClusterLogs("logs", ClusterLogsArgs(cluster_ref, wiring.NAMESPACE), opts=
 volumes = (
     ModelVolumes(
         "weights",
-        ModelVolumesArgs(cluster_ref, wiring.STORAGE_CLASS, wiring.STORAGE_THROUGHPUT_MIBPS),
+        ModelVolumesArgs(
+            cluster_ref, wiring.STORAGE_CLASS, wiring.STORAGE_THROUGHPUT_MIBPS, volume_tags=tags
+        ),
         opts=on_cluster,
     )
     if plan.model_cache == "volume"

@@ -71,18 +71,6 @@ def read_stack_config(stack: str) -> tuple[StackConfig, Plan, StackSecrets]:
     return cfg, result, secrets
 
 
-def stack_tags(cfg: StackConfig, stack: str) -> dict[str, str]:
-    """The tags on everything the stack pays for: the provider's default tags, the nodes' launch
-    template, the CSI volumes' storage class and the load balancer's annotation."""
-    return {
-        **cfg.tags,
-        "project": PROJECT,
-        "stack": stack,
-        "owner": cfg.owner,
-        "endDate": cfg.end_date.isoformat(),
-    }
-
-
 def warn_about(cfg: StackConfig, today: dt.date | None = None) -> None:
     """Log the plan's warnings (support window, open endpoint) so every preview shows them."""
     for line in support.warnings(cfg, today or dt.date.today()):

@@ -19,6 +19,8 @@ is re-exported below, and joins `all_objects` in apply order.
 from __future__ import annotations
 
 from components.manifests.access import (
+    NLB_TAGS_ANNOTATION,
+    aws_tags_annotation,
     leaders_selector,
     namespace,
     network_policy,
@@ -52,11 +54,13 @@ __all__ = [
     "LWS_NAME_LABEL",
     "LWS_WORKER_INDEX_LABEL",
     "MODELS_MOUNT",
+    "NLB_TAGS_ANNOTATION",
     "RUN_AS",
     "EngineSpec",
     "Manifest",
     "ServerSpec",
     "all_objects",
+    "aws_tags_annotation",
     "command_line",
     "engine_args",
     "leader_worker_set",

@@ -3,6 +3,7 @@ NetworkPolicy that keeps the ranks' ports inside their group."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Literal
 
 from components.manifests.spec import (
@@ -51,13 +52,31 @@ def leaders_selector(spec: ServerSpec) -> dict[str, str]:
     return {LWS_NAME_LABEL: spec.lws_name, LWS_WORKER_INDEX_LABEL: "0"}
 
 
+#: The cloud provider's annotation for tags on the NLB, its target groups and security group, as
+#: "k=v,k=v" (cloud-provider-aws pkg/providers/v1/aws.go
+#: `ServiceAnnotationLoadBalancerAdditionalTags`).
+NLB_TAGS_ANNOTATION = "service.beta.kubernetes.io/aws-load-balancer-additional-resource-tags"
+
+
+def aws_tags_annotation(tags: Mapping[str, str]) -> str:
+    """Tags in the annotation's "k=v,k=v" form (the config refuses ',' and '=' in tags)."""
+    return ",".join(f"{key}={value}" for key, value in sorted(tags.items()))
+
+
 def service(spec: ServerSpec) -> Manifest:
-    """An internet-facing NLB (in-tree annotations, handled by EKS's cloud controller)."""
+    """An internet-facing NLB, made by EKS's cloud controller (in-tree annotations).
+
+    The in-tree controller builds an internet-facing load balancer unless the Service carries
+    `aws-load-balancer-internal` (cloud-provider-aws pkg/providers/v1/aws.go); the
+    `aws-load-balancer-scheme` annotation is read only by the AWS Load Balancer Controller, which
+    this cluster does not run, so it is not set.
+    """
     annotations = {
         "service.beta.kubernetes.io/aws-load-balancer-type": "nlb",
-        "service.beta.kubernetes.io/aws-load-balancer-scheme": "internet-facing",
         AUTHENTICATED_ANNOTATION: "true",
     }
+    if spec.aws_tags:
+        annotations[NLB_TAGS_ANNOTATION] = aws_tags_annotation(spec.aws_tags)
     port = {"name": "http", "port": 80, "targetPort": "http", "protocol": "TCP"}
     if spec.tls_certificate_arn:
         annotations["service.beta.kubernetes.io/aws-load-balancer-ssl-cert"] = (

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from components.manifests.pods import pod_template
@@ -51,14 +52,24 @@ def leader_worker_set(spec: ServerSpec) -> Manifest:
     }
 
 
-def storage_class(name: str, throughput_mibps: int) -> Manifest:
-    """Encrypted gp3 through the EBS CSI driver, bound where the pod lands (the node's zone)."""
+def storage_class(
+    name: str, throughput_mibps: int, tags: Mapping[str, str] | None = None
+) -> Manifest:
+    """Encrypted gp3 through the EBS CSI driver, bound where the pod lands (the node's zone).
+
+    `tags` go on every volume the driver creates: parameters named `tagSpecification_<n>` with
+    "key=value" values (aws-ebs-csi-driver docs/tagging.md, v1.6.0 and later); the provider's
+    default tags never reach volumes the driver creates.
+    """
+    parameters = {"type": "gp3", "encrypted": "true", "throughput": str(throughput_mibps)}
+    for index, (key, value) in enumerate(sorted((tags or {}).items()), start=1):
+        parameters[f"tagSpecification_{index}"] = f"{key}={value}"
     return {
         "apiVersion": "storage.k8s.io/v1",
         "kind": "StorageClass",
         "metadata": {"name": name, "labels": {"app.kubernetes.io/part-of": "gemma-graviton"}},
         "provisioner": "ebs.csi.aws.com",
-        "parameters": {"type": "gp3", "encrypted": "true", "throughput": str(throughput_mibps)},
+        "parameters": parameters,
         "volumeBindingMode": "WaitForFirstConsumer",
         "reclaimPolicy": "Delete",
         "allowVolumeExpansion": True,

@@ -57,6 +57,8 @@ class ServerSpec:
     port: int = 8000
     master_port: int = 29501
     extra_labels: Mapping[str, str] = field(default_factory=dict)
+    #: AWS tags for what AWS creates on the objects' behalf (the load balancer).
+    aws_tags: Mapping[str, str] = field(default_factory=dict)
 
     @property
     def lws_name(self) -> str:

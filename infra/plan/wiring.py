@@ -4,7 +4,7 @@ component words, shared by the program and the offline render."""
 from __future__ import annotations
 
 from components.manifests import ServerSpec
-from infra.plan.config import StackConfig
+from infra.plan.config import PROJECT, StackConfig
 from infra.plan.sizing import Plan
 
 #: Label of the model node group; the model pods select it.
@@ -18,6 +18,19 @@ SERVER_NAME = "gemma"
 STORAGE_CLASS = "gemma-graviton-gp3"
 #: gp3 throughput of those volumes in MiB/s: the first start writes ~24 GB, every start reads it.
 STORAGE_THROUGHPUT_MIBPS = 250
+
+
+def stack_tags(cfg: StackConfig, stack: str) -> dict[str, str]:
+    """The tags on everything the stack pays for: the AWS provider's default tags, the nodes'
+    launch template (instances, root volumes, network interfaces), the storage class of the CSI
+    volumes and the load balancer's annotation."""
+    return {
+        **cfg.tags,
+        "project": PROJECT,
+        "stack": stack,
+        "owner": cfg.owner,
+        "endDate": cfg.end_date.isoformat(),
+    }
 
 
 def server_spec(cfg: StackConfig, plan: Plan) -> ServerSpec:
@@ -43,4 +56,5 @@ def server_spec(cfg: StackConfig, plan: Plan) -> ServerSpec:
         node_selector=NODE_LABELS,
         allowed_cidrs=tuple(str(c) for c in cfg.allowed_cidrs),
         tls_certificate_arn=cfg.tls_certificate_arn,
+        aws_tags=stack_tags(cfg, plan.stack),
     )

@@ -8,16 +8,11 @@ program that would crash on `pulumi preview` (import paths included) fails here.
 from __future__ import annotations
 
 import json
-import os
 import runpy
-import sys
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pulumi
 import pytest
-import yaml
 
 from components import manifests
 from infra.plan import wiring
@@ -25,70 +20,15 @@ from infra.plan.sizing import plan
 from infra.plan.stackfile import load_stack, stack_names
 from policies.rules import RULES
 from tests.fakes.pulumi_mocks import RecordingMocks, by_type, is_secret, named, one, resolve, run
+from tests.program.harness import HF_TOKEN, PROGRAM, run_program, stack_values
 
-REPO = Path(__file__).resolve().parents[2]
-PROGRAM = REPO / "infra"
 OUTPUTS = {
     "clusterName", "kubeconfig", "region", "availabilityZone", "nodeInstanceType", "nodeCount",
     "plan", "endpoint", "apiKey", "model", "maxModelLen", "kvCacheTokens", "curlExample",
     "namespace", "logGroup", "logsQuery",
 }  # fmt: skip
-HF_TOKEN = "hf_" + "x" * 34
 LWS = "kubernetes:leaderworkerset.x-k8s.io/v1:LeaderWorkerSet"
 NODE_GROUP = "eks:index:ManagedNodeGroup"
-
-
-def stack_values(stack: str) -> dict[str, Any]:
-    document = yaml.safe_load((REPO / "stacks" / f"Pulumi.{stack}.yaml").read_text())
-    return dict(document["config"])
-
-
-@pytest.fixture
-def exports(monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
-    recorded: dict[str, Any] = {}
-    monkeypatch.setattr(pulumi, "export", lambda name, value: recorded.__setitem__(name, value))
-    return recorded
-
-
-@pytest.fixture
-def as_pulumi_host() -> Iterator[None]:
-    """The host's view: cwd is the program folder, the repository root is not importable."""
-    saved_path, saved_cwd = list(sys.path), os.getcwd()
-    saved_modules = {
-        name: mod
-        for name, mod in sys.modules.items()
-        if name.split(".")[0] in ("infra", "components")
-    }
-    for name in saved_modules:
-        del sys.modules[name]
-    sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != REPO]
-    os.chdir(PROGRAM)
-    try:
-        yield
-    finally:
-        os.chdir(saved_cwd)
-        sys.path[:] = saved_path
-        for name in [n for n in sys.modules if n.split(".")[0] in ("infra", "components")]:
-            del sys.modules[name]
-        sys.modules.update(saved_modules)
-
-
-def run_program(
-    mocks: RecordingMocks, stack: str, overrides: dict[str, Any] | None = None, hf: bool = True
-) -> None:
-    values = {
-        **stack_values(stack),
-        **{f"gemma-graviton:{k}": v for k, v in (overrides or {}).items()},
-    }
-    secret_keys = []
-    if hf:
-        values["gemma-graviton:hfToken"] = HF_TOKEN
-        secret_keys.append("gemma-graviton:hfToken")
-    text = {k: v if isinstance(v, str) else json.dumps(v) for k, v in values.items()}
-    pulumi.runtime.set_mocks(mocks, project="gemma-graviton", stack=stack, preview=False,
-                             monitor=mocks.monitor)  # fmt: skip
-    pulumi.runtime.set_all_config(text, secret_keys)
-    run(lambda: runpy.run_path(str(PROGRAM), run_name="__main__"))
 
 
 @pytest.mark.usefixtures("as_pulumi_host")
@@ -261,7 +201,11 @@ def test_logging_addon_and_volume_cache(mocks: RecordingMocks, exports: dict[str
     assert "arn:aws:iam::aws:policy/service-role/AmazonEBSCSIDriverPolicy" in attachments
     assert "arn:aws:iam::aws:policy/CloudWatchAgentServerPolicy" in attachments
     sc = one(mocks.records, "kubernetes:storage.k8s.io/v1:StorageClass")
-    rendered = manifests.storage_class(wiring.STORAGE_CLASS, wiring.STORAGE_THROUGHPUT_MIBPS)
+    rendered = manifests.storage_class(
+        wiring.STORAGE_CLASS,
+        wiring.STORAGE_THROUGHPUT_MIBPS,
+        wiring.stack_tags(load_stack("dev", {"modelCache": "volume"}), "dev"),
+    )
     for key in ("provisioner", "parameters", "volumeBindingMode", "reclaimPolicy"):
         assert sc.inputs[key] == rendered[key], (sc.urn, key)
     assert sc.inputs["provisioner"] == "ebs.csi.aws.com"
