@@ -23,6 +23,10 @@ class ClusterRef:
     oidc_provider_arn: pulumi.Input[str]
     #: Issuer URL of that provider (the condition keys' prefix).
     oidc_provider_url: pulumi.Input[str]
+    #: The node group: an add-on whose pods have nowhere to run never turns ACTIVE, and on
+    #: destroy it must go before the nodes (the CSI controller deletes volumes, the agent ships
+    #: the last logs).
+    nodes: pulumi.Resource | None = None
 
 
 def aws_managed_policy(policy: str, parent: pulumi.Resource) -> pulumi.Output[str]:
@@ -119,5 +123,8 @@ def addon_with_role(
         service_account_role_arn=role.arn,
         resolve_conflicts_on_create="OVERWRITE",
         resolve_conflicts_on_update="OVERWRITE",
-        opts=pulumi.ResourceOptions(parent=parent, depends_on=list(depends_on)),
+        opts=pulumi.ResourceOptions(
+            parent=parent,
+            depends_on=[*depends_on, *([cluster.nodes] if cluster.nodes is not None else [])],
+        ),
     )

@@ -28,6 +28,10 @@ class ModelServerArgs:
     storage: pulumi.Resource | None = None
     #: API key clients must send; `None` generates one that stays stable across updates.
     api_key: pulumi.Input[str] | None = None
+    #: The node group. The group's pods need it, and on destroy the Service (whose NLB and
+    #: security-group rules the cloud controller removes) and the group (whose volume claims the
+    #: CSI controller on those nodes releases) must be gone before the nodes are.
+    nodes: pulumi.Resource | None = None
 
 
 def _meta(obj: manifests.Manifest, namespace: pulumi.Output[str]) -> dict[str, Any]:
@@ -81,7 +85,13 @@ class ModelServer(pulumi.ComponentResource):
 
         svc_obj = manifests.service(spec)
         svc = k8s.core.v1.Service(
-            f"{name}-svc", metadata=_meta(svc_obj, in_ns), spec=svc_obj["spec"], opts=child
+            f"{name}-svc",
+            metadata=_meta(svc_obj, in_ns),
+            spec=svc_obj["spec"],
+            # Destroyed before the nodes and the cluster: pulumi-kubernetes deletes in the
+            # foreground and waits until the object is gone, so the cloud controller has removed
+            # the NLB (and its finalizer) before the VPC's deletion starts.
+            opts=pulumi.ResourceOptions(parent=self, depends_on=_nodes(args)),
         )
 
         self.endpoint = _endpoint(spec, svc, group)
@@ -134,9 +144,14 @@ class ModelServer(pulumi.ComponentResource):
                     args.lws_controller,
                     *secrets,
                     *([args.storage] if args.storage else []),
+                    *_nodes(args),
                 ],
             ),
         )
+
+
+def _nodes(args: ModelServerArgs) -> list[pulumi.Resource]:
+    return [args.nodes] if args.nodes is not None else []
 
 
 def _secret(

@@ -67,6 +67,7 @@ cluster_ref = ClusterRef(
     kubernetes_version=cfg.kubernetes_version,
     oidc_provider_arn=cluster.oidc_provider_arn,
     oidc_provider_url=cluster.oidc_provider_url,
+    nodes=cluster.node_group,
 )
 logs = ClusterLogs("logs", ClusterLogsArgs(cluster_ref, wiring.NAMESPACE), opts=on_aws)
 volumes = (
@@ -80,7 +81,7 @@ volumes = (
     if plan.model_cache == "volume"
     else None
 )
-lws = LwsController("lws", LwsControllerArgs(), opts=on_cluster)
+lws = LwsController("lws", LwsControllerArgs(nodes=cluster.node_group), opts=on_cluster)
 server = ModelServer(
     "model",
     ModelServerArgs(
@@ -89,6 +90,7 @@ server = ModelServer(
         api_key=secrets.api_key,
         lws_controller=lws,
         storage=volumes,
+        nodes=cluster.node_group,
     ),
     opts=on_cluster,
 )

@@ -10,7 +10,8 @@ One module per object, re-exported here as `manifests.X`:
 - `engine`: one rank's `vllm serve` command line;
 - `pods`: the leader and worker pod templates (engine container, weight prefetch, volumes);
 - `lws`: the LeaderWorkerSet and the storage class of its per-rank claims;
-- `access`: the namespace, the Secrets, the leaders-only Service and the NetworkPolicy.
+- `access`: the namespace, the Secrets, the leaders-only Service and the NetworkPolicy;
+- `gate`: the Job that waits until the LeaderWorkerSet webhooks admit objects.
 
 A new object (a front-door proxy's container and config, say) gets its own module beside these,
 is re-exported below, and joins `all_objects` in apply order.
