@@ -447,6 +447,14 @@ class StackConfig(BaseModel):
                     f"{zone} is not a zone of region {self.region}",
                     f"use a zone such as {self.region}a, or change `region`",
                 )
+        both = sorted(set(self.cluster_admin_arns) & set(self.cluster_viewer_arns))
+        if both:
+            raise ConfigError(
+                "clusterViewerArns",
+                f"{both[0]} is in `clusterAdminArns` too (EKS allows one access entry per "
+                "principal)",
+                "keep it in one of the two lists",
+            )
         if self.control_plane_zone == self.availability_zone:
             raise ConfigError(
                 "controlPlaneZone",

@@ -116,6 +116,14 @@ BAD_INPUTS = [
         "ARN; list IAM role or user ARNs such as arn:aws:iam::123456789012:role/platform-admin",
     ),
     (
+        [
+            "clusterAdminArns=[arn:aws:iam::123456789012:role/a]",
+            "clusterViewerArns=[arn:aws:iam::123456789012:role/a]",
+        ],
+        "`clusterViewerArns` arn:aws:iam::123456789012:role/a is in `clusterAdminArns` too (EKS "
+        "allows one access entry per principal); keep it in one of the two lists",
+    ),
+    (
         ["endpointPublicAccessCidrs=[]"],
         "`endpointPublicAccessCidrs` must list at least one value (got []); list the IPv4 ranges "
         "of your operators and CI runners, such as 198.51.100.0/24",

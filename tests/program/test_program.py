@@ -271,3 +271,29 @@ def test_zones_may_be_named_by_id_and_the_second_zone_is_one_eks_accepts(
     # use1-az6 is us-east-1c here; us-east-1a is use1-az3, where EKS refuses control planes.
     assert zones == {"us-east-1c", "us-east-1b"}, zones
     assert resolve(exports["availabilityZone"]) == "us-east-1c"
+
+
+@pytest.mark.usefixtures("as_pulumi_host")
+@pytest.mark.parametrize("stack", stack_names())
+def test_the_configured_principals_can_use_kubectl(
+    stack: str, mocks: RecordingMocks, exports: dict[str, Any]
+) -> None:
+    run_program(mocks, stack)
+    cfg = load_stack(stack)
+    policies = {
+        r.inputs["principalArn"]: r.inputs["policyArn"].rsplit("/", 1)[-1]
+        for r in by_type(mocks.records, "aws:eks/accessPolicyAssociation:AccessPolicyAssociation")
+    }
+    assert policies == {
+        **dict.fromkeys(cfg.cluster_admin_arns, "AmazonEKSClusterAdminPolicy"),
+        **dict.fromkeys(cfg.cluster_viewer_arns, "AmazonEKSAdminViewPolicy"),
+    }
+    assert cfg.cluster_admin_arns, f"stack {stack} names no cluster admin"
+    entries = {
+        r.inputs["principalArn"] for r in by_type(mocks.records, "aws:eks/accessEntry:AccessEntry")
+    }
+    assert entries == set(policies)
+    eks_cluster = one(mocks.records, "eks:index:Cluster")
+    assert eks_cluster.inputs["publicAccessCidrs"] == [
+        str(c) for c in cfg.endpoint_public_access_cidrs
+    ]
