@@ -81,7 +81,21 @@ class ModelServer(pulumi.ComponentResource):
             f"{name}-netpol", metadata=_meta(policy, in_ns), spec=policy["spec"], opts=child
         )
 
-        group = self._group(name, args, in_ns, secrets)
+        claims = [
+            k8s.core.v1.PersistentVolumeClaim(
+                f"{name}-{obj['metadata']['name']}",
+                metadata=_meta(obj, in_ns),
+                spec=obj["spec"],
+                # The class names the CSI driver; on destroy the claims (and so the volumes) go
+                # before the class, the driver and the nodes.
+                opts=pulumi.ResourceOptions(
+                    parent=self,
+                    depends_on=[*([args.storage] if args.storage else []), *_nodes(args)],
+                ),
+            )
+            for obj in manifests.model_claims(spec)
+        ]
+        group = self._group(name, args, in_ns, [*secrets, *claims])
 
         svc_obj = manifests.service(spec)
         svc = k8s.core.v1.Service(
@@ -126,9 +140,9 @@ class ModelServer(pulumi.ComponentResource):
         name: str,
         args: ModelServerArgs,
         in_ns: pulumi.Output[str],
-        secrets: list[k8s.core.v1.Secret],
+        needs: list[pulumi.Resource],
     ) -> k8s.apiextensions.CustomResource:
-        """The LeaderWorkerSet, created once its controller, secrets and storage exist."""
+        """The LeaderWorkerSet, created once its controller, secrets, claims and storage exist."""
         lws = manifests.leader_worker_set(args.spec)
         return k8s.apiextensions.CustomResource(
             f"{name}-lws",
@@ -142,7 +156,7 @@ class ModelServer(pulumi.ComponentResource):
                 parent=self,
                 depends_on=[
                     args.lws_controller,
-                    *secrets,
+                    *needs,
                     *([args.storage] if args.storage else []),
                     *_nodes(args),
                 ],

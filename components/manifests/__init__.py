@@ -29,7 +29,13 @@ from components.manifests.access import (
     service,
 )
 from components.manifests.engine import EngineSpec, command_line, engine_args
-from components.manifests.lws import leader_worker_set, storage_class
+from components.manifests.lws import (
+    MODELS_CLAIM,
+    leader_worker_set,
+    model_claims,
+    rank_pods,
+    storage_class,
+)
 from components.manifests.spec import (
     API_KEY_KEY,
     AUTHENTICATED_ANNOTATION,
@@ -54,6 +60,7 @@ __all__ = [
     "LWS_API",
     "LWS_NAME_LABEL",
     "LWS_WORKER_INDEX_LABEL",
+    "MODELS_CLAIM",
     "MODELS_MOUNT",
     "NLB_TAGS_ANNOTATION",
     "RUN_AS",
@@ -66,8 +73,10 @@ __all__ = [
     "engine_args",
     "leader_worker_set",
     "leaders_selector",
+    "model_claims",
     "namespace",
     "network_policy",
+    "rank_pods",
     "secret",
     "service",
     "storage_class",
@@ -81,6 +90,7 @@ def all_objects(spec: ServerSpec, hf_token: str, api_key: str) -> list[Manifest]
         secret(spec, "hf-token", hf_token),
         secret(spec, "api-key", api_key),
         network_policy(spec),
+        *model_claims(spec),
         leader_worker_set(spec),
         service(spec),
     ]

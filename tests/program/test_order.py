@@ -68,3 +68,41 @@ def test_the_leaderworkerset_waits_for_the_webhook_gate(
     assert job.inputs["spec"]["activeDeadlineSeconds"] == 600, job.urn
     timeout = int(job.inputs["metadata"]["annotations"]["pulumi.com/timeoutSeconds"])
     assert timeout > job.inputs["spec"]["activeDeadlineSeconds"], job.urn
+
+
+PVC = "kubernetes:core/v1:PersistentVolumeClaim"
+
+
+@pytest.mark.usefixtures("as_pulumi_host")
+@pytest.mark.parametrize("stack", stack_names())
+def test_weight_volumes_survive_a_group_recreation_and_go_before_the_driver(
+    stack: str, mocks: RecordingMocks, exports: dict[str, Any]
+) -> None:
+    run_program(mocks, stack, {"modelCache": "volume", "replicas": 2})
+    lws = one(mocks.records, LWS)
+    template = lws.inputs["spec"]["leaderWorkerTemplate"]
+    size, replicas = int(template["size"]), int(lws.inputs["spec"]["replicas"])
+    # The StatefulSets keep their claims when LWS deletes them on a group recreation...
+    assert template["persistentVolumeClaimRetentionPolicy"] == {
+        "whenDeleted": "Retain",
+        "whenScaled": "Retain",
+    }
+    # ...and every rank of every group has one, made by Pulumi under the name the StatefulSet
+    # looks for, so Pulumi deletes them on destroy.
+    claims = by_type(mocks.records, PVC)
+    names = {c.inputs["metadata"]["name"] for c in claims}
+    lws_name = lws.inputs["metadata"]["name"]
+    expected = set()
+    for group in range(replicas):
+        expected.add(f"models-{lws_name}-{group}")
+        expected |= {f"models-{lws_name}-{group}-{rank}" for rank in range(1, size)}
+    assert names == expected
+    sc = one(mocks.records, STORAGE_CLASS)
+    nodes = one(mocks.records, NODE_GROUP)
+    for claim in claims:
+        assert claim.inputs["spec"]["storageClassName"] == sc.inputs["metadata"]["name"]
+        _depends_on(mocks, lws, claim)
+        _depends_on(mocks, claim, nodes)
+        assert set(mocks.monitor.dependencies[claim.urn]) & {
+            r.urn for r in mocks.records if r.parent and "ModelVolumes" in r.parent
+        }, claim.urn
