@@ -224,6 +224,10 @@ MODELS: dict[str, ModelProfile] = {
 IMAGE_DISK_GIB = 14
 #: The node's own root filesystem, logs and kubelet state.
 NODE_OS_DISK_GIB = 8
+#: vLLM images a node holds at once: during an image upgrade the new image is pulled while the
+#: old one is still on disk (kubelet's image garbage collection removes an image only once no
+#: container uses it, and only above its disk threshold).
+IMAGES_ON_NODE_DURING_UPGRADE = 2
 
 #: Cold-start phases after the download, as measured for the 12B on m7g.2xlarge: loading the
 #: weights into memory, and vLLM's warm-up (compile and profile) before /health turns 200.
