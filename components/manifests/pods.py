@@ -21,9 +21,11 @@ from components.manifests.spec import (
     object_labels,
 )
 
-# Downloads the repository into the model volume, then reads every file once, so the page cache
-# is charged to this container's cgroup; it is gone when vLLM's guard measures the engine
-# container. On a persistent volume a finished download is only verified.
+# Downloads the pinned commit into the model volume, then reads every file once, so the page
+# cache is charged to this container's cgroup; it is gone when vLLM's guard measures the engine
+# container. On a persistent volume a finished download is only verified. A failed download is
+# retried here with back-off (huggingface_hub resumes the files it has): exiting would fail the
+# pod, and LWS would recreate the whole group, every rank starting again from zero.
 _PREFETCH = """
 set -eu
 python3 - <<'PY'
@@ -32,10 +34,23 @@ from pathlib import Path
 from huggingface_hub import snapshot_download
 
 repo, target = os.environ["MODEL_REPO"], Path(os.environ["MODEL_DIR"])
+revision = os.environ.get("MODEL_REVISION") or None
+attempts = int(os.environ["DOWNLOAD_ATTEMPTS"])
 start = time.time()
-snapshot_download(repo, local_dir=target, allow_patterns=[
-    "*.json", "*.safetensors", "*.model", "*.txt", "*.jinja", "tokenizer*"])
-print(f"downloaded {repo} in {time.time() - start:.0f} s", flush=True)
+for attempt in range(1, attempts + 1):
+    try:
+        snapshot_download(repo, revision=revision, local_dir=target, allow_patterns=[
+            "*.json", "*.safetensors", "*.model", "*.txt", "*.jinja", "tokenizer*"])
+        break
+    except Exception as error:  # network, throttling, hub errors: all worth another try
+        if attempt == attempts:
+            sys.exit(f"download of {repo}@{revision or 'main'} failed {attempts} times, "
+                     f"last: {error!r}")
+        pause = min(300, 15 * 2 ** (attempt - 1))
+        print(f"download attempt {attempt}/{attempts} failed ({error!r}); retrying in "
+              f"{pause} s", flush=True)
+        time.sleep(pause)
+print(f"downloaded {repo}@{revision or 'main'} in {time.time() - start:.0f} s", flush=True)
 start, total = time.time(), 0
 for path in sorted(p for p in target.rglob("*") if p.is_file() and ".cache" not in p.parts):
     with open(path, "rb") as handle:
@@ -45,6 +60,9 @@ print(f"read {total / 2**30:.1f} GiB through the page cache in {time.time() - st
       flush=True)
 PY
 """
+#: Download attempts before the init container gives up (back-off 15 s doubling, at most 300 s:
+#: about 12 minutes of retrying in all).
+DOWNLOAD_ATTEMPTS = 6
 
 # Headless ranks start only once the leader's name resolves (LWS #746): vLLM gives up on an
 # unresolvable master address instead of retrying.
@@ -117,6 +135,8 @@ def _prefetch_container(spec: ServerSpec) -> dict[str, Any]:
         "env": [
             {"name": "MODEL_REPO", "value": spec.model},
             {"name": "MODEL_DIR", "value": spec.model_dir},
+            {"name": "MODEL_REVISION", "value": spec.model_revision or ""},
+            {"name": "DOWNLOAD_ATTEMPTS", "value": str(DOWNLOAD_ATTEMPTS)},
             {"name": "HF_TOKEN_PATH", "value": f"{HF_TOKEN_MOUNT}/{HF_TOKEN_KEY}"},
             {"name": "HOME", "value": CACHE_MOUNT},
             {"name": "HF_HOME", "value": f"{CACHE_MOUNT}/huggingface"},

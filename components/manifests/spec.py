@@ -57,6 +57,8 @@ class ServerSpec:
     port: int = 8000
     master_port: int = 29501
     extra_labels: Mapping[str, str] = field(default_factory=dict)
+    #: Hub commit every rank downloads (None: the repository's `main`, unpinned).
+    model_revision: str | None = None
     #: AWS tags for what AWS creates on the objects' behalf (the load balancer).
     aws_tags: Mapping[str, str] = field(default_factory=dict)
 
@@ -89,6 +91,8 @@ class ServerSpec:
             master_addr="$(LWS_LEADER_ADDRESS)",
             master_port=self.master_port,
             port=self.port,
+            # A prefetched directory is already that commit; vLLM downloading itself needs it.
+            revision=None if self.weight_prefetch else self.model_revision,
         )
 
 

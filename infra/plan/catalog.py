@@ -180,6 +180,11 @@ class ModelProfile:
     max_context: int
     tied_embeddings: bool = True
     dtype_bytes: int = 2
+    #: A commit of the model's hub repository that was checked to load with the pinned vLLM, and
+    #: the day it was checked; `modelRevision: auto` deploys it. None: no commit has been
+    #: checked yet, and the plan warns that ranks would download `main` independently.
+    revision: str | None = None
+    revision_checked: dt.date | None = None
     #: Per-pod runtime overhead beyond weights and KV cache (API server, engine core, activation
     #: buffers, allocator arenas) = base + per_weight x the pod's weight GiB. Calibrated on two
     #: measured deployments: a 1B model in one pod (~2 GiB of weights, 5.7 GiB overhead) and

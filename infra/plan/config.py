@@ -250,6 +250,18 @@ class StackConfig(BaseModel):
             json_schema_extra=_fix("use none or volume"),
         ),
     ] = "none"
+    model_revision: Annotated[
+        str,
+        Field(
+            alias="modelRevision",
+            pattern=r"^(auto|[0-9a-f]{40})$",
+            description="Commit of the model's hub repository that every rank downloads; auto "
+            "= the catalogue's checked commit.",
+            json_schema_extra=_fix(
+                "use auto or a 40-character commit SHA from the model's hub repository"
+            ),
+        ),
+    ] = "auto"
     download_mbps: Annotated[
         float,
         Field(
@@ -475,6 +487,13 @@ class StackConfig(BaseModel):
                 "choose one of those, or describe the model in `modelProfile`",
             )
         return self
+
+    @property
+    def revision(self) -> str | None:
+        """The commit every rank downloads: the stack's, else the catalogue's checked one."""
+        if self.model_revision != "auto":
+            return self.model_revision
+        return self.profile().revision
 
     @property
     def kubernetes(self) -> catalog.KubernetesVersion:

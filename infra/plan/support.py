@@ -51,6 +51,12 @@ def warnings(cfg: StackConfig, today: dt.date) -> list[str]:
             f"costs ${catalog.EKS_EXTENDED_USD_PER_HOUR:.2f}/h instead of "
             f"${catalog.EKS_STANDARD_USD_PER_HOUR:.2f}/h; {upgrade}"
         )
+    if cfg.revision is None:
+        found.append(
+            f"`modelRevision` is not pinned and the catalogue holds no checked commit of "
+            f"{cfg.model}: every rank downloads `main` on its own and two ranks can load "
+            "different commits; set it to a 40-character commit SHA"
+        )
     if any(net.prefixlen == 0 for net in cfg.endpoint_public_access_cidrs):
         found.append(
             "`endpointPublicAccessCidrs` admits the whole internet to the EKS API endpoint; "

@@ -57,4 +57,5 @@ def server_spec(cfg: StackConfig, plan: Plan) -> ServerSpec:
         allowed_cidrs=tuple(str(c) for c in cfg.allowed_cidrs),
         tls_certificate_arn=cfg.tls_certificate_arn,
         aws_tags=stack_tags(cfg, plan.stack),
+        model_revision=cfg.revision,
     )

@@ -124,6 +124,11 @@ BAD_INPUTS = [
         "allows one access entry per principal); keep it in one of the two lists",
     ),
     (
+        ["modelRevision=main"],
+        "`modelRevision` has the wrong form (got 'main'); use auto or a 40-character commit SHA "
+        "from the model's hub repository",
+    ),
+    (
         ["endpointPublicAccessCidrs=[]"],
         "`endpointPublicAccessCidrs` must list at least one value (got []); list the IPv4 ranges "
         "of your operators and CI runners, such as 198.51.100.0/24",

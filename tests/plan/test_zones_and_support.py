@@ -18,6 +18,7 @@ US_EAST_1 = [
     Zone("us-east-1c", "use1-az6"),
 ]
 ALL_IDS = {z.zone_id for z in US_EAST_1}
+SHA = "0123456789abcdef0123456789abcdef01234567"
 
 
 def _place(az: str, cp: str = "auto", offered: set[str] = ALL_IDS):
@@ -95,7 +96,8 @@ def test_the_default_version_is_in_standard_support_today_and_for_sixty_days() -
         f"{version.version} leaves standard support on {version.standard_support_end}"
     )
     for stack in stack_names():
-        assert support.warnings(load_stack(stack), today) == [], stack
+        found = support.warnings(load_stack(stack, {"modelRevision": SHA}), today)
+        assert found == [], stack
 
 
 def test_every_catalogued_version_has_fourteen_months_of_standard_support() -> None:
@@ -108,7 +110,7 @@ def test_every_catalogued_version_has_fourteen_months_of_standard_support() -> N
 
 
 def test_the_plan_warns_sixty_days_before_standard_support_ends() -> None:
-    cfg = load_stack("dev", {"kubernetesVersion": "1.34"})
+    cfg = load_stack("dev", {"kubernetesVersion": "1.34", "modelRevision": SHA})
     assert support.warnings(cfg, dt.date(2026, 10, 1)) == []
     (warning,) = support.warnings(cfg, dt.date(2026, 11, 30))
     assert warning == (
@@ -120,7 +122,7 @@ def test_the_plan_warns_sixty_days_before_standard_support_ends() -> None:
 
 
 def test_an_endpoint_open_to_the_internet_is_a_warning() -> None:
-    cfg = load_stack("dev", {"endpointPublicAccessCidrs": ["0.0.0.0/0"]})
+    cfg = load_stack("dev", {"endpointPublicAccessCidrs": ["0.0.0.0/0"], "modelRevision": SHA})
     assert support.warnings(cfg, dt.date(2026, 11, 30)) == [
         "`endpointPublicAccessCidrs` admits the whole internet to the EKS API endpoint; list "
         "only your operators' and CI runners' ranges"
@@ -132,3 +134,15 @@ def test_the_cli_shows_the_support_window(capsys: pytest.CaptureFixture[str]) ->
     out = capsys.readouterr().out
     assert "1.33: EXTENDED support since 2026-07-29" in out
     assert "warnings:\n  - `kubernetesVersion` 1.33 left EKS standard support" in out
+
+
+def test_an_unpinned_model_is_a_warning_until_the_catalogue_holds_a_checked_commit() -> None:
+    cfg = load_stack("dev")
+    assert cfg.revision == catalog.MODELS[cfg.model].revision
+    if cfg.revision is None:
+        assert support.warnings(cfg, dt.date(2026, 11, 30)) == [
+            "`modelRevision` is not pinned and the catalogue holds no checked commit of "
+            "google/gemma-4-12B-it: every rank downloads `main` on its own and two ranks can "
+            "load different commits; set it to a 40-character commit SHA"
+        ]
+    assert load_stack("dev", {"modelRevision": SHA}).revision == SHA
