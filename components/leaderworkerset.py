@@ -12,6 +12,13 @@ from components.manifests import gate
 
 LWS_CHART = "oci://registry.k8s.io/lws/charts/lws"
 LWS_CHART_VERSION = "0.10.0"
+#: The chart's controller meets baseline (non-root, no capabilities) but sets no seccomp profile,
+#: which restricted requires (charts/lws/values.yaml v0.10.0); the gate Job meets restricted.
+POD_SECURITY_LABELS = {
+    "pod-security.kubernetes.io/enforce": "baseline",
+    "pod-security.kubernetes.io/warn": "restricted",
+    "pod-security.kubernetes.io/audit": "restricted",
+}
 
 
 @dataclass(frozen=True)
@@ -55,7 +62,10 @@ class LwsController(pulumi.ComponentResource):
         on_nodes = [args.nodes] if args.nodes is not None else []
         ns = k8s.core.v1.Namespace(
             f"{name}-ns",
-            metadata={"name": args.namespace, "labels": {"app.kubernetes.io/part-of": "lws"}},
+            metadata={
+                "name": args.namespace,
+                "labels": {"app.kubernetes.io/part-of": "lws", **POD_SECURITY_LABELS},
+            },
             opts=child,
         )
         self.chart = k8s.helm.v4.Chart(

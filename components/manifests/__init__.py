@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from components.manifests.access import (
     NLB_TAGS_ANNOTATION,
+    POD_SECURITY_LABELS,
     aws_tags_annotation,
     leaders_selector,
     namespace,
@@ -63,6 +64,7 @@ __all__ = [
     "MODELS_CLAIM",
     "MODELS_MOUNT",
     "NLB_TAGS_ANNOTATION",
+    "POD_SECURITY_LABELS",
     "RUN_AS",
     "EngineSpec",
     "Manifest",

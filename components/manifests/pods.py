@@ -78,10 +78,21 @@ def _resources(spec: ServerSpec) -> dict[str, dict[str, str]]:
 
 
 def _security_context() -> dict[str, Any]:
-    # vLLM's CPU backend binds its OpenMP threads to cores and sets its own memory policy
-    # (mbind, set_mempolicy, migrate_pages on itself). The runtime's default seccomp profile
-    # admits those syscalls only with CAP_SYS_NICE, which a non-root process cannot hold; on its
-    # own pages the syscalls need no capability, so the engine runs unconfined instead.
+    # Accepted finding: the engine runs seccomp Unconfined. vLLM's CPU backend binds its OpenMP
+    # threads and then its memory (csrc/cpu/utils.cpp `init_cpu_threads_env`: numa_available(),
+    # numa_migrate_pages(), numa_set_membind(), i.e. get_mempolicy, migrate_pages,
+    # set_mempolicy). The runtime's default profile admits the mempolicy calls only with
+    # CAP_SYS_NICE, which a non-root process cannot hold, and refuses them with EPERM; libnuma
+    # before 2.0.19 treats only ENOSYS as "no NUMA", so numa_available() still says yes and the
+    # failed migrate_pages aborts the engine ("numa_migrate_pages failed"). (Which libnuma the
+    # pinned image carries was not checked here; with 2.0.19 or later RuntimeDefault would skip
+    # the memory binding and keep the thread binding.) The narrower alternative, a Localhost
+    # profile (the runtime
+    # default plus those calls) written to /var/lib/kubelet/seccomp by the node's user data
+    # (cloud-init runs before nodeadm starts kubelet: amazon-eks-ami nodeadm-run.service
+    # After=cloud-final.service), was not taken: this project cannot start real vLLM under a
+    # seccomp filter, and a profile missing one syscall would kill the first start. Everything
+    # else stays restricted: non-root, no privilege escalation, no capabilities, read-only root.
     return {
         "allowPrivilegeEscalation": False,
         "readOnlyRootFilesystem": True,
