@@ -145,8 +145,8 @@ class Cluster(pulumi.ComponentResource):
     """ARN of the nodes' IAM role."""
     node_group_name: pulumi.Output[str]
     """The managed node group's physical name."""
-    access_entries: list[aws.eks.AccessEntry]
-    """The access entries of `admin_arns` and `viewer_arns`."""
+    access_entries: list[pulumi.Resource]
+    """The access entries of `admin_arns` and `viewer_arns` and their policy associations."""
     node_group: eks.ManagedNodeGroup
     """The node group itself, for ``depends_on`` from in-cluster installs that need schedulable
     nodes but take no data from them (e.g. a controller whose webhooks must answer)."""
@@ -168,7 +168,9 @@ class Cluster(pulumi.ComponentResource):
             f"{name}-k8s",
             kubeconfig=cluster.kubeconfig_json,
             enable_server_side_apply=True,
-            opts=child,
+            # Whoever runs `pulumi up` or `destroy` may hold its access through one of these
+            # entries: every Kubernetes object is created after them and deleted before them.
+            opts=pulumi.ResourceOptions(parent=self, depends_on=self.access_entries),
         )
         self.cluster_name = cluster.eks_cluster.name
         self.kubeconfig = pulumi.Output.secret(cluster.kubeconfig_json)
@@ -222,8 +224,9 @@ class Cluster(pulumi.ComponentResource):
         args: ClusterArgs,
         cluster: eks.Cluster,
         partition: pulumi.Output[str],
-    ) -> list[aws.eks.AccessEntry]:
-        """One access entry per listed principal, with its access policy on the whole cluster.
+    ) -> list[pulumi.Resource]:
+        """One access entry per listed principal, with its access policy on the whole cluster
+        (both returned, entry then association).
 
         Named after a hash of the ARN, so reordering the list replaces nothing.
         """
@@ -238,7 +241,7 @@ class Cluster(pulumi.ComponentResource):
                     type="STANDARD",
                     opts=pulumi.ResourceOptions(parent=self),
                 )
-                aws.eks.AccessPolicyAssociation(
+                association = aws.eks.AccessPolicyAssociation(
                     f"{key}-policy",
                     cluster_name=cluster.eks_cluster.name,
                     principal_arn=entry.principal_arn,
@@ -248,7 +251,7 @@ class Cluster(pulumi.ComponentResource):
                     access_scope=aws.eks.AccessPolicyAssociationAccessScopeArgs(type="cluster"),
                     opts=pulumi.ResourceOptions(parent=self),
                 )
-                entries.append(entry)
+                entries += [entry, association]
         return entries
 
     def _node_role(

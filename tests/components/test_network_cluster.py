@@ -251,6 +251,14 @@ def test_listed_principals_get_cluster_scoped_access_entries(mocks: RecordingMoc
         assert policy.inputs["clusterName"] == eks_name, policy.urn
 
 
+def test_kubernetes_objects_are_deleted_before_the_access_entries(mocks: RecordingMocks) -> None:
+    deploy()
+    provider = one(mocks.records, K8S_PROVIDER)
+    depends = mocks.monitor.dependencies[provider.urn]
+    for record in by_type(mocks.records, ACCESS_ENTRY) + by_type(mocks.records, ACCESS_POLICY):
+        assert record.urn in depends, (provider.urn, record.urn)
+
+
 def test_no_operator_ranges_means_no_public_endpoint(mocks: RecordingMocks) -> None:
     def program() -> None:
         Cluster(
