@@ -78,7 +78,7 @@ class ClusterArgs:
     node_subnet_id: pulumi.Input[str]
     """The one subnet (one zone) every node is launched in."""
     kubernetes_version: str
-    """The EKS Kubernetes version, e.g. "1.34"."""
+    """The EKS Kubernetes version, e.g. "1.35"."""
     instance_type: str
     """The planned Graviton instance type, e.g. "m7g.2xlarge"."""
     node_count: int

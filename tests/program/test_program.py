@@ -297,3 +297,23 @@ def test_the_configured_principals_can_use_kubectl(
     assert eks_cluster.inputs["publicAccessCidrs"] == [
         str(c) for c in cfg.endpoint_public_access_cidrs
     ]
+
+
+@pytest.mark.usefixtures("as_pulumi_host")
+def test_policy_arns_follow_the_partition(
+    mocks: RecordingMocks, exports: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from tests.fakes import pulumi_mocks
+
+    gov = {"id": "aws-us-gov", "partition": "aws-us-gov", "dnsSuffix": "amazonaws.com"}
+    monkeypatch.setitem(pulumi_mocks._INVOKES, "aws:index/getPartition:getPartition", lambda _: gov)
+    run_program(mocks, "dev", {"modelCache": "volume"})
+    arns = [
+        r.inputs["policyArn"]
+        for r in by_type(mocks.records, "aws:iam/rolePolicyAttachment:RolePolicyAttachment")
+    ] + [
+        r.inputs["policyArn"]
+        for r in by_type(mocks.records, "aws:eks/accessPolicyAssociation:AccessPolicyAssociation")
+    ]
+    assert len(arns) >= 6
+    assert all(arn.startswith("arn:aws-us-gov:") for arn in arns), arns
