@@ -12,7 +12,7 @@ import pulumi
 import pulumi_aws as aws
 from pulumi.runtime import config as runtime_config
 
-from infra.plan import support, zones
+from infra.plan import advice, support, zones
 from infra.plan.config import (
     PROJECT,
     SECRET_KEYS,
@@ -21,7 +21,7 @@ from infra.plan.config import (
     check_secrets,
     load_config,
 )
-from infra.plan.sizing import Plan, plan
+from infra.plan.sizing import Plan
 
 
 @dataclass(frozen=True)
@@ -60,7 +60,7 @@ def read_stack_config(stack: str) -> tuple[StackConfig, Plan, StackSecrets]:
                 "run `pulumi config set --secret hfToken <token with the licence accepted>`",
             )
         cfg = load_config({k: v for k, v in values.items() if k not in SECRET_KEYS})
-        result = plan(cfg, stack)
+        result = advice.checked_plan(cfg, stack, list(values), dt.date.today())
     except ConfigError as error:
         raise pulumi.RunError(str(error)) from None
     config = pulumi.Config(PROJECT)

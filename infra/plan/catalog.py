@@ -43,14 +43,36 @@ VISIBLE_MEMORY_FRACTION = 0.9616
 EVICTION_MIB = 100
 
 _GRAVITON = {
-    # family: (generation, GiB per vCPU, effective decode GB/s per vCPU)
+    # family: (generation, GiB per vCPU, effective decode GB/s per vCPU). Graviton2 scales the
+    # Graviton3 figure by its DDR4-3200 over DDR5-4800 (modelled; it cannot run bf16 anyway).
+    "m6g": ("graviton2", 4, 16.5 * 3200 / 4800),
+    "c6g": ("graviton2", 2, 16.5 * 3200 / 4800),
+    "r6g": ("graviton2", 8, 16.5 * 3200 / 4800),
     "m7g": ("graviton3", 4, 16.5),
     "c7g": ("graviton3", 2, 16.5),
     "r7g": ("graviton3", 8, 16.5),
     "m8g": ("graviton4", 4, 16.5 * 5600 / 4800),
+    "c8g": ("graviton4", 2, 16.5 * 5600 / 4800),
+    "r8g": ("graviton4", 8, 16.5 * 5600 / 4800),
 }
+#: Generations whose cores have bf16 instructions; vLLM's Arm CPU backend runs bf16 from Graviton3
+#: on (FACTS.md), and the image serves the checkpoint's bf16 weights.
+BF16_GENERATIONS = ("graviton3", "graviton4")
+
+#: Prefill arithmetic rate per vCPU in GFLOP/s, (low, high). Modelled, unmeasured: no prefill of
+#: this model was timed on any of these types. The range is the cores' peak bf16 matrix rate
+#: (Neoverse V1 at 2.6 GHz and V2 at 2.8 GHz, about 64 bf16 FLOP per cycle: ~166 and ~179
+#: GFLOP/s) times an assumed 25-70% efficiency of vLLM's CPU GEMMs; Graviton2 (Neoverse N1, fp32
+#: NEON, 2.5 GHz, 16 FLOP per cycle) likewise. Replace it with a measured figure from
+#: `python -m infra.bench` (README, "Feeding measurements back").
+PREFILL_GFLOPS_PER_VCPU: dict[str, tuple[float, float]] = {
+    "graviton2": (10.0, 28.0),
+    "graviton3": (40.0, 115.0),
+    "graviton4": (45.0, 125.0),
+}
+PREFILL_SOURCE = "modelled, unmeasured"
 _SIZES = {"large": 2, "xlarge": 4, "2xlarge": 8, "4xlarge": 16, "8xlarge": 32}
-#: eni-max-pods.txt for these sizes (identical across the four families).
+#: eni-max-pods.txt for these sizes (identical across these families).
 _MAX_PODS = {"large": 29, "xlarge": 58, "2xlarge": 58, "4xlarge": 234, "8xlarge": 234}
 
 INSTANCE_TYPES: dict[str, InstanceType] = {
@@ -240,66 +262,14 @@ LOAD_SECONDS_PER_GIB = 90 / 11.2
 WARMUP_SECONDS = 50
 
 
-@dataclass(frozen=True)
-class KubernetesVersion:
-    """An EKS Kubernetes minor version and its support window.
-
-    EKS gives a minor version 14 months of standard support from its EKS release, then 12 months
-    of extended support at $0.60 per cluster hour instead of $0.10; extended support is on by
-    default (docs.aws.amazon.com/eks/latest/userguide/kubernetes-versions.html, read 2026-11-30).
-    """
-
-    version: str
-    #: When EKS released it.
-    released: dt.date
-    #: Last day of standard support.
-    standard_support_end: dt.date
-    #: Last day of extended support (the cluster is upgraded automatically after it).
-    extended_support_end: dt.date
-    #: Where the dates come from, and when they were read.
-    source: str
-
-
-_EKS_CALENDAR = (
-    "EKS Kubernetes release calendar (docs.aws.amazon.com/eks/latest/userguide/"
-    "kubernetes-versions.html; endoflife.date/amazon-eks), read 2026-11-30"
-)
-
-#: Versions a stack may pin. 1.35 is the default: AL2023_ARM_64_STANDARD node AMIs exist for it
-#: (awslabs/amazon-eks-ami CHANGELOG.md, release v20260714: "amazon-eks-node-al2023-arm64-
-#: standard-1.35-v20260714"), and the add-on versions are looked up per Kubernetes version by
-#: `aws.eks.get_addon_version` here and in pulumi-eks 4.x (nodejs/eks/addons/cni-addon.ts), so no
-#: list of versions in the SDKs limits it.
-KUBERNETES_VERSIONS: dict[str, KubernetesVersion] = {
-    "1.33": KubernetesVersion(
-        "1.33",
-        released=dt.date(2025, 5, 28),
-        standard_support_end=dt.date(2026, 7, 29),
-        extended_support_end=dt.date(2027, 7, 29),
-        source=_EKS_CALENDAR,
-    ),
-    "1.34": KubernetesVersion(
-        "1.34",
-        released=dt.date(2025, 10, 6),
-        standard_support_end=dt.date(2026, 12, 2),
-        extended_support_end=dt.date(2027, 12, 2),
-        source=_EKS_CALENDAR,
-    ),
-    "1.35": KubernetesVersion(
-        "1.35",
-        released=dt.date(2026, 1, 28),
-        standard_support_end=dt.date(2027, 3, 27),
-        extended_support_end=dt.date(2028, 3, 27),
-        source=_EKS_CALENDAR,
-    ),
-}
+#: The default `kubernetesVersion` (support dates: `prices.EKS_VERSIONS`). AL2023_ARM_64_STANDARD
+#: node AMIs exist for it (awslabs/amazon-eks-ami CHANGELOG.md, release v20260714:
+#: "amazon-eks-node-al2023-arm64-standard-1.35-v20260714"), and add-on versions are looked up per
+#: Kubernetes version by `aws.eks.get_addon_version`, here and in pulumi-eks 4.x
+#: (nodejs/eks/addons/cni-addon.ts), so no list of versions in the SDKs limits it.
 DEFAULT_KUBERNETES_VERSION = "1.35"
 #: The plan warns this many days before a version leaves standard support.
 SUPPORT_WARNING_DAYS = 60
-#: EKS control-plane price per cluster hour, standard and extended support (same page, read
-#: 2026-11-30; aws.amazon.com/eks/pricing).
-EKS_STANDARD_USD_PER_HOUR = 0.10
-EKS_EXTENDED_USD_PER_HOUR = 0.60
 
 #: Zone IDs where EKS refuses control-plane subnets (UnsupportedAvailabilityZoneException). The
 #: same list eksctl avoids (eksctl-io/eksctl pkg/az/az.go `zoneIDsToAvoid`, commit f4d4076, read

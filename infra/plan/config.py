@@ -28,7 +28,7 @@ from pydantic import (
     model_validator,
 )
 
-from infra.plan import catalog
+from infra.plan import catalog, prices
 
 PROJECT = "gemma-graviton"
 
@@ -124,8 +124,7 @@ class StackConfig(BaseModel):
         str,
         Field(
             alias="kubernetesVersion",
-            description="EKS Kubernetes version, pinned; one the catalogue knows the support "
-            "window of.",
+            description="EKS Kubernetes version, pinned.",
             pattern=r"^1\.\d{2}$",
             json_schema_extra=_fix(
                 f"use a pinned minor version such as {catalog.DEFAULT_KUBERNETES_VERSION}"
@@ -394,19 +393,6 @@ class StackConfig(BaseModel):
             )
         return value
 
-    @field_validator("kubernetes_version")
-    @classmethod
-    def _known_version(cls, value: str) -> str:
-        if value not in catalog.KUBERNETES_VERSIONS:
-            known = ", ".join(sorted(catalog.KUBERNETES_VERSIONS))
-            raise ConfigError(
-                "kubernetesVersion",
-                f"{value} is not in the catalogue ({known}), so its support window is unknown",
-                "choose one of those, or add the version with its EKS support dates to "
-                "infra/plan/catalog.py",
-            )
-        return value
-
     @field_validator("vllm_image")
     @classmethod
     def _image_pinned(cls, value: str) -> str:
@@ -496,9 +482,9 @@ class StackConfig(BaseModel):
         return self.profile().revision
 
     @property
-    def kubernetes(self) -> catalog.KubernetesVersion:
-        """The pinned Kubernetes version with its EKS support window."""
-        return catalog.KUBERNETES_VERSIONS[self.kubernetes_version]
+    def kubernetes(self) -> prices.EksVersion | None:
+        """The pinned Kubernetes version's EKS support window (None: not in the catalogue)."""
+        return prices.EKS_VERSIONS.get(self.kubernetes_version)
 
     def profile(self) -> catalog.ModelProfile:
         """The model's layout: the stack's own description, else the catalogue's."""
@@ -558,7 +544,14 @@ def _to_config_error(error: ValidationError, raw: Mapping[str, Any]) -> ConfigEr
     if "." in key and isinstance(shown, Mapping):
         shown = shown.get(key.split(".", 1)[1], "?")
     rule = _rule_text(first, loc)
-    return ConfigError(key, f"{rule} (got {shown!r})", _fix_of(key))
+    return ConfigError(key, f"{rule} (got {_shown(shown)})", _fix_of(key))
+
+
+def _shown(value: Any) -> str:
+    """A value as the user wrote it: numbers bare, other text quoted."""
+    if isinstance(value, str) and re.fullmatch(r"[-+]?\d+(\.\d*)?", value.strip()):
+        return value.strip()
+    return repr(value)
 
 
 def _rule_text(first: Mapping[str, Any], loc: tuple[Any, ...]) -> str:
@@ -575,6 +568,10 @@ def _rule_text(first: Mapping[str, Any], loc: tuple[Any, ...]) -> str:
         return "must be a valid " + message.removeprefix("Input is not a valid ")
     if message.startswith("String should match pattern"):
         return "has the wrong form"
+    if message in ("Input should be a valid tuple", "Input should be a valid list"):
+        return "must be a list"
+    if message == "Input should be a valid dictionary":
+        return "must be a mapping"
     return message
 
 
@@ -594,11 +591,16 @@ def load_config(raw: Mapping[str, Any]) -> StackConfig:
     Secret keys are set aside: the caller reads them as secrets and `check_secrets` makes sure
     they were stored as such.
     """
+    from infra.plan import rules  # the rules build on the model defined here
+
     values = {k: _decode(v) for k, v in raw.items() if k not in SECRET_KEYS}
+    rules.check_raw(values)
     try:
-        return StackConfig.model_validate(values)
+        cfg = StackConfig.model_validate(values)
     except ValidationError as error:
         raise _to_config_error(error, values) from None
+    rules.check_config(cfg)
+    return cfg
 
 
 def check_secrets(present: Mapping[str, bool]) -> None:

@@ -132,8 +132,16 @@ class _Split:
 
 def _instance(cfg: StackConfig) -> InstanceType:
     name = cfg.instance_type
-    if name in catalog.INSTANCE_TYPES:
-        return catalog.INSTANCE_TYPES[name]
+    known = catalog.INSTANCE_TYPES.get(name)
+    if known is not None and known.generation not in catalog.BF16_GENERATIONS:
+        raise PlanError(
+            "instanceType",
+            f"{name} is {known.generation}, whose cores have no bf16 instructions; vLLM's Arm CPU "
+            "backend serves bf16 weights from Graviton3 on",
+            "choose a Graviton3 or Graviton4 type such as m7g.2xlarge",
+        )
+    if known is not None:
+        return known
     if not catalog.is_graviton_name(name):
         raise PlanError(
             "instanceType",
@@ -190,7 +198,7 @@ def plan(cfg: StackConfig, stack: str = "dev") -> Plan:
         raise PlanError(
             "instanceType",
             f"{instance.name} leaves no whole CPU for a model pod after its other tenants",
-            "choose a type with at least 4 vCPU, such as m7g.xlarge",
+            "choose a type with at least 4 vCPU, such as m7g.2xlarge",
         )
     pod_gib = _pod_memory(cfg, budget)
     min_len, upper = _context_bounds(cfg, profile)
@@ -386,15 +394,27 @@ def _check_split(
             f"set it to at most {auto_kv_bytes(guard)} or auto"
             + ("" if cfg.weight_prefetch else ", or set `weightPrefetch: true`"),
         )
+    want = upper if cfg.max_model_len != "auto" else min_len
+    if cfg.kv_cache_bytes != "auto" and cfg.max_model_len == "auto" and length < want:
+        # The stack set the budget and left the context to the planner: the budget is the key.
+        least = (kvs.blocks_per_request(want, batched) + 1) * max(kvs.bytes_per_block)
+        most = auto_kv_bytes(guard)
+        raise PlanError(
+            "kvCacheBytes",
+            f"{kv_bytes} holds KV for {length} tokens, fewer than the {want} one request "
+            f"needs ({least / GIB:.2f} GiB per rank)",
+            f"set it to at least {least} or auto"
+            if least <= most
+            else "set it to auto, or choose a larger `instanceType`",
+        )
     if length == 0 or (cfg.max_model_len != "auto" and length < cfg.max_model_len):
-        want = upper if cfg.max_model_len != "auto" else min_len
         needed = kvs.bytes_per_request(want, batched)
         fits = longest_context(kvs, kv_bytes, batched, profile.max_context)
         raise PlanError(
             "maxModelLen",
             f"{want} tokens need {needed / GIB:.2f} GiB of KV cache per rank, more than the "
-            f"{kvs.usable_bytes(kv_bytes) / GIB:.2f} GiB available to it (vLLM would estimate "
-            f"a maximum of {fits})",
+            f"{max(0, kvs.usable_bytes(kv_bytes)) / GIB:.2f} GiB available to it (vLLM would "
+            f"estimate a maximum of {fits})",
             f"set it to at most {fits} or auto, or give the KV cache more memory",
         )
     if batched < CPU_DEFAULT_MAX_SEQS_PER_RANK * stages:

@@ -1,56 +1,60 @@
 """Warnings about a stack that will deploy but should not stay as it is: pure, dated by the caller.
 
 The plan CLI prints them; the program logs them with `pulumi.log.warn`, so they show in every
-preview.
+preview. Support dates and prices: `infra.plan.prices` (`EKS_VERSIONS`, `EKS_STANDARD`,
+`EKS_EXTENDED`).
 """
 
 from __future__ import annotations
 
 import datetime as dt
 
-from infra.plan import catalog
+from infra.plan import catalog, prices
 from infra.plan.config import StackConfig
 
 
 def kubernetes_support(cfg: StackConfig, today: dt.date) -> str:
     """One line on the pinned version's support window, as the plan shows it."""
     version = cfg.kubernetes
-    left = (version.standard_support_end - today).days
+    if version is None:
+        return f"{cfg.kubernetes_version}: support window not in the catalogue"
+    left = (version.end_of_standard - today).days
     if left >= 0:
         return (
-            f"{version.version}: standard support until {version.standard_support_end} "
-            f"({left} days), then extended support until {version.extended_support_end}"
+            f"{version.version}: standard support until {version.end_of_standard} "
+            f"({left} days), then extended support until {version.end_of_extended}"
         )
     return (
-        f"{version.version}: EXTENDED support since {version.standard_support_end}, until "
-        f"{version.extended_support_end}"
+        f"{version.version}: EXTENDED support since {version.end_of_standard}, until "
+        f"{version.end_of_extended}"
     )
+
+
+def _newest_supported(today: dt.date) -> str | None:
+    current = [v for v in prices.EKS_VERSIONS.values() if v.end_of_standard > today]
+    return max(current, key=lambda v: v.end_of_standard).version if current else None
 
 
 def warnings(cfg: StackConfig, today: dt.date) -> list[str]:
     """What the operator should act on, each with the key to change."""
     found: list[str] = []
     version = cfg.kubernetes
-    left = (version.standard_support_end - today).days
-    newer = sorted(
-        (v for v in catalog.KUBERNETES_VERSIONS.values() if v.standard_support_end > today),
-        key=lambda v: v.standard_support_end,
-    )
-    upgrade = f"set `kubernetesVersion` to {newer[-1].version}" if newer else "upgrade"
-    if left < 0:
-        found.append(
-            f"`kubernetesVersion` {version.version} left EKS standard support on "
-            f"{version.standard_support_end}: the control plane costs "
-            f"${catalog.EKS_EXTENDED_USD_PER_HOUR:.2f}/h instead of "
-            f"${catalog.EKS_STANDARD_USD_PER_HOUR:.2f}/h; {upgrade}"
-        )
-    elif left <= catalog.SUPPORT_WARNING_DAYS:
-        found.append(
-            f"`kubernetesVersion` {version.version} leaves EKS standard support on "
-            f"{version.standard_support_end} (in {left} days); after that the control plane "
-            f"costs ${catalog.EKS_EXTENDED_USD_PER_HOUR:.2f}/h instead of "
-            f"${catalog.EKS_STANDARD_USD_PER_HOUR:.2f}/h; {upgrade}"
-        )
+    newest = _newest_supported(today)
+    upgrade = f"set `kubernetesVersion` to {newest}" if newest else "upgrade"
+    rates = f"${prices.EKS_EXTENDED.usd:.2f}/h instead of ${prices.EKS_STANDARD.usd:.2f}/h"
+    if version is not None:
+        left = (version.end_of_standard - today).days
+        if left < 0:
+            found.append(
+                f"`kubernetesVersion` {version.version} left EKS standard support on "
+                f"{version.end_of_standard}: the control plane costs {rates}; {upgrade}"
+            )
+        elif left <= catalog.SUPPORT_WARNING_DAYS:
+            found.append(
+                f"`kubernetesVersion` {version.version} leaves EKS standard support on "
+                f"{version.end_of_standard} (in {left} days); after that the control plane "
+                f"costs {rates}; {upgrade}"
+            )
     if cfg.revision is None:
         found.append(
             f"`modelRevision` is not pinned and the catalogue holds no checked commit of "

@@ -6,7 +6,7 @@ import datetime as dt
 
 import pytest
 
-from infra.plan import catalog, support
+from infra.plan import catalog, prices, support
 from infra.plan.cli import main
 from infra.plan.config import ConfigError
 from infra.plan.stackfile import load_stack, stack_names
@@ -90,10 +90,10 @@ def test_a_bad_zone_is_one_line(az: str, cp: str, offered: set[str], message: st
 
 
 def test_the_default_version_is_in_standard_support_today_and_for_sixty_days() -> None:
-    version = catalog.KUBERNETES_VERSIONS[catalog.DEFAULT_KUBERNETES_VERSION]
+    version = prices.EKS_VERSIONS[catalog.DEFAULT_KUBERNETES_VERSION]
     today = dt.date.today()
-    assert version.standard_support_end - today > dt.timedelta(days=catalog.SUPPORT_WARNING_DAYS), (
-        f"{version.version} leaves standard support on {version.standard_support_end}"
+    assert version.end_of_standard - today > dt.timedelta(days=catalog.SUPPORT_WARNING_DAYS), (
+        f"{version.version} leaves standard support on {version.end_of_standard}"
     )
     for stack in stack_names():
         found = support.warnings(load_stack(stack, {"modelRevision": SHA}), today)
@@ -101,12 +101,12 @@ def test_the_default_version_is_in_standard_support_today_and_for_sixty_days() -
 
 
 def test_every_catalogued_version_has_fourteen_months_of_standard_support() -> None:
-    for version in catalog.KUBERNETES_VERSIONS.values():
-        months = (version.standard_support_end.year - version.released.year) * 12 + (
-            version.standard_support_end.month - version.released.month
+    for version in prices.EKS_VERSIONS.values():
+        months = (version.end_of_standard.year - version.released.year) * 12 + (
+            version.end_of_standard.month - version.released.month
         )
         assert months == 14, version
-        assert version.extended_support_end.year == version.standard_support_end.year + 1
+        assert version.end_of_extended.year == version.end_of_standard.year + 1
 
 
 def test_the_plan_warns_sixty_days_before_standard_support_ends() -> None:

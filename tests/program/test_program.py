@@ -88,7 +88,8 @@ def test_node_size_override_flows_into_the_node_group(
             {"instanceType": "m7g.large"},
             True,
             "`instanceType` m7g.large leaves no whole CPU for a model pod after its other "
-            "tenants; choose a type with at least 4 vCPU, such as m7g.xlarge",
+            "tenants; choose r7g.2xlarge, the cheapest type that starts this stack "
+            "($454.28/month; `--compare` ranks them all)",
         ),
         (
             {},
