@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Any
 
 import pulumi
 import pytest
@@ -17,3 +18,11 @@ def mocks() -> Iterator[RecordingMocks]:
     pulumi.runtime.set_all_config({}, [])
     yield RecordingMocks().install()
     pulumi.runtime.set_all_config({}, [])
+
+
+@pytest.fixture
+def exports(monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
+    """What a program passes to `pulumi.export`, by name (Outputs, unresolved)."""
+    recorded: dict[str, Any] = {}
+    monkeypatch.setattr(pulumi, "export", lambda name, value: recorded.__setitem__(name, value))
+    return recorded

@@ -35,13 +35,6 @@ SUB = "token.actions.githubusercontent.com:sub"
 
 
 @pytest.fixture
-def exports(monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
-    recorded: dict[str, Any] = {}
-    monkeypatch.setattr(pulumi, "export", lambda name, value: recorded.__setitem__(name, value))
-    return recorded
-
-
-@pytest.fixture
 def as_pulumi_host() -> Iterator[None]:
     """The host's view: cwd is the program folder, the repository root is not importable."""
     saved_path, saved_cwd = list(sys.path), os.getcwd()

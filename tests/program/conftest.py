@@ -6,19 +6,10 @@ import os
 import sys
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
-import pulumi
 import pytest
 
 from tests.program.harness import PROGRAM, REPO
-
-
-@pytest.fixture
-def exports(monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
-    recorded: dict[str, Any] = {}
-    monkeypatch.setattr(pulumi, "export", lambda name, value: recorded.__setitem__(name, value))
-    return recorded
 
 
 @pytest.fixture
