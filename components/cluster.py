@@ -91,11 +91,16 @@ class ClusterArgs:
     """Ranges admitted to the public API endpoint (operators, CI runners). Empty turns the public
     endpoint off; the private endpoint is always on, for the nodes."""
     admin_arns: Sequence[str] = ()
-    """IAM roles and users with AmazonEKSClusterAdminPolicy on the whole cluster. Not the
-    principal that creates the cluster: EKS gives it an admin entry itself (pulumi-eks sets
-    ``bootstrapClusterCreatorAdminPermissions: true``) and a second entry for it is refused."""
+    """IAM roles and users with AmazonEKSClusterAdminPolicy on the whole cluster. Never the
+    principal that creates the cluster (whoever runs the stack's first `pulumi up`): EKS gives it
+    an admin entry of its own, and a second entry for the same principal fails the update with
+    ResourceInUseException. pulumi-eks 4.x sets ``bootstrapClusterCreatorAdminPermissions: true``
+    whenever ``authenticationMode`` is set and ignores later changes to it
+    (nodejs/eks/cluster/cluster.ts); the Python ``eks.Cluster`` of pulumi_eks 4.4.0 has no input
+    to turn it off, so the creator cannot be listed like everyone else."""
     viewer_arns: Sequence[str] = ()
-    """IAM roles and users with AmazonEKSAdminViewPolicy on the whole cluster."""
+    """IAM roles and users with AmazonEKSAdminViewPolicy on the whole cluster. Never the
+    creator either, for the same reason."""
     instance_tags: Mapping[str, str] = field(default_factory=dict)
     """Tags for each node's instance, root volume and network interfaces. The provider's default
     tags do not reach what the node group's Auto Scaling group launches, and EKS does not copy

@@ -192,7 +192,8 @@ def test_the_bootstrap_outputs_the_readme_names_exist() -> None:
     named = set(re.findall(r"stack output (\w+)", section))
     named |= set(re.findall(r"bootstrap output `(\w+)`", section))
     assert named and named <= exported, f"not exported: {sorted(named - exported)}"
-    assert {"clusterAdminArns", "clusterViewerArns"} <= exported
+    assert {"clusterCreatorArns", "clusterViewerArns"} <= exported
+    assert "clusterAdminArns" not in exported, "the only CI admin is the creator, never listed"
     assert (REPO / "infra" / "bootstrap" / "Pulumi.ci.yaml").is_file()
 
 
@@ -219,3 +220,12 @@ def test_support_window_table_is_the_catalogues() -> None:
             known.end_of_standard.isoformat(),
             known.end_of_extended.isoformat(),
         ), row
+
+
+def test_every_stack_is_created_with_its_own_passphrase() -> None:
+    """The README's "First deploy" and "From zero to a green preview" create stacks alike: one
+    passphrase per stack, so no stack's secrets open with another's."""
+    inits = re.findall(r"^.*pulumi stack init .*$", README, re.M)
+    assert len(inits) >= 3, inits  # dev in "First deploy"; dev and prod in "From zero"
+    assert [i for i in inits if "--secrets-provider passphrase" not in i] == []
+    assert "pulumi stack init dev --secrets-provider passphrase" in _section("Deploying")

@@ -7,8 +7,9 @@ counts only with a written reason. The remaining tests pin down the pipeline's o
 action is pinned to a commit, every job that holds a secret or an OIDC token names a GitHub
 environment, a pull-request job can reach nothing of prod's, each environment uses its own role
 and passphrase (the names `infra.bootstrap.access` gives them), prod is previewed and then applied
-only by hand through its protected environment, no two runs update one stack at once, and the
-workflows run `.ci/run`, as the README says CI does.
+only by hand through its protected environment, no two runs update one stack at once, every
+Pulumi job runs on the runner `PULUMI_RUNNER` names (the EKS API admits listed ranges only) and a
+deploy stops first without one, and the workflows run `.ci/run`, as the README says CI does.
 """
 
 from __future__ import annotations
@@ -55,6 +56,9 @@ SHA_RE = re.compile(r"^[0-9a-f]{40}$")
 VERSION_COMMENT_RE = re.compile(r"^v\d+\.\d+\.\d+$")
 USES_LINE_RE = re.compile(r"^\s*(?:-\s+)?uses:\s*(?P<ref>[^\s#]+)\s*(?:#\s*(?P<comment>.*?))?\s*$")
 MATRIX_STACK = "matrix.stack"
+#: The repository variable naming the runner of every Pulumi job: the EKS API admits only the
+#: stack's `endpointPublicAccessCidrs`, which no GitHub-hosted runner's address is in.
+RUNNER_VARIABLE = "PULUMI_RUNNER"
 # zizmor's exit codes: 0 without findings, 10-14 by the highest severity found, else an error.
 ZIZMOR_FINDING_EXIT_CODES = {0, 10, 11, 12, 13, 14}
 SEVERITIES_AT_OR_ABOVE_LOW = {"low", "medium", "high"}
@@ -288,6 +292,7 @@ def test_no_pull_request_job_can_reach_prod() -> None:
         ("vars", role_variable(PREVIEW_ENVIRONMENT)),
         ("vars", "AWS_REGION"),
         ("vars", "PULUMI_BACKEND_URL"),
+        ("vars", RUNNER_VARIABLE),
     }
     problems: list[str] = []
     pr_workflows = [p for p in _workflow_files() if PULL_REQUEST_EVENTS & set(_triggers(_load(p)))]
@@ -470,3 +475,30 @@ def test_pulumi_cli_version_matches_the_pinned_sdk() -> None:
                 assert str(step["with"].get("pulumi-version")) == match[1], (
                     f"{path.name} job {job_id}: pulumi-version must be {match[1]}, the SDK pin"
                 )
+
+
+@pytest.mark.parametrize("path", [PR_WORKFLOW, DEPLOY_WORKFLOW], ids=lambda path: path.name)
+def test_every_pulumi_job_runs_where_the_eks_api_admits_it(path: Path) -> None:
+    """`endpointPublicAccessCidrs` admits listed ranges only; hosted runners have no fixed one."""
+    for job_id, job in _load(path)["jobs"].items():
+        runs_on = str(job.get("runs-on"))
+        if not _runs_pulumi(job):
+            assert RUNNER_VARIABLE not in runs_on, f"{path.name} job {job_id} needs no cluster"
+            continue
+        assert f"vars.{RUNNER_VARIABLE}" in runs_on, (
+            f"{path.name} job {job_id} runs on {runs_on!r}, not on vars.{RUNNER_VARIABLE}"
+        )
+
+
+def test_a_deploy_job_stops_first_without_a_runner_the_eks_api_admits() -> None:
+    """On a hosted runner an update would create the cluster, then fail on every Kubernetes
+    object: the deploy jobs refuse to start instead. A pull-request preview may run there, since
+    the dev stack has no cluster before its first deploy."""
+    for job_id, (job, _) in _pulumi_jobs(DEPLOY_WORKFLOW).items():
+        first = job["steps"][0]
+        assert first.get("env", {}).get(RUNNER_VARIABLE) == f"${{{{ vars.{RUNNER_VARIABLE} }}}}", (
+            f"deploy.yml job {job_id} must check {RUNNER_VARIABLE} in its first step"
+        )
+        script = first["run"]
+        assert f'[ -z "${RUNNER_VARIABLE}" ]' in script and "exit 1" in script, script
+        assert RUNNER_VARIABLE in script.split("::error::", 1)[1], script

@@ -72,30 +72,31 @@ pulumi.export("oidcProviderArn", access.provider_arn)
 pulumi.export("roleArns", arn)
 # GitHub environment -> {variable: role ARN}: `vars.<variable>` in that environment's jobs.
 pulumi.export("environmentVariables", {r.environment: {r.variable: arn[r.key]} for r in roles})
-# Main-program stack -> ARNs for its `clusterAdminArns` / `clusterViewerArns` keys.
+# Main-program stack -> the role whose first `pulumi up` creates its cluster. EKS gives that role
+# an admin access entry itself, so it is listed in neither access key of the stack (README,
+# "Who can use kubectl").
 pulumi.export(
-    "clusterAdminArns",
-    {s: [arn[r.key] for r in roles if s in r.cluster_admin_of] for s in DEPLOY_STACKS},
+    "clusterCreatorArns",
+    {s: arn[r.key] for s in DEPLOY_STACKS for r in roles if s in r.creates_cluster_of},
 )
+# Main-program stack -> ARNs for its `clusterViewerArns` key.
 pulumi.export(
     "clusterViewerArns",
     {s: [arn[r.key] for r in roles if s in r.cluster_viewer_of] for s in DEPLOY_STACKS},
 )
-# Ready to paste, in the README's order: repository variables, then each stack's access entries.
+# Ready to paste, in the README's order: environment variables, then each stack's access entries.
+# No `clusterAdminArns` line: the only CI role with admin rights is the one that creates the
+# cluster, which EKS has made an admin already.
 commands = [
     pulumi.Output.concat(f"gh variable set {r.variable} --env {r.environment} --body ", arn[r.key])
     for r in roles
 ]
 for stack in DEPLOY_STACKS:
-    for key, field in (
-        ("clusterAdminArns", "cluster_admin_of"),
-        ("clusterViewerArns", "cluster_viewer_of"),
-    ):
-        granted = [r for r in roles if stack in getattr(r, field)]
-        commands += [
-            pulumi.Output.concat(
-                f"pulumi -s {stack} config set --path '{key}[{index}]' ", arn[r.key]
-            )
-            for index, r in enumerate(granted)
-        ]
+    viewers = [r for r in roles if stack in r.cluster_viewer_of]
+    commands += [
+        pulumi.Output.concat(
+            f"pulumi -s {stack} config set --path 'clusterViewerArns[{index}]' ", arn[r.key]
+        )
+        for index, r in enumerate(viewers)
+    ]
 pulumi.export("setupCommands", pulumi.Output.all(*commands).apply("\n".join))

@@ -133,10 +133,21 @@ class CiRole:
     """The role's only permission policy (inline)."""
     max_session_seconds: int
     """The longest session a job may ask for."""
-    cluster_admin_of: tuple[str, ...] = ()
-    """Main-program stacks whose `clusterAdminArns` should list this role."""
+    creates_cluster_of: tuple[str, ...] = ()
+    """Main-program stacks whose first `pulumi up` this role runs, so whose EKS cluster it
+    creates. EKS makes the creator a cluster admin with an access entry of its own (pulumi-eks
+    4.x hard-codes ``bootstrapClusterCreatorAdminPermissions: true``), so the stack must not list
+    this role in `clusterAdminArns` or `clusterViewerArns`: a second entry for it is refused."""
     cluster_viewer_of: tuple[str, ...] = ()
     """Main-program stacks whose `clusterViewerArns` should list this role."""
+
+    def __post_init__(self) -> None:
+        listed = sorted(set(self.creates_cluster_of) & set(self.cluster_viewer_of))
+        if listed:
+            raise ValueError(
+                f"role {self.key} creates the {listed[0]} cluster, so EKS gives it an admin "
+                f"access entry; take {listed[0]} out of its `cluster_viewer_of`"
+            )
 
 
 def environment_subject(repository: str, environment: str) -> str:
@@ -345,7 +356,9 @@ def ci_roles(
             description=f"pulumi up of {repository}'s {stack} stack from main",
             policy=deploy_policy(stack, regions[stack], state_bucket),
             max_session_seconds=DEPLOY_SESSION_SECONDS,
-            cluster_admin_of=(stack,),
+            # deploy.yml's `pulumi up` of this stack runs as this role, the first one included:
+            # it creates the cluster and is its admin without being listed.
+            creates_cluster_of=(stack,),
         )
         for stack in DEPLOY_STACKS
     )

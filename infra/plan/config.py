@@ -322,8 +322,9 @@ class StackConfig(BaseModel):
         Field(
             alias="clusterAdminArns",
             description="IAM roles and users given AmazonEKSClusterAdminPolicy on the whole "
-            "cluster (access entries). Not the principal that creates the cluster: EKS makes "
-            "it an admin itself.",
+            "cluster (access entries). Never the principal that runs the stack's first "
+            "`pulumi up` (in CI, the deploy role): EKS makes the cluster's creator an admin "
+            "itself and refuses a second entry for it.",
             json_schema_extra=_fix(_IAM_FIX),
         ),
     ] = ()
@@ -332,7 +333,8 @@ class StackConfig(BaseModel):
         Field(
             alias="clusterViewerArns",
             description="IAM roles and users given AmazonEKSAdminViewPolicy on the whole "
-            "cluster (read everything, Secrets included; change nothing).",
+            "cluster (read everything, Secrets included; change nothing). Never the "
+            "cluster's creator either.",
             json_schema_extra=_fix(_IAM_FIX),
         ),
     ] = ()

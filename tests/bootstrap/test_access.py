@@ -84,7 +84,7 @@ def test_the_preview_role_reads_and_nothing_more() -> None:
     s3 = [resource for action, res in allowed if action.startswith("s3:") for resource in res]
     assert s3 and not [r for r in s3 if "/prod" in r], s3
     assert f"arn:aws:s3:::{BUCKET}/.pulumi/*/gemma-graviton/dev.json*" in s3
-    assert preview.cluster_viewer_of == ("dev",) and preview.cluster_admin_of == ()
+    assert preview.cluster_viewer_of == ("dev",) and preview.creates_cluster_of == ()
 
 
 @pytest.mark.parametrize("stack", ["dev", "prod"])
@@ -108,8 +108,34 @@ def test_a_deploy_role_stays_in_its_stack_and_never_edits_the_ci(stack: str) -> 
         "arn:aws:iam::aws:policy/AdministratorAccess"
         not in (attach["Condition"]["ArnEquals"]["iam:PolicyARN"])
     )
-    assert role.cluster_admin_of == (stack,) and role.cluster_viewer_of == ()
+    # It creates its stack's cluster, so EKS makes it an admin; no access key lists it.
+    assert role.creates_cluster_of == (stack,) and role.cluster_viewer_of == ()
     assert role.max_session_seconds == 7200
+
+
+def test_no_role_is_listed_in_a_stack_whose_cluster_it_creates() -> None:
+    """EKS gives the creator an access entry; a second one for it fails the first `pulumi up`."""
+    roles = _roles()
+    for stack in REGIONS:
+        (creator,) = [r for r in roles.values() if stack in r.creates_cluster_of]
+        listed = [r.key for r in roles.values() if stack in r.cluster_viewer_of]
+        assert creator.key not in listed, (stack, creator.key)
+    with pytest.raises(ValueError) as error:
+        access.CiRole(
+            key="deploy-dev",
+            environment="dev",
+            variable="AWS_DEV_ROLE_ARN",
+            subjects=("repo:acme/gemma-graviton:environment:dev",),
+            description="",
+            policy={},
+            max_session_seconds=3600,
+            creates_cluster_of=("dev",),
+            cluster_viewer_of=("dev",),
+        )
+    assert str(error.value) == (
+        "role deploy-dev creates the dev cluster, so EKS gives it an admin access entry; take dev "
+        "out of its `cluster_viewer_of`"
+    )
 
 
 def test_without_a_state_bucket_no_role_touches_s3() -> None:

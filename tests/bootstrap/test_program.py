@@ -145,10 +145,13 @@ def test_outputs_name_what_goes_where(mocks: RecordingMocks, exports: dict[str, 
         "dev": {"AWS_DEV_ROLE_ARN": arns["deploy-dev"]},
         "prod": {"AWS_PROD_ROLE_ARN": arns["deploy-prod"]},
     }
-    assert resolve(exports["clusterAdminArns"]) == {
-        "dev": [arns["deploy-dev"]],
-        "prod": [arns["deploy-prod"]],
+    # The deploy roles create their stacks' clusters, so EKS makes them admins: no access key
+    # of the stack lists them, and no command adds them to `clusterAdminArns`.
+    assert resolve(exports["clusterCreatorArns"]) == {
+        "dev": arns["deploy-dev"],
+        "prod": arns["deploy-prod"],
     }
+    assert "clusterAdminArns" not in exports
     # The preview role views dev's cluster only: AmazonEKSAdminViewPolicy reads prod's Secrets.
     assert resolve(exports["clusterViewerArns"]) == {"dev": [arns["preview"]], "prod": []}
     commands = resolve(exports["setupCommands"]).splitlines()
@@ -156,13 +159,60 @@ def test_outputs_name_what_goes_where(mocks: RecordingMocks, exports: dict[str, 
         f"gh variable set AWS_PREVIEW_ROLE_ARN --env preview --body {arns['preview']}",
         f"gh variable set AWS_DEV_ROLE_ARN --env dev --body {arns['deploy-dev']}",
         f"gh variable set AWS_PROD_ROLE_ARN --env prod --body {arns['deploy-prod']}",
-        f"pulumi -s dev config set --path 'clusterAdminArns[0]' {arns['deploy-dev']}",
         f"pulumi -s dev config set --path 'clusterViewerArns[0]' {arns['preview']}",
-        f"pulumi -s prod config set --path 'clusterAdminArns[0]' {arns['deploy-prod']}",
     ]
     # Without `stateBucket` (Pulumi Cloud) no role is granted S3.
     for record in by_type(mocks.records, ROLE_POLICY):
         assert '"s3:' not in record.inputs["policy"], record.urn
+
+
+def _cluster_creators() -> dict[str, str]:
+    """Stack -> the role variable of the job that runs its `pulumi up`, read from deploy.yml.
+
+    That job's role runs the stack's first update, so it creates the EKS cluster.
+    """
+    workflow = yaml.safe_load((REPO / ".github" / "workflows" / "deploy.yml").read_text())
+    creators: dict[str, str] = {}
+    for job in workflow["jobs"].values():
+        steps = job.get("steps", [])
+        ups = [s for s in steps if s.get("with", {}).get("command") == "up"]
+        roles = [
+            s["with"]["role-to-assume"] for s in steps if "role-to-assume" in s.get("with", {})
+        ]
+        for step in ups:
+            (role,) = roles
+            creators[str(step["with"]["stack-name"])] = role.split("vars.")[1].strip(" }")
+    return creators
+
+
+@pytest.mark.usefixtures("as_pulumi_host")
+def test_the_role_that_creates_a_cluster_is_never_listed_in_its_access_keys(
+    mocks: RecordingMocks, exports: dict[str, Any]
+) -> None:
+    """The first `pulumi up` of a stack runs as the role deploy.yml gives its `up` job; EKS makes
+    that role an admin itself and refuses a second access entry for it (ResourceInUseException),
+    so what the bootstrap suggests for the stack's access keys must leave it out."""
+    run_bootstrap(mocks, repository=REPOSITORY)
+    variables = {
+        variable: arn
+        for by_variable in resolve(exports["environmentVariables"]).values()
+        for variable, arn in by_variable.items()
+    }
+    creators = _cluster_creators()
+    assert set(creators) == {"dev", "prod"}, creators
+    viewers = resolve(exports["clusterViewerArns"])
+    commands = resolve(exports["setupCommands"]).splitlines()
+    for stack, variable in creators.items():
+        creator = variables[variable]
+        suggested = [c for c in commands if c.startswith(f"pulumi -s {stack} ") and creator in c]
+        assert not suggested, f"{variable} creates the {stack} cluster, yet: {suggested}"
+        assert creator not in viewers[stack], (stack, variable)
+        assert resolve(exports["clusterCreatorArns"])[stack] == creator, stack
+    # The stack files' own lists, as committed, name no CI role either.
+    for stack in creators:
+        cfg = load_stack(stack)
+        listed = [*cfg.cluster_admin_arns, *cfg.cluster_viewer_arns]
+        assert not [arn for arn in listed if ":role/github-ci/" in arn and "deploy" in arn], stack
 
 
 @pytest.mark.usefixtures("as_pulumi_host")
