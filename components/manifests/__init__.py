@@ -8,6 +8,7 @@ One module per object, re-exported here as `manifests.X`:
 
 - `spec`: the `ServerSpec`, shared names, labels and metadata;
 - `engine`: one rank's `vllm serve` command line;
+- `probes`: the liveness probe program and the engine's step bound;
 - `pods`: the leader and worker pod templates (engine container, weight prefetch, volumes);
 - `lws`: the LeaderWorkerSet and the storage class of its per-rank claims;
 - `access`: the namespace, the Secrets, the leaders-only Service and the NetworkPolicy.
@@ -27,6 +28,7 @@ from components.manifests.access import (
 )
 from components.manifests.engine import EngineSpec, command_line, engine_args
 from components.manifests.lws import leader_worker_set, storage_class
+from components.manifests.probes import ProbeSpec, engine_timeout_env, probe_command
 from components.manifests.spec import (
     API_KEY_KEY,
     AUTHENTICATED_ANNOTATION,
@@ -55,14 +57,17 @@ __all__ = [
     "RUN_AS",
     "EngineSpec",
     "Manifest",
+    "ProbeSpec",
     "ServerSpec",
     "all_objects",
     "command_line",
     "engine_args",
+    "engine_timeout_env",
     "leader_worker_set",
     "leaders_selector",
     "namespace",
     "network_policy",
+    "probe_command",
     "secret",
     "service",
     "storage_class",

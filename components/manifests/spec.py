@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from components.manifests.engine import EngineSpec
+from components.manifests.probes import ProbeSpec
 
 LWS_API = "leaderworkerset.x-k8s.io/v1"
 LWS_NAME_LABEL = "leaderworkerset.sigs.k8s.io/name"
@@ -57,6 +58,8 @@ class ServerSpec:
     port: int = 8000
     master_port: int = 29501
     extra_labels: Mapping[str, str] = field(default_factory=dict)
+    #: Liveness bounds of the ranks (`components.manifests.probes`).
+    probes: ProbeSpec = field(default_factory=ProbeSpec)
 
     @property
     def lws_name(self) -> str:

@@ -3,7 +3,7 @@ component words, shared by the program and the offline render."""
 
 from __future__ import annotations
 
-from components.manifests import ServerSpec
+from components.manifests import ProbeSpec, ServerSpec
 from infra.plan.config import StackConfig
 from infra.plan.sizing import Plan
 
@@ -43,4 +43,11 @@ def server_spec(cfg: StackConfig, plan: Plan) -> ServerSpec:
         node_selector=NODE_LABELS,
         allowed_cidrs=tuple(str(c) for c in cfg.allowed_cidrs),
         tls_certificate_arn=cfg.tls_certificate_arn,
+        probes=ProbeSpec(
+            stall_s=plan.liveness.stall_s,
+            period_s=plan.liveness.period_s,
+            failures=plan.liveness.failures,
+            timeout_s=plan.liveness.timeout_s,
+            request_s=plan.liveness.request_s,
+        ),
     )
