@@ -327,7 +327,9 @@ class FaultRow:
     fault: str
     detected_s: float | None
     detected_by: str
-    leader_liveness_s: float | None
+    #: When the first container's liveness reached its failure threshold, and whose.
+    liveness_s: float | None
+    liveness_by: str
     clients: list[ClientResult]
     serves_again_s: float | None
     leftovers: list[int]
@@ -426,7 +428,7 @@ def break_group(rehearsal: Rehearsal, group: Group, fault: str) -> tuple[FaultRo
     threads.append(arrival)
 
     exit_s = liveness_s = None
-    leader_prober = group.probers[0]
+    liveness_by = ""
     while time.monotonic() - injected[0] < GIVE_UP_S:
         if exit_s is None and group.ranks.exited():
             exit_s = time.monotonic() - injected[0]
@@ -435,14 +437,13 @@ def break_group(rehearsal: Rehearsal, group: Group, fault: str) -> tuple[FaultRo
         failed = [p for p in group.probers if p.failed_at is not None]
         if failed and liveness_s is None:
             liveness_s = min(p.failed_at for p in failed) - injected[0]  # type: ignore[type-var]
-            names = ", ".join(p.name for p in failed)
+            names = liveness_by = ", ".join(p.name for p in failed)
             rehearsal.progress(f"{fault}: {names} liveness failed after {liveness_s:.1f} s")
         # After a rank exit, keep watching until a probe fails too: a node that went NotReady
         # leaves nothing else to notice it by.
         if liveness_s is not None:
             break
         time.sleep(0.2)
-    leader_s = None if leader_prober.failed_at is None else leader_prober.failed_at - injected[0]
     for thread in threads:
         thread.join(timeout=max(0.0, rehearsal.bound_s - (time.monotonic() - injected[0])) + 1)
     detected = [(s, how) for s, how in ((exit_s, "rank exit"), (liveness_s, "liveness")) if s]
@@ -460,7 +461,8 @@ def break_group(rehearsal: Rehearsal, group: Group, fault: str) -> tuple[FaultRo
         fault,
         detected_s,
         detected_by,
-        leader_s,
+        liveness_s,
+        liveness_by,
         [*flying, late],
         serves_again,
         leftovers,
@@ -561,7 +563,7 @@ def render_table(rows: Sequence[FaultRow], flooded: FloodResult | None) -> str:
     header = (
         "fault",
         "detected",
-        "leader liveness",
+        "liveness failed",
         "clients (from the fault)",
         "serves again",
         "left behind",
@@ -570,7 +572,7 @@ def render_table(rows: Sequence[FaultRow], flooded: FloodResult | None) -> str:
         (
             row.fault,
             f"{_s(row.detected_s)} ({row.detected_by})",
-            f"failed at {_s(row.leader_liveness_s)}" if row.leader_liveness_s else "-",
+            f"{row.liveness_by} at {_s(row.liveness_s)}" if row.liveness_s else "-",
             _client_text(row.clients),
             _s(row.serves_again_s),
             "none" if not row.leftovers else f"process groups {row.leftovers}",
@@ -660,7 +662,7 @@ def run_faults(
     except RankFailure as failure:
         progress(f"a group did not come up: {failure}")
         print(log_tails(group.ranks.processes), file=sys.stderr)
-        rows.append(FaultRow("group start", None, str(failure), None, [], None, [], 0))
+        rows.append(FaultRow("group start", None, str(failure), None, "", [], None, [], 0))
     finally:
         leftovers = rehearsal.stop_group(group)
     checks = fault_checks(rows, flooded)

@@ -73,7 +73,9 @@ def test_a_client_records_status_and_outcome() -> None:
 def _row(**changes: object) -> FaultRow:
     streams = [ClientResult(f"stream {i}", "error event 500", 200, 10.2) for i in (1, 2)]
     late = ClientResult("new request", "HTTP 500", 500, 10.1)
-    row = FaultRow("worker SIGSTOP", 21.0, "liveness", 21.0, [*streams, late], 70.0, [], 30.0)
+    row = FaultRow(
+        "worker SIGSTOP", 21.0, "liveness", 21.0, "leader", [*streams, late], 70.0, [], 30.0
+    )
     for key, value in changes.items():
         setattr(row, key, value)
     return row
@@ -105,6 +107,7 @@ def test_the_table_has_a_row_per_fault_and_the_flood() -> None:
     assert table[0].split(" | ")[0].strip() == "fault"
     assert table[1].startswith("worker SIGSTOP")
     assert "21.0 s (liveness)" in table[1]
+    assert "leader at 21.0 s" in table[1]
     assert "2 streams: error event 500 at 10.2 s; new request: HTTP 500 at 10.1 s" in table[1]
     assert table[2].startswith("flood 32 at once")
     assert "6 runs (5 busy), 0 failed, slowest 0.4 s" in table[2]
