@@ -8,6 +8,9 @@ packages beside them never touch the cloud:
 - `infra.rehearse`: the real vLLM group on this machine (`python -m infra.rehearse`).
 - `infra.bench`: the benchmark client for a deployed endpoint (`python -m infra.bench`).
 
+`infra/bootstrap/` is a second, separate Pulumi project (its own `Pulumi.yaml` and stack file): the
+GitHub OIDC provider and the CI roles, run once per AWS account.
+
 The program's import closure holds `infra.plan` and `components` only
 (`tests/program/test_layout.py`).
 """

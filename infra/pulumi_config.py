@@ -5,11 +5,14 @@ Everything is checked before the first resource is registered, so a bad stack cr
 
 from __future__ import annotations
 
+import datetime as dt
 from dataclasses import dataclass
 
 import pulumi
+import pulumi_aws as aws
 from pulumi.runtime import config as runtime_config
 
+from infra.plan import advice, support, zones
 from infra.plan.config import (
     PROJECT,
     SECRET_KEYS,
@@ -18,7 +21,7 @@ from infra.plan.config import (
     check_secrets,
     load_config,
 )
-from infra.plan.sizing import Plan, plan
+from infra.plan.sizing import Plan
 
 
 @dataclass(frozen=True)
@@ -57,7 +60,7 @@ def read_stack_config(stack: str) -> tuple[StackConfig, Plan, StackSecrets]:
                 "run `pulumi config set --secret hfToken <token with the licence accepted>`",
             )
         cfg = load_config({k: v for k, v in values.items() if k not in SECRET_KEYS})
-        result = plan(cfg, stack)
+        result = advice.checked_plan(cfg, stack, list(values), dt.date.today())
     except ConfigError as error:
         raise pulumi.RunError(str(error)) from None
     config = pulumi.Config(PROJECT)
@@ -66,3 +69,43 @@ def read_stack_config(stack: str) -> tuple[StackConfig, Plan, StackSecrets]:
         api_key=config.get_secret("apiKey"),
     )
     return cfg, result, secrets
+
+
+def warn_about(cfg: StackConfig, today: dt.date | None = None) -> None:
+    """Log the plan's warnings (support window, open endpoint) so every preview shows them."""
+    for line in support.warnings(cfg, today or dt.date.today()):
+        pulumi.log.warn(line)
+
+
+def place_zones(cfg: StackConfig, plan_: Plan, provider: aws.Provider) -> zones.ZonePlacement:
+    """Ask the account which zones exist and offer the planned type; refuse a bad zone in one
+    line before anything is built.
+
+    Both lookups are data sources, so they run during `pulumi preview` too.
+    """
+    invoke = pulumi.InvokeOptions(provider=provider)
+    available = aws.get_availability_zones(state="available", opts=invoke)
+    region_zones = [
+        zones.Zone(name, zone_id)
+        for name, zone_id in zip(available.names, available.zone_ids, strict=True)
+    ]
+    offerings = aws.ec2.get_instance_type_offerings(
+        location_type="availability-zone-id",
+        filters=[
+            aws.ec2.GetInstanceTypeOfferingsFilterArgs(
+                name="instance-type", values=[plan_.instance_type]
+            )
+        ],
+        opts=invoke,
+    )
+    try:
+        return zones.place(
+            region=cfg.region,
+            availability_zone=cfg.availability_zone,
+            control_plane_zone=cfg.control_plane_zone,
+            instance_type=plan_.instance_type,
+            zones=region_zones,
+            offered_zone_ids=set(offerings.locations),
+        )
+    except ConfigError as error:
+        raise pulumi.RunError(str(error)) from None

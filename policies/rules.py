@@ -35,9 +35,11 @@ How a policy sees secrets (pulumi 3.272.0 engine, pulumi-policy 1.21.0):
 Consequence for `secrets-not-in-plain-config`: in a real preview, a Hugging Face token that was
 correctly set with `--secret` reaches the policy as plain text too. The program asserts where a
 Secret's values come from with the label `gemma-graviton.dev/secret-source`: `pulumi-secret`
-(built from `--secret` config; accepted, like `gemma-graviton.dev/authenticated` for
-LoadBalancers) or `plain` (every value is a violation). An unlabelled Secret fails if a value looks
-like a Hugging Face token.
+(built from `--secret` config; accepted) or `plain` (every value is a violation). An unlabelled
+Secret fails if a value looks like a Hugging Face token.
+
+The endpoint's rules check the objects themselves, not a label the program sets: the Service's
+target port and TLS listener, the gatekeeper container and vLLM's loopback address.
 """
 
 from __future__ import annotations
@@ -75,7 +77,6 @@ EXCLUSIVE_TOPOLOGY_ANNOTATIONS = (
 )
 HOSTNAME_TOPOLOGY_KEY = "kubernetes.io/hostname"
 
-AUTHENTICATED_ANNOTATION = "gemma-graviton.dev/authenticated"
 SECRET_SOURCE_LABEL = "gemma-graviton.dev/secret-source"
 #: Config keys that must be set with `pulumi config set --secret`.
 SECRET_CONFIG_KEYS = ("gemma-graviton:hfToken", "gemma-graviton:apiKey")
@@ -453,47 +454,135 @@ def _image_problem(image: object) -> str | None:
     return None
 
 
-# -- 4. load-balancer-restricted-or-authenticated ----------------------------------------------
+# -- 4. load-balancer-to-gatekeeper-over-tls -------------------------------------------------
+
+GATEKEEPER = "gatekeeper"
+SSL_CERT_ANNOTATION = "service.beta.kubernetes.io/aws-load-balancer-ssl-cert"
+SSL_PORTS_ANNOTATION = "service.beta.kubernetes.io/aws-load-balancer-ssl-ports"
+SCHEME_ANNOTATION = "service.beta.kubernetes.io/aws-load-balancer-scheme"
+#: RFC 1918: clients there come through a VPN or a peered network, not the internet.
+PRIVATE_NETWORKS = tuple(
+    ipaddress.ip_network(n) for n in ("10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16")
+)
 
 
-def load_balancer_restricted_or_authenticated(
-    resource_type: str, props: Mapping[str, Any]
-) -> list[str]:
-    """A LoadBalancer Service admits only listed client CIDRs, or its backend requires a key.
+def load_balancer_to_gatekeeper_over_tls(resource_type: str, props: Mapping[str, Any]) -> list[str]:
+    """A LoadBalancer Service sends traffic only to the gatekeeper's port, and one that the
+    internet reaches listens with TLS.
 
-    "Requires a key" is the program's own assertion, the annotation
-    `gemma-graviton.dev/authenticated: "true"`, set where vLLM runs with `--api-key`. Ranges set
-    only through the legacy `service.beta.kubernetes.io/load-balancer-source-ranges` annotation
-    are not read: use `spec.loadBalancerSourceRanges`.
+    Every port must target the named port `gatekeeper` (the proxy that checks the key and the
+    routes): a numeric or other target exposes a container directly, vLLM's included. The
+    listener must be TLS (the `aws-load-balancer-ssl-cert` annotation, with `ssl-ports` covering
+    every port) unless the scheme is internal or every source range is private (RFC 1918) or a
+    single address (/32, a short test from one machine). No `loadBalancerSourceRanges` means
+    every address. Ranges set only through the legacy `load-balancer-source-ranges` annotation
+    are not read.
     """
     if resource_type != SERVICE:
         return []
     spec = _map(props.get("spec"))
     if _unwrap(spec.get("type")) != "LoadBalancer":
         return []
-    annotations = _path(props, "metadata", "annotations")
-    if _unwrap(annotations.get(AUTHENTICATED_ANNOTATION)) == "true":
-        return []
-    fix = (
-        "list the client CIDRs in spec.loadBalancerSourceRanges, or require an API key and "
-        f'annotate {AUTHENTICATED_ANNOTATION}: "true"'
-    )
-    ranges = [_unwrap(r) for r in _seq(spec.get("loadBalancerSourceRanges"))]
-    if not ranges:
-        return [
-            "a LoadBalancer Service with no spec.loadBalancerSourceRanges is open to every "
-            f"address; {fix}"
-        ]
     messages = []
-    for entry in ranges:
+    ports = [_map(p) for p in _seq(spec.get("ports"))]
+    for index, port in enumerate(ports):
+        target = _unwrap(port.get("targetPort"))
+        if target != GATEKEEPER:
+            shown = _unwrap(port.get("name")) or f"#{index}"
+            messages.append(
+                f'spec.ports "{shown}" targets {target!r}, not the gatekeeper\'s port '
+                f'"{GATEKEEPER}"; send load-balancer traffic only through the gatekeeper, never '
+                "to vLLM directly"
+            )
+    annotations = _path(props, "metadata", "annotations")
+    if _unwrap(annotations.get(SCHEME_ANNOTATION)) == "internal":
+        return messages
+    public, malformed = _public_ranges(spec)
+    messages += [
+        f'spec.loadBalancerSourceRanges entry "{entry}" is not a CIDR; list CIDRs'
+        for entry in malformed
+    ]
+    if not public or all(net.prefixlen == net.max_prefixlen for net in public):
+        return messages
+    cert = _unwrap(annotations.get(SSL_CERT_ANNOTATION))
+    tls_ports = str(_unwrap(annotations.get(SSL_PORTS_ANNOTATION)) or "*").split(",")
+    covered = all(
+        "*" in tls_ports or str(_unwrap(p.get("name"))) in tls_ports or _port_text(p) in tls_ports
+        for p in ports
+    )
+    if not cert or not covered:
+        shown = ", ".join(str(n) for n in public[:3])
+        messages.append(
+            f"the internet reaches this load balancer ({shown}) over plain HTTP; terminate TLS "
+            f"on it ({SSL_CERT_ANNOTATION} with an ACM certificate, {SSL_PORTS_ANNOTATION} "
+            "covering every port), or admit only private ranges or single /32 addresses"
+        )
+    return messages
+
+
+def _port_text(port: Mapping[str, Any]) -> str:
+    number = _unwrap(port.get("port"))
+    return str(int(number)) if isinstance(number, int | float) else str(number)
+
+
+def _public_ranges(
+    spec: Mapping[str, Any],
+) -> tuple[list[ipaddress.IPv4Network | ipaddress.IPv6Network], list[object]]:
+    """The non-private source ranges (no list at all means every address) and malformed ones."""
+    entries = [_unwrap(r) for r in _seq(spec.get("loadBalancerSourceRanges"))]
+    if not entries:
+        return [ipaddress.ip_network("0.0.0.0/0")], []
+    public, malformed = [], []
+    for entry in entries:
         try:
             network = ipaddress.ip_network(str(entry), strict=False)
         except ValueError:
-            messages.append(f'spec.loadBalancerSourceRanges entry "{entry}" is not a CIDR; {fix}')
+            malformed.append(entry)
             continue
-        if network.prefixlen == 0:
+        private = network.version == 4 and any(
+            network.subnet_of(p)  # type: ignore[arg-type]
+            for p in PRIVATE_NETWORKS
+        )
+        if not private:
+            public.append(network)
+    return public, malformed
+
+
+# -- 4b. leaders-behind-gatekeeper -------------------------------------------------------------
+
+
+def leaders_behind_gatekeeper(resource_type: str, props: Mapping[str, Any]) -> list[str]:
+    """The pod that serves the API (the LWS leader, or the single template) runs the gatekeeper
+    with a port named `gatekeeper`, and vLLM listens on loopback only (`--host=127.0.0.1`) with
+    no container port, so nothing but the gatekeeper can reach it."""
+    if resource_type != LWS:
+        return []
+    templates = dict(_lws_templates(props))
+    name = "leaderTemplate" if "leaderTemplate" in templates else "workerTemplate"
+    containers = {
+        _unwrap(c.get("name")): c
+        for _, c in _containers("", _map(templates.get(name, {}).get("spec")))
+    }
+    messages = []
+    door = containers.get(GATEKEEPER)
+    door_ports = [_unwrap(_map(p).get("name")) for p in _seq((door or {}).get("ports"))]
+    if door is None or GATEKEEPER not in door_ports:
+        messages.append(
+            f'{name}: no container "{GATEKEEPER}" with a port named "{GATEKEEPER}"; run the '
+            "gatekeeper beside vLLM so only the API, with the key, reaches it"
+        )
+    engine = containers.get("vllm")
+    if engine is not None:
+        argv = [str(_unwrap(a)) for a in (*_seq(engine.get("command")), *_seq(engine.get("args")))]
+        if "--host=127.0.0.1" not in argv:
             messages.append(
-                f"spec.loadBalancerSourceRanges entry {entry} admits every address; {fix}"
+                f'{name}: container "vllm" does not listen on loopback; pass --host=127.0.0.1 '
+                "so only the gatekeeper in the pod reaches it"
+            )
+        if _seq(engine.get("ports")):
+            messages.append(
+                f'{name}: container "vllm" declares ports; remove them, the gatekeeper\'s port '
+                "is the pod's only way in"
             )
     return messages
 
@@ -593,14 +682,23 @@ RULES: tuple[Rule, ...] = (
         validate=images_pinned,
     ),
     Rule(
-        name="load-balancer-restricted-or-authenticated",
+        name="load-balancer-to-gatekeeper-over-tls",
         description=(
-            "A LoadBalancer Service lists client CIDRs (none of them 0.0.0.0/0) in "
-            'loadBalancerSourceRanges, or is annotated gemma-graviton.dev/authenticated: "true" '
-            "because its backend requires an API key."
+            "A LoadBalancer Service targets only the gatekeeper's port, and one the internet "
+            "reaches (beyond private ranges and single /32 addresses) terminates TLS with an "
+            "ACM certificate."
         ),
         enforcement_level="mandatory",
-        validate=load_balancer_restricted_or_authenticated,
+        validate=load_balancer_to_gatekeeper_over_tls,
+    ),
+    Rule(
+        name="leaders-behind-gatekeeper",
+        description=(
+            "The LeaderWorkerSet's serving pod runs the gatekeeper container, and vLLM listens "
+            "on 127.0.0.1 with no container port."
+        ),
+        enforcement_level="mandatory",
+        validate=leaders_behind_gatekeeper,
     ),
     Rule(
         name="secrets-not-in-plain-config",

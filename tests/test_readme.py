@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
+import json
 import re
 import shlex
 from pathlib import Path
 
 import pytest
+import yaml
 
+from infra.bootstrap.access import ci_roles
+from infra.plan import prices
 from infra.plan.cli import main
+from infra.plan.compare import compare, default_need
 from infra.plan.config import SECRET_KEYS, StackConfig
 from infra.plan.sizing import plan
 from infra.plan.stackfile import load_stack
@@ -83,3 +88,134 @@ def test_how_it_fits_together_names_real_places() -> None:
             REPO / d / m for d in ("infra/plan", "components") for m in (f"{module}.py", module)
         ]
         assert any(home.exists() for home in homes), module
+
+
+def test_node_size_ranking_is_the_catalogues() -> None:
+    """The README's ranking is what `--compare` gives for dev on the day the prices were read."""
+    today = prices.READ_ON
+    cfg = load_stack("dev", today=today)
+    result = compare(cfg, default_need(cfg, "dev"), "dev", today)
+    expected = []
+    for i, c in enumerate(result.ranked, 1):
+        p, e = c.plan, c.econ
+        assert p is not None and e is not None
+        expected.append(
+            f"| {i} | {c.instance_type} | {p.nodes} | {e.costs.usd_per_month:,.2f} | "
+            f"{p.max_concurrency:.2f}x | {e.served.one.aggregate_tokens_per_s:.2f} | "
+            f"{e.served.planned.aggregate_tokens_per_s * p.replicas:.2f} | "
+            f"{e.usd_per_million_full:.2f} | {e.usd_per_million_one:.2f} |"
+        )
+    section = _section("Choosing a node size").splitlines()
+    rows = [line for line in section if line.startswith("| ") and line[2:3].isdigit()]
+    assert rows == expected
+    assert len(rows) >= 12
+
+
+# -- From zero to a green preview -------------------------------------------------------------
+
+WORKFLOWS = sorted((REPO / ".github" / "workflows").glob("*.yml"))
+EXPRESSION = re.compile(r"\b(secrets|vars)\.([A-Za-z_][A-Za-z0-9_]*)")
+TABLE_ROW = re.compile(
+    r"^\| `(?P<name>[A-Z0-9_]+)` \| (?P<kind>variable|secret) \| (?P<where>[^|]+)\|"
+)
+
+
+def _documented_settings() -> dict[tuple[str, str], set[str]]:
+    """(`vars`|`secrets`, NAME) -> where the README says to set it (`repository` or envs)."""
+    documented: dict[tuple[str, str], set[str]] = {}
+    for line in _section("From zero to a green preview").splitlines():
+        match = TABLE_ROW.match(line)
+        if match:
+            kind = "vars" if match["kind"] == "variable" else "secrets"
+            where = set(re.findall(r"`([a-z]+)`|(repository)", match["where"]))
+            documented[(kind, match["name"])] = {a or b for a, b in where}
+    return documented
+
+
+def _read_by_workflows() -> dict[tuple[str, str], set[str | None]]:
+    """(`vars`|`secrets`, NAME) -> the environments of the jobs that read it (None: no env)."""
+    read: dict[tuple[str, str], set[str | None]] = {}
+    for path in WORKFLOWS:
+        for job in yaml.safe_load(path.read_text())["jobs"].values():
+            environment = job.get("environment")
+            if isinstance(environment, dict):
+                environment = environment.get("name")
+            for kind, name in EXPRESSION.findall(json.dumps(job)):
+                read.setdefault((kind, name), set()).add(environment)
+    return read
+
+
+def test_the_variables_and_secrets_table_is_what_the_workflows_read() -> None:
+    documented = _documented_settings()
+    read = _read_by_workflows()
+    assert set(documented) == set(read), (
+        f"README only: {sorted(set(documented) - set(read))}; "
+        f"workflows only: {sorted(set(read) - set(documented))}"
+    )
+    for key, environments in read.items():
+        where = documented[key]
+        if where == {"repository"}:
+            assert key[0] == "vars", (
+                f"{key[1]}: a secret must live in environments, never the repository"
+            )
+            continue
+        assert None not in environments, f"{key[1]} is read by a job without an environment"
+        assert environments <= where, f"{key[1]} read in {environments}, README says {where}"
+    # Prod's secrets and role are documented for the prod environment alone.
+    prod_only = [k for k in documented if k[1].startswith(("PROD_", "AWS_PROD_"))]
+    assert prod_only and all(documented[k] == {"prod"} for k in prod_only)
+
+
+def test_the_role_variables_are_the_bootstraps() -> None:
+    roles = ci_roles("acme/gemma-graviton", {"dev": "us-west-2", "prod": "us-east-1"}, None)
+    documented = _documented_settings()
+    for role in roles:
+        assert documented[("vars", role.variable)] == {role.environment}, role.variable
+
+
+def test_the_green_preview_steps_come_in_order() -> None:
+    section = _section("From zero to a green preview")
+    headings = re.findall(r"^### (\d)\. (.+)$", section, re.M)
+    steps = ["backend", "stack", "hugging face token", "bootstrap", "github", "pull request"]
+    assert [int(number) for number, _ in headings] == list(range(1, len(steps) + 1)), headings
+    for (_, title), step in zip(headings, steps, strict=True):
+        assert step in title.lower(), (step, title)
+    assert "safe to commit" in section
+    assert "pulumi stack init dev" in section and "pulumi stack init prod" in section
+    assert "config set --secret hfToken" in section
+
+
+def test_the_bootstrap_outputs_the_readme_names_exist() -> None:
+    program = (REPO / "infra" / "bootstrap" / "__main__.py").read_text()
+    exported = set(re.findall(r'pulumi\.export\(\s*"(\w+)"', program))
+    section = _section("From zero to a green preview")
+    named = set(re.findall(r"stack output (\w+)", section))
+    named |= set(re.findall(r"bootstrap output `(\w+)`", section))
+    assert named and named <= exported, f"not exported: {sorted(named - exported)}"
+    assert {"clusterAdminArns", "clusterViewerArns"} <= exported
+    assert (REPO / "infra" / "bootstrap" / "Pulumi.ci.yaml").is_file()
+
+
+def test_the_ci_section_says_what_the_workflows_run() -> None:
+    assert "`.ci/run`" in _section("CI")
+    for path in WORKFLOWS:
+        runs = [
+            step.get("run", "")
+            for job in yaml.safe_load(path.read_text())["jobs"].values()
+            for step in job.get("steps", [])
+        ]
+        assert "bash .ci/run" in [run.strip() for run in runs], path.name
+
+
+def test_support_window_table_is_the_catalogues() -> None:
+    section = README.split("### Kubernetes support window\n", 1)[1].split("\n## ", 1)[0]
+    rows = [line for line in section.splitlines() if line.startswith("| 1.")]
+    assert rows
+    for row in rows:
+        version, released, standard, extended = (c.strip() for c in row.strip("|").split("|"))
+        known = prices.EKS_VERSIONS[version]
+        assert (released, standard, extended) == (
+            known.released.isoformat(),
+            known.end_of_standard.isoformat(),
+            known.end_of_extended.isoformat(),
+        ), row

@@ -11,15 +11,23 @@ One module per object, re-exported here as `manifests.X`:
 - `probes`: the liveness probe program and the engine's step bound;
 - `pods`: the leader and worker pod templates (engine container, weight prefetch, volumes);
 - `lws`: the LeaderWorkerSet and the storage class of its per-rank claims;
-- `access`: the namespace, the Secrets, the leaders-only Service and the NetworkPolicy.
+- `gatekeeper`: the front door, nginx in each leader pod: its config, container and key snippet;
+- `access`: the namespace, the Secrets, the gatekeeper's ConfigMap, the leaders-only Service and
+  the NetworkPolicy;
+- `gate`: the Job that waits until the LeaderWorkerSet webhooks admit objects.
 
-A new object (a front-door proxy's container and config, say) gets its own module beside these,
-is re-exported below, and joins `all_objects` in apply order.
+A new object gets its own module beside these, is re-exported below, and joins `all_objects` in
+apply order.
 """
 
 from __future__ import annotations
 
+from components.manifests import gatekeeper
 from components.manifests.access import (
+    NLB_TAGS_ANNOTATION,
+    POD_SECURITY_LABELS,
+    aws_tags_annotation,
+    gatekeeper_config,
     leaders_selector,
     namespace,
     network_policy,
@@ -27,11 +35,16 @@ from components.manifests.access import (
     service,
 )
 from components.manifests.engine import EngineSpec, command_line, engine_args
-from components.manifests.lws import leader_worker_set, storage_class
+from components.manifests.lws import (
+    MODELS_CLAIM,
+    leader_worker_set,
+    model_claims,
+    rank_pods,
+    storage_class,
+)
 from components.manifests.probes import ProbeSpec, engine_timeout_env, probe_command
 from components.manifests.spec import (
     API_KEY_KEY,
-    AUTHENTICATED_ANNOTATION,
     CACHE_MOUNT,
     HF_TOKEN_KEY,
     HF_TOKEN_MOUNT,
@@ -46,41 +59,49 @@ from components.manifests.spec import (
 
 __all__ = [
     "API_KEY_KEY",
-    "AUTHENTICATED_ANNOTATION",
     "CACHE_MOUNT",
     "HF_TOKEN_KEY",
     "HF_TOKEN_MOUNT",
     "LWS_API",
     "LWS_NAME_LABEL",
     "LWS_WORKER_INDEX_LABEL",
+    "MODELS_CLAIM",
     "MODELS_MOUNT",
+    "NLB_TAGS_ANNOTATION",
+    "POD_SECURITY_LABELS",
     "RUN_AS",
     "EngineSpec",
     "Manifest",
     "ProbeSpec",
     "ServerSpec",
     "all_objects",
+    "aws_tags_annotation",
     "command_line",
     "engine_args",
     "engine_timeout_env",
+    "gatekeeper",
+    "gatekeeper_config",
     "leader_worker_set",
     "leaders_selector",
+    "model_claims",
     "namespace",
     "network_policy",
     "probe_command",
+    "rank_pods",
     "secret",
     "service",
     "storage_class",
 ]
 
 
-def all_objects(spec: ServerSpec, hf_token: str, api_key: str) -> list[Manifest]:
-    """Every object of the model server, in apply order."""
+def all_objects(spec: ServerSpec) -> list[Manifest]:
+    """Every object of the model server but its two Secrets, in apply order. The Secrets
+    (`secret`) need the real values: the program creates them; `--render` says how to."""
     return [
         namespace(spec),
-        secret(spec, "hf-token", hf_token),
-        secret(spec, "api-key", api_key),
+        gatekeeper_config(spec),
         network_policy(spec),
+        *model_claims(spec),
         leader_worker_set(spec),
         service(spec),
     ]

@@ -1,13 +1,14 @@
-"""Who reaches what: the namespace, the credentials, the leaders-only Service and the
-NetworkPolicy that keeps the ranks' ports inside their group."""
+"""Who reaches what: the namespace, the credentials, the leaders-only Service to the gatekeeper,
+the gatekeeper's config and the NetworkPolicy that keeps the ranks' ports inside their group."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Literal
 
+from components.manifests import gatekeeper
 from components.manifests.spec import (
     API_KEY_KEY,
-    AUTHENTICATED_ANNOTATION,
     HF_TOKEN_KEY,
     LWS_NAME_LABEL,
     LWS_WORKER_INDEX_LABEL,
@@ -17,23 +18,38 @@ from components.manifests.spec import (
     object_meta,
 )
 
+#: Pod Security Admission for the model's namespace. The engine containers run seccomp
+#: `Unconfined` (see `pods._security_context`), which the baseline level already refuses
+#: (pod-security-admission policy/check_seccompProfile_baseline.go), so the namespace can only
+#: enforce `privileged`. It audits and warns at the levels the pods are otherwise held to (a test
+#: checks the seccomp profile is their only baseline finding), so anything new shows up in the
+#: audit log and in the LWS controller's warnings.
+POD_SECURITY_LABELS = {
+    "pod-security.kubernetes.io/enforce": "privileged",
+    "pod-security.kubernetes.io/warn": "baseline",
+    "pod-security.kubernetes.io/audit": "restricted",
+}
+
 
 def namespace(spec: ServerSpec) -> Manifest:
     return {
         "apiVersion": "v1",
         "kind": "Namespace",
-        "metadata": {"name": spec.namespace, "labels": object_labels(spec, "namespace")},
+        "metadata": {
+            "name": spec.namespace,
+            "labels": {**object_labels(spec, "namespace"), **POD_SECURITY_LABELS},
+        },
     }
 
 
 def secret(spec: ServerSpec, which: Literal["hf-token", "api-key"], value: str) -> Manifest:
-    """The HF token or the API key. `value` is the real secret in the program, a placeholder in
-    rendered files."""
-    name, key = (
-        (spec.hf_secret_name, HF_TOKEN_KEY)
-        if which == "hf-token"
-        else (spec.api_key_secret_name, API_KEY_KEY)
-    )
+    """The HF token, or the API key with the gatekeeper's `map` snippet made from it. Only the
+    program builds these, with the real values: rendered files hold no Secret."""
+    if which == "hf-token":
+        name, data = spec.hf_secret_name, {HF_TOKEN_KEY: value}
+    else:
+        name = spec.api_key_secret_name
+        data = {API_KEY_KEY: value, gatekeeper.KEY_FILE: gatekeeper.key_map_entry(value)}
     metadata = object_meta(spec, name, "credentials")
     # Tells the policy pack the value is a Pulumi secret (policies see secrets decrypted).
     metadata["labels"]["gemma-graviton.dev/secret-source"] = "pulumi-secret"
@@ -42,7 +58,19 @@ def secret(spec: ServerSpec, which: Literal["hf-token", "api-key"], value: str) 
         "kind": "Secret",
         "metadata": metadata,
         "type": "Opaque",
-        "stringData": {key: value},
+        "stringData": data,
+    }
+
+
+def gatekeeper_config(spec: ServerSpec) -> Manifest:
+    """The gatekeeper's nginx.conf, generated from the plan's limits (no secret in it)."""
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": object_meta(spec, spec.gatekeeper_config_name, "gatekeeper"),
+        "data": {
+            gatekeeper.CONFIG_FILE: gatekeeper.nginx_conf(spec.limits, upstream_port=spec.port)
+        },
     }
 
 
@@ -51,20 +79,45 @@ def leaders_selector(spec: ServerSpec) -> dict[str, str]:
     return {LWS_NAME_LABEL: spec.lws_name, LWS_WORKER_INDEX_LABEL: "0"}
 
 
+#: The cloud provider's annotation for tags on the NLB, its target groups and security group, as
+#: "k=v,k=v" (cloud-provider-aws pkg/providers/v1/aws.go
+#: `ServiceAnnotationLoadBalancerAdditionalTags`).
+NLB_TAGS_ANNOTATION = "service.beta.kubernetes.io/aws-load-balancer-additional-resource-tags"
+
+
+def aws_tags_annotation(tags: Mapping[str, str]) -> str:
+    """Tags in the annotation's "k=v,k=v" form (the config refuses ',' and '=' in tags)."""
+    return ",".join(f"{key}={value}" for key, value in sorted(tags.items()))
+
+
 def service(spec: ServerSpec) -> Manifest:
-    """An internet-facing NLB (in-tree annotations, handled by EKS's cloud controller)."""
-    annotations = {
-        "service.beta.kubernetes.io/aws-load-balancer-type": "nlb",
-        "service.beta.kubernetes.io/aws-load-balancer-scheme": "internet-facing",
-        AUTHENTICATED_ANNOTATION: "true",
-    }
-    port = {"name": "http", "port": 80, "targetPort": "http", "protocol": "TCP"}
+    """An NLB, made by EKS's cloud controller (in-tree annotations), to the leaders' gatekeeper
+    port, never to vLLM. With a certificate the NLB ends TLS on 443 and forwards plain TCP to the
+    gatekeeper inside the VPC.
+
+    The in-tree controller builds an internet-facing load balancer unless the Service carries
+    `aws-load-balancer-internal` (cloud-provider-aws pkg/providers/v1/aws.go), which it gets when
+    every admitted range is private; the `aws-load-balancer-scheme` annotation is read only by the
+    AWS Load Balancer Controller, which this cluster does not run, so it is not set.
+    """
+    annotations = {"service.beta.kubernetes.io/aws-load-balancer-type": "nlb"}
+    if spec.internal_load_balancer:
+        # The controller then picks the subnets tagged kubernetes.io/role/internal-elb.
+        annotations["service.beta.kubernetes.io/aws-load-balancer-internal"] = "true"
+    if spec.aws_tags:
+        annotations[NLB_TAGS_ANNOTATION] = aws_tags_annotation(spec.aws_tags)
+    target = gatekeeper.PORT_NAME
+    port = {"name": "http", "port": 80, "targetPort": target, "protocol": "TCP"}
     if spec.tls_certificate_arn:
         annotations["service.beta.kubernetes.io/aws-load-balancer-ssl-cert"] = (
             spec.tls_certificate_arn
         )
         annotations["service.beta.kubernetes.io/aws-load-balancer-ssl-ports"] = "https"
-        port = {"name": "https", "port": 443, "targetPort": "http", "protocol": "TCP"}
+        # TLS 1.2 and 1.3 only (ELB's named policy).
+        annotations["service.beta.kubernetes.io/aws-load-balancer-ssl-negotiation-policy"] = (
+            "ELBSecurityPolicy-TLS13-1-2-2021-06"
+        )
+        port = {"name": "https", "port": 443, "targetPort": target, "protocol": "TCP"}
     return {
         "apiVersion": "v1",
         "kind": "Service",
@@ -82,7 +135,8 @@ def service(spec: ServerSpec) -> Manifest:
 
 def network_policy(spec: ServerSpec) -> Manifest:
     """Ranks of a group talk to each other on any TCP port (gloo and vLLM's ZMQ use ephemeral
-    ports); everyone else reaches only the leader's HTTP port."""
+    ports); everyone else reaches only the gatekeeper's port, which asks for the key. (vLLM's own
+    port is on loopback and unreachable from the network at all.)"""
     group = {"matchLabels": {LWS_NAME_LABEL: spec.lws_name}}
     return {
         "apiVersion": "networking.k8s.io/v1",
@@ -93,7 +147,7 @@ def network_policy(spec: ServerSpec) -> Manifest:
             "policyTypes": ["Ingress"],
             "ingress": [
                 {"from": [{"podSelector": group}]},
-                {"ports": [{"port": spec.port, "protocol": "TCP"}]},
+                {"ports": [{"port": gatekeeper.PORT, "protocol": "TCP"}]},
             ],
         },
     }

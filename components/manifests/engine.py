@@ -28,13 +28,26 @@ class EngineSpec:
     master_addr: str
     master_port: int = 29501
     port: int = 8000
+    #: The API server's address: loopback, so only the gatekeeper beside it reaches vLLM.
+    host: str = "127.0.0.1"
+    #: Longest reply of any request; `None` leaves vLLM's (the rest of the context).
+    max_reply_tokens: int | None = None
     #: Turn off image, audio and video inputs (the model is served text-only).
     text_only: bool = True
     dtype: str = "bfloat16"
+    #: Hub commit of the model and tokenizer, when vLLM downloads them itself.
+    revision: str | None = None
 
 
 def engine_args(spec: EngineSpec, role: Literal["leader", "worker"]) -> list[str]:
-    """`vllm serve` arguments for one rank; workers are headless (no HTTP server)."""
+    """`vllm serve` arguments for one rank; workers are headless (no HTTP server).
+
+    Kubernetes expands `$(VAR)` in args: only the rank wiring may use it, so a `$(` in a value
+    from the stack (the model) is refused rather than run.
+    """
+    for name, value in (("model", spec.model), ("served_model_name", spec.served_model_name)):
+        if "$(" in value:
+            raise ValueError(f"{name} {value!r} holds `$(`, which Kubernetes would expand")
     args = [
         "serve",
         spec.model,
@@ -52,11 +65,22 @@ def engine_args(spec: EngineSpec, role: Literal["leader", "worker"]) -> list[str
         "-cc.mode=2",
         "-cc.backend=eager",
     ]
+    if spec.revision:
+        args += [f"--revision={spec.revision}", f"--tokenizer-revision={spec.revision}"]
     if spec.text_only:
         modalities = {"image": 0, "audio": 0, "video": 0}
         args.append(f"--limit-mm-per-prompt={json.dumps(modalities, separators=(',', ':'))}")
     if role == "leader":
-        args += ["--host=0.0.0.0", f"--port={spec.port}"]
+        if spec.max_reply_tokens is not None:
+            # vLLM 0.31 takes max_new_tokens as a cap on every request: a request's max_tokens
+            # can lower it, not raise it; without max_tokens a reply stops there
+            # (entrypoints/openai/chat_completion/serving.py `override_max_tokens`,
+            # entrypoints/serve/utils/api_utils.py `get_max_tokens`).
+            override = {"max_new_tokens": spec.max_reply_tokens}
+            args.append(
+                f"--override-generation-config={json.dumps(override, separators=(',', ':'))}"
+            )
+        args += [f"--host={spec.host}", f"--port={spec.port}"]
     else:
         args.append("--headless")
     return args

@@ -1,13 +1,14 @@
 """The pod templates of the ranks: the engine container, the weight prefetch, volumes, security.
 
-A container that runs beside the engine (a front-door proxy, say) gets its own module next to this
-one and joins the `containers` list in `pod_template`.
+The leader also runs the gatekeeper (`components.manifests.gatekeeper`), the pod's only open
+port; vLLM listens on loopback and the kubelet's probes reach its /health through the gatekeeper.
 """
 
 from __future__ import annotations
 
 from typing import Any, Literal
 
+from components.manifests import gatekeeper
 from components.manifests.engine import engine_args
 from components.manifests.probes import (
     engine_timeout_env,
@@ -27,9 +28,11 @@ from components.manifests.spec import (
     object_labels,
 )
 
-# Downloads the repository into the model volume, then reads every file once, so the page cache
-# is charged to this container's cgroup; it is gone when vLLM's guard measures the engine
-# container. On a persistent volume a finished download is only verified.
+# Downloads the pinned commit into the model volume, then reads every file once, so the page
+# cache is charged to this container's cgroup; it is gone when vLLM's guard measures the engine
+# container. On a persistent volume a finished download is only verified. A failed download is
+# retried here with back-off (huggingface_hub resumes the files it has): exiting would fail the
+# pod, and LWS would recreate the whole group, every rank starting again from zero.
 _PREFETCH = """
 set -eu
 python3 - <<'PY'
@@ -38,10 +41,23 @@ from pathlib import Path
 from huggingface_hub import snapshot_download
 
 repo, target = os.environ["MODEL_REPO"], Path(os.environ["MODEL_DIR"])
+revision = os.environ.get("MODEL_REVISION") or None
+attempts = int(os.environ["DOWNLOAD_ATTEMPTS"])
 start = time.time()
-snapshot_download(repo, local_dir=target, allow_patterns=[
-    "*.json", "*.safetensors", "*.model", "*.txt", "*.jinja", "tokenizer*"])
-print(f"downloaded {repo} in {time.time() - start:.0f} s", flush=True)
+for attempt in range(1, attempts + 1):
+    try:
+        snapshot_download(repo, revision=revision, local_dir=target, allow_patterns=[
+            "*.json", "*.safetensors", "*.model", "*.txt", "*.jinja", "tokenizer*"])
+        break
+    except Exception as error:  # network, throttling, hub errors: all worth another try
+        if attempt == attempts:
+            sys.exit(f"download of {repo}@{revision or 'main'} failed {attempts} times, "
+                     f"last: {error!r}")
+        pause = min(300, 15 * 2 ** (attempt - 1))
+        print(f"download attempt {attempt}/{attempts} failed ({error!r}); retrying in "
+              f"{pause} s", flush=True)
+        time.sleep(pause)
+print(f"downloaded {repo}@{revision or 'main'} in {time.time() - start:.0f} s", flush=True)
 start, total = time.time(), 0
 for path in sorted(p for p in target.rglob("*") if p.is_file() and ".cache" not in p.parts):
     with open(path, "rb") as handle:
@@ -51,6 +67,9 @@ print(f"read {total / 2**30:.1f} GiB through the page cache in {time.time() - st
       flush=True)
 PY
 """
+#: Download attempts before the init container gives up (back-off 15 s doubling, at most 300 s:
+#: about 12 minutes of retrying in all).
+DOWNLOAD_ATTEMPTS = 6
 
 # Headless ranks start only once the leader's name resolves (LWS #746): vLLM gives up on an
 # unresolvable master address instead of retrying.
@@ -66,10 +85,21 @@ def _resources(spec: ServerSpec) -> dict[str, dict[str, str]]:
 
 
 def _security_context() -> dict[str, Any]:
-    # vLLM's CPU backend binds its OpenMP threads to cores and sets its own memory policy
-    # (mbind, set_mempolicy, migrate_pages on itself). The runtime's default seccomp profile
-    # admits those syscalls only with CAP_SYS_NICE, which a non-root process cannot hold; on its
-    # own pages the syscalls need no capability, so the engine runs unconfined instead.
+    # Accepted finding: the engine runs seccomp Unconfined. vLLM's CPU backend binds its OpenMP
+    # threads and then its memory (csrc/cpu/utils.cpp `init_cpu_threads_env`: numa_available(),
+    # numa_migrate_pages(), numa_set_membind(), i.e. get_mempolicy, migrate_pages,
+    # set_mempolicy). The runtime's default profile admits the mempolicy calls only with
+    # CAP_SYS_NICE, which a non-root process cannot hold, and refuses them with EPERM; libnuma
+    # before 2.0.19 treats only ENOSYS as "no NUMA", so numa_available() still says yes and the
+    # failed migrate_pages aborts the engine ("numa_migrate_pages failed"). (Which libnuma the
+    # pinned image carries was not checked here; with 2.0.19 or later RuntimeDefault would skip
+    # the memory binding and keep the thread binding.) The narrower alternative, a Localhost
+    # profile (the runtime
+    # default plus those calls) written to /var/lib/kubelet/seccomp by the node's user data
+    # (cloud-init runs before nodeadm starts kubelet: amazon-eks-ami nodeadm-run.service
+    # After=cloud-final.service), was not taken: this project cannot start real vLLM under a
+    # seccomp filter, and a profile missing one syscall would kill the first start. Everything
+    # else stays restricted: non-root, no privilege escalation, no capabilities, read-only root.
     return {
         "allowPrivilegeEscalation": False,
         "readOnlyRootFilesystem": True,
@@ -124,6 +154,8 @@ def _prefetch_container(spec: ServerSpec) -> dict[str, Any]:
         "env": [
             {"name": "MODEL_REPO", "value": spec.model},
             {"name": "MODEL_DIR", "value": spec.model_dir},
+            {"name": "MODEL_REVISION", "value": spec.model_revision or ""},
+            {"name": "DOWNLOAD_ATTEMPTS", "value": str(DOWNLOAD_ATTEMPTS)},
             {"name": "HF_TOKEN_PATH", "value": f"{HF_TOKEN_MOUNT}/{HF_TOKEN_KEY}"},
             {"name": "HOME", "value": CACHE_MOUNT},
             {"name": "HF_HOME", "value": f"{CACHE_MOUNT}/huggingface"},
@@ -135,7 +167,7 @@ def _prefetch_container(spec: ServerSpec) -> dict[str, Any]:
     }
 
 
-def _probe(path: str, port: int, period: int, failures: int) -> dict[str, Any]:
+def _probe(path: str, port: int | str, period: int, failures: int) -> dict[str, Any]:
     return {
         "httpGet": {"path": path, "port": port},
         "periodSeconds": period,
@@ -168,14 +200,16 @@ def _engine_container(spec: ServerSpec, role: Literal["leader", "worker"]) -> di
         )
         container["command"] = ["vllm"]
         container["args"] = args
-        container["ports"] = [{"name": "http", "containerPort": spec.port}]
-        # /health turns 200 only once every rank has joined and the model is loaded.
+        # /health turns 200 only once every rank has joined and the model is loaded. vLLM binds
+        # loopback, so the kubelet asks the gatekeeper, which passes /health without a key.
+        port = gatekeeper.PORT_NAME
         container["startupProbe"] = _probe(
-            "/health", spec.port, 10, max(1, spec.startup_timeout_seconds // 10)
+            "/health", port, 10, max(1, spec.startup_timeout_seconds // 10)
         )
-        container["readinessProbe"] = _probe("/health", spec.port, 10, 3)
+        container["readinessProbe"] = _probe("/health", port, 10, 3)
         # /health stays 200 while a lost or hung rank stalls every request: liveness proves
-        # tokens come out of the last stage (`probes`).
+        # tokens come out of the last stage (`probes`). It runs inside this container, so it
+        # reaches vLLM on loopback.
         container["livenessProbe"] = liveness_probe(
             probe_command(spec.probes, "leader", spec.port, spec.model), spec.probes
         )
@@ -184,13 +218,15 @@ def _engine_container(spec: ServerSpec, role: Literal["leader", "worker"]) -> di
         container["args"] = args
         # A headless rank whose leader is gone waits forever: it fails once the leader stops
         # answering, after the leader's own start-up.
-        lost_leader = probe_command(spec.probes, "worker", spec.port, spec.model)
+        # The leader's vLLM listens on its loopback only: the worker asks its gatekeeper, which
+        # passes /health without a key.
+        lost_leader = probe_command(spec.probes, "worker", gatekeeper.PORT, spec.model)
         container["startupProbe"] = startup_probe(lost_leader, spec.startup_timeout_seconds)
         container["livenessProbe"] = liveness_probe(lost_leader, spec.probes)
     return container
 
 
-def _volumes(spec: ServerSpec) -> list[dict[str, Any]]:
+def _volumes(spec: ServerSpec, role: Literal["leader", "worker"]) -> list[dict[str, Any]]:
     volumes: list[dict[str, Any]] = [
         {"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": f"{spec.shm_gib}Gi"}},
         {"name": "cache", "emptyDir": {"sizeLimit": "4Gi"}},
@@ -202,11 +238,28 @@ def _volumes(spec: ServerSpec) -> list[dict[str, Any]]:
     ]
     if not spec.persistent_models:
         volumes.append({"name": "models", "emptyDir": {"sizeLimit": f"{spec.model_volume_gib}Gi"}})
+    if role == "leader":
+        volumes += gatekeeper.volumes(spec.gatekeeper_config_name, spec.api_key_secret_name)
     return volumes
 
 
-def pod_template(spec: ServerSpec, role: Literal["leader", "worker"]) -> dict[str, Any]:
-    """The leader's or a worker's pod: one rank per node, the engine, and the prefetch if any."""
+def pod_template(
+    spec: ServerSpec, role: Literal["leader", "worker"], key_fingerprint: str | None = None
+) -> dict[str, Any]:
+    """The leader's or a worker's pod: one rank per node, the engine, and the prefetch if any;
+    the leader adds the gatekeeper. `key_fingerprint` (`gatekeeper.key_fingerprint` of the API
+    key) goes into the leader's template, so a new key rolls the group."""
+    containers = [_engine_container(spec, role)]
+    metadata: dict[str, Any] = {"labels": object_labels(spec, f"vllm-{role}")}
+    if role == "leader":
+        containers.append(
+            gatekeeper.container(spec.gatekeeper_millicpu, spec.gatekeeper_memory_mib)
+        )
+        conf = gatekeeper.nginx_conf(spec.limits, upstream_port=spec.port)
+        annotations = {gatekeeper.CONFIG_ANNOTATION: gatekeeper.config_digest(conf)}
+        if key_fingerprint is not None:
+            annotations[gatekeeper.KEY_ANNOTATION] = key_fingerprint
+        metadata["annotations"] = annotations
     pod_spec: dict[str, Any] = {
         "automountServiceAccountToken": False,
         "enableServiceLinks": False,
@@ -238,9 +291,9 @@ def pod_template(spec: ServerSpec, role: Literal["leader", "worker"]) -> dict[st
             "seccompProfile": {"type": "RuntimeDefault"},
         },
         "terminationGracePeriodSeconds": 30,
-        "containers": [_engine_container(spec, role)],
-        "volumes": _volumes(spec),
+        "containers": containers,
+        "volumes": _volumes(spec, role),
     }
     if spec.weight_prefetch:
         pod_spec["initContainers"] = [_prefetch_container(spec)]
-    return {"metadata": {"labels": object_labels(spec, f"vllm-{role}")}, "spec": pod_spec}
+    return {"metadata": metadata, "spec": pod_spec}

@@ -7,12 +7,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from components.manifests.engine import EngineSpec
+from components.manifests.gatekeeper import GatekeeperLimits
 from components.manifests.probes import ProbeSpec
 
 LWS_API = "leaderworkerset.x-k8s.io/v1"
 LWS_NAME_LABEL = "leaderworkerset.sigs.k8s.io/name"
 LWS_WORKER_INDEX_LABEL = "leaderworkerset.sigs.k8s.io/worker-index"
-AUTHENTICATED_ANNOTATION = "gemma-graviton.dev/authenticated"
 HF_TOKEN_KEY = "token"
 API_KEY_KEY = "api-key"
 MODELS_MOUNT = "/models"
@@ -53,13 +53,29 @@ class ServerSpec:
     #: Labels of the nodes the model pods must run on.
     node_selector: Mapping[str, str]
     allowed_cidrs: Sequence[str]
+    #: What the gatekeeper in each leader pod lets through to vLLM.
+    limits: GatekeeperLimits
+    #: Longest reply of any request (vLLM's generation config), so also of one without
+    #: `max_tokens`.
+    max_reply_tokens: int
+    #: The gatekeeper container's CPU and memory (requests equal limits).
+    gatekeeper_millicpu: int
+    gatekeeper_memory_mib: int
     #: ACM certificate for a TLS listener on 443; plain HTTP on 80 without it.
     tls_certificate_arn: str | None = None
+    #: Every admitted client range is private (a VPN, peered VPCs): the NLB gets private
+    #: addresses only, since an internet-facing one would see those clients' public egress.
+    internal_load_balancer: bool = False
+    #: vLLM's port on the leader's loopback; only the gatekeeper reaches it.
     port: int = 8000
     master_port: int = 29501
     extra_labels: Mapping[str, str] = field(default_factory=dict)
     #: Liveness bounds of the ranks (`components.manifests.probes`).
     probes: ProbeSpec = field(default_factory=ProbeSpec)
+    #: Hub commit every rank downloads (None: the repository's `main`, unpinned).
+    model_revision: str | None = None
+    #: AWS tags for what AWS creates on the objects' behalf (the load balancer).
+    aws_tags: Mapping[str, str] = field(default_factory=dict)
 
     @property
     def lws_name(self) -> str:
@@ -72,6 +88,10 @@ class ServerSpec:
     @property
     def api_key_secret_name(self) -> str:
         return f"{self.name}-api-key"
+
+    @property
+    def gatekeeper_config_name(self) -> str:
+        return f"{self.name}-gatekeeper"
 
     @property
     def model_dir(self) -> str:
@@ -90,6 +110,9 @@ class ServerSpec:
             master_addr="$(LWS_LEADER_ADDRESS)",
             master_port=self.master_port,
             port=self.port,
+            max_reply_tokens=self.max_reply_tokens,
+            # A prefetched directory is already that commit; vLLM downloading itself needs it.
+            revision=None if self.weight_prefetch else self.model_revision,
         )
 
 

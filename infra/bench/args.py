@@ -66,6 +66,8 @@ class BenchArgs:
     """Print one JSON object on stdout instead of the tables."""
     timeout: float
     """Seconds to wait for a connection and for each streamed chunk."""
+    stack: str = "dev"
+    """Stack whose plan's predictions are printed beside the measurements."""
 
 
 class _Parser(argparse.ArgumentParser):
@@ -121,6 +123,12 @@ def build_parser() -> argparse.ArgumentParser:
         "--prompt", default=DEFAULT_PROMPT, metavar="TEXT", help="user message to send"
     )
     parser.add_argument("--json", action="store_true", help="print one JSON object on stdout")
+    parser.add_argument(
+        "--stack",
+        default="dev",
+        metavar="NAME",
+        help="stack whose plan is printed beside the measurements (default dev)",
+    )
     parser.add_argument(
         "--timeout",
         default=str(DEFAULT_TIMEOUT_S),
@@ -235,6 +243,7 @@ def parse_args(argv: Sequence[str]) -> BenchArgs:
         prompt=ns.prompt,
         json_output=ns.json,
         timeout=parse_timeout(ns.timeout),
+        stack=ns.stack,
     )
 
 

@@ -42,6 +42,7 @@ from infra.bench.client import (
     discover_model,
     run_round,
 )
+from infra.bench.predict import comparison_lines, predictions
 from infra.bench.report import STATUS_LABELS, build_report, fmt_value, render_table
 
 
@@ -118,8 +119,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         print("error: interrupted; no report", file=sys.stderr)
         return 130
 
+    predicted = predictions(args.stack, args.concurrency, args.prompt, args.tokens)
     if args.json_output:
-        print(json.dumps(report, indent=2))
+        print(json.dumps({**report, "plan_predictions": predicted}, indent=2))
     else:
-        print(render_table(report))
+        print("\n".join([render_table(report), *comparison_lines(report, predicted)]))
     return 0 if report["ok"] else 1

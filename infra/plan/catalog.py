@@ -11,6 +11,7 @@ is a measured quantity the planner cannot derive, so it is a calibrated model (`
 
 from __future__ import annotations
 
+import datetime as dt
 import re
 from dataclasses import dataclass
 
@@ -42,14 +43,36 @@ VISIBLE_MEMORY_FRACTION = 0.9616
 EVICTION_MIB = 100
 
 _GRAVITON = {
-    # family: (generation, GiB per vCPU, effective decode GB/s per vCPU)
+    # family: (generation, GiB per vCPU, effective decode GB/s per vCPU). Graviton2 scales the
+    # Graviton3 figure by its DDR4-3200 over DDR5-4800 (modelled; it cannot run bf16 anyway).
+    "m6g": ("graviton2", 4, 16.5 * 3200 / 4800),
+    "c6g": ("graviton2", 2, 16.5 * 3200 / 4800),
+    "r6g": ("graviton2", 8, 16.5 * 3200 / 4800),
     "m7g": ("graviton3", 4, 16.5),
     "c7g": ("graviton3", 2, 16.5),
     "r7g": ("graviton3", 8, 16.5),
     "m8g": ("graviton4", 4, 16.5 * 5600 / 4800),
+    "c8g": ("graviton4", 2, 16.5 * 5600 / 4800),
+    "r8g": ("graviton4", 8, 16.5 * 5600 / 4800),
 }
+#: Generations whose cores have bf16 instructions; vLLM's Arm CPU backend runs bf16 from Graviton3
+#: on (FACTS.md), and the image serves the checkpoint's bf16 weights.
+BF16_GENERATIONS = ("graviton3", "graviton4")
+
+#: Prefill arithmetic rate per vCPU in GFLOP/s, (low, high). Modelled, unmeasured: no prefill of
+#: this model was timed on any of these types. The range is the cores' peak bf16 matrix rate
+#: (Neoverse V1 at 2.6 GHz and V2 at 2.8 GHz, about 64 bf16 FLOP per cycle: ~166 and ~179
+#: GFLOP/s) times an assumed 25-70% efficiency of vLLM's CPU GEMMs; Graviton2 (Neoverse N1, fp32
+#: NEON, 2.5 GHz, 16 FLOP per cycle) likewise. Replace it with a measured figure from
+#: `python -m infra.bench` (README, "Feeding measurements back").
+PREFILL_GFLOPS_PER_VCPU: dict[str, tuple[float, float]] = {
+    "graviton2": (10.0, 28.0),
+    "graviton3": (40.0, 115.0),
+    "graviton4": (45.0, 125.0),
+}
+PREFILL_SOURCE = "modelled, unmeasured"
 _SIZES = {"large": 2, "xlarge": 4, "2xlarge": 8, "4xlarge": 16, "8xlarge": 32}
-#: eni-max-pods.txt for these sizes (identical across the four families).
+#: eni-max-pods.txt for these sizes (identical across these families).
 _MAX_PODS = {"large": 29, "xlarge": 58, "2xlarge": 58, "4xlarge": 234, "8xlarge": 234}
 
 INSTANCE_TYPES: dict[str, InstanceType] = {
@@ -95,6 +118,12 @@ def allocatable_millicpu(instance: InstanceType) -> int:
     return instance.vcpu * 1000 - kube_reserved_millicpu(instance)
 
 
+#: The front door's proxy in every leader pod; its requests (equal to its limits).
+GATEKEEPER = "gatekeeper"
+GATEKEEPER_MILLICPU = 30
+GATEKEEPER_MEMORY_MIB = 64
+
+
 @dataclass(frozen=True)
 class Cotenant:
     """A pod that shares the model nodes: what it requests and how many land on one node."""
@@ -102,7 +131,8 @@ class Cotenant:
     name: str
     millicpu: int
     memory_mib: int
-    #: "daemonset": one on every node; "deployment": `replicas` that may all land on one node.
+    #: "daemonset": one on every node; "deployment": `replicas` that may all land on one node;
+    #: "sidecar": a container of the model pod itself, one per node.
     kind: str
     replicas: int = 1
     source: str = ""
@@ -147,6 +177,15 @@ COTENANTS: tuple[Cotenant, ...] = (
         source="EKS aws-ebs-csi-driver",
         with_volumes_only=True,
     ),
+    # nginx proxying a few requests a second, no TLS (the load balancer ends it): ~10 MB
+    # resident, well under 5 millicores. Requests equal limits like the engine's.
+    Cotenant(
+        GATEKEEPER,
+        GATEKEEPER_MILLICPU,
+        GATEKEEPER_MEMORY_MIB,
+        "sidecar",
+        source="this project's front door (components/manifests/gatekeeper.py)",
+    ),
 )
 
 #: Memory left unrequested on each model node: burstable system pods above their requests, the
@@ -179,6 +218,11 @@ class ModelProfile:
     max_context: int
     tied_embeddings: bool = True
     dtype_bytes: int = 2
+    #: A commit of the model's hub repository that was checked to load with the pinned vLLM, and
+    #: the day it was checked; `modelRevision: auto` deploys it. None: no commit has been
+    #: checked yet, and the plan warns that ranks would download `main` independently.
+    revision: str | None = None
+    revision_checked: dt.date | None = None
     #: Per-pod runtime overhead beyond weights and KV cache (API server, engine core, activation
     #: buffers, allocator arenas) = base + per_weight x the pod's weight GiB. Calibrated on two
     #: measured deployments: a 1B model in one pod (~2 GiB of weights, 5.7 GiB overhead) and
@@ -223,8 +267,27 @@ MODELS: dict[str, ModelProfile] = {
 IMAGE_DISK_GIB = 14
 #: The node's own root filesystem, logs and kubelet state.
 NODE_OS_DISK_GIB = 8
+#: vLLM images a node holds at once: during an image upgrade the new image is pulled while the
+#: old one is still on disk (kubelet's image garbage collection removes an image only once no
+#: container uses it, and only above its disk threshold).
+IMAGES_ON_NODE_DURING_UPGRADE = 2
 
 #: Cold-start phases after the download, as measured for the 12B on m7g.2xlarge: loading the
 #: weights into memory, and vLLM's warm-up (compile and profile) before /health turns 200.
 LOAD_SECONDS_PER_GIB = 90 / 11.2
 WARMUP_SECONDS = 50
+
+
+#: The default `kubernetesVersion` (support dates: `prices.EKS_VERSIONS`). AL2023_ARM_64_STANDARD
+#: node AMIs exist for it (awslabs/amazon-eks-ami CHANGELOG.md, release v20260714:
+#: "amazon-eks-node-al2023-arm64-standard-1.35-v20260714"), and add-on versions are looked up per
+#: Kubernetes version by `aws.eks.get_addon_version`, here and in pulumi-eks 4.x
+#: (nodejs/eks/addons/cni-addon.ts), so no list of versions in the SDKs limits it.
+DEFAULT_KUBERNETES_VERSION = "1.35"
+#: The plan warns this many days before a version leaves standard support.
+SUPPORT_WARNING_DAYS = 60
+
+#: Zone IDs where EKS refuses control-plane subnets (UnsupportedAvailabilityZoneException). The
+#: same list eksctl avoids (eksctl-io/eksctl pkg/az/az.go `zoneIDsToAvoid`, commit f4d4076, read
+#: 2026-11-30). IDs, not names: a name maps to a different physical zone in every account.
+EKS_UNSUPPORTED_ZONE_IDS = frozenset({"use1-az3", "usw1-az2", "cac1-az3", "cnn1-az4"})

@@ -1,6 +1,7 @@
-"""`python -m infra.plan`: what a stack will get, offline, before any money is spent.
+"""`python -m infra.plan`: what a stack will get and cost, offline, before any money is spent.
 
     python -m infra.plan [--stack dev] [--set KEY=VALUE ...] [--json] [--render DIR]
+    python -m infra.plan --compare [--need context=N,concurrency=X,decode=T] [--json]
 
 Bad input exits 2 with one line on stderr naming the key, the rule and the fix.
 """
@@ -8,23 +9,46 @@ Bad input exits 2 with one line on stderr naming the key, the rule and the fix.
 from __future__ import annotations
 
 import argparse
+import datetime as dt
 import json
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import NoReturn
 
-from infra.plan.config import ConfigError
-from infra.plan.sizing import Plan, plan
-from infra.plan.stackfile import add_stack_arguments, load_stack, parse_overrides
+from infra.plan import advice, compare, support, throughput
+from infra.plan.config import ConfigError, StackConfig
+from infra.plan.economics import Economics, economics
+from infra.plan.frontdoor import FrontDoorPlan
+from infra.plan.sizing import Plan
+from infra.plan.stackfile import add_stack_arguments, load_stack, parse_overrides, read_stack
+
+
+class _OneLineParser(argparse.ArgumentParser):
+    """argparse, but a usage error is one line and exit 2 like every other bad input."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"error: {message}; see `python -m infra.plan --help`\n")
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _OneLineParser(
         prog="python -m infra.plan",
-        description="Show what a stack will get: pods, memory, KV cache, context, speed.",
+        description="Show what a stack will get: pods, memory, KV cache, context, speed, cost.",
     )
     add_stack_arguments(parser)
     parser.add_argument("--json", action="store_true", help="print one JSON object")
+    parser.add_argument(
+        "--compare",
+        action="store_true",
+        help="plan every catalogue type for the stack and rank them by $ per million tokens",
+    )
+    parser.add_argument(
+        "--need",
+        metavar="context=N,concurrency=X,decode=T",
+        default="",
+        help="what --compare's types must serve (default: what the stack's own plan serves)",
+    )
     parser.add_argument(
         "--render",
         metavar="DIR",
@@ -34,8 +58,72 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-def format_table(p: Plan) -> str:
-    """The human view: every figure with its unit, then why each derived value was chosen."""
+def _economics_rows(p: Plan, e: Economics) -> list[tuple[str, str]]:
+    """Served tokens, time to first token and cost, each with its unit and where it comes from."""
+    s = e.served
+    low, high = s.ttft_max_len_range_s
+    k_low, k_high = s.ttft_1k_range_s
+    rows = [
+        (
+            "decode, 1 stream",
+            f"{s.one.aggregate_tokens_per_s:.2f} tokens/s (calibrated on the field report's "
+            "measured 4.0)",
+        ),
+        (
+            "decode, full load",
+            f"{s.planned.aggregate_tokens_per_s * p.replicas:.2f} tokens/s in all, "
+            f"{s.planned.per_stream_tokens_per_s:.2f} per stream at {s.planned.sequences} "
+            f"x {s.planned.context:,} tokens ({s.planned.bound}-bound; modelled)",
+        ),
+        (
+            "decode, request limit",
+            f"{s.limit.aggregate_tokens_per_s * p.replicas:.2f} tokens/s in all at "
+            f"{s.limit.sequences} x {s.limit.context:,} tokens ({s.limit.bound}-bound; modelled)",
+        ),
+        (
+            "time to first token",
+            f"~{s.ttft_max_len_s:.0f} s for {p.max_model_len:,} tokens ({low:.0f}-{high:.0f} s), "
+            f"~{s.ttft_1k_s:.0f} s for 1,000 ({k_low:.0f}-{k_high:.0f} s); {s.prefill_source}",
+        ),
+    ]
+    c = e.costs
+    if c.usd_per_hour is None:
+        rows.append(("cost", "; ".join(c.missing)))
+    else:
+        rows.append(
+            (
+                "cost",
+                f"${c.usd_per_hour:.4f}/hour, ${c.usd_per_month:,.2f}/month "
+                f"({c.price_region} on-demand list prices)",
+            )
+        )
+    for line in c.lines:
+        rows.append(
+            (
+                f"  {line.item}",
+                f"${line.usd_per_month:,.2f}/month: {line.basis}"
+                + (" (estimate)" if line.estimate else ""),
+            )
+        )
+    if e.usd_per_million_full is not None and e.usd_per_million_one is not None:
+        rows.append(
+            (
+                "$ per million tokens",
+                f"${e.usd_per_million_full:.2f} at full load, ${e.usd_per_million_one:.2f} "
+                "with one stream (output tokens, decode modelled as above)",
+            )
+        )
+    return rows
+
+
+def format_table(
+    p: Plan,
+    econ: Economics | None = None,
+    cfg: StackConfig | None = None,
+    today: dt.date | None = None,
+) -> str:
+    """The human view: every figure with its unit, then why each derived value was chosen, then
+    (with `cfg`) the Kubernetes support window and what to act on."""
     per_stage = ", ".join(f"{w:.2f}" for w in p.weights_gib_per_stage)
     rows = [
         ("stack", p.stack),
@@ -55,7 +143,7 @@ def format_table(p: Plan) -> str:
         ("kv needed at max len", f"{p.kv_needed_gib:.2f} GiB per rank"),
         ("kv cache size", f"{p.kv_cache_tokens:,} tokens (as vLLM will log it)"),
         ("max concurrency", f"{p.max_concurrency:.2f}x at {p.max_model_len:,} tokens"),
-        ("decode", f"~{p.decode_tokens_per_s:.1f} tokens/s per stream (estimate)"),
+        ("request limit", f"{p.max_num_seqs} sequences (vLLM's max_num_seqs)"),
         ("node disk", f"{p.node_disk_gib} GiB gp3"),
         (
             "model cache",
@@ -75,20 +163,96 @@ def format_table(p: Plan) -> str:
             f"noticed within {p.liveness.detection_s} s",
         ),
         ("first byte", f"within {p.liveness.first_byte_s} s, else 504"),
+        *_front_door_rows(p.front_door),
     ]
+    if econ is not None:
+        rows += _economics_rows(p, econ)
+    today = today or dt.date.today()
+    if cfg is not None:
+        rows.append(("kubernetes", support.kubernetes_support(cfg, today)))
     width = max(len(k) for k, _ in rows)
     lines = [f"{k:<{width}}  {v}" for k, v in rows]
     lines.append("")
     lines.append("why:")
-    lines.extend(f"  - {reason}" for reason in p.reasons)
+    lines.extend(f"  - {reason}" for reason in (*p.reasons, *p.front_door.reasons))
+    if econ is not None:
+        lines.extend(f"  - {note}" for note in econ.costs.notes)
+        lines.append(f"  - served tokens: {throughput.PROVENANCE['batching']}")
+    warnings = support.warnings(cfg, today) if cfg is not None else []
+    if warnings:
+        lines.append("")
+        lines.append("warnings:")
+        lines.extend(f"  - {warning}" for warning in warnings)
     return "\n".join(lines)
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def _front_door_rows(door: FrontDoorPlan) -> list[tuple[str, str]]:
+    """The gatekeeper's limits, each a stack key (README, "Front door")."""
+    return [
+        (
+            "listener",
+            "HTTPS on 443 (TLS at the load balancer)" if door.tls else "plain HTTP on 80",
+        ),
+        ("max request body", f"{door.max_request_bytes:,} bytes (`maxRequestBytes`)"),
+        (
+            "per client",
+            f"{door.client_requests_per_minute} requests/min (`clientRequestsPerMinute`), "
+            f"{door.client_concurrent_requests} in flight (`clientConcurrentRequests`)",
+        ),
+        ("max reply", f"{door.max_reply_tokens} tokens (`maxReplyTokens`)"),
+        ("reply timeout", f"{door.reply_timeout_seconds} s"),
+    ]
+
+
+def _user_keys(stack: str, overrides: dict[str, object]) -> list[str]:
+    """The keys the user set: this run's --set keys first, then the stack file's."""
+    stack_keys = [k for k in read_stack(stack)[0] if k not in overrides]
+    return [*overrides, *stack_keys]
+
+
+def _compare(args: argparse.Namespace, cfg: StackConfig, today: dt.date) -> int:
+    need = compare.parse_need(args.need, compare.default_need(cfg, args.stack))
+    result = compare.compare(cfg, need, args.stack, today)
+    if args.json:
+        print(json.dumps(result.to_json(), indent=2))
+    else:
+        print(format_comparison_header(args.stack, cfg.region))
+        print(compare.format_comparison(result, cfg.instance_type))
+    return 0
+
+
+def format_comparison_header(stack: str, region: str) -> str:
+    return f"stack {stack} ({region}): every catalogue type planned for the stack's model"
+
+
+def main(argv: Sequence[str] | None = None, today: dt.date | None = None) -> int:
     args = _parser().parse_args(argv)
+    today = today or dt.date.today()
     try:
-        cfg = load_stack(args.stack, parse_overrides(args.overrides))
-        result = plan(cfg, args.stack)
+        overrides = parse_overrides(args.overrides)
+        cfg = load_stack(args.stack, overrides, today)
+        if args.need and not args.compare:
+            raise ConfigError("--need", "is read only with --compare", "add --compare")
+        if args.compare:
+            return _compare(args, cfg, today)
+        result = advice.checked_plan(cfg, args.stack, _user_keys(args.stack, overrides), today)
+        econ = economics(cfg, result, today)
+        notes = [
+            line
+            for line in (
+                advice.change_warning(
+                    load_stack(args.stack, today=today),
+                    cfg,
+                    result,
+                    econ,
+                    overrides,
+                    args.stack,
+                    today,
+                ),
+                advice.cheaper_line(cfg, result, econ, args.stack, today),
+            )
+            if line
+        ]
         written: list[Path] = []
         if args.render is not None:
             from infra.plan.render import render_stack
@@ -98,9 +262,23 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"error: {error}", file=sys.stderr)
         return 2
     if args.json:
-        print(json.dumps(result.to_json(), indent=2))
+        data = result.to_json() | econ.to_json()
+        data["warnings"] = [n for n in notes if n.startswith("WARNING")] + support.warnings(
+            cfg, today
+        )
+        version = cfg.kubernetes
+        data["kubernetes"] = {
+            "version": cfg.kubernetes_version,
+            "standard_support_end": version.end_of_standard.isoformat() if version else None,
+            "extended_support_end": version.end_of_extended.isoformat() if version else None,
+        }
+        data["cheaper"] = next((n for n in notes if n.startswith("cheaper")), None)
+        print(json.dumps(data, indent=2))
     else:
-        print(format_table(result))
+        print(format_table(result, econ, cfg, today))
         if written:
             print(f"\nrendered {len(written)} objects into {args.render}")
+        if notes:
+            print()
+            print("\n".join(notes))
     return 0

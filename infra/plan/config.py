@@ -23,11 +23,12 @@ from pydantic import (
     ConfigDict,
     Field,
     ValidationError,
+    ValidationInfo,
     field_validator,
     model_validator,
 )
 
-from infra.plan import catalog
+from infra.plan import catalog, prices
 
 PROJECT = "gemma-graviton"
 
@@ -36,6 +37,18 @@ SECRET_KEYS = ("hfToken", "apiKey")
 
 Auto = Literal["auto"]
 PositiveInt = Annotated[int, Field(gt=0)]
+
+#: RFC 1918 ranges: clients there reach the load balancer through a VPN, Direct Connect or a
+#: peered network, never across the public internet. (`IPv4Network.is_private` is no use here:
+#: it also counts the documentation ranges such as 203.0.113.0/24 as private.)
+PRIVATE_RANGES = (
+    ipaddress.IPv4Network("10.0.0.0/8"),
+    ipaddress.IPv4Network("172.16.0.0/12"),
+    ipaddress.IPv4Network("192.168.0.0/16"),
+)
+#: A Hugging Face repository id. The model name reaches vLLM's command line and an environment
+#: value, where Kubernetes expands `$(VAR)`: letters, digits, `.`, `_` and `-` only.
+_REPO_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*")
 
 
 class ConfigError(ValueError):
@@ -48,6 +61,14 @@ class ConfigError(ValueError):
 
 def _fix(text: str) -> dict[str, str]:
     return {"fix": text}
+
+
+#: An IAM role or user ARN, as access entries take them (not an assumed-role session).
+IAM_PRINCIPAL_ARN = re.compile(r"arn:aws[a-z-]*:iam::\d{12}:(role|user)/[\w+=,.@/-]+")
+_IAM_FIX = "list IAM role or user ARNs such as arn:aws:iam::123456789012:role/platform-admin"
+#: A zone name (us-west-2a) or zone ID (usw2-az1, apne1-az4, usgw1-az1).
+ZONE_NAME = re.compile(r"[a-z]{2}(-gov)?-[a-z]+-\d[a-z]")
+ZONE_ID = re.compile(r"[a-z]{3,6}\d-az\d{1,2}")
 
 
 class ModelProfileConfig(BaseModel):
@@ -95,8 +116,10 @@ class StackConfig(BaseModel):
         str,
         Field(
             alias="availabilityZone",
-            description="The one AZ of the nodes: pipeline traffic and EBS volumes stay in it.",
-            json_schema_extra=_fix("use a zone of `region`, such as us-west-2a"),
+            description="The one AZ of the nodes: pipeline traffic and EBS volumes stay in it. "
+            "A zone name (us-west-2a) or a zone ID (usw2-az1); names map to different physical "
+            "zones in each account, IDs do not.",
+            json_schema_extra=_fix("use a zone of `region`, such as us-west-2a or usw2-az1"),
         ),
     ] = "us-west-2a"
     control_plane_zone: Annotated[
@@ -104,8 +127,9 @@ class StackConfig(BaseModel):
         Field(
             alias="controlPlaneZone",
             description="Second AZ for the EKS control plane's subnets (EKS needs two); "
-            "no node runs there. `auto` picks a neighbour of `availabilityZone`.",
-            json_schema_extra=_fix("use another zone of `region`, or auto"),
+            "no node runs there. A zone name or ID; `auto` picks, at preview, the first other "
+            "zone of the region that EKS accepts.",
+            json_schema_extra=_fix("use another zone of `region` (name or ID), or auto"),
         ),
     ] = "auto"
     kubernetes_version: Annotated[
@@ -114,9 +138,11 @@ class StackConfig(BaseModel):
             alias="kubernetesVersion",
             description="EKS Kubernetes version, pinned.",
             pattern=r"^1\.\d{2}$",
-            json_schema_extra=_fix("use a pinned minor version such as 1.34"),
+            json_schema_extra=_fix(
+                f"use a pinned minor version such as {catalog.DEFAULT_KUBERNETES_VERSION}"
+            ),
         ),
-    ] = "1.34"
+    ] = catalog.DEFAULT_KUBERNETES_VERSION
     vpc_cidr: Annotated[
         ipaddress.IPv4Network,
         Field(
@@ -235,6 +261,18 @@ class StackConfig(BaseModel):
             json_schema_extra=_fix("use none or volume"),
         ),
     ] = "none"
+    model_revision: Annotated[
+        str,
+        Field(
+            alias="modelRevision",
+            pattern=r"^(auto|[0-9a-f]{40})$",
+            description="Commit of the model's hub repository that every rank downloads; auto "
+            "= the catalogue's checked commit.",
+            json_schema_extra=_fix(
+                "use auto or a 40-character commit SHA from the model's hub repository"
+            ),
+        ),
+    ] = "auto"
     download_mbps: Annotated[
         float,
         Field(
@@ -269,20 +307,103 @@ class StackConfig(BaseModel):
         Field(
             alias="allowedCidrs",
             min_length=1,
-            description="Client ranges the load balancer admits; the API key is required too.",
+            description="Client ranges the load balancer admits; the API key is required too. "
+            "The default admits private ranges only (a VPN, peered VPCs): nothing from the "
+            "internet until the stack lists it.",
             json_schema_extra=_fix("list IPv4 ranges such as 203.0.113.0/24"),
         ),
-    ] = (ipaddress.IPv4Network("0.0.0.0/0"),)
+    ] = PRIVATE_RANGES
+    endpoint_public_access_cidrs: Annotated[
+        tuple[ipaddress.IPv4Network, ...],
+        Field(
+            alias="endpointPublicAccessCidrs",
+            min_length=1,
+            description="Ranges that may reach the EKS API endpoint from the internet: where "
+            "kubectl users and `pulumi up` (CI runners included) run. Nodes use the private "
+            "endpoint.",
+            json_schema_extra=_fix(
+                "list the IPv4 ranges of your operators and CI runners, such as 198.51.100.0/24"
+            ),
+        ),
+    ]
+    cluster_admin_arns: Annotated[
+        tuple[str, ...],
+        Field(
+            alias="clusterAdminArns",
+            description="IAM roles and users given AmazonEKSClusterAdminPolicy on the whole "
+            "cluster (access entries). Not the principal that creates the cluster: EKS makes "
+            "it an admin itself.",
+            json_schema_extra=_fix(_IAM_FIX),
+        ),
+    ] = ()
+    cluster_viewer_arns: Annotated[
+        tuple[str, ...],
+        Field(
+            alias="clusterViewerArns",
+            description="IAM roles and users given AmazonEKSAdminViewPolicy on the whole "
+            "cluster (read everything, Secrets included; change nothing).",
+            json_schema_extra=_fix(_IAM_FIX),
+        ),
+    ] = ()
     tls_certificate_arn: Annotated[
         str | None,
         Field(
             alias="tlsCertificateArn",
             pattern=r"^arn:aws[a-z-]*:acm:[a-z0-9-]+:\d{12}:certificate/[0-9a-f-]+$",
-            description="ACM certificate for an HTTPS listener on 443; plain HTTP on 80 without "
-            "one (the API key then crosses the network in clear text).",
+            description="ACM certificate (in `region`) for a TLS listener on 443; without one "
+            "the listener is plain HTTP on 80, which only private `allowedCidrs` or "
+            "`allowPlainHttp` admit.",
             json_schema_extra=_fix("use the ARN of an ACM certificate in `region`"),
         ),
     ] = None
+    allow_plain_http: Annotated[
+        bool,
+        Field(
+            alias="allowPlainHttp",
+            description="Admit plain HTTP from public single addresses (/32) without a "
+            "certificate: for a short test from one fixed address, never for real traffic "
+            "(the API key crosses the internet in clear text).",
+            json_schema_extra=_fix("use true or false"),
+        ),
+    ] = False
+    max_request_bytes: Annotated[
+        Annotated[int, Field(ge=1024)] | Auto,
+        Field(
+            alias="maxRequestBytes",
+            description="Largest request body the gatekeeper passes to vLLM (413 above it); "
+            "auto = enough JSON for a prompt of `maxModelLen` tokens.",
+            json_schema_extra=_fix("use auto or a number of bytes of at least 1024"),
+        ),
+    ] = "auto"
+    client_requests_per_minute: Annotated[
+        PositiveInt | Auto,
+        Field(
+            alias="clientRequestsPerMinute",
+            description="Requests per minute one client address may send (429 with "
+            "Retry-After above it); auto follows the plan's concurrency.",
+            json_schema_extra=_fix("use auto or a positive number of requests such as 120"),
+        ),
+    ] = "auto"
+    client_concurrent_requests: Annotated[
+        PositiveInt | Auto,
+        Field(
+            alias="clientConcurrentRequests",
+            description="Requests one client address may have in flight (429 above it); "
+            "auto = the number of full-length requests the KV cache holds at once.",
+            json_schema_extra=_fix("use auto or a positive number of requests such as 2"),
+        ),
+    ] = "auto"
+    max_reply_tokens: Annotated[
+        PositiveInt | Auto,
+        Field(
+            alias="maxReplyTokens",
+            description="Longest reply vLLM generates, so a request without `max_tokens` "
+            "cannot hold a slot for the whole context. vLLM 0.31 applies it to every request "
+            "(--override-generation-config max_new_tokens): a request's `max_tokens` can lower "
+            "it, not raise it. auto = a quarter of `maxModelLen`, at most 1024.",
+            json_schema_extra=_fix("use auto or a positive number of tokens such as 512"),
+        ),
+    ] = "auto"
     owner: Annotated[
         str,
         Field(
@@ -311,8 +432,49 @@ class StackConfig(BaseModel):
     @field_validator("availability_zone", "control_plane_zone")
     @classmethod
     def _zone_shape(cls, value: str) -> str:
-        if value != "auto" and not re.fullmatch(r"[a-z]{2}(-gov)?-[a-z]+-\d[a-z]", value):
-            raise ValueError("must be an availability zone name")
+        if value != "auto" and not (ZONE_NAME.fullmatch(value) or ZONE_ID.fullmatch(value)):
+            raise ValueError("must be an availability zone name or zone ID")
+        return value
+
+    @field_validator("cluster_admin_arns", "cluster_viewer_arns")
+    @classmethod
+    def _iam_principals(cls, value: tuple[str, ...], info: ValidationInfo) -> tuple[str, ...]:
+        key = "clusterAdminArns" if info.field_name == "cluster_admin_arns" else "clusterViewerArns"
+        for arn in value:
+            if ":assumed-role/" in arn:
+                raise ConfigError(
+                    key,
+                    f"{arn} is an assumed-role session, which access entries do not take",
+                    "give the role's ARN, arn:aws:iam::<account>:role/<name>",
+                )
+            if not IAM_PRINCIPAL_ARN.fullmatch(arn):
+                raise ConfigError(key, f"{arn!r} is not an IAM role or user ARN", _IAM_FIX)
+        if len(set(value)) != len(value):
+            raise ConfigError(key, "lists a principal twice", "list each ARN once")
+        return value
+
+    @field_validator("kubernetes_version", mode="before")
+    @classmethod
+    def _version_is_text(cls, value: Any) -> Any:
+        # YAML reads 1.30 as the number 1.3: a version must be written as text.
+        if isinstance(value, float | int):
+            raise ConfigError(
+                "kubernetesVersion",
+                f"{value} was read as a number",
+                f'quote it, such as "{catalog.DEFAULT_KUBERNETES_VERSION}"',
+            )
+        return value
+
+    @field_validator("model")
+    @classmethod
+    def _model_repo_id(cls, value: str) -> str:
+        if not _REPO_ID.fullmatch(value):
+            raise ConfigError(
+                "model",
+                f"{value!r} is not a Hugging Face repository id (owner/name of letters, digits, "
+                "`.`, `_` and `-`; it reaches the vLLM command line, where `$(` would expand)",
+                "use an id such as google/gemma-4-12B-it",
+            )
         return value
 
     @field_validator("vllm_image")
@@ -334,6 +496,17 @@ class StackConfig(BaseModel):
             "owner": "the `owner` key",
             "endDate": "the `endDate` key",
         }
+        for key, text in value.items():
+            # The NLB gets the tags through a "k=v,k=v" annotation that the cloud provider splits
+            # on "," and "=" (cloud-provider-aws pkg/providers/v1/aws_loadbalancer.go,
+            # getKeyValuePropertiesFromAnnotation).
+            if {",", "="} & set(key + text):
+                raise ConfigError(
+                    "tags",
+                    f"{key}={text} contains ',' or '=', which the load balancer's tag annotation "
+                    "cannot carry",
+                    "remove those characters from the tag",
+                )
         clash = sorted(set(managed) & set(value))
         if clash:
             raise ConfigError(
@@ -349,12 +522,21 @@ class StackConfig(BaseModel):
             ("availabilityZone", self.availability_zone),
             ("controlPlaneZone", self.control_plane_zone),
         ):
-            if zone != "auto" and not zone.startswith(self.region):
+            # A zone ID's region is checked at preview, against the account's zones.
+            if ZONE_NAME.fullmatch(zone) and not zone.startswith(self.region):
                 raise ConfigError(
                     key,
                     f"{zone} is not a zone of region {self.region}",
                     f"use a zone such as {self.region}a, or change `region`",
                 )
+        both = sorted(set(self.cluster_admin_arns) & set(self.cluster_viewer_arns))
+        if both:
+            raise ConfigError(
+                "clusterViewerArns",
+                f"{both[0]} is in `clusterAdminArns` too (EKS allows one access entry per "
+                "principal)",
+                "keep it in one of the two lists",
+            )
         if self.control_plane_zone == self.availability_zone:
             raise ConfigError(
                 "controlPlaneZone",
@@ -367,6 +549,7 @@ class StackConfig(BaseModel):
                 f"{self.vpc_cidr} must be a /16 to /18 (four /20 subnets are cut from it)",
                 "use a range such as 10.42.0.0/16",
             )
+        self._check_front_door()
         if self.model_profile is None and self.model not in catalog.MODELS:
             known = ", ".join(sorted(catalog.MODELS))
             raise ConfigError(
@@ -376,13 +559,53 @@ class StackConfig(BaseModel):
             )
         return self
 
+    def _check_front_door(self) -> None:
+        """An internet-facing endpoint uses TLS: the API key must not cross the internet in
+        clear text. Plain HTTP is left for private clients and, when asked for, single
+        addresses (a short test from one machine)."""
+        if self.tls_certificate_arn is not None:
+            arn_region = self.tls_certificate_arn.split(":")[3]
+            if arn_region != self.region:
+                raise ConfigError(
+                    "tlsCertificateArn",
+                    f"is in {arn_region}, but the load balancer runs in `region` {self.region} "
+                    "and can use only a certificate of its own region",
+                    f"request or import the certificate in ACM in {self.region}",
+                )
+            return
+        if self.private_clients_only:
+            return
+        public = [c for c in self.allowed_cidrs if not any(c.subnet_of(p) for p in PRIVATE_RANGES)]
+        if self.allow_plain_http and all(c.prefixlen == 32 for c in public):
+            return
+        waiver = (
+            "and `allowPlainHttp` admits single addresses (/32) only"
+            if self.allow_plain_http
+            else "so the API key would cross the internet in clear text"
+        )
+        raise ConfigError(
+            "allowedCidrs",
+            f"{public[0]} reaches beyond private ranges without a `tlsCertificateArn`, {waiver}",
+            f"set `tlsCertificateArn` to an ACM certificate in {self.region}, list only private "
+            "ranges, or set `allowPlainHttp: true` with one /32 for a short test",
+        )
+
     @property
-    def second_zone(self) -> str:
-        """The control plane's other zone: the configured one, or a neighbour letter."""
-        if self.control_plane_zone != "auto":
-            return self.control_plane_zone
-        letter = self.availability_zone[-1]
-        return self.availability_zone[:-1] + ("b" if letter == "a" else "a")
+    def private_clients_only(self) -> bool:
+        """Every admitted client range is private: the load balancer is internal."""
+        return all(any(c.subnet_of(p) for p in PRIVATE_RANGES) for c in self.allowed_cidrs)
+
+    @property
+    def revision(self) -> str | None:
+        """The commit every rank downloads: the stack's, else the catalogue's checked one."""
+        if self.model_revision != "auto":
+            return self.model_revision
+        return self.profile().revision
+
+    @property
+    def kubernetes(self) -> prices.EksVersion | None:
+        """The pinned Kubernetes version's EKS support window (None: not in the catalogue)."""
+        return prices.EKS_VERSIONS.get(self.kubernetes_version)
 
     def profile(self) -> catalog.ModelProfile:
         """The model's layout: the stack's own description, else the catalogue's."""
@@ -442,7 +665,14 @@ def _to_config_error(error: ValidationError, raw: Mapping[str, Any]) -> ConfigEr
     if "." in key and isinstance(shown, Mapping):
         shown = shown.get(key.split(".", 1)[1], "?")
     rule = _rule_text(first, loc)
-    return ConfigError(key, f"{rule} (got {shown!r})", _fix_of(key))
+    return ConfigError(key, f"{rule} (got {_shown(shown)})", _fix_of(key))
+
+
+def _shown(value: Any) -> str:
+    """A value as the user wrote it: numbers bare, other text quoted."""
+    if isinstance(value, str) and re.fullmatch(r"[-+]?\d+(\.\d*)?", value.strip()):
+        return value.strip()
+    return repr(value)
 
 
 def _rule_text(first: Mapping[str, Any], loc: tuple[Any, ...]) -> str:
@@ -451,12 +681,18 @@ def _rule_text(first: Mapping[str, Any], loc: tuple[Any, ...]) -> str:
     message = message.removeprefix("Value error, ")
     if first["type"] in ("literal_error",) and len(loc) > 1:
         return f"must be {message.removeprefix('Input should be ')}"
+    if first["type"] == "too_short":
+        return "must list at least one value"
     if message.startswith("Input should be "):
         return "must be " + message.removeprefix("Input should be ")
     if message.startswith("Input is not a valid "):
         return "must be a valid " + message.removeprefix("Input is not a valid ")
     if message.startswith("String should match pattern"):
         return "has the wrong form"
+    if message in ("Input should be a valid tuple", "Input should be a valid list"):
+        return "must be a list"
+    if message == "Input should be a valid dictionary":
+        return "must be a mapping"
     return message
 
 
@@ -476,11 +712,16 @@ def load_config(raw: Mapping[str, Any]) -> StackConfig:
     Secret keys are set aside: the caller reads them as secrets and `check_secrets` makes sure
     they were stored as such.
     """
+    from infra.plan import rules  # the rules build on the model defined here
+
     values = {k: _decode(v) for k, v in raw.items() if k not in SECRET_KEYS}
+    rules.check_raw(values)
     try:
-        return StackConfig.model_validate(values)
+        cfg = StackConfig.model_validate(values)
     except ValidationError as error:
         raise _to_config_error(error, values) from None
+    rules.check_config(cfg)
+    return cfg
 
 
 def check_secrets(present: Mapping[str, bool]) -> None:

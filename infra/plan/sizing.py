@@ -37,6 +37,7 @@ from infra.plan.budget import (
 )
 from infra.plan.catalog import GIB, InstanceType, ModelProfile
 from infra.plan.config import ConfigError, StackConfig
+from infra.plan.frontdoor import FrontDoorPlan, plan_front_door
 from infra.plan.kv_cache import GroupKv, cdiv
 from infra.plan.liveness import Liveness
 
@@ -102,6 +103,8 @@ class Plan:
     vllm_image: str
     #: Probe period and threshold, stall bound and client first-byte bound (`infra.plan.liveness`).
     liveness: Liveness
+    #: What the gatekeeper in front of vLLM lets through (`infra.plan.frontdoor`).
+    front_door: FrontDoorPlan
     reasons: tuple[str, ...]
 
     @property
@@ -116,6 +119,7 @@ class Plan:
         data = asdict(self)
         data["ranks"] = [asdict(r) for r in self.ranks]
         data["reasons"] = list(self.reasons)
+        data["front_door"]["reasons"] = list(self.front_door.reasons)
         data["weights_gib_per_stage"] = self.weights_gib_per_stage
         data["overhead_gib_per_pod"] = self.overhead_gib_per_pod
         return data
@@ -136,8 +140,16 @@ class _Split:
 
 def _instance(cfg: StackConfig) -> InstanceType:
     name = cfg.instance_type
-    if name in catalog.INSTANCE_TYPES:
-        return catalog.INSTANCE_TYPES[name]
+    known = catalog.INSTANCE_TYPES.get(name)
+    if known is not None and known.generation not in catalog.BF16_GENERATIONS:
+        raise PlanError(
+            "instanceType",
+            f"{name} is {known.generation}, whose cores have no bf16 instructions; vLLM's Arm CPU "
+            "backend serves bf16 weights from Graviton3 on",
+            "choose a Graviton3 or Graviton4 type such as m7g.2xlarge",
+        )
+    if known is not None:
+        return known
     if not catalog.is_graviton_name(name):
         raise PlanError(
             "instanceType",
@@ -194,7 +206,7 @@ def plan(cfg: StackConfig, stack: str = "dev") -> Plan:
         raise PlanError(
             "instanceType",
             f"{instance.name} leaves no whole CPU for a model pod after its other tenants",
-            "choose a type with at least 4 vCPU, such as m7g.xlarge",
+            "choose a type with at least 4 vCPU, such as m7g.2xlarge",
         )
     pod_gib = _pod_memory(cfg, budget)
     min_len, upper = _context_bounds(cfg, profile)
@@ -360,6 +372,7 @@ def _finish(
         startup_timeout_seconds=startup.timeout_seconds,
         vllm_image=cfg.vllm_image,
         liveness=live,
+        front_door=plan_front_door(cfg, max_len, concurrency, decode),
         reasons=(
             *_reasons(cfg, instance, budget, pod_gib, chosen, max_len, upper, concurrency, decode),
             _why_liveness(
@@ -408,15 +421,27 @@ def _check_split(
             f"set it to at most {auto_kv_bytes(guard)} or auto"
             + ("" if cfg.weight_prefetch else ", or set `weightPrefetch: true`"),
         )
+    want = upper if cfg.max_model_len != "auto" else min_len
+    if cfg.kv_cache_bytes != "auto" and cfg.max_model_len == "auto" and length < want:
+        # The stack set the budget and left the context to the planner: the budget is the key.
+        least = (kvs.blocks_per_request(want, batched) + 1) * max(kvs.bytes_per_block)
+        most = auto_kv_bytes(guard)
+        raise PlanError(
+            "kvCacheBytes",
+            f"{kv_bytes} holds KV for {length} tokens, fewer than the {want} one request "
+            f"needs ({least / GIB:.2f} GiB per rank)",
+            f"set it to at least {least} or auto"
+            if least <= most
+            else "set it to auto, or choose a larger `instanceType`",
+        )
     if length == 0 or (cfg.max_model_len != "auto" and length < cfg.max_model_len):
-        want = upper if cfg.max_model_len != "auto" else min_len
         needed = kvs.bytes_per_request(want, batched)
         fits = longest_context(kvs, kv_bytes, batched, profile.max_context)
         raise PlanError(
             "maxModelLen",
             f"{want} tokens need {needed / GIB:.2f} GiB of KV cache per rank, more than the "
-            f"{kvs.usable_bytes(kv_bytes) / GIB:.2f} GiB available to it (vLLM would estimate "
-            f"a maximum of {fits})",
+            f"{max(0, kvs.usable_bytes(kv_bytes)) / GIB:.2f} GiB available to it (vLLM would "
+            f"estimate a maximum of {fits})",
             f"set it to at most {fits} or auto, or give the KV cache more memory",
         )
     if batched < CPU_DEFAULT_MAX_SEQS_PER_RANK * stages:
@@ -458,9 +483,13 @@ def _decode_tokens_per_s(
 def _startup(cfg: StackConfig, profile: ModelProfile, ranks: tuple[RankPlan, ...]) -> _Startup:
     checkpoint_gib = profile.checkpoint_bytes / GIB
     volume_gib = math.ceil(checkpoint_gib * (1 + DISK_MARGIN))
-    on_node = catalog.NODE_OS_DISK_GIB + catalog.IMAGE_DISK_GIB
+    # The OS, an old and a new image during an upgrade, and (without a volume) the weights'
+    # emptyDir up to its size limit.
+    on_node = (
+        catalog.NODE_OS_DISK_GIB + catalog.IMAGES_ON_NODE_DURING_UPGRADE * catalog.IMAGE_DISK_GIB
+    )
     if cfg.model_cache == "none":
-        on_node += checkpoint_gib
+        on_node += volume_gib
     disk = int(10 * math.ceil(on_node * (1 + DISK_MARGIN) / 10))
     download = profile.checkpoint_bytes / (cfg.download_mbps * 1e6)
     load = max(r.weights_gib for r in ranks) * catalog.LOAD_SECONDS_PER_GIB
@@ -486,9 +515,9 @@ def _reasons(
     stages, tight, kv_bytes, batched = chosen.stages, chosen.tight, chosen.kv_bytes, chosen.batched
     return (
         f"pod memory {pod_gib:g} GiB: {budget.allocatable_gib:.1f} GiB allocatable on "
-        f"{instance.name} minus {budget.cotenants_gib:.2f} GiB requested by the add-ons and "
-        f"LWS controller that may share the node minus {catalog.NODE_HEADROOM_MIB / 1024:g} GiB "
-        "headroom; requests equal limits",
+        f"{instance.name} minus {budget.cotenants_gib:.2f} GiB requested by the add-ons, the "
+        "LWS controller and the gatekeeper that may share the node minus "
+        f"{catalog.NODE_HEADROOM_MIB / 1024:g} GiB headroom; requests equal limits",
         f"{stages} stage(s): the fewest whose heaviest rank holds weights "
         f"({tight.weights_gib:.1f} GiB) plus runtime overhead ({tight.overhead_gib:.1f} GiB, "
         f"paid by every pod) and leaves KV for the longest context; {stages * cfg.replicas} "

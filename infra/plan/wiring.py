@@ -3,8 +3,13 @@ component words, shared by the program and the offline render."""
 
 from __future__ import annotations
 
+import json
+import shlex
+
 from components.manifests import ProbeSpec, ServerSpec
-from infra.plan.config import StackConfig
+from components.manifests.gatekeeper import GatekeeperLimits
+from infra.plan import catalog
+from infra.plan.config import PROJECT, StackConfig
 from infra.plan.sizing import Plan
 
 #: Label of the model node group; the model pods select it.
@@ -18,6 +23,19 @@ SERVER_NAME = "gemma"
 STORAGE_CLASS = "gemma-graviton-gp3"
 #: gp3 throughput of those volumes in MiB/s: the first start writes ~24 GB, every start reads it.
 STORAGE_THROUGHPUT_MIBPS = 250
+
+
+def stack_tags(cfg: StackConfig, stack: str) -> dict[str, str]:
+    """The tags on everything the stack pays for: the AWS provider's default tags, the nodes'
+    launch template (instances, root volumes, network interfaces), the storage class of the CSI
+    volumes and the load balancer's annotation."""
+    return {
+        **cfg.tags,
+        "project": PROJECT,
+        "stack": stack,
+        "owner": cfg.owner,
+        "endDate": cfg.end_date.isoformat(),
+    }
 
 
 def server_spec(cfg: StackConfig, plan: Plan) -> ServerSpec:
@@ -42,6 +60,10 @@ def server_spec(cfg: StackConfig, plan: Plan) -> ServerSpec:
         startup_timeout_seconds=plan.startup_timeout_seconds,
         node_selector=NODE_LABELS,
         allowed_cidrs=tuple(str(c) for c in cfg.allowed_cidrs),
+        limits=gatekeeper_limits(plan),
+        max_reply_tokens=plan.front_door.max_reply_tokens,
+        gatekeeper_millicpu=catalog.GATEKEEPER_MILLICPU,
+        gatekeeper_memory_mib=catalog.GATEKEEPER_MEMORY_MIB,
         tls_certificate_arn=cfg.tls_certificate_arn,
         probes=ProbeSpec(
             stall_s=plan.liveness.stall_s,
@@ -50,4 +72,37 @@ def server_spec(cfg: StackConfig, plan: Plan) -> ServerSpec:
             timeout_s=plan.liveness.timeout_s,
             request_s=plan.liveness.request_s,
         ),
+        internal_load_balancer=cfg.private_clients_only,
+        aws_tags=stack_tags(cfg, plan.stack),
+        model_revision=cfg.revision,
+    )
+
+
+def gatekeeper_limits(plan: Plan) -> GatekeeperLimits:
+    """The front door's limits as the gatekeeper's config takes them."""
+    door = plan.front_door
+    return GatekeeperLimits(
+        max_request_bytes=door.max_request_bytes,
+        client_requests_per_minute=door.client_requests_per_minute,
+        client_burst=door.client_burst,
+        client_concurrent_requests=door.client_concurrent_requests,
+        reply_timeout_seconds=door.reply_timeout_seconds,
+        header_timeout_seconds=door.header_timeout_seconds,
+    )
+
+
+def curl_example(endpoint: str, model: str) -> str:
+    """A ready streamed request. Every value is shell-quoted; the one substitution is the
+    command that reads the key, so the key itself never appears in the output."""
+    body = {
+        "model": model,
+        "stream": True,
+        "max_tokens": 100,
+        "messages": [{"role": "user", "content": "Hello"}],
+    }
+    return (
+        f"curl -sN {shlex.quote(endpoint + '/chat/completions')} "
+        '-H "Authorization: Bearer $(pulumi stack output --show-secrets apiKey)" '
+        "-H 'Content-Type: application/json' "
+        f"-d {shlex.quote(json.dumps(body))}"
     )

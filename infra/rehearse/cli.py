@@ -13,8 +13,12 @@ and checks what the plan promised:
   stack's `ServerSpec.engine()`); only the rank wiring (model path, --nnodes, --node-rank,
   --master-addr, --master-port, --port) and the memory figures, which the tiny model's own plan
   gives, differ (`ranks.rehearsal_argv`);
-- the group forms and `/health` answers; `/v1` refuses a request without the key (401) and serves
-  a streamed completion with it;
+- the group forms and `/health` answers;
+- the gatekeeper (`gate`: the pod's own nginx.conf, run by a real nginx in front of the leader)
+  answers every route vLLM registers without the key with anything but 2xx, except /health;
+  refuses a chat without the key (401), streams one with it chunk by chunk, refuses a body over
+  the limit (413) before vLLM sees it, caps a reply without max_tokens at the planned default,
+  and answers a burst above the rate with 429s and no 5xx. Every later request goes through it;
 - vLLM logs the KV cache tokens and the concurrency the same planner (`infra.plan.sizing.plan`)
   predicted for the tiny model;
 - the benchmark client (`infra.bench`) runs against the leader and flags no cut-off reply.
@@ -50,7 +54,8 @@ from infra import bench
 from infra.plan.config import ConfigError, StackConfig, load_config
 from infra.plan.sizing import Plan, plan
 from infra.plan.stackfile import REPO, add_stack_arguments, parse_overrides, stack_values
-from infra.plan.wiring import server_spec
+from infra.plan.wiring import gatekeeper_limits, server_spec
+from infra.rehearse import gate
 from infra.rehearse.checks import (
     Check,
     bench_check,
@@ -68,6 +73,7 @@ from infra.rehearse.ranks import (
     RankFailure,
     RankGroup,
     RankLaunch,
+    free_port,
     log_tails,
     loopback_ports,
     rank_launches,
@@ -119,6 +125,14 @@ NOT_REACHED = (
     ("max concurrency", "planner's"),
     ("KV budget accepted", "every rank"),
     ("bench", "no cut-off"),
+    ("burst above the rate", "429s, no 5xx"),
+)
+GATE_NOT_REACHED = (
+    ("routes without key", "none 2xx but /health"),
+    ("chat without key", "401"),
+    ("streamed via gatekeeper", "incremental"),
+    ("body over the limit", "413"),
+    ("no max_tokens", "planned cap"),
 )
 
 
@@ -128,6 +142,7 @@ def rehearse(options: Options, progress: Progress) -> tuple[list[Check], dict[st
     Raises ConfigError (bad stack input) before anything is started.
     """
     timings: dict[str, float] = {}
+    nginx = gate.find_nginx()
     python, model_dir, tiny_cfg, tiny_plan = prepare(options, progress, timings)
     ports = loopback_ports()
     # Hex: a key that starts with "-" would read as a flag on a command line.
@@ -145,12 +160,13 @@ def rehearse(options: Options, progress: Progress) -> tuple[list[Check], dict[st
     )
     log_dir = _log_dir(launches)
     base_url = f"http://127.0.0.1:{ports[0]}/v1"
+    front = _Front(nginx, free_port(), log_dir / "gatekeeper")
     progress(f"starting {len(launches)} ranks (logs in {log_dir.relative_to(REPO)})")
     group = RankGroup(launches, log_dir, progress=progress)
     checks: list[Check] = []
     try:
         with group:
-            checks += _check_group(group, options, tiny_plan, base_url, api_key, timings)
+            checks += _check_group(group, options, tiny_plan, base_url, api_key, timings, front)
     finally:
         timings["stop"] = group.stop_seconds
     checks.append(stopped_check(group))
@@ -196,6 +212,15 @@ def _log_dir(launches: Sequence[RankLaunch]) -> Path:
     return log_dir
 
 
+@dataclass(frozen=True)
+class _Front:
+    """Where the gatekeeper runs: its nginx, its port and its scratch directory."""
+
+    nginx: str
+    port: int
+    work_dir: Path
+
+
 def _check_group(
     group: RankGroup,
     options: Options,
@@ -203,8 +228,12 @@ def _check_group(
     base_url: str,
     api_key: str,
     timings: dict[str, float],
+    front: _Front,
 ) -> list[Check]:
-    """Every check that needs the running group, in order; a failed start ends the list early."""
+    """Every check that needs the running group, in order; a failed start ends the list early.
+
+    `base_url` is vLLM on loopback; once it is healthy every request goes through the gatekeeper,
+    except the read of vLLM's own route list."""
     ranks = f"{len(group.launches)} ranks"
     with _timed(timings, "start-up"):
         try:
@@ -216,7 +245,10 @@ def _check_group(
             return [
                 Check("group formed", ranks, _formed_text(group.formed_at, formed), formed),
                 Check("/health", "200", failure.summary, False, note=failure.quote),
-                *(Check(name, expected, "not reached", None) for name, expected in NOT_REACHED),
+                *(
+                    Check(name, expected, "not reached", None)
+                    for name, expected in (*GATE_NOT_REACHED, *NOT_REACHED)
+                ),
             ]
     checks = [
         Check("group formed", ranks, _formed_text(ready.group_formed_s, True), True),
@@ -228,18 +260,36 @@ def _check_group(
         ),
     ]
     group.progress(f"/health 200 after {ready.healthy_s:.0f} s")
-    with _timed(timings, "checks"):
-        checks += endpoint_checks(base_url, api_key, tiny_plan.model, group.progress)
-        logs = [p.log_text() for p in group.processes]
-        checks += kv_checks(tiny_plan, logs[0])
-        checks.append(kv_budget_check(tiny_plan, logs))
-    with _timed(timings, "bench"):
-        try:
-            checks.append(bench_check(run_bench(base_url, api_key, group.progress)))
-        except bench.BenchError as error:
-            checks.append(Check("bench", "no cut-off", "could not run", False, note=str(error)))
-    if options.keep:
-        _keep_serving(group, base_url, api_key)
+    limits = gatekeeper_limits(tiny_plan)
+    vllm_root = base_url.removesuffix("/v1")
+    vllm_port = int(vllm_root.rsplit(":", 1)[1])
+    with gate.running_gate(
+        front.nginx, limits, api_key, front.port, vllm_port, front.work_dir, group.progress
+    ) as door:
+        gate_url = f"{door.base_url}/v1"
+        with _timed(timings, "checks"):
+            checks += [
+                gate.routes_check(door, vllm_root),
+                gate.unauthorized_check(door, tiny_plan.model),
+                gate.streaming_check(door, api_key, tiny_plan.model),
+                gate.oversize_check(door, api_key, limits),
+                gate.default_cap_check(
+                    door, api_key, tiny_plan.model, tiny_plan.front_door.max_reply_tokens
+                ),
+            ]
+            checks += endpoint_checks(gate_url, api_key, tiny_plan.model, group.progress)
+            logs = [p.log_text() for p in group.processes]
+            checks += kv_checks(tiny_plan, logs[0])
+            checks.append(kv_budget_check(tiny_plan, logs))
+        with _timed(timings, "bench"):
+            try:
+                checks.append(bench_check(run_bench(gate_url, api_key, group.progress)))
+            except bench.BenchError as error:
+                checks.append(Check("bench", "no cut-off", "could not run", False, note=str(error)))
+        # Last: it empties this client's allowance.
+        checks.append(gate.burst_check(door, api_key, limits))
+        if options.keep:
+            _keep_serving(group, gate_url, api_key)
     return checks
 
 

@@ -1,8 +1,8 @@
 """`python -m infra.rehearse --faults`: break the stack's vLLM group on purpose and measure.
 
 The real two-rank group runs on loopback as the plain rehearsal runs it (the LWS's command lines,
-the pods' engine environment), and this module plays the kubelet and the LeaderWorkerSet around
-it: the pods' own liveness commands (`manifests.probe_command`, the same program with the tiny
+the pods' engine environment, the gatekeeper's nginx config in front of the leader, and every
+client going through it), and this module plays the kubelet and the LeaderWorkerSet around it: the pods' own liveness commands (`manifests.probe_command`, the same program with the tiny
 plan's bounds, only the port differs) run every period on both ranks, and when a liveness probe
 reaches its failure threshold or a rank exits, the whole group is stopped and started again
 (`RecreateGroupOnPodRestart`).
@@ -17,7 +17,8 @@ For each: requests in flight when it happens and one arriving just after, each a
 waits at most the plan's first-byte bound for any byte; the time until a probe or an exit reveals
 it; what the clients got; the time until the recreated group serves a completion again; and
 whether any process outlived its group. The flood instead must leave the liveness probe passing
-and every answer a 200 (or a planned 429/503).
+and every answer a 200 or a planned 429/503 (the gatekeeper sheds one address's requests beyond
+its planned concurrency with 429).
 """
 
 from __future__ import annotations
@@ -35,15 +36,26 @@ import time
 import urllib.error
 import urllib.request
 from collections.abc import Callable, Mapping, Sequence
+from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from components.manifests import ServerSpec, engine_timeout_env, probe_command
+from components.manifests.gatekeeper import GatekeeperLimits
 from infra.plan.sizing import Plan
 from infra.plan.stackfile import REPO
+from infra.plan.wiring import gatekeeper_limits
+from infra.rehearse import gate
 from infra.rehearse.checks import Check
-from infra.rehearse.ranks import RankFailure, RankGroup, log_tails, loopback_ports, rank_launches
+from infra.rehearse.ranks import (
+    RankFailure,
+    RankGroup,
+    free_port,
+    log_tails,
+    loopback_ports,
+    rank_launches,
+)
 from infra.rehearse.workspace import LOGS_DIR
 
 #: Grace between SIGTERM and SIGKILL when the rehearsal recreates a group (the pods have 30 s;
@@ -218,16 +230,20 @@ class Prober:
 
 @dataclass
 class Group:
-    """A running group and the liveness of its two containers."""
+    """A running group, the gatekeeper in front of its leader, and its containers' liveness."""
 
     ranks: RankGroup
+    #: vLLM's port (the leader's loopback) and the gatekeeper's.
     port: int
+    front_port: int
     log_dir: Path
+    gatekeeper: ExitStack = field(default_factory=ExitStack)
     probers: list[Prober] = field(default_factory=list)
 
     @property
     def base(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
+        """Where clients go: the gatekeeper."""
+        return f"http://127.0.0.1:{self.front_port}"
 
 
 @dataclass
@@ -242,6 +258,8 @@ class Rehearsal:
     run_dir: Path
     progress: Callable[[str], None]
     timeout_s: float
+    nginx: str
+    limits: GatekeeperLimits
     groups: int = 0
 
     @property
@@ -264,13 +282,26 @@ class Rehearsal:
         log_dir = self.run_dir / f"group{self.groups}"
         ranks = RankGroup(launches, log_dir, grace_s=RECREATE_GRACE_S, progress=self.progress)
         ranks.start()
-        group = Group(ranks, ports[0], log_dir)
+        group = Group(ranks, ports[0], free_port(), log_dir)
         try:
-            ranks.wait_ready(f"{group.base}/health", self.timeout_s, self.progress)
+            ranks.wait_ready(f"http://127.0.0.1:{group.port}/health", self.timeout_s, self.progress)
+            # The gatekeeper is recreated with its pod: the same config builder as the pod's.
+            group.gatekeeper.enter_context(
+                gate.running_gate(
+                    self.nginx,
+                    self.limits,
+                    self.api_key,
+                    group.front_port,
+                    group.port,
+                    log_dir / "gatekeeper",
+                    self.progress,
+                )
+            )
         except BaseException:
+            group.gatekeeper.close()
             ranks.stop()
             raise
-        self.progress(f"group {self.groups} serving on port {group.port}")
+        self.progress(f"group {self.groups} serving behind the gatekeeper on {group.front_port}")
         return group
 
     def start_probes(self, group: Group) -> None:
@@ -288,7 +319,8 @@ class Rehearsal:
             host="127.0.0.1",
             state_file=str(group.log_dir / "liveness.json"),
         )
-        worker = probe_command(probes, "worker", group.port, self.tiny_plan.model)
+        # As in the pod: the worker reaches its leader through the gatekeeper's port.
+        worker = probe_command(probes, "worker", group.front_port, self.tiny_plan.model)
         group.probers = [
             Prober(name, command, env, probes.period_s, probes.failures, probes.timeout_s).start()
             for name, command in (("leader", leader), ("worker", worker))
@@ -301,6 +333,7 @@ class Rehearsal:
         # A frozen rank must run again to be told to stop; SIGKILL would end it anyway.
         for process in group.ranks.processes:
             _signal(process.pgid, signal.SIGCONT)
+        group.gatekeeper.close()
         group.ranks.stop()
         return group.ranks.leftovers
 
@@ -642,6 +675,8 @@ def run_faults(
         run_dir,
         progress,
         timeout_s,
+        gate.find_nginx(),
+        gatekeeper_limits(tiny_plan),
     )
     live = tiny_plan.liveness
     progress(

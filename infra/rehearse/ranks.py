@@ -49,7 +49,13 @@ LOG_TAIL_LINES = 30
 _RANK_ASSIGNED = re.compile(r"\brank (\d+) in world size (\d+) is assigned as\b")
 #: The flags `rehearsal_argv` replaces, and the memory figures the tiny plan gives.
 WIRING_FLAGS = ("--nnodes", "--node-rank", "--master-addr", "--master-port", "--port")
-MEMORY_FLAGS = ("--kv-cache-memory-bytes", "--max-model-len", "--max-num-batched-tokens")
+MEMORY_FLAGS = (
+    "--kv-cache-memory-bytes",
+    "--max-model-len",
+    "--max-num-batched-tokens",
+    # The reply cap follows the context (`maxReplyTokens: auto`).
+    "--override-generation-config",
+)
 
 
 def rehearsal_argv(

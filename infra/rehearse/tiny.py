@@ -53,6 +53,9 @@ TINY_SEED = 0
 REHEARSAL_KV_CACHE_BYTES = 64 * MIB
 REHEARSAL_MAX_MODEL_LEN = 2048
 REHEARSAL_BATCHED_TOKENS = 256
+#: The longest reply: above what the streamed check (16) and the benchmark (32) ask for, so only
+#: a request without max_tokens meets it.
+REHEARSAL_MAX_REPLY_TOKENS = 40
 
 
 def tiny_model_config(profile: ModelProfile, stages: int) -> dict[str, Any]:
@@ -200,6 +203,7 @@ def tiny_stack_values(
             REHEARSAL_BATCHED_TOKENS, CPU_DEFAULT_MAX_SEQS_PER_RANK * stages
         ),
         "weightPrefetch": True,
+        "maxReplyTokens": REHEARSAL_MAX_REPLY_TOKENS,
     }
 
 

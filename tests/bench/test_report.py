@@ -140,7 +140,9 @@ def test_json_output_has_the_documented_keys(stub: StubFactory, run_cli: CliRun)
         "problems",
         "levels",
         "requests",
+        "plan_predictions",
     }
+    assert report["plan_predictions"]["stack"] == "dev"
     assert (report["endpoint"], report["requested_tokens"], report["runs"]) == (
         server.base_url,
         4,

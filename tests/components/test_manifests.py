@@ -15,6 +15,7 @@ import yaml
 
 from components import manifests
 from infra.plan.cli import main
+from infra.plan.config import ConfigError
 from infra.plan.render import rendered_objects
 from infra.plan.sizing import plan
 from infra.plan.stackfile import load_stack, stack_names
@@ -25,6 +26,10 @@ ACCEPTED = REPO / "tests" / "checkov-accepted.txt"
 
 
 def _objects(stack: str = "dev", **overrides: Any) -> tuple[Any, Any, list[dict[str, Any]]]:
+    region = load_stack(stack).region
+    overrides = {
+        k: v.format(region=region) if isinstance(v, str) else v for k, v in overrides.items()
+    }
     cfg = load_stack(stack, overrides)
     p = plan(cfg, stack)
     return cfg, p, rendered_objects(cfg, p)
@@ -53,7 +58,7 @@ VARIANTS = [
     {"weightPrefetch": False},
     {"modelCache": "volume"},
     {"replicas": 2, "instanceType": "m7g.4xlarge"},
-    {"tlsCertificateArn": "arn:aws:acm:us-west-2:123456789012:certificate/0a1b2c3d-aaaa-bbbb"},
+    {"tlsCertificateArn": "arn:aws:acm:{region}:123456789012:certificate/0a1b2c3d-aaaa-bbbb"},
 ]
 
 
@@ -133,7 +138,13 @@ def test_command_lines_are_exactly_the_plan() -> None:
     }
     assert leader["command"] == ["vllm"]
     assert leader["args"][:2] == ["serve", f"/models/{cfg.model}"]
-    assert _flags(leader["args"]) == {**expected_common, "--host": "0.0.0.0", "--port": "8000"}
+    assert _flags(leader["args"]) == {
+        **expected_common,
+        "--override-generation-config": f'{{"max_new_tokens":{p.front_door.max_reply_tokens}}}',
+        "--host": "127.0.0.1",
+        "--port": "8000",
+    }
+    assert "ports" not in leader, "vLLM listens on loopback: only the gatekeeper has a port"
     assert worker["command"][:2] == ["/bin/sh", "-c"]
     assert 'getent hosts "$LWS_LEADER_ADDRESS"' in worker["command"][2]
     assert _flags(worker["args"]) == {**expected_common, "--headless": ""}
@@ -149,7 +160,12 @@ def test_requests_equal_limits_on_every_container() -> None:
             for c in pod["containers"] + pod.get("initContainers", []):
                 res = c["resources"]
                 assert res["requests"] == res["limits"], (role, c["name"])
-                assert res["limits"] == {"cpu": str(p.pod_cpu), "memory": f"{p.pod_memory_gib:g}Gi"}
+                expected = (
+                    {"cpu": "30m", "memory": "64Mi"}
+                    if c["name"] == "gatekeeper"
+                    else {"cpu": str(p.pod_cpu), "memory": f"{p.pod_memory_gib:g}Gi"}
+                )
+                assert res["limits"] == expected, (role, c["name"])
 
 
 def test_ranks_spread_over_nodes_and_select_the_model_nodes() -> None:
@@ -185,29 +201,32 @@ def test_service_can_never_route_to_a_worker() -> None:
             labels = _lws_pod_labels("gemma-vllm", group, index)
             matches = all(labels.get(k) == v for k, v in selector.items())
             assert matches == (index == 0), (group, index)
-    assert svc["spec"]["loadBalancerSourceRanges"] == ["203.0.113.0/24"]
-    assert svc["metadata"]["annotations"][manifests.AUTHENTICATED_ANNOTATION] == "true"
+    assert svc["spec"]["loadBalancerSourceRanges"] == ["203.0.113.10/32"]
+    assert svc["spec"]["ports"] == [
+        {"name": "http", "port": 80, "targetPort": "gatekeeper", "protocol": "TCP"}
+    ]
 
 
 def test_tls_listener_with_a_certificate() -> None:
     arn = "arn:aws:acm:us-west-2:123456789012:certificate/0a1b2c3d-aaaa-bbbb"
     _, _, objects = _objects(tlsCertificateArn=arn)
     svc = _kind(objects, "Service")
-    assert svc["spec"]["ports"][0]["port"] == 443
-    assert (
-        svc["metadata"]["annotations"]["service.beta.kubernetes.io/aws-load-balancer-ssl-cert"]
-        == arn
-    )
+    assert svc["spec"]["ports"] == [
+        {"name": "https", "port": 443, "targetPort": "gatekeeper", "protocol": "TCP"}
+    ]
+    annotations = svc["metadata"]["annotations"]
+    assert annotations["service.beta.kubernetes.io/aws-load-balancer-ssl-cert"] == arn
+    assert annotations["service.beta.kubernetes.io/aws-load-balancer-ssl-ports"] == "https"
 
 
-def test_network_policy_admits_only_the_group_and_the_http_port() -> None:
+def test_network_policy_admits_only_the_group_and_the_gatekeeper_port() -> None:
     _, _, objects = _objects()
     policy = _kind(objects, "NetworkPolicy")["spec"]
     group = {"matchLabels": {manifests.LWS_NAME_LABEL: "gemma-vllm"}}
     assert policy["podSelector"] == group
     assert policy["ingress"] == [
         {"from": [{"podSelector": group}]},
-        {"ports": [{"port": 8000, "protocol": "TCP"}]},
+        {"ports": [{"port": 8080, "protocol": "TCP"}]},
     ]
 
 
@@ -266,10 +285,19 @@ def test_render_writes_one_file_per_object_and_no_secret(
     files = sorted(out.glob("*.yaml"))
     assert len(files) == len(_objects()[2])
     text = "\n".join(f.read_text() for f in files)
-    assert "<from: pulumi config set --secret hfToken>" in text
     assert not re.search(r"hf_[A-Za-z0-9]{20,}", text)
     docs = [yaml.safe_load(f.read_text()) for f in files]
     assert [d["kind"] for d in docs] == [o["kind"] for o in _objects()[2]]
+    # No applyable Secret with a known value: none is rendered; the note that says how to make
+    # them is not a file `kubectl apply -f DIR` reads.
+    assert "Secret" not in {d["kind"] for d in docs}
+    names = {p.name for p in out.iterdir()}
+    assert "SECRETS.txt" in names
+    assert not [n for n in names if n.endswith((".yaml", ".yml", ".json")) and "secret" in n]
+    assert (
+        "kubectl -n gemma-graviton create secret generic gemma-api-key"
+        in (out / "SECRETS.txt").read_text()
+    )
     capsys.readouterr()
 
 
@@ -360,7 +388,7 @@ def test_liveness_probes_are_what_the_plan_says(stack: str) -> None:
     lost_leader = worker["livenessProbe"]["exec"]["command"]
     assert lost_leader[3:] == [
         "role=worker",
-        "port=8000",
+        "port=8080",
         f"request-s={live.request_s}",
         "host-env=LWS_LEADER_ADDRESS",
     ]
@@ -368,5 +396,27 @@ def test_liveness_probes_are_what_the_plan_says(stack: str) -> None:
     startup = worker["startupProbe"]
     assert startup["exec"]["command"] == lost_leader
     assert startup["periodSeconds"] * startup["failureThreshold"] == p.startup_timeout_seconds
-    # Readiness stays /health: the leader takes traffic once every rank joined.
+    # Readiness stays /health (through the gatekeeper): traffic once every rank joined.
     assert leader["readinessProbe"]["httpGet"]["path"] == "/health"
+
+
+def test_private_clients_get_an_internal_load_balancer_and_public_ones_do_not() -> None:
+    _, _, private = _objects("dev", allowedCidrs=["10.0.0.0/8"], allowPlainHttp=False)
+    annotations = _kind(private, "Service")["metadata"]["annotations"]
+    assert annotations["service.beta.kubernetes.io/aws-load-balancer-internal"] == "true"
+    _, _, public = _objects(
+        "dev",
+        allowedCidrs=["203.0.113.0/24"],
+        tlsCertificateArn="arn:aws:acm:{region}:123456789012:certificate/0f1e2d3c-4b5a",
+    )
+    annotations = _kind(public, "Service")["metadata"]["annotations"]
+    assert "service.beta.kubernetes.io/aws-load-balancer-internal" not in annotations
+    # The scheme annotation is the AWS Load Balancer Controller's; the in-tree one ignores it.
+    assert "service.beta.kubernetes.io/aws-load-balancer-scheme" not in annotations
+
+
+def test_a_private_range_beside_public_ones_is_refused() -> None:
+    with pytest.raises(ConfigError) as refused:
+        _objects("dev", allowedCidrs=["10.0.0.0/8", "198.51.100.7/32"])
+    assert refused.value.key == "allowedCidrs"
+    assert "internet-facing load balancer sees clients' public addresses only" in str(refused.value)

@@ -69,5 +69,10 @@ def test_the_first_byte_bound_is_the_stacks_when_set() -> None:
 def test_the_plan_shows_the_probe(capsys: pytest.CaptureFixture[str]) -> None:
     assert main([]) == 0
     out = capsys.readouterr().out
-    assert "liveness              every 5 s, 3 failures, timeout 8 s" in out
-    assert "first byte            within 218 s, else 504" in out
+    rows = {
+        line.split("  ", 1)[0]: line.split("  ", 1)[1].strip()
+        for line in out.splitlines()
+        if "  " in line and not line.startswith(" ")
+    }
+    assert rows["liveness"].startswith("every 5 s, 3 failures, timeout 8 s")
+    assert rows["first byte"] == "within 218 s, else 504"

@@ -18,7 +18,6 @@ from typing import Any
 import pytest
 
 from policies.rules import (
-    AUTHENTICATED_ANNOTATION,
     DAEMONSET,
     DEPLOYMENT,
     JOB,
@@ -32,7 +31,8 @@ from policies.rules import (
     STATEFULSET,
     images_pinned,
     is_pulumi_secret,
-    load_balancer_restricted_or_authenticated,
+    leaders_behind_gatekeeper,
+    load_balancer_to_gatekeeper_over_tls,
     model_pods_requests_equal_limits,
     parse_quantity,
     plain_secret_config_keys,
@@ -483,52 +483,134 @@ def test_images_pinned_ignores_resources_without_pods() -> None:
     assert images_pinned("kubernetes:batch/v1:CronJob", {"spec": {}}) == []
 
 
-# -- 4. load-balancer-restricted-or-authenticated ----------------------------------------------
+# -- 4. load-balancer-to-gatekeeper-over-tls -------------------------------------------------
 
-LB_FIX = (
-    "list the client CIDRs in spec.loadBalancerSourceRanges, or require an API key and annotate "
-    'gemma-graviton.dev/authenticated: "true"'
+TLS = {
+    "service.beta.kubernetes.io/aws-load-balancer-ssl-cert": (
+        "arn:aws:acm:us-west-2:123456789012:certificate/0a1b2c3d"
+    ),
+    "service.beta.kubernetes.io/aws-load-balancer-ssl-ports": "https",
+}
+TLS_FIX = (
+    "over plain HTTP; terminate TLS on it (service.beta.kubernetes.io/aws-load-balancer-ssl-cert "
+    "with an ACM certificate, service.beta.kubernetes.io/aws-load-balancer-ssl-ports covering "
+    "every port), or admit only private ranges or single /32 addresses"
 )
+
+
+SSL_CERT = "service.beta.kubernetes.io/aws-load-balancer-ssl-cert"
+SCHEME = "service.beta.kubernetes.io/aws-load-balancer-scheme"
+
+
+def gatekept(
+    ranges: list[str] | None = None, annotations: dict[str, str] | None = None, name: str = "http"
+) -> dict[str, Any]:
+    props = service_props(ranges, annotations)
+    props["spec"]["ports"] = [{"name": name, "port": 443.0, "targetPort": "gatekeeper"}]
+    return props
 
 
 @pytest.mark.parametrize(
     "props",
     [
-        service_props(["203.0.113.0/24", "2001:db8::/32"]),
-        service_props(annotations={AUTHENTICATED_ANNOTATION: "true"}),
-        service_props(["0.0.0.0/0"], annotations={AUTHENTICATED_ANNOTATION: "true"}),
+        gatekept(["0.0.0.0/0"], TLS, name="https"),
+        gatekept(None, {**TLS, "service.beta.kubernetes.io/aws-load-balancer-ssl-ports": "*"}),
+        gatekept(["10.0.0.0/8", "192.168.0.0/16"]),
+        gatekept(["203.0.113.10/32"]),
+        gatekept(
+            ["0.0.0.0/0"], {"service.beta.kubernetes.io/aws-load-balancer-scheme": "internal"}
+        ),
         {"metadata": {"name": "gemma-vllm"}, "spec": {"clusterIP": "None"}},
         {"metadata": {"name": "gemma-vllm"}, "spec": {"type": "ClusterIP"}},
     ],
-    ids=["restricted", "authenticated", "authenticated-open", "headless", "cluster-ip"],
+    ids=["tls", "tls-all-ports", "private", "single-address", "internal", "headless", "cluster-ip"],
 )
-def test_load_balancer_passes_when_restricted_or_authenticated(props: dict[str, Any]) -> None:
-    assert load_balancer_restricted_or_authenticated(SERVICE, props) == []
+def test_load_balancer_passes_to_the_gatekeeper_with_tls_or_no_internet(
+    props: dict[str, Any],
+) -> None:
+    assert load_balancer_to_gatekeeper_over_tls(SERVICE, props) == []
 
 
-def test_load_balancer_open_to_everyone_is_reported() -> None:
-    expected = [
-        "a LoadBalancer Service with no spec.loadBalancerSourceRanges is open to every address; "
-        + LB_FIX
+def test_load_balancer_exposing_vllm_directly_is_reported() -> None:
+    props = service_props(["10.0.0.0/8"])  # targetPort 8000: vLLM's own port
+    assert load_balancer_to_gatekeeper_over_tls(SERVICE, props) == [
+        'spec.ports "http" targets 8000.0, not the gatekeeper\'s port "gatekeeper"; send '
+        "load-balancer traffic only through the gatekeeper, never to vLLM directly"
     ]
-    assert load_balancer_restricted_or_authenticated(SERVICE, service_props()) == expected
-    assert load_balancer_restricted_or_authenticated(SERVICE, service_props([])) == expected
-    # Only the exact string "true" asserts authentication.
-    props = service_props(annotations={AUTHENTICATED_ANNOTATION: "True"})
-    assert load_balancer_restricted_or_authenticated(SERVICE, props) == expected
 
 
-def test_load_balancer_reports_open_and_malformed_ranges() -> None:
-    props = service_props(["203.0.113.0/24", "0.0.0.0/0", "::/0", "office"])
-    assert load_balancer_restricted_or_authenticated(SERVICE, props) == [
-        f"spec.loadBalancerSourceRanges entry 0.0.0.0/0 admits every address; {LB_FIX}",
-        f"spec.loadBalancerSourceRanges entry ::/0 admits every address; {LB_FIX}",
-        f'spec.loadBalancerSourceRanges entry "office" is not a CIDR; {LB_FIX}',
+def test_internet_facing_plain_http_is_reported() -> None:
+    for ranges, shown in (
+        (None, "0.0.0.0/0"),
+        (["198.51.100.0/24", "10.0.0.0/8"], "198.51.100.0/24"),
+    ):
+        props = gatekept(ranges)
+        assert load_balancer_to_gatekeeper_over_tls(SERVICE, props) == [
+            f"the internet reaches this load balancer ({shown}) {TLS_FIX}"
+        ]
+    # A certificate that does not cover the port is plain HTTP on it.
+    props = gatekept(["0.0.0.0/0"], TLS, name="http")
+    assert load_balancer_to_gatekeeper_over_tls(SERVICE, props) == [
+        f"the internet reaches this load balancer (0.0.0.0/0) {TLS_FIX}"
+    ]
+
+
+def test_load_balancer_reports_malformed_ranges() -> None:
+    props = gatekept(["office"], TLS, name="https")
+    assert load_balancer_to_gatekeeper_over_tls(SERVICE, props) == [
+        'spec.loadBalancerSourceRanges entry "office" is not a CIDR; list CIDRs'
     ]
 
 
 def test_load_balancer_rule_looks_only_at_services() -> None:
-    assert load_balancer_restricted_or_authenticated(DEPLOYMENT, service_props()) == []
+    assert load_balancer_to_gatekeeper_over_tls(DEPLOYMENT, service_props()) == []
+
+
+# -- 4b. leaders-behind-gatekeeper -------------------------------------------------------------
+
+
+def _serving_lws() -> dict[str, Any]:
+    leader = {
+        "spec": {
+            "containers": [
+                {"name": "vllm", "command": ["vllm"], "args": ["serve", "m", "--host=127.0.0.1"]},
+                {"name": "gatekeeper", "ports": [{"name": "gatekeeper", "containerPort": 8080}]},
+            ]
+        }
+    }
+    worker = {"spec": {"containers": [{"name": "vllm", "args": ["serve", "m", "--headless"]}]}}
+    return {
+        "metadata": {"name": "gemma-vllm"},
+        "spec": {"leaderWorkerTemplate": {"leaderTemplate": leader, "workerTemplate": worker}},
+    }
+
+
+def test_leader_behind_gatekeeper_passes() -> None:
+    assert leaders_behind_gatekeeper(LWS, _serving_lws()) == []
+
+
+def test_missing_gatekeeper_and_exposed_vllm_are_reported() -> None:
+    props = _serving_lws()
+    leader = props["spec"]["leaderWorkerTemplate"]["leaderTemplate"]["spec"]
+    leader["containers"] = [
+        {
+            "name": "vllm",
+            "args": ["serve", "m", "--host=0.0.0.0"],
+            "ports": [{"name": "http", "containerPort": 8000}],
+        }
+    ]
+    assert leaders_behind_gatekeeper(LWS, props) == [
+        'leaderTemplate: no container "gatekeeper" with a port named "gatekeeper"; run the '
+        "gatekeeper beside vLLM so only the API, with the key, reaches it",
+        'leaderTemplate: container "vllm" does not listen on loopback; pass --host=127.0.0.1 so '
+        "only the gatekeeper in the pod reaches it",
+        'leaderTemplate: container "vllm" declares ports; remove them, the gatekeeper\'s port is '
+        "the pod's only way in",
+    ]
+
+
+def test_gatekeeper_rule_looks_only_at_leaderworkersets() -> None:
+    assert leaders_behind_gatekeeper(SERVICE, service_props()) == []
 
 
 # -- 5. secrets-not-in-plain-config ------------------------------------------------------------
@@ -633,12 +715,13 @@ def test_plain_secret_config_keys(
 # -- the registry ------------------------------------------------------------------------------
 
 
-def test_registry_lists_the_five_rules_all_mandatory() -> None:
+def test_registry_lists_the_six_rules_all_mandatory() -> None:
     assert [rule.name for rule in RULES] == [
         "model-pods-requests-equal-limits",
         "ranks-spread-by-required-anti-affinity",
         "images-pinned",
-        "load-balancer-restricted-or-authenticated",
+        "load-balancer-to-gatekeeper-over-tls",
+        "leaders-behind-gatekeeper",
         "secrets-not-in-plain-config",
     ]
     assert {rule.enforcement_level for rule in RULES} == {"mandatory"}
@@ -709,7 +792,10 @@ def test_pack_reports_each_message_as_a_mandatory_violation(pack: dict[str, Any]
     props = lws_props()
     worker_spec(props)["containers"][0]["image"] = "vllm/vllm-openai-cpu:latest"
     worker_spec(props)["containers"][0]["resources"]["limits"]["cpu"] = "7"
-    diagnostics = analyze(pack, LWS, props)
+    # The fixture's pods have no gatekeeper; that rule's own message is tested above.
+    diagnostics = [
+        d for d in analyze(pack, LWS, props) if d.policyName != "leaders-behind-gatekeeper"
+    ]
     images, requests = RULES[2], RULES[0]
     assert [(d.policyName, d.message, d.enforcementLevel) for d in diagnostics] == [
         (
@@ -726,7 +812,9 @@ def test_pack_reports_each_message_as_a_mandatory_violation(pack: dict[str, Any]
             analyzer_pb2.MANDATORY,
         ),
     ]
-    assert analyze(pack, LWS, lws_props()) == []
+    assert [d.policyName for d in analyze(pack, LWS, lws_props())] == [
+        "leaders-behind-gatekeeper"
+    ] * 2
 
 
 def test_pack_sees_a_secret_input_as_plain_text(pack: dict[str, Any]) -> None:
@@ -746,14 +834,14 @@ def test_pack_turns_an_unknown_preview_value_into_an_advisory_note(pack: dict[st
     from pulumi.runtime.proto import analyzer_pb2
     from pulumi_policy.proxy import UNKNOWN_STRING_VALUE
 
-    props = service_props()
-    props["metadata"]["annotations"][AUTHENTICATED_ANNOTATION] = UNKNOWN_STRING_VALUE
+    props = gatekept(["0.0.0.0/0"], dict(TLS), name="https")
+    props["metadata"]["annotations"][SSL_CERT] = UNKNOWN_STRING_VALUE
     diagnostics = analyze(pack, SERVICE, props)
     assert [(d.policyName, d.enforcementLevel) for d in diagnostics] == [
-        ("load-balancer-restricted-or-authenticated", analyzer_pb2.ADVISORY)
+        ("load-balancer-to-gatekeeper-over-tls", analyzer_pb2.ADVISORY)
     ]
     assert diagnostics[0].message == (
-        "can't run policy 'load-balancer-restricted-or-authenticated' from policy pack "
+        "can't run policy 'load-balancer-to-gatekeeper-over-tls' from policy pack "
         "'gemma-graviton@v0.1.0' during preview: string value at "
-        f".metadata.annotations.{AUTHENTICATED_ANNOTATION} can't be known during preview"
+        f".metadata.annotations.{SSL_CERT} can't be known during preview"
     )

@@ -8,87 +8,29 @@ program that would crash on `pulumi preview` (import paths included) fails here.
 from __future__ import annotations
 
 import json
-import os
 import runpy
-import sys
-from collections.abc import Iterator
-from pathlib import Path
+import shlex
 from typing import Any
 
 import pulumi
 import pytest
-import yaml
 
 from components import manifests
+from components.manifests import gatekeeper
 from infra.plan import wiring
 from infra.plan.sizing import plan
 from infra.plan.stackfile import load_stack, stack_names
 from policies.rules import RULES
 from tests.fakes.pulumi_mocks import RecordingMocks, by_type, is_secret, named, one, resolve, run
+from tests.program.harness import HF_TOKEN, PROGRAM, run_program, stack_values
 
-REPO = Path(__file__).resolve().parents[2]
-PROGRAM = REPO / "infra"
 OUTPUTS = {
     "clusterName", "kubeconfig", "region", "availabilityZone", "nodeInstanceType", "nodeCount",
     "plan", "endpoint", "apiKey", "model", "maxModelLen", "kvCacheTokens", "curlExample",
     "namespace", "logGroup", "logsQuery",
 }  # fmt: skip
-HF_TOKEN = "hf_" + "x" * 34
 LWS = "kubernetes:leaderworkerset.x-k8s.io/v1:LeaderWorkerSet"
 NODE_GROUP = "eks:index:ManagedNodeGroup"
-
-
-def stack_values(stack: str) -> dict[str, Any]:
-    document = yaml.safe_load((REPO / "stacks" / f"Pulumi.{stack}.yaml").read_text())
-    return dict(document["config"])
-
-
-@pytest.fixture
-def exports(monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
-    recorded: dict[str, Any] = {}
-    monkeypatch.setattr(pulumi, "export", lambda name, value: recorded.__setitem__(name, value))
-    return recorded
-
-
-@pytest.fixture
-def as_pulumi_host() -> Iterator[None]:
-    """The host's view: cwd is the program folder, the repository root is not importable."""
-    saved_path, saved_cwd = list(sys.path), os.getcwd()
-    saved_modules = {
-        name: mod
-        for name, mod in sys.modules.items()
-        if name.split(".")[0] in ("infra", "components")
-    }
-    for name in saved_modules:
-        del sys.modules[name]
-    sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != REPO]
-    os.chdir(PROGRAM)
-    try:
-        yield
-    finally:
-        os.chdir(saved_cwd)
-        sys.path[:] = saved_path
-        for name in [n for n in sys.modules if n.split(".")[0] in ("infra", "components")]:
-            del sys.modules[name]
-        sys.modules.update(saved_modules)
-
-
-def run_program(
-    mocks: RecordingMocks, stack: str, overrides: dict[str, Any] | None = None, hf: bool = True
-) -> None:
-    values = {
-        **stack_values(stack),
-        **{f"gemma-graviton:{k}": v for k, v in (overrides or {}).items()},
-    }
-    secret_keys = []
-    if hf:
-        values["gemma-graviton:hfToken"] = HF_TOKEN
-        secret_keys.append("gemma-graviton:hfToken")
-    text = {k: v if isinstance(v, str) else json.dumps(v) for k, v in values.items()}
-    pulumi.runtime.set_mocks(mocks, project="gemma-graviton", stack=stack, preview=False,
-                             monitor=mocks.monitor)  # fmt: skip
-    pulumi.runtime.set_all_config(text, secret_keys)
-    run(lambda: runpy.run_path(str(PROGRAM), run_name="__main__"))
 
 
 @pytest.mark.usefixtures("as_pulumi_host")
@@ -110,7 +52,8 @@ def test_every_stack_runs_end_to_end(
     assert resolve(exports["nodeCount"]) == expected.nodes
     assert resolve(exports["plan"]) == expected.to_json()
     assert resolve(exports["endpoint"]).endswith("/v1")
-    assert resolve(exports["endpoint"]).startswith("http://")
+    scheme = "https" if load_stack(stack).tls_certificate_arn else "http"
+    assert resolve(exports["endpoint"]).startswith(f"{scheme}://")
     for secret in ("kubeconfig", "apiKey"):
         assert is_secret(exports[secret]), secret
     for plain in ("endpoint", "plan", "curlExample", "model"):
@@ -148,7 +91,8 @@ def test_node_size_override_flows_into_the_node_group(
             {"instanceType": "m7g.large"},
             True,
             "`instanceType` m7g.large leaves no whole CPU for a model pod after its other "
-            "tenants; choose a type with at least 4 vCPU, such as m7g.xlarge",
+            "tenants; choose r7g.2xlarge, the cheapest type that starts this stack "
+            "($454.28/month; `--compare` ranks them all)",
         ),
         (
             {},
@@ -190,7 +134,12 @@ def test_workload_policy(mocks: RecordingMocks, exports: dict[str, Any]) -> None
         for container in pod["containers"] + pod.get("initContainers", []):
             res = container["resources"]
             assert res["requests"] == res["limits"], (lws.urn, role, container["name"])
-            assert container["image"] == "vllm/vllm-openai-cpu:v0.31.0-arm64"
+            image = (
+                gatekeeper.IMAGE
+                if container["name"] == "gatekeeper"
+                else "vllm/vllm-openai-cpu:v0.31.0-arm64"
+            )
+            assert container["image"] == image, (lws.urn, role, container["name"])
         term = pod["affinity"]["podAntiAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
         assert term[0]["topologyKey"] == "kubernetes.io/hostname", lws.urn
     leader_args = template["leaderTemplate"]["spec"]["containers"][0]["args"]
@@ -203,7 +152,7 @@ def test_workload_policy(mocks: RecordingMocks, exports: dict[str, Any]) -> None
 
     svc = one(mocks.records, "kubernetes:core/v1:Service")
     assert svc.inputs["spec"]["selector"]["leaderworkerset.sigs.k8s.io/worker-index"] == "0"
-    assert svc.inputs["spec"]["loadBalancerSourceRanges"] == ["203.0.113.0/24"]
+    assert svc.inputs["spec"]["loadBalancerSourceRanges"] == ["203.0.113.10/32"]
 
     secrets = by_type(mocks.records, "kubernetes:core/v1:Secret")
     assert len(secrets) == 2
@@ -261,7 +210,11 @@ def test_logging_addon_and_volume_cache(mocks: RecordingMocks, exports: dict[str
     assert "arn:aws:iam::aws:policy/service-role/AmazonEBSCSIDriverPolicy" in attachments
     assert "arn:aws:iam::aws:policy/CloudWatchAgentServerPolicy" in attachments
     sc = one(mocks.records, "kubernetes:storage.k8s.io/v1:StorageClass")
-    rendered = manifests.storage_class(wiring.STORAGE_CLASS, wiring.STORAGE_THROUGHPUT_MIBPS)
+    rendered = manifests.storage_class(
+        wiring.STORAGE_CLASS,
+        wiring.STORAGE_THROUGHPUT_MIBPS,
+        wiring.stack_tags(load_stack("dev", {"modelCache": "volume"}), "dev"),
+    )
     for key in ("provisioner", "parameters", "volumeBindingMode", "reclaimPolicy"):
         assert sc.inputs[key] == rendered[key], (sc.urn, key)
     assert sc.inputs["provisioner"] == "ebs.csi.aws.com"
@@ -297,3 +250,140 @@ def test_stacks_pass_every_policy(
         for message in rule.validate(record.type_, record.inputs)
     ]
     assert violations == []
+
+
+def _leader(mocks: RecordingMocks) -> dict[str, Any]:
+    return one(mocks.records, LWS).inputs["spec"]["leaderWorkerTemplate"]["leaderTemplate"]
+
+
+@pytest.mark.usefixtures("as_pulumi_host")
+def test_a_zone_without_the_instance_type_stops_before_anything_is_built(
+    mocks: RecordingMocks, exports: dict[str, Any]
+) -> None:
+    # In this account us-west-2a is usw2-az2; the offerings answer leaves m7g out of it.
+    mocks.zones_without_offerings = {"usw2-az2"}
+    with pytest.raises(pulumi.RunError) as error:
+        run_program(mocks, "dev", {"availabilityZone": "us-west-2a"})
+    assert str(error.value) == (
+        "`availabilityZone` us-west-2a (usw2-az2) does not offer m7g.2xlarge; choose a zone that "
+        "does (us-west-2b, us-west-2c, us-west-2d), or another `instanceType`"
+    )
+    # Only the AWS provider the lookups went through is registered: it creates nothing.
+    assert [r.type_ for r in mocks.records] == ["pulumi:providers:aws"]
+    tokens = {call.token for call in mocks.calls}
+    assert "aws:ec2/getInstanceTypeOfferings:getInstanceTypeOfferings" in tokens
+
+
+@pytest.mark.usefixtures("as_pulumi_host")
+def test_zones_may_be_named_by_id_and_the_second_zone_is_one_eks_accepts(
+    mocks: RecordingMocks, exports: dict[str, Any]
+) -> None:
+    run_program(mocks, "prod", {"availabilityZone": "use1-az6"})
+    subnets = by_type(mocks.records, "aws:ec2/subnet:Subnet")
+    zones = {s.inputs["availabilityZone"] for s in subnets}
+    # use1-az6 is us-east-1c here; us-east-1a is use1-az3, where EKS refuses control planes.
+    assert zones == {"us-east-1c", "us-east-1b"}, zones
+    assert resolve(exports["availabilityZone"]) == "us-east-1c"
+
+
+@pytest.mark.usefixtures("as_pulumi_host")
+@pytest.mark.parametrize("stack", stack_names())
+def test_only_the_gatekeeper_is_exposed(mocks: RecordingMocks, stack: str) -> None:
+    run_program(mocks, stack)
+    tls = load_stack(stack).tls_certificate_arn is not None
+    svc = one(mocks.records, "kubernetes:core/v1:Service")
+    (port,) = svc.inputs["spec"]["ports"]
+    assert port["targetPort"] == "gatekeeper", svc.urn
+    assert port["port"] == (443 if tls else 80), svc.urn
+    annotations = svc.inputs["metadata"]["annotations"]
+    assert ("service.beta.kubernetes.io/aws-load-balancer-ssl-cert" in annotations) == tls
+    leader = _leader(mocks)["spec"]
+    vllm, door = leader["containers"]
+    assert "--host=127.0.0.1" in vllm["args"] and "ports" not in vllm, svc.urn
+    assert door["name"] == "gatekeeper" and door["image"] == gatekeeper.IMAGE
+    assert door["resources"]["requests"] == door["resources"]["limits"]
+    assert vllm["readinessProbe"]["httpGet"] == {"path": "/health", "port": "gatekeeper"}
+    policy = one(mocks.records, "kubernetes:networking.k8s.io/v1:NetworkPolicy")
+    assert {"ports": [{"port": gatekeeper.PORT, "protocol": "TCP"}]} in policy.inputs["spec"][
+        "ingress"
+    ]
+    config = named(mocks.records, "kubernetes:core/v1:ConfigMap", "model-gatekeeper")
+    assert "location = /v1/chat/completions" in config.inputs["data"]["nginx.conf"]
+
+
+@pytest.mark.usefixtures("as_pulumi_host")
+def test_a_new_key_rolls_the_leader_and_stays_out_of_plain_values(
+    mocks: RecordingMocks, exports: dict[str, Any]
+) -> None:
+    first, second = "k" * 40, "n" * 40
+    run_program(mocks, "dev", api_key=first)
+    before = _leader(mocks)["metadata"]["annotations"][gatekeeper.KEY_ANNOTATION]
+    secret = named(mocks.records, "kubernetes:core/v1:Secret", "model-api-key")
+    assert "stringData" in secret.secret_inputs, secret.urn
+    assert secret.inputs["stringData"]["api-key.map"] == f'"~^Bearer {first}$" 1;\n'
+
+    lws_text = json.dumps(one(mocks.records, LWS).inputs, default=str)
+    assert first not in lws_text
+    mocks.records.clear()
+    run_program(mocks, "dev", api_key=second)
+    after = _leader(mocks)["metadata"]["annotations"][gatekeeper.KEY_ANNOTATION]
+    assert before != after
+    assert before == gatekeeper.key_fingerprint(first)
+    assert not is_secret(exports["plan"])
+
+
+@pytest.mark.usefixtures("as_pulumi_host")
+def test_curl_example_quotes_every_value(mocks: RecordingMocks, exports: dict[str, Any]) -> None:
+    run_program(mocks, "prod")
+    text = resolve(exports["curlExample"])
+    words = shlex.split(text.replace("$(pulumi stack output --show-secrets apiKey)", "KEY"))
+    assert words[0:2] == ["curl", "-sN"]
+    assert words[2].startswith("https://") and words[2].endswith("/v1/chat/completions")
+    body = json.loads(words[words.index("-d") + 1])
+    assert body["model"] == "google/gemma-4-12B-it" and body["stream"] is True
+
+
+@pytest.mark.parametrize("stack", stack_names())
+@pytest.mark.usefixtures("as_pulumi_host")
+def test_the_configured_principals_can_use_kubectl(
+    stack: str, mocks: RecordingMocks, exports: dict[str, Any]
+) -> None:
+    run_program(mocks, stack)
+    cfg = load_stack(stack)
+    policies = {
+        r.inputs["principalArn"]: r.inputs["policyArn"].rsplit("/", 1)[-1]
+        for r in by_type(mocks.records, "aws:eks/accessPolicyAssociation:AccessPolicyAssociation")
+    }
+    assert policies == {
+        **dict.fromkeys(cfg.cluster_admin_arns, "AmazonEKSClusterAdminPolicy"),
+        **dict.fromkeys(cfg.cluster_viewer_arns, "AmazonEKSAdminViewPolicy"),
+    }
+    assert cfg.cluster_admin_arns, f"stack {stack} names no cluster admin"
+    entries = {
+        r.inputs["principalArn"] for r in by_type(mocks.records, "aws:eks/accessEntry:AccessEntry")
+    }
+    assert entries == set(policies)
+    eks_cluster = one(mocks.records, "eks:index:Cluster")
+    assert eks_cluster.inputs["publicAccessCidrs"] == [
+        str(c) for c in cfg.endpoint_public_access_cidrs
+    ]
+
+
+@pytest.mark.usefixtures("as_pulumi_host")
+def test_policy_arns_follow_the_partition(
+    mocks: RecordingMocks, exports: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from tests.fakes import pulumi_mocks
+
+    gov = {"id": "aws-us-gov", "partition": "aws-us-gov", "dnsSuffix": "amazonaws.com"}
+    monkeypatch.setitem(pulumi_mocks._INVOKES, "aws:index/getPartition:getPartition", lambda _: gov)
+    run_program(mocks, "dev", {"modelCache": "volume"})
+    arns = [
+        r.inputs["policyArn"]
+        for r in by_type(mocks.records, "aws:iam/rolePolicyAttachment:RolePolicyAttachment")
+    ] + [
+        r.inputs["policyArn"]
+        for r in by_type(mocks.records, "aws:eks/accessPolicyAssociation:AccessPolicyAssociation")
+    ]
+    assert len(arns) >= 6
+    assert all(arn.startswith("arn:aws-us-gov:") for arn in arns), arns

@@ -1,0 +1,101 @@
+"""The bootstrap program: GitHub's OIDC provider and the CI roles, with what to paste where.
+
+Pulumi runs this file with `infra/bootstrap/` as the program directory, so the repository root is
+put on the import path first. The stack's keys live under `gemma-graviton-ci:` in
+`infra/bootstrap/Pulumi.<stack>.yaml`; the deployed stacks' regions come from `stacks/`.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
+import pulumi
+import pulumi_aws as aws
+from pulumi.runtime import config as runtime_config
+
+from components.github_ci import GitHubActionsAccess, GitHubActionsAccessArgs, GitHubRoleSpec
+from infra.bootstrap.access import DEPLOY_STACKS, ROLE_PATH, ci_roles
+from infra.bootstrap.config import BOOTSTRAP_PROJECT, BootstrapConfig, load_bootstrap_config
+from infra.plan.config import ConfigError
+from infra.plan.stackfile import load_stack
+
+
+def _read() -> tuple[BootstrapConfig, dict[str, str]]:
+    """The bootstrap keys and each deployed stack's region; a refusal is one line, no traceback."""
+    prefix = f"{BOOTSTRAP_PROJECT}:"
+    keys = set(runtime_config.CONFIG.get()) | set(runtime_config.get_config_env())
+    raw = {
+        key.removeprefix(prefix): runtime_config.get_config(key)
+        for key in sorted(keys)
+        if key.startswith(prefix)
+    }
+    try:
+        cfg = load_bootstrap_config(raw)
+        regions = {stack: load_stack(stack).region for stack in DEPLOY_STACKS}
+    except ConfigError as error:
+        raise pulumi.RunError(str(error)) from None
+    return cfg, regions
+
+
+cfg, regions = _read()
+roles = ci_roles(cfg.repository, regions, cfg.state_bucket)
+
+aws_provider = aws.Provider(
+    "aws",
+    region=cfg.region,
+    default_tags={"tags": {"project": BOOTSTRAP_PROJECT, "repository": cfg.repository}},
+)
+access = GitHubActionsAccess(
+    "github",
+    GitHubActionsAccessArgs(
+        roles=[
+            GitHubRoleSpec(
+                key=role.key,
+                subjects=role.subjects,
+                policy=role.policy,
+                description=role.description,
+                max_session_seconds=role.max_session_seconds,
+            )
+            for role in roles
+        ],
+        existing_provider_arn=cfg.github_oidc_provider_arn,
+        role_path=ROLE_PATH,
+    ),
+    opts=pulumi.ResourceOptions(providers=[aws_provider]),
+)
+
+arn = access.role_arns
+pulumi.export("oidcProviderArn", access.provider_arn)
+pulumi.export("roleArns", arn)
+# GitHub environment -> {variable: role ARN}: `vars.<variable>` in that environment's jobs.
+pulumi.export("environmentVariables", {r.environment: {r.variable: arn[r.key]} for r in roles})
+# Main-program stack -> ARNs for its `clusterAdminArns` / `clusterViewerArns` keys.
+pulumi.export(
+    "clusterAdminArns",
+    {s: [arn[r.key] for r in roles if s in r.cluster_admin_of] for s in DEPLOY_STACKS},
+)
+pulumi.export(
+    "clusterViewerArns",
+    {s: [arn[r.key] for r in roles if s in r.cluster_viewer_of] for s in DEPLOY_STACKS},
+)
+# Ready to paste, in the README's order: repository variables, then each stack's access entries.
+commands = [
+    pulumi.Output.concat(f"gh variable set {r.variable} --env {r.environment} --body ", arn[r.key])
+    for r in roles
+]
+for stack in DEPLOY_STACKS:
+    for key, field in (
+        ("clusterAdminArns", "cluster_admin_of"),
+        ("clusterViewerArns", "cluster_viewer_of"),
+    ):
+        granted = [r for r in roles if stack in getattr(r, field)]
+        commands += [
+            pulumi.Output.concat(
+                f"pulumi -s {stack} config set --path '{key}[{index}]' ", arn[r.key]
+            )
+            for index, r in enumerate(granted)
+        ]
+pulumi.export("setupCommands", pulumi.Output.all(*commands).apply("\n".join))

@@ -1,0 +1,352 @@
+"""Who may do what from GitHub Actions: the environments, their roles, subjects and permissions.
+
+Pure data and functions (no Pulumi import): the bootstrap program builds the roles from them, and
+the workflow and README tests hold the workflows and the README to the same names.
+
+The split of trust:
+- `preview` (GitHub environment, any branch, pull requests included) gets a read-only role and the
+  dev stack's passphrase. It previews the dev stack only. Its role can read the dev stack's state
+  and describe AWS resources; it can write nothing and assume no other role.
+- `dev` and `prod` (environments limited to `main`; `prod` also behind required reviewers) each get
+  a deploy role that can change that stack's region and that stack's state only, never the CI
+  roles or the GitHub OIDC provider themselves.
+
+Names here are the contract with `.github/workflows/` and the README; the tests compare them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from infra.plan.config import PROJECT
+
+#: The GitHub environment of pull-request previews.
+PREVIEW_ENVIRONMENT = "preview"
+#: The only stack a pull request previews: prod's secrets never reach a pull request.
+PREVIEW_STACK = "dev"
+#: Stacks deployed from `main`, each through the GitHub environment of the same name.
+DEPLOY_STACKS = ("dev", "prod")
+
+#: GitHub's OIDC issuer and the audience `aws-actions/configure-aws-credentials` asks for.
+GITHUB_OIDC_HOST = "token.actions.githubusercontent.com"
+GITHUB_OIDC_URL = f"https://{GITHUB_OIDC_HOST}"
+OIDC_AUDIENCE = "sts.amazonaws.com"
+#: IAM path of the CI roles; the deploy roles are denied every IAM action under it.
+ROLE_PATH = "/github-ci/"
+
+#: A deploy can outlast the one-hour default session: cluster (10-15 min), node group, then the
+#: LeaderWorkerSet's wait of up to the plan's startup timeout (30 min or more). The deploy jobs
+#: ask for the same duration (`role-duration-seconds`).
+DEPLOY_SESSION_SECONDS = 7200
+PREVIEW_SESSION_SECONDS = 3600
+
+#: AWS-managed policies the main program attaches, and no others: the node role's
+#: (components/cluster.py NODE_POLICIES), pulumi-eks 4.x's cluster service role
+#: (nodejs/eks/cluster/cluster.ts: AmazonEKSClusterPolicy), and the add-on roles
+#: (components/observability.py, components/storage.py). A deploy role that could attach any
+#: policy could attach AdministratorAccess to a role it creates.
+ATTACHABLE_POLICIES = (
+    "arn:aws:iam::aws:policy/AmazonEKSClusterPolicy",
+    "arn:aws:iam::aws:policy/AmazonEKSWorkerNodePolicy",
+    "arn:aws:iam::aws:policy/AmazonEKS_CNI_Policy",
+    "arn:aws:iam::aws:policy/AmazonEC2ContainerRegistryReadOnly",
+    "arn:aws:iam::aws:policy/CloudWatchAgentServerPolicy",
+    "arn:aws:iam::aws:policy/service-role/AmazonEBSCSIDriverPolicy",
+)
+
+#: Service-linked roles EKS needs the caller to be able to create on first use in an account.
+SERVICE_LINKED_ROLES = (
+    "eks.amazonaws.com",
+    "eks-nodegroup.amazonaws.com",
+    "autoscaling.amazonaws.com",
+    "elasticloadbalancing.amazonaws.com",
+)
+
+#: What a preview reads: the provider checks of every resource type the program declares, its
+#: invokes (availability zones, add-on versions) and EKS's public AMI parameters. Read verbs only.
+PREVIEW_REGIONAL_ACTIONS = (
+    "ec2:Describe*",
+    "eks:Describe*",
+    "eks:List*",
+    "logs:Describe*",
+    "logs:ListTagsForResource",
+    "logs:ListTagsLogGroup",
+)
+PREVIEW_IAM_ACTIONS = (
+    "iam:GetRole",
+    "iam:GetRolePolicy",
+    "iam:ListAttachedRolePolicies",
+    "iam:ListRolePolicies",
+    "iam:ListRoleTags",
+    "iam:GetOpenIDConnectProvider",
+    "iam:GetPolicy",
+    "iam:GetPolicyVersion",
+)
+
+#: The IAM actions a deploy needs on the roles it creates (node, cluster and add-on roles).
+DEPLOY_ROLE_ACTIONS = (
+    "iam:CreateRole",
+    "iam:DeleteRole",
+    "iam:GetRole",
+    "iam:UpdateRole",
+    "iam:UpdateRoleDescription",
+    "iam:UpdateAssumeRolePolicy",
+    "iam:TagRole",
+    "iam:UntagRole",
+    "iam:ListRoleTags",
+    "iam:ListAttachedRolePolicies",
+    "iam:ListRolePolicies",
+    "iam:GetRolePolicy",
+    "iam:ListInstanceProfilesForRole",
+    "iam:DetachRolePolicy",
+)
+#: The IAM actions a deploy needs on the cluster's own OIDC provider (IRSA).
+DEPLOY_OIDC_ACTIONS = (
+    "iam:CreateOpenIDConnectProvider",
+    "iam:DeleteOpenIDConnectProvider",
+    "iam:GetOpenIDConnectProvider",
+    "iam:TagOpenIDConnectProvider",
+    "iam:UntagOpenIDConnectProvider",
+    "iam:UpdateOpenIDConnectProviderThumbprint",
+    "iam:AddClientIDToOpenIDConnectProvider",
+    "iam:RemoveClientIDFromOpenIDConnectProvider",
+)
+
+
+@dataclass(frozen=True)
+class CiRole:
+    """One role GitHub Actions assumes, and where its ARN goes."""
+
+    key: str
+    """Logical name, also the Pulumi resource name's suffix (`preview`, `deploy-dev`)."""
+    environment: str
+    """The GitHub environment whose jobs assume it; its ARN is a variable there."""
+    variable: str
+    """The environment variable (GitHub Actions `vars.`) that holds the ARN."""
+    subjects: tuple[str, ...]
+    """The exact OIDC `sub` values the trust policy admits (StringEquals, no wildcard)."""
+    description: str
+    """What the role is for, shown in IAM."""
+    policy: dict[str, Any]
+    """The role's only permission policy (inline)."""
+    max_session_seconds: int
+    """The longest session a job may ask for."""
+    cluster_admin_of: tuple[str, ...] = ()
+    """Main-program stacks whose `clusterAdminArns` should list this role."""
+    cluster_viewer_of: tuple[str, ...] = ()
+    """Main-program stacks whose `clusterViewerArns` should list this role."""
+
+
+def environment_subject(repository: str, environment: str) -> str:
+    """The `sub` claim of a job that names a GitHub environment (whatever the event)."""
+    return f"repo:{repository}:environment:{environment}"
+
+
+def pull_request_subject(repository: str) -> str:
+    """The `sub` claim of a pull-request job that names no environment."""
+    return f"repo:{repository}:pull_request"
+
+
+def role_variable(environment: str) -> str:
+    """The variable that holds an environment's role ARN: `AWS_<ENV>_ROLE_ARN`."""
+    return f"AWS_{environment.upper()}_ROLE_ARN"
+
+
+def passphrase_secret(stack: str) -> str:
+    """The secret that holds a stack's passphrase: `<STACK>_PULUMI_CONFIG_PASSPHRASE`."""
+    return f"{stack.upper()}_PULUMI_CONFIG_PASSPHRASE"
+
+
+def state_object_arns(bucket: str, stack: str) -> list[str]:
+    """The S3 objects of one main-program stack in Pulumi's self-managed (DIY) backend.
+
+    Project-scoped layout: `.pulumi/stacks/<project>/<stack>.json` (with `.bak`/`.gz`
+    variants) and the folders `.pulumi/{history,backups,locks}/<project>/<stack>/`.
+    """
+    return [
+        f"arn:aws:s3:::{bucket}/.pulumi/*/{PROJECT}/{stack}.json*",
+        f"arn:aws:s3:::{bucket}/.pulumi/*/{PROJECT}/{stack}/*",
+    ]
+
+
+def _in_region(region: str) -> dict[str, Any]:
+    return {"StringEquals": {"aws:RequestedRegion": [region]}}
+
+
+def _state_statements(bucket: str | None, stack: str, actions: list[str]) -> list[dict[str, Any]]:
+    if not bucket:
+        return []
+    return [
+        {
+            "Sid": "ListTheStateBucket",
+            "Effect": "Allow",
+            "Action": ["s3:ListBucket", "s3:GetBucketLocation"],
+            "Resource": [f"arn:aws:s3:::{bucket}"],
+        },
+        {
+            "Sid": "ReadTheBackendMetadata",
+            "Effect": "Allow",
+            "Action": ["s3:GetObject"],
+            "Resource": [f"arn:aws:s3:::{bucket}/.pulumi/meta.yaml"],
+        },
+        {
+            "Sid": f"UseTheStateOf{stack.capitalize()}",
+            "Effect": "Allow",
+            "Action": actions,
+            "Resource": state_object_arns(bucket, stack),
+        },
+    ]
+
+
+def preview_policy(region: str, state_bucket: str | None) -> dict[str, Any]:
+    """Read-only: describe the preview stack's resources and read its state; nothing else.
+
+    Not AWS's `ReadOnlyAccess`: that includes `s3:GetObject` on every bucket, prod's state too.
+    """
+    return {
+        "Version": "2012-10-17",
+        "Statement": [
+            {
+                "Sid": "DescribeTheStackInItsRegion",
+                "Effect": "Allow",
+                "Action": list(PREVIEW_REGIONAL_ACTIONS),
+                "Resource": ["*"],
+                "Condition": _in_region(region),
+            },
+            {
+                "Sid": "ReadEksPublicParameters",
+                "Effect": "Allow",
+                "Action": ["ssm:GetParameter", "ssm:GetParameters"],
+                "Resource": [f"arn:aws:ssm:{region}::parameter/aws/service/*"],
+            },
+            {
+                "Sid": "ReadRolesAndProviders",
+                "Effect": "Allow",
+                "Action": list(PREVIEW_IAM_ACTIONS),
+                "Resource": ["*"],
+            },
+            *_state_statements(state_bucket, PREVIEW_STACK, ["s3:GetObject"]),
+        ],
+    }
+
+
+def deploy_policy(stack: str, region: str, state_bucket: str | None) -> dict[str, Any]:
+    """What `pulumi up` and `pulumi destroy` of one stack need, in that stack's region only."""
+    return {
+        "Version": "2012-10-17",
+        "Statement": [
+            {
+                "Sid": "ManageTheStackInItsRegion",
+                "Effect": "Allow",
+                "Action": ["ec2:*", "eks:*", "logs:*"],
+                "Resource": ["*"],
+                "Condition": _in_region(region),
+            },
+            {
+                "Sid": "ReadEksPublicParameters",
+                "Effect": "Allow",
+                "Action": ["ssm:GetParameter", "ssm:GetParameters"],
+                "Resource": [f"arn:aws:ssm:{region}::parameter/aws/service/*"],
+            },
+            {
+                "Sid": "ManageTheStackRoles",
+                "Effect": "Allow",
+                "Action": list(DEPLOY_ROLE_ACTIONS),
+                "Resource": ["arn:aws:iam::*:role/*"],
+            },
+            {
+                "Sid": "AttachOnlyThePoliciesTheProgramUses",
+                "Effect": "Allow",
+                "Action": ["iam:AttachRolePolicy"],
+                "Resource": ["arn:aws:iam::*:role/*"],
+                "Condition": {"ArnEquals": {"iam:PolicyARN": list(ATTACHABLE_POLICIES)}},
+            },
+            {
+                "Sid": "ReadManagedPolicies",
+                "Effect": "Allow",
+                "Action": ["iam:GetPolicy", "iam:GetPolicyVersion", "iam:ListPolicyVersions"],
+                "Resource": ["arn:aws:iam::aws:policy/*"],
+            },
+            {
+                "Sid": "PassRolesToEksAndNodes",
+                "Effect": "Allow",
+                "Action": ["iam:PassRole"],
+                "Resource": ["arn:aws:iam::*:role/*"],
+                "Condition": {
+                    "StringEquals": {
+                        "iam:PassedToService": ["eks.amazonaws.com", "ec2.amazonaws.com"]
+                    }
+                },
+            },
+            {
+                "Sid": "ManageTheClusterOidcProvider",
+                "Effect": "Allow",
+                "Action": list(DEPLOY_OIDC_ACTIONS),
+                "Resource": ["arn:aws:iam::*:oidc-provider/oidc.eks.*"],
+            },
+            {
+                "Sid": "CreateEksServiceLinkedRoles",
+                "Effect": "Allow",
+                "Action": ["iam:CreateServiceLinkedRole"],
+                "Resource": ["*"],
+                "Condition": {"StringEquals": {"iam:AWSServiceName": list(SERVICE_LINKED_ROLES)}},
+            },
+            *_state_statements(
+                state_bucket, stack, ["s3:GetObject", "s3:PutObject", "s3:DeleteObject"]
+            ),
+            {
+                # Explicit deny wins over every allow above: a deploy can never edit the roles
+                # it runs as, their policies, or the provider GitHub's tokens are checked by.
+                "Sid": "NeverTouchTheCiItself",
+                "Effect": "Deny",
+                "Action": ["iam:*"],
+                "Resource": [
+                    f"arn:aws:iam::*:role{ROLE_PATH}*",
+                    f"arn:aws:iam::*:policy{ROLE_PATH}*",
+                    f"arn:aws:iam::*:oidc-provider/{GITHUB_OIDC_HOST}",
+                ],
+            },
+        ],
+    }
+
+
+def ci_roles(
+    repository: str, regions: Mapping[str, str], state_bucket: str | None
+) -> tuple[CiRole, ...]:
+    """The preview role and one deploy role per stack in `DEPLOY_STACKS`.
+
+    `regions` maps each deployed stack to its `region` key (the stack files are the source).
+    """
+    preview = CiRole(
+        key="preview",
+        environment=PREVIEW_ENVIRONMENT,
+        variable=role_variable(PREVIEW_ENVIRONMENT),
+        # A job that names an environment gets the environment subject even on a pull request;
+        # the pull_request subject admits a previewing job that names none. Both are read-only.
+        subjects=(
+            environment_subject(repository, PREVIEW_ENVIRONMENT),
+            pull_request_subject(repository),
+        ),
+        description=f"Read-only pull-request preview of {repository}'s {PREVIEW_STACK} stack",
+        policy=preview_policy(regions[PREVIEW_STACK], state_bucket),
+        max_session_seconds=PREVIEW_SESSION_SECONDS,
+        # Viewer of the previewed stack only: AmazonEKSAdminViewPolicy reads Secrets, and prod's
+        # hold the API key.
+        cluster_viewer_of=(PREVIEW_STACK,),
+    )
+    deploys = tuple(
+        CiRole(
+            key=f"deploy-{stack}",
+            environment=stack,
+            variable=role_variable(stack),
+            subjects=(environment_subject(repository, stack),),
+            description=f"pulumi up of {repository}'s {stack} stack from main",
+            policy=deploy_policy(stack, regions[stack], state_bucket),
+            max_session_seconds=DEPLOY_SESSION_SECONDS,
+            cluster_admin_of=(stack,),
+        )
+        for stack in DEPLOY_STACKS
+    )
+    return (preview, *deploys)

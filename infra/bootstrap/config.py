@@ -1,0 +1,86 @@
+"""The bootstrap stack's config: one validated, frozen view of its `gemma-graviton-ci:` keys.
+
+The regions of the deployed stacks are not repeated here: they are read from the main program's
+stack files (`stacks/Pulumi.<stack>.yaml`, key `region`), so a stack that moves region moves its
+deploy role's region with it after the next bootstrap `pulumi up`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Annotated, Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from infra.plan.config import ConfigError
+
+#: The bootstrap project's name (`infra/bootstrap/Pulumi.yaml`), its config namespace.
+BOOTSTRAP_PROJECT = "gemma-graviton-ci"
+
+_FIXES = {
+    "repository": "write the GitHub repository as <owner>/<name>, exactly as GitHub spells it",
+    "region": "use a region name such as us-west-2",
+    "stateBucket": "write the bucket name only (no s3://), or leave the key out for Pulumi Cloud",
+    "githubOidcProviderArn": (
+        "use the ARN of the account's existing provider for "
+        "token.actions.githubusercontent.com, or leave the key out to create it"
+    ),
+}
+
+
+class BootstrapConfig(BaseModel):
+    """What the bootstrap needs to know about the repository and the state backend."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, hide_input_in_errors=True)
+
+    repository: Annotated[
+        str,
+        Field(
+            description="`<owner>/<name>` of the GitHub repository; every trust policy names it.",
+            pattern=r"^[A-Za-z0-9](?:[A-Za-z0-9-]{0,38})/[A-Za-z0-9._-]{1,100}$",
+        ),
+    ]
+    region: Annotated[
+        str,
+        Field(
+            description="Region of the bootstrap's own API calls (IAM itself is global).",
+            pattern=r"^[a-z]{2}(-gov)?-[a-z]+-\d$",
+        ),
+    ] = "us-west-2"
+    state_bucket: Annotated[
+        str | None,
+        Field(
+            alias="stateBucket",
+            description=(
+                "The S3 bucket of a self-managed Pulumi backend; each role may then read (preview)"
+                " or write (deploy) its own stack's state there and nothing else. Unset for"
+                " Pulumi Cloud."
+            ),
+            pattern=r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$",
+        ),
+    ] = None
+    github_oidc_provider_arn: Annotated[
+        str | None,
+        Field(
+            alias="githubOidcProviderArn",
+            description=(
+                "An account holds one OIDC provider per issuer: set this to reuse one that exists."
+            ),
+            pattern=r"^arn:aws[a-z-]*:iam::\d{12}:oidc-provider/token\.actions\.githubusercontent\.com$",
+        ),
+    ] = None
+
+
+def load_bootstrap_config(raw: Mapping[str, Any]) -> BootstrapConfig:
+    """Validate the bootstrap stack's keys (namespace stripped); one `ConfigError` line if bad."""
+    try:
+        return BootstrapConfig.model_validate(dict(raw))
+    except ValidationError as error:
+        first = error.errors()[0]
+        key = str(first["loc"][0]) if first["loc"] else "?"
+        if first["type"] == "extra_forbidden":
+            known = ", ".join(f"`{k}`" for k in _FIXES)
+            raise ConfigError(key, "is not a bootstrap key", f"use one of {known}") from None
+        if first["type"] == "missing":
+            raise ConfigError(key, "is required", _FIXES[key]) from None
+        raise ConfigError(key, f"has the wrong form (got {raw.get(key)!r})", _FIXES[key]) from None

@@ -1,0 +1,252 @@
+"""`--compare`: every catalogue type planned for a stack's model, ranked by dollars per million
+output tokens among those that meet a need, with the ones that cannot start and why.
+
+Each candidate is the stack with only `instanceType` changed and its sizes (pod memory, stages,
+KV budget, batch tokens) left to the planner, so every type is planned at its best.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import math
+from dataclasses import dataclass
+
+from infra.plan import catalog, throughput
+from infra.plan.config import ConfigError, StackConfig
+from infra.plan.economics import Economics, economics
+from infra.plan.sizing import Plan, plan
+
+#: Keys whose value follows from the node size; candidates leave them to the planner.
+_SIZE_FIELDS = ("pod_memory_gib", "pipeline_stages", "kv_cache_bytes", "max_num_batched_tokens")
+
+
+@dataclass(frozen=True)
+class Need:
+    """What a type must serve: context tokens, concurrent requests at that context, and decode
+    tokens/s per stream at that concurrency."""
+
+    context: int
+    concurrency: int = 1
+    decode: float = 0.0
+
+    def describe(self) -> str:
+        text = f"{self.context:,} tokens at {self.concurrency}x"
+        return text + (f", {self.decode:g} tokens/s per stream" if self.decode else "")
+
+
+def parse_need(text: str, default: Need) -> Need:
+    """`context=N,concurrency=X,decode=T` (any subset) over `default`."""
+    values = {"context": default.context, "concurrency": default.concurrency}
+    decode = default.decode
+    for part in filter(None, (p.strip() for p in text.split(","))):
+        name, sep, raw = part.partition("=")
+        name = name.strip()
+        if not sep or name not in ("context", "concurrency", "decode"):
+            raise ConfigError(
+                "--need",
+                f"{part!r} is not context=N, concurrency=X or decode=T",
+                "write e.g. --need context=8192,concurrency=4",
+            )
+        try:
+            number = float(raw)
+        except ValueError:
+            number = -1.0
+        if number <= 0 or (name != "decode" and number != int(number)):
+            kind = "a positive number" if name == "decode" else "a positive whole number"
+            raise ConfigError(
+                "--need", f"{name} must be {kind} (got {raw!r})", f"write e.g. {name}=4"
+            )
+        if name == "decode":
+            decode = number
+        else:
+            values[name] = int(number)
+    return Need(values["context"], values["concurrency"], decode)
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """One type: its plan and economics, or why it cannot start; and whether it meets the need."""
+
+    instance_type: str
+    plan: Plan | None
+    econ: Economics | None
+    refusal: str | None
+    shortfall: str | None
+    decode_at_need: float | None
+
+    @property
+    def meets(self) -> bool:
+        return self.plan is not None and self.shortfall is None
+
+    def to_json(self) -> dict[str, object]:
+        data: dict[str, object] = {
+            "instance_type": self.instance_type,
+            "starts": self.plan is not None,
+            "meets_need": self.meets,
+            "refusal": self.refusal,
+            "shortfall": self.shortfall,
+        }
+        if self.plan is not None and self.econ is not None:
+            data |= {
+                "nodes": self.plan.nodes,
+                "stages": self.plan.stages,
+                "max_model_len": self.plan.max_model_len,
+                "max_concurrency": self.plan.max_concurrency,
+                "decode_tokens_per_s_one_stream": self.econ.served.one.aggregate_tokens_per_s,
+                "decode_tokens_per_s_full_load": self.econ.served.planned.aggregate_tokens_per_s,
+                "decode_tokens_per_s_per_stream_at_need": self.decode_at_need,
+                "ttft_s_at_max_len": self.econ.served.ttft_max_len_s,
+                "usd_per_hour": self.econ.costs.usd_per_hour,
+                "usd_per_month": self.econ.costs.usd_per_month,
+                "usd_per_million_tokens_full_load": self.econ.usd_per_million_full,
+                "usd_per_million_tokens_one_stream": self.econ.usd_per_million_one,
+            }
+        return data
+
+
+@dataclass(frozen=True)
+class Comparison:
+    need: Need
+    ranked: tuple[Candidate, ...]
+    short: tuple[Candidate, ...]
+    refused: tuple[Candidate, ...]
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "need": {
+                "context": self.need.context,
+                "concurrency": self.need.concurrency,
+                "decode": self.need.decode,
+            },
+            "ranked_by": "usd_per_million_tokens_full_load",
+            "ranked": [c.to_json() for c in self.ranked],
+            "starts_but_misses_need": [c.to_json() for c in self.short],
+            "cannot_start": [c.to_json() for c in self.refused],
+        }
+
+
+def candidate_config(cfg: StackConfig, instance_type: str, need: Need) -> StackConfig:
+    """The stack on `instance_type`, node-size keys back to auto, the context cap at the need."""
+    update: dict[str, object] = {"instance_type": instance_type}
+    update |= {name: "auto" for name in _SIZE_FIELDS}
+    if cfg.max_model_len == "auto":
+        update["max_context_cap"] = max(cfg.max_context_cap, need.context)
+    return cfg.model_copy(update=update)
+
+
+def _per_stream(cfg: StackConfig, p: Plan, sequences: int) -> float:
+    profile = cfg.profile()
+    instance = catalog.INSTANCE_TYPES[p.instance_type]
+    loads = throughput.stage_loads(profile, [(r.sliding_layers, r.full_layers) for r in p.ranks])
+    low, high = catalog.PREFILL_GFLOPS_PER_VCPU[instance.generation]
+    point = throughput.decode_point(
+        profile,
+        loads,
+        instance.decode_gbps_per_vcpu * p.pod_cpu * 1e9,
+        (low + high) / 2 * p.pod_cpu * 1e9,
+        sequences,
+        p.max_model_len,
+    )
+    return point.per_stream_tokens_per_s
+
+
+def evaluate(
+    cfg: StackConfig, instance_type: str, need: Need, stack: str, today: dt.date
+) -> Candidate:
+    """Plan one type for the stack and judge it against the need."""
+    candidate = candidate_config(cfg, instance_type, need)
+    try:
+        p = plan(candidate, stack)
+    except ConfigError as error:
+        return Candidate(instance_type, None, None, f"`{error.key}` {error.rule}", None, None)
+    econ = economics(candidate, p, today)
+    decode = _per_stream(candidate, p, need.concurrency)
+    shortfall = None
+    if p.max_model_len < need.context:
+        shortfall = f"serves {p.max_model_len:,} tokens, not {need.context:,}"
+    elif p.max_concurrency < need.concurrency:
+        shortfall = (
+            f"holds {p.max_concurrency:.2f}x at {p.max_model_len:,} tokens, not {need.concurrency}x"
+        )
+    elif decode < need.decode:
+        shortfall = (
+            f"decodes {decode:.2f} tokens/s per stream at {need.concurrency}x, not {need.decode:g}"
+        )
+    elif econ.usd_per_million_full is None:
+        shortfall = "no price in the catalogue"
+    return Candidate(instance_type, p, econ, None, shortfall, round(decode, 3))
+
+
+def default_need(cfg: StackConfig, stack: str) -> Need:
+    """The job the stack's own plan does (its context and whole concurrency), or, when it cannot
+    start, its context cap at one request."""
+    try:
+        p = plan(cfg, stack)
+    except ConfigError:
+        length = cfg.max_context_cap if cfg.max_model_len == "auto" else cfg.max_model_len
+        return Need(length, 1)
+    return Need(p.max_model_len, max(1, math.floor(p.max_concurrency)))
+
+
+def compare(cfg: StackConfig, need: Need, stack: str, today: dt.date) -> Comparison:
+    """Every catalogue type for the stack: ranked, short of the need, or refused."""
+    candidates = [evaluate(cfg, name, need, stack, today) for name in catalog.INSTANCE_TYPES]
+    ranked = sorted(
+        (c for c in candidates if c.meets),
+        key=lambda c: (c.econ.usd_per_million_full, c.econ.costs.usd_per_month, c.instance_type),  # type: ignore[union-attr]
+    )
+    short = [c for c in candidates if c.plan is not None and not c.meets]
+    refused = [c for c in candidates if c.plan is None]
+    return Comparison(need, tuple(ranked), tuple(short), tuple(refused))
+
+
+def cheapest_that_starts(cfg: StackConfig, stack: str, today: dt.date) -> Candidate | None:
+    """The lowest $/month type that starts this stack (with its sizes left to the planner)."""
+    need = Need(1)
+    best = None
+    for name in catalog.INSTANCE_TYPES:
+        c = evaluate(cfg, name, need, stack, today)
+        if c.plan is None or c.econ is None or c.econ.costs.usd_per_month is None:
+            continue
+        if best is None or c.econ.costs.usd_per_month < best.econ.costs.usd_per_month:  # type: ignore[union-attr]
+            best = c
+    return best
+
+
+def format_comparison(result: Comparison, current: str) -> str:
+    """The human view: the ranking, then the types that miss the need, then those that cannot
+    start, one line each."""
+    header = (
+        f"{'':2}{'type':<12} {'nodes':>5} {'$/month':>9} {'context':>8} {'conc':>6} "
+        f"{'tok/s 1':>8} {'tok/s full':>10} {'$/Mtok full':>11} {'$/Mtok 1':>9} {'ttft max':>9}"
+    )
+    lines = [
+        f"need: {result.need.describe()}; ranked by $ per million output tokens at full load "
+        "(on-demand list prices; decode calibrated, arithmetic and prefill modelled)",
+        "",
+        header,
+    ]
+    for i, c in enumerate(result.ranked, 1):
+        p, e = c.plan, c.econ
+        assert p is not None and e is not None  # ranked candidates always have both
+        mark = "*" if c.instance_type == current else " "
+        lines.append(
+            f"{i:>2}{mark}{c.instance_type:<11} {p.nodes:>5} {e.costs.usd_per_month:>9.2f} "
+            f"{p.max_model_len:>8,} {p.max_concurrency:>5.2f}x "
+            f"{e.served.one.aggregate_tokens_per_s:>8.2f} "
+            f"{e.served.planned.aggregate_tokens_per_s:>10.2f} "
+            f"{e.usd_per_million_full:>11.2f} {e.usd_per_million_one:>9.2f} "
+            f"{e.served.ttft_max_len_s:>8.0f}s"
+        )
+    if result.short:
+        lines += ["", "start but miss the need:"]
+        lines += [f"  {c.instance_type:<12} {c.shortfall}" for c in result.short]
+    if result.refused:
+        lines += ["", "cannot start:"]
+        lines += [f"  {c.instance_type:<12} {c.refusal}" for c in result.refused]
+    lines += [
+        "",
+        "* the stack's type. tok/s: aggregate decode at 1 stream and at the planned concurrency; "
+        "ttft max: modelled prefill of a max-length prompt.",
+    ]
+    return "\n".join(lines)

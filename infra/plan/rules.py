@@ -1,0 +1,158 @@
+"""Input rules beyond the config model's types: AWS names and limits, address ranges, dates.
+
+`check_raw` runs on the raw values before the model (so a misspelt region is named before the
+availability-zone rule blames the zone), `check_config` on the validated model, and `check_dates`
+on the validated model and a day (the planner stays pure; the readers pass today). Each refusal is
+one `ConfigError` naming the key, the rule and a fix that is itself accepted.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import difflib
+import ipaddress
+import re
+from collections.abc import Mapping
+from typing import Any
+
+from infra.plan import prices
+from infra.plan.config import ConfigError, StackConfig
+
+#: AWS allows 50 tags per resource; the stack adds four of its own (project, stack, owner, endDate).
+MAX_USER_TAGS = 46
+MAX_TAG_KEY = 128
+MAX_TAG_VALUE = 256
+_TAG_CHARS = re.compile(r"^[\w .:/=+\-@]*$")
+#: Each client range becomes a security-group rule; EC2's default quota is 60 rules per group.
+MAX_ALLOWED_CIDRS = 50
+_PRIVATE_RANGES = tuple(
+    ipaddress.IPv4Network(n) for n in ("10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16")
+)
+#: How far ahead a refused past `endDate` is moved by the suggested fix.
+END_DATE_FIX_DAYS = 90
+
+
+def check_raw(raw: Mapping[str, Any]) -> None:
+    """Rules on the values as written, before the config model reads them."""
+    region = raw.get("region")
+    if isinstance(region, str) and region not in prices.KNOWN_REGIONS:
+        close = difflib.get_close_matches(region, prices.KNOWN_REGIONS, n=1, cutoff=0.6)
+        zone = raw.get("availabilityZone")
+        suggestion = close[0] if close else "us-west-2"
+        fix = f"use {suggestion}"
+        if isinstance(zone, str) and not zone.startswith(suggestion):
+            fix += f" with `availabilityZone` {suggestion}a"
+        raise ConfigError("region", f"{region} is not an AWS region", fix)
+
+
+def _private(network: ipaddress.IPv4Network) -> bool:
+    return any(network.subnet_of(block) for block in _PRIVATE_RANGES)
+
+
+def check_config(cfg: StackConfig) -> None:
+    """Rules on the validated config: address ranges, list lengths, tags, versions."""
+    if not _private(cfg.vpc_cidr):
+        raise ConfigError(
+            "vpcCidr",
+            f"{cfg.vpc_cidr} is not a private (RFC 1918) range; the VPC's addresses must not "
+            "shadow public ones",
+            "use a private range such as 10.42.0.0/16",
+        )
+    if len(cfg.allowed_cidrs) > MAX_ALLOWED_CIDRS:
+        raise ConfigError(
+            "allowedCidrs",
+            f"lists {len(cfg.allowed_cidrs)} ranges, more than {MAX_ALLOWED_CIDRS} (each is a "
+            "security-group rule; EC2 allows 60 per group)",
+            "merge them into fewer, wider ranges",
+        )
+    for network in cfg.allowed_cidrs:
+        if network.is_loopback or network.is_link_local:
+            raise ConfigError(
+                "allowedCidrs",
+                f"holds {network}, a loopback or link-local range no client can come from",
+                "list your clients' ranges, such as 203.0.113.0/24",
+            )
+    if not cfg.private_clients_only:
+        # A private range in an internet-facing list admits nobody: the NLB sees public
+        # addresses. A list of private ranges only makes the load balancer internal instead.
+        for network in filter(_private, cfg.allowed_cidrs):
+            raise ConfigError(
+                "allowedCidrs",
+                f"mixes {network}, a private range, with public ones, but an internet-facing load "
+                "balancer sees clients' public addresses only",
+                "list only public egress ranges such as 203.0.113.0/24, or only private ranges "
+                "for an internal load balancer",
+            )
+    if len(cfg.tags) > MAX_USER_TAGS:
+        raise ConfigError(
+            "tags",
+            f"has {len(cfg.tags)} tags; AWS allows 50 per resource and the stack sets 4",
+            f"keep at most {MAX_USER_TAGS}",
+        )
+    for key, value in cfg.tags.items():
+        if key.lower().startswith("aws:"):
+            raise ConfigError(
+                "tags",
+                f"may not use the key {key!r}: the aws: prefix is reserved for AWS",
+                f"rename it, such as {key[4:] or 'team'!r}",
+            )
+        if not key or len(key) > MAX_TAG_KEY or not _TAG_CHARS.match(key):
+            raise ConfigError(
+                "tags",
+                f"key {key[:40]!r} must be 1 to {MAX_TAG_KEY} letters, digits, spaces or "
+                "_ . : / = + - @",
+                "rename it, such as 'costCenter'",
+            )
+        if len(value) > MAX_TAG_VALUE or not _TAG_CHARS.match(value):
+            raise ConfigError(
+                "tags",
+                f"value of {key!r} must be at most {MAX_TAG_VALUE} letters, digits, spaces or "
+                "_ . : / = + - @",
+                "shorten it or drop the other characters",
+            )
+    if len(cfg.owner) > MAX_TAG_VALUE or not _TAG_CHARS.match(cfg.owner):
+        raise ConfigError(
+            "owner",
+            f"becomes a tag value, which must be at most {MAX_TAG_VALUE} letters, digits, "
+            "spaces or _ . : / = + - @",
+            "use a team name or e-mail address such as ml-platform",
+        )
+    known = sorted(prices.EKS_VERSIONS, key=lambda v: int(v.split(".")[1]))
+    minor = int(cfg.kubernetes_version.split(".")[1])
+    newest = int(known[-1].split(".")[1])
+    if minor > newest + 1:
+        raise ConfigError(
+            "kubernetesVersion",
+            f"{cfg.kubernetes_version} is newer than any EKS version the catalogue knows "
+            f"(newest {known[-1]})",
+            f"use {known[-1]}",
+        )
+
+
+def check_dates(cfg: StackConfig, today: dt.date) -> None:
+    """Rules that depend on the day: an end date in the past, a version EKS no longer runs."""
+    newest = max(prices.EKS_VERSIONS, key=lambda v: int(v.split(".")[1]))
+    if cfg.end_date < today:
+        later = today + dt.timedelta(days=END_DATE_FIX_DAYS)
+        raise ConfigError(
+            "endDate",
+            f"{cfg.end_date} is in the past (today is {today}); clean-up jobs treat the stack "
+            "as expired",
+            f"set a future date such as {later}",
+        )
+    version = prices.EKS_VERSIONS.get(cfg.kubernetes_version)
+    oldest = min(prices.EKS_VERSIONS, key=lambda v: int(v.split(".")[1]))
+    minor = int(cfg.kubernetes_version.split(".")[1])
+    if version is None and minor < int(oldest.split(".")[1]):
+        raise ConfigError(
+            "kubernetesVersion",
+            f"{cfg.kubernetes_version} is older than any version EKS still runs",
+            f"use {newest}",
+        )
+    if version is not None and today > version.end_of_extended:
+        raise ConfigError(
+            "kubernetesVersion",
+            f"{cfg.kubernetes_version} left EKS extended support on {version.end_of_extended}; "
+            "EKS no longer creates clusters of it",
+            f"use {newest}",
+        )

@@ -1,0 +1,177 @@
+"""Served tokens and time to first token: what a plan's group delivers, from a stated model.
+
+Decode, per pipeline stage and step (one token for every sequence of a micro-batch of `b`):
+
+    t_stage = max((W + b x KV(ctx)) / BW, b x 2 x params / F)
+
+- `W`: the stage's weight bytes, streamed once per step whatever `b` is;
+- `KV(ctx)`: one sequence's cache reads on the stage at context `ctx` (a sliding layer reads at
+  most its window, a full layer the whole context);
+- `BW`: the node's effective decode bandwidth. CALIBRATED: `catalog.InstanceType.
+  decode_gbps_per_vcpu` reproduces the field report's measured 4.0 tokens/s single stream (241
+  ms/token) on two m7g.2xlarge; other generations scale it by memory speed (modelled);
+- `params / F`: the same matrix arithmetic as prefill, which bounds a step once the batch is large.
+  MODELLED, UNMEASURED: `F` is the middle of `catalog.PREFILL_GFLOPS_PER_VCPU`.
+
+A pipeline of `P` stages keeps `m = min(N, P)` micro-batches of `N / m` sequences in flight (vLLM's
+`max_concurrent_batches` is the pipeline size). One round of every micro-batch through every stage
+takes `max(sum of the stages' times, m x the slowest stage's time)`: with fewer sequences than
+stages the pipeline has bubbles and a single stream waits for every stage in turn. Aggregate
+tokens/s is `N` over that period.
+
+Prefill of `L` prompt tokens runs through the stages in series: `L x 2 x params / F` of arithmetic
+per stage plus one weight stream per chunk of `max_num_batched_tokens`. Attention's own arithmetic
+(quadratic in `L`, small with sliding windows at these lengths) is left out. The range follows
+`F`'s range; no prefill of this model has been measured.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from infra.plan import catalog
+from infra.plan.catalog import InstanceType, ModelProfile
+
+#: Which parts of the figures are calibrated on measurements and which are modelled.
+PROVENANCE = {
+    "bandwidth": "calibrated: the field report's 4.0 tokens/s single stream on 2 x m7g.2xlarge",
+    "batching": "modelled: weights streamed once per step per stage, plus each sequence's KV "
+    "reads, pipeline bubbles below `stages` sequences, arithmetic-bound at large batches",
+    "prefill": catalog.PREFILL_SOURCE,
+}
+
+
+@dataclass(frozen=True)
+class StageLoad:
+    """What one pipeline stage reads and computes per decode step."""
+
+    weight_bytes: float
+    params: float
+    sliding_layers: int
+    full_layers: int
+
+
+@dataclass(frozen=True)
+class DecodePoint:
+    """Decode at one concurrency: `sequences` streams, each at `context` tokens."""
+
+    sequences: int
+    context: int
+    aggregate_tokens_per_s: float
+    per_stream_tokens_per_s: float
+    bound: str  # "memory" or "arithmetic"
+
+
+@dataclass(frozen=True)
+class Served:
+    """Served output tokens at 1 stream, at the planned concurrency and at the request limit, and
+    time to first token."""
+
+    one: DecodePoint
+    planned: DecodePoint
+    limit: DecodePoint
+    ttft_max_len_s: float
+    ttft_max_len_range_s: tuple[float, float]
+    ttft_1k_s: float
+    ttft_1k_range_s: tuple[float, float]
+    prefill_source: str
+    node_bandwidth_gbps: float
+    node_prefill_gflops: tuple[float, float]
+
+
+def stage_loads(profile: ModelProfile, layers: list[tuple[int, int]]) -> list[StageLoad]:
+    """Per stage (sliding, full) layer counts -> what each stage streams per step.
+
+    The last stage also reads the output head for every token (the embedding matrix, tied or not).
+    """
+    loads = []
+    for rank, (sliding, full) in enumerate(layers):
+        read = (sliding + full) * profile.layer_bytes
+        if rank == len(layers) - 1:
+            read += profile.embedding_bytes
+        loads.append(StageLoad(read, read / profile.dtype_bytes, sliding, full))
+    return loads
+
+
+def _kv_read_bytes(profile: ModelProfile, load: StageLoad, context: int) -> float:
+    sliding = profile.sliding_kv_heads * profile.sliding_head_dim * 2 * profile.dtype_bytes
+    full = profile.full_kv_heads * profile.full_head_dim * 2 * profile.dtype_bytes
+    return load.sliding_layers * sliding * min(context, profile.sliding_window) + (
+        load.full_layers * full * context
+    )
+
+
+def decode_point(
+    profile: ModelProfile,
+    loads: list[StageLoad],
+    bandwidth: float,
+    flops: float,
+    sequences: int,
+    context: int,
+) -> DecodePoint:
+    """Aggregate decode tokens/s of `sequences` streams at `context` tokens (see the module doc)."""
+    stages = len(loads)
+    in_flight = min(sequences, stages)
+    batch = sequences / in_flight
+    times, arithmetic = [], False
+    for load in loads:
+        memory = (load.weight_bytes + batch * _kv_read_bytes(profile, load, context)) / bandwidth
+        compute = batch * 2 * load.params / flops
+        arithmetic = arithmetic or compute > memory
+        times.append(max(memory, compute))
+    period = max(sum(times), in_flight * max(times))
+    aggregate = sequences / period
+    return DecodePoint(
+        sequences,
+        context,
+        round(aggregate, 2),
+        round(aggregate / sequences, 3),
+        "arithmetic" if arithmetic else "memory",
+    )
+
+
+def _prefill_seconds(
+    loads: list[StageLoad], bandwidth: float, flops: float, tokens: int, batched: int
+) -> float:
+    chunks = math.ceil(tokens / batched)
+    return sum(
+        tokens * 2 * load.params / flops + chunks * load.weight_bytes / bandwidth for load in loads
+    )
+
+
+def served(
+    profile: ModelProfile,
+    instance: InstanceType,
+    pod_cpu: int,
+    layers: list[tuple[int, int]],
+    max_model_len: int,
+    max_concurrency: float,
+    max_num_seqs: int,
+    kv_cache_tokens: int,
+    max_num_batched_tokens: int,
+) -> Served:
+    """The served-tokens and time-to-first-token figures of one planned group."""
+    loads = stage_loads(profile, layers)
+    bandwidth = instance.decode_gbps_per_vcpu * pod_cpu * 1e9
+    low, high = catalog.PREFILL_GFLOPS_PER_VCPU[instance.generation]
+    f_low, f_high = low * pod_cpu * 1e9, high * pod_cpu * 1e9
+    f_mid = (f_low + f_high) / 2
+    planned = max(1, math.floor(max_concurrency))
+    limit_context = max(1, min(max_model_len, kv_cache_tokens // max_num_seqs))
+
+    def ttft(tokens: int, flops: float) -> float:
+        return round(_prefill_seconds(loads, bandwidth, flops, tokens, max_num_batched_tokens), 1)
+
+    return Served(
+        one=decode_point(profile, loads, bandwidth, f_mid, 1, max_model_len),
+        planned=decode_point(profile, loads, bandwidth, f_mid, planned, max_model_len),
+        limit=decode_point(profile, loads, bandwidth, f_mid, max_num_seqs, limit_context),
+        ttft_max_len_s=ttft(max_model_len, f_mid),
+        ttft_max_len_range_s=(ttft(max_model_len, f_high), ttft(max_model_len, f_low)),
+        ttft_1k_s=ttft(1000, f_mid),
+        ttft_1k_range_s=(ttft(1000, f_high), ttft(1000, f_low)),
+        prefill_source=catalog.PREFILL_SOURCE,
+        node_bandwidth_gbps=round(bandwidth / 1e9, 1),
+        node_prefill_gflops=(round(f_low / 1e9), round(f_high / 1e9)),
+    )

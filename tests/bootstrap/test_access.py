@@ -1,0 +1,148 @@
+"""The CI roles as pure data: exact subjects, read-only preview, deploys fenced off from the CI."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import pytest
+
+from components import github_ci
+from infra.bootstrap import access
+from infra.bootstrap.access import ci_roles
+from infra.bootstrap.config import load_bootstrap_config
+from infra.plan.config import ConfigError
+
+REPO = "acme/gemma-graviton"
+REGIONS = {"dev": "us-west-2", "prod": "us-east-1"}
+BUCKET = "acme-pulumi-state"
+# Read verbs only; sts:GetCallerIdentity needs no grant and is not listed.
+READ_ONLY = re.compile(r"^[a-z0-9-]+:(Describe|Get|List)[A-Za-z*]*$")
+
+
+def _roles() -> dict[str, access.CiRole]:
+    return {role.key: role for role in ci_roles(REPO, REGIONS, BUCKET)}
+
+
+def _allowed(policy: dict[str, Any]) -> list[tuple[str, list[str]]]:
+    return [
+        (action, statement["Resource"])
+        for statement in policy["Statement"]
+        if statement["Effect"] == "Allow"
+        for action in statement["Action"]
+    ]
+
+
+def test_each_role_admits_exactly_its_environment() -> None:
+    roles = _roles()
+    assert {key: role.subjects for key, role in roles.items()} == {
+        "preview": (
+            "repo:acme/gemma-graviton:environment:preview",
+            "repo:acme/gemma-graviton:pull_request",
+        ),
+        "deploy-dev": ("repo:acme/gemma-graviton:environment:dev",),
+        "deploy-prod": ("repo:acme/gemma-graviton:environment:prod",),
+    }
+    assert {role.environment: role.variable for role in roles.values()} == {
+        "preview": "AWS_PREVIEW_ROLE_ARN",
+        "dev": "AWS_DEV_ROLE_ARN",
+        "prod": "AWS_PROD_ROLE_ARN",
+    }
+
+
+def test_trust_is_exact_match_on_subject_and_audience() -> None:
+    arn = "arn:aws:iam::123456789012:oidc-provider/token.actions.githubusercontent.com"
+    policy = github_ci.github_trust_policy(arn, ["repo:acme/gemma-graviton:environment:prod"])
+    (statement,) = policy["Statement"]
+    assert statement["Principal"] == {"Federated": arn}
+    assert statement["Action"] == "sts:AssumeRoleWithWebIdentity"
+    assert statement["Condition"] == {
+        "StringEquals": {
+            "token.actions.githubusercontent.com:aud": "sts.amazonaws.com",
+            "token.actions.githubusercontent.com:sub": [
+                "repo:acme/gemma-graviton:environment:prod"
+            ],
+        }
+    }
+    # One issuer, named the same way by the component and the pure rules.
+    assert github_ci.GITHUB_OIDC_HOST == access.GITHUB_OIDC_HOST
+    assert github_ci.OIDC_AUDIENCE == access.OIDC_AUDIENCE
+
+
+def test_the_preview_role_reads_and_nothing_more() -> None:
+    preview = _roles()["preview"]
+    allowed = _allowed(preview.policy)
+    writes = [action for action, _ in allowed if not READ_ONLY.match(action)]
+    assert writes == [], f"the preview role may {writes}"
+    assert all(s["Effect"] == "Allow" for s in preview.policy["Statement"])
+    # It cannot step into a deploy role: no sts grant, no PassRole, and the deploy roles trust
+    # only GitHub tokens of their own environment.
+    assert not [a for a, _ in allowed if a.startswith("sts:") or a == "iam:PassRole"]
+    deploy_subjects = {s for r in _roles().values() if r.key != "preview" for s in r.subjects}
+    assert not set(preview.subjects) & deploy_subjects
+    # The state it reads is dev's: prod's state objects are named nowhere.
+    s3 = [resource for action, res in allowed if action.startswith("s3:") for resource in res]
+    assert s3 and not [r for r in s3 if "/prod" in r], s3
+    assert f"arn:aws:s3:::{BUCKET}/.pulumi/*/gemma-graviton/dev.json*" in s3
+    assert preview.cluster_viewer_of == ("dev",) and preview.cluster_admin_of == ()
+
+
+@pytest.mark.parametrize("stack", ["dev", "prod"])
+def test_a_deploy_role_stays_in_its_stack_and_never_edits_the_ci(stack: str) -> None:
+    role = _roles()[f"deploy-{stack}"]
+    other = "prod" if stack == "dev" else "dev"
+    statements = role.policy["Statement"]
+    regional = next(s for s in statements if s["Sid"] == "ManageTheStackInItsRegion")
+    assert regional["Condition"] == {"StringEquals": {"aws:RequestedRegion": [REGIONS[stack]]}}
+    s3 = [r for a, res in _allowed(role.policy) if a.startswith("s3:") for r in res]
+    assert not [r for r in s3 if f"/{other}" in r], s3
+    (deny,) = [s for s in statements if s["Effect"] == "Deny"]
+    assert deny["Action"] == ["iam:*"]
+    assert set(deny["Resource"]) == {
+        "arn:aws:iam::*:role/github-ci/*",
+        "arn:aws:iam::*:policy/github-ci/*",
+        "arn:aws:iam::*:oidc-provider/token.actions.githubusercontent.com",
+    }
+    attach = next(s for s in statements if s["Action"] == ["iam:AttachRolePolicy"])
+    assert (
+        "arn:aws:iam::aws:policy/AdministratorAccess"
+        not in (attach["Condition"]["ArnEquals"]["iam:PolicyARN"])
+    )
+    assert role.cluster_admin_of == (stack,) and role.cluster_viewer_of == ()
+    assert role.max_session_seconds == 7200
+
+
+def test_without_a_state_bucket_no_role_touches_s3() -> None:
+    for role in ci_roles(REPO, REGIONS, None):
+        assert not [a for a, _ in _allowed(role.policy) if a.startswith("s3:")], role.key
+
+
+@pytest.mark.parametrize(
+    ("raw", "message"),
+    [
+        (
+            {"repository": "gemma-graviton"},
+            "`repository` has the wrong form (got 'gemma-graviton'); write the GitHub repository "
+            "as <owner>/<name>, exactly as GitHub spells it",
+        ),
+        (
+            {},
+            "`repository` is required; write the GitHub repository as <owner>/<name>, exactly as "
+            "GitHub spells it",
+        ),
+        (
+            {"repository": REPO, "stateBucket": "s3://acme-pulumi-state"},
+            "`stateBucket` has the wrong form (got 's3://acme-pulumi-state'); write the bucket "
+            "name only (no s3://), or leave the key out for Pulumi Cloud",
+        ),
+        (
+            {"repository": REPO, "roles": "all"},
+            "`roles` is not a bootstrap key; use one of `repository`, `region`, `stateBucket`, "
+            "`githubOidcProviderArn`",
+        ),
+    ],
+)
+def test_bad_bootstrap_config_is_one_line(raw: dict[str, Any], message: str) -> None:
+    with pytest.raises(ConfigError) as error:
+        load_bootstrap_config(raw)
+    assert str(error.value) == message

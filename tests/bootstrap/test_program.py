@@ -1,0 +1,221 @@
+"""The bootstrap program, run the way Pulumi's Python host runs it, under the recording mocks.
+
+`runpy.run_path` on `infra/bootstrap/` with that folder as the working directory and the
+repository root not importable, with its stack file's keys as Pulumi would pass them.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import runpy
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pulumi
+import pytest
+import yaml
+
+from infra.plan.cli import main as plan_main
+from infra.plan.stackfile import load_stack, stack_names
+from tests.fakes.pulumi_mocks import RecordingMocks, by_type, named, one, resolve, run
+from tests.program.test_layout import OFFLINE_TOOLS, import_closure
+
+REPO = Path(__file__).resolve().parents[2]
+PROGRAM = REPO / "infra" / "bootstrap"
+PROJECT = "gemma-graviton-ci"
+REPOSITORY = "acme/gemma-graviton"
+BUCKET = "acme-pulumi-state"
+ROLE = "aws:iam/role:Role"
+ROLE_POLICY = "aws:iam/rolePolicy:RolePolicy"
+PROVIDER = "aws:iam/openIdConnectProvider:OpenIdConnectProvider"
+SUB = "token.actions.githubusercontent.com:sub"
+
+
+@pytest.fixture
+def exports(monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
+    recorded: dict[str, Any] = {}
+    monkeypatch.setattr(pulumi, "export", lambda name, value: recorded.__setitem__(name, value))
+    return recorded
+
+
+@pytest.fixture
+def as_pulumi_host() -> Iterator[None]:
+    """The host's view: cwd is the program folder, the repository root is not importable."""
+    saved_path, saved_cwd = list(sys.path), os.getcwd()
+    roots = ("infra", "components")
+    saved_modules = {n: m for n, m in sys.modules.items() if n.split(".")[0] in roots}
+    for name in saved_modules:
+        del sys.modules[name]
+    sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != REPO]
+    os.chdir(PROGRAM)
+    try:
+        yield
+    finally:
+        os.chdir(saved_cwd)
+        sys.path[:] = saved_path
+        for name in [n for n in sys.modules if n.split(".")[0] in roots]:
+            del sys.modules[name]
+        sys.modules.update(saved_modules)
+
+
+def run_bootstrap(mocks: RecordingMocks, **overrides: Any) -> None:
+    document = yaml.safe_load((PROGRAM / "Pulumi.ci.yaml").read_text())
+    values = {**document["config"], **{f"{PROJECT}:{k}": v for k, v in overrides.items()}}
+    text = {k: v if isinstance(v, str) else json.dumps(v) for k, v in values.items()}
+    pulumi.runtime.set_mocks(mocks, project=PROJECT, stack="ci", preview=False,
+                             monitor=mocks.monitor)  # fmt: skip
+    pulumi.runtime.set_all_config(text, [])
+    run(lambda: runpy.run_path(str(PROGRAM), run_name="__main__"))
+
+
+def _trust(record: Any) -> dict[str, Any]:
+    (statement,) = json.loads(record.inputs["assumeRolePolicy"])["Statement"]
+    return statement
+
+
+@pytest.mark.usefixtures("as_pulumi_host")
+def test_provider_and_roles_trust_exactly_the_repository_environments(
+    mocks: RecordingMocks, exports: dict[str, Any]
+) -> None:
+    run_bootstrap(mocks, repository=REPOSITORY, stateBucket=BUCKET)
+    provider = one(mocks.records, PROVIDER)
+    assert provider.inputs["url"] == "https://token.actions.githubusercontent.com", provider.urn
+    assert provider.inputs["clientIdLists"] == ["sts.amazonaws.com"], provider.urn
+    assert resolve(exports["oidcProviderArn"]) == provider.outputs["arn"]
+
+    subjects = {}
+    for record in by_type(mocks.records, ROLE):
+        statement = _trust(record)
+        assert statement["Principal"] == {"Federated": provider.outputs["arn"]}, record.urn
+        assert statement["Action"] == "sts:AssumeRoleWithWebIdentity", record.urn
+        assert set(statement["Condition"]) == {"StringEquals"}, record.urn
+        condition = statement["Condition"]["StringEquals"]
+        assert condition["token.actions.githubusercontent.com:aud"] == "sts.amazonaws.com"
+        assert record.inputs["path"] == "/github-ci/", record.urn
+        subjects[record.name] = condition[SUB]
+    assert subjects == {
+        "github-preview": [
+            "repo:acme/gemma-graviton:environment:preview",
+            "repo:acme/gemma-graviton:pull_request",
+        ],
+        "github-deploy-dev": ["repo:acme/gemma-graviton:environment:dev"],
+        "github-deploy-prod": ["repo:acme/gemma-graviton:environment:prod"],
+    }
+    deploy = named(mocks.records, ROLE, "github-deploy-prod")
+    assert deploy.inputs["maxSessionDuration"] == 7200, deploy.urn
+
+
+@pytest.mark.usefixtures("as_pulumi_host")
+def test_the_preview_role_cannot_reach_deploy_permissions(
+    mocks: RecordingMocks, exports: dict[str, Any]
+) -> None:
+    run_bootstrap(mocks, repository=REPOSITORY, stateBucket=BUCKET)
+    policies = {r.name: r for r in by_type(mocks.records, ROLE_POLICY)}
+    assert set(policies) == {
+        "github-preview-permissions",
+        "github-deploy-dev-permissions",
+        "github-deploy-prod-permissions",
+    }
+    roles = {r.name: r for r in by_type(mocks.records, ROLE)}
+    for name, policy in policies.items():
+        role = roles[name.removesuffix("-permissions")]
+        assert policy.inputs["role"] == role.resource_id, policy.urn
+    preview = json.loads(policies["github-preview-permissions"].inputs["policy"])
+    actions = [a for s in preview["Statement"] for a in s["Action"]]
+    assert all(s["Effect"] == "Allow" for s in preview["Statement"])
+    assert not [a for a in actions if a.split(":")[1].startswith(("Create", "Put", "Delete",
+                "Update", "Attach", "Pass", "Assume", "Tag", "*"))], actions  # fmt: skip
+    assert not [a for a in actions if a.startswith("sts:") or a.endswith(":*")], actions
+    # No role trusts another AWS principal, so the preview session cannot assume a deploy role.
+    for role in roles.values():
+        assert set(_trust(role)["Principal"]) == {"Federated"}, role.urn
+    resources = json.dumps(preview)
+    assert "/prod" not in resources and "gemma-graviton/dev.json" in resources
+    # Each deploy role works in its stack's region, as the stack file says.
+    for stack in ("dev", "prod"):
+        deploy = json.loads(policies[f"github-deploy-{stack}-permissions"].inputs["policy"])
+        regional = next(s for s in deploy["Statement"] if s["Sid"] == "ManageTheStackInItsRegion")
+        region = load_stack(stack).region
+        assert regional["Condition"]["StringEquals"]["aws:RequestedRegion"] == [region]
+
+
+@pytest.mark.usefixtures("as_pulumi_host")
+def test_outputs_name_what_goes_where(mocks: RecordingMocks, exports: dict[str, Any]) -> None:
+    run_bootstrap(mocks, repository=REPOSITORY)
+    arns = {r.name.removeprefix("github-"): r.outputs["arn"] for r in by_type(mocks.records, ROLE)}
+    assert resolve(exports["roleArns"]) == arns
+    assert resolve(exports["environmentVariables"]) == {
+        "preview": {"AWS_PREVIEW_ROLE_ARN": arns["preview"]},
+        "dev": {"AWS_DEV_ROLE_ARN": arns["deploy-dev"]},
+        "prod": {"AWS_PROD_ROLE_ARN": arns["deploy-prod"]},
+    }
+    assert resolve(exports["clusterAdminArns"]) == {
+        "dev": [arns["deploy-dev"]],
+        "prod": [arns["deploy-prod"]],
+    }
+    # The preview role views dev's cluster only: AmazonEKSAdminViewPolicy reads prod's Secrets.
+    assert resolve(exports["clusterViewerArns"]) == {"dev": [arns["preview"]], "prod": []}
+    commands = resolve(exports["setupCommands"]).splitlines()
+    assert commands == [
+        f"gh variable set AWS_PREVIEW_ROLE_ARN --env preview --body {arns['preview']}",
+        f"gh variable set AWS_DEV_ROLE_ARN --env dev --body {arns['deploy-dev']}",
+        f"gh variable set AWS_PROD_ROLE_ARN --env prod --body {arns['deploy-prod']}",
+        f"pulumi -s dev config set --path 'clusterAdminArns[0]' {arns['deploy-dev']}",
+        f"pulumi -s dev config set --path 'clusterViewerArns[0]' {arns['preview']}",
+        f"pulumi -s prod config set --path 'clusterAdminArns[0]' {arns['deploy-prod']}",
+    ]
+    # Without `stateBucket` (Pulumi Cloud) no role is granted S3.
+    for record in by_type(mocks.records, ROLE_POLICY):
+        assert '"s3:' not in record.inputs["policy"], record.urn
+
+
+@pytest.mark.usefixtures("as_pulumi_host")
+def test_an_existing_github_provider_is_reused(
+    mocks: RecordingMocks, exports: dict[str, Any]
+) -> None:
+    existing = "arn:aws:iam::123456789012:oidc-provider/token.actions.githubusercontent.com"
+    run_bootstrap(mocks, repository=REPOSITORY, githubOidcProviderArn=existing)
+    assert by_type(mocks.records, PROVIDER) == []
+    for record in by_type(mocks.records, ROLE):
+        assert _trust(record)["Principal"] == {"Federated": existing}, record.urn
+    assert resolve(exports["oidcProviderArn"]) == existing
+
+
+@pytest.mark.usefixtures("as_pulumi_host")
+def test_a_bad_key_creates_nothing(mocks: RecordingMocks) -> None:
+    with pytest.raises(pulumi.RunError) as error:
+        run_bootstrap(mocks, repository="acme")
+    assert str(error.value) == (
+        "`repository` has the wrong form (got 'acme'); write the GitHub repository as "
+        "<owner>/<name>, exactly as GitHub spells it"
+    )
+    assert [r for r in mocks.records if r.custom] == []
+
+
+def test_the_bootstrap_stack_is_not_a_stack_of_the_main_program(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Its stack file sits beside its own Pulumi.yaml, so `stacks/`, the planner, `make plan`
+    and every test parametrised over `stack_names()` see the same stacks as before."""
+    bootstrap_stacks = {p.stem.removeprefix("Pulumi.") for p in PROGRAM.glob("Pulumi.*.yaml")}
+    assert bootstrap_stacks == {"ci"}
+    on_disk = sorted(p.stem.removeprefix("Pulumi.") for p in (REPO / "stacks").glob("Pulumi.*"))
+    assert stack_names() == on_disk
+    assert not bootstrap_stacks & set(stack_names())
+    assert plan_main(["--stack", "dev"]) == 0  # what `make plan` runs
+    assert plan_main(["--stack", "ci"]) == 2
+    assert "`--stack` 'ci' has no file stacks/Pulumi.ci.yaml" in capsys.readouterr().err
+    main_project = yaml.safe_load((REPO / "Pulumi.yaml").read_text())
+    assert (main_project["main"], main_project["stackConfigDir"]) == ("infra/", "stacks")
+
+
+def test_the_bootstrap_imports_no_offline_tool() -> None:
+    closure = import_closure(PROGRAM / "__main__.py")
+    assert not [m for m in closure if m.startswith(OFFLINE_TOOLS)], closure
+    assert {"components.github_ci", "infra.bootstrap.access"} <= closure
+    # And the main program knows nothing of it.
+    main_closure = import_closure(REPO / "infra" / "__main__.py")
+    assert not [m for m in main_closure if m.startswith(("infra.bootstrap", "components.github"))]

@@ -1,0 +1,255 @@
+"""Every bad input ends in exit 2 and one line naming the key the user set, the rule and a fix that
+is itself accepted: each case is run through `--set` and through a stack file, then with the fix
+applied (which must plan)."""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass
+
+import pytest
+
+from infra.plan import stackfile
+from infra.plan.cli import main
+
+TODAY = dt.date.today()
+LATER = TODAY + dt.timedelta(days=90)
+# Public clients reach the endpoint over TLS, so the base stack passes the front-door rule.
+CERTIFICATE = "arn:aws:acm:us-west-2:123456789012:certificate/0f1e2d3c-4b5a-6978-8796-a5b4c3d2e1f0"
+BASE = {
+    "region": "us-west-2",
+    "availabilityZone": "us-west-2a",
+    "endpointPublicAccessCidrs": "[198.51.100.0/24]",
+    "owner": "ml-platform",
+    "endDate": '"2027-03-31"',
+    "tlsCertificateArn": CERTIFICATE,
+    "allowedCidrs": "[203.0.113.0/24]",
+}
+MANY_CIDRS = "[" + ", ".join(f"198.51.{i}.0/24" for i in range(51)) + "]"
+MANY_TAGS = "{" + ", ".join(f"t{i}: v" for i in range(47)) + "}"
+BOMB = "[&a [x, x, x, x, x, x, x, x], &b [*a, *a, *a, *a, *a, *a, *a], [*b, *b, *b, *b, *b, *b]]"
+
+
+@dataclass(frozen=True)
+class Case:
+    """`values` are set (as `--set KEY=VALUE` and as stack-file lines); `fixed` is the same input
+    with the message's fix applied; `token` is what the fix must say."""
+
+    name: str
+    values: dict[str, str]
+    key: str
+    fixed: dict[str, str | None]
+    token: str
+    cli: bool = True
+    file: bool = True
+
+
+CASES = [
+    Case("region typo", {"region": "us-wset-2"}, "region", {"region": "us-west-2"}, "us-west-2"),
+    Case("unknown key", {"instanceTyp": "r7g.2xlarge"}, "instanceTyp",
+         {"instanceTyp": None, "instanceType": "r7g.2xlarge"}, "instanceType"),
+    Case("snake case key", {"max_model_len": "2048"}, "max_model_len",
+         {"max_model_len": None, "maxModelLen": "2048"}, "maxModelLen"),
+    Case("x86 type", {"instanceType": "m7i.2xlarge"}, "instanceType",
+         {"instanceType": "r7g.2xlarge"}, "r7g.2xlarge"),
+    Case("graviton2", {"instanceType": "m6g.4xlarge"}, "instanceType",
+         {"instanceType": "r7g.2xlarge"}, "r7g.2xlarge"),
+    Case("too few cpus", {"instanceType": "m7g.large"}, "instanceType",
+         {"instanceType": "r7g.2xlarge"}, "r7g.2xlarge"),
+    Case("too little memory", {"instanceType": "c7g.2xlarge"}, "instanceType",
+         {"instanceType": "r7g.2xlarge"}, "r7g.2xlarge"),
+    Case("type not in catalogue", {"instanceType": "m7g.16xlarge"}, "instanceType",
+         {"instanceType": "r7g.2xlarge"}, "r7g.2xlarge"),
+    Case("pod memory too small", {"podMemoryGiB": "1"}, "podMemoryGiB",
+         {"podMemoryGiB": "auto"}, "auto"),
+    Case("pod memory too large", {"podMemoryGiB": "40"}, "podMemoryGiB",
+         {"podMemoryGiB": "26"}, "26"),
+    Case("pod memory negative", {"podMemoryGiB": "-3"}, "podMemoryGiB",
+         {"podMemoryGiB": "26"}, "26"),
+    Case("kv bytes tiny", {"kvCacheBytes": "1"}, "kvCacheBytes",
+         {"kvCacheBytes": "201326592"}, "201326592"),
+    Case("kv bytes negative", {"kvCacheBytes": "-1"}, "kvCacheBytes",
+         {"kvCacheBytes": "400000000"}, "400000000"),
+    Case("kv bytes above the guard", {"weightPrefetch": "false", "kvCacheBytes": "4294967296"},
+         "kvCacheBytes", {"kvCacheBytes": "559939584"}, "559939584"),
+    Case("context above the model", {"maxModelLen": "200000"}, "maxModelLen",
+         {"maxModelLen": "auto"}, "auto"),
+    Case("context above the kv", {"weightPrefetch": "false", "kvCacheBytes": "400000000",
+         "maxModelLen": "4096", "pipelineStages": "2", "maxNumBatchedTokens": "4096"},
+         "maxModelLen", {"maxModelLen": "2048"}, "2048"),
+    Case("replicas zero", {"replicas": "0"}, "replicas", {"replicas": "1"}, "1"),
+    Case("replicas word", {"replicas": "two"}, "replicas", {"replicas": "2"}, "integer"),
+    Case("replicas fraction", {"replicas": "2.5"}, "replicas", {"replicas": "2"}, "integer"),
+    Case("cidr out of range", {"allowedCidrs": "[10.0.0.0/33]"}, "allowedCidrs",
+         {"allowedCidrs": "[203.0.113.0/24]"}, "203.0.113.0/24"),
+    Case("private and public clients", {"allowedCidrs": "[10.0.0.0/8, 203.0.113.0/24]"},
+         "allowedCidrs",
+         {"allowedCidrs": "[203.0.113.0/24]"}, "203.0.113.0/24"),
+    Case("cidrs not a list", {"allowedCidrs": "203.0.113.0/24"}, "allowedCidrs",
+         {"allowedCidrs": "[203.0.113.0/24]"}, "203.0.113.0/24"),
+    Case("too many cidrs", {"allowedCidrs": MANY_CIDRS}, "allowedCidrs",
+         {"allowedCidrs": "[198.51.0.0/16]"}, "fewer, wider"),
+    Case("public vpc range", {"vpcCidr": "8.8.0.0/16"}, "vpcCidr",
+         {"vpcCidr": "10.42.0.0/16"}, "10.42.0.0/16"),
+    Case("vpc too large", {"vpcCidr": "10.0.0.0/12"}, "vpcCidr",
+         {"vpcCidr": "10.42.0.0/16"}, "10.42.0.0/16"),
+    Case("zone of another region", {"availabilityZone": "eu-west-1a"}, "availabilityZone",
+         {"availabilityZone": "us-west-2a"}, "us-west-2a"),
+    Case("control plane in the node zone", {"controlPlaneZone": "us-west-2a"},
+         "controlPlaneZone", {"controlPlaneZone": "auto"}, "auto"),
+    Case("node subnets", {"nodeSubnets": "dmz"}, "nodeSubnets", {"nodeSubnets": "public"},
+         "public"),
+    Case("managed tag", {"tags": "{owner: me}"}, "tags", {"tags": None}, "remove it"),
+    Case("aws: tag", {"tags": "{aws:team: ml}"}, "tags", {"tags": "{team: ml}"}, "'team'"),
+    Case("too many tags", {"tags": MANY_TAGS}, "tags", {"tags": "{team: ml}"}, "at most 46"),
+    Case("tag key characters", {"tags": "{'a#b': ml}"}, "tags", {"tags": "{costCenter: ml}"},
+         "costCenter"),
+    Case("version gone", {"kubernetesVersion": "1.30"}, "kubernetesVersion",
+         {"kubernetesVersion": "1.35"}, "1.35"),
+    Case("version unknown", {"kubernetesVersion": "1.40"}, "kubernetesVersion",
+         {"kubernetesVersion": "1.35"}, "1.35"),
+    Case("version words", {"kubernetesVersion": "latest"}, "kubernetesVersion",
+         {"kubernetesVersion": "1.35"}, "1.35"),
+    Case("end date past", {"endDate": "2020-01-01"}, "endDate", {"endDate": str(LATER)},
+         str(LATER)),
+    Case("end date invalid", {"endDate": "2027-13-45"}, "endDate", {"endDate": "2027-06-30"},
+         "2027-06-30"),
+    Case("end date word", {"endDate": "someday"}, "endDate", {"endDate": "2027-06-30"},
+         "2027-06-30"),
+    Case("owner a list", {"owner": "[a, b]"}, "owner", {"owner": "ml-platform"}, "team"),
+    Case("owner characters", {"owner": "'ml<platform>'"}, "owner", {"owner": "ml-platform"},
+         "ml-platform"),
+    Case("unpinned image", {"vllmImage": "vllm/vllm-openai-cpu:latest"}, "vllmImage",
+         {"vllmImage": "vllm/vllm-openai-cpu:v0.31.0-arm64"}, "v0.31.0-arm64"),
+    Case("unknown model", {"model": "meta-llama/Llama-3-8B"}, "model",
+         {"model": "google/gemma-4-12B-it"}, "modelProfile"),
+    Case("partial profile", {"modelProfile": "{layers: 4}"}, "modelProfile.slidingPerFull",
+         {"modelProfile": None}, "every field"),
+    Case("one stage", {"pipelineStages": "1"}, "pipelineStages", {"pipelineStages": "auto"},
+         "auto"),
+    Case("nine stages", {"pipelineStages": "9"}, "pipelineStages", {"pipelineStages": "2"},
+         "1 to 8"),
+    Case("batch too small", {"maxNumBatchedTokens": "100"}, "maxNumBatchedTokens",
+         {"maxNumBatchedTokens": "auto"}, "auto"),
+    Case("context cap", {"maxContextCap": "100"}, "maxContextCap", {"maxContextCap": "8192"},
+         "8192"),
+    Case("download rate", {"downloadMBps": "0"}, "downloadMBps", {"downloadMBps": "140"}, "140"),
+    Case("boolean", {"weightPrefetch": "maybe"}, "weightPrefetch", {"weightPrefetch": "true"},
+         "true"),
+    Case("cache kind", {"modelCache": "s3"}, "modelCache", {"modelCache": "volume"}, "volume"),
+    Case("certificate", {"tlsCertificateArn": "arn:bad"}, "tlsCertificateArn",
+         {"tlsCertificateArn": CERTIFICATE}, "ACM certificate"),
+    Case("alias bomb", {"tags": BOMB}, "tags", {"tags": "{team: ml}"}, "write the value out"),
+    Case("oversized --set", {"owner": "x" * 5000}, "owner", {"owner": "ml-platform"},
+         "stack file", file=False),
+    Case("secret in --set", {"hfToken": "hf_plain"}, "hfToken", {"hfToken": None},
+         "drop --set hfToken", file=False),
+    Case("plain secret in a file", {"hfToken": "hf_plain"}, "hfToken", {"hfToken": None},
+         "--secret hfToken", cli=False),
+]  # fmt: skip
+
+
+def _argv(values: dict[str, str | None]) -> list[str]:
+    return [arg for k, v in values.items() if v is not None for arg in ("--set", f"{k}={v}")]
+
+
+def _file(values: dict[str, str | None]) -> str:
+    merged = {**BASE, **values}
+    lines = [f"  gemma-graviton:{k}: {v}" for k, v in merged.items() if v is not None]
+    return "config:\n" + "\n".join(lines) + "\n"
+
+
+def _one_line_error(argv: list[str], capsys: pytest.CaptureFixture[str]) -> str:
+    assert main(argv) == 2, argv
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert captured.err.count("\n") == 1 and captured.err.startswith("error: `"), captured.err
+    return captured.err
+
+
+def _plans(argv: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    code = main([*argv, "--json"])
+    err = capsys.readouterr().err
+    assert code == 0, err
+
+
+@pytest.fixture
+def stacks(tmp_path, monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.setattr(stackfile, "STACKS", tmp_path)
+    monkeypatch.setattr(stackfile, "REPO", tmp_path.parent)
+    return tmp_path
+
+
+def test_at_least_forty_cases_through_both_readers() -> None:
+    assert sum(c.cli and c.file for c in CASES) >= 40
+
+
+@pytest.mark.parametrize("case", [c for c in CASES if c.cli], ids=lambda c: c.name)
+def test_bad_input_through_set(case: Case, stacks, capsys: pytest.CaptureFixture[str]) -> None:
+    (stacks / "Pulumi.t.yaml").write_text(_file({}))
+    err = _one_line_error(["--stack", "t", *_argv(case.values)], capsys)
+    assert err.startswith(f"error: `{case.key}` "), err
+    assert case.token in err.split("; ")[-1] or case.token in err, err
+    fixed = {k: v for k, v in {**case.values, **case.fixed}.items() if k not in BASE or v}
+    _plans(["--stack", "t", *_argv(fixed)], capsys)
+
+
+@pytest.mark.parametrize("case", [c for c in CASES if c.file], ids=lambda c: c.name)
+def test_bad_input_through_a_stack_file(
+    case: Case, stacks, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (stacks / "Pulumi.bad.yaml").write_text(_file(case.values))
+    err = _one_line_error(["--stack", "bad"], capsys)
+    assert err.startswith(f"error: `{case.key}` "), err
+    assert case.token in err, err
+    (stacks / "Pulumi.good.yaml").write_text(_file({**case.values, **case.fixed}))
+    _plans(["--stack", "good"], capsys)
+
+
+# Stack files that cannot be read as a stack at all: (text, key named, fixed text).
+UNREADABLE = [
+    ("tab", _file({}).replace("  gemma-graviton:owner", "\tgemma-graviton:owner"), "owner"),
+    ("non-mapping config", "config:\n  - gemma-graviton:owner: x\n", "config"),
+    ("top-level list", "- config\n", "--stack"),
+    ("duplicate key", _file({}) + "  gemma-graviton:owner: other\n", "owner"),
+    ("syntax", _file({}).replace("[203.0.113.0/24]", "[203.0.113.0/24"), "allowedCidrs"),
+    ("foreign namespace", _file({}) + "  aws:region: us-east-1\n", "aws:region"),
+    ("oversized", _file({}) + "#" * 70_000 + "\n", "--stack"),
+]
+
+
+@pytest.mark.parametrize(
+    ("text", "key"), [u[1:] for u in UNREADABLE], ids=[u[0] for u in UNREADABLE]
+)
+def test_unreadable_stack_file(text: str, key: str, stacks, capsys) -> None:
+    (stacks / "Pulumi.bad.yaml").write_text(text)
+    err = _one_line_error(["--stack", "bad"], capsys)
+    assert err.startswith(f"error: `{key}` "), err
+    (stacks / "Pulumi.good.yaml").write_text(_file({}))
+    _plans(["--stack", "good"], capsys)
+
+
+def test_not_utf8(stacks, capsys) -> None:
+    (stacks / "Pulumi.bad.yaml").write_bytes(b"config:\n  gemma-graviton:owner: \xff\n")
+    assert "not UTF-8" in _one_line_error(["--stack", "bad"], capsys)
+
+
+@pytest.mark.parametrize(
+    ("argv", "key"),
+    [
+        (["--need", "context=8192"], "--need"),
+        (["--compare", "--need", "context=lots"], "--need"),
+        (["--compare", "--need", "speed=3"], "--need"),
+        (["--set", "owner"], "--set"),
+    ],
+)
+def test_bad_command_lines(argv: list[str], key: str, capsys) -> None:
+    err = _one_line_error(argv, capsys)
+    assert err.startswith(f"error: `{key}` ")
+
+
+def test_unknown_flag_is_one_line(capsys) -> None:
+    with pytest.raises(SystemExit) as exit_:
+        main(["--frobnicate"])
+    assert exit_.value.code == 2
+    assert capsys.readouterr().err.count("\n") == 1

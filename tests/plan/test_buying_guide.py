@@ -1,0 +1,137 @@
+"""The plan as a buying guide: costs, served tokens and the comparison hold together."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from infra.plan import catalog, prices
+from infra.plan.cli import main
+from infra.plan.compare import Need, compare
+from infra.plan.config import ConfigError
+from infra.plan.economics import economics
+from infra.plan.sizing import plan
+from infra.plan.stackfile import load_stack
+
+TODAY = dt.date(2026, 11, 30)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    instance_type=st.sampled_from(sorted(catalog.INSTANCE_TYPES)),
+    stack=st.sampled_from(["dev", "prod"]),
+    replicas=st.integers(1, 3),
+    context_cap=st.sampled_from([1024, 4096, 8192, 16384]),
+)
+def test_a_plan_that_starts_costs_money_and_serves_tokens(
+    instance_type: str, stack: str, replicas: int, context_cap: int
+) -> None:
+    cfg = load_stack(
+        stack,
+        {"instanceType": instance_type, "replicas": replicas, "maxContextCap": context_cap},
+        TODAY,
+    )
+    try:
+        p = plan(cfg, stack)
+    except ConfigError:
+        return
+    e = economics(cfg, p, TODAY)
+    assert e.costs.usd_per_hour is not None and e.costs.usd_per_hour > 0
+    assert sum(line.usd_per_hour for line in e.costs.lines) == pytest.approx(
+        e.costs.usd_per_hour, abs=1e-3
+    )
+    assert all(line.usd_per_hour >= 0 and line.source for line in e.costs.lines)
+    for point in (e.served.one, e.served.planned, e.served.limit):
+        assert point.aggregate_tokens_per_s > 0
+    assert e.served.planned.aggregate_tokens_per_s >= e.served.one.aggregate_tokens_per_s * 0.99
+    assert 0 < e.served.ttft_1k_s <= e.served.ttft_max_len_s or p.max_model_len < 1000
+    full = e.served.planned.aggregate_tokens_per_s * p.replicas
+    assert e.usd_per_million_full == pytest.approx(
+        e.costs.usd_per_hour / (full * 3600) * 1e6, abs=0.01
+    )
+
+
+def test_ranking_follows_the_itemised_costs() -> None:
+    cfg = load_stack("dev", today=TODAY)
+    result = compare(cfg, Need(4096, 1), "dev", TODAY)
+    assert len(result.ranked) >= 12
+    per_million = []
+    for c in result.ranked:
+        assert c.econ is not None and c.plan is not None
+        hourly = sum(line.usd_per_hour for line in c.econ.costs.lines)
+        tokens = c.econ.served.planned.aggregate_tokens_per_s * c.plan.replicas
+        per_million.append(hourly / (tokens * 3600) * 1e6)
+    assert per_million == sorted(per_million)
+    every = {c.instance_type for c in (*result.ranked, *result.short, *result.refused)}
+    assert every == set(catalog.INSTANCE_TYPES)
+    assert all(c.refusal and "\n" not in c.refusal for c in result.refused)
+
+
+def test_every_catalogue_type_has_a_sourced_price() -> None:
+    for name in catalog.INSTANCE_TYPES:
+        price = prices.ec2_price(name)
+        assert price is not None and price.usd > 0 and price.source and price.as_of, name
+
+
+def test_json_carries_the_buying_figures_as_numbers(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["--json"], today=TODAY) == 0
+    data = json.loads(capsys.readouterr().out)
+    for key in (
+        "usd_per_hour",
+        "usd_per_month",
+        "usd_per_million_tokens_full_load",
+        "usd_per_million_tokens_one_stream",
+        "max_num_seqs",
+    ):
+        assert isinstance(data[key], int | float), key
+    served = data["served"]
+    assert isinstance(served["planned"]["aggregate_tokens_per_s"], float)
+    assert isinstance(served["ttft_max_len_s"], float)
+    assert {line["item"] for line in data["costs"]["lines"]} >= {
+        "nodes",
+        "eks control plane",
+        "load balancer",
+        "node disks",
+        "public ipv4",
+        "cloudwatch logs",
+    }
+    assert data["cheaper"].startswith("cheaper: r7g.2xlarge")
+
+
+def test_table_states_units_and_provenance(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main([], today=TODAY) == 0
+    out = capsys.readouterr().out
+    assert "/hour" in out and "/month" in out and "tokens/s" in out
+    assert "calibrated on the field report's measured 4.0" in out
+    assert "modelled, unmeasured" in out
+    assert "$ per million tokens" in out
+    assert "request limit" in out
+    assert out.rstrip().splitlines()[-1].startswith("cheaper: ")
+
+
+def test_a_what_if_that_adds_a_node_says_so(capsys: pytest.CaptureFixture[str]) -> None:
+    argv = ["--set", "weightPrefetch=false", "--set", "kvCacheBytes=400000000"]
+    assert main(argv, today=TODAY) == 0
+    out = capsys.readouterr().out
+    assert "WARNING 3 x m7g.2xlarge instead of 2 x m7g.2xlarge" in out
+    assert "too little KV for 2 stages" in out and "/month" in out
+
+
+def test_extended_support_is_priced_from_its_date() -> None:
+    cfg = load_stack("dev", {"kubernetesVersion": "1.33"}, TODAY)
+    e = economics(cfg, plan(cfg), TODAY)
+    eks = next(line for line in e.costs.lines if line.item == "eks control plane")
+    assert eks.usd_per_hour == prices.EKS_EXTENDED.usd
+
+
+def test_compare_json_and_need(capsys: pytest.CaptureFixture[str]) -> None:
+    argv = ["--compare", "--need", "context=8192,concurrency=10,decode=1", "--json"]
+    assert main(argv, today=TODAY) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["need"] == {"context": 8192, "concurrency": 10, "decode": 1.0}
+    assert all(c["max_concurrency"] >= 10 for c in data["ranked"])
+    assert data["cannot_start"] and all(c["refusal"] for c in data["cannot_start"])
