@@ -16,7 +16,9 @@ profile run of `max_num_batched_tokens` tokens through each rank (`v1/worker/cpu
 `warming_up_model` -> `profile_run`), and the whole warm-up took ~50 s for 4,096 tokens through
 ~12.6 GiB of weights on 6 Graviton3 vCPUs. Taking the whole warm-up as the prefill time makes the
 estimate an upper bound: a healthy step is never slower than the plan says, so a busy group is
-never restarted for being slow.
+never restarted for being slow. (`catalog.PREFILL_GFLOPS_PER_VCPU`, the throughput model's
+unmeasured range of 40-115 GFLOP/s per Graviton3 vCPU, would make that profile run take 80-230 s,
+which the field's ~50 s warm-up rules out; a measured prefill should replace both figures.)
 
 From the step follow, in order:
 - the stall bound: twice the step (pipeline parallelism keeps one batch per stage in flight, so a

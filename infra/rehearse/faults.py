@@ -2,8 +2,9 @@
 
 The real two-rank group runs on loopback as the plain rehearsal runs it (the LWS's command lines,
 the pods' engine environment, the gatekeeper's nginx config in front of the leader, and every
-client going through it), and this module plays the kubelet and the LeaderWorkerSet around it: the pods' own liveness commands (`manifests.probe_command`, the same program with the tiny
-plan's bounds, only the port differs) run every period on both ranks, and when a liveness probe
+client going through it), and this module plays the kubelet and the LeaderWorkerSet around it:
+the pods' own liveness commands (`manifests.probe_command`, the same program with the tiny plan's
+bounds, only the port differs) run every period on both ranks, and when a liveness probe
 reaches its failure threshold or a rank exits, the whole group is stopped and started again
 (`RecreateGroupOnPodRestart`).
 
@@ -61,10 +62,9 @@ from infra.rehearse.workspace import LOGS_DIR
 #: Grace between SIGTERM and SIGKILL when the rehearsal recreates a group (the pods have 30 s;
 #: a shorter grace only shortens the rehearsal).
 RECREATE_GRACE_S = 5.0
-#: Streams in flight when a fault is injected, and the tokens each asks for (long enough to be
-#: mid-stream when the fault lands).
+#: Streams in flight when a fault is injected; each asks for the longest reply the front door
+#: allows (`maxReplyTokens`), to be mid-stream when the fault lands.
 IN_FLIGHT = 2
-IN_FLIGHT_TOKENS = 1500
 #: Tokens each flood request asks for.
 FLOOD_TOKENS = 32
 #: A fault not revealed within this many seconds counts as undetected.
@@ -416,8 +416,8 @@ def break_group(rehearsal: Rehearsal, group: Group, fault: str) -> tuple[FaultRo
     stream_body = {
         "model": model,
         "prompt": PROMPT,
-        "max_tokens": IN_FLIGHT_TOKENS,
-        "min_tokens": IN_FLIGHT_TOKENS,
+        "max_tokens": rehearsal.spec.max_reply_tokens,
+        "min_tokens": rehearsal.spec.max_reply_tokens,
         "ignore_eos": True,
         "stream": True,
     }
@@ -525,7 +525,12 @@ class FloodResult:
 
 
 def flood(rehearsal: Rehearsal, group: Group) -> FloodResult:
-    """Twice the planned concurrency of requests, back to back, for several probe periods."""
+    """Twice the planned concurrency of requests, back to back, for several probe periods.
+
+    The flood goes to vLLM itself: from this one address the gatekeeper would admit only its
+    per-address concurrency and answer the rest 429 (`make rehearse` checks that), while many
+    client addresses together can fill the engine to any depth. So the engine, and the probe
+    that watches it, sees the full flood here."""
     probes = rehearsal.spec.probes
     concurrency = 2 * math.ceil(rehearsal.tiny_plan.max_concurrency)
     seconds = float(max(30, 2 * probes.failures * probes.period_s))
@@ -547,7 +552,7 @@ def flood(rehearsal: Rehearsal, group: Group) -> FloodResult:
             sent = time.monotonic()
             run_client(
                 result,
-                f"{group.base}/v1/completions",
+                f"http://127.0.0.1:{group.port}/v1/completions",
                 rehearsal.api_key,
                 body,
                 rehearsal.bound_s,
@@ -555,6 +560,8 @@ def flood(rehearsal: Rehearsal, group: Group) -> FloodResult:
             )
             with lock:
                 results.append(result)
+            if result.status in PLANNED_REFUSALS:
+                time.sleep(1.0)  # Retry-After
 
     threads = [threading.Thread(target=worker, args=(i,), daemon=True) for i in range(concurrency)]
     for thread in threads:
