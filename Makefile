@@ -42,3 +42,8 @@ clean:
 .PHONY: rehearse-guard
 rehearse-guard: $(VENV)/.installed
 	$(PY) -m infra.rehearse.memory_guard --stack $(STACK)
+
+## Break the rehearsal group on purpose and measure how each fault is noticed and recovered.
+.PHONY: rehearse-faults
+rehearse-faults: $(VENV)/.installed
+	$(PY) -m infra.rehearse --faults --stack $(STACK)

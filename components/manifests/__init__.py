@@ -8,6 +8,7 @@ One module per object, re-exported here as `manifests.X`:
 
 - `spec`: the `ServerSpec`, shared names, labels and metadata;
 - `engine`: one rank's `vllm serve` command line;
+- `probes`: the liveness probe program and the engine's step bound;
 - `pods`: the leader and worker pod templates (engine container, weight prefetch, volumes);
 - `lws`: the LeaderWorkerSet and the storage class of its per-rank claims;
 - `gatekeeper`: the front door, nginx in each leader pod: its config, container and key snippet;
@@ -41,6 +42,7 @@ from components.manifests.lws import (
     rank_pods,
     storage_class,
 )
+from components.manifests.probes import ProbeSpec, engine_timeout_env, probe_command
 from components.manifests.spec import (
     API_KEY_KEY,
     CACHE_MOUNT,
@@ -70,11 +72,13 @@ __all__ = [
     "RUN_AS",
     "EngineSpec",
     "Manifest",
+    "ProbeSpec",
     "ServerSpec",
     "all_objects",
     "aws_tags_annotation",
     "command_line",
     "engine_args",
+    "engine_timeout_env",
     "gatekeeper",
     "gatekeeper_config",
     "leader_worker_set",
@@ -82,6 +86,7 @@ __all__ = [
     "model_claims",
     "namespace",
     "network_policy",
+    "probe_command",
     "rank_pods",
     "secret",
     "service",

@@ -99,6 +99,12 @@ def nginx_conf(
     not_found = _error(404, "not_found_error", "Not found: this endpoint serves only the API")
     unauthorized = _error(401, "authentication_error", "Missing or invalid API key")
     too_many = _error(429, "rate_limit_error", "Too many requests from this address; retry later")
+    # A group that broke or is restarting: vLLM refuses or resets the connection (502) or, with
+    # its engine dead, answers 500 (vLLM 0.31's EngineDeadError). Clients get a retryable 503.
+    unavailable = _error(
+        503, "service_unavailable_error", "The model is restarting or unavailable; retry later"
+    )
+    gave_up = _error(504, "timeout_error", "The model did not answer in time")
     too_large = _error(
         413, "invalid_request_error", f"Request body over {limits.max_request_bytes} bytes"
     )
@@ -190,6 +196,17 @@ http {{
         proxy_connect_timeout 5s;
         proxy_send_timeout 60s;
 
+        # vLLM's own error statuses are its own (400, 404, ...), except those below: a dead
+        # engine's 500 and an unreachable upstream become the OpenAI-style 503, a reply not
+        # started within the reply timeout the 504, never nginx's HTML page or an open socket.
+        proxy_intercept_errors on;
+        error_page 500 502 503 =503 @unavailable;
+        error_page 504 =504 @gave_up;
+        location @unavailable {{
+            add_header Retry-After 5 always;
+            return 503 {unavailable};
+        }}
+        location @gave_up {{ return 504 {gave_up}; }}
         error_page 413 @too_large;
         error_page 429 @too_many;
         location @too_large {{ return 413 {too_large}; }}

@@ -10,6 +10,12 @@ from typing import Any, Literal
 
 from components.manifests import gatekeeper
 from components.manifests.engine import engine_args
+from components.manifests.probes import (
+    engine_timeout_env,
+    liveness_probe,
+    probe_command,
+    startup_probe,
+)
 from components.manifests.spec import (
     API_KEY_KEY,
     CACHE_MOUNT,
@@ -113,6 +119,7 @@ def _engine_env(spec: ServerSpec) -> list[dict[str, Any]]:
         {"name": "XDG_CACHE_HOME", "value": CACHE_MOUNT},
         {"name": "VLLM_CACHE_ROOT", "value": f"{CACHE_MOUNT}/vllm"},
         {"name": "HF_HOME", "value": f"{CACHE_MOUNT}/huggingface"},
+        *({"name": k, "value": v} for k, v in engine_timeout_env(spec.probes).items()),
     ]
     if spec.weight_prefetch:
         env.append({"name": "HF_HUB_OFFLINE", "value": "1"})
@@ -200,10 +207,22 @@ def _engine_container(spec: ServerSpec, role: Literal["leader", "worker"]) -> di
             "/health", port, 10, max(1, spec.startup_timeout_seconds // 10)
         )
         container["readinessProbe"] = _probe("/health", port, 10, 3)
-        container["livenessProbe"] = _probe("/health", port, 20, 6)
+        # /health stays 200 while a lost or hung rank stalls every request: liveness proves
+        # tokens come out of the last stage (`probes`). It runs inside this container, so it
+        # reaches vLLM on loopback.
+        container["livenessProbe"] = liveness_probe(
+            probe_command(spec.probes, "leader", spec.port, spec.model), spec.probes
+        )
     else:
         container["command"] = ["/bin/sh", "-c", _WAIT_FOR_LEADER, "vllm"]
         container["args"] = args
+        # A headless rank whose leader is gone waits forever: it fails once the leader stops
+        # answering, after the leader's own start-up.
+        # The leader's vLLM listens on its loopback only: the worker asks its gatekeeper, which
+        # passes /health without a key.
+        lost_leader = probe_command(spec.probes, "worker", gatekeeper.PORT, spec.model)
+        container["startupProbe"] = startup_probe(lost_leader, spec.startup_timeout_seconds)
+        container["livenessProbe"] = liveness_probe(lost_leader, spec.probes)
     return container
 
 

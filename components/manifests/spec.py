@@ -8,6 +8,7 @@ from typing import Any
 
 from components.manifests.engine import EngineSpec
 from components.manifests.gatekeeper import GatekeeperLimits
+from components.manifests.probes import ProbeSpec
 
 LWS_API = "leaderworkerset.x-k8s.io/v1"
 LWS_NAME_LABEL = "leaderworkerset.sigs.k8s.io/name"
@@ -69,6 +70,8 @@ class ServerSpec:
     port: int = 8000
     master_port: int = 29501
     extra_labels: Mapping[str, str] = field(default_factory=dict)
+    #: Liveness bounds of the ranks (`components.manifests.probes`).
+    probes: ProbeSpec = field(default_factory=ProbeSpec)
     #: Hub commit every rank downloads (None: the repository's `main`, unpinned).
     model_revision: str | None = None
     #: AWS tags for what AWS creates on the objects' behalf (the load balancer).

@@ -125,14 +125,25 @@ def longest_context(kvs: GroupKv, kv_bytes: int, batched: int, upper: int) -> in
 
 
 def choose_batched(
-    cfg: StackConfig, kvs: GroupKv, kv_bytes: int, upper: int, stages: int
+    cfg: StackConfig,
+    kvs: GroupKv,
+    kv_bytes: int,
+    upper: int,
+    stages: int,
+    step_cap: int | None = None,
 ) -> tuple[int, int]:
-    """Pick `maxNumBatchedTokens` and the longest length it allows (capped at `upper`)."""
+    """Pick `maxNumBatchedTokens` and the longest length it allows (capped at `upper`).
+
+    `step_cap` is the largest batch whose step a liveness probe can tell from a stall
+    (`infra.plan.liveness.max_batched_tokens`); auto never goes above it.
+    """
     if cfg.max_num_batched_tokens != "auto":
         batched = cfg.max_num_batched_tokens
         return batched, longest_context(kvs, kv_bytes, batched, upper)
     floor = CPU_DEFAULT_MAX_SEQS_PER_RANK * stages
     ceiling = CPU_DEFAULT_BATCHED_TOKENS_PER_RANK * stages
+    if step_cap is not None:
+        ceiling = max(floor, min(ceiling, step_cap))
     usable = [b for b in BATCHED_TOKEN_CHOICES if floor <= b <= ceiling] or [ceiling]
     best = (usable[0], longest_context(kvs, kv_bytes, usable[0], upper))
     for batched in usable[1:]:

@@ -156,6 +156,13 @@ def format_table(
         ),
         ("cold start", f"~{p.cold_start_seconds} s; restart ~{p.warm_restart_seconds} s"),
         ("startup timeout", f"{p.startup_timeout_seconds // 60} min"),
+        (
+            "liveness",
+            f"every {p.liveness.period_s} s, {p.liveness.failures} failures, timeout "
+            f"{p.liveness.timeout_s} s; stalled after {p.liveness.stall_s} s without a token; "
+            f"noticed within {p.liveness.detection_s} s",
+        ),
+        ("first byte", f"within {p.liveness.first_byte_s} s, else 504"),
         *_front_door_rows(p.front_door),
     ]
     if econ is not None:

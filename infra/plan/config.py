@@ -283,6 +283,15 @@ class StackConfig(BaseModel):
             json_schema_extra=_fix("use a positive rate in MB/s such as 140"),
         ),
     ] = 140.0
+    first_byte_timeout_seconds: Annotated[
+        Annotated[int, Field(ge=30)] | Auto,
+        Field(
+            alias="firstByteTimeoutSeconds",
+            description="Longest a client waits for the first byte before the front door "
+            "answers 504; auto = a maximum-length prompt's planned prefill plus the stall bound.",
+            json_schema_extra=_fix("use auto or a number of seconds of at least 30"),
+        ),
+    ] = "auto"
     vllm_image: Annotated[
         str,
         Field(

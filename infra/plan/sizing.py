@@ -20,8 +20,9 @@ from __future__ import annotations
 import math
 from dataclasses import asdict, dataclass, replace
 
-from infra.plan import catalog
+from infra.plan import catalog, liveness
 from infra.plan.budget import (
+    BATCHED_TOKEN_CHOICES,
     CPU_DEFAULT_BATCHED_TOKENS_PER_RANK,
     CPU_DEFAULT_MAX_SEQS_PER_RANK,
     KV_SAFETY_FRACTION,
@@ -38,6 +39,7 @@ from infra.plan.catalog import GIB, InstanceType, ModelProfile
 from infra.plan.config import ConfigError, StackConfig
 from infra.plan.frontdoor import FrontDoorPlan, plan_front_door
 from infra.plan.kv_cache import GroupKv, cdiv
+from infra.plan.liveness import Liveness
 
 __all__ = [
     "CPU_DEFAULT_BATCHED_TOKENS_PER_RANK",
@@ -99,6 +101,8 @@ class Plan:
     warm_restart_seconds: int
     startup_timeout_seconds: int
     vllm_image: str
+    #: Probe period and threshold, stall bound and client first-byte bound (`infra.plan.liveness`).
+    liveness: Liveness
     #: What the gatekeeper in front of vLLM lets through (`infra.plan.frontdoor`).
     front_door: FrontDoorPlan
     reasons: tuple[str, ...]
@@ -206,7 +210,7 @@ def plan(cfg: StackConfig, stack: str = "dev") -> Plan:
         )
     pod_gib = _pod_memory(cfg, budget)
     min_len, upper = _context_bounds(cfg, profile)
-    chosen = _choose_split(cfg, instance, profile, pod_gib, min_len, upper)
+    chosen = _choose_split(cfg, instance, profile, pod_gib, budget.cpu, min_len, upper)
     result = _finish(cfg, stack, instance, profile, budget, pod_gib, chosen, min_len, upper)
     if cfg.weight_prefetch:
         result = replace(result, reasons=(*result.reasons, _without_prefetch(cfg, stack)))
@@ -235,6 +239,7 @@ def _choose_split(
     instance: InstanceType,
     profile: ModelProfile,
     pod_gib: float,
+    cpu: int,
     min_len: int,
     upper: int,
 ) -> _Split:
@@ -253,7 +258,10 @@ def _choose_split(
         kv_bytes = (
             auto_kv_bytes(tight.guard_gib) if cfg.kv_cache_bytes == "auto" else cfg.kv_cache_bytes
         )
-        batched, length = choose_batched(cfg, kvs, kv_bytes, upper, stages)
+        step_cap = liveness.max_batched_tokens(
+            [r.weights_gib for r in ranks], cpu, BATCHED_TOKEN_CHOICES
+        )
+        batched, length = choose_batched(cfg, kvs, kv_bytes, upper, stages, step_cap)
         candidate = _Split(stages, ranks, kvs, tight, kv_bytes, batched, length)
         holding = holding or candidate
         if auto_stages and (length < min_len or kv_bytes > tight.guard_gib * GIB):
@@ -320,6 +328,13 @@ def _finish(
     concurrency = kvs.concurrency(kv_bytes, max_len, batched)
     decode = _decode_tokens_per_s(profile, instance, budget, chosen)
     startup = _startup(cfg, profile, ranks)
+    live = liveness.liveness(
+        [r.weights_gib for r in ranks],
+        batched,
+        budget.cpu,
+        cdiv(max_len, batched),
+        None if cfg.first_byte_timeout_seconds == "auto" else cfg.first_byte_timeout_seconds,
+    )
     return Plan(
         stack=stack,
         model=profile.name,
@@ -356,9 +371,16 @@ def _finish(
         warm_restart_seconds=int(startup.restart_seconds),
         startup_timeout_seconds=startup.timeout_seconds,
         vllm_image=cfg.vllm_image,
+        liveness=live,
         front_door=plan_front_door(cfg, max_len, concurrency, decode),
-        reasons=_reasons(
-            cfg, instance, budget, pod_gib, chosen, max_len, upper, concurrency, decode
+        reasons=(
+            *_reasons(cfg, instance, budget, pod_gib, chosen, max_len, upper, concurrency, decode),
+            _why_liveness(
+                live,
+                liveness.max_batched_tokens(
+                    [r.weights_gib for r in ranks], budget.cpu, BATCHED_TOKEN_CHOICES
+                ),
+            ),
         ),
     )
 
@@ -430,6 +452,21 @@ def _check_split(
         )
 
 
+def _why_liveness(live: Liveness, most: int) -> str:
+    noticed = (
+        f"a broken group is noticed within {live.detection_s} s"
+        if live.detection_s <= liveness.DETECTION_BUDGET_S
+        else f"a broken group is noticed only after {live.detection_s} s, beyond the "
+        f"{liveness.DETECTION_BUDGET_S} s budget (`maxNumBatchedTokens` {most} or auto fits it)"
+    )
+    return (
+        f"liveness every {live.period_s} s, {live.failures} failures: a step of "
+        f"max_num_batched_tokens takes up to {live.step_s:.1f} s, so a busy engine that emits "
+        f"nothing for {live.stall_s} s is stuck; {noticed}; a client waits at most "
+        f"{live.first_byte_s} s for a first byte"
+    )
+
+
 def _decode_tokens_per_s(
     profile: ModelProfile, instance: InstanceType, budget: NodeBudget, chosen: _Split
 ) -> float:
@@ -497,7 +534,8 @@ def _reasons(
         f"max_num_batched_tokens {batched}: "
         + (
             "the largest that still serves the longest context (sliding-window layers "
-            "reserve window - 1 + stages x batched tokens); a "
+            "reserve window - 1 + stages x batched tokens) and keeps one step short enough "
+            "for a liveness probe to tell it from a stalled pipeline; a "
             f"{max_len}-token prompt is prefilled in {cdiv(max_len, batched)} step(s)"
             if cfg.max_num_batched_tokens == "auto"
             else "as the stack sets"

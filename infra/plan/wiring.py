@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import shlex
 
-from components.manifests import ServerSpec
+from components.manifests import ProbeSpec, ServerSpec
 from components.manifests.gatekeeper import GatekeeperLimits
 from infra.plan import catalog
 from infra.plan.config import PROJECT, StackConfig
@@ -65,6 +65,13 @@ def server_spec(cfg: StackConfig, plan: Plan) -> ServerSpec:
         gatekeeper_millicpu=catalog.GATEKEEPER_MILLICPU,
         gatekeeper_memory_mib=catalog.GATEKEEPER_MEMORY_MIB,
         tls_certificate_arn=cfg.tls_certificate_arn,
+        probes=ProbeSpec(
+            stall_s=plan.liveness.stall_s,
+            period_s=plan.liveness.period_s,
+            failures=plan.liveness.failures,
+            timeout_s=plan.liveness.timeout_s,
+            request_s=plan.liveness.request_s,
+        ),
         internal_load_balancer=cfg.private_clients_only,
         aws_tags=stack_tags(cfg, plan.stack),
         model_revision=cfg.revision,

@@ -49,6 +49,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from components.manifests import engine_timeout_env
 from infra import bench
 from infra.plan.config import ConfigError, StackConfig, load_config
 from infra.plan.sizing import Plan, plan
@@ -91,6 +92,7 @@ class Options:
     timeout_s: float
     keep: bool
     extra_args: tuple[str, ...]
+    faults: bool = False
 
 
 class Progress:
@@ -141,13 +143,21 @@ def rehearse(options: Options, progress: Progress) -> tuple[list[Check], dict[st
     """
     timings: dict[str, float] = {}
     nginx = gate.find_nginx()
-    python, model_dir, tiny_cfg, tiny_plan = _prepare(options, progress, timings)
+    python, model_dir, tiny_cfg, tiny_plan = prepare(options, progress, timings)
     ports = loopback_ports()
     # Hex: a key that starts with "-" would read as a flag on a command line.
     api_key = secrets.token_hex(24)
-    engine = server_spec(tiny_cfg, tiny_plan).engine()
+    spec = server_spec(tiny_cfg, tiny_plan)
     vllm = str(python.parent / "vllm")
-    launches = rank_launches(engine, vllm, model_dir, ports, api_key, options.extra_args)
+    launches = rank_launches(
+        spec.engine(),
+        vllm,
+        model_dir,
+        ports,
+        api_key,
+        options.extra_args,
+        engine_timeout_env(spec.probes),
+    )
     log_dir = _log_dir(launches)
     base_url = f"http://127.0.0.1:{ports[0]}/v1"
     front = _Front(nginx, free_port(), log_dir / "gatekeeper")
@@ -165,7 +175,7 @@ def rehearse(options: Options, progress: Progress) -> tuple[list[Check], dict[st
     return checks, timings
 
 
-def _prepare(
+def prepare(
     options: Options, progress: Progress, timings: dict[str, float]
 ) -> tuple[Path, Path, StackConfig, Plan]:
     """The stack's plan, the rehearsal env's Python, the tiny model and its config and plan."""
@@ -300,6 +310,21 @@ def _keep_serving(group: RankGroup, base_url: str, api_key: str) -> None:
         progress("stopping the group")
 
 
+def _rehearse_faults(options: Options, progress: Progress) -> int:
+    """The fault rehearsal (`infra.rehearse.faults`): its table, then the verdict."""
+    from infra.rehearse.faults import run_faults
+
+    python, model_dir, tiny_cfg, tiny_plan = prepare(options, progress, {})
+    table, checks = run_faults(
+        server_spec(tiny_cfg, tiny_plan), tiny_plan, python, model_dir, progress, options.timeout_s
+    )
+    print(table)
+    print()
+    print(render_verdict(checks))
+    print(f"took {progress.elapsed():.0f} s")
+    return 0 if verdict_ok(checks) else 1
+
+
 # --------------------------------------------------------------------------------------------
 # CLI
 
@@ -322,6 +347,12 @@ def _parser() -> argparse.ArgumentParser:
         "--keep",
         action="store_true",
         help="after the checks, keep the group serving until Ctrl-C",
+    )
+    parser.add_argument(
+        "--faults",
+        action="store_true",
+        help="break the group on purpose (worker killed, worker frozen, leader killed, a flood "
+        "at twice the planned concurrency) and print how each was noticed and recovered",
     )
     parser.add_argument(
         "--extra-arg",
@@ -351,7 +382,10 @@ def main(argv: Sequence[str] | None = None) -> int:
                 timeout_s=args.timeout,
                 keep=args.keep,
                 extra_args=tuple(args.extra_args),
+                faults=args.faults,
             )
+            if options.faults:
+                return _rehearse_faults(options, progress)
             checks, timings = rehearse(options, progress)
         except ConfigError as error:
             print(f"error: {error}", file=sys.stderr)

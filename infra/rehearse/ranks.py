@@ -137,17 +137,19 @@ def rank_launches(
     ports: tuple[int, int],
     api_key: str,
     extra_args: Sequence[str] = (),
+    engine_env: Mapping[str, str] | None = None,
 ) -> list[RankLaunch]:
     """One launch per pipeline rank of `engine`: the `vllm` executable, its argv and its env.
 
-    `ports` is (HTTP port, master port), as `loopback_ports` gives them.
+    `ports` is (HTTP port, master port), as `loopback_ports` gives them. `engine_env` is what the
+    pod templates set for the engine beyond the rank wiring (`manifests.engine_timeout_env`).
     """
     port, master_port = ports
     return [
         RankLaunch(
             rank,
             [vllm, *rehearsal_argv(engine, model_dir, rank, master_port, port, extra_args)],
-            rank_env(rank, api_key),
+            {**rank_env(rank, api_key), **(engine_env or {})},
         )
         for rank in range(engine.pipeline_stages)
     ]

@@ -359,6 +359,47 @@ def test_checkov_finds_nothing_unaccepted(tmp_path: Path) -> None:
     assert _accepted() - failed == set(), "an accepted finding no longer occurs: drop it"
 
 
+@pytest.mark.parametrize("stack", stack_names())
+def test_liveness_probes_are_what_the_plan_says(stack: str) -> None:
+    cfg, p, objects = _objects(stack)
+    live = p.liveness
+    specs = _pod_specs(_kind(objects, "LeaderWorkerSet"))
+    leader, worker = specs["leader"]["containers"][0], specs["worker"]["containers"][0]
+    for container in (leader, worker):
+        probe = container["livenessProbe"]
+        assert (probe["periodSeconds"], probe["failureThreshold"], probe["timeoutSeconds"]) == (
+            live.period_s,
+            live.failures,
+            live.timeout_s,
+        )
+        env = {e["name"]: e.get("value") for e in container["env"]}
+        assert env["VLLM_EXECUTE_MODEL_TIMEOUT_SECONDS"] == str(live.stall_s)
+    command = leader["livenessProbe"]["exec"]["command"]
+    assert command[:3] == ["python3", "-c", manifests.probes.PROBE_SCRIPT]
+    assert command[3:] == [
+        "role=leader",
+        "port=8000",
+        f"request-s={live.request_s}",
+        f"model={cfg.model}",
+        f"stall-s={live.stall_s}",
+        "state=/tmp/gemma-liveness.json",
+    ]
+    assert "/tmp" in {m["mountPath"] for m in leader["volumeMounts"]}
+    lost_leader = worker["livenessProbe"]["exec"]["command"]
+    assert lost_leader[3:] == [
+        "role=worker",
+        "port=8080",
+        f"request-s={live.request_s}",
+        "host-env=LWS_LEADER_ADDRESS",
+    ]
+    # The worker's liveness starts only after the leader first answered, within the startup budget.
+    startup = worker["startupProbe"]
+    assert startup["exec"]["command"] == lost_leader
+    assert startup["periodSeconds"] * startup["failureThreshold"] == p.startup_timeout_seconds
+    # Readiness stays /health (through the gatekeeper): traffic once every rank joined.
+    assert leader["readinessProbe"]["httpGet"]["path"] == "/health"
+
+
 def test_private_clients_get_an_internal_load_balancer_and_public_ones_do_not() -> None:
     _, _, private = _objects("dev", allowedCidrs=["10.0.0.0/8"], allowPlainHttp=False)
     annotations = _kind(private, "Service")["metadata"]["annotations"]

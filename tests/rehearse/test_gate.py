@@ -60,3 +60,47 @@ def test_a_stream_is_judged_on_the_gaps_between_chunks_not_on_the_first_one() ->
     check = gate._incremental_check(buffered)
     assert not check.ok
     assert check.observed.startswith("200, 2 of 41 chunks apart")
+
+
+@pytest.mark.skipif(
+    not Path("/usr/sbin/nginx").exists() and gate.shutil.which("nginx") is None,
+    reason="nginx is not installed (apt-get install -y nginx-light)",
+)
+def test_a_broken_or_silent_group_gets_an_openai_error_not_an_open_socket(tmp_path: Path) -> None:
+    import json
+    import socket
+
+    key = "k" * 32
+    body = b'{"model": "m", "prompt": "x", "max_tokens": 1}'
+    silent = {**LIMITS.__dict__, "reply_timeout_seconds": 1}
+    # An upstream that accepts the connection and never answers: nothing reaches the client
+    # within the reply timeout.
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen()
+        upstream = listener.getsockname()[1]
+        with gate.running_gate(
+            gate.find_nginx(),
+            GatekeeperLimits(**silent),
+            key,
+            free_port(),
+            upstream,
+            tmp_path / "silent",
+            lambda _l: None,
+        ) as door:
+            reply = gate.request(door.base_url, "POST", "/v1/completions", body, key)
+    assert reply.status == 504
+    assert json.loads(reply.body)["error"]["type"] == "timeout_error"
+    # Nothing listens: the group is gone or restarting.
+    with gate.running_gate(
+        gate.find_nginx(), LIMITS, key, free_port(), free_port(), tmp_path / "gone", lambda _l: None
+    ) as door:
+        reply = gate.request(door.base_url, "POST", "/v1/completions", body, key)
+        health = gate.request(door.base_url, "GET", "/health")
+    assert reply.status == health.status == 503
+    assert json.loads(reply.body)["error"] == {
+        "message": "The model is restarting or unavailable; retry later",
+        "type": "service_unavailable_error",
+        "code": 503,
+    }
+    assert reply.headers["Retry-After"] == "5"

@@ -1,0 +1,714 @@
+"""`python -m infra.rehearse --faults`: break the stack's vLLM group on purpose and measure.
+
+The real two-rank group runs on loopback as the plain rehearsal runs it (the LWS's command lines,
+the pods' engine environment, the gatekeeper's nginx config in front of the leader, and every
+client going through it), and this module plays the kubelet and the LeaderWorkerSet around it:
+the pods' own liveness commands (`manifests.probe_command`, the same program with the tiny plan's
+bounds, only the port differs) run every period on both ranks, and when a liveness probe
+reaches its failure threshold or a rank exits, the whole group is stopped and started again
+(`RecreateGroupOnPodRestart`).
+
+Faults, one after another on the same running group:
+- `worker kill -9`: the headless rank's process group killed;
+- `worker SIGSTOP`: the headless rank frozen (a hung rank, a partition: nothing exits);
+- `leader kill -9`: the leader's process group killed;
+- `flood 2x`: twice the planned concurrency of streams at once, for several probe periods.
+
+For each: requests in flight when it happens and one arriving just after, each a client that
+waits at most the plan's first-byte bound for any byte; the time until a probe or an exit reveals
+it; what the clients got; the time until the recreated group serves a completion again; and
+whether any process outlived its group. The flood instead must leave the liveness probe passing
+and every answer a 200 or a planned 429/503 (the gatekeeper sheds one address's requests beyond
+its planned concurrency with 429).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import math
+import os
+import secrets
+import signal
+import subprocess
+import sys
+import threading
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Mapping, Sequence
+from contextlib import ExitStack
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from components.manifests import ServerSpec, engine_timeout_env, probe_command
+from components.manifests.gatekeeper import GatekeeperLimits
+from infra.plan.sizing import Plan
+from infra.plan.stackfile import REPO
+from infra.plan.wiring import gatekeeper_limits
+from infra.rehearse import gate
+from infra.rehearse.checks import Check
+from infra.rehearse.ranks import (
+    RankFailure,
+    RankGroup,
+    free_port,
+    log_tails,
+    loopback_ports,
+    rank_launches,
+)
+from infra.rehearse.workspace import LOGS_DIR
+
+#: Grace between SIGTERM and SIGKILL when the rehearsal recreates a group (the pods have 30 s;
+#: a shorter grace only shortens the rehearsal).
+RECREATE_GRACE_S = 5.0
+#: Streams in flight when a fault is injected; each asks for the longest reply the front door
+#: allows (`maxReplyTokens`), to be mid-stream when the fault lands.
+IN_FLIGHT = 2
+#: Tokens each flood request asks for.
+FLOOD_TOKENS = 32
+#: A fault not revealed within this many seconds counts as undetected.
+GIVE_UP_S = 90.0
+#: Status codes the front door plans for an overloaded or broken group.
+PLANNED_REFUSALS = (429, 503)
+PROMPT = "Tell the pipeline a long story."
+
+
+# --------------------------------------------------------------------------------------------
+# Clients
+
+
+@dataclass
+class ClientResult:
+    """One client request: what it got and when it ended, seconds from the reference instant."""
+
+    label: str
+    outcome: str = "waiting"
+    status: int | None = None
+    ended_s: float | None = None
+    first_byte_s: float | None = None
+    tokens: int = 0
+
+    @property
+    def server_error(self) -> bool:
+        return self.status is not None and self.status >= 500
+
+
+def _request(url: str, api_key: str, body: Mapping[str, Any]) -> urllib.request.Request:
+    return urllib.request.Request(
+        url,
+        data=json.dumps(body).encode(),
+        headers={"Content-Type": "application/json", "Authorization": f"Bearer {api_key}"},
+    )
+
+
+def run_client(
+    result: ClientResult,
+    url: str,
+    api_key: str,
+    body: Mapping[str, Any],
+    bound_s: float,
+    t0: Callable[[], float],
+    started: threading.Event | None = None,
+) -> None:
+    """Send one completion and read it to the end, never waiting more than `bound_s` for a byte.
+
+    The socket timeout applies to every read: the first byte, and each byte after it. Without the
+    front door this is the client-side half of the bounded wait.
+    """
+    try:
+        with urllib.request.urlopen(_request(url, api_key, body), timeout=bound_s) as response:
+            result.status = int(response.status)
+            result.first_byte_s = time.monotonic() - t0()
+            done = False
+            for raw in response:
+                line = raw.decode(errors="replace").strip()
+                if not body.get("stream"):
+                    continue
+                if line == "data: [DONE]":
+                    done = True
+                elif line.startswith("data: "):
+                    chunk = json.loads(line[6:])
+                    if "error" in chunk:
+                        error = chunk["error"]
+                        code = error.get("code", "") if isinstance(error, dict) else ""
+                        result.outcome = f"error event {code}".rstrip()
+                    elif chunk.get("choices"):
+                        result.tokens += 1
+                        if started is not None and result.tokens == 3:
+                            started.set()
+            if result.outcome == "waiting":
+                result.outcome = "complete" if done or not body.get("stream") else "cut off"
+    except urllib.error.HTTPError as error:
+        result.status = int(error.code)
+        result.outcome = f"HTTP {error.code}"
+    except TimeoutError:
+        result.outcome = f"no byte for {bound_s:.0f} s"
+    except (urllib.error.URLError, OSError, ValueError) as error:
+        reason = getattr(error, "reason", error)
+        result.outcome = f"connection: {_short(reason)}"
+    finally:
+        result.ended_s = time.monotonic() - t0()
+        if started is not None:
+            started.set()
+
+
+def _short(value: object) -> str:
+    text = value.get("message", value) if isinstance(value, dict) else value
+    return str(text).splitlines()[0][:60]
+
+
+# --------------------------------------------------------------------------------------------
+# The kubelet's side: liveness probes
+
+
+class Prober:
+    """Runs one container's liveness command every period, as the kubelet does, in a thread.
+
+    `failed_at` is the instant (monotonic) the failure threshold was reached.
+    """
+
+    def __init__(
+        self,
+        name: str,
+        command: Sequence[str],
+        env: Mapping[str, str],
+        period_s: float,
+        failures: int,
+        timeout_s: float,
+    ) -> None:
+        # The pod runs `python3`; here the same program runs under this interpreter.
+        self.name, self.argv = name, [sys.executable, *command[1:]]
+        self.env, self.period_s, self.failures, self.timeout_s = env, period_s, failures, timeout_s
+        self.runs: list[tuple[float, bool, str]] = []
+        self.slowest_s = 0.0
+        self.failed_at: float | None = None
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, daemon=True, name=f"probe-{name}")
+
+    def run_once(self) -> tuple[bool, str]:
+        try:
+            done = subprocess.run(
+                self.argv,
+                env=dict(self.env),
+                capture_output=True,
+                text=True,
+                timeout=self.timeout_s,
+                check=False,
+            )
+        except subprocess.TimeoutExpired:
+            return False, f"timed out after {self.timeout_s:.0f} s"
+        return done.returncode == 0, (done.stdout.strip() or done.stderr.strip())[-160:]
+
+    def _loop(self) -> None:
+        streak = 0
+        while not self._stop.is_set():
+            began = time.monotonic()
+            ok, text = self.run_once()
+            self.slowest_s = max(self.slowest_s, time.monotonic() - began)
+            self.runs.append((time.monotonic(), ok, text))
+            streak = 0 if ok else streak + 1
+            if streak >= self.failures and self.failed_at is None:
+                self.failed_at = time.monotonic()
+            self._stop.wait(max(0.0, self.period_s - (time.monotonic() - began)))
+
+    def start(self) -> Prober:
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=self.timeout_s + 1)
+
+    def failed_runs(self) -> list[str]:
+        return [text for _, ok, text in self.runs if not ok]
+
+
+# --------------------------------------------------------------------------------------------
+# The LeaderWorkerSet's side: one group, recreated whole
+
+
+@dataclass
+class Group:
+    """A running group, the gatekeeper in front of its leader, and its containers' liveness."""
+
+    ranks: RankGroup
+    #: vLLM's port (the leader's loopback) and the gatekeeper's.
+    port: int
+    front_port: int
+    log_dir: Path
+    gatekeeper: ExitStack = field(default_factory=ExitStack)
+    probers: list[Prober] = field(default_factory=list)
+
+    @property
+    def base(self) -> str:
+        """Where clients go: the gatekeeper."""
+        return f"http://127.0.0.1:{self.front_port}"
+
+
+@dataclass
+class Rehearsal:
+    """What every group of the run is made from."""
+
+    spec: ServerSpec
+    tiny_plan: Plan
+    vllm: str
+    model_dir: Path
+    api_key: str
+    run_dir: Path
+    progress: Callable[[str], None]
+    timeout_s: float
+    nginx: str
+    limits: GatekeeperLimits
+    groups: int = 0
+
+    @property
+    def bound_s(self) -> float:
+        """The plan's first-byte bound: the longest any client waits for a byte."""
+        return float(self.tiny_plan.liveness.first_byte_s)
+
+    def start_group(self) -> Group:
+        """Start a group, wait until it serves, then start the kubelet's probes on it."""
+        self.groups += 1
+        ports = loopback_ports()
+        launches = rank_launches(
+            self.spec.engine(),
+            self.vllm,
+            self.model_dir,
+            ports,
+            self.api_key,
+            engine_env=engine_timeout_env(self.spec.probes),
+        )
+        log_dir = self.run_dir / f"group{self.groups}"
+        ranks = RankGroup(launches, log_dir, grace_s=RECREATE_GRACE_S, progress=self.progress)
+        ranks.start()
+        group = Group(ranks, ports[0], free_port(), log_dir)
+        try:
+            ranks.wait_ready(f"http://127.0.0.1:{group.port}/health", self.timeout_s, self.progress)
+            # The gatekeeper is recreated with its pod: the same config builder as the pod's.
+            group.gatekeeper.enter_context(
+                gate.running_gate(
+                    self.nginx,
+                    self.limits,
+                    self.api_key,
+                    group.front_port,
+                    group.port,
+                    log_dir / "gatekeeper",
+                    self.progress,
+                )
+            )
+        except BaseException:
+            group.gatekeeper.close()
+            ranks.stop()
+            raise
+        self.progress(f"group {self.groups} serving behind the gatekeeper on {group.front_port}")
+        return group
+
+    def start_probes(self, group: Group) -> None:
+        probes = self.spec.probes
+        env = {
+            "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+            "VLLM_API_KEY": self.api_key,
+            "LWS_LEADER_ADDRESS": "127.0.0.1",
+        }
+        leader = probe_command(
+            probes,
+            "leader",
+            group.port,
+            self.tiny_plan.model,
+            host="127.0.0.1",
+            state_file=str(group.log_dir / "liveness.json"),
+        )
+        # As in the pod: the worker reaches its leader through the gatekeeper's port.
+        worker = probe_command(probes, "worker", group.front_port, self.tiny_plan.model)
+        group.probers = [
+            Prober(name, command, env, probes.period_s, probes.failures, probes.timeout_s).start()
+            for name, command in (("leader", leader), ("worker", worker))
+        ]
+
+    def stop_group(self, group: Group) -> list[int]:
+        """Stop the probes and every process group, as LWS deletes a group's pods."""
+        for prober in group.probers:
+            prober.stop()
+        # A frozen rank must run again to be told to stop; SIGKILL would end it anyway.
+        for process in group.ranks.processes:
+            _signal(process.pgid, signal.SIGCONT)
+        group.gatekeeper.close()
+        group.ranks.stop()
+        return group.ranks.leftovers
+
+    def serves(self, group: Group) -> bool:
+        result = ClientResult("check")
+        body = {"model": self.tiny_plan.model, "prompt": "ping", "max_tokens": 4}
+        run_client(
+            result, f"{group.base}/v1/completions", self.api_key, body, self.bound_s, lambda: 0.0
+        )
+        return result.status == 200 and result.outcome == "complete"
+
+
+def _signal(pgid: int, sig: signal.Signals) -> None:
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(pgid, sig)
+
+
+# --------------------------------------------------------------------------------------------
+# Faults
+
+
+@dataclass
+class FaultRow:
+    fault: str
+    detected_s: float | None
+    detected_by: str
+    #: When the first container's liveness reached its failure threshold, and whose.
+    liveness_s: float | None
+    liveness_by: str
+    clients: list[ClientResult]
+    serves_again_s: float | None
+    leftovers: list[int]
+    bound_s: float
+
+    @property
+    def clients_bounded(self) -> bool:
+        return all(c.ended_s is not None and c.ended_s <= self.bound_s + 1 for c in self.clients)
+
+    @property
+    def ok(self) -> bool:
+        return (
+            self.detected_s is not None
+            and self.detected_s < 60
+            and self.clients_bounded
+            and self.serves_again_s is not None
+            and not self.leftovers
+        )
+
+
+def _client_text(clients: Sequence[ClientResult]) -> str:
+    """Clients of one kind with one outcome on one line: "2 streams: error event 500 at 10.0 s"."""
+    groups: dict[tuple[str, str], list[ClientResult]] = {}
+    for client in clients:
+        kind = client.label.rsplit(" ", 1)[0] if client.label[-1].isdigit() else client.label
+        groups.setdefault((kind, client.outcome), []).append(client)
+    parts = []
+    for (kind, outcome), members in groups.items():
+        ended = [c.ended_s for c in members if c.ended_s is not None]
+        when = f" at {max(ended):.1f} s" if len(ended) == len(members) else ", still waiting"
+        parts.append(
+            f"{len(members)} {kind}s: {outcome}{when}"
+            if len(members) > 1
+            else f"{kind}: {outcome}{when}"
+        )
+    return "; ".join(parts)
+
+
+INJECT: dict[str, tuple[int, signal.Signals]] = {
+    "worker kill -9": (1, signal.SIGKILL),
+    "worker SIGSTOP": (1, signal.SIGSTOP),
+    "leader kill -9": (0, signal.SIGKILL),
+}
+
+
+def break_group(rehearsal: Rehearsal, group: Group, fault: str) -> tuple[FaultRow, Group]:
+    """Inject `fault`, watch as the kubelet and LWS would, recreate the group, measure."""
+    rank, sig = INJECT[fault]
+    model, key = rehearsal.tiny_plan.model, rehearsal.api_key
+    rehearsal.start_probes(group)
+    stream_body = {
+        "model": model,
+        "prompt": PROMPT,
+        "max_tokens": rehearsal.spec.max_reply_tokens,
+        "min_tokens": rehearsal.spec.max_reply_tokens,
+        "ignore_eos": True,
+        "stream": True,
+    }
+    injected = [0.0]
+    since = lambda: injected[0]  # noqa: E731 - read when each client ends
+    flying = [ClientResult(f"stream {i + 1}") for i in range(IN_FLIGHT)]
+    started = threading.Event()
+    threads = [
+        threading.Thread(
+            target=run_client,
+            args=(
+                r,
+                f"{group.base}/v1/completions",
+                key,
+                stream_body,
+                rehearsal.bound_s,
+                since,
+                started,
+            ),
+            daemon=True,
+        )
+        for r in flying
+    ]
+    injected[0] = time.monotonic()
+    for thread in threads:
+        thread.start()
+    started.wait(rehearsal.bound_s)
+    process = group.ranks.processes[rank]
+    injected[0] = time.monotonic()
+    _signal(process.pgid, sig)
+    rehearsal.progress(f"{fault}: injected into rank {rank} (process group {process.pgid})")
+    # A client that arrives a second after the fault.
+    late = ClientResult("new request")
+    late_body = {"model": model, "prompt": "ping", "max_tokens": 8}
+    url = f"{group.base}/v1/completions"
+    arrival = threading.Timer(
+        1.0, run_client, args=(late, url, key, late_body, rehearsal.bound_s, since)
+    )
+    arrival.daemon = True
+    arrival.start()
+    threads.append(arrival)
+
+    exit_s = liveness_s = None
+    liveness_by = ""
+    while time.monotonic() - injected[0] < GIVE_UP_S:
+        if exit_s is None and group.ranks.exited():
+            exit_s = time.monotonic() - injected[0]
+            first = group.ranks.exited()[0]
+            rehearsal.progress(f"{fault}: rank {first.rank} exited after {exit_s:.1f} s")
+        failed = [p for p in group.probers if p.failed_at is not None]
+        if failed and liveness_s is None:
+            liveness_s = min(p.failed_at for p in failed) - injected[0]  # type: ignore[type-var]
+            names = liveness_by = ", ".join(p.name for p in failed)
+            rehearsal.progress(f"{fault}: {names} liveness failed after {liveness_s:.1f} s")
+        # After a rank exit, keep watching until a probe fails too: a node that went NotReady
+        # leaves nothing else to notice it by.
+        if liveness_s is not None:
+            break
+        time.sleep(0.2)
+    for thread in threads:
+        thread.join(timeout=max(0.0, rehearsal.bound_s - (time.monotonic() - injected[0])) + 1)
+    detected = [(s, how) for s, how in ((exit_s, "rank exit"), (liveness_s, "liveness")) if s]
+    detected_s, detected_by = min(detected) if detected else (None, "not detected")
+    # LWS starts over at detection: the group's pods are deleted and created again.
+    recreate_began = time.monotonic()
+    leftovers = rehearsal.stop_group(group)
+    rehearsal.progress(f"{fault}: recreating the group")
+    new_group = rehearsal.start_group()
+    recreated = time.monotonic() - recreate_began
+    serves_again = (
+        detected_s + recreated if detected_s is not None and rehearsal.serves(new_group) else None
+    )
+    row = FaultRow(
+        fault,
+        detected_s,
+        detected_by,
+        liveness_s,
+        liveness_by,
+        [*flying, late],
+        serves_again,
+        leftovers,
+        rehearsal.bound_s,
+    )
+    return row, new_group
+
+
+@dataclass
+class FloodResult:
+    concurrency: int
+    seconds: float
+    statuses: dict[str, int]
+    probe_runs: int
+    #: Leader probe runs that found requests in the engine (no probe request sent).
+    busy_runs: int
+    slowest_probe_s: float
+    probe_failures: list[str]
+    clients: list[ClientResult]
+    bound_s: float
+
+    @property
+    def ok(self) -> bool:
+        bad = [c for c in self.clients if c.server_error and c.status not in PLANNED_REFUSALS]
+        late = [c for c in self.clients if c.ended_s is None]
+        return not bad and not late and not self.probe_failures and self.probe_runs > 0
+
+
+def flood(rehearsal: Rehearsal, group: Group) -> FloodResult:
+    """Twice the planned concurrency of requests, back to back, for several probe periods.
+
+    The flood goes to vLLM itself: from this one address the gatekeeper would admit only its
+    per-address concurrency and answer the rest 429 (`make rehearse` checks that), while many
+    client addresses together can fill the engine to any depth. So the engine, and the probe
+    that watches it, sees the full flood here."""
+    probes = rehearsal.spec.probes
+    concurrency = 2 * math.ceil(rehearsal.tiny_plan.max_concurrency)
+    seconds = float(max(30, 2 * probes.failures * probes.period_s))
+    rehearsal.start_probes(group)
+    results: list[ClientResult] = []
+    lock = threading.Lock()
+    began = time.monotonic()
+    body = {
+        "model": rehearsal.tiny_plan.model,
+        "prompt": PROMPT,
+        "max_tokens": FLOOD_TOKENS,
+        "min_tokens": FLOOD_TOKENS,
+        "ignore_eos": True,
+    }
+
+    def worker(index: int) -> None:
+        while time.monotonic() - began < seconds:
+            result = ClientResult(f"flood {index}")
+            sent = time.monotonic()
+            run_client(
+                result,
+                f"http://127.0.0.1:{group.port}/v1/completions",
+                rehearsal.api_key,
+                body,
+                rehearsal.bound_s,
+                lambda sent=sent: sent,
+            )
+            with lock:
+                results.append(result)
+            if result.status in PLANNED_REFUSALS:
+                time.sleep(1.0)  # Retry-After
+
+    threads = [threading.Thread(target=worker, args=(i,), daemon=True) for i in range(concurrency)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=seconds + rehearsal.bound_s + 5)
+    for prober in group.probers:
+        prober.stop()
+    statuses: dict[str, int] = {}
+    for result in results:
+        key = str(result.status) if result.status is not None else result.outcome
+        statuses[key] = statuses.get(key, 0) + 1
+    leader = group.probers[0]
+    failures = [f"{p.name}: {text}" for p in group.probers for text in p.failed_runs()]
+    group.probers = []
+    busy = sum("requests in the engine" in text for _, _, text in leader.runs)
+    return FloodResult(
+        concurrency,
+        seconds,
+        statuses,
+        len(leader.runs),
+        busy,
+        leader.slowest_s,
+        failures,
+        results,
+        rehearsal.bound_s,
+    )
+
+
+# --------------------------------------------------------------------------------------------
+# Report
+
+
+def _s(value: float | None) -> str:
+    return "-" if value is None else f"{value:.1f} s"
+
+
+def render_table(rows: Sequence[FaultRow], flooded: FloodResult | None) -> str:
+    header = (
+        "fault",
+        "detected",
+        "liveness failed",
+        "clients (from the fault)",
+        "serves again",
+        "left behind",
+    )
+    lines = [
+        (
+            row.fault,
+            f"{_s(row.detected_s)} ({row.detected_by})",
+            f"{row.liveness_by} at {_s(row.liveness_s)}" if row.liveness_s else "-",
+            _client_text(row.clients),
+            _s(row.serves_again_s),
+            "none" if not row.leftovers else f"process groups {row.leftovers}",
+        )
+        for row in rows
+    ]
+    if flooded is not None:
+        slowest = max((c.ended_s or 0.0 for c in flooded.clients), default=0.0)
+        lines.append(
+            (
+                f"flood {flooded.concurrency} at once",
+                "-",
+                f"{flooded.probe_runs} runs ({flooded.busy_runs} busy), "
+                f"{len(flooded.probe_failures)} failed, slowest {flooded.slowest_probe_s:.1f} s",
+                f"{len(flooded.clients)} requests in {flooded.seconds:.0f} s: "
+                + ", ".join(f"{k} x{v}" for k, v in sorted(flooded.statuses.items()))
+                + f"; slowest {slowest:.1f} s",
+                "-",
+                "-",
+            )
+        )
+    widths = [max(len(r[i]) for r in [header, *lines]) for i in range(len(header))]
+    return "\n".join(
+        " | ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip()
+        for row in [header, *lines]
+    )
+
+
+def fault_checks(rows: Sequence[FaultRow], flooded: FloodResult | None) -> list[Check]:
+    checks = []
+    for row in rows:
+        checks.append(Check(f"{row.fault}: detected", "< 60 s", _s(row.detected_s), row.ok))
+    if flooded is not None:
+        checks.append(
+            Check(
+                "flood: liveness and answers",
+                "probe never fails; no 5xx but 429/503",
+                f"{len(flooded.probe_failures)} probe failures; "
+                + ", ".join(f"{k} x{v}" for k, v in sorted(flooded.statuses.items())),
+                flooded.ok,
+                note="; ".join(flooded.probe_failures[:3]),
+            )
+        )
+    return checks
+
+
+FAULTS = ("worker kill -9", "worker SIGSTOP", "leader kill -9")
+
+
+def run_faults(
+    spec: ServerSpec,
+    tiny_plan: Plan,
+    python: Path,
+    model_dir: Path,
+    progress: Callable[[str], None],
+    timeout_s: float,
+) -> tuple[str, list[Check]]:
+    """The whole fault rehearsal; returns the fault table and the verdict's checks."""
+    run_dir = LOGS_DIR / time.strftime("faults-%Y%m%d-%H%M%S")
+    run_dir.mkdir(parents=True, exist_ok=True)
+    rehearsal = Rehearsal(
+        spec,
+        tiny_plan,
+        str(python.parent / "vllm"),
+        model_dir,
+        secrets.token_hex(24),
+        run_dir,
+        progress,
+        timeout_s,
+        gate.find_nginx(),
+        gatekeeper_limits(tiny_plan),
+    )
+    live = tiny_plan.liveness
+    progress(
+        f"faults: probes every {live.period_s} s, {live.failures} failures, stall bound "
+        f"{live.stall_s} s, first-byte bound {live.first_byte_s} s "
+        f"(logs in {run_dir.relative_to(REPO)})"
+    )
+    rows: list[FaultRow] = []
+    flooded: FloodResult | None = None
+    group = rehearsal.start_group()
+    try:
+        for fault in FAULTS:
+            row, group = break_group(rehearsal, group, fault)
+            rows.append(row)
+            progress(f"{fault}: {'ok' if row.ok else 'FAILED'}")
+        flooded = flood(rehearsal, group)
+        progress(f"flood: {'ok' if flooded.ok else 'FAILED'}")
+    except RankFailure as failure:
+        progress(f"a group did not come up: {failure}")
+        print(log_tails(group.ranks.processes), file=sys.stderr)
+        rows.append(FaultRow("group start", None, str(failure), None, "", [], None, [], 0))
+    finally:
+        leftovers = rehearsal.stop_group(group)
+    checks = fault_checks(rows, flooded)
+    checks.append(
+        Check("processes stopped", "no process group left", str(leftovers or "none"), not leftovers)
+    )
+    return render_table(rows, flooded), checks

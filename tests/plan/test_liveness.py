@@ -1,0 +1,78 @@
+"""The liveness figures of a plan: probe period and threshold, stall bound, batch cap and the
+client's first-byte bound (`infra.plan.liveness`)."""
+
+from __future__ import annotations
+
+import pytest
+
+from infra.plan import liveness
+from infra.plan.cli import main
+from infra.plan.sizing import plan
+from infra.plan.stackfile import load_stack, stack_names
+
+
+def test_the_calibration_reproduces_the_field_warm_up() -> None:
+    # The report's profile run: 4,096 tokens through a 12.59 GiB rank on 6 vCPUs in ~50 s.
+    assert liveness.step_seconds([12.59], 4096, 6) == pytest.approx(50)
+
+
+def test_dev_figures_follow_from_its_step() -> None:
+    p = plan(load_stack("dev"), "dev")
+    live = p.liveness
+    assert p.max_num_batched_tokens == 512
+    step = liveness.step_seconds([r.weights_gib for r in p.ranks], 512, p.pod_cpu)
+    assert live.step_s == round(step, 2)
+    assert live.stall_s == max(liveness.MIN_STALL_S, -(-2 * step // 1))
+    assert (live.period_s, live.failures, live.timeout_s) == (5, 3, 8)
+    assert live.detection_s == live.stall_s + 3 * live.period_s + live.timeout_s
+    assert live.detection_s <= liveness.DETECTION_BUDGET_S
+    assert live.first_byte_s == -(-(p.prefill_steps_at_max_len * step + live.stall_s) // 1)
+
+
+@pytest.mark.parametrize("stack", stack_names())
+def test_every_stack_notices_a_broken_group_within_the_budget(stack: str) -> None:
+    live = plan(load_stack(stack), stack).liveness
+    assert live.detection_s <= liveness.DETECTION_BUDGET_S
+    assert live.period_s >= liveness.MIN_PROBE_PERIOD_S
+    assert live.timeout_s > live.request_s
+
+
+def test_auto_batch_is_the_largest_whose_step_fits_and_the_next_does_not() -> None:
+    p = plan(load_stack("dev"), "dev")
+    weights = [r.weights_gib for r in p.ranks]
+    assert liveness.fits_budget(liveness.step_seconds(weights, 512, p.pod_cpu))
+    assert not liveness.fits_budget(liveness.step_seconds(weights, 1024, p.pod_cpu))
+    assert liveness.max_batched_tokens(weights, p.pod_cpu, (512, 1024, 2048)) == 512
+
+
+def test_a_bigger_node_gets_a_bigger_batch() -> None:
+    big = plan(load_stack("dev", {"instanceType": "m7g.4xlarge"}), "dev")
+    assert big.max_num_batched_tokens > 512
+    assert big.liveness.detection_s <= liveness.DETECTION_BUDGET_S
+
+
+def test_an_explicit_batch_beyond_the_budget_is_planned_and_says_so() -> None:
+    p = plan(load_stack("dev", {"maxNumBatchedTokens": 4096}), "dev")
+    assert p.liveness.detection_s > liveness.DETECTION_BUDGET_S
+    (line,) = [r for r in p.reasons if r.startswith("liveness ")]
+    assert "beyond the 60 s budget (`maxNumBatchedTokens` 512 or auto fits it)" in line
+
+
+def test_the_first_byte_bound_is_the_stacks_when_set() -> None:
+    own = plan(load_stack("dev", {"firstByteTimeoutSeconds": 90}), "dev")
+    assert own.liveness.first_byte_s == 90
+    tiny = liveness.liveness([0.001, 0.001], 256, 6, 8)
+    assert tiny.stall_s == liveness.MIN_STALL_S
+    assert tiny.first_byte_s == liveness.MIN_FIRST_BYTE_S
+
+
+def test_the_plan_shows_the_probe(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main([]) == 0
+    out = capsys.readouterr().out
+    rows = {
+        line.split("  ", 1)[0]: line.split("  ", 1)[1].strip()
+        for line in out.splitlines()
+        if "  " in line and not line.startswith(" ")
+    }
+    assert rows["liveness"].startswith("every 5 s, 3 failures, timeout 8 s")
+    assert rows["first byte"] == "within 218 s, else 504"
