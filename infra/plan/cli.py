@@ -162,7 +162,7 @@ def format_table(
             f"{p.liveness.timeout_s} s; stalled after {p.liveness.stall_s} s without a token; "
             f"noticed within {p.liveness.detection_s} s",
         ),
-        ("first byte", f"within {p.liveness.first_byte_s} s, else 504"),
+        ("first byte", f"within {p.liveness.first_byte_s} s (longest prompt + stall bound)"),
         *_front_door_rows(p.front_door),
     ]
     if econ is not None:
@@ -200,7 +200,7 @@ def _front_door_rows(door: FrontDoorPlan) -> list[tuple[str, str]]:
             f"{door.client_concurrent_requests} in flight (`clientConcurrentRequests`)",
         ),
         ("max reply", f"{door.max_reply_tokens} tokens (`maxReplyTokens`)"),
-        ("reply timeout", f"{door.reply_timeout_seconds} s"),
+        ("reply timeout", f"{door.reply_timeout_seconds} s, else 504"),
     ]
 
 

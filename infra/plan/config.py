@@ -287,8 +287,9 @@ class StackConfig(BaseModel):
         Annotated[int, Field(ge=30)] | Auto,
         Field(
             alias="firstByteTimeoutSeconds",
-            description="Longest a client waits for the first byte before the front door "
-            "answers 504; auto = a maximum-length prompt's planned prefill plus the stall bound.",
+            description="Allowance for a reply's first token; the front door answers 504 to a "
+            "reply not finished within it plus the longest reply's decode; auto = a "
+            "maximum-length prompt's planned prefill plus the stall bound.",
             json_schema_extra=_fix("use auto or a number of seconds of at least 30"),
         ),
     ] = "auto"

@@ -29,7 +29,7 @@ REPLY_CAP_TOKENS = 1024
 REQUESTS_PER_MINUTE_PER_SLOT = 60
 #: The burst a client may send at once beyond the steady rate, per concurrent slot.
 BURST_PER_SLOT = 2
-#: Margin on the longest reply before the gatekeeper gives up on vLLM (prefill, queueing).
+#: Margin on the longest reply's decode before the gatekeeper gives up on vLLM.
 REPLY_TIMEOUT_MARGIN = 1.25
 REPLY_TIMEOUT_FLOOR_SECONDS = 120
 #: A client must send its request headers within this (slow-header attacks hold a connection).
@@ -49,16 +49,26 @@ class FrontDoorPlan:
     client_concurrent_requests: int
     #: The longest reply of any request, and so of one that sets no `max_tokens`.
     max_reply_tokens: int
-    #: How long the gatekeeper waits for vLLM's answer: the longest planned reply.
+    #: How long the gatekeeper waits for vLLM's answer (nginx `proxy_read_timeout`, so also the
+    #: longest gap in a stream): the first-byte bound plus the longest reply's decode.
     reply_timeout_seconds: int
     header_timeout_seconds: int
     reasons: tuple[str, ...]
 
 
 def plan_front_door(
-    cfg: StackConfig, max_model_len: int, max_concurrency: float, decode_tokens_per_s: float
+    cfg: StackConfig,
+    max_model_len: int,
+    max_concurrency: float,
+    decode_tokens_per_s: float,
+    first_byte_s: int,
 ) -> FrontDoorPlan:
-    """The gatekeeper's limits for a plan of `max_model_len` tokens at `max_concurrency`."""
+    """The gatekeeper's limits for a plan of `max_model_len` tokens at `max_concurrency`.
+
+    `first_byte_s` is the liveness plan's bound on a first token (`infra.plan.liveness`): the
+    longest prompt's prefill plus the stall bound. A non-streamed reply's first byte comes with
+    its last token, so the gatekeeper's one timeout is that bound plus the longest reply's decode.
+    """
     slots = max(1, math.floor(max_concurrency))
     body = (
         max_model_len * BODY_BYTES_PER_TOKEN + BODY_OVERHEAD_BYTES
@@ -78,8 +88,8 @@ def plan_front_door(
         if cfg.max_reply_tokens == "auto"
         else cfg.max_reply_tokens
     )
-    longest_reply = max_model_len / decode_tokens_per_s
-    timeout = max(REPLY_TIMEOUT_FLOOR_SECONDS, math.ceil(longest_reply * REPLY_TIMEOUT_MARGIN))
+    decode_s = math.ceil(cap / decode_tokens_per_s * REPLY_TIMEOUT_MARGIN)
+    timeout = max(REPLY_TIMEOUT_FLOOR_SECONDS, first_byte_s + decode_s)
     tls = cfg.tls_certificate_arn is not None
 
     if cap >= max_model_len:
@@ -112,8 +122,9 @@ def plan_front_door(
         f"replies stop after {cap} tokens ({origin(cfg.max_reply_tokens)}; vLLM's "
         "generation-config max_new_tokens, which caps every request, and so one without "
         "max_tokens)",
-        f"replies may take {timeout} s ({max_model_len} tokens at ~{decode_tokens_per_s:.1f} "
-        f"tokens/s, x{REPLY_TIMEOUT_MARGIN:g}); request headers within "
+        f"a reply not finished within {timeout} s gets 504 (a first token within {first_byte_s} s, "
+        f"then {cap} tokens at ~{decode_tokens_per_s:.1f} tokens/s x{REPLY_TIMEOUT_MARGIN:g}; "
+        "in a stream, the longest gap between chunks); request headers within "
         f"{HEADER_TIMEOUT_SECONDS} s; streams pass through unbuffered",
     )
     return FrontDoorPlan(

@@ -372,7 +372,7 @@ def _finish(
         startup_timeout_seconds=startup.timeout_seconds,
         vllm_image=cfg.vllm_image,
         liveness=live,
-        front_door=plan_front_door(cfg, max_len, concurrency, decode),
+        front_door=plan_front_door(cfg, max_len, concurrency, decode, live.first_byte_s),
         reasons=(
             *_reasons(cfg, instance, budget, pod_gib, chosen, max_len, upper, concurrency, decode),
             _why_liveness(
@@ -462,8 +462,8 @@ def _why_liveness(live: Liveness, most: int) -> str:
     return (
         f"liveness every {live.period_s} s, {live.failures} failures: a step of "
         f"max_num_batched_tokens takes up to {live.step_s:.1f} s, so a busy engine that emits "
-        f"nothing for {live.stall_s} s is stuck; {noticed}; a client waits at most "
-        f"{live.first_byte_s} s for a first byte"
+        f"nothing for {live.stall_s} s is stuck; {noticed}; the longest prompt's first token "
+        f"comes within {live.first_byte_s} s (`firstByteTimeoutSeconds`, part of the reply timeout)"
     )
 
 

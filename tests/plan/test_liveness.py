@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import pytest
 
+from components.manifests.gatekeeper import nginx_conf
 from infra.plan import liveness
 from infra.plan.cli import main
 from infra.plan.sizing import plan
 from infra.plan.stackfile import load_stack, stack_names
+from infra.plan.wiring import gatekeeper_limits
 
 
 def test_the_calibration_reproduces_the_field_warm_up() -> None:
@@ -75,4 +77,21 @@ def test_the_plan_shows_the_probe(capsys: pytest.CaptureFixture[str]) -> None:
         if "  " in line and not line.startswith(" ")
     }
     assert rows["liveness"].startswith("every 5 s, 3 failures, timeout 8 s")
-    assert rows["first byte"] == "within 218 s, else 504"
+    assert rows["first byte"] == "within 218 s (longest prompt + stall bound)"
+
+
+def test_the_gatekeeper_waits_for_the_first_byte_and_the_longest_reply() -> None:
+    """A non-streamed reply's first byte is its last token: the gatekeeper's one timeout is the
+    first-byte bound plus the capped reply's decode, so a stack's own first-byte bound moves it."""
+    auto = plan(load_stack("dev"), "dev")
+    own = plan(load_stack("dev", {"firstByteTimeoutSeconds": 90}), "dev")
+    for p in (auto, own):
+        door = p.front_door
+        decode = -(-door.max_reply_tokens * 1.25 // p.decode_tokens_per_s)
+        assert door.reply_timeout_seconds >= p.liveness.first_byte_s + decode - 1
+        assert door.reply_timeout_seconds <= p.liveness.first_byte_s + decode + 1
+    assert auto.front_door.reply_timeout_seconds - own.front_door.reply_timeout_seconds == (
+        auto.liveness.first_byte_s - 90
+    )
+    conf = nginx_conf(gatekeeper_limits(own))
+    assert f"proxy_read_timeout {own.front_door.reply_timeout_seconds}s;" in conf
