@@ -6,8 +6,10 @@ from __future__ import annotations
 import json
 import shlex
 
+from components import watch
 from components.manifests import ServerSpec
 from components.manifests.gatekeeper import GatekeeperLimits
+from components.manifests.metrics import CollectorSpec
 from infra.plan import catalog
 from infra.plan.config import StackConfig
 from infra.plan.sizing import Plan
@@ -53,6 +55,21 @@ def server_spec(cfg: StackConfig, plan: Plan) -> ServerSpec:
         gatekeeper_memory_mib=catalog.GATEKEEPER_MEMORY_MIB,
         tls_certificate_arn=cfg.tls_certificate_arn,
         internal_load_balancer=cfg.private_clients_only,
+    )
+
+
+def collector_spec(cfg: StackConfig, stack: str) -> CollectorSpec:
+    """The metrics collector of a stack: its leaders, CloudWatch names and log group."""
+    return CollectorSpec(
+        namespace=NAMESPACE,
+        lws_name=f"{SERVER_NAME}-vllm",
+        cloudwatch_namespace=f"GemmaGraviton/{stack}",
+        stack=stack,
+        region=cfg.region,
+        log_group=f"/gemma-graviton/{stack}/metrics",
+        samples=watch.SAMPLES,
+        bucket_samples=watch.bucket_samples(),
+        node_selector=NODE_LABELS,
     )
 
 

@@ -33,7 +33,7 @@ PROGRAM = REPO / "infra"
 OUTPUTS = {
     "clusterName", "kubeconfig", "region", "availabilityZone", "nodeInstanceType", "nodeCount",
     "plan", "endpoint", "apiKey", "model", "maxModelLen", "kvCacheTokens", "curlExample",
-    "namespace", "logGroup", "logsQuery",
+    "namespace", "logGroup", "logsQuery", "dashboardUrl", "alarmTopic",
 }  # fmt: skip
 HF_TOKEN = "hf_" + "x" * 34
 LWS = "kubernetes:leaderworkerset.x-k8s.io/v1:LeaderWorkerSet"
@@ -159,7 +159,7 @@ def test_node_size_override_flows_into_the_node_group(
             True,
             "`instanceType` m7g.large leaves no whole CPU for a model pod after its other "
             "tenants; choose r7g.2xlarge, the cheapest type that starts this stack "
-            "($452.67/month; `--compare` ranks them all)",
+            "($472.75/month; `--compare` ranks them all)",
         ),
         (
             {},
@@ -340,7 +340,7 @@ def test_only_the_gatekeeper_is_exposed(mocks: RecordingMocks, stack: str) -> No
     assert {"ports": [{"port": gatekeeper.PORT, "protocol": "TCP"}]} in policy.inputs["spec"][
         "ingress"
     ]
-    config = one(mocks.records, "kubernetes:core/v1:ConfigMap")
+    config = named(mocks.records, "kubernetes:core/v1:ConfigMap", "model-gatekeeper")
     assert "location = /v1/chat/completions" in config.inputs["data"]["nginx.conf"]
 
 
