@@ -9,6 +9,7 @@ alarms and filters are pure data from `components.watch`.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -84,10 +85,18 @@ class Monitoring(pulumi.ComponentResource):
             oidc_provider_url=args.cluster.oidc_provider_url,
             namespace=spec.namespace,
             service_account=spec.name,
-            managed_policy_arns=["arn:aws:iam::aws:policy/CloudWatchAgentServerPolicy"],
+            managed_policy_arns=[],
             parent=self,
         )
-        self._collector(name, spec, args.namespace, role.arn, emf_logs)
+        # Least privilege: the EMF exporter writes log events to its own group, nothing else
+        # (CloudWatch makes the metrics from the events; no PutMetricData is needed).
+        aws.iam.RolePolicy(
+            f"{name}-collector-emf",
+            role=role.name,
+            policy=emf_logs.arn.apply(_emf_policy),
+            opts=child,
+        )
+        self._collector(name, spec, args.namespace, role.arn, emf_logs, args.cluster.nodes)
 
         for status in watch.ANSWER_CLASSES:
             aws.cloudwatch.LogMetricFilter(
@@ -147,6 +156,7 @@ class Monitoring(pulumi.ComponentResource):
         namespace: pulumi.Input[str],
         role_arn: pulumi.Output[str],
         emf_logs: aws.cloudwatch.LogGroup,
+        nodes: pulumi.Resource | None,
     ) -> None:
         child = pulumi.ResourceOptions(parent=self)
         account, role_, binding, config, deployment = metrics.collector_objects(spec, role_arn)
@@ -172,8 +182,11 @@ class Monitoring(pulumi.ComponentResource):
             f"{name}-collector",
             metadata=meta(deployment),
             spec=deployment["spec"],
-            # The log group exists before the first EMF event (no data flows to it).
-            opts=pulumi.ResourceOptions(parent=self, depends_on=[emf_logs]),
+            # The log group exists before the first EMF event, and the pod goes before the nodes
+            # on destroy (no data flows to either).
+            opts=pulumi.ResourceOptions(
+                parent=self, depends_on=[emf_logs, *([nodes] if nodes is not None else [])]
+            ),
         )
 
     def _alarms(
@@ -208,6 +221,26 @@ class Monitoring(pulumi.ComponentResource):
                 opts=pulumi.ResourceOptions(parent=self),
                 **kwargs,
             )
+
+
+def _emf_policy(log_group_arn: str) -> str:
+    group = log_group_arn.removesuffix(":*")
+    return json.dumps(
+        {
+            "Version": "2012-10-17",
+            "Statement": [
+                {
+                    "Effect": "Allow",
+                    "Action": [
+                        "logs:CreateLogStream",
+                        "logs:DescribeLogStreams",
+                        "logs:PutLogEvents",
+                    ],
+                    "Resource": [group, f"{group}:*"],
+                }
+            ],
+        }
+    )
 
 
 def _with_lb(query: Mapping[str, Any], placeholder: str, lb: pulumi.Output[str]) -> Any:

@@ -11,7 +11,7 @@ from infra.plan.config import ConfigError, check_secrets, load_config
 from infra.plan.sizing import plan
 
 CHEAPEST_TYPE_FIX = (
-    "choose r7g.2xlarge, the cheapest type that starts this stack ($472.75/month; `--compare` "
+    "choose r7g.2xlarge, the cheapest type that starts this stack ($474.35/month; `--compare` "
     "ranks them all)"
 )
 
@@ -131,6 +131,50 @@ BAD_INPUTS = [
         "`tags` may not set the managed tag 'owner'; remove it; it comes from the `owner` key",
     ),
     (
+        ["clusterAdminArns=[arn:aws:sts::123456789012:assumed-role/ci/run-42]"],
+        "`clusterAdminArns` arn:aws:sts::123456789012:assumed-role/ci/run-42 is an assumed-role "
+        "session, which access entries do not take; give the role's ARN, "
+        "arn:aws:iam::<account>:role/<name>",
+    ),
+    (
+        ["clusterViewerArns=[alice]"],
+        "`clusterViewerArns` 'alice' is not an IAM role or user ARN; list IAM role or user ARNs "
+        "such as arn:aws:iam::123456789012:role/platform-admin",
+    ),
+    (
+        ["clusterAdminArns=[arn:aws:iam::123456789012:group/admins]"],
+        "`clusterAdminArns` 'arn:aws:iam::123456789012:group/admins' is not an IAM role or user "
+        "ARN; list IAM role or user ARNs such as arn:aws:iam::123456789012:role/platform-admin",
+    ),
+    (
+        [
+            "clusterAdminArns=[arn:aws:iam::123456789012:role/a]",
+            "clusterViewerArns=[arn:aws:iam::123456789012:role/a]",
+        ],
+        "`clusterViewerArns` arn:aws:iam::123456789012:role/a is in `clusterAdminArns` too (EKS "
+        "allows one access entry per principal); keep it in one of the two lists",
+    ),
+    (
+        ["modelRevision=main"],
+        "`modelRevision` has the wrong form (got 'main'); use auto or a 40-character commit SHA "
+        "from the model's hub repository",
+    ),
+    (
+        ["endpointPublicAccessCidrs=[]"],
+        "`endpointPublicAccessCidrs` must list at least one value (got []); list the IPv4 ranges "
+        "of your operators and CI runners, such as 198.51.100.0/24",
+    ),
+    (
+        ["availabilityZone=us-west-2-a"],
+        "`availabilityZone` must be an availability zone name or zone ID (got 'us-west-2-a'); "
+        "use a zone of `region`, such as us-west-2a or usw2-az1",
+    ),
+    (
+        ["tags={team: a=b}"],
+        "`tags` team=a=b contains ',' or '=', which the load balancer's tag annotation cannot "
+        "carry; remove those characters from the tag",
+    ),
+    (
         ["nodeSubnets=dmz"],
         "`nodeSubnets` must be 'private' or 'public' (got 'dmz'); use private or public",
     ),
@@ -191,6 +235,7 @@ def test_program_style_json_strings_validate_like_yaml() -> None:
             "endDate": "2027-01-01",
             "allowedCidrs": '["198.51.100.0/24"]',
             "tlsCertificateArn": "arn:aws:acm:us-west-2:123456789012:certificate/0a1b2c3d",
+            "endpointPublicAccessCidrs": '["198.51.100.0/24"]',
             "tags": '{"costCenter": "ml"}',
             "replicas": "2",
             "weightPrefetch": "false",
@@ -204,7 +249,7 @@ def test_program_style_json_strings_validate_like_yaml() -> None:
 
 def test_missing_owner_is_named() -> None:
     with pytest.raises(ConfigError) as error:
-        load_config({"endDate": "2027-01-01"})
+        load_config({"endDate": "2027-01-01", "endpointPublicAccessCidrs": ["198.51.100.0/24"]})
     assert str(error.value) == "`owner` is required; set it to a team or e-mail address"
 
 
@@ -223,7 +268,11 @@ def test_stack_file_with_plain_secret_or_foreign_key_is_refused(
 ) -> None:
     monkeypatch.setattr(stackfile, "STACKS", tmp_path)
     monkeypatch.setattr(stackfile, "REPO", tmp_path.parent)
-    base = {"gemma-graviton:owner": "t", "gemma-graviton:endDate": "2027-01-01"}
+    base = {
+        "gemma-graviton:owner": "t",
+        "gemma-graviton:endDate": "2027-01-01",
+        "gemma-graviton:endpointPublicAccessCidrs": ["198.51.100.0/24"],
+    }
     (tmp_path / "Pulumi.leaky.yaml").write_text(
         yaml.safe_dump({"config": {**base, "gemma-graviton:hfToken": "hf_plain"}})
     )

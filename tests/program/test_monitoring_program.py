@@ -14,7 +14,7 @@ from components import watch
 from components.manifests import metrics
 from infra.plan.stackfile import stack_names
 from tests.fakes.pulumi_mocks import RecordingMocks, by_type, named, one, resolve
-from tests.program.test_program import run_program
+from tests.program.harness import run_program
 
 WATCH_TYPES = (
     "aws:cloudwatch/dashboard:Dashboard",
@@ -60,11 +60,17 @@ def test_every_stack_watches_its_model_server(
     config = named(mocks.records, "kubernetes:core/v1:ConfigMap", "watch-collector-config")
     scrape = yaml.safe_load(config.inputs["data"][metrics.CONFIG_FILE])
     assert scrape["exporters"]["awsemf"]["namespace"] == f"GemmaGraviton/{stack}"
-    account = one(mocks.records, "kubernetes:core/v1:ServiceAccount")
+    account = named(mocks.records, "kubernetes:core/v1:ServiceAccount", "watch-collector-sa")
     assert account.inputs["metadata"]["annotations"]["eks.amazonaws.com/role-arn"].startswith(
         "arn:aws:iam::"
     )
     assert by_type(mocks.records, "aws:sns/topicSubscription:TopicSubscription") == []
+    emf = named(mocks.records, "aws:iam/rolePolicy:RolePolicy", "watch-collector-emf")
+    (statement,) = json.loads(emf.inputs["policy"])["Statement"]
+    assert all(action.startswith("logs:") for action in statement["Action"]), emf.urn
+    group = named(mocks.records, "aws:cloudwatch/logGroup:LogGroup", "watch-emf")
+    assert group.inputs["name"] == f"/gemma-graviton/{stack}/metrics"
+    assert statement["Resource"] == [group.outputs["arn"], group.outputs["arn"] + ":*"], emf.urn
 
 
 def _region(mocks: RecordingMocks) -> str:
@@ -86,5 +92,6 @@ def test_an_alarm_email_subscribes_to_the_topic(
 def test_monitoring_off_creates_none_of_it(mocks: RecordingMocks, exports: dict[str, Any]) -> None:
     run_program(mocks, "dev", {"monitoring": False})
     for type_ in WATCH_TYPES:
-        assert by_type(mocks.records, type_) == [], type_
+        assert [r.urn for r in by_type(mocks.records, type_) if "watch" in r.name] == [], type_
+    assert not [r.urn for r in mocks.records if "monitoring:Monitoring" in r.urn]
     assert "dashboardUrl" not in exports and "alarmTopic" not in exports
