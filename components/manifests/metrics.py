@@ -164,7 +164,7 @@ def collector_config(spec: CollectorSpec) -> str:
                 "namespace": spec.cloudwatch_namespace,
                 "region": spec.region,
                 "log_group_name": spec.log_group,
-                "log_stream_name": "group-{group}",
+                "log_stream_name": "vllm-leaders",
                 "dimension_rollup_option": "NoDimensionRollup",
                 "metric_declarations": [
                     {"dimensions": [[STACK_DIMENSION]], "metric_name_selectors": plain},
