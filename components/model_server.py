@@ -56,6 +56,8 @@ class ModelServer(pulumi.ComponentResource):
     """Longest request in tokens."""
     namespace: pulumi.Output[str]
     """Namespace of the group's pods (for `kubectl logs`)."""
+    load_balancer_hostname: pulumi.Output[str]
+    """DNS name of the load balancer (its CloudWatch dimension derives from it)."""
 
     def __init__(
         self, name: str, args: ModelServerArgs, opts: pulumi.ResourceOptions | None = None
@@ -112,7 +114,8 @@ class ModelServer(pulumi.ComponentResource):
             opts=pulumi.ResourceOptions(parent=self, depends_on=_nodes(args)),
         )
 
-        self.endpoint = _endpoint(spec, svc, group)
+        self.load_balancer_hostname = _hostname(svc)
+        self.endpoint = _endpoint(spec, self.load_balancer_hostname, group)
         self.api_key = pulumi.Output.secret(api_key)
         self.served_model = pulumi.Output.from_input(spec.model)
         self.max_model_len = pulumi.Output.from_input(spec.max_model_len)
@@ -204,17 +207,20 @@ def _secret(
     )
 
 
-def _endpoint(
-    spec: ServerSpec, svc: k8s.core.v1.Service, group: k8s.apiextensions.CustomResource
-) -> pulumi.Output[str]:
-    """The API's base URL on the load balancer's hostname, announced only once the group
-    serves."""
-    scheme = "https" if spec.tls_certificate_arn else "http"
-    host = svc.status.apply(
+def _hostname(svc: k8s.core.v1.Service) -> pulumi.Output[str]:
+    return svc.status.apply(
         lambda status: (
             (status.load_balancer.ingress or [None])[0].hostname
             if status and status.load_balancer and status.load_balancer.ingress
             else None
         )
     )
+
+
+def _endpoint(
+    spec: ServerSpec, host: pulumi.Output[str], group: k8s.apiextensions.CustomResource
+) -> pulumi.Output[str]:
+    """The API's base URL on the load balancer's hostname, announced only once the group
+    serves."""
+    scheme = "https" if spec.tls_certificate_arn else "http"
     return pulumi.Output.all(host, group.id).apply(lambda parts: f"{scheme}://{parts[0]}/v1")

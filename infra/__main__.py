@@ -18,10 +18,11 @@ from components.addons import ClusterRef
 from components.cluster import Cluster, ClusterArgs
 from components.leaderworkerset import LwsController, LwsControllerArgs
 from components.model_server import ModelServer, ModelServerArgs
+from components.monitoring import Monitoring, MonitoringArgs
 from components.network import Network, NetworkArgs
 from components.observability import ClusterLogs, ClusterLogsArgs
 from components.storage import ModelVolumes, ModelVolumesArgs
-from infra.plan import wiring
+from infra.plan import monitoring, wiring
 from infra.pulumi_config import place_zones, read_stack_config, warn_about
 
 stack = pulumi.get_stack()
@@ -98,6 +99,26 @@ server = ModelServer(
     opts=on_cluster,
 )
 
+watcher = None
+if cfg.monitoring:
+    alarm_at = monitoring.thresholds(
+        cfg.waiting_requests_alarm, plan.max_concurrency, plan.replicas
+    )
+    watcher = Monitoring(
+        "watch",
+        MonitoringArgs(
+            cluster=cluster_ref,
+            collector=wiring.collector_spec(cfg, stack),
+            application_log_group=logs.log_group_name,
+            namespace=server.namespace,
+            load_balancer_hostname=server.load_balancer_hostname,
+            waiting_threshold=alarm_at.waiting_requests,
+            server_errors_threshold=alarm_at.server_errors,
+            alarm_email=cfg.alarm_email,
+        ),
+        opts=on_cluster,
+    )
+
 pulumi.export("clusterName", cluster.cluster_name)
 pulumi.export("kubeconfig", cluster.kubeconfig)
 pulumi.export("region", cfg.region)
@@ -117,3 +138,6 @@ pulumi.export(
     "curlExample",
     server.endpoint.apply(lambda url: wiring.curl_example(url, cfg.model)),
 )
+if watcher is not None:
+    pulumi.export("dashboardUrl", watcher.dashboard_url)
+    pulumi.export("alarmTopic", watcher.topic_arn)

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Literal
 
-from components.manifests import gatekeeper
+from components.manifests import gatekeeper, metrics
 from components.manifests.spec import (
     API_KEY_KEY,
     HF_TOKEN_KEY,
@@ -135,8 +135,10 @@ def service(spec: ServerSpec) -> Manifest:
 
 def network_policy(spec: ServerSpec) -> Manifest:
     """Ranks of a group talk to each other on any TCP port (gloo and vLLM's ZMQ use ephemeral
-    ports); everyone else reaches only the gatekeeper's port, which asks for the key. (vLLM's own
-    port is on loopback and unreachable from the network at all.)"""
+    ports); everyone else reaches only the gatekeeper's port, which asks for the key. The
+    gatekeeper's metrics port admits the metrics collector's pods alone (its namespace and
+    labels); no Service targets it, so the load balancer never reaches it. (vLLM's own port is
+    on loopback and unreachable from the network at all.)"""
     group = {"matchLabels": {LWS_NAME_LABEL: spec.lws_name}}
     return {
         "apiVersion": "networking.k8s.io/v1",
@@ -148,6 +150,10 @@ def network_policy(spec: ServerSpec) -> Manifest:
             "ingress": [
                 {"from": [{"podSelector": group}]},
                 {"ports": [{"port": gatekeeper.PORT, "protocol": "TCP"}]},
+                {
+                    "from": [metrics.scraper_peer(spec.namespace)],
+                    "ports": [{"port": gatekeeper.METRICS_PORT, "protocol": "TCP"}],
+                },
             ],
         },
     }

@@ -37,6 +37,11 @@ IMAGE = (
 CONTAINER = "gatekeeper"
 PORT_NAME = "gatekeeper"
 PORT = 8080
+#: The internal listener that passes vLLM's Prometheus `/metrics` and nothing else. The Service
+#: never targets it, and the NetworkPolicy admits it from the metrics collector's pods only
+#: (`components.manifests.metrics`).
+METRICS_PORT_NAME = "metrics"
+METRICS_PORT = 9090
 CONFIG_FILE = "nginx.conf"
 CONFIG_MOUNT = "/etc/gatekeeper"
 KEY_FILE = "api-key.map"
@@ -93,6 +98,7 @@ def nginx_conf(
     key_dir: str = KEY_MOUNT,
     run_dir: str = RUN_DIR,
     access_log: str = "/dev/stdout",
+    metrics_listen: str = str(METRICS_PORT),
 ) -> str:
     """The gatekeeper's whole nginx.conf. In the pod the defaults hold; the rehearsal passes its
     loopback ports and a scratch directory, nothing else."""
@@ -219,6 +225,22 @@ http {{
 
         location / {{ return 404 {not_found}; }}
     }}
+
+    # vLLM's Prometheus metrics for the in-cluster collector. Not in the access log: the
+    # front-door answer counts are made from that log, and scrapes are not clients.
+    server {{
+        listen {metrics_listen};
+        access_log off;
+
+        location = /metrics {{
+            if ($request_method != GET) {{ return 404 {not_found}; }}
+            proxy_http_version 1.1;
+            proxy_set_header Connection "";
+            proxy_read_timeout 10s;
+            proxy_pass http://vllm/metrics;
+        }}
+        location / {{ return 404 {not_found}; }}
+    }}
 }}
 """
 
@@ -259,7 +281,10 @@ def container(millicpu: int, memory_mib: int) -> dict[str, Any]:
         "imagePullPolicy": "IfNotPresent",
         # Not the image's entrypoint: it rewrites files under /etc/nginx, which is read-only here.
         "command": ["nginx", "-e", "stderr", "-c", f"{CONFIG_MOUNT}/{CONFIG_FILE}"],
-        "ports": [{"name": PORT_NAME, "containerPort": PORT, "protocol": "TCP"}],
+        "ports": [
+            {"name": PORT_NAME, "containerPort": PORT, "protocol": "TCP"},
+            {"name": METRICS_PORT_NAME, "containerPort": METRICS_PORT, "protocol": "TCP"},
+        ],
         "resources": {"requests": dict(amount), "limits": dict(amount)},
         "securityContext": {
             "allowPrivilegeEscalation": False,

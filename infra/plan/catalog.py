@@ -177,6 +177,16 @@ COTENANTS: tuple[Cotenant, ...] = (
         source="EKS aws-ebs-csi-driver",
         with_volumes_only=True,
     ),
+    # The metrics collector (components/manifests/metrics.py): one pod, requests equal limits.
+    # Counted even with `monitoring: false`, so turning it on never resizes the model pods.
+    Cotenant(
+        "metrics-collector",
+        50,
+        160,
+        "deployment",
+        1,
+        source="this project's metrics collector (ADOT, components/manifests/metrics.py)",
+    ),
     # nginx proxying a few requests a second, no TLS (the load balancer ends it): ~10 MB
     # resident, well under 5 millicores. Requests equal limits like the engine's.
     Cotenant(

@@ -407,6 +407,33 @@ class StackConfig(BaseModel):
             json_schema_extra=_fix("use auto or a positive number of tokens such as 512"),
         ),
     ] = "auto"
+    monitoring: Annotated[
+        bool,
+        Field(
+            description="vLLM's and the front door's metrics in CloudWatch, a dashboard and "
+            'alarms (README, "Watching it"); false creates none of them.',
+            json_schema_extra=_fix("use true or false"),
+        ),
+    ] = True
+    alarm_email: Annotated[
+        str | None,
+        Field(
+            alias="alarmEmail",
+            pattern=r"^[^@\s]+@[^@\s]+\.[^@\s]+$",
+            description="E-mail address subscribed to the alarms' SNS topic (it must confirm "
+            "the subscription).",
+            json_schema_extra=_fix("use an address such as oncall@example.com"),
+        ),
+    ] = None
+    waiting_requests_alarm: Annotated[
+        PositiveInt | Auto,
+        Field(
+            alias="waitingRequestsAlarm",
+            description="Alarm when more requests than this wait for 5 minutes; auto = the "
+            "requests the KV cache holds at once, over every group.",
+            json_schema_extra=_fix("use auto or a positive number of requests such as 4"),
+        ),
+    ] = "auto"
     owner: Annotated[
         str,
         Field(

@@ -89,6 +89,8 @@ class CostInputs:
     model_volume_gib: int
     checkpoint_bytes: int
     aggregate_tokens_per_s: float
+    #: `monitoring: true`: the metrics, dashboard, alarms and their ingestion.
+    monitoring: bool = False
 
 
 def stack_costs(inputs: CostInputs, today: dt.date) -> CostBreakdown:
@@ -202,6 +204,19 @@ def stack_costs(inputs: CostInputs, today: dt.date) -> CostBreakdown:
             estimate=True,
         )
     )
+    if inputs.monitoring:
+        from infra.plan.monitoring import monitoring_costs
+
+        for cost in monitoring_costs(inputs.replicas):
+            lines.append(
+                _line(
+                    cost.item,
+                    cost.usd_per_month / HOURS_PER_MONTH,
+                    cost.basis,
+                    cost.price,
+                    cost.estimate,
+                )
+            )
     if inputs.region != prices.PRICE_REGION:
         notes.append(
             f"no {inputs.region} prices in the catalogue: costed at {prices.PRICE_REGION} list "

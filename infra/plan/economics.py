@@ -67,6 +67,7 @@ def economics(cfg: StackConfig, p: Plan, today: dt.date | None = None) -> Econom
             model_volume_gib=p.model_volume_gib,
             checkpoint_bytes=profile.checkpoint_bytes,
             aggregate_tokens_per_s=full,
+            monitoring=cfg.monitoring,
         ),
         today or dt.date.today(),
     )

@@ -122,6 +122,20 @@ CLOUDWATCH_LOGS_GB = Price(
     "2026-06",
 )
 
+_CLOUDWATCH_METRICS = (
+    "vantage.sh/blog/cloudwatch-metrics-pricing-explained-in-plain-english and "
+    f"moderntechnologist.com/amazon-cloudwatch-pricing-explained (us-east-1); read {READ_ON}"
+)
+CLOUDWATCH_METRIC_MONTH = Price(
+    0.30, "per custom metric-month (first 10,000)", _CLOUDWATCH_METRICS, "2026"
+)
+CLOUDWATCH_DASHBOARD_MONTH = Price(
+    3.00, "per dashboard-month (the account's first 3 are free)", _CLOUDWATCH_METRICS, "2026"
+)
+CLOUDWATCH_ALARM_METRIC_MONTH = Price(
+    0.10, "per standard-resolution alarm metric-month", _CLOUDWATCH_METRICS, "2026"
+)
+
 
 @dataclass(frozen=True)
 class EksVersion:

@@ -6,8 +6,10 @@ from __future__ import annotations
 import json
 import shlex
 
+from components import watch
 from components.manifests import ProbeSpec, ServerSpec
 from components.manifests.gatekeeper import GatekeeperLimits
+from components.manifests.metrics import CollectorSpec
 from infra.plan import catalog
 from infra.plan.config import PROJECT, StackConfig
 from infra.plan.sizing import Plan
@@ -75,6 +77,21 @@ def server_spec(cfg: StackConfig, plan: Plan) -> ServerSpec:
         internal_load_balancer=cfg.private_clients_only,
         aws_tags=stack_tags(cfg, plan.stack),
         model_revision=cfg.revision,
+    )
+
+
+def collector_spec(cfg: StackConfig, stack: str) -> CollectorSpec:
+    """The metrics collector of a stack: its leaders, CloudWatch names and log group."""
+    return CollectorSpec(
+        namespace=NAMESPACE,
+        lws_name=f"{SERVER_NAME}-vllm",
+        cloudwatch_namespace=f"GemmaGraviton/{stack}",
+        stack=stack,
+        region=cfg.region,
+        log_group=f"/gemma-graviton/{stack}/metrics",
+        samples=watch.SAMPLES,
+        bucket_samples=watch.bucket_samples(),
+        node_selector=NODE_LABELS,
     )
 
 

@@ -69,6 +69,7 @@ from infra.rehearse.checks import (
 )
 from infra.rehearse.endpoint import CHECK_TOKENS
 from infra.rehearse.env import RehearsalEnvError, ensure_env
+from infra.rehearse.metrics_capture import capture_check
 from infra.rehearse.ranks import (
     RankFailure,
     RankGroup,
@@ -125,6 +126,7 @@ NOT_REACHED = (
     ("max concurrency", "planner's"),
     ("KV budget accepted", "every rank"),
     ("bench", "no cut-off"),
+    ("metrics listener", "vLLM's families"),
     ("burst above the rate", "429s, no 5xx"),
 )
 GATE_NOT_REACHED = (
@@ -286,6 +288,8 @@ def _check_group(
                 checks.append(bench_check(run_bench(gate_url, api_key, group.progress)))
             except bench.BenchError as error:
                 checks.append(Check("bench", "no cut-off", "could not run", False, note=str(error)))
+        # After the traffic above, so the latency histograms have observations.
+        checks.append(capture_check(door.metrics_url, vllm_root))
         # Last: it empties this client's allowance.
         checks.append(gate.burst_check(door, api_key, limits))
         if options.keep:

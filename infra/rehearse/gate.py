@@ -29,6 +29,7 @@ from typing import Any
 from components.manifests import gatekeeper
 from components.manifests.gatekeeper import GatekeeperLimits
 from infra.rehearse.checks import Check
+from infra.rehearse.ranks import free_port
 from infra.rehearse.workspace import RehearsalError
 
 INSTALL_HINT = "apt-get install -y nginx-light (Debian, Ubuntu) or dnf install nginx"
@@ -63,6 +64,8 @@ class Gate:
 
     base_url: str
     access_log: Path
+    #: The internal listener that passes vLLM's `/metrics` only.
+    metrics_url: str = ""
 
     def log_entries(self) -> list[dict[str, Any]]:
         try:
@@ -81,13 +84,16 @@ def running_gate(
     vllm_port: int,
     work_dir: Path,
     progress: Callable[[str], None],
+    metrics_port: int | None = None,
 ) -> Iterator[Gate]:
-    """nginx with the gatekeeper's config on 127.0.0.1:`port`, stopped by group on exit."""
+    """nginx with the gatekeeper's config on 127.0.0.1:`port` (and its metrics listener on
+    `metrics_port`, a free port if not given), stopped by group on exit."""
     key_dir, run_dir = work_dir / "key", work_dir / "run"
     for directory in (key_dir, run_dir):
         directory.mkdir(parents=True, exist_ok=True)
     (key_dir / gatekeeper.KEY_FILE).write_text(gatekeeper.key_map_entry(api_key))
     access_log = run_dir / "access.log"
+    metrics_port = metrics_port or free_port()
     conf = work_dir / gatekeeper.CONFIG_FILE
     conf.write_text(
         gatekeeper.nginx_conf(
@@ -97,6 +103,7 @@ def running_gate(
             key_dir=str(key_dir),
             run_dir=str(run_dir),
             access_log=str(access_log),
+            metrics_listen=f"127.0.0.1:{metrics_port}",
         )
     )
     argv = [nginx, "-e", "stderr", "-c", str(conf)]
@@ -107,7 +114,7 @@ def running_gate(
     try:
         _wait_listening(port, process, work_dir / "nginx.log")
         progress(f"gatekeeper: nginx on 127.0.0.1:{port} in front of vLLM on {vllm_port}")
-        yield Gate(f"http://127.0.0.1:{port}", access_log)
+        yield Gate(f"http://127.0.0.1:{port}", access_log, f"http://127.0.0.1:{metrics_port}")
     finally:
         with suppress(ProcessLookupError):
             os.killpg(process.pid, signal.SIGTERM)

@@ -21,8 +21,14 @@ LIMITS = GatekeeperLimits(
 )
 
 
+def _servers(conf: str) -> tuple[str, str]:
+    """The public server block and the metrics listener's."""
+    public, metrics = conf.split("    # vLLM's Prometheus metrics for the in-cluster collector")
+    return public, metrics
+
+
 def test_only_the_four_routes_are_proxied() -> None:
-    conf = nginx_conf(LIMITS)
+    conf, _ = _servers(nginx_conf(LIMITS))
     proxied = re.findall(r"location = (\S+) \{", conf)
     assert proxied == ["/v1/chat/completions", "/v1/completions", "/v1/models", "/health"]
     assert re.findall(r"proxy_pass http://vllm(\S+)\$is_args", conf) == proxied
@@ -35,6 +41,22 @@ def test_only_the_four_routes_are_proxied() -> None:
     health = conf[conf.index("location = /health") :]
     assert "$gatekeeper_key_ok" not in health[: health.index("}\n")]
     assert conf.count("if ($gatekeeper_key_ok != 1)") == 3
+
+
+def test_the_metrics_listener_passes_metrics_only_and_logs_no_scrape() -> None:
+    public, metrics = _servers(nginx_conf(LIMITS))
+    assert f"listen {gatekeeper.METRICS_PORT};" in metrics
+    assert f"listen {gatekeeper.METRICS_PORT}" not in public
+    assert re.findall(r"location = (\S+) \{", metrics) == ["/metrics"]
+    assert re.findall(r"proxy_pass (\S+);", metrics) == ["http://vllm/metrics"]
+    assert "location / { return 404" in metrics
+    # The answer counts come from the access log: scrapes are not clients.
+    assert "access_log off;" in metrics
+    container = gatekeeper.container(30, 64)
+    assert {p["name"]: p["containerPort"] for p in container["ports"]} == {
+        gatekeeper.PORT_NAME: gatekeeper.PORT,
+        gatekeeper.METRICS_PORT_NAME: gatekeeper.METRICS_PORT,
+    }
 
 
 @pytest.mark.parametrize(

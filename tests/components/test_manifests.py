@@ -224,10 +224,12 @@ def test_network_policy_admits_only_the_group_and_the_gatekeeper_port() -> None:
     policy = _kind(objects, "NetworkPolicy")["spec"]
     group = {"matchLabels": {manifests.LWS_NAME_LABEL: "gemma-vllm"}}
     assert policy["podSelector"] == group
-    assert policy["ingress"] == [
+    assert policy["ingress"][:2] == [
         {"from": [{"podSelector": group}]},
         {"ports": [{"port": 8080, "protocol": "TCP"}]},
     ]
+    # The third rule, the metrics port from the collector only: tests/components/test_metrics.py.
+    assert len(policy["ingress"]) == 3
 
 
 def test_prefetch_init_container_and_offline_engine() -> None:

@@ -11,7 +11,7 @@ from infra.plan.config import ConfigError, check_secrets, load_config
 from infra.plan.sizing import plan
 
 CHEAPEST_TYPE_FIX = (
-    "choose r7g.2xlarge, the cheapest type that starts this stack ($454.28/month; `--compare` "
+    "choose r7g.2xlarge, the cheapest type that starts this stack ($474.35/month; `--compare` "
     "ranks them all)"
 )
 
@@ -123,7 +123,7 @@ BAD_INPUTS = [
     ),
     (
         ["podMemoryGiB=40"],
-        "`podMemoryGiB` 40 GiB is more than the 26.4 GiB a m7g.2xlarge node can give after its "
+        "`podMemoryGiB` 40 GiB is more than the 26.2 GiB a m7g.2xlarge node can give after its "
         "other tenants; set it to at most 26 or auto, or choose a larger `instanceType`",
     ),
     (

@@ -27,7 +27,7 @@ from tests.program.harness import HF_TOKEN, PROGRAM, run_program, stack_values
 OUTPUTS = {
     "clusterName", "kubeconfig", "region", "availabilityZone", "nodeInstanceType", "nodeCount",
     "plan", "endpoint", "apiKey", "model", "maxModelLen", "kvCacheTokens", "curlExample",
-    "namespace", "logGroup", "logsQuery",
+    "namespace", "logGroup", "logsQuery", "dashboardUrl", "alarmTopic",
 }  # fmt: skip
 LWS = "kubernetes:leaderworkerset.x-k8s.io/v1:LeaderWorkerSet"
 NODE_GROUP = "eks:index:ManagedNodeGroup"
@@ -92,7 +92,7 @@ def test_node_size_override_flows_into_the_node_group(
             True,
             "`instanceType` m7g.large leaves no whole CPU for a model pod after its other "
             "tenants; choose r7g.2xlarge, the cheapest type that starts this stack "
-            "($454.28/month; `--compare` ranks them all)",
+            "($474.35/month; `--compare` ranks them all)",
         ),
         (
             {},

@@ -1,0 +1,414 @@
+"""What a stack watches, as pure data: the vLLM metrics it exports, the front-door answer counts
+it makes from the gatekeeper's access log, the dashboard's widgets and the alarms. No Pulumi: the
+`Monitoring` component applies these, and the tests hold every vLLM name used here to the names
+real vLLM 0.31 exported in the rehearsal (`tests/fixtures/vllm/metrics-v0.31.json`).
+
+Percentiles: the collector exports each bucket of vLLM's latency histograms as its own metric
+(`le` a dimension; see `components.manifests.metrics`). Per minute, the q-th percentile is
+estimated as the upper bound of the first bucket whose increase reaches q of the requests in
+that minute, the usual bucket estimate: it can be no finer than vLLM's bucket bounds.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from components.manifests.metrics import RAW_SUFFIX, STACK_DIMENSION, exported_name
+
+#: vLLM gauges and counters the dashboard and alarms read (Prometheus sample names).
+RUNNING = "vllm:num_requests_running"
+WAITING = "vllm:num_requests_waiting"
+KV_USAGE = "vllm:kv_cache_usage_perc"
+PREEMPTIONS = "vllm:num_preemptions_total"
+GENERATION_TOKENS = "vllm:generation_tokens_total"
+#: The leader's API server process start time: it changes when LWS recreates the group.
+STARTED = "process_start_time_seconds"
+SAMPLES = (RUNNING, WAITING, KV_USAGE, PREEMPTIONS, GENERATION_TOKENS, STARTED)
+
+#: Latency histograms and the finite bucket bounds vLLM 0.31 uses for them, as it prints them
+#: (v1/metrics/loggers.py; the rehearsal's fixture holds the bounds it really exported).
+TTFT = "vllm:time_to_first_token_seconds"
+ITL = "vllm:inter_token_latency_seconds"
+BUCKETS: dict[str, tuple[str, ...]] = {
+    TTFT: (
+        "0.001", "0.005", "0.01", "0.02", "0.04", "0.06", "0.08", "0.1", "0.25", "0.5", "0.75",
+        "1.0", "2.5", "5.0", "7.5", "10.0", "20.0", "40.0", "80.0", "160.0", "640.0", "2560.0",
+    ),
+    ITL: (
+        "0.01", "0.025", "0.05", "0.075", "0.1", "0.15", "0.2", "0.3", "0.4", "0.5", "0.75",
+        "1.0", "2.5", "5.0", "7.5", "10.0", "20.0", "40.0", "80.0",
+    ),
+}  # fmt: skip
+BUCKET_LABEL = "le"
+INF = "+Inf"
+PERCENTILES = (0.5, 0.95)
+PERIOD = 60
+
+#: Front-door answers counted from the gatekeeper's JSON access log, which the add-on's Fluent Bit
+#: ships with the line parsed under `log_processed` (Merge_Log_Key of the add-on's application
+#: log config). nginx-light has `stub_status` (connections) only, no per-status counters, so a
+#: log metric filter is the cheap honest source: the log is shipped anyway.
+ANSWER_CLASSES: dict[str, str] = {
+    "2xx": "$.log_processed.status >= 200 && $.log_processed.status < 300",
+    "401": "$.log_processed.status = 401",
+    "413": "$.log_processed.status = 413",
+    "429": "$.log_processed.status = 429",
+    "5xx": "$.log_processed.status >= 500",
+}
+GATEKEEPER_CONTAINER = "gatekeeper"
+
+
+def answers_metric(status: str) -> str:
+    return f"front_door_answers_{status}"
+
+
+def answer_filter_pattern(status: str) -> str:
+    """The metric filter pattern counting the gatekeeper's answers of one status class."""
+    return (
+        f'{{ $.kubernetes.container_name = "{GATEKEEPER_CONTAINER}" && {ANSWER_CLASSES[status]} }}'
+    )
+
+
+def bucket_samples() -> tuple[str, ...]:
+    return tuple(f"{family}_bucket" for family in BUCKETS)
+
+
+def custom_metric_count() -> int:
+    """CloudWatch custom metrics the stack adds (each name-dimensions pair is one)."""
+    buckets = sum(len(bounds) + 1 for bounds in BUCKETS.values())
+    return len(SAMPLES) + buckets + len(ANSWER_CLASSES)
+
+
+@dataclass(frozen=True)
+class WatchSpec:
+    """Where the metrics are and what the alarms compare them with."""
+
+    stack: str
+    region: str
+    #: CloudWatch namespace of the stack's own metrics (EMF and log filters).
+    namespace: str
+    cluster_name: str
+    #: `net/<name>/<id>`, the NLB's CloudWatch dimension.
+    load_balancer: str
+    waiting_threshold: int
+    server_errors_threshold: int
+
+
+def _vllm(spec: WatchSpec, sample: str, stat: str, **extra: Any) -> list[Any]:
+    return [
+        spec.namespace,
+        exported_name(sample),
+        STACK_DIMENSION,
+        spec.stack,
+        {"stat": stat, "period": PERIOD, **extra},
+    ]
+
+
+def _increase(metric_id: str) -> str:
+    """Per-minute increase of a cumulative series; 0 where it restarted."""
+    return f"IF(DIFF({metric_id}) > 0, DIFF({metric_id}), 0)"
+
+
+def percentile_queries(spec: WatchSpec, family: str, prefix: str) -> list[list[Any]]:
+    """Dashboard metric rows: every bucket of `family` (hidden), its increases, and one visible
+    expression per percentile."""
+    bounds = [*BUCKETS[family], INF]
+    rows: list[list[Any]] = []
+    for index, bound in enumerate(bounds):
+        rows.append(
+            [
+                spec.namespace,
+                exported_name(f"{family}_bucket"),
+                STACK_DIMENSION,
+                spec.stack,
+                BUCKET_LABEL,
+                bound,
+                {"id": f"{prefix}b{index}", "stat": "Sum", "period": PERIOD, "visible": False},
+            ]
+        )
+        rows.append(
+            [
+                {
+                    "expression": _increase(f"{prefix}b{index}"),
+                    "id": f"{prefix}i{index}",
+                    "visible": False,
+                }
+            ]
+        )
+    total = f"{prefix}i{len(bounds) - 1}"
+    for q in PERCENTILES:
+        candidates = ", ".join(
+            f"IF({prefix}i{index} >= {q} * {total}, {bound}, {bounds[-2]})"
+            for index, bound in enumerate(bounds[:-1])
+        )
+        rows.append(
+            [
+                {
+                    "expression": f"IF({total} > 0, MIN([{candidates}]))",
+                    "id": f"{prefix}p{int(q * 100)}",
+                    "label": f"p{int(q * 100)}",
+                }
+            ]
+        )
+    return rows
+
+
+def _widget(title: str, metrics: list[list[Any]], x: int, y: int, **props: Any) -> dict[str, Any]:
+    return {
+        "type": "metric",
+        "x": x,
+        "y": y,
+        "width": 12,
+        "height": 6,
+        "properties": {
+            "title": title,
+            "view": "timeSeries",
+            "region": props.pop("region"),
+            "metrics": metrics,
+            "period": PERIOD,
+            **props,
+        },
+    }
+
+
+def dashboard_widgets(spec: WatchSpec) -> list[dict[str, Any]]:
+    """The dashboard's panels, in reading order."""
+    region = spec.region
+    answers = [
+        [spec.namespace, answers_metric(status), {"stat": "Sum", "period": PERIOD, "label": status}]
+        for status in ANSWER_CLASSES
+    ]
+    panels: list[tuple[str, list[list[Any]], dict[str, Any]]] = [
+        ("Time to first token, seconds (p50, p95)", percentile_queries(spec, TTFT, "t"), {}),
+        ("Inter-token latency, seconds (p50, p95)", percentile_queries(spec, ITL, "l"), {}),
+        (
+            "Generation tokens/s",
+            [
+                _vllm(spec, GENERATION_TOKENS, "Sum", id="g", visible=False),
+                [{"expression": f"{_increase('g')} / {PERIOD}", "id": "gps", "label": "tokens/s"}],
+            ],
+            {},
+        ),
+        (
+            "Requests running and waiting",
+            [
+                _vllm(spec, RUNNING, "Sum", label="running"),
+                _vllm(spec, WAITING, "Sum", label="waiting"),
+            ],
+            {
+                "annotations": {
+                    "horizontal": [{"label": "waiting alarm", "value": spec.waiting_threshold}]
+                }
+            },
+        ),
+        (
+            "KV cache usage (0-1)",
+            [_vllm(spec, KV_USAGE, "Maximum", label="KV cache used")],
+            {"yAxis": {"left": {"min": 0, "max": 1}}},
+        ),
+        (
+            "Preemptions per minute",
+            [
+                _vllm(spec, PREEMPTIONS, "Sum", id="pr", visible=False),
+                [{"expression": _increase("pr"), "id": "prm", "label": "preemptions"}],
+            ],
+            {},
+        ),
+        ("Front-door answers by status, per minute", answers, {"stat": "Sum"}),
+        (
+            "Group restarts",
+            [
+                _vllm(spec, STARTED, "Sum", id="st", visible=False),
+                [{"expression": "IF(DIFF(st) > 0, 1, 0)", "id": "rs", "label": "restarted"}],
+            ],
+            {},
+        ),
+        (
+            "Healthy load balancer targets",
+            [
+                [
+                    {
+                        "expression": (
+                            "SEARCH('{AWS/NetworkELB,LoadBalancer,TargetGroup} "
+                            f'MetricName="HealthyHostCount" LoadBalancer="{spec.load_balancer}"\', '
+                            f"'Minimum', {PERIOD})"
+                        ),
+                        "id": "hh",
+                    }
+                ]
+            ],
+            {},
+        ),
+        (
+            "Node memory and CPU, % (Container Insights)",
+            [
+                [
+                    "ContainerInsights",
+                    metric,
+                    "ClusterName",
+                    spec.cluster_name,
+                    {"stat": "Maximum", "period": PERIOD, "label": label},
+                ]
+                for metric, label in (
+                    ("node_memory_utilization", "memory"),
+                    ("node_cpu_utilization", "cpu"),
+                )
+            ],
+            {"yAxis": {"left": {"min": 0, "max": 100}}},
+        ),
+    ]
+    return [
+        _widget(title, metrics, 12 * (i % 2), 6 * (i // 2), region=region, **props)
+        for i, (title, metrics, props) in enumerate(panels)
+    ]
+
+
+def dashboard_body(spec: WatchSpec) -> str:
+    return json.dumps({"widgets": dashboard_widgets(spec)}, sort_keys=True)
+
+
+def dashboard_url(region: str, name: str) -> str:
+    return f"https://{region}.console.aws.amazon.com/cloudwatch/home?region={region}#dashboards/dashboard/{name}"
+
+
+@dataclass(frozen=True)
+class AlarmSpec:
+    """One alarm, in `aws.cloudwatch.MetricAlarm`'s words (snake_case keyword arguments)."""
+
+    key: str
+    description: str
+    args: dict[str, Any]
+
+
+def _query(spec: WatchSpec, query_id: str, sample: str, stat: str) -> dict[str, Any]:
+    return {
+        "id": query_id,
+        "return_data": False,
+        "metric": {
+            "namespace": spec.namespace,
+            "metric_name": exported_name(sample),
+            "dimensions": {STACK_DIMENSION: spec.stack},
+            "stat": stat,
+            "period": PERIOD,
+        },
+    }
+
+
+def alarms(spec: WatchSpec) -> list[AlarmSpec]:
+    """The stack's alarms. README "Watching it" says what each means and what to do."""
+    return [
+        AlarmSpec(
+            "no-healthy-target",
+            "No healthy target behind the load balancer: the endpoint is not serving.",
+            {
+                "comparison_operator": "LessThanThreshold",
+                "threshold": 1,
+                "evaluation_periods": 2,
+                "datapoints_to_alarm": 2,
+                "treat_missing_data": "breaching",
+                "metric_queries": [
+                    {
+                        "id": "healthy",
+                        "return_data": True,
+                        "period": PERIOD,
+                        "expression": (
+                            'SELECT MIN(HealthyHostCount) FROM SCHEMA("AWS/NetworkELB", '
+                            "LoadBalancer, TargetGroup) "
+                            f"WHERE LoadBalancer = '{spec.load_balancer}'"
+                        ),
+                    }
+                ],
+            },
+        ),
+        AlarmSpec(
+            "requests-waiting",
+            f"More than {spec.waiting_threshold} requests waiting for 5 minutes: the group is "
+            "saturated.",
+            {
+                "comparison_operator": "GreaterThanThreshold",
+                "threshold": spec.waiting_threshold,
+                "evaluation_periods": 5,
+                "datapoints_to_alarm": 5,
+                "treat_missing_data": "notBreaching",
+                "namespace": spec.namespace,
+                "metric_name": exported_name(WAITING),
+                "dimensions": {STACK_DIMENSION: spec.stack},
+                "statistic": "Sum",
+                "period": PERIOD,
+            },
+        ),
+        AlarmSpec(
+            "kv-cache-full",
+            "KV cache above 90% for 10 minutes: requests will queue and be preempted.",
+            {
+                "comparison_operator": "GreaterThanThreshold",
+                "threshold": 0.9,
+                "evaluation_periods": 10,
+                "datapoints_to_alarm": 10,
+                "treat_missing_data": "notBreaching",
+                "namespace": spec.namespace,
+                "metric_name": exported_name(KV_USAGE),
+                "dimensions": {STACK_DIMENSION: spec.stack},
+                "statistic": "Maximum",
+                "period": PERIOD,
+            },
+        ),
+        AlarmSpec(
+            "group-restart",
+            "A vLLM group restarted (its leader's process start time changed).",
+            {
+                "comparison_operator": "GreaterThanOrEqualToThreshold",
+                "threshold": 1,
+                "evaluation_periods": 1,
+                "treat_missing_data": "notBreaching",
+                "metric_queries": [
+                    _query(spec, "st", STARTED, "Sum"),
+                    {
+                        "id": "restarted",
+                        "return_data": True,
+                        "expression": "IF(DIFF(st) > 0, 1, 0)",
+                        "label": "group restarted",
+                    },
+                ],
+            },
+        ),
+        AlarmSpec(
+            "server-errors",
+            f"More than {spec.server_errors_threshold} 5xx answers from the front door in 5 "
+            "minutes.",
+            {
+                "comparison_operator": "GreaterThanThreshold",
+                "threshold": spec.server_errors_threshold,
+                "evaluation_periods": 1,
+                "treat_missing_data": "notBreaching",
+                "namespace": spec.namespace,
+                "metric_name": answers_metric("5xx"),
+                "statistic": "Sum",
+                "period": 300,
+            },
+        ),
+    ]
+
+
+def used_vllm_samples(
+    widgets: Sequence[dict[str, Any]], alarm_specs: Sequence[AlarmSpec]
+) -> set[str]:
+    """Every exported vLLM metric name the dashboard and alarms read, back as the scraped name."""
+    names: set[str] = set()
+
+    def visit(value: Any) -> None:
+        if isinstance(value, str) and value.endswith(RAW_SUFFIX):
+            names.add(value.removesuffix(RAW_SUFFIX))
+        elif isinstance(value, dict):
+            for item in value.values():
+                visit(item)
+        elif isinstance(value, list):
+            for item in value:
+                visit(item)
+
+    visit(list(widgets))
+    visit([a.args for a in alarm_specs])
+    return names

@@ -1,0 +1,91 @@
+"""What watching a stack adds: the alarms' planned thresholds and the monthly cost of the
+metrics, dashboard, alarms and metric ingestion (`components.watch` defines what is created).
+
+Pure: the program takes the thresholds from here, the plan's cost lines take the counts.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from components import watch
+from infra.plan import prices
+from infra.plan.prices import HOURS_PER_MONTH
+
+#: Alarm when the front door answers more 5xx than this in 5 minutes: vLLM or the group is
+#: failing, not a client (the gatekeeper's own refusals are 4xx).
+SERVER_ERRORS_PER_5_MINUTES = 5
+#: Alarms the stack creates and the metrics each reads (`watch.alarms`).
+ALARMS = 5
+ALARM_METRICS = 5
+DASHBOARDS = 1
+#: EMF bytes one group's leader writes per scrape: one event for the plain metrics and one per
+#: histogram bucket (their `le` dimension differs), ~350 bytes each. An estimate: measure it with
+#: the metrics log group's IncomingBytes.
+EMF_BYTES_PER_EVENT = 350
+
+
+@dataclass(frozen=True)
+class AlarmThresholds:
+    waiting_requests: int
+    server_errors: int
+
+
+def thresholds(waiting_key: int | str, max_concurrency: float, replicas: int) -> AlarmThresholds:
+    """`waitingRequestsAlarm` auto: as many requests as the KV cache holds at once, over every
+    group. More than that waiting means a new request waits at least one whole reply."""
+    waiting = (
+        max(1, math.floor(max_concurrency)) * replicas
+        if waiting_key == "auto"
+        else int(waiting_key)
+    )
+    return AlarmThresholds(waiting, SERVER_ERRORS_PER_5_MINUTES)
+
+
+def emf_gb_per_month(replicas: int) -> float:
+    events = 1 + sum(len(bounds) + 1 for bounds in watch.BUCKETS.values())
+    scrapes = HOURS_PER_MONTH * 3600 / 60
+    return replicas * scrapes * events * EMF_BYTES_PER_EVENT / 1e9
+
+
+@dataclass(frozen=True)
+class MonitoringCost:
+    item: str
+    usd_per_month: float
+    basis: str
+    price: prices.Price
+    estimate: bool = False
+
+
+def monitoring_costs(replicas: int) -> list[MonitoringCost]:
+    """Monthly cost of what `monitoring: true` adds."""
+    metrics = watch.custom_metric_count()
+    gb = emf_gb_per_month(replicas)
+    return [
+        MonitoringCost(
+            "cloudwatch custom metrics",
+            metrics * prices.CLOUDWATCH_METRIC_MONTH.usd,
+            f"{metrics} metrics: vLLM gauges and counters, every latency bucket, 5 answer counts",
+            prices.CLOUDWATCH_METRIC_MONTH,
+        ),
+        MonitoringCost(
+            "cloudwatch dashboard",
+            DASHBOARDS * prices.CLOUDWATCH_DASHBOARD_MONTH.usd,
+            "one dashboard (free if the account has fewer than 3)",
+            prices.CLOUDWATCH_DASHBOARD_MONTH,
+        ),
+        MonitoringCost(
+            "cloudwatch alarms",
+            ALARM_METRICS * prices.CLOUDWATCH_ALARM_METRIC_MONTH.usd,
+            f"{ALARMS} alarms reading {ALARM_METRICS} metrics (SNS e-mail: within the free tier)",
+            prices.CLOUDWATCH_ALARM_METRIC_MONTH,
+        ),
+        MonitoringCost(
+            "metrics ingestion",
+            gb * prices.CLOUDWATCH_LOGS_GB.usd,
+            f"{gb:.2f} GB a month of EMF events ({replicas} leader(s) scraped every minute)",
+            prices.CLOUDWATCH_LOGS_GB,
+            estimate=True,
+        ),
+    ]

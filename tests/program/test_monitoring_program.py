@@ -1,0 +1,97 @@
+"""Watching it, under the mocks: every stack creates the collector, the answer counts, the
+dashboard, the alarms and their topic, and exports `dashboardUrl`; `monitoring: false` creates
+none of them."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+import yaml
+
+from components import watch
+from components.manifests import metrics
+from infra.plan.stackfile import stack_names
+from tests.fakes.pulumi_mocks import RecordingMocks, by_type, named, one, resolve
+from tests.program.harness import run_program
+
+WATCH_TYPES = (
+    "aws:cloudwatch/dashboard:Dashboard",
+    "aws:cloudwatch/metricAlarm:MetricAlarm",
+    "aws:cloudwatch/logMetricFilter:LogMetricFilter",
+    "aws:sns/topic:Topic",
+    "kubernetes:apps/v1:Deployment",
+    "kubernetes:rbac.authorization.k8s.io/v1:Role",
+)
+
+
+@pytest.mark.usefixtures("as_pulumi_host")
+@pytest.mark.parametrize("stack", stack_names())
+def test_every_stack_watches_its_model_server(
+    stack: str, mocks: RecordingMocks, exports: dict[str, Any]
+) -> None:
+    run_program(mocks, stack)
+    dashboard = one(mocks.records, "aws:cloudwatch/dashboard:Dashboard")
+    body = json.loads(dashboard.inputs["dashboardBody"])
+    assert len(body["widgets"]) == 10, dashboard.urn
+    assert resolve(exports["dashboardUrl"]) == (
+        f"https://{json.loads(_region(mocks))}.console.aws.amazon.com/cloudwatch/home?region="
+        f"{json.loads(_region(mocks))}#dashboards/dashboard/gemma-graviton-{stack}"
+    )
+    alarms = by_type(mocks.records, "aws:cloudwatch/metricAlarm:MetricAlarm")
+    assert len(alarms) == 5
+    topic = one(mocks.records, "aws:sns/topic:Topic")
+    for alarm in alarms:
+        assert alarm.inputs["alarmActions"] == [topic.outputs["arn"]], alarm.urn
+    healthy = named(
+        mocks.records, "aws:cloudwatch/metricAlarm:MetricAlarm", "watch-no-healthy-target"
+    )
+    query = healthy.inputs["metricQueries"][0]["expression"]
+    assert "LoadBalancer = 'net/a" in query, healthy.urn
+    filters = by_type(mocks.records, "aws:cloudwatch/logMetricFilter:LogMetricFilter")
+    assert sorted(f.inputs["metricTransformation"]["name"] for f in filters) == sorted(
+        watch.answers_metric(s) for s in watch.ANSWER_CLASSES
+    )
+    deployment = one(mocks.records, "kubernetes:apps/v1:Deployment")
+    pod = deployment.inputs["spec"]["template"]["spec"]
+    assert pod["containers"][0]["image"] == metrics.IMAGE
+    assert deployment.inputs["metadata"]["namespace"] == "gemma-graviton"
+    config = named(mocks.records, "kubernetes:core/v1:ConfigMap", "watch-collector-config")
+    scrape = yaml.safe_load(config.inputs["data"][metrics.CONFIG_FILE])
+    assert scrape["exporters"]["awsemf"]["namespace"] == f"GemmaGraviton/{stack}"
+    account = named(mocks.records, "kubernetes:core/v1:ServiceAccount", "watch-collector-sa")
+    assert account.inputs["metadata"]["annotations"]["eks.amazonaws.com/role-arn"].startswith(
+        "arn:aws:iam::"
+    )
+    assert by_type(mocks.records, "aws:sns/topicSubscription:TopicSubscription") == []
+    emf = named(mocks.records, "aws:iam/rolePolicy:RolePolicy", "watch-collector-emf")
+    (statement,) = json.loads(emf.inputs["policy"])["Statement"]
+    assert all(action.startswith("logs:") for action in statement["Action"]), emf.urn
+    group = named(mocks.records, "aws:cloudwatch/logGroup:LogGroup", "watch-emf")
+    assert group.inputs["name"] == f"/gemma-graviton/{stack}/metrics"
+    assert statement["Resource"] == [group.outputs["arn"], group.outputs["arn"] + ":*"], emf.urn
+
+
+def _region(mocks: RecordingMocks) -> str:
+    provider = named(mocks.records, "pulumi:providers:aws", "aws")
+    return json.dumps(provider.inputs["region"])
+
+
+@pytest.mark.usefixtures("as_pulumi_host")
+def test_an_alarm_email_subscribes_to_the_topic(
+    mocks: RecordingMocks, exports: dict[str, Any]
+) -> None:
+    run_program(mocks, "dev", {"alarmEmail": "oncall@example.com"})
+    subscription = one(mocks.records, "aws:sns/topicSubscription:TopicSubscription")
+    assert subscription.inputs["protocol"] == "email"
+    assert subscription.inputs["endpoint"] == "oncall@example.com"
+
+
+@pytest.mark.usefixtures("as_pulumi_host")
+def test_monitoring_off_creates_none_of_it(mocks: RecordingMocks, exports: dict[str, Any]) -> None:
+    run_program(mocks, "dev", {"monitoring": False})
+    for type_ in WATCH_TYPES:
+        assert [r.urn for r in by_type(mocks.records, type_) if "watch" in r.name] == [], type_
+    assert not [r.urn for r in mocks.records if "monitoring:Monitoring" in r.urn]
+    assert "dashboardUrl" not in exports and "alarmTopic" not in exports
