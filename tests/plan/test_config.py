@@ -208,14 +208,35 @@ def test_missing_owner_is_named() -> None:
     assert str(error.value) == "`owner` is required; set it to a team or e-mail address"
 
 
-def test_plain_text_secret_is_refused() -> None:
+@pytest.mark.parametrize("key", ["hfToken", "apiKey"])
+def test_plain_text_secret_is_refused(key: str) -> None:
     with pytest.raises(ConfigError) as error:
-        check_secrets({"hfToken": False})
+        check_secrets({"hfToken": True, "apiKey": True, key: False})
     assert str(error.value) == (
-        "`hfToken` is a secret but is stored in plain text; run "
-        "`pulumi config set --secret hfToken <value>` and remove the plain value"
+        f"`{key}` is a secret but is stored in plain text; run "
+        f"`pulumi config set --secret {key} <value>` and remove the plain value"
     )
     check_secrets({"hfToken": True, "apiKey": True})
+    check_secrets({"owner": False})  # not a secret key: no rule about how it is stored
+
+
+@pytest.mark.parametrize("key", ["hfToken", "apiKey"])
+def test_stack_file_with_a_plain_secret_key_is_refused(
+    key: str, tmp_path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setattr(stackfile, "STACKS", tmp_path)
+    monkeypatch.setattr(stackfile, "REPO", tmp_path.parent)
+    base = {"gemma-graviton:owner": "t", "gemma-graviton:endDate": "2027-01-01"}
+    (tmp_path / "Pulumi.leaky.yaml").write_text(
+        yaml.safe_dump({"config": {**base, f"gemma-graviton:{key}": "plain-value-1234567890"}})
+    )
+    (tmp_path / "Pulumi.sealed.yaml").write_text(
+        yaml.safe_dump({"config": {**base, f"gemma-graviton:{key}": {"secure": "v1:abc"}}})
+    )
+    assert main(["--stack", "leaky"]) == 2
+    assert f"`{key}` is a secret but is stored in plain text" in capsys.readouterr().err
+    assert main(["--stack", "sealed", "--json"]) == 0
+    capsys.readouterr()
 
 
 def test_stack_file_with_plain_secret_or_foreign_key_is_refused(
@@ -240,3 +261,71 @@ def test_stack_file_with_plain_secret_or_foreign_key_is_refused(
     assert main(["--stack", "sealed", "--json"]) == 0
     assert main(["--stack", "nope"]) == 2
     assert capsys.readouterr().err.startswith("error: `--stack` 'nope' has no file")
+
+
+# Rules the config model owns: each is refused here, before the network or the cluster would
+# refuse it later in `pulumi up`, and the value just inside the rule is accepted.
+@pytest.mark.parametrize(
+    ("values", "key"),
+    [
+        ({"vpcCidr": "10.0.0.0/15"}, "vpcCidr"),
+        ({"vpcCidr": "10.42.0.0/19"}, "vpcCidr"),
+        ({"vpcCidr": "100.64.0.0/16"}, "vpcCidr"),
+        ({"controlPlaneZone": "us-west-2a"}, "controlPlaneZone"),
+        ({"controlPlaneZone": "us-east-1b"}, "controlPlaneZone"),
+        ({"availabilityZone": "us-east-1a"}, "availabilityZone"),
+        ({"availabilityZone": "us-west-2"}, "availabilityZone"),
+        ({"allowedCidrs": ["127.0.0.0/8"]}, "allowedCidrs"),
+        ({"allowedCidrs": ["169.254.0.0/16"]}, "allowedCidrs"),
+        ({"allowedCidrs": []}, "allowedCidrs"),
+        ({"owner": ""}, "owner"),
+        ({"owner": "ml#platform"}, "owner"),
+        ({"tags": {"team": "a" * 257}}, "tags"),
+        ({"tags": {"t" * 129: "x"}}, "tags"),
+        ({"tags": {"AWS:team": "x"}}, "tags"),
+        ({"tags": {"endDate": "x"}}, "tags"),
+        ({"kubernetesVersion": "1.99"}, "kubernetesVersion"),
+    ],
+    ids=lambda v: str(v)[:40],
+)
+def test_a_config_rule_refuses_before_any_resource(values: dict[str, object], key: str) -> None:
+    with pytest.raises(ConfigError) as error:
+        load_config({"owner": "t", "endDate": "2027-01-01", **values})
+    assert error.value.key == key
+
+
+@pytest.mark.parametrize(
+    "values",
+    [
+        {"vpcCidr": "10.0.0.0/16"},
+        {"vpcCidr": "172.16.0.0/18"},
+        {"vpcCidr": "192.168.0.0/17"},
+        {"controlPlaneZone": "us-west-2c"},
+        {"allowedCidrs": ["10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16"]},
+        {"allowedCidrs": ["203.0.113.7/32"], "allowPlainHttp": True},
+        {"tags": {"team": "a" * 256, "t" * 128: "x", "cost center": "ml/inference:2"}},
+        {"owner": "ml-platform@example.com"},
+        {"tags": {f"t{i}": "v" for i in range(46)}},
+        {"allowedCidrs": [f"10.{i}.0.0/16" for i in range(50)]},
+    ],
+    ids=lambda v: str(v)[:40],
+)
+def test_the_value_just_inside_a_rule_is_accepted(values: dict[str, object]) -> None:
+    load_config({"owner": "t", "endDate": "2027-01-01", **values})
+
+
+def test_the_control_plane_zone_is_a_neighbour_of_the_node_zone() -> None:
+    base = {"owner": "t", "endDate": "2027-01-01"}
+    assert load_config(base).second_zone == "us-west-2b"
+    assert load_config({**base, "availabilityZone": "us-west-2b"}).second_zone == "us-west-2a"
+    assert load_config({**base, "controlPlaneZone": "us-west-2d"}).second_zone == "us-west-2d"
+
+
+def test_only_private_client_ranges_make_an_internal_load_balancer() -> None:
+    base = {"owner": "t", "endDate": "2027-01-01"}
+    assert load_config(base).private_clients_only
+    assert load_config({**base, "allowedCidrs": ["10.1.0.0/16"]}).private_clients_only
+    public = load_config(
+        {**base, "allowedCidrs": ["203.0.113.7/32"], "allowPlainHttp": True}
+    ).private_clients_only
+    assert not public
