@@ -153,6 +153,51 @@ BAD_INPUTS = [
         "(see the README)",
     ),
     (
+        ["zzzzqqqq=1"],
+        "`zzzzqqqq` is not a gemma-graviton stack key; remove it (see the README's keys)",
+    ),
+    (
+        [
+            "modelProfile={layers: 4, slidingPerFull: 5, slidingKvHeads: 8, slidingHeadDim: 256, "
+            "fullKvHeads: 1, fullHeadDim: 512, slidingWindow: 1024, hiddenSize: 3840, "
+            "vocabSize: 262144, checkpointBytes: 1000, maxContext: 4096, colour: 1}"
+        ],
+        "`modelProfile.colour` is not a field of the model profile; remove it",
+    ),
+    (
+        [
+            "modelProfile={layers: many, slidingPerFull: 5, slidingKvHeads: 8, "
+            "slidingHeadDim: 256, fullKvHeads: 1, fullHeadDim: 512, slidingWindow: 1024, "
+            "hiddenSize: 3840, vocabSize: 262144, checkpointBytes: 1000, maxContext: 4096}"
+        ],
+        "`modelProfile.layers` must be a valid integer, unable to parse string as an integer "
+        "(got 'many'); give every field of the profile (see the README)",
+    ),
+    (
+        ["kubernetesVersion=latest"],
+        "`kubernetesVersion` has the wrong form (got 'latest'); use a pinned minor version such "
+        "as 1.34",
+    ),
+    (
+        ["allowedCidrs=203.0.113.0/24"],
+        "`allowedCidrs` must be a list (got '203.0.113.0/24'); list IPv4 ranges such as "
+        "203.0.113.0/24",
+    ),
+    (
+        ["tags=costCenter"],
+        "`tags` must be a mapping (got 'costCenter'); give a map of string keys to string values",
+    ),
+    (
+        ["vpcCidr=ten"],
+        "`vpcCidr` must be a valid IPv4 network (got 'ten'); use a private range of /16 to /18, "
+        "such as 10.42.0.0/16",
+    ),
+    (
+        ["weightPrefetch=maybe"],
+        "`weightPrefetch` must be a valid boolean, unable to interpret input (got 'maybe'); use "
+        "true or false",
+    ),
+    (
         ["instanceType=m7g.large"],
         "`instanceType` m7g.large leaves no whole CPU for a model pod after its other tenants; "
         "choose a type with at least 4 vCPU, such as m7g.2xlarge",
