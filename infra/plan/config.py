@@ -557,9 +557,9 @@ def _shown(value: Any) -> str:
 
 def _rule_text(first: Mapping[str, Any]) -> str:
     """Pydantic's message for the most specific branch, phrased as a rule. The container
-    checks come first: "a valid tuple" is pydantic's word for a list in the stack file."""
+    checks come first: "a valid tuple" is pydantic's word for the list `allowedCidrs`."""
     message = str(first["msg"]).removeprefix("Value error, ")
-    if message in ("Input should be a valid tuple", "Input should be a valid list"):
+    if message == "Input should be a valid tuple":
         return "must be a list"
     if message == "Input should be a valid dictionary":
         return "must be a mapping"

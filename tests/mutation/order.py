@@ -8,6 +8,7 @@ import pytest
 
 FIRST = (
     "tests/plan/test_budget.py",
+    "tests/plan/test_frontdoor.py",
     "tests/plan/test_rules.py",
     "tests/policies/test_policies.py",
     "tests/components/test_gatekeeper.py",

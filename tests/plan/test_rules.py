@@ -100,3 +100,21 @@ def test_the_plan_as_json_has_every_field_as_plain_data() -> None:
     for key in ("ranks", "reasons", "weights_gib_per_stage"):
         assert isinstance(data[key], list), key
     assert isinstance(data["front_door"]["reasons"], list)
+
+
+def test_versions_are_ordered_by_minor_number_not_as_text(monkeypatch: pytest.MonkeyPatch) -> None:
+    # As text "1.10" sorts before "1.9"; the newest and the oldest are chosen by minor number.
+    support = prices.EKS_VERSIONS[NEWEST]
+    monkeypatch.setattr(prices, "EKS_VERSIONS", {"1.9": support, "1.10": support})
+    load_config({**BASE, "kubernetesVersion": "1.11"})
+    with pytest.raises(ConfigError) as error:
+        load_config({**BASE, "kubernetesVersion": "1.12"})
+    assert str(error.value) == (
+        "`kubernetesVersion` 1.12 is newer than any EKS version the catalogue knows (newest "
+        "1.10); use 1.10"
+    )
+    with pytest.raises(ConfigError) as error:
+        rules.check_dates(load_config({**BASE, "kubernetesVersion": "1.08"}), TODAY)
+    assert str(error.value) == (
+        "`kubernetesVersion` 1.08 is older than any version EKS still runs; use 1.10"
+    )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import pytest
@@ -232,3 +233,67 @@ def test_planner_matches_real_vllms_refusal_of_4096_tokens() -> None:
     assert f"{kv.bytes_per_request(4096, 4096) / GIB:.2f}" == f"{refusal.needed_gib:.2f}"
     assert f"{kv.usable_bytes(budget) / GIB:.2f}" == f"{refusal.available_gib:.2f}"
     assert kv.max_len(budget, 4096, 4096) == refusal.estimated_max_model_len
+
+
+# The plan says why each number is what it is: one line a decision, worded for the key the stack
+# set (auto: the planner's rule; a number: "as the stack sets").
+AUTO_REASONS = [
+    "pod memory 26 GiB: 29.8 GiB allocatable on m7g.2xlarge minus 1.41 GiB requested by the "
+    "add-ons, the LWS controller and the gatekeeper that may share the node minus 2 GiB headroom; "
+    "requests equal limits",
+    "2 stage(s): the fewest whose heaviest rank holds weights (12.6 GiB) plus runtime overhead "
+    "(8.7 GiB, paid by every pod) and leaves KV for the longest context; 4 node(s) in all",
+    "memory guard sees 4.69 GiB on rank 0: the init container's page cache is charged outside the "
+    "engine container",
+    "KV cache 4.22 GiB per rank: 90% of what the guard sees",
+    "max_num_batched_tokens 4096: the largest that still serves the longest context "
+    "(sliding-window layers reserve window - 1 + stages x batched tokens); a 8192-token prompt is "
+    "prefilled in 2 step(s)",
+    "max_model_len 8192: the longest one request fits, capped at 8192 (`maxContextCap`); 3.17 such "
+    "requests fit at once",
+    "decode ~4.3 tokens/s per stream: each token streams the stages' weights in series at ~99 GB/s "
+    "per node",
+    "without the weight prefetch the guard would see 0.58 GiB (the checkpoint's page cache charged "
+    "to the engine container), leaving 8,192 tokens at 1.32x",
+]
+SET_REASONS = [
+    AUTO_REASONS[0],
+    "3 stage(s), as the stack sets",
+    "memory guard sees 0.58 GiB on rank 0: the checkpoint's page cache is charged to the engine "
+    "container",
+    "KV cache 0.37 GiB per rank: as the stack sets",
+    "max_num_batched_tokens 1024: as the stack sets",
+    "max_model_len 2048: as the stack sets; 1.43 such requests fit at once",
+    AUTO_REASONS[6],
+]
+
+
+def test_reasons_explain_each_automatic_choice() -> None:
+    assert list(_plan(replicas=2).reasons) == AUTO_REASONS
+
+
+def test_reasons_name_each_value_the_stack_set() -> None:
+    p = _plan(
+        **{**REPORT, "pipelineStages": 3, "maxNumBatchedTokens": 1024, "replicas": 2},
+    )
+    assert list(p.reasons) == SET_REASONS
+
+
+def test_decode_streams_every_stage_and_the_output_head_in_series() -> None:
+    p = _plan()
+    instance = catalog.INSTANCE_TYPES[p.instance_type]
+    rate = instance.decode_gbps_per_vcpu * 1e9 * p.pod_cpu
+    reads = [r.layers * GEMMA.layer_bytes for r in p.ranks]
+    reads[-1] += GEMMA.embedding_bytes  # the output head, read for every token
+    assert p.decode_tokens_per_s == round(1 / sum(read / rate for read in reads), 2)
+    one = _plan(instanceType="m7g.4xlarge")
+    big = catalog.INSTANCE_TYPES["m7g.4xlarge"]
+    single = GEMMA.layers * GEMMA.layer_bytes + GEMMA.embedding_bytes
+    expected = big.decode_gbps_per_vcpu * 1e9 * one.pod_cpu / single
+    assert one.decode_tokens_per_s == round(expected, 2)
+
+
+def test_a_model_volume_holds_the_checkpoint_with_its_margin() -> None:
+    cached = _plan(modelCache="volume")
+    checkpoint_gib = GEMMA.checkpoint_bytes / GIB
+    assert cached.model_volume_gib == math.ceil(checkpoint_gib * 1.2)
