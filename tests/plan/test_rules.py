@@ -113,6 +113,8 @@ def test_versions_are_ordered_by_minor_number_not_as_text(monkeypatch: pytest.Mo
         "`kubernetesVersion` 1.12 is newer than any EKS version the catalogue knows (newest "
         "1.10); use 1.10"
     )
+    # Minor 9, written with two digits: the oldest the catalogue knows, so still accepted.
+    rules.check_dates(load_config({**BASE, "kubernetesVersion": "1.09"}), TODAY)
     with pytest.raises(ConfigError) as error:
         rules.check_dates(load_config({**BASE, "kubernetesVersion": "1.08"}), TODAY)
     assert str(error.value) == (

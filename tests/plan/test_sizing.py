@@ -10,6 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from infra.plan import catalog
+from infra.plan.budget import node_budget
 from infra.plan.catalog import GIB
 from infra.plan.config import load_config
 from infra.plan.kv_cache import group_kv, stage_layers
@@ -297,3 +298,129 @@ def test_a_model_volume_holds_the_checkpoint_with_its_margin() -> None:
     cached = _plan(modelCache="volume")
     checkpoint_gib = GEMMA.checkpoint_bytes / GIB
     assert cached.model_volume_gib == math.ceil(checkpoint_gib * 1.2)
+
+
+P4 = {
+    "layers": 4,
+    "slidingPerFull": 5,
+    "slidingKvHeads": 1,
+    "slidingHeadDim": 256,
+    "fullKvHeads": 1,
+    "fullHeadDim": 256,
+    "slidingWindow": 512,
+    "hiddenSize": 1152,
+    "vocabSize": 262144,
+    "checkpointBytes": 2 * GIB,
+    "maxContext": 32768,
+}
+NO_SPLIT = (
+    "cannot hold google/gemma-4-12B-it at any split (1 stage(s) need 33.7 GiB per pod before any "
+    "KV cache; 8 stage(s) need 12.0 GiB per pod before any KV cache); choose a larger type such "
+    "as m7g.4xlarge"
+)
+# Every refusal of the planner, with the key it blames, the rule and the fix.
+REFUSALS = [
+    ({"instanceType": "m6g.4xlarge"},
+     "`instanceType` m6g.4xlarge is graviton2, whose cores have no bf16 instructions; vLLM's Arm "
+     "CPU backend serves bf16 weights from Graviton3 on; choose a Graviton3 or Graviton4 type "
+     "such as m7g.2xlarge"),
+    ({"instanceType": "m7i.2xlarge"},
+     "`instanceType` m7i.2xlarge is not a Graviton (arm64) type, and the image and node group "
+     "are arm64; choose a Graviton type such as m7g.2xlarge or m8g.4xlarge"),
+    ({"instanceType": "m7g.16xlarge"},
+     "`instanceType` m7g.16xlarge is not in the catalogue (families c6g, c7g, c8g, m6g, m7g, "
+     "m8g, r6g, r7g, r8g, large to 8xlarge); choose one of those, such as m7g.2xlarge"),
+    ({"model": "example/small", "modelProfile": P4, "pipelineStages": 5},
+     "`pipelineStages` 5 is more than the model's 4 layers; use at most 4, or auto"),
+    ({"instanceType": "c7g.large"},
+     "`instanceType` c7g.large leaves no whole CPU for a model pod after its other tenants; "
+     "choose a type with at least 4 vCPU, such as m7g.2xlarge"),
+    ({"podMemoryGiB": 26.5},
+     "`podMemoryGiB` 26.5 GiB is more than the 26.4 GiB a m7g.2xlarge node can give after its "
+     "other tenants; set it to at most 26 or auto, or choose a larger `instanceType`"),
+    ({"maxModelLen": 200000},
+     "`maxModelLen` 200000 is above google/gemma-4-12B-it's context of 131072; use at most "
+     "131072, or auto"),
+    ({"instanceType": "c7g.xlarge"}, f"`instanceType` c7g.xlarge (3 GiB per pod) {NO_SPLIT}"),
+    ({"instanceType": "m7g.xlarge"}, f"`instanceType` m7g.xlarge (11 GiB per pod) {NO_SPLIT}"),
+    ({"pipelineStages": 2, "podMemoryGiB": 21.3},
+     "`pipelineStages` 2 stage(s) put 21.3 GiB of weights and runtime on rank 0, more than its "
+     "21.3 GiB pod; use more stages or auto, or choose a larger `instanceType`"),
+    ({"weightPrefetch": False, "kvCacheBytes": 4 * GIB},
+     "`kvCacheBytes` 4294967296 (4.00 GiB) is more than vLLM's memory guard will see on rank 0 "
+     "(0.58 GiB: the checkpoint's page cache is charged to the engine container); set it to at "
+     "most 559939584 or auto, or set `weightPrefetch: true`"),
+    ({"kvCacheBytes": 5 * GIB, "pipelineStages": 2},
+     "`kvCacheBytes` 5368709120 (5.00 GiB) is more than vLLM's memory guard will see on rank 0 "
+     "(4.69 GiB: the init container's page cache is charged outside the engine container); set "
+     "it to at most 4529848320 or auto"),
+    ({"kvCacheBytes": 1},
+     "`kvCacheBytes` 1 holds KV for 0 tokens, fewer than the 1024 one request needs (0.19 GiB "
+     "per rank); set it to at least 201326592 or auto"),
+    ({"pipelineStages": 2, "kvCacheBytes": 201326591},
+     "`kvCacheBytes` 201326591 holds KV for 896 tokens, fewer than the 1024 one request needs "
+     "(0.19 GiB per rank); set it to at least 201326592 or auto"),
+    ({"pipelineStages": 2, "podMemoryGiB": 21.5, "kvCacheBytes": 1},
+     "`kvCacheBytes` 1 holds KV for 0 tokens, fewer than the 1024 one request needs (0.19 GiB "
+     "per rank); set it to auto, or choose a larger `instanceType`"),
+    ({**REPORT, "maxModelLen": 4096, "pipelineStages": 2, "maxNumBatchedTokens": 4096},
+     "`maxModelLen` 4096 tokens need 0.68 GiB of KV cache per rank, more than the 0.37 GiB "
+     "available to it (vLLM would estimate a maximum of 2048); set it to at most 2048 or auto, "
+     "or give the KV cache more memory"),
+    ({"maxNumBatchedTokens": 256, "pipelineStages": 3},
+     "`maxNumBatchedTokens` 256 is below vLLM's max_num_seqs of 384; use at least 384, or auto"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("values", "message"), REFUSALS, ids=lambda v: str(v)[:48])
+def test_each_refusal_names_the_key_the_rule_and_the_fix(
+    values: dict[str, object], message: str
+) -> None:
+    with pytest.raises(PlanError) as error:
+        _plan(**values)
+    assert str(error.value) == message
+
+
+def test_a_node_without_room_for_a_pod_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(catalog, "NODE_HEADROOM_MIB", 40 * 1024)
+    with pytest.raises(PlanError) as error:
+        _plan()
+    assert str(error.value) == (
+        "`instanceType` m7g.2xlarge leaves no memory for a model pod after its other tenants; "
+        "choose a larger type such as m7g.2xlarge"
+    )
+
+
+def test_the_values_just_inside_the_refusals_plan() -> None:
+    # The least KV the refusal asks for serves exactly the shortest useful context.
+    assert _plan(pipelineStages=2, kvCacheBytes=201326592).max_model_len == 1024
+    # A forced split keeps what its automatic KV serves, even below the useful minimum.
+    short = _plan(pipelineStages=2, podMemoryGiB=21.5)
+    assert 0 < short.max_model_len < 1024
+    assert _plan(maxNumBatchedTokens=256, pipelineStages=2).max_num_batched_tokens == 256
+    assert _plan(podMemoryGiB=26).pod_memory_gib == 26
+
+
+def test_the_plan_carries_the_stack_and_what_follows_from_the_split() -> None:
+    p = _plan(vllmImage="vllm/vllm-openai-cpu:v0.31.1-arm64", modelCache="volume")
+    assert (p.stack, p.model, p.generation) == ("dev", GEMMA.name, "graviton3")
+    assert (p.weight_prefetch, p.model_cache) == (True, "volume")
+    assert p.vllm_image == "vllm/vllm-openai-cpu:v0.31.1-arm64"
+    assert p.shm_gib == 1
+    assert p.tightest_rank == 0 and p.guard_available_gib == p.ranks[0].guard_gib
+    assert p.max_num_seqs == 128 * p.stages
+    assert p.prefill_steps_at_max_len == -(-p.max_model_len // p.max_num_batched_tokens)
+    kvs = group_kv(GEMMA, p.stages)
+    needed = kvs.bytes_per_request(p.max_model_len, p.max_num_batched_tokens)
+    assert p.kv_needed_gib == round(needed / GIB, 2)
+    concurrency = kvs.concurrency(p.kv_cache_bytes, p.max_model_len, p.max_num_batched_tokens)
+    assert p.max_concurrency == round(concurrency, 2)
+    assert p.kv_cache_tokens == int(concurrency * p.max_model_len)
+    budget = node_budget(catalog.INSTANCE_TYPES[p.instance_type], volumes=True)
+    assert p.node_cotenants_gib == round(budget.cotenants_gib, 2)
+    assert p.node_allocatable_gib == round(budget.allocatable_gib, 2)
+    for rank in p.ranks:
+        assert rank.free_gib == round(rank.free_gib, 2) and rank.guard_gib == round(
+            rank.guard_gib, 2
+        )
+    assert p.decode_tokens_per_s == round(p.decode_tokens_per_s, 2)
