@@ -21,11 +21,13 @@ from infra.plan.budget import (
     auto_kv_bytes,
     choose_batched,
     longest_context,
+    node_budget,
+    round_gib,
     stage_weights_gib,
 )
 from infra.plan.catalog import GIB, MIB
 from infra.plan.config import load_config
-from infra.plan.kv_cache import KvGroup, cdiv, group_kv
+from infra.plan.kv_cache import KvGroup, cdiv, group_kv, rank_layer_counts
 from infra.plan.sizing import MIN_STARTUP_SECONDS, plan
 
 BASE = {"owner": "ml-platform", "endDate": "2027-01-01"}
@@ -201,3 +203,39 @@ def test_cold_start_is_download_load_and_warm_up() -> None:
     assert fast.warm_restart_seconds == fast.cold_start_seconds  # no volume: downloads again
     cached = plan(load_config({**BASE, "modelCache": "volume"}))
     assert cached.warm_restart_seconds == math.floor(warm)
+
+
+def test_each_rank_counts_its_own_sliding_and_full_layers() -> None:
+    assert rank_layer_counts(GEMMA, 2, 0) == (20, 4)
+    assert rank_layer_counts(GEMMA, 2, 1) == (20, 4)
+    assert rank_layer_counts(GEMMA, 3, 1) == (13, 3)  # layers 16-31: full at 17, 23 and 29
+    assert sum(sum(rank_layer_counts(GEMMA, 5, r)) for r in range(5)) == GEMMA.layers
+
+
+def test_plan_figures_are_rounded_to_hundredths() -> None:
+    assert round_gib(1.23456) == 1.23
+    assert round_gib(26.0) == 26.0
+
+
+def test_a_daemonset_counts_once_and_a_deployment_per_replica(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(
+        catalog,
+        "COTENANTS",
+        (
+            catalog.Cotenant("agent", 100, 300, "daemonset", replicas=3),
+            catalog.Cotenant("controller", 200, 100, "deployment", 2),
+            catalog.Cotenant("csi", 50, 1000, "daemonset", with_volumes_only=True),
+        ),
+    )
+    instance = catalog.INSTANCE_TYPES["m7g.2xlarge"]
+    plain = node_budget(instance, volumes=False)
+    assert plain.cotenants_gib == pytest.approx((300 + 2 * 100) / 1024)
+    assert plain.cpu == (catalog.allocatable_millicpu(instance) - (100 + 2 * 200)) // 1000
+    allocatable = catalog.allocatable_mib(instance) / 1024
+    assert plain.allocatable_gib == pytest.approx(allocatable)
+    headroom = catalog.NODE_HEADROOM_MIB / 1024
+    assert plain.free_gib == pytest.approx(allocatable - plain.cotenants_gib - headroom)
+    with_volumes = node_budget(instance, volumes=True)
+    assert with_volumes.cotenants_gib == pytest.approx((300 + 2 * 100 + 1000) / 1024)

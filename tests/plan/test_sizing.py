@@ -367,6 +367,14 @@ REFUSALS = [
      "`maxModelLen` 4096 tokens need 0.68 GiB of KV cache per rank, more than the 0.37 GiB "
      "available to it (vLLM would estimate a maximum of 2048); set it to at most 2048 or auto, "
      "or give the KV cache more memory"),
+    ({"podMemoryGiB": 12.02},
+     "`instanceType` m7g.2xlarge (12.02 GiB per pod) cannot hold google/gemma-4-12B-it at any "
+     "split (1 stage(s) need 33.7 GiB per pod before any KV cache; 8 stage(s) leave KV for only "
+     "512 tokens); choose a larger type such as m7g.4xlarge"),
+    ({"podMemoryGiB": 12.05, "maxModelLen": 2048},
+     "`maxModelLen` 2048 tokens need 0.09 GiB of KV cache per rank, more than the 0.05 GiB "
+     "available to it (vLLM would estimate a maximum of 1152); set it to at most 1152 or auto, "
+     "or give the KV cache more memory"),
     ({"maxNumBatchedTokens": 256, "pipelineStages": 3},
      "`maxNumBatchedTokens` 256 is below vLLM's max_num_seqs of 384; use at least 384, or auto"),
 ]  # fmt: skip
@@ -381,14 +389,41 @@ def test_each_refusal_names_the_key_the_rule_and_the_fix(
     assert str(error.value) == message
 
 
-def test_a_node_without_room_for_a_pod_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(catalog, "NODE_HEADROOM_MIB", 40 * 1024)
+@pytest.mark.parametrize("headroom_gib", [28, 40])
+def test_a_node_without_a_whole_gib_for_a_pod_is_refused(
+    headroom_gib: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # 28 GiB of headroom leaves m7g.2xlarge 0.4 GiB: less than a whole GiB is no pod.
+    monkeypatch.setattr(catalog, "NODE_HEADROOM_MIB", headroom_gib * 1024)
     with pytest.raises(PlanError) as error:
         _plan()
     assert str(error.value) == (
         "`instanceType` m7g.2xlarge leaves no memory for a model pod after its other tenants; "
         "choose a larger type such as m7g.2xlarge"
     )
+
+
+def test_a_node_with_one_whole_gib_gets_a_one_gib_pod(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(catalog, "NODE_HEADROOM_MIB", 27 * 1024)
+    with pytest.raises(PlanError) as error:
+        _plan()
+    assert str(error.value).startswith("`instanceType` m7g.2xlarge (1 GiB per pod) cannot hold")
+
+
+def test_a_pod_may_take_exactly_what_the_node_gives() -> None:
+    free = node_budget(catalog.INSTANCE_TYPES["m7g.2xlarge"], volumes=False).free_gib
+    assert _plan(podMemoryGiB=free).pod_memory_gib == free
+
+
+def test_automatic_stages_are_the_fewest_that_serve_the_context() -> None:
+    # Two ranks with 0.6 GiB of guard still serve 8,192 tokens: no third node.
+    assert (_plan(podMemoryGiB=21.9).stages, _plan(podMemoryGiB=21.9).max_model_len) == (2, 8192)
+    # A KV budget above what two ranks' guard sees moves to three, where it fits.
+    assert _plan(kvCacheBytes=5 * GIB).stages == 3
+    # As many stages as the model has layers is allowed.
+    assert _plan(model="example/small", modelProfile=P4, pipelineStages=4).stages == 4
+    # The model's whole context is a valid explicit length.
+    assert _plan(maxModelLen=GEMMA.max_context).max_model_len == GEMMA.max_context
 
 
 def test_the_values_just_inside_the_refusals_plan() -> None:
