@@ -7,6 +7,7 @@ and the startup timeout's margin over the cold start.
 
 from __future__ import annotations
 
+import itertools
 import math
 from dataclasses import replace
 
@@ -27,7 +28,7 @@ from infra.plan.budget import (
 )
 from infra.plan.catalog import GIB, MIB
 from infra.plan.config import load_config
-from infra.plan.kv_cache import KvGroup, cdiv, group_kv, rank_layer_counts
+from infra.plan.kv_cache import KvGroup, cdiv, group_kv, rank_layer_counts, stage_layers
 from infra.plan.sizing import MIN_STARTUP_SECONDS, plan
 
 BASE = {"owner": "ml-platform", "endDate": "2027-01-01"}
@@ -225,17 +226,106 @@ def test_a_daemonset_counts_once_and_a_deployment_per_replica(
         "COTENANTS",
         (
             catalog.Cotenant("agent", 100, 300, "daemonset", replicas=3),
-            catalog.Cotenant("controller", 200, 100, "deployment", 2),
+            catalog.Cotenant("controller", 405, 100, "deployment", 2),
             catalog.Cotenant("csi", 50, 1000, "daemonset", with_volumes_only=True),
         ),
     )
     instance = catalog.INSTANCE_TYPES["m7g.2xlarge"]
     plain = node_budget(instance, volumes=False)
     assert plain.cotenants_gib == pytest.approx((300 + 2 * 100) / 1024)
-    assert plain.cpu == (catalog.allocatable_millicpu(instance) - (100 + 2 * 200)) // 1000
+    # 7,910 allocatable millicores less 910 requested: exactly 7 cores.
+    assert plain.cpu == (catalog.allocatable_millicpu(instance) - (100 + 2 * 405)) // 1000 == 7
     allocatable = catalog.allocatable_mib(instance) / 1024
     assert plain.allocatable_gib == pytest.approx(allocatable)
     headroom = catalog.NODE_HEADROOM_MIB / 1024
     assert plain.free_gib == pytest.approx(allocatable - plain.cotenants_gib - headroom)
     with_volumes = node_budget(instance, volumes=True)
     assert with_volumes.cotenants_gib == pytest.approx((300 + 2 * 100 + 1000) / 1024)
+
+
+def _profile(**fields: object) -> catalog.ModelProfile:
+    return replace(GEMMA, **fields)
+
+
+@pytest.mark.parametrize(("layers", "stages"), [(48, 2), (10, 3), (48, 5), (7, 7), (26, 4)])
+def test_stages_cover_every_layer_once_in_order(layers: int, stages: int) -> None:
+    ranges = stage_layers(layers, stages)
+    assert ranges[0].start == 0 and ranges[-1].stop == layers
+    for before, after in itertools.pairwise(ranges):
+        assert after.start == before.stop
+    assert max(map(len, ranges)) - min(map(len, ranges)) <= 1
+
+
+def test_a_kind_under_one_and_a_half_times_the_other_sets_the_group_size() -> None:
+    # 7 layers alternating: 4 sliding, 3 full; 4 < 1.5 x 3, so groups of 4: one group each.
+    seven = group_kv(_profile(layers=7, sliding_per_full=1), 1)
+    assert sorted((g.kind, len(g.layers)) for g in seven.groups) == [("full", 3), ("sliding", 4)]
+    # 5 layers: 3 sliding, 2 full; 3 is not under 1.5 x 2, so groups of 2: two sliding groups.
+    five = group_kv(_profile(layers=5, sliding_per_full=1), 1)
+    assert sorted((g.kind, len(g.layers)) for g in five.groups) == [
+        ("full", 2),
+        ("sliding", 1),
+        ("sliding", 2),
+    ]
+
+
+def test_a_smaller_page_holds_whole_tokens_per_block() -> None:
+    # Full layers of 1 x 384 x 2 x 2 bytes a token in the sliding layers' page of 1 MiB.
+    kvs = group_kv(_profile(full_head_dim=384), 2)
+    full = next(g for g in kvs.groups if g.kind == "full")
+    assert full.block_tokens == kvs.page_bytes // (384 * 2 * 2) == 682
+    assert isinstance(full.block_tokens, int)
+
+
+def test_a_window_reserves_its_last_token_too() -> None:
+    # window - 1 + 2 in flight = 1025 tokens: nine blocks of 128, plus one.
+    assert KvGroup("sliding", 128, 1024, (0,)).blocks_for(100_000, 2) == 10
+    assert KvGroup("sliding", 128, 1024, (0,)).blocks_for(100_000, 1) == 9
+
+
+@pytest.mark.parametrize("kv_bytes", [0, 10_000_000, 123_456_789, 400_000_000, 2 * GIB])
+@pytest.mark.parametrize("stages", [1, 2, 3])
+def test_the_longest_context_is_the_last_that_fits(kv_bytes: int, stages: int) -> None:
+    kvs = group_kv(GEMMA, stages)
+    for upper in (8192, 8191):
+        length = kvs.max_len(kv_bytes, 512, upper)
+        assert 0 <= length <= upper
+        assert length == 0 or kvs.fits(kv_bytes, length, 512)
+        assert length == upper or not kvs.fits(kv_bytes, length + 1, 512)
+
+
+def test_a_batch_is_never_below_the_sequences_vllm_schedules() -> None:
+    # Eight ranks schedule 1,024 sequences: 512 would serve longer here but vLLM refuses it.
+    cfg = load_config(BASE)
+    kvs = group_kv(GEMMA, 8)
+    assert longest_context(kvs, 230_000_000, 512, 8192) > longest_context(
+        kvs, 230_000_000, 1024, 8192
+    )
+    batched, length = choose_batched(cfg, kvs, 230_000_000, 8192, 8)
+    assert batched >= 8 * CPU_DEFAULT_MAX_SEQS_PER_RANK
+    assert length == longest_context(kvs, 230_000_000, 1024, 8192)
+
+
+def test_every_candidate_batch_is_tried() -> None:
+    # 512 and 1,024 both serve 8,192 tokens, 2,048 fewer: the tie goes to 1,024.
+    cfg = load_config(BASE)
+    assert choose_batched(cfg, group_kv(GEMMA, 2), 600_000_000, 8192, 2) == (1024, 8192)
+
+
+def test_eks_reserves_cpu_core_by_core() -> None:
+    # 6% of the first core, 1% of the second, 0.5% of cores 3 and 4, 0.25% of every other.
+    def reserved(vcpu: int) -> int:
+        return catalog.kube_reserved_millicpu(replace(INSTANCE, vcpu=vcpu))
+
+    assert [reserved(n) for n in (1, 2, 3, 4, 5, 8, 16, 32)] == [60, 70, 75, 80, 82, 90, 110, 150]
+    assert catalog.allocatable_millicpu(INSTANCE) == 8000 - 90
+
+
+def test_eks_reserves_memory_per_pod_the_node_may_run() -> None:
+    assert catalog.kube_reserved_mib(INSTANCE) == 11 * 58 + 255
+    visible = 32 * 1024 * catalog.VISIBLE_MEMORY_FRACTION
+    assert catalog.allocatable_mib(INSTANCE) == pytest.approx(visible - (11 * 58 + 255) - 100)
+    assert f"{catalog.allocatable_mib(INSTANCE) / 1024:.1f}" == "29.8"  # a real node's figure
+
+
+INSTANCE = catalog.INSTANCE_TYPES["m7g.2xlarge"]

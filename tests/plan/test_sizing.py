@@ -418,8 +418,10 @@ def test_a_pod_may_take_exactly_what_the_node_gives() -> None:
 def test_automatic_stages_are_the_fewest_that_serve_the_context() -> None:
     # Two ranks with 0.6 GiB of guard still serve 8,192 tokens: no third node.
     assert (_plan(podMemoryGiB=21.9).stages, _plan(podMemoryGiB=21.9).max_model_len) == (2, 8192)
-    # A KV budget above what two ranks' guard sees moves to three, where it fits.
+    # A KV budget above what two ranks' guard sees moves to three, where it fits, whatever the
+    # context asked for (a short explicit one included).
     assert _plan(kvCacheBytes=5 * GIB).stages == 3
+    assert _plan(kvCacheBytes=5 * GIB, maxModelLen=512).stages == 3
     # As many stages as the model has layers is allowed.
     assert _plan(model="example/small", modelProfile=P4, pipelineStages=4).stages == 4
     # The model's whole context is a valid explicit length.
