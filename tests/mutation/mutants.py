@@ -84,7 +84,11 @@ GROUPS = (
             "components/manifests/access.py",
             "components/manifests/spec.py",
         ),
-        ("tests/components/test_manifests.py", "tests/components/test_gatekeeper.py"),
+        (
+            "tests/components/test_manifest_fields.py",
+            "tests/components/test_gatekeeper.py",
+            "tests/components/test_manifests.py",
+        ),
     ),
     Group("policies", ("policies/rules.py",), ("tests/policies",)),
 )

@@ -11,6 +11,7 @@ FIRST = (
     "tests/plan/test_frontdoor.py",
     "tests/plan/test_rules.py",
     "tests/policies/test_policies.py",
+    "tests/components/test_manifest_fields.py",
     "tests/components/test_gatekeeper.py",
     "tests/plan/test_config.py",
     "tests/plan/test_sizing.py",
