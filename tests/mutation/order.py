@@ -10,6 +10,7 @@ FIRST = (
     "tests/plan/test_budget.py",
     "tests/plan/test_frontdoor.py",
     "tests/plan/test_rules.py",
+    "tests/policies/test_policy_edges.py",
     "tests/policies/test_policies.py",
     "tests/components/test_manifest_fields.py",
     "tests/components/test_gatekeeper.py",
