@@ -15,7 +15,6 @@ of that file). Nothing in the working tree is changed.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import shutil
 import subprocess
@@ -134,27 +133,15 @@ def _prepare(group: Group, files: list[str], fresh: bool) -> Path:
     return work
 
 
-def _survivors(work: Path, files: list[str]) -> list[str]:
-    """Mutants of the last run in `work` that the tests did not catch (or never ran)."""
-    names = []
-    for file in files:
-        meta = work / "mutants" / f"{file}.meta"
-        if meta.exists():
-            codes = json.loads(meta.read_text())["exit_code_by_key"]
-            names += [name for name, code in codes.items() if code in (None, 0, 5, 33)]
-    return names
-
-
-def _run_group(group: Group, files: list[str], jobs: int, fresh: bool, retest: bool) -> float:
+def _run_group(group: Group, files: list[str], jobs: int, fresh: bool) -> float:
     work = _prepare(group, files, fresh)
-    retested = _survivors(work, files) if retest else []
     mutmut = Path(sys.executable).parent / "mutmut"
     log = work / "mutmut.log"
     start = time.monotonic()
     print(f"::: mutants of {group.name} ({len(files)} file(s)), log in {log.relative_to(REPO)}")
     with log.open("w") as out:
         done = subprocess.run(
-            [str(mutmut), "run", "--max-children", str(jobs), *retested],
+            [str(mutmut), "run", "--max-children", str(jobs)],
             cwd=work,
             stdout=out,
             stderr=subprocess.STDOUT,
@@ -195,12 +182,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--keep",
         action="store_true",
-        help="reuse the last run's results for functions that did not change",
-    )
-    parser.add_argument(
-        "--retest",
-        action="store_true",
-        help="keep the last run and put only its survivors through the tests again",
+        help="keep the last run's results that mutmut still trusts (it reruns what a change to "
+        "the code or the tests may have changed)",
     )
     parser.add_argument(
         "--report-only", action="store_true", help="report the last run without running"
@@ -225,9 +208,7 @@ def main(argv: list[str] | None = None) -> int:
         if not files:
             continue
         if not args.report_only:
-            timings[group.name] = _run_group(
-                group, files, args.jobs, fresh=not (args.keep or args.retest), retest=args.retest
-            )
+            timings[group.name] = _run_group(group, files, args.jobs, fresh=not args.keep)
         outcomes += collect(SCRATCH / group.name, REPO, files)
 
     equivalent = load_equivalent(EQUIVALENT)

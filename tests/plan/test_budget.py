@@ -225,16 +225,16 @@ def test_a_daemonset_counts_once_and_a_deployment_per_replica(
         catalog,
         "COTENANTS",
         (
-            catalog.Cotenant("agent", 100, 300, "daemonset", replicas=3),
-            catalog.Cotenant("controller", 405, 100, "deployment", 2),
+            catalog.Cotenant("agent", 10, 300, "daemonset", replicas=3),
+            catalog.Cotenant("controller", 950, 100, "deployment", 2),
             catalog.Cotenant("csi", 50, 1000, "daemonset", with_volumes_only=True),
         ),
     )
     instance = catalog.INSTANCE_TYPES["m7g.2xlarge"]
     plain = node_budget(instance, volumes=False)
     assert plain.cotenants_gib == pytest.approx((300 + 2 * 100) / 1024)
-    # 7,910 allocatable millicores less 910 requested: exactly 7 cores.
-    assert plain.cpu == (catalog.allocatable_millicpu(instance) - (100 + 2 * 405)) // 1000 == 7
+    # 7,910 allocatable millicores less 1,910 requested: exactly 6 cores.
+    assert plain.cpu == (catalog.allocatable_millicpu(instance) - (10 + 2 * 950)) // 1000 == 6
     allocatable = catalog.allocatable_mib(instance) / 1024
     assert plain.allocatable_gib == pytest.approx(allocatable)
     headroom = catalog.NODE_HEADROOM_MIB / 1024

@@ -45,6 +45,7 @@ def test_less_than_one_full_length_request_still_gets_one_slot() -> None:
 def test_a_short_context_caps_replies_at_a_quarter_and_waits_at_least_the_floor() -> None:
     door = _door(max_len=1000, decode=100.0)
     assert door.max_reply_tokens == 250
+    assert door.reasons[3].startswith("replies stop after 250 tokens (auto;")
     assert door.reply_timeout_seconds == REPLY_TIMEOUT_FLOOR_SECONDS == 120
     assert _door(max_len=3, decode=100.0).max_reply_tokens == 1
 
@@ -63,7 +64,8 @@ def test_values_the_stack_sets_are_kept() -> None:
     assert door.client_burst == 14
     assert door.max_reply_tokens == 100
     assert (door.tls, door.listener_port) == (True, 443)
-    assert "as the stack sets" in door.reasons[1] and "as the stack sets" in door.reasons[2]
+    assert door.reasons[1].startswith("request body at most 4,096 bytes (as the stack sets: ")
+    assert "and 7 in flight (as the stack sets: the 3.17 " in door.reasons[2]
 
 
 def test_a_reply_cap_that_leaves_no_prompt_is_refused() -> None:

@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from infra.plan import catalog
-from infra.plan.budget import node_budget
+from infra.plan.budget import node_budget, rank_plans
 from infra.plan.catalog import GIB
 from infra.plan.config import load_config
 from infra.plan.kv_cache import group_kv, stage_layers
@@ -461,3 +461,44 @@ def test_the_plan_carries_the_stack_and_what_follows_from_the_split() -> None:
             rank.guard_gib, 2
         )
     assert p.decode_tokens_per_s == round(p.decode_tokens_per_s, 2)
+
+
+def _room_of_rank_0(stages: int) -> float:
+    """Pod GiB rank 0's weights and runtime take (unrounded), so a test can leave it x GiB."""
+    pod = 30.0
+    return pod - rank_plans(GEMMA, stages, pod, True)[0][0].free_gib
+
+
+def test_the_fix_asks_for_the_least_kv_when_auto_would_give_exactly_that() -> None:
+    # A guard whose 90% is 192 MiB: `auto` gives exactly the 192 MiB 1,024 tokens need.
+    pod = _room_of_rank_0(2) + 0.2088
+    with pytest.raises(PlanError) as error:
+        _plan(pipelineStages=2, podMemoryGiB=pod, kvCacheBytes=1)
+    assert str(error.value).endswith("; set it to at least 201326592 or auto")
+    assert _plan(pipelineStages=2, podMemoryGiB=pod).max_model_len == 1024
+
+
+def test_a_forced_split_whose_kv_holds_no_token_is_refused() -> None:
+    with pytest.raises(PlanError) as error:
+        _plan(pipelineStages=2, podMemoryGiB=_room_of_rank_0(2) + 0.04)
+    assert str(error.value) == (
+        "`maxModelLen` 1024 tokens need 0.18 GiB of KV cache per rank, more than the 0.03 GiB "
+        "available to it (vLLM would estimate a maximum of 0); set it to at most 0 or auto, or "
+        "give the KV cache more memory"
+    )
+
+
+def test_one_whole_cpu_is_enough_to_try(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Without other tenants m7g.large leaves its pod one core: the memory is what refuses it.
+    monkeypatch.setattr(catalog, "COTENANTS", ())
+    with pytest.raises(PlanError) as error:
+        _plan(instanceType="m7g.large")
+    assert str(error.value).startswith("`instanceType` m7g.large (5 GiB per pod) cannot hold")
+
+
+def test_concurrency_is_rounded_to_hundredths() -> None:
+    p = _plan()
+    kvs = group_kv(GEMMA, p.stages)
+    exact = kvs.concurrency(p.kv_cache_bytes, p.max_model_len, p.max_num_batched_tokens)
+    assert round(exact, 3) != round(exact, 2)
+    assert p.max_concurrency == round(exact, 2)
