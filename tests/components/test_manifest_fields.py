@@ -149,6 +149,14 @@ def test_the_engine_reads_prefetched_weights_offline() -> None:
 
 def test_without_the_prefetch_the_engine_downloads_into_the_model_volume() -> None:
     engine = _container(_pods(NO_PREFETCH)["worker"], "vllm")
+    assert [e["name"] for e in engine["env"][:6]] == [
+        "VLLM_HOST_IP",
+        "VLLM_CPU_OMP_THREADS_BIND",
+        "HOME",
+        "XDG_CACHE_HOME",
+        "VLLM_CACHE_ROOT",
+        "HF_HOME",
+    ]
     assert engine["env"][-2:] == [
         {"name": "HF_HUB_CACHE", "value": "/models"},
         {"name": "HF_TOKEN_PATH", "value": TOKEN_PATH},
@@ -521,3 +529,47 @@ def test_key_shapes_and_fingerprints() -> None:
     assert re.fullmatch(r"[0-9a-f]{16}", one)
     digest = gatekeeper.config_digest("conf")
     assert re.fullmatch(r"[0-9a-f]{16}", digest)
+
+
+def test_other_ports_reach_the_config_the_annotation_and_the_command_line() -> None:
+    spec = replace(SPEC, port=8001, master_port=29502)
+    conf = gatekeeper.nginx_conf(LIMITS, upstream_port=8001)
+    assert "server 127.0.0.1:8001;" in conf
+    assert manifests.gatekeeper_config(spec)["data"] == {"nginx.conf": conf}
+    leader = _pods(spec)["leader"]
+    assert leader["metadata"]["annotations"][gatekeeper.CONFIG_ANNOTATION] == (
+        gatekeeper.config_digest(conf)
+    )
+    args = _container(leader, "vllm")["args"]
+    assert "--port=8001" in args and "--master-port=29502" in args
+
+
+def test_workers_wait_for_the_leader_then_run_vllm_with_its_args() -> None:
+    worker = _container(_pods()["worker"], "vllm")
+    assert worker["command"][:2] == ["/bin/sh", "-c"]
+    assert worker["command"][3] == "vllm"  # $0 of the script, which ends in `exec vllm "$@"`
+    assert worker["command"][2].endswith('exec vllm "$@"')
+    assert worker["args"][0] == "serve" and worker["args"][-1] == "--headless"
+
+
+def test_ranks_repel_each_other_by_the_group_s_name() -> None:
+    for role, pod in _pods().items():
+        assert pod["spec"]["affinity"] == {
+            "podAntiAffinity": {
+                "requiredDuringSchedulingIgnoredDuringExecution": [
+                    {
+                        "labelSelector": {
+                            "matchExpressions": [
+                                {
+                                    "key": "leaderworkerset.sigs.k8s.io/name",
+                                    "operator": "In",
+                                    "values": ["gemma-vllm"],
+                                }
+                            ]
+                        },
+                        "topologyKey": "kubernetes.io/hostname",
+                    }
+                ]
+            }
+        }, role
+        assert pod["spec"]["nodeSelector"] == {"gemma-graviton.dev/pool": "model"}, role

@@ -206,6 +206,11 @@ def test_tls_ports_may_be_names_numbers_or_all() -> None:
     text_port = _two_ports({**TLS, SSL_PORTS: "https,8443"})
     text_port["spec"]["ports"][1]["port"] = "8443"
     assert load_balancer_to_gatekeeper_over_tls(SERVICE, text_port) == []
+    # A port that is not a number is compared as written, not refused with a crash.
+    text_port["spec"]["ports"][1]["port"] = "eighty"
+    assert load_balancer_to_gatekeeper_over_tls(SERVICE, text_port) == [
+        f"the internet reaches this load balancer (0.0.0.0/0) {TLS_FIX}"
+    ]
 
 
 def test_ranges_are_read_as_networks_and_all_are_checked() -> None:
