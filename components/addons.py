@@ -23,6 +23,17 @@ class ClusterRef:
     oidc_provider_arn: pulumi.Input[str]
     #: Issuer URL of that provider (the condition keys' prefix).
     oidc_provider_url: pulumi.Input[str]
+    #: The node group: an add-on whose pods have nowhere to run never turns ACTIVE, and on
+    #: destroy it must go before the nodes (the CSI controller deletes volumes, the agent ships
+    #: the last logs).
+    nodes: pulumi.Resource | None = None
+
+
+def aws_managed_policy(policy: str, parent: pulumi.Resource) -> pulumi.Output[str]:
+    """The ARN of an AWS-managed policy (`service-role/...` paths included) in the partition the
+    provider works in (aws, aws-cn, aws-us-gov), not a hard-coded `arn:aws:`."""
+    partition = aws.get_partition_output(opts=pulumi.InvokeOutputOptions(parent=parent))
+    return pulumi.Output.concat("arn:", partition.partition, ":iam::aws:policy/", policy)
 
 
 def service_account_role(
@@ -32,7 +43,7 @@ def service_account_role(
     oidc_provider_url: pulumi.Input[str],
     namespace: str,
     service_account: str,
-    managed_policy_arns: Sequence[str],
+    managed_policy_arns: Sequence[pulumi.Input[str]],
     parent: pulumi.Resource,
 ) -> aws.iam.Role:
     """A role only `namespace/service_account` can assume, with exactly `managed_policy_arns`."""
@@ -81,7 +92,7 @@ def addon_with_role(
     addon: str,
     namespace: str,
     service_account: str,
-    managed_policy_arns: Sequence[str],
+    managed_policy_arns: Sequence[pulumi.Input[str]],
     parent: pulumi.Resource,
     depends_on: Sequence[pulumi.Resource] = (),
 ) -> aws.eks.Addon:
@@ -112,5 +123,8 @@ def addon_with_role(
         service_account_role_arn=role.arn,
         resolve_conflicts_on_create="OVERWRITE",
         resolve_conflicts_on_update="OVERWRITE",
-        opts=pulumi.ResourceOptions(parent=parent, depends_on=list(depends_on)),
+        opts=pulumi.ResourceOptions(
+            parent=parent,
+            depends_on=[*depends_on, *([cluster.nodes] if cluster.nodes is not None else [])],
+        ),
     )

@@ -11,9 +11,10 @@ nor turns them into access entries.
 from __future__ import annotations
 
 import base64
+import hashlib
 import json
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import pulumi
 import pulumi_aws as aws
@@ -25,6 +26,14 @@ AMI_TYPE = "AL2023_ARM_64_STANDARD"
 
 ROOT_DEVICE_NAME = "/dev/xvda"
 """The root volume's device name on the AL2023 EKS AMIs."""
+
+ADMIN_POLICY = "AmazonEKSClusterAdminPolicy"
+"""EKS access policy of `admin_arns`: cluster-admin, cluster scope."""
+VIEWER_POLICY = "AmazonEKSAdminViewPolicy"
+"""EKS access policy of `viewer_arns`: read every object, Secrets included, cluster scope."""
+
+TAGGED_AT_LAUNCH = ("instance", "volume", "network-interface")
+"""What a node launch creates that costs money or names the stack: tagged from the template."""
 
 CONTROL_PLANE_LOG_TYPES = ("api", "audit", "authenticator")
 """Control-plane logs sent to CloudWatch: enough to debug access, not the noisy scheduler."""
@@ -69,7 +78,7 @@ class ClusterArgs:
     node_subnet_id: pulumi.Input[str]
     """The one subnet (one zone) every node is launched in."""
     kubernetes_version: str
-    """The EKS Kubernetes version, e.g. "1.34"."""
+    """The EKS Kubernetes version, e.g. "1.35"."""
     instance_type: str
     """The planned Graviton instance type, e.g. "m7g.2xlarge"."""
     node_count: int
@@ -78,12 +87,31 @@ class ClusterArgs:
     """Size of each node's encrypted gp3 root volume in GiB (images and model cache live here)."""
     node_labels: Mapping[str, str]
     """Kubernetes labels put on every node; the workload's nodeSelector uses them."""
+    public_access_cidrs: Sequence[str] = ()
+    """Ranges admitted to the public API endpoint (operators, CI runners). Empty turns the public
+    endpoint off; the private endpoint is always on, for the nodes."""
+    admin_arns: Sequence[str] = ()
+    """IAM roles and users with AmazonEKSClusterAdminPolicy on the whole cluster. Not the
+    principal that creates the cluster: EKS gives it an admin entry itself (pulumi-eks sets
+    ``bootstrapClusterCreatorAdminPermissions: true``) and a second entry for it is refused."""
+    viewer_arns: Sequence[str] = ()
+    """IAM roles and users with AmazonEKSAdminViewPolicy on the whole cluster."""
+    instance_tags: Mapping[str, str] = field(default_factory=dict)
+    """Tags for each node's instance, root volume and network interfaces. The provider's default
+    tags do not reach what the node group's Auto Scaling group launches, and EKS does not copy
+    node group tags to instances, so they go in the launch template."""
 
     def __post_init__(self) -> None:
         if self.node_count < 1:
             raise ValueError(
                 f"`node_count` is {self.node_count}, but the node group needs at least one node; "
                 "set it to 1 or more"
+            )
+        both = sorted(set(self.admin_arns) & set(self.viewer_arns))
+        if both:
+            raise ValueError(
+                f"{both[0]} is in both `admin_arns` and `viewer_arns`, but EKS allows one access "
+                "entry per principal; keep it in one list"
             )
         if self.node_disk_gib < 20:
             raise ValueError(
@@ -117,6 +145,8 @@ class Cluster(pulumi.ComponentResource):
     """ARN of the nodes' IAM role."""
     node_group_name: pulumi.Output[str]
     """The managed node group's physical name."""
+    access_entries: list[pulumi.Resource]
+    """The access entries of `admin_arns` and `viewer_arns` and their policy associations."""
     node_group: eks.ManagedNodeGroup
     """The node group itself, for ``depends_on`` from in-cluster installs that need schedulable
     nodes but take no data from them (e.g. a controller whose webhooks must answer)."""
@@ -128,7 +158,9 @@ class Cluster(pulumi.ComponentResource):
         child = pulumi.ResourceOptions(parent=self)
 
         cluster = self._control_plane(name, args, child)
-        node_role, attachments = self._node_role(name, child)
+        partition = aws.get_partition_output(opts=pulumi.InvokeOutputOptions(parent=self))
+        self.access_entries = self._access_entries(name, args, cluster, partition.partition)
+        node_role, attachments = self._node_role(name, child, partition.partition)
         launch_template = self._launch_template(name, args, child)
         node_group = self._node_group(name, args, cluster, node_role, attachments, launch_template)
 
@@ -136,7 +168,9 @@ class Cluster(pulumi.ComponentResource):
             f"{name}-k8s",
             kubeconfig=cluster.kubeconfig_json,
             enable_server_side_apply=True,
-            opts=child,
+            # Whoever runs `pulumi up` or `destroy` may hold its access through one of these
+            # entries: every Kubernetes object is created after them and deleted before them.
+            opts=pulumi.ResourceOptions(parent=self, depends_on=self.access_entries),
         )
         self.cluster_name = cluster.eks_cluster.name
         self.kubeconfig = pulumi.Output.secret(cluster.kubeconfig_json)
@@ -172,8 +206,11 @@ class Cluster(pulumi.ComponentResource):
             skip_default_node_group=True,
             # IRSA for add-ons (EBS CSI, CloudWatch): pods cannot use the node role (see below).
             create_oidc_provider=True,
-            endpoint_public_access=True,
-            # Nodes reach the API server inside the VPC rather than through the NAT gateway.
+            # Public only for the listed ranges (pulumi-eks passes `publicAccessCidrs` to the
+            # cluster's vpcConfig and refuses it without public access,
+            # nodejs/eks/cluster/cluster.ts); nodes use the private endpoint inside the VPC.
+            endpoint_public_access=bool(args.public_access_cidrs),
+            public_access_cidrs=list(args.public_access_cidrs) or None,
             endpoint_private_access=True,
             # The VPC CNI enforces NetworkPolicy only with its policy agent turned on; without it
             # the model server's policy would be accepted and ignored.
@@ -181,11 +218,46 @@ class Cluster(pulumi.ComponentResource):
             opts=child,
         )
 
+    def _access_entries(
+        self,
+        name: str,
+        args: ClusterArgs,
+        cluster: eks.Cluster,
+        partition: pulumi.Output[str],
+    ) -> list[pulumi.Resource]:
+        """One access entry per listed principal, with its access policy on the whole cluster
+        (both returned, entry then association).
+
+        Named after a hash of the ARN, so reordering the list replaces nothing.
+        """
+        entries = []
+        for policy, arns in ((ADMIN_POLICY, args.admin_arns), (VIEWER_POLICY, args.viewer_arns)):
+            for arn in arns:
+                key = f"{name}-access-{hashlib.sha256(arn.encode()).hexdigest()[:8]}"
+                entry = aws.eks.AccessEntry(
+                    key,
+                    cluster_name=cluster.eks_cluster.name,
+                    principal_arn=arn,
+                    type="STANDARD",
+                    opts=pulumi.ResourceOptions(parent=self),
+                )
+                association = aws.eks.AccessPolicyAssociation(
+                    f"{key}-policy",
+                    cluster_name=cluster.eks_cluster.name,
+                    principal_arn=entry.principal_arn,
+                    policy_arn=pulumi.Output.concat(
+                        "arn:", partition, ":eks::aws:cluster-access-policy/", policy
+                    ),
+                    access_scope=aws.eks.AccessPolicyAssociationAccessScopeArgs(type="cluster"),
+                    opts=pulumi.ResourceOptions(parent=self),
+                )
+                entries += [entry, association]
+        return entries
+
     def _node_role(
-        self, name: str, child: pulumi.ResourceOptions
+        self, name: str, child: pulumi.ResourceOptions, partition: pulumi.Output[str]
     ) -> tuple[aws.iam.Role, list[aws.iam.RolePolicyAttachment]]:
         """The nodes' IAM role and its AWS-managed policy attachments."""
-        partition = aws.get_partition_output(opts=pulumi.InvokeOutputOptions(parent=self))
         node_role = aws.iam.Role(
             f"{name}-node-role",
             description="EKS managed nodes of the gemma-graviton cluster",
@@ -207,9 +279,7 @@ class Cluster(pulumi.ComponentResource):
             aws.iam.RolePolicyAttachment(
                 f"{name}-node-{policy}",
                 role=node_role.name,
-                policy_arn=pulumi.Output.concat(
-                    "arn:", partition.partition, ":iam::aws:policy/", policy
-                ),
+                policy_arn=pulumi.Output.concat("arn:", partition, ":iam::aws:policy/", policy),
                 opts=child,
             )
             for policy in NODE_POLICIES
@@ -244,6 +314,16 @@ class Cluster(pulumi.ComponentResource):
                 http_put_response_hop_limit=1,
             ),
             user_data=base64.b64encode(NODE_CONFIG.encode()).decode(),
+            # "Default tags are currently not propagated to ASG created resources"
+            # (pulumi-aws 7.51.1 ec2/launch_template.py, `tag_specifications`).
+            tag_specifications=[
+                aws.ec2.LaunchTemplateTagSpecificationArgs(
+                    resource_type=kind, tags=dict(args.instance_tags)
+                )
+                for kind in TAGGED_AT_LAUNCH
+            ]
+            if args.instance_tags
+            else None,
             opts=child,
         )
 

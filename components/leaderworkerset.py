@@ -1,4 +1,5 @@
-"""The LeaderWorkerSet controller, its webhooks and CRD, from the pinned upstream Helm chart."""
+"""The LeaderWorkerSet controller, its webhooks and CRD, from the pinned upstream Helm chart, and a
+gate that completes only once those webhooks admit objects."""
 
 from __future__ import annotations
 
@@ -7,8 +8,17 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_kubernetes as k8s
 
+from components.manifests import gate
+
 LWS_CHART = "oci://registry.k8s.io/lws/charts/lws"
 LWS_CHART_VERSION = "0.10.0"
+#: The chart's controller meets baseline (non-root, no capabilities) but sets no seccomp profile,
+#: which restricted requires (charts/lws/values.yaml v0.10.0); the gate Job meets restricted.
+POD_SECURITY_LABELS = {
+    "pod-security.kubernetes.io/enforce": "baseline",
+    "pod-security.kubernetes.io/warn": "restricted",
+    "pod-security.kubernetes.io/audit": "restricted",
+}
 
 
 @dataclass(frozen=True)
@@ -19,11 +29,18 @@ class LwsControllerArgs:
     namespace: str = "lws-system"
     #: Chart version, pinned; the CRD comes from the chart's crds/ folder of this version.
     chart_version: str = LWS_CHART_VERSION
+    #: What gives the controller somewhere to run (the node group). Without it the chart's
+    #: Deployment starts its await while nodes are still launching, and on destroy the nodes
+    #: could go before the controller that finalises LeaderWorkerSets.
+    nodes: pulumi.Resource | None = None
+    #: How long the webhook gate retries before it fails the deployment.
+    gate_deadline_seconds: int = 600
 
 
 class LwsController(pulumi.ComponentResource):
     """Installs the LWS controller. Its webhooks are mandatory (LWS objects are refused while the
-    controller is down), so everything that creates a LeaderWorkerSet depends on this component.
+    controller is down), so everything that creates a LeaderWorkerSet depends on this component,
+    whose last child is the webhook gate Job (see `components.manifests.gate`).
 
     Helm does not upgrade CRDs on a chart upgrade; the CRD here is created with the release and
     changes only when this component replaces it.
@@ -32,16 +49,23 @@ class LwsController(pulumi.ComponentResource):
     namespace: pulumi.Output[str]
     """The controller's namespace."""
     chart: k8s.helm.v4.Chart
-    """The chart release; depend on it (or on this component) before creating LWS objects."""
+    """The chart release."""
+    webhooks_ready: k8s.batch.v1.Job
+    """Completes once a server-side dry-run create of a LeaderWorkerSet passes both webhooks;
+    depend on it (or on this component) before creating LWS objects."""
 
     def __init__(
         self, name: str, args: LwsControllerArgs, opts: pulumi.ResourceOptions | None = None
     ) -> None:
         super().__init__("gemma-graviton:leaderworkerset:LwsController", name, None, opts)
         child = pulumi.ResourceOptions(parent=self)
+        on_nodes = [args.nodes] if args.nodes is not None else []
         ns = k8s.core.v1.Namespace(
             f"{name}-ns",
-            metadata={"name": args.namespace, "labels": {"app.kubernetes.io/part-of": "lws"}},
+            metadata={
+                "name": args.namespace,
+                "labels": {"app.kubernetes.io/part-of": "lws", **POD_SECURITY_LABELS},
+            },
             opts=child,
         )
         self.chart = k8s.helm.v4.Chart(
@@ -49,7 +73,55 @@ class LwsController(pulumi.ComponentResource):
             chart=LWS_CHART,
             version=args.chart_version,
             namespace=ns.metadata.name,
-            opts=child,
+            opts=pulumi.ResourceOptions(parent=self, depends_on=on_nodes),
         )
+        self.webhooks_ready = self._gate(name, args, ns, on_nodes)
         self.namespace = ns.metadata.name
         self.register_outputs({"namespace": self.namespace})
+
+    def _gate(
+        self,
+        name: str,
+        args: LwsControllerArgs,
+        ns: k8s.core.v1.Namespace,
+        on_nodes: list[pulumi.Resource],
+    ) -> k8s.batch.v1.Job:
+        """The gate's RBAC, probe object and Job, the Job after the chart and the nodes."""
+        objects = gate.webhook_gate(
+            args.namespace, f"{name}-webhook-gate", args.gate_deadline_seconds
+        )
+        by_kind = {obj["kind"]: obj for obj in objects}
+        child = pulumi.ResourceOptions(parent=self, depends_on=[ns])
+        sa = k8s.core.v1.ServiceAccount(
+            f"{name}-gate-sa", metadata=by_kind["ServiceAccount"]["metadata"], opts=child
+        )
+        role = k8s.rbac.v1.Role(
+            f"{name}-gate-role",
+            metadata=by_kind["Role"]["metadata"],
+            rules=by_kind["Role"]["rules"],
+            opts=child,
+        )
+        binding = k8s.rbac.v1.RoleBinding(
+            f"{name}-gate-binding",
+            metadata=by_kind["RoleBinding"]["metadata"],
+            role_ref=by_kind["RoleBinding"]["roleRef"],
+            subjects=by_kind["RoleBinding"]["subjects"],
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[sa, role]),
+        )
+        probe = k8s.core.v1.ConfigMap(
+            f"{name}-gate-probe",
+            metadata=by_kind["ConfigMap"]["metadata"],
+            data=by_kind["ConfigMap"]["data"],
+            opts=child,
+        )
+        job = by_kind["Job"]
+        return k8s.batch.v1.Job(
+            f"{name}-webhook-gate",
+            metadata=job["metadata"],
+            spec=job["spec"],
+            # No data flows from these: the Job must run after the chart's webhooks are
+            # registered and on a node, with its RBAC and probe in place.
+            opts=pulumi.ResourceOptions(
+                parent=self, depends_on=[self.chart, binding, probe, *on_nodes]
+            ),
+        )

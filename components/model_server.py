@@ -28,6 +28,10 @@ class ModelServerArgs:
     storage: pulumi.Resource | None = None
     #: API key clients must send; `None` generates one that stays stable across updates.
     api_key: pulumi.Input[str] | None = None
+    #: The node group. The group's pods need it, and on destroy the Service (whose NLB and
+    #: security-group rules the cloud controller removes) and the group (whose volume claims the
+    #: CSI controller on those nodes releases) must be gone before the nodes are.
+    nodes: pulumi.Resource | None = None
 
 
 def _meta(obj: manifests.Manifest, namespace: pulumi.Output[str]) -> dict[str, Any]:
@@ -81,11 +85,31 @@ class ModelServer(pulumi.ComponentResource):
             f"{name}-gatekeeper", metadata=_meta(door, in_ns), data=door["data"], opts=child
         )
 
-        group = self._group(name, args, in_ns, [*secrets, config], api_key)
+        claims = [
+            k8s.core.v1.PersistentVolumeClaim(
+                f"{name}-{obj['metadata']['name']}",
+                metadata=_meta(obj, in_ns),
+                spec=obj["spec"],
+                # The class names the CSI driver; on destroy the claims (and so the volumes) go
+                # before the class, the driver and the nodes.
+                opts=pulumi.ResourceOptions(
+                    parent=self,
+                    depends_on=[*([args.storage] if args.storage else []), *_nodes(args)],
+                ),
+            )
+            for obj in manifests.model_claims(spec)
+        ]
+        group = self._group(name, args, in_ns, [*secrets, config, *claims], api_key)
 
         svc_obj = manifests.service(spec)
         svc = k8s.core.v1.Service(
-            f"{name}-svc", metadata=_meta(svc_obj, in_ns), spec=svc_obj["spec"], opts=child
+            f"{name}-svc",
+            metadata=_meta(svc_obj, in_ns),
+            spec=svc_obj["spec"],
+            # Destroyed before the nodes and the cluster: pulumi-kubernetes deletes in the
+            # foreground and waits until the object is gone, so the cloud controller has removed
+            # the NLB (and its finalizer) before the VPC's deletion starts.
+            opts=pulumi.ResourceOptions(parent=self, depends_on=_nodes(args)),
         )
 
         self.endpoint = _endpoint(spec, svc, group)
@@ -120,11 +144,11 @@ class ModelServer(pulumi.ComponentResource):
         name: str,
         args: ModelServerArgs,
         in_ns: pulumi.Output[str],
-        secrets: list[pulumi.Resource],
+        needs: list[pulumi.Resource],
         api_key: pulumi.Output[str],
     ) -> k8s.apiextensions.CustomResource:
-        """The LeaderWorkerSet, created once its controller, secrets, gatekeeper config and
-        storage exist. The leader template carries the key's fingerprint, so a new key rolls
+        """The LeaderWorkerSet, created once its controller, secrets, gatekeeper config, claims
+        and storage exist. The leader template carries the key's fingerprint, so a new key rolls
         the group: vLLM and nginx read the key only when they start."""
         lws = manifests.leader_worker_set(args.spec, key_fingerprint="")
         leader = lws["spec"]["leaderWorkerTemplate"]["leaderTemplate"]
@@ -145,11 +169,16 @@ class ModelServer(pulumi.ComponentResource):
                 parent=self,
                 depends_on=[
                     args.lws_controller,
-                    *secrets,
+                    *needs,
                     *([args.storage] if args.storage else []),
+                    *_nodes(args),
                 ],
             ),
         )
+
+
+def _nodes(args: ModelServerArgs) -> list[pulumi.Resource]:
+    return [args.nodes] if args.nodes is not None else []
 
 
 def _secret(

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_aws as aws
 
-from components.addons import ClusterRef, addon_with_role
+from components.addons import ClusterRef, addon_with_role, aws_managed_policy
 
 ADDON = "amazon-cloudwatch-observability"
 AGENT_NAMESPACE = "amazon-cloudwatch"
@@ -69,7 +69,7 @@ class ClusterLogs(pulumi.ComponentResource):
             addon=ADDON,
             namespace=AGENT_NAMESPACE,
             service_account=AGENT_SERVICE_ACCOUNT,
-            managed_policy_arns=["arn:aws:iam::aws:policy/CloudWatchAgentServerPolicy"],
+            managed_policy_arns=[aws_managed_policy("CloudWatchAgentServerPolicy", self)],
             parent=self,
             depends_on=[group],
         )

@@ -5,14 +5,15 @@ With weights on a volume, a restarted rank verifies the files instead of downloa
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 
 import pulumi
 import pulumi_aws as aws
 import pulumi_kubernetes as k8s
 
 from components import manifests
-from components.addons import ClusterRef, addon_with_role
+from components.addons import ClusterRef, addon_with_role, aws_managed_policy
 
 ADDON = "aws-ebs-csi-driver"
 
@@ -27,6 +28,8 @@ class ModelVolumesArgs:
     storage_class: str
     #: gp3 throughput in MiB/s.
     throughput_mibps: int
+    #: Tags for every volume the driver creates (the provider's default tags do not reach them).
+    volume_tags: Mapping[str, str] = field(default_factory=dict)
 
 
 class ModelVolumes(pulumi.ComponentResource):
@@ -50,10 +53,10 @@ class ModelVolumes(pulumi.ComponentResource):
             addon=ADDON,
             namespace="kube-system",
             service_account="ebs-csi-controller-sa",
-            managed_policy_arns=["arn:aws:iam::aws:policy/service-role/AmazonEBSCSIDriverPolicy"],
+            managed_policy_arns=[aws_managed_policy("service-role/AmazonEBSCSIDriverPolicy", self)],
             parent=self,
         )
-        obj = manifests.storage_class(args.storage_class, args.throughput_mibps)
+        obj = manifests.storage_class(args.storage_class, args.throughput_mibps, args.volume_tags)
         sc = k8s.storage.v1.StorageClass(
             f"{name}-gp3",
             metadata=obj["metadata"],

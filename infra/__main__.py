@@ -22,33 +22,26 @@ from components.network import Network, NetworkArgs
 from components.observability import ClusterLogs, ClusterLogsArgs
 from components.storage import ModelVolumes, ModelVolumesArgs
 from infra.plan import wiring
-from infra.plan.config import PROJECT
-from infra.pulumi_config import read_stack_config
+from infra.pulumi_config import place_zones, read_stack_config, warn_about
 
 stack = pulumi.get_stack()
 cfg, plan, secrets = read_stack_config(stack)
 
-aws_provider = aws.Provider(
-    "aws",
-    region=cfg.region,
-    default_tags={
-        "tags": {
-            **cfg.tags,
-            "project": PROJECT,
-            "stack": stack,
-            "owner": cfg.owner,
-            "endDate": cfg.end_date.isoformat(),
-        }
-    },
-)
+tags = wiring.stack_tags(cfg, stack)
+warn_about(cfg)
+
+# Default tags reach what the provider creates itself; what EC2 Auto Scaling, the EBS CSI driver
+# and the cloud provider create gets the same tags from the cluster and the model server.
+aws_provider = aws.Provider("aws", region=cfg.region, default_tags={"tags": tags})
 on_aws = pulumi.ResourceOptions(providers=[aws_provider])
+placement = place_zones(cfg, plan, aws_provider)
 
 network = Network(
     "net",
     NetworkArgs(
         cidr_block=str(cfg.vpc_cidr),
-        node_zone=cfg.availability_zone,
-        second_zone=cfg.second_zone,
+        node_zone=placement.node.name,
+        second_zone=placement.control_plane.name,
         node_subnets=cfg.node_subnets,
     ),
     opts=on_aws,
@@ -64,6 +57,10 @@ cluster = Cluster(
         node_count=plan.nodes,
         node_disk_gib=plan.node_disk_gib,
         node_labels=wiring.NODE_LABELS,
+        public_access_cidrs=[str(c) for c in cfg.endpoint_public_access_cidrs],
+        admin_arns=cfg.cluster_admin_arns,
+        viewer_arns=cfg.cluster_viewer_arns,
+        instance_tags=tags,
     ),
     opts=on_aws,
 )
@@ -73,18 +70,21 @@ cluster_ref = ClusterRef(
     kubernetes_version=cfg.kubernetes_version,
     oidc_provider_arn=cluster.oidc_provider_arn,
     oidc_provider_url=cluster.oidc_provider_url,
+    nodes=cluster.node_group,
 )
 logs = ClusterLogs("logs", ClusterLogsArgs(cluster_ref, wiring.NAMESPACE), opts=on_aws)
 volumes = (
     ModelVolumes(
         "weights",
-        ModelVolumesArgs(cluster_ref, wiring.STORAGE_CLASS, wiring.STORAGE_THROUGHPUT_MIBPS),
+        ModelVolumesArgs(
+            cluster_ref, wiring.STORAGE_CLASS, wiring.STORAGE_THROUGHPUT_MIBPS, volume_tags=tags
+        ),
         opts=on_cluster,
     )
     if plan.model_cache == "volume"
     else None
 )
-lws = LwsController("lws", LwsControllerArgs(), opts=on_cluster)
+lws = LwsController("lws", LwsControllerArgs(nodes=cluster.node_group), opts=on_cluster)
 server = ModelServer(
     "model",
     ModelServerArgs(
@@ -93,6 +93,7 @@ server = ModelServer(
         api_key=secrets.api_key,
         lws_controller=lws,
         storage=volumes,
+        nodes=cluster.node_group,
     ),
     opts=on_cluster,
 )
@@ -100,7 +101,7 @@ server = ModelServer(
 pulumi.export("clusterName", cluster.cluster_name)
 pulumi.export("kubeconfig", cluster.kubeconfig)
 pulumi.export("region", cfg.region)
-pulumi.export("availabilityZone", cfg.availability_zone)
+pulumi.export("availabilityZone", placement.node.name)
 pulumi.export("nodeInstanceType", plan.instance_type)
 pulumi.export("nodeCount", plan.nodes)
 pulumi.export("plan", plan.to_json())

@@ -9,9 +9,10 @@ import datetime as dt
 from dataclasses import dataclass
 
 import pulumi
+import pulumi_aws as aws
 from pulumi.runtime import config as runtime_config
 
-from infra.plan import advice
+from infra.plan import advice, support, zones
 from infra.plan.config import (
     PROJECT,
     SECRET_KEYS,
@@ -68,3 +69,43 @@ def read_stack_config(stack: str) -> tuple[StackConfig, Plan, StackSecrets]:
         api_key=config.get_secret("apiKey"),
     )
     return cfg, result, secrets
+
+
+def warn_about(cfg: StackConfig, today: dt.date | None = None) -> None:
+    """Log the plan's warnings (support window, open endpoint) so every preview shows them."""
+    for line in support.warnings(cfg, today or dt.date.today()):
+        pulumi.log.warn(line)
+
+
+def place_zones(cfg: StackConfig, plan_: Plan, provider: aws.Provider) -> zones.ZonePlacement:
+    """Ask the account which zones exist and offer the planned type; refuse a bad zone in one
+    line before anything is built.
+
+    Both lookups are data sources, so they run during `pulumi preview` too.
+    """
+    invoke = pulumi.InvokeOptions(provider=provider)
+    available = aws.get_availability_zones(state="available", opts=invoke)
+    region_zones = [
+        zones.Zone(name, zone_id)
+        for name, zone_id in zip(available.names, available.zone_ids, strict=True)
+    ]
+    offerings = aws.ec2.get_instance_type_offerings(
+        location_type="availability-zone-id",
+        filters=[
+            aws.ec2.GetInstanceTypeOfferingsFilterArgs(
+                name="instance-type", values=[plan_.instance_type]
+            )
+        ],
+        opts=invoke,
+    )
+    try:
+        return zones.place(
+            region=cfg.region,
+            availability_zone=cfg.availability_zone,
+            control_plane_zone=cfg.control_plane_zone,
+            instance_type=plan_.instance_type,
+            zones=region_zones,
+            offered_zone_ids=set(offerings.locations),
+        )
+    except ConfigError as error:
+        raise pulumi.RunError(str(error)) from None

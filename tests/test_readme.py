@@ -205,3 +205,17 @@ def test_the_ci_section_says_what_the_workflows_run() -> None:
             for step in job.get("steps", [])
         ]
         assert "bash .ci/run" in [run.strip() for run in runs], path.name
+
+
+def test_support_window_table_is_the_catalogues() -> None:
+    section = README.split("### Kubernetes support window\n", 1)[1].split("\n## ", 1)[0]
+    rows = [line for line in section.splitlines() if line.startswith("| 1.")]
+    assert rows
+    for row in rows:
+        version, released, standard, extended = (c.strip() for c in row.strip("|").split("|"))
+        known = prices.EKS_VERSIONS[version]
+        assert (released, standard, extended) == (
+            known.released.isoformat(),
+            known.end_of_standard.isoformat(),
+            known.end_of_extended.isoformat(),
+        ), row

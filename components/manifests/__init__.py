@@ -12,7 +12,8 @@ One module per object, re-exported here as `manifests.X`:
 - `lws`: the LeaderWorkerSet and the storage class of its per-rank claims;
 - `gatekeeper`: the front door, nginx in each leader pod: its config, container and key snippet;
 - `access`: the namespace, the Secrets, the gatekeeper's ConfigMap, the leaders-only Service and
-  the NetworkPolicy.
+  the NetworkPolicy;
+- `gate`: the Job that waits until the LeaderWorkerSet webhooks admit objects.
 
 A new object gets its own module beside these, is re-exported below, and joins `all_objects` in
 apply order.
@@ -22,6 +23,9 @@ from __future__ import annotations
 
 from components.manifests import gatekeeper
 from components.manifests.access import (
+    NLB_TAGS_ANNOTATION,
+    POD_SECURITY_LABELS,
+    aws_tags_annotation,
     gatekeeper_config,
     leaders_selector,
     namespace,
@@ -30,7 +34,13 @@ from components.manifests.access import (
     service,
 )
 from components.manifests.engine import EngineSpec, command_line, engine_args
-from components.manifests.lws import leader_worker_set, storage_class
+from components.manifests.lws import (
+    MODELS_CLAIM,
+    leader_worker_set,
+    model_claims,
+    rank_pods,
+    storage_class,
+)
 from components.manifests.spec import (
     API_KEY_KEY,
     CACHE_MOUNT,
@@ -53,20 +63,26 @@ __all__ = [
     "LWS_API",
     "LWS_NAME_LABEL",
     "LWS_WORKER_INDEX_LABEL",
+    "MODELS_CLAIM",
     "MODELS_MOUNT",
+    "NLB_TAGS_ANNOTATION",
+    "POD_SECURITY_LABELS",
     "RUN_AS",
     "EngineSpec",
     "Manifest",
     "ServerSpec",
     "all_objects",
+    "aws_tags_annotation",
     "command_line",
     "engine_args",
     "gatekeeper",
     "gatekeeper_config",
     "leader_worker_set",
     "leaders_selector",
+    "model_claims",
     "namespace",
     "network_policy",
+    "rank_pods",
     "secret",
     "service",
     "storage_class",
@@ -80,6 +96,7 @@ def all_objects(spec: ServerSpec) -> list[Manifest]:
         namespace(spec),
         gatekeeper_config(spec),
         network_policy(spec),
+        *model_claims(spec),
         leader_worker_set(spec),
         service(spec),
     ]

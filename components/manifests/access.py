@@ -3,6 +3,7 @@ the gatekeeper's config and the NetworkPolicy that keeps the ranks' ports inside
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Literal
 
 from components.manifests import gatekeeper
@@ -17,12 +18,27 @@ from components.manifests.spec import (
     object_meta,
 )
 
+#: Pod Security Admission for the model's namespace. The engine containers run seccomp
+#: `Unconfined` (see `pods._security_context`), which the baseline level already refuses
+#: (pod-security-admission policy/check_seccompProfile_baseline.go), so the namespace can only
+#: enforce `privileged`. It audits and warns at the levels the pods are otherwise held to (a test
+#: checks the seccomp profile is their only baseline finding), so anything new shows up in the
+#: audit log and in the LWS controller's warnings.
+POD_SECURITY_LABELS = {
+    "pod-security.kubernetes.io/enforce": "privileged",
+    "pod-security.kubernetes.io/warn": "baseline",
+    "pod-security.kubernetes.io/audit": "restricted",
+}
+
 
 def namespace(spec: ServerSpec) -> Manifest:
     return {
         "apiVersion": "v1",
         "kind": "Namespace",
-        "metadata": {"name": spec.namespace, "labels": object_labels(spec, "namespace")},
+        "metadata": {
+            "name": spec.namespace,
+            "labels": {**object_labels(spec, "namespace"), **POD_SECURITY_LABELS},
+        },
     }
 
 
@@ -63,21 +79,33 @@ def leaders_selector(spec: ServerSpec) -> dict[str, str]:
     return {LWS_NAME_LABEL: spec.lws_name, LWS_WORKER_INDEX_LABEL: "0"}
 
 
+#: The cloud provider's annotation for tags on the NLB, its target groups and security group, as
+#: "k=v,k=v" (cloud-provider-aws pkg/providers/v1/aws.go
+#: `ServiceAnnotationLoadBalancerAdditionalTags`).
+NLB_TAGS_ANNOTATION = "service.beta.kubernetes.io/aws-load-balancer-additional-resource-tags"
+
+
+def aws_tags_annotation(tags: Mapping[str, str]) -> str:
+    """Tags in the annotation's "k=v,k=v" form (the config refuses ',' and '=' in tags)."""
+    return ",".join(f"{key}={value}" for key, value in sorted(tags.items()))
+
+
 def service(spec: ServerSpec) -> Manifest:
-    """An NLB (in-tree annotations, handled by EKS's cloud controller) to the leaders'
-    gatekeeper port, never to vLLM; internal when every admitted range is private. With a
-    certificate the NLB ends TLS on 443 and forwards plain TCP to the gatekeeper in the VPC."""
-    annotations = {
-        "service.beta.kubernetes.io/aws-load-balancer-type": "nlb",
-        "service.beta.kubernetes.io/aws-load-balancer-scheme": (
-            "internal" if spec.internal_load_balancer else "internet-facing"
-        ),
-    }
+    """An NLB, made by EKS's cloud controller (in-tree annotations), to the leaders' gatekeeper
+    port, never to vLLM. With a certificate the NLB ends TLS on 443 and forwards plain TCP to the
+    gatekeeper inside the VPC.
+
+    The in-tree controller builds an internet-facing load balancer unless the Service carries
+    `aws-load-balancer-internal` (cloud-provider-aws pkg/providers/v1/aws.go), which it gets when
+    every admitted range is private; the `aws-load-balancer-scheme` annotation is read only by the
+    AWS Load Balancer Controller, which this cluster does not run, so it is not set.
+    """
+    annotations = {"service.beta.kubernetes.io/aws-load-balancer-type": "nlb"}
     if spec.internal_load_balancer:
-        # The in-tree controller's switch for a private NLB (cloud-provider-aws
-        # pkg/providers/v1/aws.go, ServiceAnnotationLoadBalancerInternal); it picks the subnets
-        # tagged kubernetes.io/role/internal-elb.
+        # The controller then picks the subnets tagged kubernetes.io/role/internal-elb.
         annotations["service.beta.kubernetes.io/aws-load-balancer-internal"] = "true"
+    if spec.aws_tags:
+        annotations[NLB_TAGS_ANNOTATION] = aws_tags_annotation(spec.aws_tags)
     target = gatekeeper.PORT_NAME
     port = {"name": "http", "port": 80, "targetPort": target, "protocol": "TCP"}
     if spec.tls_certificate_arn:

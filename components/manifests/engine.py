@@ -35,6 +35,8 @@ class EngineSpec:
     #: Turn off image, audio and video inputs (the model is served text-only).
     text_only: bool = True
     dtype: str = "bfloat16"
+    #: Hub commit of the model and tokenizer, when vLLM downloads them itself.
+    revision: str | None = None
 
 
 def engine_args(spec: EngineSpec, role: Literal["leader", "worker"]) -> list[str]:
@@ -63,6 +65,8 @@ def engine_args(spec: EngineSpec, role: Literal["leader", "worker"]) -> list[str
         "-cc.mode=2",
         "-cc.backend=eager",
     ]
+    if spec.revision:
+        args += [f"--revision={spec.revision}", f"--tokenizer-revision={spec.revision}"]
     if spec.text_only:
         modalities = {"image": 0, "audio": 0, "video": 0}
         args.append(f"--limit-mm-per-prompt={json.dumps(modalities, separators=(',', ':'))}")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from components.manifests.pods import pod_template
@@ -20,16 +21,16 @@ def leader_worker_set(spec: ServerSpec, key_fingerprint: str | None = None) -> M
     }
     if spec.persistent_models:
         template["volumeClaimTemplates"] = [
-            {
-                "metadata": {"name": "models"},
-                "spec": {
-                    "accessModes": ["ReadWriteOnce"],
-                    "storageClassName": spec.storage_class,
-                    "resources": {"requests": {"storage": f"{spec.model_volume_gib}Gi"}},
-                },
-            }
+            {"metadata": {"name": MODELS_CLAIM}, "spec": _claim(spec)}
         ]
-        template["persistentVolumeClaimRetentionPolicy"] = {"whenDeleted": "Delete"}
+        # LWS passes this to both StatefulSets (pkg/controllers/pod_controller.go). The worker
+        # StatefulSet is owned by the leader pod, so a group recreation deletes it; with
+        # `Delete` the workers' claims went with it and only the leader kept its weights. The
+        # claims are created (and, on destroy, deleted) by Pulumi instead: see `model_claims`.
+        template["persistentVolumeClaimRetentionPolicy"] = {
+            "whenDeleted": "Retain",
+            "whenScaled": "Retain",
+        }
     return {
         "apiVersion": LWS_API,
         "kind": "LeaderWorkerSet",
@@ -52,14 +53,69 @@ def leader_worker_set(spec: ServerSpec, key_fingerprint: str | None = None) -> M
     }
 
 
-def storage_class(name: str, throughput_mibps: int) -> Manifest:
-    """Encrypted gp3 through the EBS CSI driver, bound where the pod lands (the node's zone)."""
+MODELS_CLAIM = "models"
+"""Name of the per-rank claim template (and of the pods' volume)."""
+
+
+def _claim(spec: ServerSpec) -> dict[str, Any]:
+    return {
+        "accessModes": ["ReadWriteOnce"],
+        "storageClassName": spec.storage_class,
+        "resources": {"requests": {"storage": f"{spec.model_volume_gib}Gi"}},
+    }
+
+
+def rank_pods(spec: ServerSpec) -> list[str]:
+    """Every rank's pod name: LWS names the leader StatefulSet after the LeaderWorkerSet (pods
+    `<lws>-<group>`) and each group's worker StatefulSet after its leader pod, with ordinals from
+    1 (pods `<lws>-<group>-<rank>`; lws v0.10.0 pkg/controllers/pod_controller.go)."""
+    pods = []
+    for group in range(spec.replicas):
+        leader = f"{spec.lws_name}-{group}"
+        pods += [leader, *(f"{leader}-{rank}" for rank in range(1, spec.stages))]
+    return pods
+
+
+def model_claims(spec: ServerSpec) -> list[Manifest]:
+    """One claim per rank, named as a StatefulSet names its claims (`<template>-<pod>`), so the
+    StatefulSets find and reuse them instead of creating their own.
+
+    Made by Pulumi, they outlive a group recreation (LWS deletes and recreates the pods and the
+    worker StatefulSets, not these), so every rank restarts from its own weights; and
+    `pulumi destroy` deletes them after the LeaderWorkerSet and before the storage class, the
+    CSI driver and the nodes.
+    """
+    if not spec.persistent_models:
+        return []
+    return [
+        {
+            "apiVersion": "v1",
+            "kind": "PersistentVolumeClaim",
+            "metadata": object_meta(spec, f"{MODELS_CLAIM}-{pod}", "weights"),
+            "spec": _claim(spec),
+        }
+        for pod in rank_pods(spec)
+    ]
+
+
+def storage_class(
+    name: str, throughput_mibps: int, tags: Mapping[str, str] | None = None
+) -> Manifest:
+    """Encrypted gp3 through the EBS CSI driver, bound where the pod lands (the node's zone).
+
+    `tags` go on every volume the driver creates: parameters named `tagSpecification_<n>` with
+    "key=value" values (aws-ebs-csi-driver docs/tagging.md, v1.6.0 and later); the provider's
+    default tags never reach volumes the driver creates.
+    """
+    parameters = {"type": "gp3", "encrypted": "true", "throughput": str(throughput_mibps)}
+    for index, (key, value) in enumerate(sorted((tags or {}).items()), start=1):
+        parameters[f"tagSpecification_{index}"] = f"{key}={value}"
     return {
         "apiVersion": "storage.k8s.io/v1",
         "kind": "StorageClass",
         "metadata": {"name": name, "labels": {"app.kubernetes.io/part-of": "gemma-graviton"}},
         "provisioner": "ebs.csi.aws.com",
-        "parameters": {"type": "gp3", "encrypted": "true", "throughput": str(throughput_mibps)},
+        "parameters": parameters,
         "volumeBindingMode": "WaitForFirstConsumer",
         "reclaimPolicy": "Delete",
         "allowVolumeExpansion": True,

@@ -22,9 +22,11 @@ from components.manifests.spec import (
     object_labels,
 )
 
-# Downloads the repository into the model volume, then reads every file once, so the page cache
-# is charged to this container's cgroup; it is gone when vLLM's guard measures the engine
-# container. On a persistent volume a finished download is only verified.
+# Downloads the pinned commit into the model volume, then reads every file once, so the page
+# cache is charged to this container's cgroup; it is gone when vLLM's guard measures the engine
+# container. On a persistent volume a finished download is only verified. A failed download is
+# retried here with back-off (huggingface_hub resumes the files it has): exiting would fail the
+# pod, and LWS would recreate the whole group, every rank starting again from zero.
 _PREFETCH = """
 set -eu
 python3 - <<'PY'
@@ -33,10 +35,23 @@ from pathlib import Path
 from huggingface_hub import snapshot_download
 
 repo, target = os.environ["MODEL_REPO"], Path(os.environ["MODEL_DIR"])
+revision = os.environ.get("MODEL_REVISION") or None
+attempts = int(os.environ["DOWNLOAD_ATTEMPTS"])
 start = time.time()
-snapshot_download(repo, local_dir=target, allow_patterns=[
-    "*.json", "*.safetensors", "*.model", "*.txt", "*.jinja", "tokenizer*"])
-print(f"downloaded {repo} in {time.time() - start:.0f} s", flush=True)
+for attempt in range(1, attempts + 1):
+    try:
+        snapshot_download(repo, revision=revision, local_dir=target, allow_patterns=[
+            "*.json", "*.safetensors", "*.model", "*.txt", "*.jinja", "tokenizer*"])
+        break
+    except Exception as error:  # network, throttling, hub errors: all worth another try
+        if attempt == attempts:
+            sys.exit(f"download of {repo}@{revision or 'main'} failed {attempts} times, "
+                     f"last: {error!r}")
+        pause = min(300, 15 * 2 ** (attempt - 1))
+        print(f"download attempt {attempt}/{attempts} failed ({error!r}); retrying in "
+              f"{pause} s", flush=True)
+        time.sleep(pause)
+print(f"downloaded {repo}@{revision or 'main'} in {time.time() - start:.0f} s", flush=True)
 start, total = time.time(), 0
 for path in sorted(p for p in target.rglob("*") if p.is_file() and ".cache" not in p.parts):
     with open(path, "rb") as handle:
@@ -46,6 +61,9 @@ print(f"read {total / 2**30:.1f} GiB through the page cache in {time.time() - st
       flush=True)
 PY
 """
+#: Download attempts before the init container gives up (back-off 15 s doubling, at most 300 s:
+#: about 12 minutes of retrying in all).
+DOWNLOAD_ATTEMPTS = 6
 
 # Headless ranks start only once the leader's name resolves (LWS #746): vLLM gives up on an
 # unresolvable master address instead of retrying.
@@ -61,10 +79,21 @@ def _resources(spec: ServerSpec) -> dict[str, dict[str, str]]:
 
 
 def _security_context() -> dict[str, Any]:
-    # vLLM's CPU backend binds its OpenMP threads to cores and sets its own memory policy
-    # (mbind, set_mempolicy, migrate_pages on itself). The runtime's default seccomp profile
-    # admits those syscalls only with CAP_SYS_NICE, which a non-root process cannot hold; on its
-    # own pages the syscalls need no capability, so the engine runs unconfined instead.
+    # Accepted finding: the engine runs seccomp Unconfined. vLLM's CPU backend binds its OpenMP
+    # threads and then its memory (csrc/cpu/utils.cpp `init_cpu_threads_env`: numa_available(),
+    # numa_migrate_pages(), numa_set_membind(), i.e. get_mempolicy, migrate_pages,
+    # set_mempolicy). The runtime's default profile admits the mempolicy calls only with
+    # CAP_SYS_NICE, which a non-root process cannot hold, and refuses them with EPERM; libnuma
+    # before 2.0.19 treats only ENOSYS as "no NUMA", so numa_available() still says yes and the
+    # failed migrate_pages aborts the engine ("numa_migrate_pages failed"). (Which libnuma the
+    # pinned image carries was not checked here; with 2.0.19 or later RuntimeDefault would skip
+    # the memory binding and keep the thread binding.) The narrower alternative, a Localhost
+    # profile (the runtime
+    # default plus those calls) written to /var/lib/kubelet/seccomp by the node's user data
+    # (cloud-init runs before nodeadm starts kubelet: amazon-eks-ami nodeadm-run.service
+    # After=cloud-final.service), was not taken: this project cannot start real vLLM under a
+    # seccomp filter, and a profile missing one syscall would kill the first start. Everything
+    # else stays restricted: non-root, no privilege escalation, no capabilities, read-only root.
     return {
         "allowPrivilegeEscalation": False,
         "readOnlyRootFilesystem": True,
@@ -118,6 +147,8 @@ def _prefetch_container(spec: ServerSpec) -> dict[str, Any]:
         "env": [
             {"name": "MODEL_REPO", "value": spec.model},
             {"name": "MODEL_DIR", "value": spec.model_dir},
+            {"name": "MODEL_REVISION", "value": spec.model_revision or ""},
+            {"name": "DOWNLOAD_ATTEMPTS", "value": str(DOWNLOAD_ATTEMPTS)},
             {"name": "HF_TOKEN_PATH", "value": f"{HF_TOKEN_MOUNT}/{HF_TOKEN_KEY}"},
             {"name": "HOME", "value": CACHE_MOUNT},
             {"name": "HF_HOME", "value": f"{CACHE_MOUNT}/huggingface"},

@@ -69,6 +69,10 @@ class ServerSpec:
     port: int = 8000
     master_port: int = 29501
     extra_labels: Mapping[str, str] = field(default_factory=dict)
+    #: Hub commit every rank downloads (None: the repository's `main`, unpinned).
+    model_revision: str | None = None
+    #: AWS tags for what AWS creates on the objects' behalf (the load balancer).
+    aws_tags: Mapping[str, str] = field(default_factory=dict)
 
     @property
     def lws_name(self) -> str:
@@ -104,6 +108,8 @@ class ServerSpec:
             master_port=self.master_port,
             port=self.port,
             max_reply_tokens=self.max_reply_tokens,
+            # A prefetched directory is already that commit; vLLM downloading itself needs it.
+            revision=None if self.weight_prefetch else self.model_revision,
         )
 
 

@@ -11,6 +11,7 @@ is a measured quantity the planner cannot derive, so it is a calibrated model (`
 
 from __future__ import annotations
 
+import datetime as dt
 import re
 from dataclasses import dataclass
 
@@ -217,6 +218,11 @@ class ModelProfile:
     max_context: int
     tied_embeddings: bool = True
     dtype_bytes: int = 2
+    #: A commit of the model's hub repository that was checked to load with the pinned vLLM, and
+    #: the day it was checked; `modelRevision: auto` deploys it. None: no commit has been
+    #: checked yet, and the plan warns that ranks would download `main` independently.
+    revision: str | None = None
+    revision_checked: dt.date | None = None
     #: Per-pod runtime overhead beyond weights and KV cache (API server, engine core, activation
     #: buffers, allocator arenas) = base + per_weight x the pod's weight GiB. Calibrated on two
     #: measured deployments: a 1B model in one pod (~2 GiB of weights, 5.7 GiB overhead) and
@@ -261,8 +267,27 @@ MODELS: dict[str, ModelProfile] = {
 IMAGE_DISK_GIB = 14
 #: The node's own root filesystem, logs and kubelet state.
 NODE_OS_DISK_GIB = 8
+#: vLLM images a node holds at once: during an image upgrade the new image is pulled while the
+#: old one is still on disk (kubelet's image garbage collection removes an image only once no
+#: container uses it, and only above its disk threshold).
+IMAGES_ON_NODE_DURING_UPGRADE = 2
 
 #: Cold-start phases after the download, as measured for the 12B on m7g.2xlarge: loading the
 #: weights into memory, and vLLM's warm-up (compile and profile) before /health turns 200.
 LOAD_SECONDS_PER_GIB = 90 / 11.2
 WARMUP_SECONDS = 50
+
+
+#: The default `kubernetesVersion` (support dates: `prices.EKS_VERSIONS`). AL2023_ARM_64_STANDARD
+#: node AMIs exist for it (awslabs/amazon-eks-ami CHANGELOG.md, release v20260714:
+#: "amazon-eks-node-al2023-arm64-standard-1.35-v20260714"), and add-on versions are looked up per
+#: Kubernetes version by `aws.eks.get_addon_version`, here and in pulumi-eks 4.x
+#: (nodejs/eks/addons/cni-addon.ts), so no list of versions in the SDKs limits it.
+DEFAULT_KUBERNETES_VERSION = "1.35"
+#: The plan warns this many days before a version leaves standard support.
+SUPPORT_WARNING_DAYS = 60
+
+#: Zone IDs where EKS refuses control-plane subnets (UnsupportedAvailabilityZoneException). The
+#: same list eksctl avoids (eksctl-io/eksctl pkg/az/az.go `zoneIDsToAvoid`, commit f4d4076, read
+#: 2026-11-30). IDs, not names: a name maps to a different physical zone in every account.
+EKS_UNSUPPORTED_ZONE_IDS = frozenset({"use1-az3", "usw1-az2", "cac1-az3", "cnn1-az4"})

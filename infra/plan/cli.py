@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import NoReturn
 
-from infra.plan import advice, compare, throughput
+from infra.plan import advice, compare, support, throughput
 from infra.plan.config import ConfigError, StackConfig
 from infra.plan.economics import Economics, economics
 from infra.plan.frontdoor import FrontDoorPlan
@@ -116,8 +116,14 @@ def _economics_rows(p: Plan, e: Economics) -> list[tuple[str, str]]:
     return rows
 
 
-def format_table(p: Plan, econ: Economics | None = None) -> str:
-    """The human view: every figure with its unit, then why each derived value was chosen."""
+def format_table(
+    p: Plan,
+    econ: Economics | None = None,
+    cfg: StackConfig | None = None,
+    today: dt.date | None = None,
+) -> str:
+    """The human view: every figure with its unit, then why each derived value was chosen, then
+    (with `cfg`) the Kubernetes support window and what to act on."""
     per_stage = ", ".join(f"{w:.2f}" for w in p.weights_gib_per_stage)
     rows = [
         ("stack", p.stack),
@@ -154,6 +160,9 @@ def format_table(p: Plan, econ: Economics | None = None) -> str:
     ]
     if econ is not None:
         rows += _economics_rows(p, econ)
+    today = today or dt.date.today()
+    if cfg is not None:
+        rows.append(("kubernetes", support.kubernetes_support(cfg, today)))
     width = max(len(k) for k, _ in rows)
     lines = [f"{k:<{width}}  {v}" for k, v in rows]
     lines.append("")
@@ -162,6 +171,11 @@ def format_table(p: Plan, econ: Economics | None = None) -> str:
     if econ is not None:
         lines.extend(f"  - {note}" for note in econ.costs.notes)
         lines.append(f"  - served tokens: {throughput.PROVENANCE['batching']}")
+    warnings = support.warnings(cfg, today) if cfg is not None else []
+    if warnings:
+        lines.append("")
+        lines.append("warnings:")
+        lines.extend(f"  - {warning}" for warning in warnings)
     return "\n".join(lines)
 
 
@@ -242,11 +256,19 @@ def main(argv: Sequence[str] | None = None, today: dt.date | None = None) -> int
         return 2
     if args.json:
         data = result.to_json() | econ.to_json()
-        data["warnings"] = [n for n in notes if n.startswith("WARNING")]
+        data["warnings"] = [n for n in notes if n.startswith("WARNING")] + support.warnings(
+            cfg, today
+        )
+        version = cfg.kubernetes
+        data["kubernetes"] = {
+            "version": cfg.kubernetes_version,
+            "standard_support_end": version.end_of_standard.isoformat() if version else None,
+            "extended_support_end": version.end_of_extended.isoformat() if version else None,
+        }
         data["cheaper"] = next((n for n in notes if n.startswith("cheaper")), None)
         print(json.dumps(data, indent=2))
     else:
-        print(format_table(result, econ))
+        print(format_table(result, econ, cfg, today))
         if written:
             print(f"\nrendered {len(written)} objects into {args.render}")
         if notes:

@@ -23,11 +23,12 @@ from pydantic import (
     ConfigDict,
     Field,
     ValidationError,
+    ValidationInfo,
     field_validator,
     model_validator,
 )
 
-from infra.plan import catalog
+from infra.plan import catalog, prices
 
 PROJECT = "gemma-graviton"
 
@@ -60,6 +61,14 @@ class ConfigError(ValueError):
 
 def _fix(text: str) -> dict[str, str]:
     return {"fix": text}
+
+
+#: An IAM role or user ARN, as access entries take them (not an assumed-role session).
+IAM_PRINCIPAL_ARN = re.compile(r"arn:aws[a-z-]*:iam::\d{12}:(role|user)/[\w+=,.@/-]+")
+_IAM_FIX = "list IAM role or user ARNs such as arn:aws:iam::123456789012:role/platform-admin"
+#: A zone name (us-west-2a) or zone ID (usw2-az1, apne1-az4, usgw1-az1).
+ZONE_NAME = re.compile(r"[a-z]{2}(-gov)?-[a-z]+-\d[a-z]")
+ZONE_ID = re.compile(r"[a-z]{3,6}\d-az\d{1,2}")
 
 
 class ModelProfileConfig(BaseModel):
@@ -107,8 +116,10 @@ class StackConfig(BaseModel):
         str,
         Field(
             alias="availabilityZone",
-            description="The one AZ of the nodes: pipeline traffic and EBS volumes stay in it.",
-            json_schema_extra=_fix("use a zone of `region`, such as us-west-2a"),
+            description="The one AZ of the nodes: pipeline traffic and EBS volumes stay in it. "
+            "A zone name (us-west-2a) or a zone ID (usw2-az1); names map to different physical "
+            "zones in each account, IDs do not.",
+            json_schema_extra=_fix("use a zone of `region`, such as us-west-2a or usw2-az1"),
         ),
     ] = "us-west-2a"
     control_plane_zone: Annotated[
@@ -116,8 +127,9 @@ class StackConfig(BaseModel):
         Field(
             alias="controlPlaneZone",
             description="Second AZ for the EKS control plane's subnets (EKS needs two); "
-            "no node runs there. `auto` picks a neighbour of `availabilityZone`.",
-            json_schema_extra=_fix("use another zone of `region`, or auto"),
+            "no node runs there. A zone name or ID; `auto` picks, at preview, the first other "
+            "zone of the region that EKS accepts.",
+            json_schema_extra=_fix("use another zone of `region` (name or ID), or auto"),
         ),
     ] = "auto"
     kubernetes_version: Annotated[
@@ -126,9 +138,11 @@ class StackConfig(BaseModel):
             alias="kubernetesVersion",
             description="EKS Kubernetes version, pinned.",
             pattern=r"^1\.\d{2}$",
-            json_schema_extra=_fix("use a pinned minor version such as 1.34"),
+            json_schema_extra=_fix(
+                f"use a pinned minor version such as {catalog.DEFAULT_KUBERNETES_VERSION}"
+            ),
         ),
-    ] = "1.34"
+    ] = catalog.DEFAULT_KUBERNETES_VERSION
     vpc_cidr: Annotated[
         ipaddress.IPv4Network,
         Field(
@@ -247,6 +261,18 @@ class StackConfig(BaseModel):
             json_schema_extra=_fix("use none or volume"),
         ),
     ] = "none"
+    model_revision: Annotated[
+        str,
+        Field(
+            alias="modelRevision",
+            pattern=r"^(auto|[0-9a-f]{40})$",
+            description="Commit of the model's hub repository that every rank downloads; auto "
+            "= the catalogue's checked commit.",
+            json_schema_extra=_fix(
+                "use auto or a 40-character commit SHA from the model's hub repository"
+            ),
+        ),
+    ] = "auto"
     download_mbps: Annotated[
         float,
         Field(
@@ -278,6 +304,38 @@ class StackConfig(BaseModel):
             json_schema_extra=_fix("list IPv4 ranges such as 203.0.113.0/24"),
         ),
     ] = PRIVATE_RANGES
+    endpoint_public_access_cidrs: Annotated[
+        tuple[ipaddress.IPv4Network, ...],
+        Field(
+            alias="endpointPublicAccessCidrs",
+            min_length=1,
+            description="Ranges that may reach the EKS API endpoint from the internet: where "
+            "kubectl users and `pulumi up` (CI runners included) run. Nodes use the private "
+            "endpoint.",
+            json_schema_extra=_fix(
+                "list the IPv4 ranges of your operators and CI runners, such as 198.51.100.0/24"
+            ),
+        ),
+    ]
+    cluster_admin_arns: Annotated[
+        tuple[str, ...],
+        Field(
+            alias="clusterAdminArns",
+            description="IAM roles and users given AmazonEKSClusterAdminPolicy on the whole "
+            "cluster (access entries). Not the principal that creates the cluster: EKS makes "
+            "it an admin itself.",
+            json_schema_extra=_fix(_IAM_FIX),
+        ),
+    ] = ()
+    cluster_viewer_arns: Annotated[
+        tuple[str, ...],
+        Field(
+            alias="clusterViewerArns",
+            description="IAM roles and users given AmazonEKSAdminViewPolicy on the whole "
+            "cluster (read everything, Secrets included; change nothing).",
+            json_schema_extra=_fix(_IAM_FIX),
+        ),
+    ] = ()
     tls_certificate_arn: Annotated[
         str | None,
         Field(
@@ -365,8 +423,37 @@ class StackConfig(BaseModel):
     @field_validator("availability_zone", "control_plane_zone")
     @classmethod
     def _zone_shape(cls, value: str) -> str:
-        if value != "auto" and not re.fullmatch(r"[a-z]{2}(-gov)?-[a-z]+-\d[a-z]", value):
-            raise ValueError("must be an availability zone name")
+        if value != "auto" and not (ZONE_NAME.fullmatch(value) or ZONE_ID.fullmatch(value)):
+            raise ValueError("must be an availability zone name or zone ID")
+        return value
+
+    @field_validator("cluster_admin_arns", "cluster_viewer_arns")
+    @classmethod
+    def _iam_principals(cls, value: tuple[str, ...], info: ValidationInfo) -> tuple[str, ...]:
+        key = "clusterAdminArns" if info.field_name == "cluster_admin_arns" else "clusterViewerArns"
+        for arn in value:
+            if ":assumed-role/" in arn:
+                raise ConfigError(
+                    key,
+                    f"{arn} is an assumed-role session, which access entries do not take",
+                    "give the role's ARN, arn:aws:iam::<account>:role/<name>",
+                )
+            if not IAM_PRINCIPAL_ARN.fullmatch(arn):
+                raise ConfigError(key, f"{arn!r} is not an IAM role or user ARN", _IAM_FIX)
+        if len(set(value)) != len(value):
+            raise ConfigError(key, "lists a principal twice", "list each ARN once")
+        return value
+
+    @field_validator("kubernetes_version", mode="before")
+    @classmethod
+    def _version_is_text(cls, value: Any) -> Any:
+        # YAML reads 1.30 as the number 1.3: a version must be written as text.
+        if isinstance(value, float | int):
+            raise ConfigError(
+                "kubernetesVersion",
+                f"{value} was read as a number",
+                f'quote it, such as "{catalog.DEFAULT_KUBERNETES_VERSION}"',
+            )
         return value
 
     @field_validator("model")
@@ -400,6 +487,17 @@ class StackConfig(BaseModel):
             "owner": "the `owner` key",
             "endDate": "the `endDate` key",
         }
+        for key, text in value.items():
+            # The NLB gets the tags through a "k=v,k=v" annotation that the cloud provider splits
+            # on "," and "=" (cloud-provider-aws pkg/providers/v1/aws_loadbalancer.go,
+            # getKeyValuePropertiesFromAnnotation).
+            if {",", "="} & set(key + text):
+                raise ConfigError(
+                    "tags",
+                    f"{key}={text} contains ',' or '=', which the load balancer's tag annotation "
+                    "cannot carry",
+                    "remove those characters from the tag",
+                )
         clash = sorted(set(managed) & set(value))
         if clash:
             raise ConfigError(
@@ -415,12 +513,21 @@ class StackConfig(BaseModel):
             ("availabilityZone", self.availability_zone),
             ("controlPlaneZone", self.control_plane_zone),
         ):
-            if zone != "auto" and not zone.startswith(self.region):
+            # A zone ID's region is checked at preview, against the account's zones.
+            if ZONE_NAME.fullmatch(zone) and not zone.startswith(self.region):
                 raise ConfigError(
                     key,
                     f"{zone} is not a zone of region {self.region}",
                     f"use a zone such as {self.region}a, or change `region`",
                 )
+        both = sorted(set(self.cluster_admin_arns) & set(self.cluster_viewer_arns))
+        if both:
+            raise ConfigError(
+                "clusterViewerArns",
+                f"{both[0]} is in `clusterAdminArns` too (EKS allows one access entry per "
+                "principal)",
+                "keep it in one of the two lists",
+            )
         if self.control_plane_zone == self.availability_zone:
             raise ConfigError(
                 "controlPlaneZone",
@@ -480,12 +587,16 @@ class StackConfig(BaseModel):
         return all(any(c.subnet_of(p) for p in PRIVATE_RANGES) for c in self.allowed_cidrs)
 
     @property
-    def second_zone(self) -> str:
-        """The control plane's other zone: the configured one, or a neighbour letter."""
-        if self.control_plane_zone != "auto":
-            return self.control_plane_zone
-        letter = self.availability_zone[-1]
-        return self.availability_zone[:-1] + ("b" if letter == "a" else "a")
+    def revision(self) -> str | None:
+        """The commit every rank downloads: the stack's, else the catalogue's checked one."""
+        if self.model_revision != "auto":
+            return self.model_revision
+        return self.profile().revision
+
+    @property
+    def kubernetes(self) -> prices.EksVersion | None:
+        """The pinned Kubernetes version's EKS support window (None: not in the catalogue)."""
+        return prices.EKS_VERSIONS.get(self.kubernetes_version)
 
     def profile(self) -> catalog.ModelProfile:
         """The model's layout: the stack's own description, else the catalogue's."""
@@ -557,8 +668,10 @@ def _shown(value: Any) -> str:
 
 def _rule_text(first: Mapping[str, Any]) -> str:
     """Pydantic's message for the most specific branch, phrased as a rule. The container
-    checks come first: "a valid tuple" is pydantic's word for the list `allowedCidrs`."""
+    checks come first: "a valid tuple" is pydantic's word for a list in the stack file."""
     message = str(first["msg"]).removeprefix("Value error, ")
+    if first["type"] == "too_short":
+        return "must list at least one value"
     if message == "Input should be a valid tuple":
         return "must be a list"
     if message == "Input should be a valid dictionary":

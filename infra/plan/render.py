@@ -15,7 +15,7 @@ from components import manifests
 from components.manifests import gatekeeper
 from infra.plan.config import StackConfig
 from infra.plan.sizing import Plan
-from infra.plan.wiring import STORAGE_CLASS, STORAGE_THROUGHPUT_MIBPS, server_spec
+from infra.plan.wiring import STORAGE_CLASS, STORAGE_THROUGHPUT_MIBPS, server_spec, stack_tags
 
 SECRETS_NOTE = "SECRETS.txt"
 
@@ -27,7 +27,11 @@ def rendered_objects(cfg: StackConfig, plan: Plan) -> list[manifests.Manifest]:
     """
     objects = []
     if plan.model_cache == "volume":
-        objects.append(manifests.storage_class(STORAGE_CLASS, STORAGE_THROUGHPUT_MIBPS))
+        objects.append(
+            manifests.storage_class(
+                STORAGE_CLASS, STORAGE_THROUGHPUT_MIBPS, stack_tags(cfg, plan.stack)
+            )
+        )
     return objects + manifests.all_objects(server_spec(cfg, plan))
 
 

@@ -446,9 +446,13 @@ def _decode_tokens_per_s(
 def _startup(cfg: StackConfig, profile: ModelProfile, ranks: tuple[RankPlan, ...]) -> _Startup:
     checkpoint_gib = profile.checkpoint_bytes / GIB
     volume_gib = math.ceil(checkpoint_gib * (1 + DISK_MARGIN))
-    on_node = catalog.NODE_OS_DISK_GIB + catalog.IMAGE_DISK_GIB
+    # The OS, an old and a new image during an upgrade, and (without a volume) the weights'
+    # emptyDir up to its size limit.
+    on_node = (
+        catalog.NODE_OS_DISK_GIB + catalog.IMAGES_ON_NODE_DURING_UPGRADE * catalog.IMAGE_DISK_GIB
+    )
     if cfg.model_cache == "none":
-        on_node += checkpoint_gib
+        on_node += volume_gib
     disk = int(10 * math.ceil(on_node * (1 + DISK_MARGIN) / 10))
     download = profile.checkpoint_bytes / (cfg.download_mbps * 1e6)
     load = max(r.weights_gib for r in ranks) * catalog.LOAD_SECONDS_PER_GIB

@@ -9,7 +9,7 @@ import shlex
 from components.manifests import ServerSpec
 from components.manifests.gatekeeper import GatekeeperLimits
 from infra.plan import catalog
-from infra.plan.config import StackConfig
+from infra.plan.config import PROJECT, StackConfig
 from infra.plan.sizing import Plan
 
 #: Label of the model node group; the model pods select it.
@@ -23,6 +23,19 @@ SERVER_NAME = "gemma"
 STORAGE_CLASS = "gemma-graviton-gp3"
 #: gp3 throughput of those volumes in MiB/s: the first start writes ~24 GB, every start reads it.
 STORAGE_THROUGHPUT_MIBPS = 250
+
+
+def stack_tags(cfg: StackConfig, stack: str) -> dict[str, str]:
+    """The tags on everything the stack pays for: the AWS provider's default tags, the nodes'
+    launch template (instances, root volumes, network interfaces), the storage class of the CSI
+    volumes and the load balancer's annotation."""
+    return {
+        **cfg.tags,
+        "project": PROJECT,
+        "stack": stack,
+        "owner": cfg.owner,
+        "endDate": cfg.end_date.isoformat(),
+    }
 
 
 def server_spec(cfg: StackConfig, plan: Plan) -> ServerSpec:
@@ -53,6 +66,8 @@ def server_spec(cfg: StackConfig, plan: Plan) -> ServerSpec:
         gatekeeper_memory_mib=catalog.GATEKEEPER_MEMORY_MIB,
         tls_certificate_arn=cfg.tls_certificate_arn,
         internal_load_balancer=cfg.private_clients_only,
+        aws_tags=stack_tags(cfg, plan.stack),
+        model_revision=cfg.revision,
     )
 
 

@@ -178,6 +178,8 @@ def test_the_prefetch_downloads_with_the_token_into_the_model_directory() -> Non
     assert init["env"] == [
         {"name": "MODEL_REPO", "value": "google/gemma-4-12B-it"},
         {"name": "MODEL_DIR", "value": "/models/google/gemma-4-12B-it"},
+        {"name": "MODEL_REVISION", "value": ""},
+        {"name": "DOWNLOAD_ATTEMPTS", "value": "6"},
         {"name": "HF_TOKEN_PATH", "value": TOKEN_PATH},
         {"name": "HOME", "value": "/cache"},
         {"name": "HF_HOME", "value": "/cache/huggingface"},
@@ -319,7 +321,10 @@ def test_the_group_set_and_its_claims() -> None:
             },
         }
     ]
-    assert template["persistentVolumeClaimRetentionPolicy"] == {"whenDeleted": "Delete"}
+    assert template["persistentVolumeClaimRetentionPolicy"] == {
+        "whenDeleted": "Retain",
+        "whenScaled": "Retain",
+    }
     plain = manifests.leader_worker_set(SPEC)["spec"]["leaderWorkerTemplate"]
     assert "volumeClaimTemplates" not in plain
     assert "persistentVolumeClaimRetentionPolicy" not in plain
@@ -370,7 +375,13 @@ def test_the_namespace_and_the_gatekeeper_config() -> None:
         "kind": "Namespace",
         "metadata": {
             "name": "serving",
-            "labels": {**LABELS, "app.kubernetes.io/component": "namespace"},
+            "labels": {
+                **LABELS,
+                "app.kubernetes.io/component": "namespace",
+                "pod-security.kubernetes.io/enforce": "privileged",
+                "pod-security.kubernetes.io/warn": "baseline",
+                "pod-security.kubernetes.io/audit": "restricted",
+            },
         },
     }
     config = manifests.gatekeeper_config(SPEC)
@@ -388,7 +399,6 @@ def test_the_service_reaches_leaders_through_an_nlb() -> None:
     assert svc["metadata"]["labels"]["app.kubernetes.io/component"] == "endpoint"
     assert svc["metadata"]["annotations"] == {
         "service.beta.kubernetes.io/aws-load-balancer-type": "nlb",
-        "service.beta.kubernetes.io/aws-load-balancer-scheme": "internet-facing",
     }
     assert svc["spec"]["selector"] == {
         "leaderworkerset.sigs.k8s.io/name": "gemma-vllm",
@@ -403,7 +413,6 @@ def test_the_service_reaches_leaders_through_an_nlb() -> None:
     internal = manifests.service(replace(SPEC, internal_load_balancer=True))["metadata"]
     assert internal["annotations"] == {
         "service.beta.kubernetes.io/aws-load-balancer-type": "nlb",
-        "service.beta.kubernetes.io/aws-load-balancer-scheme": "internal",
         "service.beta.kubernetes.io/aws-load-balancer-internal": "true",
     }
 

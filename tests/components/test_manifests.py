@@ -363,7 +363,6 @@ def test_private_clients_get_an_internal_load_balancer_and_public_ones_do_not() 
     _, _, private = _objects("dev", allowedCidrs=["10.0.0.0/8"], allowPlainHttp=False)
     annotations = _kind(private, "Service")["metadata"]["annotations"]
     assert annotations["service.beta.kubernetes.io/aws-load-balancer-internal"] == "true"
-    assert annotations["service.beta.kubernetes.io/aws-load-balancer-scheme"] == "internal"
     _, _, public = _objects(
         "dev",
         allowedCidrs=["203.0.113.0/24"],
@@ -371,7 +370,8 @@ def test_private_clients_get_an_internal_load_balancer_and_public_ones_do_not() 
     )
     annotations = _kind(public, "Service")["metadata"]["annotations"]
     assert "service.beta.kubernetes.io/aws-load-balancer-internal" not in annotations
-    assert annotations["service.beta.kubernetes.io/aws-load-balancer-scheme"] == "internet-facing"
+    # The scheme annotation is the AWS Load Balancer Controller's; the in-tree one ignores it.
+    assert "service.beta.kubernetes.io/aws-load-balancer-scheme" not in annotations
 
 
 def test_a_private_range_beside_public_ones_is_refused() -> None:
@@ -470,8 +470,8 @@ def test_prefetch_downloads_and_reads_every_weight_file(tmp_path: Path) -> None:
         [sys.executable, "-c", _prefetch_python(init)],
         env={
             **os.environ,
+            **{name: value for name, value in env.items() if value is not None},
             "PYTHONPATH": str(tmp_path / "hub"),
-            "MODEL_REPO": env["MODEL_REPO"],
             "MODEL_DIR": str(target),
             "FAKE_REPOSITORY": json.dumps(REPOSITORY),
             "FAKE_READ_LOG": str(log),

@@ -36,6 +36,11 @@ INSTANCE_TYPE = "m7g.2xlarge"
 NODE_COUNT = 2
 DISK_GIB = 100
 LABELS = {"gemma-graviton.dev/pool": "model"}
+OPERATORS = ("198.51.100.0/24",)
+ADMIN = "arn:aws:iam::123456789012:role/platform-admin"
+VIEWER = "arn:aws:iam::123456789012:user/auditor"
+ACCESS_ENTRY = "aws:eks/accessEntry:AccessEntry"
+ACCESS_POLICY = "aws:eks/accessPolicyAssociation:AccessPolicyAssociation"
 
 VPC = "aws:ec2/vpc:Vpc"
 SUBNET = "aws:ec2/subnet:Subnet"
@@ -86,6 +91,9 @@ def deploy(
                 node_count=NODE_COUNT,
                 node_disk_gib=DISK_GIB,
                 node_labels=LABELS,
+                public_access_cidrs=OPERATORS,
+                admin_arns=(ADMIN,),
+                viewer_arns=(VIEWER,),
             ),
             opts=opts,
         )
@@ -212,12 +220,66 @@ def test_cluster_uses_api_auth_logging_oidc_and_no_default_node_group(
     assert inputs["enabledClusterLogTypes"] == ["api", "audit", "authenticator"], eks_cluster.urn
     assert inputs["skipDefaultNodeGroup"] is True, eks_cluster.urn
     assert inputs["createOidcProvider"] is True, eks_cluster.urn
+    # The public endpoint admits only the operators' ranges; nodes use the private one.
     assert inputs["endpointPublicAccess"] is True, eks_cluster.urn
+    assert inputs["publicAccessCidrs"] == list(OPERATORS), eks_cluster.urn
+    assert inputs["endpointPrivateAccess"] is True, eks_cluster.urn
     assert inputs["version"] == "1.34", eks_cluster.urn
     # Managed node groups get their access entry from EKS; no aws-auth role mapping is needed.
     assert "instanceRoles" not in inputs and "instanceRole" not in inputs, eks_cluster.urn
     assert inputs["vpcId"] == one(mocks.records, VPC).resource_id, eks_cluster.urn
     assert inputs["vpcCniOptions"]["enableNetworkPolicy"] is True, eks_cluster.urn
+
+
+def test_listed_principals_get_cluster_scoped_access_entries(mocks: RecordingMocks) -> None:
+    _, cluster = deploy()
+    eks_name = resolve(cluster.cluster_name)
+    entries = {r.inputs["principalArn"]: r for r in by_type(mocks.records, ACCESS_ENTRY)}
+    assert set(entries) == {ADMIN, VIEWER}
+    for entry in entries.values():
+        assert entry.inputs["clusterName"] == eks_name, entry.urn
+        assert entry.inputs["type"] == "STANDARD", entry.urn
+    policies = {r.inputs["principalArn"]: r for r in by_type(mocks.records, ACCESS_POLICY)}
+    assert policies[ADMIN].inputs["policyArn"] == (
+        "arn:aws:eks::aws:cluster-access-policy/AmazonEKSClusterAdminPolicy"
+    )
+    assert policies[VIEWER].inputs["policyArn"] == (
+        "arn:aws:eks::aws:cluster-access-policy/AmazonEKSAdminViewPolicy"
+    )
+    for policy in policies.values():
+        assert policy.inputs["accessScope"] == {"type": "cluster"}, policy.urn
+        assert policy.inputs["clusterName"] == eks_name, policy.urn
+
+
+def test_kubernetes_objects_are_deleted_before_the_access_entries(mocks: RecordingMocks) -> None:
+    deploy()
+    provider = one(mocks.records, K8S_PROVIDER)
+    depends = mocks.monitor.dependencies[provider.urn]
+    for record in by_type(mocks.records, ACCESS_ENTRY) + by_type(mocks.records, ACCESS_POLICY):
+        assert record.urn in depends, (provider.urn, record.urn)
+
+
+def test_no_operator_ranges_means_no_public_endpoint(mocks: RecordingMocks) -> None:
+    def program() -> None:
+        Cluster(
+            "gemma",
+            ClusterArgs(
+                vpc_id="vpc-1",
+                control_plane_subnet_ids=["subnet-1", "subnet-2"],
+                node_subnet_id="subnet-1",
+                kubernetes_version="1.35",
+                instance_type=INSTANCE_TYPE,
+                node_count=NODE_COUNT,
+                node_disk_gib=DISK_GIB,
+                node_labels=LABELS,
+            ),
+        )
+
+    run(program)
+    inputs = one(mocks.records, EKS_CLUSTER).inputs
+    assert inputs["endpointPublicAccess"] is False
+    assert "publicAccessCidrs" not in inputs
+    assert by_type(mocks.records, ACCESS_ENTRY) == []
 
 
 def test_control_plane_subnets_span_two_zones(mocks: RecordingMocks) -> None:

@@ -67,6 +67,19 @@ STACK = "dev"
 ACCOUNT_ID = "123456789012"
 REGION = "us-west-2"
 ZONES = ("us-west-2a", "us-west-2b", "us-west-2c", "us-west-2d")
+#: Zone IDs per region as one account might map them (names map differently per account; the
+#: IDs are the physical zones). us-east-1 includes use1-az3, where EKS refuses control planes.
+ZONE_IDS = {
+    "us-west-2": {"a": "usw2-az2", "b": "usw2-az1", "c": "usw2-az3", "d": "usw2-az4"},
+    "us-east-1": {
+        "a": "use1-az3",
+        "b": "use1-az4",
+        "c": "use1-az6",
+        "d": "use1-az1",
+        "e": "use1-az2",
+        "f": "use1-az5",
+    },
+}
 
 
 @dataclass(frozen=True)
@@ -274,6 +287,8 @@ class RecordingMocks(pulumi.runtime.Mocks):
         self.calls: list[Invoked] = []
         self.monitor = RecordingMonitor(self)
         self._lock = threading.Lock()
+        #: Zone IDs that do not offer any instance type (a test removes a type from a zone).
+        self.zones_without_offerings: set[str] = set()
 
     def install(self) -> RecordingMocks:
         """Make these mocks the Pulumi engine for the current test."""
@@ -459,9 +474,41 @@ class RecordingMocks(pulumi.runtime.Mocks):
 
     # -- invokes ---------------------------------------------------------------------------
 
+    def region_of(self, provider: str | None) -> str:
+        """The region an invoke's provider is configured for (the default region otherwise)."""
+        if provider:
+            urn = provider.rsplit("::", 1)[0]  # a provider reference is "<urn>::<id>"
+            for record in self.records:
+                if record.urn == urn and record.inputs.get("region"):
+                    return str(record.inputs["region"])
+        return REGION
+
     def call(self, args: MockCallArgs) -> dict[str, Any]:  # type: ignore[override]
         with self._lock:
             self.calls.append(Invoked(args.token, dict(args.args), args.provider or None))
+        region = self.region_of(args.provider or None)
+        if args.token == "aws:index/getAvailabilityZones:getAvailabilityZones":
+            ids = ZONE_IDS.get(region, {"a": "xx1-az1", "b": "xx1-az2"})
+            return {
+                "id": region,
+                "names": [f"{region}{letter}" for letter in ids],
+                "zoneIds": list(ids.values()),
+                "groupNames": [region],
+                "state": "available",
+            }
+        if args.token == "aws:ec2/getInstanceTypeOfferings:getInstanceTypeOfferings":
+            (wanted,) = [f["values"] for f in args.args.get("filters", [])]
+            offered = [
+                zone_id
+                for zone_id in ZONE_IDS.get(region, {}).values()
+                if zone_id not in self.zones_without_offerings
+            ]
+            return {
+                "id": region,
+                "instanceTypes": [wanted[0]] * len(offered),
+                "locations": offered,
+                "locationTypes": [args.args.get("locationType")] * len(offered),
+            }
         result = _INVOKES.get(args.token)
         if result is None:
             raise NotImplementedError(
@@ -529,13 +576,6 @@ def _policy_document(args: dict[str, Any]) -> dict[str, Any]:
 
 
 _INVOKES: dict[str, Callable[[dict[str, Any]], dict[str, Any]]] = {
-    "aws:index/getAvailabilityZones:getAvailabilityZones": lambda _: {
-        "id": REGION,
-        "names": list(ZONES),
-        "zoneIds": [f"usw2-az{i}" for i in range(1, len(ZONES) + 1)],
-        "groupNames": [REGION],
-        "state": "available",
-    },
     "aws:index/getCallerIdentity:getCallerIdentity": lambda _: {
         "id": ACCOUNT_ID,
         "accountId": ACCOUNT_ID,

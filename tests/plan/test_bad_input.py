@@ -19,6 +19,7 @@ CERTIFICATE = "arn:aws:acm:us-west-2:123456789012:certificate/0f1e2d3c-4b5a-6978
 BASE = {
     "region": "us-west-2",
     "availabilityZone": "us-west-2a",
+    "endpointPublicAccessCidrs": "[198.51.100.0/24]",
     "owner": "ml-platform",
     "endDate": '"2027-03-31"',
     "tlsCertificateArn": CERTIFICATE,
@@ -108,7 +109,7 @@ CASES = [
     Case("version unknown", {"kubernetesVersion": "1.40"}, "kubernetesVersion",
          {"kubernetesVersion": "1.35"}, "1.35"),
     Case("version words", {"kubernetesVersion": "latest"}, "kubernetesVersion",
-         {"kubernetesVersion": "1.34"}, "1.34"),
+         {"kubernetesVersion": "1.35"}, "1.35"),
     Case("end date past", {"endDate": "2020-01-01"}, "endDate", {"endDate": str(LATER)},
          str(LATER)),
     Case("end date invalid", {"endDate": "2027-13-45"}, "endDate", {"endDate": "2027-06-30"},

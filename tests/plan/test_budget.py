@@ -31,7 +31,11 @@ from infra.plan.config import load_config
 from infra.plan.kv_cache import KvGroup, cdiv, group_kv, rank_layer_counts, stage_layers
 from infra.plan.sizing import MIN_STARTUP_SECONDS, plan
 
-BASE = {"owner": "ml-platform", "endDate": "2027-01-01"}
+BASE = {
+    "owner": "ml-platform",
+    "endDate": "2027-01-01",
+    "endpointPublicAccessCidrs": ["198.51.100.0/24"],
+}
 GEMMA = catalog.MODELS["google/gemma-4-12B-it"]
 
 

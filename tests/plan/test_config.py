@@ -11,7 +11,7 @@ from infra.plan.config import ConfigError, check_secrets, load_config
 from infra.plan.sizing import plan
 
 CHEAPEST_TYPE_FIX = (
-    "choose r7g.2xlarge, the cheapest type that starts this stack ($452.67/month; `--compare` "
+    "choose r7g.2xlarge, the cheapest type that starts this stack ($454.28/month; `--compare` "
     "ranks them all)"
 )
 
@@ -131,6 +131,50 @@ BAD_INPUTS = [
         "`tags` may not set the managed tag 'owner'; remove it; it comes from the `owner` key",
     ),
     (
+        ["clusterAdminArns=[arn:aws:sts::123456789012:assumed-role/ci/run-42]"],
+        "`clusterAdminArns` arn:aws:sts::123456789012:assumed-role/ci/run-42 is an assumed-role "
+        "session, which access entries do not take; give the role's ARN, "
+        "arn:aws:iam::<account>:role/<name>",
+    ),
+    (
+        ["clusterViewerArns=[alice]"],
+        "`clusterViewerArns` 'alice' is not an IAM role or user ARN; list IAM role or user ARNs "
+        "such as arn:aws:iam::123456789012:role/platform-admin",
+    ),
+    (
+        ["clusterAdminArns=[arn:aws:iam::123456789012:group/admins]"],
+        "`clusterAdminArns` 'arn:aws:iam::123456789012:group/admins' is not an IAM role or user "
+        "ARN; list IAM role or user ARNs such as arn:aws:iam::123456789012:role/platform-admin",
+    ),
+    (
+        [
+            "clusterAdminArns=[arn:aws:iam::123456789012:role/a]",
+            "clusterViewerArns=[arn:aws:iam::123456789012:role/a]",
+        ],
+        "`clusterViewerArns` arn:aws:iam::123456789012:role/a is in `clusterAdminArns` too (EKS "
+        "allows one access entry per principal); keep it in one of the two lists",
+    ),
+    (
+        ["modelRevision=main"],
+        "`modelRevision` has the wrong form (got 'main'); use auto or a 40-character commit SHA "
+        "from the model's hub repository",
+    ),
+    (
+        ["endpointPublicAccessCidrs=[]"],
+        "`endpointPublicAccessCidrs` must list at least one value (got []); list the IPv4 ranges "
+        "of your operators and CI runners, such as 198.51.100.0/24",
+    ),
+    (
+        ["availabilityZone=us-west-2-a"],
+        "`availabilityZone` must be an availability zone name or zone ID (got 'us-west-2-a'); "
+        "use a zone of `region`, such as us-west-2a or usw2-az1",
+    ),
+    (
+        ["tags={team: a=b}"],
+        "`tags` team=a=b contains ',' or '=', which the load balancer's tag annotation cannot "
+        "carry; remove those characters from the tag",
+    ),
+    (
         ["nodeSubnets=dmz"],
         "`nodeSubnets` must be 'private' or 'public' (got 'dmz'); use private or public",
     ),
@@ -176,7 +220,7 @@ BAD_INPUTS = [
     (
         ["kubernetesVersion=latest"],
         "`kubernetesVersion` has the wrong form (got 'latest'); use a pinned minor version such "
-        "as 1.34",
+        "as 1.35",
     ),
     (
         ["allowedCidrs=203.0.113.0/24"],
@@ -236,6 +280,7 @@ def test_program_style_json_strings_validate_like_yaml() -> None:
             "endDate": "2027-01-01",
             "allowedCidrs": '["198.51.100.0/24"]',
             "tlsCertificateArn": "arn:aws:acm:us-west-2:123456789012:certificate/0a1b2c3d",
+            "endpointPublicAccessCidrs": '["198.51.100.0/24"]',
             "tags": '{"costCenter": "ml"}',
             "replicas": "2",
             "weightPrefetch": "false",
@@ -249,7 +294,7 @@ def test_program_style_json_strings_validate_like_yaml() -> None:
 
 def test_missing_owner_is_named() -> None:
     with pytest.raises(ConfigError) as error:
-        load_config({"endDate": "2027-01-01"})
+        load_config({"endDate": "2027-01-01", "endpointPublicAccessCidrs": ["198.51.100.0/24"]})
     assert str(error.value) == "`owner` is required; set it to a team or e-mail address"
 
 
@@ -271,7 +316,11 @@ def test_stack_file_with_a_plain_secret_key_is_refused(
 ) -> None:
     monkeypatch.setattr(stackfile, "STACKS", tmp_path)
     monkeypatch.setattr(stackfile, "REPO", tmp_path.parent)
-    base = {"gemma-graviton:owner": "t", "gemma-graviton:endDate": "2027-01-01"}
+    base = {
+        "gemma-graviton:owner": "t",
+        "gemma-graviton:endDate": "2027-01-01",
+        "gemma-graviton:endpointPublicAccessCidrs": ["198.51.100.0/24"],
+    }
     (tmp_path / "Pulumi.leaky.yaml").write_text(
         yaml.safe_dump({"config": {**base, f"gemma-graviton:{key}": "plain-value-1234567890"}})
     )
@@ -289,7 +338,11 @@ def test_stack_file_with_plain_secret_or_foreign_key_is_refused(
 ) -> None:
     monkeypatch.setattr(stackfile, "STACKS", tmp_path)
     monkeypatch.setattr(stackfile, "REPO", tmp_path.parent)
-    base = {"gemma-graviton:owner": "t", "gemma-graviton:endDate": "2027-01-01"}
+    base = {
+        "gemma-graviton:owner": "t",
+        "gemma-graviton:endDate": "2027-01-01",
+        "gemma-graviton:endpointPublicAccessCidrs": ["198.51.100.0/24"],
+    }
     (tmp_path / "Pulumi.leaky.yaml").write_text(
         yaml.safe_dump({"config": {**base, "gemma-graviton:hfToken": "hf_plain"}})
     )
@@ -307,6 +360,12 @@ def test_stack_file_with_plain_secret_or_foreign_key_is_refused(
     assert main(["--stack", "nope"]) == 2
     assert capsys.readouterr().err.startswith("error: `--stack` 'nope' has no file")
 
+
+MINIMAL = {
+    "owner": "t",
+    "endDate": "2027-01-01",
+    "endpointPublicAccessCidrs": ["198.51.100.0/24"],
+}
 
 # Rules the config model owns: each is refused here, with its exact message, before the network
 # or the cluster would refuse it later in `pulumi up`; the value just inside each is accepted.
@@ -332,8 +391,8 @@ RULES = [
      "`availabilityZone` us-east-1a is not a zone of region us-west-2; use a zone such as "
      "us-west-2a, or change `region`"),
     ({"availabilityZone": "us-west-2"},
-     "`availabilityZone` must be an availability zone name (got 'us-west-2'); use a zone of "
-     "`region`, such as us-west-2a"),
+     "`availabilityZone` must be an availability zone name or zone ID (got 'us-west-2'); use a "
+     "zone of `region`, such as us-west-2a or usw2-az1"),
     ({"allowedCidrs": ["127.0.0.0/8"], "tlsCertificateArn": CERT},
      "`allowedCidrs` holds 127.0.0.0/8, a loopback or link-local range no client can come from; "
      "list your clients' ranges, such as 203.0.113.0/24"),
@@ -348,8 +407,8 @@ RULES = [
      "load balancer sees clients' public addresses only; list only public egress ranges such as "
      "203.0.113.0/24, or only private ranges for an internal load balancer"),
     ({"allowedCidrs": []},
-     "`allowedCidrs` Tuple should have at least 1 item after validation, not 0 (got []); list "
-     "IPv4 ranges such as 203.0.113.0/24"),
+     "`allowedCidrs` must list at least one value (got []); list IPv4 ranges such as "
+     "203.0.113.0/24"),
     ({"owner": "ml#platform"},
      f"`owner` becomes a tag value, which must be at most 256 {TAG_CHARS}; use a team name or "
      "e-mail address such as ml-platform"),
@@ -390,7 +449,7 @@ RULES = [
 @pytest.mark.parametrize(("values", "message"), RULES, ids=lambda v: str(v)[:40])
 def test_a_config_rule_refuses_before_any_resource(values: dict[str, object], message: str) -> None:
     with pytest.raises(ConfigError) as error:
-        load_config({"owner": "t", "endDate": "2027-01-01", **values})
+        load_config({**MINIMAL, **values})
     assert str(error.value) == message
 
 
@@ -413,18 +472,11 @@ def test_a_config_rule_refuses_before_any_resource(values: dict[str, object], me
     ids=lambda v: str(v)[:40],
 )
 def test_the_value_just_inside_a_rule_is_accepted(values: dict[str, object]) -> None:
-    load_config({"owner": "t", "endDate": "2027-01-01", **values})
-
-
-def test_the_control_plane_zone_is_a_neighbour_of_the_node_zone() -> None:
-    base = {"owner": "t", "endDate": "2027-01-01"}
-    assert load_config(base).second_zone == "us-west-2b"
-    assert load_config({**base, "availabilityZone": "us-west-2b"}).second_zone == "us-west-2a"
-    assert load_config({**base, "controlPlaneZone": "us-west-2d"}).second_zone == "us-west-2d"
+    load_config({**MINIMAL, **values})
 
 
 def test_only_private_client_ranges_make_an_internal_load_balancer() -> None:
-    base = {"owner": "t", "endDate": "2027-01-01"}
+    base = MINIMAL
     assert load_config(base).private_clients_only
     assert load_config({**base, "allowedCidrs": ["10.1.0.0/16"]}).private_clients_only
     public = load_config(
@@ -449,9 +501,7 @@ def test_a_described_model_keeps_the_stack_s_name_and_every_field() -> None:
         "maxContext": 32768,
         "tiedEmbeddings": False,
     }
-    cfg = load_config(
-        {"owner": "t", "endDate": "2027-01-01", "model": "example/small", "modelProfile": profile}
-    )
+    cfg = load_config({**MINIMAL, "model": "example/small", "modelProfile": profile})
     described = cfg.profile()
     assert described.name == "example/small"
     assert (described.layers, described.full_kv_heads, described.full_head_dim) == (26, 2, 512)

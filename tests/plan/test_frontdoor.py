@@ -15,7 +15,11 @@ from infra.plan.frontdoor import (
     plan_front_door,
 )
 
-BASE = {"owner": "ml-platform", "endDate": "2027-01-01"}
+BASE = {
+    "owner": "ml-platform",
+    "endDate": "2027-01-01",
+    "endpointPublicAccessCidrs": ["198.51.100.0/24"],
+}
 CERT = "arn:aws:acm:us-west-2:123456789012:certificate/0a1b2c3d"
 
 

@@ -12,7 +12,11 @@ from infra.plan import catalog, prices, rules
 from infra.plan.config import ConfigError, load_config
 from infra.plan.sizing import Plan, plan
 
-BASE = {"owner": "ml-platform", "endDate": "2027-01-01"}
+BASE = {
+    "owner": "ml-platform",
+    "endDate": "2027-01-01",
+    "endpointPublicAccessCidrs": ["198.51.100.0/24"],
+}
 TODAY = dt.date(2026, 12, 1)
 
 

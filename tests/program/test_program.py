@@ -8,17 +8,12 @@ program that would crash on `pulumi preview` (import paths included) fails here.
 from __future__ import annotations
 
 import json
-import os
 import runpy
 import shlex
-import sys
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pulumi
 import pytest
-import yaml
 
 from components import manifests
 from components.manifests import gatekeeper
@@ -27,77 +22,15 @@ from infra.plan.sizing import plan
 from infra.plan.stackfile import load_stack, stack_names
 from policies.rules import RULES
 from tests.fakes.pulumi_mocks import RecordingMocks, by_type, is_secret, named, one, resolve, run
+from tests.program.harness import HF_TOKEN, PROGRAM, run_program, stack_values
 
-REPO = Path(__file__).resolve().parents[2]
-PROGRAM = REPO / "infra"
 OUTPUTS = {
     "clusterName", "kubeconfig", "region", "availabilityZone", "nodeInstanceType", "nodeCount",
     "plan", "endpoint", "apiKey", "model", "maxModelLen", "kvCacheTokens", "curlExample",
     "namespace", "logGroup", "logsQuery",
 }  # fmt: skip
-HF_TOKEN = "hf_" + "x" * 34
 LWS = "kubernetes:leaderworkerset.x-k8s.io/v1:LeaderWorkerSet"
 NODE_GROUP = "eks:index:ManagedNodeGroup"
-
-
-def stack_values(stack: str) -> dict[str, Any]:
-    document = yaml.safe_load((REPO / "stacks" / f"Pulumi.{stack}.yaml").read_text())
-    return dict(document["config"])
-
-
-@pytest.fixture
-def exports(monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
-    recorded: dict[str, Any] = {}
-    monkeypatch.setattr(pulumi, "export", lambda name, value: recorded.__setitem__(name, value))
-    return recorded
-
-
-@pytest.fixture
-def as_pulumi_host() -> Iterator[None]:
-    """The host's view: cwd is the program folder, the repository root is not importable."""
-    saved_path, saved_cwd = list(sys.path), os.getcwd()
-    saved_modules = {
-        name: mod
-        for name, mod in sys.modules.items()
-        if name.split(".")[0] in ("infra", "components")
-    }
-    for name in saved_modules:
-        del sys.modules[name]
-    sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != REPO]
-    os.chdir(PROGRAM)
-    try:
-        yield
-    finally:
-        os.chdir(saved_cwd)
-        sys.path[:] = saved_path
-        for name in [n for n in sys.modules if n.split(".")[0] in ("infra", "components")]:
-            del sys.modules[name]
-        sys.modules.update(saved_modules)
-
-
-def run_program(
-    mocks: RecordingMocks,
-    stack: str,
-    overrides: dict[str, Any] | None = None,
-    hf: bool = True,
-    api_key: str | None = None,
-) -> None:
-    values = {
-        **stack_values(stack),
-        **{f"gemma-graviton:{k}": v for k, v in (overrides or {}).items()},
-    }
-    secret_keys = []
-    if hf:
-        values["gemma-graviton:hfToken"] = HF_TOKEN
-        secret_keys.append("gemma-graviton:hfToken")
-    if api_key is not None:
-        values["gemma-graviton:apiKey"] = api_key
-        secret_keys.append("gemma-graviton:apiKey")
-    text = {k: v if isinstance(v, str) else json.dumps(v) for k, v in values.items()}
-    pulumi.runtime.set_mocks(mocks, project="gemma-graviton", stack=stack, preview=False,
-                             monitor=mocks.monitor)  # fmt: skip
-    pulumi.runtime.set_all_config(text, secret_keys)
-    run(lambda: runpy.run_path(str(PROGRAM), run_name="__main__"))
 
 
 @pytest.mark.usefixtures("as_pulumi_host")
@@ -159,7 +92,7 @@ def test_node_size_override_flows_into_the_node_group(
             True,
             "`instanceType` m7g.large leaves no whole CPU for a model pod after its other "
             "tenants; choose r7g.2xlarge, the cheapest type that starts this stack "
-            "($452.67/month; `--compare` ranks them all)",
+            "($454.28/month; `--compare` ranks them all)",
         ),
         (
             {},
@@ -277,7 +210,11 @@ def test_logging_addon_and_volume_cache(mocks: RecordingMocks, exports: dict[str
     assert "arn:aws:iam::aws:policy/service-role/AmazonEBSCSIDriverPolicy" in attachments
     assert "arn:aws:iam::aws:policy/CloudWatchAgentServerPolicy" in attachments
     sc = one(mocks.records, "kubernetes:storage.k8s.io/v1:StorageClass")
-    rendered = manifests.storage_class(wiring.STORAGE_CLASS, wiring.STORAGE_THROUGHPUT_MIBPS)
+    rendered = manifests.storage_class(
+        wiring.STORAGE_CLASS,
+        wiring.STORAGE_THROUGHPUT_MIBPS,
+        wiring.stack_tags(load_stack("dev", {"modelCache": "volume"}), "dev"),
+    )
     for key in ("provisioner", "parameters", "volumeBindingMode", "reclaimPolicy"):
         assert sc.inputs[key] == rendered[key], (sc.urn, key)
     assert sc.inputs["provisioner"] == "ebs.csi.aws.com"
@@ -320,6 +257,36 @@ def _leader(mocks: RecordingMocks) -> dict[str, Any]:
 
 
 @pytest.mark.usefixtures("as_pulumi_host")
+def test_a_zone_without_the_instance_type_stops_before_anything_is_built(
+    mocks: RecordingMocks, exports: dict[str, Any]
+) -> None:
+    # In this account us-west-2a is usw2-az2; the offerings answer leaves m7g out of it.
+    mocks.zones_without_offerings = {"usw2-az2"}
+    with pytest.raises(pulumi.RunError) as error:
+        run_program(mocks, "dev", {"availabilityZone": "us-west-2a"})
+    assert str(error.value) == (
+        "`availabilityZone` us-west-2a (usw2-az2) does not offer m7g.2xlarge; choose a zone that "
+        "does (us-west-2b, us-west-2c, us-west-2d), or another `instanceType`"
+    )
+    # Only the AWS provider the lookups went through is registered: it creates nothing.
+    assert [r.type_ for r in mocks.records] == ["pulumi:providers:aws"]
+    tokens = {call.token for call in mocks.calls}
+    assert "aws:ec2/getInstanceTypeOfferings:getInstanceTypeOfferings" in tokens
+
+
+@pytest.mark.usefixtures("as_pulumi_host")
+def test_zones_may_be_named_by_id_and_the_second_zone_is_one_eks_accepts(
+    mocks: RecordingMocks, exports: dict[str, Any]
+) -> None:
+    run_program(mocks, "prod", {"availabilityZone": "use1-az6"})
+    subnets = by_type(mocks.records, "aws:ec2/subnet:Subnet")
+    zones = {s.inputs["availabilityZone"] for s in subnets}
+    # use1-az6 is us-east-1c here; us-east-1a is use1-az3, where EKS refuses control planes.
+    assert zones == {"us-east-1c", "us-east-1b"}, zones
+    assert resolve(exports["availabilityZone"]) == "us-east-1c"
+
+
+@pytest.mark.usefixtures("as_pulumi_host")
 @pytest.mark.parametrize("stack", stack_names())
 def test_only_the_gatekeeper_is_exposed(mocks: RecordingMocks, stack: str) -> None:
     run_program(mocks, stack)
@@ -340,7 +307,7 @@ def test_only_the_gatekeeper_is_exposed(mocks: RecordingMocks, stack: str) -> No
     assert {"ports": [{"port": gatekeeper.PORT, "protocol": "TCP"}]} in policy.inputs["spec"][
         "ingress"
     ]
-    config = one(mocks.records, "kubernetes:core/v1:ConfigMap")
+    config = named(mocks.records, "kubernetes:core/v1:ConfigMap", "model-gatekeeper")
     assert "location = /v1/chat/completions" in config.inputs["data"]["nginx.conf"]
 
 
@@ -374,3 +341,49 @@ def test_curl_example_quotes_every_value(mocks: RecordingMocks, exports: dict[st
     assert words[2].startswith("https://") and words[2].endswith("/v1/chat/completions")
     body = json.loads(words[words.index("-d") + 1])
     assert body["model"] == "google/gemma-4-12B-it" and body["stream"] is True
+
+
+@pytest.mark.parametrize("stack", stack_names())
+@pytest.mark.usefixtures("as_pulumi_host")
+def test_the_configured_principals_can_use_kubectl(
+    stack: str, mocks: RecordingMocks, exports: dict[str, Any]
+) -> None:
+    run_program(mocks, stack)
+    cfg = load_stack(stack)
+    policies = {
+        r.inputs["principalArn"]: r.inputs["policyArn"].rsplit("/", 1)[-1]
+        for r in by_type(mocks.records, "aws:eks/accessPolicyAssociation:AccessPolicyAssociation")
+    }
+    assert policies == {
+        **dict.fromkeys(cfg.cluster_admin_arns, "AmazonEKSClusterAdminPolicy"),
+        **dict.fromkeys(cfg.cluster_viewer_arns, "AmazonEKSAdminViewPolicy"),
+    }
+    assert cfg.cluster_admin_arns, f"stack {stack} names no cluster admin"
+    entries = {
+        r.inputs["principalArn"] for r in by_type(mocks.records, "aws:eks/accessEntry:AccessEntry")
+    }
+    assert entries == set(policies)
+    eks_cluster = one(mocks.records, "eks:index:Cluster")
+    assert eks_cluster.inputs["publicAccessCidrs"] == [
+        str(c) for c in cfg.endpoint_public_access_cidrs
+    ]
+
+
+@pytest.mark.usefixtures("as_pulumi_host")
+def test_policy_arns_follow_the_partition(
+    mocks: RecordingMocks, exports: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from tests.fakes import pulumi_mocks
+
+    gov = {"id": "aws-us-gov", "partition": "aws-us-gov", "dnsSuffix": "amazonaws.com"}
+    monkeypatch.setitem(pulumi_mocks._INVOKES, "aws:index/getPartition:getPartition", lambda _: gov)
+    run_program(mocks, "dev", {"modelCache": "volume"})
+    arns = [
+        r.inputs["policyArn"]
+        for r in by_type(mocks.records, "aws:iam/rolePolicyAttachment:RolePolicyAttachment")
+    ] + [
+        r.inputs["policyArn"]
+        for r in by_type(mocks.records, "aws:eks/accessPolicyAssociation:AccessPolicyAssociation")
+    ]
+    assert len(arns) >= 6
+    assert all(arn.startswith("arn:aws-us-gov:") for arn in arns), arns

@@ -49,3 +49,14 @@ def test_gatekeeper_in_front_of_a_stub(tmp_path: Path) -> None:
             )
             assert gate.request(door.base_url, "GET", "/v1/models", None, key).status == 200
             assert gate.burst_check(door, key, LIMITS).ok
+
+
+def test_a_stream_is_judged_on_the_gaps_between_chunks_not_on_the_first_one() -> None:
+    # A loaded machine: the first chunk after 2.16 s, then one chunk every 20 ms.
+    steady = [2.16 + 0.02 * i for i in range(41)]
+    assert gate._incremental_check(steady).ok
+    # A buffering proxy: the same chunks, delivered in two reads.
+    buffered = [2.9 + 0.0001 * i for i in range(20)] + [3.0 + 0.0001 * i for i in range(21)]
+    check = gate._incremental_check(buffered)
+    assert not check.ok
+    assert check.observed.startswith("200, 2 of 41 chunks apart")

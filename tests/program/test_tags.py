@@ -1,0 +1,107 @@
+"""Everything a stack pays for carries its tags, `endDate` above all: clean-up jobs stop
+instances without one. Checked on what the program registers under the mocks and on the render.
+
+Three paths, because the provider's default tags reach only what the provider itself creates:
+- AWS resources of the program: the provider's `defaultTags` (every one must use that provider);
+- what the node group's Auto Scaling group launches (instances, root volumes, network
+  interfaces): the launch template's `tagSpecifications`;
+- what Kubernetes controllers create in AWS: the EBS CSI driver's volumes (storage class
+  `tagSpecification_<n>` parameters) and the cloud provider's NLB (the additional-resource-tags
+  annotation).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from components import manifests
+from infra.plan.render import rendered_objects
+from infra.plan.sizing import plan
+from infra.plan.stackfile import load_stack, stack_names
+from tests.fakes.pulumi_mocks import RecordingMocks, by_type, named, one
+from tests.program.harness import run_program
+
+REQUIRED = ("endDate", "owner", "project", "stack")
+STORAGE_CLASS = "kubernetes:storage.k8s.io/v1:StorageClass"
+SERVICE = "kubernetes:core/v1:Service"
+
+
+def _expected(stack: str) -> dict[str, str]:
+    cfg = load_stack(stack)
+    return {
+        "endDate": cfg.end_date.isoformat(),
+        "owner": cfg.owner,
+        "project": "gemma-graviton",
+        "stack": stack,
+    }
+
+
+def _csi_tags(storage_class: dict[str, Any]) -> dict[str, str]:
+    params = storage_class["parameters"]
+    pairs = [v.split("=", 1) for k, v in params.items() if k.startswith("tagSpecification_")]
+    return dict(pairs)
+
+
+def _nlb_tags(service: dict[str, Any]) -> dict[str, str]:
+    text = service["metadata"]["annotations"][manifests.NLB_TAGS_ANNOTATION]
+    return dict(pair.split("=", 1) for pair in text.split(","))
+
+
+@pytest.mark.usefixtures("as_pulumi_host")
+@pytest.mark.parametrize("stack", stack_names())
+def test_everything_the_stack_pays_for_is_tagged(
+    stack: str, mocks: RecordingMocks, exports: dict[str, Any]
+) -> None:
+    run_program(mocks, stack, {"modelCache": "volume"})
+    want = _expected(stack)
+
+    provider = named(mocks.records, "pulumi:providers:aws", "aws")
+    default_tags = json.loads(provider.inputs["defaultTags"])["tags"]
+    assert {k: default_tags[k] for k in REQUIRED} == want, provider.urn
+    aws_resources = [r for r in mocks.records if r.custom and r.type_.startswith("aws:")]
+    assert aws_resources
+    for record in aws_resources:
+        assert record.provider and record.provider.startswith(provider.urn), record.urn
+    for component in ("eks:index:Cluster", "eks:index:ManagedNodeGroup"):
+        record = one(mocks.records, component)
+        assert record.providers.get("aws", "").startswith(provider.urn), record.urn
+
+    template = one(mocks.records, "aws:ec2/launchTemplate:LaunchTemplate")
+    specs = {s["resourceType"]: s["tags"] for s in template.inputs["tagSpecifications"]}
+    assert set(specs) == {"instance", "volume", "network-interface"}, template.urn
+    for kind, tags in specs.items():
+        assert {k: tags[k] for k in REQUIRED} == want, (template.urn, kind)
+
+    sc = one(mocks.records, STORAGE_CLASS)
+    assert {k: _csi_tags(sc.inputs)[k] for k in REQUIRED} == want, sc.urn
+    (svc,) = [
+        r for r in by_type(mocks.records, SERVICE) if r.inputs["spec"]["type"] == "LoadBalancer"
+    ]
+    assert {k: _nlb_tags(svc.inputs)[k] for k in REQUIRED} == want, svc.urn
+
+
+@pytest.mark.parametrize("stack", stack_names())
+def test_the_render_tags_the_csi_volumes_and_the_load_balancer(stack: str) -> None:
+    cfg = load_stack(stack, {"modelCache": "volume"})
+    objects = rendered_objects(cfg, plan(cfg, stack))
+    want = _expected(stack)
+    (sc,) = [o for o in objects if o["kind"] == "StorageClass"]
+    assert {k: _csi_tags(sc)[k] for k in REQUIRED} == want
+    (svc,) = [o for o in objects if o["kind"] == "Service" and o["spec"]["type"] == "LoadBalancer"]
+    assert {k: _nlb_tags(svc)[k] for k in REQUIRED} == want
+    extra = cfg.tags
+    for key, value in extra.items():
+        assert _csi_tags(sc)[key] == value and _nlb_tags(svc)[key] == value
+
+
+def test_the_load_balancer_is_made_by_the_in_tree_controller_without_lbc_annotations() -> None:
+    cfg = load_stack("dev")
+    (svc,) = [o for o in rendered_objects(cfg, plan(cfg, "dev")) if o["kind"] == "Service"]
+    annotations = svc["metadata"]["annotations"]
+    assert annotations["service.beta.kubernetes.io/aws-load-balancer-type"] == "nlb"
+    # Read only by the AWS Load Balancer Controller, which this cluster does not run.
+    assert "service.beta.kubernetes.io/aws-load-balancer-scheme" not in annotations
+    assert "service.beta.kubernetes.io/aws-load-balancer-internal" not in annotations
