@@ -262,6 +262,9 @@ def test_probes_reach_health_through_the_gatekeeper() -> None:
         ]["failureThreshold"]
         == 1
     )
+    # Whole periods only: 1,805 s of budget is 180 probes of 10 s.
+    odd = _container(_pods(replace(SPEC, startup_timeout_seconds=1805))["leader"], "vllm")
+    assert odd["startupProbe"]["failureThreshold"] == 180
     worker = _container(_pods()["worker"], "vllm")
     assert not {"startupProbe", "readinessProbe", "livenessProbe"} & set(worker)
     door = gatekeeper.container(30, 64)
@@ -582,3 +585,63 @@ def test_ranks_repel_each_other_by_the_group_s_name() -> None:
             }
         }, role
         assert pod["spec"]["nodeSelector"] == {"gemma-graviton.dev/pool": "model"}, role
+
+
+REVISION = "0123456789abcdef0123456789abcdef01234567"
+
+
+def test_a_pinned_revision_reaches_whoever_downloads() -> None:
+    pinned = replace(NO_PREFETCH, model_revision=REVISION)
+    args = _container(_pods(pinned)["worker"], "vllm")["args"]
+    assert args[:2] == ["serve", "google/gemma-4-12B-it"]
+    assert f"--revision={REVISION}" in args and f"--tokenizer-revision={REVISION}" in args
+    assert pinned.engine().revision == REVISION
+    # With the prefetch the init container fetches that commit and vLLM reads the directory.
+    prefetched = replace(SPEC, model_revision=REVISION)
+    assert prefetched.engine().revision is None
+    init = _container(_pods(prefetched)["worker"], "prefetch-weights")
+    assert {"name": "MODEL_REVISION", "value": REVISION} in init["env"]
+    assert not [
+        a for a in _container(_pods(prefetched)["worker"], "vllm")["args"] if "revision" in a
+    ]
+
+
+def test_every_rank_has_its_own_claim_named_as_its_statefulset_names_it() -> None:
+    assert manifests.rank_pods(VOLUME) == [
+        "gemma-vllm-0",
+        "gemma-vllm-0-1",
+        "gemma-vllm-0-2",
+        "gemma-vllm-1",
+        "gemma-vllm-1-1",
+        "gemma-vllm-1-2",
+    ]
+    claims = manifests.model_claims(VOLUME)
+    assert [c["metadata"]["name"] for c in claims] == [
+        f"models-{pod}" for pod in manifests.rank_pods(VOLUME)
+    ]
+    for claim in claims:
+        assert (claim["apiVersion"], claim["kind"]) == ("v1", "PersistentVolumeClaim")
+        assert claim["metadata"]["namespace"] == "serving"
+        assert claim["metadata"]["labels"]["app.kubernetes.io/component"] == "weights"
+        assert claim["spec"] == {
+            "accessModes": ["ReadWriteOnce"],
+            "storageClassName": "gemma-graviton-gp3",
+            "resources": {"requests": {"storage": "27Gi"}},
+        }
+    assert manifests.model_claims(SPEC) == []
+
+
+def test_tags_reach_the_volumes_and_the_load_balancer() -> None:
+    tags = {"team": "ml", "costCenter": "42"}
+    parameters = manifests.storage_class("fast", 250, tags)["parameters"]
+    assert parameters == {
+        "type": "gp3",
+        "encrypted": "true",
+        "throughput": "250",
+        "tagSpecification_1": "costCenter=42",
+        "tagSpecification_2": "team=ml",
+    }
+    annotations = manifests.service(replace(SPEC, aws_tags=tags))["metadata"]["annotations"]
+    assert annotations["service.beta.kubernetes.io/aws-load-balancer-additional-resource-tags"] == (
+        "costCenter=42,team=ml"
+    )

@@ -158,9 +158,14 @@ def render(
     unchecked = [o for o in outcomes if o.status == "not checked"]
     survivors = [o for o in outcomes if o.status in UNDETECTED and o.name not in equivalent]
     listed = [o for o in outcomes if o.status in UNDETECTED and o.name in equivalent]
-    ran = {o.name for o in outcomes}
+    # An entry is stale when its file was mutated but it names no surviving mutant: a test
+    # kills it now, or the function changed and its mutants were numbered anew.
+    modules = {o.file.removesuffix(".py").replace("/", ".") for o in outcomes}
+    survivors_listed = {o.name for o in listed}
     stale = sorted(
-        name for name in equivalent if name in ran and name not in {o.name for o in listed}
+        name
+        for name in equivalent
+        if name.rpartition(".x")[0] in modules and name not in survivors_listed
     )
 
     out.append("mutation score of the pure core (killed / (all - equivalent - skipped))")
@@ -202,7 +207,7 @@ def render(
             out.append(f"{o.file}:{o.line}: {o.name}: {equivalent[o.name]}")
     if stale:
         out.append("")
-        out.append("listed as equivalent but killed now (drop them from the list):")
+        out.append("listed as equivalent but not a survivor of this run (drop or renumber them):")
         out += [f"    {name}" for name in stale]
     if unchecked:
         out.append("")

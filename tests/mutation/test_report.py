@@ -111,3 +111,19 @@ def test_an_entry_without_a_reason_is_refused(tmp_path: Path) -> None:
     listing.write_text("pkg.mod.x_double__mutmut_2\n")
     with pytest.raises(SystemExit, match="has no reason"):
         load_equivalent(listing)
+
+
+def test_an_entry_that_names_no_survivor_is_shown_as_stale(run: tuple[Path, Path]) -> None:
+    repo, work = run
+    equivalent = {
+        "pkg.mod.x_double__mutmut_2": "free",
+        "pkg.mod.xǁBoxǁsize__mutmut_1": "any",
+        "pkg.mod.x_double__mutmut_1": "killed by a test now",
+        "pkg.mod.x_gone__mutmut_9": "its function changed",
+        "other.mod.x_f__mutmut_1": "not run this time",
+    }
+    text, ok = render(collect(work, repo, ["pkg/mod.py"]), equivalent, {}, 90.0)
+    assert ok
+    stale = text.split("not a survivor of this run (drop or renumber them):\n")[1]
+    assert "pkg.mod.x_double__mutmut_1" in stale and "pkg.mod.x_gone__mutmut_9" in stale
+    assert "other.mod" not in stale
