@@ -2,10 +2,11 @@
 PYTHON ?= python3
 VENV := .venv
 TOOLS := .venv-tools
+MUTANTS := .venv-mutants
 PY := $(VENV)/bin/python
 STACK ?= dev
 
-.PHONY: plan test lint unit rehearse bench clean
+.PHONY: plan test lint unit rehearse bench clean mutants
 
 $(VENV)/.installed: requirements.txt requirements-dev.txt
 	$(PYTHON) -m venv $(VENV)
@@ -15,6 +16,11 @@ $(VENV)/.installed: requirements.txt requirements-dev.txt
 $(TOOLS)/.installed: requirements-tools.txt
 	$(PYTHON) -m venv $(TOOLS)
 	$(TOOLS)/bin/pip install --quiet --disable-pip-version-check -r requirements-tools.txt
+	touch $@
+
+$(MUTANTS)/.installed: requirements.txt requirements-dev.txt requirements-mutants.txt
+	$(PYTHON) -m venv $(MUTANTS)
+	$(MUTANTS)/bin/pip install --quiet --disable-pip-version-check -r requirements-mutants.txt
 	touch $@
 
 ## The plan of a stack (default dev), with its Kubernetes objects rendered into rendered/<stack>.
@@ -35,8 +41,14 @@ unit: $(VENV)/.installed $(TOOLS)/.installed
 rehearse: $(VENV)/.installed
 	$(PY) -m infra.rehearse --stack $(STACK)
 
+## Mutation testing of the pure core against its unit tests; FILES="infra/plan/kv_cache.py ..."
+## narrows it, SINCE=origin/main to the files a branch changed. Fails on a surviving mutant not
+## listed in tests/mutants-equivalent.txt.
+mutants: $(MUTANTS)/.installed
+	$(MUTANTS)/bin/python -m tests.mutation.mutants $(if $(SINCE),--since $(SINCE)) $(FILES)
+
 clean:
-	rm -rf $(VENV) $(TOOLS) .rehearsal rendered .pytest_cache .ruff_cache
+	rm -rf $(VENV) $(TOOLS) $(MUTANTS) .mutants .rehearsal rendered .pytest_cache .ruff_cache
 
 ## vLLM's memory guard in a pod-sized memory cgroup, with and without the weight prefetch (root).
 .PHONY: rehearse-guard

@@ -694,7 +694,7 @@ def _to_config_error(error: ValidationError, raw: Mapping[str, Any]) -> ConfigEr
     shown = raw.get(top, "?")
     if "." in key and isinstance(shown, Mapping):
         shown = shown.get(key.split(".", 1)[1], "?")
-    rule = _rule_text(first, loc)
+    rule = _rule_text(first)
     return ConfigError(key, f"{rule} (got {_shown(shown)})", _fix_of(key))
 
 
@@ -705,24 +705,22 @@ def _shown(value: Any) -> str:
     return repr(value)
 
 
-def _rule_text(first: Mapping[str, Any], loc: tuple[Any, ...]) -> str:
-    """Pydantic's message for the most specific branch, phrased as a rule."""
-    message = str(first["msg"])
-    message = message.removeprefix("Value error, ")
-    if first["type"] in ("literal_error",) and len(loc) > 1:
-        return f"must be {message.removeprefix('Input should be ')}"
+def _rule_text(first: Mapping[str, Any]) -> str:
+    """Pydantic's message for the most specific branch, phrased as a rule. The container
+    checks come first: "a valid tuple" is pydantic's word for a list in the stack file."""
+    message = str(first["msg"]).removeprefix("Value error, ")
     if first["type"] == "too_short":
         return "must list at least one value"
+    if message == "Input should be a valid tuple":
+        return "must be a list"
+    if message == "Input should be a valid dictionary":
+        return "must be a mapping"
     if message.startswith("Input should be "):
         return "must be " + message.removeprefix("Input should be ")
     if message.startswith("Input is not a valid "):
         return "must be a valid " + message.removeprefix("Input is not a valid ")
     if message.startswith("String should match pattern"):
         return "has the wrong form"
-    if message in ("Input should be a valid tuple", "Input should be a valid list"):
-        return "must be a list"
-    if message == "Input should be a valid dictionary":
-        return "must be a mapping"
     return message
 
 

@@ -516,7 +516,7 @@ def _reasons(
     return (
         f"pod memory {pod_gib:g} GiB: {budget.allocatable_gib:.1f} GiB allocatable on "
         f"{instance.name} minus {budget.cotenants_gib:.2f} GiB requested by the add-ons, the "
-        "LWS controller and the gatekeeper that may share the node minus "
+        "LWS controller, the metrics collector and the gatekeeper that may share the node minus "
         f"{catalog.NODE_HEADROOM_MIB / 1024:g} GiB headroom; requests equal limits",
         f"{stages} stage(s): the fewest whose heaviest rank holds weights "
         f"({tight.weights_gib:.1f} GiB) plus runtime overhead ({tight.overhead_gib:.1f} GiB, "

@@ -422,3 +422,168 @@ def test_a_private_range_beside_public_ones_is_refused() -> None:
         _objects("dev", allowedCidrs=["10.0.0.0/8", "198.51.100.7/32"])
     assert refused.value.key == "allowedCidrs"
     assert "internet-facing load balancer sees clients' public addresses only" in str(refused.value)
+
+
+# -- promises a single changed value would break quietly ------------------------------------------
+
+# What the model's repository holds (google/gemma-4-12B-it), with sizes small enough to write.
+REPOSITORY = {
+    ".gitattributes": 1_570,
+    "README.md": 25_000,
+    "config.json": 4_800,
+    "generation_config.json": 200,
+    "model-00001-of-00003.safetensors": 3_000,
+    "model-00002-of-00003.safetensors": 2_900,
+    "model-00003-of-00003.safetensors": 1_100,
+    "model.safetensors.index.json": 90_000,
+    "chat_template.jinja": 12_000,
+    "processor_config.json": 1_600,
+    "special_tokens_map.json": 700,
+    "tokenizer.json": 33_000,
+    "tokenizer.model": 4_700,
+    "tokenizer_config.json": 1_200_000,
+}
+
+# A stand-in for huggingface_hub: `snapshot_download` writes the files its patterns select (as
+# the hub filters them, by fnmatch), plus the hub's own .cache bookkeeping; every byte read
+# through `open` is counted per path and written out at exit.
+_FAKE_HUB = """
+import atexit, builtins, fnmatch, json, os
+from pathlib import Path
+
+REPOSITORY = json.loads(os.environ["FAKE_REPOSITORY"])
+READ = {}
+_open = builtins.open
+
+
+class _Counted:
+    def __init__(self, handle, path):
+        self._handle, self._path = handle, path
+    def read(self, size=-1):
+        chunk = self._handle.read(size)
+        READ[self._path] = READ.get(self._path, 0) + len(chunk)
+        return chunk
+    def __enter__(self):
+        return self
+    def __exit__(self, *exc):
+        self._handle.close()
+
+
+def _counting_open(path, mode="r", *args, **kwargs):
+    handle = _open(path, mode, *args, **kwargs)
+    return _Counted(handle, str(path)) if "b" in mode and "r" in mode else handle
+
+
+builtins.open = _counting_open
+atexit.register(lambda: Path(os.environ["FAKE_READ_LOG"]).write_text(json.dumps(READ)))
+
+
+def snapshot_download(repo_id, local_dir, allow_patterns=None, **kwargs):
+    target = Path(local_dir)
+    for name, size in REPOSITORY.items():
+        if allow_patterns is None or any(fnmatch.fnmatch(name, p) for p in allow_patterns):
+            (target / name).parent.mkdir(parents=True, exist_ok=True)
+            (target / name).write_bytes(b"w" * size)
+    (target / ".cache" / "huggingface").mkdir(parents=True, exist_ok=True)
+    (target / ".cache" / "huggingface" / "download.lock").write_bytes(b"x" * 10)
+    return str(target)
+"""
+
+
+def _prefetch_python(init: dict[str, Any]) -> str:
+    """The Python the init container's shell runs (its here-document)."""
+    shell = init["command"][2]
+    return shell.split("<<'PY'\n", 1)[1].rsplit("\nPY\n", 1)[0]
+
+
+def test_prefetch_downloads_and_reads_every_weight_file(tmp_path: Path) -> None:
+    """The init container exists to put the weights' page cache outside the engine's cgroup: it
+    must download the safetensors (not only the small files) and read every byte it downloaded."""
+    import os
+    import sys
+
+    cfg, _, objects = _objects()
+    (init,) = _pod_specs(_kind(objects, "LeaderWorkerSet"))["leader"]["initContainers"]
+    hub = tmp_path / "hub" / "huggingface_hub"
+    hub.mkdir(parents=True)
+    (hub / "__init__.py").write_text(_FAKE_HUB)
+    target, log = tmp_path / "models" / cfg.model, tmp_path / "read.json"
+    env = {e["name"]: e.get("value") for e in init["env"]}
+    done = subprocess.run(
+        [sys.executable, "-c", _prefetch_python(init)],
+        env={
+            **os.environ,
+            **{name: value for name, value in env.items() if value is not None},
+            "PYTHONPATH": str(tmp_path / "hub"),
+            "MODEL_DIR": str(target),
+            "FAKE_REPOSITORY": json.dumps(REPOSITORY),
+            "FAKE_READ_LOG": str(log),
+        },
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    downloaded = {p.name for p in target.iterdir() if p.is_file()}
+    weights = {n for n in REPOSITORY if n.endswith(".safetensors")}
+    needed = weights | {
+        "config.json",
+        "generation_config.json",
+        "model.safetensors.index.json",
+        "tokenizer.json",
+        "tokenizer.model",
+        "tokenizer_config.json",
+        "special_tokens_map.json",
+        "chat_template.jinja",
+    }
+    assert needed <= downloaded, needed - downloaded
+    read = {Path(p).name: n for p, n in json.loads(log.read_text()).items()}
+    assert read == {name: REPOSITORY[name] for name in downloaded}, "every downloaded byte is read"
+
+
+def _mounts_of(pod: dict[str, Any], volume: str) -> list[str]:
+    return [
+        c["name"]
+        for c in pod["containers"] + pod.get("initContainers", [])
+        if any(m["name"] == volume for m in c.get("volumeMounts", []))
+    ]
+
+
+def test_hf_token_reaches_only_the_container_that_downloads() -> None:
+    _, _, objects = _objects()
+    for role, pod in _pod_specs(_kind(objects, "LeaderWorkerSet")).items():
+        assert _mounts_of(pod, "hf-token") == ["prefetch-weights"], role
+        engine = pod["containers"][0]
+        assert "HF_TOKEN_PATH" not in {e["name"] for e in engine["env"]}, role
+    _, _, objects = _objects(weightPrefetch=False)
+    for role, pod in _pod_specs(_kind(objects, "LeaderWorkerSet")).items():
+        assert _mounts_of(pod, "hf-token") == ["vllm"], role
+        (mount,) = [m for m in pod["containers"][0]["volumeMounts"] if m["name"] == "hf-token"]
+        assert mount["readOnly"] is True, role
+
+
+def test_secret_files_are_readable_by_the_pod_user_only() -> None:
+    _, _, objects = _objects()
+    for role, pod in _pod_specs(_kind(objects, "LeaderWorkerSet")).items():
+        secrets = [v for v in pod["volumes"] if "secret" in v]
+        assert {v["name"] for v in secrets} >= {"hf-token"}, role
+        for volume in secrets:
+            mode = volume["secret"]["defaultMode"]
+            # Owner and group (fsGroup) may read; nobody may write, nobody else may read.
+            assert mode & ~0o440 == 0, (role, volume["name"], oct(mode))
+            assert mode & 0o400, (role, volume["name"], oct(mode))
+
+
+def test_load_balancer_keeps_the_client_address() -> None:
+    # With `Cluster` the NLB's targets see node addresses, and the source ranges stop applying.
+    for overrides in ({}, {"allowedCidrs": ["10.0.0.0/8"], "allowPlainHttp": False}):
+        _, _, objects = _objects(**overrides)
+        assert _kind(objects, "Service")["spec"]["externalTrafficPolicy"] == "Local", overrides
+
+
+def test_a_failed_rank_restarts_its_whole_group() -> None:
+    # A pipeline's gloo group cannot take a rank back: a lone restarted pod would hang.
+    _, _, objects = _objects()
+    template = _kind(objects, "LeaderWorkerSet")["spec"]["leaderWorkerTemplate"]
+    assert template["restartPolicy"] == "RecreateGroupOnPodRestart"

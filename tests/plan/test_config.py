@@ -197,6 +197,51 @@ BAD_INPUTS = [
         "(see the README)",
     ),
     (
+        ["zzzzqqqq=1"],
+        "`zzzzqqqq` is not a gemma-graviton stack key; remove it (see the README's keys)",
+    ),
+    (
+        [
+            "modelProfile={layers: 4, slidingPerFull: 5, slidingKvHeads: 8, slidingHeadDim: 256, "
+            "fullKvHeads: 1, fullHeadDim: 512, slidingWindow: 1024, hiddenSize: 3840, "
+            "vocabSize: 262144, checkpointBytes: 1000, maxContext: 4096, colour: 1}"
+        ],
+        "`modelProfile.colour` is not a field of the model profile; remove it",
+    ),
+    (
+        [
+            "modelProfile={layers: many, slidingPerFull: 5, slidingKvHeads: 8, "
+            "slidingHeadDim: 256, fullKvHeads: 1, fullHeadDim: 512, slidingWindow: 1024, "
+            "hiddenSize: 3840, vocabSize: 262144, checkpointBytes: 1000, maxContext: 4096}"
+        ],
+        "`modelProfile.layers` must be a valid integer, unable to parse string as an integer "
+        "(got 'many'); give every field of the profile (see the README)",
+    ),
+    (
+        ["kubernetesVersion=latest"],
+        "`kubernetesVersion` has the wrong form (got 'latest'); use a pinned minor version such "
+        "as 1.35",
+    ),
+    (
+        ["allowedCidrs=203.0.113.0/24"],
+        "`allowedCidrs` must be a list (got '203.0.113.0/24'); list IPv4 ranges such as "
+        "203.0.113.0/24",
+    ),
+    (
+        ["tags=costCenter"],
+        "`tags` must be a mapping (got 'costCenter'); give a map of string keys to string values",
+    ),
+    (
+        ["vpcCidr=ten"],
+        "`vpcCidr` must be a valid IPv4 network (got 'ten'); use a private range of /16 to /18, "
+        "such as 10.42.0.0/16",
+    ),
+    (
+        ["weightPrefetch=maybe"],
+        "`weightPrefetch` must be a valid boolean, unable to interpret input (got 'maybe'); use "
+        "true or false",
+    ),
+    (
         ["instanceType=m7g.large"],
         "`instanceType` m7g.large leaves no whole CPU for a model pod after its other tenants; "
         "choose a type with at least 4 vCPU, such as m7g.2xlarge",
@@ -253,14 +298,39 @@ def test_missing_owner_is_named() -> None:
     assert str(error.value) == "`owner` is required; set it to a team or e-mail address"
 
 
-def test_plain_text_secret_is_refused() -> None:
+@pytest.mark.parametrize("key", ["hfToken", "apiKey"])
+def test_plain_text_secret_is_refused(key: str) -> None:
     with pytest.raises(ConfigError) as error:
-        check_secrets({"hfToken": False})
+        check_secrets({"hfToken": True, "apiKey": True, key: False})
     assert str(error.value) == (
-        "`hfToken` is a secret but is stored in plain text; run "
-        "`pulumi config set --secret hfToken <value>` and remove the plain value"
+        f"`{key}` is a secret but is stored in plain text; run "
+        f"`pulumi config set --secret {key} <value>` and remove the plain value"
     )
     check_secrets({"hfToken": True, "apiKey": True})
+    check_secrets({"owner": False})  # not a secret key: no rule about how it is stored
+
+
+@pytest.mark.parametrize("key", ["hfToken", "apiKey"])
+def test_stack_file_with_a_plain_secret_key_is_refused(
+    key: str, tmp_path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setattr(stackfile, "STACKS", tmp_path)
+    monkeypatch.setattr(stackfile, "REPO", tmp_path.parent)
+    base = {
+        "gemma-graviton:owner": "t",
+        "gemma-graviton:endDate": "2027-01-01",
+        "gemma-graviton:endpointPublicAccessCidrs": ["198.51.100.0/24"],
+    }
+    (tmp_path / "Pulumi.leaky.yaml").write_text(
+        yaml.safe_dump({"config": {**base, f"gemma-graviton:{key}": "plain-value-1234567890"}})
+    )
+    (tmp_path / "Pulumi.sealed.yaml").write_text(
+        yaml.safe_dump({"config": {**base, f"gemma-graviton:{key}": {"secure": "v1:abc"}}})
+    )
+    assert main(["--stack", "leaky"]) == 2
+    assert f"`{key}` is a secret but is stored in plain text" in capsys.readouterr().err
+    assert main(["--stack", "sealed", "--json"]) == 0
+    capsys.readouterr()
 
 
 def test_stack_file_with_plain_secret_or_foreign_key_is_refused(
@@ -289,3 +359,151 @@ def test_stack_file_with_plain_secret_or_foreign_key_is_refused(
     assert main(["--stack", "sealed", "--json"]) == 0
     assert main(["--stack", "nope"]) == 2
     assert capsys.readouterr().err.startswith("error: `--stack` 'nope' has no file")
+
+
+MINIMAL = {
+    "owner": "t",
+    "endDate": "2027-01-01",
+    "endpointPublicAccessCidrs": ["198.51.100.0/24"],
+}
+
+# Rules the config model owns: each is refused here, with its exact message, before the network
+# or the cluster would refuse it later in `pulumi up`; the value just inside each is accepted.
+CERT = "arn:aws:acm:us-west-2:123456789012:certificate/0a1b2c3d"
+TAG_CHARS = "letters, digits, spaces or _ . : / = + - @"
+RULES = [
+    ({"vpcCidr": "10.0.0.0/15"},
+     "`vpcCidr` 10.0.0.0/15 must be a /16 to /18 (four /20 subnets are cut from it); use a range "
+     "such as 10.42.0.0/16"),
+    ({"vpcCidr": "10.42.0.0/19"},
+     "`vpcCidr` 10.42.0.0/19 must be a /16 to /18 (four /20 subnets are cut from it); use a range "
+     "such as 10.42.0.0/16"),
+    ({"vpcCidr": "100.64.0.0/16"},
+     "`vpcCidr` 100.64.0.0/16 is not a private (RFC 1918) range; the VPC's addresses must not "
+     "shadow public ones; use a private range such as 10.42.0.0/16"),
+    ({"controlPlaneZone": "us-west-2a"},
+     "`controlPlaneZone` must differ from `availabilityZone` (EKS needs subnets in two zones); "
+     "choose another zone of the region, or auto"),
+    ({"controlPlaneZone": "us-east-1b"},
+     "`controlPlaneZone` us-east-1b is not a zone of region us-west-2; use a zone such as "
+     "us-west-2a, or change `region`"),
+    ({"availabilityZone": "us-east-1a"},
+     "`availabilityZone` us-east-1a is not a zone of region us-west-2; use a zone such as "
+     "us-west-2a, or change `region`"),
+    ({"availabilityZone": "us-west-2"},
+     "`availabilityZone` must be an availability zone name or zone ID (got 'us-west-2'); use a "
+     "zone of `region`, such as us-west-2a or usw2-az1"),
+    ({"allowedCidrs": ["127.0.0.0/8"], "tlsCertificateArn": CERT},
+     "`allowedCidrs` holds 127.0.0.0/8, a loopback or link-local range no client can come from; "
+     "list your clients' ranges, such as 203.0.113.0/24"),
+    ({"allowedCidrs": ["169.254.0.0/16"], "tlsCertificateArn": CERT},
+     "`allowedCidrs` holds 169.254.0.0/16, a loopback or link-local range no client can come "
+     "from; list your clients' ranges, such as 203.0.113.0/24"),
+    ({"allowedCidrs": [f"198.51.{i}.0/24" for i in range(51)], "tlsCertificateArn": CERT},
+     "`allowedCidrs` lists 51 ranges, more than 50 (each is a security-group rule; EC2 allows 60 "
+     "per group); merge them into fewer, wider ranges"),
+    ({"allowedCidrs": ["10.0.0.0/8", "203.0.113.0/24"], "tlsCertificateArn": CERT},
+     "`allowedCidrs` mixes 10.0.0.0/8, a private range, with public ones, but an internet-facing "
+     "load balancer sees clients' public addresses only; list only public egress ranges such as "
+     "203.0.113.0/24, or only private ranges for an internal load balancer"),
+    ({"allowedCidrs": []},
+     "`allowedCidrs` must list at least one value (got []); list IPv4 ranges such as "
+     "203.0.113.0/24"),
+    ({"owner": "ml#platform"},
+     f"`owner` becomes a tag value, which must be at most 256 {TAG_CHARS}; use a team name or "
+     "e-mail address such as ml-platform"),
+    ({"owner": "o" * 257},
+     f"`owner` becomes a tag value, which must be at most 256 {TAG_CHARS}; use a team name or "
+     "e-mail address such as ml-platform"),
+    ({"tags": {"team": "a" * 257}},
+     f"`tags` value of 'team' must be at most 256 {TAG_CHARS}; shorten it or drop the other "
+     "characters"),
+    ({"tags": {"a#b": "x"}},
+     f"`tags` key 'a#b' must be 1 to 128 {TAG_CHARS}; rename it, such as 'costCenter'"),
+    ({"tags": {"k" * 129: "x"}},
+     f"`tags` key '{'k' * 40}' must be 1 to 128 {TAG_CHARS}; rename it, such as 'costCenter'"),
+    ({"tags": {"AWS:team": "x"}},
+     "`tags` may not use the key 'AWS:team': the aws: prefix is reserved for AWS; rename it, "
+     "such as 'team'"),
+    ({"tags": {"aws:": "x"}},
+     "`tags` may not use the key 'aws:': the aws: prefix is reserved for AWS; rename it, such as "
+     "'team'"),
+    ({"tags": {"endDate": "x"}},
+     "`tags` may not set the managed tag 'endDate'; remove it; it comes from the `endDate` key"),
+    ({"tags": {f"t{i}": "v" for i in range(47)}},
+     "`tags` has 47 tags; AWS allows 50 per resource and the stack sets 4; keep at most 46"),
+    ({"kubernetesVersion": "1.37"},
+     "`kubernetesVersion` 1.37 is newer than any EKS version the catalogue knows (newest 1.35); "
+     "use 1.35"),
+    ({"tags": {"team": 1}},
+     "`tags` must be a valid string (got {'team': 1}); give a map of string keys to string "
+     "values"),
+    ({"region": "zz-nowhere-9"}, "`region` zz-nowhere-9 is not an AWS region; use us-west-2"),
+    ({"region": "eu-wset-1", "availabilityZone": "us-west-2a"},
+     "`region` eu-wset-1 is not an AWS region; use eu-west-1 with `availabilityZone` eu-west-1a"),
+    ({"region": "us-wset-2", "availabilityZone": "us-west-2b"},
+     "`region` us-wset-2 is not an AWS region; use us-west-2"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("values", "message"), RULES, ids=lambda v: str(v)[:40])
+def test_a_config_rule_refuses_before_any_resource(values: dict[str, object], message: str) -> None:
+    with pytest.raises(ConfigError) as error:
+        load_config({**MINIMAL, **values})
+    assert str(error.value) == message
+
+
+@pytest.mark.parametrize(
+    "values",
+    [
+        {"vpcCidr": "10.0.0.0/16"},
+        {"vpcCidr": "172.16.0.0/18"},
+        {"vpcCidr": "192.168.0.0/17"},
+        {"controlPlaneZone": "us-west-2c"},
+        {"allowedCidrs": ["10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16"]},
+        {"allowedCidrs": ["203.0.113.7/32"], "allowPlainHttp": True},
+        {"tags": {"team": "a" * 256, "t" * 128: "x", "cost center": "ml/inference:2"}},
+        {"owner": "ml-platform@example.com"},
+        {"tags": {f"t{i}": "v" for i in range(46)}},
+        {"allowedCidrs": [f"10.{i}.0.0/16" for i in range(50)]},
+        {"owner": "o" * 256},
+        {"kubernetesVersion": "1.36"},
+    ],
+    ids=lambda v: str(v)[:40],
+)
+def test_the_value_just_inside_a_rule_is_accepted(values: dict[str, object]) -> None:
+    load_config({**MINIMAL, **values})
+
+
+def test_only_private_client_ranges_make_an_internal_load_balancer() -> None:
+    base = MINIMAL
+    assert load_config(base).private_clients_only
+    assert load_config({**base, "allowedCidrs": ["10.1.0.0/16"]}).private_clients_only
+    public = load_config(
+        {**base, "allowedCidrs": ["203.0.113.7/32"], "allowPlainHttp": True}
+    ).private_clients_only
+    assert not public
+
+
+def test_a_described_model_keeps_the_stack_s_name_and_every_field() -> None:
+    profile = {
+        "layers": 26,
+        "slidingPerFull": 5,
+        "slidingKvHeads": 1,
+        "slidingHeadDim": 256,
+        "fullKvHeads": 2,
+        "fullHeadDim": 512,
+        "slidingWindow": 512,
+        "hiddenSize": 1152,
+        "vocabSize": 262144,
+        "checkpointBytes": 2_000_000_000,
+        "nonTextBytes": 1000,
+        "maxContext": 32768,
+        "tiedEmbeddings": False,
+    }
+    cfg = load_config({**MINIMAL, "model": "example/small", "modelProfile": profile})
+    described = cfg.profile()
+    assert described.name == "example/small"
+    assert (described.layers, described.full_kv_heads, described.full_head_dim) == (26, 2, 512)
+    assert (described.non_text_bytes, described.tied_embeddings) == (1000, False)
+    assert described.checkpoint_bytes == 2_000_000_000

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import pytest
@@ -9,6 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from infra.plan import catalog
+from infra.plan.budget import node_budget, rank_plans
 from infra.plan.catalog import GIB
 from infra.plan.config import load_config
 from infra.plan.kv_cache import group_kv, stage_layers
@@ -241,3 +243,280 @@ def test_planner_matches_real_vllms_refusal_of_4096_tokens() -> None:
     assert f"{kv.bytes_per_request(4096, 4096) / GIB:.2f}" == f"{refusal.needed_gib:.2f}"
     assert f"{kv.usable_bytes(budget) / GIB:.2f}" == f"{refusal.available_gib:.2f}"
     assert kv.max_len(budget, 4096, 4096) == refusal.estimated_max_model_len
+
+
+# The plan says why each number is what it is: one line a decision, worded for the key the stack
+# set (auto: the planner's rule; a number: "as the stack sets").
+AUTO_REASONS = [
+    "pod memory 26 GiB: 29.8 GiB allocatable on m7g.2xlarge minus 1.57 GiB requested by the "
+    "add-ons, the LWS controller, the metrics collector and the gatekeeper that may share the "
+    "node minus 2 GiB headroom; requests equal limits",
+    "2 stage(s): the fewest whose heaviest rank holds weights (12.6 GiB) plus runtime overhead "
+    "(8.7 GiB, paid by every pod) and leaves KV for the longest context; 4 node(s) in all",
+    "memory guard sees 4.69 GiB on rank 0: the init container's page cache is charged outside the "
+    "engine container",
+    "KV cache 4.22 GiB per rank: 90% of what the guard sees",
+    "max_num_batched_tokens 512: the largest that still serves the longest context "
+    "(sliding-window layers reserve window - 1 + stages x batched tokens) and keeps one step "
+    "short enough for a liveness probe to tell it from a stalled pipeline; a 8192-token prompt "
+    "is prefilled in 16 step(s)",
+    "max_model_len 8192: the longest one request fits, capped at 8192 (`maxContextCap`); 10.69 "
+    "such requests fit at once",
+    "decode ~4.3 tokens/s per stream: each token streams the stages' weights in series at ~99 GB/s "
+    "per node",
+    "liveness every 5 s, 3 failures: a step of max_num_batched_tokens takes up to 12.0 s, so a "
+    "busy engine that emits nothing for 25 s is stuck; a broken group is noticed within 48 s; the "
+    "longest prompt's first token comes within 218 s (`firstByteTimeoutSeconds`, part of the "
+    "reply timeout)",
+    "without the weight prefetch the guard would see 0.58 GiB (the checkpoint's page cache charged "
+    "to the engine container), leaving 8,192 tokens at 1.32x",
+]
+SET_REASONS = [
+    AUTO_REASONS[0],
+    "3 stage(s), as the stack sets",
+    "memory guard sees 0.58 GiB on rank 0: the checkpoint's page cache is charged to the engine "
+    "container",
+    "KV cache 0.37 GiB per rank: as the stack sets",
+    "max_num_batched_tokens 1024: as the stack sets",
+    "max_model_len 2048: as the stack sets; 1.43 such requests fit at once",
+    AUTO_REASONS[6],
+    "liveness every 2 s, 3 failures: a step of max_num_batched_tokens takes up to 24.0 s, so a "
+    "busy engine that emits nothing for 48 s is stuck; a broken group is noticed only after 62 s, "
+    "beyond the 60 s budget (`maxNumBatchedTokens` 512 or auto fits it); the longest prompt's "
+    "first token comes within 96 s (`firstByteTimeoutSeconds`, part of the reply timeout)",
+]
+
+
+def test_reasons_explain_each_automatic_choice() -> None:
+    assert list(_plan(replicas=2).reasons) == AUTO_REASONS
+
+
+def test_reasons_name_each_value_the_stack_set() -> None:
+    p = _plan(
+        **{**REPORT, "pipelineStages": 3, "maxNumBatchedTokens": 1024, "replicas": 2},
+    )
+    assert list(p.reasons) == SET_REASONS
+
+
+def test_decode_streams_every_stage_and_the_output_head_in_series() -> None:
+    p = _plan()
+    instance = catalog.INSTANCE_TYPES[p.instance_type]
+    rate = instance.decode_gbps_per_vcpu * 1e9 * p.pod_cpu
+    reads = [r.layers * GEMMA.layer_bytes for r in p.ranks]
+    reads[-1] += GEMMA.embedding_bytes  # the output head, read for every token
+    assert p.decode_tokens_per_s == round(1 / sum(read / rate for read in reads), 2)
+    one = _plan(instanceType="m7g.4xlarge")
+    big = catalog.INSTANCE_TYPES["m7g.4xlarge"]
+    single = GEMMA.layers * GEMMA.layer_bytes + GEMMA.embedding_bytes
+    expected = big.decode_gbps_per_vcpu * 1e9 * one.pod_cpu / single
+    assert one.decode_tokens_per_s == round(expected, 2)
+
+
+def test_a_model_volume_holds_the_checkpoint_with_its_margin() -> None:
+    cached = _plan(modelCache="volume")
+    checkpoint_gib = GEMMA.checkpoint_bytes / GIB
+    assert cached.model_volume_gib == math.ceil(checkpoint_gib * 1.2)
+
+
+P4 = {
+    "layers": 4,
+    "slidingPerFull": 5,
+    "slidingKvHeads": 1,
+    "slidingHeadDim": 256,
+    "fullKvHeads": 1,
+    "fullHeadDim": 256,
+    "slidingWindow": 512,
+    "hiddenSize": 1152,
+    "vocabSize": 262144,
+    "checkpointBytes": 2 * GIB,
+    "maxContext": 32768,
+}
+NO_SPLIT = (
+    "cannot hold google/gemma-4-12B-it at any split (1 stage(s) need 33.7 GiB per pod before any "
+    "KV cache; 8 stage(s) need 12.0 GiB per pod before any KV cache); choose a larger type such "
+    "as m7g.4xlarge"
+)
+# Every refusal of the planner, with the key it blames, the rule and the fix.
+REFUSALS = [
+    ({"instanceType": "m6g.4xlarge"},
+     "`instanceType` m6g.4xlarge is graviton2, whose cores have no bf16 instructions; vLLM's Arm "
+     "CPU backend serves bf16 weights from Graviton3 on; choose a Graviton3 or Graviton4 type "
+     "such as m7g.2xlarge"),
+    ({"instanceType": "m7i.2xlarge"},
+     "`instanceType` m7i.2xlarge is not a Graviton (arm64) type, and the image and node group "
+     "are arm64; choose a Graviton type such as m7g.2xlarge or m8g.4xlarge"),
+    ({"instanceType": "m7g.16xlarge"},
+     "`instanceType` m7g.16xlarge is not in the catalogue (families c6g, c7g, c8g, m6g, m7g, "
+     "m8g, r6g, r7g, r8g, large to 8xlarge); choose one of those, such as m7g.2xlarge"),
+    ({"model": "example/small", "modelProfile": P4, "pipelineStages": 5},
+     "`pipelineStages` 5 is more than the model's 4 layers; use at most 4, or auto"),
+    ({"instanceType": "c7g.large"},
+     "`instanceType` c7g.large leaves no whole CPU for a model pod after its other tenants; "
+     "choose a type with at least 4 vCPU, such as m7g.2xlarge"),
+    ({"podMemoryGiB": 26.5},
+     "`podMemoryGiB` 26.5 GiB is more than the 26.2 GiB a m7g.2xlarge node can give after its "
+     "other tenants; set it to at most 26 or auto, or choose a larger `instanceType`"),
+    ({"maxModelLen": 200000},
+     "`maxModelLen` 200000 is above google/gemma-4-12B-it's context of 131072; use at most "
+     "131072, or auto"),
+    ({"instanceType": "c7g.xlarge"}, f"`instanceType` c7g.xlarge (3 GiB per pod) {NO_SPLIT}"),
+    ({"instanceType": "m7g.xlarge"}, f"`instanceType` m7g.xlarge (10 GiB per pod) {NO_SPLIT}"),
+    ({"pipelineStages": 2, "podMemoryGiB": 21.3},
+     "`pipelineStages` 2 stage(s) put 21.3 GiB of weights and runtime on rank 0, more than its "
+     "21.3 GiB pod; use more stages or auto, or choose a larger `instanceType`"),
+    ({"weightPrefetch": False, "kvCacheBytes": 4 * GIB},
+     "`kvCacheBytes` 4294967296 (4.00 GiB) is more than vLLM's memory guard will see on rank 0 "
+     "(0.58 GiB: the checkpoint's page cache is charged to the engine container); set it to at "
+     "most 559939584 or auto, or set `weightPrefetch: true`"),
+    ({"kvCacheBytes": 5 * GIB, "pipelineStages": 2},
+     "`kvCacheBytes` 5368709120 (5.00 GiB) is more than vLLM's memory guard will see on rank 0 "
+     "(4.69 GiB: the init container's page cache is charged outside the engine container); set "
+     "it to at most 4529848320 or auto"),
+    ({"kvCacheBytes": 1},
+     "`kvCacheBytes` 1 holds KV for 0 tokens, fewer than the 1024 one request needs (0.19 GiB "
+     "per rank); set it to at least 201326592 or auto"),
+    ({"pipelineStages": 2, "kvCacheBytes": 201326591},
+     "`kvCacheBytes` 201326591 holds KV for 896 tokens, fewer than the 1024 one request needs "
+     "(0.19 GiB per rank); set it to at least 201326592 or auto"),
+    ({"pipelineStages": 2, "podMemoryGiB": 21.5, "kvCacheBytes": 1},
+     "`kvCacheBytes` 1 holds KV for 0 tokens, fewer than the 1024 one request needs (0.19 GiB "
+     "per rank); set it to auto, or choose a larger `instanceType`"),
+    ({**REPORT, "maxModelLen": 4096, "pipelineStages": 2, "maxNumBatchedTokens": 4096},
+     "`maxModelLen` 4096 tokens need 0.68 GiB of KV cache per rank, more than the 0.37 GiB "
+     "available to it (vLLM would estimate a maximum of 2048); set it to at most 2048 or auto, "
+     "or give the KV cache more memory"),
+    ({"podMemoryGiB": 12.02},
+     "`instanceType` m7g.2xlarge (12.02 GiB per pod) cannot hold google/gemma-4-12B-it at any "
+     "split (1 stage(s) need 33.7 GiB per pod before any KV cache; 8 stage(s) leave KV for only "
+     "512 tokens); choose a larger type such as m7g.4xlarge"),
+    ({"podMemoryGiB": 12.05, "maxModelLen": 2048},
+     "`maxModelLen` 2048 tokens need 0.09 GiB of KV cache per rank, more than the 0.05 GiB "
+     "available to it (vLLM would estimate a maximum of 1152); set it to at most 1152 or auto, "
+     "or give the KV cache more memory"),
+    ({"maxNumBatchedTokens": 256, "pipelineStages": 3},
+     "`maxNumBatchedTokens` 256 is below vLLM's max_num_seqs of 384; use at least 384, or auto"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("values", "message"), REFUSALS, ids=lambda v: str(v)[:48])
+def test_each_refusal_names_the_key_the_rule_and_the_fix(
+    values: dict[str, object], message: str
+) -> None:
+    with pytest.raises(PlanError) as error:
+        _plan(**values)
+    assert str(error.value) == message
+
+
+@pytest.mark.parametrize("headroom_gib", [28, 40])
+def test_a_node_without_a_whole_gib_for_a_pod_is_refused(
+    headroom_gib: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # 28 GiB of headroom leaves m7g.2xlarge 0.4 GiB: less than a whole GiB is no pod.
+    monkeypatch.setattr(catalog, "NODE_HEADROOM_MIB", headroom_gib * 1024)
+    with pytest.raises(PlanError) as error:
+        _plan()
+    assert str(error.value) == (
+        "`instanceType` m7g.2xlarge leaves no memory for a model pod after its other tenants; "
+        "choose a larger type such as m7g.2xlarge"
+    )
+
+
+def test_a_node_with_one_whole_gib_gets_a_one_gib_pod(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(catalog, "NODE_HEADROOM_MIB", 27 * 1024)
+    with pytest.raises(PlanError) as error:
+        _plan()
+    assert str(error.value).startswith("`instanceType` m7g.2xlarge (1 GiB per pod) cannot hold")
+
+
+def test_a_pod_may_take_exactly_what_the_node_gives() -> None:
+    free = node_budget(catalog.INSTANCE_TYPES["m7g.2xlarge"], volumes=False).free_gib
+    assert _plan(podMemoryGiB=free).pod_memory_gib == free
+
+
+def test_automatic_stages_are_the_fewest_that_serve_the_context() -> None:
+    # Two ranks with 0.6 GiB of guard still serve 8,192 tokens: no third node.
+    assert (_plan(podMemoryGiB=21.9).stages, _plan(podMemoryGiB=21.9).max_model_len) == (2, 8192)
+    # A KV budget above what two ranks' guard sees moves to three, where it fits, whatever the
+    # context asked for (a short explicit one included).
+    assert _plan(kvCacheBytes=5 * GIB).stages == 3
+    assert _plan(kvCacheBytes=5 * GIB, maxModelLen=512).stages == 3
+    # As many stages as the model has layers is allowed.
+    assert _plan(model="example/small", modelProfile=P4, pipelineStages=4).stages == 4
+    # The model's whole context is a valid explicit length.
+    assert _plan(maxModelLen=GEMMA.max_context).max_model_len == GEMMA.max_context
+
+
+def test_the_values_just_inside_the_refusals_plan() -> None:
+    # The least KV the refusal asks for serves exactly the shortest useful context.
+    assert _plan(pipelineStages=2, kvCacheBytes=201326592).max_model_len == 1024
+    # A forced split keeps what its automatic KV serves, even below the useful minimum.
+    short = _plan(pipelineStages=2, podMemoryGiB=21.5)
+    assert 0 < short.max_model_len < 1024
+    assert _plan(maxNumBatchedTokens=256, pipelineStages=2).max_num_batched_tokens == 256
+    assert _plan(podMemoryGiB=26).pod_memory_gib == 26
+
+
+def test_the_plan_carries_the_stack_and_what_follows_from_the_split() -> None:
+    p = _plan(vllmImage="vllm/vllm-openai-cpu:v0.31.1-arm64", modelCache="volume")
+    assert (p.stack, p.model, p.generation) == ("dev", GEMMA.name, "graviton3")
+    assert (p.weight_prefetch, p.model_cache) == (True, "volume")
+    assert p.vllm_image == "vllm/vllm-openai-cpu:v0.31.1-arm64"
+    assert p.shm_gib == 1
+    assert p.tightest_rank == 0 and p.guard_available_gib == p.ranks[0].guard_gib
+    assert p.max_num_seqs == 128 * p.stages
+    assert p.prefill_steps_at_max_len == -(-p.max_model_len // p.max_num_batched_tokens)
+    kvs = group_kv(GEMMA, p.stages)
+    needed = kvs.bytes_per_request(p.max_model_len, p.max_num_batched_tokens)
+    assert p.kv_needed_gib == round(needed / GIB, 2)
+    concurrency = kvs.concurrency(p.kv_cache_bytes, p.max_model_len, p.max_num_batched_tokens)
+    assert p.max_concurrency == round(concurrency, 2)
+    assert p.kv_cache_tokens == int(concurrency * p.max_model_len)
+    budget = node_budget(catalog.INSTANCE_TYPES[p.instance_type], volumes=True)
+    assert p.node_cotenants_gib == round(budget.cotenants_gib, 2)
+    assert p.node_allocatable_gib == round(budget.allocatable_gib, 2)
+    for rank in p.ranks:
+        assert rank.free_gib == round(rank.free_gib, 2) and rank.guard_gib == round(
+            rank.guard_gib, 2
+        )
+    assert p.decode_tokens_per_s == round(p.decode_tokens_per_s, 2)
+
+
+def _room_of_rank_0(stages: int) -> float:
+    """Pod GiB rank 0's weights and runtime take (unrounded), so a test can leave it x GiB."""
+    pod = 30.0
+    return pod - rank_plans(GEMMA, stages, pod, True)[0][0].free_gib
+
+
+def test_the_fix_asks_for_the_least_kv_when_auto_would_give_exactly_that() -> None:
+    # A guard whose 90% is 192 MiB: `auto` gives exactly the 192 MiB 1,024 tokens need.
+    pod = _room_of_rank_0(2) + 0.2088
+    with pytest.raises(PlanError) as error:
+        _plan(pipelineStages=2, podMemoryGiB=pod, kvCacheBytes=1)
+    assert str(error.value).endswith("; set it to at least 201326592 or auto")
+    assert _plan(pipelineStages=2, podMemoryGiB=pod).max_model_len == 1024
+
+
+def test_a_forced_split_whose_kv_holds_no_token_is_refused() -> None:
+    with pytest.raises(PlanError) as error:
+        _plan(pipelineStages=2, podMemoryGiB=_room_of_rank_0(2) + 0.04)
+    assert str(error.value) == (
+        "`maxModelLen` 1024 tokens need 0.18 GiB of KV cache per rank, more than the 0.03 GiB "
+        "available to it (vLLM would estimate a maximum of 0); set it to at most 0 or auto, or "
+        "give the KV cache more memory"
+    )
+
+
+def test_one_whole_cpu_is_enough_to_try(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Without other tenants m7g.large leaves its pod one core: the memory is what refuses it.
+    monkeypatch.setattr(catalog, "COTENANTS", ())
+    with pytest.raises(PlanError) as error:
+        _plan(instanceType="m7g.large")
+    assert str(error.value).startswith("`instanceType` m7g.large (5 GiB per pod) cannot hold")
+
+
+def test_concurrency_is_rounded_to_hundredths() -> None:
+    p = _plan()
+    kvs = group_kv(GEMMA, p.stages)
+    exact = kvs.concurrency(p.kv_cache_bytes, p.max_model_len, p.max_num_batched_tokens)
+    assert round(exact, 3) != round(exact, 2)
+    assert p.max_concurrency == round(exact, 2)

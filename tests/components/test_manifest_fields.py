@@ -1,0 +1,673 @@
+"""The manifest builders field by field, from a `ServerSpec` of their own (no planner): what each
+container may do, what it sees, how it is probed, what the gatekeeper answers, and the objects
+around the pods. Every value here is one the builders promise; a changed one is a changed pod."""
+
+from __future__ import annotations
+
+import json
+import re
+import shlex
+from dataclasses import replace
+from typing import Any
+
+import pytest
+
+from components import manifests
+from components.manifests import gatekeeper
+from components.manifests.engine import EngineSpec, engine_args
+from components.manifests.gatekeeper import GatekeeperLimits
+from components.manifests.spec import ServerSpec, object_labels
+
+LIMITS = GatekeeperLimits(
+    max_request_bytes=327_680,
+    client_requests_per_minute=180,
+    client_burst=6,
+    client_concurrent_requests=3,
+    reply_timeout_seconds=2366,
+)
+SPEC = ServerSpec(
+    name="gemma",
+    namespace="serving",
+    image="vllm/vllm-openai-cpu:v0.31.0-arm64",
+    model="google/gemma-4-12B-it",
+    stages=3,
+    replicas=2,
+    pod_memory_gib=26.5,
+    pod_cpu=6,
+    shm_gib=2,
+    kv_cache_bytes=4_529_848_320,
+    max_model_len=8192,
+    max_num_batched_tokens=4096,
+    weight_prefetch=True,
+    model_volume_gib=27,
+    persistent_models=False,
+    storage_class=None,
+    startup_timeout_seconds=1800,
+    node_selector={"gemma-graviton.dev/pool": "model"},
+    allowed_cidrs=("203.0.113.0/24",),
+    limits=LIMITS,
+    max_reply_tokens=1024,
+    gatekeeper_millicpu=30,
+    gatekeeper_memory_mib=64,
+    extra_labels={"team": "ml"},
+)
+NO_PREFETCH = replace(SPEC, weight_prefetch=False)
+VOLUME = replace(SPEC, persistent_models=True, storage_class="gemma-graviton-gp3")
+LABELS = {
+    "app.kubernetes.io/name": "gemma",
+    "app.kubernetes.io/part-of": "gemma-graviton",
+    "team": "ml",
+}
+CACHE_ENV = [
+    {"name": "HOME", "value": "/cache"},
+    {"name": "XDG_CACHE_HOME", "value": "/cache"},
+    {"name": "VLLM_CACHE_ROOT", "value": "/cache/vllm"},
+    {"name": "HF_HOME", "value": "/cache/huggingface"},
+]
+TOKEN_PATH = "/var/run/secrets/huggingface/token"
+
+
+def _pods(spec: ServerSpec = SPEC) -> dict[str, dict[str, Any]]:
+    template = manifests.leader_worker_set(spec, "f1f2")["spec"]["leaderWorkerTemplate"]
+    return {role: template[f"{role}Template"] for role in ("leader", "worker")}
+
+
+def _container(pod: dict[str, Any], name: str) -> dict[str, Any]:
+    (found,) = [
+        c for c in pod["spec"]["containers"] + pod["spec"].get("initContainers", [])
+        if c["name"] == name
+    ]  # fmt: skip
+    return found
+
+
+# -- what each container may do ----------------------------------------------------------------
+
+
+@pytest.mark.parametrize("spec", [SPEC, NO_PREFETCH], ids=["prefetch", "no-prefetch"])
+def test_every_container_runs_locked_down(spec: ServerSpec) -> None:
+    for role, pod in _pods(spec).items():
+        assert pod["spec"]["securityContext"] == {
+            "runAsNonRoot": True,
+            "runAsUser": 10001,
+            "runAsGroup": 10001,
+            "fsGroup": 10001,
+            "seccompProfile": {"type": "RuntimeDefault"},
+        }, role
+        assert pod["spec"]["automountServiceAccountToken"] is False, role
+        assert pod["spec"]["enableServiceLinks"] is False, role
+        assert pod["spec"]["terminationGracePeriodSeconds"] == 30, role
+        for container in pod["spec"]["containers"] + pod["spec"].get("initContainers", []):
+            where = (role, container["name"])
+            context = container["securityContext"]
+            assert context["allowPrivilegeEscalation"] is False, where
+            assert context["readOnlyRootFilesystem"] is True, where
+            assert context["runAsNonRoot"] is True, where
+            assert context["capabilities"] == {"drop": ["ALL"]}, where
+            # Only vLLM's engine needs its own memory policy calls (see pods._security_context).
+            seccomp = "Unconfined" if container["name"] == "vllm" else "RuntimeDefault"
+            assert context["seccompProfile"] == {"type": seccomp}, where
+            if container["name"] != "gatekeeper":
+                assert (context["runAsUser"], context["runAsGroup"]) == (10001, 10001), where
+            assert container["imagePullPolicy"] == "IfNotPresent", where
+
+
+def test_resources_are_the_pods_share_and_the_gatekeepers_own() -> None:
+    pod = _pods()["leader"]
+    whole = {"cpu": "6", "memory": "26.5Gi"}
+    for name in ("vllm", "prefetch-weights"):
+        assert _container(pod, name)["resources"] == {"requests": whole, "limits": whole}, name
+    small = {"cpu": "30m", "memory": "64Mi"}
+    assert _container(pod, "gatekeeper")["resources"] == {"requests": small, "limits": small}
+
+
+# -- what each container sees ------------------------------------------------------------------
+
+
+def test_the_engine_reads_prefetched_weights_offline() -> None:
+    leader, worker = _pods()["leader"], _pods()["worker"]
+    common = [
+        {"name": "VLLM_HOST_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}},
+        {"name": "VLLM_CPU_OMP_THREADS_BIND", "value": "auto"},
+        *CACHE_ENV,
+        # The engine's step bound is the plan's stall bound (ProbeSpec's default here).
+        {"name": "VLLM_EXECUTE_MODEL_TIMEOUT_SECONDS", "value": str(SPEC.probes.stall_s)},
+        {"name": "HF_HUB_OFFLINE", "value": "1"},
+    ]
+    assert _container(worker, "vllm")["env"] == common
+    assert _container(leader, "vllm")["env"] == [
+        *common,
+        {
+            "name": "VLLM_API_KEY",
+            "valueFrom": {"secretKeyRef": {"name": "gemma-api-key", "key": "api-key"}},
+        },
+    ]
+    assert _container(leader, "vllm")["volumeMounts"] == [
+        {"name": "models", "mountPath": "/models"},
+        {"name": "cache", "mountPath": "/cache"},
+        {"name": "tmp", "mountPath": "/tmp"},
+        {"name": "dshm", "mountPath": "/dev/shm"},
+    ]
+
+
+def test_without_the_prefetch_the_engine_downloads_into_the_model_volume() -> None:
+    engine = _container(_pods(NO_PREFETCH)["worker"], "vllm")
+    assert [e["name"] for e in engine["env"][:6]] == [
+        "VLLM_HOST_IP",
+        "VLLM_CPU_OMP_THREADS_BIND",
+        "HOME",
+        "XDG_CACHE_HOME",
+        "VLLM_CACHE_ROOT",
+        "HF_HOME",
+    ]
+    assert engine["env"][-2:] == [
+        {"name": "HF_HUB_CACHE", "value": "/models"},
+        {"name": "HF_TOKEN_PATH", "value": TOKEN_PATH},
+    ]
+    assert engine["volumeMounts"][-1] == {
+        "name": "hf-token",
+        "mountPath": "/var/run/secrets/huggingface",
+        "readOnly": True,
+    }
+    assert engine["args"][1] == "google/gemma-4-12B-it"
+    assert _container(_pods()["worker"], "vllm")["args"][1] == "/models/google/gemma-4-12B-it"
+
+
+def test_the_prefetch_downloads_with_the_token_into_the_model_directory() -> None:
+    init = _container(_pods()["worker"], "prefetch-weights")
+    assert init["image"] == SPEC.image
+    assert init["command"][:2] == ["/bin/sh", "-c"]
+    assert init["command"][2].lstrip().startswith("set -eu\n")
+    assert init["env"] == [
+        {"name": "MODEL_REPO", "value": "google/gemma-4-12B-it"},
+        {"name": "MODEL_DIR", "value": "/models/google/gemma-4-12B-it"},
+        {"name": "MODEL_REVISION", "value": ""},
+        {"name": "DOWNLOAD_ATTEMPTS", "value": "6"},
+        {"name": "HF_TOKEN_PATH", "value": TOKEN_PATH},
+        {"name": "HOME", "value": "/cache"},
+        {"name": "HF_HOME", "value": "/cache/huggingface"},
+        {"name": "HF_HUB_ENABLE_HF_TRANSFER", "value": "0"},
+    ]
+    assert init["volumeMounts"] == [
+        {"name": "models", "mountPath": "/models"},
+        {"name": "cache", "mountPath": "/cache"},
+        {"name": "tmp", "mountPath": "/tmp"},
+        {"name": "hf-token", "mountPath": "/var/run/secrets/huggingface", "readOnly": True},
+    ]
+    assert "initContainers" not in _pods(NO_PREFETCH)["worker"]["spec"]
+
+
+def test_volumes_are_sized_and_the_leader_adds_the_gatekeepers() -> None:
+    own = [
+        {"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": "2Gi"}},
+        {"name": "cache", "emptyDir": {"sizeLimit": "4Gi"}},
+        {"name": "tmp", "emptyDir": {"sizeLimit": "1Gi"}},
+        {"name": "hf-token", "secret": {"secretName": "gemma-hf-token", "defaultMode": 0o440}},
+        {"name": "models", "emptyDir": {"sizeLimit": "27Gi"}},
+    ]
+    pods = _pods()
+    assert pods["worker"]["spec"]["volumes"] == own
+    assert pods["leader"]["spec"]["volumes"] == own + gatekeeper.volumes(
+        "gemma-gatekeeper", "gemma-api-key"
+    )
+    assert [v["name"] for v in _pods(VOLUME)["worker"]["spec"]["volumes"]] == [
+        "dshm",
+        "cache",
+        "tmp",
+        "hf-token",
+    ]
+
+
+def test_the_gatekeeper_reads_its_config_and_only_the_key_snippet() -> None:
+    assert gatekeeper.volumes("gk", "key") == [
+        {"name": "gatekeeper-config", "configMap": {"name": "gk"}},
+        {
+            "name": "gatekeeper-key",
+            "secret": {
+                "secretName": "key",
+                "items": [{"key": "api-key.map", "path": "api-key.map"}],
+                "defaultMode": 0o440,
+            },
+        },
+        {"name": "gatekeeper-run", "emptyDir": {"sizeLimit": "64Mi"}},
+    ]
+    door = gatekeeper.container(30, 64)
+    assert door["image"] == gatekeeper.IMAGE
+    assert door["command"] == ["nginx", "-e", "stderr", "-c", "/etc/gatekeeper/nginx.conf"]
+    assert door["ports"] == [
+        {"name": "gatekeeper", "containerPort": 8080, "protocol": "TCP"},
+        {"name": "metrics", "containerPort": 9090, "protocol": "TCP"},
+    ]
+    assert door["volumeMounts"] == [
+        {"name": "gatekeeper-config", "mountPath": "/etc/gatekeeper", "readOnly": True},
+        {"name": "gatekeeper-key", "mountPath": "/var/run/secrets/gatekeeper", "readOnly": True},
+        {"name": "gatekeeper-run", "mountPath": "/tmp"},
+    ]
+
+
+# -- how the pods are probed and placed --------------------------------------------------------
+
+
+def test_probes_reach_health_through_the_gatekeeper() -> None:
+    engine = _container(_pods()["leader"], "vllm")
+
+    def probe(period: int, failures: int) -> dict[str, Any]:
+        return {
+            "httpGet": {"path": "/health", "port": "gatekeeper"},
+            "periodSeconds": period,
+            "failureThreshold": failures,
+            "timeoutSeconds": 5,
+        }
+
+    assert engine["startupProbe"] == probe(10, 180)  # 1,800 s of start-up budget
+    assert engine["readinessProbe"] == probe(10, 3)
+    # Liveness proves the pipeline (tests/components/test_probes.py has the command): an exec
+    # probe on each rank with the plan's period, threshold and timeout.
+    bounds = {"periodSeconds": 5, "failureThreshold": 3, "timeoutSeconds": 8}
+    assert {k: engine["livenessProbe"][k] for k in bounds} == bounds
+    assert "role=leader" in engine["livenessProbe"]["exec"]["command"]
+    assert (
+        _container(_pods(replace(SPEC, startup_timeout_seconds=5))["leader"], "vllm")[
+            "startupProbe"
+        ]["failureThreshold"]
+        == 1
+    )
+    # Whole periods only: 1,805 s of budget is 180 probes of 10 s.
+    odd = _container(_pods(replace(SPEC, startup_timeout_seconds=1805))["leader"], "vllm")
+    assert odd["startupProbe"]["failureThreshold"] == 180
+    worker = _container(_pods()["worker"], "vllm")
+    assert "readinessProbe" not in worker
+    assert {k: worker["livenessProbe"][k] for k in bounds} == bounds
+    assert "role=worker" in worker["livenessProbe"]["exec"]["command"]
+    assert "role=worker" in worker["startupProbe"]["exec"]["command"]
+    door = gatekeeper.container(30, 64)
+    assert door["readinessProbe"] == {
+        "tcpSocket": {"port": 8080},
+        "periodSeconds": 10,
+        "timeoutSeconds": 5,
+    }
+    assert door["livenessProbe"] == {
+        "tcpSocket": {"port": 8080},
+        "periodSeconds": 20,
+        "failureThreshold": 3,
+        "timeoutSeconds": 5,
+    }
+
+
+def test_pods_are_labelled_and_the_leader_carries_its_fingerprints() -> None:
+    pods = _pods()
+    assert pods["worker"]["metadata"] == {
+        "labels": {**LABELS, "app.kubernetes.io/component": "vllm-worker"}
+    }
+    leader = pods["leader"]["metadata"]
+    assert leader["labels"] == {**LABELS, "app.kubernetes.io/component": "vllm-leader"}
+    conf = gatekeeper.nginx_conf(LIMITS, upstream_port=8000)
+    assert leader["annotations"] == {
+        gatekeeper.CONFIG_ANNOTATION: gatekeeper.config_digest(conf),
+        gatekeeper.KEY_ANNOTATION: "f1f2",
+    }
+    unkeyed = manifests.leader_worker_set(SPEC)["spec"]["leaderWorkerTemplate"]
+    assert gatekeeper.KEY_ANNOTATION not in unkeyed["leaderTemplate"]["metadata"]["annotations"]
+    assert [c["name"] for c in pods["leader"]["spec"]["containers"]] == ["vllm", "gatekeeper"]
+    assert [c["name"] for c in pods["worker"]["spec"]["containers"]] == ["vllm"]
+
+
+def test_the_group_set_and_its_claims() -> None:
+    lws = manifests.leader_worker_set(VOLUME)
+    assert lws["apiVersion"] == "leaderworkerset.x-k8s.io/v1"
+    assert lws["metadata"] == {
+        "name": "gemma-vllm",
+        "namespace": "serving",
+        "labels": {**LABELS, "app.kubernetes.io/component": "vllm"},
+        "annotations": {
+            "pulumi.com/waitFor": "condition=Available",
+            "pulumi.com/timeoutSeconds": "1800",
+        },
+    }
+    assert lws["spec"]["replicas"] == 2
+    template = lws["spec"]["leaderWorkerTemplate"]
+    assert template["size"] == 3
+    assert template["volumeClaimTemplates"] == [
+        {
+            "metadata": {"name": "models"},
+            "spec": {
+                "accessModes": ["ReadWriteOnce"],
+                "storageClassName": "gemma-graviton-gp3",
+                "resources": {"requests": {"storage": "27Gi"}},
+            },
+        }
+    ]
+    assert template["persistentVolumeClaimRetentionPolicy"] == {
+        "whenDeleted": "Retain",
+        "whenScaled": "Retain",
+    }
+    plain = manifests.leader_worker_set(SPEC)["spec"]["leaderWorkerTemplate"]
+    assert "volumeClaimTemplates" not in plain
+    assert "persistentVolumeClaimRetentionPolicy" not in plain
+
+
+def test_the_storage_class_is_encrypted_gp3_bound_where_the_pod_lands() -> None:
+    assert manifests.storage_class("fast", 250) == {
+        "apiVersion": "storage.k8s.io/v1",
+        "kind": "StorageClass",
+        "metadata": {"name": "fast", "labels": {"app.kubernetes.io/part-of": "gemma-graviton"}},
+        "provisioner": "ebs.csi.aws.com",
+        "parameters": {"type": "gp3", "encrypted": "true", "throughput": "250"},
+        "volumeBindingMode": "WaitForFirstConsumer",
+        "reclaimPolicy": "Delete",
+        "allowVolumeExpansion": True,
+    }
+
+
+# -- the objects around the pods ---------------------------------------------------------------
+
+
+def test_secrets_hold_the_values_and_say_where_they_come_from() -> None:
+    key = "k" * 32
+    metadata = {
+        "name": "gemma-api-key",
+        "namespace": "serving",
+        "labels": {
+            **LABELS,
+            "app.kubernetes.io/component": "credentials",
+            "gemma-graviton.dev/secret-source": "pulumi-secret",
+        },
+    }
+    assert manifests.secret(SPEC, "api-key", key) == {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": metadata,
+        "type": "Opaque",
+        "stringData": {"api-key": key, "api-key.map": gatekeeper.key_map_entry(key)},
+    }
+    token = manifests.secret(SPEC, "hf-token", "hf_abc")
+    assert token["metadata"] == {**metadata, "name": "gemma-hf-token"}
+    assert token["stringData"] == {"token": "hf_abc"}
+
+
+def test_the_namespace_and_the_gatekeeper_config() -> None:
+    assert manifests.namespace(SPEC) == {
+        "apiVersion": "v1",
+        "kind": "Namespace",
+        "metadata": {
+            "name": "serving",
+            "labels": {
+                **LABELS,
+                "app.kubernetes.io/component": "namespace",
+                "pod-security.kubernetes.io/enforce": "privileged",
+                "pod-security.kubernetes.io/warn": "baseline",
+                "pod-security.kubernetes.io/audit": "restricted",
+            },
+        },
+    }
+    config = manifests.gatekeeper_config(SPEC)
+    assert (config["apiVersion"], config["kind"]) == ("v1", "ConfigMap")
+    assert config["metadata"]["name"] == "gemma-gatekeeper"
+    assert config["metadata"]["labels"]["app.kubernetes.io/component"] == "gatekeeper"
+    assert config["data"] == {"nginx.conf": gatekeeper.nginx_conf(LIMITS, upstream_port=8000)}
+    assert manifests.all_objects(SPEC)[0]["kind"] == "Namespace"
+
+
+def test_the_service_reaches_leaders_through_an_nlb() -> None:
+    svc = manifests.service(SPEC)
+    assert (svc["apiVersion"], svc["kind"]) == ("v1", "Service")
+    assert svc["metadata"]["name"] == "gemma"
+    assert svc["metadata"]["labels"]["app.kubernetes.io/component"] == "endpoint"
+    assert svc["metadata"]["annotations"] == {
+        "service.beta.kubernetes.io/aws-load-balancer-type": "nlb",
+    }
+    assert svc["spec"]["selector"] == {
+        "leaderworkerset.sigs.k8s.io/name": "gemma-vllm",
+        "leaderworkerset.sigs.k8s.io/worker-index": "0",
+    }
+    assert svc["spec"]["loadBalancerSourceRanges"] == ["203.0.113.0/24"]
+    arn = "arn:aws:acm:us-west-2:123456789012:certificate/abc"
+    tls = manifests.service(replace(SPEC, tls_certificate_arn=arn))["metadata"]["annotations"]
+    assert tls["service.beta.kubernetes.io/aws-load-balancer-ssl-negotiation-policy"] == (
+        "ELBSecurityPolicy-TLS13-1-2-2021-06"
+    )
+    internal = manifests.service(replace(SPEC, internal_load_balancer=True))["metadata"]
+    assert internal["annotations"] == {
+        "service.beta.kubernetes.io/aws-load-balancer-type": "nlb",
+        "service.beta.kubernetes.io/aws-load-balancer-internal": "true",
+    }
+
+
+def test_the_network_policy_object() -> None:
+    policy = manifests.network_policy(SPEC)
+    assert (policy["apiVersion"], policy["kind"]) == ("networking.k8s.io/v1", "NetworkPolicy")
+    assert policy["metadata"]["name"] == "gemma-group"
+    assert policy["metadata"]["namespace"] == "serving"
+    assert policy["metadata"]["labels"]["app.kubernetes.io/component"] == "network-policy"
+    assert policy["spec"]["policyTypes"] == ["Ingress"]
+
+
+def test_labels_carry_the_stack_s_extra_labels() -> None:
+    assert object_labels(SPEC, "x") == {**LABELS, "app.kubernetes.io/component": "x"}
+
+
+# -- the command line --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("field", ["model", "served_model_name"])
+def test_a_value_kubernetes_would_expand_is_refused(field: str) -> None:
+    spec = replace(SPEC.engine(), **{field: "evil/$(LWS_LEADER_ADDRESS)"})
+    with pytest.raises(ValueError) as error:
+        engine_args(spec, "leader")
+    assert str(error.value) == (
+        f"{field} 'evil/$(LWS_LEADER_ADDRESS)' holds `$(`, which Kubernetes would expand"
+    )
+    assert engine_args(replace(SPEC.engine(), model="evil/$LWS"), "worker")[1] == "evil/$LWS"
+
+
+def test_the_engine_spec_is_the_server_spec_s() -> None:
+    engine = SPEC.engine()
+    assert engine == EngineSpec(
+        model="/models/google/gemma-4-12B-it",
+        served_model_name="google/gemma-4-12B-it",
+        pipeline_stages=3,
+        kv_cache_bytes=4_529_848_320,
+        max_model_len=8192,
+        max_num_batched_tokens=4096,
+        nnodes="$(LWS_GROUP_SIZE)",
+        node_rank="$(LWS_WORKER_INDEX)",
+        master_addr="$(LWS_LEADER_ADDRESS)",
+        master_port=29501,
+        port=8000,
+        max_reply_tokens=1024,
+    )
+    leader = engine_args(engine, "leader")
+    assert '--override-generation-config={"max_new_tokens":1024}' in leader
+    assert engine_args(replace(engine, max_reply_tokens=None), "leader")[-2:] == [
+        "--host=127.0.0.1",
+        "--port=8000",
+    ]
+
+
+def test_a_command_line_is_shown_shell_quoted() -> None:
+    container = {"command": ["vllm"], "args": ["serve", "a b", '--x={"k":1}']}
+    assert manifests.command_line(container) == "vllm serve 'a b' '--x={\"k\":1}'"
+    assert shlex.split(manifests.command_line(container)) == ["vllm", "serve", "a b", '--x={"k":1}']
+    assert manifests.command_line({"args": ["serve"]}) == "serve"
+    assert manifests.command_line({"command": ["vllm"]}) == "vllm"
+
+
+# -- what the gatekeeper answers ---------------------------------------------------------------
+
+
+def _returns(conf: str) -> dict[int, dict[str, Any]]:
+    """Status -> the JSON body of every `return <status> '<body>\\n'` line of the config."""
+    bodies = {}
+    for status, body in re.findall(r"return (\d{3}) '(.*?)\\n'", conf):
+        bodies[int(status)] = json.loads(body)
+    return bodies
+
+
+def test_refusals_are_openai_style_json_errors() -> None:
+    bodies = _returns(gatekeeper.nginx_conf(LIMITS))
+    assert bodies == {
+        404: {
+            "error": {
+                "message": "Not found: this endpoint serves only the API",
+                "type": "not_found_error",
+                "code": 404,
+            }
+        },
+        401: {
+            "error": {
+                "message": "Missing or invalid API key",
+                "type": "authentication_error",
+                "code": 401,
+            }
+        },
+        413: {
+            "error": {
+                "message": "Request body over 327680 bytes",
+                "type": "invalid_request_error",
+                "code": 413,
+            }
+        },
+        429: {
+            "error": {
+                "message": "Too many requests from this address; retry later",
+                "type": "rate_limit_error",
+                "code": 429,
+            }
+        },
+        503: {
+            "error": {
+                "message": "The model is restarting or unavailable; retry later",
+                "type": "service_unavailable_error",
+                "code": 503,
+            }
+        },
+        504: {
+            "error": {
+                "message": "The model did not answer in time",
+                "type": "timeout_error",
+                "code": 504,
+            }
+        },
+    }
+
+
+def test_the_config_s_buffers_timeouts_and_log() -> None:
+    conf = gatekeeper.nginx_conf(LIMITS)
+    assert "access_log /dev/stdout gatekeeper;" in conf
+    assert "client_body_buffer_size 65536;" in conf  # 64 KiB in memory, the rest on disk
+    assert "client_header_timeout 10s;" in conf and "client_body_timeout 30s;" in conf
+    small = gatekeeper.nginx_conf(replace(LIMITS, max_request_bytes=2048))
+    assert "client_body_buffer_size 2048;" in small
+    assert "add_header WWW-Authenticate Bearer always;" in conf
+
+
+def test_key_shapes_and_fingerprints() -> None:
+    key = "XXXX" + "x" * 16
+    assert gatekeeper.key_map_entry(key) == f'"~^Bearer {key}$" 1;\n'
+    one = gatekeeper.key_fingerprint("a" * 40)
+    assert re.fullmatch(r"[0-9a-f]{16}", one)
+    digest = gatekeeper.config_digest("conf")
+    assert re.fullmatch(r"[0-9a-f]{16}", digest)
+
+
+def test_other_ports_reach_the_config_the_annotation_and_the_command_line() -> None:
+    spec = replace(SPEC, port=8001, master_port=29502)
+    conf = gatekeeper.nginx_conf(LIMITS, upstream_port=8001)
+    assert "server 127.0.0.1:8001;" in conf
+    assert manifests.gatekeeper_config(spec)["data"] == {"nginx.conf": conf}
+    leader = _pods(spec)["leader"]
+    assert leader["metadata"]["annotations"][gatekeeper.CONFIG_ANNOTATION] == (
+        gatekeeper.config_digest(conf)
+    )
+    args = _container(leader, "vllm")["args"]
+    assert "--port=8001" in args and "--master-port=29502" in args
+
+
+def test_workers_wait_for_the_leader_then_run_vllm_with_its_args() -> None:
+    worker = _container(_pods()["worker"], "vllm")
+    assert worker["command"][:2] == ["/bin/sh", "-c"]
+    assert worker["command"][3] == "vllm"  # $0 of the script, which ends in `exec vllm "$@"`
+    assert worker["command"][2].endswith('exec vllm "$@"')
+    assert worker["args"][0] == "serve" and worker["args"][-1] == "--headless"
+
+
+def test_ranks_repel_each_other_by_the_group_s_name() -> None:
+    for role, pod in _pods().items():
+        assert pod["spec"]["affinity"] == {
+            "podAntiAffinity": {
+                "requiredDuringSchedulingIgnoredDuringExecution": [
+                    {
+                        "labelSelector": {
+                            "matchExpressions": [
+                                {
+                                    "key": "leaderworkerset.sigs.k8s.io/name",
+                                    "operator": "In",
+                                    "values": ["gemma-vllm"],
+                                }
+                            ]
+                        },
+                        "topologyKey": "kubernetes.io/hostname",
+                    }
+                ]
+            }
+        }, role
+        assert pod["spec"]["nodeSelector"] == {"gemma-graviton.dev/pool": "model"}, role
+
+
+REVISION = "0123456789abcdef0123456789abcdef01234567"
+
+
+def test_a_pinned_revision_reaches_whoever_downloads() -> None:
+    pinned = replace(NO_PREFETCH, model_revision=REVISION)
+    args = _container(_pods(pinned)["worker"], "vllm")["args"]
+    assert args[:2] == ["serve", "google/gemma-4-12B-it"]
+    assert f"--revision={REVISION}" in args and f"--tokenizer-revision={REVISION}" in args
+    assert pinned.engine().revision == REVISION
+    # With the prefetch the init container fetches that commit and vLLM reads the directory.
+    prefetched = replace(SPEC, model_revision=REVISION)
+    assert prefetched.engine().revision is None
+    init = _container(_pods(prefetched)["worker"], "prefetch-weights")
+    assert {"name": "MODEL_REVISION", "value": REVISION} in init["env"]
+    assert not [
+        a for a in _container(_pods(prefetched)["worker"], "vllm")["args"] if "revision" in a
+    ]
+
+
+def test_every_rank_has_its_own_claim_named_as_its_statefulset_names_it() -> None:
+    assert manifests.rank_pods(VOLUME) == [
+        "gemma-vllm-0",
+        "gemma-vllm-0-1",
+        "gemma-vllm-0-2",
+        "gemma-vllm-1",
+        "gemma-vllm-1-1",
+        "gemma-vllm-1-2",
+    ]
+    claims = manifests.model_claims(VOLUME)
+    assert [c["metadata"]["name"] for c in claims] == [
+        f"models-{pod}" for pod in manifests.rank_pods(VOLUME)
+    ]
+    for claim in claims:
+        assert (claim["apiVersion"], claim["kind"]) == ("v1", "PersistentVolumeClaim")
+        assert claim["metadata"]["namespace"] == "serving"
+        assert claim["metadata"]["labels"]["app.kubernetes.io/component"] == "weights"
+        assert claim["spec"] == {
+            "accessModes": ["ReadWriteOnce"],
+            "storageClassName": "gemma-graviton-gp3",
+            "resources": {"requests": {"storage": "27Gi"}},
+        }
+    assert manifests.model_claims(SPEC) == []
+
+
+def test_tags_reach_the_volumes_and_the_load_balancer() -> None:
+    tags = {"team": "ml", "costCenter": "42"}
+    parameters = manifests.storage_class("fast", 250, tags)["parameters"]
+    assert parameters == {
+        "type": "gp3",
+        "encrypted": "true",
+        "throughput": "250",
+        "tagSpecification_1": "costCenter=42",
+        "tagSpecification_2": "team=ml",
+    }
+    annotations = manifests.service(replace(SPEC, aws_tags=tags))["metadata"]["annotations"]
+    assert annotations["service.beta.kubernetes.io/aws-load-balancer-additional-resource-tags"] == (
+        "costCenter=42,team=ml"
+    )

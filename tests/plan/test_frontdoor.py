@@ -1,0 +1,113 @@
+"""The front door's limits follow the plan unless the stack sets them: each rule on its own."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from infra.plan.config import ConfigError, load_config
+from infra.plan.frontdoor import (
+    BODY_BYTES_PER_TOKEN,
+    BODY_OVERHEAD_BYTES,
+    HEADER_TIMEOUT_SECONDS,
+    REPLY_TIMEOUT_FLOOR_SECONDS,
+    plan_front_door,
+)
+
+BASE = {
+    "owner": "ml-platform",
+    "endDate": "2027-01-01",
+    "endpointPublicAccessCidrs": ["198.51.100.0/24"],
+}
+CERT = "arn:aws:acm:us-west-2:123456789012:certificate/0a1b2c3d"
+
+
+def _door(
+    max_len: int = 8192,
+    concurrency: float = 3.17,
+    decode: float = 4.3,
+    first_byte: int = 218,
+    **keys: object,
+):
+    return plan_front_door(load_config({**BASE, **keys}), max_len, concurrency, decode, first_byte)
+
+
+def test_automatic_limits_follow_the_context_and_the_concurrency() -> None:
+    door = _door()
+    assert door.max_request_bytes == 8192 * BODY_BYTES_PER_TOKEN + BODY_OVERHEAD_BYTES
+    assert door.max_request_bytes == 8192 * 32 + 64 * 1024
+    assert (door.client_concurrent_requests, door.client_requests_per_minute) == (3, 180)
+    assert door.client_burst == 6
+    assert door.max_reply_tokens == 1024
+    # A non-streamed reply's first byte is its last token: the first-byte bound, then the
+    # capped reply's decode with its margin.
+    assert door.reply_timeout_seconds == 218 + math.ceil(1024 / 4.3 * 1.25)
+    assert _door(first_byte=300).reply_timeout_seconds == door.reply_timeout_seconds + 82
+    assert _door(maxReplyTokens=100).reply_timeout_seconds == 218 + math.ceil(100 / 4.3 * 1.25)
+    assert door.header_timeout_seconds == HEADER_TIMEOUT_SECONDS == 10
+    assert (door.tls, door.listener_port) == (False, 80)
+
+
+def test_less_than_one_full_length_request_still_gets_one_slot() -> None:
+    door = _door(concurrency=0.6)
+    assert (door.client_concurrent_requests, door.client_requests_per_minute) == (1, 60)
+    assert door.client_burst == 2
+    assert _door(concurrency=1.99).client_concurrent_requests == 1
+
+
+def test_a_short_context_caps_replies_at_a_quarter_and_waits_at_least_the_floor() -> None:
+    door = _door(max_len=1000, decode=100.0, first_byte=30)
+    assert door.max_reply_tokens == 250
+    assert door.reasons[3].startswith("replies stop after 250 tokens (auto;")
+    assert door.reply_timeout_seconds == REPLY_TIMEOUT_FLOOR_SECONDS == 120
+    assert _door(max_len=1000, decode=100.0, first_byte=116).reply_timeout_seconds == 120
+    assert _door(max_len=1000, decode=100.0, first_byte=117).reply_timeout_seconds == 121
+    assert _door(max_len=3, decode=100.0).max_reply_tokens == 1
+
+
+def test_values_the_stack_sets_are_kept() -> None:
+    door = _door(
+        maxRequestBytes=4096,
+        clientConcurrentRequests=7,
+        clientRequestsPerMinute=11,
+        maxReplyTokens=100,
+        tlsCertificateArn=CERT,
+        allowedCidrs=["203.0.113.0/24"],
+    )
+    assert door.max_request_bytes == 4096
+    assert (door.client_concurrent_requests, door.client_requests_per_minute) == (7, 11)
+    assert door.client_burst == 14
+    assert door.max_reply_tokens == 100
+    assert (door.tls, door.listener_port) == (True, 443)
+    assert door.reasons[1].startswith("request body at most 4,096 bytes (as the stack sets: ")
+    assert "and 7 in flight (as the stack sets: the 3.17 " in door.reasons[2]
+
+
+def test_a_reply_cap_that_leaves_no_prompt_is_refused() -> None:
+    with pytest.raises(ConfigError) as error:
+        _door(max_len=2048, maxReplyTokens=2048)
+    assert str(error.value) == (
+        "`maxReplyTokens` 2048 leaves no room for a prompt in the 2048-token context; use at most "
+        "2047, or auto"
+    )
+    assert _door(max_len=2048, maxReplyTokens=2047).max_reply_tokens == 2047
+
+
+def test_reasons_say_what_each_limit_is_and_where_it_comes_from() -> None:
+    assert list(_door().reasons) == [
+        "listener plain HTTP on 80; only POST /v1/chat/completions, POST /v1/completions, "
+        "GET /v1/models and GET /health reach vLLM, every other path is 404 at the gatekeeper, "
+        "and every request but /health needs the API key",
+        "request body at most 327,680 bytes (auto: 32 bytes per token of a 8192-token prompt plus "
+        "64 KiB); larger bodies get 413 before vLLM parses them",
+        "per client address 180 requests/min (burst 6) and 3 in flight (auto: the 3.17 "
+        "full-length requests the KV cache holds at once); above that 429 with Retry-After",
+        "replies stop after 1024 tokens (auto; vLLM's generation-config max_new_tokens, which "
+        "caps every request, and so one without max_tokens)",
+        "a reply not finished within 516 s gets 504 (a first token within 218 s, then 1024 tokens "
+        "at ~4.3 tokens/s x1.25; in a stream, the longest gap between chunks); request headers "
+        "within 10 s; streams pass through unbuffered",
+    ]
+    tls = _door(tlsCertificateArn=CERT, allowedCidrs=["203.0.113.0/24"]).reasons[0]
+    assert tls.startswith("listener HTTPS on 443 (ACM certificate; TLS ends at the load balancer)")
