@@ -32,13 +32,16 @@ from components.manifests.spec import (
 # cache is charged to this container's cgroup; it is gone when vLLM's guard measures the engine
 # container. On a persistent volume a finished download is only verified. A failed download is
 # retried here with back-off (huggingface_hub resumes the files it has): exiting would fail the
-# pod, and LWS would recreate the whole group, every rank starting again from zero.
+# pod, and LWS would recreate the whole group, every rank starting again from zero. What no retry
+# can fix (a repository, commit or gated access the token does not have: the hub's 401/403/404,
+# raised as these errors by huggingface_hub 0.2x-1.x `errors.py`) ends the container at once.
 _PREFETCH = """
 set -eu
 python3 - <<'PY'
 import os, sys, time
 from pathlib import Path
 from huggingface_hub import snapshot_download
+from huggingface_hub.errors import RepositoryNotFoundError, RevisionNotFoundError
 
 repo, target = os.environ["MODEL_REPO"], Path(os.environ["MODEL_DIR"])
 revision = os.environ.get("MODEL_REVISION") or None
@@ -49,6 +52,10 @@ for attempt in range(1, attempts + 1):
         snapshot_download(repo, revision=revision, local_dir=target, allow_patterns=[
             "*.json", "*.safetensors", "*.model", "*.txt", "*.jinja", "tokenizer*"])
         break
+    except (RepositoryNotFoundError, RevisionNotFoundError) as error:
+        sys.exit(f"{repo}@{revision or 'main'} cannot be downloaded: {error!r}; check the "
+                 "stack's `model` and `modelRevision` and that the HF token may read the "
+                 "repository (a gated model's licence accepted)")
     except Exception as error:  # network, throttling, hub errors: all worth another try
         if attempt == attempts:
             sys.exit(f"download of {repo}@{revision or 'main'} failed {attempts} times, "

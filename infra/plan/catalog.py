@@ -228,11 +228,12 @@ class ModelProfile:
     max_context: int
     tied_embeddings: bool = True
     dtype_bytes: int = 2
-    #: A commit of the model's hub repository that was checked to load with the pinned vLLM, and
-    #: the day it was checked; `modelRevision: auto` deploys it. None: no commit has been
-    #: checked yet, and the plan warns that ranks would download `main` independently.
+    #: A commit of the model's hub repository, the day it was checked and how; `modelRevision:
+    #: auto` deploys it. None: no commit has been checked yet, and the plan warns that ranks
+    #: would download `main` independently.
     revision: str | None = None
     revision_checked: dt.date | None = None
+    revision_source: str | None = None
     #: Per-pod runtime overhead beyond weights and KV cache (API server, engine core, activation
     #: buffers, allocator arenas) = base + per_weight x the pod's weight GiB. Calibrated on two
     #: measured deployments: a 1B model in one pod (~2 GiB of weights, 5.7 GiB overhead) and
@@ -270,6 +271,14 @@ MODELS: dict[str, ModelProfile] = {
         # Estimate for the vision and audio encoders; they sit on the first stage.
         non_text_bytes=1 * GIB,
         max_context=131_072,
+        # Read 2026-12-01: the commit public projects pinned for this checkpoint from August to
+        # September 2026 (for one, github.com/Jonathan-321/kinyalm,
+        # docs/model/experiments/2026-08-03-gemma4-12b-experimental-qlora.md), cross-checked
+        # across several of them. Not fetched from the hub here: a first deploy's prefetch (or
+        # vLLM, without it) fails at once with the hub's 404 if it were not a commit of the repo.
+        revision="707f0a3b8a3c7ad586ed01e27eafbad8a27dd0f7",
+        revision_checked=dt.date(2026, 12, 1),
+        revision_source="public projects' pins of this checkpoint, Aug-Sep 2026",
     ),
 }
 

@@ -169,6 +169,7 @@ def format_table(
         rows += _economics_rows(p, econ)
     today = today or dt.date.today()
     if cfg is not None:
+        rows.append(("model revision", _revision(cfg)))
         rows.append(("kubernetes", support.kubernetes_support(cfg, today)))
     width = max(len(k) for k, _ in rows)
     lines = [f"{k:<{width}}  {v}" for k, v in rows]
@@ -184,6 +185,19 @@ def format_table(
         lines.append("warnings:")
         lines.extend(f"  - {warning}" for warning in warnings)
     return "\n".join(lines)
+
+
+def _revision(cfg: StackConfig) -> str:
+    """The hub commit every rank downloads, and where it comes from."""
+    if cfg.model_revision != "auto":
+        return f"{cfg.model_revision} (`modelRevision`, as the stack sets)"
+    profile = cfg.profile()
+    if profile.revision is None:
+        return "main, unpinned (see warnings)"
+    return (
+        f"{profile.revision} (catalogue, checked {profile.revision_checked}: "
+        f"{profile.revision_source})"
+    )
 
 
 def _front_door_rows(door: FrontDoorPlan) -> list[tuple[str, str]]:

@@ -446,10 +446,25 @@ REPOSITORY = {
 
 # A stand-in for huggingface_hub: `snapshot_download` writes the files its patterns select (as
 # the hub filters them, by fnmatch), plus the hub's own .cache bookkeeping; every byte read
-# through `open` is counted per path and written out at exit.
+# through `open` is counted per path and written out at exit. FAKE_FAILURES lists what the
+# calls raise first, in order ("network", "revision"); `time.sleep` only records its pauses.
+_FAKE_ERRORS = """
+class RepositoryNotFoundError(Exception):
+    pass
+
+
+class GatedRepoError(RepositoryNotFoundError):
+    pass
+
+
+class RevisionNotFoundError(Exception):
+    pass
+"""
 _FAKE_HUB = """
-import atexit, builtins, fnmatch, json, os
+import atexit, builtins, fnmatch, json, os, time
 from pathlib import Path
+
+from huggingface_hub.errors import RevisionNotFoundError
 
 REPOSITORY = json.loads(os.environ["FAKE_REPOSITORY"])
 READ = {}
@@ -476,9 +491,16 @@ def _counting_open(path, mode="r", *args, **kwargs):
 
 builtins.open = _counting_open
 atexit.register(lambda: Path(os.environ["FAKE_READ_LOG"]).write_text(json.dumps(READ)))
+FAILURES = [f for f in os.environ.get("FAKE_FAILURES", "").split(",") if f]
+time.sleep = lambda seconds: print(f"slept {seconds}")
 
 
 def snapshot_download(repo_id, local_dir, allow_patterns=None, **kwargs):
+    if FAILURES:
+        failure = FAILURES.pop(0)
+        if failure == "revision":
+            raise RevisionNotFoundError(f"404 Client Error: revision {kwargs['revision']}")
+        raise OSError("Connection reset by peer")
     target = Path(local_dir)
     for name, size in REPOSITORY.items():
         if allow_patterns is None or any(fnmatch.fnmatch(name, p) for p in allow_patterns):
@@ -496,18 +518,18 @@ def _prefetch_python(init: dict[str, Any]) -> str:
     return shell.split("<<'PY'\n", 1)[1].rsplit("\nPY\n", 1)[0]
 
 
-def test_prefetch_downloads_and_reads_every_weight_file(tmp_path: Path) -> None:
-    """The init container exists to put the weights' page cache outside the engine's cgroup: it
-    must download the safetensors (not only the small files) and read every byte it downloaded."""
+def _run_prefetch(
+    tmp_path: Path, init: dict[str, Any], model: str, failures: str = ""
+) -> tuple[subprocess.CompletedProcess[str], Path, Path]:
+    """The init container's Python against the fake hub; (result, model dir, read log)."""
     import os
     import sys
 
-    cfg, _, objects = _objects()
-    (init,) = _pod_specs(_kind(objects, "LeaderWorkerSet"))["leader"]["initContainers"]
     hub = tmp_path / "hub" / "huggingface_hub"
-    hub.mkdir(parents=True)
+    hub.mkdir(parents=True, exist_ok=True)
     (hub / "__init__.py").write_text(_FAKE_HUB)
-    target, log = tmp_path / "models" / cfg.model, tmp_path / "read.json"
+    (hub / "errors.py").write_text(_FAKE_ERRORS)
+    target, log = tmp_path / "models" / model, tmp_path / "read.json"
     env = {e["name"]: e.get("value") for e in init["env"]}
     done = subprocess.run(
         [sys.executable, "-c", _prefetch_python(init)],
@@ -518,12 +540,22 @@ def test_prefetch_downloads_and_reads_every_weight_file(tmp_path: Path) -> None:
             "MODEL_DIR": str(target),
             "FAKE_REPOSITORY": json.dumps(REPOSITORY),
             "FAKE_READ_LOG": str(log),
+            "FAKE_FAILURES": failures,
         },
         capture_output=True,
         text=True,
         check=False,
         timeout=60,
     )
+    return done, target, log
+
+
+def test_prefetch_downloads_and_reads_every_weight_file(tmp_path: Path) -> None:
+    """The init container exists to put the weights' page cache outside the engine's cgroup: it
+    must download the safetensors (not only the small files) and read every byte it downloaded."""
+    cfg, _, objects = _objects()
+    (init,) = _pod_specs(_kind(objects, "LeaderWorkerSet"))["leader"]["initContainers"]
+    done, target, log = _run_prefetch(tmp_path, init, cfg.model)
     assert done.returncode == 0, done.stderr
     downloaded = {p.name for p in target.iterdir() if p.is_file()}
     weights = {n for n in REPOSITORY if n.endswith(".safetensors")}
@@ -540,6 +572,24 @@ def test_prefetch_downloads_and_reads_every_weight_file(tmp_path: Path) -> None:
     assert needed <= downloaded, needed - downloaded
     read = {Path(p).name: n for p, n in json.loads(log.read_text()).items()}
     assert read == {name: REPOSITORY[name] for name in downloaded}, "every downloaded byte is read"
+
+
+def test_prefetch_retries_the_network_and_stops_at_a_commit_the_hub_does_not_have(
+    tmp_path: Path,
+) -> None:
+    cfg, _, objects = _objects()
+    (init,) = _pod_specs(_kind(objects, "LeaderWorkerSet"))["worker"]["initContainers"]
+    flaky, _, _ = _run_prefetch(tmp_path / "flaky", init, cfg.model, "network,network")
+    assert flaky.returncode == 0, flaky.stderr
+    assert flaky.stdout.count("retrying in") == 2
+    assert "slept 15" in flaky.stdout and "slept 30" in flaky.stdout
+    missing, target, _ = _run_prefetch(tmp_path / "missing", init, cfg.model, "revision,network")
+    assert missing.returncode == 1
+    assert "retrying" not in missing.stdout and "slept" not in missing.stdout
+    (line,) = missing.stderr.strip().splitlines()
+    assert line.startswith(f"{cfg.model}@{cfg.revision} cannot be downloaded: ")
+    assert "`modelRevision`" in line
+    assert not target.exists() or not any(target.iterdir())
 
 
 def _mounts_of(pod: dict[str, Any], volume: str) -> list[str]:

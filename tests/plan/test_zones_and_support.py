@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import re
 
 import pytest
 
@@ -19,6 +20,20 @@ US_EAST_1 = [
 ]
 ALL_IDS = {z.zone_id for z in US_EAST_1}
 SHA = "0123456789abcdef0123456789abcdef01234567"
+#: A small model of Gemma's layout that the catalogue does not hold.
+SMALL_PROFILE = {
+    "layers": 4,
+    "slidingPerFull": 5,
+    "slidingKvHeads": 1,
+    "slidingHeadDim": 256,
+    "fullKvHeads": 1,
+    "fullHeadDim": 256,
+    "slidingWindow": 512,
+    "hiddenSize": 1152,
+    "vocabSize": 262144,
+    "checkpointBytes": 2 * 2**30,
+    "maxContext": 32768,
+}
 
 
 def _place(az: str, cp: str = "auto", offered: set[str] = ALL_IDS):
@@ -136,13 +151,32 @@ def test_the_cli_shows_the_support_window(capsys: pytest.CaptureFixture[str]) ->
     assert "warnings:\n  - `kubernetesVersion` 1.33 left EKS standard support" in out
 
 
-def test_an_unpinned_model_is_a_warning_until_the_catalogue_holds_a_checked_commit() -> None:
+def test_the_catalogue_pins_a_commit_and_an_unpinned_model_is_a_warning() -> None:
     cfg = load_stack("dev")
-    assert cfg.revision == catalog.MODELS[cfg.model].revision
-    if cfg.revision is None:
-        assert support.warnings(cfg, dt.date(2026, 11, 30)) == [
-            "`modelRevision` is not pinned and the catalogue holds no checked commit of "
-            "google/gemma-4-12B-it: every rank downloads `main` on its own and two ranks can "
-            "load different commits; set it to a 40-character commit SHA"
-        ]
+    profile = catalog.MODELS[cfg.model]
+    assert cfg.revision == profile.revision
+    assert re.fullmatch(r"[0-9a-f]{40}", cfg.revision or "")
+    assert profile.revision_checked is not None and profile.revision_source
+    day = dt.date(2026, 11, 30)
+    assert not [w for w in support.warnings(cfg, day) if "modelRevision" in w]
     assert load_stack("dev", {"modelRevision": SHA}).revision == SHA
+    # A model the catalogue does not know (a stack's own profile) has no checked commit.
+    custom = load_stack("dev", {"model": "example/small", "modelProfile": SMALL_PROFILE})
+    assert custom.revision is None
+    assert [w for w in support.warnings(custom, day) if "modelRevision" in w] == [
+        "`modelRevision` is not pinned and the catalogue holds no checked commit of "
+        "example/small: every rank downloads `main` on its own and two ranks can "
+        "load different commits; set it to a 40-character commit SHA"
+    ]
+
+
+def test_the_plan_names_the_commit_and_where_it_comes_from(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    pinned = catalog.MODELS["google/gemma-4-12B-it"].revision
+    assert main([]) == 0
+    out = capsys.readouterr().out
+    assert re.search(rf"^model revision +{pinned} \(catalogue, checked 2026-12-01: ", out, re.M)
+    assert main(["--set", f"modelRevision={SHA}"]) == 0
+    out = capsys.readouterr().out
+    assert re.search(rf"^model revision +{SHA} \(`modelRevision`, as the stack sets\)$", out, re.M)
