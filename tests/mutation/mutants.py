@@ -89,7 +89,6 @@ GROUPS = (
             "components/manifests/probes.py",
             "components/manifests/metrics.py",
             "components/manifests/gate.py",
-            "components/watch.py",
         ),
         (
             "tests/components/test_manifest_fields.py",
@@ -101,6 +100,11 @@ GROUPS = (
             "tests/components/test_pod_security.py",
             "tests/components/test_download.py",
         ),
+    ),
+    Group(
+        "dashboard",
+        ("components/watch.py",),
+        ("tests/components/test_monitoring.py",),
     ),
     Group("policies", ("policies/rules.py",), ("tests/policies",)),
 )
