@@ -228,7 +228,9 @@ def _engine_container(spec: ServerSpec, role: Literal["leader", "worker"]) -> di
         # The leader's vLLM listens on its loopback only: the worker asks its gatekeeper, which
         # passes /health without a key.
         lost_leader = probe_command(spec.probes, "worker", gatekeeper.PORT, spec.model)
-        container["startupProbe"] = startup_probe(lost_leader, spec.startup_timeout_seconds)
+        container["startupProbe"] = startup_probe(
+            lost_leader, spec.probes, spec.startup_timeout_seconds
+        )
         container["livenessProbe"] = liveness_probe(lost_leader, spec.probes)
     return container
 

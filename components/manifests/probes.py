@@ -155,13 +155,19 @@ def liveness_probe(command: list[str], probes: ProbeSpec) -> dict[str, Any]:
     }
 
 
-def startup_probe(command: list[str], startup_timeout_s: int) -> dict[str, Any]:
-    """The same check, patient through a cold start; liveness begins only once it passed."""
+#: Period of a startup probe: a cold start is minutes long, so ten seconds late is nothing.
+STARTUP_PERIOD_S = 10
+
+
+def startup_probe(command: list[str], probes: ProbeSpec, startup_timeout_s: int) -> dict[str, Any]:
+    """The same check, patient through a cold start (whole periods within `startup_timeout_s`,
+    at least one); liveness begins only once it passed. Each run may take as long as a liveness
+    run, so its own HTTP deadline always ends it first."""
     return {
         "exec": {"command": command},
-        "periodSeconds": 10,
-        "failureThreshold": max(1, startup_timeout_s // 10),
-        "timeoutSeconds": 5,
+        "periodSeconds": STARTUP_PERIOD_S,
+        "failureThreshold": max(1, startup_timeout_s // STARTUP_PERIOD_S),
+        "timeoutSeconds": probes.timeout_s,
     }
 
 

@@ -439,6 +439,12 @@ def test_the_network_policy_object() -> None:
     assert policy["metadata"]["namespace"] == "serving"
     assert policy["metadata"]["labels"]["app.kubernetes.io/component"] == "network-policy"
     assert policy["spec"]["policyTypes"] == ["Ingress"]
+    # Both listeners are TCP; the API accepts only the upper-case protocol names.
+    ports = [port for rule in policy["spec"]["ingress"] for port in rule.get("ports", [])]
+    assert [(p["port"], p["protocol"]) for p in ports] == [
+        (gatekeeper.PORT, "TCP"),
+        (gatekeeper.METRICS_PORT, "TCP"),
+    ]
 
 
 def test_labels_carry_the_stack_s_extra_labels() -> None:

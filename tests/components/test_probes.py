@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 
 from components.manifests import ProbeSpec, probe_command
+from components.manifests.probes import liveness_probe, startup_probe
 from tests.fakes.vllm_leader import fake_leader
 
 PROBES = ProbeSpec(stall_s=30, period_s=5, failures=3, timeout_s=8, request_s=5)
@@ -84,3 +85,24 @@ def test_a_worker_fails_when_its_leader_stops_answering() -> None:
     assert code == 1
     assert out.startswith(f"FAIL: http://127.0.0.1:{port}/health: ")
     assert "host-env=LWS_LEADER_ADDRESS" in command
+
+
+def test_the_startup_probe_waits_whole_periods_and_runs_as_long_as_liveness() -> None:
+    command = probe_command(PROBES, "worker", 8080, "m")
+    assert startup_probe(command, PROBES, 1805) == {
+        "exec": {"command": command},
+        "periodSeconds": 10,
+        "failureThreshold": 180,
+        "timeoutSeconds": PROBES.timeout_s,
+    }
+    assert startup_probe(command, PROBES, 5)["failureThreshold"] == 1
+    assert startup_probe(command, PROBES, 19)["failureThreshold"] == 1
+    assert startup_probe(command, PROBES, 20)["failureThreshold"] == 2
+    assert liveness_probe(command, PROBES) == {
+        "exec": {"command": command},
+        "periodSeconds": PROBES.period_s,
+        "failureThreshold": PROBES.failures,
+        "timeoutSeconds": PROBES.timeout_s,
+    }
+    # Every HTTP call inside a run ends before the kubelet would stop the run.
+    assert PROBES.request_s < PROBES.timeout_s

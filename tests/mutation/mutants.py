@@ -97,6 +97,7 @@ GROUPS = (
             "tests/components/test_probes.py",
             "tests/components/test_monitoring.py",
             "tests/components/test_gate.py",
+            "tests/components/test_metrics_collector.py",
             "tests/components/test_pod_security.py",
             "tests/components/test_download.py",
         ),

@@ -174,6 +174,17 @@ def test_a_smaller_batch_wins_when_it_serves_a_longer_context() -> None:
     assert lengths[4096] < length  # the default batch would serve less
 
 
+def test_the_smallest_default_batch_is_a_choice_too() -> None:
+    """Four stages run at least 128 sequences per rank, 512 tokens: that batch may win."""
+    cfg = load_config(BASE)
+    kvs, kv_bytes, upper = group_kv(GEMMA, 4), 300_000_000, 131_072
+    floor = CPU_DEFAULT_MAX_SEQS_PER_RANK * 4
+    assert floor in BATCHED_TOKEN_CHOICES
+    best = longest_context(kvs, kv_bytes, floor, upper)
+    assert best > longest_context(kvs, kv_bytes, 2 * floor, upper)
+    assert choose_batched(cfg, kvs, kv_bytes, upper, 4, step_cap=2 * floor) == (floor, best)
+
+
 def test_an_explicit_batch_is_kept() -> None:
     cfg = load_config({**BASE, "maxNumBatchedTokens": 1024})
     kvs = group_kv(GEMMA, 2)

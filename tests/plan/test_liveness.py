@@ -3,10 +3,12 @@ client's first-byte bound (`infra.plan.liveness`)."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from components.manifests.gatekeeper import nginx_conf
-from infra.plan import liveness
+from infra.plan import liveness, sizing
 from infra.plan.cli import main
 from infra.plan.sizing import plan
 from infra.plan.stackfile import load_stack, stack_names
@@ -95,3 +97,31 @@ def test_the_gatekeeper_waits_for_the_first_byte_and_the_longest_reply() -> None
     )
     conf = nginx_conf(gatekeeper_limits(own))
     assert f"proxy_read_timeout {own.front_door.reply_timeout_seconds}s;" in conf
+
+
+def test_the_probe_period_is_whole_seconds_and_the_shortest_accepted_one_fits() -> None:
+    # 60 s budget - 41 s stall - 8 s probe timeout leaves 11 s for 3 failures: 3 s periods.
+    period = liveness.probe_period(41)
+    assert period == 3 and isinstance(period, int)
+    # A stall of 44 s leaves exactly MIN_PROBE_PERIOD_S (2 s) a period: still noticed in time.
+    assert liveness.stall_seconds(22.0) == 44
+    assert liveness.probe_period(44) == liveness.MIN_PROBE_PERIOD_S
+    assert liveness.fits_budget(22.0)
+    assert liveness.detection_seconds(44, 2) <= liveness.DETECTION_BUDGET_S
+    assert not liveness.fits_budget(23.5)
+
+
+def test_the_step_is_shown_to_the_hundredth() -> None:
+    live = liveness.liveness([1.0], 100, 7, 1)
+    exact = liveness.step_seconds([1.0], 100, 7)
+    assert exact != round(exact, 2)
+    assert live.step_s == round(exact, 2) > 0
+
+
+def test_a_group_noticed_in_exactly_the_budget_is_in_time() -> None:
+    live = liveness.liveness([12.0], 512, 6, 1)
+    exact = replace(live, stall_s=37, period_s=5, detection_s=liveness.detection_seconds(37, 5))
+    assert exact.detection_s == liveness.DETECTION_BUDGET_S
+    assert "a broken group is noticed within 60 s;" in sizing._why_liveness(exact, 512)
+    late = replace(exact, detection_s=61)
+    assert "noticed only after 61 s, beyond the 60 s budget" in sizing._why_liveness(late, 512)

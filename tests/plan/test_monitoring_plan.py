@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import datetime as dt
 
+import pytest
+
 from components import watch
 from infra.plan import monitoring, prices
 from infra.plan.economics import economics
@@ -47,3 +49,33 @@ def test_waiting_threshold_is_the_concurrency_the_kv_cache_holds() -> None:
     assert auto.waiting_requests == int(p.max_concurrency) * p.replicas == 10
     assert monitoring.thresholds(7, p.max_concurrency, p.replicas).waiting_requests == 7
     assert auto.server_errors == monitoring.SERVER_ERRORS_PER_5_MINUTES
+
+
+def test_the_waiting_threshold_counts_every_group_and_at_least_one_request() -> None:
+    assert monitoring.thresholds("auto", 3.7, 2).waiting_requests == 6
+    assert monitoring.thresholds("auto", 0.4, 3).waiting_requests == 3
+    assert monitoring.thresholds("auto", 1.0, 1).waiting_requests == 1
+
+
+def test_ingestion_is_one_event_a_minute_per_leader_and_dimension_set() -> None:
+    """The collector writes, per leader and scrape (one a minute), one EMF event for the plain
+    metrics and one per histogram bucket bound (`le`, +Inf included)."""
+    buckets = sum(len(bounds) + 1 for bounds in watch.BUCKETS.values())
+    minutes = monitoring.HOURS_PER_MONTH * 60
+    one = monitoring.emf_gb_per_month(1)
+    assert one * 1e9 == pytest.approx(minutes * (1 + buckets) * monitoring.EMF_BYTES_PER_EVENT)
+    assert monitoring.emf_gb_per_month(3) == pytest.approx(3 * one)
+
+
+def test_each_monitoring_line_says_what_it_counts_and_only_ingestion_is_an_estimate() -> None:
+    lines = {line.item: line for line in monitoring.monitoring_costs(2)}
+    assert list(lines) == list(ITEMS)
+    metrics = watch.custom_metric_count()
+    assert lines["cloudwatch custom metrics"].basis.startswith(f"{metrics} metrics: ")
+    assert lines["cloudwatch dashboard"].basis.startswith("one dashboard (free if the account")
+    assert lines["cloudwatch alarms"].basis.startswith(
+        f"{monitoring.ALARMS} alarms reading {monitoring.ALARM_METRICS} metrics"
+    )
+    gb = monitoring.emf_gb_per_month(2)
+    assert lines["metrics ingestion"].basis.startswith(f"{gb:.2f} GB a month of EMF events (2 ")
+    assert [item for item, line in lines.items() if line.estimate] == ["metrics ingestion"]

@@ -1,0 +1,270 @@
+"""The metrics collector's objects and config as rules (`components.manifests.metrics`): valid
+Kubernetes objects that refer to each other, and a collector config that, read the way the
+Prometheus receiver and the EMF exporter read it, turns real vLLM 0.31 samples into exactly the
+CloudWatch metrics the dashboard reads."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from components import watch
+from components.manifests import gatekeeper, metrics
+from components.manifests.spec import LWS_NAME_LABEL, LWS_WORKER_INDEX_LABEL
+from infra.plan import catalog, wiring
+from infra.plan.stackfile import load_stack
+from tests.fakes import k8s_schemas
+
+FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "vllm" / "metrics-v0.31.json"
+ROLE_ARN = "arn:aws:iam::123456789012:role/collector"
+
+
+def _spec() -> metrics.CollectorSpec:
+    return wiring.collector_spec(load_stack("dev"), "dev")
+
+
+def _config() -> dict[str, Any]:
+    return yaml.safe_load(metrics.collector_config(_spec()))
+
+
+def _by_kind() -> dict[str, dict[str, Any]]:
+    objects = metrics.collector_objects(_spec(), ROLE_ARN)
+    assert [o["kind"] for o in objects] == [
+        "ServiceAccount",
+        "Role",
+        "RoleBinding",
+        "ConfigMap",
+        "Deployment",
+    ]
+    return {o["kind"]: o for o in objects}
+
+
+# -- Prometheus relabelling, the subset the config uses (prometheus/model/relabel) ---------------
+
+
+def _relabel(labels: dict[str, str], rules: list[dict[str, Any]]) -> dict[str, str] | None:
+    """Apply relabel rules; None when a `keep` drops the target or sample. Regexes are anchored,
+    source labels are joined with `;`, and the default action is `replace` of `$1`."""
+    labels = dict(labels)
+    for rule in rules:
+        value = ";".join(labels.get(name, "") for name in rule.get("source_labels", []))
+        match = re.fullmatch(rule.get("regex", "(.*)"), value)
+        action = rule.get("action", "replace")
+        if action == "keep":
+            if match is None:
+                return None
+        elif action == "replace":
+            if match is not None:
+                # The collector expands `$${1}` to `${1}` before Prometheus reads it.
+                template = rule.get("replacement", "$1").replace("$$", "$")
+                labels[rule["target_label"]] = _expand(template, match)
+        else:
+            pytest.fail(f"relabel action {action} is not one this test reads")
+    return labels
+
+
+def _expand(template: str, match: re.Match[str]) -> str:
+    """`${1}` and `$1` in a replacement are the regex's groups."""
+    groups = (match[0], *match.groups())
+    return re.sub(r"\$\{(\d+)\}|\$(\d+)", lambda m: groups[int(m[1] or m[2])], template)
+
+
+def _exported_samples() -> set[str]:
+    families = json.loads(FIXTURE.read_text())["families"]
+    return {sample for family in families.values() for sample in family["samples"]}
+
+
+# -- the Kubernetes objects --------------------------------------------------------------------
+
+
+def test_every_object_passes_the_real_schemas() -> None:
+    for obj in metrics.collector_objects(_spec(), ROLE_ARN):
+        errors = k8s_schemas.core_errors(obj, catalog.DEFAULT_KUBERNETES_VERSION)
+        assert errors == [], (obj["kind"], errors)
+        assert obj["metadata"]["namespace"] == wiring.NAMESPACE
+        assert obj["metadata"]["name"] == metrics.NAME
+        assert obj["metadata"]["labels"] == metrics.LABELS
+
+
+def test_the_objects_refer_to_each_other() -> None:
+    objects = _by_kind()
+    account, binding, config = (
+        objects["ServiceAccount"],
+        objects["RoleBinding"],
+        objects["ConfigMap"],
+    )
+    assert account["metadata"]["annotations"] == {"eks.amazonaws.com/role-arn": ROLE_ARN}
+    assert binding["roleRef"] == {
+        "apiGroup": "rbac.authorization.k8s.io",
+        "kind": "Role",
+        "name": objects["Role"]["metadata"]["name"],
+    }
+    assert binding["subjects"] == [
+        {
+            "kind": "ServiceAccount",
+            "name": account["metadata"]["name"],
+            "namespace": wiring.NAMESPACE,
+        }
+    ]
+    deployment = objects["Deployment"]["spec"]
+    pod = deployment["template"]["spec"]
+    assert pod["serviceAccountName"] == account["metadata"]["name"]
+    assert deployment["selector"]["matchLabels"] == deployment["template"]["metadata"]["labels"]
+    (container,) = pod["containers"]
+    (mount,) = container["volumeMounts"]
+    (volume,) = pod["volumes"]
+    assert mount == {"name": volume["name"], "mountPath": metrics.CONFIG_MOUNT, "readOnly": True}
+    assert volume["configMap"] == {"name": config["metadata"]["name"]}
+    (arg,) = container["args"]
+    (key,) = config["data"]
+    assert arg == f"--config={metrics.CONFIG_MOUNT}/{key}"
+    assert config["data"][key] == metrics.collector_config(_spec())
+
+
+def test_the_collector_may_only_discover_pods() -> None:
+    assert _by_kind()["Role"]["rules"] == [
+        {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "watch"]}
+    ]
+
+
+def test_one_small_unprivileged_replica_on_the_model_nodes() -> None:
+    deployment = _by_kind()["Deployment"]["spec"]
+    assert deployment["replicas"] == 1
+    assert deployment["strategy"] == {"type": "Recreate"}  # never two writing every point twice
+    pod = deployment["template"]["spec"]
+    assert pod["nodeSelector"] == wiring.NODE_LABELS
+    assert pod["securityContext"] == {
+        "runAsNonRoot": True,
+        "runAsUser": 10001,
+        "seccompProfile": {"type": "RuntimeDefault"},
+    }
+    (container,) = pod["containers"]
+    assert container["image"] == metrics.IMAGE and re.search(r":v\d+\.\d+\.\d+$", metrics.IMAGE)
+    assert container["imagePullPolicy"] == "IfNotPresent"
+    amount = {"cpu": f"{metrics.MILLICPU}m", "memory": f"{metrics.MEMORY_MIB}Mi"}
+    assert container["resources"] == {"requests": amount, "limits": amount}
+    assert container["securityContext"] == {
+        "allowPrivilegeEscalation": False,
+        "readOnlyRootFilesystem": True,
+        "capabilities": {"drop": ["ALL"]},
+    }
+    # The planner counts exactly this pod as a tenant of a model node.
+    (tenant,) = [c for c in catalog.COTENANTS if c.name == metrics.NAME]
+    assert (tenant.millicpu, tenant.memory_mib) == (metrics.MILLICPU, metrics.MEMORY_MIB)
+
+
+def test_the_policy_peer_is_the_collector_s_namespace_and_labels() -> None:
+    assert metrics.scraper_peer("serving") == {
+        "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "serving"}},
+        "podSelector": {"matchLabels": metrics.LABELS},
+    }
+
+
+# -- the collector's config ------------------------------------------------------------------
+
+
+def test_the_pipeline_names_only_components_it_defines() -> None:
+    config = _config()
+    (pipeline,) = config["service"]["pipelines"].values()
+    assert list(config["service"]["pipelines"]) == ["metrics"]
+    for kind in ("receivers", "processors", "exporters"):
+        assert pipeline[kind] == list(config[kind]), kind
+    # The memory limiter comes first, so it can refuse data before anything buffers it.
+    assert pipeline["processors"][0] == "memory_limiter"
+
+
+def test_the_memory_limiter_stays_inside_the_container() -> None:
+    limiter = _config()["processors"]["memory_limiter"]
+    assert limiter["check_interval"] == "5s"
+    assert limiter["limit_mib"] == metrics.MEMORY_MIB * 3 // 4
+    assert limiter["spike_limit_mib"] == metrics.MEMORY_MIB // 5
+    assert limiter["spike_limit_mib"] < limiter["limit_mib"] < metrics.MEMORY_MIB
+
+
+def test_one_scrape_a_minute_batched_by_the_minute() -> None:
+    config = _config()
+    (scrape,) = config["receivers"]["prometheus"]["config"]["scrape_configs"]
+    assert scrape["job_name"] == "vllm-leaders"
+    assert scrape["scrape_interval"] == f"{metrics.SCRAPE_INTERVAL_SECONDS}s" == "60s"
+    assert int(scrape["scrape_timeout"].rstrip("s")) < metrics.SCRAPE_INTERVAL_SECONDS
+    assert scrape["metrics_path"] == "/metrics"
+    assert scrape["sample_limit"] >= sum(
+        len(f["samples"]) for f in json.loads(FIXTURE.read_text())["families"].values()
+    )
+    assert config["processors"]["batch/metrics"] == {"timeout": "60s"}
+
+
+def test_discovery_finds_this_stack_s_leaders_on_their_metrics_port_only() -> None:
+    spec = _spec()
+    (scrape,) = _config()["receivers"]["prometheus"]["config"]["scrape_configs"]
+    (sd,) = scrape["kubernetes_sd_configs"]
+    assert sd["role"] == "pod"
+    assert sd["namespaces"] == {"names": [spec.namespace]}
+    (selector,) = sd["selectors"]
+    assert selector["role"] == "pod"
+    wanted = dict(pair.split("=") for pair in selector["label"].split(","))
+    assert wanted == {LWS_NAME_LABEL: spec.lws_name, LWS_WORKER_INDEX_LABEL: "0"}
+    leader = {
+        "__meta_kubernetes_pod_container_port_name": gatekeeper.METRICS_PORT_NAME,
+        "__meta_kubernetes_pod_label_leaderworkerset_sigs_k8s_io_group_index": "1",
+    }
+    target = _relabel(leader, scrape["relabel_configs"])
+    assert target is not None
+    assert target[metrics.STACK_DIMENSION] == "dev"
+    assert target["group"] == "1"
+    front_door = {**leader, "__meta_kubernetes_pod_container_port_name": gatekeeper.PORT_NAME}
+    assert _relabel(front_door, scrape["relabel_configs"]) is None
+
+
+def test_real_vllm_samples_become_exactly_the_metrics_the_dashboard_reads() -> None:
+    spec = _spec()
+    (scrape,) = _config()["receivers"]["prometheus"]["config"]["scrape_configs"]
+    kept = {}
+    for sample in sorted(_exported_samples()):
+        labels = _relabel({"__name__": sample}, scrape["metric_relabel_configs"])
+        if labels is not None:
+            kept[sample] = labels["__name__"]
+    used = set(spec.samples) | set(spec.bucket_samples)
+    assert set(kept) == used
+    assert kept == {s: metrics.exported_name(s) for s in used}
+    assert all(name.endswith(metrics.RAW_SUFFIX) for name in kept.values())
+
+
+def test_emf_declares_each_exported_metric_once_with_its_dimensions() -> None:
+    spec = _spec()
+    emf = _config()["exporters"]["awsemf"]
+    assert emf["namespace"] == spec.cloudwatch_namespace == "GemmaGraviton/dev"
+    assert emf["region"] == spec.region
+    assert emf["log_group_name"] == spec.log_group == "/gemma-graviton/dev/metrics"
+    assert emf["log_stream_name"] == "vllm-leaders"
+    # Without this the exporter adds rolled-up copies of every metric: more metrics to pay for.
+    assert emf["dimension_rollup_option"] == "NoDimensionRollup"
+    plain, buckets = emf["metric_declarations"]
+    assert plain["dimensions"] == [[metrics.STACK_DIMENSION]]
+    assert buckets["dimensions"] == [[metrics.STACK_DIMENSION, "le"]]
+
+    def declared(name: str) -> list[int]:
+        return [
+            i
+            for i, d in enumerate((plain, buckets))
+            if any(re.search(p, name) for p in d["metric_name_selectors"])
+        ]
+
+    for sample in spec.samples:
+        assert declared(metrics.exported_name(sample)) == [0], sample
+    for sample in spec.bucket_samples:
+        assert declared(metrics.exported_name(sample)) == [1], sample
+    # Anchored: a longer name that merely contains a declared one is not exported.
+    some = metrics.exported_name(spec.samples[0])
+    assert declared("x" + some) == [] and declared(some + "x") == []
+
+
+def test_the_dashboard_reads_what_the_collector_writes() -> None:
+    assert set(watch.SAMPLES) == set(_spec().samples)
+    assert set(watch.bucket_samples()) == set(_spec().bucket_samples)
+    assert metrics.exported_name("vllm:x_total") == "vllm:x_total" + metrics.RAW_SUFFIX
