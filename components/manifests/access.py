@@ -18,15 +18,13 @@ from components.manifests.spec import (
     object_meta,
 )
 
-#: Pod Security Admission for the model's namespace. The engine containers run seccomp
-#: `Unconfined` (see `pods._security_context`), which the baseline level already refuses
-#: (pod-security-admission policy/check_seccompProfile_baseline.go), so the namespace can only
-#: enforce `privileged`. It audits and warns at the levels the pods are otherwise held to (a test
-#: checks the seccomp profile is their only baseline finding), so anything new shows up in the
-#: audit log and in the LWS controller's warnings.
+#: Pod Security Admission for the model's namespace: the model pods meet `baseline` (every
+#: container runs the runtime's default seccomp profile, non-root, no capabilities), which is
+#: enforced; `restricted` is audited and warned about, so anything that drifts shows up in the
+#: audit log and in the LWS controller's warnings before it could be enforced.
 POD_SECURITY_LABELS = {
-    "pod-security.kubernetes.io/enforce": "privileged",
-    "pod-security.kubernetes.io/warn": "baseline",
+    "pod-security.kubernetes.io/enforce": "baseline",
+    "pod-security.kubernetes.io/warn": "restricted",
     "pod-security.kubernetes.io/audit": "restricted",
 }
 

@@ -273,7 +273,7 @@ def deployment(spec: CollectorSpec) -> Manifest:
     }
 
 
-def collector_objects(spec: CollectorSpec, role_arn: Any = "") -> list[Manifest]:
+def collector_objects(spec: CollectorSpec, role_arn: Any) -> list[Manifest]:
     """Every object of the collector, in apply order."""
     return [
         service_account(spec, role_arn),

@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from infra import bench
@@ -188,6 +189,37 @@ def bench_check(report: Mapping[str, Any]) -> Check:
     )
     expected = f"{report['requested_tokens']}-token replies, none cut off"
     return Check("bench", expected, observed, bool(report["ok"]) and decode is not None)
+
+
+def seccomp_status(pid: int) -> str | None:
+    """The `Seccomp:` field of a live process (0 none, 1 strict, 2 filter); None once gone."""
+    try:
+        status = Path(f"/proc/{pid}/status").read_text(encoding="utf-8")
+    except OSError:
+        return None
+    for line in status.splitlines():
+        if line.startswith("Seccomp:"):
+            return line.split(":", 1)[1].strip()
+    return None
+
+
+def seccomp_check(group: RankGroup) -> Check:
+    """Every rank runs under a seccomp filter (`seccomp.py`), and whether vLLM said that its NUMA
+    memory binding was refused (it does when libnuma takes the refusal for a NUMA system)."""
+    modes = [seccomp_status(p.popen.pid) for p in group.processes]
+    filtered = bool(modes) and all(mode == "2" for mode in modes)
+    warned = sum(
+        "numa_set_membind failed" in p.log_text() or "numa_migrate_pages failed" in p.log_text()
+        for p in group.processes
+    )
+    return Check(
+        "NUMA calls refused",
+        "every rank filtered, still serving",
+        f"{modes.count('2')} of {len(modes)} ranks filtered; {warned} logged the refused binding"
+        if filtered
+        else f"seccomp modes {modes}",
+        filtered,
+    )
 
 
 def stopped_check(group: RankGroup) -> Check:

@@ -64,6 +64,7 @@ from infra.rehearse.checks import (
     kv_checks,
     render_verdict,
     run_bench,
+    seccomp_check,
     stopped_check,
     verdict_ok,
 )
@@ -122,6 +123,7 @@ NOT_REACHED = (
     ("request without key", "401"),
     ("request with key", "200"),
     ("finish_reason", f'"length" after {CHECK_TOKENS} tokens'),
+    ("NUMA calls refused", "every rank filtered, still serving"),
     ("KV cache tokens", "planner's"),
     ("max concurrency", "planner's"),
     ("KV budget accepted", "every rank"),
@@ -280,6 +282,7 @@ def _check_group(
                 ),
             ]
             checks += endpoint_checks(gate_url, api_key, tiny_plan.model, group.progress)
+            checks.append(seccomp_check(group))
             logs = [p.log_text() for p in group.processes]
             checks += kv_checks(tiny_plan, logs[0])
             checks.append(kv_budget_check(tiny_plan, logs))

@@ -2,7 +2,8 @@
 
 - Command lines: `rehearsal_argv` is the LeaderWorkerSet's own builder (`engine_args`) with only
   the rank wiring swapped for loopback; `rank_env` gives each rank its core, loopback address and
-  (on the leader only) the API key; `rank_launches` puts the two together for a whole group.
+  (on the leader only) the API key; `rank_launches` puts the two together for a whole group, each
+  rank started through `seccomp.py` so it meets the NUMA calls the pod's seccomp profile refuses.
 - Processes: `RankGroup` starts every rank as its own process group and always stops it by group
   (SIGTERM, SIGKILL after a grace period, then a check that no member is left), because a
   headless rank does not exit when its leader dies and vLLM's workers ignore SIGTERM.
@@ -23,6 +24,7 @@ import re
 import signal
 import socket
 import subprocess
+import sys
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
@@ -45,6 +47,8 @@ SETTLE_S = 2.0
 POLL_S = 0.5
 LOG_TAIL_LINES = 30
 
+#: Every rank starts through this: the NUMA memory-policy calls fail as in the pod (`seccomp.py`).
+SECCOMP_WRAPPER = (sys.executable, str(Path(__file__).with_name("seccomp.py")), "--")
 #: vLLM logs this on every rank once the gloo group has formed.
 _RANK_ASSIGNED = re.compile(r"\brank (\d+) in world size (\d+) is assigned as\b")
 #: The flags `rehearsal_argv` replaces, and the memory figures the tiny plan gives.
@@ -148,7 +152,11 @@ def rank_launches(
     return [
         RankLaunch(
             rank,
-            [vllm, *rehearsal_argv(engine, model_dir, rank, master_port, port, extra_args)],
+            [
+                *SECCOMP_WRAPPER,
+                vllm,
+                *rehearsal_argv(engine, model_dir, rank, master_port, port, extra_args),
+            ],
             {**rank_env(rank, api_key), **(engine_env or {})},
         )
         for rank in range(engine.pipeline_stages)

@@ -127,6 +127,9 @@ def test_the_job_is_small_unprivileged_and_bounded() -> None:
     assert (
         int(annotations["pulumi.com/timeoutSeconds"]) == job["spec"]["activeDeadlineSeconds"] + 60
     )
+    assert container["name"] == "dry-run-create"
+    # Ten minutes unless the caller says otherwise (the LWS controller's own start fits in it).
+    assert gate.webhook_gate("lws-system", "g")[4]["spec"]["activeDeadlineSeconds"] == 600
     other = gate.webhook_gate("lws-system", "g", deadline_seconds=120, image="example/kubectl:1")
     assert other[4]["spec"]["activeDeadlineSeconds"] == 120
     assert other[4]["spec"]["template"]["spec"]["containers"][0]["image"] == "example/kubectl:1"

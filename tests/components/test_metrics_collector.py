@@ -144,6 +144,7 @@ def test_one_small_unprivileged_replica_on_the_model_nodes() -> None:
         "seccompProfile": {"type": "RuntimeDefault"},
     }
     (container,) = pod["containers"]
+    assert container["name"] == "collector"  # `kubectl logs deploy/metrics-collector -c collector`
     assert container["image"] == metrics.IMAGE and re.search(r":v\d+\.\d+\.\d+$", metrics.IMAGE)
     assert container["imagePullPolicy"] == "IfNotPresent"
     amount = {"cpu": f"{metrics.MILLICPU}m", "memory": f"{metrics.MEMORY_MIB}Mi"}
@@ -184,6 +185,8 @@ def test_the_memory_limiter_stays_inside_the_container() -> None:
     assert limiter["limit_mib"] == metrics.MEMORY_MIB * 3 // 4
     assert limiter["spike_limit_mib"] == metrics.MEMORY_MIB // 5
     assert limiter["spike_limit_mib"] < limiter["limit_mib"] < metrics.MEMORY_MIB
+    # The collector reads whole MiB (uint32): a float here would fail its config.
+    assert isinstance(limiter["limit_mib"], int) and isinstance(limiter["spike_limit_mib"], int)
 
 
 def test_one_scrape_a_minute_batched_by_the_minute() -> None:

@@ -1,9 +1,9 @@
-"""Pod Security Admission: what the namespaces enforce, and that seccomp `Unconfined` on the
-engine is the model pods' only finding at the baseline level (so the `privileged` enforcement
-the namespace needs for it admits nothing else)."""
+"""Pod Security Admission: what the namespaces enforce, and that the model pods have no finding
+at the baseline level the namespace enforces, nor at the restricted level it warns about."""
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
 import pytest
@@ -51,22 +51,80 @@ def baseline_findings(pod: dict[str, Any]) -> list[str]:
     return found
 
 
+#: Volume types the restricted level allows (pod-security-admission
+#: policy/check_restrictedVolumes.go).
+RESTRICTED_VOLUMES = {
+    "configMap", "csi", "downwardAPI", "emptyDir", "ephemeral", "persistentVolumeClaim",
+    "projected", "secret",
+}  # fmt: skip
+
+
+def restricted_findings(pod: dict[str, Any]) -> list[str]:
+    """The restricted checks beyond baseline (pod-security-admission policy/check_*_restricted
+    and check_restrictedVolumes.go), as "<container>: <finding>"."""
+    found = baseline_findings(pod)
+    pod_ctx = pod.get("securityContext") or {}
+    for volume in pod.get("volumes", []):
+        kinds = set(volume) - {"name"}
+        if not kinds <= RESTRICTED_VOLUMES:
+            found.append(f"pod: volume {volume['name']} of type {sorted(kinds)}")
+    for container in pod.get("containers", []) + pod.get("initContainers", []):
+        ctx = container.get("securityContext") or {}
+        name = container["name"]
+        if ctx.get("allowPrivilegeEscalation") is not False:
+            found.append(f"{name}: allowPrivilegeEscalation not false")
+        if ctx.get("runAsNonRoot", pod_ctx.get("runAsNonRoot")) is not True:
+            found.append(f"{name}: runAsNonRoot not true")
+        if ctx.get("runAsUser", pod_ctx.get("runAsUser")) == 0:
+            found.append(f"{name}: runAsUser 0")
+        seccomp = (ctx.get("seccompProfile") or pod_ctx.get("seccompProfile") or {}).get("type")
+        if seccomp not in ("RuntimeDefault", "Localhost"):
+            found.append(f"{name}: seccomp {seccomp}")
+        caps = ctx.get("capabilities") or {}
+        if "ALL" not in caps.get("drop", []):
+            found.append(f"{name}: capabilities not dropped")
+        if set(caps.get("add", [])) - {"NET_BIND_SERVICE"}:
+            found.append(f"{name}: capabilities added")
+    return found
+
+
 @pytest.mark.parametrize("stack", stack_names())
-def test_seccomp_unconfined_on_the_engine_is_the_only_baseline_finding(stack: str) -> None:
+def test_the_model_pods_meet_baseline_and_restricted(stack: str) -> None:
     cfg = load_stack(stack)
     objects = rendered_objects(cfg, plan(cfg, stack))
     (lws,) = [o for o in objects if o["kind"] == "LeaderWorkerSet"]
     for role in ("leaderTemplate", "workerTemplate"):
         pod = lws["spec"]["leaderWorkerTemplate"][role]["spec"]
-        assert baseline_findings(pod) == ["vllm: seccomp Unconfined"], role
+        assert baseline_findings(pod) == [], role
+        assert restricted_findings(pod) == [], role
+        engine = pod["containers"][0]
+        assert engine["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
 
 
-def test_the_model_namespace_enforces_what_it_can_and_audits_the_rest() -> None:
+def test_the_checks_see_what_they_look_for() -> None:
+    cfg = load_stack("dev")
+    (lws,) = [o for o in rendered_objects(cfg, plan(cfg, "dev")) if o["kind"] == "LeaderWorkerSet"]
+    pod = copy.deepcopy(lws["spec"]["leaderWorkerTemplate"]["workerTemplate"]["spec"])
+    engine = pod["containers"][0]["securityContext"]
+    engine["seccompProfile"] = {"type": "Unconfined"}
+    engine["allowPrivilegeEscalation"] = True
+    pod["volumes"].append({"name": "host", "hostPath": {"path": "/"}})
+    assert baseline_findings(pod) == ["pod: hostPath volume host", "vllm: seccomp Unconfined"]
+    assert restricted_findings(pod) == [
+        "pod: hostPath volume host",
+        "vllm: seccomp Unconfined",
+        "pod: volume host of type ['hostPath']",
+        "vllm: allowPrivilegeEscalation not false",
+        "vllm: seccomp Unconfined",
+    ]
+
+
+def test_the_model_namespace_enforces_baseline_and_warns_at_restricted() -> None:
     cfg = load_stack("dev")
     (ns,) = [o for o in rendered_objects(cfg, plan(cfg, "dev")) if o["kind"] == "Namespace"]
     labels = ns["metadata"]["labels"]
-    assert labels["pod-security.kubernetes.io/enforce"] == "privileged"
-    assert labels["pod-security.kubernetes.io/warn"] == "baseline"
+    assert labels["pod-security.kubernetes.io/enforce"] == "baseline"
+    assert labels["pod-security.kubernetes.io/warn"] == "restricted"
     assert labels["pod-security.kubernetes.io/audit"] == "restricted"
     assert manifests.POD_SECURITY_LABELS.items() <= labels.items()
 
