@@ -105,7 +105,7 @@ GROUPS = (
     Group(
         "dashboard",
         ("components/watch.py",),
-        ("tests/components/test_monitoring.py",),
+        ("tests/components/test_monitoring.py", "tests/components/test_watch.py"),
     ),
     Group("policies", ("policies/rules.py",), ("tests/policies",)),
 )

@@ -1,0 +1,1479 @@
+"""The dashboard and the alarms, held to CloudWatch's rules and to README "Watching it".
+
+`components.watch` is pure data; these tests read it the way CloudWatch would:
+
+- every widget against the dashboard body structure (AWS CloudWatch API reference, "Dashboard
+  Body Structure and Syntax": a 24-column grid, the metric widget's properties, the format of each
+  entry of `metrics`), every alarm against PutMetricAlarm's rules and the arguments
+  `aws.cloudwatch.MetricAlarm` takes;
+- every metric read against what its producer writes: the collector's own config (its Prometheus
+  relabelling and its EMF declarations, emulated), the gatekeeper's log metric filters (run on log
+  lines written in the gatekeeper's own `log_format`), the NLB and Container Insights;
+- what each panel draws and when each alarm fires, by emulating the part of CloudWatch that
+  watch.py uses (statistics per period, metric math's IF, DIFF and MIN, SEARCH, one Metrics
+  Insights SELECT, alarm evaluation) on made-up samples of two groups' leaders.
+
+Everything watch.py returns is computed inside the tests: mutation testing switches a mutant on
+only after the modules are imported.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+import operator
+import re
+from collections import defaultdict
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qs, urlsplit
+
+import pytest
+import yaml
+
+from components import watch
+from components.manifests import gatekeeper, metrics
+from infra.plan import monitoring as plan_monitoring
+from infra.plan import wiring
+from infra.plan.sizing import Plan, plan
+from infra.plan.stackfile import load_stack
+from infra.rehearse.metrics_capture import parse_exposition
+
+README = Path(__file__).resolve().parents[2] / "README.md"
+GRID_COLUMNS = 24
+#: Properties of a metric widget (Dashboard Body Structure, "Properties of a Metric Widget").
+METRIC_WIDGET_PROPERTIES = frozenset(
+    {
+        "accountId",
+        "annotations",
+        "end",
+        "labels",
+        "legend",
+        "liveData",
+        "metrics",
+        "period",
+        "region",
+        "setPeriodToTimeRange",
+        "singleValueFullPrecision",
+        "sparkline",
+        "stacked",
+        "start",
+        "stat",
+        "table",
+        "timezone",
+        "title",
+        "trend",
+        "view",
+        "yAxis",
+    }
+)
+VIEWS = frozenset({"timeSeries", "singleValue", "gauge", "bar", "pie", "table"})
+#: Rendering properties of one entry of `metrics` ("Metric Widget: Format for Each Metric").
+RENDERING = frozenset(
+    {"accountId", "color", "expression", "id", "label", "period", "region", "stat", "visible"}
+    | {"yAxis"}
+)
+HORIZONTAL_ANNOTATION = frozenset({"value", "label", "color", "fill", "visible", "yAxis"})
+AXIS = frozenset({"min", "max", "label", "showUnits"})
+STATISTICS = frozenset({"SampleCount", "Average", "Sum", "Minimum", "Maximum"})
+#: GetMetricData / PutMetricAlarm query ids: a lowercase letter, then letters, digits, `_`.
+QUERY_ID = re.compile(r"[a-z][A-Za-z0-9_]*")
+#: PutMetricAlarm's comparison operators and missing-data treatments.
+COMPARE = {
+    "GreaterThanOrEqualToThreshold": operator.ge,
+    "GreaterThanThreshold": operator.gt,
+    "LessThanThreshold": operator.lt,
+    "LessThanOrEqualToThreshold": operator.le,
+}
+MISSING_BREACHES = {"breaching": True, "notBreaching": False, "ignore": False, "missing": False}
+#: Container Insights metrics for EKS and their dimension sets (CloudWatch user guide,
+#: "Amazon EKS and Kubernetes Container Insights metrics"), the ones the dashboard may read.
+CONTAINER_INSIGHTS = {
+    "node_cpu_utilization": {"ClusterName"},
+    "node_memory_utilization": {"ClusterName"},
+}
+#: Words that are written in capitals in prose.
+ACRONYMS = frozenset({"CPU", "KV", "NLB", "LWS"})
+#: The NLB's target group dimension in the made-up NLB metrics.
+TARGET_GROUP = "targetgroup/k8s-gemma-vllm/0123456789abcdef"
+
+
+def _dev_collector() -> metrics.CollectorSpec:
+    return wiring.collector_spec(load_stack("dev"), "dev")
+
+
+@pytest.fixture
+def spec() -> watch.WatchSpec:
+    """As `Monitoring` builds it: names from the collector's spec, the plan's 5xx threshold."""
+    collector = _dev_collector()
+    return watch.WatchSpec(
+        stack=collector.stack,
+        region=collector.region,
+        namespace=collector.cloudwatch_namespace,
+        cluster_name="gemma-graviton-dev-eks",
+        load_balancer="net/a0123456789abcdef0123456789abcde/0123456789abcdef",
+        waiting_threshold=3,
+        server_errors_threshold=plan_monitoring.SERVER_ERRORS_PER_5_MINUTES,
+    )
+
+
+@pytest.fixture
+def collector_config() -> dict[str, Any]:
+    """The collector's config as Prometheus and the EMF exporter read it: the collector expands
+    `$$` to a literal `$` before either sees it."""
+    return yaml.safe_load(metrics.collector_config(_dev_collector()).replace("$$", "$"))
+
+
+# ---------------------------------------------------------------------------------------------
+# The README's tables.
+
+
+def _watching_it() -> str:
+    return README.read_text().split("\n## Watching it\n", 1)[1].split("\n## ", 1)[0]
+
+
+def _readme_table(heading: str) -> list[list[str]]:
+    rows = []
+    for line in _watching_it().split(heading, 1)[1].strip().splitlines():
+        if not line.startswith("|"):
+            break
+        cells = [cell.strip() for cell in line.strip().strip("|").split("|")]
+        if cells[0] in {"panel", "alarm"} or set(cells[0]) <= {"-", " "}:
+            continue
+        rows.append(cells)
+    return rows
+
+
+def _readme_panels() -> list[tuple[str, str]]:
+    """(panel name, what it shows), in the table's order; a row may name two panels."""
+    return [
+        (name, shows)
+        for names, shows in _readme_table("**The dashboard's panels:**")
+        for name in names.split(", ")
+    ]
+
+
+def _readme_alarms() -> dict[str, str]:
+    """Alarm key: when it fires."""
+    return {row[0].strip("`"): row[1] for row in _readme_table("**The alarms, and what to do:**")}
+
+
+# ---------------------------------------------------------------------------------------------
+# The dashboard body structure.
+
+
+@dataclass(frozen=True)
+class Row:
+    """One entry of a metric widget's `metrics`: a metric (namespace, name, dimensions) or an
+    expression, and its rendering properties."""
+
+    namespace: str | None
+    name: str | None
+    dimensions: dict[str, str]
+    options: dict[str, Any]
+
+    @property
+    def expression(self) -> str | None:
+        return self.options.get("expression")
+
+    @property
+    def visible(self) -> bool:
+        return self.options.get("visible", True)
+
+
+def _row(entry: Any) -> Row:
+    """Parses one `metrics` entry: `[namespace, name, dimName, dimValue, ..., {options}]` or
+    `[{"expression": ..., "id": ...}]`; fails on anything CloudWatch would not read."""
+    assert isinstance(entry, list) and entry, entry
+    if len(entry) == 1 and isinstance(entry[0], dict):
+        options = entry[0]
+        assert set(options) <= RENDERING, f"unknown rendering properties in {entry}"
+        assert isinstance(options.get("expression"), str), f"an expression row needs one: {entry}"
+        assert "id" in options, f"an expression row needs an id: {entry}"
+        parts: list[Any] = []
+    else:
+        options = entry[-1] if isinstance(entry[-1], dict) else {}
+        parts = entry[:-1] if options is entry[-1] else entry
+        assert set(options) <= RENDERING - {"expression"}, f"unknown properties in {entry}"
+        assert all(isinstance(p, str) and p for p in parts), entry
+        assert len(parts) >= 2 and len(parts) % 2 == 0, f"namespace, name, dimension pairs: {entry}"
+    if "id" in options:
+        assert QUERY_ID.fullmatch(options["id"]), f"id {options['id']!r} in {entry}"
+    if "stat" in options:
+        assert options["stat"] in STATISTICS, entry
+    if "period" in options:
+        assert _valid_period(options["period"]), entry
+    if "visible" in options:
+        assert isinstance(options["visible"], bool), entry
+    if "label" in options:
+        assert isinstance(options["label"], str) and options["label"], entry
+    return Row(
+        parts[0] if parts else None,
+        parts[1] if parts else None,
+        dict(zip(parts[2::2], parts[3::2], strict=True)),
+        dict(options),
+    )
+
+
+def _valid_period(period: Any) -> bool:
+    """CloudWatch periods: 1, 5, 10 or 30 (high resolution) or a multiple of 60 seconds."""
+    return isinstance(period, int) and (
+        period in (1, 5, 10, 30) or (period > 0 and period % 60 == 0)
+    )
+
+
+_NAME = re.compile(r"[A-Za-z_]\w*")
+_FUNCTIONS = frozenset({"IF", "DIFF", "MIN", "SEARCH"})
+
+
+def _referenced_ids(expression: str) -> set[str]:
+    """The query ids a metric math expression names (quoted search terms are not ids)."""
+    unquoted = re.sub(r"'[^']*'", "''", expression)
+    return set(_NAME.findall(unquoted)) - _FUNCTIONS
+
+
+def _rows(widget: dict[str, Any]) -> list[Row]:
+    return [_row(entry) for entry in widget["properties"]["metrics"]]
+
+
+def _widget_problems(widget: dict[str, Any], region: str) -> list[str]:
+    problems = []
+    if set(widget) != {"type", "x", "y", "width", "height", "properties"}:
+        problems.append(f"widget keys {sorted(widget)}")
+    if widget.get("type") != "metric":
+        problems.append(f"type {widget.get('type')!r}: every panel is a metric graph")
+    x, y, width, height = (widget.get(k) for k in ("x", "y", "width", "height"))
+    if not all(isinstance(v, int) and not isinstance(v, bool) for v in (x, y, width, height)):
+        return [*problems, f"position and size must be integers: {x}, {y}, {width}, {height}"]
+    if not (0 <= x < GRID_COLUMNS and 1 <= width <= GRID_COLUMNS and x + width <= GRID_COLUMNS):
+        problems.append(f"x {x} width {width} outside the {GRID_COLUMNS}-column grid")
+    if not (y >= 0 and 1 <= height <= 1000):
+        problems.append(f"y {y} height {height}")
+    props = widget.get("properties", {})
+    if not set(props) <= METRIC_WIDGET_PROPERTIES:
+        problems.append(f"unknown properties {sorted(set(props) - METRIC_WIDGET_PROPERTIES)}")
+    for required in ("metrics", "region", "title", "view", "period"):
+        if required not in props:
+            problems.append(f"no {required}")
+    if props.get("region") != region:
+        problems.append(f"region {props.get('region')!r}, not the stack's {region!r}")
+    if props.get("view") not in VIEWS:
+        problems.append(f"view {props.get('view')!r}")
+    if "period" in props and not _valid_period(props["period"]):
+        problems.append(f"period {props['period']!r}")
+    if "stat" in props and props["stat"] not in STATISTICS:
+        problems.append(f"stat {props['stat']!r}")
+    for side, axis in props.get("yAxis", {}).items():
+        if side not in {"left", "right"} or not set(axis) <= AXIS:
+            problems.append(f"yAxis {side}: {axis}")
+    for kind, lines in props.get("annotations", {}).items():
+        if kind != "horizontal":
+            problems.append(f"annotations {kind!r}")
+        for line in lines:
+            if not set(line) <= HORIZONTAL_ANNOTATION or "value" not in line:
+                problems.append(f"annotation {line}")
+    return problems
+
+
+def _check_ids(widget: dict[str, Any]) -> None:
+    rows = _rows(widget)
+    ids = [row.options["id"] for row in rows if "id" in row.options]
+    assert len(ids) == len(set(ids)), f"duplicate ids in {widget['properties']['title']}"
+    for row in rows:
+        if row.expression is not None:
+            missing = _referenced_ids(row.expression) - set(ids)
+            assert not missing, f"{row.expression} names {missing}, not ids of its widget"
+
+
+def test_every_widget_is_a_valid_metric_widget_in_the_stacks_region(spec: watch.WatchSpec) -> None:
+    widgets = watch.dashboard_widgets(spec)
+    assert widgets
+    for widget in widgets:
+        assert _widget_problems(widget, spec.region) == [], widget["properties"].get("title")
+        assert _rows(widget), widget["properties"]["title"]
+        _check_ids(widget)
+    # The body CloudWatch stores is the same widgets, as canonical JSON: a change in how the
+    # code orders its keys is no change to the dashboard.
+    body = watch.dashboard_body(spec)
+    assert json.loads(body) == {"widgets": widgets}
+    assert body == json.dumps(json.loads(body), sort_keys=True)
+
+
+def _flow(sizes: Iterable[tuple[int, int]]) -> list[tuple[int, int]]:
+    """Where CloudWatch's automatic layout puts widgets of these sizes, in order: left to right,
+    then on a new row below the tallest of the row."""
+    x = y = row_height = 0
+    positions = []
+    for width, height in sizes:
+        if x + width > GRID_COLUMNS:
+            x, y, row_height = 0, y + row_height, 0
+        positions.append((x, y))
+        x += width
+        row_height = max(row_height, height)
+    return positions
+
+
+def test_widgets_flow_in_reading_order_without_gaps_or_overlap(spec: watch.WatchSpec) -> None:
+    widgets = watch.dashboard_widgets(spec)
+    sizes = [(w["width"], w["height"]) for w in widgets]
+    assert [(w["x"], w["y"]) for w in widgets] == _flow(sizes)
+    cells: set[tuple[int, int]] = set()
+    for w in widgets:
+        area = {
+            (col, row)
+            for col in range(w["x"], w["x"] + w["width"])
+            for row in range(w["y"], w["y"] + w["height"])
+        }
+        assert not cells & area, f"{w['properties']['title']} overlaps another panel"
+        cells |= area
+    # Two panels a row: each is wide enough to read a day of minutes.
+    assert {width for width, _ in sizes} == {GRID_COLUMNS // 2}
+
+
+def _sentence_case(text: str) -> bool:
+    words = re.findall(r"[A-Za-z]+", text)
+    shouting = [w for w in words if len(w) > 1 and w.isupper() and w not in ACRONYMS]
+    return text[:1].isupper() and not shouting
+
+
+def test_panel_titles_follow_the_readme_table_in_order(spec: watch.WatchSpec) -> None:
+    titles = [w["properties"]["title"] for w in watch.dashboard_widgets(spec)]
+    panels = _readme_panels()
+    assert len(titles) == len(panels)
+    for title, (name, _) in zip(titles, panels, strict=True):
+        assert title.lower().startswith(name.lower()), (title, name)
+        assert _sentence_case(title), title
+    percentiles = ", ".join(f"p{round(q * 100)}" for q in watch.PERCENTILES)
+    for title in titles[:2]:
+        assert title.endswith(f"({percentiles})"), title
+
+
+def _visible_labels(widget: dict[str, Any]) -> list[str | None]:
+    return [row.options.get("label") for row in _rows(widget) if row.visible]
+
+
+def test_every_drawn_line_has_the_legend_the_readme_promises(spec: watch.WatchSpec) -> None:
+    widgets = {w["properties"]["title"].split(",")[0]: w for w in watch.dashboard_widgets(spec)}
+    answers = next(shows for name, shows in _readme_panels() if name.startswith("front-door"))
+    percentiles = [f"p{round(q * 100)}" for q in (0.5, 0.95)]
+    assert "p50 and p95" in next(shows for name, shows in _readme_panels() if "first" in name)
+    expected: dict[str, list[str | None]] = {
+        "Time to first token": percentiles,
+        "Inter-token latency": percentiles,
+        "Generation tokens/s": ["tokens/s"],
+        "Requests running and waiting": ["running", "waiting"],
+        "KV cache usage (0-1)": ["KV cache used"],
+        "Preemptions per minute": ["preemptions"],
+        "Front-door answers by status": re.findall(r"\b\dxx\b|\b\d{3}\b", answers),
+        "Group restarts": ["restarted"],
+        # SEARCH draws one line per target group, named by its dimensions.
+        "Healthy load balancer targets": [None],
+        "Node memory and CPU": ["memory", "cpu"],
+    }
+    assert {title: _visible_labels(w) for title, w in widgets.items()} == expected
+    queue = widgets["Requests running and waiting"]["properties"]["annotations"]
+    assert queue == {"horizontal": [{"label": "waiting alarm", "value": spec.waiting_threshold}]}
+
+
+def _cumulative(row: Row) -> bool:
+    """Counters, histogram buckets and the process start time: running totals, not rates."""
+    sample = (row.name or "").removesuffix(metrics.RAW_SUFFIX)
+    return sample.endswith(("_total", "_bucket")) or sample == watch.STARTED
+
+
+def test_running_totals_are_never_drawn_only_what_is_made_of_them(spec: watch.WatchSpec) -> None:
+    for widget in watch.dashboard_widgets(spec):
+        rows = _rows(widget)
+        title = widget["properties"]["title"]
+        assert any(row.visible for row in rows), title
+        for row in rows:
+            if _cumulative(row):
+                assert not row.visible, f"{title}: {row.name} is a running total"
+                assert "id" in row.options, f"{title}: {row.name} is read by no expression"
+        # Every hidden row feeds a drawn one.
+        used = set().union(*(_referenced_ids(r.expression) for r in rows if r.expression))
+        for row in rows:
+            if not row.visible:
+                assert row.options.get("id") in used, f"{title}: hidden {row} is read by nothing"
+    for family, prefix in ((watch.TTFT, "t"), (watch.ITL, "l")):
+        rows = [_row(entry) for entry in watch.percentile_queries(spec, family, prefix)]
+        drawn = [row.options["id"] for row in rows if row.visible]
+        assert drawn == [f"{prefix}p{round(q * 100)}" for q in watch.PERCENTILES]
+
+
+# ---------------------------------------------------------------------------------------------
+# Where the metrics come from.
+
+
+@dataclass(frozen=True)
+class Producer:
+    """A writer of CloudWatch metrics: namespace, metric names (regexes) and dimension sets."""
+
+    what: str
+    namespace: str
+    names: tuple[str, ...]
+    dimension_sets: tuple[frozenset[str], ...]
+
+    def writes(self, namespace: str, name: str, dimensions: Iterable[str]) -> bool:
+        return (
+            namespace == self.namespace
+            and any(re.search(selector, name) for selector in self.names)
+            and frozenset(dimensions) in self.dimension_sets
+        )
+
+
+def _producers(config: dict[str, Any], spec: watch.WatchSpec) -> list[Producer]:
+    emf = config["exporters"]["awsemf"]
+    found = [
+        Producer(
+            "collector (EMF)",
+            emf["namespace"],
+            tuple(declaration["metric_name_selectors"]),
+            tuple(frozenset(dims) for dims in declaration["dimensions"]),
+        )
+        for declaration in emf["metric_declarations"]
+    ]
+    # `Monitoring` creates one log metric filter per answer class, without dimensions.
+    found.append(
+        Producer(
+            "gatekeeper log filters",
+            spec.namespace,
+            tuple(f"^{watch.answers_metric(s)}$" for s in watch.ANSWER_CLASSES),
+            (frozenset(),),
+        )
+    )
+    found += [
+        Producer("Container Insights", "ContainerInsights", (f"^{name}$",), (frozenset(dims),))
+        for name, dims in CONTAINER_INSIGHTS.items()
+    ]
+    return found
+
+
+def _metrics_read(spec: watch.WatchSpec) -> list[tuple[str, str, dict[str, str]]]:
+    """(namespace, name, dimensions) of every metric the dashboard and the alarms read."""
+    read = [
+        (row.namespace, row.name, row.dimensions)
+        for widget in watch.dashboard_widgets(spec)
+        for row in _rows(widget)
+        if row.namespace is not None and row.name is not None
+    ]
+    for alarm in watch.alarms(spec):
+        args = alarm.args
+        if "metric_name" in args:
+            read.append((args["namespace"], args["metric_name"], args.get("dimensions", {})))
+        for query in args.get("metric_queries", []):
+            if "metric" in query:
+                m = query["metric"]
+                read.append((m["namespace"], m["metric_name"], m.get("dimensions", {})))
+    return read
+
+
+def test_every_metric_read_is_one_its_producer_writes(
+    spec: watch.WatchSpec, collector_config: dict[str, Any]
+) -> None:
+    producers = _producers(collector_config, spec)
+    (scrape,) = collector_config["receivers"]["prometheus"]["config"]["scrape_configs"]
+    stack_label = next(
+        r["replacement"]
+        for r in scrape["relabel_configs"]
+        if r.get("target_label") == metrics.STACK_DIMENSION
+    )
+    read = _metrics_read(spec)
+    assert read
+    for namespace, name, dimensions in read:
+        writers = [p for p in producers if p.writes(namespace, name, dimensions)]
+        assert writers, f"nothing writes {namespace} {name} {sorted(dimensions)}"
+        if metrics.STACK_DIMENSION in dimensions:
+            assert dimensions[metrics.STACK_DIMENSION] == stack_label, (name, dimensions)
+        if watch.BUCKET_LABEL in dimensions:
+            family = name.removesuffix(metrics.RAW_SUFFIX).removesuffix("_bucket")
+            assert dimensions[watch.BUCKET_LABEL] in (*watch.BUCKETS[family], "+Inf"), dimensions
+        if namespace == "ContainerInsights":
+            assert dimensions == {"ClusterName": spec.cluster_name}
+    # The NLB's targets: a SEARCH on the panel, a Metrics Insights query in the alarm.
+    panel = _search(_healthy_search(spec))
+    assert (panel.namespace, panel.dimensions) == (
+        "AWS/NetworkELB",
+        ("LoadBalancer", "TargetGroup"),
+    )
+    assert panel.terms == {"MetricName": "HealthyHostCount", "LoadBalancer": spec.load_balancer}
+    alarm = _insights(_alarm(spec, "no-healthy-target")["metric_queries"][0]["expression"])
+    assert (alarm.namespace, alarm.metric, alarm.where) == (
+        "AWS/NetworkELB",
+        "HealthyHostCount",
+        ("LoadBalancer", spec.load_balancer),
+    )
+    assert alarm.dimensions == ("LoadBalancer", "TargetGroup")
+
+
+def test_every_row_reads_one_scrape_per_period(spec: watch.WatchSpec) -> None:
+    """A period of one scrape interval holds one sample per leader: the Sum of a running total
+    over the groups, not over repeated scrapes of one."""
+    assert watch.PERIOD == metrics.SCRAPE_INTERVAL_SECONDS == 60
+    for widget in watch.dashboard_widgets(spec):
+        props = widget["properties"]
+        assert props["period"] == watch.PERIOD, props["title"]
+        for row in _rows(widget):
+            if row.namespace is not None:
+                assert row.options.get("period", props["period"]) == watch.PERIOD, row
+
+
+def test_the_overflow_bucket_is_the_one_prometheus_writes(spec: watch.WatchSpec) -> None:
+    # The capture parser, as Prometheus' text format, takes `+Inf` for the overflow bucket.
+    text = (
+        "# TYPE x histogram\n"
+        f'x_bucket{{le="0.5"}} 1\nx_bucket{{le="{watch.INF}"}} 2\nx_count 2\nx_sum 0.7\n'
+    )
+    assert parse_exposition(text)["x"].buckets == ("0.5",)
+    rows = [_row(entry) for entry in watch.percentile_queries(spec, watch.TTFT, "t")]
+    bounds = [row.dimensions[watch.BUCKET_LABEL] for row in rows if row.name]
+    assert bounds == [*watch.BUCKETS[watch.TTFT], "+Inf"]
+
+
+# ---------------------------------------------------------------------------------------------
+# CloudWatch, emulated for the part watch.py uses.
+
+Point = float | None
+Fn = Callable[[int], Point]
+STAT_FUNCTIONS: dict[str, Callable[[list[float]], float]] = {
+    "Sum": sum,
+    "Maximum": max,
+    "Minimum": min,
+    "Average": lambda values: sum(values) / len(values),
+    "SampleCount": lambda values: float(len(values)),
+}
+
+
+@dataclass
+class Store:
+    """CloudWatch's metric store: raw data points per (namespace, name, dimensions), by minute."""
+
+    minutes: int
+    points: dict[tuple[str, str, frozenset[tuple[str, str]]], list[tuple[int, float]]] = field(
+        default_factory=lambda: defaultdict(list)
+    )
+
+    def put(
+        self, namespace: str, name: str, dims: Mapping[str, str], minute: int, value: float
+    ) -> None:
+        self.points[(namespace, name, frozenset(dims.items()))].append((minute, float(value)))
+
+    def series(
+        self, namespace: str, name: str, dims: Mapping[str, str], stat: str, period: int
+    ) -> list[Point]:
+        raw = self.points.get((namespace, name, frozenset(dims.items())), [])
+        return self.aggregate(raw, stat, period)
+
+    def aggregate(self, raw: list[tuple[int, float]], stat: str, period: int) -> list[Point]:
+        assert period % 60 == 0, period
+        step = period // 60
+        buckets: list[list[float]] = [[] for _ in range(self.minutes // step)]
+        for minute, value in raw:
+            buckets[minute // step].append(value)
+        return [STAT_FUNCTIONS[stat](values) if values else None for values in buckets]
+
+    def matching(
+        self, namespace: str, name: str, keys: Iterable[str]
+    ) -> dict[frozenset[tuple[str, str]], list[tuple[int, float]]]:
+        """Every series of a metric whose dimension names are exactly `keys` (a schema)."""
+        return {
+            dims: raw
+            for (ns, metric, dims), raw in self.points.items()
+            if ns == namespace and metric == name and {k for k, _ in dims} == set(keys)
+        }
+
+
+_TOKEN = re.compile(r"\s*(?:(\d+(?:\.\d+)?)|([A-Za-z_]\w*)|(>=|<=|==|!=|[-+*/<>(),\[\]]))")
+_COMPARISONS = {">": operator.gt, ">=": operator.ge, "<": operator.lt, "<=": operator.le}
+_COMPARISONS |= {"==": operator.eq, "!=": operator.ne}
+
+
+def _lift(op: Callable[[float, float], float]) -> Callable[[Point, Point], Point]:
+    return lambda a, b: None if a is None or b is None else float(op(a, b))
+
+
+class _Math:
+    """Metric math, for the functions watch.py writes: a recursive-descent parser that compiles
+    an expression to a function of the period's index (no value: None)."""
+
+    def __init__(self, expression: str, lookup: Callable[[str], Fn]) -> None:
+        self.expression = expression
+        self.lookup = lookup
+        self.tokens: list[tuple[str, str]] = []
+        text = expression.rstrip()
+        pos = 0
+        while pos < len(text):
+            match = _TOKEN.match(text, pos)
+            if match is None:
+                raise ValueError(f"cannot read {text[pos:]!r} in {expression!r}")
+            number, name, symbol = match.groups()
+            kind = "number" if number else "name" if name else "symbol"
+            self.tokens.append((kind, number or name or symbol))
+            pos = match.end()
+        self.i = 0
+
+    def compile(self) -> Fn:
+        fn = self._comparison()
+        if self.i != len(self.tokens):
+            raise ValueError(f"unexpected {self.tokens[self.i]} in {self.expression!r}")
+        return fn
+
+    def _peek(self) -> str | None:
+        return self.tokens[self.i][1] if self.i < len(self.tokens) else None
+
+    def _take(self, expected: str | None = None) -> tuple[str, str]:
+        if self.i >= len(self.tokens) or (expected and self.tokens[self.i][1] != expected):
+            raise ValueError(f"expected {expected or 'more'} in {self.expression!r}")
+        self.i += 1
+        return self.tokens[self.i - 1]
+
+    def _comparison(self) -> Fn:
+        left = self._sum()
+        symbol = self._peek()
+        if symbol in _COMPARISONS:
+            self._take()
+            right = self._sum()
+            op = _lift(_COMPARISONS[symbol])
+            return lambda t: op(left(t), right(t))
+        return left
+
+    def _sum(self) -> Fn:
+        fn = self._product()
+        while self._peek() in ("+", "-"):
+            op = _lift(operator.add if self._take()[1] == "+" else operator.sub)
+            fn = (lambda a, b, o: lambda t: o(a(t), b(t)))(fn, self._product(), op)
+        return fn
+
+    def _product(self) -> Fn:
+        fn = self._atom()
+        while self._peek() in ("*", "/"):
+            op = _lift(operator.mul if self._take()[1] == "*" else operator.truediv)
+            fn = (lambda a, b, o: lambda t: o(a(t), b(t)))(fn, self._atom(), op)
+        return fn
+
+    def _arguments(self, close: str) -> list[Fn]:
+        args = [self._comparison()]
+        while self._peek() == ",":
+            self._take()
+            args.append(self._comparison())
+        self._take(close)
+        return args
+
+    def _atom(self) -> Fn:
+        kind, text = self._take()
+        if kind == "number":
+            value = float(text)
+            return lambda t: value
+        if text == "(":
+            fn = self._comparison()
+            self._take(")")
+            return fn
+        if kind != "name":
+            raise ValueError(f"unexpected {text!r} in {self.expression!r}")
+        if self._peek() != "(":
+            return self.lookup(text)
+        self._take("(")
+        if text == "MIN":
+            self._take("[")
+            series = self._arguments("]")
+            self._take(")")
+
+            def least(t: int) -> Point:
+                values = [v for v in (s(t) for s in series) if v is not None]
+                return min(values) if values else None
+
+            return least
+        args = self._arguments(")")
+        if text == "IF" and len(args) in (2, 3):
+            condition, then = args[0], args[1]
+            otherwise = args[2] if len(args) == 3 else (lambda t: None)
+
+            def choose(t: int) -> Point:
+                c = condition(t)
+                return None if c is None else then(t) if c else otherwise(t)
+
+            return choose
+        if text == "DIFF" and len(args) == 1:
+            (arg,) = args
+            minus = _lift(operator.sub)
+            return lambda t: None if t == 0 else minus(arg(t), arg(t - 1))
+        raise ValueError(f"{text}() is not a function watch.py may use, in {self.expression!r}")
+
+
+@dataclass(frozen=True)
+class Search:
+    namespace: str
+    dimensions: tuple[str, ...]
+    terms: dict[str, str]
+    stat: str
+    period: int
+
+
+_SEARCH = re.compile(r"SEARCH\('\{([^}]*)\} ([^']*)', '(\w+)', (\d+)\)")
+
+
+def _search(expression: str) -> Search:
+    match = _SEARCH.fullmatch(expression)
+    assert match, f"not a SEARCH(schema terms, stat, period): {expression}"
+    schema, terms, stat, period = match.groups()
+    namespace, *dimensions = schema.split(",")
+    return Search(
+        namespace,
+        tuple(dimensions),
+        dict(re.findall(r'(\w+)="([^"]*)"', terms)),
+        stat,
+        int(period),
+    )
+
+
+@dataclass(frozen=True)
+class Insights:
+    function: str
+    metric: str
+    namespace: str
+    dimensions: tuple[str, ...]
+    where: tuple[str, str]
+
+
+_SELECT = re.compile(
+    r"SELECT (MIN|MAX|SUM|AVG)\((\w+)\) FROM SCHEMA\(\"([^\"]+)\", ([\w, ]+)\) "
+    r"WHERE (\w+) = '([^']*)'"
+)
+
+
+def _insights(expression: str) -> Insights:
+    match = _SELECT.fullmatch(expression)
+    assert match, f"not the Metrics Insights query form: {expression}"
+    function, metric, namespace, dims, key, value = match.groups()
+    return Insights(function, metric, namespace, tuple(dims.split(", ")), (key, value))
+
+
+def _widget_lines(widget: dict[str, Any], store: Store) -> dict[str, list[Point]]:
+    """What a metric widget draws: each visible line's label (or id), its value per period."""
+    props = widget["properties"]
+    rows = _rows(widget)
+    by_id = {row.options["id"]: row for row in rows if "id" in row.options}
+    points = store.minutes * 60 // props["period"]
+
+    def fn_for(row: Row) -> Fn:
+        if row.expression is not None:
+            return _Math(row.expression, lambda i: fn_for(by_id[i])).compile()
+        stat = row.options.get("stat", props.get("stat", "Average"))
+        period = row.options.get("period", props["period"])
+        values = store.series(row.namespace or "", row.name or "", row.dimensions, stat, period)
+        return lambda t: values[t]
+
+    lines: dict[str, list[Point]] = {}
+    for row in rows:
+        if not row.visible:
+            continue
+        if row.expression is not None and row.expression.startswith("SEARCH("):
+            found = _search(row.expression)
+            for dims, raw in store.matching(
+                found.namespace, found.terms["MetricName"], found.dimensions
+            ).items():
+                labels = dict(dims)
+                if all(labels.get(k) == v for k, v in found.terms.items() if k != "MetricName"):
+                    name = " ".join(labels[k] for k in found.dimensions)
+                    lines[name] = store.aggregate(raw, found.stat, found.period)
+            continue
+        fn = fn_for(row)
+        label = row.options.get("label") or row.options.get("id") or row.name or ""
+        lines[label] = [fn(t) for t in range(points)]
+    return lines
+
+
+def _alarm_fires(args: Mapping[str, Any], store: Store) -> bool:
+    """Whether an alarm is in ALARM at the end of the store's minutes (PutMetricAlarm's
+    evaluation: the last `evaluation_periods` values, `datapoints_to_alarm` of them breaching,
+    missing values as `treat_missing_data` says)."""
+    if "metric_queries" in args:
+        queries = {q["id"]: q for q in args["metric_queries"]}
+        (result,) = [q for q in args["metric_queries"] if q.get("return_data")]
+        periods = {q.get("period") or q.get("metric", {}).get("period") for q in queries.values()}
+        (period,) = periods - {None}
+
+        def fn_for(query: Mapping[str, Any]) -> Fn:
+            if "metric" in query:
+                m = query["metric"]
+                values = store.series(
+                    m["namespace"],
+                    m["metric_name"],
+                    m.get("dimensions", {}),
+                    m["stat"],
+                    m["period"],
+                )
+                return lambda t: values[t]
+            if query["expression"].startswith("SELECT "):
+                q = _insights(query["expression"])
+                raw = [
+                    point
+                    for dims, series in store.matching(q.namespace, q.metric, q.dimensions).items()
+                    if q.where in dims
+                    for point in series
+                ]
+                stat = {"MIN": "Minimum", "MAX": "Maximum", "SUM": "Sum", "AVG": "Average"}
+                values = store.aggregate(raw, stat[q.function], query["period"])
+                return lambda t: values[t]
+            return _Math(query["expression"], lambda i: fn_for(queries[i])).compile()
+
+        fn = fn_for(result)
+        values = [fn(t) for t in range(store.minutes * 60 // period)]
+    else:
+        values = store.series(
+            args["namespace"],
+            args["metric_name"],
+            args.get("dimensions", {}),
+            args["statistic"],
+            args["period"],
+        )
+    compare = COMPARE[args["comparison_operator"]]
+    window = values[-args["evaluation_periods"] :]
+    breaching = [
+        MISSING_BREACHES[args.get("treat_missing_data", "missing")]
+        if value is None
+        else compare(value, args["threshold"])
+        for value in window
+    ]
+    return sum(breaching) >= args.get("datapoints_to_alarm", args["evaluation_periods"])
+
+
+# ---------------------------------------------------------------------------------------------
+# The leaders and the collector, emulated.
+
+Sample = tuple[str, dict[str, str], float]
+#: Prometheus writes the overflow bucket's bound as `+Inf` (text exposition format).
+PROMETHEUS_INF = "+Inf"
+
+
+@dataclass
+class Leader:
+    """What one group's leader exports: vLLM's gauges, counters and histograms."""
+
+    started: float
+    generated: float = 0.0
+    preempted: float = 0.0
+    running: float = 0.0
+    waiting: float = 0.0
+    kv: float = 0.0
+    latencies: dict[str, list[float]] = field(
+        default_factory=lambda: {family: [] for family in watch.BUCKETS}
+    )
+
+    def restart(self, at: float) -> None:
+        self.started, self.generated, self.preempted = at, 0.0, 0.0
+        self.latencies = {family: [] for family in watch.BUCKETS}
+
+    def samples(self) -> list[Sample]:
+        labels = {"engine": "0", "model_name": "google/gemma-4-12B-it"}
+        out: list[Sample] = [
+            (watch.RUNNING, labels, self.running),
+            (watch.WAITING, labels, self.waiting),
+            (watch.KV_USAGE, labels, self.kv),
+            (watch.PREEMPTIONS, labels, self.preempted),
+            (watch.GENERATION_TOKENS, labels, self.generated),
+            (watch.STARTED, {}, self.started),
+            ("vllm:prompt_tokens_total", labels, 12345.0),
+        ]
+        for family, bounds in watch.BUCKETS.items():
+            seen = self.latencies[family]
+            for bound in (*bounds, PROMETHEUS_INF):
+                count = sum(1 for v in seen if bound == PROMETHEUS_INF or v <= float(bound))
+                out.append((f"{family}_bucket", {**labels, "le": bound}, float(count)))
+            out.append((f"{family}_count", labels, float(len(seen))))
+            out.append((f"{family}_sum", labels, float(sum(seen))))
+        return out
+
+
+def _expand(template: str, match: re.Match[str]) -> str:
+    return re.sub(
+        r"\$(?:\{(\w+)\}|(\d+))",
+        lambda g: match.group(int(g.group(1) or g.group(2))) or "",
+        template,
+    )
+
+
+def _relabel(configs: list[dict[str, Any]], labels: dict[str, str]) -> dict[str, str] | None:
+    """Prometheus relabelling (keep, drop, replace), as `relabel_config` defines it."""
+    labels = dict(labels)
+    for config in configs:
+        action = config.get("action", "replace")
+        source = ";".join(labels.get(s, "") for s in config.get("source_labels", []))
+        match = re.fullmatch(config.get("regex", "(.*)"), source)
+        if action == "keep" and match is None:
+            return None
+        if action == "drop" and match is not None:
+            return None
+        if action == "replace" and match is not None:
+            value = _expand(config.get("replacement", "$1"), match)
+            if value:
+                labels[config["target_label"]] = value
+            else:
+                labels.pop(config["target_label"], None)
+        elif action not in {"keep", "drop", "replace"}:
+            raise NotImplementedError(action)
+    return labels
+
+
+def _collect(config: dict[str, Any], store: Store, minute: int, leader: Leader) -> None:
+    """One scrape of one leader by the collector, and the EMF metrics CloudWatch makes of it."""
+    (scrape,) = config["receivers"]["prometheus"]["config"]["scrape_configs"]
+    meta = {"__meta_kubernetes_pod_container_port_name": gatekeeper.METRICS_PORT_NAME}
+    target = _relabel(scrape["relabel_configs"], meta)
+    assert target is not None, "the leader's metrics port is not scraped"
+    target = {k: v for k, v in target.items() if not k.startswith("__")}
+    emf = config["exporters"]["awsemf"]
+    for name, labels, value in leader.samples():
+        kept = _relabel(scrape["metric_relabel_configs"], {**labels, **target, "__name__": name})
+        if kept is None:
+            continue
+        metric = kept.pop("__name__")
+        for declaration in emf["metric_declarations"]:
+            if any(re.search(s, metric) for s in declaration["metric_name_selectors"]):
+                for dims in declaration["dimensions"]:
+                    if all(d in kept for d in dims):
+                        store.put(
+                            emf["namespace"], metric, {d: kept[d] for d in dims}, minute, value
+                        )
+
+
+def _run(config: dict[str, Any], minutes: int, step: Callable[[int, list[Leader]], None]) -> Store:
+    """Two groups' leaders over `minutes`: `step` changes them, then the collector scrapes."""
+    store = Store(minutes)
+    leaders = [Leader(started=1_767_000_000.0), Leader(started=1_767_000_100.0)]
+    for minute in range(minutes):
+        step(minute, leaders)
+        for leader in leaders:
+            _collect(config, store, minute, leader)
+    return store
+
+
+def _widget(spec: watch.WatchSpec, title_start: str) -> dict[str, Any]:
+    (widget,) = [
+        w for w in watch.dashboard_widgets(spec) if w["properties"]["title"].startswith(title_start)
+    ]
+    return widget
+
+
+def _healthy_search(spec: watch.WatchSpec) -> str:
+    (row,) = _rows(_widget(spec, "Healthy load balancer targets"))
+    assert row.expression is not None
+    return row.expression
+
+
+def _alarm(spec: watch.WatchSpec, key: str) -> dict[str, Any]:
+    (alarm,) = [a for a in watch.alarms(spec) if a.key == key]
+    return alarm.args
+
+
+# ---------------------------------------------------------------------------------------------
+# What the panels draw.
+
+
+def _estimate(latencies: list[float], bounds: tuple[str, ...], q: float) -> Point:
+    """The README's estimate: the upper bound of the first bucket holding q of the minute's
+    requests; beyond the last finite bound, that bound (at least); nothing in a quiet minute."""
+    if not latencies:
+        return None
+    for bound in bounds:
+        if sum(1 for v in latencies if v <= float(bound)) >= q * len(latencies):
+            return float(bound)
+    return float(bounds[-1])
+
+
+@pytest.mark.parametrize(("family", "title"), [(watch.TTFT, "Time to"), (watch.ITL, "Inter")])
+def test_percentiles_are_the_first_bucket_reaching_the_share_over_all_groups(
+    spec: watch.WatchSpec, collector_config: dict[str, Any], family: str, title: str
+) -> None:
+    # Per minute: (leader 0's new latencies, leader 1's); minute 4 restarts leader 1.
+    minutes: list[tuple[list[float], list[float]]] = [
+        ([0.03] * 10, [0.3] * 5),  # the first minute has no increase yet
+        ([0.003] * 50, [0.3] * 45 + [3.0] * 5),
+        ([0.07] * 3, [9.0]),
+        ([], []),  # quiet
+        ([0.6] * 10, [0.2]),  # leader 1 restarts: its counts start again from 0
+        ([5000.0] * 20, [3000.0] * 20),  # beyond every finite bound
+        ([0.012] * 94, [0.045] * 6),
+        ([0.012] * 95, [0.045] * 5),
+    ]
+    new: list[list[float]] = []
+
+    def step(minute: int, leaders: list[Leader]) -> None:
+        if minute == 4:
+            leaders[1].restart(leaders[1].started + 240)
+        for leader, latencies in zip(leaders, minutes[minute], strict=True):
+            leader.latencies[family] += latencies
+        new.append(minutes[minute][0] + minutes[minute][1])
+
+    store = _run(collector_config, len(minutes), step)
+    lines = _widget_lines(_widget(spec, title), store)
+    bounds = watch.BUCKETS[family]
+    for q in watch.PERCENTILES:
+        expected: list[Point] = [None]
+        for minute in range(1, len(minutes)):
+            # At a restart the restarted leader's counts drop: that minute shows nothing.
+            expected.append(None if minute == 4 else _estimate(new[minute], bounds, q))
+        assert lines[f"p{round(q * 100)}"] == expected, (family, q)
+
+
+def test_tokens_per_second_and_preemptions_count_every_group_per_minute(
+    spec: watch.WatchSpec, collector_config: dict[str, Any]
+) -> None:
+    def step(minute: int, leaders: list[Leader]) -> None:
+        if minute == 3:
+            leaders[1].restart(leaders[1].started + 180)
+        leaders[0].generated += 600
+        leaders[1].generated += 1200
+        leaders[0].preempted += minute % 2
+        leaders[1].preempted += 2
+
+    store = _run(collector_config, 6, step)
+    tokens = _widget_lines(_widget(spec, "Generation tokens/s"), store)
+    assert tokens == {"tokens/s": [None, 30.0, 30.0, 0.0, 30.0, 30.0]}
+    preemptions = _widget_lines(_widget(spec, "Preemptions per minute"), store)
+    assert preemptions == {"preemptions": [None, 3.0, 2.0, 0.0, 2.0, 3.0]}
+
+
+def test_queue_and_kv_cache_panels_show_all_groups_and_the_fullest_leader(
+    spec: watch.WatchSpec, collector_config: dict[str, Any]
+) -> None:
+    def step(minute: int, leaders: list[Leader]) -> None:
+        leaders[0].running, leaders[1].running = 4, 2 + minute
+        leaders[0].waiting, leaders[1].waiting = minute, 1
+        leaders[0].kv, leaders[1].kv = 0.25, (0.5, 0.6, 0.7)[minute]
+
+    store = _run(collector_config, 3, step)
+    queue = _widget(spec, "Requests running and waiting")
+    assert _widget_lines(queue, store) == {
+        "running": [6.0, 7.0, 8.0],
+        "waiting": [1.0, 2.0, 3.0],
+    }
+    (annotation,) = queue["properties"]["annotations"]["horizontal"]
+    assert annotation["value"] == _alarm(spec, "requests-waiting")["threshold"]
+    kv = _widget(spec, "KV cache usage")
+    assert _widget_lines(kv, store) == {"KV cache used": [0.5, 0.6, 0.7]}
+    # A fraction: the axis is the whole of 0 to 1, as the README says.
+    assert kv["properties"]["yAxis"] == {"left": {"min": 0, "max": 1}}
+    node = _widget(spec, "Node memory and CPU")
+    assert node["properties"]["yAxis"] == {"left": {"min": 0, "max": 100}}
+
+
+def test_group_restarts_mark_the_minute_a_leader_started_again(
+    spec: watch.WatchSpec, collector_config: dict[str, Any]
+) -> None:
+    def step(minute: int, leaders: list[Leader]) -> None:
+        if minute in (2, 4):
+            leaders[minute // 4].restart(leaders[minute // 4].started + 60 * minute)
+
+    store = _run(collector_config, 6, step)
+    lines = _widget_lines(_widget(spec, "Group restarts"), store)
+    assert lines == {"restarted": [None, 0.0, 1.0, 0.0, 1.0, 0.0]}
+
+
+def _log_lines(statuses: Iterable[int]) -> list[str]:
+    """Access log lines in the gatekeeper's own `log_format`, nginx filling the variables."""
+    conf = gatekeeper.nginx_conf(wiring.gatekeeper_limits(_dev_plan()))
+    match = re.search(r"log_format gatekeeper escape=json((?:\s*'[^']*')+);", conf)
+    assert match, "the gatekeeper has no JSON log format"
+    template = "".join(re.findall(r"'([^']*)'", match.group(1)))
+    lines = []
+    for status in statuses:
+        values = {
+            "time_iso8601": "2026-12-01T10:00:00+00:00",
+            "remote_addr": "10.0.1.7",
+            "request_method": "POST",
+            "uri": "/v1/chat/completions",
+            "status": str(status),
+            "body_bytes_sent": "512",
+            "upstream_addr": "127.0.0.1:8000",
+            "upstream_status": str(status),
+            "request_time": "0.250",
+        }
+        lines.append(re.sub(r"\$(\w+)", lambda m, values=values: values[m.group(1)], template))
+    return lines
+
+
+def _dev_plan() -> Plan:
+    return plan(load_stack("dev"), "dev")
+
+
+def _record(line: str, container: str) -> dict[str, Any]:
+    """A container log line as the logs add-on's Fluent Bit ships it: the JSON line parsed under
+    `log_processed` (Merge_Log_Key), the pod's Kubernetes metadata under `kubernetes`."""
+    return {
+        "log": line,
+        "log_processed": json.loads(line),
+        "stream": "stdout",
+        "kubernetes": {"container_name": container, "namespace_name": wiring.NAMESPACE},
+    }
+
+
+_TERM = re.compile(r'\$\.([\w.]+) (=|!=|>=|<=|>|<) ("[^"]*"|-?\d+(?:\.\d+)?)')
+_FILTER_OPS = {"=": operator.eq, "!=": operator.ne, ">": operator.gt, ">=": operator.ge}
+_FILTER_OPS |= {"<": operator.lt, "<=": operator.le}
+
+
+def _filter_matches(pattern: str, event: dict[str, Any]) -> bool:
+    """A CloudWatch Logs JSON filter pattern `{ term && term ... }` on one event."""
+    assert pattern.startswith("{ ") and pattern.endswith(" }"), pattern
+    for term in pattern[2:-2].split(" && "):
+        match = _TERM.fullmatch(term)
+        assert match, f"not a JSON filter term: {term!r} in {pattern!r}"
+        path, op, literal = match.groups()
+        value: Any = event
+        for key in path.split("."):
+            if not isinstance(value, dict) or key not in value:
+                return False
+            value = value[key]
+        if literal.startswith('"'):
+            matched = isinstance(value, str) and op in ("=", "!=")
+            matched = matched and _FILTER_OPS[op](value, literal[1:-1])
+        else:
+            matched = isinstance(value, (int, float)) and not isinstance(value, bool)
+            matched = matched and _FILTER_OPS[op](value, float(literal))
+        if not matched:
+            return False
+    return True
+
+
+def _answer_class(label: str, status: int) -> bool:
+    """The README's classes: `Nxx` is every status of that hundred, a number is itself."""
+    return status // 100 == int(label[0]) if label.endswith("xx") else status == int(label)
+
+
+def test_answers_by_status_count_the_gatekeepers_own_log_lines(spec: watch.WatchSpec) -> None:
+    statuses = [200, 200, 201, 299, 301, 304, 400, 401, 401, 404, 413, 429, 429, 429, 499]
+    statuses += [500, 502, 504, 504]
+    gatekeeper_lines = _log_lines(statuses)
+    # vLLM's own JSON-looking lines with a status must not be counted.
+    other_lines = _log_lines([200, 500, 401])
+    assert watch.GATEKEEPER_CONTAINER == gatekeeper.CONTAINER
+    store = Store(minutes=1)
+    events = [_record(line, gatekeeper.CONTAINER) for line in gatekeeper_lines]
+    events += [_record(line, "vllm") for line in other_lines]
+    for status in watch.ANSWER_CLASSES:
+        pattern = watch.answer_filter_pattern(status)
+        for event in events:
+            # `Monitoring`'s metric filter: value 1 per matching event, in the stack's namespace.
+            if _filter_matches(pattern, event):
+                store.put(spec.namespace, watch.answers_metric(status), {}, 0, 1)
+    lines = _widget_lines(_widget(spec, "Front-door answers by status"), store)
+    expected = {
+        label: [float(sum(1 for s in statuses if _answer_class(label, s))) or None]
+        for label in watch.ANSWER_CLASSES
+    }
+    assert lines == expected
+    assert all(values != [None] for values in lines.values())
+
+
+def test_healthy_targets_and_nodes_are_read_from_the_stacks_nlb_and_cluster(
+    spec: watch.WatchSpec,
+) -> None:
+    store = Store(minutes=2)
+    ours = {"LoadBalancer": spec.load_balancer, "TargetGroup": TARGET_GROUP}
+    other = {"LoadBalancer": "net/another/fedcba9876543210", "TargetGroup": TARGET_GROUP}
+    for minute, (healthy, az) in enumerate(((2, 1), (0, 0))):
+        store.put("AWS/NetworkELB", "HealthyHostCount", ours, minute, healthy)
+        store.put(
+            "AWS/NetworkELB", "HealthyHostCount", {**ours, "AvailabilityZone": "a"}, minute, az
+        )
+        store.put("AWS/NetworkELB", "HealthyHostCount", other, minute, 5)
+        store.put("AWS/NetworkELB", "HealthyHostCount", ours, minute, healthy + 1)
+    lines = _widget_lines(_widget(spec, "Healthy load balancer targets"), store)
+    # The worst of the minute: a target that was unhealthy at all is not counted healthy.
+    assert lines == {f"{spec.load_balancer} {TARGET_GROUP}": [2.0, 0.0]}
+    for metric, utilisation in (("node_memory_utilization", 71.0), ("node_cpu_utilization", 35.0)):
+        for minute in range(2):
+            store.put("ContainerInsights", metric, {"ClusterName": spec.cluster_name}, minute, 10)
+            store.put(
+                "ContainerInsights", metric, {"ClusterName": spec.cluster_name}, minute, utilisation
+            )
+            store.put("ContainerInsights", metric, {"ClusterName": "another"}, minute, 99)
+    lines = _widget_lines(_widget(spec, "Node memory and CPU"), store)
+    # The busiest node: the one that runs out first.
+    assert lines == {"memory": [71.0, 71.0], "cpu": [35.0, 35.0]}
+
+
+# ---------------------------------------------------------------------------------------------
+# The alarms.
+
+
+@pytest.fixture
+def alarm_arguments() -> tuple[set[str], set[str], set[str]]:
+    """The keyword arguments `aws.cloudwatch.MetricAlarm` takes, and the keys of its metric
+    queries and of a query's metric (pulumi_aws's own signatures)."""
+    import pulumi_aws.cloudwatch as cloudwatch
+
+    top = {
+        name
+        for name in inspect.signature(cloudwatch.MetricAlarmArgs.__init__).parameters
+        if not name.startswith("__") and name != "self"
+    }
+    query = set(cloudwatch.MetricAlarmMetricQueryArgsDict.__annotations__)
+    metric = set(cloudwatch.MetricAlarmMetricQueryMetricArgsDict.__annotations__)
+    return top, query, metric
+
+
+def _alarm_problems(
+    args: Mapping[str, Any], allowed: tuple[set[str], set[str], set[str]]
+) -> list[str]:
+    top, query_keys, metric_keys = allowed
+    problems = []
+    if not set(args) <= top:
+        problems.append(f"not MetricAlarm arguments: {sorted(set(args) - top)}")
+    if args.get("comparison_operator") not in COMPARE:
+        problems.append(f"comparison_operator {args.get('comparison_operator')!r}")
+    if args.get("treat_missing_data", "missing") not in MISSING_BREACHES:
+        problems.append(f"treat_missing_data {args.get('treat_missing_data')!r}")
+    evaluations = args.get("evaluation_periods")
+    if not isinstance(evaluations, int) or evaluations < 1:
+        problems.append(f"evaluation_periods {evaluations!r}")
+        evaluations = 1
+    if not 1 <= args.get("datapoints_to_alarm", evaluations) <= evaluations:
+        problems.append(f"datapoints_to_alarm {args.get('datapoints_to_alarm')} of {evaluations}")
+    if not isinstance(args.get("threshold"), (int, float)):
+        problems.append(f"threshold {args.get('threshold')!r}")
+    single = {"metric_name", "namespace", "statistic", "period", "dimensions"}
+    if "metric_queries" in args:
+        if single & set(args):
+            problems.append(f"metric_queries with {sorted(single & set(args))}")
+        queries = args["metric_queries"]
+        ids = [q.get("id") for q in queries]
+        if len(set(ids)) != len(ids) or not all(QUERY_ID.fullmatch(str(i)) for i in ids):
+            problems.append(f"query ids {ids}")
+        if [bool(q.get("return_data")) for q in queries].count(True) != 1:
+            problems.append("exactly one query returns the alarm's data")
+        for q in queries:
+            if not set(q) <= query_keys or ("metric" in q) == ("expression" in q):
+                problems.append(f"query {q}")
+            if "metric" in q:
+                m = q["metric"]
+                if not set(m) <= metric_keys or not {"metric_name", "namespace"} <= set(m):
+                    problems.append(f"query metric {m}")
+                if m.get("stat") not in STATISTICS or not _alarm_period(m.get("period")):
+                    problems.append(f"query metric stat or period {m}")
+            elif q["expression"].startswith("SELECT "):
+                if not _alarm_period(q.get("period")):
+                    problems.append(f"a Metrics Insights query needs a period: {q}")
+            elif not _referenced_ids(q["expression"]) <= set(ids):
+                problems.append(f"{q['expression']} names an id that is not a query")
+    else:
+        if not {"metric_name", "namespace", "statistic", "period"} <= set(args):
+            problems.append("a metric alarm needs metric_name, namespace, statistic and period")
+        if args.get("statistic") not in STATISTICS:
+            problems.append(f"statistic {args.get('statistic')!r}")
+        if not _alarm_period(args.get("period")):
+            problems.append(f"period {args.get('period')!r}")
+    return problems
+
+
+def _alarm_period(period: Any) -> bool:
+    """PutMetricAlarm: 10, 30 or a multiple of 60 seconds."""
+    return isinstance(period, int) and (period in (10, 30) or (period > 0 and period % 60 == 0))
+
+
+def _evaluated_seconds(args: Mapping[str, Any]) -> int:
+    period = args.get("period") or next(
+        q.get("period") or q.get("metric", {}).get("period")
+        for q in args["metric_queries"]
+        if q.get("period") or "metric" in q
+    )
+    return args["evaluation_periods"] * period
+
+
+def test_every_alarm_is_a_valid_metric_alarm(
+    spec: watch.WatchSpec, alarm_arguments: tuple[set[str], set[str], set[str]]
+) -> None:
+    specs = watch.alarms(spec)
+    assert [a.key for a in specs] == list(_readme_alarms())
+    for alarm in specs:
+        assert _alarm_problems(alarm.args, alarm_arguments) == [], alarm.key
+        # PutMetricAlarm: evaluation periods times the period is at most a day.
+        assert _evaluated_seconds(alarm.args) <= 86_400, alarm.key
+
+
+def test_alarm_descriptions_say_what_the_readme_says(spec: watch.WatchSpec) -> None:
+    readme = _readme_alarms()
+    for alarm in watch.alarms(spec):
+        text = alarm.description
+        assert _sentence_case(text) and text.endswith("."), text
+        duration = re.search(r"\b(?:for|in) (\d+) minutes", readme[alarm.key])
+        if duration:
+            # A description that gives a duration gives the README's.
+            stated = re.findall(r"(\d+) minutes", text)
+            assert set(stated) <= {duration.group(1)}, (alarm.key, text)
+            assert _evaluated_seconds(alarm.args) == 60 * int(duration.group(1)), alarm.key
+        else:
+            assert _evaluated_seconds(alarm.args) == watch.PERIOD, alarm.key
+    assert f"More than {spec.waiting_threshold} requests" in _description(spec, "requests-waiting")
+    assert f"More than {spec.server_errors_threshold} 5xx" in _description(spec, "server-errors")
+    assert "KV cache above 90%" in readme["kv-cache-full"]
+    assert "above 90% for 10 minutes" in _description(spec, "kv-cache-full")
+    assert "waiting for 5 minutes" in _description(spec, "requests-waiting")
+    assert "in 5 minutes." in _description(spec, "server-errors")
+    assert "restarted" in _description(spec, "group-restart")
+    assert "No healthy target" in _description(spec, "no-healthy-target")
+
+
+def _description(spec: watch.WatchSpec, key: str) -> str:
+    (alarm,) = [a for a in watch.alarms(spec) if a.key == key]
+    return alarm.description
+
+
+def _readme_minutes(key: str) -> int:
+    found = re.search(r"\b(?:for|in) (\d+) minutes", _readme_alarms()[key])
+    assert found, key
+    return int(found.group(1))
+
+
+def test_no_healthy_target_fires_after_two_minutes_without_one(spec: watch.WatchSpec) -> None:
+    args = _alarm(spec, "no-healthy-target")
+    minutes = _readme_minutes("no-healthy-target")
+
+    def fires(healthy: list[int | None], elsewhere: int = 0) -> bool:
+        store = Store(len(healthy))
+        for minute, count in enumerate(healthy):
+            if count is not None:
+                dims = {"LoadBalancer": spec.load_balancer, "TargetGroup": TARGET_GROUP}
+                store.put("AWS/NetworkELB", "HealthyHostCount", dims, minute, count)
+            dims = {"LoadBalancer": "net/another/fedcba9876543210", "TargetGroup": TARGET_GROUP}
+            store.put("AWS/NetworkELB", "HealthyHostCount", dims, minute, elsewhere)
+        return _alarm_fires(args, store)
+
+    assert fires([2, 2, 2] + [0] * minutes)
+    assert not fires([2, 2, 2] + [0] * (minutes - 1) + [1])
+    assert not fires([0, 0, 0] + [1] * minutes)
+    assert not fires([2, 2, 2] + [0] * (minutes - 1))
+    # Another load balancer's targets are not ours.
+    assert fires([1, 1] + [0] * minutes, elsewhere=3)
+    # No data at all: nothing is reported healthy (the target group is empty or gone).
+    assert fires([None] * (minutes + 1))
+    assert args["threshold"] == 1 and args["comparison_operator"] == "LessThanThreshold"
+
+
+def test_requests_waiting_fires_above_the_threshold_for_five_minutes(
+    spec: watch.WatchSpec, collector_config: dict[str, Any]
+) -> None:
+    args = _alarm(spec, "requests-waiting")
+    minutes = _readme_minutes("requests-waiting")
+    assert args["threshold"] == spec.waiting_threshold
+
+    def fires(waiting: list[tuple[float, float] | None]) -> bool:
+        def step(minute: int, leaders: list[Leader]) -> None:
+            now = waiting[minute]
+            leaders[0].waiting, leaders[1].waiting = now if now else (0.0, 0.0)
+
+        store = _run(collector_config, len(waiting), step)
+        for key in list(store.points):  # a scrape that did not happen
+            store.points[key] = [(m, v) for m, v in store.points[key] if waiting[m] is not None]
+        return _alarm_fires(args, store)
+
+    over = (spec.waiting_threshold - 1.0, 2.0)  # over the threshold only together
+    at = (spec.waiting_threshold - 1.0, 1.0)
+    assert fires([(0, 0)] * 2 + [over] * minutes)
+    assert not fires([(0, 0)] * 3 + [over] * (minutes - 1))
+    assert not fires([(0, 0)] * 2 + [over] * (minutes - 1) + [at])
+    assert not fires([over] * 2 + [None] * minutes)
+
+
+def test_kv_cache_full_fires_above_90_percent_for_ten_minutes(
+    spec: watch.WatchSpec, collector_config: dict[str, Any]
+) -> None:
+    args = _alarm(spec, "kv-cache-full")
+    minutes = _readme_minutes("kv-cache-full")
+    assert args["threshold"] == 0.9
+
+    def fires(fullest: list[float]) -> bool:
+        def step(minute: int, leaders: list[Leader]) -> None:
+            leaders[0].kv, leaders[1].kv = 0.1, fullest[minute]
+
+        return _alarm_fires(args, _run(collector_config, len(fullest), step))
+
+    assert fires([0.5] + [0.95] * minutes)
+    assert not fires([0.5] * 2 + [0.95] * (minutes - 1))
+    assert not fires([0.5] + [0.95] * (minutes - 1) + [0.9])
+    assert not _alarm_fires(args, Store(minutes))
+
+
+def test_group_restart_fires_in_the_minute_a_leader_started_again(
+    spec: watch.WatchSpec, collector_config: dict[str, Any]
+) -> None:
+    args = _alarm(spec, "group-restart")
+
+    def fires(restart_at: int | None, minutes: int = 4) -> bool:
+        def step(minute: int, leaders: list[Leader]) -> None:
+            if minute == restart_at:
+                leaders[1].restart(leaders[1].started + 60 * minute)
+
+        return _alarm_fires(args, _run(collector_config, minutes, step))
+
+    assert fires(3)
+    assert not fires(None)
+    assert not fires(2)  # it was a restart, not a crash loop: the alarm clears
+    assert not _alarm_fires(args, Store(4))
+    (restarted,) = [q for q in args["metric_queries"] if q.get("return_data")]
+    assert restarted["label"] == "group restarted"
+
+
+def test_server_errors_fires_on_more_5xx_than_the_threshold_in_five_minutes(
+    spec: watch.WatchSpec,
+) -> None:
+    args = _alarm(spec, "server-errors")
+    minutes = _readme_minutes("server-errors")
+    threshold = spec.server_errors_threshold
+    assert args["threshold"] == threshold
+    assert (
+        f"more than {plan_monitoring.SERVER_ERRORS_PER_5_MINUTES} answers"
+        in (_readme_alarms()["server-errors"])
+    )
+
+    def fires(per_minute: list[int]) -> bool:
+        store = Store(len(per_minute))
+        for minute, count in enumerate(per_minute):
+            for _ in range(count):
+                store.put(spec.namespace, watch.answers_metric("5xx"), {}, minute, 1)
+        return _alarm_fires(args, store)
+
+    spread = [1] * (minutes - 1) + [threshold + 1 - (minutes - 1)]
+    assert fires([0] * minutes + spread)
+    assert not fires([0] * minutes + [1] * (minutes - 1) + [threshold - (minutes - 1)])
+    assert not fires([0] * (2 * minutes))
+
+
+def test_alarms_and_metrics_are_the_ones_the_plan_prices(spec: watch.WatchSpec) -> None:
+    specs = watch.alarms(spec)
+    assert len(specs) == plan_monitoring.ALARMS
+    read = 0
+    for alarm in specs:
+        queries = alarm.args.get("metric_queries", [alarm.args])
+        read += sum(1 for q in queries if "expression" not in q or "SELECT " in q["expression"])
+    assert read == plan_monitoring.ALARM_METRICS
+    # Every custom metric the stack pays for is one the dashboard reads, and the README's figure.
+    own = {
+        (name, tuple(sorted(dims.items())))
+        for namespace, name, dims in _metrics_read(spec)
+        if namespace == spec.namespace
+    }
+    assert watch.custom_metric_count() == len(own)
+    stated = re.search(r"(\d+) custom metrics", _watching_it())
+    assert stated and int(stated.group(1)) == watch.custom_metric_count()
+
+
+def test_the_dashboard_url_opens_the_dashboard_in_its_region() -> None:
+    url = urlsplit(watch.dashboard_url("eu-west-1", "gemma-graviton-dev"))
+    assert (url.scheme, url.netloc, url.path) == (
+        "https",
+        "eu-west-1.console.aws.amazon.com",
+        "/cloudwatch/home",
+    )
+    assert parse_qs(url.query) == {"region": ["eu-west-1"]}
+    assert url.fragment == "dashboards/dashboard/gemma-graviton-dev"
+
+
+def test_used_vllm_samples_finds_names_in_widgets_and_in_alarms(spec: watch.WatchSpec) -> None:
+    alarms_only = watch.used_vllm_samples([], watch.alarms(spec))
+    assert alarms_only == {watch.WAITING, watch.KV_USAGE, watch.STARTED}
+    widgets = watch.dashboard_widgets(spec)
+    assert watch.used_vllm_samples(widgets, []) == set(watch.SAMPLES) | set(watch.bucket_samples())
