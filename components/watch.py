@@ -302,7 +302,7 @@ def alarms(spec: WatchSpec) -> list[AlarmSpec]:
     return [
         AlarmSpec(
             "no-healthy-target",
-            "No healthy target behind the load balancer for 2 minutes: the endpoint is not serving.",
+            "No healthy target behind the load balancer for 2 minutes: the endpoint is down.",
             {
                 "comparison_operator": "LessThanThreshold",
                 "threshold": 1,
