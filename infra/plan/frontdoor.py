@@ -123,8 +123,8 @@ def plan_front_door(
         "generation-config max_new_tokens, which caps every request, and so one without "
         "max_tokens)",
         f"a reply not finished within {timeout} s gets 504 (a first token within {first_byte_s} s, "
-        f"then {cap} tokens at ~{decode_tokens_per_s:.1f} tokens/s x{REPLY_TIMEOUT_MARGIN:g}; "
-        "in a stream, the longest gap between chunks); request headers within "
+        f"then {cap} tokens at ~{decode_tokens_per_s:.1f} tokens/s x{REPLY_TIMEOUT_MARGIN:g}), "
+        "a stream silent that long is closed; request headers within "
         f"{HEADER_TIMEOUT_SECONDS} s; streams pass through unbuffered",
     )
     return FrontDoorPlan(

@@ -106,8 +106,8 @@ def test_reasons_say_what_each_limit_is_and_where_it_comes_from() -> None:
         "replies stop after 1024 tokens (auto; vLLM's generation-config max_new_tokens, which "
         "caps every request, and so one without max_tokens)",
         "a reply not finished within 516 s gets 504 (a first token within 218 s, then 1024 tokens "
-        "at ~4.3 tokens/s x1.25; in a stream, the longest gap between chunks); request headers "
-        "within 10 s; streams pass through unbuffered",
+        "at ~4.3 tokens/s x1.25), a stream silent that long is closed; request headers within "
+        "10 s; streams pass through unbuffered",
     ]
     tls = _door(tlsCertificateArn=CERT, allowedCidrs=["203.0.113.0/24"]).reasons[0]
     assert tls.startswith("listener HTTPS on 443 (ACM certificate; TLS ends at the load balancer)")
