@@ -16,6 +16,7 @@ from infra.plan.config import load_config
 from infra.plan.kv_cache import group_kv, stage_layers
 from infra.plan.sizing import PlanError, plan
 from infra.rehearse import vllm_logs
+from tests.plan.profiles import small_gemma
 
 BASE = {
     "owner": "ml-platform",
@@ -127,19 +128,7 @@ def test_auto_batched_tokens_shrinks_to_serve_a_longer_context() -> None:
 
 
 def test_model_that_fits_one_node_is_not_split() -> None:
-    profile = {
-        "layers": 26,
-        "slidingPerFull": 5,
-        "slidingKvHeads": 1,
-        "slidingHeadDim": 256,
-        "fullKvHeads": 1,
-        "fullHeadDim": 256,
-        "slidingWindow": 512,
-        "hiddenSize": 1152,
-        "vocabSize": 262144,
-        "checkpointBytes": 2 * GIB,
-        "maxContext": 32768,
-    }
+    profile = small_gemma(26)
     p = _plan(model="example/small-model", modelProfile=profile)
     assert p.stages == 1 and p.nodes == 1
 
@@ -318,19 +307,7 @@ def test_a_model_volume_holds_the_checkpoint_with_its_margin() -> None:
     assert cached.model_volume_gib == math.ceil(checkpoint_gib * 1.2)
 
 
-P4 = {
-    "layers": 4,
-    "slidingPerFull": 5,
-    "slidingKvHeads": 1,
-    "slidingHeadDim": 256,
-    "fullKvHeads": 1,
-    "fullHeadDim": 256,
-    "slidingWindow": 512,
-    "hiddenSize": 1152,
-    "vocabSize": 262144,
-    "checkpointBytes": 2 * GIB,
-    "maxContext": 32768,
-}
+P4 = small_gemma(4)
 NO_SPLIT = (
     "cannot hold google/gemma-4-12B-it at any split (1 stage(s) need 33.7 GiB per pod before any "
     "KV cache; 8 stage(s) need 12.0 GiB per pod before any KV cache); choose a larger type such "

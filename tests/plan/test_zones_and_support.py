@@ -12,6 +12,7 @@ from infra.plan.cli import main
 from infra.plan.config import ConfigError
 from infra.plan.stackfile import load_stack, stack_names
 from infra.plan.zones import Zone, place
+from tests.plan.profiles import small_gemma
 
 US_EAST_1 = [
     Zone("us-east-1a", "use1-az3"),
@@ -21,19 +22,7 @@ US_EAST_1 = [
 ALL_IDS = {z.zone_id for z in US_EAST_1}
 SHA = "0123456789abcdef0123456789abcdef01234567"
 #: A small model of Gemma's layout that the catalogue does not hold.
-SMALL_PROFILE = {
-    "layers": 4,
-    "slidingPerFull": 5,
-    "slidingKvHeads": 1,
-    "slidingHeadDim": 256,
-    "fullKvHeads": 1,
-    "fullHeadDim": 256,
-    "slidingWindow": 512,
-    "hiddenSize": 1152,
-    "vocabSize": 262144,
-    "checkpointBytes": 2 * 2**30,
-    "maxContext": 32768,
-}
+SMALL_PROFILE = small_gemma(4)
 
 
 def _place(az: str, cp: str = "auto", offered: set[str] = ALL_IDS):
