@@ -7,9 +7,7 @@ repository root not importable, with its stack file's keys as Pulumi would pass 
 from __future__ import annotations
 
 import json
-import os
 import runpy
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -20,6 +18,7 @@ import yaml
 
 from infra.plan.cli import main as plan_main
 from infra.plan.stackfile import load_stack, stack_names
+from tests.fakes.pulumi_host import pulumi_host
 from tests.fakes.pulumi_mocks import RecordingMocks, by_type, named, one, resolve, run
 from tests.program.test_layout import OFFLINE_TOOLS, import_closure
 
@@ -37,21 +36,8 @@ SUB = "token.actions.githubusercontent.com:sub"
 @pytest.fixture
 def as_pulumi_host() -> Iterator[None]:
     """The host's view: cwd is the program folder, the repository root is not importable."""
-    saved_path, saved_cwd = list(sys.path), os.getcwd()
-    roots = ("infra", "components")
-    saved_modules = {n: m for n, m in sys.modules.items() if n.split(".")[0] in roots}
-    for name in saved_modules:
-        del sys.modules[name]
-    sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != REPO]
-    os.chdir(PROGRAM)
-    try:
+    with pulumi_host(PROGRAM):
         yield
-    finally:
-        os.chdir(saved_cwd)
-        sys.path[:] = saved_path
-        for name in [n for n in sys.modules if n.split(".")[0] in roots]:
-            del sys.modules[name]
-        sys.modules.update(saved_modules)
 
 
 def run_bootstrap(mocks: RecordingMocks, **overrides: Any) -> None:

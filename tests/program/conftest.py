@@ -2,34 +2,16 @@
 
 from __future__ import annotations
 
-import os
-import sys
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
-from tests.program.harness import PROGRAM, REPO
+from tests.fakes.pulumi_host import pulumi_host
+from tests.program.harness import PROGRAM
 
 
 @pytest.fixture
 def as_pulumi_host() -> Iterator[None]:
     """The host's view: cwd is the program folder, the repository root is not importable."""
-    saved_path, saved_cwd = list(sys.path), os.getcwd()
-    saved_modules = {
-        name: mod
-        for name, mod in sys.modules.items()
-        if name.split(".")[0] in ("infra", "components")
-    }
-    for name in saved_modules:
-        del sys.modules[name]
-    sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != REPO]
-    os.chdir(PROGRAM)
-    try:
+    with pulumi_host(PROGRAM):
         yield
-    finally:
-        os.chdir(saved_cwd)
-        sys.path[:] = saved_path
-        for name in [n for n in sys.modules if n.split(".")[0] in ("infra", "components")]:
-            del sys.modules[name]
-        sys.modules.update(saved_modules)
