@@ -25,7 +25,7 @@ KV_SAFETY_FRACTION = 0.10
 #: Candidates for `maxNumBatchedTokens: auto`, largest (fastest prefill) preferred on a tie, and
 #: never above vLLM's default: the runtime overhead was measured there, and activation buffers
 #: grow with it.
-BATCHED_TOKEN_CHOICES = (128, 256, 512, 1024, 2048, 4096, 8192, 16384)
+BATCHED_TOKEN_CHOICES = (512, 1024, 2048, 4096, 8192, 16384)
 #: vLLM's CPU defaults per rank of the group (multiplied by the world size).
 CPU_DEFAULT_BATCHED_TOKENS_PER_RANK = 2048
 CPU_DEFAULT_MAX_SEQS_PER_RANK = 128

@@ -474,7 +474,8 @@ def _check_first_byte(cfg: StackConfig, live: Liveness, max_len: int) -> None:
 def _why_liveness(live: Liveness, model: liveness.Prefill, max_len: int, least: int) -> str:
     """The liveness reason; beyond the budget, how slow detection is and what shortens it."""
     budget = liveness.DETECTION_BUDGET_S
-    choices = [b for b in BATCHED_TOKEN_CHOICES if b >= least]
+    # Below the automatic choices too: down to vLLM's floor of one token per sequence.
+    choices = sorted({least, *(b for b in BATCHED_TOKEN_CHOICES if b >= least)})
     fits = liveness.max_batched_tokens(model, max_len, choices)
     fits_live = liveness.liveness(model, fits, max_len)
     if live.detection_s <= budget:

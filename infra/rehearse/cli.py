@@ -95,6 +95,8 @@ class Options:
     keep: bool
     extra_args: tuple[str, ...]
     faults: bool = False
+    #: Run the prefill probe and the step-timeout row after the group's checks.
+    prefill: bool = True
 
 
 class Progress:
@@ -176,7 +178,28 @@ def rehearse(options: Options, progress: Progress) -> tuple[list[Check], dict[st
     checks.append(stopped_check(group))
     if not verdict_ok(checks):
         print(log_tails(group.processes), file=sys.stderr)
+    if options.prefill:
+        with _timed(timings, "prefill"):
+            checks += _prefill_rows(options, python, progress)
     return checks, timings
+
+
+def _prefill_rows(options: Options, python: Path, progress: Progress) -> list[Check]:
+    """The prefill probe's rows, then the step-timeout row fed the rate it measured."""
+    from infra.rehearse.prefill_probe import probe_checks, run_probe
+    from infra.rehearse.step_timeout import timeout_checks
+
+    values = stack_values(options.stack, options.overrides)
+    real_plan = plan(load_config(values), options.stack)
+    try:
+        measured = run_probe(
+            values, real_plan.max_num_batched_tokens, python, progress, options.timeout_s
+        )
+    except (RankFailure, RehearsalError, OSError) as error:
+        return [Check("prefill tokens/s per layer", "measured", "probe failed", False, str(error))]
+    rows = probe_checks(measured)
+    rows += timeout_checks(values, real_plan.stages, measured, python, progress, options.timeout_s)
+    return rows
 
 
 def prepare(
@@ -362,6 +385,12 @@ def _parser() -> argparse.ArgumentParser:
         "at twice the planned concurrency) and print how each was noticed and recovered",
     )
     parser.add_argument(
+        "--no-prefill",
+        dest="prefill",
+        action="store_false",
+        help="skip the prefill probe (a shape-true slice of the model) and the step-timeout row",
+    )
+    parser.add_argument(
         "--extra-arg",
         dest="extra_args",
         action="append",
@@ -390,6 +419,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 keep=args.keep,
                 extra_args=tuple(args.extra_args),
                 faults=args.faults,
+                prefill=args.prefill,
             )
             if options.faults:
                 return _rehearse_faults(options, progress)
