@@ -569,8 +569,8 @@ def _reasons(
         f"max_num_batched_tokens {batched}: "
         + (
             "the largest that still serves the longest context (sliding-window layers "
-            "reserve window - 1 + stages x batched tokens) and keeps one step short enough "
-            "for a liveness probe to tell it from a stalled pipeline; a "
+            "reserve window - 1 + stages x batched tokens) and whose step a liveness probe "
+            "can tell from a stalled pipeline within the budget, else the least; a "
             f"{max_len}-token prompt is prefilled in {cdiv(max_len, batched)} step(s)"
             if cfg.max_num_batched_tokens == "auto"
             else "as the stack sets"

@@ -1,7 +1,7 @@
 """`python -m infra.rehearse`: the stack's vLLM group, for real, on this machine.
 
     python -m infra.rehearse [--stack dev] [--set KEY=VALUE ...] [--timeout 600] [--keep]
-                             [--extra-arg=ARG ...]
+                             [--no-prefill] [--extra-arg=ARG ...]
 
 A deployment takes minutes of node boot and download before vLLM says whether it accepts the
 command lines. The rehearsal says it in about a minute: it serves a tiny random-weight model of the
@@ -21,7 +21,11 @@ and checks what the plan promised:
   and answers a burst above the rate with 429s and no 5xx. Every later request goes through it;
 - vLLM logs the KV cache tokens and the concurrency the same planner (`infra.plan.sizing.plan`)
   predicted for the tiny model;
-- the benchmark client (`infra.bench`) runs against the leader and flags no cut-off reply.
+- the benchmark client (`infra.bench`) runs against the leader and flags no cut-off reply;
+- then (unless `--no-prefill`) the prefill probe (`prefill_probe`: a shape-true slice of the
+  stack's model, one prefill step of the planned `max_num_batched_tokens`) and the step-timeout
+  row (`step_timeout`: the plan's engine step timeout from the probe's measured rate passes a
+  maximum-length prompt, half of it is caught).
 
 Every process it starts is its own process group and is stopped by group (SIGTERM, then SIGKILL)
 whatever happens, including Ctrl-C; a headless rank does not exit when its leader dies, so nothing

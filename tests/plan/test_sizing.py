@@ -246,9 +246,9 @@ AUTO_REASONS = [
     "engine container",
     "KV cache 4.22 GiB per rank: 90% of what the guard sees",
     "max_num_batched_tokens 512: the largest that still serves the longest context "
-    "(sliding-window layers reserve window - 1 + stages x batched tokens) and keeps one step "
-    "short enough for a liveness probe to tell it from a stalled pipeline; a 8192-token prompt "
-    "is prefilled in 16 step(s)",
+    "(sliding-window layers reserve window - 1 + stages x batched tokens) and whose step a "
+    "liveness probe can tell from a stalled pipeline within the budget, else the least; a "
+    "8192-token prompt is prefilled in 16 step(s)",
     "max_model_len 8192: the longest one request fits, capped at 8192 (`maxContextCap`); 10.69 "
     "such requests fit at once",
     "decode ~4.3 tokens/s per stream: each token streams the stages' weights in series at ~99 GB/s "
