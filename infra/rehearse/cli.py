@@ -101,6 +101,8 @@ class Options:
     faults: bool = False
     #: Run the prefill probe and the step-timeout row after the group's checks.
     prefill: bool = True
+    #: Sliding layers in the probe's slice (None: one period of the model's pattern).
+    prefill_sliding: int | None = None
 
 
 class Progress:
@@ -197,7 +199,12 @@ def _prefill_rows(options: Options, python: Path, progress: Progress) -> list[Ch
     real_plan = plan(load_config(values), options.stack)
     try:
         measured = run_probe(
-            values, real_plan.max_num_batched_tokens, python, progress, options.timeout_s
+            values,
+            real_plan.max_num_batched_tokens,
+            python,
+            progress,
+            options.timeout_s,
+            options.prefill_sliding,
         )
     except (RankFailure, RehearsalError, OSError) as error:
         return [Check("prefill tokens/s per layer", "measured", "probe failed", False, str(error))]
@@ -395,6 +402,14 @@ def _parser() -> argparse.ArgumentParser:
         help="skip the prefill probe (a shape-true slice of the model) and the step-timeout row",
     )
     parser.add_argument(
+        "--prefill-sliding",
+        type=int,
+        default=None,
+        metavar="N",
+        help="sliding layers in the prefill probe's slice, before its one full layer "
+        "(default: the model's own pattern, 5 for gemma-4-12B-it)",
+    )
+    parser.add_argument(
         "--extra-arg",
         dest="extra_args",
         action="append",
@@ -424,6 +439,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 extra_args=tuple(args.extra_args),
                 faults=args.faults,
                 prefill=args.prefill,
+                prefill_sliding=args.prefill_sliding,
             )
             if options.faults:
                 return _rehearse_faults(options, progress)

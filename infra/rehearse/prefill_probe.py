@@ -64,7 +64,9 @@ FLOP_PER_CYCLE = (
 )
 PEAK_FORMULA = "peak per core = cpu MHz (/proc/cpuinfo) x FLOP per cycle of the widest ISA"
 #: A slice whose step takes longer than this is stopped (a CPU far slower than planned).
-STEP_TIMEOUT_S = 900.0
+STEP_TIMEOUT_S = 1800.0
+#: The slice's start-up (load, then a warm-up that is itself one step) is given at least this.
+READY_S = 2400.0
 _STAMP = re.compile(r"(\d\d)-(\d\d) (\d\d):(\d\d):(\d\d)")
 
 
@@ -88,8 +90,12 @@ def cpu_peak(cpuinfo: str) -> Peak:
     return Peak(mhz * 8 / 1000, mhz, 8, "SSE fp32, 2 pipes x 4 lanes: 8")
 
 
-def slice_config(profile: ModelProfile) -> dict[str, Any]:
-    """One sliding:full period of `profile`'s layers at full width (the probe's model)."""
+def slice_config(profile: ModelProfile, sliding: int | None = None) -> dict[str, Any]:
+    """`sliding` sliding layers then one full layer of `profile`, at full width (the probe's
+    model); by default one period of the model's own pattern (gemma-4-12B-it: 5 + 1). A
+    shorter slice (`--prefill-sliding 1`) keeps every matrix's shape and costs a third of the
+    time on a busy machine; attention is a few percent of a step at these lengths."""
+    sliding = profile.sliding_per_full if sliding is None else sliding
     if profile.attention_heads is None or profile.intermediate_size is None:
         raise ConfigError(
             "modelProfile.attentionHeads",
@@ -98,8 +104,8 @@ def slice_config(profile: ModelProfile) -> dict[str, Any]:
             "set `modelProfile.attentionHeads` and `modelProfile.intermediateSize`",
         )
     return tiny_text_config(
-        num_layers=profile.sliding_per_full + 1,
-        sliding_per_full=profile.sliding_per_full,
+        num_layers=sliding + 1,
+        sliding_per_full=sliding,
         sliding_kv_heads=profile.sliding_kv_heads,
         full_kv_heads=profile.full_kv_heads,
         sliding_head_dim=profile.sliding_head_dim,
@@ -271,10 +277,13 @@ def run_probe(
     python: Path,
     progress: Callable[[str], None],
     timeout_s: float,
+    sliding: int | None = None,
 ) -> Measured:
-    """Build (once) and serve the slice, time one step of `batched` tokens; stop everything."""
+    """Build (once) and serve the slice, time one step of `batched` tokens; stop everything.
+
+    The start-up waits at least `READY_S`: its warm-up is itself a step, minutes on a busy CPU."""
     profile = load_config(values).profile()
-    config = slice_config(profile)
+    config = slice_config(profile, sliding)
     model_dir = ensure_tiny_model(python, config, progress)
     built = model_config(model_dir)
     weights = checkpoint_bytes(model_dir)
@@ -290,7 +299,7 @@ def run_probe(
     progress(f"prefill probe: {built['num_hidden_layers']} layers of {profile.name}, {batched}")
     group = RankGroup(launches, log_dir, progress=progress)
     with group:
-        group.wait_ready(f"http://127.0.0.1:{ports[0]}/health", timeout_s, progress)
+        group.wait_ready(f"http://127.0.0.1:{ports[0]}/health", max(timeout_s, READY_S), progress)
         load = os.getloadavg()[0]
         pgid = group.processes[0].pgid
         cpu = _cpu_seconds(pgid)
