@@ -68,12 +68,18 @@ PEAK_GFLOPS_PER_VCPU: dict[str, float] = {
     "graviton3": 2.6 * 64,
     "graviton4": 2.8 * 64,
 }
-#: The fraction of that peak vLLM's CPU prefill reaches, (slow, fast). The slow end is MEASURED
-#: by the rehearsal's prefill probe (`infra.rehearse.prefill_probe`: a shape-true slice of
-#: gemma-4-12B-it served by vLLM 0.31 on an x86 CPU, GFLOP per CPU-second against that CPU's
-#: peak), rounded down; the fast end is ASSUMED (a well-blocked CPU GEMM). Carrying the x86
-#: fraction over to Graviton is DERIVED, not measured: no published vLLM CPU bf16 prefill figure
-#: on Graviton3 or Graviton4 was found (searched 2026-12-01: aws-graviton-getting-started
+#: The fraction of that peak vLLM's CPU prefill reaches, (slow, fast). Both ends ASSUMED until
+#: the rehearsal's prefill probe (`infra.rehearse.prefill_probe`: a shape-true slice of
+#: gemma-4-12B-it served by vLLM 0.31, GFLOP per CPU-second against the CPU's peak) completes on
+#: a quiet machine; then set the slow end to its figure, rounded down, and say so here. What the
+#: probe saw so far (2026-12-01, an x86 AMD EPYC with AVX2 and no bf16 instructions, load average
+#: 12-28 on 2 cores): vLLM falls back to torch's linear there ("Failed to create oneDNN linear"),
+#: and a 256-token warm-up step of 6 full-width layers had not finished after ~110 CPU-seconds,
+#: so that fallback path runs below 8% of its 78 GFLOP/s fp32 peak. Graviton runs oneDNN with
+#: ACL bf16 kernels, not that fallback, and the field report's ~50 s warm-up of a 4,096-token
+#: profile run points far above 8%; 8% is kept as the slow end the bounds rest on. Carrying a
+#: fraction across ISAs is DERIVED, not measured: no published vLLM CPU bf16 prefill figure on
+#: Graviton3 or Graviton4 was found (searched 2026-12-01: aws-graviton-getting-started
 #: machinelearning/vllm.md gives build steps only; Arm's vllm-benchmark-quantisation learning
 #: path gives INT8/BF16 ratios only, on an unnamed 96-core SVE machine).
 PREFILL_EFFICIENCY = (0.08, 0.70)
@@ -83,10 +89,7 @@ PREFILL_GFLOPS_PER_VCPU: dict[str, tuple[float, float]] = {
     generation: (round(peak * PREFILL_EFFICIENCY[0], 1), round(peak * PREFILL_EFFICIENCY[1], 1))
     for generation, peak in PEAK_GFLOPS_PER_VCPU.items()
 }
-PREFILL_SOURCE = (
-    "derived: peak (assumed) x efficiency (slow end measured on x86 by the rehearsal's prefill "
-    "probe, fast end assumed)"
-)
+PREFILL_SOURCE = "derived: peak x efficiency, both assumed (8-70%); the probe measures it"
 _SIZES = {"large": 2, "xlarge": 4, "2xlarge": 8, "4xlarge": 16, "8xlarge": 32}
 #: eni-max-pods.txt for these sizes (identical across these families).
 _MAX_PODS = {"large": 29, "xlarge": 58, "2xlarge": 58, "4xlarge": 234, "8xlarge": 234}
