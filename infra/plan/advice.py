@@ -114,7 +114,7 @@ def change_warning(
     stack: str,
     today: dt.date,
 ) -> str | None:
-    """A loud line when `--set` values change the node count, the type or the cost against the
+    """A warning when `--set` values change the node count, the type or the cost against the
     stack as written."""
     if not overrides:
         return None
@@ -144,7 +144,7 @@ def change_warning(
         if month is None or base_month is None
         else f"; {'+' if month >= base_month else '-'}${abs(month - base_month):,.2f}/month"
     )
-    return f"WARNING {head}: {what}{reason}{delta}"
+    return f"{head}: {what}{reason}{delta}"
 
 
 @dataclass(frozen=True)
@@ -252,12 +252,12 @@ def better_buy(stack: Offer, offers: Iterable[Offer]) -> tuple[str, Offer] | Non
 
 
 def offer_text(offer: Offer) -> str:
-    """An offer's figures, as a verdict line quotes them."""
+    """An offer's figures, as a verdict line quotes them: price first, then the need."""
     return (
-        f"{offer.nodes} x {offer.instance_type}, {offer.context:,} tokens x "
+        f"{offer.nodes} x {offer.instance_type}, ${offer.usd_per_month:,.2f}/month, "
+        f"${offer.usd_per_million_full:.2f} per million tokens; {offer.context:,} tokens x "
         f"{offer.concurrency:.2f}, {offer.one_stream:.2f} tokens/s per stream, first token "
-        f"~{offer.ttft_max_s:.0f} s at {offer.context:,}, ${offer.usd_per_month:,.2f}/month, "
-        f"${offer.usd_per_million_full:.2f} per million tokens"
+        f"~{offer.ttft_max_s:.0f} s"
     )
 
 
@@ -291,7 +291,7 @@ def buy_line(cfg: StackConfig, p: Plan, econ: Economics, stack: str, today: dt.d
         for name in ("pipeline_stages", "pod_memory_gib", "kv_cache_bytes", "max_num_batched_tokens")
         if getattr(cfg, name) != getattr(pinned, name)
     ]
-    return f"{kind}: {_sets(keys)}: {offer_text(offer)}"
+    return f"{kind}: {offer_text(offer)} ({_sets(keys)})"
 
 
 def _alias(name: str) -> str:

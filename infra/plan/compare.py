@@ -96,6 +96,7 @@ class Candidate:
                 "decode_tokens_per_s_full_load": self.econ.served.planned.aggregate_tokens_per_s,
                 "decode_tokens_per_s_per_stream_at_need": self.decode_at_need,
                 "ttft_s_at_max_len": self.econ.served.ttft_max_len_s,
+                "ttft_s_at_1k": self.econ.served.ttft_1k_s,
                 "usd_per_hour": self.econ.costs.usd_per_hour,
                 "usd_per_month": self.econ.costs.usd_per_month,
                 "usd_per_million_tokens_full_load": self.econ.usd_per_million_full,
