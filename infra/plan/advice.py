@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pydantic_core import PydanticUndefined
 
 from infra.plan import catalog
-from infra.plan.compare import Need, candidate_config, compare
+from infra.plan.compare import SIZE_FIELDS, Need, candidate_config, compare
 from infra.plan.config import ConfigError, StackConfig
 from infra.plan.economics import Economics, economics
 from infra.plan.sizing import Plan, PlanError, plan
@@ -286,11 +286,8 @@ def buy_line(cfg: StackConfig, p: Plan, econ: Economics, stack: str, today: dt.d
         return None
     kind, offer = found
     pinned = candidate_config(cfg, offer.instance_type, need)
-    keys = [("instanceType", offer.instance_type)] + [
-        (_alias(name), "auto")
-        for name in ("pipeline_stages", "pod_memory_gib", "kv_cache_bytes", "max_num_batched_tokens")
-        if getattr(cfg, name) != getattr(pinned, name)
-    ]
+    reset = [name for name in SIZE_FIELDS if getattr(cfg, name) != getattr(pinned, name)]
+    keys = [("instanceType", offer.instance_type)] + [(_alias(n), "auto") for n in reset]
     return f"{kind}: {offer_text(offer)} ({_sets(keys)})"
 
 
@@ -328,9 +325,7 @@ def change_first(
     best: tuple[tuple[float, ...], tuple[str, ...], Plan, Offer] | None = None
     for mask in range(1, 2 ** len(changed)):
         names = tuple(n for i, n in enumerate(changed) if mask >> i & 1)
-        trial = cfg.model_copy(
-            update={n: StackConfig.model_fields[n].default for n in names}
-        )
+        trial = cfg.model_copy(update={n: StackConfig.model_fields[n].default for n in names})
         q = _starts(trial, stack)
         offer = None if q is None else Offer.of(q, economics(trial, q, today))
         if q is None or offer is None or not _improves(offer, own):

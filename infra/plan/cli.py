@@ -4,7 +4,8 @@
     python -m infra.plan --compare [--need context=N,concurrency=X,decode=T] [--json]
 
 The plan opens with its verdict (`infra.plan.verdict`), then the table, the reasons and the
-warnings; `--brief` prints the verdict alone. Bad input exits 2 with one line on stderr naming the key, the rule and the fix.
+warnings; `--brief` prints the verdict alone. Bad input exits 2 with one line on stderr naming
+the key, the rule and the fix.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import NoReturn
 
-from infra.plan import advice, compare, support, throughput, verdict
+from infra.plan import advice, compare, support, verdict
 from infra.plan.config import ConfigError, StackConfig
 from infra.plan.economics import Economics, economics
 from infra.plan.frontdoor import FrontDoorPlan

@@ -17,7 +17,7 @@ from infra.plan.economics import Economics, economics
 from infra.plan.sizing import Plan, plan
 
 #: Keys whose value follows from the node size; candidates leave them to the planner.
-_SIZE_FIELDS = ("pod_memory_gib", "pipeline_stages", "kv_cache_bytes", "max_num_batched_tokens")
+SIZE_FIELDS = ("pod_memory_gib", "pipeline_stages", "kv_cache_bytes", "max_num_batched_tokens")
 
 
 @dataclass(frozen=True)
@@ -129,7 +129,7 @@ class Comparison:
 def candidate_config(cfg: StackConfig, instance_type: str, need: Need) -> StackConfig:
     """The stack on `instance_type`, node-size keys back to auto, the context cap at the need."""
     update: dict[str, object] = {"instance_type": instance_type}
-    update |= {name: "auto" for name in _SIZE_FIELDS}
+    update |= {name: "auto" for name in SIZE_FIELDS}
     if cfg.max_model_len == "auto":
         update["max_context_cap"] = max(cfg.max_context_cap, need.context)
     return cfg.model_copy(update=update)

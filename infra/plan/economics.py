@@ -8,8 +8,8 @@ import math
 from dataclasses import asdict, dataclass
 
 from infra.plan import catalog, throughput
-from infra.plan.config import StackConfig
 from infra.plan.catalog import ModelProfile
+from infra.plan.config import StackConfig
 from infra.plan.costs import CostBreakdown, CostInputs, stack_costs, usd_per_million_tokens
 from infra.plan.kv_cache import group_kv
 from infra.plan.sizing import Plan

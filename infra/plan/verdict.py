@@ -24,9 +24,7 @@ from infra.plan.throughput import SHORT_PROMPT_TOKENS
 MAX_LINES = 8
 
 
-def verdict_lines(
-    p: Plan, e: Economics, advice: str | None, warnings: Sequence[str]
-) -> list[str]:
+def verdict_lines(p: Plan, e: Economics, advice: str | None, warnings: Sequence[str]) -> list[str]:
     """The verdict, one line per question."""
     s = e.served
     streams = s.planned.sequences * p.replicas
@@ -48,9 +46,7 @@ def verdict_lines(
     ]
     if advice:
         lines.append(advice)
-    lines.append(
-        f"warnings: {len(warnings)}, listed at the end" if warnings else "warnings: none"
-    )
+    lines.append(f"warnings: {len(warnings)}, listed at the end" if warnings else "warnings: none")
     return lines
 
 
@@ -68,9 +64,7 @@ def _cost_line(e: Economics) -> str:
     )
 
 
-def plan_warnings(
-    cfg: StackConfig, e: Economics, changed: str | None, today: dt.date
-) -> list[str]:
+def plan_warnings(cfg: StackConfig, e: Economics, changed: str | None, today: dt.date) -> list[str]:
     """Everything to act on or to discount, in the one place the plan lists it: a what-if that
     changes the nodes or cost, the support and security warnings the program logs too, and the
     cost model's caveats."""

@@ -41,8 +41,7 @@ def test_the_default_plan_opens_with_the_verdict(capsys: pytest.CaptureFixture[s
         "context: 8,192 tokens x 10.69 requests at once",
         "decode: 4.24 tokens/s for one stream, 36.35 in all at 10 streams (3.63 each); modelled",
         "first token: ~50 s for 1,000 prompt tokens, ~407 s for 8,192 (modelled, unmeasured)",
-        "cost: $646.49/month; $6.77 per million output tokens at full load, $58.02 with one "
-        "stream",
+        "cost: $646.49/month; $6.77 per million output tokens at full load, $58.02 with one stream",
         "cheaper: 1 x m7g.4xlarge, $638.31/month, $5.12 per million tokens; 8,192 tokens x "
         "17.36, 9.90 tokens/s per stream, first token ~173 s (--set instanceType=m7g.4xlarge)",
         "warnings: 2, listed at the end",
@@ -155,8 +154,9 @@ def test_faster_for_the_same_money() -> None:
 
 
 def test_the_cheaper_line_names_the_cheapest_that_qualifies() -> None:
-    a = _offer(instance_type="a", usd_per_month=600, usd_per_million_full=6, usd_per_million_one=54)
-    b = _offer(instance_type="b", usd_per_month=500, usd_per_million_full=6.5, usd_per_million_one=45)
+    per_token = {"usd_per_million_full": 6.0, "usd_per_million_one": 50.0}
+    a = _offer(instance_type="a", usd_per_month=600, **per_token)
+    b = _offer(instance_type="b", usd_per_month=500, **per_token)
     assert better_buy(STACK, [a, b]) == ("cheaper", b)
 
 
@@ -185,9 +185,7 @@ def test_cheaper_holds_over_the_whole_catalogue(
         named += 1
         sets = shlex.split(re.search(r"\((--set [^)]*)\)$", advice).group(1))  # type: ignore[union-attr]
         after, _ = _advice(capsys, *argv, *sets)
-        one, one_after = (
-            d["served"]["one"]["aggregate_tokens_per_s"] for d in (data, after)
-        )
+        one, one_after = (d["served"]["one"]["aggregate_tokens_per_s"] for d in (data, after))
         assert one_after >= one, (name, advice)
         assert after["max_model_len"] >= data["max_model_len"], (name, advice)
         assert int(after["max_concurrency"]) >= int(data["max_concurrency"]), (name, advice)
