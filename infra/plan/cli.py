@@ -233,7 +233,8 @@ def _compare(args: argparse.Namespace, cfg: StackConfig, today: dt.date) -> int:
     need = compare.parse_need(args.need, compare.default_need(cfg, args.stack))
     result = compare.compare(cfg, need, args.stack, today)
     if args.json:
-        print(json.dumps(result.to_json(), indent=2))
+        data = {"stack": args.stack, "instance_type": cfg.instance_type} | result.to_json()
+        print(json.dumps(data, indent=2))
     else:
         print(format_comparison_header(args.stack, cfg.region))
         print(compare.format_comparison(result, cfg.instance_type))
