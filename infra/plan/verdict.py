@@ -40,8 +40,13 @@ def verdict_lines(p: Plan, e: Economics, advice: str | None, warnings: Sequence[
             if streams > 1
             else ", one stream at a time; modelled"
         ),
-        f"first token: ~{s.ttft_1k_s:.0f} s for {SHORT_PROMPT_TOKENS:,} prompt tokens, "
-        f"~{s.ttft_max_len_s:.0f} s for {p.max_model_len:,} ({s.prefill_source})",
+        "first token: "
+        + (
+            f"~{s.ttft_1k_s:.0f} s for {SHORT_PROMPT_TOKENS:,} prompt tokens, "
+            if p.max_model_len > SHORT_PROMPT_TOKENS
+            else ""
+        )
+        + f"~{s.ttft_max_len_s:.0f} s for {p.max_model_len:,} ({s.prefill_source})",
         _cost_line(e),
     ]
     if advice:
