@@ -33,12 +33,12 @@ def verdict_lines(p: Plan, e: Economics, advice: str | None, warnings: Sequence[
         f"{p.stack} starts: {p.nodes} x {p.instance_type}, {_count(p.replicas, 'group')} of "
         f"{_count(p.stages, 'pipeline stage')}, serving {p.model}",
         f"context: {p.max_model_len:,} tokens x {p.max_concurrency:.2f} requests at once",
-        f"decode: {s.one.aggregate_tokens_per_s:.2f} tokens/s for one stream"
+        f"decode: {s.one.aggregate_tokens_per_s:.2f} tokens/s for one stream (calibrated)"
         + (
-            f", {full:.2f} in all at {streams} streams ({s.planned.per_stream_tokens_per_s:.2f} "
-            "each); modelled"
+            f", {full:.2f} in all at {streams} streams, {s.planned.per_stream_tokens_per_s:.2f} "
+            "each (modelled)"
             if streams > 1
-            else ", one stream at a time; modelled"
+            else ", one stream at a time"
         ),
         "first token: "
         + (

@@ -39,7 +39,8 @@ def test_the_default_plan_opens_with_the_verdict(capsys: pytest.CaptureFixture[s
         "dev starts: 2 x m7g.2xlarge, one group of 2 pipeline stages, serving "
         "google/gemma-4-12B-it",
         "context: 8,192 tokens x 10.69 requests at once",
-        "decode: 4.24 tokens/s for one stream, 36.35 in all at 10 streams (3.63 each); modelled",
+        "decode: 4.24 tokens/s for one stream (calibrated), 36.35 in all at 10 streams, 3.63 "
+        "each (modelled)",
         "first token: ~50 s for 1,000 prompt tokens, ~407 s for 8,192 (modelled, unmeasured)",
         "cost: $646.49/month; $6.77 per million output tokens at full load, $58.02 with one stream",
         "cheaper: 1 x m7g.4xlarge, $638.31/month, $5.12 per million tokens; 8,192 tokens x "
