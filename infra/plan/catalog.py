@@ -89,7 +89,7 @@ PREFILL_GFLOPS_PER_VCPU: dict[str, tuple[float, float]] = {
     generation: (round(peak * PREFILL_EFFICIENCY[0], 1), round(peak * PREFILL_EFFICIENCY[1], 1))
     for generation, peak in PEAK_GFLOPS_PER_VCPU.items()
 }
-PREFILL_SOURCE = "derived: peak x efficiency, both assumed (8-70%); the probe measures it"
+PREFILL_SOURCE = "modelled: 8-70% of an assumed peak"
 _SIZES = {"large": 2, "xlarge": 4, "2xlarge": 8, "4xlarge": 16, "8xlarge": 32}
 #: eni-max-pods.txt for these sizes (identical across these families).
 _MAX_PODS = {"large": 29, "xlarge": 58, "2xlarge": 58, "4xlarge": 234, "8xlarge": 234}

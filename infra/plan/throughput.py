@@ -41,6 +41,11 @@ PROVENANCE = {
 }
 
 
+#: The short request the plan quotes beside the longest one: time to first token of a prompt this
+#: long, and decode with as many such requests as fit at once.
+SHORT_PROMPT_TOKENS = 1000
+
+
 @dataclass(frozen=True)
 class StageLoad:
     """What one pipeline stage reads and computes per decode step."""
@@ -64,8 +69,8 @@ class DecodePoint:
 
 @dataclass(frozen=True)
 class Served:
-    """Served output tokens at 1 stream, at the planned concurrency and at the request limit, and
-    time to first token."""
+    """Served output tokens at 1 stream, at the planned concurrency and with the engine full of
+    short requests (`limit`), and time to first token."""
 
     one: DecodePoint
     planned: DecodePoint
@@ -137,16 +142,18 @@ def served(
     layers: list[tuple[int, int]],
     max_model_len: int,
     max_concurrency: float,
-    max_num_seqs: int,
-    kv_cache_tokens: int,
+    busiest: tuple[int, int],
     max_num_batched_tokens: int,
 ) -> Served:
-    """The served-tokens and time-to-first-token figures of one planned group."""
+    """The served-tokens and time-to-first-token figures of one planned group.
+
+    `busiest` is (sequences, context): the most requests of `SHORT_PROMPT_TOKENS` (or the whole
+    context, if shorter) that the engine runs at once, as its KV blocks and `max_num_seqs` allow.
+    """
     loads = stage_loads(profile, layers)
     slow, mid, fast = prefill.nodes(instance.generation, instance.decode_gbps_per_vcpu, pod_cpu)
     work = prefill.stage_work(profile, layers)
     planned = max(1, math.floor(max_concurrency))
-    limit_context = max(1, min(max_model_len, kv_cache_tokens // max_num_seqs))
 
     def ttft(tokens: int, node: prefill.Node) -> float:
         seconds = prefill.prefill_seconds(profile, work, node, tokens, max_num_batched_tokens)
@@ -158,11 +165,11 @@ def served(
     return Served(
         one=decode(1, max_model_len),
         planned=decode(planned, max_model_len),
-        limit=decode(max_num_seqs, limit_context),
+        limit=decode(*busiest),
         ttft_max_len_s=ttft(max_model_len, mid),
         ttft_max_len_range_s=(ttft(max_model_len, fast), ttft(max_model_len, slow)),
-        ttft_1k_s=ttft(1000, mid),
-        ttft_1k_range_s=(ttft(1000, fast), ttft(1000, slow)),
+        ttft_1k_s=ttft(SHORT_PROMPT_TOKENS, mid),
+        ttft_1k_range_s=(ttft(SHORT_PROMPT_TOKENS, fast), ttft(SHORT_PROMPT_TOKENS, slow)),
         prefill_source=catalog.PREFILL_SOURCE,
         node_bandwidth_gbps=round(mid.bandwidth / 1e9, 1),
         node_prefill_gflops=(round(slow.flops / 1e9), round(fast.flops / 1e9)),
