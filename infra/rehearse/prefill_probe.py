@@ -291,7 +291,13 @@ def run_probe(
     spec = server_spec(cfg, plan(cfg, "prefill-probe"))
     ports = loopback_ports()
     key = os.urandom(12).hex()
-    every_core = {"VLLM_CPU_OMP_THREADS_BIND": f"0-{(os.cpu_count() or 1) - 1}"}
+    # Every core, and a step timeout far above vLLM's default 300 s: on a busy 2-core x86 runner
+    # (2026-12-01, load average 12-28) a 512-token step of two full-width layers outlived the
+    # default, and the engine killed the probe's own healthy step.
+    every_core = {
+        "VLLM_CPU_OMP_THREADS_BIND": f"0-{(os.cpu_count() or 1) - 1}",
+        "VLLM_EXECUTE_MODEL_TIMEOUT_SECONDS": str(int(STEP_TIMEOUT_S)),
+    }
     launches = rank_launches(
         spec.engine(), str(python.parent / "vllm"), model_dir, ports, key, engine_env=every_core
     )

@@ -89,8 +89,8 @@ def test_the_field_reports_settings_say_to_prefetch_first(
     assert brief[1] == "context: 2,048 tokens x 1.07 requests at once"
     assert brief[5] == (
         "change first: --set weightPrefetch=true --set kvCacheBytes=auto --set maxModelLen=auto: "
-        "2 x m7g.2xlarge, $646.49/month, $6.77 per million tokens; 8,192 tokens x 10.69, 4.24 "
-        "tokens/s per stream, first token ~407 s; the memory guard then sees 4.69 GiB, not 0.58"
+        "2 x m7g.2xlarge, $646.49/month, $7.86 per million tokens; 8,192 tokens x 10.69, 4.24 "
+        "tokens/s per stream, first token ~480 s; the memory guard then sees 4.69 GiB, not 0.58"
     )
     # Followed, the advice gives what it promised.
     fixed = _json(capsys, *REPORT, *shlex.split(brief[5].split(": ")[1]))
