@@ -280,7 +280,7 @@ class StackConfig(BaseModel):
             gt=0,
             description="Expected download rate from the model hub in MB/s, for the "
             "cold-start estimate and the startup timeout.",
-            json_schema_extra=_fix("use a positive rate in MB/s such as 140"),
+            json_schema_extra=_fix("use a rate of at least 1 MB/s, such as 140"),
         ),
     ] = 140.0
     first_byte_timeout_seconds: Annotated[
