@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import NoReturn
 
-from infra.plan import advice, compare, support, throughput
+from infra.plan import advice, compare, placeholders, support, throughput
 from infra.plan.config import ConfigError, StackConfig
 from infra.plan.economics import Economics, economics
 from infra.plan.frontdoor import FrontDoorPlan
@@ -287,8 +287,12 @@ def main(argv: Sequence[str] | None = None, today: dt.date | None = None) -> int
             "extended_support_end": version.end_of_extended.isoformat() if version else None,
         }
         data["cheaper"] = next((n for n in notes if n.startswith("cheaper")), None)
+        data["placeholders"] = [p.key for p in placeholders.find(cfg)]
         print(json.dumps(data, indent=2))
     else:
+        first = placeholders.notice(cfg)
+        if first:
+            print(first)
         print(format_table(result, econ, cfg, today))
         if written:
             print(f"\nrendered {len(written)} objects into {args.render}")
