@@ -6,6 +6,10 @@ operator or client ever comes from, and an all-zero certificate ARN. AWS takes t
 up` would build a cluster whose API admits nobody (`endpointPublicAccessCidrs`) or stop at the
 listener. `make plan` names them in its first lines; the program refuses them at `pulumi up` and
 lets a preview (and the CLI) run with them, so a new stack can be planned before it is filled in.
+
+The catalogue's own vLLM image is one too: no public source gave the digest of
+`vllm/vllm-openai-cpu:v0.31.0-arm64` (read 2026-12-01), and an image pinned by a tag alone can be
+moved under the same name, so `vllmImage` must be set with its digest before `pulumi up`.
 """
 
 from __future__ import annotations
@@ -69,6 +73,14 @@ def find(cfg: StackConfig) -> list[Placeholder]:
             if _ZERO_ARN.fullmatch(arn):
                 found.append(Placeholder(key, arn, "an all-zero ARN"))
                 break
+    if "@" not in cfg.vllm_image:
+        found.append(
+            Placeholder(
+                "vllmImage",
+                cfg.vllm_image,
+                "pinned by a tag only; set repository:tag@sha256:<the index's digest>",
+            )
+        )
     return found
 
 

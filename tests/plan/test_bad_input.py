@@ -25,6 +25,8 @@ BASE = {
     "tlsCertificateArn": CERTIFICATE,
     "allowedCidrs": "[203.0.113.0/24]",
 }
+# The digest form the refusal asks for (a digest of the right shape; the plan does not pull it).
+VLLM_PINNED = "vllm/vllm-openai-cpu:v0.31.0-arm64@sha256:" + "0123456789abcdef" * 4
 MANY_CIDRS = "[" + ", ".join(f"198.51.{i}.0/24" for i in range(51)) + "]"
 MANY_TAGS = "{" + ", ".join(f"t{i}: v" for i in range(47)) + "}"
 BOMB = "[&a [x, x, x, x, x, x, x, x], &b [*a, *a, *a, *a, *a, *a, *a], [*b, *b, *b, *b, *b, *b]]"
@@ -141,7 +143,9 @@ CASES = [
     Case("owner characters", {"owner": "'ml<platform>'"}, "owner", {"owner": "ml-platform"},
          "ml-platform"),
     Case("unpinned image", {"vllmImage": "vllm/vllm-openai-cpu:latest"}, "vllmImage",
-         {"vllmImage": "vllm/vllm-openai-cpu:v0.31.0-arm64"}, "v0.31.0-arm64"),
+         {"vllmImage": VLLM_PINNED}, "@sha256:"),
+    Case("image by tag only", {"vllmImage": "vllm/vllm-openai-cpu:v0.31.0-arm64"}, "vllmImage",
+         {"vllmImage": VLLM_PINNED}, "v0.31.0-arm64@sha256:<64 hex digits>"),
     Case("unknown model", {"model": "meta-llama/Llama-3-8B"}, "model",
          {"model": "google/gemma-4-12B-it"}, "modelProfile"),
     Case("partial profile", {"modelProfile": "{layers: 4}"}, "modelProfile.slidingPerFull",

@@ -112,9 +112,21 @@ BAD_INPUTS = [
     ),
     (
         ["vllmImage=vllm/vllm-openai-cpu:latest"],
-        "`vllmImage` must be pinned by a version tag or digest (got "
-        "'vllm/vllm-openai-cpu:latest'); pin a version, such as "
-        "vllm/vllm-openai-cpu:v0.31.0-arm64 or an @sha256 digest",
+        "`vllmImage` must be a version tag and its digest, repository:tag@sha256:... (got "
+        "'vllm/vllm-openai-cpu:latest'); pin a version and its digest, such as "
+        "vllm/vllm-openai-cpu:v0.31.0-arm64@sha256:<64 hex digits>",
+    ),
+    (
+        ["vllmImage=vllm/vllm-openai-cpu:v0.31.0-arm64"],
+        "`vllmImage` vllm/vllm-openai-cpu:v0.31.0-arm64 is pinned by a tag only, which a registry "
+        "can move; pin it by digest as vllm/vllm-openai-cpu:v0.31.0-arm64@sha256:<64 hex digits> "
+        "(`docker buildx imagetools inspect vllm/vllm-openai-cpu:v0.31.0-arm64` prints the "
+        "index's)",
+    ),
+    (
+        ["vllmImage=vllm/vllm-openai-cpu:v0.31.0-arm64@sha256:abc"],
+        "`vllmImage` vllm/vllm-openai-cpu:v0.31.0-arm64@sha256:abc has a malformed digest; write "
+        "it as vllm/vllm-openai-cpu:v0.31.0-arm64@sha256:<64 hex digits>",
     ),
     (
         ["pipelineStages=1"],

@@ -22,12 +22,19 @@ def stack_values(stack: str) -> dict[str, Any]:
     return dict(document["config"])
 
 
+#: The vLLM image with a digest of the right shape, as a user sets it (the mocks pull nothing).
+VLLM_IMAGE = "vllm/vllm-openai-cpu:v0.31.0-arm64@sha256:" + "0123456789abcdef" * 4
 #: What a user sets in place of each committed stack's placeholders before `pulumi up`, which
-#: refuses them (`infra.plan.placeholders`): public ranges outside the documentation ranges, and
-#: a certificate ARN that is not all zeros.
+#: refuses them (`infra.plan.placeholders`): public ranges outside the documentation ranges, a
+#: certificate ARN that is not all zeros, the vLLM image with its digest.
 OWN_VALUES: dict[str, dict[str, Any]] = {
-    "dev": {"allowedCidrs": ["100.24.0.10/32"], "endpointPublicAccessCidrs": ["100.24.0.0/24"]},
+    "dev": {
+        "allowedCidrs": ["100.24.0.10/32"],
+        "endpointPublicAccessCidrs": ["100.24.0.0/24"],
+        "vllmImage": VLLM_IMAGE,
+    },
     "prod": {
+        "vllmImage": VLLM_IMAGE,
         "allowedCidrs": ["100.25.0.0/24"],
         "endpointPublicAccessCidrs": ["100.25.0.0/24"],
         "tlsCertificateArn": "arn:aws:acm:us-east-1:123456789012:certificate/"

@@ -137,7 +137,7 @@ def test_workload_policy(mocks: RecordingMocks, exports: dict[str, Any]) -> None
             image = (
                 gatekeeper.IMAGE
                 if container["name"] == "gatekeeper"
-                else "vllm/vllm-openai-cpu:v0.31.0-arm64"
+                else OWN_VALUES["dev"]["vllmImage"]
             )
             assert container["image"] == image, (lws.urn, role, container["name"])
         term = pod["affinity"]["podAntiAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
