@@ -40,7 +40,7 @@ def test_every_stack_runs_end_to_end(
 ) -> None:
     run_program(mocks, stack)
     assert set(exports) == OUTPUTS
-    expected = plan(load_stack(stack), stack)
+    expected = plan(load_stack(stack, OWN_VALUES[stack]), stack)
     node_group = one(mocks.records, NODE_GROUP)
     assert node_group.inputs["instanceTypes"] == [expected.instance_type], node_group.urn
     scaling = node_group.inputs["scalingConfig"]
