@@ -88,12 +88,20 @@ def _bad_char(text: str) -> str | None:
     return None
 
 
-def _cleaned(text: str, limit: int, fallback: str) -> str:
-    """`text` with every character a tag refuses replaced by `-`, cut to `limit`."""
+#: Tag keys the stack sets itself (`infra.plan.wiring.stack_tags`); `tags` may not use them.
+MANAGED_TAG_KEYS = frozenset({"project", "stack", "owner", "endDate"})
+
+
+def _cleaned(text: str, limit: int, fallback: str, taken: frozenset[str] = frozenset()) -> str:
+    """`text` with every character a tag refuses replaced by `-`, cut to `limit`, and made
+    different from the keys in `taken` (so a suggested key is itself accepted)."""
     kept = "".join(c if _bad_char(c) is None else "-" for c in text)[:limit].strip(" -")
     if kept.lower().startswith("aws:"):
         kept = kept[4:]
-    return kept or fallback
+    kept = kept or fallback
+    while kept in taken:
+        kept = f"{kept[: limit - 2]}-2"
+    return kept
 
 
 def _shown(text: str) -> str:
@@ -109,13 +117,14 @@ def check_tags(cfg: StackConfig) -> None:
             f"keep at most {MAX_USER_TAGS}",
         )
     for key, value in cfg.tags.items():
+        taken = MANAGED_TAG_KEYS | (set(cfg.tags) - {key})
         if key.lower().startswith("aws:"):
             raise ConfigError(
                 "tags",
                 f"key {_shown(key)} starts with aws:, a prefix AWS reserves for itself",
-                f"rename it, such as {_cleaned(key[4:], MAX_TAG_KEY, 'team')!r}",
+                f"rename it, such as {_cleaned(key[4:], MAX_TAG_KEY, 'team', taken)!r}",
             )
-        problem = _problem(key, MAX_TAG_KEY, "rename it, such as", "team")
+        problem = _problem(key, MAX_TAG_KEY, "rename it, such as", "team", taken)
         if problem or not key:
             held, fix = problem or ("is empty", "rename it, such as 'team'")
             raise ConfigError(
@@ -139,11 +148,13 @@ def check_tags(cfg: StackConfig) -> None:
         )
 
 
-def _problem(text: str, limit: int, verb: str, fallback: str) -> tuple[str, str] | None:
+def _problem(
+    text: str, limit: int, verb: str, fallback: str, taken: frozenset[str] = frozenset()
+) -> tuple[str, str] | None:
     """(what is wrong, the fix) for a tag key or value, or None when AWS takes it."""
     bad = _bad_char(text)
     if bad is not None:
-        return f"holds {bad!r}", f"{verb} {_cleaned(text, limit, fallback)!r}"
+        return f"holds {bad!r}", f"{verb} {_cleaned(text, limit, fallback, taken)!r}"
     if len(text) > limit:
         return f"is {len(text)} characters long", f"shorten it to {limit} characters"
     return None

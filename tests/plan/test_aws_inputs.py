@@ -81,6 +81,18 @@ REFUSED = [
         "tags={team: ml}",
     ),
     (
+        "tags={'aws:owner': ml}",
+        "error: `tags` key 'aws:owner' starts with aws:, a prefix AWS reserves for itself; "
+        "rename it, such as 'owner-2'",
+        "tags={owner-2: ml}",
+    ),
+    (
+        "tags={'a#b': x, a-b: y}",
+        "error: `tags` key 'a#b' holds '#'; a tag key is 1 to 128 letters, digits, spaces and "
+        "_ . : / + - @; rename it, such as 'a-b-2'",
+        "tags={a-b-2: x, a-b: y}",
+    ),
+    (
         "tags={'cost center!': ml}",
         "error: `tags` key 'cost center!' holds '!'; a tag key is 1 to 128 letters, digits, "
         "spaces and _ . : / + - @; rename it, such as 'cost center'",
