@@ -85,15 +85,13 @@ def find(cfg: StackConfig) -> list[Placeholder]:
 
 
 def notice(cfg: StackConfig) -> str | None:
-    """The plan's first lines when the stack holds placeholders: which keys, and that `pulumi up`
-    refuses them."""
+    """The plan's first line when the stack holds placeholders: which keys, each with its value,
+    and that `pulumi up` refuses them (the verdict follows it)."""
     found = find(cfg)
     if not found:
         return None
-    lines = [f"  {p.line()}" for p in found]
-    return "\n".join(
-        ["PLACEHOLDERS: replace these with your own before `pulumi up`, which refuses them", *lines]
-    )
+    listed = "; ".join(p.line() for p in found)
+    return f"PLACEHOLDERS, which `pulumi up` refuses (set your own): {listed}"
 
 
 def refusal(cfg: StackConfig) -> str | None:

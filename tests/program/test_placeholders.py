@@ -36,16 +36,16 @@ def test_the_committed_stacks_hold_exactly_these_placeholders(stack: str) -> Non
 
 def test_make_plan_names_them_in_its_first_lines(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["--stack", "prod"]) == 0
-    head = capsys.readouterr().out.splitlines()[:5]
-    assert head == [
-        "PLACEHOLDERS: replace these with your own before `pulumi up`, which refuses them",
-        "  `endpointPublicAccessCidrs` 198.51.100.0/24, an RFC 5737 documentation range",
-        "  `allowedCidrs` 198.51.100.0/24, an RFC 5737 documentation range",
-        "  `tlsCertificateArn` arn:aws:acm:us-east-1:123456789012:certificate/"
-        "00000000-0000-0000-0000-000000000000, an all-zero ARN",
-        "  `vllmImage` vllm/vllm-openai-cpu:v0.31.0-arm64, pinned by a tag only; set "
-        "repository:tag@sha256:<the index's digest>",
-    ]
+    head = capsys.readouterr().out.splitlines()
+    assert head[0] == (
+        "PLACEHOLDERS, which `pulumi up` refuses (set your own): `endpointPublicAccessCidrs` "
+        "198.51.100.0/24, an RFC 5737 documentation range; `allowedCidrs` 198.51.100.0/24, an RFC "
+        "5737 documentation range; `tlsCertificateArn` arn:aws:acm:us-east-1:123456789012:"
+        "certificate/00000000-0000-0000-0000-000000000000, an all-zero ARN; `vllmImage` "
+        "vllm/vllm-openai-cpu:v0.31.0-arm64, pinned by a tag only; set "
+        "repository:tag@sha256:<the index's digest>"
+    )
+    assert head[1].startswith("prod starts: "), head[1]
 
 
 def test_a_stack_without_placeholders_plans_without_the_notice(
@@ -53,7 +53,7 @@ def test_a_stack_without_placeholders_plans_without_the_notice(
 ) -> None:
     own = [f"{k}={v if isinstance(v, str) else f'[{v[0]}]'}" for k, v in OWN_VALUES["dev"].items()]
     assert main(["--stack", "dev", *(a for kv in own for a in ("--set", kv))]) == 0
-    assert capsys.readouterr().out.startswith("stack ")
+    assert capsys.readouterr().out.startswith("dev starts: ")
 
 
 @pytest.mark.parametrize(
