@@ -1,0 +1,99 @@
+"""The chat page's browser rows, against the real gatekeeper config in front of the OpenAI stub
+(against real vLLM in `make rehearse`): they pass on the page as shipped, and the cut-off row
+fails on a page that drops `finish_reason: "length"` silently."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+
+from components.manifests import chat
+from components.manifests.gatekeeper import GatekeeperLimits
+from infra.rehearse import chat_page, gate
+from infra.rehearse.ranks import free_port
+from infra.rehearse.workspace import RehearsalError
+from tests.fakes.openai_stub import StubConfig, StubServer
+
+LIMITS = GatekeeperLimits(
+    max_request_bytes=64 * 1024,
+    client_requests_per_minute=600,
+    client_burst=10,
+    client_concurrent_requests=2,
+    reply_timeout_seconds=30,
+)
+KEY = "k" * 48
+PAGE = chat.ChatPage(model="m", max_reply_tokens=128, max_model_len=2048)
+
+
+def _missing() -> str | None:
+    try:
+        chat_page.find_browser()
+        gate.find_nginx()
+    except RehearsalError as error:
+        return str(error)
+    return None
+
+
+needs_browser = pytest.mark.skipif(_missing() is not None, reason=str(_missing()))
+
+
+def test_missing_browser_names_the_install_command(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(chat_page.shutil, "which", lambda _name: None)
+    monkeypatch.setattr(chat_page.Path, "exists", lambda _self: False)
+    with pytest.raises(RehearsalError, match="apt-get install -y chromium chromium-driver"):
+        chat_page.find_browser()
+
+
+def test_the_mutant_changes_exactly_the_note_condition() -> None:
+    files = chat.files(PAGE)
+    mutant = chat_page.mutant_files(files)
+    assert set(mutant) == set(files)
+    changed = [name for name in files if files[name] != mutant[name]]
+    assert changed == ["chat-app.js"]
+    assert mutant["chat-app.js"].count(chat_page.NOTE_MUTANT) == 1
+    assert chat_page.NOTE_CONDITION not in mutant["chat-app.js"]
+
+
+@contextmanager
+def _door(tmp: Path, upstream: int, files: Mapping[str, str]) -> Iterator[gate.Gate]:
+    with gate.running_gate(
+        gate.find_nginx(), LIMITS, KEY, free_port(), upstream, tmp, lambda _l: None,
+        page_files=files,
+    ) as door:  # fmt: skip
+        yield door
+
+
+@needs_browser
+def test_the_page_rows_pass_and_the_cut_off_mutant_is_caught(tmp_path: Path) -> None:
+    # 20 ms a token: a 64-token reply streams for over a second, long enough to watch.
+    with StubServer(StubConfig(api_key=KEY, model="m", seconds_per_token=0.02)) as stub:
+        upstream = int(stub.root_url.rsplit(":", 1)[1])
+        files = chat.files(PAGE)
+        with _door(tmp_path / "page", upstream, files) as door:
+            checks = chat_page.chat_checks(door, KEY, PAGE.max_model_len, tmp_path / "shots")
+        failed = [c for c in checks if not c.ok]
+        assert not failed, failed
+        assert [c.name for c in checks] == [name for name, _ in _rows()[:-1]]
+        mutant = chat_page.mutant_check(
+            lambda f: _door(tmp_path / "mutant", upstream, f), files, KEY, tmp_path / "shots"
+        )
+    assert mutant.ok, mutant
+    assert mutant.observed.startswith("row failed: finish length")
+    shots = sorted(p.name for p in (tmp_path / "shots").iterdir())
+    assert shots == [
+        "chat-cut-off.png", "chat-loaded.png", "chat-mutant.png", "chat-new-chat.png",
+        "chat-phone.png", "chat-streamed.png", "chat-streaming.png", "chat-wrong-key.png",
+    ]  # fmt: skip
+    # What the page sent: the typed limit, a stream with usage, the whole conversation.
+    cut = next(r for r in stub.requests if r["max_tokens"] == chat_page.CUT_LIMIT)
+    assert cut["stream"] is True and cut["stream_options"] == {"include_usage": True}
+    assert [m["role"] for m in cut["messages"]] == ["user", "assistant", "user"]
+
+
+def _rows() -> tuple[tuple[str, str], ...]:
+    from infra.rehearse.cli import CHAT_NOT_REACHED
+
+    return CHAT_NOT_REACHED
