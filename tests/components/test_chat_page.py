@@ -3,13 +3,22 @@ path still 404 and the API still keyed; checked on the text and by real nginx wh
 
 from __future__ import annotations
 
+import os
 import re
+import shutil
+import signal
+import subprocess
+import tempfile
 from pathlib import Path
 
 import pytest
+import yaml
 
-from components.manifests import chat
-from components.manifests.gatekeeper import GatekeeperLimits, nginx_conf
+from components.manifests import chat, gatekeeper
+from components.manifests.gatekeeper import GatekeeperLimits, key_map_entry, nginx_conf
+from infra.plan.render import render_stack
+from infra.plan.sizing import plan
+from infra.plan.stackfile import load_stack
 from infra.rehearse import gate
 from infra.rehearse.ranks import free_port
 from tests.fakes.openai_stub import StubConfig, StubServer
@@ -107,3 +116,59 @@ def test_real_nginx_serves_exactly_the_page_and_still_keys_the_api(tmp_path: Pat
             assert get("/v1/models").status == 401
             assert get("/v1/models", "wrong-" + key).status == 401
             assert get("/v1/models", key).status == 200
+
+
+@pytest.mark.skipif(not HAVE_NGINX, reason="no nginx (apt-get install -y nginx-light)")
+def test_the_rendered_config_map_serves_the_page_and_nothing_more(tmp_path: Path) -> None:
+    """`make plan`'s rendered ConfigMap, run by real nginx: only its paths moved to scratch."""
+    cfg = load_stack("dev")
+    written = render_stack(cfg, plan(cfg, "dev"), tmp_path / "rendered")
+    (config,) = [
+        yaml.safe_load(p.read_text())
+        for p in written
+        if p.name.endswith("-configmap-gemma-gatekeeper.yaml")
+    ]
+    data = config["data"]
+    assert sorted(data) == sorted(["nginx.conf", *(name for name, _ in chat.ROUTES.values())])
+    key = "k" * 32
+    # Started as root, nginx reads as `nobody`, who cannot pass pytest's 0700 directories.
+    scratch = Path(tempfile.mkdtemp(prefix="gatekeeper-render-"))
+    scratch.chmod(0o755)
+    mount, keys, run = scratch / "mount", scratch / "keys", scratch / "run"
+    for directory in (mount, keys, run):
+        directory.mkdir()
+    for name, text in data.items():
+        (mount / name).write_text(text)
+    (keys / gatekeeper.KEY_FILE).write_text(key_map_entry(key))
+    port = free_port()
+    conf = (
+        data["nginx.conf"]
+        .replace(f"listen {gatekeeper.PORT};", f"listen 127.0.0.1:{port};")
+        .replace(f"listen {gatekeeper.METRICS_PORT};", f"listen 127.0.0.1:{free_port()};")
+        .replace(f"{gatekeeper.RUN_DIR}/", f"{run}/")
+        .replace(gatekeeper.CONFIG_MOUNT, str(mount))
+        .replace(gatekeeper.KEY_MOUNT, str(keys))
+    )
+    (run / "nginx.conf").write_text(conf)
+    process = subprocess.Popen(
+        [gate.find_nginx(), "-e", "stderr", "-c", str(run / "nginx.conf")],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    try:
+        gate._wait_listening(port, process, run / "nginx.conf")
+        base = f"http://127.0.0.1:{port}"
+        for path, (name, _type) in chat.ROUTES.items():
+            reply = gate.request(base, "GET", path)
+            assert (reply.status, reply.body.decode()) == (200, data[name]), path
+            assert reply.headers["Content-Security-Policy"] == chat.CSP, path
+        for other in ("/nginx.conf", "/chat-app.js", "/index.html", "/v1"):
+            assert gate.request(base, "GET", other).status == 404, other
+        # No vLLM behind it: a keyed request passes the key check and finds the group gone.
+        assert gate.request(base, "GET", "/v1/models").status == 401
+        assert gate.request(base, "GET", "/v1/models", api_key=key).status == 503
+    finally:
+        os.killpg(process.pid, signal.SIGTERM)
+        process.wait(timeout=10)
+        shutil.rmtree(scratch, ignore_errors=True)

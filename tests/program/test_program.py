@@ -326,7 +326,7 @@ def test_the_gatekeeper_serves_the_chat_page_from_its_config_map(
     served = re.findall(r"location = (\S+) \{\n.*\n +root (\S+);", data["nginx.conf"])
     assert served == [(path, gatekeeper.CONFIG_MOUNT) for path in chat.ROUTES]
     # The same bytes render and program: the pods roll when the page changes.
-    digest = gatekeeper.config_digest("".join(data.values()))
+    digest = gatekeeper.config_digest("".join(data[name] for name in sorted(data)))
     assert _leader(mocks)["metadata"]["annotations"][gatekeeper.CONFIG_ANNOTATION] == digest
 
     mocks.records.clear()
