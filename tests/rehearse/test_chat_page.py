@@ -4,6 +4,7 @@ fails on a page that drops `finish_reason: "length"` silently."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
@@ -58,9 +59,11 @@ def test_the_mutant_changes_exactly_the_note_condition() -> None:
 
 
 @contextmanager
-def _door(tmp: Path, upstream: int, files: Mapping[str, str]) -> Iterator[gate.Gate]:
+def _door(
+    tmp: Path, upstream: int, files: Mapping[str, str], limits: GatekeeperLimits = LIMITS
+) -> Iterator[gate.Gate]:
     with gate.running_gate(
-        gate.find_nginx(), LIMITS, KEY, free_port(), upstream, tmp, lambda _l: None,
+        gate.find_nginx(), limits, KEY, free_port(), upstream, tmp, lambda _l: None,
         page_files=files,
     ) as door:  # fmt: skip
         yield door
@@ -97,3 +100,67 @@ def _rows() -> tuple[tuple[str, str], ...]:
     from infra.rehearse.cli import CHAT_NOT_REACHED
 
     return CHAT_NOT_REACHED
+
+
+@needs_browser
+def test_the_page_warns_before_the_context_fills_and_reads_the_front_doors_refusals(
+    tmp_path: Path,
+) -> None:
+    small = chat.ChatPage(model="m", max_reply_tokens=100, max_model_len=200)
+    # One request a minute and a burst of one: the third request in a row meets the limit.
+    strict = GatekeeperLimits(
+        max_request_bytes=512,
+        client_requests_per_minute=1,
+        client_burst=1,
+        client_concurrent_requests=1,
+        reply_timeout_seconds=30,
+    )
+    with StubServer(StubConfig(api_key=KEY, model="m", seconds_per_token=0.001)) as stub:
+        upstream = int(stub.root_url.rsplit(":", 1)[1])
+        with (
+            _door(tmp_path / "page", upstream, chat.files(small), strict) as door,
+            chat_page.browser_session() as driver,
+        ):
+            session = chat_page.ChatSession(driver, door.base_url, tmp_path, [])
+            session.open(KEY)
+            session.ask("Hi.", 100)
+            session.wait_reply()
+            # 3 prompt "tokens" (the stub counts characters) + 100: another 100 would not fit.
+            assert session.notice().startswith(
+                "This conversation has used 103 of the model's 200 tokens of context: another "
+                "100-token reply will not fit."
+            )
+            session.ask("And more?", 100)
+            assert session.notice().startswith("This conversation has used 103 of the model's")
+            assert len(stub.requests) == 1
+            session.click("new-chat")
+            # Fits the context (~140 tokens + 20), not the gatekeeper's 512-byte body limit.
+            session.ask("x" * 560, 20)
+            assert _notice(session).startswith("The request is too long for the endpoint (413).")
+            session.ask("Again?", 20)
+            session.wait_reply()
+            session.ask("Once more?", 20)
+            assert _notice(session).startswith("Slow down: too many requests from this address")
+    # No group behind the gatekeeper: it is starting, or asleep.
+    with (
+        gate.running_gate(
+            gate.find_nginx(), strict, KEY, free_port(), free_port(), tmp_path / "gone",
+            lambda _l: None, page_files=chat.files(small),
+        ) as door,
+        chat_page.browser_session() as driver,
+    ):  # fmt: skip
+        session = chat_page.ChatSession(driver, door.base_url, tmp_path, [])
+        session.open(KEY)
+        session.ask("Anyone?", 50)
+        assert _notice(session) == (
+            "The model is starting, restarting or asleep (503); a stack that scales to zero "
+            "wakes in a few minutes. Retry in 5 s."
+        )
+
+
+def _notice(session: chat_page.ChatSession) -> str:
+    for _ in range(200):
+        if text := session.notice():
+            return text
+        time.sleep(0.05)
+    return ""

@@ -287,6 +287,13 @@
     }
     history.push({ role: "assistant", content: reply.text });
     finishReply(reply, state);
+    if (used + limit > MAX_CONTEXT) {
+      showNotice(
+        `This conversation has used ${used} of the model's ${MAX_CONTEXT} tokens of context: ` +
+          `another ${limit}-token reply will not fit. Start a New chat, or lower the reply limit.`,
+        "warning"
+      );
+    }
     reply.wrap.scrollIntoView({ block: "end" });
   }
 
