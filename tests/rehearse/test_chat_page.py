@@ -164,3 +164,27 @@ def _notice(session: chat_page.ChatSession) -> str:
             return text
         time.sleep(0.05)
     return ""
+
+
+@needs_browser
+def test_stop_ends_the_stream_and_keeps_what_came(tmp_path: Path) -> None:
+    with StubServer(StubConfig(api_key=KEY, model="m", seconds_per_token=0.05)) as stub:
+        upstream = int(stub.root_url.rsplit(":", 1)[1])
+        with (
+            _door(tmp_path / "page", upstream, chat.files(PAGE)) as door,
+            chat_page.browser_session() as driver,
+        ):
+            session = chat_page.ChatSession(driver, door.base_url, tmp_path, [])
+            session.open(KEY)
+            session.ask("A long one, please.", 128)
+            for _ in range(400):
+                reply = session.last_reply()
+                if reply and reply["content"]:
+                    break
+                time.sleep(0.01)
+            session.click("stop")
+            reply = session.wait_reply()
+    assert reply["state"] == "stopped" and reply["finish"] == ""
+    shown = int(reply["note"].removeprefix("Stopped after ").split(" ")[0])
+    assert 1 <= shown < 128 and reply["note"] == f"Stopped after {shown} tokens."
+    assert reply["content"].split() == [f"tok{i}" for i in range(shown)]

@@ -273,8 +273,8 @@
       setBusy(false);
     }
     if (mine !== conversation) return;
-    if (state === "error" && !reply.text) {
-      // Nothing came back: take the turn back so the person can send it again.
+    if (state !== "done" && !reply.text) {
+      // Nothing came back (refused, or stopped first): take the turn back to send it again.
       history.pop();
       user.wrap.remove();
       reply.wrap.remove();
