@@ -21,6 +21,9 @@ and checks what the plan promised:
   and answers a burst above the rate with 429s and no 5xx. Every later request goes through it;
 - vLLM logs the KV cache tokens and the concurrency the same planner (`infra.plan.sizing.plan`)
   predicted for the tiny model;
+- the chat page the gatekeeper serves (`chat_page`), driven in headless Chromium: it streams,
+  notes a reply cut off at its limit, shows a wrong key's 401, starts a New chat, fits a phone,
+  and its cut-off row fails on a mutant page that ignores `finish_reason: "length"`;
 - the benchmark client (`infra.bench`) runs against the leader and flags no cut-off reply.
 
 Every process it starts is its own process group and is stopped by group (SIGTERM, then SIGKILL)
