@@ -413,6 +413,16 @@ class StackConfig(BaseModel):
             json_schema_extra=_fix("use auto or a positive number of tokens such as 512"),
         ),
     ] = "auto"
+    chat_page: Annotated[
+        bool,
+        Field(
+            alias="chatPage",
+            description="The gatekeeper also serves a small chat page at the endpoint's root "
+            "(`https://<endpoint>/`; three static files, no new pod); the page loads without "
+            "the key and sends the key the person types with each call. false: only the API.",
+            json_schema_extra=_fix("use true or false"),
+        ),
+    ] = True
     monitoring: Annotated[
         bool,
         Field(

@@ -21,6 +21,9 @@ and checks what the plan promised:
   and answers a burst above the rate with 429s and no 5xx. Every later request goes through it;
 - vLLM logs the KV cache tokens and the concurrency the same planner (`infra.plan.sizing.plan`)
   predicted for the tiny model;
+- the chat page the gatekeeper serves (`chat_page`), driven in headless Chromium: it streams,
+  notes a reply cut off at its limit, shows a wrong key's 401, starts a New chat, fits a phone,
+  and its cut-off row fails on a mutant page that ignores `finish_reason: "length"`;
 - the benchmark client (`infra.bench`) runs against the leader and flags no cut-off reply;
 - then (unless `--no-prefill`) the prefill probe (`prefill_probe`: a shape-true slice of the
   stack's model, one prefill step of the planned `max_num_batched_tokens`) and the step-timeout
@@ -47,19 +50,19 @@ import secrets
 import shlex
 import sys
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from components.manifests import engine_timeout_env
+from components.manifests import chat, engine_timeout_env
 from infra import bench
 from infra.plan.config import ConfigError, StackConfig, load_config
 from infra.plan.sizing import Plan, plan
 from infra.plan.stackfile import REPO, add_stack_arguments, parse_overrides, stack_values
 from infra.plan.wiring import gatekeeper_limits, server_spec
-from infra.rehearse import gate
+from infra.rehearse import chat_page, gate
 from infra.rehearse.checks import (
     Check,
     bench_check,
@@ -146,6 +149,19 @@ GATE_NOT_REACHED = (
     ("body over the limit", "413"),
     ("no max_tokens", "planned cap"),
 )
+CHAT_NOT_REACHED = tuple(
+    (name, "as the page promises")
+    for name in (
+        "chat page files",
+        "chat page streams",
+        "chat cut-off note",
+        "chat context meter",
+        "chat wrong key",
+        "chat New chat",
+        "chat at phone width",
+        "chat cut-off mutant caught",
+    )
+)
 
 
 def rehearse(options: Options, progress: Progress) -> tuple[list[Check], dict[str, float]]:
@@ -156,6 +172,13 @@ def rehearse(options: Options, progress: Progress) -> tuple[list[Check], dict[st
     timings: dict[str, float] = {}
     nginx = gate.find_nginx()
     python, model_dir, tiny_cfg, tiny_plan = prepare(options, progress, timings)
+    page = None
+    if tiny_plan.front_door.chat_page:
+        chat_page.find_browser()
+        door = tiny_plan.front_door
+        page = chat.files(
+            chat.ChatPage(tiny_plan.model, door.max_reply_tokens, tiny_plan.max_model_len)
+        )
     ports = loopback_ports()
     # Hex: a key that starts with "-" would read as a flag on a command line.
     api_key = secrets.token_hex(24)
@@ -172,7 +195,7 @@ def rehearse(options: Options, progress: Progress) -> tuple[list[Check], dict[st
     )
     log_dir = _log_dir(launches)
     base_url = f"http://127.0.0.1:{ports[0]}/v1"
-    front = _Front(nginx, free_port(), log_dir / "gatekeeper")
+    front = _Front(nginx, free_port(), log_dir / "gatekeeper", page)
     progress(f"starting {len(launches)} ranks (logs in {log_dir.relative_to(REPO)})")
     group = RankGroup(launches, log_dir, progress=progress)
     checks: list[Check] = []
@@ -257,6 +280,8 @@ class _Front:
     nginx: str
     port: int
     work_dir: Path
+    #: The chat page's files (`chat.files`), when the stack serves the page.
+    page_files: Mapping[str, str] | None = None
 
 
 def _check_group(
@@ -285,7 +310,7 @@ def _check_group(
                 Check("/health", "200", failure.summary, False, note=failure.quote),
                 *(
                     Check(name, expected, "not reached", None)
-                    for name, expected in (*GATE_NOT_REACHED, *NOT_REACHED)
+                    for name, expected in (*GATE_NOT_REACHED, *CHAT_NOT_REACHED, *NOT_REACHED)
                 ),
             ]
     checks = [
@@ -302,7 +327,14 @@ def _check_group(
     vllm_root = base_url.removesuffix("/v1")
     vllm_port = int(vllm_root.rsplit(":", 1)[1])
     with gate.running_gate(
-        front.nginx, limits, api_key, front.port, vllm_port, front.work_dir, group.progress
+        front.nginx,
+        limits,
+        api_key,
+        front.port,
+        vllm_port,
+        front.work_dir,
+        group.progress,
+        page_files=front.page_files,
     ) as door:
         gate_url = f"{door.base_url}/v1"
         with _timed(timings, "checks"):
@@ -320,6 +352,8 @@ def _check_group(
             logs = [p.log_text() for p in group.processes]
             checks += kv_checks(tiny_plan, logs[0])
             checks.append(kv_budget_check(tiny_plan, logs))
+        with _timed(timings, "chat page"):
+            checks += _chat_rows(door, front, api_key, tiny_plan, vllm_port, group.progress)
         with _timed(timings, "bench"):
             try:
                 checks.append(bench_check(run_bench(gate_url, api_key, group.progress)))
@@ -331,6 +365,39 @@ def _check_group(
         checks.append(gate.burst_check(door, api_key, limits))
         if options.keep:
             _keep_serving(group, gate_url, api_key)
+    return checks
+
+
+def _chat_rows(
+    door: gate.Gate,
+    front: _Front,
+    api_key: str,
+    tiny_plan: Plan,
+    vllm_port: int,
+    progress: Progress,
+) -> list[Check]:
+    """The chat page in headless Chromium, against this gatekeeper, then against one serving a
+    mutant of the page; screenshots beside the logs, in chat/."""
+    if front.page_files is None:
+        return []
+    from selenium.common.exceptions import WebDriverException
+
+    files, shots = front.page_files, front.work_dir.parent / "chat"
+    limits = gatekeeper_limits(tiny_plan)
+
+    def serve(mutant: Mapping[str, str]) -> Any:
+        work = front.work_dir.parent / "gatekeeper-mutant"
+        return gate.running_gate(
+            front.nginx, limits, api_key, free_port(), vllm_port, work, progress, page_files=mutant
+        )
+
+    try:
+        checks = chat_page.chat_checks(door, api_key, tiny_plan.max_model_len, shots)
+        checks.append(chat_page.mutant_check(serve, files, api_key, shots))
+    except (WebDriverException, RehearsalError) as error:
+        first = str(error).strip().splitlines()[0] if str(error).strip() else repr(error)
+        return [Check("chat page", "driven in Chromium", "browser step failed", False, note=first)]
+    progress(f"chat page: screenshots in {shots.relative_to(REPO)}")
     return checks
 
 

@@ -254,6 +254,11 @@ BAD_INPUTS = [
         "true or false",
     ),
     (
+        ["chatPage=sometimes"],
+        "`chatPage` must be a valid boolean, unable to interpret input (got 'sometimes'); use "
+        "true or false",
+    ),
+    (
         ["instanceType=m7g.large"],
         "`instanceType` m7g.large leaves no whole CPU for a model pod after its other tenants; "
         "choose a type with at least 4 vCPU, such as m7g.2xlarge",
