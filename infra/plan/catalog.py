@@ -64,7 +64,7 @@ BF16_GENERATIONS = ("graviton3", "graviton4")
 #: (Neoverse V1 at 2.6 GHz and V2 at 2.8 GHz, about 64 bf16 FLOP per cycle: ~166 and ~179
 #: GFLOP/s) times an assumed 25-70% efficiency of vLLM's CPU GEMMs; Graviton2 (Neoverse N1, fp32
 #: NEON, 2.5 GHz, 16 FLOP per cycle) likewise. Replace it with a measured figure from
-#: `python -m infra.bench` (README, "Feeding measurements back").
+#: `python -m infra.bench` (docs/watching.md, "Feeding measurements back").
 PREFILL_GFLOPS_PER_VCPU: dict[str, tuple[float, float]] = {
     "graviton2": (10.0, 28.0),
     "graviton3": (40.0, 115.0),

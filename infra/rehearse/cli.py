@@ -179,6 +179,12 @@ def rehearse(options: Options, progress: Progress) -> tuple[list[Check], dict[st
     return checks, timings
 
 
+def check_input(options: Options) -> None:
+    """Refuse bad stack input (ConfigError, exit 2) before looking for nginx or building
+    anything: a typo is told as such on a machine that has neither yet."""
+    plan(load_config(stack_values(options.stack, options.overrides)), options.stack)
+
+
 def prepare(
     options: Options, progress: Progress, timings: dict[str, float]
 ) -> tuple[Path, Path, StackConfig, Plan]:
@@ -391,6 +397,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 extra_args=tuple(args.extra_args),
                 faults=args.faults,
             )
+            check_input(options)
             if options.faults:
                 return _rehearse_faults(options, progress)
             checks, timings = rehearse(options, progress)
