@@ -46,6 +46,10 @@ RULES: list[tuple[str, str]] = [
     (r"make plan( STACK=\w+)?", RUN),
     (r"(\.venv/bin/)?python -m infra\.plan( [^\[\]]*)?", RUN),
     (r"python -m infra\.plan \[.*", "a usage synopsis; its examples are run"),
+    (
+        r"python -m infra\.plan\.docs_ranking --write",
+        "rewrites docs/planning.md; tests/test_readme.py runs the generator and compares",
+    ),
     (r'export (ENDPOINT|MODEL|API_KEY)="\$\(pulumi stack output .*', RUN),
     (r'curl -sN "\$ENDPOINT/chat/completions" .*', RUN),
     (r"make test", "the suite itself; .ci/run runs it on a clean clone"),
