@@ -211,7 +211,7 @@ def _revision(cfg: StackConfig) -> str:
 
 
 def _front_door_rows(door: FrontDoorPlan) -> list[tuple[str, str]]:
-    """The gatekeeper's limits, each a stack key (README, "Front door")."""
+    """The gatekeeper's limits, each a stack key (docs/front-door.md)."""
     return [
         (
             "listener",

@@ -236,6 +236,12 @@ def _prefill_rows(options: Options, python: Path, progress: Progress) -> list[Ch
     return rows
 
 
+def check_input(options: Options) -> None:
+    """Refuse bad stack input (ConfigError, exit 2) before looking for nginx or building
+    anything: a typo is told as such on a machine that has neither yet."""
+    plan(load_config(stack_values(options.stack, options.overrides)), options.stack)
+
+
 def prepare(
     options: Options, progress: Progress, timings: dict[str, float]
 ) -> tuple[Path, Path, StackConfig, Plan]:
@@ -508,6 +514,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 prefill=args.prefill,
                 prefill_sliding=args.prefill_sliding,
             )
+            check_input(options)
             if options.faults:
                 return _rehearse_faults(options, progress)
             checks, timings = rehearse(options, progress)
