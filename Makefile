@@ -63,3 +63,8 @@ rehearse-guard: $(VENV)/.installed
 .PHONY: rehearse-faults
 rehearse-faults: packages $(VENV)/.installed
 	$(PY) -m infra.rehearse --faults --stack $(STACK)
+
+## The prefill probe on a full-width slice of the stack's model, then the step-timeout row.
+.PHONY: rehearse-prefill
+rehearse-prefill: packages $(VENV)/.installed
+	$(PY) -m infra.rehearse --prefill --stack $(STACK)

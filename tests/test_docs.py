@@ -56,10 +56,15 @@ RULES: list[tuple[str, str]] = [
     (r"\.venv/bin/python -m pytest .*", "a part of `make test`"),
     (r"make (rehearse|rehearse-faults)|python -m infra\.rehearse( --faults)?", ".ci/run runs it"),
     (
+        r"make rehearse-prefill|python -m infra\.rehearse --prefill",
+        "minutes of full-width model building and warm-up on a quiet machine",
+    ),
+    (
         r"make rehearse-guard|python -m infra\.rehearse\.memory_guard",
         "needs root and a writable memory cgroup",
     ),
     (r"make mutants.*", "minutes of mutation testing; .github/workflows/mutants.yml runs it"),
+    (r"docker buildx imagetools inspect.*", "needs Docker Hub"),
     (r"(\.venv/bin/)?python -m infra\.bench.*", "needs a deployed endpoint (tests/bench: a stub)"),
     (r"python3 -m venv \.venv && .*", "downloads from PyPI; `make` builds .venv the same way"),
     (r"curl -fsSL https://get\.pulumi\.com.*|brew install .*", "installs the Pulumi CLI"),

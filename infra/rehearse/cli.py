@@ -1,7 +1,7 @@
 """`python -m infra.rehearse`: the stack's vLLM group, for real, on this machine.
 
     python -m infra.rehearse [--stack dev] [--set KEY=VALUE ...] [--timeout 600] [--keep]
-                             [--no-prefill] [--extra-arg=ARG ...]
+                             [--prefill] [--extra-arg=ARG ...]
 
 A deployment takes minutes of node boot and download before vLLM says whether it accepts the
 command lines. The rehearsal says it in about a minute: it serves a tiny random-weight model of the
@@ -25,10 +25,10 @@ and checks what the plan promised:
   notes a reply cut off at its limit, shows a wrong key's 401, starts a New chat, fits a phone,
   and its cut-off row fails on a mutant page that ignores `finish_reason: "length"`;
 - the benchmark client (`infra.bench`) runs against the leader and flags no cut-off reply;
-- then (unless `--no-prefill`) the prefill probe (`prefill_probe`: a shape-true slice of the
-  stack's model, one prefill step of the planned `max_num_batched_tokens`) and the step-timeout
-  row (`step_timeout`: the plan's engine step timeout from the probe's measured rate passes a
-  maximum-length prompt, half of it is caught).
+- then (with `--prefill`, `make rehearse-prefill`) the prefill probe (`prefill_probe`: a
+  shape-true slice of the stack's model, one prefill step of the planned
+  `max_num_batched_tokens`) and the step-timeout row (`step_timeout`: the plan's engine step
+  timeout from the probe's measured rate passes a maximum-length prompt, half of it is caught).
 
 Every process it starts is its own process group and is stopped by group (SIGTERM, then SIGKILL)
 whatever happens, including Ctrl-C; a headless rank does not exit when its leader dies, so nothing
@@ -103,7 +103,7 @@ class Options:
     extra_args: tuple[str, ...]
     faults: bool = False
     #: Run the prefill probe and the step-timeout row after the group's checks.
-    prefill: bool = True
+    prefill: bool = False
     #: Sliding layers in the probe's slice (None: one period of the model's pattern).
     prefill_sliding: int | None = None
 
@@ -469,10 +469,10 @@ def _parser() -> argparse.ArgumentParser:
         "at twice the planned concurrency) and print how each was noticed and recovered",
     )
     parser.add_argument(
-        "--no-prefill",
-        dest="prefill",
-        action="store_false",
-        help="skip the prefill probe (a shape-true slice of the model) and the step-timeout row",
+        "--prefill",
+        action="store_true",
+        help="also run the prefill probe (a shape-true slice of the model) and the step-timeout "
+        "row: minutes of model building and warm-up, so not part of a plain rehearsal",
     )
     parser.add_argument(
         "--prefill-sliding",
