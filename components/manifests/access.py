@@ -61,14 +61,13 @@ def secret(spec: ServerSpec, which: Literal["hf-token", "api-key"], value: str) 
 
 
 def gatekeeper_config(spec: ServerSpec) -> Manifest:
-    """The gatekeeper's nginx.conf, generated from the plan's limits (no secret in it)."""
+    """The gatekeeper's nginx.conf and njs script, generated from the plan's limits (no secret
+    in them)."""
     return {
         "apiVersion": "v1",
         "kind": "ConfigMap",
         "metadata": object_meta(spec, spec.gatekeeper_config_name, "gatekeeper"),
-        "data": {
-            gatekeeper.CONFIG_FILE: gatekeeper.nginx_conf(spec.limits, upstream_port=spec.port)
-        },
+        "data": gatekeeper.config_files(spec.limits, upstream_port=spec.port),
     }
 
 

@@ -257,8 +257,8 @@ def pod_template(
         containers.append(
             gatekeeper.container(spec.gatekeeper_millicpu, spec.gatekeeper_memory_mib)
         )
-        conf = gatekeeper.nginx_conf(spec.limits, upstream_port=spec.port)
-        annotations = {gatekeeper.CONFIG_ANNOTATION: gatekeeper.config_digest(conf)}
+        files = gatekeeper.config_files(spec.limits, upstream_port=spec.port)
+        annotations = {gatekeeper.CONFIG_ANNOTATION: gatekeeper.config_digest(files)}
         if key_fingerprint is not None:
             annotations[gatekeeper.KEY_ANNOTATION] = key_fingerprint
         metadata["annotations"] = annotations

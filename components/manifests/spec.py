@@ -76,6 +76,8 @@ class ServerSpec:
     model_revision: str | None = None
     #: AWS tags for what AWS creates on the objects' behalf (the load balancer).
     aws_tags: Mapping[str, str] = field(default_factory=dict)
+    #: Largest log-probability count vLLM serves (the gatekeeper refuses more first).
+    max_logprobs: int = 0
 
     @property
     def lws_name(self) -> str:
@@ -111,6 +113,7 @@ class ServerSpec:
             master_port=self.master_port,
             port=self.port,
             max_reply_tokens=self.max_reply_tokens,
+            max_logprobs=self.max_logprobs,
             # A prefetched directory is already that commit; vLLM downloading itself needs it.
             revision=None if self.weight_prefetch else self.model_revision,
         )

@@ -407,6 +407,45 @@ class StackConfig(BaseModel):
             json_schema_extra=_fix("use auto or a positive number of tokens such as 512"),
         ),
     ] = "auto"
+    client_connections: Annotated[
+        PositiveInt | Auto,
+        Field(
+            alias="clientConnections",
+            description="TCP connections one client address may hold at the gatekeeper, "
+            "counted when a connection opens, before a request is read (idle keep-alives and "
+            "slow senders included); auto = 8 + 4 per request it may have in flight.",
+            json_schema_extra=_fix("use auto or a positive number of connections such as 16"),
+        ),
+    ] = "auto"
+    max_sequences_per_request: Annotated[
+        PositiveInt | Auto,
+        Field(
+            alias="maxSequencesPerRequest",
+            description="Sequences one request may ask for (`n`, `best_of`, a list of "
+            "prompts); more get 400 naming the field. The per-client limits count sequences, "
+            "so a higher value lets fewer requests in flight. auto = 1.",
+            json_schema_extra=_fix("use auto or a positive number of sequences such as 2"),
+        ),
+    ] = "auto"
+    max_logprobs: Annotated[
+        Annotated[int, Field(ge=0, le=20)] | Auto,
+        Field(
+            alias="maxLogprobs",
+            description="Largest `logprobs`, `top_logprobs` or `prompt_logprobs` served (also "
+            "vLLM's --max-logprobs); each multiplies the reply's bytes. auto = 0, none.",
+            json_schema_extra=_fix("use auto or a number from 0 to 20"),
+        ),
+    ] = "auto"
+    max_schema_bytes: Annotated[
+        Annotated[int, Field(ge=0)] | Auto,
+        Field(
+            alias="maxSchemaBytes",
+            description="Largest grammar input (JSON schemas, tools, regexes) in bytes of "
+            "JSON; vLLM compiles each before generating, one at a time. 0 turns structured "
+            "outputs off; auto = about a second of compile.",
+            json_schema_extra=_fix("use auto, 0 or a number of bytes such as 8192"),
+        ),
+    ] = "auto"
     monitoring: Annotated[
         bool,
         Field(

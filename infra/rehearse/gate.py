@@ -3,8 +3,9 @@ real vLLM leader, and the checks that it lets through only what it should.
 
 The config is `components.manifests.gatekeeper.nginx_conf` with the plan's limits, as the pod
 mounts it; only the listen address, vLLM's port and the scratch paths differ (loopback ports and a
-directory under the run's logs). nginx comes from the distribution (`.ci/run` installs
-`nginx-light` on Debian); the pod runs the official image pinned in `gatekeeper.IMAGE`.
+directory under the run's logs) and the module files, which Debian ships apart (`.ci/run`
+installs `nginx-light`, `libnginx-mod-stream` and `libnginx-mod-http-js`); the pod runs the
+official image pinned in `gatekeeper.IMAGE`, which has both built in or beside it.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import http.client
 import itertools
 import json
 import os
+import re
 import shutil
 import signal
 import socket
@@ -32,7 +34,9 @@ from infra.rehearse.checks import Check
 from infra.rehearse.ranks import free_port
 from infra.rehearse.workspace import RehearsalError
 
-INSTALL_HINT = "apt-get install -y nginx-light (Debian, Ubuntu) or dnf install nginx"
+INSTALL_HINT = (
+    "apt-get install -y nginx-light libnginx-mod-stream libnginx-mod-http-js (Debian, Ubuntu)"
+)
 #: FastAPI serves these without listing them in its own schema (vllm 0.31 builds the app with
 #: FastAPI's defaults); /openapi.json gives every other route the running app registered.
 UNLISTED_ROUTES = (
@@ -56,6 +60,25 @@ def find_nginx() -> str:
             + INSTALL_HINT
         )
     return found
+
+
+def nginx_modules(nginx: str) -> tuple[str, ...]:
+    """The module files this nginx must load for the gatekeeper: njs always (a dynamic module in
+    every build), stream when it was built as a module (Debian); a RehearsalError names the
+    packages when one is missing."""
+    built = subprocess.run([nginx, "-V"], capture_output=True, text=True, check=False).stderr
+    match = re.search(r"--modules-path=(\S+)", built)
+    directory = Path(match.group(1) if match else "/usr/lib/nginx/modules")
+    wanted = ["ngx_http_js_module.so"]
+    if "--with-stream=dynamic" in built:
+        wanted.insert(0, "ngx_stream_module.so")
+    elif "--with-stream" not in built:
+        raise RehearsalError(f"{nginx} was built without the stream module; " + INSTALL_HINT)
+    paths = tuple(str(directory / name) for name in wanted)
+    missing = [p for p in paths if not Path(p).exists()]
+    if missing:
+        raise RehearsalError(f"nginx modules missing ({', '.join(missing)}): " + INSTALL_HINT)
+    return paths
 
 
 @dataclass(frozen=True)
@@ -94,18 +117,20 @@ def running_gate(
     (key_dir / gatekeeper.KEY_FILE).write_text(gatekeeper.key_map_entry(api_key))
     access_log = run_dir / "access.log"
     metrics_port = metrics_port or free_port()
-    conf = work_dir / gatekeeper.CONFIG_FILE
-    conf.write_text(
-        gatekeeper.nginx_conf(
-            limits,
-            listen=f"127.0.0.1:{port}",
-            upstream_port=vllm_port,
-            key_dir=str(key_dir),
-            run_dir=str(run_dir),
-            access_log=str(access_log),
-            metrics_listen=f"127.0.0.1:{metrics_port}",
-        )
+    files = gatekeeper.config_files(
+        limits,
+        listen=f"127.0.0.1:{port}",
+        upstream_port=vllm_port,
+        key_dir=str(key_dir),
+        config_dir=str(work_dir),
+        run_dir=str(run_dir),
+        access_log=str(access_log),
+        metrics_listen=f"127.0.0.1:{metrics_port}",
+        modules=nginx_modules(nginx),
     )
+    for name, text in files.items():
+        (work_dir / name).write_text(text)
+    conf = work_dir / gatekeeper.CONFIG_FILE
     argv = [nginx, "-e", "stderr", "-c", str(conf)]
     log = open(work_dir / "nginx.log", "wb")  # noqa: SIM115 - closed below
     process = subprocess.Popen(
