@@ -43,8 +43,7 @@ __all__ = ["OPEN_PATHS", "ROUTES", "GatekeeperLimits", "config_files", "nginx_co
 #: Source: docker-library/repo-info `repos/nginx/remote/1.30.5-alpine.md` at commit
 #: 35d0d2e1b83352ed6b2de8c0784080e1784106bc, read 2026-12-01.
 IMAGE = (
-    "nginx:1.30.5-alpine"
-    "@sha256:0985e772fb9f729e6fa0980da05fca5d9c468e870eed43071545afa9d2e27d94"
+    "nginx:1.30.5-alpine@sha256:0985e772fb9f729e6fa0980da05fca5d9c468e870eed43071545afa9d2e27d94"
 )
 CONTAINER = "gatekeeper"
 PORT_NAME = "gatekeeper"
@@ -70,7 +69,7 @@ CONFIG_ANNOTATION = "gemma-graviton.dev/gatekeeper-config-sha256"
 #: the failed-key rate limit slows guessing, the length makes it hopeless.
 KEY_ALPHABET = "A-Z a-z 0-9 . _ ~ + / = -"
 KEY_MIN_CHARS = 32
-_KEY_SHAPE = re.compile(r"[A-Za-z0-9._~+/=-]{%d,512}" % KEY_MIN_CHARS)
+_KEY_SHAPE = re.compile(rf"[A-Za-z0-9._~+/=-]{{{KEY_MIN_CHARS},512}}")
 #: Slow key derivation for the rotation fingerprint, so a weak user-chosen key cannot be found
 #: by hashing a word list against the (plain) pod annotation.
 _FINGERPRINT_ROUNDS = 200_000

@@ -89,8 +89,8 @@ class GatekeeperLimits:
     #: Requests (each one sequence) one client may have in flight at vLLM.
     client_concurrent_requests: int
     #: Longest wait for vLLM's answer (the longest planned reply), in seconds; also the longest
-    #: a reply may run.
-    reply_timeout_seconds: int
+    #: a reply may run. (The plan gives whole seconds; the rehearsal's cut check a fraction.)
+    reply_timeout_seconds: float
     #: A client must send its request line and headers within this (a total, not per read).
     header_timeout_seconds: int = 10
     #: TCP connections one client address may hold, counted before a request is read.
@@ -116,6 +116,11 @@ class GatekeeperLimits:
         """nginx's body timeout is per read; the per-client connection cap bounds what slow
         bodies hold."""
         return self.header_timeout_seconds
+
+
+def _ms(seconds: float) -> str:
+    """An nginx time in milliseconds."""
+    return f"{round(seconds * 1000)}ms"
 
 
 def error_body(status: int, message: str | None = None) -> str:
@@ -184,13 +189,15 @@ def _api_locations(limits: GatekeeperLimits) -> str:
             js_content gatekeeper.{handler};
         }}"""
         )
-        for suffix, schema in (("", ""), ("_schema", "\n            limit_conn gatekeeper_schema "
-                                                    f"{limits.schema_concurrency};")):
+        for suffix, schema in (
+            ("", ""),
+            ("_schema", f"\n            limit_conn gatekeeper_schema {limits.schema_concurrency};"),
+        ):
             blocks.append(
                 f"""        location @{name}{suffix} {{
             limit_conn gatekeeper_conn {limits.client_concurrent_requests};{schema}
             rewrite ^ {path} break;
-            proxy_read_timeout {limits.reply_timeout_seconds}s;
+            proxy_read_timeout {_ms(limits.reply_timeout_seconds)};
             js_body_filter gatekeeper.bound buffer_type=buffer;
 {_upstream_errors()}
             proxy_pass http://vllm;
@@ -243,8 +250,8 @@ def _limits_and_failures(limits: GatekeeperLimits) -> str:
 
 def _failure_locations() -> str:
     burst = f"limit_req zone=gatekeeper_failed burst={FAILURE_BURST} nodelay;"
-    return f"""        # A wrong key, path or method: `return 418/419` in the rewrite phase jumps here, where
-        # the per-client failure rate applies before njs writes the refusal.
+    return f"""        # A wrong key, path or method: `return 418/419` in the rewrite phase jumps here,
+        # where the per-client failure rate applies before njs writes the refusal.
         error_page 418 = @unauthorized;
         error_page 419 = @not_found;
         location @unauthorized {{ {burst} js_content gatekeeper.unauthorized; }}
@@ -294,7 +301,7 @@ stream {{
         proxy_protocol on;
         proxy_connect_timeout 1s;
         # Silence either way; the HTTP side's own timeouts end a request first.
-        proxy_timeout {limits.reply_timeout_seconds + 30}s;
+        proxy_timeout {_ms(limits.reply_timeout_seconds + 30)};
         proxy_pass {internal};
     }}
 }}

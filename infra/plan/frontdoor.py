@@ -272,14 +272,17 @@ def _connections(cfg: StackConfig, body: int, in_flight: int) -> _Wires:
     free = (catalog.GATEKEEPER_MEMORY_MIB - GATEKEEPER_BASE_MIB) * 1024 * 1024
     per_connection = body + CONNECTION_OVERHEAD_BYTES
     capacity = free // per_connection
-    auto = CONNECTIONS_BASE + CONNECTIONS_PER_SLOT * in_flight
+    # auto: the base and a share per request in flight, but never more than half of what the
+    # memory holds (two clients cannot take it all), nor fewer than its requests and a spare.
+    wanted = CONNECTIONS_BASE + CONNECTIONS_PER_SLOT * in_flight
+    auto = min(wanted, max(in_flight + 1, capacity // 2))
     per_client = auto if cfg.client_connections == "auto" else cfg.client_connections
-    if per_client * 2 > capacity:
+    if cfg.client_connections != "auto" and per_client * 2 > capacity:
         raise ConfigError(
             "clientConnections",
             f"{per_client} would let two clients hold every one of the {capacity} connections "
             f"the gatekeeper's {catalog.GATEKEEPER_MEMORY_MIB} MiB holds",
-            f"use at most {capacity // 2}, or lower `maxRequestBytes`",
+            f"use at most {max(in_flight + 1, capacity // 2)}, or auto",
         )
     if per_client < in_flight + 1:
         raise ConfigError(
@@ -291,8 +294,8 @@ def _connections(cfg: StackConfig, body: int, in_flight: int) -> _Wires:
     worker = capacity * NGINX_CONNECTIONS_PER_CLIENT
     reasons = (
         f"per client address {per_client} connections ({_origin(cfg.client_connections)}: "
-        f"{CONNECTIONS_BASE} + {CONNECTIONS_PER_SLOT} per request in flight), counted when a "
-        "connection opens, before a byte is read; more are closed at once",
+        f"{CONNECTIONS_BASE} + {CONNECTIONS_PER_SLOT} per request in flight, at most half of "
+        "all), counted when a connection opens, before a byte is read; more are closed at once",
         f"{capacity} client connections in all: the gatekeeper's "
         f"{catalog.GATEKEEPER_MEMORY_MIB} MiB less {GATEKEEPER_BASE_MIB} MiB for nginx, over "
         f"{per_connection // 1024} KiB each (a whole body in memory + "

@@ -45,17 +45,18 @@ import sys
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from components.manifests import engine_timeout_env
+from components.manifests.gatekeeper import GatekeeperLimits
 from infra import bench
 from infra.plan.config import ConfigError, StackConfig, load_config
 from infra.plan.sizing import Plan, plan
 from infra.plan.stackfile import REPO, add_stack_arguments, parse_overrides, stack_values
 from infra.plan.wiring import gatekeeper_limits, server_spec
-from infra.rehearse import gate
+from infra.rehearse import door_checks, gate
 from infra.rehearse.checks import (
     Check,
     bench_check,
@@ -133,6 +134,14 @@ NOT_REACHED = (
 )
 GATE_NOT_REACHED = (
     ("routes without key", "none 2xx but /health"),
+    ("600 sockets, one client", "a keyed chat within 2 s"),
+    ("multiplying requests", "400 naming the field"),
+    ("stream cut at the reply timeout", "error event and [DONE]"),
+    ("amplifying request", "refused, reply bytes bounded"),
+    ("/health flood", "vLLM sees ~1/s"),
+    ("big schema", "refused at once"),
+    ("forged headers", "none reach vLLM"),
+    ("every error JSON", "OpenAI JSON"),
     ("chat without key", "401"),
     ("streamed via gatekeeper", "incremental"),
     ("body over the limit", "413"),
@@ -281,6 +290,7 @@ def _check_group(
                     door, api_key, tiny_plan.model, tiny_plan.front_door.max_reply_tokens
                 ),
             ]
+            checks += _door_checks(group, front, limits, api_key, tiny_plan.model, vllm_port)
             checks += endpoint_checks(gate_url, api_key, tiny_plan.model, group.progress)
             checks.append(seccomp_check(group))
             logs = [p.log_text() for p in group.processes]
@@ -298,6 +308,52 @@ def _check_group(
         if options.keep:
             _keep_serving(group, gate_url, api_key)
     return checks
+
+
+def _door_checks(
+    group: RankGroup,
+    front: _Front,
+    limits: GatekeeperLimits,
+    api_key: str,
+    model: str,
+    vllm_port: int,
+) -> list[Check]:
+    """The front door held against one client (`door_checks`): the running gatekeeper, one
+    with a short reply timeout (the cut) and one whose vLLM is gone (503)."""
+    leader_log = group.processes[0].log_text
+
+    def door(port: int) -> door_checks.Door:
+        return door_checks.Door("127.0.0.1", port, api_key, model, leader_log)
+
+    main = door(front.port)
+    group.progress("front door: one client against the gatekeeper")
+    checks = [
+        door_checks.connections_check(main, limits),
+        door_checks.multiplying_check(main),
+        door_checks.amplifier_check(main, limits),
+        door_checks.health_check(main),
+        door_checks.schema_check(main, limits),
+        door_checks.forged_headers_check(main),
+    ]
+    timing = door_checks.stream_timing(main)
+    timeout = door_checks.cut_timeout(*timing)
+    short = replace(limits, reply_timeout_seconds=timeout or limits.reply_timeout_seconds)
+    cut_port, dead_port = free_port(), free_port()
+    with (
+        gate.running_gate(
+            front.nginx, short, api_key, cut_port, vllm_port, front.work_dir / "cut", _quiet
+        ),
+        gate.running_gate(
+            front.nginx, limits, api_key, dead_port, free_port(), front.work_dir / "dead", _quiet
+        ),
+    ):
+        checks.append(door_checks.cut_check(door(cut_port), timeout, timing))
+        checks.append(door_checks.errors_check(main, door(dead_port)))
+    return checks
+
+
+def _quiet(_line: str) -> None:
+    pass
 
 
 def _formed_text(seconds: float | None, formed: bool) -> str:

@@ -332,13 +332,20 @@ def default_cap_check(gate: Gate, api_key: str, model: str, cap: int) -> Check:
 
 
 def burst_check(gate: Gate, api_key: str, limits: GatekeeperLimits) -> Check:
-    """More requests at once than the burst allows: some get 429 with Retry-After, none 5xx."""
+    """More requests at once than the burst allows: some get 429 with Retry-After, none 5xx.
+    Connections above the client's connection cap are closed unanswered (counted apart)."""
     count = 2 * (limits.client_burst + limits.client_concurrent_requests) + 10
     replies: list[Reply] = []
+    closed: list[int] = []
     lock = threading.Lock()
 
     def one() -> None:
-        reply = request(gate.base_url, "GET", "/v1/models", None, api_key)
+        try:
+            reply = request(gate.base_url, "GET", "/v1/models", None, api_key)
+        except (OSError, http.client.HTTPException):
+            with lock:
+                closed.append(1)
+            return
         with lock:
             replies.append(reply)
 
@@ -352,6 +359,8 @@ def burst_check(gate: Gate, api_key: str, limits: GatekeeperLimits) -> Check:
     retry = all("Retry-After" in r.headers for r in limited)
     errors = sum(n for status, n in statuses.items() if status >= 500)
     shown = ", ".join(f"{n}x {status}" for status, n in sorted(statuses.items()))
+    if closed:
+        shown += f", {len(closed)} closed at the connection cap"
     return Check(
         "burst above the rate",
         f"{count} at once: some 429 with Retry-After, no 5xx",
