@@ -250,7 +250,7 @@ def _limits_and_failures(limits: GatekeeperLimits) -> str:
 
 def _failure_locations() -> str:
     burst = f"limit_req zone=gatekeeper_failed burst={FAILURE_BURST} nodelay;"
-    return f"""        # A wrong key, path or method: `return 418/419` in the rewrite phase jumps here,
+    return f"""        # A wrong key, path or method: `return 418/419` (rewrite phase) jumps here,
         # where the per-client failure rate applies before njs writes the refusal.
         error_page 418 = @unauthorized;
         error_page 419 = @not_found;
