@@ -87,6 +87,9 @@ def engine_args(spec: EngineSpec, role: Literal["leader", "worker"]) -> list[str
             args.append(
                 f"--override-generation-config={json.dumps(override, separators=(',', ':'))}"
             )
+        # No system_fingerprint in replies: vLLM 0.31's default names its version and the
+        # pipeline split (entrypoints/serve/utils/fingerprint.py, `--fingerprint-mode`).
+        args.append("--fingerprint-mode=none")
         args += [f"--host={spec.host}", f"--port={spec.port}"]
     else:
         args.append("--headless")

@@ -791,6 +791,34 @@ def load_config(raw: Mapping[str, Any]) -> StackConfig:
     return cfg
 
 
+#: A user-chosen API key: at least this many characters of RFC 6750's b64token alphabet (the
+#: gatekeeper writes it into an nginx `map` line, `components.manifests.gatekeeper`).
+API_KEY_MIN_CHARS = 32
+API_KEY_ALPHABET = "A-Z a-z 0-9 . _ ~ + / = -"
+_API_KEY = re.compile(rf"[A-Za-z0-9._~+/=-]{{{API_KEY_MIN_CHARS},512}}")
+
+
+def check_api_key(key: str) -> None:
+    """Refuse a user-chosen key that is short or holds other characters; the message never
+    shows the key."""
+    if _API_KEY.fullmatch(key):
+        return
+    if len(key) < API_KEY_MIN_CHARS:
+        rule = (
+            f"is {len(key)} characters; it needs at least {API_KEY_MIN_CHARS} of {API_KEY_ALPHABET}"
+        )
+    elif len(key) > 512:
+        rule = f"is {len(key)} characters, more than 512"
+    else:
+        rule = f"holds characters outside {API_KEY_ALPHABET}"
+    raise ConfigError(
+        "apiKey",
+        rule,
+        "run `pulumi config set --secret apiKey $(openssl rand -hex 24)`, or remove it to have "
+        "one generated",
+    )
+
+
 def check_secrets(present: Mapping[str, bool]) -> None:
     """Refuse a secret key stored in plain text. `present` maps key -> stored as secret."""
     for key, is_secret in present.items():

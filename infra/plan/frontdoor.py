@@ -241,7 +241,7 @@ def _work(cfg: StackConfig, body: int, sequences: int, cap: int) -> _Work:
         if schema == 0
         else f"schemas, tools and other grammar input at most {schema:,} bytes "
         f"({_origin(cfg.max_schema_bytes)}: ~{SCHEMA_COMPILE_SECONDS} s of compile at the "
-        f"{SCHEMA_COMPILE_BYTES_PER_S:,.0f} bytes/s seen in the rehearsal) and "
+        f"{SCHEMA_COMPILE_BYTES_PER_S:,.0f} bytes/s seen on the rehearsal machine) and "
         f"{SCHEMA_CONCURRENCY} such request in flight for the pod (vLLM compiles one at a time)"
     )
     reasons = (

@@ -56,7 +56,7 @@ from infra.plan.config import ConfigError, StackConfig, load_config
 from infra.plan.sizing import Plan, plan
 from infra.plan.stackfile import REPO, add_stack_arguments, parse_overrides, stack_values
 from infra.plan.wiring import gatekeeper_limits, server_spec
-from infra.rehearse import door_checks, gate
+from infra.rehearse import door_checks, gate, vllm_headers
 from infra.rehearse.checks import (
     Check,
     bench_check,
@@ -142,6 +142,7 @@ GATE_NOT_REACHED = (
     ("big schema", "refused at once"),
     ("forged headers", "none reach vLLM"),
     ("every error JSON", "OpenAI JSON"),
+    ("vLLM's request headers", "the reviewed list"),
     ("chat without key", "401"),
     ("streamed via gatekeeper", "incremental"),
     ("body over the limit", "413"),
@@ -173,7 +174,9 @@ def rehearse(options: Options, progress: Progress) -> tuple[list[Check], dict[st
     )
     log_dir = _log_dir(launches)
     base_url = f"http://127.0.0.1:{ports[0]}/v1"
-    front = _Front(nginx, free_port(), log_dir / "gatekeeper")
+    front = _Front(
+        nginx, free_port(), log_dir / "gatekeeper", vllm_headers.installed_package(python)
+    )
     progress(f"starting {len(launches)} ranks (logs in {log_dir.relative_to(REPO)})")
     group = RankGroup(launches, log_dir, progress=progress)
     checks: list[Check] = []
@@ -232,6 +235,8 @@ class _Front:
     nginx: str
     port: int
     work_dir: Path
+    #: The rehearsal environment's `vllm` package, whose request headers are checked.
+    vllm_package: Path | None = None
 
 
 def _check_group(
@@ -291,6 +296,7 @@ def _check_group(
                 ),
             ]
             checks += _door_checks(group, front, limits, api_key, tiny_plan.model, vllm_port)
+            checks.append(vllm_headers.headers_check(front.vllm_package))
             checks += endpoint_checks(gate_url, api_key, tiny_plan.model, group.progress)
             checks.append(seccomp_check(group))
             logs = [p.log_text() for p in group.processes]
