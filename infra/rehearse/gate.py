@@ -127,6 +127,7 @@ def running_gate(
         access_log=str(access_log),
         metrics_listen=f"127.0.0.1:{metrics_port}",
         modules=nginx_modules(nginx),
+        user="root" if os.geteuid() == 0 else None,
     )
     for name, text in files.items():
         (work_dir / name).write_text(text)
