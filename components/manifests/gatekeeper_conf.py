@@ -118,6 +118,11 @@ class GatekeeperLimits:
         return self.header_timeout_seconds
 
 
+def _page(status: int) -> str:
+    """The internal URI that answers `status`."""
+    return f"/.gatekeeper/e{status}"
+
+
 def _ms(seconds: float) -> str:
     """An nginx time in milliseconds."""
     return f"{round(seconds * 1000)}ms"
@@ -145,20 +150,23 @@ def njs_script(limits: GatekeeperLimits) -> str:
 
 
 def _error_pages(limits: GatekeeperLimits) -> str:
-    """A named location per status answering its JSON body; 494 (header too large) as 431."""
+    """An internal location per status answering its JSON body; 494 (header too large) as 431.
+    URIs, not named locations: nginx cannot redirect a request whose request line it could not
+    read (an empty URI) to a named location."""
     lines = []
     for status in ERRORS:
         if status in (408, 502):
             continue
-        lines.append(f"        error_page {status} @e{status};")
+        lines.append(f"        error_page {status} {_page(status)};")
         extra = {503: "add_header Retry-After 5 always; ", 429: "add_header Retry-After 1 always; "}
         message = f"Request body over {limits.max_request_bytes} bytes" if status == 413 else None
         body = error_body(status, message)
         lines.append(
-            f"        location @e{status} {{ {extra.get(status, '')}return {status} {body}; }}"
+            f"        location = {_page(status)} {{ internal; {extra.get(status, '')}"
+            f"return {status} {body}; }}"
         )
-    lines.append("        error_page 494 @e431;")
-    lines.append("        error_page 502 =503 @e503;")
+    lines.append(f"        error_page 494 {_page(431)};")
+    lines.append(f"        error_page 502 =503 {_page(503)};")
     return "\n".join(lines)
 
 
@@ -166,9 +174,9 @@ def _upstream_errors() -> str:
     """The statuses a location that passes vLLM's own errors through still answers itself."""
     return (
         "            proxy_intercept_errors on;\n"
-        "            error_page 429 @e429;\n"
-        "            error_page 500 502 503 =503 @e503;\n"
-        "            error_page 504 @e504;"
+        f"            error_page 429 {_page(429)};\n"
+        f"            error_page 500 502 503 =503 {_page(503)};\n"
+        f"            error_page 504 {_page(504)};"
     )
 
 
@@ -221,6 +229,7 @@ def _get_locations(limits: GatekeeperLimits) -> str:
             if ($gatekeeper_has_body) {{ return 400 {error_body(400, "GET takes no body")}; }}
             # At most one call a second reaches vLLM, however many arrive: one fills the cache,
             # the others wait for it (lock) or get the entry being refreshed (stale, updating).
+            proxy_buffering on;  # nginx caches only a buffered reply
             proxy_cache gatekeeper_health;
             proxy_cache_key health;
             proxy_cache_valid any 1s;

@@ -39,7 +39,7 @@ def _block(conf: str, opening: str) -> str:
 def test_only_two_routes_reach_vllm_and_health_comes_from_a_cache() -> None:
     conf, _ = _servers(nginx_conf(LIMITS))
     conf = conf[conf.index("http {") :]
-    exact = re.findall(r"location = (\S+) \{", conf)
+    exact = [p for p in re.findall(r"location = (\S+) \{", conf) if "/.gatekeeper/" not in p]
     assert exact == ["/v1/chat/completions", "/v1/completions", "/v1/models", "/health"]
     # vLLM sees the chat and completion routes only through the named locations, and /health.
     assert re.findall(r"proxy_pass (\S+);", conf) == ["http://vllm"] * 4 + ["http://vllm/health"]
@@ -90,7 +90,7 @@ def test_work_per_request_is_bounded_in_sequences_schemas_and_reply() -> None:
             assert "js_body_filter gatekeeper.bound buffer_type=buffer;" in block
             assert "proxy_read_timeout 2366000ms;" in block
             # vLLM's own 400s pass through; a dead engine's 500 becomes the 503.
-            assert "error_page 500 502 503 =503 @e503;" in block
+            assert "error_page 500 502 503 =503 /.gatekeeper/e503;" in block
             assert "error_page 400" not in block
         assert "gatekeeper_schema" not in plain
         assert "limit_conn gatekeeper_schema 2;" in schema
@@ -136,14 +136,13 @@ def test_failures_are_rate_limited_before_they_are_answered() -> None:
 
 def test_every_status_the_gatekeeper_produces_has_a_json_page() -> None:
     conf, _ = _servers(nginx_conf(LIMITS))
-    pages = dict(re.findall(r"error_page (\d{3}) (?:=\d{3} )?(@e\d{3});", conf))
+    pages = dict(re.findall(r"error_page (\d{3}) (?:=\d{3} )?(/\.gatekeeper/e\d{3});", conf))
     # 408 is never written (nginx closes the connection); 502 is answered as 503; 494 as 431.
     assert {int(status) for status in pages} == set(ERRORS) - {408} | {494}
-    assert pages["494"] == "@e431" and pages["502"] == "@e503"
+    assert pages["494"] == "/.gatekeeper/e431" and pages["502"] == "/.gatekeeper/e503"
     for status in set(ERRORS) - {408, 502}:
-        body = re.search(
-            rf"location @e{status} {{ (?:add_header [^;]+; )?return {status} '(.*?)\\n'", conf
-        )
+        opening = rf"location = /\.gatekeeper/e{status} {{ internal; (?:add_header [^;]+; )?"
+        body = re.search(opening + rf"return {status} '(.*?)\\n'", conf)
         assert body, status
         error = json.loads(body.group(1))["error"]
         assert error["code"] == status and error["type"] == ERRORS[status][0]
