@@ -334,7 +334,7 @@ def amplifier_check(door: Door, limits: GatekeeperLimits) -> Check:
     }
     refused = ask(door, "POST", "/v1/completions", amplifier)
     longest = ask(
-        door, "POST", "/v1/chat/completions", chat(door, 10_000, stream=True, ignore_eos=True)
+        door, "POST", "/v1/chat/completions", chat(door, 1000, stream=True, ignore_eos=True)
     )
     ok = (
         refused.status == 400
