@@ -56,7 +56,7 @@ from infra.plan.config import ConfigError, StackConfig, load_config
 from infra.plan.sizing import Plan, plan
 from infra.plan.stackfile import REPO, add_stack_arguments, parse_overrides, stack_values
 from infra.plan.wiring import gatekeeper_limits, server_spec
-from infra.rehearse import door_checks, gate, vllm_headers
+from infra.rehearse import door_checks, door_errors, gate, vllm_headers
 from infra.rehearse.checks import (
     Check,
     bench_check,
@@ -354,7 +354,7 @@ def _door_checks(
         ),
     ):
         checks.append(door_checks.cut_check(door(cut_port), timeout, timing))
-        checks.append(door_checks.errors_check(main, door(dead_port)))
+        checks.append(door_errors.errors_check(main, door(dead_port)))
     return checks
 
 

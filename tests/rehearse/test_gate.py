@@ -13,7 +13,7 @@ from typing import ClassVar
 import pytest
 
 from components.manifests.gatekeeper import GatekeeperLimits
-from infra.rehearse import door_checks, gate
+from infra.rehearse import door_checks, door_errors, gate
 from infra.rehearse.ranks import free_port
 from infra.rehearse.workspace import RehearsalError
 from tests.fakes.openai_stub import StubConfig, StubServer
@@ -202,6 +202,6 @@ def test_the_gatekeeper_bounds_what_one_request_may_cost(tmp_path: Path) -> None
                 (b"GET /health HTTP/2.0\r\nHost: x\r\n\r\n", 505),
                 (b"GET /health HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\n\r\nabc", 400),
             ):
-                assert door_checks._json_error(door_checks.raw(door, data)) == (status, True)
+                assert door_errors._json_error(door_checks.raw(door, data)) == (status, True)
     finally:
         server.shutdown()
