@@ -19,6 +19,10 @@ and checks what the plan promised:
   refuses a chat without the key (401), streams one with it chunk by chunk, refuses a body over
   the limit (413) before vLLM sees it, caps a reply without max_tokens at the planned default,
   and answers a burst above the rate with 429s and no 5xx. Every later request goes through it;
+- the front door holds against one client (`door_checks`, `door_errors`): 600 idle and trickling
+  connections, multiplying and amplifying bodies, a stream past the reply timeout, a /health
+  flood, a big schema, forged headers, every error as JSON; and the installed vLLM reads only
+  the request headers reviewed in `vllm_headers`;
 - vLLM logs the KV cache tokens and the concurrency the same planner (`infra.plan.sizing.plan`)
   predicted for the tiny model;
 - the benchmark client (`infra.bench`) runs against the leader and flags no cut-off reply.
