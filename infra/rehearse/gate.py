@@ -81,6 +81,16 @@ def nginx_modules(nginx: str) -> tuple[str, ...]:
     return paths
 
 
+def nginx_ready() -> bool:
+    """nginx and the modules the gatekeeper loads are installed (the tests that run it skip
+    otherwise)."""
+    try:
+        nginx_modules(find_nginx())
+    except RehearsalError:
+        return False
+    return True
+
+
 @dataclass(frozen=True)
 class Gate:
     """A running gatekeeper: its URL and the access log that says what reached vLLM."""

@@ -192,12 +192,12 @@ def test_fingerprint_changes_with_the_key_and_hides_it() -> None:
     assert gatekeeper.key_fingerprint("a" * 40) == one
 
 
-from infra.rehearse.gate import nginx_modules  # noqa: E402
+from infra.rehearse.gate import INSTALL_HINT, nginx_modules, nginx_ready  # noqa: E402
 
 NGINX = shutil.which("nginx") or ("/usr/sbin/nginx" if Path("/usr/sbin/nginx").exists() else None)
 
 
-@pytest.mark.skipif(NGINX is None, reason="nginx is not installed (apt-get install nginx-light)")
+@pytest.mark.skipif(not nginx_ready(), reason=INSTALL_HINT)
 @pytest.mark.parametrize("key", ["k" * 48, "abc.def+ghi/jkl_mno~pqr=-0123456789", ""])
 def test_real_nginx_accepts_the_config_and_the_key_snippet(tmp_path: Path, key: str) -> None:
     (tmp_path / "key").mkdir()

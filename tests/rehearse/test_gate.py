@@ -34,10 +34,7 @@ def test_missing_nginx_names_the_install_command(monkeypatch: pytest.MonkeyPatch
         gate.find_nginx()
 
 
-@pytest.mark.skipif(
-    not Path("/usr/sbin/nginx").exists() and gate.shutil.which("nginx") is None,
-    reason="nginx is not installed (apt-get install -y nginx-light)",
-)
+@pytest.mark.skipif(not gate.nginx_ready(), reason=gate.INSTALL_HINT)
 def test_gatekeeper_in_front_of_a_stub(tmp_path: Path) -> None:
     key = "k" * 32
     with StubServer(StubConfig(api_key=key, model="m")) as stub:
@@ -67,10 +64,7 @@ def test_a_stream_is_judged_on_the_gaps_between_chunks_not_on_the_first_one() ->
     assert check.observed.startswith("200, 2 of 41 chunks apart")
 
 
-@pytest.mark.skipif(
-    not Path("/usr/sbin/nginx").exists() and gate.shutil.which("nginx") is None,
-    reason="nginx is not installed (apt-get install -y nginx-light)",
-)
+@pytest.mark.skipif(not gate.nginx_ready(), reason=gate.INSTALL_HINT)
 def test_a_broken_or_silent_group_gets_an_openai_error_not_an_open_socket(tmp_path: Path) -> None:
     import json
     import socket
@@ -134,10 +128,7 @@ class _Recorder(BaseHTTPRequestHandler):
     do_POST = _answer
 
 
-@pytest.mark.skipif(
-    not Path("/usr/sbin/nginx").exists() and gate.shutil.which("nginx") is None,
-    reason="nginx is not installed (apt-get install -y nginx-light)",
-)
+@pytest.mark.skipif(not gate.nginx_ready(), reason=gate.INSTALL_HINT)
 def test_the_gatekeeper_bounds_what_one_request_may_cost(tmp_path: Path) -> None:
     key = "k" * 32
     limits = replace(
