@@ -165,7 +165,8 @@ def _error_pages(limits: GatekeeperLimits) -> str:
             f"        location = {_page(status)} {{ internal; {extra.get(status, '')}"
             f"return {status} {body}; }}"
         )
-    lines.append(f"        error_page 494 {_page(431)};")
+    # `=431`: without it the reply keeps nginx's own status for 494, which it writes as 400.
+    lines.append(f"        error_page 494 =431 {_page(431)};")
     lines.append(f"        error_page 502 =503 {_page(503)};")
     return "\n".join(lines)
 

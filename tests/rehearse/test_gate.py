@@ -191,6 +191,7 @@ def test_the_gatekeeper_bounds_what_one_request_may_cost(tmp_path: Path) -> None
             for data, status in (
                 (b"TRACE / HTTP/1.1\r\nHost: x\r\n\r\n", 405),
                 (b"GET /health HTTP/2.0\r\nHost: x\r\n\r\n", 505),
+                (b"GET /health HTTP/1.1\r\nHost: x\r\nX-Big: " + b"b" * 9000 + b"\r\n\r\n", 431),
                 (b"GET /health HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\n\r\nabc", 400),
             ):
                 assert door_errors._json_error(door_checks.raw(door, data)) == (status, True)
