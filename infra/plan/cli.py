@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import NoReturn
 
-from infra.plan import advice, compare, support, verdict
+from infra.plan import advice, compare, placeholders, support, verdict
 from infra.plan.config import ConfigError, StackConfig
 from infra.plan.economics import Economics, economics
 from infra.plan.frontdoor import FrontDoorPlan
@@ -308,8 +308,12 @@ def main(argv: Sequence[str] | None = None, today: dt.date | None = None) -> int
         }
         data["cheaper"] = buy if buy and buy.startswith("cheaper:") else None
         data["verdict"] = verdict.verdict_json(result, econ, first or buy, warnings)
+        data["placeholders"] = [p.key for p in placeholders.find(cfg)]
         print(json.dumps(data, indent=2))
         return 0
+    notice = placeholders.notice(cfg)
+    if notice:
+        print(notice)
     print("\n".join(verdict.verdict_lines(result, econ, first or buy, warnings)))
     if args.brief:
         return 0

@@ -432,10 +432,11 @@ def test_the_values_just_inside_the_refusals_plan() -> None:
 
 
 def test_the_plan_carries_the_stack_and_what_follows_from_the_split() -> None:
-    p = _plan(vllmImage="vllm/vllm-openai-cpu:v0.31.1-arm64", modelCache="volume")
+    image = "vllm/vllm-openai-cpu:v0.31.1-arm64@sha256:" + "ab" * 32
+    p = _plan(vllmImage=image, modelCache="volume")
     assert (p.stack, p.model, p.generation) == ("dev", GEMMA.name, "graviton3")
     assert (p.weight_prefetch, p.model_cache) == (True, "volume")
-    assert p.vllm_image == "vllm/vllm-openai-cpu:v0.31.1-arm64"
+    assert p.vllm_image == image
     assert p.shm_gib == 1
     assert p.tightest_rank == 0 and p.guard_available_gib == p.ranks[0].guard_gib
     assert p.max_num_seqs == 128 * p.stages
