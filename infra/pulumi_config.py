@@ -18,6 +18,7 @@ from infra.plan.config import (
     SECRET_KEYS,
     ConfigError,
     StackConfig,
+    check_api_key,
     check_secrets,
     load_config,
 )
@@ -53,6 +54,8 @@ def read_stack_config(stack: str) -> tuple[StackConfig, Plan, StackSecrets]:
     values, secret = _raw_config()
     try:
         check_secrets(secret)
+        if "apiKey" in values:
+            check_api_key(values["apiKey"])
         if "hfToken" not in values:
             raise ConfigError(
                 "hfToken",

@@ -61,19 +61,18 @@ def secret(spec: ServerSpec, which: Literal["hf-token", "api-key"], value: str) 
 
 
 def gatekeeper_files(spec: ServerSpec) -> dict[str, str]:
-    """Every file of the gatekeeper's ConfigMap: nginx.conf first, then the chat page's files
-    when the stack serves it (`chatPage`), mounted beside the config."""
+    """Every file of the gatekeeper's ConfigMap: nginx.conf and its njs script, then the chat
+    page's files when the stack serves it (`chatPage`), mounted beside the config."""
     page_root = gatekeeper.CONFIG_MOUNT if spec.chat_page else None
-    conf = gatekeeper.nginx_conf(spec.limits, upstream_port=spec.port, page_root=page_root)
-    files = {gatekeeper.CONFIG_FILE: conf}
+    files = gatekeeper.config_files(spec.limits, upstream_port=spec.port, page_root=page_root)
     if spec.chat_page:
         files |= chat.files(chat.ChatPage(spec.model, spec.max_reply_tokens, spec.max_model_len))
     return files
 
 
 def gatekeeper_config(spec: ServerSpec) -> Manifest:
-    """The gatekeeper's nginx.conf, generated from the plan's limits (no secret in it), and the
-    chat page's files."""
+    """The gatekeeper's nginx.conf and njs script, generated from the plan's limits (no secret
+    in them), and the chat page's files."""
     return {
         "apiVersion": "v1",
         "kind": "ConfigMap",

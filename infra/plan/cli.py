@@ -221,10 +221,33 @@ def _front_door_rows(door: FrontDoorPlan) -> list[tuple[str, str]]:
         (
             "per client",
             f"{door.client_requests_per_minute} requests/min (`clientRequestsPerMinute`), "
-            f"{door.client_concurrent_requests} in flight (`clientConcurrentRequests`)",
+            f"{door.client_concurrent_requests} in flight (`clientConcurrentRequests`), "
+            f"{door.client_connections} connections (`clientConnections`)",
         ),
-        ("max reply", f"{door.max_reply_tokens} tokens (`maxReplyTokens`)"),
-        ("reply timeout", f"{door.reply_timeout_seconds} s, else 504"),
+        (
+            "connections",
+            f"{door.connection_capacity} clients in all, nginx worker_connections "
+            f"{door.worker_connections} (from the gatekeeper's memory)",
+        ),
+        (
+            "per request",
+            f"{door.max_sequences} sequence(s) (`maxSequencesPerRequest`), logprobs up to "
+            f"{door.max_logprobs} (`maxLogprobs`), no echo",
+        ),
+        (
+            "schemas",
+            (
+                f"up to {door.max_schema_bytes:,} bytes (`maxSchemaBytes`), "
+                f"{door.schema_concurrency} compiling at a time"
+            )
+            if door.max_schema_bytes
+            else "structured outputs off (`maxSchemaBytes` 0)",
+        ),
+        (
+            "max reply",
+            f"{door.max_reply_tokens} tokens (`maxReplyTokens`), {door.max_reply_bytes:,} bytes",
+        ),
+        ("reply timeout", f"{door.reply_timeout_seconds} s, then cut (504 or a stream error)"),
         (
             "chat page",
             f"{'https' if door.tls else 'http'}://<endpoint>/ (`chatPage`)"

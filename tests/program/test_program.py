@@ -322,7 +322,11 @@ def test_the_gatekeeper_serves_the_chat_page_from_its_config_map(
     config = named(mocks.records, "kubernetes:core/v1:ConfigMap", "model-gatekeeper")
     data = config.inputs["data"]
     page = chat.ChatPage(expected.model, expected.max_reply_tokens, expected.max_model_len)
-    assert data == {"nginx.conf": data["nginx.conf"], **chat.files(page)}, config.urn
+    assert data == {
+        "nginx.conf": data["nginx.conf"],
+        "gatekeeper.js": data["gatekeeper.js"],
+        **chat.files(page),
+    }, config.urn
     served = re.findall(r"location = (\S+) \{\n.*\n +root (\S+);", data["nginx.conf"])
     assert served == [(path, gatekeeper.CONFIG_MOUNT) for path in chat.ROUTES]
     # The same bytes render and program: the pods roll when the page changes.
