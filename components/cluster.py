@@ -101,6 +101,10 @@ class ClusterArgs:
     viewer_arns: Sequence[str] = ()
     """IAM roles and users with AmazonEKSAdminViewPolicy on the whole cluster. Never the
     creator either, for the same reason."""
+    addon_versions: Mapping[str, str] = field(default_factory=dict)
+    """Add-on name -> pinned version for `kubernetes_version` (`infra/plan/addons.py`): vpc-cni
+    and kube-proxy (installed by pulumi-eks with the cluster) and coredns (installed here after
+    the nodes). Without a pin pulumi-eks asks for the most recent version at every deploy."""
     instance_tags: Mapping[str, str] = field(default_factory=dict)
     """Tags for each node's instance, root volume and network interfaces. The provider's default
     tags do not reach what the node group's Auto Scaling group launches, and EKS does not copy
@@ -123,6 +127,15 @@ class ClusterArgs:
                 f"`node_disk_gib` is {self.node_disk_gib}, below the 20 GiB the EKS AL2023 AMI "
                 "needs; set it to 20 or more"
             )
+
+
+def _pin(args: ClusterArgs, addon: str) -> str:
+    if addon not in args.addon_versions:
+        raise ValueError(
+            f"`addon_versions` has no {addon} version; pin it for Kubernetes "
+            f"{args.kubernetes_version} in infra/plan/addons.py"
+        )
+    return args.addon_versions[addon]
 
 
 class Cluster(pulumi.ComponentResource):
@@ -152,6 +165,8 @@ class Cluster(pulumi.ComponentResource):
     """The managed node group's physical name."""
     access_entries: list[pulumi.Resource]
     """The access entries of `admin_arns` and `viewer_arns` and their policy associations."""
+    coredns: aws.eks.Addon
+    """CoreDNS as a managed add-on, created once the nodes exist (its pods need them)."""
     node_group: eks.ManagedNodeGroup
     """The node group itself, for ``depends_on`` from in-cluster installs that need schedulable
     nodes but take no data from them (e.g. a controller whose webhooks must answer)."""
@@ -168,6 +183,7 @@ class Cluster(pulumi.ComponentResource):
         node_role, attachments = self._node_role(name, child, partition.partition)
         launch_template = self._launch_template(name, args, child)
         node_group = self._node_group(name, args, cluster, node_role, attachments, launch_template)
+        self.coredns = self._coredns(name, args, cluster, node_group)
 
         self.provider = k8s.Provider(
             f"{name}-k8s",
@@ -219,8 +235,35 @@ class Cluster(pulumi.ComponentResource):
             endpoint_private_access=True,
             # The VPC CNI enforces NetworkPolicy only with its policy agent turned on; without it
             # the model server's policy would be accepted and ignored.
-            vpc_cni_options=eks.VpcCniOptionsArgs(enable_network_policy=True),
+            vpc_cni_options=eks.VpcCniOptionsArgs(
+                enable_network_policy=True, addon_version=_pin(args, "vpc-cni")
+            ),
+            # Pinned: pulumi-eks otherwise asks for the most recent kube-proxy at every deploy
+            # (nodejs/eks/cluster/cluster.ts, `mostRecent: true`, master at 7bf0c1b read
+            # 2026-12-01), so an unchanged stack could upgrade it unreviewed.
+            kube_proxy_addon_options=eks.KubeProxyAddonOptionsArgs(
+                version=_pin(args, "kube-proxy")
+            ),
+            # pulumi-eks installs no coredns add-on with `skip_default_node_group` (same file:
+            # only with a default node group, Fargate or auto mode); EKS's self-managed CoreDNS
+            # would never be upgraded. `_coredns` installs it after the nodes.
+            coredns_addon_options=eks.CoreDnsAddonOptionsArgs(enabled=False),
             opts=child,
+        )
+
+    def _coredns(
+        self, name: str, args: ClusterArgs, cluster: eks.Cluster, nodes: eks.ManagedNodeGroup
+    ) -> aws.eks.Addon:
+        """CoreDNS as a managed add-on at its pinned version; it turns ACTIVE only once its
+        pods run, so it waits for the node group, and on destroy goes before it."""
+        return aws.eks.Addon(
+            f"{name}-coredns",
+            cluster_name=cluster.eks_cluster.name,
+            addon_name="coredns",
+            addon_version=_pin(args, "coredns"),
+            resolve_conflicts_on_create="OVERWRITE",
+            resolve_conflicts_on_update="OVERWRITE",
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[nodes]),
         )
 
     def _access_entries(
@@ -347,6 +390,12 @@ class Cluster(pulumi.ComponentResource):
             cluster=cluster,
             node_role_arn=node_role.arn,
             ami_type=AMI_TYPE,
+            # The cluster's version, always: pulumi-eks fills it in only when there is no launch
+            # template (nodejs/eks/nodes/nodegroup.ts `createManagedNodeGroupInternal`, "we can
+            # only do that if the user doesn't provide a launch template", master at 7bf0c1b
+            # read 2026-12-01). Without it a `kubernetesVersion` change upgrades the control
+            # plane and leaves the nodes, and EKS refuses the next control-plane upgrade.
+            version=args.kubernetes_version,
             instance_types=[args.instance_type],
             capacity_type="ON_DEMAND",
             scaling_config=aws.eks.NodeGroupScalingConfigArgs(

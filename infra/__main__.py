@@ -22,13 +22,14 @@ from components.monitoring import Monitoring, MonitoringArgs
 from components.network import Network, NetworkArgs
 from components.observability import ClusterLogs, ClusterLogsArgs
 from components.storage import ModelVolumes, ModelVolumesArgs
-from infra.plan import monitoring, wiring
+from infra.plan import addons, monitoring, wiring
 from infra.pulumi_config import place_zones, read_stack_config, warn_about
 
 stack = pulumi.get_stack()
 cfg, plan, secrets = read_stack_config(stack)
 
 tags = wiring.stack_tags(cfg, stack)
+addon_versions = addons.pinned(cfg.kubernetes_version) or {}
 warn_about(cfg)
 
 # Default tags reach what the provider creates itself; what EC2 Auto Scaling, the EBS CSI driver
@@ -62,6 +63,7 @@ cluster = Cluster(
         admin_arns=cfg.cluster_admin_arns,
         viewer_arns=cfg.cluster_viewer_arns,
         instance_tags=tags,
+        addon_versions=addon_versions,
     ),
     opts=on_aws,
 )
@@ -72,6 +74,7 @@ cluster_ref = ClusterRef(
     oidc_provider_arn=cluster.oidc_provider_arn,
     oidc_provider_url=cluster.oidc_provider_url,
     nodes=cluster.node_group,
+    addon_versions=addon_versions,
 )
 logs = ClusterLogs("logs", ClusterLogsArgs(cluster_ref, wiring.NAMESPACE), opts=on_aws)
 volumes = (

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import NoReturn
 
-from infra.plan import advice, compare, support, throughput
+from infra.plan import addons, advice, compare, pods, support, throughput
 from infra.plan.config import ConfigError, StackConfig
 from infra.plan.economics import Economics, economics
 from infra.plan.frontdoor import FrontDoorPlan
@@ -136,6 +136,7 @@ def format_table(
         ("weights per stage", f"{per_stage} GiB"),
         ("runtime overhead", f"{p.overhead_gib_per_pod:.2f} GiB per pod (largest rank)"),
         ("weight prefetch", "on (init container)" if p.weight_prefetch else "off"),
+        ("pod containers", pods.describe(p.weight_prefetch)),
         ("guard sees", f"{p.guard_available_gib:.2f} GiB on rank {p.tightest_rank}"),
         ("kv cache", f"{p.kv_cache_bytes} bytes ({p.kv_cache_bytes / 1024**3:.2f} GiB) per rank"),
         ("max batched tokens", f"{p.max_num_batched_tokens} tokens"),
@@ -180,6 +181,7 @@ def format_table(
         lines.extend(f"  - {note}" for note in econ.costs.notes)
         lines.append(f"  - served tokens: {throughput.PROVENANCE['batching']}")
     warnings = support.warnings(cfg, today) if cfg is not None else []
+    warnings += addons.warnings(cfg.kubernetes_version) if cfg is not None else []
     if warnings:
         lines.append("")
         lines.append("warnings:")
@@ -277,9 +279,11 @@ def main(argv: Sequence[str] | None = None, today: dt.date | None = None) -> int
         return 2
     if args.json:
         data = result.to_json() | econ.to_json()
-        data["warnings"] = [n for n in notes if n.startswith("WARNING")] + support.warnings(
-            cfg, today
-        )
+        data["warnings"] = [
+            *(n for n in notes if n.startswith("WARNING")),
+            *support.warnings(cfg, today),
+            *addons.warnings(cfg.kubernetes_version),
+        ]
         version = cfg.kubernetes
         data["kubernetes"] = {
             "version": cfg.kubernetes_version,

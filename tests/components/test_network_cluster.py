@@ -19,6 +19,7 @@ import yaml
 
 from components.cluster import AMI_TYPE, NODE_POLICIES, Cluster, ClusterArgs
 from components.network import Network, NetworkArgs
+from infra.plan import addons
 from tests.fakes.pulumi_mocks import (
     Recorded,
     RecordingMocks,
@@ -94,6 +95,7 @@ def deploy(
                 public_access_cidrs=OPERATORS,
                 admin_arns=(ADMIN,),
                 viewer_arns=(VIEWER,),
+                addon_versions=addons.pinned("1.34") or {},
             ),
             opts=opts,
         )
