@@ -131,8 +131,7 @@ def check_config(cfg: StackConfig) -> None:
         pinned = sorted(addons.ADDON_VERSIONS, key=lambda v: int(v.split(".")[1]))
         raise ConfigError(
             "kubernetesVersion",
-            f"{cfg.kubernetes_version} has no pinned EKS add-on versions "
-            "(infra/plan/addons.py)",
+            f"{cfg.kubernetes_version} has no pinned EKS add-on versions (infra/plan/addons.py)",
             f"use {pinned[-1]}, or add its row with the versions EKS lists for it",
         )
 

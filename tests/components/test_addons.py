@@ -19,7 +19,7 @@ from components.observability import (
 )
 from components.storage import ModelVolumes, ModelVolumesArgs
 from infra.plan import addons
-from tests.fakes.pulumi_mocks import RecordingMocks, by_type, one, resolve, run
+from tests.fakes.pulumi_mocks import RecordingMocks, by_type, resolve, run
 
 ROLE = "aws:iam/role:Role"
 ADDON = "aws:eks/addon:Addon"

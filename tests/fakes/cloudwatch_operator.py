@@ -27,7 +27,9 @@ SKIPPED_NAMESPACES = frozenset({"amazon-cloudwatch", "monitoring", "observabilit
 _NO_APP_SIGNALS_REGIONS = re.compile(r"ap-east-2|ap-southeast-6|cn-.*|.*-iso[a-z]*-.*")
 
 
-def _listed(section: Mapping[str, Any], language: str, namespace: str, kind: str, name: str) -> bool:
+def _listed(
+    section: Mapping[str, Any], language: str, namespace: str, kind: str, name: str
+) -> bool:
     entry = section.get(language) or {}
     return namespace in (entry.get("namespaces") or []) or f"{namespace}/{name}" in (
         entry.get(kind) or []
