@@ -37,6 +37,8 @@ TAGGED_AT_LAUNCH = ("instance", "volume", "network-interface")
 
 CONTROL_PLANE_LOG_TYPES = ("api", "audit", "authenticator")
 """Control-plane logs sent to CloudWatch: enough to debug access, not the noisy scheduler."""
+CONTROL_PLANE_LOG_DAYS = 30
+"""Days CloudWatch keeps them (EKS creates the group without a retention: kept forever)."""
 
 NODE_POLICIES = (
     "AmazonEKSWorkerNodePolicy",
@@ -70,6 +72,10 @@ spec:
 @dataclass(frozen=True)
 class ClusterArgs:
     """What the cluster needs: where it lives and the shape of its single node group."""
+
+    name: str
+    """The EKS cluster's name. Fixed, not auto-named: EKS writes the control plane's logs to
+    `/aws/eks/<name>/cluster`, which this component creates first, with a retention."""
 
     vpc_id: pulumi.Input[str]
     """The VPC the cluster and its nodes live in."""
@@ -177,7 +183,15 @@ class Cluster(pulumi.ComponentResource):
         super().__init__("gemma-graviton:cluster:Cluster", name, None, opts)
         child = pulumi.ResourceOptions(parent=self)
 
-        cluster = self._control_plane(name, args, child)
+        control_plane_logs = aws.cloudwatch.LogGroup(
+            f"{name}-control-plane-logs",
+            name=f"/aws/eks/{args.name}/cluster",
+            retention_in_days=CONTROL_PLANE_LOG_DAYS,
+            opts=child,
+        )
+        cluster = self._control_plane(
+            name, args, pulumi.ResourceOptions(parent=self, depends_on=[control_plane_logs])
+        )
         partition = aws.get_partition_output(opts=pulumi.InvokeOutputOptions(parent=self))
         self.access_entries = self._access_entries(name, args, cluster, partition.partition)
         node_role, attachments = self._node_role(name, child, partition.partition)
@@ -218,6 +232,7 @@ class Cluster(pulumi.ComponentResource):
         """The EKS control plane, its OIDC provider and the VPC CNI settings."""
         return eks.Cluster(
             f"{name}-eks",
+            name=args.name,
             vpc_id=args.vpc_id,
             subnet_ids=args.control_plane_subnet_ids,
             version=args.kubernetes_version,
@@ -413,7 +428,10 @@ class Cluster(pulumi.ComponentResource):
             opts=pulumi.ResourceOptions(
                 parent=self,
                 # Nodes fail to join unless the role's policies are attached first; only the
-                # role's ARN flows into the node group, so the ordering is explicit.
-                depends_on=attachments,
+                # role's ARN flows into the node group, so the ordering is explicit. The cluster
+                # arrives as a resource reference, which the SDK leaves out of the dependencies
+                # it reports (pulumi/runtime/rpc.py `exclude_resource_refs_from_deps`): named
+                # here, the nodes are deleted before the control plane, never after.
+                depends_on=[*attachments, cluster],
             ),
         )

@@ -17,6 +17,7 @@ import pulumi_aws as aws
 from components.addons import ClusterRef
 from components.cluster import Cluster, ClusterArgs
 from components.leaderworkerset import LwsController, LwsControllerArgs
+from components.manifests import model_claims
 from components.model_server import ModelServer, ModelServerArgs
 from components.monitoring import Monitoring, MonitoringArgs
 from components.network import Network, NetworkArgs
@@ -51,6 +52,7 @@ network = Network(
 cluster = Cluster(
     "eks",
     ClusterArgs(
+        name=f"gemma-graviton-{stack}",
         vpc_id=network.vpc_id,
         control_plane_subnet_ids=network.control_plane_subnet_ids,
         node_subnet_id=network.node_subnet_id,
@@ -77,11 +79,18 @@ cluster_ref = ClusterRef(
     addon_versions=addon_versions,
 )
 logs = ClusterLogs("logs", ClusterLogsArgs(cluster_ref, wiring.NAMESPACE), opts=on_aws)
+server_spec = wiring.server_spec(cfg, plan)
 volumes = (
     ModelVolumes(
         "weights",
         ModelVolumesArgs(
-            cluster_ref, wiring.STORAGE_CLASS, wiring.STORAGE_THROUGHPUT_MIBPS, volume_tags=tags
+            cluster_ref,
+            wiring.STORAGE_CLASS,
+            wiring.STORAGE_THROUGHPUT_MIBPS,
+            volume_tags=tags,
+            claims=[(wiring.NAMESPACE, c["metadata"]["name"]) for c in model_claims(server_spec)],
+            size_gib=plan.model_volume_gib,
+            zone=placement.node.name,
         ),
         opts=on_cluster,
     )
@@ -92,11 +101,12 @@ lws = LwsController("lws", LwsControllerArgs(nodes=cluster.node_group), opts=on_
 server = ModelServer(
     "model",
     ModelServerArgs(
-        spec=wiring.server_spec(cfg, plan),
+        spec=server_spec,
         hf_token=secrets.hf_token,
         api_key=secrets.api_key,
         lws_controller=lws,
         storage=volumes,
+        volume_names=volumes.volume_names if volumes is not None else {},
         nodes=cluster.node_group,
     ),
     opts=on_cluster,

@@ -130,6 +130,12 @@ RESOURCE_ACTIONS: dict[str, TypeActions] = {
         ),
         _TF + "ec2/vpc_route_table_association.go",
     ),
+    # Deleting retries DeleteVolume while the volume is in use, within the delete timeout
+    # (read 2026-12-01, commit 0073593 of the file).
+    "aws:ebs/volume:Volume": TypeActions(
+        ("ec2:CreateVolume", "ec2:ModifyVolume", "ec2:DeleteVolume", *_EC2_TAGS),
+        _TF + "ec2/ebs_volume.go",
+    ),
     "aws:ec2/launchTemplate:LaunchTemplate": TypeActions(
         (
             "ec2:CreateLaunchTemplate",
