@@ -12,7 +12,7 @@ import pulumi
 import pulumi_aws as aws
 from pulumi.runtime import config as runtime_config
 
-from infra.plan import addons, advice, support, zones
+from infra.plan import addons, advice, readiness, support, zones
 from infra.plan.config import (
     PROJECT,
     SECRET_KEYS,
@@ -75,7 +75,7 @@ def warn_about(cfg: StackConfig, today: dt.date | None = None) -> None:
     """Log the plan's warnings (support window, open endpoint) so every preview shows them."""
     for line in support.warnings(cfg, today or dt.date.today()):
         pulumi.log.warn(line)
-    for line in addons.warnings(cfg.kubernetes_version):
+    for line in [*addons.warnings(cfg.kubernetes_version), *readiness.warnings(cfg)]:
         pulumi.log.warn(line)
 
 

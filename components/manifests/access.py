@@ -83,6 +83,13 @@ def leaders_selector(spec: ServerSpec) -> dict[str, str]:
 NLB_TAGS_ANNOTATION = "service.beta.kubernetes.io/aws-load-balancer-additional-resource-tags"
 
 
+#: cloud-provider-aws pkg/providers/v1/aws.go
+#: `ServiceAnnotationLoadBalancerCrossZoneLoadBalancingEnabled`, read for NLBs too.
+CROSS_ZONE_ANNOTATION = (
+    "service.beta.kubernetes.io/aws-load-balancer-cross-zone-load-balancing-enabled"
+)
+
+
 def aws_tags_annotation(tags: Mapping[str, str]) -> str:
     """Tags in the annotation's "k=v,k=v" form (the config refuses ',' and '=' in tags)."""
     return ",".join(f"{key}={value}" for key, value in sorted(tags.items()))
@@ -98,7 +105,15 @@ def service(spec: ServerSpec) -> Manifest:
     every admitted range is private; the `aws-load-balancer-scheme` annotation is read only by the
     AWS Load Balancer Controller, which this cluster does not run, so it is not set.
     """
-    annotations = {"service.beta.kubernetes.io/aws-load-balancer-type": "nlb"}
+    annotations = {
+        "service.beta.kubernetes.io/aws-load-balancer-type": "nlb",
+        # The NLB gets an address in every zone with a load-balancer subnet (the control
+        # plane's zone too), but every target is in the node zone; cross-zone off, the
+        # controller's default (pkg/providers/v1/aws_loadbalancer.go `reconcileLBAttributes`,
+        # master at 63ec440 read 2026-12-01), leaves clients that resolve the other address
+        # without an answer. On, that address forwards to the node zone.
+        CROSS_ZONE_ANNOTATION: "true",
+    }
     if spec.internal_load_balancer:
         # The controller then picks the subnets tagged kubernetes.io/role/internal-elb.
         annotations["service.beta.kubernetes.io/aws-load-balancer-internal"] = "true"

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 
 from pydantic_core import PydanticUndefined
 
-from infra.plan import catalog
+from infra.plan import catalog, readiness
 from infra.plan.compare import Need, compare
 from infra.plan.config import ConfigError, StackConfig
 from infra.plan.economics import Economics, economics
@@ -98,9 +98,11 @@ def explain(
 def checked_plan(cfg: StackConfig, stack: str, user_keys: Sequence[str], today: dt.date) -> Plan:
     """`plan`, with any refusal passed through `explain`."""
     try:
-        return plan(cfg, stack)
+        result = plan(cfg, stack)
     except PlanError as error:
         raise explain(error, cfg, stack, user_keys, today) from None
+    readiness.check_quota(cfg, result)
+    return result
 
 
 def change_warning(

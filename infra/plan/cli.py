@@ -16,7 +16,16 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import NoReturn
 
-from infra.plan import addons, advice, compare, pods, support, throughput
+from infra.plan import (
+    addons,
+    advice,
+    changes,
+    compare,
+    pods,
+    readiness,
+    support,
+    throughput,
+)
 from infra.plan.config import ConfigError, StackConfig
 from infra.plan.economics import Economics, economics
 from infra.plan.frontdoor import FrontDoorPlan
@@ -137,6 +146,7 @@ def format_table(
         ("runtime overhead", f"{p.overhead_gib_per_pod:.2f} GiB per pod (largest rank)"),
         ("weight prefetch", "on (init container)" if p.weight_prefetch else "off"),
         ("pod containers", pods.describe(p.weight_prefetch)),
+        ("vcpu quota", readiness.describe(p)),
         ("guard sees", f"{p.guard_available_gib:.2f} GiB on rank {p.tightest_rank}"),
         ("kv cache", f"{p.kv_cache_bytes} bytes ({p.kv_cache_bytes / 1024**3:.2f} GiB) per rank"),
         ("max batched tokens", f"{p.max_num_batched_tokens} tokens"),
@@ -182,10 +192,14 @@ def format_table(
         lines.append(f"  - served tokens: {throughput.PROVENANCE['batching']}")
     warnings = support.warnings(cfg, today) if cfg is not None else []
     warnings += addons.warnings(cfg.kubernetes_version) if cfg is not None else []
+    warnings += readiness.warnings(cfg) if cfg is not None else []
     if warnings:
         lines.append("")
         lines.append("warnings:")
         lines.extend(f"  - {warning}" for warning in warnings)
+    lines.append("")
+    lines.append("what a change costs:")
+    lines.extend(f"  - {line}" for line in changes.describe(p))
     return "\n".join(lines)
 
 
@@ -283,6 +297,7 @@ def main(argv: Sequence[str] | None = None, today: dt.date | None = None) -> int
             *(n for n in notes if n.startswith("WARNING")),
             *support.warnings(cfg, today),
             *addons.warnings(cfg.kubernetes_version),
+            *readiness.warnings(cfg),
         ]
         version = cfg.kubernetes
         data["kubernetes"] = {
