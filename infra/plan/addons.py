@@ -13,6 +13,8 @@ from __future__ import annotations
 import datetime as dt
 from dataclasses import dataclass
 
+from infra.plan.config import ConfigError
+
 VPC_CNI = "vpc-cni"
 KUBE_PROXY = "kube-proxy"
 COREDNS = "coredns"
@@ -41,7 +43,10 @@ _CNI_SRC = (
     "docs.aws.amazon.com/ja_jp/eks/latest/userguide/pod-networking.html, versions table (one "
     "version for every row, 1.27-1.33)"
 )
-_EBS_SRC = "a public create-addon call for this version (describe-addon-versions not run here)"
+_EBS_SRC = (
+    "a public project's `aws eks create-addon` of this version (so it exists); its Kubernetes "
+    "compatibility was not read (describe-addon-versions cannot run here)"
+)
 _CW_SRC = (
     "docs.aws.amazon.com/AmazonCloudWatch/latest/monitoring/install-CloudWatch-Observability-"
     "EKS-addon.md (names v6.2.0-eksbuild.1); its chart, aws-observability/helm-charts 6.x, has "
@@ -92,3 +97,14 @@ def warnings(kubernetes_version: str) -> list[str]:
         f"--kubernetes-version {kubernetes_version} --addon-name <name>` before the first "
         "`pulumi up` and correct infra/plan/addons.py"
     ]
+
+
+def check_pinned(kubernetes_version: str) -> None:
+    """Refuse a Kubernetes version whose add-ons the table does not pin."""
+    if pinned(kubernetes_version) is None:
+        newest = max(ADDON_VERSIONS, key=lambda v: int(v.split(".")[1]))
+        raise ConfigError(
+            "kubernetesVersion",
+            f"{kubernetes_version} has no pinned EKS add-on versions (infra/plan/addons.py)",
+            f"use {newest}, or add its row with the versions EKS lists for it",
+        )

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 
 from pydantic_core import PydanticUndefined
 
-from infra.plan import catalog, readiness
+from infra.plan import addons, catalog, readiness
 from infra.plan.compare import Need, compare
 from infra.plan.config import ConfigError, StackConfig
 from infra.plan.economics import Economics, economics
@@ -101,6 +101,7 @@ def checked_plan(cfg: StackConfig, stack: str, user_keys: Sequence[str], today: 
         result = plan(cfg, stack)
     except PlanError as error:
         raise explain(error, cfg, stack, user_keys, today) from None
+    addons.check_pinned(cfg.kubernetes_version)
     readiness.check_quota(cfg, result)
     return result
 

@@ -15,7 +15,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from infra.plan import addons, prices
+from infra.plan import prices
 from infra.plan.config import ConfigError, StackConfig
 
 #: AWS allows 50 tags per resource; the stack adds four of its own (project, stack, owner, endDate).
@@ -126,13 +126,6 @@ def check_config(cfg: StackConfig) -> None:
             f"{cfg.kubernetes_version} is newer than any EKS version the catalogue knows "
             f"(newest {known[-1]})",
             f"use {known[-1]}",
-        )
-    if addons.pinned(cfg.kubernetes_version) is None:
-        pinned = sorted(addons.ADDON_VERSIONS, key=lambda v: int(v.split(".")[1]))
-        raise ConfigError(
-            "kubernetesVersion",
-            f"{cfg.kubernetes_version} has no pinned EKS add-on versions (infra/plan/addons.py)",
-            f"use {pinned[-1]}, or add its row with the versions EKS lists for it",
         )
 
 

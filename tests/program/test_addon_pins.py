@@ -10,11 +10,13 @@ Encodes, read 2026-12-01 (pulumi/pulumi-eks master at 7bf0c1b, the source of pul
 
 from __future__ import annotations
 
+import datetime as dt
 from typing import Any
 
 import pytest
 
-from infra.plan import addons
+from infra.plan import addons, advice
+from infra.plan.config import ConfigError
 from infra.plan.stackfile import load_stack, stack_names
 from tests.fakes.pulumi_mocks import RecordingMocks, by_type, one
 from tests.program.harness import run_program
@@ -64,3 +66,16 @@ def test_every_supported_version_pins_every_addon() -> None:
         for name, pin in row.items():
             assert pin.version.startswith("v") and "-eksbuild." in pin.version, (version, name)
             assert pin.source and pin.read, (version, name)
+
+
+def test_a_version_without_pins_is_refused_in_one_line_and_the_fix_is_accepted() -> None:
+    today = dt.date(2026, 12, 1)
+    cfg = load_stack("dev", {"kubernetesVersion": "1.36"}, today)
+    with pytest.raises(ConfigError) as error:
+        advice.checked_plan(cfg, "dev", ["kubernetesVersion"], today)
+    assert str(error.value) == (
+        "`kubernetesVersion` 1.36 has no pinned EKS add-on versions (infra/plan/addons.py); use "
+        "1.35, or add its row with the versions EKS lists for it"
+    )
+    fixed = load_stack("dev", {"kubernetesVersion": "1.35"}, today)
+    assert advice.checked_plan(fixed, "dev", ["kubernetesVersion"], today).nodes == 2
