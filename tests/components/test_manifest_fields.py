@@ -417,6 +417,7 @@ def test_the_service_reaches_leaders_through_an_nlb() -> None:
     assert svc["metadata"]["annotations"] == {
         "service.beta.kubernetes.io/aws-load-balancer-type": "nlb",
         "service.beta.kubernetes.io/aws-load-balancer-cross-zone-load-balancing-enabled": "true",
+        "pulumi.com/waitFor": "jsonpath={.status.loadBalancer.ingress[0].hostname}",
     }
     assert svc["spec"]["selector"] == {
         "leaderworkerset.sigs.k8s.io/name": "gemma-vllm",
@@ -432,6 +433,7 @@ def test_the_service_reaches_leaders_through_an_nlb() -> None:
     assert internal["annotations"] == {
         "service.beta.kubernetes.io/aws-load-balancer-type": "nlb",
         "service.beta.kubernetes.io/aws-load-balancer-cross-zone-load-balancing-enabled": "true",
+        "pulumi.com/waitFor": "jsonpath={.status.loadBalancer.ingress[0].hostname}",
         "service.beta.kubernetes.io/aws-load-balancer-internal": "true",
     }
 

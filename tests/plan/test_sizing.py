@@ -237,28 +237,29 @@ def test_planner_matches_real_vllms_refusal_of_4096_tokens() -> None:
 # The plan says why each number is what it is: one line a decision, worded for the key the stack
 # set (auto: the planner's rule; a number: "as the stack sets").
 AUTO_REASONS = [
-    "pod memory 26 GiB: 29.8 GiB allocatable on m7g.2xlarge minus 1.57 GiB requested by the "
-    "add-ons, the LWS controller, the metrics collector and the gatekeeper that may share the "
-    "node minus 2 GiB headroom; requests equal limits",
-    "2 stage(s): the fewest whose heaviest rank holds weights (12.6 GiB) plus runtime overhead "
-    "(8.7 GiB, paid by every pod) and leaves KV for the longest context; 4 node(s) in all",
+    "pod memory 26 GiB: 29.8 GiB allocatable on m7g.2xlarge less 1.57 GiB for the pods that may "
+    "share the node and 2 GiB headroom; requests = limits",
+    "2 stage(s): the fewest whose heaviest rank holds its weights (12.6 GiB), the runtime every "
+    "pod pays (8.7 GiB) and KV for the longest context",
     "memory guard sees 4.69 GiB on rank 0: the init container's page cache is charged outside the "
     "engine container",
     "KV cache 4.22 GiB per rank: 90% of what the guard sees",
-    "max_num_batched_tokens 512: the largest that still serves the longest context "
-    "(sliding-window layers reserve window - 1 + stages x batched tokens) and keeps one step "
-    "short enough for a liveness probe to tell it from a stalled pipeline; a 8192-token prompt "
-    "is prefilled in 16 step(s)",
+    "max_num_batched_tokens 512: the largest that keeps the longest context (sliding layers "
+    "reserve window - 1 + stages x batched) and a step short enough to tell busy from stalled, "
+    "else the least; 16 step(s) prefill 8,192 tokens",
     "max_model_len 8192: the longest one request fits, capped at 8192 (`maxContextCap`); 10.69 "
     "such requests fit at once",
     "decode ~4.3 tokens/s per stream: each token streams the stages' weights in series at ~99 GB/s "
     "per node",
-    "liveness every 5 s, 3 failures: a step of max_num_batched_tokens takes up to 12.0 s, so a "
-    "busy engine that emits nothing for 25 s is stuck; a broken group is noticed within 48 s; the "
-    "longest prompt's first token comes within 218 s (`firstByteTimeoutSeconds`, part of the "
-    "reply timeout)",
-    "without the weight prefetch the guard would see 0.58 GiB (the checkpoint's page cache charged "
-    "to the engine container), leaving 8,192 tokens at 1.32x",
+    "liveness every 2 s, 3 failures: the longest step (max_num_batched_tokens at 8,192 tokens of "
+    "context, slow end of the prefill rate) takes up to 152.1 s and 2 batch(es) are in flight, so "
+    "an engine that emits nothing for 305 s is stuck (also the engine's step timeout); a broken "
+    "group is noticed only after 319 s, beyond the 60 s budget; even `maxNumBatchedTokens` 256 "
+    "(the least for 256 sequences) takes 167 s: a shorter `maxModelLen` or a type with more cores "
+    "shortens it; the longest prompt's first token comes within 2634 s "
+    "(`firstByteTimeoutSeconds`, part of the reply timeout)",
+    "without the weight prefetch the guard would see 0.58 GiB (the checkpoint's page cache "
+    "charged to the engine container), leaving 8,192 tokens at 1.32x",
 ]
 SET_REASONS = [
     AUTO_REASONS[0],
@@ -269,10 +270,13 @@ SET_REASONS = [
     "max_num_batched_tokens 1024: as the stack sets",
     "max_model_len 2048: as the stack sets; 1.43 such requests fit at once",
     AUTO_REASONS[6],
-    "liveness every 2 s, 3 failures: a step of max_num_batched_tokens takes up to 24.0 s, so a "
-    "busy engine that emits nothing for 48 s is stuck; a broken group is noticed only after 62 s, "
-    "beyond the 60 s budget (`maxNumBatchedTokens` 512 or auto fits it); the longest prompt's "
-    "first token comes within 96 s (`firstByteTimeoutSeconds`, part of the reply timeout)",
+    "liveness every 2 s, 3 failures: the longest step (max_num_batched_tokens at 2,048 tokens of "
+    "context, slow end of the prefill rate) takes up to 283.4 s and 3 batch(es) are in flight, so "
+    "an engine that emits nothing for 851 s is stuck (also the engine's step timeout); a broken "
+    "group is noticed only after 865 s, beyond the 60 s budget; even `maxNumBatchedTokens` 384 "
+    "(the least for 384 sequences) takes 334 s: a shorter `maxModelLen` or a type with more cores "
+    "shortens it; the longest prompt's first token comes within 1415 s "
+    "(`firstByteTimeoutSeconds`, part of the reply timeout)",
 ]
 
 
@@ -434,10 +438,11 @@ def test_the_values_just_inside_the_refusals_plan() -> None:
 
 
 def test_the_plan_carries_the_stack_and_what_follows_from_the_split() -> None:
-    p = _plan(vllmImage="vllm/vllm-openai-cpu:v0.31.1-arm64", modelCache="volume")
+    image = "vllm/vllm-openai-cpu:v0.31.1-arm64@sha256:" + "ab" * 32
+    p = _plan(vllmImage=image, modelCache="volume")
     assert (p.stack, p.model, p.generation) == ("dev", GEMMA.name, "graviton3")
     assert (p.weight_prefetch, p.model_cache) == (True, "volume")
-    assert p.vllm_image == "vllm/vllm-openai-cpu:v0.31.1-arm64"
+    assert p.vllm_image == image
     assert p.shm_gib == 1
     assert p.tightest_rank == 0 and p.guard_available_gib == p.ranks[0].guard_gib
     assert p.max_num_seqs == 128 * p.stages
