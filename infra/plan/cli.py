@@ -202,13 +202,13 @@ def format_table(
     lines.append("")
     lines.append("why:")
     lines.extend(f"  - {reason}" for reason in (*p.reasons, *p.front_door.reasons))
+    lines.append("")
+    lines.append("what a change costs:")
+    lines.extend(f"  - {line}" for line in changes.describe(p))
     if warnings:
         lines.append("")
         lines.append("warnings:")
         lines.extend(f"  - {warning}" for warning in warnings)
-    lines.append("")
-    lines.append("what a change costs:")
-    lines.extend(f"  - {line}" for line in changes.describe(p))
     return "\n".join(lines)
 
 
