@@ -12,7 +12,7 @@ import pulumi
 import pulumi_aws as aws
 from pulumi.runtime import config as runtime_config
 
-from infra.plan import advice, placeholders, support, zones
+from infra.plan import addons, advice, placeholders, readiness, support, zones
 from infra.plan.config import (
     PROJECT,
     SECRET_KEYS,
@@ -81,6 +81,8 @@ def read_stack_config(stack: str) -> tuple[StackConfig, Plan, StackSecrets]:
 def warn_about(cfg: StackConfig, today: dt.date | None = None) -> None:
     """Log the plan's warnings (support window, open endpoint) so every preview shows them."""
     for line in support.warnings(cfg, today or dt.date.today()):
+        pulumi.log.warn(line)
+    for line in [*addons.warnings(cfg.kubernetes_version), *readiness.warnings(cfg)]:
         pulumi.log.warn(line)
 
 

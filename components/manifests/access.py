@@ -92,6 +92,13 @@ def leaders_selector(spec: ServerSpec) -> dict[str, str]:
 NLB_TAGS_ANNOTATION = "service.beta.kubernetes.io/aws-load-balancer-additional-resource-tags"
 
 
+#: cloud-provider-aws pkg/providers/v1/aws.go
+#: `ServiceAnnotationLoadBalancerCrossZoneLoadBalancingEnabled`, read for NLBs too.
+CROSS_ZONE_ANNOTATION = (
+    "service.beta.kubernetes.io/aws-load-balancer-cross-zone-load-balancing-enabled"
+)
+
+
 def aws_tags_annotation(tags: Mapping[str, str]) -> str:
     """Tags in the annotation's "k=v,k=v" form (the config refuses ',' and '=' in tags)."""
     return ",".join(f"{key}={value}" for key, value in sorted(tags.items()))
@@ -122,6 +129,12 @@ def service(spec: ServerSpec) -> Manifest:
     """
     annotations = {
         "service.beta.kubernetes.io/aws-load-balancer-type": "nlb",
+        # The NLB gets an address in every zone with a load-balancer subnet (the control
+        # plane's zone too), but every target is in the node zone; cross-zone off, the
+        # controller's default (pkg/providers/v1/aws_loadbalancer.go `reconcileLBAttributes`,
+        # master at 63ec440 read 2026-12-01), leaves clients that resolve the other address
+        # without an answer. On, that address forwards to the node zone.
+        CROSS_ZONE_ANNOTATION: "true",
         "pulumi.com/waitFor": SERVICE_WAIT_FOR,
     }
     if spec.internal_load_balancer:

@@ -493,6 +493,16 @@ class StackConfig(BaseModel):
             json_schema_extra=_fix("use an address such as oncall@example.com"),
         ),
     ] = None
+    vcpu_quota: Annotated[
+        PositiveInt | None,
+        Field(
+            alias="vcpuQuota",
+            description="The account's EC2 quota of running On-Demand Standard instance vCPUs "
+            "in `region` (Service Quotas L-1216C47A), if known: the plan refuses nodes it "
+            "cannot launch, a node replacement's extra nodes included.",
+            json_schema_extra=_fix("use the quota's value such as 64"),
+        ),
+    ] = None
     waiting_requests_alarm: Annotated[
         PositiveInt | Auto,
         Field(

@@ -414,8 +414,12 @@ def test_the_service_reaches_leaders_through_an_nlb() -> None:
     assert (svc["apiVersion"], svc["kind"]) == ("v1", "Service")
     assert svc["metadata"]["name"] == "gemma"
     assert svc["metadata"]["labels"]["app.kubernetes.io/component"] == "endpoint"
+    # Cross-zone on: the NLB's address in the control plane's zone, where no target runs,
+    # forwards to the node zone (cloud-provider-aws pkg/providers/v1/aws_loadbalancer.go
+    # `reconcileLBAttributes` turns it off unless this annotation says true).
     assert svc["metadata"]["annotations"] == {
         "service.beta.kubernetes.io/aws-load-balancer-type": "nlb",
+        "service.beta.kubernetes.io/aws-load-balancer-cross-zone-load-balancing-enabled": "true",
         "pulumi.com/waitFor": "jsonpath={.status.loadBalancer.ingress[0].hostname}",
     }
     assert svc["spec"]["selector"] == {
@@ -431,6 +435,7 @@ def test_the_service_reaches_leaders_through_an_nlb() -> None:
     internal = manifests.service(replace(SPEC, internal_load_balancer=True))["metadata"]
     assert internal["annotations"] == {
         "service.beta.kubernetes.io/aws-load-balancer-type": "nlb",
+        "service.beta.kubernetes.io/aws-load-balancer-cross-zone-load-balancing-enabled": "true",
         "pulumi.com/waitFor": "jsonpath={.status.loadBalancer.ingress[0].hostname}",
         "service.beta.kubernetes.io/aws-load-balancer-internal": "true",
     }
