@@ -47,9 +47,16 @@ GROUP_KEYS = (
     "clientRequestsPerMinute",
     "clientConcurrentRequests",
     "maxReplyTokens",
+    "clientConnections",
+    "maxSequencesPerRequest",
+    "maxLogprobs",
+    "maxSchemaBytes",
+    "chatPage",
+    "downloadMBps",
+    "modelProfile",
     "apiKey",
 )
-REBUILD_KEYS = ("region", "vpcCidr")
+REBUILD_KEYS = ("region", "vpcCidr", "controlPlaneZone")
 IDLE_KEYS = (
     "allowedCidrs",
     "endpointPublicAccessCidrs",
@@ -58,6 +65,10 @@ IDLE_KEYS = (
     "alarmEmail",
     "waitingRequestsAlarm",
     "monitoring",
+    "tlsCertificateArn",
+    "allowPlainHttp",
+    "replicas",
+    "vcpuQuota",
 )
 
 

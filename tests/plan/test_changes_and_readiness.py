@@ -8,7 +8,7 @@ import pytest
 
 from infra.plan import advice, changes, readiness
 from infra.plan.cli import main
-from infra.plan.config import ConfigError
+from infra.plan.config import ConfigError, StackConfig
 from infra.plan.sizing import plan
 from infra.plan.stackfile import load_stack
 
@@ -32,6 +32,9 @@ def test_each_key_is_in_one_kind_of_change() -> None:
     kinds = changes.change_costs(p)
     keys = [k for c in kinds for k in c.keys]
     assert len(keys) == len(set(keys))
+    # Every stack key (and the secret key) is classified: a new key must say what it costs.
+    stack_keys = {field.alias or name for name, field in StackConfig.model_fields.items()}
+    assert set(keys) == stack_keys | {"apiKey"}
 
 
 def test_the_plan_states_the_vcpus_needed_with_a_replacement_s_extra_nodes() -> None:

@@ -330,14 +330,14 @@ def test_the_gatekeeper_serves_the_chat_page_from_its_config_map(
     served = re.findall(r"location = (\S+) \{\n.*\n +root (\S+);", data["nginx.conf"])
     assert served == [(path, gatekeeper.CONFIG_MOUNT) for path in chat.ROUTES]
     # The same bytes render and program: the pods roll when the page changes.
-    digest = gatekeeper.config_digest("".join(data[name] for name in sorted(data)))
+    digest = gatekeeper.config_digest(data)
     assert _leader(mocks)["metadata"]["annotations"][gatekeeper.CONFIG_ANNOTATION] == digest
 
     mocks.records.clear()
     exports.clear()
     run_program(mocks, "dev", overrides={"chatPage": False})
     config = named(mocks.records, "kubernetes:core/v1:ConfigMap", "model-gatekeeper")
-    assert list(config.inputs["data"]) == ["nginx.conf"]
+    assert sorted(config.inputs["data"]) == ["gatekeeper.js", "nginx.conf"]
     assert "location = / {" not in config.inputs["data"]["nginx.conf"]
     assert "chatUrl" not in exports
 
