@@ -21,7 +21,9 @@ and checks what the plan promised:
   and answers a burst above the rate with 429s and no 5xx. Every later request goes through it;
 - vLLM logs the KV cache tokens and the concurrency the same planner (`infra.plan.sizing.plan`)
   predicted for the tiny model;
-- the benchmark client (`infra.bench`) runs against the leader and flags no cut-off reply.
+- the benchmark client (`infra.bench`) runs against the leader and flags no cut-off reply;
+- `vllm bench serve` runs a short capacity run through the gatekeeper, one verdict row per point
+  with the plan beside the measurement (`capacity_step`).
 
 Every process it starts is its own process group and is stopped by group (SIGTERM, then SIGKILL)
 whatever happens, including Ctrl-C; a headless rank does not exit when its leader dies, so nothing
@@ -55,7 +57,7 @@ from infra.plan.config import ConfigError, StackConfig, load_config
 from infra.plan.sizing import Plan, plan
 from infra.plan.stackfile import REPO, add_stack_arguments, parse_overrides, stack_values
 from infra.plan.wiring import gatekeeper_limits, server_spec
-from infra.rehearse import gate
+from infra.rehearse import capacity_step, gate
 from infra.rehearse.checks import (
     Check,
     bench_check,
@@ -165,12 +167,15 @@ def rehearse(options: Options, progress: Progress) -> tuple[list[Check], dict[st
     log_dir = _log_dir(launches)
     base_url = f"http://127.0.0.1:{ports[0]}/v1"
     front = _Front(nginx, free_port(), log_dir / "gatekeeper")
+    load = capacity_step.CapacityRun(vllm, model_dir, tiny_cfg, tiny_plan, log_dir / "capacity")
     progress(f"starting {len(launches)} ranks (logs in {log_dir.relative_to(REPO)})")
     group = RankGroup(launches, log_dir, progress=progress)
     checks: list[Check] = []
     try:
         with group:
-            checks += _check_group(group, options, tiny_plan, base_url, api_key, timings, front)
+            checks += _check_group(
+                group, options, tiny_plan, base_url, api_key, timings, front, load
+            )
     finally:
         timings["stop"] = group.stop_seconds
     checks.append(stopped_check(group))
@@ -233,6 +238,7 @@ def _check_group(
     api_key: str,
     timings: dict[str, float],
     front: _Front,
+    load: capacity_step.CapacityRun,
 ) -> list[Check]:
     """Every check that needs the running group, in order; a failed start ends the list early.
 
@@ -251,7 +257,11 @@ def _check_group(
                 Check("/health", "200", failure.summary, False, note=failure.quote),
                 *(
                     Check(name, expected, "not reached", None)
-                    for name, expected in (*GATE_NOT_REACHED, *NOT_REACHED)
+                    for name, expected in (
+                        *GATE_NOT_REACHED,
+                        *NOT_REACHED,
+                        *capacity_step.NOT_REACHED,
+                    )
                 ),
             ]
     checks = [
@@ -291,6 +301,8 @@ def _check_group(
                 checks.append(bench_check(run_bench(gate_url, api_key, group.progress)))
             except bench.BenchError as error:
                 checks.append(Check("bench", "no cut-off", "could not run", False, note=str(error)))
+        with _timed(timings, "capacity"):
+            checks += capacity_step.capacity_checks(load, gate_url, api_key, group.progress)
         # After the traffic above, so the latency histograms have observations.
         checks.append(capture_check(door.metrics_url, vllm_root))
         # Last: it empties this client's allowance.
