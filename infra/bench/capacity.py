@@ -125,9 +125,11 @@ def run_points(
     result_dir: Path,
     log: Log,
     runner: Callable[[Sequence[str], Mapping[str, str], Path, Log], int] = run_point,
+    extra_env: Mapping[str, str] | None = None,
 ) -> list[PointResult | None]:
-    """Run every point in order; a point's result, or None when it left none."""
-    env = {k: v for k, v in os.environ.items() if k != KEY_ENV}
+    """Run every point in order; a point's result, or None when it left none. The key goes
+    into the generator's environment only, never an ambient one."""
+    env = {k: v for k, v in os.environ.items() if k != KEY_ENV} | dict(extra_env or {})
     if key:
         env[KEY_ENV] = key
     results: list[PointResult | None] = []

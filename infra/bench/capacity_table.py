@@ -35,6 +35,11 @@ def _num(value: float | None, digits: int) -> str:
     return "-" if value is None else f"{value:.{digits}f}"
 
 
+def seconds(value: float) -> str:
+    """Seconds with two decimals below 10 s, whole seconds above (prefill of long prompts)."""
+    return f"{value:.2f}" if value < 10 else f"{value:.0f}"
+
+
 def replies_text(result: PointResult | None, point: LoadPoint) -> str:
     """`full/sent full`, then FAILED and CUT OFF counts when there are any."""
     if result is None:
@@ -53,7 +58,7 @@ def planned_text(predicted: Prediction | None) -> str:
         return "no plan"
     low, high = predicted.ttft_s
     return (
-        f"TTFT {low:.1f}-{high:.1f} s, {predicted.stream_tokens_per_s:.2f} tok/s/stream, "
+        f"TTFT {seconds(low)}-{seconds(high)} s, {predicted.stream_tokens_per_s:.2f} tok/s/stream, "
         f"{predicted.output_tokens_per_s:.2f} tok/s, {predicted.requests_per_s:.3f} req/s"
     )
 
@@ -96,7 +101,7 @@ def _cells(row: Row) -> list[str]:
         str(point.concurrency),
         "inf" if math.isinf(point.request_rate) else f"{point.request_rate:g}",
         replies_text(m, point),
-        "-" if p is None else f"{p.ttft_s[0]:.1f}-{p.ttft_s[1]:.1f}",
+        "-" if p is None else f"{seconds(p.ttft_s[0])}-{seconds(p.ttft_s[1])}",
         ttft,
         "-" if p is None else f"{p.stream_tokens_per_s:.2f}",
         "-" if m is None else _num(m.stream_tokens_per_s, 2),

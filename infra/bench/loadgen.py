@@ -179,8 +179,9 @@ def parse_result(result: Mapping[str, Any], point: LoadPoint) -> PointResult:
         duration_s=duration,
         requests_per_s=requests_per_s,
         output_tokens_per_s=output_tokens_per_s,
-        ttft_s=_stats(result, "ttft", 1e-3),
-        tpot_ms=_stats(result, "tpot", 1.0),
+        # With nothing completed the generator writes 0 for every latency: none was measured.
+        ttft_s=_stats(result, "ttft", 1e-3) if completed else {},
+        tpot_ms=_stats(result, "tpot", 1.0) if completed else {},
         errors=tuple(sorted({e.strip().splitlines()[-1] for e in errors})),
     )
 

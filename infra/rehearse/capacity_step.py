@@ -65,7 +65,10 @@ def capacity_checks(
     run.results.mkdir(parents=True, exist_ok=True)
     target = Target(gate_url.removesuffix("/v1"), run.plan.model, str(run.tokenizer))
     argvs = point_argvs(run.vllm, points, target, str(run.results))
-    results = run_points(points, argvs, api_key, run.results, log)
+    # Offline: the tokenizer is the tiny model's directory, and nothing may reach the hub.
+    results = run_points(
+        points, argvs, api_key, run.results, log, extra_env={"HF_HUB_OFFLINE": "1"}
+    )
     rows = rows_for(run.cfg, run.plan, points, results)
     (run.results / "capacity.json").write_text(
         json.dumps(report(rows), indent=2) + "\n", encoding="utf-8"
