@@ -50,7 +50,8 @@ class Prediction:
     stream_tokens_per_s: float
     """One stream's decode rate with `concurrency` streams at the prompt's context."""
     requests_per_s: float
-    """Completed requests per second: `concurrency` over one request's time, at most the rate."""
+    """Completed requests per second: `concurrency` over a round (every stream's prompt
+    prefilled in turn, then the replies decoded together), at most the rate."""
     output_tokens_per_s: float
     """Output tokens per second of all streams: requests/s times the reply length."""
 
@@ -100,9 +101,11 @@ def predict(cfg: StackConfig, plan: Plan, point: LoadPoint) -> Prediction:
         plan.max_num_batched_tokens,
     )
     stream = served.planned.per_stream_tokens_per_s
-    one_request_s = served.ttft_max_len_s + (point.output_tokens - 1) / stream
+    # Prefill is arithmetic on the same cores, so the prompts of `concurrency` streams are
+    # prefilled one after another, while their replies decode as one batch (modelled).
+    round_s = point.concurrency * served.ttft_max_len_s + (point.output_tokens - 1) / stream
     # `request_rate` may be inf (all at once): the concurrency bounds it then.
-    requests_per_s = min(point.request_rate, point.concurrency / one_request_s)
+    requests_per_s = min(point.request_rate, point.concurrency / round_s)
     return Prediction(
         ttft_s=served.ttft_max_len_range_s,
         stream_tokens_per_s=stream,
