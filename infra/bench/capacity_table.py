@@ -123,6 +123,11 @@ def render(rows: Sequence[Row], heading: str) -> str:
         ),
         "prompt: tokens as the server counted them; plan figures modelled "
         "(decode calibrated on one measured stream); measured by vllm bench serve",
+        *(
+            f"!!! {row.point.name}: {'; '.join(row.measured.errors)}"
+            for row in rows
+            if row.measured is not None and row.measured.errors
+        ),
     ]
     return "\n".join(line.rstrip() for line in lines)
 

@@ -64,6 +64,9 @@ def test_a_failed_request_and_a_short_reply_are_counted_never_averaged_away() ->
     assert not result.ok
     assert result.errors == ("TooManyRequests: 429",)
     assert measured_text(result, SHORT).startswith("2/4 full, 1 FAILED, 1 CUT OFF; TTFT ")
+    table = render([Row(SHORT, None, result)], "h").splitlines()
+    assert table[-1] == f"!!! {SHORT.name}: TooManyRequests: 429"
+    assert "2/4 full, 1 FAILED, 1 CUT OFF" in table[2]
 
 
 def test_requests_missing_from_the_result_count_as_failed() -> None:
