@@ -173,6 +173,12 @@ class Cluster(pulumi.ComponentResource):
             f"{name}-k8s",
             kubeconfig=cluster.kubeconfig_json,
             enable_server_side_apply=True,
+            # A Secret whose value changes (a rotated API key or HF token) is patched in place.
+            # Without this the provider marks `.data`/`.stringData` as replace-only
+            # (pulumi/pulumi-kubernetes v4.32.0 provider/pkg/provider/diff.go,
+            # `forceNewProperties`), and a Secret with a fixed name is deleted before its
+            # replacement exists. Secrets marked `immutable` would still be replaced; none is.
+            enable_secret_mutable=True,
             # Whoever runs `pulumi up` or `destroy` may hold its access through one of these
             # entries: every Kubernetes object is created after them and deleted before them.
             opts=pulumi.ResourceOptions(parent=self, depends_on=self.access_entries),

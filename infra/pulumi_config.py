@@ -12,7 +12,7 @@ import pulumi
 import pulumi_aws as aws
 from pulumi.runtime import config as runtime_config
 
-from infra.plan import advice, support, zones
+from infra.plan import advice, placeholders, support, zones
 from infra.plan.config import (
     PROJECT,
     SECRET_KEYS,
@@ -63,6 +63,10 @@ def read_stack_config(stack: str) -> tuple[StackConfig, Plan, StackSecrets]:
         result = advice.checked_plan(cfg, stack, list(values), dt.date.today())
     except ConfigError as error:
         raise pulumi.RunError(str(error)) from None
+    # A preview plans with the shipped placeholders; an update would build what nobody can use.
+    refusal = None if pulumi.runtime.is_dry_run() else placeholders.refusal(cfg)
+    if refusal:
+        raise pulumi.RunError(refusal)
     config = pulumi.Config(PROJECT)
     secrets = StackSecrets(
         hf_token=config.require_secret("hfToken"),

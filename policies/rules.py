@@ -459,7 +459,13 @@ def _image_problem(image: object) -> str | None:
 GATEKEEPER = "gatekeeper"
 SSL_CERT_ANNOTATION = "service.beta.kubernetes.io/aws-load-balancer-ssl-cert"
 SSL_PORTS_ANNOTATION = "service.beta.kubernetes.io/aws-load-balancer-ssl-ports"
-SCHEME_ANNOTATION = "service.beta.kubernetes.io/aws-load-balancer-scheme"
+#: What makes the in-tree controller (the cloud provider that EKS runs, which builds this NLB)
+#: create an internal load balancer: this annotation with any value but "" and "false"
+#: (kubernetes/cloud-provider-aws pkg/providers/v1/aws.go, EnsureLoadBalancer, `internalELB`,
+#: commit 63ec440c, read 2026-12-01). `aws-load-balancer-scheme: internal` is the AWS Load Balancer
+#: Controller's annotation; the in-tree controller never reads it and builds an internet-facing
+#: load balancer whatever it says.
+INTERNAL_ANNOTATION = "service.beta.kubernetes.io/aws-load-balancer-internal"
 #: RFC 1918: clients there come through a VPN or a peered network, not the internet.
 PRIVATE_NETWORKS = tuple(
     ipaddress.ip_network(n) for n in ("10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16")
@@ -473,8 +479,9 @@ def load_balancer_to_gatekeeper_over_tls(resource_type: str, props: Mapping[str,
     Every port must target the named port `gatekeeper` (the proxy that checks the key and the
     routes): a numeric or other target exposes a container directly, vLLM's included. The
     listener must be TLS (the `aws-load-balancer-ssl-cert` annotation, with `ssl-ports` covering
-    every port) unless the scheme is internal or every source range is private (RFC 1918) or a
-    single address (/32, a short test from one machine). No `loadBalancerSourceRanges` means
+    every port) unless the load balancer is internal (`INTERNAL_ANNOTATION`, as the in-tree
+    controller reads it; no other annotation counts) or every source range is private (RFC 1918)
+    or a single address (/32, a short test from one machine). No `loadBalancerSourceRanges` means
     every address. Ranges set only through the legacy `load-balancer-source-ranges` annotation
     are not read.
     """
@@ -495,7 +502,8 @@ def load_balancer_to_gatekeeper_over_tls(resource_type: str, props: Mapping[str,
                 "to vLLM directly"
             )
     annotations = _path(props, "metadata", "annotations")
-    if _unwrap(annotations.get(SCHEME_ANNOTATION)) == "internal":
+    internal = _unwrap(annotations.get(INTERNAL_ANNOTATION))
+    if isinstance(internal, str) and internal not in ("", "false"):
         return messages
     public, malformed = _public_ranges(spec)
     messages += [

@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 from infra.bootstrap.access import ci_roles
-from infra.plan import prices
+from infra.plan import docs_ranking, prices
 from infra.plan.cli import main
 from infra.plan.compare import compare, default_need
 from infra.plan.config import SECRET_KEYS, StackConfig
@@ -90,8 +90,18 @@ def test_how_it_fits_together_names_real_places() -> None:
         assert any(home.exists() for home in homes), module
 
 
-def test_node_size_ranking_is_the_catalogues() -> None:
-    """The README's ranking is what `--compare` gives for dev on the day the prices were read."""
+def test_node_size_ranking_is_generated_from_compare() -> None:
+    """The page that holds the ranking holds exactly what `infra.plan.docs_ranking` makes of
+    `--compare --json` today; rerun it with `--write` when the catalogue changes."""
+    page = docs_ranking.page()
+    quoted = docs_ranking.block_in(page.read_text())
+    assert quoted == docs_ranking.render(docs_ranking.comparison()), (
+        f"{page.name} is out of step: run `python -m infra.plan.docs_ranking --write`"
+    )
+
+
+def test_node_size_ranking_is_the_catalogues(capsys: pytest.CaptureFixture[str]) -> None:
+    """The generated table is what `--compare` gives for dev on the day the prices were read."""
     today = prices.READ_ON
     cfg = load_stack("dev", today=today)
     result = compare(cfg, default_need(cfg, "dev"), "dev", today)
@@ -103,12 +113,20 @@ def test_node_size_ranking_is_the_catalogues() -> None:
             f"| {i} | {c.instance_type} | {p.nodes} | {e.costs.usd_per_month:,.2f} | "
             f"{p.max_concurrency:.2f}x | {e.served.one.aggregate_tokens_per_s:.2f} | "
             f"{e.served.planned.aggregate_tokens_per_s * p.replicas:.2f} | "
-            f"{e.usd_per_million_full:.2f} | {e.usd_per_million_one:.2f} |"
+            f"{e.usd_per_million_full:.2f} | {e.usd_per_million_one:.2f} | "
+            f"{e.served.ttft_max_len_s:.0f} |"
         )
-    section = _section("Choosing a node size").splitlines()
-    rows = [line for line in section if line.startswith("| ") and line[2:3].isdigit()]
+    block = docs_ranking.block_in(docs_ranking.page().read_text()).splitlines()
+    rows = [line for line in block if line.startswith("| ") and line[2:3].isdigit()]
     assert rows == expected
     assert len(rows) >= 12
+    need = default_need(cfg, "dev")
+    assert f"need ({need.context:,} tokens at {need.concurrency}x)" in " ".join(block)
+    # The advice the block quotes is the dev plan's own verdict line.
+    assert main(["--json"], today=today) == 0
+    advice = json.loads(capsys.readouterr().out)["verdict"]["advice"]
+    kind, offer = advice.split(": ", 1)
+    assert f"`{kind}:` line names {offer.split(',')[0]}:" in " ".join(block)
 
 
 # -- From zero to a green preview -------------------------------------------------------------

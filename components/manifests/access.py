@@ -88,6 +88,19 @@ def aws_tags_annotation(tags: Mapping[str, str]) -> str:
     return ",".join(f"{key}={value}" for key, value in sorted(tags.items()))
 
 
+#: What `pulumi up` waits for on the model Service: its load balancer's hostname, which the stack
+#: exports, and nothing else. Without it pulumi-kubernetes waits, on every create and update, for
+#: the Service's endpoints to be ready with none pending, 10 minutes by default
+#: (pulumi/pulumi-kubernetes v4.32.0 provider/pkg/await/service.go, `checkAndLogStatus`,
+#: `DefaultServiceTimeoutMins`), so an update that touches the Service while a group cold-starts
+#: (about 6 minutes, longer on a slow hub) fails with the pods still loading. A `waitFor`
+#: annotation replaces that built-in wait (await.go, `Update`: "Use our built-in await logic only
+#: if the user hasn't specified any await overrides"); a JSONPath without a value waits for the
+#: field to exist (provider/pkg/jsonpath/jsonpath.go, `Matches`). `skipAwait` would not wait for
+#: the hostname either, and the first `up` would export an empty endpoint.
+SERVICE_WAIT_FOR = "jsonpath={.status.loadBalancer.ingress[0].hostname}"
+
+
 def service(spec: ServerSpec) -> Manifest:
     """An NLB, made by EKS's cloud controller (in-tree annotations), to the leaders' gatekeeper
     port, never to vLLM. With a certificate the NLB ends TLS on 443 and forwards plain TCP to the
@@ -98,7 +111,10 @@ def service(spec: ServerSpec) -> Manifest:
     every admitted range is private; the `aws-load-balancer-scheme` annotation is read only by the
     AWS Load Balancer Controller, which this cluster does not run, so it is not set.
     """
-    annotations = {"service.beta.kubernetes.io/aws-load-balancer-type": "nlb"}
+    annotations = {
+        "service.beta.kubernetes.io/aws-load-balancer-type": "nlb",
+        "pulumi.com/waitFor": SERVICE_WAIT_FOR,
+    }
     if spec.internal_load_balancer:
         # The controller then picks the subnets tagged kubernetes.io/role/internal-elb.
         annotations["service.beta.kubernetes.io/aws-load-balancer-internal"] = "true"

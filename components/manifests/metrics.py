@@ -38,9 +38,16 @@ import yaml
 from components.manifests import gatekeeper
 from components.manifests.spec import LWS_NAME_LABEL, LWS_WORKER_INDEX_LABEL, Manifest
 
-#: AWS Distro for OpenTelemetry collector, pinned by its release tag (aws-otel-collector VERSION
-#: at v0.45.1, read 2026-11-30). Multi-arch (arm64 for Graviton).
-IMAGE = "public.ecr.aws/aws-observability/aws-otel-collector:v0.45.1"
+#: AWS Distro for OpenTelemetry collector v0.45.1 (aws-otel-collector VERSION, read 2026-11-30),
+#: pinned by digest, tag kept for readers. The digest is the one Dependabot resolved for
+#: `amazon/aws-otel-collector:v0.45.1` on Docker Hub, the same release's other registry (for a
+#: multi-arch tag, its index; arm64 for Graviton): alphagov/pay-adot `Dockerfile` at commit
+#: 0c822b84 ("Bump amazon/aws-otel-collector from v0.45.0 to v0.45.1", 2025-10-13), read
+#: 2026-12-01. No public source gave the digest of the public.ecr.aws copy, so Docker Hub's is used.
+IMAGE = (
+    "docker.io/amazon/aws-otel-collector:v0.45.1"
+    "@sha256:4eabdc3213c7897d12df8daa4b8f1bf2fd3ebffc72ccdb8279102169a932342e"
+)
 NAME = "metrics-collector"
 #: The labels the NetworkPolicy admits the metrics port from (with the namespace's name label).
 LABELS = {

@@ -33,6 +33,8 @@ class InstanceType:
     #: this figure times the pod's cores. Graviton3: calibrated on a measured 12B decode of
     #: ~24 GB in 241 ms on 2 x 6 vCPU; Graviton4 scales that by its DDR5-5600 over DDR5-4800.
     decode_gbps_per_vcpu: float
+    #: Baseline network bandwidth in Mbit/s (`NETWORK_BASELINE_MBPS`).
+    network_mbps: int = 0
 
 
 #: Memory the kernel never reports as MemTotal (firmware, kernel image, the page map), as a
@@ -75,6 +77,17 @@ _SIZES = {"large": 2, "xlarge": 4, "2xlarge": 8, "4xlarge": 16, "8xlarge": 32}
 #: eni-max-pods.txt for these sizes (identical across these families).
 _MAX_PODS = {"large": 29, "xlarge": 58, "2xlarge": 58, "4xlarge": 234, "8xlarge": 234}
 
+#: Baseline network bandwidth per size in Mbit/s, by generation: the `karpenter.k8s.aws/
+#: instance-network-bandwidth` label of each type in aws/karpenter-provider-aws
+#: `website/content/en/docs/reference/instance-types.md` (commit 1d927085, read 2026-12-01), which
+#: that project generates from EC2's DescribeInstanceTypes. The same figure for every family of
+#: a generation (m, c, r); Graviton4's xlarge reads 1875 where Graviton3's reads 1876.
+NETWORK_BASELINE_MBPS: dict[str, dict[str, int]] = {
+    "graviton2": {"large": 750, "xlarge": 1250, "2xlarge": 2500, "4xlarge": 5000, "8xlarge": 12000},
+    "graviton3": {"large": 937, "xlarge": 1876, "2xlarge": 3750, "4xlarge": 7500, "8xlarge": 15000},
+    "graviton4": {"large": 937, "xlarge": 1875, "2xlarge": 3750, "4xlarge": 7500, "8xlarge": 15000},
+}
+
 INSTANCE_TYPES: dict[str, InstanceType] = {
     f"{family}.{size}": InstanceType(
         name=f"{family}.{size}",
@@ -83,6 +96,7 @@ INSTANCE_TYPES: dict[str, InstanceType] = {
         max_pods=_MAX_PODS[size],
         generation=generation,
         decode_gbps_per_vcpu=round(gbps, 2),
+        network_mbps=NETWORK_BASELINE_MBPS[generation][size],
     )
     for family, (generation, per_vcpu, gbps) in _GRAVITON.items()
     for size, vcpu in _SIZES.items()

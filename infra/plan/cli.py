@@ -1,9 +1,11 @@
 """`python -m infra.plan`: what a stack will get and cost, offline, before any money is spent.
 
-    python -m infra.plan [--stack dev] [--set KEY=VALUE ...] [--json] [--render DIR]
+    python -m infra.plan [--stack dev] [--set KEY=VALUE ...] [--brief | --json] [--render DIR]
     python -m infra.plan --compare [--need context=N,concurrency=X,decode=T] [--json]
 
-Bad input exits 2 with one line on stderr naming the key, the rule and the fix.
+The plan opens with its verdict (`infra.plan.verdict`), then the table, the reasons and the
+warnings; `--brief` prints the verdict alone. Bad input exits 2 with one line on stderr naming
+the key, the rule and the fix.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import NoReturn
 
-from infra.plan import advice, compare, support, throughput
+from infra.plan import advice, compare, placeholders, support, verdict
 from infra.plan.config import ConfigError, StackConfig
 from infra.plan.economics import Economics, economics
 from infra.plan.frontdoor import FrontDoorPlan
@@ -37,7 +39,11 @@ def _parser() -> argparse.ArgumentParser:
         description="Show what a stack will get: pods, memory, KV cache, context, speed, cost.",
     )
     add_stack_arguments(parser)
-    parser.add_argument("--json", action="store_true", help="print one JSON object")
+    output = parser.add_mutually_exclusive_group()
+    output.add_argument("--json", action="store_true", help="print one JSON object")
+    output.add_argument(
+        "--brief", action="store_true", help="print the verdict alone (at most eight lines)"
+    )
     parser.add_argument(
         "--compare",
         action="store_true",
@@ -76,9 +82,11 @@ def _economics_rows(p: Plan, e: Economics) -> list[tuple[str, str]]:
             f"x {s.planned.context:,} tokens ({s.planned.bound}-bound; modelled)",
         ),
         (
-            "decode, request limit",
+            "decode, short requests",
             f"{s.limit.aggregate_tokens_per_s * p.replicas:.2f} tokens/s in all at "
-            f"{s.limit.sequences} x {s.limit.context:,} tokens ({s.limit.bound}-bound; modelled)",
+            f"{s.limit.sequences} x {s.limit.context:,} tokens, as many as "
+            + ("vLLM's max_num_seqs admits" if s.limit.sequences == p.max_num_seqs else "fit")
+            + f" ({s.limit.bound}-bound; modelled)",
         ),
         (
             "time to first token",
@@ -121,9 +129,10 @@ def format_table(
     econ: Economics | None = None,
     cfg: StackConfig | None = None,
     today: dt.date | None = None,
+    warnings: Sequence[str] = (),
 ) -> str:
-    """The human view: every figure with its unit, then why each derived value was chosen, then
-    (with `cfg`) the Kubernetes support window and what to act on."""
+    """The human view after the verdict: every figure with its unit, then why each derived value
+    was chosen, then (in one place) the warnings."""
     per_stage = ", ".join(f"{w:.2f}" for w in p.weights_gib_per_stage)
     rows = [
         ("stack", p.stack),
@@ -176,10 +185,6 @@ def format_table(
     lines.append("")
     lines.append("why:")
     lines.extend(f"  - {reason}" for reason in (*p.reasons, *p.front_door.reasons))
-    if econ is not None:
-        lines.extend(f"  - {note}" for note in econ.costs.notes)
-        lines.append(f"  - served tokens: {throughput.PROVENANCE['batching']}")
-    warnings = support.warnings(cfg, today) if cfg is not None else []
     if warnings:
         lines.append("")
         lines.append("warnings:")
@@ -228,7 +233,8 @@ def _compare(args: argparse.Namespace, cfg: StackConfig, today: dt.date) -> int:
     need = compare.parse_need(args.need, compare.default_need(cfg, args.stack))
     result = compare.compare(cfg, need, args.stack, today)
     if args.json:
-        print(json.dumps(result.to_json(), indent=2))
+        data = {"stack": args.stack, "instance_type": cfg.instance_type} | result.to_json()
+        print(json.dumps(data, indent=2))
     else:
         print(format_comparison_header(args.stack, cfg.region))
         print(compare.format_comparison(result, cfg.instance_type))
@@ -247,26 +253,19 @@ def main(argv: Sequence[str] | None = None, today: dt.date | None = None) -> int
         cfg = load_stack(args.stack, overrides, today)
         if args.need and not args.compare:
             raise ConfigError("--need", "is read only with --compare", "add --compare")
+        if args.brief and args.compare:
+            raise ConfigError("--brief", "is the verdict of one plan", "drop --compare")
         if args.compare:
             return _compare(args, cfg, today)
         result = advice.checked_plan(cfg, args.stack, _user_keys(args.stack, overrides), today)
         econ = economics(cfg, result, today)
-        notes = [
-            line
-            for line in (
-                advice.change_warning(
-                    load_stack(args.stack, today=today),
-                    cfg,
-                    result,
-                    econ,
-                    overrides,
-                    args.stack,
-                    today,
-                ),
-                advice.cheaper_line(cfg, result, econ, args.stack, today),
-            )
-            if line
-        ]
+        changed = advice.change_warning(
+            load_stack(args.stack, today=today), cfg, result, econ, overrides, args.stack, today
+        )
+        # The stack's own keys come first: a type compared with badly set keys is no advice.
+        first = advice.change_first(cfg, result, econ, args.stack, today)
+        buy = None if first else advice.buy_line(cfg, result, econ, args.stack, today)
+        warnings = verdict.plan_warnings(cfg, econ, changed, today)
         written: list[Path] = []
         if args.render is not None:
             from infra.plan.render import render_stack
@@ -277,22 +276,26 @@ def main(argv: Sequence[str] | None = None, today: dt.date | None = None) -> int
         return 2
     if args.json:
         data = result.to_json() | econ.to_json()
-        data["warnings"] = [n for n in notes if n.startswith("WARNING")] + support.warnings(
-            cfg, today
-        )
+        data["warnings"] = warnings
         version = cfg.kubernetes
         data["kubernetes"] = {
             "version": cfg.kubernetes_version,
             "standard_support_end": version.end_of_standard.isoformat() if version else None,
             "extended_support_end": version.end_of_extended.isoformat() if version else None,
         }
-        data["cheaper"] = next((n for n in notes if n.startswith("cheaper")), None)
+        data["cheaper"] = buy if buy and buy.startswith("cheaper:") else None
+        data["verdict"] = verdict.verdict_json(result, econ, first or buy, warnings)
+        data["placeholders"] = [p.key for p in placeholders.find(cfg)]
         print(json.dumps(data, indent=2))
-    else:
-        print(format_table(result, econ, cfg, today))
-        if written:
-            print(f"\nrendered {len(written)} objects into {args.render}")
-        if notes:
-            print()
-            print("\n".join(notes))
+        return 0
+    notice = placeholders.notice(cfg)
+    if notice:
+        print(notice)
+    print("\n".join(verdict.verdict_lines(result, econ, first or buy, warnings)))
+    if args.brief:
+        return 0
+    print()
+    print(format_table(result, econ, cfg, today, warnings))
+    if written:
+        print(f"\nrendered {len(written)} objects into {args.render}")
     return 0

@@ -17,7 +17,7 @@ from infra.plan.economics import Economics, economics
 from infra.plan.sizing import Plan, plan
 
 #: Keys whose value follows from the node size; candidates leave them to the planner.
-_SIZE_FIELDS = ("pod_memory_gib", "pipeline_stages", "kv_cache_bytes", "max_num_batched_tokens")
+SIZE_FIELDS = ("pod_memory_gib", "pipeline_stages", "kv_cache_bytes", "max_num_batched_tokens")
 
 
 @dataclass(frozen=True)
@@ -96,6 +96,7 @@ class Candidate:
                 "decode_tokens_per_s_full_load": self.econ.served.planned.aggregate_tokens_per_s,
                 "decode_tokens_per_s_per_stream_at_need": self.decode_at_need,
                 "ttft_s_at_max_len": self.econ.served.ttft_max_len_s,
+                "ttft_s_at_1k": self.econ.served.ttft_1k_s,
                 "usd_per_hour": self.econ.costs.usd_per_hour,
                 "usd_per_month": self.econ.costs.usd_per_month,
                 "usd_per_million_tokens_full_load": self.econ.usd_per_million_full,
@@ -128,7 +129,7 @@ class Comparison:
 def candidate_config(cfg: StackConfig, instance_type: str, need: Need) -> StackConfig:
     """The stack on `instance_type`, node-size keys back to auto, the context cap at the need."""
     update: dict[str, object] = {"instance_type": instance_type}
-    update |= {name: "auto" for name in _SIZE_FIELDS}
+    update |= {name: "auto" for name in SIZE_FIELDS}
     if cfg.max_model_len == "auto":
         update["max_context_cap"] = max(cfg.max_context_cap, need.context)
     return cfg.model_copy(update=update)

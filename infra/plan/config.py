@@ -69,6 +69,8 @@ _IAM_FIX = "list IAM role or user ARNs such as arn:aws:iam::123456789012:role/pl
 #: A zone name (us-west-2a) or zone ID (usw2-az1, apne1-az4, usgw1-az1).
 ZONE_NAME = re.compile(r"[a-z]{2}(-gov)?-[a-z]+-\d[a-z]")
 ZONE_ID = re.compile(r"[a-z]{3,6}\d-az\d{1,2}")
+#: The digest part of a pinned image reference.
+IMAGE_DIGEST = re.compile(r"sha256:[0-9a-f]{64}")
 
 
 class ModelProfileConfig(BaseModel):
@@ -280,7 +282,7 @@ class StackConfig(BaseModel):
             gt=0,
             description="Expected download rate from the model hub in MB/s, for the "
             "cold-start estimate and the startup timeout.",
-            json_schema_extra=_fix("use a positive rate in MB/s such as 140"),
+            json_schema_extra=_fix("use a rate of at least 1 MB/s, such as 140"),
         ),
     ] = 140.0
     first_byte_timeout_seconds: Annotated[
@@ -297,9 +299,11 @@ class StackConfig(BaseModel):
         str,
         Field(
             alias="vllmImage",
-            description="vLLM CPU image, pinned by version tag or digest.",
+            description="vLLM CPU image (arm64), as repository:tag@sha256:digest. The default "
+            "has no digest yet: `pulumi up` refuses it until one is set.",
             json_schema_extra=_fix(
-                "pin a version, such as vllm/vllm-openai-cpu:v0.31.0-arm64 or an @sha256 digest"
+                "pin a version and its digest, such as "
+                "vllm/vllm-openai-cpu:v0.31.0-arm64@sha256:<64 hex digits>"
             ),
         ),
     ] = "vllm/vllm-openai-cpu:v0.31.0-arm64"
@@ -510,11 +514,26 @@ class StackConfig(BaseModel):
     @field_validator("vllm_image")
     @classmethod
     def _image_pinned(cls, value: str) -> str:
-        if "@sha256:" in value:
-            return value
-        name, _, tag = value.rpartition(":")
+        # A set image must name its digest: a registry can move a tag under the same name. Runs
+        # only on a set value; the catalogue's default, whose digest no public source gave, is a
+        # placeholder `pulumi up` refuses (`infra.plan.placeholders`).
+        reference, _, digest = value.partition("@")
+        name, _, tag = reference.rpartition(":")
         if not name or "/" in tag or tag in ("", "latest"):
-            raise ValueError("must be pinned by a version tag or digest")
+            raise ValueError("must be a version tag and its digest, repository:tag@sha256:...")
+        if not digest:
+            raise ConfigError(
+                "vllmImage",
+                f"{value} is pinned by a tag only, which a registry can move",
+                f"pin it by digest as {value}@sha256:<64 hex digits> (`docker buildx imagetools "
+                f"inspect {value}` prints the index's)",
+            )
+        if not IMAGE_DIGEST.fullmatch(digest):
+            raise ConfigError(
+                "vllmImage",
+                f"{value} has a malformed digest",
+                f"write it as {reference}@sha256:<64 hex digits>",
+            )
         return value
 
     @field_validator("tags")

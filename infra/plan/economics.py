@@ -4,11 +4,14 @@ and dollars per million output tokens. Pure; `today` decides which EKS support r
 from __future__ import annotations
 
 import datetime as dt
+import math
 from dataclasses import asdict, dataclass
 
 from infra.plan import catalog, throughput
+from infra.plan.catalog import ModelProfile
 from infra.plan.config import StackConfig
 from infra.plan.costs import CostBreakdown, CostInputs, stack_costs, usd_per_million_tokens
+from infra.plan.kv_cache import group_kv
 from infra.plan.sizing import Plan
 from infra.plan.throughput import Served
 
@@ -36,6 +39,17 @@ class Economics:
         }
 
 
+def busiest(profile: ModelProfile, p: Plan) -> tuple[int, int]:
+    """(sequences, context): the most short requests the engine runs at once. Each holds KV blocks
+    in every cache group however short it is (`infra.plan.kv_cache`), so the pool, not only
+    vLLM's `max_num_seqs`, caps them; dividing the logged token count by `max_num_seqs` instead
+    gave hundreds of 8-token "requests" that no KV cache holds."""
+    context = min(throughput.SHORT_PROMPT_TOKENS, p.max_model_len)
+    blocks = group_kv(profile, p.stages)
+    fit = blocks.concurrency(p.kv_cache_bytes, context, p.max_num_batched_tokens)
+    return max(1, min(p.max_num_seqs, math.floor(fit))), context
+
+
 def economics(cfg: StackConfig, p: Plan, today: dt.date | None = None) -> Economics:
     """Served tokens, time to first token and cost of plan `p` for config `cfg`."""
     profile = cfg.profile()
@@ -47,8 +61,7 @@ def economics(cfg: StackConfig, p: Plan, today: dt.date | None = None) -> Econom
         [(r.sliding_layers, r.full_layers) for r in p.ranks],
         p.max_model_len,
         p.max_concurrency,
-        p.max_num_seqs,
-        p.kv_cache_tokens,
+        busiest(profile, p),
         p.max_num_batched_tokens,
     )
     full = served.planned.aggregate_tokens_per_s * p.replicas

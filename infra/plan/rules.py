@@ -11,18 +11,12 @@ from __future__ import annotations
 import datetime as dt
 import difflib
 import ipaddress
-import re
 from collections.abc import Mapping
 from typing import Any
 
-from infra.plan import prices
+from infra.plan import aws_inputs, prices
 from infra.plan.config import ConfigError, StackConfig
 
-#: AWS allows 50 tags per resource; the stack adds four of its own (project, stack, owner, endDate).
-MAX_USER_TAGS = 46
-MAX_TAG_KEY = 128
-MAX_TAG_VALUE = 256
-_TAG_CHARS = re.compile(r"^[\w .:/=+\-@]*$")
 #: Each client range becomes a security-group rule; EC2's default quota is 60 rules per group.
 MAX_ALLOWED_CIDRS = 50
 _PRIVATE_RANGES = tuple(
@@ -50,7 +44,8 @@ def _private(network: ipaddress.IPv4Network) -> bool:
 
 
 def check_config(cfg: StackConfig) -> None:
-    """Rules on the validated config: address ranges, list lengths, tags, versions."""
+    """Rules on the validated config: address ranges, list lengths, versions, and the values
+    that reach AWS (`infra.plan.aws_inputs`)."""
     if not _private(cfg.vpc_cidr):
         raise ConfigError(
             "vpcCidr",
@@ -83,40 +78,7 @@ def check_config(cfg: StackConfig) -> None:
                 "list only public egress ranges such as 203.0.113.0/24, or only private ranges "
                 "for an internal load balancer",
             )
-    if len(cfg.tags) > MAX_USER_TAGS:
-        raise ConfigError(
-            "tags",
-            f"has {len(cfg.tags)} tags; AWS allows 50 per resource and the stack sets 4",
-            f"keep at most {MAX_USER_TAGS}",
-        )
-    for key, value in cfg.tags.items():
-        if key.lower().startswith("aws:"):
-            raise ConfigError(
-                "tags",
-                f"may not use the key {key!r}: the aws: prefix is reserved for AWS",
-                f"rename it, such as {key[4:] or 'team'!r}",
-            )
-        if not key or len(key) > MAX_TAG_KEY or not _TAG_CHARS.match(key):
-            raise ConfigError(
-                "tags",
-                f"key {key[:40]!r} must be 1 to {MAX_TAG_KEY} letters, digits, spaces or "
-                "_ . : / = + - @",
-                "rename it, such as 'costCenter'",
-            )
-        if len(value) > MAX_TAG_VALUE or not _TAG_CHARS.match(value):
-            raise ConfigError(
-                "tags",
-                f"value of {key!r} must be at most {MAX_TAG_VALUE} letters, digits, spaces or "
-                "_ . : / = + - @",
-                "shorten it or drop the other characters",
-            )
-    if len(cfg.owner) > MAX_TAG_VALUE or not _TAG_CHARS.match(cfg.owner):
-        raise ConfigError(
-            "owner",
-            f"becomes a tag value, which must be at most {MAX_TAG_VALUE} letters, digits, "
-            "spaces or _ . : / = + - @",
-            "use a team name or e-mail address such as ml-platform",
-        )
+    aws_inputs.check(cfg)
     known = sorted(prices.EKS_VERSIONS, key=lambda v: int(v.split(".")[1]))
     minor = int(cfg.kubernetes_version.split(".")[1])
     newest = int(known[-1].split(".")[1])

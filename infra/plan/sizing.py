@@ -515,13 +515,11 @@ def _reasons(
     stages, tight, kv_bytes, batched = chosen.stages, chosen.tight, chosen.kv_bytes, chosen.batched
     return (
         f"pod memory {pod_gib:g} GiB: {budget.allocatable_gib:.1f} GiB allocatable on "
-        f"{instance.name} minus {budget.cotenants_gib:.2f} GiB requested by the add-ons, the "
-        "LWS controller, the metrics collector and the gatekeeper that may share the node minus "
-        f"{catalog.NODE_HEADROOM_MIB / 1024:g} GiB headroom; requests equal limits",
-        f"{stages} stage(s): the fewest whose heaviest rank holds weights "
-        f"({tight.weights_gib:.1f} GiB) plus runtime overhead ({tight.overhead_gib:.1f} GiB, "
-        f"paid by every pod) and leaves KV for the longest context; {stages * cfg.replicas} "
-        "node(s) in all"
+        f"{instance.name} less {budget.cotenants_gib:.2f} GiB for the pods that may share the "
+        f"node and {catalog.NODE_HEADROOM_MIB / 1024:g} GiB headroom; requests = limits",
+        f"{stages} stage(s): the fewest whose heaviest rank holds its weights "
+        f"({tight.weights_gib:.1f} GiB), the runtime every pod pays ({tight.overhead_gib:.1f} "
+        "GiB) and KV for the longest context"
         if cfg.pipeline_stages == "auto"
         else f"{stages} stage(s), as the stack sets",
         f"memory guard sees {tight.guard_gib:.2f} GiB on rank {tight.rank}: {_why_guard(cfg)}",
@@ -533,10 +531,9 @@ def _reasons(
         ),
         f"max_num_batched_tokens {batched}: "
         + (
-            "the largest that still serves the longest context (sliding-window layers "
-            "reserve window - 1 + stages x batched tokens) and keeps one step short enough "
-            "for a liveness probe to tell it from a stalled pipeline; a "
-            f"{max_len}-token prompt is prefilled in {cdiv(max_len, batched)} step(s)"
+            "the largest that keeps the longest context (sliding layers reserve window - 1 + "
+            "stages x batched) and a step short enough to tell busy from stalled; "
+            f"{cdiv(max_len, batched)} step(s) prefill {max_len:,} tokens"
             if cfg.max_num_batched_tokens == "auto"
             else "as the stack sets"
         ),

@@ -220,6 +220,10 @@ def parse_overrides(pairs: Sequence[str]) -> dict[str, Any]:
                 "put the value in the stack file",
             )
         value = read_yaml_text(text, "--set", key) if text.strip() else text
+        if isinstance(value, str) and ("\n" in text or "\r" in text):
+            # YAML folds a line break in a plain scalar into a space, but `pulumi config set`
+            # stores the text as typed: keep it, so the rules see what the program would.
+            value = text
         overrides[key] = "" if value is None else value
     return overrides
 

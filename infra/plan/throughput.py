@@ -42,6 +42,11 @@ PROVENANCE = {
 }
 
 
+#: The short request the plan quotes beside the longest one: time to first token of a prompt this
+#: long, and decode with as many such requests as fit at once.
+SHORT_PROMPT_TOKENS = 1000
+
+
 @dataclass(frozen=True)
 class StageLoad:
     """What one pipeline stage reads and computes per decode step."""
@@ -65,8 +70,8 @@ class DecodePoint:
 
 @dataclass(frozen=True)
 class Served:
-    """Served output tokens at 1 stream, at the planned concurrency and at the request limit, and
-    time to first token."""
+    """Served output tokens at 1 stream, at the planned concurrency and with the engine full of
+    short requests (`limit`), and time to first token."""
 
     one: DecodePoint
     planned: DecodePoint
@@ -147,18 +152,20 @@ def served(
     layers: list[tuple[int, int]],
     max_model_len: int,
     max_concurrency: float,
-    max_num_seqs: int,
-    kv_cache_tokens: int,
+    busiest: tuple[int, int],
     max_num_batched_tokens: int,
 ) -> Served:
-    """The served-tokens and time-to-first-token figures of one planned group."""
+    """The served-tokens and time-to-first-token figures of one planned group.
+
+    `busiest` is (sequences, context): the most requests of `SHORT_PROMPT_TOKENS` (or the whole
+    context, if shorter) that the engine runs at once, as its KV blocks and `max_num_seqs` allow.
+    """
     loads = stage_loads(profile, layers)
     bandwidth = instance.decode_gbps_per_vcpu * pod_cpu * 1e9
     low, high = catalog.PREFILL_GFLOPS_PER_VCPU[instance.generation]
     f_low, f_high = low * pod_cpu * 1e9, high * pod_cpu * 1e9
     f_mid = (f_low + f_high) / 2
     planned = max(1, math.floor(max_concurrency))
-    limit_context = max(1, min(max_model_len, kv_cache_tokens // max_num_seqs))
 
     def ttft(tokens: int, flops: float) -> float:
         return round(_prefill_seconds(loads, bandwidth, flops, tokens, max_num_batched_tokens), 1)
@@ -166,11 +173,11 @@ def served(
     return Served(
         one=decode_point(profile, loads, bandwidth, f_mid, 1, max_model_len),
         planned=decode_point(profile, loads, bandwidth, f_mid, planned, max_model_len),
-        limit=decode_point(profile, loads, bandwidth, f_mid, max_num_seqs, limit_context),
+        limit=decode_point(profile, loads, bandwidth, f_mid, *busiest),
         ttft_max_len_s=ttft(max_model_len, f_mid),
         ttft_max_len_range_s=(ttft(max_model_len, f_high), ttft(max_model_len, f_low)),
-        ttft_1k_s=ttft(1000, f_mid),
-        ttft_1k_range_s=(ttft(1000, f_high), ttft(1000, f_low)),
+        ttft_1k_s=ttft(SHORT_PROMPT_TOKENS, f_mid),
+        ttft_1k_range_s=(ttft(SHORT_PROMPT_TOKENS, f_high), ttft(SHORT_PROMPT_TOKENS, f_low)),
         prefill_source=catalog.PREFILL_SOURCE,
         node_bandwidth_gbps=round(bandwidth / 1e9, 1),
         node_prefill_gflops=(round(f_low / 1e9), round(f_high / 1e9)),

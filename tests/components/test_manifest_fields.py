@@ -413,6 +413,7 @@ def test_the_service_reaches_leaders_through_an_nlb() -> None:
     assert svc["metadata"]["labels"]["app.kubernetes.io/component"] == "endpoint"
     assert svc["metadata"]["annotations"] == {
         "service.beta.kubernetes.io/aws-load-balancer-type": "nlb",
+        "pulumi.com/waitFor": "jsonpath={.status.loadBalancer.ingress[0].hostname}",
     }
     assert svc["spec"]["selector"] == {
         "leaderworkerset.sigs.k8s.io/name": "gemma-vllm",
@@ -427,6 +428,7 @@ def test_the_service_reaches_leaders_through_an_nlb() -> None:
     internal = manifests.service(replace(SPEC, internal_load_balancer=True))["metadata"]
     assert internal["annotations"] == {
         "service.beta.kubernetes.io/aws-load-balancer-type": "nlb",
+        "pulumi.com/waitFor": "jsonpath={.status.loadBalancer.ingress[0].hostname}",
         "service.beta.kubernetes.io/aws-load-balancer-internal": "true",
     }
 

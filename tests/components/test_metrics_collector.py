@@ -145,7 +145,8 @@ def test_one_small_unprivileged_replica_on_the_model_nodes() -> None:
     }
     (container,) = pod["containers"]
     assert container["name"] == "collector"  # `kubectl logs deploy/metrics-collector -c collector`
-    assert container["image"] == metrics.IMAGE and re.search(r":v\d+\.\d+\.\d+$", metrics.IMAGE)
+    assert container["image"] == metrics.IMAGE
+    assert re.search(r":v\d+\.\d+\.\d+@sha256:[0-9a-f]{64}$", metrics.IMAGE)
     assert container["imagePullPolicy"] == "IfNotPresent"
     amount = {"cpu": f"{metrics.MILLICPU}m", "memory": f"{metrics.MEMORY_MIB}Mi"}
     assert container["resources"] == {"requests": amount, "limits": amount}

@@ -112,9 +112,21 @@ BAD_INPUTS = [
     ),
     (
         ["vllmImage=vllm/vllm-openai-cpu:latest"],
-        "`vllmImage` must be pinned by a version tag or digest (got "
-        "'vllm/vllm-openai-cpu:latest'); pin a version, such as "
-        "vllm/vllm-openai-cpu:v0.31.0-arm64 or an @sha256 digest",
+        "`vllmImage` must be a version tag and its digest, repository:tag@sha256:... (got "
+        "'vllm/vllm-openai-cpu:latest'); pin a version and its digest, such as "
+        "vllm/vllm-openai-cpu:v0.31.0-arm64@sha256:<64 hex digits>",
+    ),
+    (
+        ["vllmImage=vllm/vllm-openai-cpu:v0.31.0-arm64"],
+        "`vllmImage` vllm/vllm-openai-cpu:v0.31.0-arm64 is pinned by a tag only, which a registry "
+        "can move; pin it by digest as vllm/vllm-openai-cpu:v0.31.0-arm64@sha256:<64 hex digits> "
+        "(`docker buildx imagetools inspect vllm/vllm-openai-cpu:v0.31.0-arm64` prints the "
+        "index's)",
+    ),
+    (
+        ["vllmImage=vllm/vllm-openai-cpu:v0.31.0-arm64@sha256:abc"],
+        "`vllmImage` vllm/vllm-openai-cpu:v0.31.0-arm64@sha256:abc has a malformed digest; write "
+        "it as vllm/vllm-openai-cpu:v0.31.0-arm64@sha256:<64 hex digits>",
     ),
     (
         ["pipelineStages=1"],
@@ -370,7 +382,7 @@ MINIMAL = {
 # Rules the config model owns: each is refused here, with its exact message, before the network
 # or the cluster would refuse it later in `pulumi up`; the value just inside each is accepted.
 CERT = "arn:aws:acm:us-west-2:123456789012:certificate/0a1b2c3d"
-TAG_CHARS = "letters, digits, spaces or _ . : / = + - @"
+TAG_CHARS = "letters, digits, spaces and _ . : / + - @"
 RULES = [
     ({"vpcCidr": "10.0.0.0/15"},
      "`vpcCidr` 10.0.0.0/15 must be a /16 to /18 (four /20 subnets are cut from it); use a range "
@@ -410,23 +422,24 @@ RULES = [
      "`allowedCidrs` must list at least one value (got []); list IPv4 ranges such as "
      "203.0.113.0/24"),
     ({"owner": "ml#platform"},
-     f"`owner` becomes a tag value, which must be at most 256 {TAG_CHARS}; use a team name or "
-     "e-mail address such as ml-platform"),
+     f"`owner` 'ml#platform' holds '#'; it becomes the tag `owner`, whose value is at most 256 "
+     f"{TAG_CHARS}; use 'ml-platform'"),
     ({"owner": "o" * 257},
-     f"`owner` becomes a tag value, which must be at most 256 {TAG_CHARS}; use a team name or "
-     "e-mail address such as ml-platform"),
+     f"`owner` '{'o' * 40}...' is 257 characters long; it becomes the tag `owner`, whose value "
+     f"is at most 256 {TAG_CHARS}; shorten it to 256 characters"),
     ({"tags": {"team": "a" * 257}},
-     f"`tags` value of 'team' must be at most 256 {TAG_CHARS}; shorten it or drop the other "
-     "characters"),
+     f"`tags` value of 'team' is 257 characters long; a tag value is at most 256 {TAG_CHARS}; "
+     "shorten it to 256 characters"),
     ({"tags": {"a#b": "x"}},
-     f"`tags` key 'a#b' must be 1 to 128 {TAG_CHARS}; rename it, such as 'costCenter'"),
+     f"`tags` key 'a#b' holds '#'; a tag key is 1 to 128 {TAG_CHARS}; rename it, such as 'a-b'"),
     ({"tags": {"k" * 129: "x"}},
-     f"`tags` key '{'k' * 40}' must be 1 to 128 {TAG_CHARS}; rename it, such as 'costCenter'"),
+     f"`tags` key '{'k' * 40}...' is 129 characters long; a tag key is 1 to 128 {TAG_CHARS}; "
+     "shorten it to 128 characters"),
     ({"tags": {"AWS:team": "x"}},
-     "`tags` may not use the key 'AWS:team': the aws: prefix is reserved for AWS; rename it, "
-     "such as 'team'"),
+     "`tags` key 'AWS:team' starts with aws:, a prefix AWS reserves for itself; rename it, such "
+     "as 'team'"),
     ({"tags": {"aws:": "x"}},
-     "`tags` may not use the key 'aws:': the aws: prefix is reserved for AWS; rename it, such as "
+     "`tags` key 'aws:' starts with aws:, a prefix AWS reserves for itself; rename it, such as "
      "'team'"),
     ({"tags": {"endDate": "x"}},
      "`tags` may not set the managed tag 'endDate'; remove it; it comes from the `endDate` key"),

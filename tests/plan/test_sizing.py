@@ -237,18 +237,16 @@ def test_planner_matches_real_vllms_refusal_of_4096_tokens() -> None:
 # The plan says why each number is what it is: one line a decision, worded for the key the stack
 # set (auto: the planner's rule; a number: "as the stack sets").
 AUTO_REASONS = [
-    "pod memory 26 GiB: 29.8 GiB allocatable on m7g.2xlarge minus 1.57 GiB requested by the "
-    "add-ons, the LWS controller, the metrics collector and the gatekeeper that may share the "
-    "node minus 2 GiB headroom; requests equal limits",
-    "2 stage(s): the fewest whose heaviest rank holds weights (12.6 GiB) plus runtime overhead "
-    "(8.7 GiB, paid by every pod) and leaves KV for the longest context; 4 node(s) in all",
+    "pod memory 26 GiB: 29.8 GiB allocatable on m7g.2xlarge less 1.57 GiB for the pods that may "
+    "share the node and 2 GiB headroom; requests = limits",
+    "2 stage(s): the fewest whose heaviest rank holds its weights (12.6 GiB), the runtime every "
+    "pod pays (8.7 GiB) and KV for the longest context",
     "memory guard sees 4.69 GiB on rank 0: the init container's page cache is charged outside the "
     "engine container",
     "KV cache 4.22 GiB per rank: 90% of what the guard sees",
-    "max_num_batched_tokens 512: the largest that still serves the longest context "
-    "(sliding-window layers reserve window - 1 + stages x batched tokens) and keeps one step "
-    "short enough for a liveness probe to tell it from a stalled pipeline; a 8192-token prompt "
-    "is prefilled in 16 step(s)",
+    "max_num_batched_tokens 512: the largest that keeps the longest context (sliding layers "
+    "reserve window - 1 + stages x batched) and a step short enough to tell busy from stalled; "
+    "16 step(s) prefill 8,192 tokens",
     "max_model_len 8192: the longest one request fits, capped at 8192 (`maxContextCap`); 10.69 "
     "such requests fit at once",
     "decode ~4.3 tokens/s per stream: each token streams the stages' weights in series at ~99 GB/s "
@@ -434,10 +432,11 @@ def test_the_values_just_inside_the_refusals_plan() -> None:
 
 
 def test_the_plan_carries_the_stack_and_what_follows_from_the_split() -> None:
-    p = _plan(vllmImage="vllm/vllm-openai-cpu:v0.31.1-arm64", modelCache="volume")
+    image = "vllm/vllm-openai-cpu:v0.31.1-arm64@sha256:" + "ab" * 32
+    p = _plan(vllmImage=image, modelCache="volume")
     assert (p.stack, p.model, p.generation) == ("dev", GEMMA.name, "graviton3")
     assert (p.weight_prefetch, p.model_cache) == (True, "volume")
-    assert p.vllm_image == "vllm/vllm-openai-cpu:v0.31.1-arm64"
+    assert p.vllm_image == image
     assert p.shm_gib == 1
     assert p.tightest_rank == 0 and p.guard_available_gib == p.ranks[0].guard_gib
     assert p.max_num_seqs == 128 * p.stages

@@ -500,6 +500,7 @@ TLS_FIX = (
 
 SSL_CERT = "service.beta.kubernetes.io/aws-load-balancer-ssl-cert"
 SCHEME = "service.beta.kubernetes.io/aws-load-balancer-scheme"
+INTERNAL = "service.beta.kubernetes.io/aws-load-balancer-internal"
 
 
 def gatekept(
@@ -517,9 +518,7 @@ def gatekept(
         gatekept(None, {**TLS, "service.beta.kubernetes.io/aws-load-balancer-ssl-ports": "*"}),
         gatekept(["10.0.0.0/8", "192.168.0.0/16"]),
         gatekept(["203.0.113.10/32"]),
-        gatekept(
-            ["0.0.0.0/0"], {"service.beta.kubernetes.io/aws-load-balancer-scheme": "internal"}
-        ),
+        gatekept(["0.0.0.0/0"], {INTERNAL: "true"}),
         {"metadata": {"name": "gemma-vllm"}, "spec": {"clusterIP": "None"}},
         {"metadata": {"name": "gemma-vllm"}, "spec": {"type": "ClusterIP"}},
     ],
@@ -529,6 +528,43 @@ def test_load_balancer_passes_to_the_gatekeeper_with_tls_or_no_internet(
     props: dict[str, Any],
 ) -> None:
     assert load_balancer_to_gatekeeper_over_tls(SERVICE, props) == []
+
+
+# Annotations that look as if they made the load balancer internal but do not for the in-tree
+# controller EKS runs (kubernetes/cloud-provider-aws pkg/providers/v1/aws.go, EnsureLoadBalancer:
+# only `aws-load-balancer-internal`, with a value other than "" and "false"; commit 63ec440c).
+NOT_INTERNAL = {
+    "scheme internal": {SCHEME: "internal"},
+    "scheme internal, internal false": {SCHEME: "internal", INTERNAL: "false"},
+    "internal false": {INTERNAL: "false"},
+    "internal empty": {INTERNAL: ""},
+    "internal with another case": {INTERNAL.replace("internal", "Internal"): "true"},
+    "scheme internal with an external type": {
+        SCHEME: "internal",
+        "service.beta.kubernetes.io/aws-load-balancer-type": "external",
+    },
+    "scheme internal with nlb-ip": {
+        SCHEME: "internal",
+        "service.beta.kubernetes.io/aws-load-balancer-type": "nlb-ip",
+    },
+    "private-ranges annotation": {
+        "service.beta.kubernetes.io/load-balancer-source-ranges": "10.0.0.0/8"
+    },
+}
+
+
+@pytest.mark.parametrize("annotations", NOT_INTERNAL.values(), ids=NOT_INTERNAL.keys())
+def test_plain_http_to_the_internet_is_reported_whatever_else_is_annotated(
+    annotations: dict[str, str],
+) -> None:
+    assert load_balancer_to_gatekeeper_over_tls(SERVICE, gatekept(None, annotations)) == [
+        f"the internet reaches this load balancer (0.0.0.0/0) {TLS_FIX}"
+    ]
+
+
+@pytest.mark.parametrize("value", ["true", "True", "0.0.0.0/0", "yes"])
+def test_any_internal_value_but_false_is_internal(value: str) -> None:
+    assert load_balancer_to_gatekeeper_over_tls(SERVICE, gatekept(None, {INTERNAL: value})) == []
 
 
 def test_load_balancer_exposing_vllm_directly_is_reported() -> None:

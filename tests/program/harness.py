@@ -22,16 +22,42 @@ def stack_values(stack: str) -> dict[str, Any]:
     return dict(document["config"])
 
 
+#: The vLLM image with a digest of the right shape, as a user sets it (the mocks pull nothing).
+VLLM_IMAGE = "vllm/vllm-openai-cpu:v0.31.0-arm64@sha256:" + "0123456789abcdef" * 4
+#: What a user sets in place of each committed stack's placeholders before `pulumi up`, which
+#: refuses them (`infra.plan.placeholders`): public ranges outside the documentation ranges, a
+#: certificate ARN that is not all zeros, the vLLM image with its digest.
+OWN_VALUES: dict[str, dict[str, Any]] = {
+    "dev": {
+        "allowedCidrs": ["100.24.0.10/32"],
+        "endpointPublicAccessCidrs": ["100.24.0.0/24"],
+        "vllmImage": VLLM_IMAGE,
+    },
+    "prod": {
+        "vllmImage": VLLM_IMAGE,
+        "allowedCidrs": ["100.25.0.0/24"],
+        "endpointPublicAccessCidrs": ["100.25.0.0/24"],
+        "tlsCertificateArn": "arn:aws:acm:us-east-1:123456789012:certificate/"
+        "0f1e2d3c-4b5a-6978-8796-a5b4c3d2e1f0",
+    },
+}
+
+
 def run_program(
     mocks: RecordingMocks,
     stack: str,
     overrides: dict[str, Any] | None = None,
     hf: bool = True,
     api_key: str | None = None,
+    preview: bool = False,
+    as_shipped: bool = False,
 ) -> None:
+    """Run the program on a committed stack as `pulumi up` (or, with `preview`, as `pulumi
+    preview`) would. The stack's placeholders are replaced by `OWN_VALUES` unless `as_shipped`."""
+    own = {} if as_shipped else OWN_VALUES.get(stack, {})
     values = {
         **stack_values(stack),
-        **{f"gemma-graviton:{k}": v for k, v in (overrides or {}).items()},
+        **{f"gemma-graviton:{k}": v for k, v in {**own, **(overrides or {})}.items()},
     }
     secret_keys = []
     if hf:
@@ -41,7 +67,7 @@ def run_program(
         values["gemma-graviton:apiKey"] = api_key
         secret_keys.append("gemma-graviton:apiKey")
     text = {k: v if isinstance(v, str) else json.dumps(v) for k, v in values.items()}
-    pulumi.runtime.set_mocks(mocks, project="gemma-graviton", stack=stack, preview=False,
+    pulumi.runtime.set_mocks(mocks, project="gemma-graviton", stack=stack, preview=preview,
                              monitor=mocks.monitor)  # fmt: skip
     pulumi.runtime.set_all_config(text, secret_keys)
     run(lambda: runpy.run_path(str(PROGRAM), run_name="__main__"))

@@ -22,7 +22,7 @@ from infra.plan.sizing import plan
 from infra.plan.stackfile import load_stack, stack_names
 from policies.rules import RULES
 from tests.fakes.pulumi_mocks import RecordingMocks, by_type, is_secret, named, one, resolve, run
-from tests.program.harness import HF_TOKEN, PROGRAM, run_program, stack_values
+from tests.program.harness import HF_TOKEN, OWN_VALUES, PROGRAM, run_program, stack_values
 
 OUTPUTS = {
     "clusterName", "kubeconfig", "region", "availabilityZone", "nodeInstanceType", "nodeCount",
@@ -40,7 +40,7 @@ def test_every_stack_runs_end_to_end(
 ) -> None:
     run_program(mocks, stack)
     assert set(exports) == OUTPUTS
-    expected = plan(load_stack(stack), stack)
+    expected = plan(load_stack(stack, OWN_VALUES[stack]), stack)
     node_group = one(mocks.records, NODE_GROUP)
     assert node_group.inputs["instanceTypes"] == [expected.instance_type], node_group.urn
     scaling = node_group.inputs["scalingConfig"]
@@ -137,7 +137,7 @@ def test_workload_policy(mocks: RecordingMocks, exports: dict[str, Any]) -> None
             image = (
                 gatekeeper.IMAGE
                 if container["name"] == "gatekeeper"
-                else "vllm/vllm-openai-cpu:v0.31.0-arm64"
+                else OWN_VALUES["dev"]["vllmImage"]
             )
             assert container["image"] == image, (lws.urn, role, container["name"])
         term = pod["affinity"]["podAntiAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
@@ -152,7 +152,7 @@ def test_workload_policy(mocks: RecordingMocks, exports: dict[str, Any]) -> None
 
     svc = one(mocks.records, "kubernetes:core/v1:Service")
     assert svc.inputs["spec"]["selector"]["leaderworkerset.sigs.k8s.io/worker-index"] == "0"
-    assert svc.inputs["spec"]["loadBalancerSourceRanges"] == ["203.0.113.10/32"]
+    assert svc.inputs["spec"]["loadBalancerSourceRanges"] == OWN_VALUES["dev"]["allowedCidrs"]
 
     secrets = by_type(mocks.records, "kubernetes:core/v1:Secret")
     assert len(secrets) == 2
@@ -349,7 +349,7 @@ def test_the_configured_principals_can_use_kubectl(
     stack: str, mocks: RecordingMocks, exports: dict[str, Any]
 ) -> None:
     run_program(mocks, stack)
-    cfg = load_stack(stack)
+    cfg = load_stack(stack, OWN_VALUES[stack])
     policies = {
         r.inputs["principalArn"]: r.inputs["policyArn"].rsplit("/", 1)[-1]
         for r in by_type(mocks.records, "aws:eks/accessPolicyAssociation:AccessPolicyAssociation")

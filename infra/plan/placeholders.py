@@ -1,0 +1,108 @@
+"""Stack values that are still the shipped placeholders, which AWS accepts and nothing can use.
+
+The committed stacks hold documentation values where an account's own belong: address ranges
+reserved for documentation (RFC 5737's three IPv4 /24s, RFC 3849's IPv6 2001:db8::/32), which no
+operator or client ever comes from, and an all-zero certificate ARN. AWS takes them, so a `pulumi
+up` would build a cluster whose API admits nobody (`endpointPublicAccessCidrs`) or stop at the
+listener. `make plan` names them in its first lines; the program refuses them at `pulumi up` and
+lets a preview (and the CLI) run with them, so a new stack can be planned before it is filled in.
+
+The catalogue's own vLLM image is one too: no public source gave the digest of
+`vllm/vllm-openai-cpu:v0.31.0-arm64` (read 2026-12-01), and an image pinned by a tag alone can be
+moved under the same name, so `vllmImage` must be set with its digest before `pulumi up`.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+from dataclasses import dataclass
+
+from infra.plan.config import StackConfig
+
+#: Documentation ranges: RFC 5737 (IPv4 TEST-NET-1, -2, -3) and RFC 3849 (IPv6).
+DOCUMENTATION_RANGES = (
+    ipaddress.ip_network("192.0.2.0/24"),
+    ipaddress.ip_network("198.51.100.0/24"),
+    ipaddress.ip_network("203.0.113.0/24"),
+    ipaddress.ip_network("2001:db8::/32"),
+)
+#: An ARN whose account or resource ID is all zeros (`.../00000000-0000-0000-0000-000000000000`).
+_ZERO_ARN = re.compile(r"arn:[^:]*:[^:]*:[^:]*:(0{12}:.*|[^:]*:[^/]*/[0-]+)")
+
+
+@dataclass(frozen=True)
+class Placeholder:
+    """One stack key that still holds a placeholder."""
+
+    key: str
+    value: str
+    what: str
+    """What kind of placeholder it is, for the message."""
+
+    def line(self) -> str:
+        return f"`{self.key}` {self.value}, {self.what}"
+
+
+def _documentation(network: ipaddress.IPv4Network | ipaddress.IPv6Network) -> str | None:
+    for doc in DOCUMENTATION_RANGES:
+        if network.version == doc.version and network.overlaps(doc):
+            rfc = "RFC 3849" if doc.version == 6 else "RFC 5737"
+            return f"an {rfc} documentation range"
+    return None
+
+
+def find(cfg: StackConfig) -> list[Placeholder]:
+    """Every key of `cfg` that holds a documentation range or an all-zero ARN, in key order."""
+    found = []
+    for key, networks in (
+        ("endpointPublicAccessCidrs", cfg.endpoint_public_access_cidrs),
+        ("allowedCidrs", cfg.allowed_cidrs),
+    ):
+        for network in networks:
+            what = _documentation(network)
+            if what:
+                found.append(Placeholder(key, str(network), what))
+                break
+    for key, arns in (
+        ("tlsCertificateArn", (cfg.tls_certificate_arn,) if cfg.tls_certificate_arn else ()),
+        ("clusterAdminArns", cfg.cluster_admin_arns),
+        ("clusterViewerArns", cfg.cluster_viewer_arns),
+    ):
+        for arn in arns:
+            if _ZERO_ARN.fullmatch(arn):
+                found.append(Placeholder(key, arn, "an all-zero ARN"))
+                break
+    if "@" not in cfg.vllm_image:
+        found.append(
+            Placeholder(
+                "vllmImage",
+                cfg.vllm_image,
+                "pinned by a tag only; set repository:tag@sha256:<the index's digest>",
+            )
+        )
+    return found
+
+
+def notice(cfg: StackConfig) -> str | None:
+    """The plan's first line when the stack holds placeholders: which keys, each with its value,
+    and that `pulumi up` refuses them (the verdict follows it)."""
+    found = find(cfg)
+    if not found:
+        return None
+    listed = "; ".join(p.line() for p in found)
+    return f"PLACEHOLDERS, which `pulumi up` refuses (set your own): {listed}"
+
+
+def refusal(cfg: StackConfig) -> str | None:
+    """The one line `pulumi up` ends with when a key still holds a placeholder."""
+    found = find(cfg)
+    if not found:
+        return None
+    first = found[0]
+    more = f" ({len(found) - 1} more key(s) too: `make plan` lists them)" if len(found) > 1 else ""
+    return (
+        f"`{first.key}` still holds the placeholder {first.value}, {first.what}{more}; "
+        f"set it to your own value with `pulumi config set`; a preview runs with it, `pulumi up` "
+        "does not"
+    )

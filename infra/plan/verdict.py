@@ -1,0 +1,89 @@
+"""The verdict a plan opens with: at most eight lines a person reads in ten seconds.
+
+Whether the stack starts and on what; the context it serves to how many requests at once; decode
+tokens/s for one stream and in all; time to first token for a short prompt and the longest; what
+it costs per month and per million output tokens; the one change worth making first, if any; and
+how many warnings follow the table. `python -m infra.plan --brief` prints it alone; `--json`
+carries it as `verdict`.
+
+Pure: every figure is the plan's or its economics', formatted, never recomputed.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Sequence
+
+from infra.plan import support
+from infra.plan.config import StackConfig
+from infra.plan.economics import Economics
+from infra.plan.sizing import Plan
+from infra.plan.throughput import SHORT_PROMPT_TOKENS
+
+#: The verdict never grows past this many lines.
+MAX_LINES = 8
+
+
+def verdict_lines(p: Plan, e: Economics, advice: str | None, warnings: Sequence[str]) -> list[str]:
+    """The verdict, one line per question."""
+    s = e.served
+    streams = s.planned.sequences * p.replicas
+    full = s.planned.aggregate_tokens_per_s * p.replicas
+    lines = [
+        f"{p.stack} starts: {p.nodes} x {p.instance_type}, {_count(p.replicas, 'group')} of "
+        f"{_count(p.stages, 'pipeline stage')}, serving {p.model}",
+        f"context: {p.max_model_len:,} tokens x {p.max_concurrency:.2f} requests at once",
+        f"decode: {s.one.aggregate_tokens_per_s:.2f} tokens/s for one stream (calibrated)"
+        + (
+            f", {full:.2f} in all at {streams} streams, {s.planned.per_stream_tokens_per_s:.2f} "
+            "each (modelled)"
+            if streams > 1
+            else ", one stream at a time"
+        ),
+        "first token: "
+        + (
+            f"~{s.ttft_1k_s:.0f} s for {SHORT_PROMPT_TOKENS:,} prompt tokens, "
+            if p.max_model_len > SHORT_PROMPT_TOKENS
+            else ""
+        )
+        + f"~{s.ttft_max_len_s:.0f} s for {p.max_model_len:,} ({s.prefill_source})",
+        _cost_line(e),
+    ]
+    if advice:
+        lines.append(advice)
+    lines.append(f"warnings: {len(warnings)}, listed at the end" if warnings else "warnings: none")
+    return lines
+
+
+def _count(n: int, noun: str) -> str:
+    return f"one {noun}" if n == 1 else f"{n} {noun}s"
+
+
+def _cost_line(e: Economics) -> str:
+    c = e.costs
+    if c.usd_per_month is None or e.usd_per_million_full is None:
+        return "cost: " + "; ".join(c.missing)
+    return (
+        f"cost: ${c.usd_per_month:,.2f}/month; ${e.usd_per_million_full:.2f} per million output "
+        f"tokens at full load, ${e.usd_per_million_one:.2f} with one stream"
+    )
+
+
+def plan_warnings(cfg: StackConfig, e: Economics, changed: str | None, today: dt.date) -> list[str]:
+    """Everything to act on or to discount, in the one place the plan lists it: a what-if that
+    changes the nodes or cost, the support and security warnings the program logs too, and the
+    cost model's caveats."""
+    found = [changed] if changed else []
+    return [*found, *support.warnings(cfg, today), *e.costs.notes]
+
+
+def verdict_json(
+    p: Plan, e: Economics, advice: str | None, warnings: Sequence[str]
+) -> dict[str, object]:
+    """The verdict as data: its lines, and the figures a script would test."""
+    return {
+        "starts": True,
+        "lines": verdict_lines(p, e, advice, warnings),
+        "advice": advice,
+        "warnings": len(warnings),
+    }

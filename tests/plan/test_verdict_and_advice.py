@@ -1,0 +1,207 @@
+"""The plan answers at a glance and advises honestly: the verdict first, `--brief` alone, and
+advice that holds when followed."""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import json
+import re
+import shlex
+
+import pytest
+
+from infra.plan import catalog, verdict
+from infra.plan.advice import Offer, better_buy
+from infra.plan.cli import main
+
+TODAY = dt.date(2026, 11, 30)
+#: The field report's settings: vLLM read the weights in the engine container and the KV budget
+#: was cut to what its memory guard then saw.
+REPORT = ["--set", "weightPrefetch=false", "--set", "kvCacheBytes=400000000"]
+
+
+def _out(capsys: pytest.CaptureFixture[str], *argv: str) -> str:
+    assert main(list(argv), today=TODAY) == 0
+    return capsys.readouterr().out
+
+
+def _json(capsys: pytest.CaptureFixture[str], *argv: str) -> dict:
+    return json.loads(_out(capsys, *argv, "--json"))
+
+
+# -- the verdict ----------------------------------------------------------------------------------
+
+
+def test_the_default_plan_opens_with_the_verdict(capsys: pytest.CaptureFixture[str]) -> None:
+    # The committed dev stack still holds its placeholders: the one line naming them comes first.
+    lines = _out(capsys).splitlines()
+    assert lines[0].startswith("PLACEHOLDERS, which `pulumi up` refuses"), lines[0]
+    head = lines[1 : 1 + verdict.MAX_LINES]
+    assert head == [
+        "dev starts: 2 x m7g.2xlarge, one group of 2 pipeline stages, serving "
+        "google/gemma-4-12B-it",
+        "context: 8,192 tokens x 10.69 requests at once",
+        "decode: 4.24 tokens/s for one stream (calibrated), 36.35 in all at 10 streams, 3.63 "
+        "each (modelled)",
+        "first token: ~50 s for 1,000 prompt tokens, ~407 s for 8,192 (modelled, unmeasured)",
+        "cost: $646.49/month; $6.77 per million output tokens at full load, $58.02 with one stream",
+        "cheaper: 1 x m7g.4xlarge, $638.31/month, $5.12 per million tokens; 8,192 tokens x "
+        "17.36, 9.90 tokens/s per stream, first token ~173 s (--set instanceType=m7g.4xlarge)",
+        "warnings: 2, listed at the end",
+        "",
+    ]
+
+
+def test_brief_prints_the_verdict_alone(capsys: pytest.CaptureFixture[str]) -> None:
+    full = _out(capsys)
+    brief = _out(capsys, "--brief")
+    assert full.startswith(brief + "\n")
+    assert len(brief.splitlines()) <= 1 + verdict.MAX_LINES  # the placeholders line, the verdict
+    assert "why:" not in brief and "kv cache size" not in brief
+
+
+def test_brief_refuses_compare_and_json_in_one_line(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["--brief", "--compare"], today=TODAY) == 2
+    assert capsys.readouterr().err == (
+        "error: `--brief` is the verdict of one plan; drop --compare\n"
+    )
+    with pytest.raises(SystemExit) as exit_:
+        main(["--brief", "--json"], today=TODAY)
+    assert exit_.value.code == 2
+    assert capsys.readouterr().err.count("\n") == 1
+
+
+def test_warnings_are_listed_once_at_the_end(capsys: pytest.CaptureFixture[str]) -> None:
+    out = _out(capsys, *REPORT)
+    before, listed = out.split("\nwarnings:\n")
+    items = [line[4:] for line in listed.splitlines()]
+    assert len(items) == 3
+    assert items[0].startswith("3 x m7g.2xlarge instead of 2 x m7g.2xlarge")
+    assert f"warnings: {len(items)}, listed at the end" in before.splitlines()
+    for item in items:
+        assert out.count(item) == 1, item
+    assert _json(capsys, *REPORT)["warnings"] == items
+
+
+def test_the_field_reports_settings_say_to_prefetch_first(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    out = _out(capsys, *REPORT, "--set", "maxModelLen=2048", "--brief").splitlines()
+    assert out[0].startswith("PLACEHOLDERS")  # dev's, named before the verdict
+    brief = out[1:]
+    assert brief[1] == "context: 2,048 tokens x 1.07 requests at once"
+    assert brief[5] == (
+        "change first: --set weightPrefetch=true --set kvCacheBytes=auto --set maxModelLen=auto: "
+        "2 x m7g.2xlarge, $646.49/month, $6.77 per million tokens; 8,192 tokens x 10.69, 4.24 "
+        "tokens/s per stream, first token ~407 s; the memory guard then sees 4.69 GiB, not 0.58"
+    )
+    # Followed, the advice gives what it promised.
+    fixed = _json(capsys, *REPORT, *shlex.split(brief[5].split(": ")[1]))
+    assert (fixed["nodes"], fixed["max_model_len"], fixed["max_concurrency"]) == (2, 8192, 10.69)
+    assert fixed["guard_available_gib"] == 4.69
+
+
+def test_short_requests_are_as_many_as_the_kv_blocks_hold(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """The report's 2,186-token cache holds two 1,000-token requests, not 256 of 8 tokens."""
+    out = _out(capsys, *REPORT, "--set", "maxModelLen=2048")
+    (row,) = [line for line in out.splitlines() if line.startswith("decode, short requests")]
+    assert row.split(None, 3)[3] == (
+        "7.85 tokens/s in all at 2 x 1,000 tokens, as many as fit (memory-bound; modelled)"
+    )
+    limit = _json(capsys, *REPORT, "--set", "maxModelLen=2048")["served"]["limit"]
+    assert (limit["sequences"], limit["context"]) == (2, 1000)
+
+
+# -- advice that holds ---------------------------------------------------------------------------
+
+STACK = Offer("m7g.2xlarge", 2, 8192, 10.69, 4.24, 50, 407, 646.49, 6.77, 58.02)
+
+
+def _offer(**change: object) -> Offer:
+    return dataclasses.replace(STACK, **{"instance_type": "x", **change})  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    "worse",
+    [
+        {"context": 4096},
+        {"concurrency": 9.9},
+        {"one_stream": 4.23},
+        {"ttft_1k_s": 51},
+        {"ttft_max_s": 408},
+    ],
+)
+def test_cheaper_never_names_a_type_worse_on_the_need(worse: dict[str, object]) -> None:
+    cheap = {"usd_per_month": 400.0, "usd_per_million_full": 4.0, "usd_per_million_one": 40.0}
+    assert better_buy(STACK, [_offer(**cheap)]) == ("cheaper", _offer(**cheap))
+    assert better_buy(STACK, [_offer(**cheap, **worse)]) is None
+
+
+def test_cheaper_per_month_but_dearer_per_token_is_no_advice() -> None:
+    # r7g.2xlarge against the dev stack before this rule: less a month, more a token.
+    dearer = _offer(usd_per_month=474.35, usd_per_million_full=8.88, usd_per_million_one=42.57)
+    assert better_buy(STACK, [dearer]) is None
+
+
+def test_faster_for_the_same_money() -> None:
+    faster = _offer(one_stream=9.9, usd_per_month=646.49, usd_per_million_full=7.5)
+    fastest = _offer(instance_type="y", one_stream=11.0, usd_per_month=640.0)
+    dearer = _offer(instance_type="z", one_stream=20.0, usd_per_month=700.0)
+    assert better_buy(STACK, [faster, dearer]) == ("faster for the same money", faster)
+    assert better_buy(STACK, [faster, fastest, dearer]) == ("faster for the same money", fastest)
+    # Cheaper per month and per token as well is the stronger claim, and wins.
+    cheaper = _offer(
+        instance_type="c", usd_per_month=600.0, usd_per_million_full=6.0, usd_per_million_one=54.0
+    )
+    assert better_buy(STACK, [fastest, cheaper]) == ("cheaper", cheaper)
+
+
+def test_the_cheaper_line_names_the_cheapest_that_qualifies() -> None:
+    per_token = {"usd_per_million_full": 6.0, "usd_per_million_one": 50.0}
+    a = _offer(instance_type="a", usd_per_month=600, **per_token)
+    b = _offer(instance_type="b", usd_per_month=500, **per_token)
+    assert better_buy(STACK, [a, b]) == ("cheaper", b)
+
+
+def _advice(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[dict, str | None]:
+    data = _json(capsys, *argv)
+    return data, data["verdict"]["advice"]
+
+
+@pytest.mark.parametrize("stack", ["dev", "prod"])
+def test_cheaper_holds_over_the_whole_catalogue(
+    stack: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """On every type a stack starts on, a `cheaper:` or `faster for the same money:` line,
+    followed with its own `--set`s, never streams slower or costs more per million tokens."""
+    named = 0
+    for name in catalog.INSTANCE_TYPES:
+        argv = ["--stack", stack, "--set", f"instanceType={name}"]
+        started = main([*argv, "--json"], today=TODAY) == 0
+        out = capsys.readouterr().out
+        if not started:
+            continue
+        data = json.loads(out)
+        advice = data["verdict"]["advice"]
+        if not advice or advice.startswith("change first"):
+            continue
+        named += 1
+        sets = shlex.split(re.search(r"\((--set [^)]*)\)$", advice).group(1))  # type: ignore[union-attr]
+        after, _ = _advice(capsys, *argv, *sets)
+        one, one_after = (d["served"]["one"]["aggregate_tokens_per_s"] for d in (data, after))
+        assert one_after >= one, (name, advice)
+        assert after["max_model_len"] >= data["max_model_len"], (name, advice)
+        assert int(after["max_concurrency"]) >= int(data["max_concurrency"]), (name, advice)
+        assert after["served"]["ttft_max_len_s"] <= data["served"]["ttft_max_len_s"]
+        assert after["usd_per_month"] <= data["usd_per_month"] + 1, (name, advice)
+        if advice.startswith("cheaper: "):
+            assert after["usd_per_month"] < data["usd_per_month"], (name, advice)
+            key = "usd_per_million_tokens_full_load"
+            assert after[key] < data[key], (name, advice)
+        else:
+            assert advice.startswith("faster for the same money: "), advice
+            assert one_after > one, (name, advice)
+    assert named >= 4

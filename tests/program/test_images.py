@@ -1,0 +1,72 @@
+"""No container image is pinned by a tag alone, in the offline render or in what the program
+registers under the mocks: a registry can move a tag under the same name, never a digest. Every
+reference keeps its tag beside the digest, for readers."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from components.manifests import gate, gatekeeper, metrics
+from infra.plan.render import render_stack
+from infra.plan.sizing import plan
+from infra.plan.stackfile import load_stack
+from tests.fakes.pulumi_mocks import RecordingMocks
+from tests.program.harness import OWN_VALUES, run_program
+
+#: repository:tag@sha256:<64 hex>, the tag kept for readers.
+PINNED = re.compile(r"[a-z0-9.\-/:]+:[A-Za-z0-9._\-]+@sha256:[0-9a-f]{64}")
+
+
+def images(value: Any, where: str = "") -> Iterator[tuple[str, str]]:
+    """(path, reference) of every `image` field anywhere in a nested object."""
+    if isinstance(value, dict):
+        for key, item in value.items():
+            if key == "image" and isinstance(item, str):
+                yield f"{where}.{key}", item
+            else:
+                yield from images(item, f"{where}.{key}")
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            yield from images(item, f"{where}[{index}]")
+
+
+@pytest.mark.parametrize("reference", [gatekeeper.IMAGE, metrics.IMAGE, gate.KUBECTL_IMAGE,
+                                       gate.PROBE_POD_IMAGE])  # fmt: skip
+def test_every_image_the_project_ships_is_pinned_by_digest(reference: str) -> None:
+    assert PINNED.fullmatch(reference), reference
+
+
+@pytest.mark.parametrize(
+    "reference",
+    ["nginx:1.30.5", "nginx@sha256:" + "0" * 64, "nginx:1.30@sha256:abc", "nginx"],
+)
+def test_the_pattern_refuses_what_is_not_tag_and_digest(reference: str) -> None:
+    assert not PINNED.fullmatch(reference)
+
+
+@pytest.mark.parametrize("stack", ["dev", "prod"])
+def test_no_tag_only_image_in_the_render(stack: str, tmp_path: Path) -> None:
+    cfg = load_stack(stack, OWN_VALUES[stack])
+    found = []
+    for path in render_stack(cfg, plan(cfg, stack), tmp_path):
+        for document in yaml.safe_load_all(path.read_text()):
+            found += [(f"{path.name}{at}", ref) for at, ref in images(document)]
+    assert len(found) >= 4, found  # vLLM, the gatekeeper, the collector, kubectl
+    assert [f for f in found if not PINNED.fullmatch(f[1])] == []
+
+
+@pytest.mark.parametrize("stack", ["dev", "prod"])
+@pytest.mark.usefixtures("as_pulumi_host")
+def test_no_tag_only_image_under_the_mocks(
+    stack: str, mocks: RecordingMocks, exports: dict[str, Any]
+) -> None:
+    run_program(mocks, stack)
+    found = [(f"{r.urn}{at}", ref) for r in mocks.records for at, ref in images(r.inputs)]
+    assert {ref for _, ref in found} >= {gatekeeper.IMAGE, OWN_VALUES[stack]["vllmImage"]}
+    assert [f for f in found if not PINNED.fullmatch(f[1])] == []
