@@ -24,10 +24,11 @@ from dataclasses import dataclass
 from infra.bench.loadgen import LoadPoint, point_matrix
 from infra.plan import catalog, throughput
 from infra.plan.config import StackConfig
+from infra.plan.economics import busiest
 from infra.plan.sizing import Plan
 
-#: The prompt length vLLM's own benchmarks and the plan's summary use for a short prompt.
-SHORT_PROMPT_TOKENS = 1000
+#: The short prompt the plan's summary states a time to first token for.
+SHORT_PROMPT_TOKENS = throughput.SHORT_PROMPT_TOKENS
 #: Tokens every reply produces: enough for a steady decode rate after the first token.
 DEFAULT_OUTPUT_TOKENS = 128
 #: Requests per stream of a point's concurrency.
@@ -89,15 +90,16 @@ def predict(cfg: StackConfig, plan: Plan, point: LoadPoint) -> Prediction:
     instance = catalog.INSTANCE_TYPES[plan.instance_type]
     # `served` states its time to first token for a prompt of `max_model_len` tokens and its
     # decode at `max_concurrency` streams, so it is asked at the point's length and concurrency.
+    profile = cfg.profile()
     served = throughput.served(
-        cfg.profile(),
+        profile,
         instance,
         plan.pod_cpu,
         [(r.sliding_layers, r.full_layers) for r in plan.ranks],
         point.input_tokens,
         point.concurrency,
-        plan.max_num_seqs,
-        plan.kv_cache_tokens,
+        # Only its figure at the engine's limit reads this, and none of those is used here.
+        busiest(profile, plan),
         plan.max_num_batched_tokens,
     )
     stream = served.planned.per_stream_tokens_per_s
