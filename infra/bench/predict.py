@@ -13,7 +13,7 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-from infra.plan import catalog, throughput
+from infra.plan import catalog, prefill, throughput
 from infra.plan.config import ConfigError
 from infra.plan.sizing import plan
 from infra.plan.stackfile import load_stack
@@ -33,15 +33,13 @@ def predictions(
     profile = cfg.profile()
     instance = catalog.INSTANCE_TYPES[p.instance_type]
     loads = throughput.stage_loads(profile, [(r.sliding_layers, r.full_layers) for r in p.ranks])
-    bandwidth = instance.decode_gbps_per_vcpu * p.pod_cpu * 1e9
-    low, high = catalog.PREFILL_GFLOPS_PER_VCPU[instance.generation]
+    slow, mid, fast = prefill.nodes(instance.generation, instance.decode_gbps_per_vcpu, p.pod_cpu)
+    work = prefill.stage_work(profile, [(r.sliding_layers, r.full_layers) for r in p.ranks])
     prompt_tokens = max(1, math.ceil(len(prompt.split()) * TOKENS_PER_WORD))
     context = prompt_tokens + tokens
     levels = []
     for n in concurrency:
-        point = throughput.decode_point(
-            profile, loads, bandwidth, (low + high) / 2 * p.pod_cpu * 1e9, n, context
-        )
+        point = throughput.decode_point(profile, loads, mid.bandwidth, mid.flops, n, context)
         levels.append(
             {
                 "concurrency": n,
@@ -50,9 +48,8 @@ def predictions(
             }
         )
     ttft = [
-        sum(prompt_tokens * 2 * load.params / (f * p.pod_cpu * 1e9) for load in loads)
-        + sum(load.weight_bytes for load in loads) / bandwidth
-        for f in (high, low)
+        prefill.prefill_seconds(profile, work, node, prompt_tokens, p.max_num_batched_tokens)
+        for node in (fast, slow)
     ]
     return {
         "stack": stack,

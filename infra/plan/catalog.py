@@ -61,18 +61,37 @@ _GRAVITON = {
 #: on (FACTS.md), and the image serves the checkpoint's bf16 weights.
 BF16_GENERATIONS = ("graviton3", "graviton4")
 
-#: Prefill arithmetic rate per vCPU in GFLOP/s, (low, high). Modelled, unmeasured: no prefill of
-#: this model was timed on any of these types. The range is the cores' peak bf16 matrix rate
-#: (Neoverse V1 at 2.6 GHz and V2 at 2.8 GHz, about 64 bf16 FLOP per cycle: ~166 and ~179
-#: GFLOP/s) times an assumed 25-70% efficiency of vLLM's CPU GEMMs; Graviton2 (Neoverse N1, fp32
-#: NEON, 2.5 GHz, 16 FLOP per cycle) likewise. Replace it with a measured figure from
-#: `python -m infra.bench` (README, "Feeding measurements back").
-PREFILL_GFLOPS_PER_VCPU: dict[str, tuple[float, float]] = {
-    "graviton2": (10.0, 28.0),
-    "graviton3": (40.0, 115.0),
-    "graviton4": (45.0, 125.0),
+#: Peak bf16 matrix rate per vCPU in GFLOP/s: clock x bf16 FLOP per cycle. ASSUMED from the
+#: cores' datasheets, not measured: Neoverse V1 (Graviton3) at 2.6 GHz and V2 (Graviton4) at
+#: 2.8 GHz with BFMMLA on 2 x 256-bit (V1) or 4 x 128-bit (V2) vector pipes, taken as 64 bf16 FLOP
+#: per cycle; Graviton2 (Neoverse N1, no bf16: fp32 NEON FMA, 2 x 128-bit) 16 FLOP per cycle.
+PEAK_GFLOPS_PER_VCPU: dict[str, float] = {
+    "graviton2": 2.5 * 16,
+    "graviton3": 2.6 * 64,
+    "graviton4": 2.8 * 64,
 }
-PREFILL_SOURCE = "modelled, unmeasured"
+#: The fraction of that peak vLLM's CPU prefill reaches, (slow, fast). Both ends ASSUMED until
+#: the rehearsal's prefill probe (`infra.rehearse.prefill_probe`: a shape-true slice of
+#: gemma-4-12B-it served by vLLM 0.31, GFLOP per CPU-second against the CPU's peak) completes on
+#: a quiet machine; then set the slow end to its figure, rounded down, and say so here. What the
+#: probe saw so far (2026-12-01, an x86 AMD EPYC with AVX2 and no bf16 instructions, load average
+#: 12-28 on 2 cores): vLLM falls back to torch's linear there ("Failed to create oneDNN linear"),
+#: and a 256-token warm-up step of 6 full-width layers had not finished after ~110 CPU-seconds,
+#: so that fallback path runs below 8% of its 78 GFLOP/s fp32 peak. Graviton runs oneDNN with
+#: ACL bf16 kernels, not that fallback, and the field report's ~50 s warm-up of a 4,096-token
+#: profile run points far above 8%; 8% is kept as the slow end the bounds rest on. Carrying a
+#: fraction across ISAs is DERIVED, not measured: no published vLLM CPU bf16 prefill figure on
+#: Graviton3 or Graviton4 was found (searched 2026-12-01: aws-graviton-getting-started
+#: machinelearning/vllm.md gives build steps only; Arm's vllm-benchmark-quantisation learning
+#: path gives INT8/BF16 ratios only, on an unnamed 96-core SVE machine).
+PREFILL_EFFICIENCY = (0.08, 0.70)
+#: Prefill arithmetic rate per vCPU in GFLOP/s, (slow, fast): peak x efficiency. The one rate
+#: every prefill figure of a plan derives from (`infra.plan.prefill`).
+PREFILL_GFLOPS_PER_VCPU: dict[str, tuple[float, float]] = {
+    generation: (round(peak * PREFILL_EFFICIENCY[0], 1), round(peak * PREFILL_EFFICIENCY[1], 1))
+    for generation, peak in PEAK_GFLOPS_PER_VCPU.items()
+}
+PREFILL_SOURCE = "modelled: 8-70% of an assumed peak"
 _SIZES = {"large": 2, "xlarge": 4, "2xlarge": 8, "4xlarge": 16, "8xlarge": 32}
 #: eni-max-pods.txt for these sizes (identical across these families).
 _MAX_PODS = {"large": 29, "xlarge": 58, "2xlarge": 58, "4xlarge": 234, "8xlarge": 234}
@@ -242,6 +261,10 @@ class ModelProfile:
     max_context: int
     tied_embeddings: bool = True
     dtype_bytes: int = 2
+    #: Query heads and MLP width: what prefill's attention arithmetic and the rehearsal's
+    #: shape-true slice need. None: unknown (attention then counts one query head per KV head).
+    attention_heads: int | None = None
+    intermediate_size: int | None = None
     #: A commit of the model's hub repository, the day it was checked and how; `modelRevision:
     #: auto` deploys it. None: no commit has been checked yet, and the plan warns that ranks
     #: would download `main` independently.
@@ -258,6 +281,10 @@ class ModelProfile:
     def is_full_attention(self, layer: int) -> bool:
         """Whether layer `layer` (0-based) is a full-attention layer."""
         return layer % (self.sliding_per_full + 1) == self.sliding_per_full
+
+    @property
+    def query_heads(self) -> int:
+        return self.attention_heads or max(self.sliding_kv_heads, self.full_kv_heads)
 
     @property
     def embedding_bytes(self) -> int:
@@ -285,6 +312,12 @@ MODELS: dict[str, ModelProfile] = {
         # Estimate for the vision and audio encoders; they sit on the first stage.
         non_text_bytes=1 * GIB,
         max_context=131_072,
+        # Read 2026-12-01 in a public model-inspection test fixture of this checkpoint's text
+        # config (16 query heads, MLP 15,360). Cross-check: with the head layout above these
+        # give 21.8e9 bytes of decoder layers plus 2.0e9 of embeddings, the checkpoint's
+        # 22.3 GiB within 1%.
+        attention_heads=16,
+        intermediate_size=15_360,
         # Read 2026-12-01: the commit public projects pinned for this checkpoint from August to
         # September 2026 (for one, github.com/Jonathan-321/kinyalm,
         # docs/model/experiments/2026-08-03-gemma4-12b-experimental-qlora.md), cross-checked

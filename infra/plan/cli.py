@@ -171,6 +171,11 @@ def format_table(
             f"{p.liveness.timeout_s} s; stalled after {p.liveness.stall_s} s without a token; "
             f"noticed within {p.liveness.detection_s} s",
         ),
+        (
+            "engine step timeout",
+            f"{p.liveness.stall_s} s: the longest step ({p.liveness.step_s:.1f} s at the prefill "
+            f"rate's slow end) x {p.liveness.in_flight} in flight",
+        ),
         ("first byte", f"within {p.liveness.first_byte_s} s (longest prompt + stall bound)"),
         *_front_door_rows(p.front_door),
     ]

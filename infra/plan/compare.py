@@ -11,7 +11,7 @@ import datetime as dt
 import math
 from dataclasses import dataclass
 
-from infra.plan import catalog, throughput
+from infra.plan import catalog, prefill, throughput
 from infra.plan.config import ConfigError, StackConfig
 from infra.plan.economics import Economics, economics
 from infra.plan.sizing import Plan, plan
@@ -139,14 +139,9 @@ def _per_stream(cfg: StackConfig, p: Plan, sequences: int) -> float:
     profile = cfg.profile()
     instance = catalog.INSTANCE_TYPES[p.instance_type]
     loads = throughput.stage_loads(profile, [(r.sliding_layers, r.full_layers) for r in p.ranks])
-    low, high = catalog.PREFILL_GFLOPS_PER_VCPU[instance.generation]
+    _, mid, _ = prefill.nodes(instance.generation, instance.decode_gbps_per_vcpu, p.pod_cpu)
     point = throughput.decode_point(
-        profile,
-        loads,
-        instance.decode_gbps_per_vcpu * p.pod_cpu * 1e9,
-        (low + high) / 2 * p.pod_cpu * 1e9,
-        sequences,
-        p.max_model_len,
+        profile, loads, mid.bandwidth, mid.flops, sequences, p.max_model_len
     )
     return point.per_stream_tokens_per_s
 

@@ -94,6 +94,8 @@ class ModelProfileConfig(BaseModel):
     non_text_bytes: Annotated[int, Field(ge=0, alias="nonTextBytes")] = 0
     max_context: Annotated[int, Field(gt=0, alias="maxContext")]
     tied_embeddings: Annotated[bool, Field(alias="tiedEmbeddings")] = True
+    attention_heads: Annotated[int | None, Field(gt=0, alias="attentionHeads")] = None
+    intermediate_size: Annotated[int | None, Field(gt=0, alias="intermediateSize")] = None
 
 
 class StackConfig(BaseModel):

@@ -10,24 +10,23 @@ that takes far longer than any healthy one (`VLLM_EXECUTE_MODEL_TIMEOUT_SECONDS`
 default, after which the engine core dies, `/health` answers 503 and every request in flight ends
 with an error).
 
-Both bounds rest on the longest healthy step: one batch of `max_num_batched_tokens` prefilled
-through every stage in series. Its cost is calibrated on the field report: vLLM's CPU warm-up is a
-profile run of `max_num_batched_tokens` tokens through each rank (`v1/worker/cpu_model_runner.py`
-`warming_up_model` -> `profile_run`), and the whole warm-up took ~50 s for 4,096 tokens through
-~12.6 GiB of weights on 6 Graviton3 vCPUs. Taking the whole warm-up as the prefill time makes the
-estimate an upper bound: a healthy step is never slower than the plan says, so a busy group is
-never restarted for being slow. (`catalog.PREFILL_GFLOPS_PER_VCPU`, the throughput model's
-unmeasured range of 40-115 GFLOP/s per Graviton3 vCPU, would make that profile run take 80-230 s,
-which the field's ~50 s warm-up rules out; a measured prefill should replace both figures.)
+Both bounds rest on the longest healthy step: one batch of `max_num_batched_tokens` prompt tokens,
+the last chunk of a maximum-length prompt (attention grows with the context), through every stage
+in series, at the SLOW end of the prefill rate (`infra.plan.prefill`, the one prefill model of the
+plan). A healthy step is then never slower than the plan says even if the fast end is wrong, so a
+busy group is never restarted for being slow. (Until 2026-12 the step was calibrated on the field
+report's ~50 s warm-up, read as an upper bound; the rehearsal's prefill probe measures whether a
+warm-up bounds a step at all, and the rate now comes from it.)
 
 From the step follow, in order:
-- the stall bound: twice the step (pipeline parallelism keeps one batch per stage in flight, so a
-  batch may wait for the one ahead of it), at least `MIN_STALL_S`;
+- the stall bound and the engine's step timeout: the step times the pipeline's in-flight factor
+  (vLLM keeps `max_concurrent_batches` = the pipeline size in flight, and an RPC's deadline runs
+  from when it is sent, so a batch may wait for every batch ahead of it), at least `MIN_STALL_S`;
 - the probe: `PROBE_FAILURES` failures in a row, a period that keeps stall + failures x period +
-  timeout within `DETECTION_BUDGET_S`;
+  timeout within `DETECTION_BUDGET_S` when it can;
 - the batch cap: the largest `max_num_batched_tokens` whose step leaves that budget reachable;
-- the first-byte bound a client waits at most: a maximum-length prompt prefilled step by step,
-  plus the stall bound.
+- the first-byte bound a client waits at most: a maximum-length prompt's prefill at the slow end,
+  plus the stall bound. The modelled time to first token (its slow end included) never exceeds it.
 """
 
 from __future__ import annotations
@@ -35,6 +34,10 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+
+from infra.plan import prefill
+from infra.plan.catalog import ModelProfile
+from infra.plan.prefill import Node, StageWork
 
 #: A broken group must be noticed within this many seconds.
 DETECTION_BUDGET_S = 60
@@ -51,22 +54,19 @@ PROBE_REQUEST_S = 5
 PROBE_TIMEOUT_S = PROBE_REQUEST_S + 3
 #: Never call a pipeline stalled sooner than this: scheduling noise on a loaded node.
 MIN_STALL_S = 10
-#: A batch may wait for the batch ahead of it in the pipeline.
-STALL_STEPS = 2
 #: The shortest first-byte bound the plan gives a client.
 MIN_FIRST_BYTE_S = 30
-
-#: Calibration (field report): the warm-up's profile run, 4,096 tokens through a 12.59 GiB rank
-#: on 6 vCPUs, within ~50 s. Seconds per token per GiB of rank weights on one vCPU.
-PREFILL_S_PER_TOKEN_GIB_VCPU = 50 * 6 / (4096 * 12.59)
 
 
 @dataclass(frozen=True)
 class Liveness:
     """The probe's and the engine's bounds for one plan; every figure in whole seconds."""
 
-    #: Longest healthy step: `max_num_batched_tokens` through every stage in series (estimate).
+    #: Longest healthy step: `max_num_batched_tokens` at the longest context through every stage
+    #: in series, at the slow end of the prefill rate (modelled).
     step_s: float
+    #: Batches in flight in the pipeline (its size): how many steps a batch may wait for.
+    in_flight: int
     #: A busy engine that emits nothing for longer is stuck: the probe's stall bound, and
     #: `VLLM_EXECUTE_MODEL_TIMEOUT_SECONDS` on the ranks.
     stall_s: int
@@ -78,17 +78,26 @@ class Liveness:
     request_s: int
     #: Worst case from a break to the restart decision: stall + failures x period + timeout.
     detection_s: int
+    #: A maximum-length prompt's prefill at the slow end (the time-to-first-token upper end).
+    prefill_max_len_s: float
     #: Longest a client waits for a first byte before the front door answers 504.
     first_byte_s: int
 
 
-def step_seconds(rank_weights_gib: Sequence[float], batched_tokens: int, cpu: int) -> float:
-    """One batch of `batched_tokens` prefilled through every rank in series (upper bound)."""
-    return sum(rank_weights_gib) * batched_tokens * PREFILL_S_PER_TOKEN_GIB_VCPU / cpu
+@dataclass(frozen=True)
+class Prefill:
+    """What the bounds are computed from: the model, its stages' work and the slow-end node."""
+
+    profile: ModelProfile
+    work: list[StageWork]
+    slow: Node
+
+    def step(self, batched: int, context: int) -> float:
+        return prefill.step_seconds(self.profile, self.work, self.slow, batched, context)
 
 
-def stall_seconds(step_s: float) -> int:
-    return max(MIN_STALL_S, math.ceil(STALL_STEPS * step_s))
+def stall_seconds(step_s: float, in_flight: int) -> int:
+    return max(MIN_STALL_S, math.ceil(in_flight * step_s))
 
 
 def probe_period(stall_s: int) -> int:
@@ -101,39 +110,44 @@ def detection_seconds(stall_s: int, period_s: int) -> int:
     return stall_s + PROBE_FAILURES * period_s + PROBE_TIMEOUT_S
 
 
-def fits_budget(step_s: float) -> bool:
+def fits_budget(step_s: float, in_flight: int) -> bool:
     """Whether a group with this step can be noticed within `DETECTION_BUDGET_S`."""
-    return probe_period(stall_seconds(step_s)) >= MIN_PROBE_PERIOD_S
+    return probe_period(stall_seconds(step_s, in_flight)) >= MIN_PROBE_PERIOD_S
 
 
-def max_batched_tokens(rank_weights_gib: Sequence[float], cpu: int, choices: Sequence[int]) -> int:
-    """The largest of `choices` whose step still fits the budget (the smallest if none does)."""
-    fitting = [b for b in choices if fits_budget(step_seconds(rank_weights_gib, b, cpu))]
+def max_batched_tokens(model: Prefill, context: int, choices: Sequence[int]) -> int:
+    """The largest of `choices` whose step at `context` still fits the budget (the smallest if
+    none does)."""
+    in_flight = len(model.work)
+    fitting = [b for b in choices if fits_budget(model.step(b, context), in_flight)]
     return max(fitting) if fitting else min(choices)
 
 
 def liveness(
-    rank_weights_gib: Sequence[float],
-    batched_tokens: int,
-    cpu: int,
-    prefill_steps_at_max_len: int,
-    first_byte_s: int | None = None,
+    model: Prefill, batched_tokens: int, max_model_len: int, first_byte_s: int | None = None
 ) -> Liveness:
     """The bounds of a plan. `first_byte_s` is the stack's own bound, or None for the planned one.
 
-    The caller refuses a plan whose `detection_s` exceeds `DETECTION_BUDGET_S` (`fits_budget`).
+    The caller reports a plan whose `detection_s` exceeds `DETECTION_BUDGET_S`, with the batch
+    size that would fit (`max_batched_tokens`).
     """
-    step = step_seconds(rank_weights_gib, batched_tokens, cpu)
-    stall = stall_seconds(step)
+    in_flight = len(model.work)
+    step = model.step(batched_tokens, max_model_len)
+    stall = stall_seconds(step, in_flight)
     period = max(MIN_PROBE_PERIOD_S, probe_period(stall))
-    planned_first_byte = max(MIN_FIRST_BYTE_S, math.ceil(prefill_steps_at_max_len * step + stall))
+    prompt = prefill.prefill_seconds(
+        model.profile, model.work, model.slow, max_model_len, batched_tokens
+    )
+    planned_first_byte = max(MIN_FIRST_BYTE_S, math.ceil(prompt + stall))
     return Liveness(
         step_s=round(step, 2),
+        in_flight=in_flight,
         stall_s=stall,
         period_s=period,
         failures=PROBE_FAILURES,
         timeout_s=PROBE_TIMEOUT_S,
         request_s=PROBE_REQUEST_S,
         detection_s=detection_seconds(stall, period),
+        prefill_max_len_s=round(prompt, 1),
         first_byte_s=planned_first_byte if first_byte_s is None else first_byte_s,
     )

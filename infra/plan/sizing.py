@@ -20,7 +20,7 @@ from __future__ import annotations
 import math
 from dataclasses import asdict, dataclass, replace
 
-from infra.plan import catalog, liveness
+from infra.plan import catalog, liveness, prefill
 from infra.plan.budget import (
     BATCHED_TOKEN_CHOICES,
     CPU_DEFAULT_BATCHED_TOKENS_PER_RANK,
@@ -258,8 +258,9 @@ def _choose_split(
         kv_bytes = (
             auto_kv_bytes(tight.guard_gib) if cfg.kv_cache_bytes == "auto" else cfg.kv_cache_bytes
         )
+        # The longest step is the last chunk of the longest prompt: judged at the target context.
         step_cap = liveness.max_batched_tokens(
-            [r.weights_gib for r in ranks], cpu, BATCHED_TOKEN_CHOICES
+            _prefill_model(profile, instance, cpu, ranks), upper, BATCHED_TOKEN_CHOICES
         )
         batched, length = choose_batched(cfg, kvs, kv_bytes, upper, stages, step_cap)
         candidate = _Split(stages, ranks, kvs, tight, kv_bytes, batched, length)
@@ -328,13 +329,14 @@ def _finish(
     concurrency = kvs.concurrency(kv_bytes, max_len, batched)
     decode = _decode_tokens_per_s(profile, instance, budget, chosen)
     startup = _startup(cfg, profile, ranks)
+    model = _prefill_model(profile, instance, budget.cpu, ranks)
     live = liveness.liveness(
-        [r.weights_gib for r in ranks],
+        model,
         batched,
-        budget.cpu,
-        cdiv(max_len, batched),
+        max_len,
         None if cfg.first_byte_timeout_seconds == "auto" else cfg.first_byte_timeout_seconds,
     )
+    _check_first_byte(cfg, live, max_len)
     return Plan(
         stack=stack,
         model=profile.name,
@@ -375,12 +377,7 @@ def _finish(
         front_door=plan_front_door(cfg, max_len, concurrency, decode, live.first_byte_s),
         reasons=(
             *_reasons(cfg, instance, budget, pod_gib, chosen, max_len, upper, concurrency, decode),
-            _why_liveness(
-                live,
-                liveness.max_batched_tokens(
-                    [r.weights_gib for r in ranks], budget.cpu, BATCHED_TOKEN_CHOICES
-                ),
-            ),
+            _why_liveness(live, model, max_len, CPU_DEFAULT_MAX_SEQS_PER_RANK * stages),
         ),
     )
 
@@ -452,18 +449,56 @@ def _check_split(
         )
 
 
-def _why_liveness(live: Liveness, most: int) -> str:
-    noticed = (
-        f"a broken group is noticed within {live.detection_s} s"
-        if live.detection_s <= liveness.DETECTION_BUDGET_S
-        else f"a broken group is noticed only after {live.detection_s} s, beyond the "
-        f"{liveness.DETECTION_BUDGET_S} s budget (`maxNumBatchedTokens` {most} or auto fits it)"
-    )
+def _prefill_model(
+    profile: ModelProfile, instance: InstanceType, cpu: int, ranks: tuple[RankPlan, ...]
+) -> liveness.Prefill:
+    """The split's prefill work at the slow end of the prefill rate (`infra.plan.prefill`)."""
+    work = prefill.stage_work(profile, [(r.sliding_layers, r.full_layers) for r in ranks])
+    slow, _, _ = prefill.nodes(instance.generation, instance.decode_gbps_per_vcpu, cpu)
+    return liveness.Prefill(profile, work, slow)
+
+
+def _check_first_byte(cfg: StackConfig, live: Liveness, max_len: int) -> None:
+    """A first-byte bound below the slowest modelled prefill would cut off healthy replies."""
+    least = max(liveness.MIN_FIRST_BYTE_S, math.ceil(live.prefill_max_len_s + live.stall_s))
+    if cfg.first_byte_timeout_seconds != "auto" and cfg.first_byte_timeout_seconds < least:
+        raise PlanError(
+            "firstByteTimeoutSeconds",
+            f"{cfg.first_byte_timeout_seconds} s is below the slowest modelled first token of a "
+            f"{max_len}-token prompt ({live.prefill_max_len_s:.0f} s) plus the stall bound "
+            f"({live.stall_s} s)",
+            f"set it to at least {least} or auto, or lower `maxModelLen`",
+        )
+
+
+def _why_liveness(live: Liveness, model: liveness.Prefill, max_len: int, least: int) -> str:
+    """The liveness reason; beyond the budget, how slow detection is and what shortens it."""
+    budget = liveness.DETECTION_BUDGET_S
+    # Below the automatic choices too: down to vLLM's floor of one token per sequence.
+    choices = sorted({least, *(b for b in BATCHED_TOKEN_CHOICES if b >= least)})
+    fits = liveness.max_batched_tokens(model, max_len, choices)
+    fits_live = liveness.liveness(model, fits, max_len)
+    if live.detection_s <= budget:
+        noticed = f"a broken group is noticed within {live.detection_s} s"
+    elif fits_live.detection_s <= budget:
+        noticed = (
+            f"a broken group is noticed only after {live.detection_s} s, beyond the {budget} s "
+            f"budget; `maxNumBatchedTokens` {fits} shortens it to {fits_live.detection_s} s"
+        )
+    else:
+        noticed = (
+            f"a broken group is noticed only after {live.detection_s} s, beyond the {budget} s "
+            f"budget; even `maxNumBatchedTokens` {fits} (the least for {least} sequences) takes "
+            f"{fits_live.detection_s} s: a shorter `maxModelLen` or a type with more cores "
+            "shortens it"
+        )
     return (
-        f"liveness every {live.period_s} s, {live.failures} failures: a step of "
-        f"max_num_batched_tokens takes up to {live.step_s:.1f} s, so a busy engine that emits "
-        f"nothing for {live.stall_s} s is stuck; {noticed}; the longest prompt's first token "
-        f"comes within {live.first_byte_s} s (`firstByteTimeoutSeconds`, part of the reply timeout)"
+        f"liveness every {live.period_s} s, {live.failures} failures: the longest step "
+        f"(max_num_batched_tokens at {max_len:,} tokens of context, slow end of the prefill "
+        f"rate) takes up to {live.step_s:.1f} s and {live.in_flight} batch(es) are in flight, so "
+        f"an engine that emits nothing for {live.stall_s} s is stuck (also the engine's step "
+        f"timeout); {noticed}; the longest prompt's first token comes within "
+        f"{live.first_byte_s} s (`firstByteTimeoutSeconds`, part of the reply timeout)"
     )
 
 
@@ -532,8 +567,8 @@ def _reasons(
         f"max_num_batched_tokens {batched}: "
         + (
             "the largest that keeps the longest context (sliding layers reserve window - 1 + "
-            "stages x batched) and a step short enough to tell busy from stalled; "
-            f"{cdiv(max_len, batched)} step(s) prefill {max_len:,} tokens"
+            "stages x batched) and a step short enough to tell busy from stalled, else the "
+            f"least; {cdiv(max_len, batched)} step(s) prefill {max_len:,} tokens"
             if cfg.max_num_batched_tokens == "auto"
             else "as the stack sets"
         ),

@@ -11,7 +11,7 @@ Decode, per pipeline stage and step (one token for every sequence of a micro-bat
   decode_gbps_per_vcpu` reproduces the field report's measured 4.0 tokens/s single stream (241
   ms/token) on two m7g.2xlarge; other generations scale it by memory speed (modelled);
 - `params / F`: the same matrix arithmetic as prefill, which bounds a step once the batch is large.
-  MODELLED, UNMEASURED: `F` is the middle of `catalog.PREFILL_GFLOPS_PER_VCPU`.
+  `F` is the middle of the prefill rate (`infra.plan.prefill`).
 
 A pipeline of `P` stages keeps `m = min(N, P)` micro-batches of `N / m` sequences in flight (vLLM's
 `max_concurrent_batches` is the pipeline size). One round of every micro-batch through every stage
@@ -19,10 +19,9 @@ takes `max(sum of the stages' times, m x the slowest stage's time)`: with fewer 
 stages the pipeline has bubbles and a single stream waits for every stage in turn. Aggregate
 tokens/s is `N` over that period.
 
-Prefill of `L` prompt tokens runs through the stages in series: `L x 2 x params / F` of arithmetic
-per stage plus one weight stream per chunk of `max_num_batched_tokens`. Attention's own arithmetic
-(quadratic in `L`, small with sliding windows at these lengths) is left out. The range follows
-`F`'s range; no prefill of this model has been measured.
+Time to first token is the plan's one prefill model (`infra.plan.prefill`): chunks of
+`max_num_batched_tokens` through the stages in series, attention included; the range follows the
+prefill rate's range, and its slow end is what the first-byte bound is built on.
 """
 
 from __future__ import annotations
@@ -30,7 +29,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from infra.plan import catalog
+from infra.plan import catalog, prefill
 from infra.plan.catalog import InstanceType, ModelProfile
 
 #: Which parts of the figures are calibrated on measurements and which are modelled.
@@ -136,15 +135,6 @@ def decode_point(
     )
 
 
-def _prefill_seconds(
-    loads: list[StageLoad], bandwidth: float, flops: float, tokens: int, batched: int
-) -> float:
-    chunks = math.ceil(tokens / batched)
-    return sum(
-        tokens * 2 * load.params / flops + chunks * load.weight_bytes / bandwidth for load in loads
-    )
-
-
 def served(
     profile: ModelProfile,
     instance: InstanceType,
@@ -161,24 +151,26 @@ def served(
     context, if shorter) that the engine runs at once, as its KV blocks and `max_num_seqs` allow.
     """
     loads = stage_loads(profile, layers)
-    bandwidth = instance.decode_gbps_per_vcpu * pod_cpu * 1e9
-    low, high = catalog.PREFILL_GFLOPS_PER_VCPU[instance.generation]
-    f_low, f_high = low * pod_cpu * 1e9, high * pod_cpu * 1e9
-    f_mid = (f_low + f_high) / 2
+    slow, mid, fast = prefill.nodes(instance.generation, instance.decode_gbps_per_vcpu, pod_cpu)
+    work = prefill.stage_work(profile, layers)
     planned = max(1, math.floor(max_concurrency))
 
-    def ttft(tokens: int, flops: float) -> float:
-        return round(_prefill_seconds(loads, bandwidth, flops, tokens, max_num_batched_tokens), 1)
+    def ttft(tokens: int, node: prefill.Node) -> float:
+        seconds = prefill.prefill_seconds(profile, work, node, tokens, max_num_batched_tokens)
+        return round(seconds, 1)
+
+    def decode(sequences: int, context: int) -> DecodePoint:
+        return decode_point(profile, loads, mid.bandwidth, mid.flops, sequences, context)
 
     return Served(
-        one=decode_point(profile, loads, bandwidth, f_mid, 1, max_model_len),
-        planned=decode_point(profile, loads, bandwidth, f_mid, planned, max_model_len),
-        limit=decode_point(profile, loads, bandwidth, f_mid, *busiest),
-        ttft_max_len_s=ttft(max_model_len, f_mid),
-        ttft_max_len_range_s=(ttft(max_model_len, f_high), ttft(max_model_len, f_low)),
-        ttft_1k_s=ttft(SHORT_PROMPT_TOKENS, f_mid),
-        ttft_1k_range_s=(ttft(SHORT_PROMPT_TOKENS, f_high), ttft(SHORT_PROMPT_TOKENS, f_low)),
+        one=decode(1, max_model_len),
+        planned=decode(planned, max_model_len),
+        limit=decode(*busiest),
+        ttft_max_len_s=ttft(max_model_len, mid),
+        ttft_max_len_range_s=(ttft(max_model_len, fast), ttft(max_model_len, slow)),
+        ttft_1k_s=ttft(SHORT_PROMPT_TOKENS, mid),
+        ttft_1k_range_s=(ttft(SHORT_PROMPT_TOKENS, fast), ttft(SHORT_PROMPT_TOKENS, slow)),
         prefill_source=catalog.PREFILL_SOURCE,
-        node_bandwidth_gbps=round(bandwidth / 1e9, 1),
-        node_prefill_gflops=(round(f_low / 1e9), round(f_high / 1e9)),
+        node_bandwidth_gbps=round(mid.bandwidth / 1e9, 1),
+        node_prefill_gflops=(round(slow.flops / 1e9), round(fast.flops / 1e9)),
     )

@@ -1,7 +1,7 @@
 """`python -m infra.rehearse`: the stack's vLLM group, for real, on this machine.
 
     python -m infra.rehearse [--stack dev] [--set KEY=VALUE ...] [--timeout 600] [--keep]
-                             [--extra-arg=ARG ...]
+                             [--no-prefill] [--extra-arg=ARG ...]
 
 A deployment takes minutes of node boot and download before vLLM says whether it accepts the
 command lines. The rehearsal says it in about a minute: it serves a tiny random-weight model of the
@@ -23,7 +23,11 @@ and checks what the plan promised:
   predicted for the tiny model;
 - the benchmark client (`infra.bench`) runs against the leader and flags no cut-off reply;
 - `vllm bench serve` runs a short capacity run through the gatekeeper, one verdict row per point
-  with the plan beside the measurement (`capacity_step`).
+  with the plan beside the measurement (`capacity_step`);
+- then (unless `--no-prefill`) the prefill probe (`prefill_probe`: a shape-true slice of the
+  stack's model, one prefill step of the planned `max_num_batched_tokens`) and the step-timeout
+  row (`step_timeout`: the plan's engine step timeout from the probe's measured rate passes a
+  maximum-length prompt, half of it is caught).
 
 Every process it starts is its own process group and is stopped by group (SIGTERM, then SIGKILL)
 whatever happens, including Ctrl-C; a headless rank does not exit when its leader dies, so nothing
@@ -97,6 +101,10 @@ class Options:
     keep: bool
     extra_args: tuple[str, ...]
     faults: bool = False
+    #: Run the prefill probe and the step-timeout row after the group's checks.
+    prefill: bool = True
+    #: Sliding layers in the probe's slice (None: one period of the model's pattern).
+    prefill_sliding: int | None = None
 
 
 class Progress:
@@ -181,7 +189,33 @@ def rehearse(options: Options, progress: Progress) -> tuple[list[Check], dict[st
     checks.append(stopped_check(group))
     if not verdict_ok(checks):
         print(log_tails(group.processes), file=sys.stderr)
+    if options.prefill:
+        with _timed(timings, "prefill"):
+            checks += _prefill_rows(options, python, progress)
     return checks, timings
+
+
+def _prefill_rows(options: Options, python: Path, progress: Progress) -> list[Check]:
+    """The prefill probe's rows, then the step-timeout row fed the rate it measured."""
+    from infra.rehearse.prefill_probe import probe_checks, run_probe
+    from infra.rehearse.step_timeout import timeout_checks
+
+    values = stack_values(options.stack, options.overrides)
+    real_plan = plan(load_config(values), options.stack)
+    try:
+        measured = run_probe(
+            values,
+            real_plan.max_num_batched_tokens,
+            python,
+            progress,
+            options.timeout_s,
+            options.prefill_sliding,
+        )
+    except (RankFailure, RehearsalError, OSError) as error:
+        return [Check("prefill tokens/s per layer", "measured", "probe failed", False, str(error))]
+    rows = probe_checks(measured)
+    rows += timeout_checks(values, real_plan.stages, measured, python, progress, options.timeout_s)
+    return rows
 
 
 def prepare(
@@ -374,6 +408,20 @@ def _parser() -> argparse.ArgumentParser:
         "at twice the planned concurrency) and print how each was noticed and recovered",
     )
     parser.add_argument(
+        "--no-prefill",
+        dest="prefill",
+        action="store_false",
+        help="skip the prefill probe (a shape-true slice of the model) and the step-timeout row",
+    )
+    parser.add_argument(
+        "--prefill-sliding",
+        type=int,
+        default=None,
+        metavar="N",
+        help="sliding layers in the prefill probe's slice, before its one full layer "
+        "(default: the model's own pattern, 5 for gemma-4-12B-it)",
+    )
+    parser.add_argument(
         "--extra-arg",
         dest="extra_args",
         action="append",
@@ -402,6 +450,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                 keep=args.keep,
                 extra_args=tuple(args.extra_args),
                 faults=args.faults,
+                prefill=args.prefill,
+                prefill_sliding=args.prefill_sliding,
             )
             if options.faults:
                 return _rehearse_faults(options, progress)

@@ -107,7 +107,7 @@ def test_table_states_units_and_provenance(capsys: pytest.CaptureFixture[str]) -
     out = capsys.readouterr().out
     assert "/hour" in out and "/month" in out and "tokens/s" in out
     assert "calibrated on the field report's measured 4.0" in out
-    assert "modelled, unmeasured" in out
+    assert catalog.PREFILL_SOURCE in out
     assert "$ per million tokens" in out
     assert "request limit" in out
     assert "decode, short requests" in out

@@ -1,73 +1,105 @@
 """The liveness figures of a plan: probe period and threshold, stall bound, batch cap and the
-client's first-byte bound (`infra.plan.liveness`)."""
+client's first-byte bound (`infra.plan.liveness`), all from the one prefill model
+(`infra.plan.prefill`)."""
 
 from __future__ import annotations
 
+import math
 from dataclasses import replace
 
 import pytest
 
 from components.manifests.gatekeeper import nginx_conf
-from infra.plan import liveness, sizing
+from infra.plan import catalog, liveness, prefill, sizing
+from infra.plan.catalog import MODELS
 from infra.plan.cli import main
+from infra.plan.config import ConfigError
 from infra.plan.sizing import plan
 from infra.plan.stackfile import load_stack, stack_names
 from infra.plan.wiring import gatekeeper_limits
 
-
-def test_the_calibration_reproduces_the_field_warm_up() -> None:
-    # The report's profile run: 4,096 tokens through a 12.59 GiB rank on 6 vCPUs in ~50 s.
-    assert liveness.step_seconds([12.59], 4096, 6) == pytest.approx(50)
+GEMMA = MODELS["google/gemma-4-12B-it"]
 
 
-def test_dev_figures_follow_from_its_step() -> None:
+def _model(p: sizing.Plan) -> liveness.Prefill:
+    instance = catalog.INSTANCE_TYPES[p.instance_type]
+    work = prefill.stage_work(GEMMA, [(r.sliding_layers, r.full_layers) for r in p.ranks])
+    low, _ = catalog.PREFILL_GFLOPS_PER_VCPU[instance.generation]
+    node = prefill.Node(low * p.pod_cpu * 1e9, instance.decode_gbps_per_vcpu * p.pod_cpu * 1e9)
+    return liveness.Prefill(GEMMA, work, node)
+
+
+def test_dev_figures_follow_from_its_slowest_step() -> None:
     p = plan(load_stack("dev"), "dev")
     live = p.liveness
-    assert p.max_num_batched_tokens == 512
-    step = liveness.step_seconds([r.weights_gib for r in p.ranks], 512, p.pod_cpu)
+    model = _model(p)
+    step = model.step(p.max_num_batched_tokens, p.max_model_len)
     assert live.step_s == round(step, 2)
-    assert live.stall_s == max(liveness.MIN_STALL_S, -(-2 * step // 1))
-    assert (live.period_s, live.failures, live.timeout_s) == (5, 3, 8)
+    assert live.in_flight == p.stages == 2
+    assert live.stall_s == max(liveness.MIN_STALL_S, math.ceil(2 * step))
     assert live.detection_s == live.stall_s + 3 * live.period_s + live.timeout_s
-    assert live.detection_s <= liveness.DETECTION_BUDGET_S
-    assert live.first_byte_s == -(-(p.prefill_steps_at_max_len * step + live.stall_s) // 1)
+    prompt = prefill.prefill_seconds(
+        GEMMA, model.work, model.slow, p.max_model_len, p.max_num_batched_tokens
+    )
+    assert live.first_byte_s == math.ceil(prompt + live.stall_s)
 
 
-@pytest.mark.parametrize("stack", stack_names())
-def test_every_stack_notices_a_broken_group_within_the_budget(stack: str) -> None:
-    live = plan(load_stack(stack), stack).liveness
-    assert live.detection_s <= liveness.DETECTION_BUDGET_S
-    assert live.period_s >= liveness.MIN_PROBE_PERIOD_S
-    assert live.timeout_s > live.request_s
-
-
-def test_auto_batch_is_the_largest_whose_step_fits_and_the_next_does_not() -> None:
+def test_the_slowest_step_is_the_last_chunk_of_the_longest_prompt() -> None:
     p = plan(load_stack("dev"), "dev")
-    weights = [r.weights_gib for r in p.ranks]
-    assert liveness.fits_budget(liveness.step_seconds(weights, 512, p.pod_cpu))
-    assert not liveness.fits_budget(liveness.step_seconds(weights, 1024, p.pod_cpu))
-    assert liveness.max_batched_tokens(weights, p.pod_cpu, (512, 1024, 2048)) == 512
+    model = _model(p)
+    batched = p.max_num_batched_tokens
+    chunks = [model.step(batched, end) for end in range(batched, p.max_model_len + 1, batched)]
+    assert chunks == sorted(chunks) and chunks[0] < chunks[-1]
+    assert p.liveness.step_s == round(chunks[-1], 2)
 
 
-def test_a_bigger_node_gets_a_bigger_batch() -> None:
+def test_attention_grows_with_the_context_on_full_layers_only() -> None:
+    work = prefill.StageWork(1e9, 2e9, sliding_layers=5, full_layers=0)
+    near = prefill.attention_flops(GEMMA, work, 512, GEMMA.sliding_window)
+    assert prefill.attention_flops(GEMMA, work, 512, 8 * GEMMA.sliding_window) == near
+    full = replace(work, sliding_layers=0, full_layers=1)
+    assert prefill.attention_flops(GEMMA, full, 512, 8192) == 4 * 16 * 512 * 512 * 8192
+
+
+def test_a_long_context_lengthens_every_bound_together() -> None:
+    same = {"instanceType": "r8g.4xlarge", "maxNumBatchedTokens": 256}
+    short = plan(load_stack("dev", {**same, "maxModelLen": 8192}), "dev")
+    long = plan(load_stack("dev", {**same, "maxModelLen": 131072}), "dev")
+    assert long.liveness.step_s > short.liveness.step_s
+    assert long.liveness.first_byte_s > short.liveness.first_byte_s
+    assert long.front_door.reply_timeout_seconds > long.liveness.first_byte_s
+
+
+def test_auto_batch_is_the_largest_whose_step_fits_or_the_least() -> None:
     big = plan(load_stack("dev", {"instanceType": "m7g.4xlarge"}), "dev")
-    assert big.max_num_batched_tokens > 512
-    assert big.liveness.detection_s <= liveness.DETECTION_BUDGET_S
+    model = _model(big)
+    fits = [b for b in (512, 1024, 2048) if liveness.fits_budget(model.step(b, 8192), 2)]
+    if fits:
+        assert big.max_num_batched_tokens >= max(fits)
+    else:
+        assert big.max_num_batched_tokens == 512  # the least automatic choice
 
 
-def test_an_explicit_batch_beyond_the_budget_is_planned_and_says_so() -> None:
+def test_detection_beyond_the_budget_says_how_slow_and_what_shortens_it() -> None:
     p = plan(load_stack("dev", {"maxNumBatchedTokens": 4096}), "dev")
     assert p.liveness.detection_s > liveness.DETECTION_BUDGET_S
     (line,) = [r for r in p.reasons if r.startswith("liveness ")]
-    assert "beyond the 60 s budget (`maxNumBatchedTokens` 512 or auto fits it)" in line
+    assert f"noticed only after {p.liveness.detection_s} s, beyond the 60 s budget" in line
+    assert "`maxNumBatchedTokens` " in line
 
 
-def test_the_first_byte_bound_is_the_stacks_when_set() -> None:
-    own = plan(load_stack("dev", {"firstByteTimeoutSeconds": 90}), "dev")
-    assert own.liveness.first_byte_s == 90
-    tiny = liveness.liveness([0.001, 0.001], 256, 6, 8)
-    assert tiny.stall_s == liveness.MIN_STALL_S
-    assert tiny.first_byte_s == liveness.MIN_FIRST_BYTE_S
+def test_a_first_byte_bound_below_the_slowest_prefill_is_refused() -> None:
+    auto = plan(load_stack("dev"), "dev")
+    least = auto.liveness.first_byte_s
+    with pytest.raises(ConfigError) as caught:
+        plan(load_stack("dev", {"firstByteTimeoutSeconds": least - 1}), "dev")
+    assert str(caught.value) == (
+        f"`firstByteTimeoutSeconds` {least - 1} s is below the slowest modelled first token of "
+        f"a 8192-token prompt ({auto.liveness.prefill_max_len_s:.0f} s) plus the stall bound "
+        f"({auto.liveness.stall_s} s); set it to at least {least} or auto, or lower `maxModelLen`"
+    )
+    own = plan(load_stack("dev", {"firstByteTimeoutSeconds": least + 100}), "dev")
+    assert own.liveness.first_byte_s == least + 100
 
 
 def test_the_plan_shows_the_probe(capsys: pytest.CaptureFixture[str]) -> None:
@@ -78,23 +110,23 @@ def test_the_plan_shows_the_probe(capsys: pytest.CaptureFixture[str]) -> None:
         for line in out.splitlines()
         if "  " in line and not line.startswith(" ")
     }
-    assert rows["liveness"].startswith("every 5 s, 3 failures, timeout 8 s")
-    assert rows["first byte"] == "within 218 s (longest prompt + stall bound)"
+    live = plan(load_stack("dev"), "dev").liveness
+    assert rows["liveness"].startswith(f"every {live.period_s} s, 3 failures, timeout 8 s")
+    assert rows["first byte"] == f"within {live.first_byte_s} s (longest prompt + stall bound)"
 
 
 def test_the_gatekeeper_waits_for_the_first_byte_and_the_longest_reply() -> None:
     """A non-streamed reply's first byte is its last token: the gatekeeper's one timeout is the
     first-byte bound plus the capped reply's decode, so a stack's own first-byte bound moves it."""
     auto = plan(load_stack("dev"), "dev")
-    own = plan(load_stack("dev", {"firstByteTimeoutSeconds": 90}), "dev")
+    own_bound = auto.liveness.first_byte_s + 90
+    own = plan(load_stack("dev", {"firstByteTimeoutSeconds": own_bound}), "dev")
     for p in (auto, own):
         door = p.front_door
         decode = -(-door.max_reply_tokens * 1.25 // p.decode_tokens_per_s)
         assert door.reply_timeout_seconds >= p.liveness.first_byte_s + decode - 1
         assert door.reply_timeout_seconds <= p.liveness.first_byte_s + decode + 1
-    assert auto.front_door.reply_timeout_seconds - own.front_door.reply_timeout_seconds == (
-        auto.liveness.first_byte_s - 90
-    )
+    assert own.front_door.reply_timeout_seconds - auto.front_door.reply_timeout_seconds == 90
     conf = nginx_conf(gatekeeper_limits(own))
     assert f"proxy_read_timeout {own.front_door.reply_timeout_seconds}s;" in conf
 
@@ -104,24 +136,47 @@ def test_the_probe_period_is_whole_seconds_and_the_shortest_accepted_one_fits() 
     period = liveness.probe_period(41)
     assert period == 3 and isinstance(period, int)
     # A stall of 44 s leaves exactly MIN_PROBE_PERIOD_S (2 s) a period: still noticed in time.
-    assert liveness.stall_seconds(22.0) == 44
+    assert liveness.stall_seconds(22.0, 2) == 44
+    assert liveness.stall_seconds(22.0, 3) == 66
     assert liveness.probe_period(44) == liveness.MIN_PROBE_PERIOD_S
-    assert liveness.fits_budget(22.0)
+    assert liveness.fits_budget(22.0, 2)
     assert liveness.detection_seconds(44, 2) <= liveness.DETECTION_BUDGET_S
-    assert not liveness.fits_budget(23.5)
+    assert not liveness.fits_budget(23.5, 2)
+    assert not liveness.fits_budget(22.0, 3)
 
 
-def test_the_step_is_shown_to_the_hundredth() -> None:
-    live = liveness.liveness([1.0], 100, 7, 1)
-    exact = liveness.step_seconds([1.0], 100, 7)
-    assert exact != round(exact, 2)
-    assert live.step_s == round(exact, 2) > 0
+def test_a_tiny_model_gets_the_floors() -> None:
+    p = plan(load_stack("dev"), "dev")
+    model = _model(p)
+    tiny = liveness.Prefill(
+        GEMMA, [replace(w, params=1.0, weight_bytes=1.0) for w in model.work], model.slow
+    )
+    live = liveness.liveness(tiny, 256, 512)
+    assert live.stall_s == liveness.MIN_STALL_S
+    assert live.first_byte_s == liveness.MIN_FIRST_BYTE_S
+
+
+@pytest.mark.parametrize("stack", stack_names())
+def test_every_stack_states_its_detection(stack: str) -> None:
+    p = plan(load_stack(stack), stack)
+    live = p.liveness
+    assert live.period_s >= liveness.MIN_PROBE_PERIOD_S
+    assert live.timeout_s > live.request_s
+    (line,) = [r for r in p.reasons if r.startswith("liveness ")]
+    if live.detection_s <= liveness.DETECTION_BUDGET_S:
+        assert f"noticed within {live.detection_s} s" in line
+    else:
+        assert f"noticed only after {live.detection_s} s" in line
 
 
 def test_a_group_noticed_in_exactly_the_budget_is_in_time() -> None:
-    live = liveness.liveness([12.0], 512, 6, 1)
+    p = plan(load_stack("dev"), "dev")
+    model = _model(p)
+    live = p.liveness
     exact = replace(live, stall_s=37, period_s=5, detection_s=liveness.detection_seconds(37, 5))
     assert exact.detection_s == liveness.DETECTION_BUDGET_S
-    assert "a broken group is noticed within 60 s;" in sizing._why_liveness(exact, 512)
+    why = sizing._why_liveness(exact, model, p.max_model_len, 256)
+    assert "a broken group is noticed within 60 s;" in why
     late = replace(exact, detection_s=61)
-    assert "noticed only after 61 s, beyond the 60 s budget" in sizing._why_liveness(late, 512)
+    why = sizing._why_liveness(late, model, p.max_model_len, 256)
+    assert "noticed only after 61 s, beyond the 60 s budget" in why

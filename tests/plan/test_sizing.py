@@ -245,18 +245,21 @@ AUTO_REASONS = [
     "engine container",
     "KV cache 4.22 GiB per rank: 90% of what the guard sees",
     "max_num_batched_tokens 512: the largest that keeps the longest context (sliding layers "
-    "reserve window - 1 + stages x batched) and a step short enough to tell busy from stalled; "
-    "16 step(s) prefill 8,192 tokens",
+    "reserve window - 1 + stages x batched) and a step short enough to tell busy from stalled, "
+    "else the least; 16 step(s) prefill 8,192 tokens",
     "max_model_len 8192: the longest one request fits, capped at 8192 (`maxContextCap`); 10.69 "
     "such requests fit at once",
     "decode ~4.3 tokens/s per stream: each token streams the stages' weights in series at ~99 GB/s "
     "per node",
-    "liveness every 5 s, 3 failures: a step of max_num_batched_tokens takes up to 12.0 s, so a "
-    "busy engine that emits nothing for 25 s is stuck; a broken group is noticed within 48 s; the "
-    "longest prompt's first token comes within 218 s (`firstByteTimeoutSeconds`, part of the "
-    "reply timeout)",
-    "without the weight prefetch the guard would see 0.58 GiB (the checkpoint's page cache charged "
-    "to the engine container), leaving 8,192 tokens at 1.32x",
+    "liveness every 2 s, 3 failures: the longest step (max_num_batched_tokens at 8,192 tokens of "
+    "context, slow end of the prefill rate) takes up to 152.1 s and 2 batch(es) are in flight, so "
+    "an engine that emits nothing for 305 s is stuck (also the engine's step timeout); a broken "
+    "group is noticed only after 319 s, beyond the 60 s budget; even `maxNumBatchedTokens` 256 "
+    "(the least for 256 sequences) takes 167 s: a shorter `maxModelLen` or a type with more cores "
+    "shortens it; the longest prompt's first token comes within 2634 s "
+    "(`firstByteTimeoutSeconds`, part of the reply timeout)",
+    "without the weight prefetch the guard would see 0.58 GiB (the checkpoint's page cache "
+    "charged to the engine container), leaving 8,192 tokens at 1.32x",
 ]
 SET_REASONS = [
     AUTO_REASONS[0],
@@ -267,10 +270,13 @@ SET_REASONS = [
     "max_num_batched_tokens 1024: as the stack sets",
     "max_model_len 2048: as the stack sets; 1.43 such requests fit at once",
     AUTO_REASONS[6],
-    "liveness every 2 s, 3 failures: a step of max_num_batched_tokens takes up to 24.0 s, so a "
-    "busy engine that emits nothing for 48 s is stuck; a broken group is noticed only after 62 s, "
-    "beyond the 60 s budget (`maxNumBatchedTokens` 512 or auto fits it); the longest prompt's "
-    "first token comes within 96 s (`firstByteTimeoutSeconds`, part of the reply timeout)",
+    "liveness every 2 s, 3 failures: the longest step (max_num_batched_tokens at 2,048 tokens of "
+    "context, slow end of the prefill rate) takes up to 283.4 s and 3 batch(es) are in flight, so "
+    "an engine that emits nothing for 851 s is stuck (also the engine's step timeout); a broken "
+    "group is noticed only after 865 s, beyond the 60 s budget; even `maxNumBatchedTokens` 384 "
+    "(the least for 384 sequences) takes 334 s: a shorter `maxModelLen` or a type with more cores "
+    "shortens it; the longest prompt's first token comes within 1415 s "
+    "(`firstByteTimeoutSeconds`, part of the reply timeout)",
 ]
 
 

@@ -1,0 +1,126 @@
+"""Properties of the one prefill model: every bound that can cut off or kill work sits above the
+modelled time it bounds, for every stack, every `--compare` row and any node type, batch size
+and context length (`infra.plan.prefill`, `infra.plan.liveness`, `infra.plan.frontdoor`).
+
+- time to first token (its slow end) <= first-byte bound <= the gatekeeper's reply timeout;
+- the engine's step timeout (the stall bound) >= the slowest modelled step (any chunk of a
+  maximum-length prompt) x the pipeline's in-flight factor (its size).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import pytest
+from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import strategies as st
+
+from infra.plan import catalog, liveness, prefill
+from infra.plan.compare import compare, default_need
+from infra.plan.config import ConfigError, StackConfig
+from infra.plan.economics import economics
+from infra.plan.sizing import Plan, plan
+from infra.plan.stackfile import load_stack, stack_names
+from infra.plan.wiring import server_spec
+
+TODAY = dt.date(2026, 12, 1)
+
+
+def _slowest_step(cfg: StackConfig, p: Plan) -> float:
+    """Every chunk of a maximum-length prompt, at the slow end of the rate: the longest."""
+    profile = cfg.profile()
+    instance = catalog.INSTANCE_TYPES[p.instance_type]
+    work = prefill.stage_work(profile, [(r.sliding_layers, r.full_layers) for r in p.ranks])
+    slow, _, _ = prefill.nodes(instance.generation, instance.decode_gbps_per_vcpu, p.pod_cpu)
+    batched, steps = p.max_num_batched_tokens, []
+    for end in range(batched, p.max_model_len + batched, batched):
+        chunk = min(batched, p.max_model_len - (end - batched))
+        steps.append(prefill.step_seconds(profile, work, slow, chunk, min(end, p.max_model_len)))
+    return max(steps)
+
+
+def assert_coherent(cfg: StackConfig, p: Plan) -> None:
+    served = economics(cfg, p, TODAY).served
+    ttft_upper = served.ttft_max_len_range_s[1]
+    live, door = p.liveness, p.front_door
+    assert ttft_upper <= live.first_byte_s <= door.reply_timeout_seconds, (
+        p.instance_type,
+        p.max_model_len,
+        p.max_num_batched_tokens,
+    )
+    timeout = int(server_spec(cfg, p).probes.stall_s)
+    assert timeout == live.stall_s
+    assert timeout >= _slowest_step(cfg, p) * p.stages, (p.instance_type, p.max_model_len)
+    assert live.in_flight == p.stages
+
+
+@pytest.mark.parametrize("stack", stack_names())
+def test_every_stack_is_coherent(stack: str) -> None:
+    cfg = load_stack(stack)
+    assert_coherent(cfg, plan(cfg, stack))
+
+
+def test_every_compare_row_is_coherent() -> None:
+    cfg = load_stack("dev")
+    result = compare(cfg, default_need(cfg, "dev"), "dev", TODAY)
+    rows = [*result.ranked, *result.short]
+    assert rows
+    for row in rows:
+        assert row.plan is not None
+        candidate = cfg.model_copy(
+            update={
+                "instance_type": row.instance_type,
+                "pod_memory_gib": "auto",
+                "pipeline_stages": "auto",
+                "kv_cache_bytes": "auto",
+                "max_num_batched_tokens": "auto",
+                "max_context_cap": max(cfg.max_context_cap, result.need.context),
+            }
+        )
+        assert_coherent(candidate, row.plan)
+
+
+def test_the_report_long_context_is_coherent() -> None:
+    """`--set maxModelLen=131072` on a type that holds it: every bound stretches together."""
+    cfg = load_stack("dev", {"instanceType": "r8g.4xlarge", "maxModelLen": 131072})
+    assert_coherent(cfg, plan(cfg, "dev"))
+
+
+@settings(
+    max_examples=40,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
+)
+@given(
+    instance_type=st.sampled_from(sorted(catalog.INSTANCE_TYPES)),
+    batched=st.sampled_from(["auto", 256, 512, 1024, 2048, 4096]),
+    context=st.sampled_from(["auto", 1024, 2048, 4096, 8192, 32768, 131072]),
+)
+def test_any_type_batch_and_context_is_coherent(
+    instance_type: str, batched: object, context: object
+) -> None:
+    overrides = {
+        "instanceType": instance_type,
+        "maxNumBatchedTokens": batched,
+        "maxModelLen": context,
+    }
+    try:
+        cfg = load_stack("dev", overrides)
+        p = plan(cfg, "dev")
+    except ConfigError:
+        assume(False)
+        return
+    assert_coherent(cfg, p)
+
+
+def test_the_stall_bound_counts_every_batch_in_flight() -> None:
+    cfg = load_stack("dev", {"pipelineStages": 3})
+    try:
+        p = plan(cfg, "dev")
+    except ConfigError:
+        pytest.skip("three stages of m7g.xlarge do not hold the model")
+    assert p.liveness.in_flight == 3
+    assert p.liveness.stall_s >= 3 * p.liveness.step_s
+    assert liveness.stall_seconds(p.liveness.step_s, 3) >= liveness.stall_seconds(
+        p.liveness.step_s, 2
+    )

@@ -1,0 +1,120 @@
+"""The prefill probe's pure parts: the slice it serves, the peak it reads, the warm-up it parses and
+the figures and rows it reports; and the step-timeout row's sizing and timeout formula."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import pytest
+
+from infra.plan import catalog, liveness, prefill
+from infra.plan.catalog import MODELS
+from infra.plan.config import ConfigError
+from infra.rehearse import prefill_probe, step_timeout
+from infra.rehearse.prefill_probe import Measured, Peak
+
+GEMMA = MODELS["google/gemma-4-12B-it"]
+
+CPUINFO = """processor\t: 0
+model name\t: AMD EPYC
+cpu MHz\t\t: 2445.404
+flags\t\t: fpu sse sse2 avx fma avx2 bmi2
+"""
+
+
+def test_the_slice_is_one_pattern_period_at_full_width() -> None:
+    config = prefill_probe.slice_config(GEMMA)
+    assert config["num_hidden_layers"] == 6
+    assert config["layer_types"].count("full_attention") == 1
+    assert config["layer_types"][-1] == "full_attention"
+    assert (config["hidden_size"], config["intermediate_size"]) == (3840, 15360)
+    assert (config["num_attention_heads"], config["num_key_value_heads"]) == (16, 8)
+    assert (config["head_dim"], config["global_head_dim"]) == (256, 512)
+    assert config["num_global_key_value_heads"] == 1
+    assert config["sliding_window"] == 1024
+
+
+def test_a_profile_without_heads_cannot_be_sliced() -> None:
+    from dataclasses import replace
+
+    with pytest.raises(ConfigError) as caught:
+        prefill_probe.slice_config(replace(GEMMA, attention_heads=None))
+    assert caught.value.key == "modelProfile.attentionHeads"
+
+
+def test_the_peak_comes_from_the_widest_isa_and_the_clock() -> None:
+    peak = prefill_probe.cpu_peak(CPUINFO)
+    assert peak.flop_per_cycle == 32
+    assert peak.gflops_per_core == pytest.approx(2445.404 * 32 / 1000)
+    amx = CPUINFO.replace("avx2", "avx2 avx512f avx512_bf16 amx_bf16")
+    assert prefill_probe.cpu_peak(amx).flop_per_cycle == 1024
+    assert prefill_probe.cpu_peak(CPUINFO.replace("avx2", "avx512f")).flop_per_cycle == 64
+
+
+def test_the_warm_up_is_read_between_vllms_two_lines() -> None:
+    log = (
+        "(EngineCore pid=1) INFO 12-01 23:59:50 [cpu_model_runner.py:88] Warming up model for "
+        "the compilation...\n"
+        "(EngineCore pid=1) INFO 12-02 00:00:31 [cpu_model_runner.py:92] Warming up done.\n"
+    )
+    assert prefill_probe.warmup_seconds(log) == 41.0
+    assert prefill_probe.warmup_seconds(log.splitlines()[0]) is None
+
+
+def _measured(**changes: object) -> Measured:
+    base = {
+        "tokens": 512,
+        "layers": 6,
+        "step_s": 40.0,
+        "cpu_s": 80.0,
+        "warmup_s": 50.0,
+        "flop": 1.6e12,
+        "load": 3.0,
+        "peak": Peak(80.0, 2500.0, 32, "test"),
+        "date": dt.date(2026, 12, 1),
+    }
+    return Measured(**{**base, **changes})  # type: ignore[arg-type]
+
+
+def test_the_figures_follow_from_what_was_measured() -> None:
+    f = prefill_probe.figures(_measured())
+    assert f.tokens_per_s_per_layer == pytest.approx(512 * 6 / 40)
+    assert f.gflops_per_core == pytest.approx(20.0)  # per CPU-second, not per wall second
+    assert f.efficiency == pytest.approx(0.25)
+    assert f.warmup_bounds_step is True
+    assert prefill_probe.figures(_measured(warmup_s=39.0)).warmup_bounds_step is False
+    assert prefill_probe.figures(_measured(warmup_s=None)).warmup_bounds_step is None
+
+
+def test_the_rows_hold_the_efficiency_against_the_catalogues_slow_end() -> None:
+    slow = catalog.PREFILL_EFFICIENCY[0]
+    peak = Peak(100.0, 2500.0, 40, "test")
+    at = _measured(peak=peak, flop=slow * 100e9 * 80.0)
+    rows = {c.name: c for c in prefill_probe.probe_checks(at)}
+    assert rows["prefill: measured vs modelled"].ok is True
+    below = _measured(peak=peak, flop=0.9 * slow * 100e9 * 80.0)
+    rows = {c.name: c for c in prefill_probe.probe_checks(below)}
+    assert rows["prefill: measured vs modelled"].ok is False
+    assert set(rows) == {
+        "prefill tokens/s per layer",
+        "warm-up vs step",
+        "GFLOP/s per core vs peak",
+        "prefill: measured vs modelled",
+    }
+
+
+def test_the_step_flop_counts_layers_not_embeddings() -> None:
+    config = prefill_probe.slice_config(GEMMA)
+    embeddings = config["vocab_size"] * config["hidden_size"] * 2
+    weights = embeddings + 2 * 1_000_000_000
+    flop = prefill_probe.step_flop(GEMMA, config, weights, 512)
+    work = prefill.StageWork(1e9, weights, 5, 1)
+    assert flop == pytest.approx(2 * 1e9 * 512 + prefill.attention_flops(GEMMA, work, 512, 512))
+
+
+def test_the_timeout_rows_model_takes_seconds_a_step_at_the_measured_rate() -> None:
+    # 2 x params x tokens / rate = the targeted step.
+    size = step_timeout.widened_bytes(5.0, 2)
+    params = size / 2
+    assert 2 * params * step_timeout.ROW_BATCHED / 5e9 == pytest.approx(step_timeout.ROW_STEP_S)
+    assert step_timeout.ROW_STEP_S * 2 > liveness.MIN_STALL_S
