@@ -6,7 +6,7 @@ MUTANTS := .venv-mutants
 PY := $(VENV)/bin/python
 STACK ?= dev
 
-.PHONY: plan test lint unit rehearse bench clean mutants
+.PHONY: plan test packages lint unit rehearse bench clean mutants
 
 $(VENV)/.installed: requirements.txt requirements-dev.txt
 	$(PYTHON) -m venv $(VENV)
@@ -27,8 +27,12 @@ $(MUTANTS)/.installed: requirements.txt requirements-dev.txt requirements-mutant
 plan: $(VENV)/.installed
 	$(PY) -m infra.plan --stack $(STACK) --render rendered/$(STACK)
 
-## Lint and the whole test suite (offline).
-test: $(VENV)/.installed $(TOOLS)/.installed lint unit
+## Lint and the whole test suite (offline), after the distribution's packages it uses.
+test: packages $(VENV)/.installed $(TOOLS)/.installed lint unit
+
+## nginx, libseccomp and venv support, installed only when missing (root or sudo).
+packages:
+	@PYTHON=$(PYTHON) .ci/packages
 
 lint: $(VENV)/.installed
 	$(VENV)/bin/ruff check .
@@ -38,7 +42,7 @@ unit: $(VENV)/.installed $(TOOLS)/.installed
 	PATH="$(CURDIR)/$(TOOLS)/bin:$$PATH" $(PY) -m pytest -q
 
 ## Real vLLM, two ranks on loopback, on a tiny model of the stack's layout.
-rehearse: $(VENV)/.installed
+rehearse: packages $(VENV)/.installed
 	$(PY) -m infra.rehearse --stack $(STACK)
 
 ## Capacity of the deployed stack (`pulumi stack output`, or ARGS="--endpoint URL"), measured
@@ -64,5 +68,10 @@ rehearse-guard: $(VENV)/.installed
 
 ## Break the rehearsal group on purpose and measure how each fault is noticed and recovered.
 .PHONY: rehearse-faults
-rehearse-faults: $(VENV)/.installed
+rehearse-faults: packages $(VENV)/.installed
 	$(PY) -m infra.rehearse --faults --stack $(STACK)
+
+## The prefill probe on a full-width slice of the stack's model, then the step-timeout row.
+.PHONY: rehearse-prefill
+rehearse-prefill: packages $(VENV)/.installed
+	$(PY) -m infra.rehearse --prefill --stack $(STACK)

@@ -298,7 +298,7 @@ def _query(spec: WatchSpec, query_id: str, sample: str, stat: str) -> dict[str, 
 
 
 def alarms(spec: WatchSpec) -> list[AlarmSpec]:
-    """The stack's alarms. README "Watching it" says what each means and what to do."""
+    """The stack's alarms. docs/watching.md says what each means and what to do."""
     return [
         AlarmSpec(
             "no-healthy-target",

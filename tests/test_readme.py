@@ -1,10 +1,11 @@
-"""The README's promises: its commands run, its figures and keys are the code's."""
+"""The promises of the README and the docs/ pages: their figures, keys and tables are the code's.
+
+Commands and links are held by `tests/test_docs.py`."""
 
 from __future__ import annotations
 
 import json
 import re
-import shlex
 from pathlib import Path
 
 import pytest
@@ -15,6 +16,7 @@ from infra.plan import docs_ranking, prices
 from infra.plan.cli import main
 from infra.plan.compare import compare, default_need
 from infra.plan.config import SECRET_KEYS, StackConfig
+from infra.plan.economics import economics
 from infra.plan.sizing import plan
 from infra.plan.stackfile import load_stack
 
@@ -22,8 +24,13 @@ REPO = Path(__file__).resolve().parent.parent
 README = (REPO / "README.md").read_text()
 
 
-def _section(title: str) -> str:
-    return README.split(f"## {title}\n", 1)[1].split("\n## ", 1)[0]
+def _page(name: str) -> str:
+    return (REPO / name).read_text()
+
+
+def _section(title: str, page: str = "README.md") -> str:
+    """A `## title` section of a page, up to the next `## `."""
+    return _page(page).split(f"## {title}\n", 1)[1].split("\n## ", 1)[0]
 
 
 def test_exactly_two_newcomer_commands_and_both_are_make_targets() -> None:
@@ -36,23 +43,67 @@ def test_exactly_two_newcomer_commands_and_both_are_make_targets() -> None:
         assert re.search(rf"^{target}:", makefile, re.M), target
 
 
-def test_ci_runs_the_readme_test_command() -> None:
-    assert "make test" in (REPO / ".ci" / "run").read_text()
+def test_ci_runs_the_readme_test_command_first_and_it_installs_its_own_packages() -> None:
+    """`.ci/run` proves `make test` on a clean clone: its first step, before it installs anything;
+    the test target itself starts with the distribution's packages (`.ci/packages`)."""
+    ci = (REPO / ".ci" / "run").read_text()
+    steps = re.findall(r"^step .*$", ci, re.M)
+    assert steps[0] == 'step "test (README)" make test', steps
+    assert "apt-get" not in ci and "dnf" not in ci
+    makefile = (REPO / "Makefile").read_text()
+    test = re.search(r"^test: (.*)$", makefile, re.M)
+    assert test is not None and test.group(1).split()[0] == "packages"
+    assert re.search(r"^packages:\n\t.*\.ci/packages$", makefile, re.M)
+    packages = (REPO / ".ci" / "packages").read_text()
+    assert "nginx-light" in packages and "libseccomp2" in packages
 
 
-@pytest.mark.parametrize(
-    "line",
-    [line for line in README.splitlines() if line.startswith(".venv/bin/python -m infra.plan")],
-)
-def test_plan_examples_run(line: str, capsys: pytest.CaptureFixture[str]) -> None:
-    args = shlex.split(line)[3:]
-    assert main(args) == 0, line
-    capsys.readouterr()
+def test_what_it_serves_is_the_dev_plan() -> None:
+    """The README's figures at a glance are the plan's rows for dev, at the catalogue's prices."""
+    today = prices.READ_ON
+    cfg = load_stack("dev", today=today)
+    dev = plan(cfg, "dev")
+    e = economics(cfg, dev, today)
+    s, c = e.served, e.costs
+    assert c.usd_per_hour is not None and c.usd_per_month is not None
+    assert e.usd_per_million_full is not None and e.usd_per_million_one is not None
+    quoted = " ".join(_section("What it serves").split())
+    for figure in (
+        f"at the catalogue's prices of {today.isoformat()}",
+        f"{dev.max_model_len:,} tokens, {dev.max_concurrency:.2f} such requests at once",
+        f"{s.one.aggregate_tokens_per_s:.2f} tokens/s (calibrated",
+        f"{s.planned.aggregate_tokens_per_s * dev.replicas:.2f} tokens/s in all, "
+        f"{s.planned.per_stream_tokens_per_s:.2f} per stream (modelled)",
+        f"~{s.ttft_1k_s:.0f} s for a 1,000-token prompt, ~{s.ttft_max_len_s:.0f} s for "
+        f"{dev.max_model_len:,} (modelled, unmeasured)",
+        f"${c.usd_per_hour:.4f} an hour, ${c.usd_per_month:,.2f} a month",
+        f"${e.usd_per_million_full:.2f} at full load, ${e.usd_per_million_one:.2f} with one stream",
+    ):
+        assert figure in quoted, figure
+
+
+def test_the_quick_start_edits_the_required_keys_before_any_command_reads_them() -> None:
+    """The four keys come first, are every key without a default, and what the README shows for
+    them is accepted on the stack it edits."""
+    section = _section("Quick start: a working endpoint")
+    block = re.search(r"```yaml\n(.*?)```", section, re.S)
+    assert block is not None
+    first_reader = section.index("\npulumi ")  # the first command that reads the stack file
+    assert section.index(block.group(0)) < first_reader
+    edits = {
+        k.removeprefix("gemma-graviton:"): v for k, v in yaml.safe_load(block.group(1)).items()
+    }
+    assert list(edits) == ["owner", "endDate", "allowedCidrs", "endpointPublicAccessCidrs"]
+    required = {f.alias or n for n, f in StackConfig.model_fields.items() if f.is_required()}
+    assert required <= set(edits), required - set(edits)
+    assert "stacks/Pulumi.dev.yaml" in section
+    cfg = load_stack("dev", edits, today=prices.READ_ON)
+    assert [str(c) for c in cfg.allowed_cidrs] == edits["allowedCidrs"]
 
 
 def test_quoted_figures_are_the_planners() -> None:
     dev = plan(load_stack("dev"), "dev")
-    quoted = _section("What the plan says")
+    quoted = _section("What the plan says", "docs/planning.md")
     assert f"{dev.pod_memory_gib:g} GiB pods with {dev.pod_cpu} CPUs" in quoted
     assert f"{dev.kv_cache_bytes / 1024**3:.2f} GiB KV cache per rank" in quoted
     assert f"{dev.max_model_len:,}-token context at {dev.max_concurrency:.2f}x" in quoted
@@ -64,7 +115,7 @@ def test_quoted_figures_are_the_planners() -> None:
 
 
 def test_every_stack_key_is_documented() -> None:
-    table = _section("Stack keys")
+    table = _section("Stack keys", "docs/planning.md")
     documented = set(re.findall(r"`([a-zA-Z]+)`", table))
     keys = {f.alias or n for n, f in StackConfig.model_fields.items()} | set(SECRET_KEYS)
     assert keys - documented == set()
@@ -72,7 +123,7 @@ def test_every_stack_key_is_documented() -> None:
 
 def test_how_it_fits_together_names_real_places() -> None:
     """Every file, folder and catalogue name the map points a reader to exists."""
-    section = _section("How it fits together")
+    section = _section("How it fits together", "docs/development.md")
     paths = set(re.findall(r"`((?:infra|components|policies|tests|stacks)/[\w/.]*?)`", section))
     assert len(paths) >= 8, paths
     for path in paths:
@@ -94,6 +145,7 @@ def test_node_size_ranking_is_generated_from_compare() -> None:
     """The page that holds the ranking holds exactly what `infra.plan.docs_ranking` makes of
     `--compare --json` today; rerun it with `--write` when the catalogue changes."""
     page = docs_ranking.page()
+    assert page == REPO / "docs" / "planning.md"
     quoted = docs_ranking.block_in(page.read_text())
     assert quoted == docs_ranking.render(docs_ranking.comparison()), (
         f"{page.name} is out of step: run `python -m infra.plan.docs_ranking --write`"
@@ -141,7 +193,7 @@ TABLE_ROW = re.compile(
 def _documented_settings() -> dict[tuple[str, str], set[str]]:
     """(`vars`|`secrets`, NAME) -> where the README says to set it (`repository` or envs)."""
     documented: dict[tuple[str, str], set[str]] = {}
-    for line in _section("From zero to a green preview").splitlines():
+    for line in _section("From zero to a green preview", "docs/deploying.md").splitlines():
         match = TABLE_ROW.match(line)
         if match:
             kind = "vars" if match["kind"] == "variable" else "secrets"
@@ -192,7 +244,7 @@ def test_the_role_variables_are_the_bootstraps() -> None:
 
 
 def test_the_green_preview_steps_come_in_order() -> None:
-    section = _section("From zero to a green preview")
+    section = _section("From zero to a green preview", "docs/deploying.md")
     headings = re.findall(r"^### (\d)\. (.+)$", section, re.M)
     steps = ["backend", "stack", "hugging face token", "bootstrap", "github", "pull request"]
     assert [int(number) for number, _ in headings] == list(range(1, len(steps) + 1)), headings
@@ -206,7 +258,7 @@ def test_the_green_preview_steps_come_in_order() -> None:
 def test_the_bootstrap_outputs_the_readme_names_exist() -> None:
     program = (REPO / "infra" / "bootstrap" / "__main__.py").read_text()
     exported = set(re.findall(r'pulumi\.export\(\s*"(\w+)"', program))
-    section = _section("From zero to a green preview")
+    section = _section("From zero to a green preview", "docs/deploying.md")
     named = set(re.findall(r"stack output (\w+)", section))
     named |= set(re.findall(r"bootstrap output `(\w+)`", section))
     assert named and named <= exported, f"not exported: {sorted(named - exported)}"
@@ -216,7 +268,7 @@ def test_the_bootstrap_outputs_the_readme_names_exist() -> None:
 
 
 def test_the_ci_section_says_what_the_workflows_run() -> None:
-    assert "`.ci/run`" in _section("CI")
+    assert "`.ci/run`" in _section("CI", "docs/deploying.md")
     for path in WORKFLOWS:
         runs = [
             step.get("run", "")
@@ -227,7 +279,7 @@ def test_the_ci_section_says_what_the_workflows_run() -> None:
 
 
 def test_support_window_table_is_the_catalogues() -> None:
-    section = README.split("### Kubernetes support window\n", 1)[1].split("\n## ", 1)[0]
+    section = _section("Upgrading Kubernetes: the support window", "docs/scaling-and-changes.md")
     rows = [line for line in section.splitlines() if line.startswith("| 1.")]
     assert rows
     for row in rows:
@@ -241,9 +293,15 @@ def test_support_window_table_is_the_catalogues() -> None:
 
 
 def test_every_stack_is_created_with_its_own_passphrase() -> None:
-    """The README's "First deploy" and "From zero to a green preview" create stacks alike: one
-    passphrase per stack, so no stack's secrets open with another's."""
-    inits = re.findall(r"^.*pulumi stack init .*$", README, re.M)
-    assert len(inits) >= 3, inits  # dev in "First deploy"; dev and prod in "From zero"
+    """The README's quick start, "First deploy" and "From zero to a green preview" create stacks
+    alike: one passphrase per stack, so no stack's secrets open with another's."""
+    text = README + _page("docs/deploying.md")
+    inits = re.findall(r"^.*pulumi stack init .*$", text, re.M)
+    assert len(inits) >= 4, inits  # quick start; "First deploy"; dev and prod in "From zero"
     assert [i for i in inits if "--secrets-provider passphrase" not in i] == []
-    assert "pulumi stack init dev --secrets-provider passphrase" in _section("Deploying")
+    assert "pulumi stack init dev --secrets-provider passphrase" in _section(
+        "First deploy", "docs/deploying.md"
+    )
+    assert "pulumi stack init dev --secrets-provider passphrase" in _section(
+        "Quick start: a working endpoint"
+    )

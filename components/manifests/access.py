@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Literal
 
-from components.manifests import gatekeeper, metrics
+from components.manifests import chat, gatekeeper, metrics
 from components.manifests.spec import (
     API_KEY_KEY,
     HF_TOKEN_KEY,
@@ -60,15 +60,25 @@ def secret(spec: ServerSpec, which: Literal["hf-token", "api-key"], value: str) 
     }
 
 
+def gatekeeper_files(spec: ServerSpec) -> dict[str, str]:
+    """Every file of the gatekeeper's ConfigMap: nginx.conf first, then the chat page's files
+    when the stack serves it (`chatPage`), mounted beside the config."""
+    page_root = gatekeeper.CONFIG_MOUNT if spec.chat_page else None
+    conf = gatekeeper.nginx_conf(spec.limits, upstream_port=spec.port, page_root=page_root)
+    files = {gatekeeper.CONFIG_FILE: conf}
+    if spec.chat_page:
+        files |= chat.files(chat.ChatPage(spec.model, spec.max_reply_tokens, spec.max_model_len))
+    return files
+
+
 def gatekeeper_config(spec: ServerSpec) -> Manifest:
-    """The gatekeeper's nginx.conf, generated from the plan's limits (no secret in it)."""
+    """The gatekeeper's nginx.conf, generated from the plan's limits (no secret in it), and the
+    chat page's files."""
     return {
         "apiVersion": "v1",
         "kind": "ConfigMap",
         "metadata": object_meta(spec, spec.gatekeeper_config_name, "gatekeeper"),
-        "data": {
-            gatekeeper.CONFIG_FILE: gatekeeper.nginx_conf(spec.limits, upstream_port=spec.port)
-        },
+        "data": gatekeeper_files(spec),
     }
 
 

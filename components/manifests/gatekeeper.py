@@ -26,6 +26,8 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from components.manifests import chat
+
 #: The official nginx image, stable line, Alpine "slim" variant (no njs or extra modules), pinned
 #: by the digest of its multi-arch index (linux/arm64/v8 and linux/amd64 among its platforms).
 #: Source: docker-library/repo-info `repos/nginx/remote/1.30.5-alpine-slim.md` at commit
@@ -99,9 +101,11 @@ def nginx_conf(
     run_dir: str = RUN_DIR,
     access_log: str = "/dev/stdout",
     metrics_listen: str = str(METRICS_PORT),
+    page_root: str | None = None,
 ) -> str:
     """The gatekeeper's whole nginx.conf. In the pod the defaults hold; the rehearsal passes its
-    loopback ports and a scratch directory, nothing else."""
+    loopback ports and a scratch directory, nothing else. With `page_root` (where the chat
+    page's files are: the config's own mount in the pod) it also serves the chat page."""
     not_found = _error(404, "not_found_error", "Not found: this endpoint serves only the API")
     unauthorized = _error(401, "authentication_error", "Missing or invalid API key")
     too_many = _error(429, "rate_limit_error", "Too many requests from this address; retry later")
@@ -222,7 +226,7 @@ http {{
         }}
 
 {chr(10).join(locations)}
-
+{chat.locations(page_root, not_found) if page_root else ""}
         location / {{ return 404 {not_found}; }}
     }}
 

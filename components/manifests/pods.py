@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any, Literal
 
 from components.manifests import gatekeeper
+from components.manifests.access import gatekeeper_files
 from components.manifests.engine import engine_args
 from components.manifests.probes import (
     engine_timeout_env,
@@ -257,8 +258,10 @@ def pod_template(
         containers.append(
             gatekeeper.container(spec.gatekeeper_millicpu, spec.gatekeeper_memory_mib)
         )
-        conf = gatekeeper.nginx_conf(spec.limits, upstream_port=spec.port)
-        annotations = {gatekeeper.CONFIG_ANNOTATION: gatekeeper.config_digest(conf)}
+        # Over every file of the ConfigMap, by name (just nginx.conf without the chat page).
+        files = gatekeeper_files(spec)
+        joined = "".join(files[name] for name in sorted(files))
+        annotations = {gatekeeper.CONFIG_ANNOTATION: gatekeeper.config_digest(joined)}
         if key_fingerprint is not None:
             annotations[gatekeeper.KEY_ANNOTATION] = key_fingerprint
         metadata["annotations"] = annotations

@@ -76,6 +76,8 @@ class ServerSpec:
     model_revision: str | None = None
     #: AWS tags for what AWS creates on the objects' behalf (the load balancer).
     aws_tags: Mapping[str, str] = field(default_factory=dict)
+    #: The gatekeeper also serves the chat page (`components.manifests.chat`) at `/`.
+    chat_page: bool = False
 
     @property
     def lws_name(self) -> str:

@@ -73,8 +73,8 @@ pulumi.export("roleArns", arn)
 # GitHub environment -> {variable: role ARN}: `vars.<variable>` in that environment's jobs.
 pulumi.export("environmentVariables", {r.environment: {r.variable: arn[r.key]} for r in roles})
 # Main-program stack -> the role whose first `pulumi up` creates its cluster. EKS gives that role
-# an admin access entry itself, so it is listed in neither access key of the stack (README,
-# "Who can use kubectl").
+# an admin access entry itself, so it is listed in neither access key of the stack
+# (docs/deploying.md, "Who can use kubectl").
 pulumi.export(
     "clusterCreatorArns",
     {s: arn[r.key] for s in DEPLOY_STACKS for r in roles if s in r.creates_cluster_of},

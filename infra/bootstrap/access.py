@@ -1,7 +1,7 @@
 """Who may do what from GitHub Actions: the environments, their roles, subjects and permissions.
 
 Pure data and functions (no Pulumi import): the bootstrap program builds the roles from them, and
-the workflow and README tests hold the workflows and the README to the same names.
+the workflow and docs tests hold the workflows and docs/deploying.md to the same names.
 
 The split of trust:
 - `preview` (GitHub environment, any branch, pull requests included) gets a read-only role and the
@@ -11,7 +11,7 @@ The split of trust:
   a deploy role that can change that stack's region and that stack's state only, never the CI
   roles or the GitHub OIDC provider themselves.
 
-Names here are the contract with `.github/workflows/` and the README; the tests compare them.
+Names here are the contract with `.github/workflows/` and docs/deploying.md; the tests compare them.
 """
 
 from __future__ import annotations

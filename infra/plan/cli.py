@@ -211,7 +211,7 @@ def _revision(cfg: StackConfig) -> str:
 
 
 def _front_door_rows(door: FrontDoorPlan) -> list[tuple[str, str]]:
-    """The gatekeeper's limits, each a stack key (README, "Front door")."""
+    """The gatekeeper's limits, each a stack key (docs/front-door.md)."""
     return [
         (
             "listener",
@@ -225,6 +225,12 @@ def _front_door_rows(door: FrontDoorPlan) -> list[tuple[str, str]]:
         ),
         ("max reply", f"{door.max_reply_tokens} tokens (`maxReplyTokens`)"),
         ("reply timeout", f"{door.reply_timeout_seconds} s, else 504"),
+        (
+            "chat page",
+            f"{'https' if door.tls else 'http'}://<endpoint>/ (`chatPage`)"
+            if door.chat_page
+            else "off (`chatPage: false`)",
+        ),
     ]
 
 

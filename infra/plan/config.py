@@ -59,6 +59,19 @@ class ConfigError(ValueError):
         super().__init__(f"`{key}` {rule}; {fix}")
 
 
+class MissingKeysError(ConfigError):
+    """Every required key a stack leaves out, in one line, so one edit of the file fixes them
+    all (`key`, `rule` and `fix` are the first one's)."""
+
+    def __init__(self, keys: list[str]) -> None:
+        super().__init__(keys[0], "is required", _fix_of(keys[0]))
+        self.keys = tuple(keys)
+        if len(keys) > 1:
+            names = ", ".join(f"`{k}`" for k in keys[:-1]) + f" and `{keys[-1]}`"
+            fixes = "; ".join(f"`{k}`: {_fix_of(k)}" for k in keys)
+            self.args = (f"{names} are required; {fixes}",)
+
+
 def _fix(text: str) -> dict[str, str]:
     return {"fix": text}
 
@@ -183,7 +196,7 @@ class StackConfig(BaseModel):
         Field(
             alias="modelProfile",
             description="The model's layout, for a model that is not in the catalogue.",
-            json_schema_extra=_fix("give every field of the profile (see the README)"),
+            json_schema_extra=_fix("give every field of the profile (see docs/planning.md)"),
         ),
     ] = None
     pipeline_stages: Annotated[
@@ -413,11 +426,21 @@ class StackConfig(BaseModel):
             json_schema_extra=_fix("use auto or a positive number of tokens such as 512"),
         ),
     ] = "auto"
+    chat_page: Annotated[
+        bool,
+        Field(
+            alias="chatPage",
+            description="The gatekeeper also serves a small chat page at the endpoint's root "
+            "(`https://<endpoint>/`; three static files, no new pod); the page loads without "
+            "the key and sends the key the person types with each call. false: only the API.",
+            json_schema_extra=_fix("use true or false"),
+        ),
+    ] = True
     monitoring: Annotated[
         bool,
         Field(
             description="vLLM's and the front door's metrics in CloudWatch, a dashboard and "
-            'alarms (README, "Watching it"); false creates none of them.',
+            "alarms (docs/watching.md); false creates none of them.",
             json_schema_extra=_fix("use true or false"),
         ),
     ] = True
@@ -445,7 +468,7 @@ class StackConfig(BaseModel):
         Field(
             min_length=1,
             description="Team or person answerable for the stack (tag `owner`).",
-            json_schema_extra=_fix("set it to a team or e-mail address"),
+            json_schema_extra=_fix("set it to a team or e-mail address, such as ml-platform"),
         ),
     ]
     end_date: Annotated[
@@ -686,13 +709,13 @@ def _fix_of(key: str) -> str:
             extra = info.json_schema_extra
             if isinstance(extra, dict) and "fix" in extra:
                 return str(extra["fix"])
-    return "see the README's table of stack keys"
+    return "see the stack keys in docs/planning.md"
 
 
 def _unknown_key(key: str) -> ConfigError:
     known = [f.alias or n for n, f in StackConfig.model_fields.items()] + list(SECRET_KEYS)
     close = difflib.get_close_matches(key, known, n=1)
-    fix = f"did you mean `{close[0]}`?" if close else "remove it (see the README's keys)"
+    fix = f"did you mean `{close[0]}`?" if close else "remove it (see docs/planning.md)"
     return ConfigError(key, "is not a gemma-graviton stack key", fix)
 
 
@@ -706,7 +729,14 @@ def _to_config_error(error: ValidationError, raw: Mapping[str, Any]) -> ConfigEr
         return ConfigError(f"{key}.{loc[-1]}", "is not a field of the model profile", "remove it")
     if first["type"] == "missing":
         key = _alias_of(loc)
-        return ConfigError(key, "is required", _fix_of(key))
+        if "." in key:
+            return ConfigError(key, "is required", _fix_of(key))
+        missing = [
+            str(e["loc"][0])
+            for e in error.errors()
+            if e["type"] == "missing" and len(e["loc"]) == 1
+        ]
+        return MissingKeysError(missing)
     key = _alias_of(loc)
     ctx_error = (first.get("ctx") or {}).get("error")
     if isinstance(ctx_error, ConfigError):
@@ -768,7 +798,10 @@ def load_config(raw: Mapping[str, Any]) -> StackConfig:
     try:
         cfg = StackConfig.model_validate(values)
     except ValidationError as error:
-        raise _to_config_error(error, values) from None
+        refused = _to_config_error(error, values)
+        if refused.rule.startswith("must be a list"):
+            refused = rules.list_syntax(refused, values)
+        raise refused from None
     rules.check_config(cfg)
     return cfg
 

@@ -54,6 +54,8 @@ class FrontDoorPlan:
     reply_timeout_seconds: int
     header_timeout_seconds: int
     reasons: tuple[str, ...]
+    #: The gatekeeper serves the chat page at the endpoint's root (`chatPage`).
+    chat_page: bool = True
 
 
 def plan_front_door(
@@ -126,6 +128,14 @@ def plan_front_door(
         f"then {cap} tokens at ~{decode_tokens_per_s:.1f} tokens/s x{REPLY_TIMEOUT_MARGIN:g}), "
         "a stream silent that long is closed; request headers within "
         f"{HEADER_TIMEOUT_SECONDS} s; streams pass through unbuffered",
+        (
+            f"a chat page at {'https' if tls else 'http'}://<endpoint>/ (`chatPage`): the "
+            "gatekeeper serves its three files (/, /app.js, /app.css) itself, under a "
+            "same-origin-only Content-Security-Policy; the page loads without the key and sends "
+            f"the key typed into it with each call, replies up to {cap} tokens"
+            if cfg.chat_page
+            else "no chat page (`chatPage: false`): / is 404 like any path outside the API"
+        ),
     )
     return FrontDoorPlan(
         tls=tls,
@@ -138,4 +148,5 @@ def plan_front_door(
         reply_timeout_seconds=timeout,
         header_timeout_seconds=HEADER_TIMEOUT_SECONDS,
         reasons=reasons,
+        chat_page=cfg.chat_page,
     )

@@ -8,11 +8,15 @@ one `ConfigError` naming the key, the rule and a fix that is itself accepted.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import difflib
 import ipaddress
+import json
 from collections.abc import Mapping
 from typing import Any
+
+from pydantic import ValidationError
 
 from infra.plan import aws_inputs, prices
 from infra.plan.config import ConfigError, StackConfig
@@ -26,17 +30,93 @@ _PRIVATE_RANGES = tuple(
 END_DATE_FIX_DAYS = 90
 
 
+#: Region prefixes of the AWS partitions the project does not deploy to (China, the isolated
+#: ones, the European Sovereign Cloud): real regions, so no misspelling of a supported one.
+_OTHER_PARTITIONS = {
+    "cn-": "an AWS China region",
+    "us-iso": "an AWS isolated region",
+    "eu-iso": "an AWS isolated region",
+    "eusc-": "an AWS European Sovereign Cloud region",
+}
+
+
 def check_raw(raw: Mapping[str, Any]) -> None:
     """Rules on the values as written, before the config model reads them."""
     region = raw.get("region")
     if isinstance(region, str) and region not in prices.KNOWN_REGIONS:
-        close = difflib.get_close_matches(region, prices.KNOWN_REGIONS, n=1, cutoff=0.6)
-        zone = raw.get("availabilityZone")
-        suggestion = close[0] if close else "us-west-2"
-        fix = f"use {suggestion}"
-        if isinstance(zone, str) and not zone.startswith(suggestion):
-            fix += f" with `availabilityZone` {suggestion}a"
-        raise ConfigError("region", f"{region} is not an AWS region", fix)
+        other = next((v for k, v in _OTHER_PARTITIONS.items() if region.startswith(k)), None)
+        fix = _region_fix(raw, region if other is None else None)
+        if other is None:
+            raise ConfigError("region", f"{region} is not an AWS region", fix)
+        raise ConfigError(
+            "region",
+            f"{region} is {other}, outside the commercial and GovCloud regions the project "
+            "deploys to",
+            fix,
+        )
+
+
+def _region_fix(raw: Mapping[str, Any], misspelt: str | None) -> str:
+    """`use <region>` (with a zone of it when the stack's is not), for a region of the project's
+    that this stack accepts: the nearest spelling of a misspelt one, else the certificate's
+    region, the default and then every other in turn."""
+    close = difflib.get_close_matches(misspelt, prices.KNOWN_REGIONS, n=1) if misspelt else []
+    certificate = str(raw.get("tlsCertificateArn") or "").split(":")
+    candidates = [
+        *close,
+        *(certificate[3:4] if len(certificate) > 3 else []),
+        str(StackConfig.model_fields["region"].default),
+        *prices.KNOWN_REGIONS,
+    ]
+    zone = raw.get("availabilityZone")
+    first = None
+    for region in dict.fromkeys(c for c in candidates if c in prices.KNOWN_REGIONS):
+        change: dict[str, Any] = {"region": region}
+        if isinstance(zone, str) and not zone.startswith(region):
+            change["availabilityZone"] = f"{region}a"
+        fix = f"use {region}" + (
+            f" with `availabilityZone` {region}a" if "availabilityZone" in change else ""
+        )
+        first = first or fix
+        if _accepted({**raw, **change}):
+            return fix
+    return first or "use a region name such as us-west-2"
+
+
+def list_syntax(refused: ConfigError, raw: Mapping[str, Any]) -> ConfigError:
+    """A single value where a list belongs: the same refusal, with the list written out as
+    `--set` and the stack file take it, for an example this stack accepts (the value itself as a
+    one-item list, else its first address alone, else the key's default); `refused` as it is
+    when none is."""
+    key, value = refused.key, raw.get(refused.key)
+    field = next((f for n, f in StackConfig.model_fields.items() if (f.alias or n) == key), None)
+    if field is None or not isinstance(value, str):
+        return refused
+    examples = [[v.strip() for v in value.split(",") if v.strip()]]
+    with contextlib.suppress(ValueError):
+        examples.append([f"{ipaddress.IPv4Network(value.strip(), strict=False)[0]}/32"])
+    if isinstance(field.default, tuple):
+        examples.append([str(v) for v in field.default])
+    for example in examples:
+        if example and _accepted({**raw, key: example}):
+            shown = json.dumps(example)
+            return ConfigError(
+                key,
+                refused.rule,
+                f"write a list, as --set '{key}={shown}' or one `- {example[0]}` line per item "
+                "under the key in the stack file",
+            )
+    return refused
+
+
+def _accepted(raw: Mapping[str, Any]) -> bool:
+    """Whether the config model and the rules take these values."""
+    try:
+        check_raw(raw)
+        check_config(StackConfig.model_validate(raw))
+    except (ConfigError, ValidationError):
+        return False
+    return True
 
 
 def _private(network: ipaddress.IPv4Network) -> bool:

@@ -77,6 +77,7 @@ def server_spec(cfg: StackConfig, plan: Plan) -> ServerSpec:
         internal_load_balancer=cfg.private_clients_only,
         aws_tags=stack_tags(cfg, plan.stack),
         model_revision=cfg.revision,
+        chat_page=plan.front_door.chat_page,
     )
 
 

@@ -1,7 +1,7 @@
 """`python -m infra.rehearse`: the stack's vLLM group, for real, on this machine.
 
     python -m infra.rehearse [--stack dev] [--set KEY=VALUE ...] [--timeout 600] [--keep]
-                             [--no-prefill] [--extra-arg=ARG ...]
+                             [--prefill] [--extra-arg=ARG ...]
 
 A deployment takes minutes of node boot and download before vLLM says whether it accepts the
 command lines. The rehearsal says it in about a minute: it serves a tiny random-weight model of the
@@ -21,13 +21,16 @@ and checks what the plan promised:
   and answers a burst above the rate with 429s and no 5xx. Every later request goes through it;
 - vLLM logs the KV cache tokens and the concurrency the same planner (`infra.plan.sizing.plan`)
   predicted for the tiny model;
+- the chat page the gatekeeper serves (`chat_page`), driven in headless Chromium: it streams,
+  notes a reply cut off at its limit, shows a wrong key's 401, starts a New chat, fits a phone,
+  and its cut-off row fails on a mutant page that ignores `finish_reason: "length"`;
 - the benchmark client (`infra.bench`) runs against the leader and flags no cut-off reply;
 - `vllm bench serve` runs a short capacity run through the gatekeeper, one verdict row per point
   with the plan beside the measurement (`capacity_step`);
-- then (unless `--no-prefill`) the prefill probe (`prefill_probe`: a shape-true slice of the
-  stack's model, one prefill step of the planned `max_num_batched_tokens`) and the step-timeout
-  row (`step_timeout`: the plan's engine step timeout from the probe's measured rate passes a
-  maximum-length prompt, half of it is caught).
+- then (with `--prefill`, `make rehearse-prefill`) the prefill probe (`prefill_probe`: a
+  shape-true slice of the stack's model, one prefill step of the planned
+  `max_num_batched_tokens`) and the step-timeout row (`step_timeout`: the plan's engine step
+  timeout from the probe's measured rate passes a maximum-length prompt, half of it is caught).
 
 Every process it starts is its own process group and is stopped by group (SIGTERM, then SIGKILL)
 whatever happens, including Ctrl-C; a headless rank does not exit when its leader dies, so nothing
@@ -49,19 +52,19 @@ import secrets
 import shlex
 import sys
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from components.manifests import engine_timeout_env
+from components.manifests import chat, engine_timeout_env
 from infra import bench
 from infra.plan.config import ConfigError, StackConfig, load_config
 from infra.plan.sizing import Plan, plan
 from infra.plan.stackfile import REPO, add_stack_arguments, parse_overrides, stack_values
 from infra.plan.wiring import gatekeeper_limits, server_spec
-from infra.rehearse import capacity_step, gate
+from infra.rehearse import capacity_step, chat_page, gate
 from infra.rehearse.checks import (
     Check,
     bench_check,
@@ -102,7 +105,7 @@ class Options:
     extra_args: tuple[str, ...]
     faults: bool = False
     #: Run the prefill probe and the step-timeout row after the group's checks.
-    prefill: bool = True
+    prefill: bool = False
     #: Sliding layers in the probe's slice (None: one period of the model's pattern).
     prefill_sliding: int | None = None
 
@@ -148,6 +151,19 @@ GATE_NOT_REACHED = (
     ("body over the limit", "413"),
     ("no max_tokens", "planned cap"),
 )
+CHAT_NOT_REACHED = tuple(
+    (name, "as the page promises")
+    for name in (
+        "chat page files",
+        "chat page streams",
+        "chat cut-off note",
+        "chat context meter",
+        "chat wrong key",
+        "chat New chat",
+        "chat at phone width",
+        "chat cut-off mutant caught",
+    )
+)
 
 
 def rehearse(options: Options, progress: Progress) -> tuple[list[Check], dict[str, float]]:
@@ -158,6 +174,13 @@ def rehearse(options: Options, progress: Progress) -> tuple[list[Check], dict[st
     timings: dict[str, float] = {}
     nginx = gate.find_nginx()
     python, model_dir, tiny_cfg, tiny_plan = prepare(options, progress, timings)
+    page = None
+    if tiny_plan.front_door.chat_page:
+        chat_page.find_browser()
+        door = tiny_plan.front_door
+        page = chat.files(
+            chat.ChatPage(tiny_plan.model, door.max_reply_tokens, tiny_plan.max_model_len)
+        )
     ports = loopback_ports()
     # Hex: a key that starts with "-" would read as a flag on a command line.
     api_key = secrets.token_hex(24)
@@ -174,7 +197,7 @@ def rehearse(options: Options, progress: Progress) -> tuple[list[Check], dict[st
     )
     log_dir = _log_dir(launches)
     base_url = f"http://127.0.0.1:{ports[0]}/v1"
-    front = _Front(nginx, free_port(), log_dir / "gatekeeper")
+    front = _Front(nginx, free_port(), log_dir / "gatekeeper", page)
     load = capacity_step.CapacityRun(vllm, model_dir, tiny_cfg, tiny_plan, log_dir / "capacity")
     progress(f"starting {len(launches)} ranks (logs in {log_dir.relative_to(REPO)})")
     group = RankGroup(launches, log_dir, progress=progress)
@@ -216,6 +239,12 @@ def _prefill_rows(options: Options, python: Path, progress: Progress) -> list[Ch
     rows = probe_checks(measured)
     rows += timeout_checks(values, real_plan.stages, measured, python, progress, options.timeout_s)
     return rows
+
+
+def check_input(options: Options) -> None:
+    """Refuse bad stack input (ConfigError, exit 2) before looking for nginx or building
+    anything: a typo is told as such on a machine that has neither yet."""
+    plan(load_config(stack_values(options.stack, options.overrides)), options.stack)
 
 
 def prepare(
@@ -262,6 +291,8 @@ class _Front:
     nginx: str
     port: int
     work_dir: Path
+    #: The chat page's files (`chat.files`), when the stack serves the page.
+    page_files: Mapping[str, str] | None = None
 
 
 def _check_group(
@@ -293,6 +324,7 @@ def _check_group(
                     Check(name, expected, "not reached", None)
                     for name, expected in (
                         *GATE_NOT_REACHED,
+                        *CHAT_NOT_REACHED,
                         *NOT_REACHED,
                         *capacity_step.NOT_REACHED,
                     )
@@ -312,7 +344,14 @@ def _check_group(
     vllm_root = base_url.removesuffix("/v1")
     vllm_port = int(vllm_root.rsplit(":", 1)[1])
     with gate.running_gate(
-        front.nginx, limits, api_key, front.port, vllm_port, front.work_dir, group.progress
+        front.nginx,
+        limits,
+        api_key,
+        front.port,
+        vllm_port,
+        front.work_dir,
+        group.progress,
+        page_files=front.page_files,
     ) as door:
         gate_url = f"{door.base_url}/v1"
         with _timed(timings, "checks"):
@@ -330,6 +369,8 @@ def _check_group(
             logs = [p.log_text() for p in group.processes]
             checks += kv_checks(tiny_plan, logs[0])
             checks.append(kv_budget_check(tiny_plan, logs))
+        with _timed(timings, "chat page"):
+            checks += _chat_rows(door, front, api_key, tiny_plan, vllm_port, group.progress)
         with _timed(timings, "bench"):
             try:
                 checks.append(bench_check(run_bench(gate_url, api_key, group.progress)))
@@ -343,6 +384,39 @@ def _check_group(
         checks.append(gate.burst_check(door, api_key, limits))
         if options.keep:
             _keep_serving(group, gate_url, api_key)
+    return checks
+
+
+def _chat_rows(
+    door: gate.Gate,
+    front: _Front,
+    api_key: str,
+    tiny_plan: Plan,
+    vllm_port: int,
+    progress: Progress,
+) -> list[Check]:
+    """The chat page in headless Chromium, against this gatekeeper, then against one serving a
+    mutant of the page; screenshots beside the logs, in chat/."""
+    if front.page_files is None:
+        return []
+    from selenium.common.exceptions import WebDriverException
+
+    files, shots = front.page_files, front.work_dir.parent / "chat"
+    limits = gatekeeper_limits(tiny_plan)
+
+    def serve(mutant: Mapping[str, str]) -> Any:
+        work = front.work_dir.parent / "gatekeeper-mutant"
+        return gate.running_gate(
+            front.nginx, limits, api_key, free_port(), vllm_port, work, progress, page_files=mutant
+        )
+
+    try:
+        checks = chat_page.chat_checks(door, api_key, tiny_plan.max_model_len, shots)
+        checks.append(chat_page.mutant_check(serve, files, api_key, shots))
+    except (WebDriverException, RehearsalError) as error:
+        first = str(error).strip().splitlines()[0] if str(error).strip() else repr(error)
+        return [Check("chat page", "driven in Chromium", "browser step failed", False, note=first)]
+    progress(f"chat page: screenshots in {shots.relative_to(REPO)}")
     return checks
 
 
@@ -408,10 +482,10 @@ def _parser() -> argparse.ArgumentParser:
         "at twice the planned concurrency) and print how each was noticed and recovered",
     )
     parser.add_argument(
-        "--no-prefill",
-        dest="prefill",
-        action="store_false",
-        help="skip the prefill probe (a shape-true slice of the model) and the step-timeout row",
+        "--prefill",
+        action="store_true",
+        help="also run the prefill probe (a shape-true slice of the model) and the step-timeout "
+        "row: minutes of model building and warm-up, so not part of a plain rehearsal",
     )
     parser.add_argument(
         "--prefill-sliding",
@@ -453,6 +527,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 prefill=args.prefill,
                 prefill_sliding=args.prefill_sliding,
             )
+            check_input(options)
             if options.faults:
                 return _rehearse_faults(options, progress)
             checks, timings = rehearse(options, progress)

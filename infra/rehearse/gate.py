@@ -17,6 +17,7 @@ import shutil
 import signal
 import socket
 import subprocess
+import tempfile
 import threading
 import time
 from collections import Counter
@@ -85,12 +86,20 @@ def running_gate(
     work_dir: Path,
     progress: Callable[[str], None],
     metrics_port: int | None = None,
+    page_files: Mapping[str, str] | None = None,
 ) -> Iterator[Gate]:
     """nginx with the gatekeeper's config on 127.0.0.1:`port` (and its metrics listener on
-    `metrics_port`, a free port if not given), stopped by group on exit."""
+    `metrics_port`, a free port if not given), stopped by group on exit. With `page_files`
+    (`components.manifests.chat.files`, as the ConfigMap holds them) it serves the chat page."""
     key_dir, run_dir = work_dir / "key", work_dir / "run"
     for directory in (key_dir, run_dir):
         directory.mkdir(parents=True, exist_ok=True)
+    # Started as root, nginx reads files as `nobody`, which may not traverse `work_dir`'s
+    # parents (pytest's are 0700): the page sits in a world-readable directory of its own.
+    page_dir = Path(tempfile.mkdtemp(prefix="gatekeeper-page-"))
+    page_dir.chmod(0o755)
+    for name, text in (page_files or {}).items():
+        (page_dir / name).write_text(text, encoding="utf-8")
     (key_dir / gatekeeper.KEY_FILE).write_text(gatekeeper.key_map_entry(api_key))
     access_log = run_dir / "access.log"
     metrics_port = metrics_port or free_port()
@@ -104,6 +113,7 @@ def running_gate(
             run_dir=str(run_dir),
             access_log=str(access_log),
             metrics_listen=f"127.0.0.1:{metrics_port}",
+            page_root=str(page_dir) if page_files is not None else None,
         )
     )
     argv = [nginx, "-e", "stderr", "-c", str(conf)]
@@ -125,6 +135,7 @@ def running_gate(
                 os.killpg(process.pid, signal.SIGKILL)
             process.wait(timeout=10)
         log.close()
+        shutil.rmtree(page_dir, ignore_errors=True)
 
 
 def _wait_listening(port: int, process: subprocess.Popen[bytes], log: Path) -> None:

@@ -1,4 +1,4 @@
-"""The dashboard and the alarms, held to CloudWatch's rules and to README "Watching it".
+"""The dashboard and the alarms, held to CloudWatch's rules and to docs/watching.md.
 
 `components.watch` is pure data; these tests read it the way CloudWatch would:
 
@@ -41,7 +41,7 @@ from infra.plan.sizing import Plan, plan
 from infra.plan.stackfile import load_stack
 from infra.rehearse.metrics_capture import parse_exposition
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+WATCHING = Path(__file__).resolve().parents[2] / "docs" / "watching.md"
 GRID_COLUMNS = 24
 #: Properties of a metric widget (Dashboard Body Structure, "Properties of a Metric Widget").
 METRIC_WIDGET_PROPERTIES = frozenset(
@@ -131,7 +131,7 @@ def collector_config() -> dict[str, Any]:
 
 
 def _watching_it() -> str:
-    return README.read_text().split("\n## Watching it\n", 1)[1].split("\n## ", 1)[0]
+    return WATCHING.read_text().split("\n## Dashboard and alarms\n", 1)[1].split("\n## ", 1)[0]
 
 
 def _readme_table(heading: str) -> list[list[str]]:

@@ -30,7 +30,7 @@ REPO = Path(__file__).resolve().parents[2]
 SCRATCH = REPO / ".mutants"
 EQUIVALENT = REPO / "tests" / "mutants-equivalent.txt"
 #: What a scratch copy needs: the packages, the tests and the data the tests read.
-COPIED = ("infra", "components", "policies", "tests", "stacks", "README.md", "Pulumi.yaml")
+COPIED = ("infra", "components", "policies", "tests", "stacks", "docs", "README.md", "Pulumi.yaml")
 #: Tests that are not about the pure core's rules and would only slow every mutant down: the
 #: checkov scan (a linter over the rendered objects, minutes per run) and the CRD copy's hash.
 DESELECTED = "not checkov and not committed_structure_copy"
@@ -122,7 +122,7 @@ def _mutmut_config(group: Group, files: list[str]) -> str:
         "\n[tool.mutmut]\n"
         f"source_paths = {strings(['infra', 'components', 'policies'])}\n"
         f"only_mutate = {strings(files)}\n"
-        f"also_copy = {strings(['stacks', 'README.md', 'Pulumi.yaml'])}\n"
+        f"also_copy = {strings(['stacks', 'docs', 'README.md', 'Pulumi.yaml'])}\n"
         f"pytest_add_cli_args = {strings(['-p', 'no:cacheprovider', '-k', DESELECTED])}\n"
         f"pytest_add_cli_args_test_selection = {strings(group.tests)}\n"
         # A mutant that loops forever (a binary search that never narrows) is a kill; give up

@@ -192,8 +192,8 @@ BAD_INPUTS = [
     ),
     (
         ["modelProfile={layers: 4}"],
-        "`modelProfile.slidingPerFull` is required; give every field of the profile (see the "
-        "README)",
+        "`modelProfile.slidingPerFull` is required; give every field of the profile (see "
+        "docs/planning.md)",
     ),
     (
         ["max_model_len=2048"],
@@ -206,11 +206,11 @@ BAD_INPUTS = [
             "vocabSize: 262144, checkpointBytes: 1000, maxContext: 4096}"
         ],
         "`modelProfile.layers` must be greater than 0 (got -4); give every field of the profile "
-        "(see the README)",
+        "(see docs/planning.md)",
     ),
     (
         ["zzzzqqqq=1"],
-        "`zzzzqqqq` is not a gemma-graviton stack key; remove it (see the README's keys)",
+        "`zzzzqqqq` is not a gemma-graviton stack key; remove it (see docs/planning.md)",
     ),
     (
         [
@@ -227,7 +227,7 @@ BAD_INPUTS = [
             "hiddenSize: 3840, vocabSize: 262144, checkpointBytes: 1000, maxContext: 4096}"
         ],
         "`modelProfile.layers` must be a valid integer, unable to parse string as an integer "
-        "(got 'many'); give every field of the profile (see the README)",
+        "(got 'many'); give every field of the profile (see docs/planning.md)",
     ),
     (
         ["kubernetesVersion=latest"],
@@ -236,8 +236,9 @@ BAD_INPUTS = [
     ),
     (
         ["allowedCidrs=203.0.113.0/24"],
-        "`allowedCidrs` must be a list (got '203.0.113.0/24'); list IPv4 ranges such as "
-        "203.0.113.0/24",
+        "`allowedCidrs` must be a list (got '203.0.113.0/24'); write a list, as --set "
+        "'allowedCidrs=[\"203.0.113.0/32\"]' or one `- 203.0.113.0/32` line per item under the "
+        "key in the stack file",
     ),
     (
         ["tags=costCenter"],
@@ -251,6 +252,11 @@ BAD_INPUTS = [
     (
         ["weightPrefetch=maybe"],
         "`weightPrefetch` must be a valid boolean, unable to interpret input (got 'maybe'); use "
+        "true or false",
+    ),
+    (
+        ["chatPage=sometimes"],
+        "`chatPage` must be a valid boolean, unable to interpret input (got 'sometimes'); use "
         "true or false",
     ),
     (
@@ -307,7 +313,9 @@ def test_program_style_json_strings_validate_like_yaml() -> None:
 def test_missing_owner_is_named() -> None:
     with pytest.raises(ConfigError) as error:
         load_config({"endDate": "2027-01-01", "endpointPublicAccessCidrs": ["198.51.100.0/24"]})
-    assert str(error.value) == "`owner` is required; set it to a team or e-mail address"
+    assert str(error.value) == (
+        "`owner` is required; set it to a team or e-mail address, such as ml-platform"
+    )
 
 
 @pytest.mark.parametrize("key", ["hfToken", "apiKey"])

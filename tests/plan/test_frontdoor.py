@@ -108,6 +108,15 @@ def test_reasons_say_what_each_limit_is_and_where_it_comes_from() -> None:
         "a reply not finished within 516 s gets 504 (a first token within 218 s, then 1024 tokens "
         "at ~4.3 tokens/s x1.25), a stream silent that long is closed; request headers within "
         "10 s; streams pass through unbuffered",
+        "a chat page at http://<endpoint>/ (`chatPage`): the gatekeeper serves its three files "
+        "(/, /app.js, /app.css) itself, under a same-origin-only Content-Security-Policy; the "
+        "page loads without the key and sends the key typed into it with each call, replies up "
+        "to 1024 tokens",
     ]
+    off = _door(chatPage=False)
+    assert off.reasons[-1] == (
+        "no chat page (`chatPage: false`): / is 404 like any path outside the API"
+    )
+    assert (off.chat_page, _door().chat_page) == (False, True)
     tls = _door(tlsCertificateArn=CERT, allowedCidrs=["203.0.113.0/24"]).reasons[0]
     assert tls.startswith("listener HTTPS on 443 (ACM certificate; TLS ends at the load balancer)")

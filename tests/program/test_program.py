@@ -8,6 +8,7 @@ program that would crash on `pulumi preview` (import paths included) fails here.
 from __future__ import annotations
 
 import json
+import re
 import runpy
 import shlex
 from typing import Any
@@ -16,7 +17,7 @@ import pulumi
 import pytest
 
 from components import manifests
-from components.manifests import gatekeeper
+from components.manifests import chat, gatekeeper
 from infra.plan import wiring
 from infra.plan.sizing import plan
 from infra.plan.stackfile import load_stack, stack_names
@@ -27,7 +28,7 @@ from tests.program.harness import HF_TOKEN, OWN_VALUES, PROGRAM, run_program, st
 OUTPUTS = {
     "clusterName", "kubeconfig", "region", "availabilityZone", "nodeInstanceType", "nodeCount",
     "plan", "endpoint", "apiKey", "model", "maxModelLen", "kvCacheTokens", "curlExample",
-    "namespace", "logGroup", "logsQuery", "dashboardUrl", "alarmTopic",
+    "namespace", "logGroup", "logsQuery", "dashboardUrl", "alarmTopic", "chatUrl",
 }  # fmt: skip
 LWS = "kubernetes:leaderworkerset.x-k8s.io/v1:LeaderWorkerSet"
 NODE_GROUP = "eks:index:ManagedNodeGroup"
@@ -54,6 +55,7 @@ def test_every_stack_runs_end_to_end(
     assert resolve(exports["endpoint"]).endswith("/v1")
     scheme = "https" if load_stack(stack).tls_certificate_arn else "http"
     assert resolve(exports["endpoint"]).startswith(f"{scheme}://")
+    assert resolve(exports["chatUrl"]) == resolve(exports["endpoint"]).removesuffix("v1")
     for secret in ("kubeconfig", "apiKey"):
         assert is_secret(exports[secret]), secret
     for plain in ("endpoint", "plan", "curlExample", "model"):
@@ -309,6 +311,31 @@ def test_only_the_gatekeeper_is_exposed(mocks: RecordingMocks, stack: str) -> No
     ]
     config = named(mocks.records, "kubernetes:core/v1:ConfigMap", "model-gatekeeper")
     assert "location = /v1/chat/completions" in config.inputs["data"]["nginx.conf"]
+
+
+@pytest.mark.usefixtures("as_pulumi_host")
+def test_the_gatekeeper_serves_the_chat_page_from_its_config_map(
+    mocks: RecordingMocks, exports: dict[str, Any]
+) -> None:
+    run_program(mocks, "dev")
+    expected = wiring.server_spec(load_stack("dev"), plan(load_stack("dev"), "dev"))
+    config = named(mocks.records, "kubernetes:core/v1:ConfigMap", "model-gatekeeper")
+    data = config.inputs["data"]
+    page = chat.ChatPage(expected.model, expected.max_reply_tokens, expected.max_model_len)
+    assert data == {"nginx.conf": data["nginx.conf"], **chat.files(page)}, config.urn
+    served = re.findall(r"location = (\S+) \{\n.*\n +root (\S+);", data["nginx.conf"])
+    assert served == [(path, gatekeeper.CONFIG_MOUNT) for path in chat.ROUTES]
+    # The same bytes render and program: the pods roll when the page changes.
+    digest = gatekeeper.config_digest("".join(data[name] for name in sorted(data)))
+    assert _leader(mocks)["metadata"]["annotations"][gatekeeper.CONFIG_ANNOTATION] == digest
+
+    mocks.records.clear()
+    exports.clear()
+    run_program(mocks, "dev", overrides={"chatPage": False})
+    config = named(mocks.records, "kubernetes:core/v1:ConfigMap", "model-gatekeeper")
+    assert list(config.inputs["data"]) == ["nginx.conf"]
+    assert "location = / {" not in config.inputs["data"]["nginx.conf"]
+    assert "chatUrl" not in exports
 
 
 @pytest.mark.usefixtures("as_pulumi_host")

@@ -6,6 +6,8 @@ import pytest
 
 from infra.plan.stackfile import stack_names
 from infra.rehearse import cli as rehearse
+from infra.rehearse.gate import INSTALL_HINT
+from infra.rehearse.workspace import RehearsalError
 
 
 def test_bad_input_exits_2_with_the_one_line_message(capsys: pytest.CaptureFixture[str]) -> None:
@@ -24,4 +26,24 @@ def test_timeout_must_be_positive(capsys: pytest.CaptureFixture[str]) -> None:
     assert rehearse.main(["--timeout", "0"]) == 2
     assert capsys.readouterr().err == (
         "error: `--timeout` must be positive (got 0); pass seconds such as 600\n"
+    )
+
+
+def test_bad_input_is_told_before_a_missing_nginx(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """On a machine without nginx a typo is still a typo (exit 2); only good input gets as far as
+    the nginx the gatekeeper needs (exit 1, with the command that installs it)."""
+
+    def no_nginx() -> str:
+        raise RehearsalError("nginx is not installed; " + INSTALL_HINT)
+
+    monkeypatch.setattr(rehearse.gate, "find_nginx", no_nginx)
+    assert rehearse.main(["--stack", "nope"]) == 2
+    assert capsys.readouterr().err.startswith("error: `--stack` 'nope' has no file")
+    assert rehearse.main(["--set", "kvCacheBytes=99999999999"]) == 2
+    capsys.readouterr()
+    assert rehearse.main(["--stack", "dev"]) == 1
+    assert (
+        capsys.readouterr().err.splitlines()[-1] == f"error: nginx is not installed; {INSTALL_HINT}"
     )

@@ -1,0 +1,174 @@
+"""The chat page in the gatekeeper's config: exactly its files, each with the CSP, every other
+path still 404 and the API still keyed; checked on the text and by real nginx where installed."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import signal
+import subprocess
+import tempfile
+from pathlib import Path
+
+import pytest
+import yaml
+
+from components.manifests import chat, gatekeeper
+from components.manifests.gatekeeper import GatekeeperLimits, key_map_entry, nginx_conf
+from infra.plan.render import render_stack
+from infra.plan.sizing import plan
+from infra.plan.stackfile import load_stack
+from infra.rehearse import gate
+from infra.rehearse.ranks import free_port
+from tests.fakes.openai_stub import StubConfig, StubServer
+
+LIMITS = GatekeeperLimits(
+    max_request_bytes=4096,
+    client_requests_per_minute=600,
+    client_burst=4,
+    client_concurrent_requests=2,
+    reply_timeout_seconds=30,
+)
+PAGE = chat.ChatPage(model='org/model-"1"<x>', max_reply_tokens=256, max_model_len=2048)
+HAVE_NGINX = Path("/usr/sbin/nginx").exists() or gate.shutil.which("nginx") is not None
+
+
+def test_the_page_is_served_only_when_asked_for() -> None:
+    without = nginx_conf(LIMITS)
+    assert "location = / {" not in without and chat.CSP not in without
+    conf = nginx_conf(LIMITS, page_root="/etc/gatekeeper")
+    paths = re.findall(r"location = (\S+) \{", conf.split("# vLLM's Prometheus")[0])
+    assert paths == [
+        "/v1/chat/completions", "/v1/completions", "/v1/models", "/health", "/", "/app.js",
+        "/app.css",
+    ]  # fmt: skip
+    assert conf.count(f'add_header Content-Security-Policy "{chat.CSP}";') == 3
+    assert conf.count("root /etc/gatekeeper;") == 3
+    # Only the page's own files, whatever else the directory holds (nginx.conf does).
+    assert re.findall(r"try_files (\S+) =404;", conf) == [
+        "/chat-index.html", "/chat-app.js", "/chat-app.css",
+    ]  # fmt: skip
+    assert conf.index("location / { return 404") > conf.index("location = /app.css")
+
+
+def test_the_csp_allows_this_origin_only_and_nothing_inline() -> None:
+    directives = dict(d.split(" ", 1) for d in chat.CSP.split("; "))
+    assert directives["default-src"] == "'self'"
+    assert all("unsafe" not in v and "http" not in v and "*" not in v for v in directives.values())
+    assert directives["frame-ancestors"] == directives["object-src"] == "'none'"
+
+
+def test_the_page_has_no_inline_script_or_style_and_no_third_party() -> None:
+    files = chat.files(PAGE)
+    index = files["chat-index.html"]
+    assert re.findall(r"<script[^>]*>", index) == ['<script src="/app.js" defer>']
+    assert "<style" not in index and " style=" not in index and " on" not in index.lower()
+    for text in files.values():
+        assert "http://" not in text and "https://" not in text and "//cdn" not in text
+    assert "innerHTML" not in files["chat-app.js"] and "eval(" not in files["chat-app.js"]
+
+
+def test_the_plan_figures_are_written_into_the_page_escaped() -> None:
+    index = chat.files(PAGE)["chat-index.html"]
+    assert 'data-max-reply-tokens="256"' in index and 'data-max-model-len="2048"' in index
+    assert 'max="256" value="256"' in index
+    assert 'data-model="org/model-&quot;1&quot;&lt;x&gt;"' in index
+    assert "{{" not in index
+
+
+def test_the_key_lives_in_session_storage_and_the_header_only() -> None:
+    script = chat.source("app.js")
+    assert "localStorage" not in script and "document.cookie" not in script
+    assert "sessionStorage.setItem(KEY_STORE" in script
+    assert "Authorization: `Bearer ${key}`" in script
+    assert 'credentials: "omit"' in script
+
+
+@pytest.mark.skipif(not HAVE_NGINX, reason="no nginx (apt-get install -y nginx-light)")
+def test_real_nginx_serves_exactly_the_page_and_still_keys_the_api(tmp_path: Path) -> None:
+    key = "k" * 32
+    files = chat.files(PAGE)
+    with StubServer(StubConfig(api_key=key, model="m")) as stub:
+        upstream = int(stub.root_url.rsplit(":", 1)[1])
+        with gate.running_gate(
+            gate.find_nginx(), LIMITS, key, free_port(), upstream, tmp_path, lambda _l: None,
+            page_files=files,
+        ) as door:  # fmt: skip
+            get = lambda path, api_key=None: gate.request(  # noqa: E731
+                door.base_url, "GET", path, api_key=api_key
+            )
+            for path, (name, content_type) in chat.ROUTES.items():
+                reply = get(path)
+                assert reply.status == 200, path
+                assert reply.body.decode() == files[name], path
+                assert reply.headers["Content-Type"] == content_type, path
+                assert reply.headers["Content-Security-Policy"] == chat.CSP, path
+                assert reply.headers["Cache-Control"] == "no-cache", path
+                assert gate.request(door.base_url, "POST", path, b"{}").status == 404, path
+            for other in (
+                "/index.html", "/chat-index.html", "/nginx.conf", "/app.js/", "/app.jsx",
+                "/favicon.ico", "/page/chat-app.js", "/v1/", "/x/../nginx.conf",
+            ):  # fmt: skip
+                reply = get(other)
+                assert reply.status == 404, other
+                assert "Content-Security-Policy" not in reply.headers, other
+            assert get("/v1/models").status == 401
+            assert get("/v1/models", "wrong-" + key).status == 401
+            assert get("/v1/models", key).status == 200
+
+
+@pytest.mark.skipif(not HAVE_NGINX, reason="no nginx (apt-get install -y nginx-light)")
+def test_the_rendered_config_map_serves_the_page_and_nothing_more(tmp_path: Path) -> None:
+    """`make plan`'s rendered ConfigMap, run by real nginx: only its paths moved to scratch."""
+    cfg = load_stack("dev")
+    written = render_stack(cfg, plan(cfg, "dev"), tmp_path / "rendered")
+    (config,) = [
+        yaml.safe_load(p.read_text())
+        for p in written
+        if p.name.endswith("-configmap-gemma-gatekeeper.yaml")
+    ]
+    data = config["data"]
+    assert sorted(data) == sorted(["nginx.conf", *(name for name, _ in chat.ROUTES.values())])
+    key = "k" * 32
+    # Started as root, nginx reads as `nobody`, who cannot pass pytest's 0700 directories.
+    scratch = Path(tempfile.mkdtemp(prefix="gatekeeper-render-"))
+    scratch.chmod(0o755)
+    mount, keys, run = scratch / "mount", scratch / "keys", scratch / "run"
+    for directory in (mount, keys, run):
+        directory.mkdir()
+    for name, text in data.items():
+        (mount / name).write_text(text)
+    (keys / gatekeeper.KEY_FILE).write_text(key_map_entry(key))
+    port = free_port()
+    conf = (
+        data["nginx.conf"]
+        .replace(f"listen {gatekeeper.PORT};", f"listen 127.0.0.1:{port};")
+        .replace(f"listen {gatekeeper.METRICS_PORT};", f"listen 127.0.0.1:{free_port()};")
+        .replace(f"{gatekeeper.RUN_DIR}/", f"{run}/")
+        .replace(gatekeeper.CONFIG_MOUNT, str(mount))
+        .replace(gatekeeper.KEY_MOUNT, str(keys))
+    )
+    (run / "nginx.conf").write_text(conf)
+    process = subprocess.Popen(
+        [gate.find_nginx(), "-e", "stderr", "-c", str(run / "nginx.conf")],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    try:
+        gate._wait_listening(port, process, run / "nginx.conf")
+        base = f"http://127.0.0.1:{port}"
+        for path, (name, _type) in chat.ROUTES.items():
+            reply = gate.request(base, "GET", path)
+            assert (reply.status, reply.body.decode()) == (200, data[name]), path
+            assert reply.headers["Content-Security-Policy"] == chat.CSP, path
+        for other in ("/nginx.conf", "/chat-app.js", "/index.html", "/v1"):
+            assert gate.request(base, "GET", other).status == 404, other
+        # No vLLM behind it: a keyed request passes the key check and finds the group gone.
+        assert gate.request(base, "GET", "/v1/models").status == 401
+        assert gate.request(base, "GET", "/v1/models", api_key=key).status == 503
+    finally:
+        os.killpg(process.pid, signal.SIGTERM)
+        process.wait(timeout=10)
+        shutil.rmtree(scratch, ignore_errors=True)

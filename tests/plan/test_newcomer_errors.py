@@ -1,0 +1,138 @@
+"""Errors a newcomer met on a fresh clone, through `python -m infra.plan`: each exits 2 with one
+line, and the fix that line gives is itself accepted by the same stack."""
+
+from __future__ import annotations
+
+import re
+import shlex
+from pathlib import Path
+
+import pytest
+
+from infra.plan import prices, stackfile
+from infra.plan.cli import main
+
+TODAY = prices.READ_ON
+
+
+def _refused(argv: list[str], capsys: pytest.CaptureFixture[str]) -> str:
+    assert main(argv, TODAY) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    lines = captured.err.splitlines()
+    assert len(lines) == 1, lines
+    return lines[0]
+
+
+def _accepted(argv: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(argv, TODAY) == 0, capsys.readouterr().err
+    capsys.readouterr()
+
+
+@pytest.mark.parametrize("stack", ["dev", "prod"])
+def test_a_single_range_names_the_list_syntax_with_an_example_the_stack_accepts(
+    stack: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    line = _refused(["--stack", stack, "--set", "allowedCidrs=203.0.113.0/24"], capsys)
+    assert line.startswith("error: `allowedCidrs` must be a list (got '203.0.113.0/24'); ")
+    example = re.search(r"--set ('allowedCidrs=\[.*?\]')", line)
+    assert example is not None, line
+    _accepted(["--stack", stack, "--set", *shlex.split(example.group(1))], capsys)
+
+
+def test_on_dev_the_example_is_an_address_plain_http_admits(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Dev serves plain HTTP to single addresses: a public /24 is refused there, so the example
+    is the range's first address alone; with a certificate (prod) the range itself."""
+    assert _refused(["--set", "allowedCidrs=203.0.113.0/24"], capsys) == (
+        "error: `allowedCidrs` must be a list (got '203.0.113.0/24'); write a list, as --set "
+        "'allowedCidrs=[\"203.0.113.0/32\"]' or one `- 203.0.113.0/32` line per item under the "
+        "key in the stack file"
+    )
+    line = _refused(["--stack", "prod", "--set", "allowedCidrs=203.0.113.0/24"], capsys)
+    assert "--set 'allowedCidrs=[\"203.0.113.0/24\"]'" in line
+
+
+@pytest.mark.parametrize(
+    ("stack", "region", "told"),
+    [
+        ("dev", "cn-north-1", "is an AWS China region"),
+        ("prod", "cn-north-1", "is an AWS China region"),
+        ("dev", "us-iso-east-1", "is an AWS isolated region"),
+        ("dev", "eu-nort-1", "is not an AWS region"),
+    ],
+)
+def test_a_region_is_suggested_only_among_the_projects(
+    stack: str, region: str, told: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    line = _refused(["--stack", stack, "--set", f"region={region}"], capsys)
+    assert line.startswith(f"error: `region` {region} {told}"), line
+    fix = re.search(r"; use ([a-z0-9-]+)(?: with `availabilityZone` ([a-z0-9-]+))?$", line)
+    assert fix is not None, line
+    assert fix.group(1) in prices.KNOWN_REGIONS
+    change = ["--set", f"region={fix.group(1)}"]
+    if fix.group(2):
+        change += ["--set", f"availabilityZone={fix.group(2)}"]
+    _accepted(["--stack", stack, *change], capsys)
+
+
+def test_a_misspelt_region_gets_its_nearest_spelling(capsys: pytest.CaptureFixture[str]) -> None:
+    assert _refused(["--set", "region=eu-nort-1"], capsys) == (
+        "error: `region` eu-nort-1 is not an AWS region; use eu-north-1 with `availabilityZone` "
+        "eu-north-1a"
+    )
+    assert _refused(["--set", "region=cn-north-1"], capsys) == (
+        "error: `region` cn-north-1 is an AWS China region, outside the commercial and GovCloud "
+        "regions the project deploys to; use us-west-2"
+    )
+
+
+@pytest.fixture
+def stacks(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A scratch `stacks/` folder in place of the repository's."""
+    monkeypatch.setattr(stackfile, "REPO", tmp_path)
+    monkeypatch.setattr(stackfile, "STACKS", tmp_path / "stacks")
+    (tmp_path / "stacks").mkdir()
+    return tmp_path / "stacks"
+
+
+REQUIRED = ("endpointPublicAccessCidrs", "owner", "endDate")
+
+
+@pytest.mark.parametrize(
+    ("text", "missing"),
+    [
+        ("", REQUIRED),
+        ("config:\n  gemma-graviton:region: us-west-2\n", REQUIRED),
+        ("config:\n  gemma-graviton:owner: me\n", ("endpointPublicAccessCidrs", "endDate")),
+    ],
+    ids=["empty", "region only", "owner only"],
+)
+def test_a_partial_stack_file_names_every_missing_key_at_once(
+    text: str, missing: tuple[str, ...], stacks: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (stacks / "Pulumi.new.yaml").write_text(text)
+    line = _refused(["--stack", "new"], capsys)
+    names = ", ".join(f"`{k}`" for k in missing[:-1]) + f" and `{missing[-1]}`"
+    assert line.startswith(f"error: {names} are required; "), line
+    # Each key's fix gives an example; written into the file, they are accepted.
+    examples = dict(re.findall(r"`(\w+)`: [^;]*?such as ([\w./@-]+)", line))
+    assert set(examples) == set(missing), line
+    lines = [f"  gemma-graviton:{k}: {v}" for k, v in examples.items() if not k.endswith("Cidrs")]
+    lines += [f"  gemma-graviton:{k}: [{v}]" for k, v in examples.items() if k.endswith("Cidrs")]
+    with (stacks / "Pulumi.new.yaml").open("a") as file:
+        file.write(("" if text else "config:\n") + "\n".join(lines) + "\n")
+    _accepted(["--stack", "new"], capsys)
+
+
+def test_the_whole_message_for_an_empty_stack_file(
+    stacks: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (stacks / "Pulumi.new.yaml").write_text("")
+    assert _refused(["--stack", "new"], capsys) == (
+        "error: `endpointPublicAccessCidrs`, `owner` and `endDate` are required; "
+        "`endpointPublicAccessCidrs`: list the IPv4 ranges of your operators and CI runners, such "
+        "as 198.51.100.0/24; `owner`: set it to a team or e-mail address, such as ml-platform; "
+        "`endDate`: use an ISO date such as 2027-06-30"
+    )

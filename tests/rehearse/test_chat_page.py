@@ -1,0 +1,190 @@
+"""The chat page's browser rows, against the real gatekeeper config in front of the OpenAI stub
+(against real vLLM in `make rehearse`): they pass on the page as shipped, and the cut-off row
+fails on a page that drops `finish_reason: "length"` silently."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+
+from components.manifests import chat
+from components.manifests.gatekeeper import GatekeeperLimits
+from infra.rehearse import chat_page, gate
+from infra.rehearse.ranks import free_port
+from infra.rehearse.workspace import RehearsalError
+from tests.fakes.openai_stub import StubConfig, StubServer
+
+LIMITS = GatekeeperLimits(
+    max_request_bytes=64 * 1024,
+    client_requests_per_minute=600,
+    client_burst=10,
+    client_concurrent_requests=2,
+    reply_timeout_seconds=30,
+)
+KEY = "k" * 48
+PAGE = chat.ChatPage(model="m", max_reply_tokens=128, max_model_len=2048)
+
+
+def _missing() -> str | None:
+    try:
+        chat_page.find_browser()
+        gate.find_nginx()
+    except RehearsalError as error:
+        return str(error)
+    return None
+
+
+needs_browser = pytest.mark.skipif(_missing() is not None, reason=str(_missing()))
+
+
+def test_missing_browser_names_the_install_command(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(chat_page.shutil, "which", lambda _name: None)
+    monkeypatch.setattr(chat_page.Path, "exists", lambda _self: False)
+    with pytest.raises(RehearsalError, match="apt-get install -y chromium chromium-driver"):
+        chat_page.find_browser()
+
+
+def test_the_mutant_changes_exactly_the_note_condition() -> None:
+    files = chat.files(PAGE)
+    mutant = chat_page.mutant_files(files)
+    assert set(mutant) == set(files)
+    changed = [name for name in files if files[name] != mutant[name]]
+    assert changed == ["chat-app.js"]
+    assert mutant["chat-app.js"].count(chat_page.NOTE_MUTANT) == 1
+    assert chat_page.NOTE_CONDITION not in mutant["chat-app.js"]
+
+
+@contextmanager
+def _door(
+    tmp: Path, upstream: int, files: Mapping[str, str], limits: GatekeeperLimits = LIMITS
+) -> Iterator[gate.Gate]:
+    with gate.running_gate(
+        gate.find_nginx(), limits, KEY, free_port(), upstream, tmp, lambda _l: None,
+        page_files=files,
+    ) as door:  # fmt: skip
+        yield door
+
+
+@needs_browser
+def test_the_page_rows_pass_and_the_cut_off_mutant_is_caught(tmp_path: Path) -> None:
+    # 20 ms a token: a 64-token reply streams for over a second, long enough to watch.
+    with StubServer(StubConfig(api_key=KEY, model="m", seconds_per_token=0.02)) as stub:
+        upstream = int(stub.root_url.rsplit(":", 1)[1])
+        files = chat.files(PAGE)
+        with _door(tmp_path / "page", upstream, files) as door:
+            checks = chat_page.chat_checks(door, KEY, PAGE.max_model_len, tmp_path / "shots")
+        failed = [c for c in checks if not c.ok]
+        assert not failed, failed
+        assert [c.name for c in checks] == [name for name, _ in _rows()[:-1]]
+        mutant = chat_page.mutant_check(
+            lambda f: _door(tmp_path / "mutant", upstream, f), files, KEY, tmp_path / "shots"
+        )
+    assert mutant.ok, mutant
+    assert mutant.observed.startswith("row failed: finish length")
+    shots = sorted(p.name for p in (tmp_path / "shots").iterdir())
+    assert shots == [
+        "chat-cut-off.png", "chat-loaded.png", "chat-mutant.png", "chat-new-chat.png",
+        "chat-phone.png", "chat-streamed.png", "chat-streaming.png", "chat-wrong-key.png",
+    ]  # fmt: skip
+    # What the page sent: the typed limit, a stream with usage, the whole conversation.
+    cut = next(r for r in stub.requests if r["max_tokens"] == chat_page.CUT_LIMIT)
+    assert cut["stream"] is True and cut["stream_options"] == {"include_usage": True}
+    assert [m["role"] for m in cut["messages"]] == ["user", "assistant", "user"]
+
+
+def _rows() -> tuple[tuple[str, str], ...]:
+    from infra.rehearse.cli import CHAT_NOT_REACHED
+
+    return CHAT_NOT_REACHED
+
+
+@needs_browser
+def test_the_page_warns_before_the_context_fills_and_reads_the_front_doors_refusals(
+    tmp_path: Path,
+) -> None:
+    small = chat.ChatPage(model="m", max_reply_tokens=100, max_model_len=200)
+    # One request a minute and a burst of one: the third request in a row meets the limit.
+    strict = GatekeeperLimits(
+        max_request_bytes=512,
+        client_requests_per_minute=1,
+        client_burst=1,
+        client_concurrent_requests=1,
+        reply_timeout_seconds=30,
+    )
+    with StubServer(StubConfig(api_key=KEY, model="m", seconds_per_token=0.001)) as stub:
+        upstream = int(stub.root_url.rsplit(":", 1)[1])
+        with (
+            _door(tmp_path / "page", upstream, chat.files(small), strict) as door,
+            chat_page.browser_session() as driver,
+        ):
+            session = chat_page.ChatSession(driver, door.base_url, tmp_path, [])
+            session.open(KEY)
+            session.ask("Hi.", 100)
+            session.wait_reply()
+            # 3 prompt "tokens" (the stub counts characters) + 100: another 100 would not fit.
+            assert session.notice().startswith(
+                "This conversation has used 103 of the model's 200 tokens of context: another "
+                "100-token reply will not fit."
+            )
+            session.ask("And more?", 100)
+            assert session.notice().startswith("This conversation has used 103 of the model's")
+            assert len(stub.requests) == 1
+            session.click("new-chat")
+            # Fits the context (~140 tokens + 20), not the gatekeeper's 512-byte body limit.
+            session.ask("x" * 560, 20)
+            assert _notice(session).startswith("The request is too long for the endpoint (413).")
+            session.ask("Again?", 20)
+            session.wait_reply()
+            session.ask("Once more?", 20)
+            assert _notice(session).startswith("Slow down: too many requests from this address")
+    # No group behind the gatekeeper: it is starting, or asleep.
+    with (
+        gate.running_gate(
+            gate.find_nginx(), strict, KEY, free_port(), free_port(), tmp_path / "gone",
+            lambda _l: None, page_files=chat.files(small),
+        ) as door,
+        chat_page.browser_session() as driver,
+    ):  # fmt: skip
+        session = chat_page.ChatSession(driver, door.base_url, tmp_path, [])
+        session.open(KEY)
+        session.ask("Anyone?", 50)
+        assert _notice(session) == (
+            "The model is starting, restarting or asleep (503); a stack that scales to zero "
+            "wakes in a few minutes. Retry in 5 s."
+        )
+
+
+def _notice(session: chat_page.ChatSession) -> str:
+    for _ in range(200):
+        if text := session.notice():
+            return text
+        time.sleep(0.05)
+    return ""
+
+
+@needs_browser
+def test_stop_ends_the_stream_and_keeps_what_came(tmp_path: Path) -> None:
+    with StubServer(StubConfig(api_key=KEY, model="m", seconds_per_token=0.05)) as stub:
+        upstream = int(stub.root_url.rsplit(":", 1)[1])
+        with (
+            _door(tmp_path / "page", upstream, chat.files(PAGE)) as door,
+            chat_page.browser_session() as driver,
+        ):
+            session = chat_page.ChatSession(driver, door.base_url, tmp_path, [])
+            session.open(KEY)
+            session.ask("A long one, please.", 128)
+            for _ in range(400):
+                reply = session.last_reply()
+                if reply and reply["content"]:
+                    break
+                time.sleep(0.01)
+            session.click("stop")
+            reply = session.wait_reply()
+    assert reply["state"] == "stopped" and reply["finish"] == ""
+    shown = int(reply["note"].removeprefix("Stopped after ").split(" ")[0])
+    assert 1 <= shown < 128 and reply["note"] == f"Stopped after {shown} tokens."
+    assert reply["content"].split() == [f"tok{i}" for i in range(shown)]

@@ -1,0 +1,260 @@
+"""Every command in the README and docs/ is run here or listed with the reason it cannot run
+offline, and every relative link (and #anchor) in them resolves."""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+import stat
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from infra.plan.cli import main
+from tests.fakes.openai_stub import StubConfig, StubServer, token_text
+
+REPO = Path(__file__).resolve().parent.parent
+PAGES = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
+FENCE = re.compile(r"^( *)```(\w*)\n(.*?)^\1```", re.S | re.M)
+#: The first word of an inline `code` span that makes it a command (a lone word is a tool's name).
+PROGRAMS = {
+    "make",
+    "pulumi",
+    "aws",
+    "kubectl",
+    "curl",
+    "gh",
+    "git",
+    "python",
+    "python3",
+    ".venv/bin/python",
+    "openssl",
+    "sudo",
+    "unzip",
+    "brew",
+    "cd",
+    "export",
+}
+
+RUN = "run here"
+#: What becomes of each command: the first pattern it matches decides. RUN means a test below
+#: runs it; any other value is why it cannot run offline (or here).
+RULES: list[tuple[str, str]] = [
+    (r"make plan( STACK=\w+)?", RUN),
+    (r"(\.venv/bin/)?python -m infra\.plan( [^\[\]]*)?", RUN),
+    (r"python -m infra\.plan \[.*", "a usage synopsis; its examples are run"),
+    (
+        r"python -m infra\.plan\.docs_ranking --write",
+        "rewrites docs/planning.md; tests/test_readme.py runs the generator and compares",
+    ),
+    (r'export (ENDPOINT|MODEL|API_KEY)="\$\(pulumi stack output .*', RUN),
+    (r'curl -sN "\$ENDPOINT/chat/completions" .*', RUN),
+    (r"make test", "the suite itself; .ci/run runs it on a clean clone"),
+    (r"\.venv/bin/python -m pytest .*", "a part of `make test`"),
+    (r"make (rehearse|rehearse-faults)|python -m infra\.rehearse( --faults)?", ".ci/run runs it"),
+    (
+        r"make rehearse-prefill|python -m infra\.rehearse --prefill",
+        "minutes of full-width model building and warm-up on a quiet machine",
+    ),
+    (
+        r"make rehearse-guard|python -m infra\.rehearse\.memory_guard",
+        "needs root and a writable memory cgroup",
+    ),
+    (r"make mutants.*", "minutes of mutation testing; .github/workflows/mutants.yml runs it"),
+    (r"docker buildx imagetools inspect.*", "needs Docker Hub"),
+    (r"(\.venv/bin/)?python -m infra\.bench.*", "needs a deployed endpoint (tests/bench: a stub)"),
+    (r"python3 -m venv \.venv && .*", "downloads from PyPI; `make` builds .venv the same way"),
+    (r"curl -fsSL https://get\.pulumi\.com.*|brew install .*", "installs the Pulumi CLI"),
+    (r'curl -fsSL "https://awscli\.amazonaws\.com.*|unzip .*|sudo \./aws/install', "AWS CLI"),
+    (r"curl -sfL .*huggingface\.co.*", "needs a Hugging Face token and the internet"),
+    (r"export PULUMI_CONFIG_PASSPHRASE=.*", "a Pulumi session's passphrase"),
+    (r"(PULUMI_CONFIG_PASSPHRASE=<[^>]+> )?pulumi .*", "needs a Pulumi backend (and AWS for up)"),
+    (r"cd (infra/bootstrap|\.\./\.\.)", "moves into the bootstrap project to run Pulumi there"),
+    (r"aws .*", "needs AWS credentials"),
+    (r'kubectl .*|kubectl -n "\$\(pulumi.*', "needs a running cluster"),
+    (r"gh .*", "needs a GitHub repository"),
+    (r"git add stacks/ && git commit .*", "commits to the reader's repository"),
+]
+
+
+def _commands_in(text: str) -> list[str]:
+    """Commands: each line of a `sh` block (continuations joined, comments dropped), and inline
+    code spans outside blocks that start with a program and have arguments."""
+    commands = []
+    for block in FENCE.finditer(text):
+        if block.group(2) != "sh":
+            continue
+        joined = re.sub(r"\\\n\s*", "", block.group(3))
+        joined = re.sub(r"(,)\n\s+", r"\1 ", joined)  # a JSON body wrapped inside quotes
+        for line in joined.splitlines():
+            command = _strip_comment(line).strip()
+            if command:
+                commands.append(command)
+    prose = FENCE.sub("", text)
+    for span in re.findall(r"`([^`]+)`", prose):
+        words = span.split()
+        if len(words) > 1 and words[0] in PROGRAMS:
+            commands.append(" ".join(words))
+    return commands
+
+
+def _strip_comment(line: str) -> str:
+    """A shell line without its trailing `# comment` (a `#` inside quotes stays)."""
+    quote = None
+    for i, char in enumerate(line):
+        if quote:
+            quote = None if char == quote else quote
+        elif char in "'\"":
+            quote = char
+        elif char == "#" and (i == 0 or line[i - 1].isspace()):
+            return line[:i]
+    return line
+
+
+COMMANDS = sorted({(page.name, c) for page in PAGES for c in _commands_in(page.read_text())})
+
+
+def _rule(command: str) -> str | None:
+    return next((verdict for pattern, verdict in RULES if re.fullmatch(pattern, command)), None)
+
+
+@pytest.mark.parametrize(("page", "command"), COMMANDS)
+def test_every_command_is_run_or_says_why_not(page: str, command: str) -> None:
+    assert _rule(command) is not None, f"{page}: `{command}` is neither run by a test nor listed"
+
+
+def test_the_pages_have_commands_of_each_kind() -> None:
+    verdicts = {_rule(c) for _, c in COMMANDS}
+    assert RUN in verdicts and len(verdicts) >= 10, verdicts
+
+
+def test_every_make_target_named_exists() -> None:
+    makefile = (REPO / "Makefile").read_text()
+    for _, command in COMMANDS:
+        if command.startswith("make "):
+            target = command.split()[1]
+            assert re.search(rf"^{re.escape(target)}:", makefile, re.M), command
+            for variable in re.findall(r"\b([A-Z]+)=", command):
+                assert f"$({variable})" in makefile, command
+
+
+# -- the commands run here -------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "command", sorted({c for _, c in COMMANDS if "infra.plan" in c and _rule(c) == RUN})
+)
+def test_plan_commands_run(command: str, capsys: pytest.CaptureFixture[str]) -> None:
+    args = shlex.split(command)[3:]
+    assert main(args) == 0, command
+    capsys.readouterr()
+
+
+@pytest.mark.parametrize("command", sorted({c for _, c in COMMANDS if c.startswith("make plan")}))
+def test_make_plan_runs(command: str, tmp_path: Path) -> None:
+    """`make plan` as the README gives it, its recipe run by this interpreter (a stand-in `VENV`
+    that make sees as installed, so the test builds no virtualenv)."""
+    stack = command.partition("STACK=")[2] or "dev"
+    (tmp_path / "venv").mkdir()
+    (tmp_path / "venv" / ".installed").touch()
+    done = subprocess.run(
+        [*shlex.split(command), f"PY={sys.executable}", f"VENV={tmp_path}/venv"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        env=os.environ | {"MAKEFLAGS": ""},
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert f"stack                        {stack}" in done.stdout
+    assert (REPO / "rendered" / stack).is_dir()
+
+
+SEPARATOR = "=== the client ==="
+
+
+def _quick_start_blocks() -> tuple[str, str]:
+    readme = (REPO / "README.md").read_text()
+    section = readme.split("## Quick start: a working endpoint\n", 1)[1].split("\n## ", 1)[0]
+    blocks = {m.group(2) + str(i): m.group(3) for i, m in enumerate(FENCE.finditer(section))}
+    call = next(b for b in blocks.values() if "curl -sN" in b)
+    client = next(b for k, b in blocks.items() if k.startswith("python"))
+    return call, client
+
+
+def test_the_quick_start_calls_reach_the_model_the_outputs_name(tmp_path: Path) -> None:
+    """The README's curl and OpenAI-client calls, run as written against a local OpenAI server,
+    with a `pulumi` on PATH that answers `stack output` as a deployed stack would."""
+    call, client = _quick_start_blocks()
+    key, model = "k" * 24, "served/model-id"
+    with StubServer(StubConfig(api_key=key, model=model, ttft_s=0, seconds_per_token=0)) as stub:
+        outputs = {"endpoint": stub.base_url, "model": model, "apiKey": key}
+        fake = tmp_path / "pulumi"
+        fake.write_text(
+            "#!/bin/sh\n# stack output [--show-secrets] NAME\neval last=\\${$#}\ncase $last in\n"
+            + "".join(f"  {name}) echo '{value}' ;;\n" for name, value in outputs.items())
+            + "  *) exit 1 ;;\nesac\n"
+        )
+        fake.chmod(fake.stat().st_mode | stat.S_IEXEC)
+        (tmp_path / "client.py").write_text(client)
+        python = shlex.quote(sys.executable)
+        script = f"{call}\necho {SEPARATOR}\n{python} {tmp_path / 'client.py'}\n"
+        done = subprocess.run(
+            ["bash", "-euo", "pipefail", "-c", script],
+            capture_output=True,
+            text=True,
+            env=os.environ | {"PATH": f"{tmp_path}:{os.environ['PATH']}"},
+            timeout=60,
+            check=False,
+        )
+    assert done.returncode == 0, done.stderr
+    assert [r["model"] for r in stub.requests] == [model, model]
+    assert [r["max_tokens"] for r in stub.requests] == [100, 100]
+    curl_out, client_out = done.stdout.split(SEPARATOR, 1)
+    assert "data: [DONE]" in curl_out
+    assert client_out.strip() == "".join(token_text(i) for i in range(100)).strip()
+
+
+# -- links ------------------------------------------------------------------------------------
+
+LINK = re.compile(r"\[[^\]]+\]\(([^)\s]+)\)")
+
+
+def _slug(heading: str) -> str:
+    """GitHub's anchor for a heading: lower case, punctuation dropped, spaces to hyphens."""
+    text = re.sub(r"[^\w\- ]", "", heading.strip().lower().replace("`", ""))
+    return text.replace(" ", "-")
+
+
+def _anchors(page: Path) -> set[str]:
+    text = FENCE.sub("", page.read_text())
+    return {_slug(h) for h in re.findall(r"^#{1,6} (.+)$", text, re.M)}
+
+
+LINKS = [
+    (page, target)
+    for page in PAGES
+    for target in LINK.findall(FENCE.sub("", page.read_text()))
+    if not re.match(r"[a-z]+:", target)
+]
+
+
+@pytest.mark.parametrize(("page", "target"), LINKS, ids=[f"{p.name}->{t}" for p, t in LINKS])
+def test_every_relative_link_resolves(page: Path, target: str) -> None:
+    path, _, anchor = target.partition("#")
+    linked = (page.parent / path).resolve() if path else page
+    assert linked.exists(), f"{page.name}: {target} is not a file"
+    if anchor:
+        assert anchor in _anchors(linked), f"{page.name}: no heading #{anchor} in {linked.name}"
+
+
+def test_the_readme_links_every_docs_page() -> None:
+    linked = {target.split("#")[0] for page, target in LINKS if page.name == "README.md"}
+    assert {f"docs/{p.name}" for p in PAGES[1:]} <= linked
+
+
+def test_the_readme_stays_short() -> None:
+    assert len((REPO / "README.md").read_text().splitlines()) <= 200
