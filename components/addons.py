@@ -4,8 +4,8 @@ assume through the cluster's OIDC provider (pods cannot reach the node role, see
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 
 import pulumi
 import pulumi_aws as aws
@@ -17,7 +17,7 @@ class ClusterRef:
 
     #: The EKS cluster's name.
     cluster_name: pulumi.Input[str]
-    #: Pinned Kubernetes version; the add-on version is EKS's default for it.
+    #: Pinned Kubernetes version.
     kubernetes_version: str
     #: ARN of the cluster's IAM OIDC provider (the role's federated principal).
     oidc_provider_arn: pulumi.Input[str]
@@ -27,6 +27,18 @@ class ClusterRef:
     #: destroy it must go before the nodes (the CSI controller deletes volumes, the agent ships
     #: the last logs).
     nodes: pulumi.Resource | None = None
+    #: Add-on name -> pinned version for `kubernetes_version` (the plan's catalogue,
+    #: `infra/plan/addons.py`); nothing is resolved at deploy time.
+    addon_versions: Mapping[str, str] = field(default_factory=dict)
+
+    def version_of(self, addon: str) -> str:
+        """The pinned version of `addon`; an add-on without a pin is a programming error."""
+        if addon not in self.addon_versions:
+            raise ValueError(
+                f"no pinned version of the {addon} add-on for Kubernetes "
+                f"{self.kubernetes_version}; add it to infra/plan/addons.py"
+            )
+        return self.addon_versions[addon]
 
 
 def aws_managed_policy(policy: str, parent: pulumi.Resource) -> pulumi.Output[str]:
@@ -95,9 +107,11 @@ def addon_with_role(
     managed_policy_arns: Sequence[pulumi.Input[str]],
     parent: pulumi.Resource,
     depends_on: Sequence[pulumi.Resource] = (),
+    configuration: Mapping[str, object] | None = None,
 ) -> aws.eks.Addon:
-    """The add-on `addon`, its controller running as `namespace/service_account` with a role that
-    holds exactly `managed_policy_arns`."""
+    """The add-on `addon` at its pinned version, its controller running as
+    `namespace/service_account` with a role that holds exactly `managed_policy_arns`, configured
+    with `configuration` (the add-on's configuration values, JSON-encoded)."""
     role = service_account_role(
         f"{name}-role",
         oidc_provider_arn=cluster.oidc_provider_arn,
@@ -107,20 +121,13 @@ def addon_with_role(
         managed_policy_arns=managed_policy_arns,
         parent=parent,
     )
-    # EKS's default version of the add-on for the pinned Kubernetes version: it is recorded in the
-    # stack's state, and a change of it shows in the preview diff.
-    version = aws.eks.get_addon_version_output(
-        addon_name=addon,
-        kubernetes_version=cluster.kubernetes_version,
-        most_recent=False,
-        opts=pulumi.InvokeOutputOptions(parent=parent),
-    )
     return aws.eks.Addon(
         name,
         cluster_name=cluster.cluster_name,
         addon_name=addon,
-        addon_version=version.version,
+        addon_version=cluster.version_of(addon),
         service_account_role_arn=role.arn,
+        configuration_values=json.dumps(configuration, sort_keys=True) if configuration else None,
         resolve_conflicts_on_create="OVERWRITE",
         resolve_conflicts_on_update="OVERWRITE",
         opts=pulumi.ResourceOptions(

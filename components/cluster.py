@@ -37,6 +37,8 @@ TAGGED_AT_LAUNCH = ("instance", "volume", "network-interface")
 
 CONTROL_PLANE_LOG_TYPES = ("api", "audit", "authenticator")
 """Control-plane logs sent to CloudWatch: enough to debug access, not the noisy scheduler."""
+CONTROL_PLANE_LOG_DAYS = 30
+"""Days CloudWatch keeps them (EKS creates the group without a retention: kept forever)."""
 
 NODE_POLICIES = (
     "AmazonEKSWorkerNodePolicy",
@@ -71,6 +73,10 @@ spec:
 class ClusterArgs:
     """What the cluster needs: where it lives and the shape of its single node group."""
 
+    name: str
+    """The EKS cluster's name. Fixed, not auto-named: EKS writes the control plane's logs to
+    `/aws/eks/<name>/cluster`, which this component creates first, with a retention."""
+
     vpc_id: pulumi.Input[str]
     """The VPC the cluster and its nodes live in."""
     control_plane_subnet_ids: pulumi.Input[Sequence[str]]
@@ -101,6 +107,10 @@ class ClusterArgs:
     viewer_arns: Sequence[str] = ()
     """IAM roles and users with AmazonEKSAdminViewPolicy on the whole cluster. Never the
     creator either, for the same reason."""
+    addon_versions: Mapping[str, str] = field(default_factory=dict)
+    """Add-on name -> pinned version for `kubernetes_version` (`infra/plan/addons.py`): vpc-cni
+    and kube-proxy (installed by pulumi-eks with the cluster) and coredns (installed here after
+    the nodes). Without a pin pulumi-eks asks for the most recent version at every deploy."""
     instance_tags: Mapping[str, str] = field(default_factory=dict)
     """Tags for each node's instance, root volume and network interfaces. The provider's default
     tags do not reach what the node group's Auto Scaling group launches, and EKS does not copy
@@ -123,6 +133,15 @@ class ClusterArgs:
                 f"`node_disk_gib` is {self.node_disk_gib}, below the 20 GiB the EKS AL2023 AMI "
                 "needs; set it to 20 or more"
             )
+
+
+def _pin(args: ClusterArgs, addon: str) -> str:
+    if addon not in args.addon_versions:
+        raise ValueError(
+            f"`addon_versions` has no {addon} version; pin it for Kubernetes "
+            f"{args.kubernetes_version} in infra/plan/addons.py"
+        )
+    return args.addon_versions[addon]
 
 
 class Cluster(pulumi.ComponentResource):
@@ -152,6 +171,8 @@ class Cluster(pulumi.ComponentResource):
     """The managed node group's physical name."""
     access_entries: list[pulumi.Resource]
     """The access entries of `admin_arns` and `viewer_arns` and their policy associations."""
+    coredns: aws.eks.Addon
+    """CoreDNS as a managed add-on, created once the nodes exist (its pods need them)."""
     node_group: eks.ManagedNodeGroup
     """The node group itself, for ``depends_on`` from in-cluster installs that need schedulable
     nodes but take no data from them (e.g. a controller whose webhooks must answer)."""
@@ -162,12 +183,21 @@ class Cluster(pulumi.ComponentResource):
         super().__init__("gemma-graviton:cluster:Cluster", name, None, opts)
         child = pulumi.ResourceOptions(parent=self)
 
-        cluster = self._control_plane(name, args, child)
+        control_plane_logs = aws.cloudwatch.LogGroup(
+            f"{name}-control-plane-logs",
+            name=f"/aws/eks/{args.name}/cluster",
+            retention_in_days=CONTROL_PLANE_LOG_DAYS,
+            opts=child,
+        )
+        cluster = self._control_plane(
+            name, args, pulumi.ResourceOptions(parent=self, depends_on=[control_plane_logs])
+        )
         partition = aws.get_partition_output(opts=pulumi.InvokeOutputOptions(parent=self))
         self.access_entries = self._access_entries(name, args, cluster, partition.partition)
         node_role, attachments = self._node_role(name, child, partition.partition)
         launch_template = self._launch_template(name, args, child)
         node_group = self._node_group(name, args, cluster, node_role, attachments, launch_template)
+        self.coredns = self._coredns(name, args, cluster, node_group)
 
         self.provider = k8s.Provider(
             f"{name}-k8s",
@@ -208,6 +238,7 @@ class Cluster(pulumi.ComponentResource):
         """The EKS control plane, its OIDC provider and the VPC CNI settings."""
         return eks.Cluster(
             f"{name}-eks",
+            name=args.name,
             vpc_id=args.vpc_id,
             subnet_ids=args.control_plane_subnet_ids,
             version=args.kubernetes_version,
@@ -225,8 +256,35 @@ class Cluster(pulumi.ComponentResource):
             endpoint_private_access=True,
             # The VPC CNI enforces NetworkPolicy only with its policy agent turned on; without it
             # the model server's policy would be accepted and ignored.
-            vpc_cni_options=eks.VpcCniOptionsArgs(enable_network_policy=True),
+            vpc_cni_options=eks.VpcCniOptionsArgs(
+                enable_network_policy=True, addon_version=_pin(args, "vpc-cni")
+            ),
+            # Pinned: pulumi-eks otherwise asks for the most recent kube-proxy at every deploy
+            # (nodejs/eks/cluster/cluster.ts, `mostRecent: true`, master at 7bf0c1b read
+            # 2026-12-01), so an unchanged stack could upgrade it unreviewed.
+            kube_proxy_addon_options=eks.KubeProxyAddonOptionsArgs(
+                version=_pin(args, "kube-proxy")
+            ),
+            # pulumi-eks installs no coredns add-on with `skip_default_node_group` (same file:
+            # only with a default node group, Fargate or auto mode); EKS's self-managed CoreDNS
+            # would never be upgraded. `_coredns` installs it after the nodes.
+            coredns_addon_options=eks.CoreDnsAddonOptionsArgs(enabled=False),
             opts=child,
+        )
+
+    def _coredns(
+        self, name: str, args: ClusterArgs, cluster: eks.Cluster, nodes: eks.ManagedNodeGroup
+    ) -> aws.eks.Addon:
+        """CoreDNS as a managed add-on at its pinned version; it turns ACTIVE only once its
+        pods run, so it waits for the node group, and on destroy goes before it."""
+        return aws.eks.Addon(
+            f"{name}-coredns",
+            cluster_name=cluster.eks_cluster.name,
+            addon_name="coredns",
+            addon_version=_pin(args, "coredns"),
+            resolve_conflicts_on_create="OVERWRITE",
+            resolve_conflicts_on_update="OVERWRITE",
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[nodes]),
         )
 
     def _access_entries(
@@ -353,6 +411,12 @@ class Cluster(pulumi.ComponentResource):
             cluster=cluster,
             node_role_arn=node_role.arn,
             ami_type=AMI_TYPE,
+            # The cluster's version, always: pulumi-eks fills it in only when there is no launch
+            # template (nodejs/eks/nodes/nodegroup.ts `createManagedNodeGroupInternal`, "we can
+            # only do that if the user doesn't provide a launch template", master at 7bf0c1b
+            # read 2026-12-01). Without it a `kubernetesVersion` change upgrades the control
+            # plane and leaves the nodes, and EKS refuses the next control-plane upgrade.
+            version=args.kubernetes_version,
             instance_types=[args.instance_type],
             capacity_type="ON_DEMAND",
             scaling_config=aws.eks.NodeGroupScalingConfigArgs(
@@ -370,7 +434,10 @@ class Cluster(pulumi.ComponentResource):
             opts=pulumi.ResourceOptions(
                 parent=self,
                 # Nodes fail to join unless the role's policies are attached first; only the
-                # role's ARN flows into the node group, so the ordering is explicit.
-                depends_on=attachments,
+                # role's ARN flows into the node group, so the ordering is explicit. The cluster
+                # arrives as a resource reference, which the SDK leaves out of the dependencies
+                # it reports (pulumi/runtime/rpc.py `exclude_resource_refs_from_deps`): named
+                # here, the nodes are deleted before the control plane, never after.
+                depends_on=[*attachments, cluster],
             ),
         )

@@ -3,7 +3,8 @@ cluster's provider, plus the API key the endpoint's gatekeeper requires."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 import pulumi
@@ -26,6 +27,9 @@ class ModelServerArgs:
     lws_controller: pulumi.Resource
     #: What provides `spec.storage_class` (the CSI driver and class), when weights persist.
     storage: pulumi.Resource | None = None
+    #: Claim name -> the PersistentVolume made for it (`ModelVolumes.volume_names`); a claim
+    #: named here binds to that volume only.
+    volume_names: Mapping[str, pulumi.Input[str]] = field(default_factory=dict)
     #: API key clients must send; `None` generates one that stays stable across updates.
     api_key: pulumi.Input[str] | None = None
     #: The node group. The group's pods need it, and on destroy the Service (whose NLB and
@@ -91,7 +95,7 @@ class ModelServer(pulumi.ComponentResource):
             k8s.core.v1.PersistentVolumeClaim(
                 f"{name}-{obj['metadata']['name']}",
                 metadata=_meta(obj, in_ns),
-                spec=obj["spec"],
+                spec=_bound(obj, args.volume_names),
                 # The class names the CSI driver; on destroy the claims (and so the volumes) go
                 # before the class, the driver and the nodes.
                 opts=pulumi.ResourceOptions(
@@ -178,6 +182,13 @@ class ModelServer(pulumi.ComponentResource):
                 ],
             ),
         )
+
+
+def _bound(claim: manifests.Manifest, volumes: Mapping[str, pulumi.Input[str]]) -> dict[str, Any]:
+    """The claim's spec, bound to its own PersistentVolume when the program made one (the
+    volume name flows in, so the claim is created after, and deleted before, the volume)."""
+    volume = volumes.get(claim["metadata"]["name"])
+    return {**claim["spec"], "volumeName": volume} if volume is not None else dict(claim["spec"])
 
 
 def _nodes(args: ModelServerArgs) -> list[pulumi.Resource]:

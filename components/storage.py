@@ -1,11 +1,15 @@
-"""Persistent per-rank volumes for the weights: the EBS CSI driver add-on and a gp3 class.
+"""Persistent per-rank volumes for the weights: the EBS CSI driver add-on, a gp3 class, and one
+EBS volume with its PersistentVolume per rank's claim.
 
-With weights on a volume, a restarted rank verifies the files instead of downloading 24 GB.
+With weights on a volume, a restarted rank verifies the files instead of downloading 24 GB. The
+volumes are the program's own (not provisioned by the driver), so `pulumi destroy` deletes each
+one after its claim and PersistentVolume and before the driver that detaches it: nothing is left
+billing.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 import pulumi
@@ -30,6 +34,12 @@ class ModelVolumesArgs:
     throughput_mibps: int
     #: Tags for every volume the driver creates (the provider's default tags do not reach them).
     volume_tags: Mapping[str, str] = field(default_factory=dict)
+    #: The claims (namespace, name) that each get a volume of their own, one per rank.
+    claims: Sequence[tuple[str, str]] = ()
+    #: Size of each volume in GiB.
+    size_gib: int = 0
+    #: The nodes' availability zone (EBS volumes attach only there).
+    zone: pulumi.Input[str] = ""
 
 
 class ModelVolumes(pulumi.ComponentResource):
@@ -40,6 +50,8 @@ class ModelVolumes(pulumi.ComponentResource):
 
     storage_class: pulumi.Output[str]
     """Name of the StorageClass."""
+    volume_names: dict[str, pulumi.Output[str]]
+    """Claim name -> the PersistentVolume bound to it (the claim's `volumeName`)."""
     driver: aws.eks.Addon
     """The CSI driver add-on; claims bind only once it runs."""
 
@@ -67,5 +79,44 @@ class ModelVolumes(pulumi.ComponentResource):
             allow_volume_expansion=obj["allowVolumeExpansion"],
             opts=pulumi.ResourceOptions(parent=self, depends_on=[self.driver]),
         )
+        self.volume_names = {
+            claim[1]: self._volume(name, args, claim, sc.metadata.name) for claim in args.claims
+        }
         self.storage_class = sc.metadata.name
         self.register_outputs({"storageClass": self.storage_class})
+
+    def _volume(
+        self,
+        name: str,
+        args: ModelVolumesArgs,
+        claim: tuple[str, str],
+        storage_class: pulumi.Output[str],
+    ) -> pulumi.Output[str]:
+        """One encrypted gp3 volume and the PersistentVolume that binds it to `claim` only."""
+        volume = aws.ebs.Volume(
+            f"{name}-{claim[1]}",
+            availability_zone=args.zone,
+            size=args.size_gib,
+            type="gp3",
+            throughput=args.throughput_mibps,
+            encrypted=True,
+            # Created after the driver, so deleted before it: the driver detaches the volume
+            # from a node that still runs it while Pulumi retries the deletion.
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[self.driver]),
+        )
+        pv_name = f"{claim[0]}-{claim[1]}"
+
+        def manifest(parts: list[str]) -> dict[str, object]:
+            volume_id, zone, class_name = parts
+            return manifests.static_volume(
+                pv_name, claim, class_name, args.size_gib, volume_id, zone
+            )
+
+        obj = pulumi.Output.all(volume.id, args.zone, storage_class).apply(manifest)
+        pv = k8s.core.v1.PersistentVolume(
+            f"{name}-{claim[1]}-pv",
+            metadata=obj.apply(lambda o: o["metadata"]),
+            spec=obj.apply(lambda o: o["spec"]),
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[self.driver]),
+        )
+        return pv.metadata.name

@@ -17,18 +17,20 @@ import pulumi_aws as aws
 from components.addons import ClusterRef
 from components.cluster import Cluster, ClusterArgs
 from components.leaderworkerset import LwsController, LwsControllerArgs
+from components.manifests import model_claims
 from components.model_server import ModelServer, ModelServerArgs
 from components.monitoring import Monitoring, MonitoringArgs
 from components.network import Network, NetworkArgs
 from components.observability import ClusterLogs, ClusterLogsArgs
 from components.storage import ModelVolumes, ModelVolumesArgs
-from infra.plan import monitoring, wiring
+from infra.plan import addons, monitoring, wiring
 from infra.pulumi_config import place_zones, read_stack_config, warn_about
 
 stack = pulumi.get_stack()
 cfg, plan, secrets = read_stack_config(stack)
 
 tags = wiring.stack_tags(cfg, stack)
+addon_versions = addons.pinned(cfg.kubernetes_version) or {}
 warn_about(cfg)
 
 # Default tags reach what the provider creates itself; what EC2 Auto Scaling, the EBS CSI driver
@@ -50,6 +52,7 @@ network = Network(
 cluster = Cluster(
     "eks",
     ClusterArgs(
+        name=f"gemma-graviton-{stack}",
         vpc_id=network.vpc_id,
         control_plane_subnet_ids=network.control_plane_subnet_ids,
         node_subnet_id=network.node_subnet_id,
@@ -62,6 +65,7 @@ cluster = Cluster(
         admin_arns=cfg.cluster_admin_arns,
         viewer_arns=cfg.cluster_viewer_arns,
         instance_tags=tags,
+        addon_versions=addon_versions,
     ),
     opts=on_aws,
 )
@@ -72,13 +76,21 @@ cluster_ref = ClusterRef(
     oidc_provider_arn=cluster.oidc_provider_arn,
     oidc_provider_url=cluster.oidc_provider_url,
     nodes=cluster.node_group,
+    addon_versions=addon_versions,
 )
 logs = ClusterLogs("logs", ClusterLogsArgs(cluster_ref, wiring.NAMESPACE), opts=on_aws)
+server_spec = wiring.server_spec(cfg, plan)
 volumes = (
     ModelVolumes(
         "weights",
         ModelVolumesArgs(
-            cluster_ref, wiring.STORAGE_CLASS, wiring.STORAGE_THROUGHPUT_MIBPS, volume_tags=tags
+            cluster_ref,
+            wiring.STORAGE_CLASS,
+            wiring.STORAGE_THROUGHPUT_MIBPS,
+            volume_tags=tags,
+            claims=[(wiring.NAMESPACE, c["metadata"]["name"]) for c in model_claims(server_spec)],
+            size_gib=plan.model_volume_gib,
+            zone=placement.node.name,
         ),
         opts=on_cluster,
     )
@@ -89,11 +101,12 @@ lws = LwsController("lws", LwsControllerArgs(nodes=cluster.node_group), opts=on_
 server = ModelServer(
     "model",
     ModelServerArgs(
-        spec=wiring.server_spec(cfg, plan),
+        spec=server_spec,
         hf_token=secrets.hf_token,
         api_key=secrets.api_key,
         lws_controller=lws,
         storage=volumes,
+        volume_names=volumes.volume_names if volumes is not None else {},
         nodes=cluster.node_group,
     ),
     opts=on_cluster,

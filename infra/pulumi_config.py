@@ -12,12 +12,13 @@ import pulumi
 import pulumi_aws as aws
 from pulumi.runtime import config as runtime_config
 
-from infra.plan import advice, placeholders, support, zones
+from infra.plan import addons, advice, placeholders, readiness, support, zones
 from infra.plan.config import (
     PROJECT,
     SECRET_KEYS,
     ConfigError,
     StackConfig,
+    check_api_key,
     check_secrets,
     load_config,
 )
@@ -53,6 +54,8 @@ def read_stack_config(stack: str) -> tuple[StackConfig, Plan, StackSecrets]:
     values, secret = _raw_config()
     try:
         check_secrets(secret)
+        if "apiKey" in values:
+            check_api_key(values["apiKey"])
         if "hfToken" not in values:
             raise ConfigError(
                 "hfToken",
@@ -78,6 +81,8 @@ def read_stack_config(stack: str) -> tuple[StackConfig, Plan, StackSecrets]:
 def warn_about(cfg: StackConfig, today: dt.date | None = None) -> None:
     """Log the plan's warnings (support window, open endpoint) so every preview shows them."""
     for line in support.warnings(cfg, today or dt.date.today()):
+        pulumi.log.warn(line)
+    for line in [*addons.warnings(cfg.kubernetes_version), *readiness.warnings(cfg)]:
         pulumi.log.warn(line)
 
 

@@ -40,6 +40,7 @@ from components.manifests.lws import (
     leader_worker_set,
     model_claims,
     rank_pods,
+    static_volume,
     storage_class,
 )
 from components.manifests.probes import ProbeSpec, engine_timeout_env, probe_command
@@ -90,6 +91,7 @@ __all__ = [
     "rank_pods",
     "secret",
     "service",
+    "static_volume",
     "storage_class",
 ]
 

@@ -61,19 +61,18 @@ def secret(spec: ServerSpec, which: Literal["hf-token", "api-key"], value: str) 
 
 
 def gatekeeper_files(spec: ServerSpec) -> dict[str, str]:
-    """Every file of the gatekeeper's ConfigMap: nginx.conf first, then the chat page's files
-    when the stack serves it (`chatPage`), mounted beside the config."""
+    """Every file of the gatekeeper's ConfigMap: nginx.conf and its njs script, then the chat
+    page's files when the stack serves it (`chatPage`), mounted beside the config."""
     page_root = gatekeeper.CONFIG_MOUNT if spec.chat_page else None
-    conf = gatekeeper.nginx_conf(spec.limits, upstream_port=spec.port, page_root=page_root)
-    files = {gatekeeper.CONFIG_FILE: conf}
+    files = gatekeeper.config_files(spec.limits, upstream_port=spec.port, page_root=page_root)
     if spec.chat_page:
         files |= chat.files(chat.ChatPage(spec.model, spec.max_reply_tokens, spec.max_model_len))
     return files
 
 
 def gatekeeper_config(spec: ServerSpec) -> Manifest:
-    """The gatekeeper's nginx.conf, generated from the plan's limits (no secret in it), and the
-    chat page's files."""
+    """The gatekeeper's nginx.conf and njs script, generated from the plan's limits (no secret
+    in them), and the chat page's files."""
     return {
         "apiVersion": "v1",
         "kind": "ConfigMap",
@@ -91,6 +90,13 @@ def leaders_selector(spec: ServerSpec) -> dict[str, str]:
 #: "k=v,k=v" (cloud-provider-aws pkg/providers/v1/aws.go
 #: `ServiceAnnotationLoadBalancerAdditionalTags`).
 NLB_TAGS_ANNOTATION = "service.beta.kubernetes.io/aws-load-balancer-additional-resource-tags"
+
+
+#: cloud-provider-aws pkg/providers/v1/aws.go
+#: `ServiceAnnotationLoadBalancerCrossZoneLoadBalancingEnabled`, read for NLBs too.
+CROSS_ZONE_ANNOTATION = (
+    "service.beta.kubernetes.io/aws-load-balancer-cross-zone-load-balancing-enabled"
+)
 
 
 def aws_tags_annotation(tags: Mapping[str, str]) -> str:
@@ -123,6 +129,12 @@ def service(spec: ServerSpec) -> Manifest:
     """
     annotations = {
         "service.beta.kubernetes.io/aws-load-balancer-type": "nlb",
+        # The NLB gets an address in every zone with a load-balancer subnet (the control
+        # plane's zone too), but every target is in the node zone; cross-zone off, the
+        # controller's default (pkg/providers/v1/aws_loadbalancer.go `reconcileLBAttributes`,
+        # master at 63ec440 read 2026-12-01), leaves clients that resolve the other address
+        # without an answer. On, that address forwards to the node zone.
+        CROSS_ZONE_ANNOTATION: "true",
         "pulumi.com/waitFor": SERVICE_WAIT_FOR,
     }
     if spec.internal_load_balancer:

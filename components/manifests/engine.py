@@ -32,6 +32,8 @@ class EngineSpec:
     host: str = "127.0.0.1"
     #: Longest reply of any request; `None` leaves vLLM's (the rest of the context).
     max_reply_tokens: int | None = None
+    #: Largest `logprobs`/`prompt_logprobs` vLLM serves; `None` leaves vLLM's default (20).
+    max_logprobs: int | None = None
     #: Turn off image, audio and video inputs (the model is served text-only).
     text_only: bool = True
     dtype: str = "bfloat16"
@@ -70,6 +72,11 @@ def engine_args(spec: EngineSpec, role: Literal["leader", "worker"]) -> list[str
     if spec.text_only:
         modalities = {"image": 0, "audio": 0, "video": 0}
         args.append(f"--limit-mm-per-prompt={json.dumps(modalities, separators=(',', ':'))}")
+    if spec.max_logprobs is not None:
+        # The second lock behind the gatekeeper's refusal: vLLM 0.31 refuses a request whose
+        # logprobs or prompt_logprobs exceed it (ModelConfig.max_logprobs). Every rank: it is
+        # model config, and the last rank samples.
+        args.append(f"--max-logprobs={spec.max_logprobs}")
     if role == "leader":
         if spec.max_reply_tokens is not None:
             # vLLM 0.31 takes max_new_tokens as a cap on every request: a request's max_tokens
@@ -80,6 +87,9 @@ def engine_args(spec: EngineSpec, role: Literal["leader", "worker"]) -> list[str
             args.append(
                 f"--override-generation-config={json.dumps(override, separators=(',', ':'))}"
             )
+        # No system_fingerprint in replies: vLLM 0.31's default names its version and the
+        # pipeline split (entrypoints/serve/utils/fingerprint.py, `--fingerprint-mode`).
+        args.append("--fingerprint-mode=none")
         args += [f"--host={spec.host}", f"--port={spec.port}"]
     else:
         args.append("--headless")

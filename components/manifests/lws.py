@@ -98,6 +98,53 @@ def model_claims(spec: ServerSpec) -> list[Manifest]:
     ]
 
 
+def static_volume(
+    name: str,
+    claim: tuple[str, str],
+    storage_class: str,
+    size_gib: int,
+    volume_id: str,
+    zone: str,
+) -> Manifest:
+    """A PersistentVolume for one EBS volume the program created, bound to `claim` (namespace,
+    name) only. `Retain`: the volume is Pulumi's, which deletes it after this object and before
+    the CSI driver that detaches it (terraform-provider-aws internal/service/ec2/ebs_volume.go
+    `resourceEBSVolumeDelete` retries DeleteVolume while the volume is in use, within the delete
+    timeout). A volume the driver provisioned dynamically would instead be deleted by the driver
+    after its claim, possibly after Pulumi had already removed the driver, and be left billing.
+    """
+    namespace, claim_name = claim
+    return {
+        "apiVersion": "v1",
+        "kind": "PersistentVolume",
+        "metadata": {"name": name, "labels": {"app.kubernetes.io/part-of": "gemma-graviton"}},
+        "spec": {
+            "capacity": {"storage": f"{size_gib}Gi"},
+            "accessModes": ["ReadWriteOnce"],
+            "persistentVolumeReclaimPolicy": "Retain",
+            "storageClassName": storage_class,
+            "claimRef": {"namespace": namespace, "name": claim_name},
+            "csi": {"driver": "ebs.csi.aws.com", "volumeHandle": volume_id, "fsType": "ext4"},
+            # EBS volumes attach only in their own zone.
+            "nodeAffinity": {
+                "required": {
+                    "nodeSelectorTerms": [
+                        {
+                            "matchExpressions": [
+                                {
+                                    "key": "topology.kubernetes.io/zone",
+                                    "operator": "In",
+                                    "values": [zone],
+                                }
+                            ]
+                        }
+                    ]
+                }
+            },
+        },
+    }
+
+
 def storage_class(
     name: str, throughput_mibps: int, tags: Mapping[str, str] | None = None
 ) -> Manifest:

@@ -29,6 +29,7 @@ and buckets arrive cumulative; the dashboard takes their per-minute increase wit
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -225,6 +226,15 @@ def role_binding(spec: CollectorSpec) -> Manifest:
     }
 
 
+#: The pod-template annotation holding the digest of the collector's config.
+CONFIG_ANNOTATION = "gemma-graviton.dev/collector-config-sha256"
+
+
+def config_digest(config: str) -> str:
+    """A short digest of the collector's config, for the pod template."""
+    return hashlib.sha256(config.encode("utf-8")).hexdigest()[:16]
+
+
 def config_map(spec: CollectorSpec) -> Manifest:
     return {
         "apiVersion": "v1",
@@ -247,7 +257,13 @@ def deployment(spec: CollectorSpec) -> Manifest:
             # One scraper at a time: two would write every data point twice.
             "strategy": {"type": "Recreate"},
             "template": {
-                "metadata": {"labels": dict(LABELS)},
+                # The collector reads its config only when it starts, and a ConfigMap edit does
+                # not restart it: the config's digest in the template rolls the pod when the
+                # config changes.
+                "metadata": {
+                    "labels": dict(LABELS),
+                    "annotations": {CONFIG_ANNOTATION: config_digest(collector_config(spec))},
+                },
                 "spec": {
                     "serviceAccountName": spec.name,
                     "nodeSelector": dict(spec.node_selector),

@@ -258,10 +258,10 @@ def pod_template(
         containers.append(
             gatekeeper.container(spec.gatekeeper_millicpu, spec.gatekeeper_memory_mib)
         )
-        # Over every file of the ConfigMap, by name (just nginx.conf without the chat page).
-        files = gatekeeper_files(spec)
-        joined = "".join(files[name] for name in sorted(files))
-        annotations = {gatekeeper.CONFIG_ANNOTATION: gatekeeper.config_digest(joined)}
+        # Over every file of the ConfigMap, by name: the chat page's too when it is served.
+        annotations = {
+            gatekeeper.CONFIG_ANNOTATION: gatekeeper.config_digest(gatekeeper_files(spec))
+        }
         if key_fingerprint is not None:
             annotations[gatekeeper.KEY_ANNOTATION] = key_fingerprint
         metadata["annotations"] = annotations

@@ -78,6 +78,8 @@ class ServerSpec:
     aws_tags: Mapping[str, str] = field(default_factory=dict)
     #: The gatekeeper also serves the chat page (`components.manifests.chat`) at `/`.
     chat_page: bool = False
+    #: Largest log-probability count vLLM serves (the gatekeeper refuses more first).
+    max_logprobs: int = 0
 
     @property
     def lws_name(self) -> str:
@@ -113,6 +115,7 @@ class ServerSpec:
             master_port=self.master_port,
             port=self.port,
             max_reply_tokens=self.max_reply_tokens,
+            max_logprobs=self.max_logprobs,
             # A prefetched directory is already that commit; vLLM downloading itself needs it.
             revision=None if self.weight_prefetch else self.model_revision,
         )

@@ -18,9 +18,13 @@ from pulumi.runtime import config as runtime_config
 
 from components.github_ci import GitHubActionsAccess, GitHubActionsAccessArgs, GitHubRoleSpec
 from infra.bootstrap.access import DEPLOY_STACKS, ROLE_PATH, ci_roles
-from infra.bootstrap.config import BOOTSTRAP_PROJECT, BootstrapConfig, load_bootstrap_config
+from infra.bootstrap.config import (
+    BOOTSTRAP_PROJECT,
+    BootstrapConfig,
+    load_bootstrap_config,
+    stack_regions,
+)
 from infra.plan.config import ConfigError
-from infra.plan.stackfile import load_stack
 
 
 def _read() -> tuple[BootstrapConfig, dict[str, str]]:
@@ -34,7 +38,7 @@ def _read() -> tuple[BootstrapConfig, dict[str, str]]:
     }
     try:
         cfg = load_bootstrap_config(raw)
-        regions = {stack: load_stack(stack).region for stack in DEPLOY_STACKS}
+        regions = stack_regions(DEPLOY_STACKS)
     except ConfigError as error:
         raise pulumi.RunError(str(error)) from None
     return cfg, regions

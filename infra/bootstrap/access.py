@@ -20,6 +20,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from infra.bootstrap import permissions
 from infra.plan.config import PROJECT
 
 #: The GitHub environment of pull-request previews.
@@ -85,34 +86,37 @@ PREVIEW_IAM_ACTIONS = (
     "iam:GetPolicyVersion",
 )
 
-#: The IAM actions a deploy needs on the roles it creates (node, cluster and add-on roles).
-DEPLOY_ROLE_ACTIONS = (
-    "iam:CreateRole",
-    "iam:DeleteRole",
-    "iam:GetRole",
-    "iam:UpdateRole",
-    "iam:UpdateRoleDescription",
-    "iam:UpdateAssumeRolePolicy",
-    "iam:TagRole",
-    "iam:UntagRole",
-    "iam:ListRoleTags",
-    "iam:ListAttachedRolePolicies",
-    "iam:ListRolePolicies",
-    "iam:GetRolePolicy",
-    "iam:ListInstanceProfilesForRole",
-    "iam:DetachRolePolicy",
-)
-#: The IAM actions a deploy needs on the cluster's own OIDC provider (IRSA).
-DEPLOY_OIDC_ACTIONS = (
-    "iam:CreateOpenIDConnectProvider",
-    "iam:DeleteOpenIDConnectProvider",
-    "iam:GetOpenIDConnectProvider",
-    "iam:TagOpenIDConnectProvider",
-    "iam:UntagOpenIDConnectProvider",
-    "iam:UpdateOpenIDConnectProviderThumbprint",
-    "iam:AddClientIDToOpenIDConnectProvider",
-    "iam:RemoveClientIDFromOpenIDConnectProvider",
-)
+#: Managed-policy reads (pulumi-eks looks up the policies it attaches).
+_POLICY_READS = frozenset({"iam:GetPolicy", "iam:GetPolicyVersion", "iam:ListPolicyVersions"})
+#: IAM actions granted only under their own conditions below.
+_CONDITIONED = frozenset({"iam:AttachRolePolicy", "iam:PassRole", "iam:CreateServiceLinkedRole"})
+
+
+@dataclass(frozen=True)
+class DeployActions:
+    """The actions of `permissions.RESOURCE_ACTIONS`, split by the statement that grants them."""
+
+    regional: tuple[str, ...]
+    """Regional services (ec2, eks, logs, cloudwatch, sns), fenced to the stack's region."""
+    roles: tuple[str, ...]
+    """IAM actions on roles (the cluster's, the nodes' and the add-ons')."""
+    oidc: tuple[str, ...]
+    """IAM actions on the cluster's OIDC provider."""
+    public_parameters: tuple[str, ...]
+    """SSM reads of EKS's public AMI parameters."""
+
+
+def deploy_actions() -> DeployActions:
+    """The deploy role's actions, derived from the table of what each registered type needs."""
+    actions = permissions.needed_actions()
+    iam = [a for a in actions if a.startswith("iam:")]
+    oidc = tuple(a for a in iam if "OpenIDConnectProvider" in a)
+    return DeployActions(
+        regional=tuple(a for a in actions if a.split(":")[0] not in ("iam", "ssm")),
+        roles=tuple(a for a in iam if a not in (*oidc, *_POLICY_READS, *_CONDITIONED)),
+        oidc=oidc,
+        public_parameters=tuple(a for a in actions if a.startswith("ssm:")),
+    )
 
 
 @dataclass(frozen=True)
@@ -244,27 +248,29 @@ def preview_policy(region: str, state_bucket: str | None) -> dict[str, Any]:
 
 
 def deploy_policy(stack: str, region: str, state_bucket: str | None) -> dict[str, Any]:
-    """What `pulumi up` and `pulumi destroy` of one stack need, in that stack's region only."""
+    """What `pulumi up` and `pulumi destroy` of one stack need, in that stack's region only:
+    the actions of every resource type the program registers (`permissions`), nothing else."""
+    needed = deploy_actions()
     return {
         "Version": "2012-10-17",
         "Statement": [
             {
                 "Sid": "ManageTheStackInItsRegion",
                 "Effect": "Allow",
-                "Action": ["ec2:*", "eks:*", "logs:*"],
+                "Action": list(needed.regional),
                 "Resource": ["*"],
                 "Condition": _in_region(region),
             },
             {
                 "Sid": "ReadEksPublicParameters",
                 "Effect": "Allow",
-                "Action": ["ssm:GetParameter", "ssm:GetParameters"],
+                "Action": list(needed.public_parameters),
                 "Resource": [f"arn:aws:ssm:{region}::parameter/aws/service/*"],
             },
             {
                 "Sid": "ManageTheStackRoles",
                 "Effect": "Allow",
-                "Action": list(DEPLOY_ROLE_ACTIONS),
+                "Action": list(needed.roles),
                 "Resource": ["arn:aws:iam::*:role/*"],
             },
             {
@@ -277,7 +283,7 @@ def deploy_policy(stack: str, region: str, state_bucket: str | None) -> dict[str
             {
                 "Sid": "ReadManagedPolicies",
                 "Effect": "Allow",
-                "Action": ["iam:GetPolicy", "iam:GetPolicyVersion", "iam:ListPolicyVersions"],
+                "Action": sorted(_POLICY_READS),
                 "Resource": ["arn:aws:iam::aws:policy/*"],
             },
             {
@@ -294,7 +300,7 @@ def deploy_policy(stack: str, region: str, state_bucket: str | None) -> dict[str
             {
                 "Sid": "ManageTheClusterOidcProvider",
                 "Effect": "Allow",
-                "Action": list(DEPLOY_OIDC_ACTIONS),
+                "Action": list(needed.oidc),
                 "Resource": ["arn:aws:iam::*:oidc-provider/oidc.eks.*"],
             },
             {

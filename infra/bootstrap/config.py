@@ -7,12 +7,13 @@ deploy role's region with it after the next bootstrap `pulumi up`.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from infra.plan.config import ConfigError
+from infra.plan.config import ConfigError, load_config
+from infra.plan.stackfile import stack_values
 
 #: The bootstrap project's name (`infra/bootstrap/Pulumi.yaml`), its config namespace.
 BOOTSTRAP_PROJECT = "gemma-graviton-ci"
@@ -84,3 +85,10 @@ def load_bootstrap_config(raw: Mapping[str, Any]) -> BootstrapConfig:
         if first["type"] == "missing":
             raise ConfigError(key, "is required", _FIXES[key]) from None
         raise ConfigError(key, f"has the wrong form (got {raw.get(key)!r})", _FIXES[key]) from None
+
+
+def stack_regions(stacks: Sequence[str]) -> dict[str, str]:
+    """Each deployed stack's `region`, from its stack file through the one config path, but
+    without the rules that depend on the day: a stack past its `endDate` (or on a Kubernetes
+    version that has left support) still needs its CI role, if only to be destroyed."""
+    return {stack: load_config(stack_values(stack)).region for stack in stacks}

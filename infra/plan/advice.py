@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 from pydantic_core import PydanticUndefined
 
-from infra.plan import catalog
+from infra.plan import addons, catalog, readiness
 from infra.plan.compare import SIZE_FIELDS, Need, candidate_config, compare
 from infra.plan.config import ConfigError, StackConfig
 from infra.plan.economics import Economics, economics
@@ -100,9 +100,12 @@ def explain(
 def checked_plan(cfg: StackConfig, stack: str, user_keys: Sequence[str], today: dt.date) -> Plan:
     """`plan`, with any refusal passed through `explain`."""
     try:
-        return plan(cfg, stack)
+        result = plan(cfg, stack)
     except PlanError as error:
         raise explain(error, cfg, stack, user_keys, today) from None
+    addons.check_pinned(cfg.kubernetes_version)
+    readiness.check_quota(cfg, result)
+    return result
 
 
 def change_warning(

@@ -18,7 +18,17 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import NoReturn
 
-from infra.plan import advice, compare, placeholders, support, verdict
+from infra.plan import (
+    addons,
+    advice,
+    changes,
+    compare,
+    placeholders,
+    pods,
+    readiness,
+    support,
+    verdict,
+)
 from infra.plan.config import ConfigError, StackConfig
 from infra.plan.economics import Economics, economics
 from infra.plan.frontdoor import FrontDoorPlan
@@ -145,6 +155,8 @@ def format_table(
         ("weights per stage", f"{per_stage} GiB"),
         ("runtime overhead", f"{p.overhead_gib_per_pod:.2f} GiB per pod (largest rank)"),
         ("weight prefetch", "on (init container)" if p.weight_prefetch else "off"),
+        ("pod containers", pods.describe(p.weight_prefetch)),
+        ("vcpu quota", readiness.describe(p)),
         ("guard sees", f"{p.guard_available_gib:.2f} GiB on rank {p.tightest_rank}"),
         ("kv cache", f"{p.kv_cache_bytes} bytes ({p.kv_cache_bytes / 1024**3:.2f} GiB) per rank"),
         ("max batched tokens", f"{p.max_num_batched_tokens} tokens"),
@@ -190,6 +202,9 @@ def format_table(
     lines.append("")
     lines.append("why:")
     lines.extend(f"  - {reason}" for reason in (*p.reasons, *p.front_door.reasons))
+    lines.append("")
+    lines.append("what a change costs:")
+    lines.extend(f"  - {line}" for line in changes.describe(p))
     if warnings:
         lines.append("")
         lines.append("warnings:")
@@ -221,10 +236,33 @@ def _front_door_rows(door: FrontDoorPlan) -> list[tuple[str, str]]:
         (
             "per client",
             f"{door.client_requests_per_minute} requests/min (`clientRequestsPerMinute`), "
-            f"{door.client_concurrent_requests} in flight (`clientConcurrentRequests`)",
+            f"{door.client_concurrent_requests} in flight (`clientConcurrentRequests`), "
+            f"{door.client_connections} connections (`clientConnections`)",
         ),
-        ("max reply", f"{door.max_reply_tokens} tokens (`maxReplyTokens`)"),
-        ("reply timeout", f"{door.reply_timeout_seconds} s, else 504"),
+        (
+            "connections",
+            f"{door.connection_capacity} clients in all, nginx worker_connections "
+            f"{door.worker_connections} (from the gatekeeper's memory)",
+        ),
+        (
+            "per request",
+            f"{door.max_sequences} sequence(s) (`maxSequencesPerRequest`), logprobs up to "
+            f"{door.max_logprobs} (`maxLogprobs`), no echo",
+        ),
+        (
+            "schemas",
+            (
+                f"up to {door.max_schema_bytes:,} bytes (`maxSchemaBytes`), "
+                f"{door.schema_concurrency} compiling at a time"
+            )
+            if door.max_schema_bytes
+            else "structured outputs off (`maxSchemaBytes` 0)",
+        ),
+        (
+            "max reply",
+            f"{door.max_reply_tokens} tokens (`maxReplyTokens`), {door.max_reply_bytes:,} bytes",
+        ),
+        ("reply timeout", f"{door.reply_timeout_seconds} s, then cut (504 or a stream error)"),
         (
             "chat page",
             f"{'https' if door.tls else 'http'}://<endpoint>/ (`chatPage`)"
@@ -276,7 +314,11 @@ def main(argv: Sequence[str] | None = None, today: dt.date | None = None) -> int
         # The stack's own keys come first: a type compared with badly set keys is no advice.
         first = advice.change_first(cfg, result, econ, args.stack, today)
         buy = None if first else advice.buy_line(cfg, result, econ, args.stack, today)
-        warnings = verdict.plan_warnings(cfg, econ, changed, today)
+        warnings = [
+            *verdict.plan_warnings(cfg, econ, changed, today),
+            *addons.warnings(cfg.kubernetes_version),
+            *readiness.warnings(cfg),
+        ]
         written: list[Path] = []
         if args.render is not None:
             from infra.plan.render import render_stack

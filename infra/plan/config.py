@@ -436,6 +436,45 @@ class StackConfig(BaseModel):
             json_schema_extra=_fix("use true or false"),
         ),
     ] = True
+    client_connections: Annotated[
+        PositiveInt | Auto,
+        Field(
+            alias="clientConnections",
+            description="TCP connections one client address may hold at the gatekeeper, "
+            "counted when a connection opens, before a request is read (idle keep-alives and "
+            "slow senders included); auto = 8 + 4 per request it may have in flight.",
+            json_schema_extra=_fix("use auto or a positive number of connections such as 16"),
+        ),
+    ] = "auto"
+    max_sequences_per_request: Annotated[
+        PositiveInt | Auto,
+        Field(
+            alias="maxSequencesPerRequest",
+            description="Sequences one request may ask for (`n`, `best_of`, a list of "
+            "prompts); more get 400 naming the field. The per-client limits count sequences, "
+            "so a higher value lets fewer requests in flight. auto = 1.",
+            json_schema_extra=_fix("use auto or a positive number of sequences such as 2"),
+        ),
+    ] = "auto"
+    max_logprobs: Annotated[
+        Annotated[int, Field(ge=0, le=20)] | Auto,
+        Field(
+            alias="maxLogprobs",
+            description="Largest `logprobs`, `top_logprobs` or `prompt_logprobs` served (also "
+            "vLLM's --max-logprobs); each multiplies the reply's bytes. auto = 0, none.",
+            json_schema_extra=_fix("use auto or a number from 0 to 20"),
+        ),
+    ] = "auto"
+    max_schema_bytes: Annotated[
+        Annotated[int, Field(ge=0)] | Auto,
+        Field(
+            alias="maxSchemaBytes",
+            description="Largest grammar input (JSON schemas, tools, regexes) in bytes of "
+            "JSON; vLLM compiles each before generating, one at a time. 0 turns structured "
+            "outputs off; auto = about a second of compile.",
+            json_schema_extra=_fix("use auto, 0 or a number of bytes such as 8192"),
+        ),
+    ] = "auto"
     monitoring: Annotated[
         bool,
         Field(
@@ -452,6 +491,16 @@ class StackConfig(BaseModel):
             description="E-mail address subscribed to the alarms' SNS topic (it must confirm "
             "the subscription).",
             json_schema_extra=_fix("use an address such as oncall@example.com"),
+        ),
+    ] = None
+    vcpu_quota: Annotated[
+        PositiveInt | None,
+        Field(
+            alias="vcpuQuota",
+            description="The account's EC2 quota of running On-Demand Standard instance vCPUs "
+            "in `region` (Service Quotas L-1216C47A), if known: the plan refuses nodes it "
+            "cannot launch, a node replacement's extra nodes included.",
+            json_schema_extra=_fix("use the quota's value such as 64"),
         ),
     ] = None
     waiting_requests_alarm: Annotated[
@@ -804,6 +853,34 @@ def load_config(raw: Mapping[str, Any]) -> StackConfig:
         raise refused from None
     rules.check_config(cfg)
     return cfg
+
+
+#: A user-chosen API key: at least this many characters of RFC 6750's b64token alphabet (the
+#: gatekeeper writes it into an nginx `map` line, `components.manifests.gatekeeper`).
+API_KEY_MIN_CHARS = 32
+API_KEY_ALPHABET = "A-Z a-z 0-9 . _ ~ + / = -"
+_API_KEY = re.compile(rf"[A-Za-z0-9._~+/=-]{{{API_KEY_MIN_CHARS},512}}")
+
+
+def check_api_key(key: str) -> None:
+    """Refuse a user-chosen key that is short or holds other characters; the message never
+    shows the key."""
+    if _API_KEY.fullmatch(key):
+        return
+    if len(key) < API_KEY_MIN_CHARS:
+        rule = (
+            f"is {len(key)} characters; it needs at least {API_KEY_MIN_CHARS} of {API_KEY_ALPHABET}"
+        )
+    elif len(key) > 512:
+        rule = f"is {len(key)} characters, more than 512"
+    else:
+        rule = f"holds characters outside {API_KEY_ALPHABET}"
+    raise ConfigError(
+        "apiKey",
+        rule,
+        "run `pulumi config set --secret apiKey $(openssl rand -hex 24)`, or remove it to have "
+        "one generated",
+    )
 
 
 def check_secrets(present: Mapping[str, bool]) -> None:

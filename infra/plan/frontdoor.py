@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from infra.plan import catalog
 from infra.plan.config import ConfigError, StackConfig
 
 #: JSON bytes per prompt token that `maxRequestBytes: auto` allows. A token is ~4 characters of
@@ -34,6 +35,32 @@ REPLY_TIMEOUT_MARGIN = 1.25
 REPLY_TIMEOUT_FLOOR_SECONDS = 120
 #: A client must send its request headers within this (slow-header attacks hold a connection).
 HEADER_TIMEOUT_SECONDS = 10
+#: `clientConnections: auto`: a base for a client's probes and spare keep-alives, plus this many
+#: per request it may have in flight (a request and a connection waiting to reuse).
+CONNECTIONS_BASE = 8
+CONNECTIONS_PER_SLOT = 4
+#: The gatekeeper's memory (`catalog.GATEKEEPER_MEMORY_MIB`) less what nginx, its zones, njs and
+#: the health cache hold before any client (modelled: nginx and njs at start take a few MiB).
+GATEKEEPER_BASE_MIB = 16
+#: Memory one client connection may pin beyond its request body: header buffers (1 KiB + 4 x 8
+#: KiB), the stream proxy's two 16 KiB buffers, the upstream buffer and the request's njs VM
+#: (modelled, the large end of each).
+CONNECTION_OVERHEAD_BYTES = 128 * 1024
+#: nginx connections per client connection: the client's socket and the Unix socket pair between
+#: the stream and HTTP sides (two), and the request's connection to vLLM.
+NGINX_CONNECTIONS_PER_CLIENT = 4
+#: Grammar compile speed seen here: a 49 KB JSON schema took ~8 s in vLLM 0.31 (FACTS, "vLLM
+#: 0.31 behaviours that matter at the edge", seen 2026-12-01 on the rehearsal machine).
+SCHEMA_COMPILE_BYTES_PER_S = 49 * 1000 / 8
+#: `maxSchemaBytes: auto` compiles within this: the others queue behind one compile at a time.
+SCHEMA_COMPILE_SECONDS = 1
+#: Streamed bytes per generated token, the large end: an SSE chat chunk is ~200 bytes plus the
+#: model name and the token's text, which JSON escaping can make six times longer.
+REPLY_BYTES_PER_TOKEN = 512
+#: Each log-probability a token carries (token text, value and bytes), the large end.
+REPLY_BYTES_PER_LOGPROB = 160
+#: The role chunk, the usage chunk, [DONE] and headers.
+REPLY_OVERHEAD_BYTES = 16 * 1024
 
 
 @dataclass(frozen=True)
@@ -46,7 +73,22 @@ class FrontDoorPlan:
     max_request_bytes: int
     client_requests_per_minute: int
     client_burst: int
+    #: Requests one client may have in flight at vLLM (its sequences / sequences per request).
     client_concurrent_requests: int
+    #: TCP connections per client address, counted before a request is read.
+    client_connections: int
+    #: Client connections the gatekeeper's memory holds, and nginx's worker_connections for them.
+    connection_capacity: int
+    worker_connections: int
+    #: Sequences one request may ask for (`n`, `best_of`, a list of prompts).
+    max_sequences: int
+    max_logprobs: int
+    #: Largest grammar input (schemas, tools) in bytes; 0 = structured outputs off.
+    max_schema_bytes: int
+    #: Requests with grammar input in flight at once, for the pod.
+    schema_concurrency: int
+    #: Largest reply in bytes; the gatekeeper cuts a longer one.
+    max_reply_bytes: int
     #: The longest reply of any request, and so of one that sets no `max_tokens`.
     max_reply_tokens: int
     #: How long the gatekeeper waits for vLLM's answer (nginx `proxy_read_timeout`, so also the
@@ -77,7 +119,7 @@ def plan_front_door(
         if cfg.max_request_bytes == "auto"
         else cfg.max_request_bytes
     )
-    concurrent = (
+    sequences = (
         slots if cfg.client_concurrent_requests == "auto" else cfg.client_concurrent_requests
     )
     per_minute = (
@@ -100,34 +142,34 @@ def plan_front_door(
             f"{cap} leaves no room for a prompt in the {max_model_len}-token context",
             f"use at most {max_model_len - 1}, or auto",
         )
-
-    def origin(value: object) -> str:
-        return "auto" if value == "auto" else "as the stack sets"
-
+    work = _work(cfg, body, sequences, cap)
+    wires = _connections(cfg, body, work.requests_in_flight)
     listener = (
         "HTTPS on 443 (ACM certificate; TLS ends at the load balancer)"
         if tls
         else "plain HTTP on 80"
     )
-
     reasons = (
-        f"listener {listener}; only POST /v1/chat/completions, POST /v1/completions, "
-        "GET /v1/models and GET /health reach vLLM, every other path is 404 at the gatekeeper, "
-        "and every request but /health needs the API key",
-        f"request body at most {body:,} bytes ({origin(cfg.max_request_bytes)}"
+        f"listener {listener}; only POST /v1/chat/completions and POST /v1/completions reach "
+        "vLLM, GET /v1/models is answered by the gatekeeper (the served name only) and GET "
+        "/health from a one-second cache (vLLM sees ~1 call/s however many arrive); every other "
+        "path is 404, and every request but /health needs the API key (failures are rate-limited "
+        "per client too)",
+        f"request body at most {body:,} bytes ({_origin(cfg.max_request_bytes)}"
         f": {BODY_BYTES_PER_TOKEN} bytes per token of a {max_model_len}-token prompt plus "
         f"{BODY_OVERHEAD_BYTES // 1024} KiB); larger bodies get 413 before vLLM parses them",
-        f"per client address {per_minute} requests/min (burst {BURST_PER_SLOT * concurrent}) "
-        f"and {concurrent} in flight ({origin(cfg.client_concurrent_requests)}"
-        f": the {max_concurrency:.2f} full-length requests the KV cache holds at once); "
+        f"per client address {per_minute} requests/min (burst {BURST_PER_SLOT * sequences}) "
+        f"and {sequences} sequences in flight ({_origin(cfg.client_concurrent_requests)}"
+        f": the {max_concurrency:.2f} full-length requests the KV cache holds at once), so "
+        f"{work.requests_in_flight} request(s) of up to {work.max_sequences} sequence(s); "
         "above that 429 with Retry-After",
-        f"replies stop after {cap} tokens ({origin(cfg.max_reply_tokens)}; vLLM's "
+        f"replies stop after {cap} tokens ({_origin(cfg.max_reply_tokens)}; vLLM's "
         "generation-config max_new_tokens, which caps every request, and so one without "
         "max_tokens)",
-        f"a reply not finished within {timeout} s gets 504 (a first token within {first_byte_s} s, "
-        f"then {cap} tokens at ~{decode_tokens_per_s:.1f} tokens/s x{REPLY_TIMEOUT_MARGIN:g}), "
-        "a stream silent that long is closed; request headers within "
-        f"{HEADER_TIMEOUT_SECONDS} s; streams pass through unbuffered",
+        f"a reply not finished within {timeout} s is cut: 504 before its first byte, a final "
+        f"error event in a stream (a first token within {first_byte_s} s, then {cap} tokens at "
+        f"~{decode_tokens_per_s:.1f} tokens/s x{REPLY_TIMEOUT_MARGIN:g}); request headers "
+        f"whole within {HEADER_TIMEOUT_SECONDS} s; streams pass through unbuffered",
         (
             f"a chat page at {'https' if tls else 'http'}://<endpoint>/ (`chatPage`): the "
             "gatekeeper serves its three files (/, /app.js, /app.css) itself, under a "
@@ -136,17 +178,140 @@ def plan_front_door(
             if cfg.chat_page
             else "no chat page (`chatPage: false`): / is 404 like any path outside the API"
         ),
+        *wires.reasons,
+        *work.reasons,
     )
     return FrontDoorPlan(
         tls=tls,
         listener_port=443 if tls else 80,
         max_request_bytes=body,
-        client_requests_per_minute=per_minute,
-        client_burst=BURST_PER_SLOT * concurrent,
-        client_concurrent_requests=concurrent,
+        client_requests_per_minute=max(1, per_minute // work.max_sequences),
+        client_burst=BURST_PER_SLOT * work.requests_in_flight,
+        client_concurrent_requests=work.requests_in_flight,
+        client_connections=wires.per_client,
+        connection_capacity=wires.capacity,
+        worker_connections=wires.worker_connections,
+        max_sequences=work.max_sequences,
+        max_logprobs=work.max_logprobs,
+        max_schema_bytes=work.max_schema_bytes,
+        schema_concurrency=SCHEMA_CONCURRENCY,
+        max_reply_bytes=work.max_reply_bytes,
         max_reply_tokens=cap,
         reply_timeout_seconds=timeout,
         header_timeout_seconds=HEADER_TIMEOUT_SECONDS,
         reasons=reasons,
         chat_page=cfg.chat_page,
     )
+
+
+#: Requests with grammar input in flight for the whole pod: vLLM 0.31 compiles grammars one
+#: after another (FACTS: eight at once queued to 54 s), so a second one would only wait.
+SCHEMA_CONCURRENCY = 1
+
+
+def _origin(value: object) -> str:
+    return "auto" if value == "auto" else "as the stack sets"
+
+
+@dataclass(frozen=True)
+class _Work:
+    """What one request may cost: sequences, reply bytes, grammar input."""
+
+    max_sequences: int
+    requests_in_flight: int
+    max_logprobs: int
+    max_schema_bytes: int
+    max_reply_bytes: int
+    reasons: tuple[str, ...]
+
+
+def _work(cfg: StackConfig, body: int, sequences: int, cap: int) -> _Work:
+    """Sequences per request, log-probabilities, schema bytes and the reply size they give."""
+    per_request = 1 if cfg.max_sequences_per_request == "auto" else cfg.max_sequences_per_request
+    if per_request > sequences:
+        raise ConfigError(
+            "maxSequencesPerRequest",
+            f"{per_request} is more than the {sequences} sequences one client may have in flight",
+            f"use at most {sequences}, or raise `clientConcurrentRequests`",
+        )
+    logprobs = 0 if cfg.max_logprobs == "auto" else cfg.max_logprobs
+    compile_bytes = math.floor(SCHEMA_COMPILE_BYTES_PER_S * SCHEMA_COMPILE_SECONDS)
+    schema = min(compile_bytes, body) if cfg.max_schema_bytes == "auto" else cfg.max_schema_bytes
+    if schema > body:
+        raise ConfigError(
+            "maxSchemaBytes",
+            f"{schema} is more than the {body}-byte request body that must carry it",
+            f"use at most {body}, or raise `maxRequestBytes`",
+        )
+    per_token = REPLY_BYTES_PER_TOKEN + (
+        REPLY_BYTES_PER_LOGPROB * (1 + logprobs) if logprobs else 0
+    )
+    reply = per_request * cap * per_token + REPLY_OVERHEAD_BYTES
+    schema_text = (
+        "structured outputs off (`maxSchemaBytes` 0)"
+        if schema == 0
+        else f"schemas, tools and other grammar input at most {schema:,} bytes "
+        f"({_origin(cfg.max_schema_bytes)}: ~{SCHEMA_COMPILE_SECONDS} s of compile at the "
+        f"{SCHEMA_COMPILE_BYTES_PER_S:,.0f} bytes/s seen on the rehearsal machine) and "
+        f"{SCHEMA_CONCURRENCY} such request in flight for the pod (vLLM compiles one at a time)"
+    )
+    reasons = (
+        f"at most {per_request} sequence(s) per request ({_origin(cfg.max_sequences_per_request)}"
+        "): `n`, `best_of` and lists of prompts above it get 400 naming the field, so the "
+        "limits above count sequences",
+        f"log-probabilities up to {logprobs} ({_origin(cfg.max_logprobs)}; also vLLM's "
+        "--max-logprobs) and no `echo`: a reply at most "
+        f"{reply:,} bytes ({per_request} x {cap} tokens x {per_token} bytes + "
+        f"{REPLY_OVERHEAD_BYTES // 1024} KiB), cut there",
+        schema_text,
+    )
+    return _Work(per_request, max(1, sequences // per_request), logprobs, schema, reply, reasons)
+
+
+@dataclass(frozen=True)
+class _Wires:
+    """Connections: per client, and what the gatekeeper's memory holds."""
+
+    per_client: int
+    capacity: int
+    worker_connections: int
+    reasons: tuple[str, ...]
+
+
+def _connections(cfg: StackConfig, body: int, in_flight: int) -> _Wires:
+    """Per-client connections and nginx's worker connections, from the gatekeeper's memory."""
+    free = (catalog.GATEKEEPER_MEMORY_MIB - GATEKEEPER_BASE_MIB) * 1024 * 1024
+    per_connection = body + CONNECTION_OVERHEAD_BYTES
+    capacity = free // per_connection
+    # auto: the base and a share per request in flight, but never more than half of what the
+    # memory holds (two clients cannot take it all), nor fewer than its requests and a spare.
+    wanted = CONNECTIONS_BASE + CONNECTIONS_PER_SLOT * in_flight
+    auto = min(wanted, max(in_flight + 1, capacity // 2))
+    per_client = auto if cfg.client_connections == "auto" else cfg.client_connections
+    if cfg.client_connections != "auto" and per_client * 2 > capacity:
+        raise ConfigError(
+            "clientConnections",
+            f"{per_client} would let two clients hold every one of the {capacity} connections "
+            f"the gatekeeper's {catalog.GATEKEEPER_MEMORY_MIB} MiB holds",
+            f"use at most {max(in_flight + 1, capacity // 2)}, or auto",
+        )
+    if per_client < in_flight + 1:
+        raise ConfigError(
+            "clientConnections",
+            f"{per_client} leaves no spare beside the {in_flight} request(s) a client may have "
+            "in flight",
+            f"use at least {in_flight + 1}, or auto",
+        )
+    worker = capacity * NGINX_CONNECTIONS_PER_CLIENT
+    reasons = (
+        f"per client address {per_client} connections ({_origin(cfg.client_connections)}: "
+        f"{CONNECTIONS_BASE} + {CONNECTIONS_PER_SLOT} per request in flight, at most half of "
+        "all), counted when a connection opens, before a byte is read; more are closed at once",
+        f"{capacity} client connections in all: the gatekeeper's "
+        f"{catalog.GATEKEEPER_MEMORY_MIB} MiB less {GATEKEEPER_BASE_MIB} MiB for nginx, over "
+        f"{per_connection // 1024} KiB each (a whole body in memory + "
+        f"{CONNECTION_OVERHEAD_BYTES // 1024} KiB of buffers); one nginx worker (its "
+        f"{catalog.GATEKEEPER_MILLICPU}m of CPU is under a core) with {worker} connections "
+        f"({NGINX_CONNECTIONS_PER_CLIENT} per client connection) and {worker + 64} files",
+    )
+    return _Wires(per_client, capacity, worker, reasons)

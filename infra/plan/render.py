@@ -46,7 +46,7 @@ by hand, create them first in namespace {ns}, from values you hold in your shell
   kubectl -n {ns} create secret generic {spec.hf_secret_name} \\
     --from-literal={manifests.HF_TOKEN_KEY}="$HF_TOKEN"
 
-  # The key: 16 or more of A-Z a-z 0-9 . _ ~ + / = - (e.g. API_KEY=$(openssl rand -hex 24)).
+  # The key: 32 or more of A-Z a-z 0-9 . _ ~ + / = - (e.g. API_KEY=$(openssl rand -hex 24)).
   # The gatekeeper reads {gatekeeper.KEY_FILE}, a line of nginx `map` accepting exactly
   # "Bearer $API_KEY"; without it every request but /health is refused.
   PATTERN=$(printf %s "$API_KEY" | sed 's/[.+]/\\\\&/g')   # `.` and `+` escaped

@@ -64,6 +64,7 @@ def server_spec(cfg: StackConfig, plan: Plan) -> ServerSpec:
         allowed_cidrs=tuple(str(c) for c in cfg.allowed_cidrs),
         limits=gatekeeper_limits(plan),
         max_reply_tokens=plan.front_door.max_reply_tokens,
+        max_logprobs=plan.front_door.max_logprobs,
         gatekeeper_millicpu=catalog.GATEKEEPER_MILLICPU,
         gatekeeper_memory_mib=catalog.GATEKEEPER_MEMORY_MIB,
         tls_certificate_arn=cfg.tls_certificate_arn,
@@ -106,6 +107,14 @@ def gatekeeper_limits(plan: Plan) -> GatekeeperLimits:
         client_concurrent_requests=door.client_concurrent_requests,
         reply_timeout_seconds=door.reply_timeout_seconds,
         header_timeout_seconds=door.header_timeout_seconds,
+        client_connections=door.client_connections,
+        worker_connections=door.worker_connections,
+        max_sequences=door.max_sequences,
+        max_logprobs=door.max_logprobs,
+        max_schema_bytes=door.max_schema_bytes,
+        schema_concurrency=door.schema_concurrency,
+        max_reply_bytes=door.max_reply_bytes,
+        served_model=plan.model,
     )
 
 

@@ -19,6 +19,10 @@ and checks what the plan promised:
   refuses a chat without the key (401), streams one with it chunk by chunk, refuses a body over
   the limit (413) before vLLM sees it, caps a reply without max_tokens at the planned default,
   and answers a burst above the rate with 429s and no 5xx. Every later request goes through it;
+- the front door holds against one client (`door_checks`, `door_errors`): 600 idle and trickling
+  connections, multiplying and amplifying bodies, a stream past the reply timeout, a /health
+  flood, a big schema, forged headers, every error as JSON; and the installed vLLM reads only
+  the request headers reviewed in `vllm_headers`;
 - vLLM logs the KV cache tokens and the concurrency the same planner (`infra.plan.sizing.plan`)
   predicted for the tiny model;
 - the chat page the gatekeeper serves (`chat_page`), driven in headless Chromium: it streams,
@@ -54,17 +58,25 @@ import sys
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from components.manifests import chat, engine_timeout_env
+from components.manifests.gatekeeper import GatekeeperLimits
 from infra import bench
 from infra.plan.config import ConfigError, StackConfig, load_config
 from infra.plan.sizing import Plan, plan
 from infra.plan.stackfile import REPO, add_stack_arguments, parse_overrides, stack_values
 from infra.plan.wiring import gatekeeper_limits, server_spec
-from infra.rehearse import capacity_step, chat_page, gate
+from infra.rehearse import (
+    capacity_step,
+    chat_page,
+    door_checks,
+    door_errors,
+    gate,
+    vllm_headers,
+)
 from infra.rehearse.checks import (
     Check,
     bench_check,
@@ -146,6 +158,15 @@ NOT_REACHED = (
 )
 GATE_NOT_REACHED = (
     ("routes without key", "none 2xx but /health"),
+    ("600 sockets, one client", "a keyed chat within 2 s"),
+    ("multiplying requests", "400 naming the field"),
+    ("stream cut at the reply timeout", "error event and [DONE]"),
+    ("amplifying request", "refused, reply bytes bounded"),
+    ("/health flood", "vLLM sees ~1/s"),
+    ("big schema", "refused at once"),
+    ("forged headers", "none reach vLLM"),
+    ("every error JSON", "OpenAI JSON"),
+    ("vLLM's request headers", "the reviewed list"),
     ("chat without key", "401"),
     ("streamed via gatekeeper", "incremental"),
     ("body over the limit", "413"),
@@ -197,7 +218,13 @@ def rehearse(options: Options, progress: Progress) -> tuple[list[Check], dict[st
     )
     log_dir = _log_dir(launches)
     base_url = f"http://127.0.0.1:{ports[0]}/v1"
-    front = _Front(nginx, free_port(), log_dir / "gatekeeper", page)
+    front = _Front(
+        nginx,
+        free_port(),
+        log_dir / "gatekeeper",
+        vllm_headers.installed_package(python),
+        page,
+    )
     load = capacity_step.CapacityRun(vllm, model_dir, tiny_cfg, tiny_plan, log_dir / "capacity")
     progress(f"starting {len(launches)} ranks (logs in {log_dir.relative_to(REPO)})")
     group = RankGroup(launches, log_dir, progress=progress)
@@ -291,6 +318,8 @@ class _Front:
     nginx: str
     port: int
     work_dir: Path
+    #: The rehearsal environment's `vllm` package, whose request headers are checked.
+    vllm_package: Path | None = None
     #: The chat page's files (`chat.files`), when the stack serves the page.
     page_files: Mapping[str, str] | None = None
 
@@ -364,6 +393,8 @@ def _check_group(
                     door, api_key, tiny_plan.model, tiny_plan.front_door.max_reply_tokens
                 ),
             ]
+            checks += _door_checks(group, front, limits, api_key, tiny_plan.model, vllm_port)
+            checks.append(vllm_headers.headers_check(front.vllm_package))
             checks += endpoint_checks(gate_url, api_key, tiny_plan.model, group.progress)
             checks.append(seccomp_check(group))
             logs = [p.log_text() for p in group.processes]
@@ -418,6 +449,52 @@ def _chat_rows(
         return [Check("chat page", "driven in Chromium", "browser step failed", False, note=first)]
     progress(f"chat page: screenshots in {shots.relative_to(REPO)}")
     return checks
+
+
+def _door_checks(
+    group: RankGroup,
+    front: _Front,
+    limits: GatekeeperLimits,
+    api_key: str,
+    model: str,
+    vllm_port: int,
+) -> list[Check]:
+    """The front door held against one client (`door_checks`): the running gatekeeper, one
+    with a short reply timeout (the cut) and one whose vLLM is gone (503)."""
+    leader_log = group.processes[0].log_text
+
+    def door(port: int) -> door_checks.Door:
+        return door_checks.Door("127.0.0.1", port, api_key, model, leader_log)
+
+    main = door(front.port)
+    group.progress("front door: one client against the gatekeeper")
+    checks = [
+        door_checks.connections_check(main, limits),
+        door_checks.multiplying_check(main),
+        door_checks.amplifier_check(main, limits),
+        door_checks.health_check(main),
+        door_checks.schema_check(main, limits),
+        door_checks.forged_headers_check(main),
+    ]
+    timing = door_checks.stream_timing(main)
+    timeout = door_checks.cut_timeout(*timing)
+    short = replace(limits, reply_timeout_seconds=timeout or limits.reply_timeout_seconds)
+    cut_port, dead_port = free_port(), free_port()
+    with (
+        gate.running_gate(
+            front.nginx, short, api_key, cut_port, vllm_port, front.work_dir / "cut", _quiet
+        ),
+        gate.running_gate(
+            front.nginx, limits, api_key, dead_port, free_port(), front.work_dir / "dead", _quiet
+        ),
+    ):
+        checks.append(door_checks.cut_check(door(cut_port), timeout, timing))
+        checks.append(door_errors.errors_check(main, door(dead_port)))
+    return checks
+
+
+def _quiet(_line: str) -> None:
+    pass
 
 
 def _formed_text(seconds: float | None, formed: bool) -> str:

@@ -3,8 +3,9 @@ real vLLM leader, and the checks that it lets through only what it should.
 
 The config is `components.manifests.gatekeeper.nginx_conf` with the plan's limits, as the pod
 mounts it; only the listen address, vLLM's port and the scratch paths differ (loopback ports and a
-directory under the run's logs). nginx comes from the distribution (`.ci/run` installs
-`nginx-light` on Debian); the pod runs the official image pinned in `gatekeeper.IMAGE`.
+directory under the run's logs) and the module files, which Debian ships apart (`.ci/run`
+installs `nginx-light`, `libnginx-mod-stream` and `libnginx-mod-http-js`); the pod runs the
+official image pinned in `gatekeeper.IMAGE`, which has both built in or beside it.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import http.client
 import itertools
 import json
 import os
+import re
 import shutil
 import signal
 import socket
@@ -33,7 +35,9 @@ from infra.rehearse.checks import Check
 from infra.rehearse.ranks import free_port
 from infra.rehearse.workspace import RehearsalError
 
-INSTALL_HINT = "apt-get install -y nginx-light (Debian, Ubuntu) or dnf install nginx"
+INSTALL_HINT = (
+    "apt-get install -y nginx-light libnginx-mod-stream libnginx-mod-http-js (Debian, Ubuntu)"
+)
 #: FastAPI serves these without listing them in its own schema (vllm 0.31 builds the app with
 #: FastAPI's defaults); /openapi.json gives every other route the running app registered.
 UNLISTED_ROUTES = (
@@ -57,6 +61,35 @@ def find_nginx() -> str:
             + INSTALL_HINT
         )
     return found
+
+
+def nginx_modules(nginx: str) -> tuple[str, ...]:
+    """The module files this nginx must load for the gatekeeper: njs always (a dynamic module in
+    every build), stream when it was built as a module (Debian); a RehearsalError names the
+    packages when one is missing."""
+    built = subprocess.run([nginx, "-V"], capture_output=True, text=True, check=False).stderr
+    match = re.search(r"--modules-path=(\S+)", built)
+    directory = Path(match.group(1) if match else "/usr/lib/nginx/modules")
+    wanted = ["ngx_http_js_module.so"]
+    if "--with-stream=dynamic" in built:
+        wanted.insert(0, "ngx_stream_module.so")
+    elif "--with-stream" not in built:
+        raise RehearsalError(f"{nginx} was built without the stream module; " + INSTALL_HINT)
+    paths = tuple(str(directory / name) for name in wanted)
+    missing = [p for p in paths if not Path(p).exists()]
+    if missing:
+        raise RehearsalError(f"nginx modules missing ({', '.join(missing)}): " + INSTALL_HINT)
+    return paths
+
+
+def nginx_ready() -> bool:
+    """nginx and the modules the gatekeeper loads are installed (the tests that run it skip
+    otherwise)."""
+    try:
+        nginx_modules(find_nginx())
+    except RehearsalError:
+        return False
+    return True
 
 
 @dataclass(frozen=True)
@@ -103,19 +136,22 @@ def running_gate(
     (key_dir / gatekeeper.KEY_FILE).write_text(gatekeeper.key_map_entry(api_key))
     access_log = run_dir / "access.log"
     metrics_port = metrics_port or free_port()
-    conf = work_dir / gatekeeper.CONFIG_FILE
-    conf.write_text(
-        gatekeeper.nginx_conf(
-            limits,
-            listen=f"127.0.0.1:{port}",
-            upstream_port=vllm_port,
-            key_dir=str(key_dir),
-            run_dir=str(run_dir),
-            access_log=str(access_log),
-            metrics_listen=f"127.0.0.1:{metrics_port}",
-            page_root=str(page_dir) if page_files is not None else None,
-        )
+    files = gatekeeper.config_files(
+        limits,
+        listen=f"127.0.0.1:{port}",
+        upstream_port=vllm_port,
+        key_dir=str(key_dir),
+        config_dir=str(work_dir),
+        run_dir=str(run_dir),
+        access_log=str(access_log),
+        metrics_listen=f"127.0.0.1:{metrics_port}",
+        modules=nginx_modules(nginx),
+        user="root" if os.geteuid() == 0 else None,
+        page_root=str(page_dir) if page_files is not None else None,
     )
+    for name, text in files.items():
+        (work_dir / name).write_text(text)
+    conf = work_dir / gatekeeper.CONFIG_FILE
     argv = [nginx, "-e", "stderr", "-c", str(conf)]
     log = open(work_dir / "nginx.log", "wb")  # noqa: SIM115 - closed below
     process = subprocess.Popen(
@@ -168,9 +204,12 @@ def request(
     body: bytes | None = None,
     api_key: str | None = None,
     timeout: float = 60,
+    source: str = "127.0.0.1",
 ) -> Reply:
     host, port = base_url.removeprefix("http://").split(":")
-    connection = http.client.HTTPConnection(host, int(port), timeout=timeout)
+    connection = http.client.HTTPConnection(
+        host, int(port), timeout=timeout, source_address=(source, 0)
+    )
     headers = {"Content-Type": "application/json"}
     if api_key is not None:
         headers["Authorization"] = f"Bearer {api_key}"
@@ -207,14 +246,21 @@ def _chat(model: str, **extra: Any) -> bytes:
 # Checks
 
 
+#: The routes check's own loopback address: its dozens of refusals use up that address's
+#: allowance of failures (the gatekeeper rate-limits wrong keys and paths per client), which
+#: the later checks from 127.0.0.1 must still have.
+ROUTES_SOURCE = "127.0.0.4"
+
+
 def routes_check(gate: Gate, vllm_url: str) -> Check:
-    """Every route vLLM registers, without the key, through the gatekeeper: only /health 2xx."""
+    """Every route vLLM registers, without the key, through the gatekeeper: only /health 2xx
+    (a refusal is 404, or 429 once the failures from one address pass their rate)."""
     routes = registered_routes(vllm_url)
     statuses: Counter[int] = Counter()
     answered = []
     for method, path in routes:
         body = b"{}" if method in ("POST", "PUT", "PATCH") else None
-        status = request(gate.base_url, method, path, body).status
+        status = request(gate.base_url, method, path, body, source=ROUTES_SOURCE).status
         statuses[status] += 1
         if 200 <= status < 300:
             answered.append(f"{method} {path}")
@@ -318,13 +364,20 @@ def default_cap_check(gate: Gate, api_key: str, model: str, cap: int) -> Check:
 
 
 def burst_check(gate: Gate, api_key: str, limits: GatekeeperLimits) -> Check:
-    """More requests at once than the burst allows: some get 429 with Retry-After, none 5xx."""
+    """More requests at once than the burst allows: some get 429 with Retry-After, none 5xx.
+    Connections above the client's connection cap are closed unanswered (counted apart)."""
     count = 2 * (limits.client_burst + limits.client_concurrent_requests) + 10
     replies: list[Reply] = []
+    closed: list[int] = []
     lock = threading.Lock()
 
     def one() -> None:
-        reply = request(gate.base_url, "GET", "/v1/models", None, api_key)
+        try:
+            reply = request(gate.base_url, "GET", "/v1/models", None, api_key)
+        except (OSError, http.client.HTTPException):
+            with lock:
+                closed.append(1)
+            return
         with lock:
             replies.append(reply)
 
@@ -338,6 +391,8 @@ def burst_check(gate: Gate, api_key: str, limits: GatekeeperLimits) -> Check:
     retry = all("Retry-After" in r.headers for r in limited)
     errors = sum(n for status, n in statuses.items() if status >= 500)
     shown = ", ".join(f"{n}x {status}" for status, n in sorted(statuses.items()))
+    if closed:
+        shown += f", {len(closed)} closed at the connection cap"
     return Check(
         "burst above the rate",
         f"{count} at once: some 429 with Retry-After, no 5xx",

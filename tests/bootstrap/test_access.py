@@ -9,8 +9,10 @@ import pytest
 
 from components import github_ci
 from infra.bootstrap import access
+from infra.bootstrap import config as bootstrap_config
 from infra.bootstrap.access import ci_roles
 from infra.bootstrap.config import load_bootstrap_config
+from infra.plan import stackfile
 from infra.plan.config import ConfigError
 
 REPO = "acme/gemma-graviton"
@@ -172,3 +174,15 @@ def test_bad_bootstrap_config_is_one_line(raw: dict[str, Any], message: str) -> 
     with pytest.raises(ConfigError) as error:
         load_bootstrap_config(raw)
     assert str(error.value) == message
+
+
+def test_a_stack_past_its_end_date_still_gets_its_role(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The bootstrap reads only where each stack lives; the day's rules (an `endDate` in the
+    past) refuse a deploy, not the role that must destroy it."""
+    past = {**stackfile.stack_values("dev"), "endDate": "2020-01-01"}
+    monkeypatch.setattr(bootstrap_config, "stack_values", lambda stack: past)
+    assert bootstrap_config.stack_regions(["dev"]) == {"dev": past["region"]}
+    # The deploy itself is still refused, in one line.
+    with pytest.raises(ConfigError) as error:
+        stackfile.load_stack("dev", {"endDate": "2020-01-01"})
+    assert error.value.key == "endDate"

@@ -18,7 +18,8 @@ from components.observability import (
     logs_query,
 )
 from components.storage import ModelVolumes, ModelVolumesArgs
-from tests.fakes.pulumi_mocks import RecordingMocks, by_type, one, resolve, run
+from infra.plan import addons
+from tests.fakes.pulumi_mocks import RecordingMocks, by_type, resolve, run
 
 ROLE = "aws:iam/role:Role"
 ADDON = "aws:eks/addon:Addon"
@@ -31,6 +32,7 @@ CLUSTER = ClusterRef(
     kubernetes_version="1.34",
     oidc_provider_arn=OIDC_ARN,
     oidc_provider_url=OIDC_URL,
+    addon_versions=addons.pinned("1.34") or {},
 )
 
 
@@ -80,20 +82,27 @@ def test_each_addon_role_trusts_exactly_its_own_service_account(mocks: Recording
 
 def test_container_logs_are_kept_for_a_bounded_time(mocks: RecordingMocks) -> None:
     logs = _deploy()
-    group = one(mocks.records, LOG_GROUP)
-    # 0 or no value means CloudWatch keeps the logs forever (and bills them forever).
-    retention = group.inputs.get("retentionInDays")
-    assert retention is not None and 0 < retention <= 90, group.urn
-    assert group.inputs["name"] == "/aws/containerinsights/gemma-eks/application", group.urn
-    assert resolve(logs.log_group_name) == group.outputs["name"]
-    assert resolve(logs.query) == logs_query("gemma-graviton")
+    groups = {g.inputs["name"]: g for g in by_type(mocks.records, LOG_GROUP)}
+    # Every group the agent and Fluent Bit write to (Container Insights' four), not only the
+    # application one: a group the agent creates itself has no retention and outlives destroy.
+    assert set(groups) == {
+        f"/aws/containerinsights/gemma-eks/{kind}"
+        for kind in ("application", "dataplane", "host", "performance")
+    }
     (agent,) = [
         a
         for a in by_type(mocks.records, ADDON)
         if a.inputs["addonName"] == "amazon-cloudwatch-observability"
     ]
-    # The group exists with its retention before the agent can create it without one.
-    assert group.urn in mocks.monitor.dependencies[agent.urn], agent.urn
+    for group in groups.values():
+        # 0 or no value means CloudWatch keeps the logs forever (and bills them forever).
+        retention = group.inputs.get("retentionInDays")
+        assert retention is not None and 0 < retention <= 90, group.urn
+        # The group exists with its retention before the agent can create it without one.
+        assert group.urn in mocks.monitor.dependencies[agent.urn], agent.urn
+    application = groups["/aws/containerinsights/gemma-eks/application"]
+    assert resolve(logs.log_group_name) == application.outputs["name"]
+    assert resolve(logs.query) == logs_query("gemma-graviton")
 
 
 def test_logs_query_reads_the_model_namespace_across_recreations() -> None:

@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+import json
 import re
 import shutil
 import subprocess
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from components.manifests import gatekeeper
 from components.manifests.gatekeeper import GatekeeperLimits, key_map_entry, nginx_conf
+from components.manifests.gatekeeper_conf import ERRORS, PASSED_HEADERS, njs_script
 
 LIMITS = GatekeeperLimits(
     max_request_bytes=327_680,
@@ -27,20 +30,123 @@ def _servers(conf: str) -> tuple[str, str]:
     return public, metrics
 
 
-def test_only_the_four_routes_are_proxied() -> None:
+def _block(conf: str, opening: str) -> str:
+    """The text of one `location ... {` block, up to its closing brace."""
+    start = conf.index(opening)
+    return conf[start : conf.index("\n        }", start)]
+
+
+def test_only_two_routes_reach_vllm_and_health_comes_from_a_cache() -> None:
     conf, _ = _servers(nginx_conf(LIMITS))
-    proxied = re.findall(r"location = (\S+) \{", conf)
-    assert proxied == ["/v1/chat/completions", "/v1/completions", "/v1/models", "/health"]
-    assert re.findall(r"proxy_pass http://vllm(\S+)\$is_args", conf) == proxied
-    assert "location / { return 404" in conf
-    assert "client_max_body_size 327680;" in conf
-    assert "rate=180r/m" in conf and "burst=6 nodelay" in conf and "gatekeeper_conn 3" in conf
-    assert "proxy_read_timeout 2366s;" in conf and "proxy_buffering off;" in conf
-    assert "listen 8080;" in conf and "server 127.0.0.1:8000;" in conf
-    # /health needs no key; every other route does.
-    health = conf[conf.index("location = /health") :]
-    assert "$gatekeeper_key_ok" not in health[: health.index("}\n")]
-    assert conf.count("if ($gatekeeper_key_ok != 1)") == 3
+    conf = conf[conf.index("http {") :]
+    exact = [p for p in re.findall(r"location = (\S+) \{", conf) if "/.gatekeeper/" not in p]
+    assert exact == ["/v1/chat/completions", "/v1/completions", "/v1/models", "/health"]
+    # vLLM sees the chat and completion routes only through the named locations, and /health.
+    assert re.findall(r"proxy_pass (\S+);", conf) == ["http://vllm"] * 4 + ["http://vllm/health"]
+    assert re.findall(r"rewrite \^ (\S+) break;", conf) == [
+        "/v1/chat/completions",
+        "/v1/chat/completions",
+        "/v1/completions",
+        "/v1/completions",
+    ]
+    assert "js_content gatekeeper.models;" in _block(conf, "location = /v1/models")
+    health = _block(conf, "location = /health")
+    assert "$gatekeeper_key_ok" not in health
+    for line in (
+        "proxy_cache gatekeeper_health;",
+        "proxy_cache_valid any 1s;",
+        "proxy_cache_lock on;",
+        "proxy_cache_use_stale updating;",
+    ):
+        assert line in health
+    assert conf.count("if ($gatekeeper_key_ok != 1) { return 418; }") == 3
+    assert "location / { return 419; }" in conf
+
+
+def test_connections_are_capped_per_client_before_a_request_is_read() -> None:
+    conf = nginx_conf(replace(LIMITS, client_connections=12, worker_connections=900))
+    stream = conf[conf.index("stream {") : conf.index("http {")]
+    assert "limit_conn_zone $binary_remote_addr zone=gatekeeper_clients:1m;" in stream
+    assert "limit_conn gatekeeper_clients 12;" in stream
+    assert "listen 8080;" in stream and "proxy_protocol on;" in stream
+    # The HTTP side takes the client's address from the PROXY header, on a Unix socket only.
+    assert "listen unix:/tmp/gatekeeper-http.sock proxy_protocol;" in conf
+    assert "real_ip_header proxy_protocol;" in conf and "set_real_ip_from unix:;" in conf
+    assert "worker_connections 900;" in conf and "worker_rlimit_nofile 964;" in conf
+    # Header time is a total; bodies only on POST routes.
+    assert "client_header_timeout 10s;" in conf and "lingering_time 5s;" in conf
+    for route in ("location = /v1/models", "location = /health"):
+        assert "if ($gatekeeper_has_body) { return 400 " in _block(conf, route)
+
+
+def test_work_per_request_is_bounded_in_sequences_schemas_and_reply() -> None:
+    limits = replace(LIMITS, max_schema_bytes=4000, schema_concurrency=2, max_reply_bytes=9999)
+    conf = nginx_conf(limits)
+    for name in ("chat", "completions"):
+        plain = _block(conf, f"location @{name} {{")
+        schema = _block(conf, f"location @{name}_schema {{")
+        for block in (plain, schema):
+            assert "limit_conn gatekeeper_conn 3;" in block
+            assert "js_body_filter gatekeeper.bound buffer_type=buffer;" in block
+            assert "proxy_read_timeout 2366000ms;" in block
+            # vLLM's own 400s pass through; a dead engine's 500 becomes the 503.
+            assert "error_page 500 502 503 =503 /.gatekeeper/e503;" in block
+            assert "error_page 400" not in block
+        assert "gatekeeper_schema" not in plain
+        assert "limit_conn gatekeeper_schema 2;" in schema
+    assert "limit_conn_zone $gatekeeper_pod zone=gatekeeper_schema:64k;" in conf
+    script = njs_script(limits)
+    first = json.loads(script.splitlines()[0].removeprefix("var LIMITS = ").rstrip(";"))
+    assert first == {
+        "maxLogprobs": 0,
+        "maxReplyBytes": 9999,
+        "maxSchemaBytes": 4000,
+        "maxSequences": 1,
+        "model": "model",
+        "replySeconds": 2366,
+    }
+
+
+def test_only_reviewed_headers_reach_vllm_and_the_address_is_nginx_s() -> None:
+    conf, _ = _servers(nginx_conf(LIMITS))
+    assert "proxy_pass_request_headers off;" in conf
+    set_headers = dict(re.findall(r"proxy_set_header (\S+) (\S+);", conf))
+    assert set_headers == {
+        "Host": "localhost",
+        "Connection": '""',
+        "Authorization": "$http_authorization",
+        "Content-Type": "$content_type",
+        "Accept": "$http_accept",
+        "X-Forwarded-For": "$remote_addr",
+    }
+    assert set(set_headers) - {"Host", "Connection", "X-Forwarded-For"} == set(PASSED_HEADERS)
+
+
+def test_failures_are_rate_limited_before_they_are_answered() -> None:
+    conf, _ = _servers(nginx_conf(LIMITS))
+    assert "limit_req_zone $binary_remote_addr zone=gatekeeper_failed:1m rate=30r/m;" in conf
+    for name, handler in (("@unauthorized", "unauthorized"), ("@not_found", "notFound")):
+        assert (
+            f"location {name} {{ limit_req zone=gatekeeper_failed burst=10 nodelay; "
+            f"js_content gatekeeper.{handler}; }}"
+        ) in conf
+    assert "error_page 418 = @unauthorized;" in conf and "error_page 419 = @not_found;" in conf
+    assert "recursive_error_pages on;" in conf
+
+
+def test_every_status_the_gatekeeper_produces_has_a_json_page() -> None:
+    conf, _ = _servers(nginx_conf(LIMITS))
+    pages = dict(re.findall(r"error_page (\d{3}) (?:=\d{3} )?(/\.gatekeeper/e\d{3});", conf))
+    # 408 is never written (nginx closes the connection); 502 is answered as 503; 494 as 431.
+    assert {int(status) for status in pages} == set(ERRORS) - {408} | {494}
+    assert pages["494"] == "/.gatekeeper/e431" and pages["502"] == "/.gatekeeper/e503"
+    for status in set(ERRORS) - {408, 502}:
+        opening = rf"location = /\.gatekeeper/e{status} {{ internal; (?:add_header [^;]+; )?"
+        body = re.search(opening + rf"return {status} '(.*?)\\n'", conf)
+        assert body, status
+        error = json.loads(body.group(1))["error"]
+        assert error["code"] == status and error["type"] == ERRORS[status][0]
+    assert "Request body over 327680 bytes" in conf
 
 
 def test_the_metrics_listener_passes_metrics_only_and_logs_no_scrape() -> None:
@@ -60,16 +166,24 @@ def test_the_metrics_listener_passes_metrics_only_and_logs_no_scrape() -> None:
 
 
 @pytest.mark.parametrize(
-    "key", ["", "<generated by the stack>", "short", "has space in it!!", 'quote"quote"quote"']
+    "key",
+    [
+        "",
+        "<generated by the stack>",
+        "short",
+        "k" * 31,
+        "has space in it!! and is long enough",
+        'quote"quote"quote"quote"quote"quote"',
+    ],
 )
 def test_unusable_keys_accept_nothing(key: str) -> None:
     assert key_map_entry(key) == "# no usable API key: every request that needs one is refused\n"
 
 
 def test_a_key_becomes_an_anchored_case_sensitive_match() -> None:
-    assert (
-        key_map_entry("abc.def+ghi/jkl_mno~pqr=") == '"~^Bearer abc\\.def\\+ghi/jkl_mno~pqr=$" 1;\n'
-    )
+    key = "abc.def+ghi/jkl_mno~pqr=-0123456789"
+    assert key_map_entry(key) == '"~^Bearer abc\\.def\\+ghi/jkl_mno~pqr=-0123456789$" 1;\n'
+    assert key_map_entry("k" * 32) == f'"~^Bearer {"k" * 32}$" 1;\n'
 
 
 def test_fingerprint_changes_with_the_key_and_hides_it() -> None:
@@ -78,25 +192,29 @@ def test_fingerprint_changes_with_the_key_and_hides_it() -> None:
     assert gatekeeper.key_fingerprint("a" * 40) == one
 
 
+from infra.rehearse.gate import INSTALL_HINT, nginx_modules, nginx_ready  # noqa: E402
+
 NGINX = shutil.which("nginx") or ("/usr/sbin/nginx" if Path("/usr/sbin/nginx").exists() else None)
 
 
-@pytest.mark.skipif(NGINX is None, reason="nginx is not installed (apt-get install nginx-light)")
-@pytest.mark.parametrize("key", ["k" * 48, "abc.def+ghi/jkl_mno~pqr=-0123", ""])
+@pytest.mark.skipif(not nginx_ready(), reason=INSTALL_HINT)
+@pytest.mark.parametrize("key", ["k" * 48, "abc.def+ghi/jkl_mno~pqr=-0123456789", ""])
 def test_real_nginx_accepts_the_config_and_the_key_snippet(tmp_path: Path, key: str) -> None:
     (tmp_path / "key").mkdir()
     (tmp_path / "run").mkdir()
     (tmp_path / "key" / gatekeeper.KEY_FILE).write_text(key_map_entry(key))
-    conf = tmp_path / "nginx.conf"
-    conf.write_text(
-        nginx_conf(
-            LIMITS,
-            listen="127.0.0.1:1",
-            key_dir=str(tmp_path / "key"),
-            run_dir=str(tmp_path / "run"),
-            access_log=str(tmp_path / "run" / "access.log"),
-        )
+    files = gatekeeper.config_files(
+        LIMITS,
+        listen="127.0.0.1:1",
+        key_dir=str(tmp_path / "key"),
+        config_dir=str(tmp_path),
+        run_dir=str(tmp_path / "run"),
+        access_log=str(tmp_path / "run" / "access.log"),
+        modules=nginx_modules(str(NGINX)),
     )
+    for name, text in files.items():
+        (tmp_path / name).write_text(text)
+    conf = tmp_path / gatekeeper.CONFIG_FILE
     done = subprocess.run(
         [str(NGINX), "-e", "stderr", "-t", "-c", str(conf)],
         capture_output=True,

@@ -299,9 +299,9 @@ def test_pods_are_labelled_and_the_leader_carries_its_fingerprints() -> None:
     }
     leader = pods["leader"]["metadata"]
     assert leader["labels"] == {**LABELS, "app.kubernetes.io/component": "vllm-leader"}
-    conf = gatekeeper.nginx_conf(LIMITS, upstream_port=8000)
+    files = gatekeeper.config_files(LIMITS, upstream_port=8000)
     assert leader["annotations"] == {
-        gatekeeper.CONFIG_ANNOTATION: gatekeeper.config_digest(conf),
+        gatekeeper.CONFIG_ANNOTATION: gatekeeper.config_digest(files),
         gatekeeper.KEY_ANNOTATION: "f1f2",
     }
     unkeyed = manifests.leader_worker_set(SPEC)["spec"]["leaderWorkerTemplate"]
@@ -402,7 +402,10 @@ def test_the_namespace_and_the_gatekeeper_config() -> None:
     assert (config["apiVersion"], config["kind"]) == ("v1", "ConfigMap")
     assert config["metadata"]["name"] == "gemma-gatekeeper"
     assert config["metadata"]["labels"]["app.kubernetes.io/component"] == "gatekeeper"
-    assert config["data"] == {"nginx.conf": gatekeeper.nginx_conf(LIMITS, upstream_port=8000)}
+    assert config["data"] == {
+        "nginx.conf": gatekeeper.nginx_conf(LIMITS, upstream_port=8000),
+        "gatekeeper.js": gatekeeper.njs_script(LIMITS),
+    }
     assert manifests.all_objects(SPEC)[0]["kind"] == "Namespace"
 
 
@@ -411,8 +414,12 @@ def test_the_service_reaches_leaders_through_an_nlb() -> None:
     assert (svc["apiVersion"], svc["kind"]) == ("v1", "Service")
     assert svc["metadata"]["name"] == "gemma"
     assert svc["metadata"]["labels"]["app.kubernetes.io/component"] == "endpoint"
+    # Cross-zone on: the NLB's address in the control plane's zone, where no target runs,
+    # forwards to the node zone (cloud-provider-aws pkg/providers/v1/aws_loadbalancer.go
+    # `reconcileLBAttributes` turns it off unless this annotation says true).
     assert svc["metadata"]["annotations"] == {
         "service.beta.kubernetes.io/aws-load-balancer-type": "nlb",
+        "service.beta.kubernetes.io/aws-load-balancer-cross-zone-load-balancing-enabled": "true",
         "pulumi.com/waitFor": "jsonpath={.status.loadBalancer.ingress[0].hostname}",
     }
     assert svc["spec"]["selector"] == {
@@ -428,6 +435,7 @@ def test_the_service_reaches_leaders_through_an_nlb() -> None:
     internal = manifests.service(replace(SPEC, internal_load_balancer=True))["metadata"]
     assert internal["annotations"] == {
         "service.beta.kubernetes.io/aws-load-balancer-type": "nlb",
+        "service.beta.kubernetes.io/aws-load-balancer-cross-zone-load-balancing-enabled": "true",
         "pulumi.com/waitFor": "jsonpath={.status.loadBalancer.ingress[0].hostname}",
         "service.beta.kubernetes.io/aws-load-balancer-internal": "true",
     }
@@ -481,13 +489,16 @@ def test_the_engine_spec_is_the_server_spec_s() -> None:
         master_port=29501,
         port=8000,
         max_reply_tokens=1024,
+        max_logprobs=0,
     )
     leader = engine_args(engine, "leader")
     assert '--override-generation-config={"max_new_tokens":1024}' in leader
-    assert engine_args(replace(engine, max_reply_tokens=None), "leader")[-2:] == [
-        "--host=127.0.0.1",
-        "--port=8000",
-    ]
+    # No version or pipeline split in replies; no log-probabilities on any rank.
+    assert leader[-3:] == ["--fingerprint-mode=none", "--host=127.0.0.1", "--port=8000"]
+    assert "--max-logprobs=0" in leader and "--max-logprobs=0" in engine_args(engine, "worker")
+    assert "--fingerprint-mode=none" not in engine_args(engine, "worker")
+    unset = replace(engine, max_reply_tokens=None, max_logprobs=None)
+    assert not [a for a in engine_args(unset, "leader") if "logprobs" in a or "override" in a]
 
 
 def test_a_command_line_is_shown_shell_quoted() -> None:
@@ -511,64 +522,37 @@ def _returns(conf: str) -> dict[int, dict[str, Any]]:
 
 def test_refusals_are_openai_style_json_errors() -> None:
     bodies = _returns(gatekeeper.nginx_conf(LIMITS))
-    assert bodies == {
-        404: {
-            "error": {
-                "message": "Not found: this endpoint serves only the API",
-                "type": "not_found_error",
-                "code": 404,
-            }
-        },
-        401: {
-            "error": {
-                "message": "Missing or invalid API key",
-                "type": "authentication_error",
-                "code": 401,
-            }
-        },
-        413: {
-            "error": {
-                "message": "Request body over 327680 bytes",
-                "type": "invalid_request_error",
-                "code": 413,
-            }
-        },
-        429: {
-            "error": {
-                "message": "Too many requests from this address; retry later",
-                "type": "rate_limit_error",
-                "code": 429,
-            }
-        },
-        503: {
-            "error": {
-                "message": "The model is restarting or unavailable; retry later",
-                "type": "service_unavailable_error",
-                "code": 503,
-            }
-        },
-        504: {
-            "error": {
-                "message": "The model did not answer in time",
-                "type": "timeout_error",
-                "code": 504,
-            }
-        },
+    assert set(bodies) == {400, 401, 404, 405, 413, 414, 429, 431, 500, 501, 503, 504, 505}
+    for status, body in bodies.items():
+        assert body["error"]["code"] == status and body["error"]["message"]
+    assert bodies[413]["error"] == {
+        "message": "Request body over 327680 bytes",
+        "type": "invalid_request_error",
+        "code": 413,
     }
+    assert bodies[503]["error"] == {
+        "message": "The model is restarting or unavailable; retry later",
+        "type": "service_unavailable_error",
+        "code": 503,
+    }
+    assert bodies[429]["error"]["type"] == "rate_limit_error"
+    assert bodies[504]["error"]["type"] == "timeout_error"
 
 
 def test_the_config_s_buffers_timeouts_and_log() -> None:
     conf = gatekeeper.nginx_conf(LIMITS)
     assert "access_log /dev/stdout gatekeeper;" in conf
-    assert "client_body_buffer_size 65536;" in conf  # 64 KiB in memory, the rest on disk
-    assert "client_header_timeout 10s;" in conf and "client_body_timeout 30s;" in conf
+    # The whole body in one memory buffer: njs reads it there.
+    assert "client_body_buffer_size 327680;" in conf and "client_body_in_single_buffer on;" in conf
+    assert "client_header_timeout 10s;" in conf and "client_body_timeout 10s;" in conf
     small = gatekeeper.nginx_conf(replace(LIMITS, max_request_bytes=2048))
     assert "client_body_buffer_size 2048;" in small
-    assert "add_header WWW-Authenticate Bearer always;" in conf
+    assert "WWW-Authenticate" in gatekeeper.njs_script(LIMITS)
 
 
 def test_key_shapes_and_fingerprints() -> None:
-    key = "XXXX" + "x" * 16
+    key = "XXXX" + "x" * 28
+    assert gatekeeper.key_map_entry(key[:-1]).startswith("# no usable API key")
     assert gatekeeper.key_map_entry(key) == f'"~^Bearer {key}$" 1;\n'
     one = gatekeeper.key_fingerprint("a" * 40)
     assert re.fullmatch(r"[0-9a-f]{16}", one)
@@ -578,12 +562,12 @@ def test_key_shapes_and_fingerprints() -> None:
 
 def test_other_ports_reach_the_config_the_annotation_and_the_command_line() -> None:
     spec = replace(SPEC, port=8001, master_port=29502)
-    conf = gatekeeper.nginx_conf(LIMITS, upstream_port=8001)
-    assert "server 127.0.0.1:8001;" in conf
-    assert manifests.gatekeeper_config(spec)["data"] == {"nginx.conf": conf}
+    files = gatekeeper.config_files(LIMITS, upstream_port=8001)
+    assert "server 127.0.0.1:8001;" in files["nginx.conf"]
+    assert manifests.gatekeeper_config(spec)["data"] == files
     leader = _pods(spec)["leader"]
     assert leader["metadata"]["annotations"][gatekeeper.CONFIG_ANNOTATION] == (
-        gatekeeper.config_digest(conf)
+        gatekeeper.config_digest(files)
     )
     args = _container(leader, "vllm")["args"]
     assert "--port=8001" in args and "--master-port=29502" in args

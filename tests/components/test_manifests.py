@@ -135,12 +135,14 @@ def test_command_lines_are_exactly_the_plan() -> None:
         "-cc.mode": "2",
         "-cc.backend": "eager",
         "--limit-mm-per-prompt": '{"image":0,"audio":0,"video":0}',
+        "--max-logprobs": str(p.front_door.max_logprobs),
     }
     assert leader["command"] == ["vllm"]
     assert leader["args"][:2] == ["serve", f"/models/{cfg.model}"]
     assert _flags(leader["args"]) == {
         **expected_common,
         "--override-generation-config": f'{{"max_new_tokens":{p.front_door.max_reply_tokens}}}',
+        "--fingerprint-mode": "none",
         "--host": "127.0.0.1",
         "--port": "8000",
     }

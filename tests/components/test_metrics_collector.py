@@ -5,6 +5,7 @@ CloudWatch metrics the dashboard reads."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 from pathlib import Path
@@ -272,3 +273,18 @@ def test_the_dashboard_reads_what_the_collector_writes() -> None:
     assert set(watch.SAMPLES) == set(_spec().samples)
     assert set(watch.bucket_samples()) == set(_spec().bucket_samples)
     assert metrics.exported_name("vllm:x_total") == "vllm:x_total" + metrics.RAW_SUFFIX
+
+
+def test_a_config_change_rolls_the_collector() -> None:
+    """A ConfigMap edit does not restart the pods that mount it (the collector reads its config
+    at start), and pulumi-kubernetes updates the Deployment only when its template changes: the
+    config's digest in the template is what rolls it."""
+    spec = _spec()
+    digest = _by_kind()["Deployment"]["spec"]["template"]["metadata"]["annotations"]
+    assert digest == {
+        metrics.CONFIG_ANNOTATION: metrics.config_digest(metrics.collector_config(spec))
+    }
+    other = dataclasses.replace(spec, cloudwatch_namespace="GemmaGraviton/other")
+    assert metrics.collector_config(other) != metrics.collector_config(spec)
+    rolled = metrics.deployment(other)["spec"]["template"]["metadata"]["annotations"]
+    assert rolled != digest

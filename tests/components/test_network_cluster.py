@@ -19,6 +19,7 @@ import yaml
 
 from components.cluster import AMI_TYPE, NODE_POLICIES, Cluster, ClusterArgs
 from components.network import Network, NetworkArgs
+from infra.plan import addons
 from tests.fakes.pulumi_mocks import (
     Recorded,
     RecordingMocks,
@@ -83,6 +84,7 @@ def deploy(
         cluster = Cluster(
             "gemma",
             ClusterArgs(
+                name="gemma-graviton-dev",
                 vpc_id=network.vpc_id,
                 control_plane_subnet_ids=network.control_plane_subnet_ids,
                 node_subnet_id=network.node_subnet_id,
@@ -94,6 +96,7 @@ def deploy(
                 public_access_cidrs=OPERATORS,
                 admin_arns=(ADMIN,),
                 viewer_arns=(VIEWER,),
+                addon_versions=addons.pinned("1.34") or {},
             ),
             opts=opts,
         )
@@ -264,10 +267,12 @@ def test_no_operator_ranges_means_no_public_endpoint(mocks: RecordingMocks) -> N
         Cluster(
             "gemma",
             ClusterArgs(
+                name="gemma-graviton-dev",
                 vpc_id="vpc-1",
                 control_plane_subnet_ids=["subnet-1", "subnet-2"],
                 node_subnet_id="subnet-1",
                 kubernetes_version="1.35",
+                addon_versions=addons.pinned("1.35") or {},
                 instance_type=INSTANCE_TYPE,
                 node_count=NODE_COUNT,
                 node_disk_gib=DISK_GIB,
@@ -480,6 +485,7 @@ def test_network_args_reject_bad_values(overrides: dict[str, str], message: str)
 
 def cluster_args(node_count: int = NODE_COUNT, node_disk_gib: int = DISK_GIB) -> ClusterArgs:
     return ClusterArgs(
+        name="gemma-graviton-dev",
         vpc_id="vpc-1",
         control_plane_subnet_ids=["subnet-1", "subnet-2"],
         node_subnet_id="subnet-1",

@@ -81,7 +81,7 @@ def test_values_the_stack_sets_are_kept() -> None:
     assert door.max_reply_tokens == 100
     assert (door.tls, door.listener_port) == (True, 443)
     assert door.reasons[1].startswith("request body at most 4,096 bytes (as the stack sets: ")
-    assert "and 7 in flight (as the stack sets: the 3.17 " in door.reasons[2]
+    assert "and 7 sequences in flight (as the stack sets: the 3.17 " in door.reasons[2]
 
 
 def test_a_reply_cap_that_leaves_no_prompt_is_refused() -> None:
@@ -96,27 +96,110 @@ def test_a_reply_cap_that_leaves_no_prompt_is_refused() -> None:
 
 def test_reasons_say_what_each_limit_is_and_where_it_comes_from() -> None:
     assert list(_door().reasons) == [
-        "listener plain HTTP on 80; only POST /v1/chat/completions, POST /v1/completions, "
-        "GET /v1/models and GET /health reach vLLM, every other path is 404 at the gatekeeper, "
-        "and every request but /health needs the API key",
+        "listener plain HTTP on 80; only POST /v1/chat/completions and POST /v1/completions "
+        "reach vLLM, GET /v1/models is answered by the gatekeeper (the served name only) and "
+        "GET /health from a one-second cache (vLLM sees ~1 call/s however many arrive); every "
+        "other path is 404, and every request but /health needs the API key (failures are "
+        "rate-limited per client too)",
         "request body at most 327,680 bytes (auto: 32 bytes per token of a 8192-token prompt plus "
         "64 KiB); larger bodies get 413 before vLLM parses them",
-        "per client address 180 requests/min (burst 6) and 3 in flight (auto: the 3.17 "
-        "full-length requests the KV cache holds at once); above that 429 with Retry-After",
+        "per client address 180 requests/min (burst 6) and 3 sequences in flight (auto: the 3.17 "
+        "full-length requests the KV cache holds at once), so 3 request(s) of up to 1 "
+        "sequence(s); above that 429 with Retry-After",
         "replies stop after 1024 tokens (auto; vLLM's generation-config max_new_tokens, which "
         "caps every request, and so one without max_tokens)",
-        "a reply not finished within 516 s gets 504 (a first token within 218 s, then 1024 tokens "
-        "at ~4.3 tokens/s x1.25), a stream silent that long is closed; request headers within "
-        "10 s; streams pass through unbuffered",
+        "a reply not finished within 516 s is cut: 504 before its first byte, a final error event "
+        "in a stream (a first token within 218 s, then 1024 tokens at ~4.3 tokens/s x1.25); "
+        "request headers whole within 10 s; streams pass through unbuffered",
         "a chat page at http://<endpoint>/ (`chatPage`): the gatekeeper serves its three files "
         "(/, /app.js, /app.css) itself, under a same-origin-only Content-Security-Policy; the "
         "page loads without the key and sends the key typed into it with each call, replies up "
         "to 1024 tokens",
+        "per client address 20 connections (auto: 8 + 4 per request in flight, at most half of "
+        "all), counted when a connection opens, before a byte is read; more are closed at once",
+        "109 client connections in all: the gatekeeper's 64 MiB less 16 MiB for nginx, over 448 "
+        "KiB each (a whole body in memory + 128 KiB of buffers); one nginx worker (its 30m of "
+        "CPU is under a core) with 436 connections (4 per client connection) and 500 files",
+        "at most 1 sequence(s) per request (auto): `n`, `best_of` and lists of prompts above it "
+        "get 400 naming the field, so the limits above count sequences",
+        "log-probabilities up to 0 (auto; also vLLM's --max-logprobs) and no `echo`: a reply at "
+        "most 540,672 bytes (1 x 1024 tokens x 512 bytes + 16 KiB), cut there",
+        "schemas, tools and other grammar input at most 6,125 bytes (auto: ~1 s of compile at the "
+        "6,125 bytes/s seen on the rehearsal machine) and 1 such request in flight for the pod "
+        "(vLLM compiles one at a time)",
     ]
     off = _door(chatPage=False)
-    assert off.reasons[-1] == (
-        "no chat page (`chatPage: false`): / is 404 like any path outside the API"
-    )
+    assert "no chat page (`chatPage: false`): / is 404 like any path outside the API" in off.reasons
     assert (off.chat_page, _door().chat_page) == (False, True)
     tls = _door(tlsCertificateArn=CERT, allowedCidrs=["203.0.113.0/24"]).reasons[0]
     assert tls.startswith("listener HTTPS on 443 (ACM certificate; TLS ends at the load balancer)")
+
+
+def test_connections_follow_the_gatekeeper_s_memory_and_the_body() -> None:
+    door = _door()
+    # (64 - 16) MiB over a 320 KiB body plus 128 KiB of buffers each.
+    assert door.connection_capacity == (48 * 1024 * 1024) // (327_680 + 128 * 1024) == 109
+    assert door.worker_connections == 4 * 109
+    assert door.client_connections == 8 + 4 * 3
+    # A smaller body: more connections fit; a client still gets its base and share.
+    small = _door(maxRequestBytes=65_536)
+    assert small.connection_capacity == (48 * 1024 * 1024) // (65_536 + 128 * 1024) == 256
+    # Many slots: a client gets at most half of what fits.
+    assert _door(concurrency=40.0).client_connections == 109 // 2
+    assert _door(clientConnections=30).client_connections == 30
+
+
+def test_sequences_count_against_the_client_s_limits() -> None:
+    door = _door(concurrency=8.5, maxSequencesPerRequest=4)
+    assert door.max_sequences == 4
+    # 8 sequences in flight per client: 2 requests of 4; the rate in sequences too.
+    assert (door.client_concurrent_requests, door.client_requests_per_minute) == (2, 120)
+    assert door.client_burst == 4
+    assert door.max_reply_bytes == 4 * 1024 * 512 + 16 * 1024
+    assert _door().max_sequences == 1
+
+
+def test_logprobs_and_schemas_follow_their_keys() -> None:
+    door = _door()
+    assert (door.max_logprobs, door.max_schema_bytes, door.schema_concurrency) == (0, 6125, 1)
+    assert door.max_reply_bytes == 1024 * 512 + 16 * 1024
+    raised = _door(maxLogprobs=5, maxSchemaBytes=20_000)
+    assert (raised.max_logprobs, raised.max_schema_bytes) == (5, 20_000)
+    # Each token carries its own and five alternatives' log-probabilities.
+    assert raised.max_reply_bytes == 1024 * (512 + 160 * 6) + 16 * 1024
+    off = _door(maxSchemaBytes=0)
+    assert off.max_schema_bytes == 0
+    assert off.reasons[-1] == "structured outputs off (`maxSchemaBytes` 0)"
+    # auto never exceeds the body that carries it.
+    assert _door(maxRequestBytes=4096).max_schema_bytes == 4096
+
+
+@pytest.mark.parametrize(
+    ("keys", "message"),
+    [
+        (
+            {"maxSequencesPerRequest": 4},
+            "`maxSequencesPerRequest` 4 is more than the 3 sequences one client may have in "
+            "flight; use at most 3, or raise `clientConcurrentRequests`",
+        ),
+        (
+            {"maxSchemaBytes": 400_000},
+            "`maxSchemaBytes` 400000 is more than the 327680-byte request body that must carry "
+            "it; use at most 327680, or raise `maxRequestBytes`",
+        ),
+        (
+            {"clientConnections": 60},
+            "`clientConnections` 60 would let two clients hold every one of the 109 connections "
+            "the gatekeeper's 64 MiB holds; use at most 54, or auto",
+        ),
+        (
+            {"clientConnections": 3},
+            "`clientConnections` 3 leaves no spare beside the 3 request(s) a client may have in "
+            "flight; use at least 4, or auto",
+        ),
+    ],
+)
+def test_limits_the_stack_raises_too_far_are_refused(keys: dict, message: str) -> None:
+    with pytest.raises(ConfigError) as error:
+        _door(**keys)
+    assert str(error.value) == message

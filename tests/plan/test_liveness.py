@@ -128,7 +128,7 @@ def test_the_gatekeeper_waits_for_the_first_byte_and_the_longest_reply() -> None
         assert door.reply_timeout_seconds <= p.liveness.first_byte_s + decode + 1
     assert own.front_door.reply_timeout_seconds - auto.front_door.reply_timeout_seconds == 90
     conf = nginx_conf(gatekeeper_limits(own))
-    assert f"proxy_read_timeout {own.front_door.reply_timeout_seconds}s;" in conf
+    assert f"proxy_read_timeout {own.front_door.reply_timeout_seconds * 1000}ms;" in conf
 
 
 def test_the_probe_period_is_whole_seconds_and_the_shortest_accepted_one_fits() -> None:

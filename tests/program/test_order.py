@@ -47,6 +47,7 @@ def test_everything_in_the_cluster_waits_for_the_node_group(
     assert {a.inputs["addonName"] for a in addons} == {
         "amazon-cloudwatch-observability",
         "aws-ebs-csi-driver",
+        "coredns",
     }
     for addon in addons:
         _depends_on(mocks, addon, nodes)

@@ -202,9 +202,9 @@ def test_tags_through_the_provider_default_tags(
 def test_logging_addon_and_volume_cache(mocks: RecordingMocks, exports: dict[str, Any]) -> None:
     run_program(mocks, "dev", {"modelCache": "volume"})
     addons = {r.inputs["addonName"]: r for r in by_type(mocks.records, "aws:eks/addon:Addon")}
-    assert set(addons) == {"amazon-cloudwatch-observability", "aws-ebs-csi-driver"}
-    for addon in addons.values():
-        assert addon.inputs["serviceAccountRoleArn"], addon.urn
+    assert set(addons) == {"amazon-cloudwatch-observability", "aws-ebs-csi-driver", "coredns"}
+    for name in ("amazon-cloudwatch-observability", "aws-ebs-csi-driver"):
+        assert addons[name].inputs["serviceAccountRoleArn"], addons[name].urn
     attachments = {
         r.inputs["policyArn"]
         for r in by_type(mocks.records, "aws:iam/rolePolicyAttachment:RolePolicyAttachment")
@@ -234,7 +234,7 @@ def test_logging_addon_and_volume_cache(mocks: RecordingMocks, exports: dict[str
 def test_without_volume_cache_no_csi_driver(mocks: RecordingMocks, exports: dict[str, Any]) -> None:
     run_program(mocks, "dev")
     addons = {r.inputs["addonName"] for r in by_type(mocks.records, "aws:eks/addon:Addon")}
-    assert addons == {"amazon-cloudwatch-observability"}
+    assert addons == {"amazon-cloudwatch-observability", "coredns"}
     assert by_type(mocks.records, "kubernetes:storage.k8s.io/v1:StorageClass") == []
 
 
@@ -322,7 +322,11 @@ def test_the_gatekeeper_serves_the_chat_page_from_its_config_map(
     config = named(mocks.records, "kubernetes:core/v1:ConfigMap", "model-gatekeeper")
     data = config.inputs["data"]
     page = chat.ChatPage(expected.model, expected.max_reply_tokens, expected.max_model_len)
-    assert data == {"nginx.conf": data["nginx.conf"], **chat.files(page)}, config.urn
+    assert data == {
+        "nginx.conf": data["nginx.conf"],
+        "gatekeeper.js": data["gatekeeper.js"],
+        **chat.files(page),
+    }, config.urn
     served = re.findall(r"location = (\S+) \{\n.*\n +root (\S+);", data["nginx.conf"])
     assert served == [(path, gatekeeper.CONFIG_MOUNT) for path in chat.ROUTES]
     # The same bytes render and program: the pods roll when the page changes.

@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 
 from components import manifests
+from infra.plan import changes
 from infra.plan.render import rendered_objects
 from infra.plan.sizing import plan
 from infra.plan.stackfile import load_stack, stack_names
@@ -105,3 +106,20 @@ def test_the_load_balancer_is_made_by_the_in_tree_controller_without_lbc_annotat
     # Read only by the AWS Load Balancer Controller, which this cluster does not run.
     assert "service.beta.kubernetes.io/aws-load-balancer-scheme" not in annotations
     assert "service.beta.kubernetes.io/aws-load-balancer-internal" not in annotations
+
+
+@pytest.mark.usefixtures("as_pulumi_host")
+@pytest.mark.parametrize("key", ["owner", "endDate", "tags"])
+def test_a_tag_edit_reaches_the_launch_template_as_the_plan_says(
+    key: str, mocks: RecordingMocks, exports: dict[str, Any]
+) -> None:
+    """Editing a tag key changes the nodes' launch template (a new version: EKS replaces every
+    node), which `infra.plan.changes` lists under node replacement."""
+    edits = {"owner": "inference-team", "endDate": "2027-03-30", "tags": {"team": "ml"}}
+    run_program(mocks, "dev")
+    before = one(mocks.records, "aws:ec2/launchTemplate:LaunchTemplate").inputs
+    mocks.records.clear()
+    run_program(mocks, "dev", {key: edits[key]})
+    after = one(mocks.records, "aws:ec2/launchTemplate:LaunchTemplate").inputs
+    assert before["tagSpecifications"] != after["tagSpecifications"]
+    assert key in changes.NODE_KEYS

@@ -3,12 +3,17 @@ pod's own config (against a stub upstream here; against real vLLM in `make rehea
 
 from __future__ import annotations
 
+import json
+import threading
+from dataclasses import replace
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from typing import ClassVar
 
 import pytest
 
 from components.manifests.gatekeeper import GatekeeperLimits
-from infra.rehearse import gate
+from infra.rehearse import door_checks, door_errors, gate
 from infra.rehearse.ranks import free_port
 from infra.rehearse.workspace import RehearsalError
 from tests.fakes.openai_stub import StubConfig, StubServer
@@ -29,10 +34,7 @@ def test_missing_nginx_names_the_install_command(monkeypatch: pytest.MonkeyPatch
         gate.find_nginx()
 
 
-@pytest.mark.skipif(
-    not Path("/usr/sbin/nginx").exists() and gate.shutil.which("nginx") is None,
-    reason="nginx is not installed (apt-get install -y nginx-light)",
-)
+@pytest.mark.skipif(not gate.nginx_ready(), reason=gate.INSTALL_HINT)
 def test_gatekeeper_in_front_of_a_stub(tmp_path: Path) -> None:
     key = "k" * 32
     with StubServer(StubConfig(api_key=key, model="m")) as stub:
@@ -62,10 +64,7 @@ def test_a_stream_is_judged_on_the_gaps_between_chunks_not_on_the_first_one() ->
     assert check.observed.startswith("200, 2 of 41 chunks apart")
 
 
-@pytest.mark.skipif(
-    not Path("/usr/sbin/nginx").exists() and gate.shutil.which("nginx") is None,
-    reason="nginx is not installed (apt-get install -y nginx-light)",
-)
+@pytest.mark.skipif(not gate.nginx_ready(), reason=gate.INSTALL_HINT)
 def test_a_broken_or_silent_group_gets_an_openai_error_not_an_open_socket(tmp_path: Path) -> None:
     import json
     import socket
@@ -104,3 +103,97 @@ def test_a_broken_or_silent_group_gets_an_openai_error_not_an_open_socket(tmp_pa
         "code": 503,
     }
     assert reply.headers["Retry-After"] == "5"
+
+
+class _Recorder(BaseHTTPRequestHandler):
+    """An upstream that records each request's path and headers and answers a small JSON."""
+
+    seen: ClassVar[list[tuple[str, dict[str, str]]]] = []
+
+    def log_message(self, format: str, *args: object) -> None:
+        pass
+
+    def _answer(self) -> None:
+        length = int(self.headers.get("Content-Length") or 0)
+        self.rfile.read(length)
+        _Recorder.seen.append((self.path, {k.lower(): v for k, v in self.headers.items()}))
+        body = b'{"id": "chatcmpl-1", "choices": []}'
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    do_GET = _answer
+    do_POST = _answer
+
+
+@pytest.mark.skipif(not gate.nginx_ready(), reason=gate.INSTALL_HINT)
+def test_the_gatekeeper_bounds_what_one_request_may_cost(tmp_path: Path) -> None:
+    key = "k" * 32
+    limits = replace(
+        LIMITS, max_request_bytes=65536, max_schema_bytes=2000, served_model="m", client_burst=100
+    )
+    _Recorder.seen = []
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _Recorder)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        with gate.running_gate(
+            gate.find_nginx(),
+            limits,
+            key,
+            free_port(),
+            server.server_address[1],
+            tmp_path,
+            lambda _l: None,
+        ) as running:
+            port = int(running.base_url.rsplit(":", 1)[1])
+            door = door_checks.Door("127.0.0.1", port, key, "m", lambda: "")
+            # Bodies that multiply or amplify: 400 naming the field, vLLM never asked.
+            for path, field, body in door_checks._multipliers("m"):
+                answer = door_checks.ask(door, "POST", path, body)
+                assert (answer.status, door_checks._param(answer)) == (400, field), body
+            for extra, field in (
+                ({"echo": True}, "echo"),
+                ({"logprobs": 1}, "logprobs"),
+                ({"prompt_logprobs": 0}, "prompt_logprobs"),
+                ({"response_format": {"type": "json_schema", "x": "y" * 3000}}, "response_format"),
+            ):
+                body = {"model": "m", "prompt": "hi", **extra}
+                answer = door_checks.ask(door, "POST", "/v1/completions", body)
+                assert (answer.status, door_checks._param(answer)) == (400, field), extra
+            assert _Recorder.seen == []
+            # An ordinary request passes, with only the reviewed headers and nginx's address.
+            forged = door_checks.ask(
+                door,
+                "POST",
+                "/v1/chat/completions",
+                door_checks.chat(door, 2),
+                headers=door_checks.FORGED,
+            )
+            assert forged.status == 200
+            path, headers = _Recorder.seen[-1]
+            assert path == "/v1/chat/completions"
+            assert headers["x-forwarded-for"] == door_checks.CLIENT
+            assert not {h.lower() for h in door_checks.FORGED} - {"x-forwarded-for"} & set(headers)
+            # A small schema is served.
+            small = door_checks.chat(door, 2, response_format={"type": "json_object"})
+            assert door_checks.ask(door, "POST", "/v1/chat/completions", small).status == 200
+            # /v1/models from the gatekeeper; /health from its one-second cache.
+            models = door_checks.ask(door, "GET", "/v1/models")
+            assert json.loads(models.body)["data"][0]["id"] == "m"
+            before = len(_Recorder.seen)
+            for _ in range(50):
+                assert door_checks.ask(door, "GET", "/health", keyed=False).status == 200
+            assert len(_Recorder.seen) - before <= 3
+            assert all(p == "/health" for p, _ in _Recorder.seen[before:])
+            # Errors nginx itself writes are JSON.
+            for data, status in (
+                (b"TRACE / HTTP/1.1\r\nHost: x\r\n\r\n", 405),
+                (b"GET /health HTTP/2.0\r\nHost: x\r\n\r\n", 505),
+                (b"GET /health HTTP/1.1\r\nHost: x\r\nX-Big: " + b"b" * 9000 + b"\r\n\r\n", 431),
+                (b"GET /health HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\n\r\nabc", 400),
+            ):
+                assert door_errors._json_error(door_checks.raw(door, data)) == (status, True)
+    finally:
+        server.shutdown()

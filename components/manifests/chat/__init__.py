@@ -66,16 +66,17 @@ def files(page: ChatPage) -> dict[str, str]:
     }
 
 
-def locations(root: str, not_found: str) -> str:
+def locations(root: str, refuse: str) -> str:
     """nginx `location` blocks serving exactly `ROUTES` from the directory `root`; any other
-    method is `return 404 <not_found>` like the rest of the gatekeeper."""
+    method gets the gatekeeper's own refusal directive `refuse` (its JSON 404, rate-limited per
+    client like any unknown route)."""
     blocks = []
     for path, (key, content_type) in ROUTES.items():
         blocks.append(
             "\n".join(
                 [
                     f"        location = {path} {{",
-                    f"            if ($request_method != GET) {{ return 404 {not_found}; }}",
+                    f"            if ($request_method != GET) {{ {refuse} }}",
                     f"            root {root};",
                     f"            try_files /{key} =404;",
                     "            types { }",

@@ -1,0 +1,197 @@
+// The gatekeeper's request checks and reply bounds, run by nginx's njs module (njs 0.7.9 in
+// Debian 12, which the rehearsal runs; 1.0.1 in the pod's nginx image). Plain ES5 plus
+// `r.requestText`, `r.internalRedirect`, `r.sendBuffer` and `js_var`, which both versions have.
+// The LIMITS line above this comment is written by components/manifests/gatekeeper.py from the plan.
+
+// Request fields that make vLLM compile a grammar (vLLM 0.31 entrypoints/openai protocol:
+// response_format, structured_outputs; tools become a JSON schema when tool_choice asks for one;
+// the guided_* names are older spellings some clients still send). A `response_format` of type
+// "text" compiles nothing.
+var SCHEMA_FIELDS = [
+    'response_format', 'structured_outputs', 'tools', 'structural_tag',
+    'guided_json', 'guided_regex', 'guided_choice', 'guided_grammar'
+];
+
+function error(r, status, type, message, param) {
+    r.headersOut['Content-Type'] = 'application/json';
+    r.return(status, JSON.stringify({
+        error: {message: message, type: type, param: param || null, code: status}
+    }) + '\n');
+}
+
+function refuse(r, param, message) {
+    error(r, 400, 'invalid_request_error', message, param);
+}
+
+// A numeric field as vLLM's pydantic models would read it in lax mode ("4" and 4.0 are 4).
+function amount(value) {
+    if (value === undefined || value === null) {
+        return null;
+    }
+    if (typeof value === 'boolean') {
+        return value ? 1 : 0;
+    }
+    return Number(value);
+}
+
+// How many prompts a completion's `prompt` holds: a string or a list of token ids is one.
+function prompts(value) {
+    if (!Array.isArray(value) || value.length === 0) {
+        return 1;
+    }
+    for (var i = 0; i < value.length; i++) {
+        if (typeof value[i] !== 'number') {
+            return value.length;
+        }
+    }
+    return 1;
+}
+
+function sequenceProblem(body, completion) {
+    var n = amount(body.n);
+    var bestOf = amount(body.best_of);
+    if (isNaN(n) || isNaN(bestOf)) {
+        return [isNaN(n) ? 'n' : 'best_of', 'must be a whole number'];
+    }
+    var each = Math.max(n === null ? 1 : n, bestOf === null ? 1 : bestOf);
+    var count = completion ? prompts(body.prompt) : 1;
+    if (count * each <= LIMITS.maxSequences) {
+        return null;
+    }
+    var field = count > 1 ? 'prompt' : (bestOf !== null && bestOf > n ? 'best_of' : 'n');
+    return [field, '`' + field + '` asks for ' + count * each + ' sequences in one request; ' +
+        'this endpoint serves at most ' + LIMITS.maxSequences + ' per request'];
+}
+
+function logprobProblem(body, completion) {
+    if (body.echo) {
+        return ['echo', '`echo` is not served here: the reply would repeat the prompt'];
+    }
+    var asked = [];
+    if (completion) {
+        asked.push(['logprobs', body.logprobs === false ? null : amount(body.logprobs)]);
+    } else if (body.logprobs) {
+        var top = amount(body.top_logprobs);
+        asked.push(['top_logprobs', top === null ? 0 : top]);
+    }
+    asked.push(['prompt_logprobs', amount(body.prompt_logprobs)]);
+    for (var i = 0; i < asked.length; i++) {
+        var value = asked[i][1];
+        if (value === null) {
+            continue;
+        }
+        if (LIMITS.maxLogprobs === 0 || isNaN(value) || value > LIMITS.maxLogprobs) {
+            var field = asked[i][0] === 'top_logprobs' ? 'logprobs' : asked[i][0];
+            return [field, LIMITS.maxLogprobs === 0
+                ? '`' + field + '` is not served here: log-probabilities multiply the reply'
+                : '`' + asked[i][0] + '` may be at most ' + LIMITS.maxLogprobs];
+        }
+    }
+    return null;
+}
+
+// The bytes of grammar input a request carries (0: none).
+function schemaBytes(body) {
+    var total = 0;
+    for (var i = 0; i < SCHEMA_FIELDS.length; i++) {
+        var value = body[SCHEMA_FIELDS[i]];
+        if (value === undefined || value === null) {
+            continue;
+        }
+        if (SCHEMA_FIELDS[i] === 'response_format' && value.type === 'text') {
+            continue;
+        }
+        total += JSON.stringify(value).length;
+    }
+    return total;
+}
+
+function inspect(r, target, completion) {
+    var body;
+    try {
+        body = JSON.parse(r.requestText || '');
+    } catch (e) {
+        return refuse(r, null, 'The request body is not valid JSON');
+    }
+    if (typeof body !== 'object' || body === null || Array.isArray(body)) {
+        return refuse(r, null, 'The request body must be a JSON object');
+    }
+    if (body.use_beam_search) {
+        return refuse(r, 'use_beam_search', '`use_beam_search` is not served here');
+    }
+    if (body.prompt_embeds !== undefined) {
+        return refuse(r, 'prompt_embeds', '`prompt_embeds` is not served here');
+    }
+    var problem = sequenceProblem(body, completion) || logprobProblem(body, completion);
+    if (problem) {
+        return refuse(r, problem[0], problem[1]);
+    }
+    var schema = schemaBytes(body);
+    if (schema > LIMITS.maxSchemaBytes) {
+        return refuse(r, 'response_format', LIMITS.maxSchemaBytes === 0
+            ? 'Structured outputs (response_format, structured_outputs, tools) are off here'
+            : 'Structured-output schemas and tools may be at most ' + LIMITS.maxSchemaBytes +
+              ' bytes of JSON; this request has ' + schema);
+    }
+    r.internalRedirect(schema > 0 ? target + '_schema' : target);
+}
+
+function chat(r) {
+    inspect(r, '@chat', false);
+}
+
+function completions(r) {
+    inspect(r, '@completions', true);
+}
+
+// GET /v1/models, answered here: the served name only, never vLLM's path on disk.
+function models(r) {
+    r.headersOut['Content-Type'] = 'application/json';
+    r.return(200, JSON.stringify({
+        object: 'list',
+        data: [{id: LIMITS.model, object: 'model', created: 0, owned_by: 'gemma-graviton'}]
+    }) + '\n');
+}
+
+// Refusals in the content phase, so the per-client limit on failures (limit_req, which runs
+// before content) counts them; a `return` would answer before any limit.
+function unauthorized(r) {
+    r.headersOut['WWW-Authenticate'] = 'Bearer';
+    error(r, 401, 'authentication_error', 'Missing or invalid API key');
+}
+
+function notFound(r) {
+    error(r, 404, 'not_found_error', 'Not found: this endpoint serves only the API');
+}
+
+// Body filter of every reply from vLLM: a reply that outlives the reply timeout or outgrows the
+// reply size is cut; a stream ends with an error event and [DONE], as vLLM ends its own.
+function bound(r, data, flags) {
+    if (r.variables.gatekeeper_cut === '1') {
+        return;
+    }
+    var sent = Number(r.variables.gatekeeper_sent || 0) + data.length;
+    r.variables.gatekeeper_sent = String(sent);
+    var late = Number(r.variables.request_time) > LIMITS.replySeconds;
+    var big = sent > LIMITS.maxReplyBytes;
+    if (flags.last || !(late || big)) {
+        r.sendBuffer(data, flags);
+        return;
+    }
+    r.variables.gatekeeper_cut = '1';
+    var type = String(r.headersOut['Content-Type'] || '');
+    if (type.indexOf('text/event-stream') !== 0) {
+        r.sendBuffer('', {last: true});
+        return;
+    }
+    var message = late
+        ? 'The reply ran past ' + LIMITS.replySeconds + ' s and was cut'
+        : 'The reply grew past ' + LIMITS.maxReplyBytes + ' bytes and was cut';
+    var event = {error: {message: message, type: 'timeout_error', code: late ? 504 : 413}};
+    r.sendBuffer('data: ' + JSON.stringify(event) + '\n\ndata: [DONE]\n\n', {last: true});
+}
+
+export default {
+    chat: chat, completions: completions, models: models, unauthorized: unauthorized,
+    notFound: notFound, bound: bound
+};

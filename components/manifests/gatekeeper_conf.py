@@ -1,0 +1,428 @@
+"""The gatekeeper's two files, generated purely from the plan's limits: `nginx.conf` and the njs
+script it imports (`gatekeeper.js`, the checks a proxy can make only by reading the JSON body).
+
+Layers, outermost first; each is cheaper than the one behind it:
+
+1. `stream`: a client address holds at most `client_connections` TCP connections, counted when a
+   connection is accepted, before a byte of a request is read (slow headers, slow bodies and idle
+   keep-alives all count). It passes the connection, with its address in a PROXY header, to the
+   HTTP server on a Unix socket.
+2. `http`: the whole header within `header_timeout_seconds` (nginx arms that timer once per
+   request, ngx_http_request.c `ngx_http_read_request_header`: `if (!rev->timer_set)`), a body
+   only on POST routes, at most `max_request_bytes`; four routes; the key; a rate per client for
+   requests and a slower one for failures (wrong key, unknown path), both counted before the
+   refusal is written.
+3. njs (`gatekeeper.js`): refuses a body that asks for more than `max_sequences` sequences (`n`,
+   `best_of`, a list of prompts), log-probabilities above `max_logprobs`, `echo`, and grammar
+   input (schemas, tools) above `max_schema_bytes`; a request with grammar input goes through a
+   location that admits `schema_concurrency` at a time for the whole pod (vLLM compiles grammars
+   one after another, so more only queue behind each other).
+4. Upstream: only a short list of client headers reaches vLLM (`PASSED_HEADERS`; vLLM acts on
+   others, `tests/fixtures/vllm/request-headers-v0.31.json`), `X-Forwarded-For` is the client's
+   address, and every reply is cut at `reply_timeout_seconds` or `max_reply_bytes`, a stream with
+   a final error event. `/health` is answered from a one-second cache, so vLLM sees at most about
+   one call a second however many arrive.
+
+Every error the front door itself produces is an OpenAI-style JSON body (`ERRORS`); nginx's own
+HTML pages never reach a client. vLLM's own errors (400 for a bad field) pass through as vLLM wrote
+them, except a dead engine's 500, which becomes the retryable 503.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from importlib import resources
+
+from components.manifests import chat
+
+#: (method, path) pairs a client may use. /health answers without a key (the kubelet's probes);
+#: /v1/models is answered by the gatekeeper itself (the served name, nothing of vLLM's disk).
+ROUTES = (
+    ("POST", "/v1/chat/completions"),
+    ("POST", "/v1/completions"),
+    ("GET", "/v1/models"),
+    ("GET", "/health"),
+)
+OPEN_PATHS = ("/health",)
+#: The only client headers vLLM receives: the key (vLLM's own second lock), the body's type and
+#: what the client accepts. Everything else, `X-Request-Id`, `X-Forwarded-For` as the client wrote
+#: it, priority and session headers included, is dropped (`proxy_pass_request_headers off`).
+PASSED_HEADERS = ("Authorization", "Content-Type", "Accept")
+#: Failed requests (wrong key, unknown path or method) per minute per client, with this burst.
+FAILURES_PER_MINUTE = 30
+FAILURE_BURST = 10
+#: Idle keep-alive connections close after this (they count against `client_connections`).
+KEEPALIVE_SECONDS = 15
+#: How long a refused connection may linger to drain what the client still sends.
+LINGERING_SECONDS = 5
+
+#: Every status the front door can produce, with its OpenAI error type and message. 408: nginx
+#: closes a connection whose header or body timed out without writing anything
+#: (ngx_http_finalize_request terminates on NGX_HTTP_REQUEST_TIME_OUT), so no page is possible
+#: and the entry is here for completeness. 494 is nginx's code for a header too large; it is
+#: answered as 431. 500 and 502 (vLLM dead or unreachable) are answered as the retryable 503.
+ERRORS: dict[int, tuple[str, str]] = {
+    400: ("invalid_request_error", "The request could not be read"),
+    401: ("authentication_error", "Missing or invalid API key"),
+    404: ("not_found_error", "Not found: this endpoint serves only the API"),
+    405: ("invalid_request_error", "Method not allowed"),
+    408: ("timeout_error", "The request was not sent in time"),
+    413: ("invalid_request_error", "Request body too large"),
+    414: ("invalid_request_error", "Request URI too long"),
+    429: ("rate_limit_error", "Too many requests from this address; retry later"),
+    431: ("invalid_request_error", "Request headers too large"),
+    500: ("server_error", "The gatekeeper failed; retry later"),
+    501: ("invalid_request_error", "Transfer encoding not supported"),
+    502: ("service_unavailable_error", "The model is restarting or unavailable; retry later"),
+    503: ("service_unavailable_error", "The model is restarting or unavailable; retry later"),
+    504: ("timeout_error", "The model did not answer in time"),
+    505: ("invalid_request_error", "HTTP version not supported"),
+}
+
+
+@dataclass(frozen=True)
+class GatekeeperLimits:
+    """What the gatekeeper enforces; the plan's `FrontDoorPlan` gives every figure."""
+
+    max_request_bytes: int
+    client_requests_per_minute: int
+    client_burst: int
+    #: Requests (each one sequence) one client may have in flight at vLLM.
+    client_concurrent_requests: int
+    #: Longest wait for vLLM's answer (the longest planned reply), in seconds; also the longest
+    #: a reply may run. (The plan gives whole seconds; the rehearsal's cut check a fraction.)
+    reply_timeout_seconds: float
+    #: A client must send its request line and headers within this (a total, not per read).
+    header_timeout_seconds: int = 10
+    #: TCP connections one client address may hold, counted before a request is read.
+    client_connections: int = 8
+    #: nginx's connections in its one worker (each client connection takes two: the stream and
+    #: the HTTP side) and its file limit.
+    worker_connections: int = 1024
+    #: Sequences one request may ask for (`n`, `best_of`, a list of prompts).
+    max_sequences: int = 1
+    #: Largest `logprobs`, `top_logprobs` or `prompt_logprobs` served (0: none).
+    max_logprobs: int = 0
+    #: Largest grammar input (schemas, tools) in bytes of JSON (0: structured outputs off).
+    max_schema_bytes: int = 0
+    #: Requests with grammar input in flight at once, for the whole pod.
+    schema_concurrency: int = 1
+    #: Largest reply in bytes; a longer one is cut.
+    max_reply_bytes: int = 1 << 20
+    #: The model's name in the API (the gatekeeper's own /v1/models answer).
+    served_model: str = "model"
+
+    @property
+    def body_read_timeout_seconds(self) -> int:
+        """nginx's body timeout is per read; the per-client connection cap bounds what slow
+        bodies hold."""
+        return self.header_timeout_seconds
+
+
+def _page(status: int) -> str:
+    """The internal URI that answers `status`."""
+    return f"/.gatekeeper/e{status}"
+
+
+def _ms(seconds: float) -> str:
+    """An nginx time in milliseconds."""
+    return f"{round(seconds * 1000)}ms"
+
+
+def error_body(status: int, message: str | None = None) -> str:
+    """The OpenAI-style error body of `status`, quoted for an nginx `return` line."""
+    kind, default = ERRORS[status]
+    body = json.dumps({"error": {"message": message or default, "type": kind, "code": status}})
+    return "'" + body.replace("'", "") + "\\n'"
+
+
+def njs_script(limits: GatekeeperLimits) -> str:
+    """`gatekeeper.js` with the plan's figures written into its first line."""
+    figures = {
+        "maxSequences": limits.max_sequences,
+        "maxLogprobs": limits.max_logprobs,
+        "maxSchemaBytes": limits.max_schema_bytes,
+        "maxReplyBytes": limits.max_reply_bytes,
+        "replySeconds": limits.reply_timeout_seconds,
+        "model": limits.served_model,
+    }
+    source = resources.files("components.manifests").joinpath("gatekeeper.js").read_text("utf-8")
+    return f"var LIMITS = {json.dumps(figures, sort_keys=True)};\n{source}"
+
+
+def _error_pages(limits: GatekeeperLimits) -> str:
+    """An internal location per status answering its JSON body; 494 (header too large) as 431.
+    URIs, not named locations: nginx cannot redirect a request whose request line it could not
+    read (an empty URI) to a named location."""
+    lines = []
+    for status in ERRORS:
+        if status in (408, 502):
+            continue
+        lines.append(f"        error_page {status} {_page(status)};")
+        extra = {503: "add_header Retry-After 5 always; ", 429: "add_header Retry-After 1 always; "}
+        message = f"Request body over {limits.max_request_bytes} bytes" if status == 413 else None
+        body = error_body(status, message)
+        lines.append(
+            f"        location = {_page(status)} {{ internal; {extra.get(status, '')}"
+            f"return {status} {body}; }}"
+        )
+    # `=431`: without it the reply keeps nginx's own status for 494, which it writes as 400.
+    lines.append(f"        error_page 494 =431 {_page(431)};")
+    lines.append(f"        error_page 502 =503 {_page(503)};")
+    return "\n".join(lines)
+
+
+def _upstream_errors() -> str:
+    """The statuses a location that passes vLLM's own errors through still answers itself."""
+    return (
+        "            proxy_intercept_errors on;\n"
+        f"            error_page 429 {_page(429)};\n"
+        f"            error_page 500 502 503 =503 {_page(503)};\n"
+        f"            error_page 504 {_page(504)};"
+    )
+
+
+def _api_locations(limits: GatekeeperLimits) -> str:
+    """The two POST routes: checks in the body (njs), then vLLM through a named location that
+    bounds concurrency (and, for grammar input, the pod's compile queue) and the reply."""
+    rate = f"limit_req zone=gatekeeper_rate burst={limits.client_burst} nodelay;"
+    blocks = []
+    for path, name, handler in (
+        ("/v1/chat/completions", "chat", "chat"),
+        ("/v1/completions", "completions", "completions"),
+    ):
+        blocks.append(
+            f"""        location = {path} {{
+            if ($request_method != POST) {{ return 419; }}
+            if ($gatekeeper_key_ok != 1) {{ return 418; }}
+            {rate}
+            js_content gatekeeper.{handler};
+        }}"""
+        )
+        for suffix, schema in (
+            ("", ""),
+            ("_schema", f"\n            limit_conn gatekeeper_schema {limits.schema_concurrency};"),
+        ):
+            blocks.append(
+                f"""        location @{name}{suffix} {{
+            limit_conn gatekeeper_conn {limits.client_concurrent_requests};{schema}
+            rewrite ^ {path} break;
+            proxy_read_timeout {_ms(limits.reply_timeout_seconds)};
+            js_body_filter gatekeeper.bound buffer_type=buffer;
+{_upstream_errors()}
+            proxy_pass http://vllm;
+        }}"""
+            )
+    return "\n".join(blocks)
+
+
+def _get_locations(limits: GatekeeperLimits) -> str:
+    """/v1/models (answered here, keyed) and /health (from the one-second cache, open)."""
+    rate = f"limit_req zone=gatekeeper_rate burst={limits.client_burst} nodelay;"
+    return f"""        location = /v1/models {{
+            if ($request_method != GET) {{ return 419; }}
+            if ($gatekeeper_has_body) {{ return 400 {error_body(400, "GET takes no body")}; }}
+            if ($gatekeeper_key_ok != 1) {{ return 418; }}
+            {rate}
+            js_content gatekeeper.models;
+        }}
+        location = /health {{
+            if ($request_method != GET) {{ return 419; }}
+            if ($gatekeeper_has_body) {{ return 400 {error_body(400, "GET takes no body")}; }}
+            # At most one call a second reaches vLLM, however many arrive: one fills the cache,
+            # the others wait for it (lock) or get the entry being refreshed (stale, updating).
+            proxy_buffering on;  # nginx caches only a buffered reply
+            proxy_cache gatekeeper_health;
+            proxy_cache_key health;
+            proxy_cache_valid any 1s;
+            proxy_cache_lock on;
+            proxy_cache_lock_timeout 5s;
+            proxy_cache_use_stale updating;
+            proxy_ignore_headers Cache-Control Expires Set-Cookie Vary X-Accel-Expires;
+            proxy_intercept_errors on;
+            proxy_read_timeout 5s;
+            proxy_pass http://vllm/health;
+        }}"""
+
+
+def _limits_and_failures(limits: GatekeeperLimits) -> str:
+    """Zones, and the named locations failures go to, where their own rate applies first."""
+    rate = limits.client_requests_per_minute
+    return f"""    limit_req_zone $binary_remote_addr zone=gatekeeper_rate:1m rate={rate}r/m;
+    limit_req_zone $binary_remote_addr zone=gatekeeper_failed:1m rate={FAILURES_PER_MINUTE}r/m;
+    limit_conn_zone $binary_remote_addr zone=gatekeeper_conn:1m;
+    # One key for the whole pod: grammar compiles queue in vLLM, so they are admitted in turn.
+    limit_conn_zone $gatekeeper_pod zone=gatekeeper_schema:64k;
+    limit_req_status 429;
+    limit_conn_status 429;
+    limit_req_log_level info;
+    limit_conn_log_level info;"""
+
+
+def _failure_locations() -> str:
+    burst = f"limit_req zone=gatekeeper_failed burst={FAILURE_BURST} nodelay;"
+    return f"""        # A wrong key, path or method: `return 418/419` (rewrite phase) jumps here,
+        # where the per-client failure rate applies before njs writes the refusal.
+        error_page 418 = @unauthorized;
+        error_page 419 = @not_found;
+        location @unauthorized {{ {burst} js_content gatekeeper.unauthorized; }}
+        location @not_found {{ {burst} js_content gatekeeper.notFound; }}
+        location / {{ return 419; }}"""
+
+
+def nginx_conf(
+    limits: GatekeeperLimits,
+    *,
+    listen: str = "8080",
+    upstream_port: int = 8000,
+    key_dir: str = "/var/run/secrets/gatekeeper",
+    config_dir: str = "/etc/gatekeeper",
+    run_dir: str = "/tmp",
+    access_log: str = "/dev/stdout",
+    metrics_listen: str = "9090",
+    modules: tuple[str, ...] = ("/usr/lib/nginx/modules/ngx_http_js_module.so",),
+    user: str | None = None,
+    page_root: str | None = None,
+) -> str:
+    """The gatekeeper's whole nginx.conf. In the pod the defaults hold (the official image has
+    the stream module built in and njs as a dynamic module); the rehearsal passes its loopback
+    ports, a scratch directory and Debian's module files (stream is a module there too), and, run
+    as root, `user` root, so the worker can reach the Unix socket in its private directory (the
+    pod runs nginx as a non-root user, which has no `user` to switch to). With `page_root` (where
+    the chat page's files are: the config's own mount in the pod) it also serves the chat page;
+    a wrong method there is refused like any unknown route (`return 419`)."""
+    loads = "".join(f"load_module {module};\n" for module in modules)
+    internal = f"unix:{run_dir}/gatekeeper-http.sock"
+    # One file per connection (worker_connections counts client, Unix-socket and vLLM
+    # connections alike), plus the logs, the cache and the module files.
+    nofile = limits.worker_connections + 64
+    return f"""# Generated by components/manifests/gatekeeper_conf.py from the plan; do not edit.
+# Works on nginx 1.22 with njs 0.7.9 (Debian 12, the rehearsal) and 1.30 with njs 1.0.1 (the pod).
+{loads}{f"user {user};{chr(10)}" if user else ""}worker_processes 1;
+worker_rlimit_nofile {nofile};
+daemon off;
+pid {run_dir}/nginx.pid;
+error_log stderr warn;
+
+events {{
+    worker_connections {limits.worker_connections};
+}}
+
+stream {{
+    # Counted when a connection is accepted, before any byte of a request is read.
+    limit_conn_zone $binary_remote_addr zone=gatekeeper_clients:1m;
+    limit_conn_log_level info;
+    server {{
+        listen {listen};
+        limit_conn gatekeeper_clients {limits.client_connections};
+        proxy_protocol on;
+        proxy_connect_timeout 1s;
+        # Silence either way; the HTTP side's own timeouts end a request first.
+        proxy_timeout {_ms(limits.reply_timeout_seconds + 30)};
+        proxy_pass {internal};
+    }}
+}}
+
+http {{
+    server_tokens off;
+    default_type application/json;
+    client_body_temp_path {run_dir}/client_body;
+    proxy_temp_path {run_dir}/proxy;
+    fastcgi_temp_path {run_dir}/fastcgi;
+    uwsgi_temp_path {run_dir}/uwsgi;
+    scgi_temp_path {run_dir}/scgi;
+    proxy_cache_path {run_dir}/health-cache levels= keys_zone=gatekeeper_health:1m max_size=1m
+                     inactive=1m use_temp_path=off;
+    js_import gatekeeper from {config_dir}/gatekeeper.js;
+    # Per-request state of the reply bound (bytes sent, cut or not).
+    js_var $gatekeeper_sent 0;
+    js_var $gatekeeper_cut 0;
+
+    # No Authorization header in the log; "upstream" is "" when vLLM never saw the request.
+    log_format gatekeeper escape=json '{{"time":"$time_iso8601","client":"$remote_addr",'
+        '"method":"$request_method","uri":"$uri","status":$status,'
+        '"bytes":$body_bytes_sent,"upstream":"$upstream_addr",'
+        '"upstream_status":"$upstream_status","seconds":$request_time}}';
+    access_log {access_log} gatekeeper;
+
+    # The accepted Authorization header, from the API key's Secret. A string key would match
+    # ignoring case (nginx map docs), so the snippet holds an anchored case-sensitive regex.
+    # No snippet, no match: every keyed request gets 401.
+    map $http_authorization $gatekeeper_key_ok {{
+        default 0;
+        include {key_dir}/*.map;
+    }}
+    # Any body framing at all on a GET route is refused before the body is read.
+    map "$http_content_length$http_transfer_encoding" $gatekeeper_has_body {{
+        default 1;
+        "" 0;
+        "0" 0;
+    }}
+    map "" $gatekeeper_pod {{
+        default pod;
+    }}
+
+{_limits_and_failures(limits)}
+
+    upstream vllm {{
+        server 127.0.0.1:{upstream_port};
+        keepalive 8;
+    }}
+
+    server {{
+        listen {internal} proxy_protocol;
+        set_real_ip_from unix:;
+        real_ip_header proxy_protocol;
+
+        # Bodies stay in one memory buffer (njs reads them there); the header must arrive whole
+        # within the header timeout, each body read within the body timeout.
+        client_max_body_size {limits.max_request_bytes};
+        client_body_buffer_size {limits.max_request_bytes};
+        client_body_in_single_buffer on;
+        client_header_timeout {limits.header_timeout_seconds}s;
+        client_body_timeout {limits.body_read_timeout_seconds}s;
+        keepalive_timeout {KEEPALIVE_SECONDS}s;
+        lingering_time {LINGERING_SECONDS}s;
+        reset_timedout_connection on;
+        send_timeout 60s;
+
+        proxy_http_version 1.1;
+        proxy_pass_request_headers off;
+        proxy_set_header Host localhost;
+        proxy_set_header Connection "";
+        proxy_set_header Authorization $http_authorization;
+        proxy_set_header Content-Type $content_type;
+        proxy_set_header Accept $http_accept;
+        proxy_set_header X-Forwarded-For $remote_addr;
+        # Streams (server-sent events) pass through as vLLM writes them.
+        proxy_buffering off;
+        proxy_connect_timeout 5s;
+        proxy_send_timeout 60s;
+
+        recursive_error_pages on;
+{_error_pages(limits)}
+{_failure_locations()}
+
+{_api_locations(limits)}
+{_get_locations(limits)}
+{chat.locations(page_root, "return 419;") if page_root else ""}
+    }}
+
+    # vLLM's Prometheus metrics for the in-cluster collector. Not in the access log: the
+    # front-door answer counts are made from that log, and scrapes are not clients.
+    server {{
+        listen {metrics_listen};
+        access_log off;
+
+        location = /metrics {{
+            if ($request_method != GET) {{ return 404 {error_body(404)}; }}
+            proxy_http_version 1.1;
+            proxy_set_header Connection "";
+            proxy_read_timeout 10s;
+            proxy_pass http://vllm/metrics;
+        }}
+        location / {{ return 404 {error_body(404)}; }}
+    }}
+}}
+"""

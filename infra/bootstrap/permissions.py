@@ -1,0 +1,306 @@
+"""From each Pulumi resource type the main program registers to the IAM actions `pulumi up`,
+`pulumi refresh` and `pulumi destroy` need on it: the table the deploy roles are built from.
+
+Pure data (no Pulumi import). tests/bootstrap/test_permissions.py runs the program under the
+project's mocks for every stack, with monitoring and volumes on, and fails when a registered
+type or invoke has no row here, or when a deploy role lacks an action of one.
+
+Sources. pulumi-aws 7.51.1 bridges hashicorp/terraform-provider-aws: a resource's actions are the
+AWS API operations its create, read, update and delete functions call
+(`internal/service/<service>/<resource>.go`), and each API operation is authorised by the IAM
+action of the same name (AWS Service Authorization Reference). Tags: the provider's default
+tags are applied on create and changed with the service's tag calls. pulumi-eks 4.x components
+register their children inside the remote provider, so their rows list what those children
+need (pulumi/pulumi-eks nodejs/eks/cluster/cluster.ts and nodes/nodegroup.ts, master at 7bf0c1b
+read 2026-12-01). Read verbs use the service's `Describe*`/`List*`/`Get*` wildcards: they change
+nothing.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class TypeActions:
+    """The IAM actions one resource type (or invoke) needs, and where they come from."""
+
+    actions: tuple[str, ...]
+    source: str
+
+
+_TF = "terraform-provider-aws internal/service/"
+_EC2_TAGS = ("ec2:CreateTags", "ec2:DeleteTags", "ec2:Describe*")
+_EKS_TAGS = ("eks:TagResource", "eks:UntagResource", "eks:ListTagsForResource", "eks:Describe*")
+_ROLE = (
+    "iam:CreateRole",
+    "iam:GetRole",
+    "iam:DeleteRole",
+    "iam:UpdateRole",
+    "iam:UpdateRoleDescription",
+    "iam:UpdateAssumeRolePolicy",
+    "iam:TagRole",
+    "iam:UntagRole",
+    "iam:ListRoleTags",
+    "iam:ListAttachedRolePolicies",
+    "iam:ListRolePolicies",
+    "iam:GetRolePolicy",
+    "iam:ListInstanceProfilesForRole",
+    # Deleting a role first removes its managed and inline policies (iam/role.go).
+    "iam:DetachRolePolicy",
+    "iam:DeleteRolePolicy",
+)
+_OIDC = (
+    "iam:CreateOpenIDConnectProvider",
+    "iam:DeleteOpenIDConnectProvider",
+    "iam:GetOpenIDConnectProvider",
+    "iam:TagOpenIDConnectProvider",
+    "iam:UntagOpenIDConnectProvider",
+    "iam:UpdateOpenIDConnectProviderThumbprint",
+    "iam:AddClientIDToOpenIDConnectProvider",
+    "iam:RemoveClientIDFromOpenIDConnectProvider",
+)
+_SECURITY_GROUPS = (
+    "ec2:CreateSecurityGroup",
+    "ec2:DeleteSecurityGroup",
+    "ec2:AuthorizeSecurityGroupIngress",
+    "ec2:AuthorizeSecurityGroupEgress",
+    "ec2:RevokeSecurityGroupIngress",
+    "ec2:RevokeSecurityGroupEgress",
+    "ec2:ModifySecurityGroupRules",
+)
+_ADDON = (
+    "eks:CreateAddon",
+    "eks:UpdateAddon",
+    "eks:DeleteAddon",
+    *_EKS_TAGS,
+    "eks:List*",
+    # An add-on's service account role is passed to EKS.
+    "iam:PassRole",
+)
+#: Kubernetes objects are created through the cluster's API endpoint, authorised by the EKS
+#: access entry EKS gives the cluster's creator; no IAM action is involved (the token comes from
+#: `aws eks get-token`, a presigned sts:GetCallerIdentity, which needs no grant).
+NO_AWS = TypeActions((), "no AWS API call: Kubernetes API, Pulumi engine or local")
+
+RESOURCE_ACTIONS: dict[str, TypeActions] = {
+    "aws:ec2/vpc:Vpc": TypeActions(
+        ("ec2:CreateVpc", "ec2:DeleteVpc", "ec2:ModifyVpcAttribute", *_EC2_TAGS),
+        _TF + "ec2/vpc_.go",
+    ),
+    "aws:ec2/subnet:Subnet": TypeActions(
+        ("ec2:CreateSubnet", "ec2:DeleteSubnet", "ec2:ModifySubnetAttribute", *_EC2_TAGS),
+        _TF + "ec2/vpc_subnet.go",
+    ),
+    "aws:ec2/internetGateway:InternetGateway": TypeActions(
+        (
+            "ec2:CreateInternetGateway",
+            "ec2:AttachInternetGateway",
+            "ec2:DetachInternetGateway",
+            "ec2:DeleteInternetGateway",
+            *_EC2_TAGS,
+        ),
+        _TF + "ec2/vpc_internet_gateway.go",
+    ),
+    "aws:ec2/eip:Eip": TypeActions(
+        ("ec2:AllocateAddress", "ec2:ReleaseAddress", "ec2:DisassociateAddress", *_EC2_TAGS),
+        _TF + "ec2/ec2_eip.go",
+    ),
+    "aws:ec2/natGateway:NatGateway": TypeActions(
+        ("ec2:CreateNatGateway", "ec2:DeleteNatGateway", *_EC2_TAGS),
+        _TF + "ec2/vpc_nat_gateway.go",
+    ),
+    "aws:ec2/routeTable:RouteTable": TypeActions(
+        (
+            "ec2:CreateRouteTable",
+            "ec2:DeleteRouteTable",
+            "ec2:CreateRoute",
+            "ec2:ReplaceRoute",
+            "ec2:DeleteRoute",
+            *_EC2_TAGS,
+        ),
+        _TF + "ec2/vpc_route_table.go",
+    ),
+    "aws:ec2/routeTableAssociation:RouteTableAssociation": TypeActions(
+        (
+            "ec2:AssociateRouteTable",
+            "ec2:DisassociateRouteTable",
+            "ec2:ReplaceRouteTableAssociation",
+            "ec2:Describe*",
+        ),
+        _TF + "ec2/vpc_route_table_association.go",
+    ),
+    # Deleting retries DeleteVolume while the volume is in use, within the delete timeout
+    # (read 2026-12-01, commit 0073593 of the file).
+    "aws:ebs/volume:Volume": TypeActions(
+        ("ec2:CreateVolume", "ec2:ModifyVolume", "ec2:DeleteVolume", *_EC2_TAGS),
+        _TF + "ec2/ebs_volume.go",
+    ),
+    "aws:ec2/launchTemplate:LaunchTemplate": TypeActions(
+        (
+            "ec2:CreateLaunchTemplate",
+            "ec2:CreateLaunchTemplateVersion",
+            "ec2:ModifyLaunchTemplate",
+            "ec2:DeleteLaunchTemplate",
+            "ec2:DeleteLaunchTemplateVersions",
+            *_EC2_TAGS,
+        ),
+        _TF + "ec2/ec2_launch_template.go",
+    ),
+    "aws:eks/accessEntry:AccessEntry": TypeActions(
+        ("eks:CreateAccessEntry", "eks:UpdateAccessEntry", "eks:DeleteAccessEntry", *_EKS_TAGS),
+        _TF + "eks/access_entry.go",
+    ),
+    "aws:eks/accessPolicyAssociation:AccessPolicyAssociation": TypeActions(
+        ("eks:AssociateAccessPolicy", "eks:DisassociateAccessPolicy", "eks:List*"),
+        _TF + "eks/access_policy_association.go",
+    ),
+    "aws:eks/addon:Addon": TypeActions(_ADDON, _TF + "eks/addon.go"),
+    "aws:iam/role:Role": TypeActions(_ROLE, _TF + "iam/role.go"),
+    "aws:iam/rolePolicy:RolePolicy": TypeActions(
+        ("iam:PutRolePolicy", "iam:GetRolePolicy", "iam:DeleteRolePolicy"),
+        _TF + "iam/role_policy.go",
+    ),
+    "aws:iam/rolePolicyAttachment:RolePolicyAttachment": TypeActions(
+        ("iam:AttachRolePolicy", "iam:DetachRolePolicy", "iam:ListAttachedRolePolicies"),
+        _TF + "iam/role_policy_attachment.go",
+    ),
+    "aws:cloudwatch/logGroup:LogGroup": TypeActions(
+        (
+            "logs:CreateLogGroup",
+            "logs:DeleteLogGroup",
+            "logs:PutRetentionPolicy",
+            "logs:DeleteRetentionPolicy",
+            "logs:TagResource",
+            "logs:UntagResource",
+            "logs:ListTagsForResource",
+            "logs:Describe*",
+        ),
+        _TF + "logs/group.go",
+    ),
+    "aws:cloudwatch/logMetricFilter:LogMetricFilter": TypeActions(
+        ("logs:PutMetricFilter", "logs:DeleteMetricFilter", "logs:Describe*"),
+        _TF + "logs/metric_filter.go",
+    ),
+    "aws:cloudwatch/dashboard:Dashboard": TypeActions(
+        ("cloudwatch:PutDashboard", "cloudwatch:GetDashboard", "cloudwatch:DeleteDashboards"),
+        _TF + "cloudwatch/dashboard.go",
+    ),
+    "aws:cloudwatch/metricAlarm:MetricAlarm": TypeActions(
+        (
+            "cloudwatch:PutMetricAlarm",
+            "cloudwatch:DescribeAlarms",
+            "cloudwatch:DeleteAlarms",
+            "cloudwatch:TagResource",
+            "cloudwatch:UntagResource",
+            "cloudwatch:ListTagsForResource",
+        ),
+        _TF + "cloudwatch/metric_alarm.go",
+    ),
+    "aws:sns/topic:Topic": TypeActions(
+        (
+            "sns:CreateTopic",
+            "sns:DeleteTopic",
+            "sns:GetTopicAttributes",
+            "sns:SetTopicAttributes",
+            "sns:TagResource",
+            "sns:UntagResource",
+            "sns:ListTagsForResource",
+        ),
+        _TF + "sns/topic.go",
+    ),
+    "aws:sns/topicSubscription:TopicSubscription": TypeActions(
+        (
+            "sns:Subscribe",
+            "sns:Unsubscribe",
+            "sns:GetSubscriptionAttributes",
+            "sns:SetSubscriptionAttributes",
+        ),
+        _TF + "sns/topic_subscription.go",
+    ),
+    # pulumi-eks: the cluster's service role (AmazonEKSClusterPolicy attached), its security
+    # groups and rules, the EKS cluster, its OIDC provider and the vpc-cni and kube-proxy add-ons.
+    "eks:index:Cluster": TypeActions(
+        (
+            *_ROLE,
+            "iam:AttachRolePolicy",
+            "iam:PassRole",
+            "iam:GetPolicy",
+            "iam:GetPolicyVersion",
+            "iam:ListPolicyVersions",
+            "iam:CreateServiceLinkedRole",
+            *_OIDC,
+            *_SECURITY_GROUPS,
+            *_EC2_TAGS,
+            "eks:CreateCluster",
+            "eks:UpdateClusterConfig",
+            "eks:UpdateClusterVersion",
+            "eks:DeleteCluster",
+            *_ADDON,
+        ),
+        "pulumi/pulumi-eks nodejs/eks/cluster/cluster.ts (children) and " + _TF + "eks/cluster.go",
+    ),
+    # pulumi-eks: an aws.eks.NodeGroup; EKS's service-linked role launches the instances from
+    # our launch template, whose versions the caller must be able to read.
+    "eks:index:ManagedNodeGroup": TypeActions(
+        (
+            "eks:CreateNodegroup",
+            "eks:UpdateNodegroupConfig",
+            "eks:UpdateNodegroupVersion",
+            "eks:DeleteNodegroup",
+            *_EKS_TAGS,
+            "eks:List*",
+            "iam:PassRole",
+            "iam:GetRole",
+            "iam:CreateServiceLinkedRole",
+            "ec2:Describe*",
+            "ssm:GetParameter",
+        ),
+        "pulumi/pulumi-eks nodejs/eks/nodes/nodegroup.ts and " + _TF + "eks/node_group.go",
+    ),
+    "kubernetes:apps/v1:Deployment": NO_AWS,
+    "kubernetes:batch/v1:Job": NO_AWS,
+    "kubernetes:core/v1:ConfigMap": NO_AWS,
+    "kubernetes:core/v1:Namespace": NO_AWS,
+    "kubernetes:core/v1:PersistentVolumeClaim": NO_AWS,
+    "kubernetes:core/v1:PersistentVolume": NO_AWS,
+    "kubernetes:core/v1:Secret": NO_AWS,
+    "kubernetes:core/v1:Service": NO_AWS,
+    "kubernetes:core/v1:ServiceAccount": NO_AWS,
+    "kubernetes:helm.sh/v4:Chart": NO_AWS,
+    "kubernetes:leaderworkerset.x-k8s.io/v1:LeaderWorkerSet": NO_AWS,
+    "kubernetes:networking.k8s.io/v1:NetworkPolicy": NO_AWS,
+    "kubernetes:rbac.authorization.k8s.io/v1:Role": NO_AWS,
+    "kubernetes:rbac.authorization.k8s.io/v1:RoleBinding": NO_AWS,
+    "kubernetes:storage.k8s.io/v1:StorageClass": NO_AWS,
+    "random:index/randomPassword:RandomPassword": NO_AWS,
+    "pulumi:providers:aws": NO_AWS,
+    "pulumi:providers:kubernetes": NO_AWS,
+}
+
+#: The program's own components: they call nothing themselves; their children have rows.
+COMPONENT_PREFIX = "gemma-graviton:"
+
+INVOKE_ACTIONS: dict[str, TypeActions] = {
+    "aws:index/getAvailabilityZones:getAvailabilityZones": TypeActions(
+        ("ec2:Describe*",), _TF + "ec2/ec2_availability_zones_data_source.go"
+    ),
+    "aws:ec2/getInstanceTypeOfferings:getInstanceTypeOfferings": TypeActions(
+        ("ec2:Describe*",), _TF + "ec2/ec2_instance_type_offerings_data_source.go"
+    ),
+    "aws:index/getPartition:getPartition": TypeActions((), "computed by the provider"),
+}
+
+
+def needed_actions() -> tuple[str, ...]:
+    """Every action of every row, once, sorted."""
+    rows = [*RESOURCE_ACTIONS.values(), *INVOKE_ACTIONS.values()]
+    return tuple(sorted({action for row in rows for action in row.actions}))
+
+
+def missing_rows(types: set[str], invokes: set[str]) -> list[str]:
+    """Registered types and invokes the table has no row for (components excepted)."""
+    return sorted(
+        [t for t in types if t not in RESOURCE_ACTIONS and not t.startswith(COMPONENT_PREFIX)]
+        + [i for i in invokes if i not in INVOKE_ACTIONS]
+    )

@@ -1,0 +1,110 @@
+"""The EKS add-on versions a stack deploys: one pinned row per supported Kubernetes version.
+
+Nothing is looked up at deploy time (no `get_addon_version`, no `mostRecent`): a `pulumi up` with
+no change deploys the same add-ons, and an add-on upgrade is a reviewed edit of this table that
+shows in the preview diff. Changing `kubernetesVersion` moves every add-on to that version's row.
+
+Each pin carries where it was read and when. `confirmed` is False where the source read lists the
+version but not for this Kubernetes version: the plan warns, naming the command that confirms it.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass
+
+from infra.plan.config import ConfigError
+
+VPC_CNI = "vpc-cni"
+KUBE_PROXY = "kube-proxy"
+COREDNS = "coredns"
+EBS_CSI = "aws-ebs-csi-driver"
+CLOUDWATCH = "amazon-cloudwatch-observability"
+#: Every add-on the program installs (pulumi-eks installs vpc-cni and kube-proxy with the
+#: cluster; the program installs the others).
+ADDONS = (VPC_CNI, KUBE_PROXY, COREDNS, EBS_CSI, CLOUDWATCH)
+
+
+@dataclass(frozen=True)
+class AddonPin:
+    """One add-on version for one Kubernetes version, with where it was read."""
+
+    version: str
+    source: str
+    read: dt.date
+    #: True when the source lists this version for this Kubernetes version.
+    confirmed: bool = True
+
+
+_READ = dt.date(2026, 12, 1)
+_COREDNS_SRC = "docs.aws.amazon.com/ja_jp/eks/latest/userguide/managing-coredns.md, versions table"
+_PROXY_SRC = "docs.aws.amazon.com/ja_jp/eks/latest/userguide/managing-kube-proxy.md, versions table"
+_CNI_SRC = (
+    "docs.aws.amazon.com/ja_jp/eks/latest/userguide/pod-networking.html, versions table (one "
+    "version for every row, 1.27-1.33)"
+)
+_EBS_SRC = (
+    "a public project's `aws eks create-addon` of this version (so it exists); its Kubernetes "
+    "compatibility was not read (describe-addon-versions cannot run here)"
+)
+_CW_SRC = (
+    "docs.aws.amazon.com/AmazonCloudWatch/latest/monitoring/install-CloudWatch-Observability-"
+    "EKS-addon.md (names v6.2.0-eksbuild.1); its chart, aws-observability/helm-charts 6.x, has "
+    "manager.applicationSignals.autoMonitor (values.yaml)"
+)
+
+
+def _row(coredns: str, kube_proxy: str, cni_listed: bool) -> dict[str, AddonPin]:
+    return {
+        VPC_CNI: AddonPin("v1.20.1-eksbuild.3", _CNI_SRC, _READ, confirmed=cni_listed),
+        KUBE_PROXY: AddonPin(kube_proxy, _PROXY_SRC, _READ),
+        COREDNS: AddonPin(coredns, _COREDNS_SRC, _READ),
+        EBS_CSI: AddonPin("v1.44.0-eksbuild.1", _EBS_SRC, _READ, confirmed=False),
+        CLOUDWATCH: AddonPin("v6.2.0-eksbuild.1", _CW_SRC, _READ, confirmed=False),
+    }
+
+
+#: Kubernetes version -> add-on -> pin. Only versions EKS still runs on 2026-12-01 (1.30 and
+#: 1.31 left extended support; `rules.check_dates` refuses them).
+ADDON_VERSIONS: dict[str, dict[str, AddonPin]] = {
+    "1.32": _row("v1.11.4-eksbuild.40", "v1.32.13-eksbuild.16", cni_listed=True),
+    "1.33": _row("v1.12.4-eksbuild.18", "v1.33.10-eksbuild.13", cni_listed=True),
+    "1.34": _row("v1.13.2-eksbuild.11", "v1.34.6-eksbuild.13", cni_listed=False),
+    "1.35": _row("v1.14.3-eksbuild.3", "v1.35.3-eksbuild.13", cni_listed=False),
+}
+
+
+def pinned(kubernetes_version: str) -> dict[str, str] | None:
+    """Add-on name -> version for `kubernetes_version`, or None when the table has no row."""
+    row = ADDON_VERSIONS.get(kubernetes_version)
+    return None if row is None else {name: pin.version for name, pin in row.items()}
+
+
+def unconfirmed(kubernetes_version: str) -> list[str]:
+    """`name version` of each pin whose source does not list it for `kubernetes_version`."""
+    row = ADDON_VERSIONS.get(kubernetes_version, {})
+    return [f"{name} {pin.version}" for name, pin in row.items() if not pin.confirmed]
+
+
+def warnings(kubernetes_version: str) -> list[str]:
+    """The plan's warning about pins the source read does not list for this version."""
+    loose = unconfirmed(kubernetes_version)
+    if not loose:
+        return []
+    return [
+        f"add-on pins not listed for Kubernetes {kubernetes_version} by the source read: "
+        f"{', '.join(loose)}; confirm each with `aws eks describe-addon-versions "
+        f"--kubernetes-version {kubernetes_version} --addon-name <name>` before the first "
+        "`pulumi up` and correct infra/plan/addons.py"
+    ]
+
+
+def check_pinned(kubernetes_version: str) -> None:
+    """Refuse a Kubernetes version whose add-ons the table does not pin."""
+    if pinned(kubernetes_version) is None:
+        newest = max(ADDON_VERSIONS, key=lambda v: int(v.split(".")[1]))
+        raise ConfigError(
+            "kubernetesVersion",
+            f"{kubernetes_version} has no pinned EKS add-on versions (infra/plan/addons.py)",
+            f"use {newest}, or add its row with the versions EKS lists for it",
+        )

@@ -1,0 +1,40 @@
+"""The containers of each model pod, as the plan sizes them: every one of them has requests equal
+to its limits, so the pod is Guaranteed and the static CPU manager gives vLLM whole cores.
+
+The render and the program must build exactly these (tests/program/test_model_pods.py); a
+container added to the pods, by this project or injected by an add-on, fails that test until the
+plan counts it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from infra.plan import catalog
+
+
+@dataclass(frozen=True)
+class PodContainers:
+    """One pod template's container names, in order."""
+
+    init: tuple[str, ...]
+    containers: tuple[str, ...]
+
+
+def model_pod_containers(weight_prefetch: bool) -> dict[str, PodContainers]:
+    """`leader` and `worker` -> their containers: the engine in both, the gatekeeper in the
+    leader, and the weight prefetch as the one init container when it is on."""
+    init = ("prefetch-weights",) if weight_prefetch else ()
+    return {
+        "leader": PodContainers(init, ("vllm", catalog.GATEKEEPER)),
+        "worker": PodContainers(init, ("vllm",)),
+    }
+
+
+def describe(weight_prefetch: bool) -> str:
+    """The plan's one-line view of `model_pod_containers`."""
+    parts = []
+    for role, pod in model_pod_containers(weight_prefetch).items():
+        init = f" (init: {', '.join(pod.init)})" if pod.init else ""
+        parts.append(f"{role}: {', '.join(pod.containers)}{init}")
+    return "; ".join(parts) + "; requests = limits in every one"

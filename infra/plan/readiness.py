@@ -1,0 +1,60 @@
+"""What the account and the operator must supply for a stack to run and be watched: the vCPU
+quota its nodes need, and someone the alarms reach. Pure; the plan prints it, the program logs
+the warnings and refuses a quota the config says is too small.
+"""
+
+from __future__ import annotations
+
+from infra.plan import catalog
+from infra.plan.config import ConfigError, StackConfig
+from infra.plan.sizing import Plan
+
+#: Service Quotas code of "Running On-Demand Standard (A, C, D, H, I, M, R, T, Z) instances",
+#: counted in vCPUs; Graviton m, c and r types fall under it.
+QUOTA_CODE = "L-1216C47A"
+#: A node replacement first launches extra nodes: EKS scales the Auto Scaling group up by the
+#: larger of twice its zones (one zone here) and maxUnavailable (1 by default)
+#: (docs.aws.amazon.com/eks/latest/userguide/managed-node-update-behavior.md, "Scale up
+#: phase", read 2026-12-01). The safe end: the most it launches at once.
+SURGE_NODES = 2
+
+
+def vcpus_needed(p: Plan) -> tuple[int, int]:
+    """(vCPUs the nodes run on, vCPUs while EKS replaces them)."""
+    per_node = catalog.INSTANCE_TYPES[p.instance_type].vcpu
+    return p.nodes * per_node, (p.nodes + SURGE_NODES) * per_node
+
+
+def describe(p: Plan) -> str:
+    """The plan's quota line."""
+    running, replacing = vcpus_needed(p)
+    return (
+        f"{running} vCPUs running, {replacing} while EKS replaces nodes (EC2 quota {QUOTA_CODE}, "
+        "On-Demand Standard instances)"
+    )
+
+
+def check_quota(cfg: StackConfig, p: Plan) -> None:
+    """Refuse nodes the stated quota cannot launch, a node replacement's included."""
+    if cfg.vcpu_quota is None:
+        return
+    running, replacing = vcpus_needed(p)
+    if cfg.vcpu_quota < replacing:
+        raise ConfigError(
+            "vcpuQuota",
+            f"is {cfg.vcpu_quota}, but {p.nodes} x {p.instance_type} need {running} vCPUs and "
+            f"{replacing} while EKS replaces them",
+            f"ask AWS to raise quota {QUOTA_CODE} in {cfg.region} to {replacing} and set "
+            f"`vcpuQuota` to {replacing}",
+        )
+
+
+def warnings(cfg: StackConfig) -> list[str]:
+    """What would leave the stack unwatched."""
+    if cfg.monitoring and cfg.alarm_email is None:
+        return [
+            "`alarmEmail` is not set: the alarms notify an SNS topic nobody subscribes to; set "
+            "it to an address such as oncall@example.com, or subscribe to the `alarmTopic` "
+            "output yourself"
+        ]
+    return []

@@ -1,0 +1,63 @@
+"""What the plan says a change costs, the vCPU quota its nodes need, and an unwatched stack."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import pytest
+
+from infra.plan import advice, changes, readiness
+from infra.plan.cli import main
+from infra.plan.config import ConfigError
+from infra.plan.sizing import plan
+from infra.plan.stackfile import load_stack
+
+TODAY = dt.date(2026, 12, 1)
+
+
+def test_the_plan_says_which_keys_replace_every_node(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["--stack", "dev"]) == 0
+    text = capsys.readouterr().out
+    (line,) = [x for x in text.splitlines() if x.startswith("  - node replacement:")]
+    # The trade-off chosen: instance tags stay in the launch template (clean-up jobs read them
+    # from the instance), so editing them replaces every node; the plan says so.
+    for key in ("`owner`", "`endDate`", "`tags`", "`instanceType`", "`kubernetesVersion`"):
+        assert key in line, key
+    cold = plan(load_stack("dev"), "dev").cold_start_seconds
+    assert f"no answer for ~2 x ({cold} s cold start + a node launch)" in line
+
+
+def test_each_key_is_in_one_kind_of_change() -> None:
+    p = plan(load_stack("dev"), "dev")
+    kinds = changes.change_costs(p)
+    keys = [k for c in kinds for k in c.keys]
+    assert len(keys) == len(set(keys))
+
+
+def test_the_plan_states_the_vcpus_needed_with_a_replacement_s_extra_nodes() -> None:
+    p = plan(load_stack("dev"), "dev")
+    # 2 x m7g.2xlarge (8 vCPUs); EKS adds two nodes while replacing them
+    # (managed-node-update-behavior, "Scale up phase": twice the group's one zone).
+    assert readiness.vcpus_needed(p) == (16, 32)
+
+
+def test_a_quota_below_the_need_is_refused_in_one_line_and_the_fix_is_accepted() -> None:
+    cfg = load_stack("dev", {"vcpuQuota": 31})
+    with pytest.raises(ConfigError) as error:
+        advice.checked_plan(cfg, "dev", ["vcpuQuota"], TODAY)
+    assert str(error.value) == (
+        "`vcpuQuota` is 31, but 2 x m7g.2xlarge need 16 vCPUs and 32 while EKS replaces them; "
+        "ask AWS to raise quota L-1216C47A in us-west-2 to 32 and set `vcpuQuota` to 32"
+    )
+    accepted = load_stack("dev", {"vcpuQuota": 32})
+    assert advice.checked_plan(accepted, "dev", ["vcpuQuota"], TODAY).nodes == 2
+
+
+def test_a_stack_without_alarm_email_is_told_its_alarms_reach_nobody() -> None:
+    assert readiness.warnings(load_stack("dev")) == [
+        "`alarmEmail` is not set: the alarms notify an SNS topic nobody subscribes to; set it "
+        "to an address such as oncall@example.com, or subscribe to the `alarmTopic` output "
+        "yourself"
+    ]
+    assert readiness.warnings(load_stack("dev", {"alarmEmail": "oncall@example.com"})) == []
+    assert readiness.warnings(load_stack("dev", {"monitoring": False})) == []

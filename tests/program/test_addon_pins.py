@@ -1,0 +1,81 @@
+"""What an upgrade and an unchanged `pulumi up` do to the nodes and the add-ons.
+
+Encodes, read 2026-12-01 (pulumi/pulumi-eks master at 7bf0c1b, the source of pulumi-eks 4.x):
+- nodejs/eks/nodes/nodegroup.ts: a managed node group gets the cluster's version only when it
+  has no launch template; with ours it would keep its first version through an upgrade;
+- nodejs/eks/cluster/cluster.ts: vpc-cni and kube-proxy are installed with the cluster at
+  `getAddonVersion(mostRecent: true)` unless a version is given, and coredns only with a default
+  node group, Fargate or auto mode (we skip the default node group).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any
+
+import pytest
+
+from infra.plan import addons, advice
+from infra.plan.config import ConfigError
+from infra.plan.stackfile import load_stack, stack_names
+from tests.fakes.pulumi_mocks import RecordingMocks, by_type, one
+from tests.program.harness import run_program
+
+NODE_GROUP = "eks:index:ManagedNodeGroup"
+EKS_CLUSTER = "eks:index:Cluster"
+ADDON = "aws:eks/addon:Addon"
+
+
+@pytest.mark.usefixtures("as_pulumi_host")
+@pytest.mark.parametrize(
+    "overrides",
+    [{"monitoring": True, "modelCache": "volume"}, {"kubernetesVersion": "1.34"}],
+    ids=["as-written", "set-1.34"],
+)
+@pytest.mark.parametrize("stack", stack_names())
+def test_nodes_and_every_addon_follow_kubernetes_version(
+    stack: str, overrides: dict[str, Any], mocks: RecordingMocks, exports: dict[str, Any]
+) -> None:
+    run_program(mocks, stack, overrides)
+    version = load_stack(stack, overrides).kubernetes_version
+    pins = addons.pinned(version)
+    assert pins is not None, version
+    cluster = one(mocks.records, EKS_CLUSTER)
+    nodes = one(mocks.records, NODE_GROUP)
+    assert cluster.inputs["version"] == version, cluster.urn
+    # The node group upgrades with the control plane.
+    assert nodes.inputs["version"] == version, nodes.urn
+    # pulumi-eks' own add-ons at the catalogue's versions, never "most recent".
+    assert cluster.inputs["vpcCniOptions"]["addonVersion"] == pins["vpc-cni"], cluster.urn
+    assert cluster.inputs["kubeProxyAddonOptions"]["version"] == pins["kube-proxy"], cluster.urn
+    assert cluster.inputs["corednsAddonOptions"]["enabled"] is False, cluster.urn
+    # The program's add-ons: each pinned, coredns among them, nothing looked up at deploy.
+    installed = {a.inputs["addonName"]: a for a in by_type(mocks.records, ADDON)}
+    assert "coredns" in installed
+    for name, addon in installed.items():
+        assert addon.inputs["addonVersion"] == pins[name], addon.urn
+    assert not [c for c in mocks.calls if c.token == "aws:eks/getAddonVersion:getAddonVersion"]
+    coredns = installed["coredns"]
+    # CoreDNS pods need nodes: the add-on waits for the node group (and goes before it).
+    assert nodes.urn in mocks.monitor.dependencies[coredns.urn], coredns.urn
+
+
+def test_every_supported_version_pins_every_addon() -> None:
+    for version, row in addons.ADDON_VERSIONS.items():
+        assert set(row) == set(addons.ADDONS), version
+        for name, pin in row.items():
+            assert pin.version.startswith("v") and "-eksbuild." in pin.version, (version, name)
+            assert pin.source and pin.read, (version, name)
+
+
+def test_a_version_without_pins_is_refused_in_one_line_and_the_fix_is_accepted() -> None:
+    today = dt.date(2026, 12, 1)
+    cfg = load_stack("dev", {"kubernetesVersion": "1.36"}, today)
+    with pytest.raises(ConfigError) as error:
+        advice.checked_plan(cfg, "dev", ["kubernetesVersion"], today)
+    assert str(error.value) == (
+        "`kubernetesVersion` 1.36 has no pinned EKS add-on versions (infra/plan/addons.py); use "
+        "1.35, or add its row with the versions EKS lists for it"
+    )
+    fixed = load_stack("dev", {"kubernetesVersion": "1.35"}, today)
+    assert advice.checked_plan(fixed, "dev", ["kubernetesVersion"], today).nodes == 2
