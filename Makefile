@@ -45,6 +45,13 @@ unit: $(VENV)/.installed $(TOOLS)/.installed
 rehearse: packages $(VENV)/.installed
 	$(PY) -m infra.rehearse --stack $(STACK)
 
+## Capacity of the deployed stack (`pulumi stack output`, or ARGS="--endpoint URL"), measured
+## with the pinned vLLM's `vllm bench serve` and printed beside the plan; raw results in
+## bench-results/. `python -m infra.bench.capacity --job` is the same run as an in-cluster Job.
+bench: $(VENV)/.installed
+	$(PY) -m infra.rehearse.env --root .rehearsal/venv
+	$(PY) -m infra.bench.capacity --stack $(STACK) $(ARGS)
+
 ## Mutation testing of the pure core against its unit tests; FILES="infra/plan/kv_cache.py ..."
 ## narrows it, SINCE=origin/main to the files a branch changed. Fails on a surviving mutant not
 ## listed in tests/mutants-equivalent.txt.

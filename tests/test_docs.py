@@ -66,6 +66,7 @@ RULES: list[tuple[str, str]] = [
     (r"make mutants.*", "minutes of mutation testing; .github/workflows/mutants.yml runs it"),
     (r"docker buildx imagetools inspect.*", "needs Docker Hub"),
     (r"(\.venv/bin/)?python -m infra\.bench.*", "needs a deployed endpoint (tests/bench: a stub)"),
+    (r"make bench.*", "needs a deployed endpoint (make rehearse runs a short one)"),
     (r"python3 -m venv \.venv && .*", "downloads from PyPI; `make` builds .venv the same way"),
     (r"curl -fsSL https://get\.pulumi\.com.*|brew install .*", "installs the Pulumi CLI"),
     (r'curl -fsSL "https://awscli\.amazonaws\.com.*|unzip .*|sudo \./aws/install', "AWS CLI"),

@@ -9,6 +9,11 @@ The modules follow the run's data flow:
 - `report`: the JSON report built from the rounds, and the table rendered from it;
 - `cli`: `run_bench` (every level and round) and `main` (exit codes).
 
+That client is the smoke test. Capacity is measured by `python -m infra.bench.capacity` (`make
+bench`) with `vllm bench serve`: `loadgen` (the generator's command line and results),
+`capacity_plan` (the points and the plan's predictions), `capacity_table` (the two side by side)
+and `capacity` (the run, the in-cluster Job, exit codes).
+
 The names below are the package's interface for other tools (the rehearsal runs the benchmark
 against its local leader through them).
 """

@@ -277,9 +277,20 @@ def resolve_target(
     Pulumi is only consulted when `--endpoint` is omitted, because the endpoint and key of one
     stack belong together; a key from the environment still wins over the stack's.
     """
-    key = args.api_key or env.get(API_KEY_ENV) or None
-    if args.endpoint is not None:
-        return args.endpoint, key
+    return resolve_endpoint(args.endpoint, args.api_key, env, which, run)
+
+
+def resolve_endpoint(
+    endpoint: str | None,
+    api_key: str | None,
+    env: Mapping[str, str],
+    which: Callable[[str], str | None] = shutil.which,
+    run: Runner = subprocess.run,
+) -> tuple[str, str | None]:
+    """`resolve_target` for any command with an endpoint flag and a key flag (or none)."""
+    key = api_key or env.get(API_KEY_ENV) or None
+    if endpoint is not None:
+        return endpoint, key
     if which("pulumi") is None:
         raise UsageError(
             "`--endpoint` is required when no `pulumi` executable is on PATH; pass --endpoint "

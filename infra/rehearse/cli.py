@@ -29,6 +29,8 @@ and checks what the plan promised:
   notes a reply cut off at its limit, shows a wrong key's 401, starts a New chat, fits a phone,
   and its cut-off row fails on a mutant page that ignores `finish_reason: "length"`;
 - the benchmark client (`infra.bench`) runs against the leader and flags no cut-off reply;
+- `vllm bench serve` runs a short capacity run through the gatekeeper, one verdict row per point
+  with the plan beside the measurement (`capacity_step`);
 - then (with `--prefill`, `make rehearse-prefill`) the prefill probe (`prefill_probe`: a
   shape-true slice of the stack's model, one prefill step of the planned
   `max_num_batched_tokens`) and the step-timeout row (`step_timeout`: the plan's engine step
@@ -67,7 +69,14 @@ from infra.plan.config import ConfigError, StackConfig, load_config
 from infra.plan.sizing import Plan, plan
 from infra.plan.stackfile import REPO, add_stack_arguments, parse_overrides, stack_values
 from infra.plan.wiring import gatekeeper_limits, server_spec
-from infra.rehearse import chat_page, door_checks, door_errors, gate, vllm_headers
+from infra.rehearse import (
+    capacity_step,
+    chat_page,
+    door_checks,
+    door_errors,
+    gate,
+    vllm_headers,
+)
 from infra.rehearse.checks import (
     Check,
     bench_check,
@@ -216,12 +225,15 @@ def rehearse(options: Options, progress: Progress) -> tuple[list[Check], dict[st
         vllm_headers.installed_package(python),
         page,
     )
+    load = capacity_step.CapacityRun(vllm, model_dir, tiny_cfg, tiny_plan, log_dir / "capacity")
     progress(f"starting {len(launches)} ranks (logs in {log_dir.relative_to(REPO)})")
     group = RankGroup(launches, log_dir, progress=progress)
     checks: list[Check] = []
     try:
         with group:
-            checks += _check_group(group, options, tiny_plan, base_url, api_key, timings, front)
+            checks += _check_group(
+                group, options, tiny_plan, base_url, api_key, timings, front, load
+            )
     finally:
         timings["stop"] = group.stop_seconds
     checks.append(stopped_check(group))
@@ -320,6 +332,7 @@ def _check_group(
     api_key: str,
     timings: dict[str, float],
     front: _Front,
+    load: capacity_step.CapacityRun,
 ) -> list[Check]:
     """Every check that needs the running group, in order; a failed start ends the list early.
 
@@ -338,7 +351,12 @@ def _check_group(
                 Check("/health", "200", failure.summary, False, note=failure.quote),
                 *(
                     Check(name, expected, "not reached", None)
-                    for name, expected in (*GATE_NOT_REACHED, *CHAT_NOT_REACHED, *NOT_REACHED)
+                    for name, expected in (
+                        *GATE_NOT_REACHED,
+                        *CHAT_NOT_REACHED,
+                        *NOT_REACHED,
+                        *capacity_step.NOT_REACHED,
+                    )
                 ),
             ]
     checks = [
@@ -389,6 +407,8 @@ def _check_group(
                 checks.append(bench_check(run_bench(gate_url, api_key, group.progress)))
             except bench.BenchError as error:
                 checks.append(Check("bench", "no cut-off", "could not run", False, note=str(error)))
+        with _timed(timings, "capacity"):
+            checks += capacity_step.capacity_checks(load, gate_url, api_key, group.progress)
         # After the traffic above, so the latency histograms have observations.
         checks.append(capture_check(door.metrics_url, vllm_root))
         # Last: it empties this client's allowance.
