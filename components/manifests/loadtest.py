@@ -21,6 +21,7 @@ import shlex
 from collections.abc import Sequence
 from typing import Any
 
+from components.manifests.pods import container_security_context
 from components.manifests.spec import (
     API_KEY_KEY,
     HF_TOKEN_KEY,
@@ -104,15 +105,8 @@ def capacity_job(
             "requests": {"cpu": CPU, "memory": MEMORY},
             "limits": {"cpu": CPU, "memory": MEMORY},
         },
-        "securityContext": {
-            "allowPrivilegeEscalation": False,
-            "readOnlyRootFilesystem": True,
-            "runAsNonRoot": True,
-            "runAsUser": RUN_AS,
-            "runAsGroup": RUN_AS,
-            "capabilities": {"drop": ["ALL"]},
-            "seccompProfile": {"type": "RuntimeDefault"},
-        },
+        # The model pods' own: non-root, no capabilities, read-only root, RuntimeDefault.
+        "securityContext": container_security_context(),
         "terminationMessagePolicy": "FallbackToLogsOnError",
         "volumeMounts": [{"name": "work", "mountPath": WORK_MOUNT}],
     }

@@ -92,7 +92,8 @@ def _resources(spec: ServerSpec) -> dict[str, dict[str, str]]:
     return {"requests": dict(amount), "limits": dict(amount)}
 
 
-def _security_context() -> dict[str, Any]:
+def container_security_context() -> dict[str, Any]:
+    """The security context every container of the project's pods runs with."""
     # The runtime's default seccomp profile, like every other container here. It refuses the
     # engine (non-root, no CAP_SYS_NICE) the NUMA memory-policy calls vLLM's CPU backend makes to
     # bind its memory to its threads' node (csrc/cpu/utils.cpp `init_cpu_memory_env`:
@@ -163,7 +164,7 @@ def _prefetch_container(spec: ServerSpec) -> dict[str, Any]:
             {"name": "HF_HUB_ENABLE_HF_TRANSFER", "value": "0"},
         ],
         "resources": _resources(spec),
-        "securityContext": {**_security_context(), "seccompProfile": {"type": "RuntimeDefault"}},
+        "securityContext": container_security_context(),
         "volumeMounts": _mounts(spec, engine=False),
     }
 
@@ -185,7 +186,7 @@ def _engine_container(spec: ServerSpec, role: Literal["leader", "worker"]) -> di
         "imagePullPolicy": "IfNotPresent",
         "env": _engine_env(spec),
         "resources": _resources(spec),
-        "securityContext": _security_context(),
+        "securityContext": container_security_context(),
         "volumeMounts": _mounts(spec, engine=True),
     }
     if role == "leader":
