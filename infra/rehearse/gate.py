@@ -15,6 +15,7 @@ import itertools
 import json
 import os
 import re
+import secrets
 import shutil
 import signal
 import socket
@@ -61,6 +62,12 @@ def find_nginx() -> str:
             + INSTALL_HINT
         )
     return found
+
+
+def rehearsal_key() -> str:
+    """A fresh API key of the shape the gatekeeper accepts (hex, twice its minimum length in
+    characters): a shorter one would leave every keyed request refused with 401."""
+    return secrets.token_hex(gatekeeper.KEY_MIN_CHARS)
 
 
 def nginx_modules(nginx: str) -> tuple[str, ...]:

@@ -23,7 +23,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import secrets
 import time
 import urllib.error
 import urllib.request
@@ -121,7 +120,7 @@ def _run_once(
     """Start the group with `timeout` as its step timeout, send one maximum-length prompt through
     the gatekeeper; (what the client got, whether the leader's engine died)."""
     ports = loopback_ports()
-    key = secrets.token_hex(12)
+    key = gate.rehearsal_key()
     launches = rank_launches(
         spec.engine(),
         str(python.parent / "vllm"),
