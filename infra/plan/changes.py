@@ -55,6 +55,8 @@ GROUP_KEYS = (
     "downloadMBps",
     "modelProfile",
     "apiKey",
+    "weights",
+    "weightsSource",
 )
 REBUILD_KEYS = ("region", "vpcCidr", "controlPlaneZone")
 IDLE_KEYS = (

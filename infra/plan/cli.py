@@ -28,6 +28,7 @@ from infra.plan import (
     readiness,
     support,
     verdict,
+    weights,
 )
 from infra.plan.config import ConfigError, StackConfig
 from infra.plan.economics import Economics, economics
@@ -82,8 +83,7 @@ def _economics_rows(p: Plan, e: Economics) -> list[tuple[str, str]]:
     rows = [
         (
             "decode, 1 stream",
-            f"{s.one.aggregate_tokens_per_s:.2f} tokens/s (calibrated on the field report's "
-            "measured 4.0)",
+            f"{s.one.aggregate_tokens_per_s:.2f} tokens/s ({weights.decode_source(p.weights)})",
         ),
         (
             "decode, full load",
@@ -152,6 +152,8 @@ def format_table(
         ("node allocatable", f"{p.node_allocatable_gib:.2f} GiB"),
         ("pod memory", f"{p.pod_memory_gib:g} GiB request = limit"),
         ("pod cpu", f"{p.pod_cpu} cores request = limit"),
+        ("weights", weights.describe(p.weights)),
+        ("checkpoint", _checkpoint(p)),
         ("weights per stage", f"{per_stage} GiB"),
         ("runtime overhead", f"{p.overhead_gib_per_pod:.2f} GiB per pod (largest rank)"),
         ("weight prefetch", "on (init container)" if p.weight_prefetch else "off"),
@@ -210,6 +212,21 @@ def format_table(
         lines.append("warnings:")
         lines.extend(f"  - {warning}" for warning in warnings)
     return "\n".join(lines)
+
+
+def _checkpoint(p: Plan) -> str:
+    """What every rank loads and where it comes from."""
+    size = f"{p.download_gib:.2f} GiB"
+    if p.weights == "bf16":
+        return f"{size}, downloaded from the hub (`model` at its revision)"
+    if p.weights_source != "quantize":
+        return f"{size} (modelled), downloaded from {p.weights_source} (`weightsSource`)"
+    job = p.quantize
+    assert job is not None  # a produced checkpoint always has its Job
+    return (
+        f"{size} (modelled), written once to the weights volumes by the quantize Job "
+        f"(~{job.modelled_seconds} s modelled, deadline {job.deadline_seconds} s)"
+    )
 
 
 def _revision(cfg: StackConfig) -> str:

@@ -139,7 +139,9 @@ def _per_stream(cfg: StackConfig, p: Plan, sequences: int) -> float:
     profile = cfg.profile()
     instance = catalog.INSTANCE_TYPES[p.instance_type]
     loads = throughput.stage_loads(profile, [(r.sliding_layers, r.full_layers) for r in p.ranks])
-    _, mid, _ = prefill.nodes(instance.generation, instance.decode_gbps_per_vcpu, p.pod_cpu)
+    _, mid, _ = prefill.nodes(
+        instance.generation, instance.decode_gbps_per_vcpu, p.pod_cpu, profile.weights
+    )
     point = throughput.decode_point(
         profile, loads, mid.bandwidth, mid.flops, sequences, p.max_model_len
     )

@@ -24,7 +24,7 @@ SERVER_NAME = "gemma"
 #: Storage class the per-rank weight volumes use (created with the EBS CSI driver).
 STORAGE_CLASS = "gemma-graviton-gp3"
 #: gp3 throughput of those volumes in MiB/s: the first start writes ~24 GB, every start reads it.
-STORAGE_THROUGHPUT_MIBPS = 250
+STORAGE_THROUGHPUT_MIBPS = catalog.WEIGHTS_VOLUME_MIBPS
 
 
 def stack_tags(cfg: StackConfig, stack: str) -> dict[str, str]:
