@@ -35,6 +35,7 @@ from infra.plan.economics import Economics, economics
 from infra.plan.frontdoor import FrontDoorPlan
 from infra.plan.sizing import Plan
 from infra.plan.stackfile import add_stack_arguments, load_stack, parse_overrides, read_stack
+from infra.plan.weights import FORMATS
 
 
 class _OneLineParser(argparse.ArgumentParser):
@@ -65,6 +66,12 @@ def _parser() -> argparse.ArgumentParser:
         metavar="context=N,concurrency=X,decode=T",
         default="",
         help="what --compare's types must serve (default: what the stack's own plan serves)",
+    )
+    parser.add_argument(
+        "--formats",
+        metavar="bf16,int8,int4",
+        default=",".join(FORMATS),
+        help="the weight formats --compare plans each type in (default: all, side by side)",
     )
     parser.add_argument(
         "--render",
@@ -297,14 +304,27 @@ def _user_keys(stack: str, overrides: dict[str, object]) -> list[str]:
 
 def _compare(args: argparse.Namespace, cfg: StackConfig, today: dt.date) -> int:
     need = compare.parse_need(args.need, compare.default_need(cfg, args.stack))
-    result = compare.compare(cfg, need, args.stack, today)
+    result = compare.compare(cfg, need, args.stack, today, _formats(args.formats))
     if args.json:
         data = {"stack": args.stack, "instance_type": cfg.instance_type} | result.to_json()
         print(json.dumps(data, indent=2))
     else:
         print(format_comparison_header(args.stack, cfg.region))
-        print(compare.format_comparison(result, cfg.instance_type))
+        print(compare.format_comparison(result, (cfg.instance_type, cfg.weights)))
     return 0
+
+
+def _formats(text: str) -> tuple[str, ...]:
+    """`--formats`: a comma-separated subset of the weight formats, or all of them."""
+    names = tuple(dict.fromkeys(n.strip() for n in text.split(",") if n.strip()))
+    unknown = [n for n in names if n not in FORMATS]
+    if unknown or not names:
+        raise ConfigError(
+            "--formats",
+            f"{unknown[0] if unknown else text!r} is not a weight format",
+            f"list some of {', '.join(FORMATS)}, such as --formats bf16,int8",
+        )
+    return names
 
 
 def format_comparison_header(stack: str, region: str) -> str:

@@ -105,9 +105,7 @@ def decode_source(name: str) -> str:
     """Where a plan's single-stream decode figure comes from, in this format."""
     if name == "bf16":
         return "calibrated on the field report's measured 4.0"
-    return (
-        f"modelled: {name} bytes per token at the bandwidth calibrated on bf16's measured 4.0"
-    )
+    return f"modelled: {name} bytes per token at the bandwidth calibrated on bf16's measured 4.0"
 
 
 def describe(name: str) -> str:
