@@ -34,6 +34,11 @@ QUANTIZE_MBPS = 200.0
 #: The runtime besides the weights: Python, torch, transformers, the largest layer's fp32
 #: temporaries. ASSUMED.
 RUNTIME_GIB = 2.0
+#: The installed quantizer in the scratch space (torch's CPU wheel, transformers, llm-compressor
+#: and their dependencies). ASSUMED, high end.
+INSTALL_GIB = 6
+#: Room on the scratch space beyond what it holds, as a fraction.
+SCRATCH_MARGIN = 0.2
 #: The deadline is this many times the modelled run, and never below `MIN_DEADLINE_SECONDS`:
 #: a Job that is killed must be far past anything healthy (the safe end of a bound that kills).
 DEADLINE_FACTOR = 3
@@ -56,6 +61,13 @@ class QuantizeJobPlan:
     cpu: int
     #: Modelled peak of the heaviest way to quantize (the whole bf16 model in memory).
     peak_gib: float
+    #: Scratch space on the node's disk (emptyDir limit): the bf16 download and the quantizer.
+    scratch_gib: int
+
+
+def scratch_gib(profile: ModelProfile) -> int:
+    """The Job's scratch space: the bf16 checkpoint downloaded, and the quantizer installed."""
+    return math.ceil(profile.checkpoint_bytes / GIB * (1 + SCRATCH_MARGIN)) + INSTALL_GIB
 
 
 def plan_job(
@@ -88,4 +100,5 @@ def plan_job(
         memory_gib=memory_gib,
         cpu=cpu,
         peak_gib=round(bf16 / GIB + RUNTIME_GIB, 2),
+        scratch_gib=scratch_gib(profile),
     )

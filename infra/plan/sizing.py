@@ -20,7 +20,7 @@ from __future__ import annotations
 import math
 from dataclasses import asdict, dataclass, replace
 
-from infra.plan import catalog, liveness, prefill
+from infra.plan import catalog, liveness, prefill, quantize
 from infra.plan.budget import (
     BATCHED_TOKEN_CHOICES,
     CPU_DEFAULT_BATCHED_TOKENS_PER_RANK,
@@ -558,6 +558,9 @@ def _startup(cfg: StackConfig, profile: ModelProfile, ranks: tuple[RankPlan, ...
     )
     if cfg.model_cache_planned == "none":
         on_node += volume_gib
+    if cfg.quantize_job:
+        # The quantize Job's scratch space: the bf16 download and the installed quantizer.
+        on_node += quantize.scratch_gib(profile)
     disk = int(10 * math.ceil(on_node * (1 + DISK_MARGIN) / 10))
     # A produced checkpoint is on the volume before the group starts (the quantize Job).
     download = 0 if cfg.quantize_job else profile.download_bytes / (cfg.download_mbps * 1e6)
