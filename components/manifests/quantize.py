@@ -112,7 +112,8 @@ if not whole(outs[0]):
     if revision:
         command += ["--source-revision", revision]
     say("quantizing: " + " ".join(command))
-    subprocess.run(command, env=env, check=True)
+    # From the shipped source's directory: `-m` looks there first, whatever the image's workdir.
+    subprocess.run(command, env=env, check=True, cwd=os.environ["CODE"])
     shutil.rmtree(source)
 marker = whole(outs[0])
 if marker is None:
