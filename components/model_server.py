@@ -152,22 +152,30 @@ class ModelServer(pulumi.ComponentResource):
         objects = manifests.quantize_objects(args.spec, args.quantize)
         if not objects:
             return []
-        code, job = objects
+        priority, code, job = objects
+        child = pulumi.ResourceOptions(parent=self)
         config = k8s.core.v1.ConfigMap(
-            f"{name}-quantize-code",
-            metadata=_meta(code, in_ns),
-            data=code["data"],
-            opts=pulumi.ResourceOptions(parent=self),
+            f"{name}-quantize-code", metadata=_meta(code, in_ns), data=code["data"], opts=child
+        )
+        # Lets the Job's pod preempt a group that still holds the nodes (a weights change).
+        preempts = k8s.scheduling.v1.PriorityClass(
+            f"{name}-quantize-priority",
+            metadata=priority["metadata"],
+            value=priority["value"],
+            preemption_policy=priority["preemptionPolicy"],
+            global_default=priority["globalDefault"],
+            description=priority["description"],
+            opts=child,
         )
         return [
             k8s.batch.v1.Job(
                 f"{name}-quantize",
                 metadata=_meta(job, in_ns),
                 spec=job["spec"],
-                # The pod names the token's Secret, the claims and the ConfigMap; its nodes must
-                # exist. No data flows from these.
+                # The pod names the token's Secret, the claims, the ConfigMap and the priority
+                # class; its nodes must exist. No data flows from these.
                 opts=pulumi.ResourceOptions(
-                    parent=self, depends_on=[*needs, config, *_nodes(args)]
+                    parent=self, depends_on=[*needs, config, preempts, *_nodes(args)]
                 ),
             )
         ]

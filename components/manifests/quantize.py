@@ -23,6 +23,12 @@ IAM role exists (the EBS CSI driver's role attaches the volumes), and the vLLM i
 no S3 client, needs none. An S3 bucket would add a bucket, its policy, a role for the Job and a
 client in every rank's prefetch.
 
+On a running stack whose `weights` change, the old group still holds the model nodes' memory
+(requests = limits) when the new Job starts, and the group is updated only after the Job: the
+Job's pod would wait for room that never comes. Its PriorityClass lets the scheduler preempt a
+model pod (priority 0) to place it; the endpoint is down for a weights change anyway (a group
+restart), and the group's pods wait until the Job is done.
+
 Pulumi awaits a batch/v1 Job until it is Complete (pulumi-kubernetes provider/pkg/await/job.go,
 read 2026-12-02), within `pulumi.com/timeoutSeconds`; the group depends on the Job. The Job's
 name carries a hash of its inputs, so a second `pulumi up` with the same inputs finds the same
@@ -248,6 +254,7 @@ def quantize_job(spec: ServerSpec, job: QuantizeSpec) -> Manifest:
                 "metadata": {"labels": object_meta(spec, name, "quantize")["labels"]},
                 "spec": {
                     "restartPolicy": "Never",
+                    "priorityClassName": priority_class(spec)["metadata"]["name"],
                     "automountServiceAccountToken": False,
                     "enableServiceLinks": False,
                     "nodeSelector": dict(spec.node_selector),
@@ -279,8 +286,30 @@ def _volumes(spec: ServerSpec, job: QuantizeSpec, name: str) -> list[dict[str, A
     ]
 
 
+#: Above every pod of the stack's (priority 0), far below the system's critical classes
+#: (2,000,000,000 and up, which no user class may reach).
+PRIORITY = 1000
+
+
+def priority_class(spec: ServerSpec) -> Manifest:
+    """The Job's PriorityClass: it may preempt the group it replaces (see the module doc)."""
+    return {
+        "apiVersion": "scheduling.k8s.io/v1",
+        "kind": "PriorityClass",
+        "metadata": {
+            "name": f"{spec.name}-quantize",
+            "labels": {"app.kubernetes.io/part-of": "gemma-graviton"},
+        },
+        "value": PRIORITY,
+        "preemptionPolicy": "PreemptLowerPriority",
+        "globalDefault": False,
+        "description": "The one-time quantize Job may preempt the model group it replaces.",
+    }
+
+
 def quantize_objects(spec: ServerSpec, job: QuantizeSpec | None) -> list[Manifest]:
-    """The ConfigMap and the Job, in apply order; none when the stack makes no checkpoint."""
+    """The PriorityClass, the ConfigMap and the Job, in apply order; none when the stack makes
+    no checkpoint."""
     if job is None:
         return []
-    return [code_config_map(spec, job), quantize_job(spec, job)]
+    return [priority_class(spec), code_config_map(spec, job), quantize_job(spec, job)]

@@ -96,6 +96,21 @@ def test_the_job_ships_the_quantizer_and_needs_no_new_role(
     volumes = job.inputs["spec"]["template"]["spec"]["volumes"]
     (mounted,) = [v for v in volumes if v["name"] == "code"]
     assert mounted["configMap"]["name"] == code.inputs["metadata"]["name"]
+    # It may preempt the group it replaces (a weights change on a running stack).
+    priority = one(mocks.records, "kubernetes:scheduling.k8s.io/v1:PriorityClass")
+    pod = job.inputs["spec"]["template"]["spec"]
+    assert pod["priorityClassName"] == priority.inputs["metadata"]["name"]
+    assert (
+        priority.inputs["value"] > 0
+        and priority.inputs["preemptionPolicy"] == "PreemptLowerPriority"
+    )
+    _depends_on(mocks, job, priority)
+    assert (
+        "priorityClassName"
+        not in (
+            one(mocks.records, LWS).inputs["spec"]["leaderWorkerTemplate"]["leaderTemplate"]["spec"]
+        )
+    )
     # The volumes are attached by the EBS CSI driver's role: the Job adds no IAM role.
     roles = {r.name for r in by_type(mocks.records, ROLE)}
     mocks_volume = RecordingMocks().install()
