@@ -109,8 +109,9 @@ if not whole(outs[0]):
     snapshot_download(repo, revision=revision, local_dir=source, allow_patterns=[
         "*.json", "*.safetensors", "*.model", "*.txt", "*.jinja", "tokenizer*"])
     say("installing the pinned quantizer")
+    # Every package is pinned in the file: pip resolves nothing on its own.
     subprocess.run([sys.executable, "-m", "pip", "install", "--no-cache-dir", "--quiet",
-                    "--target", str(scratch / "site"), "--requirement",
+                    "--no-deps", "--target", str(scratch / "site"), "--requirement",
                     os.environ["REQUIREMENTS"]], check=True)
     env = dict(os.environ, PYTHONPATH=f"{scratch / 'site'}:{os.environ['CODE']}")
     command = [sys.executable, "-m", "infra.quantize", "--source", str(source), "--scheme",
