@@ -82,11 +82,13 @@ PEAK_GFLOPS_PER_VCPU: dict[str, float] = {
 #: on 2026-12-02 on this project's 2-core x86 runner (AMD EPYC, AVX2, no bf16 instructions:
 #: against its 78 GFLOP/s fp32 FMA peak; 5 sliding + 1 full layers, load average 1.8). The slow
 #: end is that figure rounded down with room for run-to-run spread, because every bound that can
-#: kill or cut off work (engine step timeout, liveness, reply timeout) rests on it. Carrying a
-#: fraction from an x86 AVX2 path to Graviton's bf16 kernels (oneDNN with ACL, BFMMLA) is the
-#: derivation; those kernels are built for the matrix shapes prefill runs, so the fraction there
-#: is not expected to be lower. `make rehearse` measures it again on every run and fails when it
-#: falls below this slow end.
+#: kill or cut off work (engine step timeout, liveness, reply timeout) rests on it. On that CPU
+#: vLLM logs "Failed to create oneDNN linear, fallback to torch linear": the measured fraction is
+#: of torch's generic bf16 linear on a CPU without bf16 instructions. Carrying it to Graviton's
+#: bf16 kernels (oneDNN with ACL, BFMMLA; vLLM PRs #25948 and #27183, read 2026-12-02, send linears
+#: there by default on AArch64) is the derivation: a path built for bf16 is not expected to reach a
+#: smaller fraction of its peak than that fallback. `make rehearse` measures it again on every
+#: run and fails when it falls below this slow end.
 #:
 #: Fast end, 70%: ASSUMED, a large-GEMM efficiency; it only sets the optimistic side of ranges.
 #:
