@@ -32,6 +32,8 @@ class StackSecrets:
     hf_token: pulumi.Output[str]
     #: `None` when the stack does not set one: the model server generates it.
     api_key: pulumi.Output[str] | None
+    #: During a rotation, the key accepted until `apiKeyOverlapUntil`.
+    api_key_previous: pulumi.Output[str] | None = None
 
 
 def _raw_config() -> tuple[dict[str, str], dict[str, bool]]:
@@ -56,6 +58,15 @@ def read_stack_config(stack: str) -> tuple[StackConfig, Plan, StackSecrets]:
         check_secrets(secret)
         if "apiKey" in values:
             check_api_key(values["apiKey"])
+        if "apiKeyPrevious" in values:
+            check_api_key(values["apiKeyPrevious"], "apiKeyPrevious")
+            if values["apiKeyPrevious"] == values.get("apiKey"):
+                raise ConfigError(
+                    "apiKeyPrevious",
+                    "is the current `apiKey`, so nothing rotates",
+                    "set `apiKey` to the new key (`pulumi config set --secret apiKey "
+                    "$(openssl rand -hex 24)`)",
+                )
         if "hfToken" not in values:
             raise ConfigError(
                 "hfToken",
@@ -74,6 +85,7 @@ def read_stack_config(stack: str) -> tuple[StackConfig, Plan, StackSecrets]:
     secrets = StackSecrets(
         hf_token=config.require_secret("hfToken"),
         api_key=config.get_secret("apiKey"),
+        api_key_previous=config.get_secret("apiKeyPrevious"),
     )
     return cfg, result, secrets
 

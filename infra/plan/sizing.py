@@ -20,7 +20,7 @@ from __future__ import annotations
 import math
 from dataclasses import asdict, dataclass, replace
 
-from infra.plan import catalog, liveness, prefill
+from infra.plan import catalog, liveness, prefill, rollout
 from infra.plan.budget import (
     BATCHED_TOKEN_CHOICES,
     CPU_DEFAULT_BATCHED_TOKENS_PER_RANK,
@@ -40,6 +40,7 @@ from infra.plan.config import ConfigError, StackConfig
 from infra.plan.frontdoor import FrontDoorPlan, plan_front_door
 from infra.plan.kv_cache import GroupKv, cdiv
 from infra.plan.liveness import Liveness
+from infra.plan.rollout import DrainPlan, RolloutPlan
 
 __all__ = [
     "CPU_DEFAULT_BATCHED_TOKENS_PER_RANK",
@@ -106,6 +107,10 @@ class Plan:
     #: What the gatekeeper in front of vLLM lets through (`infra.plan.frontdoor`).
     front_door: FrontDoorPlan
     reasons: tuple[str, ...]
+    #: How a pod told to stop finishes its streams (`infra.plan.rollout`).
+    drain: DrainPlan
+    #: What a new pod template costs: surge groups, extra nodes, time, outage.
+    rollout: RolloutPlan
 
     @property
     def weights_gib_per_stage(self) -> list[float]:
@@ -337,6 +342,20 @@ def _finish(
         None if cfg.first_byte_timeout_seconds == "auto" else cfg.first_byte_timeout_seconds,
     )
     _check_first_byte(cfg, live, max_len)
+    door = plan_front_door(cfg, max_len, concurrency, decode, live.first_byte_s)
+    drain = rollout.plan_drain(door.reply_timeout_seconds)
+    grows = rollout.node_group_grows(cfg)
+    rollout.check_surge(cfg.rollout_surge, grows)
+    rolls = rollout.plan_rollout(
+        setting=cfg.rollout_surge,
+        grows=grows,
+        replicas=cfg.replicas,
+        stages=stages,
+        instance_type=instance.name,
+        cold_start_s=int(startup.cold_seconds),
+        restart_s=int(startup.restart_seconds),
+        drain=drain,
+    )
     return Plan(
         stack=stack,
         model=profile.name,
@@ -374,7 +393,9 @@ def _finish(
         startup_timeout_seconds=startup.timeout_seconds,
         vllm_image=cfg.vllm_image,
         liveness=live,
-        front_door=plan_front_door(cfg, max_len, concurrency, decode, live.first_byte_s),
+        front_door=door,
+        drain=drain,
+        rollout=rolls,
         reasons=(
             *_reasons(cfg, instance, budget, pod_gib, chosen, max_len, upper, concurrency, decode),
             _why_liveness(live, model, max_len, CPU_DEFAULT_MAX_SEQS_PER_RANK * stages),

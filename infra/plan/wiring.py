@@ -8,6 +8,7 @@ import shlex
 
 from components import watch
 from components.manifests import ProbeSpec, ServerSpec
+from components.manifests.drain import DrainSpec
 from components.manifests.gatekeeper import GatekeeperLimits
 from components.manifests.metrics import CollectorSpec
 from infra.plan import catalog
@@ -79,6 +80,23 @@ def server_spec(cfg: StackConfig, plan: Plan) -> ServerSpec:
         aws_tags=stack_tags(cfg, plan.stack),
         model_revision=cfg.revision,
         chat_page=plan.front_door.chat_page,
+        drain=drain_spec(plan),
+        rollout_surge=plan.rollout.surge_groups,
+    )
+
+
+def drain_spec(plan: Plan) -> DrainSpec:
+    """The plan's drain bounds as the pods and the Service take them."""
+    d = plan.drain
+    return DrainSpec(
+        accept_s=d.accept_s,
+        reply_s=d.reply_s,
+        settle_s=d.settle_s,
+        grace_s=d.grace_s,
+        health_check_interval_s=d.health_check_interval_s,
+        health_check_threshold=d.health_check_threshold,
+        deregistration_delay_s=d.deregistration_delay_s,
+        unhealthy_draining_s=d.unhealthy_draining_s,
     )
 
 

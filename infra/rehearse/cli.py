@@ -71,6 +71,7 @@ from infra.plan.stackfile import REPO, add_stack_arguments, parse_overrides, sta
 from infra.plan.wiring import gatekeeper_limits, server_spec
 from infra.rehearse import (
     capacity_step,
+    change_steps,
     chat_page,
     door_checks,
     door_errors,
@@ -102,6 +103,7 @@ from infra.rehearse.ranks import (
     rank_launches,
     termination_unwinds,
 )
+from infra.rehearse.change_steps import SecondGroup as _SecondGroup
 from infra.rehearse.tiny import ensure_tiny_model, plan_tiny, tiny_model_config
 from infra.rehearse.workspace import LOGS_DIR, VENV_DIR, RehearsalError
 
@@ -234,6 +236,25 @@ def rehearse(options: Options, progress: Progress) -> tuple[list[Check], dict[st
             checks += _check_group(
                 group, options, tiny_plan, base_url, api_key, timings, front, load
             )
+            if not options.keep:
+                b_ports = loopback_ports()
+                second = _SecondGroup(
+                    rank_launches(
+                        spec.engine(),
+                        vllm,
+                        model_dir,
+                        b_ports,
+                        api_key,
+                        options.extra_args,
+                        engine_timeout_env(spec.probes),
+                    ),
+                    b_ports,
+                    log_dir,
+                )
+                with _timed(timings, "drain and rotation"):
+                    checks += change_steps.change_rows(
+                        group, ports, second, front.nginx, tiny_plan, api_key, options.timeout_s
+                    )
     finally:
         timings["stop"] = group.stop_seconds
     checks.append(stopped_check(group))
