@@ -369,8 +369,8 @@ http {{
     }}
     js_set $gatekeeper_key_ok gatekeeper.keyOk;
     # What vLLM receives instead of the client's key: the engine key, read at start.
+    # (No file: the map's own default, "", and vLLM refuses every request.)
     map "" $gatekeeper_engine_auth {{
-        default "";
         include {key_dir}/engine*.map;
     }}
     # Any body framing at all on a GET route is refused before the body is read.

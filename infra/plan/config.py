@@ -873,7 +873,6 @@ def load_config(raw: Mapping[str, Any]) -> StackConfig:
     """
     from infra.plan import rules  # the rules build on the model defined here
 
-    check_rotation(raw)
     values = {k: _decode(v) for k, v in raw.items() if k not in SECRET_KEYS}
     rules.check_raw(values)
     try:
@@ -883,6 +882,7 @@ def load_config(raw: Mapping[str, Any]) -> StackConfig:
         if refused.rule.startswith("must be a list"):
             refused = rules.list_syntax(refused, values)
         raise refused from None
+    check_rotation(raw)
     rules.check_config(cfg)
     return cfg
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import hashlib
+
 import json
 import re
 import shutil
@@ -12,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from components.manifests import gatekeeper
-from components.manifests.gatekeeper import GatekeeperLimits, key_map_entry, nginx_conf
+from components.manifests.gatekeeper import GatekeeperLimits, key_file_text, nginx_conf
 from components.manifests.gatekeeper_conf import ERRORS, PASSED_HEADERS, njs_script
 
 LIMITS = GatekeeperLimits(
@@ -177,13 +179,13 @@ def test_the_metrics_listener_passes_metrics_only_and_logs_no_scrape() -> None:
     ],
 )
 def test_unusable_keys_accept_nothing(key: str) -> None:
-    assert key_map_entry(key) == "# no usable API key: every request that needs one is refused\n"
+    assert key_file_text(key) == '{"keys": []}\n'
 
 
-def test_a_key_becomes_an_anchored_case_sensitive_match() -> None:
+def test_a_key_is_accepted_by_its_digest_alone() -> None:
     key = "abc.def+ghi/jkl_mno~pqr=-0123456789"
-    assert key_map_entry(key) == '"~^Bearer abc\\.def\\+ghi/jkl_mno~pqr=-0123456789$" 1;\n'
-    assert key_map_entry("k" * 32) == f'"~^Bearer {"k" * 32}$" 1;\n'
+    digest = hashlib.sha256(key.encode()).hexdigest()
+    assert key_file_text(key) == f'{{"keys": [{{"sha256": "{digest}", "until": null}}]}}\n'
 
 
 def test_fingerprint_changes_with_the_key_and_hides_it() -> None:
@@ -202,7 +204,8 @@ NGINX = shutil.which("nginx") or ("/usr/sbin/nginx" if Path("/usr/sbin/nginx").e
 def test_real_nginx_accepts_the_config_and_the_key_snippet(tmp_path: Path, key: str) -> None:
     (tmp_path / "key").mkdir()
     (tmp_path / "run").mkdir()
-    (tmp_path / "key" / gatekeeper.KEY_FILE).write_text(key_map_entry(key))
+    (tmp_path / "key" / gatekeeper.KEY_FILE).write_text(key_file_text(key))
+    (tmp_path / "key" / gatekeeper.ENGINE_FILE).write_text(gatekeeper.engine_map_entry(key))
     files = gatekeeper.config_files(
         LIMITS,
         listen="127.0.0.1:1",

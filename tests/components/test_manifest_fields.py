@@ -223,7 +223,10 @@ def test_the_gatekeeper_reads_its_config_and_only_the_key_snippet() -> None:
             "name": "gatekeeper-key",
             "secret": {
                 "secretName": "key",
-                "items": [{"key": "api-key.map", "path": "api-key.map"}],
+                "items": [
+                    {"key": "api-keys.json", "path": "api-keys.json"},
+                    {"key": "engine.map", "path": "engine.map"},
+                ],
                 "defaultMode": 0o440,
             },
         },
@@ -376,7 +379,12 @@ def test_secrets_hold_the_values_and_say_where_they_come_from() -> None:
         "kind": "Secret",
         "metadata": metadata,
         "type": "Opaque",
-        "stringData": {"api-key": key, "api-key.map": gatekeeper.key_map_entry(key)},
+        "stringData": {
+            "api-key": key,
+            "engine-key": "",
+            "api-keys.json": gatekeeper.key_file_text(key),
+            "engine.map": "# no usable engine key: vLLM refuses every request\n",
+        },
     }
     token = manifests.secret(SPEC, "hf-token", "hf_abc")
     assert token["metadata"] == {**metadata, "name": "gemma-hf-token"}
@@ -552,8 +560,8 @@ def test_the_config_s_buffers_timeouts_and_log() -> None:
 
 def test_key_shapes_and_fingerprints() -> None:
     key = "XXXX" + "x" * 28
-    assert gatekeeper.key_map_entry(key[:-1]).startswith("# no usable API key")
-    assert gatekeeper.key_map_entry(key) == f'"~^Bearer {key}$" 1;\n'
+    assert gatekeeper.key_file_text(key[:-1]) == '{"keys": []}\n'
+    assert gatekeeper.engine_map_entry(key) == f'default "Bearer {key}";\n'
     one = gatekeeper.key_fingerprint("a" * 40)
     assert re.fullmatch(r"[0-9a-f]{16}", one)
     digest = gatekeeper.config_digest("conf")
