@@ -42,8 +42,8 @@ def test_the_page_is_served_only_when_asked_for() -> None:
     # The error pages' own locations are `internal`: no client reaches them.
     paths = [path for path in paths if not path.startswith("/.gatekeeper/")]
     assert paths == [
-        "/v1/chat/completions", "/v1/completions", "/v1/models", "/health", "/", "/app.js",
-        "/app.css",
+        "/ready", "/v1/chat/completions", "/v1/completions", "/v1/models", "/health", "/",
+        "/app.js", "/app.css",
     ]  # fmt: skip
     assert conf.count(f'add_header Content-Security-Policy "{chat.CSP}";') == 3
     assert conf.count("root /etc/gatekeeper;") == 3

@@ -42,7 +42,8 @@ def test_only_two_routes_reach_vllm_and_health_comes_from_a_cache() -> None:
     conf, _ = _servers(nginx_conf(LIMITS))
     conf = conf[conf.index("http {") :]
     exact = [p for p in re.findall(r"location = (\S+) \{", conf) if "/.gatekeeper/" not in p]
-    assert exact == ["/v1/chat/completions", "/v1/completions", "/v1/models", "/health"]
+    # /ready is the gatekeeper's own readiness (the drain), answered without vLLM.
+    assert exact == ["/ready", "/v1/chat/completions", "/v1/completions", "/v1/models", "/health"]
     # vLLM sees the chat and completion routes only through the named locations, and /health.
     assert re.findall(r"proxy_pass (\S+);", conf) == ["http://vllm"] * 4 + ["http://vllm/health"]
     assert re.findall(r"rewrite \^ (\S+) break;", conf) == [
@@ -116,7 +117,8 @@ def test_only_reviewed_headers_reach_vllm_and_the_address_is_nginx_s() -> None:
     assert set_headers == {
         "Host": "localhost",
         "Connection": '""',
-        "Authorization": "$http_authorization",
+        # vLLM gets the engine key, never the client's (which rotates without restarting it).
+        "Authorization": "$gatekeeper_engine_auth",
         "Content-Type": "$content_type",
         "Accept": "$http_accept",
         "X-Forwarded-For": "$remote_addr",

@@ -95,7 +95,8 @@ def test_every_container_runs_locked_down(spec: ServerSpec) -> None:
         }, role
         assert pod["spec"]["automountServiceAccountToken"] is False, role
         assert pod["spec"]["enableServiceLinks"] is False, role
-        assert pod["spec"]["terminationGracePeriodSeconds"] == 30, role
+        # The drain's bound (`components.manifests.drain`), the spec's default here.
+        assert pod["spec"]["terminationGracePeriodSeconds"] == spec.drain.grace_s, role
         for container in pod["spec"]["containers"] + pod["spec"].get("initContainers", []):
             where = (role, container["name"])
             context = container["securityContext"]
@@ -137,7 +138,7 @@ def test_the_engine_reads_prefetched_weights_offline() -> None:
         *common,
         {
             "name": "VLLM_API_KEY",
-            "valueFrom": {"secretKeyRef": {"name": "gemma-api-key", "key": "api-key"}},
+            "valueFrom": {"secretKeyRef": {"name": "gemma-api-key", "key": "engine-key"}},
         },
     ]
     assert _container(leader, "vllm")["volumeMounts"] == [
@@ -429,6 +430,7 @@ def test_the_service_reaches_leaders_through_an_nlb() -> None:
         "service.beta.kubernetes.io/aws-load-balancer-type": "nlb",
         "service.beta.kubernetes.io/aws-load-balancer-cross-zone-load-balancing-enabled": "true",
         "pulumi.com/waitFor": "jsonpath={.status.loadBalancer.ingress[0].hostname}",
+        **manifests.access.drain_annotations(SPEC.drain),
     }
     assert svc["spec"]["selector"] == {
         "leaderworkerset.sigs.k8s.io/name": "gemma-vllm",
@@ -445,6 +447,7 @@ def test_the_service_reaches_leaders_through_an_nlb() -> None:
         "service.beta.kubernetes.io/aws-load-balancer-type": "nlb",
         "service.beta.kubernetes.io/aws-load-balancer-cross-zone-load-balancing-enabled": "true",
         "pulumi.com/waitFor": "jsonpath={.status.loadBalancer.ingress[0].hostname}",
+        **manifests.access.drain_annotations(SPEC.drain),
         "service.beta.kubernetes.io/aws-load-balancer-internal": "true",
     }
 
