@@ -140,9 +140,7 @@ class ModelServer(pulumi.ComponentResource):
         self.load_balancer_hostname = _hostname(svc)
         self.endpoint = _endpoint(spec, self.load_balancer_hostname, group)
         self.api_key = pulumi.Output.secret(api_key)
-        self.api_key_fingerprint = pulumi.Output.unsecret(
-            api_key.apply(gatekeeper.key_fingerprint)
-        )
+        self.api_key_fingerprint = pulumi.Output.unsecret(api_key.apply(gatekeeper.key_fingerprint))
         until = args.api_key_overlap_until
         self.api_key_previous_until = pulumi.Output.from_input(
             until.isoformat().replace("+00:00", "Z") if until is not None else "none"

@@ -153,10 +153,11 @@ function models(r) {
     }) + '\n');
 }
 
-// `$gatekeeper_key_ok`: "1" when the Authorization header carries a key whose SHA-256 is in the
-// key file (the API key's Secret, which the kubelet refreshes in place) and whose `until` (Unix
-// seconds; null for the current key) is still ahead. Read on every keyed request, so a rotation
-// and the end of its overlap take effect without a reload. Anything unreadable accepts nothing.
+// `$gatekeeper_key_ok`: "1" when the Authorization header carries a key of the key file (the API
+// key's Secret, which the kubelet refreshes in place) whose `until` (Unix seconds; null for the
+// current key) is still ahead. Read on every keyed request, so a rotation and the end of its
+// overlap take effect without a reload. Anything unreadable accepts nothing. (Keys, not digests:
+// the `crypto` module is missing from some njs builds, nginx/njs issue #1049.)
 function keyOk(r) {
     var header = r.headersIn.Authorization || '';
     if (header.indexOf('Bearer ') !== 0 || header.length <= 7) {
@@ -171,10 +172,11 @@ function keyOk(r) {
     if (!Array.isArray(keys)) {
         return '0';
     }
-    var digest = require('crypto').createHash('sha256').update(header.slice(7)).digest('hex');
+    var token = header.slice(7);
     var now = Date.now() / 1000;
     for (var i = 0; i < keys.length; i++) {
-        if (keys[i].sha256 === digest && (keys[i].until === null || now < keys[i].until)) {
+        if (typeof keys[i].key === 'string' && keys[i].key === token &&
+            (keys[i].until === null || now < keys[i].until)) {
             return '1';
         }
     }

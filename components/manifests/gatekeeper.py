@@ -17,8 +17,8 @@ The config is generated here, purely, from the plan's limits: the program mounts
 ConfigMap, `--render` writes it, and the rehearsal runs the same builder's output for real. No key
 is in it. The keys live in the API key's Secret, mounted as files the kubelet refreshes when the
 Secret changes:
-- `api-keys.json` (`key_file_text`): the SHA-256 of every accepted client key, each with the
-  time it stops being accepted (none for the current key; `apiKeyOverlapUntil` for the previous
+- `api-keys.json` (`key_file_text`): every accepted client key, each with the time it stops
+  being accepted (none for the current key; `apiKeyOverlapUntil` for the previous
   one during a rotation). The njs script reads it on every keyed request and compares by time,
   so a rotation and the end of its overlap need no reload and no restart of any pod. A missing,
   unreadable or empty file accepts nothing (fail closed).
@@ -101,19 +101,16 @@ def key_file_text(
     previous: str | None = None,
     previous_until: dt.datetime | None = None,
 ) -> str:
-    """`api-keys.json`: the digests the gatekeeper accepts, the previous key's with the time it
+    """`api-keys.json`: the keys the gatekeeper accepts, the previous key's with the time it
     stops (Unix seconds). A missing, placeholder or oddly shaped key is left out, so the
-    gatekeeper refuses it rather than guess; no usable key at all accepts nothing."""
+    gatekeeper refuses it rather than guess; no usable key at all accepts nothing. The file is
+    an item of the API key's Secret, beside the key itself."""
     keys: list[dict[str, Any]] = []
     if _usable(api_key):
-        keys.append({"sha256": _sha256(api_key), "until": None})
+        keys.append({"key": api_key, "until": None})
     if previous is not None and previous_until is not None and _usable(previous):
-        keys.append({"sha256": _sha256(previous), "until": int(previous_until.timestamp())})
+        keys.append({"key": previous, "until": int(previous_until.timestamp())})
     return json.dumps({"keys": keys}, sort_keys=True) + "\n"
-
-
-def _sha256(text: str) -> str:
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
 def engine_map_entry(engine_key: str) -> str:

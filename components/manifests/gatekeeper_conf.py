@@ -48,9 +48,10 @@ ROUTES = (
 #: /ready is the gatekeeper's own readiness: 200, or 503 once the pod drains
 #: (`components.manifests.drain`).
 OPEN_PATHS = ("/health", "/ready")
-#: The only client headers vLLM receives: the body's type and what the client accepts; in place
-#: of the client's key vLLM gets the engine key (its own second lock, `gatekeeper.ENGINE_FILE`). Everything else, `X-Request-Id`, `X-Forwarded-For` as the client wrote
-#: it, priority and session headers included, is dropped (`proxy_pass_request_headers off`).
+#: The only client headers vLLM receives: the body's type and what the client accepts, and
+#: `Authorization`, set to the engine key in place of the client's (vLLM's own second lock,
+#: `gatekeeper.ENGINE_FILE`). Everything else, `X-Request-Id`, `X-Forwarded-For` as the client
+#: wrote it, priority and session headers included, is dropped (`proxy_pass_request_headers off`).
 PASSED_HEADERS = ("Authorization", "Content-Type", "Accept")
 #: Failed requests (wrong key, unknown path or method) per minute per client, with this burst.
 FAILURES_PER_MINUTE = 30
@@ -362,8 +363,8 @@ http {{
     access_log {access_log} gatekeeper;
 
     # Whether the Authorization header carries an accepted client key: the njs script compares
-    # its SHA-256 with the key file of the API key's Secret, read on each keyed request, and
-    # each key's end of acceptance with the time (`gatekeeper.key_file_text`).
+    # it with the key file of the API key's Secret, read on each keyed request, and each key's
+    # end of acceptance with the time (`gatekeeper.key_file_text`).
     map "" $gatekeeper_keys_path {{
         default "{key_dir}/api-keys.json";
     }}

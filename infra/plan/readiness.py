@@ -29,10 +29,7 @@ def vcpus_needed(p: Plan) -> tuple[int, int]:
 
 def _while(p: Plan) -> str:
     if p.rollout.surge_nodes:
-        return (
-            f"while EKS replaces them and a rollout's {p.rollout.surge_nodes} surge node(s) "
-            "run"
-        )
+        return f"while EKS replaces them and a rollout's {p.rollout.surge_nodes} surge node(s) run"
     return "while EKS replaces them"
 
 

@@ -48,10 +48,9 @@ by hand, create them first in namespace {ns}, from values you hold in your shell
 
   # The key: 32 or more of A-Z a-z 0-9 . _ ~ + / = - (e.g. API_KEY=$(openssl rand -hex 24)),
   # and the engine key vLLM checks, which the gatekeeper sends it (ENGINE_KEY likewise).
-  # The gatekeeper reads {gatekeeper.KEY_FILE} (the SHA-256 of each accepted key) and
+  # The gatekeeper reads {gatekeeper.KEY_FILE} (the accepted keys) and
   # {gatekeeper.ENGINE_FILE}; without them every request but /health and /ready is refused.
-  DIGEST=$(printf %s "$API_KEY" | sha256sum | cut -d' ' -f1)
-  printf '{{"keys": [{{"sha256": "%s", "until": null}}]}}\n' "$DIGEST" > {gatekeeper.KEY_FILE}
+  printf '{{"keys": [{{"key": "%s", "until": null}}]}}\n' "$API_KEY" > {gatekeeper.KEY_FILE}
   printf 'default "Bearer %s";\n' "$ENGINE_KEY" > {gatekeeper.ENGINE_FILE}
   kubectl -n {ns} create secret generic {spec.api_key_secret_name} \
     --from-literal={manifests.API_KEY_KEY}="$API_KEY" \

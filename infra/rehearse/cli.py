@@ -82,6 +82,7 @@ from infra.rehearse import (
     gate,
     vllm_headers,
 )
+from infra.rehearse.change_steps import SecondGroup as _SecondGroup
 from infra.rehearse.checks import (
     Check,
     bench_check,
@@ -107,7 +108,6 @@ from infra.rehearse.ranks import (
     rank_launches,
     termination_unwinds,
 )
-from infra.rehearse.change_steps import SecondGroup as _SecondGroup
 from infra.rehearse.tiny import ensure_tiny_model, plan_tiny, tiny_model_config
 from infra.rehearse.workspace import LOGS_DIR, VENV_DIR, RehearsalError
 

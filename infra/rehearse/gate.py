@@ -145,7 +145,9 @@ def running_gate(
         (page_dir / name).write_text(text, encoding="utf-8")
     write_keys(key_dir, gatekeeper.key_file_text(api_key))
     # The rehearsal's vLLM checks the client key itself: the same key is the engine key.
-    (key_dir / gatekeeper.ENGINE_FILE).write_text(gatekeeper.engine_map_entry(engine_key or api_key))
+    (key_dir / gatekeeper.ENGINE_FILE).write_text(
+        gatekeeper.engine_map_entry(engine_key or api_key)
+    )
     access_log = run_dir / "access.log"
     metrics_port = metrics_port or free_port()
     files = gatekeeper.config_files(

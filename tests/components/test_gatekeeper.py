@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
-
 import json
 import re
 import shutil
@@ -184,10 +182,9 @@ def test_unusable_keys_accept_nothing(key: str) -> None:
     assert key_file_text(key) == '{"keys": []}\n'
 
 
-def test_a_key_is_accepted_by_its_digest_alone() -> None:
+def test_a_usable_key_is_written_as_json_whatever_its_characters() -> None:
     key = "abc.def+ghi/jkl_mno~pqr=-0123456789"
-    digest = hashlib.sha256(key.encode()).hexdigest()
-    assert key_file_text(key) == f'{{"keys": [{{"sha256": "{digest}", "until": null}}]}}\n'
+    assert key_file_text(key) == f'{{"keys": [{{"key": "{key}", "until": null}}]}}\n'
 
 
 def test_fingerprint_changes_with_the_key_and_hides_it() -> None:

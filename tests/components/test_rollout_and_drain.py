@@ -139,9 +139,7 @@ def test_the_load_balancer_keeps_a_draining_node_s_streams() -> None:
     assert attributes == {
         "deregistration_delay.timeout_seconds": str(DRAIN.deregistration_delay_s),
         "target_health_state.unhealthy.connection_termination.enabled": "false",
-        "target_health_state.unhealthy.draining_interval_seconds": str(
-            DRAIN.unhealthy_draining_s
-        ),
+        "target_health_state.unhealthy.draining_interval_seconds": str(DRAIN.unhealthy_draining_s),
     }
     prefix = "service.beta.kubernetes.io/aws-load-balancer-healthcheck-"
     assert annotations[prefix + "interval"] == str(DRAIN.health_check_interval_s)
@@ -164,7 +162,7 @@ class _Metrics(BaseHTTPRequestHandler):
     def do_GET(self) -> None:
         self.calls.append(1)
         running = 1 if len(self.calls) <= self.busy_calls else 0
-        body = f"vllm:num_requests_running{{engine=\"0\"}} {running}.0\n".encode()
+        body = f'vllm:num_requests_running{{engine="0"}} {running}.0\n'.encode()
         self.send_response(200)
         self.send_header("Content-Length", str(len(body)))
         self.end_headers()

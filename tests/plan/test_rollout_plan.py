@@ -22,8 +22,7 @@ def test_a_fixed_stack_is_told_a_change_is_an_outage_and_how_long() -> None:
     restart = p.warm_restart_seconds
     assert p.rollout.outage_s == p.drain.settle_s + rollout.READY_PERIOD_S + restart
     assert p.rollout.describe().startswith(
-        f"an outage: the one group drains, then restarts, ~{p.rollout.outage_s} s without an "
-        "answer"
+        f"an outage: the one group drains, then restarts, ~{p.rollout.outage_s} s without an answer"
     )
     # Two groups roll one at a time in place: no outage, no extra node.
     two = plan(load_stack("dev", {"replicas": 2}), "dev")
