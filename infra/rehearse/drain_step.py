@@ -218,7 +218,11 @@ def drain_checks(
         while stream.first_at is None and reader.is_alive() and time.monotonic() < deadline:
             time.sleep(0.05)
         if stream.first_at is None:
-            return [Check(NOT_REACHED[0][0], NOT_REACHED[0][1], "no first chunk", False)]
+            seen = f"no first chunk (status {stream.status}{', ' + stream.error if stream.error else ''})"
+            return [
+                Check(NOT_REACHED[0][0], NOT_REACHED[0][1], seen, False),
+                *(Check(name, expected, "not reached", None) for name, expected in NOT_REACHED[1:]),
+            ]
         t0 = time.monotonic()
         progress("drain: stream from A under way; telling A to stop as the kubelet does")
         targets[0].terminating = True
