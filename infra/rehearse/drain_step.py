@@ -218,7 +218,7 @@ def drain_checks(
         while stream.first_at is None and reader.is_alive() and time.monotonic() < deadline:
             time.sleep(0.05)
         if stream.first_at is None:
-            seen = f"no first chunk (status {stream.status}{', ' + stream.error if stream.error else ''})"
+            seen = f"no first chunk (status {stream.status}) {stream.error}".strip()
             return [
                 Check(NOT_REACHED[0][0], NOT_REACHED[0][1], seen, False),
                 *(Check(name, expected, "not reached", None) for name, expected in NOT_REACHED[1:]),
