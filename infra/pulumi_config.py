@@ -15,7 +15,6 @@ from pulumi.runtime import config as runtime_config
 from infra.plan import addons, advice, placeholders, readiness, support, zones
 from infra.plan.config import (
     PROJECT,
-    SECRET_KEYS,
     ConfigError,
     StackConfig,
     check_api_key,
@@ -73,7 +72,8 @@ def read_stack_config(stack: str) -> tuple[StackConfig, Plan, StackSecrets]:
                 f"is required to download {values.get('model', 'the model')} (a gated model)",
                 "run `pulumi config set --secret hfToken <token with the licence accepted>`",
             )
-        cfg = load_config({k: v for k, v in values.items() if k not in SECRET_KEYS})
+        # Secret keys too: the rotation check needs to know `apiKeyPrevious` is set (it drops them).
+        cfg = load_config(values)
         result = advice.checked_plan(cfg, stack, list(values), dt.date.today())
     except ConfigError as error:
         raise pulumi.RunError(str(error)) from None
