@@ -1,5 +1,5 @@
 """The changes rehearsed last, once the stack's group has served every other check: a key
-rotation in front of it (`rotation_step`) while a second group starts, then the drain of the
+rotation in front of it (`rotation_step`), then a second group started and the drain of the
 first group with the second one taking the new requests (`drain_step`). The drain stops the
 first group, so nothing may follow it.
 """
@@ -52,12 +52,14 @@ def change_rows(
     model = tiny_plan.model
     work = second.log_dir / "changes"
     b_port = second.ports[0]
-    progress("changes: starting group B, rotating the key in front of group A meanwhile")
+    # The rotation first: a group starting beside it (compiling, warming up) could starve the
+    # first group's steps on a small machine.
+    checks = rotation_step.rotation_checks(
+        nginx, limits, api_key, vllm_port, work / "rotation", model, progress
+    )
+    progress("changes: starting group B for the drain")
     b_group = RankGroup(second.launches, second.log_dir / "group-b", progress=progress)
     with b_group:
-        checks = rotation_step.rotation_checks(
-            nginx, limits, api_key, vllm_port, work / "rotation", model, progress
-        )
         try:
             b_group.wait_ready(f"http://127.0.0.1:{b_port}/health", timeout_s, progress)
         except RankFailure as failure:

@@ -32,8 +32,8 @@ and checks what the plan promised:
 - `vllm bench serve` runs a short capacity run through the gatekeeper, one verdict row per point
   with the plan beside the measurement (`capacity_step`);
 - last, the changes (`change_steps`): a key rotation with an overlap in front of the group (both
-  keys served during it, the old one refused after, nothing reloaded) while a second group starts,
-  then the group drained as Kubernetes stops a pod under a long stream (the stream finishes, new
+  keys served during it, the old one refused after, nothing reloaded), then a second group
+  started and the first one drained as Kubernetes stops a pod under a long stream (the stream finishes, new
   requests reach the second group, no 5xx), each row with its times;
 - then (with `--prefill`, `make rehearse-prefill`) the prefill probe (`prefill_probe`: a
   shape-true slice of the stack's model, one prefill step of the planned
