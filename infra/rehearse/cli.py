@@ -33,8 +33,8 @@ and checks what the plan promised:
   with the plan beside the measurement (`capacity_step`);
 - last, the changes (`change_steps`): a key rotation with an overlap in front of the group (both
   keys served during it, the old one refused after, nothing reloaded), then a second group
-  started and the first one drained as Kubernetes stops a pod under a long stream (the stream finishes, new
-  requests reach the second group, no 5xx), each row with its times;
+  started and the first one drained as Kubernetes stops a pod under a long stream (the stream
+  finishes, new requests reach the second group, no 5xx), each row with its times;
 - then (with `--prefill`, `make rehearse-prefill`) the prefill probe (`prefill_probe`: a
   shape-true slice of the stack's model, one prefill step of the planned
   `max_num_batched_tokens`) and the step-timeout row (`step_timeout`: the plan's engine step
