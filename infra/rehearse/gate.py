@@ -171,6 +171,9 @@ def running_gate(
     process = subprocess.Popen(
         argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True
     )
+    # Reaped as soon as it exits, as a container's first process is: the drain's preStop waits
+    # with `kill -0` for nginx to be gone, which a zombie would never be.
+    threading.Thread(target=process.wait, daemon=True).start()
     try:
         _wait_listening(port, process, work_dir / "nginx.log")
         progress(f"gatekeeper: nginx on 127.0.0.1:{port} in front of vLLM on {vllm_port}")
