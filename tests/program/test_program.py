@@ -451,3 +451,33 @@ def test_policy_arns_follow_the_partition(
     ]
     assert len(arns) >= 6
     assert all(arn.startswith("arn:aws-us-gov:") for arn in arns), arns
+
+
+@pytest.mark.usefixtures("as_pulumi_host")
+def test_the_program_drains_rolls_and_keeps_a_group_serving(
+    mocks: RecordingMocks, exports: dict[str, Any]
+) -> None:
+    run_program(mocks, "dev", {"replicas": 2})
+    expected = plan(load_stack("dev", {**OWN_VALUES["dev"], "replicas": 2}), "dev")
+    spec = one(mocks.records, LWS).inputs["spec"]
+    # A fixed node group cannot surge: one group at a time, the other serving.
+    assert spec["rolloutStrategy"] == {
+        "type": "RollingUpdate",
+        "rollingUpdateConfiguration": {"maxSurge": 0, "maxUnavailable": 1},
+    }
+    for role in ("leaderTemplate", "workerTemplate"):
+        pod = spec["leaderWorkerTemplate"][role]["spec"]
+        assert pod["terminationGracePeriodSeconds"] == expected.drain.grace_s
+        assert pod["terminationGracePeriodSeconds"] >= expected.front_door.reply_timeout_seconds
+        for container in pod["containers"]:
+            assert "preStop" in container["lifecycle"], (role, container["name"])
+    budget = one(mocks.records, "kubernetes:policy/v1:PodDisruptionBudget")
+    assert budget.inputs["spec"]["maxUnavailable"] == 1
+    assert budget.inputs["spec"]["selector"] == {
+        "matchLabels": {manifests.LWS_NAME_LABEL: "gemma-vllm"}
+    }
+    assert resolve(exports["rolloutSurgeNodes"]) == 0
+
+    mocks.records.clear()
+    run_program(mocks, "dev")
+    assert not by_type(mocks.records, "kubernetes:policy/v1:PodDisruptionBudget")
