@@ -31,6 +31,10 @@ and checks what the plan promised:
 - the benchmark client (`infra.bench`) runs against the leader and flags no cut-off reply;
 - `vllm bench serve` runs a short capacity run through the gatekeeper, one verdict row per point
   with the plan beside the measurement (`capacity_step`);
+- last, the changes (`change_steps`): a key rotation with an overlap in front of the group (both
+  keys served during it, the old one refused after, nothing reloaded), then a second group
+  started and the first one drained as Kubernetes stops a pod under a long stream (the stream
+  finishes, new requests reach the second group, no 5xx), each row with its times;
 - then, once that group is stopped, the prefill probe (`prefill_probe`: a shape-true slice of
   the stack's model, one prefill step of the planned `max_num_batched_tokens` after vLLM's own
   warm-up; its rows print the modelled figure beside the measured one). A plain run serves the
@@ -74,12 +78,14 @@ from infra.plan.stackfile import REPO, add_stack_arguments, parse_overrides, sta
 from infra.plan.wiring import gatekeeper_limits, server_spec
 from infra.rehearse import (
     capacity_step,
+    change_steps,
     chat_page,
     door_checks,
     door_errors,
     gate,
     vllm_headers,
 )
+from infra.rehearse.change_steps import SecondGroup as _SecondGroup
 from infra.rehearse.checks import (
     Check,
     bench_check,
@@ -240,6 +246,25 @@ def rehearse(options: Options, progress: Progress) -> tuple[list[Check], dict[st
             checks += _check_group(
                 group, options, tiny_plan, base_url, api_key, timings, front, load
             )
+            if not options.keep:
+                b_ports = loopback_ports()
+                second = _SecondGroup(
+                    rank_launches(
+                        spec.engine(),
+                        vllm,
+                        model_dir,
+                        b_ports,
+                        api_key,
+                        options.extra_args,
+                        engine_timeout_env(spec.probes),
+                    ),
+                    b_ports,
+                    log_dir,
+                )
+                with _timed(timings, "drain and rotation"):
+                    checks += change_steps.change_rows(
+                        group, ports, second, front.nginx, tiny_plan, api_key, options.timeout_s
+                    )
     finally:
         timings["stop"] = group.stop_seconds
     checks.append(stopped_check(group))
