@@ -90,8 +90,9 @@ from infra.rehearse.checks import (
     verdict_ok,
 )
 from infra.rehearse.endpoint import CHECK_TOKENS
-from infra.rehearse.env import RehearsalEnvError, ensure_env
+from infra.rehearse.env import RehearsalEnvError, ensure_env, ensure_quality_env
 from infra.rehearse.metrics_capture import capture_check
+from infra.rehearse.quality_step import QualityStep
 from infra.rehearse.ranks import (
     RankFailure,
     RankGroup,
@@ -103,7 +104,13 @@ from infra.rehearse.ranks import (
     termination_unwinds,
 )
 from infra.rehearse.tiny import ensure_tiny_model, plan_tiny, tiny_model_config
-from infra.rehearse.workspace import LOGS_DIR, QUANTIZE_VENV_DIR, VENV_DIR, RehearsalError
+from infra.rehearse.workspace import (
+    LOGS_DIR,
+    QUALITY_VENV_DIR,
+    QUANTIZE_VENV_DIR,
+    VENV_DIR,
+    RehearsalError,
+)
 
 DEFAULT_TIMEOUT_S = 600.0
 
@@ -228,13 +235,17 @@ def rehearse(options: Options, progress: Progress) -> tuple[list[Check], dict[st
         page,
     )
     load = capacity_step.CapacityRun(vllm, model_dir, tiny_cfg, tiny_plan, log_dir / "capacity")
+    with _timed(timings, "env"):
+        quality = QualityStep(
+            ensure_quality_env(QUALITY_VENV_DIR, progress), log_dir / "quality", progress
+        )
     progress(f"starting {len(launches)} ranks (logs in {log_dir.relative_to(REPO)})")
     group = RankGroup(launches, log_dir, progress=progress)
     checks: list[Check] = []
     try:
         with group:
             checks += _check_group(
-                group, options, tiny_plan, base_url, api_key, timings, front, load
+                group, options, tiny_plan, base_url, api_key, timings, front, load, quality
             )
     finally:
         timings["stop"] = group.stop_seconds
@@ -243,7 +254,8 @@ def rehearse(options: Options, progress: Progress) -> tuple[list[Check], dict[st
         print(log_tails(group.processes), file=sys.stderr)
     if options.quantized:
         with _timed(timings, "int8 and int4"):
-            checks += _quantized_rows(options, nginx, vllm, model_dir, progress)
+            checks += _quantized_rows(options, nginx, vllm, model_dir, quality, progress)
+        checks.append(quality.difference_row())
     if options.prefill:
         with _timed(timings, "prefill"):
             checks += _prefill_rows(options, python, progress)
@@ -251,7 +263,12 @@ def rehearse(options: Options, progress: Progress) -> tuple[list[Check], dict[st
 
 
 def _quantized_rows(
-    options: Options, nginx: str, vllm: str, model_dir: Path, progress: Progress
+    options: Options,
+    nginx: str,
+    vllm: str,
+    model_dir: Path,
+    quality: QualityStep,
+    progress: Progress,
 ) -> list[Check]:
     """The tiny model quantized by `infra.quantize` and served at `weights` int8 and int4."""
     from infra.rehearse.env import ensure_quantize_env
@@ -267,6 +284,7 @@ def _quantized_rows(
         model_dir,
         options.timeout_s,
         options.extra_args,
+        quality,
     )
     try:
         return quantized_rows(served, progress)
@@ -362,6 +380,7 @@ def _check_group(
     timings: dict[str, float],
     front: _Front,
     load: capacity_step.CapacityRun,
+    quality: QualityStep,
 ) -> list[Check]:
     """Every check that needs the running group, in order; a failed start ends the list early.
 
@@ -438,6 +457,8 @@ def _check_group(
                 checks.append(Check("bench", "no cut-off", "could not run", False, note=str(error)))
         with _timed(timings, "capacity"):
             checks += capacity_step.capacity_checks(load, gate_url, api_key, group.progress)
+        with _timed(timings, "quality"):
+            checks.append(quality.row("bf16", gate_url, api_key, tiny_plan.model))
         # After the traffic above, so the latency histograms have observations.
         checks.append(capture_check(door.metrics_url, vllm_root))
         # Last: it empties this client's allowance.
