@@ -31,6 +31,12 @@ and checks what the plan promised:
 - the benchmark client (`infra.bench`) runs against the leader and flags no cut-off reply;
 - `vllm bench serve` runs a short capacity run through the gatekeeper, one verdict row per point
   with the plan beside the measurement (`capacity_step`);
+- lm-eval scores the group on the project's quality task through the gatekeeper
+  (`quality_step`, `infra.bench.quality`);
+- then the same tiny model, quantized to int8 and to int4 by `infra.quantize` (the quantize
+  Job's code), is served as the stack's group at `weights` int8 and int4 (`quantized`): the
+  linear kernel vLLM selected, KV tokens against the planner, a reply streamed through the
+  gatekeeper, lm-eval on int8 and the difference from bf16 (`--skip-quantized` leaves it out);
 - then (with `--prefill`, `make rehearse-prefill`) the prefill probe (`prefill_probe`: a
   shape-true slice of the stack's model, one prefill step of the planned
   `max_num_batched_tokens`) and the step-timeout row (`step_timeout`: the plan's engine step
