@@ -62,7 +62,9 @@ OUT_MOUNT = "/out"
 #: The quantizer's requirements file, as shipped in the ConfigMap.
 REQUIREMENTS = "requirements-quantize.txt"
 #: Pulumi waits this much longer than the Job's own deadline, so the Job's failure (with its
-#: pod's message) is what a failed run reports, not Pulumi's timeout.
+#: pod's message) is what a failed run reports, not Pulumi's timeout. Without the annotation
+#: Pulumi gives a Job 10 minutes (`DefaultJobTimeoutMins` in provider/pkg/await/job.go, read
+#: 2026-12-02), less than the quantization's modelled run.
 AWAIT_MARGIN_SECONDS = 300
 
 _SCRIPT = r"""
@@ -109,8 +111,9 @@ if not whole(outs[0]):
     snapshot_download(repo, revision=revision, local_dir=source, allow_patterns=[
         "*.json", "*.safetensors", "*.model", "*.txt", "*.jinja", "tokenizer*"])
     say("installing the pinned quantizer")
+    # Every package is pinned in the file: pip resolves nothing on its own.
     subprocess.run([sys.executable, "-m", "pip", "install", "--no-cache-dir", "--quiet",
-                    "--target", str(scratch / "site"), "--requirement",
+                    "--no-deps", "--target", str(scratch / "site"), "--requirement",
                     os.environ["REQUIREMENTS"]], check=True)
     env = dict(os.environ, PYTHONPATH=f"{scratch / 'site'}:{os.environ['CODE']}")
     command = [sys.executable, "-m", "infra.quantize", "--source", str(source), "--scheme",

@@ -376,6 +376,7 @@ def main(argv: Sequence[str] | None = None, today: dt.date | None = None) -> int
         data["cheaper"] = buy if buy and buy.startswith("cheaper:") else None
         data["verdict"] = verdict.verdict_json(result, econ, first or buy, warnings)
         data["placeholders"] = [p.key for p in placeholders.find(cfg)]
+        data["quality"] = weights.weight_format(result.weights).quality
         print(json.dumps(data, indent=2))
         return 0
     notice = placeholders.notice(cfg)

@@ -253,7 +253,8 @@ def format_comparison(result: Comparison, current: tuple[str, str]) -> str:
     start, one line each."""
     header = (
         f"{'':2}{'type':<12} {'weights':<7} {'nodes':>5} {'$/month':>9} {'context':>8} {'conc':>6} "
-        f"{'tok/s 1':>8} {'tok/s full':>10} {'$/Mtok full':>11} {'$/Mtok 1':>9} {'ttft max':>9}"
+        f"{'tok/s 1':>8} {'tok/s full':>10} {'$/Mtok full':>11} {'$/Mtok 1':>9} {'ttft max':>9} "
+        "quality"
     )
     lines = [
         f"need: {result.need.describe()}; ranked by $ per million output tokens at full load "
@@ -273,7 +274,7 @@ def format_comparison(result: Comparison, current: tuple[str, str]) -> str:
             f"{e.served.one.aggregate_tokens_per_s:>8.2f} "
             f"{e.served.planned.aggregate_tokens_per_s:>10.2f} "
             f"{e.usd_per_million_full:>11.2f} {e.usd_per_million_one:>9.2f} "
-            f"{e.served.ttft_max_len_s:>8.0f}s"
+            f"{e.served.ttft_max_len_s:>8.0f}s {weight_format(c.weights).quality}"
         )
     if result.short:
         lines += ["", "start but miss the need:"]

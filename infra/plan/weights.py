@@ -57,9 +57,7 @@ class WeightFormat:
 #: int8 weights carry one bf16 scale per output channel: 2 bytes per row of 3,840 to 15,360
 #: values, under 0.1% (left out). int4 carries one bf16 scale per group of 128 weights.
 FORMATS: dict[str, WeightFormat] = {
-    "bf16": WeightFormat(
-        "bf16", None, 2.0, 2.0, "oneDNN bf16 (unquantized)", 1.0, "the published checkpoint"
-    ),
+    "bf16": WeightFormat("bf16", None, 2.0, 2.0, "oneDNN bf16 (unquantized)", 1.0, "published"),
     "int8": WeightFormat(
         "int8",
         "W8A8",
@@ -112,7 +110,7 @@ def describe(name: str) -> str:
     """One line for the plan: the scheme, what stays bf16, the kernel, the quality."""
     fmt = weight_format(name)
     if fmt.scheme is None:
-        return f"bf16, {fmt.quality}"
+        return "bf16, the published checkpoint"
     return (
         f"{name} (compressed-tensors {fmt.scheme}; embeddings, output head and encoders bf16; "
         f"{fmt.resident_bytes:.2f} bytes per linear parameter in memory, "

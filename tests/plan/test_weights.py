@@ -117,6 +117,7 @@ def test_int4_warns_about_its_kernel(capsys: pytest.CaptureFixture[str]) -> None
     data = json.loads(capsys.readouterr().out)
     assert weights.INT4_KERNEL_WARNING in data["warnings"]
     assert data["weights"] == "int4" and data["quantize"]["scheme"] == "W4A8"
+    assert data["quality"] == "unmeasured here"
 
 
 def test_compare_shows_formats_side_by_side(capsys: pytest.CaptureFixture[str]) -> None:
