@@ -106,7 +106,9 @@ def ensure_quantized(
             f"quantizing the tiny model failed (exit {done.returncode}): {shlex.join(argv)}\n"
             + tail(done.stdout + done.stderr)
         )
-    progress(f"{scheme}: {done.stdout.strip()} ({time.monotonic() - began:.0f} s)")
+    # llm-compressor logs to stdout too; the command's own line is the last.
+    said = (done.stdout.strip().splitlines() or ["(no output)"])[-1]
+    progress(f"{scheme}: {said} ({time.monotonic() - began:.0f} s)")
     return out
 
 
