@@ -14,7 +14,8 @@ One module per object, re-exported here as `manifests.X`:
 - `gatekeeper`: the front door, nginx in each leader pod: its config, container and key snippet;
 - `access`: the namespace, the Secrets, the gatekeeper's ConfigMap, the leaders-only Service and
   the NetworkPolicy;
-- `gate`: the Job that waits until the LeaderWorkerSet webhooks admit objects.
+- `gate`: the Job that waits until the LeaderWorkerSet webhooks admit objects;
+- `door` (with `asleep`): an elastic stack's always-on front door, out of the group.
 
 A new object gets its own module beside these, is re-exported below, and joins `all_objects` in
 apply order.
@@ -22,12 +23,13 @@ apply order.
 
 from __future__ import annotations
 
-from components.manifests import gatekeeper
+from components.manifests import door, gatekeeper
 from components.manifests.access import (
     NLB_TAGS_ANNOTATION,
     POD_SECURITY_LABELS,
     aws_tags_annotation,
     gatekeeper_config,
+    gatekeeper_files,
     leaders_selector,
     namespace,
     network_policy,
@@ -78,6 +80,7 @@ __all__ = [
     "all_objects",
     "aws_tags_annotation",
     "command_line",
+    "door_objects",
     "engine_args",
     "engine_timeout_env",
     "gatekeeper",
@@ -99,11 +102,25 @@ __all__ = [
 def all_objects(spec: ServerSpec) -> list[Manifest]:
     """Every object of the model server but its two Secrets, in apply order. The Secrets
     (`secret`) need the real values: the program creates them; `--render` says how to."""
-    return [
+    objects = [
         namespace(spec),
         gatekeeper_config(spec),
         network_policy(spec),
         *model_claims(spec),
         leader_worker_set(spec),
         service(spec),
+    ]
+    if spec.door:
+        objects += door_objects(spec)
+    return objects
+
+
+def door_objects(spec: ServerSpec, key_fingerprint: str | None = None) -> list[Manifest]:
+    """An elastic stack's door (`door`): its Deployment, its NetworkPolicy, the leaders'
+    Service it reaches vLLM through and the Service KEDA reads its wake flag from."""
+    return [
+        door.network_policy(spec),
+        door.leaders_service(spec, leaders_selector(spec)),
+        door.wake_service(spec),
+        door.deployment(spec, gatekeeper.config_digest(gatekeeper_files(spec)), key_fingerprint),
     ]

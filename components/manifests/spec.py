@@ -6,6 +6,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from components.manifests.asleep import Asleep
 from components.manifests.engine import EngineSpec
 from components.manifests.gatekeeper import GatekeeperLimits
 from components.manifests.probes import ProbeSpec
@@ -21,6 +22,23 @@ HF_TOKEN_MOUNT = "/var/run/secrets/huggingface"
 RUN_AS = 10001
 
 Manifest = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class DoorSpec:
+    """The always-on front door of an elastic stack (`components.manifests.door`): the
+    gatekeeper out of the leader pods, on the system nodes, in front of every group."""
+
+    #: What it answers while no group runs, and its wake flag.
+    asleep: Asleep
+    #: The most groups that may run (the door's pod-wide grammar limit admits one per group).
+    max_groups: int
+    #: Labels of the always-on system nodes.
+    node_selector: Mapping[str, str]
+    #: Tolerations for those nodes' taints.
+    tolerations: Sequence[Mapping[str, str]] = ()
+    #: Namespace of KEDA's operator, which polls the wake flag.
+    keda_namespace: str = "keda"
 
 
 @dataclass(frozen=True)
@@ -80,6 +98,8 @@ class ServerSpec:
     chat_page: bool = False
     #: Largest log-probability count vLLM serves (the gatekeeper refuses more first).
     max_logprobs: int = 0
+    #: An elastic stack's door; None keeps the gatekeeper in each leader pod (fixed stacks).
+    door: DoorSpec | None = None
 
     @property
     def lws_name(self) -> str:
@@ -118,6 +138,9 @@ class ServerSpec:
             max_logprobs=self.max_logprobs,
             # A prefetched directory is already that commit; vLLM downloading itself needs it.
             revision=None if self.weight_prefetch else self.model_revision,
+            # Behind a door, vLLM is reached over the pod network (the NetworkPolicy admits the
+            # door alone); beside its gatekeeper, on loopback only.
+            **({"host": "0.0.0.0"} if self.door else {}),
         )
 
 

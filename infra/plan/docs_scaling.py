@@ -140,9 +140,7 @@ def render() -> str:
         "`infra/plan/scaling_sim.py`; model nodes only (the elastic stack adds its always-on "
         "system node group)."
     )
-    return "\n".join(
-        [BEGIN, head, "", *table, "", *hours, "", *(f"- {n}" for n in notes), END]
-    )
+    return "\n".join([BEGIN, head, "", *table, "", *hours, "", *(f"- {n}" for n in notes), END])
 
 
 def block_in(text: str) -> str:
