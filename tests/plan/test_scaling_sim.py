@@ -125,7 +125,7 @@ def test_the_up_window_holds_the_lowest_recent_recommendation() -> None:
 def test_a_day_file_must_hold_every_minute(tmp_path: Path) -> None:
     short = tmp_path / "day.csv"
     short.write_text("minute,requests\n0,1\n1,2\n")
-    with pytest.raises(ValueError, match="expected minutes 0..1439 in order"):
+    with pytest.raises(ValueError, match=r"expected minutes 0\.\.1439 in order"):
         read_day(short)
 
 
