@@ -19,6 +19,7 @@ from components.manifests.probes import (
 )
 from components.manifests.spec import (
     API_KEY_KEY,
+    MODEL_TAINT,
     CACHE_MOUNT,
     HF_TOKEN_KEY,
     HF_TOKEN_MOUNT,
@@ -302,4 +303,6 @@ def pod_template(
     }
     if spec.weight_prefetch:
         pod_spec["initContainers"] = [_prefetch_container(spec)]
+    if spec.autoscaled:
+        pod_spec["tolerations"] = [{"operator": "Equal", **MODEL_TAINT}]
     return {"metadata": metadata, "spec": pod_spec}
