@@ -19,11 +19,11 @@ from components.manifests.probes import (
 )
 from components.manifests.spec import (
     API_KEY_KEY,
-    MODEL_TAINT,
     CACHE_MOUNT,
     HF_TOKEN_KEY,
     HF_TOKEN_MOUNT,
     LWS_NAME_LABEL,
+    MODEL_TAINT,
     MODELS_MOUNT,
     RUN_AS,
     ServerSpec,
