@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Literal
 
-from components.manifests import chat, door, gatekeeper, metrics
+from components.manifests import chat, door, gatekeeper, metrics, scaling
 from components.manifests.spec import (
     API_KEY_KEY,
     HF_TOKEN_KEY,
@@ -188,7 +188,10 @@ def network_policy(spec: ServerSpec) -> Manifest:
             {"from": [{"podSelector": group}]},
             {"ports": [{"port": gatekeeper.PORT, "protocol": "TCP"}]},
             {
-                "from": [metrics.scraper_peer(spec.namespace)],
+                "from": [
+                    metrics.scraper_peer(spec.namespace),
+                    *([scaling.keda_peer()] if spec.autoscaled else []),
+                ],
                 "ports": [{"port": gatekeeper.METRICS_PORT, "protocol": "TCP"}],
             },
         ]

@@ -36,7 +36,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from components.manifests import asleep, gatekeeper, metrics
+from components.manifests import asleep, gatekeeper, metrics, scaling
 from components.manifests.gatekeeper import GatekeeperLimits
 from components.manifests.spec import (
     LWS_NAME_LABEL,
@@ -220,7 +220,8 @@ def network_policy(spec: ServerSpec) -> Manifest:
 
 def group_ingress(spec: ServerSpec) -> list[dict[str, Any]]:
     """What the group's NetworkPolicy admits behind a door: the ranks among themselves, and
-    vLLM's port from the door and the metrics collector only."""
+    vLLM's port from the door, the metrics collector and KEDA's operator (which reads the
+    leaders' queue from vLLM's /metrics) only."""
     group = {"matchLabels": {LWS_NAME_LABEL: spec.lws_name}}
     return [
         {"from": [{"podSelector": group}]},
@@ -228,6 +229,7 @@ def group_ingress(spec: ServerSpec) -> list[dict[str, Any]]:
             "from": [
                 {"podSelector": {"matchLabels": selector(spec)}},
                 metrics.scraper_peer(spec.namespace),
+                scaling.keda_peer(_door(spec).keda_namespace),
             ],
             "ports": [{"port": spec.port, "protocol": "TCP"}],
         },

@@ -23,6 +23,7 @@ from components.manifests.spec import (
     HF_TOKEN_KEY,
     HF_TOKEN_MOUNT,
     LWS_NAME_LABEL,
+    MODEL_TAINT,
     MODELS_MOUNT,
     RUN_AS,
     ServerSpec,
@@ -304,4 +305,6 @@ def pod_template(
     }
     if spec.weight_prefetch:
         pod_spec["initContainers"] = [_prefetch_container(spec)]
+    if spec.autoscaled:
+        pod_spec["tolerations"] = [{"operator": "Equal", **MODEL_TAINT}]
     return {"metadata": metadata, "spec": pod_spec}

@@ -14,6 +14,9 @@ from components.manifests.probes import ProbeSpec
 LWS_API = "leaderworkerset.x-k8s.io/v1"
 LWS_NAME_LABEL = "leaderworkerset.sigs.k8s.io/name"
 LWS_WORKER_INDEX_LABEL = "leaderworkerset.sigs.k8s.io/worker-index"
+#: The model nodes' taint in an elastic stack: only the model pods tolerate it, so every other
+#: pod runs on the always-on system nodes and an empty model node can be removed.
+MODEL_TAINT = {"key": "gemma-graviton.dev/pool", "value": "model", "effect": "NoSchedule"}
 HF_TOKEN_KEY = "token"
 API_KEY_KEY = "api-key"
 MODELS_MOUNT = "/models"
@@ -96,6 +99,9 @@ class ServerSpec:
     aws_tags: Mapping[str, str] = field(default_factory=dict)
     #: The gatekeeper also serves the chat page (`components.manifests.chat`) at `/`.
     chat_page: bool = False
+    #: KEDA owns the number of groups (the LeaderWorkerSet's scale subresource): the object
+    #: leaves `replicas` unset, and the pods tolerate the model nodes' `MODEL_TAINT`.
+    autoscaled: bool = False
     #: Largest log-probability count vLLM serves (the gatekeeper refuses more first).
     max_logprobs: int = 0
     #: An elastic stack's door; None keeps the gatekeeper in each leader pod (fixed stacks).

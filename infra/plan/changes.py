@@ -69,6 +69,12 @@ IDLE_KEYS = (
     "allowPlainHttp",
     "replicas",
     "vcpuQuota",
+    # The ScaledObject and the node groups' sizes change in place; what starts or stops then is
+    # KEDA's and the Cluster Autoscaler's doing, one group at a time.
+    "minGroups",
+    "maxGroups",
+    "schedule",
+    "queuePerGroup",
 )
 
 

@@ -23,6 +23,7 @@ from infra.plan import (
     advice,
     changes,
     compare,
+    elastic,
     placeholders,
     pods,
     readiness,
@@ -194,6 +195,9 @@ def format_table(
     if econ is not None:
         rows += _economics_rows(p, econ)
     today = today or dt.date.today()
+    scaled = elastic.elastic_plan(cfg, p, today) if cfg is not None else None
+    if scaled is not None:
+        rows += elastic.describe(scaled)
     if cfg is not None:
         rows.append(("model revision", _revision(cfg)))
         rows.append(("kubernetes", support.kubernetes_support(cfg, today)))
@@ -339,6 +343,8 @@ def main(argv: Sequence[str] | None = None, today: dt.date | None = None) -> int
         data["cheaper"] = buy if buy and buy.startswith("cheaper:") else None
         data["verdict"] = verdict.verdict_json(result, econ, first or buy, warnings)
         data["placeholders"] = [p.key for p in placeholders.find(cfg)]
+        scaled = elastic.elastic_plan(cfg, result, today)
+        data["elastic"] = None if scaled is None else scaled.to_json()
         print(json.dumps(data, indent=2))
         return 0
     notice = placeholders.notice(cfg)

@@ -1,42 +1,33 @@
-"""What the door of an elastic stack says while the model sleeps, from the plan: the wake time
-it promises (`Retry-After`), how long one refused request keeps the wake flag up, and the
-extra KEDA trigger that turns that flag into a group (`components.manifests.door.wake_trigger`).
+"""What the door of an elastic stack says while the model sleeps, from the plan's scaling
+parameters (`infra.plan.elastic`): the wake time it promises in `Retry-After`, and how long one
+refused request keeps the wake flag up (`components.manifests.asleep`).
 
-Pure. The wake time is the slow end of what a request that finds no group waits: KEDA's next
-poll of the flag, a model node launched and joined, the vLLM image pulled on it, and the group's
-start (the plan's cold start without a weights volume, its warm restart with one, as the
-volume keeps the weights across sleeps).
+Pure. The promise is the slow end of what a request that finds no group waits: KEDA's next poll
+of the flag, then the planned wake-up of a group from zero nodes (a node, the image, the group's
+start with this stack's model cache).
 """
 
 from __future__ import annotations
 
-import math
-
 from components.manifests.asleep import Asleep
+from infra.plan import elastic
+from infra.plan.config import StackConfig
 from infra.plan.sizing import Plan
 
-#: KEDA's `pollingInterval` for the ScaledObject (KEDA's default, 30 s: keda.sh docs
-#: "Scaling Deployments, StatefulSets & Custom Resources", ScaledObject spec, read 2026-12-02).
-KEDA_POLLING_SECONDS = 30
-#: An m7g node from the autoscaler's request to Ready, the slow end (modelled: EC2 launch, boot,
-#: kubelet join and the CNI, each a fraction of a minute on EKS's AL2023 image).
-NODE_READY_SECONDS = 120
-#: Pulling the vLLM CPU image (`catalog.IMAGE_DISK_GIB` unpacked) onto a new node, the slow end
-#: (modelled: ~100 MB/s from ECR Public in-region, compressed about half the unpacked size).
-IMAGE_PULL_SECONDS = 75
-#: The wake flag lasts two polls: one poll missed (a slow KEDA operator, a restart) still wakes.
+#: The wake flag lasts two of KEDA's polls: one poll missed (a slow operator, a restart) still
+#: wakes the model. Longer only keeps a group a little longer; shorter could miss the request.
 SIGNAL_POLLS = 2
 
 
-def wake_seconds(plan: Plan) -> int:
+def retry_after_seconds(cfg: StackConfig, p: Plan) -> int:
     """From a request that finds no group to a group that serves, the slow end (modelled)."""
-    start = plan.warm_restart_seconds if plan.model_cache == "volume" else plan.cold_start_seconds
-    total = KEDA_POLLING_SECONDS + NODE_READY_SECONDS + IMAGE_PULL_SECONDS + start
-    return int(math.ceil(total / 30) * 30)
+    volume = cfg.model_cache == "volume"
+    return elastic.POLLING_SECONDS + elastic.wake_seconds(cfg, p, volume)
 
 
-def door_asleep(plan: Plan) -> Asleep:
-    """The door's asleep answers for this plan."""
+def door_asleep(cfg: StackConfig, p: Plan) -> Asleep:
+    """The door's asleep answers for this stack."""
     return Asleep(
-        wake_seconds=wake_seconds(plan), signal_seconds=SIGNAL_POLLS * KEDA_POLLING_SECONDS
+        wake_seconds=retry_after_seconds(cfg, p),
+        signal_seconds=SIGNAL_POLLS * elastic.POLLING_SECONDS,
     )

@@ -10,13 +10,17 @@ from components import watch
 from components.manifests import ProbeSpec, ServerSpec
 from components.manifests.gatekeeper import GatekeeperLimits
 from components.manifests.metrics import CollectorSpec
-from infra.plan import catalog
+from components.manifests.scaling import ScalerSpec
+from components.manifests.spec import DoorSpec
+from infra.plan import catalog, elastic, sleep
 from infra.plan.config import PROJECT, StackConfig
 from infra.plan.sizing import Plan
 
 #: Label of the model node group; the model pods select it.
 NODE_POOL_LABEL = "gemma-graviton.dev/pool"
 NODE_LABELS = {NODE_POOL_LABEL: "model"}
+#: Label of the always-on system node group of an elastic stack.
+SYSTEM_LABELS = {NODE_POOL_LABEL: "system"}
 #: Namespace of the model server (kubectl users need to find it, so it is fixed).
 NAMESPACE = "gemma-graviton"
 #: Base name of the model server's objects.
@@ -79,6 +83,17 @@ def server_spec(cfg: StackConfig, plan: Plan) -> ServerSpec:
         aws_tags=stack_tags(cfg, plan.stack),
         model_revision=cfg.revision,
         chat_page=plan.front_door.chat_page,
+        autoscaled=cfg.elastic,
+        door=door_spec(cfg, plan) if cfg.elastic else None,
+    )
+
+
+def door_spec(cfg: StackConfig, plan: Plan) -> DoorSpec:
+    """An elastic stack's door: on the system nodes, its asleep answers from the plan."""
+    return DoorSpec(
+        asleep=sleep.door_asleep(cfg, plan),
+        max_groups=elastic.scaling_parameters(cfg, plan).max_groups,
+        node_selector=SYSTEM_LABELS,
     )
 
 
@@ -93,7 +108,27 @@ def collector_spec(cfg: StackConfig, stack: str) -> CollectorSpec:
         log_group=f"/gemma-graviton/{stack}/metrics",
         samples=watch.SAMPLES,
         bucket_samples=watch.bucket_samples(),
-        node_selector=NODE_LABELS,
+        # Elastic: the collector stays up on the system nodes while no model node runs.
+        node_selector=SYSTEM_LABELS if cfg.elastic else NODE_LABELS,
+    )
+
+
+def scaler_spec(cfg: StackConfig, plan: Plan) -> ScalerSpec:
+    """The ScaledObject's settings from the plan's scaling parameters (an elastic stack)."""
+    p = elastic.scaling_parameters(cfg, plan)
+    schedule = None
+    if p.schedule is not None:
+        start, end = p.schedule.cron()
+        schedule = (p.schedule.time_zone, start, end, p.schedule.groups_inside)
+    return ScalerSpec(
+        min_groups=p.min_groups,
+        max_groups=p.max_groups,
+        queue_per_group=p.queue_per_group,
+        polling_s=p.polling_s,
+        cooldown_s=p.cooldown_s,
+        up_window_s=p.up_window_s,
+        down_window_s=p.down_window_s,
+        schedule=schedule,
     )
 
 
