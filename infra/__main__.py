@@ -18,7 +18,7 @@ from components.addons import ClusterRef
 from components.autoscaling import Autoscaling, AutoscalingArgs
 from components.cluster import Cluster, ClusterArgs, ElasticNodes
 from components.leaderworkerset import LwsController, LwsControllerArgs
-from components.manifests import model_claims
+from components.manifests import door, model_claims
 from components.manifests.spec import MODEL_TAINT
 from components.model_server import ModelServer, ModelServerArgs
 from components.monitoring import Monitoring, MonitoringArgs
@@ -135,6 +135,8 @@ if cfg.elastic:
             server=server_spec,
             scaler=wiring.scaler_spec(cfg, plan),
             workload=server,
+            # A request that finds no group raises the door's wake flag: KEDA wakes one group.
+            extra_triggers=[door.wake_trigger(server_spec)] if server_spec.door else [],
         ),
         opts=on_cluster,
     )

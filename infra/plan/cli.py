@@ -27,6 +27,7 @@ from infra.plan import (
     placeholders,
     pods,
     readiness,
+    sleep,
     support,
     verdict,
 )
@@ -156,7 +157,7 @@ def format_table(
         ("weights per stage", f"{per_stage} GiB"),
         ("runtime overhead", f"{p.overhead_gib_per_pod:.2f} GiB per pod (largest rank)"),
         ("weight prefetch", "on (init container)" if p.weight_prefetch else "off"),
-        ("pod containers", pods.describe(p.weight_prefetch)),
+        ("pod containers", pods.describe(p.weight_prefetch, bool(cfg and cfg.elastic))),
         ("vcpu quota", readiness.describe(p)),
         ("guard sees", f"{p.guard_available_gib:.2f} GiB on rank {p.tightest_rank}"),
         ("kv cache", f"{p.kv_cache_bytes} bytes ({p.kv_cache_bytes / 1024**3:.2f} GiB) per rank"),
@@ -196,8 +197,9 @@ def format_table(
         rows += _economics_rows(p, econ)
     today = today or dt.date.today()
     scaled = elastic.elastic_plan(cfg, p, today) if cfg is not None else None
-    if scaled is not None:
+    if scaled is not None and cfg is not None:
         rows += elastic.describe(scaled)
+        rows.append(sleep.describe(cfg, p))
     if cfg is not None:
         rows.append(("model revision", _revision(cfg)))
         rows.append(("kubernetes", support.kubernetes_support(cfg, today)))

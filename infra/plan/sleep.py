@@ -31,3 +31,15 @@ def door_asleep(cfg: StackConfig, p: Plan) -> Asleep:
         wake_seconds=retry_after_seconds(cfg, p),
         signal_seconds=SIGNAL_POLLS * elastic.POLLING_SECONDS,
     )
+
+
+def describe(cfg: StackConfig, p: Plan) -> tuple[str, str]:
+    """The plan's row for the door of an elastic stack."""
+    asleep = door_asleep(cfg, p)
+    return (
+        "asleep",
+        "an always-on door on the system nodes answers while no group runs: a model request "
+        f"gets 503 with Retry-After {asleep.wake_seconds} s (KEDA's poll + the wake-up, slow "
+        f"end) and wakes one group (wake flag up {asleep.signal_seconds} s, read by KEDA); "
+        '/health says "asleep" and wakes nothing',
+    )
