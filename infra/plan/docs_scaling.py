@@ -5,24 +5,22 @@
     python -m infra.plan.docs_scaling --write   # replace it in the page that holds it
 
 The block sits between `BEGIN` and `END` in docs/scaling-and-changes.md; `tests/plan/
-test_scaling_sim.py` fails when the page and this output differ.
-
-Until the stack keys `minGroups`, `maxGroups`, `schedule` and `queuePerGroup` exist, the elastic
-figures are the ones issue 25 ships for prod, written here (`ELASTIC`).
+test_scaling_sim.py` fails when the page and this output differ. Each stack is simulated with
+its own plan's scaling parameters (`infra.plan.elastic`) and door figures (`infra.plan.sleep`);
+prod as it was before it went elastic is the same stack without the elasticity keys.
 """
 
 from __future__ import annotations
 
 import argparse
-import math
-from dataclasses import dataclass
 from pathlib import Path
 
-from infra.plan import economics, sleep
-from infra.plan.scaling_sim import GroupCapacity, ScalingParams, SimResult, Window, read_day
+from infra.plan import economics, elastic, prices, rules, sleep
+from infra.plan.config import StackConfig, load_config
+from infra.plan.scaling_sim import DoorFigures, GroupCapacity, Metric, Scaler, SimResult, read_day
 from infra.plan.scaling_sim import simulate as run_day
 from infra.plan.sizing import Plan, plan
-from infra.plan.stackfile import load_stack
+from infra.plan.stackfile import stack_values
 
 REPO = Path(__file__).resolve().parents[2]
 DAY = REPO / "tests" / "fixtures" / "load" / "office-day.csv"
@@ -32,86 +30,67 @@ END = "<!-- /scaling -->"
 #: The request the day is made of: a chat turn.
 PROMPT_TOKENS = 1000
 REPLY_TOKENS = 250
+#: The elasticity keys, dropped to see a stack as a fixed one.
+ELASTIC_KEYS = ("minGroups", "maxGroups", "schedule", "queuePerGroup")
 
 
-@dataclass(frozen=True)
-class Elastic:
-    """The elastic shape issue 25 ships for prod: none outside office hours, one inside, more
-    when the queue grows."""
-
-    min_groups: int = 0
-    max_groups: int = 3
-    start_minute: int = 8 * 60
-    end_minute: int = 19 * 60
-    groups_inside: int = 1
-    groups_outside: int = 0
+def stack_config(stack: str, fixed: bool) -> StackConfig:
+    """The stack as its file says, or without its elasticity keys (a fixed group, as before)."""
+    values = stack_values(stack)
+    if fixed:
+        values = {k: v for k, v in values.items() if k not in ELASTIC_KEYS}
+    cfg = load_config(values)
+    rules.check_dates(cfg, prices.READ_ON)
+    return cfg
 
 
-ELASTIC = Elastic()
+def capacity(cfg: StackConfig, p: Plan) -> GroupCapacity:
+    """One group of plan `p` serving the day's requests (the plan's throughput model: as many
+    ~1k-token requests at once as the KV cache holds, each at the per-stream decode rate of that
+    full batch, the slow end)."""
+    served = economics.economics(cfg, p, prices.READ_ON).served
+    service = served.ttft_1k_s + REPLY_TOKENS / served.limit.per_stream_tokens_per_s
+    return GroupCapacity(served.limit.sequences, round(service, 1), served.ttft_1k_s)
 
 
-def capacity(stack: str) -> tuple[Plan, GroupCapacity]:
-    """One group of the stack's plan serving the day's requests (the plan's throughput model:
-    as many ~1k-token requests at once as the KV cache holds, each at the per-stream decode rate
-    of that full batch, the slow end)."""
-    cfg = load_stack(stack)
-    p = plan(cfg, stack)
-    served = economics.economics(cfg, p).served
-    limit = served.limit
-    service = served.ttft_1k_s + REPLY_TOKENS / limit.per_stream_tokens_per_s
-    return p, GroupCapacity(limit.sequences, round(service, 1), served.ttft_1k_s)
+def scaler(cfg: StackConfig, p: Plan, metric: Metric = "waiting") -> Scaler:
+    """The stack's scaler as its plan configures it (none for a fixed stack)."""
+    if not cfg.elastic:
+        door = DoorFigures(retry_after_s=0, wake_flag_s=0)
+        return Scaler(None, door, fixed_groups=p.replicas, nodes_per_group=p.stages)
+    asleep = sleep.door_asleep(cfg, p)
+    door = DoorFigures(asleep.wake_seconds, asleep.signal_seconds)
+    params = elastic.scaling_parameters(cfg, p)
+    return Scaler(params, door, nodes_per_group=p.stages, metric=metric)
 
 
-def params(p: Plan, cap: GroupCapacity, elastic: Elastic | None) -> ScalingParams:
-    """The scaler's settings for plan `p`: fixed (today), or elastic with windows that follow
-    the cold start (no group is started and dropped within one start-up)."""
-    wake = sleep.wake_seconds(p)
-    cold = wake - sleep.KEDA_POLLING_SECONDS
-    if elastic is None:
-        return ScalingParams(
-            min_groups=p.replicas,
-            max_groups=p.replicas,
-            queue_per_group=cap.slots,
-            schedule=None,
-            cold_start_seconds=cold,
-            wake_seconds=wake,
-            nodes_per_group=p.stages,
-            fixed=True,
-        )
-    hold = max(300, math.ceil(cold / 60) * 60)
-    return ScalingParams(
-        min_groups=elastic.min_groups,
-        max_groups=elastic.max_groups,
-        queue_per_group=cap.slots,
-        schedule=Window(
-            elastic.start_minute,
-            elastic.end_minute,
-            elastic.groups_inside,
-            elastic.groups_outside,
-        ),
-        cold_start_seconds=cold,
-        wake_seconds=wake,
-        nodes_per_group=p.stages,
-        up_window_seconds=30,
-        down_window_seconds=hold,
-        cooldown_seconds=hold,
-        wake_flag_seconds=sleep.SIGNAL_POLLS * sleep.KEDA_POLLING_SECONDS,
-    )
+ROWS: tuple[tuple[str, str, bool, Metric], ...] = (
+    ("dev: one fixed group", "dev", True, "waiting"),
+    ("prod before: one fixed group", "prod", True, "waiting"),
+    ("prod elastic, as shipped", "prod", False, "waiting"),
+)
 
 
-def rows() -> list[tuple[str, ScalingParams, GroupCapacity, Plan, SimResult]]:
-    """dev (fixed, as shipped), prod as it is today (fixed) and prod elastic, on the same day."""
+def rows() -> list[tuple[str, Scaler, GroupCapacity, Plan, SimResult]]:
+    """Each row of `ROWS` on the same day."""
     day = read_day(DAY)
     out = []
-    for label, stack, elastic in (
-        ("dev: one fixed group", "dev", None),
-        ("prod today: one fixed group", "prod", None),
-        ("prod elastic: 0-3 groups, 1 in office hours", "prod", ELASTIC),
-    ):
-        p, cap = capacity(stack)
-        settings = params(p, cap, elastic)
-        out.append((label, settings, cap, p, run_day(day, settings, cap, p.liveness.first_byte_s)))
+    for label, stack, fixed, metric in ROWS:
+        cfg = stack_config(stack, fixed)
+        p = plan(cfg, stack)
+        sc, cap = scaler(cfg, p, metric), capacity(cfg, p)
+        out.append((label, sc, cap, p, run_day(day, sc, cap, p.liveness.first_byte_s)))
     return out
+
+
+def _note(label: str, sc: Scaler, cap: GroupCapacity) -> str:
+    each = f"{cap.slots} requests at once per group, {cap.service_seconds:g} s each"
+    if sc.params is None:
+        return f"{label}: {each}"
+    return (
+        f"{label}: {each}; a new group serves after {sc.params.cold_start_s} s, `Retry-After` "
+        f"{sc.door.retry_after_s} s, another group per {sc.params.queue_per_group} queued"
+    )
 
 
 def render() -> str:
@@ -123,21 +102,18 @@ def render() -> str:
     ]
     hours = ["| stack | groups started, by hour 00-23 |", "| --- | --- |"]
     notes = []
-    for label, s, cap, p, r in rows():
+    for label, sc, cap, p, r in rows():
         table.append(
             f"| {label} | {r.model_node_hours:g} | {r.requests:,} | {r.refused} | {r.late} "
             f"(bound {p.liveness.first_byte_s} s) | {r.p95_wait_seconds:g} / "
             f"{r.max_wait_seconds:g} | {r.wake_ups} |"
         )
         hours.append(f"| {label} | `{''.join(str(g) for g in r.groups_by_hour)}` |")
-        notes.append(
-            f"{label}: {cap.slots} requests at once per group, {cap.service_seconds:g} s each; "
-            f"a new group serves after {s.cold_start_seconds} s, `Retry-After` {s.wake_seconds} s"
-        )
+        notes.append(_note(label, sc, cap))
     head = (
         f"Modelled, not measured: {DAY.relative_to(REPO)} (an office-hours curve, "
         f"{PROMPT_TOKENS:,}-token prompts and {REPLY_TOKENS}-token replies) through "
-        "`infra/plan/scaling_sim.py`; model nodes only (the elastic stack adds its always-on "
+        "`infra/plan/scaling_sim.py` in 5 s steps; model nodes only (the elastic stack adds its always-on "
         "system node group)."
     )
     return "\n".join([BEGIN, head, "", *table, "", *hours, "", *(f"- {n}" for n in notes), END])

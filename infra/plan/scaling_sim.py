@@ -1,4 +1,5 @@
-"""A day of load replayed through the autoscaler as KEDA configures it: groups over time, the
+"""A day of load replayed through the autoscaler as KEDA configures it (`infra.plan.elastic`'s
+`ScalingParameters`, the ScaledObject of `components.manifests.scaling`): groups over time, the
 requests the asleep door refused (503, retried after `Retry-After`), the requests whose first
 byte came later than the plan's first-byte bound, and the model node-hours billed. Pure and
 deterministic: the same day and parameters give the same figures.
@@ -6,29 +7,25 @@ deterministic: the same day and parameters give the same figures.
 The loop, every `STEP_SECONDS`:
 
 - requests arrive as the day's file says (requests per minute, spread evenly over the minute);
-  with no group ready the door answers 503 and the client retries after `Retry-After`
-  (`wake_seconds`); otherwise the request waits in vLLM's queue until a slot is free and then
-  holds it `service_seconds`;
-- every `HPA_SYNC_SECONDS` the HPA (Kubernetes 1.3x, pkg/controller/podautoscaler, read
-  2026-12-02) computes from the external metric, as the metric stood `metric_lag_seconds` ago:
-  a per-group usage ratio within `tolerance` (0.1) of 1 keeps the count, else
-  ceil(total / target); the cron floor of the schedule is a second metric, and the larger wins;
-  the result is held to [max(1, minGroups), maxGroups]; then stabilised: up to the smallest
-  recommendation of the last `up_window_seconds`, down to the largest of the last
-  `down_window_seconds` (`stabilizeRecommendationWithBehaviors`). The default rate policies
-  (100% or 4 pods per 15 s up, 100% down) never bind at these group counts and are left out;
-- every `polling_seconds` KEDA itself (keda v2 pkg/scaling/executor/scale_scaledobjects.go):
-  at 0 groups, any active trigger (requests in the queue, the cron window, the door's wake flag)
-  sets 1 group; above 0, when no trigger has been active for `cooldown_seconds`, it sets
-  `minGroups` (0);
-- a new group serves nothing for `cold_start_seconds` (a node launched, the image pulled, the
-  group started); its nodes are billed from its start until `node_release_seconds` after it is
-  removed (the node autoscaler's unneeded time).
+  each raises the door's wake flag (`components.manifests.asleep`); with no group ready the door
+  answers 503 and the client retries after `Retry-After`; otherwise the request waits in vLLM's
+  queue until a slot is free and holds it `service_seconds`;
+- every `HPA_SYNC_SECONDS` the HPA computes from the queue trigger as it stood `metric_lag_s` ago
+  (kubernetes pkg/controller/podautoscaler/replica_calculator.go, external metric with an
+  AverageValue target): a usage ratio within `tolerance` of 1 keeps the count, else
+  ceil(total / `queue_per_group`); the cron floor and the wake flag (1 while up) are metrics
+  too, and the largest wins; the result is held to [max(1, minGroups), maxGroups] and stabilised
+  as horizontal.go `stabilizeRecommendationWithBehaviors` does (up to the smallest recommendation
+  of the up window, down to the largest of the down window; read 2026-12-02), then the
+  ScaledObject's scale-down policy lets one group go a minute;
+- every `polling_s` KEDA itself (kedacore/keda pkg/scaling/executor/scale_scaledobjects.go): at
+  0 groups, any active trigger (requests waiting, the cron window, the wake flag) sets 1 group;
+  above 0, when none has been active for `cooldown_s`, it sets `minGroups`;
+- a new group serves nothing for `cold_start_s` (a node, the image, the group's start); its
+  nodes are billed from its start until `node_release_s` after it is removed.
 
-The metric is the queue vLLM reports per group, running plus waiting requests
-(`vllm:num_requests_running + vllm:num_requests_waiting`), with the target `queue_per_group`:
-with the waiting count alone, a second group empties the queue, the metric falls to 0 and the
-group is dropped again once the down window passes.
+`metric` says what the queue trigger counts: vLLM's waiting requests (the shipped trigger) or
+running plus waiting, to compare the two.
 """
 
 from __future__ import annotations
@@ -39,54 +36,55 @@ import math
 from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Literal
+
+from infra.plan.elastic import HPA_SYNC_SECONDS, ScalingParameters, Window
 
 STEP_SECONDS = 5
-HPA_SYNC_SECONDS = 15
 DAY_SECONDS = 24 * 3600
+#: The ScaledObject's scale-down policy (`components.manifests.scaling`): one group a minute.
+DOWN_GROUPS_PER_MINUTE = 1
+#: The simulated day's weekday (Monday = 0): the fixture's Wednesday.
+WEDNESDAY = 2
+Metric = Literal["waiting", "running+waiting"]
+
+
+def floor(window: Window | None, second: float, weekday: int) -> int:
+    """The schedule's groups at `second` of a day that is `weekday`."""
+    if window is None:
+        return 0
+    minute = second // 60
+    (h0, m0), (h1, m1) = (map(int, t.split(":")) for t in (window.start, window.end))
+    inside = weekday in window.weekdays and h0 * 60 + m0 <= minute < h1 * 60 + m1
+    return window.groups_inside if inside else window.groups_outside
 
 
 @dataclass(frozen=True)
-class Window:
-    """The schedule's window on the simulated day (local time), with the groups it holds."""
+class DoorFigures:
+    """What the door and the node autoscaler add to the scaler's parameters."""
 
-    start_minute: int
-    end_minute: int
-    groups_inside: int
-    groups_outside: int
-
-    def floor(self, second: float) -> int:
-        inside = self.start_minute * 60 <= second < self.end_minute * 60
-        return self.groups_inside if inside else self.groups_outside
+    #: The door's `Retry-After`: when a refused client comes back (`infra.plan.sleep`).
+    retry_after_s: int
+    #: How long a model request keeps the door's wake flag up (`infra.plan.sleep`).
+    wake_flag_s: int
+    #: Nodes are billed this long after their group is gone: the Cluster Autoscaler's
+    #: `--scale-down-unneeded-time` default (10 min) and a minute of drain (modelled).
+    node_release_s: int = 660
 
 
 @dataclass(frozen=True)
-class ScalingParams:
-    """How the groups scale: KEDA's ScaledObject and the HPA behaviour it writes."""
+class Scaler:
+    """One run's scaler: the plan's parameters (None: today's fixed groups), the door's
+    figures, which queue the trigger counts and the day of the week."""
 
-    min_groups: int
-    max_groups: int
-    #: Running plus waiting requests per group that the metric targets.
-    queue_per_group: int
-    schedule: Window | None
-    #: From the decision to a group that serves: node, image, start (the slow end, modelled).
-    cold_start_seconds: int
-    #: The door's `Retry-After`: when a refused client comes back.
-    wake_seconds: int
-    nodes_per_group: int
-    up_window_seconds: int = 0
-    down_window_seconds: int = 300
-    cooldown_seconds: int = 300
-    polling_seconds: int = 30
-    tolerance: float = 0.1
-    #: The metric's age when the HPA reads it (scrape and query path).
-    metric_lag_seconds: int = 30
-    #: How long the wake flag stays up after a refused request.
-    wake_flag_seconds: int = 60
-    #: Nodes are billed this long after their group is gone (Cluster Autoscaler's
-    #: `--scale-down-unneeded-time` default, 10 min, plus the drain; modelled).
-    node_release_seconds: int = 660
-    #: A fixed group that never scales (today's stacks): always ready, never refused.
-    fixed: bool = False
+    params: ScalingParameters | None
+    door: DoorFigures
+    #: Fixed groups when `params` is None.
+    fixed_groups: int = 1
+    nodes_per_group: int = 2
+    #: `vllm:num_requests_waiting` (the shipped trigger) or running plus waiting.
+    metric: Metric = "waiting"
+    weekday: int = WEDNESDAY
 
 
 @dataclass(frozen=True)
@@ -152,11 +150,11 @@ class _State:
     history: list[tuple[float, int]] = field(default_factory=list)  # HPA recommendations
     metric: list[tuple[float, int]] = field(default_factory=list)  # (second, running+waiting)
     last_active: float = 0.0
-    last_refused: float = -1e9
+    last_request: float = -1e9
+    last_down: float = -1e9
     waits: list[float] = field(default_factory=list)
     refused: set[float] = field(default_factory=set)
     wake_ups: int = 0
-    billed: float = 0.0
 
     def live(self) -> list[_Group]:
         return [g for g in self.groups if g.removed is None]
@@ -173,42 +171,58 @@ class _State:
 
 
 def _metric_at(state: _State, second: float) -> int:
-    """The running+waiting count as it stood at `second` (the last sample at or before it)."""
+    """The trigger's count as it stood at `second` (the last sample at or before it)."""
     index = bisect.bisect_right(state.metric, (second, math.inf)) - 1
     return state.metric[index][1] if index >= 0 else 0
 
 
-def _hpa(state: _State, p: ScalingParams, now: float, current: int) -> int:
-    """One HPA sync: the metric's and the schedule's recommendations, held and stabilised."""
-    total = _metric_at(state, now - p.metric_lag_seconds)
+def _hpa(state: _State, sc: Scaler, now: float, current: int) -> int:
+    """One HPA sync: the queue's, the schedule's and the wake flag's recommendations, held to
+    the ScaledObject's bounds, stabilised, then at most `DOWN_GROUPS_PER_MINUTE` down."""
+    p = _params(sc)
+    total = _metric_at(state, now - p.metric_lag_s)
     ratio = total / (p.queue_per_group * current)
     by_queue = current if abs(ratio - 1) <= p.tolerance else math.ceil(total / p.queue_per_group)
-    floor = p.schedule.floor(now) if p.schedule else 0
-    wanted = min(max(by_queue, floor, max(1, p.min_groups)), p.max_groups)
+    by_flag = int(now - state.last_request <= sc.door.wake_flag_s)
+    by_clock = floor(p.schedule, now, sc.weekday)
+    wanted = min(max(by_queue, by_flag, by_clock, max(1, p.min_groups)), p.max_groups)
     state.history.append((now, wanted))
-    keep = now - max(p.up_window_seconds, p.down_window_seconds)
+    keep = now - max(p.up_window_s, p.down_window_s)
     while state.history and state.history[0][0] <= keep:
         state.history.pop(0)
-    up = min(r for t, r in state.history if t > now - p.up_window_seconds or t == now)
-    down = max(r for t, r in state.history if t > now - p.down_window_seconds or t == now)
-    return min(max(current, up), down)
+    up = min(r for t, r in state.history if t > now - p.up_window_s or t == now)
+    down = max(r for t, r in state.history if t > now - p.down_window_s or t == now)
+    stable = min(max(current, up), down)
+    if stable < current:
+        if now - state.last_down < 60:
+            return current
+        state.last_down = now
+        return max(stable, current - DOWN_GROUPS_PER_MINUTE)
+    return stable
 
 
-def _keda(state: _State, p: ScalingParams, now: float, current: int) -> int:
+def _keda(state: _State, sc: Scaler, now: float, current: int) -> int:
     """KEDA's own poll: from 0 to 1 on any active trigger, back to `minGroups` after the
-    cooldown with none."""
-    queue = _metric_at(state, now - p.metric_lag_seconds) > 0
-    window = bool(p.schedule and p.schedule.floor(now) > 0)
-    flag = now - state.last_refused <= p.wake_flag_seconds
+    cooldown with none active."""
+    p = _params(sc)
+    queue = _metric_at(state, now - p.metric_lag_s) > 0
+    window = floor(p.schedule, now, sc.weekday) > 0
+    flag = now - state.last_request <= sc.door.wake_flag_s
     if queue or window or flag or p.min_groups > 0:
         state.last_active = now
         return max(current, 1)
-    if current > 0 and now - state.last_active >= p.cooldown_seconds:
+    if current > 0 and now - state.last_active >= p.cooldown_s:
         return p.min_groups
     return current
 
 
-def _serve(state: _State, p: ScalingParams, cap: GroupCapacity, now: float) -> None:
+def _params(sc: Scaler) -> ScalingParameters:
+    if sc.params is None:
+        raise ValueError("a fixed stack has no scaler")
+    return sc.params
+
+
+def _serve(state: _State, cap: GroupCapacity, now: float) -> None:
     """Free finished slots, then start queued requests on free ones."""
     while state.busy and state.busy[0] <= now:
         heapq.heappop(state.busy)
@@ -219,55 +233,65 @@ def _serve(state: _State, p: ScalingParams, cap: GroupCapacity, now: float) -> N
         heapq.heappush(state.busy, now + cap.service_seconds)
 
 
-def _arrive(state: _State, p: ScalingParams, now: float, first: float) -> None:
-    """A request (or a retry) at the door."""
-    if state.ready(now) == 0 and not p.fixed:
+def _arrive(state: _State, sc: Scaler, now: float, first: float) -> None:
+    """A keyed model request (or a retry) at the door: it raises the wake flag; with no group
+    ready it is refused and comes back after `Retry-After`."""
+    state.last_request = now
+    if state.ready(now) == 0 and sc.params is not None:
         state.refused.add(first)
-        state.last_refused = now
-        heapq.heappush(state.retries, (now + p.wake_seconds, first))
+        heapq.heappush(state.retries, (now + sc.door.retry_after_s, first))
         return
     state.queue.append((first, now))
 
 
-def simulate(
-    per_minute: list[int], p: ScalingParams, cap: GroupCapacity, first_byte_s: int
-) -> SimResult:
+def _cold_start(sc: Scaler) -> int:
+    return 0 if sc.params is None else sc.params.cold_start_s
+
+
+def simulate(per_minute: list[int], sc: Scaler, cap: GroupCapacity, first_byte_s: int) -> SimResult:
     """Replay the day through the scaler and the groups (see the module doc)."""
     state = _State()
     times = arrivals(per_minute)
-    start = p.max_groups if p.fixed else max(p.min_groups, p.schedule.floor(0) if p.schedule else 0)
-    state.set_groups(start, -p.cold_start_seconds, p.cold_start_seconds)
+    p = sc.params
+    start = sc.fixed_groups if p is None else max(p.min_groups, floor(p.schedule, 0, sc.weekday))
+    state.set_groups(start, -_cold_start(sc), _cold_start(sc))
     following, now, by_hour = 0, 0.0, [0] * 24
     while now < DAY_SECONDS or state.queue or state.retries or state.busy:
         if now > 2 * DAY_SECONDS:
             raise ValueError("the simulated day did not drain within a second day")
         while following < len(times) and times[following] <= now:
-            _arrive(state, p, now, times[following])
+            _arrive(state, sc, now, times[following])
             following += 1
         while state.retries and state.retries[0][0] <= now:
             _, first = heapq.heappop(state.retries)
-            _arrive(state, p, now, first)
-        _serve(state, p, cap, now)
-        state.metric.append((now, len(state.busy) + len(state.queue)))
-        current = len(state.live())
-        if not p.fixed:
-            if now % p.polling_seconds == 0:
-                wanted = _keda(state, p, now, current)
-                state.wake_ups += int(current == 0 and wanted > 0)
-                current = wanted
-            if current > 0 and now % HPA_SYNC_SECONDS == 0:
-                current = _hpa(state, p, now, current)
-            state.set_groups(current, now, p.cold_start_seconds)
+            _arrive(state, sc, now, first)
+        _serve(state, cap, now)
+        running = len(state.busy) if sc.metric == "running+waiting" else 0
+        state.metric.append((now, running + len(state.queue)))
+        if p is not None:
+            _scale(state, sc, p, now)
         if now < DAY_SECONDS:
             hour = int(now // 3600)
             by_hour[hour] = max(by_hour[hour], len(state.live()))
         now += STEP_SECONDS
-    return _result(state, p, cap, times, first_byte_s, by_hour)
+    return _result(state, sc, cap, times, first_byte_s, by_hour)
+
+
+def _scale(state: _State, sc: Scaler, p: ScalingParameters, now: float) -> None:
+    """KEDA's poll, then the HPA's sync, when each is due."""
+    current = len(state.live())
+    if now % p.polling_s == 0:
+        wanted = _keda(state, sc, now, current)
+        state.wake_ups += int(current == 0 and wanted > 0)
+        current = wanted
+    if current > 0 and now % HPA_SYNC_SECONDS == 0:
+        current = _hpa(state, sc, now, current)
+    state.set_groups(current, now, p.cold_start_s)
 
 
 def _result(
     state: _State,
-    p: ScalingParams,
+    sc: Scaler,
     cap: GroupCapacity,
     times: list[float],
     first_byte_s: int,
@@ -277,10 +301,9 @@ def _result(
     late = sum(1 for w in waits if w + cap.first_token_seconds > first_byte_s)
     hours = 0.0
     for group in state.groups:
-        began = max(0.0, group.ready - p.cold_start_seconds)
-        gone = DAY_SECONDS if group.removed is None else group.removed + p.node_release_seconds
-        ended = min(DAY_SECONDS, gone)
-        hours += max(0.0, ended - began) / 3600 * p.nodes_per_group
+        began = max(0.0, group.ready - _cold_start(sc))
+        gone = DAY_SECONDS if group.removed is None else group.removed + sc.door.node_release_s
+        hours += max(0.0, min(DAY_SECONDS, gone) - began) / 3600 * sc.nodes_per_group
     return SimResult(
         requests=len(times),
         refused=len(state.refused),
