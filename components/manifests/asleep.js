@@ -1,10 +1,15 @@
-// The door of an elastic stack, while no group runs (components/manifests/asleep.py), spliced
-// into gatekeeper.js before its export by gatekeeper_conf.njs_script, and only at the door: a
-// model request raises the wake flag (a detached subrequest: the answer does not wait for it)
-// and is told when to come back; /health says asleep and wakes nothing.
+// The door of an elastic stack (components/manifests/asleep.py), spliced into gatekeeper.js by
+// gatekeeper_conf.njs_script, and only at the door. Every keyed model request that passes the
+// checks raises the wake flag on its way to vLLM (`keepAwake`, a detached subrequest: the
+// request does not wait for it), so requests that never queue still keep a group, and one that
+// finds no group wakes one; that one is then told when to come back (`asleep`). /health says
+// asleep and wakes nothing.
+function keepAwake(r) {
+    r.subrequest('/.gatekeeper/wake-mark', {detached: true});
+}
+
 function asleep(r) {
     r.variables.gatekeeper_asleep = '1';
-    r.subrequest('/.gatekeeper/wake-mark', {detached: true});
     var seconds = LIMITS.wakeSeconds;
     var by = new Date(Date.now() + seconds * 1000).toISOString().replace(/\.\d+Z$/, 'Z');
     r.headersOut['Retry-After'] = String(seconds);

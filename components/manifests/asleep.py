@@ -5,14 +5,17 @@ of a fixed stack, whose config stays as it was.
 With no group the leaders' Service has no endpoints, so a connection to it is refused (kube-proxy
 rejects a Service without endpoints) and nginx has a 502. A keyed model request then gets an
 OpenAI-style 503 with `Retry-After` (the planned wake time, slow end) and the expected wake time
-in its message, and raises the wake signal; /health answers 503 with `"status": "asleep"` in its
-body and wakes nothing, so probes and monitors never keep the model awake. The door's own
+in its message; /health answers 503 with `"status": "asleep"` in its body and wakes nothing, so
+probes and monitors never keep the model awake. The door's own
 liveness (a TCP probe on nginx) does not depend on any of it.
 
 The wake signal is a flag KEDA polls (a `metrics-api` trigger, `door.wake_trigger`): GET /wake on
-the door's internal port answers `{"wake":1}` for `signal_seconds` after the last refused request,
-else `{"wake":0}`. The flag is an nginx proxy-cache entry, written by a detached subrequest of the
-asleep answer and read with `proxy_no_cache` (a miss is never stored): the one piece of state
+the door's internal port answers `{"wake":1}` for `signal_seconds` after the last keyed model
+request, answered or refused, else `{"wake":0}`. Raised by every such request, it also keeps a
+group while requests come that never queue (the queue trigger alone would let KEDA's cooldown
+drop a group that is serving). The flag is an nginx proxy-cache entry, written by a detached
+subrequest (`keepAwake` in asleep.js) and read with `proxy_no_cache` (a miss is never stored):
+the one piece of state
 nginx shares across requests on every njs version, where njs's shared dictionaries need njs 0.8
 and the rehearsal runs Debian's njs 0.7.9. Cache entries live in the cache's shared zone and on
 disk, so they outlast any one request and every worker sees them.

@@ -154,12 +154,19 @@ def njs_script(limits: GatekeeperLimits, asleep: Asleep | None = None) -> str:
     here = resources.files("components.manifests")
     source = here.joinpath("gatekeeper.js").read_text("utf-8")
     if asleep is not None:
-        # The asleep answers join the script before its export, at the door only.
-        export = "export default {"
-        added = here.joinpath("asleep.js").read_text("utf-8")
-        handlers = " asleep: asleep, asleepHealth: asleepHealth,"
-        source = source.replace(export, added + export + handlers)
+        source = _door_script(source, here.joinpath("asleep.js").read_text("utf-8"))
     return f"var LIMITS = {json.dumps(figures, sort_keys=True)};\n{source}"
+
+
+def _door_script(source: str, added: str) -> str:
+    """gatekeeper.js at the door: the asleep answers before its export, and the wake flag raised
+    before each checked request goes to vLLM."""
+    export, forward = "export default {", "    r.internalRedirect(schema > 0"
+    if source.count(export) != 1 or source.count(forward) != 1:
+        raise ValueError("gatekeeper.js changed: the door's script no longer knows where to go")
+    handlers = " asleep: asleep, asleepHealth: asleepHealth,"
+    source = source.replace(forward, "    keepAwake(r);\n" + forward)
+    return source.replace(export, added + export + handlers)
 
 
 def _error_pages(limits: GatekeeperLimits) -> str:
