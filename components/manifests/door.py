@@ -169,6 +169,7 @@ def wake_service(spec: ServerSpec) -> Manifest:
 
 
 def wake_url(spec: ServerSpec) -> str:
+    _door(spec)
     return (
         f"http://{name(spec)}-wake.{spec.namespace}.svc.cluster.local:"
         f"{gatekeeper.METRICS_PORT}{asleep.WAKE_PATH}"
