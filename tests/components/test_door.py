@@ -71,7 +71,7 @@ def test_the_load_balancer_selects_the_door_and_the_group_has_no_gatekeeper() ->
 
 
 def test_the_door_runs_on_the_system_nodes_and_rolls_with_its_config() -> None:
-    cfg, p, objects = _prod()
+    _, _, objects = _prod()
     deployment = _named(objects, "Deployment", "gemma-door")
     template = deployment["spec"]["template"]
     assert template["spec"]["nodeSelector"] == SYSTEM_LABELS
