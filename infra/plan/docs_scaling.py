@@ -113,8 +113,8 @@ def render() -> str:
     head = (
         f"Modelled, not measured: {DAY.relative_to(REPO)} (an office-hours curve, "
         f"{PROMPT_TOKENS:,}-token prompts and {REPLY_TOKENS}-token replies) through "
-        "`infra/plan/scaling_sim.py` in 5 s steps; model nodes only (the elastic stack adds its always-on "
-        "system node group)."
+        "`infra/plan/scaling_sim.py` in 5 s steps; model nodes only (the elastic stack adds "
+        "its always-on system node group)."
     )
     return "\n".join([BEGIN, head, "", *table, "", *hours, "", *(f"- {n}" for n in notes), END])
 
