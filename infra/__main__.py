@@ -157,6 +157,7 @@ if cfg.monitoring:
             waiting_threshold=alarm_at.waiting_requests,
             server_errors_threshold=alarm_at.server_errors,
             alarm_email=cfg.alarm_email,
+            elastic=cfg.elastic,
         ),
         opts=on_cluster,
     )
