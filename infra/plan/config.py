@@ -174,11 +174,18 @@ class ScheduleConfig(BaseModel):
     @field_validator("start", "end", mode="before")
     @classmethod
     def _clock(cls, value: Any, info: ValidationInfo) -> Any:
-        if not (isinstance(value, str) and _CLOCK.fullmatch(value)):
-            example = "08:00" if info.field_name == "start" else "19:00"
+        example = "08:00" if info.field_name == "start" else "19:00"
+        if not isinstance(value, str):
+            # YAML 1.1 readers take an unquoted 8:00 for the sexagesimal number 480.
             raise ConfigError(
                 f"schedule.{info.field_name}",
-                f"{value!r} is not a time of day as HH:MM (quote it: YAML reads 08:00 as a number)",
+                f"{value} was read as a number, not a time of day",
+                f'quote it as HH:MM, such as "{example}"',
+            )
+        if not _CLOCK.fullmatch(value):
+            raise ConfigError(
+                f"schedule.{info.field_name}",
+                f"{value!r} is not a time of day as HH:MM",
                 f'write it as "{example}"',
             )
         return value
@@ -190,7 +197,7 @@ class ScheduleConfig(BaseModel):
                 "schedule.end",
                 f"{self.end} is not after `schedule.start` {self.start} (a window ends the day it "
                 "starts)",
-                'use an end such as "23:59", or split a night window over two stacks\' days',
+                'use an end such as "23:59"',
             )
         return self
 

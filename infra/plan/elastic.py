@@ -260,7 +260,7 @@ def vcpus_at_most(cfg: StackConfig, p: Plan) -> int:
     return replacing + system.nodes * catalog.INSTANCE_TYPES[system.instance_type].vcpu
 
 
-def _month(cfg: StackConfig, p: Plan, groups: int, today: dt.date) -> float | None:
+def month_usd(cfg: StackConfig, p: Plan, groups: int, today: dt.date) -> float | None:
     """The stack's monthly cost with `groups` groups running all month and the system nodes."""
     cost = stack_costs(
         CostInputs(
@@ -296,12 +296,12 @@ def elastic_plan(cfg: StackConfig, p: Plan, today: dt.date) -> ElasticPlan | Non
         return None
     check_quota(cfg, p)
     scaling = scaling_parameters(cfg, p)
-    fewest = _month(cfg, p, scaling.min_groups, today)
-    most = _month(cfg, p, scaling.max_groups, today)
+    fewest = month_usd(cfg, p, scaling.min_groups, today)
+    most = month_usd(cfg, p, scaling.max_groups, today)
     schedule = None
     if fewest is not None and most is not None and scaling.schedule is not None:
         share = scaling.schedule.hours_a_week / (7 * 24)
-        inside = _month(cfg, p, scaling.schedule.groups_inside, today)
+        inside = month_usd(cfg, p, scaling.schedule.groups_inside, today)
         schedule = None if inside is None else round(fewest + (inside - fewest) * share, 2)
     return ElasticPlan(
         scaling=scaling,

@@ -13,9 +13,16 @@ import yaml
 
 from components import manifests
 from components.manifests import gatekeeper
+from components.manifests.scaling import metrics_service, scaled_object
 from infra.plan.config import StackConfig
 from infra.plan.sizing import Plan
-from infra.plan.wiring import STORAGE_CLASS, STORAGE_THROUGHPUT_MIBPS, server_spec, stack_tags
+from infra.plan.wiring import (
+    STORAGE_CLASS,
+    STORAGE_THROUGHPUT_MIBPS,
+    scaler_spec,
+    server_spec,
+    stack_tags,
+)
 
 SECRETS_NOTE = "SECRETS.txt"
 
@@ -32,7 +39,11 @@ def rendered_objects(cfg: StackConfig, plan: Plan) -> list[manifests.Manifest]:
                 STORAGE_CLASS, STORAGE_THROUGHPUT_MIBPS, stack_tags(cfg, plan.stack)
             )
         )
-    return objects + manifests.all_objects(server_spec(cfg, plan))
+    spec = server_spec(cfg, plan)
+    objects += manifests.all_objects(spec)
+    if cfg.elastic:
+        objects += [metrics_service(spec), scaled_object(spec, scaler_spec(cfg, plan))]
+    return objects
 
 
 def secrets_note(cfg: StackConfig, plan: Plan) -> str:
