@@ -12,7 +12,7 @@ from pathlib import Path
 import yaml
 
 from components import manifests
-from components.manifests import gatekeeper
+from components.manifests import door, gatekeeper
 from components.manifests.scaling import metrics_service, scaled_object
 from infra.plan.config import StackConfig
 from infra.plan.sizing import Plan
@@ -42,7 +42,8 @@ def rendered_objects(cfg: StackConfig, plan: Plan) -> list[manifests.Manifest]:
     spec = server_spec(cfg, plan)
     objects += manifests.all_objects(spec)
     if cfg.elastic:
-        objects += [metrics_service(spec), scaled_object(spec, scaler_spec(cfg, plan))]
+        wake = [door.wake_trigger(spec)] if spec.door else []
+        objects += [metrics_service(spec), scaled_object(spec, scaler_spec(cfg, plan), wake)]
     return objects
 
 

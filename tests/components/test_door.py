@@ -54,6 +54,8 @@ def test_prod_is_elastic_and_its_objects_pass_the_real_schemas() -> None:
         name = f"{obj['kind']}/{obj['metadata']['name']}"
         if obj["kind"] == "LeaderWorkerSet":
             assert k8s_schemas.lws_errors(obj) == [], name
+        elif obj["kind"] == "ScaledObject":
+            assert k8s_schemas.scaled_object_errors(obj) == [], name
         else:
             assert k8s_schemas.core_errors(obj, cfg.kubernetes_version) == [], name
 
@@ -146,6 +148,12 @@ def test_the_wake_trigger_joins_the_scaled_object_and_fits_its_schema() -> None:
     if errors is None:
         pytest.skip("the KEDA ScaledObject schema check is not in this tree yet")
     assert errors(scaled) == []
+
+
+def test_the_rendered_scaled_object_wakes_on_the_doors_flag() -> None:
+    cfg, p, objects = _prod()
+    (scaled,) = [o for o in objects if o["kind"] == "ScaledObject"]
+    assert scaled["spec"]["triggers"][-1] == door.wake_trigger(server_spec(cfg, p))
 
 
 def test_a_fixed_stack_has_no_door() -> None:

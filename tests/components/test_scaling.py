@@ -12,7 +12,7 @@ import pytest
 
 from components import manifests
 from components.autoscaling import autoscaler_policy, autoscaler_values
-from components.manifests import gatekeeper, scaling
+from components.manifests import scaling
 from infra.plan import wiring
 from infra.plan.render import rendered_objects
 from infra.plan.sizing import plan
@@ -46,7 +46,7 @@ def test_scaled_object_targets_the_leader_worker_set_with_queue_and_cron() -> No
     assert meta["aggregateFromKubeServiceEndpoints"] == "true"
     assert meta["url"] == (
         f"http://{scaling.metrics_service_name(spec)}.{spec.namespace}.svc.cluster.local:"
-        f"{gatekeeper.METRICS_PORT}/metrics"
+        f"{spec.port}/metrics"  # behind the door, vLLM's own port (no gatekeeper in the group)
     )
     assert meta["targetValue"] == str(int(p.max_concurrency))
     assert cron == {
@@ -133,7 +133,9 @@ def test_metrics_service_selects_leaders_only_and_keda_may_read_them() -> None:
     }
     policy = manifests.network_policy(spec)
     metrics_rule = next(
-        r for r in policy["spec"]["ingress"] if r.get("ports", [{}])[0].get("port") == 9090
+        r
+        for r in policy["spec"]["ingress"]
+        if r.get("ports", [{}])[0].get("port") == scaling.metrics_port(spec)
     )
     assert scaling.keda_peer() in metrics_rule["from"]
     fixed = load_stack("dev", today=TODAY)
