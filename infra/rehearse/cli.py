@@ -404,7 +404,8 @@ def _check_group(
                 ),
             ]
             checks += _door_checks(group, front, limits, api_key, tiny_plan.model, vllm_port)
-            checks += _asleep_rows(group, front, limits, api_key, tiny_plan, vllm_port)
+            retry = sleep.retry_after_seconds(load.cfg, tiny_plan)
+            checks += _asleep_rows(group, front, limits, api_key, tiny_plan.model, retry, vllm_port)
             checks.append(vllm_headers.headers_check(front.vllm_package))
             checks += endpoint_checks(gate_url, api_key, tiny_plan.model, group.progress)
             checks.append(seccomp_check(group))
@@ -509,18 +510,16 @@ def _asleep_rows(
     front: _Front,
     limits: GatekeeperLimits,
     api_key: str,
-    tiny_plan: Plan,
+    model: str,
+    retry_after_s: int,
     vllm_port: int,
 ) -> list[Check]:
     """The door of an elastic stack (`asleep_checks`): its config with nothing behind its
-    upstream port, then relayed to this leader."""
+    upstream port, then relayed to this leader. `Retry-After` is the wake-up the planner gives
+    the tiny model's config."""
     group.progress("front door asleep: no upstream, then the leader behind it")
-    sleeper = asleep_checks.Sleeper(
-        limits,
-        asleep_checks.rehearsal_asleep(sleep.wake_seconds(tiny_plan)),
-        api_key,
-        tiny_plan.model,
-    )
+    asleep = asleep_checks.rehearsal_asleep(retry_after_s)
+    sleeper = asleep_checks.Sleeper(limits, asleep, api_key, model)
     work = front.work_dir.parent / "door-asleep"
     return asleep_checks.door_sleep_checks(front.nginx, sleeper, vllm_port, work, group.progress)
 

@@ -55,7 +55,8 @@ def test_scaled_object_targets_the_lws_with_queue_and_cron(mocks: RecordingMocks
         "name": lws.inputs["metadata"]["name"],
     }, scaled.urn
     assert (spec["minReplicaCount"], spec["maxReplicaCount"]) == (0, 3)
-    assert [t["type"] for t in spec["triggers"]] == ["metrics-api", "cron"]
+    assert [t["type"] for t in spec["triggers"]] == ["metrics-api", "cron", "metrics-api"]
+    assert spec["triggers"][2]["name"] == "door-wake"  # the door's wake flag
     assert spec["triggers"][1]["metadata"]["timezone"] == "Europe/Berlin"
     assert "replicas" not in lws.inputs["spec"], lws.urn
     params = elastic.scaling_parameters(cfg, p)
@@ -122,3 +123,29 @@ def test_a_fixed_stack_is_unchanged(mocks: RecordingMocks) -> None:
     node_group = one(mocks.records, NODE_GROUP)
     assert "ignoreScalingChanges" not in node_group.inputs
     assert "taints" not in node_group.inputs
+
+
+@pytest.mark.usefixtures("as_pulumi_host")
+def test_the_door_is_created_apart_from_the_group_and_rolls_with_the_key(
+    mocks: RecordingMocks,
+) -> None:
+    _run_elastic(mocks)
+    (deployment,) = [
+        d
+        for d in by_type(mocks.records, "kubernetes:apps/v1:Deployment")
+        if d.inputs["metadata"]["name"] == "gemma-door"
+    ]
+    template = deployment.inputs["spec"]["template"]
+    assert template["spec"]["nodeSelector"] == {"gemma-graviton.dev/pool": "system"}
+    annotations = template["metadata"]["annotations"]
+    assert len(annotations["gemma-graviton.dev/api-key-fingerprint"]) == 16, deployment.urn
+    services = {
+        s.inputs["metadata"]["name"]: s.inputs["spec"]
+        for s in by_type(mocks.records, "kubernetes:core/v1:Service")
+    }
+    assert services["gemma"]["selector"]["app.kubernetes.io/component"] == "door"
+    assert services["gemma-leaders"]["type"] == "ClusterIP"
+    lws = one(mocks.records, LWS)
+    leader = lws.inputs["spec"]["leaderWorkerTemplate"]["leaderTemplate"]
+    assert [c["name"] for c in leader["spec"]["containers"]] == ["vllm"], lws.urn
+    assert "gemma-graviton.dev/api-key-fingerprint" in leader["metadata"]["annotations"]
