@@ -162,7 +162,17 @@ class Autoscaling(pulumi.ComponentResource):
             version=KEDA_CHART_VERSION,
             repository_opts=k8s.helm.v4.RepositoryOptsArgs(repo=KEDA_REPO),
             namespace=ns.metadata.name,
-            values={"nodeSelector": system},
+            values={
+                "nodeSelector": system,
+                # KEDA may scale LeaderWorkerSets only; the chart's default is every resource
+                # with a scale subresource (values.yaml `rbac.scaledRefKinds`, "*"/"*"; the
+                # template grants `<kind>/scale`, so the kind is the resource's plural).
+                "rbac": {
+                    "scaledRefKinds": [
+                        {"apiGroup": "leaderworkerset.x-k8s.io", "kind": "leaderworkersets"}
+                    ]
+                },
+            },
             opts=pulumi.ResourceOptions(parent=self, depends_on=on_nodes),
         )
 

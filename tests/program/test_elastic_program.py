@@ -68,6 +68,10 @@ def test_charts_are_pinned_and_the_autoscaler_has_its_own_role(mocks: RecordingM
     keda = named(mocks.records, CHART, "scale-keda")
     assert keda.inputs["version"] == KEDA_CHART_VERSION
     assert keda.inputs["repositoryOpts"]["repo"] == KEDA_REPO
+    assert keda.inputs["values"]["rbac"]["scaledRefKinds"] == [
+        {"apiGroup": "leaderworkerset.x-k8s.io", "kind": "leaderworkersets"}
+    ]
+    assert keda.inputs["values"]["nodeSelector"] == {"gemma-graviton.dev/pool": "system"}
     autoscaler = named(mocks.records, CHART, "scale-cluster-autoscaler")
     assert autoscaler.inputs["version"] == AUTOSCALER_CHART_VERSION
     assert autoscaler.inputs["repositoryOpts"]["repo"] == AUTOSCALER_REPO
