@@ -162,28 +162,39 @@ class Autoscaling(pulumi.ComponentResource):
             version=KEDA_CHART_VERSION,
             repository_opts=k8s.helm.v4.RepositoryOptsArgs(repo=KEDA_REPO),
             namespace=ns.metadata.name,
-            values={"nodeSelector": system},
+            values={
+                "nodeSelector": system,
+                # KEDA may scale LeaderWorkerSets only; the chart's default is every resource
+                # with a scale subresource (values.yaml `rbac.scaledRefKinds`, "*"/"*"; the
+                # template grants `<kind>/scale`, so the kind is the resource's plural).
+                "rbac": {
+                    "scaledRefKinds": [
+                        {"apiGroup": "leaderworkerset.x-k8s.io", "kind": "leaderworkersets"}
+                    ]
+                },
+            },
             opts=pulumi.ResourceOptions(parent=self, depends_on=on_nodes),
         )
 
     def _autoscaler(
         self, name: str, args: AutoscalingArgs, on_nodes: list[pulumi.Resource]
     ) -> aws.iam.Role:
-        child = pulumi.ResourceOptions(parent=self)
-        policy = aws.iam.Policy(
-            f"{name}-autoscaler-policy",
-            description="Cluster Autoscaler: scale this cluster's node groups",
-            policy=pulumi.Output.from_input(args.cluster.cluster_name).apply(autoscaler_policy),
-            opts=child,
-        )
         role = service_account_role(
             f"{name}-autoscaler-role",
             oidc_provider_arn=args.cluster.oidc_provider_arn,
             oidc_provider_url=args.cluster.oidc_provider_url,
             namespace=AUTOSCALER_NAMESPACE,
             service_account=AUTOSCALER_SERVICE_ACCOUNT,
-            managed_policy_arns=[policy.arn],
+            managed_policy_arns=[],
             parent=self,
+        )
+        # Inline, on the role alone: the deploy role may attach only the AWS-managed policies it
+        # lists (infra/bootstrap/access.py), and this one names this cluster.
+        aws.iam.RolePolicy(
+            f"{name}-autoscaler-policy",
+            role=role.name,
+            policy=pulumi.Output.from_input(args.cluster.cluster_name).apply(autoscaler_policy),
+            opts=pulumi.ResourceOptions(parent=self),
         )
         values = pulumi.Output.all(args.cluster.cluster_name, role.arn).apply(
             lambda v: autoscaler_values(v[0], args.region, v[1], args.system_labels)

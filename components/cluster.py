@@ -221,7 +221,12 @@ class Cluster(pulumi.ComponentResource):
             None
             if args.elastic is None
             else self._system_group(
-                name, args, args.elastic, cluster, (node_role, attachments), launch_template
+                name,
+                args,
+                args.elastic,
+                cluster,
+                (node_role, [*attachments, node_group]),
+                launch_template,
             )
         )
         self.coredns = self._coredns(name, args, cluster, self.system_node_group or node_group)
@@ -478,7 +483,9 @@ class Cluster(pulumi.ComponentResource):
         autoscaler, the collector and the door; fixed size, untainted. The model nodes' launch
         template: the same IMDS hop limit keeps pods off the node role, the same instance
         tags reach the instances."""
-        node_role, attachments = role
+        # `after` holds the model node group too: on destroy the system nodes go first, so
+        # whatever runs on them (add-ons, controllers) is gone before any model node is.
+        node_role, after = role
         return eks.ManagedNodeGroup(
             f"{name}-system-nodes",
             cluster=cluster,
@@ -498,7 +505,7 @@ class Cluster(pulumi.ComponentResource):
                 id=launch_template.id,
                 version=launch_template.latest_version.apply(str),
             ),
-            opts=pulumi.ResourceOptions(parent=self, depends_on=[*attachments, cluster]),
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[*after, cluster]),
         )
 
 

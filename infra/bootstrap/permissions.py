@@ -268,6 +268,7 @@ RESOURCE_ACTIONS: dict[str, TypeActions] = {
     "kubernetes:core/v1:Service": NO_AWS,
     "kubernetes:core/v1:ServiceAccount": NO_AWS,
     "kubernetes:helm.sh/v4:Chart": NO_AWS,
+    "kubernetes:keda.sh/v1alpha1:ScaledObject": NO_AWS,
     "kubernetes:leaderworkerset.x-k8s.io/v1:LeaderWorkerSet": NO_AWS,
     "kubernetes:networking.k8s.io/v1:NetworkPolicy": NO_AWS,
     "kubernetes:rbac.authorization.k8s.io/v1:Role": NO_AWS,

@@ -350,9 +350,9 @@ def describe(e: ElasticPlan) -> list[tuple[str, str]]:
         ("vcpu quota at most", f"{e.vcpus_at_most} vCPUs (model, surge and system nodes)"),
     ]
     money = [
-        ("fewest groups", e.usd_month_fewest),
-        ("most groups", e.usd_month_most),
-        ("a month of the schedule", e.usd_month_schedule),
+        ("cost, fewest groups", e.usd_month_fewest, "all month"),
+        ("cost, most groups", e.usd_month_most, "all month"),
+        ("cost, schedule month", e.usd_month_schedule, "the window's groups, else the fewest"),
     ]
-    rows += [(f"cost at {k}", f"${v:,.2f}/month") for k, v in money if v is not None]
+    rows += [(k, f"${v:,.2f}/month ({why})") for k, v, why in money if v is not None]
     return rows

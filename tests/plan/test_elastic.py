@@ -243,9 +243,9 @@ def test_the_table_shows_the_elastic_rows(capsys: pytest.CaptureFixture[str]) ->
     assert main(["--stack", "prod"], today=TODAY) == 0
     out = capsys.readouterr().out
     for row in (
-        "cost at fewest groups",
-        "cost at most groups",
-        "cost at a month of the schedule",
+        "cost, fewest groups",
+        "cost, most groups",
+        "cost, schedule month",
         "vcpu quota at most",
         "wake-up from zero",
         "system nodes",

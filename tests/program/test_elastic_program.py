@@ -69,6 +69,10 @@ def test_charts_are_pinned_and_the_autoscaler_has_its_own_role(mocks: RecordingM
     keda = named(mocks.records, CHART, "scale-keda")
     assert keda.inputs["version"] == KEDA_CHART_VERSION
     assert keda.inputs["repositoryOpts"]["repo"] == KEDA_REPO
+    assert keda.inputs["values"]["rbac"]["scaledRefKinds"] == [
+        {"apiGroup": "leaderworkerset.x-k8s.io", "kind": "leaderworkersets"}
+    ]
+    assert keda.inputs["values"]["nodeSelector"] == {"gemma-graviton.dev/pool": "system"}
     autoscaler = named(mocks.records, CHART, "scale-cluster-autoscaler")
     assert autoscaler.inputs["version"] == AUTOSCALER_CHART_VERSION
     assert autoscaler.inputs["repositoryOpts"]["repo"] == AUTOSCALER_REPO
@@ -76,7 +80,8 @@ def test_charts_are_pinned_and_the_autoscaler_has_its_own_role(mocks: RecordingM
     trust = json.loads(role.inputs["assumeRolePolicy"])
     condition = trust["Statement"][0]["Condition"]["StringEquals"]
     assert "system:serviceaccount:kube-system:cluster-autoscaler" in condition.values()
-    policy = named(mocks.records, "aws:iam/policy:Policy", "scale-autoscaler-policy")
+    policy = named(mocks.records, "aws:iam/rolePolicy:RolePolicy", "scale-autoscaler-policy")
+    assert policy.inputs["role"].startswith("scale-autoscaler-role"), policy.urn
     actions = json.loads(policy.inputs["policy"])["Statement"][1]["Action"]
     assert "autoscaling:SetDesiredCapacity" in actions
     values = autoscaler.inputs["values"]

@@ -23,7 +23,15 @@ from infra.plan.sizing import plan
 from infra.plan.stackfile import load_stack, stack_names
 from policies.rules import RULES
 from tests.fakes.pulumi_mocks import RecordingMocks, by_type, is_secret, named, one, resolve, run
-from tests.program.harness import HF_TOKEN, OWN_VALUES, PROGRAM, run_program, stack_values
+from tests.program.harness import (
+    HF_TOKEN,
+    MODEL_NODES,
+    MODEL_SERVICE,
+    OWN_VALUES,
+    PROGRAM,
+    run_program,
+    stack_values,
+)
 
 OUTPUTS = {
     "clusterName", "kubeconfig", "region", "availabilityZone", "nodeInstanceType", "nodeCount",
@@ -42,14 +50,12 @@ def test_every_stack_runs_end_to_end(
     run_program(mocks, stack)
     assert set(exports) == OUTPUTS
     expected = plan(load_stack(stack, OWN_VALUES[stack]), stack)
-    node_group = one(mocks.records, NODE_GROUP)
+    node_group = named(mocks.records, *MODEL_NODES)
     assert node_group.inputs["instanceTypes"] == [expected.instance_type], node_group.urn
     scaling = node_group.inputs["scalingConfig"]
-    assert scaling == {
-        "minSize": expected.nodes,
-        "desiredSize": expected.nodes,
-        "maxSize": expected.nodes,
-    }
+    # An elastic stack's model nodes run from none to the most groups' (and a replacement's).
+    least, most = (0, expected.nodes + 2) if load_stack(stack).elastic else (expected.nodes,) * 2
+    assert scaling == {"minSize": least, "desiredSize": least, "maxSize": most}
     assert resolve(exports["nodeCount"]) == expected.nodes
     assert resolve(exports["plan"]) == expected.to_json()
     assert resolve(exports["endpoint"]).endswith("/v1")
@@ -293,7 +299,7 @@ def test_zones_may_be_named_by_id_and_the_second_zone_is_one_eks_accepts(
 def test_only_the_gatekeeper_is_exposed(mocks: RecordingMocks, stack: str) -> None:
     run_program(mocks, stack)
     tls = load_stack(stack).tls_certificate_arn is not None
-    svc = one(mocks.records, "kubernetes:core/v1:Service")
+    svc = named(mocks.records, *MODEL_SERVICE)
     (port,) = svc.inputs["spec"]["ports"]
     assert port["targetPort"] == "gatekeeper", svc.urn
     assert port["port"] == (443 if tls else 80), svc.urn
