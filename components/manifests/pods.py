@@ -258,6 +258,9 @@ def pod_template(
     key) goes into the leader's template, so a new key rolls the group."""
     containers = [_engine_container(spec, role)]
     metadata: dict[str, Any] = {"labels": object_labels(spec, f"vllm-{role}")}
+    if spec.door:
+        # The policy pack's sign that this group's gatekeeper is the door (policies/rules.py).
+        metadata["labels"]["gemma-graviton.dev/behind-door"] = "true"
     if role == "leader" and spec.door is None:  # behind a door, no gatekeeper in the group
         containers.append(
             gatekeeper.container(spec.gatekeeper_millicpu, spec.gatekeeper_memory_mib)

@@ -306,15 +306,28 @@ def test_only_the_gatekeeper_is_exposed(mocks: RecordingMocks, stack: str) -> No
     annotations = svc.inputs["metadata"]["annotations"]
     assert ("service.beta.kubernetes.io/aws-load-balancer-ssl-cert" in annotations) == tls
     leader = _leader(mocks)["spec"]
-    vllm, door = leader["containers"]
-    assert "--host=127.0.0.1" in vllm["args"] and "ports" not in vllm, svc.urn
+    if load_stack(stack).elastic:
+        # Elastic: the gatekeeper is the always-on door, apart from the group
+        # (tests/components/test_door.py); vLLM admits the door alone (NetworkPolicy).
+        (vllm,) = leader["containers"]
+        assert "ports" not in vllm, svc.urn
+        (door_pod,) = [
+            d.inputs["spec"]["template"]["spec"]
+            for d in by_type(mocks.records, "kubernetes:apps/v1:Deployment")
+            if d.inputs["metadata"]["name"] == "gemma-door"
+        ]
+        (door,) = door_pod["containers"]
+        assert svc.inputs["spec"]["selector"]["app.kubernetes.io/component"] == "door"
+    else:
+        vllm, door = leader["containers"]
+        assert "--host=127.0.0.1" in vllm["args"] and "ports" not in vllm, svc.urn
+        assert vllm["readinessProbe"]["httpGet"] == {"path": "/health", "port": "gatekeeper"}
+        policy = one(mocks.records, "kubernetes:networking.k8s.io/v1:NetworkPolicy")
+        assert {"ports": [{"port": gatekeeper.PORT, "protocol": "TCP"}]} in policy.inputs["spec"][
+            "ingress"
+        ]
     assert door["name"] == "gatekeeper" and door["image"] == gatekeeper.IMAGE
     assert door["resources"]["requests"] == door["resources"]["limits"]
-    assert vllm["readinessProbe"]["httpGet"] == {"path": "/health", "port": "gatekeeper"}
-    policy = one(mocks.records, "kubernetes:networking.k8s.io/v1:NetworkPolicy")
-    assert {"ports": [{"port": gatekeeper.PORT, "protocol": "TCP"}]} in policy.inputs["spec"][
-        "ingress"
-    ]
     config = named(mocks.records, "kubernetes:core/v1:ConfigMap", "model-gatekeeper")
     assert "location = /v1/chat/completions" in config.inputs["data"]["nginx.conf"]
 
