@@ -54,7 +54,7 @@ def test_every_stack_watches_its_model_server(
     assert sorted(f.inputs["metricTransformation"]["name"] for f in filters) == sorted(
         watch.answers_metric(s) for s in watch.ANSWER_CLASSES
     )
-    deployment = one(mocks.records, "kubernetes:apps/v1:Deployment")
+    deployment = named(mocks.records, "kubernetes:apps/v1:Deployment", "watch-collector")
     pod = deployment.inputs["spec"]["template"]["spec"]
     assert pod["containers"][0]["image"] == metrics.IMAGE
     assert deployment.inputs["metadata"]["namespace"] == "gemma-graviton"
