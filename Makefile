@@ -41,7 +41,8 @@ lint: $(VENV)/.installed
 unit: $(VENV)/.installed $(TOOLS)/.installed
 	PATH="$(CURDIR)/$(TOOLS)/bin:$$PATH" $(PY) -m pytest -q
 
-## Real vLLM, two ranks on loopback, on a tiny model of the stack's layout.
+## Real vLLM, two ranks on loopback, on a tiny model of the stack's layout; then the prefill
+## probe on a short full-width slice of the model (~3 minutes more).
 rehearse: packages $(VENV)/.installed
 	$(PY) -m infra.rehearse --stack $(STACK)
 
@@ -71,7 +72,8 @@ rehearse-guard: $(VENV)/.installed
 rehearse-faults: packages $(VENV)/.installed
 	$(PY) -m infra.rehearse --faults --stack $(STACK)
 
-## The prefill probe on a full-width slice of the stack's model, then the step-timeout row.
+## The same, with the fuller prefill probe (one whole period of the model's layer pattern)
+## and the step-timeout row; run it on a quiet machine (its half case is one modelled step).
 .PHONY: rehearse-prefill
 rehearse-prefill: packages $(VENV)/.installed
 	$(PY) -m infra.rehearse --prefill --stack $(STACK)

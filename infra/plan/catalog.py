@@ -65,25 +65,40 @@ BF16_GENERATIONS = ("graviton3", "graviton4")
 #: cores' datasheets, not measured: Neoverse V1 (Graviton3) at 2.6 GHz and V2 (Graviton4) at
 #: 2.8 GHz with BFMMLA on 2 x 256-bit (V1) or 4 x 128-bit (V2) vector pipes, taken as 64 bf16 FLOP
 #: per cycle; Graviton2 (Neoverse N1, no bf16: fp32 NEON FMA, 2 x 128-bit) 16 FLOP per cycle.
+#: Not above what a kernel reaches: oneDNN PR #4315 (uxlfoundation/oneDNN, 2025-11-12, read
+#: 2026-12-02) times a 4096 x 4096 x 4096 bf16 matmul at 23.6 ms on c8g with 32 threads through
+#: ACL, ~182 GFLOP/s per vCPU, above the 179 assumed for Graviton4. A peak set too low makes
+#: every modelled step longer: the safe side for the bounds that rest on it.
 PEAK_GFLOPS_PER_VCPU: dict[str, float] = {
     "graviton2": 2.5 * 16,
     "graviton3": 2.6 * 64,
     "graviton4": 2.8 * 64,
 }
-#: The fraction of that peak vLLM's CPU prefill reaches, (slow, fast). Both ends ASSUMED until
-#: the rehearsal's prefill probe (`infra.rehearse.prefill_probe`: a shape-true slice of
-#: gemma-4-12B-it served by vLLM 0.31, GFLOP per CPU-second against the CPU's peak) completes on
-#: a quiet machine; then set the slow end to its figure, rounded down, and say so here. What the
-#: probe saw so far (2026-12-01, an x86 AMD EPYC with AVX2 and no bf16 instructions, load average
-#: 12-28 on 2 cores): vLLM falls back to torch's linear there ("Failed to create oneDNN linear"),
-#: and a 256-token warm-up step of 6 full-width layers had not finished after ~110 CPU-seconds,
-#: so that fallback path runs below 8% of its 78 GFLOP/s fp32 peak. Graviton runs oneDNN with
-#: ACL bf16 kernels, not that fallback, and the field report's ~50 s warm-up of a 4,096-token
-#: profile run points far above 8%; 8% is kept as the slow end the bounds rest on. Carrying a
-#: fraction across ISAs is DERIVED, not measured: no published vLLM CPU bf16 prefill figure on
-#: Graviton3 or Graviton4 was found (searched 2026-12-01: aws-graviton-getting-started
-#: machinelearning/vllm.md gives build steps only; Arm's vllm-benchmark-quantisation learning
-#: path gives INT8/BF16 ratios only, on an unnamed 96-core SVE machine).
+#: The fraction of that peak vLLM's CPU prefill reaches, (slow, fast).
+#:
+#: Slow end, 8%: DERIVED from a measurement. The rehearsal's prefill probe
+#: (`infra.rehearse.prefill_probe`: full-width layers of gemma-4-12B-it served by vLLM 0.31, one
+#: step of the planned 512 tokens, GFLOP per CPU-second against the CPU's peak) measured 10.9%
+#: on 2026-12-02 on this project's 2-core x86 runner (AMD EPYC, AVX2, no bf16 instructions:
+#: against its 78 GFLOP/s fp32 FMA peak; 5 sliding + 1 full layers, load average 1.8). The slow
+#: end is that figure rounded down with room for run-to-run spread, because every bound that can
+#: kill or cut off work (engine step timeout, liveness, reply timeout) rests on it. On that CPU
+#: vLLM logs "Failed to create oneDNN linear, fallback to torch linear": the measured fraction is
+#: of torch's generic bf16 linear on a CPU without bf16 instructions. Carrying it to Graviton's
+#: bf16 kernels (oneDNN with ACL, BFMMLA; vLLM PRs #25948 and #27183, read 2026-12-02, send linears
+#: there by default on AArch64) is the derivation: a path built for bf16 is not expected to reach a
+#: smaller fraction of its peak than that fallback. `make rehearse` measures it again on every
+#: run and fails when it falls below this slow end.
+#:
+#: Fast end, 70%: ASSUMED, a large-GEMM efficiency; it only sets the optimistic side of ranges.
+#:
+#: No published vLLM CPU bf16 prefill figure on Graviton3 or Graviton4 was found (searched
+#: 2026-12-01 and 2026-12-02: aws-graviton-getting-started machinelearning/vllm.md gives build
+#: steps only; Arm's vllm-acceleration learning path, tested on c8g.12xlarge, shows INT4
+#: DeepSeek-V2-Lite log lines only, whose "Avg prompt throughput" averages eight short prompts
+#: over a 10 s window, not a prefill rate; its vllm-benchmark-quantisation path gives INT8/BF16
+#: ratios on an unnamed 96-core machine; vLLM PR #33787, 2026-02-04, gives w8a8 mixed prompt and
+#: generation tokens/s on Neoverse V1, not bf16 prefill).
 PREFILL_EFFICIENCY = (0.08, 0.70)
 #: Prefill arithmetic rate per vCPU in GFLOP/s, (slow, fast): peak x efficiency. The one rate
 #: every prefill figure of a plan derives from (`infra.plan.prefill`).
@@ -92,6 +107,16 @@ PREFILL_GFLOPS_PER_VCPU: dict[str, tuple[float, float]] = {
     for generation, peak in PEAK_GFLOPS_PER_VCPU.items()
 }
 PREFILL_SOURCE = "modelled: 8-70% of an assumed peak"
+#: How each Graviton prefill figure is known: measured (on Graviton), derived (from a
+#: measurement elsewhere, or from other figures) or assumed. None is measured on Graviton yet.
+PREFILL_PROVENANCE: dict[str, str] = {
+    "peak GFLOP/s per vCPU": "assumed: clock x bf16 FLOP per cycle from the cores' datasheets",
+    "efficiency, slow end (8%)": "derived: 10.9% measured by the prefill probe on x86 AVX2 "
+    "(2026-12-02), rounded down; the end every bound that can kill work uses",
+    "efficiency, fast end (70%)": "assumed: a large-GEMM efficiency; optimistic ends of ranges",
+    "prefill GFLOP/s per vCPU": "derived: peak x efficiency",
+    "time to first token, step bounds": "derived: the prefill GFLOP/s over each step's arithmetic",
+}
 _SIZES = {"large": 2, "xlarge": 4, "2xlarge": 8, "4xlarge": 16, "8xlarge": 32}
 #: eni-max-pods.txt for these sizes (identical across these families).
 _MAX_PODS = {"large": 29, "xlarge": 58, "2xlarge": 58, "4xlarge": 234, "8xlarge": 234}

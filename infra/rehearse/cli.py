@@ -35,10 +35,13 @@ and checks what the plan promised:
 - the benchmark client (`infra.bench`) runs against the leader and flags no cut-off reply;
 - `vllm bench serve` runs a short capacity run through the gatekeeper, one verdict row per point
   with the plan beside the measurement (`capacity_step`);
-- then (with `--prefill`, `make rehearse-prefill`) the prefill probe (`prefill_probe`: a
-  shape-true slice of the stack's model, one prefill step of the planned
-  `max_num_batched_tokens`) and the step-timeout row (`step_timeout`: the plan's engine step
-  timeout from the probe's measured rate passes a maximum-length prompt, half of it is caught).
+- then, once that group is stopped, the prefill probe (`prefill_probe`: a shape-true slice of
+  the stack's model, one prefill step of the planned `max_num_batched_tokens` after vLLM's own
+  warm-up; its rows print the modelled figure beside the measured one). A plain run serves the
+  short slice (one sliding and one full layer, ~3 minutes); `--prefill` (`make rehearse-prefill`)
+  one whole period of the model's pattern (5 + 1 layers of gemma-4-12B-it, ~8-10 minutes), then
+  the step-timeout row (`step_timeout`: the plan's engine step timeout from the probe's measured
+  rate passes a maximum-length prompt, half of it is caught).
 
 Every process it starts is its own process group and is stopped by group (SIGTERM, then SIGKILL)
 whatever happens, including Ctrl-C; a headless rank does not exit when its leader dies, so nothing
@@ -122,9 +125,10 @@ class Options:
     keep: bool
     extra_args: tuple[str, ...]
     faults: bool = False
-    #: Run the prefill probe and the step-timeout row after the group's checks.
+    #: The fuller prefill probe: one whole period of the model's pattern, not the short slice.
     prefill: bool = False
-    #: Sliding layers in the probe's slice (None: one period of the model's pattern).
+    #: Sliding layers in the probe's slice (None: `QUICK_SLIDING`, or with `prefill` one period
+    #: of the model's pattern).
     prefill_sliding: int | None = None
 
 
@@ -249,13 +253,23 @@ def rehearse(options: Options, progress: Progress) -> tuple[list[Check], dict[st
     checks.append(stopped_check(group))
     if not verdict_ok(checks):
         print(log_tails(group.processes), file=sys.stderr)
-    if options.prefill:
-        with _timed(timings, "prefill"):
-            checks += _prefill_rows(options, python, progress)
+    checks += _prefill_rows(options, python, progress, timings)
     return checks, timings
 
 
-def _prefill_rows(options: Options, python: Path, progress: Progress) -> list[Check]:
+def probe_sliding(options: Options) -> int | None:
+    """Sliding layers of the probe's slice: the short slice unless `--prefill` asks for the
+    model's whole pattern (None); `--prefill-sliding` wins."""
+    from infra.rehearse.prefill_probe import QUICK_SLIDING
+
+    if options.prefill_sliding is not None:
+        return options.prefill_sliding
+    return None if options.prefill else QUICK_SLIDING
+
+
+def _prefill_rows(
+    options: Options, python: Path, progress: Progress, timings: dict[str, float]
+) -> list[Check]:
     """The prefill probe's rows, then the step-timeout row fed the rate it measured."""
     from infra.rehearse.prefill_probe import probe_checks, run_probe
     from infra.rehearse.step_timeout import timeout_checks
@@ -263,18 +277,26 @@ def _prefill_rows(options: Options, python: Path, progress: Progress) -> list[Ch
     values = stack_values(options.stack, options.overrides)
     real_plan = plan(load_config(values), options.stack)
     try:
-        measured = run_probe(
-            values,
-            real_plan.max_num_batched_tokens,
-            python,
-            progress,
-            options.timeout_s,
-            options.prefill_sliding,
-        )
+        with _timed(timings, "prefill probe"):
+            measured = run_probe(
+                values,
+                real_plan.max_num_batched_tokens,
+                python,
+                progress,
+                options.timeout_s,
+                probe_sliding(options),
+            )
     except (RankFailure, RehearsalError, OSError) as error:
         return [Check("prefill tokens/s per layer", "measured", "probe failed", False, str(error))]
     rows = probe_checks(measured)
-    rows += timeout_checks(values, real_plan.stages, measured, python, progress, options.timeout_s)
+    # The step-timeout rows start two more groups and their half case sits near one modelled
+    # step by construction (half of the in-flight factor of 2), so they run with `--prefill`
+    # (`make rehearse-prefill`, on a quiet machine) and not in every rehearsal.
+    if options.prefill:
+        with _timed(timings, "step timeout"):
+            rows += timeout_checks(
+                values, real_plan.stages, measured, python, progress, options.timeout_s
+            )
     return rows
 
 
@@ -422,7 +444,10 @@ def _check_group(
         with _timed(timings, "capacity"):
             checks += capacity_step.capacity_checks(load, gate_url, api_key, group.progress)
         # After the traffic above, so the latency histograms have observations.
-        checks.append(capture_check(door.metrics_url, vllm_root))
+        try:
+            checks.append(capture_check(door.metrics_url, vllm_root))
+        except OSError as error:
+            checks.append(Check("metrics listener", "/metrics 200", "no answer", False, str(error)))
         # Last: it empties this client's allowance.
         checks.append(gate.burst_check(door, api_key, limits))
         if options.keep:
@@ -592,8 +617,9 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--prefill",
         action="store_true",
-        help="also run the prefill probe (a shape-true slice of the model) and the step-timeout "
-        "row: minutes of model building and warm-up, so not part of a plain rehearsal",
+        help="the fuller prefill probe: one whole period of the model's sliding:full pattern "
+        "(5 + 1 full-width layers of gemma-4-12B-it, ~8-10 minutes) instead of the short slice "
+        "of one sliding and one full layer",
     )
     parser.add_argument(
         "--prefill-sliding",
@@ -601,7 +627,7 @@ def _parser() -> argparse.ArgumentParser:
         default=None,
         metavar="N",
         help="sliding layers in the prefill probe's slice, before its one full layer "
-        "(default: the model's own pattern, 5 for gemma-4-12B-it)",
+        "(default: 1, or with --prefill the model's own pattern, 5 for gemma-4-12B-it)",
     )
     parser.add_argument(
         "--extra-arg",

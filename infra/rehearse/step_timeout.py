@@ -21,7 +21,6 @@ the timeout above it and nothing to catch.
 from __future__ import annotations
 
 import json
-import os
 import re
 import time
 import urllib.error
@@ -165,7 +164,7 @@ def timeout_checks(
     start_s: float,
 ) -> list[Check]:
     """The row: the derived timeout passes a maximum-length prompt, half of it is caught."""
-    gflops = measured.flop / measured.step_s / 1e9 / (os.cpu_count() or 1)
+    gflops = measured.flop / measured.step_s / 1e9 / measured.cores
     base = load_config(values).profile()
     model_dir = ensure_tiny_model(
         python,

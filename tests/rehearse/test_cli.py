@@ -47,3 +47,18 @@ def test_bad_input_is_told_before_a_missing_nginx(
     assert (
         capsys.readouterr().err.splitlines()[-1] == f"error: nginx is not installed; {INSTALL_HINT}"
     )
+
+
+def _options(**changes: object) -> rehearse.Options:
+    base = {"stack": "dev", "overrides": {}, "timeout_s": 600.0, "keep": False, "extra_args": ()}
+    return rehearse.Options(**{**base, **changes})  # type: ignore[arg-type]
+
+
+def test_a_plain_rehearsal_probes_the_short_slice_and_prefill_the_whole_pattern() -> None:
+    from infra.rehearse.prefill_probe import QUICK_SLIDING
+
+    assert rehearse.probe_sliding(_options()) == QUICK_SLIDING == 1
+    # None: the model's own pattern (`prefill_probe.slice_config`).
+    assert rehearse.probe_sliding(_options(prefill=True)) is None
+    assert rehearse.probe_sliding(_options(prefill_sliding=3)) == 3
+    assert rehearse.probe_sliding(_options(prefill=True, prefill_sliding=2)) == 2

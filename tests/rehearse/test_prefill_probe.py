@@ -34,6 +34,13 @@ def test_the_slice_is_one_pattern_period_at_full_width() -> None:
     assert config["sliding_window"] == 1024
 
 
+def test_the_short_slice_keeps_both_kinds_of_layer_at_full_width() -> None:
+    config = prefill_probe.slice_config(GEMMA, prefill_probe.QUICK_SLIDING)
+    assert config["layer_types"] == ["sliding_attention", "full_attention"]
+    assert (config["hidden_size"], config["intermediate_size"]) == (3840, 15360)
+    assert (config["head_dim"], config["global_head_dim"]) == (256, 512)
+
+
 def test_a_profile_without_heads_cannot_be_sliced() -> None:
     from dataclasses import replace
 
@@ -72,6 +79,7 @@ def _measured(**changes: object) -> Measured:
         "load": 3.0,
         "peak": Peak(80.0, 2500.0, 32, "test"),
         "date": dt.date(2026, 12, 1),
+        "cores": 2,
     }
     return Measured(**{**base, **changes})  # type: ignore[arg-type]
 
@@ -101,6 +109,17 @@ def test_the_rows_hold_the_efficiency_against_the_catalogues_slow_end() -> None:
         "GFLOP/s per core vs peak",
         "prefill: measured vs modelled",
     }
+
+
+def test_the_modelled_step_sits_beside_the_measured_one() -> None:
+    # 1.6 TFLOP on 2 cores of an 80 GFLOP/s peak: 10 s at 100%, so 10 s / efficiency.
+    m = _measured()
+    slow, fast = catalog.PREFILL_EFFICIENCY
+    assert prefill_probe.modelled_step_s(m, 1.0) == pytest.approx(10.0)
+    assert prefill_probe.modelled_step_s(m, slow) == pytest.approx(10.0 / slow)
+    row = {c.name: c for c in prefill_probe.probe_checks(m)}["prefill tokens/s per layer"]
+    assert f"modelled {10 / fast:.0f}-{10 / slow:.0f} s" in row.expected
+    assert row.observed.startswith("40.0 s, 77 tok/s/layer")
 
 
 def test_the_step_flop_counts_layers_not_embeddings() -> None:
