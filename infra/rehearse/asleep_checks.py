@@ -61,7 +61,11 @@ def relay(port: int, target: int) -> Iterator[None]:
                 continue
             except OSError:
                 return
-            upstream = socket.create_connection(("127.0.0.1", target))
+            try:
+                upstream = socket.create_connection(("127.0.0.1", target))
+            except OSError:  # the leader is gone: the client sees a refused upstream
+                client.close()
+                continue
             for a, b in ((client, upstream), (upstream, client)):
                 threading.Thread(target=pipe, args=(a, b), daemon=True).start()
 
