@@ -70,6 +70,20 @@ spec:
 
 
 @dataclass(frozen=True)
+class ElasticNodes:
+    """An elastic stack's nodes: the model node group scales from 0 under the Cluster
+    Autoscaler, tainted for the model pods alone; a small always-on system group runs the rest."""
+
+    #: The model node group's most nodes (the most groups' nodes and a replacement's surge).
+    max_nodes: int
+    system_instance_type: str
+    system_nodes: int
+    system_labels: Mapping[str, str]
+    #: The taint only the model pods tolerate (key, value, effect).
+    model_taint: Mapping[str, str]
+
+
+@dataclass(frozen=True)
 class ClusterArgs:
     """What the cluster needs: where it lives and the shape of its single node group."""
 
@@ -118,6 +132,9 @@ class ClusterArgs:
     """Tags for each node's instance, root volume and network interfaces. The provider's default
     tags do not reach what the node group's Auto Scaling group launches, and EKS does not copy
     node group tags to instances, so they go in the launch template."""
+    elastic: ElasticNodes | None = None
+    """Set for an elastic stack: the model nodes scale from 0 and a system group is added.
+    None keeps one fixed-size node group, as before."""
 
     def __post_init__(self) -> None:
         if self.node_count < 1:
@@ -179,6 +196,9 @@ class Cluster(pulumi.ComponentResource):
     node_group: eks.ManagedNodeGroup
     """The node group itself, for ``depends_on`` from in-cluster installs that need schedulable
     nodes but take no data from them (e.g. a controller whose webhooks must answer)."""
+    system_node_group: eks.ManagedNodeGroup | None
+    """The always-on system node group of an elastic stack (None otherwise): where controllers
+    and add-ons run while no model node does."""
 
     def __init__(
         self, name: str, args: ClusterArgs, opts: pulumi.ResourceOptions | None = None
@@ -200,7 +220,19 @@ class Cluster(pulumi.ComponentResource):
         node_role, attachments = self._node_role(name, child, partition.partition)
         launch_template = self._launch_template(name, args, child)
         node_group = self._node_group(name, args, cluster, node_role, attachments, launch_template)
-        self.coredns = self._coredns(name, args, cluster, node_group)
+        self.system_node_group = (
+            None
+            if args.elastic is None
+            else self._system_group(
+                name,
+                args,
+                args.elastic,
+                cluster,
+                (node_role, [*attachments, node_group]),
+                launch_template,
+            )
+        )
+        self.coredns = self._coredns(name, args, cluster, self.system_node_group or node_group)
 
         self.provider = k8s.Provider(
             f"{name}-k8s",
@@ -422,11 +454,7 @@ class Cluster(pulumi.ComponentResource):
             version=args.kubernetes_version,
             instance_types=[args.instance_type],
             capacity_type="ON_DEMAND",
-            scaling_config=aws.eks.NodeGroupScalingConfigArgs(
-                min_size=args.node_count,
-                desired_size=args.node_count,
-                max_size=args.node_count + args.surge_nodes,
-            ),
+            **_model_scaling(args),
             subnet_ids=[args.node_subnet_id],
             labels=dict(args.node_labels),
             # The disk size lives in the launch template: EKS rejects `disk_size` beside one.
@@ -444,3 +472,65 @@ class Cluster(pulumi.ComponentResource):
                 depends_on=[*attachments, cluster],
             ),
         )
+
+    def _system_group(
+        self,
+        name: str,
+        args: ClusterArgs,
+        elastic: ElasticNodes,
+        cluster: eks.Cluster,
+        role: tuple[aws.iam.Role, list[aws.iam.RolePolicyAttachment]],
+        launch_template: aws.ec2.LaunchTemplate,
+    ) -> eks.ManagedNodeGroup:
+        """The small always-on Graviton group for CoreDNS, the controllers, KEDA, the
+        autoscaler, the collector and the door; fixed size, untainted. The model nodes' launch
+        template: the same IMDS hop limit keeps pods off the node role, the same instance
+        tags reach the instances."""
+        # `after` holds the model node group too: on destroy the system nodes go first, so
+        # whatever runs on them (add-ons, controllers) is gone before any model node is.
+        node_role, after = role
+        return eks.ManagedNodeGroup(
+            f"{name}-system-nodes",
+            cluster=cluster,
+            node_role_arn=node_role.arn,
+            ami_type=AMI_TYPE,
+            version=args.kubernetes_version,
+            instance_types=[elastic.system_instance_type],
+            capacity_type="ON_DEMAND",
+            scaling_config=aws.eks.NodeGroupScalingConfigArgs(
+                min_size=elastic.system_nodes,
+                desired_size=elastic.system_nodes,
+                max_size=elastic.system_nodes,
+            ),
+            subnet_ids=[args.node_subnet_id],
+            labels=dict(elastic.system_labels),
+            launch_template=aws.eks.NodeGroupLaunchTemplateArgs(
+                id=launch_template.id,
+                version=launch_template.latest_version.apply(str),
+            ),
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[*after, cluster]),
+        )
+
+
+def _model_scaling(args: ClusterArgs) -> dict[str, object]:
+    """The model node group's size: fixed at `node_count`, or (elastic) 0 to the most nodes
+    with the Cluster Autoscaler owning the desired size and the model pods' taint; either way
+    room for a rollout's surge nodes above it (`infra.plan.rollout`)."""
+    if args.elastic is None:
+        size = args.node_count
+        return {
+            "scaling_config": aws.eks.NodeGroupScalingConfigArgs(
+                min_size=size, desired_size=size, max_size=size + args.surge_nodes
+            )
+        }
+    taint = args.elastic.model_taint
+    return {
+        "scaling_config": aws.eks.NodeGroupScalingConfigArgs(
+            min_size=0, desired_size=0, max_size=args.elastic.max_nodes + args.surge_nodes
+        ),
+        # A `pulumi up` leaves the autoscaler's count alone (pulumi-eks ManagedNodeGroup).
+        "ignore_scaling_changes": True,
+        "taints": [
+            aws.eks.NodeGroupTaintArgs(key=taint["key"], value=taint["value"], effect="NO_SCHEDULE")
+        ],
+    }

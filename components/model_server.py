@@ -130,6 +130,9 @@ class ModelServer(pulumi.ComponentResource):
                 f"{name}-pdb", metadata=_meta(budget, in_ns), spec=budget["spec"], opts=child
             )
 
+        if spec.door:
+            self._door(name, args, in_ns, [*secrets, config], engine_key)
+
         svc_obj = manifests.service(spec)
         svc = k8s.core.v1.Service(
             f"{name}-svc",
@@ -218,6 +221,32 @@ class ModelServer(pulumi.ComponentResource):
             return generated.result
         return pulumi.Output.secret(args.api_key)
 
+    def _door(
+        self,
+        name: str,
+        args: ModelServerArgs,
+        in_ns: pulumi.Output[str],
+        needs: list[pulumi.Resource],
+        engine_key: pulumi.Output[str],
+    ) -> None:
+        """An elastic stack's door (`manifests.door`): its Deployment on the system nodes, its
+        NetworkPolicy, the leaders' Service it reaches vLLM through, and the Service KEDA reads
+        its wake flag from. The door's template carries the engine key's fingerprint, so a new
+        engine key rolls it (nginx reads the engine key at start); client keys are re-read."""
+        for obj in manifests.door_objects(args.spec, key_fingerprint=""):
+            if obj["kind"] == "Deployment":
+                annotations = obj["spec"]["template"]["metadata"]["annotations"]
+                annotations[gatekeeper.KEY_ANNOTATION] = pulumi.Output.unsecret(
+                    engine_key.apply(gatekeeper.key_fingerprint)
+                )
+            _apply(
+                obj,
+                f"{name}-{obj['kind'].lower()}-{obj['metadata']['name']}",
+                in_ns,
+                parent=self,
+                depends_on=needs if obj["kind"] == "Deployment" else [],
+            )
+
     def _group(
         self,
         name: str,
@@ -234,7 +263,8 @@ class ModelServer(pulumi.ComponentResource):
         leader = lws["spec"]["leaderWorkerTemplate"]["leaderTemplate"]
         # Not secret: a slow, truncated digest (`gatekeeper.key_fingerprint`). Left secret, it
         # would hide the whole LeaderWorkerSet spec from every preview.
-        leader["metadata"]["annotations"][gatekeeper.KEY_ANNOTATION] = pulumi.Output.unsecret(
+        annotations = leader["metadata"].setdefault("annotations", {})
+        annotations[gatekeeper.KEY_ANNOTATION] = pulumi.Output.unsecret(
             engine_key.apply(gatekeeper.key_fingerprint)
         )
         return k8s.apiextensions.CustomResource(
@@ -255,6 +285,18 @@ class ModelServer(pulumi.ComponentResource):
                 ],
             ),
         )
+
+
+def _apply(obj: manifests.Manifest, resource: str, in_ns: pulumi.Output[str], **opts: Any) -> Any:
+    """One namespaced core or apps object of the door, by kind."""
+    kinds = {
+        "Service": k8s.core.v1.Service,
+        "NetworkPolicy": k8s.networking.v1.NetworkPolicy,
+        "Deployment": k8s.apps.v1.Deployment,
+    }
+    return kinds[obj["kind"]](
+        resource, metadata=_meta(obj, in_ns), spec=obj["spec"], opts=pulumi.ResourceOptions(**opts)
+    )
 
 
 def _bound(claim: manifests.Manifest, volumes: Mapping[str, pulumi.Input[str]]) -> dict[str, Any]:

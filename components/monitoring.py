@@ -46,6 +46,9 @@ class MonitoringArgs:
     alarm_email: str | None = None
     #: Days the EMF log events are kept (the metrics themselves stay 15 months).
     metrics_log_retention_days: int = 7
+    #: Groups follow the queue and the clock and may all sleep (`watch.alarms` says what
+    #: changes).
+    elastic: bool = False
 
 
 def load_balancer_dimension(hostname: str) -> str:
@@ -102,7 +105,7 @@ class Monitoring(pulumi.ComponentResource):
             aws.cloudwatch.LogMetricFilter(
                 f"{name}-answers-{status}",
                 log_group_name=args.application_log_group,
-                pattern=watch.answer_filter_pattern(status),
+                pattern=watch.answer_filter_pattern(status, args.elastic),
                 metric_transformation={
                     "name": watch.answers_metric(status),
                     "namespace": spec.cloudwatch_namespace,
@@ -124,6 +127,7 @@ class Monitoring(pulumi.ComponentResource):
                 load_balancer=load_balancer_dimension(parts[1]),
                 waiting_threshold=args.waiting_threshold,
                 server_errors_threshold=args.server_errors_threshold,
+                elastic=args.elastic,
             )
         )
         dashboard = aws.cloudwatch.Dashboard(
@@ -205,6 +209,7 @@ class Monitoring(pulumi.ComponentResource):
                 load_balancer=placeholder,
                 waiting_threshold=args.waiting_threshold,
                 server_errors_threshold=args.server_errors_threshold,
+                elastic=args.elastic,
             )
         )
         for alarm in specs:

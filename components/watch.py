@@ -65,11 +65,19 @@ def answers_metric(status: str) -> str:
     return f"front_door_answers_{status}"
 
 
-def answer_filter_pattern(status: str) -> str:
-    """The metric filter pattern counting the gatekeeper's answers of one status class."""
-    return (
-        f'{{ $.kubernetes.container_name = "{GATEKEEPER_CONTAINER}" && {ANSWER_CLASSES[status]} }}'
-    )
+#: At an elastic stack's door every access-log line carries `asleep` (1 for the answers it gives
+#: while no group runs, else 0; components/manifests/asleep.py): a planned sleep's 503s are not
+#: server errors.
+AWAKE_ONLY = "$.log_processed.asleep = 0"
+
+
+def answer_filter_pattern(status: str, elastic: bool = False) -> str:
+    """The metric filter pattern counting the gatekeeper's answers of one status class (at an
+    elastic stack's door, 5xx leaves out the asleep answers)."""
+    match = ANSWER_CLASSES[status]
+    if elastic and status == "5xx":
+        match = f"{match} && {AWAKE_ONLY}"
+    return f'{{ $.kubernetes.container_name = "{GATEKEEPER_CONTAINER}" && {match} }}'
 
 
 def bucket_samples() -> tuple[str, ...]:
@@ -95,6 +103,8 @@ class WatchSpec:
     load_balancer: str
     waiting_threshold: int
     server_errors_threshold: int
+    #: Groups follow the queue and the clock, and none may run (an elastic stack's door).
+    elastic: bool = False
 
 
 def _vllm(spec: WatchSpec, sample: str, stat: str, **extra: Any) -> list[Any]:
@@ -298,7 +308,20 @@ def _query(spec: WatchSpec, query_id: str, sample: str, stat: str) -> dict[str, 
 
 
 def alarms(spec: WatchSpec) -> list[AlarmSpec]:
-    """The stack's alarms. docs/watching.md says what each means and what to do."""
+    """The stack's alarms. docs/watching.md says what each means and what to do.
+
+    A planned sleep (an elastic stack with no group) breaches none: the load balancer's target is
+    the always-on door, so it keeps a healthy target; the vLLM alarms treat missing data as not
+    breaching; the 5xx count leaves out the door's asleep answers (`answer_filter_pattern`). The
+    group-restart alarm is left out of elastic stacks: it watches the leaders' start times, which
+    every planned wake-up and added group changes."""
+    found = _alarms(spec)
+    if spec.elastic:
+        return [a for a in found if a.key != "group-restart"]
+    return found
+
+
+def _alarms(spec: WatchSpec) -> list[AlarmSpec]:
     return [
         AlarmSpec(
             "no-healthy-target",

@@ -15,15 +15,17 @@ import pulumi
 import pulumi_aws as aws
 
 from components.addons import ClusterRef
-from components.cluster import Cluster, ClusterArgs
+from components.autoscaling import Autoscaling, AutoscalingArgs
+from components.cluster import Cluster, ClusterArgs, ElasticNodes
 from components.leaderworkerset import LwsController, LwsControllerArgs
-from components.manifests import model_claims
+from components.manifests import door, model_claims
+from components.manifests.spec import MODEL_TAINT
 from components.model_server import ModelServer, ModelServerArgs
 from components.monitoring import Monitoring, MonitoringArgs
 from components.network import Network, NetworkArgs
 from components.observability import ClusterLogs, ClusterLogsArgs
 from components.storage import ModelVolumes, ModelVolumesArgs
-from infra.plan import addons, monitoring, wiring
+from infra.plan import addons, elastic, monitoring, readiness, wiring
 from infra.pulumi_config import place_zones, read_stack_config, warn_about
 
 stack = pulumi.get_stack()
@@ -38,6 +40,7 @@ warn_about(cfg)
 aws_provider = aws.Provider("aws", region=cfg.region, default_tags={"tags": tags})
 on_aws = pulumi.ResourceOptions(providers=[aws_provider])
 placement = place_zones(cfg, plan, aws_provider)
+system = elastic.system_group(cfg) if cfg.elastic else None
 
 network = Network(
     "net",
@@ -67,6 +70,15 @@ cluster = Cluster(
         viewer_arns=cfg.cluster_viewer_arns,
         instance_tags=tags,
         addon_versions=addon_versions,
+        elastic=None
+        if system is None
+        else ElasticNodes(
+            max_nodes=plan.nodes + readiness.SURGE_NODES,
+            system_instance_type=system.instance_type,
+            system_nodes=system.nodes,
+            system_labels=wiring.SYSTEM_LABELS,
+            model_taint=MODEL_TAINT,
+        ),
     ),
     opts=on_aws,
 )
@@ -76,7 +88,8 @@ cluster_ref = ClusterRef(
     kubernetes_version=cfg.kubernetes_version,
     oidc_provider_arn=cluster.oidc_provider_arn,
     oidc_provider_url=cluster.oidc_provider_url,
-    nodes=cluster.node_group,
+    # Add-ons run on the system nodes of an elastic stack, which has model nodes only on demand.
+    nodes=cluster.system_node_group or cluster.node_group,
     addon_versions=addon_versions,
 )
 logs = ClusterLogs("logs", ClusterLogsArgs(cluster_ref, wiring.NAMESPACE), opts=on_aws)
@@ -98,7 +111,7 @@ volumes = (
     if plan.model_cache == "volume"
     else None
 )
-lws = LwsController("lws", LwsControllerArgs(nodes=cluster.node_group), opts=on_cluster)
+lws = LwsController("lws", LwsControllerArgs(nodes=cluster_ref.nodes), opts=on_cluster)
 server = ModelServer(
     "model",
     ModelServerArgs(
@@ -116,6 +129,22 @@ server = ModelServer(
     opts=on_cluster,
 )
 
+if cfg.elastic:
+    Autoscaling(
+        "scale",
+        AutoscalingArgs(
+            cluster=cluster_ref,
+            region=cfg.region,
+            system_labels=wiring.SYSTEM_LABELS,
+            server=server_spec,
+            scaler=wiring.scaler_spec(cfg, plan),
+            workload=server,
+            # A request that finds no group raises the door's wake flag: KEDA wakes one group.
+            extra_triggers=[door.wake_trigger(server_spec)] if server_spec.door else [],
+        ),
+        opts=on_cluster,
+    )
+
 watcher = None
 if cfg.monitoring:
     alarm_at = monitoring.thresholds(
@@ -132,6 +161,7 @@ if cfg.monitoring:
             waiting_threshold=alarm_at.waiting_requests,
             server_errors_threshold=alarm_at.server_errors,
             alarm_email=cfg.alarm_email,
+            elastic=cfg.elastic,
         ),
         opts=on_cluster,
     )

@@ -558,6 +558,9 @@ def _public_ranges(
 
 # -- 4b. leaders-behind-gatekeeper -------------------------------------------------------------
 
+#: The label on an elastic stack's group pods, whose gatekeeper is the door apart from them.
+BEHIND_DOOR_LABEL = "gemma-graviton.dev/behind-door"
+
 
 def leaders_behind_gatekeeper(resource_type: str, props: Mapping[str, Any]) -> list[str]:
     """The pod that serves the API (the LWS leader, or the single template) runs the gatekeeper
@@ -574,6 +577,14 @@ def leaders_behind_gatekeeper(resource_type: str, props: Mapping[str, Any]) -> l
     messages = []
     door = containers.get(GATEKEEPER)
     door_ports = [_unwrap(_map(p).get("name")) for p in _seq((door or {}).get("ports"))]
+    labels = _map(_map(templates.get(name, {}).get("metadata")).get("labels"))
+    if door is None and _unwrap(labels.get(BEHIND_DOOR_LABEL)) == "true":
+        # An elastic stack's group: its gatekeeper is the always-on door Deployment in front of
+        # the leaders' Service (components/manifests/door.py); vLLM still declares no port.
+        engine = containers.get("vllm") or {}
+        if _seq(engine.get("ports")):
+            messages.append(f'{name}: container "vllm" declares ports; remove them')
+        return messages
     if door is None or GATEKEEPER not in door_ports:
         messages.append(
             f'{name}: no container "{GATEKEEPER}" with a port named "{GATEKEEPER}"; run the '

@@ -47,6 +47,10 @@ RULES: list[tuple[str, str]] = [
     (r"(\.venv/bin/)?python -m infra\.plan( [^\[\]]*)?", RUN),
     (r"python -m infra\.plan \[.*", "a usage synopsis; its examples are run"),
     (
+        r"python -m infra\.plan\.docs_scaling --write",
+        "rewrites docs/scaling-and-changes.md; tests/plan/test_scaling_sim.py compares",
+    ),
+    (
         r"python -m infra\.plan\.docs_ranking --write",
         "rewrites docs/planning.md; tests/test_readme.py runs the generator and compares",
     ),

@@ -17,6 +17,7 @@ One module per object, re-exported here as `manifests.X`:
   the NetworkPolicy;
 - `gate`: the Job that waits until the LeaderWorkerSet webhooks admit objects;
 - `quantize`: the one-time Job that writes an int8 or int4 checkpoint to the weights volumes.
+- `door` (with `asleep`): an elastic stack's always-on front door, out of the group.
 
 A new object gets its own module beside these, is re-exported below, and joins `all_objects` in
 apply order.
@@ -24,12 +25,13 @@ apply order.
 
 from __future__ import annotations
 
-from components.manifests import gatekeeper
+from components.manifests import door, gatekeeper
 from components.manifests.access import (
     NLB_TAGS_ANNOTATION,
     POD_SECURITY_LABELS,
     aws_tags_annotation,
     gatekeeper_config,
+    gatekeeper_files,
     leaders_selector,
     namespace,
     network_policy,
@@ -85,6 +87,7 @@ __all__ = [
     "all_objects",
     "aws_tags_annotation",
     "command_line",
+    "door_objects",
     "engine_args",
     "engine_timeout_env",
     "gatekeeper",
@@ -110,7 +113,7 @@ def all_objects(spec: ServerSpec, quantize: QuantizeSpec | None = None) -> list[
     (`secret`) need the real values: the program creates them; `--render` says how to. A stack
     that makes its own checkpoint gets the quantize Job (`quantize`) between the claims it
     writes to and the group that loads from them."""
-    return [
+    objects = [
         namespace(spec),
         gatekeeper_config(spec),
         network_policy(spec),
@@ -119,4 +122,18 @@ def all_objects(spec: ServerSpec, quantize: QuantizeSpec | None = None) -> list[
         leader_worker_set(spec),
         *[budget for budget in [pod_disruption_budget(spec)] if budget is not None],
         service(spec),
+    ]
+    if spec.door:
+        objects += door_objects(spec)
+    return objects
+
+
+def door_objects(spec: ServerSpec, key_fingerprint: str | None = None) -> list[Manifest]:
+    """An elastic stack's door (`door`): its Deployment, its NetworkPolicy, the leaders'
+    Service it reaches vLLM through and the Service KEDA reads its wake flag from."""
+    return [
+        door.network_policy(spec),
+        door.leaders_service(spec, leaders_selector(spec)),
+        door.wake_service(spec),
+        door.deployment(spec, gatekeeper.config_digest(gatekeeper_files(spec)), key_fingerprint),
     ]

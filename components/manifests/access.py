@@ -7,7 +7,7 @@ import datetime as dt
 from collections.abc import Mapping
 from typing import Literal
 
-from components.manifests import chat, gatekeeper, metrics
+from components.manifests import chat, door, gatekeeper, metrics, scaling
 from components.manifests.drain import DrainSpec
 from components.manifests.spec import (
     API_KEY_KEY,
@@ -80,7 +80,12 @@ def gatekeeper_files(spec: ServerSpec) -> dict[str, str]:
     """Every file of the gatekeeper's ConfigMap: nginx.conf and its njs script, then the chat
     page's files when the stack serves it (`chatPage`), mounted beside the config."""
     page_root = gatekeeper.CONFIG_MOUNT if spec.chat_page else None
-    files = gatekeeper.config_files(spec.limits, upstream_port=spec.port, page_root=page_root)
+    if spec.door:  # an elastic stack's door (`components.manifests.door`)
+        files = gatekeeper.config_files(
+            door.limits(spec), page_root=page_root, **door.config_where(spec)
+        )
+    else:
+        files = gatekeeper.config_files(spec.limits, upstream_port=spec.port, page_root=page_root)
     if spec.chat_page:
         files |= chat.files(chat.ChatPage(spec.model, spec.max_reply_tokens, spec.max_model_len))
     return files
@@ -214,7 +219,7 @@ def service(spec: ServerSpec) -> Manifest:
         "metadata": object_meta(spec, spec.name, "endpoint", annotations=annotations),
         "spec": {
             "type": "LoadBalancer",
-            "selector": leaders_selector(spec),
+            "selector": door.selector(spec) if spec.door else leaders_selector(spec),
             "ports": [port],
             "loadBalancerSourceRanges": list(spec.allowed_cidrs),
             # Keep the client address, so the source ranges apply to the real client.
@@ -230,6 +235,21 @@ def network_policy(spec: ServerSpec) -> Manifest:
     labels); no Service targets it, so the load balancer never reaches it. (vLLM's own port is
     on loopback and unreachable from the network at all.)"""
     group = {"matchLabels": {LWS_NAME_LABEL: spec.lws_name}}
+    ingress = (
+        door.group_ingress(spec)
+        if spec.door
+        else [
+            {"from": [{"podSelector": group}]},
+            {"ports": [{"port": gatekeeper.PORT, "protocol": "TCP"}]},
+            {
+                "from": [
+                    metrics.scraper_peer(spec.namespace),
+                    *([scaling.keda_peer()] if spec.autoscaled else []),
+                ],
+                "ports": [{"port": gatekeeper.METRICS_PORT, "protocol": "TCP"}],
+            },
+        ]
+    )
     return {
         "apiVersion": "networking.k8s.io/v1",
         "kind": "NetworkPolicy",
@@ -237,13 +257,6 @@ def network_policy(spec: ServerSpec) -> Manifest:
         "spec": {
             "podSelector": group,
             "policyTypes": ["Ingress"],
-            "ingress": [
-                {"from": [{"podSelector": group}]},
-                {"ports": [{"port": gatekeeper.PORT, "protocol": "TCP"}]},
-                {
-                    "from": [metrics.scraper_peer(spec.namespace)],
-                    "ports": [{"port": gatekeeper.METRICS_PORT, "protocol": "TCP"}],
-                },
-            ],
+            "ingress": ingress,
         },
     }

@@ -88,8 +88,12 @@ _FINGERPRINT_SALT = b"gemma-graviton api-key fingerprint"
 
 
 def config_files(limits: GatekeeperLimits, **where: Any) -> dict[str, str]:
-    """The ConfigMap's files: nginx.conf (`where` as `nginx_conf` takes it) and the njs script."""
-    return {CONFIG_FILE: nginx_conf(limits, **where), SCRIPT_FILE: njs_script(limits)}
+    """The ConfigMap's files: nginx.conf (`where` as `nginx_conf` takes it, `asleep` too) and
+    the njs script."""
+    return {
+        CONFIG_FILE: nginx_conf(limits, **where),
+        SCRIPT_FILE: njs_script(limits, where.get("asleep")),
+    }
 
 
 def _usable(api_key: str | None) -> bool:

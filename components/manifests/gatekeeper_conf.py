@@ -34,7 +34,9 @@ import json
 from dataclasses import dataclass
 from importlib import resources
 
+from components.manifests import asleep as sleep
 from components.manifests import chat
+from components.manifests.asleep import ASLEEP_PAGE, Asleep
 
 #: (method, path) pairs a client may use. /health answers without a key (the kubelet's probes);
 #: /v1/models is answered by the gatekeeper itself (the served name, nothing of vLLM's disk).
@@ -141,9 +143,9 @@ def error_body(status: int, message: str | None = None) -> str:
     return "'" + body.replace("'", "") + "\\n'"
 
 
-def njs_script(limits: GatekeeperLimits) -> str:
+def njs_script(limits: GatekeeperLimits, asleep: Asleep | None = None) -> str:
     """`gatekeeper.js` with the plan's figures written into its first line."""
-    figures = {
+    figures: dict[str, object] = {
         "maxSequences": limits.max_sequences,
         "maxLogprobs": limits.max_logprobs,
         "maxSchemaBytes": limits.max_schema_bytes,
@@ -151,8 +153,24 @@ def njs_script(limits: GatekeeperLimits) -> str:
         "replySeconds": limits.reply_timeout_seconds,
         "model": limits.served_model,
     }
-    source = resources.files("components.manifests").joinpath("gatekeeper.js").read_text("utf-8")
+    if asleep is not None:
+        figures["wakeSeconds"] = asleep.wake_seconds
+    here = resources.files("components.manifests")
+    source = here.joinpath("gatekeeper.js").read_text("utf-8")
+    if asleep is not None:
+        source = _door_script(source, here.joinpath("asleep.js").read_text("utf-8"))
     return f"var LIMITS = {json.dumps(figures, sort_keys=True)};\n{source}"
+
+
+def _door_script(source: str, added: str) -> str:
+    """gatekeeper.js at the door: the asleep answers before its export, and the wake flag raised
+    before each checked request goes to vLLM."""
+    export, forward = "export default {", "    r.internalRedirect(schema > 0"
+    if source.count(export) != 1 or source.count(forward) != 1:
+        raise ValueError("gatekeeper.js changed: the door's script no longer knows where to go")
+    handlers = " asleep: asleep, asleepHealth: asleepHealth,"
+    source = source.replace(forward, "    keepAwake(r);\n" + forward)
+    return source.replace(export, added + export + handlers)
 
 
 def _error_pages(limits: GatekeeperLimits) -> str:
@@ -177,17 +195,25 @@ def _error_pages(limits: GatekeeperLimits) -> str:
     return "\n".join(lines)
 
 
-def _upstream_errors() -> str:
-    """The statuses a location that passes vLLM's own errors through still answers itself."""
+def _upstream_errors(asleep: Asleep | None = None) -> str:
+    """The statuses a location that passes vLLM's own errors through still answers itself. At
+    the door of an elastic stack a refused connection (502: no group, the Service has no
+    endpoints) is the asleep answer, which also raises the wake signal."""
+    unreachable = (
+        f"            error_page 500 503 =503 {_page(503)};\n"
+        f"            error_page 502 =503 {ASLEEP_PAGE};\n"
+        if asleep
+        else f"            error_page 500 502 503 =503 {_page(503)};\n"
+    )
     return (
         "            proxy_intercept_errors on;\n"
         f"            error_page 429 {_page(429)};\n"
-        f"            error_page 500 502 503 =503 {_page(503)};\n"
+        f"{unreachable}"
         f"            error_page 504 {_page(504)};"
     )
 
 
-def _api_locations(limits: GatekeeperLimits) -> str:
+def _api_locations(limits: GatekeeperLimits, asleep: Asleep | None = None) -> str:
     """The two POST routes: checks in the body (njs), then vLLM through a named location that
     bounds concurrency (and, for grammar input, the pod's compile queue) and the reply."""
     rate = f"limit_req zone=gatekeeper_rate burst={limits.client_burst} nodelay;"
@@ -214,15 +240,17 @@ def _api_locations(limits: GatekeeperLimits) -> str:
             rewrite ^ {path} break;
             proxy_read_timeout {_ms(limits.reply_timeout_seconds)};
             js_body_filter gatekeeper.bound buffer_type=buffer;
-{_upstream_errors()}
+{_upstream_errors(asleep)}
             proxy_pass http://vllm;
         }}"""
             )
     return "\n".join(blocks)
 
 
-def _get_locations(limits: GatekeeperLimits) -> str:
-    """/v1/models (answered here, keyed) and /health (from the one-second cache, open)."""
+def _get_locations(limits: GatekeeperLimits, asleep: Asleep | None = None) -> str:
+    """/v1/models (answered here, keyed) and /health (from the one-second cache, open; at the
+    door of an elastic stack, "asleep" while no group runs)."""
+    errors = sleep.health_errors(_page(503), _page(504)) + "\n" if asleep else ""
     rate = f"limit_req zone=gatekeeper_rate burst={limits.client_burst} nodelay;"
     return f"""        location = /v1/models {{
             if ($request_method != GET) {{ return 419; }}
@@ -245,7 +273,7 @@ def _get_locations(limits: GatekeeperLimits) -> str:
             proxy_cache_use_stale updating;
             proxy_ignore_headers Cache-Control Expires Set-Cookie Vary X-Accel-Expires;
             proxy_intercept_errors on;
-            proxy_read_timeout 5s;
+{errors}            proxy_read_timeout 5s;
             proxy_pass http://vllm/health;
         }}"""
 
@@ -298,6 +326,8 @@ def nginx_conf(
     modules: tuple[str, ...] = ("/usr/lib/nginx/modules/ngx_http_js_module.so",),
     user: str | None = None,
     page_root: str | None = None,
+    upstream: str | None = None,
+    asleep: Asleep | None = None,
 ) -> str:
     """The gatekeeper's whole nginx.conf. In the pod the defaults hold (the official image has
     the stream module built in and njs as a dynamic module); the rehearsal passes its loopback
@@ -305,12 +335,19 @@ def nginx_conf(
     as root, `user` root, so the worker can reach the Unix socket in its private directory (the
     pod runs nginx as a non-root user, which has no `user` to switch to). With `page_root` (where
     the chat page's files are: the config's own mount in the pod) it also serves the chat page;
-    a wrong method there is refused like any unknown route (`return 419`)."""
+    a wrong method there is refused like any unknown route (`return 419`).
+
+    The door of an elastic stack (`components.manifests.door`) passes `upstream`, the leaders'
+    Service as host:port, instead of vLLM on loopback, and `asleep`, what to answer while that
+    Service has no endpoints (`components.manifests.asleep`); without them the config is the
+    leader pod's sidecar's, unchanged."""
     loads = "".join(f"load_module {module};\n" for module in modules)
     internal = f"unix:{run_dir}/gatekeeper-http.sock"
     # One file per connection (worker_connections counts client, Unix-socket and vLLM
     # connections alike), plus the logs, the cache and the module files.
     nofile = limits.worker_connections + 64
+    # The door marks its asleep answers, so the 5xx alarm can leave a planned sleep out.
+    asleep_field = ',"asleep":$gatekeeper_asleep' if asleep else ""
     return f"""# Generated by components/manifests/gatekeeper_conf.py from the plan; do not edit.
 # Works on nginx 1.22 with njs 0.7.9 (Debian 12, the rehearsal) and 1.30 with njs 1.0.1 (the pod).
 {loads}{f"user {user};{chr(10)}" if user else ""}worker_processes 1;
@@ -359,9 +396,9 @@ http {{
     log_format gatekeeper escape=json '{{"time":"$time_iso8601","client":"$remote_addr",'
         '"method":"$request_method","uri":"$uri","status":$status,'
         '"bytes":$body_bytes_sent,"upstream":"$upstream_addr",'
-        '"upstream_status":"$upstream_status","seconds":$request_time}}';
+        '"upstream_status":"$upstream_status","seconds":$request_time{asleep_field}}}';
     access_log {access_log} gatekeeper;
-
+{sleep.http_pieces(asleep, run_dir) if asleep else ""}
     # Whether the Authorization header carries an accepted client key: the njs script compares
     # it with the key file of the API key's Secret, read on each keyed request, and each key's
     # end of acceptance with the time (`gatekeeper.key_file_text`).
@@ -387,7 +424,7 @@ http {{
 {_limits_and_failures(limits)}
 
     upstream vllm {{
-        server 127.0.0.1:{upstream_port};
+        server {upstream or f"127.0.0.1:{upstream_port}"};
         keepalive 8;
     }}
 
@@ -426,8 +463,8 @@ http {{
 {_error_pages(limits)}
 {_failure_locations()}
 
-{_api_locations(limits)}
-{_get_locations(limits)}
+{_api_locations(limits, asleep)}
+{_get_locations(limits, asleep)}{sleep.server_pieces(asleep, run_dir) if asleep else ""}
 {chat.locations(page_root, "return 419;") if page_root else ""}
     }}
 
@@ -437,7 +474,7 @@ http {{
         listen {metrics_listen};
         access_log off;
 
-        location = /metrics {{
+{sleep.wake_location(run_dir) if asleep else ""}        location = /metrics {{
             if ($request_method != GET) {{ return 404 {error_body(404)}; }}
             proxy_http_version 1.1;
             proxy_set_header Connection "";

@@ -45,7 +45,9 @@ def leader_worker_set(spec: ServerSpec, key_fingerprint: str | None = None) -> M
             },
         ),
         "spec": {
-            "replicas": spec.replicas,
+            # Autoscaled: KEDA's HPA sets the count through the scale subresource. Left unset
+            # here, the field is not Pulumi's (server-side apply), so an update never resets it.
+            **({} if spec.autoscaled else {"replicas": spec.replicas}),
             # The leader is Ready only after the workers join: LeaderReady would deadlock.
             "startupPolicy": "LeaderCreated",
             "leaderWorkerTemplate": template,

@@ -23,6 +23,7 @@ from components.manifests.spec import (
     HF_TOKEN_KEY,
     HF_TOKEN_MOUNT,
     LWS_NAME_LABEL,
+    MODEL_TAINT,
     MODELS_MOUNT,
     RUN_AS,
     ServerSpec,
@@ -233,8 +234,9 @@ def _engine_container(spec: ServerSpec, role: Literal["leader", "worker"]) -> di
         container["command"] = ["vllm"]
         container["args"] = args
         # /health turns 200 only once every rank has joined and the model is loaded. vLLM binds
-        # loopback, so the kubelet asks the gatekeeper, which passes /health without a key.
-        port = gatekeeper.PORT_NAME
+        # loopback, so the kubelet asks the gatekeeper, which passes /health without a key
+        # (behind a door vLLM listens on the pod network and is asked itself).
+        port: int | str = spec.port if spec.door else gatekeeper.PORT_NAME
         container["startupProbe"] = _probe(
             "/health", port, 10, max(1, spec.startup_timeout_seconds // 10)
         )
@@ -257,7 +259,8 @@ def _engine_container(spec: ServerSpec, role: Literal["leader", "worker"]) -> di
         # answering, after the leader's own start-up.
         # The leader's vLLM listens on its loopback only: the worker asks its gatekeeper, which
         # passes /health without a key.
-        lost_leader = probe_command(spec.probes, "worker", gatekeeper.PORT, spec.model)
+        leader_port = spec.port if spec.door else gatekeeper.PORT
+        lost_leader = probe_command(spec.probes, "worker", leader_port, spec.model)
         container["startupProbe"] = startup_probe(
             lost_leader, spec.probes, spec.startup_timeout_seconds
         )
@@ -282,7 +285,7 @@ def _volumes(spec: ServerSpec, role: Literal["leader", "worker"]) -> list[dict[s
     ]
     if not spec.persistent_models:
         volumes.append({"name": "models", "emptyDir": {"sizeLimit": f"{spec.model_volume_gib}Gi"}})
-    if role == "leader":
+    if role == "leader" and spec.door is None:
         volumes += gatekeeper.volumes(spec.gatekeeper_config_name, spec.api_key_secret_name)
     return volumes
 
@@ -295,7 +298,10 @@ def pod_template(
     engine key) goes into the leader's template, so a new engine key rolls the group."""
     containers = [_engine_container(spec, role)]
     metadata: dict[str, Any] = {"labels": object_labels(spec, f"vllm-{role}")}
-    if role == "leader":
+    if spec.door:
+        # The policy pack's sign that this group's gatekeeper is the door (policies/rules.py).
+        metadata["labels"]["gemma-graviton.dev/behind-door"] = "true"
+    if role == "leader" and spec.door is None:  # behind a door, no gatekeeper in the group
         containers.append(
             gatekeeper.container(spec.gatekeeper_millicpu, spec.gatekeeper_memory_mib, spec.drain)
         )
@@ -344,4 +350,6 @@ def pod_template(
     }
     if spec.weight_prefetch:
         pod_spec["initContainers"] = [_prefetch_container(spec)]
+    if spec.autoscaled:
+        pod_spec["tolerations"] = [{"operator": "Equal", **MODEL_TAINT}]
     return {"metadata": metadata, "spec": pod_spec}

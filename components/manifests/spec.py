@@ -6,6 +6,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from components.manifests.asleep import Asleep
 from components.manifests.drain import DrainSpec
 from components.manifests.engine import EngineSpec
 from components.manifests.gatekeeper import GatekeeperLimits
@@ -14,6 +15,9 @@ from components.manifests.probes import ProbeSpec
 LWS_API = "leaderworkerset.x-k8s.io/v1"
 LWS_NAME_LABEL = "leaderworkerset.sigs.k8s.io/name"
 LWS_WORKER_INDEX_LABEL = "leaderworkerset.sigs.k8s.io/worker-index"
+#: The model nodes' taint in an elastic stack: only the model pods tolerate it, so every other
+#: pod runs on the always-on system nodes and an empty model node can be removed.
+MODEL_TAINT = {"key": "gemma-graviton.dev/pool", "value": "model", "effect": "NoSchedule"}
 HF_TOKEN_KEY = "token"
 API_KEY_KEY = "api-key"
 #: The key vLLM checks and the gatekeeper sends it (never a client's).
@@ -24,6 +28,23 @@ HF_TOKEN_MOUNT = "/var/run/secrets/huggingface"
 RUN_AS = 10001
 
 Manifest = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class DoorSpec:
+    """The always-on front door of an elastic stack (`components.manifests.door`): the
+    gatekeeper out of the leader pods, on the system nodes, in front of every group."""
+
+    #: What it answers while no group runs, and its wake flag.
+    asleep: Asleep
+    #: The most groups that may run (the door's pod-wide grammar limit admits one per group).
+    max_groups: int
+    #: Labels of the always-on system nodes.
+    node_selector: Mapping[str, str]
+    #: Tolerations for those nodes' taints.
+    tolerations: Sequence[Mapping[str, str]] = ()
+    #: Namespace of KEDA's operator, which polls the wake flag.
+    keda_namespace: str = "keda"
 
 
 @dataclass(frozen=True)
@@ -81,6 +102,9 @@ class ServerSpec:
     aws_tags: Mapping[str, str] = field(default_factory=dict)
     #: The gatekeeper also serves the chat page (`components.manifests.chat`) at `/`.
     chat_page: bool = False
+    #: KEDA owns the number of groups (the LeaderWorkerSet's scale subresource): the object
+    #: leaves `replicas` unset, and the pods tolerate the model nodes' `MODEL_TAINT`.
+    autoscaled: bool = False
     #: Largest log-probability count vLLM serves (the gatekeeper refuses more first).
     max_logprobs: int = 0
     #: Weight format served (bf16, int8, int4); vLLM reads an int8 or int4 checkpoint's
@@ -96,6 +120,8 @@ class ServerSpec:
     drain: DrainSpec = field(default_factory=DrainSpec)
     #: Surge groups of a rollout (LWS `maxSurge`; 0 rolls one group at a time in place).
     rollout_surge: int = 0
+    #: An elastic stack's door; None keeps the gatekeeper in each leader pod (fixed stacks).
+    door: DoorSpec | None = None
 
     @property
     def lws_name(self) -> str:
@@ -147,6 +173,9 @@ class ServerSpec:
             max_logprobs=self.max_logprobs,
             # A prefetched directory is already that commit; vLLM downloading itself needs it.
             revision=None if local else revision,
+            # Behind a door, vLLM is reached over the pod network (the NetworkPolicy admits the
+            # door alone); beside its gatekeeper, on loopback only.
+            **({"host": "0.0.0.0"} if self.door else {}),
         )
 
 

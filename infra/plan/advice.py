@@ -104,7 +104,12 @@ def checked_plan(cfg: StackConfig, stack: str, user_keys: Sequence[str], today: 
     except PlanError as error:
         raise explain(error, cfg, stack, user_keys, today) from None
     addons.check_pinned(cfg.kubernetes_version)
-    readiness.check_quota(cfg, result)
+    if cfg.elastic:
+        from infra.plan import elastic  # the elastic figures build on the plan
+
+        elastic.check_quota(cfg, result)
+    else:
+        readiness.check_quota(cfg, result)
     return result
 
 

@@ -81,6 +81,12 @@ IDLE_KEYS = (
     # The LeaderWorkerSet's rollout strategy is outside its revision hash (lws v0.10.0
     # pkg/utils/revision/revision_utils.go `getPatch`: leaderWorkerTemplate and networkConfig).
     "rolloutSurge",
+    # The ScaledObject and the node groups' sizes change in place; what starts or stops then is
+    # KEDA's and the Cluster Autoscaler's doing, one group at a time.
+    "minGroups",
+    "maxGroups",
+    "schedule",
+    "queuePerGroup",
 )
 
 

@@ -23,9 +23,11 @@ from infra.plan import (
     advice,
     changes,
     compare,
+    elastic,
     placeholders,
     pods,
     readiness,
+    sleep,
     support,
     verdict,
     weights,
@@ -164,7 +166,7 @@ def format_table(
         ("weights per stage", f"{per_stage} GiB"),
         ("runtime overhead", f"{p.overhead_gib_per_pod:.2f} GiB per pod (largest rank)"),
         ("weight prefetch", "on (init container)" if p.weight_prefetch else "off"),
-        ("pod containers", pods.describe(p.weight_prefetch)),
+        ("pod containers", pods.describe(p.weight_prefetch, bool(cfg and cfg.elastic))),
         ("vcpu quota", readiness.describe(p)),
         ("guard sees", f"{p.guard_available_gib:.2f} GiB on rank {p.tightest_rank}"),
         ("kv cache", f"{p.kv_cache_bytes} bytes ({p.kv_cache_bytes / 1024**3:.2f} GiB) per rank"),
@@ -211,6 +213,10 @@ def format_table(
     if econ is not None:
         rows += _economics_rows(p, econ)
     today = today or dt.date.today()
+    scaled = elastic.elastic_plan(cfg, p, today) if cfg is not None else None
+    if scaled is not None and cfg is not None:
+        rows += elastic.describe(scaled)
+        rows.append(sleep.describe(cfg, p))
     if cfg is not None:
         rows.append(("model revision", _revision(cfg)))
         rows.append(("kubernetes", support.kubernetes_support(cfg, today)))
@@ -385,6 +391,8 @@ def main(argv: Sequence[str] | None = None, today: dt.date | None = None) -> int
         data["verdict"] = verdict.verdict_json(result, econ, first or buy, warnings)
         data["placeholders"] = [p.key for p in placeholders.find(cfg)]
         data["quality"] = weights.weight_format(result.weights).quality
+        scaled = elastic.elastic_plan(cfg, result, today)
+        data["elastic"] = None if scaled is None else scaled.to_json()
         print(json.dumps(data, indent=2))
         return 0
     notice = placeholders.notice(cfg)

@@ -15,6 +15,7 @@ import difflib
 import ipaddress
 import json
 import re
+import zoneinfo
 from collections.abc import Mapping
 from dataclasses import replace
 from typing import Annotated, Any, Literal
@@ -110,6 +111,107 @@ class ModelProfileConfig(BaseModel):
     tied_embeddings: Annotated[bool, Field(alias="tiedEmbeddings")] = True
     attention_heads: Annotated[int | None, Field(gt=0, alias="attentionHeads")] = None
     intermediate_size: Annotated[int | None, Field(gt=0, alias="intermediateSize")] = None
+
+
+#: Day names a schedule's `days` are written with, Monday first (ISO and cron order).
+WEEKDAYS = ("Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun")
+_CLOCK = re.compile(r"([01]\d|2[0-3]):[0-5]\d")
+
+
+def weekdays(text: str) -> tuple[int, ...]:
+    """The ISO weekdays (Mon = 0) of a `days` value such as "Mon-Fri" or "Mon,Wed,Fri"; raises
+    ValueError for anything else (a range runs forward, Mon-Sun at most)."""
+    days: set[int] = set()
+    for part in text.replace(" ", "").split(","):
+        first, _, last = part.partition("-")
+        if first not in WEEKDAYS or (last and last not in WEEKDAYS):
+            raise ValueError(part)
+        start, end = WEEKDAYS.index(first), WEEKDAYS.index(last or first)
+        if end < start:
+            raise ValueError(part)
+        days.update(range(start, end + 1))
+    return tuple(sorted(days))
+
+
+class ScheduleConfig(BaseModel):
+    """Office hours: one window a day on the listed days, in a named time zone, with the groups
+    held inside it and outside it (`infra.plan.elastic` turns it into KEDA's cron trigger)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    time_zone: Annotated[str, Field(alias="timeZone")]
+    days: str = "Mon-Fri"
+    start: str
+    end: str
+    groups_inside: Annotated[int, Field(ge=1, le=16, alias="groupsInside")] = 1
+    groups_outside: Annotated[int | None, Field(ge=0, le=16, alias="groupsOutside")] = None
+
+    @field_validator("time_zone")
+    @classmethod
+    def _iana_zone(cls, value: str) -> str:
+        names = zoneinfo.available_timezones()
+        if value not in names:
+            close = difflib.get_close_matches(value, sorted(names), n=1)
+            raise ConfigError(
+                "schedule.timeZone",
+                f"{value!r} is not an IANA time zone name",
+                f"use {close[0] if close else 'a name such as Europe/Berlin'}",
+            )
+        return value
+
+    @field_validator("days")
+    @classmethod
+    def _days(cls, value: str) -> str:
+        try:
+            weekdays(value)
+        except ValueError:
+            raise ConfigError(
+                "schedule.days",
+                f"{value!r} is not a list of days (Mon to Sun, ranges forward)",
+                "write them as Mon-Fri or Mon,Wed,Fri",
+            ) from None
+        return value
+
+    @field_validator("start", "end", mode="before")
+    @classmethod
+    def _clock(cls, value: Any, info: ValidationInfo) -> Any:
+        example = "08:00" if info.field_name == "start" else "19:00"
+        if not isinstance(value, str):
+            # YAML 1.1 readers take an unquoted 8:00 for the sexagesimal number 480.
+            raise ConfigError(
+                f"schedule.{info.field_name}",
+                f"{value} was read as a number, not a time of day",
+                f'quote it as HH:MM, such as "{example}"',
+            )
+        if not _CLOCK.fullmatch(value):
+            raise ConfigError(
+                f"schedule.{info.field_name}",
+                f"{value!r} is not a time of day as HH:MM",
+                f'write it as "{example}"',
+            )
+        return value
+
+    @model_validator(mode="after")
+    def _window(self) -> ScheduleConfig:
+        if self.end <= self.start:
+            raise ConfigError(
+                "schedule.end",
+                f"{self.end} is not after `schedule.start` {self.start} (a window ends the day it "
+                "starts)",
+                'use an end such as "23:59"',
+            )
+        return self
+
+    @property
+    def weekdays(self) -> tuple[int, ...]:
+        """The window's ISO weekdays (Mon = 0)."""
+        return weekdays(self.days)
+
+    @property
+    def hours_a_week(self) -> float:
+        """Hours inside the window in one week."""
+        (h0, m0), (h1, m1) = (map(int, t.split(":")) for t in (self.start, self.end))
+        return len(self.weekdays) * ((h1 * 60 + m1) - (h0 * 60 + m0)) / 60
 
 
 class StackConfig(BaseModel):
@@ -217,6 +319,48 @@ class StackConfig(BaseModel):
             json_schema_extra=_fix("use an integer from 1 to 16"),
         ),
     ] = 1
+    min_groups: Annotated[
+        int | None,
+        Field(
+            alias="minGroups",
+            ge=0,
+            le=16,
+            description="Fewest groups (0: the model sleeps when nothing asks for it); with "
+            "`maxGroups` it makes the stack elastic (docs/scaling-and-changes.md).",
+            json_schema_extra=_fix("use an integer from 0 to 16, such as 0"),
+        ),
+    ] = None
+    max_groups: Annotated[
+        int | None,
+        Field(
+            alias="maxGroups",
+            ge=1,
+            le=16,
+            description="Most groups the queue may ask for; their nodes must fit one zone's "
+            "offer and `vcpuQuota`.",
+            json_schema_extra=_fix("use an integer from 1 to 16, such as 3"),
+        ),
+    ] = None
+    schedule: Annotated[
+        ScheduleConfig | None,
+        Field(
+            description="Office hours: `timeZone`, `days`, `start`, `end`, `groupsInside` and "
+            "`groupsOutside` (the groups held inside and outside the window).",
+            json_schema_extra=_fix(
+                "give timeZone, days, start and end, such as Europe/Berlin, Mon-Fri, "
+                '"08:00" and "19:00"'
+            ),
+        ),
+    ] = None
+    queue_per_group: Annotated[
+        PositiveInt | Auto,
+        Field(
+            alias="queuePerGroup",
+            description="Waiting requests per running group that ask for another group; auto "
+            "= the full-length requests one group's KV cache holds at once.",
+            json_schema_extra=_fix("use auto or a positive number of requests such as 4"),
+        ),
+    ] = "auto"
     max_model_len: Annotated[
         PositiveInt | Auto,
         Field(
@@ -733,6 +877,7 @@ class StackConfig(BaseModel):
             )
         self._check_front_door()
         self._check_weights()
+        self._check_elastic()
         if self.model_profile is None and self.model not in catalog.MODELS:
             known = ", ".join(sorted(catalog.MODELS))
             raise ConfigError(
@@ -785,6 +930,76 @@ class StackConfig(BaseModel):
         )
 
     @property
+    def elastic(self) -> bool:
+        """Groups follow the queue and the clock (`minGroups` and `maxGroups` set); otherwise the
+        stack keeps `replicas` groups running at all times."""
+        return self.min_groups is not None
+
+    @property
+    def most_groups(self) -> int:
+        """The groups the stack is sized for: `maxGroups` when elastic, else `replicas` (volumes,
+        quota and alarms count every group that can run)."""
+        return self.max_groups if self.max_groups is not None else self.replicas
+
+    def _check_elastic(self) -> None:
+        """The elasticity keys come together, and `replicas` does not come with them."""
+        given = {"minGroups", "maxGroups", "schedule", "queuePerGroup"} & {
+            StackConfig.model_fields[n].alias or n for n in self.model_fields_set
+        }
+        if not given:
+            return
+        if "replicas" in self.model_fields_set:
+            raise ConfigError(
+                "replicas",
+                f"fixes the number of groups, but {_keys(given)} make it follow the queue",
+                "remove `replicas`, or remove the elasticity keys",
+            )
+        inside = self.schedule.groups_inside if self.schedule else 1
+        if self.min_groups is None:
+            raise ConfigError(
+                "minGroups",
+                f"is required with {_keys(given)}",
+                "set it to 0 (no group while nothing asks) or 1",
+            )
+        lowest = min(16, max(self.min_groups + 1, inside))
+        if self.max_groups is None:
+            raise ConfigError(
+                "maxGroups", f"is required with {_keys(given)}", f"set it to {lowest}"
+            )
+        if self.max_groups <= self.min_groups:
+            raise ConfigError(
+                "maxGroups",
+                f"{self.max_groups} is not above `minGroups` {self.min_groups}, so the group "
+                "count is fixed",
+                f"set it to {lowest}, or use `replicas: {self.max_groups}` without elasticity keys",
+            )
+        if self.schedule is not None:
+            self._check_schedule(self.schedule, self.min_groups, self.max_groups)
+
+    @staticmethod
+    def _check_schedule(schedule: ScheduleConfig, least: int, most: int) -> None:
+        if schedule.groups_inside > most:
+            raise ConfigError(
+                "schedule.groupsInside",
+                f"{schedule.groups_inside} is above `maxGroups` {most}",
+                f"use {most} or fewer, or raise `maxGroups`",
+            )
+        if schedule.groups_inside <= least:
+            raise ConfigError(
+                "schedule.groupsInside",
+                f"{schedule.groups_inside} is not above `minGroups` {least}, so the window holds "
+                "nothing more than the rest of the week",
+                f"use {least + 1}, or remove `schedule`",
+            )
+        if schedule.groups_outside is not None and schedule.groups_outside != least:
+            raise ConfigError(
+                "schedule.groupsOutside",
+                f"{schedule.groups_outside} differs from `minGroups` {least}: outside the window "
+                "the floor is `minGroups`",
+                f"set it to {least}, or leave it out",
+            )
+
+    @property
     def private_clients_only(self) -> bool:
         """Every admitted client range is private: the load balancer is internal."""
         return all(any(c.subnet_of(p) for p in PRIVATE_RANGES) for c in self.allowed_cidrs)
@@ -831,6 +1046,12 @@ class StackConfig(BaseModel):
         return replace(catalog.MODELS[self.model], weights=self.weights)
 
 
+def _keys(keys: set[str]) -> str:
+    """Stack keys as prose: `a`, `b` and `c`."""
+    names = [f"`{k}`" for k in sorted(keys)]
+    return names[0] if len(names) == 1 else ", ".join(names[:-1]) + f" and {names[-1]}"
+
+
 def _alias_of(loc: tuple[int | str, ...]) -> str:
     """The stack key a pydantic error location points at (`maxModelLen`, `modelProfile.layers`).
 
@@ -840,6 +1061,9 @@ def _alias_of(loc: tuple[int | str, ...]) -> str:
     profile_keys = {f.alias or n for n, f in ModelProfileConfig.model_fields.items()}
     if top == "modelProfile" and len(loc) > 1 and loc[1] in profile_keys:
         return f"modelProfile.{loc[1]}"
+    schedule_keys = {f.alias or n for n, f in ScheduleConfig.model_fields.items()}
+    if top == "schedule" and len(loc) > 1 and loc[1] in schedule_keys:
+        return f"schedule.{loc[1]}"
     return top
 
 
@@ -867,6 +1091,11 @@ def _to_config_error(error: ValidationError, raw: Mapping[str, Any]) -> ConfigEr
         if len(loc) == 1:
             return _unknown_key(str(loc[0]))
         key = _alias_of(loc[:-1])
+        if key == "schedule":
+            fields = ", ".join(f.alias or n for n, f in ScheduleConfig.model_fields.items())
+            return ConfigError(
+                f"schedule.{loc[-1]}", "is not a field of the schedule", f"remove it ({fields})"
+            )
         return ConfigError(f"{key}.{loc[-1]}", "is not a field of the model profile", "remove it")
     if first["type"] == "missing":
         key = _alias_of(loc)

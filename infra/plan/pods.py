@@ -21,20 +21,22 @@ class PodContainers:
     containers: tuple[str, ...]
 
 
-def model_pod_containers(weight_prefetch: bool) -> dict[str, PodContainers]:
+def model_pod_containers(weight_prefetch: bool, door: bool = False) -> dict[str, PodContainers]:
     """`leader` and `worker` -> their containers: the engine in both, the gatekeeper in the
-    leader, and the weight prefetch as the one init container when it is on."""
+    leader (not behind an elastic stack's door, which runs it apart), and the weight prefetch as
+    the one init container when it is on."""
     init = ("prefetch-weights",) if weight_prefetch else ()
+    leader = ("vllm",) if door else ("vllm", catalog.GATEKEEPER)
     return {
-        "leader": PodContainers(init, ("vllm", catalog.GATEKEEPER)),
+        "leader": PodContainers(init, leader),
         "worker": PodContainers(init, ("vllm",)),
     }
 
 
-def describe(weight_prefetch: bool) -> str:
+def describe(weight_prefetch: bool, door: bool = False) -> str:
     """The plan's one-line view of `model_pod_containers`."""
     parts = []
-    for role, pod in model_pod_containers(weight_prefetch).items():
+    for role, pod in model_pod_containers(weight_prefetch, door).items():
         init = f" (init: {', '.join(pod.init)})" if pod.init else ""
         parts.append(f"{role}: {', '.join(pod.containers)}{init}")
     return "; ".join(parts) + "; requests = limits in every one"

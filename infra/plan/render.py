@@ -12,13 +12,15 @@ from pathlib import Path
 import yaml
 
 from components import manifests
-from components.manifests import gatekeeper
+from components.manifests import door, gatekeeper
+from components.manifests.scaling import metrics_service, scaled_object
 from infra.plan.config import StackConfig
 from infra.plan.sizing import Plan
 from infra.plan.wiring import (
     STORAGE_CLASS,
     STORAGE_THROUGHPUT_MIBPS,
     quantize_spec,
+    scaler_spec,
     server_spec,
     stack_tags,
 )
@@ -39,7 +41,11 @@ def rendered_objects(cfg: StackConfig, plan: Plan) -> list[manifests.Manifest]:
             )
         )
     spec = server_spec(cfg, plan)
-    return objects + manifests.all_objects(spec, quantize_spec(cfg, plan))
+    objects += manifests.all_objects(spec, quantize_spec(cfg, plan))
+    if cfg.elastic:
+        wake = [door.wake_trigger(spec)] if spec.door else []
+        objects += [metrics_service(spec), scaled_object(spec, scaler_spec(cfg, plan), wake)]
+    return objects
 
 
 def secrets_note(cfg: StackConfig, plan: Plan) -> str:

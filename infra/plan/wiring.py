@@ -13,7 +13,9 @@ from components.manifests.drain import DrainSpec
 from components.manifests.gatekeeper import GatekeeperLimits
 from components.manifests.metrics import CollectorSpec
 from components.manifests.quantize import QuantizeSpec
-from infra.plan import catalog
+from components.manifests.scaling import ScalerSpec
+from components.manifests.spec import DoorSpec
+from infra.plan import catalog, elastic, sleep
 from infra.plan.config import PROJECT, StackConfig
 from infra.plan.sizing import Plan
 from infra.plan.stackfile import REPO
@@ -21,6 +23,8 @@ from infra.plan.stackfile import REPO
 #: Label of the model node group; the model pods select it.
 NODE_POOL_LABEL = "gemma-graviton.dev/pool"
 NODE_LABELS = {NODE_POOL_LABEL: "model"}
+#: Label of the always-on system node group of an elastic stack.
+SYSTEM_LABELS = {NODE_POOL_LABEL: "system"}
 #: Namespace of the model server (kubectl users need to find it, so it is fixed).
 NAMESPACE = "gemma-graviton"
 #: Base name of the model server's objects.
@@ -89,6 +93,8 @@ def server_spec(cfg: StackConfig, plan: Plan) -> ServerSpec:
         produced_checkpoint=plan.quantize is not None,
         drain=drain_spec(plan),
         rollout_surge=plan.rollout.surge_groups,
+        autoscaled=cfg.elastic,
+        door=door_spec(cfg, plan) if cfg.elastic else None,
     )
 
 
@@ -142,6 +148,15 @@ def quantize_spec(cfg: StackConfig, plan: Plan) -> QuantizeSpec | None:
     )
 
 
+def door_spec(cfg: StackConfig, plan: Plan) -> DoorSpec:
+    """An elastic stack's door: on the system nodes, its asleep answers from the plan."""
+    return DoorSpec(
+        asleep=sleep.door_asleep(cfg, plan),
+        max_groups=elastic.scaling_parameters(cfg, plan).max_groups,
+        node_selector=SYSTEM_LABELS,
+    )
+
+
 def collector_spec(cfg: StackConfig, stack: str) -> CollectorSpec:
     """The metrics collector of a stack: its leaders, CloudWatch names and log group."""
     return CollectorSpec(
@@ -153,7 +168,27 @@ def collector_spec(cfg: StackConfig, stack: str) -> CollectorSpec:
         log_group=f"/gemma-graviton/{stack}/metrics",
         samples=watch.SAMPLES,
         bucket_samples=watch.bucket_samples(),
-        node_selector=NODE_LABELS,
+        # Elastic: the collector stays up on the system nodes while no model node runs.
+        node_selector=SYSTEM_LABELS if cfg.elastic else NODE_LABELS,
+    )
+
+
+def scaler_spec(cfg: StackConfig, plan: Plan) -> ScalerSpec:
+    """The ScaledObject's settings from the plan's scaling parameters (an elastic stack)."""
+    p = elastic.scaling_parameters(cfg, plan)
+    schedule = None
+    if p.schedule is not None:
+        start, end = p.schedule.cron()
+        schedule = (p.schedule.time_zone, start, end, p.schedule.groups_inside)
+    return ScalerSpec(
+        min_groups=p.min_groups,
+        max_groups=p.max_groups,
+        queue_per_group=p.queue_per_group,
+        polling_s=p.polling_s,
+        cooldown_s=p.cooldown_s,
+        up_window_s=p.up_window_s,
+        down_window_s=p.down_window_s,
+        schedule=schedule,
     )
 
 

@@ -23,6 +23,10 @@ and checks what the plan promised:
   connections, multiplying and amplifying bodies, a stream past the reply timeout, a /health
   flood, a big schema, forged headers, every error as JSON; and the installed vLLM reads only
   the request headers reviewed in `vllm_headers`;
+- the door of an elastic stack while the model sleeps (`asleep_checks`): the door's own config
+  with nothing behind its upstream answers a model request 503 with `Retry-After` and an OpenAI
+  error body, /health "asleep", raises the wake flag KEDA polls, and serves (200) once the leader
+  is relayed behind the same port;
 - vLLM logs the KV cache tokens and the concurrency the same planner (`infra.plan.sizing.plan`)
   predicted for the tiny model;
 - the chat page the gatekeeper serves (`chat_page`), driven in headless Chromium: it streams,
@@ -78,11 +82,13 @@ from typing import Any
 from components.manifests import chat, engine_timeout_env
 from components.manifests.gatekeeper import GatekeeperLimits
 from infra import bench
+from infra.plan import sleep
 from infra.plan.config import ConfigError, StackConfig, load_config
 from infra.plan.sizing import Plan, plan
 from infra.plan.stackfile import REPO, add_stack_arguments, parse_overrides, stack_values
 from infra.plan.wiring import gatekeeper_limits, server_spec
 from infra.rehearse import (
+    asleep_checks,
     capacity_step,
     change_steps,
     chat_page,
@@ -196,6 +202,10 @@ GATE_NOT_REACHED = (
     ("streamed via gatekeeper", "incremental"),
     ("body over the limit", "413"),
     ("no max_tokens", "planned cap"),
+    ("asleep: model request", "503, Retry-After, OpenAI error body"),
+    ("asleep: /health", '503 "asleep"'),
+    ("wake signal", "raised by a model request"),
+    ("awake: upstream back", "200"),
 )
 CHAT_NOT_REACHED = tuple(
     (name, "as the page promises")
@@ -495,6 +505,8 @@ def _check_group(
                 ),
             ]
             checks += _door_checks(group, front, limits, api_key, tiny_plan.model, vllm_port)
+            retry = sleep.retry_after_seconds(load.cfg, tiny_plan)
+            checks += _asleep_rows(group, front, limits, api_key, tiny_plan.model, retry, vllm_port)
             checks.append(vllm_headers.headers_check(front.vllm_package))
             checks += endpoint_checks(gate_url, api_key, tiny_plan.model, group.progress)
             checks.append(seccomp_check(group))
@@ -597,6 +609,25 @@ def _door_checks(
         checks.append(door_checks.cut_check(door(cut_port), timeout, timing))
         checks.append(door_errors.errors_check(main, door(dead_port)))
     return checks
+
+
+def _asleep_rows(
+    group: RankGroup,
+    front: _Front,
+    limits: GatekeeperLimits,
+    api_key: str,
+    model: str,
+    retry_after_s: int,
+    vllm_port: int,
+) -> list[Check]:
+    """The door of an elastic stack (`asleep_checks`): its config with nothing behind its
+    upstream port, then relayed to this leader. `Retry-After` is the wake-up the planner gives
+    the tiny model's config."""
+    group.progress("front door asleep: no upstream, then the leader behind it")
+    asleep = asleep_checks.rehearsal_asleep(retry_after_s)
+    sleeper = asleep_checks.Sleeper(limits, asleep, api_key, model)
+    work = front.work_dir.parent / "door-asleep"
+    return asleep_checks.door_sleep_checks(front.nginx, sleeper, vllm_port, work, group.progress)
 
 
 def _quiet(_line: str) -> None:

@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from components.manifests import gatekeeper
+from components.manifests.asleep import Asleep
 from components.manifests.gatekeeper import GatekeeperLimits
 from infra.rehearse.checks import Check
 from infra.rehearse.ranks import free_port
@@ -130,10 +131,12 @@ def running_gate(
     metrics_port: int | None = None,
     page_files: Mapping[str, str] | None = None,
     engine_key: str | None = None,
+    asleep: Asleep | None = None,
 ) -> Iterator[Gate]:
     """nginx with the gatekeeper's config on 127.0.0.1:`port` (and its metrics listener on
     `metrics_port`, a free port if not given), stopped by group on exit. With `page_files`
-    (`components.manifests.chat.files`, as the ConfigMap holds them) it serves the chat page."""
+    (`components.manifests.chat.files`, as the ConfigMap holds them) it serves the chat page;
+    with `asleep` it is the door of an elastic stack (`components.manifests.asleep`)."""
     key_dir, run_dir = work_dir / "key", work_dir / "run"
     for directory in (key_dir, run_dir):
         directory.mkdir(parents=True, exist_ok=True)
@@ -162,6 +165,7 @@ def running_gate(
         modules=nginx_modules(nginx),
         user="root" if os.geteuid() == 0 else None,
         page_root=str(page_dir) if page_files is not None else None,
+        asleep=asleep,
     )
     for name, text in files.items():
         (work_dir / name).write_text(text)

@@ -87,3 +87,20 @@ def core_errors(obj: dict[str, Any], kubernetes_version: str) -> list[str]:
     except kubernetes_validate.ValidationError as error:
         return [f"{'/'.join(map(str, error.path))}: {error.message}"]
     return []
+
+
+KEDA_STRUCTURE = TESTS / "schemas" / "keda-v2.20.2-scaledobject-structure.json"
+
+
+@cache
+def scaled_object_schema() -> dict[str, Any]:
+    """The ScaledObject CRD's v1alpha1 schema from KEDA chart 2.20.2, descriptions removed."""
+    return _closed(json.loads(KEDA_STRUCTURE.read_text())["openAPIV3Schema"])
+
+
+def scaled_object_errors(obj: dict[str, Any]) -> list[str]:
+    """Schema violations of a KEDA ScaledObject (empty when valid)."""
+    validator = jsonschema.Draft7Validator(scaled_object_schema())
+    return [
+        f"{'/'.join(map(str, e.absolute_path))}: {e.message}" for e in validator.iter_errors(obj)
+    ]

@@ -32,7 +32,12 @@ def test_a_plan_that_starts_costs_money_and_serves_tokens(
 ) -> None:
     cfg = load_stack(
         stack,
-        {"instanceType": instance_type, "replicas": replicas, "maxContextCap": context_cap},
+        # prod is elastic: its groups are `maxGroups` (with `replicas` it is refused).
+        {
+            "instanceType": instance_type,
+            ("replicas" if stack == "dev" else "maxGroups"): replicas,
+            "maxContextCap": context_cap,
+        },
         TODAY,
     )
     try:

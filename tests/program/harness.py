@@ -75,3 +75,18 @@ def run_program(
                              monitor=mocks.monitor)  # fmt: skip
     pulumi.runtime.set_all_config(text, secret_keys)
     run(lambda: runpy.run_path(str(PROGRAM), run_name="__main__"))
+
+
+#: The model's node group and its front door's Service, by name: an elastic stack adds a system
+#: node group and the leaders' metrics Service beside them.
+MODEL_NODES = ("eks:index:ManagedNodeGroup", "eks-nodes")
+SYSTEM_NODES = ("eks:index:ManagedNodeGroup", "eks-system-nodes")
+MODEL_SERVICE = ("kubernetes:core/v1:Service", "model-svc")
+
+
+def groups(stack: str, count: int) -> dict[str, Any]:
+    """`count` groups on `stack`: `replicas` on a fixed stack, `maxGroups` on an elastic one
+    (which refuses `replicas`). Read from the stack file: under the host the project's modules
+    are not importable until the program has run."""
+    elastic = "gemma-graviton:minGroups" in stack_values(stack)
+    return {"maxGroups": count} if elastic else {"replicas": count}

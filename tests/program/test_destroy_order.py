@@ -20,8 +20,8 @@ from typing import Any
 import pytest
 
 from infra.plan.stackfile import stack_names
-from tests.fakes.pulumi_mocks import Recorded, RecordingMocks, by_type, one
-from tests.program.harness import run_program
+from tests.fakes.pulumi_mocks import Recorded, RecordingMocks, by_type, named, one
+from tests.program.harness import MODEL_NODES, MODEL_SERVICE, groups, run_program
 
 LWS = "kubernetes:leaderworkerset.x-k8s.io/v1:LeaderWorkerSet"
 PVC = "kubernetes:core/v1:PersistentVolumeClaim"
@@ -68,9 +68,10 @@ def _addon(mocks: RecordingMocks, name: str) -> Recorded:
 def test_destroy_deletes_in_an_order_that_leaves_nothing_billable(
     stack: str, mocks: RecordingMocks, exports: dict[str, Any]
 ) -> None:
-    run_program(mocks, stack, {"modelCache": "volume", "monitoring": True, "replicas": 2})
+    run_program(mocks, stack, {"modelCache": "volume", "monitoring": True, **groups(stack, 2)})
     graph = _closure(mocks)
-    lws, nodes, cluster = (one(mocks.records, t) for t in (LWS, NODE_GROUP, EKS_CLUSTER))
+    lws, cluster = (one(mocks.records, t) for t in (LWS, EKS_CLUSTER))
+    nodes = named(mocks.records, *MODEL_NODES)
     csi, agent = (
         _addon(mocks, "aws-ebs-csi-driver"),
         _addon(mocks, "amazon-cloudwatch-observability"),
@@ -85,6 +86,7 @@ def test_destroy_deletes_in_an_order_that_leaves_nothing_billable(
         == len(volumes)
         == len(pvs)
         == 2 * int(lws.inputs["spec"]["leaderWorkerTemplate"]["size"])
+        + int(exports["rolloutSurgeNodes"])
     )
     for claim in claims:
         pv = pvs[claim.inputs["spec"]["volumeName"]]
@@ -101,17 +103,17 @@ def test_destroy_deletes_in_an_order_that_leaves_nothing_billable(
         assert volume.inputs["encrypted"] is True and volume.inputs["type"] == "gp3", volume.urn
     for addon in by_type(mocks.records, ADDON):
         _goes_before(graph, addon, nodes)
-    _goes_before(graph, one(mocks.records, SERVICE), nodes)
+    _goes_before(graph, named(mocks.records, *MODEL_SERVICE), nodes)
     _goes_before(graph, nodes, cluster)
     subnets = {s.resource_id: s for s in by_type(mocks.records, SUBNET)}
     for subnet_id in cluster.inputs["subnetIds"]:
         _goes_before(graph, cluster, subnets[subnet_id])
     for subnet_id in nodes.inputs["subnetIds"]:
         _goes_before(graph, nodes, subnets[subnet_id])
-    groups = {g.inputs["name"]: g for g in by_type(mocks.records, LOG_GROUP)}
+    log_groups = {g.inputs["name"]: g for g in by_type(mocks.records, LOG_GROUP)}
     name = cluster.inputs["name"]
     for kind in ("application", "dataplane", "host", "performance"):
-        _goes_before(graph, agent, groups[f"/aws/containerinsights/{name}/{kind}"])
+        _goes_before(graph, agent, log_groups[f"/aws/containerinsights/{name}/{kind}"])
     # EKS writes the control plane's logs to a group named after the cluster; made first, it
     # has a retention and goes with the stack.
-    _goes_before(graph, cluster, groups[f"/aws/eks/{name}/cluster"])
+    _goes_before(graph, cluster, log_groups[f"/aws/eks/{name}/cluster"])

@@ -37,8 +37,10 @@ def _templates(lws: dict[str, Any]) -> dict[str, dict[str, Any]]:
     return found
 
 
-def _assert_as_planned(lws: dict[str, Any], weight_prefetch: bool, where: str) -> None:
-    planned = pods.model_pod_containers(weight_prefetch)
+def _assert_as_planned(
+    lws: dict[str, Any], weight_prefetch: bool, where: str, door: bool = False
+) -> None:
+    planned = pods.model_pod_containers(weight_prefetch, door)
     for role, template in _templates(lws).items():
         spec = template["spec"]
         init = tuple(c["name"] for c in spec.get("initContainers", []))
@@ -67,7 +69,7 @@ def test_the_rendered_pods_have_exactly_the_planned_containers(
         if doc and doc.get("kind") == "LeaderWorkerSet"
     ]
     assert len(documents) == 1, [str(p) for p in tmp_path.rglob("*.yaml")]
-    _assert_as_planned(documents[0], result.weight_prefetch, f"render of {stack}")
+    _assert_as_planned(documents[0], result.weight_prefetch, f"render of {stack}", cfg.elastic)
 
 
 @pytest.mark.usefixtures("as_pulumi_host")
@@ -79,7 +81,8 @@ def test_the_deployed_pods_have_exactly_the_planned_containers_and_no_instrument
     run_program(mocks, stack, overrides)
     lws = one(mocks.records, LWS)
     prefetch = overrides.get("weightPrefetch", True)
-    _assert_as_planned(lws.inputs, prefetch, lws.urn)
+    door = load_stack(stack, overrides).elastic
+    _assert_as_planned(lws.inputs, prefetch, lws.urn, door)
 
     (agent,) = [
         a

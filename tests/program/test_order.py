@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 
 from infra.plan.stackfile import stack_names
-from tests.fakes.pulumi_mocks import Recorded, RecordingMocks, by_type, one
-from tests.program.harness import run_program
+from tests.fakes.pulumi_mocks import Recorded, RecordingMocks, by_type, named, one
+from tests.program.harness import MODEL_NODES, MODEL_SERVICE, SYSTEM_NODES, groups, run_program
 
 NODE_GROUP = "eks:index:ManagedNodeGroup"
 LWS = "kubernetes:leaderworkerset.x-k8s.io/v1:LeaderWorkerSet"
@@ -40,9 +40,14 @@ def test_everything_in_the_cluster_waits_for_the_node_group(
     stack: str, mocks: RecordingMocks, exports: dict[str, Any]
 ) -> None:
     run_program(mocks, stack, {"modelCache": "volume"})
-    nodes = one(mocks.records, NODE_GROUP)
-    for token in (CHART, JOB, LWS, SERVICE):
-        _depends_on(mocks, one(mocks.records, token), nodes)
+    model = named(mocks.records, *MODEL_NODES)
+    # Elastic: controllers and add-ons wait for the always-on system nodes.
+    elastic = by_type(mocks.records, NODE_GROUP) != [model]
+    nodes = named(mocks.records, *SYSTEM_NODES) if elastic else model
+    for record in (*by_type(mocks.records, CHART), one(mocks.records, JOB)):
+        _depends_on(mocks, record, nodes)
+    for record in (one(mocks.records, LWS), named(mocks.records, *MODEL_SERVICE)):
+        _depends_on(mocks, record, model)
     addons = by_type(mocks.records, ADDON)
     assert {a.inputs["addonName"] for a in addons} == {
         "amazon-cloudwatch-observability",
@@ -79,10 +84,12 @@ PVC = "kubernetes:core/v1:PersistentVolumeClaim"
 def test_weight_volumes_survive_a_group_recreation_and_go_before_the_driver(
     stack: str, mocks: RecordingMocks, exports: dict[str, Any]
 ) -> None:
-    run_program(mocks, stack, {"modelCache": "volume", "replicas": 2})
+    run_program(mocks, stack, {"modelCache": "volume", **groups(stack, 2)})
     lws = one(mocks.records, LWS)
     template = lws.inputs["spec"]["leaderWorkerTemplate"]
-    size, replicas = int(template["size"]), int(lws.inputs["spec"]["replicas"])
+    size = int(template["size"])
+    # Two groups, and a rollout's surge groups where the node group can grow for them.
+    replicas = 2 + int(exports["rolloutSurgeNodes"]) // size
     # The StatefulSets keep their claims when LWS deletes them on a group recreation...
     assert template["persistentVolumeClaimRetentionPolicy"] == {
         "whenDeleted": "Retain",
@@ -99,7 +106,7 @@ def test_weight_volumes_survive_a_group_recreation_and_go_before_the_driver(
         expected |= {f"models-{lws_name}-{group}-{rank}" for rank in range(1, size)}
     assert names == expected
     sc = one(mocks.records, STORAGE_CLASS)
-    nodes = one(mocks.records, NODE_GROUP)
+    nodes = named(mocks.records, *MODEL_NODES)
     for claim in claims:
         assert claim.inputs["spec"]["storageClassName"] == sc.inputs["metadata"]["name"]
         _depends_on(mocks, lws, claim)

@@ -23,7 +23,15 @@ from infra.plan.sizing import plan
 from infra.plan.stackfile import load_stack, stack_names
 from policies.rules import RULES
 from tests.fakes.pulumi_mocks import RecordingMocks, by_type, is_secret, named, one, resolve, run
-from tests.program.harness import HF_TOKEN, OWN_VALUES, PROGRAM, run_program, stack_values
+from tests.program.harness import (
+    HF_TOKEN,
+    MODEL_NODES,
+    MODEL_SERVICE,
+    OWN_VALUES,
+    PROGRAM,
+    run_program,
+    stack_values,
+)
 
 OUTPUTS = {
     "clusterName", "kubeconfig", "region", "availabilityZone", "nodeInstanceType", "nodeCount",
@@ -43,14 +51,16 @@ def test_every_stack_runs_end_to_end(
     run_program(mocks, stack)
     assert set(exports) == OUTPUTS
     expected = plan(load_stack(stack, OWN_VALUES[stack]), stack)
-    node_group = one(mocks.records, NODE_GROUP)
+    node_group = named(mocks.records, *MODEL_NODES)
     assert node_group.inputs["instanceTypes"] == [expected.instance_type], node_group.urn
     scaling = node_group.inputs["scalingConfig"]
-    assert scaling == {
-        "minSize": expected.nodes,
-        "desiredSize": expected.nodes,
-        "maxSize": expected.nodes,
-    }
+    # An elastic stack's model nodes run from none to the most groups' (and a replacement's).
+    least, most = (
+        (0, expected.nodes + 2 + expected.rollout.surge_nodes)
+        if load_stack(stack).elastic
+        else (expected.nodes, expected.nodes + expected.rollout.surge_nodes)
+    )
+    assert scaling == {"minSize": least, "desiredSize": least, "maxSize": most}
     assert resolve(exports["nodeCount"]) == expected.nodes
     assert resolve(exports["plan"]) == expected.to_json()
     assert resolve(exports["endpoint"]).endswith("/v1")
@@ -294,22 +304,35 @@ def test_zones_may_be_named_by_id_and_the_second_zone_is_one_eks_accepts(
 def test_only_the_gatekeeper_is_exposed(mocks: RecordingMocks, stack: str) -> None:
     run_program(mocks, stack)
     tls = load_stack(stack).tls_certificate_arn is not None
-    svc = one(mocks.records, "kubernetes:core/v1:Service")
+    svc = named(mocks.records, *MODEL_SERVICE)
     (port,) = svc.inputs["spec"]["ports"]
     assert port["targetPort"] == "gatekeeper", svc.urn
     assert port["port"] == (443 if tls else 80), svc.urn
     annotations = svc.inputs["metadata"]["annotations"]
     assert ("service.beta.kubernetes.io/aws-load-balancer-ssl-cert" in annotations) == tls
     leader = _leader(mocks)["spec"]
-    vllm, door = leader["containers"]
-    assert "--host=127.0.0.1" in vllm["args"] and "ports" not in vllm, svc.urn
+    if load_stack(stack).elastic:
+        # Elastic: the gatekeeper is the always-on door, apart from the group
+        # (tests/components/test_door.py); vLLM admits the door alone (NetworkPolicy).
+        (vllm,) = leader["containers"]
+        assert "ports" not in vllm, svc.urn
+        (door_pod,) = [
+            d.inputs["spec"]["template"]["spec"]
+            for d in by_type(mocks.records, "kubernetes:apps/v1:Deployment")
+            if d.inputs["metadata"]["name"] == "gemma-door"
+        ]
+        (door,) = door_pod["containers"]
+        assert svc.inputs["spec"]["selector"]["app.kubernetes.io/component"] == "door"
+    else:
+        vllm, door = leader["containers"]
+        assert "--host=127.0.0.1" in vllm["args"] and "ports" not in vllm, svc.urn
+        assert vllm["readinessProbe"]["httpGet"] == {"path": "/health", "port": "gatekeeper"}
+        policy = one(mocks.records, "kubernetes:networking.k8s.io/v1:NetworkPolicy")
+        assert {"ports": [{"port": gatekeeper.PORT, "protocol": "TCP"}]} in policy.inputs["spec"][
+            "ingress"
+        ]
     assert door["name"] == "gatekeeper" and door["image"] == gatekeeper.IMAGE
     assert door["resources"]["requests"] == door["resources"]["limits"]
-    assert vllm["readinessProbe"]["httpGet"] == {"path": "/health", "port": "gatekeeper"}
-    policy = one(mocks.records, "kubernetes:networking.k8s.io/v1:NetworkPolicy")
-    assert {"ports": [{"port": gatekeeper.PORT, "protocol": "TCP"}]} in policy.inputs["spec"][
-        "ingress"
-    ]
     config = named(mocks.records, "kubernetes:core/v1:ConfigMap", "model-gatekeeper")
     assert "location = /v1/chat/completions" in config.inputs["data"]["nginx.conf"]
 

@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from tests.fakes.pulumi_mocks import RecordingMocks, by_type, one
-from tests.program.harness import run_program
+from tests.fakes.pulumi_mocks import RecordingMocks, by_type, named, one
+from tests.program.harness import MODEL_SERVICE, run_program
 
 SERVICE = "kubernetes:core/v1:Service"
 SECRET = "kubernetes:core/v1:Secret"
@@ -22,7 +22,7 @@ def test_the_model_service_cannot_fail_an_up_during_a_cold_start(
     stack: str, mocks: RecordingMocks, exports: dict[str, Any]
 ) -> None:
     run_program(mocks, stack)
-    svc = one(mocks.records, SERVICE)
+    svc = named(mocks.records, *MODEL_SERVICE)
     annotations = svc.inputs["metadata"]["annotations"]
     # provider/pkg/await/service.go (`checkAndLogStatus`): without an override the provider waits
     # for endpoints with no address pending, 10 minutes by default, which a group that is still

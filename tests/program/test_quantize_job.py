@@ -10,7 +10,7 @@ import pytest
 
 from infra.plan.stackfile import stack_names
 from tests.fakes.pulumi_mocks import Recorded, RecordingMocks, by_type, named, one
-from tests.program.harness import run_program
+from tests.program.harness import MODEL_NODES, groups, run_program
 
 JOB = "kubernetes:batch/v1:Job"
 CONFIG_MAP = "kubernetes:core/v1:ConfigMap"
@@ -36,14 +36,16 @@ def _depends_on(mocks: RecordingMocks, record: Recorded, target: Recorded) -> No
 def test_the_job_writes_every_ranks_volume_before_the_group(
     stack: str, mocks: RecordingMocks, exports: dict[str, Any]
 ) -> None:
-    run_program(mocks, stack, {"weights": "int8", "replicas": 2})
+    run_program(mocks, stack, {"weights": "int8", **groups(stack, 2)})
     (job,) = _quantize_jobs(mocks)
     lws = one(mocks.records, LWS)
     template = lws.inputs["spec"]["leaderWorkerTemplate"]
     assert int(template["size"]) == 1, "int8 fits one m7g.2xlarge: one-rank groups"
     # Storage: one encrypted volume and claim per rank, each mounted by the Job.
     claims = by_type(mocks.records, PVC)
-    assert len(claims) == 2 and len(by_type(mocks.records, VOLUME)) == 2
+    # Two one-rank groups, and a rollout's surge group where the node group can grow for it.
+    ranks = 2 + int(exports["rolloutSurgeNodes"])
+    assert len(claims) == ranks and len(by_type(mocks.records, VOLUME)) == ranks
     assert all(v.inputs["encrypted"] is True for v in by_type(mocks.records, VOLUME))
     pod = job.inputs["spec"]["template"]["spec"]
     mounted = {
@@ -56,7 +58,7 @@ def test_the_job_writes_every_ranks_volume_before_the_group(
     for claim in claims:
         _depends_on(mocks, job, claim)
     _depends_on(mocks, job, named(mocks.records, SECRET, "model-hf-token"))
-    _depends_on(mocks, job, one(mocks.records, NODE_GROUP))
+    _depends_on(mocks, job, named(mocks.records, *MODEL_NODES))
     _depends_on(mocks, lws, job)
     # Pulumi waits longer than the Job's own deadline, so the Job's failure is what is reported.
     timeout = int(job.inputs["metadata"]["annotations"]["pulumi.com/timeoutSeconds"])
@@ -75,8 +77,7 @@ def test_the_job_writes_every_ranks_volume_before_the_group(
     assert init_env["CHECKPOINT_MARKER"] == "quantized.json"
     assert init_env["MODEL_DIR"] == "/models/google/gemma-4-12B-it-int8"
     assert env["OUT_DIRS"].split(":") == [
-        "/out/0/google/gemma-4-12B-it-int8",
-        "/out/1/google/gemma-4-12B-it-int8",
+        f"/out/{rank}/google/gemma-4-12B-it-int8" for rank in range(ranks)
     ]
     args = leader["containers"][0]["args"]
     assert args[1] == "/models/google/gemma-4-12B-it-int8"

@@ -66,8 +66,10 @@ def test_everything_the_stack_pays_for_is_tagged(
     assert aws_resources
     for record in aws_resources:
         assert record.provider and record.provider.startswith(provider.urn), record.urn
-    for component in ("eks:index:Cluster", "eks:index:ManagedNodeGroup"):
-        record = one(mocks.records, component)
+    # Every node group (an elastic stack's system group too) launches through the provider.
+    for record in by_type(mocks.records, "eks:index:Cluster") + by_type(
+        mocks.records, "eks:index:ManagedNodeGroup"
+    ):
         assert record.providers.get("aws", "").startswith(provider.urn), record.urn
 
     template = one(mocks.records, "aws:ec2/launchTemplate:LaunchTemplate")

@@ -1,0 +1,239 @@
+"""Groups that follow the queue and nodes that follow the groups: KEDA and the Cluster Autoscaler
+from their pinned charts, the autoscaler's IAM role (IRSA, as the add-ons' roles), and the
+ScaledObject on the LeaderWorkerSet.
+
+The node autoscaler is the Cluster Autoscaler on the managed node group, not Karpenter: the
+model nodes are one type in one zone already held by a managed node group (its launch template,
+AMI updates and node replacement stay as they are), so there is no instance choice for Karpenter
+to make, and the Cluster Autoscaler needs no NodePool, EC2NodeClass, SQS interruption queue or
+node role of its own. It scales a managed node group up from 0 by asking EKS for the group's
+labels and taints (`eks:DescribeNodegroup`) and the instance type for its resources
+(kubernetes/autoscaler cluster-autoscaler/cloudprovider/aws/README.md, "Auto-Discovery Setup"
+and the DescribeNodegroup note, master at 55c37cd read 2026-12-02); EKS tags a managed node
+group's Auto Scaling group for the autoscaler's auto-discovery itself.
+
+A group whose second rank gets no node (no capacity in the zone) holds its leader's node only
+for a bounded time: the leader's startup probe restarts the group after the plan's startup
+bound, the autoscaler stops waiting for the missing node after `--max-node-provision-time`
+(15 min) and backs the node group off; once the queue drains or the window ends KEDA removes
+the group, and the autoscaler removes the then-unneeded node after `--scale-down-unneeded-time`.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import pulumi
+import pulumi_aws as aws
+import pulumi_kubernetes as k8s
+
+from components.addons import ClusterRef, service_account_role
+from components.manifests import ServerSpec
+from components.manifests.scaling import (
+    KEDA_NAMESPACE,
+    ScalerSpec,
+    metrics_service,
+    scaled_object,
+)
+
+KEDA_CHART = "keda"
+KEDA_REPO = "https://kedacore.github.io/charts"
+#: kedacore/charts keda/Chart.yaml, version and appVersion 2.20.2 (released 2026-07-31).
+KEDA_CHART_VERSION = "2.20.2"
+AUTOSCALER_CHART = "cluster-autoscaler"
+AUTOSCALER_REPO = "https://kubernetes.github.io/autoscaler"
+#: kubernetes/autoscaler cluster-autoscaler/charts/cluster-autoscaler/Chart.yaml 9.59.0
+#: (appVersion 1.35.0): the autoscaler's minor follows the cluster's (1.35).
+AUTOSCALER_CHART_VERSION = "9.59.0"
+AUTOSCALER_IMAGE_TAG = "v1.35.0"
+AUTOSCALER_NAMESPACE = "kube-system"
+AUTOSCALER_SERVICE_ACCOUNT = "cluster-autoscaler"
+#: The autoscaler's requests (the chart sets none); the planner counts them on the system nodes.
+AUTOSCALER_RESOURCES = {"cpu": "100m", "memory": "300Mi"}
+
+#: The autoscaler's policy: the README's "Full Cluster Autoscaler Features Policy", the writes
+#: limited to Auto Scaling groups tagged for this cluster (README, "Minimal IAM Permissions
+#: Policy" and the tag conditions it links to).
+_READS = (
+    "autoscaling:DescribeAutoScalingGroups",
+    "autoscaling:DescribeAutoScalingInstances",
+    "autoscaling:DescribeLaunchConfigurations",
+    "autoscaling:DescribeScalingActivities",
+    "ec2:DescribeImages",
+    "ec2:DescribeInstanceTypes",
+    "ec2:DescribeLaunchTemplateVersions",
+    "ec2:GetInstanceTypesFromInstanceRequirements",
+    "eks:DescribeNodegroup",
+)
+_WRITES = ("autoscaling:SetDesiredCapacity", "autoscaling:TerminateInstanceInAutoScalingGroup")
+
+
+def autoscaler_policy(cluster_name: str) -> str:
+    """The autoscaler's IAM policy document for `cluster_name`."""
+    return json.dumps(
+        {
+            "Version": "2012-10-17",
+            "Statement": [
+                {"Effect": "Allow", "Action": list(_READS), "Resource": "*"},
+                {
+                    "Effect": "Allow",
+                    "Action": list(_WRITES),
+                    "Resource": "*",
+                    "Condition": {
+                        "StringEquals": {
+                            f"aws:ResourceTag/k8s.io/cluster-autoscaler/{cluster_name}": "owned"
+                        }
+                    },
+                },
+            ],
+        },
+        sort_keys=True,
+    )
+
+
+@dataclass(frozen=True)
+class AutoscalingArgs:
+    """The cluster, where the system pods run, and the model server the ScaledObject scales."""
+
+    #: The cluster (its OIDC provider for the autoscaler's role) and the system nodes to wait on.
+    cluster: ClusterRef
+    region: str
+    #: Labels of the system nodes; KEDA and the autoscaler select them.
+    system_labels: Mapping[str, str]
+    server: ServerSpec
+    scaler: ScalerSpec
+    #: The LeaderWorkerSet (the ScaledObject's target), so the ScaledObject comes after it.
+    workload: pulumi.Resource
+    #: More ScaledObject triggers (the door's wake signal).
+    extra_triggers: Sequence[dict[str, Any]] = field(default_factory=tuple)
+
+
+class Autoscaling(pulumi.ComponentResource):
+    """KEDA, the Cluster Autoscaler with its IRSA role, the leaders' metrics Service and the
+    ScaledObject. Pass the cluster's `k8s.Provider` and the AWS provider in `opts.providers`."""
+
+    scaled_object: k8s.apiextensions.CustomResource
+    """The ScaledObject on the LeaderWorkerSet."""
+    autoscaler_role_arn: pulumi.Output[str]
+    """The Cluster Autoscaler's IAM role."""
+
+    def __init__(
+        self, name: str, args: AutoscalingArgs, opts: pulumi.ResourceOptions | None = None
+    ) -> None:
+        super().__init__("gemma-graviton:autoscaling:Autoscaling", name, None, opts)
+        on_nodes = [args.cluster.nodes] if args.cluster.nodes is not None else []
+        keda = self._keda(name, args, on_nodes)
+        role = self._autoscaler(name, args, on_nodes)
+        manifest = scaled_object(args.server, args.scaler, args.extra_triggers)
+        service = metrics_service(args.server)
+        k8s.core.v1.Service(
+            f"{name}-leader-metrics",
+            metadata=service["metadata"],
+            spec=service["spec"],
+            opts=pulumi.ResourceOptions(parent=self),
+        )
+        self.scaled_object = k8s.apiextensions.CustomResource(
+            f"{name}-groups",
+            api_version=manifest["apiVersion"],
+            kind=manifest["kind"],
+            metadata=manifest["metadata"],
+            spec=manifest["spec"],
+            # The CRD and KEDA's webhook come with the chart; the target must exist first.
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[keda, args.workload]),
+        )
+        self.autoscaler_role_arn = role.arn
+        self.register_outputs({"autoscalerRoleArn": self.autoscaler_role_arn})
+
+    def _keda(
+        self, name: str, args: AutoscalingArgs, on_nodes: list[pulumi.Resource]
+    ) -> k8s.helm.v4.Chart:
+        ns = k8s.core.v1.Namespace(
+            f"{name}-keda-ns",
+            metadata={"name": KEDA_NAMESPACE},
+            opts=pulumi.ResourceOptions(parent=self),
+        )
+        system = dict(args.system_labels)
+        return k8s.helm.v4.Chart(
+            f"{name}-keda",
+            chart=KEDA_CHART,
+            version=KEDA_CHART_VERSION,
+            repository_opts=k8s.helm.v4.RepositoryOptsArgs(repo=KEDA_REPO),
+            namespace=ns.metadata.name,
+            values={
+                "nodeSelector": system,
+                # KEDA may scale LeaderWorkerSets only; the chart's default is every resource
+                # with a scale subresource (values.yaml `rbac.scaledRefKinds`, "*"/"*"; the
+                # template grants `<kind>/scale`, so the kind is the resource's plural).
+                "rbac": {
+                    "scaledRefKinds": [
+                        {"apiGroup": "leaderworkerset.x-k8s.io", "kind": "leaderworkersets"}
+                    ]
+                },
+            },
+            opts=pulumi.ResourceOptions(parent=self, depends_on=on_nodes),
+        )
+
+    def _autoscaler(
+        self, name: str, args: AutoscalingArgs, on_nodes: list[pulumi.Resource]
+    ) -> aws.iam.Role:
+        role = service_account_role(
+            f"{name}-autoscaler-role",
+            oidc_provider_arn=args.cluster.oidc_provider_arn,
+            oidc_provider_url=args.cluster.oidc_provider_url,
+            namespace=AUTOSCALER_NAMESPACE,
+            service_account=AUTOSCALER_SERVICE_ACCOUNT,
+            managed_policy_arns=[],
+            parent=self,
+        )
+        # Inline, on the role alone: the deploy role may attach only the AWS-managed policies it
+        # lists (infra/bootstrap/access.py), and this one names this cluster.
+        aws.iam.RolePolicy(
+            f"{name}-autoscaler-policy",
+            role=role.name,
+            policy=pulumi.Output.from_input(args.cluster.cluster_name).apply(autoscaler_policy),
+            opts=pulumi.ResourceOptions(parent=self),
+        )
+        values = pulumi.Output.all(args.cluster.cluster_name, role.arn).apply(
+            lambda v: autoscaler_values(v[0], args.region, v[1], args.system_labels)
+        )
+        k8s.helm.v4.Chart(
+            f"{name}-cluster-autoscaler",
+            chart=AUTOSCALER_CHART,
+            version=AUTOSCALER_CHART_VERSION,
+            repository_opts=k8s.helm.v4.RepositoryOptsArgs(repo=AUTOSCALER_REPO),
+            namespace=AUTOSCALER_NAMESPACE,
+            values=values,
+            opts=pulumi.ResourceOptions(parent=self, depends_on=on_nodes),
+        )
+        return role
+
+
+def autoscaler_values(
+    cluster_name: str, region: str, role_arn: str, system_labels: Mapping[str, str]
+) -> dict[str, Any]:
+    """The Cluster Autoscaler chart's values: auto-discovery of this cluster's groups, IRSA,
+    the pinned image, and the system nodes."""
+    return {
+        "cloudProvider": "aws",
+        "awsRegion": region,
+        "autoDiscovery": {"clusterName": cluster_name},
+        "image": {"tag": AUTOSCALER_IMAGE_TAG},
+        "rbac": {
+            "serviceAccount": {
+                "name": AUTOSCALER_SERVICE_ACCOUNT,
+                "annotations": {"eks.amazonaws.com/role-arn": role_arn},
+            }
+        },
+        "nodeSelector": dict(system_labels),
+        "resources": {"requests": AUTOSCALER_RESOURCES, "limits": AUTOSCALER_RESOURCES},
+        "extraArgs": {
+            # Groups of one type: no expander choice to make; the defaults stated for the docs.
+            "balance-similar-node-groups": "false",
+            "max-node-provision-time": "15m0s",
+            "scale-down-unneeded-time": "10m0s",
+            "skip-nodes-with-system-pods": "false",
+        },
+    }

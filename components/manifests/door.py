@@ -1,0 +1,237 @@
+"""The front door of an elastic stack: the gatekeeper out of the leader pods, as an always-on
+Deployment on the system nodes, in front of every group through the leaders' ClusterIP Service.
+
+A stack whose groups may scale to zero cannot keep its front door inside a group: with no group
+there would be nothing to answer. So for elastic stacks (`ServerSpec.door`):
+
+- the door runs the same gatekeeper (`gatekeeper.container`, `gatekeeper_conf.nginx_conf`,
+  `gatekeeper.js`) with upstream the leaders' Service instead of 127.0.0.1, and the asleep
+  answers and wake flag of `components.manifests.asleep`;
+- the load balancer's Service selects the door; the leaders' ClusterIP Service reaches vLLM's
+  port on the leaders, which listen on the pod network, and the group's NetworkPolicy admits that
+  port from the door (and the metrics collector) only;
+- KEDA reads the wake flag through a ClusterIP Service on the door's internal port
+  (`wake_trigger`), which the door's NetworkPolicy admits from KEDA's namespace only.
+
+Why a door-side flag and not KEDA's HTTP add-on, whose interceptor holds requests through a cold
+start: the add-on's interceptor is one more proxy on the request path, with its own timeouts,
+in front of a gatekeeper whose limits are planned to the second, and a cold start here is five
+to ten minutes, far past what a client should hold a connection for; the door answers at once
+with `Retry-After` instead, and the flag is plain nginx that the rehearsal runs for real (the
+add-on's interceptor and scaler are Go services the rehearsal could not run).
+
+One door replica: the flag lives in that nginx (KEDA's metrics-api trigger asks one address, and
+with two replicas a poll could miss the one that refused the request). Its rollout starts the new
+pod before the old one stops (maxUnavailable 0), and its liveness is nginx's own (TCP), never
+the model's.
+
+Limits at the door: the per-client ones (rate, burst, requests in flight, connections) stay per
+client: they bound what one client may take, and one client's fair share does not grow with the
+groups behind the door. The one pod-wide limit, grammar requests in flight (vLLM compiles them
+one at a time per engine), is one per group that may run, `maxGroups` of them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+from components.manifests import asleep, gatekeeper, metrics, scaling
+from components.manifests.gatekeeper import GatekeeperLimits
+from components.manifests.spec import (
+    LWS_NAME_LABEL,
+    RUN_AS,
+    DoorSpec,
+    Manifest,
+    ServerSpec,
+    object_meta,
+)
+
+#: The door's single replica (see the module doc).
+REPLICAS = 1
+
+
+def _door(spec: ServerSpec) -> DoorSpec:
+    if spec.door is None:
+        raise ValueError(f"{spec.name} has no door: it is a fixed stack")
+    return spec.door
+
+
+def name(spec: ServerSpec) -> str:
+    return f"{spec.name}-door"
+
+
+def leaders_name(spec: ServerSpec) -> str:
+    return f"{spec.name}-leaders"
+
+
+def selector(spec: ServerSpec) -> dict[str, str]:
+    """The door's pods (the load balancer's Service selects them)."""
+    return {"app.kubernetes.io/name": spec.name, "app.kubernetes.io/component": "door"}
+
+
+def upstream(spec: ServerSpec) -> str:
+    """The leaders' Service as nginx's upstream server (its ClusterIP never changes while the
+    Service exists, so nginx resolving it once at start is enough)."""
+    return f"{leaders_name(spec)}.{spec.namespace}.svc.cluster.local:{spec.port}"
+
+
+def limits(spec: ServerSpec) -> GatekeeperLimits:
+    """The gatekeeper's limits at the door: per client as planned, grammar per group."""
+    return replace(
+        spec.limits, schema_concurrency=spec.limits.schema_concurrency * _door(spec).max_groups
+    )
+
+
+def config_where(spec: ServerSpec) -> dict[str, Any]:
+    """What `gatekeeper.config_files` takes for the door's nginx.conf."""
+    return {"upstream": upstream(spec), "asleep": _door(spec).asleep}
+
+
+def deployment(
+    spec: ServerSpec, config_digest: str, key_fingerprint: str | None = None
+) -> Manifest:
+    """The door: one gatekeeper pod on the system nodes. The config and key annotations roll it
+    when either changes (nginx reads both at start)."""
+    door = _door(spec)
+    annotations = {gatekeeper.CONFIG_ANNOTATION: config_digest}
+    if key_fingerprint is not None:
+        annotations[gatekeeper.KEY_ANNOTATION] = key_fingerprint
+    labels = {**object_meta(spec, name(spec), "door")["labels"]}
+    pod = {
+        "automountServiceAccountToken": False,
+        "enableServiceLinks": False,
+        "nodeSelector": dict(door.node_selector),
+        "tolerations": [dict(t) for t in door.tolerations],
+        "securityContext": {
+            "runAsNonRoot": True,
+            "runAsUser": RUN_AS,
+            "runAsGroup": RUN_AS,
+            "fsGroup": RUN_AS,
+            "seccompProfile": {"type": "RuntimeDefault"},
+        },
+        "terminationGracePeriodSeconds": 30,
+        "containers": [gatekeeper.container(spec.gatekeeper_millicpu, spec.gatekeeper_memory_mib)],
+        "volumes": gatekeeper.volumes(spec.gatekeeper_config_name, spec.api_key_secret_name),
+    }
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": object_meta(spec, name(spec), "door"),
+        "spec": {
+            "replicas": REPLICAS,
+            "selector": {"matchLabels": selector(spec)},
+            "strategy": {
+                "type": "RollingUpdate",
+                "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0},
+            },
+            "template": {
+                "metadata": {"labels": labels, "annotations": annotations},
+                "spec": pod,
+            },
+        },
+    }
+
+
+def leaders_service(spec: ServerSpec, leaders: dict[str, str]) -> Manifest:
+    """The door's upstream: vLLM's port on the ready leaders (`leaders`: their selector). With
+    no group it has no endpoints, and a connection to it is refused at once."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": object_meta(spec, leaders_name(spec), "leaders"),
+        "spec": {
+            "type": "ClusterIP",
+            "selector": dict(leaders),
+            "ports": [{"name": "vllm", "port": spec.port, "targetPort": spec.port}],
+        },
+    }
+
+
+def wake_service(spec: ServerSpec) -> Manifest:
+    """The door's internal port for KEDA: GET /wake (never the load balancer's)."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": object_meta(spec, f"{name(spec)}-wake", "door"),
+        "spec": {
+            "type": "ClusterIP",
+            "selector": selector(spec),
+            "ports": [
+                {
+                    "name": gatekeeper.METRICS_PORT_NAME,
+                    "port": gatekeeper.METRICS_PORT,
+                    "targetPort": gatekeeper.METRICS_PORT_NAME,
+                }
+            ],
+        },
+    }
+
+
+def wake_url(spec: ServerSpec) -> str:
+    _door(spec)
+    return (
+        f"http://{name(spec)}-wake.{spec.namespace}.svc.cluster.local:"
+        f"{gatekeeper.METRICS_PORT}{asleep.WAKE_PATH}"
+    )
+
+
+def wake_trigger(spec: ServerSpec) -> dict[str, Any]:
+    """The extra KEDA trigger for the ScaledObject: a `metrics-api` trigger on the door's wake
+    flag (keda.sh/docs/2.20/scalers/metrics-api, read 2026-12-02: `url`, `valueLocation` in GJSON,
+    `targetValue`, `activationTargetValue`, `format` json). The flag is 0 or 1: above the
+    activation value 0, one refused request activates the ScaledObject (KEDA scales from zero
+    to one group), and as a metric it asks for ceil(1 / 1) = 1 group, never more; the queue and
+    cron triggers ask for the rest."""
+    return {
+        "type": "metrics-api",
+        "name": "door-wake",
+        "metadata": {
+            "url": wake_url(spec),
+            "format": "json",
+            "valueLocation": asleep.WAKE_FIELD,
+            "targetValue": "1",
+            "activationTargetValue": "0",
+        },
+    }
+
+
+def network_policy(spec: ServerSpec) -> Manifest:
+    """The door admits its listener from anyone (the load balancer keeps the client's address;
+    its source ranges are the filter) and its internal port from KEDA's namespace only."""
+    namespace = {metrics.NAMESPACE_NAME_LABEL: _door(spec).keda_namespace}
+    keda = {"namespaceSelector": {"matchLabels": namespace}}
+    return {
+        "apiVersion": "networking.k8s.io/v1",
+        "kind": "NetworkPolicy",
+        "metadata": object_meta(spec, name(spec), "network-policy"),
+        "spec": {
+            "podSelector": {"matchLabels": selector(spec)},
+            "policyTypes": ["Ingress"],
+            "ingress": [
+                {"ports": [{"port": gatekeeper.PORT, "protocol": "TCP"}]},
+                {
+                    "from": [keda],
+                    "ports": [{"port": gatekeeper.METRICS_PORT, "protocol": "TCP"}],
+                },
+            ],
+        },
+    }
+
+
+def group_ingress(spec: ServerSpec) -> list[dict[str, Any]]:
+    """What the group's NetworkPolicy admits behind a door: the ranks among themselves, and
+    vLLM's port from the door, the metrics collector and KEDA's operator (which reads the
+    leaders' queue from vLLM's /metrics) only."""
+    group = {"matchLabels": {LWS_NAME_LABEL: spec.lws_name}}
+    return [
+        {"from": [{"podSelector": group}]},
+        {
+            "from": [
+                {"podSelector": {"matchLabels": selector(spec)}},
+                metrics.scraper_peer(spec.namespace),
+                scaling.keda_peer(_door(spec).keda_namespace),
+            ],
+            "ports": [{"port": spec.port, "protocol": "TCP"}],
+        },
+    ]

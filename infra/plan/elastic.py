@@ -1,0 +1,364 @@
+"""Groups that follow the queue and the clock: the scaling parameters KEDA is configured with, the
+wake-up time from zero, the node quota at the most groups and the cost at the fewest, the most
+and over a month of the schedule. Pure: the plan prints it, `--json` carries it, the program
+builds the ScaledObject and the node groups from it, and the scaling simulation replays a day of
+load through `ScalingParameters`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import math
+from dataclasses import dataclass
+
+from infra.plan import catalog, readiness
+from infra.plan.config import WEEKDAYS, ConfigError, ScheduleConfig, StackConfig
+from infra.plan.costs import CostInputs, stack_costs
+from infra.plan.prices import HOURS_PER_MONTH, ec2_price
+from infra.plan.sizing import Plan
+
+#: The Horizontal Pod Autoscaler's default tolerance: no change while the ratio of the metric to
+#: its target is within 10 % of 1 (kube-controller-manager --horizontal-pod-autoscaler-tolerance,
+#: default 0.1). KEDA leaves it at that.
+TOLERANCE = 0.1
+#: How often KEDA asks the leaders for their queue (seconds; the ScaledObject's
+#: `pollingInterval`, KEDA's default 30 s, keda-docs content/docs/2.20/reference/
+#: scaledobject-spec.md, read 2026-12-02). 15 s: a queue is seen at most 15 s late, next to a
+#: wake-up of minutes; each poll is one HTTP GET per leader, nothing billed.
+POLLING_SECONDS = 15
+#: The HPA controller's sync period (kube-controller-manager --horizontal-pod-autoscaler-sync-
+#: period, default 15 s): the second half of the metric path's lag.
+HPA_SYNC_SECONDS = 15
+#: Scale-up stabilisation: a short window so one poll's spike does not start a group.
+UP_WINDOW_SECONDS = 30
+#: The HPA's own scale-down default (300 s); the planned window is never shorter.
+MIN_DOWN_WINDOW_SECONDS = 300
+#: Node launch to Ready: EC2 boot, nodeadm's join, the VPC CNI's first address. Modelled, no
+#: measurement yet; the safe end for the scale-down window is the long one.
+NODE_READY_SECONDS = 120
+#: The vLLM CPU image's compressed layers, pulled on every new node: modelled as half of what it
+#: holds on disk unpacked (`catalog.IMAGE_DISK_GIB`), pulled at `downloadMBps`.
+IMAGE_PULL_GIB = catalog.IMAGE_DISK_GIB / 2
+#: Attaching a rank's EBS weights volume to its new node (modelled).
+VOLUME_ATTACH_SECONDS = 30
+#: The always-on system nodes: the smallest Graviton type that holds the system pods.
+SYSTEM_INSTANCE_TYPE = "m7g.large"
+SYSTEM_NODE_DISK_GIB = 20
+
+
+@dataclass(frozen=True)
+class Window:
+    """The schedule's window, as KEDA's cron trigger takes it."""
+
+    time_zone: str
+    #: ISO weekdays, Monday = 0.
+    weekdays: tuple[int, ...]
+    start: str
+    end: str
+    groups_inside: int
+    groups_outside: int
+    hours_a_week: float
+
+    def cron(self) -> tuple[str, str]:
+        """(start, end) as cron expressions (minute hour * * day-of-week, Sunday = 0)."""
+        days = ",".join(str((d + 1) % 7) for d in self.weekdays)
+        (h0, m0), (h1, m1) = (map(int, t.split(":")) for t in (self.start, self.end))
+        return f"{m0} {h0} * * {days}", f"{m1} {h1} * * {days}"
+
+    def describe(self) -> str:
+        names = ",".join(WEEKDAYS[d] for d in self.weekdays)
+        return (
+            f"{names} {self.start}-{self.end} {self.time_zone}: {self.groups_inside} group(s) "
+            f"inside, {self.groups_outside} outside ({self.hours_a_week:g} h a week)"
+        )
+
+
+@dataclass(frozen=True)
+class ScalingParameters:
+    """What KEDA and the HPA are configured with, in one place: the ScaledObject is built from
+    it and the scaling simulation replays load through it."""
+
+    min_groups: int
+    max_groups: int
+    #: Waiting requests per running group that ask for another group (the trigger's target).
+    queue_per_group: int
+    #: The HPA's tolerance around a ratio of 1.
+    tolerance: float
+    #: Scale-up and scale-down stabilisation windows (seconds).
+    up_window_s: int
+    down_window_s: int
+    #: KEDA's cooldown before the last group goes (1 -> 0), the same as the down window.
+    cooldown_s: int
+    polling_s: int
+    #: How late the autoscaler sees a queue: a poll plus an HPA sync (seconds).
+    metric_lag_s: int
+    #: Planned wake-up of one group from zero nodes (seconds), with this stack's model cache.
+    cold_start_s: int
+    nodes_per_group: int
+    schedule: Window | None
+
+
+@dataclass(frozen=True)
+class SystemGroup:
+    """The small always-on node group for the pods that must run while the model sleeps."""
+
+    instance_type: str
+    nodes: int
+    millicpu: int
+    memory_mib: int
+    pods: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class ElasticPlan:
+    """An elastic stack's figures beside its plan (which is sized at `maxGroups`)."""
+
+    scaling: ScalingParameters
+    #: Wake-up from zero with the weights on a volume and without (download), seconds.
+    wake_with_volume_s: int
+    wake_without_volume_s: int
+    system: SystemGroup
+    #: Model nodes the node group may reach: the most groups' nodes plus a replacement's surge.
+    model_nodes_max: int
+    vcpus_at_most: int
+    usd_month_fewest: float | None
+    usd_month_most: float | None
+    usd_month_schedule: float | None
+
+    def to_json(self) -> dict[str, object]:
+        return dataclasses.asdict(self)
+
+
+def window(schedule: ScheduleConfig, min_groups: int) -> Window:
+    """The validated schedule as a `Window`."""
+    return Window(
+        time_zone=schedule.time_zone,
+        weekdays=schedule.weekdays,
+        start=schedule.start,
+        end=schedule.end,
+        groups_inside=schedule.groups_inside,
+        groups_outside=min_groups,
+        hours_a_week=schedule.hours_a_week,
+    )
+
+
+def wake_seconds(cfg: StackConfig, p: Plan, volume: bool) -> int:
+    """A group's wake-up from zero nodes (modelled): a node, the image, then the plan's own
+    cold start (download, load, warm-up) or, with the weights on a volume, its restart."""
+    profile = cfg.profile()
+    pull = IMAGE_PULL_GIB * catalog.GIB / (cfg.download_mbps * 1e6)
+    load = max(r.weights_gib for r in p.ranks) * catalog.LOAD_SECONDS_PER_GIB
+    warm = load + catalog.WARMUP_SECONDS
+    engine = VOLUME_ATTACH_SECONDS + warm
+    if not volume:
+        engine = profile.checkpoint_bytes / (cfg.download_mbps * 1e6) + warm
+    return math.ceil(NODE_READY_SECONDS + pull + engine)
+
+
+def scaling_parameters(cfg: StackConfig, p: Plan) -> ScalingParameters:
+    """KEDA's settings for an elastic stack. The scale-down window and the cooldown are at
+    least one planned wake-up, so a group is never started and dropped within one start-up."""
+    if cfg.min_groups is None or cfg.max_groups is None:
+        raise ValueError("scaling_parameters needs an elastic stack (minGroups and maxGroups)")
+    cold = wake_seconds(cfg, p, cfg.model_cache == "volume")
+    # The long end of the wake-up (its modelled node and pull phases) sets the window: a shorter
+    # window could drop a group whose start-up the queue has not yet seen pay off.
+    down = max(MIN_DOWN_WINDOW_SECONDS, 60 * math.ceil(cold / 60))
+    queue = (
+        max(1, math.floor(p.max_concurrency))
+        if cfg.queue_per_group == "auto"
+        else cfg.queue_per_group
+    )
+    return ScalingParameters(
+        min_groups=cfg.min_groups,
+        max_groups=cfg.max_groups,
+        queue_per_group=queue,
+        tolerance=TOLERANCE,
+        up_window_s=UP_WINDOW_SECONDS,
+        down_window_s=down,
+        cooldown_s=down,
+        polling_s=POLLING_SECONDS,
+        metric_lag_s=POLLING_SECONDS + HPA_SYNC_SECONDS,
+        cold_start_s=cold,
+        nodes_per_group=p.stages,
+        schedule=None if cfg.schedule is None else window(cfg.schedule, cfg.min_groups),
+    )
+
+
+#: Pods on the system nodes (requests as their charts and add-ons ship them, `catalog.COTENANTS`
+#: for the ones the model nodes counted before): (name, millicpu, memory MiB, replicas).
+_KEDA = "KEDA chart 2.20.2 values.yaml resources.*.requests"
+SYSTEM_PODS: tuple[tuple[str, int, int, int], ...] = (
+    ("keda-operator", 100, 100, 1),  # _KEDA
+    ("keda-metrics-apiserver", 100, 100, 1),  # _KEDA
+    ("keda-admission-webhooks", 100, 100, 1),  # _KEDA
+    # Set in components/autoscaling.py (the chart ships none).
+    ("cluster-autoscaler", 100, 300, 1),
+    # The always-on front door (two gatekeepers, branch i25-sleep's door Deployment).
+    ("door", catalog.GATEKEEPER_MILLICPU, catalog.GATEKEEPER_MEMORY_MIB, 2),
+)
+
+
+def system_group(cfg: StackConfig) -> SystemGroup:
+    """Enough `SYSTEM_INSTANCE_TYPE` nodes for CoreDNS, the LWS controller, the CloudWatch
+    controller, the EBS CSI controller (with volumes), the metrics collector, KEDA, the Cluster
+    Autoscaler and the door, after each node's DaemonSets; two at least, so draining one (an
+    upgrade) leaves the webhooks KEDA and LWS need answering."""
+    instance = catalog.INSTANCE_TYPES[SYSTEM_INSTANCE_TYPE]
+    volumes = cfg.model_cache == "volume"
+    kept = [
+        c for c in catalog.COTENANTS if (volumes or not c.with_volumes_only) and c.kind != "sidecar"
+    ]
+    daemons = [c for c in kept if c.kind == "daemonset"]
+    pods = [(c.name, c.millicpu, c.memory_mib, c.replicas) for c in kept if c.kind == "deployment"]
+    pods += list(SYSTEM_PODS)
+    cpu = sum(m * n for _, m, _, n in pods)
+    mem = sum(m * n for _, _, m, n in pods)
+    free_cpu = catalog.allocatable_millicpu(instance) - sum(c.millicpu for c in daemons)
+    free_mib = (
+        catalog.allocatable_mib(instance)
+        - sum(c.memory_mib for c in daemons)
+        - catalog.NODE_HEADROOM_MIB
+    )
+    nodes = max(2, math.ceil(cpu / free_cpu), math.ceil(mem / free_mib))
+    return SystemGroup(
+        SYSTEM_INSTANCE_TYPE, nodes, cpu, mem, tuple(f"{n} x{r}" for n, _, _, r in pods)
+    )
+
+
+def check_quota(cfg: StackConfig, p: Plan) -> None:
+    """Refuse a `maxGroups` whose nodes (with a node replacement's surge and the system nodes)
+    the stated vCPU quota cannot launch; name the most groups that fit."""
+    if cfg.vcpu_quota is None or cfg.max_groups is None:
+        return
+    need = vcpus_at_most(cfg, p)
+    if cfg.vcpu_quota >= need:
+        return
+    per_group = p.stages * catalog.INSTANCE_TYPES[p.instance_type].vcpu
+    fixed = need - cfg.max_groups * per_group
+    fits = (cfg.vcpu_quota - fixed) // per_group
+    fix = (
+        f"use `maxGroups: {fits}`, or ask AWS to raise quota {readiness.QUOTA_CODE} to {need}"
+        if fits > (cfg.min_groups or 0)
+        else f"ask AWS to raise quota {readiness.QUOTA_CODE} in {cfg.region} to {need} and set "
+        f"`vcpuQuota` to {need}"
+    )
+    raise ConfigError(
+        "maxGroups",
+        f"{cfg.max_groups} groups need {need} vCPUs ({p.nodes} x {p.instance_type} with "
+        f"{surge_nodes(p)} surge nodes, and the system nodes), above `vcpuQuota` "
+        f"{cfg.vcpu_quota}",
+        fix,
+    )
+
+
+def surge_nodes(p: Plan) -> int:
+    """Nodes above the most groups' own: a node replacement's and a rollout's surge."""
+    return readiness.SURGE_NODES + p.rollout.surge_nodes
+
+
+def vcpus_at_most(cfg: StackConfig, p: Plan) -> int:
+    """vCPUs at the most groups: their nodes, a replacement's surge and the system nodes."""
+    _, replacing = readiness.vcpus_needed(p)
+    system = system_group(cfg)
+    return replacing + system.nodes * catalog.INSTANCE_TYPES[system.instance_type].vcpu
+
+
+def month_usd(cfg: StackConfig, p: Plan, groups: int, today: dt.date) -> float | None:
+    """The stack's monthly cost with `groups` groups running all month and the system nodes."""
+    cost = stack_costs(
+        CostInputs(
+            region=cfg.region,
+            kubernetes_version=cfg.kubernetes_version,
+            end_date=cfg.end_date,
+            node_subnets=cfg.node_subnets,
+            instance_type=p.instance_type,
+            nodes=groups * p.stages,
+            stages=p.stages,
+            # Volumes exist for every group that can run, asleep or not.
+            replicas=p.replicas,
+            node_disk_gib=p.node_disk_gib,
+            model_cache=p.model_cache,
+            model_volume_gib=p.model_volume_gib,
+            checkpoint_bytes=cfg.profile().checkpoint_bytes,
+            aggregate_tokens_per_s=0.0,
+            monitoring=cfg.monitoring,
+        ),
+        today,
+    )
+    system = system_group(cfg)
+    price = ec2_price(system.instance_type)
+    if cost.usd_per_month is None or price is None:
+        return None
+    return round(cost.usd_per_month + system.nodes * price.usd * HOURS_PER_MONTH, 2)
+
+
+def elastic_plan(cfg: StackConfig, p: Plan, today: dt.date) -> ElasticPlan | None:
+    """The elastic figures of a stack, None for a fixed one. Refuses a `maxGroups` the quota
+    cannot launch."""
+    if not cfg.elastic:
+        return None
+    check_quota(cfg, p)
+    scaling = scaling_parameters(cfg, p)
+    fewest = month_usd(cfg, p, scaling.min_groups, today)
+    most = month_usd(cfg, p, scaling.max_groups, today)
+    schedule = None
+    if fewest is not None and most is not None and scaling.schedule is not None:
+        share = scaling.schedule.hours_a_week / (7 * 24)
+        inside = month_usd(cfg, p, scaling.schedule.groups_inside, today)
+        schedule = None if inside is None else round(fewest + (inside - fewest) * share, 2)
+    return ElasticPlan(
+        scaling=scaling,
+        wake_with_volume_s=wake_seconds(cfg, p, volume=True),
+        wake_without_volume_s=wake_seconds(cfg, p, volume=False),
+        system=system_group(cfg),
+        model_nodes_max=p.nodes + surge_nodes(p),
+        vcpus_at_most=vcpus_at_most(cfg, p),
+        usd_month_fewest=fewest,
+        usd_month_most=most,
+        usd_month_schedule=schedule,
+    )
+
+
+def describe(e: ElasticPlan) -> list[tuple[str, str]]:
+    """The plan table's rows of an elastic stack."""
+    s = e.scaling
+    rows = [
+        ("groups", f"{s.min_groups} to {s.max_groups}, {s.nodes_per_group} node(s) each"),
+        (
+            "scale on queue",
+            f"another group per {s.queue_per_group} waiting request(s) (tolerance "
+            f"{s.tolerance:g}); seen within {s.metric_lag_s} s",
+        ),
+        (
+            "scale windows",
+            f"up {s.up_window_s} s, down {s.down_window_s} s (>= one wake-up), last group after "
+            f"{s.cooldown_s} s idle",
+        ),
+        (
+            "wake-up from zero",
+            f"~{s.cold_start_s} s modelled (with weights volume ~{e.wake_with_volume_s} s, "
+            f"without ~{e.wake_without_volume_s} s)",
+        ),
+        ("schedule", s.schedule.describe() if s.schedule else "none: the queue alone"),
+        (
+            "system nodes",
+            f"{e.system.nodes} x {e.system.instance_type} always on "
+            f"({e.system.millicpu} millicpu, {e.system.memory_mib} MiB requested)",
+        ),
+        (
+            "model node group",
+            f"0 to {e.model_nodes_max} nodes (the most groups' nodes + "
+            f"{e.model_nodes_max - s.max_groups * s.nodes_per_group} surge: a node "
+            "replacement's and a rollout's), Cluster Autoscaler",
+        ),
+        ("vcpu quota at most", f"{e.vcpus_at_most} vCPUs (model, surge and system nodes)"),
+    ]
+    money = [
+        ("cost, fewest groups", e.usd_month_fewest, "all month"),
+        ("cost, most groups", e.usd_month_most, "all month"),
+        ("cost, schedule month", e.usd_month_schedule, "the window's groups, else the fewest"),
+    ]
+    rows += [(k, f"${v:,.2f}/month ({why})") for k, v, why in money if v is not None]
+    return rows

@@ -1,0 +1,165 @@
+"""An elastic stack's door (components/manifests/door.py): the gatekeeper out of the group, on
+the system nodes, in front of the leaders' Service; and fixed stacks rendered exactly as before."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from components import manifests
+from components.manifests import door, gatekeeper, scaling
+from infra.plan import sleep
+from infra.plan.render import rendered_objects
+from infra.plan.sizing import plan
+from infra.plan.stackfile import load_stack
+from infra.plan.wiring import SYSTEM_LABELS, server_spec
+from tests.fakes import k8s_schemas
+
+FIXED = Path(__file__).resolve().parents[1] / "fixtures" / "dev-render-fixed.txt"
+
+
+def _digest(obj: dict[str, Any]) -> str:
+    return hashlib.sha256(json.dumps(obj, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def _prod() -> tuple[Any, Any, list[dict[str, Any]]]:
+    cfg = load_stack("prod")
+    p = plan(cfg, "prod")
+    return cfg, p, rendered_objects(cfg, p)
+
+
+def _named(objects: list[dict[str, Any]], kind: str, name: str) -> dict[str, Any]:
+    (found,) = [o for o in objects if o["kind"] == kind and o["metadata"]["name"] == name]
+    return found
+
+
+def test_dev_renders_the_objects_it_rendered_before_the_door() -> None:
+    cfg = load_stack("dev")
+    objects = rendered_objects(cfg, plan(cfg, "dev"))
+    seen = [f"{o['kind']}/{o['metadata']['name']} {_digest(o)}" for o in objects]
+    expected = [line for line in FIXED.read_text().splitlines() if not line.startswith("#")]
+    assert seen == expected
+
+
+def test_prod_is_elastic_and_its_objects_pass_the_real_schemas() -> None:
+    cfg, _, objects = _prod()
+    assert cfg.elastic
+    kinds = {(o["kind"], o["metadata"]["name"]) for o in objects}
+    assert {("Deployment", "gemma-door"), ("Service", "gemma-leaders")} <= kinds
+    for obj in objects:
+        name = f"{obj['kind']}/{obj['metadata']['name']}"
+        if obj["kind"] == "LeaderWorkerSet":
+            assert k8s_schemas.lws_errors(obj) == [], name
+        elif obj["kind"] == "ScaledObject":
+            assert k8s_schemas.scaled_object_errors(obj) == [], name
+        else:
+            assert k8s_schemas.core_errors(obj, cfg.kubernetes_version) == [], name
+
+
+def test_the_load_balancer_selects_the_door_and_the_group_has_no_gatekeeper() -> None:
+    _, _, objects = _prod()
+    endpoint = _named(objects, "Service", "gemma")
+    assert endpoint["spec"]["selector"] == door.selector(server_spec(*_prod()[:2]))
+    lws = _named(objects, "LeaderWorkerSet", "gemma-vllm")
+    leader = lws["spec"]["leaderWorkerTemplate"]["leaderTemplate"]["spec"]
+    assert [c["name"] for c in leader["containers"]] == ["vllm"]
+    assert "--host=0.0.0.0" in leader["containers"][0]["args"]
+    # The kubelet asks vLLM itself: no gatekeeper beside it to ask.
+    assert leader["containers"][0]["readinessProbe"]["httpGet"]["port"] == 8000
+
+
+def test_the_door_runs_on_the_system_nodes_and_rolls_with_its_config() -> None:
+    _, _, objects = _prod()
+    deployment = _named(objects, "Deployment", "gemma-door")
+    template = deployment["spec"]["template"]
+    assert template["spec"]["nodeSelector"] == SYSTEM_LABELS
+    assert [c["name"] for c in template["spec"]["containers"]] == [gatekeeper.CONTAINER]
+    assert deployment["spec"]["strategy"]["rollingUpdate"]["maxUnavailable"] == 0
+    files = _named(objects, "ConfigMap", "gemma-gatekeeper")["data"]
+    assert template["metadata"]["annotations"][gatekeeper.CONFIG_ANNOTATION] == (
+        gatekeeper.config_digest(files)
+    )
+
+
+def test_the_doors_config_reaches_the_leaders_service_and_answers_asleep() -> None:
+    cfg, p, objects = _prod()
+    files = _named(objects, "ConfigMap", "gemma-gatekeeper")["data"]
+    conf, script = files[gatekeeper.CONFIG_FILE], files[gatekeeper.SCRIPT_FILE]
+    assert "server gemma-leaders.gemma-graviton.svc.cluster.local:8000;" in conf
+    assert "server 127.0.0.1:" not in conf
+    assert "error_page 502 =503 /.gatekeeper/asleep;" in conf
+    assert "location = /wake" in conf
+    wake = sleep.door_asleep(cfg, p).wake_seconds
+    assert f'"wakeSeconds": {wake}' in script
+    assert "keepAwake(r);\n    r.internalRedirect(" in script
+
+
+def test_per_client_limits_stay_per_client_and_grammar_is_one_per_group() -> None:
+    cfg, p, _ = _prod()
+    spec = server_spec(cfg, p)
+    at_door = door.limits(spec)
+    assert at_door.client_concurrent_requests == spec.limits.client_concurrent_requests
+    assert at_door.client_requests_per_minute == spec.limits.client_requests_per_minute
+    assert at_door.client_connections == spec.limits.client_connections
+    assert at_door.schema_concurrency == spec.limits.schema_concurrency * cfg.max_groups
+
+
+def test_vllm_admits_the_door_the_collector_and_keda_only() -> None:
+    cfg, p, objects = _prod()
+    spec = server_spec(cfg, p)
+    policy = _named(objects, "NetworkPolicy", "gemma-group")
+    ingress = policy["spec"]["ingress"]
+    open_rules = [rule for rule in ingress if "from" not in rule]
+    assert open_rules == []  # nothing from anywhere
+    (to_vllm,) = [r for r in ingress if r.get("ports")]
+    assert to_vllm["ports"] == [{"port": spec.port, "protocol": "TCP"}]
+    peers = to_vllm["from"]
+    assert {"podSelector": {"matchLabels": door.selector(spec)}} in peers
+    assert scaling.keda_peer() in peers
+    # The door's own policy: its listener open (the NLB filters), its wake port KEDA's only.
+    door_policy = _named(objects, "NetworkPolicy", "gemma-door")["spec"]["ingress"]
+    assert door_policy[0] == {"ports": [{"port": gatekeeper.PORT, "protocol": "TCP"}]}
+    assert door_policy[1]["ports"] == [{"port": gatekeeper.METRICS_PORT, "protocol": "TCP"}]
+
+
+def test_keda_reads_the_queue_from_vllms_port_behind_a_door() -> None:
+    cfg, p, _ = _prod()
+    spec = server_spec(cfg, p)
+    service = scaling.metrics_service(spec)
+    assert service["spec"]["ports"][0]["targetPort"] == spec.port
+
+
+def test_the_wake_trigger_joins_the_scaled_object_and_fits_its_schema() -> None:
+    from infra.plan.wiring import scaler_spec
+
+    cfg, p, _ = _prod()
+    spec = server_spec(cfg, p)
+    trigger = door.wake_trigger(spec)
+    assert trigger["metadata"]["url"] == (
+        "http://gemma-door-wake.gemma-graviton.svc.cluster.local:9090/wake"
+    )
+    scaled = scaling.scaled_object(spec, scaler_spec(cfg, p), [trigger])
+    assert scaled["spec"]["triggers"][-1] == trigger
+    errors = getattr(k8s_schemas, "scaled_object_errors", None)
+    if errors is None:
+        pytest.skip("the KEDA ScaledObject schema check is not in this tree yet")
+    assert errors(scaled) == []
+
+
+def test_the_rendered_scaled_object_wakes_on_the_doors_flag() -> None:
+    cfg, p, objects = _prod()
+    (scaled,) = [o for o in objects if o["kind"] == "ScaledObject"]
+    assert scaled["spec"]["triggers"][-1] == door.wake_trigger(server_spec(cfg, p))
+
+
+def test_a_fixed_stack_has_no_door() -> None:
+    cfg = load_stack("dev")
+    spec = server_spec(cfg, plan(cfg, "dev"))
+    assert spec.door is None
+    assert not [o for o in manifests.all_objects(spec) if o["kind"] == "Deployment"]
+    with pytest.raises(ValueError, match="has no door"):
+        door.wake_trigger(spec)

@@ -1,0 +1,255 @@
+"""The elasticity keys and the elastic plan: exact refusals through the CLI (each fix accepted),
+the scaling parameters KEDA gets, and the cost, quota and wake-up figures."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from typing import Any
+
+import pytest
+
+from infra.plan import elastic
+from infra.plan.cli import main
+from infra.plan.config import ConfigError
+from infra.plan.sizing import plan
+from infra.plan.stackfile import load_stack
+
+TODAY = dt.date(2026, 12, 2)
+OFFICE = '{timeZone: Europe/Berlin, days: Mon-Fri, start: "08:00", end: "19:00"}'
+ELASTIC = ["minGroups=0", "maxGroups=3", f"schedule={OFFICE}"]
+NUMBER_END = OFFICE.replace('"19:00"', "1900")
+
+# (--set values on dev, exact message, the values with the message's fix applied).
+REFUSALS = [
+    (
+        ["minGroups=0"],
+        "`maxGroups` is required with `minGroups`; set it to 1",
+        ["minGroups=0", "maxGroups=1"],
+    ),
+    (
+        ["maxGroups=3"],
+        "`minGroups` is required with `maxGroups`; set it to 0 (no group while nothing asks) or 1",
+        ["maxGroups=3", "minGroups=0"],
+    ),
+    (
+        ["minGroups=1", "maxGroups=1"],
+        "`maxGroups` 1 is not above `minGroups` 1, so the group count is fixed; set it to 2, or "
+        "use `replicas: 1` without elasticity keys",
+        ["minGroups=1", "maxGroups=2"],
+    ),
+    (
+        ["minGroups=0", "maxGroups=2", "replicas=2"],
+        "`replicas` fixes the number of groups, but `maxGroups` and `minGroups` make it follow "
+        "the queue; remove `replicas`, or remove the elasticity keys",
+        ["minGroups=0", "maxGroups=2"],
+    ),
+    (
+        ["queuePerGroup=4"],
+        "`minGroups` is required with `queuePerGroup`; set it to 0 (no group while nothing asks) "
+        "or 1",
+        ["queuePerGroup=4", "minGroups=0", "maxGroups=1"],
+    ),
+    (
+        ["minGroups=0", "maxGroups=2", f"schedule={OFFICE.replace('Berlin', 'Berln')}"],
+        "`schedule.timeZone` 'Europe/Berln' is not an IANA time zone name; use Europe/Berlin",
+        ["minGroups=0", "maxGroups=2", f"schedule={OFFICE}"],
+    ),
+    (
+        ["minGroups=0", "maxGroups=2", f"schedule={OFFICE.replace('Mon-Fri', 'Fri-Mon')}"],
+        "`schedule.days` 'Fri-Mon' is not a list of days (Mon to Sun, ranges forward); write "
+        "them as Mon-Fri or Mon,Wed,Fri",
+        ["minGroups=0", "maxGroups=2", f"schedule={OFFICE}"],
+    ),
+    (
+        ["minGroups=0", "maxGroups=2", f"schedule={NUMBER_END}"],
+        "`schedule.end` '1900' is not a time of day as HH:MM; write it as \"19:00\"",
+        ["minGroups=0", "maxGroups=2", f"schedule={OFFICE}"],
+    ),
+    (
+        ["minGroups=0", "maxGroups=2", f"schedule={OFFICE.replace('19:00', '07:00')}"],
+        "`schedule.end` 07:00 is not after `schedule.start` 08:00 (a window ends the day it "
+        'starts); use an end such as "23:59"',
+        ["minGroups=0", "maxGroups=2", f"schedule={OFFICE.replace('19:00', '23:59')}"],
+    ),
+    (
+        ["minGroups=0", "maxGroups=2", f"schedule={OFFICE[:-1]}, groupsInside: 3}}"],
+        "`schedule.groupsInside` 3 is above `maxGroups` 2; use 2 or fewer, or raise `maxGroups`",
+        ["minGroups=0", "maxGroups=2", f"schedule={OFFICE[:-1]}, groupsInside: 2}}"],
+    ),
+    (
+        ["minGroups=1", "maxGroups=2", f"schedule={OFFICE[:-1]}, groupsInside: 1}}"],
+        "`schedule.groupsInside` 1 is not above `minGroups` 1, so the window holds nothing more "
+        "than the rest of the week; use 2, or remove `schedule`",
+        ["minGroups=1", "maxGroups=2", f"schedule={OFFICE[:-1]}, groupsInside: 2}}"],
+    ),
+    (
+        ["minGroups=0", "maxGroups=2", f"schedule={OFFICE[:-1]}, groupsOutside: 1}}"],
+        "`schedule.groupsOutside` 1 differs from `minGroups` 0: outside the window the floor is "
+        "`minGroups`; set it to 0, or leave it out",
+        ["minGroups=0", "maxGroups=2", f"schedule={OFFICE[:-1]}, groupsOutside: 0}}"],
+    ),
+    (
+        ["minGroups=0", "maxGroups=2", f"schedule={OFFICE[:-1]}, weekend: true}}"],
+        "`schedule.weekend` is not a field of the schedule; remove it (timeZone, days, start, "
+        "end, groupsInside, groupsOutside)",
+        ["minGroups=0", "maxGroups=2", f"schedule={OFFICE}"],
+    ),
+    (
+        [*ELASTIC, "vcpuQuota=60"],
+        "`maxGroups` 3 groups need 84 vCPUs (6 x m7g.2xlarge with 4 surge nodes, and the system "
+        "nodes), above `vcpuQuota` 60; use `maxGroups: 1`, or ask AWS to raise quota L-1216C47A "
+        "to 84",
+        [*ELASTIC[:1], "maxGroups=1", "vcpuQuota=60"],
+    ),
+]
+
+
+def _argv(values: list[str]) -> list[str]:
+    return ["--stack", "dev", *(a for v in values for a in ("--set", v))]
+
+
+@pytest.mark.parametrize(("values", "message", "fixed"), REFUSALS, ids=lambda v: str(v)[:40])
+def test_bad_elasticity_keys_name_key_rule_and_an_accepted_fix(
+    values: list[str], message: str, fixed: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(_argv(values), today=TODAY) == 2
+    assert capsys.readouterr().err.strip() == f"error: {message}"
+    assert main([*_argv(fixed), "--brief"], today=TODAY) == 0, capsys.readouterr().err
+
+
+def _elastic(**overrides: Any) -> tuple[Any, Any, elastic.ElasticPlan]:
+    values = {
+        "minGroups": 0,
+        "maxGroups": 3,
+        "schedule": {"timeZone": "Europe/Berlin", "start": "08:00", "end": "19:00"},
+        **overrides,
+    }
+    cfg = load_stack("dev", values, TODAY)
+    p = plan(cfg, "dev")
+    e = elastic.elastic_plan(cfg, p, TODAY)
+    assert e is not None
+    return cfg, p, e
+
+
+def test_a_time_read_as_a_number_is_refused() -> None:
+    schedule = {"timeZone": "Europe/Berlin", "start": 480, "end": "19:00"}
+    with pytest.raises(ConfigError) as refused:
+        load_stack("dev", {"minGroups": 0, "maxGroups": 2, "schedule": schedule}, TODAY)
+    assert str(refused.value) == (
+        "`schedule.start` 480 was read as a number, not a time of day; quote it as HH:MM, such "
+        'as "08:00"'
+    )
+
+
+def test_a_fixed_stack_has_no_elastic_figures() -> None:
+    cfg = load_stack("dev", today=TODAY)
+    assert not cfg.elastic
+    assert elastic.elastic_plan(cfg, plan(cfg, "dev"), TODAY) is None
+
+
+def test_the_plan_is_sized_for_the_most_groups() -> None:
+    _, p, e = _elastic()
+    assert (p.replicas, p.nodes) == (3, 3 * p.stages)
+    assert e.model_nodes_max == p.nodes + 2 + p.rollout.surge_nodes
+
+
+def test_scaling_parameters_follow_the_plan() -> None:
+    _, p, e = _elastic()
+    s = e.scaling
+    assert (s.min_groups, s.max_groups, s.nodes_per_group) == (0, 3, p.stages)
+    # auto: the full-length requests one group's KV cache holds at once.
+    assert s.queue_per_group == int(p.max_concurrency) >= 1
+    # A group is never dropped within one start-up.
+    assert s.down_window_s >= s.cold_start_s and s.cooldown_s == s.down_window_s
+    assert s.down_window_s % 60 == 0 and s.down_window_s >= 300
+    assert s.tolerance == 0.1 and s.up_window_s < s.down_window_s
+    assert s.schedule is not None and s.schedule.cron() == (
+        "0 8 * * 1,2,3,4,5",
+        "0 19 * * 1,2,3,4,5",
+    )
+    _, _, fixed_queue = _elastic(queuePerGroup=2)
+    assert fixed_queue.scaling.queue_per_group == 2
+
+
+def test_weekend_days_map_to_cron_sunday_zero() -> None:
+    _, _, e = _elastic(
+        schedule={"timeZone": "UTC", "days": "Sat-Sun", "start": "10:00", "end": "12:30"}
+    )
+    assert e.scaling.schedule is not None
+    assert e.scaling.schedule.cron() == ("0 10 * * 6,0", "30 12 * * 6,0")
+    assert e.scaling.schedule.hours_a_week == 5
+
+
+def test_wake_up_from_zero_uses_the_cold_start_model() -> None:
+    _, p, e = _elastic()
+    # Without the volume the wake-up downloads the checkpoint: the plan's own cold start, plus a
+    # node and the image.
+    assert e.wake_without_volume_s == pytest.approx(
+        p.cold_start_seconds + elastic.NODE_READY_SECONDS + 7 * 1024**3 / 140e6, abs=1
+    )
+    assert e.wake_with_volume_s < e.wake_without_volume_s
+    assert e.scaling.cold_start_s == e.wake_without_volume_s  # dev: modelCache none
+    _, _, with_volume = _elastic(modelCache="volume")
+    assert with_volume.scaling.cold_start_s == with_volume.wake_with_volume_s
+
+
+def test_costs_rise_from_fewest_to_schedule_to_most() -> None:
+    _, _, e = _elastic()
+    assert e.usd_month_fewest is not None and e.usd_month_most is not None
+    assert e.usd_month_schedule is not None
+    assert e.usd_month_fewest < e.usd_month_schedule < e.usd_month_most
+    # The schedule's month is the fewest plus one group's share of 55 of 168 hours.
+    cfg, p, _ = _elastic()
+    one = elastic.month_usd(cfg, p, 1, TODAY)
+    assert one is not None and e.usd_month_fewest < one < e.usd_month_most
+    share = (one - e.usd_month_fewest) * 55 / 168
+    assert e.usd_month_schedule == pytest.approx(e.usd_month_fewest + share, abs=0.02)
+
+
+def test_system_group_holds_the_system_pods_and_survives_a_drain() -> None:
+    cfg, _, e = _elastic()
+    assert e.system.instance_type == "m7g.large" and e.system.nodes >= 2
+    names = " ".join(e.system.pods)
+    for pod in ("coredns", "lws-controller", "keda-operator", "cluster-autoscaler", "door"):
+        assert pod in names
+    assert "ebs-csi-controller" not in names  # dev has no volumes
+    volumes = elastic.system_group(cfg.model_copy(update={"model_cache": "volume"}))
+    assert volumes.millicpu > e.system.millicpu
+
+
+def test_quota_at_the_most_counts_surge_and_system_nodes() -> None:
+    _, p, e = _elastic()
+    # A node replacement's 2 surge nodes and a rollout's surge group's.
+    assert e.vcpus_at_most == (p.nodes + 2 + p.rollout.surge_nodes) * 8 + e.system.nodes * 2
+    assert p.rollout.surge_nodes == 2
+    cfg, p, _ = _elastic()
+    elastic.check_quota(cfg.model_copy(update={"vcpu_quota": e.vcpus_at_most}), p)
+    with pytest.raises(ConfigError) as refused:
+        elastic.check_quota(cfg.model_copy(update={"vcpu_quota": e.vcpus_at_most - 1}), p)
+    assert refused.value.key == "maxGroups" and "use `maxGroups: 2`" in str(refused.value)
+
+
+def test_prod_ships_elastic_and_dev_fixed(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["--stack", "prod", "--json"], today=TODAY) == 0
+    data = json.loads(capsys.readouterr().out)
+    scaling = data["elastic"]["scaling"]
+    assert (scaling["min_groups"], scaling["max_groups"]) == (0, 3)
+    assert scaling["schedule"]["groups_inside"] == 1
+    assert scaling["schedule"]["groups_outside"] == 0
+    assert main(["--stack", "dev", "--json"], today=TODAY) == 0
+    assert json.loads(capsys.readouterr().out)["elastic"] is None
+
+
+def test_the_table_shows_the_elastic_rows(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["--stack", "prod"], today=TODAY) == 0
+    out = capsys.readouterr().out
+    for row in (
+        "cost, fewest groups",
+        "cost, most groups",
+        "cost, schedule month",
+        "vcpu quota at most",
+        "wake-up from zero",
+        "system nodes",
+    ):
+        assert row in out

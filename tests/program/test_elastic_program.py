@@ -1,0 +1,156 @@
+"""The elastic stack under the recording mocks: KEDA's ScaledObject on the LeaderWorkerSet with the
+queue and office-hours triggers, the Cluster Autoscaler and the system node group with their IAM,
+the model node group from 0 to the planned most; and a fixed stack exactly as before."""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from components.autoscaling import (
+    AUTOSCALER_CHART_VERSION,
+    AUTOSCALER_REPO,
+    KEDA_CHART_VERSION,
+    KEDA_REPO,
+)
+from infra.plan import elastic
+from infra.plan.render import rendered_objects
+from infra.plan.sizing import plan
+from infra.plan.stackfile import load_stack
+from tests.fakes.pulumi_mocks import RecordingMocks, by_type, named, one
+from tests.program.harness import OWN_VALUES, run_program
+
+NODE_GROUP = "eks:index:ManagedNodeGroup"
+CHART = "kubernetes:helm.sh/v4:Chart"
+SCALED_OBJECT = "kubernetes:keda.sh/v1alpha1:ScaledObject"
+LWS = "kubernetes:leaderworkerset.x-k8s.io/v1:LeaderWorkerSet"
+#: dev's resources (type, name) as the program created them before elasticity existed (commit
+#: e8d8407), recorded under these mocks, and the digest of its rendered objects then. A change
+#: meant for every stack (issue 26's drain and PDB) records them again.
+FIXED = Path(__file__).resolve().parents[1] / "fixtures" / "dev-resources-fixed.json"
+SCHEDULE = {"timeZone": "Europe/Berlin", "start": "08:00", "end": "19:00", "groupsInside": 1}
+
+
+def _run_elastic(mocks: RecordingMocks) -> Any:
+    overrides = {"minGroups": 0, "maxGroups": 3, "schedule": SCHEDULE}
+    run_program(mocks, "dev", overrides)
+    cfg = load_stack("dev", {**OWN_VALUES["dev"], **overrides})
+    return cfg, plan(cfg, "dev")
+
+
+@pytest.mark.usefixtures("as_pulumi_host")
+def test_scaled_object_targets_the_lws_with_queue_and_cron(mocks: RecordingMocks) -> None:
+    cfg, p = _run_elastic(mocks)
+    lws = one(mocks.records, LWS)
+    scaled = one(mocks.records, SCALED_OBJECT)
+    spec = scaled.inputs["spec"]
+    assert spec["scaleTargetRef"] == {
+        "apiVersion": "leaderworkerset.x-k8s.io/v1",
+        "kind": "LeaderWorkerSet",
+        "name": lws.inputs["metadata"]["name"],
+    }, scaled.urn
+    assert (spec["minReplicaCount"], spec["maxReplicaCount"]) == (0, 3)
+    assert [t["type"] for t in spec["triggers"]] == ["metrics-api", "cron", "metrics-api"]
+    assert spec["triggers"][2]["name"] == "door-wake"  # the door's wake flag
+    assert spec["triggers"][1]["metadata"]["timezone"] == "Europe/Berlin"
+    assert "replicas" not in lws.inputs["spec"], lws.urn
+    params = elastic.scaling_parameters(cfg, p)
+    assert spec["cooldownPeriod"] == params.down_window_s >= params.cold_start_s
+
+
+@pytest.mark.usefixtures("as_pulumi_host")
+def test_charts_are_pinned_and_the_autoscaler_has_its_own_role(mocks: RecordingMocks) -> None:
+    _run_elastic(mocks)
+    keda = named(mocks.records, CHART, "scale-keda")
+    assert keda.inputs["version"] == KEDA_CHART_VERSION
+    assert keda.inputs["repositoryOpts"]["repo"] == KEDA_REPO
+    assert keda.inputs["values"]["rbac"]["scaledRefKinds"] == [
+        {"apiGroup": "leaderworkerset.x-k8s.io", "kind": "leaderworkersets"}
+    ]
+    assert keda.inputs["values"]["nodeSelector"] == {"gemma-graviton.dev/pool": "system"}
+    autoscaler = named(mocks.records, CHART, "scale-cluster-autoscaler")
+    assert autoscaler.inputs["version"] == AUTOSCALER_CHART_VERSION
+    assert autoscaler.inputs["repositoryOpts"]["repo"] == AUTOSCALER_REPO
+    role = named(mocks.records, "aws:iam/role:Role", "scale-autoscaler-role")
+    trust = json.loads(role.inputs["assumeRolePolicy"])
+    condition = trust["Statement"][0]["Condition"]["StringEquals"]
+    assert "system:serviceaccount:kube-system:cluster-autoscaler" in condition.values()
+    policy = named(mocks.records, "aws:iam/rolePolicy:RolePolicy", "scale-autoscaler-policy")
+    assert policy.inputs["role"].startswith("scale-autoscaler-role"), policy.urn
+    actions = json.loads(policy.inputs["policy"])["Statement"][1]["Action"]
+    assert "autoscaling:SetDesiredCapacity" in actions
+    values = autoscaler.inputs["values"]
+    assert values["rbac"]["serviceAccount"]["annotations"]["eks.amazonaws.com/role-arn"]
+    assert values["nodeSelector"] == {"gemma-graviton.dev/pool": "system"}
+
+
+@pytest.mark.usefixtures("as_pulumi_host")
+def test_model_nodes_scale_from_zero_and_system_nodes_stay(mocks: RecordingMocks) -> None:
+    cfg, p = _run_elastic(mocks)
+    model = named(mocks.records, NODE_GROUP, "eks-nodes")
+    assert model.inputs["scalingConfig"] == {
+        "minSize": 0,
+        "desiredSize": 0,
+        "maxSize": p.nodes + 2 + p.rollout.surge_nodes,
+    }, model.urn
+    assert p.nodes == 3 * p.stages
+    assert model.inputs["ignoreScalingChanges"] is True
+    assert model.inputs["taints"] == [
+        {"key": "gemma-graviton.dev/pool", "value": "model", "effect": "NO_SCHEDULE"}
+    ]
+    system = named(mocks.records, NODE_GROUP, "eks-system-nodes")
+    planned = elastic.system_group(cfg)
+    assert system.inputs["instanceTypes"] == [planned.instance_type]
+    size = planned.nodes
+    assert system.inputs["scalingConfig"] == {"minSize": size, "desiredSize": size, "maxSize": size}
+    assert system.inputs["labels"] == {"gemma-graviton.dev/pool": "system"}
+    assert "taints" not in system.inputs
+    # The same node role (policies, IRSA-only pods) and the same launch template (IMDS hop 1).
+    assert system.inputs["nodeRoleArn"] == model.inputs["nodeRoleArn"]
+    assert system.inputs["launchTemplate"]["id"] == model.inputs["launchTemplate"]["id"]
+
+
+@pytest.mark.usefixtures("as_pulumi_host")
+def test_a_fixed_stack_is_unchanged(mocks: RecordingMocks) -> None:
+    run_program(mocks, "dev")
+    before = json.loads(FIXED.read_text())
+    now = sorted([r.type_, r.name] for r in mocks.records)
+    assert now == before["resources"]
+    cfg = load_stack("dev", today=dt.date(2026, 12, 2))
+    rendered = json.dumps(rendered_objects(cfg, plan(cfg, "dev")), sort_keys=True).encode()
+    assert hashlib.sha256(rendered).hexdigest() == before["renderedSha256"]
+    assert not by_type(mocks.records, SCALED_OBJECT)
+    node_group = one(mocks.records, NODE_GROUP)
+    assert "ignoreScalingChanges" not in node_group.inputs
+    assert "taints" not in node_group.inputs
+
+
+@pytest.mark.usefixtures("as_pulumi_host")
+def test_the_door_is_created_apart_from_the_group_and_rolls_with_the_key(
+    mocks: RecordingMocks,
+) -> None:
+    _run_elastic(mocks)
+    (deployment,) = [
+        d
+        for d in by_type(mocks.records, "kubernetes:apps/v1:Deployment")
+        if d.inputs["metadata"]["name"] == "gemma-door"
+    ]
+    template = deployment.inputs["spec"]["template"]
+    assert template["spec"]["nodeSelector"] == {"gemma-graviton.dev/pool": "system"}
+    annotations = template["metadata"]["annotations"]
+    assert len(annotations["gemma-graviton.dev/api-key-fingerprint"]) == 16, deployment.urn
+    services = {
+        s.inputs["metadata"]["name"]: s.inputs["spec"]
+        for s in by_type(mocks.records, "kubernetes:core/v1:Service")
+    }
+    assert services["gemma"]["selector"]["app.kubernetes.io/component"] == "door"
+    assert services["gemma-leaders"]["type"] == "ClusterIP"
+    lws = one(mocks.records, LWS)
+    leader = lws.inputs["spec"]["leaderWorkerTemplate"]["leaderTemplate"]
+    assert [c["name"] for c in leader["spec"]["containers"]] == ["vllm"], lws.urn
+    assert "gemma-graviton.dev/api-key-fingerprint" in leader["metadata"]["annotations"]

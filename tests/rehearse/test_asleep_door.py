@@ -1,0 +1,92 @@
+"""The door of an elastic stack while no group runs, run by a real nginx with the generated
+config: asleep answers and the wake flag, then 200 once an upstream answers behind the same port
+(the rehearsal runs the same rows against real vLLM)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from contextlib import contextmanager
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from threading import Thread
+
+import pytest
+
+from components.manifests.asleep import Asleep
+from infra.rehearse import asleep_checks, gate
+from tests.rehearse.test_gate import LIMITS
+
+KEY = "k" * 32
+
+
+class _Serving(BaseHTTPRequestHandler):
+    """A serving group as the door sees it: /health and a chat answer, nothing else."""
+
+    def log_message(self, format: str, *args: object) -> None:
+        """Quiet."""
+
+    def _send(self, status: int, payload: object) -> None:
+        data = json.dumps(payload).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def do_GET(self) -> None:
+        self._send(200 if self.path == "/health" else 404, {})
+
+    def do_POST(self) -> None:
+        self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        ok = self.path == "/v1/chat/completions"
+        self._send(200 if ok else 404, {"choices": [{"message": {"content": "hi"}}]})
+
+
+@contextmanager
+def serving() -> Iterator[int]:
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _Serving)
+    thread = Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+    thread.start()
+    try:
+        yield server.server_address[1]
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+@pytest.mark.skipif(not gate.nginx_ready(), reason=gate.INSTALL_HINT)
+def test_asleep_door_answers_503_with_retry_after_wakes_and_serves_once_a_group_is_back(
+    tmp_path: Path,
+) -> None:
+    sleeper = asleep_checks.Sleeper(LIMITS, asleep_checks.rehearsal_asleep(431), KEY, "m")
+    with serving() as port:
+        checks = asleep_checks.door_sleep_checks(
+            gate.find_nginx(), sleeper, port, tmp_path, lambda _line: None
+        )
+    assert [c.name for c in checks] == [
+        "asleep: model request",
+        "asleep: /health",
+        "wake signal",
+        "awake: upstream back",
+    ]
+    assert all(c.ok for c in checks), [c.observed for c in checks if not c.ok]
+    assert "Retry-After 431" in checks[0].observed
+    # The asleep answers are marked in the access log (the 5xx alarm leaves them out).
+    entries = [json.loads(line) for line in (tmp_path / "run" / "access.log").read_text().split()]
+    asleep = [e for e in entries if e["asleep"] == 1]
+    assert {e["status"] for e in asleep} == {503}
+    assert all(e["asleep"] == 0 for e in entries if e["status"] != 503)
+
+
+@pytest.mark.skipif(not gate.nginx_ready(), reason=gate.INSTALL_HINT)
+def test_a_wake_flag_that_does_not_fall_fails_its_row(tmp_path: Path) -> None:
+    """A door whose flag outlasts the row: the row that expects it to fall says so."""
+    sleeper = asleep_checks.Sleeper(LIMITS, Asleep(wake_seconds=60, signal_seconds=600), KEY, "m")
+    with serving() as port:
+        checks = asleep_checks.door_sleep_checks(
+            gate.find_nginx(), sleeper, port, tmp_path, lambda _line: None
+        )
+    signal = next(c for c in checks if c.name == "wake signal")
+    assert not signal.ok
+    assert signal.observed == "0, 0, 1, 1"
