@@ -59,6 +59,7 @@ from infra.plan.sizing import Plan, plan
 from infra.plan.wiring import gatekeeper_limits, server_spec
 from infra.rehearse import gate
 from infra.rehearse.checks import Check
+from infra.rehearse.prefill_probe import cpu_seconds
 from infra.rehearse.ranks import RankFailure, RankGroup, free_port, loopback_ports, rank_launches
 from infra.rehearse.tiny import (
     checkpoint_bytes,
@@ -90,6 +91,12 @@ class Outcome:
     status: int | None
     seconds: float
     text: str
+    #: CPU seconds the ranks' processes used while the prompt ran (how much of their two cores
+    #: they got).
+    cpu_s: float = 0.0
+
+    def said(self) -> str:
+        return f"{self.status} after {self.seconds:.1f} s ({self.cpu_s:.1f} CPU-s on the ranks)"
 
 
 def widened_bytes(measured_gflops_per_core: float, stages: int) -> int:
@@ -184,6 +191,7 @@ def _run_once(
             prompt = tiny_plan.max_model_len - 8
             raised = _prioritise(group)
             progress(f"step timeout {timeout} s: a {prompt}-token prompt through the gatekeeper")
+            cpu = sum(cpu_seconds(p.pgid) for p in group.processes)
             outcome = _ask(
                 f"http://127.0.0.1:{front}/v1/completions",
                 key,
@@ -191,7 +199,9 @@ def _run_once(
                 prompt,
                 float(tiny_plan.front_door.reply_timeout_seconds),
             )
+            cpu = sum(cpu_seconds(p.pgid) for p in group.processes) - cpu
             log = group.processes[0].log_text()
+    outcome = Outcome(outcome.status, outcome.seconds, outcome.text, cpu)
     return outcome, _DEADLINE.search(log) is not None, raised
 
 
@@ -242,13 +252,13 @@ def timeout_checks(
         Check(
             "step timeout: derived",
             f"{timeout} s ({why}): a {tiny_plan.max_model_len}-token prompt gets 200",
-            f"{full.status} after {full.seconds:.1f} s" + _priority(full_raised),
+            full.said() + _priority(full_raised),
             full.status == 200 and not full_died,
         ),
         Check(
             "step timeout: half",
             f"{half_s} s: the engine dies, the gatekeeper answers 503",
-            f"{half.status} after {half.seconds:.1f} s; engine died: "
+            f"{half.said()}; engine died: "
             + ("yes" if half_died else "no")
             + _priority(half_raised),
             half.status == 503 and half_died,
