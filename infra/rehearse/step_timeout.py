@@ -31,9 +31,10 @@ That holds only if the real step is the modelled one, on a machine shared with o
 - the rate is the probe's GFLOP per CPU-second (`prefill_probe.figures`), not per wall-clock
   second, which on 2026-12-02 varied 3.6x with the machine's load (load 1.8 vs 23) while the
   per-CPU-second rate moved 1.3x (8.5 vs 6.7);
-- while the prompt runs, the ranks' processes run at `ROW_NICE` (root only; the row says when it
-  could not), so each rank gets close to a whole core of CPU seconds however busy the machine is.
-  Only for the prompt: the group starts at normal priority.
+- while the prompt runs, the ranks run at `ROW_NICE`, their scheduling groups included
+  (`_prioritise`; root only, the row says when it could not), so each rank gets close to a whole
+  core of CPU seconds however busy the machine is. Only for the prompt: the group starts at
+  normal priority.
 
 The tiny model is widened (`tiny_model` `target_bytes`) so that a step takes seconds at the
 measured rate: a step shorter than the planner's floor (`liveness.MIN_STALL_S`) would leave half
@@ -141,10 +142,20 @@ def _ask(url: str, key: str, model: str, tokens: int, wait_s: float) -> Outcome:
 
 
 def _prioritise(group: RankGroup) -> bool:
-    """Raise every thread of every rank to `ROW_NICE` (`PRIO_PGRP` reaches all threads of the
-    rank's process group); whether that was allowed."""
+    """Raise every rank to `ROW_NICE`; whether that was allowed.
+
+    Each rank leads its own session, so with the kernel's autogroup scheduling
+    (/proc/sys/kernel/sched_autogroup_enabled, on for this runner) it is its own scheduling
+    group and competes with every other session as one: its threads' niceness alone weighs
+    them only against each other (sched(7), "The autogroup feature"). So the rank's autogroup
+    is raised (/proc/PID/autogroup), and its threads too (`PRIO_PGRP` reaches every thread of
+    the process group) for a kernel without autogroups.
+    """
     try:
         for process in group.processes:
+            autogroup = Path(f"/proc/{process.pgid}/autogroup")
+            if autogroup.exists():
+                autogroup.write_text(str(ROW_NICE))
             os.setpriority(os.PRIO_PGRP, process.pgid, ROW_NICE)
     except OSError:
         return False
