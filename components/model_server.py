@@ -32,6 +32,9 @@ class ModelServerArgs:
     volume_names: Mapping[str, pulumi.Input[str]] = field(default_factory=dict)
     #: API key clients must send; `None` generates one that stays stable across updates.
     api_key: pulumi.Input[str] | None = None
+    #: The one-time Job that writes an int8 or int4 checkpoint to the weights volumes before the
+    #: group exists (`components.manifests.quantize`); None: the group downloads its weights.
+    quantize: manifests.QuantizeSpec | None = None
     #: The node group. The group's pods need it, and on destroy the Service (whose NLB and
     #: security-group rules the cloud controller removes) and the group (whose volume claims the
     #: CSI controller on those nodes releases) must be gone before the nodes are.
@@ -105,7 +108,8 @@ class ModelServer(pulumi.ComponentResource):
             )
             for obj in manifests.model_claims(spec)
         ]
-        group = self._group(name, args, in_ns, [*secrets, config, *claims], api_key)
+        made = self._quantize(name, args, in_ns, [secrets[0], *claims])
+        group = self._group(name, args, in_ns, [*secrets, config, *claims, *made], api_key)
 
         svc_obj = manifests.service(spec)
         svc = k8s.core.v1.Service(
@@ -133,6 +137,48 @@ class ModelServer(pulumi.ComponentResource):
                 "namespace": self.namespace,
             }
         )
+
+    def _quantize(
+        self,
+        name: str,
+        args: ModelServerArgs,
+        in_ns: pulumi.Output[str],
+        needs: list[pulumi.Resource],
+    ) -> list[pulumi.Resource]:
+        """The quantize Job and its code, after the token and the claims it writes to; the
+        group waits for the Job, which Pulumi awaits until Complete. The Job's name is a hash
+        of its inputs: the same inputs are the same object, so a second `pulumi up` leaves it
+        be, and new inputs replace it (a Job's template cannot change in place)."""
+        objects = manifests.quantize_objects(args.spec, args.quantize)
+        if not objects:
+            return []
+        priority, code, job = objects
+        child = pulumi.ResourceOptions(parent=self)
+        config = k8s.core.v1.ConfigMap(
+            f"{name}-quantize-code", metadata=_meta(code, in_ns), data=code["data"], opts=child
+        )
+        # Lets the Job's pod preempt a group that still holds the nodes (a weights change).
+        preempts = k8s.scheduling.v1.PriorityClass(
+            f"{name}-quantize-priority",
+            metadata=priority["metadata"],
+            value=priority["value"],
+            preemption_policy=priority["preemptionPolicy"],
+            global_default=priority["globalDefault"],
+            description=priority["description"],
+            opts=child,
+        )
+        return [
+            k8s.batch.v1.Job(
+                f"{name}-quantize",
+                metadata=_meta(job, in_ns),
+                spec=job["spec"],
+                # The pod names the token's Secret, the claims, the ConfigMap and the priority
+                # class; its nodes must exist. No data flows from these.
+                opts=pulumi.ResourceOptions(
+                    parent=self, depends_on=[*needs, config, preempts, *_nodes(args)]
+                ),
+            )
+        ]
 
     @staticmethod
     def _api_key(

@@ -108,6 +108,7 @@ server = ModelServer(
         storage=volumes,
         volume_names=volumes.volume_names if volumes is not None else {},
         nodes=cluster.node_group,
+        quantize=wiring.quantize_spec(cfg, plan),
     ),
     opts=on_cluster,
 )

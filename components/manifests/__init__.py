@@ -14,7 +14,8 @@ One module per object, re-exported here as `manifests.X`:
 - `gatekeeper`: the front door, nginx in each leader pod: its config, container and key snippet;
 - `access`: the namespace, the Secrets, the gatekeeper's ConfigMap, the leaders-only Service and
   the NetworkPolicy;
-- `gate`: the Job that waits until the LeaderWorkerSet webhooks admit objects.
+- `gate`: the Job that waits until the LeaderWorkerSet webhooks admit objects;
+- `quantize`: the one-time Job that writes an int8 or int4 checkpoint to the weights volumes.
 
 A new object gets its own module beside these, is re-exported below, and joins `all_objects` in
 apply order.
@@ -44,6 +45,7 @@ from components.manifests.lws import (
     storage_class,
 )
 from components.manifests.probes import ProbeSpec, engine_timeout_env, probe_command
+from components.manifests.quantize import QuantizeSpec, quantize_objects
 from components.manifests.spec import (
     API_KEY_KEY,
     CACHE_MOUNT,
@@ -74,6 +76,7 @@ __all__ = [
     "EngineSpec",
     "Manifest",
     "ProbeSpec",
+    "QuantizeSpec",
     "ServerSpec",
     "all_objects",
     "aws_tags_annotation",
@@ -88,6 +91,7 @@ __all__ = [
     "namespace",
     "network_policy",
     "probe_command",
+    "quantize_objects",
     "rank_pods",
     "secret",
     "service",
@@ -96,14 +100,17 @@ __all__ = [
 ]
 
 
-def all_objects(spec: ServerSpec) -> list[Manifest]:
+def all_objects(spec: ServerSpec, quantize: QuantizeSpec | None = None) -> list[Manifest]:
     """Every object of the model server but its two Secrets, in apply order. The Secrets
-    (`secret`) need the real values: the program creates them; `--render` says how to."""
+    (`secret`) need the real values: the program creates them; `--render` says how to. A stack
+    that makes its own checkpoint gets the quantize Job (`quantize`) between the claims it
+    writes to and the group that loads from them."""
     return [
         namespace(spec),
         gatekeeper_config(spec),
         network_policy(spec),
         *model_claims(spec),
+        *quantize_objects(spec, quantize),
         leader_worker_set(spec),
         service(spec),
     ]

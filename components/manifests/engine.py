@@ -56,10 +56,16 @@ def engine_args(spec: EngineSpec, role: Literal["leader", "worker"]) -> list[str
         f"--served-model-name={spec.served_model_name}",
         f"--pipeline-parallel-size={spec.pipeline_stages}",
         "--tensor-parallel-size=1",
-        f"--nnodes={spec.nnodes}",
-        f"--node-rank={spec.node_rank}",
-        f"--master-addr={spec.master_addr}",
-        f"--master-port={spec.master_port}",
+    ]
+    if spec.pipeline_stages > 1:
+        # One rank is a single-node engine: no group to form, no leader address to resolve.
+        args += [
+            f"--nnodes={spec.nnodes}",
+            f"--node-rank={spec.node_rank}",
+            f"--master-addr={spec.master_addr}",
+            f"--master-port={spec.master_port}",
+        ]
+    args += [
         f"--kv-cache-memory-bytes={spec.kv_cache_bytes}",
         f"--max-model-len={spec.max_model_len}",
         f"--max-num-batched-tokens={spec.max_num_batched_tokens}",

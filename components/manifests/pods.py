@@ -75,6 +75,29 @@ print(f"read {total / 2**30:.1f} GiB through the page cache in {time.time() - st
       flush=True)
 PY
 """
+# A checkpoint the quantize Job wrote (`components.manifests.quantize`) is not downloaded: its
+# marker must be there (the Job writes it last), then every file is read once, as above.
+_READ_PRODUCED = """
+set -eu
+python3 - <<'PY'
+import os, sys, time
+from pathlib import Path
+
+target, marker = Path(os.environ["MODEL_DIR"]), os.environ["CHECKPOINT_MARKER"]
+if not (target / marker).is_file():
+    sys.exit(f"{target}/{marker} is missing: the quantize Job has not written this volume's "
+             "checkpoint; see its log (kubectl logs job/<name> in the model's namespace)")
+start, total = time.time(), 0
+for path in sorted(p for p in target.rglob("*") if p.is_file()):
+    with open(path, "rb") as handle:
+        while chunk := handle.read(64 << 20):
+            total += len(chunk)
+print(f"read {total / 2**30:.1f} GiB through the page cache in {time.time() - start:.0f} s",
+      flush=True)
+PY
+"""
+#: The marker the quantize Job writes last into each volume (`components.manifests.quantize`).
+CHECKPOINT_MARKER = "quantized.json"
 #: Download attempts before the init container gives up (back-off 15 s doubling, at most 300 s:
 #: about 12 minutes of retrying in all).
 DOWNLOAD_ATTEMPTS = 6
@@ -148,15 +171,21 @@ def _mounts(spec: ServerSpec, engine: bool) -> list[dict[str, Any]]:
 
 
 def _prefetch_container(spec: ServerSpec) -> dict[str, Any]:
+    repo, revision = spec.download_repo
+    env = [
+        {"name": "MODEL_REPO", "value": repo},
+        {"name": "MODEL_DIR", "value": spec.model_dir},
+        {"name": "MODEL_REVISION", "value": revision or ""},
+    ]
+    if spec.produced_checkpoint:
+        env.append({"name": "CHECKPOINT_MARKER", "value": CHECKPOINT_MARKER})
     return {
         "name": "prefetch-weights",
         "image": spec.image,
         "imagePullPolicy": "IfNotPresent",
-        "command": ["/bin/sh", "-c", _PREFETCH],
+        "command": ["/bin/sh", "-c", _READ_PRODUCED if spec.produced_checkpoint else _PREFETCH],
         "env": [
-            {"name": "MODEL_REPO", "value": spec.model},
-            {"name": "MODEL_DIR", "value": spec.model_dir},
-            {"name": "MODEL_REVISION", "value": spec.model_revision or ""},
+            *env,
             {"name": "DOWNLOAD_ATTEMPTS", "value": str(DOWNLOAD_ATTEMPTS)},
             {"name": "HF_TOKEN_PATH", "value": f"{HF_TOKEN_MOUNT}/{HF_TOKEN_KEY}"},
             {"name": "HOME", "value": CACHE_MOUNT},

@@ -80,6 +80,15 @@ class ServerSpec:
     chat_page: bool = False
     #: Largest log-probability count vLLM serves (the gatekeeper refuses more first).
     max_logprobs: int = 0
+    #: Weight format served (bf16, int8, int4); vLLM reads an int8 or int4 checkpoint's
+    #: compressed-tensors config from the checkpoint itself.
+    weights: str = "bf16"
+    #: A compressed-tensors checkpoint the ranks download instead of `model` (`weightsSource`
+    #: naming one), and its commit.
+    checkpoint_repo: str | None = None
+    checkpoint_revision: str | None = None
+    #: The quantize Job writes the checkpoint to every rank's volume: the ranks only check it.
+    produced_checkpoint: bool = False
 
     @property
     def lws_name(self) -> str:
@@ -99,11 +108,24 @@ class ServerSpec:
 
     @property
     def model_dir(self) -> str:
-        return f"{MODELS_MOUNT}/{self.model}"
+        """Where the ranks find the weights they load: `model`'s, a named checkpoint's, or the
+        one the quantize Job made (beside where the bf16 would go, named by its format)."""
+        if self.produced_checkpoint:
+            return f"{MODELS_MOUNT}/{self.model}-{self.weights}"
+        return f"{MODELS_MOUNT}/{self.checkpoint_repo or self.model}"
+
+    @property
+    def download_repo(self) -> tuple[str, str | None]:
+        """The repository and commit a rank (or vLLM itself) downloads."""
+        if self.checkpoint_repo is not None:
+            return self.checkpoint_repo, self.checkpoint_revision
+        return self.model, self.model_revision
 
     def engine(self) -> EngineSpec:
+        local = self.weight_prefetch or self.produced_checkpoint
+        repo, revision = self.download_repo
         return EngineSpec(
-            model=self.model_dir if self.weight_prefetch else self.model,
+            model=self.model_dir if local else repo,
             served_model_name=self.model,
             pipeline_stages=self.stages,
             kv_cache_bytes=self.kv_cache_bytes,
@@ -117,7 +139,7 @@ class ServerSpec:
             max_reply_tokens=self.max_reply_tokens,
             max_logprobs=self.max_logprobs,
             # A prefetched directory is already that commit; vLLM downloading itself needs it.
-            revision=None if self.weight_prefetch else self.model_revision,
+            revision=None if local else revision,
         )
 
 

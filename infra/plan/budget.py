@@ -98,7 +98,7 @@ def rank_plans(
         else:
             # The engine downloads and reads the whole checkpoint itself: its page cache fills
             # the container up to the limit, and the guard sees only what loading left behind.
-            left = free - profile.checkpoint_bytes / GIB
+            left = free - profile.download_bytes / GIB
             guard = min(free, max(left, PAGE_CACHE_GUARD_FLOOR_GIB))
         plans.append(
             RankPlan(

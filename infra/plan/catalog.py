@@ -15,6 +15,8 @@ import datetime as dt
 import re
 from dataclasses import dataclass
 
+from infra.plan import weights
+
 GIB = 1024**3
 MIB = 1024**2
 
@@ -302,6 +304,9 @@ class ModelProfile:
     #: this 12B split in two (~11-12.5 GiB of weights per pod, 8 to 8.7 GiB overhead).
     overhead_base_gib: float = 5.2
     overhead_per_weight_gib: float = 0.28
+    #: The format the decoder's linear layers are served in (`infra.plan.weights`);
+    #: `checkpoint_bytes` is always the published bf16 checkpoint's.
+    weights: str = "bf16"
 
     def is_full_attention(self, layer: int) -> bool:
         """Whether layer `layer` (0-based) is a full-attention layer."""
@@ -316,9 +321,26 @@ class ModelProfile:
         return self.vocab_size * self.hidden_size * self.dtype_bytes
 
     @property
+    def layer_params(self) -> float:
+        """Average parameters of one decoder layer: the bf16 checkpoint less its embeddings and
+        encoders (nearly all of it linear; norms are under 0.01%)."""
+        decoder = self.checkpoint_bytes - self.embedding_bytes - self.non_text_bytes
+        return decoder / self.layers / self.dtype_bytes
+
+    @property
     def layer_bytes(self) -> float:
-        """Average bytes of one decoder layer: what is left after embeddings and encoders."""
-        return (self.checkpoint_bytes - self.embedding_bytes - self.non_text_bytes) / self.layers
+        """Average bytes of one decoder layer in memory, in the served weight format."""
+        return self.layer_params * weights.weight_format(self.weights).resident_bytes
+
+    @property
+    def download_bytes(self) -> int:
+        """Bytes of the checkpoint the ranks load: the published one for bf16; for int8 and
+        int4 the decoder in the format's file size, embeddings and encoders in bf16."""
+        if self.weights == "bf16":
+            return self.checkpoint_bytes
+        per_param = weights.weight_format(self.weights).disk_bytes
+        decoder = self.layers * self.layer_params * per_param
+        return int(decoder + self.embedding_bytes + self.non_text_bytes)
 
 
 MODELS: dict[str, ModelProfile] = {
@@ -362,6 +384,10 @@ NODE_OS_DISK_GIB = 8
 #: old one is still on disk (kubelet's image garbage collection removes an image only once no
 #: container uses it, and only above its disk threshold).
 IMAGES_ON_NODE_DURING_UPGRADE = 2
+
+#: gp3 throughput of the per-rank weights volumes in MiB/s: the first start writes the checkpoint,
+#: every start reads it (and the quantize Job writes and hashes it there).
+WEIGHTS_VOLUME_MIBPS = 250
 
 #: Cold-start phases after the download, as measured for the 12B on m7g.2xlarge: loading the
 #: weights into memory, and vLLM's warm-up (compile and profile) before /health turns 200.

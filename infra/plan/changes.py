@@ -10,7 +10,9 @@ Three kinds, from how the program wires each key:
   pipeline, so LWS recreates the group on each, and the endpoint answers nothing from the first
   drain until the last group has cold-started. Chosen over tags that never reach the instances.
 - group restart: the key changes the ranks' pod template (engine flags, image, model, the
-  gatekeeper's config digest or the API key's fingerprint); LWS recreates the group once.
+  gatekeeper's config digest or the API key's fingerprint); LWS recreates the group once. A new
+  `weights` or `weightsSource` also runs a new quantize Job first (minutes, `make plan` shows
+  them) when the stack makes its own checkpoint, and may change the number of nodes.
 - nothing running: security groups, IAM, alarms and access entries change in place;
 - rebuild: the network itself changes, so everything is created again.
 """
@@ -55,6 +57,8 @@ GROUP_KEYS = (
     "downloadMBps",
     "modelProfile",
     "apiKey",
+    "weights",
+    "weightsSource",
 )
 REBUILD_KEYS = ("region", "vpcCidr", "controlPlaneZone")
 IDLE_KEYS = (

@@ -28,12 +28,14 @@ from infra.plan import (
     readiness,
     support,
     verdict,
+    weights,
 )
 from infra.plan.config import ConfigError, StackConfig
 from infra.plan.economics import Economics, economics
 from infra.plan.frontdoor import FrontDoorPlan
 from infra.plan.sizing import Plan
 from infra.plan.stackfile import add_stack_arguments, load_stack, parse_overrides, read_stack
+from infra.plan.weights import FORMATS
 
 
 class _OneLineParser(argparse.ArgumentParser):
@@ -66,6 +68,12 @@ def _parser() -> argparse.ArgumentParser:
         help="what --compare's types must serve (default: what the stack's own plan serves)",
     )
     parser.add_argument(
+        "--formats",
+        metavar="bf16,int8,int4",
+        default=",".join(FORMATS),
+        help="the weight formats --compare plans each type in (default: all, side by side)",
+    )
+    parser.add_argument(
         "--render",
         metavar="DIR",
         type=Path,
@@ -82,8 +90,7 @@ def _economics_rows(p: Plan, e: Economics) -> list[tuple[str, str]]:
     rows = [
         (
             "decode, 1 stream",
-            f"{s.one.aggregate_tokens_per_s:.2f} tokens/s (calibrated on the field report's "
-            "measured 4.0)",
+            f"{s.one.aggregate_tokens_per_s:.2f} tokens/s ({weights.decode_source(p.weights)})",
         ),
         (
             "decode, full load",
@@ -152,6 +159,8 @@ def format_table(
         ("node allocatable", f"{p.node_allocatable_gib:.2f} GiB"),
         ("pod memory", f"{p.pod_memory_gib:g} GiB request = limit"),
         ("pod cpu", f"{p.pod_cpu} cores request = limit"),
+        ("weights", weights.describe(p.weights)),
+        ("checkpoint", _checkpoint(p)),
         ("weights per stage", f"{per_stage} GiB"),
         ("runtime overhead", f"{p.overhead_gib_per_pod:.2f} GiB per pod (largest rank)"),
         ("weight prefetch", "on (init container)" if p.weight_prefetch else "off"),
@@ -210,6 +219,21 @@ def format_table(
         lines.append("warnings:")
         lines.extend(f"  - {warning}" for warning in warnings)
     return "\n".join(lines)
+
+
+def _checkpoint(p: Plan) -> str:
+    """What every rank loads and where it comes from."""
+    size = f"{p.download_gib:.2f} GiB"
+    if p.weights == "bf16":
+        return f"{size}, downloaded from the hub (`model` at its revision)"
+    if p.weights_source != "quantize":
+        return f"{size} (modelled), downloaded from {p.weights_source} (`weightsSource`)"
+    job = p.quantize
+    assert job is not None  # a produced checkpoint always has its Job
+    return (
+        f"{size} (modelled), written once to the weights volumes by the quantize Job "
+        f"(~{job.modelled_seconds} s modelled, deadline {job.deadline_seconds} s)"
+    )
 
 
 def _revision(cfg: StackConfig) -> str:
@@ -280,14 +304,27 @@ def _user_keys(stack: str, overrides: dict[str, object]) -> list[str]:
 
 def _compare(args: argparse.Namespace, cfg: StackConfig, today: dt.date) -> int:
     need = compare.parse_need(args.need, compare.default_need(cfg, args.stack))
-    result = compare.compare(cfg, need, args.stack, today)
+    result = compare.compare(cfg, need, args.stack, today, _formats(args.formats))
     if args.json:
         data = {"stack": args.stack, "instance_type": cfg.instance_type} | result.to_json()
         print(json.dumps(data, indent=2))
     else:
         print(format_comparison_header(args.stack, cfg.region))
-        print(compare.format_comparison(result, cfg.instance_type))
+        print(compare.format_comparison(result, (cfg.instance_type, cfg.weights)))
     return 0
+
+
+def _formats(text: str) -> tuple[str, ...]:
+    """`--formats`: a comma-separated subset of the weight formats, or all of them."""
+    names = tuple(dict.fromkeys(n.strip() for n in text.split(",") if n.strip()))
+    unknown = [n for n in names if n not in FORMATS]
+    if unknown or not names:
+        raise ConfigError(
+            "--formats",
+            f"{unknown[0] if unknown else text!r} is not a weight format",
+            f"list some of {', '.join(FORMATS)}, such as --formats bf16,int8",
+        )
+    return names
 
 
 def format_comparison_header(stack: str, region: str) -> str:
@@ -339,6 +376,7 @@ def main(argv: Sequence[str] | None = None, today: dt.date | None = None) -> int
         data["cheaper"] = buy if buy and buy.startswith("cheaper:") else None
         data["verdict"] = verdict.verdict_json(result, econ, first or buy, warnings)
         data["placeholders"] = [p.key for p in placeholders.find(cfg)]
+        data["quality"] = weights.weight_format(result.weights).quality
         print(json.dumps(data, indent=2))
         return 0
     notice = placeholders.notice(cfg)

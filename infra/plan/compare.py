@@ -1,8 +1,11 @@
-"""`--compare`: every catalogue type planned for a stack's model, ranked by dollars per million
-output tokens among those that meet a need, with the ones that cannot start and why.
+"""`--compare`: every catalogue type planned for a stack's model, in each weight format asked
+for, ranked by dollars per million output tokens among those that meet a need, with the ones that
+cannot start and why.
 
-Each candidate is the stack with only `instanceType` changed and its sizes (pod memory, stages,
-KV budget, batch tokens) left to the planner, so every type is planned at its best.
+Each candidate is the stack with only `instanceType` (and `weights`) changed and its sizes (pod
+memory, stages, KV budget, batch tokens) left to the planner, so every type is planned at its
+best. A quantized candidate's quality is unmeasured here, and says so; the plan's own advice
+(`infra.plan.advice`) compares types in the stack's own format only.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ from infra.plan import catalog, prefill, throughput
 from infra.plan.config import ConfigError, StackConfig
 from infra.plan.economics import Economics, economics
 from infra.plan.sizing import Plan, plan
+from infra.plan.weights import QUALITY_UNMEASURED, weight_format
 
 #: Keys whose value follows from the node size; candidates leave them to the planner.
 SIZE_FIELDS = ("pod_memory_gib", "pipeline_stages", "kv_cache_bytes", "max_num_batched_tokens")
@@ -68,6 +72,8 @@ class Candidate:
     """One type: its plan and economics, or why it cannot start; and whether it meets the need."""
 
     instance_type: str
+    #: The weight format planned (`weights`).
+    weights: str
     plan: Plan | None
     econ: Economics | None
     refusal: str | None
@@ -81,6 +87,8 @@ class Candidate:
     def to_json(self) -> dict[str, object]:
         data: dict[str, object] = {
             "instance_type": self.instance_type,
+            "weights": self.weights,
+            "quality": weight_format(self.weights).quality,
             "starts": self.plan is not None,
             "meets_need": self.meets,
             "refusal": self.refusal,
@@ -126,9 +134,15 @@ class Comparison:
         }
 
 
-def candidate_config(cfg: StackConfig, instance_type: str, need: Need) -> StackConfig:
-    """The stack on `instance_type`, node-size keys back to auto, the context cap at the need."""
+def candidate_config(
+    cfg: StackConfig, instance_type: str, need: Need, weights: str | None = None
+) -> StackConfig:
+    """The stack on `instance_type` (in `weights`, default the stack's), node-size keys back to
+    auto, the context cap at the need. A quantized format the stack does not name a checkpoint
+    for is produced (`weightsSource: quantize`)."""
     update: dict[str, object] = {"instance_type": instance_type}
+    if weights is not None and weights != cfg.weights:
+        update |= {"weights": weights, "weights_source": "quantize"}
     update |= {name: "auto" for name in SIZE_FIELDS}
     if cfg.max_model_len == "auto":
         update["max_context_cap"] = max(cfg.max_context_cap, need.context)
@@ -139,7 +153,9 @@ def _per_stream(cfg: StackConfig, p: Plan, sequences: int) -> float:
     profile = cfg.profile()
     instance = catalog.INSTANCE_TYPES[p.instance_type]
     loads = throughput.stage_loads(profile, [(r.sliding_layers, r.full_layers) for r in p.ranks])
-    _, mid, _ = prefill.nodes(instance.generation, instance.decode_gbps_per_vcpu, p.pod_cpu)
+    _, mid, _ = prefill.nodes(
+        instance.generation, instance.decode_gbps_per_vcpu, p.pod_cpu, profile.weights
+    )
     point = throughput.decode_point(
         profile, loads, mid.bandwidth, mid.flops, sequences, p.max_model_len
     )
@@ -147,14 +163,21 @@ def _per_stream(cfg: StackConfig, p: Plan, sequences: int) -> float:
 
 
 def evaluate(
-    cfg: StackConfig, instance_type: str, need: Need, stack: str, today: dt.date
+    cfg: StackConfig,
+    instance_type: str,
+    need: Need,
+    stack: str,
+    today: dt.date,
+    weights: str | None = None,
 ) -> Candidate:
-    """Plan one type for the stack and judge it against the need."""
-    candidate = candidate_config(cfg, instance_type, need)
+    """Plan one type for the stack (in `weights`, default the stack's) and judge it against the
+    need."""
+    candidate = candidate_config(cfg, instance_type, need, weights)
+    fmt = candidate.weights
     try:
         p = plan(candidate, stack)
     except ConfigError as error:
-        return Candidate(instance_type, None, None, f"`{error.key}` {error.rule}", None, None)
+        return Candidate(instance_type, fmt, None, None, f"`{error.key}` {error.rule}", None, None)
     econ = economics(candidate, p, today)
     decode = _per_stream(candidate, p, need.concurrency)
     shortfall = None
@@ -170,7 +193,7 @@ def evaluate(
         )
     elif econ.usd_per_million_full is None:
         shortfall = "no price in the catalogue"
-    return Candidate(instance_type, p, econ, None, shortfall, round(decode, 3))
+    return Candidate(instance_type, fmt, p, econ, None, shortfall, round(decode, 3))
 
 
 def default_need(cfg: StackConfig, stack: str) -> Need:
@@ -184,12 +207,28 @@ def default_need(cfg: StackConfig, stack: str) -> Need:
     return Need(p.max_model_len, max(1, math.floor(p.max_concurrency)))
 
 
-def compare(cfg: StackConfig, need: Need, stack: str, today: dt.date) -> Comparison:
-    """Every catalogue type for the stack: ranked, short of the need, or refused."""
-    candidates = [evaluate(cfg, name, need, stack, today) for name in catalog.INSTANCE_TYPES]
+def compare(
+    cfg: StackConfig,
+    need: Need,
+    stack: str,
+    today: dt.date,
+    formats: tuple[str, ...] | None = None,
+) -> Comparison:
+    """Every catalogue type for the stack in each of `formats` (default: the stack's own):
+    ranked, short of the need, or refused."""
+    candidates = [
+        evaluate(cfg, name, need, stack, today, fmt)
+        for fmt in formats or (cfg.weights,)
+        for name in catalog.INSTANCE_TYPES
+    ]
     ranked = sorted(
         (c for c in candidates if c.meets),
-        key=lambda c: (c.econ.usd_per_million_full, c.econ.costs.usd_per_month, c.instance_type),  # type: ignore[union-attr]
+        key=lambda c: (
+            c.econ.usd_per_million_full,  # type: ignore[union-attr]
+            c.econ.costs.usd_per_month,  # type: ignore[union-attr]
+            c.instance_type,
+            c.weights,
+        ),
     )
     short = [c for c in candidates if c.plan is not None and not c.meets]
     refused = [c for c in candidates if c.plan is None]
@@ -209,40 +248,43 @@ def cheapest_that_starts(cfg: StackConfig, stack: str, today: dt.date) -> Candid
     return best
 
 
-def format_comparison(result: Comparison, current: str) -> str:
+def format_comparison(result: Comparison, current: tuple[str, str]) -> str:
     """The human view: the ranking, then the types that miss the need, then those that cannot
     start, one line each."""
     header = (
-        f"{'':2}{'type':<12} {'nodes':>5} {'$/month':>9} {'context':>8} {'conc':>6} "
-        f"{'tok/s 1':>8} {'tok/s full':>10} {'$/Mtok full':>11} {'$/Mtok 1':>9} {'ttft max':>9}"
+        f"{'':2}{'type':<12} {'weights':<7} {'nodes':>5} {'$/month':>9} {'context':>8} {'conc':>6} "
+        f"{'tok/s 1':>8} {'tok/s full':>10} {'$/Mtok full':>11} {'$/Mtok 1':>9} {'ttft max':>9} "
+        "quality"
     )
     lines = [
         f"need: {result.need.describe()}; ranked by $ per million output tokens at full load "
-        "(on-demand list prices; decode calibrated, arithmetic and prefill modelled)",
+        "(on-demand list prices; bf16 decode calibrated, int8 and int4 decode, arithmetic and "
+        f"prefill modelled; int8 and int4 quality {QUALITY_UNMEASURED})",
         "",
         header,
     ]
     for i, c in enumerate(result.ranked, 1):
         p, e = c.plan, c.econ
         assert p is not None and e is not None  # ranked candidates always have both
-        mark = "*" if c.instance_type == current else " "
+        mark = "*" if (c.instance_type, c.weights) == current else " "
         lines.append(
-            f"{i:>2}{mark}{c.instance_type:<11} {p.nodes:>5} {e.costs.usd_per_month:>9.2f} "
+            f"{i:>2}{mark}{c.instance_type:<11} {c.weights:<7} {p.nodes:>5} "
+            f"{e.costs.usd_per_month:>9.2f} "
             f"{p.max_model_len:>8,} {p.max_concurrency:>5.2f}x "
             f"{e.served.one.aggregate_tokens_per_s:>8.2f} "
             f"{e.served.planned.aggregate_tokens_per_s:>10.2f} "
             f"{e.usd_per_million_full:>11.2f} {e.usd_per_million_one:>9.2f} "
-            f"{e.served.ttft_max_len_s:>8.0f}s"
+            f"{e.served.ttft_max_len_s:>8.0f}s {weight_format(c.weights).quality}"
         )
     if result.short:
         lines += ["", "start but miss the need:"]
-        lines += [f"  {c.instance_type:<12} {c.shortfall}" for c in result.short]
+        lines += [f"  {c.instance_type:<12} {c.weights:<7} {c.shortfall}" for c in result.short]
     if result.refused:
         lines += ["", "cannot start:"]
-        lines += [f"  {c.instance_type:<12} {c.refusal}" for c in result.refused]
+        lines += [f"  {c.instance_type:<12} {c.weights:<7} {c.refusal}" for c in result.refused]
     lines += [
         "",
-        "* the stack's type. tok/s: aggregate decode at 1 stream and at the planned concurrency; "
-        "ttft max: modelled prefill of a max-length prompt.",
+        "* the stack's type and format. tok/s: aggregate decode at 1 stream and at the planned "
+        "concurrency; ttft max: modelled prefill of a max-length prompt.",
     ]
     return "\n".join(lines)

@@ -16,6 +16,7 @@ import ipaddress
 import json
 import re
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Annotated, Any, Literal
 
 from pydantic import (
@@ -290,6 +291,33 @@ class StackConfig(BaseModel):
             ),
         ),
     ] = "auto"
+    weights: Annotated[
+        Literal["bf16", "int8", "int4"],
+        Field(
+            description="Weight format the group serves: bf16 (the checkpoint as published); "
+            "int8 (compressed-tensors W8A8: int8 per-channel weights, int8 activations scaled "
+            "per token at run time); int4 (W4A8: int4 weights in groups of 128, int8 "
+            "activations). Embeddings, the output head and the vision and audio encoders stay "
+            "bf16. Quality of int8 and int4 is unmeasured here (docs/weights.md).",
+            json_schema_extra=_fix("use bf16, int8 or int4"),
+        ),
+    ] = "bf16"
+    weights_source: Annotated[
+        str,
+        Field(
+            alias="weightsSource",
+            pattern=r"^(quantize|[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*"
+            r"@[0-9a-f]{40})$",
+            description="Where an int8 or int4 checkpoint comes from: quantize (a one-time "
+            "Job quantizes `model` at its pinned revision and writes the checkpoint to the "
+            "weights volumes) or <hub repository>@<40-hex commit> of a compressed-tensors "
+            "checkpoint in that format, which every rank downloads.",
+            json_schema_extra=_fix(
+                "use quantize, or a compressed-tensors checkpoint as "
+                "owner/name@<40-character commit SHA>"
+            ),
+        ),
+    ] = "quantize"
     download_mbps: Annotated[
         float,
         Field(
@@ -673,6 +701,7 @@ class StackConfig(BaseModel):
                 "use a range such as 10.42.0.0/16",
             )
         self._check_front_door()
+        self._check_weights()
         if self.model_profile is None and self.model not in catalog.MODELS:
             known = ", ".join(sorted(catalog.MODELS))
             raise ConfigError(
@@ -681,6 +710,17 @@ class StackConfig(BaseModel):
                 "choose one of those, or describe the model in `modelProfile`",
             )
         return self
+
+    def _check_weights(self) -> None:
+        """A named checkpoint is a quantized one: the bf16 weights are `model` itself."""
+        if self.weights == "bf16" and self.weights_source != "quantize":
+            raise ConfigError(
+                "weightsSource",
+                f"names {self.weights_source}, but `weights` is bf16, whose checkpoint is "
+                "`model` at `modelRevision`",
+                "set `weights` to the checkpoint's format (int8 or int4), or set "
+                "`weightsSource` to quantize",
+            )
 
     def _check_front_door(self) -> None:
         """An internet-facing endpoint uses TLS: the API key must not cross the internet in
@@ -726,17 +766,38 @@ class StackConfig(BaseModel):
         return self.profile().revision
 
     @property
+    def quantize_job(self) -> bool:
+        """The stack produces its own int8 or int4 checkpoint (the quantize Job)."""
+        return self.weights != "bf16" and self.weights_source == "quantize"
+
+    @property
+    def model_cache_planned(self) -> str:
+        """Where the weights live: the stack's `modelCache`, except that a checkpoint the
+        quantize Job produces lives on the per-rank volumes (the Job writes it there once)."""
+        return "volume" if self.quantize_job else self.model_cache
+
+    @property
+    def weights_repo(self) -> tuple[str, str | None]:
+        """The repository and commit every rank loads: the named checkpoint's, else `model`'s
+        (for a produced checkpoint, what the Job quantizes)."""
+        if self.weights_source != "quantize":
+            repo, _, commit = self.weights_source.partition("@")
+            return repo, commit
+        return self.model, self.revision
+
+    @property
     def kubernetes(self) -> prices.EksVersion | None:
         """The pinned Kubernetes version's EKS support window (None: not in the catalogue)."""
         return prices.EKS_VERSIONS.get(self.kubernetes_version)
 
     def profile(self) -> catalog.ModelProfile:
-        """The model's layout: the stack's own description, else the catalogue's."""
+        """The model's layout in the served weight format: the stack's own description, else
+        the catalogue's."""
         if self.model_profile is not None:
             return catalog.ModelProfile(
-                name=self.model, **self.model_profile.model_dump(by_alias=False)
+                name=self.model, weights=self.weights, **self.model_profile.model_dump()
             )
-        return catalog.MODELS[self.model]
+        return replace(catalog.MODELS[self.model], weights=self.weights)
 
 
 def _alias_of(loc: tuple[int | str, ...]) -> str:

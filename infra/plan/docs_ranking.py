@@ -27,10 +27,14 @@ END = "<!-- /ranking -->"
 
 
 def comparison(stack: str = "dev") -> dict[str, object]:
-    """`python -m infra.plan --stack STACK --compare --json`, run as of `prices.READ_ON`."""
+    """`python -m infra.plan --stack STACK --compare --json --formats bf16`, run as of
+    `prices.READ_ON`."""
     out = io.StringIO()
     with contextlib.redirect_stdout(out):
-        code = cli.main(["--stack", stack, "--compare", "--json"], today=prices.READ_ON)
+        # The stack's own format: the page ranks node sizes; docs/weights.md compares formats.
+        code = cli.main(
+            ["--stack", stack, "--compare", "--json", "--formats", "bf16"], today=prices.READ_ON
+        )
     if code != 0:
         raise SystemExit(code)
     return json.loads(out.getvalue())

@@ -78,7 +78,7 @@ def economics(cfg: StackConfig, p: Plan, today: dt.date | None = None) -> Econom
             node_disk_gib=p.node_disk_gib,
             model_cache=p.model_cache,
             model_volume_gib=p.model_volume_gib,
-            checkpoint_bytes=profile.checkpoint_bytes,
+            checkpoint_bytes=profile.download_bytes,
             aggregate_tokens_per_s=full,
             monitoring=cfg.monitoring,
         ),

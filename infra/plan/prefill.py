@@ -33,6 +33,7 @@ from dataclasses import dataclass
 
 from infra.plan import catalog
 from infra.plan.catalog import ModelProfile
+from infra.plan.weights import weight_format
 
 
 @dataclass(frozen=True)
@@ -61,18 +62,22 @@ def stage_work(profile: ModelProfile, layers: list[tuple[int, int]]) -> list[Sta
     for rank, (sliding, full) in enumerate(layers):
         layer_bytes = (sliding + full) * profile.layer_bytes
         read = layer_bytes + (profile.embedding_bytes if rank == len(layers) - 1 else 0)
-        work.append(StageWork(layer_bytes / profile.dtype_bytes, read, sliding, full))
+        work.append(StageWork((sliding + full) * profile.layer_params, read, sliding, full))
     return work
 
 
-def gflops_range(generation: str) -> tuple[float, float]:
-    """The prefill rate per vCPU of a generation, (slow, fast), GFLOP/s."""
-    return catalog.PREFILL_GFLOPS_PER_VCPU[generation]
+def gflops_range(generation: str, weights: str = "bf16") -> tuple[float, float]:
+    """The prefill rate per vCPU of a generation in a weight format, (slow, fast), GFLOP/s. A
+    quantized format keeps bf16's slow end (`infra.plan.weights.PREFILL_SOURCE`)."""
+    low, high = catalog.PREFILL_GFLOPS_PER_VCPU[generation]
+    return low, high * weight_format(weights).prefill_fast_factor
 
 
-def nodes(generation: str, decode_gbps_per_vcpu: float, cpu: int) -> tuple[Node, Node, Node]:
+def nodes(
+    generation: str, decode_gbps_per_vcpu: float, cpu: int, weights: str = "bf16"
+) -> tuple[Node, Node, Node]:
     """The pod's rate at the slow end, the middle and the fast end of the range."""
-    low, high = gflops_range(generation)
+    low, high = gflops_range(generation, weights)
     bandwidth = decode_gbps_per_vcpu * cpu * 1e9
     return tuple(  # type: ignore[return-value]
         Node(f * cpu * 1e9, bandwidth) for f in (low, (low + high) / 2, high)

@@ -15,7 +15,13 @@ from components import manifests
 from components.manifests import gatekeeper
 from infra.plan.config import StackConfig
 from infra.plan.sizing import Plan
-from infra.plan.wiring import STORAGE_CLASS, STORAGE_THROUGHPUT_MIBPS, server_spec, stack_tags
+from infra.plan.wiring import (
+    STORAGE_CLASS,
+    STORAGE_THROUGHPUT_MIBPS,
+    quantize_spec,
+    server_spec,
+    stack_tags,
+)
 
 SECRETS_NOTE = "SECRETS.txt"
 
@@ -32,7 +38,8 @@ def rendered_objects(cfg: StackConfig, plan: Plan) -> list[manifests.Manifest]:
                 STORAGE_CLASS, STORAGE_THROUGHPUT_MIBPS, stack_tags(cfg, plan.stack)
             )
         )
-    return objects + manifests.all_objects(server_spec(cfg, plan))
+    spec = server_spec(cfg, plan)
+    return objects + manifests.all_objects(spec, quantize_spec(cfg, plan))
 
 
 def secrets_note(cfg: StackConfig, plan: Plan) -> str:

@@ -20,7 +20,7 @@ from __future__ import annotations
 import math
 from dataclasses import asdict, dataclass, replace
 
-from infra.plan import catalog, liveness, prefill
+from infra.plan import catalog, liveness, prefill, quantize
 from infra.plan.budget import (
     BATCHED_TOKEN_CHOICES,
     CPU_DEFAULT_BATCHED_TOKENS_PER_RANK,
@@ -40,6 +40,8 @@ from infra.plan.config import ConfigError, StackConfig
 from infra.plan.frontdoor import FrontDoorPlan, plan_front_door
 from infra.plan.kv_cache import GroupKv, cdiv
 from infra.plan.liveness import Liveness
+from infra.plan.quantize import QuantizeJobPlan, plan_job
+from infra.plan.weights import weight_format
 
 __all__ = [
     "CPU_DEFAULT_BATCHED_TOKENS_PER_RANK",
@@ -85,6 +87,11 @@ class Plan:
     guard_available_gib: float
     weight_prefetch: bool
     model_cache: str
+    #: Weight format served (`infra.plan.weights`), where its checkpoint comes from
+    #: (`weightsSource`) and the GiB every rank loads.
+    weights: str
+    weights_source: str
+    download_gib: float
     kv_cache_bytes: int
     max_num_batched_tokens: int
     max_num_seqs: int
@@ -101,6 +108,8 @@ class Plan:
     warm_restart_seconds: int
     startup_timeout_seconds: int
     vllm_image: str
+    #: The Job that produces an int8 or int4 checkpoint (`weightsSource: quantize`), else None.
+    quantize: QuantizeJobPlan | None
     #: Probe period and threshold, stall bound and client first-byte bound (`infra.plan.liveness`).
     liveness: Liveness
     #: What the gatekeeper in front of vLLM lets through (`infra.plan.frontdoor`).
@@ -201,7 +210,7 @@ def plan(cfg: StackConfig, stack: str = "dev") -> Plan:
     """Plan a stack, or raise `PlanError` saying why it cannot start and what to change."""
     instance = _instance(cfg)
     profile = cfg.profile()
-    budget = node_budget(instance, cfg.model_cache == "volume")
+    budget = node_budget(instance, cfg.model_cache_planned == "volume")
     if budget.cpu < 1:
         raise PlanError(
             "instanceType",
@@ -356,7 +365,10 @@ def _finish(
         tightest_rank=tight.rank,
         guard_available_gib=round_gib(tight.guard_gib),
         weight_prefetch=cfg.weight_prefetch,
-        model_cache=cfg.model_cache,
+        model_cache=cfg.model_cache_planned,
+        weights=cfg.weights,
+        weights_source=cfg.weights_source,
+        download_gib=round_gib(profile.download_bytes / GIB),
         kv_cache_bytes=kv_bytes,
         max_num_batched_tokens=batched,
         max_num_seqs=CPU_DEFAULT_MAX_SEQS_PER_RANK * stages,
@@ -373,6 +385,7 @@ def _finish(
         warm_restart_seconds=int(startup.restart_seconds),
         startup_timeout_seconds=startup.timeout_seconds,
         vllm_image=cfg.vllm_image,
+        quantize=_quantize_job(cfg, profile, budget, pod_gib, stages),
         liveness=live,
         front_door=plan_front_door(cfg, max_len, concurrency, decode, live.first_byte_s),
         reasons=(
@@ -454,7 +467,9 @@ def _prefill_model(
 ) -> liveness.Prefill:
     """The split's prefill work at the slow end of the prefill rate (`infra.plan.prefill`)."""
     work = prefill.stage_work(profile, [(r.sliding_layers, r.full_layers) for r in ranks])
-    slow, _, _ = prefill.nodes(instance.generation, instance.decode_gbps_per_vcpu, cpu)
+    slow, _, _ = prefill.nodes(
+        instance.generation, instance.decode_gbps_per_vcpu, cpu, profile.weights
+    )
     return liveness.Prefill(profile, work, slow)
 
 
@@ -515,22 +530,44 @@ def _decode_tokens_per_s(
     return 1 / decode_seconds
 
 
+def _quantize_job(
+    cfg: StackConfig, profile: ModelProfile, budget: NodeBudget, pod_gib: float, stages: int
+) -> QuantizeJobPlan | None:
+    """The Job that writes a produced checkpoint to every rank's volume, with the pod's memory."""
+    scheme = weight_format(cfg.weights).scheme
+    if not cfg.quantize_job or scheme is None:
+        return None
+    return plan_job(
+        profile,
+        scheme,
+        stages * cfg.replicas,
+        pod_gib,
+        budget.cpu,
+        cfg.download_mbps,
+        catalog.WEIGHTS_VOLUME_MIBPS,
+    )
+
+
 def _startup(cfg: StackConfig, profile: ModelProfile, ranks: tuple[RankPlan, ...]) -> _Startup:
-    checkpoint_gib = profile.checkpoint_bytes / GIB
+    checkpoint_gib = profile.download_bytes / GIB
     volume_gib = math.ceil(checkpoint_gib * (1 + DISK_MARGIN))
     # The OS, an old and a new image during an upgrade, and (without a volume) the weights'
     # emptyDir up to its size limit.
     on_node = (
         catalog.NODE_OS_DISK_GIB + catalog.IMAGES_ON_NODE_DURING_UPGRADE * catalog.IMAGE_DISK_GIB
     )
-    if cfg.model_cache == "none":
+    if cfg.model_cache_planned == "none":
         on_node += volume_gib
+    if cfg.quantize_job:
+        # The quantize Job's scratch space: the bf16 download and the installed quantizer.
+        on_node += quantize.scratch_gib(profile)
     disk = int(10 * math.ceil(on_node * (1 + DISK_MARGIN) / 10))
-    download = profile.checkpoint_bytes / (cfg.download_mbps * 1e6)
+    # A produced checkpoint is on the volume before the group starts (the quantize Job).
+    download = 0 if cfg.quantize_job else profile.download_bytes / (cfg.download_mbps * 1e6)
     load = max(r.weights_gib for r in ranks) * catalog.LOAD_SECONDS_PER_GIB
     warm = load + catalog.WARMUP_SECONDS
     cold = download + warm
-    restart = warm if cfg.model_cache == "volume" else cold
+    restart = warm if cfg.model_cache_planned == "volume" else cold
     startup = max(MIN_STARTUP_SECONDS, math.ceil(2 * cold / 60) * 60)
     return _Startup(disk, volume_gib, cold, restart, startup)
 

@@ -29,7 +29,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from infra.plan import catalog, prefill
+from infra.plan import catalog, prefill, weights
 from infra.plan.catalog import InstanceType, ModelProfile
 
 #: Which parts of the figures are calibrated on measurements and which are modelled.
@@ -92,9 +92,11 @@ def stage_loads(profile: ModelProfile, layers: list[tuple[int, int]]) -> list[St
     loads = []
     for rank, (sliding, full) in enumerate(layers):
         read = (sliding + full) * profile.layer_bytes
+        params = (sliding + full) * profile.layer_params
         if rank == len(layers) - 1:
             read += profile.embedding_bytes
-        loads.append(StageLoad(read, read / profile.dtype_bytes, sliding, full))
+            params += profile.embedding_bytes / profile.dtype_bytes
+        loads.append(StageLoad(read, params, sliding, full))
     return loads
 
 
@@ -151,7 +153,9 @@ def served(
     context, if shorter) that the engine runs at once, as its KV blocks and `max_num_seqs` allow.
     """
     loads = stage_loads(profile, layers)
-    slow, mid, fast = prefill.nodes(instance.generation, instance.decode_gbps_per_vcpu, pod_cpu)
+    slow, mid, fast = prefill.nodes(
+        instance.generation, instance.decode_gbps_per_vcpu, pod_cpu, profile.weights
+    )
     work = prefill.stage_work(profile, layers)
     planned = max(1, math.floor(max_concurrency))
 
@@ -170,7 +174,9 @@ def served(
         ttft_max_len_range_s=(ttft(max_model_len, fast), ttft(max_model_len, slow)),
         ttft_1k_s=ttft(SHORT_PROMPT_TOKENS, mid),
         ttft_1k_range_s=(ttft(SHORT_PROMPT_TOKENS, fast), ttft(SHORT_PROMPT_TOKENS, slow)),
-        prefill_source=catalog.PREFILL_SOURCE,
+        prefill_source=(
+            catalog.PREFILL_SOURCE if profile.weights == "bf16" else weights.PREFILL_SOURCE
+        ),
         node_bandwidth_gbps=round(mid.bandwidth / 1e9, 1),
         node_prefill_gflops=(round(slow.flops / 1e9), round(fast.flops / 1e9)),
     )

@@ -19,6 +19,7 @@ from infra.plan.config import StackConfig
 from infra.plan.economics import Economics
 from infra.plan.sizing import Plan
 from infra.plan.throughput import SHORT_PROMPT_TOKENS
+from infra.plan.weights import INT4_KERNEL_WARNING, QUALITY_UNMEASURED
 
 #: The verdict never grows past this many lines.
 MAX_LINES = 8
@@ -31,9 +32,11 @@ def verdict_lines(p: Plan, e: Economics, advice: str | None, warnings: Sequence[
     full = s.planned.aggregate_tokens_per_s * p.replicas
     lines = [
         f"{p.stack} starts: {p.nodes} x {p.instance_type}, {_count(p.replicas, 'group')} of "
-        f"{_count(p.stages, 'pipeline stage')}, serving {p.model}",
+        f"{_count(p.stages, 'pipeline stage')}, serving {p.model}"
+        + ("" if p.weights == "bf16" else f" in {p.weights} (quality {QUALITY_UNMEASURED})"),
         f"context: {p.max_model_len:,} tokens x {p.max_concurrency:.2f} requests at once",
-        f"decode: {s.one.aggregate_tokens_per_s:.2f} tokens/s for one stream (calibrated)"
+        f"decode: {s.one.aggregate_tokens_per_s:.2f} tokens/s for one stream "
+        + ("(calibrated)" if p.weights == "bf16" else "(modelled)")
         + (
             f", {full:.2f} in all at {streams} streams, {s.planned.per_stream_tokens_per_s:.2f} "
             "each (modelled)"
@@ -74,6 +77,8 @@ def plan_warnings(cfg: StackConfig, e: Economics, changed: str | None, today: dt
     changes the nodes or cost, the support and security warnings the program logs too, and the
     cost model's caveats."""
     found = [changed] if changed else []
+    if cfg.weights == "int4":
+        found.append(INT4_KERNEL_WARNING)
     return [*found, *support.warnings(cfg, today), *e.costs.notes]
 
 

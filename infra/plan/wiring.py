@@ -5,14 +5,17 @@ from __future__ import annotations
 
 import json
 import shlex
+from pathlib import Path
 
 from components import watch
-from components.manifests import ProbeSpec, ServerSpec
+from components.manifests import ProbeSpec, ServerSpec, model_claims
 from components.manifests.gatekeeper import GatekeeperLimits
 from components.manifests.metrics import CollectorSpec
+from components.manifests.quantize import QuantizeSpec
 from infra.plan import catalog
 from infra.plan.config import PROJECT, StackConfig
 from infra.plan.sizing import Plan
+from infra.plan.stackfile import REPO
 
 #: Label of the model node group; the model pods select it.
 NODE_POOL_LABEL = "gemma-graviton.dev/pool"
@@ -24,7 +27,7 @@ SERVER_NAME = "gemma"
 #: Storage class the per-rank weight volumes use (created with the EBS CSI driver).
 STORAGE_CLASS = "gemma-graviton-gp3"
 #: gp3 throughput of those volumes in MiB/s: the first start writes ~24 GB, every start reads it.
-STORAGE_THROUGHPUT_MIBPS = 250
+STORAGE_THROUGHPUT_MIBPS = catalog.WEIGHTS_VOLUME_MIBPS
 
 
 def stack_tags(cfg: StackConfig, stack: str) -> dict[str, str]:
@@ -79,6 +82,45 @@ def server_spec(cfg: StackConfig, plan: Plan) -> ServerSpec:
         aws_tags=stack_tags(cfg, plan.stack),
         model_revision=cfg.revision,
         chat_page=plan.front_door.chat_page,
+        weights=plan.weights,
+        checkpoint_repo=None if cfg.weights_source == "quantize" else cfg.weights_repo[0],
+        checkpoint_revision=None if cfg.weights_source == "quantize" else cfg.weights_repo[1],
+        produced_checkpoint=plan.quantize is not None,
+    )
+
+
+#: What the quantize Job ships of this repository: the quantizer's package, the package root it
+#: imports from, and its pinned requirements.
+QUANTIZER_FILES = ("infra/__init__.py", "infra/quantize/*.py", "requirements-quantize.txt")
+
+
+def quantizer_files(root: Path = REPO) -> dict[str, str]:
+    """The quantizer's source and requirements, relative path -> text."""
+    files = {}
+    for pattern in QUANTIZER_FILES:
+        found = sorted(root.glob(pattern))
+        if not found:
+            raise FileNotFoundError(f"{root / pattern} is missing: the quantize Job ships it")
+        files |= {path.relative_to(root).as_posix(): path.read_text() for path in found}
+    return files
+
+
+def quantize_spec(cfg: StackConfig, plan: Plan) -> QuantizeSpec | None:
+    """The quantize Job of a stack that makes its own checkpoint, writing to every rank's claim."""
+    job = plan.quantize
+    if job is None:
+        return None
+    spec = server_spec(cfg, plan)
+    return QuantizeSpec(
+        scheme=plan.weights,
+        source_repo=cfg.model,
+        source_revision=cfg.revision,
+        claims=tuple(c["metadata"]["name"] for c in model_claims(spec)),
+        files=quantizer_files(),
+        memory_gib=job.memory_gib,
+        cpu=job.cpu,
+        deadline_seconds=job.deadline_seconds,
+        scratch_gib=job.scratch_gib,
     )
 
 

@@ -106,7 +106,7 @@ from infra.rehearse.ranks import (
     termination_unwinds,
 )
 from infra.rehearse.tiny import ensure_tiny_model, plan_tiny, tiny_model_config
-from infra.rehearse.workspace import LOGS_DIR, VENV_DIR, RehearsalError
+from infra.rehearse.workspace import LOGS_DIR, QUANTIZE_VENV_DIR, VENV_DIR, RehearsalError
 
 DEFAULT_TIMEOUT_S = 600.0
 
@@ -124,6 +124,8 @@ class Options:
     #: Sliding layers in the probe's slice (None: `QUICK_SLIDING`, or with `prefill` one period
     #: of the model's pattern).
     prefill_sliding: int | None = None
+    #: Serve the tiny model quantized to int8 and int4 after the bf16 group (`quantized`).
+    quantized: bool = True
 
 
 class Progress:
@@ -243,6 +245,9 @@ def rehearse(options: Options, progress: Progress) -> tuple[list[Check], dict[st
     checks.append(stopped_check(group))
     if not verdict_ok(checks):
         print(log_tails(group.processes), file=sys.stderr)
+    if options.quantized:
+        with _timed(timings, "int8 and int4"):
+            checks += _quantized_rows(options, nginx, vllm, model_dir, progress)
     checks += _prefill_rows(options, python, progress, timings)
     return checks, timings
 
@@ -255,6 +260,30 @@ def probe_sliding(options: Options) -> int | None:
     if options.prefill_sliding is not None:
         return options.prefill_sliding
     return None if options.prefill else QUICK_SLIDING
+
+
+def _quantized_rows(
+    options: Options, nginx: str, vllm: str, model_dir: Path, progress: Progress
+) -> list[Check]:
+    """The tiny model quantized by `infra.quantize` and served at `weights` int8 and int4."""
+    from infra.rehearse.env import ensure_quantize_env
+    from infra.rehearse.quantized import Served, quantized_rows
+
+    python = ensure_quantize_env(QUANTIZE_VENV_DIR, progress)
+    served = Served(
+        stack_values(options.stack, options.overrides),
+        options.stack,
+        nginx,
+        vllm,
+        python,
+        model_dir,
+        options.timeout_s,
+        options.extra_args,
+    )
+    try:
+        return quantized_rows(served, progress)
+    except (RankFailure, RehearsalError, OSError) as error:
+        return [Check("int8 and int4 groups", "served", "could not run", False, str(error))]
 
 
 def _prefill_rows(
@@ -595,6 +624,11 @@ def _parser() -> argparse.ArgumentParser:
         "of one sliding and one full layer",
     )
     parser.add_argument(
+        "--skip-quantized",
+        action="store_true",
+        help="serve only the bf16 group, not the tiny model quantized to int8 and int4",
+    )
+    parser.add_argument(
         "--prefill-sliding",
         type=int,
         default=None,
@@ -633,6 +667,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 faults=args.faults,
                 prefill=args.prefill,
                 prefill_sliding=args.prefill_sliding,
+                quantized=not args.skip_quantized,
             )
             check_input(options)
             if options.faults:

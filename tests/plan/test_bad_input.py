@@ -48,6 +48,11 @@ class Case:
 
 CASES = [
     Case("region typo", {"region": "us-wset-2"}, "region", {"region": "us-west-2"}, "us-west-2"),
+    Case("weights word", {"weights": "fp8"}, "weights", {"weights": "int8"}, "int8"),
+    Case("named checkpoint for bf16", {"weightsSource": "owner/gemma-w8a8@" + "a" * 40},
+         "weightsSource", {"weightsSource": "quantize"}, "quantize"),
+    Case("named checkpoint without a commit", {"weights": "int8", "weightsSource": "owner/g"},
+         "weightsSource", {"weightsSource": "quantize"}, "quantize"),
     Case("unknown key", {"instanceTyp": "r7g.2xlarge"}, "instanceTyp",
          {"instanceTyp": None, "instanceType": "r7g.2xlarge"}, "instanceType"),
     Case("snake case key", {"max_model_len": "2048"}, "max_model_len",

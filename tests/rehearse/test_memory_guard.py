@@ -29,7 +29,8 @@ def test_the_guard_engine_uses_the_lws_builder_for_one_rank() -> None:
     argv = flags(memory_guard.engine_argv(Path("/m"), 1 << 30, 8000, 29000))
     assert argv["<model>"] == "/m"
     assert argv["--pipeline-parallel-size"] == "1"
-    assert argv["--nnodes"] == "1"
+    # One rank is a single-node engine: no group wiring (`components.manifests.engine`).
+    assert "--nnodes" not in argv and "--master-addr" not in argv
     assert argv["--kv-cache-memory-bytes"] == str(1 << 30)
     assert argv["--max-num-batched-tokens"] == "2048"
     assert "--headless" not in argv

@@ -91,3 +91,24 @@ def test_model_cache_key_follows_the_config() -> None:
     assert tiny.model_cache_key(config) == tiny.model_cache_key(dict(config))
     assert tiny.model_cache_key(config) != tiny.model_cache_key(tiny_model_config(TWELVE_B, 3))
     assert tiny.model_cache_key(config, seed=1) != tiny.model_cache_key(config)
+
+
+@pytest.mark.parametrize("weights", ["int8", "int4"])
+def test_a_quantized_stack_rehearses_one_rank_with_single_node_arguments(weights: str) -> None:
+    """int8 and int4 fit one m7g.2xlarge: the stack plans one rank, and the tiny group, its
+    command line and its launches follow with one rank and no group wiring."""
+    from infra.plan.sizing import plan
+    from infra.plan.wiring import server_spec
+    from infra.rehearse.ranks import rank_launches
+
+    values = stack_values("dev", {"weights": weights})
+    real = plan(load_config(values))
+    assert real.stages == 1
+    config = tiny_model_config(TWELVE_B, real.stages)
+    profile = tiny_profile(config, TINY_CHECKPOINT_BYTES)
+    cfg = load_config(tiny_stack_values(values, profile, real.stages))
+    tiny_plan = plan(cfg, "rehearsal")
+    assert (tiny_plan.stages, tiny_plan.weights) == (1, weights)
+    (launch,) = rank_launches(server_spec(cfg, tiny_plan).engine(), "vllm", "/m", (8000, 8001), "k")
+    assert "--pipeline-parallel-size=1" in launch.argv and "--headless" not in launch.argv
+    assert not any(a.startswith(("--nnodes", "--node-rank", "--master")) for a in launch.argv)

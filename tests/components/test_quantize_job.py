@@ -1,0 +1,131 @@
+"""The quantize Job's own script, run here against a fake hub and a fake quantizer: it makes the
+checkpoint once, copies it to every other rank's volume with its hashes checked, and a second run
+with the same inputs does nothing."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from components.manifests.quantize import quantize_job
+from infra.plan.render import rendered_objects
+from infra.plan.sizing import plan
+from infra.plan.stackfile import load_stack
+
+_FAKE_HUB = """
+import os
+from pathlib import Path
+
+def snapshot_download(repo, revision=None, local_dir=None, allow_patterns=None):
+    Path(local_dir).mkdir(parents=True, exist_ok=True)
+    (Path(local_dir) / "model.safetensors").write_bytes(b"bf16" * 1000)
+    with open(os.environ["FAKE_LOG"], "a") as log:
+        log.write(f"download {repo}@{revision}\\n")
+"""
+
+# Stands in for `python -m infra.quantize`: the checkpoint and, last, its marker.
+_FAKE_QUANTIZER = """
+import argparse, hashlib, json, os
+from pathlib import Path
+
+parser = argparse.ArgumentParser()
+for flag in ("--source", "--scheme", "--out", "--source-revision"):
+    parser.add_argument(flag)
+args = parser.parse_args()
+out = Path(args.out)
+(out / "model.safetensors").write_bytes(b"int8" * 500)
+(out / "config.json").write_text("{}")
+files = {p.name: {"bytes": p.stat().st_size, "sha256": hashlib.sha256(p.read_bytes()).hexdigest()}
+         for p in sorted(out.iterdir())}
+marker = {"scheme": args.scheme, "sourceRevision": args.source_revision, "files": files}
+(out / "quantized.json").write_text(json.dumps(marker))
+with open(os.environ["FAKE_LOG"], "a") as log:
+    log.write(f"quantize {args.scheme} {args.source_revision}\\n")
+"""
+
+
+def _job() -> dict[str, Any]:
+    cfg = load_stack("dev", {"weights": "int8", "replicas": 2})
+    (job,) = [o for o in rendered_objects(cfg, plan(cfg)) if o["kind"] == "Job"]
+    return job
+
+
+def _run(tmp_path: Path, job: dict[str, Any]) -> subprocess.CompletedProcess[str]:
+    (container,) = job["spec"]["template"]["spec"]["containers"]
+    env = {e["name"]: e["value"] for e in container["env"] if "value" in e}
+    fakes = tmp_path / "fakes"
+    (fakes / "huggingface_hub").mkdir(parents=True, exist_ok=True)
+    (fakes / "huggingface_hub" / "__init__.py").write_text(_FAKE_HUB)
+    code = tmp_path / "code"
+    (code / "infra" / "quantize").mkdir(parents=True, exist_ok=True)
+    (code / "infra" / "__init__.py").write_text("")
+    (code / "infra" / "quantize" / "__init__.py").write_text("")
+    (code / "infra" / "quantize" / "__main__.py").write_text(_FAKE_QUANTIZER)
+    (code / "requirements-quantize.txt").write_text("")
+    outs = [tmp_path / "out" / str(i) / "ckpt" for i in range(len(env["OUT_DIRS"].split(":")))]
+    env |= {
+        "OUT_DIRS": ":".join(map(str, outs)),
+        "SCRATCH": str(tmp_path / "scratch"),
+        "CODE": str(code),
+        "REQUIREMENTS": str(code / "requirements-quantize.txt"),
+        "HOME": str(tmp_path / "scratch"),
+        "TMPDIR": str(tmp_path),
+    }
+    script = container["command"][2].replace("python3 -", f"{sys.executable} -", 1)
+    return subprocess.run(
+        ["/bin/sh", "-c", script],
+        env={**os.environ, **env, "PYTHONPATH": str(fakes), "FAKE_LOG": str(tmp_path / "log")},
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=300,
+        cwd=tmp_path,
+    )
+
+
+def test_the_job_makes_the_checkpoint_once_and_copies_it_checked(tmp_path: Path) -> None:
+    job = _job()
+    first = _run(tmp_path, job)
+    assert first.returncode == 0, first.stdout + first.stderr
+    log = (tmp_path / "log").read_text().splitlines()
+    revision = "707f0a3b8a3c7ad586ed01e27eafbad8a27dd0f7"
+    assert log == [f"download google/gemma-4-12B-it@{revision}", f"quantize int8 {revision}"]
+    made, copy = (tmp_path / "out" / str(i) / "ckpt" for i in (0, 1))
+    marker = json.loads((made / "quantized.json").read_text())
+    for name, entry in marker["files"].items():
+        assert hashlib.sha256((copy / name).read_bytes()).hexdigest() == entry["sha256"], name
+    assert (copy / "quantized.json").read_text() == (made / "quantized.json").read_text()
+    assert not (tmp_path / "scratch" / "source").exists(), "the bf16 download is removed"
+
+    again = _run(tmp_path, job)
+    assert again.returncode == 0, again.stderr
+    assert "nothing to do" in again.stdout
+    assert len((tmp_path / "log").read_text().splitlines()) == 2, "no second download or run"
+
+
+def test_a_lost_copy_is_made_again_without_quantizing(tmp_path: Path) -> None:
+    job = _job()
+    assert _run(tmp_path, job).returncode == 0
+    (tmp_path / "out" / "1" / "ckpt" / "model.safetensors").write_bytes(b"short")
+    again = _run(tmp_path, job)
+    assert again.returncode == 0, again.stderr
+    assert "copying to" in again.stdout
+    assert len((tmp_path / "log").read_text().splitlines()) == 2
+
+
+def test_the_job_is_named_by_its_inputs() -> None:
+    cfg = load_stack("dev", {"weights": "int8"})
+    p = plan(cfg)
+    from infra.plan.wiring import quantize_spec, server_spec
+
+    spec, job = server_spec(cfg, p), quantize_spec(cfg, p)
+    assert job is not None
+    name = quantize_job(spec, job)["metadata"]["name"]
+    assert name == quantize_job(spec, job)["metadata"]["name"]
+    moved = job.__class__(**{**job.__dict__, "source_revision": "f" * 40})
+    assert quantize_job(spec, moved)["metadata"]["name"] != name
