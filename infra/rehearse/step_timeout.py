@@ -92,12 +92,13 @@ class Outcome:
     status: int | None
     seconds: float
     text: str
-    #: CPU seconds the ranks' processes used while the prompt ran (how much of their two cores
-    #: they got).
+    #: CPU seconds the ranks' live processes used while the prompt ran (how much of their two
+    #: cores they got); an engine that died takes its own seconds with it.
     cpu_s: float = 0.0
 
     def said(self) -> str:
-        return f"{self.status} after {self.seconds:.1f} s ({self.cpu_s:.1f} CPU-s on the ranks)"
+        cpu = f"{self.cpu_s:.1f} CPU-s on the ranks" if self.cpu_s > 0 else "CPU-s not counted"
+        return f"{self.status} after {self.seconds:.1f} s ({cpu})"
 
 
 def widened_bytes(measured_gflops_per_core: float, stages: int) -> int:
