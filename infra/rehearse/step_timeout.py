@@ -29,8 +29,8 @@ when the real step is the modelled one.
 That holds only if the real step is the modelled one, on a machine shared with other work:
 
 - the rate is the probe's GFLOP per CPU-second (`prefill_probe.figures`), not per wall-clock
-  second, which on 2026-12-02 varied 3.6x with the machine's load (load 1.8 vs 23) while the
-  per-CPU-second rate moved 1.3x (8.5 vs 6.7);
+  second: measured here on 2026-12-02 at load 1.8 and 23, it moved 1.3x (8.5 vs 6.7) where the
+  wall-clock prefill tokens/s per layer moved 12x (36 vs 3);
 - while the prompt runs, the ranks run at `ROW_NICE`, their scheduling groups included
   (`_prioritise`; root only, the row says when it could not), so each rank gets close to a whole
   core of CPU seconds however busy the machine is. Only for the prompt: the group starts at
