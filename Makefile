@@ -53,6 +53,13 @@ bench: $(VENV)/.installed
 	$(PY) -m infra.rehearse.env --root .rehearsal/venv
 	$(PY) -m infra.bench.capacity --stack $(STACK) $(ARGS)
 
+## The served model's quality on the project's lm-eval task (infra/bench/quality_task), for the
+## stack's endpoint, or ARGS="--endpoint URL --against URL2" to compare bf16 with a quantized stack
+## (keys: GEMMA_GRAVITON_API_KEY, GEMMA_GRAVITON_AGAINST_API_KEY). Builds .rehearsal/quality once.
+.PHONY: quality
+quality: $(VENV)/.installed
+	$(PY) -m infra.bench.quality $(ARGS)
+
 ## Mutation testing of the pure core against its unit tests; FILES="infra/plan/kv_cache.py ..."
 ## narrows it, SINCE=origin/main to the files a branch changed. Fails on a surviving mutant not
 ## listed in tests/mutants-equivalent.txt.

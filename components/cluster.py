@@ -93,6 +93,9 @@ class ClusterArgs:
     """Size of each node's encrypted gp3 root volume in GiB (images and model cache live here)."""
     node_labels: Mapping[str, str]
     """Kubernetes labels put on every node; the workload's nodeSelector uses them."""
+    surge_nodes: int = 0
+    """Nodes a rollout's surge groups need above `node_count`: the group's maximum allows them
+    (a node autoscaler adds them; without one the plan never asks for any)."""
     public_access_cidrs: Sequence[str] = ()
     """Ranges admitted to the public API endpoint (operators, CI runners). Empty turns the public
     endpoint off; the private endpoint is always on, for the nodes."""
@@ -422,7 +425,7 @@ class Cluster(pulumi.ComponentResource):
             scaling_config=aws.eks.NodeGroupScalingConfigArgs(
                 min_size=args.node_count,
                 desired_size=args.node_count,
-                max_size=args.node_count,
+                max_size=args.node_count + args.surge_nodes,
             ),
             subnet_ids=[args.node_subnet_id],
             labels=dict(args.node_labels),

@@ -3,6 +3,7 @@ cluster's provider, plus the API key the endpoint's gatekeeper requires."""
 
 from __future__ import annotations
 
+import datetime as dt
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -35,6 +36,10 @@ class ModelServerArgs:
     #: The one-time Job that writes an int8 or int4 checkpoint to the weights volumes before the
     #: group exists (`components.manifests.quantize`); None: the group downloads its weights.
     quantize: manifests.QuantizeSpec | None = None
+    #: During a rotation, the key that stays accepted until `api_key_overlap_until` (a secret).
+    api_key_previous: pulumi.Input[str] | None = None
+    #: When the previous key stops being accepted (UTC); the gatekeeper compares by time.
+    api_key_overlap_until: dt.datetime | None = None
     #: The node group. The group's pods need it, and on destroy the Service (whose NLB and
     #: security-group rules the cloud controller removes) and the group (whose volume claims the
     #: CSI controller on those nodes releases) must be gone before the nodes are.
@@ -57,6 +62,10 @@ class ModelServer(pulumi.ComponentResource):
     """Base URL of the OpenAI-compatible API (ends in /v1)."""
     api_key: pulumi.Output[str]
     """The key clients send as a bearer token (secret)."""
+    api_key_fingerprint: pulumi.Output[str]
+    """Which key is current: `gatekeeper.key_fingerprint` of it (not secret, never the key)."""
+    api_key_previous_until: pulumi.Output[str]
+    """When the previous key stops being accepted (RFC 3339), or "none" without a rotation."""
     served_model: pulumi.Output[str]
     """Model name clients ask for."""
     max_model_len: pulumi.Output[int]
@@ -74,6 +83,11 @@ class ModelServer(pulumi.ComponentResource):
         child = pulumi.ResourceOptions(parent=self)
 
         api_key = self._api_key(name, args, child)
+        # The key vLLM checks, sent by the gatekeeper: generated once, stable across updates
+        # and rotations of the client keys.
+        engine_key = random.RandomPassword(
+            f"{name}-engine-key", length=48, special=False, opts=child
+        ).result
         hf_token = pulumi.Output.secret(args.hf_token)
 
         ns_obj = manifests.namespace(spec)
@@ -82,7 +96,7 @@ class ModelServer(pulumi.ComponentResource):
 
         secrets = [
             _secret(name, spec, "hf-token", hf_token, in_ns, child),
-            _secret(name, spec, "api-key", api_key, in_ns, child),
+            _key_secret(name, args, api_key, engine_key, in_ns, child),
         ]
 
         policy = manifests.network_policy(spec)
@@ -109,7 +123,12 @@ class ModelServer(pulumi.ComponentResource):
             for obj in manifests.model_claims(spec)
         ]
         made = self._quantize(name, args, in_ns, [secrets[0], *claims])
-        group = self._group(name, args, in_ns, [*secrets, config, *claims, *made], api_key)
+        group = self._group(name, args, in_ns, [*secrets, config, *claims, *made], engine_key)
+        budget = manifests.pod_disruption_budget(spec)
+        if budget is not None:
+            k8s.policy.v1.PodDisruptionBudget(
+                f"{name}-pdb", metadata=_meta(budget, in_ns), spec=budget["spec"], opts=child
+            )
 
         svc_obj = manifests.service(spec)
         svc = k8s.core.v1.Service(
@@ -125,6 +144,11 @@ class ModelServer(pulumi.ComponentResource):
         self.load_balancer_hostname = _hostname(svc)
         self.endpoint = _endpoint(spec, self.load_balancer_hostname, group)
         self.api_key = pulumi.Output.secret(api_key)
+        self.api_key_fingerprint = pulumi.Output.unsecret(api_key.apply(gatekeeper.key_fingerprint))
+        until = args.api_key_overlap_until
+        self.api_key_previous_until = pulumi.Output.from_input(
+            until.isoformat().replace("+00:00", "Z") if until is not None else "none"
+        )
         self.served_model = pulumi.Output.from_input(spec.model)
         self.max_model_len = pulumi.Output.from_input(spec.max_model_len)
         self.namespace = ns.metadata.name
@@ -132,6 +156,8 @@ class ModelServer(pulumi.ComponentResource):
             {
                 "endpoint": self.endpoint,
                 "apiKey": self.api_key,
+                "apiKeyFingerprint": self.api_key_fingerprint,
+                "apiKeyPreviousUntil": self.api_key_previous_until,
                 "servedModel": self.served_model,
                 "maxModelLen": self.max_model_len,
                 "namespace": self.namespace,
@@ -198,17 +224,18 @@ class ModelServer(pulumi.ComponentResource):
         args: ModelServerArgs,
         in_ns: pulumi.Output[str],
         needs: list[pulumi.Resource],
-        api_key: pulumi.Output[str],
+        engine_key: pulumi.Output[str],
     ) -> k8s.apiextensions.CustomResource:
         """The LeaderWorkerSet, created once its controller, secrets, gatekeeper config, claims
-        and storage exist. The leader template carries the key's fingerprint, so a new key rolls
-        the group: vLLM and nginx read the key only when they start."""
+        and storage exist. The leader template carries the engine key's fingerprint, so a new
+        engine key rolls the group (vLLM and nginx read it only when they start); the client
+        keys are re-read by the gatekeeper and roll nothing."""
         lws = manifests.leader_worker_set(args.spec, key_fingerprint="")
         leader = lws["spec"]["leaderWorkerTemplate"]["leaderTemplate"]
         # Not secret: a slow, truncated digest (`gatekeeper.key_fingerprint`). Left secret, it
         # would hide the whole LeaderWorkerSet spec from every preview.
         leader["metadata"]["annotations"][gatekeeper.KEY_ANNOTATION] = pulumi.Output.unsecret(
-            api_key.apply(gatekeeper.key_fingerprint)
+            engine_key.apply(gatekeeper.key_fingerprint)
         )
         return k8s.apiextensions.CustomResource(
             f"{name}-lws",
@@ -250,16 +277,40 @@ def _secret(
     child: pulumi.ResourceOptions,
 ) -> k8s.core.v1.Secret:
     obj = manifests.secret(spec, which, "")  # type: ignore[arg-type]
-    # Each entry the builder makes, from the real value (the gatekeeper's snippet from the key).
-    string_data = {
-        key: value if key != gatekeeper.KEY_FILE else value.apply(gatekeeper.key_map_entry)
-        for key in obj["stringData"]
-    }
     return k8s.core.v1.Secret(
         f"{name}-{which}",
         metadata=_meta(obj, in_ns),
         type=obj["type"],
-        string_data=string_data,
+        string_data={key: value for key in obj["stringData"]},
+        opts=child,
+    )
+
+
+def _key_secret(
+    name: str,
+    args: ModelServerArgs,
+    api_key: pulumi.Output[str],
+    engine_key: pulumi.Output[str],
+    in_ns: pulumi.Output[str],
+    child: pulumi.ResourceOptions,
+) -> k8s.core.v1.Secret:
+    """The API key's Secret: every entry the builder makes, from the real values. Updated in
+    place on a rotation; the kubelet refreshes the gatekeeper's mounted copy."""
+    obj = manifests.secret(args.spec, "api-key", "")
+    previous = pulumi.Output.secret(args.api_key_previous) if args.api_key_previous else None
+    until = args.api_key_overlap_until
+
+    def entries(values: list[Any]) -> dict[str, str]:
+        current, engine, old = values
+        built = manifests.secret(args.spec, "api-key", current, engine, old, until)
+        return dict(built["stringData"])
+
+    data = pulumi.Output.all(api_key, engine_key, previous).apply(entries)
+    return k8s.core.v1.Secret(
+        f"{name}-api-key",
+        metadata=_meta(obj, in_ns),
+        type=obj["type"],
+        string_data=pulumi.Output.secret(data),
         opts=child,
     )
 

@@ -61,6 +61,7 @@ cluster = Cluster(
         node_count=plan.nodes,
         node_disk_gib=plan.node_disk_gib,
         node_labels=wiring.NODE_LABELS,
+        surge_nodes=plan.rollout.surge_nodes,
         public_access_cidrs=[str(c) for c in cfg.endpoint_public_access_cidrs],
         admin_arns=cfg.cluster_admin_arns,
         viewer_arns=cfg.cluster_viewer_arns,
@@ -104,6 +105,8 @@ server = ModelServer(
         spec=server_spec,
         hf_token=secrets.hf_token,
         api_key=secrets.api_key,
+        api_key_previous=secrets.api_key_previous,
+        api_key_overlap_until=cfg.api_key_overlap_until,
         lws_controller=lws,
         storage=volumes,
         volume_names=volumes.volume_names if volumes is not None else {},
@@ -142,6 +145,11 @@ pulumi.export("nodeCount", plan.nodes)
 pulumi.export("plan", plan.to_json())
 pulumi.export("endpoint", server.endpoint)
 pulumi.export("apiKey", server.api_key)
+# Which key is current (a slow digest, never the key) and when the previous one stops.
+pulumi.export("apiKeyFingerprint", server.api_key_fingerprint)
+pulumi.export("apiKeyPreviousUntil", server.api_key_previous_until)
+# Extra nodes a rollout's surge groups need above the running ones (the node group's max).
+pulumi.export("rolloutSurgeNodes", plan.rollout.surge_nodes)
 pulumi.export("model", server.served_model)
 pulumi.export("maxModelLen", server.max_model_len)
 pulumi.export("kvCacheTokens", plan.kv_cache_tokens)

@@ -15,7 +15,6 @@ from pulumi.runtime import config as runtime_config
 from infra.plan import addons, advice, placeholders, readiness, support, zones
 from infra.plan.config import (
     PROJECT,
-    SECRET_KEYS,
     ConfigError,
     StackConfig,
     check_api_key,
@@ -32,6 +31,8 @@ class StackSecrets:
     hf_token: pulumi.Output[str]
     #: `None` when the stack does not set one: the model server generates it.
     api_key: pulumi.Output[str] | None
+    #: During a rotation, the key accepted until `apiKeyOverlapUntil`.
+    api_key_previous: pulumi.Output[str] | None = None
 
 
 def _raw_config() -> tuple[dict[str, str], dict[str, bool]]:
@@ -56,13 +57,23 @@ def read_stack_config(stack: str) -> tuple[StackConfig, Plan, StackSecrets]:
         check_secrets(secret)
         if "apiKey" in values:
             check_api_key(values["apiKey"])
+        if "apiKeyPrevious" in values:
+            check_api_key(values["apiKeyPrevious"], "apiKeyPrevious")
+            if values["apiKeyPrevious"] == values.get("apiKey"):
+                raise ConfigError(
+                    "apiKeyPrevious",
+                    "is the current `apiKey`, so nothing rotates",
+                    "set `apiKey` to the new key (`pulumi config set --secret apiKey "
+                    "$(openssl rand -hex 24)`)",
+                )
         if "hfToken" not in values:
             raise ConfigError(
                 "hfToken",
                 f"is required to download {values.get('model', 'the model')} (a gated model)",
                 "run `pulumi config set --secret hfToken <token with the licence accepted>`",
             )
-        cfg = load_config({k: v for k, v in values.items() if k not in SECRET_KEYS})
+        # Secret keys too: the rotation check needs to know `apiKeyPrevious` is set (it drops them).
+        cfg = load_config(values)
         result = advice.checked_plan(cfg, stack, list(values), dt.date.today())
     except ConfigError as error:
         raise pulumi.RunError(str(error)) from None
@@ -74,6 +85,7 @@ def read_stack_config(stack: str) -> tuple[StackConfig, Plan, StackSecrets]:
     secrets = StackSecrets(
         hf_token=config.require_secret("hfToken"),
         api_key=config.get_secret("apiKey"),
+        api_key_previous=config.get_secret("apiKeyPrevious"),
     )
     return cfg, result, secrets
 

@@ -67,6 +67,11 @@ RULES: list[tuple[str, str]] = [
     (r"docker buildx imagetools inspect.*", "needs Docker Hub"),
     (r"(\.venv/bin/)?python -m infra\.bench.*", "needs a deployed endpoint (tests/bench: a stub)"),
     (r"make bench.*", "needs a deployed endpoint (make rehearse runs a short one)"),
+    (r"make quality.*", "needs a deployed endpoint (make rehearse scores its tiny groups)"),
+    (
+        r"(\.venv/bin/)?python -m infra\.quantize.*",
+        "needs llm-compressor and a checkpoint; make rehearse runs it on its tiny model",
+    ),
     (r"python3 -m venv \.venv && .*", "downloads from PyPI; `make` builds .venv the same way"),
     (r"curl -fsSL https://get\.pulumi\.com.*|brew install .*", "installs the Pulumi CLI"),
     (r'curl -fsSL "https://awscli\.amazonaws\.com.*|unzip .*|sudo \./aws/install', "AWS CLI"),

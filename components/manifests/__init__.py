@@ -10,7 +10,8 @@ One module per object, re-exported here as `manifests.X`:
 - `engine`: one rank's `vllm serve` command line;
 - `probes`: the liveness probe program and the engine's step bound;
 - `pods`: the leader and worker pod templates (engine container, weight prefetch, volumes);
-- `lws`: the LeaderWorkerSet and the storage class of its per-rank claims;
+- `lws`: the LeaderWorkerSet, its per-rank claims' storage class and its disruption budget;
+- `drain`: how a pod told to stop finishes its streams (preStop hooks, readiness marker);
 - `gatekeeper`: the front door, nginx in each leader pod: its config, container and key snippet;
 - `access`: the namespace, the Secrets, the gatekeeper's ConfigMap, the leaders-only Service and
   the NetworkPolicy;
@@ -40,6 +41,7 @@ from components.manifests.lws import (
     MODELS_CLAIM,
     leader_worker_set,
     model_claims,
+    pod_disruption_budget,
     rank_pods,
     static_volume,
     storage_class,
@@ -49,6 +51,7 @@ from components.manifests.quantize import QuantizeSpec, quantize_objects
 from components.manifests.spec import (
     API_KEY_KEY,
     CACHE_MOUNT,
+    ENGINE_KEY_KEY,
     HF_TOKEN_KEY,
     HF_TOKEN_MOUNT,
     LWS_API,
@@ -63,6 +66,7 @@ from components.manifests.spec import (
 __all__ = [
     "API_KEY_KEY",
     "CACHE_MOUNT",
+    "ENGINE_KEY_KEY",
     "HF_TOKEN_KEY",
     "HF_TOKEN_MOUNT",
     "LWS_API",
@@ -90,6 +94,7 @@ __all__ = [
     "model_claims",
     "namespace",
     "network_policy",
+    "pod_disruption_budget",
     "probe_command",
     "quantize_objects",
     "rank_pods",
@@ -112,5 +117,6 @@ def all_objects(spec: ServerSpec, quantize: QuantizeSpec | None = None) -> list[
         *model_claims(spec),
         *quantize_objects(spec, quantize),
         leader_worker_set(spec),
+        *[budget for budget in [pod_disruption_budget(spec)] if budget is not None],
         service(spec),
     ]

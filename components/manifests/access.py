@@ -3,12 +3,15 @@ the gatekeeper's config and the NetworkPolicy that keeps the ranks' ports inside
 
 from __future__ import annotations
 
+import datetime as dt
 from collections.abc import Mapping
 from typing import Literal
 
 from components.manifests import chat, gatekeeper, metrics
+from components.manifests.drain import DrainSpec
 from components.manifests.spec import (
     API_KEY_KEY,
+    ENGINE_KEY_KEY,
     HF_TOKEN_KEY,
     LWS_NAME_LABEL,
     LWS_WORKER_INDEX_LABEL,
@@ -40,14 +43,27 @@ def namespace(spec: ServerSpec) -> Manifest:
     }
 
 
-def secret(spec: ServerSpec, which: Literal["hf-token", "api-key"], value: str) -> Manifest:
-    """The HF token, or the API key with the gatekeeper's `map` snippet made from it. Only the
+def secret(
+    spec: ServerSpec,
+    which: Literal["hf-token", "api-key"],
+    value: str,
+    engine_key: str = "",
+    previous: str | None = None,
+    previous_until: dt.datetime | None = None,
+) -> Manifest:
+    """The HF token, or the API key with the gatekeeper's key files made from it (the accepted
+    keys' digests, the previous key's with its end; the engine key vLLM checks). Only the
     program builds these, with the real values: rendered files hold no Secret."""
     if which == "hf-token":
         name, data = spec.hf_secret_name, {HF_TOKEN_KEY: value}
     else:
         name = spec.api_key_secret_name
-        data = {API_KEY_KEY: value, gatekeeper.KEY_FILE: gatekeeper.key_map_entry(value)}
+        data = {
+            API_KEY_KEY: value,
+            ENGINE_KEY_KEY: engine_key,
+            gatekeeper.KEY_FILE: gatekeeper.key_file_text(value, previous, previous_until),
+            gatekeeper.ENGINE_FILE: gatekeeper.engine_map_entry(engine_key),
+        }
     metadata = object_meta(spec, name, "credentials")
     # Tells the policy pack the value is a Pulumi secret (policies see secrets decrypted).
     metadata["labels"]["gemma-graviton.dev/secret-source"] = "pulumi-secret"
@@ -99,6 +115,43 @@ CROSS_ZONE_ANNOTATION = (
 )
 
 
+#: The NLB health check and target-group attributes, read by the in-tree provider this cluster
+#: runs (cloud-provider-aws pkg/providers/v1/aws.go `ServiceAnnotationLoadBalancerHC*` and
+#: `ServiceAnnotationLoadBalancerTargetGroupAttributes`, v1.34.0 on; v1.35.2 read 2026-12-02).
+#: The provider applies every attribute the target group has (aws_loadbalancer.go
+#: `buildTargetGroupAttributes`).
+HEALTH_CHECK_ANNOTATIONS = {
+    "interval": "service.beta.kubernetes.io/aws-load-balancer-healthcheck-interval",
+    "healthy": "service.beta.kubernetes.io/aws-load-balancer-healthcheck-healthy-threshold",
+    "unhealthy": "service.beta.kubernetes.io/aws-load-balancer-healthcheck-unhealthy-threshold",
+}
+TARGET_GROUP_ATTRIBUTES_ANNOTATION = (
+    "service.beta.kubernetes.io/aws-load-balancer-target-group-attributes"
+)
+
+
+def drain_annotations(drain: DrainSpec) -> dict[str, str]:
+    """The NLB's side of the drain (`components.manifests.drain`): the health check the drain's
+    accept window is built on (the provider's own defaults for `externalTrafficPolicy: Local`,
+    stated), and the target group keeping a draining node's streams. Without
+    `connection_termination.enabled=false` the NLB resets every connection of a node whose
+    health check fails, which a draining leader's node does at once (ELB target group
+    attributes, docs.aws.amazon.com/elasticloadbalancing/latest/network/
+    edit-target-group-attributes.html, read 2026-12-02: on by default; the draining interval
+    0-360000 s, settable only with termination off)."""
+    attributes = {
+        "deregistration_delay.timeout_seconds": drain.deregistration_delay_s,
+        "target_health_state.unhealthy.connection_termination.enabled": "false",
+        "target_health_state.unhealthy.draining_interval_seconds": drain.unhealthy_draining_s,
+    }
+    return {
+        HEALTH_CHECK_ANNOTATIONS["interval"]: str(drain.health_check_interval_s),
+        HEALTH_CHECK_ANNOTATIONS["healthy"]: str(drain.health_check_threshold),
+        HEALTH_CHECK_ANNOTATIONS["unhealthy"]: str(drain.health_check_threshold),
+        TARGET_GROUP_ATTRIBUTES_ANNOTATION: ",".join(f"{k}={v}" for k, v in attributes.items()),
+    }
+
+
 def aws_tags_annotation(tags: Mapping[str, str]) -> str:
     """Tags in the annotation's "k=v,k=v" form (the config refuses ',' and '=' in tags)."""
     return ",".join(f"{key}={value}" for key, value in sorted(tags.items()))
@@ -136,6 +189,7 @@ def service(spec: ServerSpec) -> Manifest:
         # without an answer. On, that address forwards to the node zone.
         CROSS_ZONE_ANNOTATION: "true",
         "pulumi.com/waitFor": SERVICE_WAIT_FOR,
+        **drain_annotations(spec.drain),
     }
     if spec.internal_load_balancer:
         # The controller then picks the subnets tagged kubernetes.io/role/internal-elb.

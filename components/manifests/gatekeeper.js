@@ -153,6 +153,36 @@ function models(r) {
     }) + '\n');
 }
 
+// `$gatekeeper_key_ok`: "1" when the Authorization header carries a key of the key file (the API
+// key's Secret, which the kubelet refreshes in place) whose `until` (Unix seconds; null for the
+// current key) is still ahead. Read on every keyed request, so a rotation and the end of its
+// overlap take effect without a reload. Anything unreadable accepts nothing. (Keys, not digests:
+// the `crypto` module is missing from some njs builds, nginx/njs issue #1049.)
+function keyOk(r) {
+    var header = r.headersIn.Authorization || '';
+    if (header.indexOf('Bearer ') !== 0 || header.length <= 7) {
+        return '0';
+    }
+    var keys;
+    try {
+        keys = JSON.parse(require('fs').readFileSync(r.variables.gatekeeper_keys_path, 'utf8')).keys;
+    } catch (e) {
+        return '0';
+    }
+    if (!Array.isArray(keys)) {
+        return '0';
+    }
+    var token = header.slice(7);
+    var now = Date.now() / 1000;
+    for (var i = 0; i < keys.length; i++) {
+        if (typeof keys[i].key === 'string' && keys[i].key === token &&
+            (keys[i].until === null || now < keys[i].until)) {
+            return '1';
+        }
+    }
+    return '0';
+}
+
 // Refusals in the content phase, so the per-client limit on failures (limit_req, which runs
 // before content) counts them; a `return` would answer before any limit.
 function unauthorized(r) {
@@ -193,5 +223,5 @@ function bound(r, data, flags) {
 
 export default {
     chat: chat, completions: completions, models: models, unauthorized: unauthorized,
-    notFound: notFound, bound: bound
+    notFound: notFound, bound: bound, keyOk: keyOk
 };

@@ -14,18 +14,28 @@ packaged by Debian; HAProxy would do, but its JSON error bodies and per-client c
 more moving parts.)
 
 The config is generated here, purely, from the plan's limits: the program mounts it from a
-ConfigMap, `--render` writes it, and the rehearsal runs the same builder's output for real. The
-key is not in it: the config includes a `map` snippet from the API key's Secret
-(`key_map_entry`), and with no snippet, or one for a missing, empty or placeholder key, the `map`
-accepts nothing and every request but /health is refused (fail closed).
+ConfigMap, `--render` writes it, and the rehearsal runs the same builder's output for real. No key
+is in it. The keys live in the API key's Secret, mounted as files the kubelet refreshes when the
+Secret changes:
+- `api-keys.json` (`key_file_text`): every accepted client key, each with the time it stops
+  being accepted (none for the current key; `apiKeyOverlapUntil` for the previous
+  one during a rotation). The njs script reads it on every keyed request and compares by time,
+  so a rotation and the end of its overlap need no reload and no restart of any pod. A missing,
+  unreadable or empty file accepts nothing (fail closed).
+- `engine.map` (`engine_map_entry`): the engine key, which vLLM checks (its own second lock) and
+  the gatekeeper sends in place of the client's key. It never rotates with the client keys, so
+  vLLM, which reads its key only at start, keeps working through a rotation.
 """
 
 from __future__ import annotations
 
+import datetime as dt
 import hashlib
+import json
 import re
 from typing import Any
 
+from components.manifests import drain
 from components.manifests.gatekeeper_conf import (
     OPEN_PATHS,
     ROUTES,
@@ -56,11 +66,12 @@ METRICS_PORT = 9090
 CONFIG_FILE = "nginx.conf"
 SCRIPT_FILE = "gatekeeper.js"
 CONFIG_MOUNT = "/etc/gatekeeper"
-KEY_FILE = "api-key.map"
+KEY_FILE = "api-keys.json"
+ENGINE_FILE = "engine.map"
 KEY_MOUNT = "/var/run/secrets/gatekeeper"
 RUN_DIR = "/tmp"
-#: Pod-template annotations that change when the key or the config changes, so `pulumi up`
-#: rolls the leader pods and the old key stops working (vLLM and nginx read both only at start).
+#: Pod-template annotations that change when the engine key or the config changes, so `pulumi up`
+#: rolls the leader pods (vLLM and nginx read both only at start; the client keys are re-read).
 KEY_ANNOTATION = "gemma-graviton.dev/api-key-fingerprint"
 CONFIG_ANNOTATION = "gemma-graviton.dev/gatekeeper-config-sha256"
 
@@ -81,18 +92,33 @@ def config_files(limits: GatekeeperLimits, **where: Any) -> dict[str, str]:
     return {CONFIG_FILE: nginx_conf(limits, **where), SCRIPT_FILE: njs_script(limits)}
 
 
-def key_map_entry(api_key: str) -> str:
-    """The `map` snippet that accepts exactly `Authorization: Bearer <api_key>`.
+def _usable(api_key: str | None) -> bool:
+    return bool(api_key) and _KEY_SHAPE.fullmatch(api_key or "") is not None
 
-    A missing, empty, placeholder or oddly shaped key gives a snippet that accepts nothing, so
-    the gatekeeper refuses every keyed request rather than guess.
-    """
-    if not _KEY_SHAPE.fullmatch(api_key or ""):
-        return "# no usable API key: every request that needs one is refused\n"
-    # `.` and `+` are the only regex metacharacters a b64token can hold; nginx's parser keeps
-    # the backslash (ngx_conf_file.c unescapes only quotes, backslash, t, r and n).
-    pattern = "".join("\\" + c if c in ".+" else c for c in api_key)
-    return f'"~^Bearer {pattern}$" 1;\n'
+
+def key_file_text(
+    api_key: str,
+    previous: str | None = None,
+    previous_until: dt.datetime | None = None,
+) -> str:
+    """`api-keys.json`: the keys the gatekeeper accepts, the previous key's with the time it
+    stops (Unix seconds). A missing, placeholder or oddly shaped key is left out, so the
+    gatekeeper refuses it rather than guess; no usable key at all accepts nothing. The file is
+    an item of the API key's Secret, beside the key itself."""
+    keys: list[dict[str, Any]] = []
+    if _usable(api_key):
+        keys.append({"key": api_key, "until": None})
+    if previous is not None and previous_until is not None and _usable(previous):
+        keys.append({"key": previous, "until": int(previous_until.timestamp())})
+    return json.dumps({"keys": keys}, sort_keys=True) + "\n"
+
+
+def engine_map_entry(engine_key: str) -> str:
+    """`engine.map`: the `Authorization` value the gatekeeper sends vLLM. An unusable key gives
+    none, and vLLM refuses every request (fail closed)."""
+    if not _usable(engine_key):
+        return "# no usable engine key: vLLM refuses every request\n"
+    return f'default "Bearer {engine_key}";\n'
 
 
 def key_fingerprint(api_key: str) -> str:
@@ -112,8 +138,12 @@ def config_digest(files: dict[str, str] | str) -> str:
     return hashlib.sha256(joined.encode("utf-8")).hexdigest()[:16]
 
 
-def container(millicpu: int, memory_mib: int) -> dict[str, Any]:
-    """The gatekeeper container: nginx as the pod's non-root user, requests equal to limits."""
+def container(
+    millicpu: int, memory_mib: int, drain_spec: drain.DrainSpec | None = None
+) -> dict[str, Any]:
+    """The gatekeeper container: nginx as the pod's non-root user, requests equal to limits.
+    With `drain_spec` it drains when the pod stops (`components.manifests.drain`): its readiness
+    is `/ready`, which fails once the preStop has written the drain marker."""
     amount = {"cpu": f"{millicpu}m", "memory": f"{memory_mib}Mi"}
     return {
         "name": CONTAINER,
@@ -135,7 +165,11 @@ def container(millicpu: int, memory_mib: int) -> dict[str, Any]:
         },
         # nginx itself: accepting connections. (vLLM's readiness, through it, is the engine
         # container's probe on /health.)
-        "readinessProbe": {"tcpSocket": {"port": PORT}, "periodSeconds": 10, "timeoutSeconds": 5},
+        "readinessProbe": (
+            drain.ready_probe(PORT_NAME)
+            if drain_spec
+            else {"tcpSocket": {"port": PORT}, "periodSeconds": 10, "timeoutSeconds": 5}
+        ),
         "livenessProbe": {
             "tcpSocket": {"port": PORT},
             "periodSeconds": 20,
@@ -147,19 +181,28 @@ def container(millicpu: int, memory_mib: int) -> dict[str, Any]:
             {"name": "gatekeeper-key", "mountPath": KEY_MOUNT, "readOnly": True},
             {"name": "gatekeeper-run", "mountPath": RUN_DIR},
         ],
+        **(
+            {"lifecycle": drain.lifecycle(drain.gatekeeper_pre_stop(drain_spec, RUN_DIR))}
+            if drain_spec
+            else {}
+        ),
     }
 
 
 def volumes(config_map: str, secret_name: str) -> list[dict[str, Any]]:
-    """The config (a ConfigMap), the key snippet (only that item of the key's Secret) and a
-    scratch directory for nginx's pid and temporary files."""
+    """The config (a ConfigMap), the key files (only those items of the key's Secret, as a
+    volume the kubelet refreshes: no `subPath`) and a scratch directory for nginx's pid, its
+    temporary files and the drain marker."""
     return [
         {"name": "gatekeeper-config", "configMap": {"name": config_map}},
         {
             "name": "gatekeeper-key",
             "secret": {
                 "secretName": secret_name,
-                "items": [{"key": KEY_FILE, "path": KEY_FILE}],
+                "items": [
+                    {"key": KEY_FILE, "path": KEY_FILE},
+                    {"key": ENGINE_FILE, "path": ENGINE_FILE},
+                ],
                 "defaultMode": 0o440,
             },
         },

@@ -43,11 +43,15 @@ ROUTES = (
     ("POST", "/v1/completions"),
     ("GET", "/v1/models"),
     ("GET", "/health"),
+    ("GET", "/ready"),
 )
-OPEN_PATHS = ("/health",)
-#: The only client headers vLLM receives: the key (vLLM's own second lock), the body's type and
-#: what the client accepts. Everything else, `X-Request-Id`, `X-Forwarded-For` as the client wrote
-#: it, priority and session headers included, is dropped (`proxy_pass_request_headers off`).
+#: /ready is the gatekeeper's own readiness: 200, or 503 once the pod drains
+#: (`components.manifests.drain`).
+OPEN_PATHS = ("/health", "/ready")
+#: The only client headers vLLM receives: the body's type and what the client accepts, and
+#: `Authorization`, set to the engine key in place of the client's (vLLM's own second lock,
+#: `gatekeeper.ENGINE_FILE`). Everything else, `X-Request-Id`, `X-Forwarded-For` as the client
+#: wrote it, priority and session headers included, is dropped (`proxy_pass_request_headers off`).
 PASSED_HEADERS = ("Authorization", "Content-Type", "Accept")
 #: Failed requests (wrong key, unknown path or method) per minute per client, with this burst.
 FAILURES_PER_MINUTE = 30
@@ -246,6 +250,16 @@ def _get_locations(limits: GatekeeperLimits) -> str:
         }}"""
 
 
+def _ready_location(run_dir: str) -> str:
+    """/ready (open): 200 while the gatekeeper takes new requests, 503 once the drain marker
+    exists (`components.manifests.drain`), so the kubelet takes the pod out of the Service."""
+    return f"""        location = /ready {{
+            if ($request_method != GET) {{ return 419; }}
+            if (-f {run_dir}/draining) {{ return 503; }}
+            return 200 '{{"status":"ready"}}\n';
+        }}"""
+
+
 def _limits_and_failures(limits: GatekeeperLimits) -> str:
     """Zones, and the named locations failures go to, where their own rate applies first."""
     rate = limits.client_requests_per_minute
@@ -301,6 +315,8 @@ def nginx_conf(
 # Works on nginx 1.22 with njs 0.7.9 (Debian 12, the rehearsal) and 1.30 with njs 1.0.1 (the pod).
 {loads}{f"user {user};{chr(10)}" if user else ""}worker_processes 1;
 worker_rlimit_nofile {nofile};
+# A graceful quit (the drain) finishes the requests in flight; none outlives the reply timeout.
+worker_shutdown_timeout {_ms(limits.reply_timeout_seconds + 30)};
 daemon off;
 pid {run_dir}/nginx.pid;
 error_log stderr warn;
@@ -346,12 +362,17 @@ http {{
         '"upstream_status":"$upstream_status","seconds":$request_time}}';
     access_log {access_log} gatekeeper;
 
-    # The accepted Authorization header, from the API key's Secret. A string key would match
-    # ignoring case (nginx map docs), so the snippet holds an anchored case-sensitive regex.
-    # No snippet, no match: every keyed request gets 401.
-    map $http_authorization $gatekeeper_key_ok {{
-        default 0;
-        include {key_dir}/*.map;
+    # Whether the Authorization header carries an accepted client key: the njs script compares
+    # it with the key file of the API key's Secret, read on each keyed request, and each key's
+    # end of acceptance with the time (`gatekeeper.key_file_text`).
+    map "" $gatekeeper_keys_path {{
+        default "{key_dir}/api-keys.json";
+    }}
+    js_set $gatekeeper_key_ok gatekeeper.keyOk;
+    # What vLLM receives instead of the client's key: the engine key, read at start.
+    # (No file: the map's own default, "", and vLLM refuses every request.)
+    map "" $gatekeeper_engine_auth {{
+        include {key_dir}/engine*.map;
     }}
     # Any body framing at all on a GET route is refused before the body is read.
     map "$http_content_length$http_transfer_encoding" $gatekeeper_has_body {{
@@ -391,7 +412,7 @@ http {{
         proxy_pass_request_headers off;
         proxy_set_header Host localhost;
         proxy_set_header Connection "";
-        proxy_set_header Authorization $http_authorization;
+        proxy_set_header Authorization $gatekeeper_engine_auth;
         proxy_set_header Content-Type $content_type;
         proxy_set_header Accept $http_accept;
         proxy_set_header X-Forwarded-For $remote_addr;
@@ -401,6 +422,7 @@ http {{
         proxy_send_timeout 60s;
 
         recursive_error_pages on;
+{_ready_location(run_dir)}
 {_error_pages(limits)}
 {_failure_locations()}
 

@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from components.manifests.pods import pod_template
-from components.manifests.spec import LWS_API, Manifest, ServerSpec, object_meta
+from components.manifests.spec import LWS_API, LWS_NAME_LABEL, Manifest, ServerSpec, object_meta
 
 
 def leader_worker_set(spec: ServerSpec, key_fingerprint: str | None = None) -> Manifest:
@@ -49,7 +49,20 @@ def leader_worker_set(spec: ServerSpec, key_fingerprint: str | None = None) -> M
             # The leader is Ready only after the workers join: LeaderReady would deadlock.
             "startupPolicy": "LeaderCreated",
             "leaderWorkerTemplate": template,
+            "rolloutStrategy": rollout_strategy(spec.rollout_surge),
         },
+    }
+
+
+def rollout_strategy(surge: int) -> dict[str, Any]:
+    """Surge groups first and none unavailable, so the old groups serve until the new ones do;
+    without surge, one group at a time (LWS refuses both at 0: maxUnavailable 1, its default).
+    LWS creates the surge groups from the new template above `replicas` and removes them once
+    every group is updated and ready (lws v0.10.0 pkg/controllers/leaderworkerset_controller.go
+    `rollingUpdateParameters`)."""
+    return {
+        "type": "RollingUpdate",
+        "rollingUpdateConfiguration": {"maxSurge": surge, "maxUnavailable": 0 if surge else 1},
     }
 
 
@@ -70,7 +83,9 @@ def rank_pods(spec: ServerSpec) -> list[str]:
     `<lws>-<group>`) and each group's worker StatefulSet after its leader pod, with ordinals from
     1 (pods `<lws>-<group>-<rank>`; lws v0.10.0 pkg/controllers/pod_controller.go)."""
     pods = []
-    for group in range(spec.replicas):
+    # A rollout's surge groups take the next indices: their claims are made here too, so they
+    # are Pulumi's (reused by the next rollout, deleted on destroy) rather than left behind.
+    for group in range(spec.replicas + spec.rollout_surge):
         leader = f"{spec.lws_name}-{group}"
         pods += [leader, *(f"{leader}-{rank}" for rank in range(1, spec.stages))]
     return pods
@@ -166,4 +181,28 @@ def storage_class(
         "volumeBindingMode": "WaitForFirstConsumer",
         "reclaimPolicy": "Delete",
         "allowVolumeExpansion": True,
+    }
+
+
+def pod_disruption_budget(spec: ServerSpec) -> Manifest | None:
+    """With two or more groups, at most one model pod may be evicted while every pod is healthy;
+    evicting it breaks its group (LWS recreates it), whose pods then count as unhealthy, so no
+    further eviction is allowed until that group serves again: a node drain takes one group at a
+    time. Every rank of the LeaderWorkerSet carries `leaderworkerset.sigs.k8s.io/name` (lws
+    v0.10.0 api/leaderworkerset/v1/leaderworkerset_types.go `SetNameLabelKey`, put on the leader and
+    worker StatefulSets' pod templates in pkg/controllers/leaderworkerset_controller.go and
+    pod_controller.go). Pods that are not ready may always be evicted
+    (`unhealthyPodEvictionPolicy: AlwaysAllow`, GA in Kubernetes 1.31): a broken group must not
+    hold a node drain. With one group there is nothing to keep serving: no budget."""
+    if spec.replicas < 2:
+        return None
+    return {
+        "apiVersion": "policy/v1",
+        "kind": "PodDisruptionBudget",
+        "metadata": object_meta(spec, f"{spec.lws_name}-groups", "disruption-budget"),
+        "spec": {
+            "maxUnavailable": 1,
+            "selector": {"matchLabels": {LWS_NAME_LABEL: spec.lws_name}},
+            "unhealthyPodEvictionPolicy": "AlwaysAllow",
+        },
     }

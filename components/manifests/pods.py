@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from components.manifests import gatekeeper
+from components.manifests import drain, gatekeeper
 from components.manifests.access import gatekeeper_files
 from components.manifests.engine import engine_args
 from components.manifests.probes import (
@@ -18,8 +18,8 @@ from components.manifests.probes import (
     startup_probe,
 )
 from components.manifests.spec import (
-    API_KEY_KEY,
     CACHE_MOUNT,
+    ENGINE_KEY_KEY,
     HF_TOKEN_KEY,
     HF_TOKEN_MOUNT,
     LWS_NAME_LABEL,
@@ -219,13 +219,14 @@ def _engine_container(spec: ServerSpec, role: Literal["leader", "worker"]) -> di
         "volumeMounts": _mounts(spec, engine=True),
     }
     if role == "leader":
-        # vLLM reads the key from the environment: it stays out of the process's argv. Headless
-        # ranks serve no HTTP and do not get it.
+        # vLLM reads its key from the environment: it stays out of the process's argv. It is
+        # the engine key, which the gatekeeper sends in place of the client's: client keys rotate
+        # without restarting vLLM. Headless ranks serve no HTTP and do not get it.
         container["env"].append(
             {
                 "name": "VLLM_API_KEY",
                 "valueFrom": {
-                    "secretKeyRef": {"name": spec.api_key_secret_name, "key": API_KEY_KEY}
+                    "secretKeyRef": {"name": spec.api_key_secret_name, "key": ENGINE_KEY_KEY}
                 },
             }
         )
@@ -244,6 +245,11 @@ def _engine_container(spec: ServerSpec, role: Literal["leader", "worker"]) -> di
         container["livenessProbe"] = liveness_probe(
             probe_command(spec.probes, "leader", spec.port, spec.model), spec.probes
         )
+        container["lifecycle"] = drain.lifecycle(
+            drain.engine_pre_stop(
+                spec.drain, "leader", spec.port, spec.master_port, gatekeeper.PORT
+            )
+        )
     else:
         container["command"] = ["/bin/sh", "-c", _WAIT_FOR_LEADER, "vllm"]
         container["args"] = args
@@ -256,6 +262,11 @@ def _engine_container(spec: ServerSpec, role: Literal["leader", "worker"]) -> di
             lost_leader, spec.probes, spec.startup_timeout_seconds
         )
         container["livenessProbe"] = liveness_probe(lost_leader, spec.probes)
+        container["lifecycle"] = drain.lifecycle(
+            drain.engine_pre_stop(
+                spec.drain, "worker", spec.port, spec.master_port, gatekeeper.PORT
+            )
+        )
     return container
 
 
@@ -280,13 +291,13 @@ def pod_template(
     spec: ServerSpec, role: Literal["leader", "worker"], key_fingerprint: str | None = None
 ) -> dict[str, Any]:
     """The leader's or a worker's pod: one rank per node, the engine, and the prefetch if any;
-    the leader adds the gatekeeper. `key_fingerprint` (`gatekeeper.key_fingerprint` of the API
-    key) goes into the leader's template, so a new key rolls the group."""
+    the leader adds the gatekeeper. `key_fingerprint` (`gatekeeper.key_fingerprint` of the
+    engine key) goes into the leader's template, so a new engine key rolls the group."""
     containers = [_engine_container(spec, role)]
     metadata: dict[str, Any] = {"labels": object_labels(spec, f"vllm-{role}")}
     if role == "leader":
         containers.append(
-            gatekeeper.container(spec.gatekeeper_millicpu, spec.gatekeeper_memory_mib)
+            gatekeeper.container(spec.gatekeeper_millicpu, spec.gatekeeper_memory_mib, spec.drain)
         )
         # Over every file of the ConfigMap, by name: the chat page's too when it is served.
         annotations = {
@@ -325,7 +336,9 @@ def pod_template(
             "fsGroup": RUN_AS,
             "seccompProfile": {"type": "RuntimeDefault"},
         },
-        "terminationGracePeriodSeconds": 30,
+        # Every preStop ends within it: the LB's window, a reply, the idle check and vLLM's
+        # stop (`infra.plan.rollout.plan_drain`, the safe end).
+        "terminationGracePeriodSeconds": spec.drain.grace_s,
         "containers": containers,
         "volumes": _volumes(spec, role),
     }

@@ -6,6 +6,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from components.manifests.drain import DrainSpec
 from components.manifests.engine import EngineSpec
 from components.manifests.gatekeeper import GatekeeperLimits
 from components.manifests.probes import ProbeSpec
@@ -15,6 +16,8 @@ LWS_NAME_LABEL = "leaderworkerset.sigs.k8s.io/name"
 LWS_WORKER_INDEX_LABEL = "leaderworkerset.sigs.k8s.io/worker-index"
 HF_TOKEN_KEY = "token"
 API_KEY_KEY = "api-key"
+#: The key vLLM checks and the gatekeeper sends it (never a client's).
+ENGINE_KEY_KEY = "engine-key"
 MODELS_MOUNT = "/models"
 CACHE_MOUNT = "/cache"
 HF_TOKEN_MOUNT = "/var/run/secrets/huggingface"
@@ -89,6 +92,10 @@ class ServerSpec:
     checkpoint_revision: str | None = None
     #: The quantize Job writes the checkpoint to every rank's volume: the ranks only check it.
     produced_checkpoint: bool = False
+    #: How a pod told to stop finishes its streams (`components.manifests.drain`).
+    drain: DrainSpec = field(default_factory=DrainSpec)
+    #: Surge groups of a rollout (LWS `maxSurge`; 0 rolls one group at a time in place).
+    rollout_surge: int = 0
 
     @property
     def lws_name(self) -> str:

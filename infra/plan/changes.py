@@ -10,9 +10,10 @@ Three kinds, from how the program wires each key:
   pipeline, so LWS recreates the group on each, and the endpoint answers nothing from the first
   drain until the last group has cold-started. Chosen over tags that never reach the instances.
 - group restart: the key changes the ranks' pod template (engine flags, image, model, the
-  gatekeeper's config digest or the API key's fingerprint); LWS recreates the group once. A new
-  `weights` or `weightsSource` also runs a new quantize Job first (minutes, `make plan` shows
-  them) when the stack makes its own checkpoint, and may change the number of nodes.
+  gatekeeper's config digest); LWS recreates the groups, with surge groups when the node group
+  can grow (`infra.plan.rollout`), each old group only after it drained. A new `weights` or
+  `weightsSource` also runs a new quantize Job first (minutes, `make plan` shows them) when
+  the stack makes its own checkpoint, and may change the number of nodes;
 - nothing running: security groups, IAM, alarms and access entries change in place;
 - rebuild: the network itself changes, so everything is created again.
 """
@@ -56,7 +57,6 @@ GROUP_KEYS = (
     "chatPage",
     "downloadMBps",
     "modelProfile",
-    "apiKey",
     "weights",
     "weightsSource",
 )
@@ -73,36 +73,64 @@ IDLE_KEYS = (
     "allowPlainHttp",
     "replicas",
     "vcpuQuota",
+    # The gatekeeper re-reads its key file, which the kubelet refreshes from the Secret: a
+    # rotation changes no pod template (`components.manifests.gatekeeper`).
+    "apiKey",
+    "apiKeyPrevious",
+    "apiKeyOverlapUntil",
+    # The LeaderWorkerSet's rollout strategy is outside its revision hash (lws v0.10.0
+    # pkg/utils/revision/revision_utils.go `getPatch`: leaderWorkerTemplate and networkConfig).
+    "rolloutSurge",
 )
 
 
 @dataclass(frozen=True)
 class ChangeCost:
-    """One kind of change: its keys, what it does, and how long the endpoint gives no answer."""
+    """One kind of change: its keys, what it does, how long the endpoint gives no answer, and
+    how the running groups get there (`rollout`)."""
 
     kind: str
     keys: tuple[str, ...]
     effect: str
     outage: str
+    rollout: str = "nothing restarts"
+
+
+def _node_replacement(p: Plan) -> ChangeCost:
+    """EKS drains the nodes one at a time; with two or more groups the PodDisruptionBudget makes
+    it wait until the broken group serves again before it takes the next node."""
+    cold = p.cold_start_seconds
+    each = f"{p.drain.accept_s} s drain + {cold} s cold start + a node launch"
+    if p.replicas >= 2:
+        return ChangeCost(
+            "node replacement",
+            NODE_KEYS,
+            "EKS replaces every node, one at a time; each one recreates its group",
+            "none",
+            f"one group at a time, the PodDisruptionBudget keeping the others serving: "
+            f"~{p.nodes} x ({each}) in all",
+        )
+    return ChangeCost(
+        "node replacement",
+        NODE_KEYS,
+        "EKS replaces every node, one at a time; each one recreates the group",
+        f"~{p.nodes} x ({cold} s cold start + a node launch), from the first drain",
+        f"an outage: one group, so each node's drain stops it (~{p.nodes} x ({each}))",
+    )
 
 
 def change_costs(p: Plan) -> list[ChangeCost]:
     """The kinds for this plan, with outages from its cold start (modelled, as the plan's
     own cold-start figure is)."""
-    cold = p.cold_start_seconds
-    restart = p.warm_restart_seconds
+    rolls = p.rollout
     return [
-        ChangeCost(
-            "node replacement",
-            NODE_KEYS,
-            "EKS replaces every node, one at a time; each one recreates the group",
-            f"~{p.nodes} x ({cold} s cold start + a node launch), from the first drain",
-        ),
+        _node_replacement(p),
         ChangeCost(
             "group restart",
             GROUP_KEYS,
-            "LWS recreates the group once with the new pod template",
-            f"~{restart} s (one restart)",
+            "LWS recreates the groups with the new pod template, each after it drained",
+            f"~{rolls.outage_s} s (drain, then one restart)" if rolls.outage_s else "none",
+            rolls.describe(),
         ),
         ChangeCost("nothing running", IDLE_KEYS, "changed in place", "none"),
         ChangeCost(
@@ -110,6 +138,7 @@ def change_costs(p: Plan) -> list[ChangeCost]:
             REBUILD_KEYS,
             "a new VPC and cluster replace the old ones",
             "a first deploy (cluster, nodes, one cold start)",
+            "everything is created again",
         ),
     ]
 
@@ -121,5 +150,6 @@ def describe(p: Plan) -> list[str]:
         answer = (
             "the endpoint keeps answering" if c.outage == "none" else f"no answer for {c.outage}"
         )
-        lines.append(f"{c.kind}: {', '.join(f'`{k}`' for k in c.keys)}: {c.effect}; {answer}")
+        keys = ", ".join(f"`{k}`" for k in c.keys)
+        lines.append(f"{c.kind}: {keys}: {c.effect}; {answer}; rollout: {c.rollout}")
     return lines

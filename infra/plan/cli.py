@@ -199,6 +199,14 @@ def format_table(
         ),
         ("first byte", f"within {p.liveness.first_byte_s} s (longest prompt + stall bound)"),
         *_front_door_rows(p.front_door),
+        (
+            "drain",
+            f"a stopping leader accepts {p.drain.accept_s} s more (the NLB checks every "
+            f"{p.drain.health_check_interval_s} s, {p.drain.health_check_threshold} failures), "
+            f"then finishes its streams within {p.drain.reply_s} s; grace "
+            f"{p.drain.grace_s} s",
+        ),
+        ("rollout", p.rollout.describe()),
     ]
     if econ is not None:
         rows += _economics_rows(p, econ)

@@ -34,7 +34,7 @@ from infra.plan import catalog, prices
 PROJECT = "gemma-graviton"
 
 #: Keys that hold secrets. They live in the stack file only as `secure:` values.
-SECRET_KEYS = ("hfToken", "apiKey")
+SECRET_KEYS = ("hfToken", "apiKey", "apiKeyPrevious")
 
 Auto = Literal["auto"]
 PositiveInt = Annotated[int, Field(gt=0)]
@@ -531,6 +531,26 @@ class StackConfig(BaseModel):
             json_schema_extra=_fix("use the quota's value such as 64"),
         ),
     ] = None
+    rollout_surge: Annotated[
+        Annotated[int, Field(ge=0, le=16)] | Auto,
+        Field(
+            alias="rolloutSurge",
+            description="Extra groups a pod-template change starts before it stops an old one "
+            "(LeaderWorkerSet maxSurge, maxUnavailable 0), on nodes the node autoscaler adds "
+            "for them; 0 rolls groups in place. auto = 1 when the model node group can grow, "
+            "else 0 (docs/scaling-and-changes.md).",
+            json_schema_extra=_fix("use auto or a number of groups such as 1"),
+        ),
+    ] = "auto"
+    api_key_overlap_until: Annotated[
+        dt.datetime | None,
+        Field(
+            alias="apiKeyOverlapUntil",
+            description="During a key rotation, when the previous key (`apiKeyPrevious`) stops "
+            "being accepted, as an RFC 3339 UTC time; until then both keys work.",
+            json_schema_extra=_fix("use a UTC time such as 2026-12-09T00:00:00Z"),
+        ),
+    ] = None
     waiting_requests_alarm: Annotated[
         PositiveInt | Auto,
         Field(
@@ -598,6 +618,17 @@ class StackConfig(BaseModel):
                 "kubernetesVersion",
                 f"{value} was read as a number",
                 f'quote it, such as "{catalog.DEFAULT_KUBERNETES_VERSION}"',
+            )
+        return value
+
+    @field_validator("api_key_overlap_until")
+    @classmethod
+    def _utc(cls, value: dt.datetime | None) -> dt.datetime | None:
+        if value is not None and value.utcoffset() != dt.timedelta(0):
+            raise ConfigError(
+                "apiKeyOverlapUntil",
+                f"{value.isoformat()} is not a UTC time (RFC 3339 with Z or +00:00)",
+                "write it in UTC, such as 2026-12-09T00:00:00Z",
             )
         return value
 
@@ -912,6 +943,7 @@ def load_config(raw: Mapping[str, Any]) -> StackConfig:
         if refused.rule.startswith("must be a list"):
             refused = rules.list_syntax(refused, values)
         raise refused from None
+    check_rotation(raw)
     rules.check_config(cfg)
     return cfg
 
@@ -923,9 +955,9 @@ API_KEY_ALPHABET = "A-Z a-z 0-9 . _ ~ + / = -"
 _API_KEY = re.compile(rf"[A-Za-z0-9._~+/=-]{{{API_KEY_MIN_CHARS},512}}")
 
 
-def check_api_key(key: str) -> None:
-    """Refuse a user-chosen key that is short or holds other characters; the message never
-    shows the key."""
+def check_api_key(key: str, name: str = "apiKey") -> None:
+    """Refuse a user-chosen key (`name`: apiKey or apiKeyPrevious) that is short or holds other
+    characters; the message never shows the key."""
     if _API_KEY.fullmatch(key):
         return
     if len(key) < API_KEY_MIN_CHARS:
@@ -937,11 +969,27 @@ def check_api_key(key: str) -> None:
     else:
         rule = f"holds characters outside {API_KEY_ALPHABET}"
     raise ConfigError(
-        "apiKey",
+        name,
         rule,
-        "run `pulumi config set --secret apiKey $(openssl rand -hex 24)`, or remove it to have "
-        "one generated",
+        f"run `pulumi config set --secret {name} $(openssl rand -hex 24)`"
+        + (", or remove it to have one generated" if name == "apiKey" else ""),
     )
+
+
+def check_rotation(raw: Mapping[str, Any]) -> None:
+    """A key rotation names both its halves: the previous key (a secret) and when it stops."""
+    if "apiKeyPrevious" in raw and raw.get("apiKeyOverlapUntil") is None:
+        raise ConfigError(
+            "apiKeyPrevious",
+            "is set without `apiKeyOverlapUntil`, so the old key would be accepted for ever",
+            "set `apiKeyOverlapUntil` to when it stops, such as 2026-12-09T00:00:00Z",
+        )
+    if raw.get("apiKeyOverlapUntil") is not None and "apiKeyPrevious" not in raw:
+        raise ConfigError(
+            "apiKeyOverlapUntil",
+            "is set without `apiKeyPrevious`, the key it keeps accepting",
+            "run `pulumi config set --secret apiKeyPrevious <the old key>`, or remove it",
+        )
 
 
 def check_secrets(present: Mapping[str, bool]) -> None:

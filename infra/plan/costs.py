@@ -91,6 +91,8 @@ class CostInputs:
     aggregate_tokens_per_s: float
     #: `monitoring: true`: the metrics, dashboard, alarms and their ingestion.
     monitoring: bool = False
+    #: A rollout's surge groups: with `modelCache: volume` their ranks keep volumes too.
+    surge_groups: int = 0
 
 
 def stack_costs(inputs: CostInputs, today: dt.date) -> CostBreakdown:
@@ -156,7 +158,8 @@ def stack_costs(inputs: CostInputs, today: dt.date) -> CostBreakdown:
         )
     )
     if inputs.model_cache == "volume":
-        volumes = inputs.stages * inputs.replicas
+        # The surge groups' claims are kept between rollouts (`manifests.model_claims`).
+        volumes = inputs.stages * (inputs.replicas + inputs.surge_groups)
         per_volume = (
             inputs.model_volume_gib * prices.EBS_GP3_GB_MONTH.usd
             + (VOLUME_THROUGHPUT_MIBPS - GP3_FREE_THROUGHPUT_MIBPS)

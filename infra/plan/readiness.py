@@ -20,16 +20,24 @@ SURGE_NODES = 2
 
 
 def vcpus_needed(p: Plan) -> tuple[int, int]:
-    """(vCPUs the nodes run on, vCPUs while EKS replaces them)."""
+    """(vCPUs the nodes run on, vCPUs at the peak of a change). The peak counts EKS's node
+    replacement and a rollout's surge groups together: one `pulumi up` can start both (the safe
+    end)."""
     per_node = catalog.INSTANCE_TYPES[p.instance_type].vcpu
-    return p.nodes * per_node, (p.nodes + SURGE_NODES) * per_node
+    return p.nodes * per_node, (p.nodes + SURGE_NODES + p.rollout.surge_nodes) * per_node
+
+
+def _while(p: Plan) -> str:
+    if p.rollout.surge_nodes:
+        return f"while EKS replaces them and a rollout's {p.rollout.surge_nodes} surge node(s) run"
+    return "while EKS replaces them"
 
 
 def describe(p: Plan) -> str:
     """The plan's quota line."""
     running, replacing = vcpus_needed(p)
     return (
-        f"{running} vCPUs running, {replacing} while EKS replaces nodes (EC2 quota {QUOTA_CODE}, "
+        f"{running} vCPUs running, {replacing} {_while(p)} (EC2 quota {QUOTA_CODE}, "
         "On-Demand Standard instances)"
     )
 
@@ -43,7 +51,7 @@ def check_quota(cfg: StackConfig, p: Plan) -> None:
         raise ConfigError(
             "vcpuQuota",
             f"is {cfg.vcpu_quota}, but {p.nodes} x {p.instance_type} need {running} vCPUs and "
-            f"{replacing} while EKS replaces them",
+            f"{replacing} {_while(p)}",
             f"ask AWS to raise quota {QUOTA_CODE} in {cfg.region} to {replacing} and set "
             f"`vcpuQuota` to {replacing}",
         )

@@ -53,17 +53,21 @@ by hand, create them first in namespace {ns}, from values you hold in your shell
   kubectl -n {ns} create secret generic {spec.hf_secret_name} \\
     --from-literal={manifests.HF_TOKEN_KEY}="$HF_TOKEN"
 
-  # The key: 32 or more of A-Z a-z 0-9 . _ ~ + / = - (e.g. API_KEY=$(openssl rand -hex 24)).
-  # The gatekeeper reads {gatekeeper.KEY_FILE}, a line of nginx `map` accepting exactly
-  # "Bearer $API_KEY"; without it every request but /health is refused.
-  PATTERN=$(printf %s "$API_KEY" | sed 's/[.+]/\\\\&/g')   # `.` and `+` escaped
-  printf '"~^Bearer %s$" 1;\\n' "$PATTERN" > {gatekeeper.KEY_FILE}
-  kubectl -n {ns} create secret generic {spec.api_key_secret_name} \\
-    --from-literal={manifests.API_KEY_KEY}="$API_KEY" --from-file={gatekeeper.KEY_FILE}
-  rm {gatekeeper.KEY_FILE}
+  # The key: 32 or more of A-Z a-z 0-9 . _ ~ + / = - (e.g. API_KEY=$(openssl rand -hex 24)),
+  # and the engine key vLLM checks, which the gatekeeper sends it (ENGINE_KEY likewise).
+  # The gatekeeper reads {gatekeeper.KEY_FILE} (the accepted keys) and
+  # {gatekeeper.ENGINE_FILE}; without them every request but /health and /ready is refused.
+  printf '{{"keys": [{{"key": "%s", "until": null}}]}}\n' "$API_KEY" > {gatekeeper.KEY_FILE}
+  printf 'default "Bearer %s";\n' "$ENGINE_KEY" > {gatekeeper.ENGINE_FILE}
+  kubectl -n {ns} create secret generic {spec.api_key_secret_name} \
+    --from-literal={manifests.API_KEY_KEY}="$API_KEY" \
+    --from-literal={manifests.ENGINE_KEY_KEY}="$ENGINE_KEY" \
+    --from-file={gatekeeper.KEY_FILE} --from-file={gatekeeper.ENGINE_FILE}
+  rm {gatekeeper.KEY_FILE} {gatekeeper.ENGINE_FILE}
 
-A new key takes effect when the leader pods restart (the program rolls them through the
-{gatekeeper.KEY_ANNOTATION} annotation of the leader template).
+A new client key takes effect without restarting any pod: the kubelet refreshes the mounted
+Secret and the gatekeeper reads {gatekeeper.KEY_FILE} on every keyed request. During a rotation
+the file lists the previous key's digest too, with "until" (Unix seconds) when it stops.
 """
 
 

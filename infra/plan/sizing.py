@@ -20,7 +20,7 @@ from __future__ import annotations
 import math
 from dataclasses import asdict, dataclass, replace
 
-from infra.plan import catalog, liveness, prefill, quantize
+from infra.plan import catalog, liveness, prefill, quantize, rollout
 from infra.plan.budget import (
     BATCHED_TOKEN_CHOICES,
     CPU_DEFAULT_BATCHED_TOKENS_PER_RANK,
@@ -41,6 +41,7 @@ from infra.plan.frontdoor import FrontDoorPlan, plan_front_door
 from infra.plan.kv_cache import GroupKv, cdiv
 from infra.plan.liveness import Liveness
 from infra.plan.quantize import QuantizeJobPlan, plan_job
+from infra.plan.rollout import DrainPlan, RolloutPlan
 from infra.plan.weights import weight_format
 
 __all__ = [
@@ -115,6 +116,10 @@ class Plan:
     #: What the gatekeeper in front of vLLM lets through (`infra.plan.frontdoor`).
     front_door: FrontDoorPlan
     reasons: tuple[str, ...]
+    #: How a pod told to stop finishes its streams (`infra.plan.rollout`).
+    drain: DrainPlan
+    #: What a new pod template costs: surge groups, extra nodes, time, outage.
+    rollout: RolloutPlan
 
     @property
     def weights_gib_per_stage(self) -> list[float]:
@@ -346,6 +351,20 @@ def _finish(
         None if cfg.first_byte_timeout_seconds == "auto" else cfg.first_byte_timeout_seconds,
     )
     _check_first_byte(cfg, live, max_len)
+    door = plan_front_door(cfg, max_len, concurrency, decode, live.first_byte_s)
+    drain = rollout.plan_drain(door.reply_timeout_seconds)
+    grows = rollout.node_group_grows(cfg)
+    rollout.check_surge(cfg.rollout_surge, grows)
+    rolls = rollout.plan_rollout(
+        setting=cfg.rollout_surge,
+        grows=grows,
+        replicas=cfg.replicas,
+        stages=stages,
+        instance_type=instance.name,
+        cold_start_s=int(startup.cold_seconds),
+        restart_s=int(startup.restart_seconds),
+        drain=drain,
+    )
     return Plan(
         stack=stack,
         model=profile.name,
@@ -387,7 +406,9 @@ def _finish(
         vllm_image=cfg.vllm_image,
         quantize=_quantize_job(cfg, profile, budget, pod_gib, stages),
         liveness=live,
-        front_door=plan_front_door(cfg, max_len, concurrency, decode, live.first_byte_s),
+        front_door=door,
+        drain=drain,
+        rollout=rolls,
         reasons=(
             *_reasons(cfg, instance, budget, pod_gib, chosen, max_len, upper, concurrency, decode),
             _why_liveness(live, model, max_len, CPU_DEFAULT_MAX_SEQS_PER_RANK * stages),

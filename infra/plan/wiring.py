@@ -9,6 +9,7 @@ from pathlib import Path
 
 from components import watch
 from components.manifests import ProbeSpec, ServerSpec, model_claims
+from components.manifests.drain import DrainSpec
 from components.manifests.gatekeeper import GatekeeperLimits
 from components.manifests.metrics import CollectorSpec
 from components.manifests.quantize import QuantizeSpec
@@ -86,6 +87,23 @@ def server_spec(cfg: StackConfig, plan: Plan) -> ServerSpec:
         checkpoint_repo=None if cfg.weights_source == "quantize" else cfg.weights_repo[0],
         checkpoint_revision=None if cfg.weights_source == "quantize" else cfg.weights_repo[1],
         produced_checkpoint=plan.quantize is not None,
+        drain=drain_spec(plan),
+        rollout_surge=plan.rollout.surge_groups,
+    )
+
+
+def drain_spec(plan: Plan) -> DrainSpec:
+    """The plan's drain bounds as the pods and the Service take them."""
+    d = plan.drain
+    return DrainSpec(
+        accept_s=d.accept_s,
+        reply_s=d.reply_s,
+        settle_s=d.settle_s,
+        grace_s=d.grace_s,
+        health_check_interval_s=d.health_check_interval_s,
+        health_check_threshold=d.health_check_threshold,
+        deregistration_delay_s=d.deregistration_delay_s,
+        unhealthy_draining_s=d.unhealthy_draining_s,
     )
 
 

@@ -31,6 +31,16 @@ and checks what the plan promised:
 - the benchmark client (`infra.bench`) runs against the leader and flags no cut-off reply;
 - `vllm bench serve` runs a short capacity run through the gatekeeper, one verdict row per point
   with the plan beside the measurement (`capacity_step`);
+- lm-eval scores the group on the project's quality task through the gatekeeper
+  (`quality_step`, `infra.bench.quality`);
+- then the changes (`change_steps`): a key rotation with an overlap in front of the group (both
+  keys served during it, the old one refused after, nothing reloaded), then a second group
+  started and the first one drained as Kubernetes stops a pod under a long stream (the stream
+  finishes, new requests reach the second group, no 5xx), each row with its times;
+- then the same tiny model, quantized to int8 and to int4 by `infra.quantize` (the quantize
+  Job's code), is served as the stack's group at `weights` int8 and int4 (`quantized`): the
+  linear kernel vLLM selected, KV tokens against the planner, a reply streamed through the
+  gatekeeper, lm-eval on int8 and the difference from bf16 (`--skip-quantized` leaves it out);
 - then, once that group is stopped, the prefill probe (`prefill_probe`: a shape-true slice of
   the stack's model, one prefill step of the planned `max_num_batched_tokens` after vLLM's own
   warm-up; its rows print the modelled figure beside the measured one). A plain run serves the
@@ -74,12 +84,14 @@ from infra.plan.stackfile import REPO, add_stack_arguments, parse_overrides, sta
 from infra.plan.wiring import gatekeeper_limits, server_spec
 from infra.rehearse import (
     capacity_step,
+    change_steps,
     chat_page,
     door_checks,
     door_errors,
     gate,
     vllm_headers,
 )
+from infra.rehearse.change_steps import SecondGroup as _SecondGroup
 from infra.rehearse.checks import (
     Check,
     bench_check,
@@ -93,8 +105,9 @@ from infra.rehearse.checks import (
     verdict_ok,
 )
 from infra.rehearse.endpoint import CHECK_TOKENS
-from infra.rehearse.env import RehearsalEnvError, ensure_env
+from infra.rehearse.env import RehearsalEnvError, ensure_env, ensure_quality_env
 from infra.rehearse.metrics_capture import capture_check
+from infra.rehearse.quality_step import QualityStep
 from infra.rehearse.ranks import (
     RankFailure,
     RankGroup,
@@ -106,7 +119,13 @@ from infra.rehearse.ranks import (
     termination_unwinds,
 )
 from infra.rehearse.tiny import ensure_tiny_model, plan_tiny, tiny_model_config
-from infra.rehearse.workspace import LOGS_DIR, QUANTIZE_VENV_DIR, VENV_DIR, RehearsalError
+from infra.rehearse.workspace import (
+    LOGS_DIR,
+    QUALITY_VENV_DIR,
+    QUANTIZE_VENV_DIR,
+    VENV_DIR,
+    RehearsalError,
+)
 
 DEFAULT_TIMEOUT_S = 600.0
 
@@ -232,14 +251,37 @@ def rehearse(options: Options, progress: Progress) -> tuple[list[Check], dict[st
         page,
     )
     load = capacity_step.CapacityRun(vllm, model_dir, tiny_cfg, tiny_plan, log_dir / "capacity")
+    with _timed(timings, "env"):
+        quality = QualityStep(
+            ensure_quality_env(QUALITY_VENV_DIR, progress), log_dir / "quality", progress
+        )
     progress(f"starting {len(launches)} ranks (logs in {log_dir.relative_to(REPO)})")
     group = RankGroup(launches, log_dir, progress=progress)
     checks: list[Check] = []
     try:
         with group:
             checks += _check_group(
-                group, options, tiny_plan, base_url, api_key, timings, front, load
+                group, options, tiny_plan, base_url, api_key, timings, front, load, quality
             )
+            if not options.keep:
+                b_ports = loopback_ports()
+                second = _SecondGroup(
+                    rank_launches(
+                        spec.engine(),
+                        vllm,
+                        model_dir,
+                        b_ports,
+                        api_key,
+                        options.extra_args,
+                        engine_timeout_env(spec.probes),
+                    ),
+                    b_ports,
+                    log_dir,
+                )
+                with _timed(timings, "drain and rotation"):
+                    checks += change_steps.change_rows(
+                        group, ports, second, front.nginx, tiny_plan, api_key, options.timeout_s
+                    )
     finally:
         timings["stop"] = group.stop_seconds
     checks.append(stopped_check(group))
@@ -247,7 +289,8 @@ def rehearse(options: Options, progress: Progress) -> tuple[list[Check], dict[st
         print(log_tails(group.processes), file=sys.stderr)
     if options.quantized:
         with _timed(timings, "int8 and int4"):
-            checks += _quantized_rows(options, nginx, vllm, model_dir, progress)
+            checks += _quantized_rows(options, nginx, vllm, model_dir, quality, progress)
+        checks.append(quality.difference_row())
     checks += _prefill_rows(options, python, progress, timings)
     return checks, timings
 
@@ -263,7 +306,12 @@ def probe_sliding(options: Options) -> int | None:
 
 
 def _quantized_rows(
-    options: Options, nginx: str, vllm: str, model_dir: Path, progress: Progress
+    options: Options,
+    nginx: str,
+    vllm: str,
+    model_dir: Path,
+    quality: QualityStep,
+    progress: Progress,
 ) -> list[Check]:
     """The tiny model quantized by `infra.quantize` and served at `weights` int8 and int4."""
     from infra.rehearse.env import ensure_quantize_env
@@ -279,6 +327,7 @@ def _quantized_rows(
         model_dir,
         options.timeout_s,
         options.extra_args,
+        quality,
     )
     try:
         return quantized_rows(served, progress)
@@ -388,6 +437,7 @@ def _check_group(
     timings: dict[str, float],
     front: _Front,
     load: capacity_step.CapacityRun,
+    quality: QualityStep,
 ) -> list[Check]:
     """Every check that needs the running group, in order; a failed start ends the list early.
 
@@ -464,6 +514,8 @@ def _check_group(
                 checks.append(Check("bench", "no cut-off", "could not run", False, note=str(error)))
         with _timed(timings, "capacity"):
             checks += capacity_step.capacity_checks(load, gate_url, api_key, group.progress)
+        with _timed(timings, "quality"):
+            checks.append(quality.row("bf16", gate_url, api_key, tiny_plan.model))
         # After the traffic above, so the latency histograms have observations.
         try:
             checks.append(capture_check(door.metrics_url, vllm_root))

@@ -107,6 +107,8 @@ class Gate:
     access_log: Path
     #: The internal listener that passes vLLM's `/metrics` only.
     metrics_url: str = ""
+    #: nginx's process group (the master's pid).
+    pgid: int = 0
 
     def log_entries(self) -> list[dict[str, Any]]:
         try:
@@ -127,6 +129,7 @@ def running_gate(
     progress: Callable[[str], None],
     metrics_port: int | None = None,
     page_files: Mapping[str, str] | None = None,
+    engine_key: str | None = None,
 ) -> Iterator[Gate]:
     """nginx with the gatekeeper's config on 127.0.0.1:`port` (and its metrics listener on
     `metrics_port`, a free port if not given), stopped by group on exit. With `page_files`
@@ -140,7 +143,11 @@ def running_gate(
     page_dir.chmod(0o755)
     for name, text in (page_files or {}).items():
         (page_dir / name).write_text(text, encoding="utf-8")
-    (key_dir / gatekeeper.KEY_FILE).write_text(gatekeeper.key_map_entry(api_key))
+    write_keys(key_dir, gatekeeper.key_file_text(api_key))
+    # The rehearsal's vLLM checks the client key itself: the same key is the engine key.
+    (key_dir / gatekeeper.ENGINE_FILE).write_text(
+        gatekeeper.engine_map_entry(engine_key or api_key)
+    )
     access_log = run_dir / "access.log"
     metrics_port = metrics_port or free_port()
     files = gatekeeper.config_files(
@@ -164,10 +171,18 @@ def running_gate(
     process = subprocess.Popen(
         argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True
     )
+    # Reaped as soon as it exits, as a container's first process is: the drain's preStop waits
+    # with `kill -0` for nginx to be gone, which a zombie would never be.
+    threading.Thread(target=process.wait, daemon=True).start()
     try:
         _wait_listening(port, process, work_dir / "nginx.log")
         progress(f"gatekeeper: nginx on 127.0.0.1:{port} in front of vLLM on {vllm_port}")
-        yield Gate(f"http://127.0.0.1:{port}", access_log, f"http://127.0.0.1:{metrics_port}")
+        yield Gate(
+            f"http://127.0.0.1:{port}",
+            access_log,
+            f"http://127.0.0.1:{metrics_port}",
+            process.pid,
+        )
     finally:
         with suppress(ProcessLookupError):
             os.killpg(process.pid, signal.SIGTERM)
@@ -179,6 +194,15 @@ def running_gate(
             process.wait(timeout=10)
         log.close()
         shutil.rmtree(page_dir, ignore_errors=True)
+
+
+def write_keys(key_dir: Path, text: str) -> None:
+    """Replace the gatekeeper's key file at once, as the kubelet swaps a Secret volume's files:
+    a request never reads half a file."""
+    staged = key_dir / f".{gatekeeper.KEY_FILE}.new"
+    staged.write_text(text, encoding="utf-8")
+    staged.chmod(0o644)
+    os.replace(staged, key_dir / gatekeeper.KEY_FILE)
 
 
 def _wait_listening(port: int, process: subprocess.Popen[bytes], log: Path) -> None:

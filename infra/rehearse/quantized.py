@@ -12,8 +12,8 @@ format from the bf16 checkpoint), and the ranks run the LeaderWorkerSet's own co
 Rows per format: the ranks the plan gives and /health; the linear kernel vLLM selected, from
 its log (vLLM 0.31 `model_executor/kernels/linear/__init__.py` logs "Selected <kernel> for
 <scheme>" for int8 and "Using <kernel> for mixed-precision linear" for int4); the KV cache
-tokens and concurrency against the planner; a reply streamed through the gatekeeper; every
-process stopped.
+tokens and concurrency against the planner; a reply streamed through the gatekeeper; for int8,
+lm-eval's score on the shipped task (`quality_step`); every process stopped.
 """
 
 from __future__ import annotations
@@ -36,6 +36,7 @@ from infra.plan.wiring import gatekeeper_limits, server_spec
 from infra.rehearse import gate
 from infra.rehearse.checks import Check, kv_checks, stopped_check
 from infra.rehearse.env import tail
+from infra.rehearse.quality_step import QualityStep
 from infra.rehearse.ranks import RankFailure, RankGroup, free_port, loopback_ports, rank_launches
 from infra.rehearse.tiny import plan_tiny
 from infra.rehearse.workspace import LOGS_DIR, RehearsalError
@@ -61,6 +62,8 @@ class Served:
     model_dir: Path
     timeout_s: float
     extra_args: tuple[str, ...] = ()
+    #: Scores the int8 group with lm-eval, for the difference from bf16 (None: no quality row).
+    quality: QualityStep | None = None
 
 
 def selected_kernels(log_text: str) -> list[str]:
@@ -103,7 +106,9 @@ def ensure_quantized(
             f"quantizing the tiny model failed (exit {done.returncode}): {shlex.join(argv)}\n"
             + tail(done.stdout + done.stderr)
         )
-    progress(f"{scheme}: {done.stdout.strip()} ({time.monotonic() - began:.0f} s)")
+    # llm-compressor logs to stdout too; the command's own line is the last.
+    said = (done.stdout.strip().splitlines() or ["(no output)"])[-1]
+    progress(f"{scheme}: {said} ({time.monotonic() - began:.0f} s)")
     return out
 
 
@@ -159,6 +164,10 @@ def _group_rows(served: Served, scheme: str, progress: Callable[[str], None]) ->
         ) as door:
             streamed = gate.streaming_check(door, api_key, tiny_plan.model)
             rows.append(replace(streamed, name=f"{scheme}: {streamed.name}"))
+            if served.quality is not None and scheme == "int8":
+                rows.append(
+                    served.quality.row(scheme, f"{door.base_url}/v1", api_key, tiny_plan.model)
+                )
     stopped = stopped_check(group)
     rows.append(replace(stopped, name=f"{scheme}: {stopped.name}"))
     return rows

@@ -14,6 +14,8 @@ REHEARSAL_DIR = REPO / ".rehearsal"
 VENV_DIR = REHEARSAL_DIR / "venv"
 #: The quantizer's virtualenv (llm-compressor), apart from vLLM's.
 QUANTIZE_VENV_DIR = REHEARSAL_DIR / "quantize"
+#: lm-evaluation-harness's virtualenv (`infra.bench.quality`).
+QUALITY_VENV_DIR = REHEARSAL_DIR / "quality"
 MODELS_DIR = REHEARSAL_DIR / "models"
 LOGS_DIR = REHEARSAL_DIR / "logs"
 

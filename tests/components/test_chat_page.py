@@ -15,7 +15,7 @@ import pytest
 import yaml
 
 from components.manifests import chat, gatekeeper, gatekeeper_conf
-from components.manifests.gatekeeper import GatekeeperLimits, key_map_entry, nginx_conf
+from components.manifests.gatekeeper import GatekeeperLimits, key_file_text, nginx_conf
 from infra.plan.render import render_stack
 from infra.plan.sizing import plan
 from infra.plan.stackfile import load_stack
@@ -42,8 +42,8 @@ def test_the_page_is_served_only_when_asked_for() -> None:
     # The error pages' own locations are `internal`: no client reaches them.
     paths = [path for path in paths if not path.startswith("/.gatekeeper/")]
     assert paths == [
-        "/v1/chat/completions", "/v1/completions", "/v1/models", "/health", "/", "/app.js",
-        "/app.css",
+        "/ready", "/v1/chat/completions", "/v1/completions", "/v1/models", "/health", "/",
+        "/app.js", "/app.css",
     ]  # fmt: skip
     assert conf.count(f'add_header Content-Security-Policy "{chat.CSP}";') == 3
     assert conf.count("root /etc/gatekeeper;") == 3
@@ -148,7 +148,8 @@ def test_the_rendered_config_map_serves_the_page_and_nothing_more(tmp_path: Path
         directory.mkdir()
     for name, text in data.items():
         (mount / name).write_text(text)
-    (keys / gatekeeper.KEY_FILE).write_text(key_map_entry(key))
+    (keys / gatekeeper.KEY_FILE).write_text(key_file_text(key))
+    (keys / gatekeeper.ENGINE_FILE).write_text(gatekeeper.engine_map_entry(key))
     port = free_port()
     conf = (
         data["nginx.conf"]

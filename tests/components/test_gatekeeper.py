@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from components.manifests import gatekeeper
-from components.manifests.gatekeeper import GatekeeperLimits, key_map_entry, nginx_conf
+from components.manifests.gatekeeper import GatekeeperLimits, key_file_text, nginx_conf
 from components.manifests.gatekeeper_conf import ERRORS, PASSED_HEADERS, njs_script
 
 LIMITS = GatekeeperLimits(
@@ -40,7 +40,8 @@ def test_only_two_routes_reach_vllm_and_health_comes_from_a_cache() -> None:
     conf, _ = _servers(nginx_conf(LIMITS))
     conf = conf[conf.index("http {") :]
     exact = [p for p in re.findall(r"location = (\S+) \{", conf) if "/.gatekeeper/" not in p]
-    assert exact == ["/v1/chat/completions", "/v1/completions", "/v1/models", "/health"]
+    # /ready is the gatekeeper's own readiness (the drain), answered without vLLM.
+    assert exact == ["/ready", "/v1/chat/completions", "/v1/completions", "/v1/models", "/health"]
     # vLLM sees the chat and completion routes only through the named locations, and /health.
     assert re.findall(r"proxy_pass (\S+);", conf) == ["http://vllm"] * 4 + ["http://vllm/health"]
     assert re.findall(r"rewrite \^ (\S+) break;", conf) == [
@@ -114,7 +115,8 @@ def test_only_reviewed_headers_reach_vllm_and_the_address_is_nginx_s() -> None:
     assert set_headers == {
         "Host": "localhost",
         "Connection": '""',
-        "Authorization": "$http_authorization",
+        # vLLM gets the engine key, never the client's (which rotates without restarting it).
+        "Authorization": "$gatekeeper_engine_auth",
         "Content-Type": "$content_type",
         "Accept": "$http_accept",
         "X-Forwarded-For": "$remote_addr",
@@ -177,13 +179,12 @@ def test_the_metrics_listener_passes_metrics_only_and_logs_no_scrape() -> None:
     ],
 )
 def test_unusable_keys_accept_nothing(key: str) -> None:
-    assert key_map_entry(key) == "# no usable API key: every request that needs one is refused\n"
+    assert key_file_text(key) == '{"keys": []}\n'
 
 
-def test_a_key_becomes_an_anchored_case_sensitive_match() -> None:
+def test_a_usable_key_is_written_as_json_whatever_its_characters() -> None:
     key = "abc.def+ghi/jkl_mno~pqr=-0123456789"
-    assert key_map_entry(key) == '"~^Bearer abc\\.def\\+ghi/jkl_mno~pqr=-0123456789$" 1;\n'
-    assert key_map_entry("k" * 32) == f'"~^Bearer {"k" * 32}$" 1;\n'
+    assert key_file_text(key) == f'{{"keys": [{{"key": "{key}", "until": null}}]}}\n'
 
 
 def test_fingerprint_changes_with_the_key_and_hides_it() -> None:
@@ -202,7 +203,8 @@ NGINX = shutil.which("nginx") or ("/usr/sbin/nginx" if Path("/usr/sbin/nginx").e
 def test_real_nginx_accepts_the_config_and_the_key_snippet(tmp_path: Path, key: str) -> None:
     (tmp_path / "key").mkdir()
     (tmp_path / "run").mkdir()
-    (tmp_path / "key" / gatekeeper.KEY_FILE).write_text(key_map_entry(key))
+    (tmp_path / "key" / gatekeeper.KEY_FILE).write_text(key_file_text(key))
+    (tmp_path / "key" / gatekeeper.ENGINE_FILE).write_text(gatekeeper.engine_map_entry(key))
     files = gatekeeper.config_files(
         LIMITS,
         listen="127.0.0.1:1",

@@ -95,7 +95,8 @@ def test_every_container_runs_locked_down(spec: ServerSpec) -> None:
         }, role
         assert pod["spec"]["automountServiceAccountToken"] is False, role
         assert pod["spec"]["enableServiceLinks"] is False, role
-        assert pod["spec"]["terminationGracePeriodSeconds"] == 30, role
+        # The drain's bound (`components.manifests.drain`), the spec's default here.
+        assert pod["spec"]["terminationGracePeriodSeconds"] == spec.drain.grace_s, role
         for container in pod["spec"]["containers"] + pod["spec"].get("initContainers", []):
             where = (role, container["name"])
             context = container["securityContext"]
@@ -137,7 +138,7 @@ def test_the_engine_reads_prefetched_weights_offline() -> None:
         *common,
         {
             "name": "VLLM_API_KEY",
-            "valueFrom": {"secretKeyRef": {"name": "gemma-api-key", "key": "api-key"}},
+            "valueFrom": {"secretKeyRef": {"name": "gemma-api-key", "key": "engine-key"}},
         },
     ]
     assert _container(leader, "vllm")["volumeMounts"] == [
@@ -223,7 +224,10 @@ def test_the_gatekeeper_reads_its_config_and_only_the_key_snippet() -> None:
             "name": "gatekeeper-key",
             "secret": {
                 "secretName": "key",
-                "items": [{"key": "api-key.map", "path": "api-key.map"}],
+                "items": [
+                    {"key": "api-keys.json", "path": "api-keys.json"},
+                    {"key": "engine.map", "path": "engine.map"},
+                ],
                 "defaultMode": 0o440,
             },
         },
@@ -376,7 +380,12 @@ def test_secrets_hold_the_values_and_say_where_they_come_from() -> None:
         "kind": "Secret",
         "metadata": metadata,
         "type": "Opaque",
-        "stringData": {"api-key": key, "api-key.map": gatekeeper.key_map_entry(key)},
+        "stringData": {
+            "api-key": key,
+            "engine-key": "",
+            "api-keys.json": gatekeeper.key_file_text(key),
+            "engine.map": "# no usable engine key: vLLM refuses every request\n",
+        },
     }
     token = manifests.secret(SPEC, "hf-token", "hf_abc")
     assert token["metadata"] == {**metadata, "name": "gemma-hf-token"}
@@ -421,6 +430,7 @@ def test_the_service_reaches_leaders_through_an_nlb() -> None:
         "service.beta.kubernetes.io/aws-load-balancer-type": "nlb",
         "service.beta.kubernetes.io/aws-load-balancer-cross-zone-load-balancing-enabled": "true",
         "pulumi.com/waitFor": "jsonpath={.status.loadBalancer.ingress[0].hostname}",
+        **manifests.access.drain_annotations(SPEC.drain),
     }
     assert svc["spec"]["selector"] == {
         "leaderworkerset.sigs.k8s.io/name": "gemma-vllm",
@@ -437,6 +447,7 @@ def test_the_service_reaches_leaders_through_an_nlb() -> None:
         "service.beta.kubernetes.io/aws-load-balancer-type": "nlb",
         "service.beta.kubernetes.io/aws-load-balancer-cross-zone-load-balancing-enabled": "true",
         "pulumi.com/waitFor": "jsonpath={.status.loadBalancer.ingress[0].hostname}",
+        **manifests.access.drain_annotations(SPEC.drain),
         "service.beta.kubernetes.io/aws-load-balancer-internal": "true",
     }
 
@@ -552,8 +563,8 @@ def test_the_config_s_buffers_timeouts_and_log() -> None:
 
 def test_key_shapes_and_fingerprints() -> None:
     key = "XXXX" + "x" * 28
-    assert gatekeeper.key_map_entry(key[:-1]).startswith("# no usable API key")
-    assert gatekeeper.key_map_entry(key) == f'"~^Bearer {key}$" 1;\n'
+    assert gatekeeper.key_file_text(key[:-1]) == '{"keys": []}\n'
+    assert gatekeeper.engine_map_entry(key) == f'default "Bearer {key}";\n'
     one = gatekeeper.key_fingerprint("a" * 40)
     assert re.fullmatch(r"[0-9a-f]{16}", one)
     digest = gatekeeper.config_digest("conf")

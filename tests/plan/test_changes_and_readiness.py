@@ -34,7 +34,7 @@ def test_each_key_is_in_one_kind_of_change() -> None:
     assert len(keys) == len(set(keys))
     # Every stack key (and the secret key) is classified: a new key must say what it costs.
     stack_keys = {field.alias or name for name, field in StackConfig.model_fields.items()}
-    assert set(keys) == stack_keys | {"apiKey"}
+    assert set(keys) == stack_keys | {"apiKey", "apiKeyPrevious"}
 
 
 def test_the_plan_states_the_vcpus_needed_with_a_replacement_s_extra_nodes() -> None:

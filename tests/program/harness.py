@@ -51,6 +51,7 @@ def run_program(
     api_key: str | None = None,
     preview: bool = False,
     as_shipped: bool = False,
+    previous_key: str | None = None,
 ) -> None:
     """Run the program on a committed stack as `pulumi up` (or, with `preview`, as `pulumi
     preview`) would. The stack's placeholders are replaced by `OWN_VALUES` unless `as_shipped`."""
@@ -66,6 +67,9 @@ def run_program(
     if api_key is not None:
         values["gemma-graviton:apiKey"] = api_key
         secret_keys.append("gemma-graviton:apiKey")
+    if previous_key is not None:
+        values["gemma-graviton:apiKeyPrevious"] = previous_key
+        secret_keys.append("gemma-graviton:apiKeyPrevious")
     text = {k: v if isinstance(v, str) else json.dumps(v) for k, v in values.items()}
     pulumi.runtime.set_mocks(mocks, project="gemma-graviton", stack=stack, preview=preview,
                              monitor=mocks.monitor)  # fmt: skip

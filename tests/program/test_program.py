@@ -29,6 +29,7 @@ OUTPUTS = {
     "clusterName", "kubeconfig", "region", "availabilityZone", "nodeInstanceType", "nodeCount",
     "plan", "endpoint", "apiKey", "model", "maxModelLen", "kvCacheTokens", "curlExample",
     "namespace", "logGroup", "logsQuery", "dashboardUrl", "alarmTopic", "chatUrl",
+    "apiKeyFingerprint", "apiKeyPreviousUntil", "rolloutSurgeNodes",
 }  # fmt: skip
 LWS = "kubernetes:leaderworkerset.x-k8s.io/v1:LeaderWorkerSet"
 NODE_GROUP = "eks:index:ManagedNodeGroup"
@@ -343,24 +344,56 @@ def test_the_gatekeeper_serves_the_chat_page_from_its_config_map(
 
 
 @pytest.mark.usefixtures("as_pulumi_host")
-def test_a_new_key_rolls_the_leader_and_stays_out_of_plain_values(
+def test_a_new_key_changes_the_secret_only_and_stays_out_of_plain_values(
     mocks: RecordingMocks, exports: dict[str, Any]
 ) -> None:
     first, second = "k" * 40, "n" * 40
     run_program(mocks, "dev", api_key=first)
-    before = _leader(mocks)["metadata"]["annotations"][gatekeeper.KEY_ANNOTATION]
+    lws_before = one(mocks.records, LWS).inputs
     secret = named(mocks.records, "kubernetes:core/v1:Secret", "model-api-key")
     assert "stringData" in secret.secret_inputs, secret.urn
-    assert secret.inputs["stringData"]["api-key.map"] == f'"~^Bearer {first}$" 1;\n'
-
-    lws_text = json.dumps(one(mocks.records, LWS).inputs, default=str)
+    data = secret.inputs["stringData"]
+    assert data["api-keys.json"] == gatekeeper.key_file_text(first)
+    # vLLM checks the generated engine key; the leader template carries its fingerprint.
+    engine = data["engine-key"]
+    assert data["engine.map"] == f'default "Bearer {engine}";\n'
+    assert engine != first
+    leader = lws_before["spec"]["leaderWorkerTemplate"]["leaderTemplate"]
+    assert leader["metadata"]["annotations"][gatekeeper.KEY_ANNOTATION] == (
+        gatekeeper.key_fingerprint(engine)
+    )
+    assert resolve(exports["apiKeyFingerprint"]) == gatekeeper.key_fingerprint(first)
+    assert not is_secret(exports["apiKeyFingerprint"])
+    lws_text = json.dumps(lws_before, default=str)
     assert first not in lws_text
+
     mocks.records.clear()
+    exports.clear()
     run_program(mocks, "dev", api_key=second)
-    after = _leader(mocks)["metadata"]["annotations"][gatekeeper.KEY_ANNOTATION]
-    assert before != after
-    assert before == gatekeeper.key_fingerprint(first)
+    # The same pod templates: a new key rolls no pod (the gatekeeper re-reads its key file).
+    assert one(mocks.records, LWS).inputs == lws_before
+    secret = named(mocks.records, "kubernetes:core/v1:Secret", "model-api-key")
+    assert secret.inputs["stringData"]["api-keys.json"] == gatekeeper.key_file_text(second)
+    assert resolve(exports["apiKeyFingerprint"]) == gatekeeper.key_fingerprint(second)
+    assert resolve(exports["apiKeyPreviousUntil"]) == "none"
     assert not is_secret(exports["plan"])
+
+
+@pytest.mark.usefixtures("as_pulumi_host")
+def test_a_rotation_accepts_the_previous_key_until_its_end_and_says_so(
+    mocks: RecordingMocks, exports: dict[str, Any]
+) -> None:
+    old, new = "o" * 40, "n" * 40
+    until = "2026-12-09T00:00:00Z"
+    run_program(mocks, "dev", {"apiKeyOverlapUntil": until}, api_key=new, previous_key=old)
+    secret = named(mocks.records, "kubernetes:core/v1:Secret", "model-api-key")
+    keys = json.loads(secret.inputs["stringData"]["api-keys.json"])["keys"]
+    assert keys == [{"key": new, "until": None}, {"key": old, "until": 1_796_774_400}]
+    assert resolve(exports["apiKeyPreviousUntil"]) == until
+    assert resolve(exports["apiKeyFingerprint"]) == gatekeeper.key_fingerprint(new)
+    for name, value in exports.items():
+        if not is_secret(value):
+            assert old not in json.dumps(resolve(value), default=str), name
 
 
 @pytest.mark.usefixtures("as_pulumi_host")
@@ -418,3 +451,33 @@ def test_policy_arns_follow_the_partition(
     ]
     assert len(arns) >= 6
     assert all(arn.startswith("arn:aws-us-gov:") for arn in arns), arns
+
+
+@pytest.mark.usefixtures("as_pulumi_host")
+def test_the_program_drains_rolls_and_keeps_a_group_serving(
+    mocks: RecordingMocks, exports: dict[str, Any]
+) -> None:
+    run_program(mocks, "dev", {"replicas": 2})
+    expected = plan(load_stack("dev", {**OWN_VALUES["dev"], "replicas": 2}), "dev")
+    spec = one(mocks.records, LWS).inputs["spec"]
+    # A fixed node group cannot surge: one group at a time, the other serving.
+    assert spec["rolloutStrategy"] == {
+        "type": "RollingUpdate",
+        "rollingUpdateConfiguration": {"maxSurge": 0, "maxUnavailable": 1},
+    }
+    for role in ("leaderTemplate", "workerTemplate"):
+        pod = spec["leaderWorkerTemplate"][role]["spec"]
+        assert pod["terminationGracePeriodSeconds"] == expected.drain.grace_s
+        assert pod["terminationGracePeriodSeconds"] >= expected.front_door.reply_timeout_seconds
+        for container in pod["containers"]:
+            assert "preStop" in container["lifecycle"], (role, container["name"])
+    budget = one(mocks.records, "kubernetes:policy/v1:PodDisruptionBudget")
+    assert budget.inputs["spec"]["maxUnavailable"] == 1
+    assert budget.inputs["spec"]["selector"] == {
+        "matchLabels": {manifests.LWS_NAME_LABEL: "gemma-vllm"}
+    }
+    assert resolve(exports["rolloutSurgeNodes"]) == 0
+
+    mocks.records.clear()
+    run_program(mocks, "dev")
+    assert not by_type(mocks.records, "kubernetes:policy/v1:PodDisruptionBudget")

@@ -202,7 +202,7 @@ def test_the_gatekeeper_bounds_what_one_request_may_cost(tmp_path: Path) -> None
 def test_the_rehearsal_key_is_one_the_gatekeeper_accepts() -> None:
     from components.manifests import gatekeeper as gatekeeper_module
 
-    refused = gatekeeper_module.key_map_entry("ab" * 12)
-    assert refused.startswith("# no usable API key")
-    accepted = gatekeeper_module.key_map_entry(gate.rehearsal_key())
-    assert not accepted.startswith("#")
+    refused = gatekeeper_module.key_file_text("ab" * 12)
+    assert refused == '{"keys": []}\n'
+    accepted = gatekeeper_module.key_file_text(gate.rehearsal_key())
+    assert '"key"' in accepted

@@ -1,0 +1,170 @@
+"""The drain of a pod told to stop, and what keeps groups serving during voluntary disruptions:
+the preStop hooks and the gatekeeper's readiness marker (the PodDisruptionBudget is
+`lws.pod_disruption_budget`). Pure.
+
+The order (the plan's `infra.plan.rollout` explains each bound):
+1. the gatekeeper keeps accepting for `accept_s`, the time the NLB may still send new
+   connections to a terminating leader's node; then it writes the drain marker, so its readiness
+   (`/ready`) fails, and quits gracefully (nginx SIGQUIT: it stops listening and finishes the
+   requests in flight, within `worker_shutdown_timeout`);
+2. vLLM's preStop, started at the same moment, waits until the gatekeeper no longer listens and
+   the engine has held no request for `settle_s`, within `reply_s`; then the kubelet sends
+   vLLM SIGTERM;
+3. a headless rank's preStop waits until its leader's engine no longer holds the group's port
+   (the leader's vLLM has stopped), within the same bounds, so the pipeline outlives every
+   stream.
+The kubelet runs the containers' preStop hooks in parallel and stops liveness and startup probes
+once a pod is being deleted, readiness going on (kubernetes pkg/kubelet/prober/worker.go
+`doProbe`, "Graceful shutdown of the pod", read 2026-12-02), so a worker's liveness check of its
+draining leader cannot restart it mid-stream.
+
+In the door shape (an elastic stack's gatekeeper in its own Deployment) the leader's vLLM preStop
+finds no local gatekeeper listening and goes straight to waiting for the engine to be idle.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+#: The file whose presence fails the gatekeeper's readiness (`/ready` answers 503).
+MARKER_NAME = "draining"
+#: The gatekeeper's readiness period: the drain marker shows within it.
+READY_PERIOD_S = 5
+
+
+@dataclass(frozen=True)
+class DrainSpec:
+    """The drain bounds of a plan (`infra.plan.rollout.DrainPlan`), in whole seconds."""
+
+    accept_s: int = 35
+    reply_s: int = 600
+    settle_s: int = 5
+    grace_s: int = 655
+    health_check_interval_s: int = 10
+    health_check_threshold: int = 2
+    deregistration_delay_s: int = 35
+    unhealthy_draining_s: int = 635
+    #: The gatekeeper's readiness period: after the marker, the preStop waits one before it
+    #: quits, so the pod is out of the Service first.
+    ready_period_s: int = READY_PERIOD_S
+
+
+def gatekeeper_pre_stop(drain: DrainSpec, run_dir: str) -> list[str]:
+    """The gatekeeper's preStop command: accept while the NLB notices, fail readiness, let a
+    readiness period pass, quit gracefully and wait for nginx to finish its requests. `run_dir`
+    holds nginx's pid file and the drain marker (the config's `run_dir`)."""
+    pid_file, marker = f"{run_dir}/nginx.pid", f"{run_dir}/{MARKER_NAME}"
+    script = (
+        f"sleep {drain.accept_s}; touch {marker}; sleep {drain.ready_period_s}; "
+        f'pid=$(cat {pid_file}); kill -QUIT "$pid"; '
+        'while kill -0 "$pid" 2>/dev/null; do sleep 1; done'
+    )
+    return ["/bin/sh", "-c", script]
+
+
+#: The engine's preStop (leader: `role=leader`; a headless rank: `role=worker`). Standard library
+#: only: it runs in the vLLM image's Python.
+PRE_STOP_SCRIPT = r"""
+import os, socket, sys, time, urllib.request
+
+opts = dict(arg.split("=", 1) for arg in sys.argv[1:])
+began = time.monotonic()
+
+
+def say(text):
+    print(f"[drain {time.monotonic() - began:.0f} s] {text}", flush=True)
+
+
+def listening(host, port):
+    try:
+        socket.create_connection((host, int(port)), timeout=2).close()
+        return True
+    except OSError:
+        return False
+
+
+def in_flight():
+    url = f"http://127.0.0.1:{opts['engine-port']}/metrics"
+    try:
+        with urllib.request.urlopen(url, timeout=5) as response:
+            text = response.read().decode()
+    except Exception:
+        return None
+    total = 0.0
+    for line in text.splitlines():
+        name = line.split("{")[0].split(" ")[0]
+        if name in ("vllm:num_requests_running", "vllm:num_requests_waiting"):
+            total += float(line.rsplit(" ", 1)[1])
+    return total
+
+
+accept, reply, settle = (float(opts[k]) for k in ("accept-s", "reply-s", "settle-s"))
+if opts["role"] == "worker":
+    host = os.environ.get(opts["leader-env"], "")
+    deadline = began + accept + reply + settle + 30
+    while host and listening(host, opts["leader-port"]) and time.monotonic() < deadline:
+        time.sleep(1)
+    say(f"leader's engine {'gone' if time.monotonic() < deadline else 'still up at the bound'}")
+    sys.exit(0)
+
+deadline = began + accept + 30
+while listening("127.0.0.1", opts["door-port"]) and time.monotonic() < deadline:
+    time.sleep(1)
+say("the gatekeeper no longer accepts")
+deadline = time.monotonic() + reply
+quiet = None
+while time.monotonic() < deadline:
+    count = in_flight()
+    if count is None:
+        say("the engine is gone")
+        sys.exit(0)
+    if count:
+        quiet = None
+    elif quiet is None:
+        quiet = time.monotonic()
+    elif time.monotonic() - quiet >= settle:
+        say(f"no request in the engine for {settle:.0f} s")
+        sys.exit(0)
+    time.sleep(1)
+say(f"requests still in the engine after {reply:.0f} s")
+"""
+
+
+def engine_pre_stop(
+    drain: DrainSpec,
+    role: str,
+    engine_port: int,
+    leader_port: int,
+    door_port: int,
+    leader_env: str = "LWS_LEADER_ADDRESS",
+) -> list[str]:
+    """The engine container's preStop argv. A leader waits for its gatekeeper to stop accepting
+    and for its engine to be idle; a worker waits while its leader's engine holds `leader_port`
+    (the group's master port, open as long as rank 0's engine runs)."""
+    args = [
+        f"role={role}",
+        f"accept-s={drain.accept_s}",
+        f"reply-s={drain.reply_s}",
+        f"settle-s={drain.settle_s}",
+    ]
+    if role == "leader":
+        args += [f"engine-port={engine_port}", f"door-port={door_port}"]
+    else:
+        args += [f"leader-env={leader_env}", f"leader-port={leader_port}"]
+    return ["python3", "-c", PRE_STOP_SCRIPT, *args]
+
+
+def lifecycle(command: list[str]) -> dict[str, Any]:
+    return {"preStop": {"exec": {"command": command}}}
+
+
+def ready_probe(port: str) -> dict[str, Any]:
+    """The gatekeeper's readiness: `/ready` answers 200 until the drain marker exists. One
+    failure is enough: the marker is written only when the pod is leaving."""
+    return {
+        "httpGet": {"path": "/ready", "port": port},
+        "periodSeconds": READY_PERIOD_S,
+        "failureThreshold": 1,
+        "timeoutSeconds": 5,
+    }

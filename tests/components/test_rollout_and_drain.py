@@ -1,0 +1,223 @@
+"""Change without an outage, in the objects: the rollout strategy, the preStop hooks, the grace,
+the readiness that fails on drain, the disruption budget and the load balancer's side. One test
+per rule; the hooks' scripts and the readiness run for real where they can."""
+
+from __future__ import annotations
+
+import json
+import socket
+import subprocess
+import sys
+import threading
+from dataclasses import replace
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any, ClassVar
+
+import pytest
+
+from components import manifests
+from components.manifests import drain, gatekeeper
+from components.manifests.access import TARGET_GROUP_ATTRIBUTES_ANNOTATION
+from components.manifests.drain import DrainSpec
+from infra.plan import catalog
+from infra.plan.render import rendered_objects
+from infra.plan.sizing import plan
+from infra.plan.stackfile import load_stack
+from infra.rehearse import gate
+from infra.rehearse.ranks import free_port
+from tests.components.test_manifest_fields import SPEC
+from tests.fakes import k8s_schemas
+from tests.fakes.openai_stub import StubConfig, StubServer
+
+DRAIN = DrainSpec(accept_s=35, reply_s=2930, settle_s=5, grace_s=2985)
+
+
+def _lws(spec: manifests.ServerSpec = SPEC) -> dict[str, Any]:
+    return manifests.leader_worker_set(spec)
+
+
+def _containers(spec: manifests.ServerSpec, role: str) -> dict[str, dict[str, Any]]:
+    template = _lws(spec)["spec"]["leaderWorkerTemplate"][f"{role}Template"]
+    return {c["name"]: c for c in template["spec"]["containers"]}
+
+
+def test_a_surge_rollout_starts_new_groups_before_any_old_one_stops() -> None:
+    surging = _lws(replace(SPEC, rollout_surge=1))
+    assert surging["spec"]["rolloutStrategy"] == {
+        "type": "RollingUpdate",
+        "rollingUpdateConfiguration": {"maxSurge": 1, "maxUnavailable": 0},
+    }
+    assert k8s_schemas.lws_errors(surging) == []
+    # Without room to surge, one group at a time (LWS refuses 0 and 0).
+    fixed = _lws(replace(SPEC, rollout_surge=0))["spec"]["rolloutStrategy"]
+    assert fixed["rollingUpdateConfiguration"] == {"maxSurge": 0, "maxUnavailable": 1}
+    # The surge groups' ranks have claims of their own, Pulumi's like the others.
+    claims = manifests.rank_pods(replace(SPEC, rollout_surge=1))
+    assert claims[-SPEC.stages :] == ["gemma-vllm-2", "gemma-vllm-2-1", "gemma-vllm-2-2"]
+
+
+def test_every_serving_container_drains_before_it_is_stopped() -> None:
+    spec = replace(SPEC, drain=DRAIN)
+    leader, worker = _containers(spec, "leader"), _containers(spec, "worker")
+    hook = leader["gatekeeper"]["lifecycle"]["preStop"]["exec"]["command"]
+    assert hook == drain.gatekeeper_pre_stop(DRAIN, gatekeeper.RUN_DIR)
+    script = hook[2]
+    # Accept for the LB's window, then fail readiness, then quit gracefully, then wait.
+    assert script.index("sleep 35") < script.index("touch /tmp/draining")
+    assert script.index("touch /tmp/draining") < script.index("kill -QUIT")
+    assert script.rstrip().endswith("done")
+    engine = leader["vllm"]["lifecycle"]["preStop"]["exec"]["command"]
+    assert engine[:2] == ["python3", "-c"] and engine[2] == drain.PRE_STOP_SCRIPT
+    assert engine[3:] == [
+        "role=leader", "accept-s=35", "reply-s=2930", "settle-s=5",
+        f"engine-port={SPEC.port}", f"door-port={gatekeeper.PORT}",
+    ]  # fmt: skip
+    rank = worker["vllm"]["lifecycle"]["preStop"]["exec"]["command"]
+    assert rank[3:] == [
+        "role=worker", "accept-s=35", "reply-s=2930", "settle-s=5",
+        "leader-env=LWS_LEADER_ADDRESS", f"leader-port={SPEC.master_port}",
+    ]  # fmt: skip
+
+
+def test_the_grace_covers_the_planned_reply_timeout_and_the_load_balancer_s_delay() -> None:
+    p = plan(load_stack("dev"), "dev")
+    (lws,) = [o for o in rendered_objects(load_stack("dev"), p) if o["kind"] == "LeaderWorkerSet"]
+    for role in ("leaderTemplate", "workerTemplate"):
+        grace = lws["spec"]["leaderWorkerTemplate"][role]["spec"]["terminationGracePeriodSeconds"]
+        assert grace == p.drain.grace_s, role
+        assert grace >= p.front_door.reply_timeout_seconds + p.drain.deregistration_delay_s
+        assert grace >= p.drain.accept_s + p.drain.reply_s + p.drain.settle_s
+
+
+def test_the_gatekeeper_is_ready_until_the_drain_marker_and_one_failure_takes_it_out() -> None:
+    probe = _containers(SPEC, "leader")["gatekeeper"]["readinessProbe"]
+    assert probe["httpGet"] == {"path": "/ready", "port": gatekeeper.PORT_NAME}
+    assert probe["failureThreshold"] == 1
+    marker = f"{gatekeeper.RUN_DIR}/{drain.MARKER_NAME}"
+    assert f"if (-f {marker}) {{ return 503; }}" in gatekeeper.nginx_conf(SPEC.limits)
+
+
+@pytest.mark.skipif(not gate.nginx_ready(), reason=gate.INSTALL_HINT)
+def test_real_nginx_answers_ready_then_503_once_the_marker_exists(tmp_path: Path) -> None:
+    with StubServer(StubConfig(api_key="k" * 32, model="m")) as stub:
+        upstream = int(stub.root_url.rsplit(":", 1)[1])
+        with gate.running_gate(
+            gate.find_nginx(), SPEC.limits, "k" * 32, free_port(), upstream, tmp_path,
+            lambda _l: None,
+        ) as door:  # fmt: skip
+            assert gate.request(door.base_url, "GET", "/ready").status == 200
+            (tmp_path / "run" / drain.MARKER_NAME).touch()
+            reply = gate.request(door.base_url, "GET", "/ready")
+            assert reply.status == 503
+            assert json.loads(reply.body)["error"]["code"] == 503
+            assert gate.request(door.base_url, "POST", "/ready", b"{}").status == 404
+
+
+def test_two_or_more_groups_get_a_budget_that_keeps_one_serving() -> None:
+    assert manifests.pod_disruption_budget(replace(SPEC, replicas=1)) is None
+    kinds = [o["kind"] for o in manifests.all_objects(replace(SPEC, replicas=1))]
+    assert "PodDisruptionBudget" not in kinds
+    budget = manifests.pod_disruption_budget(replace(SPEC, replicas=2))
+    assert budget is not None
+    assert budget["spec"] == {
+        "maxUnavailable": 1,
+        # Every rank of every group carries the LeaderWorkerSet's name label.
+        "selector": {"matchLabels": {manifests.LWS_NAME_LABEL: SPEC.lws_name}},
+        "unhealthyPodEvictionPolicy": "AlwaysAllow",
+    }
+    assert k8s_schemas.core_errors(budget, catalog.DEFAULT_KUBERNETES_VERSION) == []
+    kinds = [o["kind"] for o in manifests.all_objects(replace(SPEC, replicas=2))]
+    assert kinds.index("PodDisruptionBudget") > kinds.index("LeaderWorkerSet")
+
+
+def test_the_load_balancer_keeps_a_draining_node_s_streams() -> None:
+    annotations = manifests.service(replace(SPEC, drain=DRAIN))["metadata"]["annotations"]
+    attributes = dict(
+        item.split("=") for item in annotations[TARGET_GROUP_ATTRIBUTES_ANNOTATION].split(",")
+    )
+    assert attributes == {
+        "deregistration_delay.timeout_seconds": str(DRAIN.deregistration_delay_s),
+        "target_health_state.unhealthy.connection_termination.enabled": "false",
+        "target_health_state.unhealthy.draining_interval_seconds": str(DRAIN.unhealthy_draining_s),
+    }
+    prefix = "service.beta.kubernetes.io/aws-load-balancer-healthcheck-"
+    assert annotations[prefix + "interval"] == str(DRAIN.health_check_interval_s)
+    assert annotations[prefix + "unhealthy-threshold"] == str(DRAIN.health_check_threshold)
+
+
+def test_the_plan_s_draining_interval_outlasts_a_reply_accepted_at_the_window_s_end() -> None:
+    d = plan(load_stack("dev"), "dev").drain
+    assert d.unhealthy_draining_s >= d.accept_s + d.reply_s
+    # The window the gatekeeper keeps accepting covers the NLB's detection at its slow end.
+    assert d.accept_s >= d.health_check_interval_s * d.health_check_threshold
+
+
+class _Metrics(BaseHTTPRequestHandler):
+    """vLLM's /metrics: busy for `busy_calls` answers, then idle."""
+
+    calls: ClassVar[list[int]] = []
+    busy_calls: ClassVar[int] = 3
+
+    def do_GET(self) -> None:
+        self.calls.append(1)
+        running = 1 if len(self.calls) <= self.busy_calls else 0
+        body = f'vllm:num_requests_running{{engine="0"}} {running}.0\n'.encode()
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *_: Any) -> None:
+        pass
+
+
+def test_the_leader_s_engine_stops_only_after_its_requests_are_done() -> None:
+    _Metrics.calls = []
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _Metrics)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    spec = DrainSpec(accept_s=0, reply_s=60, settle_s=1)
+    # No gatekeeper listens on the door port (the door shape): straight to the engine.
+    argv = drain.engine_pre_stop(spec, "leader", server.server_address[1], 1, free_port())
+    try:
+        done = subprocess.run(
+            [sys.executable, *argv[1:]], capture_output=True, text=True, timeout=60, check=False
+        )
+    finally:
+        server.shutdown()
+    assert done.returncode == 0, done.stderr
+    assert "no request in the engine for 1 s" in done.stdout
+    # It kept asking past the busy answers: it did not stop while requests ran.
+    assert len(_Metrics.calls) > _Metrics.busy_calls + 1
+
+
+def test_a_worker_waits_while_its_leader_s_engine_holds_the_group_s_port() -> None:
+    leader = socket.socket()
+    leader.bind(("127.0.0.1", 0))
+    leader.listen(8)
+    port = leader.getsockname()[1]
+
+    def accept() -> None:
+        try:
+            while True:
+                leader.accept()[0].close()
+        except OSError:
+            return
+
+    threading.Thread(target=accept, daemon=True).start()
+    spec = DrainSpec(accept_s=0, reply_s=60, settle_s=0)
+    argv = drain.engine_pre_stop(spec, "worker", 1, port, 1, leader_env="LEADER")
+    hook = subprocess.Popen(
+        [sys.executable, *argv[1:]],
+        env={"LEADER": "127.0.0.1", "PATH": "/usr/bin:/bin"},
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    # Still waiting while the port is held (a second of polls at least).
+    with pytest.raises(subprocess.TimeoutExpired):
+        hook.wait(timeout=2)
+    leader.shutdown(socket.SHUT_RDWR)
+    leader.close()
+    output, _ = hook.communicate(timeout=30)
+    assert hook.returncode == 0
+    assert "leader's engine gone" in output
