@@ -80,7 +80,7 @@ rehearse-faults: packages $(VENV)/.installed
 	$(PY) -m infra.rehearse --faults --stack $(STACK)
 
 ## The same, with the fuller prefill probe (one whole period of the model's layer pattern)
-## and the step-timeout row; run it on a quiet machine (its half case is one modelled step).
+## and the step-timeout row (run as root: it raises its ranks' priority while its prompt runs).
 .PHONY: rehearse-prefill
 rehearse-prefill: packages $(VENV)/.installed
 	$(PY) -m infra.rehearse --prefill --stack $(STACK)

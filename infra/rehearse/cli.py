@@ -349,7 +349,7 @@ def _prefill_rows(
     options: Options, python: Path, progress: Progress, timings: dict[str, float]
 ) -> list[Check]:
     """The prefill probe's rows, then the step-timeout row fed the rate it measured."""
-    from infra.rehearse.prefill_probe import probe_checks, run_probe
+    from infra.rehearse.prefill_probe import figures, probe_checks, run_probe
     from infra.rehearse.step_timeout import timeout_checks
 
     values = stack_values(options.stack, options.overrides)
@@ -367,13 +367,17 @@ def _prefill_rows(
     except (RankFailure, RehearsalError, OSError) as error:
         return [Check("prefill tokens/s per layer", "measured", "probe failed", False, str(error))]
     rows = probe_checks(measured)
-    # The step-timeout rows start two more groups and their half case sits near one modelled
-    # step by construction (half of the in-flight factor of 2), so they run with `--prefill`
-    # (`make rehearse-prefill`, on a quiet machine) and not in every rehearsal.
+    # The step-timeout rows start two more groups (minutes each), so they run with `--prefill`
+    # (`make rehearse-prefill`) and not in every rehearsal.
     if options.prefill:
         with _timed(timings, "step timeout"):
             rows += timeout_checks(
-                values, real_plan.stages, measured, python, progress, options.timeout_s
+                values,
+                real_plan.stages,
+                figures(measured).gflops_per_core,
+                python,
+                progress,
+                options.timeout_s,
             )
     return rows
 

@@ -261,7 +261,7 @@ def _slice_values(values: Mapping[str, Any], profile: Mapping[str, Any], batched
     }
 
 
-def _cpu_seconds(pgid: int) -> float:
+def cpu_seconds(pgid: int) -> float:
     """User + system CPU seconds of every live process in process group `pgid`."""
     tick = os.sysconf("SC_CLK_TCK")
     total = 0
@@ -329,9 +329,9 @@ def run_probe(
         group.wait_ready(f"http://127.0.0.1:{ports[0]}/health", max(timeout_s, READY_S), progress)
         load = os.getloadavg()[0]
         pgid = group.processes[0].pgid
-        cpu = _cpu_seconds(pgid)
+        cpu = cpu_seconds(pgid)
         step = _prompt_step(ports[0], key, batched, seed=1)
-        cpu = _cpu_seconds(pgid) - cpu
+        cpu = cpu_seconds(pgid) - cpu
         warmup = warmup_seconds(group.processes[0].log_text())
     if step <= 0:
         raise RehearsalError("the prefill probe's step took no time")

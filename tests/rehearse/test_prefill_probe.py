@@ -137,3 +137,10 @@ def test_the_timeout_rows_model_takes_seconds_a_step_at_the_measured_rate() -> N
     params = size / 2
     assert 2 * params * step_timeout.ROW_BATCHED / 5e9 == pytest.approx(step_timeout.ROW_STEP_S)
     assert step_timeout.ROW_STEP_S * 2 > liveness.MIN_STALL_S
+
+
+def test_the_timeout_rows_prompt_keeps_two_batches_in_flight() -> None:
+    # vLLM sends a prompt's next chunk while the previous one runs, so a prompt of more than
+    # one chunk fills the two-stage pipeline: the wait the half timeout must catch spans two.
+    prompt = step_timeout.ROW_MAX_LEN - 8
+    assert prefill.prefill_steps(prompt, step_timeout.ROW_BATCHED) >= 2
