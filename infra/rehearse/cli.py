@@ -37,7 +37,8 @@ and checks what the plan promised:
   with the plan beside the measurement (`capacity_step`);
 - lm-eval scores the group on the project's quality task through the gatekeeper
   (`quality_step`, `infra.bench.quality`);
-- then the changes (`change_steps`): a key rotation with an overlap in front of the group (both
+- with `--changes` (`make rehearse-changes`), the changes (`change_steps`): a key rotation with
+  an overlap in front of the group (both
   keys served during it, the old one refused after, nothing reloaded), then a second group
   started and the first one drained as Kubernetes stops a pod under a long stream (the stream
   finishes, new requests reach the second group, no 5xx), each row with its times;
@@ -151,6 +152,8 @@ class Options:
     prefill_sliding: int | None = None
     #: Serve the tiny model quantized to int8 and int4 after the bf16 group (`quantized`).
     quantized: bool = True
+    #: Rotate the key and drain the group under a stream beside a second group (`change_steps`).
+    changes: bool = False
 
 
 class Progress:
@@ -273,7 +276,7 @@ def rehearse(options: Options, progress: Progress) -> tuple[list[Check], dict[st
             checks += _check_group(
                 group, options, tiny_plan, base_url, api_key, timings, front, load, quality
             )
-            if not options.keep:
+            if options.changes and not options.keep:
                 b_ports = loopback_ports()
                 second = _SecondGroup(
                     rank_launches(
@@ -707,6 +710,12 @@ def _parser() -> argparse.ArgumentParser:
         "of one sliding and one full layer",
     )
     parser.add_argument(
+        "--changes",
+        action="store_true",
+        help="also rotate the key with an overlap and drain the group under a long stream beside "
+        "a second group (`make rehearse-changes`)",
+    )
+    parser.add_argument(
         "--skip-quantized",
         action="store_true",
         help="serve only the bf16 group, not the tiny model quantized to int8 and int4",
@@ -751,6 +760,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 prefill=args.prefill,
                 prefill_sliding=args.prefill_sliding,
                 quantized=not args.skip_quantized,
+                changes=args.changes,
             )
             check_input(options)
             if options.faults:
