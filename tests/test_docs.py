@@ -64,6 +64,11 @@ RULES: list[tuple[str, str]] = [
         "minutes of full-width model building and warm-up on a quiet machine",
     ),
     (
+        r"make rehearse-changes|python -m infra\.rehearse --changes",
+        "two more real groups and a stand-in load balancer; its rows are still open on the 2-core "
+        "runner (docs/development.md)",
+    ),
+    (
         r"make rehearse-guard|python -m infra\.rehearse\.memory_guard",
         "needs root and a writable memory cgroup",
     ),
