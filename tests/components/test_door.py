@@ -52,12 +52,7 @@ def test_prod_is_elastic_and_its_objects_pass_the_real_schemas() -> None:
     assert {("Deployment", "gemma-door"), ("Service", "gemma-leaders")} <= kinds
     for obj in objects:
         name = f"{obj['kind']}/{obj['metadata']['name']}"
-        if obj["kind"] == "LeaderWorkerSet":
-            assert k8s_schemas.lws_errors(obj) == [], name
-        elif obj["kind"] == "ScaledObject":
-            assert k8s_schemas.scaled_object_errors(obj) == [], name
-        else:
-            assert k8s_schemas.core_errors(obj, cfg.kubernetes_version) == [], name
+        assert k8s_schemas.object_errors(obj, cfg.kubernetes_version) == [], name
 
 
 def test_the_load_balancer_selects_the_door_and_the_group_has_no_gatekeeper() -> None:

@@ -77,12 +77,7 @@ def test_objects_pass_the_real_schemas(stack: str, overrides: dict[str, Any]) ->
     cfg, _, objects = _objects(stack, **overrides)
     for obj in objects:
         name = f"{obj['kind']}/{obj['metadata']['name']}"
-        if obj["kind"] == "LeaderWorkerSet":
-            assert k8s_schemas.lws_errors(obj) == [], name
-        elif obj["kind"] == "ScaledObject":
-            assert k8s_schemas.scaled_object_errors(obj) == [], name
-        else:
-            assert k8s_schemas.core_errors(obj, cfg.kubernetes_version) == [], name
+        assert k8s_schemas.object_errors(obj, cfg.kubernetes_version) == [], name
 
 
 def test_schema_check_catches_a_wrong_field() -> None:

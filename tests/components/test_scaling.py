@@ -100,12 +100,7 @@ def test_rendered_objects_pass_the_real_schemas(stack: str) -> None:
     assert ("ScaledObject" in kinds) is cfg.elastic
     for obj in objects:
         name = f"{obj['kind']}/{obj['metadata']['name']}"
-        if obj["kind"] == "LeaderWorkerSet":
-            assert k8s_schemas.lws_errors(obj) == [], name
-        elif obj["kind"] == "ScaledObject":
-            assert k8s_schemas.scaled_object_errors(obj) == [], name
-        else:
-            assert k8s_schemas.core_errors(obj, cfg.kubernetes_version) == [], name
+        assert k8s_schemas.object_errors(obj, cfg.kubernetes_version) == [], name
 
 
 def test_an_autoscaled_group_leaves_its_count_to_keda_and_tolerates_the_model_taint() -> None:

@@ -104,3 +104,13 @@ def scaled_object_errors(obj: dict[str, Any]) -> list[str]:
     return [
         f"{'/'.join(map(str, e.absolute_path))}: {e.message}" for e in validator.iter_errors(obj)
     ]
+
+
+def object_errors(obj: dict[str, Any], kubernetes_version: str) -> list[str]:
+    """Schema violations of any rendered object, by its kind: the LWS and KEDA CRD schemas, or
+    the cluster version's built-in schemas."""
+    if obj["kind"] == "LeaderWorkerSet":
+        return lws_errors(obj)
+    if obj["kind"] == "ScaledObject":
+        return scaled_object_errors(obj)
+    return core_errors(obj, kubernetes_version)
