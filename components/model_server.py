@@ -123,7 +123,10 @@ class ModelServer(pulumi.ComponentResource):
             for obj in manifests.model_claims(spec)
         ]
         made = self._quantize(name, args, in_ns, [secrets[0], *claims])
-        group = self._group(name, args, in_ns, [*secrets, config, *claims, *made], engine_key)
+        # Not secret: a slow, truncated digest (`gatekeeper.key_fingerprint`), made once. Left
+        # secret, it would hide the whole LeaderWorkerSet spec from every preview.
+        engine_print = pulumi.Output.unsecret(engine_key.apply(gatekeeper.key_fingerprint))
+        group = self._group(name, args, in_ns, [*secrets, config, *claims, *made], engine_print)
         budget = manifests.pod_disruption_budget(spec)
         if budget is not None:
             k8s.policy.v1.PodDisruptionBudget(
@@ -131,7 +134,7 @@ class ModelServer(pulumi.ComponentResource):
             )
 
         if spec.door:
-            self._door(name, args, in_ns, [*secrets, config], engine_key)
+            self._door(name, args, in_ns, [*secrets, config], engine_print)
 
         svc_obj = manifests.service(spec)
         svc = k8s.core.v1.Service(
@@ -227,7 +230,7 @@ class ModelServer(pulumi.ComponentResource):
         args: ModelServerArgs,
         in_ns: pulumi.Output[str],
         needs: list[pulumi.Resource],
-        engine_key: pulumi.Output[str],
+        engine_print: pulumi.Output[str],
     ) -> None:
         """An elastic stack's door (`manifests.door`): its Deployment on the system nodes, its
         NetworkPolicy, the leaders' Service it reaches vLLM through, and the Service KEDA reads
@@ -236,9 +239,7 @@ class ModelServer(pulumi.ComponentResource):
         for obj in manifests.door_objects(args.spec, key_fingerprint=""):
             if obj["kind"] == "Deployment":
                 annotations = obj["spec"]["template"]["metadata"]["annotations"]
-                annotations[gatekeeper.KEY_ANNOTATION] = pulumi.Output.unsecret(
-                    engine_key.apply(gatekeeper.key_fingerprint)
-                )
+                annotations[gatekeeper.KEY_ANNOTATION] = engine_print
             _apply(
                 obj,
                 f"{name}-{obj['kind'].lower()}-{obj['metadata']['name']}",
@@ -253,7 +254,7 @@ class ModelServer(pulumi.ComponentResource):
         args: ModelServerArgs,
         in_ns: pulumi.Output[str],
         needs: list[pulumi.Resource],
-        engine_key: pulumi.Output[str],
+        engine_print: pulumi.Output[str],
     ) -> k8s.apiextensions.CustomResource:
         """The LeaderWorkerSet, created once its controller, secrets, gatekeeper config, claims
         and storage exist. The leader template carries the engine key's fingerprint, so a new
@@ -261,12 +262,8 @@ class ModelServer(pulumi.ComponentResource):
         keys are re-read by the gatekeeper and roll nothing."""
         lws = manifests.leader_worker_set(args.spec, key_fingerprint="")
         leader = lws["spec"]["leaderWorkerTemplate"]["leaderTemplate"]
-        # Not secret: a slow, truncated digest (`gatekeeper.key_fingerprint`). Left secret, it
-        # would hide the whole LeaderWorkerSet spec from every preview.
         annotations = leader["metadata"].setdefault("annotations", {})
-        annotations[gatekeeper.KEY_ANNOTATION] = pulumi.Output.unsecret(
-            engine_key.apply(gatekeeper.key_fingerprint)
-        )
+        annotations[gatekeeper.KEY_ANNOTATION] = engine_print
         return k8s.apiextensions.CustomResource(
             f"{name}-lws",
             api_version=lws["apiVersion"],
