@@ -81,12 +81,6 @@ rehearse-faults: packages $(VENV)/.installed
 
 ## The same, with the fuller prefill probe (one whole period of the model's layer pattern)
 ## and the step-timeout row (run as root: it raises its ranks' priority while its prompt runs).
-## The same group, then a key rotation with an overlap and a drain under a long stream beside a
-## second group: what a change costs the clients, row by row.
-.PHONY: rehearse-changes
-rehearse-changes: packages $(VENV)/.installed
-	$(PY) -m infra.rehearse --changes --stack $(STACK)
-
 .PHONY: rehearse-prefill
 rehearse-prefill: packages $(VENV)/.installed
 	$(PY) -m infra.rehearse --prefill --stack $(STACK)

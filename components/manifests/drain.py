@@ -84,13 +84,15 @@ def listening(host, port):
         return False
 
 
+# Requests the engine holds; None once the engine no longer listens. A slow or failed answer
+# from a listening engine counts as busy: only a closed port ends the wait early.
 def in_flight():
     url = f"http://127.0.0.1:{opts['engine-port']}/metrics"
     try:
         with urllib.request.urlopen(url, timeout=5) as response:
             text = response.read().decode()
     except Exception:
-        return None
+        return float("inf") if listening("127.0.0.1", opts["engine-port"]) else None
     total = 0.0
     for line in text.splitlines():
         name = line.split("{")[0].split(" ")[0]

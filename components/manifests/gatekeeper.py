@@ -32,6 +32,7 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 import json
+import math
 import re
 from typing import Any
 
@@ -106,14 +107,15 @@ def key_file_text(
     previous_until: dt.datetime | None = None,
 ) -> str:
     """`api-keys.json`: the keys the gatekeeper accepts, the previous key's with the time it
-    stops (Unix seconds). A missing, placeholder or oddly shaped key is left out, so the
-    gatekeeper refuses it rather than guess; no usable key at all accepts nothing. The file is
-    an item of the API key's Secret, beside the key itself."""
+    stops (Unix seconds, rounded up: the overlap never ends before the time it was given). A
+    missing, placeholder or oddly shaped key is left out, so the gatekeeper refuses it rather
+    than guess; no usable key at all accepts nothing. The file is an item of the API key's
+    Secret, beside the key itself."""
     keys: list[dict[str, Any]] = []
     if _usable(api_key):
         keys.append({"key": api_key, "until": None})
     if previous is not None and previous_until is not None and _usable(previous):
-        keys.append({"key": previous, "until": int(previous_until.timestamp())})
+        keys.append({"key": previous, "until": math.ceil(previous_until.timestamp())})
     return json.dumps({"keys": keys}, sort_keys=True) + "\n"
 
 

@@ -7,7 +7,7 @@ first group, so nothing may follow it.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from infra.plan.sizing import Plan
@@ -57,8 +57,15 @@ def change_rows(
     checks = rotation_step.rotation_checks(
         nginx, limits, api_key, vllm_port, work / "rotation", model, progress
     )
-    progress("changes: starting group B for the drain")
-    b_group = RankGroup(second.launches, second.log_dir / "group-b", progress=progress)
+    progress("changes: starting group B for the drain, at the lowest CPU priority")
+    # Both groups' ranks share this machine's cores (each rank's threads on its own core, the
+    # same cores for A and B): B at nice 19 cannot hold A's steps past A's stall bound (the
+    # tiny plan's 10 s), which would fail A's stream for a reason no cluster has.
+    b_group = RankGroup(
+        [replace(launch, argv=["nice", "-n", "19", *launch.argv]) for launch in second.launches],
+        second.log_dir / "group-b",
+        progress=progress,
+    )
     with b_group:
         try:
             b_group.wait_ready(f"http://127.0.0.1:{b_port}/health", timeout_s, progress)

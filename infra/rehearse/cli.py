@@ -37,11 +37,11 @@ and checks what the plan promised:
   with the plan beside the measurement (`capacity_step`);
 - lm-eval scores the group on the project's quality task through the gatekeeper
   (`quality_step`, `infra.bench.quality`);
-- with `--changes` (`make rehearse-changes`), the changes (`change_steps`): a key rotation with
-  an overlap in front of the group (both
-  keys served during it, the old one refused after, nothing reloaded), then a second group
-  started and the first one drained as Kubernetes stops a pod under a long stream (the stream
-  finishes, new requests reach the second group, no 5xx), each row with its times;
+- the changes (`change_steps`): a key rotation with an overlap in front of the group (both keys
+  served during it, the old one refused after, nothing reloaded), then a second group started
+  and the first one drained as Kubernetes stops a pod under a long stream (the stream finishes,
+  new requests reach the second group, no 5xx), each row with its times (`--skip-changes`
+  leaves them out);
 - then the same tiny model, quantized to int8 and to int4 by `infra.quantize` (the quantize
   Job's code), is served as the stack's group at `weights` int8 and int4 (`quantized`): the
   linear kernel vLLM selected, KV tokens against the planner, a reply streamed through the
@@ -153,7 +153,7 @@ class Options:
     #: Serve the tiny model quantized to int8 and int4 after the bf16 group (`quantized`).
     quantized: bool = True
     #: Rotate the key and drain the group under a stream beside a second group (`change_steps`).
-    changes: bool = False
+    changes: bool = True
 
 
 class Progress:
@@ -710,10 +710,10 @@ def _parser() -> argparse.ArgumentParser:
         "of one sliding and one full layer",
     )
     parser.add_argument(
-        "--changes",
+        "--skip-changes",
         action="store_true",
-        help="also rotate the key with an overlap and drain the group under a long stream beside "
-        "a second group (`make rehearse-changes`)",
+        help="leave out the changes: the key rotation with an overlap, and the drain of the group "
+        "under a long stream beside a second group",
     )
     parser.add_argument(
         "--skip-quantized",
@@ -760,7 +760,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 prefill=args.prefill,
                 prefill_sliding=args.prefill_sliding,
                 quantized=not args.skip_quantized,
-                changes=args.changes,
+                changes=not args.skip_changes,
             )
             check_input(options)
             if options.faults:

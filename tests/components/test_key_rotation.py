@@ -40,6 +40,16 @@ def test_the_key_file_holds_the_keys_and_the_previous_key_s_end() -> None:
     ]
 
 
+def test_an_overlap_ending_inside_a_second_ends_at_the_next_whole_second() -> None:
+    # Truncating would end the overlap up to a second before the time the operator gave.
+    end = NOW + dt.timedelta(seconds=5, microseconds=1)
+    keys = json.loads(gatekeeper.key_file_text(NEW, OLD, end))["keys"]
+    assert keys[1]["until"] == int(NOW.timestamp()) + 6
+    assert json.loads(gatekeeper.key_file_text(NEW, OLD, NOW))["keys"][1]["until"] == int(
+        NOW.timestamp()
+    )
+
+
 @pytest.mark.parametrize("key", ["", "short", "k" * 31 + " ", "<placeholder>" * 3])
 def test_an_unusable_key_is_left_out_and_accepts_nothing(key: str) -> None:
     assert json.loads(gatekeeper.key_file_text(key)) == {"keys": []}

@@ -154,13 +154,17 @@ def test_the_plan_s_draining_interval_outlasts_a_reply_accepted_at_the_window_s_
 
 
 class _Metrics(BaseHTTPRequestHandler):
-    """vLLM's /metrics: busy for `busy_calls` answers, then idle."""
+    """vLLM's /metrics: busy for `busy_calls` answers (or failing, with `failing`), then idle."""
 
     calls: ClassVar[list[int]] = []
     busy_calls: ClassVar[int] = 3
+    failing: ClassVar[bool] = False
 
     def do_GET(self) -> None:
         self.calls.append(1)
+        if self.failing and len(self.calls) <= self.busy_calls:
+            self.send_error(503)
+            return
         running = 1 if len(self.calls) <= self.busy_calls else 0
         body = f'vllm:num_requests_running{{engine="0"}} {running}.0\n'.encode()
         self.send_response(200)
@@ -172,8 +176,11 @@ class _Metrics(BaseHTTPRequestHandler):
         pass
 
 
-def test_the_leader_s_engine_stops_only_after_its_requests_are_done() -> None:
-    _Metrics.calls = []
+@pytest.mark.parametrize("failing", [False, True], ids=["busy", "metrics-failing"])
+def test_the_leader_s_engine_stops_only_after_its_requests_are_done(failing: bool) -> None:
+    # A listening engine whose /metrics fails (an API server too busy to answer) is not gone:
+    # stopping it then would cut its streams.
+    _Metrics.calls, _Metrics.failing = [], failing
     server = ThreadingHTTPServer(("127.0.0.1", 0), _Metrics)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     spec = DrainSpec(accept_s=0, reply_s=60, settle_s=1)
