@@ -197,7 +197,9 @@ class Autoscaling(pulumi.ComponentResource):
             opts=pulumi.ResourceOptions(parent=self),
         )
         values = pulumi.Output.all(args.cluster.cluster_name, role.arn).apply(
-            lambda v: autoscaler_values(v[0], args.region, v[1], args.system_labels)
+            lambda v: autoscaler_values(
+                v[0], args.region, v[1], args.system_labels, args.server.drain.grace_s
+            )
         )
         k8s.helm.v4.Chart(
             f"{name}-cluster-autoscaler",
@@ -212,10 +214,15 @@ class Autoscaling(pulumi.ComponentResource):
 
 
 def autoscaler_values(
-    cluster_name: str, region: str, role_arn: str, system_labels: Mapping[str, str]
+    cluster_name: str,
+    region: str,
+    role_arn: str,
+    system_labels: Mapping[str, str],
+    pod_grace_s: int,
 ) -> dict[str, Any]:
     """The Cluster Autoscaler chart's values: auto-discovery of this cluster's groups, IRSA,
-    the pinned image, and the system nodes."""
+    the pinned image, and the system nodes. `pod_grace_s` is the model pods' grace (the drain's
+    longest reply): a node the autoscaler removes gives its pods all of it."""
     return {
         "cloudProvider": "aws",
         "awsRegion": region,
@@ -234,6 +241,11 @@ def autoscaler_values(
             "balance-similar-node-groups": "false",
             "max-node-provision-time": "15m0s",
             "scale-down-unneeded-time": "10m0s",
+            # The autoscaler evicts a removed node's pods with a grace of at most this (default
+            # 600 s; cluster-autoscaler FAQ.md parameters table and
+            # core/scaledown/actuation/actuator.go `SingleRuleDrainConfig`, read 2026-12-02):
+            # below the pods' own grace it would cut their streams.
+            "max-graceful-termination-sec": str(pod_grace_s),
             "skip-nodes-with-system-pods": "false",
         },
     }

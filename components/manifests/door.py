@@ -22,8 +22,9 @@ add-on's interceptor and scaler are Go services the rehearsal could not run).
 
 One door replica: the flag lives in that nginx (KEDA's metrics-api trigger asks one address, and
 with two replicas a poll could miss the one that refused the request). Its rollout starts the new
-pod before the old one stops (maxUnavailable 0), and its liveness is nginx's own (TCP), never
-the model's.
+pod before the old one stops (maxUnavailable 0); the old one drains as a leader's gatekeeper does
+(readiness fails, the load balancer stops sending, nginx quits gracefully and finishes its
+streams within the grace). Its liveness is nginx's own (TCP), never the model's.
 
 Limits at the door: the per-client ones (rate, burst, requests in flight, connections) stay per
 client: they bound what one client may take, and one client's fair share does not grow with the
@@ -110,8 +111,12 @@ def deployment(
             "fsGroup": RUN_AS,
             "seccompProfile": {"type": "RuntimeDefault"},
         },
-        "terminationGracePeriodSeconds": 30,
-        "containers": [gatekeeper.container(spec.gatekeeper_millicpu, spec.gatekeeper_memory_mib)],
+        # The door drains as a leader's gatekeeper does (`components.manifests.drain`): a
+        # rollout or a node drain lets every stream in flight finish.
+        "terminationGracePeriodSeconds": spec.drain.grace_s,
+        "containers": [
+            gatekeeper.container(spec.gatekeeper_millicpu, spec.gatekeeper_memory_mib, spec.drain)
+        ],
         "volumes": gatekeeper.volumes(spec.gatekeeper_config_name, spec.api_key_secret_name),
     }
     return {

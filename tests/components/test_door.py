@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from components import manifests
-from components.manifests import door, gatekeeper, scaling
+from components.manifests import door, drain, gatekeeper, scaling
 from infra.plan import sleep
 from infra.plan.render import rendered_objects
 from infra.plan.sizing import plan
@@ -78,6 +78,30 @@ def test_the_door_runs_on_the_system_nodes_and_rolls_with_its_config() -> None:
     assert template["metadata"]["annotations"][gatekeeper.CONFIG_ANNOTATION] == (
         gatekeeper.config_digest(files)
     )
+
+
+def test_the_door_drains_its_streams_when_it_is_replaced() -> None:
+    cfg, p, objects = _prod()
+    spec = server_spec(cfg, p)
+    pod = _named(objects, "Deployment", "gemma-door")["spec"]["template"]["spec"]
+    (container,) = pod["containers"]
+    # Every stream in flight may run its whole reply timeout after the door stops accepting.
+    assert pod["terminationGracePeriodSeconds"] == spec.drain.grace_s
+    assert spec.drain.grace_s >= spec.drain.accept_s + p.front_door.reply_timeout_seconds
+    assert container["lifecycle"]["preStop"]["exec"]["command"] == (
+        drain.gatekeeper_pre_stop(spec.drain, gatekeeper.RUN_DIR)
+    )
+    assert container["readinessProbe"]["httpGet"]["path"] == "/ready"
+    files = _named(objects, "ConfigMap", "gemma-gatekeeper")["data"]
+    assert "location = /ready" in files[gatekeeper.CONFIG_FILE]
+
+
+def test_an_elastic_stack_keeps_a_group_serving_through_a_node_drain() -> None:
+    # The budget follows the most groups that may run (maxGroups), not the fewest (0).
+    cfg, p, objects = _prod()
+    assert (cfg.min_groups, p.replicas) == (0, 3)
+    budget = _named(objects, "PodDisruptionBudget", "gemma-vllm-groups")
+    assert budget["spec"]["maxUnavailable"] == 1
 
 
 def test_the_doors_config_reaches_the_leaders_service_and_answers_asleep() -> None:

@@ -151,7 +151,9 @@ def test_autoscaler_may_change_only_this_clusters_groups() -> None:
     assert writes["Condition"] == {
         "StringEquals": {"aws:ResourceTag/k8s.io/cluster-autoscaler/gemma-graviton-prod": "owned"}
     }
-    values = autoscaler_values("c", "us-east-1", "arn:aws:iam::1:role/r", wiring.SYSTEM_LABELS)
+    values = autoscaler_values(
+        "c", "us-east-1", "arn:aws:iam::1:role/r", wiring.SYSTEM_LABELS, 2985
+    )
     assert values["rbac"]["serviceAccount"]["annotations"] == {
         "eks.amazonaws.com/role-arn": "arn:aws:iam::1:role/r"
     }

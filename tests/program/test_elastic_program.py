@@ -87,6 +87,12 @@ def test_charts_are_pinned_and_the_autoscaler_has_its_own_role(mocks: RecordingM
     values = autoscaler.inputs["values"]
     assert values["rbac"]["serviceAccount"]["annotations"]["eks.amazonaws.com/role-arn"]
     assert values["nodeSelector"] == {"gemma-graviton.dev/pool": "system"}
+    # A node the autoscaler removes gives its model pods their whole grace, not its 600 s.
+    lws = one(mocks.records, LWS)
+    leader = lws.inputs["spec"]["leaderWorkerTemplate"]["leaderTemplate"]["spec"]
+    grace = int(leader["terminationGracePeriodSeconds"])  # numbers reach the mocks as floats
+    assert grace > 600
+    assert values["extraArgs"]["max-graceful-termination-sec"] == str(grace)
 
 
 @pytest.mark.usefixtures("as_pulumi_host")
