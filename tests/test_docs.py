@@ -48,7 +48,11 @@ RULES: list[tuple[str, str]] = [
     (r"python -m infra\.plan \[.*", "a usage synopsis; its examples are run"),
     (
         r"python -m infra\.plan\.docs_scaling --write",
-        "rewrites docs/scaling-and-changes.md; tests/plan/test_scaling_sim.py compares",
+        "rewrites README.md; tests/plan/test_scaling_sim.py compares",
+    ),
+    (
+        r"python -m infra\.plan\.docs_changes --write",
+        "rewrites README.md; tests/plan/test_docs_changes.py compares",
     ),
     (
         r"python -m infra\.plan\.docs_ranking --write",
@@ -62,11 +66,6 @@ RULES: list[tuple[str, str]] = [
     (
         r"make rehearse-prefill|python -m infra\.rehearse --prefill",
         "minutes of full-width model building and warm-up on a quiet machine",
-    ),
-    (
-        r"make rehearse-changes|python -m infra\.rehearse --changes",
-        "two more real groups and a stand-in load balancer; its rows are still open on the 2-core "
-        "runner (docs/development.md)",
     ),
     (
         r"make rehearse-guard|python -m infra\.rehearse\.memory_guard",

@@ -108,11 +108,14 @@ def _node_replacement(p: Plan) -> ChangeCost:
     cold = p.cold_start_seconds
     each = f"{p.drain.accept_s} s drain + {cold} s cold start + a node launch"
     if p.replicas >= 2:
+        # An elastic stack (its node group grows) may be running one group when the change
+        # lands: the budget then keeps nothing serving.
+        one_running = f"~{p.stages} x ({cold} s cold start + a node launch) while one group runs"
         return ChangeCost(
             "node replacement",
             NODE_KEYS,
             "EKS replaces every node, one at a time; each one recreates its group",
-            "none",
+            f"none while two or more groups run; {one_running}" if p.rollout.grows else "none",
             f"one group at a time, the PodDisruptionBudget keeping the others serving: "
             f"~{p.nodes} x ({each}) in all",
         )

@@ -11,14 +11,13 @@ text changes when the catalogue does, not with the calendar.
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import io
 import json
 import math
 from pathlib import Path
 
-from infra.plan import cli, prices
+from infra.plan import cli, doc_blocks, prices
 from infra.plan.advice import Offer, better_buy, no_worse
 
 REPO = Path(__file__).resolve().parents[2]
@@ -133,34 +132,23 @@ def render(data: dict) -> str:
     return "\n".join([BEGIN, *_wrap(head), "", *table, "", *_advice(data, stack_type), END])
 
 
+BLOCK = doc_blocks.Block(BEGIN, END, "ranking")
+
+
 def page() -> Path:
     """The one page that holds the block."""
-    pages = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
-    holding = [p for p in pages if p.is_file() and BEGIN in p.read_text()]
-    if len(holding) != 1:
-        raise SystemExit(f"expected one page holding the ranking block, found {holding}")
-    return holding[0]
+    return BLOCK.page()
 
 
 def block_in(text: str) -> str:
     """The block as a page holds it, markers included."""
-    start = text.index(BEGIN)
-    return text[start : text.index(END, start) + len(END)]
+    return BLOCK.quoted(text)
 
 
 def run(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m infra.plan.docs_ranking")
-    parser.add_argument("--write", action="store_true", help="replace the block in its page")
-    args = parser.parse_args(argv)
-    block = render(comparison())
-    if not args.write:
-        print(block)
-        return 0
-    path = page()
-    text = path.read_text()
-    path.write_text(text.replace(block_in(text), block))
-    print(f"wrote the ranking into {path.relative_to(REPO)}")
-    return 0
+    return doc_blocks.run(
+        BLOCK, lambda: render(comparison()), "python -m infra.plan.docs_ranking", argv
+    )
 
 
 if __name__ == "__main__":

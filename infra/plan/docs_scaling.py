@@ -12,10 +12,9 @@ prod as it was before it went elastic is the same stack without the elasticity k
 
 from __future__ import annotations
 
-import argparse
 from pathlib import Path
 
-from infra.plan import economics, elastic, prices, rules, sleep
+from infra.plan import doc_blocks, economics, elastic, prices, rules, sleep
 from infra.plan.config import StackConfig, load_config
 from infra.plan.scaling_sim import DoorFigures, GroupCapacity, Metric, Scaler, SimResult, read_day
 from infra.plan.scaling_sim import simulate as run_day
@@ -94,21 +93,20 @@ def _note(label: str, sc: Scaler, cap: GroupCapacity) -> str:
 
 
 def render() -> str:
-    """The block: the day's figures per stack, then groups by hour."""
+    """The block: the day's figures per stack, with the groups started by hour."""
     table = [
         "| stack | model node-hours | requests | refused asleep (503, retried) | later than "
-        "the first-byte bound | p95 / max wait (s) | wake-ups |",
-        "| --- | --- | --- | --- | --- | --- | --- |",
+        "the first-byte bound | p95 / max wait (s) | wake-ups | groups started, by hour 00-23 |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
-    hours = ["| stack | groups started, by hour 00-23 |", "| --- | --- |"]
     notes = []
     for label, sc, cap, p, r in rows():
+        by_hour = "".join(str(g) for g in r.groups_by_hour)
         table.append(
             f"| {label} | {r.model_node_hours:g} | {r.requests:,} | {r.refused} | {r.late} "
             f"(bound {p.liveness.first_byte_s} s) | {r.p95_wait_seconds:g} / "
-            f"{r.max_wait_seconds:g} | {r.wake_ups} |"
+            f"{r.max_wait_seconds:g} | {r.wake_ups} | `{by_hour}` |"
         )
-        hours.append(f"| {label} | `{''.join(str(g) for g in r.groups_by_hour)}` |")
         notes.append(_note(label, sc, cap))
     head = (
         f"Modelled, not measured: {DAY.relative_to(REPO)} (an office-hours curve, "
@@ -116,27 +114,19 @@ def render() -> str:
         "`infra/plan/scaling_sim.py` in 5 s steps; model nodes only (the elastic stack adds "
         "its always-on system node group)."
     )
-    return "\n".join([BEGIN, head, "", *table, "", *hours, "", *(f"- {n}" for n in notes), END])
+    return "\n".join([BEGIN, head, "", *table, "", *(f"- {n}" for n in notes), END])
+
+
+BLOCK = doc_blocks.Block(BEGIN, END, "scaling table")
 
 
 def block_in(text: str) -> str:
     """The block as the page holds it, markers included."""
-    start = text.index(BEGIN)
-    return text[start : text.index(END, start) + len(END)]
+    return BLOCK.quoted(text)
 
 
 def run(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m infra.plan.docs_scaling")
-    parser.add_argument("--write", action="store_true", help="replace the block in its page")
-    args = parser.parse_args(argv)
-    block = render()
-    if not args.write:
-        print(block)
-        return 0
-    text = PAGE.read_text()
-    PAGE.write_text(text.replace(block_in(text), block))
-    print(f"wrote the scaling table into {PAGE.relative_to(REPO)}")
-    return 0
+    return doc_blocks.run(BLOCK, render, "python -m infra.plan.docs_scaling", argv)
 
 
 if __name__ == "__main__":
