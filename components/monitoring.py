@@ -49,6 +49,8 @@ class MonitoringArgs:
     #: Groups follow the queue and the clock and may all sleep (`watch.alarms` says what
     #: changes).
     elastic: bool = False
+    #: The door's planned wake-up, seconds (elastic stacks: the not-waking alarm's clock).
+    wake_seconds: int = 0
 
 
 def load_balancer_dimension(hostname: str) -> str:
@@ -115,6 +117,20 @@ class Monitoring(pulumi.ComponentResource):
                 },
                 opts=child,
             )
+        if args.elastic:
+            aws.cloudwatch.LogMetricFilter(
+                f"{name}-answers-asleep",
+                log_group_name=args.application_log_group,
+                pattern=watch.asleep_filter_pattern(),
+                metric_transformation={
+                    "name": watch.ASLEEP_ANSWERS,
+                    "namespace": spec.cloudwatch_namespace,
+                    "value": "1",
+                    "default_value": "0",
+                    "unit": "Count",
+                },
+                opts=child,
+            )
 
         watch_spec = pulumi.Output.all(
             args.cluster.cluster_name, args.load_balancer_hostname
@@ -128,6 +144,7 @@ class Monitoring(pulumi.ComponentResource):
                 waiting_threshold=args.waiting_threshold,
                 server_errors_threshold=args.server_errors_threshold,
                 elastic=args.elastic,
+                wake_seconds=args.wake_seconds,
             )
         )
         dashboard = aws.cloudwatch.Dashboard(
@@ -210,6 +227,7 @@ class Monitoring(pulumi.ComponentResource):
                 waiting_threshold=args.waiting_threshold,
                 server_errors_threshold=args.server_errors_threshold,
                 elastic=args.elastic,
+                wake_seconds=args.wake_seconds,
             )
         )
         for alarm in specs:

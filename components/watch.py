@@ -12,10 +12,12 @@ that minute, the usual bucket estimate: it can be no finer than vLLM's bucket bo
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from components.manifests.asleep import ASLEEP_PAGE
 from components.manifests.metrics import RAW_SUFFIX, STACK_DIMENSION, exported_name
 
 #: vLLM gauges and counters the dashboard and alarms read (Prometheus sample names).
@@ -80,14 +82,36 @@ def answer_filter_pattern(status: str, elastic: bool = False) -> str:
     return f'{{ $.kubernetes.container_name = "{GATEKEEPER_CONTAINER}" && {match} }}'
 
 
+#: An elastic stack's door: model requests it answered asleep (no group serving). The asleep
+#: page is reached by an internal redirect, so nginx logs its own path as `$uri`; /health's
+#: asleep answers have another page and are not counted (an uptime check polls it all night).
+ASLEEP_ANSWERS = "front_door_asleep_answers"
+
+
+def asleep_filter_pattern() -> str:
+    """The metric filter pattern counting the door's asleep answers to model requests."""
+    return (
+        f'{{ $.kubernetes.container_name = "{GATEKEEPER_CONTAINER}" && '
+        f'$.log_processed.asleep = 1 && $.log_processed.uri = "{ASLEEP_PAGE}" }}'
+    )
+
+
+def not_waking_period_s(wake_seconds: int) -> int:
+    """The not-waking alarm's period: at least half again a planned wake-up and a minute's scrape
+    past it (the slow end of a wake, so a wake-up that is late but comes does not page), in
+    whole minutes, 5 at least."""
+    return 60 * max(5, math.ceil(max(1.5 * wake_seconds, wake_seconds + 120) / 60))
+
+
 def bucket_samples() -> tuple[str, ...]:
     return tuple(f"{family}_bucket" for family in BUCKETS)
 
 
-def custom_metric_count() -> int:
-    """CloudWatch custom metrics the stack adds (each name-dimensions pair is one)."""
+def custom_metric_count(elastic: bool = False) -> int:
+    """CloudWatch custom metrics the stack adds (each name-dimensions pair is one); an elastic
+    stack's door adds its asleep answers."""
     buckets = sum(len(bounds) + 1 for bounds in BUCKETS.values())
-    return len(SAMPLES) + buckets + len(ANSWER_CLASSES)
+    return len(SAMPLES) + buckets + len(ANSWER_CLASSES) + (1 if elastic else 0)
 
 
 @dataclass(frozen=True)
@@ -105,6 +129,8 @@ class WatchSpec:
     server_errors_threshold: int
     #: Groups follow the queue and the clock, and none may run (an elastic stack's door).
     elastic: bool = False
+    #: The door's planned wake-up, seconds (its `Retry-After`; elastic stacks only).
+    wake_seconds: int = 0
 
 
 def _vllm(spec: WatchSpec, sample: str, stat: str, **extra: Any) -> list[Any]:
@@ -191,6 +217,10 @@ def dashboard_widgets(spec: WatchSpec) -> list[dict[str, Any]]:
         [spec.namespace, answers_metric(status), {"stat": "Sum", "period": PERIOD, "label": status}]
         for status in ANSWER_CLASSES
     ]
+    if spec.elastic:
+        answers.append(
+            [spec.namespace, ASLEEP_ANSWERS, {"stat": "Sum", "period": PERIOD, "label": "asleep"}]
+        )
     panels: list[tuple[str, list[list[Any]], dict[str, Any]]] = [
         ("Time to first token, seconds (p50, p95)", percentile_queries(spec, TTFT, "t"), {}),
         ("Inter-token latency, seconds (p50, p95)", percentile_queries(spec, ITL, "l"), {}),
@@ -293,7 +323,9 @@ class AlarmSpec:
     args: dict[str, Any]
 
 
-def _query(spec: WatchSpec, query_id: str, sample: str, stat: str) -> dict[str, Any]:
+def _query(
+    spec: WatchSpec, query_id: str, sample: str, stat: str, period: int = PERIOD
+) -> dict[str, Any]:
     return {
         "id": query_id,
         "return_data": False,
@@ -302,7 +334,7 @@ def _query(spec: WatchSpec, query_id: str, sample: str, stat: str) -> dict[str, 
             "metric_name": exported_name(sample),
             "dimensions": {STACK_DIMENSION: spec.stack},
             "stat": stat,
-            "period": PERIOD,
+            "period": period,
         },
     }
 
@@ -314,11 +346,53 @@ def alarms(spec: WatchSpec) -> list[AlarmSpec]:
     the always-on door, so it keeps a healthy target; the vLLM alarms treat missing data as not
     breaching; the 5xx count leaves out the door's asleep answers (`answer_filter_pattern`). The
     group-restart alarm is left out of elastic stacks: it watches the leaders' start times, which
-    every planned wake-up and added group changes."""
+    every planned wake-up and added group changes; in its place, `not-waking` fires when the door
+    keeps answering model requests asleep with no group coming (a crash loop, no capacity in the
+    zone, the quota)."""
     found = _alarms(spec)
     if spec.elastic:
-        return [a for a in found if a.key != "group-restart"]
+        return [a for a in found if a.key != "group-restart"] + [_not_waking(spec)]
     return found
+
+
+def _not_waking(spec: WatchSpec) -> AlarmSpec:
+    """In each of two periods of `not_waking_period_s`, the door answered a model request asleep
+    and no leader was scraped. A wake-up that comes puts a leader's samples in the period its
+    asleep answers ended in or the next, so only a stretch longer than a slow wake-up without any
+    group breaches; clients that stop asking end it (nobody is waiting)."""
+    period = not_waking_period_s(spec.wake_seconds)
+    return AlarmSpec(
+        "not-waking",
+        f"Model requests answered asleep in two {period // 60}-minute periods in a row with no "
+        f"group scraped (a wake-up is planned at {spec.wake_seconds} s): the model does not wake.",
+        {
+            "comparison_operator": "GreaterThanOrEqualToThreshold",
+            "threshold": 1,
+            "evaluation_periods": 2,
+            "datapoints_to_alarm": 2,
+            "treat_missing_data": "notBreaching",
+            "metric_queries": [
+                {
+                    "id": "asleep",
+                    "return_data": False,
+                    "metric": {
+                        "namespace": spec.namespace,
+                        "metric_name": ASLEEP_ANSWERS,
+                        "stat": "Sum",
+                        "period": period,
+                    },
+                },
+                # Any leader scraped in the period: a group is up (its gauge's samples).
+                _query(spec, "up", WAITING, "SampleCount", period),
+                {
+                    "id": "stuck",
+                    "return_data": True,
+                    "expression": "IF(asleep > 0, IF(FILL(up, 0) == 0, 1, 0), 0)",
+                    "label": "asleep with no group",
+                },
+            ],
+        },
+    )
 
 
 def _alarms(spec: WatchSpec) -> list[AlarmSpec]:

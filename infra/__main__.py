@@ -162,6 +162,7 @@ if cfg.monitoring:
             server_errors_threshold=alarm_at.server_errors,
             alarm_email=cfg.alarm_email,
             elastic=cfg.elastic,
+            wake_seconds=server_spec.door.asleep.wake_seconds if server_spec.door else 0,
         ),
         opts=on_cluster,
     )

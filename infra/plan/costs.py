@@ -91,6 +91,8 @@ class CostInputs:
     aggregate_tokens_per_s: float
     #: `monitoring: true`: the metrics, dashboard, alarms and their ingestion.
     monitoring: bool = False
+    #: Groups follow the queue and the clock (the door's asleep answers are one more metric).
+    elastic: bool = False
     #: A rollout's surge groups: with `modelCache: volume` their ranks keep volumes too.
     surge_groups: int = 0
 
@@ -210,7 +212,7 @@ def stack_costs(inputs: CostInputs, today: dt.date) -> CostBreakdown:
     if inputs.monitoring:
         from infra.plan.monitoring import monitoring_costs
 
-        for cost in monitoring_costs(inputs.replicas):
+        for cost in monitoring_costs(inputs.replicas, inputs.elastic):
             lines.append(
                 _line(
                     cost.item,

@@ -81,6 +81,7 @@ def economics(cfg: StackConfig, p: Plan, today: dt.date | None = None) -> Econom
             checkpoint_bytes=profile.download_bytes,
             aggregate_tokens_per_s=full,
             monitoring=cfg.monitoring,
+            elastic=cfg.elastic,
             surge_groups=p.rollout.surge_groups,
         ),
         today or dt.date.today(),

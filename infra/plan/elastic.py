@@ -284,6 +284,7 @@ def month_usd(cfg: StackConfig, p: Plan, groups: int, today: dt.date) -> float |
             checkpoint_bytes=cfg.profile().checkpoint_bytes,
             aggregate_tokens_per_s=0.0,
             monitoring=cfg.monitoring,
+            elastic=cfg.elastic,
         ),
         today,
     )

@@ -58,15 +58,18 @@ class MonitoringCost:
     estimate: bool = False
 
 
-def monitoring_costs(replicas: int) -> list[MonitoringCost]:
-    """Monthly cost of what `monitoring: true` adds."""
-    metrics = watch.custom_metric_count()
+def monitoring_costs(replicas: int, elastic: bool = False) -> list[MonitoringCost]:
+    """Monthly cost of what `monitoring: true` adds (an elastic stack's door adds its asleep
+    answers, and its not-waking alarm reads two metrics where the group-restart alarm read one)."""
+    metrics = watch.custom_metric_count(elastic)
+    alarm_metrics = ALARM_METRICS + (1 if elastic else 0)
     gb = emf_gb_per_month(replicas)
     return [
         MonitoringCost(
             "cloudwatch custom metrics",
             metrics * prices.CLOUDWATCH_METRIC_MONTH.usd,
-            f"{metrics} metrics: vLLM gauges and counters, every latency bucket, 5 answer counts",
+            f"{metrics} metrics: vLLM gauges and counters, every latency bucket, "
+            f"{len(watch.ANSWER_CLASSES) + (1 if elastic else 0)} answer counts",
             prices.CLOUDWATCH_METRIC_MONTH,
         ),
         MonitoringCost(
@@ -77,8 +80,8 @@ def monitoring_costs(replicas: int) -> list[MonitoringCost]:
         ),
         MonitoringCost(
             "cloudwatch alarms",
-            ALARM_METRICS * prices.CLOUDWATCH_ALARM_METRIC_MONTH.usd,
-            f"{ALARMS} alarms reading {ALARM_METRICS} metrics (SNS e-mail: within the free tier)",
+            alarm_metrics * prices.CLOUDWATCH_ALARM_METRIC_MONTH.usd,
+            f"{ALARMS} alarms reading {alarm_metrics} metrics (SNS e-mail: within the free tier)",
             prices.CLOUDWATCH_ALARM_METRIC_MONTH,
         ),
         MonitoringCost(

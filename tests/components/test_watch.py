@@ -19,6 +19,7 @@ only after the modules are imported.
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
 import json
 import operator
@@ -225,7 +226,7 @@ def _valid_period(period: Any) -> bool:
 
 
 _NAME = re.compile(r"[A-Za-z_]\w*")
-_FUNCTIONS = frozenset({"IF", "DIFF", "MIN", "SEARCH"})
+_FUNCTIONS = frozenset({"IF", "DIFF", "FILL", "MIN", "SEARCH"})
 
 
 def _referenced_ids(expression: str) -> set[str]:
@@ -695,6 +696,9 @@ class _Math:
                 return None if c is None else then(t) if c else otherwise(t)
 
             return choose
+        if text == "FILL" and len(args) == 2:
+            series, value = args
+            return lambda t: value(t) if series(t) is None else series(t)
         if text == "DIFF" and len(args) == 1:
             (arg,) = args
             minus = _lift(operator.sub)
@@ -1287,8 +1291,12 @@ def test_every_alarm_is_a_valid_metric_alarm(
     spec: watch.WatchSpec, alarm_arguments: tuple[set[str], set[str], set[str]]
 ) -> None:
     specs = watch.alarms(spec)
-    assert [a.key for a in specs] == list(_readme_alarms())
-    for alarm in specs:
+    documented = list(_readme_alarms())
+    assert [a.key for a in specs] == [k for k in documented if k != "not-waking"]
+    # An elastic stack: not-waking in place of group-restart (a wake-up restarts a group).
+    elastic = watch.alarms(dataclasses.replace(spec, elastic=True, wake_seconds=370))
+    assert [a.key for a in elastic] == [k for k in documented if k != "group-restart"]
+    for alarm in [*specs, *elastic]:
         assert _alarm_problems(alarm.args, alarm_arguments) == [], alarm.key
         # PutMetricAlarm: evaluation periods times the period is at most a day.
         assert _evaluated_seconds(alarm.args) <= 86_400, alarm.key

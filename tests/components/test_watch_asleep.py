@@ -8,7 +8,7 @@ import re
 
 from components import watch
 from components.manifests import gatekeeper
-from components.manifests.asleep import Asleep
+from components.manifests.asleep import ASLEEP_PAGE, Asleep
 from components.manifests.metrics import STACK_DIMENSION
 from infra.plan import wiring
 from infra.plan.sizing import plan
@@ -20,7 +20,9 @@ ASLEEP = Asleep(wake_seconds=370, signal_seconds=30)
 
 
 def _door_lines(answers: list[tuple[int, int]]) -> list[str]:
-    """Access-log lines in the door's own `log_format` (status, asleep), nginx filling them."""
+    """Access-log lines in the door's own `log_format` (status, asleep), nginx filling them; an
+    asleep answer with the asleep page's path, as nginx logs it after the internal redirect
+    (tests/rehearse/test_asleep_door.py reads a real one)."""
     limits = wiring.gatekeeper_limits(plan(load_stack("prod"), "prod"))
     conf = gatekeeper.nginx_conf(limits, upstream="gemma-leaders:8000", asleep=ASLEEP)
     match = re.search(r"log_format gatekeeper escape=json((?:\s*'[^']*')+);", conf)
@@ -32,7 +34,7 @@ def _door_lines(answers: list[tuple[int, int]]) -> list[str]:
             "time_iso8601": "2026-12-01T22:00:00+00:00",
             "remote_addr": "10.0.1.7",
             "request_method": "POST",
-            "uri": "/v1/chat/completions",
+            "uri": ASLEEP_PAGE if asleep else "/v1/chat/completions",
             "status": str(status),
             "body_bytes_sent": "230",
             "upstream_addr": "10.100.0.12:8000",
@@ -54,13 +56,37 @@ def _spec(elastic: bool) -> watch.WatchSpec:
         waiting_threshold=3,
         server_errors_threshold=10,
         elastic=elastic,
+        wake_seconds=ASLEEP.wake_seconds,
     )
 
 
+def _door_minute(store: Store, spec: watch.WatchSpec, minute: int, asleep_answers: int) -> None:
+    """One minute of the door's access log through the stack's metric filters: a client
+    retrying into `asleep_answers` asleep 503s."""
+    events = [
+        _record(line, gatekeeper.CONTAINER) for line in _door_lines([(503, 1)] * asleep_answers)
+    ]
+    patterns = {
+        watch.answers_metric(s): watch.answer_filter_pattern(s, spec.elastic)
+        for s in watch.ANSWER_CLASSES
+    }
+    if spec.elastic:
+        patterns[watch.ASLEEP_ANSWERS] = watch.asleep_filter_pattern()
+    for metric, pattern in patterns.items():
+        count = sum(1 for event in events if _filter_matches(pattern, event))
+        store.put(spec.namespace, metric, {}, minute, count)
+
+
+def _group_up(store: Store, spec: watch.WatchSpec, minute: int) -> None:
+    """A serving group's leader, scraped once in the minute."""
+    waiting = watch.exported_name(watch.WAITING)
+    store.put(spec.namespace, waiting, {STACK_DIMENSION: spec.stack}, minute, 0)
+
+
 def _asleep_night(spec: watch.WatchSpec) -> Store:
-    """Half an hour asleep: the door a healthy target every minute, no vLLM metric at all, and
-    a client retrying every 20 s into the door's asleep 503s; then a group wakes (its leader's
-    start time appears)."""
+    """Half an hour asleep: the door a healthy target every minute and no vLLM metric; in the
+    last 6 minutes (inside the planned 370 s wake-up) a client retries every 20 s into the
+    door's asleep 503s; then a group wakes (its leader is scraped, its start time appears)."""
     store = Store(minutes=MINUTES)
     for minute in range(MINUTES):
         store.put(
@@ -70,11 +96,9 @@ def _asleep_night(spec: watch.WatchSpec) -> Store:
             minute,
             1,
         )
-        events = [_record(line, gatekeeper.CONTAINER) for line in _door_lines([(503, 1)] * 3)]
-        for status in watch.ANSWER_CLASSES:
-            pattern = watch.answer_filter_pattern(status, spec.elastic)
-            count = sum(1 for event in events if _filter_matches(pattern, event))
-            store.put(spec.namespace, watch.answers_metric(status), {}, minute, count)
+        if minute >= MINUTES - 6:
+            _door_minute(store, spec, minute, 3)
+    _group_up(store, spec, MINUTES - 1)
     started, dims = watch.exported_name(watch.STARTED), {STACK_DIMENSION: "prod"}
     for minute in (MINUTES - 2, MINUTES - 1):  # a sleep before, a woken group now
         store.put(
@@ -107,3 +131,61 @@ def test_the_doors_real_errors_still_count() -> None:
     assert [_filter_matches(pattern, e) for e in events] == [True, False]
     fixed = watch.answer_filter_pattern("5xx", dataclasses.replace(spec, elastic=False).elastic)
     assert [_filter_matches(fixed, e) for e in events] == [True, True]
+
+
+def _fires_at_any_period_end(spec: watch.WatchSpec, store: Store, key: str) -> list[int]:
+    """The minutes (period ends) at which the alarm `key` would be in ALARM."""
+    (alarm,) = [a for a in watch.alarms(spec) if a.key == key]
+    step = watch.not_waking_period_s(spec.wake_seconds) // 60
+    fired = []
+    for end in range(step, store.minutes + 1, step):
+        window = Store(minutes=end)
+        window.points = {
+            k: [(m, v) for m, v in points if m < end] for k, points in store.points.items()
+        }
+        if _alarm_fires(alarm.args, window):
+            fired.append(end)
+    return fired
+
+
+def test_a_model_that_does_not_wake_fires_not_waking() -> None:
+    """Clients retrying into asleep answers for an hour and no group ever scraped (a crash loop,
+    no capacity in the zone): the alarm fires once two whole periods have passed."""
+    spec = _spec(elastic=True)
+    store = Store(minutes=60)
+    for minute in range(60):
+        _door_minute(store, spec, minute, 1)
+    period_min = watch.not_waking_period_s(spec.wake_seconds) // 60
+    assert _fires_at_any_period_end(spec, store, "not-waking")[0] == 2 * period_min
+
+
+def test_wake_ups_that_come_late_or_night_after_night_do_not_fire_not_waking() -> None:
+    """Every 15 minutes a request finds no group; the group comes after 9 minutes (half again
+    the planned 370 s), serves for 5 and sleeps again: asleep answers in most periods, never in
+    two in a row without a group scraped."""
+    spec = _spec(elastic=True)
+    store = Store(minutes=120)
+    for start in range(0, 120, 15):
+        for minute in range(start, min(start + 9, 120)):
+            _door_minute(store, spec, minute, 1)
+        for minute in range(start + 9, min(start + 14, 120)):
+            _group_up(store, spec, minute)
+    assert _fires_at_any_period_end(spec, store, "not-waking") == []
+
+
+def test_health_checks_answered_asleep_do_not_count() -> None:
+    """An uptime check on /health all night is not a model request: the asleep health page
+    does not match."""
+    line = _door_lines([(503, 1)])[0].replace(ASLEEP_PAGE, ASLEEP_PAGE + "-health")
+    assert not _filter_matches(watch.asleep_filter_pattern(), _record(line, gatekeeper.CONTAINER))
+    assert _filter_matches(
+        watch.asleep_filter_pattern(), _record(_door_lines([(503, 1)])[0], gatekeeper.CONTAINER)
+    )
+
+
+def test_the_not_waking_period_sits_past_the_slow_end_of_a_wake_up() -> None:
+    for wake in (60, 120, 239, 370, 496, 1200):
+        period = watch.not_waking_period_s(wake)
+        assert period % 60 == 0 and period >= 300
+        # A wake-up half again as slow as planned, and the scrape after it, fit in one period.
+        assert period >= 1.5 * wake and period >= wake + 120

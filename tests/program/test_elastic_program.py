@@ -12,13 +12,14 @@ from typing import Any
 
 import pytest
 
+from components import watch
 from components.autoscaling import (
     AUTOSCALER_CHART_VERSION,
     AUTOSCALER_REPO,
     KEDA_CHART_VERSION,
     KEDA_REPO,
 )
-from infra.plan import elastic
+from infra.plan import elastic, sleep
 from infra.plan.render import rendered_objects
 from infra.plan.sizing import plan
 from infra.plan.stackfile import load_stack
@@ -160,3 +161,20 @@ def test_the_door_is_created_apart_from_the_group_and_rolls_with_the_key(
     leader = lws.inputs["spec"]["leaderWorkerTemplate"]["leaderTemplate"]
     assert [c["name"] for c in leader["spec"]["containers"]] == ["vllm"], lws.urn
     assert "gemma-graviton.dev/api-key-fingerprint" in leader["metadata"]["annotations"]
+
+
+@pytest.mark.usefixtures("as_pulumi_host")
+def test_an_elastic_stack_alarms_when_the_model_does_not_wake(mocks: RecordingMocks) -> None:
+    cfg, p = _run_elastic(mocks)
+    asleep = named(
+        mocks.records, "aws:cloudwatch/logMetricFilter:LogMetricFilter", "watch-answers-asleep"
+    )
+    assert asleep.inputs["pattern"] == watch.asleep_filter_pattern()
+    assert asleep.inputs["metricTransformation"]["name"] == watch.ASLEEP_ANSWERS
+    alarms = {r.name: r for r in by_type(mocks.records, "aws:cloudwatch/metricAlarm:MetricAlarm")}
+    assert "watch-group-restart" not in alarms
+    queries = {q["id"]: q for q in alarms["watch-not-waking"].inputs["metricQueries"]}
+    # Its clock is this stack's own planned wake-up, at its slow end.
+    wake = sleep.door_asleep(cfg, p).wake_seconds
+    assert queries["asleep"]["metric"]["period"] == watch.not_waking_period_s(wake) >= 1.5 * wake
+    assert queries["asleep"]["metric"]["metricName"] == watch.ASLEEP_ANSWERS

@@ -40,8 +40,12 @@ def test_every_stack_watches_its_model_server(
         f"{json.loads(_region(mocks))}#dashboards/dashboard/gemma-graviton-{stack}"
     )
     alarms = by_type(mocks.records, "aws:cloudwatch/metricAlarm:MetricAlarm")
-    # An elastic stack has no group-restart alarm: every planned wake-up would fire it.
-    assert len(alarms) == (4 if load_stack(stack).elastic else 5)
+    # An elastic stack has not-waking in place of group-restart (every planned wake-up would
+    # fire that one).
+    elastic = load_stack(stack).elastic
+    keys = {a.name.removeprefix("watch-") for a in alarms}
+    assert len(alarms) == 5
+    assert ("not-waking" in keys, "group-restart" in keys) == (elastic, not elastic)
     topic = one(mocks.records, "aws:sns/topic:Topic")
     for alarm in alarms:
         assert alarm.inputs["alarmActions"] == [topic.outputs["arn"]], alarm.urn
@@ -52,7 +56,8 @@ def test_every_stack_watches_its_model_server(
     assert "LoadBalancer = 'net/a" in query, healthy.urn
     filters = by_type(mocks.records, "aws:cloudwatch/logMetricFilter:LogMetricFilter")
     assert sorted(f.inputs["metricTransformation"]["name"] for f in filters) == sorted(
-        watch.answers_metric(s) for s in watch.ANSWER_CLASSES
+        [watch.answers_metric(s) for s in watch.ANSWER_CLASSES]
+        + ([watch.ASLEEP_ANSWERS] if elastic else [])
     )
     deployment = named(mocks.records, "kubernetes:apps/v1:Deployment", "watch-collector")
     pod = deployment.inputs["spec"]["template"]["spec"]

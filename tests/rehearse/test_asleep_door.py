@@ -13,8 +13,11 @@ from threading import Thread
 
 import pytest
 
-from components.manifests.asleep import Asleep
+from components import watch
+from components.manifests import gatekeeper
+from components.manifests.asleep import ASLEEP_HEALTH_PAGE, ASLEEP_PAGE, Asleep
 from infra.rehearse import asleep_checks, gate
+from tests.components.test_watch import _filter_matches, _record
 from tests.rehearse.test_gate import LIMITS
 
 KEY = "k" * 32
@@ -77,6 +80,16 @@ def test_asleep_door_answers_503_with_retry_after_wakes_and_serves_once_a_group_
     asleep = [e for e in entries if e["asleep"] == 1]
     assert {e["status"] for e in asleep} == {503}
     assert all(e["asleep"] == 0 for e in entries if e["status"] != 503)
+    # The not-waking alarm's filter counts the asleep model request, not the asleep /health.
+    lines = (tmp_path / "run" / "access.log").read_text().split()
+    pattern = watch.asleep_filter_pattern()
+    counted = [json.loads(line)["uri"] for line in lines if _matches(pattern, line)]
+    assert counted == [ASLEEP_PAGE]
+    assert any(e["uri"] == ASLEEP_HEALTH_PAGE and e["asleep"] == 1 for e in entries)
+
+
+def _matches(pattern: str, line: str) -> bool:
+    return _filter_matches(pattern, _record(line, gatekeeper.CONTAINER))
 
 
 @pytest.mark.skipif(not gate.nginx_ready(), reason=gate.INSTALL_HINT)
