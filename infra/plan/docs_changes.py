@@ -11,7 +11,7 @@ the plan's: modelled cold starts, drains and node launches, not measured on a cl
 
 from __future__ import annotations
 
-from infra.plan import changes, doc_blocks
+from infra.plan import changes, doc_blocks, prices
 from infra.plan.sizing import Plan, plan
 from infra.plan.stackfile import load_stack, stack_names
 
@@ -21,8 +21,9 @@ BLOCK = doc_blocks.Block(BEGIN, END, "change table")
 
 
 def plans() -> list[Plan]:
-    """Each shipped stack's plan, by name."""
-    return [plan(load_stack(stack), stack) for stack in stack_names()]
+    """Each shipped stack's plan, by name, as of the day the catalogue's prices were read (the
+    table changes with the catalogue, not with the calendar)."""
+    return [plan(load_stack(stack, today=prices.READ_ON), stack) for stack in stack_names()]
 
 
 def render() -> str:
