@@ -50,6 +50,37 @@ def busiest(profile: ModelProfile, p: Plan) -> tuple[int, int]:
     return max(1, min(p.max_num_seqs, math.floor(fit))), context
 
 
+def cost_inputs(
+    cfg: StackConfig,
+    p: Plan,
+    *,
+    nodes: int,
+    checkpoint_bytes: int,
+    aggregate_tokens_per_s: float,
+    surge_groups: int = 0,
+) -> CostInputs:
+    """What `stack_costs` prices for stack `cfg` at plan `p`, with `nodes` model nodes running
+    (volumes for every group of the plan, asleep or not)."""
+    return CostInputs(
+        region=cfg.region,
+        kubernetes_version=cfg.kubernetes_version,
+        end_date=cfg.end_date,
+        node_subnets=cfg.node_subnets,
+        instance_type=p.instance_type,
+        nodes=nodes,
+        stages=p.stages,
+        replicas=p.replicas,
+        node_disk_gib=p.node_disk_gib,
+        model_cache=p.model_cache,
+        model_volume_gib=p.model_volume_gib,
+        checkpoint_bytes=checkpoint_bytes,
+        aggregate_tokens_per_s=aggregate_tokens_per_s,
+        monitoring=cfg.monitoring,
+        elastic=cfg.elastic,
+        surge_groups=surge_groups,
+    )
+
+
 def economics(cfg: StackConfig, p: Plan, today: dt.date | None = None) -> Economics:
     """Served tokens, time to first token and cost of plan `p` for config `cfg`."""
     profile = cfg.profile()
@@ -66,22 +97,12 @@ def economics(cfg: StackConfig, p: Plan, today: dt.date | None = None) -> Econom
     )
     full = served.planned.aggregate_tokens_per_s * p.replicas
     costs = stack_costs(
-        CostInputs(
-            region=cfg.region,
-            kubernetes_version=cfg.kubernetes_version,
-            end_date=cfg.end_date,
-            node_subnets=cfg.node_subnets,
-            instance_type=p.instance_type,
+        cost_inputs(
+            cfg,
+            p,
             nodes=p.nodes,
-            stages=p.stages,
-            replicas=p.replicas,
-            node_disk_gib=p.node_disk_gib,
-            model_cache=p.model_cache,
-            model_volume_gib=p.model_volume_gib,
             checkpoint_bytes=profile.download_bytes,
             aggregate_tokens_per_s=full,
-            monitoring=cfg.monitoring,
-            elastic=cfg.elastic,
             surge_groups=p.rollout.surge_groups,
         ),
         today or dt.date.today(),

@@ -14,7 +14,8 @@ from dataclasses import dataclass
 
 from infra.plan import catalog, readiness
 from infra.plan.config import WEEKDAYS, ConfigError, ScheduleConfig, StackConfig
-from infra.plan.costs import CostInputs, stack_costs
+from infra.plan.costs import stack_costs
+from infra.plan.economics import cost_inputs
 from infra.plan.prices import HOURS_PER_MONTH, ec2_price
 from infra.plan.sizing import Plan
 
@@ -268,23 +269,12 @@ def vcpus_at_most(cfg: StackConfig, p: Plan) -> int:
 def month_usd(cfg: StackConfig, p: Plan, groups: int, today: dt.date) -> float | None:
     """The stack's monthly cost with `groups` groups running all month and the system nodes."""
     cost = stack_costs(
-        CostInputs(
-            region=cfg.region,
-            kubernetes_version=cfg.kubernetes_version,
-            end_date=cfg.end_date,
-            node_subnets=cfg.node_subnets,
-            instance_type=p.instance_type,
+        cost_inputs(
+            cfg,
+            p,
             nodes=groups * p.stages,
-            stages=p.stages,
-            # Volumes exist for every group that can run, asleep or not.
-            replicas=p.replicas,
-            node_disk_gib=p.node_disk_gib,
-            model_cache=p.model_cache,
-            model_volume_gib=p.model_volume_gib,
             checkpoint_bytes=cfg.profile().checkpoint_bytes,
             aggregate_tokens_per_s=0.0,
-            monitoring=cfg.monitoring,
-            elastic=cfg.elastic,
         ),
         today,
     )
