@@ -41,11 +41,11 @@ from components.manifests import asleep, gatekeeper, metrics, scaling
 from components.manifests.gatekeeper import GatekeeperLimits
 from components.manifests.spec import (
     LWS_NAME_LABEL,
-    RUN_AS,
     DoorSpec,
     Manifest,
     ServerSpec,
     object_meta,
+    pod_security_context,
 )
 
 #: The door's single replica (see the module doc).
@@ -104,13 +104,7 @@ def deployment(
         "enableServiceLinks": False,
         "nodeSelector": dict(door.node_selector),
         "tolerations": [dict(t) for t in door.tolerations],
-        "securityContext": {
-            "runAsNonRoot": True,
-            "runAsUser": RUN_AS,
-            "runAsGroup": RUN_AS,
-            "fsGroup": RUN_AS,
-            "seccompProfile": {"type": "RuntimeDefault"},
-        },
+        "securityContext": pod_security_context(),
         # The door drains as a leader's gatekeeper does (`components.manifests.drain`): a
         # rollout or a node drain lets every stream in flight finish.
         "terminationGracePeriodSeconds": spec.drain.grace_s,

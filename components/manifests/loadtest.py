@@ -25,10 +25,10 @@ from components.manifests.pods import container_security_context
 from components.manifests.spec import (
     API_KEY_KEY,
     HF_TOKEN_KEY,
-    RUN_AS,
     Manifest,
     ServerSpec,
     object_meta,
+    pod_security_context,
 )
 
 #: The line before each point's result JSON in the Job's log; the point's name follows it.
@@ -124,13 +124,7 @@ def capacity_job(
                 "spec": {
                     "restartPolicy": "Never",
                     "nodeSelector": dict(spec.node_selector),
-                    "securityContext": {
-                        "runAsNonRoot": True,
-                        "runAsUser": RUN_AS,
-                        "runAsGroup": RUN_AS,
-                        "fsGroup": RUN_AS,
-                        "seccompProfile": {"type": "RuntimeDefault"},
-                    },
+                    "securityContext": pod_security_context(),
                     "containers": [container],
                     "volumes": [{"name": "work", "emptyDir": {"sizeLimit": "2Gi"}}],
                 },

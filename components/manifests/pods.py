@@ -28,6 +28,7 @@ from components.manifests.spec import (
     RUN_AS,
     ServerSpec,
     object_labels,
+    pod_security_context,
 )
 
 # Downloads the pinned commit into the model volume, then reads every file once, so the page
@@ -335,13 +336,7 @@ def pod_template(
                 ]
             }
         },
-        "securityContext": {
-            "runAsNonRoot": True,
-            "runAsUser": RUN_AS,
-            "runAsGroup": RUN_AS,
-            "fsGroup": RUN_AS,
-            "seccompProfile": {"type": "RuntimeDefault"},
-        },
+        "securityContext": pod_security_context(),
         # Every preStop ends within it: the LB's window, a reply, the idle check and vLLM's
         # stop (`infra.plan.rollout.plan_drain`, the safe end).
         "terminationGracePeriodSeconds": spec.drain.grace_s,

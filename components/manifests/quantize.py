@@ -48,10 +48,10 @@ from components.manifests.spec import (
     HF_TOKEN_KEY,
     HF_TOKEN_MOUNT,
     MODELS_MOUNT,
-    RUN_AS,
     Manifest,
     ServerSpec,
     object_meta,
+    pod_security_context,
 )
 
 #: The marker the quantizer writes last (`infra.quantize.marker.MARKER_NAME`).
@@ -261,13 +261,7 @@ def quantize_job(spec: ServerSpec, job: QuantizeSpec) -> Manifest:
                     "automountServiceAccountToken": False,
                     "enableServiceLinks": False,
                     "nodeSelector": dict(spec.node_selector),
-                    "securityContext": {
-                        "runAsNonRoot": True,
-                        "runAsUser": RUN_AS,
-                        "runAsGroup": RUN_AS,
-                        "fsGroup": RUN_AS,
-                        "seccompProfile": {"type": "RuntimeDefault"},
-                    },
+                    "securityContext": pod_security_context(),
                     "containers": [container],
                     "volumes": _volumes(spec, job, name),
                 },

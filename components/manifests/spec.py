@@ -27,6 +27,19 @@ CACHE_MOUNT = "/cache"
 HF_TOKEN_MOUNT = "/var/run/secrets/huggingface"
 RUN_AS = 10001
 
+
+def pod_security_context() -> dict[str, Any]:
+    """Every pod's own security context: the non-root user and group `RUN_AS` (volumes owned by
+    that group) and the runtime's default seccomp profile."""
+    return {
+        "runAsNonRoot": True,
+        "runAsUser": RUN_AS,
+        "runAsGroup": RUN_AS,
+        "fsGroup": RUN_AS,
+        "seccompProfile": {"type": "RuntimeDefault"},
+    }
+
+
 Manifest = dict[str, Any]
 
 
