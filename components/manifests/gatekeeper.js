@@ -106,15 +106,57 @@ function schemaBytes(body) {
     return total;
 }
 
+// Body fields that steer vLLM's scheduling or a request's identity, refused like their header
+// forms are dropped (vLLM 0.31 entrypoints/openai chat and completion request models):
+// `request_id` names the request (and its logs and metrics), `priority` jumps the scheduler's
+// queue, `cache_salt` shares or splits the prefix cache, `kv_transfer_params` and `vllm_xargs`
+// reach the KV connector and plugins.
+var STEERING_FIELDS = ['request_id', 'priority', 'cache_salt', 'kv_transfer_params', 'vllm_xargs'];
+
+// How deeply arrays and objects nest in `text` (outside strings), counted without parsing it.
+function depth(text) {
+    var level = 0, deepest = 0, quoted = false;
+    for (var i = 0; i < text.length; i++) {
+        var c = text[i];
+        if (quoted) {
+            if (c === '\\') {
+                i++;
+            } else if (c === '"') {
+                quoted = false;
+            }
+        } else if (c === '"') {
+            quoted = true;
+        } else if (c === '{' || c === '[') {
+            level++;
+            deepest = Math.max(deepest, level);
+        } else if (c === '}' || c === ']') {
+            level--;
+        }
+    }
+    return deepest;
+}
+
 function inspect(r, target, completion) {
     var body;
+    var text = r.requestText || '';
     try {
-        body = JSON.parse(r.requestText || '');
+        body = JSON.parse(text);
     } catch (e) {
-        return refuse(r, null, 'The request body is not valid JSON');
+        // njs's parser refuses nesting past its own depth (njs_json.c NJS_JSON_MAX_DEPTH); say so,
+        // rather than calling well-formed JSON invalid.
+        return refuse(r, null, depth(text) > LIMITS.maxJsonDepth
+            ? 'The request body nests arrays and objects more than ' + LIMITS.maxJsonDepth +
+              ' levels deep; this endpoint reads at most ' + LIMITS.maxJsonDepth
+            : 'The request body is not valid JSON');
     }
     if (typeof body !== 'object' || body === null || Array.isArray(body)) {
         return refuse(r, null, 'The request body must be a JSON object');
+    }
+    for (var f = 0; f < STEERING_FIELDS.length; f++) {
+        if (body[STEERING_FIELDS[f]] !== undefined) {
+            return refuse(r, STEERING_FIELDS[f], '`' + STEERING_FIELDS[f] + '` is set by the ' +
+                'gatekeeper, not by clients; leave it out');
+        }
     }
     if (body.use_beam_search) {
         return refuse(r, 'use_beam_search', '`use_beam_search` is not served here');
@@ -160,7 +202,8 @@ function models(r) {
 // the `crypto` module is missing from some njs builds, nginx/njs issue #1049.)
 function keyOk(r) {
     var header = r.headersIn.Authorization || '';
-    if (header.indexOf('Bearer ') !== 0 || header.length <= 7) {
+    // The scheme is case-insensitive (RFC 9110 section 11.1): `bearer` and `BEARER` are Bearer.
+    if (header.slice(0, 7).toLowerCase() !== 'bearer ' || header.length <= 7) {
         return '0';
     }
     var keys;

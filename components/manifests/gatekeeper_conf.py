@@ -62,6 +62,17 @@ FAILURE_BURST = 10
 KEEPALIVE_SECONDS = 15
 #: How long a refused connection may linger to drain what the client still sends.
 LINGERING_SECONDS = 5
+#: Deepest nesting of arrays and objects njs's JSON.parse reads (31 levels are refused: njs
+#: njs_json.c NJS_JSON_MAX_DEPTH); deeper bodies get their own message naming it.
+MAX_JSON_DEPTH = 30
+#: Requests a second per client address on the routes that take no key (/health, /ready, the
+#: chat page's files), with this burst. Each costs nginx 50-100 us of CPU, so one address at this
+#: rate uses at most 2 millicores of the gatekeeper's 30; a page load is three files, a probe one
+#: call every few seconds.
+OPEN_PER_SECOND = 20
+OPEN_BURST = 40
+#: How long browsers and proxies keep the chat page's files before they revalidate (ETag).
+STATIC_MAX_AGE_SECONDS = 300
 
 #: Every status the front door can produce, with its OpenAI error type and message. 408: nginx
 #: closes a connection whose header or body timed out without writing anything
@@ -126,6 +137,14 @@ class GatekeeperLimits:
         return self.header_timeout_seconds
 
 
+#: A refused key or path: `Connection: close` and the connection ends at once (at most a
+#: second to drain what already arrived, a total: ngx_http_discarded_request_body_handler,
+#: nginx 1.22 and 1.30), so a keyless client cannot hold it by trickling a body.
+REFUSAL_CLOSE = "keepalive_timeout 0; lingering_close off; lingering_time 1s; lingering_timeout 1s;"
+#: The per-client rate on every route that takes no key.
+OPEN_LIMIT = f"limit_req zone=gatekeeper_open burst={OPEN_BURST} nodelay;"
+
+
 def _page(status: int) -> str:
     """The internal URI that answers `status`."""
     return f"/.gatekeeper/e{status}"
@@ -152,6 +171,7 @@ def njs_script(limits: GatekeeperLimits, asleep: Asleep | None = None) -> str:
         "maxReplyBytes": limits.max_reply_bytes,
         "replySeconds": limits.reply_timeout_seconds,
         "model": limits.served_model,
+        "maxJsonDepth": MAX_JSON_DEPTH,
     }
     if asleep is not None:
         figures["wakeSeconds"] = asleep.wake_seconds
@@ -182,7 +202,12 @@ def _error_pages(limits: GatekeeperLimits) -> str:
         if status in (408, 502):
             continue
         lines.append(f"        error_page {status} {_page(status)};")
-        extra = {503: "add_header Retry-After 5 always; ", 429: "add_header Retry-After 1 always; "}
+        extra = {
+            503: "add_header Retry-After 5 always; ",
+            429: "add_header Retry-After 1 always; ",
+            401: f"add_header WWW-Authenticate Bearer always; {REFUSAL_CLOSE} ",
+            404: f"{REFUSAL_CLOSE} ",
+        }
         message = f"Request body over {limits.max_request_bytes} bytes" if status == 413 else None
         body = error_body(status, message)
         lines.append(
@@ -261,6 +286,7 @@ def _get_locations(limits: GatekeeperLimits, asleep: Asleep | None = None) -> st
         }}
         location = /health {{
             if ($request_method != GET) {{ return 419; }}
+            {OPEN_LIMIT}
             if ($gatekeeper_has_body) {{ return 400 {error_body(400, "GET takes no body")}; }}
             # At most one call a second reaches vLLM, however many arrive: one fills the cache,
             # the others wait for it (lock) or get the entry being refreshed (stale, updating).
@@ -283,6 +309,7 @@ def _ready_location(run_dir: str) -> str:
     exists (`components.manifests.drain`), so the kubelet takes the pod out of the Service."""
     return f"""        location = /ready {{
             if ($request_method != GET) {{ return 419; }}
+            {OPEN_LIMIT}
             if (-f {run_dir}/draining) {{ return 503; }}
             return 200 '{{"status":"ready"}}\n';
         }}"""
@@ -293,6 +320,8 @@ def _limits_and_failures(limits: GatekeeperLimits) -> str:
     rate = limits.client_requests_per_minute
     return f"""    limit_req_zone $binary_remote_addr zone=gatekeeper_rate:1m rate={rate}r/m;
     limit_req_zone $binary_remote_addr zone=gatekeeper_failed:1m rate={FAILURES_PER_MINUTE}r/m;
+    # The routes without a key; 1m holds about 16,000 addresses (nginx docs, limit_req_zone).
+    limit_req_zone $binary_remote_addr zone=gatekeeper_open:1m rate={OPEN_PER_SECOND}r/s;
     limit_conn_zone $binary_remote_addr zone=gatekeeper_conn:1m;
     # One key for the whole pod: grammar compiles queue in vLLM, so they are admitted in turn.
     limit_conn_zone $gatekeeper_pod zone=gatekeeper_schema:64k;
@@ -308,8 +337,14 @@ def _failure_locations() -> str:
         # where the per-client failure rate applies before njs writes the refusal.
         error_page 418 = @unauthorized;
         error_page 419 = @not_found;
-        location @unauthorized {{ {burst} js_content gatekeeper.unauthorized; }}
-        location @not_found {{ {burst} js_content gatekeeper.notFound; }}
+        # Answered from the headers alone, never after the body: njs's js_content reads the
+        # whole body before its handler runs (ngx_http_js_module.c, njs 0.7.9 and 1.0.1:
+        # ngx_http_read_client_request_body in ngx_http_js_content_handler), so a trickled
+        # body held a refusal open. `try_files` (after limit_req's phase) finalizes with the
+        # status; nginx then only discards what has arrived (ngx_http_special_response_handler)
+        # and the page closes the connection (`REFUSAL_CLOSE`).
+        location @unauthorized {{ {burst} try_files /.gatekeeper-none =401; }}
+        location @not_found {{ {burst} try_files /.gatekeeper-none =404; }}
         location / {{ return 419; }}"""
 
 
@@ -465,7 +500,7 @@ http {{
 
 {_api_locations(limits, asleep)}
 {_get_locations(limits, asleep)}{sleep.server_pieces(asleep, run_dir) if asleep else ""}
-{chat.locations(page_root, "return 419;") if page_root else ""}
+{chat.locations(page_root, "return 419;", OPEN_LIMIT, STATIC_MAX_AGE_SECONDS) if page_root else ""}
     }}
 
     # vLLM's Prometheus metrics for the in-cluster collector. Not in the access log: the

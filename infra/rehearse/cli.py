@@ -655,7 +655,10 @@ def _keep_serving(group: RankGroup, base_url: str, api_key: str) -> None:
             time.sleep(1)
         progress("a rank exited; stopping the group")
     except KeyboardInterrupt:
-        progress("stopping the group")
+        # Re-raised: one Ctrl-C or SIGTERM (`termination_unwinds`) ends the whole run, not just
+        # this loop; the group's context stops every rank on the way out.
+        progress("stopping the group and the run")
+        raise
 
 
 def _rehearse_faults(options: Options, progress: Progress) -> int:

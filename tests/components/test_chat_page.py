@@ -48,8 +48,9 @@ def test_the_page_is_served_only_when_asked_for() -> None:
     assert conf.count(f'add_header Content-Security-Policy "{chat.CSP}";') == 3
     assert conf.count("root /etc/gatekeeper;") == 3
     # Only the page's own files, whatever else the directory holds (nginx.conf does).
+    # (The unknown-path refusal's `try_files` names a file that never exists.)
     assert re.findall(r"try_files (\S+) =404;", conf) == [
-        "/chat-index.html", "/chat-app.js", "/chat-app.css",
+        "/.gatekeeper-none", "/chat-index.html", "/chat-app.js", "/chat-app.css",
     ]  # fmt: skip
     assert conf.index("location / { return 404") > conf.index("location = /app.css")
 
@@ -111,7 +112,9 @@ def test_real_nginx_serves_exactly_the_page_and_still_keys_the_api(
                 assert reply.body.decode() == files[name], path
                 assert reply.headers["Content-Type"] == content_type, path
                 assert reply.headers["Content-Security-Policy"] == chat.CSP, path
-                assert reply.headers["Cache-Control"] == "no-cache", path
+                # Kept by browsers and proxies for a while, then revalidated by its ETag.
+                assert reply.headers["Cache-Control"] == "public, max-age=300", path
+                assert reply.headers["ETag"], path
                 assert gate.request(door.base_url, "POST", path, b"{}").status == 404, path
             for other in (
                 "/index.html", "/chat-index.html", "/nginx.conf", "/app.js/", "/app.jsx",

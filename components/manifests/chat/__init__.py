@@ -66,7 +66,7 @@ def files(page: ChatPage) -> dict[str, str]:
     }
 
 
-def locations(root: str, refuse: str) -> str:
+def locations(root: str, refuse: str, limit: str = "", max_age: int = 300) -> str:
     """nginx `location` blocks serving exactly `ROUTES` from the directory `root`; any other
     method gets the gatekeeper's own refusal directive `refuse` (its JSON 404, rate-limited per
     client like any unknown route)."""
@@ -84,8 +84,11 @@ def locations(root: str, refuse: str) -> str:
                     f'            add_header Content-Security-Policy "{CSP}";',
                     "            add_header X-Content-Type-Options nosniff;",
                     "            add_header Referrer-Policy no-referrer;",
-                    # Revalidate on every load (ETag): a new page is seen at once.
-                    "            add_header Cache-Control no-cache;",
+                    f"            {limit}",
+                    # Kept for a few minutes, then revalidated by ETag (nginx's default for
+                    # static files); the names are not versioned, so not `immutable`.
+                    f'            add_header Cache-Control "public, max-age={max_age}";',
+                    "            etag on;",
                     "        }",
                 ]
             )

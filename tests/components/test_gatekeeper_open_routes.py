@@ -1,0 +1,133 @@
+"""The routes without a key and the refusal of a key: a per-client rate on every open route,
+cache headers on the static files, a wrong key answered and closed before its body is read, and
+the request checks of the body (steering fields, nesting depth, the Bearer scheme's case).
+
+Real nginx (Debian's nginx-light with njs 0.7.9) runs the generated config in front of the
+OpenAI stub. nginx reads a request body only when a handler asks for it (ngx_http_core_module
+docs, `client_body_timeout`; njs reads it for `js_content` via `r.requestText`), and the key is
+checked in the rewrite phase (`if ($gatekeeper_key_ok ...)`), before any content handler.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+from pathlib import Path
+
+import pytest
+
+from components.manifests import chat, gatekeeper_conf
+from components.manifests.gatekeeper import GatekeeperLimits, nginx_conf
+from infra.rehearse import gate
+from infra.rehearse.ranks import free_port
+from tests.fakes.openai_stub import StubConfig, StubServer
+
+LIMITS = GatekeeperLimits(
+    max_request_bytes=4096,
+    client_requests_per_minute=600,
+    client_burst=50,
+    client_concurrent_requests=2,
+    reply_timeout_seconds=30,
+)
+PAGE = chat.ChatPage(model="org/model", max_reply_tokens=256, max_model_len=2048)
+HAVE_NGINX = Path("/usr/sbin/nginx").exists() or gate.shutil.which("nginx") is not None
+KEY = "k" * 32
+
+
+def _location(conf: str, opening: str) -> str:
+    start = conf.index(opening)
+    return conf[start : conf.index("\n        }", start)]
+
+
+def test_every_open_route_is_rate_limited_per_client_address() -> None:
+    conf = nginx_conf(LIMITS, page_root="/etc/gatekeeper")
+    zone = "limit_req_zone $binary_remote_addr zone=gatekeeper_open:1m rate=20r/s;"
+    assert zone in conf
+    limit = "limit_req zone=gatekeeper_open burst=40 nodelay;"
+    for path in ("/health", "/ready", *chat.ROUTES):
+        assert limit in _location(conf, f"location = {path} {{"), path
+
+
+def test_static_files_carry_cache_headers() -> None:
+    conf = nginx_conf(LIMITS, page_root="/etc/gatekeeper")
+    for path in chat.ROUTES:
+        block = _location(conf, f"location = {path} {{")
+        assert 'add_header Cache-Control "public, max-age=300";' in block, path
+        assert "etag on;" in block, path
+
+
+def test_a_refused_key_closes_its_connection_without_lingering() -> None:
+    conf = nginx_conf(LIMITS)
+    assert (
+        "location @unauthorized { limit_req zone=gatekeeper_failed burst=10 nodelay; "
+        "try_files /.gatekeeper-none =401; }" in conf
+    )
+    line = next(x for x in conf.splitlines() if "location = /.gatekeeper/e401" in x)
+    assert (
+        "keepalive_timeout 0; lingering_close off; lingering_time 1s; lingering_timeout 1s;" in line
+    )
+    assert "add_header WWW-Authenticate Bearer always;" in line
+
+
+def test_the_script_knows_the_json_depth_it_reads() -> None:
+    script = gatekeeper_conf.njs_script(LIMITS)
+    assert json.loads(script.splitlines()[0][len("var LIMITS = ") : -1])["maxJsonDepth"] == 30
+
+
+def _post(base_url: str, body: object, key: str = KEY) -> gate.Reply:
+    return gate.request(base_url, "POST", "/v1/chat/completions", json.dumps(body).encode(), key)
+
+
+@pytest.mark.skipif(not HAVE_NGINX, reason="no nginx (apt-get install -y nginx-light)")
+def test_real_nginx_bounds_open_routes_and_refuses_keys_before_bodies(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(gatekeeper_conf, "FAILURE_BURST", 100)
+    with StubServer(StubConfig(api_key=KEY, model="m")) as stub:
+        upstream = int(stub.root_url.rsplit(":", 1)[1])
+        with gate.running_gate(
+            gate.find_nginx(), LIMITS, KEY, free_port(), upstream, tmp_path, lambda _l: None,
+            page_files=chat.files(PAGE),
+        ) as door:  # fmt: skip
+            # The Bearer scheme in any case (RFC 9110 section 11.1).
+            host, port = door.base_url.removeprefix("http://").split(":")
+            for scheme in ("bearer", "BEARER", "Bearer"):
+                with socket.create_connection((host, int(port)), timeout=10) as conn:
+                    conn.sendall(
+                        f"GET /v1/models HTTP/1.1\r\nHost: x\r\nAuthorization: {scheme} {KEY}\r\n"
+                        "Connection: close\r\n\r\n".encode()
+                    )
+                    assert conn.recv(64).startswith(b"HTTP/1.1 200"), scheme
+            # Fields that steer vLLM's scheduling or identity are refused, naming the field.
+            chat_body = {"model": "m", "messages": [{"role": "user", "content": "hi"}]}
+            for field, value in (("request_id", "x"), ("priority", -10), ("cache_salt", "s")):
+                reply = _post(door.base_url, {**chat_body, field: value})
+                assert reply.status == 400, field
+                assert json.loads(reply.body)["error"]["param"] == field
+            # Deep JSON gets its own message naming the depth limit.
+            deep = {**chat_body, "extra": json.loads("[" * 40 + "]" * 40)}
+            reply = _post(door.base_url, deep)
+            assert reply.status == 400
+            message = json.loads(reply.body)["error"]["message"]
+            assert message == (
+                "The request body nests arrays and objects more than 30 levels deep; "
+                "this endpoint reads at most 30"
+            )
+            # A wrong key with a body still to come: answered from the headers, then closed.
+            with socket.create_connection((host, int(port)), timeout=5) as conn:
+                conn.sendall(
+                    b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\n"
+                    b"Authorization: Bearer wrong-key-wrong-key-wrong-key-00\r\n"
+                    b"Content-Type: application/json\r\nContent-Length: 4000\r\n\r\n{"
+                )
+                answer = b""
+                while b"\r\n\r\n" not in answer:
+                    answer += conn.recv(4096)
+                assert answer.startswith(b"HTTP/1.1 401")
+                assert b"\r\nConnection: close\r\n" in answer
+                while chunk := conn.recv(4096):
+                    answer += chunk  # ends with the close, not the client's body
+            # 1,000 GETs of / from one address: the per-client rate answers 429.
+            statuses = [gate.request(door.base_url, "GET", "/").status for _ in range(1000)]
+            assert statuses.count(429) > 900 and statuses[0] == 200
+            assert gate.request(door.base_url, "GET", "/ready").status in (200, 429)
