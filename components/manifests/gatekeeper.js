@@ -109,9 +109,11 @@ function schemaBytes(body) {
 // Body fields that steer vLLM's scheduling or a request's identity, refused like their header
 // forms are dropped (vLLM 0.31 entrypoints/openai chat and completion request models):
 // `request_id` names the request (and its logs and metrics), `priority` jumps the scheduler's
-// queue, `cache_salt` shares or splits the prefix cache, `kv_transfer_params` and `vllm_xargs`
-// reach the KV connector and plugins.
-var STEERING_FIELDS = ['request_id', 'priority', 'cache_salt', 'kv_transfer_params', 'vllm_xargs'];
+// queue, `cache_salt` shares or splits the prefix cache, `kv_transfer_params`
+// and `ec_transfer_params` reach the KV and encoder-cache connectors, `vllm_xargs` plugins.
+var STEERING_FIELDS = [
+    'request_id', 'priority', 'cache_salt', 'kv_transfer_params', 'ec_transfer_params', 'vllm_xargs'
+];
 
 // How deeply arrays and objects nest in `text` (outside strings), counted without parsing it.
 function depth(text) {
