@@ -34,7 +34,6 @@ one at a time per engine), is one per group that may run, `maxGroups` of them.
 
 from __future__ import annotations
 
-from dataclasses import replace
 from typing import Any
 
 from components.manifests import asleep, gatekeeper, metrics, scaling
@@ -78,10 +77,9 @@ def upstream(spec: ServerSpec) -> str:
 
 
 def limits(spec: ServerSpec) -> GatekeeperLimits:
-    """The gatekeeper's limits at the door: per client as planned, grammar per group."""
-    return replace(
-        spec.limits, schema_concurrency=spec.limits.schema_concurrency * _door(spec).max_groups
-    )
+    """The gatekeeper's limits at the door: per client as planned (grammar slots included), so
+    one client's share does not grow with the groups."""
+    return spec.limits
 
 
 def config_where(spec: ServerSpec) -> dict[str, Any]:

@@ -138,6 +138,34 @@ function depth(text) {
     return deepest;
 }
 
+// The most KV-cache tokens a request can hold in vLLM, at the large end, before vLLM sees it: its
+// prompt's tokens are at most the body's bytes (the tokenizer gives each token at least one byte
+// of text, and the chat template's own tokens are fewer than the JSON around each message), plus
+// the longest reply it may ask for (the larger of `max_tokens` and `max_completion_tokens`,
+// within the cap vLLM applies to all), and never more than the context, which no request exceeds.
+function tokenEstimate(r, body) {
+    var bytes = r.requestBuffer ? r.requestBuffer.length : (r.requestText || '').length;
+    var asked = Math.max(amount(body.max_tokens) || 0, amount(body.max_completion_tokens) || 0);
+    var reply = asked > 0 ? Math.min(asked, LIMITS.maxReplyTokens) : LIMITS.maxReplyTokens;
+    return Math.min(LIMITS.maxModelLen, bytes + reply);
+}
+
+// The suffix of the location of a request's token tier ('' below the first threshold): the
+// tier's location counts it in every tier up to its own (gatekeeper_conf.py `_token_zones`).
+function tier(r, body) {
+    if (!LIMITS.tokenTiers.length) {
+        return '';
+    }
+    var tokens = tokenEstimate(r, body);
+    var k = 0;
+    for (var i = 0; i < LIMITS.tokenTiers.length; i++) {
+        if (tokens > LIMITS.tokenTiers[i]) {
+            k = i + 1;
+        }
+    }
+    return k ? '_t' + k : '';
+}
+
 function inspect(r, target, completion) {
     var body;
     var text = r.requestText || '';
@@ -177,7 +205,8 @@ function inspect(r, target, completion) {
             : 'Structured-output schemas and tools may be at most ' + LIMITS.maxSchemaBytes +
               ' bytes of JSON; this request has ' + schema);
     }
-    r.internalRedirect(schema > 0 ? target + '_schema' : target);
+    var suffix = tier(r, body);
+    r.internalRedirect(schema > 0 ? target + '_schema' + suffix : target + suffix);
 }
 
 function chat(r) {

@@ -14,9 +14,11 @@ Layers, outermost first; each is cheaper than the one behind it:
    refusal is written.
 3. njs (`gatekeeper.js`): refuses a body that asks for more than `max_sequences` sequences (`n`,
    `best_of`, a list of prompts), log-probabilities above `max_logprobs`, `echo`, and grammar
-   input (schemas, tools) above `max_schema_bytes`; a request with grammar input goes through a
-   location that admits `schema_concurrency` at a time for the whole pod (vLLM compiles grammars
-   one after another, so more only queue behind each other).
+   input (schemas, tools) above `max_schema_bytes`; it estimates what the request can hold in
+   vLLM's KV cache (`token_tiers`) and sends it to the location of its tier, where a client
+   address may have fewer requests in flight the more each may hold; a request with grammar
+   input also counts against the client's `schema_concurrency` (per client, held for the whole
+   reply: nginx counts a request until it ends).
 4. Upstream: only a short list of client headers reaches vLLM (`PASSED_HEADERS`; vLLM acts on
    others, `tests/fixtures/vllm/request-headers-v0.31.json`), `X-Forwarded-For` is the client's
    address, and every reply is cut at `reply_timeout_seconds` or `max_reply_bytes`, a stream with
@@ -123,12 +125,19 @@ class GatekeeperLimits:
     max_logprobs: int = 0
     #: Largest grammar input (schemas, tools) in bytes of JSON (0: structured outputs off).
     max_schema_bytes: int = 0
-    #: Requests with grammar input in flight at once, for the whole pod.
+    #: Requests with grammar input one client address may have in flight.
     schema_concurrency: int = 1
     #: Largest reply in bytes; a longer one is cut.
     max_reply_bytes: int = 1 << 20
     #: The model's name in the API (the gatekeeper's own /v1/models answer).
     served_model: str = "model"
+    #: (tokens, requests), ascending: a client may have at most `requests` in flight whose
+    #: estimate (body bytes plus the longest reply it may ask for, at most `max_model_len`) is
+    #: above `tokens`. Empty: requests are counted, not tokens.
+    token_tiers: tuple[tuple[int, int], ...] = ()
+    max_model_len: int = 0
+    #: The reply cap vLLM applies to every request (`maxReplyTokens`).
+    max_reply_tokens: int = 0
 
     @property
     def body_read_timeout_seconds(self) -> int:
@@ -172,6 +181,9 @@ def njs_script(limits: GatekeeperLimits, asleep: Asleep | None = None) -> str:
         "replySeconds": limits.reply_timeout_seconds,
         "model": limits.served_model,
         "maxJsonDepth": MAX_JSON_DEPTH,
+        "tokenTiers": [tokens for tokens, _ in limits.token_tiers],
+        "maxModelLen": limits.max_model_len,
+        "maxReplyTokens": limits.max_reply_tokens,
     }
     if asleep is not None:
         figures["wakeSeconds"] = asleep.wake_seconds
@@ -255,20 +267,29 @@ def _api_locations(limits: GatekeeperLimits, asleep: Asleep | None = None) -> st
             js_content gatekeeper.{handler};
         }}"""
         )
-        for suffix, schema in (
-            ("", ""),
-            ("_schema", f"\n            limit_conn gatekeeper_schema {limits.schema_concurrency};"),
-        ):
-            blocks.append(
-                f"""        location @{name}{suffix} {{
-            limit_conn gatekeeper_conn {limits.client_concurrent_requests};{schema}
+        for tier in range(len(limits.token_tiers) + 1):
+            tokens = "".join(
+                f"\n            limit_conn gatekeeper_tokens{j + 1} {n};"
+                for j, (_, n) in enumerate(limits.token_tiers[:tier])
+            )
+            suffix = f"_t{tier}" if tier else ""
+            for schema, grammar in (
+                ("", ""),
+                (
+                    "_schema",
+                    f"\n            limit_conn gatekeeper_schema {limits.schema_concurrency};",
+                ),
+            ):
+                blocks.append(
+                    f"""        location @{name}{schema}{suffix} {{
+            limit_conn gatekeeper_conn {limits.client_concurrent_requests};{tokens}{grammar}
             rewrite ^ {path} break;
             proxy_read_timeout {_ms(limits.reply_timeout_seconds)};
             js_body_filter gatekeeper.bound buffer_type=buffer;
 {_upstream_errors(asleep)}
             proxy_pass http://vllm;
         }}"""
-            )
+                )
     return "\n".join(blocks)
 
 
@@ -323,12 +344,25 @@ def _limits_and_failures(limits: GatekeeperLimits) -> str:
     # The routes without a key; 1m holds about 16,000 addresses (nginx docs, limit_req_zone).
     limit_req_zone $binary_remote_addr zone=gatekeeper_open:1m rate={OPEN_PER_SECOND}r/s;
     limit_conn_zone $binary_remote_addr zone=gatekeeper_conn:1m;
-    # One key for the whole pod: grammar compiles queue in vLLM, so they are admitted in turn.
-    limit_conn_zone $gatekeeper_pod zone=gatekeeper_schema:64k;
+    # Per client, so one client's structured replies never hold another's slot.
+    limit_conn_zone $binary_remote_addr zone=gatekeeper_schema:1m;
+{_token_zones(limits)}
     limit_req_status 429;
     limit_conn_status 429;
     limit_req_log_level info;
     limit_conn_log_level info;"""
+
+
+def _token_zones(limits: GatekeeperLimits) -> str:
+    """A zone per token tier, keyed by the client's address. nginx releases a request's count in
+    each when the request ends, finished or aborted (nginx 1.22 and 1.30,
+    src/http/modules/ngx_http_limit_conn_module.c: the handler adds `ngx_http_limit_conn_cleanup`
+    to the request's pool, which nginx frees with the request however it ends)."""
+    return "\n".join(
+        f"    # Requests estimated above {tokens:,} tokens: at most {n} per client in flight."
+        f"\n    limit_conn_zone $binary_remote_addr zone=gatekeeper_tokens{j + 1}:1m;"
+        for j, (tokens, n) in enumerate(limits.token_tiers)
+    )
 
 
 def _failure_locations() -> str:
@@ -451,9 +485,6 @@ http {{
         default 1;
         "" 0;
         "0" 0;
-    }}
-    map "" $gatekeeper_pod {{
-        default pod;
     }}
 
 {_limits_and_failures(limits)}

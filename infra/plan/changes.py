@@ -49,6 +49,7 @@ GROUP_KEYS = (
     "maxRequestBytes",
     "clientRequestsPerMinute",
     "clientConcurrentRequests",
+    "clientTokensInFlight",
     "maxReplyTokens",
     "clientConnections",
     "maxSequencesPerRequest",

@@ -278,6 +278,12 @@ def _front_door_rows(door: FrontDoorPlan) -> list[tuple[str, str]]:
             f"{door.client_connections} connections (`clientConnections`)",
         ),
         (
+            "per client tokens",
+            f"{door.client_tokens:,} KV-cache tokens in flight (`clientTokensInFlight`); "
+            + ", ".join(f"{n} over {t:,}" for t, n in door.token_tiers)
+            + f", at most {door.client_tokens_bound:,} in all",
+        ),
+        (
             "connections",
             f"{door.connection_capacity} clients in all, nginx worker_connections "
             f"{door.worker_connections} (from the gatekeeper's memory)",
@@ -291,7 +297,7 @@ def _front_door_rows(door: FrontDoorPlan) -> list[tuple[str, str]]:
             "schemas",
             (
                 f"up to {door.max_schema_bytes:,} bytes (`maxSchemaBytes`), "
-                f"{door.schema_concurrency} compiling at a time"
+                f"{door.schema_concurrency} in flight per client"
             )
             if door.max_schema_bytes
             else "structured outputs off (`maxSchemaBytes` 0)",

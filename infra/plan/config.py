@@ -587,6 +587,16 @@ class StackConfig(BaseModel):
             json_schema_extra=_fix("use auto or a positive number of requests such as 2"),
         ),
     ] = "auto"
+    client_tokens_in_flight: Annotated[
+        Annotated[int, Field(ge=1, le=100_000_000)] | Auto,
+        Field(
+            alias="clientTokensInFlight",
+            description="KV-cache tokens one client address may hold at vLLM at once, each "
+            "request counted at the large end of what it can hold (429 above it); auto = half "
+            "the KV cache, so one client at its limit leaves the other half to the others.",
+            json_schema_extra=_fix("use auto or a number of tokens such as 40000"),
+        ),
+    ] = "auto"
     max_reply_tokens: Annotated[
         PositiveInt | Auto,
         Field(

@@ -54,6 +54,15 @@ NGINX_CONNECTIONS_PER_CLIENT = 4
 SCHEMA_COMPILE_BYTES_PER_S = 49 * 1000 / 8
 #: `maxSchemaBytes: auto` compiles within this: the others queue behind one compile at a time.
 SCHEMA_COMPILE_SECONDS = 1
+#: `clientTokensInFlight: auto`: one client address may hold this share of the KV cache's tokens,
+#: so one client at its limit leaves the rest to the others.
+CLIENT_KV_SHARE = 0.5
+#: A request's tokens are counted in tiers: above each of these shares of the context (1/8, 1/4,
+#: 1/2 of `maxModelLen`) a client may have fewer requests in flight. nginx counts requests in
+#: flight per key (`limit_conn`), not a sum of weights, so the sum is bounded by the tiers: a
+#: request above tier j's threshold is counted in tiers 1..j, and one at or below tier j+1's
+#: holds at most that threshold (`_token_tiers`).
+TOKEN_TIER_DIVISORS = (8, 4, 2)
 #: Streamed bytes per generated token, the large end: an SSE chat chunk is ~200 bytes plus the
 #: model name and the token's text, which JSON escaping can make six times longer.
 REPLY_BYTES_PER_TOKEN = 512
@@ -85,7 +94,7 @@ class FrontDoorPlan:
     max_logprobs: int
     #: Largest grammar input (schemas, tools) in bytes; 0 = structured outputs off.
     max_schema_bytes: int
-    #: Requests with grammar input in flight at once, for the pod.
+    #: Requests with grammar input one client address may have in flight.
     schema_concurrency: int
     #: Largest reply in bytes; the gatekeeper cuts a longer one.
     max_reply_bytes: int
@@ -98,6 +107,15 @@ class FrontDoorPlan:
     reasons: tuple[str, ...]
     #: The gatekeeper serves the chat page at the endpoint's root (`chatPage`).
     chat_page: bool = True
+    #: KV-cache tokens one client address may hold (`clientTokensInFlight`), and what the tiers
+    #: below admit at most (never more than the budget).
+    client_tokens: int = 0
+    client_tokens_bound: int = 0
+    #: (tokens, requests): above `tokens` (the gatekeeper's estimate of what a request may hold)
+    #: a client may have at most `requests` in flight; ascending.
+    token_tiers: tuple[tuple[int, int], ...] = ()
+    #: The context, the most any one request can hold.
+    max_model_len: int = 0
 
 
 def plan_front_door(
@@ -144,6 +162,7 @@ def plan_front_door(
         )
     work = _work(cfg, body, sequences, cap)
     wires = _connections(cfg, body, work.requests_in_flight)
+    budget = _token_tiers(cfg, max_model_len, int(max_concurrency * max_model_len), work)
     listener = (
         "HTTPS on 443 (ACM certificate; TLS ends at the load balancer)"
         if tls
@@ -180,6 +199,7 @@ def plan_front_door(
         ),
         *wires.reasons,
         *work.reasons,
+        *budget.reasons,
     )
     return FrontDoorPlan(
         tls=tls,
@@ -201,11 +221,18 @@ def plan_front_door(
         header_timeout_seconds=HEADER_TIMEOUT_SECONDS,
         reasons=reasons,
         chat_page=cfg.chat_page,
+        client_tokens=budget.tokens,
+        client_tokens_bound=budget.bound,
+        token_tiers=budget.tiers,
+        max_model_len=max_model_len,
     )
 
 
-#: Requests with grammar input in flight for the whole pod: vLLM 0.31 compiles grammars one
-#: after another (FACTS: eight at once queued to 54 s), so a second one would only wait.
+#: Requests with grammar input one client address may have in flight. The gatekeeper cannot see
+#: when vLLM's compile ends (the first byte comes after the compile and the prefill, and nginx
+#: counts a request in flight until it ends), so the slot is held for the whole reply; per client,
+#: so one client's structured replies never hold another's (vLLM 0.31 compiles grammars one after
+#: another, FACTS: eight at once queued to 54 s, so clients' compiles still queue in vLLM).
 SCHEMA_CONCURRENCY = 1
 
 
@@ -253,7 +280,10 @@ def _work(cfg: StackConfig, body: int, sequences: int, cap: int) -> _Work:
         else f"schemas, tools and other grammar input at most {schema:,} bytes "
         f"({_origin(cfg.max_schema_bytes)}: ~{SCHEMA_COMPILE_SECONDS} s of compile at the "
         f"{SCHEMA_COMPILE_BYTES_PER_S:,.0f} bytes/s seen on the rehearsal machine) and "
-        f"{SCHEMA_CONCURRENCY} such request in flight for the pod (vLLM compiles one at a time)"
+        f"{SCHEMA_CONCURRENCY} such request in flight per client address, held until its reply "
+        "ends (nginx cannot see the compile end), so one client's structured replies never "
+        "refuse another's; vLLM compiles them one at a time, so a compile may wait for one of "
+        "each other client's"
     )
     reasons = (
         f"at most {per_request} sequence(s) per request ({_origin(cfg.max_sequences_per_request)}"
@@ -315,3 +345,82 @@ def _connections(cfg: StackConfig, body: int, in_flight: int) -> _Wires:
         f"({NGINX_CONNECTIONS_PER_CLIENT} per client connection) and {worker + 64} files",
     )
     return _Wires(per_client, capacity, worker, reasons)
+
+
+@dataclass(frozen=True)
+class _Budget:
+    """The KV-cache tokens one client may hold, as tiers nginx can count."""
+
+    tokens: int
+    bound: int
+    tiers: tuple[tuple[int, int], ...]
+    reasons: tuple[str, ...]
+
+
+def _token_tiers(cfg: StackConfig, max_model_len: int, kv_tokens: int, work: _Work) -> _Budget:
+    """Per-client tiers whose worst case stays within the client's token budget.
+
+    A request the gatekeeper estimates above tier j's threshold t_j (and at most t_{j+1}, the
+    context for the last) is counted in tiers 0..j, tier 0 counting every request. It holds at
+    most t_{j+1} tokens, which is the sum of the steps t_1, t_2 - t_1, ..., so what a client holds
+    is at most the sum over tiers of (its limit x its step). Each tier gets one request (so one
+    full-length request fits), the rest of the budget is shared equally between the tiers above 0,
+    and what is left goes to the highest tier it pays for; a tier never admits more than the one
+    below it.
+    """
+    sequences = work.requests_in_flight
+    # (A context of a few tokens has fewer distinct tiers.)
+    thresholds = sorted({max_model_len // d for d in TOKEN_TIER_DIVISORS} - {0})
+    steps = [thresholds[0]] + [
+        b - a for a, b in zip(thresholds, [*thresholds[1:], max_model_len], strict=True)
+    ]
+    least = sequences * steps[0] + sum(steps[1:])
+    # At least one full-length request must remain for the other clients.
+    most = kv_tokens - max_model_len
+    if cfg.client_tokens_in_flight == "auto":
+        budget = max(least, math.floor(kv_tokens * CLIENT_KV_SHARE))
+    else:
+        budget = cfg.client_tokens_in_flight
+        if budget < least:
+            raise ConfigError(
+                "clientTokensInFlight",
+                f"{budget} cannot hold one {max_model_len}-token request beside the other "
+                f"{sequences - 1} request(s) a client may have in flight ({least:,} tokens by "
+                "the tiers)",
+                f"use at least {least}, lower `clientConcurrentRequests`, or auto",
+            )
+        if budget > most:
+            raise ConfigError(
+                "clientTokensInFlight",
+                f"{budget} leaves less than one {max_model_len}-token request of the "
+                f"{kv_tokens:,} tokens the KV cache holds for the other clients",
+                f"use at most {max(most, least)}, or auto",
+            )
+    limits = [sequences] + [1] * len(thresholds)
+    share = (budget - least) // max(1, len(thresholds))
+    for j in range(1, len(steps)):
+        limits[j] = min(limits[j - 1], 1 + share // steps[j])
+    left = budget - sum(n * d for n, d in zip(limits, steps, strict=True))
+    for j in range(len(steps) - 1, 0, -1):
+        more = min(limits[j - 1] - limits[j], left // steps[j])
+        limits[j] += more
+        left -= more * steps[j]
+    bound = sum(n * d for n, d in zip(limits, steps, strict=True))
+    tiers = tuple(zip(thresholds, limits[1:], strict=True))
+    shown = ", ".join(f"{n} over {t:,}" for t, n in tiers)
+    origin = (
+        f"auto: {CLIENT_KV_SHARE:g} of the {kv_tokens:,} tokens the KV cache holds"
+        if cfg.client_tokens_in_flight == "auto"
+        else f"as the stack sets, of the {kv_tokens:,} tokens the KV cache holds"
+    )
+    reasons = (
+        f"per client address at most {budget:,} KV-cache tokens in flight "
+        f"(`clientTokensInFlight`, {origin}): a request counts as its body's bytes (every "
+        "prompt token takes at least one byte of the body, so the count errs high) plus the "
+        f"longest reply it may ask for, at most the {max_model_len:,}-token context; of its "
+        f"{sequences} request(s) in flight at most {shown} tokens, so at most {bound:,} tokens "
+        f"in all; one client at its limit leaves {kv_tokens - bound:,} tokens "
+        f"({(kv_tokens - bound) / max_model_len:.2f} full-length requests) to the others, whose "
+        f"requests wait behind at most {bound:,} tokens of its prefill; above it 429",
+    )
+    return _Budget(budget, bound, tiers, reasons)

@@ -134,6 +134,7 @@ class Plan:
         data["ranks"] = [asdict(r) for r in self.ranks]
         data["reasons"] = list(self.reasons)
         data["front_door"]["reasons"] = list(self.front_door.reasons)
+        data["front_door"]["token_tiers"] = [list(t) for t in self.front_door.token_tiers]
         data["weights_gib_per_stage"] = self.weights_gib_per_stage
         data["overhead_gib_per_pod"] = self.overhead_gib_per_pod
         return data

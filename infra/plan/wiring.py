@@ -210,6 +210,9 @@ def gatekeeper_limits(plan: Plan) -> GatekeeperLimits:
         schema_concurrency=door.schema_concurrency,
         max_reply_bytes=door.max_reply_bytes,
         served_model=plan.model,
+        token_tiers=door.token_tiers,
+        max_model_len=door.max_model_len,
+        max_reply_tokens=door.max_reply_tokens,
     )
 
 

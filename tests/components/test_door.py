@@ -117,14 +117,16 @@ def test_the_doors_config_reaches_the_leaders_service_and_answers_asleep() -> No
     assert "keepAwake(r);\n    r.internalRedirect(" in script
 
 
-def test_per_client_limits_stay_per_client_and_grammar_is_one_per_group() -> None:
+def test_per_client_limits_stay_per_client_grammar_and_tokens_included() -> None:
     cfg, p, _ = _prod()
     spec = server_spec(cfg, p)
     at_door = door.limits(spec)
     assert at_door.client_concurrent_requests == spec.limits.client_concurrent_requests
     assert at_door.client_requests_per_minute == spec.limits.client_requests_per_minute
     assert at_door.client_connections == spec.limits.client_connections
-    assert at_door.schema_concurrency == spec.limits.schema_concurrency * cfg.max_groups
+    # Grammar slots are per client too: one client's structured replies hold no one else's.
+    assert at_door.schema_concurrency == spec.limits.schema_concurrency
+    assert at_door.token_tiers == spec.limits.token_tiers != ()
 
 
 def test_vllm_admits_the_door_the_collector_and_keda_only() -> None:

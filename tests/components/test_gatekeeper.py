@@ -95,7 +95,10 @@ def test_work_per_request_is_bounded_in_sequences_schemas_and_reply() -> None:
             assert "error_page 400" not in block
         assert "gatekeeper_schema" not in plain
         assert "limit_conn gatekeeper_schema 2;" in schema
-    assert "limit_conn_zone $gatekeeper_pod zone=gatekeeper_schema:64k;" in conf
+    # Per client address, not one key for the pod: one client's structured reply, held until it
+    # ends, never refuses another client's.
+    assert "limit_conn_zone $binary_remote_addr zone=gatekeeper_schema:1m;" in conf
+    assert "$gatekeeper_pod" not in conf
     script = njs_script(limits)
     first = json.loads(script.splitlines()[0].removeprefix("var LIMITS = ").rstrip(";"))
     assert first == {
@@ -106,7 +109,42 @@ def test_work_per_request_is_bounded_in_sequences_schemas_and_reply() -> None:
         "maxSequences": 1,
         "model": "model",
         "replySeconds": 2366,
+        "tokenTiers": [],
+        "maxModelLen": 0,
+        "maxReplyTokens": 0,
     }
+
+
+def test_a_client_s_tokens_in_flight_are_bounded_by_tiers() -> None:
+    limits = replace(
+        LIMITS,
+        token_tiers=((1024, 3), (2048, 2), (4096, 1)),
+        max_model_len=8192,
+        max_reply_tokens=1024,
+    )
+    conf = nginx_conf(limits)
+    for j in (1, 2, 3):
+        assert f"limit_conn_zone $binary_remote_addr zone=gatekeeper_tokens{j}:1m;" in conf
+    for name in ("chat", "completions"):
+        for schema in ("", "_schema"):
+            # Tier k counts in every tier up to its own, and in the client's sequences.
+            tiers = [
+                _block(conf, f"location @{name}{schema}{s} {{") for s in ("", "_t1", "_t2", "_t3")
+            ]
+            for k, block in enumerate(tiers):
+                assert "limit_conn gatekeeper_conn 3;" in block
+                counted = re.findall(r"limit_conn gatekeeper_tokens(\d) (\d);", block)
+                assert counted == [("1", "3"), ("2", "2"), ("3", "1")][:k]
+                assert ("limit_conn gatekeeper_schema 1;" in block) == bool(schema)
+    script = njs_script(limits)
+    figures = json.loads(script.split("\n", 1)[0].removeprefix("var LIMITS = ").rstrip(";"))
+    assert (figures["tokenTiers"], figures["maxModelLen"], figures["maxReplyTokens"]) == (
+        [1024, 2048, 4096],
+        8192,
+        1024,
+    )
+    # Without tiers (limits not from a plan) requests are counted, not tokens.
+    assert "gatekeeper_tokens" not in nginx_conf(LIMITS)
 
 
 def test_only_reviewed_headers_reach_vllm_and_the_address_is_nginx_s() -> None:

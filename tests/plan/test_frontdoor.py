@@ -125,8 +125,18 @@ def test_reasons_say_what_each_limit_is_and_where_it_comes_from() -> None:
         "log-probabilities up to 0 (auto; also vLLM's --max-logprobs) and no `echo`: a reply at "
         "most 540,672 bytes (1 x 1024 tokens x 512 bytes + 16 KiB), cut there",
         "schemas, tools and other grammar input at most 6,125 bytes (auto: ~1 s of compile at the "
-        "6,125 bytes/s seen on the rehearsal machine) and 1 such request in flight for the pod "
-        "(vLLM compiles one at a time)",
+        "6,125 bytes/s seen on the rehearsal machine) and 1 such request in flight per client "
+        "address, held until its reply ends (nginx cannot see the compile end), so one client's "
+        "structured replies never refuse another's; vLLM compiles them one at a time, so a "
+        "compile may wait for one of each other client's",
+        "per client address at most 12,984 KV-cache tokens in flight (`clientTokensInFlight`, "
+        "auto: 0.5 of the 25,968 tokens the KV cache holds): a request counts as its body's "
+        "bytes (every prompt token takes at least one byte of the body, so the count errs high) "
+        "plus the longest reply it may ask for, at most the 8,192-token context; of its 3 "
+        "request(s) in flight at most 3 over 1,024, 1 over 2,048, 1 over 4,096 tokens, so at "
+        "most 12,288 tokens in all; one client at its limit leaves 13,680 tokens (1.67 "
+        "full-length requests) to the others, whose requests wait behind at most 12,288 tokens "
+        "of its prefill; above it 429",
     ]
     off = _door(chatPage=False)
     assert "no chat page (`chatPage: false`): / is 404 like any path outside the API" in off.reasons
@@ -169,7 +179,7 @@ def test_logprobs_and_schemas_follow_their_keys() -> None:
     assert raised.max_reply_bytes == 1024 * (512 + 160 * 6) + 16 * 1024
     off = _door(maxSchemaBytes=0)
     assert off.max_schema_bytes == 0
-    assert off.reasons[-1] == "structured outputs off (`maxSchemaBytes` 0)"
+    assert "structured outputs off (`maxSchemaBytes` 0)" in off.reasons
     # auto never exceeds the body that carries it.
     assert _door(maxRequestBytes=4096).max_schema_bytes == 4096
 
@@ -202,4 +212,60 @@ def test_logprobs_and_schemas_follow_their_keys() -> None:
 def test_limits_the_stack_raises_too_far_are_refused(keys: dict, message: str) -> None:
     with pytest.raises(ConfigError) as error:
         _door(**keys)
+    assert str(error.value) == message
+
+
+def test_a_client_s_tokens_in_flight_are_half_the_kv_cache_in_tiers_nginx_counts() -> None:
+    # dev: 8,192 tokens x 10.69 requests, 10 in flight per client.
+    door = _door(concurrency=10.69)
+    kv = int(10.69 * 8192)
+    assert door.client_tokens == kv // 2 == 43_786
+    assert door.token_tiers == ((1024, 10), (2048, 5), (4096, 3))
+    # A request above tier j's threshold holds at most the next one (the context for the
+    # last), so the worst case is each tier's limit times its step, within the budget.
+    steps = (1024, 1024, 2048, 4096)
+    limits = (door.client_concurrent_requests, *(n for _, n in door.token_tiers))
+    assert (
+        door.client_tokens_bound == sum(n * d for n, d in zip(limits, steps, strict=True)) == 43_008
+    )
+    assert door.client_tokens_bound <= door.client_tokens
+    # One client at its limit leaves the others more than five full-length requests.
+    assert (kv - door.client_tokens_bound) / 8192 > 5
+    (reason,) = [r for r in door.reasons if "`clientTokensInFlight`" in r]
+    assert "43,786 KV-cache tokens in flight" in reason
+    assert "10 over 1,024, 5 over 2,048, 3 over 4,096 tokens, so at most 43,008" in reason
+    assert "leaves 44,564 tokens (5.44 full-length requests) to the others" in reason
+
+
+def test_tokens_in_flight_the_stack_sets_are_tiered_within_them() -> None:
+    door = _door(clientTokensInFlight=17000)
+    assert door.client_tokens == 17000
+    assert door.token_tiers == ((1024, 3), (2048, 3), (4096, 1))
+    assert door.client_tokens_bound == 16384
+    # With the KV cache for about one request, a client still gets one full-length request.
+    small = _door(concurrency=1.2)
+    assert (small.client_tokens, small.token_tiers) == (8192, ((1024, 1), (2048, 1), (4096, 1)))
+
+
+@pytest.mark.parametrize(
+    ("tokens", "message"),
+    [
+        (
+            5000,
+            "`clientTokensInFlight` 5000 cannot hold one 8192-token request beside the other 2 "
+            "request(s) a client may have in flight (10,240 tokens by the tiers); use at least "
+            "10240, lower `clientConcurrentRequests`, or auto",
+        ),
+        (
+            20000,
+            "`clientTokensInFlight` 20000 leaves less than one 8192-token request of the 25,968 "
+            "tokens the KV cache holds for the other clients; use at most 17776, or auto",
+        ),
+    ],
+)
+def test_tokens_in_flight_outside_the_kv_cache_s_bounds_are_refused(
+    tokens: int, message: str
+) -> None:
+    with pytest.raises(ConfigError) as error:
+        _door(clientTokensInFlight=tokens)
     assert str(error.value) == message

@@ -3,8 +3,12 @@ pod's own config (against a stub upstream here; against real vLLM in `make rehea
 
 from __future__ import annotations
 
+import contextlib
 import json
+import socket
 import threading
+import time
+from collections.abc import Callable
 from dataclasses import replace
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -208,3 +212,144 @@ def test_the_rehearsal_key_is_one_the_gatekeeper_accepts() -> None:
     assert refused == '{"keys": []}\n'
     accepted = gatekeeper_module.key_file_text(gate.rehearsal_key())
     assert '"key"' in accepted
+
+
+class _Holding(BaseHTTPRequestHandler):
+    """An upstream that holds every request until `release` is set, so the test knows what is
+    in flight."""
+
+    release: ClassVar[threading.Event] = threading.Event()
+    arrived: ClassVar[list[str]] = []
+
+    def log_message(self, format: str, *args: object) -> None:
+        pass
+
+    def do_POST(self) -> None:
+        self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        _Holding.arrived.append(self.path)
+        _Holding.release.wait(30)
+        body = b'{"id": "cmpl-1", "choices": []}'
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        with contextlib.suppress(OSError):  # the client may be gone: the abort being tested
+            self.wfile.write(body)
+
+
+def _send_raw(door: door_checks.Door, body: dict[str, object], source: str) -> socket.socket:
+    data = json.dumps(body).encode()
+    sock = socket.create_connection((door.host, door.port), 5, (source, 0))
+    sock.sendall(
+        b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+        + f"Authorization: Bearer {door.api_key}\r\nContent-Length: {len(data)}\r\n\r\n".encode()
+        + data
+    )
+    return sock
+
+
+def _admitted(door: door_checks.Door, body: dict[str, object], source: str) -> bool:
+    """Whether a request reaches the upstream (held there) rather than being refused."""
+    count = len(_Holding.arrived)
+    sock = _send_raw(door, body, source)
+    sock.settimeout(1)
+    try:
+        refused = sock.recv(64).startswith(b"HTTP/1.1 429")
+    except TimeoutError:
+        refused = False
+    sock.close()
+    return not refused and _until(lambda: len(_Holding.arrived) > count, 2)
+
+
+def _until(condition: Callable[[], bool], seconds: float = 10) -> bool:
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        if condition():
+            return True
+        time.sleep(0.05)
+    return condition()
+
+
+@pytest.mark.skipif(not gate.nginx_ready(), reason=gate.INSTALL_HINT)
+def test_a_client_s_token_tiers_and_grammar_slot_are_its_own_and_released_on_abort(
+    tmp_path: Path,
+) -> None:
+    # Real nginx and njs (Debian 12's nginx 1.22, njs 0.7.9): the tiers' limit_conn counts are
+    # released when a request ends, aborted included (ngx_http_limit_conn_module.c, the pool
+    # cleanup `ngx_http_limit_conn_cleanup`).
+    key = "k" * 32
+    limits = replace(
+        LIMITS,
+        max_request_bytes=65536,
+        client_concurrent_requests=4,
+        client_burst=100,
+        max_schema_bytes=2000,
+        served_model="m",
+        token_tiers=((100, 3), (200, 2), (400, 1)),
+        max_model_len=800,
+        max_reply_tokens=10,
+    )
+    _Holding.release = threading.Event()
+    _Holding.arrived = []
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _Holding)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    long = {"model": "m", "prompt": "x " * 300, "max_tokens": 10}
+    short = {"model": "m", "prompt": "hi", "max_tokens": 2}
+    structured = {**short, "response_format": {"type": "json_object"}}
+    held: list[threading.Thread] = []
+
+    def hold(body: dict[str, object], source: str) -> None:
+        count = len(_Holding.arrived)
+        thread = threading.Thread(
+            target=door_checks.ask,
+            args=(door, "POST", "/v1/completions", body),
+            kwargs={"source": source},
+        )
+        thread.start()
+        held.append(thread)
+        assert _until(lambda: len(_Holding.arrived) > count)
+
+    try:
+        with gate.running_gate(
+            gate.find_nginx(),
+            limits,
+            key,
+            free_port(),
+            server.server_address[1],
+            tmp_path,
+            lambda _l: None,
+        ) as running:
+            port = int(running.base_url.rsplit(":", 1)[1])
+            door = door_checks.Door("127.0.0.1", port, key, "m", lambda: "")
+            a, b = door_checks.ATTACKER, door_checks.CLIENT
+
+            def status(body: dict[str, object], source: str) -> int:
+                return door_checks.ask(
+                    door, "POST", "/v1/completions", body, source=source, timeout=5
+                ).status
+
+            # A's one request above 400 tokens fills its last tier: a second is refused, a short
+            # one still goes, and B's long one is B's own.
+            hold(long, a)
+            assert status(long, a) == 429
+            hold(short, a)
+            hold(long, b)
+            # A's structured request holds A's grammar slot only.
+            hold(structured, a)
+            assert status(structured, a) == 429
+            hold(structured, b)
+            _Holding.release.set()
+            for thread in held:
+                thread.join(10)
+            _Holding.release.clear()
+            # An aborted request gives its tiers back while vLLM still works on it: A's next long
+            # request reaches vLLM once nginx has seen the first one's client go.
+            before = len(_Holding.arrived)
+            aborted = _send_raw(door, long, a)
+            assert _until(lambda: len(_Holding.arrived) > before)
+            aborted.close()
+            assert _until(lambda: _admitted(door, long, a), 10)
+            _Holding.release.set()
+    finally:
+        _Holding.release.set()
+        server.shutdown()
