@@ -33,9 +33,7 @@ def predictions(
     profile = cfg.profile()
     instance = catalog.INSTANCE_TYPES[p.instance_type]
     loads = throughput.stage_loads(profile, [(r.sliding_layers, r.full_layers) for r in p.ranks])
-    slow, mid, fast = prefill.nodes(
-        instance.generation, instance.decode_gbps_per_vcpu, p.pod_cpu, profile.weights
-    )
+    slow, mid, fast = prefill.nodes(instance, p.pod_cpu, profile.weights)
     work = prefill.stage_work(profile, [(r.sliding_layers, r.full_layers) for r in p.ranks])
     prompt_tokens = max(1, math.ceil(len(prompt.split()) * TOKENS_PER_WORD))
     context = prompt_tokens + tokens

@@ -59,6 +59,56 @@ _GRAVITON = {
     "c8g": ("graviton4", 2, 16.5 * 5600 / 4800),
     "r8g": ("graviton4", 8, 16.5 * 5600 / 4800),
 }
+#: Each generation's memory system per chip: (DDR channels, transfers per second in MT/s); a
+#: channel moves 8 bytes per transfer. Graviton2 8 x DDR4-3200, 204.8 GB/s (bateloved.github.io
+#: "Analyzing DataCenter Workloads", M6g, read 2026-12-02); Graviton3 8 x DDR5-4800, 307.2 GB/s
+#: (WikiChip "AWS Graviton3", read 2026-12-02); Graviton4 12 x DDR5-5600, 537.6 GB/s
+#: (dev.classmethod.jp "graviton3-vs-graviton4-stream-memory-bandwidth-comparison", 2026-02-21,
+#: read 2026-12-02, which gives both Graviton3 and Graviton4).
+MEMORY_SYSTEMS: dict[str, tuple[int, int]] = {
+    "graviton2": (8, 3200),
+    "graviton3": (8, 4800),
+    "graviton4": (12, 5600),
+}
+#: The share of a chip's theoretical bandwidth a streaming read can reach, the HIGH end of what
+#: STREAM Triad shows on DDR4 and DDR5 servers: Azure's published Triad results (learn.microsoft.
+#: com, "STREAM benchmark", expected results by VM family, read 2026-12-02) give HBv3 (2 x 8
+#: DDR4-3200, 409.6 GB/s) 330-350 GB/s, 0.81-0.85, and HBv4 (2 x 12 DDR5-4800, 921.6 GB/s)
+#: 650-780 GB/s, 0.71-0.85. A ceiling caps a promise, so it takes the high end: no node is planned
+#: faster than any chip of its kind was seen to stream.
+ACHIEVABLE_BANDWIDTH_FRACTION = 0.85
+#: The share of its chip's memory system an instance size gets. EC2 publishes no per-size
+#: partition of memory bandwidth (an instance below a whole chip shares the controllers with its
+#: neighbours, who can only lower what it gets), so a size is bounded by its whole chip: the high
+#: end, again, because the bound caps a speed the plan promises.
+CHIP_SHARE = 1.0
+
+
+def chip_bandwidth_gbps(generation: str) -> float:
+    """The most one node of `generation` can stream: the chip's channels x their rate x the
+    achievable fraction x the share an instance gets (GB/s)."""
+    channels, mts = MEMORY_SYSTEMS[generation]
+    return channels * mts * 8 / 1000 * ACHIEVABLE_BANDWIDTH_FRACTION * CHIP_SHARE
+
+
+def node_decode_gbps(instance: InstanceType, cpu: float) -> float:
+    """A pod's decode bandwidth on `cpu` cores of `instance`: the calibrated per-vCPU rate x the
+    cores, never above the chip's achievable bandwidth (`chip_bandwidth_gbps`)."""
+    return min(instance.decode_gbps_per_vcpu * cpu, chip_bandwidth_gbps(instance.generation))
+
+
+def decode_bound(instance: InstanceType, cpu: float) -> str:
+    """Which bound sets `node_decode_gbps`: the cores' calibrated rate or the chip's memory."""
+    chip = chip_bandwidth_gbps(instance.generation)
+    if instance.decode_gbps_per_vcpu * cpu <= chip:
+        return f"{instance.decode_gbps_per_vcpu} GB/s per vCPU x {cpu:g} (calibrated)"
+    channels, mts = MEMORY_SYSTEMS[instance.generation]
+    return (
+        f"the chip's memory: {channels} x {mts} MT/s x 8 B x {ACHIEVABLE_BANDWIDTH_FRACTION} "
+        f"achievable = {chip:.0f} GB/s (ceiling)"
+    )
+
+
 #: Generations whose cores have bf16 instructions; vLLM's Arm CPU backend runs bf16 from Graviton3
 #: on (FACTS.md), and the image serves the checkpoint's bf16 weights.
 BF16_GENERATIONS = ("graviton3", "graviton4")

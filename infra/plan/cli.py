@@ -92,8 +92,10 @@ def _economics_rows(p: Plan, e: Economics) -> list[tuple[str, str]]:
     rows = [
         (
             "decode, 1 stream",
-            f"{s.one.aggregate_tokens_per_s:.2f} tokens/s ({weights.decode_source(p.weights)})",
+            f"{s.one.aggregate_tokens_per_s:.2f} tokens/s "
+            f"({weights.decode_source(p.weights, s.bandwidth_bound.endswith('(ceiling)'))})",
         ),
+        ("node bandwidth", f"{s.node_bandwidth_gbps:.0f} GB/s for decode, {s.bandwidth_bound}"),
         (
             "decode, full load",
             f"{s.planned.aggregate_tokens_per_s * p.replicas:.2f} tokens/s in all, "

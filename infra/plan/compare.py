@@ -101,6 +101,9 @@ class Candidate:
                 "max_model_len": self.plan.max_model_len,
                 "max_concurrency": self.plan.max_concurrency,
                 "decode_tokens_per_s_one_stream": self.econ.served.one.aggregate_tokens_per_s,
+                "decode_bytes_per_token_one_stream": self.econ.served.one_stream_bytes_per_token,
+                "node_bandwidth_gbps": self.econ.served.node_bandwidth_gbps,
+                "bandwidth_bound": self.econ.served.bandwidth_bound,
                 "decode_tokens_per_s_full_load": self.econ.served.planned.aggregate_tokens_per_s,
                 "decode_tokens_per_s_per_stream_at_need": self.decode_at_need,
                 "ttft_s_at_max_len": self.econ.served.ttft_max_len_s,
@@ -153,9 +156,7 @@ def _per_stream(cfg: StackConfig, p: Plan, sequences: int) -> float:
     profile = cfg.profile()
     instance = catalog.INSTANCE_TYPES[p.instance_type]
     loads = throughput.stage_loads(profile, [(r.sliding_layers, r.full_layers) for r in p.ranks])
-    _, mid, _ = prefill.nodes(
-        instance.generation, instance.decode_gbps_per_vcpu, p.pod_cpu, profile.weights
-    )
+    _, mid, _ = prefill.nodes(instance, p.pod_cpu, profile.weights)
     point = throughput.decode_point(
         profile, loads, mid.bandwidth, mid.flops, sequences, p.max_model_len
     )

@@ -32,7 +32,7 @@ import math
 from dataclasses import dataclass
 
 from infra.plan import catalog
-from infra.plan.catalog import ModelProfile
+from infra.plan.catalog import InstanceType, ModelProfile
 from infra.plan.weights import weight_format
 
 
@@ -73,12 +73,11 @@ def gflops_range(generation: str, weights: str = "bf16") -> tuple[float, float]:
     return low, high * weight_format(weights).prefill_fast_factor
 
 
-def nodes(
-    generation: str, decode_gbps_per_vcpu: float, cpu: int, weights: str = "bf16"
-) -> tuple[Node, Node, Node]:
-    """The pod's rate at the slow end, the middle and the fast end of the range."""
-    low, high = gflops_range(generation, weights)
-    bandwidth = decode_gbps_per_vcpu * cpu * 1e9
+def nodes(instance: InstanceType, cpu: int, weights: str = "bf16") -> tuple[Node, Node, Node]:
+    """The pod's rate at the slow end, the middle and the fast end of the range; its bandwidth is
+    the node's decode bandwidth, ceiling included (`catalog.node_decode_gbps`)."""
+    low, high = gflops_range(instance.generation, weights)
+    bandwidth = catalog.node_decode_gbps(instance, cpu) * 1e9
     return tuple(  # type: ignore[return-value]
         Node(f * cpu * 1e9, bandwidth) for f in (low, (low + high) / 2, high)
     )

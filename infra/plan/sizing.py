@@ -489,9 +489,7 @@ def _prefill_model(
 ) -> liveness.Prefill:
     """The split's prefill work at the slow end of the prefill rate (`infra.plan.prefill`)."""
     work = prefill.stage_work(profile, [(r.sliding_layers, r.full_layers) for r in ranks])
-    slow, _, _ = prefill.nodes(
-        instance.generation, instance.decode_gbps_per_vcpu, cpu, profile.weights
-    )
+    slow, _, _ = prefill.nodes(instance, cpu, profile.weights)
     return liveness.Prefill(profile, work, slow)
 
 
@@ -548,7 +546,7 @@ def _decode_tokens_per_s(
         read = rank.layers * profile.layer_bytes
         if rank.rank == chosen.stages - 1:
             read += profile.embedding_bytes  # the output head is read for every token
-        decode_seconds += read / (instance.decode_gbps_per_vcpu * 1e9 * budget.cpu)
+        decode_seconds += read / (catalog.node_decode_gbps(instance, budget.cpu) * 1e9)
     return 1 / decode_seconds
 
 
@@ -639,5 +637,6 @@ def _reasons(
         )
         + f"; {concurrency:.2f} such requests fit at once",
         f"decode ~{decode:.1f} tokens/s per stream: each token streams the stages' weights in "
-        f"series at ~{instance.decode_gbps_per_vcpu * budget.cpu:.0f} GB/s per node",
+        f"series at ~{catalog.node_decode_gbps(instance, budget.cpu):.0f} GB/s per node, "
+        f"set by {catalog.decode_bound(instance, budget.cpu)}",
     )

@@ -9,7 +9,9 @@ Decode, per pipeline stage and step (one token for every sequence of a micro-bat
   most its window, a full layer the whole context);
 - `BW`: the node's effective decode bandwidth. CALIBRATED: `catalog.InstanceType.
   decode_gbps_per_vcpu` reproduces the field report's measured 4.0 tokens/s single stream (241
-  ms/token) on two m7g.2xlarge; other generations scale it by memory speed (modelled);
+  ms/token) on two m7g.2xlarge; other generations scale it by memory speed (modelled). It grows
+  with the pod's cores only up to the chip's achievable bandwidth (`catalog.node_decode_gbps`),
+  a ceiling no stream can beat;
 - `params / F`: the same matrix arithmetic as prefill, which bounds a step once the batch is large.
   `F` is the middle of the prefill rate (`infra.plan.prefill`).
 
@@ -82,6 +84,11 @@ class Served:
     prefill_source: str
     node_bandwidth_gbps: float
     node_prefill_gflops: tuple[float, float]
+    #: What one stream reads per token at the longest context, every stage's weights and KV
+    #: together (bytes): x `one.aggregate_tokens_per_s` it never exceeds `node_bandwidth_gbps`.
+    one_stream_bytes_per_token: float = 0.0
+    #: Which bound sets the node's bandwidth (`catalog.decode_bound`).
+    bandwidth_bound: str = ""
 
 
 def stage_loads(profile: ModelProfile, layers: list[tuple[int, int]]) -> list[StageLoad]:
@@ -106,6 +113,11 @@ def _kv_read_bytes(profile: ModelProfile, load: StageLoad, context: int) -> floa
     return load.sliding_layers * sliding * min(context, profile.sliding_window) + (
         load.full_layers * full * context
     )
+
+
+def bytes_per_token(profile: ModelProfile, loads: list[StageLoad], context: int) -> float:
+    """What one stream at `context` tokens reads per token across every stage (bytes)."""
+    return sum(load.weight_bytes + _kv_read_bytes(profile, load, context) for load in loads)
 
 
 def decode_point(
@@ -153,9 +165,7 @@ def served(
     context, if shorter) that the engine runs at once, as its KV blocks and `max_num_seqs` allow.
     """
     loads = stage_loads(profile, layers)
-    slow, mid, fast = prefill.nodes(
-        instance.generation, instance.decode_gbps_per_vcpu, pod_cpu, profile.weights
-    )
+    slow, mid, fast = prefill.nodes(instance, pod_cpu, profile.weights)
     work = prefill.stage_work(profile, layers)
     planned = max(1, math.floor(max_concurrency))
 
@@ -179,4 +189,6 @@ def served(
         ),
         node_bandwidth_gbps=round(mid.bandwidth / 1e9, 1),
         node_prefill_gflops=(round(slow.flops / 1e9), round(fast.flops / 1e9)),
+        one_stream_bytes_per_token=round(bytes_per_token(profile, loads, max_model_len)),
+        bandwidth_bound=catalog.decode_bound(instance, pod_cpu),
     )

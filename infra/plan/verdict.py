@@ -36,7 +36,11 @@ def verdict_lines(p: Plan, e: Economics, advice: str | None, warnings: Sequence[
         + ("" if p.weights == "bf16" else f" in {p.weights} (quality {QUALITY_UNMEASURED})"),
         f"context: {p.max_model_len:,} tokens x {p.max_concurrency:.2f} requests at once",
         f"decode: {s.one.aggregate_tokens_per_s:.2f} tokens/s for one stream "
-        + ("(calibrated)" if p.weights == "bf16" else "(modelled)")
+        + (
+            "(calibrated)"
+            if p.weights == "bf16" and not s.bandwidth_bound.endswith("(ceiling)")
+            else "(modelled)"
+        )
         + (
             f", {full:.2f} in all at {streams} streams, {s.planned.per_stream_tokens_per_s:.2f} "
             "each (modelled)"

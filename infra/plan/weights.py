@@ -99,8 +99,11 @@ def weight_format(name: str) -> WeightFormat:
     return FORMATS[name]
 
 
-def decode_source(name: str) -> str:
-    """Where a plan's single-stream decode figure comes from, in this format."""
+def decode_source(name: str, ceiling: bool = False) -> str:
+    """Where a plan's single-stream decode figure comes from, in this format; `ceiling` when the
+    node's bandwidth is its chip's achievable bandwidth, not the calibrated per-vCPU rate."""
+    if ceiling:
+        return f"modelled: {name} bytes per token at the chip's achievable memory bandwidth"
     if name == "bf16":
         return "calibrated on the field report's measured 4.0"
     return f"modelled: {name} bytes per token at the bandwidth calibrated on bf16's measured 4.0"

@@ -31,7 +31,7 @@ def _slowest_step(cfg: StackConfig, p: Plan) -> float:
     profile = cfg.profile()
     instance = catalog.INSTANCE_TYPES[p.instance_type]
     work = prefill.stage_work(profile, [(r.sliding_layers, r.full_layers) for r in p.ranks])
-    slow, _, _ = prefill.nodes(instance.generation, instance.decode_gbps_per_vcpu, p.pod_cpu)
+    slow, _, _ = prefill.nodes(instance, p.pod_cpu)
     batched, steps = p.max_num_batched_tokens, []
     for end in range(batched, p.max_model_len + batched, batched):
         chunk = min(batched, p.max_model_len - (end - batched))

@@ -250,7 +250,7 @@ AUTO_REASONS = [
     "max_model_len 8192: the longest one request fits, capped at 8192 (`maxContextCap`); 10.69 "
     "such requests fit at once",
     "decode ~4.3 tokens/s per stream: each token streams the stages' weights in series at ~99 GB/s "
-    "per node",
+    "per node, set by 16.5 GB/s per vCPU x 6 (calibrated)",
     "liveness every 2 s, 3 failures: the longest step (max_num_batched_tokens at 8,192 tokens of "
     "context, slow end of the prefill rate) takes up to 152.1 s and 2 batch(es) are in flight, so "
     "an engine that emits nothing for 305 s is stuck (also the engine's step timeout); a broken "
