@@ -13,7 +13,7 @@ import pytest
 from components import manifests
 from components.autoscaling import autoscaler_policy, autoscaler_values
 from components.manifests import scaling
-from infra.plan import wiring
+from infra.plan import liveness, wiring
 from infra.plan.render import rendered_objects
 from infra.plan.sizing import plan
 from infra.plan.stackfile import load_stack
@@ -62,6 +62,19 @@ def test_scaled_object_targets_the_leader_worker_set_with_queue_and_cron() -> No
     behavior = obj["spec"]["advanced"]["horizontalPodAutoscalerConfig"]["behavior"]
     assert behavior["scaleDown"]["stabilizationWindowSeconds"] == scaler.down_window_s
     assert obj["spec"]["cooldownPeriod"] == scaler.down_window_s
+
+
+def test_queue_trigger_waits_longer_than_a_busy_leaders_metrics() -> None:
+    # kedacore/keda v2.20.2 pkg/scalers/metrics_api_scaler.go: the trigger metadata's `timeout`
+    # (a Go duration or milliseconds, pkg/scalers/scalersconfig/typed_config.go) replaces the
+    # operator's KEDA_HTTP_DEFAULT_TIMEOUT, 3000 ms by default (cmd/operator/main.go); without
+    # it the trigger gives up before the 5 s a busy leader's /metrics is allowed.
+    _, _, spec, scaler = _prod()
+    timeout = scaling.queue_trigger(spec, scaler)["metadata"]["timeout"]
+    assert timeout == "10s"
+    seconds = int(timeout.removesuffix("s"))
+    assert liveness.PROBE_REQUEST_S < seconds < scaler.polling_s
+    assert seconds > 3  # the operator's default, which today's render falls back to
 
 
 def test_extra_triggers_follow_the_queue_and_the_schedule() -> None:
