@@ -190,7 +190,7 @@ class Autoscaling(pulumi.ComponentResource):
         )
         # Inline, on the role alone: the deploy role may attach only the AWS-managed policies it
         # lists (infra/bootstrap/access.py), and this one names this cluster.
-        aws.iam.RolePolicy(
+        policy = aws.iam.RolePolicy(
             f"{name}-autoscaler-policy",
             role=role.name,
             policy=pulumi.Output.from_input(args.cluster.cluster_name).apply(autoscaler_policy),
@@ -208,7 +208,11 @@ class Autoscaling(pulumi.ComponentResource):
             repository_opts=k8s.helm.v4.RepositoryOptsArgs(repo=AUTOSCALER_REPO),
             namespace=AUTOSCALER_NAMESPACE,
             values=values,
-            opts=pulumi.ResourceOptions(parent=self, depends_on=on_nodes),
+            # The policy is no input of the chart, so nothing else orders them: without it the
+            # first pod can start before IAM holds the policy, get AccessDenied describing the
+            # groups, and exit ("Failed to create AWS Manager" is fatal, cluster-autoscaler
+            # 1.35.0 cloudprovider/aws/aws_cloud_provider.go `BuildAWS`, klog.Fatalf).
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[*on_nodes, role, policy]),
         )
         return role
 

@@ -97,6 +97,19 @@ def test_charts_are_pinned_and_the_autoscaler_has_its_own_role(mocks: RecordingM
 
 
 @pytest.mark.usefixtures("as_pulumi_host")
+def test_the_autoscaler_chart_waits_for_its_role_and_policy(mocks: RecordingMocks) -> None:
+    # cluster-autoscaler 1.35.0 cloudprovider/aws/aws_cloud_provider.go `BuildAWS`: an error
+    # creating the AWS manager (AccessDenied before IAM holds the policy) is klog.Fatalf.
+    _run_elastic(mocks)
+    chart = named(mocks.records, CHART, "scale-cluster-autoscaler")
+    policy = named(mocks.records, "aws:iam/rolePolicy:RolePolicy", "scale-autoscaler-policy")
+    role = named(mocks.records, "aws:iam/role:Role", "scale-autoscaler-role")
+    deps = mocks.monitor.dependencies[chart.urn]
+    assert policy.urn in deps, (chart.urn, "should depend on", policy.urn)
+    assert role.urn in deps, (chart.urn, "should depend on", role.urn)
+
+
+@pytest.mark.usefixtures("as_pulumi_host")
 def test_model_nodes_scale_from_zero_and_system_nodes_stay(mocks: RecordingMocks) -> None:
     cfg, p = _run_elastic(mocks)
     model = named(mocks.records, NODE_GROUP, "eks-nodes")
