@@ -46,9 +46,9 @@ KEDA_CHART_VERSION = "2.20.2"
 AUTOSCALER_CHART = "cluster-autoscaler"
 AUTOSCALER_REPO = "https://kubernetes.github.io/autoscaler"
 #: kubernetes/autoscaler cluster-autoscaler/charts/cluster-autoscaler/Chart.yaml 9.59.0
-#: (appVersion 1.35.0): the autoscaler's minor follows the cluster's (1.35).
+#: (appVersion 1.35.0). The image is the one of the cluster's minor (`AutoscalingArgs`); the
+#: chart's arguments (cloud provider, auto-discovery, the `extraArgs` below) exist in each.
 AUTOSCALER_CHART_VERSION = "9.59.0"
-AUTOSCALER_IMAGE_TAG = "v1.35.0"
 AUTOSCALER_NAMESPACE = "kube-system"
 AUTOSCALER_SERVICE_ACCOUNT = "cluster-autoscaler"
 #: The autoscaler's requests (the chart sets none); the planner counts them on the system nodes.
@@ -105,6 +105,8 @@ class AutoscalingArgs:
     system_labels: Mapping[str, str]
     server: ServerSpec
     scaler: ScalerSpec
+    #: The Cluster Autoscaler image tag: the release whose minor is the cluster's.
+    autoscaler_image_tag: str
     #: The LeaderWorkerSet (the ScaledObject's target), so the ScaledObject comes after it.
     workload: pulumi.Resource
     #: More ScaledObject triggers (the door's wake signal).
@@ -198,7 +200,12 @@ class Autoscaling(pulumi.ComponentResource):
         )
         values = pulumi.Output.all(args.cluster.cluster_name, role.arn).apply(
             lambda v: autoscaler_values(
-                v[0], args.region, v[1], args.system_labels, args.server.drain.grace_s
+                v[0],
+                args.region,
+                v[1],
+                args.system_labels,
+                args.server.drain.grace_s,
+                args.autoscaler_image_tag,
             )
         )
         k8s.helm.v4.Chart(
@@ -223,15 +230,16 @@ def autoscaler_values(
     role_arn: str,
     system_labels: Mapping[str, str],
     pod_grace_s: int,
+    image_tag: str,
 ) -> dict[str, Any]:
     """The Cluster Autoscaler chart's values: auto-discovery of this cluster's groups, IRSA,
-    the pinned image, and the system nodes. `pod_grace_s` is the model pods' grace (the drain's
-    longest reply): a node the autoscaler removes gives its pods all of it."""
+    the pinned image (`image_tag`), and the system nodes. `pod_grace_s` is the model pods'
+    grace (the drain's longest reply): a node the autoscaler removes gives its pods all of it."""
     return {
         "cloudProvider": "aws",
         "awsRegion": region,
         "autoDiscovery": {"clusterName": cluster_name},
-        "image": {"tag": AUTOSCALER_IMAGE_TAG},
+        "image": {"tag": image_tag},
         "rbac": {
             "serviceAccount": {
                 "name": AUTOSCALER_SERVICE_ACCOUNT,

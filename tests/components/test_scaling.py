@@ -13,7 +13,8 @@ import pytest
 from components import manifests
 from components.autoscaling import autoscaler_policy, autoscaler_values
 from components.manifests import scaling
-from infra.plan import liveness, wiring
+from infra.plan import addons, liveness, wiring
+from infra.plan.config import ConfigError
 from infra.plan.render import rendered_objects
 from infra.plan.sizing import plan
 from infra.plan.stackfile import load_stack
@@ -165,10 +166,31 @@ def test_autoscaler_may_change_only_this_clusters_groups() -> None:
         "StringEquals": {"aws:ResourceTag/k8s.io/cluster-autoscaler/gemma-graviton-prod": "owned"}
     }
     values = autoscaler_values(
-        "c", "us-east-1", "arn:aws:iam::1:role/r", wiring.SYSTEM_LABELS, 2985
+        "c", "us-east-1", "arn:aws:iam::1:role/r", wiring.SYSTEM_LABELS, 2985, "v1.35.2"
     )
     assert values["rbac"]["serviceAccount"]["annotations"] == {
         "eks.amazonaws.com/role-arn": "arn:aws:iam::1:role/r"
     }
     assert values["nodeSelector"] == wiring.SYSTEM_LABELS
-    assert values["image"]["tag"] == "v1.35.0"
+    assert values["image"]["tag"] == "v1.35.2"
+
+
+def test_an_autoscaler_release_is_pinned_for_each_supported_minor() -> None:
+    # kubernetes/autoscaler cluster-autoscaler/README.md: the latest release of the cluster's
+    # minor; 1.35 waits for resource.k8s.io/v1, served from 1.34 only (kubernetes/autoscaler
+    # issue 9244). Every version the add-on table accepts has its own release.
+    assert set(addons.AUTOSCALER_TAGS) == set(addons.ADDON_VERSIONS)
+    for minor, tag in addons.AUTOSCALER_TAGS.items():
+        assert tag.startswith(f"v{minor}."), (minor, tag)
+        assert addons.autoscaler_tag(minor) == tag
+    assert addons.autoscaler_tag("1.32") == "v1.32.7"  # not 1.35's, which never scales 1.32
+
+
+def test_a_minor_without_an_autoscaler_release_is_refused() -> None:
+    with pytest.raises(ConfigError) as refused:
+        addons.autoscaler_tag("1.31")
+    assert str(refused.value) == (
+        "`kubernetesVersion` 1.31 has no pinned Cluster Autoscaler release "
+        "(infra/plan/addons.py AUTOSCALER_TAGS); use 1.35, or add the latest "
+        "cluster-autoscaler v1.31.x tag"
+    )

@@ -19,7 +19,7 @@ from components.autoscaling import (
     KEDA_CHART_VERSION,
     KEDA_REPO,
 )
-from infra.plan import elastic, sleep
+from infra.plan import addons, elastic, sleep
 from infra.plan.render import rendered_objects
 from infra.plan.sizing import plan
 from infra.plan.stackfile import load_stack
@@ -107,6 +107,20 @@ def test_the_autoscaler_chart_waits_for_its_role_and_policy(mocks: RecordingMock
     deps = mocks.monitor.dependencies[chart.urn]
     assert policy.urn in deps, (chart.urn, "should depend on", policy.urn)
     assert role.urn in deps, (chart.urn, "should depend on", role.urn)
+
+
+@pytest.mark.usefixtures("as_pulumi_host")
+@pytest.mark.parametrize("minor", sorted(addons.AUTOSCALER_TAGS))
+def test_the_autoscaler_image_follows_the_kubernetes_minor(
+    minor: str, mocks: RecordingMocks
+) -> None:
+    # kubernetes/autoscaler cluster-autoscaler/README.md (the release of the cluster's minor) and
+    # issue 9244: 1.35.0 never scales a 1.32 cluster (it waits for resource.k8s.io/v1).
+    run_program(mocks, "dev", {"minGroups": 0, "maxGroups": 3, "kubernetesVersion": minor})
+    chart = named(mocks.records, CHART, "scale-cluster-autoscaler")
+    tag = chart.inputs["values"]["image"]["tag"]
+    assert tag == addons.AUTOSCALER_TAGS[minor], chart.urn
+    assert tag.startswith(f"v{minor}."), chart.urn
 
 
 @pytest.mark.usefixtures("as_pulumi_host")
