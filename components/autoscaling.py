@@ -46,9 +46,9 @@ KEDA_CHART_VERSION = "2.20.2"
 AUTOSCALER_CHART = "cluster-autoscaler"
 AUTOSCALER_REPO = "https://kubernetes.github.io/autoscaler"
 #: kubernetes/autoscaler cluster-autoscaler/charts/cluster-autoscaler/Chart.yaml 9.59.0
-#: (appVersion 1.35.0): the autoscaler's minor follows the cluster's (1.35).
+#: (appVersion 1.35.0). The image is the one of the cluster's minor (`AutoscalingArgs`); the
+#: chart's arguments (cloud provider, auto-discovery, the `extraArgs` below) exist in each.
 AUTOSCALER_CHART_VERSION = "9.59.0"
-AUTOSCALER_IMAGE_TAG = "v1.35.0"
 AUTOSCALER_NAMESPACE = "kube-system"
 AUTOSCALER_SERVICE_ACCOUNT = "cluster-autoscaler"
 #: The autoscaler's requests (the chart sets none); the planner counts them on the system nodes.
@@ -105,6 +105,8 @@ class AutoscalingArgs:
     system_labels: Mapping[str, str]
     server: ServerSpec
     scaler: ScalerSpec
+    #: The Cluster Autoscaler image tag: the release whose minor is the cluster's.
+    autoscaler_image_tag: str
     #: The LeaderWorkerSet (the ScaledObject's target), so the ScaledObject comes after it.
     workload: pulumi.Resource
     #: More ScaledObject triggers (the door's wake signal).
@@ -190,7 +192,7 @@ class Autoscaling(pulumi.ComponentResource):
         )
         # Inline, on the role alone: the deploy role may attach only the AWS-managed policies it
         # lists (infra/bootstrap/access.py), and this one names this cluster.
-        aws.iam.RolePolicy(
+        policy = aws.iam.RolePolicy(
             f"{name}-autoscaler-policy",
             role=role.name,
             policy=pulumi.Output.from_input(args.cluster.cluster_name).apply(autoscaler_policy),
@@ -198,7 +200,12 @@ class Autoscaling(pulumi.ComponentResource):
         )
         values = pulumi.Output.all(args.cluster.cluster_name, role.arn).apply(
             lambda v: autoscaler_values(
-                v[0], args.region, v[1], args.system_labels, args.server.drain.grace_s
+                v[0],
+                args.region,
+                v[1],
+                args.system_labels,
+                args.server.drain.grace_s,
+                args.autoscaler_image_tag,
             )
         )
         k8s.helm.v4.Chart(
@@ -208,7 +215,11 @@ class Autoscaling(pulumi.ComponentResource):
             repository_opts=k8s.helm.v4.RepositoryOptsArgs(repo=AUTOSCALER_REPO),
             namespace=AUTOSCALER_NAMESPACE,
             values=values,
-            opts=pulumi.ResourceOptions(parent=self, depends_on=on_nodes),
+            # The policy is no input of the chart, so nothing else orders them: without it the
+            # first pod can start before IAM holds the policy, get AccessDenied describing the
+            # groups, and exit ("Failed to create AWS Manager" is fatal, cluster-autoscaler
+            # 1.35.0 cloudprovider/aws/aws_cloud_provider.go `BuildAWS`, klog.Fatalf).
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[*on_nodes, role, policy]),
         )
         return role
 
@@ -219,15 +230,16 @@ def autoscaler_values(
     role_arn: str,
     system_labels: Mapping[str, str],
     pod_grace_s: int,
+    image_tag: str,
 ) -> dict[str, Any]:
     """The Cluster Autoscaler chart's values: auto-discovery of this cluster's groups, IRSA,
-    the pinned image, and the system nodes. `pod_grace_s` is the model pods' grace (the drain's
-    longest reply): a node the autoscaler removes gives its pods all of it."""
+    the pinned image (`image_tag`), and the system nodes. `pod_grace_s` is the model pods'
+    grace (the drain's longest reply): a node the autoscaler removes gives its pods all of it."""
     return {
         "cloudProvider": "aws",
         "awsRegion": region,
         "autoDiscovery": {"clusterName": cluster_name},
-        "image": {"tag": AUTOSCALER_IMAGE_TAG},
+        "image": {"tag": image_tag},
         "rbac": {
             "serviceAccount": {
                 "name": AUTOSCALER_SERVICE_ACCOUNT,

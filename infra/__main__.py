@@ -138,6 +138,7 @@ if cfg.elastic:
             system_labels=wiring.SYSTEM_LABELS,
             server=server_spec,
             scaler=wiring.scaler_spec(cfg, plan),
+            autoscaler_image_tag=addons.autoscaler_tag(cfg.kubernetes_version),
             workload=server,
             # A request that finds no group raises the door's wake flag: KEDA wakes one group.
             extra_triggers=[door.wake_trigger(server_spec)] if server_spec.door else [],

@@ -51,6 +51,8 @@ class ScalerSpec:
     #: Waiting requests per group that ask for another one.
     queue_per_group: int
     polling_s: int
+    #: The queue trigger's HTTP deadline per leader, above the leaders' own `/metrics` bound.
+    metrics_timeout_s: int
     cooldown_s: int
     up_window_s: int
     down_window_s: int
@@ -115,6 +117,8 @@ def queue_trigger(spec: ServerSpec, scaler: ScalerSpec) -> dict[str, Any]:
             "aggregateFromKubeServiceEndpoints": "true",
             "aggregationType": "sum",
             "targetValue": str(scaler.queue_per_group),
+            # A Go duration; without it the operator's global 3 s applies (`infra.plan.elastic`).
+            "timeout": f"{scaler.metrics_timeout_s}s",
         },
     }
 

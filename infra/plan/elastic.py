@@ -12,7 +12,7 @@ import datetime as dt
 import math
 from dataclasses import dataclass
 
-from infra.plan import catalog, readiness
+from infra.plan import catalog, liveness, readiness
 from infra.plan.config import WEEKDAYS, ConfigError, ScheduleConfig, StackConfig
 from infra.plan.costs import stack_costs
 from infra.plan.economics import cost_inputs
@@ -28,6 +28,17 @@ TOLERANCE = 0.1
 #: scaledobject-spec.md, read 2026-12-02). 15 s: a queue is seen at most 15 s late, next to a
 #: wake-up of minutes; each poll is one HTTP GET per leader, nothing billed.
 POLLING_SECONDS = 15
+#: How long KEDA waits for one leader's `/metrics` (the queue trigger's `timeout`). The trigger
+#: metadata's `timeout` replaces the operator's global HTTP timeout (kedacore/keda v2.20.2
+#: pkg/scalers/metrics_api_scaler.go `NewMetricsAPIScaler`: `config.GlobalHTTPTimeout` unless
+#: `meta.Timeout > 0`), which is `KEDA_HTTP_DEFAULT_TIMEOUT`, 3000 ms unless set
+#: (cmd/operator/main.go, the same tag). A busy leader's `/metrics` is allowed 5 s
+#: (`liveness.PROBE_REQUEST_S`, the same deadline the drain's preStop read gives it), so 3 s
+#: fails the trigger exactly when the queue grows. The safe end is the long one: twice the
+#: leaders' bound, and still shorter than a poll, so one slow poll ends before the next.
+METRICS_TIMEOUT_SECONDS = 2 * liveness.PROBE_REQUEST_S
+if not liveness.PROBE_REQUEST_S < METRICS_TIMEOUT_SECONDS < POLLING_SECONDS:
+    raise ValueError("the queue trigger's timeout must lie between the leaders' bound and a poll")
 #: The HPA controller's sync period (kube-controller-manager --horizontal-pod-autoscaler-sync-
 #: period, default 15 s): the second half of the metric path's lag.
 HPA_SYNC_SECONDS = 15

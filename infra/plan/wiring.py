@@ -185,6 +185,7 @@ def scaler_spec(cfg: StackConfig, plan: Plan) -> ScalerSpec:
         max_groups=p.max_groups,
         queue_per_group=p.queue_per_group,
         polling_s=p.polling_s,
+        metrics_timeout_s=elastic.METRICS_TIMEOUT_SECONDS,
         cooldown_s=p.cooldown_s,
         up_window_s=p.up_window_s,
         down_window_s=p.down_window_s,

@@ -13,7 +13,8 @@ import pytest
 from components import manifests
 from components.autoscaling import autoscaler_policy, autoscaler_values
 from components.manifests import scaling
-from infra.plan import wiring
+from infra.plan import addons, liveness, wiring
+from infra.plan.config import ConfigError
 from infra.plan.render import rendered_objects
 from infra.plan.sizing import plan
 from infra.plan.stackfile import load_stack
@@ -62,6 +63,19 @@ def test_scaled_object_targets_the_leader_worker_set_with_queue_and_cron() -> No
     behavior = obj["spec"]["advanced"]["horizontalPodAutoscalerConfig"]["behavior"]
     assert behavior["scaleDown"]["stabilizationWindowSeconds"] == scaler.down_window_s
     assert obj["spec"]["cooldownPeriod"] == scaler.down_window_s
+
+
+def test_queue_trigger_waits_longer_than_a_busy_leaders_metrics() -> None:
+    # kedacore/keda v2.20.2 pkg/scalers/metrics_api_scaler.go: the trigger metadata's `timeout`
+    # (a Go duration or milliseconds, pkg/scalers/scalersconfig/typed_config.go) replaces the
+    # operator's KEDA_HTTP_DEFAULT_TIMEOUT, 3000 ms by default (cmd/operator/main.go); without
+    # it the trigger gives up before the 5 s a busy leader's /metrics is allowed.
+    _, _, spec, scaler = _prod()
+    timeout = scaling.queue_trigger(spec, scaler)["metadata"]["timeout"]
+    assert timeout == "10s"
+    seconds = int(timeout.removesuffix("s"))
+    assert liveness.PROBE_REQUEST_S < seconds < scaler.polling_s
+    assert seconds > 3  # the operator's default, which today's render falls back to
 
 
 def test_extra_triggers_follow_the_queue_and_the_schedule() -> None:
@@ -152,10 +166,31 @@ def test_autoscaler_may_change_only_this_clusters_groups() -> None:
         "StringEquals": {"aws:ResourceTag/k8s.io/cluster-autoscaler/gemma-graviton-prod": "owned"}
     }
     values = autoscaler_values(
-        "c", "us-east-1", "arn:aws:iam::1:role/r", wiring.SYSTEM_LABELS, 2985
+        "c", "us-east-1", "arn:aws:iam::1:role/r", wiring.SYSTEM_LABELS, 2985, "v1.35.2"
     )
     assert values["rbac"]["serviceAccount"]["annotations"] == {
         "eks.amazonaws.com/role-arn": "arn:aws:iam::1:role/r"
     }
     assert values["nodeSelector"] == wiring.SYSTEM_LABELS
-    assert values["image"]["tag"] == "v1.35.0"
+    assert values["image"]["tag"] == "v1.35.2"
+
+
+def test_an_autoscaler_release_is_pinned_for_each_supported_minor() -> None:
+    # kubernetes/autoscaler cluster-autoscaler/README.md: the latest release of the cluster's
+    # minor; 1.35 waits for resource.k8s.io/v1, served from 1.34 only (kubernetes/autoscaler
+    # issue 9244). Every version the add-on table accepts has its own release.
+    assert set(addons.AUTOSCALER_TAGS) == set(addons.ADDON_VERSIONS)
+    for minor, tag in addons.AUTOSCALER_TAGS.items():
+        assert tag.startswith(f"v{minor}."), (minor, tag)
+        assert addons.autoscaler_tag(minor) == tag
+    assert addons.autoscaler_tag("1.32") == "v1.32.7"  # not 1.35's, which never scales 1.32
+
+
+def test_a_minor_without_an_autoscaler_release_is_refused() -> None:
+    with pytest.raises(ConfigError) as refused:
+        addons.autoscaler_tag("1.31")
+    assert str(refused.value) == (
+        "`kubernetesVersion` 1.31 has no pinned Cluster Autoscaler release "
+        "(infra/plan/addons.py AUTOSCALER_TAGS); use 1.35, or add the latest "
+        "cluster-autoscaler v1.31.x tag"
+    )

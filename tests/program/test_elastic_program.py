@@ -19,7 +19,7 @@ from components.autoscaling import (
     KEDA_CHART_VERSION,
     KEDA_REPO,
 )
-from infra.plan import elastic, sleep
+from infra.plan import addons, elastic, sleep
 from infra.plan.render import rendered_objects
 from infra.plan.sizing import plan
 from infra.plan.stackfile import load_stack
@@ -94,6 +94,33 @@ def test_charts_are_pinned_and_the_autoscaler_has_its_own_role(mocks: RecordingM
     grace = int(leader["terminationGracePeriodSeconds"])  # numbers reach the mocks as floats
     assert grace > 600
     assert values["extraArgs"]["max-graceful-termination-sec"] == str(grace)
+
+
+@pytest.mark.usefixtures("as_pulumi_host")
+def test_the_autoscaler_chart_waits_for_its_role_and_policy(mocks: RecordingMocks) -> None:
+    # cluster-autoscaler 1.35.0 cloudprovider/aws/aws_cloud_provider.go `BuildAWS`: an error
+    # creating the AWS manager (AccessDenied before IAM holds the policy) is klog.Fatalf.
+    _run_elastic(mocks)
+    chart = named(mocks.records, CHART, "scale-cluster-autoscaler")
+    policy = named(mocks.records, "aws:iam/rolePolicy:RolePolicy", "scale-autoscaler-policy")
+    role = named(mocks.records, "aws:iam/role:Role", "scale-autoscaler-role")
+    deps = mocks.monitor.dependencies[chart.urn]
+    assert policy.urn in deps, (chart.urn, "should depend on", policy.urn)
+    assert role.urn in deps, (chart.urn, "should depend on", role.urn)
+
+
+@pytest.mark.usefixtures("as_pulumi_host")
+@pytest.mark.parametrize("minor", sorted(addons.AUTOSCALER_TAGS))
+def test_the_autoscaler_image_follows_the_kubernetes_minor(
+    minor: str, mocks: RecordingMocks
+) -> None:
+    # kubernetes/autoscaler cluster-autoscaler/README.md (the release of the cluster's minor) and
+    # issue 9244: 1.35.0 never scales a 1.32 cluster (it waits for resource.k8s.io/v1).
+    run_program(mocks, "dev", {"minGroups": 0, "maxGroups": 3, "kubernetesVersion": minor})
+    chart = named(mocks.records, CHART, "scale-cluster-autoscaler")
+    tag = chart.inputs["values"]["image"]["tag"]
+    assert tag == addons.AUTOSCALER_TAGS[minor], chart.urn
+    assert tag.startswith(f"v{minor}."), chart.urn
 
 
 @pytest.mark.usefixtures("as_pulumi_host")
