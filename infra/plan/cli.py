@@ -378,6 +378,7 @@ def main(argv: Sequence[str] | None = None, today: dt.date | None = None) -> int
             *addons.warnings(cfg.kubernetes_version),
             *readiness.warnings(cfg),
         ]
+        scaled = elastic.elastic_plan(cfg, result, today)
         written: list[Path] = []
         if args.render is not None:
             from infra.plan.render import render_stack
@@ -396,17 +397,16 @@ def main(argv: Sequence[str] | None = None, today: dt.date | None = None) -> int
             "extended_support_end": version.end_of_extended.isoformat() if version else None,
         }
         data["cheaper"] = buy if buy and buy.startswith("cheaper:") else None
-        data["verdict"] = verdict.verdict_json(result, econ, first or buy, warnings)
+        data["verdict"] = verdict.verdict_json(result, econ, first or buy, warnings, scaled)
         data["placeholders"] = [p.key for p in placeholders.find(cfg)]
         data["quality"] = weights.weight_format(result.weights).quality
-        scaled = elastic.elastic_plan(cfg, result, today)
         data["elastic"] = None if scaled is None else scaled.to_json()
         print(json.dumps(data, indent=2))
         return 0
     notice = placeholders.notice(cfg)
     if notice:
         print(notice)
-    print("\n".join(verdict.verdict_lines(result, econ, first or buy, warnings)))
+    print("\n".join(verdict.verdict_lines(result, econ, first or buy, warnings, scaled)))
     if args.brief:
         return 0
     print()

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from infra.plan import support
 from infra.plan.config import StackConfig
@@ -21,12 +22,22 @@ from infra.plan.sizing import Plan
 from infra.plan.throughput import SHORT_PROMPT_TOKENS
 from infra.plan.weights import INT4_KERNEL_WARNING, QUALITY_UNMEASURED
 
+if TYPE_CHECKING:
+    from infra.plan.elastic import ElasticPlan
+
 #: The verdict never grows past this many lines.
 MAX_LINES = 8
 
 
-def verdict_lines(p: Plan, e: Economics, advice: str | None, warnings: Sequence[str]) -> list[str]:
-    """The verdict, one line per question."""
+def verdict_lines(
+    p: Plan,
+    e: Economics,
+    advice: str | None,
+    warnings: Sequence[str],
+    scaled: ElasticPlan | None = None,
+) -> list[str]:
+    """The verdict, one line per question. An elastic stack (`scaled`) states the month its
+    schedule costs, system nodes included, with the fewest and the most groups beside it."""
     s = e.served
     streams = s.planned.sequences * p.replicas
     full = s.planned.aggregate_tokens_per_s * p.replicas
@@ -54,7 +65,7 @@ def verdict_lines(p: Plan, e: Economics, advice: str | None, warnings: Sequence[
             else ""
         )
         + f"~{s.ttft_max_len_s:.0f} s for {p.max_model_len:,} ({s.prefill_source})",
-        _cost_line(e),
+        _cost_line(e, scaled),
     ]
     if advice:
         lines.append(advice)
@@ -66,14 +77,31 @@ def _count(n: int, noun: str) -> str:
     return f"one {noun}" if n == 1 else f"{n} {noun}s"
 
 
-def _cost_line(e: Economics) -> str:
+def _groups(n: int) -> str:
+    return "no groups" if n == 0 else _count(n, "group")
+
+
+def _cost_line(e: Economics, scaled: ElasticPlan | None = None) -> str:
     c = e.costs
     if c.usd_per_month is None or e.usd_per_million_full is None:
         return "cost: " + "; ".join(c.missing)
-    return (
-        f"cost: ${c.usd_per_month:,.2f}/month; ${e.usd_per_million_full:.2f} per million output "
-        f"tokens at full load, ${e.usd_per_million_one:.2f} with one stream"
+    tokens = (
+        f"${e.usd_per_million_full:.2f} per million output tokens at full load, "
+        f"${e.usd_per_million_one:.2f} with one stream"
     )
+    if scaled is not None and None not in (scaled.usd_month_fewest, scaled.usd_month_most):
+        groups = (scaled.scaling.min_groups, scaled.scaling.max_groups)
+        span = (
+            f"${scaled.usd_month_fewest:,.2f} with {_groups(groups[0])} all month, "
+            f"${scaled.usd_month_most:,.2f} with {_groups(groups[1])}"
+        )
+        if scaled.usd_month_schedule is not None:
+            return (
+                f"cost: ${scaled.usd_month_schedule:,.2f}/month on its schedule, system nodes "
+                f"included ({span}); {tokens}"
+            )
+        return f"cost: {span}, system nodes included; {tokens}"
+    return f"cost: ${c.usd_per_month:,.2f}/month; {tokens}"
 
 
 def plan_warnings(cfg: StackConfig, e: Economics, changed: str | None, today: dt.date) -> list[str]:
@@ -87,12 +115,16 @@ def plan_warnings(cfg: StackConfig, e: Economics, changed: str | None, today: dt
 
 
 def verdict_json(
-    p: Plan, e: Economics, advice: str | None, warnings: Sequence[str]
+    p: Plan,
+    e: Economics,
+    advice: str | None,
+    warnings: Sequence[str],
+    scaled: ElasticPlan | None = None,
 ) -> dict[str, object]:
     """The verdict as data: its lines, and the figures a script would test."""
     return {
         "starts": True,
-        "lines": verdict_lines(p, e, advice, warnings),
+        "lines": verdict_lines(p, e, advice, warnings, scaled),
         "advice": advice,
         "warnings": len(warnings),
     }

@@ -207,3 +207,28 @@ def test_cheaper_holds_over_the_whole_catalogue(
             assert advice.startswith("faster for the same money: "), advice
             assert one_after > one, (name, advice)
     assert named >= 4
+
+
+@pytest.mark.parametrize(
+    ("stack", "sets"),
+    [
+        ("prod", ()),
+        ("prod", ("--set", "maxGroups=2")),
+        ("dev", ("--set", "minGroups=0", "--set", "maxGroups=1")),
+    ],
+)
+def test_an_elastic_stacks_verdict_costs_its_schedule_with_the_system_nodes(
+    capsys: pytest.CaptureFixture[str], stack: str, sets: tuple[str, ...]
+) -> None:
+    data = _json(capsys, "--stack", stack, *sets)
+    scaled = data["elastic"]
+    if scaled is None:
+        pytest.fail(f"{stack} {sets} is not elastic")
+    (line,) = [x for x in data["verdict"]["lines"] if x.startswith("cost:")]
+    fewest, most = scaled["usd_month_fewest"], scaled["usd_month_most"]
+    # The month of every group running all month without the system nodes is not the headline.
+    assert f"${data['costs']['usd_per_month']:,.2f}/month" not in line
+    assert f"${fewest:,.2f} with" in line and f"${most:,.2f} with" in line
+    assert "system nodes included" in line
+    if scaled["usd_month_schedule"] is not None:
+        assert line.startswith(f"cost: ${scaled['usd_month_schedule']:,.2f}/month on its schedule")
