@@ -136,3 +136,17 @@ def test_the_whole_message_for_an_empty_stack_file(
         "as 198.51.100.0/24; `owner`: set it to a team or e-mail address, such as ml-platform; "
         "`endDate`: use an ISO date such as 2027-06-30"
     )
+
+
+@pytest.mark.parametrize("stack", ["dev", "prod"])
+def test_an_upper_case_instance_type_is_told_the_names_are_lower_case(
+    stack: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """EC2 instance type names are lower case (pulumi-aws 7.51.1 `ec2/_enums.py`, InstanceType:
+    `M7G_2_X_LARGE = "m7g.2xlarge"`): refused, not folded, so the stack file holds what AWS
+    receives; the lower-case name it suggests is accepted."""
+    assert _refused(["--stack", stack, "--set", "instanceType=M7G.2XLARGE"], capsys) == (
+        "error: `instanceType` M7G.2XLARGE is not an EC2 type name: EC2 instance type names are "
+        "lower case; use m7g.2xlarge"
+    )
+    _accepted(["--stack", stack, "--set", "instanceType=m7g.2xlarge"], capsys)
