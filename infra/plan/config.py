@@ -151,11 +151,18 @@ class ScheduleConfig(BaseModel):
     def _iana_zone(cls, value: str) -> str:
         names = zoneinfo.available_timezones()
         if value not in names:
-            close = difflib.get_close_matches(value, sorted(names), n=1)
+            # Only a really close spelling (Europe/Berln, Asia/Tokio) is suggested: at difflib's
+            # default 0.6 Europe/Atlantis would be told to use Europe/Athens.
+            folded = {n.lower(): n for n in names}
+            close = [folded[value.lower()]] if value.lower() in folded else []
+            close = close or difflib.get_close_matches(value, sorted(names), n=1, cutoff=0.85)
             raise ConfigError(
                 "schedule.timeZone",
                 f"{value!r} is not an IANA time zone name",
-                f"use {close[0] if close else 'a name such as Europe/Berlin'}",
+                f"use {close[0]}"
+                if close
+                else 'use one such as Europe/Berlin (`python -c "import zoneinfo; '
+                'print(sorted(zoneinfo.available_timezones()))"` lists them)',
             )
         return value
 
