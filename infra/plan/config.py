@@ -929,11 +929,17 @@ class StackConfig(BaseModel):
             if self.allow_plain_http
             else "so the API key would cross the internet in clear text"
         )
+        whole = " (the whole internet)" if public[0].prefixlen == 0 else ""
         raise ConfigError(
             "allowedCidrs",
-            f"{public[0]} reaches beyond private ranges without a `tlsCertificateArn`, {waiver}",
-            f"set `tlsCertificateArn` to an ACM certificate in {self.region}, list only private "
-            "ranges, or set `allowPlainHttp: true` with one /32 for a short test",
+            f"{public[0]}{whole} reaches beyond private ranges without a `tlsCertificateArn`, "
+            f"{waiver}",
+            # With `allowPlainHttp` already set, the fix left is the user's own address.
+            "list your own address as a /32 (`curl -s https://checkip.amazonaws.com` prints it), "
+            f"or set `tlsCertificateArn` to an ACM certificate in {self.region}"
+            if self.allow_plain_http
+            else f"set `tlsCertificateArn` to an ACM certificate in {self.region}, list only "
+            "private ranges, or set `allowPlainHttp: true` with one /32 for a short test",
         )
 
     @property
