@@ -23,9 +23,10 @@ $(MUTANTS)/.installed: requirements.txt requirements-dev.txt requirements-mutant
 	$(MUTANTS)/bin/pip install --quiet --disable-pip-version-check -r requirements-mutants.txt
 	touch $@
 
-## The plan of a stack (default dev), with its Kubernetes objects rendered into rendered/<stack>.
+## The plan of a stack (default dev), with its Kubernetes objects rendered into rendered/<stack>;
+## ARGS go to `python -m infra.plan` as they are, e.g. ARGS="--set instanceType=m7g.4xlarge".
 plan: $(VENV)/.installed
-	$(PY) -m infra.plan --stack $(STACK) --render rendered/$(STACK)
+	$(PY) -m infra.plan --stack $(STACK) --render rendered/$(STACK) $(ARGS)
 
 ## Lint and the whole test suite (offline), after the distribution's packages it uses.
 test: packages $(VENV)/.installed $(TOOLS)/.installed lint unit

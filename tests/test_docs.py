@@ -43,7 +43,7 @@ RUN = "run here"
 #: What becomes of each command: the first pattern it matches decides. RUN means a test below
 #: runs it; any other value is why it cannot run offline (or here).
 RULES: list[tuple[str, str]] = [
-    (r"make plan( STACK=\w+)?", RUN),
+    (r'make plan( STACK=\w+)?( ARGS="[^"]*")?', RUN),
     (r"(\.venv/bin/)?python -m infra\.plan( [^\[\]]*)?", RUN),
     (r"python -m infra\.plan \[.*", "a usage synopsis; its examples are run"),
     (
@@ -171,7 +171,8 @@ def test_plan_commands_run(command: str, capsys: pytest.CaptureFixture[str]) -> 
 def test_make_plan_runs(command: str, tmp_path: Path) -> None:
     """`make plan` as the README gives it, its recipe run by this interpreter (a stand-in `VENV`
     that make sees as installed, so the test builds no virtualenv)."""
-    stack = command.partition("STACK=")[2] or "dev"
+    stack = re.search(r"STACK=(\w+)", command)
+    stack = stack.group(1) if stack else "dev"
     (tmp_path / "venv").mkdir()
     (tmp_path / "venv" / ".installed").touch()
     done = subprocess.run(
@@ -185,6 +186,35 @@ def test_make_plan_runs(command: str, tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr[-2000:]
     assert f"stack                        {stack}" in done.stdout
     assert (REPO / "rendered" / stack).is_dir()
+
+
+def test_make_plan_passes_its_args_to_the_planner(tmp_path: Path) -> None:
+    """`make plan ARGS=...` hands ARGS to `python -m infra.plan` (GNU make passes a command-line
+    variable to the recipe's `$(ARGS)`); a refused `--set` shows it reached the planner."""
+    (tmp_path / "venv").mkdir()
+    (tmp_path / "venv" / ".installed").touch()
+    make = ["make", "plan", f"PY={sys.executable}", f"VENV={tmp_path}/venv"]
+    shown = subprocess.run(
+        [*make, "-n", "ARGS=--set instanceType=m7g.4xlarge"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        env=os.environ | {"MAKEFLAGS": ""},
+        check=True,
+    )
+    assert shown.stdout.rstrip().endswith(
+        "-m infra.plan --stack dev --render rendered/dev --set instanceType=m7g.4xlarge"
+    ), shown.stdout
+    done = subprocess.run(
+        [*make, "ARGS=--set pipelineStages=0"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        env=os.environ | {"MAKEFLAGS": ""},
+        check=False,
+    )
+    assert done.returncode != 0
+    assert "`pipelineStages`" in done.stderr, done.stderr[-2000:]
 
 
 SEPARATOR = "=== the client ==="

@@ -84,6 +84,13 @@ def explain(
                     f"remove it or set it to {_text(default)}",
                 )
     if error.key == "instanceType":
+        lowered = cfg.instance_type.lower()
+        if (
+            lowered != cfg.instance_type
+            and lowered in catalog.INSTANCE_TYPES
+            and _starts(cfg.model_copy(update={"instance_type": lowered}), stack) is not None
+        ):
+            return PlanError(error.key, error.rule, f"use {lowered}")
         best = _cheapest_type(cfg, stack, today)
         if best is None:
             fix = "no catalogue type starts this stack as set; put its size keys back to auto"

@@ -151,11 +151,18 @@ class ScheduleConfig(BaseModel):
     def _iana_zone(cls, value: str) -> str:
         names = zoneinfo.available_timezones()
         if value not in names:
-            close = difflib.get_close_matches(value, sorted(names), n=1)
+            # Only a really close spelling (Europe/Berln, Asia/Tokio) is suggested: at difflib's
+            # default 0.6 Europe/Atlantis would be told to use Europe/Athens.
+            folded = {n.lower(): n for n in names}
+            close = [folded[value.lower()]] if value.lower() in folded else []
+            close = close or difflib.get_close_matches(value, sorted(names), n=1, cutoff=0.85)
             raise ConfigError(
                 "schedule.timeZone",
                 f"{value!r} is not an IANA time zone name",
-                f"use {close[0] if close else 'a name such as Europe/Berlin'}",
+                f"use {close[0]}"
+                if close
+                else 'use one such as Europe/Berlin (`python -c "import zoneinfo; '
+                'print(sorted(zoneinfo.available_timezones()))"` lists them)',
             )
         return value
 
@@ -932,11 +939,17 @@ class StackConfig(BaseModel):
             if self.allow_plain_http
             else "so the API key would cross the internet in clear text"
         )
+        whole = " (the whole internet)" if public[0].prefixlen == 0 else ""
         raise ConfigError(
             "allowedCidrs",
-            f"{public[0]} reaches beyond private ranges without a `tlsCertificateArn`, {waiver}",
-            f"set `tlsCertificateArn` to an ACM certificate in {self.region}, list only private "
-            "ranges, or set `allowPlainHttp: true` with one /32 for a short test",
+            f"{public[0]}{whole} reaches beyond private ranges without a `tlsCertificateArn`, "
+            f"{waiver}",
+            # With `allowPlainHttp` already set, the fix left is the user's own address.
+            "list your own address as a /32 (`curl -s https://checkip.amazonaws.com` prints it), "
+            f"or set `tlsCertificateArn` to an ACM certificate in {self.region}"
+            if self.allow_plain_http
+            else f"set `tlsCertificateArn` to an ACM certificate in {self.region}, list only "
+            "private ranges, or set `allowPlainHttp: true` with one /32 for a short test",
         )
 
     @property

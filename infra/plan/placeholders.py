@@ -45,6 +45,8 @@ class Placeholder:
 
 
 def _documentation(network: ipaddress.IPv4Network | ipaddress.IPv6Network) -> str | None:
+    if network.prefixlen == 0:
+        return None  # the whole internet is a choice (allowed with a certificate), not a sample
     for doc in DOCUMENTATION_RANGES:
         if network.version == doc.version and network.overlaps(doc):
             rfc = "RFC 3849" if doc.version == 6 else "RFC 5737"

@@ -49,7 +49,10 @@ def rendered_objects(cfg: StackConfig, plan: Plan) -> list[manifests.Manifest]:
 
 
 def secrets_note(cfg: StackConfig, plan: Plan) -> str:
-    """How to create the two Secrets the rendered objects name, without writing their values."""
+    """How to create the two Secrets the rendered objects name, without writing their values.
+
+    The commands are shell as written: each backslash the shell reads (a line's continuation,
+    printf's newline) is doubled in this f-string."""
     spec = server_spec(cfg, plan)
     ns = spec.namespace
     return f"""The rendered objects name two Secrets that are not rendered: a file must not hold
@@ -63,11 +66,11 @@ by hand, create them first in namespace {ns}, from values you hold in your shell
   # and the engine key vLLM checks, which the gatekeeper sends it (ENGINE_KEY likewise).
   # The gatekeeper reads {gatekeeper.KEY_FILE} (the accepted keys) and
   # {gatekeeper.ENGINE_FILE}; without them every request but /health and /ready is refused.
-  printf '{{"keys": [{{"key": "%s", "until": null}}]}}\n' "$API_KEY" > {gatekeeper.KEY_FILE}
-  printf 'default "Bearer %s";\n' "$ENGINE_KEY" > {gatekeeper.ENGINE_FILE}
-  kubectl -n {ns} create secret generic {spec.api_key_secret_name} \
-    --from-literal={manifests.API_KEY_KEY}="$API_KEY" \
-    --from-literal={manifests.ENGINE_KEY_KEY}="$ENGINE_KEY" \
+  printf '{{"keys": [{{"key": "%s", "until": null}}]}}\\n' "$API_KEY" > {gatekeeper.KEY_FILE}
+  printf 'default "Bearer %s";\\n' "$ENGINE_KEY" > {gatekeeper.ENGINE_FILE}
+  kubectl -n {ns} create secret generic {spec.api_key_secret_name} \\
+    --from-literal={manifests.API_KEY_KEY}="$API_KEY" \\
+    --from-literal={manifests.ENGINE_KEY_KEY}="$ENGINE_KEY" \\
     --from-file={gatekeeper.KEY_FILE} --from-file={gatekeeper.ENGINE_FILE}
   rm {gatekeeper.KEY_FILE} {gatekeeper.ENGINE_FILE}
 

@@ -20,12 +20,16 @@ from pydantic import ValidationError
 
 from infra.plan import aws_inputs, prices
 from infra.plan.config import ConfigError, StackConfig
+from infra.plan.config import _to_config_error as config_error
 
 #: Each client range becomes a security-group rule; EC2's default quota is 60 rules per group.
 MAX_ALLOWED_CIDRS = 50
 _PRIVATE_RANGES = tuple(
     ipaddress.IPv4Network(n) for n in ("10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16")
 )
+#: RFC 1122 section 3.2.1.3's "this host on this network" (RFC 6890 table 1): never a source
+#: address a client's packets arrive from.
+THIS_NETWORK = ipaddress.IPv4Network("0.0.0.0/8")
 #: How far ahead a refused past `endDate` is moved by the suggested fix.
 END_DATE_FIX_DAYS = 90
 
@@ -92,31 +96,56 @@ def list_syntax(refused: ConfigError, raw: Mapping[str, Any]) -> ConfigError:
     field = next((f for n, f in StackConfig.model_fields.items() if (f.alias or n) == key), None)
     if field is None or not isinstance(value, str):
         return refused
-    examples = [[v.strip() for v in value.split(",") if v.strip()]]
+    as_list = [v.strip() for v in value.split(",") if v.strip()]
+    examples = [as_list]
     with contextlib.suppress(ValueError):
-        examples.append([f"{ipaddress.IPv4Network(value.strip(), strict=False)[0]}/32"])
-    if isinstance(field.default, tuple):
-        examples.append([str(v) for v in field.default])
+        first = ipaddress.IPv4Network(value.strip(), strict=False)[0]
+        if first not in THIS_NETWORK:
+            examples.append([f"{first}/32"])
     for example in examples:
-        if example and _accepted({**raw, key: example}):
-            shown = json.dumps(example)
-            return ConfigError(
-                key,
-                refused.rule,
-                f"write a list, as --set '{key}={shown}' or one `- {example[0]}` line per item "
-                "under the key in the stack file",
-            )
+        if example and _refusal({**raw, key: example}) is None:
+            return _as_list(refused, example)
+    # The value written as a list is still refused by a rule of its own key (0.0.0.0/0 over
+    # plain HTTP): that rule is the mistake to name, not the list syntax alone.
+    rule = _refusal({**raw, key: as_list}) if as_list else None
+    if rule is not None and rule.key == key:
+        return ConfigError(
+            key,
+            f"{refused.rule}, as --set '{key}={json.dumps(as_list)}' writes one, but as a list "
+            f"{rule.rule}",
+            rule.fix,
+        )
+    if isinstance(field.default, tuple) and _accepted({**raw, key: list(map(str, field.default))}):
+        return _as_list(refused, [str(v) for v in field.default])
     return refused
+
+
+def _as_list(refused: ConfigError, example: list[str]) -> ConfigError:
+    key = refused.key
+    shown = json.dumps(example)
+    return ConfigError(
+        key,
+        refused.rule,
+        f"write a list, as --set '{key}={shown}' or one `- {example[0]}` line per item "
+        "under the key in the stack file",
+    )
+
+
+def _refusal(raw: Mapping[str, Any]) -> ConfigError | None:
+    """The refusal the config model and the rules give these values, if any."""
+    try:
+        check_raw(raw)
+        check_config(StackConfig.model_validate(raw))
+    except ConfigError as error:
+        return error
+    except ValidationError as error:
+        return config_error(error, raw)
+    return None
 
 
 def _accepted(raw: Mapping[str, Any]) -> bool:
     """Whether the config model and the rules take these values."""
-    try:
-        check_raw(raw)
-        check_config(StackConfig.model_validate(raw))
-    except (ConfigError, ValidationError):
-        return False
-    return True
+    return _refusal(raw) is None
 
 
 def _private(network: ipaddress.IPv4Network) -> bool:
@@ -141,6 +170,14 @@ def check_config(cfg: StackConfig) -> None:
             "merge them into fewer, wider ranges",
         )
     for network in cfg.allowed_cidrs:
+        if network.subnet_of(THIS_NETWORK):
+            raise ConfigError(
+                "allowedCidrs",
+                f'holds {network}, in 0.0.0.0/8 (RFC 1122 "this network"), addresses no client '
+                "can come from",
+                "list your own address as a /32 (`curl -s https://checkip.amazonaws.com` prints "
+                "it) or your clients' ranges",
+            )
         if network.is_loopback or network.is_link_local:
             raise ConfigError(
                 "allowedCidrs",

@@ -155,6 +155,14 @@ class _Split:
 
 def _instance(cfg: StackConfig) -> InstanceType:
     name = cfg.instance_type
+    if name != name.lower() and name.lower() in catalog.INSTANCE_TYPES:
+        # Refused, not folded: EC2 and EKS take the lower-case names only (pulumi-aws 7.51.1
+        # `ec2/_enums.py` InstanceType values), and the stack file stays what AWS receives.
+        raise PlanError(
+            "instanceType",
+            f"{name} is not an EC2 type name: EC2 instance type names are lower case",
+            f"use {name.lower()}",
+        )
     known = catalog.INSTANCE_TYPES.get(name)
     if known is not None and known.generation not in catalog.BF16_GENERATIONS:
         raise PlanError(

@@ -66,17 +66,18 @@ BAD_INPUTS = [
     ),
     (
         ["allowedCidrs=[0.0.0.0/0]", "allowPlainHttp=false"],
-        "`allowedCidrs` 0.0.0.0/0 reaches beyond private ranges without a `tlsCertificateArn`, so "
-        "the API key would cross the internet in clear text; set `tlsCertificateArn` to an ACM "
+        "`allowedCidrs` 0.0.0.0/0 (the whole internet) reaches beyond private ranges without a "
+        "`tlsCertificateArn`, so the API key would cross the internet in clear text; set "
+        "`tlsCertificateArn` to an ACM "
         "certificate in us-west-2, list only private ranges, or set `allowPlainHttp: true` with "
         "one /32 for a short test",
     ),
     (
         ["allowedCidrs=[10.0.0.0/8, 198.51.100.0/24]"],
         "`allowedCidrs` 198.51.100.0/24 reaches beyond private ranges without a "
-        "`tlsCertificateArn`, and `allowPlainHttp` admits single addresses (/32) only; set "
-        "`tlsCertificateArn` to an ACM certificate in us-west-2, list only private ranges, or set "
-        "`allowPlainHttp: true` with one /32 for a short test",
+        "`tlsCertificateArn`, and `allowPlainHttp` admits single addresses (/32) only; list your "
+        "own address as a /32 (`curl -s https://checkip.amazonaws.com` prints it), or set "
+        "`tlsCertificateArn` to an ACM certificate in us-west-2",
     ),
     (
         ["tlsCertificateArn=arn:aws:acm:eu-west-1:123456789012:certificate/0a1b2c3d"],

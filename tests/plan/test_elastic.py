@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import subprocess
+import sys
 from typing import Any
 
 import pytest
@@ -53,6 +55,20 @@ REFUSALS = [
     (
         ["minGroups=0", "maxGroups=2", f"schedule={OFFICE.replace('Berlin', 'Berln')}"],
         "`schedule.timeZone` 'Europe/Berln' is not an IANA time zone name; use Europe/Berlin",
+        ["minGroups=0", "maxGroups=2", f"schedule={OFFICE}"],
+    ),
+    # A name with no really close spelling is not told to use the nearest one (difflib's
+    # default cutoff 0.6 gave Europe/Athens); the message names how to list the IANA names.
+    (
+        ["minGroups=0", "maxGroups=2", f"schedule={OFFICE.replace('Berlin', 'Atlantis')}"],
+        "`schedule.timeZone` 'Europe/Atlantis' is not an IANA time zone name; use one such as "
+        'Europe/Berlin (`python -c "import zoneinfo; print(sorted(zoneinfo.available_timezones()))'
+        '"` lists them)',
+        ["minGroups=0", "maxGroups=2", f"schedule={OFFICE}"],
+    ),
+    (
+        ["minGroups=0", "maxGroups=2", f"schedule={OFFICE.replace('Berlin', 'berlin')}"],
+        "`schedule.timeZone` 'Europe/berlin' is not an IANA time zone name; use Europe/Berlin",
         ["minGroups=0", "maxGroups=2", f"schedule={OFFICE}"],
     ),
     (
@@ -116,6 +132,15 @@ def test_bad_elasticity_keys_name_key_rule_and_an_accepted_fix(
     assert main(_argv(values), today=TODAY) == 2
     assert capsys.readouterr().err.strip() == f"error: {message}"
     assert main([*_argv(fixed), "--brief"], today=TODAY) == 0, capsys.readouterr().err
+
+
+def test_the_time_zone_listing_the_message_names_runs_and_lists_the_example() -> None:
+    message = next(m for _, m, _ in REFUSALS if "Atlantis" in m)
+    command = message.split("`python -c ", 1)[1].split("` lists", 1)[0].strip('"')
+    done = subprocess.run(
+        [sys.executable, "-c", command], capture_output=True, text=True, check=True
+    )
+    assert "'Europe/Berlin'" in done.stdout and "'Europe/Atlantis'" not in done.stdout
 
 
 def _elastic(**overrides: Any) -> tuple[Any, Any, elastic.ElasticPlan]:

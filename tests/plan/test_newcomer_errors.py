@@ -136,3 +136,48 @@ def test_the_whole_message_for_an_empty_stack_file(
         "as 198.51.100.0/24; `owner`: set it to a team or e-mail address, such as ml-platform; "
         "`endDate`: use an ISO date such as 2027-06-30"
     )
+
+
+@pytest.mark.parametrize("stack", ["dev", "prod"])
+def test_an_upper_case_instance_type_is_told_the_names_are_lower_case(
+    stack: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """EC2 instance type names are lower case (pulumi-aws 7.51.1 `ec2/_enums.py`, InstanceType:
+    `M7G_2_X_LARGE = "m7g.2xlarge"`): refused, not folded, so the stack file holds what AWS
+    receives; the lower-case name it suggests is accepted."""
+    assert _refused(["--stack", stack, "--set", "instanceType=M7G.2XLARGE"], capsys) == (
+        "error: `instanceType` M7G.2XLARGE is not an EC2 type name: EC2 instance type names are "
+        "lower case; use m7g.2xlarge"
+    )
+    _accepted(["--stack", stack, "--set", "instanceType=m7g.2xlarge"], capsys)
+
+
+CERT = "arn:aws:acm:us-west-2:123456789012:certificate/0a1b2c3d"
+
+
+def test_the_whole_internet_over_plain_http_names_the_rule_and_fixes_it_accepts(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """0.0.0.0/0 on dev (plain HTTP, `allowPlainHttp` for single addresses) is refused for what
+    it is, not just for the list syntax, and not told to write 0.0.0.0/32: 0.0.0.0/8 is RFC 1122
+    section 3.2.1.3's "this network", never a client's source address. Both fixes it names are
+    accepted: one's own address as a /32 (an address of the kind checkip prints), or a
+    certificate, with which the whole internet is admitted (as prod does)."""
+    assert _refused(["--set", "allowedCidrs=0.0.0.0/0"], capsys) == (
+        "error: `allowedCidrs` must be a list (got '0.0.0.0/0'), as --set "
+        "'allowedCidrs=[\"0.0.0.0/0\"]' writes one, but as a list 0.0.0.0/0 (the whole internet) "
+        "reaches beyond private ranges without a `tlsCertificateArn`, and `allowPlainHttp` admits "
+        "single addresses (/32) only; list your own address as a /32 (`curl -s "
+        "https://checkip.amazonaws.com` prints it), or set `tlsCertificateArn` to an ACM "
+        "certificate in us-west-2"
+    )
+    assert _refused(["--set", 'allowedCidrs=["0.0.0.0/32"]'], capsys) == (
+        'error: `allowedCidrs` holds 0.0.0.0/32, in 0.0.0.0/8 (RFC 1122 "this network"), '
+        "addresses no client can come from; list your own address as a /32 (`curl -s "
+        "https://checkip.amazonaws.com` prints it) or your clients' ranges"
+    )
+    _accepted(["--set", 'allowedCidrs=["52.94.236.248/32"]'], capsys)
+    argv = ["--set", 'allowedCidrs=["0.0.0.0/0"]', "--set", f"tlsCertificateArn={CERT}"]
+    assert main(argv, TODAY) == 0
+    # Accepted as `pulumi up` sees it too: the whole internet is not named a placeholder.
+    assert "`allowedCidrs`" not in capsys.readouterr().out.split("\n", 1)[0]

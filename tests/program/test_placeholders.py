@@ -65,6 +65,10 @@ def test_a_stack_without_placeholders_plans_without_the_notice(
         ("2001:db8:1::/48", True),
         ("203.0.114.0/24", False),
         ("2001:db9::/32", False),
+        # The whole internet holds every documentation range but is no sample value: with a
+        # certificate the plan admits it, so `pulumi up` must not call it a placeholder.
+        ("0.0.0.0/0", False),
+        ("::/0", False),
     ],
 )
 def test_documentation_ranges(network: str, placeholder: bool) -> None:
