@@ -76,7 +76,7 @@ by hand, create them first in namespace {ns}, from values you hold in your shell
 
 A new client key takes effect without restarting any pod: the kubelet refreshes the mounted
 Secret and the gatekeeper reads {gatekeeper.KEY_FILE} on every keyed request. During a rotation
-the file lists the previous key's digest too, with "until" (Unix seconds) when it stops.
+the file lists the previous key too, with "until" (Unix seconds) when it stops.
 """
 
 
