@@ -196,7 +196,7 @@ GATE_NOT_REACHED = (
     ("multiplying requests", "400 naming the field"),
     ("stream cut at the reply timeout", "error event and [DONE]"),
     ("amplifying request", "refused, reply bytes bounded"),
-    ("/health flood", "vLLM sees ~1/s"),
+    ("/health flood", "one address rate-limited, vLLM sees ~1/s"),
     ("big schema", "refused at once"),
     ("forged headers", "none reach vLLM"),
     ("every error JSON", "OpenAI JSON"),
