@@ -388,7 +388,8 @@ def health_check(door: Door) -> Check:
     allowed = int(took) + 2
     # One address gets the open routes' burst and rate, the rest 429 (gatekeeper_conf
     # OPEN_PER_SECOND, OPEN_BURST); never a 5xx, and vLLM still sees about one call a second.
-    served = OPEN_BURST + math.ceil(OPEN_PER_SECOND * took) + 1
+    # The first call, the burst, and the rate over the flood plus a second of clock slack.
+    served = 1 + OPEN_BURST + math.ceil(OPEN_PER_SECOND * (took + 1))
     shown = ", ".join(f"{n}x {status}" for status, n in sorted(statuses.items()))
     return Check(
         "/health flood",
