@@ -236,8 +236,12 @@ def _engine_container(spec: ServerSpec, role: Literal["leader", "worker"]) -> di
         container["args"] = args
         # /health turns 200 only once every rank has joined and the model is loaded. vLLM binds
         # loopback, so the kubelet asks the gatekeeper, which passes /health without a key
-        # (behind a door vLLM listens on the pod network and is asked itself).
-        port: int | str = spec.port if spec.door else gatekeeper.PORT_NAME
+        # (behind a door vLLM listens on the pod network and is asked itself). A number, not
+        # the gatekeeper's port name: the kubelet resolves a probe's named port among the probed
+        # container's own ports only (kubernetes v1.35 pkg/probe/util.go findPortByName), and a
+        # probe that errors is thrown away, never a success (pkg/kubelet/prober/worker.go), so
+        # the group would never be started or Ready. The pod's containers share one network.
+        port = spec.port if spec.door else gatekeeper.PORT
         container["startupProbe"] = _probe(
             "/health", port, 10, max(1, spec.startup_timeout_seconds // 10)
         )

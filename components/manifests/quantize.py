@@ -47,6 +47,7 @@ from components.manifests.pods import container_security_context
 from components.manifests.spec import (
     HF_TOKEN_KEY,
     HF_TOKEN_MOUNT,
+    MODEL_TAINT,
     MODELS_MOUNT,
     Manifest,
     ServerSpec,
@@ -261,6 +262,15 @@ def quantize_job(spec: ServerSpec, job: QuantizeSpec) -> Manifest:
                     "automountServiceAccountToken": False,
                     "enableServiceLinks": False,
                     "nodeSelector": dict(spec.node_selector),
+                    # On an elastic stack the model nodes carry MODEL_TAINT, and the Cluster
+                    # Autoscaler adds a node only for a pod that tolerates its template node's
+                    # taints (cluster-autoscaler 1.35 simulator, the scheduler's TaintToleration
+                    # filter): without it the Job never runs and `pulumi up` waits its deadline.
+                    **(
+                        {"tolerations": [{"operator": "Equal", **MODEL_TAINT}]}
+                        if spec.autoscaled
+                        else {}
+                    ),
                     "securityContext": pod_security_context(),
                     "containers": [container],
                     "volumes": _volumes(spec, job, name),

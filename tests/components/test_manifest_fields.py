@@ -255,7 +255,9 @@ def test_probes_reach_health_through_the_gatekeeper() -> None:
 
     def probe(period: int, failures: int) -> dict[str, Any]:
         return {
-            "httpGet": {"path": "/health", "port": "gatekeeper"},
+            # By number: a named port resolves only in the probed container's own ports
+            # (kubernetes v1.35 pkg/probe/util.go findPortByName), and "gatekeeper" is not vllm's.
+            "httpGet": {"path": "/health", "port": 8080},
             "periodSeconds": period,
             "failureThreshold": failures,
             "timeoutSeconds": 5,
