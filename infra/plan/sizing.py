@@ -155,7 +155,7 @@ class _Split:
 
 def _instance(cfg: StackConfig) -> InstanceType:
     name = cfg.instance_type
-    if name != name.lower() and name.lower() in catalog.INSTANCE_TYPES:
+    if name != name.lower():
         # Refused, not folded: EC2 and EKS take the lower-case names only (pulumi-aws 7.51.1
         # `ec2/_enums.py` InstanceType values), and the stack file stays what AWS receives.
         raise PlanError(

@@ -152,6 +152,20 @@ def test_an_upper_case_instance_type_is_told_the_names_are_lower_case(
     _accepted(["--stack", stack, "--set", "instanceType=m7g.2xlarge"], capsys)
 
 
+def test_an_upper_case_type_outside_the_catalogue_is_still_told_about_case(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """c7g is Graviton: an upper-case c7g.16xlarge is a case mistake, not "not a Graviton type";
+    the catalogue has no 16xlarge, so the fix is the cheapest type that starts, itself accepted."""
+    refused = _refused(["--stack", "dev", "--set", "instanceType=C7G.16XLARGE"], capsys)
+    assert refused.startswith(
+        "error: `instanceType` C7G.16XLARGE is not an EC2 type name: EC2 instance type names are "
+        "lower case; choose "
+    )
+    fix = refused.split("; choose ", 1)[1].split(",", 1)[0]
+    _accepted(["--stack", "dev", "--set", f"instanceType={fix}"], capsys)
+
+
 CERT = "arn:aws:acm:us-west-2:123456789012:certificate/0a1b2c3d"
 
 
