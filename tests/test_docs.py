@@ -193,7 +193,8 @@ def test_make_plan_passes_its_args_to_the_planner(tmp_path: Path) -> None:
     variable to the recipe's `$(ARGS)`); a refused `--set` shows it reached the planner."""
     (tmp_path / "venv").mkdir()
     (tmp_path / "venv" / ".installed").touch()
-    make = ["make", "plan", f"PY={sys.executable}", f"VENV={tmp_path}/venv"]
+    # --no-print-directory: under `make test` this make is a sub-make, which names its directory.
+    make = ["make", "--no-print-directory", "plan", f"PY={sys.executable}", f"VENV={tmp_path}/venv"]
     shown = subprocess.run(
         [*make, "-n", "ARGS=--set instanceType=m7g.4xlarge"],
         cwd=REPO,
