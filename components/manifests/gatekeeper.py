@@ -64,6 +64,11 @@ PORT = 8080
 #: (`components.manifests.metrics`).
 METRICS_PORT_NAME = "metrics"
 METRICS_PORT = 9090
+#: The probe listener (`gatekeeper_conf._probe_server`): /health and /ready for the kubelet and
+#: the group's workers, apart from the public listener's connections. No Service targets it;
+#: the NetworkPolicy admits it from the group's pods only.
+PROBE_PORT_NAME = "probe"
+PROBE_PORT = 8081
 CONFIG_FILE = "nginx.conf"
 SCRIPT_FILE = "gatekeeper.js"
 CONFIG_MOUNT = "/etc/gatekeeper"
@@ -160,6 +165,7 @@ def container(
         "ports": [
             {"name": PORT_NAME, "containerPort": PORT, "protocol": "TCP"},
             {"name": METRICS_PORT_NAME, "containerPort": METRICS_PORT, "protocol": "TCP"},
+            {"name": PROBE_PORT_NAME, "containerPort": PROBE_PORT, "protocol": "TCP"},
         ],
         "resources": {"requests": dict(amount), "limits": dict(amount)},
         "securityContext": {
@@ -169,15 +175,15 @@ def container(
             "capabilities": {"drop": ["ALL"]},
             "seccompProfile": {"type": "RuntimeDefault"},
         },
-        # nginx itself: accepting connections. (vLLM's readiness, through it, is the engine
-        # container's probe on /health.)
+        # nginx itself: accepting connections, on the probe listener, which no public client
+        # can fill. (vLLM's readiness, through it, is the engine container's probe on /health.)
         "readinessProbe": (
-            drain.ready_probe(PORT_NAME)
+            drain.ready_probe(PROBE_PORT_NAME)
             if drain_spec
-            else {"tcpSocket": {"port": PORT}, "periodSeconds": 10, "timeoutSeconds": 5}
+            else {"tcpSocket": {"port": PROBE_PORT}, "periodSeconds": 10, "timeoutSeconds": 5}
         ),
         "livenessProbe": {
-            "tcpSocket": {"port": PORT},
+            "tcpSocket": {"port": PROBE_PORT},
             "periodSeconds": 20,
             "failureThreshold": 3,
             "timeoutSeconds": 5,

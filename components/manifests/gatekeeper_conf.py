@@ -25,6 +25,13 @@ Layers, outermost first; each is cheaper than the one behind it:
    a final error event. `/health` is answered from a one-second cache, so vLLM sees at most about
    one call a second however many arrive.
 
+The kubelet's probes and the group's workers do not use the public listener: a listener of their
+own (`probe_listen`, `/health` and `/ready` only) never goes through the stream layer, and the
+stream layer admits at most `connection_capacity` public connections in all, so however many
+addresses fill the public side, nginx keeps `probe_reserve` connections for the probes (nginx
+stops accepting on every listener once `worker_connections` are in use,
+src/event/ngx_event_accept.c `ngx_event_accept`, "worker_connections are not enough").
+
 Every error the front door itself produces is an OpenAI-style JSON body (`ERRORS`); nginx's own
 HTML pages never reach a client. vLLM's own errors (400 for a bad field) pass through as vLLM wrote
 them, except a dead engine's 500, which becomes the retryable 503.
@@ -116,9 +123,15 @@ class GatekeeperLimits:
     header_timeout_seconds: int = 10
     #: TCP connections one client address may hold, counted before a request is read.
     client_connections: int = 8
-    #: nginx's connections in its one worker (each client connection takes two: the stream and
-    #: the HTTP side) and its file limit.
+    #: nginx's connections in its one worker (a client connection takes up to four: the stream
+    #: side, the Unix socket both ways, and vLLM's) and its file limit; beside the public
+    #: listener's, two per probe connection.
     worker_connections: int = 1024
+    #: Public connections in all, from every address (the stream layer's count); 0: no cap
+    #: beyond worker_connections.
+    connection_capacity: int = 0
+    #: Connections the probe listener holds at once, all callers together.
+    probe_connections: int = 32
     #: Sequences one request may ask for (`n`, `best_of`, a list of prompts).
     max_sequences: int = 1
     #: Largest `logprobs`, `top_logprobs` or `prompt_logprobs` served (0: none).
@@ -305,9 +318,15 @@ def _get_locations(limits: GatekeeperLimits, asleep: Asleep | None = None) -> st
             {rate}
             js_content gatekeeper.models;
         }}
-        location = /health {{
+{_health_location(OPEN_LIMIT, errors)}"""
+
+
+def _health_location(rate: str, errors: str = "") -> str:
+    """/health from the one-second cache, behind `rate` (the public listener's per-client
+    limit; none on the probe listener)."""
+    return f"""        location = /health {{
             if ($request_method != GET) {{ return 419; }}
-            {OPEN_LIMIT}
+            {rate}
             if ($gatekeeper_has_body) {{ return 400 {error_body(400, "GET takes no body")}; }}
             # At most one call a second reaches vLLM, however many arrive: one fills the cache,
             # the others wait for it (lock) or get the entry being refreshed (stale, updating).
@@ -325,12 +344,12 @@ def _get_locations(limits: GatekeeperLimits, asleep: Asleep | None = None) -> st
         }}"""
 
 
-def _ready_location(run_dir: str) -> str:
+def _ready_location(run_dir: str, rate: str = OPEN_LIMIT) -> str:
     """/ready (open): 200 while the gatekeeper takes new requests, 503 once the drain marker
     exists (`components.manifests.drain`), so the kubelet takes the pod out of the Service."""
     return f"""        location = /ready {{
             if ($request_method != GET) {{ return 419; }}
-            {OPEN_LIMIT}
+            {rate}
             if (-f {run_dir}/draining) {{ return 503; }}
             return 200 '{{"status":"ready"}}\n';
         }}"""
@@ -344,6 +363,8 @@ def _limits_and_failures(limits: GatekeeperLimits) -> str:
     # The routes without a key; 1m holds about 16,000 addresses (nginx docs, limit_req_zone).
     limit_req_zone $binary_remote_addr zone=gatekeeper_open:1m rate={OPEN_PER_SECOND}r/s;
     limit_conn_zone $binary_remote_addr zone=gatekeeper_conn:1m;
+    # Every caller of the probe listener together (one key: the listener's port).
+    limit_conn_zone $server_port zone=gatekeeper_probes:1m;
     # Per client, so one client's structured replies never hold another's slot.
     limit_conn_zone $binary_remote_addr zone=gatekeeper_schema:1m;
 {_token_zones(limits)}
@@ -363,6 +384,34 @@ def _token_zones(limits: GatekeeperLimits) -> str:
         f"\n    limit_conn_zone $binary_remote_addr zone=gatekeeper_tokens{j + 1}:1m;"
         for j, (tokens, n) in enumerate(limits.token_tiers)
     )
+
+
+def _probe_server(
+    limits: GatekeeperLimits, probe_listen: str, run_dir: str, asleep: Asleep | None
+) -> str:
+    """The probe listener: /ready and (in a leader pod) /health, for the kubelet and the
+    group's workers only. Plain HTTP straight to the http module, never through the stream
+    layer, so no public connection counts against it; its own cap (`probe_connections`, all
+    callers together) keeps it inside the connections nginx holds back for it. No Service
+    targets it and the NetworkPolicy admits it from the group's own pods only; the kubelet
+    reaches it from the node's address, which the VPC CNI's policy agent always admits
+    (aws/aws-network-policy-agent pkg/ebpf/bpf_client.go, the node IP entry added since v1.0.2,
+    PR #65). At the door no probe asks /health, so only /ready is there."""
+    health = "" if asleep else "\n" + _health_location("")
+    # A refusal here is nginx's own page: only probes read it, and any status but 2xx fails.
+    return f"""
+    # The probes' own listener (kubelet and the group's workers); not in the access log.
+    server {{
+        listen {probe_listen};
+        access_log off;
+        limit_conn gatekeeper_probes {limits.probe_connections};
+        client_header_timeout 5s;
+        keepalive_timeout 0;
+        proxy_http_version 1.1;
+        proxy_set_header Connection "";
+{_ready_location(run_dir, "")}{health}
+        location / {{ return 404 {error_body(404)}; }}
+    }}"""
 
 
 def _failure_locations() -> str:
@@ -392,6 +441,7 @@ def nginx_conf(
     run_dir: str = "/tmp",
     access_log: str = "/dev/stdout",
     metrics_listen: str = "9090",
+    probe_listen: str = "8081",
     modules: tuple[str, ...] = ("/usr/lib/nginx/modules/ngx_http_js_module.so",),
     user: str | None = None,
     page_root: str | None = None,
@@ -417,6 +467,17 @@ def nginx_conf(
     nofile = limits.worker_connections + 64
     # The door marks its asleep answers, so the 5xx alarm can leave a planned sleep out.
     asleep_field = ',"asleep":$gatekeeper_asleep' if asleep else ""
+    # Public connections from every address together, so the probes' connections stay free.
+    public_zone = (
+        "    limit_conn_zone $server_port zone=gatekeeper_public:1m;\n"
+        if limits.connection_capacity
+        else ""
+    )
+    public_cap = (
+        f"\n        limit_conn gatekeeper_public {limits.connection_capacity};"
+        if limits.connection_capacity
+        else ""
+    )
     return f"""# Generated by components/manifests/gatekeeper_conf.py from the plan; do not edit.
 # Works on nginx 1.22 with njs 0.7.9 (Debian 12, the rehearsal) and 1.30 with njs 1.0.1 (the pod).
 {loads}{f"user {user};{chr(10)}" if user else ""}worker_processes 1;
@@ -434,10 +495,10 @@ events {{
 stream {{
     # Counted when a connection is accepted, before any byte of a request is read.
     limit_conn_zone $binary_remote_addr zone=gatekeeper_clients:1m;
-    limit_conn_log_level info;
+{public_zone}    limit_conn_log_level info;
     server {{
         listen {listen};
-        limit_conn gatekeeper_clients {limits.client_connections};
+        limit_conn gatekeeper_clients {limits.client_connections};{public_cap}
         proxy_protocol on;
         proxy_connect_timeout 1s;
         # Silence either way; the HTTP side's own timeouts end a request first.
@@ -549,5 +610,6 @@ http {{
         }}
         location / {{ return 404 {error_body(404)}; }}
     }}
+{_probe_server(limits, probe_listen, run_dir, asleep)}
 }}
 """

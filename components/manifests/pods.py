@@ -235,13 +235,14 @@ def _engine_container(spec: ServerSpec, role: Literal["leader", "worker"]) -> di
         container["command"] = ["vllm"]
         container["args"] = args
         # /health turns 200 only once every rank has joined and the model is loaded. vLLM binds
-        # loopback, so the kubelet asks the gatekeeper, which passes /health without a key
-        # (behind a door vLLM listens on the pod network and is asked itself). A number, not
-        # the gatekeeper's port name: the kubelet resolves a probe's named port among the probed
-        # container's own ports only (kubernetes v1.35 pkg/probe/util.go findPortByName), and a
-        # probe that errors is thrown away, never a success (pkg/kubelet/prober/worker.go), so
-        # the group would never be started or Ready. The pod's containers share one network.
-        port = spec.port if spec.door else gatekeeper.PORT
+        # loopback, so the kubelet asks the gatekeeper's probe listener, which no public
+        # client can fill (behind a door vLLM listens on the pod network and is asked itself).
+        # A number, not the gatekeeper's port name: the kubelet resolves a probe's named port
+        # among the probed container's own ports only (kubernetes v1.35 pkg/probe/util.go
+        # findPortByName), and a probe that errors is thrown away, never a success
+        # (pkg/kubelet/prober/worker.go), so the group would never be started or Ready. The
+        # pod's containers share one network.
+        port = spec.port if spec.door else gatekeeper.PROBE_PORT
         container["startupProbe"] = _probe(
             "/health", port, 10, max(1, spec.startup_timeout_seconds // 10)
         )
@@ -262,9 +263,9 @@ def _engine_container(spec: ServerSpec, role: Literal["leader", "worker"]) -> di
         container["args"] = args
         # A headless rank whose leader is gone waits forever: it fails once the leader stops
         # answering, after the leader's own start-up.
-        # The leader's vLLM listens on its loopback only: the worker asks its gatekeeper, which
-        # passes /health without a key.
-        leader_port = spec.port if spec.door else gatekeeper.PORT
+        # The leader's vLLM listens on its loopback only: the worker asks its gatekeeper's probe
+        # listener (the group's pods reach any port of each other), never the public one.
+        leader_port = spec.port if spec.door else gatekeeper.PROBE_PORT
         lost_leader = probe_command(spec.probes, "worker", leader_port, spec.model)
         container["startupProbe"] = startup_probe(
             lost_leader, spec.probes, spec.startup_timeout_seconds

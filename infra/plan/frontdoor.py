@@ -35,10 +35,10 @@ REPLY_TIMEOUT_MARGIN = 1.25
 REPLY_TIMEOUT_FLOOR_SECONDS = 120
 #: A client must send its request headers within this (slow-header attacks hold a connection).
 HEADER_TIMEOUT_SECONDS = 10
-#: `clientConnections: auto`: a base for a client's probes and spare keep-alives, plus this many
-#: per request it may have in flight (a request and a connection waiting to reuse).
-CONNECTIONS_BASE = 8
-CONNECTIONS_PER_SLOT = 4
+#: `clientConnections: auto`: a connection per request a client may have in flight and this
+#: many spare (a keep-alive waiting for reuse, a page's own GET). Probes no longer count: they
+#: have their own listener (`components.manifests.gatekeeper_conf._probe_server`).
+CONNECTIONS_SPARE = 2
 #: The gatekeeper's memory (`catalog.GATEKEEPER_MEMORY_MIB`) less what nginx, its zones, njs and
 #: the health cache hold before any client (modelled: nginx and njs at start take a few MiB).
 GATEKEEPER_BASE_MIB = 16
@@ -49,6 +49,14 @@ CONNECTION_OVERHEAD_BYTES = 128 * 1024
 #: nginx connections per client connection: the client's socket and the Unix socket pair between
 #: the stream and HTTP sides (two), and the request's connection to vLLM.
 NGINX_CONNECTIONS_PER_CLIENT = 4
+#: Connections the gatekeeper's probe listener holds at once, all callers together: the kubelet's
+#: probes of the pod's containers (one call each per period, each connection closed: kubernetes
+#: v1.35 pkg/probe/http/http.go sets `DisableKeepAlives`) and the group's workers' liveness
+#: calls, a handful at a time; far fewer than this.
+PROBE_CONNECTIONS = 32
+#: nginx connections held back for the probe listener: two per probe connection (the probe's
+#: and vLLM's, for /health).
+PROBE_RESERVE = 2 * PROBE_CONNECTIONS
 #: Grammar compile speed seen here: a 49 KB JSON schema took ~8 s in vLLM 0.31 (FACTS, "vLLM
 #: 0.31 behaviours that matter at the edge", seen 2026-12-01 on the rehearsal machine).
 SCHEMA_COMPILE_BYTES_PER_S = 49 * 1000 / 8
@@ -89,6 +97,8 @@ class FrontDoorPlan:
     #: Client connections the gatekeeper's memory holds, and nginx's worker_connections for them.
     connection_capacity: int
     worker_connections: int
+    #: Connections of the probe listener (kubelet and workers), held apart from the public ones.
+    probe_connections: int
     #: Sequences one request may ask for (`n`, `best_of`, a list of prompts).
     max_sequences: int
     max_logprobs: int
@@ -211,6 +221,7 @@ def plan_front_door(
         client_connections=wires.per_client,
         connection_capacity=wires.capacity,
         worker_connections=wires.worker_connections,
+        probe_connections=PROBE_CONNECTIONS,
         max_sequences=work.max_sequences,
         max_logprobs=work.max_logprobs,
         max_schema_bytes=work.max_schema_bytes,
@@ -315,7 +326,7 @@ def _connections(cfg: StackConfig, body: int, in_flight: int) -> _Wires:
     capacity = free // per_connection
     # auto: the base and a share per request in flight, but never more than half of what the
     # memory holds (two clients cannot take it all), nor fewer than its requests and a spare.
-    wanted = CONNECTIONS_BASE + CONNECTIONS_PER_SLOT * in_flight
+    wanted = in_flight + CONNECTIONS_SPARE
     auto = min(wanted, max(in_flight + 1, capacity // 2))
     per_client = auto if cfg.client_connections == "auto" else cfg.client_connections
     if cfg.client_connections != "auto" and per_client * 2 > capacity:
@@ -332,17 +343,20 @@ def _connections(cfg: StackConfig, body: int, in_flight: int) -> _Wires:
             "in flight",
             f"use at least {in_flight + 1}, or auto",
         )
-    worker = capacity * NGINX_CONNECTIONS_PER_CLIENT
+    worker = capacity * NGINX_CONNECTIONS_PER_CLIENT + PROBE_RESERVE
     reasons = (
         f"per client address {per_client} connections ({_origin(cfg.client_connections)}: "
-        f"{CONNECTIONS_BASE} + {CONNECTIONS_PER_SLOT} per request in flight, at most half of "
-        "all), counted when a connection opens, before a byte is read; more are closed at once",
+        f"one per request in flight + {CONNECTIONS_SPARE}, at most half of all), counted when "
+        "a connection opens, before a byte is read; more are closed at once; "
+        f"{capacity // per_client} addresses at that cap fill the public listener, which "
+        "never takes the probes' connections",
         f"{capacity} client connections in all: the gatekeeper's "
         f"{catalog.GATEKEEPER_MEMORY_MIB} MiB less {GATEKEEPER_BASE_MIB} MiB for nginx, over "
         f"{per_connection // 1024} KiB each (a whole body in memory + "
         f"{CONNECTION_OVERHEAD_BYTES // 1024} KiB of buffers); one nginx worker (its "
         f"{catalog.GATEKEEPER_MILLICPU}m of CPU is under a core) with {worker} connections "
-        f"({NGINX_CONNECTIONS_PER_CLIENT} per client connection) and {worker + 64} files",
+        f"({NGINX_CONNECTIONS_PER_CLIENT} per client connection, and {PROBE_RESERVE} held "
+        f"for the probe listener's {PROBE_CONNECTIONS}) and {worker + 64} files",
     )
     return _Wires(per_client, capacity, worker, reasons)
 

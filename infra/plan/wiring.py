@@ -205,6 +205,8 @@ def gatekeeper_limits(plan: Plan) -> GatekeeperLimits:
         header_timeout_seconds=door.header_timeout_seconds,
         client_connections=door.client_connections,
         worker_connections=door.worker_connections,
+        connection_capacity=door.connection_capacity,
+        probe_connections=door.probe_connections,
         max_sequences=door.max_sequences,
         max_logprobs=door.max_logprobs,
         max_schema_bytes=door.max_schema_bytes,

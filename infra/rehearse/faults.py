@@ -233,10 +233,11 @@ class Group:
     """A running group, the gatekeeper in front of its leader, and its containers' liveness."""
 
     ranks: RankGroup
-    #: vLLM's port (the leader's loopback) and the gatekeeper's.
+    #: vLLM's port (the leader's loopback), the gatekeeper's and its probe listener's.
     port: int
     front_port: int
     log_dir: Path
+    probe_port: int = field(default_factory=free_port)
     gatekeeper: ExitStack = field(default_factory=ExitStack)
     probers: list[Prober] = field(default_factory=list)
 
@@ -295,6 +296,7 @@ class Rehearsal:
                     group.port,
                     log_dir / "gatekeeper",
                     self.progress,
+                    probe_port=group.probe_port,
                 )
             )
         except BaseException:
@@ -319,8 +321,8 @@ class Rehearsal:
             host="127.0.0.1",
             state_file=str(group.log_dir / "liveness.json"),
         )
-        # As in the pod: the worker reaches its leader through the gatekeeper's port.
-        worker = probe_command(probes, "worker", group.front_port, self.tiny_plan.model)
+        # As in the pod: the worker reaches its leader through the gatekeeper's probe listener.
+        worker = probe_command(probes, "worker", group.probe_port, self.tiny_plan.model)
         group.probers = [
             Prober(name, command, env, probes.period_s, probes.failures, probes.timeout_s).start()
             for name, command in (("leader", leader), ("worker", worker))

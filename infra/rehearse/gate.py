@@ -110,6 +110,8 @@ class Gate:
     metrics_url: str = ""
     #: nginx's process group (the master's pid).
     pgid: int = 0
+    #: The probe listener (/health and /ready for the kubelet and the workers).
+    probe_url: str = ""
 
     def log_entries(self) -> list[dict[str, Any]]:
         try:
@@ -132,9 +134,11 @@ def running_gate(
     page_files: Mapping[str, str] | None = None,
     engine_key: str | None = None,
     asleep: Asleep | None = None,
+    probe_port: int | None = None,
 ) -> Iterator[Gate]:
-    """nginx with the gatekeeper's config on 127.0.0.1:`port` (and its metrics listener on
-    `metrics_port`, a free port if not given), stopped by group on exit. With `page_files`
+    """nginx with the gatekeeper's config on 127.0.0.1:`port` (and its metrics and probe
+    listeners on `metrics_port` and `probe_port`, free ports if not given), stopped by group on
+    exit. With `page_files`
     (`components.manifests.chat.files`, as the ConfigMap holds them) it serves the chat page;
     with `asleep` it is the door of an elastic stack (`components.manifests.asleep`)."""
     key_dir, run_dir = work_dir / "key", work_dir / "run"
@@ -153,6 +157,7 @@ def running_gate(
     )
     access_log = run_dir / "access.log"
     metrics_port = metrics_port or free_port()
+    probe_port = probe_port or free_port()
     files = gatekeeper.config_files(
         limits,
         listen=f"127.0.0.1:{port}",
@@ -162,6 +167,7 @@ def running_gate(
         run_dir=str(run_dir),
         access_log=str(access_log),
         metrics_listen=f"127.0.0.1:{metrics_port}",
+        probe_listen=f"127.0.0.1:{probe_port}",
         modules=nginx_modules(nginx),
         user="root" if os.geteuid() == 0 else None,
         page_root=str(page_dir) if page_files is not None else None,
@@ -186,6 +192,7 @@ def running_gate(
             access_log,
             f"http://127.0.0.1:{metrics_port}",
             process.pid,
+            f"http://127.0.0.1:{probe_port}",
         )
     finally:
         with suppress(ProcessLookupError):

@@ -24,10 +24,17 @@ LIMITS = GatekeeperLimits(
 )
 
 
+PROBES_MARK = "    # The probes' own listener"
+
+
 def _servers(conf: str) -> tuple[str, str]:
-    """The public server block and the metrics listener's."""
+    """The public server block and the metrics listener's (the probe listener left out)."""
     public, metrics = conf.split("    # vLLM's Prometheus metrics for the in-cluster collector")
-    return public, metrics
+    return public, metrics.split(PROBES_MARK)[0]
+
+
+def _probe_server(conf: str) -> str:
+    return conf.split(PROBES_MARK)[1]
 
 
 def _block(conf: str, opening: str) -> str:
@@ -204,6 +211,7 @@ def test_the_metrics_listener_passes_metrics_only_and_logs_no_scrape() -> None:
     assert {p["name"]: p["containerPort"] for p in container["ports"]} == {
         gatekeeper.PORT_NAME: gatekeeper.PORT,
         gatekeeper.METRICS_PORT_NAME: gatekeeper.METRICS_PORT,
+        gatekeeper.PROBE_PORT_NAME: gatekeeper.PROBE_PORT,
     }
 
 

@@ -239,6 +239,7 @@ def test_the_gatekeeper_reads_its_config_and_only_the_key_snippet() -> None:
     assert door["ports"] == [
         {"name": "gatekeeper", "containerPort": 8080, "protocol": "TCP"},
         {"name": "metrics", "containerPort": 9090, "protocol": "TCP"},
+        {"name": "probe", "containerPort": 8081, "protocol": "TCP"},
     ]
     assert door["volumeMounts"] == [
         {"name": "gatekeeper-config", "mountPath": "/etc/gatekeeper", "readOnly": True},
@@ -250,14 +251,15 @@ def test_the_gatekeeper_reads_its_config_and_only_the_key_snippet() -> None:
 # -- how the pods are probed and placed --------------------------------------------------------
 
 
-def test_probes_reach_health_through_the_gatekeeper() -> None:
+def test_probes_reach_health_through_the_gatekeepers_probe_listener() -> None:
     engine = _container(_pods()["leader"], "vllm")
 
     def probe(period: int, failures: int) -> dict[str, Any]:
         return {
             # By number: a named port resolves only in the probed container's own ports
-            # (kubernetes v1.35 pkg/probe/util.go findPortByName), and "gatekeeper" is not vllm's.
-            "httpGet": {"path": "/health", "port": 8080},
+            # (kubernetes v1.35 pkg/probe/util.go findPortByName), and "probe" is not vllm's.
+            # The probe listener, which no public client can fill.
+            "httpGet": {"path": "/health", "port": 8081},
             "periodSeconds": period,
             "failureThreshold": failures,
             "timeoutSeconds": 5,
@@ -286,12 +288,12 @@ def test_probes_reach_health_through_the_gatekeeper() -> None:
     assert "role=worker" in worker["startupProbe"]["exec"]["command"]
     door = gatekeeper.container(30, 64)
     assert door["readinessProbe"] == {
-        "tcpSocket": {"port": 8080},
+        "tcpSocket": {"port": 8081},
         "periodSeconds": 10,
         "timeoutSeconds": 5,
     }
     assert door["livenessProbe"] == {
-        "tcpSocket": {"port": 8080},
+        "tcpSocket": {"port": 8081},
         "periodSeconds": 20,
         "failureThreshold": 3,
         "timeoutSeconds": 5,

@@ -89,14 +89,14 @@ def test_the_check_catches_a_probe_on_another_containers_port() -> None:
     ]
 
 
-def test_the_dev_engine_probes_the_gatekeepers_port_by_number() -> None:
+def test_the_dev_engine_probes_the_gatekeepers_probe_port_by_number() -> None:
     (group,) = [o for o in _objects("dev", {}) if o["kind"] == "LeaderWorkerSet"]
     leader = group["spec"]["leaderWorkerTemplate"]["leaderTemplate"]["spec"]
     (gate,) = [c for c in leader["containers"] if c["name"] == "gatekeeper"]
     (engine,) = [c for c in leader["containers"] if c["name"] == "vllm"]
-    (public,) = [p["containerPort"] for p in gate["ports"] if p["name"] == "gatekeeper"]
-    assert engine["startupProbe"]["httpGet"]["port"] == public
-    assert engine["readinessProbe"]["httpGet"]["port"] == public
+    (probes,) = [p["containerPort"] for p in gate["ports"] if p["name"] == "probe"]
+    assert engine["startupProbe"]["httpGet"]["port"] == probes
+    assert engine["readinessProbe"]["httpGet"]["port"] == probes
 
 
 def untolerated(

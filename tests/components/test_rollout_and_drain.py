@@ -92,7 +92,8 @@ def test_the_grace_covers_the_planned_reply_timeout_and_the_load_balancer_s_dela
 
 def test_the_gatekeeper_is_ready_until_the_drain_marker_and_one_failure_takes_it_out() -> None:
     probe = _containers(SPEC, "leader")["gatekeeper"]["readinessProbe"]
-    assert probe["httpGet"] == {"path": "/ready", "port": gatekeeper.PORT_NAME}
+    # On the probe listener (its own container's port, by name), never the public one.
+    assert probe["httpGet"] == {"path": "/ready", "port": gatekeeper.PROBE_PORT_NAME}
     assert probe["failureThreshold"] == 1
     marker = f"{gatekeeper.RUN_DIR}/{drain.MARKER_NAME}"
     assert f"if (-f {marker}) {{ return 503; }}" in gatekeeper.nginx_conf(SPEC.limits)

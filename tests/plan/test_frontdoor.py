@@ -115,11 +115,14 @@ def test_reasons_say_what_each_limit_is_and_where_it_comes_from() -> None:
         "(/, /app.js, /app.css) itself, under a same-origin-only Content-Security-Policy; the "
         "page loads without the key and sends the key typed into it with each call, replies up "
         "to 1024 tokens",
-        "per client address 20 connections (auto: 8 + 4 per request in flight, at most half of "
-        "all), counted when a connection opens, before a byte is read; more are closed at once",
+        "per client address 5 connections (auto: one per request in flight + 2, at most half of "
+        "all), counted when a connection opens, before a byte is read; more are closed at once; "
+        "21 addresses at that cap fill the public listener, which never takes the probes' "
+        "connections",
         "109 client connections in all: the gatekeeper's 64 MiB less 16 MiB for nginx, over 448 "
         "KiB each (a whole body in memory + 128 KiB of buffers); one nginx worker (its 30m of "
-        "CPU is under a core) with 436 connections (4 per client connection) and 500 files",
+        "CPU is under a core) with 500 connections (4 per client connection, and 64 held for the "
+        "probe listener's 32) and 564 files",
         "at most 1 sequence(s) per request (auto): `n`, `best_of` and lists of prompts above it "
         "get 400 naming the field, so the limits above count sequences",
         "log-probabilities up to 0 (auto; also vLLM's --max-logprobs) and no `echo`: a reply at "
@@ -149,13 +152,18 @@ def test_connections_follow_the_gatekeeper_s_memory_and_the_body() -> None:
     door = _door()
     # (64 - 16) MiB over a 320 KiB body plus 128 KiB of buffers each.
     assert door.connection_capacity == (48 * 1024 * 1024) // (327_680 + 128 * 1024) == 109
-    assert door.worker_connections == 4 * 109
-    assert door.client_connections == 8 + 4 * 3
+    # Four per public connection, and two per probe connection held back for the probes.
+    assert door.worker_connections == 4 * 109 + 2 * 32
+    assert door.probe_connections == 32
+    # One per request in flight and two spare: 21 addresses at their cap fill the listener.
+    assert door.client_connections == 3 + 2
     # A smaller body: more connections fit; a client still gets its base and share.
     small = _door(maxRequestBytes=65_536)
     assert small.connection_capacity == (48 * 1024 * 1024) // (65_536 + 128 * 1024) == 256
-    # Many slots: a client gets at most half of what fits.
-    assert _door(concurrency=40.0).client_connections == 109 // 2
+    # Many slots: one each and the spare, but at most half of what fits.
+    assert _door(concurrency=40.0).client_connections == 40 + 2
+    # Beyond half of all, never fewer than its requests and one spare.
+    assert _door(concurrency=60.0).client_connections == 60 + 1
     assert _door(clientConnections=30).client_connections == 30
 
 

@@ -326,9 +326,13 @@ def test_only_the_gatekeeper_is_exposed(mocks: RecordingMocks, stack: str) -> No
     else:
         vllm, door = leader["containers"]
         assert "--host=127.0.0.1" in vllm["args"] and "ports" not in vllm, svc.urn
-        # The gatekeeper's port by number: vllm declares no ports, and a named probe port resolves
-        # only in the probed container (kubernetes v1.35 pkg/probe/util.go findPortByName).
-        assert vllm["readinessProbe"]["httpGet"] == {"path": "/health", "port": gatekeeper.PORT}
+        # The gatekeeper's probe listener by number: vllm declares no ports, and a named probe
+        # port resolves only in the probed container (kubernetes v1.35 pkg/probe/util.go
+        # findPortByName).
+        assert vllm["readinessProbe"]["httpGet"] == {
+            "path": "/health",
+            "port": gatekeeper.PROBE_PORT,
+        }
         policy = one(mocks.records, "kubernetes:networking.k8s.io/v1:NetworkPolicy")
         assert {"ports": [{"port": gatekeeper.PORT, "protocol": "TCP"}]} in policy.inputs["spec"][
             "ingress"

@@ -1,0 +1,229 @@
+"""The probes' own listener: the kubelet and the group's workers never share the public
+listener's connections, in the generated config, in every rendered pod, and in real nginx with
+the public side full."""
+
+from __future__ import annotations
+
+import http.server
+import socket
+import threading
+import time
+import urllib.request
+from collections.abc import Iterator
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from components.manifests import gatekeeper
+from components.manifests.gatekeeper import GatekeeperLimits, nginx_conf
+from infra.plan import frontdoor
+from infra.plan.render import rendered_objects
+from infra.plan.sizing import plan
+from infra.plan.stackfile import load_stack
+from infra.plan.wiring import gatekeeper_limits
+from infra.rehearse import gate
+from infra.rehearse.gate import INSTALL_HINT, nginx_ready
+from infra.rehearse.ranks import free_port
+
+VARIANTS = [("dev", {}), ("prod", {}), ("dev", {"weights": "int8"}), ("prod", {"weights": "int8"})]
+
+LIMITS = GatekeeperLimits(
+    max_request_bytes=4096,
+    client_requests_per_minute=600,
+    client_burst=20,
+    client_concurrent_requests=1,
+    reply_timeout_seconds=30,
+    client_connections=2,
+    connection_capacity=4,
+    worker_connections=4 * 4 + 2 * 8,
+    probe_connections=8,
+)
+
+
+def _probe_server(conf: str) -> str:
+    return conf.split("    # The probes' own listener")[1]
+
+
+def test_the_probe_listener_is_plain_http_with_its_own_cap_and_no_client_limit() -> None:
+    conf = nginx_conf(LIMITS, probe_listen="8081")
+    stream = conf[conf.index("stream {") : conf.index("http {")]
+    probes = _probe_server(conf)
+    # Not through the stream layer, where the public connections are counted.
+    assert "8081" not in stream
+    assert "listen 8081;" in probes
+    assert "limit_conn gatekeeper_probes 8;" in probes
+    assert "limit_conn_zone $server_port zone=gatekeeper_probes:1m;" in conf
+    # Nothing a public client's rate can exhaust: no per-address limit on the probes.
+    assert "limit_req" not in probes
+    assert "location = /ready {" in probes and "location = /health {" in probes
+    assert "proxy_pass http://vllm/health;" in probes
+    assert "-f /tmp/draining" in probes
+    # Every public connection is counted in all, so the probes' share of nginx stays free.
+    assert "limit_conn_zone $server_port zone=gatekeeper_public:1m;" in stream
+    assert "limit_conn gatekeeper_public 4;" in stream
+
+
+def test_the_door_s_probe_listener_has_ready_only() -> None:
+    cfg = load_stack("prod")
+    p = plan(cfg, "prod")
+    (door_map,) = [
+        o
+        for o in rendered_objects(cfg, p)
+        if o["kind"] == "ConfigMap" and "gatekeeper" in o["metadata"]["name"] and "door" in str(o)
+    ][:1]
+    probes = _probe_server(door_map["data"][gatekeeper.CONFIG_FILE])
+    assert "location = /ready {" in probes
+    assert "location = /health {" not in probes
+
+
+@pytest.mark.parametrize("stack", ["dev", "prod"])
+def test_the_plan_holds_nginx_connections_for_the_probes_beyond_every_public_one(
+    stack: str,
+) -> None:
+    cfg = load_stack(stack)
+    limits = gatekeeper_limits(plan(cfg, stack))
+    assert limits.connection_capacity > 0
+    assert limits.probe_connections == frontdoor.PROBE_CONNECTIONS
+    public = frontdoor.NGINX_CONNECTIONS_PER_CLIENT * limits.connection_capacity
+    assert limits.worker_connections - public >= 2 * limits.probe_connections
+    # A client's own cap leaves room for more than one address beside it.
+    assert limits.client_connections * 2 <= limits.connection_capacity
+
+
+def _probe_targets(container: dict[str, Any]) -> list[object]:
+    """Every port a container's probes reach: httpGet and tcpSocket ports, and the `port=`
+    argument of the project's liveness command (`components.manifests.probes`)."""
+    ports: list[object] = []
+    for kind in ("startupProbe", "readinessProbe", "livenessProbe"):
+        probe = container.get(kind) or {}
+        for action in ("httpGet", "tcpSocket"):
+            if action in probe:
+                ports.append(probe[action]["port"])
+        for arg in (probe.get("exec") or {}).get("command", []):
+            if arg.startswith("port="):
+                ports.append(int(arg.removeprefix("port=")))
+    return ports
+
+
+@pytest.mark.parametrize(("stack", "sets"), VARIANTS)
+def test_no_probe_of_any_pod_goes_through_the_public_listener(
+    stack: str, sets: dict[str, Any]
+) -> None:
+    objects = _rendered(stack, sets)
+    public = {gatekeeper.PORT, gatekeeper.PORT_NAME}
+    for name, template in pod_templates(objects):
+        for container in template["containers"]:
+            for port in _probe_targets(container):
+                assert port not in public, f"{name}/{container['name']} probes {port}"
+
+
+@pytest.mark.parametrize(("stack", "sets"), VARIANTS)
+def test_only_the_group_reaches_the_probe_port_and_no_service_targets_it(
+    stack: str, sets: dict[str, Any]
+) -> None:
+    objects = _rendered(stack, sets)
+    probe = {gatekeeper.PROBE_PORT, gatekeeper.PROBE_PORT_NAME}
+    for obj in objects:
+        if obj["kind"] == "Service":
+            for port in obj["spec"]["ports"]:
+                assert port.get("targetPort", port["port"]) not in probe
+        if obj["kind"] == "NetworkPolicy":
+            for rule in obj["spec"].get("ingress", []):
+                if "from" in rule and all("podSelector" in p for p in rule["from"]):
+                    continue
+                opened = {p["port"] for p in rule.get("ports", [])}
+                # A rule with no ports opens every port to its peers.
+                assert opened and not opened & probe, obj["metadata"]["name"]
+
+
+def _rendered(stack: str, sets: dict[str, Any]) -> list[dict[str, Any]]:
+    cfg = load_stack(stack, sets)
+    return rendered_objects(cfg, plan(cfg, stack))
+
+
+def pod_templates(objects: list[dict[str, Any]]) -> Iterator[tuple[str, dict[str, Any]]]:
+    """(object, pod spec) of every pod template the objects carry."""
+    for obj in objects:
+        spec = obj.get("spec", {})
+        name = f"{obj['kind']}/{obj['metadata']['name']}"
+        if obj["kind"] == "LeaderWorkerSet":
+            group = spec["leaderWorkerTemplate"]
+            for part in ("leaderTemplate", "workerTemplate"):
+                if part in group:
+                    yield f"{name} {part}", group[part]["spec"]
+        elif obj["kind"] == "CronJob":
+            yield name, spec["jobTemplate"]["spec"]["template"]["spec"]
+        elif "template" in spec:
+            yield name, spec["template"]["spec"]
+
+
+# --------------------------------------------------------------------------------------------
+# Real nginx: the public side full, the probes answered
+
+
+class _Health(http.server.BaseHTTPRequestHandler):
+    def do_GET(self) -> None:
+        body = b"" if self.path == "/health" else b"no"
+        self.send_response(200 if self.path == "/health" else 404)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+@pytest.fixture
+def engine() -> Iterator[int]:
+    """A stand-in for vLLM's /health on loopback (the listener, not the engine, is tested)."""
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Health)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield int(server.server_address[1])
+    finally:
+        server.shutdown()
+
+
+def _hold(port: int, source: str) -> socket.socket:
+    """A connection that sends half a request line and waits, as a header trickler does."""
+    sock = socket.create_connection(("127.0.0.1", port), 5, (source, 0))
+    sock.sendall(b"GET /health HT")
+    return sock
+
+
+def _closed_at_once(port: int, source: str) -> bool:
+    with socket.create_connection(("127.0.0.1", port), 5, (source, 0)) as sock:
+        sock.settimeout(3)
+        try:
+            return sock.recv(1) == b""
+        except (ConnectionResetError, TimeoutError):
+            return False
+
+
+@pytest.mark.skipif(not nginx_ready(), reason=INSTALL_HINT)
+def test_probes_pass_while_every_public_connection_is_held(tmp_path: Path, engine: int) -> None:
+    limits = replace(LIMITS, header_timeout_seconds=30)
+    public_port = free_port()
+    with gate.running_gate(
+        gate.find_nginx(),
+        limits,
+        "k" * 40,
+        public_port,
+        engine,
+        tmp_path,
+        lambda _line: None,
+    ) as running:
+        held = [_hold(public_port, f"127.0.0.{n}") for n in (11, 11, 12, 12)]
+        try:
+            time.sleep(0.3)
+            # The public side is full: a third address is closed before it sends a byte.
+            assert _closed_at_once(public_port, "127.0.0.13")
+            for path in ("/ready", "/health"):
+                for _ in range(5):
+                    with urllib.request.urlopen(running.probe_url + path, timeout=5) as reply:
+                        assert reply.status == 200
+        finally:
+            for sock in held:
+                sock.close()
