@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from infra.bootstrap.access import ci_roles
+from infra.bootstrap.access import ci_roles, runner_variable
 from infra.plan import docs_ranking, prices
 from infra.plan.cli import main
 from infra.plan.compare import compare, default_need
@@ -231,8 +231,13 @@ def test_the_variables_and_secrets_table_is_what_the_workflows_read() -> None:
             continue
         assert None not in environments, f"{key[1]} is read by a job without an environment"
         assert environments <= where, f"{key[1]} read in {environments}, README says {where}"
-    # Prod's secrets and role are documented for the prod environment alone.
-    prod_only = [k for k in documented if k[1].startswith(("PROD_", "AWS_PROD_"))]
+    # Prod's secrets and role are documented for the prod environment alone. The runner labels
+    # are repository variables: `runs-on` is evaluated before the job enters its environment.
+    runners = {("vars", runner_variable(env)) for env in ("preview", "dev", "prod")}
+    assert all(documented[k] == {"repository"} for k in runners), runners
+    prod_only = [
+        k for k in documented if k[1].startswith(("PROD_", "AWS_PROD_")) and k not in runners
+    ]
     assert prod_only and all(documented[k] == {"prod"} for k in prod_only)
 
 

@@ -7,14 +7,18 @@ counts only with a written reason. The remaining tests pin down the pipeline's o
 action is pinned to a commit, every job that holds a secret or an OIDC token names a GitHub
 environment, a pull-request job can reach nothing of prod's, each environment uses its own role
 and passphrase (the names `infra.bootstrap.access` gives them), prod is previewed and then applied
-only by hand through its protected environment, no two runs update one stack at once, every
-Pulumi job runs on the runner `PULUMI_RUNNER` names (the EKS API admits listed ranges only) and a
+only by hand through its protected environment, and the update applies the plan its preview saved
+(checked against the digest the preview reported), no two runs update one stack at once, every
+Pulumi job runs on its environment's own runner variable (`<ENV>_RUNNER`: the EKS API admits
+listed ranges only, and a pull request's preview never shares a runner with a deploy) and a
 deploy stops first without one, and the workflows run `.ci/run`, as the README says CI does.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -28,8 +32,10 @@ from infra.bootstrap.access import (
     DEPLOY_STACKS,
     PREVIEW_ENVIRONMENT,
     PREVIEW_STACK,
+    ci_roles,
     passphrase_secret,
     role_variable,
+    runner_variable,
 )
 
 REPO = Path(__file__).resolve().parents[1]
@@ -56,9 +62,23 @@ SHA_RE = re.compile(r"^[0-9a-f]{40}$")
 VERSION_COMMENT_RE = re.compile(r"^v\d+\.\d+\.\d+$")
 USES_LINE_RE = re.compile(r"^\s*(?:-\s+)?uses:\s*(?P<ref>[^\s#]+)\s*(?:#\s*(?P<comment>.*?))?\s*$")
 MATRIX_STACK = "matrix.stack"
-#: The repository variable naming the runner of every Pulumi job: the EKS API admits only the
-#: stack's `endpointPublicAccessCidrs`, which no GitHub-hosted runner's address is in.
-RUNNER_VARIABLE = "PULUMI_RUNNER"
+#: Every environment's Pulumi jobs run on the runners its own repository variable names
+#: (`runner_variable`): the EKS API admits only the stack's `endpointPublicAccessCidrs`, which no
+#: GitHub-hosted runner's address is in, and a pull request's preview must never run where a
+#: deploy runs.
+RUNNER_VARIABLES = {
+    environment: runner_variable(environment)
+    for environment in (PREVIEW_ENVIRONMENT, *DEPLOY_STACKS)
+}
+UPLOAD_ACTION = "actions/upload-artifact"
+DOWNLOAD_ACTION = "actions/download-artifact"
+CHECKOUT_ACTION = "actions/checkout"
+#: The update plan prod's preview saves and prod's update applies, and its digest file.
+PLAN_FILE = "plan.json"
+DIGEST_FILE = "plan.json.sha256"
+NEEDS_OUTPUT_RE = re.compile(r"needs\.(?P<job>[A-Za-z0-9_-]+)\.outputs\.(?P<name>[A-Za-z0-9_-]+)")
+STEP_OUTPUT_RE = re.compile(r"steps\.(?P<step>[A-Za-z0-9_-]+)\.outputs\.(?P<name>[A-Za-z0-9_-]+)")
+ARN_RE = re.compile(r"arn:aws:iam::")
 # zizmor's exit codes: 0 without findings, 10-14 by the highest severity found, else an error.
 ZIZMOR_FINDING_EXIT_CODES = {0, 10, 11, 12, 13, 14}
 SEVERITIES_AT_OR_ABOVE_LOW = {"low", "medium", "high"}
@@ -292,7 +312,7 @@ def test_no_pull_request_job_can_reach_prod() -> None:
         ("vars", role_variable(PREVIEW_ENVIRONMENT)),
         ("vars", "AWS_REGION"),
         ("vars", "PULUMI_BACKEND_URL"),
-        ("vars", RUNNER_VARIABLE),
+        ("vars", runner_variable(PREVIEW_ENVIRONMENT)),
     }
     problems: list[str] = []
     pr_workflows = [p for p in _workflow_files() if PULL_REQUEST_EVENTS & set(_triggers(_load(p)))]
@@ -477,17 +497,48 @@ def test_pulumi_cli_version_matches_the_pinned_sdk() -> None:
                 )
 
 
+def _uses(step: dict[str, Any]) -> str:
+    return str(step.get("uses", "")).split("@")[0]
+
+
+def _runner_variables(text: str) -> set[str]:
+    """The `vars.<ENV>_RUNNER` names an expression reads."""
+    return {
+        m["name"]
+        for m in EXPRESSION_RE.finditer(text)
+        if m["kind"] == "vars" and m["name"].endswith("_RUNNER")
+    }
+
+
 @pytest.mark.parametrize("path", [PR_WORKFLOW, DEPLOY_WORKFLOW], ids=lambda path: path.name)
-def test_every_pulumi_job_runs_where_the_eks_api_admits_it(path: Path) -> None:
-    """`endpointPublicAccessCidrs` admits listed ranges only; hosted runners have no fixed one."""
+def test_every_pulumi_job_runs_on_its_environments_own_runner(path: Path) -> None:
+    """`endpointPublicAccessCidrs` admits listed ranges only; hosted runners have no fixed one.
+    And one label per environment: a job runs on its environment's variable and no other's."""
     for job_id, job in _load(path)["jobs"].items():
         runs_on = str(job.get("runs-on"))
         if not _runs_pulumi(job):
-            assert RUNNER_VARIABLE not in runs_on, f"{path.name} job {job_id} needs no cluster"
+            assert not _runner_variables(runs_on), f"{path.name} job {job_id} needs no cluster"
             continue
-        assert f"vars.{RUNNER_VARIABLE}" in runs_on, (
-            f"{path.name} job {job_id} runs on {runs_on!r}, not on vars.{RUNNER_VARIABLE}"
+        environment = _environment_name(job)
+        assert environment in RUNNER_VARIABLES, f"{path.name} job {job_id}: no environment"
+        assert _runner_variables(runs_on) == {RUNNER_VARIABLES[environment]}, (
+            f"{path.name} job {job_id} runs in {environment} on {runs_on!r}, "
+            f"not on vars.{RUNNER_VARIABLES[environment]}"
         )
+
+
+def test_each_environment_has_a_runner_variable_of_its_own() -> None:
+    """No two environments share a label, so no preview runs on a deploy's runner."""
+    by_environment: dict[str, set[str]] = {}
+    for path in _workflow_files():
+        for job in _load(path)["jobs"].values():
+            if _runs_pulumi(job):
+                by_environment.setdefault(str(_environment_name(job)), set()).update(
+                    _runner_variables(str(job.get("runs-on")))
+                )
+    assert set(by_environment) == set(RUNNER_VARIABLES), sorted(by_environment)
+    labels = [name for names in by_environment.values() for name in names]
+    assert len(labels) == len(set(labels)) == len(RUNNER_VARIABLES), by_environment
 
 
 def test_a_deploy_job_stops_first_without_a_runner_the_eks_api_admits() -> None:
@@ -495,10 +546,229 @@ def test_a_deploy_job_stops_first_without_a_runner_the_eks_api_admits() -> None:
     object: the deploy jobs refuse to start instead. A pull-request preview may run there, since
     the dev stack has no cluster before its first deploy."""
     for job_id, (job, _) in _pulumi_jobs(DEPLOY_WORKFLOW).items():
+        variable = RUNNER_VARIABLES[str(_environment_name(job))]
         first = job["steps"][0]
-        assert first.get("env", {}).get(RUNNER_VARIABLE) == f"${{{{ vars.{RUNNER_VARIABLE} }}}}", (
-            f"deploy.yml job {job_id} must check {RUNNER_VARIABLE} in its first step"
+        assert first.get("env", {}).get(variable) == f"${{{{ vars.{variable} }}}}", (
+            f"deploy.yml job {job_id} must check {variable} in its first step"
         )
         script = first["run"]
-        assert f'[ -z "${RUNNER_VARIABLE}" ]' in script and "exit 1" in script, script
-        assert RUNNER_VARIABLE in script.split("::error::", 1)[1], script
+        assert f'[ -z "${variable}" ]' in script and "exit 1" in script, script
+        assert variable in script.split("::error::", 1)[1], script
+
+
+# -- Pull requests reach no deploy role and no deploy runner ----------------------------------
+
+
+def _deploy_role_variables() -> set[str]:
+    roles = ci_roles("acme/gemma-graviton", {"dev": "us-west-2", "prod": "us-east-1"}, None)
+    return {role.variable for role in roles if role.environment in DEPLOY_STACKS}
+
+
+def _deploy_reach(job: dict[str, Any]) -> list[str]:
+    """What in a job reaches a deploy: a deploy role's variable, an IAM ARN written out (which
+    would bypass the variables), a deploy environment, or a deploy runner's label."""
+    problems = []
+    read = {name for kind, name in _references(job) if kind == "vars"}
+    roles = sorted((read | _aws_role_variables(job)) & _deploy_role_variables())
+    if roles:
+        problems.append(f"reads the deploy role(s) {roles}")
+    if ARN_RE.search(json.dumps(job)):
+        problems.append("names an IAM ARN")
+    if _environment_name(job) in DEPLOY_STACKS:
+        problems.append(f"runs in the {_environment_name(job)} environment")
+    deploy_runners = {RUNNER_VARIABLES[stack] for stack in DEPLOY_STACKS}
+    runners = sorted(_runner_variables(json.dumps(job)) & deploy_runners)
+    if runners:
+        problems.append(f"reads the deploy runner label(s) {runners}")
+    return problems
+
+
+def test_no_pull_request_job_can_assume_a_deploy_role_or_run_on_a_deploy_runner() -> None:
+    pr_workflows = [p for p in _workflow_files() if PULL_REQUEST_EVENTS & set(_triggers(_load(p)))]
+    assert PR_WORKFLOW in pr_workflows
+    problems = [
+        f"{path.name} job {job_id} {problem}"
+        for path in pr_workflows
+        for job_id, job in _load(path)["jobs"].items()
+        for problem in _deploy_reach(job)
+    ]
+    assert not problems, "\n".join(problems)
+    # The preview job itself assumes exactly the preview role.
+    (preview,) = [job for job in _load(PR_WORKFLOW)["jobs"].values() if _runs_pulumi(job)]
+    assert _aws_role_variables(preview) == {role_variable(PREVIEW_ENVIRONMENT)}
+
+
+def test_the_deploy_reach_rule_sees_each_way_into_prod() -> None:
+    """The rule above is not vacuous: each seeded job is caught, the real preview is not."""
+    seeded = {
+        "prod role": {
+            "steps": [
+                {
+                    "uses": f"{AWS_CREDENTIALS_ACTION}@{'0' * 40}",
+                    "with": {"role-to-assume": "${{ vars.AWS_PROD_ROLE_ARN }}"},
+                }
+            ]
+        },
+        "dev role in an env": {"env": {"ROLE": "${{ vars.AWS_DEV_ROLE_ARN }}"}},
+        "literal ARN": {
+            "steps": [{"with": {"role-to-assume": "arn:aws:iam::123456789012:role/x"}}]
+        },
+        "prod runner": {"runs-on": "${{ vars.PROD_RUNNER }}"},
+        "prod environment": {"environment": {"name": "prod"}},
+    }
+    for name, job in seeded.items():
+        assert _deploy_reach(job), f"the rule misses a job with a {name}"
+    assert _deploy_role_variables() == {"AWS_DEV_ROLE_ARN", "AWS_PROD_ROLE_ARN"}
+
+
+# -- Prod applies the plan that was previewed and approved ------------------------------------
+
+
+def _prod_preview_and_update() -> tuple[tuple[str, dict[str, Any]], tuple[str, dict[str, Any]]]:
+    found: dict[str, list[tuple[str, dict[str, Any]]]] = {}
+    for job_id, (job, steps) in _pulumi_jobs(DEPLOY_WORKFLOW).items():
+        for step in steps:
+            if str(step["with"]["stack-name"]) == "prod":
+                found.setdefault(str(step["with"]["command"]), []).append((job_id, job))
+    (preview,) = found.get("preview", [])
+    (update,) = found.get("up", [])
+    return preview, update
+
+
+def _index(job: dict[str, Any], predicate: Any, what: str) -> int:
+    matches = [i for i, step in enumerate(job["steps"]) if predicate(step)]
+    assert len(matches) == 1, f"expected one step that {what}, found {len(matches)}"
+    return matches[0]
+
+
+def _path_lines(value: Any) -> set[str]:
+    return {line.strip() for line in str(value).splitlines() if line.strip()}
+
+
+def _digest_step(preview: dict[str, Any]) -> dict[str, Any]:
+    index = _index(
+        preview,
+        lambda step: f"sha256sum {PLAN_FILE} > {DIGEST_FILE}" in str(step.get("run", "")),
+        f"writes {DIGEST_FILE}",
+    )
+    return preview["steps"][index]
+
+
+def _verify_step(update: dict[str, Any]) -> dict[str, Any]:
+    index = _index(
+        update,
+        lambda step: "sha256sum --check" in str(step.get("run", "")),
+        f"checks {PLAN_FILE}",
+    )
+    return update["steps"][index]
+
+
+def test_prod_applies_the_plan_its_approved_preview_saved_and_checks_its_digest() -> None:
+    """preview-prod saves `plan.json` (`--save-plan`), reports its SHA-256 as a job output and
+    uploads both under this commit's name; up-prod, behind the prod approval, downloads that
+    artifact of the same run, checks it against the reported digest, then `up --plan` it."""
+    (preview_id, preview), (update_id, update) = _prod_preview_and_update()
+    assert preview_id in update.get("needs", []), f"{update_id} must need {preview_id}"
+    assert _environment_name(update) == "prod", f"{update_id} must wait for prod's reviewers"
+
+    # The preview saves the plan (pulumi/actions v7.0.0: `plan` on `preview` is --save-plan).
+    steps = preview["steps"]
+    pulumi_at = _index(preview, lambda s: _uses(s) == PULUMI_ACTION, "runs pulumi")
+    assert steps[pulumi_at]["with"].get("plan") == PLAN_FILE, f"{preview_id} must save the plan"
+    digest = _digest_step(preview)
+    digest_at = steps.index(digest)
+    assert digest_at > pulumi_at, f"{preview_id} hashes the plan before it exists"
+    outputs = {
+        name: STEP_OUTPUT_RE.search(str(value)) for name, value in preview["outputs"].items()
+    }
+    reported = [
+        name for name, m in outputs.items() if m and m["step"] == digest["id"] and m["name"]
+    ]
+    assert len(reported) == 1, f"{preview_id} must report the digest step's output: {outputs}"
+    upload_at = _index(preview, lambda s: _uses(s) == UPLOAD_ACTION, "uploads the plan")
+    upload = steps[upload_at]["with"]
+    assert upload_at > digest_at, f"{preview_id} uploads before it hashes"
+    assert _path_lines(upload["path"]) == {PLAN_FILE, DIGEST_FILE}, upload
+    assert upload.get("if-no-files-found") == "error", f"{preview_id}: a missing plan must fail"
+    assert "${{ github.sha }}" in str(upload["name"]), "the artifact must name its commit"
+
+    # The update downloads that artifact from this run, checks it, applies it.
+    steps = update["steps"]
+    download_at = _index(update, lambda s: _uses(s) == DOWNLOAD_ACTION, "downloads the plan")
+    download = steps[download_at]["with"]
+    assert download["name"] == upload["name"], f"{update_id} must download {upload['name']}"
+    assert not {"run-id", "github-token", "repository"} & set(download), (
+        f"{update_id} must take the plan from this run, not another's: {download}"
+    )
+    verify = _verify_step(update)
+    verify_at = steps.index(verify)
+    expected = [
+        m
+        for value in (verify.get("env") or {}).values()
+        if (m := NEEDS_OUTPUT_RE.search(str(value)))
+    ]
+    assert [(m["job"], m["name"]) for m in expected] == [(preview_id, reported[0])], (
+        f"{update_id} must check against needs.{preview_id}.outputs.{reported[0]}"
+    )
+    assert "${{" not in str(verify["run"]), "the digest reaches the script through env only"
+    credentials_at = _index(
+        update, lambda s: _uses(s) == AWS_CREDENTIALS_ACTION, "assumes the role"
+    )
+    pulumi_at = _index(update, lambda s: _uses(s) == PULUMI_ACTION, "runs pulumi")
+    assert download_at < verify_at < credentials_at < pulumi_at, (
+        f"{update_id} must download, check, then assume the role and apply"
+    )
+    assert steps[pulumi_at]["with"].get("plan") == PLAN_FILE, f"{update_id} must apply the plan"
+    # Both jobs build the run's own commit, the one the artifact is named after.
+    for job_id, job in ((preview_id, preview), (update_id, update)):
+        for step in job["steps"]:
+            if _uses(step) == CHECKOUT_ACTION:
+                assert "ref" not in (step.get("with") or {}), f"{job_id} checks out another ref"
+
+
+def _bash(script: str, cwd: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        ["bash", "-e", "-o", "pipefail", "-c", script],
+        cwd=cwd,
+        env={**os.environ, **env},
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=False,
+    )
+
+
+def test_the_digest_check_applies_only_the_plan_the_preview_reported(tmp_path: Path) -> None:
+    """The two shell steps, run as GitHub runs them (`bash -e -o pipefail`): the preview's
+    digest reaches the update, and a changed plan, a digest file rewritten to match it, or no
+    reported digest stops the update."""
+    (_, preview), (_, update) = _prod_preview_and_update()
+    digest_script = _digest_step(preview)["run"]
+    verify = _verify_step(update)
+    (variable,) = verify["env"]
+    plan = tmp_path / PLAN_FILE
+    plan.write_text('{"resourcePlans": {}}\n')
+    output, summary = tmp_path / "output", tmp_path / "summary"
+    made = _bash(
+        digest_script,
+        tmp_path,
+        {"GITHUB_OUTPUT": str(output), "GITHUB_STEP_SUMMARY": str(summary), "GITHUB_SHA": "abc"},
+    )
+    assert made.returncode == 0, made.stderr
+    sha = hashlib.sha256(plan.read_bytes()).hexdigest()
+    assert output.read_text() == f"sha256={sha}\n"
+    assert sha in summary.read_text()
+
+    def check(expected: str) -> subprocess.CompletedProcess[str]:
+        return _bash(verify["run"], tmp_path, {variable: expected})
+
+    assert check(sha).returncode == 0, check(sha).stdout + check(sha).stderr
+    assert check("").returncode != 0, "no reported digest must stop the update"
+    assert check("0" * 64).returncode != 0, "another digest must stop the update"
+    plan.write_text('{"resourcePlans": {"urn": "delete"}}\n')
+    assert check(sha).returncode != 0, "a changed plan must stop the update"
+    digest_file = tmp_path / DIGEST_FILE
+    digest_file.write_text(f"{hashlib.sha256(plan.read_bytes()).hexdigest()}  {PLAN_FILE}\n")
+    tampered = check(sha)
+    assert tampered.returncode != 0, "a digest file rewritten to match must not pass"
+    assert "not applying it" in tampered.stdout + tampered.stderr

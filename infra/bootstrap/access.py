@@ -6,7 +6,8 @@ the workflow and docs tests hold the workflows and docs/deploying.md to the same
 The split of trust:
 - `preview` (GitHub environment, any branch, pull requests included) gets a read-only role and the
   dev stack's passphrase. It previews the dev stack only. Its role can read the dev stack's state
-  and describe AWS resources; it can write nothing and assume no other role.
+  and describe AWS resources; it can write nothing and assume no other role. Its role trusts the
+  `preview` environment's subject alone, and no role trusts a pull request's bare subject.
 - `dev` and `prod` (environments limited to `main`; `prod` also behind required reviewers) each get
   a deploy role that can change that stack's region and that stack's state only, never the CI
   roles or the GitHub OIDC provider themselves.
@@ -160,13 +161,23 @@ def environment_subject(repository: str, environment: str) -> str:
 
 
 def pull_request_subject(repository: str) -> str:
-    """The `sub` claim of a pull-request job that names no environment."""
+    """The `sub` claim of a pull-request job that names no environment. No role trusts it: a
+    job without an environment passes no deployment-branch rule and no reviewer."""
     return f"repo:{repository}:pull_request"
 
 
 def role_variable(environment: str) -> str:
     """The variable that holds an environment's role ARN: `AWS_<ENV>_ROLE_ARN`."""
     return f"AWS_{environment.upper()}_ROLE_ARN"
+
+
+def runner_variable(environment: str) -> str:
+    """The repository variable naming the `runs-on` label of an environment's Pulumi jobs:
+    `<ENV>_RUNNER`. One label per environment, so that a pull request's preview never runs on a
+    runner that a dev or prod deploy runs on. A repository (or organisation) variable, never an
+    environment's: `runs-on` is evaluated before the job enters its environment, and an
+    environment's variables are empty there (github/docs#33389, read 2026-12-03)."""
+    return f"{environment.upper()}_RUNNER"
 
 
 def passphrase_secret(stack: str) -> str:
@@ -340,12 +351,10 @@ def ci_roles(
         key="preview",
         environment=PREVIEW_ENVIRONMENT,
         variable=role_variable(PREVIEW_ENVIRONMENT),
-        # A job that names an environment gets the environment subject even on a pull request;
-        # the pull_request subject admits a previewing job that names none. Both are read-only.
-        subjects=(
-            environment_subject(repository, PREVIEW_ENVIRONMENT),
-            pull_request_subject(repository),
-        ),
+        # A job that names an environment gets the environment subject even on a pull request
+        # (pr.yml's preview names `preview`). The bare pull_request subject is not trusted: a
+        # job a branch adds without an environment gets no role at all.
+        subjects=(environment_subject(repository, PREVIEW_ENVIRONMENT),),
         description=f"Read-only pull-request preview of {repository}'s {PREVIEW_STACK} stack",
         policy=preview_policy(regions[PREVIEW_STACK], state_bucket),
         max_session_seconds=PREVIEW_SESSION_SECONDS,

@@ -38,10 +38,7 @@ def _allowed(policy: dict[str, Any]) -> list[tuple[str, list[str]]]:
 def test_each_role_admits_exactly_its_environment() -> None:
     roles = _roles()
     assert {key: role.subjects for key, role in roles.items()} == {
-        "preview": (
-            "repo:acme/gemma-graviton:environment:preview",
-            "repo:acme/gemma-graviton:pull_request",
-        ),
+        "preview": ("repo:acme/gemma-graviton:environment:preview",),
         "deploy-dev": ("repo:acme/gemma-graviton:environment:dev",),
         "deploy-prod": ("repo:acme/gemma-graviton:environment:prod",),
     }
@@ -50,6 +47,30 @@ def test_each_role_admits_exactly_its_environment() -> None:
         "dev": "AWS_DEV_ROLE_ARN",
         "prod": "AWS_PROD_ROLE_ARN",
     }
+
+
+def test_no_role_trusts_a_pull_request_that_names_no_environment() -> None:
+    """A pull request's job gets `repo:<repo>:pull_request` when it names no environment: a job a
+    branch adds passes no deployment-branch rule then, so no role may trust that subject. Each
+    role trusts its own environment's subject alone, and no subject opens two roles."""
+    roles = _roles().values()
+    bare = access.pull_request_subject(REPO)
+    assert bare == "repo:acme/gemma-graviton:pull_request"
+    assert not [role.key for role in roles if bare in role.subjects]
+    for role in roles:
+        assert role.subjects == (access.environment_subject(REPO, role.environment),), role.key
+    subjects = [subject for role in roles for subject in role.subjects]
+    assert len(subjects) == len(set(subjects)), subjects
+    # Prod's role opens for the prod environment only, which admits `main` alone.
+    assert _roles()["deploy-prod"].subjects == ("repo:acme/gemma-graviton:environment:prod",)
+
+
+def test_each_environment_has_its_own_runner_variable() -> None:
+    """The workflows' `runs-on` labels, one per environment (tests/test_workflows.py)."""
+    names = {
+        role.environment: access.runner_variable(role.environment) for role in _roles().values()
+    }
+    assert names == {"preview": "PREVIEW_RUNNER", "dev": "DEV_RUNNER", "prod": "PROD_RUNNER"}
 
 
 def test_trust_is_exact_match_on_subject_and_audience() -> None:

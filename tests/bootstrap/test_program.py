@@ -76,10 +76,7 @@ def test_provider_and_roles_trust_exactly_the_repository_environments(
         assert record.inputs["path"] == "/github-ci/", record.urn
         subjects[record.name] = condition[SUB]
     assert subjects == {
-        "github-preview": [
-            "repo:acme/gemma-graviton:environment:preview",
-            "repo:acme/gemma-graviton:pull_request",
-        ],
+        "github-preview": ["repo:acme/gemma-graviton:environment:preview"],
         "github-deploy-dev": ["repo:acme/gemma-graviton:environment:dev"],
         "github-deploy-prod": ["repo:acme/gemma-graviton:environment:prod"],
     }
