@@ -96,6 +96,7 @@ from infra.rehearse import (
     door_checks,
     door_errors,
     gate,
+    siege_checks,
     vllm_headers,
 )
 from infra.rehearse.change_steps import SecondGroup as _SecondGroup
@@ -511,7 +512,10 @@ def _check_group(
                     door, api_key, tiny_plan.model, tiny_plan.front_door.max_reply_tokens
                 ),
             ]
-            checks += _door_checks(group, front, limits, api_key, tiny_plan.model, vllm_port)
+            probe_port = int(door.probe_url.rsplit(":", 1)[1])
+            checks += _door_checks(
+                group, front, limits, api_key, tiny_plan.model, vllm_port, probe_port
+            )
             retry = sleep.retry_after_seconds(load.cfg, tiny_plan)
             checks += _asleep_rows(group, front, limits, api_key, tiny_plan.model, retry, vllm_port)
             checks.append(vllm_headers.headers_check(front.vllm_package))
@@ -583,18 +587,22 @@ def _door_checks(
     api_key: str,
     model: str,
     vllm_port: int,
+    probe_port: int,
 ) -> list[Check]:
-    """The front door held against one client (`door_checks`): the running gatekeeper, one
-    with a short reply timeout (the cut) and one whose vLLM is gone (503)."""
+    """The front door held against one client (`door_checks`) and against eight without a key
+    (`siege_checks`): the running gatekeeper, one with a short reply timeout (the cut) and one
+    whose vLLM is gone (503)."""
     leader_log = group.processes[0].log_text
 
     def door(port: int) -> door_checks.Door:
-        return door_checks.Door("127.0.0.1", port, api_key, model, leader_log)
+        return door_checks.Door("127.0.0.1", port, api_key, model, leader_log, probe_port)
 
     main = door(front.port)
     group.progress("front door: one client against the gatekeeper")
     checks = [
         door_checks.connections_check(main, limits),
+        siege_checks.slow_refusal_check(main),
+        siege_checks.siege_check(main, limits),
         door_checks.multiplying_check(main),
         door_checks.amplifier_check(main, limits),
         door_checks.health_check(main),

@@ -70,6 +70,8 @@ class Door:
     api_key: str
     model: str
     vllm_log: Callable[[], str]
+    #: The gatekeeper's probe listener (the kubelet's and the workers' port).
+    probe_port: int = 0
 
 
 @dataclass(frozen=True)
