@@ -96,6 +96,7 @@ from infra.rehearse import (
     door_checks,
     door_errors,
     gate,
+    share_checks,
     siege_checks,
     vllm_headers,
 )
@@ -609,6 +610,10 @@ def _door_checks(
         door_checks.schema_check(main, limits),
         door_checks.forged_headers_check(main),
     ]
+    if limits.max_schema_bytes:
+        checks.append(share_checks.grammar_share_check(main))
+    if front.page_files is not None:
+        checks.append(share_checks.static_flood_check(main))
     timing = door_checks.stream_timing(main)
     timeout = door_checks.cut_timeout(*timing)
     short = replace(limits, reply_timeout_seconds=timeout or limits.reply_timeout_seconds)
