@@ -43,6 +43,9 @@ PositiveInt = Annotated[int, Field(gt=0)]
 #: RFC 1918 ranges: clients there reach the load balancer through a VPN, Direct Connect or a
 #: peered network, never across the public internet. (`IPv4Network.is_private` is no use here:
 #: it also counts the documentation ranges such as 203.0.113.0/24 as private.)
+#: RFC 1122 section 3.2.1.3's "this host on this network" (RFC 6890 table 1): never a source
+#: address a client's packets arrive from.
+THIS_NETWORK = ipaddress.IPv4Network("0.0.0.0/8")
 PRIVATE_RANGES = (
     ipaddress.IPv4Network("10.0.0.0/8"),
     ipaddress.IPv4Network("172.16.0.0/12"),
@@ -746,6 +749,30 @@ class StackConfig(BaseModel):
             json_schema_extra=_fix("give a map of string keys to string values"),
         ),
     ] = {}
+
+    @field_validator("allowed_cidrs")
+    @classmethod
+    def _client_ranges(
+        cls, value: tuple[ipaddress.IPv4Network, ...]
+    ) -> tuple[ipaddress.IPv4Network, ...]:
+        """Ranges no client's packets can come from, refused before any rule that would
+        suggest how to admit them (a field validator runs before the model's checks)."""
+        for network in value:
+            if network.subnet_of(THIS_NETWORK):
+                raise ConfigError(
+                    "allowedCidrs",
+                    f'holds {network}, in 0.0.0.0/8 (RFC 1122 "this network"), addresses no '
+                    "client can come from",
+                    "list your own address as a /32 (`curl -s https://checkip.amazonaws.com` "
+                    "prints it) or your clients' ranges",
+                )
+            if network.is_loopback or network.is_link_local:
+                raise ConfigError(
+                    "allowedCidrs",
+                    f"holds {network}, a loopback or link-local range no client can come from",
+                    "list your clients' ranges, such as 203.0.113.0/24",
+                )
+        return value
 
     @field_validator("availability_zone", "control_plane_zone")
     @classmethod

@@ -19,7 +19,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from infra.plan import aws_inputs, prices
-from infra.plan.config import ConfigError, StackConfig
+from infra.plan.config import THIS_NETWORK, ConfigError, StackConfig
 from infra.plan.config import _to_config_error as config_error
 
 #: Each client range becomes a security-group rule; EC2's default quota is 60 rules per group.
@@ -27,9 +27,6 @@ MAX_ALLOWED_CIDRS = 50
 _PRIVATE_RANGES = tuple(
     ipaddress.IPv4Network(n) for n in ("10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16")
 )
-#: RFC 1122 section 3.2.1.3's "this host on this network" (RFC 6890 table 1): never a source
-#: address a client's packets arrive from.
-THIS_NETWORK = ipaddress.IPv4Network("0.0.0.0/8")
 #: How far ahead a refused past `endDate` is moved by the suggested fix.
 END_DATE_FIX_DAYS = 90
 
@@ -169,21 +166,6 @@ def check_config(cfg: StackConfig) -> None:
             "security-group rule; EC2 allows 60 per group)",
             "merge them into fewer, wider ranges",
         )
-    for network in cfg.allowed_cidrs:
-        if network.subnet_of(THIS_NETWORK):
-            raise ConfigError(
-                "allowedCidrs",
-                f'holds {network}, in 0.0.0.0/8 (RFC 1122 "this network"), addresses no client '
-                "can come from",
-                "list your own address as a /32 (`curl -s https://checkip.amazonaws.com` prints "
-                "it) or your clients' ranges",
-            )
-        if network.is_loopback or network.is_link_local:
-            raise ConfigError(
-                "allowedCidrs",
-                f"holds {network}, a loopback or link-local range no client can come from",
-                "list your clients' ranges, such as 203.0.113.0/24",
-            )
     if not cfg.private_clients_only:
         # A private range in an internet-facing list admits nobody: the NLB sees public
         # addresses. A list of private ranges only makes the load balancer internal instead.

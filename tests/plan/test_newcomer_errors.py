@@ -195,3 +195,23 @@ def test_the_whole_internet_over_plain_http_names_the_rule_and_fixes_it_accepts(
     assert main(argv, TODAY) == 0
     # Accepted as `pulumi up` sees it too: the whole internet is not named a placeholder.
     assert "`allowedCidrs`" not in capsys.readouterr().out.split("\n", 1)[0]
+
+
+def test_this_network_is_refused_for_what_it_is_before_the_certificate_rule(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """0.0.0.0/8 without a certificate was first told to add one, and then, with it, refused as
+    "this network": the range no client comes from is named first, whatever else the stack
+    lacks, so the first fix offered is one that is accepted."""
+    expected = (
+        'error: `allowedCidrs` holds 0.0.0.0/8, in 0.0.0.0/8 (RFC 1122 "this network"), '
+        "addresses no client can come from; list your own address as a /32 (`curl -s "
+        "https://checkip.amazonaws.com` prints it) or your clients' ranges"
+    )
+    assert _refused(["--set", 'allowedCidrs=["0.0.0.0/8"]'], capsys) == expected
+    with_cert = ["--set", 'allowedCidrs=["0.0.0.0/8"]', "--set", f"tlsCertificateArn={CERT}"]
+    assert _refused(with_cert, capsys) == expected
+    # Link-local likewise, before the certificate rule.
+    assert "a loopback or link-local range" in _refused(
+        ["--set", 'allowedCidrs=["169.254.0.0/16"]'], capsys
+    )
