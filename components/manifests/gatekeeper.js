@@ -257,17 +257,6 @@ function keyOk(r) {
     return '0';
 }
 
-// Refusals in the content phase, so the per-client limit on failures (limit_req, which runs
-// before content) counts them; a `return` would answer before any limit.
-function unauthorized(r) {
-    r.headersOut['WWW-Authenticate'] = 'Bearer';
-    error(r, 401, 'authentication_error', 'Missing or invalid API key');
-}
-
-function notFound(r) {
-    error(r, 404, 'not_found_error', 'Not found: this endpoint serves only the API');
-}
-
 // Body filter of every reply from vLLM: a reply that outlives the reply timeout or outgrows the
 // reply size is cut; a stream ends with an error event and [DONE], as vLLM ends its own.
 function bound(r, data, flags) {
@@ -296,6 +285,5 @@ function bound(r, data, flags) {
 }
 
 export default {
-    chat: chat, completions: completions, models: models, unauthorized: unauthorized,
-    notFound: notFound, bound: bound, keyOk: keyOk
+    chat: chat, completions: completions, models: models, bound: bound, keyOk: keyOk
 };

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from components.manifests import gatekeeper
+from components.manifests.asleep import Asleep
 from components.manifests.gatekeeper import GatekeeperLimits, key_file_text, nginx_conf
 from components.manifests.gatekeeper_conf import ERRORS, PASSED_HEADERS, njs_script
 
@@ -272,3 +273,17 @@ def test_real_nginx_accepts_the_config_and_the_key_snippet(tmp_path: Path, key: 
         check=False,
     )
     assert done.returncode == 0, done.stderr
+
+
+@pytest.mark.parametrize("asleep", [None, Asleep(wake_seconds=300, signal_seconds=30)])
+def test_every_njs_handler_the_config_names_is_exported_and_every_export_is_named(
+    asleep: Asleep | None,
+) -> None:
+    """nginx refuses to start on a handler the script does not export (ngx_http_js_module.c:
+    "js function not found"), and a handler nothing names is dead code that drifts."""
+    conf = nginx_conf(LIMITS, page_root="/etc/gatekeeper", asleep=asleep)
+    named = set(re.findall(r"\bjs_\w+ (?:\$\w+ )?gatekeeper\.(\w+)", conf))
+    script = njs_script(LIMITS, asleep)
+    (exported,) = re.findall(r"export default \{([^}]*)\}", script)
+    exports = {entry.split(":")[0].strip() for entry in exported.split(",") if entry.strip()}
+    assert named == exports
