@@ -166,6 +166,10 @@ PREFILL_PROVENANCE: dict[str, str] = {
     "efficiency, slow end (8%)": "derived: 10.9% measured by the prefill probe on x86 AVX2 "
     "(2026-12-02), rounded down; the end every bound that can kill work uses",
     "efficiency, fast end (70%)": "assumed: a large-GEMM efficiency; optimistic ends of ranges",
+    "efficiency on vLLM's oneDNN path": "derived: 59.2-59.9% of a 332 GFLOP/s "
+    "per-core bf16 peak by the prefill probe on AMD EPYC with avx512_bf16, vLLM 0.31 on oneDNN "
+    "(no fallback logged), 814 prompt tokens/s per layer (2026-12-02); not yet carried into "
+    "the range above",
     "prefill GFLOP/s per vCPU": "derived: peak x efficiency",
     "time to first token, step bounds": "derived: the prefill GFLOP/s over each step's arithmetic",
 }

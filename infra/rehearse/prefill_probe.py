@@ -79,6 +79,20 @@ STEP_TIMEOUT_S = 1800.0
 #: The slice's start-up (load, then a warm-up that is itself one step) is given at least this.
 READY_S = 2400.0
 _STAMP = re.compile(r"(\d\d)-(\d\d) (\d\d):(\d\d):(\d\d)")
+#: How vLLM 0.31 names the kernel it picks for each unquantized linear on the CPU
+#: (vllm/model_executor/layers/utils.py `dispatch_cpu_unquantized_gemm`: "CPU unquantized GEMM
+#: dispatch: using ...", logged once per kernel at debug level, so the probe runs vLLM with
+#: VLLM_LOGGING_LEVEL=DEBUG), and the warning it logs when oneDNN cannot be built for a layer and
+#: torch's generic linear runs instead (seen in the probe's log on a CPU without bf16
+#: instructions, 2026-12-02). torch's linear is also the path, with no warning, when vLLM's
+#: build has no oneDNN (`ops._supports_onednn`).
+DISPATCH = re.compile(r"CPU unquantized GEMM dispatch: using ([^\n(]+?)\s*(?:\(|$)", re.M)
+FALLBACK_LINE = "Failed to create oneDNN linear"
+FALLBACK_KERNEL = "torch.nn.functional.linear"
+FAST_PATH = "oneDNN"
+FALLBACK_PATH = "torch fallback"
+#: /proc/cpuinfo flags of bf16 matrix instructions: x86 (`flags`) and AArch64 (`Features`).
+BF16_FLAGS = {"avx512_bf16", "amx_bf16", "bf16"}
 
 
 @dataclass(frozen=True)
@@ -89,6 +103,40 @@ class Peak:
     mhz: float
     flop_per_cycle: int
     why: str
+
+
+def linear_kernels(log_text: str) -> list[str]:
+    """Every kernel vLLM's log names for the unquantized linears, in first-seen order."""
+    return list(dict.fromkeys(name.strip() for name in DISPATCH.findall(log_text)))
+
+
+def linear_path(log_text: str) -> str:
+    """The linear path vLLM took for the slice's layers, from its own log: the torch fallback
+    when it ran torch's generic linear for any layer (or warned that oneDNN failed), the
+    kernels it named otherwise, "oneDNN" when it named none."""
+    kernels = linear_kernels(log_text)
+    if FALLBACK_LINE in log_text or FALLBACK_KERNEL in kernels:
+        return FALLBACK_PATH
+    return ", ".join(kernels) if kernels else FAST_PATH
+
+
+def on_fast_path(path: str) -> bool:
+    return path != FALLBACK_PATH
+
+
+def cpu_model(cpuinfo: str) -> str:
+    """The CPU's name (x86 `model name`; AArch64 `CPU part` when no name is given)."""
+    named = re.search(r"^model name\s*:\s*(.+)$", cpuinfo, re.M)
+    if named:
+        return named.group(1).strip()
+    part = re.search(r"^CPU part\s*:\s*(\S+)", cpuinfo, re.M)
+    return f"Arm CPU part {part.group(1)}" if part else "unknown CPU"
+
+
+def has_bf16(cpuinfo: str) -> bool:
+    """Whether the first processor's flags (or AArch64 features) show bf16 instructions."""
+    found = re.search(r"^(?:flags|Features)\s*:(.*)$", cpuinfo, re.M)
+    return bool(found) and bool(BF16_FLAGS & set(found.group(1).split()))  # type: ignore[union-attr]
 
 
 def cpu_peak(cpuinfo: str) -> Peak:
@@ -163,6 +211,10 @@ class Measured:
     date: dt.date
     #: Cores the engine's threads were bound to (every core of this machine).
     cores: int = 1
+    #: The linear path vLLM logged (`linear_path`), the CPU's bf16 support and its name.
+    path: str = FAST_PATH
+    bf16: bool = False
+    cpu: str = "unknown CPU"
 
 
 @dataclass(frozen=True)
@@ -210,7 +262,18 @@ def probe_checks(m: Measured) -> list[Check]:
     when = f"{m.date.isoformat()}, load {m.load:.1f} on {m.cores} cores"
     slow, fast = catalog.PREFILL_EFFICIENCY
     bounds = {True: "yes", False: "NO", None: "no warm-up line"}[f.warmup_bounds_step]
+    # The fallback is expected only where the CPU has no bf16 instructions; on a bf16 CPU it
+    # means the measured fraction is not of the path the deployment takes.
+    expected_path = FAST_PATH if m.bf16 else FALLBACK_PATH
     return [
+        Check(
+            "prefill linear path",
+            f"{expected_path} ({'bf16' if m.bf16 else 'no bf16'} on {m.cpu})",
+            f"{m.path}"
+            + (" (torch's generic linear)" if not on_fast_path(m.path) else "")
+            + f"; bf16 instructions: {'yes' if m.bf16 else 'no'}",
+            on_fast_path(m.path) or not m.bf16,
+        ),
         Check(
             "prefill tokens/s per layer",
             f"{m.tokens}-token step of {m.layers} full-width layers: modelled "
@@ -318,6 +381,8 @@ def run_probe(
     every_core = {
         "VLLM_CPU_OMP_THREADS_BIND": f"0-{(os.cpu_count() or 1) - 1}",
         "VLLM_EXECUTE_MODEL_TIMEOUT_SECONDS": str(int(STEP_TIMEOUT_S)),
+        # The linear kernels vLLM picks are logged at debug level only (`DISPATCH`).
+        "VLLM_LOGGING_LEVEL": "DEBUG",
     }
     launches = rank_launches(
         spec.engine(), str(python.parent / "vllm"), model_dir, ports, key, engine_env=every_core
@@ -332,9 +397,11 @@ def run_probe(
         cpu = cpu_seconds(pgid)
         step = _prompt_step(ports[0], key, batched, seed=1)
         cpu = cpu_seconds(pgid) - cpu
-        warmup = warmup_seconds(group.processes[0].log_text())
+        log_text = group.processes[0].log_text()
+        warmup = warmup_seconds(log_text)
     if step <= 0:
         raise RehearsalError("the prefill probe's step took no time")
+    cpuinfo = Path("/proc/cpuinfo").read_text()
     return Measured(
         tokens=batched,
         layers=int(built["num_hidden_layers"]),
@@ -343,7 +410,10 @@ def run_probe(
         warmup_s=warmup,
         flop=step_flop(profile, built, weights, batched),
         load=load,
-        peak=cpu_peak(Path("/proc/cpuinfo").read_text()),
+        peak=cpu_peak(cpuinfo),
         date=dt.date.today(),
         cores=os.cpu_count() or 1,
+        path=linear_path(log_text),
+        bf16=has_bf16(cpuinfo),
+        cpu=cpu_model(cpuinfo),
     )

@@ -11,6 +11,7 @@ from infra.plan import catalog, liveness, prefill
 from infra.plan.catalog import MODELS
 from infra.plan.config import ConfigError
 from infra.rehearse import prefill_probe, step_timeout
+from infra.rehearse.checks import Check
 from infra.rehearse.prefill_probe import Measured, Peak
 
 GEMMA = MODELS["google/gemma-4-12B-it"]
@@ -104,6 +105,7 @@ def test_the_rows_hold_the_efficiency_against_the_catalogues_slow_end() -> None:
     rows = {c.name: c for c in prefill_probe.probe_checks(below)}
     assert rows["prefill: measured vs modelled"].ok is False
     assert set(rows) == {
+        "prefill linear path",
         "prefill tokens/s per layer",
         "warm-up vs step",
         "GFLOP/s per core vs peak",
@@ -144,3 +146,63 @@ def test_the_timeout_rows_prompt_keeps_two_batches_in_flight() -> None:
     # one chunk fills the two-stage pipeline: the wait the half timeout must catch spans two.
     prompt = step_timeout.ROW_MAX_LEN - 8
     assert prefill.prefill_steps(prompt, step_timeout.ROW_BATCHED) >= 2
+
+
+# The kernel lines vLLM 0.31 writes (vllm/model_executor/layers/utils.py
+# dispatch_cpu_unquantized_gemm), as the probe's DEBUG log shows them.
+ONEDNN = (
+    "(EngineCore pid=9) DEBUG 12-02 10:01:02 [utils.py:576] CPU unquantized GEMM dispatch: "
+    "using oneDNN onednn_mm\n"
+)
+SGL = (
+    "(EngineCore pid=9) DEBUG 12-02 10:01:02 [utils.py:566] CPU unquantized GEMM dispatch: "
+    "using sgl-kernel weight_packed_linear\n"
+)
+FALLBACK = (
+    "(EngineCore pid=9) WARNING 12-02 10:01:02 [utils.py:580] Failed to create oneDNN linear, "
+    "fallback to torch linear. Exception: could not create a primitive\n"
+    "(EngineCore pid=9) DEBUG 12-02 10:01:02 [utils.py:589] CPU unquantized GEMM dispatch: "
+    "using torch.nn.functional.linear (fallback)\n"
+)
+
+
+def test_the_linear_path_is_read_from_vllms_own_dispatch_lines() -> None:
+    assert prefill_probe.linear_path(ONEDNN) == "oneDNN onednn_mm"
+    assert (
+        prefill_probe.linear_path(SGL + ONEDNN)
+        == "sgl-kernel weight_packed_linear, oneDNN onednn_mm"
+    )
+    # Any layer on torch's generic linear is the fallback, with or without the warning.
+    assert prefill_probe.linear_path(ONEDNN + FALLBACK) == prefill_probe.FALLBACK_PATH
+    assert prefill_probe.linear_path(FALLBACK.splitlines()[1]) == prefill_probe.FALLBACK_PATH
+    assert prefill_probe.linear_path(FALLBACK.splitlines()[0]) == prefill_probe.FALLBACK_PATH
+    # No dispatch line at all (vLLM logging above debug): oneDNN, vLLM's default.
+    assert prefill_probe.linear_path("") == prefill_probe.FAST_PATH
+
+
+def test_bf16_support_and_the_cpu_name_come_from_cpuinfo() -> None:
+    epyc = "model name\t: AMD EPYC 9R14\nflags\t\t: fpu avx2 avx512f avx512_bf16\n"
+    old = "model name\t: AMD EPYC 7R13\nflags\t\t: fpu avx2\n"
+    graviton3 = "processor\t: 0\nFeatures\t: fp asimd sve bf16 i8mm\nCPU part\t: 0xd40\n"
+    graviton2 = "processor\t: 0\nFeatures\t: fp asimd asimddp\nCPU part\t: 0xd0c\n"
+    assert [prefill_probe.has_bf16(c) for c in (epyc, old, graviton3, graviton2)] == [
+        True,
+        False,
+        True,
+        False,
+    ]
+    assert prefill_probe.cpu_model(epyc) == "AMD EPYC 9R14"
+    assert prefill_probe.cpu_model(graviton3) == "Arm CPU part 0xd40"
+
+
+def test_the_fallback_on_a_bf16_cpu_fails_its_row_and_is_expected_without_bf16() -> None:
+    def path_row(m: Measured) -> Check:
+        (row,) = [r for r in prefill_probe.probe_checks(m) if r.name == "prefill linear path"]
+        return row
+
+    fallback = prefill_probe.FALLBACK_PATH
+    assert path_row(_measured(path="oneDNN onednn_mm", bf16=True, cpu="EPYC")).ok
+    assert not path_row(_measured(path=fallback, bf16=True, cpu="EPYC")).ok
+    # Without bf16 the fallback is what vLLM does: the row names it and passes.
+    row = path_row(_measured(path=fallback, bf16=False, cpu="EPYC"))
+    assert row.ok and "torch's generic linear" in row.observed and "no bf16" in row.expected
