@@ -28,9 +28,11 @@ Layers, outermost first; each is cheaper than the one behind it:
 The kubelet's probes and the group's workers do not use the public listener: a listener of their
 own (`probe_listen`, `/health` and `/ready` only) never goes through the stream layer, and the
 stream layer admits at most `connection_capacity` public connections in all, so however many
-addresses fill the public side, nginx keeps `probe_reserve` connections for the probes (nginx
-stops accepting on every listener once `worker_connections` are in use,
-src/event/ngx_event_accept.c `ngx_event_accept`, "worker_connections are not enough").
+addresses fill the public side, nginx keeps what worker_connections holds beyond four per
+public connection for the probes. (With no connection slot free nginx accepts a connection and
+closes it at once, on every listener alike: nginx 1.30 src/event/ngx_event_accept.c
+`ngx_event_accept` and src/core/ngx_connection.c `ngx_get_connection`, "worker_connections are
+not enough"; before that it closes idle keep-alives, `ngx_drain_connections`.)
 
 Every error the front door itself produces is an OpenAI-style JSON body (`ERRORS`); nginx's own
 HTML pages never reach a client. vLLM's own errors (400 for a bad field) pass through as vLLM wrote
@@ -391,12 +393,15 @@ def _probe_server(
 ) -> str:
     """The probe listener: /ready and (in a leader pod) /health, for the kubelet and the
     group's workers only. Plain HTTP straight to the http module, never through the stream
-    layer, so no public connection counts against it; its own cap (`probe_connections`, all
-    callers together) keeps it inside the connections nginx holds back for it. No Service
+    layer, so no public connection counts against it; its own cap (`probe_connections` requests
+    at once, all callers together: http limit_conn counts requests, not idle connections) keeps
+    it inside the connections nginx holds back for it. No Service
     targets it and the NetworkPolicy admits it from the group's own pods only; the kubelet
-    reaches it from the node's address, which the VPC CNI's policy agent always admits
-    (aws/aws-network-policy-agent pkg/ebpf/bpf_client.go, the node IP entry added since v1.0.2,
-    PR #65). At the door no probe asks /health, so only /ready is there."""
+    reaches it from the node's address, which the VPC CNI's policy agent admits to every pod a
+    namespaced policy selects (aws/aws-network-policy-agent PR #65, v1.0.2 on; today
+    pkg/fwruleprocessor/fw_rule_processor.go), as it did the public port's probes before. (An
+    admin-tier ClusterNetworkPolicy deny covering the node drops probes to any port before
+    PR #636.) At the door no probe asks /health, so only /ready is there."""
     health = "" if asleep else "\n" + _health_location("")
     # A refusal here is nginx's own page: only probes read it, and any status but 2xx fails.
     return f"""

@@ -57,6 +57,11 @@ PROBE_CONNECTIONS = 32
 #: nginx connections held back for the probe listener: two per probe connection (the probe's
 #: and vLLM's, for /health).
 PROBE_RESERVE = 2 * PROBE_CONNECTIONS
+#: nginx connections no client holds: a slot per listening socket (five at most, the door's wake
+#: socket included; nginx 1.30 src/event/ngx_event.c `ngx_event_process_init`), the master's
+#: channel (src/os/unix/ngx_channel.c), metrics scrapes (two each) and KEDA's wake calls (three
+#: each), a few at a time.
+FIXED_CONNECTIONS = 24
 #: Grammar compile speed seen here: a 49 KB JSON schema took ~8 s in vLLM 0.31 (FACTS, "vLLM
 #: 0.31 behaviours that matter at the edge", seen 2026-12-01 on the rehearsal machine).
 SCHEMA_COMPILE_BYTES_PER_S = 49 * 1000 / 8
@@ -343,7 +348,7 @@ def _connections(cfg: StackConfig, body: int, in_flight: int) -> _Wires:
             "in flight",
             f"use at least {in_flight + 1}, or auto",
         )
-    worker = capacity * NGINX_CONNECTIONS_PER_CLIENT + PROBE_RESERVE
+    worker = capacity * NGINX_CONNECTIONS_PER_CLIENT + PROBE_RESERVE + FIXED_CONNECTIONS
     reasons = (
         f"per client address {per_client} connections ({_origin(cfg.client_connections)}: "
         f"one per request in flight + {CONNECTIONS_SPARE}, at most half of all), counted when "
@@ -355,8 +360,9 @@ def _connections(cfg: StackConfig, body: int, in_flight: int) -> _Wires:
         f"{per_connection // 1024} KiB each (a whole body in memory + "
         f"{CONNECTION_OVERHEAD_BYTES // 1024} KiB of buffers); one nginx worker (its "
         f"{catalog.GATEKEEPER_MILLICPU}m of CPU is under a core) with {worker} connections "
-        f"({NGINX_CONNECTIONS_PER_CLIENT} per client connection, and {PROBE_RESERVE} held "
-        f"for the probe listener's {PROBE_CONNECTIONS}) and {worker + 64} files",
+        f"({NGINX_CONNECTIONS_PER_CLIENT} per client connection, {PROBE_RESERVE} held "
+        f"for the probe listener's {PROBE_CONNECTIONS} and {FIXED_CONNECTIONS} for listeners, "
+        f"scrapes and wake calls) and {worker + 64} files",
     )
     return _Wires(per_client, capacity, worker, reasons)
 

@@ -562,7 +562,10 @@ def test_the_config_s_buffers_timeouts_and_log() -> None:
     assert "client_header_timeout 10s;" in conf and "client_body_timeout 10s;" in conf
     small = gatekeeper.nginx_conf(replace(LIMITS, max_request_bytes=2048))
     assert "client_body_buffer_size 2048;" in small
-    assert "WWW-Authenticate" in gatekeeper.njs_script(LIMITS)
+    # A refused key says which scheme to use (RFC 6750 section 3), from the config's 401 page:
+    # refusals are answered from the headers, never by the script.
+    assert "add_header WWW-Authenticate Bearer always;" in conf
+    assert "WWW-Authenticate" not in gatekeeper.njs_script(LIMITS)
 
 
 def test_key_shapes_and_fingerprints() -> None:

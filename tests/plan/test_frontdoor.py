@@ -121,8 +121,8 @@ def test_reasons_say_what_each_limit_is_and_where_it_comes_from() -> None:
         "connections",
         "109 client connections in all: the gatekeeper's 64 MiB less 16 MiB for nginx, over 448 "
         "KiB each (a whole body in memory + 128 KiB of buffers); one nginx worker (its 30m of "
-        "CPU is under a core) with 500 connections (4 per client connection, and 64 held for the "
-        "probe listener's 32) and 564 files",
+        "CPU is under a core) with 524 connections (4 per client connection, 64 held for the "
+        "probe listener's 32 and 24 for listeners, scrapes and wake calls) and 588 files",
         "at most 1 sequence(s) per request (auto): `n`, `best_of` and lists of prompts above it "
         "get 400 naming the field, so the limits above count sequences",
         "log-probabilities up to 0 (auto; also vLLM's --max-logprobs) and no `echo`: a reply at "
@@ -152,8 +152,9 @@ def test_connections_follow_the_gatekeeper_s_memory_and_the_body() -> None:
     door = _door()
     # (64 - 16) MiB over a 320 KiB body plus 128 KiB of buffers each.
     assert door.connection_capacity == (48 * 1024 * 1024) // (327_680 + 128 * 1024) == 109
-    # Four per public connection, and two per probe connection held back for the probes.
-    assert door.worker_connections == 4 * 109 + 2 * 32
+    # Four per public connection, two per probe connection held back for the probes, and the
+    # listeners', scrapes' and wake calls' own.
+    assert door.worker_connections == 4 * 109 + 2 * 32 + 24
     assert door.probe_connections == 32
     # One per request in flight and two spare: 21 addresses at their cap fill the listener.
     assert door.client_connections == 3 + 2
