@@ -267,6 +267,11 @@ def idle_alarm_seconds(s: ScalingParameters, wake_without_volume_s: int) -> int:
     return 60 * math.ceil((max(held, wake_without_volume_s) + IDLE_ALARM_SLACK_SECONDS) / 60)
 
 
+def idle_alarm(cfg: StackConfig, p: Plan) -> int:
+    """The idle-nodes alarm's clock of an elastic stack (`idle_alarm_seconds`)."""
+    return idle_alarm_seconds(scaling_parameters(cfg, p), wake_seconds(cfg, p, volume=False))
+
+
 def check_quota(cfg: StackConfig, p: Plan) -> None:
     """Refuse a `maxGroups` whose nodes (with a node replacement's surge and the system nodes)
     the stated vCPU quota cannot launch; name the most groups that fit."""
@@ -331,7 +336,6 @@ def elastic_plan(cfg: StackConfig, p: Plan, today: dt.date) -> ElasticPlan | Non
         return None
     check_quota(cfg, p)
     scaling = scaling_parameters(cfg, p)
-    without_volume = wake_seconds(cfg, p, volume=False)
     fewest = month_usd(cfg, p, scaling.min_groups, today)
     most = month_usd(cfg, p, scaling.max_groups, today)
     schedule = None
@@ -342,9 +346,9 @@ def elastic_plan(cfg: StackConfig, p: Plan, today: dt.date) -> ElasticPlan | Non
     return ElasticPlan(
         scaling=scaling,
         wake_with_volume_s=wake_seconds(cfg, p, volume=True),
-        wake_without_volume_s=without_volume,
+        wake_without_volume_s=wake_seconds(cfg, p, volume=False),
         system=system_group(cfg),
-        idle_alarm_s=idle_alarm_seconds(scaling, without_volume),
+        idle_alarm_s=idle_alarm(cfg, p),
         model_nodes_max=p.nodes + surge_nodes(p),
         vcpus_at_most=vcpus_at_most(cfg, p),
         usd_month_fewest=fewest,

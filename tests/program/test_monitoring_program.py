@@ -41,11 +41,12 @@ def test_every_stack_watches_its_model_server(
     )
     alarms = by_type(mocks.records, "aws:cloudwatch/metricAlarm:MetricAlarm")
     # An elastic stack has not-waking in place of group-restart (every planned wake-up would
-    # fire that one).
+    # fire that one), and idle-nodes.
     elastic = load_stack(stack).elastic
     keys = {a.name.removeprefix("watch-") for a in alarms}
-    assert len(alarms) == 5
+    assert len(alarms) == (6 if elastic else 5)
     assert ("not-waking" in keys, "group-restart" in keys) == (elastic, not elastic)
+    assert ("idle-nodes" in keys) is elastic
     topic = one(mocks.records, "aws:sns/topic:Topic")
     for alarm in alarms:
         assert alarm.inputs["alarmActions"] == [topic.outputs["arn"]], alarm.urn
