@@ -243,6 +243,8 @@ def test_the_queue_floor_runs_on_the_system_nodes_and_answers_a_zero_queue() -> 
 
 
 def test_the_queue_floor_admits_keda_alone() -> None:
+    # KEDA chart 2.20.2 templates/manager/deployment.yaml: the operator's pods (`app:
+    # keda-operator`) in the release namespace are the ones that poll the trigger's endpoints.
     cfg, p, spec, _ = _prod()
     policy = _floor(rendered_objects(cfg, p), "NetworkPolicy")
     assert policy["spec"]["podSelector"] == {"matchLabels": scaling.floor_selector(spec)}
@@ -255,6 +257,8 @@ def test_the_queue_floor_admits_keda_alone() -> None:
 
 
 def test_a_fixed_stack_has_no_queue_floor() -> None:
+    # A fixed stack has no KEDA (kedacore/keda v2.20.2 is installed on elastic stacks only):
+    # nothing polls a floor, and its render stays as pinned (tests/fixtures/dev-render-fixed.txt).
     fixed = load_stack("dev", today=TODAY)
     objects = rendered_objects(fixed, plan(fixed, "dev"))
     assert [o for o in objects if "queue-floor" in o["metadata"]["name"]] == []
@@ -263,6 +267,9 @@ def test_a_fixed_stack_has_no_queue_floor() -> None:
 
 
 def test_the_planner_counts_the_floor_on_the_system_nodes() -> None:
+    # The scheduler admits a pod on a node only while the requests of its pods fit allocatable
+    # (kubernetes v1.35 pkg/scheduler/framework/plugins/noderesources/fit.go): the system group is
+    # sized for every pod on it, the floor's requests included.
     cfg, p, _, _ = _prod()
     system = elastic.system_group(cfg)
     assert "queue-floor x1" in system.pods

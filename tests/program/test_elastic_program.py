@@ -253,6 +253,8 @@ def test_an_elastic_stack_alarms_on_model_nodes_with_no_ready_leader(
 
 @pytest.mark.usefixtures("as_pulumi_host")
 def test_a_fixed_stack_has_no_queue_floor_and_no_idle_alarm(mocks: RecordingMocks) -> None:
+    # No KEDA on a fixed stack (kedacore/keda v2.20.2 is the elastic stacks' chart): no floor to
+    # keep a trigger answering, and no group that KEDA could leave holding nodes.
     run_program(mocks, "dev")
     names = {r.name for r in mocks.records}
     assert "scale-queue-floor" not in names
