@@ -12,11 +12,18 @@ labels and taints (`eks:DescribeNodegroup`) and the instance type for its resour
 and the DescribeNodegroup note, master at 55c37cd read 2026-12-02); EKS tags a managed node
 group's Auto Scaling group for the autoscaler's auto-discovery itself.
 
-A group whose second rank gets no node (no capacity in the zone) holds its leader's node only
-for a bounded time: the leader's startup probe restarts the group after the plan's startup
-bound, the autoscaler stops waiting for the missing node after `--max-node-provision-time`
-(15 min) and backs the node group off; once the queue drains or the window ends KEDA removes
-the group, and the autoscaler removes the then-unneeded node after `--scale-down-unneeded-time`.
+A group that cannot serve (its second rank gets no node, it crash-loops, its image cannot be
+pulled) has no Ready leader, so it adds nothing to the queue KEDA reads. The trigger still
+answers, through the always-on queue floor (`components.manifests.scaling`; without it the
+Service would have no ready endpoint, the trigger would error, and KEDA never scales a
+ScaledObject in error to zero, kedacore/keda v2.20.2 pkg/scaling/executor/
+scale_scaledobjects.go `RequestScale`). So outside the schedule, once no request has come to the
+door for the wake flag's life, KEDA scales to zero groups within `cooldownPeriod +
+pollingInterval` (`scaling.to_zero_seconds`), and the autoscaler removes the emptied nodes after
+`--scale-down-unneeded-time`. Inside the schedule the cron trigger keeps the group it asks for,
+serving or not: the idle-nodes alarm (`components.watch`) says when model nodes have been up
+with no Ready leader for longer than both. The autoscaler stops waiting for a node that never
+comes after `--max-node-provision-time` (15 min) and backs the node group off.
 """
 
 from __future__ import annotations
@@ -35,6 +42,9 @@ from components.manifests import ServerSpec
 from components.manifests.scaling import (
     KEDA_NAMESPACE,
     ScalerSpec,
+    floor_config_map,
+    floor_deployment,
+    floor_network_policy,
     metrics_service,
     scaled_object,
 )
@@ -114,8 +124,9 @@ class AutoscalingArgs:
 
 
 class Autoscaling(pulumi.ComponentResource):
-    """KEDA, the Cluster Autoscaler with its IRSA role, the leaders' metrics Service and the
-    ScaledObject. Pass the cluster's `k8s.Provider` and the AWS provider in `opts.providers`."""
+    """KEDA, the Cluster Autoscaler with its IRSA role, the leaders' metrics Service with its
+    queue floor, and the ScaledObject. Pass the cluster's `k8s.Provider` and the AWS provider
+    in `opts.providers`."""
 
     scaled_object: k8s.apiextensions.CustomResource
     """The ScaledObject on the LeaderWorkerSet."""
@@ -137,17 +148,48 @@ class Autoscaling(pulumi.ComponentResource):
             spec=service["spec"],
             opts=pulumi.ResourceOptions(parent=self),
         )
+        floor = self._queue_floor(name, args, on_nodes)
         self.scaled_object = k8s.apiextensions.CustomResource(
             f"{name}-groups",
             api_version=manifest["apiVersion"],
             kind=manifest["kind"],
             metadata=manifest["metadata"],
             spec=manifest["spec"],
-            # The CRD and KEDA's webhook come with the chart; the target must exist first.
-            opts=pulumi.ResourceOptions(parent=self, depends_on=[keda, args.workload]),
+            # The CRD and KEDA's webhook come with the chart; the target must exist first, and
+            # the floor, so the queue trigger has an endpoint from its first poll.
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[keda, args.workload, floor]),
         )
         self.autoscaler_role_arn = role.arn
         self.register_outputs({"autoscalerRoleArn": self.autoscaler_role_arn})
+
+    def _queue_floor(
+        self, name: str, args: AutoscalingArgs, on_nodes: list[pulumi.Resource]
+    ) -> k8s.apps.v1.Deployment:
+        """The always-on queue floor on the system nodes (`components.manifests.scaling`)."""
+        config, policy, deployment = (
+            floor_config_map(args.server),
+            floor_network_policy(args.server),
+            floor_deployment(args.server),
+        )
+        k8s.core.v1.ConfigMap(
+            f"{name}-queue-floor",
+            metadata=config["metadata"],
+            data=config["data"],
+            opts=pulumi.ResourceOptions(parent=self),
+        )
+        k8s.networking.v1.NetworkPolicy(
+            f"{name}-queue-floor",
+            metadata=policy["metadata"],
+            spec=policy["spec"],
+            opts=pulumi.ResourceOptions(parent=self),
+        )
+        return k8s.apps.v1.Deployment(
+            f"{name}-queue-floor",
+            metadata=deployment["metadata"],
+            spec=deployment["spec"],
+            # Its pod runs on the system nodes; it goes before them on destroy.
+            opts=pulumi.ResourceOptions(parent=self, depends_on=on_nodes),
+        )
 
     def _keda(
         self, name: str, args: AutoscalingArgs, on_nodes: list[pulumi.Resource]

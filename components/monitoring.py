@@ -51,6 +51,10 @@ class MonitoringArgs:
     elastic: bool = False
     #: The door's planned wake-up, seconds (elastic stacks: the not-waking alarm's clock).
     wake_seconds: int = 0
+    #: The always-on system nodes (elastic stacks: more nodes than these are model nodes).
+    system_nodes: int = 0
+    #: The idle-nodes alarm's clock, seconds (elastic stacks; `watch.WatchSpec.idle_alarm_s`).
+    idle_alarm_s: int = 0
 
 
 def load_balancer_dimension(hostname: str) -> str:
@@ -145,6 +149,8 @@ class Monitoring(pulumi.ComponentResource):
                 server_errors_threshold=args.server_errors_threshold,
                 elastic=args.elastic,
                 wake_seconds=args.wake_seconds,
+                system_nodes=args.system_nodes,
+                idle_alarm_s=args.idle_alarm_s,
             )
         )
         dashboard = aws.cloudwatch.Dashboard(
@@ -214,27 +220,32 @@ class Monitoring(pulumi.ComponentResource):
         self, name: str, spec: CollectorSpec, args: MonitoringArgs, topic: aws.sns.Topic
     ) -> None:
         lb = pulumi.Output.from_input(args.load_balancer_hostname).apply(load_balancer_dimension)
-        # The specs need the LB dimension only for the healthy-target query; build them with a
-        # placeholder and substitute, so the alarms are registered outside any apply.
-        placeholder = "LOAD-BALANCER"
+        cluster = pulumi.Output.from_input(args.cluster.cluster_name)
+        # The specs need the LB dimension for the healthy-target query and the cluster's name
+        # for the idle-nodes one; build them with placeholders and substitute, so the alarms
+        # are registered outside any apply.
+        placeholder, cluster_placeholder = "LOAD-BALANCER", "CLUSTER-NAME"
         specs = watch.alarms(
             watch.WatchSpec(
                 stack=spec.stack,
                 region=spec.region,
                 namespace=spec.cloudwatch_namespace,
-                cluster_name="",
+                cluster_name=cluster_placeholder,
                 load_balancer=placeholder,
                 waiting_threshold=args.waiting_threshold,
                 server_errors_threshold=args.server_errors_threshold,
                 elastic=args.elastic,
                 wake_seconds=args.wake_seconds,
+                system_nodes=args.system_nodes,
+                idle_alarm_s=args.idle_alarm_s,
             )
         )
         for alarm in specs:
             kwargs: dict[str, Any] = dict(alarm.args)
             if "metric_queries" in kwargs:
                 kwargs["metric_queries"] = [
-                    _with_lb(query, placeholder, lb) for query in kwargs["metric_queries"]
+                    _with_cluster(_with_lb(query, placeholder, lb), cluster_placeholder, cluster)
+                    for query in kwargs["metric_queries"]
                 ]
             aws.cloudwatch.MetricAlarm(
                 f"{name}-{alarm.key}",
@@ -274,3 +285,13 @@ def _with_lb(query: Mapping[str, Any], placeholder: str, lb: pulumi.Output[str])
             "expression": lb.apply(lambda value: expression.replace(placeholder, value)),
         }
     return dict(query)
+
+
+def _with_cluster(query: Mapping[str, Any], placeholder: str, name: pulumi.Output[str]) -> Any:
+    metric = query.get("metric")
+    if not isinstance(metric, Mapping):
+        return dict(query)
+    dimensions = dict(metric.get("dimensions") or {})
+    if dimensions.get("ClusterName") != placeholder:
+        return dict(query)
+    return {**query, "metric": {**metric, "dimensions": {**dimensions, "ClusterName": name}}}

@@ -131,6 +131,12 @@ class WatchSpec:
     elastic: bool = False
     #: The door's planned wake-up, seconds (its `Retry-After`; elastic stacks only).
     wake_seconds: int = 0
+    #: The always-on system nodes (elastic stacks): the cluster's nodes above these are model
+    #: nodes.
+    system_nodes: int = 0
+    #: Model nodes up with no Ready leader for longer than this (seconds, whole minutes) raise
+    #: the idle-nodes alarm (elastic stacks; `infra.plan.elastic.idle_alarm_seconds`).
+    idle_alarm_s: int = 0
 
 
 def _vllm(spec: WatchSpec, sample: str, stat: str, **extra: Any) -> list[Any]:
@@ -348,11 +354,72 @@ def alarms(spec: WatchSpec) -> list[AlarmSpec]:
     group-restart alarm is left out of elastic stacks: it watches the leaders' start times, which
     every planned wake-up and added group changes; in its place, `not-waking` fires when the door
     keeps answering model requests asleep with no group coming (a crash loop, no capacity in the
-    zone, the quota)."""
+    zone, the quota); and `idle-nodes` fires when model nodes stay up with no Ready leader for
+    longer than KEDA and the autoscaler take to remove a group that cannot serve."""
     found = _alarms(spec)
     if spec.elastic:
-        return [a for a in found if a.key != "group-restart"] + [_not_waking(spec)]
+        return [a for a in found if a.key != "group-restart"] + [
+            _not_waking(spec),
+            _idle_nodes(spec),
+        ]
     return found
+
+
+#: Container Insights' count of the cluster's worker nodes (`ClusterName` its one dimension;
+#: "Enhanced Container Insights (Classic) metric reference", docs.aws.amazon.com AmazonCloudWatch
+#: container-insights-eks-classic-metrics, read 2026-12-03), published by the
+#: amazon-cloudwatch-observability add-on every stack installs.
+NODE_COUNT = "cluster_node_count"
+CONTAINER_INSIGHTS = "ContainerInsights"
+
+
+def _idle_nodes(spec: WatchSpec) -> AlarmSpec:
+    """Every minute for `idle_alarm_s`, the cluster had more nodes than its system nodes (a
+    model node up) and no Ready leader was scraped (the collector keeps Ready leaders only
+    behind a door, `components.manifests.metrics`). Outside the schedule KEDA takes a group
+    that cannot serve to zero within its cooldown and a poll, and the autoscaler removes the
+    emptied nodes after its unneeded time (`infra.plan.elastic.idle_alarm_seconds`): past that
+    the nodes are billed for nothing, because the schedule holds a group that never turns
+    Ready, clients keep asking a group that cannot come, or the scale-down is stuck. An update
+    of the system nodes surges extra nodes while it runs and may raise it with no group
+    running; it clears when the update ends."""
+    minutes = max(1, spec.idle_alarm_s // PERIOD)
+    return AlarmSpec(
+        "idle-nodes",
+        f"Model nodes up with no Ready leader for {minutes} minutes: past the "
+        f"{spec.idle_alarm_s} s in which KEDA and the Cluster Autoscaler remove a group that "
+        "cannot serve and its nodes; the nodes are billed for nothing.",
+        {
+            "comparison_operator": "GreaterThanOrEqualToThreshold",
+            "threshold": 1,
+            "evaluation_periods": minutes,
+            "datapoints_to_alarm": minutes,
+            "treat_missing_data": "notBreaching",
+            "metric_queries": [
+                {
+                    "id": "nodes",
+                    "return_data": False,
+                    "metric": {
+                        "namespace": CONTAINER_INSIGHTS,
+                        "metric_name": NODE_COUNT,
+                        "dimensions": {"ClusterName": spec.cluster_name},
+                        "stat": "Minimum",
+                        "period": PERIOD,
+                    },
+                },
+                # A Ready leader scraped in the minute: its queue gauge's samples.
+                _query(spec, "up", WAITING, "SampleCount"),
+                {
+                    "id": "idle",
+                    "return_data": True,
+                    "expression": (
+                        f"IF(nodes > {spec.system_nodes}, IF(FILL(up, 0) == 0, 1, 0), 0)"
+                    ),
+                    "label": "model nodes with no Ready leader",
+                },
+            ],
+        },
+    )
 
 
 def _not_waking(spec: WatchSpec) -> AlarmSpec:

@@ -164,6 +164,8 @@ if cfg.monitoring:
             alarm_email=cfg.alarm_email,
             elastic=cfg.elastic,
             wake_seconds=server_spec.door.asleep.wake_seconds if server_spec.door else 0,
+            system_nodes=system.nodes if system is not None else 0,
+            idle_alarm_s=elastic.idle_alarm(cfg, plan) if cfg.elastic else 0,
         ),
         opts=on_cluster,
     )

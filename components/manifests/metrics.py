@@ -91,6 +91,11 @@ class CollectorSpec:
     #: Samples exported per histogram bucket (`le` becomes a dimension).
     bucket_samples: Sequence[str]
     node_selector: Mapping[str, str]
+    #: Behind an elastic stack's door, vLLM's own port on the leaders: their engine container
+    #: declares no port (the policy pack refuses one), so no target carries the `metrics` port
+    #: name and the leaders are scraped by container and address instead. None: the
+    #: gatekeeper's named metrics port.
+    engine_port: int | None = None
 
     @property
     def name(self) -> str:
@@ -109,6 +114,42 @@ def exported_name(sample: str) -> str:
 def _alternation(names: Sequence[str]) -> str:
     # Relabel regexes are anchored; `:` and `_` need no escaping.
     return "|".join(sorted(set(names)))
+
+
+def _target_rules(spec: CollectorSpec) -> list[dict[str, Any]]:
+    """Which of a leader's discovered targets is scraped. The pod role makes one target per
+    declared container port, and one without a port (the pod's address) for a container that
+    declares none (prometheus discovery/kubernetes/pod.go `buildPod`). In the group: the
+    gatekeeper's `metrics` port. Behind a door: the engine container's portless target, with
+    vLLM's port put on the pod's address, of a Ready leader only (`__meta_kubernetes_pod_ready`,
+    the pod's Ready condition, same file): a leader scraped is one the door's Service may send
+    to, the signal the elastic alarms read (`components.watch`)."""
+    if spec.engine_port is None:
+        return [
+            {
+                "source_labels": ["__meta_kubernetes_pod_container_port_name"],
+                "action": "keep",
+                "regex": gatekeeper.METRICS_PORT_NAME,
+            }
+        ]
+    return [
+        {"source_labels": ["__meta_kubernetes_pod_ready"], "action": "keep", "regex": "true"},
+        {
+            "source_labels": [
+                "__meta_kubernetes_pod_container_name",
+                "__meta_kubernetes_pod_container_init",
+            ],
+            "action": "keep",
+            "regex": "vllm;false",
+        },
+        {
+            "source_labels": ["__meta_kubernetes_pod_ip"],
+            "regex": "(.+)",
+            "target_label": "__address__",
+            # `$$` is a literal `$` in the collector's config (`$` starts an env reference).
+            "replacement": f"$${{1}}:{spec.engine_port}",
+        },
+    ]
 
 
 def collector_config(spec: CollectorSpec) -> str:
@@ -133,11 +174,7 @@ def collector_config(spec: CollectorSpec) -> str:
             }
         ],
         "relabel_configs": [
-            {
-                "source_labels": ["__meta_kubernetes_pod_container_port_name"],
-                "action": "keep",
-                "regex": gatekeeper.METRICS_PORT_NAME,
-            },
+            *_target_rules(spec),
             {"target_label": STACK_DIMENSION, "replacement": spec.stack},
             {
                 "source_labels": [_GROUP_INDEX_META],

@@ -25,6 +25,7 @@ from components.manifests.spec import (
     LWS_NAME_LABEL,
     MODEL_TAINT,
     MODELS_MOUNT,
+    QUEUE_SOURCE_LABEL,
     RUN_AS,
     ServerSpec,
     object_labels,
@@ -307,6 +308,9 @@ def pod_template(
     if spec.door:
         # The policy pack's sign that this group's gatekeeper is the door (policies/rules.py).
         metadata["labels"]["gemma-graviton.dev/behind-door"] = "true"
+    if spec.autoscaled and role == "leader":
+        # KEDA's queue trigger reads the leaders and the queue floor through one Service.
+        metadata["labels"][QUEUE_SOURCE_LABEL] = "true"
     if role == "leader" and spec.door is None:  # behind a door, no gatekeeper in the group
         containers.append(
             gatekeeper.container(spec.gatekeeper_millicpu, spec.gatekeeper_memory_mib, spec.drain)

@@ -14,6 +14,29 @@ kedacore/keda pkg/scalers/metrics_api_scaler.go `getValueFromPrometheusResponse`
 (`infra.plan.elastic`, 30 s), against a wake-up of minutes. The CloudWatch metrics the collector
 already ships were the other choice: a one-minute scrape, EMF ingestion and CloudWatch's
 one-minute periods put them minutes behind, and every poll is a billed GetMetricData call.
+
+The queue floor: with `aggregateFromKubeServiceEndpoints` the trigger asks the Service's ready
+endpoints only, and with none it errors ("no endpoints URLs were given for the service name",
+kedacore/keda v2.20.2 pkg/scalers/metrics_api_scaler.go `getMetricValue`). A ScaledObject with a
+failing trigger and no active one is never scaled to zero: `RequestScale` only sets Ready=False
+(pkg/scaling/executor/scale_scaledobjects.go, the `isError && Fallback == nil` case, before the
+scale-to-zero case), and a `fallback` needs replicas above 0 (the same switch, and
+pkg/fallback/fallback.go). So a group whose leader never turns Ready (no capacity for its second
+node, a crash loop, an image that cannot be pulled) would keep its nodes for ever. The floor is
+one tiny always-on nginx pod on the system nodes that the same Service selects
+(`QUEUE_SOURCE_LABEL`, on the leaders too) and that answers `/metrics` with a queue of 0
+(`FLOOR_BODY`): the Service always has a ready endpoint, the trigger never errors for want of
+one, and the sum (`aggregationType: sum`) is the ready leaders' queue plus 0. An endpoint that
+fails is left out of the sum unless every one fails (`aggregateMetricsFromMultipleEndpoints`),
+so a leader that does not answer in time counts as no queue, as a leader that is not Ready does.
+
+The bound: with no trigger active, KEDA scales the LeaderWorkerSet to 0 at the first poll after
+`LastActiveTime + cooldownPeriod` (`scaleToZeroOrIdle`; `LastActiveTime` is stamped at every poll
+with a trigger active, `RequestScale`), and polls come every `pollingInterval`: zero groups at
+most `cooldownPeriod + pollingInterval` after the last active poll (`to_zero_seconds`). Outside
+the schedule with no leader Ready, the last active poll is the last one the door's wake flag
+was up (a keyed request in the last `signal_seconds`; `components.manifests.asleep`): clients
+that keep asking keep one group trying, and the idle-nodes alarm (`components.watch`) says so.
 """
 
 from __future__ import annotations
@@ -25,11 +48,12 @@ from typing import Any
 from components.manifests import gatekeeper
 from components.manifests.spec import (
     LWS_API,
-    LWS_NAME_LABEL,
-    LWS_WORKER_INDEX_LABEL,
+    QUEUE_SOURCE_LABEL,
     Manifest,
     ServerSpec,
+    object_labels,
     object_meta,
+    pod_security_context,
 )
 
 KEDA_API = "keda.sh/v1alpha1"
@@ -40,6 +64,19 @@ QUEUE_METRIC = "vllm:num_requests_waiting"
 KEDA_OPERATOR_LABELS = {"app": "keda-operator"}
 #: KEDA's namespace (the chart's release namespace).
 KEDA_NAMESPACE = "keda"
+#: The queue floor's answer to the trigger: the queue series at 0, in Prometheus' text format
+#: (what `getValueFromPrometheusResponse` parses with prometheus/common expfmt's TextParser;
+#: KEDA v2.20.2 takes the first sample of the family named by `valueLocation`, gauge or
+#: untyped). The trigger reads this one series and nothing else.
+FLOOR_BODY = f"# TYPE {QUEUE_METRIC} gauge\n{QUEUE_METRIC} 0\n"
+#: The floor's requests, equal to its limits: one nginx worker answering a fixed string to one
+#: poller every `pollingInterval`. The planner counts them on the system nodes
+#: (`infra.plan.elastic.SYSTEM_PODS`).
+FLOOR_MILLICPU = 10
+FLOOR_MEMORY_MIB = 16
+FLOOR_CONFIG_FILE = "nginx.conf"
+FLOOR_CONFIG_MOUNT = "/etc/queue-floor"
+FLOOR_RUN_DIR = "/tmp"
 
 
 @dataclass(frozen=True)
@@ -70,16 +107,21 @@ def metrics_service_name(spec: ServerSpec) -> str:
     return f"{spec.name}-leader-metrics"
 
 
+def queue_sources(spec: ServerSpec) -> dict[str, str]:
+    """The pods whose `/metrics` the queue trigger sums: this server's leaders and its floor."""
+    return {"app.kubernetes.io/name": spec.name, QUEUE_SOURCE_LABEL: "true"}
+
+
 def metrics_service(spec: ServerSpec) -> Manifest:
-    """A ClusterIP Service over the leaders' metrics listener (the gatekeeper's, which passes
-    vLLM's `/metrics` only); KEDA lists its endpoints and sums what each leader reports."""
+    """A ClusterIP Service over the leaders' metrics listener and the queue floor's; KEDA lists
+    its ready endpoints and sums what each reports (the floor always 0)."""
     return {
         "apiVersion": "v1",
         "kind": "Service",
         "metadata": object_meta(spec, metrics_service_name(spec), "leader-metrics"),
         "spec": {
             "type": "ClusterIP",
-            "selector": {LWS_NAME_LABEL: spec.lws_name, LWS_WORKER_INDEX_LABEL: "0"},
+            "selector": queue_sources(spec),
             "ports": [
                 {
                     "name": gatekeeper.METRICS_PORT_NAME,
@@ -181,3 +223,163 @@ def scaled_object(
             "triggers": triggers,
         },
     }
+
+
+def to_zero_seconds(scaler: ScalerSpec) -> int:
+    """The most time from the last poll with a trigger active to zero groups (a stack with
+    `minGroups` 0): the cooldown, then at most one polling interval to the poll that acts (see
+    the module doc)."""
+    return scaler.cooldown_s + scaler.polling_s
+
+
+def floor_name(spec: ServerSpec) -> str:
+    return f"{spec.name}-queue-floor"
+
+
+def floor_selector(spec: ServerSpec) -> dict[str, str]:
+    """The floor's own pods (its Deployment and NetworkPolicy select them)."""
+    return {"app.kubernetes.io/name": spec.name, "app.kubernetes.io/component": "queue-floor"}
+
+
+def floor_nginx_conf(listen: str, run_dir: str = FLOOR_RUN_DIR, user: str | None = None) -> str:
+    """The floor's whole nginx config: `GET /metrics` on `listen` answers `FLOOR_BODY`, anything
+    else 404. No module and no file but its pid and empty temp directories under `run_dir`, so
+    the official image and Debian's nginx run it alike. `user` only for a test run as root."""
+    body = FLOOR_BODY.replace("\n", "\\n")
+    temp = "\n".join(
+        f"    {kind}_temp_path {run_dir}/{kind};"
+        for kind in ("client_body", "proxy", "fastcgi", "uwsgi", "scgi")
+    )
+    return f"""# The queue floor (components/manifests/scaling.py): a queue of 0 for KEDA.
+{f"user {user};" if user else ""}
+# The container's first process: nginx stays in the foreground.
+daemon off;
+worker_processes 1;
+pid {run_dir}/nginx.pid;
+events {{
+    worker_connections 64;
+}}
+http {{
+    access_log off;
+    server_tokens off;
+{temp}
+    server {{
+        listen {listen};
+        location = /metrics {{
+            default_type "text/plain; version=0.0.4; charset=utf-8";
+            return 200 "{body}";
+        }}
+        location / {{
+            return 404;
+        }}
+    }}
+}}
+"""
+
+
+def floor_config_map(spec: ServerSpec) -> Manifest:
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": object_meta(spec, floor_name(spec), "queue-floor"),
+        "data": {FLOOR_CONFIG_FILE: floor_nginx_conf(str(metrics_port(spec)))},
+    }
+
+
+def floor_deployment(spec: ServerSpec) -> Manifest:
+    """One floor pod on the system nodes (the door's, never the model nodes: it must outlive
+    every group), carrying `QUEUE_SOURCE_LABEL` so the metrics Service selects it. Its readiness
+    is its own answer, since KEDA counts ready endpoints only; the config digest rolls it."""
+    if spec.door is None:
+        raise ValueError(f"{spec.name} has no door: the queue floor is for autoscaled stacks")
+    port = metrics_port(spec)
+    amount = {"cpu": f"{FLOOR_MILLICPU}m", "memory": f"{FLOOR_MEMORY_MIB}Mi"}
+    labels = {**object_labels(spec, "queue-floor"), QUEUE_SOURCE_LABEL: "true"}
+    conf = floor_nginx_conf(str(port))
+    container = {
+        "name": "queue-floor",
+        # The gatekeeper's pinned nginx: no second image to pull, patch and pin.
+        "image": gatekeeper.IMAGE,
+        "imagePullPolicy": "IfNotPresent",
+        # Not the image's entrypoint, which rewrites files under /etc/nginx (read-only here).
+        "command": ["nginx", "-e", "stderr", "-c", f"{FLOOR_CONFIG_MOUNT}/{FLOOR_CONFIG_FILE}"],
+        "ports": [{"name": gatekeeper.METRICS_PORT_NAME, "containerPort": port, "protocol": "TCP"}],
+        "resources": {"requests": dict(amount), "limits": dict(amount)},
+        "securityContext": {
+            "allowPrivilegeEscalation": False,
+            "readOnlyRootFilesystem": True,
+            "runAsNonRoot": True,
+            "capabilities": {"drop": ["ALL"]},
+            "seccompProfile": {"type": "RuntimeDefault"},
+        },
+        "readinessProbe": {
+            "httpGet": {"path": "/metrics", "port": port},
+            "periodSeconds": 10,
+            "timeoutSeconds": 2,
+        },
+        "livenessProbe": {
+            "tcpSocket": {"port": port},
+            "periodSeconds": 20,
+            "failureThreshold": 3,
+            "timeoutSeconds": 2,
+        },
+        "volumeMounts": [
+            {"name": "config", "mountPath": FLOOR_CONFIG_MOUNT, "readOnly": True},
+            {"name": "run", "mountPath": FLOOR_RUN_DIR},
+        ],
+    }
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": object_meta(spec, floor_name(spec), "queue-floor"),
+        "spec": {
+            "replicas": 1,
+            "selector": {"matchLabels": floor_selector(spec)},
+            # The new pod is Ready before the old one goes: the Service is never empty.
+            "strategy": {
+                "type": "RollingUpdate",
+                "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0},
+            },
+            "template": {
+                "metadata": {
+                    "labels": labels,
+                    "annotations": {gatekeeper.CONFIG_ANNOTATION: gatekeeper.config_digest(conf)},
+                },
+                "spec": {
+                    "automountServiceAccountToken": False,
+                    "enableServiceLinks": False,
+                    "nodeSelector": dict(spec.door.node_selector),
+                    "tolerations": [dict(t) for t in spec.door.tolerations],
+                    "securityContext": pod_security_context(),
+                    "terminationGracePeriodSeconds": 5,
+                    "containers": [container],
+                    "volumes": [
+                        {"name": "config", "configMap": {"name": floor_name(spec)}},
+                        {"name": "run", "emptyDir": {"sizeLimit": "1Mi"}},
+                    ],
+                },
+            },
+        },
+    }
+
+
+def floor_network_policy(spec: ServerSpec) -> Manifest:
+    """The floor admits its port from KEDA's operator only (the pods that poll it)."""
+    keda = keda_peer(spec.door.keda_namespace if spec.door else KEDA_NAMESPACE)
+    return {
+        "apiVersion": "networking.k8s.io/v1",
+        "kind": "NetworkPolicy",
+        "metadata": object_meta(spec, floor_name(spec), "network-policy"),
+        "spec": {
+            "podSelector": {"matchLabels": floor_selector(spec)},
+            "policyTypes": ["Ingress"],
+            "ingress": [
+                {"from": [keda], "ports": [{"port": metrics_port(spec), "protocol": "TCP"}]}
+            ],
+        },
+    }
+
+
+def floor_objects(spec: ServerSpec) -> list[Manifest]:
+    """The queue floor of an autoscaled stack, in apply order: its config, its policy, its pod."""
+    return [floor_config_map(spec), floor_network_policy(spec), floor_deployment(spec)]

@@ -15,6 +15,10 @@ from components.manifests.probes import ProbeSpec
 LWS_API = "leaderworkerset.x-k8s.io/v1"
 LWS_NAME_LABEL = "leaderworkerset.sigs.k8s.io/name"
 LWS_WORKER_INDEX_LABEL = "leaderworkerset.sigs.k8s.io/worker-index"
+#: On an autoscaled stack's leaders and its queue floor (`components.manifests.scaling`): the pods
+#: whose `/metrics` KEDA's queue trigger sums, and nothing else. Not the LWS labels: the floor is
+#: no group's pod, and the LWS controller and the metrics collector select by those.
+QUEUE_SOURCE_LABEL = "gemma-graviton.dev/queue-source"
 #: The model nodes' taint in an elastic stack: only the model pods tolerate it, so every other
 #: pod runs on the always-on system nodes and an empty model node can be removed.
 MODEL_TAINT = {"key": "gemma-graviton.dev/pool", "value": "model", "effect": "NoSchedule"}

@@ -12,6 +12,7 @@ import datetime as dt
 import math
 from dataclasses import dataclass
 
+from components.manifests import scaling as keda
 from infra.plan import catalog, liveness, readiness
 from infra.plan.config import WEEKDAYS, ConfigError, ScheduleConfig, StackConfig
 from infra.plan.costs import stack_costs
@@ -42,6 +43,13 @@ if not liveness.PROBE_REQUEST_S < METRICS_TIMEOUT_SECONDS < POLLING_SECONDS:
 #: The HPA controller's sync period (kube-controller-manager --horizontal-pod-autoscaler-sync-
 #: period, default 15 s): the second half of the metric path's lag.
 HPA_SYNC_SECONDS = 15
+#: The Cluster Autoscaler removes a model node this long after its last group pod left
+#: (`--scale-down-unneeded-time`, set in components/autoscaling.py `autoscaler_values`).
+SCALE_DOWN_UNNEEDED_SECONDS = 600
+#: Slack for the idle-nodes alarm past the node's removal: the autoscaler's scan (10 s,
+#: `--scan-interval` default, cluster-autoscaler 1.35.0 FAQ.md parameters table), the instance's
+#: termination and the one-minute periods of the alarm's metrics.
+IDLE_ALARM_SLACK_SECONDS = 60
 #: Scale-up stabilisation: a short window so one poll's spike does not start a group.
 UP_WINDOW_SECONDS = 30
 #: The HPA's own scale-down default (300 s); the planned window is never shorter.
@@ -110,6 +118,12 @@ class ScalingParameters:
     nodes_per_group: int
     schedule: Window | None
 
+    @property
+    def to_zero_s(self) -> int:
+        """The most time from the last poll with a trigger active to zero groups: the cooldown,
+        then at most one poll (KEDA acts at a poll; `components.manifests.scaling` says why)."""
+        return self.cooldown_s + self.polling_s
+
 
 @dataclass(frozen=True)
 class SystemGroup:
@@ -131,6 +145,9 @@ class ElasticPlan:
     wake_with_volume_s: int
     wake_without_volume_s: int
     system: SystemGroup
+    #: Model nodes up with no leader Ready for longer than this raise the idle-nodes alarm
+    #: (`idle_alarm_seconds`).
+    idle_alarm_s: int
     #: Model nodes the node group may reach: the most groups' nodes plus a replacement's surge.
     model_nodes_max: int
     vcpus_at_most: int
@@ -209,14 +226,16 @@ SYSTEM_PODS: tuple[tuple[str, int, int, int], ...] = (
     ("cluster-autoscaler", 100, 300, 1),
     # The always-on front door (two gatekeepers, branch i25-sleep's door Deployment).
     ("door", catalog.GATEKEEPER_MILLICPU, catalog.GATEKEEPER_MEMORY_MIB, 2),
+    # The queue floor KEDA's queue trigger always finds (components/manifests/scaling.py).
+    ("queue-floor", keda.FLOOR_MILLICPU, keda.FLOOR_MEMORY_MIB, 1),
 )
 
 
 def system_group(cfg: StackConfig) -> SystemGroup:
     """Enough `SYSTEM_INSTANCE_TYPE` nodes for CoreDNS, the LWS controller, the CloudWatch
     controller, the EBS CSI controller (with volumes), the metrics collector, KEDA, the Cluster
-    Autoscaler and the door, after each node's DaemonSets; two at least, so draining one (an
-    upgrade) leaves the webhooks KEDA and LWS need answering."""
+    Autoscaler, the door and the queue floor, after each node's DaemonSets; two at least, so
+    draining one (an upgrade) leaves the webhooks KEDA and LWS need answering."""
     instance = catalog.INSTANCE_TYPES[SYSTEM_INSTANCE_TYPE]
     volumes = cfg.model_cache == "volume"
     kept = [
@@ -237,6 +256,20 @@ def system_group(cfg: StackConfig) -> SystemGroup:
     return SystemGroup(
         SYSTEM_INSTANCE_TYPE, nodes, cpu, mem, tuple(f"{n} x{r}" for n, _, _, r in pods)
     )
+
+
+def idle_alarm_seconds(s: ScalingParameters, wake_without_volume_s: int) -> int:
+    """How long model nodes may be up with no leader Ready before the idle-nodes alarm fires:
+    zero groups (`to_zero_s`), then the autoscaler's removal of the emptied nodes, plus slack;
+    and never within the slowest planned wake-up (a first start downloads the weights), whose
+    nodes are up before any leader is Ready. In whole minutes (the alarm's periods)."""
+    held = s.to_zero_s + SCALE_DOWN_UNNEEDED_SECONDS
+    return 60 * math.ceil((max(held, wake_without_volume_s) + IDLE_ALARM_SLACK_SECONDS) / 60)
+
+
+def idle_alarm(cfg: StackConfig, p: Plan) -> int:
+    """The idle-nodes alarm's clock of an elastic stack (`idle_alarm_seconds`)."""
+    return idle_alarm_seconds(scaling_parameters(cfg, p), wake_seconds(cfg, p, volume=False))
 
 
 def check_quota(cfg: StackConfig, p: Plan) -> None:
@@ -315,6 +348,7 @@ def elastic_plan(cfg: StackConfig, p: Plan, today: dt.date) -> ElasticPlan | Non
         wake_with_volume_s=wake_seconds(cfg, p, volume=True),
         wake_without_volume_s=wake_seconds(cfg, p, volume=False),
         system=system_group(cfg),
+        idle_alarm_s=idle_alarm(cfg, p),
         model_nodes_max=p.nodes + surge_nodes(p),
         vcpus_at_most=vcpus_at_most(cfg, p),
         usd_month_fewest=fewest,
@@ -342,6 +376,13 @@ def describe(e: ElasticPlan) -> list[tuple[str, str]]:
             "wake-up from zero",
             f"~{s.cold_start_s} s modelled (with weights volume ~{e.wake_with_volume_s} s, "
             f"without ~{e.wake_without_volume_s} s)",
+        ),
+        (
+            "back to zero",
+            f"no trigger active (outside the schedule, no Ready leader's queue, no request at "
+            f"the door): 0 groups within {s.to_zero_s} s (cooldown {s.cooldown_s} s + one "
+            f"{s.polling_s} s poll), the queue floor keeps the trigger answering; idle-nodes "
+            f"alarm after {e.idle_alarm_s} s of model nodes with no Ready leader",
         ),
         ("schedule", s.schedule.describe() if s.schedule else "none: the queue alone"),
         (

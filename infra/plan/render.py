@@ -13,7 +13,7 @@ import yaml
 
 from components import manifests
 from components.manifests import door, gatekeeper
-from components.manifests.scaling import metrics_service, scaled_object
+from components.manifests.scaling import floor_objects, metrics_service, scaled_object
 from infra.plan.config import StackConfig
 from infra.plan.sizing import Plan
 from infra.plan.wiring import (
@@ -44,7 +44,11 @@ def rendered_objects(cfg: StackConfig, plan: Plan) -> list[manifests.Manifest]:
     objects += manifests.all_objects(spec, quantize_spec(cfg, plan))
     if cfg.elastic:
         wake = [door.wake_trigger(spec)] if spec.door else []
-        objects += [metrics_service(spec), scaled_object(spec, scaler_spec(cfg, plan), wake)]
+        objects += [
+            metrics_service(spec),
+            *floor_objects(spec),
+            scaled_object(spec, scaler_spec(cfg, plan), wake),
+        ]
     return objects
 
 

@@ -170,6 +170,8 @@ def collector_spec(cfg: StackConfig, stack: str) -> CollectorSpec:
         bucket_samples=watch.bucket_samples(),
         # Elastic: the collector stays up on the system nodes while no model node runs.
         node_selector=SYSTEM_LABELS if cfg.elastic else NODE_LABELS,
+        # Behind the door the leaders' vLLM answers /metrics itself, on its own port.
+        engine_port=ServerSpec.port if cfg.elastic else None,
     )
 
 

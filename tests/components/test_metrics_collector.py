@@ -226,6 +226,36 @@ def test_discovery_finds_this_stack_s_leaders_on_their_metrics_port_only() -> No
     assert _relabel(front_door, scrape["relabel_configs"]) is None
 
 
+def test_behind_a_door_the_ready_leaders_engine_is_scraped_on_vllms_port() -> None:
+    # prometheus discovery/kubernetes/pod.go `buildPod` (v3.x): one target per declared container
+    # port, and for a container that declares none one target on the pod's address, with its
+    # container name and `__meta_kubernetes_pod_container_init`; `__meta_kubernetes_pod_ready`
+    # on every target. Behind a door the engine declares no port (policies/rules.py), so the
+    # gatekeeper's port name matched no target and the leaders were never scraped.
+    spec = wiring.collector_spec(load_stack("prod"), "prod")
+    assert spec.engine_port == 8000
+    config = yaml.safe_load(metrics.collector_config(spec))
+    (scrape,) = config["receivers"]["prometheus"]["config"]["scrape_configs"]
+    engine = {
+        "__address__": "10.0.1.7",
+        "__meta_kubernetes_pod_ip": "10.0.1.7",
+        "__meta_kubernetes_pod_ready": "true",
+        "__meta_kubernetes_pod_container_name": "vllm",
+        "__meta_kubernetes_pod_container_init": "false",
+        "__meta_kubernetes_pod_label_leaderworkerset_sigs_k8s_io_group_index": "0",
+    }
+    target = _relabel(engine, scrape["relabel_configs"])
+    assert target is not None
+    assert target["__address__"] == "10.0.1.7:8000"
+    assert target[metrics.STACK_DIMENSION] == "prod"
+    not_ready = {**engine, "__meta_kubernetes_pod_ready": "false"}
+    assert _relabel(not_ready, scrape["relabel_configs"]) is None
+    init = {**engine, "__meta_kubernetes_pod_container_init": "true"}
+    assert _relabel(init, scrape["relabel_configs"]) is None
+    # A fixed stack keeps the gatekeeper's named port, as before.
+    assert _spec().engine_port is None
+
+
 def test_real_vllm_samples_become_exactly_the_metrics_the_dashboard_reads() -> None:
     spec = _spec()
     (scrape,) = _config()["receivers"]["prometheus"]["config"]["scrape_configs"]

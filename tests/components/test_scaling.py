@@ -6,18 +6,28 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from components import manifests
 from components.autoscaling import autoscaler_policy, autoscaler_values
-from components.manifests import scaling
-from infra.plan import addons, liveness, wiring
+from components.manifests import gatekeeper, scaling
+from infra.plan import addons, elastic, liveness, wiring
 from infra.plan.config import ConfigError
 from infra.plan.render import rendered_objects
 from infra.plan.sizing import plan
 from infra.plan.stackfile import load_stack
+from infra.rehearse.ranks import free_port
 from tests.fakes import k8s_schemas
 
 TODAY = dt.date(2026, 12, 2)
@@ -133,13 +143,36 @@ def test_an_autoscaled_group_leaves_its_count_to_keda_and_tolerates_the_model_ta
     assert "tolerations" not in fixed_lws["spec"]["leaderWorkerTemplate"]["leaderTemplate"]["spec"]
 
 
-def test_metrics_service_selects_leaders_only_and_keda_may_read_them() -> None:
-    _, _, spec, _ = _prod()
+def _selects(selector: dict[str, str], labels: dict[str, str]) -> bool:
+    return all(labels.get(k) == v for k, v in selector.items())
+
+
+def _pod_labels(objects: list[dict[str, Any]]) -> dict[str, dict[str, str]]:
+    """Each rendered pod template's labels, by where it is."""
+    found = {}
+    for obj in objects:
+        if obj["kind"] == "LeaderWorkerSet":
+            group = obj["spec"]["leaderWorkerTemplate"]
+            for part in ("leaderTemplate", "workerTemplate"):
+                found[part] = group[part]["metadata"]["labels"]
+        elif obj["kind"] == "Deployment":
+            found[obj["metadata"]["name"]] = obj["spec"]["template"]["metadata"]["labels"]
+    return found
+
+
+def test_metrics_service_selects_the_leaders_and_the_floor_and_keda_may_read_them() -> None:
+    # kedacore/keda v2.20.2 pkg/scalers/metrics_api_scaler.go `getEndpointsUrlsFromServiceURL`:
+    # the trigger asks every ready endpoint of this Service, so it must hold the leaders (the
+    # queue) and the floor (an endpoint while no leader is Ready), and nothing else.
+    cfg, p, spec, _ = _prod()
     service = scaling.metrics_service(spec)
-    assert service["spec"]["selector"] == {
-        manifests.LWS_NAME_LABEL: spec.lws_name,
-        manifests.LWS_WORKER_INDEX_LABEL: "0",
-    }
+    selector = service["spec"]["selector"]
+    pods = _pod_labels(rendered_objects(cfg, p))
+    chosen = sorted(where for where, labels in pods.items() if _selects(selector, labels))
+    assert chosen == ["gemma-queue-floor", "leaderTemplate"], pods
+    # The floor is no group's pod: the LWS controller and the metrics collector select by these.
+    floor = pods["gemma-queue-floor"]
+    assert manifests.LWS_NAME_LABEL not in floor and manifests.LWS_WORKER_INDEX_LABEL not in floor
     policy = manifests.network_policy(spec)
     metrics_rule = next(
         r
@@ -152,6 +185,126 @@ def test_metrics_service_selects_leaders_only_and_keda_may_read_them() -> None:
     assert all(
         scaling.keda_peer() not in rule.get("from", []) for rule in fixed_policy["spec"]["ingress"]
     )
+
+
+def _floor(objects: list[dict[str, Any]], kind: str) -> dict[str, Any]:
+    (found,) = [
+        o for o in objects if o["kind"] == kind and o["metadata"]["name"] == "gemma-queue-floor"
+    ]
+    return found
+
+
+def test_the_queue_floor_runs_on_the_system_nodes_and_answers_a_zero_queue() -> None:
+    # kedacore/keda v2.20.2 pkg/scalers/metrics_api_scaler.go: a Service with no ready endpoint
+    # is an error ("no endpoints URLs were given"), and pkg/scaling/executor/
+    # scale_scaledobjects.go `RequestScale` never scales a ScaledObject in error to zero.
+    cfg, p, spec, scaler = _prod()
+    objects = rendered_objects(cfg, p)
+    deployment = _floor(objects, "Deployment")
+    assert k8s_schemas.object_errors(deployment, cfg.kubernetes_version) == []
+    pod = deployment["spec"]["template"]["spec"]
+    assert pod["nodeSelector"] == wiring.SYSTEM_LABELS
+    assert pod.get("tolerations", []) == []  # never on the tainted model nodes
+    (container,) = pod["containers"]
+    assert container["image"] == gatekeeper.IMAGE
+    assert (
+        container["resources"]["requests"]
+        == container["resources"]["limits"]
+        == {
+            "cpu": "10m",
+            "memory": "16Mi",
+        }
+    )
+    security = container["securityContext"]
+    assert security["readOnlyRootFilesystem"] is True
+    assert security["runAsNonRoot"] is True and pod["securityContext"]["runAsNonRoot"] is True
+    assert security["capabilities"] == {"drop": ["ALL"]}
+    assert security["allowPrivilegeEscalation"] is False
+    assert security["seccompProfile"] == {"type": "RuntimeDefault"}
+    # It listens where the trigger's URL points (the Service's port and target port), and its
+    # readiness asks that answer: KEDA counts ready endpoints only.
+    url = scaling.queue_trigger(spec, scaler)["metadata"]["url"]
+    port = scaling.metrics_port(spec)
+    assert url.endswith(f":{port}/metrics")
+    assert [c["containerPort"] for c in container["ports"]] == [port]
+    assert container["readinessProbe"]["httpGet"] == {"path": "/metrics", "port": port}
+    (service_port,) = scaling.metrics_service(spec)["spec"]["ports"]
+    assert service_port["port"] == service_port["targetPort"] == port
+    conf = _floor(objects, "ConfigMap")["data"][scaling.FLOOR_CONFIG_FILE]
+    assert f"listen {port};" in conf
+    assert (
+        'return 200 "# TYPE vllm:num_requests_waiting gauge\\nvllm:num_requests_waiting 0\\n";'
+        in (conf)
+    )
+    annotations = deployment["spec"]["template"]["metadata"]["annotations"]
+    assert annotations[gatekeeper.CONFIG_ANNOTATION] == gatekeeper.config_digest(conf)
+    # The new pod is Ready before the old goes: the Service never loses its last endpoint.
+    assert deployment["spec"]["strategy"]["rollingUpdate"]["maxUnavailable"] == 0
+
+
+def test_the_queue_floor_admits_keda_alone() -> None:
+    # KEDA chart 2.20.2 templates/manager/deployment.yaml: the operator's pods (`app:
+    # keda-operator`) in the release namespace are the ones that poll the trigger's endpoints.
+    cfg, p, spec, _ = _prod()
+    policy = _floor(rendered_objects(cfg, p), "NetworkPolicy")
+    assert policy["spec"]["podSelector"] == {"matchLabels": scaling.floor_selector(spec)}
+    assert policy["spec"]["ingress"] == [
+        {
+            "from": [scaling.keda_peer()],
+            "ports": [{"port": scaling.metrics_port(spec), "protocol": "TCP"}],
+        }
+    ]
+
+
+def test_a_fixed_stack_has_no_queue_floor() -> None:
+    # A fixed stack has no KEDA (kedacore/keda v2.20.2 is installed on elastic stacks only):
+    # nothing polls a floor, and its render stays as pinned (tests/fixtures/dev-render-fixed.txt).
+    fixed = load_stack("dev", today=TODAY)
+    objects = rendered_objects(fixed, plan(fixed, "dev"))
+    assert [o for o in objects if "queue-floor" in o["metadata"]["name"]] == []
+    with pytest.raises(ValueError, match="queue floor is for autoscaled stacks"):
+        scaling.floor_deployment(wiring.server_spec(fixed, plan(fixed, "dev")))
+
+
+def test_the_planner_counts_the_floor_on_the_system_nodes() -> None:
+    # The scheduler admits a pod on a node only while the requests of its pods fit allocatable
+    # (kubernetes v1.35 pkg/scheduler/framework/plugins/noderesources/fit.go): the system group is
+    # sized for every pod on it, the floor's requests included.
+    cfg, p, _, _ = _prod()
+    system = elastic.system_group(cfg)
+    assert "queue-floor x1" in system.pods
+    (counted,) = [pod for pod in elastic.SYSTEM_PODS if pod[0] == "queue-floor"]
+    pod = _floor(rendered_objects(cfg, p), "Deployment")["spec"]["template"]["spec"]
+    requests = pod["containers"][0]["resources"]["requests"]
+    assert counted == (
+        "queue-floor",
+        int(requests["cpu"].removesuffix("m")),
+        int(requests["memory"].removesuffix("Mi")),
+        1,
+    )
+
+
+def test_zero_groups_within_the_cooldown_and_one_poll() -> None:
+    # kedacore/keda v2.20.2 pkg/scaling/executor/scale_scaledobjects.go `scaleToZeroOrIdle`:
+    # zero at the first poll after LastActiveTime + cooldownPeriod; LastActiveTime is stamped at
+    # every poll with a trigger active (`RequestScale`), and a poll comes every pollingInterval.
+    cfg, p, spec, scaler = _prod()
+    obj = scaling.scaled_object(spec, scaler)
+    bound = obj["spec"]["cooldownPeriod"] + obj["spec"]["pollingInterval"]
+    assert scaling.to_zero_seconds(scaler) == bound == 375
+    params = elastic.scaling_parameters(cfg, p)
+    assert params.to_zero_s == bound
+    e = elastic.elastic_plan(cfg, p, TODAY)
+    assert e is not None
+    # The alarm waits for zero groups and the autoscaler's removal of their nodes (its
+    # --scale-down-unneeded-time, components/autoscaling.py), and past the slowest wake-up.
+    unneeded = autoscaler_values("c", "r", "a", {}, 1, "v")["extraArgs"]
+    assert unneeded["scale-down-unneeded-time"] == f"{elastic.SCALE_DOWN_UNNEEDED_SECONDS // 60}m0s"
+    assert e.idle_alarm_s >= bound + elastic.SCALE_DOWN_UNNEEDED_SECONDS
+    assert e.idle_alarm_s > e.wake_without_volume_s and e.idle_alarm_s % 60 == 0
+    assert ("back to zero" in dict(elastic.describe(e))) and "375 s" in dict(elastic.describe(e))[
+        "back to zero"
+    ]
 
 
 def test_autoscaler_may_change_only_this_clusters_groups() -> None:
@@ -194,3 +347,78 @@ def test_a_minor_without_an_autoscaler_release_is_refused() -> None:
         "(infra/plan/addons.py AUTOSCALER_TAGS); use 1.35, or add the latest "
         "cluster-autoscaler v1.31.x tag"
     )
+
+
+def _keda_prometheus_value(body: bytes, value_location: str) -> float:
+    """KEDA's reading of a Prometheus text answer, for a `valueLocation` without labels
+    (kedacore/keda v2.20.2 pkg/scalers/metrics_api_scaler.go `getValueFromPrometheusResponse`):
+    the family of that name, its first sample's value; a missing family is an error."""
+    text = body.decode("utf-8").replace("\r\n", "\n")
+    types: dict[str, str] = {}
+    for line in text.splitlines():
+        if line.startswith("# TYPE "):
+            _, _, name, kind = line.split(" ")
+            types[name] = kind
+        elif line and not line.startswith("#"):
+            name, value = line.split("{")[0].split(" ")[0], line.rsplit(" ", 1)[1]
+            if name == value_location:
+                assert types.get(name, "untyped") in ("gauge", "counter", "untyped"), line
+                return float(value)
+    raise AssertionError(f"metric '{value_location}' not found")
+
+
+NGINX = shutil.which("nginx") or ("/usr/sbin/nginx" if Path("/usr/sbin/nginx").exists() else None)
+
+
+@pytest.mark.skipif(NGINX is None, reason="apt-get install -y nginx-light (Debian, Ubuntu)")
+def test_real_nginx_answers_the_floor_body_keda_reads_as_zero(tmp_path: Path) -> None:
+    # The floor's own config, run by Debian's nginx on loopback: the exact body, and KEDA's
+    # reading of it (v2.20.2 pkg/scalers/metrics_api_scaler.go: expfmt's text parser, the first
+    # sample of the `valueLocation` family, an HTTP status other than 200 an error).
+    (tmp_path / "run").mkdir()
+    port = free_port()
+    conf = tmp_path / scaling.FLOOR_CONFIG_FILE
+    conf.write_text(
+        scaling.floor_nginx_conf(
+            f"127.0.0.1:{port}",
+            run_dir=str(tmp_path / "run"),
+            user="root" if os.geteuid() == 0 else None,
+        )
+    )
+    nginx = subprocess.Popen(
+        [str(NGINX), "-e", "stderr", "-c", str(conf)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
+    try:
+        for _ in range(100):
+            if nginx.poll() is not None:
+                raise AssertionError(nginx.stdout.read().decode() if nginx.stdout else "exited")
+            with socket.socket() as probe:
+                if probe.connect_ex(("127.0.0.1", port)) == 0:
+                    break
+            time.sleep(0.1)
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as reply:
+            assert reply.status == 200
+            body = reply.read()
+        assert body == scaling.FLOOR_BODY.encode()
+        assert body == b"# TYPE vllm:num_requests_waiting gauge\nvllm:num_requests_waiting 0\n"
+        assert _keda_prometheus_value(body, scaling.QUEUE_METRIC) == 0.0
+        with pytest.raises(urllib.error.HTTPError) as other:
+            urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=5)
+        assert other.value.code == 404
+    finally:
+        os.killpg(nginx.pid, signal.SIGTERM)
+        nginx.wait(timeout=10)
+
+
+def test_keda_reading_of_the_real_vllm_queue_family() -> None:
+    # The floor's series is the one real vLLM 0.31 exports for the queue, with its type (the
+    # rehearsal's capture, tests/fixtures/vllm/metrics-v0.31.json): the trigger sums like with like.
+    fixture = Path(__file__).resolve().parents[1] / "fixtures" / "vllm" / "metrics-v0.31.json"
+    family = json.loads(fixture.read_text())["families"][scaling.QUEUE_METRIC]
+    assert family["type"] == "gauge" and family["samples"] == [scaling.QUEUE_METRIC]
+    assert f"# TYPE {scaling.QUEUE_METRIC} {family['type']}\n" in scaling.FLOOR_BODY
+    with pytest.raises(AssertionError, match="not found"):
+        _keda_prometheus_value(b"vllm:num_requests_running 3\n", scaling.QUEUE_METRIC)

@@ -1287,14 +1287,20 @@ def _evaluated_seconds(args: Mapping[str, Any]) -> int:
     return args["evaluation_periods"] * period
 
 
+ELASTIC_ONLY = ("not-waking", "idle-nodes")
+
+
 def test_every_alarm_is_a_valid_metric_alarm(
     spec: watch.WatchSpec, alarm_arguments: tuple[set[str], set[str], set[str]]
 ) -> None:
     specs = watch.alarms(spec)
     documented = list(_readme_alarms())
-    assert [a.key for a in specs] == [k for k in documented if k != "not-waking"]
-    # An elastic stack: not-waking in place of group-restart (a wake-up restarts a group).
-    elastic = watch.alarms(dataclasses.replace(spec, elastic=True, wake_seconds=370))
+    assert [a.key for a in specs] == [k for k in documented if k not in ELASTIC_ONLY]
+    # An elastic stack: not-waking in place of group-restart (a wake-up restarts a group), and
+    # idle-nodes.
+    elastic = watch.alarms(
+        dataclasses.replace(spec, elastic=True, wake_seconds=370, system_nodes=2, idle_alarm_s=1080)
+    )
     assert [a.key for a in elastic] == [k for k in documented if k != "group-restart"]
     for alarm in [*specs, *elastic]:
         assert _alarm_problems(alarm.args, alarm_arguments) == [], alarm.key
@@ -1485,3 +1491,22 @@ def test_used_vllm_samples_finds_names_in_widgets_and_in_alarms(spec: watch.Watc
     assert alarms_only == {watch.WAITING, watch.KV_USAGE, watch.STARTED}
     widgets = watch.dashboard_widgets(spec)
     assert watch.used_vllm_samples(widgets, []) == set(watch.SAMPLES) | set(watch.bucket_samples())
+
+
+def test_idle_nodes_alarm_counts_model_nodes_with_no_ready_leader(spec: watch.WatchSpec) -> None:
+    # The bound it waits for: kedacore/keda v2.20.2 pkg/scaling/executor/scale_scaledobjects.go
+    # (zero groups within cooldownPeriod + pollingInterval once the queue floor keeps the trigger
+    # answering) and cluster-autoscaler 1.35.0 --scale-down-unneeded-time (the nodes after).
+    elastic = dataclasses.replace(
+        spec, cluster_name="gemma-graviton-prod", elastic=True, system_nodes=2, idle_alarm_s=1080
+    )
+    (alarm,) = [a for a in watch.alarms(elastic) if a.key == "idle-nodes"]
+    assert (alarm.args["evaluation_periods"], alarm.args["datapoints_to_alarm"]) == (18, 18)
+    queries = {q["id"]: q for q in alarm.args["metric_queries"]}
+    nodes = queries["nodes"]["metric"]
+    assert (nodes["namespace"], nodes["metric_name"]) == ("ContainerInsights", "cluster_node_count")
+    assert nodes["dimensions"] == {"ClusterName": "gemma-graviton-prod"}
+    assert queries["up"]["metric"]["metric_name"] == metrics.exported_name(watch.WAITING)
+    assert queries["idle"]["expression"] == "IF(nodes > 2, IF(FILL(up, 0) == 0, 1, 0), 0)"
+    assert "18 minutes" in alarm.description
+    assert [a.key for a in watch.alarms(spec)].count("idle-nodes") == 0

@@ -205,3 +205,57 @@ def test_an_elastic_stack_alarms_when_the_model_does_not_wake(mocks: RecordingMo
     wake = sleep.door_asleep(cfg, p).wake_seconds
     assert queries["asleep"]["metric"]["period"] == watch.not_waking_period_s(wake) >= 1.5 * wake
     assert queries["asleep"]["metric"]["metricName"] == watch.ASLEEP_ANSWERS
+
+
+@pytest.mark.usefixtures("as_pulumi_host")
+def test_the_queue_floor_is_on_the_system_nodes_before_the_scaled_object(
+    mocks: RecordingMocks,
+) -> None:
+    # kedacore/keda v2.20.2 pkg/scalers/metrics_api_scaler.go: with no ready endpoint behind the
+    # metrics Service the queue trigger errors, and pkg/scaling/executor/scale_scaledobjects.go
+    # never scales a ScaledObject in error to zero; the floor is that Service's endpoint.
+    _run_elastic(mocks)
+    floor = named(mocks.records, "kubernetes:apps/v1:Deployment", "scale-queue-floor")
+    template = floor.inputs["spec"]["template"]
+    assert template["spec"]["nodeSelector"] == {"gemma-graviton.dev/pool": "system"}, floor.urn
+    assert "tolerations" not in template["spec"] or template["spec"]["tolerations"] == []
+    service = named(mocks.records, "kubernetes:core/v1:Service", "scale-leader-metrics")
+    selector = service.inputs["spec"]["selector"]
+    assert all(template["metadata"]["labels"].get(k) == v for k, v in selector.items())
+    lws = one(mocks.records, LWS)
+    leader = lws.inputs["spec"]["leaderWorkerTemplate"]["leaderTemplate"]["metadata"]["labels"]
+    assert all(leader.get(k) == v for k, v in selector.items()), lws.urn
+    config = named(mocks.records, "kubernetes:core/v1:ConfigMap", "scale-queue-floor")
+    assert "vllm:num_requests_waiting 0" in config.inputs["data"]["nginx.conf"]
+    named(mocks.records, "kubernetes:networking.k8s.io/v1:NetworkPolicy", "scale-queue-floor")
+    scaled = one(mocks.records, SCALED_OBJECT)
+    assert floor.urn in mocks.monitor.dependencies[scaled.urn], scaled.urn
+
+
+@pytest.mark.usefixtures("as_pulumi_host")
+def test_an_elastic_stack_alarms_on_model_nodes_with_no_ready_leader(
+    mocks: RecordingMocks,
+) -> None:
+    # The bound the alarm waits out: KEDA v2.20.2 scale_scaledobjects.go `scaleToZeroOrIdle`
+    # (cooldownPeriod, then the next poll) and the autoscaler's --scale-down-unneeded-time.
+    cfg, p = _run_elastic(mocks)
+    e = elastic.elastic_plan(cfg, p, dt.date(2026, 12, 3))
+    assert e is not None
+    alarm = named(mocks.records, "aws:cloudwatch/metricAlarm:MetricAlarm", "watch-idle-nodes")
+    assert alarm.inputs["evaluationPeriods"] == e.idle_alarm_s // 60, alarm.urn
+    scaled = one(mocks.records, SCALED_OBJECT).inputs["spec"]
+    to_zero = scaled["cooldownPeriod"] + scaled["pollingInterval"]
+    assert e.idle_alarm_s >= to_zero + elastic.SCALE_DOWN_UNNEEDED_SECONDS
+    queries = {q["id"]: q for q in alarm.inputs["metricQueries"]}
+    assert queries["nodes"]["metric"]["dimensions"] == {"ClusterName": "gemma-graviton-dev"}
+    assert queries["idle"]["expression"].startswith(f"IF(nodes > {e.system.nodes},")
+
+
+@pytest.mark.usefixtures("as_pulumi_host")
+def test_a_fixed_stack_has_no_queue_floor_and_no_idle_alarm(mocks: RecordingMocks) -> None:
+    # No KEDA on a fixed stack (kedacore/keda v2.20.2 is the elastic stacks' chart): no floor to
+    # keep a trigger answering, and no group that KEDA could leave holding nodes.
+    run_program(mocks, "dev")
+    names = {r.name for r in mocks.records}
+    assert "scale-queue-floor" not in names
+    assert "watch-idle-nodes" not in names

@@ -12,6 +12,8 @@ import yaml
 
 from components import watch
 from components.manifests import metrics
+from infra.plan import elastic as elastic_plan
+from infra.plan.sizing import plan
 from infra.plan.stackfile import load_stack, stack_names
 from tests.fakes.pulumi_mocks import RecordingMocks, by_type, named, one, resolve
 from tests.program.harness import run_program
@@ -41,11 +43,20 @@ def test_every_stack_watches_its_model_server(
     )
     alarms = by_type(mocks.records, "aws:cloudwatch/metricAlarm:MetricAlarm")
     # An elastic stack has not-waking in place of group-restart (every planned wake-up would
-    # fire that one).
+    # fire that one), and idle-nodes.
     elastic = load_stack(stack).elastic
     keys = {a.name.removeprefix("watch-") for a in alarms}
-    assert len(alarms) == 5
+    assert len(alarms) == (6 if elastic else 5)
     assert ("not-waking" in keys, "group-restart" in keys) == (elastic, not elastic)
+    assert ("idle-nodes" in keys) is elastic
+    if elastic:
+        # Its clock is the plan's: KEDA v2.20.2 scale_scaledobjects.go's cooldown and next poll,
+        # then the Cluster Autoscaler 1.35.0 --scale-down-unneeded-time (prod: 18 minutes).
+        cfg = load_stack(stack)
+        idle = named(mocks.records, "aws:cloudwatch/metricAlarm:MetricAlarm", "watch-idle-nodes")
+        assert (
+            idle.inputs["evaluationPeriods"] == elastic_plan.idle_alarm(cfg, plan(cfg, stack)) // 60
+        )
     topic = one(mocks.records, "aws:sns/topic:Topic")
     for alarm in alarms:
         assert alarm.inputs["alarmActions"] == [topic.outputs["arn"]], alarm.urn
