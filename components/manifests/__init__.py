@@ -35,6 +35,7 @@ from components.manifests.access import (
     leaders_selector,
     namespace,
     network_policy,
+    program_secrets,
     secret,
     service,
 )
@@ -46,6 +47,7 @@ from components.manifests.lws import (
     pod_disruption_budget,
     rank_pods,
     static_volume,
+    static_volume_name,
     storage_class,
 )
 from components.manifests.probes import ProbeSpec, engine_timeout_env, probe_command
@@ -99,11 +101,13 @@ __all__ = [
     "network_policy",
     "pod_disruption_budget",
     "probe_command",
+    "program_secrets",
     "quantize_objects",
     "rank_pods",
     "secret",
     "service",
     "static_volume",
+    "static_volume_name",
     "storage_class",
 ]
 
