@@ -234,11 +234,6 @@ def _engine_container(spec: ServerSpec, role: Literal["leader", "worker"]) -> di
         )
         container["command"] = ["vllm"]
         container["args"] = args
-        if spec.door:
-            # Behind a door vLLM listens on the pod network: the leaders' Services and the
-            # group's NetworkPolicy reach this port, so the container declares it (the
-            # semantics check asks every targeted or admitted port to be declared).
-            container["ports"] = [{"name": "vllm", "containerPort": spec.port, "protocol": "TCP"}]
         # /health turns 200 only once every rank has joined and the model is loaded. vLLM binds
         # loopback, so the kubelet asks the gatekeeper's probe listener, which no public
         # client can fill (behind a door vLLM listens on the pod network and is asked itself).

@@ -61,8 +61,10 @@ class World:
     node_groups: Sequence[NodeGroup] = ()
     #: Objects the program creates that no file renders (the Secrets, the PersistentVolumes).
     created: Sequence[Manifest] = ()
-    #: (NetworkPolicy name, port) -> why no pod declares that port.
-    policy_port_exceptions: Mapping[tuple[str, int | str], str] = field(default_factory=dict)
+    #: (pod template, port number) -> why the pod serves that port without declaring it: a
+    #: documented exception to the Service and NetworkPolicy rules' "declared" (e.g.
+    #: "LeaderWorkerSet/gemma-vllm leaderTemplate", 8000).
+    undeclared: Mapping[tuple[str, int], str] = field(default_factory=dict)
 
 
 def _fixed(values: Mapping[str, str]) -> dict[str, frozenset[str] | None]:
@@ -254,7 +256,9 @@ def untolerated(
 
 def _tolerated(pod: Mapping[str, Any], taint: Mapping[str, str]) -> bool:
     """kubernetes v1.35 staging/src/k8s.io/api/core/v1/toleration.go `ToleratesTaint`: an empty
-    effect or key matches any; `Exists` any value, `Equal` (the default) the same value."""
+    effect or key matches any; `Exists` any value, `Equal` (the default) the same value. The
+    `Lt`/`Gt` operators of the alpha TaintTolerationComparisonOperators gate match nothing here,
+    as with the gate off (EKS's default)."""
     for tol in pod.get("tolerations") or []:
         if tol.get("effect") and tol["effect"] != taint["effect"]:
             continue
@@ -269,7 +273,9 @@ def _tolerated(pod: Mapping[str, Any], taint: Mapping[str, str]) -> bool:
 # -- rule: Services ----------------------------------------------------------------------------
 
 
-def _declares(pod: Pod, port: int | str, protocol: str) -> bool:
+def _declares(pod: Pod, port: int | str, protocol: str, world: World | None = None) -> bool:
+    if world is not None and (pod.where, port) in world.undeclared:
+        return True
     for container in _serving(pod.spec):
         for declared in container.get("ports", []):
             if declared.get("protocol", "TCP") != protocol:
@@ -279,18 +285,19 @@ def _declares(pod: Pod, port: int | str, protocol: str) -> bool:
     return False
 
 
-def unserved_services(objects: Sequence[Manifest]) -> list[str]:
+def unserved_services(objects: Sequence[Manifest], world: World | None = None) -> list[str]:
     """Every Service whose selector matches no rendered pod, or one of whose ports does not
     resolve to a port a selected pod declares.
 
     The EndpointSlice controller lists the pods matching `selector` (kubernetes v1.35
     pkg/controller/endpointslice/endpointslice_controller.go `syncService`) and resolves each
-    port on each pod with `FindPort` (staging/src/k8s.io/endpointslice/util/controller_utils.go):
+    port on each pod with `FindPort` (staging/src/k8s.io/endpointslice/utils.go, from
+    `getEndpointPorts`):
     a name among the regular and sidecar containers' ports, with the same protocol; a pod where
     it fails is left out of that port's endpoints, so a Service matching no pod, or only pods
     without the port, has no endpoint and every connection is refused. A number `FindPort`
-    takes as is; the project asks that a pod declare it too, so a port nothing listens on is not
-    targeted silently and the NetworkPolicy rule below can see it.
+    takes as is; the check asks that the pod declare it too, or that `world.undeclared` say why
+    it serves the port undeclared, so a port nothing listens on is not targeted silently.
     """
     all_pods = pods(objects)
     found = []
@@ -311,7 +318,7 @@ def unserved_services(objects: Sequence[Manifest]) -> list[str]:
                 f"{name} port {port['port']} targetPort {target!r}: {pod.where} declares no "
                 f"such {protocol} port"
                 for pod in chosen
-                if not _declares(pod, target, protocol)
+                if not _declares(pod, target, protocol, world)
             ]
     return found
 
@@ -327,10 +334,9 @@ def loose_network_policies(objects: Sequence[Manifest], world: World | None = No
     name a number or a named port of those pods, and a named port a pod lacks matches nothing
     (kubernetes v1.35 staging/src/k8s.io/api/networking/v1/types.go `NetworkPolicyPort`;
     enforced here by the VPC CNI's network policy agent). A selector that matches nothing
-    protects nothing; a port no container declares admits traffic to nothing, or is a typo.
-    `world.policy_port_exceptions` lists the ports admitted on purpose without a declaration.
+    protects nothing; a port no container declares admits traffic to nothing, or is a typo,
+    unless `world.undeclared` says why a selected pod serves it undeclared.
     """
-    exceptions = world.policy_port_exceptions if world else {}
     all_pods = pods(objects)
     found = []
     for policy in (o for o in objects if o["kind"] == "NetworkPolicy"):
@@ -347,9 +353,9 @@ def loose_network_policies(objects: Sequence[Manifest], world: World | None = No
                     found.append(f"{name} ingress[{index}] peer {peer} matches no pod")
             for port in rule.get("ports") or []:
                 number, protocol = port.get("port"), port.get("protocol", "TCP")
-                if number is None or (pname, number) in exceptions:
-                    continue
-                if not any(_declares(pod, number, protocol) for pod in chosen):
+                if number is None:
+                    continue  # every port
+                if not any(_declares(pod, number, protocol, world) for pod in chosen):
                     found.append(
                         f"{name} ingress[{index}] port {number!r}: no selected pod declares it"
                     )
@@ -645,7 +651,7 @@ def check(objects: Sequence[Manifest], world: World) -> list[str]:
     """Every rule above, in order."""
     return [
         *unresolved_ports(objects),
-        *unserved_services(objects),
+        *unserved_services(objects, world),
         *loose_network_policies(objects, world),
         *missing_references(objects, world),
         *unbound_claims(objects, world),

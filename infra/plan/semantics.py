@@ -11,7 +11,13 @@ from infra.plan import catalog, elastic
 from infra.plan.config import StackConfig
 from infra.plan.render import rendered_objects
 from infra.plan.sizing import Plan
-from infra.plan.wiring import NAMESPACE, NODE_LABELS, STORAGE_CLASS, SYSTEM_LABELS, server_spec
+from infra.plan.wiring import (
+    NODE_LABELS,
+    STORAGE_CLASS,
+    SYSTEM_LABELS,
+    server_spec,
+    volume_claims,
+)
 
 
 def _group(
@@ -58,23 +64,36 @@ def program_objects(cfg: StackConfig, plan: Plan) -> list[Manifest]:
     spec = server_spec(cfg, plan)
     made = manifests.program_secrets(spec)
     if plan.model_cache == "volume":
-        for claim in manifests.model_claims(spec):
-            ref = (NAMESPACE, claim["metadata"]["name"])
-            made.append(
-                manifests.static_volume(
-                    manifests.static_volume_name(ref),
-                    ref,
-                    STORAGE_CLASS,
-                    plan.model_volume_gib,
-                    "vol-by-the-program",
-                    cfg.availability_zone,
-                )
+        # As infra/__main__.py passes them to ModelVolumes, which builds each with static_volume.
+        made += [
+            manifests.static_volume(
+                manifests.static_volume_name(claim),
+                claim,
+                STORAGE_CLASS,
+                plan.model_volume_gib,
+                "vol-made-by-the-program",
+                cfg.availability_zone,
             )
+            for claim in volume_claims(spec)
+        ]
     return made
 
 
+def undeclared_ports(cfg: StackConfig, plan: Plan) -> dict[tuple[str, int], str]:
+    """The ports a pod serves without declaring them, and why: behind a door (an elastic stack)
+    the leaders' vLLM listens on the pod network (`ServerSpec.engine`, `--host 0.0.0.0`) for the
+    door, the collector and KEDA, which reach it by number through the leaders' Services and the
+    group's NetworkPolicy; it declares no container port, so nothing can target it by a name
+    (policies/rules.py `leaders_behind_gatekeeper`)."""
+    spec = server_spec(cfg, plan)
+    if spec.door is None:
+        return {}
+    leader = f"LeaderWorkerSet/{spec.lws_name} leaderTemplate"
+    return {(leader, spec.port): "vLLM behind the door, reached by number only"}
+
+
 def world(cfg: StackConfig, plan: Plan) -> World:
-    return World(node_groups(cfg, plan), program_objects(cfg, plan))
+    return World(node_groups(cfg, plan), program_objects(cfg, plan), undeclared_ports(cfg, plan))
 
 
 def findings(cfg: StackConfig, plan: Plan) -> list[str]:

@@ -24,7 +24,12 @@ from infra.plan.stackfile import load_stack
 STACKS = sorted(
     p.name.split(".")[1] for p in (Path(__file__).parents[2] / "stacks").glob("Pulumi.*.yaml")
 )
-VARIANTS = [(s, {}) for s in STACKS] + [(s, {"weights": "int8"}) for s in STACKS]
+VARIANTS = [
+    *[(s, {}) for s in STACKS],
+    *[(s, {"weights": "int8"}) for s in STACKS],
+    # dev made elastic: the door, the system group and the model taint on a one-node group.
+    ("dev", {"maxGroups": 2, "minGroups": 0}),
+]
 
 
 def _stack(stack: str, sets: dict[str, Any]) -> tuple[list[dict[str, Any]], World]:
@@ -144,33 +149,44 @@ def test_a_service_on_the_workers_too_finds_no_port_there() -> None:
 
 @pytest.mark.parametrize(("target", "shown"), [("gatekeper", "'gatekeper'"), (8081, "8081")])
 def test_a_target_port_no_selected_pod_declares_is_named(target: Any, shown: str) -> None:
-    objects = _objects("prod", {})
+    objects, stack_world = _stack("prod", {})
     _one(objects, "Service", "gemma-door-wake")["spec"]["ports"][0]["targetPort"] = target
-    assert semantics.unserved_services(objects) == [
+    assert semantics.unserved_services(objects, stack_world) == [
         f"Service/gemma-door-wake port 9090 targetPort {shown}: Deployment/gemma-door declares "
         "no such TCP port"
     ]
 
 
-def test_the_leaders_port_behind_a_door_is_declared() -> None:
-    # FindPort takes a number as is; the check asks the leader to declare what is targeted.
-    objects = _objects("prod", {})
-    del _container(_leader(objects), "vllm")["ports"]
-    assert semantics.unserved_services(objects) == [
-        f"Service/{name} port 8000 targetPort 8000: LeaderWorkerSet/gemma-vllm leaderTemplate "
-        "declares no such TCP port"
+def test_the_leaders_undeclared_port_behind_a_door_is_a_named_exception() -> None:
+    # FindPort takes a number as is, but the check asks a targeted port to be declared or
+    # excepted: vLLM behind a door declares none (policies/rules.py leaders-behind-gatekeeper).
+    objects, stack_world = _stack("prod", {})
+    assert "ports" not in _container(_leader(objects), "vllm")
+    leader = "LeaderWorkerSet/gemma-vllm leaderTemplate"
+    assert set(stack_world.undeclared) == {(leader, 8000)}
+    bare = World(stack_world.node_groups, stack_world.created)
+    assert semantics.unserved_services(objects, bare) == [
+        f"Service/{name} port 8000 targetPort 8000: {leader} declares no such TCP port"
         for name in ("gemma-leaders", "gemma-leader-metrics")
     ]
+    assert semantics.loose_network_policies(objects, bare) == [
+        "NetworkPolicy/gemma-group ingress[1] port 8000: no selected pod declares it"
+    ]
+    assert semantics.check(objects, stack_world) == []
+
+
+def test_a_fixed_stack_excepts_no_port() -> None:
+    assert _stack("dev", {})[1].undeclared == {}
 
 
 # -- NetworkPolicies ---------------------------------------------------------------------------
 
 
 def test_a_policy_selecting_no_pod_is_named() -> None:
-    objects = _objects("prod", {})
+    objects, stack_world = _stack("prod", {})
     policy = _one(objects, "NetworkPolicy", "gemma-door")
     policy["spec"]["podSelector"]["matchLabels"]["app.kubernetes.io/component"] = "dor"
-    assert semantics.loose_network_policies(objects) == [
+    assert semantics.loose_network_policies(objects, stack_world) == [
         "NetworkPolicy/gemma-door podSelector matches no pod"
     ]
 
@@ -182,16 +198,17 @@ def test_a_policy_port_no_selected_pod_declares_is_named() -> None:
     assert semantics.loose_network_policies(objects) == [
         "NetworkPolicy/gemma-group ingress[1] port 8000: no selected pod declares it"
     ]
-    allowed = World(policy_port_exceptions={("gemma-group", 8000): "a documented exception"})
+    leader = "LeaderWorkerSet/gemma-vllm leaderTemplate"
+    allowed = World(undeclared={(leader, 8000): "a documented exception"})
     assert semantics.loose_network_policies(objects, allowed) == []
 
 
 def test_a_policy_peer_selecting_no_pod_is_named() -> None:
-    objects = _objects("prod", {})
+    objects, stack_world = _stack("prod", {})
     policy = _one(objects, "NetworkPolicy", "gemma-group")
     door_peer = policy["spec"]["ingress"][1]["from"][0]
     door_peer["podSelector"]["matchLabels"]["app.kubernetes.io/name"] = "gema"
-    (fault,) = semantics.loose_network_policies(objects)
+    (fault,) = semantics.loose_network_policies(objects, stack_world)
     assert fault.startswith("NetworkPolicy/gemma-group ingress[1] peer ")
     assert fault.endswith(" matches no pod")
 
@@ -362,3 +379,20 @@ def test_quantities_read_as_kubernetes_writes_them() -> None:
     assert semantics.quantity("1G") == 10**9
     with pytest.raises(ValueError, match="not a quantity"):
         semantics.quantity("1 GiB")
+
+
+# -- --render ----------------------------------------------------------------------------------
+
+
+def test_render_refuses_a_stack_whose_objects_would_not_run(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from infra.plan import cli
+    from infra.plan import semantics as stack_semantics
+
+    assert cli.main(["--stack", "dev", "--brief", "--render", str(tmp_path / "ok")]) == 0
+    fault = "Service/gemma selector {} matches no pod"
+    monkeypatch.setattr(stack_semantics, "findings", lambda cfg, p: [fault])
+    capsys.readouterr()
+    assert cli.main(["--stack", "dev", "--brief", "--render", str(tmp_path / "bad")]) == 2
+    assert capsys.readouterr().err == f"error: --render: {fault}\n"
