@@ -40,6 +40,8 @@ class NodeGroup:
     #: What is left of one node's allocatable for the stack's pods after its DaemonSets.
     millicpu: int = 0
     memory_mib: float = 0.0
+    #: The EC2 type those figures are of.
+    instance_type: str = ""
 
 
 @dataclass(frozen=True)

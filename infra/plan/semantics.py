@@ -42,6 +42,7 @@ def _group(
         taints or [],
         millicpu=catalog.allocatable_millicpu(instance) - sum(c.millicpu for c in daemons),
         memory_mib=catalog.allocatable_mib(instance) - sum(c.memory_mib for c in daemons),
+        instance_type=instance_type,
     )
 
 
