@@ -35,7 +35,6 @@ from components.manifests.access import (
     leaders_selector,
     namespace,
     network_policy,
-    program_secrets,
     secret,
     service,
 )
@@ -101,7 +100,6 @@ __all__ = [
     "network_policy",
     "pod_disruption_budget",
     "probe_command",
-    "program_secrets",
     "quantize_objects",
     "rank_pods",
     "secret",

@@ -76,15 +76,6 @@ def secret(
     }
 
 
-#: The Secrets the program creates with the real values (`ModelServer`); never rendered.
-SECRET_KINDS: tuple[Literal["hf-token", "api-key"], ...] = ("hf-token", "api-key")
-
-
-def program_secrets(spec: ServerSpec) -> list[Manifest]:
-    """The program's Secrets with empty values: their names and keys, as the pods name them."""
-    return [secret(spec, which, "") for which in SECRET_KINDS]
-
-
 def gatekeeper_files(spec: ServerSpec) -> dict[str, str]:
     """Every file of the gatekeeper's ConfigMap: nginx.conf and its njs script, then the chat
     page's files when the stack serves it (`chatPage`), mounted beside the config."""

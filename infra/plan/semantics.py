@@ -4,6 +4,8 @@ program creates beside the rendered ones, built from the same config and plan as
 
 from __future__ import annotations
 
+from typing import Literal
+
 from components import manifests
 from components.manifests.semantics import ZONE_LABEL, NodeGroup, World, check
 from components.manifests.spec import MODEL_TAINT, Manifest
@@ -46,6 +48,10 @@ def _group(
     )
 
 
+#: The Secrets the program creates (components/model_server.py `_secret`, `_key_secret`).
+PROGRAM_SECRETS: tuple[Literal["hf-token", "api-key"], ...] = ("hf-token", "api-key")
+
+
 def node_groups(cfg: StackConfig, plan: Plan) -> list[NodeGroup]:
     """The model node group (tainted on an elastic stack) and an elastic stack's system group,
     both in the one node zone (components/cluster.py; `availabilityZone`)."""
@@ -63,7 +69,8 @@ def program_objects(cfg: StackConfig, plan: Plan) -> list[Manifest]:
     """What the program creates that no file renders: the two Secrets (`ModelServer`) and, with
     volumes, one PersistentVolume per rank's claim in the node zone (`ModelVolumes`)."""
     spec = server_spec(cfg, plan)
-    made = manifests.program_secrets(spec)
+    # ModelServer builds both with `secret` from the same spec, with the real values.
+    made = [manifests.secret(spec, which, "") for which in PROGRAM_SECRETS]
     if plan.model_cache == "volume":
         # As infra/__main__.py passes them to ModelVolumes, which builds each with static_volume.
         made += [
