@@ -147,12 +147,15 @@ def test_a_service_on_the_workers_too_finds_no_port_there() -> None:
     ]
 
 
-@pytest.mark.parametrize(("target", "shown"), [("gatekeper", "'gatekeper'"), (8081, "8081")])
-def test_a_target_port_no_selected_pod_declares_is_named(target: Any, shown: str) -> None:
+@pytest.mark.parametrize("wrong", ["name", "number"])
+def test_a_target_port_no_selected_pod_declares_is_named(wrong: str) -> None:
     objects, stack_world = _stack("prod", {})
+    door = _one(objects, "Deployment", "gemma-door")["spec"]["template"]["spec"]
+    declared = [p["containerPort"] for c in door["containers"] for p in c.get("ports", [])]
+    target: Any = "gatekeper" if wrong == "name" else max(declared) + 1
     _one(objects, "Service", "gemma-door-wake")["spec"]["ports"][0]["targetPort"] = target
     assert semantics.unserved_services(objects, stack_world) == [
-        f"Service/gemma-door-wake port 9090 targetPort {shown}: Deployment/gemma-door declares "
+        f"Service/gemma-door-wake port 9090 targetPort {target!r}: Deployment/gemma-door declares "
         "no such TCP port"
     ]
 
