@@ -232,7 +232,7 @@ def unresolved_ports(objects: Sequence[Manifest]) -> list[str]:
                     for port in _named_ports(handler)
                     if port not in declared
                 ]
-    return sorted(set(found), key=found.index)
+    return list(dict.fromkeys(found))
 
 
 # -- rule: taints of the selected pool ---------------------------------------------------------
@@ -253,7 +253,7 @@ def untolerated(
         for taint in taints.get(pool, []):
             if not _tolerated(pod.spec, taint):
                 found.append(f"{pod.where} on pool {pool} does not tolerate {taint['key']}")
-    return sorted(set(found), key=found.index)
+    return list(dict.fromkeys(found))
 
 
 def _tolerated(pod: Mapping[str, Any], taint: Mapping[str, str]) -> bool:
@@ -293,13 +293,13 @@ def unserved_services(objects: Sequence[Manifest], world: World | None = None) -
 
     The EndpointSlice controller lists the pods matching `selector` (kubernetes v1.35
     pkg/controller/endpointslice/endpointslice_controller.go `syncService`) and resolves each
-    port on each pod with `FindPort` (staging/src/k8s.io/endpointslice/utils.go, from
-    `getEndpointPorts`):
-    a name among the regular and sidecar containers' ports, with the same protocol; a pod where
-    it fails is left out of that port's endpoints, so a Service matching no pod, or only pods
-    without the port, has no endpoint and every connection is refused. A number `FindPort`
-    takes as is; the check asks that the pod declare it too, or that `world.undeclared` say why
-    it serves the port undeclared, so a port nothing listens on is not targeted silently.
+    port on each pod with `FindPort` (staging/src/k8s.io/endpointslice/utils.go, called by
+    `getEndpointPorts`): a name among the regular and sidecar containers' ports, with the same
+    protocol; a pod where it fails is left out of that port's endpoints, so a Service matching no
+    pod, or only pods without the port, has no endpoint and every connection is refused. A
+    number `FindPort` takes as is; the check asks that the pod declare it too, or that
+    `world.undeclared` say why it serves the port undeclared, so a port nothing listens on is not
+    targeted silently.
     """
     all_pods = pods(objects)
     found = []
@@ -433,7 +433,7 @@ def missing_references(objects: Sequence[Manifest], world: World | None = None) 
                 found.append(f"{pod.where} {where}: {kind} {name} is not created")
             elif key is not None and key not in keys:
                 found.append(f"{pod.where} {where}: {kind} {name} has no key {key!r}")
-    return sorted(set(found), key=found.index)
+    return list(dict.fromkeys(found))
 
 
 # -- rule: claims bind -------------------------------------------------------------------------
@@ -549,7 +549,7 @@ def unbound_claims(objects: Sequence[Manifest], world: World | None = None) -> l
             fault = _binds(pod, name, spec, volumes, classes, groups)
             if fault:
                 found.append(f"{pod.where} claim {name}: {fault}")
-    return sorted(set(found), key=found.index)
+    return list(dict.fromkeys(found))
 
 
 def _binds(

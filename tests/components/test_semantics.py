@@ -266,6 +266,43 @@ def test_a_config_map_item_the_map_lacks_is_named() -> None:
     ]
 
 
+def test_projected_sources_env_from_and_pull_secrets_count_and_optional_ones_do_not() -> None:
+    pod = {
+        "containers": [
+            {
+                "name": "app",
+                "envFrom": [
+                    {"configMapRef": {"name": "settings"}},
+                    {"secretRef": {"name": "extra", "optional": True}},
+                ],
+            }
+        ],
+        "imagePullSecrets": [{"name": "registry"}],
+        "volumes": [
+            {
+                "name": "both",
+                "projected": {
+                    "sources": [
+                        {"secret": {"name": "token", "items": [{"key": "t", "path": "t"}]}},
+                        {"serviceAccountToken": {"path": "sa"}},
+                    ]
+                },
+            }
+        ],
+    }
+    deployment = {
+        "kind": "Deployment",
+        "metadata": {"name": "app", "namespace": "ns"},
+        "spec": {"template": {"metadata": {"labels": {"app": "a"}}, "spec": pod}},
+    }
+    token = {"kind": "Secret", "metadata": {"name": "token", "namespace": "ns"}, "data": {"u": ""}}
+    assert semantics.missing_references([deployment, token]) == [
+        "Deployment/app volume both: Secret token has no key 't'",
+        "Deployment/app app envFrom: ConfigMap settings is not created",
+        "Deployment/app imagePullSecrets: Secret registry is not created",
+    ]
+
+
 # -- claims ------------------------------------------------------------------------------------
 
 
