@@ -407,6 +407,12 @@ def _references(pod: Pod) -> Iterator[tuple[str, str, str | None, str]]:
                     yield kind, ref["name"], None, f"{cname} envFrom"
     for pull in spec.get("imagePullSecrets", []):
         yield "Secret", pull["name"], None, "imagePullSecrets"
+    # The ServiceAccount admission plugin refuses a pod whose account does not exist ("error
+    # looking up service account", kubernetes v1.35 plugin/pkg/admission/serviceaccount/
+    # admission.go `Admit`); `default` exists in every namespace.
+    account = spec.get("serviceAccountName") or "default"
+    if account != "default":
+        yield "ServiceAccount", account, None, "serviceAccountName"
 
 
 def missing_references(objects: Sequence[Manifest], world: World | None = None) -> list[str]:
@@ -422,7 +428,7 @@ def missing_references(objects: Sequence[Manifest], world: World | None = None) 
     """
     made: dict[tuple[str, str, str], set[str]] = {}
     for obj in [*objects, *(world.created if world else ())]:
-        if obj["kind"] in ("Secret", "ConfigMap"):
+        if obj["kind"] in ("Secret", "ConfigMap", "ServiceAccount"):
             ns = obj["metadata"].get("namespace", "default")
             made[obj["kind"], ns, obj["metadata"]["name"]] = _keys(obj)
     found = []
@@ -650,12 +656,14 @@ def unschedulable(objects: Sequence[Manifest], world: World) -> list[str]:
 
 
 def check(objects: Sequence[Manifest], world: World) -> list[str]:
-    """Every rule above, in order."""
+    """Every rule above, in order, over the rendered objects and the program's own (whose pods,
+    the metrics collector's, must run too)."""
+    every = [*objects, *world.created]
     return [
-        *unresolved_ports(objects),
-        *unserved_services(objects, world),
-        *loose_network_policies(objects, world),
-        *missing_references(objects, world),
-        *unbound_claims(objects, world),
-        *unschedulable(objects, world),
+        *unresolved_ports(every),
+        *unserved_services(every, world),
+        *loose_network_policies(every, world),
+        *missing_references(every, world),
+        *unbound_claims(every, world),
+        *unschedulable(every, world),
     ]

@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Literal
 
 from components import manifests
+from components.manifests import metrics
 from components.manifests.semantics import ZONE_LABEL, NodeGroup, World, check
 from components.manifests.spec import MODEL_TAINT, Manifest
 from infra.plan import catalog, elastic
@@ -17,6 +18,7 @@ from infra.plan.wiring import (
     NODE_LABELS,
     STORAGE_CLASS,
     SYSTEM_LABELS,
+    collector_spec,
     server_spec,
     volume_claims,
 )
@@ -66,8 +68,9 @@ def node_groups(cfg: StackConfig, plan: Plan) -> list[NodeGroup]:
 
 
 def program_objects(cfg: StackConfig, plan: Plan) -> list[Manifest]:
-    """What the program creates that no file renders: the two Secrets (`ModelServer`) and, with
-    volumes, one PersistentVolume per rank's claim in the node zone (`ModelVolumes`)."""
+    """What the program creates that no file renders: the two Secrets (`ModelServer`), with
+    volumes one PersistentVolume per rank's claim in the node zone (`ModelVolumes`), and with
+    `monitoring` the metrics collector's objects (`Monitoring`)."""
     spec = server_spec(cfg, plan)
     # ModelServer builds both with `secret` from the same spec, with the real values.
     made = [manifests.secret(spec, which, "") for which in PROGRAM_SECRETS]
@@ -84,6 +87,9 @@ def program_objects(cfg: StackConfig, plan: Plan) -> list[Manifest]:
             )
             for claim in volume_claims(spec)
         ]
+    if cfg.monitoring:
+        # The role's ARN is the program's output; nothing here reads it.
+        made += metrics.collector_objects(collector_spec(cfg, plan.stack), "role-of-the-program")
     return made
 
 

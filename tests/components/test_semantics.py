@@ -421,6 +421,28 @@ def test_quantities_read_as_kubernetes_writes_them() -> None:
         semantics.quantity("1 GiB")
 
 
+# -- the program's own pods ---------------------------------------------------------------------
+
+
+def test_the_metrics_collector_the_program_makes_is_checked_too() -> None:
+    objects, stack_world = _stack("prod", {})
+    made = copy.deepcopy(list(stack_world.created))
+    (collector,) = [o for o in made if o["kind"] == "Deployment"]
+    name = collector["metadata"]["name"]
+    without = [o for o in made if o["kind"] != "ServiceAccount"]
+    # Moved to the model pool, it no longer tolerates what it runs on.
+    collector["spec"]["template"]["spec"]["nodeSelector"] = {"gemma-graviton.dev/pool": "model"}
+    broken = World(stack_world.node_groups, without, stack_world.undeclared)
+    assert semantics.check(objects, broken) == [
+        f"Deployment/{name} serviceAccountName: ServiceAccount {name} is not created",
+        f"Deployment/{name} fits no node group (model: taint gemma-graviton.dev/pool=model:"
+        "NoSchedule not tolerated; system: nodeSelector {'gemma-graviton.dev/pool': 'model'} "
+        "not among its labels)",
+    ]
+    cfg = load_stack("prod", {"monitoring": False})
+    assert not [o for o in world(cfg, plan(cfg, "prod")).created if o["kind"] == "Deployment"]
+
+
 # -- --render ----------------------------------------------------------------------------------
 
 

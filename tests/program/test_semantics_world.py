@@ -1,7 +1,7 @@
 """What the semantics check assumes the program creates beside the rendered objects
 (`infra.plan.semantics.world`) is what the program creates under the recording mocks: the two
 Secrets with their keys, one PersistentVolume per rank's claim with its class, size, access modes
-and zone, and the node groups with their labels, taints and instance types."""
+and zone, the node groups with their labels, taints and instance types, and the metrics collector."""
 
 from __future__ import annotations
 
@@ -104,3 +104,24 @@ def test_the_checks_node_groups_are_the_programs(
         assert made.inputs["instanceTypes"] == [group.instance_type], made.urn
         taints = [{**t, "effect": EFFECTS[t["effect"]]} for t in group.taints]
         assert made.inputs.get("taints", []) == taints, made.urn
+
+
+@pytest.mark.usefixtures("as_pulumi_host")
+@pytest.mark.parametrize("stack", stack_names())
+def test_the_checks_collector_is_the_programs(mocks: RecordingMocks, stack: str) -> None:
+    expected = _world(mocks, stack, {})
+    kinds = {"ServiceAccount": "core/v1", "ConfigMap": "core/v1", "Deployment": "apps/v1"}
+    for kind, api in kinds.items():
+        (assumed,) = [o for o in expected.created if o["kind"] == kind]
+        made = [
+            r
+            for r in by_type(mocks.records, f"kubernetes:{api}:{kind}")
+            if r.inputs["metadata"]["name"] == assumed["metadata"]["name"]
+        ]
+        assert len(made) == 1, (kind, assumed["metadata"]["name"])
+        assert made[0].inputs["metadata"]["namespace"] == assumed["metadata"]["namespace"]
+        if kind == "Deployment":
+            pod, want = made[0].inputs["spec"]["template"]["spec"], assumed["spec"]["template"]
+            assert pod["nodeSelector"] == want["spec"]["nodeSelector"], made[0].urn
+            assert pod["serviceAccountName"] == want["spec"]["serviceAccountName"], made[0].urn
+            assert pod["volumes"] == want["spec"]["volumes"], made[0].urn
