@@ -1,7 +1,8 @@
 """What the semantics check assumes the program creates beside the rendered objects
 (`infra.plan.semantics.world`) is what the program creates under the recording mocks: the two
 Secrets with their keys, one PersistentVolume per rank's claim with its class, size, access modes
-and zone, the node groups with their labels, taints and instance types, and the metrics collector."""
+and zone, the node groups with their labels, taints and instance types, and the metrics
+collector."""
 
 from __future__ import annotations
 
