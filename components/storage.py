@@ -104,7 +104,7 @@ class ModelVolumes(pulumi.ComponentResource):
             # from a node that still runs it while Pulumi retries the deletion.
             opts=pulumi.ResourceOptions(parent=self, depends_on=[self.driver]),
         )
-        pv_name = f"{claim[0]}-{claim[1]}"
+        pv_name = manifests.static_volume_name(claim)
 
         def manifest(parts: list[str]) -> dict[str, object]:
             volume_id, zone, class_name = parts

@@ -18,7 +18,7 @@ from components.addons import ClusterRef
 from components.autoscaling import Autoscaling, AutoscalingArgs
 from components.cluster import Cluster, ClusterArgs, ElasticNodes
 from components.leaderworkerset import LwsController, LwsControllerArgs
-from components.manifests import door, model_claims
+from components.manifests import door
 from components.manifests.spec import MODEL_TAINT
 from components.model_server import ModelServer, ModelServerArgs
 from components.monitoring import Monitoring, MonitoringArgs
@@ -102,7 +102,7 @@ volumes = (
             wiring.STORAGE_CLASS,
             wiring.STORAGE_THROUGHPUT_MIBPS,
             volume_tags=tags,
-            claims=[(wiring.NAMESPACE, c["metadata"]["name"]) for c in model_claims(server_spec)],
+            claims=wiring.volume_claims(server_spec),
             size_gib=plan.model_volume_gib,
             zone=placement.node.name,
         ),

@@ -46,6 +46,7 @@ from components.manifests.lws import (
     pod_disruption_budget,
     rank_pods,
     static_volume,
+    static_volume_name,
     storage_class,
 )
 from components.manifests.probes import ProbeSpec, engine_timeout_env, probe_command
@@ -104,6 +105,7 @@ __all__ = [
     "secret",
     "service",
     "static_volume",
+    "static_volume_name",
     "storage_class",
 ]
 

@@ -115,6 +115,11 @@ def model_claims(spec: ServerSpec) -> list[Manifest]:
     ]
 
 
+def static_volume_name(claim: tuple[str, str]) -> str:
+    """The PersistentVolume the program makes for `claim` (namespace, name)."""
+    return f"{claim[0]}-{claim[1]}"
+
+
 def static_volume(
     name: str,
     claim: tuple[str, str],

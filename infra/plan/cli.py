@@ -380,12 +380,20 @@ def main(argv: Sequence[str] | None = None, today: dt.date | None = None) -> int
         ]
         scaled = elastic.elastic_plan(cfg, result, today)
         written: list[Path] = []
+        faults: list[str] = []
         if args.render is not None:
             from infra.plan.render import render_stack
+            from infra.plan.semantics import findings
 
             written = render_stack(cfg, result, args.render)
+            # What Kubernetes itself would refuse or never run (components/manifests/semantics.py).
+            faults = findings(cfg, result)
     except ConfigError as error:
         print(f"error: {error}", file=sys.stderr)
+        return 2
+    if faults:
+        for fault in faults:
+            print(f"error: --render: {fault}", file=sys.stderr)
         return 2
     if args.json:
         data = result.to_json() | econ.to_json()

@@ -98,6 +98,12 @@ def server_spec(cfg: StackConfig, plan: Plan) -> ServerSpec:
     )
 
 
+def volume_claims(spec: ServerSpec) -> list[tuple[str, str]]:
+    """The claims (namespace, name) that each get a program-made EBS volume and PersistentVolume
+    (`components.storage.ModelVolumes`): every rank's, as the StatefulSets name them."""
+    return [(spec.namespace, c["metadata"]["name"]) for c in model_claims(spec)]
+
+
 def drain_spec(plan: Plan) -> DrainSpec:
     """The plan's drain bounds as the pods and the Service take them."""
     d = plan.drain

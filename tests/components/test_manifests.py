@@ -276,6 +276,14 @@ def test_volume_cache_uses_a_claim_per_rank() -> None:
         assert "models" not in {v["name"] for v in pod["volumes"]}
 
 
+def test_a_claims_persistent_volume_keeps_its_name() -> None:
+    # components/storage.py names each rank's PersistentVolume so; a new name would make Pulumi
+    # replace every one of them (the EBS volumes stay, their PVs are recreated).
+    assert manifests.static_volume_name(("gemma-graviton", "models-gemma-vllm-0-1")) == (
+        "gemma-graviton-models-gemma-vllm-0-1"
+    )
+
+
 def test_startup_budget_and_wait_annotation_follow_the_plan() -> None:
     _, p, objects = _objects()
     lws = _kind(objects, "LeaderWorkerSet")
