@@ -56,6 +56,7 @@ def test_ci_runs_the_readme_test_command_first_and_it_installs_its_own_packages(
     assert re.search(r"^packages:\n\t.*\.ci/packages$", makefile, re.M)
     packages = (REPO / ".ci" / "packages").read_text()
     assert "nginx-light" in packages and "libseccomp2" in packages
+    assert "apt+=(docker-registry)" in packages  # tests/plan/test_pins.py's registry
 
 
 def test_what_it_serves_is_the_dev_plan() -> None:

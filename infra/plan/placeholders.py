@@ -12,9 +12,9 @@ update fails half built. `make plan` names them in its first lines; the program 
 `pulumi up` and lets a preview (and the CLI) run with them, so a new stack can be planned before
 it is filled in.
 
-The catalogue's own vLLM image is one too: no public source gave the digest of
-`vllm/vllm-openai-cpu:v0.31.0-arm64` (read 2026-12-01), and an image pinned by a tag alone can be
-moved under the same name, so `vllmImage` must be set with its digest before `pulumi up`.
+The pin file's own vLLM image is one too until `make pin-images` reads its digest from the
+registry: no public source gave the digest of `vllm/vllm-openai-cpu:v0.31.0-arm64` (read
+2026-12-01), and an image pinned by a tag alone can be moved under the same name.
 """
 
 from __future__ import annotations
@@ -102,7 +102,8 @@ def find(cfg: StackConfig) -> list[Placeholder]:
             Placeholder(
                 "vllmImage",
                 cfg.vllm_image,
-                "pinned by a tag only; set repository:tag@sha256:<the index's digest>",
+                "pinned by a tag only; run `make pin-images`, or set "
+                "repository:tag@sha256:<the index's digest>",
             )
         )
     return found

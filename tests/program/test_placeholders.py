@@ -52,7 +52,7 @@ def test_make_plan_names_them_in_its_first_lines(capsys: pytest.CaptureFixture[s
         "arn:aws:iam::123456789012:role/platform-admin, a principal in AWS's documentation "
         "account 123456789012; `clusterViewerArns` arn:aws:iam::123456789012:role/ml-oncall, a "
         "principal in AWS's documentation account 123456789012; `vllmImage` "
-        "vllm/vllm-openai-cpu:v0.31.0-arm64, pinned by a tag only; set "
+        "vllm/vllm-openai-cpu:v0.31.0-arm64, pinned by a tag only; run `make pin-images`, or set "
         "repository:tag@sha256:<the index's digest>"
     )
     assert head[1].startswith("prod starts: "), head[1]
