@@ -23,6 +23,7 @@ import urllib.error
 import urllib.parse
 import urllib.request
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -43,9 +44,8 @@ def _free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-@pytest.fixture(scope="module")
-def registry(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """A docker-registry on 127.0.0.1, its base URL; stopped at the end of the module."""
+def require_binary() -> None:
+    """Skip where the registry cannot be had; fail where `make packages` would have installed it."""
     if not os.access(BINARY, os.X_OK):
         if os.geteuid() != 0:
             pytest.skip(
@@ -53,27 +53,37 @@ def registry(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
                 "as root installs Debian's docker-registry"
             )
         pytest.fail(f"{BINARY} is absent: `make packages` installs Debian's docker-registry")
-    root = tmp_path_factory.mktemp("registry")
+
+
+@contextmanager
+def start_registry(workdir: Path, data: Path, extra: str = "") -> Iterator[str]:
+    """A docker-registry on 127.0.0.1 storing in `data` (config and log in `workdir`), with
+    `extra` config lines; its base URL, until the block ends."""
+    require_binary()
+    workdir.mkdir(parents=True, exist_ok=True)
     port = _free_port()
-    config = root / "config.yml"
+    config = workdir / "config.yml"
     config.write_text(
         "version: 0.1\n"
         "log: {level: error}\n"
-        f"storage: {{filesystem: {{rootdirectory: {root / 'data'}}}}}\n"
-        f"http: {{addr: '127.0.0.1:{port}'}}\n"
+        f"storage: {{filesystem: {{rootdirectory: '{data}'}}}}\n"
+        f"http: {{addr: '127.0.0.1:{port}'}}\n" + extra
     )
-    log = (root / "registry.log").open("w")
+    log = (workdir / "registry.log").open("w")
     process = subprocess.Popen([BINARY, "serve", str(config)], stdout=log, stderr=log)
     base = f"http://127.0.0.1:{port}"
     try:
         for _ in range(200):  # up to 20 s for it to listen
             try:
-                with urllib.request.urlopen(f"{base}/v2/", timeout=2) as response:
-                    if response.status == 200:
-                        break
+                with urllib.request.urlopen(f"{base}/v2/", timeout=2):
+                    break
+            except urllib.error.HTTPError as error:
+                if error.code == 401:  # token auth: up, and asking for a token
+                    break
+                raise
             except (urllib.error.URLError, ConnectionError):
                 if process.poll() is not None:
-                    pytest.fail(f"docker-registry exited: {(root / 'registry.log').read_text()}")
+                    pytest.fail(f"docker-registry exited: {(workdir / 'registry.log').read_text()}")
                 time.sleep(0.1)
         else:
             pytest.fail("docker-registry did not answer /v2/ in 20 s")
@@ -82,6 +92,14 @@ def registry(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         process.terminate()
         process.wait(timeout=10)
         log.close()
+
+
+@pytest.fixture(scope="module")
+def registry(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """An open docker-registry on 127.0.0.1, its base URL; stopped at the end of the module."""
+    root = tmp_path_factory.mktemp("registry")
+    with start_registry(root, root / "data") as base:
+        yield base
 
 
 def _request(method: str, url: str, body: bytes = b"", content_type: str = "") -> Any:
