@@ -28,6 +28,13 @@ $(MUTANTS)/.installed: requirements.txt requirements-dev.txt requirements-mutant
 plan: $(VENV)/.installed
 	$(PY) -m infra.plan --stack $(STACK) --render rendered/$(STACK) $(ARGS)
 
+## Every shipped image's tag resolved to its multi-arch index's digest at its registry, the index
+## checked for linux/arm64, the pins written to components/manifests/images.json (needs the
+## registries: Docker Hub, registry.k8s.io); ARGS="--registry-host-map docker.io=http://host:port".
+.PHONY: pin-images
+pin-images: $(VENV)/.installed
+	$(PY) -m infra.plan.pins $(ARGS)
+
 ## Lint and the whole test suite (offline), after the distribution's packages it uses.
 test: packages $(VENV)/.installed $(TOOLS)/.installed lint unit
 

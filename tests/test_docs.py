@@ -73,6 +73,10 @@ RULES: list[tuple[str, str]] = [
     ),
     (r"make mutants.*", "minutes of mutation testing; .github/workflows/mutants.yml runs it"),
     (r"docker buildx imagetools inspect.*", "needs Docker Hub"),
+    (
+        r"make pin-images.*|python -m infra\.plan\.pins.*",
+        "needs the registries; tests/plan/test_pins.py runs it against one on loopback",
+    ),
     (r"(\.venv/bin/)?python -m infra\.bench.*", "needs a deployed endpoint (tests/bench: a stub)"),
     (r"make bench.*", "needs a deployed endpoint (make rehearse runs a short one)"),
     (r"make quality.*", "needs a deployed endpoint (make rehearse scores its tiny groups)"),

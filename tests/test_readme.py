@@ -12,7 +12,7 @@ import pytest
 import yaml
 
 from infra.bootstrap.access import ci_roles, runner_variable
-from infra.plan import docs_ranking, prices
+from infra.plan import docs_ranking, placeholders, prices
 from infra.plan.cli import main
 from infra.plan.compare import compare, default_need
 from infra.plan.config import SECRET_KEYS, StackConfig
@@ -56,6 +56,7 @@ def test_ci_runs_the_readme_test_command_first_and_it_installs_its_own_packages(
     assert re.search(r"^packages:\n\t.*\.ci/packages$", makefile, re.M)
     packages = (REPO / ".ci" / "packages").read_text()
     assert "nginx-light" in packages and "libseccomp2" in packages
+    assert "apt+=(docker-registry)" in packages  # tests/plan/test_pins.py's registry
 
 
 def test_what_it_serves_is_the_dev_plan() -> None:
@@ -83,8 +84,9 @@ def test_what_it_serves_is_the_dev_plan() -> None:
 
 
 def test_the_quick_start_edits_the_required_keys_before_any_command_reads_them() -> None:
-    """The four keys come first, are every key without a default, and what the README shows for
-    them is accepted on the stack it edits."""
+    """The five keys come first, are every key without a default and every key the shipped dev
+    stack holds a placeholder in (the image's digest aside, which the next paragraph names), and
+    what the README shows for them is accepted on the stack it edits."""
     section = _section("Quick start: a working endpoint")
     block = re.search(r"```yaml\n(.*?)```", section, re.S)
     assert block is not None
@@ -93,9 +95,18 @@ def test_the_quick_start_edits_the_required_keys_before_any_command_reads_them()
     edits = {
         k.removeprefix("gemma-graviton:"): v for k, v in yaml.safe_load(block.group(1)).items()
     }
-    assert list(edits) == ["owner", "endDate", "allowedCidrs", "endpointPublicAccessCidrs"]
+    assert list(edits) == [
+        "owner",
+        "endDate",
+        "allowedCidrs",
+        "endpointPublicAccessCidrs",
+        "clusterAdminArns",
+    ]
     required = {f.alias or n for n, f in StackConfig.model_fields.items() if f.is_required()}
     assert required <= set(edits), required - set(edits)
+    shipped = {p.key for p in placeholders.find(load_stack("dev", today=prices.READ_ON))}
+    assert shipped - {"vllmImage"} <= set(edits), shipped - set(edits)
+    assert "`vllmImage` is one" in section
     assert "stacks/Pulumi.dev.yaml" in section
     cfg = load_stack("dev", edits, today=prices.READ_ON)
     assert [str(c) for c in cfg.allowed_cidrs] == edits["allowedCidrs"]

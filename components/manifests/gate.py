@@ -23,23 +23,16 @@ from typing import Any
 
 import yaml
 
+from components.manifests import images
 from components.manifests.spec import LWS_API, Manifest
 
 #: The upstream kubectl image (published on registry.k8s.io since v1.28), of the cluster's minor
-#: version, pinned by the digest of its multi-arch index, tag kept for readers. v1.35.1, not
-#: v1.35.0: no public source gave v1.35.0's digest; three public image-pin tables agree on this
-#: one for v1.35.1 (found by text search of public repositories, read 2026-12-01).
-KUBECTL_IMAGE = (
-    "registry.k8s.io/kubectl:v1.35.1"
-    "@sha256:c93e4fb811b3217ef69ee7a79a9a15fb277887cd1c3002fbe154e676037a274a"
-)
+#: version, pinned by the digest of its multi-arch index in `images.json` (`make pin-images`),
+#: tag kept for readers. v1.35.1, not v1.35.0: no public source gave v1.35.0's digest.
+KUBECTL_IMAGE = images.reference("kubectl")
 #: The probe object's pod image; it is never pulled (the object is never created), pinned all the
-#: same: the multi-arch index of pause 3.10, as many public repositories pin it (for instance
-#: kind/KubeRay demo scripts and Dockerfiles found by text search, read 2026-12-01).
-PROBE_POD_IMAGE = (
-    "registry.k8s.io/pause:3.10"
-    "@sha256:ee6521f290b2168b6e0935a181d4cff9be1ac3f505666ef0e3c98fae8199917a"
-)
+#: same (pause 3.10, `images.json`).
+PROBE_POD_IMAGE = images.reference("pause")
 PROBE_MOUNT = "/probe"
 GATE_LABELS = {"app.kubernetes.io/name": "lws-webhook-gate", "app.kubernetes.io/part-of": "lws"}
 

@@ -36,7 +36,7 @@ import math
 import re
 from typing import Any
 
-from components.manifests import drain
+from components.manifests import drain, images
 from components.manifests.gatekeeper_conf import (
     OPEN_PATHS,
     ROUTES,
@@ -50,12 +50,8 @@ __all__ = ["OPEN_PATHS", "ROUTES", "GatekeeperLimits", "config_files", "nginx_co
 #: The official nginx image, stable line, Alpine variant: nginx 1.30.5 with the stream module
 #: built in and njs 1.0.1 as a dynamic module (`nginx-module-njs`, in
 #: /usr/lib/nginx/modules/ngx_http_js_module.so; the "slim" variant has no njs), pinned by the
-#: digest of its multi-arch index (linux/arm64/v8 and linux/amd64 among its platforms).
-#: Source: docker-library/repo-info `repos/nginx/remote/1.30.5-alpine.md` at commit
-#: 35d0d2e1b83352ed6b2de8c0784080e1784106bc, read 2026-12-01.
-IMAGE = (
-    "nginx:1.30.5-alpine@sha256:0985e772fb9f729e6fa0980da05fca5d9c468e870eed43071545afa9d2e27d94"
-)
+#: digest of its multi-arch index in `images.json` (its source there; `make pin-images`).
+IMAGE = images.reference("gatekeeper")
 CONTAINER = "gatekeeper"
 PORT_NAME = "gatekeeper"
 PORT = 8080

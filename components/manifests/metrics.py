@@ -36,19 +36,14 @@ from typing import Any
 
 import yaml
 
-from components.manifests import gatekeeper
+from components.manifests import gatekeeper, images
 from components.manifests.spec import LWS_NAME_LABEL, LWS_WORKER_INDEX_LABEL, Manifest
 
 #: AWS Distro for OpenTelemetry collector v0.45.1 (aws-otel-collector VERSION, read 2026-11-30),
-#: pinned by digest, tag kept for readers. The digest is the one Dependabot resolved for
-#: `amazon/aws-otel-collector:v0.45.1` on Docker Hub, the same release's other registry (for a
-#: multi-arch tag, its index; arm64 for Graviton): alphagov/pay-adot `Dockerfile` at commit
-#: 0c822b84 ("Bump amazon/aws-otel-collector from v0.45.0 to v0.45.1", 2025-10-13), read
-#: 2026-12-01. No public source gave the digest of the public.ecr.aws copy, so Docker Hub's is used.
-IMAGE = (
-    "docker.io/amazon/aws-otel-collector:v0.45.1"
-    "@sha256:4eabdc3213c7897d12df8daa4b8f1bf2fd3ebffc72ccdb8279102169a932342e"
-)
+#: pinned by the digest of its multi-arch index in `images.json` (its source there; `make
+#: pin-images`), tag kept for readers. No public source gave the digest of the public.ecr.aws
+#: copy, so Docker Hub's is used.
+IMAGE = images.reference("metrics-collector")
 NAME = "metrics-collector"
 #: The labels the NetworkPolicy admits the metrics port from (with the namespace's name label).
 LABELS = {

@@ -30,6 +30,7 @@ from pydantic import (
     model_validator,
 )
 
+from components.manifests import images
 from infra.plan import catalog, prices
 
 PROJECT = "gemma-graviton"
@@ -496,14 +497,15 @@ class StackConfig(BaseModel):
         str,
         Field(
             alias="vllmImage",
-            description="vLLM CPU image (arm64), as repository:tag@sha256:digest. The default "
-            "has no digest yet: `pulumi up` refuses it until one is set.",
+            description="vLLM CPU image (arm64), as repository:tag@sha256:digest of its index. "
+            "The default is the pin file's (components/manifests/images.json), which has no "
+            "digest until `make pin-images` writes it: `pulumi up` refuses it until then.",
             json_schema_extra=_fix(
-                "pin a version and its digest, such as "
+                "drop the key and run `make pin-images`, or pin a version and its digest, such as "
                 "vllm/vllm-openai-cpu:v0.31.0-arm64@sha256:<64 hex digits>"
             ),
         ),
-    ] = "vllm/vllm-openai-cpu:v0.31.0-arm64"
+    ] = images.PINS["vllm"].reference
     allowed_cidrs: Annotated[
         tuple[ipaddress.IPv4Network, ...],
         Field(
@@ -837,8 +839,8 @@ class StackConfig(BaseModel):
     @classmethod
     def _image_pinned(cls, value: str) -> str:
         # A set image must name its digest: a registry can move a tag under the same name. Runs
-        # only on a set value; the catalogue's default, whose digest no public source gave, is a
-        # placeholder `pulumi up` refuses (`infra.plan.placeholders`).
+        # only on a set value; the pin file's default, until `make pin-images` gives it a digest,
+        # is a placeholder `pulumi up` refuses (`infra.plan.placeholders`).
         reference, _, digest = value.partition("@")
         name, _, tag = reference.rpartition(":")
         if not name or "/" in tag or tag in ("", "latest"):
@@ -847,8 +849,8 @@ class StackConfig(BaseModel):
             raise ConfigError(
                 "vllmImage",
                 f"{value} is pinned by a tag only, which a registry can move",
-                f"pin it by digest as {value}@sha256:<64 hex digits> (`docker buildx imagetools "
-                f"inspect {value}` prints the index's)",
+                f"pin it by digest as {value}@sha256:<the index's digest>, or drop the key "
+                "and run `make pin-images`, which pins the default's",
             )
         if not IMAGE_DIGEST.fullmatch(digest):
             raise ConfigError(
@@ -887,6 +889,21 @@ class StackConfig(BaseModel):
             )
         return value
 
+    def _check_image(self) -> None:
+        # The default too: the pin file records the platforms `make pin-images` read from the
+        # registry, and every node is Graviton (arm64); an index without arm64 cannot start.
+        pin = images.recorded(self.vllm_image)
+        if pin is None or not pin.missing():
+            return
+        listed = ", ".join(pin.platforms or ()) or "no platform"
+        raise ConfigError(
+            "vllmImage",
+            f"{self.vllm_image} is an index without {', '.join(pin.missing())} (it lists "
+            f"{listed}, as `make pin-images` read it), and every node is Graviton (arm64)",
+            "choose a tag whose index lists linux/arm64, set it in "
+            "components/manifests/images.json and run `make pin-images`",
+        )
+
     @model_validator(mode="after")
     def _cross_checks(self) -> StackConfig:
         for key, zone in (
@@ -920,6 +937,7 @@ class StackConfig(BaseModel):
                 f"{self.vpc_cidr} must be a /16 to /18 (four /20 subnets are cut from it)",
                 "use a range such as 10.42.0.0/16",
             )
+        self._check_image()
         self._check_front_door()
         self._check_weights()
         self._check_elastic()

@@ -2,14 +2,19 @@
 
 The committed stacks hold documentation values where an account's own belong: address ranges
 reserved for documentation (RFC 5737's three IPv4 /24s, RFC 3849's IPv6 2001:db8::/32), which no
-operator or client ever comes from, and an all-zero certificate ARN. AWS takes them, so a `pulumi
-up` would build a cluster whose API admits nobody (`endpointPublicAccessCidrs`) or stop at the
-listener. `make plan` names them in its first lines; the program refuses them at `pulumi up` and
-lets a preview (and the CLI) run with them, so a new stack can be planned before it is filled in.
+operator or client ever comes from, an all-zero certificate ARN, and kubectl principals in the
+account AWS's documentation uses for its examples. AWS takes the ranges, so a `pulumi up` would
+build a cluster whose API admits nobody (`endpointPublicAccessCidrs`) or stop at the listener; EKS
+refuses an access entry for a principal that does not exist, after the cluster exists
+(`CreateAccessEntry`: "InvalidParameterException: The specified principalArn is invalid: invalid
+principal", as terraform-aws-modules/terraform-aws-eks#2969 quotes it, read 2026-12-03), so the
+update fails half built. `make plan` names them in its first lines; the program refuses them at
+`pulumi up` and lets a preview (and the CLI) run with them, so a new stack can be planned before
+it is filled in.
 
-The catalogue's own vLLM image is one too: no public source gave the digest of
-`vllm/vllm-openai-cpu:v0.31.0-arm64` (read 2026-12-01), and an image pinned by a tag alone can be
-moved under the same name, so `vllmImage` must be set with its digest before `pulumi up`.
+The pin file's own vLLM image is one too until `make pin-images` reads its digest from the
+registry: no public source gave the digest of `vllm/vllm-openai-cpu:v0.31.0-arm64` (read
+2026-12-01), and an image pinned by a tag alone can be moved under the same name.
 """
 
 from __future__ import annotations
@@ -27,6 +32,11 @@ DOCUMENTATION_RANGES = (
     ipaddress.ip_network("203.0.113.0/24"),
     ipaddress.ip_network("2001:db8::/32"),
 )
+#: The account IDs AWS's documentation writes in its example ARNs: 123456789012 in the EKS and IAM
+#: guides' examples (the shipped stacks' own), 111122223333 in the IAM User Guide's cross-account
+#: examples, 012345678901 in the Account Management Reference's "View AWS account identifiers"
+#: (read 2026-12-03). A principal there is never the operator's own.
+DOCUMENTATION_ACCOUNTS = ("123456789012", "111122223333", "012345678901")
 #: An ARN whose account or resource ID is all zeros (`.../00000000-0000-0000-0000-000000000000`).
 _ZERO_ARN = re.compile(r"arn:[^:]*:[^:]*:[^:]*:(0{12}:.*|[^:]*:[^/]*/[0-]+)")
 
@@ -54,8 +64,16 @@ def _documentation(network: ipaddress.IPv4Network | ipaddress.IPv6Network) -> st
     return None
 
 
+def _documentation_account(arn: str) -> str | None:
+    account = arn.split(":")[4] if arn.count(":") >= 5 else ""
+    if account in DOCUMENTATION_ACCOUNTS:
+        return f"a principal in AWS's documentation account {account}"
+    return None
+
+
 def find(cfg: StackConfig) -> list[Placeholder]:
-    """Every key of `cfg` that holds a documentation range or an all-zero ARN, in key order."""
+    """Every key of `cfg` that holds a documentation range, an all-zero ARN or a principal in a
+    documentation account, in key order."""
     found = []
     for key, networks in (
         ("endpointPublicAccessCidrs", cfg.endpoint_public_access_cidrs),
@@ -72,15 +90,20 @@ def find(cfg: StackConfig) -> list[Placeholder]:
         ("clusterViewerArns", cfg.cluster_viewer_arns),
     ):
         for arn in arns:
-            if _ZERO_ARN.fullmatch(arn):
-                found.append(Placeholder(key, arn, "an all-zero ARN"))
+            what = "an all-zero ARN" if _ZERO_ARN.fullmatch(arn) else None
+            if key != "tlsCertificateArn":
+                # kubectl principals only: EKS looks each one up when it creates the access entry.
+                what = what or _documentation_account(arn)
+            if what:
+                found.append(Placeholder(key, arn, what))
                 break
     if "@" not in cfg.vllm_image:
         found.append(
             Placeholder(
                 "vllmImage",
                 cfg.vllm_image,
-                "pinned by a tag only; set repository:tag@sha256:<the index's digest>",
+                "pinned by a tag only; run `make pin-images`, or set "
+                "repository:tag@sha256:<the index's digest>",
             )
         )
     return found

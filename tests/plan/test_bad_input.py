@@ -150,7 +150,7 @@ CASES = [
     Case("unpinned image", {"vllmImage": "vllm/vllm-openai-cpu:latest"}, "vllmImage",
          {"vllmImage": VLLM_PINNED}, "@sha256:"),
     Case("image by tag only", {"vllmImage": "vllm/vllm-openai-cpu:v0.31.0-arm64"}, "vllmImage",
-         {"vllmImage": VLLM_PINNED}, "v0.31.0-arm64@sha256:<64 hex digits>"),
+         {"vllmImage": VLLM_PINNED}, "v0.31.0-arm64@sha256:<the index's digest>"),
     Case("unknown model", {"model": "meta-llama/Llama-3-8B"}, "model",
          {"model": "google/gemma-4-12B-it"}, "modelProfile"),
     Case("partial profile", {"modelProfile": "{layers: 4}"}, "modelProfile.slidingPerFull",

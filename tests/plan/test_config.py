@@ -114,15 +114,14 @@ BAD_INPUTS = [
     (
         ["vllmImage=vllm/vllm-openai-cpu:latest"],
         "`vllmImage` must be a version tag and its digest, repository:tag@sha256:... (got "
-        "'vllm/vllm-openai-cpu:latest'); pin a version and its digest, such as "
-        "vllm/vllm-openai-cpu:v0.31.0-arm64@sha256:<64 hex digits>",
+        "'vllm/vllm-openai-cpu:latest'); drop the key and run `make pin-images`, or pin a version "
+        "and its digest, such as vllm/vllm-openai-cpu:v0.31.0-arm64@sha256:<64 hex digits>",
     ),
     (
         ["vllmImage=vllm/vllm-openai-cpu:v0.31.0-arm64"],
         "`vllmImage` vllm/vllm-openai-cpu:v0.31.0-arm64 is pinned by a tag only, which a registry "
-        "can move; pin it by digest as vllm/vllm-openai-cpu:v0.31.0-arm64@sha256:<64 hex digits> "
-        "(`docker buildx imagetools inspect vllm/vllm-openai-cpu:v0.31.0-arm64` prints the "
-        "index's)",
+        "can move; pin it by digest as vllm/vllm-openai-cpu:v0.31.0-arm64@sha256:<the index's "
+        "digest>, or drop the key and run `make pin-images`, which pins the default's",
     ),
     (
         ["vllmImage=vllm/vllm-openai-cpu:v0.31.0-arm64@sha256:abc"],

@@ -26,12 +26,15 @@ def stack_values(stack: str) -> dict[str, Any]:
 VLLM_IMAGE = "vllm/vllm-openai-cpu:v0.31.0-arm64@sha256:" + "0123456789abcdef" * 4
 #: What a user sets in place of each committed stack's placeholders before `pulumi up`, which
 #: refuses them (`infra.plan.placeholders`): public ranges outside the documentation ranges, a
-#: certificate ARN that is not all zeros, the vLLM image with its digest.
+#: certificate ARN that is not all zeros, the vLLM image with its digest, kubectl principals in an
+#: account of the user's own rather than the documentation's.
+OWN_ACCOUNT = "210987654321"
 OWN_VALUES: dict[str, dict[str, Any]] = {
     "dev": {
         "allowedCidrs": ["100.24.0.10/32"],
         "endpointPublicAccessCidrs": ["100.24.0.0/24"],
         "vllmImage": VLLM_IMAGE,
+        "clusterAdminArns": [f"arn:aws:iam::{OWN_ACCOUNT}:role/platform-admin"],
     },
     "prod": {
         "vllmImage": VLLM_IMAGE,
@@ -39,6 +42,8 @@ OWN_VALUES: dict[str, dict[str, Any]] = {
         "endpointPublicAccessCidrs": ["100.25.0.0/24"],
         "tlsCertificateArn": "arn:aws:acm:us-east-1:123456789012:certificate/"
         "0f1e2d3c-4b5a-6978-8796-a5b4c3d2e1f0",
+        "clusterAdminArns": [f"arn:aws:iam::{OWN_ACCOUNT}:role/platform-admin"],
+        "clusterViewerArns": [f"arn:aws:iam::{OWN_ACCOUNT}:role/ml-oncall"],
     },
 }
 

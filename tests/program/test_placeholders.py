@@ -15,15 +15,22 @@ from tests.fakes.pulumi_mocks import RecordingMocks
 from tests.program.harness import OWN_VALUES, run_program
 
 SHIPPED = {
-    "dev": ["endpointPublicAccessCidrs", "allowedCidrs", "vllmImage"],
-    "prod": ["endpointPublicAccessCidrs", "allowedCidrs", "tlsCertificateArn", "vllmImage"],
+    "dev": ["endpointPublicAccessCidrs", "allowedCidrs", "clusterAdminArns", "vllmImage"],
+    "prod": [
+        "endpointPublicAccessCidrs",
+        "allowedCidrs",
+        "tlsCertificateArn",
+        "clusterAdminArns",
+        "clusterViewerArns",
+        "vllmImage",
+    ],
 }
 REFUSAL = {
     "dev": "`endpointPublicAccessCidrs` still holds the placeholder 203.0.113.0/24, an RFC 5737 "
-    "documentation range (2 more key(s) too: `make plan` lists them); set it to your own value "
+    "documentation range (3 more key(s) too: `make plan` lists them); set it to your own value "
     "with `pulumi config set`; a preview runs with it, `pulumi up` does not",
     "prod": "`endpointPublicAccessCidrs` still holds the placeholder 198.51.100.0/24, an RFC 5737 "
-    "documentation range (3 more key(s) too: `make plan` lists them); set it to your own value "
+    "documentation range (5 more key(s) too: `make plan` lists them); set it to your own value "
     "with `pulumi config set`; a preview runs with it, `pulumi up` does not",
 }
 
@@ -41,8 +48,11 @@ def test_make_plan_names_them_in_its_first_lines(capsys: pytest.CaptureFixture[s
         "PLACEHOLDERS, which `pulumi up` refuses (set your own): `endpointPublicAccessCidrs` "
         "198.51.100.0/24, an RFC 5737 documentation range; `allowedCidrs` 198.51.100.0/24, an RFC "
         "5737 documentation range; `tlsCertificateArn` arn:aws:acm:us-east-1:123456789012:"
-        "certificate/00000000-0000-0000-0000-000000000000, an all-zero ARN; `vllmImage` "
-        "vllm/vllm-openai-cpu:v0.31.0-arm64, pinned by a tag only; set "
+        "certificate/00000000-0000-0000-0000-000000000000, an all-zero ARN; `clusterAdminArns` "
+        "arn:aws:iam::123456789012:role/platform-admin, a principal in AWS's documentation "
+        "account 123456789012; `clusterViewerArns` arn:aws:iam::123456789012:role/ml-oncall, a "
+        "principal in AWS's documentation account 123456789012; `vllmImage` "
+        "vllm/vllm-openai-cpu:v0.31.0-arm64, pinned by a tag only; run `make pin-images`, or set "
         "repository:tag@sha256:<the index's digest>"
     )
     assert head[1].startswith("prod starts: "), head[1]
@@ -87,6 +97,47 @@ def test_documentation_ranges(network: str, placeholder: bool) -> None:
 )
 def test_all_zero_arns(arn: str, placeholder: int) -> None:
     assert bool(placeholders._ZERO_ARN.fullmatch(arn)) is bool(placeholder)
+
+
+@pytest.mark.parametrize(
+    ("arn", "placeholder"),
+    [
+        ("arn:aws:iam::123456789012:role/platform-admin", True),
+        ("arn:aws:iam::111122223333:user/auditor", True),
+        ("arn:aws:iam::012345678901:role/ops", True),
+        ("arn:aws:iam::210987654321:role/auditor", False),
+        ("arn:aws:iam::123456789013:role/auditor", False),
+    ],
+)
+def test_kubectl_principals_in_a_documentation_account(arn: str, placeholder: bool) -> None:
+    """EKS refuses an access entry for a principal that does not exist, after the cluster exists;
+    a documentation account's principal never does, for either list."""
+    own = OWN_VALUES["prod"]
+    for key in ("clusterAdminArns", "clusterViewerArns"):
+        cfg = load_stack("prod", {**own, key: [arn]})
+        found = [(p.key, p.value) for p in placeholders.find(cfg)]
+        assert found == ([(key, arn)] if placeholder else []), key
+
+
+def test_a_certificate_in_the_documentation_account_is_no_principal_placeholder() -> None:
+    """The account test is for kubectl principals only; a certificate is judged by its all-zero ID
+    (the own values' certificate keeps the documentation account with a real-looking ID)."""
+    cfg = load_stack("prod", OWN_VALUES["prod"])
+    assert ":123456789012:" in (cfg.tls_certificate_arn or "")
+    assert placeholders.find(cfg) == []
+
+
+@pytest.mark.usefixtures("as_pulumi_host")
+def test_up_refuses_a_documentation_account_admin_in_one_line(mocks: RecordingMocks) -> None:
+    admin = "arn:aws:iam::123456789012:role/platform-admin"
+    with pytest.raises(pulumi.RunError) as error:
+        run_program(mocks, "dev", {"clusterAdminArns": [admin]})
+    assert str(error.value) == (
+        f"`clusterAdminArns` still holds the placeholder {admin}, a principal in AWS's "
+        "documentation account 123456789012; set it to your own value with `pulumi config set`; "
+        "a preview runs with it, `pulumi up` does not"
+    )
+    assert mocks.records == []
 
 
 @pytest.mark.parametrize("stack", sorted(SHIPPED))
