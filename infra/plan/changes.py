@@ -82,8 +82,11 @@ IDLE_KEYS = (
     # The LeaderWorkerSet's rollout strategy is outside its revision hash (lws v0.10.0
     # pkg/utils/revision/revision_utils.go `getPatch`: leaderWorkerTemplate and networkConfig).
     "rolloutSurge",
-    # The ScaledObject and the node groups' sizes change in place; what starts or stops then is
-    # KEDA's and the Cluster Autoscaler's doing, one group at a time.
+    # The ScaledObject changes in place; the model node group's scaling block does not change
+    # at all (its maximum is `elastic.MODEL_NODES_CEILING`, fixed), since any change to it
+    # sends Pulumi's stale desired size to EKS (terraform-provider-aws
+    # internal/service/eks/node_group.go `resourceNodeGroupUpdate`, commit 012e0a32). What starts
+    # or stops then is KEDA's and the Cluster Autoscaler's doing, one group at a time.
     "minGroups",
     "maxGroups",
     "schedule",

@@ -54,6 +54,21 @@ NODE_READY_SECONDS = 120
 IMAGE_PULL_GIB = catalog.IMAGE_DISK_GIB / 2
 #: Attaching a rank's EBS weights volume to its new node (modelled).
 VOLUME_ATTACH_SECONDS = 30
+#: The model node group's maximum size, fixed: no stack key moves it. The Cluster Autoscaler adds
+#: nodes only for pods that wait, and the pods are bounded elsewhere (KEDA's `maxReplicaCount` is
+#: `maxGroups`, the LeaderWorkerSet's surge is `rolloutSurge`, the vCPU quota check counts both),
+#: so the maximum is only a ceiling. It must not follow them: a changed `maxSize` makes the AWS
+#: provider send the whole scaling block to `UpdateNodegroupConfig`, the desired size included
+#: (hashicorp/terraform-provider-aws internal/service/eks/node_group.go `resourceNodeGroupUpdate`,
+#: `d.HasChange("scaling_config")` then `expandNodegroupScalingConfig`, which sets `DesiredSize`;
+#: commit 012e0a32 read 2026-12-03), and with `ignoreScalingChanges` that desired size is the one
+#: in Pulumi's state, not the autoscaler's: "Pulumi will continue to send those stale values to
+#: the provider" without a refresh (pulumi docs content/docs/iac/concepts/options/
+#: ignorechanges.md, read 2026-12-03). The deploy never refreshes, so a `maxGroups` edit would
+#: set the group back to the size it was created with (0) and EKS would terminate the serving
+#: nodes. 100: a round ceiling above every stack the planner accepts today (`elastic_plan`
+#: refuses one that needs more, naming `maxGroups`).
+MODEL_NODES_CEILING = 100
 #: The always-on system nodes: the smallest Graviton type that holds the system pods.
 SYSTEM_INSTANCE_TYPE = "m7g.large"
 SYSTEM_NODE_DISK_GIB = 20
@@ -131,7 +146,8 @@ class ElasticPlan:
     wake_with_volume_s: int
     wake_without_volume_s: int
     system: SystemGroup
-    #: Model nodes the node group may reach: the most groups' nodes plus a replacement's surge.
+    #: Model nodes the stack may run at once: the most groups' nodes plus a replacement's and a
+    #: rollout's surge (the node group's own maximum is `MODEL_NODES_CEILING`, above it).
     model_nodes_max: int
     vcpus_at_most: int
     usd_month_fewest: float | None
@@ -265,6 +281,23 @@ def check_quota(cfg: StackConfig, p: Plan) -> None:
     )
 
 
+def check_ceiling(cfg: StackConfig, p: Plan) -> None:
+    """Refuse a `maxGroups` whose nodes (with their surge) exceed the node group's fixed
+    maximum; name the most groups that fit."""
+    need = p.nodes + surge_nodes(p)
+    if cfg.max_groups is None or need <= MODEL_NODES_CEILING:
+        return
+    # The surge stays what it is (fewer groups never need more of it).
+    fits = (MODEL_NODES_CEILING - surge_nodes(p)) // p.stages
+    raise ConfigError(
+        "maxGroups",
+        f"is {cfg.max_groups}, but its groups of {p.stages} node(s) need {need} model nodes "
+        f"with their surge, above the model node group's fixed maximum of {MODEL_NODES_CEILING} "
+        "(infra/plan/elastic.py MODEL_NODES_CEILING)",
+        f"use `maxGroups: {max(fits, 1)}` or fewer",
+    )
+
+
 def surge_nodes(p: Plan) -> int:
     """Nodes above the most groups' own: a node replacement's and a rollout's surge."""
     return readiness.SURGE_NODES + p.rollout.surge_nodes
@@ -302,6 +335,7 @@ def elastic_plan(cfg: StackConfig, p: Plan, today: dt.date) -> ElasticPlan | Non
     if not cfg.elastic:
         return None
     check_quota(cfg, p)
+    check_ceiling(cfg, p)
     scaling = scaling_parameters(cfg, p)
     fewest = month_usd(cfg, p, scaling.min_groups, today)
     most = month_usd(cfg, p, scaling.max_groups, today)
@@ -353,7 +387,8 @@ def describe(e: ElasticPlan) -> list[tuple[str, str]]:
             "model node group",
             f"0 to {e.model_nodes_max} nodes (the most groups' nodes + "
             f"{e.model_nodes_max - s.max_groups * s.nodes_per_group} surge: a node "
-            "replacement's and a rollout's), Cluster Autoscaler",
+            "replacement's and a rollout's), Cluster Autoscaler; the group's maximum is fixed "
+            f"at {MODEL_NODES_CEILING}, so no key's edit resizes it",
         ),
         ("vcpu quota at most", f"{e.vcpus_at_most} vCPUs (model, surge and system nodes)"),
     ]

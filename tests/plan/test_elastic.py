@@ -111,6 +111,16 @@ REFUSALS = [
         "end, groupsInside, groupsOutside)",
         ["minGroups=0", "maxGroups=2", f"schedule={OFFICE}"],
     ),
+    # The model node group's maximum is fixed (a changed maximum sends a stale desired size,
+    # hashicorp/terraform-provider-aws internal/service/eks/node_group.go
+    # `resourceNodeGroupUpdate`, commit 012e0a32): a stack that needs more nodes is refused.
+    (
+        ["minGroups=0", "maxGroups=16", "pipelineStages=8"],
+        "`maxGroups` is 16, but its groups of 8 node(s) need 138 model nodes with their surge, "
+        "above the model node group's fixed maximum of 100 (infra/plan/elastic.py "
+        "MODEL_NODES_CEILING); use `maxGroups: 11` or fewer",
+        ["minGroups=0", "maxGroups=11", "pipelineStages=8"],
+    ),
     (
         [*ELASTIC, "vcpuQuota=60"],
         "`maxGroups` 3 groups need 84 vCPUs (6 x m7g.2xlarge with 4 surge nodes, and the system "
