@@ -1,8 +1,16 @@
 """What a change of each stack key costs the running service: the plan prints it, the docs table
 ("What a change costs") is checked against it.
 
-Three kinds, from how the program wires each key:
-- node replacement: the key reaches the managed node group (type, version, subnet) or its launch
+Five kinds, from how the program wires each key:
+- node group replacement: `instanceType` cannot change in place (`instance_types` is ForceNew on
+  aws_eks_node_group, hashicorp/terraform-provider-aws internal/service/eks/node_group.go, commit
+  012e0a32 read 2026-12-03). Pulumi creates the new group first and deletes the old one last
+  (create before delete, its default, kept: the other way round deletes every node, and on a
+  fixed stack the only nodes, before a new one exists). The model pods select the instance type
+  (`wiring.model_node_selector`), so their template changes with it and the LeaderWorkerSet moves
+  each group to the new nodes once, as a group restart; the old group holds no model pod when it
+  goes. Both groups run meanwhile: the vCPU quota check counts them (`readiness.peak_nodes`);
+- node replacement: the key reaches the managed node group (version, subnet) or its launch
   template (`owner`, `endDate` and `tags` are instance tags there: EKS does not copy node group
   tags to instances, and the clean-up jobs that stopped the field report's nodes read them from
   the instance). A new launch-template version makes EKS replace every node, one at a time
@@ -22,10 +30,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from infra.plan import readiness
 from infra.plan.sizing import Plan
 
+TYPE_KEYS = ("instanceType",)
 NODE_KEYS = (
-    "instanceType",
     "kubernetesVersion",
     "availabilityZone",
     "nodeSubnets",
@@ -132,11 +141,29 @@ def _node_replacement(p: Plan) -> ChangeCost:
     )
 
 
+def _type_change(p: Plan) -> ChangeCost:
+    """A new node group of the new type beside the old one; the groups move once, as a group
+    restart does (the new pods select the new type), and the old group goes last."""
+    rolls = p.rollout
+    peak = readiness.peak_nodes(p.nodes, rolls.surge_nodes)
+    return ChangeCost(
+        "node group replacement",
+        TYPE_KEYS,
+        "a second node group of the new type is created beside the old one; the model pods "
+        "select the instance type, so LWS moves each group to the new nodes once, each after it "
+        "drained, and the old group is deleted last, holding no model pod",
+        f"~{rolls.outage_s} s (drain, then one restart)" if rolls.outage_s else "none",
+        f"{rolls.describe()}; both node groups run until then (up to {peak} nodes, counted at "
+        "the new type in the vcpu quota row)",
+    )
+
+
 def change_costs(p: Plan) -> list[ChangeCost]:
     """The kinds for this plan, with outages from its cold start (modelled, as the plan's
     own cold-start figure is)."""
     rolls = p.rollout
     return [
+        _type_change(p),
         _node_replacement(p),
         ChangeCost(
             "group restart",

@@ -256,27 +256,37 @@ def system_group(cfg: StackConfig) -> SystemGroup:
 
 
 def check_quota(cfg: StackConfig, p: Plan) -> None:
-    """Refuse a `maxGroups` whose nodes (with a node replacement's surge and the system nodes)
-    the stated vCPU quota cannot launch; name the most groups that fit."""
+    """Refuse a `maxGroups` whose nodes at the peak of a change (a node replacement's surge or
+    an `instanceType` change's second node group, a rollout's surge, and the system nodes) the
+    stated vCPU quota cannot launch; name the most groups that fit."""
     if cfg.vcpu_quota is None or cfg.max_groups is None:
         return
     need = vcpus_at_most(cfg, p)
     if cfg.vcpu_quota >= need:
         return
-    per_group = p.stages * catalog.INSTANCE_TYPES[p.instance_type].vcpu
-    fixed = need - cfg.max_groups * per_group
-    fits = (cfg.vcpu_quota - fixed) // per_group
+    vcpu = catalog.INSTANCE_TYPES[p.instance_type].vcpu
+    system = need - readiness.vcpus_needed(p)[1]
+    fits = max(
+        (
+            groups
+            for groups in range(cfg.max_groups)
+            if readiness.peak_nodes(groups * p.stages, p.rollout.surge_nodes) * vcpu + system
+            <= cfg.vcpu_quota
+        ),
+        default=0,
+    )
     fix = (
         f"use `maxGroups: {fits}`, or ask AWS to raise quota {readiness.QUOTA_CODE} to {need}"
         if fits > (cfg.min_groups or 0)
         else f"ask AWS to raise quota {readiness.QUOTA_CODE} in {cfg.region} to {need} and set "
         f"`vcpuQuota` to {need}"
     )
+    peak = readiness.peak_nodes(p.nodes, p.rollout.surge_nodes)
     raise ConfigError(
         "maxGroups",
-        f"{cfg.max_groups} groups need {need} vCPUs ({p.nodes} x {p.instance_type} with "
-        f"{surge_nodes(p)} surge nodes, and the system nodes), above `vcpuQuota` "
-        f"{cfg.vcpu_quota}",
+        f"{cfg.max_groups} groups need {need} vCPUs ({p.nodes} x {p.instance_type}, {peak} at the "
+        "peak of a change: a node replacement's or an `instanceType` change's extra nodes and a "
+        f"rollout's surge; and the system nodes), above `vcpuQuota` {cfg.vcpu_quota}",
         fix,
     )
 
@@ -304,7 +314,8 @@ def surge_nodes(p: Plan) -> int:
 
 
 def vcpus_at_most(cfg: StackConfig, p: Plan) -> int:
-    """vCPUs at the most groups: their nodes, a replacement's surge and the system nodes."""
+    """vCPUs at the most groups: their nodes at the peak of a change (`readiness.peak_nodes`)
+    and the system nodes."""
     _, replacing = readiness.vcpus_needed(p)
     system = system_group(cfg)
     return replacing + system.nodes * catalog.INSTANCE_TYPES[system.instance_type].vcpu
