@@ -1,7 +1,7 @@
 """What a change of each stack key costs the running service: the plan prints it, the docs table
 ("What a change costs") is checked against it.
 
-Five kinds, from how the program wires each key:
+Six kinds, from how the program wires each key:
 - node group replacement: `instanceType` cannot change in place (`instance_types` is ForceNew on
   aws_eks_node_group, hashicorp/terraform-provider-aws internal/service/eks/node_group.go, commit
   012e0a32 read 2026-12-03). Pulumi creates the new group first and deletes the old one last
@@ -22,6 +22,7 @@ Five kinds, from how the program wires each key:
   can grow (`infra.plan.rollout`), each old group only after it drained. A new `weights` or
   `weightsSource` also runs a new quantize Job first (minutes, `make plan` shows them) when
   the stack makes its own checkpoint, and may change the number of nodes;
+- group count: `replicas` resizes a fixed stack's node group before its groups (`_group_count`);
 - nothing running: security groups, IAM, alarms and access entries change in place;
 - rebuild: the network itself changes, so everything is created again.
 """
@@ -71,6 +72,7 @@ GROUP_KEYS = (
     "weightsSource",
 )
 REBUILD_KEYS = ("region", "vpcCidr", "controlPlaneZone")
+COUNT_KEYS = ("replicas",)
 IDLE_KEYS = (
     "allowedCidrs",
     "endpointPublicAccessCidrs",
@@ -81,7 +83,6 @@ IDLE_KEYS = (
     "monitoring",
     "tlsCertificateArn",
     "allowPlainHttp",
-    "replicas",
     "vcpuQuota",
     # The gatekeeper re-reads its key file, which the kubelet refreshes from the Secret: a
     # rotation changes no pod template (`components.manifests.gatekeeper`).
@@ -158,6 +159,33 @@ def _type_change(p: Plan) -> ChangeCost:
     )
 
 
+def _group_count(p: Plan) -> ChangeCost:
+    """`replicas` resizes a fixed stack's node group (min = desired = max, the desired size
+    sent with it) and its LeaderWorkerSet. The LeaderWorkerSet depends on the node group, so
+    the node group changes first: more nodes, then more groups, and nothing restarts; fewer
+    nodes first, picked by the node group's Auto Scaling group, which knows nothing of the
+    groups, so a group that keeps serving can lose a rank and restart."""
+    if p.rollout.grows:
+        return ChangeCost(
+            "group count",
+            COUNT_KEYS,
+            "not a key of an elastic stack: `maxGroups` bounds the groups, KEDA sets them",
+            "none",
+            "nothing restarts (`replicas` is refused beside the elasticity keys)",
+        )
+    restart = p.warm_restart_seconds
+    return ChangeCost(
+        "group count",
+        COUNT_KEYS,
+        "more: the node group grows, then LWS adds the groups; fewer: the node group shrinks "
+        "first and its Auto Scaling group picks the nodes that go, then LWS removes the last "
+        "groups",
+        f"~{restart} s (one restart) on fewer groups, when the nodes removed reach every group "
+        "that stays; none on more",
+        "more: nothing restarts; fewer: each group that stays and lost a node restarts once",
+    )
+
+
 def change_costs(p: Plan) -> list[ChangeCost]:
     """The kinds for this plan, with outages from its cold start (modelled, as the plan's
     own cold-start figure is)."""
@@ -172,6 +200,7 @@ def change_costs(p: Plan) -> list[ChangeCost]:
             f"~{rolls.outage_s} s (drain, then one restart)" if rolls.outage_s else "none",
             rolls.describe(),
         ),
+        _group_count(p),
         ChangeCost("nothing running", IDLE_KEYS, "changed in place", "none"),
         ChangeCost(
             "rebuild",

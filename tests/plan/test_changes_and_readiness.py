@@ -97,3 +97,21 @@ def test_a_stack_without_alarm_email_is_told_its_alarms_reach_nobody() -> None:
     ]
     assert readiness.warnings(load_stack("dev", {"alarmEmail": "oncall@example.com"})) == []
     assert readiness.warnings(load_stack("dev", {"monitoring": False})) == []
+
+
+def test_fewer_replicas_is_not_promised_to_restart_nothing() -> None:
+    # A fixed node group's scaling block is sent whole, the desired size with it
+    # (hashicorp/terraform-provider-aws internal/service/eks/node_group.go
+    # `resourceNodeGroupUpdate`, commit 012e0a32 read 2026-12-03), and the LeaderWorkerSet depends
+    # on the node group, so fewer nodes go first, picked without regard to the groups.
+    p = plan(load_stack("dev"), "dev")
+    kinds = {c.kind: c for c in changes.change_costs(p)}
+    assert "replicas" not in kinds["nothing running"].keys
+    count = kinds["group count"]
+    assert count.keys == ("replicas",)
+    assert count.outage.startswith(f"~{p.warm_restart_seconds} s (one restart) on fewer groups")
+    assert "restarts once" in count.rollout
+    # An elastic stack has no `replicas`: nothing to promise there.
+    elastic = plan(load_stack("prod"), "prod")
+    (none,) = [c for c in changes.change_costs(elastic) if c.kind == "group count"]
+    assert none.outage == "none"
