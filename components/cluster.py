@@ -74,7 +74,10 @@ class ElasticNodes:
     """An elastic stack's nodes: the model node group scales from 0 under the Cluster
     Autoscaler, tainted for the model pods alone; a small always-on system group runs the rest."""
 
-    #: The model node group's most nodes (the most groups' nodes and a replacement's surge).
+    #: The model node group's maximum size: a fixed ceiling (`infra.plan.elastic.
+    #: MODEL_NODES_CEILING`), never a figure that `maxGroups` or `rolloutSurge` moves. A changed
+    #: maximum makes the AWS provider send the desired size from Pulumi's state with it, which
+    #: is not the autoscaler's (see `_model_scaling`).
     max_nodes: int
     system_instance_type: str
     system_nodes: int
@@ -108,8 +111,9 @@ class ClusterArgs:
     node_labels: Mapping[str, str]
     """Kubernetes labels put on every node; the workload's nodeSelector uses them."""
     surge_nodes: int = 0
-    """Nodes a rollout's surge groups need above `node_count`: the group's maximum allows them
-    (a node autoscaler adds them; without one the plan never asks for any)."""
+    """Nodes a rollout's surge groups need above `node_count` on a fixed node group: its maximum
+    allows them (the plan never asks for any without a node autoscaler, so this is 0 there). An
+    elastic group's maximum is `elastic.max_nodes` alone."""
     public_access_cidrs: Sequence[str] = ()
     """Ranges admitted to the public API endpoint (operators, CI runners). Empty turns the public
     endpoint off; the private endpoint is always on, for the nodes."""
@@ -513,9 +517,17 @@ class Cluster(pulumi.ComponentResource):
 
 
 def _model_scaling(args: ClusterArgs) -> dict[str, object]:
-    """The model node group's size: fixed at `node_count`, or (elastic) 0 to the most nodes
-    with the Cluster Autoscaler owning the desired size and the model pods' taint; either way
-    room for a rollout's surge nodes above it (`infra.plan.rollout`)."""
+    """The model node group's size: fixed at `node_count` (room for a rollout's surge nodes
+    above it, none on a fixed stack), or (elastic) 0 to a fixed ceiling with the Cluster
+    Autoscaler owning the desired size and the model pods' taint.
+
+    The elastic scaling block never changes after creation. When any of its fields changes, the
+    AWS provider sends all three to `UpdateNodegroupConfig` (hashicorp/terraform-provider-aws
+    internal/service/eks/node_group.go `resourceNodeGroupUpdate` and
+    `expandNodegroupScalingConfig`, commit 012e0a32 read 2026-12-03), and the desired size it
+    sends is the ignored one from Pulumi's state, stale unless a refresh ran first (pulumi docs
+    `ignorechanges.md`, read 2026-12-03): EKS would resize the group to it and terminate
+    serving nodes."""
     if args.elastic is None:
         size = args.node_count
         return {
@@ -526,7 +538,7 @@ def _model_scaling(args: ClusterArgs) -> dict[str, object]:
     taint = args.elastic.model_taint
     return {
         "scaling_config": aws.eks.NodeGroupScalingConfigArgs(
-            min_size=0, desired_size=0, max_size=args.elastic.max_nodes + args.surge_nodes
+            min_size=0, desired_size=0, max_size=args.elastic.max_nodes
         ),
         # A `pulumi up` leaves the autoscaler's count alone (pulumi-eks ManagedNodeGroup).
         "ignore_scaling_changes": True,

@@ -25,7 +25,7 @@ from components.monitoring import Monitoring, MonitoringArgs
 from components.network import Network, NetworkArgs
 from components.observability import ClusterLogs, ClusterLogsArgs
 from components.storage import ModelVolumes, ModelVolumesArgs
-from infra.plan import addons, elastic, monitoring, readiness, wiring
+from infra.plan import addons, elastic, monitoring, wiring
 from infra.pulumi_config import place_zones, read_stack_config, warn_about
 
 stack = pulumi.get_stack()
@@ -73,7 +73,7 @@ cluster = Cluster(
         elastic=None
         if system is None
         else ElasticNodes(
-            max_nodes=plan.nodes + readiness.SURGE_NODES,
+            max_nodes=elastic.MODEL_NODES_CEILING,
             system_instance_type=system.instance_type,
             system_nodes=system.nodes,
             system_labels=wiring.SYSTEM_LABELS,

@@ -43,34 +43,65 @@ _CNI_SRC = (
     "docs.aws.amazon.com/ja_jp/eks/latest/userguide/pod-networking.html, versions table (one "
     "version for every row, 1.27-1.33)"
 )
-_EBS_SRC = (
-    "a public project's `aws eks create-addon` of this version (so it exists); its Kubernetes "
-    "compatibility was not read (describe-addon-versions cannot run here)"
+#: Two public configurations, independent of each other, read 2026-12-03, that list one version
+#: per add-on per Kubernetes version; both give kube-proxy v1.34.6-eksbuild.13 and
+#: v1.35.3-eksbuild.13, this table's own pins from AWS's page, so they were written in the same
+#: weeks as it: an EKS upgrade guide's "Version Reference" table for 1.33, 1.34 and 1.35 ("All
+#: addon versions sourced live from `aws eks describe-addon-versions`"), and an aws-cdk-lib
+#: aws-eks-v2 cluster's add-on map (`addonVersions`, KubernetesVersion.V1_30 to V1_35). Both
+#: list vpc-cni v1.22.2-eksbuild.1 and aws-ebs-csi-driver v1.61.1-eksbuild.1 for 1.34 and 1.35;
+#: the upgrade guide lists the same for 1.33, the CDK map for 1.30 to 1.35, and the CDK map
+#: amazon-cloudwatch-observability v6.2.0-eksbuild.1 for 1.30 to 1.35. A third, a 1.35 cluster's
+#: tfvars kept by a script that reads describe-addon-versions (github.com/devopscoop/
+#: project1-dev), has the builds before them: vpc-cni v1.22.1-eksbuild.2, aws-ebs-csi-driver
+#: v1.60.1-eksbuild.1. (The vpc-cni page AWS keeps, read 2026-12-01, stops at 1.33.)
+_PUBLIC_READ = dt.date(2026, 12, 3)
+_PUBLIC_SRC = (
+    "two independent public configurations read 2026-12-03: an EKS 1.33-1.35 upgrade guide's "
+    "version table (from `aws eks describe-addon-versions`) and an aws-cdk-lib aws-eks-v2 "
+    "cluster's add-on map per KubernetesVersion, both listing this version for this Kubernetes "
+    "version"
 )
+_CNI_PUBLIC = AddonPin("v1.22.2-eksbuild.1", _PUBLIC_SRC, _PUBLIC_READ)
+_EBS = AddonPin("v1.61.1-eksbuild.1", _PUBLIC_SRC, _PUBLIC_READ)
 _CW_SRC = (
     "docs.aws.amazon.com/AmazonCloudWatch/latest/monitoring/install-CloudWatch-Observability-"
     "EKS-addon.md (names v6.2.0-eksbuild.1); its chart, aws-observability/helm-charts 6.x, has "
     "manager.applicationSignals.autoMonitor (values.yaml)"
 )
+_CW_PUBLIC_SRC = (
+    f"{_CW_SRC}; listed for this Kubernetes version by an aws-cdk-lib aws-eks-v2 cluster's "
+    "add-on map, read 2026-12-03"
+)
 
 
-def _row(coredns: str, kube_proxy: str, cni_listed: bool) -> dict[str, AddonPin]:
+_CW = AddonPin("v6.2.0-eksbuild.1", _CW_PUBLIC_SRC, _PUBLIC_READ)
+
+
+def _row(coredns: str, kube_proxy: str, *, public_cni: bool) -> dict[str, AddonPin]:
+    """One Kubernetes version's pins; `public_cni`: vpc-cni as the public configurations list
+    it (AWS's own vpc-cni table has no row for this version)."""
     return {
-        VPC_CNI: AddonPin("v1.20.1-eksbuild.3", _CNI_SRC, _READ, confirmed=cni_listed),
+        VPC_CNI: _CNI_PUBLIC if public_cni else AddonPin("v1.20.1-eksbuild.3", _CNI_SRC, _READ),
         KUBE_PROXY: AddonPin(kube_proxy, _PROXY_SRC, _READ),
         COREDNS: AddonPin(coredns, _COREDNS_SRC, _READ),
-        EBS_CSI: AddonPin("v1.44.0-eksbuild.1", _EBS_SRC, _READ, confirmed=False),
-        CLOUDWATCH: AddonPin("v6.2.0-eksbuild.1", _CW_SRC, _READ, confirmed=False),
+        EBS_CSI: _EBS,
+        CLOUDWATCH: _CW,
     }
 
 
 #: Kubernetes version -> add-on -> pin. Only versions EKS still runs on 2026-12-01 (1.30 and
 #: 1.31 left extended support; `rules.check_dates` refuses them).
+#: AWS recommends moving vpc-cni one minor version at a time (docs.aws.amazon.com/ko_kr/eks/
+#: latest/userguide/cni-metrics-helper.html, read 2026-12-03): a 1.33 -> 1.34 change moves it
+#: from v1.20 to v1.22 in one add-on update, so update it to a v1.21 build by hand first there.
+#: 1.32 and 1.33 keep the vpc-cni build AWS's table lists for them; their aws-ebs-csi-driver and
+#: CloudWatch add-on are the public configurations' (the CDK map lists both for 1.30 to 1.35).
 ADDON_VERSIONS: dict[str, dict[str, AddonPin]] = {
-    "1.32": _row("v1.11.4-eksbuild.40", "v1.32.13-eksbuild.16", cni_listed=True),
-    "1.33": _row("v1.12.4-eksbuild.18", "v1.33.10-eksbuild.13", cni_listed=True),
-    "1.34": _row("v1.13.2-eksbuild.11", "v1.34.6-eksbuild.13", cni_listed=False),
-    "1.35": _row("v1.14.3-eksbuild.3", "v1.35.3-eksbuild.13", cni_listed=False),
+    "1.32": _row("v1.11.4-eksbuild.40", "v1.32.13-eksbuild.16", public_cni=False),
+    "1.33": _row("v1.12.4-eksbuild.18", "v1.33.10-eksbuild.13", public_cni=False),
+    "1.34": _row("v1.13.2-eksbuild.11", "v1.34.6-eksbuild.13", public_cni=True),
+    "1.35": _row("v1.14.3-eksbuild.3", "v1.35.3-eksbuild.13", public_cni=True),
 }
 
 

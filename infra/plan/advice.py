@@ -115,6 +115,7 @@ def checked_plan(cfg: StackConfig, stack: str, user_keys: Sequence[str], today: 
         from infra.plan import elastic  # the elastic figures build on the plan
 
         elastic.check_quota(cfg, result)
+        elastic.check_ceiling(cfg, result)
         addons.autoscaler_tag(cfg.kubernetes_version)  # refuses a minor with no release pinned
     else:
         readiness.check_quota(cfg, result)

@@ -1,8 +1,16 @@
 """What a change of each stack key costs the running service: the plan prints it, the docs table
 ("What a change costs") is checked against it.
 
-Three kinds, from how the program wires each key:
-- node replacement: the key reaches the managed node group (type, version, subnet) or its launch
+Six kinds, from how the program wires each key:
+- node group replacement: `instanceType` cannot change in place (`instance_types` is ForceNew on
+  aws_eks_node_group, hashicorp/terraform-provider-aws internal/service/eks/node_group.go, commit
+  012e0a32 read 2026-12-03). Pulumi creates the new group first and deletes the old one last
+  (create before delete, its default, kept: the other way round deletes every node, and on a
+  fixed stack the only nodes, before a new one exists). The model pods select the instance type
+  (`wiring.model_node_selector`), so their template changes with it and the LeaderWorkerSet moves
+  each group to the new nodes once, as a group restart; the old group holds no model pod when it
+  goes. Both groups run meanwhile: the vCPU quota check counts them (`readiness.peak_nodes`);
+- node replacement: the key reaches the managed node group (version, subnet) or its launch
   template (`owner`, `endDate` and `tags` are instance tags there: EKS does not copy node group
   tags to instances, and the clean-up jobs that stopped the field report's nodes read them from
   the instance). A new launch-template version makes EKS replace every node, one at a time
@@ -14,6 +22,7 @@ Three kinds, from how the program wires each key:
   can grow (`infra.plan.rollout`), each old group only after it drained. A new `weights` or
   `weightsSource` also runs a new quantize Job first (minutes, `make plan` shows them) when
   the stack makes its own checkpoint, and may change the number of nodes;
+- group count: `replicas` resizes a fixed stack's node group before its groups (`_group_count`);
 - nothing running: security groups, IAM, alarms and access entries change in place;
 - rebuild: the network itself changes, so everything is created again.
 """
@@ -22,10 +31,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from infra.plan import readiness
 from infra.plan.sizing import Plan
 
+TYPE_KEYS = ("instanceType",)
 NODE_KEYS = (
-    "instanceType",
     "kubernetesVersion",
     "availabilityZone",
     "nodeSubnets",
@@ -62,6 +72,7 @@ GROUP_KEYS = (
     "weightsSource",
 )
 REBUILD_KEYS = ("region", "vpcCidr", "controlPlaneZone")
+COUNT_KEYS = ("replicas",)
 IDLE_KEYS = (
     "allowedCidrs",
     "endpointPublicAccessCidrs",
@@ -72,7 +83,6 @@ IDLE_KEYS = (
     "monitoring",
     "tlsCertificateArn",
     "allowPlainHttp",
-    "replicas",
     "vcpuQuota",
     # The gatekeeper re-reads its key file, which the kubelet refreshes from the Secret: a
     # rotation changes no pod template (`components.manifests.gatekeeper`).
@@ -82,8 +92,11 @@ IDLE_KEYS = (
     # The LeaderWorkerSet's rollout strategy is outside its revision hash (lws v0.10.0
     # pkg/utils/revision/revision_utils.go `getPatch`: leaderWorkerTemplate and networkConfig).
     "rolloutSurge",
-    # The ScaledObject and the node groups' sizes change in place; what starts or stops then is
-    # KEDA's and the Cluster Autoscaler's doing, one group at a time.
+    # The ScaledObject changes in place; the model node group's scaling block does not change
+    # at all (its maximum is `elastic.MODEL_NODES_CEILING`, fixed), since any change to it
+    # sends Pulumi's stale desired size to EKS (terraform-provider-aws
+    # internal/service/eks/node_group.go `resourceNodeGroupUpdate`, commit 012e0a32). What starts
+    # or stops then is KEDA's and the Cluster Autoscaler's doing, one group at a time.
     "minGroups",
     "maxGroups",
     "schedule",
@@ -129,11 +142,56 @@ def _node_replacement(p: Plan) -> ChangeCost:
     )
 
 
+def _type_change(p: Plan) -> ChangeCost:
+    """A new node group of the new type beside the old one; the groups move once, as a group
+    restart does (the new pods select the new type), and the old group goes last."""
+    rolls = p.rollout
+    peak = readiness.peak_nodes(p.nodes, rolls.surge_nodes)
+    return ChangeCost(
+        "node group replacement",
+        TYPE_KEYS,
+        "a second node group of the new type is created beside the old one; the model pods "
+        "select the instance type, so LWS moves each group to the new nodes once, each after it "
+        "drained, and the old group is deleted last, holding no model pod",
+        f"~{rolls.outage_s} s (drain, then one restart)" if rolls.outage_s else "none",
+        f"{rolls.describe()}; both node groups run until then (up to {peak} nodes, counted at "
+        "the new type in the vcpu quota row)",
+    )
+
+
+def _group_count(p: Plan) -> ChangeCost:
+    """`replicas` resizes a fixed stack's node group (min = desired = max, the desired size
+    sent with it) and its LeaderWorkerSet. The LeaderWorkerSet depends on the node group, so
+    the node group changes first: more nodes, then more groups, and nothing restarts; fewer
+    nodes first, picked by the node group's Auto Scaling group, which knows nothing of the
+    groups, so a group that keeps serving can lose a rank and restart."""
+    if p.rollout.grows:
+        return ChangeCost(
+            "group count",
+            COUNT_KEYS,
+            "not a key of an elastic stack: `maxGroups` bounds the groups, KEDA sets them",
+            "none",
+            "nothing restarts (`replicas` is refused beside the elasticity keys)",
+        )
+    restart = p.warm_restart_seconds
+    return ChangeCost(
+        "group count",
+        COUNT_KEYS,
+        "more: the node group grows, then LWS adds the groups; fewer: the node group shrinks "
+        "first and its Auto Scaling group picks the nodes that go, then LWS removes the last "
+        "groups",
+        f"~{restart} s (one restart) on fewer groups, when the nodes removed reach every group "
+        "that stays; none on more",
+        "more: nothing restarts; fewer: each group that stays and lost a node restarts once",
+    )
+
+
 def change_costs(p: Plan) -> list[ChangeCost]:
     """The kinds for this plan, with outages from its cold start (modelled, as the plan's
     own cold-start figure is)."""
     rolls = p.rollout
     return [
+        _type_change(p),
         _node_replacement(p),
         ChangeCost(
             "group restart",
@@ -142,6 +200,7 @@ def change_costs(p: Plan) -> list[ChangeCost]:
             f"~{rolls.outage_s} s (drain, then one restart)" if rolls.outage_s else "none",
             rolls.describe(),
         ),
+        _group_count(p),
         ChangeCost("nothing running", IDLE_KEYS, "changed in place", "none"),
         ChangeCost(
             "rebuild",

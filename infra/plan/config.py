@@ -694,7 +694,8 @@ class StackConfig(BaseModel):
             alias="vcpuQuota",
             description="The account's EC2 quota of running On-Demand Standard instance vCPUs "
             "in `region` (Service Quotas L-1216C47A), if known: the plan refuses nodes it "
-            "cannot launch, a node replacement's extra nodes included.",
+            "cannot launch at the peak of a change (a node replacement's extra nodes, an "
+            "`instanceType` change's second node group).",
             json_schema_extra=_fix("use the quota's value such as 64"),
         ),
     ] = None

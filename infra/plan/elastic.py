@@ -62,6 +62,21 @@ NODE_READY_SECONDS = 120
 IMAGE_PULL_GIB = catalog.IMAGE_DISK_GIB / 2
 #: Attaching a rank's EBS weights volume to its new node (modelled).
 VOLUME_ATTACH_SECONDS = 30
+#: The model node group's maximum size, fixed: no stack key moves it. The Cluster Autoscaler adds
+#: nodes only for pods that wait, and the pods are bounded elsewhere (KEDA's `maxReplicaCount` is
+#: `maxGroups`, the LeaderWorkerSet's surge is `rolloutSurge`, the vCPU quota check counts both),
+#: so the maximum is only a ceiling. It must not follow them: a changed `maxSize` makes the AWS
+#: provider send the whole scaling block to `UpdateNodegroupConfig`, the desired size included
+#: (hashicorp/terraform-provider-aws internal/service/eks/node_group.go `resourceNodeGroupUpdate`,
+#: `d.HasChange("scaling_config")` then `expandNodegroupScalingConfig`, which sets `DesiredSize`;
+#: commit 012e0a32 read 2026-12-03), and with `ignoreScalingChanges` that desired size is the one
+#: in Pulumi's state, not the autoscaler's: "Pulumi will continue to send those stale values to
+#: the provider" without a refresh (pulumi docs content/docs/iac/concepts/options/
+#: ignorechanges.md, read 2026-12-03). The deploy never refreshes, so a `maxGroups` edit would
+#: set the group back to the size it was created with (0) and EKS would terminate the serving
+#: nodes. 100: a round ceiling above every stack the planner accepts today (`elastic_plan`
+#: refuses one that needs more, naming `maxGroups`).
+MODEL_NODES_CEILING = 100
 #: The always-on system nodes: the smallest Graviton type that holds the system pods.
 SYSTEM_INSTANCE_TYPE = "m7g.large"
 SYSTEM_NODE_DISK_GIB = 20
@@ -148,7 +163,8 @@ class ElasticPlan:
     #: Model nodes up with no leader Ready for longer than this raise the idle-nodes alarm
     #: (`idle_alarm_seconds`).
     idle_alarm_s: int
-    #: Model nodes the node group may reach: the most groups' nodes plus a replacement's surge.
+    #: Model nodes the stack may run at once: the most groups' nodes plus a replacement's and a
+    #: rollout's surge (the node group's own maximum is `MODEL_NODES_CEILING`, above it).
     model_nodes_max: int
     vcpus_at_most: int
     usd_month_fewest: float | None
@@ -273,28 +289,55 @@ def idle_alarm(cfg: StackConfig, p: Plan) -> int:
 
 
 def check_quota(cfg: StackConfig, p: Plan) -> None:
-    """Refuse a `maxGroups` whose nodes (with a node replacement's surge and the system nodes)
-    the stated vCPU quota cannot launch; name the most groups that fit."""
+    """Refuse a `maxGroups` whose nodes at the peak of a change (a node replacement's surge or
+    an `instanceType` change's second node group, a rollout's surge, and the system nodes) the
+    stated vCPU quota cannot launch; name the most groups that fit."""
     if cfg.vcpu_quota is None or cfg.max_groups is None:
         return
     need = vcpus_at_most(cfg, p)
     if cfg.vcpu_quota >= need:
         return
-    per_group = p.stages * catalog.INSTANCE_TYPES[p.instance_type].vcpu
-    fixed = need - cfg.max_groups * per_group
-    fits = (cfg.vcpu_quota - fixed) // per_group
+    vcpu = catalog.INSTANCE_TYPES[p.instance_type].vcpu
+    system = need - readiness.vcpus_needed(p)[1]
+    fits = max(
+        (
+            groups
+            for groups in range(cfg.max_groups)
+            if readiness.peak_nodes(groups * p.stages, p.rollout.surge_nodes) * vcpu + system
+            <= cfg.vcpu_quota
+        ),
+        default=0,
+    )
     fix = (
         f"use `maxGroups: {fits}`, or ask AWS to raise quota {readiness.QUOTA_CODE} to {need}"
         if fits > (cfg.min_groups or 0)
         else f"ask AWS to raise quota {readiness.QUOTA_CODE} in {cfg.region} to {need} and set "
         f"`vcpuQuota` to {need}"
     )
+    peak = readiness.peak_nodes(p.nodes, p.rollout.surge_nodes)
     raise ConfigError(
         "maxGroups",
-        f"{cfg.max_groups} groups need {need} vCPUs ({p.nodes} x {p.instance_type} with "
-        f"{surge_nodes(p)} surge nodes, and the system nodes), above `vcpuQuota` "
-        f"{cfg.vcpu_quota}",
+        f"{cfg.max_groups} groups need {need} vCPUs ({p.nodes} x {p.instance_type}, {peak} at the "
+        "peak of a change: a node replacement's or an `instanceType` change's extra nodes and a "
+        f"rollout's surge; and the system nodes), above `vcpuQuota` {cfg.vcpu_quota}",
         fix,
+    )
+
+
+def check_ceiling(cfg: StackConfig, p: Plan) -> None:
+    """Refuse a `maxGroups` whose nodes (with their surge) exceed the node group's fixed
+    maximum; name the most groups that fit."""
+    need = p.nodes + surge_nodes(p)
+    if cfg.max_groups is None or need <= MODEL_NODES_CEILING:
+        return
+    # The surge stays what it is (fewer groups never need more of it).
+    fits = (MODEL_NODES_CEILING - surge_nodes(p)) // p.stages
+    raise ConfigError(
+        "maxGroups",
+        f"is {cfg.max_groups}, but its groups of {p.stages} node(s) need {need} model nodes "
+        f"with their surge, above the model node group's fixed maximum of {MODEL_NODES_CEILING} "
+        "(infra/plan/elastic.py MODEL_NODES_CEILING)",
+        f"use `maxGroups: {max(fits, 1)}` or fewer",
     )
 
 
@@ -304,7 +347,8 @@ def surge_nodes(p: Plan) -> int:
 
 
 def vcpus_at_most(cfg: StackConfig, p: Plan) -> int:
-    """vCPUs at the most groups: their nodes, a replacement's surge and the system nodes."""
+    """vCPUs at the most groups: their nodes at the peak of a change (`readiness.peak_nodes`)
+    and the system nodes."""
     _, replacing = readiness.vcpus_needed(p)
     system = system_group(cfg)
     return replacing + system.nodes * catalog.INSTANCE_TYPES[system.instance_type].vcpu
@@ -335,6 +379,7 @@ def elastic_plan(cfg: StackConfig, p: Plan, today: dt.date) -> ElasticPlan | Non
     if not cfg.elastic:
         return None
     check_quota(cfg, p)
+    check_ceiling(cfg, p)
     scaling = scaling_parameters(cfg, p)
     fewest = month_usd(cfg, p, scaling.min_groups, today)
     most = month_usd(cfg, p, scaling.max_groups, today)
@@ -394,7 +439,8 @@ def describe(e: ElasticPlan) -> list[tuple[str, str]]:
             "model node group",
             f"0 to {e.model_nodes_max} nodes (the most groups' nodes + "
             f"{e.model_nodes_max - s.max_groups * s.nodes_per_group} surge: a node "
-            "replacement's and a rollout's), Cluster Autoscaler",
+            "replacement's and a rollout's), Cluster Autoscaler; the group's maximum is fixed "
+            f"at {MODEL_NODES_CEILING}, so no key's edit resizes it",
         ),
         ("vcpu quota at most", f"{e.vcpus_at_most} vCPUs (model, surge and system nodes)"),
     ]

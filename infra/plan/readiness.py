@@ -19,18 +19,31 @@ QUOTA_CODE = "L-1216C47A"
 SURGE_NODES = 2
 
 
+def peak_nodes(nodes: int, surge_nodes: int) -> int:
+    """Model nodes at the peak of a change, for `nodes` running and a rollout's `surge_nodes`.
+    Two changes launch extra nodes: EKS's node replacement (`SURGE_NODES` over the running ones),
+    and an `instanceType` change, which creates a whole second node group beside the old one
+    (`instance_types` is ForceNew, hashicorp/terraform-provider-aws
+    internal/service/eks/node_group.go, commit 012e0a32 read 2026-12-03; Pulumi creates the
+    replacement first and deletes the old group last, its default): both run at full size until
+    the groups have moved. The old group is counted at this plan's type, the only one the plan
+    knows. A rollout's surge groups come on top of either (one `pulumi up` can start both)."""
+    return max(nodes + SURGE_NODES, 2 * nodes) + surge_nodes
+
+
 def vcpus_needed(p: Plan) -> tuple[int, int]:
-    """(vCPUs the nodes run on, vCPUs at the peak of a change). The peak counts EKS's node
-    replacement and a rollout's surge groups together: one `pulumi up` can start both (the safe
-    end)."""
+    """(vCPUs the nodes run on, vCPUs at the peak of a change: `peak_nodes`)."""
     per_node = catalog.INSTANCE_TYPES[p.instance_type].vcpu
-    return p.nodes * per_node, (p.nodes + SURGE_NODES + p.rollout.surge_nodes) * per_node
+    return p.nodes * per_node, peak_nodes(p.nodes, p.rollout.surge_nodes) * per_node
 
 
 def _while(p: Plan) -> str:
+    both = (
+        "while EKS replaces them or an `instanceType` change runs the old node group beside the new"
+    )
     if p.rollout.surge_nodes:
-        return f"while EKS replaces them and a rollout's {p.rollout.surge_nodes} surge node(s) run"
-    return "while EKS replaces them"
+        return f"{both}, and a rollout's {p.rollout.surge_nodes} surge node(s) run"
+    return both
 
 
 def describe(p: Plan) -> str:
@@ -43,7 +56,7 @@ def describe(p: Plan) -> str:
 
 
 def check_quota(cfg: StackConfig, p: Plan) -> None:
-    """Refuse nodes the stated quota cannot launch, a node replacement's included."""
+    """Refuse nodes the stated quota cannot launch, at the peak of a change included."""
     if cfg.vcpu_quota is None:
         return
     running, replacing = vcpus_needed(p)

@@ -23,6 +23,27 @@ from infra.plan.stackfile import REPO
 #: Label of the model node group; the model pods select it.
 NODE_POOL_LABEL = "gemma-graviton.dev/pool"
 NODE_LABELS = {NODE_POOL_LABEL: "model"}
+#: The node label holding a node's instance type: preset on every node whose kubelet knows it
+#: (kubernetes.io/docs/reference/node/node-labels, read 2026-12-03; on EKS the AWS cloud
+#: provider gives it), and on the Cluster Autoscaler's template node of a group with no node
+#: (kubernetes/autoscaler cluster-autoscaler/cloudprovider/aws/aws_manager.go
+#: `buildGenericLabels`, `apiv1.LabelInstanceTypeStable`, master at 00a2c93 read 2026-12-03).
+INSTANCE_TYPE_LABEL = "node.kubernetes.io/instance-type"
+
+
+def model_node_selector(instance_type: str) -> dict[str, str]:
+    """The model pods' nodeSelector: the model node group, and its nodes of the planned
+    instance type only. An `instanceType` change replaces the node group (`instance_types` is
+    ForceNew on aws_eks_node_group, hashicorp/terraform-provider-aws
+    internal/service/eks/node_group.go, commit 012e0a32 read 2026-12-03) and Pulumi creates the
+    new group before it deletes the old one. With the type in the selector the pod template
+    changes with it, so the LeaderWorkerSet moves each group to the new nodes once; with the pool
+    alone a restarted group could land on an old node and be stopped again when the old group is
+    deleted. The preset label, not one of the group's own: existing nodes carry it already, so
+    adding it to the selector strands no pod."""
+    return {**NODE_LABELS, INSTANCE_TYPE_LABEL: instance_type}
+
+
 #: Label of the always-on system node group of an elastic stack.
 SYSTEM_LABELS = {NODE_POOL_LABEL: "system"}
 #: Namespace of the model server (kubectl users need to find it, so it is fixed).
@@ -68,7 +89,7 @@ def server_spec(cfg: StackConfig, plan: Plan) -> ServerSpec:
         persistent_models=plan.model_cache == "volume",
         storage_class=STORAGE_CLASS if plan.model_cache == "volume" else None,
         startup_timeout_seconds=plan.startup_timeout_seconds,
-        node_selector=NODE_LABELS,
+        node_selector=model_node_selector(plan.instance_type),
         allowed_cidrs=tuple(str(c) for c in cfg.allowed_cidrs),
         limits=gatekeeper_limits(plan),
         max_reply_tokens=plan.front_door.max_reply_tokens,

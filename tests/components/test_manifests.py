@@ -187,7 +187,12 @@ def test_ranks_spread_over_nodes_and_select_the_model_nodes() -> None:
         assert term["topologyKey"] == "kubernetes.io/hostname"
         (expr,) = term["labelSelector"]["matchExpressions"]
         assert (expr["key"], expr["values"]) == (manifests.LWS_NAME_LABEL, ["gemma-vllm"])
-        assert pod["nodeSelector"] == {"gemma-graviton.dev/pool": "model"}
+        # The pool and the planned type: a new type's pods never land on the old group's
+        # nodes (`wiring.model_node_selector`).
+        assert pod["nodeSelector"] == {
+            "gemma-graviton.dev/pool": "model",
+            "node.kubernetes.io/instance-type": "m7g.2xlarge",
+        }
 
 
 def _lws_pod_labels(lws_name: str, group: int, index: int) -> dict[str, str]:

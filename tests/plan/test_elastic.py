@@ -111,11 +111,22 @@ REFUSALS = [
         "end, groupsInside, groupsOutside)",
         ["minGroups=0", "maxGroups=2", f"schedule={OFFICE}"],
     ),
+    # The model node group's maximum is fixed (a changed maximum sends a stale desired size,
+    # hashicorp/terraform-provider-aws internal/service/eks/node_group.go
+    # `resourceNodeGroupUpdate`, commit 012e0a32): a stack that needs more nodes is refused.
+    (
+        ["minGroups=0", "maxGroups=16", "pipelineStages=8"],
+        "`maxGroups` is 16, but its groups of 8 node(s) need 138 model nodes with their surge, "
+        "above the model node group's fixed maximum of 100 (infra/plan/elastic.py "
+        "MODEL_NODES_CEILING); use `maxGroups: 11` or fewer",
+        ["minGroups=0", "maxGroups=11", "pipelineStages=8"],
+    ),
     (
         [*ELASTIC, "vcpuQuota=60"],
-        "`maxGroups` 3 groups need 84 vCPUs (6 x m7g.2xlarge with 4 surge nodes, and the system "
-        "nodes), above `vcpuQuota` 60; use `maxGroups: 1`, or ask AWS to raise quota L-1216C47A "
-        "to 84",
+        "`maxGroups` 3 groups need 116 vCPUs (6 x m7g.2xlarge, 14 at the peak of a change: a "
+        "node replacement's or an `instanceType` change's extra nodes and a rollout's surge; and "
+        "the system nodes), above `vcpuQuota` 60; use `maxGroups: 1`, or ask AWS to raise quota "
+        "L-1216C47A to 116",
         [*ELASTIC[:1], "maxGroups=1", "vcpuQuota=60"],
     ),
 ]
@@ -245,8 +256,12 @@ def test_system_group_holds_the_system_pods_and_survives_a_drain() -> None:
 
 def test_quota_at_the_most_counts_surge_and_system_nodes() -> None:
     _, p, e = _elastic()
-    # A node replacement's 2 surge nodes and a rollout's surge group's.
-    assert e.vcpus_at_most == (p.nodes + 2 + p.rollout.surge_nodes) * 8 + e.system.nodes * 2
+    # An `instanceType` change runs a second node group beside the first (instance_types is
+    # ForceNew, hashicorp/terraform-provider-aws internal/service/eks/node_group.go, commit
+    # 012e0a32; create before delete): with 6 nodes that is more than a node replacement's 2
+    # surge nodes; a rollout's surge group comes on top of either.
+    assert 2 * p.nodes > p.nodes + 2
+    assert e.vcpus_at_most == (2 * p.nodes + p.rollout.surge_nodes) * 8 + e.system.nodes * 2
     assert p.rollout.surge_nodes == 2
     cfg, p, _ = _elastic()
     elastic.check_quota(cfg.model_copy(update={"vcpu_quota": e.vcpus_at_most}), p)

@@ -86,17 +86,19 @@ def test_the_quota_must_hold_a_rollout_s_surge_nodes_too() -> None:
             drain=p.drain,
         ),
     )
-    # 4 nodes of 8 vCPUs, 2 more while EKS replaces them, 2 for the surge group.
-    assert readiness.vcpus_needed(surging) == (32, 64)
-    cfg = load_stack("dev", {"replicas": 2, "vcpuQuota": 63})
+    # 4 nodes of 8 vCPUs, 4 more while an `instanceType` change runs a second node group (more
+    # than EKS's 2 while it replaces them), 2 for the surge group.
+    assert readiness.vcpus_needed(surging) == (32, 80)
+    cfg = load_stack("dev", {"replicas": 2, "vcpuQuota": 79})
     with pytest.raises(ConfigError) as error:
         readiness.check_quota(cfg, surging)
     assert str(error.value) == (
-        "`vcpuQuota` is 63, but 4 x m7g.2xlarge need 32 vCPUs and 64 while EKS replaces them "
-        "and a rollout's 2 surge node(s) run; ask AWS to raise quota L-1216C47A in us-west-2 "
-        "to 64 and set `vcpuQuota` to 64"
+        "`vcpuQuota` is 79, but 4 x m7g.2xlarge need 32 vCPUs and 80 while EKS replaces them "
+        "or an `instanceType` change runs the old node group beside the new, and a rollout's 2 "
+        "surge node(s) run; ask AWS to raise quota L-1216C47A in us-west-2 to 80 and set "
+        "`vcpuQuota` to 80"
     )
-    readiness.check_quota(load_stack("dev", {"replicas": 2, "vcpuQuota": 64}), surging)
+    readiness.check_quota(load_stack("dev", {"replicas": 2, "vcpuQuota": 80}), surging)
 
 
 def test_a_rotation_names_both_halves_and_a_utc_end() -> None:

@@ -84,3 +84,31 @@ def test_a_version_without_pins_is_refused_in_one_line_and_the_fix_is_accepted()
     )
     fixed = load_stack("dev", {"kubernetesVersion": "1.35"}, today)
     assert advice.checked_plan(fixed, "dev", ["kubernetesVersion"], today).nodes == 2
+
+
+@pytest.mark.parametrize("version", ["1.34", "1.35"])
+def test_the_cni_and_ebs_pins_of_1_34_and_1_35_are_the_ones_public_1_35_clusters_list(
+    version: str,
+) -> None:
+    # Read 2026-12-03: an EKS 1.33-1.35 upgrade guide's version table (from `aws eks
+    # describe-addon-versions`) and an aws-cdk-lib aws-eks-v2 cluster's add-on map list
+    # vpc-cni v1.22.2-eksbuild.1 and aws-ebs-csi-driver v1.61.1-eksbuild.1 for 1.34 and 1.35, with
+    # this table's own kube-proxy builds (v1.34.6-eksbuild.13, v1.35.3-eksbuild.13). The pins
+    # they replace: v1.20.1-eksbuild.3, in AWS's table up to 1.33 only; v1.44.0-eksbuild.1, with
+    # no Kubernetes version read for it.
+    pins = addons.pinned(version)
+    assert pins is not None
+    assert (pins["vpc-cni"], pins["aws-ebs-csi-driver"]) == (
+        "v1.22.2-eksbuild.1",
+        "v1.61.1-eksbuild.1",
+    )
+    assert (
+        pins["kube-proxy"]
+        == {"1.34": "v1.34.6-eksbuild.13", "1.35": "v1.35.3-eksbuild.13"}[version]
+    )
+    row = addons.ADDON_VERSIONS[version]
+    for name in ("vpc-cni", "aws-ebs-csi-driver"):
+        assert row[name].confirmed and row[name].read == dt.date(2026, 12, 3), name
+        assert "2026-12-03" in row[name].source, name
+    assert addons.unconfirmed(version) == []
+    assert addons.warnings(version) == []

@@ -130,9 +130,10 @@ def test_model_nodes_scale_from_zero_and_system_nodes_stay(mocks: RecordingMocks
     assert model.inputs["scalingConfig"] == {
         "minSize": 0,
         "desiredSize": 0,
-        "maxSize": p.nodes + 2 + p.rollout.surge_nodes,
+        "maxSize": elastic.MODEL_NODES_CEILING,
     }, model.urn
     assert p.nodes == 3 * p.stages
+    assert p.nodes + 2 + p.rollout.surge_nodes <= elastic.MODEL_NODES_CEILING
     assert model.inputs["ignoreScalingChanges"] is True
     assert model.inputs["taints"] == [
         {"key": "gemma-graviton.dev/pool", "value": "model", "effect": "NO_SCHEDULE"}
@@ -147,6 +148,29 @@ def test_model_nodes_scale_from_zero_and_system_nodes_stay(mocks: RecordingMocks
     # The same node role (policies, IRSA-only pods) and the same launch template (IMDS hop 1).
     assert system.inputs["nodeRoleArn"] == model.inputs["nodeRoleArn"]
     assert system.inputs["launchTemplate"]["id"] == model.inputs["launchTemplate"]["id"]
+
+
+@pytest.mark.usefixtures("as_pulumi_host")
+@pytest.mark.parametrize(
+    "edit",
+    [{"maxGroups": 2}, {"maxGroups": 5}, {"rolloutSurge": 2}, {"maxGroups": 4, "rolloutSurge": 0}],
+)
+def test_a_max_groups_or_surge_edit_leaves_the_model_node_group_s_scaling_alone(
+    edit: dict[str, Any], mocks: RecordingMocks
+) -> None:
+    # Any change to the scaling block makes the AWS provider send all of it, the desired size
+    # from Pulumi's state included (hashicorp/terraform-provider-aws
+    # internal/service/eks/node_group.go `resourceNodeGroupUpdate`, commit 012e0a32 read
+    # 2026-12-03); with `ignoreScalingChanges` and no refresh that is the size at creation, 0, and
+    # EKS would terminate the serving nodes. So no such edit may change the block at all.
+    overrides = {"minGroups": 0, "maxGroups": 3, "schedule": SCHEDULE}
+    run_program(mocks, "dev", {**overrides, **edit})
+    model = named(mocks.records, NODE_GROUP, "eks-nodes")
+    assert model.inputs["scalingConfig"] == {
+        "minSize": 0,
+        "desiredSize": 0,
+        "maxSize": elastic.MODEL_NODES_CEILING,
+    }, model.urn
 
 
 @pytest.mark.usefixtures("as_pulumi_host")
