@@ -500,6 +500,24 @@ def boundary_policy(region: str) -> dict[str, Any]:
     }
 
 
+@dataclass(frozen=True)
+class Boundary:
+    """The permissions boundary of one main-program stack's roles."""
+
+    stack: str
+    name: str
+    document: dict[str, Any]
+
+
+def boundaries(regions: Mapping[str, str]) -> tuple[Boundary, ...]:
+    """One boundary per stack in `DEPLOY_STACKS`, named as the program and the deploy roles'
+    conditions expect (`infra.plan.iam.boundary_name`), for the stack's region."""
+    return tuple(
+        Boundary(stack, iam.boundary_name(stack), boundary_policy(regions[stack]))
+        for stack in DEPLOY_STACKS
+    )
+
+
 def ci_roles(
     repository: str, regions: Mapping[str, str], state_bucket: str | None
 ) -> tuple[CiRole, ...]:
