@@ -9,7 +9,7 @@ under `CI_PATH`, where no deploy role may write.
 
 from __future__ import annotations
 
-from infra.plan.config import PROJECT
+from infra.plan.config import PROJECT, ConfigError
 
 #: IAM path of the CI's own roles and of the boundaries: the deploy roles are denied every IAM
 #: action under it, so none can edit the role it runs as or widen a boundary.
@@ -37,3 +37,18 @@ def boundary_arn(stack: str, account: str = "*", partition: str = "aws") -> str:
     """The ARN of `stack`'s boundary; `account` `*` in the deploy roles' conditions (a boundary
     is a managed policy of the role's own account, and no one else writes under `CI_PATH`)."""
     return f"arn:{partition}:iam::{account}:policy{CI_PATH}{boundary_name(stack)}"
+
+
+def check_boundary(stack: str, arn: str | None) -> None:
+    """A `permissionsBoundaryArn` that is not `stack`'s own bootstrap boundary would make the
+    deploy role refuse every role at `pulumi up`: refused here, in one line, at preview."""
+    if arn is None:
+        return
+    wanted = f":policy{CI_PATH}{boundary_name(stack)}"
+    if not arn.endswith(wanted):
+        raise ConfigError(
+            "permissionsBoundaryArn",
+            f"{arn} is not the {stack} stack's boundary, which its deploy role requires",
+            f"use arn:aws:iam::<account>{wanted}, the bootstrap's `permissionsBoundaryArns` "
+            f"output for {stack}",
+        )
