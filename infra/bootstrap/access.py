@@ -19,6 +19,8 @@ permissions boundary (`boundary_policy`, created here under `/github-ci/`, where
 writes), attach only the AWS policies the program uses, and lift no boundary. So no deploy can
 touch another stack's roles, the CI's roles or any other role's trust or inline policy, and a
 role it makes can do no more than the boundary: the cluster's work in the stack's region, no IAM.
+The program creates no managed policy, instance profile or user (tests/program/test_iam_scope.py
+holds it to that), so the deploy roles may create, change or delete none.
 
 Names here are the contract with `.github/workflows/` and docs/deploying.md; the tests compare them.
 """
