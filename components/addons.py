@@ -12,6 +12,20 @@ import pulumi_aws as aws
 
 
 @dataclass(frozen=True)
+class IamScope:
+    """Where the roles a component creates live, and the ceiling they carry.
+
+    A deploy role may create, change and pass only the roles under its stack's path, and create
+    or change one only while it carries the stack's boundary (`infra/bootstrap/access.py`).
+    """
+
+    #: IAM path of every role (`/<project>/<stack>/`); part of the role's ARN.
+    path: str = "/"
+    #: ARN of the managed policy set as every role's permissions boundary, or `None` for none.
+    permissions_boundary: pulumi.Input[str] | None = None
+
+
+@dataclass(frozen=True)
 class ClusterRef:
     """The cluster an add-on goes into, and the OIDC provider its role trusts."""
 
@@ -30,6 +44,8 @@ class ClusterRef:
     #: Add-on name -> pinned version for `kubernetes_version` (the plan's catalogue,
     #: `infra/plan/addons.py`); nothing is resolved at deploy time.
     addon_versions: Mapping[str, str] = field(default_factory=dict)
+    #: Path and boundary of the add-ons' roles.
+    iam: IamScope = field(default_factory=IamScope)
 
     def version_of(self, addon: str) -> str:
         """The pinned version of `addon`; an add-on without a pin is a programming error."""
@@ -56,9 +72,11 @@ def service_account_role(
     namespace: str,
     service_account: str,
     managed_policy_arns: Sequence[pulumi.Input[str]],
+    iam: IamScope,
     parent: pulumi.Resource,
 ) -> aws.iam.Role:
-    """A role only `namespace/service_account` can assume, with exactly `managed_policy_arns`."""
+    """A role only `namespace/service_account` can assume, with exactly `managed_policy_arns`,
+    under `iam`'s path and boundary."""
 
     def trust(args: list[str]) -> str:
         arn, url = args
@@ -87,6 +105,8 @@ def service_account_role(
     child = pulumi.ResourceOptions(parent=parent)
     role = aws.iam.Role(
         name,
+        path=iam.path,
+        permissions_boundary=iam.permissions_boundary,
         assume_role_policy=pulumi.Output.all(oidc_provider_arn, oidc_provider_url).apply(trust),
         opts=child,
     )
@@ -119,6 +139,7 @@ def addon_with_role(
         namespace=namespace,
         service_account=service_account,
         managed_policy_arns=managed_policy_arns,
+        iam=cluster.iam,
         parent=parent,
     )
     return aws.eks.Addon(

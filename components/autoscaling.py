@@ -230,6 +230,7 @@ class Autoscaling(pulumi.ComponentResource):
             namespace=AUTOSCALER_NAMESPACE,
             service_account=AUTOSCALER_SERVICE_ACCOUNT,
             managed_policy_arns=[],
+            iam=args.cluster.iam,
             parent=self,
         )
         # Inline, on the role alone: the deploy role may attach only the AWS-managed policies it

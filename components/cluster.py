@@ -21,6 +21,8 @@ import pulumi_aws as aws
 import pulumi_eks as eks
 import pulumi_kubernetes as k8s
 
+from components.addons import IamScope
+
 AMI_TYPE = "AL2023_ARM_64_STANDARD"
 """Amazon Linux 2023 for arm64 (Graviton); set explicitly, the EKS default is x86_64."""
 
@@ -46,6 +48,11 @@ NODE_POLICIES = (
     "AmazonEC2ContainerRegistryReadOnly",
 )
 """The only AWS-managed policies on the node role; add-ons get their own roles through IRSA."""
+
+CLUSTER_POLICY = "AmazonEKSClusterPolicy"
+"""The AWS-managed policy of the cluster's service role, the one pulumi-eks 4.x would attach to
+the role it creates when given none (nodejs/eks/cluster/cluster.ts `createCore`, master at
+7bf0c1b read 2026-12-03)."""
 
 
 #: nodeadm configuration EKS merges into the AL2023 nodes' user data. The static CPU manager gives
@@ -139,6 +146,8 @@ class ClusterArgs:
     elastic: ElasticNodes | None = None
     """Set for an elastic stack: the model nodes scale from 0 and a system group is added.
     None keeps one fixed-size node group, as before."""
+    iam: IamScope = field(default_factory=IamScope)
+    """Path and permissions boundary of the cluster's and the nodes' roles."""
 
     def __post_init__(self) -> None:
         if self.node_count < 1:
@@ -171,8 +180,9 @@ def _pin(args: ClusterArgs, addon: str) -> str:
 class Cluster(pulumi.ComponentResource):
     """An EKS cluster (pulumi-eks) with one fixed-size managed node group and its IAM role.
 
-    Owns the ``eks.Cluster`` (which brings its service role, security group, OIDC provider and
-    default add-ons), the node IAM role and its policy attachments, the nodes' launch template,
+    Owns the cluster's service role, the ``eks.Cluster`` (which brings its security group, OIDC
+    provider and default add-ons), the node IAM role and its policy attachments, the nodes'
+    launch template,
     the ``eks.ManagedNodeGroup``, and the Kubernetes provider every in-cluster resource uses.
     """
 
@@ -216,12 +226,17 @@ class Cluster(pulumi.ComponentResource):
             retention_in_days=CONTROL_PLANE_LOG_DAYS,
             opts=child,
         )
-        cluster = self._control_plane(
-            name, args, pulumi.ResourceOptions(parent=self, depends_on=[control_plane_logs])
-        )
         partition = aws.get_partition_output(opts=pulumi.InvokeOutputOptions(parent=self))
+        service_role, service_policy = self._service_role(name, args, child, partition.partition)
+        cluster = self._control_plane(
+            name,
+            args,
+            service_role,
+            # EKS assumes the role from the first call on: its policy is attached before.
+            pulumi.ResourceOptions(parent=self, depends_on=[control_plane_logs, service_policy]),
+        )
         self.access_entries = self._access_entries(name, args, cluster, partition.partition)
-        node_role, attachments = self._node_role(name, child, partition.partition)
+        node_role, attachments = self._node_role(name, args, child, partition.partition)
         launch_template = self._launch_template(name, args, child)
         node_group = self._node_group(name, args, cluster, node_role, attachments, launch_template)
         self.system_node_group = (
@@ -273,10 +288,48 @@ class Cluster(pulumi.ComponentResource):
         )
 
     @staticmethod
-    def _control_plane(name: str, args: ClusterArgs, child: pulumi.ResourceOptions) -> eks.Cluster:
+    def _service_role(
+        name: str, args: ClusterArgs, child: pulumi.ResourceOptions, partition: pulumi.Output[str]
+    ) -> tuple[aws.iam.Role, aws.iam.RolePolicyAttachment]:
+        """The role EKS manages the cluster with. Ours, not pulumi-eks's: the role pulumi-eks
+        creates takes no IAM path and no permissions boundary (its `ServiceRole` has neither
+        input), and the deploy role may create no role without both."""
+        role = aws.iam.Role(
+            f"{name}-cluster-role",
+            description="EKS control plane of the gemma-graviton cluster",
+            path=args.iam.path,
+            permissions_boundary=args.iam.permissions_boundary,
+            assume_role_policy=json.dumps(
+                {
+                    "Version": "2012-10-17",
+                    "Statement": [
+                        {
+                            "Effect": "Allow",
+                            "Principal": {"Service": "eks.amazonaws.com"},
+                            # As pulumi-eks's own service role (same file, `assumeRoleActions`).
+                            "Action": ["sts:AssumeRole", "sts:TagSession"],
+                        }
+                    ],
+                }
+            ),
+            opts=child,
+        )
+        policy = aws.iam.RolePolicyAttachment(
+            f"{name}-cluster-{CLUSTER_POLICY}",
+            role=role.name,
+            policy_arn=pulumi.Output.concat("arn:", partition, ":iam::aws:policy/", CLUSTER_POLICY),
+            opts=child,
+        )
+        return role, policy
+
+    @staticmethod
+    def _control_plane(
+        name: str, args: ClusterArgs, service_role: aws.iam.Role, child: pulumi.ResourceOptions
+    ) -> eks.Cluster:
         """The EKS control plane, its OIDC provider and the VPC CNI settings."""
         return eks.Cluster(
             f"{name}-eks",
+            service_role=service_role,
             name=args.name,
             vpc_id=args.vpc_id,
             subnet_ids=args.control_plane_subnet_ids,
@@ -363,12 +416,23 @@ class Cluster(pulumi.ComponentResource):
         return entries
 
     def _node_role(
-        self, name: str, child: pulumi.ResourceOptions, partition: pulumi.Output[str]
+        self,
+        name: str,
+        args: ClusterArgs,
+        child: pulumi.ResourceOptions,
+        partition: pulumi.Output[str],
     ) -> tuple[aws.iam.Role, list[aws.iam.RolePolicyAttachment]]:
         """The nodes' IAM role and its AWS-managed policy attachments."""
         node_role = aws.iam.Role(
             f"{name}-node-role",
             description="EKS managed nodes of the gemma-graviton cluster",
+            # A path is fine here: EKS admits a role ARN with a path in an access entry, the
+            # API-mode node entry included ("If the ARN is for an IAM role, it can include a
+            # path. ARNs in aws-auth ConfigMap entries, can't", docs.aws.amazon.com/eks/latest/
+            # userguide/creating-access-entries.html, read 2026-12-03); this cluster has no
+            # aws-auth ConfigMap (`authentication_mode` API).
+            path=args.iam.path,
+            permissions_boundary=args.iam.permissions_boundary,
             assume_role_policy=json.dumps(
                 {
                     "Version": "2012-10-17",

@@ -1,5 +1,6 @@
-"""GitHub Actions' way into AWS: the account's GitHub OIDC provider and roles that only named
-workflow subjects can assume, each with exactly one inline permission policy."""
+"""GitHub Actions' way into AWS: the account's GitHub OIDC provider, roles that only named
+workflow subjects can assume, each with exactly one inline permission policy, and the managed
+policies the roles' work must carry as permissions boundaries."""
 
 from __future__ import annotations
 
@@ -59,6 +60,20 @@ class GitHubRoleSpec:
 
 
 @dataclass(frozen=True)
+class BoundarySpec:
+    """A managed policy that another program sets as its roles' permissions boundary."""
+
+    #: Key of `boundary_arns` (the stack whose roles carry it).
+    key: str
+    #: Its physical name: the roles' policies name it, so it is fixed, not auto-named.
+    name: str
+    #: The policy document (a JSON-able mapping).
+    document: dict[str, Any]
+    #: Shown in IAM.
+    description: str
+
+
+@dataclass(frozen=True)
 class GitHubActionsAccessArgs:
     """The roles to create, and whether the account's GitHub OIDC provider exists already."""
 
@@ -67,8 +82,11 @@ class GitHubActionsAccessArgs:
     #: ARN of an existing provider for the GitHub issuer (an account holds one per issuer);
     #: `None` creates it.
     existing_provider_arn: str | None = None
-    #: IAM path of the roles, so policies elsewhere can name them all (`role/<path>*`).
+    #: IAM path of the roles and boundaries, so policies elsewhere can name them all
+    #: (`role/<path>*`, `policy/<path>*`).
     role_path: str = "/github-ci/"
+    #: Permissions boundaries to create under `role_path`.
+    boundaries: Sequence[BoundarySpec] = ()
 
 
 class GitHubActionsAccess(pulumi.ComponentResource):
@@ -78,6 +96,8 @@ class GitHubActionsAccess(pulumi.ComponentResource):
     """ARN of the GitHub OIDC provider the roles trust."""
     role_arns: dict[str, pulumi.Output[str]]
     """Role ARN by `GitHubRoleSpec.key`."""
+    boundary_arns: dict[str, pulumi.Output[str]]
+    """Boundary policy ARN by `BoundarySpec.key`."""
 
     def __init__(
         self, name: str, args: GitHubActionsAccessArgs, opts: pulumi.ResourceOptions | None = None
@@ -119,5 +139,23 @@ class GitHubActionsAccess(pulumi.ComponentResource):
             )
             self.role_arns[spec.key] = role.arn
 
+        self.boundary_arns = {
+            spec.key: aws.iam.Policy(
+                f"{name}-boundary-{spec.key}",
+                name=spec.name,
+                path=args.role_path,
+                description=spec.description,
+                policy=json.dumps(spec.document),
+                opts=child,
+            ).arn
+            for spec in args.boundaries
+        }
+
         self.provider_arn = provider_arn
-        self.register_outputs({"providerArn": self.provider_arn, "roleArns": self.role_arns})
+        self.register_outputs(
+            {
+                "providerArn": self.provider_arn,
+                "roleArns": self.role_arns,
+                "boundaryArns": self.boundary_arns,
+            }
+        )

@@ -95,6 +95,7 @@ class Monitoring(pulumi.ComponentResource):
             namespace=spec.namespace,
             service_account=spec.name,
             managed_policy_arns=[],
+            iam=args.cluster.iam,
             parent=self,
         )
         # Least privilege: the EMF exporter writes log events to its own group, nothing else

@@ -14,7 +14,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import pulumi
 import pulumi_aws as aws
 
-from components.addons import ClusterRef
+from components.addons import ClusterRef, IamScope
 from components.autoscaling import Autoscaling, AutoscalingArgs
 from components.cluster import Cluster, ClusterArgs, ElasticNodes
 from components.leaderworkerset import LwsController, LwsControllerArgs
@@ -25,7 +25,7 @@ from components.monitoring import Monitoring, MonitoringArgs
 from components.network import Network, NetworkArgs
 from components.observability import ClusterLogs, ClusterLogsArgs
 from components.storage import ModelVolumes, ModelVolumesArgs
-from infra.plan import addons, elastic, monitoring, wiring
+from infra.plan import addons, elastic, iam, monitoring, wiring
 from infra.pulumi_config import place_zones, read_stack_config, warn_about
 
 stack = pulumi.get_stack()
@@ -41,6 +41,8 @@ aws_provider = aws.Provider("aws", region=cfg.region, default_tags={"tags": tags
 on_aws = pulumi.ResourceOptions(providers=[aws_provider])
 placement = place_zones(cfg, plan, aws_provider)
 system = elastic.system_group(cfg) if cfg.elastic else None
+# Every role under the stack's own path, with its boundary: all the stack's deploy role may touch.
+iam_scope = IamScope(path=iam.role_path(stack), permissions_boundary=cfg.permissions_boundary_arn)
 
 network = Network(
     "net",
@@ -79,6 +81,7 @@ cluster = Cluster(
             system_labels=wiring.SYSTEM_LABELS,
             model_taint=MODEL_TAINT,
         ),
+        iam=iam_scope,
     ),
     opts=on_aws,
 )
@@ -91,6 +94,7 @@ cluster_ref = ClusterRef(
     # Add-ons run on the system nodes of an elastic stack, which has model nodes only on demand.
     nodes=cluster.system_node_group or cluster.node_group,
     addon_versions=addon_versions,
+    iam=iam_scope,
 )
 logs = ClusterLogs("logs", ClusterLogsArgs(cluster_ref, wiring.NAMESPACE), opts=on_aws)
 server_spec = wiring.server_spec(cfg, plan)

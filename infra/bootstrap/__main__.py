@@ -16,8 +16,13 @@ import pulumi
 import pulumi_aws as aws
 from pulumi.runtime import config as runtime_config
 
-from components.github_ci import GitHubActionsAccess, GitHubActionsAccessArgs, GitHubRoleSpec
-from infra.bootstrap.access import DEPLOY_STACKS, ROLE_PATH, ci_roles
+from components.github_ci import (
+    BoundarySpec,
+    GitHubActionsAccess,
+    GitHubActionsAccessArgs,
+    GitHubRoleSpec,
+)
+from infra.bootstrap.access import DEPLOY_STACKS, ROLE_PATH, boundaries, ci_roles
 from infra.bootstrap.config import (
     BOOTSTRAP_PROJECT,
     BootstrapConfig,
@@ -67,6 +72,15 @@ access = GitHubActionsAccess(
         ],
         existing_provider_arn=cfg.github_oidc_provider_arn,
         role_path=ROLE_PATH,
+        boundaries=[
+            BoundarySpec(
+                key=b.stack,
+                name=b.name,
+                document=b.document,
+                description=f"Ceiling of every IAM role the {b.stack} stack creates",
+            )
+            for b in boundaries(regions)
+        ],
     ),
     opts=pulumi.ResourceOptions(providers=[aws_provider]),
 )
@@ -74,6 +88,8 @@ access = GitHubActionsAccess(
 arn = access.role_arns
 pulumi.export("oidcProviderArn", access.provider_arn)
 pulumi.export("roleArns", arn)
+# Main-program stack -> its `permissionsBoundaryArn`: the deploy role creates no role without it.
+pulumi.export("permissionsBoundaryArns", access.boundary_arns)
 # GitHub environment -> {variable: role ARN}: `vars.<variable>` in that environment's jobs.
 pulumi.export("environmentVariables", {r.environment: {r.variable: arn[r.key]} for r in roles})
 # Main-program stack -> the role whose first `pulumi up` creates its cluster. EKS gives that role
@@ -97,6 +113,11 @@ commands = [
 ]
 for stack in DEPLOY_STACKS:
     viewers = [r for r in roles if stack in r.cluster_viewer_of]
+    commands.append(
+        pulumi.Output.concat(
+            f"pulumi -s {stack} config set permissionsBoundaryArn ", access.boundary_arns[stack]
+        )
+    )
     commands += [
         pulumi.Output.concat(
             f"pulumi -s {stack} config set --path 'clusterViewerArns[{index}]' ", arn[r.key]

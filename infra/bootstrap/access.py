@@ -12,6 +12,17 @@ The split of trust:
   a deploy role that can change that stack's region and that stack's state only, never the CI
   roles or the GitHub OIDC provider themselves.
 
+IAM has no region, so the deploy roles' IAM rights are fenced by name instead, against a job that
+runs whatever it likes under the role: a deploy role may create, change, tag, pass and delete
+only the roles under its own stack's path (`infra.plan.iam.role_path`, which the program puts
+every role under), create one or write its policies only while it carries the stack's
+permissions boundary (`boundary_policy`, created here under `/github-ci/`, where no deploy role
+writes), attach only the AWS policies the program uses, and lift no boundary. So no deploy can
+touch another stack's roles, the CI's roles or any other role's trust or inline policy, and a
+role it makes can do no more than the boundary: the cluster's work in the stack's region, no IAM.
+The program creates no managed policy, instance profile or user (tests/program/test_iam_scope.py
+holds it to that), so the deploy roles may create, change or delete none.
+
 Names here are the contract with `.github/workflows/` and docs/deploying.md; the tests compare them.
 """
 
@@ -22,6 +33,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from infra.bootstrap import permissions
+from infra.plan import iam
 from infra.plan.config import PROJECT
 
 #: The GitHub environment of pull-request previews.
@@ -35,8 +47,9 @@ DEPLOY_STACKS = ("dev", "prod")
 GITHUB_OIDC_HOST = "token.actions.githubusercontent.com"
 GITHUB_OIDC_URL = f"https://{GITHUB_OIDC_HOST}"
 OIDC_AUDIENCE = "sts.amazonaws.com"
-#: IAM path of the CI roles; the deploy roles are denied every IAM action under it.
-ROLE_PATH = "/github-ci/"
+#: IAM path of the CI roles and the boundaries; the deploy roles are denied every IAM action
+#: under it.
+ROLE_PATH = iam.CI_PATH
 
 #: A deploy can outlast the one-hour default session: cluster (10-15 min), node group, then the
 #: LeaderWorkerSet's wait of up to the plan's startup timeout (30 min or more). The deploy jobs
@@ -45,8 +58,8 @@ DEPLOY_SESSION_SECONDS = 7200
 PREVIEW_SESSION_SECONDS = 3600
 
 #: AWS-managed policies the main program attaches, and no others: the node role's
-#: (components/cluster.py NODE_POLICIES), pulumi-eks 4.x's cluster service role
-#: (nodejs/eks/cluster/cluster.ts: AmazonEKSClusterPolicy), and the add-on roles
+#: (components/cluster.py NODE_POLICIES), the cluster's service role (CLUSTER_POLICY), and the
+#: add-on roles
 #: (components/observability.py, components/storage.py). A deploy role that could attach any
 #: policy could attach AdministratorAccess to a role it creates.
 ATTACHABLE_POLICIES = (
@@ -87,10 +100,39 @@ PREVIEW_IAM_ACTIONS = (
     "iam:GetPolicyVersion",
 )
 
-#: Managed-policy reads (pulumi-eks looks up the policies it attaches).
-_POLICY_READS = frozenset({"iam:GetPolicy", "iam:GetPolicyVersion", "iam:ListPolicyVersions"})
 #: IAM actions granted only under their own conditions below.
 _CONDITIONED = frozenset({"iam:AttachRolePolicy", "iam:PassRole", "iam:CreateServiceLinkedRole"})
+
+#: The role actions whose request carries the condition key `iam:PermissionsBoundary`: for
+#: CreateRole and PutRolePermissionsBoundary the boundary being set, for the others the boundary
+#: the role already has. Granted only with the stack's boundary, so a deploy role can neither
+#: create a role without it nor write the policies of a role that lacks it. DeleteRole,
+#: UpdateAssumeRolePolicy, UpdateRole and TagRole have no such key: the path alone fences them.
+#: Sources, read 2026-12-03: IAM User Guide, "IAM and AWS STS condition context keys",
+#: iam:PermissionsBoundary (docs.aws.amazon.com/IAM/latest/UserGuide/
+#: reference_policies_iam-condition-keys.html#ck_PermissionsBoundary), and the Service
+#: Authorization Reference's IAM table (docs.aws.amazon.com/service-authorization/latest/
+#: reference/list_awsidentityandaccessmanagementiam.html), as shipped in parliament 1.6.4's
+#: iam_definition.json.
+BOUNDARY_CHECKED = frozenset(
+    {
+        "iam:CreateRole",
+        "iam:PutRolePermissionsBoundary",
+        "iam:PutRolePolicy",
+        "iam:DeleteRolePolicy",
+        "iam:AttachRolePolicy",
+        "iam:DetachRolePolicy",
+    }
+)
+
+#: The services the program's roles are passed to: EKS takes the cluster's service role
+#: (CreateCluster), the node role (CreateNodegroup) and the add-ons' roles (CreateAddon). EC2
+#: gets the node role from EKS's own service-linked role, never from the deploy role, which
+#: launches no instance. `iam:PassedToService` is the service principal the role is passed to
+#: (IAM User Guide, "IAM and AWS STS condition context keys", iam:PassedToService,
+#: docs.aws.amazon.com/IAM/latest/UserGuide/reference_policies_iam-condition-keys.html
+#: #ck_PassedToService, read 2026-12-03).
+PASSED_TO = ("eks.amazonaws.com",)
 
 
 @dataclass(frozen=True)
@@ -99,8 +141,12 @@ class DeployActions:
 
     regional: tuple[str, ...]
     """Regional services (ec2, eks, logs, cloudwatch, sns), fenced to the stack's region."""
-    roles: tuple[str, ...]
-    """IAM actions on roles (the cluster's, the nodes' and the add-ons')."""
+    role_reads: tuple[str, ...]
+    """IAM reads of the stack's roles (the cluster's, the nodes' and the add-ons')."""
+    role_writes_bounded: tuple[str, ...]
+    """IAM writes on them that IAM checks against the role's boundary (`BOUNDARY_CHECKED`)."""
+    role_writes: tuple[str, ...]
+    """The other IAM writes on them, fenced by the stack's path only."""
     oidc: tuple[str, ...]
     """IAM actions on the cluster's OIDC provider."""
     public_parameters: tuple[str, ...]
@@ -110,11 +156,15 @@ class DeployActions:
 def deploy_actions() -> DeployActions:
     """The deploy role's actions, derived from the table of what each registered type needs."""
     actions = permissions.needed_actions()
-    iam = [a for a in actions if a.startswith("iam:")]
-    oidc = tuple(a for a in iam if "OpenIDConnectProvider" in a)
+    iam_actions = [a for a in actions if a.startswith("iam:")]
+    oidc = tuple(a for a in iam_actions if "OpenIDConnectProvider" in a)
+    roles = [a for a in iam_actions if a not in (*oidc, *_CONDITIONED)]
+    reads = tuple(a for a in roles if a.split(":")[1].startswith(("Get", "List")))
     return DeployActions(
         regional=tuple(a for a in actions if a.split(":")[0] not in ("iam", "ssm")),
-        roles=tuple(a for a in iam if a not in (*oidc, *_POLICY_READS, *_CONDITIONED)),
+        role_reads=reads,
+        role_writes_bounded=tuple(a for a in roles if a in BOUNDARY_CHECKED),
+        role_writes=tuple(a for a in roles if a not in BOUNDARY_CHECKED and a not in reads),
         oidc=oidc,
         public_parameters=tuple(a for a in actions if a.startswith("ssm:")),
     )
@@ -197,6 +247,13 @@ def state_object_arns(bucket: str, stack: str) -> list[str]:
     ]
 
 
+def _public_parameters(region: str) -> list[str]:
+    """EKS's public AMI parameters. Their ARNs have an empty account
+    (`arn:aws:ssm:<region>::parameter/aws/service/...`), which `*` matches (it matches zero or
+    more characters); names under `/aws/` are AWS's, no account can create one."""
+    return [f"arn:aws:ssm:{region}:*:parameter/aws/service/*"]
+
+
 def _in_region(region: str) -> dict[str, Any]:
     return {"StringEquals": {"aws:RequestedRegion": [region]}}
 
@@ -245,7 +302,7 @@ def preview_policy(region: str, state_bucket: str | None) -> dict[str, Any]:
                 "Sid": "ReadEksPublicParameters",
                 "Effect": "Allow",
                 "Action": ["ssm:GetParameter", "ssm:GetParameters"],
-                "Resource": [f"arn:aws:ssm:{region}::parameter/aws/service/*"],
+                "Resource": _public_parameters(region),
             },
             {
                 "Sid": "ReadRolesAndProviders",
@@ -258,10 +315,24 @@ def preview_policy(region: str, state_bucket: str | None) -> dict[str, Any]:
     }
 
 
+def _stack_roles(stack: str) -> list[str]:
+    """The roles the program creates for `stack`: everything under its path, nothing else."""
+    return [f"arn:aws:iam::*:role{iam.role_path(stack)}*"]
+
+
+def _with_boundary(stack: str) -> dict[str, dict[str, str]]:
+    """The role (being created, or being changed) carries `stack`'s boundary. ArnLike for the
+    account only: a boundary is a managed policy of the role's own account (or AWS's, which has
+    no `/github-ci/` path), and no deploy role can write under `/github-ci/`."""
+    return {"ArnLike": {"iam:PermissionsBoundary": iam.boundary_arn(stack)}}
+
+
 def deploy_policy(stack: str, region: str, state_bucket: str | None) -> dict[str, Any]:
     """What `pulumi up` and `pulumi destroy` of one stack need, in that stack's region only:
-    the actions of every resource type the program registers (`permissions`), nothing else."""
+    the actions of every resource type the program registers (`permissions`), nothing else; IAM
+    on the stack's own roles only (see the module's docstring)."""
     needed = deploy_actions()
+    roles = _stack_roles(stack)
     return {
         "Version": "2012-10-17",
         "Statement": [
@@ -276,49 +347,57 @@ def deploy_policy(stack: str, region: str, state_bucket: str | None) -> dict[str
                 "Sid": "ReadEksPublicParameters",
                 "Effect": "Allow",
                 "Action": list(needed.public_parameters),
-                "Resource": [f"arn:aws:ssm:{region}::parameter/aws/service/*"],
+                "Resource": _public_parameters(region),
             },
             {
-                "Sid": "ManageTheStackRoles",
+                "Sid": "ReadTheStackRoles",
                 "Effect": "Allow",
-                "Action": list(needed.roles),
-                "Resource": ["arn:aws:iam::*:role/*"],
+                "Action": list(needed.role_reads),
+                "Resource": roles,
+            },
+            {
+                "Sid": "WriteTheStackRolesWithinTheirBoundary",
+                "Effect": "Allow",
+                "Action": list(needed.role_writes_bounded),
+                "Resource": roles,
+                "Condition": _with_boundary(stack),
+            },
+            {
+                "Sid": "ChangeAndDeleteTheStackRoles",
+                "Effect": "Allow",
+                "Action": list(needed.role_writes),
+                "Resource": roles,
             },
             {
                 "Sid": "AttachOnlyThePoliciesTheProgramUses",
                 "Effect": "Allow",
                 "Action": ["iam:AttachRolePolicy"],
-                "Resource": ["arn:aws:iam::*:role/*"],
-                "Condition": {"ArnEquals": {"iam:PolicyARN": list(ATTACHABLE_POLICIES)}},
-            },
-            {
-                "Sid": "ReadManagedPolicies",
-                "Effect": "Allow",
-                "Action": sorted(_POLICY_READS),
-                "Resource": ["arn:aws:iam::aws:policy/*"],
-            },
-            {
-                "Sid": "PassRolesToEksAndNodes",
-                "Effect": "Allow",
-                "Action": ["iam:PassRole"],
-                "Resource": ["arn:aws:iam::*:role/*"],
+                "Resource": roles,
                 "Condition": {
-                    "StringEquals": {
-                        "iam:PassedToService": ["eks.amazonaws.com", "ec2.amazonaws.com"]
-                    }
+                    "ArnEquals": {"iam:PolicyARN": list(ATTACHABLE_POLICIES)},
+                    **_with_boundary(stack),
                 },
             },
             {
+                "Sid": "PassTheStackRolesToEks",
+                "Effect": "Allow",
+                "Action": ["iam:PassRole"],
+                "Resource": roles,
+                "Condition": {"StringEquals": {"iam:PassedToService": list(PASSED_TO)}},
+            },
+            {
+                # EKS's issuer in the stack's region only (`oidc.eks.<region>.amazonaws.com/id/
+                # <cluster>`): the provider's ARN is the issuer, which IAM names, not us.
                 "Sid": "ManageTheClusterOidcProvider",
                 "Effect": "Allow",
                 "Action": list(needed.oidc),
-                "Resource": ["arn:aws:iam::*:oidc-provider/oidc.eks.*"],
+                "Resource": [f"arn:aws:iam::*:oidc-provider/oidc.eks.{region}.amazonaws.com/id/*"],
             },
             {
                 "Sid": "CreateEksServiceLinkedRoles",
                 "Effect": "Allow",
                 "Action": ["iam:CreateServiceLinkedRole"],
-                "Resource": ["*"],
+                "Resource": ["arn:aws:iam::*:role/aws-service-role/*"],
                 "Condition": {"StringEquals": {"iam:AWSServiceName": list(SERVICE_LINKED_ROLES)}},
             },
             *_state_statements(
@@ -326,7 +405,8 @@ def deploy_policy(stack: str, region: str, state_bucket: str | None) -> dict[str
             ),
             {
                 # Explicit deny wins over every allow above: a deploy can never edit the roles
-                # it runs as, their policies, or the provider GitHub's tokens are checked by.
+                # it runs as, their policies, the boundaries, or the provider GitHub's tokens
+                # are checked by.
                 "Sid": "NeverTouchTheCiItself",
                 "Effect": "Deny",
                 "Action": ["iam:*"],
@@ -336,8 +416,119 @@ def deploy_policy(stack: str, region: str, state_bucket: str | None) -> dict[str
                     f"arn:aws:iam::*:oidc-provider/{GITHUB_OIDC_HOST}",
                 ],
             },
+            {
+                # A role without its boundary could be given anything by the next inline policy.
+                "Sid": "NeverLiftABoundary",
+                "Effect": "Deny",
+                "Action": ["iam:DeleteRolePermissionsBoundary"],
+                "Resource": ["arn:aws:iam::*:role/*"],
+            },
         ],
     }
+
+
+#: What the program's roles may ever do (a boundary grants nothing; a role's permissions are its
+#: policies within it): the AWS-managed policies in `ATTACHABLE_POLICIES` and the program's
+#: inline policies (components/autoscaling.py, components/monitoring.py) use EC2, Elastic Load
+#: Balancing, Auto Scaling, EKS reads, ECR pulls, CloudWatch Logs and metrics, X-Ray and KMS key
+#: reads. No IAM but the load balancers' service-linked role, no STS, no S3, no secrets.
+BOUNDARY_REGIONAL_ACTIONS = (
+    "autoscaling:*",
+    "cloudwatch:PutMetricData",
+    "ec2:*",
+    "ecr:BatchCheckLayerAvailability",
+    "ecr:BatchGetImage",
+    "ecr:DescribeImages",
+    "ecr:DescribeRepositories",
+    "ecr:GetAuthorizationToken",
+    "ecr:GetDownloadUrlForLayer",
+    "ecr:ListImages",
+    "eks:DescribeCluster",
+    "eks:DescribeNodegroup",
+    "eks:ListNodegroups",
+    "eks-auth:AssumeRoleForPodIdentity",
+    "elasticloadbalancing:*",
+    "kms:DescribeKey",
+    "logs:*",
+    "ssm:GetParameter",
+    "xray:GetSamplingRules",
+    "xray:GetSamplingStatisticSummaries",
+    "xray:GetSamplingTargets",
+    "xray:PutTelemetryRecords",
+    "xray:PutTraceSegments",
+)
+
+#: Actions inside those wildcards that no program role uses and that would hand the stack's
+#: data, network or machines to someone else: sharing snapshots, images, network interfaces,
+#: endpoint services and log groups with other accounts; launching, stopping, starting
+#: instances or rewriting launch templates (node groups launch through EKS's and Auto
+#: Scaling's service-linked roles, from the program's own template).
+BOUNDARY_DENIED = (
+    "ec2:CreateLaunchTemplateVersion",
+    "ec2:CreateNetworkInterfacePermission",
+    "ec2:DeleteNetworkInterfacePermission",
+    "ec2:ModifyFpgaImageAttribute",
+    "ec2:ModifyImageAttribute",
+    "ec2:ModifyLaunchTemplate",
+    "ec2:ModifySnapshotAttribute",
+    "ec2:ModifyVpcEndpointServicePermissions",
+    "ec2:ResetSnapshotAttribute",
+    "ec2:RunInstances",
+    "ec2:StartInstances",
+    "ec2:StopInstances",
+    "logs:DeleteResourcePolicy",
+    "logs:PutResourcePolicy",
+)
+
+
+def boundary_policy(region: str) -> dict[str, Any]:
+    """The permissions boundary of every role a stack in `region` creates."""
+    return {
+        "Version": "2012-10-17",
+        "Statement": [
+            {
+                "Sid": "TheClustersWorkInTheStackRegion",
+                "Effect": "Allow",
+                "Action": list(BOUNDARY_REGIONAL_ACTIONS),
+                "Resource": ["*"],
+                "Condition": _in_region(region),
+            },
+            {
+                # AmazonEKSClusterPolicy's one IAM action: the load balancers' own role.
+                "Sid": "TheLoadBalancersServiceLinkedRole",
+                "Effect": "Allow",
+                "Action": ["iam:CreateServiceLinkedRole"],
+                "Resource": ["arn:aws:iam::*:role/aws-service-role/*"],
+                "Condition": {
+                    "StringEquals": {"iam:AWSServiceName": ["elasticloadbalancing.amazonaws.com"]}
+                },
+            },
+            {
+                "Sid": "NeverShareOrLaunch",
+                "Effect": "Deny",
+                "Action": list(BOUNDARY_DENIED),
+                "Resource": ["*"],
+            },
+        ],
+    }
+
+
+@dataclass(frozen=True)
+class Boundary:
+    """The permissions boundary of one main-program stack's roles."""
+
+    stack: str
+    name: str
+    document: dict[str, Any]
+
+
+def boundaries(regions: Mapping[str, str]) -> tuple[Boundary, ...]:
+    """One boundary per stack in `DEPLOY_STACKS`, named as the program and the deploy roles'
+    conditions expect (`infra.plan.iam.boundary_name`), for the stack's region."""
+    return tuple(
+        Boundary(stack, iam.boundary_name(stack), boundary_policy(regions[stack]))
+        for stack in DEPLOY_STACKS
+    )
 
 
 def ci_roles(

@@ -39,6 +39,8 @@ _ROLE = (
     "iam:UpdateRole",
     "iam:UpdateRoleDescription",
     "iam:UpdateAssumeRolePolicy",
+    # The role's permissions boundary, set or swapped in place (iam/role.go `resourceRoleUpdate`).
+    "iam:PutRolePermissionsBoundary",
     "iam:TagRole",
     "iam:UntagRole",
     "iam:ListRoleTags",
@@ -218,16 +220,14 @@ RESOURCE_ACTIONS: dict[str, TypeActions] = {
         ),
         _TF + "sns/topic_subscription.go",
     ),
-    # pulumi-eks: the cluster's service role (AmazonEKSClusterPolicy attached), its security
-    # groups and rules, the EKS cluster, its OIDC provider and the vpc-cni and kube-proxy add-ons.
+    # pulumi-eks: its security groups and rules, the EKS cluster, its OIDC provider and the
+    # vpc-cni and kube-proxy add-ons. No role: the program passes its own service role
+    # (components/cluster.py), so pulumi-eks creates none (nodejs/eks/cluster/cluster.ts
+    # `createCore`, `if (!args.serviceRole)`, and no instance role with `skipDefaultNodeGroup`).
     "eks:index:Cluster": TypeActions(
         (
-            *_ROLE,
-            "iam:AttachRolePolicy",
+            "iam:GetRole",
             "iam:PassRole",
-            "iam:GetPolicy",
-            "iam:GetPolicyVersion",
-            "iam:ListPolicyVersions",
             "iam:CreateServiceLinkedRole",
             *_OIDC,
             *_SECURITY_GROUPS,

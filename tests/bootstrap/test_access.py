@@ -119,8 +119,8 @@ def test_a_deploy_role_stays_in_its_stack_and_never_edits_the_ci(stack: str) -> 
     assert regional["Condition"] == {"StringEquals": {"aws:RequestedRegion": [REGIONS[stack]]}}
     s3 = [r for a, res in _allowed(role.policy) if a.startswith("s3:") for r in res]
     assert not [r for r in s3 if f"/{other}" in r], s3
-    (deny,) = [s for s in statements if s["Effect"] == "Deny"]
-    assert deny["Action"] == ["iam:*"]
+    deny = next(s for s in statements if s["Sid"] == "NeverTouchTheCiItself")
+    assert deny["Effect"] == "Deny" and deny["Action"] == ["iam:*"]
     assert set(deny["Resource"]) == {
         "arn:aws:iam::*:role/github-ci/*",
         "arn:aws:iam::*:policy/github-ci/*",
@@ -131,6 +131,15 @@ def test_a_deploy_role_stays_in_its_stack_and_never_edits_the_ci(stack: str) -> 
         "arn:aws:iam::aws:policy/AdministratorAccess"
         not in (attach["Condition"]["ArnEquals"]["iam:PolicyARN"])
     )
+    # Every IAM statement on roles names this stack's path (or the service-linked roles'), and
+    # no other stack's.
+    iam_resources = {
+        r for a, res in _allowed(role.policy) if a.startswith("iam:") and "Role" in a for r in res
+    }
+    assert iam_resources == {
+        f"arn:aws:iam::*:role/gemma-graviton/{stack}/*",
+        "arn:aws:iam::*:role/aws-service-role/*",
+    }
     # It creates its stack's cluster, so EKS makes it an admin; no access key lists it.
     assert role.creates_cluster_of == (stack,) and role.cluster_viewer_of == ()
     assert role.max_session_seconds == 7200

@@ -30,6 +30,7 @@ BUCKET = "acme-pulumi-state"
 ROLE = "aws:iam/role:Role"
 ROLE_POLICY = "aws:iam/rolePolicy:RolePolicy"
 PROVIDER = "aws:iam/openIdConnectProvider:OpenIdConnectProvider"
+POLICY = "aws:iam/policy:Policy"
 SUB = "token.actions.githubusercontent.com:sub"
 
 
@@ -137,16 +138,50 @@ def test_outputs_name_what_goes_where(mocks: RecordingMocks, exports: dict[str, 
     assert "clusterAdminArns" not in exports
     # The preview role views dev's cluster only: AmazonEKSAdminViewPolicy reads prod's Secrets.
     assert resolve(exports["clusterViewerArns"]) == {"dev": [arns["preview"]], "prod": []}
+    boundaries = {
+        r.name.removeprefix("github-boundary-"): r for r in by_type(mocks.records, POLICY)
+    }
+    assert resolve(exports["permissionsBoundaryArns"]) == {
+        stack: boundaries[stack].outputs["arn"] for stack in ("dev", "prod")
+    }
     commands = resolve(exports["setupCommands"]).splitlines()
     assert commands == [
         f"gh variable set AWS_PREVIEW_ROLE_ARN --env preview --body {arns['preview']}",
         f"gh variable set AWS_DEV_ROLE_ARN --env dev --body {arns['deploy-dev']}",
         f"gh variable set AWS_PROD_ROLE_ARN --env prod --body {arns['deploy-prod']}",
+        "pulumi -s dev config set permissionsBoundaryArn "
+        "arn:aws:iam::123456789012:policy/github-ci/gemma-graviton-dev-boundary",
         f"pulumi -s dev config set --path 'clusterViewerArns[0]' {arns['preview']}",
+        "pulumi -s prod config set permissionsBoundaryArn "
+        "arn:aws:iam::123456789012:policy/github-ci/gemma-graviton-prod-boundary",
     ]
     # Without `stateBucket` (Pulumi Cloud) no role is granted S3.
     for record in by_type(mocks.records, ROLE_POLICY):
         assert '"s3:' not in record.inputs["policy"], record.urn
+
+
+@pytest.mark.usefixtures("as_pulumi_host")
+def test_each_stack_gets_a_boundary_where_no_deploy_role_writes(mocks: RecordingMocks) -> None:
+    """The boundary sits under `/github-ci/`, where every deploy role is denied every IAM action,
+    under the name the deploy roles' conditions and the program's `permissionsBoundaryArn`
+    expect; it is regional like the stack and grants no IAM, STS, S3 or secrets."""
+    run_bootstrap(mocks, repository=REPOSITORY)
+    policies = {r.name: r for r in by_type(mocks.records, ROLE_POLICY)}
+    for stack in ("dev", "prod"):
+        boundary = named(mocks.records, POLICY, f"github-boundary-{stack}")
+        assert boundary.inputs["path"] == "/github-ci/", boundary.urn
+        assert boundary.inputs["name"] == f"gemma-graviton-{stack}-boundary", boundary.urn
+        document = json.loads(boundary.inputs["policy"])
+        allowed = [a for s in document["Statement"] if s["Effect"] == "Allow" for a in s["Action"]]
+        assert not [a for a in allowed if a.split(":")[0] in ("sts", "s3", "secretsmanager")]
+        assert [a for a in allowed if a.startswith("iam:")] == ["iam:CreateServiceLinkedRole"]
+        regional = document["Statement"][0]
+        assert regional["Condition"] == {
+            "StringEquals": {"aws:RequestedRegion": [load_stack(stack).region]}
+        }, boundary.urn
+        deploy = json.loads(policies[f"github-deploy-{stack}-permissions"].inputs["policy"])
+        fence = next(s for s in deploy["Statement"] if s["Sid"] == "NeverTouchTheCiItself")
+        assert "arn:aws:iam::*:policy/github-ci/*" in fence["Resource"]
 
 
 def _cluster_creators() -> dict[str, str]:

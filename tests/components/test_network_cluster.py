@@ -17,7 +17,8 @@ import pulumi_aws as aws
 import pytest
 import yaml
 
-from components.cluster import AMI_TYPE, NODE_POLICIES, Cluster, ClusterArgs
+from components.addons import IamScope
+from components.cluster import AMI_TYPE, CLUSTER_POLICY, NODE_POLICIES, Cluster, ClusterArgs
 from components.network import Network, NetworkArgs
 from infra.plan import addons
 from tests.fakes.pulumi_mocks import (
@@ -25,6 +26,7 @@ from tests.fakes.pulumi_mocks import (
     RecordingMocks,
     by_type,
     is_secret,
+    named,
     one,
     resolve,
     run,
@@ -57,6 +59,12 @@ ATTACHMENT = "aws:iam/rolePolicyAttachment:RolePolicyAttachment"
 K8S_PROVIDER = "pulumi:providers:kubernetes"
 NETWORK_COMPONENT = "gemma-graviton:network:Network"
 CLUSTER_COMPONENT = "gemma-graviton:cluster:Cluster"
+NODE_ROLE = "gemma-node-role"
+SERVICE_ROLE = "gemma-cluster-role"
+IAM = IamScope(
+    path="/gemma-graviton/dev/",
+    permissions_boundary="arn:aws:iam::123456789012:policy/github-ci/gemma-graviton-dev-boundary",
+)
 
 
 def deploy(
@@ -97,6 +105,7 @@ def deploy(
                 admin_arns=(ADMIN,),
                 viewer_arns=(VIEWER,),
                 addon_versions=addons.pinned("1.34") or {},
+                iam=IAM,
             ),
             opts=opts,
         )
@@ -147,7 +156,7 @@ def test_node_group_uses_the_launch_template_role_and_cluster(mocks: RecordingMo
     deploy()
     group = one(mocks.records, NODE_GROUP)
     template = one(mocks.records, LAUNCH_TEMPLATE)
-    role = one(mocks.records, ROLE)
+    role = named(mocks.records, ROLE, NODE_ROLE)
     eks_cluster = one(mocks.records, EKS_CLUSTER)
 
     assert group.inputs["launchTemplate"] == {
@@ -188,9 +197,9 @@ def test_node_role_trusts_ec2_and_has_exactly_the_three_node_policies(
     mocks: RecordingMocks,
 ) -> None:
     _, cluster = deploy()
-    role = one(mocks.records, ROLE)
+    role = named(mocks.records, ROLE, NODE_ROLE)
     trust = json.loads(role.inputs["assumeRolePolicy"])
-    attachments = by_type(mocks.records, ATTACHMENT)
+    attachments = [a for a in by_type(mocks.records, ATTACHMENT) if "-node-" in a.name]
 
     assert [s["Principal"] for s in trust["Statement"]] == [{"Service": "ec2.amazonaws.com"}], (
         role.urn
@@ -207,6 +216,36 @@ def test_node_role_trusts_ec2_and_has_exactly_the_three_node_policies(
         assert attachment.inputs["role"] == role.outputs["name"], attachment.urn
     assert resolve(cluster.node_role_name) == role.outputs["name"], role.urn
     assert resolve(cluster.node_role_arn) == role.outputs["arn"], role.urn
+
+
+def test_the_cluster_runs_as_its_own_service_role_with_only_the_cluster_policy(
+    mocks: RecordingMocks,
+) -> None:
+    """pulumi-eks's own service role takes no path and no boundary, so the cluster gets ours;
+    with it pulumi-eks creates no role at all (nodejs/eks/cluster/cluster.ts `createCore`,
+    `if (!args.serviceRole)`, master at 7bf0c1b)."""
+    deploy()
+    role = named(mocks.records, ROLE, SERVICE_ROLE)
+    trust = json.loads(role.inputs["assumeRolePolicy"])
+    (policy,) = [
+        a for a in by_type(mocks.records, ATTACHMENT) if a.inputs["role"] == role.outputs["name"]
+    ]
+    eks_cluster = one(mocks.records, EKS_CLUSTER)
+
+    assert [s["Principal"] for s in trust["Statement"]] == [{"Service": "eks.amazonaws.com"}]
+    assert policy.inputs["policyArn"] == f"arn:aws:iam::aws:policy/{CLUSTER_POLICY}", policy.urn
+    assert eks_cluster.inputs["serviceRole"]["urn"] == role.urn, eks_cluster.urn
+    # EKS assumes the role from CreateCluster on: the policy is there before the cluster.
+    assert policy.urn in mocks.monitor.dependencies[eks_cluster.urn], eks_cluster.urn
+
+
+def test_every_role_of_the_cluster_has_the_path_and_the_boundary(mocks: RecordingMocks) -> None:
+    deploy()
+    roles = by_type(mocks.records, ROLE)
+    assert sorted(r.name for r in roles) == [SERVICE_ROLE, NODE_ROLE]
+    for role in roles:
+        assert role.inputs["path"] == IAM.path, role.urn
+        assert role.inputs["permissionsBoundary"] == IAM.permissions_boundary, role.urn
 
 
 # -- the control plane ---------------------------------------------------------------------------

@@ -349,17 +349,21 @@ class RecordingMocks(pulumi.runtime.Mocks):
 
     def _aws(self, typ: str, name: str, outputs: dict[str, Any]) -> tuple[str, dict[str, Any]]:
         service = typ.split(":")[1].split("/")[0]
+        # IAM puts the entity's path in its ARN (`role/<path><name>`, path `/` by default).
         if typ == "aws:iam/role:Role":
             role_name = outputs.get("name") or _autoname(name)
             outputs.update(
                 name=role_name,
-                arn=f"arn:aws:iam::{ACCOUNT_ID}:role/{role_name}",
+                arn=f"arn:aws:iam::{ACCOUNT_ID}:role{outputs.get('path') or '/'}{role_name}",
                 uniqueId=f"AROA{_hex('role', name, length=16).upper()}",
             )
             return role_name, outputs
         if typ == "aws:iam/policy:Policy":
             policy_name = outputs.get("name") or _autoname(name)
-            outputs.update(name=policy_name, arn=f"arn:aws:iam::{ACCOUNT_ID}:policy/{policy_name}")
+            path = outputs.get("path") or "/"
+            outputs.update(
+                name=policy_name, arn=f"arn:aws:iam::{ACCOUNT_ID}:policy{path}{policy_name}"
+            )
             return outputs["arn"], outputs
         if typ == "aws:iam/rolePolicyAttachment:RolePolicyAttachment":
             return f"{outputs.get('role')}-{_hex('rpa', name)}", outputs

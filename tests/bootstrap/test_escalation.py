@@ -1,0 +1,248 @@
+"""Each way a job holding a deploy role could reach beyond its stack through IAM, tried against the
+deploy roles' documents with a small evaluator (tests/bootstrap/iam_eval.py): all denied. What
+the program itself does is allowed (tests/program/test_iam_scope.py tries every role, policy and
+attachment the program creates).
+
+The attacker controls a deploy job of `dev` (any push to main runs one) and calls IAM directly.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from infra.bootstrap.access import ATTACHABLE_POLICIES, ci_roles, deploy_policy
+from infra.plan import iam
+from tests.bootstrap import iam_eval
+
+ACCOUNT = "123456789012"
+REGIONS = {"dev": "us-west-2", "prod": "us-east-1"}
+BUCKET = "acme-pulumi-state"
+ADMIN = "arn:aws:iam::aws:policy/AdministratorAccess"
+
+
+def _role(path: str, name: str) -> str:
+    return f"arn:aws:iam::{ACCOUNT}:role{path}{name}"
+
+
+def _boundary(stack: str) -> str:
+    return iam.boundary_arn(stack, account=ACCOUNT)
+
+
+def _policy(stack: str) -> dict[str, Any]:
+    return deploy_policy(stack, REGIONS[stack], BUCKET)
+
+
+def _other(stack: str) -> str:
+    return "prod" if stack == "dev" else "dev"
+
+
+#: Roles a deploy role must never write, by what they are.
+def _targets(stack: str) -> dict[str, str]:
+    other = _other(stack)
+    return {
+        "a prod-looking role outside the prefix": _role("/", "prod-admin"),
+        "a role of the other stack": _role(iam.role_path(other), "eks-node-role-1a2b3c4"),
+        "the role this job runs as": _role(iam.CI_PATH, f"github-deploy-{stack}-1a2b3c4"),
+        "the other stack's deploy role": _role(iam.CI_PATH, f"github-deploy-{other}-1a2b3c4"),
+        "the preview role": _role(iam.CI_PATH, "github-preview-1a2b3c4"),
+        "a role under a look-alike path": _role(f"/gemma-graviton/{stack}x/", "node"),
+    }
+
+
+#: Whatever boundary the target has, or none: the fence must not depend on it.
+CONTEXTS = {
+    "no boundary": {},
+    "dev's boundary": {"iam:PermissionsBoundary": _boundary("dev")},
+    "prod's boundary": {"iam:PermissionsBoundary": _boundary("prod")},
+}
+
+#: What rewrites a role's permissions or trust, or removes it.
+ROLE_WRITES = (
+    "iam:PutRolePolicy",
+    "iam:DeleteRolePolicy",
+    "iam:UpdateAssumeRolePolicy",
+    "iam:DeleteRole",
+    "iam:DetachRolePolicy",
+    "iam:PutRolePermissionsBoundary",
+    "iam:DeleteRolePermissionsBoundary",
+    "iam:UpdateRole",
+    "iam:TagRole",
+    "iam:UntagRole",
+)
+
+
+@pytest.mark.parametrize("stack", sorted(REGIONS))
+@pytest.mark.parametrize("context", sorted(CONTEXTS))
+def test_no_role_outside_the_stacks_path_can_be_written(stack: str, context: str) -> None:
+    policy = _policy(stack)
+    request = {**CONTEXTS[context], "iam:PolicyARN": ADMIN}
+    allowed = [
+        (what, action)
+        for what, arn in _targets(stack).items()
+        for action in (*ROLE_WRITES, "iam:AttachRolePolicy", "iam:CreateRole")
+        if iam_eval.allowed(policy, action, arn, request)
+    ]
+    assert allowed == []
+
+
+@pytest.mark.parametrize("stack", sorted(REGIONS))
+def test_attaching_a_policy_the_program_uses_to_an_outside_role_is_denied(stack: str) -> None:
+    policy = _policy(stack)
+    for what, arn in _targets(stack).items():
+        for attachable in ATTACHABLE_POLICIES:
+            context = {"iam:PolicyARN": attachable, "iam:PermissionsBoundary": _boundary(stack)}
+            assert not iam_eval.allowed(policy, "iam:AttachRolePolicy", arn, context), what
+
+
+@pytest.mark.parametrize("stack", sorted(REGIONS))
+def test_a_role_under_the_stacks_path_needs_the_stacks_boundary(stack: str) -> None:
+    """CreateRole without a boundary, or with any other, would make a role the next inline
+    policy could give anything; so would writing the policies of a role that lacks it."""
+    policy = _policy(stack)
+    own = _role(iam.role_path(stack), "escalator")
+    for action in ("iam:CreateRole", "iam:PutRolePolicy", "iam:PutRolePermissionsBoundary"):
+        assert not iam_eval.allowed(policy, action, own), action
+        for boundary in (
+            _boundary(_other(stack)),
+            f"arn:aws:iam::{ACCOUNT}:policy/{iam.boundary_name(stack)}",  # no /github-ci/ path
+            f"arn:aws:iam::{ACCOUNT}:policy/github-ci/{iam.boundary_name(stack)}-wide",
+            ADMIN,
+        ):
+            context = {"iam:PermissionsBoundary": boundary}
+            assert not iam_eval.allowed(policy, action, own, context), (action, boundary)
+    context = {"iam:PermissionsBoundary": _boundary(stack), "iam:PolicyARN": ADMIN}
+    assert not iam_eval.allowed(policy, "iam:AttachRolePolicy", own, context)
+    assert not iam_eval.allowed(
+        policy,
+        "iam:DeleteRolePermissionsBoundary",
+        own,
+        {"iam:PermissionsBoundary": _boundary(stack)},
+    )
+
+
+@pytest.mark.parametrize("stack", sorted(REGIONS))
+def test_no_policy_can_be_rewritten_the_boundaries_included(stack: str) -> None:
+    policy = _policy(stack)
+    for target in (
+        _boundary(stack),
+        _boundary(_other(stack)),
+        f"arn:aws:iam::{ACCOUNT}:policy/platform-admin",
+        f"arn:aws:iam::{ACCOUNT}:policy{iam.role_path(stack)}mine",
+    ):
+        for action in (
+            "iam:CreatePolicyVersion",
+            "iam:SetDefaultPolicyVersion",
+            "iam:DeletePolicyVersion",
+            "iam:DeletePolicy",
+            "iam:CreatePolicy",
+        ):
+            assert not iam_eval.allowed(policy, action, target), (action, target)
+
+
+@pytest.mark.parametrize("stack", sorted(REGIONS))
+def test_passrole_only_of_the_stacks_roles_and_only_to_eks(stack: str) -> None:
+    policy = _policy(stack)
+    own = _role(iam.role_path(stack), "eks-node-role-1a2b3c4")
+    assert iam_eval.allowed(
+        policy, "iam:PassRole", own, {"iam:PassedToService": "eks.amazonaws.com"}
+    )
+    for service in ("ec2.amazonaws.com", "lambda.amazonaws.com", "cloudformation.amazonaws.com"):
+        assert not iam_eval.allowed(policy, "iam:PassRole", own, {"iam:PassedToService": service})
+    assert not iam_eval.allowed(policy, "iam:PassRole", own)
+    for what, arn in _targets(stack).items():
+        context = {"iam:PassedToService": "eks.amazonaws.com"}
+        assert not iam_eval.allowed(policy, "iam:PassRole", arn, context), what
+
+
+@pytest.mark.parametrize("stack", sorted(REGIONS))
+def test_no_identity_provider_or_user_of_the_attackers(stack: str) -> None:
+    policy = _policy(stack)
+    github = f"arn:aws:iam::{ACCOUNT}:oidc-provider/token.actions.githubusercontent.com"
+    for action in ("iam:DeleteOpenIDConnectProvider", "iam:AddClientIDToOpenIDConnectProvider"):
+        assert not iam_eval.allowed(policy, action, github), action
+    for issuer in (
+        "attacker.example.com",
+        f"oidc.eks.{REGIONS[_other(stack)]}.amazonaws.com/id/ABCDEF",
+    ):
+        arn = f"arn:aws:iam::{ACCOUNT}:oidc-provider/{issuer}"
+        assert not iam_eval.allowed(policy, "iam:CreateOpenIDConnectProvider", arn), issuer
+    for action, arn in (
+        ("iam:CreateUser", f"arn:aws:iam::{ACCOUNT}:user/backdoor"),
+        ("iam:CreateAccessKey", f"arn:aws:iam::{ACCOUNT}:user/admin"),
+        ("iam:AttachUserPolicy", f"arn:aws:iam::{ACCOUNT}:user/admin"),
+        ("iam:CreateInstanceProfile", f"arn:aws:iam::{ACCOUNT}:instance-profile/x"),
+        ("iam:AddRoleToInstanceProfile", f"arn:aws:iam::{ACCOUNT}:instance-profile/x"),
+        ("sts:AssumeRole", _role("/", "prod-admin")),
+    ):
+        assert not iam_eval.allowed(policy, action, arn, {"iam:PolicyARN": ADMIN}), action
+
+
+@pytest.mark.parametrize("stack", sorted(REGIONS))
+def test_the_stacks_own_role_work_is_allowed(stack: str) -> None:
+    """The operations `pulumi up` and `destroy` make on the stack's roles (the program's own,
+    role by role, are tried in tests/program/test_iam_scope.py)."""
+    policy = _policy(stack)
+    own = _role(iam.role_path(stack), "eks-node-role-1a2b3c4")
+    bounded = {"iam:PermissionsBoundary": _boundary(stack)}
+    for action in (
+        "iam:CreateRole",
+        "iam:PutRolePolicy",
+        "iam:DeleteRolePolicy",
+        "iam:PutRolePermissionsBoundary",
+        "iam:DetachRolePolicy",
+    ):
+        assert iam_eval.allowed(policy, action, own, bounded), action
+    for action in ("iam:GetRole", "iam:TagRole", "iam:UpdateAssumeRolePolicy", "iam:DeleteRole"):
+        assert iam_eval.allowed(policy, action, own), action
+    for attachable in ATTACHABLE_POLICIES:
+        context = {**bounded, "iam:PolicyARN": attachable}
+        assert iam_eval.allowed(policy, "iam:AttachRolePolicy", own, context), attachable
+    issuer = f"oidc.eks.{REGIONS[stack]}.amazonaws.com/id/0123456789ABCDEF0123456789ABCDEF"
+    provider = f"arn:aws:iam::{ACCOUNT}:oidc-provider/{issuer}"
+    assert iam_eval.allowed(policy, "iam:CreateOpenIDConnectProvider", provider)
+
+
+def test_the_evaluator_finds_the_holes_of_the_old_policy() -> None:
+    """The fence the deploy roles had (IAM on `role/*`, only `/github-ci/` denied): the same
+    evaluator allows every escalation above through it, so a pass means the fence, not the
+    evaluator."""
+    old = {
+        "Statement": [
+            {
+                "Effect": "Allow",
+                "Action": [
+                    "iam:PutRolePolicy",
+                    "iam:UpdateAssumeRolePolicy",
+                    "iam:DeleteRole",
+                    "iam:CreateRole",
+                ],
+                "Resource": ["arn:aws:iam::*:role/*"],
+            },
+            {
+                "Effect": "Allow",
+                "Action": ["iam:PassRole"],
+                "Resource": ["arn:aws:iam::*:role/*"],
+                "Condition": {"StringEquals": {"iam:PassedToService": ["eks.amazonaws.com"]}},
+            },
+            {
+                "Effect": "Deny",
+                "Action": ["iam:*"],
+                "Resource": ["arn:aws:iam::*:role/github-ci/*"],
+            },
+        ]
+    }
+    prod = _role("/", "prod-admin")
+    for action in ("iam:PutRolePolicy", "iam:UpdateAssumeRolePolicy", "iam:DeleteRole"):
+        assert iam_eval.allowed(old, action, prod), action
+    assert iam_eval.allowed(old, "iam:CreateRole", _role("/", "escalator"))
+    assert iam_eval.allowed(old, "iam:PassRole", prod, {"iam:PassedToService": "eks.amazonaws.com"})
+    assert not iam_eval.allowed(old, "iam:DeleteRole", _targets("dev")["the preview role"])
+
+
+def test_every_deploy_role_has_these_documents() -> None:
+    deploys = [r for r in ci_roles("acme/gemma-graviton", REGIONS, BUCKET) if r.creates_cluster_of]
+    assert {r.key: r.policy for r in deploys} == {
+        f"deploy-{stack}": _policy(stack) for stack in REGIONS
+    }
