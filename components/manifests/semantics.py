@@ -26,6 +26,9 @@ Labels = Mapping[str, frozenset[str] | None]
 #: The node label the kubelet and cloud provider set to the node's zone (kubernetes v1.35
 #: staging/src/k8s.io/api/core/v1/well_known_labels.go `LabelTopologyZone`).
 ZONE_LABEL = "topology.kubernetes.io/zone"
+#: The node label the cloud node controller sets to the node's instance type (same file,
+#: `LabelInstanceTypeStable`; cloud-provider's node controller writes it at registration).
+INSTANCE_TYPE_LABEL = "node.kubernetes.io/instance-type"
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,13 @@ from typing import Literal
 
 from components import manifests
 from components.manifests import metrics
-from components.manifests.semantics import ZONE_LABEL, NodeGroup, World, check
+from components.manifests.semantics import (
+    INSTANCE_TYPE_LABEL,
+    ZONE_LABEL,
+    NodeGroup,
+    World,
+    check,
+)
 from components.manifests.spec import MODEL_TAINT, Manifest
 from infra.plan import catalog, elastic
 from infra.plan.config import StackConfig
@@ -42,7 +48,7 @@ def _group(
     ]
     return NodeGroup(
         name,
-        {**labels, ZONE_LABEL: zone},
+        {**labels, ZONE_LABEL: zone, INSTANCE_TYPE_LABEL: instance_type},
         taints or [],
         millicpu=catalog.allocatable_millicpu(instance) - sum(c.millicpu for c in daemons),
         memory_mib=catalog.allocatable_mib(instance) - sum(c.memory_mib for c in daemons),

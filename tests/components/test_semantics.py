@@ -116,7 +116,8 @@ def test_the_quantize_job_of_an_elastic_stack_tolerates_the_model_taint() -> Non
     assert semantics.unschedulable(objects, stack_world) == [
         f"Job/{job['metadata']['name']} fits no node group (model: taint "
         f"{MODEL_TAINT['key']}=model:NoSchedule not tolerated; system: nodeSelector "
-        "{'gemma-graviton.dev/pool': 'model'} not among its labels)"
+        "{'gemma-graviton.dev/pool': 'model', 'node.kubernetes.io/instance-type': 'm7g.2xlarge'} "
+        "not among its labels)"
         for job in jobs
     ]
 
