@@ -97,6 +97,9 @@ LOCAL_IMPORTS: dict[tuple[str, str], str] = {
     ("infra/plan/cli.py", "infra.plan.render"): (
         "the render (the manifest builders and YAML), loaded only for --render; hides no cycle"
     ),
+    ("infra/plan/cli.py", "infra.plan.semantics"): (
+        "the render's semantics check, loaded only for --render; hides no cycle"
+    ),
     ("infra/plan/costs.py", "infra.plan.monitoring"): (
         "monitoring's costs (with components.watch), loaded only for a monitored stack; hides "
         "no cycle"
