@@ -612,7 +612,7 @@ class StackConfig(BaseModel):
             description="The managed policy every IAM role of the stack carries as its "
             "permissions boundary: the bootstrap's `<project>-<stack>-boundary` "
             "(`infra/bootstrap`, output `setupCommands`), without which the stack's CI deploy "
-            "role may create or change no role: required when CI's deploy role runs the stack "
+            "role may create or change no role, so required when CI's deploy role runs the stack "
             "(docs/deploying.md#4-the-bootstrap-stack-the-github-oidc-provider-and-the-ci-roles)"
             ". Unset for a stack deployed by hand only.",
             json_schema_extra=_fix(
