@@ -12,8 +12,11 @@ import sys
 from pathlib import Path
 
 import pytest
+import yaml
 
+from infra.plan import docs_keys
 from infra.plan.cli import main
+from infra.plan.config import SECRET_KEYS, ScheduleConfig, StackConfig
 from tests.fakes.openai_stub import StubConfig, StubServer, token_text
 
 REPO = Path(__file__).resolve().parent.parent
@@ -53,6 +56,10 @@ RULES: list[tuple[str, str]] = [
     (
         r"python -m infra\.plan\.docs_changes --write",
         "rewrites README.md; tests/plan/test_docs_changes.py compares",
+    ),
+    (
+        r"python -m infra\.plan\.docs_keys --write",
+        "rewrites docs/planning.md; tests/test_docs.py compares",
     ),
     (
         r"python -m infra\.plan\.docs_ranking --write",
@@ -307,3 +314,95 @@ def test_the_readme_links_every_docs_page() -> None:
 
 def test_the_readme_stays_short() -> None:
     assert len((REPO / "README.md").read_text().splitlines()) <= 200
+
+
+# -- the stack-keys table ---------------------------------------------------------------------
+
+KEY_ROW = re.compile(r"^\| `(?P<key>[\w.]+)` \| (?P<default>[^|]+) \| ")
+
+
+def _table_rows() -> dict[str, str]:
+    """Key -> default cell of the generated table as the page holds it."""
+    block = docs_keys.BLOCK.quoted(docs_keys.BLOCK.page().read_text())
+    return {m["key"]: m["default"] for m in map(KEY_ROW.match, block.splitlines()) if m}
+
+
+def test_the_stack_keys_table_is_the_generators_output() -> None:
+    page = docs_keys.BLOCK.page()
+    assert page.name == "planning.md"
+    assert docs_keys.BLOCK.quoted(page.read_text()) == docs_keys.render(), (
+        "docs/planning.md is out of step with infra/plan/config.py: run "
+        "`python -m infra.plan.docs_keys --write`"
+    )
+
+
+def test_the_table_has_one_row_per_key_and_every_description_in_it() -> None:
+    """Every key of the model, in its order, the schedule's fields after `schedule`; each row
+    holds the key's description (every key has one)."""
+    keys = []
+    for name, info in StackConfig.model_fields.items():
+        keys.append(info.alias or name)
+        if name == "schedule":
+            keys += [f"schedule.{f.alias or n}" for n, f in ScheduleConfig.model_fields.items()]
+    assert list(_table_rows()) == keys
+    lines = docs_keys.render().splitlines()
+    for model, prefix in ((StackConfig, ""), (ScheduleConfig, "schedule.")):
+        for name, info in model.model_fields.items():
+            key = prefix + (info.alias or name)
+            assert info.description, f"`{key}` has no description"
+            (row,) = [line for line in lines if line.startswith(f"| `{key}` |")]
+            assert f" | {docs_keys.cell(info.description)} | " in row, key
+
+
+def test_a_changed_description_changes_the_table(monkeypatch: pytest.MonkeyPatch) -> None:
+    info = StackConfig.model_fields["replicas"]
+    monkeypatch.setattr(info, "description", "Groups | counted <here>.")
+    row = next(line for line in docs_keys.render().splitlines() if line.startswith("| `replicas`"))
+    assert (
+        row == "| `replicas` | `1` | Groups \\| counted &lt;here>. | use an integer from 1 to 16 |"
+    )
+
+
+def _required() -> dict[str, object]:
+    """The dev stack's values of the required keys: enough for the model to validate."""
+    raw = yaml.safe_load((REPO / "stacks" / "Pulumi.dev.yaml").read_text())["config"]
+    values = {k.removeprefix("gemma-graviton:"): v for k, v in raw.items()}
+    return {
+        f.alias or n: values[f.alias or n]
+        for n, f in StackConfig.model_fields.items()
+        if f.is_required()
+    }
+
+
+def test_each_default_as_written_reads_back_as_the_models_default() -> None:
+    """A default cell, pasted into a stack file, gives the model's own default: the table writes
+    defaults as YAML would (a quoted "1.35", lists in flow style, `unset` for a key left out)."""
+    rows = _table_rows()
+    for name, info in StackConfig.model_fields.items():
+        key = info.alias or name
+        cell = rows[key]
+        if info.is_required():
+            assert cell == "required", key
+            continue
+        if cell == "unset":
+            assert info.default is None, key
+            continue
+        assert cell.startswith("`") and cell.endswith("`"), (key, cell)
+        written = yaml.safe_load(f"{key}: {cell[1:-1]}")
+        if key == "vllmImage":
+            # The default has no digest, which a written image must have (its description says
+            # so): compare the text only.
+            assert written[key] == info.default, (key, cell)
+            continue
+        # `queuePerGroup`, written, makes the stack elastic: it comes with the group bounds.
+        bounds = {"minGroups": 0, "maxGroups": 2} if key == "queuePerGroup" else {}
+        cfg = StackConfig.model_validate(_required() | bounds | written)
+        assert getattr(cfg, name) == info.default, (key, cell)
+    assert rows["kubernetesVersion"] == "`'1.35'`"
+    assert rows["schedule.days"] == "`Mon-Fri`" and rows["schedule.timeZone"] == "required"
+
+
+def test_the_secret_keys_outside_the_model_are_documented_below_it() -> None:
+    text = docs_keys.BLOCK.page().read_text()
+    after = text.split(docs_keys.END, 1)[1].split("\n## ", 1)[0]
+    assert set(re.findall(r"^\| `(\w+)` \|", after, re.M)) == set(SECRET_KEYS)

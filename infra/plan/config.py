@@ -143,12 +143,50 @@ class ScheduleConfig(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    time_zone: Annotated[str, Field(alias="timeZone")]
-    days: str = "Mon-Fri"
-    start: str
-    end: str
-    groups_inside: Annotated[int, Field(ge=1, le=16, alias="groupsInside")] = 1
-    groups_outside: Annotated[int | None, Field(ge=0, le=16, alias="groupsOutside")] = None
+    time_zone: Annotated[
+        str,
+        Field(
+            alias="timeZone",
+            description="IANA name of the window's time zone, such as Europe/Berlin.",
+        ),
+    ]
+    days: Annotated[
+        str,
+        Field(description="Days the window opens: a range (Mon-Fri) or a list (Mon,Wed,Fri)."),
+    ] = "Mon-Fri"
+    start: Annotated[
+        str,
+        Field(
+            description='When the window opens, as HH:MM in quotes ("08:00"): YAML reads an '
+            "unquoted 8:00 as a number."
+        ),
+    ]
+    end: Annotated[
+        str,
+        Field(
+            description='When the window closes, as HH:MM in quotes ("19:00"), after `start` '
+            "the same day."
+        ),
+    ]
+    groups_inside: Annotated[
+        int,
+        Field(
+            ge=1,
+            le=16,
+            alias="groupsInside",
+            description="Groups held inside the window: above `minGroups`, at most `maxGroups`.",
+        ),
+    ] = 1
+    groups_outside: Annotated[
+        int | None,
+        Field(
+            ge=0,
+            le=16,
+            alias="groupsOutside",
+            description="Groups outside the window: `minGroups`, the floor, whether written or "
+            "left out.",
+        ),
+    ] = None
 
     @field_validator("time_zone")
     @classmethod
@@ -249,7 +287,7 @@ class StackConfig(BaseModel):
             alias="availabilityZone",
             description="The one AZ of the nodes: pipeline traffic and EBS volumes stay in it. "
             "A zone name (us-west-2a) or a zone ID (usw2-az1); names map to different physical "
-            "zones in each account, IDs do not.",
+            "zones in each account, IDs do not. Checked at preview against the account's zones.",
             json_schema_extra=_fix("use a zone of `region`, such as us-west-2a or usw2-az1"),
         ),
     ] = "us-west-2a"
@@ -267,7 +305,8 @@ class StackConfig(BaseModel):
         str,
         Field(
             alias="kubernetesVersion",
-            description="EKS Kubernetes version, pinned.",
+            description="EKS Kubernetes version, pinned; its support dates are in "
+            "`infra/plan/prices.py`.",
             pattern=r"^1\.\d{2}$",
             json_schema_extra=_fix(
                 f"use a pinned minor version such as {catalog.DEFAULT_KUBERNETES_VERSION}"
@@ -278,7 +317,7 @@ class StackConfig(BaseModel):
         ipaddress.IPv4Network,
         Field(
             alias="vpcCidr",
-            description="VPC address range; four /20 subnets are cut from it.",
+            description="VPC address range, a /16 to /18; four /20 subnets are cut from it.",
             json_schema_extra=_fix("use a private range of /16 to /18, such as 10.42.0.0/16"),
         ),
     ] = ipaddress.IPv4Network("10.42.0.0/16")
@@ -286,7 +325,8 @@ class StackConfig(BaseModel):
         Literal["private", "public"],
         Field(
             alias="nodeSubnets",
-            description="Nodes behind one NAT gateway (private) or with public IPs (public).",
+            description="Nodes behind one NAT gateway (private) or with public IPs and no NAT "
+            "charges (public).",
             json_schema_extra=_fix("use private or public"),
         ),
     ] = "private"
@@ -294,14 +334,16 @@ class StackConfig(BaseModel):
         str,
         Field(
             alias="instanceType",
-            description="Graviton instance type of the model nodes.",
+            description="Graviton instance type of the model nodes: m, c or r of Graviton3 and "
+            "Graviton4, large to 8xlarge; `--compare` ranks them.",
             json_schema_extra=_fix("choose a Graviton type from the catalogue"),
         ),
     ] = "m7g.2xlarge"
     model: Annotated[
         str,
         Field(
-            description="Hugging Face repository served by vLLM.",
+            description="Hugging Face repository served by vLLM: a catalogue model, or another "
+            "one whose layout `modelProfile` gives.",
             json_schema_extra=_fix("choose a catalogue model or describe it in `modelProfile`"),
         ),
     ] = "google/gemma-4-12B-it"
@@ -317,7 +359,8 @@ class StackConfig(BaseModel):
         Annotated[int, Field(ge=1, le=8)] | Auto,
         Field(
             alias="pipelineStages",
-            description="Pods per group, one pipeline rank per node; auto = fewest that fit.",
+            description="Pods per group, one pipeline rank per node; auto = fewest that fit and "
+            "serve the context.",
             json_schema_extra=_fix("use auto or an integer from 1 to 8"),
         ),
     ] = "auto"
@@ -326,7 +369,8 @@ class StackConfig(BaseModel):
         Field(
             ge=1,
             le=16,
-            description="Independent vLLM groups behind the load balancer.",
+            description="Independent vLLM groups behind the load balancer, always running (a "
+            "fixed stack); not with `minGroups` and `maxGroups`.",
             json_schema_extra=_fix("use an integer from 1 to 16"),
         ),
     ] = 1
@@ -336,8 +380,11 @@ class StackConfig(BaseModel):
             alias="minGroups",
             ge=0,
             le=16,
-            description="Fewest groups (0: the model sleeps when nothing asks for it); with "
-            "`maxGroups` it makes the stack elastic (docs/scaling-and-changes.md).",
+            description="Fewest groups (0: none, the model sleeps, while nothing asks for it); "
+            "with `maxGroups` it makes the stack elastic: KEDA follows the queue between the "
+            "two, the Cluster Autoscaler the nodes "
+            "(docs/scaling-and-changes.md#groups-that-follow-the-queue-and-the-clock). Not "
+            "with `replicas`.",
             json_schema_extra=_fix("use an integer from 0 to 16, such as 0"),
         ),
     ] = None
@@ -356,7 +403,8 @@ class StackConfig(BaseModel):
         ScheduleConfig | None,
         Field(
             description="Office hours: `timeZone`, `days`, `start`, `end`, `groupsInside` and "
-            "`groupsOutside` (the groups held inside and outside the window).",
+            "`groupsOutside` (the groups held inside and outside the window), below; with "
+            "`minGroups` and `maxGroups`.",
             json_schema_extra=_fix(
                 "give timeZone, days, start and end, such as Europe/Berlin, Mon-Fri, "
                 '"08:00" and "19:00"'
@@ -376,7 +424,8 @@ class StackConfig(BaseModel):
         PositiveInt | Auto,
         Field(
             alias="maxModelLen",
-            description="Longest request (prompt + reply) in tokens; auto = longest that fits.",
+            description="Longest request (prompt + reply) in tokens; auto = longest that fits, up "
+            "to `maxContextCap`.",
             json_schema_extra=_fix("use auto or a positive number of tokens such as 4096"),
         ),
     ] = "auto"
@@ -394,7 +443,8 @@ class StackConfig(BaseModel):
         PositiveInt | Auto,
         Field(
             alias="kvCacheBytes",
-            description="vLLM's --kv-cache-memory-bytes per rank; auto = largest safe budget.",
+            description="vLLM's --kv-cache-memory-bytes per rank; auto = largest safe budget, 90% "
+            "of what vLLM's memory guard sees.",
             json_schema_extra=_fix("use auto or a positive number of bytes such as 400000000"),
         ),
     ] = "auto"
@@ -430,7 +480,7 @@ class StackConfig(BaseModel):
         Field(
             alias="modelCache",
             description="Where the weights live between restarts: none (the node's disk, "
-            "downloaded at every start) or volume (a persistent EBS volume per rank).",
+            "downloaded at every start) or volume (a persistent EBS gp3 volume per rank).",
             json_schema_extra=_fix("use none or volume"),
         ),
     ] = "none"
@@ -453,7 +503,8 @@ class StackConfig(BaseModel):
             "int8 (compressed-tensors W8A8: int8 per-channel weights, int8 activations scaled "
             "per token at run time); int4 (W4A8: int4 weights in groups of 128, int8 "
             "activations). Embeddings, the output head and the vision and audio encoders stay "
-            "bf16. Quality of int8 and int4 is unmeasured here (docs/weights.md).",
+            "bf16. With the default model int8 and int4 fit one m7g.2xlarge; their quality is "
+            "unmeasured here (docs/weights.md).",
             json_schema_extra=_fix("use bf16, int8 or int4"),
         ),
     ] = "bf16"
@@ -479,7 +530,8 @@ class StackConfig(BaseModel):
             alias="downloadMBps",
             gt=0,
             description="Expected download rate from the model hub in MB/s, for the "
-            "cold-start estimate and the startup timeout.",
+            "cold-start estimate and the startup timeout: at least 1, at most what the node moves "
+            "through an internet gateway (625 below 32 vCPUs).",
             json_schema_extra=_fix("use a rate of at least 1 MB/s, such as 140"),
         ),
     ] = 140.0
@@ -499,7 +551,8 @@ class StackConfig(BaseModel):
             alias="vllmImage",
             description="vLLM CPU image (arm64), as repository:tag@sha256:digest of its index. "
             "The default is the pin file's (components/manifests/images.json), which has no "
-            "digest until `make pin-images` writes it: `pulumi up` refuses it until then.",
+            "digest until `make pin-images` writes it: `pulumi up` refuses it until then, and "
+            "refuses an index the pin file records without linux/arm64.",
             json_schema_extra=_fix(
                 "drop the key and run `make pin-images`, or pin a version and its digest, such as "
                 "vllm/vllm-openai-cpu:v0.31.0-arm64@sha256:<64 hex digits>"
@@ -523,8 +576,8 @@ class StackConfig(BaseModel):
             alias="endpointPublicAccessCidrs",
             min_length=1,
             description="Ranges that may reach the EKS API endpoint from the internet: where "
-            "kubectl users and `pulumi up` (CI runners included) run. Nodes use the private "
-            "endpoint.",
+            "kubectl users and `pulumi up` run, CI runners included (`DEV_RUNNER` and "
+            "`PREVIEW_RUNNER` for dev, `PROD_RUNNER` for prod). Nodes use the private endpoint.",
             json_schema_extra=_fix(
                 "list the IPv4 ranges of your operators and CI runners, such as 198.51.100.0/24"
             ),
@@ -559,7 +612,9 @@ class StackConfig(BaseModel):
             description="The managed policy every IAM role of the stack carries as its "
             "permissions boundary: the bootstrap's `<project>-<stack>-boundary` "
             "(`infra/bootstrap`, output `setupCommands`), without which the stack's CI deploy "
-            "role may create or change no role. Unset for a stack deployed by hand only.",
+            "role may create or change no role, so required when CI's deploy role runs the stack "
+            "(docs/deploying.md#4-the-bootstrap-stack-the-github-oidc-provider-and-the-ci-roles)"
+            ". Unset for a stack deployed by hand only.",
             json_schema_extra=_fix(
                 "use the ARN the bootstrap prints, "
                 "arn:aws:iam::<account>:policy/github-ci/gemma-graviton-<stack>-boundary"
@@ -619,8 +674,11 @@ class StackConfig(BaseModel):
         Field(
             alias="clientTokensInFlight",
             description="KV-cache tokens one client address may hold at vLLM at once, each "
-            "request counted at the large end of what it can hold (429 above it); auto = half "
-            "the KV cache, so one client at its limit leaves the other half to the others.",
+            "request counted at the large end of what it can hold (its body's bytes plus the "
+            "longest reply, at most `maxModelLen`), enforced in tiers (429 above it); auto = "
+            "half the KV cache, so one client at its limit leaves the other half to the others. "
+            "At least one full-length request beside the client's others, at most the KV cache "
+            "less one full-length request.",
             json_schema_extra=_fix("use auto or a number of tokens such as 40000"),
         ),
     ] = "auto"
@@ -640,7 +698,8 @@ class StackConfig(BaseModel):
         Field(
             alias="chatPage",
             description="The gatekeeper also serves a small chat page at the endpoint's root "
-            "(`https://<endpoint>/`; three static files, no new pod); the page loads without "
+            "(`https://<endpoint>/`; three static files, same-origin CSP, no new pod); the page "
+            "loads without "
             "the key and sends the key the person types with each call. false: only the API.",
             json_schema_extra=_fix("use true or false"),
         ),
@@ -652,7 +711,7 @@ class StackConfig(BaseModel):
             description="TCP connections one client address may hold at the gatekeeper, "
             "counted when a connection opens, before a request is read (idle keep-alives and "
             "slow senders included); auto = one per request it may have in flight + 2, at "
-            "most half of what the gatekeeper holds.",
+            "most half of what the gatekeeper's memory holds.",
             json_schema_extra=_fix("use auto or a positive number of connections such as 16"),
         ),
     ] = "auto"
@@ -680,8 +739,9 @@ class StackConfig(BaseModel):
         Field(
             alias="maxSchemaBytes",
             description="Largest grammar input (JSON schemas, tools, regexes) in bytes of "
-            "JSON; vLLM compiles each before generating, one at a time. 0 turns structured "
-            "outputs off; auto = about a second of compile.",
+            "JSON; vLLM compiles each before generating, one at a time, so one such request is "
+            "in flight per client address. 0 turns structured outputs off; auto = about a "
+            "second of compile.",
             json_schema_extra=_fix("use auto, 0 or a number of bytes such as 8192"),
         ),
     ] = "auto"
@@ -699,7 +759,7 @@ class StackConfig(BaseModel):
             alias="alarmEmail",
             pattern=r"^[^@\s]+@[^@\s]+\.[^@\s]+$",
             description="E-mail address subscribed to the alarms' SNS topic (it must confirm "
-            "the subscription).",
+            "the subscription); the plan warns without one.",
             json_schema_extra=_fix("use an address such as oncall@example.com"),
         ),
     ] = None
@@ -721,7 +781,8 @@ class StackConfig(BaseModel):
             description="Extra groups a pod-template change starts before it stops an old one "
             "(LeaderWorkerSet maxSurge, maxUnavailable 0), on nodes the node autoscaler adds "
             "for them; 0 rolls groups in place. auto = 1 when the model node group can grow, "
-            "else 0 (docs/scaling-and-changes.md).",
+            "else 0; above 0 on a fixed node group is refused "
+            "(docs/scaling-and-changes.md#rollouts-and-drains).",
             json_schema_extra=_fix("use auto or a number of groups such as 1"),
         ),
     ] = "auto"
@@ -763,7 +824,9 @@ class StackConfig(BaseModel):
     tags: Annotated[
         dict[str, str],
         Field(
-            description="Extra AWS tags for every taggable resource.",
+            description="Extra AWS tags for every taggable resource: keys and values (and "
+            "`owner`) of letters, digits, spaces and `_ . : / + - @`, keys up to 128 "
+            "characters, values up to 256, no `aws:` prefix.",
             json_schema_extra=_fix("give a map of string keys to string values"),
         ),
     ] = {}
