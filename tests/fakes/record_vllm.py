@@ -25,12 +25,17 @@ import http.client
 import json
 import os
 import re
+import socket
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
+
+from infra.plan.sizing import plan
+from infra.plan.stackfile import load_stack
+from infra.rehearse.tiny import ensure_tiny_model, model_cache_key, tiny_model_config
 
 REPO = Path(__file__).resolve().parents[2]
 RECORDING = REPO / "tests" / "fixtures" / "vllm" / "replies-v0.31.json"
@@ -90,11 +95,6 @@ def normalise(text: str, model_dir: Path) -> str:
 
 def tiny_model(rehearsal: Path, python: Path) -> Path:
     """The rehearsal's tiny model of dev's split, built there if it is not yet."""
-    # Imported here: the rehearsal's modules are needed only to find or build the model.
-    from infra.plan.sizing import plan
-    from infra.plan.stackfile import load_stack
-    from infra.rehearse.tiny import ensure_tiny_model, model_cache_key, tiny_model_config
-
     cfg = load_stack("dev")
     config = tiny_model_config(cfg.profile(), plan(cfg, "dev").stages)
     built = rehearsal / "models" / model_cache_key(config)
@@ -104,8 +104,6 @@ def tiny_model(rehearsal: Path, python: Path) -> Path:
 
 
 def free_port() -> int:
-    import socket
-
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
