@@ -35,6 +35,12 @@ plan: $(VENV)/.installed
 pin-images: $(VENV)/.installed
 	$(PY) -m infra.plan.pins $(ARGS)
 
+## The rendered dev and prod objects committed as text (tests/fixtures/rendered), written again
+## after a change meant to alter them; a test holds them to a fresh render.
+.PHONY: render-fixtures
+render-fixtures: $(VENV)/.installed
+	$(PY) -m tests.render_fixtures
+
 ## Lint and the whole test suite (offline), after the distribution's packages it uses.
 test: packages $(VENV)/.installed $(TOOLS)/.installed lint unit
 

