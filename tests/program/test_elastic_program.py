@@ -4,6 +4,7 @@ the model node group from 0 to the planned most; and a fixed stack exactly as be
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 from pathlib import Path
 from typing import Any
