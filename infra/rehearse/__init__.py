@@ -2,7 +2,8 @@
 
 The two-rank rehearsal (`python -m infra.rehearse`), in the order a run uses it:
 - `workspace`: the `.rehearsal/` directories and the error a step raises;
-- `env`: the pinned vLLM CPU virtualenv the rehearsal runs in;
+- `infra.venvs` (outside the package, shared with `infra.bench`): the pinned vLLM CPU
+  virtualenv the rehearsal runs in;
 - `tiny_model`: a random-weight Gemma 4 text model of the stack's layer layout;
 - `tiny`: the stack's profile -> that model, built once, and the planner's plan of it;
 - `ranks`: the ranks' command lines and environment, and `RankGroup`, their process groups;

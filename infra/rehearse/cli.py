@@ -114,7 +114,6 @@ from infra.rehearse.checks import (
     verdict_ok,
 )
 from infra.rehearse.endpoint import CHECK_TOKENS
-from infra.rehearse.env import RehearsalEnvError, ensure_env, ensure_quality_env
 from infra.rehearse.metrics_capture import capture_check
 from infra.rehearse.quality_step import QualityStep
 from infra.rehearse.ranks import (
@@ -135,6 +134,7 @@ from infra.rehearse.workspace import (
     VENV_DIR,
     RehearsalError,
 )
+from infra.venvs import RehearsalEnvError, ensure_env, ensure_quality_env
 
 DEFAULT_TIMEOUT_S = 600.0
 
@@ -329,8 +329,8 @@ def _quantized_rows(
     progress: Progress,
 ) -> list[Check]:
     """The tiny model quantized by `infra.quantize` and served at `weights` int8 and int4."""
-    from infra.rehearse.env import ensure_quantize_env
     from infra.rehearse.quantized import Served, quantized_rows
+    from infra.venvs import ensure_quantize_env
 
     python = ensure_quantize_env(QUANTIZE_VENV_DIR, progress)
     served = Served(

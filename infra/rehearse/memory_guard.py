@@ -64,7 +64,6 @@ from infra.rehearse.cgroups import (
     wrapped_engine,
 )
 from infra.rehearse.cli import Progress
-from infra.rehearse.env import RehearsalEnvError, ensure_env
 from infra.rehearse.guard_prediction import (
     BATCHED_TOKENS,
     GUARD_MODEL_NAME,
@@ -90,6 +89,7 @@ from infra.rehearse.tiny import (
 )
 from infra.rehearse.vllm_logs import parse_kv_cache_allocation, parse_memory_guard_refusal
 from infra.rehearse.workspace import LOGS_DIR, VENV_DIR, RehearsalError
+from infra.venvs import RehearsalEnvError, ensure_env
 
 DEFAULT_KV_GIB = 1.5
 DEFAULT_TARGET_BYTES = 4_800_000_000

@@ -35,11 +35,11 @@ from infra.plan.stackfile import REPO
 from infra.plan.wiring import gatekeeper_limits, server_spec
 from infra.rehearse import gate
 from infra.rehearse.checks import Check, kv_checks, stopped_check
-from infra.rehearse.env import tail
 from infra.rehearse.quality_step import QualityStep
 from infra.rehearse.ranks import RankFailure, RankGroup, free_port, loopback_ports, rank_launches
 from infra.rehearse.tiny import plan_tiny
 from infra.rehearse.workspace import LOGS_DIR, RehearsalError
+from infra.venvs import tail
 
 SCHEMES = ("int8", "int4")
 #: The linear kernel vLLM 0.31's CPU build must select for each format.

@@ -32,9 +32,9 @@ from infra.plan.catalog import MIB, ModelProfile
 from infra.plan.config import ConfigError, StackConfig, load_config
 from infra.plan.sizing import CPU_DEFAULT_MAX_SEQS_PER_RANK, Plan, plan
 from infra.plan.stackfile import REPO
-from infra.rehearse.env import tail
 from infra.rehearse.tiny_model import FULL, SLIDING, tiny_text_config
 from infra.rehearse.workspace import MODELS_DIR, RehearsalError
+from infra.venvs import tail
 
 #: The served name of the tiny model; the rehearsal's plan and command lines carry it where the
 #: stack's carry the real model's.

@@ -14,7 +14,7 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 PROJECT_ROOTS = ("infra", "components")
-OFFLINE_TOOLS = ("infra.rehearse", "infra.bench")
+OFFLINE_TOOLS = ("infra.rehearse", "infra.bench", "infra.venvs")
 
 
 def _module_file(name: str) -> Path | None:
@@ -81,13 +81,6 @@ LOCAL_IMPORTS: dict[tuple[str, str], str] = {
     ("infra/plan/config.py", "infra.plan.rules"): (
         "hides the cycle config -> rules -> aws_inputs -> config; goes with the planner split"
     ),
-    ("infra/bench/quality.py", "infra.rehearse.env"): (
-        "runs back up from the benchmark into the rehearsal for the quality virtualenv; goes "
-        "when bench stops importing the rehearsal"
-    ),
-    ("infra/bench/quality.py", "infra.rehearse.workspace"): (
-        "the rehearsal's work directory, for the same virtualenv; goes with the one above"
-    ),
     ("infra/bench/quality.py", "infra.bench.client"): (
         "the benchmark client imports openai, which only a run against an endpoint needs"
     ),
@@ -113,7 +106,7 @@ LOCAL_IMPORTS: dict[tuple[str, str], str] = {
     ("infra/rehearse/cli.py", "infra.rehearse.step_timeout"): (
         "the step-timeout row, loaded when the probe's step runs; hides no cycle"
     ),
-    ("infra/rehearse/cli.py", "infra.rehearse.env"): (
+    ("infra/rehearse/cli.py", "infra.venvs"): (
         "already imported at the top; the quantized step names its builder where it runs"
     ),
     ("infra/rehearse/cli.py", "infra.rehearse.quantized"): (
@@ -377,3 +370,14 @@ def test_files_and_functions_stay_short() -> None:
     shrunk = sorted((LONG_FILES - long_files) | (LONG_FUNCTIONS - long_functions))
     assert not shrunk, f"within the limits now, remove from LONG_FILES/LONG_FUNCTIONS: {shrunk}"
     assert len(files) > 100 and len(functions) > 500  # the walk saw the tree
+
+
+def test_the_benchmark_never_imports_the_rehearsal() -> None:
+    """The rehearsal runs the benchmark; the benchmark stands on its own (its virtualenvs come
+    from `infra.venvs`, which both use)."""
+    entries = sorted((REPO / "infra" / "bench").rglob("*.py"))
+    assert entries
+    for entry in entries:
+        leaked = sorted(m for m in import_closure(entry) if m.startswith("infra.rehearse"))
+        assert not leaked, f"{entry.relative_to(REPO)} imports the rehearsal: {leaked}"
+    assert "infra.venvs" in import_closure(REPO / "infra" / "bench" / "quality.py")
