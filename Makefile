@@ -86,7 +86,7 @@ clean:
 ## vLLM's memory guard in a pod-sized memory cgroup, with and without the weight prefetch (root).
 .PHONY: rehearse-guard
 rehearse-guard: $(VENV)/.installed
-	$(PY) -m infra.rehearse.memory_guard --stack $(STACK)
+	$(PY) -m infra.rehearse.guard.memory_guard --stack $(STACK)
 
 ## Break the rehearsal group on purpose and measure how each fault is noticed and recovered.
 .PHONY: rehearse-faults

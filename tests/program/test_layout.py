@@ -100,19 +100,19 @@ LOCAL_IMPORTS: dict[tuple[str, str], str] = {
     ("infra/plan/advice.py", "infra.plan.elastic"): (
         "the elastic figures, loaded only for an elastic stack; hides no cycle"
     ),
-    ("infra/rehearse/cli.py", "infra.rehearse.prefill_probe"): (
+    ("infra/rehearse/cli.py", "infra.rehearse.measure.prefill_probe"): (
         "the prefill probe, loaded when its step runs; hides no cycle"
     ),
-    ("infra/rehearse/cli.py", "infra.rehearse.step_timeout"): (
+    ("infra/rehearse/cli.py", "infra.rehearse.measure.step_timeout"): (
         "the step-timeout row, loaded when the probe's step runs; hides no cycle"
     ),
     ("infra/rehearse/cli.py", "infra.venvs"): (
         "already imported at the top; the quantized step names its builder where it runs"
     ),
-    ("infra/rehearse/cli.py", "infra.rehearse.quantized"): (
+    ("infra/rehearse/cli.py", "infra.rehearse.measure.quantized"): (
         "the int8 and int4 groups, loaded when their step runs; hides no cycle"
     ),
-    ("infra/rehearse/cli.py", "infra.rehearse.faults"): (
+    ("infra/rehearse/cli.py", "infra.rehearse.measure.faults"): (
         "the fault rehearsal, loaded only for --faults; hides no cycle"
     ),
 }
@@ -381,3 +381,28 @@ def test_the_benchmark_never_imports_the_rehearsal() -> None:
         leaked = sorted(m for m in import_closure(entry) if m.startswith("infra.rehearse"))
         assert not leaked, f"{entry.relative_to(REPO)} imports the rehearsal: {leaked}"
     assert "infra.venvs" in import_closure(REPO / "infra" / "bench" / "quality.py")
+
+
+def _module_names(package: Path) -> dict[str, Path]:
+    """Every module and subpackage name under `package`, by its last dotted part."""
+    names: dict[str, Path] = {}
+    for path in sorted(package.rglob("*.py")):
+        if path.stem not in ("__init__", "__main__"):
+            names.setdefault(path.stem, path)
+    for init in sorted(package.rglob("__init__.py")):
+        if init.parent != package:
+            names.setdefault(init.parent.name, init.parent)
+    return names
+
+
+def test_no_rehearsal_module_shares_a_name_with_a_manifest_module() -> None:
+    """`gate` was the LWS webhook Job in the manifests and the nginx run in the rehearsal: a name
+    says one thing in the project."""
+    rehearse = _module_names(REPO / "infra" / "rehearse")
+    manifests = _module_names(REPO / "components" / "manifests")
+    assert {"gatekeeper_run", "group", "tiny_plan"} <= rehearse.keys()
+    assert {"gate", "gatekeeper", "probes", "door"} <= manifests.keys()
+    shared = sorted(rehearse.keys() & manifests.keys())
+    assert not shared, "rehearsal modules named as manifest modules: " + ", ".join(
+        f"{rehearse[n].relative_to(REPO)} and {manifests[n].relative_to(REPO)}" for n in shared
+    )
