@@ -133,9 +133,13 @@ from infra.rehearse.group.workspace import (
     RehearsalError,
 )
 from infra.rehearse.measure import capacity_step
+from infra.rehearse.measure.faults import run_faults
 from infra.rehearse.measure.metrics_capture import capture_check
+from infra.rehearse.measure.prefill_probe import QUICK_SLIDING, figures, probe_checks, run_probe
 from infra.rehearse.measure.quality_step import QualityStep
-from infra.venvs import RehearsalEnvError, ensure_env, ensure_quality_env
+from infra.rehearse.measure.quantized import Served, quantized_rows
+from infra.rehearse.measure.step_timeout import timeout_checks
+from infra.venvs import RehearsalEnvError, ensure_env, ensure_quality_env, ensure_quantize_env
 
 DEFAULT_TIMEOUT_S = 600.0
 
@@ -301,8 +305,6 @@ def rehearse(options: Options, progress: Progress) -> tuple[list[Check], dict[st
 def probe_sliding(options: Options) -> int | None:
     """Sliding layers of the probe's slice: the short slice unless `--prefill` asks for the
     model's whole pattern (None); `--prefill-sliding` wins."""
-    from infra.rehearse.measure.prefill_probe import QUICK_SLIDING
-
     if options.prefill_sliding is not None:
         return options.prefill_sliding
     return None if options.prefill else QUICK_SLIDING
@@ -317,9 +319,6 @@ def _quantized_rows(
     progress: Progress,
 ) -> list[Check]:
     """The tiny model quantized by `infra.quantize` and served at `weights` int8 and int4."""
-    from infra.rehearse.measure.quantized import Served, quantized_rows
-    from infra.venvs import ensure_quantize_env
-
     python = ensure_quantize_env(QUANTIZE_VENV_DIR, progress)
     served = Served(
         stack_values(options.stack, options.overrides),
@@ -342,9 +341,6 @@ def _prefill_rows(
     options: Options, python: Path, progress: Progress, timings: dict[str, float]
 ) -> list[Check]:
     """The prefill probe's rows, then the step-timeout row fed the rate it measured."""
-    from infra.rehearse.measure.prefill_probe import figures, probe_checks, run_probe
-    from infra.rehearse.measure.step_timeout import timeout_checks
-
     values = stack_values(options.stack, options.overrides)
     real_plan = plan(load_config(values), options.stack)
     try:
@@ -664,8 +660,6 @@ def _keep_serving(group: RankGroup, base_url: str, api_key: str) -> None:
 
 def _rehearse_faults(options: Options, progress: Progress) -> int:
     """The fault rehearsal (`infra.rehearse.measure.faults`): its table, then the verdict."""
-    from infra.rehearse.measure.faults import run_faults
-
     python, model_dir, tiny_cfg, tiny_plan = prepare(options, progress, {})
     table, checks = run_faults(
         server_spec(tiny_cfg, tiny_plan), tiny_plan, python, model_dir, progress, options.timeout_s

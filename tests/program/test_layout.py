@@ -100,21 +100,6 @@ LOCAL_IMPORTS: dict[tuple[str, str], str] = {
     ("infra/plan/advice.py", "infra.plan.elastic"): (
         "the elastic figures, loaded only for an elastic stack; hides no cycle"
     ),
-    ("infra/rehearse/cli.py", "infra.rehearse.measure.prefill_probe"): (
-        "the prefill probe, loaded when its step runs; hides no cycle"
-    ),
-    ("infra/rehearse/cli.py", "infra.rehearse.measure.step_timeout"): (
-        "the step-timeout row, loaded when the probe's step runs; hides no cycle"
-    ),
-    ("infra/rehearse/cli.py", "infra.venvs"): (
-        "already imported at the top; the quantized step names its builder where it runs"
-    ),
-    ("infra/rehearse/cli.py", "infra.rehearse.measure.quantized"): (
-        "the int8 and int4 groups, loaded when their step runs; hides no cycle"
-    ),
-    ("infra/rehearse/cli.py", "infra.rehearse.measure.faults"): (
-        "the fault rehearsal, loaded only for --faults; hides no cycle"
-    ),
 }
 #: The one cycle today, through `load_config`'s local import of the rules.
 KNOWN_CYCLE = {"infra.plan.config", "infra.plan.rules", "infra.plan.aws_inputs"}
