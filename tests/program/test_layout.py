@@ -391,3 +391,36 @@ def test_no_rehearsal_module_shares_a_name_with_a_manifest_module() -> None:
     assert not shared, "rehearsal modules named as manifest modules: " + ", ".join(
         f"{rehearse[n].relative_to(REPO)} and {manifests[n].relative_to(REPO)}" for n in shared
     )
+
+
+#: What each part of the rehearsal may import of the rehearsal: the group is the base, the front
+#: door stands on it, the changes and the measuring steps run the door; `checks` is the verdict row
+#: every step returns. `cli`, `__main__` and `__init__` sit above everything.
+REHEARSAL_IMPORTS = {
+    "group": {"group"},
+    "checks": {"group", "checks"},
+    "front_door": {"group", "checks", "front_door"},
+    "changes": {"group", "checks", "front_door", "changes"},
+    "measure": {"group", "checks", "front_door", "measure"},
+    "guard": {"group", "guard"},
+}
+
+
+def test_the_rehearsal_subpackages_import_only_downward() -> None:
+    root = REPO / "infra" / "rehearse"
+    allowed = REHEARSAL_IMPORTS
+    wrong = []
+    for path in sorted(root.rglob("*.py")):
+        part = path.relative_to(root).parts[0].removesuffix(".py")
+        if part not in allowed:
+            continue
+        for name in _imported(path):
+            parts = name.split(".")
+            if (
+                parts[:2] == ["infra", "rehearse"]
+                and len(parts) > 2
+                and parts[2] not in allowed[part]
+            ):
+                wrong.append(f"{path.relative_to(REPO)} imports {name}")
+    assert not wrong, "imports that run back up the rehearsal:\n" + "\n".join(wrong)
+    assert "infra.rehearse.group.ranks" in _imported(root / "measure" / "faults.py")
