@@ -64,7 +64,7 @@ rehearse: packages $(VENV)/.installed
 ## with the pinned vLLM's `vllm bench serve` and printed beside the plan; raw results in
 ## bench-results/. `python -m infra.bench.capacity --job` is the same run as an in-cluster Job.
 bench: $(VENV)/.installed
-	$(PY) -m infra.rehearse.env --root .rehearsal/venv
+	$(PY) -m infra.venvs --root .rehearsal/venv
 	$(PY) -m infra.bench.capacity --stack $(STACK) $(ARGS)
 
 ## The served model's quality on the project's lm-eval task (infra/bench/quality_task), for the
@@ -86,7 +86,7 @@ clean:
 ## vLLM's memory guard in a pod-sized memory cgroup, with and without the weight prefetch (root).
 .PHONY: rehearse-guard
 rehearse-guard: $(VENV)/.installed
-	$(PY) -m infra.rehearse.memory_guard --stack $(STACK)
+	$(PY) -m infra.rehearse.guard.memory_guard --stack $(STACK)
 
 ## Break the rehearsal group on purpose and measure how each fault is noticed and recovered.
 .PHONY: rehearse-faults

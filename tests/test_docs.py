@@ -75,7 +75,7 @@ RULES: list[tuple[str, str]] = [
         "minutes of full-width model building and warm-up on a quiet machine",
     ),
     (
-        r"make rehearse-guard|python -m infra\.rehearse\.memory_guard",
+        r"make rehearse-guard|python -m infra\.rehearse\.guard\.memory_guard",
         "needs root and a writable memory cgroup",
     ),
     (r"make mutants.*", "minutes of mutation testing; .github/workflows/mutants.yml runs it"),

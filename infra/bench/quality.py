@@ -34,6 +34,7 @@ from pathlib import Path
 
 from infra.bench.args import API_KEY_ENV, UsageError, normalize_base_url, resolve_endpoint
 from infra.plan.stackfile import REPO
+from infra.venvs import QUALITY_VENV_DIR, RehearsalEnvError, ensure_quality_env
 
 TASK = "gemma_graviton_qa"
 TASK_DIR = REPO / "infra" / "bench" / "quality_task"
@@ -209,8 +210,6 @@ def _model(base_url: str, key: str | None, named: str | None) -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     from infra.bench.client import BenchError
-    from infra.rehearse.env import RehearsalEnvError, ensure_quality_env
-    from infra.rehearse.workspace import REHEARSAL_DIR
 
     def progress(line: str) -> None:
         print(line, file=sys.stderr, flush=True)
@@ -219,7 +218,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         ns = _parser().parse_args(argv)
         chosen = targets(ns, os.environ)
         found = [Target(lab, url, key, _model(url, key, ns.model)) for lab, url, key in chosen]
-        python = ensure_quality_env(REHEARSAL_DIR / "quality", progress)
+        python = ensure_quality_env(QUALITY_VENV_DIR, progress)
     except (UsageError, BenchError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2

@@ -23,9 +23,9 @@ from typing import Any
 
 from infra import bench
 from infra.plan.sizing import Plan
-from infra.rehearse.endpoint import CHECK_TOKENS, http_status, streamed_reply
-from infra.rehearse.ranks import RankGroup
-from infra.rehearse.vllm_logs import (
+from infra.rehearse.group.endpoint import CHECK_TOKENS, http_status, streamed_reply
+from infra.rehearse.group.ranks import RankGroup
+from infra.rehearse.group.vllm_logs import (
     parse_kv_cache_allocation,
     parse_kv_cache_size,
     parse_max_concurrency,

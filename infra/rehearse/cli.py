@@ -14,8 +14,8 @@ and checks what the plan promised:
   --master-addr, --master-port, --port) and the memory figures, which the tiny model's own plan
   gives, differ (`ranks.rehearsal_argv`);
 - the group forms and `/health` answers;
-- the gatekeeper (`gate`: the pod's own nginx.conf, run by a real nginx in front of the leader)
-  answers every route vLLM registers without the key with anything but 2xx, except /health;
+- the gatekeeper (`gatekeeper_run`: the pod's own nginx.conf, run by a real nginx in front of the
+  leader) answers every route vLLM registers without the key with anything but 2xx, except /health;
   refuses a chat without the key (401), streams one with it chunk by chunk, refuses a body over
   the limit (413) before vLLM sees it, caps a reply without max_tokens at the planned default,
   and answers a burst above the rate with 429s and no 5xx. Every later request goes through it;
@@ -60,7 +60,7 @@ else would stop it. A rank that exits early fails the run at once with vLLM's ow
 Logs go to `.rehearsal/logs/<timestamp>/rank<N>.log`.
 
 This module is the orchestration only: the order of the steps, their timings, the progress lines
-and the exit codes. The tiny model and its plan are `tiny`, the processes `ranks`, the requests
+and the exit codes. The tiny model and its plan are `tiny_plan`, the processes `ranks`, the requests
 `endpoint` and the verdict `checks`.
 
 Exit codes: 0 every check passed, 1 a check failed or vLLM refused, 2 bad input (one line naming
@@ -88,19 +88,8 @@ from infra.plan.config import ConfigError, StackConfig, load_config
 from infra.plan.sizing import Plan, plan
 from infra.plan.stackfile import REPO, add_stack_arguments, parse_overrides, stack_values
 from infra.plan.wiring import gatekeeper_limits, server_spec
-from infra.rehearse import (
-    asleep_checks,
-    capacity_step,
-    change_steps,
-    chat_page,
-    door_checks,
-    door_errors,
-    gate,
-    share_checks,
-    siege_checks,
-    vllm_headers,
-)
-from infra.rehearse.change_steps import SecondGroup as _SecondGroup
+from infra.rehearse.changes import change_steps
+from infra.rehearse.changes.change_steps import SecondGroup as _SecondGroup
 from infra.rehearse.checks import (
     Check,
     bench_check,
@@ -113,11 +102,18 @@ from infra.rehearse.checks import (
     stopped_check,
     verdict_ok,
 )
-from infra.rehearse.endpoint import CHECK_TOKENS
-from infra.rehearse.env import RehearsalEnvError, ensure_env, ensure_quality_env
-from infra.rehearse.metrics_capture import capture_check
-from infra.rehearse.quality_step import QualityStep
-from infra.rehearse.ranks import (
+from infra.rehearse.front_door import (
+    asleep_checks,
+    chat_page,
+    door_checks,
+    door_errors,
+    gatekeeper_run,
+    share_checks,
+    siege_checks,
+    vllm_headers,
+)
+from infra.rehearse.group.endpoint import CHECK_TOKENS
+from infra.rehearse.group.ranks import (
     RankFailure,
     RankGroup,
     RankLaunch,
@@ -127,14 +123,23 @@ from infra.rehearse.ranks import (
     rank_launches,
     termination_unwinds,
 )
-from infra.rehearse.tiny import ensure_tiny_model, plan_tiny, tiny_model_config
-from infra.rehearse.workspace import (
+from infra.rehearse.group.tiny_plan import ensure_tiny_model, plan_tiny, tiny_model_config
+from infra.rehearse.group.workspace import (
     LOGS_DIR,
     QUALITY_VENV_DIR,
     QUANTIZE_VENV_DIR,
     VENV_DIR,
+    Progress,
     RehearsalError,
 )
+from infra.rehearse.measure import capacity_step
+from infra.rehearse.measure.faults import run_faults
+from infra.rehearse.measure.metrics_capture import capture_check
+from infra.rehearse.measure.prefill_probe import QUICK_SLIDING, figures, probe_checks, run_probe
+from infra.rehearse.measure.quality_step import QualityStep
+from infra.rehearse.measure.quantized import Served, quantized_rows
+from infra.rehearse.measure.step_timeout import timeout_checks
+from infra.venvs import RehearsalEnvError, ensure_env, ensure_quality_env, ensure_quantize_env
 
 DEFAULT_TIMEOUT_S = 600.0
 
@@ -156,19 +161,6 @@ class Options:
     quantized: bool = True
     #: Rotate the key and drain the group under a stream beside a second group (`change_steps`).
     changes: bool = True
-
-
-class Progress:
-    """One line per step on stderr, with seconds since the start."""
-
-    def __init__(self) -> None:
-        self.began = time.monotonic()
-
-    def __call__(self, line: str) -> None:
-        print(f"[{time.monotonic() - self.began:6.1f} s] {line}", file=sys.stderr, flush=True)
-
-    def elapsed(self) -> float:
-        return time.monotonic() - self.began
 
 
 @contextmanager
@@ -233,7 +225,7 @@ def rehearse(options: Options, progress: Progress) -> tuple[list[Check], dict[st
     Raises ConfigError (bad stack input) before anything is started.
     """
     timings: dict[str, float] = {}
-    nginx = gate.find_nginx()
+    nginx = gatekeeper_run.find_nginx()
     python, model_dir, tiny_cfg, tiny_plan = prepare(options, progress, timings)
     page = None
     if tiny_plan.front_door.chat_page:
@@ -313,8 +305,6 @@ def rehearse(options: Options, progress: Progress) -> tuple[list[Check], dict[st
 def probe_sliding(options: Options) -> int | None:
     """Sliding layers of the probe's slice: the short slice unless `--prefill` asks for the
     model's whole pattern (None); `--prefill-sliding` wins."""
-    from infra.rehearse.prefill_probe import QUICK_SLIDING
-
     if options.prefill_sliding is not None:
         return options.prefill_sliding
     return None if options.prefill else QUICK_SLIDING
@@ -329,9 +319,6 @@ def _quantized_rows(
     progress: Progress,
 ) -> list[Check]:
     """The tiny model quantized by `infra.quantize` and served at `weights` int8 and int4."""
-    from infra.rehearse.env import ensure_quantize_env
-    from infra.rehearse.quantized import Served, quantized_rows
-
     python = ensure_quantize_env(QUANTIZE_VENV_DIR, progress)
     served = Served(
         stack_values(options.stack, options.overrides),
@@ -354,9 +341,6 @@ def _prefill_rows(
     options: Options, python: Path, progress: Progress, timings: dict[str, float]
 ) -> list[Check]:
     """The prefill probe's rows, then the step-timeout row fed the rate it measured."""
-    from infra.rehearse.prefill_probe import figures, probe_checks, run_probe
-    from infra.rehearse.step_timeout import timeout_checks
-
     values = stack_values(options.stack, options.overrides)
     real_plan = plan(load_config(values), options.stack)
     try:
@@ -492,7 +476,7 @@ def _check_group(
     limits = gatekeeper_limits(tiny_plan)
     vllm_root = base_url.removesuffix("/v1")
     vllm_port = int(vllm_root.rsplit(":", 1)[1])
-    with gate.running_gate(
+    with gatekeeper_run.running_gate(
         front.nginx,
         limits,
         api_key,
@@ -505,11 +489,11 @@ def _check_group(
         gate_url = f"{door.base_url}/v1"
         with _timed(timings, "checks"):
             checks += [
-                gate.routes_check(door, vllm_root),
-                gate.unauthorized_check(door, tiny_plan.model),
-                gate.streaming_check(door, api_key, tiny_plan.model),
-                gate.oversize_check(door, api_key, limits),
-                gate.default_cap_check(
+                gatekeeper_run.routes_check(door, vllm_root),
+                gatekeeper_run.unauthorized_check(door, tiny_plan.model),
+                gatekeeper_run.streaming_check(door, api_key, tiny_plan.model),
+                gatekeeper_run.oversize_check(door, api_key, limits),
+                gatekeeper_run.default_cap_check(
                     door, api_key, tiny_plan.model, tiny_plan.front_door.max_reply_tokens
                 ),
             ]
@@ -542,14 +526,14 @@ def _check_group(
         except OSError as error:
             checks.append(Check("metrics listener", "/metrics 200", "no answer", False, str(error)))
         # Last: it empties this client's allowance.
-        checks.append(gate.burst_check(door, api_key, limits))
+        checks.append(gatekeeper_run.burst_check(door, api_key, limits))
         if options.keep:
             _keep_serving(group, gate_url, api_key)
     return checks
 
 
 def _chat_rows(
-    door: gate.Gate,
+    door: gatekeeper_run.Gate,
     front: _Front,
     api_key: str,
     tiny_plan: Plan,
@@ -567,7 +551,7 @@ def _chat_rows(
 
     def serve(mutant: Mapping[str, str]) -> Any:
         work = front.work_dir.parent / "gatekeeper-mutant"
-        return gate.running_gate(
+        return gatekeeper_run.running_gate(
             front.nginx, limits, api_key, free_port(), vllm_port, work, progress, page_files=mutant
         )
 
@@ -619,10 +603,10 @@ def _door_checks(
     short = replace(limits, reply_timeout_seconds=timeout or limits.reply_timeout_seconds)
     cut_port, dead_port = free_port(), free_port()
     with (
-        gate.running_gate(
+        gatekeeper_run.running_gate(
             front.nginx, short, api_key, cut_port, vllm_port, front.work_dir / "cut", _quiet
         ),
-        gate.running_gate(
+        gatekeeper_run.running_gate(
             front.nginx, limits, api_key, dead_port, free_port(), front.work_dir / "dead", _quiet
         ),
     ):
@@ -675,9 +659,7 @@ def _keep_serving(group: RankGroup, base_url: str, api_key: str) -> None:
 
 
 def _rehearse_faults(options: Options, progress: Progress) -> int:
-    """The fault rehearsal (`infra.rehearse.faults`): its table, then the verdict."""
-    from infra.rehearse.faults import run_faults
-
+    """The fault rehearsal (`infra.rehearse.measure.faults`): its table, then the verdict."""
     python, model_dir, tiny_cfg, tiny_plan = prepare(options, progress, {})
     table, checks = run_faults(
         server_spec(tiny_cfg, tiny_plan), tiny_plan, python, model_dir, progress, options.timeout_s

@@ -24,7 +24,8 @@ from infra.bench.capacity_table import Row, measured_text, planned_text, render,
 from infra.bench.loadgen import LoadPoint, PointResult, ResultError, parse_result, read_result
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "vllm" / "bench-serve"
-#: The points the recording's rehearsal sent (`infra.rehearse.capacity_step.rehearsal_points`).
+#: The points the recording's rehearsal sent
+#: (`infra.rehearse.measure.capacity_step.rehearsal_points`).
 SHORT = LoadPoint(1000, 16, 2, 7.5, 4)
 LONG = LoadPoint(2000, 16, 2, 7.5, 4)
 

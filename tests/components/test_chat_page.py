@@ -19,8 +19,8 @@ from components.manifests.gatekeeper import GatekeeperLimits, key_file_text, ngi
 from infra.plan.render import render_stack
 from infra.plan.sizing import plan
 from infra.plan.stackfile import load_stack
-from infra.rehearse import gate
-from infra.rehearse.ranks import free_port
+from infra.rehearse.front_door import gatekeeper_run as gate
+from infra.rehearse.group.ranks import free_port
 from tests.fakes.openai_stub import StubConfig, StubServer
 
 LIMITS = GatekeeperLimits(

@@ -242,7 +242,7 @@ def test_fingerprint_changes_with_the_key_and_hides_it() -> None:
     assert gatekeeper.key_fingerprint("a" * 40) == one
 
 
-from infra.rehearse.gate import INSTALL_HINT, nginx_modules, nginx_ready  # noqa: E402
+from infra.rehearse.front_door.gatekeeper_run import INSTALL_HINT, nginx_modules, nginx_ready  # noqa: E402
 
 NGINX = shutil.which("nginx") or ("/usr/sbin/nginx" if Path("/usr/sbin/nginx").exists() else None)
 

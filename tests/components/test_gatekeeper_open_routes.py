@@ -18,8 +18,8 @@ import pytest
 
 from components.manifests import chat, gatekeeper_conf
 from components.manifests.gatekeeper import GatekeeperLimits, nginx_conf
-from infra.rehearse import gate
-from infra.rehearse.ranks import free_port
+from infra.rehearse.front_door import gatekeeper_run as gate
+from infra.rehearse.group.ranks import free_port
 from tests.fakes.openai_stub import StubConfig, StubServer
 
 LIMITS = GatekeeperLimits(

@@ -2,7 +2,7 @@
 
 The dashboard and the alarms may use only metric names, labels and bucket bounds that real vLLM
 0.31 exported in the rehearsal. The fixture `tests/fixtures/vllm/metrics-v0.31.json` is written by
-`make rehearse` (`infra/rehearse/metrics_capture.py` scrapes the running leader through the
+`make rehearse` (`infra/rehearse/measure/metrics_capture.py` scrapes the running leader through the
 gatekeeper's metrics listener); to refresh it, run `make rehearse` and commit the diff.
 """
 
@@ -22,7 +22,7 @@ from infra.plan import wiring
 from infra.plan.render import rendered_objects
 from infra.plan.sizing import plan
 from infra.plan.stackfile import load_stack
-from infra.rehearse.metrics_capture import parse_exposition
+from infra.rehearse.measure.metrics_capture import parse_exposition
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "vllm" / "metrics-v0.31.json"
 SPEC = watch.WatchSpec(

@@ -23,9 +23,9 @@ from infra.plan.render import rendered_objects
 from infra.plan.sizing import plan
 from infra.plan.stackfile import load_stack
 from infra.plan.wiring import gatekeeper_limits
-from infra.rehearse import gate
-from infra.rehearse.gate import INSTALL_HINT, nginx_ready
-from infra.rehearse.ranks import free_port
+from infra.rehearse.front_door import gatekeeper_run as gate
+from infra.rehearse.front_door.gatekeeper_run import INSTALL_HINT, nginx_ready
+from infra.rehearse.group.ranks import free_port
 
 VARIANTS = [("dev", {}), ("prod", {}), ("dev", {"weights": "int8"}), ("prod", {"weights": "int8"})]
 

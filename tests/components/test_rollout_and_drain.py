@@ -24,8 +24,8 @@ from infra.plan import catalog
 from infra.plan.render import rendered_objects
 from infra.plan.sizing import plan
 from infra.plan.stackfile import load_stack
-from infra.rehearse import gate
-from infra.rehearse.ranks import free_port
+from infra.rehearse.front_door import gatekeeper_run as gate
+from infra.rehearse.group.ranks import free_port
 from tests.components.test_manifest_fields import SPEC
 from tests.fakes import k8s_schemas
 from tests.fakes.openai_stub import StubConfig, StubServer

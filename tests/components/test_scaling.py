@@ -27,7 +27,7 @@ from infra.plan.config import ConfigError
 from infra.plan.render import rendered_objects
 from infra.plan.sizing import plan
 from infra.plan.stackfile import load_stack
-from infra.rehearse.ranks import free_port
+from infra.rehearse.group.ranks import free_port
 from tests.fakes import k8s_schemas
 
 TODAY = dt.date(2026, 12, 2)

@@ -40,7 +40,7 @@ from infra.plan import monitoring as plan_monitoring
 from infra.plan import wiring
 from infra.plan.sizing import Plan, plan
 from infra.plan.stackfile import load_stack
-from infra.rehearse.metrics_capture import parse_exposition
+from infra.rehearse.measure.metrics_capture import parse_exposition
 
 WATCHING = Path(__file__).resolve().parents[2] / "docs" / "watching.md"
 GRID_COLUMNS = 24

@@ -15,7 +15,7 @@ from infra.plan.catalog import GIB
 from infra.plan.config import load_config
 from infra.plan.kv_cache import group_kv, stage_layers
 from infra.plan.sizing import PlanError, plan
-from infra.rehearse import vllm_logs
+from infra.rehearse.group import vllm_logs
 from tests.plan.profiles import small_gemma
 
 BASE = {

@@ -14,7 +14,7 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 PROJECT_ROOTS = ("infra", "components")
-OFFLINE_TOOLS = ("infra.rehearse", "infra.bench")
+OFFLINE_TOOLS = ("infra.rehearse", "infra.bench", "infra.venvs")
 
 
 def _module_file(name: str) -> Path | None:
@@ -81,13 +81,6 @@ LOCAL_IMPORTS: dict[tuple[str, str], str] = {
     ("infra/plan/config.py", "infra.plan.rules"): (
         "hides the cycle config -> rules -> aws_inputs -> config; goes with the planner split"
     ),
-    ("infra/bench/quality.py", "infra.rehearse.env"): (
-        "runs back up from the benchmark into the rehearsal for the quality virtualenv; goes "
-        "when bench stops importing the rehearsal"
-    ),
-    ("infra/bench/quality.py", "infra.rehearse.workspace"): (
-        "the rehearsal's work directory, for the same virtualenv; goes with the one above"
-    ),
     ("infra/bench/quality.py", "infra.bench.client"): (
         "the benchmark client imports openai, which only a run against an endpoint needs"
     ),
@@ -106,21 +99,6 @@ LOCAL_IMPORTS: dict[tuple[str, str], str] = {
     ),
     ("infra/plan/advice.py", "infra.plan.elastic"): (
         "the elastic figures, loaded only for an elastic stack; hides no cycle"
-    ),
-    ("infra/rehearse/cli.py", "infra.rehearse.prefill_probe"): (
-        "the prefill probe, loaded when its step runs; hides no cycle"
-    ),
-    ("infra/rehearse/cli.py", "infra.rehearse.step_timeout"): (
-        "the step-timeout row, loaded when the probe's step runs; hides no cycle"
-    ),
-    ("infra/rehearse/cli.py", "infra.rehearse.env"): (
-        "already imported at the top; the quantized step names its builder where it runs"
-    ),
-    ("infra/rehearse/cli.py", "infra.rehearse.quantized"): (
-        "the int8 and int4 groups, loaded when their step runs; hides no cycle"
-    ),
-    ("infra/rehearse/cli.py", "infra.rehearse.faults"): (
-        "the fault rehearsal, loaded only for --faults; hides no cycle"
     ),
 }
 #: The one cycle today, through `load_config`'s local import of the rules.
@@ -377,3 +355,72 @@ def test_files_and_functions_stay_short() -> None:
     shrunk = sorted((LONG_FILES - long_files) | (LONG_FUNCTIONS - long_functions))
     assert not shrunk, f"within the limits now, remove from LONG_FILES/LONG_FUNCTIONS: {shrunk}"
     assert len(files) > 100 and len(functions) > 500  # the walk saw the tree
+
+
+def test_the_benchmark_never_imports_the_rehearsal() -> None:
+    """The rehearsal runs the benchmark; the benchmark stands on its own (its virtualenvs come
+    from `infra.venvs`, which both use)."""
+    entries = sorted((REPO / "infra" / "bench").rglob("*.py"))
+    assert entries
+    for entry in entries:
+        leaked = sorted(m for m in import_closure(entry) if m.startswith("infra.rehearse"))
+        assert not leaked, f"{entry.relative_to(REPO)} imports the rehearsal: {leaked}"
+    assert "infra.venvs" in import_closure(REPO / "infra" / "bench" / "quality.py")
+
+
+def _module_names(package: Path) -> dict[str, Path]:
+    """Every module and subpackage name under `package`, by its last dotted part."""
+    names: dict[str, Path] = {}
+    for path in sorted(package.rglob("*.py")):
+        if path.stem not in ("__init__", "__main__"):
+            names.setdefault(path.stem, path)
+    for init in sorted(package.rglob("__init__.py")):
+        if init.parent != package:
+            names.setdefault(init.parent.name, init.parent)
+    return names
+
+
+def test_no_rehearsal_module_shares_a_name_with_a_manifest_module() -> None:
+    """`gate` was the LWS webhook Job in the manifests and the nginx run in the rehearsal: a name
+    says one thing in the project."""
+    rehearse = _module_names(REPO / "infra" / "rehearse")
+    manifests = _module_names(REPO / "components" / "manifests")
+    assert {"gatekeeper_run", "group", "tiny_plan"} <= rehearse.keys()
+    assert {"gate", "gatekeeper", "probes", "door"} <= manifests.keys()
+    shared = sorted(rehearse.keys() & manifests.keys())
+    assert not shared, "rehearsal modules named as manifest modules: " + ", ".join(
+        f"{rehearse[n].relative_to(REPO)} and {manifests[n].relative_to(REPO)}" for n in shared
+    )
+
+
+#: What each part of the rehearsal may import of the rehearsal: the group is the base, the front
+#: door stands on it, the changes and the measuring steps run the door; `checks` is the verdict row
+#: every step returns. `cli`, `__main__` and `__init__` sit above everything.
+REHEARSAL_IMPORTS = {
+    "group": {"group"},
+    "checks": {"group", "checks"},
+    "front_door": {"group", "checks", "front_door"},
+    "changes": {"group", "checks", "front_door", "changes"},
+    "measure": {"group", "checks", "front_door", "measure"},
+    "guard": {"group", "guard"},
+}
+
+
+def test_the_rehearsal_subpackages_import_only_downward() -> None:
+    root = REPO / "infra" / "rehearse"
+    allowed = REHEARSAL_IMPORTS
+    wrong = []
+    for path in sorted(root.rglob("*.py")):
+        part = path.relative_to(root).parts[0].removesuffix(".py")
+        if part not in allowed:
+            continue
+        for name in _imported(path):
+            parts = name.split(".")
+            if (
+                parts[:2] == ["infra", "rehearse"]
+                and len(parts) > 2
+                and parts[2] not in allowed[part]
+            ):
+                wrong.append(f"{path.relative_to(REPO)} imports {name}")
+    assert not wrong, "imports that run back up the rehearsal:\n" + "\n".join(wrong)
+    assert "infra.rehearse.group.ranks" in _imported(root / "measure" / "faults.py")

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from infra.rehearse.env import (
+from infra.venvs import (
     DEFAULT_REQUIREMENTS,
     QUALITY_REQUIREMENTS,
     QUANTIZE_REQUIREMENTS,

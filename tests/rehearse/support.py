@@ -11,7 +11,7 @@ from infra.plan.catalog import MODELS
 from infra.plan.config import StackConfig, load_config
 from infra.plan.sizing import Plan, plan
 from infra.plan.stackfile import load_stack, stack_values
-from infra.rehearse.tiny import tiny_model_config, tiny_profile, tiny_stack_values
+from infra.rehearse.group.tiny_plan import tiny_model_config, tiny_profile, tiny_stack_values
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "vllm"
 TWELVE_B = MODELS["google/gemma-4-12B-it"]

@@ -16,9 +16,9 @@ import pytest
 from components import watch
 from components.manifests import gatekeeper
 from components.manifests.asleep import ASLEEP_HEALTH_PAGE, ASLEEP_PAGE, Asleep
-from infra.rehearse import asleep_checks, gate
+from infra.rehearse.front_door import asleep_checks, gatekeeper_run
 from tests.components.test_watch import _filter_matches, _record
-from tests.rehearse.test_gate import LIMITS
+from tests.rehearse.test_gatekeeper_run import LIMITS
 
 KEY = "k" * 32
 
@@ -58,14 +58,14 @@ def serving() -> Iterator[int]:
         server.server_close()
 
 
-@pytest.mark.skipif(not gate.nginx_ready(), reason=gate.INSTALL_HINT)
+@pytest.mark.skipif(not gatekeeper_run.nginx_ready(), reason=gatekeeper_run.INSTALL_HINT)
 def test_asleep_door_answers_503_with_retry_after_wakes_and_serves_once_a_group_is_back(
     tmp_path: Path,
 ) -> None:
     sleeper = asleep_checks.Sleeper(LIMITS, asleep_checks.rehearsal_asleep(431), KEY, "m")
     with serving() as port:
         checks = asleep_checks.door_sleep_checks(
-            gate.find_nginx(), sleeper, port, tmp_path, lambda _line: None
+            gatekeeper_run.find_nginx(), sleeper, port, tmp_path, lambda _line: None
         )
     assert [c.name for c in checks] == [
         "asleep: model request",
@@ -92,13 +92,13 @@ def _matches(pattern: str, line: str) -> bool:
     return _filter_matches(pattern, _record(line, gatekeeper.CONTAINER))
 
 
-@pytest.mark.skipif(not gate.nginx_ready(), reason=gate.INSTALL_HINT)
+@pytest.mark.skipif(not gatekeeper_run.nginx_ready(), reason=gatekeeper_run.INSTALL_HINT)
 def test_a_wake_flag_that_does_not_fall_fails_its_row(tmp_path: Path) -> None:
     """A door whose flag outlasts the row: the row that expects it to fall says so."""
     sleeper = asleep_checks.Sleeper(LIMITS, Asleep(wake_seconds=60, signal_seconds=600), KEY, "m")
     with serving() as port:
         checks = asleep_checks.door_sleep_checks(
-            gate.find_nginx(), sleeper, port, tmp_path, lambda _line: None
+            gatekeeper_run.find_nginx(), sleeper, port, tmp_path, lambda _line: None
         )
     signal = next(c for c in checks if c.name == "wake signal")
     assert not signal.ok

@@ -13,9 +13,9 @@ import pytest
 
 from components.manifests import chat
 from components.manifests.gatekeeper import GatekeeperLimits
-from infra.rehearse import chat_page, gate
-from infra.rehearse.ranks import free_port
-from infra.rehearse.workspace import RehearsalError
+from infra.rehearse.front_door import chat_page, gatekeeper_run
+from infra.rehearse.group.ranks import free_port
+from infra.rehearse.group.workspace import RehearsalError
 from tests.fakes.openai_stub import StubConfig, StubServer
 
 LIMITS = GatekeeperLimits(
@@ -32,7 +32,7 @@ PAGE = chat.ChatPage(model="m", max_reply_tokens=128, max_model_len=2048)
 def _missing() -> str | None:
     try:
         chat_page.find_browser()
-        gate.find_nginx()
+        gatekeeper_run.find_nginx()
     except RehearsalError as error:
         return str(error)
     return None
@@ -61,9 +61,9 @@ def test_the_mutant_changes_exactly_the_note_condition() -> None:
 @contextmanager
 def _door(
     tmp: Path, upstream: int, files: Mapping[str, str], limits: GatekeeperLimits = LIMITS
-) -> Iterator[gate.Gate]:
-    with gate.running_gate(
-        gate.find_nginx(), limits, KEY, free_port(), upstream, tmp, lambda _l: None,
+) -> Iterator[gatekeeper_run.Gate]:
+    with gatekeeper_run.running_gate(
+        gatekeeper_run.find_nginx(), limits, KEY, free_port(), upstream, tmp, lambda _l: None,
         page_files=files,
     ) as door:  # fmt: skip
         yield door
@@ -143,8 +143,8 @@ def test_the_page_warns_before_the_context_fills_and_reads_the_front_doors_refus
             assert _notice(session).startswith("Slow down: too many requests from this address")
     # No group behind the gatekeeper: it is starting, or asleep.
     with (
-        gate.running_gate(
-            gate.find_nginx(), strict, KEY, free_port(), free_port(), tmp_path / "gone",
+        gatekeeper_run.running_gate(
+            gatekeeper_run.find_nginx(), strict, KEY, free_port(), free_port(), tmp_path / "gone",
             lambda _l: None, page_files=chat.files(small),
         ) as door,
         chat_page.browser_session() as driver,

@@ -6,8 +6,8 @@ import pytest
 
 from infra.plan.stackfile import stack_names
 from infra.rehearse import cli as rehearse
-from infra.rehearse.gate import INSTALL_HINT
-from infra.rehearse.workspace import RehearsalError
+from infra.rehearse.front_door.gatekeeper_run import INSTALL_HINT
+from infra.rehearse.group.workspace import RehearsalError
 
 
 def test_bad_input_exits_2_with_the_one_line_message(capsys: pytest.CaptureFixture[str]) -> None:
@@ -38,7 +38,7 @@ def test_bad_input_is_told_before_a_missing_nginx(
     def no_nginx() -> str:
         raise RehearsalError("nginx is not installed; " + INSTALL_HINT)
 
-    monkeypatch.setattr(rehearse.gate, "find_nginx", no_nginx)
+    monkeypatch.setattr(rehearse.gatekeeper_run, "find_nginx", no_nginx)
     assert rehearse.main(["--stack", "nope"]) == 2
     assert capsys.readouterr().err.startswith("error: `--stack` 'nope' has no file")
     assert rehearse.main(["--set", "kvCacheBytes=99999999999"]) == 2
@@ -55,7 +55,7 @@ def _options(**changes: object) -> rehearse.Options:
 
 
 def test_a_plain_rehearsal_probes_the_short_slice_and_prefill_the_whole_pattern() -> None:
-    from infra.rehearse.prefill_probe import QUICK_SLIDING
+    from infra.rehearse.measure.prefill_probe import QUICK_SLIDING
 
     assert rehearse.probe_sliding(_options()) == QUICK_SLIDING == 1
     # None: the model's own pattern (`prefill_probe.slice_config`).

@@ -1,13 +1,13 @@
-"""The drain rows' verdicts (infra/rehearse/drain_step.py `_rows`): each fails on what it exists
-to catch, from recorded times rather than a running group."""
+"""The drain rows' verdicts (infra/rehearse/changes/drain_step.py `_rows`): each fails on what it
+exists to catch, from recorded times rather than a running group."""
 
 from __future__ import annotations
 
 from dataclasses import replace
 
-from infra.rehearse import drain_step
-from infra.rehearse.balancer import Target
-from infra.rehearse.drain_step import REHEARSAL_DRAIN, Stopped, Stream
+from infra.rehearse.changes import drain_step
+from infra.rehearse.changes.balancer import Target
+from infra.rehearse.changes.drain_step import REHEARSAL_DRAIN, Stopped, Stream
 
 T0 = 100.0
 QUIT = T0 + REHEARSAL_DRAIN.accept_s + REHEARSAL_DRAIN.ready_period_s

@@ -1,5 +1,6 @@
-"""The fault rehearsal's pieces without vLLM (`infra.rehearse.faults`): the kubelet's probe loop,
-the bounded client, the table and the verdict. The real group runs in `make rehearse-faults`."""
+"""The fault rehearsal's pieces without vLLM (`infra.rehearse.measure.faults`): the kubelet's probe
+loop, the bounded client, the table and the verdict. The real group runs in
+`make rehearse-faults`."""
 
 from __future__ import annotations
 
@@ -10,8 +11,8 @@ from components.manifests import probe_command
 from components.manifests.probes import PROBE_SCRIPT
 from infra.plan.render import rendered_objects
 from infra.plan.wiring import server_spec
-from infra.rehearse import faults
-from infra.rehearse.faults import ClientResult, FaultRow, FloodResult, Prober, run_client
+from infra.rehearse.measure import faults
+from infra.rehearse.measure.faults import ClientResult, FaultRow, FloodResult, Prober, run_client
 from tests.fakes.vllm_leader import fake_leader
 from tests.rehearse.support import tiny_plan_for
 

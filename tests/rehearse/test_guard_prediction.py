@@ -1,11 +1,11 @@
 """The planner's prediction of vLLM's memory guard, with and without the weight prefetch
-(`infra.rehearse.guard_prediction`)."""
+(`infra.rehearse.guard.guard_prediction`)."""
 
 from __future__ import annotations
 
 from infra.plan.stackfile import stack_values
-from infra.rehearse import guard_prediction, memory_guard
-from infra.rehearse.tiny import tiny_model_config, tiny_profile
+from infra.rehearse.group.tiny_plan import tiny_model_config, tiny_profile
+from infra.rehearse.guard import guard_prediction, memory_guard
 from tests.rehearse.support import TWELVE_B
 
 

@@ -1,5 +1,5 @@
 """The memory-guard experiment's pure parts: the skip without root, the guard engine's argv and
-the report (`infra.rehearse.memory_guard`)."""
+the report (`infra.rehearse.guard.memory_guard`)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from infra.rehearse import cgroups, guard_prediction, memory_guard
+from infra.rehearse.guard import cgroups, guard_prediction, memory_guard
 from tests.rehearse.support import flags
 
 

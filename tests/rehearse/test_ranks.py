@@ -1,4 +1,5 @@
-"""The ranks' command lines and environment, and their process groups (`infra.rehearse.ranks`).
+"""The ranks' command lines and environment, and their process groups
+(`infra.rehearse.group.ranks`).
 
 - the rehearsal's argv is the LeaderWorkerSet's, with only the rank wiring and the memory figures
   swapped;
@@ -19,8 +20,8 @@ import pytest
 from components.manifests import engine_args
 from infra.plan.stackfile import stack_names
 from infra.plan.wiring import server_spec
-from infra.rehearse import ranks
-from infra.rehearse.ranks import (
+from infra.rehearse.group import ranks
+from infra.rehearse.group.ranks import (
     MEMORY_FLAGS,
     WIRING_FLAGS,
     RankFailure,

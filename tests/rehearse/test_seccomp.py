@@ -1,5 +1,5 @@
-"""The rehearsal's seccomp filter (`infra.rehearse.seccomp`): the NUMA memory-policy calls fail
-with EPERM as in the pod, everything else works, and every rank is started through it."""
+"""The rehearsal's seccomp filter (`infra.rehearse.group.seccomp`): the NUMA memory-policy calls
+fail with EPERM as in the pod, everything else works, and every rank is started through it."""
 
 from __future__ import annotations
 
@@ -15,9 +15,9 @@ import pytest
 from infra.plan.sizing import plan
 from infra.plan.stackfile import load_stack
 from infra.plan.wiring import server_spec
-from infra.rehearse import seccomp
 from infra.rehearse.checks import seccomp_check, seccomp_status
-from infra.rehearse.ranks import SECCOMP_WRAPPER, rank_launches
+from infra.rehearse.group import seccomp
+from infra.rehearse.group.ranks import SECCOMP_WRAPPER, rank_launches
 
 WRAPPER = [sys.executable, str(Path(seccomp.__file__)), "--"]
 

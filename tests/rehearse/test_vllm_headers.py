@@ -10,8 +10,8 @@ import pytest
 
 from components.manifests.gatekeeper import nginx_conf
 from components.manifests.gatekeeper_conf import PASSED_HEADERS, GatekeeperLimits
-from infra.rehearse import vllm_headers
-from infra.rehearse.vllm_headers import HeaderUse, scan, vendored
+from infra.rehearse.front_door import vllm_headers
+from infra.rehearse.front_door.vllm_headers import HeaderUse, scan, vendored
 
 LIMITS = GatekeeperLimits(65536, 60, 2, 1, 120)
 

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from infra.rehearse.vllm_logs import (
+from infra.rehearse.group.vllm_logs import (
     FatalError,
     KvCacheAllocation,
     KvCacheSize,

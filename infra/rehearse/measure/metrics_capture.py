@@ -17,7 +17,7 @@ from typing import Any
 
 from infra.plan.stackfile import REPO
 from infra.rehearse.checks import Check
-from infra.rehearse.gate import request
+from infra.rehearse.front_door.gatekeeper_run import request
 
 #: The fixture the tests read. One file per vLLM version: a new version gets a new fixture.
 FIXTURE = REPO / "tests" / "fixtures" / "vllm" / "metrics-v0.31.json"
@@ -102,7 +102,8 @@ def fixture_document(families: dict[str, Family], version: str) -> dict[str, Any
         "about": (
             "Metric families real vLLM exported in `make rehearse` (two ranks, pipeline "
             "parallel), scraped through the gatekeeper's metrics listener. Written by "
-            "infra/rehearse/metrics_capture.py; refresh with `make rehearse` and commit the diff."
+            "infra/rehearse/measure/metrics_capture.py; refresh with `make rehearse` and commit "
+            "the diff."
         ),
         "vllm_version": version,
         "families": {

@@ -17,7 +17,7 @@ from collections import Counter
 
 from components.manifests.gatekeeper_conf import OPEN_BURST, OPEN_PER_SECOND
 from infra.rehearse.checks import Check
-from infra.rehearse.door_checks import CLIENT, Door, ask, chat
+from infra.rehearse.front_door.door_checks import CLIENT, Door, ask, chat
 
 HOLDER = "127.0.0.5"
 FLOODER = "127.0.0.6"

@@ -1,6 +1,6 @@
 """A key rotation, rehearsed for real: the gatekeeper's own config in front of the real vLLM
 leader, its key file replaced as the kubelet replaces a Secret volume's files
-(`gate.write_keys`), with the new key current and the old one accepted until a time a few
+(`gatekeeper_run.write_keys`), with the new key current and the old one accepted until a time a few
 seconds ahead (`gatekeeper.key_file_text`, as the program writes it from `apiKeyPrevious` and
 `apiKeyOverlapUntil`). Clients keep calling through the change: a client with the old key until
 the overlap ends, one with the new key from the rotation on; neither may see a failure, the old
@@ -22,8 +22,8 @@ from pathlib import Path
 
 from components.manifests import gatekeeper
 from components.manifests.gatekeeper import GatekeeperLimits
-from infra.rehearse import gate
 from infra.rehearse.checks import Check
+from infra.rehearse.front_door import gatekeeper_run
 
 #: Seconds both keys are accepted in the rehearsal.
 OVERLAP_S = 6.0
@@ -41,9 +41,11 @@ NOT_REACHED = (
 )
 
 
-def _call(door: gate.Gate, key: str, model: str) -> int:
+def _call(door: gatekeeper_run.Gate, key: str, model: str) -> int:
     body = json.dumps({"model": model, "prompt": "Hi", "max_tokens": 1}).encode()
-    return gate.request(door.base_url, "POST", "/v1/completions", body, key, timeout=30).status
+    return gatekeeper_run.request(
+        door.base_url, "POST", "/v1/completions", body, key, timeout=30
+    ).status
 
 
 def rotation_checks(
@@ -56,16 +58,23 @@ def rotation_checks(
     progress: Callable[[str], None],
 ) -> list[Check]:
     """The rotation rows, times from the rotation."""
-    old, new = gate.rehearsal_key(), gate.rehearsal_key()
-    with gate.running_gate(
-        nginx, limits, old, gate.free_port(), vllm_port, work_dir, progress, engine_key=engine_key
+    old, new = gatekeeper_run.rehearsal_key(), gatekeeper_run.rehearsal_key()
+    with gatekeeper_run.running_gate(
+        nginx,
+        limits,
+        old,
+        gatekeeper_run.free_port(),
+        vllm_port,
+        work_dir,
+        progress,
+        engine_key=engine_key,
     ) as door:
         pid = (work_dir / "run" / "nginx.pid").read_text().strip()
         before = _call(door, old, model)
         # A whole second, as the key file holds it: the rows judge against the file's time.
         until = dt.datetime.fromtimestamp(math.ceil(time.time() + OVERLAP_S), dt.UTC)
         rotated = time.monotonic()
-        gate.write_keys(work_dir / "key", gatekeeper.key_file_text(new, old, until))
+        gatekeeper_run.write_keys(work_dir / "key", gatekeeper.key_file_text(new, old, until))
         progress(f"rotation: new key current, old key accepted for {OVERLAP_S:.0f} s")
         end = rotated + (until - dt.datetime.now(dt.UTC)).total_seconds()
         calls: list[tuple[float, str, int]] = []

@@ -17,7 +17,7 @@ Two halves, so the project's own Python (which has no torch) can import and test
 - `tiny_text_config(...)` is pure: it returns the Hugging Face `config.json` dictionary.
 - `build(out_dir, config, seed, target_bytes)` needs torch, transformers and tokenizers, which it
   imports when called. Run it with the rehearsal virtualenv's Python:
-  `python -m infra.rehearse.tiny_model --out DIR [--config-json FILE] [--seed N]
+  `python -m infra.rehearse.group.tiny_checkpoint --out DIR [--config-json FILE] [--seed N]
   [--target-bytes B]`.
 
 `target_bytes` makes a model of (at least) that many bytes of bf16 weights for memory tests, for

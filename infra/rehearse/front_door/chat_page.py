@@ -25,8 +25,8 @@ from typing import Any
 
 from components.manifests import chat
 from infra.rehearse.checks import Check
-from infra.rehearse.gate import Gate, request
-from infra.rehearse.workspace import RehearsalError
+from infra.rehearse.front_door.gatekeeper_run import Gate, request
+from infra.rehearse.group.workspace import RehearsalError
 
 INSTALL_HINT = "apt-get install -y chromium chromium-driver (Debian, Ubuntu)"
 #: The condition the cut-off note rests on, and a mutant of it that never holds.

@@ -13,7 +13,7 @@ without them. The other calls the default profile refuses (io_uring, clone3) wer
 rehearsal group under the whole profile once, with the same result; this filter keeps only the
 ones the engine is known to make.
 
-Usage: python3 infra/rehearse/seccomp.py -- COMMAND [ARG...]   (stdlib only: it runs before,
+Usage: python3 infra/rehearse/group/seccomp.py -- COMMAND [ARG...]   (stdlib only: it runs before,
 and outside, the project's virtual environments; Linux with libseccomp 2.x).
 """
 

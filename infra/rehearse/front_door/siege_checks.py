@@ -28,7 +28,7 @@ from components.manifests import probe_command
 from components.manifests.gatekeeper import GatekeeperLimits
 from components.manifests.probes import ProbeSpec
 from infra.rehearse.checks import Check
-from infra.rehearse.door_checks import CLIENT, Door, ask, chat
+from infra.rehearse.front_door.door_checks import CLIENT, Door, ask, chat
 
 #: Longer than twice the header timeout, so each header trickler is cut and comes back.
 SIEGE_S = 25.0

@@ -5,7 +5,7 @@ serves a random-weight model of the same family whose attention layout keeps the
 ratios (sliding:full pattern, KV heads, head dims) over the same number of pipeline ranks. This
 module owns that translation:
 
-- `tiny_model_config`: the profile -> the tiny model's `config.json` (via `tiny_model`);
+- `tiny_model_config`: the profile -> the tiny model's `config.json` (via `tiny_checkpoint`);
 - `ensure_tiny_model`: build it once with the rehearsal env's Python and cache it by a hash of
   what it is built from (`model_cache_key`);
 - `tiny_profile`, `tiny_stack_values`, `plan_tiny`: the built model back into the stack's own
@@ -32,9 +32,9 @@ from infra.plan.catalog import MIB, ModelProfile
 from infra.plan.config import ConfigError, StackConfig, load_config
 from infra.plan.sizing import CPU_DEFAULT_MAX_SEQS_PER_RANK, Plan, plan
 from infra.plan.stackfile import REPO
-from infra.rehearse.env import tail
-from infra.rehearse.tiny_model import FULL, SLIDING, tiny_text_config
-from infra.rehearse.workspace import MODELS_DIR, RehearsalError
+from infra.rehearse.group.tiny_checkpoint import FULL, SLIDING, tiny_text_config
+from infra.rehearse.group.workspace import MODELS_DIR, RehearsalError
+from infra.venvs import tail
 
 #: The served name of the tiny model; the rehearsal's plan and command lines carry it where the
 #: stack's carry the real model's.
@@ -119,7 +119,7 @@ def ensure_tiny_model(
     """Build the model once into `models_dir/<hash>` with the rehearsal env's Python; reuse it.
 
     `target_bytes` widens the model to that many bytes of weights
-    (`infra.rehearse.tiny_model.build`).
+    (`infra.rehearse.group.tiny_checkpoint.build`).
     The build writes into a scratch directory that is renamed into place when complete, so an
     interrupted build is redone rather than served half-written.
     """
@@ -135,7 +135,7 @@ def ensure_tiny_model(
     argv = [
         str(python),
         "-m",
-        "infra.rehearse.tiny_model",
+        "infra.rehearse.group.tiny_checkpoint",
         "--out",
         str(scratch),
         "--config-json",

@@ -34,8 +34,8 @@ from components.manifests import gatekeeper
 from components.manifests.asleep import Asleep
 from components.manifests.gatekeeper import GatekeeperLimits
 from infra.rehearse.checks import Check
-from infra.rehearse.ranks import free_port
-from infra.rehearse.workspace import RehearsalError
+from infra.rehearse.group.ranks import free_port
+from infra.rehearse.group.workspace import RehearsalError
 
 INSTALL_HINT = (
     "apt-get install -y nginx-light libnginx-mod-stream libnginx-mod-http-js (Debian, Ubuntu)"

@@ -18,9 +18,9 @@ import pytest
 
 from components.manifests import gatekeeper_conf
 from components.manifests.gatekeeper import GatekeeperLimits
-from infra.rehearse import door_checks, door_errors, gate
-from infra.rehearse.ranks import free_port
-from infra.rehearse.workspace import RehearsalError
+from infra.rehearse.front_door import door_checks, door_errors, gatekeeper_run
+from infra.rehearse.group.ranks import free_port
+from infra.rehearse.group.workspace import RehearsalError
 from tests.fakes.openai_stub import StubConfig, StubServer
 
 LIMITS = GatekeeperLimits(
@@ -33,43 +33,50 @@ LIMITS = GatekeeperLimits(
 
 
 def test_missing_nginx_names_the_install_command(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(gate.shutil, "which", lambda _name: None)
-    monkeypatch.setattr(gate.Path, "exists", lambda _self: False)
+    monkeypatch.setattr(gatekeeper_run.shutil, "which", lambda _name: None)
+    monkeypatch.setattr(gatekeeper_run.Path, "exists", lambda _self: False)
     with pytest.raises(RehearsalError, match="apt-get install -y nginx-light"):
-        gate.find_nginx()
+        gatekeeper_run.find_nginx()
 
 
-@pytest.mark.skipif(not gate.nginx_ready(), reason=gate.INSTALL_HINT)
+@pytest.mark.skipif(not gatekeeper_run.nginx_ready(), reason=gatekeeper_run.INSTALL_HINT)
 def test_gatekeeper_in_front_of_a_stub(tmp_path: Path) -> None:
     key = "k" * 32
     with StubServer(StubConfig(api_key=key, model="m")) as stub:
         port = int(stub.root_url.rsplit(":", 1)[1])
-        with gate.running_gate(
-            gate.find_nginx(), LIMITS, key, free_port(), port, tmp_path, lambda _l: None
+        with gatekeeper_run.running_gate(
+            gatekeeper_run.find_nginx(), LIMITS, key, free_port(), port, tmp_path, lambda _l: None
         ) as door:
-            assert gate.unauthorized_check(door, "m").ok
-            assert gate.oversize_check(door, key, LIMITS).ok
-            assert gate.request(door.base_url, "GET", "/metrics").status == 404
-            assert gate.request(door.base_url, "POST", "/invocations", b"{}").status == 404
+            assert gatekeeper_run.unauthorized_check(door, "m").ok
+            assert gatekeeper_run.oversize_check(door, key, LIMITS).ok
+            assert gatekeeper_run.request(door.base_url, "GET", "/metrics").status == 404
             assert (
-                gate.request(door.base_url, "GET", "/v1/chat/completions", None, key).status == 404
+                gatekeeper_run.request(door.base_url, "POST", "/invocations", b"{}").status == 404
             )
-            assert gate.request(door.base_url, "GET", "/v1/models", None, key).status == 200
-            assert gate.burst_check(door, key, LIMITS).ok
+            assert (
+                gatekeeper_run.request(
+                    door.base_url, "GET", "/v1/chat/completions", None, key
+                ).status
+                == 404
+            )
+            assert (
+                gatekeeper_run.request(door.base_url, "GET", "/v1/models", None, key).status == 200
+            )
+            assert gatekeeper_run.burst_check(door, key, LIMITS).ok
 
 
 def test_a_stream_is_judged_on_the_gaps_between_chunks_not_on_the_first_one() -> None:
     # A loaded machine: the first chunk after 2.16 s, then one chunk every 20 ms.
     steady = [2.16 + 0.02 * i for i in range(41)]
-    assert gate._incremental_check(steady).ok
+    assert gatekeeper_run._incremental_check(steady).ok
     # A buffering proxy: the same chunks, delivered in two reads.
     buffered = [2.9 + 0.0001 * i for i in range(20)] + [3.0 + 0.0001 * i for i in range(21)]
-    check = gate._incremental_check(buffered)
+    check = gatekeeper_run._incremental_check(buffered)
     assert not check.ok
     assert check.observed.startswith("200, 2 of 41 chunks apart")
 
 
-@pytest.mark.skipif(not gate.nginx_ready(), reason=gate.INSTALL_HINT)
+@pytest.mark.skipif(not gatekeeper_run.nginx_ready(), reason=gatekeeper_run.INSTALL_HINT)
 def test_a_broken_or_silent_group_gets_an_openai_error_not_an_open_socket(tmp_path: Path) -> None:
     import json
     import socket
@@ -83,8 +90,8 @@ def test_a_broken_or_silent_group_gets_an_openai_error_not_an_open_socket(tmp_pa
         listener.bind(("127.0.0.1", 0))
         listener.listen()
         upstream = listener.getsockname()[1]
-        with gate.running_gate(
-            gate.find_nginx(),
+        with gatekeeper_run.running_gate(
+            gatekeeper_run.find_nginx(),
             GatekeeperLimits(**silent),
             key,
             free_port(),
@@ -92,15 +99,21 @@ def test_a_broken_or_silent_group_gets_an_openai_error_not_an_open_socket(tmp_pa
             tmp_path / "silent",
             lambda _l: None,
         ) as door:
-            reply = gate.request(door.base_url, "POST", "/v1/completions", body, key)
+            reply = gatekeeper_run.request(door.base_url, "POST", "/v1/completions", body, key)
     assert reply.status == 504
     assert json.loads(reply.body)["error"]["type"] == "timeout_error"
     # Nothing listens: the group is gone or restarting.
-    with gate.running_gate(
-        gate.find_nginx(), LIMITS, key, free_port(), free_port(), tmp_path / "gone", lambda _l: None
+    with gatekeeper_run.running_gate(
+        gatekeeper_run.find_nginx(),
+        LIMITS,
+        key,
+        free_port(),
+        free_port(),
+        tmp_path / "gone",
+        lambda _l: None,
     ) as door:
-        reply = gate.request(door.base_url, "POST", "/v1/completions", body, key)
-        health = gate.request(door.base_url, "GET", "/health")
+        reply = gatekeeper_run.request(door.base_url, "POST", "/v1/completions", body, key)
+        health = gatekeeper_run.request(door.base_url, "GET", "/health")
     assert reply.status == health.status == 503
     assert json.loads(reply.body)["error"] == {
         "message": "The model is restarting or unavailable; retry later",
@@ -133,7 +146,7 @@ class _Recorder(BaseHTTPRequestHandler):
     do_POST = _answer
 
 
-@pytest.mark.skipif(not gate.nginx_ready(), reason=gate.INSTALL_HINT)
+@pytest.mark.skipif(not gatekeeper_run.nginx_ready(), reason=gatekeeper_run.INSTALL_HINT)
 def test_the_gatekeeper_bounds_what_one_request_may_cost(tmp_path: Path) -> None:
     key = "k" * 32
     limits = replace(
@@ -143,8 +156,8 @@ def test_the_gatekeeper_bounds_what_one_request_may_cost(tmp_path: Path) -> None
     server = ThreadingHTTPServer(("127.0.0.1", 0), _Recorder)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     try:
-        with gate.running_gate(
-            gate.find_nginx(),
+        with gatekeeper_run.running_gate(
+            gatekeeper_run.find_nginx(),
             limits,
             key,
             free_port(),
@@ -210,7 +223,7 @@ def test_the_rehearsal_key_is_one_the_gatekeeper_accepts() -> None:
 
     refused = gatekeeper_module.key_file_text("ab" * 12)
     assert refused == '{"keys": []}\n'
-    accepted = gatekeeper_module.key_file_text(gate.rehearsal_key())
+    accepted = gatekeeper_module.key_file_text(gatekeeper_run.rehearsal_key())
     assert '"key"' in accepted
 
 
@@ -270,7 +283,7 @@ def _until(condition: Callable[[], bool], seconds: float = 10) -> bool:
     return condition()
 
 
-@pytest.mark.skipif(not gate.nginx_ready(), reason=gate.INSTALL_HINT)
+@pytest.mark.skipif(not gatekeeper_run.nginx_ready(), reason=gatekeeper_run.INSTALL_HINT)
 def test_a_client_s_token_tiers_and_grammar_slot_are_its_own_and_released_on_abort(
     tmp_path: Path,
 ) -> None:
@@ -310,8 +323,8 @@ def test_a_client_s_token_tiers_and_grammar_slot_are_its_own_and_released_on_abo
         assert _until(lambda: len(_Holding.arrived) > count)
 
     try:
-        with gate.running_gate(
-            gate.find_nginx(),
+        with gatekeeper_run.running_gate(
+            gatekeeper_run.find_nginx(),
             limits,
             key,
             free_port(),

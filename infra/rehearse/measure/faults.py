@@ -47,9 +47,9 @@ from components.manifests.gatekeeper import GatekeeperLimits
 from infra.plan.sizing import Plan
 from infra.plan.stackfile import REPO
 from infra.plan.wiring import gatekeeper_limits
-from infra.rehearse import gate
 from infra.rehearse.checks import Check
-from infra.rehearse.ranks import (
+from infra.rehearse.front_door import gatekeeper_run
+from infra.rehearse.group.ranks import (
     RankFailure,
     RankGroup,
     free_port,
@@ -57,7 +57,7 @@ from infra.rehearse.ranks import (
     loopback_ports,
     rank_launches,
 )
-from infra.rehearse.workspace import LOGS_DIR
+from infra.rehearse.group.workspace import LOGS_DIR
 
 #: Grace between SIGTERM and SIGKILL when the rehearsal recreates a group (the pods have 30 s;
 #: a shorter grace only shortens the rehearsal).
@@ -288,7 +288,7 @@ class Rehearsal:
             ranks.wait_ready(f"http://127.0.0.1:{group.port}/health", self.timeout_s, self.progress)
             # The gatekeeper is recreated with its pod: the same config builder as the pod's.
             group.gatekeeper.enter_context(
-                gate.running_gate(
+                gatekeeper_run.running_gate(
                     self.nginx,
                     self.limits,
                     self.api_key,
@@ -684,7 +684,7 @@ def run_faults(
         run_dir,
         progress,
         timeout_s,
-        gate.find_nginx(),
+        gatekeeper_run.find_nginx(),
         gatekeeper_limits(tiny_plan),
     )
     live = tiny_plan.liveness

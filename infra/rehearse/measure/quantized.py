@@ -1,11 +1,11 @@
 """The quantized groups: the tiny model made int8 and int4 by `infra.quantize`, then served.
 
 The stack's quantize Job runs `python -m infra.quantize` on the model; this runs the same module
-(in the quantizer's virtualenv, `env.ensure_quantize_env`) on the rehearsal's tiny bf16 model, so
-what vLLM serves here was made the way the Job makes it. Each format is then served as the
+(in the quantizer's virtualenv, `infra.venvs.ensure_quantize_env`) on the rehearsal's tiny bf16
+model, so what vLLM serves here was made the way the Job makes it. Each format is then served as the
 stack's group would serve it at `weights: int8` (or int4): the stack's values with that key go
 through the same config model and planner, whose stage count and memory figures the tiny plan
-keeps (`tiny.plan_tiny`, the profile read from the bf16 tiny model, as the planner sizes a
+keeps (`tiny_plan.plan_tiny`, the profile read from the bf16 tiny model, as the planner sizes a
 format from the bf16 checkpoint), and the ranks run the LeaderWorkerSet's own command lines
 (`ranks.rank_launches`) on the quantized directory, behind the real gatekeeper.
 
@@ -33,13 +33,19 @@ from infra.plan.config import load_config
 from infra.plan.sizing import plan
 from infra.plan.stackfile import REPO
 from infra.plan.wiring import gatekeeper_limits, server_spec
-from infra.rehearse import gate
 from infra.rehearse.checks import Check, kv_checks, stopped_check
-from infra.rehearse.env import tail
-from infra.rehearse.quality_step import QualityStep
-from infra.rehearse.ranks import RankFailure, RankGroup, free_port, loopback_ports, rank_launches
-from infra.rehearse.tiny import plan_tiny
-from infra.rehearse.workspace import LOGS_DIR, RehearsalError
+from infra.rehearse.front_door import gatekeeper_run
+from infra.rehearse.group.ranks import (
+    RankFailure,
+    RankGroup,
+    free_port,
+    loopback_ports,
+    rank_launches,
+)
+from infra.rehearse.group.tiny_plan import plan_tiny
+from infra.rehearse.group.workspace import LOGS_DIR, RehearsalError
+from infra.rehearse.measure.quality_step import QualityStep
+from infra.venvs import tail
 
 SCHEMES = ("int8", "int4")
 #: The linear kernel vLLM 0.31's CPU build must select for each format.
@@ -159,10 +165,10 @@ def _group_rows(served: Served, scheme: str, progress: Callable[[str], None]) ->
         rows.append(kernel_check(scheme, leader_log))
         rows += [replace(c, name=f"{scheme}: {c.name}") for c in kv_checks(tiny_plan, leader_log)]
         limits = gatekeeper_limits(tiny_plan)
-        with gate.running_gate(
+        with gatekeeper_run.running_gate(
             served.nginx, limits, api_key, free_port(), ports[0], log_dir / "gatekeeper", progress
         ) as door:
-            streamed = gate.streaming_check(door, api_key, tiny_plan.model)
+            streamed = gatekeeper_run.streaming_check(door, api_key, tiny_plan.model)
             rows.append(replace(streamed, name=f"{scheme}: {streamed.name}"))
             if served.quality is not None and scheme == "int8":
                 rows.append(

@@ -36,7 +36,7 @@ That holds only if the real step is the modelled one, on a machine shared with o
   core of CPU seconds however busy the machine is. Only for the prompt: the group starts at
   normal priority.
 
-The tiny model is widened (`tiny_model` `target_bytes`) so that a step takes seconds at the
+The tiny model is widened (`tiny_checkpoint` `target_bytes`) so that a step takes seconds at the
 measured rate: a step shorter than the planner's floor (`liveness.MIN_STALL_S`) would leave half
 the timeout above it and nothing to catch.
 """
@@ -58,11 +58,16 @@ from infra.plan import liveness, prefill
 from infra.plan.config import load_config
 from infra.plan.sizing import Plan, plan
 from infra.plan.wiring import gatekeeper_limits, server_spec
-from infra.rehearse import gate
 from infra.rehearse.checks import Check
-from infra.rehearse.prefill_probe import cpu_seconds
-from infra.rehearse.ranks import RankFailure, RankGroup, free_port, loopback_ports, rank_launches
-from infra.rehearse.tiny import (
+from infra.rehearse.front_door import gatekeeper_run
+from infra.rehearse.group.ranks import (
+    RankFailure,
+    RankGroup,
+    free_port,
+    loopback_ports,
+    rank_launches,
+)
+from infra.rehearse.group.tiny_plan import (
     checkpoint_bytes,
     ensure_tiny_model,
     model_config,
@@ -70,7 +75,8 @@ from infra.rehearse.tiny import (
     tiny_profile,
     tiny_stack_values,
 )
-from infra.rehearse.workspace import LOGS_DIR
+from infra.rehearse.group.workspace import LOGS_DIR
+from infra.rehearse.measure.prefill_probe import cpu_seconds
 
 #: What the leader's executor raises when a step passes its deadline, which kills the engine
 #: core (v1/executor/multiproc_executor.py `collective_rpc`).
@@ -177,7 +183,7 @@ def _run_once(
     the gatekeeper at `ROW_NICE`; (what the client got, whether the leader's engine died, whether
     the priority was raised)."""
     ports = loopback_ports()
-    key = gate.rehearsal_key()
+    key = gatekeeper_run.rehearsal_key()
     launches = rank_launches(
         spec.engine(),
         str(python.parent / "vllm"),
@@ -191,8 +197,8 @@ def _run_once(
     front = free_port()
     with group:
         group.wait_ready(f"http://127.0.0.1:{ports[0]}/health", start_s, progress)
-        with gate.running_gate(
-            gate.find_nginx(),
+        with gatekeeper_run.running_gate(
+            gatekeeper_run.find_nginx(),
             gatekeeper_limits(tiny_plan),
             key,
             front,

@@ -4,8 +4,8 @@ The planner's one prefill rate (`catalog.PREFILL_GFLOPS_PER_VCPU`, `infra.plan.p
 peak times an efficiency; this probe measures the efficiency. It serves a shape-true slice of the
 stack's model (the catalogue's hidden size, head layout, MLP width and one sliding:full pattern
 period, e.g. 5 sliding + 1 full layers of gemma-4-12B-it; random weights built locally, the small
-local tokenizer of `tiny_model`) with the real vLLM build as one rank on every core, and sends one
-prompt of exactly the stack's planned `max_num_batched_tokens` tokens (one prefill step), asking
+local tokenizer of `tiny_checkpoint`) with the real vLLM build as one rank on every core, and sends
+one prompt of exactly the stack's planned `max_num_batched_tokens` tokens (one prefill step), asking
 for one token. It reports:
 
 - prefill tokens/s per layer: prompt tokens x layers / the step's wall time;
@@ -48,8 +48,9 @@ from infra.plan.config import ConfigError, load_config
 from infra.plan.sizing import plan
 from infra.plan.wiring import server_spec
 from infra.rehearse.checks import Check
-from infra.rehearse.ranks import RankGroup, loopback_ports, rank_launches
-from infra.rehearse.tiny import (
+from infra.rehearse.group.ranks import RankGroup, loopback_ports, rank_launches
+from infra.rehearse.group.tiny_checkpoint import tiny_text_config
+from infra.rehearse.group.tiny_plan import (
     TINY_MODEL_NAME,
     TINY_VOCAB,
     checkpoint_bytes,
@@ -57,8 +58,7 @@ from infra.rehearse.tiny import (
     model_config,
     tiny_profile,
 )
-from infra.rehearse.tiny_model import tiny_text_config
-from infra.rehearse.workspace import LOGS_DIR, RehearsalError
+from infra.rehearse.group.workspace import LOGS_DIR, RehearsalError
 
 #: bf16/fp32 FLOP per cycle per core by the widest matrix instructions the flags show, assuming
 #: two vector FMA pipes (AMX: one 16 x 32 bf16 tile multiply per cycle).

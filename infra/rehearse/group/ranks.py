@@ -33,10 +33,10 @@ from pathlib import Path
 from typing import Any, Literal
 
 from components.manifests import EngineSpec, engine_args
-from infra.rehearse.endpoint import http_status
-from infra.rehearse.env import tail
-from infra.rehearse.vllm_logs import first_fatal_error
-from infra.rehearse.workspace import RehearsalError
+from infra.rehearse.group.endpoint import http_status
+from infra.rehearse.group.vllm_logs import first_fatal_error
+from infra.rehearse.group.workspace import RehearsalError
+from infra.venvs import tail
 
 #: Seconds between SIGTERM and SIGKILL of a rank's process group.
 STOP_GRACE_S = 20.0

@@ -1,5 +1,5 @@
 """The tiny model keeps the stack profile's layer pattern and ratios on every rank, and the
-planner sees it with the same KV layout as the 12B (`infra.rehearse.tiny`)."""
+planner sees it with the same KV layout as the 12B (`infra.rehearse.group.tiny_plan`)."""
 
 from __future__ import annotations
 
@@ -11,9 +11,9 @@ from infra.plan.catalog import ModelProfile
 from infra.plan.config import ConfigError, load_config
 from infra.plan.kv_cache import group_kv, stage_layers
 from infra.plan.stackfile import stack_values
-from infra.rehearse import tiny
-from infra.rehearse.tiny import tiny_model_config, tiny_profile, tiny_stack_values
-from infra.rehearse.tiny_model import FULL, SLIDING, tiny_text_config
+from infra.rehearse.group import tiny_plan
+from infra.rehearse.group.tiny_checkpoint import FULL, SLIDING, tiny_text_config
+from infra.rehearse.group.tiny_plan import tiny_model_config, tiny_profile, tiny_stack_values
 from tests.rehearse.support import TINY_CHECKPOINT_BYTES, TWELVE_B
 
 
@@ -38,7 +38,7 @@ def test_tiny_model_keeps_the_12b_pattern_and_ratios_on_every_rank(stages: int) 
     assert config["head_dim"] * TWELVE_B.full_head_dim == (
         config["global_head_dim"] * TWELVE_B.sliding_head_dim
     )
-    assert config["sliding_window"] < tiny.REHEARSAL_MAX_MODEL_LEN
+    assert config["sliding_window"] < tiny_plan.REHEARSAL_MAX_MODEL_LEN
 
 
 def test_tiny_model_for_the_dev_split_is_the_model_the_fixtures_were_logged_with() -> None:
@@ -77,7 +77,7 @@ def test_tiny_profile_gives_the_planner_the_same_kv_layout_as_the_12b() -> None:
         tiny_stack_values(stack_values("dev", {}), tiny_profile(config, TINY_CHECKPOINT_BYTES), 2)
     ).profile()
     assert isinstance(profile, ModelProfile)
-    assert profile.name == tiny.TINY_MODEL_NAME
+    assert profile.name == tiny_plan.TINY_MODEL_NAME
     assert profile.checkpoint_bytes == TINY_CHECKPOINT_BYTES
     tiny_kv, real_kv = group_kv(profile, 2), group_kv(TWELVE_B, 2)
     assert len(tiny_kv.groups) == len(real_kv.groups) == 6
@@ -88,9 +88,11 @@ def test_tiny_profile_gives_the_planner_the_same_kv_layout_as_the_12b() -> None:
 
 def test_model_cache_key_follows_the_config() -> None:
     config = tiny_model_config(TWELVE_B, 2)
-    assert tiny.model_cache_key(config) == tiny.model_cache_key(dict(config))
-    assert tiny.model_cache_key(config) != tiny.model_cache_key(tiny_model_config(TWELVE_B, 3))
-    assert tiny.model_cache_key(config, seed=1) != tiny.model_cache_key(config)
+    assert tiny_plan.model_cache_key(config) == tiny_plan.model_cache_key(dict(config))
+    assert tiny_plan.model_cache_key(config) != tiny_plan.model_cache_key(
+        tiny_model_config(TWELVE_B, 3)
+    )
+    assert tiny_plan.model_cache_key(config, seed=1) != tiny_plan.model_cache_key(config)
 
 
 @pytest.mark.parametrize("weights", ["int8", "int4"])
@@ -99,7 +101,7 @@ def test_a_quantized_stack_rehearses_one_rank_with_single_node_arguments(weights
     command line and its launches follow with one rank and no group wiring."""
     from infra.plan.sizing import plan
     from infra.plan.wiring import server_spec
-    from infra.rehearse.ranks import rank_launches
+    from infra.rehearse.group.ranks import rank_launches
 
     values = stack_values("dev", {"weights": weights})
     real = plan(load_config(values))

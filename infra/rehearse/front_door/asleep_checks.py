@@ -28,9 +28,9 @@ from pathlib import Path
 
 from components.manifests.asleep import WAKE_FIELD, WAKE_PATH, Asleep
 from components.manifests.gatekeeper import GatekeeperLimits
-from infra.rehearse import gate
 from infra.rehearse.checks import Check
-from infra.rehearse.ranks import free_port
+from infra.rehearse.front_door import gatekeeper_run
+from infra.rehearse.group.ranks import free_port
 
 #: The rehearsal's flag lasts this long, so the row can see it fall (the plan's is longer than
 #: KEDA's polling interval).
@@ -89,7 +89,7 @@ class Sleeper:
     model: str
 
 
-def _error(reply: gate.Reply) -> dict[str, object]:
+def _error(reply: gatekeeper_run.Reply) -> dict[str, object]:
     try:
         found = json.loads(reply.body)
         return found["error"] if isinstance(found.get("error"), dict) else {}
@@ -97,14 +97,16 @@ def _error(reply: gate.Reply) -> dict[str, object]:
         return {}
 
 
-def _wake(door: gate.Gate) -> object:
+def _wake(door: gatekeeper_run.Gate) -> object:
     try:
-        return json.loads(gate.request(door.metrics_url, "GET", WAKE_PATH).body)[WAKE_FIELD]
+        return json.loads(gatekeeper_run.request(door.metrics_url, "GET", WAKE_PATH).body)[
+            WAKE_FIELD
+        ]
     except (ValueError, KeyError, OSError):
         return "no answer"
 
 
-def _wake_within(door: gate.Gate, seconds: float) -> object:
+def _wake_within(door: gatekeeper_run.Gate, seconds: float) -> object:
     """The flag, polled until it is 1 or `seconds` pass: the subrequest that raises it is
     detached, so it may land a moment after the answer (KEDA polls every few tens of seconds)."""
     deadline = time.monotonic() + seconds
@@ -118,14 +120,14 @@ def _chat(sleeper: Sleeper) -> bytes:
     return json.dumps({"model": sleeper.model, "messages": messages, "max_tokens": 2}).encode()
 
 
-def asleep_rows(door: gate.Gate, sleeper: Sleeper) -> list[Check]:
+def asleep_rows(door: gatekeeper_run.Gate, sleeper: Sleeper) -> list[Check]:
     """The rows while nothing listens behind the door."""
-    health = gate.request(door.base_url, "GET", "/health")
-    models = gate.request(door.base_url, "GET", "/v1/models", None, sleeper.api_key)
+    health = gatekeeper_run.request(door.base_url, "GET", "/health")
+    models = gatekeeper_run.request(door.base_url, "GET", "/v1/models", None, sleeper.api_key)
     after_health = _wake(door)
-    unkeyed = gate.request(door.base_url, "POST", "/v1/chat/completions", _chat(sleeper))
+    unkeyed = gatekeeper_run.request(door.base_url, "POST", "/v1/chat/completions", _chat(sleeper))
     after_unkeyed = _wake_within(door, FLAG_WAIT_SECONDS)
-    reply = gate.request(
+    reply = gatekeeper_run.request(
         door.base_url, "POST", "/v1/chat/completions", _chat(sleeper), sleeper.api_key
     )
     after_request = _wake_within(door, FLAG_WAIT_SECONDS)
@@ -168,12 +170,12 @@ def asleep_rows(door: gate.Gate, sleeper: Sleeper) -> list[Check]:
     ]
 
 
-def awake_row(door: gate.Gate, sleeper: Sleeper) -> Check:
+def awake_row(door: gatekeeper_run.Gate, sleeper: Sleeper) -> Check:
     """The same door once its upstream answers."""
-    reply = gate.request(
+    reply = gatekeeper_run.request(
         door.base_url, "POST", "/v1/chat/completions", _chat(sleeper), sleeper.api_key
     )
-    health = gate.request(door.base_url, "GET", "/health")
+    health = gatekeeper_run.request(door.base_url, "GET", "/health")
     return Check(
         "awake: upstream back",
         "chat 200, /health 200",
@@ -191,7 +193,7 @@ def door_sleep_checks(
 ) -> list[Check]:
     """A door whose upstream port is empty (asleep rows), then relayed to `target_port`."""
     upstream = free_port()
-    with gate.running_gate(
+    with gatekeeper_run.running_gate(
         nginx,
         sleeper.limits,
         sleeper.api_key,

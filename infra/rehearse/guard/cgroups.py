@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from infra.rehearse.workspace import RehearsalError
+from infra.rehearse.group.workspace import RehearsalError
 
 
 @dataclass(frozen=True)

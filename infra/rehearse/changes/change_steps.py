@@ -12,10 +12,11 @@ from pathlib import Path
 
 from infra.plan.sizing import Plan
 from infra.plan.wiring import gatekeeper_limits
-from infra.rehearse import drain_step, gate, rotation_step
+from infra.rehearse.changes import drain_step, rotation_step
 from infra.rehearse.checks import Check
-from infra.rehearse.endpoint import http_status
-from infra.rehearse.ranks import RankFailure, RankGroup, RankLaunch, free_port
+from infra.rehearse.front_door import gatekeeper_run
+from infra.rehearse.group.endpoint import http_status
+from infra.rehearse.group.ranks import RankFailure, RankGroup, RankLaunch, free_port
 
 
 @dataclass(frozen=True)
@@ -72,10 +73,10 @@ def change_rows(
         except RankFailure as failure:
             return checks + _not_reached(drain_step.NOT_REACHED, failure.summary)
         with (
-            gate.running_gate(
+            gatekeeper_run.running_gate(
                 nginx, limits, api_key, free_port(), vllm_port, work / "gate-a", progress
             ) as gate_a,
-            gate.running_gate(
+            gatekeeper_run.running_gate(
                 nginx, limits, api_key, free_port(), b_port, work / "gate-b", progress
             ) as gate_b,
         ):

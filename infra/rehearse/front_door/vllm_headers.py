@@ -21,7 +21,7 @@ from pathlib import Path
 
 from infra.rehearse.checks import Check
 
-FIXTURE = Path(__file__).resolve().parents[2] / "tests/fixtures/vllm/request-headers-v0.31.json"
+FIXTURE = Path(__file__).resolve().parents[3] / "tests/fixtures/vllm/request-headers-v0.31.json"
 #: Where vLLM's HTTP server reads requests.
 SCANNED = ("entrypoints", "tracing")
 _GET = re.compile(r"""([\w.]*headers)\.get\(\s*["']([\w-]+)["']""")

@@ -1,6 +1,6 @@
-"""`python -m infra.rehearse.memory_guard`: why the weight prefetch exists, shown with vLLM itself.
+"""`python -m infra.rehearse.guard.memory_guard`: why the weight prefetch exists, shown with vLLM.
 
-    python -m infra.rehearse.memory_guard [--stack dev] [--limit-gib auto] [--kv-gib 1.5]
+    python -m infra.rehearse.guard.memory_guard [--stack dev] [--limit-gib auto] [--kv-gib 1.5]
                                  [--target-bytes 4800000000] [--timeout 900]
 
 vLLM's CPU worker refuses a KV budget above `cgroup limit - cgroup usage`, and a memory cgroup's
@@ -11,8 +11,9 @@ encodes this: with `weightPrefetch` its guard sees pod - weights - overhead, wit
 checkpoint's page cache is charged to the engine.
 
 This command runs a single-rank vLLM engine on a random-weight model of the stack's family (a few
-GB, widened by `infra.rehearse.tiny_model.build`'s `target_bytes`) inside a memory cgroup whose
-limit plays the pod limit, twice with the same limit and the same `--kv-cache-memory-bytes`:
+GB, widened by `infra.rehearse.group.tiny_checkpoint.build`'s `target_bytes`) inside a memory
+cgroup whose limit plays the pod limit, twice with the same limit and the same
+`--kv-cache-memory-bytes`:
 
 1. the weights are read inside the engine's cgroup first (the engine downloads them itself);
 2. the weights are read by a finished process in a sibling cgroup that is then removed (the init
@@ -55,25 +56,7 @@ from components.manifests import EngineSpec, engine_args
 from infra.plan.catalog import GIB
 from infra.plan.config import ConfigError, load_config
 from infra.plan.stackfile import REPO, add_stack_arguments, parse_overrides, stack_values
-from infra.rehearse.cgroups import (
-    Cgroup,
-    MemoryHierarchy,
-    evict_page_cache,
-    find_hierarchy,
-    prefetch_in_sibling,
-    wrapped_engine,
-)
-from infra.rehearse.cli import Progress
-from infra.rehearse.env import RehearsalEnvError, ensure_env
-from infra.rehearse.guard_prediction import (
-    BATCHED_TOKENS,
-    GUARD_MODEL_NAME,
-    MAX_MODEL_LEN,
-    Prediction,
-    planner_pod_gib,
-    predict,
-)
-from infra.rehearse.ranks import (
+from infra.rehearse.group.ranks import (
     RankGroup,
     RankLaunch,
     free_port,
@@ -81,15 +64,32 @@ from infra.rehearse.ranks import (
     rank_env,
     termination_unwinds,
 )
-from infra.rehearse.tiny import (
+from infra.rehearse.group.tiny_plan import (
     checkpoint_bytes,
     ensure_tiny_model,
     model_config,
     tiny_model_config,
     tiny_profile,
 )
-from infra.rehearse.vllm_logs import parse_kv_cache_allocation, parse_memory_guard_refusal
-from infra.rehearse.workspace import LOGS_DIR, VENV_DIR, RehearsalError
+from infra.rehearse.group.vllm_logs import parse_kv_cache_allocation, parse_memory_guard_refusal
+from infra.rehearse.group.workspace import LOGS_DIR, VENV_DIR, Progress, RehearsalError
+from infra.rehearse.guard.cgroups import (
+    Cgroup,
+    MemoryHierarchy,
+    evict_page_cache,
+    find_hierarchy,
+    prefetch_in_sibling,
+    wrapped_engine,
+)
+from infra.rehearse.guard.guard_prediction import (
+    BATCHED_TOKENS,
+    GUARD_MODEL_NAME,
+    MAX_MODEL_LEN,
+    Prediction,
+    planner_pod_gib,
+    predict,
+)
+from infra.venvs import RehearsalEnvError, ensure_env
 
 DEFAULT_KV_GIB = 1.5
 DEFAULT_TARGET_BYTES = 4_800_000_000
@@ -288,7 +288,7 @@ def render(
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="python -m infra.rehearse.memory_guard",
+        prog="python -m infra.rehearse.guard.memory_guard",
         description="Run vLLM's memory guard in a pod-sized memory cgroup with and without the "
         "weight prefetch, and compare with the planner.",
     )

@@ -15,7 +15,7 @@ import json
 from collections.abc import Sequence
 
 from infra.rehearse.checks import Check
-from infra.rehearse.door_checks import Door, ask, raw
+from infra.rehearse.front_door.door_checks import Door, ask, raw
 
 
 def _is_error(body: bytes, status: int) -> bool:

@@ -1,4 +1,4 @@
-"""The local rehearsal environment: a virtualenv holding a real CPU build of vLLM.
+"""The offline tools' virtualenvs: a real CPU build of vLLM, the quantizer's, lm-eval's.
 
 The project's own Python has no torch. Rehearsals (serving a tiny Gemma 4 text model with the same
 command lines the cluster uses) run in a separate virtualenv built from
@@ -19,8 +19,11 @@ It owns two more virtualenvs the same way: the quantizer's (`ensure_quantize_env
 `requirements-quantize.txt`: llm-compressor for `python -m infra.quantize`) and lm-eval's
 (`ensure_quality_env`, `requirements-quality.txt`: `python -m infra.bench.quality`).
 
+The rehearsal (`infra.rehearse`), the benchmark (`infra.bench`, `make bench`) and the quantizer's
+rehearsal step all build them here, so none of those tools imports another for its environment.
+
 Only the standard library is used, so the project's main Python can import and test this module.
-Run it as `python -m infra.rehearse.env --root .rehearsal/venv` (`--kind quantize` or
+Run it as `python -m infra.venvs --root .rehearsal/venv` (`--kind quantize` or
 `--kind quality` for the others, e.g. `--root .rehearsal/quantize --kind quantize`).
 """
 
@@ -37,7 +40,15 @@ import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
+REPO_ROOT = Path(__file__).resolve().parents[1]
+#: The `.rehearsal/` directory at the repository root, where the virtualenvs live.
+REHEARSAL_DIR = REPO_ROOT / ".rehearsal"
+#: vLLM's virtualenv (`ensure_env`).
+VENV_DIR = REHEARSAL_DIR / "venv"
+#: The quantizer's virtualenv (llm-compressor), apart from vLLM's.
+QUANTIZE_VENV_DIR = REHEARSAL_DIR / "quantize"
+#: lm-evaluation-harness's virtualenv (`infra.bench.quality`).
+QUALITY_VENV_DIR = REHEARSAL_DIR / "quality"
 DEFAULT_REQUIREMENTS = REPO_ROOT / "requirements-rehearsal.txt"
 QUANTIZE_REQUIREMENTS = REPO_ROOT / "requirements-quantize.txt"
 QUALITY_REQUIREMENTS = REPO_ROOT / "requirements-quality.txt"

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from components.manifests import drain
-from infra.rehearse.balancer import Balancer, Target
+from infra.rehearse.changes.balancer import Balancer, Target
 from infra.rehearse.checks import Check
 
 #: The balancer's health check on the rehearsal's clock: every quarter second, two failures.

@@ -1,0 +1,1 @@
+"""The gatekeeper in front of the group, run by a real nginx, and the rows about that door."""

@@ -1,0 +1,1 @@
+"""The vLLM rank group a rehearsal serves: its tiny model, processes, requests and logs."""

@@ -1,0 +1,1 @@
+"""The memory-guard experiment: vLLM's memory guard in a pod-sized memory cgroup."""

@@ -1,0 +1,1 @@
+"""What a rehearsal measures: metrics, capacity, quality, quantized groups, prefill, faults."""
