@@ -1,7 +1,7 @@
 """gemma-graviton's Python code.
 
-`infra/__main__.py` is the Pulumi program; `infra/pulumi_config.py` reads its stack config. The
-packages beside them never touch the cloud:
+`infra/__main__.py` is the Pulumi program; `infra/adapters/pulumi_config.py` reads its stack
+config. The packages beside them never touch the cloud:
 
 - `infra.plan`: stack file -> validated config -> plan -> manifest specs (pure), and the
   `python -m infra.plan` command; the program imports it.

@@ -25,8 +25,9 @@ from components.monitoring import Monitoring, MonitoringArgs
 from components.network import Network, NetworkArgs
 from components.observability import ClusterLogs, ClusterLogsArgs
 from components.storage import ModelVolumes, ModelVolumesArgs
-from infra.plan import addons, elastic, iam, monitoring, wiring
-from infra.pulumi_config import place_zones, read_stack_config, warn_about
+from infra.adapters import wiring
+from infra.adapters.pulumi_config import place_zones, read_stack_config, warn_about
+from infra.plan import addons, elastic, iam, monitoring
 
 stack = pulumi.get_stack()
 cfg, plan, secrets = read_stack_config(stack)

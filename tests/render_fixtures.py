@@ -22,7 +22,7 @@ from typing import Any
 
 import yaml
 
-from infra.plan.render import file_name, rendered_objects
+from infra.adapters.render import file_name, rendered_objects
 from infra.plan.sizing import plan
 from infra.plan.stackfile import load_stack
 

@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from infra.plan import docs_keys
-from infra.plan.cli import main
+from infra.adapters.cli import main
+from infra.doctools import docs_keys
 from infra.plan.config import SECRET_KEYS, ScheduleConfig, StackConfig
 from tests.fakes.openai_stub import StubConfig, StubServer, token_text
 
@@ -50,19 +50,19 @@ RULES: list[tuple[str, str]] = [
     (r"(\.venv/bin/)?python -m infra\.plan( [^\[\]]*)?", RUN),
     (r"python -m infra\.plan \[.*", "a usage synopsis; its examples are run"),
     (
-        r"python -m infra\.plan\.docs_scaling --write",
+        r"python -m infra\.doctools\.docs_scaling --write",
         "rewrites README.md; tests/plan/test_scaling_sim.py compares",
     ),
     (
-        r"python -m infra\.plan\.docs_changes --write",
+        r"python -m infra\.doctools\.docs_changes --write",
         "rewrites README.md; tests/plan/test_docs_changes.py compares",
     ),
     (
-        r"python -m infra\.plan\.docs_keys --write",
+        r"python -m infra\.doctools\.docs_keys --write",
         "rewrites docs/planning.md; tests/test_docs.py compares",
     ),
     (
-        r"python -m infra\.plan\.docs_ranking --write",
+        r"python -m infra\.doctools\.docs_ranking --write",
         "rewrites docs/planning.md; tests/test_readme.py runs the generator and compares",
     ),
     (r'export (ENDPOINT|MODEL|API_KEY)="\$\(pulumi stack output .*', RUN),
@@ -332,7 +332,7 @@ def test_the_stack_keys_table_is_the_generators_output() -> None:
     assert page.name == "planning.md"
     assert docs_keys.BLOCK.quoted(page.read_text()) == docs_keys.render(), (
         "docs/planning.md is out of step with infra/plan/config.py: run "
-        "`python -m infra.plan.docs_keys --write`"
+        "`python -m infra.doctools.docs_keys --write`"
     )
 
 

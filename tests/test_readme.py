@@ -11,9 +11,10 @@ from pathlib import Path
 import pytest
 import yaml
 
+from infra.adapters.cli import main
 from infra.bootstrap.access import ci_roles, runner_variable
-from infra.plan import docs_ranking, placeholders, prices
-from infra.plan.cli import main
+from infra.doctools import docs_ranking
+from infra.plan import placeholders, prices
 from infra.plan.compare import compare, default_need
 from infra.plan.config import SECRET_KEYS, StackConfig
 from infra.plan.economics import economics
@@ -147,19 +148,21 @@ def test_how_it_fits_together_names_real_places() -> None:
     assert len(modules) >= 7, modules
     for module in modules:
         homes = [
-            REPO / d / m for d in ("infra/plan", "components") for m in (f"{module}.py", module)
+            REPO / d / m
+            for d in ("infra/plan", "infra/adapters", "infra/doctools", "components")
+            for m in (f"{module}.py", module)
         ]
         assert any(home.exists() for home in homes), module
 
 
 def test_node_size_ranking_is_generated_from_compare() -> None:
-    """The page that holds the ranking holds exactly what `infra.plan.docs_ranking` makes of
+    """The page that holds the ranking holds exactly what `infra.doctools.docs_ranking` makes of
     `--compare --json` today; rerun it with `--write` when the catalogue changes."""
     page = docs_ranking.page()
     assert page == REPO / "docs" / "planning.md"
     quoted = docs_ranking.block_in(page.read_text())
     assert quoted == docs_ranking.render(docs_ranking.comparison()), (
-        f"{page.name} is out of step: run `python -m infra.plan.docs_ranking --write`"
+        f"{page.name} is out of step: run `python -m infra.doctools.docs_ranking --write`"
     )
 
 

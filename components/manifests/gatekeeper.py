@@ -82,7 +82,7 @@ CONFIG_ANNOTATION = "gemma-graviton.dev/gatekeeper-config-sha256"
 #: the failed-key rate limit slows guessing, the length makes it hopeless.
 KEY_ALPHABET = "A-Z a-z 0-9 . _ ~ + / = -"
 KEY_MIN_CHARS = 32
-_KEY_SHAPE = re.compile(rf"[A-Za-z0-9._~+/=-]{{{KEY_MIN_CHARS},512}}")
+KEY_SHAPE = re.compile(rf"[A-Za-z0-9._~+/=-]{{{KEY_MIN_CHARS},512}}")
 #: Slow key derivation for the rotation fingerprint, so a weak user-chosen key cannot be found
 #: by hashing a word list against the (plain) pod annotation.
 _FINGERPRINT_ROUNDS = 200_000
@@ -99,7 +99,7 @@ def config_files(limits: GatekeeperLimits, **where: Any) -> dict[str, str]:
 
 
 def _usable(api_key: str | None) -> bool:
-    return bool(api_key) and _KEY_SHAPE.fullmatch(api_key or "") is not None
+    return bool(api_key) and KEY_SHAPE.fullmatch(api_key or "") is not None
 
 
 def key_file_text(

@@ -5,7 +5,7 @@ creates beside them: the node groups, the Secrets, the PersistentVolumes) and re
 fault, naming the object and the rule. Each rule cites the kubelet, scheduler or controller source
 it encodes (Kubernetes v1.35, LeaderWorkerSet v0.10.0).
 
-`check` runs them all; `infra.plan.semantics` builds a stack's node groups and program-made
+`check` runs them all; `infra.adapters.semantics` builds a stack's node groups and program-made
 objects from the same plan the program uses.
 """
 

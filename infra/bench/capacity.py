@@ -32,6 +32,7 @@ from pathlib import Path
 import yaml
 
 from components.manifests import loadtest
+from infra.adapters.wiring import server_spec
 from infra.bench.args import (
     API_KEY_ENV,
     UsageError,
@@ -55,10 +56,10 @@ from infra.bench.loadgen import (
     parse_result,
 )
 from infra.bench.loadgen import read_result as read_point_result
-from infra.plan.config import ConfigError, StackConfig, load_config
+from infra.plan.config import ConfigError, StackConfig
+from infra.plan.loading import load_config
 from infra.plan.sizing import Plan, plan
 from infra.plan.stackfile import REPO, add_stack_arguments, parse_overrides, stack_values
-from infra.plan.wiring import server_spec
 
 PROG = "python -m infra.bench.capacity"
 #: The generator as the rehearsal installs it (requirements-rehearsal.txt), else `vllm` on PATH.

@@ -12,7 +12,8 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from infra.plan.config import ConfigError, load_config
+from infra.plan.config import ConfigError
+from infra.plan.loading import load_config
 from infra.plan.stackfile import stack_values
 
 #: The bootstrap project's name (`infra/bootstrap/Pulumi.yaml`), its config namespace.

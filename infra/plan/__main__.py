@@ -1,9 +1,9 @@
-"""`python -m infra.plan`: the planner's command line (see `infra.plan.cli`)."""
+"""`python -m infra.plan`: the planner's command line (see `infra.adapters.cli`)."""
 
 import os
 import sys
 
-from infra.plan.cli import main
+from infra.adapters.cli import main
 
 try:
     code = main()

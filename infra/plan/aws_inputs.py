@@ -88,7 +88,7 @@ def _bad_char(text: str) -> str | None:
     return None
 
 
-#: Tag keys the stack sets itself (`infra.plan.wiring.stack_tags`); `tags` may not use them.
+#: Tag keys the stack sets itself (`infra.adapters.wiring.stack_tags`); `tags` may not use them.
 MANAGED_TAG_KEYS = frozenset({"project", "stack", "owner", "endDate"})
 
 

@@ -20,14 +20,8 @@ from typing import Any
 import yaml
 
 from infra.plan import rules
-from infra.plan.config import (
-    PROJECT,
-    SECRET_KEYS,
-    ConfigError,
-    StackConfig,
-    check_secrets,
-    load_config,
-)
+from infra.plan.config import PROJECT, SECRET_KEYS, ConfigError, StackConfig
+from infra.plan.loading import check_secrets, load_config
 
 REPO = Path(__file__).resolve().parents[2]
 STACKS = REPO / "stacks"

@@ -83,11 +83,12 @@ from typing import Any
 from components.manifests import chat, engine_timeout_env
 from components.manifests.gatekeeper import GatekeeperLimits
 from infra import bench
+from infra.adapters.wiring import gatekeeper_limits, server_spec
 from infra.plan import sleep
-from infra.plan.config import ConfigError, StackConfig, load_config
+from infra.plan.config import ConfigError, StackConfig
+from infra.plan.loading import load_config
 from infra.plan.sizing import Plan, plan
 from infra.plan.stackfile import REPO, add_stack_arguments, parse_overrides, stack_values
-from infra.plan.wiring import gatekeeper_limits, server_spec
 from infra.rehearse.changes import change_steps
 from infra.rehearse.changes.change_steps import SecondGroup as _SecondGroup
 from infra.rehearse.checks import (

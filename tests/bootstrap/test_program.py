@@ -16,7 +16,7 @@ import pulumi
 import pytest
 import yaml
 
-from infra.plan.cli import main as plan_main
+from infra.adapters.cli import main as plan_main
 from infra.plan.stackfile import load_stack, stack_names
 from tests.fakes.pulumi_host import pulumi_host
 from tests.fakes.pulumi_mocks import RecordingMocks, by_type, named, one, resolve, run

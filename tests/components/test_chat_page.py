@@ -16,7 +16,7 @@ import yaml
 
 from components.manifests import chat, gatekeeper, gatekeeper_conf
 from components.manifests.gatekeeper import GatekeeperLimits, key_file_text, nginx_conf
-from infra.plan.render import render_stack
+from infra.adapters.render import render_stack
 from infra.plan.sizing import plan
 from infra.plan.stackfile import load_stack
 from infra.rehearse.front_door import gatekeeper_run as gate

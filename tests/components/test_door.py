@@ -9,11 +9,11 @@ import pytest
 
 from components import manifests
 from components.manifests import door, drain, gatekeeper, scaling
+from infra.adapters.render import rendered_objects
+from infra.adapters.wiring import SYSTEM_LABELS, server_spec
 from infra.plan import sleep
-from infra.plan.render import rendered_objects
 from infra.plan.sizing import plan
 from infra.plan.stackfile import load_stack
-from infra.plan.wiring import SYSTEM_LABELS, server_spec
 from tests import render_fixtures
 from tests.fakes import k8s_schemas
 
@@ -148,7 +148,7 @@ def test_keda_reads_the_queue_from_vllms_port_behind_a_door() -> None:
 
 
 def test_the_wake_trigger_joins_the_scaled_object_and_fits_its_schema() -> None:
-    from infra.plan.wiring import scaler_spec
+    from infra.adapters.wiring import scaler_spec
 
     cfg, p, _ = _prod()
     spec = server_spec(cfg, p)

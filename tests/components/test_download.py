@@ -6,9 +6,9 @@ import pytest
 
 from components import manifests
 from components.manifests.pods import DOWNLOAD_ATTEMPTS
+from infra.adapters.wiring import server_spec
 from infra.plan.sizing import plan
 from infra.plan.stackfile import load_stack
-from infra.plan.wiring import server_spec
 
 SHA = "0123456789abcdef0123456789abcdef01234567"
 

@@ -11,11 +11,11 @@ import yaml
 
 from components import manifests
 from components.manifests import loadtest
+from infra.adapters.wiring import server_spec
 from infra.bench import capacity
 from infra.plan import catalog
 from infra.plan.sizing import plan
 from infra.plan.stackfile import load_stack, stack_names
-from infra.plan.wiring import server_spec
 from tests.components.test_pod_security import baseline_findings, restricted_findings
 from tests.fakes import k8s_schemas
 

@@ -14,9 +14,9 @@ import pytest
 import yaml
 
 from components import manifests
-from infra.plan.cli import main
+from infra.adapters.cli import main
+from infra.adapters.render import rendered_objects
 from infra.plan.config import ConfigError
-from infra.plan.render import rendered_objects
 from infra.plan.sizing import plan
 from infra.plan.stackfile import load_stack, stack_names
 from tests.fakes import k8s_schemas

@@ -17,7 +17,8 @@ import yaml
 from components import watch
 from components.manifests import gatekeeper, metrics
 from components.manifests.spec import LWS_NAME_LABEL, LWS_WORKER_INDEX_LABEL
-from infra.plan import catalog, wiring
+from infra.adapters import wiring
+from infra.plan import catalog
 from infra.plan.stackfile import load_stack
 from tests.fakes import k8s_schemas
 

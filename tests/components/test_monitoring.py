@@ -18,8 +18,8 @@ import yaml
 from components import watch
 from components.manifests import gatekeeper, metrics
 from components.monitoring import load_balancer_dimension
-from infra.plan import wiring
-from infra.plan.render import rendered_objects
+from infra.adapters import wiring
+from infra.adapters.render import rendered_objects
 from infra.plan.sizing import plan
 from infra.plan.stackfile import load_stack
 from infra.rehearse.measure.metrics_capture import parse_exposition

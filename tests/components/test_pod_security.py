@@ -11,7 +11,7 @@ import pytest
 from components import manifests
 from components.leaderworkerset import POD_SECURITY_LABELS as LWS_LABELS
 from components.manifests import gate
-from infra.plan.render import rendered_objects
+from infra.adapters.render import rendered_objects
 from infra.plan.sizing import plan
 from infra.plan.stackfile import load_stack, stack_names
 

@@ -18,11 +18,11 @@ import pytest
 
 from components.manifests import gatekeeper
 from components.manifests.gatekeeper import GatekeeperLimits, nginx_conf
+from infra.adapters.render import rendered_objects
+from infra.adapters.wiring import gatekeeper_limits
 from infra.plan import frontdoor
-from infra.plan.render import rendered_objects
 from infra.plan.sizing import plan
 from infra.plan.stackfile import load_stack
-from infra.plan.wiring import gatekeeper_limits
 from infra.rehearse.front_door import gatekeeper_run as gate
 from infra.rehearse.front_door.gatekeeper_run import INSTALL_HINT, nginx_ready
 from infra.rehearse.group.ranks import free_port

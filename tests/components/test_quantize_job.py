@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from components.manifests.quantize import quantize_job
-from infra.plan.render import rendered_objects
+from infra.adapters.render import rendered_objects
 from infra.plan.sizing import plan
 from infra.plan.stackfile import load_stack
 
@@ -121,7 +121,7 @@ def test_a_lost_copy_is_made_again_without_quantizing(tmp_path: Path) -> None:
 def test_the_job_is_named_by_its_inputs() -> None:
     cfg = load_stack("dev", {"weights": "int8"})
     p = plan(cfg)
-    from infra.plan.wiring import quantize_spec, server_spec
+    from infra.adapters.wiring import quantize_spec, server_spec
 
     spec, job = server_spec(cfg, p), quantize_spec(cfg, p)
     assert job is not None

@@ -20,8 +20,8 @@ from components import manifests
 from components.manifests import drain, gatekeeper
 from components.manifests.access import TARGET_GROUP_ATTRIBUTES_ANNOTATION
 from components.manifests.drain import DrainSpec
+from infra.adapters.render import rendered_objects
 from infra.plan import catalog
-from infra.plan.render import rendered_objects
 from infra.plan.sizing import plan
 from infra.plan.stackfile import load_stack
 from infra.rehearse.front_door import gatekeeper_run as gate

@@ -22,9 +22,10 @@ import pytest
 from components import manifests
 from components.autoscaling import autoscaler_policy, autoscaler_values
 from components.manifests import gatekeeper, scaling
-from infra.plan import addons, elastic, liveness, wiring
+from infra.adapters import wiring
+from infra.adapters.render import rendered_objects
+from infra.plan import addons, elastic, liveness
 from infra.plan.config import ConfigError
-from infra.plan.render import rendered_objects
 from infra.plan.sizing import plan
 from infra.plan.stackfile import load_stack
 from infra.rehearse.group.ranks import free_port

@@ -16,8 +16,8 @@ import pytest
 from components.manifests import semantics
 from components.manifests.semantics import World
 from components.manifests.spec import MODEL_TAINT
-from infra.plan.render import rendered_objects
-from infra.plan.semantics import world
+from infra.adapters.render import rendered_objects
+from infra.adapters.semantics import world
 from infra.plan.sizing import plan
 from infra.plan.stackfile import load_stack
 
@@ -450,8 +450,8 @@ def test_the_metrics_collector_the_program_makes_is_checked_too() -> None:
 def test_render_refuses_a_stack_whose_objects_would_not_run(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from infra.plan import cli
-    from infra.plan import semantics as stack_semantics
+    from infra.adapters import cli
+    from infra.adapters import semantics as stack_semantics
 
     assert cli.main(["--stack", "dev", "--brief", "--render", str(tmp_path / "ok")]) == 0
     fault = "Service/gemma selector {} matches no pod"

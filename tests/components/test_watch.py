@@ -36,8 +36,8 @@ import yaml
 
 from components import watch
 from components.manifests import gatekeeper, metrics
+from infra.adapters import wiring
 from infra.plan import monitoring as plan_monitoring
-from infra.plan import wiring
 from infra.plan.sizing import Plan, plan
 from infra.plan.stackfile import load_stack
 from infra.rehearse.measure.metrics_capture import parse_exposition

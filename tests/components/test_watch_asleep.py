@@ -10,7 +10,7 @@ from components import watch
 from components.manifests import gatekeeper
 from components.manifests.asleep import ASLEEP_PAGE, Asleep
 from components.manifests.metrics import STACK_DIMENSION
-from infra.plan import wiring
+from infra.adapters import wiring
 from infra.plan.sizing import plan
 from infra.plan.stackfile import load_stack
 from tests.components.test_watch import Store, _alarm_fires, _filter_matches, _record

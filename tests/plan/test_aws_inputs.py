@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import pytest
 
+from infra.adapters.cli import main
 from infra.plan import aws_inputs, catalog
-from infra.plan.cli import main
 
 # (--set value, exact error line, --set value of the fix it suggests)
 REFUSED = [

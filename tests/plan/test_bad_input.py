@@ -9,8 +9,8 @@ from dataclasses import dataclass
 
 import pytest
 
+from infra.adapters.cli import main
 from infra.plan import stackfile
-from infra.plan.cli import main
 
 TODAY = dt.date.today()
 LATER = TODAY + dt.timedelta(days=90)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from infra.plan.cli import main
+from infra.adapters.cli import main
 
 ACCOUNT = "123456789012"
 

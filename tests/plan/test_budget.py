@@ -27,8 +27,8 @@ from infra.plan.budget import (
     stage_weights_gib,
 )
 from infra.plan.catalog import GIB, MIB
-from infra.plan.config import load_config
 from infra.plan.kv_cache import KvGroup, cdiv, group_kv, rank_layer_counts, stage_layers
+from infra.plan.loading import load_config
 from infra.plan.sizing import MIN_STARTUP_SECONDS, plan
 
 BASE = {

@@ -9,8 +9,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from infra.adapters.cli import main
 from infra.plan import catalog, prices
-from infra.plan.cli import main
 from infra.plan.compare import Need, compare
 from infra.plan.config import ConfigError
 from infra.plan.economics import economics

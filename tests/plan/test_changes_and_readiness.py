@@ -6,8 +6,8 @@ import datetime as dt
 
 import pytest
 
+from infra.adapters.cli import main
 from infra.plan import advice, changes, readiness
-from infra.plan.cli import main
 from infra.plan.config import ConfigError, StackConfig
 from infra.plan.sizing import plan
 from infra.plan.stackfile import load_stack

@@ -5,9 +5,10 @@ from __future__ import annotations
 import pytest
 import yaml
 
+from infra.adapters.cli import main
 from infra.plan import stackfile
-from infra.plan.cli import main
-from infra.plan.config import ConfigError, check_secrets, load_config
+from infra.plan.config import ConfigError
+from infra.plan.loading import check_secrets, load_config
 from infra.plan.sizing import plan
 
 CHEAPEST_TYPE_FIX = (

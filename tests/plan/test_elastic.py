@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
+from infra.adapters.cli import main
 from infra.plan import elastic
-from infra.plan.cli import main
 from infra.plan.config import ConfigError
 from infra.plan.sizing import plan
 from infra.plan.stackfile import load_stack

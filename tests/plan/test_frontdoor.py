@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from infra.plan.config import ConfigError, load_config
+from infra.plan.config import ConfigError
 from infra.plan.frontdoor import (
     BODY_BYTES_PER_TOKEN,
     BODY_OVERHEAD_BYTES,
@@ -14,6 +14,7 @@ from infra.plan.frontdoor import (
     REPLY_TIMEOUT_FLOOR_SECONDS,
     plan_front_door,
 )
+from infra.plan.loading import load_config
 
 BASE = {
     "owner": "ml-platform",

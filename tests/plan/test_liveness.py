@@ -10,13 +10,13 @@ from dataclasses import replace
 import pytest
 
 from components.manifests.gatekeeper import nginx_conf
+from infra.adapters.cli import main
+from infra.adapters.wiring import gatekeeper_limits
 from infra.plan import catalog, liveness, prefill, sizing
 from infra.plan.catalog import MODELS
-from infra.plan.cli import main
 from infra.plan.config import ConfigError
 from infra.plan.sizing import plan
 from infra.plan.stackfile import load_stack, stack_names
-from infra.plan.wiring import gatekeeper_limits
 
 GEMMA = MODELS["google/gemma-4-12B-it"]
 

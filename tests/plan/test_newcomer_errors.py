@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from infra.adapters.cli import main
 from infra.plan import prices, stackfile
-from infra.plan.cli import main
 
 TODAY = prices.READ_ON
 

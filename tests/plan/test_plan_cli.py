@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from infra.plan.cli import main
+from infra.adapters.cli import main
 
 REPO = Path(__file__).resolve().parents[2]
 JSON_KEYS = {

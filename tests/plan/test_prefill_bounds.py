@@ -15,13 +15,13 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
+from infra.adapters.wiring import server_spec
 from infra.plan import catalog, liveness, prefill
 from infra.plan.compare import compare, default_need
 from infra.plan.config import ConfigError, StackConfig
 from infra.plan.economics import economics
 from infra.plan.sizing import Plan, plan
 from infra.plan.stackfile import load_stack, stack_names
-from infra.plan.wiring import server_spec
 
 TODAY = dt.date(2026, 12, 1)
 

@@ -9,7 +9,8 @@ from dataclasses import asdict, fields
 import pytest
 
 from infra.plan import catalog, prices, rules
-from infra.plan.config import ConfigError, load_config
+from infra.plan.config import ConfigError
+from infra.plan.loading import load_config
 from infra.plan.sizing import Plan, plan
 
 BASE = {

@@ -9,9 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from infra.plan import docs_scaling
-from infra.plan.elastic import ScalingParameters, Window
-from infra.plan.scaling_sim import (
+from infra.doctools import docs_scaling
+from infra.doctools.scaling_sim import (
     DAY_SECONDS,
     DoorFigures,
     GroupCapacity,
@@ -21,6 +20,7 @@ from infra.plan.scaling_sim import (
     read_day,
     simulate,
 )
+from infra.plan.elastic import ScalingParameters, Window
 
 CAP = GroupCapacity(slots=10, service_seconds=100, first_token_seconds=20)
 PARAMS = ScalingParameters(
@@ -171,7 +171,8 @@ def test_the_fixture_day_is_a_whole_day() -> None:
 def test_the_docs_table_is_the_simulations_output_for_the_shipped_stacks() -> None:
     quoted = docs_scaling.block_in(docs_scaling.PAGE.read_text())
     assert quoted == docs_scaling.render(), (
-        f"{docs_scaling.PAGE.name} is out of step: run `python -m infra.plan.docs_scaling --write`"
+        f"{docs_scaling.PAGE.name} is out of step: run "
+        "`python -m infra.doctools.docs_scaling --write`"
     )
 
 

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from infra.plan.cli import main
+from infra.adapters.cli import main
 
 FAKE_KUBECTL = """#!/bin/sh
 # Records each call's arguments one to a line, and the files it is asked to read.

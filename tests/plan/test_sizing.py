@@ -12,8 +12,8 @@ from hypothesis import strategies as st
 from infra.plan import catalog
 from infra.plan.budget import node_budget, rank_plans
 from infra.plan.catalog import GIB
-from infra.plan.config import load_config
 from infra.plan.kv_cache import group_kv, stage_layers
+from infra.plan.loading import load_config
 from infra.plan.sizing import PlanError, plan
 from infra.rehearse.group import vllm_logs
 from tests.plan.profiles import small_gemma

@@ -11,9 +11,10 @@ import shlex
 
 import pytest
 
-from infra.plan import catalog, verdict
+from infra.adapters import verdict
+from infra.adapters.cli import main
+from infra.plan import catalog
 from infra.plan.advice import Offer, better_buy
-from infra.plan.cli import main
 
 TODAY = dt.date(2026, 11, 30)
 #: The field report's settings: vLLM read the weights in the engine container and the KV budget

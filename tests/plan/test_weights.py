@@ -8,9 +8,9 @@ import json
 
 import pytest
 
+from infra.adapters.cli import main
 from infra.plan import catalog, prefill, weights
 from infra.plan.catalog import GIB
-from infra.plan.cli import main
 from infra.plan.compare import Need, compare
 from infra.plan.config import ConfigError
 from infra.plan.sizing import plan

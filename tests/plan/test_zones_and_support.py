@@ -7,8 +7,8 @@ import re
 
 import pytest
 
+from infra.adapters.cli import main
 from infra.plan import catalog, prices, support
-from infra.plan.cli import main
 from infra.plan.config import ConfigError
 from infra.plan.stackfile import load_stack, stack_names
 from infra.plan.zones import Zone, place

@@ -17,7 +17,7 @@ import yaml
 
 from components.manifests import gate, gatekeeper, metrics
 from components.manifests import images as pins
-from infra.plan.render import render_stack
+from infra.adapters.render import render_stack
 from infra.plan.sizing import plan
 from infra.plan.stackfile import load_stack
 from tests.fakes.pulumi_mocks import RecordingMocks

@@ -15,8 +15,8 @@ from typing import Any
 import pytest
 import yaml
 
+from infra.adapters.render import render_stack
 from infra.plan import pods
-from infra.plan.render import render_stack
 from infra.plan.sizing import plan
 from infra.plan.stackfile import load_stack, stack_names
 from tests.fakes.cloudwatch_operator import annotated_languages

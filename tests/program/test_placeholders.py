@@ -8,8 +8,8 @@ import ipaddress
 import pulumi
 import pytest
 
+from infra.adapters.cli import main
 from infra.plan import placeholders
-from infra.plan.cli import main
 from infra.plan.stackfile import load_stack
 from tests.fakes.pulumi_mocks import RecordingMocks
 from tests.program.harness import OWN_VALUES, run_program

@@ -18,7 +18,8 @@ import pytest
 
 from components import manifests
 from components.manifests import chat, gatekeeper
-from infra.plan import elastic, wiring
+from infra.adapters import wiring
+from infra.plan import elastic
 from infra.plan.sizing import plan
 from infra.plan.stackfile import load_stack, stack_names
 from policies.rules import RULES

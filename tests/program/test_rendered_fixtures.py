@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from infra.plan.render import rendered_objects
+from infra.adapters.render import rendered_objects
 from infra.plan.sizing import plan
 from infra.plan.stackfile import load_stack
 from tests import render_fixtures

@@ -1,5 +1,5 @@
 """What the semantics check assumes the program creates beside the rendered objects
-(`infra.plan.semantics.world`) is what the program creates under the recording mocks: the two
+(`infra.adapters.semantics.world`) is what the program creates under the recording mocks: the two
 Secrets with their keys, one PersistentVolume per rank's claim with its class, size, access modes
 and zone, the node groups with their labels, taints and instance types, and the metrics
 collector."""
@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from infra.plan.semantics import world
+from infra.adapters.semantics import world
 from infra.plan.sizing import plan
 from infra.plan.stackfile import load_stack, stack_names
 from tests.fakes.pulumi_mocks import RecordingMocks, by_type, named

@@ -18,8 +18,8 @@ from typing import Any
 import pytest
 
 from components import manifests
+from infra.adapters.render import rendered_objects
 from infra.plan import changes
-from infra.plan.render import rendered_objects
 from infra.plan.sizing import plan
 from infra.plan.stackfile import load_stack, stack_names
 from tests.fakes.pulumi_mocks import RecordingMocks, by_type, named, one

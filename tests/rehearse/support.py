@@ -8,7 +8,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from infra.plan.catalog import MODELS
-from infra.plan.config import StackConfig, load_config
+from infra.plan.config import StackConfig
+from infra.plan.loading import load_config
 from infra.plan.sizing import Plan, plan
 from infra.plan.stackfile import load_stack, stack_values
 from infra.rehearse.group.tiny_plan import tiny_model_config, tiny_profile, tiny_stack_values

@@ -9,8 +9,8 @@ import time
 
 from components.manifests import probe_command
 from components.manifests.probes import PROBE_SCRIPT
-from infra.plan.render import rendered_objects
-from infra.plan.wiring import server_spec
+from infra.adapters.render import rendered_objects
+from infra.adapters.wiring import server_spec
 from infra.rehearse.measure import faults
 from infra.rehearse.measure.faults import ClientResult, FaultRow, FloodResult, Prober, run_client
 from tests.fakes.vllm_leader import fake_leader

@@ -18,8 +18,8 @@ from pathlib import Path
 import pytest
 
 from components.manifests import engine_args
+from infra.adapters.wiring import server_spec
 from infra.plan.stackfile import stack_names
-from infra.plan.wiring import server_spec
 from infra.rehearse.group import ranks
 from infra.rehearse.group.ranks import (
     MEMORY_FLAGS,

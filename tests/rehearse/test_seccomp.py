@@ -12,9 +12,9 @@ from types import SimpleNamespace
 
 import pytest
 
+from infra.adapters.wiring import server_spec
 from infra.plan.sizing import plan
 from infra.plan.stackfile import load_stack
-from infra.plan.wiring import server_spec
 from infra.rehearse.checks import seccomp_check, seccomp_status
 from infra.rehearse.group import seccomp
 from infra.rehearse.group.ranks import SECCOMP_WRAPPER, rank_launches

@@ -8,8 +8,9 @@ import dataclasses
 import pytest
 
 from infra.plan.catalog import ModelProfile
-from infra.plan.config import ConfigError, load_config
+from infra.plan.config import ConfigError
 from infra.plan.kv_cache import group_kv, stage_layers
+from infra.plan.loading import load_config
 from infra.plan.stackfile import stack_values
 from infra.rehearse.group import tiny_plan
 from infra.rehearse.group.tiny_checkpoint import FULL, SLIDING, tiny_text_config
@@ -99,8 +100,8 @@ def test_model_cache_key_follows_the_config() -> None:
 def test_a_quantized_stack_rehearses_one_rank_with_single_node_arguments(weights: str) -> None:
     """int8 and int4 fit one m7g.2xlarge: the stack plans one rank, and the tiny group, its
     command line and its launches follow with one rank and no group wiring."""
+    from infra.adapters.wiring import server_spec
     from infra.plan.sizing import plan
-    from infra.plan.wiring import server_spec
     from infra.rehearse.group.ranks import rank_launches
 
     values = stack_values("dev", {"weights": weights})

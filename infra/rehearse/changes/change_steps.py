@@ -10,8 +10,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from infra.adapters.wiring import gatekeeper_limits
 from infra.plan.sizing import Plan
-from infra.plan.wiring import gatekeeper_limits
 from infra.rehearse.changes import drain_step, rotation_step
 from infra.rehearse.checks import Check
 from infra.rehearse.front_door import gatekeeper_run

@@ -29,7 +29,8 @@ from pathlib import Path
 from typing import Any
 
 from infra.plan.catalog import MIB, ModelProfile
-from infra.plan.config import ConfigError, StackConfig, load_config
+from infra.plan.config import ConfigError, StackConfig
+from infra.plan.loading import load_config
 from infra.plan.sizing import CPU_DEFAULT_MAX_SEQS_PER_RANK, Plan, plan
 from infra.plan.stackfile import REPO
 from infra.rehearse.group.tiny_checkpoint import FULL, SLIDING, tiny_text_config

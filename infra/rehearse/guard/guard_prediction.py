@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from infra.plan.config import load_config
+from infra.plan.loading import load_config
 from infra.plan.sizing import CPU_DEFAULT_BATCHED_TOKENS_PER_RANK, PlanError, plan
 
 GUARD_MODEL_NAME = "rehearsal/guard-gemma4"

@@ -54,7 +54,8 @@ from typing import Any, Literal
 
 from components.manifests import EngineSpec, engine_args
 from infra.plan.catalog import GIB
-from infra.plan.config import ConfigError, load_config
+from infra.plan.config import ConfigError
+from infra.plan.loading import load_config
 from infra.plan.stackfile import REPO, add_stack_arguments, parse_overrides, stack_values
 from infra.rehearse.group.ranks import (
     RankGroup,

@@ -44,9 +44,9 @@ from typing import Any
 
 from components.manifests import ServerSpec, engine_timeout_env, probe_command
 from components.manifests.gatekeeper import GatekeeperLimits
+from infra.adapters.wiring import gatekeeper_limits
 from infra.plan.sizing import Plan
 from infra.plan.stackfile import REPO
-from infra.plan.wiring import gatekeeper_limits
 from infra.rehearse.checks import Check
 from infra.rehearse.front_door import gatekeeper_run
 from infra.rehearse.group.ranks import (

@@ -42,11 +42,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from infra.adapters.wiring import server_spec
 from infra.plan import catalog, prefill
 from infra.plan.catalog import ModelProfile
-from infra.plan.config import ConfigError, load_config
+from infra.plan.config import ConfigError
+from infra.plan.loading import load_config
 from infra.plan.sizing import plan
-from infra.plan.wiring import server_spec
 from infra.rehearse.checks import Check
 from infra.rehearse.group.ranks import RankGroup, loopback_ports, rank_launches
 from infra.rehearse.group.tiny_checkpoint import tiny_text_config

@@ -29,10 +29,10 @@ from pathlib import Path
 from typing import Any
 
 from components.manifests import engine_timeout_env
-from infra.plan.config import load_config
+from infra.adapters.wiring import gatekeeper_limits, server_spec
+from infra.plan.loading import load_config
 from infra.plan.sizing import plan
 from infra.plan.stackfile import REPO
-from infra.plan.wiring import gatekeeper_limits, server_spec
 from infra.rehearse.checks import Check, kv_checks, stopped_check
 from infra.rehearse.front_door import gatekeeper_run
 from infra.rehearse.group.ranks import (

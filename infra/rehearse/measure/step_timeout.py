@@ -54,10 +54,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from infra.adapters.wiring import gatekeeper_limits, server_spec
 from infra.plan import liveness, prefill
-from infra.plan.config import load_config
+from infra.plan.loading import load_config
 from infra.plan.sizing import Plan, plan
-from infra.plan.wiring import gatekeeper_limits, server_spec
 from infra.rehearse.checks import Check
 from infra.rehearse.front_door import gatekeeper_run
 from infra.rehearse.group.ranks import (

@@ -3,7 +3,7 @@
     python -m infra.plan [--stack dev] [--set KEY=VALUE ...] [--brief | --json] [--render DIR]
     python -m infra.plan --compare [--need context=N,concurrency=X,decode=T] [--json]
 
-The plan opens with its verdict (`infra.plan.verdict`), then the table, the reasons and the
+The plan opens with its verdict (`infra.adapters.verdict`), then the table, the reasons and the
 warnings; `--brief` prints the verdict alone. Bad input exits 2 with one line on stderr naming
 the key, the rule and the fix.
 """
@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import NoReturn
 
+from infra.adapters import verdict
 from infra.plan import (
     addons,
     advice,
@@ -29,7 +30,6 @@ from infra.plan import (
     readiness,
     sleep,
     support,
-    verdict,
     weights,
 )
 from infra.plan.config import ConfigError, StackConfig
@@ -382,8 +382,8 @@ def main(argv: Sequence[str] | None = None, today: dt.date | None = None) -> int
         written: list[Path] = []
         faults: list[str] = []
         if args.render is not None:
-            from infra.plan.render import render_stack
-            from infra.plan.semantics import findings
+            from infra.adapters.render import render_stack
+            from infra.adapters.semantics import findings
 
             written = render_stack(cfg, result, args.render)
             # What Kubernetes itself would refuse or never run (components/manifests/semantics.py).

@@ -13,14 +13,8 @@ import pulumi_aws as aws
 from pulumi.runtime import config as runtime_config
 
 from infra.plan import addons, advice, placeholders, readiness, support, zones
-from infra.plan.config import (
-    PROJECT,
-    ConfigError,
-    StackConfig,
-    check_api_key,
-    check_secrets,
-    load_config,
-)
+from infra.plan.config import PROJECT, ConfigError, StackConfig
+from infra.plan.loading import check_api_key, check_secrets, load_config
 from infra.plan.sizing import Plan
 
 

@@ -16,11 +16,8 @@ from components.manifests.semantics import (
     check,
 )
 from components.manifests.spec import MODEL_TAINT, Manifest
-from infra.plan import catalog, elastic
-from infra.plan.config import StackConfig
-from infra.plan.render import rendered_objects
-from infra.plan.sizing import Plan
-from infra.plan.wiring import (
+from infra.adapters.render import rendered_objects
+from infra.adapters.wiring import (
     NODE_LABELS,
     STORAGE_CLASS,
     SYSTEM_LABELS,
@@ -28,6 +25,9 @@ from infra.plan.wiring import (
     server_spec,
     volume_claims,
 )
+from infra.plan import catalog, elastic
+from infra.plan.config import StackConfig
+from infra.plan.sizing import Plan
 
 
 def _group(

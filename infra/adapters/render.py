@@ -14,9 +14,7 @@ import yaml
 from components import manifests
 from components.manifests import door, gatekeeper
 from components.manifests.scaling import floor_objects, metrics_service, scaled_object
-from infra.plan.config import StackConfig
-from infra.plan.sizing import Plan
-from infra.plan.wiring import (
+from infra.adapters.wiring import (
     STORAGE_CLASS,
     STORAGE_THROUGHPUT_MIBPS,
     quantize_spec,
@@ -24,6 +22,8 @@ from infra.plan.wiring import (
     server_spec,
     stack_tags,
 )
+from infra.plan.config import StackConfig
+from infra.plan.sizing import Plan
 
 SECRETS_NOTE = "SECRETS.txt"
 
