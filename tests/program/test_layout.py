@@ -409,3 +409,20 @@ def test_the_rehearsal_subpackages_import_only_downward() -> None:
                 wrong.append(f"{path.relative_to(REPO)} imports {name}")
     assert not wrong, "imports that run back up the rehearsal:\n" + "\n".join(wrong)
     assert "infra.rehearse.group.ranks" in _imported(root / "measure" / "faults.py")
+
+
+def test_the_planner_never_imports_its_adapters_or_the_doc_tools() -> None:
+    """The planner sits below its adapters and the doc generators: nothing in `infra/plan`
+    imports them, but `python -m infra.plan`'s entry point, which only calls the command."""
+    upward = [
+        f"{e.where} imports {e.target}"
+        for e in EDGES
+        if e.source.startswith("infra.plan.")
+        and e.source != "infra.plan.__main__"
+        and e.target.startswith(("infra.adapters", "infra.doctools"))
+    ]
+    assert upward == []
+    # The check sees the entry point's own arrow, so it would see another.
+    assert any(
+        e.source == "infra.plan.__main__" and e.target.startswith("infra.adapters") for e in EDGES
+    )
