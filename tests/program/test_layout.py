@@ -100,7 +100,7 @@ MAX_FILE_LINES = 800
 MAX_FUNCTION_LINES = 160
 #: Files and functions over the limits today; they may only leave this list.
 LONG_FILES: set[str] = set()
-LONG_FUNCTIONS = {"components/manifests/gatekeeper_conf.py::nginx_conf"}
+LONG_FUNCTIONS: set[str] = set()
 
 
 @dataclass(frozen=True)
