@@ -500,7 +500,14 @@ def _check_group(
             ]
             probe_port = int(door.probe_url.rsplit(":", 1)[1])
             checks += _door_checks(
-                group, front, limits, api_key, tiny_plan.model, vllm_port, probe_port
+                group,
+                front,
+                limits,
+                api_key,
+                tiny_plan.model,
+                vllm_port,
+                probe_port,
+                tiny_plan.front_door.client_tokens_bound,
             )
             retry = sleep.retry_after_seconds(load.cfg, tiny_plan)
             checks += _asleep_rows(group, front, limits, api_key, tiny_plan.model, retry, vllm_port)
@@ -574,6 +581,7 @@ def _door_checks(
     model: str,
     vllm_port: int,
     probe_port: int,
+    bound_tokens: int,
 ) -> list[Check]:
     """The front door held against one client (`door_checks`) and against eight without a key
     (`siege_checks`): the running gatekeeper, one with a short reply timeout (the cut) and one
@@ -597,6 +605,7 @@ def _door_checks(
     ]
     if limits.max_schema_bytes:
         checks.append(share_checks.grammar_share_check(main))
+    checks.append(share_checks.fair_share_check(main, limits, bound_tokens))
     if front.page_files is not None:
         checks.append(share_checks.static_flood_check(main))
     timing = door_checks.stream_timing(main)
