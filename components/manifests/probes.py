@@ -92,7 +92,9 @@ try:
 except (OSError, ValueError):
     seen = {}
 if seen.get("progress") != progress:
-    seen = {"progress": progress, "since": now}
+    # Tokens moved since the last run: the pipeline works (the first run proves nothing).
+    proven = now if seen else 0.0
+    seen = {"progress": progress, "since": now, "proven": max(proven, seen.get("proven", 0.0))}
     with open(opts["state"], "w") as handle:
         json.dump(seen, handle)
 
@@ -102,12 +104,20 @@ if queued:
         verdict(False, f"{queued:.0f} requests in the engine and no progress for {quiet:.0f} s")
     verdict(True, f"{queued:.0f} requests in the engine, progress {quiet:.0f} s ago")
 
+# Idle: one token through every stage proves the pipeline, at most every idle-s seconds (a
+# run that fails proves nothing, so the next one asks again).
+ago = now - seen.get("proven", 0.0)
+if ago < float(opts.get("idle-s", "0")):
+    verdict(True, f"idle; tokens came out of the last stage {ago:.0f} s ago")
 began = time.monotonic()
 body = {"model": opts["model"], "prompt": "ping", "max_tokens": 1, "temperature": 0}
 status, text = call("/v1/completions", body)
 took = time.monotonic() - began
 if status != 200:
     verdict(False, f"idle; a one-token generation answered {status} after {took:.1f} s")
+seen["proven"] = time.time()
+with open(opts["state"], "w") as handle:
+    json.dump(seen, handle)
 verdict(True, f"idle; one token through every stage in {took:.2f} s")
 """
 
@@ -124,6 +134,9 @@ class ProbeSpec:
     timeout_s: int = 8
     #: Deadline of each HTTP call inside a run.
     request_s: int = 5
+    #: An idle engine proves its pipeline with one generated token at most this often (tokens
+    #: that came out since, a client's included, prove it too).
+    idle_check_s: int = 60
 
 
 def probe_command(
@@ -142,7 +155,12 @@ def probe_command(
     elif role == "worker":
         args.append(f"host-env={LEADER_ADDRESS_ENV}")
     if role == "leader":
-        args += [f"model={model}", f"stall-s={probes.stall_s}", f"state={state_file}"]
+        args += [
+            f"model={model}",
+            f"stall-s={probes.stall_s}",
+            f"state={state_file}",
+            f"idle-s={probes.idle_check_s}",
+        ]
     return ["python3", "-c", PROBE_SCRIPT, *args]
 
 

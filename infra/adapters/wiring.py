@@ -103,6 +103,7 @@ def server_spec(cfg: StackConfig, plan: Plan) -> ServerSpec:
             failures=plan.liveness.failures,
             timeout_s=plan.liveness.timeout_s,
             request_s=plan.liveness.request_s,
+            idle_check_s=plan.liveness.idle_check_s,
         ),
         internal_load_balancer=cfg.private_clients_only,
         aws_tags=stack_tags(cfg, plan.stack),

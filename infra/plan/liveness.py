@@ -52,6 +52,11 @@ PROBE_REQUEST_S = 5
 #: The probe makes at most three calls (/health, /metrics, one generation); it is stopped after
 #: this many seconds (the pod's `timeoutSeconds`).
 PROBE_TIMEOUT_S = PROBE_REQUEST_S + 3
+#: An idle group proves its pipeline with one generated token at most this often: 1,440 a day
+#: instead of one every probe period (43,200 a day at 2 s), each a request vLLM's metrics and the
+#: dashboard count as traffic. A pipeline broken while idle is then noticed within this, plus
+#: the failures' periods and timeouts.
+IDLE_CHECK_S = 60
 #: Never call a pipeline stalled sooner than this: scheduling noise on a loaded node.
 MIN_STALL_S = 10
 #: The shortest first-byte bound the plan gives a client.
@@ -82,6 +87,10 @@ class Liveness:
     prefill_max_len_s: float
     #: Longest a client waits for a first byte before the front door answers 504.
     first_byte_s: int
+    #: An idle group's one-token proof of its pipeline, at most this often, and how soon a
+    #: pipeline broken while idle is noticed.
+    idle_check_s: int = IDLE_CHECK_S
+    idle_detection_s: int = 0
 
 
 @dataclass(frozen=True)
@@ -150,4 +159,6 @@ def liveness(
         detection_s=detection_seconds(stall, period),
         prefill_max_len_s=round(prompt, 1),
         first_byte_s=planned_first_byte if first_byte_s is None else first_byte_s,
+        idle_check_s=IDLE_CHECK_S,
+        idle_detection_s=IDLE_CHECK_S + PROBE_FAILURES * (period + PROBE_TIMEOUT_S),
     )

@@ -541,7 +541,10 @@ def _why_liveness(live: Liveness, model: liveness.Prefill, max_len: int, least: 
         f"rate) takes up to {live.step_s:.1f} s and {live.in_flight} batch(es) are in flight, so "
         f"an engine that emits nothing for {live.stall_s} s is stuck (also the engine's step "
         f"timeout); {noticed}; the longest prompt's first token comes within "
-        f"{live.first_byte_s} s (`firstByteTimeoutSeconds`, part of the reply timeout)"
+        f"{live.first_byte_s} s (`firstByteTimeoutSeconds`, part of the reply timeout); idle, "
+        f"one generated token proves the pipeline at most every {live.idle_check_s} s "
+        f"({86400 // live.idle_check_s:,} requests a day, counted by vLLM's metrics as traffic), "
+        f"so a pipeline broken while idle is noticed within {live.idle_detection_s} s"
     )
 
 

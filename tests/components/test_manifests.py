@@ -406,7 +406,10 @@ def test_liveness_probes_are_what_the_plan_says(stack: str) -> None:
         f"model={cfg.model}",
         f"stall-s={live.stall_s}",
         "state=/tmp/gemma-liveness.json",
+        # An idle pipeline is proven at most once per idle check, not once per period.
+        f"idle-s={live.idle_check_s}",
     ]
+    assert live.idle_check_s == 60
     assert "/tmp" in {m["mountPath"] for m in leader["volumeMounts"]}
     lost_leader = worker["livenessProbe"]["exec"]["command"]
     assert lost_leader[3:] == [

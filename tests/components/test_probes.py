@@ -14,7 +14,9 @@ from components.manifests import ProbeSpec, probe_command
 from components.manifests.probes import liveness_probe, startup_probe
 from tests.fakes.vllm_leader import fake_leader
 
-PROBES = ProbeSpec(stall_s=30, period_s=5, failures=3, timeout_s=8, request_s=5)
+PROBES = ProbeSpec(stall_s=30, period_s=5, failures=3, timeout_s=8, request_s=5, idle_check_s=0)
+#: As planned: an idle pipeline proven at most once a minute.
+RARE = ProbeSpec(stall_s=30, period_s=5, failures=3, timeout_s=8, request_s=5, idle_check_s=60)
 
 
 def _run(command: list[str], env: dict[str, str] | None = None) -> tuple[int, str]:
@@ -42,6 +44,45 @@ def test_an_idle_leader_must_generate_one_token(tmp_path: Path) -> None:
         code, out = _run(_leader(port, tmp_path / "s.json"))
         assert code == 1
         assert out.startswith("FAIL: idle; a one-token generation answered 500")
+
+
+def test_an_idle_leader_proves_its_pipeline_once_per_idle_check(tmp_path: Path) -> None:
+    """The probe runs every period, but an idle leader generates a token at most every
+    `idle_check_s`: the runs between pass on the last proof, so the metrics see ~1,440 probe
+    requests a day, not one per period."""
+    state = tmp_path / "s.json"
+    command = probe_command(RARE, "leader", 0, "m", host="127.0.0.1", state_file=str(state))
+    with fake_leader() as (port, leader):
+        command = [a.replace("port=0", f"port={port}") for a in command]
+        results = [_run(command) for _ in range(4)]
+        assert [code for code, _ in results] == [0, 0, 0, 0]
+        assert len(leader.completions) == 1
+        assert results[1][1].startswith("ok: idle; tokens came out of the last stage")
+        # The proof is a minute old: the next run asks again, and a failure is not a proof, so
+        # every run after it asks until one succeeds.
+        seen = json.loads(state.read_text())
+        state.write_text(json.dumps({**seen, "proven": time.time() - RARE.idle_check_s - 1}))
+        leader.completion = 500
+        assert [_run(command)[0] for _ in range(2)] == [1, 1]
+        assert len(leader.completions) == 3
+        leader.completion = 200
+        assert [_run(command)[0] for _ in range(2)] == [0, 0]
+        assert len(leader.completions) == 4
+
+
+def test_tokens_a_client_gets_prove_an_idle_pipeline_too(tmp_path: Path) -> None:
+    state = tmp_path / "s.json"
+    command = probe_command(RARE, "leader", 0, "m", host="127.0.0.1", state_file=str(state))
+    with fake_leader() as (port, leader):
+        command = [a.replace("port=0", f"port={port}") for a in command]
+        leader.generated = 10.0
+        _run(command)  # the first run records the counters and proves by asking
+        before = len(leader.completions)
+        state.write_text(json.dumps({**json.loads(state.read_text()), "proven": 0.0}))
+        leader.generated = 25.0  # a client's reply came out since
+        code, out = _run(command)
+        assert code == 0 and out.startswith("ok: idle; tokens came out of the last stage")
+        assert len(leader.completions) == before
 
 
 def test_health_must_be_200(tmp_path: Path) -> None:

@@ -257,7 +257,9 @@ AUTO_REASONS = [
     "group is noticed only after 319 s, beyond the 60 s budget; even `maxNumBatchedTokens` 256 "
     "(the least for 256 sequences) takes 167 s: a shorter `maxModelLen` or a type with more cores "
     "shortens it; the longest prompt's first token comes within 2634 s "
-    "(`firstByteTimeoutSeconds`, part of the reply timeout)",
+    "(`firstByteTimeoutSeconds`, part of the reply timeout); idle, one generated token proves the "
+    "pipeline at most every 60 s (1,440 requests a day, counted by vLLM's metrics as traffic), so "
+    "a pipeline broken while idle is noticed within 90 s",
     "without the weight prefetch the guard would see 0.58 GiB (the checkpoint's page cache "
     "charged to the engine container), leaving 8,192 tokens at 1.32x",
 ]
@@ -276,7 +278,9 @@ SET_REASONS = [
     "group is noticed only after 865 s, beyond the 60 s budget; even `maxNumBatchedTokens` 384 "
     "(the least for 384 sequences) takes 334 s: a shorter `maxModelLen` or a type with more cores "
     "shortens it; the longest prompt's first token comes within 1415 s "
-    "(`firstByteTimeoutSeconds`, part of the reply timeout)",
+    "(`firstByteTimeoutSeconds`, part of the reply timeout); idle, one generated token proves the "
+    "pipeline at most every 60 s (1,440 requests a day, counted by vLLM's metrics as traffic), so "
+    "a pipeline broken while idle is noticed within 90 s",
 ]
 
 
