@@ -62,7 +62,7 @@ def name(spec: ServerSpec) -> str:
 
 
 def leaders_name(spec: ServerSpec) -> str:
-    return f"{spec.name}-leaders"
+    return scaling.leaders_name(spec)
 
 
 def selector(spec: ServerSpec) -> dict[str, str]:
@@ -73,7 +73,7 @@ def selector(spec: ServerSpec) -> dict[str, str]:
 def upstream(spec: ServerSpec) -> str:
     """The leaders' Service as nginx's upstream server (its ClusterIP never changes while the
     Service exists, so nginx resolving it once at start is enough)."""
-    return f"{leaders_name(spec)}.{spec.namespace}.svc.cluster.local:{spec.port}"
+    return scaling.leaders_address(spec)
 
 
 def limits(spec: ServerSpec) -> GatekeeperLimits:
@@ -226,6 +226,8 @@ def group_ingress(spec: ServerSpec) -> list[dict[str, Any]]:
         {
             "from": [
                 {"podSelector": {"matchLabels": selector(spec)}},
+                # The queue floor asks the leaders' /health for its own readiness.
+                {"podSelector": {"matchLabels": scaling.floor_selector(spec)}},
                 metrics.scraper_peer(spec.namespace),
                 scaling.keda_peer(_door(spec).keda_namespace),
             ],

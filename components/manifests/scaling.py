@@ -232,6 +232,39 @@ def to_zero_seconds(scaler: ScalerSpec) -> int:
     return scaler.cooldown_s + scaler.polling_s
 
 
+def leaders_name(spec: ServerSpec) -> str:
+    """The Service over the Ready leaders' vLLM port behind a door (`door.leaders_service`)."""
+    return f"{spec.name}-leaders"
+
+
+def leaders_address(spec: ServerSpec) -> str:
+    """That Service's host:port in the cluster's DNS."""
+    return f"{leaders_name(spec)}.{spec.namespace}.svc.cluster.local:{spec.port}"
+
+
+def floor_readiness(spec: ServerSpec) -> dict[str, Any]:
+    """The floor is Ready only while no leader answers /health through the leaders' Service
+    (which has endpoints only for Ready leaders, so with none the connection is refused at
+    once). While a leader is Ready the trigger sums the leaders alone, and a leader whose
+    /metrics times out makes the trigger err (KEDA v2.20.2 pkg/scalers/metrics_api_scaler.go
+    drops a failing endpoint from the sum and errs only when every endpoint fails): the HPA
+    holds its count rather than reading a confident 0 and removing groups that serve. busybox
+    `wget` is in the nginx Alpine image."""
+    return {
+        "exec": {
+            "command": [
+                "/bin/sh",
+                "-c",
+                f"! wget -q -T 5 -O /dev/null http://{leaders_address(spec)}/health",
+            ]
+        },
+        "periodSeconds": 10,
+        "timeoutSeconds": 8,
+        "failureThreshold": 1,
+        "successThreshold": 1,
+    }
+
+
 def floor_name(spec: ServerSpec) -> str:
     return f"{spec.name}-queue-floor"
 
@@ -288,8 +321,9 @@ def floor_config_map(spec: ServerSpec) -> Manifest:
 
 def floor_deployment(spec: ServerSpec) -> Manifest:
     """One floor pod on the system nodes (the door's, never the model nodes: it must outlive
-    every group), carrying `QUEUE_SOURCE_LABEL` so the metrics Service selects it. Its readiness
-    is its own answer, since KEDA counts ready endpoints only; the config digest rolls it."""
+    every group), carrying `QUEUE_SOURCE_LABEL` so the metrics Service selects it. It is Ready
+    only while no leader is (`floor_readiness`), since KEDA counts ready endpoints only; the
+    config digest rolls it."""
     if spec.door is None:
         raise ValueError(f"{spec.name} has no door: the queue floor is for autoscaled stacks")
     port = metrics_port(spec)
@@ -312,11 +346,7 @@ def floor_deployment(spec: ServerSpec) -> Manifest:
             "capabilities": {"drop": ["ALL"]},
             "seccompProfile": {"type": "RuntimeDefault"},
         },
-        "readinessProbe": {
-            "httpGet": {"path": "/metrics", "port": port},
-            "periodSeconds": 10,
-            "timeoutSeconds": 2,
-        },
+        "readinessProbe": floor_readiness(spec),
         "livenessProbe": {
             "tcpSocket": {"port": port},
             "periodSeconds": 20,

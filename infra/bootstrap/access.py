@@ -394,6 +394,20 @@ def deploy_policy(stack: str, region: str, state_bucket: str | None) -> dict[str
                 "Resource": [f"arn:aws:iam::*:oidc-provider/oidc.eks.{region}.amazonaws.com/id/*"],
             },
             {
+                # EKS checks that its service-linked roles exist with the caller's own
+                # iam:GetRole before it creates a cluster or a node group ("Failed to validate
+                # if SLR: AWSServiceRoleForAmazonEKSNodegroup already exists due to missing
+                # permissions for 'iam:GetRole'", terraform-aws-modules/terraform-aws-eks issues
+                # #823 and #2018, read 2026-12-03). Reads of those roles only.
+                "Sid": "ReadTheServiceLinkedRoles",
+                "Effect": "Allow",
+                "Action": ["iam:GetRole"],
+                "Resource": [
+                    f"arn:aws:iam::*:role/aws-service-role/{service}/*"
+                    for service in SERVICE_LINKED_ROLES
+                ],
+            },
+            {
                 "Sid": "CreateEksServiceLinkedRoles",
                 "Effect": "Allow",
                 "Action": ["iam:CreateServiceLinkedRole"],

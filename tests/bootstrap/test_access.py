@@ -139,7 +139,19 @@ def test_a_deploy_role_stays_in_its_stack_and_never_edits_the_ci(stack: str) -> 
     assert iam_resources == {
         f"arn:aws:iam::*:role/gemma-graviton/{stack}/*",
         "arn:aws:iam::*:role/aws-service-role/*",
+        # Read only (iam:GetRole): EKS checks its service-linked roles as the caller.
+        *(
+            f"arn:aws:iam::*:role/aws-service-role/{service}/*"
+            for service in (
+                "autoscaling.amazonaws.com",
+                "eks.amazonaws.com",
+                "elasticloadbalancing.amazonaws.com",
+                "eks-nodegroup.amazonaws.com",
+            )
+        ),
     }
+    reads = {a for a, res in _allowed(role.policy) for r in res if "aws-service-role/eks" in r}
+    assert reads == {"iam:GetRole"}
     # It creates its stack's cluster, so EKS makes it an admin; no access key lists it.
     assert role.creates_cluster_of == (stack,) and role.cluster_viewer_of == ()
     assert role.max_session_seconds == 7200

@@ -246,3 +246,16 @@ def test_every_deploy_role_has_these_documents() -> None:
     assert {r.key: r.policy for r in deploys} == {
         f"deploy-{stack}": _policy(stack) for stack in REGIONS
     }
+
+
+@pytest.mark.parametrize("stack", sorted(REGIONS))
+def test_eks_can_check_its_service_linked_roles_as_the_deploy_role(stack: str) -> None:
+    """EKS reads its service-linked role with the caller's iam:GetRole before CreateNodegroup;
+    the deploy role may read those roles and nothing else of aws-service-role."""
+    policy = _policy(stack)
+    slr = f"arn:aws:iam::{ACCOUNT}:role/aws-service-role/eks-nodegroup.amazonaws.com/"
+    assert iam_eval.allowed(policy, "iam:GetRole", slr + "AWSServiceRoleForAmazonEKSNodegroup")
+    other = f"arn:aws:iam::{ACCOUNT}:role/aws-service-role/sso.amazonaws.com/AWSServiceRoleForSSO"
+    assert not iam_eval.allowed(policy, "iam:GetRole", other)
+    for action in ("iam:UpdateAssumeRolePolicy", "iam:DeleteRole", "iam:PutRolePolicy"):
+        assert not iam_eval.allowed(policy, action, slr + "AWSServiceRoleForAmazonEKSNodegroup")

@@ -5,12 +5,14 @@ lets KEDA read the queue."""
 from __future__ import annotations
 
 import datetime as dt
+import http.server
 import json
 import os
 import shutil
 import signal
 import socket
 import subprocess
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -222,13 +224,18 @@ def test_the_queue_floor_runs_on_the_system_nodes_and_answers_a_zero_queue() -> 
     assert security["capabilities"] == {"drop": ["ALL"]}
     assert security["allowPrivilegeEscalation"] is False
     assert security["seccompProfile"] == {"type": "RuntimeDefault"}
-    # It listens where the trigger's URL points (the Service's port and target port), and its
-    # readiness asks that answer: KEDA counts ready endpoints only.
+    # It listens where the trigger's URL points (the Service's port and target port); it is
+    # Ready only while no leader answers /health (KEDA counts ready endpoints only).
     url = scaling.queue_trigger(spec, scaler)["metadata"]["url"]
     port = scaling.metrics_port(spec)
     assert url.endswith(f":{port}/metrics")
     assert [c["containerPort"] for c in container["ports"]] == [port]
-    assert container["readinessProbe"]["httpGet"] == {"path": "/metrics", "port": port}
+    command = container["readinessProbe"]["exec"]["command"]
+    assert command[:2] == ["/bin/sh", "-c"]
+    assert (
+        command[2] == f"! wget -q -T 5 -O /dev/null http://{scaling.leaders_address(spec)}/health"
+    )
+    assert container["readinessProbe"]["timeoutSeconds"] > 5
     (service_port,) = scaling.metrics_service(spec)["spec"]["ports"]
     assert service_port["port"] == service_port["targetPort"] == port
     conf = _floor(objects, "ConfigMap")["data"][scaling.FLOOR_CONFIG_FILE]
@@ -423,3 +430,51 @@ def test_keda_reading_of_the_real_vllm_queue_family() -> None:
     assert f"# TYPE {scaling.QUEUE_METRIC} {family['type']}\n" in scaling.FLOOR_BODY
     with pytest.raises(AssertionError, match="not found"):
         _keda_prometheus_value(b"vllm:num_requests_running 3\n", scaling.QUEUE_METRIC)
+
+
+def _readiness_against(command: str, spec: manifests.ServerSpec, address: str) -> int:
+    """The floor's readiness command, run here with the leaders' Service replaced by `address`
+    (the pod's busybox wget and this machine's wget read the same flags)."""
+    local = command.replace(scaling.leaders_address(spec), address)
+    return subprocess.run(["/bin/sh", "-c", local], check=False, timeout=30).returncode
+
+
+@pytest.mark.skipif(shutil.which("wget") is None, reason="needs wget (Debian's wget)")
+def test_the_floor_is_ready_only_while_no_leader_answers_health() -> None:
+    _cfg, _p, spec, _scaler = _prod()
+    command = scaling.floor_readiness(spec)["exec"]["command"][2]
+
+    class Health(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            self.send_response(200 if self.path == "/health" else 404)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Health)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        # A Ready leader answers: the floor steps aside (not Ready).
+        assert _readiness_against(command, spec, f"127.0.0.1:{server.server_address[1]}") != 0
+    finally:
+        server.shutdown()
+        server.server_close()
+    # No Ready leader: the Service has no endpoints and the connection is refused at once.
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        closed = probe.getsockname()[1]
+    assert _readiness_against(command, spec, f"127.0.0.1:{closed}") == 0
+
+
+def test_the_group_admits_the_floor_to_the_leaders_health() -> None:
+    cfg, p, spec, _scaler = _prod()
+    (policy,) = [
+        o
+        for o in rendered_objects(cfg, p)
+        if o["kind"] == "NetworkPolicy" and o["metadata"]["name"] == "gemma-group"
+    ]
+    floor = {"podSelector": {"matchLabels": scaling.floor_selector(spec)}}
+    rules = [r for r in policy["spec"]["ingress"] if floor in r.get("from", [])]
+    assert [r["ports"] for r in rules] == [[{"port": spec.port, "protocol": "TCP"}]]
