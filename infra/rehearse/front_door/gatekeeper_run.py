@@ -156,8 +156,11 @@ def running_gate(
         gatekeeper.engine_map_entry(engine_key or api_key)
     )
     access_log = run_dir / "access.log"
-    metrics_port = metrics_port or free_port()
-    probe_port = probe_port or free_port()
+    # Never a port the gate is given: a free port is free only until someone binds it, so a
+    # listener of ours on the "dead" upstream's number would answer for it (and loop).
+    taken = {port, vllm_port}
+    metrics_port = metrics_port or _free_port_but(taken)
+    probe_port = probe_port or _free_port_but(taken | {metrics_port})
     files = gatekeeper.config_files(
         limits,
         listen=f"127.0.0.1:{port}",
@@ -205,6 +208,13 @@ def running_gate(
             process.wait(timeout=10)
         log.close()
         shutil.rmtree(page_dir, ignore_errors=True)
+
+
+def _free_port_but(taken: set[int]) -> int:
+    """A free loopback port not in `taken`."""
+    while (candidate := free_port()) in taken:
+        pass
+    return candidate
 
 
 def write_keys(key_dir: Path, text: str) -> None:
