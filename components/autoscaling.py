@@ -121,6 +121,8 @@ class AutoscalingArgs:
     workload: pulumi.Resource
     #: More ScaledObject triggers (the door's wake signal).
     extra_triggers: Sequence[dict[str, Any]] = field(default_factory=tuple)
+    #: Nodes the autoscaler may run in all (`--max-nodes-total`; 0: no cap).
+    max_nodes_total: int = 0
 
 
 class Autoscaling(pulumi.ComponentResource):
@@ -249,6 +251,7 @@ class Autoscaling(pulumi.ComponentResource):
                 args.system_labels,
                 args.server.drain.grace_s,
                 args.autoscaler_image_tag,
+                args.max_nodes_total,
             )
         )
         k8s.helm.v4.Chart(
@@ -274,6 +277,7 @@ def autoscaler_values(
     system_labels: Mapping[str, str],
     pod_grace_s: int,
     image_tag: str,
+    max_nodes_total: int = 0,
 ) -> dict[str, Any]:
     """The Cluster Autoscaler chart's values: auto-discovery of this cluster's groups, IRSA,
     the pinned image (`image_tag`), and the system nodes. `pod_grace_s` is the model pods'
@@ -302,5 +306,9 @@ def autoscaler_values(
             # below the pods' own grace it would cut their streams.
             "max-graceful-termination-sec": str(pod_grace_s),
             "skip-nodes-with-system-pods": "false",
+            # The cluster's nodes in all, the planner's peak (cluster-autoscaler FAQ.md parameters
+            # table, `max-nodes-total`: "Maximum number of nodes in all node groups"; 0 is no
+            # limit). The node group's own maximum is a fixed ceiling, so this is the cost cap.
+            **({"max-nodes-total": str(max_nodes_total)} if max_nodes_total else {}),
         },
     }

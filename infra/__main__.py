@@ -147,6 +147,7 @@ if cfg.elastic:
             workload=server,
             # A request that finds no group raises the door's wake flag: KEDA wakes one group.
             extra_triggers=[door.wake_trigger(server_spec)] if server_spec.door else [],
+            max_nodes_total=elastic.nodes_total_cap(cfg, plan),
         ),
         opts=on_cluster,
     )

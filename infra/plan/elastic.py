@@ -346,6 +346,14 @@ def surge_nodes(p: Plan) -> int:
     return readiness.SURGE_NODES + p.rollout.surge_nodes
 
 
+def nodes_total_cap(cfg: StackConfig, p: Plan) -> int:
+    """The Cluster Autoscaler's `--max-nodes-total`: every node the stack plans at the peak of a
+    change (`readiness.peak_nodes` at the most groups, the node group's ceiling being far above
+    it) and the system nodes. Whatever leaves pods pending, the autoscaler never launches more:
+    the fixed node-group maximum (`MODEL_NODES_CEILING`) is no longer a cost bound."""
+    return readiness.peak_nodes(p.nodes, p.rollout.surge_nodes) + system_group(cfg).nodes
+
+
 def vcpus_at_most(cfg: StackConfig, p: Plan) -> int:
     """vCPUs at the most groups: their nodes at the peak of a change (`readiness.peak_nodes`)
     and the system nodes."""

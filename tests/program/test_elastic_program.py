@@ -18,7 +18,7 @@ from components.autoscaling import (
     KEDA_CHART_VERSION,
     KEDA_REPO,
 )
-from infra.plan import addons, elastic, sleep
+from infra.plan import addons, elastic, readiness, sleep
 from infra.plan.sizing import plan
 from infra.plan.stackfile import load_stack
 from tests import render_fixtures
@@ -120,6 +120,20 @@ def test_the_autoscaler_image_follows_the_kubernetes_minor(
     tag = chart.inputs["values"]["image"]["tag"]
     assert tag == addons.AUTOSCALER_TAGS[minor], chart.urn
     assert tag.startswith(f"v{minor}."), chart.urn
+
+
+@pytest.mark.usefixtures("as_pulumi_host")
+def test_the_autoscaler_never_runs_more_nodes_than_the_plans_peak(mocks: RecordingMocks) -> None:
+    """The node group's maximum is a fixed ceiling (no maxGroups edit may change its scaling
+    block), so the autoscaler's own `--max-nodes-total` is the cost cap: the most groups' nodes
+    at the peak of a change, and the system nodes (cluster-autoscaler FAQ.md, max-nodes-total)."""
+    cfg, p = _run_elastic(mocks)
+    chart = named(mocks.records, CHART, "scale-cluster-autoscaler")
+    cap = int(chart.inputs["values"]["extraArgs"]["max-nodes-total"])
+    assert cap == elastic.nodes_total_cap(cfg, p)
+    peak = max(p.nodes + readiness.SURGE_NODES, 2 * p.nodes) + p.rollout.surge_nodes
+    assert cap == peak + elastic.system_group(cfg).nodes
+    assert cap < elastic.MODEL_NODES_CEILING
 
 
 @pytest.mark.usefixtures("as_pulumi_host")
