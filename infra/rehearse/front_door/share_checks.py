@@ -34,9 +34,9 @@ FAIR_SECONDS = 12.0
 HEAVY_THREADS = 8
 #: B's latency may also grow by scheduling noise on a shared 2-core machine.
 FAIR_SLACK_S = 0.5
-#: A's prompt: about this many words, each a token or more of the tiny tokenizer, within the
-#: tiny context with room for one reply token.
-LONG_PROMPT_WORDS = 1500
+#: A's prompt: the longest of these many words that vLLM takes (each word is one or more tokens
+#: of the served tokenizer, which the row does not assume): long, within the context.
+LONG_PROMPT_WORDS = (1500, 900, 500, 250)
 FLOODER = "127.0.0.6"
 STATIC_CALLS = 1000
 #: B's stream: long enough to be in flight while A and B ask again.
@@ -85,8 +85,8 @@ def grammar_share_check(door: Door) -> Check:
     )
 
 
-def _long_chat(door: Door) -> dict[str, object]:
-    prompt = " ".join(f"w{i % 97}" for i in range(LONG_PROMPT_WORDS))
+def _long_chat(door: Door, words: int) -> dict[str, object]:
+    prompt = " ".join(f"w{i % 97}" for i in range(words))
     return {
         "model": door.model,
         "messages": [{"role": "user", "content": prompt}],
@@ -102,7 +102,11 @@ def _latency(door: Door, source: str) -> tuple[int, float]:
 def fair_share_check(door: Door, limits: GatekeeperLimits, bound_tokens: int) -> Check:
     """B's latency beside A at its limit, against A's planned share of the prefill."""
     alone = statistics.median(_latency(door, CLIENT)[1] for _ in range(5))
-    solo = ask(door, "POST", "/v1/chat/completions", _long_chat(door), source=HEAVY, timeout=120)
+    for words in LONG_PROMPT_WORDS:
+        long_chat = _long_chat(door, words)
+        solo = ask(door, "POST", "/v1/chat/completions", long_chat, source=HEAVY, timeout=120)
+        if solo.status != 400:  # 400: longer than the context
+            break
     prompt_tokens = (
         int(json.loads(solo.body)["usage"]["prompt_tokens"]) if solo.status == 200 else 0
     )
@@ -112,7 +116,7 @@ def fair_share_check(door: Door, limits: GatekeeperLimits, bound_tokens: int) ->
 
     def hold() -> None:
         while not stop.is_set():
-            answer = ask(door, "POST", "/v1/chat/completions", _long_chat(door), source=HEAVY)
+            answer = ask(door, "POST", "/v1/chat/completions", long_chat, source=HEAVY)
             heavy[answer.status] += 1
             if answer.status == 429:
                 stop.wait(0.05)
