@@ -145,6 +145,18 @@ def config_digest(files: dict[str, str] | str) -> str:
     return hashlib.sha256(joined.encode("utf-8")).hexdigest()[:16]
 
 
+def nginx_security_context() -> dict[str, Any]:
+    """The nginx containers' security context (the gatekeeper's, the door's and the queue
+    floor's): the image's own non-root user, nothing to escalate to, a read-only root."""
+    return {
+        "allowPrivilegeEscalation": False,
+        "readOnlyRootFilesystem": True,
+        "runAsNonRoot": True,
+        "capabilities": {"drop": ["ALL"]},
+        "seccompProfile": {"type": "RuntimeDefault"},
+    }
+
+
 def container(
     millicpu: int, memory_mib: int, drain_spec: drain.DrainSpec | None = None
 ) -> dict[str, Any]:
@@ -164,13 +176,7 @@ def container(
             {"name": PROBE_PORT_NAME, "containerPort": PROBE_PORT, "protocol": "TCP"},
         ],
         "resources": {"requests": dict(amount), "limits": dict(amount)},
-        "securityContext": {
-            "allowPrivilegeEscalation": False,
-            "readOnlyRootFilesystem": True,
-            "runAsNonRoot": True,
-            "capabilities": {"drop": ["ALL"]},
-            "seccompProfile": {"type": "RuntimeDefault"},
-        },
+        "securityContext": nginx_security_context(),
         # nginx itself: accepting connections, on the probe listener, which no public client
         # can fill. (vLLM's readiness, through it, is the engine container's probe on /health.)
         "readinessProbe": (

@@ -339,13 +339,7 @@ def floor_deployment(spec: ServerSpec) -> Manifest:
         "command": ["nginx", "-e", "stderr", "-c", f"{FLOOR_CONFIG_MOUNT}/{FLOOR_CONFIG_FILE}"],
         "ports": [{"name": gatekeeper.METRICS_PORT_NAME, "containerPort": port, "protocol": "TCP"}],
         "resources": {"requests": dict(amount), "limits": dict(amount)},
-        "securityContext": {
-            "allowPrivilegeEscalation": False,
-            "readOnlyRootFilesystem": True,
-            "runAsNonRoot": True,
-            "capabilities": {"drop": ["ALL"]},
-            "seccompProfile": {"type": "RuntimeDefault"},
-        },
+        "securityContext": gatekeeper.nginx_security_context(),
         "readinessProbe": floor_readiness(spec),
         "livenessProbe": {
             "tcpSocket": {"port": port},
