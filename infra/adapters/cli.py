@@ -35,6 +35,7 @@ from infra.plan import (
 from infra.plan.config import ConfigError, StackConfig
 from infra.plan.economics import Economics, economics
 from infra.plan.frontdoor import FrontDoorPlan
+from infra.plan.liveness import CALIBRATION_RUNS, MIN_STALL_S
 from infra.plan.sizing import Plan
 from infra.plan.stackfile import add_stack_arguments, load_stack, parse_overrides, read_stack
 from infra.plan.weights import FORMATS
@@ -193,13 +194,29 @@ def format_table(
         (
             "liveness",
             f"every {p.liveness.period_s} s, {p.liveness.failures} failures, timeout "
-            f"{p.liveness.timeout_s} s; stalled after {p.liveness.stall_s} s without a token; "
-            f"noticed within {p.liveness.detection_s} s",
+            f"{p.liveness.timeout_s} s; stalled after the leader's measured step x "
+            f"{p.liveness.growth:.2f} (longest context) x {p.liveness.margin:g} without a token, "
+            f"within {MIN_STALL_S}-{p.liveness.stall_s} s; noticed within "
+            f"{p.liveness.fast_half_detection_s} s at the fast half of the prefill range "
+            f"({p.liveness.fast_half_stall_s} s stall), {p.liveness.detection_s} s at its slow end",
+        ),
+        (
+            "step measured",
+            f"at start, before the leader takes traffic: {CALIBRATION_RUNS} one-token requests of "
+            f"{p.liveness.calibrate_tokens} prompt tokens, each within {p.liveness.calibrate_s} s "
+            f"(the slow end's step + {p.liveness.request_s} s; a slower node never starts); a "
+            f"leader whose vLLM fell back to torch's linear refuses to start "
+            f"(`prefillPath` {p.liveness.path})"
+            if p.liveness.path == "onednn"
+            else f"at start, before the leader takes traffic: {CALIBRATION_RUNS} one-token "
+            f"requests of {p.liveness.calibrate_tokens} prompt tokens, each within "
+            f"{p.liveness.calibrate_s} s (`prefillPath` fallback: torch's linear allowed)",
         ),
         (
             "engine step timeout",
             f"{p.liveness.stall_s} s: the longest step ({p.liveness.step_s:.1f} s at the prefill "
-            f"rate's slow end) x {p.liveness.in_flight} in flight",
+            f"rate's slow end) x {p.liveness.in_flight} in flight; read once at start, so it "
+            "stays at the slow end",
         ),
         ("first byte", f"within {p.liveness.first_byte_s} s (longest prompt + stall bound)"),
         *_front_door_rows(p.front_door),
