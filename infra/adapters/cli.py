@@ -21,6 +21,7 @@ from typing import NoReturn
 from infra.adapters import verdict
 from infra.plan import (
     addons,
+    catalog,
     advice,
     changes,
     compare,
@@ -35,6 +36,7 @@ from infra.plan import (
 from infra.plan.config import ConfigError, StackConfig
 from infra.plan.economics import Economics, economics
 from infra.plan.frontdoor import FrontDoorPlan
+from components.manifests.gatekeeper_conf import KEEPALIVE_IDLE_S, KEEPALIVE_INTERVAL_S
 from infra.plan.liveness import CALIBRATION_RUNS, MIN_STALL_S
 from infra.plan.sizing import Plan
 from infra.plan.stackfile import add_stack_arguments, load_stack, parse_overrides, read_stack
@@ -227,6 +229,15 @@ def format_table(
             f"then finishes its streams within {p.drain.reply_s} s; grace "
             f"{p.drain.grace_s} s",
         ),
+        ("bounds that wait", _waiting_bounds(p)),
+        (
+            "idle cut",
+            f"none: the gatekeeper's TCP keepalives start after {KEEPALIVE_IDLE_S} s without a "
+            f"byte and repeat every {KEEPALIVE_INTERVAL_S} s, within the load balancer's "
+            f"{catalog.NLB_IDLE_TIMEOUT_S} s idle timeout, so a stream waiting "
+            f"{p.liveness.first_byte_s} s for its first byte is not cut (a client keeps its own "
+            "side alive: docs/front-door.md)",
+        ),
         ("rollout", p.rollout.describe()),
     ]
     if econ is not None:
@@ -279,6 +290,28 @@ def _revision(cfg: StackConfig) -> str:
     return (
         f"{profile.revision} (catalogue, checked {profile.revision_checked}: "
         f"{profile.revision_source})"
+    )
+
+
+#: A bound that holds a rollout, a scale-down or a client longer than this is not practical.
+PRACTICAL_BOUND_S = 20 * 60
+
+
+def _waiting_bounds(p: Plan) -> str:
+    """The three bounds a rollout or a node's removal may wait for, with their source."""
+    source = catalog.PREFILL_SOURCES[p.liveness.path]
+    worst = max(p.front_door.reply_timeout_seconds, p.drain.grace_s)
+    verdict = (
+        f"all within {PRACTICAL_BOUND_S // 60} min"
+        if worst <= PRACTICAL_BOUND_S
+        else f"above {PRACTICAL_BOUND_S // 60} min: a lower `maxContextCap` shortens them"
+    )
+    return (
+        f"reply timeout {p.front_door.reply_timeout_seconds} s, drain grace {p.drain.grace_s} s, "
+        f"autoscaler graceful termination {p.drain.grace_s} s (--max-graceful-termination-sec); "
+        f"{verdict}; from a {p.max_model_len:,}-token prompt at the slow end of the prefill "
+        f"range ({source}; `catalog.PREFILL_PROVENANCE`) and the reply at the calibrated decode "
+        "rate x1.25"
     )
 
 

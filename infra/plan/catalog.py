@@ -195,6 +195,11 @@ PREFILL_PROVENANCE: dict[str, str] = {
     "prefill GFLOP/s per vCPU": "derived: peak x efficiency",
     "time to first token, step bounds": "derived: the prefill GFLOP/s over each step's arithmetic",
 }
+#: The load balancer closes a TCP flow that carries nothing for this long: the default for TCP
+#: listeners and fixed for TLS listeners (Elastic Load Balancing docs, "Update the TCP idle
+#: timeout for your Network Load Balancer listener", read 2026-12-03). The gatekeeper's TCP
+#: keepalives (`components.manifests.gatekeeper_conf.KEEPALIVE_IDLE_S`) come well before it.
+NLB_IDLE_TIMEOUT_S = 350
 _SIZES = {"large": 2, "xlarge": 4, "2xlarge": 8, "4xlarge": 16, "8xlarge": 32}
 #: eni-max-pods.txt for these sizes (identical across these families).
 _MAX_PODS = {"large": 29, "xlarge": 58, "2xlarge": 58, "4xlarge": 234, "8xlarge": 234}
