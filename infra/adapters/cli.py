@@ -18,11 +18,12 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import NoReturn
 
+from components.manifests.gatekeeper_conf import KEEPALIVE_IDLE_S, KEEPALIVE_INTERVAL_S
 from infra.adapters import verdict
 from infra.plan import (
     addons,
-    catalog,
     advice,
+    catalog,
     changes,
     compare,
     elastic,
@@ -36,7 +37,6 @@ from infra.plan import (
 from infra.plan.config import ConfigError, StackConfig
 from infra.plan.economics import Economics, economics
 from infra.plan.frontdoor import FrontDoorPlan
-from components.manifests.gatekeeper_conf import KEEPALIVE_IDLE_S, KEEPALIVE_INTERVAL_S
 from infra.plan.liveness import CALIBRATION_RUNS, MIN_STALL_S
 from infra.plan.sizing import Plan
 from infra.plan.stackfile import add_stack_arguments, load_stack, parse_overrides, read_stack

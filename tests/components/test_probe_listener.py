@@ -275,7 +275,8 @@ def test_every_public_listener_of_every_stack_keeps_quiet_connections_alive(
     confs = [
         obj["data"][gatekeeper.CONFIG_FILE]
         for obj in _rendered(stack, sets)
-        if obj["kind"] == "ConfigMap" and gatekeeper.CONFIG_FILE in obj.get("data", {})
+        if obj["kind"] == "ConfigMap"
+        and gatekeeper.CONFIG_FILE in obj.get("data", {})
         # The public side is the gatekeeper's stream layer; the queue floor's nginx serves
         # KEDA inside the cluster only.
         and "stream {" in obj["data"][gatekeeper.CONFIG_FILE]
