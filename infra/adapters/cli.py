@@ -205,14 +205,19 @@ def format_table(
         (
             "step measured",
             f"at start, before the leader takes traffic: {CALIBRATION_RUNS} one-token requests of "
-            f"{p.liveness.calibrate_tokens} prompt tokens, each within {p.liveness.calibrate_s} s "
-            f"(the slow end's step + {p.liveness.request_s} s; a slower node never starts); a "
-            f"leader whose vLLM fell back to torch's linear refuses to start "
-            f"(`prefillPath` {p.liveness.path})"
+            f"{p.liveness.calibrate_tokens} prompt tokens; a node whose step x "
+            f"{p.liveness.growth:.2f} x {p.liveness.margin:g} x {p.liveness.in_flight} in flight "
+            f"exceeds the engine's {p.liveness.stall_s} s step timeout refuses to start, as does "
+            f"a leader whose vLLM fell back to torch's linear (`prefillPath` {p.liveness.path}); "
+            "a refusal stops the engine, so the kubelet restarts it at once, with the reason on "
+            "its log"
             if p.liveness.path == "onednn"
             else f"at start, before the leader takes traffic: {CALIBRATION_RUNS} one-token "
-            f"requests of {p.liveness.calibrate_tokens} prompt tokens, each within "
-            f"{p.liveness.calibrate_s} s (`prefillPath` fallback: torch's linear allowed)",
+            f"requests of {p.liveness.calibrate_tokens} prompt tokens; a node whose step x "
+            f"{p.liveness.growth:.2f} x {p.liveness.margin:g} x {p.liveness.in_flight} in flight "
+            "exceeds the engine's "
+            f"{p.liveness.stall_s} s step timeout refuses to start (`prefillPath` fallback: "
+            "torch's linear allowed)",
         ),
         (
             "engine step timeout",

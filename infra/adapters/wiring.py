@@ -110,6 +110,7 @@ def server_spec(cfg: StackConfig, plan: Plan) -> ServerSpec:
             growth=plan.liveness.growth,
             margin=plan.liveness.margin,
             floor_s=liveness.MIN_STALL_S,
+            in_flight=plan.liveness.in_flight,
             path=plan.liveness.path,
             vocab_size=cfg.profile().vocab_size,
         ),
