@@ -235,14 +235,7 @@ def format_table(
             f"{p.drain.grace_s} s",
         ),
         ("bounds that wait", _waiting_bounds(p)),
-        (
-            "idle cut",
-            f"none: the gatekeeper's TCP keepalives start after {KEEPALIVE_IDLE_S} s without a "
-            f"byte and repeat every {KEEPALIVE_INTERVAL_S} s, within the load balancer's "
-            f"{catalog.NLB_IDLE_TIMEOUT_S} s idle timeout, so a stream waiting "
-            f"{p.liveness.first_byte_s} s for its first byte is not cut (a client keeps its own "
-            "side alive: docs/front-door.md)",
-        ),
+        ("idle cut", _idle_cut(p)),
         ("rollout", p.rollout.describe()),
     ]
     if econ is not None:
@@ -300,6 +293,27 @@ def _revision(cfg: StackConfig) -> str:
 
 #: A bound that holds a rollout, a scale-down or a client longer than this is not practical.
 PRACTICAL_BOUND_S = 20 * 60
+
+
+def _idle_cut(p: Plan) -> str:
+    """Whether a connection waiting for its first byte outlives the load balancer's idle
+    timeout (`components.manifests.gatekeeper_conf.KEEPALIVE_IDLE_S`)."""
+    keepalives = (
+        f"the gatekeeper's TCP keepalives start after {KEEPALIVE_IDLE_S} s without a byte and "
+        f"repeat every {KEEPALIVE_INTERVAL_S} s, within the load balancer's "
+        f"{catalog.NLB_IDLE_TIMEOUT_S} s idle timeout"
+    )
+    wait = p.liveness.first_byte_s
+    if not p.front_door.tls:
+        return f"none: {keepalives}, on the one TCP flow of a request (first byte within {wait} s)"
+    if wait <= catalog.NLB_IDLE_TIMEOUT_S:
+        return f"none: every first byte comes within {wait} s, and then {keepalives}"
+    return (
+        f"for clients without keepalives: the TLS listener ends TLS and holds a second connection "
+        f"to the client, which only the client's own TCP keepalives keep (browsers send them; the "
+        f"OpenAI SDKs do not by default, docs/front-door.md); {keepalives} on the target's side; "
+        f"a first byte can take up to {wait} s"
+    )
 
 
 def _waiting_bounds(p: Plan) -> str:
