@@ -17,19 +17,19 @@ from typing import Any
 import pytest
 
 from components.manifests import gatekeeper
-from components.manifests.gatekeeper import GatekeeperLimits, nginx_conf
+from components.manifests.gatekeeper import nginx_conf
 from infra.adapters.render import rendered_objects
-from infra.adapters.wiring import gatekeeper_limits
 from infra.plan import frontdoor
 from infra.plan.sizing import plan
 from infra.plan.stackfile import load_stack
 from infra.rehearse.front_door import gatekeeper_run as gate
 from infra.rehearse.front_door.gatekeeper_run import INSTALL_HINT, nginx_ready
 from infra.rehearse.group.ranks import free_port
+from tests import builders
 
 VARIANTS = [("dev", {}), ("prod", {}), ("dev", {"weights": "int8"}), ("prod", {"weights": "int8"})]
 
-LIMITS = GatekeeperLimits(
+LIMITS = builders.gatekeeper_limits(
     max_request_bytes=4096,
     client_requests_per_minute=600,
     client_burst=20,
@@ -83,7 +83,7 @@ def test_the_plan_holds_nginx_connections_for_the_probes_beyond_every_public_one
     stack: str,
 ) -> None:
     cfg = load_stack(stack)
-    limits = gatekeeper_limits(plan(cfg, stack))
+    limits = plan(cfg, stack).front_door
     assert limits.connection_capacity > 0
     assert limits.probe_connections == frontdoor.PROBE_CONNECTIONS
     public = frontdoor.NGINX_CONNECTIONS_PER_CLIENT * limits.connection_capacity

@@ -1078,7 +1078,7 @@ def test_group_restarts_mark_the_minute_a_leader_started_again(
 
 def _log_lines(statuses: Iterable[int]) -> list[str]:
     """Access log lines in the gatekeeper's own `log_format`, nginx filling the variables."""
-    conf = gatekeeper.nginx_conf(wiring.gatekeeper_limits(_dev_plan()))
+    conf = gatekeeper.nginx_conf(_dev_plan().front_door)
     match = re.search(r"log_format gatekeeper escape=json((?:\s*'[^']*')+);", conf)
     assert match, "the gatekeeper has no JSON log format"
     template = "".join(re.findall(r"'([^']*)'", match.group(1)))

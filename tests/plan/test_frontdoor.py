@@ -31,7 +31,8 @@ def _door(
     first_byte: int = 218,
     **keys: object,
 ):
-    return plan_front_door(load_config({**BASE, **keys}), max_len, concurrency, decode, first_byte)
+    cfg = load_config({**BASE, **keys})
+    return plan_front_door(cfg, cfg.model, max_len, concurrency, decode, first_byte)
 
 
 def test_automatic_limits_follow_the_context_and_the_concurrency() -> None:
