@@ -13,6 +13,7 @@ from typing import Any
 
 from components.manifests.drain import DrainSpec
 from components.manifests.gatekeeper_conf import GatekeeperLimits
+from components.manifests.quantize import QuantizeSpec
 from components.manifests.scaling import CronWindow, ScalerSpec
 from components.manifests.spec import ServerSpec
 
@@ -91,6 +92,22 @@ def scaler_spec(**overrides: Any) -> ScalerSpec:
         "schedule": None,
     }
     return ScalerSpec(**{**values, **overrides})
+
+
+def quantize_spec(**overrides: Any) -> QuantizeSpec:
+    """An int8 Job for two ranks' volumes, shipping only an empty requirements file."""
+    values: dict[str, Any] = {
+        "scheme": "int8",
+        "source_repo": "google/gemma-4-12B-it",
+        "source_revision": "0123456789abcdef0123456789abcdef01234567",
+        "claims": ("models-gemma-vllm-0", "models-gemma-vllm-0-1"),
+        "files": {"requirements-quantize.txt": ""},
+        "memory_gib": 26.5,
+        "cpu": 6,
+        "deadline_seconds": 3600,
+        "scratch_gib": 60,
+    }
+    return QuantizeSpec(**{**values, **overrides})
 
 
 #: A model server of three stages and two groups, its gatekeeper in each leader pod.

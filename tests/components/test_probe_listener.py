@@ -19,7 +19,6 @@ import pytest
 from components.manifests import gatekeeper
 from components.manifests.gatekeeper import nginx_conf
 from infra.adapters.render import rendered_objects
-from infra.plan import frontdoor
 from infra.plan.sizing import plan
 from infra.plan.stackfile import load_stack
 from infra.rehearse.front_door import gatekeeper_run as gate
@@ -76,20 +75,6 @@ def test_the_door_s_probe_listener_has_ready_only() -> None:
     probes = _probe_server(door_map["data"][gatekeeper.CONFIG_FILE])
     assert "location = /ready {" in probes
     assert "location = /health {" not in probes
-
-
-@pytest.mark.parametrize("stack", ["dev", "prod"])
-def test_the_plan_holds_nginx_connections_for_the_probes_beyond_every_public_one(
-    stack: str,
-) -> None:
-    cfg = load_stack(stack)
-    limits = plan(cfg, stack).front_door
-    assert limits.connection_capacity > 0
-    assert limits.probe_connections == frontdoor.PROBE_CONNECTIONS
-    public = frontdoor.NGINX_CONNECTIONS_PER_CLIENT * limits.connection_capacity
-    assert limits.worker_connections - public >= 2 * limits.probe_connections
-    # A client's own cap leaves room for more than one address beside it.
-    assert limits.client_connections * 2 <= limits.connection_capacity
 
 
 def _probe_targets(container: dict[str, Any]) -> list[object]:
