@@ -11,11 +11,12 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
+from components.manifests.asleep import Asleep
 from components.manifests.drain import DrainSpec
 from components.manifests.gatekeeper_conf import GatekeeperLimits
 from components.manifests.quantize import QuantizeSpec
 from components.manifests.scaling import CronWindow, ScalerSpec
-from components.manifests.spec import ServerSpec
+from components.manifests.spec import DoorSpec, ServerSpec
 
 
 def drain_spec(**overrides: Any) -> DrainSpec:
@@ -79,7 +80,8 @@ def cron_window(**overrides: Any) -> CronWindow:
 
 
 def scaler_spec(**overrides: Any) -> ScalerSpec:
-    """Zero to three groups on the queue alone, polled every 30 s."""
+    """Zero to three groups on the queue alone (a `schedule` override adds a window), polled
+    every 30 s."""
     values: dict[str, Any] = {
         "min_groups": 0,
         "max_groups": 3,
@@ -142,3 +144,18 @@ SERVER = ServerSpec(
 def server_spec(**overrides: Any) -> ServerSpec:
     """`SERVER` with `overrides`."""
     return replace(SERVER, **overrides)
+
+
+def door_spec(**overrides: Any) -> DoorSpec:
+    """An elastic stack's door for three groups, on the system nodes."""
+    values: dict[str, Any] = {
+        "asleep": Asleep(wake_seconds=370, signal_seconds=60),
+        "max_groups": 3,
+        "node_selector": {"gemma-graviton.dev/pool": "system"},
+    }
+    return DoorSpec(**{**values, **overrides})
+
+
+def elastic_server_spec(**overrides: Any) -> ServerSpec:
+    """`SERVER` behind a door, its group count KEDA's (an elastic stack)."""
+    return server_spec(autoscaled=True, door=door_spec(), **overrides)
