@@ -25,6 +25,7 @@ LIMITS = builders.gatekeeper_limits(
     client_burst=6,
     client_concurrent_requests=3,
     reply_timeout_seconds=2366,
+    max_reply_tokens=1024,
 )
 SPEC = builders.server_spec(limits=LIMITS, extra_labels={"team": "ml"})
 NO_PREFETCH = replace(SPEC, weight_prefetch=False)

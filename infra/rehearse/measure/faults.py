@@ -417,8 +417,8 @@ def break_group(rehearsal: Rehearsal, group: Group, fault: str) -> tuple[FaultRo
     stream_body = {
         "model": model,
         "prompt": PROMPT,
-        "max_tokens": rehearsal.spec.max_reply_tokens,
-        "min_tokens": rehearsal.spec.max_reply_tokens,
+        "max_tokens": rehearsal.spec.limits.max_reply_tokens,
+        "min_tokens": rehearsal.spec.limits.max_reply_tokens,
         "ignore_eos": True,
         "stream": True,
     }
