@@ -576,8 +576,8 @@ def ci_roles(
             description=f"pulumi up of {repository}'s {stack} stack from main",
             policy=deploy_policy(stack, regions[stack], state_bucket),
             max_session_seconds=DEPLOY_SESSION_SECONDS,
-            # deploy.yml's `pulumi up` of this stack runs as this role, the first one included:
-            # it creates the cluster and is its admin without being listed.
+            # The deploy workflow's `pulumi up` of this stack runs as this role, the first one
+            # included: it creates the cluster and is its admin without being listed.
             creates_cluster_of=(stack,),
         )
         for stack in DEPLOY_STACKS
