@@ -492,3 +492,31 @@ def test_a_pod_under_two_budgets_is_named() -> None:
         "eviction API refuses every eviction of it"
     ]
     assert semantics.check(objects, stack_world) == semantics.stuck_budgets(objects)
+
+
+def test_an_empty_budget_selector_matches_nothing_and_a_percentage_is_not_counted() -> None:
+    # eviction.go `getPodDisruptionBudgets`: "a PDB with a nil or empty selector ... should
+    # match nothing, not everything". A percentage rounds against the pods the controller finds
+    # (disruption.go `getExpectedScale`), which this rule does not model.
+    objects = _objects("prod", {})
+    budget = _one(objects, "PodDisruptionBudget", "gemma-queue-floor")
+    budget["spec"]["minAvailable"] = "100%"
+    assert semantics.stuck_budgets(objects) == []
+    budget["spec"]["selector"] = {}
+    assert semantics.stuck_budgets(objects) == [
+        "PodDisruptionBudget/gemma-queue-floor selector {} matches no pod"
+    ]
+
+
+def test_a_budget_over_a_leader_worker_set_is_not_counted_by_replicas() -> None:
+    # The LWS controller's pods come from StatefulSets it makes, not from a rendered replica
+    # count: the minAvailable rule counts only what a Deployment or StatefulSet states.
+    objects = _objects("prod", {})
+    budget = copy.deepcopy(_one(objects, "PodDisruptionBudget", "gemma-queue-floor"))
+    budget["metadata"]["name"] = "gemma-groups-min"
+    budget["spec"] = {
+        "minAvailable": 100,
+        "selector": {"matchLabels": {"leaderworkerset.sigs.k8s.io/name": "gemma-vllm"}},
+    }
+    objects = [o for o in objects if o["kind"] != "PodDisruptionBudget"] + [budget]
+    assert semantics.stuck_budgets(objects) == []
