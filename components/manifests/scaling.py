@@ -89,6 +89,17 @@ FLOOR_RUN_DIR = "/tmp"
 
 
 @dataclass(frozen=True)
+class CronWindow:
+    """KEDA's cron trigger: from `start` to `end` (cron expressions, minute hour * * day-of-week
+    with Sunday = 0, in the IANA zone `time_zone`) it asks for `groups_inside` groups."""
+
+    time_zone: str
+    start: str
+    end: str
+    groups_inside: int
+
+
+@dataclass(frozen=True)
 class ScalerSpec:
     """What the ScaledObject says, from the plan's scaling parameters."""
 
@@ -102,8 +113,8 @@ class ScalerSpec:
     cooldown_s: int
     up_window_s: int
     down_window_s: int
-    #: The office-hours window: IANA zone, start and end cron expressions, groups inside.
-    schedule: tuple[str, str, str, int] | None = None
+    #: The office-hours window; None: the queue alone.
+    schedule: CronWindow | None
 
 
 def metrics_port(spec: ServerSpec) -> int:
@@ -178,15 +189,15 @@ def cron_trigger(scaler: ScalerSpec) -> dict[str, Any] | None:
     """The office-hours floor: `groups_inside` groups between start and end."""
     if scaler.schedule is None:
         return None
-    zone, start, end, inside = scaler.schedule
+    window = scaler.schedule
     return {
         "type": "cron",
         "name": "office-hours",
         "metadata": {
-            "timezone": zone,
-            "start": start,
-            "end": end,
-            "desiredReplicas": str(inside),
+            "timezone": window.time_zone,
+            "start": window.start,
+            "end": window.end,
+            "desiredReplicas": str(window.groups_inside),
         },
     }
 

@@ -102,6 +102,8 @@ class ServerSpec:
     #: The gatekeeper container's CPU and memory (requests equal limits).
     gatekeeper_millicpu: int
     gatekeeper_memory_mib: int
+    #: How a pod told to stop finishes its streams (`components.manifests.drain`).
+    drain: DrainSpec
     #: ACM certificate for a TLS listener on 443; plain HTTP on 80 without it.
     tls_certificate_arn: str | None = None
     #: Every admitted client range is private (a VPN, peered VPCs): the NLB gets private
@@ -133,8 +135,6 @@ class ServerSpec:
     checkpoint_revision: str | None = None
     #: The quantize Job writes the checkpoint to every rank's volume: the ranks only check it.
     produced_checkpoint: bool = False
-    #: How a pod told to stop finishes its streams (`components.manifests.drain`).
-    drain: DrainSpec = field(default_factory=DrainSpec)
     #: Surge groups of a rollout (LWS `maxSurge`; 0 rolls one group at a time in place).
     rollout_surge: int = 0
     #: An elastic stack's door; None keeps the gatekeeper in each leader pod (fixed stacks).

@@ -44,7 +44,6 @@ from typing import Any
 
 from components.manifests import ServerSpec, engine_timeout_env, probe_command
 from components.manifests.gatekeeper import GatekeeperLimits
-from infra.adapters.wiring import gatekeeper_limits
 from infra.plan.sizing import Plan
 from infra.plan.stackfile import REPO
 from infra.rehearse.checks import Check
@@ -685,7 +684,7 @@ def run_faults(
         progress,
         timeout_s,
         gatekeeper_run.find_nginx(),
-        gatekeeper_limits(tiny_plan),
+        tiny_plan.front_door,
     )
     live = tiny_plan.liveness
     progress(
