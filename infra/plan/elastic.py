@@ -249,7 +249,7 @@ SYSTEM_PODS: tuple[tuple[str, int, int, int], ...] = (
     # The always-on front door (two gatekeepers, branch i25-sleep's door Deployment).
     ("door", catalog.GATEKEEPER_MILLICPU, catalog.GATEKEEPER_MEMORY_MIB, 2),
     # The queue floor KEDA's queue trigger always finds (components/manifests/scaling.py).
-    ("queue-floor", keda.FLOOR_MILLICPU, keda.FLOOR_MEMORY_MIB, 1),
+    ("queue-floor", keda.FLOOR_MILLICPU, keda.FLOOR_MEMORY_MIB, keda.FLOOR_REPLICAS),
 )
 
 

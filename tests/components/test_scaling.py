@@ -287,15 +287,84 @@ def test_the_planner_counts_the_floor_on_the_system_nodes() -> None:
     # sized for every pod on it, the floor's requests included.
     cfg, p, _, _ = _prod()
     system = elastic.system_group(cfg)
-    assert "queue-floor x1" in system.pods
+    deployment = _floor(rendered_objects(cfg, p), "Deployment")
+    replicas = deployment["spec"]["replicas"]
+    assert f"queue-floor x{replicas}" in system.pods
     (counted,) = [pod for pod in elastic.SYSTEM_PODS if pod[0] == "queue-floor"]
-    pod = _floor(rendered_objects(cfg, p), "Deployment")["spec"]["template"]["spec"]
+    pod = deployment["spec"]["template"]["spec"]
     requests = pod["containers"][0]["resources"]["requests"]
     assert counted == (
         "queue-floor",
         int(requests["cpu"].removesuffix("m")),
         int(requests["memory"].removesuffix("Mi")),
-        1,
+        replicas,
+    )
+    # Two nodes at least, so the floor's two pods can be spread and one drained at a time.
+    assert system.nodes >= replicas == 2
+
+
+def test_the_queue_floor_runs_two_pods_spread_over_nodes_where_it_can() -> None:
+    # kubernetes v1.35 pkg/scheduler/framework/plugins/podtopologyspread/filtering.go filters by
+    # `DoNotSchedule` constraints only; a `ScheduleAnyway` one is scored (scoring.go): the pods
+    # go to different system nodes when there are two, and both still run on one.
+    cfg, p, spec, _ = _prod()
+    deployment = _floor(rendered_objects(cfg, p), "Deployment")
+    assert deployment["spec"]["replicas"] == scaling.FLOOR_REPLICAS == 2
+    pod = deployment["spec"]["template"]["spec"]
+    assert pod["topologySpreadConstraints"] == [
+        {
+            "maxSkew": 1,
+            "topologyKey": "kubernetes.io/hostname",
+            "whenUnsatisfiable": "ScheduleAnyway",
+            "labelSelector": {"matchLabels": scaling.floor_selector(spec)},
+        }
+    ]
+    assert "affinity" not in pod  # no hard anti-affinity: a lone system node still runs both
+    labels = deployment["spec"]["template"]["metadata"]["labels"]
+    assert all(labels.get(k) == v for k, v in scaling.floor_selector(spec).items())
+
+
+def _eviction_allowed(budget: dict[str, Any], ready: list[bool], evicted: int) -> bool:
+    """kubernetes v1.35 pkg/registry/core/pod/storage/eviction.go `Create` for a Running pod
+    under one budget with an integer `minAvailable`: a pod that is not Ready goes at once under
+    `AlwaysAllow`, or under `IfHealthyBudget` (the default) while currentHealthy >=
+    desiredHealthy > 0; otherwise `checkAndDecrement` needs disruptionsAllowed > 0, which the
+    disruption controller sets to currentHealthy - desiredHealthy (pkg/controller/disruption/
+    disruption.go `updatePdbStatus`), currentHealthy counting Ready pods only
+    (`countHealthyPods`)."""
+    healthy = sum(ready)
+    desired = budget["spec"]["minAvailable"]
+    if not ready[evicted]:
+        if budget["spec"].get("unhealthyPodEvictionPolicy") == "AlwaysAllow":
+            return True
+        return healthy >= desired > 0
+    return healthy - desired > 0
+
+
+def test_a_drain_leaves_a_ready_floor_pod_and_never_stalls_while_leaders_serve() -> None:
+    cfg, p, spec, _ = _prod()
+    objects = rendered_objects(cfg, p)
+    budget = _floor(objects, "PodDisruptionBudget")
+    assert k8s_schemas.object_errors(budget, cfg.kubernetes_version) == []
+    assert budget["spec"] == {
+        "minAvailable": 1,
+        "selector": {"matchLabels": scaling.floor_selector(spec)},
+        "unhealthyPodEvictionPolicy": "AlwaysAllow",
+    }
+    # It guards the floor's pods and no leader's (one budget per pod: eviction.go refuses to
+    # evict a pod that two budgets select).
+    pods = _pod_labels(objects)
+    chosen = [w for w, labels in pods.items() if _selects(scaling.floor_selector(spec), labels)]
+    assert chosen == ["gemma-queue-floor"], pods
+    replicas = _floor(objects, "Deployment")["spec"]["replicas"]
+    # No leader Ready: both floor pods are; one may go, the last one may not.
+    assert _eviction_allowed(budget, [True] * replicas, 0)
+    assert not _eviction_allowed(budget, [True] + [False] * (replicas - 1), 0)
+    # A leader Ready: no floor pod is, and a drain takes them (the leaders are the endpoints).
+    assert _eviction_allowed(budget, [False] * replicas, 0)
+    default = {**budget, "spec": {**budget["spec"], "unhealthyPodEvictionPolicy": None}}
+    assert not _eviction_allowed(default, [False] * replicas, 0), (
+        "under IfHealthyBudget a drain would stall whenever the model serves"
     )
 
 
