@@ -18,7 +18,11 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import NoReturn
 
-from components.manifests.gatekeeper_conf import KEEPALIVE_IDLE_S, KEEPALIVE_INTERVAL_S
+from components.manifests.gatekeeper_conf import (
+    KEEPALIVE_IDLE_S,
+    KEEPALIVE_INTERVAL_S,
+    GatekeeperLimits,
+)
 from infra.adapters import verdict
 from infra.plan import (
     addons,
@@ -36,7 +40,6 @@ from infra.plan import (
 )
 from infra.plan.config import ConfigError, StackConfig
 from infra.plan.economics import Economics, economics
-from infra.plan.frontdoor import FrontDoorPlan
 from infra.plan.liveness import CALIBRATION_RUNS, MIN_STALL_S
 from infra.plan.sizing import Plan
 from infra.plan.stackfile import add_stack_arguments, load_stack, parse_overrides, read_stack
@@ -334,7 +337,7 @@ def _waiting_bounds(p: Plan) -> str:
     )
 
 
-def _front_door_rows(door: FrontDoorPlan) -> list[tuple[str, str]]:
+def _front_door_rows(door: GatekeeperLimits) -> list[tuple[str, str]]:
     """The gatekeeper's limits, each a stack key (docs/front-door.md)."""
     return [
         (
