@@ -192,3 +192,26 @@ def test_a_group_noticed_in_exactly_the_budget_is_in_time() -> None:
     late = replace(exact, fast_half_detection_s=61)
     why = sizing._why_liveness(late, model, p.max_model_len, 256)
     assert "noticed only after 61 s at the fast half of the range, beyond the 60 s budget" in why
+
+
+@pytest.mark.parametrize("stack", stack_names())
+def test_every_shipped_stack_keeps_its_waiting_bounds_practical(stack: str) -> None:
+    """The bounds a rollout, a node's removal or a client waits for rest on the oneDNN path's
+    slow end and stay within 20 minutes; a broken group on a node at the fast half of the range
+    is noticed within the 60 s budget."""
+    p = plan(load_stack(stack), stack)
+    assert p.liveness.path == "onednn"
+    assert p.front_door.reply_timeout_seconds <= 20 * 60
+    assert p.drain.grace_s <= 20 * 60  # also the autoscaler's --max-graceful-termination-sec
+    assert p.liveness.fast_half_detection_s <= liveness.DETECTION_BUDGET_S
+    # The measured bound can never exceed the engine's own step timeout it sits under.
+    assert p.liveness.fast_half_stall_s <= p.liveness.stall_s
+
+
+def test_the_fallback_path_keeps_its_own_slower_bounds() -> None:
+    fast = plan(load_stack("dev"), "dev")
+    slow = plan(load_stack("dev", {"prefillPath": "fallback"}), "dev")
+    assert slow.liveness.path == "fallback"
+    assert slow.liveness.stall_s > fast.liveness.stall_s
+    assert slow.front_door.reply_timeout_seconds > fast.front_door.reply_timeout_seconds
+    assert slow.drain.grace_s > fast.drain.grace_s
