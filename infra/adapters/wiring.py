@@ -8,12 +8,12 @@ import shlex
 from pathlib import Path
 
 from components import watch
-from components.manifests import ProbeSpec, ServerSpec, model_claims
+from components.manifests import ServerSpec, model_claims
 from components.manifests.metrics import CollectorSpec
 from components.manifests.quantize import QuantizeSpec
 from components.manifests.scaling import ScalerSpec
 from components.manifests.spec import DoorSpec
-from infra.plan import catalog, elastic, liveness, sleep
+from infra.plan import catalog, elastic, sleep
 from infra.plan.config import PROJECT, StackConfig
 from infra.plan.sizing import Plan
 from infra.plan.stackfile import REPO
@@ -93,23 +93,7 @@ def server_spec(cfg: StackConfig, plan: Plan) -> ServerSpec:
         gatekeeper_millicpu=catalog.GATEKEEPER_MILLICPU,
         gatekeeper_memory_mib=catalog.GATEKEEPER_MEMORY_MIB,
         tls_certificate_arn=cfg.tls_certificate_arn,
-        probes=ProbeSpec(
-            stall_s=plan.liveness.stall_s,
-            period_s=plan.liveness.period_s,
-            failures=plan.liveness.failures,
-            timeout_s=plan.liveness.timeout_s,
-            request_s=plan.liveness.request_s,
-            idle_check_s=plan.liveness.idle_check_s,
-            calibrate_tokens=plan.liveness.calibrate_tokens,
-            calibrate_runs=liveness.CALIBRATION_RUNS,
-            calibrate_s=plan.liveness.calibrate_s,
-            growth=plan.liveness.growth,
-            margin=plan.liveness.margin,
-            floor_s=liveness.MIN_STALL_S,
-            in_flight=plan.liveness.in_flight,
-            path=plan.liveness.path,
-            vocab_size=cfg.profile().vocab_size,
-        ),
+        probes=plan.liveness.probes,
         internal_load_balancer=cfg.private_clients_only,
         aws_tags=stack_tags(cfg, plan.stack),
         model_revision=cfg.revision,

@@ -53,6 +53,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from components.manifests.probes import ProbeSpec
 from infra.plan import prefill
 from infra.plan.catalog import ModelProfile
 from infra.plan.prefill import Node, StageWork
@@ -130,6 +131,30 @@ class Liveness:
     fast_half_detection_s: int = 0
     #: The linear path the bounds assume (`prefillPath`).
     path: str = "onednn"
+    #: Token ids the start-up measurement draws from lie below this (the model's vocabulary).
+    vocab_size: int = 262_144
+
+    @property
+    def probes(self) -> ProbeSpec:
+        """The pods' probes (`components.manifests.probes`): the manifests' own type, so the
+        program takes it as the plan gives it."""
+        return ProbeSpec(
+            stall_s=self.stall_s,
+            period_s=self.period_s,
+            failures=self.failures,
+            timeout_s=self.timeout_s,
+            request_s=self.request_s,
+            idle_check_s=self.idle_check_s,
+            calibrate_tokens=self.calibrate_tokens,
+            calibrate_runs=CALIBRATION_RUNS,
+            calibrate_s=self.calibrate_s,
+            growth=self.growth,
+            margin=self.margin,
+            floor_s=MIN_STALL_S,
+            in_flight=self.in_flight,
+            path="fallback" if self.path == "fallback" else "onednn",
+            vocab_size=self.vocab_size,
+        )
 
 
 @dataclass(frozen=True)
@@ -235,4 +260,5 @@ def liveness(
         fast_half_stall_s=fast_stall,
         fast_half_detection_s=detection_seconds(fast_stall, period),
         path=model.path,
+        vocab_size=model.profile.vocab_size,
     )

@@ -10,6 +10,7 @@ from dataclasses import replace
 import pytest
 
 from components.manifests.gatekeeper import nginx_conf
+from infra.adapters import wiring
 from infra.adapters.cli import main
 from infra.plan import catalog, liveness, prefill, sizing
 from infra.plan.catalog import MODELS
@@ -215,3 +216,26 @@ def test_the_fallback_path_keeps_its_own_slower_bounds() -> None:
     assert slow.liveness.stall_s > fast.liveness.stall_s
     assert slow.front_door.reply_timeout_seconds > fast.front_door.reply_timeout_seconds
     assert slow.drain.grace_s > fast.drain.grace_s
+
+
+@pytest.mark.parametrize("stack", stack_names())
+def test_the_pods_take_the_plans_probes_as_it_gives_them(stack: str) -> None:
+    """One type at the seam: the program's server spec carries the plan's ProbeSpec itself, and
+    every bound in it is the plan's own figure."""
+    cfg = load_stack(stack)
+    p = plan(cfg, stack)
+    probes = wiring.server_spec(cfg, p).probes
+    assert probes == p.liveness.probes
+    live = p.liveness
+    assert (probes.stall_s, probes.period_s, probes.failures, probes.timeout_s) == (
+        live.stall_s,
+        live.period_s,
+        live.failures,
+        live.timeout_s,
+    )
+    assert (probes.calibrate_tokens, probes.calibrate_s, probes.in_flight) == (
+        live.calibrate_tokens,
+        live.calibrate_s,
+        live.in_flight,
+    )
+    assert probes.vocab_size == cfg.profile().vocab_size
