@@ -25,12 +25,14 @@ from components.manifests.probes import (
 )
 from components.manifests.spec import (
     CACHE_MOUNT,
+    ENGINE_CONTAINER,
     ENGINE_KEY_KEY,
     HF_TOKEN_KEY,
     HF_TOKEN_MOUNT,
     LWS_NAME_LABEL,
     MODEL_TAINT,
     MODELS_MOUNT,
+    PREFETCH_CONTAINER,
     QUEUE_SOURCE_LABEL,
     RUN_AS,
     ServerSpec,
@@ -199,7 +201,7 @@ def _prefetch_container(spec: ServerSpec) -> dict[str, Any]:
     if spec.produced_checkpoint:
         env.append({"name": "CHECKPOINT_MARKER", "value": CHECKPOINT_MARKER})
     return {
-        "name": "prefetch-weights",
+        "name": PREFETCH_CONTAINER,
         "image": spec.image,
         "imagePullPolicy": "IfNotPresent",
         "command": ["/bin/sh", "-c", _READ_PRODUCED if spec.produced_checkpoint else _PREFETCH],
@@ -229,7 +231,7 @@ def _probe(path: str, port: int | str, period: int, failures: int) -> dict[str, 
 def _engine_container(spec: ServerSpec, role: Literal["leader", "worker"]) -> dict[str, Any]:
     args = engine_args(spec.engine(), role)
     container: dict[str, Any] = {
-        "name": "vllm",
+        "name": ENGINE_CONTAINER,
         "image": spec.image,
         "imagePullPolicy": "IfNotPresent",
         "env": _engine_env(spec),

@@ -30,6 +30,10 @@ MODELS_MOUNT = "/models"
 CACHE_MOUNT = "/cache"
 HF_TOKEN_MOUNT = "/var/run/secrets/huggingface"
 RUN_AS = 10001
+#: The model pods' engine container and the weight prefetch's init container (the gatekeeper's
+#: is `gatekeeper.CONTAINER`): one home, which the planner's pod accounting imports.
+ENGINE_CONTAINER = "vllm"
+PREFETCH_CONTAINER = "prefetch-weights"
 
 
 def pod_security_context() -> dict[str, Any]:

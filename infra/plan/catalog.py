@@ -15,6 +15,7 @@ import datetime as dt
 import re
 from dataclasses import dataclass
 
+from components.manifests import gatekeeper as gatekeeper_container
 from infra.plan import weights
 
 GIB = 1024**3
@@ -260,7 +261,7 @@ def allocatable_millicpu(instance: InstanceType) -> int:
 
 
 #: The front door's proxy in every leader pod; its requests (equal to its limits).
-GATEKEEPER = "gatekeeper"
+GATEKEEPER = gatekeeper_container.CONTAINER
 GATEKEEPER_MILLICPU = 30
 GATEKEEPER_MEMORY_MIB = 64
 

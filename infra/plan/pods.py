@@ -10,7 +10,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from infra.plan import catalog
+from components.manifests.gatekeeper import CONTAINER as GATEKEEPER_CONTAINER
+from components.manifests.spec import ENGINE_CONTAINER, PREFETCH_CONTAINER
 
 
 @dataclass(frozen=True)
@@ -25,11 +26,11 @@ def model_pod_containers(weight_prefetch: bool, door: bool = False) -> dict[str,
     """`leader` and `worker` -> their containers: the engine in both, the gatekeeper in the
     leader (not behind an elastic stack's door, which runs it apart), and the weight prefetch as
     the one init container when it is on."""
-    init = ("prefetch-weights",) if weight_prefetch else ()
-    leader = ("vllm",) if door else ("vllm", catalog.GATEKEEPER)
+    init = (PREFETCH_CONTAINER,) if weight_prefetch else ()
+    leader = (ENGINE_CONTAINER,) if door else (ENGINE_CONTAINER, GATEKEEPER_CONTAINER)
     return {
         "leader": PodContainers(init, leader),
-        "worker": PodContainers(init, ("vllm",)),
+        "worker": PodContainers(init, (ENGINE_CONTAINER,)),
     }
 
 
