@@ -22,6 +22,7 @@ from infra.rehearse.measure.moe_probe import (
     resident_params,
     row,
     slice_kinds,
+    step_s,
     whole_model_s,
 )
 
@@ -168,3 +169,11 @@ def test_int4_is_refused_with_the_reason(capsys: pytest.CaptureFixture[str]) -> 
     err = capsys.readouterr().err.strip()
     assert err.startswith("error: `--formats` 'int4': the probe runs bf16 and int8")
     assert "GELU-tanh" in err and "\n" not in err
+
+
+def test_step_time_counts_tokens_not_chunks() -> None:
+    # The first chunk carries the prefill's token; a busy server sent steps 3 and 4 together.
+    stamps = [(10.0, 1), (10.1, 2), (10.3, 4), (10.4, 5)]
+    assert step_s(stamps) == pytest.approx(0.1)
+    with pytest.raises(RuntimeError, match="streamed 1 tokens"):
+        step_s([(1.0, 1), (2.0, 1)])
