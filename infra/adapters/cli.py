@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import NoReturn
 
+from components.manifests.gatekeeper_conf import GatekeeperLimits
 from infra.adapters import verdict
 from infra.plan import (
     addons,
@@ -34,7 +35,6 @@ from infra.plan import (
 )
 from infra.plan.config import ConfigError, StackConfig
 from infra.plan.economics import Economics, economics
-from infra.plan.frontdoor import FrontDoorPlan
 from infra.plan.sizing import Plan
 from infra.plan.stackfile import add_stack_arguments, load_stack, parse_overrides, read_stack
 from infra.plan.weights import FORMATS
@@ -265,7 +265,7 @@ def _revision(cfg: StackConfig) -> str:
     )
 
 
-def _front_door_rows(door: FrontDoorPlan) -> list[tuple[str, str]]:
+def _front_door_rows(door: GatekeeperLimits) -> list[tuple[str, str]]:
     """The gatekeeper's limits, each a stack key (docs/front-door.md)."""
     return [
         (

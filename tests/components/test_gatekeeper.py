@@ -13,10 +13,11 @@ import pytest
 
 from components.manifests import gatekeeper
 from components.manifests.asleep import Asleep
-from components.manifests.gatekeeper import GatekeeperLimits, key_file_text, nginx_conf
+from components.manifests.gatekeeper import key_file_text, nginx_conf
 from components.manifests.gatekeeper_conf import ERRORS, PASSED_HEADERS, njs_script
+from tests import builders
 
-LIMITS = GatekeeperLimits(
+LIMITS = builders.gatekeeper_limits(
     max_request_bytes=327_680,
     client_requests_per_minute=180,
     client_burst=6,

@@ -11,7 +11,6 @@ import pytest
 
 from components.manifests.gatekeeper import nginx_conf
 from infra.adapters.cli import main
-from infra.adapters.wiring import gatekeeper_limits
 from infra.plan import catalog, liveness, prefill, sizing
 from infra.plan.catalog import MODELS
 from infra.plan.config import ConfigError
@@ -127,7 +126,7 @@ def test_the_gatekeeper_waits_for_the_first_byte_and_the_longest_reply() -> None
         assert door.reply_timeout_seconds >= p.liveness.first_byte_s + decode - 1
         assert door.reply_timeout_seconds <= p.liveness.first_byte_s + decode + 1
     assert own.front_door.reply_timeout_seconds - auto.front_door.reply_timeout_seconds == 90
-    conf = nginx_conf(gatekeeper_limits(own))
+    conf = nginx_conf(own.front_door)
     assert f"proxy_read_timeout {own.front_door.reply_timeout_seconds * 1000}ms;" in conf
 
 

@@ -44,7 +44,6 @@ from typing import Any
 
 from components.manifests import ServerSpec, engine_timeout_env, probe_command
 from components.manifests.gatekeeper import GatekeeperLimits
-from infra.adapters.wiring import gatekeeper_limits
 from infra.plan.sizing import Plan
 from infra.plan.stackfile import REPO
 from infra.rehearse.checks import Check
@@ -418,8 +417,8 @@ def break_group(rehearsal: Rehearsal, group: Group, fault: str) -> tuple[FaultRo
     stream_body = {
         "model": model,
         "prompt": PROMPT,
-        "max_tokens": rehearsal.spec.max_reply_tokens,
-        "min_tokens": rehearsal.spec.max_reply_tokens,
+        "max_tokens": rehearsal.spec.limits.max_reply_tokens,
+        "min_tokens": rehearsal.spec.limits.max_reply_tokens,
         "ignore_eos": True,
         "stream": True,
     }
@@ -685,7 +684,7 @@ def run_faults(
         progress,
         timeout_s,
         gatekeeper_run.find_nginx(),
-        gatekeeper_limits(tiny_plan),
+        tiny_plan.front_door,
     )
     live = tiny_plan.liveness
     progress(

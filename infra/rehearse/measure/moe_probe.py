@@ -49,8 +49,24 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from infra.adapters.wiring import server_spec
+from infra.plan.loading import load_config
+from infra.plan.sizing import plan
+from infra.plan.stackfile import stack_values
+from infra.rehearse.group.ranks import RankFailure, RankGroup, loopback_ports, rank_launches
 from infra.rehearse.group.tiny_checkpoint import FULL, SLIDING, tiny_text_config
-from infra.rehearse.group.tiny_plan import TINY_VOCAB
+from infra.rehearse.group.tiny_plan import (
+    TINY_MODEL_NAME,
+    TINY_VOCAB,
+    checkpoint_bytes,
+    ensure_tiny_model,
+    model_config,
+    tiny_profile,
+)
+from infra.rehearse.group.workspace import LOGS_DIR, QUANTIZE_VENV_DIR, VENV_DIR, RehearsalError
+from infra.rehearse.measure.prefill_probe import READY_S, STEP_TIMEOUT_S, _slice_values, cpu_model
+from infra.rehearse.measure.quantized import ensure_quantized
+from infra.venvs import ensure_env, ensure_quantize_env
 
 #: gemma-4-26B-A4B-it's text layout. Read 2026-12-03 in a public test fixture of the published
 #: config.json (ollama/ollama x/models/gemma4/gemma4_test.go `TestParseTextConfig26B`, commit
@@ -502,18 +518,6 @@ def serve_and_time(
     progress: Callable[[str], None],
 ) -> Timing:
     """Serve `model_dir` as one rank on every core, time prefill and decode; stop it."""
-    from infra.adapters.wiring import server_spec
-    from infra.plan.loading import load_config
-    from infra.plan.sizing import plan
-    from infra.rehearse.group.ranks import RankGroup, loopback_ports, rank_launches
-    from infra.rehearse.group.tiny_plan import (
-        TINY_MODEL_NAME,
-        checkpoint_bytes,
-        model_config,
-        tiny_profile,
-    )
-    from infra.rehearse.group.workspace import LOGS_DIR
-    from infra.rehearse.measure.prefill_probe import READY_S, STEP_TIMEOUT_S, _slice_values
 
     built = model_config(model_dir)
     source = model_dir if weights == "bf16" else model_dir.parent / model_dir.name.rsplit("-", 1)[0]
@@ -567,13 +571,6 @@ def serve_and_time(
 def run(stack: str, formats: Sequence[str], progress: Callable[[str], None]) -> str:
     """Build (once) and time both slices of both models in every format; return the report
     (the raw timings are also written beside the logs, as JSON)."""
-    from infra.plan.stackfile import stack_values
-    from infra.rehearse.group.ranks import RankFailure
-    from infra.rehearse.group.tiny_plan import ensure_tiny_model
-    from infra.rehearse.group.workspace import LOGS_DIR, QUANTIZE_VENV_DIR, VENV_DIR, RehearsalError
-    from infra.rehearse.measure.prefill_probe import cpu_model
-    from infra.rehearse.measure.quantized import ensure_quantized
-    from infra.venvs import ensure_env, ensure_quantize_env
 
     values = stack_values(stack)
     python = ensure_env(VENV_DIR, progress)
