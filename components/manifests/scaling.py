@@ -381,14 +381,31 @@ def floor_deployment(spec: ServerSpec) -> Manifest:
     return {
         "apiVersion": "apps/v1",
         "kind": "Deployment",
-        "metadata": object_meta(spec, floor_name(spec), "queue-floor"),
+        # Done when every pod runs the new template, Ready or not: the floor is not Ready while
+        # a leader serves, so pulumi-kubernetes' default Deployment await (every replica
+        # available) would time out a deploy in serving hours. The same annotation the
+        # LeaderWorkerSet uses (`lws.py`).
+        "metadata": object_meta(
+            spec,
+            floor_name(spec),
+            "queue-floor",
+            annotations={
+                "pulumi.com/waitFor": f"jsonpath={{.status.updatedReplicas}}={FLOOR_REPLICAS}"
+            },
+        ),
         "spec": {
             "replicas": FLOOR_REPLICAS,
             "selector": {"matchLabels": floor_selector(spec)},
-            # The new pod is Ready before the old one goes: the Service is never empty.
+            # One pod at a time. `maxUnavailable: 0` would stall a rollout while a leader serves:
+            # the Deployment controller removes an old pod only while all pods less (replicas -
+            # maxUnavailable) less the new set's unavailable ones is above 0 (kubernetes v1.35
+            # pkg/controller/deployment/rolling.go `reconcileOldReplicaSets`), and the floor's
+            # pods are then all unready (3 - 2 - 1 = 0). With 1, one floor pod stays while the
+            # other is replaced, and while no leader is Ready that one is Ready: the Service is
+            # never empty when the trigger needs it.
             "strategy": {
                 "type": "RollingUpdate",
-                "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0},
+                "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 1},
             },
             "template": {
                 "metadata": {
@@ -437,7 +454,11 @@ def floor_disruption_budget(spec: ServerSpec) -> Manifest:
     floor is not Ready whenever a leader is (`floor_readiness`), which is most of the time it
     serves; under the default `IfHealthyBudget` a not-Ready pod may go only while currentHealthy
     >= desiredHealthy, here 0 >= 1, so every drain of a system node would stall while the model
-    serves. Then the leaders are the trigger's endpoints, and the floor is not needed."""
+    serves. Then the leaders are the trigger's endpoints, and the floor is not needed. The
+    Cluster Autoscaler's own simulation does not follow that policy (kubernetes/autoscaler
+    cluster-autoscaler/simulator/pdb/basic.go `CanRemovePods` refuses a pod whose budget allows
+    no disruption), so while a leader serves it treats a system node with a floor pod as
+    unremovable; the system node group is fixed in size, so it never tries."""
     return {
         "apiVersion": "policy/v1",
         "kind": "PodDisruptionBudget",

@@ -253,8 +253,8 @@ def test_the_queue_floor_runs_on_the_system_nodes_and_answers_a_zero_queue() -> 
     )
     annotations = deployment["spec"]["template"]["metadata"]["annotations"]
     assert annotations[gatekeeper.CONFIG_ANNOTATION] == gatekeeper.config_digest(conf)
-    # The new pod is Ready before the old goes: the Service never loses its last endpoint.
-    assert deployment["spec"]["strategy"]["rollingUpdate"]["maxUnavailable"] == 0
+    # One pod at a time, so a rollout moves while every floor pod is unready; one always stays.
+    assert deployment["spec"]["strategy"]["rollingUpdate"]["maxUnavailable"] == 1  # one stays
 
 
 def test_the_queue_floor_admits_keda_alone() -> None:
@@ -554,3 +554,20 @@ def test_the_group_admits_the_floor_to_the_leaders_health() -> None:
     floor = {"podSelector": {"matchLabels": scaling.floor_selector(spec)}}
     rules = [r for r in policy["spec"]["ingress"] if floor in r.get("from", [])]
     assert [r["ports"] for r in rules] == [[{"port": spec.port, "protocol": "TCP"}]]
+
+
+def test_the_floor_rolls_out_while_its_pods_are_unready() -> None:
+    """While a leader serves, every floor pod is unready. The Deployment controller removes an old
+    pod only while all pods less (replicas - maxUnavailable) less the new set's unavailable ones
+    is above 0 (kubernetes v1.35 pkg/controller/deployment/rolling.go `reconcileOldReplicaSets`):
+    with maxUnavailable 0 a rollout would never move, and `pulumi up` must not wait for Ready."""
+    cfg, p, _spec, _scaler = _prod()
+    deployment = _floor(rendered_objects(cfg, p), "Deployment")
+    replicas = deployment["spec"]["replicas"]
+    rolling = deployment["spec"]["strategy"]["rollingUpdate"]
+    all_pods = replicas + rolling["maxSurge"]
+    new_unavailable = rolling["maxSurge"]  # the surge pod, unready like the rest
+    assert all_pods - (replicas - rolling["maxUnavailable"]) - new_unavailable > 0
+    assert rolling["maxUnavailable"] < replicas  # one floor pod always stays
+    wait = deployment["metadata"]["annotations"]["pulumi.com/waitFor"]
+    assert wait == f"jsonpath={{.status.updatedReplicas}}={replicas}"
