@@ -488,6 +488,15 @@ def deploy_policy(stack: str, region: str, state_bucket: str | None) -> dict[str
                 },
             },
             {
+                # Without it the role could strip its own template's stack tag and lock itself out
+                # of it: the fence above would then never let it tag the template back.
+                "Sid": "NeverUntagTheStacksLaunchTemplate",
+                "Effect": "Deny",
+                "Action": ["ec2:DeleteTags"],
+                "Resource": ["arn:aws:ec2:*:*:launch-template/*"],
+                "Condition": {"ForAnyValue:StringEquals": {"aws:TagKeys": [STACK_TAG_KEY]}},
+            },
+            {
                 # A role without its boundary could be given anything by the next inline policy.
                 "Sid": "NeverLiftABoundary",
                 "Effect": "Deny",

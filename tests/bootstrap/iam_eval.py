@@ -32,6 +32,10 @@ _OPERATORS = {
     "StringLike": lambda w, g: _glob(w, g),
     "ArnEquals": lambda w, g: _arn_like(w, g),
     "ArnLike": lambda w, g: _arn_like(w, g),
+    # A multivalued key (`aws:TagKeys`): true when any request value matches any policy value,
+    # false when the key is absent (IAM User Guide, "Set operators for multivalued context
+    # keys", read 2026-12-03), which is how the single-valued operators are matched here too.
+    "ForAnyValue:StringEquals": _equals,
 }
 #: Negated operator -> the operator it negates. It holds when no request value matches any
 #: policy value, and when the key is absent from the request (IAM User Guide, "IAM JSON policy

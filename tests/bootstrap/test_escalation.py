@@ -253,6 +253,10 @@ def test_another_launch_template_cannot_be_tagged_as_the_stacks(stack: str) -> N
         assert not iam_eval.allowed(policy, action, template, foreign), action
         own = {**here, f"aws:ResourceTag/{STACK_TAG_KEY}": stack}
         assert iam_eval.allowed(policy, action, template, own), action
+    # The stack's own tag never comes off its template: the fence would then lock it out.
+    untag = {**own, "aws:TagKeys": [STACK_TAG_KEY]}
+    assert not iam_eval.allowed(policy, "ec2:DeleteTags", template, untag)
+    assert iam_eval.allowed(policy, "ec2:DeleteTags", template, {**own, "aws:TagKeys": ["x"]})
     created = {**here, "ec2:CreateAction": "CreateLaunchTemplate"}
     assert iam_eval.allowed(policy, "ec2:CreateTags", template, created)
     assert iam_eval.allowed(policy, "ec2:CreateLaunchTemplate", template, here)
