@@ -49,6 +49,26 @@ from components.manifests import asleep as sleep
 from components.manifests import chat
 from components.manifests.asleep import ASLEEP_PAGE, Asleep
 
+#: TCP keepalives on every public connection: the first after this many seconds without a byte,
+#: then every `KEEPALIVE_INTERVAL_S`, the connection dropped after `KEEPALIVE_PROBES` unanswered.
+#: A stream sends nothing before its first token and a reply without `stream` nothing before its
+#: end, so without them the load balancer's idle timeout (350 s for TCP flows and, fixed, for
+#: TLS listeners: Elastic Load Balancing docs, "Update the TCP idle timeout for your Network
+#: Load Balancer listener", read 2026-12-03) would cut a long prompt's connection. The NLB
+#: tracks a flow's state by its packets; keepalive packets from a target reset its idle timer
+#: (reported from the NLB documentation's "Connection idle timeout" section by
+#: unanswered.io's "AWS Network Load Balancer TCP connection behavior" and by Vertica 9.2's
+#: "Configure TCP keepalive with AWS Network Load Balancer", read 2026-12-03; the primary page
+#: was not reachable to read). They are for the target's side of the flow: a client behind
+#: a TLS listener keeps its own side alive with its own keepalives (docs/front-door.md).
+#: nginx's stream `listen ... so_keepalive=idle:interval:count` sets TCP_KEEPIDLE, TCP_KEEPINTVL
+#: and TCP_KEEPCNT on the listening socket, which accepted sockets inherit (nginx
+#: src/event/ngx_event_connect.c and ngx_stream_core_module docs, `listen`).
+KEEPALIVE_IDLE_S = 60
+KEEPALIVE_INTERVAL_S = 20
+KEEPALIVE_PROBES = 5
+KEEPALIVE = f"so_keepalive={KEEPALIVE_IDLE_S}s:{KEEPALIVE_INTERVAL_S}s:{KEEPALIVE_PROBES}"
+
 #: (method, path) pairs a client may use. /health answers without a key (the kubelet's probes);
 #: /v1/models is answered by the gatekeeper itself (the served name, nothing of vLLM's disk).
 ROUTES = (
@@ -485,7 +505,7 @@ stream {{
     limit_conn_zone $binary_remote_addr zone=gatekeeper_clients:1m;
 {public_zone}    limit_conn_log_level info;
     server {{
-        listen {listen};
+        listen {listen} {KEEPALIVE};
         limit_conn gatekeeper_clients {limits.client_connections};{public_cap}
         proxy_protocol on;
         proxy_connect_timeout 1s;

@@ -6,13 +6,19 @@ port; vLLM listens on loopback and the kubelet's probes reach its /health throug
 
 from __future__ import annotations
 
+import json
 from typing import Any, Literal
 
 from components.manifests import drain, gatekeeper
 from components.manifests.access import gatekeeper_files
 from components.manifests.engine import engine_args
 from components.manifests.probes import (
+    LOGGING_CONFIG_PATH,
+    STATE_FILE,
+    WARNINGS_LOG,
+    engine_logging_config,
     engine_timeout_env,
+    leader_startup_probe,
     liveness_probe,
     probe_command,
     startup_probe,
@@ -110,6 +116,16 @@ DOWNLOAD_ATTEMPTS = 6
 _WAIT_FOR_LEADER = (
     'until getent hosts "$LWS_LEADER_ADDRESS" >/dev/null; do '
     'echo "waiting for $LWS_LEADER_ADDRESS to resolve"; sleep 2; done; exec vllm "$@"'
+)
+
+
+#: The leader writes vLLM's logging config (`probes.engine_logging_config`, from the environment)
+#: into its /tmp before it becomes vLLM: the image's root filesystem is read-only.
+#: The probe's state and vLLM's warnings of an earlier container are removed first: /tmp is the
+#: pod's emptyDir, which outlives a container restart, and a new engine measures itself again.
+_WRITE_LOGGING_CONFIG = (
+    f"rm -f {STATE_FILE} {WARNINGS_LOG} && "
+    f'printf "%s" "$GEMMA_VLLM_LOGGING" > {LOGGING_CONFIG_PATH} && exec vllm "$@"'
 )
 
 
@@ -233,20 +249,34 @@ def _engine_container(spec: ServerSpec, role: Literal["leader", "worker"]) -> di
                 },
             }
         )
-        container["command"] = ["vllm"]
+        container["env"] += [
+            {
+                "name": "GEMMA_VLLM_LOGGING",
+                "value": json.dumps(engine_logging_config(), separators=(",", ":")),
+            },
+            {"name": "VLLM_LOGGING_CONFIG_PATH", "value": LOGGING_CONFIG_PATH},
+        ]
+        container["command"] = ["/bin/sh", "-c", _WRITE_LOGGING_CONFIG, "vllm"]
         container["args"] = args
-        # /health turns 200 only once every rank has joined and the model is loaded. vLLM binds
-        # loopback, so the kubelet asks the gatekeeper's probe listener, which no public
-        # client can fill (behind a door vLLM listens on the pod network and is asked itself).
-        # A number, not the gatekeeper's port name: the kubelet resolves a probe's named port
-        # among the probed container's own ports only (kubernetes v1.35 pkg/probe/util.go
-        # findPortByName), and a probe that errors is thrown away, never a success
-        # (pkg/kubelet/prober/worker.go), so the group would never be started or Ready. The
-        # pod's containers share one network.
+        # Started once vLLM's /health is 200 (every rank joined, the model loaded) and the
+        # startup phase of the probe program has checked the linear path and measured this
+        # node's step (`probes`): before it, readiness is not probed, so the Service sends the
+        # pod no client while it measures. It runs inside this container and asks vLLM on
+        # loopback (an exec probe: no port to name).
         port = spec.port if spec.door else gatekeeper.PROBE_PORT
-        container["startupProbe"] = _probe(
-            "/health", port, 10, max(1, spec.startup_timeout_seconds // 10)
+        container["startupProbe"] = leader_startup_probe(
+            probe_command(
+                spec.probes, "leader", spec.port, spec.model, phase="startup", stop_pid=1
+            ),
+            spec.probes,
+            spec.startup_timeout_seconds,
         )
+        # vLLM binds loopback, so the kubelet asks /health of the gatekeeper's probe listener,
+        # which no public client can fill (behind a door vLLM listens on the pod network and is
+        # asked itself). A number, not the gatekeeper's port name: the kubelet resolves a probe's
+        # named port among the probed container's own ports only (kubernetes v1.35
+        # pkg/probe/util.go findPortByName), and a probe that errors is thrown away, never a
+        # success (pkg/kubelet/prober/worker.go). The pod's containers share one network.
         container["readinessProbe"] = _probe("/health", port, 10, 3)
         # /health stays 200 while a lost or hung rank stalls every request: liveness proves
         # tokens come out of the last stage (`probes`). It runs inside this container, so it

@@ -16,6 +16,24 @@ The leader's probe (`PROBE_SCRIPT`, role `leader`), one run per period:
    last rank's sampler) with a short deadline.
 The last progress seen is kept in a small state file (`/tmp`, the pod's writable emptyDir).
 
+The leader's startup probe (the same program, `phase=startup`) runs before the pod is Ready, so no
+client request reaches vLLM while it measures:
+1. the linear path: on a plan whose bounds assume vLLM's oneDNN matmul (`path=onednn`), a leader
+   whose vLLM logged "Failed to create oneDNN linear, fallback to torch linear" (vLLM 0.31
+   `model_executor/layers/utils.py` `dispatch_cpu_unquantized_gemm`, at weight loading) refuses
+   to start, in one line; vLLM writes its warnings to a file for this (`engine_logging_config`);
+2. the node's step: `runs` one-token completions of `calibrate-tokens` prompt tokens (token ids,
+   different in every run, so no prefix is cached), each within `calibrate-s`; the first is a
+   warm-up, the slowest of the others is the step. A step x `growth` x `margin` x `in-flight` beyond
+   `stall-s` (the engine's own step timeout, fixed at start) refuses the node; else the stall
+   bound is step x `growth` x `margin`, within [`floor-s`, `stall-s`]
+   (`infra.plan.liveness.measured_stall_seconds`), kept in the state file, and one line says
+   both on the container's log (`announce`).
+A refusal is final: said once, kept in the state file, and the engine (`stop-pid`, the
+container's PID 1) is sent SIGTERM, so the kubelet restarts the container at once instead of
+waiting out the startup probe's threshold (`pkg/kubelet/prober/worker.go` counts failed runs).
+Liveness runs take the measured bound from the state file, or `stall-s` if none was measured.
+
 The worker's probe (role `worker`) fails when its leader no longer answers `/health`: a headless
 rank whose leader is gone waits on its message queue forever (`vllm serve --headless` runs the
 executor with no monitor of the peer, `entrypoints/cli/serve.py` `run_headless`).
@@ -35,9 +53,18 @@ from typing import Any, Literal
 STATE_FILE = "/tmp/gemma-liveness.json"
 #: The environment variable holding the leader's address on a worker (injected by LWS).
 LEADER_ADDRESS_ENV = "LWS_LEADER_ADDRESS"
+#: The line vLLM 0.31 logs when oneDNN cannot make a bf16 linear for this CPU
+#: (`model_executor/layers/utils.py`, `logger.warning_once`).
+FALLBACK_LINE = "Failed to create oneDNN linear"
+#: Where the leader's vLLM writes its warnings (besides its stdout), and its logging config.
+WARNINGS_LOG = "/tmp/vllm-warnings.log"
+LOGGING_CONFIG_PATH = "/tmp/vllm-logging.json"
+#: Where the startup probe writes its one line: the container's main process's stdout, which is
+#: the container's log (an exec probe's own output reaches only the kubelet's events).
+ANNOUNCE_TO = "/proc/1/fd/1"
 
 PROBE_SCRIPT = r"""
-import json, os, sys, time, urllib.request
+import json, math, os, signal, sys, time, urllib.request
 
 opts = dict(arg.split("=", 1) for arg in sys.argv[1:])
 host = os.environ.get(opts.get("host-env", ""), "") or opts.get("host", "127.0.0.1")
@@ -50,19 +77,50 @@ def verdict(ok, text):
     sys.exit(0 if ok else 1)
 
 
-def call(path, body=None):
+def announce(text):
+    # One line on the container's log; the probe's own output is the kubelet's only.
+    try:
+        with open(opts["announce"], "a") as handle:
+            handle.write("gemma-graviton: " + text + "\n")
+    except (KeyError, OSError):
+        pass
+
+
+def call(path, body=None, seconds=None):
     headers = {"Content-Type": "application/json"}
     if body is not None and os.environ.get("VLLM_API_KEY"):
         headers["Authorization"] = "Bearer " + os.environ["VLLM_API_KEY"]
     data = None if body is None else json.dumps(body).encode()
     request = urllib.request.Request(base + path, data=data, headers=headers)
     try:
-        with urllib.request.urlopen(request, timeout=deadline) as response:
+        with urllib.request.urlopen(request, timeout=seconds or deadline) as response:
             return response.status, response.read()
     except urllib.error.HTTPError as error:
         return error.code, b""
     except Exception as error:
         return None, str(error).encode()
+
+
+def save(state):
+    # Whole or not at all: a run the kubelet kills mid-write leaves the last state.
+    with open(opts["state"] + ".new", "w") as handle:
+        json.dump(state, handle)
+    os.replace(opts["state"] + ".new", opts["state"])
+
+
+def refuse(state, line):
+    # Final: said once on the container's log, kept, and the engine stopped, so the kubelet
+    # restarts the container now (a failing startup probe would wait out its whole threshold).
+    if "refused" not in state:
+        announce(line)
+        state["refused"] = line
+        save(state)
+        if opts.get("stop-pid"):
+            try:
+                os.kill(int(opts["stop-pid"]), signal.SIGTERM)
+            except OSError:
+                pass
+    verdict(False, line)
 
 
 status, text = call("/health")
@@ -73,6 +131,61 @@ if status != 200:
 if opts["role"] == "worker":
     verdict(True, f"leader {base}/health 200")
 
+try:
+    with open(opts["state"]) as handle:
+        seen = json.load(handle)
+except (OSError, ValueError):
+    seen = {}
+ceiling = int(opts["stall-s"])
+
+if opts.get("phase") == "startup":
+    if "refused" in seen:
+        verdict(False, seen["refused"])
+    if opts.get("path") == "onednn" and opts.get("log"):
+        try:
+            with open(opts["log"], errors="replace") as handle:
+                fell_back = "@FALLBACK@" in handle.read()
+        except OSError:
+            fell_back = False
+        if fell_back:
+            refuse(seen, "vLLM fell back to torch's linear (its log: '@FALLBACK@'); this plan's "
+                   "timeouts assume oneDNN, so the leader does not start: use an image whose "
+                   "oneDNN supports this CPU, or set prefillPath=fallback")
+    if "step_s" not in seen:
+        tokens, runs = int(opts["calibrate-tokens"]), int(opts["runs"])
+        span = max(1, int(opts["vocab"]) - 1000)
+        times = []
+        for run in range(runs):
+            prompt = [1000 + (run * tokens + i * 7919) % span for i in range(tokens)]
+            body = {"model": opts["model"], "prompt": prompt, "max_tokens": 1,
+                    "temperature": 0}
+            began = time.monotonic()
+            status, _ = call("/v1/completions", body, float(opts["calibrate-s"]))
+            took = time.monotonic() - began
+            if status != 200:
+                verdict(False, f"measuring the step: a {tokens}-token prompt answered {status} "
+                        f"after {took:.1f} s (bound {opts['calibrate-s']} s)")
+            times.append(took)
+        step = max(times[1:] or times)
+        growth, in_flight = float(opts["growth"]), int(opts["in-flight"])
+        margin = float(opts["margin"])
+        if step * growth * margin * in_flight > ceiling:
+            refuse(seen, f"this node's step is {step:.1f} s for {tokens} prompt tokens: x {growth} "
+                   f"for the longest context x {margin} x {in_flight} in flight is beyond the "
+                   f"engine's {ceiling} s step timeout, which would kill healthy long prompts; "
+                   "the plan's prefill range is wrong for this node (a larger type, a shorter "
+                   "`maxModelLen` or `prefillPath` fallback lengthens the bounds)")
+        stall = min(ceiling, max(int(opts["floor-s"]),
+                                 math.ceil(step * growth * margin)))
+        seen.update(step_s=round(step, 3), stall_s=stall, runs_s=[round(t, 3) for t in times],
+                    proven=time.time())
+        save(seen)
+        announce(f"measured step {step:.2f} s ({tokens} prompt tokens, runs "
+                 + ", ".join(f"{t:.2f}" for t in times) + f" s); liveness stall bound {stall} s "
+                 f"(x {opts['growth']} x {opts['margin']}, within {opts['floor-s']}-{ceiling} s)")
+    verdict(True, f"step {seen['step_s']:.2f} s measured; stall bound {seen['stall_s']} s")
+
+stall_bound = float(seen.get("stall_s", ceiling))
 status, text = call("/metrics")
 if status != 200:
     verdict(False, f"/metrics answered {status}")
@@ -86,22 +199,17 @@ for line in text.decode().splitlines():
 queued = sums.get("vllm:num_requests_running", 0) + sums.get("vllm:num_requests_waiting", 0)
 progress = [sums.get(k, 0.0) for k in sorted(sums) if not k.startswith("vllm:num_requests")]
 now = time.time()
-try:
-    with open(opts["state"]) as handle:
-        seen = json.load(handle)
-except (OSError, ValueError):
-    seen = {}
 if seen.get("progress") != progress:
     # Tokens moved since the last run: the pipeline works (the first run proves nothing).
-    proven = now if seen else 0.0
-    seen = {"progress": progress, "since": now, "proven": max(proven, seen.get("proven", 0.0))}
-    with open(opts["state"], "w") as handle:
-        json.dump(seen, handle)
+    proven = now if "progress" in seen else 0.0
+    seen.update(progress=progress, since=now, proven=max(proven, seen.get("proven", 0.0)))
+    save(seen)
 
 if queued:
     quiet = now - seen["since"]
-    if quiet > float(opts["stall-s"]):
-        verdict(False, f"{queued:.0f} requests in the engine and no progress for {quiet:.0f} s")
+    if quiet > stall_bound:
+        verdict(False, f"{queued:.0f} requests in the engine and no progress for {quiet:.0f} s "
+                f"(bound {stall_bound:.0f} s)")
     verdict(True, f"{queued:.0f} requests in the engine, progress {quiet:.0f} s ago")
 
 # Idle: one token through every stage proves the pipeline, at most every idle-s seconds (a
@@ -116,10 +224,9 @@ took = time.monotonic() - began
 if status != 200:
     verdict(False, f"idle; a one-token generation answered {status} after {took:.1f} s")
 seen["proven"] = time.time()
-with open(opts["state"], "w") as handle:
-    json.dump(seen, handle)
+save(seen)
 verdict(True, f"idle; one token through every stage in {took:.2f} s")
-"""
+""".replace("@FALLBACK@", FALLBACK_LINE)
 
 
 @dataclass(frozen=True)
@@ -137,6 +244,22 @@ class ProbeSpec:
     #: An idle engine proves its pipeline with one generated token at most this often (tokens
     #: that came out since, a client's included, prove it too).
     idle_check_s: int = 60
+    #: The leader's start-up measurement (`infra.plan.liveness`): prompt tokens per request,
+    #: requests (the first a warm-up), each one's deadline, the longest step over the measured
+    #: one, the margin, and the least stall bound.
+    calibrate_tokens: int = 512
+    calibrate_runs: int = 3
+    calibrate_s: int = 60
+    growth: float = 1.0
+    margin: float = 1.5
+    floor_s: int = 10
+    #: Batches in flight (the pipeline's size): a measured step x growth x this beyond
+    #: `stall_s`, the engine's own step timeout, refuses the node.
+    in_flight: int = 1
+    #: The linear path the plan's bounds assume: `onednn` refuses a leader whose vLLM fell back.
+    path: Literal["onednn", "fallback"] = "onednn"
+    #: Token ids the measurement draws from lie below this (the model's vocabulary).
+    vocab_size: int = 262_144
 
 
 def probe_command(
@@ -146,9 +269,14 @@ def probe_command(
     model: str,
     host: str | None = None,
     state_file: str = STATE_FILE,
+    phase: Literal["live", "startup"] = "live",
+    warnings_log: str = WARNINGS_LOG,
+    announce: str = ANNOUNCE_TO,
+    stop_pid: int | None = None,
 ) -> list[str]:
     """The exec probe's argv. `host` None means the leader's own loopback on a leader and the
-    leader's address from `LWS_LEADER_ADDRESS` on a worker."""
+    leader's address from `LWS_LEADER_ADDRESS` on a worker. A leader's `startup` phase checks the
+    linear path in `warnings_log` and measures the step, writing one line to `announce`."""
     args = [f"role={role}", f"port={port}", f"request-s={probes.request_s}"]
     if host is not None:
         args.append(f"host={host}")
@@ -160,6 +288,22 @@ def probe_command(
             f"stall-s={probes.stall_s}",
             f"state={state_file}",
             f"idle-s={probes.idle_check_s}",
+        ]
+    if role == "leader" and phase == "startup":
+        args += [
+            "phase=startup",
+            f"path={probes.path}",
+            f"log={warnings_log}",
+            f"announce={announce}",
+            f"calibrate-tokens={probes.calibrate_tokens}",
+            f"runs={probes.calibrate_runs}",
+            f"calibrate-s={probes.calibrate_s}",
+            f"growth={probes.growth}",
+            f"margin={probes.margin}",
+            f"floor-s={probes.floor_s}",
+            f"in-flight={probes.in_flight}",
+            f"vocab={probes.vocab_size}",
+            *([f"stop-pid={stop_pid}"] if stop_pid is not None else []),
         ]
     return ["python3", "-c", PROBE_SCRIPT, *args]
 
@@ -175,6 +319,10 @@ def liveness_probe(command: list[str], probes: ProbeSpec) -> dict[str, Any]:
 
 #: Period of a startup probe: a cold start is minutes long, so ten seconds late is nothing.
 STARTUP_PERIOD_S = 10
+#: Room in a leader's startup run beyond its requests' deadlines: the exec, Python's start, the
+#: log read (containerd kills an exec that outlives `timeoutSeconds`, and the next run measures
+#: again from the start).
+STARTUP_SLACK_S = 15
 
 
 def startup_probe(command: list[str], probes: ProbeSpec, startup_timeout_s: int) -> dict[str, Any]:
@@ -186,6 +334,57 @@ def startup_probe(command: list[str], probes: ProbeSpec, startup_timeout_s: int)
         "periodSeconds": STARTUP_PERIOD_S,
         "failureThreshold": max(1, startup_timeout_s // STARTUP_PERIOD_S),
         "timeoutSeconds": probes.timeout_s,
+    }
+
+
+def leader_startup_probe(
+    command: list[str], probes: ProbeSpec, startup_timeout_s: int
+) -> dict[str, Any]:
+    """The leader's startup probe: `startup_probe` with room in each run for the start-up
+    measurement's requests, each bounded by its own deadline."""
+    probe = startup_probe(command, probes, startup_timeout_s)
+    probe["timeoutSeconds"] = (
+        probes.timeout_s + probes.calibrate_runs * probes.calibrate_s + STARTUP_SLACK_S
+    )
+    return probe
+
+
+def engine_logging_config(warnings_log: str = WARNINGS_LOG) -> dict[str, Any]:
+    """vLLM's logging config (`VLLM_LOGGING_CONFIG_PATH`, read by vLLM 0.31 `logger.py`
+    `_configure_vllm_root_logger`, which then uses it in place of its default): its default
+    stdout handler and format, plus its warnings in `warnings_log`, where the startup probe
+    looks for the linear fallback. A config file replaces vLLM's whole default, so the stdout
+    handler repeats it (`DEFAULT_LOGGING_CONFIG`, `_FORMAT`, `_DATE_FORMAT`)."""
+    formatter = {
+        "()": "vllm.logging_utils.NewLineFormatter",
+        "datefmt": "%m-%d %H:%M:%S",
+        "format": "(%(vllm_process_name)s pid=%(process)d) %(levelname)s %(asctime)s "
+        "[%(fileinfo)s:%(lineno)d] %(message)s",
+        "log_level": "INFO",
+    }
+    return {
+        "version": 1,
+        "disable_existing_loggers": False,
+        "formatters": {"vllm": formatter},
+        "handlers": {
+            "vllm": {
+                "class": "logging.StreamHandler",
+                "formatter": "vllm",
+                "level": "INFO",
+                "stream": "ext://sys.stdout",
+            },
+            # A plain file: the API server and the engine processes each open it, and a
+            # rotating handler in one would leave the others writing to the rotated file.
+            "warnings": {
+                "class": "logging.FileHandler",
+                "formatter": "vllm",
+                "level": "WARNING",
+                "filename": warnings_log,
+            },
+        },
+        "loggers": {
+            "vllm": {"handlers": ["vllm", "warnings"], "level": "INFO", "propagate": False}
+        },
     }
 
 

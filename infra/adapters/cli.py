@@ -18,11 +18,16 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import NoReturn
 
-from components.manifests.gatekeeper_conf import GatekeeperLimits
+from components.manifests.gatekeeper_conf import (
+    KEEPALIVE_IDLE_S,
+    KEEPALIVE_INTERVAL_S,
+    GatekeeperLimits,
+)
 from infra.adapters import verdict
 from infra.plan import (
     addons,
     advice,
+    catalog,
     changes,
     compare,
     elastic,
@@ -35,6 +40,7 @@ from infra.plan import (
 )
 from infra.plan.config import ConfigError, StackConfig
 from infra.plan.economics import Economics, economics
+from infra.plan.liveness import CALIBRATION_RUNS, MIN_STALL_S
 from infra.plan.sizing import Plan
 from infra.plan.stackfile import add_stack_arguments, load_stack, parse_overrides, read_stack
 from infra.plan.weights import FORMATS
@@ -193,13 +199,34 @@ def format_table(
         (
             "liveness",
             f"every {p.liveness.period_s} s, {p.liveness.failures} failures, timeout "
-            f"{p.liveness.timeout_s} s; stalled after {p.liveness.stall_s} s without a token; "
-            f"noticed within {p.liveness.detection_s} s",
+            f"{p.liveness.timeout_s} s; stalled after the leader's measured step x "
+            f"{p.liveness.growth:.2f} (longest context) x {p.liveness.margin:g} without a token, "
+            f"within {MIN_STALL_S}-{p.liveness.stall_s} s; noticed within "
+            f"{p.liveness.fast_half_detection_s} s at the fast half of the prefill range "
+            f"({p.liveness.fast_half_stall_s} s stall), {p.liveness.detection_s} s at its slow end",
+        ),
+        (
+            "step measured",
+            f"at start, before the leader takes traffic: {CALIBRATION_RUNS} one-token requests of "
+            f"{p.liveness.calibrate_tokens} prompt tokens; a node whose step x "
+            f"{p.liveness.growth:.2f} x {p.liveness.margin:g} x {p.liveness.in_flight} in flight "
+            f"exceeds the engine's {p.liveness.stall_s} s step timeout refuses to start, as does "
+            f"a leader whose vLLM fell back to torch's linear (`prefillPath` {p.liveness.path}); "
+            "a refusal stops the engine, so the kubelet restarts it at once, with the reason on "
+            "its log"
+            if p.liveness.path == "onednn"
+            else f"at start, before the leader takes traffic: {CALIBRATION_RUNS} one-token "
+            f"requests of {p.liveness.calibrate_tokens} prompt tokens; a node whose step x "
+            f"{p.liveness.growth:.2f} x {p.liveness.margin:g} x {p.liveness.in_flight} in flight "
+            "exceeds the engine's "
+            f"{p.liveness.stall_s} s step timeout refuses to start (`prefillPath` fallback: "
+            "torch's linear allowed)",
         ),
         (
             "engine step timeout",
             f"{p.liveness.stall_s} s: the longest step ({p.liveness.step_s:.1f} s at the prefill "
-            f"rate's slow end) x {p.liveness.in_flight} in flight",
+            f"rate's slow end) x {p.liveness.in_flight} in flight; read once at start, so it "
+            "stays at the slow end",
         ),
         ("first byte", f"within {p.liveness.first_byte_s} s (longest prompt + stall bound)"),
         *_front_door_rows(p.front_door),
@@ -210,6 +237,8 @@ def format_table(
             f"then finishes its streams within {p.drain.reply_s} s; grace "
             f"{p.drain.grace_s} s",
         ),
+        ("bounds that wait", _waiting_bounds(p)),
+        ("idle cut", _idle_cut(p)),
         ("rollout", p.rollout.describe()),
     ]
     if econ is not None:
@@ -262,6 +291,49 @@ def _revision(cfg: StackConfig) -> str:
     return (
         f"{profile.revision} (catalogue, checked {profile.revision_checked}: "
         f"{profile.revision_source})"
+    )
+
+
+#: A bound that holds a rollout, a scale-down or a client longer than this is not practical.
+PRACTICAL_BOUND_S = 20 * 60
+
+
+def _idle_cut(p: Plan) -> str:
+    """Whether a connection waiting for its first byte outlives the load balancer's idle
+    timeout (`components.manifests.gatekeeper_conf.KEEPALIVE_IDLE_S`)."""
+    keepalives = (
+        f"the gatekeeper's TCP keepalives start after {KEEPALIVE_IDLE_S} s without a byte and "
+        f"repeat every {KEEPALIVE_INTERVAL_S} s, within the load balancer's "
+        f"{catalog.NLB_IDLE_TIMEOUT_S} s idle timeout"
+    )
+    wait = p.liveness.first_byte_s
+    if not p.front_door.tls:
+        return f"none: {keepalives}, on the one TCP flow of a request (first byte within {wait} s)"
+    if wait <= catalog.NLB_IDLE_TIMEOUT_S:
+        return f"none: every first byte comes within {wait} s, and then {keepalives}"
+    return (
+        f"for clients without keepalives: the TLS listener ends TLS and holds a second connection "
+        f"to the client, which only the client's own TCP keepalives keep (browsers send them; the "
+        f"OpenAI SDKs do not by default, docs/front-door.md); {keepalives} on the target's side; "
+        f"a first byte can take up to {wait} s"
+    )
+
+
+def _waiting_bounds(p: Plan) -> str:
+    """The three bounds a rollout or a node's removal may wait for, with their source."""
+    source = catalog.PREFILL_SOURCES[p.liveness.path]
+    worst = max(p.front_door.reply_timeout_seconds, p.drain.grace_s)
+    verdict = (
+        f"all within {PRACTICAL_BOUND_S // 60} min"
+        if worst <= PRACTICAL_BOUND_S
+        else f"above {PRACTICAL_BOUND_S // 60} min: a lower `maxContextCap` shortens them"
+    )
+    return (
+        f"reply timeout {p.front_door.reply_timeout_seconds} s, drain grace {p.drain.grace_s} s, "
+        f"autoscaler graceful termination {p.drain.grace_s} s (--max-graceful-termination-sec); "
+        f"{verdict}; from a {p.max_model_len:,}-token prompt at the slow end of the prefill "
+        f"range ({source}; `catalog.PREFILL_PROVENANCE`) and the reply at the calibrated decode "
+        "rate x1.25"
     )
 
 

@@ -13,7 +13,7 @@ from components.manifests.metrics import CollectorSpec
 from components.manifests.quantize import QuantizeSpec
 from components.manifests.scaling import ScalerSpec
 from components.manifests.spec import DoorSpec
-from infra.plan import catalog, elastic, sleep
+from infra.plan import catalog, elastic, liveness, sleep
 from infra.plan.config import PROJECT, StackConfig
 from infra.plan.sizing import Plan
 from infra.plan.stackfile import REPO
@@ -100,6 +100,15 @@ def server_spec(cfg: StackConfig, plan: Plan) -> ServerSpec:
             timeout_s=plan.liveness.timeout_s,
             request_s=plan.liveness.request_s,
             idle_check_s=plan.liveness.idle_check_s,
+            calibrate_tokens=plan.liveness.calibrate_tokens,
+            calibrate_runs=liveness.CALIBRATION_RUNS,
+            calibrate_s=plan.liveness.calibrate_s,
+            growth=plan.liveness.growth,
+            margin=plan.liveness.margin,
+            floor_s=liveness.MIN_STALL_S,
+            in_flight=plan.liveness.in_flight,
+            path=plan.liveness.path,
+            vocab_size=cfg.profile().vocab_size,
         ),
         internal_load_balancer=cfg.private_clients_only,
         aws_tags=stack_tags(cfg, plan.stack),

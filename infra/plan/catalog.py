@@ -126,23 +126,31 @@ PEAK_GFLOPS_PER_VCPU: dict[str, float] = {
     "graviton3": 2.6 * 64,
     "graviton4": 2.8 * 64,
 }
-#: The fraction of that peak vLLM's CPU prefill reaches, (slow, fast).
+#: The fraction of that peak vLLM's CPU prefill reaches, (slow, fast), on each linear path vLLM
+#: 0.31 can take for bf16 weights (`model_executor/layers/utils.py`
+#: `dispatch_cpu_unquantized_gemm`): oneDNN's matmul, or, when oneDNN cannot create the primitive
+#: for this CPU, torch's generic linear after the warning "Failed to create oneDNN linear,
+#: fallback to torch linear". The stack key `prefillPath` names the path a plan's bounds assume,
+#: and the deployed leader refuses to start on another (`components.manifests.probes`).
 #:
-#: Slow end, 8%: DERIVED from a measurement. The rehearsal's prefill probe
-#: (`infra.rehearse.prefill_probe`: full-width layers of gemma-4-12B-it served by vLLM 0.31, one
-#: step of the planned 512 tokens, GFLOP per CPU-second against the CPU's peak) measured 10.9%
-#: on 2026-12-02 on this project's 2-core x86 runner (AMD EPYC, AVX2, no bf16 instructions:
-#: against its 78 GFLOP/s fp32 FMA peak; 5 sliding + 1 full layers, load average 1.8). The slow
-#: end is that figure rounded down with room for run-to-run spread, because every bound that can
-#: kill or cut off work (engine step timeout, liveness, reply timeout) rests on it. On that CPU
-#: vLLM logs "Failed to create oneDNN linear, fallback to torch linear": the measured fraction is
-#: of torch's generic bf16 linear on a CPU without bf16 instructions. Carrying it to Graviton's
-#: bf16 kernels (oneDNN with ACL, BFMMLA; vLLM PRs #25948 and #27183, read 2026-12-02, send linears
-#: there by default on AArch64) is the derivation: a path built for bf16 is not expected to reach a
-#: smaller fraction of its peak than that fallback. `make rehearse` measures it again on every
-#: run and fails when it falls below this slow end.
+#: oneDNN, slow end 29%: DERIVED from a measurement with a stated margin. The rehearsal's
+#: prefill probe (`infra.rehearse.measure.prefill_probe`: full-width layers of gemma-4-12B-it
+#: served by vLLM 0.31, one step of the planned 512 tokens) measured 59.2-59.9% of a 332 GFLOP/s
+#: per-core bf16 peak on 2026-12-02 and 2026-12-03 on an AMD EPYC with avx512_bf16, vLLM on
+#: oneDNN (its debug dispatch line "using oneDNN onednn_mm", no fallback logged). The slow end is
+#: half the lower figure, rounded down: a node that reaches only half that efficiency still
+#: finishes every healthy step within every bound that rests on it (the engine's step timeout,
+#: the first-byte and reply timeouts, the drain grace). On Graviton vLLM sends bf16 linears to
+#: oneDNN with the Arm Compute Library by default (vLLM PRs #25948 and #27183, read 2026-12-02);
+#: its efficiency there is unmeasured, which is what the margin is for, and what every deployed
+#: leader measures on its own node at start (`infra.plan.liveness`).
 #:
-#: Fast end, 70%: ASSUMED, a large-GEMM efficiency; it only sets the optimistic side of ranges.
+#: fallback, slow end 8%: DERIVED: 10.9% measured by the same probe on 2026-12-02 on a 2-core
+#: AMD EPYC with AVX2 and no bf16 instructions, where vLLM logged the fallback (against its
+#: 78 GFLOP/s fp32 FMA peak), rounded down for run-to-run spread.
+#:
+#: Fast end, 70% on both: ASSUMED, a large-GEMM efficiency; it only sets the optimistic side of
+#: ranges. oneDNN PR #4315 (below) shows ACL's bf16 matmul near the assumed peak on large shapes.
 #:
 #: No published vLLM CPU bf16 prefill figure on Graviton3 or Graviton4 was found (searched
 #: 2026-12-01 and 2026-12-02: aws-graviton-getting-started machinelearning/vllm.md gives build
@@ -151,28 +159,47 @@ PEAK_GFLOPS_PER_VCPU: dict[str, float] = {
 #: over a 10 s window, not a prefill rate; its vllm-benchmark-quantisation path gives INT8/BF16
 #: ratios on an unnamed 96-core machine; vLLM PR #33787, 2026-02-04, gives w8a8 mixed prompt and
 #: generation tokens/s on Neoverse V1, not bf16 prefill).
-PREFILL_EFFICIENCY = (0.08, 0.70)
-#: Prefill arithmetic rate per vCPU in GFLOP/s, (slow, fast): peak x efficiency. The one rate
-#: every prefill figure of a plan derives from (`infra.plan.prefill`).
-PREFILL_GFLOPS_PER_VCPU: dict[str, tuple[float, float]] = {
-    generation: (round(peak * PREFILL_EFFICIENCY[0], 1), round(peak * PREFILL_EFFICIENCY[1], 1))
-    for generation, peak in PEAK_GFLOPS_PER_VCPU.items()
+PREFILL_PATHS = ("onednn", "fallback")
+PREFILL_EFFICIENCY: dict[str, tuple[float, float]] = {
+    "onednn": (0.29, 0.70),
+    "fallback": (0.08, 0.70),
 }
-PREFILL_SOURCE = "modelled: 8-70% of an assumed peak"
+#: Prefill arithmetic rate per vCPU in GFLOP/s, (slow, fast), per path: peak x efficiency. The
+#: one rate every prefill figure of a plan derives from (`infra.plan.prefill`).
+PREFILL_GFLOPS_PER_VCPU: dict[str, dict[str, tuple[float, float]]] = {
+    path: {
+        generation: (round(peak * low, 1), round(peak * high, 1))
+        for generation, peak in PEAK_GFLOPS_PER_VCPU.items()
+    }
+    for path, (low, high) in PREFILL_EFFICIENCY.items()
+}
+PREFILL_SOURCES = {
+    "onednn": "modelled: 29-70% of an assumed peak, on vLLM's oneDNN path",
+    "fallback": "modelled: 8-70% of an assumed peak, on torch's fallback linear",
+}
+PREFILL_SOURCE = PREFILL_SOURCES["onednn"]
 #: How each Graviton prefill figure is known: measured (on Graviton), derived (from a
 #: measurement elsewhere, or from other figures) or assumed. None is measured on Graviton yet.
 PREFILL_PROVENANCE: dict[str, str] = {
     "peak GFLOP/s per vCPU": "assumed: clock x bf16 FLOP per cycle from the cores' datasheets",
-    "efficiency, slow end (8%)": "derived: 10.9% measured by the prefill probe on x86 AVX2 "
-    "(2026-12-02), rounded down; the end every bound that can kill work uses",
+    "efficiency on vLLM's oneDNN path, slow end (29%)": "derived: half of 59.2-59.9% of a "
+    "332 GFLOP/s per-core bf16 peak measured by the prefill probe on AMD EPYC with avx512_bf16, "
+    "vLLM 0.31 on oneDNN (no fallback logged), ~820 prompt tokens/s per layer (2026-12-02, "
+    "2026-12-03); the end every bound that can kill work uses",
+    "efficiency on torch's fallback, slow end (8%)": "derived: 10.9% measured by the prefill "
+    "probe on x86 AVX2 without bf16, vLLM logging the fallback (2026-12-02), rounded down; "
+    "used only with `prefillPath` fallback",
     "efficiency, fast end (70%)": "assumed: a large-GEMM efficiency; optimistic ends of ranges",
-    "efficiency on vLLM's oneDNN path": "derived: 59.2-59.9% of a 332 GFLOP/s "
-    "per-core bf16 peak by the prefill probe on AMD EPYC with avx512_bf16, vLLM 0.31 on oneDNN "
-    "(no fallback logged), 814 prompt tokens/s per layer (2026-12-02); not yet carried into "
-    "the range above",
+    "efficiency on Graviton": "unmeasured: every leader measures its own step at start and "
+    "refuses a path its plan did not assume",
     "prefill GFLOP/s per vCPU": "derived: peak x efficiency",
     "time to first token, step bounds": "derived: the prefill GFLOP/s over each step's arithmetic",
 }
+#: The load balancer closes a TCP flow that carries nothing for this long: the default for TCP
+#: listeners and fixed for TLS listeners (Elastic Load Balancing docs, "Update the TCP idle
+#: timeout for your Network Load Balancer listener", read 2026-12-03). The gatekeeper's TCP
+#: keepalives (`components.manifests.gatekeeper_conf.KEEPALIVE_IDLE_S`) come well before it.
+NLB_IDLE_TIMEOUT_S = 350
 _SIZES = {"large": 2, "xlarge": 4, "2xlarge": 8, "4xlarge": 16, "8xlarge": 32}
 #: eni-max-pods.txt for these sizes (identical across these families).
 _MAX_PODS = {"large": 29, "xlarge": 58, "2xlarge": 58, "4xlarge": 234, "8xlarge": 234}

@@ -55,6 +55,7 @@ GROUP_KEYS = (
     "podMemoryGiB",
     "weightPrefetch",
     "modelCache",
+    "prefillPath",
     "firstByteTimeoutSeconds",
     "maxRequestBytes",
     "clientRequestsPerMinute",

@@ -281,6 +281,17 @@ class StackConfig(StackChecks):
             json_schema_extra=_fix("use true or false"),
         ),
     ] = True
+    prefill_path: Annotated[
+        Literal["onednn", "fallback"],
+        Field(
+            alias="prefillPath",
+            description="The linear path vLLM takes for bf16 prompt steps, on which every "
+            "bound that can kill work rests: onednn (oneDNN's matmul; a leader whose vLLM "
+            "logged the fallback to torch's linear refuses to start) or fallback (torch's "
+            "linear, about 3.6x slower at the slow end, with longer timeouts and drains).",
+            json_schema_extra=_fix("use onednn or fallback"),
+        ),
+    ] = "onednn"
     model_cache: Annotated[
         Literal["none", "volume"],
         Field(

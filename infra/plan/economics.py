@@ -94,6 +94,7 @@ def economics(cfg: StackConfig, p: Plan, today: dt.date | None = None) -> Econom
         p.max_concurrency,
         busiest(profile, p),
         p.max_num_batched_tokens,
+        cfg.prefill_path,
     )
     full = served.planned.aggregate_tokens_per_s * p.replicas
     costs = stack_costs(

@@ -27,6 +27,24 @@ From the step follow, in order:
 - the batch cap: the largest `max_num_batched_tokens` whose step leaves that budget reachable;
 - the first-byte bound a client waits at most: a maximum-length prompt's prefill at the slow end,
   plus the stall bound. The modelled time to first token (its slow end included) never exceeds it.
+
+The slow end is of the linear path the plan assumes (`prefillPath`, `catalog.PREFILL_EFFICIENCY`),
+which the leader checks at start. Within it, every leader measures its own step on its own node
+before it takes traffic (`components.manifests.probes`, the startup probe): `CALIBRATION_RUNS`
+one-token requests of `max_num_batched_tokens` prompt tokens, the first a warm-up, the slowest
+of the rest kept. Its liveness then calls a busy engine stalled after
+
+    measured step x growth x `STEP_MARGIN`, within [`MIN_STALL_S`, the slow end's stall bound]
+
+where growth is the modelled ratio of the longest step (the last chunk of a maximum-length
+prompt) to the measured one (a chunk at the start of a prompt), the largest at any rate of the
+range. No in-flight factor: the progress the probe reads moves each time a batch leaves the last
+stage, at most one whole step through every stage apart; the engine's own RPC deadline runs from
+when a batch is sent, so `VLLM_EXECUTE_MODEL_TIMEOUT_SECONDS` keeps the slow end's bound times the
+batches in flight. That variable is read once when the executor starts
+(`v1/executor/multiproc_executor.py`), so it cannot follow the measurement: it stays at the safe
+end. A node at the fast half of the range (the middle rate or faster) is then noticed within
+`fast_half_detection_s`.
 """
 
 from __future__ import annotations
@@ -61,6 +79,14 @@ IDLE_CHECK_S = 60
 MIN_STALL_S = 10
 #: The shortest first-byte bound the plan gives a client.
 MIN_FIRST_BYTE_S = 30
+#: The leader's start-up measurement: this many one-token requests of `max_num_batched_tokens`
+#: prompt tokens; the first is a warm-up (the first step of a shape pays oneDNN's primitive
+#: creation), the slowest of the others is the measured step.
+CALIBRATION_RUNS = 3
+#: The measured step times this is the longest quiet a healthy busy engine shows: room for a
+#: step that runs slower than the one measured on an idle engine (a busy node's memory traffic,
+#: the gatekeeper's and the kubelet's work on the same cores) and for the probe period.
+STEP_MARGIN = 1.5
 
 
 @dataclass(frozen=True)
@@ -91,22 +117,55 @@ class Liveness:
     #: pipeline broken while idle is noticed.
     idle_check_s: int = IDLE_CHECK_S
     idle_detection_s: int = 0
+    #: The leader's start-up measurement: prompt tokens per request, the ratio of the longest
+    #: step to the measured one, the margin, and each request's deadline (the engine's step
+    #: timeout). A node whose step x growth x in-flight exceeds that timeout is refused.
+    calibrate_tokens: int = 0
+    growth: float = 1.0
+    margin: float = STEP_MARGIN
+    calibrate_s: int = 0
+    #: The stall bound and detection a leader measures at the middle rate of the range, the
+    #: slowest of its fast half.
+    fast_half_stall_s: int = 0
+    fast_half_detection_s: int = 0
+    #: The linear path the bounds assume (`prefillPath`).
+    path: str = "onednn"
 
 
 @dataclass(frozen=True)
 class Prefill:
-    """What the bounds are computed from: the model, its stages' work and the slow-end node."""
+    """What the bounds are computed from: the model, its stages' work, the nodes at the slow end,
+    middle and fast end of the prefill rate, and the linear path that range is of."""
 
     profile: ModelProfile
     work: list[StageWork]
     slow: Node
+    mid: Node
+    fast: Node
+    path: str = "onednn"
 
-    def step(self, batched: int, context: int) -> float:
-        return prefill.step_seconds(self.profile, self.work, self.slow, batched, context)
+    def step(self, batched: int, context: int, node: Node | None = None) -> float:
+        return prefill.step_seconds(self.profile, self.work, node or self.slow, batched, context)
+
+    def growth(self, batched: int, context: int) -> float:
+        """The longest step over the one a leader measures (a chunk at a prompt's start), the
+        largest at any rate of the range."""
+        return max(
+            self.step(batched, context, node) / self.step(batched, batched, node)
+            for node in (self.slow, self.mid, self.fast)
+        )
 
 
 def stall_seconds(step_s: float, in_flight: int) -> int:
     return max(MIN_STALL_S, math.ceil(in_flight * step_s))
+
+
+def measured_stall_seconds(
+    step_s: float, growth: float, ceiling_s: int, margin: float = STEP_MARGIN
+) -> int:
+    """The stall bound a leader takes from its measured step (the probe's own arithmetic, kept
+    equal by a test): step x growth x margin, within [`MIN_STALL_S`, `ceiling_s`]."""
+    return min(ceiling_s, max(MIN_STALL_S, math.ceil(step_s * growth * margin)))
 
 
 def probe_period(stall_s: int) -> int:
@@ -119,16 +178,22 @@ def detection_seconds(stall_s: int, period_s: int) -> int:
     return stall_s + PROBE_FAILURES * period_s + PROBE_TIMEOUT_S
 
 
-def fits_budget(step_s: float, in_flight: int) -> bool:
-    """Whether a group with this step can be noticed within `DETECTION_BUDGET_S`."""
-    return probe_period(stall_seconds(step_s, in_flight)) >= MIN_PROBE_PERIOD_S
+def fast_half_stall(model: Prefill, batched: int, context: int) -> int:
+    """The stall bound a leader measures at the middle rate of the range."""
+    ceiling = stall_seconds(model.step(batched, context), len(model.work))
+    step = model.step(batched, batched, model.mid)
+    return measured_stall_seconds(step, model.growth(batched, context), ceiling)
+
+
+def fits_budget(stall_s: int) -> bool:
+    """Whether a stall bound can be noticed within `DETECTION_BUDGET_S`."""
+    return probe_period(stall_s) >= MIN_PROBE_PERIOD_S
 
 
 def max_batched_tokens(model: Prefill, context: int, choices: Sequence[int]) -> int:
-    """The largest of `choices` whose step at `context` still fits the budget (the smallest if
-    none does)."""
-    in_flight = len(model.work)
-    fitting = [b for b in choices if fits_budget(model.step(b, context), in_flight)]
+    """The largest of `choices` whose measured stall bound at the middle rate of the range still
+    fits the budget (the smallest if none does)."""
+    fitting = [b for b in choices if fits_budget(fast_half_stall(model, b, context))]
     return max(fitting) if fitting else min(choices)
 
 
@@ -148,6 +213,7 @@ def liveness(
         model.profile, model.work, model.slow, max_model_len, batched_tokens
     )
     planned_first_byte = max(MIN_FIRST_BYTE_S, math.ceil(prompt + stall))
+    fast_stall = fast_half_stall(model, batched_tokens, max_model_len)
     return Liveness(
         step_s=round(step, 2),
         in_flight=in_flight,
@@ -161,4 +227,12 @@ def liveness(
         first_byte_s=planned_first_byte if first_byte_s is None else first_byte_s,
         idle_check_s=IDLE_CHECK_S,
         idle_detection_s=IDLE_CHECK_S + PROBE_FAILURES * (period + PROBE_TIMEOUT_S),
+        calibrate_tokens=batched_tokens,
+        growth=round(model.growth(batched_tokens, max_model_len), 3),
+        margin=STEP_MARGIN,
+        # A request longer than the engine's step timeout would be killed by the engine itself.
+        calibrate_s=stall,
+        fast_half_stall_s=fast_stall,
+        fast_half_detection_s=detection_seconds(fast_stall, period),
+        path=model.path,
     )

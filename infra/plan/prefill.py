@@ -18,7 +18,8 @@ A step of `b` prompt tokens ending at context position `p` costs, on each pipeli
 - `W / BW`: the stage's weights streamed once per step at the node's decode bandwidth
   (`catalog.InstanceType.decode_gbps_per_vcpu`, calibrated);
 - `F`: the node's prefill arithmetic rate, `catalog.PREFILL_GFLOPS_PER_VCPU` x the pod's cores,
-  a range (slow, fast) whose provenance `catalog.PREFILL_SOURCE` states.
+  a range (slow, fast) for the linear path the plan assumes (`prefillPath`: vLLM's oneDNN
+  matmul, or torch's fallback), whose provenance `catalog.PREFILL_SOURCES` states.
 
 Which end is used where: a bound that can kill or cut off work (the engine's step timeout, the
 liveness stall bound, the first-byte bound and so the reply timeout) uses the SLOW end, so a
@@ -66,17 +67,22 @@ def stage_work(profile: ModelProfile, layers: list[tuple[int, int]]) -> list[Sta
     return work
 
 
-def gflops_range(generation: str, weights: str = "bf16") -> tuple[float, float]:
-    """The prefill rate per vCPU of a generation in a weight format, (slow, fast), GFLOP/s. A
-    quantized format keeps bf16's slow end (`infra.plan.weights.PREFILL_SOURCE`)."""
-    low, high = catalog.PREFILL_GFLOPS_PER_VCPU[generation]
+def gflops_range(
+    generation: str, weights: str = "bf16", path: str = "onednn"
+) -> tuple[float, float]:
+    """The prefill rate per vCPU of a generation in a weight format on a linear path, (slow,
+    fast), GFLOP/s. A quantized format keeps bf16's slow end
+    (`infra.plan.weights.PREFILL_SOURCE`)."""
+    low, high = catalog.PREFILL_GFLOPS_PER_VCPU[path][generation]
     return low, high * weight_format(weights).prefill_fast_factor
 
 
-def nodes(instance: InstanceType, cpu: int, weights: str = "bf16") -> tuple[Node, Node, Node]:
+def nodes(
+    instance: InstanceType, cpu: int, weights: str = "bf16", path: str = "onednn"
+) -> tuple[Node, Node, Node]:
     """The pod's rate at the slow end, the middle and the fast end of the range; its bandwidth is
     the node's decode bandwidth, ceiling included (`catalog.node_decode_gbps`)."""
-    low, high = gflops_range(instance.generation, weights)
+    low, high = gflops_range(instance.generation, weights, path)
     bandwidth = catalog.node_decode_gbps(instance, cpu) * 1e9
     return tuple(  # type: ignore[return-value]
         Node(f * cpu * 1e9, bandwidth) for f in (low, (low + high) / 2, high)

@@ -287,7 +287,9 @@ def _choose_split(
         )
         # The longest step is the last chunk of the longest prompt: judged at the target context.
         step_cap = liveness.max_batched_tokens(
-            _prefill_model(profile, instance, cpu, ranks), upper, BATCHED_TOKEN_CHOICES
+            _prefill_model(profile, instance, cpu, ranks, cfg.prefill_path),
+            upper,
+            BATCHED_TOKEN_CHOICES,
         )
         batched, length = choose_batched(cfg, kvs, kv_bytes, upper, stages, step_cap)
         candidate = _Split(stages, ranks, kvs, tight, kv_bytes, batched, length)
@@ -356,7 +358,7 @@ def _finish(
     concurrency = kvs.concurrency(kv_bytes, max_len, batched)
     decode = _decode_tokens_per_s(profile, instance, budget, chosen)
     startup = _startup(cfg, profile, ranks)
-    model = _prefill_model(profile, instance, budget.cpu, ranks)
+    model = _prefill_model(profile, instance, budget.cpu, ranks, cfg.prefill_path)
     live = liveness.liveness(
         model,
         batched,
@@ -497,12 +499,16 @@ def _check_split(
 
 
 def _prefill_model(
-    profile: ModelProfile, instance: InstanceType, cpu: int, ranks: tuple[RankPlan, ...]
+    profile: ModelProfile,
+    instance: InstanceType,
+    cpu: int,
+    ranks: tuple[RankPlan, ...],
+    path: str,
 ) -> liveness.Prefill:
-    """The split's prefill work at the slow end of the prefill rate (`infra.plan.prefill`)."""
+    """The split's prefill work across the prefill rate's range on `path` (`infra.plan.prefill`)."""
     work = prefill.stage_work(profile, [(r.sliding_layers, r.full_layers) for r in ranks])
-    slow, _, _ = prefill.nodes(instance, cpu, profile.weights)
-    return liveness.Prefill(profile, work, slow)
+    slow, mid, fast = prefill.nodes(instance, cpu, profile.weights, path)
+    return liveness.Prefill(profile, work, slow, mid, fast, path)
 
 
 def _check_first_byte(cfg: StackConfig, live: Liveness, max_len: int) -> None:
@@ -525,30 +531,40 @@ def _why_liveness(live: Liveness, model: liveness.Prefill, max_len: int, least: 
     choices = sorted({least, *(b for b in BATCHED_TOKEN_CHOICES if b >= least)})
     fits = liveness.max_batched_tokens(model, max_len, choices)
     fits_live = liveness.liveness(model, fits, max_len)
-    if live.detection_s <= budget:
-        noticed = f"a broken group is noticed within {live.detection_s} s"
-    elif fits_live.detection_s <= budget:
+    fast = live.fast_half_detection_s
+    if fast <= budget:
         noticed = (
-            f"a broken group is noticed only after {live.detection_s} s, beyond the {budget} s "
-            f"budget; `maxNumBatchedTokens` {fits} shortens it to {fits_live.detection_s} s"
+            f"a broken group is noticed within {fast} s at the fast half of the range, "
+            f"{live.detection_s} s at its slow end"
+        )
+    elif fits_live.fast_half_detection_s <= budget:
+        noticed = (
+            f"a broken group is noticed only after {fast} s at the fast half of the range, "
+            f"beyond the {budget} s budget; `maxNumBatchedTokens` {fits} shortens it to "
+            f"{fits_live.fast_half_detection_s} s"
         )
     else:
         noticed = (
-            f"a broken group is noticed only after {live.detection_s} s, beyond the {budget} s "
-            f"budget; even `maxNumBatchedTokens` {fits} (the least for {least} sequences) takes "
-            f"{fits_live.detection_s} s: a shorter `maxModelLen` or a type with more cores "
-            "shortens it"
+            f"a broken group is noticed only after {fast} s at the fast half of the range, "
+            f"beyond the {budget} s budget; even `maxNumBatchedTokens` {fits} (the least for "
+            f"{least} sequences) takes {fits_live.fast_half_detection_s} s: a shorter "
+            "`maxModelLen` or a type with more cores shortens it"
         )
     return (
-        f"liveness every {live.period_s} s, {live.failures} failures: the longest step "
-        f"(max_num_batched_tokens at {max_len:,} tokens of context, slow end of the prefill "
-        f"rate) takes up to {live.step_s:.1f} s and {live.in_flight} batch(es) are in flight, so "
-        f"an engine that emits nothing for {live.stall_s} s is stuck (also the engine's step "
-        f"timeout); {noticed}; the longest prompt's first token comes within "
-        f"{live.first_byte_s} s (`firstByteTimeoutSeconds`, part of the reply timeout); idle, "
-        f"one generated token proves the pipeline at most every {live.idle_check_s} s "
-        f"({86400 // live.idle_check_s:,} requests a day, counted by vLLM's metrics as traffic), "
-        f"so a pipeline broken while idle is noticed within {live.idle_detection_s} s"
+        f"liveness every {live.period_s} s, {live.failures} failures: before it takes traffic "
+        f"the leader measures its own step ({liveness.CALIBRATION_RUNS} one-token requests of "
+        f"{live.calibrate_tokens} prompt tokens, the first a warm-up, the slowest of the rest "
+        f"kept), and calls a busy engine that emits nothing for that step x {live.growth:.2f} "
+        f"(the last chunk of a {max_len:,}-token prompt over the first, modelled) x "
+        f"{live.margin:g} stuck, at least {liveness.MIN_STALL_S} s and at most {live.stall_s} s: "
+        f"the longest step at the slow end of the {live.path} prefill range "
+        f"({live.step_s:.1f} s) x {live.in_flight} batch(es) in flight, also the engine's step "
+        f"timeout, which vLLM reads once at start; {noticed}; the longest prompt's first token "
+        f"comes within {live.first_byte_s} s (`firstByteTimeoutSeconds`, part of the reply "
+        f"timeout); idle, one generated token proves the pipeline at most every "
+        f"{live.idle_check_s} s ({86400 // live.idle_check_s:,} requests a day, counted by "
+        f"vLLM's metrics as traffic), so a pipeline broken while idle is noticed within "
+        f"{live.idle_detection_s} s"
     )
 
 

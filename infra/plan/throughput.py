@@ -158,6 +158,7 @@ def served(
     max_concurrency: float,
     busiest: tuple[int, int],
     max_num_batched_tokens: int,
+    path: str = "onednn",
 ) -> Served:
     """The served-tokens and time-to-first-token figures of one planned group.
 
@@ -165,7 +166,7 @@ def served(
     context, if shorter) that the engine runs at once, as its KV blocks and `max_num_seqs` allow.
     """
     loads = stage_loads(profile, layers)
-    slow, mid, fast = prefill.nodes(instance, pod_cpu, profile.weights)
+    slow, mid, fast = prefill.nodes(instance, pod_cpu, profile.weights, path)
     work = prefill.stage_work(profile, layers)
     planned = max(1, math.floor(max_concurrency))
 
@@ -185,7 +186,7 @@ def served(
         ttft_1k_s=ttft(SHORT_PROMPT_TOKENS, mid),
         ttft_1k_range_s=(ttft(SHORT_PROMPT_TOKENS, fast), ttft(SHORT_PROMPT_TOKENS, slow)),
         prefill_source=(
-            catalog.PREFILL_SOURCE if profile.weights == "bf16" else weights.PREFILL_SOURCE
+            catalog.PREFILL_SOURCES[path] if profile.weights == "bf16" else weights.PREFILL_SOURCE
         ),
         node_bandwidth_gbps=round(mid.bandwidth / 1e9, 1),
         node_prefill_gflops=(round(slow.flops / 1e9), round(fast.flops / 1e9)),

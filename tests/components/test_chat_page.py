@@ -157,7 +157,7 @@ def test_the_rendered_config_map_serves_the_page_and_nothing_more(tmp_path: Path
     port = free_port()
     conf = (
         data["nginx.conf"]
-        .replace(f"listen {gatekeeper.PORT};", f"listen 127.0.0.1:{port};")
+        .replace(f"listen {gatekeeper.PORT} ", f"listen 127.0.0.1:{port} ")
         .replace(f"listen {gatekeeper.METRICS_PORT};", f"listen 127.0.0.1:{free_port()};")
         .replace(f"{gatekeeper.RUN_DIR}/", f"{run}/")
         .replace(gatekeeper.CONFIG_MOUNT, str(mount))

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from components import manifests
-from components.manifests import gatekeeper
+from components.manifests import gatekeeper, probes
 from components.manifests.engine import EngineSpec, engine_args
 from components.manifests.spec import ServerSpec, object_labels
 from tests import builders
@@ -117,6 +117,11 @@ def test_the_engine_reads_prefetched_weights_offline() -> None:
             "name": "VLLM_API_KEY",
             "valueFrom": {"secretKeyRef": {"name": "gemma-api-key", "key": "engine-key"}},
         },
+        {
+            "name": "GEMMA_VLLM_LOGGING",
+            "value": json.dumps(probes.engine_logging_config(), separators=(",", ":")),
+        },
+        {"name": "VLLM_LOGGING_CONFIG_PATH", "value": probes.LOGGING_CONFIG_PATH},
     ]
     assert _container(leader, "vllm")["volumeMounts"] == [
         {"name": "models", "mountPath": "/models"},
@@ -242,7 +247,17 @@ def test_probes_reach_health_through_the_gatekeepers_probe_listener() -> None:
             "timeoutSeconds": 5,
         }
 
-    assert engine["startupProbe"] == probe(10, 180)  # 1,800 s of start-up budget
+    # Start-up: the probe program's startup phase inside the engine container (it measures the
+    # node's step on loopback), 1,800 s of budget, each run with room for its requests.
+    startup = engine["startupProbe"]
+    assert (startup["periodSeconds"], startup["failureThreshold"]) == (10, 180)
+    assert "phase=startup" in startup["exec"]["command"]
+    assert "stop-pid=1" in startup["exec"]["command"]
+    assert startup["timeoutSeconds"] == (
+        SPEC.probes.timeout_s
+        + SPEC.probes.calibrate_runs * SPEC.probes.calibrate_s
+        + probes.STARTUP_SLACK_S
+    )
     assert engine["readinessProbe"] == probe(10, 3)
     # Liveness proves the pipeline (tests/components/test_probes.py has the command): an exec
     # probe on each rank with the plan's period, threshold and timeout.

@@ -5,7 +5,10 @@ the public side full."""
 from __future__ import annotations
 
 import http.server
+import re
+import shutil
 import socket
+import subprocess
 import threading
 import time
 import urllib.request
@@ -17,9 +20,10 @@ from typing import Any
 import pytest
 
 from components import manifests
-from components.manifests import gatekeeper
+from components.manifests import gatekeeper, gatekeeper_conf
 from components.manifests.gatekeeper import nginx_conf
 from infra.adapters.render import rendered_objects
+from infra.plan import catalog
 from infra.plan.sizing import plan
 from infra.plan.stackfile import load_stack
 from infra.rehearse.front_door import gatekeeper_run as gate
@@ -211,3 +215,66 @@ def test_probes_pass_while_every_public_connection_is_held(tmp_path: Path, engin
         finally:
             for sock in held:
                 sock.close()
+
+
+@pytest.mark.skipif(not nginx_ready(), reason=INSTALL_HINT)
+@pytest.mark.skipif(shutil.which("ss") is None, reason="needs ss (iproute2) to read socket timers")
+def test_real_nginx_keeps_a_quiet_public_connection_alive_below_the_idle_timeout(
+    tmp_path: Path, engine: int
+) -> None:
+    """A client waiting for a long prompt's first token sends and receives nothing: the
+    gatekeeper's side of its connection carries TCP keepalives, the first after
+    `KEEPALIVE_IDLE_S`, well within the load balancer's 350 s (`catalog.NLB_IDLE_TIMEOUT_S`).
+    Read from the kernel: `ss -o` shows the accepted socket's keepalive timer."""
+    public_port = free_port()
+    with gate.running_gate(
+        gate.find_nginx(), LIMITS, "k" * 40, public_port, engine, tmp_path, lambda _line: None
+    ):
+        held = _hold(public_port, "127.0.0.21")
+        try:
+            time.sleep(0.3)
+            out = subprocess.run(
+                ["ss", "-tnoH", "state", "established", f"( sport = :{public_port} )"],
+                capture_output=True,
+                text=True,
+                check=True,
+            ).stdout
+        finally:
+            held.close()
+    timers = re.findall(r"timer:\(keepalive,(?:(\d+)min)?(\d+)(?:\.\d+)?sec", out)
+    assert timers, out
+    seconds = [60 * int(m or 0) + int(s) for m, s in timers]
+    assert all(s <= gatekeeper_conf.KEEPALIVE_IDLE_S for s in seconds), out
+    assert gatekeeper_conf.KEEPALIVE_IDLE_S + gatekeeper_conf.KEEPALIVE_INTERVAL_S < (
+        catalog.NLB_IDLE_TIMEOUT_S
+    )
+
+
+@pytest.mark.parametrize(("stack", "sets"), VARIANTS)
+def test_every_public_listener_of_every_stack_keeps_quiet_connections_alive(
+    stack: str, sets: dict[str, Any]
+) -> None:
+    """No stream is silent to the load balancer for its idle timeout, however long its first
+    token takes: every public (stream) listener the stack renders carries keepalives whose first
+    comes, and whose next follow, well within it."""
+    confs = [
+        obj["data"][gatekeeper.CONFIG_FILE]
+        for obj in _rendered(stack, sets)
+        if obj["kind"] == "ConfigMap"
+        and gatekeeper.CONFIG_FILE in obj.get("data", {})
+        # The public side is the gatekeeper's stream layer; the queue floor's nginx serves
+        # KEDA inside the cluster only.
+        and "stream {" in obj["data"][gatekeeper.CONFIG_FILE]
+    ]
+    assert confs
+    for conf in confs:
+        stream = conf[conf.index("stream {") :]
+        public = re.findall(r"^\s*listen (\S+)(.*);$", stream.split("\nhttp {")[0], re.M)
+        assert public, stream[:400]
+        for address, options in public:
+            if "proxy_protocol" in options:
+                continue  # the internal hop, on loopback
+            found = re.search(r"so_keepalive=(\d+)s:(\d+)s:(\d+)", options)
+            assert found, f"{stack} {sets}: listen {address}{options}"
+            idle, interval, _count = (int(g) for g in found.groups())
+            assert idle + interval < catalog.NLB_IDLE_TIMEOUT_S

@@ -3,15 +3,25 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import logging.config
+import math
 import os
+import signal
 import subprocess
 import sys
 import time
 from pathlib import Path
 
-from components.manifests import ProbeSpec, probe_command
-from components.manifests.probes import liveness_probe, startup_probe
+from components.manifests import ProbeSpec, probe_command, probes
+from components.manifests.probes import (
+    engine_logging_config,
+    leader_startup_probe,
+    liveness_probe,
+    startup_probe,
+)
+from infra.plan import liveness
 from tests.fakes.vllm_leader import fake_leader
 
 PROBES = ProbeSpec(stall_s=30, period_s=5, failures=3, timeout_s=8, request_s=5, idle_check_s=0)
@@ -147,3 +157,182 @@ def test_the_startup_probe_waits_whole_periods_and_runs_as_long_as_liveness() ->
     }
     # Every HTTP call inside a run ends before the kubelet would stop the run.
     assert PROBES.request_s < PROBES.timeout_s
+
+
+# --------------------------------------------------------------------------------------------
+# The leader's startup phase: the linear path, and the node's own step
+
+
+#: A plan's start-up measurement: 64-token requests, within 2 s each, stall bound from 1 s to 30 s.
+MEASURED = ProbeSpec(
+    stall_s=30,
+    period_s=2,
+    failures=3,
+    timeout_s=8,
+    request_s=5,
+    idle_check_s=60,
+    calibrate_tokens=64,
+    calibrate_runs=3,
+    calibrate_s=2,
+    growth=1.2,
+    margin=1.5,
+    floor_s=1,
+    path="onednn",
+    vocab_size=5000,
+)
+
+
+def _startup(
+    port: int, tmp_path: Path, spec: ProbeSpec = MEASURED, stop_pid: int | None = None
+) -> list[str]:
+    return probe_command(
+        spec,
+        "leader",
+        port,
+        "m",
+        host="127.0.0.1",
+        state_file=str(tmp_path / "s.json"),
+        phase="startup",
+        warnings_log=str(tmp_path / "warnings.log"),
+        announce=str(tmp_path / "container.log"),
+        stop_pid=stop_pid,
+    )
+
+
+def test_the_leader_measures_its_step_and_takes_its_stall_bound_from_it(tmp_path: Path) -> None:
+    with fake_leader() as (port, leader):
+        leader.seconds_per_token = 0.1 / MEASURED.calibrate_tokens  # a 0.1 s step
+        code, out = _run(_startup(port, tmp_path))
+        assert code == 0, out
+        seen = json.loads((tmp_path / "s.json").read_text())
+        # The slowest run after the warm-up, times growth and margin, within the bounds: the
+        # planner's own arithmetic (`infra.plan.liveness.measured_stall_seconds`).
+        assert seen["step_s"] == max(seen["runs_s"][1:])
+        assert 0.1 <= seen["step_s"] < 1.0
+        expected = liveness.measured_stall_seconds(
+            seen["step_s"], MEASURED.growth, MEASURED.stall_s, MEASURED.margin
+        )
+        assert expected == liveness.MIN_STALL_S  # the planner's floor: a 0.1 s step is below it
+        floor_free = min(
+            MEASURED.stall_s,
+            max(MEASURED.floor_s, math.ceil(seen["step_s"] * MEASURED.growth * MEASURED.margin)),
+        )
+        assert seen["stall_s"] == floor_free
+        # Three requests of 64 token ids each, below the vocabulary, no two alike (no prefix
+        # cache hit), one output token.
+        prompts = [c["prompt"] for c in leader.completions]
+        assert len(prompts) == 3 and all(len(p) == 64 for p in prompts)
+        assert all(0 <= t < MEASURED.vocab_size for p in prompts for t in p)
+        assert len({p[0] for p in prompts}) == 3
+        assert {c["max_tokens"] for c in leader.completions} == {1}
+        line = (tmp_path / "container.log").read_text()
+        assert line.startswith("gemma-graviton: measured step ") and line.count("\n") == 1
+        assert f"liveness stall bound {seen['stall_s']} s" in line
+        # Measured once: a second startup run (the kubelet may run it again) sends nothing.
+        assert _run(_startup(port, tmp_path))[0] == 0
+        assert len(leader.completions) == 3
+
+
+def test_a_slower_node_measures_a_longer_step_and_a_longer_stall_bound(tmp_path: Path) -> None:
+    bounds = {}
+    for seconds in (0.05, 1.5):
+        run_dir = tmp_path / str(seconds)
+        run_dir.mkdir()
+        with fake_leader() as (port, leader):
+            leader.seconds_per_token = seconds / MEASURED.calibrate_tokens
+            assert _run(_startup(port, run_dir))[0] == 0
+        bounds[seconds] = json.loads((run_dir / "s.json").read_text())
+    assert bounds[1.5]["step_s"] > bounds[0.05]["step_s"]
+    assert bounds[1.5]["stall_s"] > bounds[0.05]["stall_s"]
+
+
+def test_a_node_slower_than_the_slow_end_never_starts(tmp_path: Path) -> None:
+    with fake_leader() as (port, leader):
+        leader.seconds_per_token = 3.0 / MEASURED.calibrate_tokens  # beyond calibrate_s (2 s)
+        code, out = _run(_startup(port, tmp_path))
+        assert code == 1
+        assert out.startswith("FAIL: measuring the step: a 64-token prompt answered None after")
+        assert not (tmp_path / "s.json").exists()  # nothing measured, nothing kept
+
+
+def test_a_leader_whose_vllm_fell_back_refuses_to_start_in_one_line(tmp_path: Path) -> None:
+    (tmp_path / "warnings.log").write_text(
+        "(EngineCore pid=7) WARNING 12-03 10:00:00 [utils.py:580] Failed to create oneDNN "
+        "linear, fallback to torch linear. Exception: unsupported\n"
+    )
+    engine = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        with fake_leader() as (port, leader):
+            code, out = _run(_startup(port, tmp_path, stop_pid=engine.pid))
+            assert code == 1
+            assert out.startswith("FAIL: vLLM fell back to torch's linear")
+            assert "set prefillPath=fallback" in out and "\n" not in out
+            assert leader.completions == []
+            # Final: the engine is stopped at once, so the kubelet restarts the container now,
+            # and the line is said once however often the kubelet asks again.
+            assert engine.wait(timeout=10) == -signal.SIGTERM
+            assert _run(_startup(port, tmp_path))[0] == 1
+            assert (tmp_path / "container.log").read_text().count("\n") == 1
+            # A plan that assumes the fallback starts on it.
+            (tmp_path / "s.json").unlink()
+            fallback = dataclasses.replace(MEASURED, path="fallback")
+            assert _run(_startup(port, tmp_path, fallback))[0] == 0
+    finally:
+        engine.kill()
+
+
+def test_a_node_whose_step_would_outlast_the_engines_timeout_is_refused(tmp_path: Path) -> None:
+    """0.5 s x 1.2 x 1.5 x 2 in flight = 1.8 s, beyond a 1 s engine step timeout: the engine
+    would kill this node's healthy long prompts, so it never starts."""
+    tight = dataclasses.replace(MEASURED, stall_s=1, in_flight=2)
+    with fake_leader() as (port, leader):
+        leader.seconds_per_token = 0.5 / tight.calibrate_tokens
+        code, out = _run(_startup(port, tmp_path, tight))
+        assert code == 1
+        assert out.startswith("FAIL: this node's step is ")
+        assert "beyond the engine's 1 s step timeout" in out
+        assert "step_s" not in json.loads((tmp_path / "s.json").read_text())
+        # With one batch in flight the same node fits (0.9 s).
+        (tmp_path / "s.json").unlink()
+        assert _run(_startup(port, tmp_path, dataclasses.replace(tight, in_flight=1)))[0] == 0
+
+
+def test_liveness_uses_the_measured_bound_not_the_ceiling(tmp_path: Path) -> None:
+    state = tmp_path / "s.json"
+    with fake_leader() as (port, leader):
+        leader.running = 1
+        command = _leader(port, state)
+        assert _run(command)[0] == 0
+        seen = json.loads(state.read_text())
+        # Quiet for 13 s: within the 30 s ceiling, past a measured 12 s bound.
+        state.write_text(json.dumps({**seen, "since": time.time() - 13}))
+        assert _run(command)[0] == 0
+        state.write_text(json.dumps({**seen, "since": time.time() - 13, "stall_s": 12}))
+        code, out = _run(command)
+        assert code == 1 and out.endswith("(bound 12 s)")
+
+
+def test_the_leader_startup_probe_has_room_for_the_measurement() -> None:
+    command = probe_command(MEASURED, "leader", 8000, "m", phase="startup")
+    probe = leader_startup_probe(command, MEASURED, 1800)
+    assert probe["timeoutSeconds"] == (
+        MEASURED.timeout_s + 3 * MEASURED.calibrate_s + probes.STARTUP_SLACK_S
+    )
+    assert probe["failureThreshold"] * probe["periodSeconds"] == 1800
+    assert "phase=startup" in command and "path=onednn" in command
+    # Liveness runs never measure.
+    assert "phase=startup" not in probe_command(MEASURED, "leader", 8000, "m")
+
+
+def test_vllm_logging_config_keeps_stdout_and_adds_a_warnings_file() -> None:
+    config = engine_logging_config("/tmp/w.log")
+    logging.config.dictConfig(
+        {**config, "formatters": {"vllm": {"format": config["formatters"]["vllm"]["format"]}}}
+    )
+    handlers = config["loggers"]["vllm"]["handlers"]
+    assert [config["handlers"][h]["class"] for h in handlers] == [
+        "logging.StreamHandler",
+        "logging.FileHandler",
+    ]
+    assert config["handlers"]["warnings"]["level"] == "WARNING"
+    assert config["handlers"]["warnings"]["filename"] == "/tmp/w.log"

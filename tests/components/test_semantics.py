@@ -73,9 +73,9 @@ def test_every_stack_holds_against_kubernetes_semantics(stack: str, sets: dict[s
 def test_the_check_catches_a_probe_on_another_containers_port() -> None:
     objects = _objects("dev", {})
     # The fault the dev render had: the engine's probes on the gatekeeper's port name.
-    _container(_leader(objects), "vllm")["startupProbe"]["httpGet"]["port"] = "gatekeeper"
+    _container(_leader(objects), "vllm")["readinessProbe"]["httpGet"]["port"] = "gatekeeper"
     assert semantics.unresolved_ports(objects) == [
-        "LeaderWorkerSet/gemma-vllm leaderTemplate vllm startupProbe port 'gatekeeper'"
+        "LeaderWorkerSet/gemma-vllm leaderTemplate vllm readinessProbe port 'gatekeeper'"
     ]
 
 
@@ -83,7 +83,6 @@ def test_the_dev_engine_probes_the_gatekeepers_probe_port_by_number() -> None:
     leader = _leader(_objects("dev", {}))
     gate, engine = _container(leader, "gatekeeper"), _container(leader, "vllm")
     (probes,) = [p["containerPort"] for p in gate["ports"] if p["name"] == "probe"]
-    assert engine["startupProbe"]["httpGet"]["port"] == probes
     assert engine["readinessProbe"]["httpGet"]["port"] == probes
 
 
@@ -242,7 +241,8 @@ def test_a_missing_key_or_config_map_is_named() -> None:
     volumes = {v["name"]: v for v in door["volumes"]}
     volumes["gatekeeper-key"]["secret"]["items"][1]["key"] = "engine.conf"
     volumes["gatekeeper-config"]["configMap"]["name"] = "gemma-gatekeeper-old"
-    _container(_leader(objects), "vllm")["env"][-1]["valueFrom"]["secretKeyRef"]["key"] = "engine"
+    (key,) = [e for e in _container(_leader(objects), "vllm")["env"] if e["name"] == "VLLM_API_KEY"]
+    key["valueFrom"]["secretKeyRef"]["key"] = "engine"
     assert semantics.missing_references(objects, stack_world) == [
         "LeaderWorkerSet/gemma-vllm leaderTemplate vllm env VLLM_API_KEY: Secret gemma-api-key "
         "has no key 'engine'",

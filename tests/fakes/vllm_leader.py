@@ -8,6 +8,7 @@ from __future__ import annotations
 import http.server
 import json
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -26,6 +27,8 @@ class LeaderState:
     waiting: int = 0
     generated: float = 0.0
     completion: int = 200
+    #: Seconds a completion takes per prompt token given as token ids (a step's cost).
+    seconds_per_token: float = 0.0
     completions: list[dict] = field(default_factory=list)
     keys: list[str | None] = field(default_factory=list)
 
@@ -77,6 +80,8 @@ def fake_leader() -> Iterator[tuple[int, LeaderState]]:
             request = json.loads(self.rfile.read(length))
             state.completions.append(request)
             state.keys.append(self.headers.get("Authorization"))
+            if isinstance(request.get("prompt"), list):
+                time.sleep(state.seconds_per_token * len(request["prompt"]))
             body = completion_reply(request.get("model", LABELS["model_name"]))
             self._reply(state.completion, json.dumps(body).encode())
 
