@@ -11,8 +11,10 @@ from __future__ import annotations
 import datetime as dt
 import json
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
+import yaml
 
 from infra.adapters.cli import main
 from infra.plan import catalog, compare, moe, moe_measured, throughput
@@ -342,3 +344,22 @@ def test_moe_bytes_per_token_are_its_active_bytes(measured: dict) -> None:
     weights = loads[0].read_bytes
     assert weights == pytest.approx(30 * profile.active_layer_bytes + profile.embedding_bytes)
     assert loads[0].weight_bytes > weights  # the measured ratio is slower than the bytes
+
+
+def test_the_int8_override_renders_the_quantize_job_for_the_moe(
+    measured: dict, tmp_path: Path
+) -> None:
+    from infra.adapters.render import render_stack
+
+    cfg = load_stack("dev", {"model": MOE, "weights": "int8"}, TODAY)
+    written = render_stack(cfg, plan(cfg, "dev"), tmp_path)
+    jobs = [yaml.safe_load(p.read_text()) for p in written if "-job-" in p.name]
+    assert len(jobs) == 1
+    env = {
+        e["name"]: e.get("value")
+        for e in jobs[0]["spec"]["template"]["spec"]["containers"][0]["env"]
+    }
+    assert MOE in env.values()
+    assert env["SOURCE_REVISION"] == ""  # unpinned: the plan warns
+    volumes = [p for p in written if "persistentvolumeclaim" in p.name]
+    assert len(volumes) == 2  # one weights volume per rank of the two nodes
