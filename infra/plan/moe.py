@@ -34,13 +34,22 @@ from dataclasses import replace
 
 from infra.plan import catalog, moe_measured, weights
 from infra.plan.catalog import ModelProfile
+from infra.plan.config_parts import ConfigError
 from infra.plan.moe_measured import MoeDecodeRatio
 
 
 def ratio(profile: ModelProfile) -> MoeDecodeRatio:
     """The measured figures for `profile`'s weight format; ConfigError (key `weights`) naming
     the reason and a fix when there are none."""
-    return moe_measured.decode_ratio(profile.weights)
+    measured = moe_measured.decode_ratio(profile.weights)
+    if min(measured.dense_layer_s, measured.dense_layer_n_s) <= 0:
+        raise ConfigError(
+            "weights",
+            f"{profile.weights}'s measured dense layer time for {profile.name} is zero, so no "
+            "MoE/dense ratio follows from it",
+            "measure it again with `make rehearse-moe` on a quieter machine",
+        )
+    return measured
 
 
 def reference(profile: ModelProfile) -> ModelProfile:

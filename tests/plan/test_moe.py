@@ -363,3 +363,13 @@ def test_the_int8_override_renders_the_quantize_job_for_the_moe(
     assert env["SOURCE_REVISION"] == ""  # unpinned: the plan warns
     volumes = [p for p in written if "persistentvolumeclaim" in p.name]
     assert len(volumes) == 2  # one weights volume per rank of the two nodes
+
+
+def test_a_zero_dense_time_is_refused_not_divided(
+    measured: dict, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    broken = replace(measured["bf16"], dense_layer_s=0.0)
+    monkeypatch.setitem(moe_measured.MOE_DECODE_RATIO, "bf16", broken)
+    with pytest.raises(ConfigError) as error:
+        plan(load_stack("dev", {"model": MOE}, TODAY), "dev")
+    assert error.value.key == "weights" and "is zero" in error.value.rule
