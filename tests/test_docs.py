@@ -75,6 +75,10 @@ RULES: list[tuple[str, str]] = [
         "minutes of full-width model building and warm-up on a quiet machine",
     ),
     (
+        r"make rehearse-moe.*|python -m infra\.rehearse\.measure\.moe_probe.*",
+        "15-20 minutes of full-width model building and serving (a 9 GB MoE slice)",
+    ),
+    (
         r"make rehearse-guard|python -m infra\.rehearse\.guard\.memory_guard",
         "needs root and a writable memory cgroup",
     ),

