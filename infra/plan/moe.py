@@ -60,9 +60,18 @@ def reference(profile: ModelProfile) -> ModelProfile:
 
 
 def check(profile: ModelProfile) -> None:
-    """Refuse a mixture-of-experts model in a format with no measured ratio (ConfigError)."""
-    if profile.is_moe:
-        ratio(profile)
+    """Refuse a mixture-of-experts model in a format with no measured ratio, or with no dense
+    model whose calibrated decode the ratio could scale (ConfigError)."""
+    if not profile.is_moe:
+        return
+    if profile.decode_reference not in catalog.MODELS:
+        raise ConfigError(
+            "model",
+            f"{profile.name} is a mixture of experts with no dense catalogue model whose "
+            "calibrated decode its measured ratio scales",
+            "name one in its catalogue entry's `decode_reference`, such as google/gemma-4-12B-it",
+        )
+    ratio(profile)
 
 
 def distinct_experts(profile: ModelProfile, streams: int) -> float:

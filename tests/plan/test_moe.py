@@ -373,3 +373,12 @@ def test_a_zero_dense_time_is_refused_not_divided(
     with pytest.raises(ConfigError) as error:
         plan(load_stack("dev", {"model": MOE}, TODAY), "dev")
     assert error.value.key == "weights" and "is zero" in error.value.rule
+
+
+def test_a_moe_without_a_dense_reference_is_refused(
+    measured: dict, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setitem(catalog.MODELS, MOE, replace(PROFILE, decode_reference=None))
+    with pytest.raises(ConfigError) as error:
+        plan(load_stack("dev", {"model": MOE}, TODAY), "dev")
+    assert error.value.key == "model" and "no dense catalogue model" in error.value.rule
