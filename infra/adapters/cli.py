@@ -1,7 +1,8 @@
 """`python -m infra.plan`: what a stack will get and cost, offline, before any money is spent.
 
     python -m infra.plan [--stack dev] [--set KEY=VALUE ...] [--brief | --json] [--render DIR]
-    python -m infra.plan --compare [--need context=N,concurrency=X,decode=T] [--json]
+    python -m infra.plan --compare [--need context=N,concurrency=X,decode=T] [--formats ...]
+        [--models all|MODEL,...] [--json]
 
 The plan opens with its verdict (`infra.adapters.verdict`), then the table, the reasons and the
 warnings; `--brief` prints the verdict alone. Bad input exits 2 with one line on stderr naming
@@ -15,6 +16,7 @@ import datetime as dt
 import json
 import sys
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import NoReturn
 
@@ -31,6 +33,7 @@ from infra.plan import (
     changes,
     compare,
     elastic,
+    moe,
     placeholders,
     pods,
     readiness,
@@ -43,6 +46,7 @@ from infra.plan.economics import Economics, economics
 from infra.plan.liveness import CALIBRATION_RUNS, MIN_STALL_S
 from infra.plan.sizing import Plan
 from infra.plan.stackfile import add_stack_arguments, load_stack, parse_overrides, read_stack
+from infra.plan.throughput import Served
 from infra.plan.weights import FORMATS
 
 
@@ -82,6 +86,12 @@ def _parser() -> argparse.ArgumentParser:
         help="the weight formats --compare plans each type in (default: all, side by side)",
     )
     parser.add_argument(
+        "--models",
+        metavar="all|MODEL,...",
+        default="all",
+        help="the catalogue models --compare plans (default: all of them, the stack's first)",
+    )
+    parser.add_argument(
         "--render",
         metavar="DIR",
         type=Path,
@@ -98,8 +108,7 @@ def _economics_rows(p: Plan, e: Economics) -> list[tuple[str, str]]:
     rows = [
         (
             "decode, 1 stream",
-            f"{s.one.aggregate_tokens_per_s:.2f} tokens/s "
-            f"({weights.decode_source(p.weights, s.bandwidth_bound.endswith('(ceiling)'))})",
+            f"{s.one.aggregate_tokens_per_s:.2f} tokens/s ({_decode_source(p, s)})",
         ),
         ("node bandwidth", f"{s.node_bandwidth_gbps:.0f} GB/s for decode, {s.bandwidth_bound}"),
         (
@@ -149,6 +158,15 @@ def _economics_rows(p: Plan, e: Economics) -> list[tuple[str, str]]:
             )
         )
     return rows
+
+
+def _decode_source(p: Plan, s: Served) -> str:
+    """Where the single-stream figure comes from: calibrated, modelled, or for a mixture of
+    experts derived from its measured ratio to the dense model (`infra.plan.moe`)."""
+    known = catalog.MODELS.get(p.model)
+    if known is not None and known.is_moe:
+        return moe.decode_source(replace(known, weights=p.weights))
+    return weights.decode_source(p.weights, s.bandwidth_bound.endswith("(ceiling)"))
 
 
 def format_table(
@@ -398,14 +416,32 @@ def _user_keys(stack: str, overrides: dict[str, object]) -> list[str]:
 
 def _compare(args: argparse.Namespace, cfg: StackConfig, today: dt.date) -> int:
     need = compare.parse_need(args.need, compare.default_need(cfg, args.stack))
-    result = compare.compare(cfg, need, args.stack, today, _formats(args.formats))
+    models = _models(args.models, cfg)
+    result = compare.compare(cfg, need, args.stack, today, _formats(args.formats), models)
     if args.json:
         data = {"stack": args.stack, "instance_type": cfg.instance_type} | result.to_json()
         print(json.dumps(data, indent=2))
     else:
         print(format_comparison_header(args.stack, cfg.region))
-        print(compare.format_comparison(result, (cfg.instance_type, cfg.weights)))
+        current = (cfg.instance_type, cfg.weights, cfg.model)
+        print(compare.format_comparison(result, current))
     return 0
+
+
+def _models(text: str, cfg: StackConfig) -> tuple[str, ...]:
+    """`--models`: all (the stack's model, then every other catalogue model) or a
+    comma-separated list of the stack's model and catalogue models."""
+    if text.strip() == "all":
+        return tuple(dict.fromkeys((cfg.model, *catalog.MODELS)))
+    names = tuple(dict.fromkeys(n.strip() for n in text.split(",") if n.strip()))
+    unknown = [n for n in names if n not in catalog.MODELS and n != cfg.model]
+    if unknown or not names:
+        raise ConfigError(
+            "--models",
+            f"{unknown[0] if unknown else text!r} is not a catalogue model",
+            f"list some of {', '.join(catalog.MODELS)}, or all",
+        )
+    return names
 
 
 def _formats(text: str) -> tuple[str, ...]:
@@ -422,7 +458,7 @@ def _formats(text: str) -> tuple[str, ...]:
 
 
 def format_comparison_header(stack: str, region: str) -> str:
-    return f"stack {stack} ({region}): every catalogue type planned for the stack's model"
+    return f"stack {stack} ({region}): every catalogue type planned for each model compared"
 
 
 def main(argv: Sequence[str] | None = None, today: dt.date | None = None) -> int:
@@ -433,6 +469,8 @@ def main(argv: Sequence[str] | None = None, today: dt.date | None = None) -> int
         cfg = load_stack(args.stack, overrides, today)
         if args.need and not args.compare:
             raise ConfigError("--need", "is read only with --compare", "add --compare")
+        if args.models != "all" and not args.compare:
+            raise ConfigError("--models", "is read only with --compare", "add --compare")
         if args.brief and args.compare:
             raise ConfigError("--brief", "is the verdict of one plan", "drop --compare")
         if args.compare:

@@ -15,7 +15,7 @@ import datetime as dt
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from infra.plan import support
+from infra.plan import catalog, support
 from infra.plan.config import StackConfig
 from infra.plan.economics import Economics
 from infra.plan.sizing import Plan
@@ -48,7 +48,9 @@ def verdict_lines(
         f"context: {p.max_model_len:,} tokens x {p.max_concurrency:.2f} requests at once",
         f"decode: {s.one.aggregate_tokens_per_s:.2f} tokens/s for one stream "
         + (
-            "(calibrated)"
+            "(derived from a measured MoE/dense ratio)"
+            if _is_moe(p.model)
+            else "(calibrated)"
             if p.weights == "bf16" and not s.bandwidth_bound.endswith("(ceiling)")
             else "(modelled)"
         )
@@ -71,6 +73,12 @@ def verdict_lines(
         lines.append(advice)
     lines.append(f"warnings: {len(warnings)}, listed at the end" if warnings else "warnings: none")
     return lines
+
+
+def _is_moe(model: str) -> bool:
+    """A catalogue mixture of experts, whose decode comes from a measured ratio."""
+    known = catalog.MODELS.get(model)
+    return known is not None and known.is_moe
 
 
 def _count(n: int, noun: str) -> str:

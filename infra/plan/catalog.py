@@ -345,6 +345,19 @@ COTENANTS: tuple[Cotenant, ...] = (
 NODE_HEADROOM_MIB = 2048
 
 
+def _gemma4_moe_text_params() -> int:
+    """gemma-4-26B-A4B-it's text parameters from its config's shapes (see `MODELS`)."""
+    hidden, heads, experts, width, dense = 2816, 16, 128, 704, 2112
+    mlp = 3 * hidden * dense + hidden * experts + experts * 3 * hidden * width
+    sliding = 2 * heads * 256 * hidden + 2 * 8 * 256 * hidden + mlp
+    full = 2 * heads * 512 * hidden + 1 * 2 * 512 * hidden + mlp  # K = V: k_proj only
+    return 25 * sliding + 5 * full + 262_144 * hidden
+
+
+MOE_26B_TEXT_PARAMS = _gemma4_moe_text_params()
+MOE_26B_VISION_PARAMS = 550_000_000
+
+
 @dataclass(frozen=True)
 class ModelProfile:
     """A decoder's layout and sizes: enough to place its layers and to do vLLM's KV arithmetic.
@@ -389,6 +402,37 @@ class ModelProfile:
     #: The format the decoder's linear layers are served in (`infra.plan.weights`);
     #: `checkpoint_bytes` is always the published bf16 checkpoint's.
     weights: str = "bf16"
+    #: A mixture of experts: experts per layer, how many one token runs and each one's width
+    #: (gate, up and down: 3 x hidden x width). 0: a dense model. Every expert is resident, so
+    #: memory sizing uses `layer_bytes`; a token reads and computes `active_layer_params`.
+    experts: int = 0
+    experts_per_token: int = 0
+    expert_intermediate_size: int = 0
+    #: For a mixture of experts: the dense catalogue model whose calibrated decode the measured
+    #: per-layer ratio scales (`infra.plan.moe`). Its speed is never derived from active
+    #: parameters alone.
+    decode_reference: str | None = None
+
+    @property
+    def is_moe(self) -> bool:
+        return self.experts > 0
+
+    @property
+    def expert_params(self) -> int:
+        """Parameters of one expert of one layer (gate, up and down)."""
+        return 3 * self.hidden_size * self.expert_intermediate_size
+
+    @property
+    def active_layer_params(self) -> float:
+        """Average parameters one token computes in one decoder layer: all of a dense layer; a
+        mixture-of-experts layer less the experts it does not route to."""
+        idle = (self.experts - self.experts_per_token) * self.expert_params
+        return self.layer_params - idle
+
+    @property
+    def active_layer_bytes(self) -> float:
+        """Average bytes one token reads in one decoder layer, in the served weight format."""
+        return self.active_layer_params * weights.weight_format(self.weights).resident_bytes
 
     def is_full_attention(self, layer: int) -> bool:
         """Whether layer `layer` (0-based) is a full-attention layer."""
@@ -455,6 +499,50 @@ MODELS: dict[str, ModelProfile] = {
         revision="707f0a3b8a3c7ad586ed01e27eafbad8a27dd0f7",
         revision_checked=dt.date(2026, 12, 1),
         revision_source="public projects' pins of this checkpoint, Aug-Sep 2026",
+    ),
+    # The mixture-of-experts sibling. Layout read 2026-12-03 from a public test fixture of the
+    # published config.json (ollama/ollama x/models/gemma4/gemma4_test.go
+    # `TestParseTextConfig26B`, commit 3c8e1b44e333eec6b3bfed0fb4c131b03978e063; the MoE probe's
+    # `infra.rehearse.measure.moe_probe.MOE_26B` carries the same figures and their
+    # cross-checks): 30 layers, 5 sliding : 1 full, window 1024, hidden 2816, 16 query heads,
+    # sliding layers 8 KV heads x 256, full layers 2 KV heads x 512 with `attention_k_eq_v`, a
+    # dense MLP of 2112 beside 128 experts of 704, 8 per token, vocabulary 262,144.
+    # KV cache: vLLM 0.31 stores K and V for every layer, k_eq_v included: `models/gemma4.py`
+    # loads k_proj into both the K and V slots of qkv_proj and passes k (k_norm, RoPE) and v
+    # (v_norm) to `Attention` separately, so the cache holds two tensors per full layer, as
+    # `infra.plan.kv_cache` counts. (The duplicated V slot adds 5 x 2.9M parameters resident,
+    # under 0.2%: left out.)
+    # Checkpoint: DERIVED from the shapes, not read from the repository: per layer attention
+    # (q, o: 2 x 16 x head dim x 2816; k, and v on sliding layers), the dense MLP (3 x 2816 x
+    # 2112), the router (2816 x 128) and 128 experts (3 x 2816 x 704 each): 25 sliding layers of
+    # 814.1M and 5 full of 828.5M, 24.49e9 in the decoder, plus 0.74e9 of embeddings: 25.23e9
+    # text parameters, the "25.2B total, 3.8B active" of the model card's summaries (read
+    # 2026-12-03, e.g. featherless.ai and vast.ai model pages). Vision encoder ~550M parameters
+    # (the same pages). bf16: 2 bytes each.
+    "google/gemma-4-26B-A4B-it": ModelProfile(
+        name="google/gemma-4-26B-A4B-it",
+        layers=30,
+        sliding_per_full=5,
+        sliding_kv_heads=8,
+        sliding_head_dim=256,
+        full_kv_heads=2,
+        full_head_dim=512,
+        sliding_window=1024,
+        hidden_size=2816,
+        vocab_size=262_144,
+        checkpoint_bytes=MOE_26B_TEXT_PARAMS * 2 + MOE_26B_VISION_PARAMS * 2,
+        non_text_bytes=MOE_26B_VISION_PARAMS * 2,
+        # 256K tokens (the model card's summaries, as above).
+        max_context=262_144,
+        attention_heads=16,
+        intermediate_size=2112,
+        experts=128,
+        experts_per_token=8,
+        expert_intermediate_size=704,
+        decode_reference="google/gemma-4-12B-it",
+        # No commit of the hub repository has been verified here: ranks download `main`, and the
+        # plan warns, as for any unpinned model.
+        revision=None,
     ),
 }
 

@@ -14,7 +14,7 @@ import datetime as dt
 import math
 from dataclasses import dataclass
 
-from infra.plan import catalog, prefill, throughput
+from infra.plan import catalog, moe_measured, prefill, throughput
 from infra.plan.config import ConfigError, StackConfig
 from infra.plan.economics import Economics, economics
 from infra.plan.sizing import Plan, plan
@@ -79,6 +79,8 @@ class Candidate:
     refusal: str | None
     shortfall: str | None
     decode_at_need: float | None
+    #: The model planned (`model`).
+    model: str = ""
 
     @property
     def meets(self) -> bool:
@@ -86,6 +88,7 @@ class Candidate:
 
     def to_json(self) -> dict[str, object]:
         data: dict[str, object] = {
+            "model": self.model,
             "instance_type": self.instance_type,
             "weights": self.weights,
             "quality": weight_format(self.weights).quality,
@@ -138,12 +141,24 @@ class Comparison:
 
 
 def candidate_config(
-    cfg: StackConfig, instance_type: str, need: Need, weights: str | None = None
+    cfg: StackConfig,
+    instance_type: str,
+    need: Need,
+    weights: str | None = None,
+    model: str | None = None,
 ) -> StackConfig:
-    """The stack on `instance_type` (in `weights`, default the stack's), node-size keys back to
-    auto, the context cap at the need. A quantized format the stack does not name a checkpoint
-    for is produced (`weightsSource: quantize`)."""
+    """The stack on `instance_type` (in `weights`, default the stack's; serving `model`, default
+    the stack's), node-size keys back to auto, the context cap at the need. A quantized format
+    the stack does not name a checkpoint for is produced (`weightsSource: quantize`); another
+    catalogue model is served at the catalogue's revision."""
     update: dict[str, object] = {"instance_type": instance_type}
+    if model is not None and model != cfg.model:
+        update |= {
+            "model": model,
+            "model_profile": None,
+            "model_revision": "auto",
+            "weights_source": "quantize",
+        }
     if weights is not None and weights != cfg.weights:
         update |= {"weights": weights, "weights_source": "quantize"}
     update |= {name: "auto" for name in SIZE_FIELDS}
@@ -170,15 +185,17 @@ def evaluate(
     stack: str,
     today: dt.date,
     weights: str | None = None,
+    model: str | None = None,
 ) -> Candidate:
-    """Plan one type for the stack (in `weights`, default the stack's) and judge it against the
-    need."""
-    candidate = candidate_config(cfg, instance_type, need, weights)
-    fmt = candidate.weights
+    """Plan one type for the stack (in `weights`, default the stack's; serving `model`, default
+    the stack's) and judge it against the need."""
+    candidate = candidate_config(cfg, instance_type, need, weights, model)
+    fmt, name = candidate.weights, candidate.model
     try:
         p = plan(candidate, stack)
     except ConfigError as error:
-        return Candidate(instance_type, fmt, None, None, f"`{error.key}` {error.rule}", None, None)
+        refusal = f"`{error.key}` {error.rule}"
+        return Candidate(instance_type, fmt, None, None, refusal, None, None, name)
     econ = economics(candidate, p, today)
     decode = _per_stream(candidate, p, need.concurrency)
     shortfall = None
@@ -194,7 +211,7 @@ def evaluate(
         )
     elif econ.usd_per_million_full is None:
         shortfall = "no price in the catalogue"
-    return Candidate(instance_type, fmt, p, econ, None, shortfall, round(decode, 3))
+    return Candidate(instance_type, fmt, p, econ, None, shortfall, round(decode, 3), name)
 
 
 def default_need(cfg: StackConfig, stack: str) -> Need:
@@ -214,11 +231,13 @@ def compare(
     stack: str,
     today: dt.date,
     formats: tuple[str, ...] | None = None,
+    models: tuple[str, ...] | None = None,
 ) -> Comparison:
-    """Every catalogue type for the stack in each of `formats` (default: the stack's own):
-    ranked, short of the need, or refused."""
+    """Every catalogue type for the stack in each of `formats` (default: the stack's own), for
+    each of `models` (default: the stack's own): ranked, short of the need, or refused."""
     candidates = [
-        evaluate(cfg, name, need, stack, today, fmt)
+        evaluate(cfg, name, need, stack, today, fmt, model)
+        for model in models or (cfg.model,)
         for fmt in formats or (cfg.weights,)
         for name in catalog.INSTANCE_TYPES
     ]
@@ -229,6 +248,7 @@ def compare(
             c.econ.costs.usd_per_month,  # type: ignore[union-attr]
             c.instance_type,
             c.weights,
+            c.model,
         ),
     )
     short = [c for c in candidates if c.plan is not None and not c.meets]
@@ -249,27 +269,47 @@ def cheapest_that_starts(cfg: StackConfig, stack: str, today: dt.date) -> Candid
     return best
 
 
-def format_comparison(result: Comparison, current: tuple[str, str]) -> str:
+#: Column width of the model in `format_comparison` when it ranks more than one.
+MODEL_COLUMN = 22
+
+
+def _model_cell(c: Candidate, many: bool) -> str:
+    return f"{c.model.rsplit('/', 1)[-1]:<{MODEL_COLUMN}} " if many else ""
+
+
+def format_comparison(result: Comparison, current: tuple[str, ...]) -> str:
     """The human view: the ranking, then the types that miss the need, then those that cannot
-    start, one line each."""
+    start, one line each. `current` is the stack's (type, format) or (type, format, model); a
+    comparison of several models has a model column."""
+    every = (*result.ranked, *result.short, *result.refused)
+    many = len({c.model for c in every}) > 1
+    model_head = f"{'model':<{MODEL_COLUMN}} " if many else ""
     header = (
-        f"{'':2}{'type':<12} {'weights':<7} {'nodes':>5} {'$/month':>9} {'context':>8} {'conc':>6} "
-        f"{'tok/s 1':>8} {'tok/s full':>10} {'$/Mtok full':>11} {'$/Mtok 1':>9} {'ttft max':>9} "
-        "quality"
+        f"{'':2}{model_head}{'type':<12} {'weights':<7} {'nodes':>5} {'$/month':>9} "
+        f"{'context':>8} {'conc':>6} {'tok/s 1':>8} {'tok/s full':>10} {'$/Mtok full':>11} "
+        f"{'$/Mtok 1':>9} {'ttft max':>9} quality"
+    )
+    moe_note = (
+        "; mixture-of-experts decode and prefill derived from a measured MoE/dense ratio "
+        f"({moe_measured.SOURCE})"
+        if any(catalog.MODELS.get(c.model) and catalog.MODELS[c.model].is_moe for c in every)
+        else ""
     )
     lines = [
         f"need: {result.need.describe()}; ranked by $ per million output tokens at full load "
         "(on-demand list prices; bf16 decode calibrated, int8 and int4 decode, arithmetic and "
-        f"prefill modelled; int8 and int4 quality {QUALITY_UNMEASURED})",
+        f"prefill modelled; int8 and int4 quality {QUALITY_UNMEASURED}{moe_note})",
         "",
         header,
     ]
     for i, c in enumerate(result.ranked, 1):
         p, e = c.plan, c.econ
         assert p is not None and e is not None  # ranked candidates always have both
-        mark = "*" if (c.instance_type, c.weights) == current else " "
+        own = (c.instance_type, c.weights, c.model)[: len(current)]
+        mark = "*" if own == tuple(current) else " "
+        cell = _model_cell(c, many)
         lines.append(
-            f"{i:>2}{mark}{c.instance_type:<11} {c.weights:<7} {p.nodes:>5} "
+            f"{i:>2}{mark}{cell}{c.instance_type:<11} {c.weights:<7} {p.nodes:>5} "
             f"{e.costs.usd_per_month:>9.2f} "
             f"{p.max_model_len:>8,} {p.max_concurrency:>5.2f}x "
             f"{e.served.one.aggregate_tokens_per_s:>8.2f} "
@@ -279,13 +319,21 @@ def format_comparison(result: Comparison, current: tuple[str, str]) -> str:
         )
     if result.short:
         lines += ["", "start but miss the need:"]
-        lines += [f"  {c.instance_type:<12} {c.weights:<7} {c.shortfall}" for c in result.short]
+        lines += [
+            f"  {_model_cell(c, many)}{c.instance_type:<12} {c.weights:<7} {c.shortfall}"
+            for c in result.short
+        ]
     if result.refused:
         lines += ["", "cannot start:"]
-        lines += [f"  {c.instance_type:<12} {c.weights:<7} {c.refusal}" for c in result.refused]
+        lines += [
+            f"  {_model_cell(c, many)}{c.instance_type:<12} {c.weights:<7} {c.refusal}"
+            for c in result.refused
+        ]
     lines += [
         "",
-        "* the stack's type and format. tok/s: aggregate decode at 1 stream and at the planned "
-        "concurrency; ttft max: modelled prefill of a max-length prompt.",
+        "* the stack's type and format"
+        + (" and model" if many else "")
+        + ". tok/s: aggregate decode at 1 stream and at the planned concurrency; ttft max: "
+        "modelled prefill of a max-length prompt.",
     ]
     return "\n".join(lines)

@@ -148,8 +148,10 @@ class StackConfig(StackChecks):
     model: Annotated[
         str,
         Field(
-            description="Hugging Face repository served by vLLM: a catalogue model, or another "
-            "one whose layout `modelProfile` gives.",
+            description="Hugging Face repository served by vLLM: a catalogue model "
+            "(google/gemma-4-12B-it, or the mixture of experts google/gemma-4-26B-A4B-it, whose "
+            "speed derives from a measured ratio: docs/weights.md), or another one whose layout "
+            "`modelProfile` gives.",
             json_schema_extra=_fix("choose a catalogue model or describe it in `modelProfile`"),
         ),
     ] = "google/gemma-4-12B-it"

@@ -10,7 +10,8 @@ A step of `b` prompt tokens ending at context position `p` costs, on each pipeli
 
     t_stage = (2 x params x b + attention(b, p)) / F  +  W / BW
 
-- `params`: the stage's decoder-layer parameters (one multiply-add each per token);
+- `params`: the stage's decoder-layer parameters (one multiply-add each per token); for a
+  mixture of experts, the dense reference's x the measured prefill ratio (`infra.plan.moe`);
 - `attention(b, p)`: each of the `b` query tokens reads up to `p` keys on a full-attention layer
   and up to the window on a sliding one: 4 x query heads x head dim FLOP per key (scores and
   values). An upper bound: it counts every query token as the last one. It grows with the
@@ -32,7 +33,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from infra.plan import catalog
+from infra.plan import catalog, moe
 from infra.plan.catalog import InstanceType, ModelProfile
 from infra.plan.weights import weight_format
 
@@ -63,7 +64,8 @@ def stage_work(profile: ModelProfile, layers: list[tuple[int, int]]) -> list[Sta
     for rank, (sliding, full) in enumerate(layers):
         layer_bytes = (sliding + full) * profile.layer_bytes
         read = layer_bytes + (profile.embedding_bytes if rank == len(layers) - 1 else 0)
-        work.append(StageWork((sliding + full) * profile.layer_params, read, sliding, full))
+        params = (sliding + full) * moe.prefill_layer_params(profile)
+        work.append(StageWork(params, read, sliding, full))
     return work
 
 

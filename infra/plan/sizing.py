@@ -22,7 +22,7 @@ from dataclasses import asdict, dataclass, replace
 
 from components.manifests.drain import DrainSpec
 from components.manifests.gatekeeper_conf import GatekeeperLimits
-from infra.plan import catalog, liveness, prefill, quantize, rollout
+from infra.plan import catalog, liveness, moe, prefill, quantize, rollout
 from infra.plan.budget import (
     BATCHED_TOKEN_CHOICES,
     CPU_DEFAULT_BATCHED_TOKENS_PER_RANK,
@@ -228,6 +228,8 @@ def plan(cfg: StackConfig, stack: str = "dev") -> Plan:
     """Plan a stack, or raise `PlanError` saying why it cannot start and what to change."""
     instance = _instance(cfg)
     profile = cfg.profile()
+    # A mixture of experts in a format with no measured decode ratio: refused with its reason.
+    moe.check(profile)
     budget = node_budget(instance, cfg.model_cache_planned == "volume")
     if budget.cpu < 1:
         raise PlanError(
@@ -571,10 +573,11 @@ def _why_liveness(live: Liveness, model: liveness.Prefill, max_len: int, least: 
 def _decode_tokens_per_s(
     profile: ModelProfile, instance: InstanceType, budget: NodeBudget, chosen: _Split
 ) -> float:
-    """Each token streams every stage's weights in series at the nodes' memory bandwidth."""
+    """Each token streams every stage's weights in series at the nodes' memory bandwidth (a
+    mixture of experts: its measured ratio to the dense model's, `infra.plan.moe`)."""
     decode_seconds = 0.0
     for rank in chosen.ranks:
-        read = rank.layers * profile.layer_bytes
+        read = moe.step_weight_bytes(profile, rank.layers)
         if rank.rank == chosen.stages - 1:
             read += profile.embedding_bytes  # the output head is read for every token
         decode_seconds += read / (catalog.node_decode_gbps(instance, budget.cpu) * 1e9)
@@ -667,7 +670,23 @@ def _reasons(
             else "as the stack sets"
         )
         + f"; {concurrency:.2f} such requests fit at once",
+        _why_decode(cfg, instance, budget, decode),
+    )
+
+
+def _why_decode(cfg: StackConfig, instance: InstanceType, budget: NodeBudget, decode: float) -> str:
+    bandwidth = (
+        f"~{catalog.node_decode_gbps(instance, budget.cpu):.0f} GB/s per node, set by "
+        f"{catalog.decode_bound(instance, budget.cpu)}"
+    )
+    profile = cfg.profile()
+    if profile.is_moe:
+        return (
+            f"decode ~{decode:.1f} tokens/s per stream: {moe.decode_source(profile)}; the "
+            f"{profile.decode_reference} layers' bytes stream at {bandwidth}; never above "
+            "the bytes a token of its routed experts reads at that bandwidth"
+        )
+    return (
         f"decode ~{decode:.1f} tokens/s per stream: each token streams the stages' weights in "
-        f"series at ~{catalog.node_decode_gbps(instance, budget.cpu):.0f} GB/s per node, "
-        f"set by {catalog.decode_bound(instance, budget.cpu)}",
+        f"series at {bandwidth}"
     )

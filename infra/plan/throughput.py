@@ -31,7 +31,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from infra.plan import catalog, prefill, weights
+from infra.plan import catalog, moe, prefill, weights
 from infra.plan.catalog import InstanceType, ModelProfile
 
 #: Which parts of the figures are calibrated on measurements and which are modelled.
@@ -52,10 +52,25 @@ SHORT_PROMPT_TOKENS = 1000
 class StageLoad:
     """What one pipeline stage reads and computes per decode step."""
 
+    #: Bytes whose streaming at the node's bandwidth takes as long as the weights' part of a
+    #: one-stream step: what a dense stage reads; a MoE stage's from its measured ratio
+    #: (`infra.plan.moe.step_weight_bytes`).
     weight_bytes: float
+    #: Parameters one token computes (a MoE's active ones).
     params: float
     sliding_layers: int
     full_layers: int
+    #: Weight bytes one stream reads per token (a MoE's active ones; dense: `weight_bytes`).
+    read_bytes: float = 0.0
+    #: The output head's bytes, on the last stage.
+    head_bytes: float = 0.0
+
+    def step_bytes(self, profile: ModelProfile, streams: int) -> float:
+        """`weight_bytes` for a step of `streams` sequences (a MoE's grow with them)."""
+        if streams <= 1 or not profile.is_moe:
+            return self.weight_bytes
+        layers = self.sliding_layers + self.full_layers
+        return moe.step_weight_bytes(profile, layers, streams) + self.head_bytes
 
 
 @dataclass(frozen=True)
@@ -98,12 +113,14 @@ def stage_loads(profile: ModelProfile, layers: list[tuple[int, int]]) -> list[St
     """
     loads = []
     for rank, (sliding, full) in enumerate(layers):
-        read = (sliding + full) * profile.layer_bytes
-        params = (sliding + full) * profile.layer_params
+        step = moe.step_weight_bytes(profile, sliding + full)
+        read = moe.read_bytes(profile, sliding + full)
+        params = (sliding + full) * profile.active_layer_params
+        head = 0.0
         if rank == len(layers) - 1:
-            read += profile.embedding_bytes
+            head = profile.embedding_bytes
             params += profile.embedding_bytes / profile.dtype_bytes
-        loads.append(StageLoad(read, params, sliding, full))
+        loads.append(StageLoad(step + head, params, sliding, full, read + head, head))
     return loads
 
 
@@ -117,7 +134,7 @@ def _kv_read_bytes(profile: ModelProfile, load: StageLoad, context: int) -> floa
 
 def bytes_per_token(profile: ModelProfile, loads: list[StageLoad], context: int) -> float:
     """What one stream at `context` tokens reads per token across every stage (bytes)."""
-    return sum(load.weight_bytes + _kv_read_bytes(profile, load, context) for load in loads)
+    return sum(load.read_bytes + _kv_read_bytes(profile, load, context) for load in loads)
 
 
 def decode_point(
@@ -134,7 +151,8 @@ def decode_point(
     batch = sequences / in_flight
     times, arithmetic = [], False
     for load in loads:
-        memory = (load.weight_bytes + batch * _kv_read_bytes(profile, load, context)) / bandwidth
+        weight = load.step_bytes(profile, math.ceil(batch))
+        memory = (weight + batch * _kv_read_bytes(profile, load, context)) / bandwidth
         compute = batch * 2 * load.params / flops
         arithmetic = arithmetic or compute > memory
         times.append(max(memory, compute))
@@ -186,7 +204,11 @@ def served(
         ttft_1k_s=ttft(SHORT_PROMPT_TOKENS, mid),
         ttft_1k_range_s=(ttft(SHORT_PROMPT_TOKENS, fast), ttft(SHORT_PROMPT_TOKENS, slow)),
         prefill_source=(
-            catalog.PREFILL_SOURCES[path] if profile.weights == "bf16" else weights.PREFILL_SOURCE
+            moe.prefill_source(profile)
+            if profile.is_moe
+            else catalog.PREFILL_SOURCES[path]
+            if profile.weights == "bf16"
+            else weights.PREFILL_SOURCE
         ),
         node_bandwidth_gbps=round(mid.bandwidth / 1e9, 1),
         node_prefill_gflops=(round(slow.flops / 1e9), round(fast.flops / 1e9)),

@@ -1,6 +1,6 @@
 """Decode never streams more than the node's chip can: the bandwidth ceiling, as a property.
 
-For every catalogue type and weight format `--compare` plans, what one stream reads per token
+For every catalogue model, type and weight format `--compare` plans, what one stream reads per token
 times its tokens/s stays within the node's bound, computed here from the chip's channels alone
 (`catalog.MEMORY_SYSTEMS`), not from the planner's own helper.
 """
@@ -25,7 +25,8 @@ def _chip_gbps(generation: str) -> float:
 def _violations() -> list[str]:
     cfg = load_stack("dev")
     need = compare.default_need(cfg, "dev")
-    result = compare.compare(cfg, need, "dev", dt.date(2026, 12, 2), FORMATS)
+    # Every catalogue model: a mixture of experts' bytes per token are its active ones.
+    result = compare.compare(cfg, need, "dev", dt.date(2026, 12, 2), FORMATS, tuple(catalog.MODELS))
     rows = [c.to_json() for c in (*result.ranked, *result.short)]
     assert len(rows) > 40  # every type that starts, in every format
     bad = []
@@ -38,7 +39,9 @@ def _violations() -> list[str]:
         )
         # 1% for the JSON's rounding of tokens/s to two decimals.
         if streamed > _chip_gbps(generation) * 1.01:
-            bad.append(f"{row['instance_type']} {row['weights']}: {streamed:.0f} GB/s")
+            bad.append(
+                f"{row['instance_type']} {row['weights']} {row['model']}: {streamed:.0f} GB/s"
+            )
     return bad
 
 

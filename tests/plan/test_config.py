@@ -29,7 +29,8 @@ BAD_INPUTS = [
     ),
     (
         ["model=meta-llama/Llama-3-8B"],
-        "`model` meta-llama/Llama-3-8B is not in the catalogue (google/gemma-4-12B-it); choose "
+        "`model` meta-llama/Llama-3-8B is not in the catalogue (google/gemma-4-12B-it, "
+        "google/gemma-4-26B-A4B-it); choose "
         "one of those, or describe the model in `modelProfile`",
     ),
     (

@@ -126,7 +126,8 @@ def test_compare_shows_formats_side_by_side(capsys: pytest.CaptureFixture[str]) 
     rows = data["ranked"] + data["starts_but_misses_need"] + data["cannot_start"]
     assert {r["weights"] for r in rows} == {"bf16", "int8", "int4"}
     assert {r["quality"] for r in rows if r["weights"] != "bf16"} == {"unmeasured here"}
-    m7g = {r["weights"]: r for r in rows if r["instance_type"] == "m7g.2xlarge"}
+    twelve = [r for r in rows if r["model"] == "google/gemma-4-12B-it"]
+    m7g = {r["weights"]: r for r in twelve if r["instance_type"] == "m7g.2xlarge"}
     assert (m7g["int8"]["nodes"], m7g["int8"]["stages"], m7g["bf16"]["nodes"]) == (1, 1, 2)
     assert main(["--compare", "--formats", "bf16", "--json"], today=TODAY) == 0
     only = json.loads(capsys.readouterr().out)

@@ -1,0 +1,136 @@
+"""A mixture-of-experts model's decode and prefill, from its measured ratio against a dense one.
+
+The planner's decode model for a dense model is calibrated: a step streams the stage's weights
+at the node's decode bandwidth (`catalog.InstanceType.decode_gbps_per_vcpu`, fitted to the field
+report's 4.0 tokens/s). A mixture of experts reads only its shared parts and the experts a token
+routes to, so on paper it decodes as fast as its active parameters allow; vLLM's CPU MoE kernels
+read experts scattered and route every token, and nothing says they get near that. So a MoE
+model's step is never derived from its active parameters alone: it is the dense reference
+model's calibrated per-layer time (`ModelProfile.decode_reference`, in the same weight format)
+times the per-layer ratio the MoE probe measured on real vLLM (`infra.plan.moe_measured`), and
+the head (the tied embedding, read for every token) as bytes at the bandwidth, as for the dense
+model. Per layer, not per model: the measured whole-model ratio carries the probe machine's fixed
+cost per step, which the calibrated dense figure already holds.
+
+What each figure is:
+- one stream: `MoeDecodeRatio.layer_ratio` x the reference's per-layer bytes;
+- several streams: `layer_ratio_n` (measured at `streams` streams) for any batch above one;
+- never below what the step reads (`read_bytes`: shared parts and the distinct experts the
+  batch routes to, uniform routing modelled), so no plan promises a stream faster than the
+  node's bandwidth allows for the bytes it reads; bytes per token reported for a MoE are those
+  active bytes;
+- prefill: the reference's per-layer arithmetic x the measured prefill ratio, never below the
+  active parameters (each token computes its top-k experts); a prefill step streams every
+  expert (hundreds of tokens route to all of them), so the step's weight bytes are resident.
+
+A format without a measured ratio (`moe_measured.NOT_MEASURED`) is refused with its reason.
+The probe ran on x86 (AVX-512, no AMX), not on Graviton, where vLLM picks other MoE kernels:
+the ratio is the best evidence to hand, labelled so wherever a plan shows it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from infra.plan import catalog, moe_measured, weights
+from infra.plan.catalog import ModelProfile
+from infra.plan.config_parts import ConfigError
+from infra.plan.moe_measured import MoeDecodeRatio
+
+
+def ratio(profile: ModelProfile) -> MoeDecodeRatio:
+    """The measured figures for `profile`'s weight format; ConfigError (key `weights`) naming
+    the reason and a fix when there are none."""
+    measured = moe_measured.decode_ratio(profile.weights)
+    if min(measured.dense_layer_s, measured.dense_layer_n_s) <= 0:
+        raise ConfigError(
+            "weights",
+            f"{profile.weights}'s measured dense layer time for {profile.name} is zero, so no "
+            "MoE/dense ratio follows from it",
+            "measure it again with `make rehearse-moe` on a quieter machine",
+        )
+    return measured
+
+
+def reference(profile: ModelProfile) -> ModelProfile:
+    """The dense model whose calibrated decode the ratio scales, in `profile`'s format."""
+    if profile.decode_reference is None:
+        raise ValueError(f"{profile.name} names no dense decode reference")
+    return replace(catalog.MODELS[profile.decode_reference], weights=profile.weights)
+
+
+def check(profile: ModelProfile) -> None:
+    """Refuse a mixture-of-experts model in a format with no measured ratio, or with no dense
+    model whose calibrated decode the ratio could scale (ConfigError)."""
+    if not profile.is_moe:
+        return
+    if profile.decode_reference not in catalog.MODELS:
+        raise ConfigError(
+            "model",
+            f"{profile.name} is a mixture of experts with no dense catalogue model whose "
+            "calibrated decode its measured ratio scales",
+            "name one in its catalogue entry's `decode_reference`, such as google/gemma-4-12B-it",
+        )
+    ratio(profile)
+
+
+def distinct_experts(profile: ModelProfile, streams: int) -> float:
+    """Expected distinct experts of one layer that `streams` tokens route to, each picking
+    `experts_per_token` of `experts` uniformly (modelled: real routing is not uniform)."""
+    share = profile.experts_per_token / profile.experts
+    return profile.experts * (1 - (1 - share) ** max(1, streams))
+
+
+def read_bytes(profile: ModelProfile, layers: int, streams: int = 1) -> float:
+    """Weight bytes a decode step of `streams` tokens reads in `layers` decoder layers: all of a
+    dense layer; a MoE layer's attention, dense MLP and router, and the experts the step's
+    tokens route to. (The router stays bf16 in a quantized checkpoint: 0.36M parameters a
+    layer, left out.)"""
+    if not profile.is_moe:
+        return layers * profile.layer_bytes
+    per_param = weights.weight_format(profile.weights).resident_bytes
+    shared = profile.active_layer_params - profile.experts_per_token * profile.expert_params
+    experts = distinct_experts(profile, streams) * profile.expert_params
+    return layers * (shared + experts) * per_param
+
+
+def step_weight_bytes(profile: ModelProfile, layers: int, streams: int = 1) -> float:
+    """Bytes whose streaming at the node's decode bandwidth takes as long as the weights' part
+    of a decode step of `streams` tokens through `layers` layers: for a dense model what it
+    reads (the calibrated model); for a MoE the reference's per-layer bytes x the measured
+    ratio, never below what the step reads (`read_bytes`)."""
+    if not profile.is_moe:
+        return layers * profile.layer_bytes
+    measured = ratio(profile)
+    factor = measured.layer_ratio if streams <= 1 else measured.layer_ratio_n
+    derived = layers * factor * reference(profile).layer_bytes
+    return max(derived, read_bytes(profile, layers, streams))
+
+
+def prefill_layer_params(profile: ModelProfile) -> float:
+    """Parameters whose multiply-adds one prompt token costs in one layer, for the prefill
+    model: a dense layer's own; a MoE layer's the reference's x the measured prefill ratio,
+    never below its active parameters."""
+    if not profile.is_moe:
+        return profile.layer_params
+    derived = ratio(profile).prefill_ratio * reference(profile).layer_params
+    return max(derived, profile.active_layer_params)
+
+
+def decode_source(profile: ModelProfile) -> str:
+    """How a MoE plan's single-stream decode is known, for every place that shows it."""
+    measured = ratio(profile)
+    return (
+        f"derived from a measured MoE/dense ratio: a layer decodes in {measured.layer_ratio:.2f}x "
+        f"the time of a {reference(profile).name} layer in {profile.weights}, applied to its "
+        f"calibrated rate ({moe_measured.SOURCE})"
+    )
+
+
+def prefill_source(profile: ModelProfile) -> str:
+    measured = ratio(profile)
+    return (
+        f"derived: {reference(profile).name}'s per-layer prefill arithmetic x the measured "
+        f"MoE/dense prefill ratio {measured.prefill_ratio:.2f} (make rehearse-moe on "
+        f"{moe_measured.MEASURED_ON}, {moe_measured.MEASURED_AT.isoformat()}; not Graviton)"
+    )

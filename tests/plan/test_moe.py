@@ -1,0 +1,384 @@
+"""gemma-4-26B-A4B-it in the planner: its catalogue layout, memory sized like the 12B's with every
+expert resident, decode and prefill derived from the measured MoE/dense ratio (never from active
+parameters alone), one-line refusals for formats without a figure, and `--compare` across models.
+
+The measured figures (`infra.plan.moe_measured`) are replaced here by stated test figures, so
+each test checks the arithmetic and the labels whatever a probe run measured.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+import yaml
+
+from infra.adapters.cli import main
+from infra.plan import catalog, compare, moe, moe_measured, throughput
+from infra.plan.config import ConfigError
+from infra.plan.kv_cache import CPU_BLOCK_SIZE, group_kv
+from infra.plan.moe_measured import MoeDecodeRatio
+from infra.plan.sizing import plan
+from infra.plan.stackfile import load_stack
+from infra.rehearse.group.tiny_checkpoint import FULL, SLIDING
+from infra.rehearse.measure import moe_probe
+
+TODAY = dt.date(2026, 12, 3)
+MOE = "google/gemma-4-26B-A4B-it"
+DENSE = "google/gemma-4-12B-it"
+PROFILE = catalog.MODELS[MOE]
+#: Test figures: a MoE layer decodes in 0.6x a dense layer's time at one stream, 0.9x at four;
+#: its prefill takes 0.7x.
+LAYER_RATIO, LAYER_RATIO_N, PREFILL_RATIO = 0.6, 0.9, 0.7
+INT4_REASON = "vLLM 0.31's CPU int4 MoE kernel takes SiLU/SwiGLU only, Gemma 4's experts GELU-tanh"
+
+
+def _ratio(weights: str, layer: float = LAYER_RATIO) -> MoeDecodeRatio:
+    return MoeDecodeRatio(
+        weights=weights,
+        moe_layer_s=0.010 * layer,
+        dense_layer_s=0.010,
+        moe_layer_n_s=0.020 * LAYER_RATIO_N,
+        dense_layer_n_s=0.020,
+        streams=4,
+        moe_fixed_s=0.03,
+        dense_fixed_s=0.03,
+        prefill_ratio=PREFILL_RATIO,
+        bytes_ratio=0.17,
+        kernels=("test",),
+    )
+
+
+@pytest.fixture
+def measured(monkeypatch: pytest.MonkeyPatch) -> dict[str, MoeDecodeRatio]:
+    """bf16 and int8 measured, int4 not (with the probe's kind of reason)."""
+    ratios = {w: _ratio(w) for w in ("bf16", "int8")}
+    monkeypatch.setattr(moe_measured, "MOE_DECODE_RATIO", ratios)
+    monkeypatch.setattr(moe_measured, "NOT_MEASURED", {"int4": INT4_REASON})
+    return ratios
+
+
+@pytest.fixture
+def int4_measured(monkeypatch: pytest.MonkeyPatch) -> None:
+    ratios = {w: _ratio(w) for w in ("bf16", "int8", "int4")}
+    monkeypatch.setattr(moe_measured, "MOE_DECODE_RATIO", ratios)
+    monkeypatch.setattr(moe_measured, "NOT_MEASURED", {})
+
+
+def _moe(weights: str) -> catalog.ModelProfile:
+    return replace(PROFILE, weights=weights)
+
+
+# --------------------------------------------------------------------------------------------
+# The catalogue entry
+
+
+def test_the_layout_is_the_probes_and_its_config() -> None:
+    layout = moe_probe.MOE_26B
+    assert layout["name"] == PROFILE.name
+    assert (PROFILE.layers, PROFILE.sliding_per_full) == (layout["layers"], 5)
+    assert (PROFILE.sliding_kv_heads, PROFILE.sliding_head_dim) == (8, 256)
+    assert (PROFILE.full_kv_heads, PROFILE.full_head_dim) == (2, 512)
+    assert (PROFILE.sliding_window, PROFILE.hidden_size, PROFILE.vocab_size) == (
+        1024,
+        2816,
+        262_144,
+    )
+    assert (PROFILE.attention_heads, PROFILE.intermediate_size) == (16, 2112)
+    assert (PROFILE.experts, PROFILE.experts_per_token, PROFILE.expert_intermediate_size) == (
+        128,
+        8,
+        704,
+    )
+    assert PROFILE.is_moe and not catalog.MODELS[DENSE].is_moe
+    assert PROFILE.decode_reference == DENSE
+
+
+def test_checkpoint_bytes_are_the_shapes_parameters_in_bf16() -> None:
+    # The decoder the checkpoint implies, against the probe's own shape arithmetic.
+    kinds = [FULL if PROFILE.is_full_attention(i) else SLIDING for i in range(PROFILE.layers)]
+    resident = sum(moe_probe.resident_params(moe_probe.MOE_26B, k) for k in kinds)
+    assert PROFILE.layers * PROFILE.layer_params == pytest.approx(resident, rel=1e-9)
+    assert PROFILE.non_text_bytes == 550_000_000 * 2
+    text = (PROFILE.checkpoint_bytes - PROFILE.non_text_bytes) / 2
+    assert text == pytest.approx(25.2e9, rel=0.01)  # the model card's "25.2B total"
+
+
+def test_active_parameters_are_the_shared_parts_and_eight_experts() -> None:
+    parts = [
+        moe_probe.layer_parts(moe_probe.MOE_26B, FULL if PROFILE.is_full_attention(i) else SLIDING)
+        for i in range(PROFILE.layers)
+    ]
+    active = sum(p["attention"] + p["mlp"] + p["router"] + p["active_experts"] for p in parts)
+    assert PROFILE.layers * PROFILE.active_layer_params == pytest.approx(active, rel=1e-9)
+    total_active = active + PROFILE.embedding_bytes / 2
+    assert total_active == pytest.approx(3.8e9, rel=0.02)  # "3.8B active"
+
+
+def test_the_revision_is_unpinned_and_the_plan_warns(
+    measured: dict, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert PROFILE.revision is None
+    assert main(["--set", f"model={MOE}", "--set", "weights=int8"], today=TODAY) == 0
+    out = capsys.readouterr().out
+    assert "main, unpinned (see warnings)" in out
+    assert f"catalogue holds no checked commit of {MOE}" in out
+
+
+def test_kv_is_counted_from_its_attention_layout() -> None:
+    # vLLM stores K and V on every layer, k_eq_v full layers too (models/gemma4.py).
+    kvs = group_kv(PROFILE, 2)
+    sliding = 8 * 256 * 2 * 2
+    assert kvs.page_bytes == CPU_BLOCK_SIZE * sliding
+    full = next(g for g in kvs.groups if g.kind == "full")
+    assert full.block_tokens == CPU_BLOCK_SIZE * sliding // (2 * 512 * 2 * 2)
+    assert sorted(layer for g in kvs.groups if g.kind == "full" for layer in g.layers) == [
+        5,
+        11,
+        17,
+        23,
+        29,
+    ]
+
+
+# --------------------------------------------------------------------------------------------
+# Acceptance: int8 plans two m7g.2xlarge with a single-stream rate derived from the ratio
+
+
+def _bandwidth() -> float:
+    instance = catalog.INSTANCE_TYPES["m7g.2xlarge"]
+    return catalog.node_decode_gbps(instance, 5) * 1e9
+
+
+def test_int8_plans_two_m7g_2xlarge_at_the_derived_rate(measured: dict) -> None:
+    cfg = load_stack("dev", {"model": MOE, "weights": "int8"}, TODAY)
+    p = plan(cfg, "dev")
+    assert (p.nodes, p.stages, p.instance_type) == (2, 2, "m7g.2xlarge")
+    assert p.quantize is not None and p.quantize.scheme == "W8A8"
+    assert p.model_cache == "volume"
+    # Every expert resident: each rank holds its layers' whole weights.
+    moe_int8 = _moe("int8")
+    assert p.ranks[0].weights_gib == pytest.approx(
+        (15 * moe_int8.layer_bytes + moe_int8.embedding_bytes + moe_int8.non_text_bytes)
+        / catalog.GIB,
+        abs=0.01,
+    )
+    # The 12B's calibrated per-layer time x the measured ratio, the head as bytes.
+    dense_layer = replace(catalog.MODELS[DENSE], weights="int8").layer_bytes
+    seconds = (30 * LAYER_RATIO * dense_layer + moe_int8.embedding_bytes) / _bandwidth()
+    assert p.decode_tokens_per_s == pytest.approx(1 / seconds, abs=0.01)
+    # Not the active parameters' rate, which would be faster.
+    active = (30 * moe_int8.active_layer_bytes + moe_int8.embedding_bytes) / _bandwidth()
+    assert p.decode_tokens_per_s < 0.9 / active
+
+
+def test_the_decode_rows_say_derived_from_the_measured_ratio(
+    measured: dict, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["--set", f"model={MOE}", "--set", "weights=int8"], today=TODAY) == 0
+    out = capsys.readouterr().out
+    verdict = out.split("\n\n")[0]
+    assert "dev starts: 2 x m7g.2xlarge, one group of 2 pipeline stages, serving " + MOE in verdict
+    assert "for one stream (derived from a measured MoE/dense ratio)" in verdict
+    row = next(line for line in out.splitlines() if line.startswith("decode, 1 stream"))
+    assert "derived from a measured MoE/dense ratio: a layer decodes in 0.60x" in row
+    assert moe_measured.SOURCE in row
+    why = next(line for line in out.splitlines() if line.startswith("  - decode ~"))
+    assert "derived from a measured MoE/dense ratio" in why and moe_measured.SOURCE in why
+    assert "MoE/dense prefill ratio 0.70" in out
+
+
+def test_the_rate_follows_the_ratio_not_the_active_parameters(
+    measured: dict, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    cfg = load_stack("dev", {"model": MOE, "weights": "int8"}, TODAY)
+    head = _moe("int8").embedding_bytes
+    base = plan(cfg, "dev").decode_tokens_per_s
+    monkeypatch.setitem(moe_measured.MOE_DECODE_RATIO, "int8", _ratio("int8", 2 * LAYER_RATIO))
+    slower = plan(cfg, "dev").decode_tokens_per_s
+    # Seconds per token: head + layers; the layers' part doubles with the ratio.
+    layers_s = 1 / base - head / _bandwidth()
+    assert 1 / slower == pytest.approx(head / _bandwidth() + 2 * layers_s, rel=1e-3)
+
+
+def test_a_ratio_faster_than_its_bytes_is_capped_at_the_bandwidth(
+    measured: dict, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setitem(moe_measured.MOE_DECODE_RATIO, "int8", _ratio("int8", 0.01))
+    profile = _moe("int8")
+    assert moe.step_weight_bytes(profile, 30) == pytest.approx(moe.read_bytes(profile, 30))
+    p = plan(load_stack("dev", {"model": MOE, "weights": "int8"}, TODAY), "dev")
+    reads = 30 * profile.active_layer_bytes + profile.embedding_bytes
+    assert p.decode_tokens_per_s <= _bandwidth() / reads * 1.001
+
+
+def test_more_streams_read_more_experts() -> None:
+    profile = _moe("bf16")
+    one, four, many = (moe.read_bytes(profile, 1, n) for n in (1, 4, 1000))
+    assert one == pytest.approx(profile.active_layer_bytes)
+    assert one < four < many
+    assert many == pytest.approx(profile.layer_bytes, rel=1e-6)  # every expert, once
+
+
+def test_prefill_scales_the_12b_per_layer_arithmetic(measured: dict) -> None:
+    profile = _moe("int8")
+    dense = catalog.MODELS[DENSE]
+    assert moe.prefill_layer_params(profile) == pytest.approx(PREFILL_RATIO * dense.layer_params)
+    assert moe.prefill_layer_params(dense) == dense.layer_params
+    # Never below the active parameters each token computes.
+    tiny = replace(measured["int8"], prefill_ratio=0.01)
+    moe_measured.MOE_DECODE_RATIO["int8"] = tiny
+    assert moe.prefill_layer_params(profile) == pytest.approx(profile.active_layer_params)
+
+
+# --------------------------------------------------------------------------------------------
+# Acceptance: bad combinations exit 2 with one line
+
+
+def test_a_format_without_a_measured_ratio_is_refused_in_one_line(
+    measured: dict, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["--set", f"model={MOE}", "--set", "weights=int4"], today=TODAY) == 2
+    err = capsys.readouterr().err
+    assert err == (
+        f"error: `weights` int4 has no measured MoE decode ratio for {MOE} ({INT4_REASON}); "
+        "choose one of bf16, int8, or measure it with `make rehearse-moe`\n"
+    )
+
+
+def test_a_type_too_small_is_refused_in_one_line(
+    measured: dict, capsys: pytest.CaptureFixture[str]
+) -> None:
+    argv = ["--set", f"model={MOE}", "--set", "weights=int8", "--set", "instanceType=m7g.large"]
+    assert main(argv, today=TODAY) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("error: `instanceType` m7g.large")
+
+
+def test_an_unknown_model_to_compare_is_one_line(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["--compare", "--models", "meta-llama/Llama-3-8B"], today=TODAY) == 2
+    assert capsys.readouterr().err == (
+        "error: `--models` 'meta-llama/Llama-3-8B' is not a catalogue model; list some of "
+        f"{DENSE}, {MOE}, or all\n"
+    )
+
+
+# --------------------------------------------------------------------------------------------
+# Deployment overrides: int4 on one node with the quantize Job
+
+
+def test_int4_plans_one_node_with_the_quantize_job(int4_measured: None) -> None:
+    p = plan(load_stack("dev", {"model": MOE, "weights": "int4"}, TODAY), "dev")
+    assert (p.nodes, p.stages, p.instance_type) == (1, 1, "m7g.2xlarge")
+    assert p.quantize is not None and p.quantize.scheme == "W4A8"
+    assert p.weights_source == "quantize" and p.model_cache == "volume"
+
+
+def test_no_ratio_at_all_refuses_every_format(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(moe_measured, "MOE_DECODE_RATIO", {})
+    monkeypatch.setattr(moe_measured, "NOT_MEASURED", {})
+    with pytest.raises(ConfigError) as error:
+        plan(load_stack("dev", {"model": MOE}, TODAY), "dev")
+    assert error.value.key == "weights"
+    assert "no measured MoE decode ratio" in error.value.rule
+
+
+# --------------------------------------------------------------------------------------------
+# Acceptance: --compare shows both models
+
+
+def test_compare_shows_both_models(measured: dict, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["--compare", "--json"], today=TODAY) == 0
+    data = json.loads(capsys.readouterr().out)
+    rows = data["ranked"] + data["starts_but_misses_need"] + data["cannot_start"]
+    assert {r["model"] for r in rows} == {DENSE, MOE}
+    moe_m7g = {
+        r["weights"]: r for r in rows if r["model"] == MOE and r["instance_type"] == "m7g.2xlarge"
+    }
+    assert (moe_m7g["int8"]["nodes"], moe_m7g["int8"]["stages"]) == (2, 2)
+    assert INT4_REASON in moe_m7g["int4"]["refusal"]
+    assert main(["--compare"], today=TODAY) == 0
+    text = capsys.readouterr().out
+    assert "gemma-4-26B-A4B-it" in text and "gemma-4-12B-it" in text
+    assert "mixture-of-experts decode and prefill derived from a measured MoE/dense ratio" in text
+
+
+def test_the_12b_rows_do_not_change_beside_the_moe(measured: dict) -> None:
+    cfg = load_stack("dev", {}, TODAY)
+    need = compare.default_need(cfg, "dev")
+    alone = compare.compare(cfg, need, "dev", TODAY, ("bf16", "int8"))
+    both = compare.compare(cfg, need, "dev", TODAY, ("bf16", "int8"), (DENSE, MOE))
+
+    def rows(result: compare.Comparison) -> list[dict]:
+        every = (*result.ranked, *result.short, *result.refused)
+        return [c.to_json() for c in every if c.model == DENSE]
+
+    assert rows(both) == rows(alone)
+
+
+def test_moe_rows_never_read_faster_than_their_chip(
+    measured: dict, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Even with a ratio far faster than its bytes allow (the cap keeps the property).
+    monkeypatch.setitem(moe_measured.MOE_DECODE_RATIO, "int8", _ratio("int8", 0.01))
+    cfg = load_stack("dev", {}, TODAY)
+    result = compare.compare(
+        cfg, compare.default_need(cfg, "dev"), "dev", TODAY, ("bf16", "int8"), (MOE,)
+    )
+    rows = [c.to_json() for c in (*result.ranked, *result.short)]
+    assert len(rows) > 20
+    for row in rows:
+        generation = catalog.INSTANCE_TYPES[str(row["instance_type"])].generation
+        channels, mts = catalog.MEMORY_SYSTEMS[generation]
+        chip = channels * mts * 8 / 1000 * catalog.ACHIEVABLE_BANDWIDTH_FRACTION
+        streamed = row["decode_bytes_per_token_one_stream"] * row["decode_tokens_per_s_one_stream"]
+        assert streamed / 1e9 <= chip * 1.01, row
+
+
+def test_moe_bytes_per_token_are_its_active_bytes(measured: dict) -> None:
+    profile = _moe("int8")
+    loads = throughput.stage_loads(profile, [(25, 5)])
+    weights = loads[0].read_bytes
+    assert weights == pytest.approx(30 * profile.active_layer_bytes + profile.embedding_bytes)
+    assert loads[0].weight_bytes > weights  # the measured ratio is slower than the bytes
+
+
+def test_the_int8_override_renders_the_quantize_job_for_the_moe(
+    measured: dict, tmp_path: Path
+) -> None:
+    from infra.adapters.render import render_stack
+
+    cfg = load_stack("dev", {"model": MOE, "weights": "int8"}, TODAY)
+    written = render_stack(cfg, plan(cfg, "dev"), tmp_path)
+    jobs = [yaml.safe_load(p.read_text()) for p in written if "-job-" in p.name]
+    assert len(jobs) == 1
+    env = {
+        e["name"]: e.get("value")
+        for e in jobs[0]["spec"]["template"]["spec"]["containers"][0]["env"]
+    }
+    assert MOE in env.values()
+    assert env["SOURCE_REVISION"] == ""  # unpinned: the plan warns
+    volumes = [p for p in written if "persistentvolumeclaim" in p.name]
+    assert len(volumes) == 2  # one weights volume per rank of the two nodes
+
+
+def test_a_zero_dense_time_is_refused_not_divided(
+    measured: dict, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    broken = replace(measured["bf16"], dense_layer_s=0.0)
+    monkeypatch.setitem(moe_measured.MOE_DECODE_RATIO, "bf16", broken)
+    with pytest.raises(ConfigError) as error:
+        plan(load_stack("dev", {"model": MOE}, TODAY), "dev")
+    assert error.value.key == "weights" and "is zero" in error.value.rule
+
+
+def test_a_moe_without_a_dense_reference_is_refused(
+    measured: dict, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setitem(catalog.MODELS, MOE, replace(PROFILE, decode_reference=None))
+    with pytest.raises(ConfigError) as error:
+        plan(load_stack("dev", {"model": MOE}, TODAY), "dev")
+    assert error.value.key == "model" and "no dense catalogue model" in error.value.rule
