@@ -452,12 +452,16 @@ class FaultRow:
     #: it is made up.
     detect_bound_s: int | None = None
     detect_bound_text: str = ""
+    #: A fault no process exit reveals in a cluster (a frozen rank, a partition): the liveness
+    #: probe itself must catch it within the measured bound, whatever exits here.
+    liveness_must_catch: bool = False
 
     @property
     def within_bound(self) -> bool:
-        return self.detect_bound_s is None or (
-            self.detected_s is not None and self.detected_s <= self.detect_bound_s
-        )
+        if self.detect_bound_s is None:
+            return True
+        caught = [self.liveness_s] if self.liveness_must_catch else [self.detected_s]
+        return all(s is not None and s <= self.detect_bound_s for s in caught)
 
     @property
     def clients_bounded(self) -> bool:
@@ -498,6 +502,9 @@ INJECT: dict[str, tuple[int, signal.Signals]] = {
     "worker SIGSTOP": (1, signal.SIGSTOP),
     "leader kill -9": (0, signal.SIGKILL),
 }
+#: Faults nothing exits for in a cluster: here the leader's engine ends itself at its step bound
+#: (the plan's ceiling), but only the measured liveness follows the node.
+NOTHING_EXITS = frozenset({"worker SIGSTOP"})
 
 
 def break_group(rehearsal: Rehearsal, group: Group, fault: str) -> tuple[FaultRow, Group]:
@@ -597,6 +604,7 @@ def break_group(rehearsal: Rehearsal, group: Group, fault: str) -> tuple[FaultRo
         rehearsal.bound_s,
         own_step.detection_bound(stall, probes),
         own_step.bound_text(stall, probes),
+        liveness_must_catch=fault in NOTHING_EXITS,
     )
     return row, new_group
 
@@ -815,10 +823,16 @@ def render_table(rows: Sequence[FaultRow], flooded: FloodResult | None) -> str:
 def fault_checks(rows: Sequence[FaultRow], flooded: FloodResult | None) -> list[Check]:
     checks = []
     for row in rows:
+        by = "liveness" if row.liveness_must_catch else "detected"
         expected = "< 60 s" + (
-            f", within {row.detect_bound_text}" if row.detect_bound_s is not None else ""
+            f", {by} within {row.detect_bound_text}" if row.detect_bound_s is not None else ""
         )
-        checks.append(Check(f"{row.fault}: detected", expected, _s(row.detected_s), row.ok))
+        observed = _s(row.detected_s) + (
+            f" ({row.detected_by}); liveness {_s(row.liveness_s)}"
+            if row.liveness_must_catch
+            else ""
+        )
+        checks.append(Check(f"{row.fault}: detected", expected, observed, row.ok))
     if flooded is not None:
         checks.append(
             Check(
@@ -866,7 +880,8 @@ def run_faults(
     live = tiny_plan.liveness
     progress(
         f"faults: probes every {live.period_s} s, {live.failures} failures, stall bound "
-        f"{live.stall_s} s, first-byte bound {live.first_byte_s} s "
+        f"measured at start within {spec.probes.floor_s}-{live.stall_s} s (engine step bound "
+        f"{live.stall_s} s), first-byte bound {live.first_byte_s} s "
         f"(logs in {run_dir.relative_to(REPO)})"
     )
     rows: list[FaultRow] = []
