@@ -98,3 +98,10 @@ rehearse-faults: packages $(VENV)/.installed
 .PHONY: rehearse-prefill
 rehearse-prefill: packages $(VENV)/.installed
 	$(PY) -m infra.rehearse --prefill --stack $(STACK)
+
+## gemma-4-26B-A4B-it's MoE layers beside gemma-4-12B-it's on this CPU, real vLLM, bf16 and int8:
+## decode per token at 1 and 4 streams, prefill, bytes read per token, the MoE/dense ratio
+## (infra/rehearse/measure/moe_probe.py; ~15 minutes on 2 cores, a 3.1 GB slice built once).
+.PHONY: rehearse-moe
+rehearse-moe: packages $(VENV)/.installed
+	$(PY) -m infra.rehearse.measure.moe_probe --stack $(STACK) $(ARGS)

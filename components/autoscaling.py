@@ -44,6 +44,7 @@ from components.manifests.scaling import (
     ScalerSpec,
     floor_config_map,
     floor_deployment,
+    floor_disruption_budget,
     floor_network_policy,
     metrics_service,
     scaled_object,
@@ -168,10 +169,11 @@ class Autoscaling(pulumi.ComponentResource):
         self, name: str, args: AutoscalingArgs, on_nodes: list[pulumi.Resource]
     ) -> k8s.apps.v1.Deployment:
         """The always-on queue floor on the system nodes (`components.manifests.scaling`)."""
-        config, policy, deployment = (
+        config, policy, deployment, budget = (
             floor_config_map(args.server),
             floor_network_policy(args.server),
             floor_deployment(args.server),
+            floor_disruption_budget(args.server),
         )
         k8s.core.v1.ConfigMap(
             f"{name}-queue-floor",
@@ -185,13 +187,22 @@ class Autoscaling(pulumi.ComponentResource):
             spec=policy["spec"],
             opts=pulumi.ResourceOptions(parent=self),
         )
-        return k8s.apps.v1.Deployment(
+        floor = k8s.apps.v1.Deployment(
             f"{name}-queue-floor",
             metadata=deployment["metadata"],
             spec=deployment["spec"],
-            # Its pod runs on the system nodes; it goes before them on destroy.
+            # Its pods run on the system nodes; they go before them on destroy.
             opts=pulumi.ResourceOptions(parent=self, depends_on=on_nodes),
         )
+        # A drain of a system node (an upgrade, the Cluster Autoscaler) takes one floor pod at
+        # a time while the floor is the trigger's endpoint (`floor_disruption_budget`).
+        k8s.policy.v1.PodDisruptionBudget(
+            f"{name}-queue-floor",
+            metadata=budget["metadata"],
+            spec=budget["spec"],
+            opts=pulumi.ResourceOptions(parent=self),
+        )
+        return floor
 
     def _keda(
         self, name: str, args: AutoscalingArgs, on_nodes: list[pulumi.Resource]

@@ -5,12 +5,13 @@ live in a separate tools virtualenv (`requirements-tools.txt`) so that this proc
 pytest and PyYAML; zizmor runs with the auditor persona, and an inline `# zizmor: ignore[...]`
 counts only with a written reason. The remaining tests pin down the pipeline's own rules: every
 action is pinned to a commit, every job that holds a secret or an OIDC token names a GitHub
-environment, a pull-request job can reach nothing of prod's, each environment uses its own role
-and passphrase (the names `infra.bootstrap.access` gives them), prod is previewed and then applied
-only by hand through its protected environment, and the update applies the plan its preview saved
-(checked against the digest the preview reported), no two runs update one stack at once, every
-Pulumi job runs on its environment's own runner variable (`<ENV>_RUNNER`: the EKS API admits
-listed ranges only, and a pull request's preview never shares a runner with a deploy) and a
+environment, a pull-request job can reach nothing of prod's, each environment uses its own role and
+passphrase (the names `infra.bootstrap.access` gives them), prod is previewed and then applied only
+by hand through its protected environment, from a workflow file of its own (no file runs jobs for
+two environments, so each runner group admits one file), and the update applies the plan its
+preview saved (checked against the digest the preview reported), no two runs update one stack at
+once, every Pulumi job runs on its environment's own runner variable (`<ENV>_RUNNER`: the EKS API
+admits listed ranges only, and a pull request's preview never shares a runner with a deploy) and a
 deploy stops first without one, and the workflows run `.ci/run`, as the README says CI does.
 """
 
@@ -42,6 +43,14 @@ REPO = Path(__file__).resolve().parents[1]
 WORKFLOWS_DIR = REPO / ".github" / "workflows"
 PR_WORKFLOW = WORKFLOWS_DIR / "pr.yml"
 DEPLOY_WORKFLOW = WORKFLOWS_DIR / "deploy.yml"
+PROD_WORKFLOW = WORKFLOWS_DIR / "deploy-prod.yml"
+#: dev's update and prod's preview and update, each environment in a file of its own: a runner
+#: group's "Selected workflows" admits workflow files, so a file that ran both would need both
+#: groups to admit it.
+DEPLOY_WORKFLOWS = (DEPLOY_WORKFLOW, PROD_WORKFLOW)
+#: The one workflow file whose jobs run in each deploy environment.
+WORKFLOW_OF_ENVIRONMENT = {"dev": DEPLOY_WORKFLOW, "prod": PROD_WORKFLOW}
+MAIN_REF_CONDITION = "github.ref == 'refs/heads/main'"
 STACKS_DIR = REPO / "stacks"
 TOOLS_BIN = REPO / ".venv-tools" / "bin"
 INSTALL_HINT = (
@@ -280,7 +289,7 @@ def _holds_credentials(job: dict[str, Any]) -> list[str]:
     return sorted(reasons)
 
 
-@pytest.mark.parametrize("path", [PR_WORKFLOW, DEPLOY_WORKFLOW], ids=lambda path: path.name)
+@pytest.mark.parametrize("path", [PR_WORKFLOW, *DEPLOY_WORKFLOWS], ids=lambda path: path.name)
 def test_every_job_holding_a_secret_or_an_oidc_token_names_an_environment(path: Path) -> None:
     problems = [
         f"{path.name} job {job_id} uses {', '.join(reasons)} but names no `environment:`"
@@ -338,7 +347,7 @@ def test_no_pull_request_job_can_reach_prod() -> None:
     assert not problems, "\n".join(problems)
 
 
-@pytest.mark.parametrize("path", [PR_WORKFLOW, DEPLOY_WORKFLOW], ids=lambda path: path.name)
+@pytest.mark.parametrize("path", [PR_WORKFLOW, *DEPLOY_WORKFLOWS], ids=lambda path: path.name)
 def test_each_environment_uses_its_own_role_and_its_stacks_passphrase(path: Path) -> None:
     """The names are `infra.bootstrap.access`'s: the bootstrap outputs exactly these."""
     for job_id, (job, steps) in _pulumi_jobs(path).items():
@@ -364,20 +373,24 @@ def test_the_workflows_environments_are_the_bootstraps() -> None:
     assert used == {PREVIEW_ENVIRONMENT, *DEPLOY_STACKS}
 
 
-def test_prod_is_previewed_then_applied_only_by_hand_through_its_protected_environment() -> None:
-    deploy = _load(DEPLOY_WORKFLOW)
-    triggers = _triggers(deploy)
-    assert "workflow_dispatch" in triggers, "deploy.yml must offer a manual run for prod"
-    assert triggers.get("push", {}).get("branches") == ["main"], (
-        "deploy.yml must run on pushes to main"
-    )
-    jobs_by_command: dict[tuple[str, str], list[tuple[str, dict[str, Any]]]] = {}
-    for job_id, (job, steps) in _pulumi_jobs(DEPLOY_WORKFLOW).items():
+def _jobs_by_command(path: Path) -> dict[tuple[str, str], list[tuple[str, dict[str, Any]]]]:
+    """(command, stack) -> the jobs of `path` that run it through pulumi/actions."""
+    found: dict[tuple[str, str], list[tuple[str, dict[str, Any]]]] = {}
+    for job_id, (job, steps) in _pulumi_jobs(path).items():
         for step in steps:
             key = (str(step["with"]["command"]), str(step["with"]["stack-name"]))
-            jobs_by_command.setdefault(key, []).append((job_id, job))
-    assert set(jobs_by_command) == {("up", "dev"), ("preview", "prod"), ("up", "prod")}, (
-        f"deploy.yml runs {sorted(jobs_by_command)}"
+            found.setdefault(key, []).append((job_id, job))
+    return found
+
+
+def test_prod_is_previewed_then_applied_only_by_hand_through_its_protected_environment() -> None:
+    prod_file = _load(PROD_WORKFLOW)
+    assert set(_triggers(prod_file)) == {"workflow_dispatch"}, (
+        f"{PROD_WORKFLOW.name} must run by hand only, it has {sorted(_triggers(prod_file))}"
+    )
+    jobs_by_command = _jobs_by_command(PROD_WORKFLOW)
+    assert set(jobs_by_command) == {("preview", "prod"), ("up", "prod")}, (
+        f"{PROD_WORKFLOW.name} runs {sorted(jobs_by_command)}"
     )
     ((prod_id, prod),) = jobs_by_command[("up", "prod")]
     ((preview_id, preview),) = jobs_by_command[("preview", "prod")]
@@ -387,7 +400,7 @@ def test_prod_is_previewed_then_applied_only_by_hand_through_its_protected_envir
         assert "github.event_name == 'workflow_dispatch'" in condition, (
             f"job {job_id} must run only on workflow_dispatch, its condition is {condition!r}"
         )
-        assert "github.ref == 'refs/heads/main'" in condition, f"job {job_id} must need main"
+        assert MAIN_REF_CONDITION in condition, f"job {job_id} must need main"
         assert "||" not in condition, f"job {job_id} condition {condition!r} admits other events"
         assert "test" in job.get("needs", []), f"job {job_id} must wait for the tests"
     # The diff is shown before the approval of the update.
@@ -395,13 +408,168 @@ def test_prod_is_previewed_then_applied_only_by_hand_through_its_protected_envir
     (preview_step,) = _pulumi_steps(preview)
     assert preview_step["with"].get("comment-on-summary") is True, f"{preview_id} must summarise"
 
+    deploy = _load(DEPLOY_WORKFLOW)
+    assert _triggers(deploy) == {"push": {"branches": ["main"]}}, (
+        f"{DEPLOY_WORKFLOW.name} must run on pushes to main and nothing else"
+    )
+    jobs_by_command = _jobs_by_command(DEPLOY_WORKFLOW)
+    assert set(jobs_by_command) == {("up", "dev")}, (
+        f"{DEPLOY_WORKFLOW.name} runs {sorted(jobs_by_command)}"
+    )
     ((dev_id, dev),) = jobs_by_command[("up", "dev")]
     assert _environment_name(dev) == "dev", f"job {dev_id} must use the `dev` environment"
     assert "test" in dev.get("needs", []), f"job {dev_id} must wait for the tests"
     assert str(dev.get("if")) == "github.event_name == 'push'", f"{dev_id} runs on pushes only"
 
 
-@pytest.mark.parametrize("path", [PR_WORKFLOW, DEPLOY_WORKFLOW], ids=lambda path: path.name)
+# -- One environment per workflow file ----------------------------------------------------------
+#
+# A runner group admits workflow files (`<owner>/<repo>/.github/workflows/<file>@<ref>`, GitHub
+# docs "Managing access to self-hosted runners using groups", read 2026-12-03): prod's group can
+# admit prod's file only if that file runs nothing but prod's jobs, and a pull request's file must
+# name nothing a deploy group serves.
+
+
+def _environments(workflow: dict[str, Any]) -> set[str]:
+    """Every environment a job of the workflow runs in, or deploys a stack of."""
+    found: set[str] = set()
+    for job in workflow.get("jobs", {}).values():
+        if _environment_name(job):
+            found.add(str(_environment_name(job)))
+        for step in _pulumi_steps(job):
+            if step["with"].get("command") == "up":
+                found.add(str(step["with"].get("stack-name")))
+    return found
+
+
+def _mixed_environments(workflow: dict[str, Any]) -> list[str]:
+    environments = _environments(workflow)
+    if len(environments) > 1:
+        return [f"runs jobs for {len(environments)} environments {sorted(environments)}"]
+    return []
+
+
+def _pull_request_reach(workflow: dict[str, Any]) -> list[str]:
+    """A pull_request-triggered workflow: no deploy environment, no deploy runner label."""
+    if not PULL_REQUEST_EVENTS & set(_triggers(workflow)):
+        return []
+    problems = [
+        f"job {job_id} runs in the {_environment_name(job)} environment"
+        for job_id, job in workflow.get("jobs", {}).items()
+        if _environment_name(job) in DEPLOY_STACKS
+    ]
+    deploy_runners = {RUNNER_VARIABLES[stack] for stack in DEPLOY_STACKS}
+    named = sorted(_runner_variables(json.dumps(workflow, default=str)) & deploy_runners)
+    if named:
+        problems.append(f"names the deploy runner label(s) {named}")
+    return problems
+
+
+def _prod_file_problems(workflow: dict[str, Any]) -> list[str]:
+    """Prod's file: run by hand only, every job on main only, and prod's alone."""
+    problems = []
+    triggers = set(_triggers(workflow))
+    if triggers != {"workflow_dispatch"}:
+        problems.append(f"is triggered by {sorted(triggers)}, not workflow_dispatch alone")
+    for job_id, job in workflow.get("jobs", {}).items():
+        condition = str(job.get("if", ""))
+        if MAIN_REF_CONDITION not in condition or "||" in condition:
+            problems.append(f"job {job_id} runs off main (its condition is {condition!r})")
+        if _environment_name(job) not in (None, "prod"):
+            problems.append(f"job {job_id} runs in the {_environment_name(job)} environment")
+        stacks = {str(step["with"].get("stack-name")) for step in _pulumi_steps(job)}
+        if stacks - {"prod"}:
+            problems.append(f"job {job_id} runs pulumi on {sorted(stacks - {'prod'})}")
+        runners = _runner_variables(json.dumps(job)) - {RUNNER_VARIABLES["prod"]}
+        if runners:
+            problems.append(f"job {job_id} names the runner label(s) {sorted(runners)}")
+        roles = _aws_role_variables(job) - {role_variable("prod")}
+        if roles:
+            problems.append(f"job {job_id} assumes {sorted(roles)}")
+    environments = _environments(workflow)
+    if environments != {"prod"}:
+        problems.append(f"runs jobs for {sorted(environments)}, not for prod")
+    return problems
+
+
+def test_no_workflow_file_runs_jobs_for_two_environments() -> None:
+    problems = [
+        f"{path.name} {problem}"
+        for path in _workflow_files()
+        for problem in _mixed_environments(_load(path))
+    ]
+    assert not problems, "\n".join(problems)
+
+
+def test_each_deploy_environment_runs_from_its_own_file_only() -> None:
+    """The file a deploy runner group admits is the only one running that environment's jobs."""
+    owners: dict[str, set[str]] = {}
+    for path in _workflow_files():
+        for environment in _environments(_load(path)):
+            owners.setdefault(environment, set()).add(path.name)
+    for environment, path in WORKFLOW_OF_ENVIRONMENT.items():
+        assert owners.get(environment) == {path.name}, (
+            f"{environment}'s jobs run from {sorted(owners.get(environment, ()))}, "
+            f"not from {path.name} alone"
+        )
+
+
+def test_no_pull_request_workflow_names_a_deploy_environment_or_runner() -> None:
+    pr_workflows = [p for p in _workflow_files() if PULL_REQUEST_EVENTS & set(_triggers(_load(p)))]
+    assert PR_WORKFLOW in pr_workflows
+    problems = [
+        f"{path.name} {problem}"
+        for path in pr_workflows
+        for problem in _pull_request_reach(_load(path))
+    ]
+    assert not problems, "\n".join(problems)
+
+
+def test_prods_workflow_is_dispatched_by_hand_from_main_and_runs_prod_alone() -> None:
+    problems = _prod_file_problems(_load(PROD_WORKFLOW))
+    assert not problems, "\n".join(f"{PROD_WORKFLOW.name} {problem}" for problem in problems)
+
+
+def test_the_file_rules_catch_a_dev_job_in_prods_file_and_a_deploy_runner_on_a_pull_request() -> (
+    None
+):
+    """The three rules above are not vacuous: each seeded workflow is caught."""
+    dev_jobs = _load(DEPLOY_WORKFLOW)["jobs"]
+    prod = _load(PROD_WORKFLOW)
+
+    with_dev = {**prod, "jobs": {**prod["jobs"], "up-dev": dev_jobs["up-dev"]}}
+    assert _mixed_environments(with_dev), "a dev job in prod's file must be two environments"
+    assert any("dev" in problem for problem in _prod_file_problems(with_dev))
+
+    pushed = {**prod, "on": {"workflow_dispatch": None, "push": {"branches": ["main"]}}}
+    pushed.pop(True, None)
+    assert _prod_file_problems(pushed), "a push trigger on prod's file must be caught"
+
+    unguarded = {
+        **prod,
+        "jobs": {
+            job_id: {key: value for key, value in job.items() if key != "if"}
+            for job_id, job in prod["jobs"].items()
+        },
+    }
+    assert _prod_file_problems(unguarded), "a prod job without the main condition must be caught"
+
+    pr = _load(PR_WORKFLOW)
+    preview_id = next(job_id for job_id, job in pr["jobs"].items() if _runs_pulumi(job))
+    on_prod_runner = {
+        **pr,
+        "jobs": {
+            **pr["jobs"],
+            preview_id: {**pr["jobs"][preview_id], "runs-on": "${{ vars.PROD_RUNNER }}"},
+        },
+    }
+    assert _pull_request_reach(on_prod_runner), "a PR job on PROD_RUNNER must be caught"
+    in_dev = {**pr, "jobs": {**pr["jobs"], "x": {"environment": "dev", "steps": []}}}
+    assert _pull_request_reach(in_dev), "a PR job in the dev environment must be caught"
+    assert not _pull_request_reach(pr) and not _mixed_environments(pr)
+
+
+@pytest.mark.parametrize("path", [PR_WORKFLOW, *DEPLOY_WORKFLOWS], ids=lambda path: path.name)
 def test_every_pulumi_job_holds_a_concurrency_group_named_after_its_stack(path: Path) -> None:
     workflow = _load(path)
     pulumi_jobs = {job_id: job for job_id, job in workflow["jobs"].items() if _runs_pulumi(job)}
@@ -424,7 +592,7 @@ def test_every_pulumi_job_holds_a_concurrency_group_named_after_its_stack(path: 
 
 
 def test_every_stack_file_is_previewed_before_it_is_applied() -> None:
-    """dev on every pull request; every other stack in deploy.yml, before its update."""
+    """dev on every pull request; every other stack in its deploy workflow, before its update."""
     stacks = _stack_files()
     pr = _load(PR_WORKFLOW)
     assert "pull_request" in _triggers(pr), "pr.yml must run on pull requests"
@@ -437,26 +605,27 @@ def test_every_stack_file_is_previewed_before_it_is_applied() -> None:
             assert inputs.get("policyPacks"), f"pr.yml job {job_id} must run the policy pack"
             previewed.add(str(inputs["stack-name"]))
     assert previewed == {PREVIEW_STACK}, f"pr.yml previews {sorted(previewed)}"
-    deploy_jobs = _pulumi_jobs(DEPLOY_WORKFLOW)
-    for job_id, (job, steps) in deploy_jobs.items():
-        for step in steps:
-            stack = str(step["with"]["stack-name"])
-            if step["with"]["command"] == "preview":
-                assert step["with"].get("policyPacks"), f"deploy.yml {job_id}: policy pack"
-                previewed.add(stack)
-            elif stack != PREVIEW_STACK:
-                before = {
-                    str(s["with"]["stack-name"])
-                    for needed in job.get("needs", [])
-                    for s in deploy_jobs.get(needed, ({}, []))[1]
-                    if s["with"]["command"] == "preview"
-                }
-                assert stack in before, f"deploy.yml {job_id} applies {stack} unpreviewed"
+    for path in DEPLOY_WORKFLOWS:
+        deploy_jobs = _pulumi_jobs(path)
+        for job_id, (job, steps) in deploy_jobs.items():
+            for step in steps:
+                stack = str(step["with"]["stack-name"])
+                if step["with"]["command"] == "preview":
+                    assert step["with"].get("policyPacks"), f"{path.name} {job_id}: policy pack"
+                    previewed.add(stack)
+                elif stack != PREVIEW_STACK:
+                    before = {
+                        str(s["with"]["stack-name"])
+                        for needed in job.get("needs", [])
+                        for s in deploy_jobs.get(needed, ({}, []))[1]
+                        if s["with"]["command"] == "preview"
+                    }
+                    assert stack in before, f"{path.name} {job_id} applies {stack} unpreviewed"
     assert stacks == previewed, f"stacks/ has {sorted(stacks)}, previewed {sorted(previewed)}"
     assert stacks <= {PREVIEW_STACK, *DEPLOY_STACKS}, "a stack without a CI environment"
 
 
-@pytest.mark.parametrize("path", [PR_WORKFLOW, DEPLOY_WORKFLOW], ids=lambda path: path.name)
+@pytest.mark.parametrize("path", [PR_WORKFLOW, *DEPLOY_WORKFLOWS], ids=lambda path: path.name)
 def test_the_workflow_runs_ci_entry_point_before_any_pulumi_job(path: Path) -> None:
     """The README says CI runs `.ci/run`; the workflows run exactly that, then Pulumi."""
     jobs = _load(path)["jobs"]
@@ -489,7 +658,7 @@ def test_pulumi_cli_version_matches_the_pinned_sdk() -> None:
     requirements = (REPO / "requirements.txt").read_text(encoding="utf-8")
     match = re.search(r"^pulumi==(\S+)", requirements, flags=re.MULTILINE)
     assert match, "requirements.txt must pin `pulumi==<version>`"
-    for path in (PR_WORKFLOW, DEPLOY_WORKFLOW):
+    for path in (PR_WORKFLOW, *DEPLOY_WORKFLOWS):
         for job_id, job in _load(path)["jobs"].items():
             for step in _pulumi_steps(job):
                 assert str(step["with"].get("pulumi-version")) == match[1], (
@@ -510,7 +679,7 @@ def _runner_variables(text: str) -> set[str]:
     }
 
 
-@pytest.mark.parametrize("path", [PR_WORKFLOW, DEPLOY_WORKFLOW], ids=lambda path: path.name)
+@pytest.mark.parametrize("path", [PR_WORKFLOW, *DEPLOY_WORKFLOWS], ids=lambda path: path.name)
 def test_every_pulumi_job_runs_on_its_environments_own_runner(path: Path) -> None:
     """`endpointPublicAccessCidrs` admits listed ranges only; hosted runners have no fixed one.
     And one label per environment: a job runs on its environment's variable and no other's."""
@@ -545,15 +714,20 @@ def test_a_deploy_job_stops_first_without_a_runner_the_eks_api_admits() -> None:
     """On a hosted runner an update would create the cluster, then fail on every Kubernetes
     object: the deploy jobs refuse to start instead. A pull-request preview may run there, since
     the dev stack has no cluster before its first deploy."""
-    for job_id, (job, _) in _pulumi_jobs(DEPLOY_WORKFLOW).items():
-        variable = RUNNER_VARIABLES[str(_environment_name(job))]
-        first = job["steps"][0]
-        assert first.get("env", {}).get(variable) == f"${{{{ vars.{variable} }}}}", (
-            f"deploy.yml job {job_id} must check {variable} in its first step"
-        )
-        script = first["run"]
-        assert f'[ -z "${variable}" ]' in script and "exit 1" in script, script
-        assert variable in script.split("::error::", 1)[1], script
+    for path in DEPLOY_WORKFLOWS:
+        for job_id, (job, _) in _pulumi_jobs(path).items():
+            _assert_runner_check_first(path, job_id, job)
+
+
+def _assert_runner_check_first(path: Path, job_id: str, job: dict[str, Any]) -> None:
+    variable = RUNNER_VARIABLES[str(_environment_name(job))]
+    first = job["steps"][0]
+    assert first.get("env", {}).get(variable) == f"${{{{ vars.{variable} }}}}", (
+        f"{path.name} job {job_id} must check {variable} in its first step"
+    )
+    script = first["run"]
+    assert f'[ -z "${variable}" ]' in script and "exit 1" in script, script
+    assert variable in script.split("::error::", 1)[1], script
 
 
 # -- Pull requests reach no deploy role and no deploy runner ----------------------------------
@@ -626,7 +800,7 @@ def test_the_deploy_reach_rule_sees_each_way_into_prod() -> None:
 
 def _prod_preview_and_update() -> tuple[tuple[str, dict[str, Any]], tuple[str, dict[str, Any]]]:
     found: dict[str, list[tuple[str, dict[str, Any]]]] = {}
-    for job_id, (job, steps) in _pulumi_jobs(DEPLOY_WORKFLOW).items():
+    for job_id, (job, steps) in _pulumi_jobs(PROD_WORKFLOW).items():
         for step in steps:
             if str(step["with"]["stack-name"]) == "prod":
                 found.setdefault(str(step["with"]["command"]), []).append((job_id, job))

@@ -79,15 +79,16 @@ def secret(
 def gatekeeper_files(spec: ServerSpec) -> dict[str, str]:
     """Every file of the gatekeeper's ConfigMap: nginx.conf and its njs script, then the chat
     page's files when the stack serves it (`chatPage`), mounted beside the config."""
-    page_root = gatekeeper.CONFIG_MOUNT if spec.chat_page else None
+    page_root = gatekeeper.CONFIG_MOUNT if spec.limits.chat_page else None
     if spec.door:  # an elastic stack's door (`components.manifests.door`)
         files = gatekeeper.config_files(
             door.limits(spec), page_root=page_root, **door.config_where(spec)
         )
     else:
         files = gatekeeper.config_files(spec.limits, upstream_port=spec.port, page_root=page_root)
-    if spec.chat_page:
-        files |= chat.files(chat.ChatPage(spec.model, spec.max_reply_tokens, spec.max_model_len))
+    if spec.limits.chat_page:
+        page = chat.ChatPage(spec.model, spec.limits.max_reply_tokens, spec.max_model_len)
+        files |= chat.files(page)
     return files
 
 

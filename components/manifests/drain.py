@@ -35,28 +35,41 @@ READY_PERIOD_S = 5
 
 @dataclass(frozen=True)
 class DrainSpec:
-    """The drain bounds of a plan (`infra.plan.rollout.DrainPlan`), in whole seconds."""
+    """The bounds of a drain, in whole seconds, as the planner sets them
+    (`infra.plan.rollout.plan_drain`) and the pods and the Service take them."""
 
-    accept_s: int = 35
-    reply_s: int = 600
-    settle_s: int = 5
-    grace_s: int = 655
-    health_check_interval_s: int = 10
-    health_check_threshold: int = 2
-    deregistration_delay_s: int = 35
-    unhealthy_draining_s: int = 635
-    #: The gatekeeper's readiness period: after the marker, the preStop waits one before it
-    #: quits, so the pod is out of the Service first.
-    ready_period_s: int = READY_PERIOD_S
+    #: The NLB's health check of the nodes (interval, timeout, unhealthy = healthy threshold).
+    health_check_interval_s: int
+    health_check_timeout_s: int
+    health_check_threshold: int
+    #: How long after a pod starts terminating the NLB may still send it new connections: the
+    #: gatekeeper keeps accepting that long before it quits.
+    accept_s: int
+    #: The longest a reply may run (the plan's reply timeout): vLLM's preStop waits at most this
+    #: for the requests in flight.
+    reply_s: int
+    #: vLLM idle this long before it may stop.
+    settle_s: int
+    #: The NLB's `deregistration_delay.timeout_seconds`: a node that leaves the target group is
+    #: given the same window as a pod that leaves the Service.
+    deregistration_delay_s: int
+    #: How long the NLB keeps the connections of a node that turned unhealthy (`target_health_
+    #: state.unhealthy.draining_interval_seconds`): the last connection accepted runs a reply.
+    unhealthy_draining_s: int
+    #: The pods' `terminationGracePeriodSeconds`: every preStop ends within it.
+    grace_s: int
 
 
-def gatekeeper_pre_stop(drain: DrainSpec, run_dir: str) -> list[str]:
+def gatekeeper_pre_stop(
+    drain: DrainSpec, run_dir: str, ready_period_s: int = READY_PERIOD_S
+) -> list[str]:
     """The gatekeeper's preStop command: accept while the NLB notices, fail readiness, let a
-    readiness period pass, quit gracefully and wait for nginx to finish its requests. `run_dir`
-    holds nginx's pid file and the drain marker (the config's `run_dir`)."""
+    readiness period pass (`ready_probe`'s, so the pod is out of the Service before nginx stops
+    listening), quit gracefully and wait for nginx to finish its requests. `run_dir` holds
+    nginx's pid file and the drain marker (the config's `run_dir`)."""
     pid_file, marker = f"{run_dir}/nginx.pid", f"{run_dir}/{MARKER_NAME}"
     script = (
-        f"sleep {drain.accept_s}; touch {marker}; sleep {drain.ready_period_s}; "
+        f"sleep {drain.accept_s}; touch {marker}; sleep {ready_period_s}; "
         f'pid=$(cat {pid_file}); kill -QUIT "$pid"; '
         'while kill -0 "$pid" 2>/dev/null; do sleep 1; done'
     )

@@ -131,48 +131,65 @@ ERRORS: dict[int, tuple[str, str]] = {
 
 @dataclass(frozen=True)
 class GatekeeperLimits:
-    """What the gatekeeper enforces; the plan's `FrontDoorPlan` gives every figure."""
+    """The front door as the planner sets it (`infra.plan.frontdoor.plan_front_door`): what the
+    gatekeeper enforces, what the load balancer listens on, and why. The plan's `--json` shows
+    these fields in this order (`served_model` aside: the plan's `model` names it)."""
 
+    #: HTTPS on 443 terminated by the load balancer (an ACM certificate), else HTTP on 80.
+    tls: bool
+    listener_port: int
     max_request_bytes: int
     client_requests_per_minute: int
     client_burst: int
     #: Requests (each one sequence) one client may have in flight at vLLM.
     client_concurrent_requests: int
-    #: Longest wait for vLLM's answer (the longest planned reply), in seconds; also the longest
-    #: a reply may run. (The plan gives whole seconds; the rehearsal's cut check a fraction.)
-    reply_timeout_seconds: float
-    #: A client must send its request line and headers within this (a total, not per read).
-    header_timeout_seconds: int = 10
     #: TCP connections one client address may hold, counted before a request is read.
-    client_connections: int = 8
+    client_connections: int
+    #: Public connections in all, from every address (the stream layer's count); 0: no cap
+    #: beyond worker_connections.
+    connection_capacity: int
     #: nginx's connections in its one worker (a client connection takes up to four: the stream
     #: side, the Unix socket both ways, and vLLM's) and its file limit; beside the public
     #: listener's, two per probe connection.
-    worker_connections: int = 1024
-    #: Public connections in all, from every address (the stream layer's count); 0: no cap
-    #: beyond worker_connections.
-    connection_capacity: int = 0
-    #: Connections the probe listener holds at once, all callers together.
-    probe_connections: int = 32
+    worker_connections: int
+    #: Connections the probe listener (kubelet and workers) holds at once, all callers together,
+    #: apart from the public ones.
+    probe_connections: int
     #: Sequences one request may ask for (`n`, `best_of`, a list of prompts).
-    max_sequences: int = 1
+    max_sequences: int
     #: Largest `logprobs`, `top_logprobs` or `prompt_logprobs` served (0: none).
-    max_logprobs: int = 0
+    max_logprobs: int
     #: Largest grammar input (schemas, tools) in bytes of JSON (0: structured outputs off).
-    max_schema_bytes: int = 0
+    max_schema_bytes: int
     #: Requests with grammar input one client address may have in flight.
-    schema_concurrency: int = 1
+    schema_concurrency: int
     #: Largest reply in bytes; a longer one is cut.
-    max_reply_bytes: int = 1 << 20
-    #: The model's name in the API (the gatekeeper's own /v1/models answer).
-    served_model: str = "model"
+    max_reply_bytes: int
+    #: The reply cap vLLM applies to every request (`maxReplyTokens`), and so to one that sets
+    #: no `max_tokens`.
+    max_reply_tokens: int
+    #: Longest wait for vLLM's answer (nginx `proxy_read_timeout`, so also the longest gap in a
+    #: stream and the longest a reply may run), in seconds: the first-byte bound plus the longest
+    #: reply's decode. (The plan gives whole seconds; the rehearsal's cut check a fraction.)
+    reply_timeout_seconds: float
+    #: A client must send its request line and headers within this (a total, not per read).
+    header_timeout_seconds: int
+    #: Why each limit is what it is, one line each (the plan prints them).
+    reasons: tuple[str, ...]
+    #: The gatekeeper serves the chat page at the endpoint's root (`chatPage`).
+    chat_page: bool
+    #: KV-cache tokens one client address may hold (`clientTokensInFlight`), and what the tiers
+    #: below admit at most (never more than the budget).
+    client_tokens: int
+    client_tokens_bound: int
     #: (tokens, requests), ascending: a client may have at most `requests` in flight whose
     #: estimate (body bytes plus the longest reply it may ask for, at most `max_model_len`) is
     #: above `tokens`. Empty: requests are counted, not tokens.
-    token_tiers: tuple[tuple[int, int], ...] = ()
-    max_model_len: int = 0
-    #: The reply cap vLLM applies to every request (`maxReplyTokens`).
-    max_reply_tokens: int = 0
+    token_tiers: tuple[tuple[int, int], ...]
+    #: The context, the most any one request can hold.
+    max_model_len: int
+    #: The model's name in the API (the gatekeeper's own /v1/models answer).
+    served_model: str
 
     @property
     def body_read_timeout_seconds(self) -> int:

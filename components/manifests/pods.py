@@ -14,6 +14,8 @@ from components.manifests.access import gatekeeper_files
 from components.manifests.engine import engine_args
 from components.manifests.probes import (
     LOGGING_CONFIG_PATH,
+    STATE_FILE,
+    WARNINGS_LOG,
     engine_logging_config,
     engine_timeout_env,
     leader_startup_probe,
@@ -119,7 +121,10 @@ _WAIT_FOR_LEADER = (
 
 #: The leader writes vLLM's logging config (`probes.engine_logging_config`, from the environment)
 #: into its /tmp before it becomes vLLM: the image's root filesystem is read-only.
+#: The probe's state and vLLM's warnings of an earlier container are removed first: /tmp is the
+#: pod's emptyDir, which outlives a container restart, and a new engine measures itself again.
 _WRITE_LOGGING_CONFIG = (
+    f"rm -f {STATE_FILE} {WARNINGS_LOG} && "
     f'printf "%s" "$GEMMA_VLLM_LOGGING" > {LOGGING_CONFIG_PATH} && exec vllm "$@"'
 )
 
@@ -260,7 +265,9 @@ def _engine_container(spec: ServerSpec, role: Literal["leader", "worker"]) -> di
         # loopback (an exec probe: no port to name).
         port = spec.port if spec.door else gatekeeper.PROBE_PORT
         container["startupProbe"] = leader_startup_probe(
-            probe_command(spec.probes, "leader", spec.port, spec.model, phase="startup"),
+            probe_command(
+                spec.probes, "leader", spec.port, spec.model, phase="startup", stop_pid=1
+            ),
             spec.probes,
             spec.startup_timeout_seconds,
         )

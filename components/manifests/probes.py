@@ -24,9 +24,14 @@ client request reaches vLLM while it measures:
    to start, in one line; vLLM writes its warnings to a file for this (`engine_logging_config`);
 2. the node's step: `runs` one-token completions of `calibrate-tokens` prompt tokens (token ids,
    different in every run, so no prefix is cached), each within `calibrate-s`; the first is a
-   warm-up, the slowest of the others is the step. The stall bound is then step x `growth` x
-   `margin`, within [`floor-s`, `stall-s`] (`infra.plan.liveness.measured_stall_seconds`), kept
-   in the state file, and one line says both on the container's log (`announce`).
+   warm-up, the slowest of the others is the step. A step x `growth` x `margin` x `in-flight` beyond
+   `stall-s` (the engine's own step timeout, fixed at start) refuses the node; else the stall
+   bound is step x `growth` x `margin`, within [`floor-s`, `stall-s`]
+   (`infra.plan.liveness.measured_stall_seconds`), kept in the state file, and one line says
+   both on the container's log (`announce`).
+A refusal is final: said once, kept in the state file, and the engine (`stop-pid`, the
+container's PID 1) is sent SIGTERM, so the kubelet restarts the container at once instead of
+waiting out the startup probe's threshold (`pkg/kubelet/prober/worker.go` counts failed runs).
 Liveness runs take the measured bound from the state file, or `stall-s` if none was measured.
 
 The worker's probe (role `worker`) fails when its leader no longer answers `/health`: a headless
@@ -59,7 +64,7 @@ LOGGING_CONFIG_PATH = "/tmp/vllm-logging.json"
 ANNOUNCE_TO = "/proc/1/fd/1"
 
 PROBE_SCRIPT = r"""
-import json, math, os, sys, time, urllib.request
+import json, math, os, signal, sys, time, urllib.request
 
 opts = dict(arg.split("=", 1) for arg in sys.argv[1:])
 host = os.environ.get(opts.get("host-env", ""), "") or opts.get("host", "127.0.0.1")
@@ -97,8 +102,25 @@ def call(path, body=None, seconds=None):
 
 
 def save(state):
-    with open(opts["state"], "w") as handle:
+    # Whole or not at all: a run the kubelet kills mid-write leaves the last state.
+    with open(opts["state"] + ".new", "w") as handle:
         json.dump(state, handle)
+    os.replace(opts["state"] + ".new", opts["state"])
+
+
+def refuse(state, line):
+    # Final: said once on the container's log, kept, and the engine stopped, so the kubelet
+    # restarts the container now (a failing startup probe would wait out its whole threshold).
+    if "refused" not in state:
+        announce(line)
+        state["refused"] = line
+        save(state)
+        if opts.get("stop-pid"):
+            try:
+                os.kill(int(opts["stop-pid"]), signal.SIGTERM)
+            except OSError:
+                pass
+    verdict(False, line)
 
 
 status, text = call("/health")
@@ -117,6 +139,8 @@ except (OSError, ValueError):
 ceiling = int(opts["stall-s"])
 
 if opts.get("phase") == "startup":
+    if "refused" in seen:
+        verdict(False, seen["refused"])
     if opts.get("path") == "onednn" and opts.get("log"):
         try:
             with open(opts["log"], errors="replace") as handle:
@@ -124,11 +148,9 @@ if opts.get("phase") == "startup":
         except OSError:
             fell_back = False
         if fell_back:
-            line = ("vLLM fell back to torch's linear (its log: '@FALLBACK@'); this "
-                    "plan's timeouts assume oneDNN, so the leader does not start: use an image "
-                    "whose oneDNN supports this CPU, or set prefillPath=fallback")
-            announce(line)
-            verdict(False, line)
+            refuse(seen, "vLLM fell back to torch's linear (its log: '@FALLBACK@'); this plan's "
+                   "timeouts assume oneDNN, so the leader does not start: use an image whose "
+                   "oneDNN supports this CPU, or set prefillPath=fallback")
     if "step_s" not in seen:
         tokens, runs = int(opts["calibrate-tokens"]), int(opts["runs"])
         # Ids above the first ones (special tokens) and below the vocabulary, which vLLM
@@ -146,12 +168,19 @@ if opts.get("phase") == "startup":
             took = time.monotonic() - began
             if status != 200:
                 verdict(False, f"measuring the step: a {tokens}-token prompt answered {status} "
-                        f"after {took:.1f} s (each must finish within {opts['calibrate-s']} s, "
-                        "the plan's slow end)")
+                        f"after {took:.1f} s (bound {opts['calibrate-s']} s)")
             times.append(took)
         step = max(times[1:] or times)
+        growth, in_flight = float(opts["growth"]), int(opts["in-flight"])
+        margin = float(opts["margin"])
+        if step * growth * margin * in_flight > ceiling:
+            refuse(seen, f"this node's step is {step:.1f} s for {tokens} prompt tokens: x {growth} "
+                   f"for the longest context x {margin} x {in_flight} in flight is beyond the "
+                   f"engine's {ceiling} s step timeout, which would kill healthy long prompts; "
+                   "the plan's prefill range is wrong for this node (a larger type, a shorter "
+                   "`maxModelLen` or `prefillPath` fallback lengthens the bounds)")
         stall = min(ceiling, max(int(opts["floor-s"]),
-                                 math.ceil(step * float(opts["growth"]) * float(opts["margin"]))))
+                                 math.ceil(step * growth * margin)))
         seen.update(step_s=round(step, 3), stall_s=stall, runs_s=[round(t, 3) for t in times],
                     proven=time.time())
         save(seen)
@@ -228,6 +257,9 @@ class ProbeSpec:
     growth: float = 1.0
     margin: float = 1.5
     floor_s: int = 10
+    #: Batches in flight (the pipeline's size): a measured step x growth x this beyond
+    #: `stall_s`, the engine's own step timeout, refuses the node.
+    in_flight: int = 1
     #: The linear path the plan's bounds assume: `onednn` refuses a leader whose vLLM fell back.
     path: Literal["onednn", "fallback"] = "onednn"
     #: Token ids the measurement draws from lie below this (the model's vocabulary).
@@ -244,6 +276,7 @@ def probe_command(
     phase: Literal["live", "startup"] = "live",
     warnings_log: str = WARNINGS_LOG,
     announce: str = ANNOUNCE_TO,
+    stop_pid: int | None = None,
 ) -> list[str]:
     """The exec probe's argv. `host` None means the leader's own loopback on a leader and the
     leader's address from `LWS_LEADER_ADDRESS` on a worker. A leader's `startup` phase checks the
@@ -272,7 +305,9 @@ def probe_command(
             f"growth={probes.growth}",
             f"margin={probes.margin}",
             f"floor-s={probes.floor_s}",
+            f"in-flight={probes.in_flight}",
             f"vocab={probes.vocab_size}",
+            *([f"stop-pid={stop_pid}"] if stop_pid is not None else []),
         ]
     return ["python3", "-c", PROBE_SCRIPT, *args]
 
@@ -288,6 +323,10 @@ def liveness_probe(command: list[str], probes: ProbeSpec) -> dict[str, Any]:
 
 #: Period of a startup probe: a cold start is minutes long, so ten seconds late is nothing.
 STARTUP_PERIOD_S = 10
+#: Room in a leader's startup run beyond its requests' deadlines: the exec, Python's start, the
+#: log read (containerd kills an exec that outlives `timeoutSeconds`, and the next run measures
+#: again from the start).
+STARTUP_SLACK_S = 15
 
 
 def startup_probe(command: list[str], probes: ProbeSpec, startup_timeout_s: int) -> dict[str, Any]:
@@ -308,7 +347,9 @@ def leader_startup_probe(
     """The leader's startup probe: `startup_probe` with room in each run for the start-up
     measurement's requests, each bounded by its own deadline."""
     probe = startup_probe(command, probes, startup_timeout_s)
-    probe["timeoutSeconds"] = probes.timeout_s + probes.calibrate_runs * probes.calibrate_s
+    probe["timeoutSeconds"] = (
+        probes.timeout_s + probes.calibrate_runs * probes.calibrate_s + STARTUP_SLACK_S
+    )
     return probe
 
 
@@ -336,14 +377,13 @@ def engine_logging_config(warnings_log: str = WARNINGS_LOG) -> dict[str, Any]:
                 "level": "INFO",
                 "stream": "ext://sys.stdout",
             },
-            # Bounded: 1 MiB and one old file in the pod's /tmp.
+            # A plain file: the API server and the engine processes each open it, and a
+            # rotating handler in one would leave the others writing to the rotated file.
             "warnings": {
-                "class": "logging.handlers.RotatingFileHandler",
+                "class": "logging.FileHandler",
                 "formatter": "vllm",
                 "level": "WARNING",
                 "filename": warnings_log,
-                "maxBytes": 1 << 20,
-                "backupCount": 1,
             },
         },
         "loggers": {

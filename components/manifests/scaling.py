@@ -22,13 +22,14 @@ failing trigger and no active one is never scaled to zero: `RequestScale` only s
 (pkg/scaling/executor/scale_scaledobjects.go, the `isError && Fallback == nil` case, before the
 scale-to-zero case), and a `fallback` needs replicas above 0 (the same switch, and
 pkg/fallback/fallback.go). So a group whose leader never turns Ready (no capacity for its second
-node, a crash loop, an image that cannot be pulled) would keep its nodes for ever. The floor is
-one tiny always-on nginx pod on the system nodes that the same Service selects
-(`QUEUE_SOURCE_LABEL`, on the leaders too) and that answers `/metrics` with a queue of 0
-(`FLOOR_BODY`): the Service always has a ready endpoint, the trigger never errors for want of
-one, and the sum (`aggregationType: sum`) is the ready leaders' queue plus 0. An endpoint that
-fails is left out of the sum unless every one fails (`aggregateMetricsFromMultipleEndpoints`),
-so a leader that does not answer in time counts as no queue, as a leader that is not Ready does.
+node, a crash loop, an image that cannot be pulled) would keep its nodes for ever. The floor is two
+tiny always-on nginx pods on the system nodes that the same Service selects (`QUEUE_SOURCE_LABEL`,
+on the leaders too) and that answer `/metrics` with a queue of 0 (`FLOOR_BODY`), spread over the
+nodes and kept by a disruption budget through a drain (`floor_disruption_budget`): the Service
+always has a ready endpoint, the trigger never errors for want of one, and the sum
+(`aggregationType: sum`) is the ready leaders' queue plus 0. An endpoint that fails is left out of
+the sum unless every one fails (`aggregateMetricsFromMultipleEndpoints`), so a leader that does not
+answer in time counts as no queue, as a leader that is not Ready does.
 
 The bound: with no trigger active, KEDA scales the LeaderWorkerSet to 0 at the first poll after
 `LastActiveTime + cooldownPeriod` (`scaleToZeroOrIdle`; `LastActiveTime` is stamped at every poll
@@ -74,9 +75,28 @@ FLOOR_BODY = f"# TYPE {QUEUE_METRIC} gauge\n{QUEUE_METRIC} 0\n"
 #: (`infra.plan.elastic.SYSTEM_PODS`).
 FLOOR_MILLICPU = 10
 FLOOR_MEMORY_MIB = 16
+#: Two floor pods, spread over the system nodes where the scheduler can, and a budget that
+#: lets a drain take one at a time (`floor_disruption_budget`): a node drain or an upgrade never
+#: leaves the metrics Service without the endpoint the trigger needs while no leader is Ready.
+#: Both answer 0, so the sum is unchanged.
+FLOOR_REPLICAS = 2
+#: The node label the kubelet sets to the node's name (kubernetes v1.35
+#: staging/src/k8s.io/api/core/v1/well_known_labels.go `LabelHostname`).
+HOSTNAME_LABEL = "kubernetes.io/hostname"
 FLOOR_CONFIG_FILE = "nginx.conf"
 FLOOR_CONFIG_MOUNT = "/etc/queue-floor"
 FLOOR_RUN_DIR = "/tmp"
+
+
+@dataclass(frozen=True)
+class CronWindow:
+    """KEDA's cron trigger: from `start` to `end` (cron expressions, minute hour * * day-of-week
+    with Sunday = 0, in the IANA zone `time_zone`) it asks for `groups_inside` groups."""
+
+    time_zone: str
+    start: str
+    end: str
+    groups_inside: int
 
 
 @dataclass(frozen=True)
@@ -93,8 +113,8 @@ class ScalerSpec:
     cooldown_s: int
     up_window_s: int
     down_window_s: int
-    #: The office-hours window: IANA zone, start and end cron expressions, groups inside.
-    schedule: tuple[str, str, str, int] | None = None
+    #: The office-hours window; None: the queue alone.
+    schedule: CronWindow | None
 
 
 def metrics_port(spec: ServerSpec) -> int:
@@ -169,15 +189,15 @@ def cron_trigger(scaler: ScalerSpec) -> dict[str, Any] | None:
     """The office-hours floor: `groups_inside` groups between start and end."""
     if scaler.schedule is None:
         return None
-    zone, start, end, inside = scaler.schedule
+    window = scaler.schedule
     return {
         "type": "cron",
         "name": "office-hours",
         "metadata": {
-            "timezone": zone,
-            "start": start,
-            "end": end,
-            "desiredReplicas": str(inside),
+            "timezone": window.time_zone,
+            "start": window.start,
+            "end": window.end,
+            "desiredReplicas": str(window.groups_inside),
         },
     }
 
@@ -320,10 +340,16 @@ def floor_config_map(spec: ServerSpec) -> Manifest:
 
 
 def floor_deployment(spec: ServerSpec) -> Manifest:
-    """One floor pod on the system nodes (the door's, never the model nodes: it must outlive
-    every group), carrying `QUEUE_SOURCE_LABEL` so the metrics Service selects it. It is Ready
-    only while no leader is (`floor_readiness`), since KEDA counts ready endpoints only; the
-    config digest rolls it."""
+    """`FLOOR_REPLICAS` floor pods on the system nodes (the door's, never the model nodes: they
+    must outlive every group), carrying `QUEUE_SOURCE_LABEL` so the metrics Service selects
+    them. Each is Ready only while no leader is (`floor_readiness`), since KEDA counts ready
+    endpoints only; the config digest rolls them.
+
+    Spread over nodes softly: `whenUnsatisfiable: ScheduleAnyway` makes the constraint a score,
+    never a filter (kubernetes v1.35 pkg/scheduler/framework/plugins/podtopologyspread/
+    filtering.go keeps `DoNotSchedule` constraints only; scoring.go weighs the rest), so with one
+    system node left (the other drained) both pods still run; a hard constraint would leave the
+    second Pending there. The system group has two nodes at least (`infra.plan.elastic`)."""
     if spec.door is None:
         raise ValueError(f"{spec.name} has no door: the queue floor is for autoscaled stacks")
     port = metrics_port(spec)
@@ -357,7 +383,7 @@ def floor_deployment(spec: ServerSpec) -> Manifest:
         "kind": "Deployment",
         "metadata": object_meta(spec, floor_name(spec), "queue-floor"),
         "spec": {
-            "replicas": 1,
+            "replicas": FLOOR_REPLICAS,
             "selector": {"matchLabels": floor_selector(spec)},
             # The new pod is Ready before the old one goes: the Service is never empty.
             "strategy": {
@@ -374,6 +400,14 @@ def floor_deployment(spec: ServerSpec) -> Manifest:
                     "enableServiceLinks": False,
                     "nodeSelector": dict(spec.door.node_selector),
                     "tolerations": [dict(t) for t in spec.door.tolerations],
+                    "topologySpreadConstraints": [
+                        {
+                            "maxSkew": 1,
+                            "topologyKey": HOSTNAME_LABEL,
+                            "whenUnsatisfiable": "ScheduleAnyway",
+                            "labelSelector": {"matchLabels": floor_selector(spec)},
+                        }
+                    ],
                     "securityContext": pod_security_context(),
                     "terminationGracePeriodSeconds": 5,
                     "containers": [container],
@@ -383,6 +417,35 @@ def floor_deployment(spec: ServerSpec) -> Manifest:
                     ],
                 },
             },
+        },
+    }
+
+
+def floor_disruption_budget(spec: ServerSpec) -> Manifest:
+    """At least one floor pod stays while the floor is what the trigger reads.
+
+    The eviction API (kubernetes v1.35 pkg/registry/core/pod/storage/eviction.go `Create`) lets
+    a Ready pod go only while the budget's `disruptionsAllowed` is above 0
+    (`checkAndDecrement`), and the disruption controller counts Ready pods only as healthy
+    (pkg/controller/disruption/disruption.go `countHealthyPods`, `podutil.IsPodReady`). While no
+    leader is Ready both floor pods are Ready: one may be evicted, the second only once the
+    replacement is Ready (its first probe, 10 s), so a drain (`kubectl drain`, an EKS node group
+    upgrade, the Cluster Autoscaler) never empties the Service.
+
+    `unhealthyPodEvictionPolicy: AlwaysAllow` (GA in Kubernetes 1.31): a pod that is not Ready is
+    evicted without the budget (the same `Create`, the `!podutil.IsPodReady(pod)` branch). The
+    floor is not Ready whenever a leader is (`floor_readiness`), which is most of the time it
+    serves; under the default `IfHealthyBudget` a not-Ready pod may go only while currentHealthy
+    >= desiredHealthy, here 0 >= 1, so every drain of a system node would stall while the model
+    serves. Then the leaders are the trigger's endpoints, and the floor is not needed."""
+    return {
+        "apiVersion": "policy/v1",
+        "kind": "PodDisruptionBudget",
+        "metadata": object_meta(spec, floor_name(spec), "disruption-budget"),
+        "spec": {
+            "minAvailable": 1,
+            "selector": {"matchLabels": floor_selector(spec)},
+            "unhealthyPodEvictionPolicy": "AlwaysAllow",
         },
     }
 
@@ -405,5 +468,11 @@ def floor_network_policy(spec: ServerSpec) -> Manifest:
 
 
 def floor_objects(spec: ServerSpec) -> list[Manifest]:
-    """The queue floor of an autoscaled stack, in apply order: its config, its policy, its pod."""
-    return [floor_config_map(spec), floor_network_policy(spec), floor_deployment(spec)]
+    """The queue floor of an autoscaled stack, in apply order: its config, its policy, its pods,
+    their disruption budget."""
+    return [
+        floor_config_map(spec),
+        floor_network_policy(spec),
+        floor_deployment(spec),
+        floor_disruption_budget(spec),
+    ]

@@ -658,6 +658,66 @@ def unschedulable(objects: Sequence[Manifest], world: World) -> list[str]:
     return found
 
 
+# -- rule: PodDisruptionBudgets ----------------------------------------------------------------
+
+
+def _replicas(objects: Sequence[Manifest]) -> dict[str, int]:
+    """Pod template (`Pod.where`) -> how many pods it runs, for the kinds whose count is theirs:
+    a Deployment's or StatefulSet's `replicas`, 1 when unset (the API server's default,
+    kubernetes v1.35 pkg/apis/apps/v1/defaults.go)."""
+    return {
+        f"{o['kind']}/{o['metadata']['name']}": int(o["spec"].get("replicas", 1))
+        for o in objects
+        if o["kind"] in ("Deployment", "StatefulSet")
+    }
+
+
+def stuck_budgets(objects: Sequence[Manifest]) -> list[str]:
+    """Every PodDisruptionBudget that selects no rendered pod, shares a pod with another budget,
+    or, by `minAvailable`, allows no eviction even while every pod it selects is Ready.
+
+    The eviction API takes the budgets whose selector matches the pod in its namespace
+    (kubernetes v1.35 pkg/registry/core/pod/storage/eviction.go `getPodDisruptionBudgets`); with
+    more than one it refuses every eviction of the pod ("This pod has more than one
+    PodDisruptionBudget", 500), so a drain of its node never ends. An eviction of a Ready pod
+    needs `disruptionsAllowed` above 0 (`checkAndDecrement`), which the disruption controller
+    sets to currentHealthy - desiredHealthy, desiredHealthy being an integer `minAvailable`
+    (pkg/controller/disruption/disruption.go `getExpectedPodCount`, `updatePdbStatus`): a
+    `minAvailable` at or above the pods its Deployments and StatefulSets run allows none, ever.
+    A budget matching nothing guards nothing, most often a mistyped selector.
+    """
+    all_pods = pods(objects)
+    counts = _replicas(objects)
+    found = []
+    guarded: dict[str, list[str]] = {}
+    for pdb in (o for o in objects if o["kind"] == "PodDisruptionBudget"):
+        name = f"PodDisruptionBudget/{pdb['metadata']['name']}"
+        ns = pdb["metadata"].get("namespace", "default")
+        selector = pdb["spec"].get("selector") or {}
+        # An empty selector matches no pod here (eviction.go: "it should match nothing").
+        chosen = _selected(selector, ns, all_pods) if selector else []
+        if not chosen:
+            found.append(f"{name} selector {selector} matches no pod")
+            continue
+        for pod in chosen:
+            guarded.setdefault(pod.where, []).append(name)
+        minimum = pdb["spec"].get("minAvailable")
+        if isinstance(minimum, int) and all(pod.where in counts for pod in chosen):
+            total = sum(counts[pod.where] for pod in chosen)
+            if minimum >= total:
+                found.append(
+                    f"{name} minAvailable {minimum} of the {total} pod(s) it selects allows no "
+                    f"eviction: a drain of their nodes never ends; run more replicas or lower it"
+                )
+    found += [
+        f"{where} is selected by {len(names)} PodDisruptionBudgets ({', '.join(names)}): the "
+        f"eviction API refuses every eviction of it"
+        for where, names in guarded.items()
+        if len(names) > 1
+    ]
+    return found
+
+
 def check(objects: Sequence[Manifest], world: World) -> list[str]:
     """Every rule above, in order, over the rendered objects and the program's own (whose pods,
     the metrics collector's, must run too)."""
@@ -669,4 +729,5 @@ def check(objects: Sequence[Manifest], world: World) -> list[str]:
         *missing_references(every, world),
         *unbound_claims(every, world),
         *unschedulable(every, world),
+        *stuck_budgets(every),
     ]

@@ -94,14 +94,14 @@ class ServerSpec:
     #: Labels of the nodes the model pods must run on.
     node_selector: Mapping[str, str]
     allowed_cidrs: Sequence[str]
-    #: What the gatekeeper in each leader pod lets through to vLLM.
+    #: What the gatekeeper in each leader pod lets through to vLLM, and the caps vLLM applies
+    #: itself (`max_reply_tokens` as its generation config, `max_logprobs`) and the chat page.
     limits: GatekeeperLimits
-    #: Longest reply of any request (vLLM's generation config), so also of one without
-    #: `max_tokens`.
-    max_reply_tokens: int
     #: The gatekeeper container's CPU and memory (requests equal limits).
     gatekeeper_millicpu: int
     gatekeeper_memory_mib: int
+    #: How a pod told to stop finishes its streams (`components.manifests.drain`).
+    drain: DrainSpec
     #: ACM certificate for a TLS listener on 443; plain HTTP on 80 without it.
     tls_certificate_arn: str | None = None
     #: Every admitted client range is private (a VPN, peered VPCs): the NLB gets private
@@ -117,13 +117,9 @@ class ServerSpec:
     model_revision: str | None = None
     #: AWS tags for what AWS creates on the objects' behalf (the load balancer).
     aws_tags: Mapping[str, str] = field(default_factory=dict)
-    #: The gatekeeper also serves the chat page (`components.manifests.chat`) at `/`.
-    chat_page: bool = False
     #: KEDA owns the number of groups (the LeaderWorkerSet's scale subresource): the object
     #: leaves `replicas` unset, and the pods tolerate the model nodes' `MODEL_TAINT`.
     autoscaled: bool = False
-    #: Largest log-probability count vLLM serves (the gatekeeper refuses more first).
-    max_logprobs: int = 0
     #: Weight format served (bf16, int8, int4); vLLM reads an int8 or int4 checkpoint's
     #: compressed-tensors config from the checkpoint itself.
     weights: str = "bf16"
@@ -133,8 +129,6 @@ class ServerSpec:
     checkpoint_revision: str | None = None
     #: The quantize Job writes the checkpoint to every rank's volume: the ranks only check it.
     produced_checkpoint: bool = False
-    #: How a pod told to stop finishes its streams (`components.manifests.drain`).
-    drain: DrainSpec = field(default_factory=DrainSpec)
     #: Surge groups of a rollout (LWS `maxSurge`; 0 rolls one group at a time in place).
     rollout_surge: int = 0
     #: An elastic stack's door; None keeps the gatekeeper in each leader pod (fixed stacks).
@@ -186,8 +180,8 @@ class ServerSpec:
             master_addr="$(LWS_LEADER_ADDRESS)",
             master_port=self.master_port,
             port=self.port,
-            max_reply_tokens=self.max_reply_tokens,
-            max_logprobs=self.max_logprobs,
+            max_reply_tokens=self.limits.max_reply_tokens,
+            max_logprobs=self.limits.max_logprobs,
             # A prefetched directory is already that commit; vLLM downloading itself needs it.
             revision=None if local else revision,
             # Behind a door, vLLM is reached over the pod network (the NetworkPolicy admits the

@@ -18,7 +18,11 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import NoReturn
 
-from components.manifests.gatekeeper_conf import KEEPALIVE_IDLE_S, KEEPALIVE_INTERVAL_S
+from components.manifests.gatekeeper_conf import (
+    KEEPALIVE_IDLE_S,
+    KEEPALIVE_INTERVAL_S,
+    GatekeeperLimits,
+)
 from infra.adapters import verdict
 from infra.plan import (
     addons,
@@ -36,7 +40,6 @@ from infra.plan import (
 )
 from infra.plan.config import ConfigError, StackConfig
 from infra.plan.economics import Economics, economics
-from infra.plan.frontdoor import FrontDoorPlan
 from infra.plan.liveness import CALIBRATION_RUNS, MIN_STALL_S
 from infra.plan.sizing import Plan
 from infra.plan.stackfile import add_stack_arguments, load_stack, parse_overrides, read_stack
@@ -205,14 +208,19 @@ def format_table(
         (
             "step measured",
             f"at start, before the leader takes traffic: {CALIBRATION_RUNS} one-token requests of "
-            f"{p.liveness.calibrate_tokens} prompt tokens, each within {p.liveness.calibrate_s} s "
-            f"(the slow end's step + {p.liveness.request_s} s; a slower node never starts); a "
-            f"leader whose vLLM fell back to torch's linear refuses to start "
-            f"(`prefillPath` {p.liveness.path})"
+            f"{p.liveness.calibrate_tokens} prompt tokens; a node whose step x "
+            f"{p.liveness.growth:.2f} x {p.liveness.margin:g} x {p.liveness.in_flight} in flight "
+            f"exceeds the engine's {p.liveness.stall_s} s step timeout refuses to start, as does "
+            f"a leader whose vLLM fell back to torch's linear (`prefillPath` {p.liveness.path}); "
+            "a refusal stops the engine, so the kubelet restarts it at once, with the reason on "
+            "its log"
             if p.liveness.path == "onednn"
             else f"at start, before the leader takes traffic: {CALIBRATION_RUNS} one-token "
-            f"requests of {p.liveness.calibrate_tokens} prompt tokens, each within "
-            f"{p.liveness.calibrate_s} s (`prefillPath` fallback: torch's linear allowed)",
+            f"requests of {p.liveness.calibrate_tokens} prompt tokens; a node whose step x "
+            f"{p.liveness.growth:.2f} x {p.liveness.margin:g} x {p.liveness.in_flight} in flight "
+            "exceeds the engine's "
+            f"{p.liveness.stall_s} s step timeout refuses to start (`prefillPath` fallback: "
+            "torch's linear allowed)",
         ),
         (
             "engine step timeout",
@@ -230,14 +238,7 @@ def format_table(
             f"{p.drain.grace_s} s",
         ),
         ("bounds that wait", _waiting_bounds(p)),
-        (
-            "idle cut",
-            f"none: the gatekeeper's TCP keepalives start after {KEEPALIVE_IDLE_S} s without a "
-            f"byte and repeat every {KEEPALIVE_INTERVAL_S} s, within the load balancer's "
-            f"{catalog.NLB_IDLE_TIMEOUT_S} s idle timeout, so a stream waiting "
-            f"{p.liveness.first_byte_s} s for its first byte is not cut (a client keeps its own "
-            "side alive: docs/front-door.md)",
-        ),
+        ("idle cut", _idle_cut(p)),
         ("rollout", p.rollout.describe()),
     ]
     if econ is not None:
@@ -297,6 +298,27 @@ def _revision(cfg: StackConfig) -> str:
 PRACTICAL_BOUND_S = 20 * 60
 
 
+def _idle_cut(p: Plan) -> str:
+    """Whether a connection waiting for its first byte outlives the load balancer's idle
+    timeout (`components.manifests.gatekeeper_conf.KEEPALIVE_IDLE_S`)."""
+    keepalives = (
+        f"the gatekeeper's TCP keepalives start after {KEEPALIVE_IDLE_S} s without a byte and "
+        f"repeat every {KEEPALIVE_INTERVAL_S} s, within the load balancer's "
+        f"{catalog.NLB_IDLE_TIMEOUT_S} s idle timeout"
+    )
+    wait = p.liveness.first_byte_s
+    if not p.front_door.tls:
+        return f"none: {keepalives}, on the one TCP flow of a request (first byte within {wait} s)"
+    if wait <= catalog.NLB_IDLE_TIMEOUT_S:
+        return f"none: every first byte comes within {wait} s, and then {keepalives}"
+    return (
+        f"for clients without keepalives: the TLS listener ends TLS and holds a second connection "
+        f"to the client, which only the client's own TCP keepalives keep (browsers send them; the "
+        f"OpenAI SDKs do not by default, docs/front-door.md); {keepalives} on the target's side; "
+        f"a first byte can take up to {wait} s"
+    )
+
+
 def _waiting_bounds(p: Plan) -> str:
     """The three bounds a rollout or a node's removal may wait for, with their source."""
     source = catalog.PREFILL_SOURCES[p.liveness.path]
@@ -315,7 +337,7 @@ def _waiting_bounds(p: Plan) -> str:
     )
 
 
-def _front_door_rows(door: FrontDoorPlan) -> list[tuple[str, str]]:
+def _front_door_rows(door: GatekeeperLimits) -> list[tuple[str, str]]:
     """The gatekeeper's limits, each a stack key (docs/front-door.md)."""
     return [
         (

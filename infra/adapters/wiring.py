@@ -9,8 +9,6 @@ from pathlib import Path
 
 from components import watch
 from components.manifests import ProbeSpec, ServerSpec, model_claims
-from components.manifests.drain import DrainSpec
-from components.manifests.gatekeeper import GatekeeperLimits
 from components.manifests.metrics import CollectorSpec
 from components.manifests.quantize import QuantizeSpec
 from components.manifests.scaling import ScalerSpec
@@ -91,9 +89,7 @@ def server_spec(cfg: StackConfig, plan: Plan) -> ServerSpec:
         startup_timeout_seconds=plan.startup_timeout_seconds,
         node_selector=model_node_selector(plan.instance_type),
         allowed_cidrs=tuple(str(c) for c in cfg.allowed_cidrs),
-        limits=gatekeeper_limits(plan),
-        max_reply_tokens=plan.front_door.max_reply_tokens,
-        max_logprobs=plan.front_door.max_logprobs,
+        limits=plan.front_door,
         gatekeeper_millicpu=catalog.GATEKEEPER_MILLICPU,
         gatekeeper_memory_mib=catalog.GATEKEEPER_MEMORY_MIB,
         tls_certificate_arn=cfg.tls_certificate_arn,
@@ -110,18 +106,18 @@ def server_spec(cfg: StackConfig, plan: Plan) -> ServerSpec:
             growth=plan.liveness.growth,
             margin=plan.liveness.margin,
             floor_s=liveness.MIN_STALL_S,
+            in_flight=plan.liveness.in_flight,
             path=plan.liveness.path,
             vocab_size=cfg.profile().vocab_size,
         ),
         internal_load_balancer=cfg.private_clients_only,
         aws_tags=stack_tags(cfg, plan.stack),
         model_revision=cfg.revision,
-        chat_page=plan.front_door.chat_page,
         weights=plan.weights,
         checkpoint_repo=None if cfg.weights_source == "quantize" else cfg.weights_repo[0],
         checkpoint_revision=None if cfg.weights_source == "quantize" else cfg.weights_repo[1],
         produced_checkpoint=plan.quantize is not None,
-        drain=drain_spec(plan),
+        drain=plan.drain,
         rollout_surge=plan.rollout.surge_groups,
         autoscaled=cfg.elastic,
         door=door_spec(cfg, plan) if cfg.elastic else None,
@@ -132,21 +128,6 @@ def volume_claims(spec: ServerSpec) -> list[tuple[str, str]]:
     """The claims (namespace, name) that each get a program-made EBS volume and PersistentVolume
     (`components.storage.ModelVolumes`): every rank's, as the StatefulSets name them."""
     return [(spec.namespace, c["metadata"]["name"]) for c in model_claims(spec)]
-
-
-def drain_spec(plan: Plan) -> DrainSpec:
-    """The plan's drain bounds as the pods and the Service take them."""
-    d = plan.drain
-    return DrainSpec(
-        accept_s=d.accept_s,
-        reply_s=d.reply_s,
-        settle_s=d.settle_s,
-        grace_s=d.grace_s,
-        health_check_interval_s=d.health_check_interval_s,
-        health_check_threshold=d.health_check_threshold,
-        deregistration_delay_s=d.deregistration_delay_s,
-        unhealthy_draining_s=d.unhealthy_draining_s,
-    )
 
 
 #: What the quantize Job ships of this repository: the quantizer's package, the package root it
@@ -214,10 +195,6 @@ def collector_spec(cfg: StackConfig, stack: str) -> CollectorSpec:
 def scaler_spec(cfg: StackConfig, plan: Plan) -> ScalerSpec:
     """The ScaledObject's settings from the plan's scaling parameters (an elastic stack)."""
     p = elastic.scaling_parameters(cfg, plan)
-    schedule = None
-    if p.schedule is not None:
-        start, end = p.schedule.cron()
-        schedule = (p.schedule.time_zone, start, end, p.schedule.groups_inside)
     return ScalerSpec(
         min_groups=p.min_groups,
         max_groups=p.max_groups,
@@ -227,33 +204,7 @@ def scaler_spec(cfg: StackConfig, plan: Plan) -> ScalerSpec:
         cooldown_s=p.cooldown_s,
         up_window_s=p.up_window_s,
         down_window_s=p.down_window_s,
-        schedule=schedule,
-    )
-
-
-def gatekeeper_limits(plan: Plan) -> GatekeeperLimits:
-    """The front door's limits as the gatekeeper's config takes them."""
-    door = plan.front_door
-    return GatekeeperLimits(
-        max_request_bytes=door.max_request_bytes,
-        client_requests_per_minute=door.client_requests_per_minute,
-        client_burst=door.client_burst,
-        client_concurrent_requests=door.client_concurrent_requests,
-        reply_timeout_seconds=door.reply_timeout_seconds,
-        header_timeout_seconds=door.header_timeout_seconds,
-        client_connections=door.client_connections,
-        worker_connections=door.worker_connections,
-        connection_capacity=door.connection_capacity,
-        probe_connections=door.probe_connections,
-        max_sequences=door.max_sequences,
-        max_logprobs=door.max_logprobs,
-        max_schema_bytes=door.max_schema_bytes,
-        schema_concurrency=door.schema_concurrency,
-        max_reply_bytes=door.max_reply_bytes,
-        served_model=plan.model,
-        token_tiers=door.token_tiers,
-        max_model_len=door.max_model_len,
-        max_reply_tokens=door.max_reply_tokens,
+        schedule=None if p.schedule is None else p.schedule.cron(),
     )
 
 

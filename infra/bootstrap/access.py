@@ -135,12 +135,37 @@ BOUNDARY_CHECKED = frozenset(
 PASSED_TO = ("eks.amazonaws.com",)
 
 
+#: The writes on an existing launch template. A new version (or a modified default) of a
+#: template that an Auto Scaling group or a node group launches from runs its user data on the
+#: next instance, as that template's instance profile: cloudsplaining 0.9.1 names the pair
+#: `ModifyExistingEC2LaunchTemplate` (shared/constants.py `PRIVILEGE_ESCALATION_METHODS`:
+#: "ec2:createlaunchtemplateversion", "ec2:modifylaunchtemplate"). Granted only on templates
+#: tagged with the stack's name.
+LAUNCH_TEMPLATE_WRITES = frozenset(
+    {
+        "ec2:CreateLaunchTemplateVersion",
+        "ec2:ModifyLaunchTemplate",
+        "ec2:DeleteLaunchTemplate",
+        "ec2:DeleteLaunchTemplateVersions",
+    }
+)
+#: The tag the program puts on everything it creates with the stack's name as its value
+#: (`infra.adapters.wiring.stack_tags`, the AWS provider's default tags): the program's launch
+#: template carries it from its creation (terraform-provider-aws internal/service/ec2/
+#: ec2_launch_template.go `resourceLaunchTemplateCreate` sends the resource's tags, default tags
+#: included, as the `launch-template` TagSpecification of CreateLaunchTemplate).
+STACK_TAG_KEY = "stack"
+
+
 @dataclass(frozen=True)
 class DeployActions:
     """The actions of `permissions.RESOURCE_ACTIONS`, split by the statement that grants them."""
 
     regional: tuple[str, ...]
     """Regional services (ec2, eks, logs, cloudwatch, sns), fenced to the stack's region."""
+    launch_template_writes: tuple[str, ...]
+    """Writes on an existing launch template (`LAUNCH_TEMPLATE_WRITES`), fenced to the stack's
+    tagged templates in its region."""
     role_reads: tuple[str, ...]
     """IAM reads of the stack's roles (the cluster's, the nodes' and the add-ons')."""
     role_writes_bounded: tuple[str, ...]
@@ -161,7 +186,12 @@ def deploy_actions() -> DeployActions:
     roles = [a for a in iam_actions if a not in (*oidc, *_CONDITIONED)]
     reads = tuple(a for a in roles if a.split(":")[1].startswith(("Get", "List")))
     return DeployActions(
-        regional=tuple(a for a in actions if a.split(":")[0] not in ("iam", "ssm")),
+        regional=tuple(
+            a
+            for a in actions
+            if a.split(":")[0] not in ("iam", "ssm") and a not in LAUNCH_TEMPLATE_WRITES
+        ),
+        launch_template_writes=tuple(a for a in actions if a in LAUNCH_TEMPLATE_WRITES),
         role_reads=reads,
         role_writes_bounded=tuple(a for a in roles if a in BOUNDARY_CHECKED),
         role_writes=tuple(a for a in roles if a not in BOUNDARY_CHECKED and a not in reads),
@@ -344,6 +374,17 @@ def deploy_policy(stack: str, region: str, state_bucket: str | None) -> dict[str
                 "Condition": _in_region(region),
             },
             {
+                # The stack's own templates only: not another team's, whose instance profile a
+                # new version would run as. The tag is the template's own
+                # (`aws:ResourceTag/${TagKey}` on launch-template, Service Authorization
+                # Reference, Amazon EC2, as shipped in parliament 1.6.4's iam_definition.json).
+                "Sid": "ChangeOnlyTheStackLaunchTemplates",
+                "Effect": "Allow",
+                "Action": list(needed.launch_template_writes),
+                "Resource": [f"arn:aws:ec2:{region}:*:launch-template/*"],
+                "Condition": {"StringEquals": {f"aws:ResourceTag/{STACK_TAG_KEY}": stack}},
+            },
+            {
                 "Sid": "ReadEksPublicParameters",
                 "Effect": "Allow",
                 "Action": list(needed.public_parameters),
@@ -429,6 +470,22 @@ def deploy_policy(stack: str, region: str, state_bucket: str | None) -> dict[str
                     f"arn:aws:iam::*:policy{ROLE_PATH}*",
                     f"arn:aws:iam::*:oidc-provider/{GITHUB_OIDC_HOST}",
                 ],
+            },
+            {
+                # Without it the tag fence above is one CreateTags away: tag another template as
+                # the stack's, then write it. Tags at creation (`ec2:CreateAction` set, EC2 User
+                # Guide, "Grant permission to tag Amazon EC2 resources during creation", read
+                # 2026-12-03) and on a template that is already the stack's stay allowed. A
+                # negated operator holds when the key is absent, as on an untagged template (IAM
+                # User Guide, "Condition operators", negated matching, read 2026-12-03).
+                "Sid": "NeverTagAnotherLaunchTemplateAsTheStacks",
+                "Effect": "Deny",
+                "Action": ["ec2:CreateTags", "ec2:DeleteTags"],
+                "Resource": ["arn:aws:ec2:*:*:launch-template/*"],
+                "Condition": {
+                    "StringNotEquals": {f"aws:ResourceTag/{STACK_TAG_KEY}": stack},
+                    "Null": {"ec2:CreateAction": "true"},
+                },
             },
             {
                 # A role without its boundary could be given anything by the next inline policy.
@@ -576,8 +633,8 @@ def ci_roles(
             description=f"pulumi up of {repository}'s {stack} stack from main",
             policy=deploy_policy(stack, regions[stack], state_bucket),
             max_session_seconds=DEPLOY_SESSION_SECONDS,
-            # deploy.yml's `pulumi up` of this stack runs as this role, the first one included:
-            # it creates the cluster and is its admin without being listed.
+            # The deploy workflow's `pulumi up` of this stack runs as this role, the first one
+            # included: it creates the cluster and is its admin without being listed.
             creates_cluster_of=(stack,),
         )
         for stack in DEPLOY_STACKS

@@ -95,11 +95,17 @@ class Window:
     groups_outside: int
     hours_a_week: float
 
-    def cron(self) -> tuple[str, str]:
-        """(start, end) as cron expressions (minute hour * * day-of-week, Sunday = 0)."""
+    def cron(self) -> keda.CronWindow:
+        """The window as KEDA's cron trigger takes it: start and end as cron expressions
+        (minute hour * * day-of-week, Sunday = 0)."""
         days = ",".join(str((d + 1) % 7) for d in self.weekdays)
         (h0, m0), (h1, m1) = (map(int, t.split(":")) for t in (self.start, self.end))
-        return f"{m0} {h0} * * {days}", f"{m1} {h1} * * {days}"
+        return keda.CronWindow(
+            time_zone=self.time_zone,
+            start=f"{m0} {h0} * * {days}",
+            end=f"{m1} {h1} * * {days}",
+            groups_inside=self.groups_inside,
+        )
 
     def describe(self) -> str:
         names = ",".join(WEEKDAYS[d] for d in self.weekdays)
@@ -243,7 +249,7 @@ SYSTEM_PODS: tuple[tuple[str, int, int, int], ...] = (
     # The always-on front door (two gatekeepers, branch i25-sleep's door Deployment).
     ("door", catalog.GATEKEEPER_MILLICPU, catalog.GATEKEEPER_MEMORY_MIB, 2),
     # The queue floor KEDA's queue trigger always finds (components/manifests/scaling.py).
-    ("queue-floor", keda.FLOOR_MILLICPU, keda.FLOOR_MEMORY_MIB, 1),
+    ("queue-floor", keda.FLOOR_MILLICPU, keda.FLOOR_MEMORY_MIB, keda.FLOOR_REPLICAS),
 )
 
 

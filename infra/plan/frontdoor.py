@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from components.manifests.gatekeeper_conf import GatekeeperLimits
 from infra.plan import catalog
 from infra.plan.config import ConfigError, StackConfig
 
@@ -85,62 +86,16 @@ REPLY_BYTES_PER_LOGPROB = 160
 REPLY_OVERHEAD_BYTES = 16 * 1024
 
 
-@dataclass(frozen=True)
-class FrontDoorPlan:
-    """What the gatekeeper enforces, and what the load balancer listens on."""
-
-    #: HTTPS on 443 terminated by the load balancer (an ACM certificate), else HTTP on 80.
-    tls: bool
-    listener_port: int
-    max_request_bytes: int
-    client_requests_per_minute: int
-    client_burst: int
-    #: Requests one client may have in flight at vLLM (its sequences / sequences per request).
-    client_concurrent_requests: int
-    #: TCP connections per client address, counted before a request is read.
-    client_connections: int
-    #: Client connections the gatekeeper's memory holds, and nginx's worker_connections for them.
-    connection_capacity: int
-    worker_connections: int
-    #: Connections of the probe listener (kubelet and workers), held apart from the public ones.
-    probe_connections: int
-    #: Sequences one request may ask for (`n`, `best_of`, a list of prompts).
-    max_sequences: int
-    max_logprobs: int
-    #: Largest grammar input (schemas, tools) in bytes; 0 = structured outputs off.
-    max_schema_bytes: int
-    #: Requests with grammar input one client address may have in flight.
-    schema_concurrency: int
-    #: Largest reply in bytes; the gatekeeper cuts a longer one.
-    max_reply_bytes: int
-    #: The longest reply of any request, and so of one that sets no `max_tokens`.
-    max_reply_tokens: int
-    #: How long the gatekeeper waits for vLLM's answer (nginx `proxy_read_timeout`, so also the
-    #: longest gap in a stream): the first-byte bound plus the longest reply's decode.
-    reply_timeout_seconds: int
-    header_timeout_seconds: int
-    reasons: tuple[str, ...]
-    #: The gatekeeper serves the chat page at the endpoint's root (`chatPage`).
-    chat_page: bool = True
-    #: KV-cache tokens one client address may hold (`clientTokensInFlight`), and what the tiers
-    #: below admit at most (never more than the budget).
-    client_tokens: int = 0
-    client_tokens_bound: int = 0
-    #: (tokens, requests): above `tokens` (the gatekeeper's estimate of what a request may hold)
-    #: a client may have at most `requests` in flight; ascending.
-    token_tiers: tuple[tuple[int, int], ...] = ()
-    #: The context, the most any one request can hold.
-    max_model_len: int = 0
-
-
 def plan_front_door(
     cfg: StackConfig,
+    served_model: str,
     max_model_len: int,
     max_concurrency: float,
     decode_tokens_per_s: float,
     first_byte_s: int,
-) -> FrontDoorPlan:
-    """The gatekeeper's limits for a plan of `max_model_len` tokens at `max_concurrency`.
+) -> GatekeeperLimits:
+    """The gatekeeper's limits for a plan of `max_model_len` tokens at `max_concurrency`, serving
+    `served_model`.
 
     `first_byte_s` is the liveness plan's bound on a first token (`infra.plan.liveness`): the
     longest prompt's prefill plus the stall bound. A non-streamed reply's first byte comes with
@@ -216,7 +171,7 @@ def plan_front_door(
         *work.reasons,
         *budget.reasons,
     )
-    return FrontDoorPlan(
+    return GatekeeperLimits(
         tls=tls,
         listener_port=443 if tls else 80,
         max_request_bytes=body,
@@ -241,6 +196,7 @@ def plan_front_door(
         client_tokens_bound=budget.bound,
         token_tiers=budget.tiers,
         max_model_len=max_model_len,
+        served_model=served_model,
     )
 
 

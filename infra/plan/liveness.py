@@ -118,8 +118,8 @@ class Liveness:
     idle_check_s: int = IDLE_CHECK_S
     idle_detection_s: int = 0
     #: The leader's start-up measurement: prompt tokens per request, the ratio of the longest
-    #: step to the measured one, the margin, and each request's deadline (a node slower than the
-    #: slow end fails it and never starts).
+    #: step to the measured one, the margin, and each request's deadline (the engine's step
+    #: timeout). A node whose step x growth x in-flight exceeds that timeout is refused.
     calibrate_tokens: int = 0
     growth: float = 1.0
     margin: float = STEP_MARGIN
@@ -235,7 +235,8 @@ def liveness(
         calibrate_tokens=batched_tokens,
         growth=round(model.growth(batched_tokens, max_model_len), 3),
         margin=STEP_MARGIN,
-        calibrate_s=math.ceil(model.step(batched_tokens, batched_tokens)) + PROBE_REQUEST_S,
+        # A request longer than the engine's step timeout would be killed by the engine itself.
+        calibrate_s=stall,
         fast_half_stall_s=fast_stall,
         fast_half_detection_s=detection_seconds(fast_stall, period),
         path=model.path,

@@ -29,6 +29,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from components.manifests.drain import READY_PERIOD_S, DrainSpec
 from infra.plan import prices
 from infra.plan.config import ConfigError, StackConfig
 
@@ -53,40 +54,12 @@ STOP_MARGIN_S = 15
 #: docs.aws.amazon.com/elasticloadbalancing/latest/APIReference/API_TargetGroupAttribute.html,
 #: read 2026-12-02: 0-3600).
 MAX_DEREGISTRATION_S = 3600
-#: The gatekeeper's readiness period (`components.manifests.drain.READY_PERIOD_S`).
-READY_PERIOD_S = 5
 #: A new node from the autoscaler's request to a schedulable node with the images pulled
 #: (modelled: EC2 launch, AL2023 boot, node registration, the vLLM image pull).
 NODE_LAUNCH_S = 180
 
 
-@dataclass(frozen=True)
-class DrainPlan:
-    """The bounds of a drain, in whole seconds."""
-
-    #: The NLB's health check of the nodes (interval, timeout, unhealthy = healthy threshold).
-    health_check_interval_s: int
-    health_check_timeout_s: int
-    health_check_threshold: int
-    #: How long after a pod starts terminating the NLB may still send it new connections: the
-    #: gatekeeper keeps accepting that long before it quits.
-    accept_s: int
-    #: The longest a reply may run (the plan's reply timeout): vLLM's preStop waits at most this
-    #: for the requests in flight.
-    reply_s: int
-    #: vLLM idle this long before it may stop.
-    settle_s: int
-    #: The NLB's `deregistration_delay.timeout_seconds`: a node that leaves the target group is
-    #: given the same window as a pod that leaves the Service.
-    deregistration_delay_s: int
-    #: How long the NLB keeps the connections of a node that turned unhealthy (`target_health_
-    #: state.unhealthy.draining_interval_seconds`): the last connection accepted runs a reply.
-    unhealthy_draining_s: int
-    #: The pods' `terminationGracePeriodSeconds`: every preStop ends within it.
-    grace_s: int
-
-
-def plan_drain(reply_timeout_s: int) -> DrainPlan:
+def plan_drain(reply_timeout_s: int) -> DrainSpec:
     """The drain of a pod whose longest reply runs `reply_timeout_s`."""
     # Slow end of the detection: the last passing check starts just before the endpoint changes,
     # then `threshold` failing checks, each allowed its whole timeout.
@@ -96,7 +69,7 @@ def plan_drain(reply_timeout_s: int) -> DrainPlan:
         + HEALTH_CHECK_TIMEOUT_S
     )
     deregistration = min(accept, MAX_DEREGISTRATION_S)
-    return DrainPlan(
+    return DrainSpec(
         health_check_interval_s=HEALTH_CHECK_INTERVAL_S,
         health_check_timeout_s=HEALTH_CHECK_TIMEOUT_S,
         health_check_threshold=HEALTH_CHECK_THRESHOLD,
@@ -198,7 +171,7 @@ def plan_rollout(
     instance_type: str,
     cold_start_s: int,
     restart_s: int,
-    drain: DrainPlan,
+    drain: DrainSpec,
 ) -> RolloutPlan:
     """The rollout of a new pod template for `replicas` groups of `stages` nodes."""
     surge = surge_groups(setting, grows, replicas)

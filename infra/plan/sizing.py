@@ -20,6 +20,8 @@ from __future__ import annotations
 import math
 from dataclasses import asdict, dataclass, replace
 
+from components.manifests.drain import DrainSpec
+from components.manifests.gatekeeper_conf import GatekeeperLimits
 from infra.plan import catalog, liveness, prefill, quantize, rollout
 from infra.plan.budget import (
     BATCHED_TOKEN_CHOICES,
@@ -37,11 +39,11 @@ from infra.plan.budget import (
 )
 from infra.plan.catalog import GIB, InstanceType, ModelProfile
 from infra.plan.config import ConfigError, StackConfig
-from infra.plan.frontdoor import FrontDoorPlan, plan_front_door
+from infra.plan.frontdoor import plan_front_door
 from infra.plan.kv_cache import GroupKv, cdiv
 from infra.plan.liveness import Liveness
 from infra.plan.quantize import QuantizeJobPlan, plan_job
-from infra.plan.rollout import DrainPlan, RolloutPlan
+from infra.plan.rollout import RolloutPlan
 from infra.plan.weights import weight_format
 
 __all__ = [
@@ -114,10 +116,10 @@ class Plan:
     #: Probe period and threshold, stall bound and client first-byte bound (`infra.plan.liveness`).
     liveness: Liveness
     #: What the gatekeeper in front of vLLM lets through (`infra.plan.frontdoor`).
-    front_door: FrontDoorPlan
+    front_door: GatekeeperLimits
     reasons: tuple[str, ...]
     #: How a pod told to stop finishes its streams (`infra.plan.rollout`).
-    drain: DrainPlan
+    drain: DrainSpec
     #: What a new pod template costs: surge groups, extra nodes, time, outage.
     rollout: RolloutPlan
 
@@ -135,6 +137,8 @@ class Plan:
         data["reasons"] = list(self.reasons)
         data["front_door"]["reasons"] = list(self.front_door.reasons)
         data["front_door"]["token_tiers"] = [list(t) for t in self.front_door.token_tiers]
+        # The plan's own `model` names the served model once.
+        del data["front_door"]["served_model"]
         data["weights_gib_per_stage"] = self.weights_gib_per_stage
         data["overhead_gib_per_pod"] = self.overhead_gib_per_pod
         return data
@@ -362,7 +366,7 @@ def _finish(
         None if cfg.first_byte_timeout_seconds == "auto" else cfg.first_byte_timeout_seconds,
     )
     _check_first_byte(cfg, live, max_len)
-    door = plan_front_door(cfg, max_len, concurrency, decode, live.first_byte_s)
+    door = plan_front_door(cfg, profile.name, max_len, concurrency, decode, live.first_byte_s)
     drain = rollout.plan_drain(door.reply_timeout_seconds)
     grows = rollout.node_group_grows(cfg)
     rollout.check_surge(cfg.rollout_surge, grows)

@@ -40,6 +40,11 @@ IGNORE = (
     "re:.*audio_tower.*",
     "re:.*embed_vision.*",
     "re:.*embed_audio.*",
+    # A MoE layer's router (`router.proj`): vLLM 0.31 builds it as a `GateLinear` with no
+    # quantization method (`model_executor/models/gemma4.py` `Gemma4Router`), so it must stay
+    # bf16. The experts are quantized: llm-compressor 0.14 unfuses Gemma 4's 3-D experts into
+    # one Linear per expert and projection (seen here: `experts.0.gate_proj.weight` int8).
+    "re:.*\\.router\\..*",
 )
 
 #: int4 group sizes, preferred first: 128 is the usual compressed-tensors W4A8 group; a smaller

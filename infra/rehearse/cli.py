@@ -83,7 +83,7 @@ from typing import Any
 from components.manifests import chat, engine_timeout_env
 from components.manifests.gatekeeper import GatekeeperLimits
 from infra import bench
-from infra.adapters.wiring import gatekeeper_limits, server_spec
+from infra.adapters.wiring import server_spec
 from infra.plan import sleep
 from infra.plan.config import ConfigError, StackConfig
 from infra.plan.loading import load_config
@@ -474,7 +474,7 @@ def _check_group(
         ),
     ]
     group.progress(f"/health 200 after {ready.healthy_s:.0f} s")
-    limits = gatekeeper_limits(tiny_plan)
+    limits = tiny_plan.front_door
     vllm_root = base_url.removesuffix("/v1")
     vllm_port = int(vllm_root.rsplit(":", 1)[1])
     with gatekeeper_run.running_gate(
@@ -555,7 +555,7 @@ def _chat_rows(
     from selenium.common.exceptions import WebDriverException
 
     files, shots = front.page_files, front.work_dir.parent / "chat"
-    limits = gatekeeper_limits(tiny_plan)
+    limits = tiny_plan.front_door
 
     def serve(mutant: Mapping[str, str]) -> Any:
         work = front.work_dir.parent / "gatekeeper-mutant"

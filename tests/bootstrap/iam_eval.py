@@ -2,16 +2,17 @@
 context, allowed?
 
 It follows IAM's rules for what the project's policies use, and refuses anything else rather than
-guess: an explicit Deny that matches wins; otherwise a matching Allow allows; otherwise the
-request is denied. A statement matches when an `Action` matches (case-insensitive, `*` and `?`
-wildcards), a `Resource` matches (case-sensitive, same wildcards, each of an ARN's six
-colon-separated parts on its own) and every condition holds. In a condition block the operators
-are ANDed, their keys are ANDed, a key's values are ORed, and a key missing from the request
-fails the condition. `ArnEquals` and `ArnLike` both take wildcards, part by part (IAM User
-Guide, "IAM JSON policy elements: Condition operators", ARN condition operators: "Each of the
-six colon-delimited components of the ARN is checked separately",
-docs.aws.amazon.com/IAM/latest/UserGuide/reference_policies_elements_condition_operators.html,
-read 2026-12-03).
+guess: an explicit Deny that matches wins; otherwise a matching Allow allows; otherwise the request
+is denied. A statement matches when an `Action` matches (case-insensitive, `*` and `?` wildcards),
+a `Resource` matches (case-sensitive, same wildcards, each of an ARN's six colon-separated parts on
+its own) and every condition holds. In a condition block the operators are ANDed, their keys are
+ANDed, a key's values are ORed, and a key missing from the request fails the condition, except
+under a negated operator (`StringNotEquals`), which it satisfies; `Null` tests whether a key is
+present. `ArnEquals` and `ArnLike` both take wildcards, part by part (IAM User Guide, "IAM JSON
+policy elements: Condition operators", ARN condition operators: "Each of the six colon-delimited
+components of the ARN is checked separately",
+docs.aws.amazon.com/IAM/latest/UserGuide/reference_policies_elements_condition_operators.html, read
+2026-12-03).
 """
 
 from __future__ import annotations
@@ -32,6 +33,11 @@ _OPERATORS = {
     "ArnEquals": lambda w, g: _arn_like(w, g),
     "ArnLike": lambda w, g: _arn_like(w, g),
 }
+#: Negated operator -> the operator it negates. It holds when no request value matches any
+#: policy value, and when the key is absent from the request (IAM User Guide, "IAM JSON policy
+#: elements: Condition operators", String condition operators and "negated matching condition
+#: operators", read 2026-12-03).
+_NEGATED = {"StringNotEquals": "StringEquals"}
 _STATEMENT_KEYS = {"Sid", "Effect", "Action", "Resource", "Condition"}
 
 
@@ -57,14 +63,25 @@ def _arn_like(pattern: str, arn: str) -> bool:
 def _condition_holds(block: Mapping[str, Mapping[str, Any]], context: Mapping[str, Any]) -> bool:
     lowered = {key.lower(): value for key, value in context.items()}
     for operator, keys in block.items():
-        if operator not in _OPERATORS:
+        if operator == "Null":
+            # "true": the key is absent from the request; "false": it is present (same page,
+            # "Condition operator to check existence of condition keys").
+            for key, absent in keys.items():
+                if (key.lower() not in lowered) != (str(absent).lower() == "true"):
+                    return False
+            continue
+        negated = operator in _NEGATED
+        if operator not in _OPERATORS and not negated:
             raise ValueError(f"the evaluator does not know the condition operator {operator}")
-        match = _OPERATORS[operator]
+        match = _OPERATORS[_NEGATED.get(operator, operator)]
         for key, wanted in keys.items():
             if key.lower() not in lowered:
+                if negated:
+                    continue
                 return False
             given = _listed(lowered[key.lower()])
-            if not any(match(w, g) for w in _listed(wanted) for g in given):
+            matched = any(match(w, g) for w in _listed(wanted) for g in given)
+            if matched == negated:
                 return False
     return True
 

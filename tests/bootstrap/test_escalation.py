@@ -12,8 +12,16 @@ from typing import Any
 
 import pytest
 
-from infra.bootstrap.access import ATTACHABLE_POLICIES, ci_roles, deploy_policy
+from infra.adapters import wiring
+from infra.bootstrap.access import (
+    ATTACHABLE_POLICIES,
+    LAUNCH_TEMPLATE_WRITES,
+    STACK_TAG_KEY,
+    ci_roles,
+    deploy_policy,
+)
 from infra.plan import iam
+from infra.plan.stackfile import load_stack
 from tests.bootstrap import iam_eval
 
 ACCOUNT = "123456789012"
@@ -202,6 +210,78 @@ def test_the_stacks_own_role_work_is_allowed(stack: str) -> None:
     issuer = f"oidc.eks.{REGIONS[stack]}.amazonaws.com/id/0123456789ABCDEF0123456789ABCDEF"
     provider = f"arn:aws:iam::{ACCOUNT}:oidc-provider/{issuer}"
     assert iam_eval.allowed(policy, "iam:CreateOpenIDConnectProvider", provider)
+
+
+def _template(region: str) -> str:
+    return f"arn:aws:ec2:{region}:{ACCOUNT}:launch-template/lt-0123456789abcdef0"
+
+
+@pytest.mark.parametrize("stack", sorted(REGIONS))
+def test_only_the_stacks_own_launch_template_can_be_rewritten(stack: str) -> None:
+    """cloudsplaining 0.9.1's `ModifyExistingEC2LaunchTemplate` (shared/constants.py): a new
+    version of a template another Auto Scaling group launches from runs the attacker's user data
+    as that template's instance profile. Only templates tagged as this stack's, in its region."""
+    policy = _policy(stack)
+    region, other = REGIONS[stack], REGIONS[_other(stack)]
+    ours = {f"aws:ResourceTag/{STACK_TAG_KEY}": stack, "aws:RequestedRegion": region}
+    for action in sorted(LAUNCH_TEMPLATE_WRITES):
+        assert iam_eval.allowed(policy, action, _template(region), ours), action
+        for name, context in {
+            "an untagged template": {"aws:RequestedRegion": region},
+            "the other stack's": {
+                f"aws:ResourceTag/{STACK_TAG_KEY}": _other(stack),
+                "aws:RequestedRegion": region,
+            },
+        }.items():
+            assert not iam_eval.allowed(policy, action, _template(region), context), (action, name)
+        elsewhere = {**ours, "aws:RequestedRegion": other}
+        assert not iam_eval.allowed(policy, action, _template(other), elsewhere), action
+
+
+@pytest.mark.parametrize("stack", sorted(REGIONS))
+def test_another_launch_template_cannot_be_tagged_as_the_stacks(stack: str) -> None:
+    """The tag fence above holds only if the tag cannot be put on another template: tagging an
+    existing template is denied unless it is already the stack's; tags given at creation
+    (`ec2:CreateAction`) and the stack's other resources' tags stay allowed."""
+    policy = _policy(stack)
+    region = REGIONS[stack]
+    template = _template(region)
+    here = {"aws:RequestedRegion": region, f"aws:RequestTag/{STACK_TAG_KEY}": stack}
+    for action in ("ec2:CreateTags", "ec2:DeleteTags"):
+        assert not iam_eval.allowed(policy, action, template, here), action
+        foreign = {**here, f"aws:ResourceTag/{STACK_TAG_KEY}": _other(stack)}
+        assert not iam_eval.allowed(policy, action, template, foreign), action
+        own = {**here, f"aws:ResourceTag/{STACK_TAG_KEY}": stack}
+        assert iam_eval.allowed(policy, action, template, own), action
+    created = {**here, "ec2:CreateAction": "CreateLaunchTemplate"}
+    assert iam_eval.allowed(policy, "ec2:CreateTags", template, created)
+    assert iam_eval.allowed(policy, "ec2:CreateLaunchTemplate", template, here)
+    vpc = f"arn:aws:ec2:{region}:{ACCOUNT}:vpc/vpc-0123456789abcdef0"
+    assert iam_eval.allowed(policy, "ec2:CreateTags", vpc, here)
+
+
+def test_the_program_tags_its_launch_template_with_the_stack() -> None:
+    """The fence's tag is the one the program's AWS provider puts on everything it creates
+    (infra/__main__.py `default_tags`, from `wiring.stack_tags`)."""
+    for stack in sorted(REGIONS):
+        cfg = load_stack(stack)
+        assert wiring.stack_tags(cfg, stack)[STACK_TAG_KEY] == stack
+
+
+def test_the_evaluator_reads_negated_and_null_conditions() -> None:
+    """A negated operator holds when the key is absent; `Null` tests presence (IAM User Guide,
+    "Condition operators", read 2026-12-03)."""
+    deny = {
+        "Effect": "Deny",
+        "Action": "ec2:CreateTags",
+        "Resource": "*",
+        "Condition": {"StringNotEquals": {"k": "v"}, "Null": {"c": "true"}},
+    }
+    policy = {"Statement": [{"Effect": "Allow", "Action": "*", "Resource": "*"}, deny]}
+    assert not iam_eval.allowed(policy, "ec2:CreateTags", "*", {})
+    assert not iam_eval.allowed(policy, "ec2:CreateTags", "*", {"k": "w"})
+    assert iam_eval.allowed(policy, "ec2:CreateTags", "*", {"k": "v"})
+    assert iam_eval.allowed(policy, "ec2:CreateTags", "*", {"c": "x"})
 
 
 def test_the_evaluator_finds_the_holes_of_the_old_policy() -> None:

@@ -185,13 +185,19 @@ def test_each_stack_gets_a_boundary_where_no_deploy_role_writes(mocks: Recording
 
 
 def _cluster_creators() -> dict[str, str]:
-    """Stack -> the role variable of the job that runs its `pulumi up`, read from deploy.yml.
+    """Stack -> the role variable of the job that runs its `pulumi up`, read from the deploy
+    workflows (deploy.yml for dev, deploy-prod.yml for prod).
 
     That job's role runs the stack's first update, so it creates the EKS cluster.
     """
-    workflow = yaml.safe_load((REPO / ".github" / "workflows" / "deploy.yml").read_text())
+    workflows = REPO / ".github" / "workflows"
+    jobs = [
+        job
+        for name in ("deploy.yml", "deploy-prod.yml")
+        for job in yaml.safe_load((workflows / name).read_text())["jobs"].values()
+    ]
     creators: dict[str, str] = {}
-    for job in workflow["jobs"].values():
+    for job in jobs:
         steps = job.get("steps", [])
         ups = [s for s in steps if s.get("with", {}).get("command") == "up"]
         roles = [
@@ -207,9 +213,10 @@ def _cluster_creators() -> dict[str, str]:
 def test_the_role_that_creates_a_cluster_is_never_listed_in_its_access_keys(
     mocks: RecordingMocks, exports: dict[str, Any]
 ) -> None:
-    """The first `pulumi up` of a stack runs as the role deploy.yml gives its `up` job; EKS makes
-    that role an admin itself and refuses a second access entry for it (ResourceInUseException),
-    so what the bootstrap suggests for the stack's access keys must leave it out."""
+    """The first `pulumi up` of a stack runs as the role its deploy workflow gives its `up` job;
+    EKS makes that role an admin itself and refuses a second access entry for it
+    (ResourceInUseException), so what the bootstrap suggests for the stack's access keys must
+    leave it out."""
     run_bootstrap(mocks, repository=REPOSITORY)
     variables = {
         variable: arn

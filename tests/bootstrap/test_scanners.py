@@ -9,6 +9,9 @@
   be listed in iam-scanners-accepted.txt with the fence that answers it.
 - parliament with its community auditors (`--include-community-auditors`): no finding at MEDIUM
   or above that is not listed there.
+- Every listed finding is still found, and its reason names (`[Sid]`) each statement that grants
+  the finding's actions, each of them fenced for `-aR`'s: a wider grant fails even when the
+  finding's name is unchanged.
 
 The documents: the preview role's, each deploy role's and each stack's boundary. Whether an
 accepted finding is fenced is for tests/bootstrap/test_escalation.py, which tries each.
@@ -18,12 +21,14 @@ from __future__ import annotations
 
 import fnmatch
 import json
+import re
 from pathlib import Path
 from typing import Any
 
 import parliament
 import pytest
 from cloudsplaining.command.scan_policy_file import scan_policy
+from cloudsplaining.shared.constants import PRIVILEGE_ESCALATION_METHODS
 from cloudsplaining.shared.exclusions import DEFAULT_EXCLUSIONS_CONFIG
 
 from infra.bootstrap.access import boundaries, ci_roles
@@ -32,6 +37,9 @@ REGIONS = {"dev": "us-west-2", "prod": "us-east-1"}
 BUCKET = "acme-pulumi-state"
 ACCEPTED = Path(__file__).with_name("iam-scanners-accepted.txt")
 SERIOUS = ("MEDIUM", "HIGH", "CRITICAL")
+#: A statement an accepted finding's reason names: `[Sid]`.
+SID_RE = re.compile(r"\[([A-Za-z0-9]+)\]")
+ALL_RISKY_PREFIX = "cloudsplaining -aR:PrivilegeEscalation:"
 
 # What `parliament --include-community-auditors` does before it rates findings
 # (parliament 1.6.4 cli.py `main`): the community auditors' findings get their severities.
@@ -105,15 +113,60 @@ def parliament_findings(document: str) -> list[str]:
     return sorted({f"parliament:{f.issue}" for f in rated if f.severity in SERIOUS})
 
 
-def _accepted() -> list[tuple[str, str]]:
+def _accepted_rows() -> list[tuple[str, str, str]]:
     rows = []
     for line in ACCEPTED.read_text().splitlines():
         if line.startswith("#") or not line.strip():
             continue
         document, finding, reason = line.split("\t")
         assert reason.strip(), f"{ACCEPTED.name}: {finding} on {document} has no reason"
-        rows.append((document, finding))
+        rows.append((document, finding, reason))
     return rows
+
+
+def _accepted() -> list[tuple[str, str]]:
+    return [(document, finding) for document, finding, _ in _accepted_rows()]
+
+
+def _finding_actions(document: str, finding: str) -> set[str]:
+    """The actions a finding is about: a cloudsplaining method's (cloudsplaining 0.9.1
+    shared/constants.py `PRIVILEGE_ESCALATION_METHODS`), or those parliament lists in it."""
+    if finding.startswith(ALL_RISKY_PREFIX):
+        return set(PRIVILEGE_ESCALATION_METHODS[finding.removeprefix(ALL_RISKY_PREFIX)])
+    issue = finding.removeprefix("parliament:")
+    policy = parliament.analyze_policy_string(document, include_community_auditors=True)
+    return {a for f in policy.findings if f.issue == issue for a in f.location.get("actions", [])}
+
+
+def _imprecise(name: str, document: str, finding: str, reason: str) -> list[str]:
+    """What an accepted row does not account for: an action of the finding granted by a
+    statement its reason does not name, or, for `-aR`, by one with neither a resource constraint
+    nor a condition (which the default scan would then report)."""
+    named = set(SID_RE.findall(reason))
+    if not named:
+        return [f"{finding} on {name}: the reason names no [statement]"]
+    problems = []
+    statements = [s for s in json.loads(document)["Statement"] if s["Effect"] == "Allow"]
+    for action in sorted(_finding_actions(document, finding)):
+        granting = [
+            s
+            for s in statements
+            if any(fnmatch.fnmatchcase(action.lower(), a.lower()) for a in _listed(s["Action"]))
+        ]
+        if not granting:
+            problems.append(f"{finding} on {name}: no statement grants {action}")
+        for statement in granting:
+            sid = statement.get("Sid", "<no Sid>")
+            if sid not in named:
+                problems.append(f"{finding} on {name}: {action} is granted by [{sid}], unnamed")
+            fenced = _listed(statement["Resource"]) != ["*"] or "Condition" in statement
+            if finding.startswith(ALL_RISKY_PREFIX) and not fenced:
+                problems.append(f"{finding} on {name}: [{sid}] grants {action} unfenced")
+    return problems
+
+
+def _listed(value: str | list[str]) -> list[str]:
+    return [value] if isinstance(value, str) else list(value)
 
 
 def _unaccepted(name: str, findings: list[str]) -> list[str]:
@@ -173,3 +226,31 @@ def test_the_scanners_see_a_seeded_escalation() -> None:
     assert "cloudsplaining:PrivilegeEscalation:CreateNewPolicyVersion" in cloudsplaining
     assert "cloudsplaining:ResourceExposure:iam:PutRolePolicy" in cloudsplaining, cloudsplaining
     assert _unaccepted("deploy-dev", parliament_findings(seeded)), parliament_findings(seeded)
+
+
+def test_every_accepted_finding_names_each_statement_that_grants_it() -> None:
+    """The list stays precise: a wider grant of an accepted action (another statement, or one
+    without a fence) fails here even though the finding's name is unchanged."""
+    problems = [
+        problem
+        for pattern, finding, reason in _accepted_rows()
+        for name, document in documents().items()
+        if fnmatch.fnmatchcase(name, pattern)
+        for problem in _imprecise(name, document, finding, reason)
+    ]
+    assert not problems, "\n".join(problems)
+
+
+def test_the_precision_rule_sees_a_launch_template_write_granted_region_wide() -> None:
+    """Not vacuous: the launch-template writes moved back into the region-wide statement (where
+    they were before the tag fence) are caught."""
+    document = json.loads(documents()["deploy-dev"])
+    regional = next(s for s in document["Statement"] if s["Sid"] == "ManageTheStackInItsRegion")
+    regional["Action"] = [*regional["Action"], "ec2:ModifyLaunchTemplate"]
+    ((_, finding, reason),) = [
+        row for row in _accepted_rows() if row[1].endswith("ModifyExistingEC2LaunchTemplate")
+    ]
+    assert _imprecise("deploy-dev", json.dumps(document), finding, reason) == [
+        f"{finding} on deploy-dev: ec2:modifylaunchtemplate is granted by "
+        "[ManageTheStackInItsRegion], unnamed"
+    ]

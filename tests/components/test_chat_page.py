@@ -15,15 +15,16 @@ import pytest
 import yaml
 
 from components.manifests import chat, gatekeeper, gatekeeper_conf
-from components.manifests.gatekeeper import GatekeeperLimits, key_file_text, nginx_conf
+from components.manifests.gatekeeper import key_file_text, nginx_conf
 from infra.adapters.render import render_stack
 from infra.plan.sizing import plan
 from infra.plan.stackfile import load_stack
 from infra.rehearse.front_door import gatekeeper_run as gate
 from infra.rehearse.group.ranks import free_port
+from tests import builders
 from tests.fakes.openai_stub import StubConfig, StubServer
 
-LIMITS = GatekeeperLimits(
+LIMITS = builders.gatekeeper_limits(
     max_request_bytes=4096,
     client_requests_per_minute=600,
     client_burst=4,
@@ -156,7 +157,7 @@ def test_the_rendered_config_map_serves_the_page_and_nothing_more(tmp_path: Path
     port = free_port()
     conf = (
         data["nginx.conf"]
-        .replace(f"listen {gatekeeper.PORT};", f"listen 127.0.0.1:{port};")
+        .replace(f"listen {gatekeeper.PORT} ", f"listen 127.0.0.1:{port} ")
         .replace(f"listen {gatekeeper.METRICS_PORT};", f"listen 127.0.0.1:{free_port()};")
         .replace(f"{gatekeeper.RUN_DIR}/", f"{run}/")
         .replace(gatekeeper.CONFIG_MOUNT, str(mount))

@@ -14,7 +14,7 @@ from infra.adapters.wiring import SYSTEM_LABELS, server_spec
 from infra.plan import sleep
 from infra.plan.sizing import plan
 from infra.plan.stackfile import load_stack
-from tests import render_fixtures
+from tests import builders, render_fixtures
 from tests.fakes import k8s_schemas
 
 
@@ -111,8 +111,14 @@ def test_the_doors_config_reaches_the_leaders_service_and_answers_asleep() -> No
 
 
 def test_per_client_limits_stay_per_client_grammar_and_tokens_included() -> None:
-    cfg, p, _ = _prod()
-    spec = server_spec(cfg, p)
+    limits = builders.gatekeeper_limits(
+        client_concurrent_requests=4,
+        client_requests_per_minute=240,
+        client_connections=6,
+        max_schema_bytes=6125,
+        token_tiers=((1024, 4), (2048, 2)),
+    )
+    spec = builders.elastic_server_spec(limits=limits)
     at_door = door.limits(spec)
     assert at_door.client_concurrent_requests == spec.limits.client_concurrent_requests
     assert at_door.client_requests_per_minute == spec.limits.client_requests_per_minute
@@ -141,22 +147,18 @@ def test_vllm_admits_the_door_the_collector_and_keda_only() -> None:
 
 
 def test_keda_reads_the_queue_from_vllms_port_behind_a_door() -> None:
-    cfg, p, _ = _prod()
-    spec = server_spec(cfg, p)
+    spec = builders.elastic_server_spec()
     service = scaling.metrics_service(spec)
     assert service["spec"]["ports"][0]["targetPort"] == spec.port
 
 
 def test_the_wake_trigger_joins_the_scaled_object_and_fits_its_schema() -> None:
-    from infra.adapters.wiring import scaler_spec
-
-    cfg, p, _ = _prod()
-    spec = server_spec(cfg, p)
+    spec = builders.elastic_server_spec(namespace="gemma-graviton")
     trigger = door.wake_trigger(spec)
     assert trigger["metadata"]["url"] == (
         "http://gemma-door-wake.gemma-graviton.svc.cluster.local:9090/wake"
     )
-    scaled = scaling.scaled_object(spec, scaler_spec(cfg, p), [trigger])
+    scaled = scaling.scaled_object(spec, builders.scaler_spec(), [trigger])
     assert scaled["spec"]["triggers"][-1] == trigger
     errors = getattr(k8s_schemas, "scaled_object_errors", None)
     if errors is None:
@@ -171,8 +173,7 @@ def test_the_rendered_scaled_object_wakes_on_the_doors_flag() -> None:
 
 
 def test_a_fixed_stack_has_no_door() -> None:
-    cfg = load_stack("dev")
-    spec = server_spec(cfg, plan(cfg, "dev"))
+    spec = builders.server_spec()
     assert spec.door is None
     assert not [o for o in manifests.all_objects(spec) if o["kind"] == "Deployment"]
     with pytest.raises(ValueError, match="has no door"):

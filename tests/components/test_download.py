@@ -6,16 +6,15 @@ import pytest
 
 from components import manifests
 from components.manifests.pods import DOWNLOAD_ATTEMPTS
-from infra.adapters.wiring import server_spec
-from infra.plan.sizing import plan
-from infra.plan.stackfile import load_stack
+from tests import builders
 
 SHA = "0123456789abcdef0123456789abcdef01234567"
 
 
 def _lws(**overrides: object) -> dict:
-    cfg = load_stack("dev", {"modelRevision": SHA, **overrides})
-    return manifests.leader_worker_set(server_spec(cfg, plan(cfg, "dev")))
+    spec = builders.server_spec(model_revision=SHA, **overrides)
+    assert spec.stages > 1  # a leader and a worker template
+    return manifests.leader_worker_set(spec)
 
 
 def _env(container: dict) -> dict[str, str]:
@@ -38,7 +37,7 @@ def test_every_rank_downloads_the_same_pinned_commit_with_retries() -> None:
 
 @pytest.mark.parametrize("role", ["leaderTemplate", "workerTemplate"])
 def test_without_the_prefetch_vllm_is_given_the_commit(role: str) -> None:
-    template = _lws(weightPrefetch=False)["spec"]["leaderWorkerTemplate"]
+    template = _lws(weight_prefetch=False)["spec"]["leaderWorkerTemplate"]
     args = template[role]["spec"]["containers"][0]["args"]
     assert f"--revision={SHA}" in args
     assert f"--tokenizer-revision={SHA}" in args

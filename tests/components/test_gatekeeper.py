@@ -11,12 +11,13 @@ from pathlib import Path
 
 import pytest
 
-from components.manifests import gatekeeper
+from components.manifests import gatekeeper, gatekeeper_conf
 from components.manifests.asleep import Asleep
-from components.manifests.gatekeeper import GatekeeperLimits, key_file_text, nginx_conf
+from components.manifests.gatekeeper import key_file_text, nginx_conf
 from components.manifests.gatekeeper_conf import ERRORS, PASSED_HEADERS, njs_script
+from tests import builders
 
-LIMITS = GatekeeperLimits(
+LIMITS = builders.gatekeeper_limits(
     max_request_bytes=327_680,
     client_requests_per_minute=180,
     client_burst=6,
@@ -77,7 +78,8 @@ def test_connections_are_capped_per_client_before_a_request_is_read() -> None:
     stream = conf[conf.index("stream {") : conf.index("http {")]
     assert "limit_conn_zone $binary_remote_addr zone=gatekeeper_clients:1m;" in stream
     assert "limit_conn gatekeeper_clients 12;" in stream
-    assert "listen 8080;" in stream and "proxy_protocol on;" in stream
+    assert f"listen 8080 {gatekeeper_conf.KEEPALIVE};" in stream
+    assert "proxy_protocol on;" in stream
     # The HTTP side takes the client's address from the PROXY header, on a Unix socket only.
     assert "listen unix:/tmp/gatekeeper-http.sock proxy_protocol;" in conf
     assert "real_ip_header proxy_protocol;" in conf and "set_real_ip_from unix:;" in conf

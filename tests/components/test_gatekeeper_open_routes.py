@@ -17,12 +17,13 @@ from pathlib import Path
 import pytest
 
 from components.manifests import chat, gatekeeper_conf
-from components.manifests.gatekeeper import GatekeeperLimits, nginx_conf
+from components.manifests.gatekeeper import nginx_conf
 from infra.rehearse.front_door import gatekeeper_run as gate
 from infra.rehearse.group.ranks import free_port
+from tests import builders
 from tests.fakes.openai_stub import StubConfig, StubServer
 
-LIMITS = GatekeeperLimits(
+LIMITS = builders.gatekeeper_limits(
     max_request_bytes=4096,
     client_requests_per_minute=600,
     client_burst=50,

@@ -1,6 +1,7 @@
-"""The manifest builders field by field, from a `ServerSpec` of their own (no planner): what each
-container may do, what it sees, how it is probed, what the gatekeeper answers, and the objects
-around the pods. Every value here is one the builders promise; a changed one is a changed pod."""
+"""The manifest builders field by field, from a `ServerSpec` of their own (`tests.builders`, no
+planner): what each container may do, what it sees, how it is probed, what the gatekeeper
+answers, and the objects around the pods. Every value here is one the builders promise; a
+changed one is a changed pod."""
 
 from __future__ import annotations
 
@@ -13,44 +14,20 @@ from typing import Any
 import pytest
 
 from components import manifests
-from components.manifests import gatekeeper
+from components.manifests import gatekeeper, probes
 from components.manifests.engine import EngineSpec, engine_args
-from components.manifests.gatekeeper import GatekeeperLimits
 from components.manifests.spec import ServerSpec, object_labels
+from tests import builders
 
-LIMITS = GatekeeperLimits(
+LIMITS = builders.gatekeeper_limits(
     max_request_bytes=327_680,
     client_requests_per_minute=180,
     client_burst=6,
     client_concurrent_requests=3,
     reply_timeout_seconds=2366,
-)
-SPEC = ServerSpec(
-    name="gemma",
-    namespace="serving",
-    image="vllm/vllm-openai-cpu:v0.31.0-arm64",
-    model="google/gemma-4-12B-it",
-    stages=3,
-    replicas=2,
-    pod_memory_gib=26.5,
-    pod_cpu=6,
-    shm_gib=2,
-    kv_cache_bytes=4_529_848_320,
-    max_model_len=8192,
-    max_num_batched_tokens=4096,
-    weight_prefetch=True,
-    model_volume_gib=27,
-    persistent_models=False,
-    storage_class=None,
-    startup_timeout_seconds=1800,
-    node_selector={"gemma-graviton.dev/pool": "model"},
-    allowed_cidrs=("203.0.113.0/24",),
-    limits=LIMITS,
     max_reply_tokens=1024,
-    gatekeeper_millicpu=30,
-    gatekeeper_memory_mib=64,
-    extra_labels={"team": "ml"},
 )
+SPEC = builders.server_spec(limits=LIMITS, extra_labels={"team": "ml"})
 NO_PREFETCH = replace(SPEC, weight_prefetch=False)
 VOLUME = replace(SPEC, persistent_models=True, storage_class="gemma-graviton-gp3")
 LABELS = {
@@ -95,7 +72,7 @@ def test_every_container_runs_locked_down(spec: ServerSpec) -> None:
         }, role
         assert pod["spec"]["automountServiceAccountToken"] is False, role
         assert pod["spec"]["enableServiceLinks"] is False, role
-        # The drain's bound (`components.manifests.drain`), the spec's default here.
+        # The drain's bound (`components.manifests.drain`), the builder's here.
         assert pod["spec"]["terminationGracePeriodSeconds"] == spec.drain.grace_s, role
         for container in pod["spec"]["containers"] + pod["spec"].get("initContainers", []):
             where = (role, container["name"])
@@ -140,6 +117,11 @@ def test_the_engine_reads_prefetched_weights_offline() -> None:
             "name": "VLLM_API_KEY",
             "valueFrom": {"secretKeyRef": {"name": "gemma-api-key", "key": "engine-key"}},
         },
+        {
+            "name": "GEMMA_VLLM_LOGGING",
+            "value": json.dumps(probes.engine_logging_config(), separators=(",", ":")),
+        },
+        {"name": "VLLM_LOGGING_CONFIG_PATH", "value": probes.LOGGING_CONFIG_PATH},
     ]
     assert _container(leader, "vllm")["volumeMounts"] == [
         {"name": "models", "mountPath": "/models"},
@@ -265,7 +247,17 @@ def test_probes_reach_health_through_the_gatekeepers_probe_listener() -> None:
             "timeoutSeconds": 5,
         }
 
-    assert engine["startupProbe"] == probe(10, 180)  # 1,800 s of start-up budget
+    # Start-up: the probe program's startup phase inside the engine container (it measures the
+    # node's step on loopback), 1,800 s of budget, each run with room for its requests.
+    startup = engine["startupProbe"]
+    assert (startup["periodSeconds"], startup["failureThreshold"]) == (10, 180)
+    assert "phase=startup" in startup["exec"]["command"]
+    assert "stop-pid=1" in startup["exec"]["command"]
+    assert startup["timeoutSeconds"] == (
+        SPEC.probes.timeout_s
+        + SPEC.probes.calibrate_runs * SPEC.probes.calibrate_s
+        + probes.STARTUP_SLACK_S
+    )
     assert engine["readinessProbe"] == probe(10, 3)
     # Liveness proves the pipeline (tests/components/test_probes.py has the command): an exec
     # probe on each rank with the plan's period, threshold and timeout.

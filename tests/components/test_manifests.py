@@ -143,7 +143,9 @@ def test_command_lines_are_exactly_the_plan() -> None:
         "--limit-mm-per-prompt": '{"image":0,"audio":0,"video":0}',
         "--max-logprobs": str(p.front_door.max_logprobs),
     }
-    assert leader["command"] == ["vllm"]
+    # A shell writes vLLM's logging config into /tmp, then becomes vLLM (`exec`, PID 1).
+    assert leader["command"][:2] == ["/bin/sh", "-c"] and leader["command"][3] == "vllm"
+    assert leader["command"][2].endswith('exec vllm "$@"')
     assert leader["args"][:2] == ["serve", f"/models/{cfg.model}"]
     assert _flags(leader["args"]) == {
         **expected_common,

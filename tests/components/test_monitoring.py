@@ -23,6 +23,7 @@ from infra.adapters.render import rendered_objects
 from infra.plan.sizing import plan
 from infra.plan.stackfile import load_stack
 from infra.rehearse.measure.metrics_capture import parse_exposition
+from tests import builders
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "vllm" / "metrics-v0.31.json"
 SPEC = watch.WatchSpec(
@@ -218,7 +219,13 @@ def test_answer_filters_read_the_gatekeepers_log_fields() -> None:
     )
     # The gatekeeper writes `status` as a JSON number (see its log_format).
     assert '"status":$status' in gatekeeper.nginx_conf(
-        gatekeeper.GatekeeperLimits(1000, 60, 2, 1, 120)
+        builders.gatekeeper_limits(
+            max_request_bytes=1000,
+            client_requests_per_minute=60,
+            client_burst=2,
+            client_concurrent_requests=1,
+            reply_timeout_seconds=120,
+        )
     )
 
 

@@ -8,12 +8,13 @@ import json
 import logging.config
 import math
 import os
+import signal
 import subprocess
 import sys
 import time
 from pathlib import Path
 
-from components.manifests import ProbeSpec, probe_command
+from components.manifests import ProbeSpec, probe_command, probes
 from components.manifests.probes import (
     engine_logging_config,
     leader_startup_probe,
@@ -181,9 +182,11 @@ MEASURED = ProbeSpec(
 )
 
 
-def _startup(port: int, tmp_path: Path, probes: ProbeSpec = MEASURED) -> list[str]:
+def _startup(
+    port: int, tmp_path: Path, spec: ProbeSpec = MEASURED, stop_pid: int | None = None
+) -> list[str]:
     return probe_command(
-        probes,
+        spec,
         "leader",
         port,
         "m",
@@ -192,6 +195,7 @@ def _startup(port: int, tmp_path: Path, probes: ProbeSpec = MEASURED) -> list[st
         phase="startup",
         warnings_log=str(tmp_path / "warnings.log"),
         announce=str(tmp_path / "container.log"),
+        stop_pid=stop_pid,
     )
 
 
@@ -267,16 +271,41 @@ def test_a_leader_whose_vllm_fell_back_refuses_to_start_in_one_line(tmp_path: Pa
         "(EngineCore pid=7) WARNING 12-03 10:00:00 [utils.py:580] Failed to create oneDNN "
         "linear, fallback to torch linear. Exception: unsupported\n"
     )
+    engine = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        with fake_leader() as (port, leader):
+            code, out = _run(_startup(port, tmp_path, stop_pid=engine.pid))
+            assert code == 1
+            assert out.startswith("FAIL: vLLM fell back to torch's linear")
+            assert "set prefillPath=fallback" in out and "\n" not in out
+            assert leader.completions == []
+            # Final: the engine is stopped at once, so the kubelet restarts the container now,
+            # and the line is said once however often the kubelet asks again.
+            assert engine.wait(timeout=10) == -signal.SIGTERM
+            assert _run(_startup(port, tmp_path))[0] == 1
+            assert (tmp_path / "container.log").read_text().count("\n") == 1
+            # A plan that assumes the fallback starts on it.
+            (tmp_path / "s.json").unlink()
+            fallback = dataclasses.replace(MEASURED, path="fallback")
+            assert _run(_startup(port, tmp_path, fallback))[0] == 0
+    finally:
+        engine.kill()
+
+
+def test_a_node_whose_step_would_outlast_the_engines_timeout_is_refused(tmp_path: Path) -> None:
+    """0.5 s x 1.2 x 1.5 x 2 in flight = 1.8 s, beyond a 1 s engine step timeout: the engine
+    would kill this node's healthy long prompts, so it never starts."""
+    tight = dataclasses.replace(MEASURED, stall_s=1, in_flight=2)
     with fake_leader() as (port, leader):
-        code, out = _run(_startup(port, tmp_path))
+        leader.seconds_per_token = 0.5 / tight.calibrate_tokens
+        code, out = _run(_startup(port, tmp_path, tight))
         assert code == 1
-        assert out.startswith("FAIL: vLLM fell back to torch's linear")
-        assert "set prefillPath=fallback" in out and "\n" not in out
-        assert leader.completions == []
-        assert (tmp_path / "container.log").read_text().count("\n") == 1
-        # A plan that assumes the fallback starts on it.
-        fallback = dataclasses.replace(MEASURED, path="fallback")
-        assert _run(_startup(port, tmp_path, fallback))[0] == 0
+        assert out.startswith("FAIL: this node's step is ")
+        assert "beyond the engine's 1 s step timeout" in out
+        assert "step_s" not in json.loads((tmp_path / "s.json").read_text())
+        # With one batch in flight the same node fits (0.9 s).
+        (tmp_path / "s.json").unlink()
+        assert _run(_startup(port, tmp_path, dataclasses.replace(tight, in_flight=1)))[0] == 0
 
 
 def test_liveness_uses_the_measured_bound_not_the_ceiling(tmp_path: Path) -> None:
@@ -297,14 +326,16 @@ def test_liveness_uses_the_measured_bound_not_the_ceiling(tmp_path: Path) -> Non
 def test_the_leader_startup_probe_has_room_for_the_measurement() -> None:
     command = probe_command(MEASURED, "leader", 8000, "m", phase="startup")
     probe = leader_startup_probe(command, MEASURED, 1800)
-    assert probe["timeoutSeconds"] == MEASURED.timeout_s + 3 * MEASURED.calibrate_s
+    assert probe["timeoutSeconds"] == (
+        MEASURED.timeout_s + 3 * MEASURED.calibrate_s + probes.STARTUP_SLACK_S
+    )
     assert probe["failureThreshold"] * probe["periodSeconds"] == 1800
     assert "phase=startup" in command and "path=onednn" in command
     # Liveness runs never measure.
     assert "phase=startup" not in probe_command(MEASURED, "leader", 8000, "m")
 
 
-def test_vllm_logging_config_keeps_stdout_and_adds_a_bounded_warnings_file() -> None:
+def test_vllm_logging_config_keeps_stdout_and_adds_a_warnings_file() -> None:
     config = engine_logging_config("/tmp/w.log")
     logging.config.dictConfig(
         {**config, "formatters": {"vllm": {"format": config["formatters"]["vllm"]["format"]}}}
@@ -312,7 +343,7 @@ def test_vllm_logging_config_keeps_stdout_and_adds_a_bounded_warnings_file() -> 
     handlers = config["loggers"]["vllm"]["handlers"]
     assert [config["handlers"][h]["class"] for h in handlers] == [
         "logging.StreamHandler",
-        "logging.handlers.RotatingFileHandler",
+        "logging.FileHandler",
     ]
     assert config["handlers"]["warnings"]["level"] == "WARNING"
-    assert config["handlers"]["warnings"]["maxBytes"] <= 1 << 20
+    assert config["handlers"]["warnings"]["filename"] == "/tmp/w.log"

@@ -13,9 +13,9 @@ from pathlib import Path
 from typing import Any
 
 from components.manifests.quantize import quantize_job
-from infra.adapters.render import rendered_objects
-from infra.plan.sizing import plan
-from infra.plan.stackfile import load_stack
+from tests import builders
+
+REVISION = "707f0a3b8a3c7ad586ed01e27eafbad8a27dd0f7"
 
 _FAKE_HUB = """
 import os
@@ -50,9 +50,9 @@ with open(os.environ["FAKE_LOG"], "a") as log:
 
 
 def _job() -> dict[str, Any]:
-    cfg = load_stack("dev", {"weights": "int8", "replicas": 2})
-    (job,) = [o for o in rendered_objects(cfg, plan(cfg)) if o["kind"] == "Job"]
-    return job
+    """The Job of an int8 server whose two ranks' volumes each get the checkpoint."""
+    spec = builders.server_spec(weights="int8", produced_checkpoint=True, persistent_models=True)
+    return quantize_job(spec, builders.quantize_spec(source_revision=REVISION))
 
 
 def _run(tmp_path: Path, job: dict[str, Any]) -> subprocess.CompletedProcess[str]:
@@ -93,8 +93,7 @@ def test_the_job_makes_the_checkpoint_once_and_copies_it_checked(tmp_path: Path)
     first = _run(tmp_path, job)
     assert first.returncode == 0, first.stdout + first.stderr
     log = (tmp_path / "log").read_text().splitlines()
-    revision = "707f0a3b8a3c7ad586ed01e27eafbad8a27dd0f7"
-    assert log == [f"download google/gemma-4-12B-it@{revision}", f"quantize int8 {revision}"]
+    assert log == [f"download google/gemma-4-12B-it@{REVISION}", f"quantize int8 {REVISION}"]
     made, copy = (tmp_path / "out" / str(i) / "ckpt" for i in (0, 1))
     marker = json.loads((made / "quantized.json").read_text())
     for name, entry in marker["files"].items():
@@ -119,12 +118,7 @@ def test_a_lost_copy_is_made_again_without_quantizing(tmp_path: Path) -> None:
 
 
 def test_the_job_is_named_by_its_inputs() -> None:
-    cfg = load_stack("dev", {"weights": "int8"})
-    p = plan(cfg)
-    from infra.adapters.wiring import quantize_spec, server_spec
-
-    spec, job = server_spec(cfg, p), quantize_spec(cfg, p)
-    assert job is not None
+    spec, job = builders.server_spec(weights="int8"), builders.quantize_spec()
     name = quantize_job(spec, job)["metadata"]["name"]
     assert name == quantize_job(spec, job)["metadata"]["name"]
     moved = job.__class__(**{**job.__dict__, "source_revision": "f" * 40})

@@ -31,6 +31,7 @@ from infra.plan.config import ConfigError
 from infra.plan.sizing import plan
 from infra.plan.stackfile import load_stack
 from infra.rehearse.group.ranks import free_port
+from tests import builders
 from tests.fakes import k8s_schemas
 
 TODAY = dt.date(2026, 12, 2)
@@ -42,8 +43,14 @@ def _prod() -> tuple[Any, Any, manifests.ServerSpec, scaling.ScalerSpec]:
     return cfg, p, wiring.server_spec(cfg, p), wiring.scaler_spec(cfg, p)
 
 
+def _scaled() -> tuple[manifests.ServerSpec, scaling.ScalerSpec]:
+    """An elastic server and its scaler with an office-hours window."""
+    window = builders.cron_window(time_zone="America/New_York", groups_inside=1)
+    return builders.elastic_server_spec(), builders.scaler_spec(schedule=window)
+
+
 def test_scaled_object_targets_the_leader_worker_set_with_queue_and_cron() -> None:
-    _, p, spec, scaler = _prod()
+    spec, scaler = _scaled()
     obj = scaling.scaled_object(spec, scaler)
     assert k8s_schemas.scaled_object_errors(obj) == []
     assert obj["spec"]["scaleTargetRef"] == {
@@ -62,7 +69,8 @@ def test_scaled_object_targets_the_leader_worker_set_with_queue_and_cron() -> No
         f"http://{scaling.metrics_service_name(spec)}.{spec.namespace}.svc.cluster.local:"
         f"{spec.port}/metrics"  # behind the door, vLLM's own port (no gatekeeper in the group)
     )
-    assert meta["targetValue"] == str(int(p.max_concurrency))
+    # The planner sets the target (`infra.plan.elastic`, tests/plan/test_elastic.py).
+    assert meta["targetValue"] == str(scaler.queue_per_group)
     assert cron == {
         "type": "cron",
         "name": "office-hours",
@@ -83,7 +91,7 @@ def test_queue_trigger_waits_longer_than_a_busy_leaders_metrics() -> None:
     # (a Go duration or milliseconds, pkg/scalers/scalersconfig/typed_config.go) replaces the
     # operator's KEDA_HTTP_DEFAULT_TIMEOUT, 3000 ms by default (cmd/operator/main.go); without
     # it the trigger gives up before the 5 s a busy leader's /metrics is allowed.
-    _, _, spec, scaler = _prod()
+    spec, scaler = _scaled()
     timeout = scaling.queue_trigger(spec, scaler)["metadata"]["timeout"]
     assert timeout == "10s"
     seconds = int(timeout.removesuffix("s"))
@@ -92,7 +100,7 @@ def test_queue_trigger_waits_longer_than_a_busy_leaders_metrics() -> None:
 
 
 def test_extra_triggers_follow_the_queue_and_the_schedule() -> None:
-    _, _, spec, scaler = _prod()
+    spec, scaler = _scaled()
     wake = {"type": "metrics-api", "name": "wake", "metadata": {"url": "http://door/wake"}}
     obj = scaling.scaled_object(spec, scaler, [wake])
     assert [t["name"] for t in obj["spec"]["triggers"]] == ["queue", "office-hours", "wake"]
@@ -103,7 +111,7 @@ def test_extra_triggers_follow_the_queue_and_the_schedule() -> None:
 
 
 def test_schema_check_catches_a_wrong_scaled_object() -> None:
-    _, _, spec, scaler = _prod()
+    spec, scaler = _scaled()
     obj = scaling.scaled_object(spec, scaler)
     obj["spec"]["minReplicas"] = 0
     assert any("minReplicas" in e for e in k8s_schemas.scaled_object_errors(obj))
@@ -131,7 +139,7 @@ def test_rendered_objects_pass_the_real_schemas(stack: str) -> None:
 
 
 def test_an_autoscaled_group_leaves_its_count_to_keda_and_tolerates_the_model_taint() -> None:
-    _, _, spec, _ = _prod()
+    spec, _ = _scaled()
     lws = manifests.leader_worker_set(spec)
     assert "replicas" not in lws["spec"]
     for role in ("leaderTemplate", "workerTemplate"):
@@ -140,8 +148,7 @@ def test_an_autoscaled_group_leaves_its_count_to_keda_and_tolerates_the_model_ta
             {"operator": "Equal", "key": "gemma-graviton.dev/pool", "value": "model",
              "effect": "NoSchedule"}
         ]  # fmt: skip
-    fixed = load_stack("dev", today=TODAY)
-    fixed_lws = manifests.leader_worker_set(wiring.server_spec(fixed, plan(fixed, "dev")))
+    fixed_lws = manifests.leader_worker_set(builders.server_spec(replicas=1))
     assert fixed_lws["spec"]["replicas"] == 1
     assert "tolerations" not in fixed_lws["spec"]["leaderWorkerTemplate"]["leaderTemplate"]["spec"]
 
@@ -280,15 +287,84 @@ def test_the_planner_counts_the_floor_on_the_system_nodes() -> None:
     # sized for every pod on it, the floor's requests included.
     cfg, p, _, _ = _prod()
     system = elastic.system_group(cfg)
-    assert "queue-floor x1" in system.pods
+    deployment = _floor(rendered_objects(cfg, p), "Deployment")
+    replicas = deployment["spec"]["replicas"]
+    assert f"queue-floor x{replicas}" in system.pods
     (counted,) = [pod for pod in elastic.SYSTEM_PODS if pod[0] == "queue-floor"]
-    pod = _floor(rendered_objects(cfg, p), "Deployment")["spec"]["template"]["spec"]
+    pod = deployment["spec"]["template"]["spec"]
     requests = pod["containers"][0]["resources"]["requests"]
     assert counted == (
         "queue-floor",
         int(requests["cpu"].removesuffix("m")),
         int(requests["memory"].removesuffix("Mi")),
-        1,
+        replicas,
+    )
+    # Two nodes at least, so the floor's two pods can be spread and one drained at a time.
+    assert system.nodes >= replicas == 2
+
+
+def test_the_queue_floor_runs_two_pods_spread_over_nodes_where_it_can() -> None:
+    # kubernetes v1.35 pkg/scheduler/framework/plugins/podtopologyspread/filtering.go filters by
+    # `DoNotSchedule` constraints only; a `ScheduleAnyway` one is scored (scoring.go): the pods
+    # go to different system nodes when there are two, and both still run on one.
+    cfg, p, spec, _ = _prod()
+    deployment = _floor(rendered_objects(cfg, p), "Deployment")
+    assert deployment["spec"]["replicas"] == scaling.FLOOR_REPLICAS == 2
+    pod = deployment["spec"]["template"]["spec"]
+    assert pod["topologySpreadConstraints"] == [
+        {
+            "maxSkew": 1,
+            "topologyKey": "kubernetes.io/hostname",
+            "whenUnsatisfiable": "ScheduleAnyway",
+            "labelSelector": {"matchLabels": scaling.floor_selector(spec)},
+        }
+    ]
+    assert "affinity" not in pod  # no hard anti-affinity: a lone system node still runs both
+    labels = deployment["spec"]["template"]["metadata"]["labels"]
+    assert all(labels.get(k) == v for k, v in scaling.floor_selector(spec).items())
+
+
+def _eviction_allowed(budget: dict[str, Any], ready: list[bool], evicted: int) -> bool:
+    """kubernetes v1.35 pkg/registry/core/pod/storage/eviction.go `Create` for a Running pod
+    under one budget with an integer `minAvailable`: a pod that is not Ready goes at once under
+    `AlwaysAllow`, or under `IfHealthyBudget` (the default) while currentHealthy >=
+    desiredHealthy > 0; otherwise `checkAndDecrement` needs disruptionsAllowed > 0, which the
+    disruption controller sets to currentHealthy - desiredHealthy (pkg/controller/disruption/
+    disruption.go `updatePdbStatus`), currentHealthy counting Ready pods only
+    (`countHealthyPods`)."""
+    healthy = sum(ready)
+    desired = budget["spec"]["minAvailable"]
+    if not ready[evicted]:
+        if budget["spec"].get("unhealthyPodEvictionPolicy") == "AlwaysAllow":
+            return True
+        return healthy >= desired > 0
+    return healthy - desired > 0
+
+
+def test_a_drain_leaves_a_ready_floor_pod_and_never_stalls_while_leaders_serve() -> None:
+    cfg, p, spec, _ = _prod()
+    objects = rendered_objects(cfg, p)
+    budget = _floor(objects, "PodDisruptionBudget")
+    assert k8s_schemas.object_errors(budget, cfg.kubernetes_version) == []
+    assert budget["spec"] == {
+        "minAvailable": 1,
+        "selector": {"matchLabels": scaling.floor_selector(spec)},
+        "unhealthyPodEvictionPolicy": "AlwaysAllow",
+    }
+    # It guards the floor's pods and no leader's (one budget per pod: eviction.go refuses to
+    # evict a pod that two budgets select).
+    pods = _pod_labels(objects)
+    chosen = [w for w, labels in pods.items() if _selects(scaling.floor_selector(spec), labels)]
+    assert chosen == ["gemma-queue-floor"], pods
+    replicas = _floor(objects, "Deployment")["spec"]["replicas"]
+    # No leader Ready: both floor pods are; one may go, the last one may not.
+    assert _eviction_allowed(budget, [True] * replicas, 0)
+    assert not _eviction_allowed(budget, [True] + [False] * (replicas - 1), 0)
+    # A leader Ready: no floor pod is, and a drain takes them (the leaders are the endpoints).
+    assert _eviction_allowed(budget, [False] * replicas, 0)
+    default = {**budget, "spec": {**budget["spec"], "unhealthyPodEvictionPolicy": None}}
+    assert not _eviction_allowed(default, [False] * replicas, 0), (
+        "under IfHealthyBudget a drain would stall whenever the model serves"
     )
 
 

@@ -73,9 +73,9 @@ def test_every_stack_holds_against_kubernetes_semantics(stack: str, sets: dict[s
 def test_the_check_catches_a_probe_on_another_containers_port() -> None:
     objects = _objects("dev", {})
     # The fault the dev render had: the engine's probes on the gatekeeper's port name.
-    _container(_leader(objects), "vllm")["startupProbe"]["httpGet"]["port"] = "gatekeeper"
+    _container(_leader(objects), "vllm")["readinessProbe"]["httpGet"]["port"] = "gatekeeper"
     assert semantics.unresolved_ports(objects) == [
-        "LeaderWorkerSet/gemma-vllm leaderTemplate vllm startupProbe port 'gatekeeper'"
+        "LeaderWorkerSet/gemma-vllm leaderTemplate vllm readinessProbe port 'gatekeeper'"
     ]
 
 
@@ -83,7 +83,6 @@ def test_the_dev_engine_probes_the_gatekeepers_probe_port_by_number() -> None:
     leader = _leader(_objects("dev", {}))
     gate, engine = _container(leader, "gatekeeper"), _container(leader, "vllm")
     (probes,) = [p["containerPort"] for p in gate["ports"] if p["name"] == "probe"]
-    assert engine["startupProbe"]["httpGet"]["port"] == probes
     assert engine["readinessProbe"]["httpGet"]["port"] == probes
 
 
@@ -242,7 +241,8 @@ def test_a_missing_key_or_config_map_is_named() -> None:
     volumes = {v["name"]: v for v in door["volumes"]}
     volumes["gatekeeper-key"]["secret"]["items"][1]["key"] = "engine.conf"
     volumes["gatekeeper-config"]["configMap"]["name"] = "gemma-gatekeeper-old"
-    _container(_leader(objects), "vllm")["env"][-1]["valueFrom"]["secretKeyRef"]["key"] = "engine"
+    (key,) = [e for e in _container(_leader(objects), "vllm")["env"] if e["name"] == "VLLM_API_KEY"]
+    key["valueFrom"]["secretKeyRef"]["key"] = "engine"
     assert semantics.missing_references(objects, stack_world) == [
         "LeaderWorkerSet/gemma-vllm leaderTemplate vllm env VLLM_API_KEY: Secret gemma-api-key "
         "has no key 'engine'",
@@ -459,3 +459,64 @@ def test_render_refuses_a_stack_whose_objects_would_not_run(
     capsys.readouterr()
     assert cli.main(["--stack", "dev", "--brief", "--render", str(tmp_path / "bad")]) == 2
     assert capsys.readouterr().err == f"error: --render: {fault}\n"
+
+
+# -- PodDisruptionBudgets ----------------------------------------------------------------------
+
+
+def test_a_budget_that_selects_nothing_or_allows_no_eviction_is_named() -> None:
+    objects = _objects("prod", {})
+    budget = _one(objects, "PodDisruptionBudget", "gemma-queue-floor")
+    budget["spec"]["minAvailable"] = 2
+    assert semantics.stuck_budgets(objects) == [
+        "PodDisruptionBudget/gemma-queue-floor minAvailable 2 of the 2 pod(s) it selects allows "
+        "no eviction: a drain of their nodes never ends; run more replicas or lower it"
+    ]
+    budget["spec"]["minAvailable"] = 1
+    budget["spec"]["selector"]["matchLabels"]["app.kubernetes.io/component"] = "queue-flor"
+    assert semantics.stuck_budgets(objects) == [
+        "PodDisruptionBudget/gemma-queue-floor selector {'matchLabels': "
+        "{'app.kubernetes.io/name': 'gemma', 'app.kubernetes.io/component': 'queue-flor'}} "
+        "matches no pod"
+    ]
+
+
+def test_a_pod_under_two_budgets_is_named() -> None:
+    objects, stack_world = _stack("prod", {})
+    second = copy.deepcopy(_one(objects, "PodDisruptionBudget", "gemma-queue-floor"))
+    second["metadata"]["name"] = "gemma-queue-floor-2"
+    objects.append(second)
+    assert semantics.stuck_budgets(objects) == [
+        "Deployment/gemma-queue-floor is selected by 2 PodDisruptionBudgets "
+        "(PodDisruptionBudget/gemma-queue-floor, PodDisruptionBudget/gemma-queue-floor-2): the "
+        "eviction API refuses every eviction of it"
+    ]
+    assert semantics.check(objects, stack_world) == semantics.stuck_budgets(objects)
+
+
+def test_an_empty_budget_selector_matches_nothing_and_a_percentage_is_not_counted() -> None:
+    # eviction.go `getPodDisruptionBudgets`: "a PDB with a nil or empty selector ... should
+    # match nothing, not everything". A percentage rounds against the pods the controller finds
+    # (disruption.go `getExpectedScale`), which this rule does not model.
+    objects = _objects("prod", {})
+    budget = _one(objects, "PodDisruptionBudget", "gemma-queue-floor")
+    budget["spec"]["minAvailable"] = "100%"
+    assert semantics.stuck_budgets(objects) == []
+    budget["spec"]["selector"] = {}
+    assert semantics.stuck_budgets(objects) == [
+        "PodDisruptionBudget/gemma-queue-floor selector {} matches no pod"
+    ]
+
+
+def test_a_budget_over_a_leader_worker_set_is_not_counted_by_replicas() -> None:
+    # The LWS controller's pods come from StatefulSets it makes, not from a rendered replica
+    # count: the minAvailable rule counts only what a Deployment or StatefulSet states.
+    objects = _objects("prod", {})
+    budget = copy.deepcopy(_one(objects, "PodDisruptionBudget", "gemma-queue-floor"))
+    budget["metadata"]["name"] = "gemma-groups-min"
+    budget["spec"] = {
+        "minAvailable": 100,
+        "selector": {"matchLabels": {"leaderworkerset.sigs.k8s.io/name": "gemma-vllm"}},
+    }
+    objects = [o for o in objects if o["kind"] != "PodDisruptionBudget"] + [budget]
+    assert semantics.stuck_budgets(objects) == []

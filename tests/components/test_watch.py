@@ -38,9 +38,9 @@ from components import watch
 from components.manifests import gatekeeper, metrics
 from infra.adapters import wiring
 from infra.plan import monitoring as plan_monitoring
-from infra.plan.sizing import Plan, plan
 from infra.plan.stackfile import load_stack
 from infra.rehearse.measure.metrics_capture import parse_exposition
+from tests import builders
 
 WATCHING = Path(__file__).resolve().parents[2] / "docs" / "watching.md"
 GRID_COLUMNS = 24
@@ -1078,7 +1078,7 @@ def test_group_restarts_mark_the_minute_a_leader_started_again(
 
 def _log_lines(statuses: Iterable[int]) -> list[str]:
     """Access log lines in the gatekeeper's own `log_format`, nginx filling the variables."""
-    conf = gatekeeper.nginx_conf(wiring.gatekeeper_limits(_dev_plan()))
+    conf = gatekeeper.nginx_conf(builders.gatekeeper_limits())
     match = re.search(r"log_format gatekeeper escape=json((?:\s*'[^']*')+);", conf)
     assert match, "the gatekeeper has no JSON log format"
     template = "".join(re.findall(r"'([^']*)'", match.group(1)))
@@ -1097,10 +1097,6 @@ def _log_lines(statuses: Iterable[int]) -> list[str]:
         }
         lines.append(re.sub(r"\$(\w+)", lambda m, values=values: values[m.group(1)], template))
     return lines
-
-
-def _dev_plan() -> Plan:
-    return plan(load_stack("dev"), "dev")
 
 
 def _record(line: str, container: str) -> dict[str, Any]:

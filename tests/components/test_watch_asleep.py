@@ -10,9 +10,7 @@ from components import watch
 from components.manifests import gatekeeper
 from components.manifests.asleep import ASLEEP_PAGE, Asleep
 from components.manifests.metrics import STACK_DIMENSION
-from infra.adapters import wiring
-from infra.plan.sizing import plan
-from infra.plan.stackfile import load_stack
+from tests import builders
 from tests.components.test_watch import Store, _alarm_fires, _filter_matches, _record
 
 MINUTES = 30
@@ -23,8 +21,9 @@ def _door_lines(answers: list[tuple[int, int]]) -> list[str]:
     """Access-log lines in the door's own `log_format` (status, asleep), nginx filling them; an
     asleep answer with the asleep page's path, as nginx logs it after the internal redirect
     (tests/rehearse/test_asleep_door.py reads a real one)."""
-    limits = wiring.gatekeeper_limits(plan(load_stack("prod"), "prod"))
-    conf = gatekeeper.nginx_conf(limits, upstream="gemma-leaders:8000", asleep=ASLEEP)
+    conf = gatekeeper.nginx_conf(
+        builders.gatekeeper_limits(), upstream="gemma-leaders:8000", asleep=ASLEEP
+    )
     match = re.search(r"log_format gatekeeper escape=json((?:\s*'[^']*')+);", conf)
     assert match, "the door has no JSON log format"
     template = "".join(re.findall(r"'([^']*)'", match.group(1)))

@@ -200,10 +200,10 @@ def test_scaling_parameters_follow_the_plan() -> None:
     assert s.down_window_s >= s.cold_start_s and s.cooldown_s == s.down_window_s
     assert s.down_window_s % 60 == 0 and s.down_window_s >= 300
     assert s.tolerance == 0.1 and s.up_window_s < s.down_window_s
-    assert s.schedule is not None and s.schedule.cron() == (
-        "0 8 * * 1,2,3,4,5",
-        "0 19 * * 1,2,3,4,5",
-    )
+    assert s.schedule is not None
+    cron = s.schedule.cron()
+    assert (cron.start, cron.end) == ("0 8 * * 1,2,3,4,5", "0 19 * * 1,2,3,4,5")
+    assert (cron.time_zone, cron.groups_inside) == (s.schedule.time_zone, s.schedule.groups_inside)
     _, _, fixed_queue = _elastic(queuePerGroup=2)
     assert fixed_queue.scaling.queue_per_group == 2
 
@@ -213,7 +213,8 @@ def test_weekend_days_map_to_cron_sunday_zero() -> None:
         schedule={"timeZone": "UTC", "days": "Sat-Sun", "start": "10:00", "end": "12:30"}
     )
     assert e.scaling.schedule is not None
-    assert e.scaling.schedule.cron() == ("0 10 * * 6,0", "30 12 * * 6,0")
+    cron = e.scaling.schedule.cron()
+    assert (cron.time_zone, cron.start, cron.end) == ("UTC", "0 10 * * 6,0", "30 12 * * 6,0")
     assert e.scaling.schedule.hours_a_week == 5
 
 

@@ -6,6 +6,7 @@ import math
 
 import pytest
 
+from infra.plan import frontdoor
 from infra.plan.config import ConfigError
 from infra.plan.frontdoor import (
     BODY_BYTES_PER_TOKEN,
@@ -15,6 +16,8 @@ from infra.plan.frontdoor import (
     plan_front_door,
 )
 from infra.plan.loading import load_config
+from infra.plan.sizing import plan
+from infra.plan.stackfile import load_stack
 
 BASE = {
     "owner": "ml-platform",
@@ -31,7 +34,8 @@ def _door(
     first_byte: int = 218,
     **keys: object,
 ):
-    return plan_front_door(load_config({**BASE, **keys}), max_len, concurrency, decode, first_byte)
+    cfg = load_config({**BASE, **keys})
+    return plan_front_door(cfg, cfg.model, max_len, concurrency, decode, first_byte)
 
 
 def test_automatic_limits_follow_the_context_and_the_concurrency() -> None:
@@ -279,3 +283,17 @@ def test_tokens_in_flight_outside_the_kv_cache_s_bounds_are_refused(
     with pytest.raises(ConfigError) as error:
         _door(clientTokensInFlight=tokens)
     assert str(error.value) == message
+
+
+@pytest.mark.parametrize("stack", ["dev", "prod"])
+def test_the_plan_holds_nginx_connections_for_the_probes_beyond_every_public_one(
+    stack: str,
+) -> None:
+    cfg = load_stack(stack)
+    limits = plan(cfg, stack).front_door
+    assert limits.connection_capacity > 0
+    assert limits.probe_connections == frontdoor.PROBE_CONNECTIONS
+    public = frontdoor.NGINX_CONNECTIONS_PER_CLIENT * limits.connection_capacity
+    assert limits.worker_connections - public >= 2 * limits.probe_connections
+    # A client's own cap leaves room for more than one address beside it.
+    assert limits.client_connections * 2 <= limits.connection_capacity

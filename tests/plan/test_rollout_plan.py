@@ -114,3 +114,10 @@ def test_a_rotation_names_both_halves_and_a_utc_end() -> None:
         "`apiKeyOverlapUntil` is set without `apiKeyPrevious`, the key it keeps accepting; run "
         "`pulumi config set --secret apiKeyPrevious <the old key>`, or remove it"
     )
+
+
+def test_the_plan_s_draining_interval_outlasts_a_reply_accepted_at_the_window_s_end() -> None:
+    d = plan(load_stack("dev"), "dev").drain
+    assert d.unhealthy_draining_s >= d.accept_s + d.reply_s
+    # The window the gatekeeper keeps accepting covers the NLB's detection at its slow end.
+    assert d.accept_s >= d.health_check_interval_s * d.health_check_threshold

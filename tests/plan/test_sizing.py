@@ -251,15 +251,17 @@ AUTO_REASONS = [
     "such requests fit at once",
     "decode ~4.3 tokens/s per stream: each token streams the stages' weights in series at ~99 GB/s "
     "per node, set by 16.5 GB/s per vCPU x 6 (calibrated)",
-    "liveness every 2 s, 3 failures: the longest step (max_num_batched_tokens at 8,192 tokens of "
-    "context, slow end of the prefill rate) takes up to 152.1 s and 2 batch(es) are in flight, so "
-    "an engine that emits nothing for 305 s is stuck (also the engine's step timeout); a broken "
-    "group is noticed only after 319 s, beyond the 60 s budget; even `maxNumBatchedTokens` 256 "
-    "(the least for 256 sequences) takes 167 s: a shorter `maxModelLen` or a type with more cores "
-    "shortens it; the longest prompt's first token comes within 2634 s "
-    "(`firstByteTimeoutSeconds`, part of the reply timeout); idle, one generated token proves the "
-    "pipeline at most every 60 s (1,440 requests a day, counted by vLLM's metrics as traffic), so "
-    "a pipeline broken while idle is noticed within 90 s",
+    "liveness every 2 s, 3 failures: before it takes traffic the leader measures its own step (3 "
+    "one-token requests of 512 prompt tokens, the first a warm-up, the slowest of the rest kept),"
+    " and calls a busy engine that emits nothing for that step x 1.11 (the last chunk of a "
+    "8,192-token prompt over the first, modelled) x 1.5 stuck, at least 10 s and at most 85 s: "
+    "the longest step at the slow end of the onednn prefill range (42.1 s) x 2 batch(es) in "
+    "flight, also the engine's step timeout, which vLLM reads once at start; a broken group is "
+    "noticed within 52 s at the fast half of the range, 99 s at its slow end; the longest "
+    "prompt's first token comes within 729 s (`firstByteTimeoutSeconds`, part of the reply "
+    "timeout); idle, one generated token proves the pipeline at most every 60 s (1,440 requests a"
+    " day, counted by vLLM's metrics as traffic), so a pipeline broken while idle is noticed "
+    "within 90 s",
     "without the weight prefetch the guard would see 0.58 GiB (the checkpoint's page cache "
     "charged to the engine container), leaving 8,192 tokens at 1.32x",
 ]
@@ -272,15 +274,17 @@ SET_REASONS = [
     "max_num_batched_tokens 1024: as the stack sets",
     "max_model_len 2048: as the stack sets; 1.43 such requests fit at once",
     AUTO_REASONS[6],
-    "liveness every 2 s, 3 failures: the longest step (max_num_batched_tokens at 2,048 tokens of "
-    "context, slow end of the prefill rate) takes up to 283.4 s and 3 batch(es) are in flight, so "
-    "an engine that emits nothing for 851 s is stuck (also the engine's step timeout); a broken "
-    "group is noticed only after 865 s, beyond the 60 s budget; even `maxNumBatchedTokens` 384 "
-    "(the least for 384 sequences) takes 334 s: a shorter `maxModelLen` or a type with more cores "
-    "shortens it; the longest prompt's first token comes within 1415 s "
-    "(`firstByteTimeoutSeconds`, part of the reply timeout); idle, one generated token proves the "
-    "pipeline at most every 60 s (1,440 requests a day, counted by vLLM's metrics as traffic), so "
-    "a pipeline broken while idle is noticed within 90 s",
+    "liveness every 2 s, 3 failures: before it takes traffic the leader measures its own step (3 "
+    "one-token requests of 1024 prompt tokens, the first a warm-up, the slowest of the rest "
+    "kept), and calls a busy engine that emits nothing for that step x 1.01 (the last chunk of a "
+    "2,048-token prompt over the first, modelled) x 1.5 stuck, at least 10 s and at most 235 s: "
+    "the longest step at the slow end of the onednn prefill range (78.2 s) x 3 batch(es) in "
+    "flight, also the engine's step timeout, which vLLM reads once at start; a broken group is "
+    "noticed only after 83 s at the fast half of the range, beyond the 60 s budget; "
+    "`maxNumBatchedTokens` 512 shortens it to 49 s; the longest prompt's first token comes within"
+    " 391 s (`firstByteTimeoutSeconds`, part of the reply timeout); idle, one generated token "
+    "proves the pipeline at most every 60 s (1,440 requests a day, counted by vLLM's metrics as "
+    "traffic), so a pipeline broken while idle is noticed within 90 s",
 ]
 
 

@@ -265,6 +265,15 @@ def test_the_queue_floor_is_on_the_system_nodes_before_the_scaled_object(
     config = named(mocks.records, "kubernetes:core/v1:ConfigMap", "scale-queue-floor")
     assert "vllm:num_requests_waiting 0" in config.inputs["data"]["nginx.conf"]
     named(mocks.records, "kubernetes:networking.k8s.io/v1:NetworkPolicy", "scale-queue-floor")
+    # Two pods and a budget keeping one through a drain (kubernetes v1.35
+    # pkg/registry/core/pod/storage/eviction.go; components.manifests.scaling).
+    assert floor.inputs["spec"]["replicas"] == 2, floor.urn
+    budget = named(mocks.records, "kubernetes:policy/v1:PodDisruptionBudget", "scale-queue-floor")
+    assert budget.inputs["spec"]["minAvailable"] == 1, budget.urn
+    assert budget.inputs["spec"]["unhealthyPodEvictionPolicy"] == "AlwaysAllow", budget.urn
+    chosen = budget.inputs["spec"]["selector"]["matchLabels"]
+    assert chosen == floor.inputs["spec"]["selector"]["matchLabels"], budget.urn
+    assert all(template["metadata"]["labels"].get(k) == v for k, v in chosen.items())
     scaled = one(mocks.records, SCALED_OBJECT)
     assert floor.urn in mocks.monitor.dependencies[scaled.urn], scaled.urn
 

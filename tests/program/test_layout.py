@@ -1,7 +1,8 @@
 """The tree is the architecture: what Pulumi runs imports the planner and the components only;
 among the modules of infra/ and components/ no import runs in a circle (an import inside a
-function counts), none hides inside a function unless listed with its reason, components never
-import infra, and files and functions stay short enough to read (docs/development.md)."""
+function counts), none hides inside a function unless listed with its reason, every import runs
+down the layers (the entry modules stand above them all, imported by nothing), and files and
+functions stay short enough to read (docs/development.md)."""
 
 from __future__ import annotations
 
@@ -411,18 +412,103 @@ def test_the_rehearsal_subpackages_import_only_downward() -> None:
     assert "infra.rehearse.group.ranks" in _imported(root / "measure" / "faults.py")
 
 
-def test_the_planner_never_imports_its_adapters_or_the_doc_tools() -> None:
-    """The planner sits below its adapters and the doc generators: nothing in `infra/plan`
-    imports them, but `python -m infra.plan`'s entry point, which only calls the command."""
-    upward = [
-        f"{e.where} imports {e.target}"
-        for e in EDGES
-        if e.source.startswith("infra.plan.")
-        and e.source != "infra.plan.__main__"
-        and e.target.startswith(("infra.adapters", "infra.doctools"))
-    ]
-    assert upward == []
-    # The check sees the entry point's own arrow, so it would see another.
-    assert any(
-        e.source == "infra.plan.__main__" and e.target.startswith("infra.adapters") for e in EDGES
+# -- the layers -------------------------------------------------------------------------------
+
+#: The packages of infra/ and components/, from the ground up (docs/development.md draws them): a
+#: module imports modules of its own layer or of one below, never one above. The planner takes
+#: the manifests' spec types from the ground (`DrainSpec`, `GatekeeperLimits`, `CronWindow`); the
+#: adapters turn a plan into the program's and the user's words; the tools and the rehearsal
+#: stand on both.
+LAYERS: tuple[frozenset[str], ...] = (
+    frozenset({"components", "infra.venvs", "infra.quantize"}),
+    frozenset({"infra.plan"}),
+    frozenset({"infra.adapters", "infra.doctools", "infra.bootstrap"}),
+    frozenset({"infra.bench"}),
+    frozenset({"infra.rehearse"}),
+)
+#: An entry module (`__main__`, run by `python -m` or by Pulumi) stands above every layer: nothing
+#: imports one (`test_nothing_imports_an_entry_module`), so its imports put nothing under the
+#: package that holds it. These are the entry modules whose imports reach above their own
+#: package's layer, each with why; a drawing of the tree by folders shows each as that package's
+#: one arrow up, and there is no other.
+ENTRY_ARROWS: dict[tuple[str, str], str] = {
+    ("infra.plan.__main__", "infra.adapters.cli"): (
+        "`python -m infra.plan`, the planner's command line: the CLI, its verdict text and its "
+        "--render are adapters"
+    ),
+}
+
+
+def layer_of(module: str) -> int | None:
+    """The layer of `module`'s package; None for the `infra` package itself and its entry."""
+    for index, packages in enumerate(LAYERS):
+        if any(module == p or module.startswith(p + ".") for p in packages):
+            return index
+    return None
+
+
+def is_entry(module: str) -> bool:
+    return module.rsplit(".", 1)[-1] == "__main__"
+
+
+def arrows_up(edges: list[Edge]) -> list[Edge]:
+    """The imports that reach a layer above their own."""
+    up = []
+    for edge in edges:
+        source, target = layer_of(edge.source), layer_of(edge.target)
+        if source is not None and target is not None and target > source:
+            up.append(edge)
+    return up
+
+
+def test_every_module_stands_on_a_layer() -> None:
+    unplaced = sorted(
+        m for m in _sources(REPO) if layer_of(m) is None and m not in ("infra", "infra.__main__")
     )
+    assert not unplaced, f"put these packages on a layer in LAYERS: {unplaced}"
+
+
+def test_imports_run_down_the_layers() -> None:
+    up = arrows_up(EDGES)
+    wrong = [f"{e.where} imports {e.target}" for e in up if not is_entry(e.source)]
+    assert not wrong, "imports that run back up the layers: " + "; ".join(wrong)
+    entries = {(e.source, e.target) for e in up if is_entry(e.source)}
+    unlisted = sorted(entries - set(ENTRY_ARROWS))
+    assert not unlisted, f"entry modules reaching above their package, list why: {unlisted}"
+    stale = sorted(set(ENTRY_ARROWS) - entries)
+    assert not stale, f"no longer imported, remove from ENTRY_ARROWS: {stale}"
+
+
+def test_nothing_imports_an_entry_module() -> None:
+    importers = [f"{e.where} imports {e.target}" for e in EDGES if is_entry(e.target)]
+    assert not importers, "an entry module is imported by nothing: " + "; ".join(importers)
+    # The graph holds the entry modules: the program's and the planner's command's.
+    assert {"infra.__main__", "infra.plan.__main__"} <= {e.source for e in EDGES}
+
+
+def test_the_layer_check_sees_an_arrow_up_and_an_entry_s(tmp_path: Path) -> None:
+    """The planner importing an adapter is an arrow up; its `__main__` doing so is an entry's
+    arrow; a manifest importing the planner is one too, and an adapter importing the planner
+    runs down."""
+    files = {
+        "infra/__init__.py": "",
+        "infra/plan/__init__.py": "",
+        "infra/plan/sizing.py": "from infra.adapters import wiring\n",
+        "infra/plan/__main__.py": "from infra.adapters.cli import main\n",
+        "infra/adapters/__init__.py": "",
+        "infra/adapters/wiring.py": "from infra.plan import sizing\n",
+        "infra/adapters/cli.py": "def main():\n    pass\n",
+        "components/__init__.py": "",
+        "components/drain.py": "def f():\n    from infra.plan import sizing\n",
+    }
+    for name, text in files.items():
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(text, encoding="utf-8")
+    found = sorted(
+        (e.source, e.target, is_entry(e.source)) for e in arrows_up(import_edges(tmp_path))
+    )
+    assert found == [
+        ("components.drain", "infra.plan.sizing", False),
+        ("infra.plan.__main__", "infra.adapters.cli", True),
+        ("infra.plan.sizing", "infra.adapters.wiring", False),
+    ]

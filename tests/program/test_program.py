@@ -352,7 +352,7 @@ def test_the_gatekeeper_serves_the_chat_page_from_its_config_map(
     expected = wiring.server_spec(load_stack("dev"), plan(load_stack("dev"), "dev"))
     config = named(mocks.records, "kubernetes:core/v1:ConfigMap", "model-gatekeeper")
     data = config.inputs["data"]
-    page = chat.ChatPage(expected.model, expected.max_reply_tokens, expected.max_model_len)
+    page = chat.ChatPage(expected.model, expected.limits.max_reply_tokens, expected.max_model_len)
     assert data == {
         "nginx.conf": data["nginx.conf"],
         "gatekeeper.js": data["gatekeeper.js"],

@@ -21,6 +21,9 @@ from infra.quantize.scheme import (
         "model.audio_tower.layers.3.feed_forward1.ffw_layer_1",
         "model.embed_vision.embedding_projection",
         "model.embed_audio.embedding_projection",
+        # A MoE layer's router: vLLM builds it unquantized.
+        "model.layers.3.router.proj",
+        "model.language_model.layers.29.router.proj",
     ],
 )
 def test_head_and_towers_stay_bf16(name: str) -> None:
@@ -34,6 +37,9 @@ def test_head_and_towers_stay_bf16(name: str) -> None:
         "model.language_model.layers.47.mlp.down_proj",
         "model.layers.5.self_attn.o_proj",
         "lm_head_extra",
+        # The MoE experts, one Linear per expert and projection once llm-compressor unfuses them.
+        "model.layers.0.experts.5.gate_proj",
+        "model.layers.0.experts.127.down_proj",
     ],
 )
 def test_decoder_linears_are_quantized(name: str) -> None:

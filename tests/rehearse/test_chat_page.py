@@ -16,9 +16,10 @@ from components.manifests.gatekeeper import GatekeeperLimits
 from infra.rehearse.front_door import chat_page, gatekeeper_run
 from infra.rehearse.group.ranks import free_port
 from infra.rehearse.group.workspace import RehearsalError
+from tests import builders
 from tests.fakes.openai_stub import StubConfig, StubServer
 
-LIMITS = GatekeeperLimits(
+LIMITS = builders.gatekeeper_limits(
     max_request_bytes=64 * 1024,
     client_requests_per_minute=600,
     client_burst=10,
@@ -108,7 +109,7 @@ def test_the_page_warns_before_the_context_fills_and_reads_the_front_doors_refus
 ) -> None:
     small = chat.ChatPage(model="m", max_reply_tokens=100, max_model_len=200)
     # One request a minute and a burst of one: the third request in a row meets the limit.
-    strict = GatekeeperLimits(
+    strict = builders.gatekeeper_limits(
         max_request_bytes=512,
         client_requests_per_minute=1,
         client_burst=1,

@@ -7,10 +7,10 @@ from dataclasses import replace
 
 from infra.rehearse.changes import drain_step
 from infra.rehearse.changes.balancer import Target
-from infra.rehearse.changes.drain_step import REHEARSAL_DRAIN, Stopped, Stream
+from infra.rehearse.changes.drain_step import READY_PERIOD_S, REHEARSAL_DRAIN, Stopped, Stream
 
 T0 = 100.0
-QUIT = T0 + REHEARSAL_DRAIN.accept_s + REHEARSAL_DRAIN.ready_period_s
+QUIT = T0 + REHEARSAL_DRAIN.accept_s + READY_PERIOD_S
 GOOD = Stream(
     status=200,
     first_at=T0 - 0.5,

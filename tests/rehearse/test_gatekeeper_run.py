@@ -17,13 +17,13 @@ from typing import ClassVar
 import pytest
 
 from components.manifests import gatekeeper_conf
-from components.manifests.gatekeeper import GatekeeperLimits
 from infra.rehearse.front_door import door_checks, door_errors, gatekeeper_run
 from infra.rehearse.group.ranks import free_port
 from infra.rehearse.group.workspace import RehearsalError
+from tests import builders
 from tests.fakes.openai_stub import StubConfig, StubServer
 
-LIMITS = GatekeeperLimits(
+LIMITS = builders.gatekeeper_limits(
     max_request_bytes=4096,
     client_requests_per_minute=600,
     client_burst=2,
@@ -92,7 +92,7 @@ def test_a_broken_or_silent_group_gets_an_openai_error_not_an_open_socket(tmp_pa
         upstream = listener.getsockname()[1]
         with gatekeeper_run.running_gate(
             gatekeeper_run.find_nginx(),
-            GatekeeperLimits(**silent),
+            builders.gatekeeper_limits(**silent),
             key,
             free_port(),
             upstream,

@@ -96,9 +96,10 @@ def test_the_figures_follow_from_what_was_measured() -> None:
 
 
 def test_the_rows_hold_the_efficiency_against_the_catalogues_slow_end() -> None:
-    slow = catalog.PREFILL_EFFICIENCY[0]
+    # Measured on oneDNN (the default `path`): judged against that path's slow end.
+    slow = catalog.PREFILL_EFFICIENCY["onednn"][0]
     peak = Peak(100.0, 2500.0, 40, "test")
-    at = _measured(peak=peak, flop=slow * 100e9 * 80.0)
+    at = _measured(peak=peak, flop=1.001 * slow * 100e9 * 80.0)
     rows = {c.name: c for c in prefill_probe.probe_checks(at)}
     assert rows["prefill: measured vs modelled"].ok is True
     below = _measured(peak=peak, flop=0.9 * slow * 100e9 * 80.0)
@@ -116,12 +117,28 @@ def test_the_rows_hold_the_efficiency_against_the_catalogues_slow_end() -> None:
 def test_the_modelled_step_sits_beside_the_measured_one() -> None:
     # 1.6 TFLOP on 2 cores of an 80 GFLOP/s peak: 10 s at 100%, so 10 s / efficiency.
     m = _measured()
-    slow, fast = catalog.PREFILL_EFFICIENCY
+    slow, fast = catalog.PREFILL_EFFICIENCY["onednn"]
     assert prefill_probe.modelled_step_s(m, 1.0) == pytest.approx(10.0)
     assert prefill_probe.modelled_step_s(m, slow) == pytest.approx(10.0 / slow)
     row = {c.name: c for c in prefill_probe.probe_checks(m)}["prefill tokens/s per layer"]
     assert f"modelled {10 / fast:.0f}-{10 / slow:.0f} s" in row.expected
     assert row.observed.startswith("40.0 s, 77 tok/s/layer")
+
+
+def test_a_fallback_measurement_is_judged_against_the_fallbacks_slow_end() -> None:
+    peak = Peak(100.0, 2500.0, 40, "test")
+    fallback = prefill_probe.FALLBACK_PATH
+    onednn_slow = catalog.PREFILL_EFFICIENCY["onednn"][0]
+    fallback_slow = catalog.PREFILL_EFFICIENCY["fallback"][0]
+    between = (onednn_slow + fallback_slow) / 2 * 100e9 * 80.0
+    on_fallback = _measured(peak=peak, flop=between, path=fallback)
+    on_onednn = _measured(peak=peak, flop=between)
+    assert {c.name: c for c in prefill_probe.probe_checks(on_fallback)}[
+        "prefill: measured vs modelled"
+    ].ok
+    assert not {c.name: c for c in prefill_probe.probe_checks(on_onednn)}[
+        "prefill: measured vs modelled"
+    ].ok
 
 
 def test_the_step_flop_counts_layers_not_embeddings() -> None:

@@ -9,11 +9,18 @@ from pathlib import Path
 import pytest
 
 from components.manifests.gatekeeper import nginx_conf
-from components.manifests.gatekeeper_conf import PASSED_HEADERS, GatekeeperLimits
+from components.manifests.gatekeeper_conf import PASSED_HEADERS
 from infra.rehearse.front_door import vllm_headers
 from infra.rehearse.front_door.vllm_headers import HeaderUse, scan, vendored
+from tests import builders
 
-LIMITS = GatekeeperLimits(65536, 60, 2, 1, 120)
+LIMITS = builders.gatekeeper_limits(
+    max_request_bytes=65536,
+    client_requests_per_minute=60,
+    client_burst=2,
+    client_concurrent_requests=1,
+    reply_timeout_seconds=120,
+)
 
 
 def test_every_header_vllm_acts_on_is_dropped_unless_reviewed_as_passed() -> None:

@@ -10,7 +10,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from infra.adapters.wiring import gatekeeper_limits
 from infra.plan.sizing import Plan
 from infra.rehearse.changes import drain_step, rotation_step
 from infra.rehearse.checks import Check
@@ -49,7 +48,7 @@ def change_rows(
         return _not_reached(
             (*rotation_step.NOT_REACHED, *drain_step.NOT_REACHED), "group A not serving"
         )
-    limits = gatekeeper_limits(tiny_plan)
+    limits = tiny_plan.front_door
     model = tiny_plan.model
     work = second.log_dir / "changes"
     b_port = second.ports[0]

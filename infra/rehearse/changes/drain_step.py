@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import http.client
 import json
+import math
 import os
 import signal
 import subprocess
@@ -36,13 +37,25 @@ CHECK_EVERY_S = 0.25
 CHECK_FAILURES = 2
 #: The plan's drain on that clock: the gatekeeper accepts for the balancer's detection window
 #: (2 x 0.25 s + one check in flight, 0.75 s, rounded up to whole seconds) and then quits; the
-#: engine waits for 2 s of no request. No readiness period: in a pod it lets the kubelet take
-#: the pod out of the Service before nginx stops listening, and there is no kubelet here (the
-#: balancer's check stands for both). So nginx quits 1 s after the stop, inside the tiny plan's
-#: 40-token stream (~3 s and more on this machine).
+#: engine waits for 2 s of no request. The balancer's check, in the spec's whole seconds, is
+#: rounded up the same way, and the NLB's two windows follow the plan's rule (`plan_drain`:
+#: the accept window, and it plus a reply); no NLB reads them here.
 REHEARSAL_DRAIN = drain.DrainSpec(
-    accept_s=1, reply_s=120, settle_s=2, grace_s=140, ready_period_s=0
+    health_check_interval_s=math.ceil(CHECK_EVERY_S),
+    health_check_timeout_s=math.ceil(CHECK_EVERY_S),
+    health_check_threshold=CHECK_FAILURES,
+    accept_s=1,
+    reply_s=120,
+    settle_s=2,
+    deregistration_delay_s=1,
+    unhealthy_draining_s=1 + 120,
+    grace_s=140,
 )
+#: No readiness period: in a pod it lets the kubelet take the pod out of the Service before
+#: nginx stops listening, and there is no kubelet here (the balancer's check stands for both).
+#: So nginx quits 1 s after the stop, inside the tiny plan's 40-token stream (~3 s and more on
+#: this machine).
+READY_PERIOD_S = 0
 #: New requests arrive this often while A drains.
 NEW_REQUEST_EVERY_S = 0.4
 NOT_REACHED = (
@@ -184,7 +197,7 @@ def stop_group_a(a: GroupA, began: float) -> tuple[list[threading.Thread], Stopp
     hooks = [
         (
             "gatekeeper",
-            drain.gatekeeper_pre_stop(spec, str(a.gate_run_dir)),
+            drain.gatekeeper_pre_stop(spec, str(a.gate_run_dir), READY_PERIOD_S),
             [a.gate_pgid],
         ),
         ("vllm leader", [sys.executable, *leader[1:]], [a.leader_pgid]),
@@ -256,7 +269,7 @@ def _rows(
 
     quit_at = stopped.at.get("gatekeeper")
     # Still streaming when the gatekeeper's preStop sent nginx its graceful quit.
-    quit_sent = t0 + REHEARSAL_DRAIN.accept_s + REHEARSAL_DRAIN.ready_period_s
+    quit_sent = t0 + REHEARSAL_DRAIN.accept_s + READY_PERIOD_S
     in_flight = stream.done_at is not None and stream.done_at > quit_sent
     stream_ok = (
         stream.status == 200

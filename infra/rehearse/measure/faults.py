@@ -52,7 +52,6 @@ from typing import Any
 from components.manifests import ServerSpec, engine_timeout_env, probe_command
 from components.manifests.gatekeeper import GatekeeperLimits
 from components.manifests.probes import engine_logging_config, leader_startup_probe
-from infra.adapters.wiring import gatekeeper_limits
 from infra.plan.sizing import Plan
 from infra.plan.stackfile import REPO
 from infra.rehearse.checks import Check
@@ -518,8 +517,8 @@ def break_group(rehearsal: Rehearsal, group: Group, fault: str) -> tuple[FaultRo
     stream_body = {
         "model": model,
         "prompt": PROMPT,
-        "max_tokens": rehearsal.spec.max_reply_tokens,
-        "min_tokens": rehearsal.spec.max_reply_tokens,
+        "max_tokens": rehearsal.spec.limits.max_reply_tokens,
+        "min_tokens": rehearsal.spec.limits.max_reply_tokens,
         "ignore_eos": True,
         "stream": True,
     }
@@ -707,7 +706,7 @@ def cpu_slowed(rehearsal: Rehearsal, group: Group) -> SlowedRun:
         run.problem = why
         return run
     probes, spec = rehearsal.spec.probes, rehearsal.spec
-    reply = spec.max_reply_tokens
+    reply = spec.limits.max_reply_tokens
     run.prompt_tokens = rehearsal.tiny_plan.max_model_len - reply
     try:
         quota.create(len(group.ranks.processes))
@@ -875,7 +874,7 @@ def run_faults(
         progress,
         timeout_s,
         gatekeeper_run.find_nginx(),
-        gatekeeper_limits(tiny_plan),
+        tiny_plan.front_door,
     )
     live = tiny_plan.liveness
     progress(
@@ -917,7 +916,9 @@ def run_faults(
     else:
         # The long prompt's group was the last one started: compare with its own measurement.
         last = rehearsal.measures[-1] if rehearsal.measures else first
-        checks += own_step.slowed_checks(last, slowed, probes, rehearsal.spec.max_reply_tokens)
+        checks += own_step.slowed_checks(
+            last, slowed, probes, rehearsal.spec.limits.max_reply_tokens
+        )
     checks.append(
         Check("processes stopped", "no process group left", str(leftovers or "none"), not leftovers)
     )

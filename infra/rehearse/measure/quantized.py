@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from components.manifests import engine_timeout_env
-from infra.adapters.wiring import gatekeeper_limits, server_spec
+from infra.adapters.wiring import server_spec
 from infra.plan.loading import load_config
 from infra.plan.sizing import plan
 from infra.plan.stackfile import REPO
@@ -164,7 +164,7 @@ def _group_rows(served: Served, scheme: str, progress: Callable[[str], None]) ->
         leader_log = group.processes[0].log_text()
         rows.append(kernel_check(scheme, leader_log))
         rows += [replace(c, name=f"{scheme}: {c.name}") for c in kv_checks(tiny_plan, leader_log)]
-        limits = gatekeeper_limits(tiny_plan)
+        limits = tiny_plan.front_door
         with gatekeeper_run.running_gate(
             served.nginx, limits, api_key, free_port(), ports[0], log_dir / "gatekeeper", progress
         ) as door:

@@ -54,7 +54,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from infra.adapters.wiring import gatekeeper_limits, server_spec
+from infra.adapters.wiring import server_spec
 from infra.plan import liveness, prefill
 from infra.plan.loading import load_config
 from infra.plan.sizing import Plan, plan
@@ -199,7 +199,7 @@ def _run_once(
         group.wait_ready(f"http://127.0.0.1:{ports[0]}/health", start_s, progress)
         with gatekeeper_run.running_gate(
             gatekeeper_run.find_nginx(),
-            gatekeeper_limits(tiny_plan),
+            tiny_plan.front_door,
             key,
             front,
             ports[0],

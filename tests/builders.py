@@ -1,0 +1,160 @@
+"""Small builders of the manifests' spec types, for tests that exercise a builder without the
+planner. Every field has an explicit, small value here (none is a stack's); a test names the
+fields it is about as keyword overrides, so what it asserts reads beside what it sets.
+
+Tests that check the planner and the manifests agree build their spec from a plan instead; they
+are integration tests, and say so.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+from components.manifests.asleep import Asleep
+from components.manifests.drain import DrainSpec
+from components.manifests.gatekeeper_conf import GatekeeperLimits
+from components.manifests.quantize import QuantizeSpec
+from components.manifests.scaling import CronWindow, ScalerSpec
+from components.manifests.spec import DoorSpec, ServerSpec
+
+
+def drain_spec(**overrides: Any) -> DrainSpec:
+    """A drain with the plan's shape (accept while the NLB notices, a reply, an idle check)."""
+    values: dict[str, Any] = {
+        "health_check_interval_s": 10,
+        "health_check_timeout_s": 10,
+        "health_check_threshold": 2,
+        "accept_s": 35,
+        "reply_s": 600,
+        "settle_s": 5,
+        "deregistration_delay_s": 35,
+        "unhealthy_draining_s": 635,
+        "grace_s": 655,
+    }
+    return DrainSpec(**{**values, **overrides})
+
+
+def gatekeeper_limits(**overrides: Any) -> GatekeeperLimits:
+    """A gatekeeper with one worker of 1,024 connections, one request in flight per client, no
+    token tiers, no grammar input and no log-probabilities."""
+    values: dict[str, Any] = {
+        "tls": False,
+        "listener_port": 80,
+        "max_request_bytes": 4096,
+        "client_requests_per_minute": 600,
+        "client_burst": 2,
+        "client_concurrent_requests": 1,
+        "client_connections": 8,
+        "connection_capacity": 0,
+        "worker_connections": 1024,
+        "probe_connections": 32,
+        "max_sequences": 1,
+        "max_logprobs": 0,
+        "max_schema_bytes": 0,
+        "schema_concurrency": 1,
+        "max_reply_bytes": 1 << 20,
+        "max_reply_tokens": 0,
+        "reply_timeout_seconds": 30,
+        "header_timeout_seconds": 10,
+        "reasons": (),
+        "chat_page": False,
+        "client_tokens": 0,
+        "client_tokens_bound": 0,
+        "token_tiers": (),
+        "max_model_len": 0,
+        "served_model": "model",
+    }
+    return GatekeeperLimits(**{**values, **overrides})
+
+
+def cron_window(**overrides: Any) -> CronWindow:
+    """Weekdays 08:00-19:00 in Berlin, one group inside."""
+    values: dict[str, Any] = {
+        "time_zone": "Europe/Berlin",
+        "start": "0 8 * * 1,2,3,4,5",
+        "end": "0 19 * * 1,2,3,4,5",
+        "groups_inside": 1,
+    }
+    return CronWindow(**{**values, **overrides})
+
+
+def scaler_spec(**overrides: Any) -> ScalerSpec:
+    """Zero to three groups on the queue alone (a `schedule` override adds a window), polled
+    every 30 s."""
+    values: dict[str, Any] = {
+        "min_groups": 0,
+        "max_groups": 3,
+        "queue_per_group": 4,
+        "polling_s": 30,
+        "metrics_timeout_s": 10,
+        "cooldown_s": 600,
+        "up_window_s": 30,
+        "down_window_s": 600,
+        "schedule": None,
+    }
+    return ScalerSpec(**{**values, **overrides})
+
+
+def quantize_spec(**overrides: Any) -> QuantizeSpec:
+    """An int8 Job for two ranks' volumes, shipping only an empty requirements file."""
+    values: dict[str, Any] = {
+        "scheme": "int8",
+        "source_repo": "google/gemma-4-12B-it",
+        "source_revision": "0123456789abcdef0123456789abcdef01234567",
+        "claims": ("models-gemma-vllm-0", "models-gemma-vllm-0-1"),
+        "files": {"requirements-quantize.txt": ""},
+        "memory_gib": 26.5,
+        "cpu": 6,
+        "deadline_seconds": 3600,
+        "scratch_gib": 60,
+    }
+    return QuantizeSpec(**{**values, **overrides})
+
+
+#: A model server of three stages and two groups, its gatekeeper in each leader pod.
+SERVER = ServerSpec(
+    name="gemma",
+    namespace="serving",
+    image="vllm/vllm-openai-cpu:v0.31.0-arm64",
+    model="google/gemma-4-12B-it",
+    stages=3,
+    replicas=2,
+    pod_memory_gib=26.5,
+    pod_cpu=6,
+    shm_gib=2,
+    kv_cache_bytes=4_529_848_320,
+    max_model_len=8192,
+    max_num_batched_tokens=4096,
+    weight_prefetch=True,
+    model_volume_gib=27,
+    persistent_models=False,
+    storage_class=None,
+    startup_timeout_seconds=1800,
+    node_selector={"gemma-graviton.dev/pool": "model"},
+    allowed_cidrs=("203.0.113.0/24",),
+    limits=gatekeeper_limits(max_reply_tokens=1024),
+    gatekeeper_millicpu=30,
+    gatekeeper_memory_mib=64,
+    drain=drain_spec(),
+)
+
+
+def server_spec(**overrides: Any) -> ServerSpec:
+    """`SERVER` with `overrides`."""
+    return replace(SERVER, **overrides)
+
+
+def door_spec(**overrides: Any) -> DoorSpec:
+    """An elastic stack's door for three groups, on the system nodes."""
+    values: dict[str, Any] = {
+        "asleep": Asleep(wake_seconds=370, signal_seconds=60),
+        "max_groups": 3,
+        "node_selector": {"gemma-graviton.dev/pool": "system"},
+    }
+    return DoorSpec(**{**values, **overrides})
+
+
+def elastic_server_spec(**overrides: Any) -> ServerSpec:
+    """`SERVER` behind a door, its group count KEDA's (an elastic stack)."""
+    return server_spec(autoscaled=True, door=door_spec(), **overrides)
