@@ -140,9 +140,29 @@ def test_the_step_table_has_a_row_per_group_and_the_cpu_row() -> None:
     assert "2008-token prompt: complete (200), 40 tokens in 12.0 s" in table[2]
     assert "liveness 8 runs, 0 failed" in table[2]
     assert "throttled rank 0: 40 periods, 3.2 s" in table[2]
+    tried = _slowed(tried=["25% of one core: 0.30 s, stall 1 s"])
+    row = own_step.render_step_table([], tried, PROBES).splitlines()[1]
+    assert row.endswith("; tried first 25% of one core: 0.30 s, stall 1 s")
 
 
-def test_the_quota_is_named_as_a_share_of_one_core() -> None:
-    assert own_step.CpuQuota(Path("/x"), "g").share == "12.5% of one core"
-    assert own_step.CpuQuota(Path("/x"), "g", quota_us=25_000).share == "25% of one core"
-    assert own_step.CpuQuota(Path("/x"), "g").group(1) == Path("/x/g/rank1")
+def test_the_quota_is_named_as_a_share_of_one_core_and_tightened_on_every_rank(
+    tmp_path: Path,
+) -> None:
+    quota = own_step.CpuQuota(tmp_path, "g")
+    assert quota.share == "25% of one core"
+    quota.create(2)
+    for rank in (0, 1):
+        assert (quota.group(rank) / "cpu.cfs_period_us").read_text() == "100000"
+        assert (quota.group(rank) / "cpu.cfs_quota_us").read_text() == "25000"
+    quota.set(12_500)
+    assert quota.share == "12.5% of one core"
+    assert {(quota.group(r) / "cpu.cfs_quota_us").read_text() for r in (0, 1)} == {"12500"}
+    # Each quota tried is tighter than the one before.
+    assert list(own_step.CPU_QUOTAS_US) == sorted(own_step.CPU_QUOTAS_US, reverse=True)
+    assert own_step.tried_text("25% of one core", _measure(0.3, 1)) == (
+        "25% of one core: 0.30 s, stall 1 s"
+    )
+    refused = StepMeasure(False, "FAIL: this node's step is 1.9 s")
+    assert own_step.tried_text("12.5% of one core", refused) == (
+        "12.5% of one core: FAIL: this node's step is 1.9 s"
+    )

@@ -700,7 +700,7 @@ def cpu_slowed(rehearsal: Rehearsal, group: Group) -> SlowedRun:
     the whole context goes through the gatekeeper while both ranks' liveness runs every period
     (`own_step`). Every process goes back where it was, and the groups are removed."""
     quota = CpuQuota(own_step.CPU_ROOT, f"gemma-rehearsal-{os.getpid()}")
-    run = SlowedRun(f"cgroup cpu quota, {quota.share} per rank")
+    run = SlowedRun("cgroup cpu quota")
     why = own_step.cpu_unavailable(quota.root)
     if why is not None:
         run.problem = why
@@ -708,18 +708,25 @@ def cpu_slowed(rehearsal: Rehearsal, group: Group) -> SlowedRun:
     probes, spec = rehearsal.spec.probes, rehearsal.spec
     reply = spec.limits.max_reply_tokens
     run.prompt_tokens = rehearsal.tiny_plan.max_model_len - reply
+    before = group.measured.stall_s if group.measured and group.measured.measured else 0
     try:
         quota.create(len(group.ranks.processes))
         for process in group.ranks.processes:
             quota.join(process.rank, group_members(process.pgid))
         cgroups = [quota.group(p.rank) for p in group.ranks.processes]
-        rehearsal.progress(
-            f"cpu: {len(quota.moved)} rank processes held to {quota.share} each "
-            f"({quota.quota_us} us per {quota.period_us} us); measuring again"
-        )
         group.state_file = group.log_dir / "liveness-slowed.json"
-        run.measure = rehearsal.measure_step(group, group.state_file, cgroups[0])
-        rehearsal.progress(f"cpu: {run.measure.announced or run.measure.text}")
+        for quota_us in own_step.CPU_QUOTAS_US:
+            quota.set(quota_us)
+            run.measure = rehearsal.measure_step(group, group.state_file, cgroups[0])
+            rehearsal.progress(
+                f"cpu: {len(quota.moved)} rank processes held to {quota.share} each "
+                f"({quota.quota_us} us per {quota.period_us} us): "
+                + (run.measure.announced or run.measure.text)
+            )
+            if not run.measure.measured or (run.measure.stall_s or 0) > before:
+                break
+            run.tried.append(own_step.tried_text(quota.share, run.measure))
+        run.how = f"cgroup cpu quota, {quota.share} per rank"
         rehearsal.start_probes(group, cgroups)
         body = {
             "model": rehearsal.tiny_plan.model,

@@ -9,12 +9,15 @@ lowered to `REHEARSAL_FLOOR_S`: its steps are milliseconds, and the plan's `MIN_
 would hide any change in them.
 
 The CPU row puts each rank's processes into a cgroup v1 cpu group of its own (as each rank is a
-pod with its own CPU limit), held to `CPU_QUOTA_US` per `CPU_PERIOD_US` (CFS bandwidth control,
-Linux `Documentation/scheduler/sched-bwc.rst`: a group may run `cpu.cfs_quota_us` in every
-`cpu.cfs_period_us`), measures again into a fresh state file, and sends one prompt of nearly the
-whole context through the gatekeeper while both ranks' liveness probes run every period, the
-probes in their rank's group too (an exec probe runs inside its container). Then every process
-goes back to the group it came from and the groups are removed.
+pod with its own CPU limit), held to a quota per `CPU_PERIOD_US` (CFS bandwidth control, Linux
+`Documentation/scheduler/sched-bwc.rst`: a group may run `cpu.cfs_quota_us` in every
+`cpu.cfs_period_us`), and measures again into a fresh state file, the probe in the leader's group
+(an exec probe runs inside its container). The quotas of `CPU_QUOTAS_US` are tried in turn, each
+tighter, until the stall bound grows: a node slowed too far is refused by the startup probe (its
+step x growth x margin x batches in flight beyond the engine's step timeout), and how far a quota
+slows the ranks depends on what else the machine runs. Then one prompt of nearly the whole
+context goes through the gatekeeper while both ranks' liveness probes run every period in their
+rank's group. Then every process goes back to the group it came from and the groups are removed.
 
 Pure pieces here (the state file read, the bounds, the commands, the checks); the processes are
 `faults`'.
@@ -38,7 +41,8 @@ REHEARSAL_FLOOR_S = 1
 #: The cgroup v1 cpu controller, and each rank's share of one core in the CPU row.
 CPU_ROOT = Path("/sys/fs/cgroup/cpu")
 CPU_PERIOD_US = 100_000
-CPU_QUOTA_US = 12_500
+#: The quotas tried, each tighter (25%, 20%, 16% and 12.5% of one core).
+CPU_QUOTAS_US = (25_000, 20_000, 16_000, 12_500)
 #: Name of the lines vLLM itself writes to its stdout under the pod's logging config (its
 #: default format, `engine_logging_config`): "(APIServer pid=15674) INFO 11-29 15:10:08 [...]".
 VLLM_STDOUT_MARK = "(APIServer pid="
@@ -147,7 +151,7 @@ class CpuQuota:
 
     root: Path
     name: str
-    quota_us: int = CPU_QUOTA_US
+    quota_us: int = CPU_QUOTAS_US[0]
     period_us: int = CPU_PERIOD_US
     #: Each moved pid and the group path it came from.
     moved: dict[int, str] = field(default_factory=dict)
@@ -170,6 +174,12 @@ class CpuQuota:
             # The period first: a quota is checked against the period in force.
             (path / "cpu.cfs_period_us").write_text(str(self.period_us))
             (path / "cpu.cfs_quota_us").write_text(str(self.quota_us))
+
+    def set(self, quota_us: int) -> None:
+        """Every rank's group to a new quota (the period stays)."""
+        self.quota_us = quota_us
+        for path in self.groups[1:]:
+            (path / "cpu.cfs_quota_us").write_text(str(quota_us))
 
     def join(self, rank: int, pids: Iterable[int]) -> None:
         """Move processes (each with all its threads: v1 `cgroup.procs`) into a rank's group."""
@@ -232,6 +242,8 @@ class SlowedRun:
     probe_runs: int = 0
     probe_failures: list[str] = field(default_factory=list)
     throttled: list[tuple[int, float]] = field(default_factory=list)
+    #: Each quota tried before the one kept: its share and what was measured under it.
+    tried: list[str] = field(default_factory=list)
     #: Why the row could not run (no writable cgroup), or what went wrong around it.
     problem: str = ""
 
@@ -243,6 +255,13 @@ def _measure_text(measure: StepMeasure | None) -> tuple[str, str, str]:
         return "not measured", "-", measure.text
     runs = ", ".join(f"{t:.3f}" for t in measure.runs_s)
     return f"{measure.step_s:.3f} s", f"{runs} s", f"{measure.stall_s} s"
+
+
+def tried_text(share: str, measure: StepMeasure) -> str:
+    """One quota tried: "25% of one core: 0.30 s, stall 1 s"."""
+    if not measure.measured:
+        return f"{share}: {measure.text}"
+    return f"{share}: {measure.step_s:.2f} s, stall {measure.stall_s} s"
 
 
 def render_step_table(
@@ -273,6 +292,7 @@ def render_step_table(
                 )
                 + f"; liveness {slowed.probe_runs} runs, {len(slowed.probe_failures)} failed"
                 + (f"; throttled {waited}" if waited else "")
+                + (f"; tried first {', '.join(slowed.tried)}" if slowed.tried else "")
                 + (f"; {slowed.problem}" if slowed.problem else "")
             )
         lines.append((f"CPU slowed ({slowed.how})", step, runs, stall, note))
