@@ -153,10 +153,14 @@ if opts.get("phase") == "startup":
                    "oneDNN supports this CPU, or set prefillPath=fallback")
     if "step_s" not in seen:
         tokens, runs = int(opts["calibrate-tokens"]), int(opts["runs"])
-        span = max(1, int(opts["vocab"]) - 1000)
+        # Ids above the first ones (special tokens) and below the vocabulary, which vLLM
+        # refuses ids beyond ("Token id ... is out of vocabulary").
+        vocab = int(opts["vocab"])
+        low = min(1000, vocab // 4)
+        span = max(1, vocab - low)
         times = []
         for run in range(runs):
-            prompt = [1000 + (run * tokens + i * 7919) % span for i in range(tokens)]
+            prompt = [low + (run * tokens + i * 7919) % span for i in range(tokens)]
             body = {"model": opts["model"], "prompt": prompt, "max_tokens": 1,
                     "temperature": 0}
             began = time.monotonic()

@@ -186,11 +186,16 @@ def stall_seconds(step_s: float, in_flight: int) -> int:
 
 
 def measured_stall_seconds(
-    step_s: float, growth: float, ceiling_s: int, margin: float = STEP_MARGIN
+    step_s: float,
+    growth: float,
+    ceiling_s: int,
+    margin: float = STEP_MARGIN,
+    floor_s: int = MIN_STALL_S,
 ) -> int:
     """The stall bound a leader takes from its measured step (the probe's own arithmetic, kept
-    equal by a test): step x growth x margin, within [`MIN_STALL_S`, `ceiling_s`]."""
-    return min(ceiling_s, max(MIN_STALL_S, math.ceil(step_s * growth * margin)))
+    equal by a test): step x growth x margin, within [`floor_s`, `ceiling_s`]. Plans use
+    `MIN_STALL_S`; only the rehearsal's tiny model, whose steps are milliseconds, takes less."""
+    return min(ceiling_s, max(floor_s, math.ceil(step_s * growth * margin)))
 
 
 def probe_period(stall_s: int) -> int:

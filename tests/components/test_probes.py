@@ -233,6 +233,17 @@ def test_the_leader_measures_its_step_and_takes_its_stall_bound_from_it(tmp_path
         assert len(leader.completions) == 3
 
 
+def test_a_small_vocabulary_gets_token_ids_inside_it(tmp_path: Path) -> None:
+    # The rehearsal's tiny model has 512 tokens: vLLM 0.31 refuses an id beyond them with 400
+    # ("Token id 1000 is out of vocabulary", `v1/engine/input_processor.py`).
+    small = dataclasses.replace(MEASURED, vocab_size=512)
+    with fake_leader() as (port, leader):
+        assert _run(_startup(port, tmp_path, small))[0] == 0
+        prompts = [c["prompt"] for c in leader.completions]
+    assert all(128 <= t < 512 for p in prompts for t in p)
+    assert len({p[0] for p in prompts}) == 3
+
+
 def test_a_slower_node_measures_a_longer_step_and_a_longer_stall_bound(tmp_path: Path) -> None:
     bounds = {}
     for seconds in (0.05, 1.5):

@@ -92,6 +92,27 @@ def test_a_fault_passes_only_if_noticed_bounded_recovered_and_clean() -> None:
     assert not _row(clients=[late]).ok
 
 
+def test_a_fault_is_held_to_its_measured_bound_and_a_frozen_rank_to_its_liveness() -> None:
+    bounded = _row(detect_bound_s=24, detect_bound_text="24 s (stall 1 + 3 x 5 + 8)")
+    assert bounded.ok
+    assert not _row(detect_bound_s=20).ok  # detected at 21 s
+    # A frozen rank: an exit here (the engine's step bound) does not count, the probe must.
+    frozen = _row(
+        detect_bound_s=24,
+        detect_bound_text="24 s (stall 1 + 3 x 5 + 8)",
+        liveness_must_catch=True,
+        detected_s=10.6,
+        detected_by="rank exit",
+        liveness_s=14.9,
+    )
+    assert frozen.ok
+    assert not _row(detect_bound_s=24, liveness_must_catch=True, liveness_s=30.0).ok
+    assert not _row(detect_bound_s=24, liveness_must_catch=True, liveness_s=None).ok
+    (check,) = faults.fault_checks([frozen], None)
+    assert check.expected == "< 60 s, liveness within 24 s (stall 1 + 3 x 5 + 8)"
+    assert check.observed == "10.6 s (rank exit); liveness 14.9 s"
+
+
 def test_the_flood_fails_on_a_probe_failure_or_an_unplanned_5xx() -> None:
     fine = [ClientResult("f", "complete", 200, 1.0), ClientResult("g", "HTTP 429", 429, 0.1)]
     flood = FloodResult(32, 30, {"200": 1, "429": 1}, 6, 6, 0.2, [], fine, 30)

@@ -6,11 +6,14 @@ client going through it), and this module plays the kubelet and the LeaderWorker
 the pods' own liveness commands (`manifests.probe_command`, the same program with the tiny plan's
 bounds, only the port differs) run every period on both ranks, and when a liveness probe
 reaches its failure threshold or a rank exits, the whole group is stopped and started again
-(`RecreateGroupOnPodRestart`).
+(`RecreateGroupOnPodRestart`). Every group's leader first runs its startup phase once, as the
+kubelet's startup probe does before any client: it measures the step, and the liveness runs take
+their stall bound from what it measured (`own_step`; the tiny plan's floor lowered to 1 s).
 
 Faults, one after another on the same running group:
 - `worker kill -9`: the headless rank's process group killed;
-- `worker SIGSTOP`: the headless rank frozen (a hung rank, a partition: nothing exits);
+- `worker SIGSTOP`: the headless rank frozen (a hung rank, a partition: nothing exits), to be
+  caught within the group's measured bound (measured stall + failures x period + timeout);
 - `leader kill -9`: the leader's process group killed;
 - `flood 2x`: twice the planned concurrency of streams at once, for several probe periods.
 
@@ -20,11 +23,15 @@ it; what the clients got; the time until the recreated group serves a completion
 whether any process outlived its group. The flood instead must leave the liveness probe passing
 and every answer a 200 or a planned 429/503 (the gatekeeper sheds one address's requests beyond
 its planned concurrency with 429).
+
+Then the CPU row (`own_step`): each rank held to a cgroup cpu quota, the leader measures again,
+and one prompt of nearly the whole context must complete with no liveness run failing.
 """
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import math
 import os
@@ -44,6 +51,7 @@ from typing import Any
 
 from components.manifests import ServerSpec, engine_timeout_env, probe_command
 from components.manifests.gatekeeper import GatekeeperLimits
+from components.manifests.probes import engine_logging_config, leader_startup_probe
 from infra.plan.sizing import Plan
 from infra.plan.stackfile import REPO
 from infra.rehearse.checks import Check
@@ -52,11 +60,14 @@ from infra.rehearse.group.ranks import (
     RankFailure,
     RankGroup,
     free_port,
+    group_members,
     log_tails,
     loopback_ports,
     rank_launches,
 )
 from infra.rehearse.group.workspace import LOGS_DIR
+from infra.rehearse.measure import own_step
+from infra.rehearse.measure.own_step import CpuQuota, SlowedRun, StepMeasure
 
 #: Grace between SIGTERM and SIGKILL when the rehearsal recreates a group (the pods have 30 s;
 #: a shorter grace only shortens the rehearsal).
@@ -175,9 +186,13 @@ class Prober:
         period_s: float,
         failures: int,
         timeout_s: float,
+        cgroup: Path | None = None,
     ) -> None:
-        # The pod runs `python3`; here the same program runs under this interpreter.
+        # The pod runs `python3`; here the same program runs under this interpreter, inside
+        # `cgroup` if given (an exec probe runs inside its container's cgroup).
         self.name, self.argv = name, [sys.executable, *command[1:]]
+        if cgroup is not None:
+            self.argv = own_step.in_cgroup(self.argv, cgroup / "cgroup.procs")
         self.env, self.period_s, self.failures, self.timeout_s = env, period_s, failures, timeout_s
         self.runs: list[tuple[float, bool, str]] = []
         self.slowest_s = 0.0
@@ -239,6 +254,15 @@ class Group:
     probe_port: int = field(default_factory=free_port)
     gatekeeper: ExitStack = field(default_factory=ExitStack)
     probers: list[Prober] = field(default_factory=list)
+    #: The leader's startup phase, run once before any client; its state file, which the
+    #: liveness runs read their stall bound from.
+    measured: StepMeasure | None = None
+    state_file: Path | None = None
+
+    @property
+    def warnings_log(self) -> Path:
+        """Where the leader's vLLM writes its warnings (`engine_logging_config`)."""
+        return self.log_dir / "vllm-warnings.log"
 
     @property
     def base(self) -> str:
@@ -261,6 +285,8 @@ class Rehearsal:
     nginx: str
     limits: GatekeeperLimits
     groups: int = 0
+    #: Each group's measurement at start, in order.
+    measures: list[StepMeasure] = field(default_factory=list)
 
     @property
     def bound_s(self) -> float:
@@ -280,6 +306,14 @@ class Rehearsal:
             engine_env=engine_timeout_env(self.spec.probes),
         )
         log_dir = self.run_dir / f"group{self.groups}"
+        log_dir.mkdir(parents=True, exist_ok=True)
+        # As the pod's leader does: vLLM's logging config in a file, named by the environment.
+        config = log_dir / "vllm-logging.json"
+        config.write_text(json.dumps(engine_logging_config(str(log_dir / "vllm-warnings.log"))))
+        leader = launches[0]
+        launches[0] = dataclasses.replace(
+            leader, env={**leader.env, "VLLM_LOGGING_CONFIG_PATH": str(config)}
+        )
         ranks = RankGroup(launches, log_dir, grace_s=RECREATE_GRACE_S, progress=self.progress)
         ranks.start()
         group = Group(ranks, ports[0], free_port(), log_dir)
@@ -298,33 +332,78 @@ class Rehearsal:
                     probe_port=group.probe_port,
                 )
             )
+            # The kubelet's startup probe, before any client.
+            group.state_file = log_dir / "liveness.json"
+            group.measured = self.measure_step(group, group.state_file)
         except BaseException:
             group.gatekeeper.close()
             ranks.stop()
             raise
-        self.progress(f"group {self.groups} serving behind the gatekeeper on {group.front_port}")
+        self.measures.append(group.measured)
+        self.progress(
+            f"group {self.groups} serving behind the gatekeeper on {group.front_port}; "
+            + (group.measured.announced or group.measured.text)
+        )
         return group
 
-    def start_probes(self, group: Group) -> None:
-        probes = self.spec.probes
-        env = {
+    def probe_env(self) -> dict[str, str]:
+        return {
             "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
             "VLLM_API_KEY": self.api_key,
             "LWS_LEADER_ADDRESS": "127.0.0.1",
         }
+
+    def measure_step(
+        self, group: Group, state_file: Path, cgroup: Path | None = None
+    ) -> StepMeasure:
+        """One run of the leader's startup phase into a fresh `state_file`, bounded as the
+        pod's startup probe is (`leader_startup_probe`)."""
+        probes = self.spec.probes
+        state_file.unlink(missing_ok=True)
+        announce = state_file.with_suffix(".announce.log")
+        announce.unlink(missing_ok=True)
+        command = probe_command(
+            probes,
+            "leader",
+            group.port,
+            self.tiny_plan.model,
+            host="127.0.0.1",
+            state_file=str(state_file),
+            phase="startup",
+            warnings_log=str(group.warnings_log),
+            announce=str(announce),
+        )
+        timeout = leader_startup_probe(command, probes, 0)["timeoutSeconds"]
+        prober = Prober("leader startup", command, self.probe_env(), 1, 1, timeout, cgroup)
+        ok, text = prober.run_once()
+        return StepMeasure.read(ok, text, state_file, announce)
+
+    def start_probes(self, group: Group, cgroups: Sequence[Path | None] = (None, None)) -> None:
+        """Both ranks' liveness every period; the leader's reads the group's state file."""
+        probes = self.spec.probes
         leader = probe_command(
             probes,
             "leader",
             group.port,
             self.tiny_plan.model,
             host="127.0.0.1",
-            state_file=str(group.log_dir / "liveness.json"),
+            state_file=str(group.state_file or group.log_dir / "liveness.json"),
         )
         # As in the pod: the worker reaches its leader through the gatekeeper's probe listener.
         worker = probe_command(probes, "worker", group.probe_port, self.tiny_plan.model)
         group.probers = [
-            Prober(name, command, env, probes.period_s, probes.failures, probes.timeout_s).start()
-            for name, command in (("leader", leader), ("worker", worker))
+            Prober(
+                name,
+                command,
+                self.probe_env(),
+                probes.period_s,
+                probes.failures,
+                probes.timeout_s,
+                cgroup,
+            ).start()
+            for (name, command), cgroup in zip(
+                (("leader", leader), ("worker", worker)), cgroups, strict=True
+            )
         ]
 
     def stop_group(self, group: Group) -> list[int]:
@@ -368,6 +447,20 @@ class FaultRow:
     serves_again_s: float | None
     leftovers: list[int]
     bound_s: float
+    #: The measured detection bound of the broken group (`own_step.detection_bound`), and how
+    #: it is made up.
+    detect_bound_s: int | None = None
+    detect_bound_text: str = ""
+    #: A fault no process exit reveals in a cluster (a frozen rank, a partition): the liveness
+    #: probe itself must catch it within the measured bound, whatever exits here.
+    liveness_must_catch: bool = False
+
+    @property
+    def within_bound(self) -> bool:
+        if self.detect_bound_s is None:
+            return True
+        caught = [self.liveness_s] if self.liveness_must_catch else [self.detected_s]
+        return all(s is not None and s <= self.detect_bound_s for s in caught)
 
     @property
     def clients_bounded(self) -> bool:
@@ -378,6 +471,7 @@ class FaultRow:
         return (
             self.detected_s is not None
             and self.detected_s < 60
+            and self.within_bound
             and self.clients_bounded
             and self.serves_again_s is not None
             and not self.leftovers
@@ -407,12 +501,18 @@ INJECT: dict[str, tuple[int, signal.Signals]] = {
     "worker SIGSTOP": (1, signal.SIGSTOP),
     "leader kill -9": (0, signal.SIGKILL),
 }
+#: Faults nothing exits for in a cluster: here the leader's engine ends itself at its step bound
+#: (the plan's ceiling), but only the measured liveness follows the node.
+NOTHING_EXITS = frozenset({"worker SIGSTOP"})
 
 
 def break_group(rehearsal: Rehearsal, group: Group, fault: str) -> tuple[FaultRow, Group]:
     """Inject `fault`, watch as the kubelet and LWS would, recreate the group, measure."""
     rank, sig = INJECT[fault]
     model, key = rehearsal.tiny_plan.model, rehearsal.api_key
+    probes = rehearsal.spec.probes
+    measured = group.measured
+    stall = measured.stall_s if measured is not None and measured.measured else probes.stall_s
     rehearsal.start_probes(group)
     stream_body = {
         "model": model,
@@ -501,6 +601,9 @@ def break_group(rehearsal: Rehearsal, group: Group, fault: str) -> tuple[FaultRo
         serves_again,
         leftovers,
         rehearsal.bound_s,
+        own_step.detection_bound(stall, probes),
+        own_step.bound_text(stall, probes),
+        liveness_must_catch=fault in NOTHING_EXITS,
     )
     return row, new_group
 
@@ -592,6 +695,84 @@ def flood(rehearsal: Rehearsal, group: Group) -> FloodResult:
     )
 
 
+def cpu_slowed(rehearsal: Rehearsal, group: Group) -> SlowedRun:
+    """The leader measures again with each rank held to a cpu quota, then one prompt of nearly
+    the whole context goes through the gatekeeper while both ranks' liveness runs every period
+    (`own_step`). Every process goes back where it was, and the groups are removed."""
+    quota = CpuQuota(own_step.CPU_ROOT, f"gemma-rehearsal-{os.getpid()}")
+    run = SlowedRun("cgroup cpu quota")
+    why = own_step.cpu_unavailable(quota.root)
+    if why is not None:
+        run.problem = why
+        return run
+    probes, spec = rehearsal.spec.probes, rehearsal.spec
+    reply = spec.limits.max_reply_tokens
+    run.prompt_tokens = rehearsal.tiny_plan.max_model_len - reply
+    before = group.measured.stall_s if group.measured and group.measured.measured else 0
+    try:
+        quota.create(len(group.ranks.processes))
+        for process in group.ranks.processes:
+            quota.join(process.rank, group_members(process.pgid))
+        cgroups = [quota.group(p.rank) for p in group.ranks.processes]
+        group.state_file = group.log_dir / "liveness-slowed.json"
+        for quota_us in own_step.CPU_QUOTAS_US:
+            quota.set(quota_us)
+            run.measure = rehearsal.measure_step(group, group.state_file, cgroups[0])
+            rehearsal.progress(
+                f"cpu: {len(quota.moved)} rank processes held to {quota.share} each "
+                f"({quota.quota_us} us per {quota.period_us} us): "
+                + (run.measure.announced or run.measure.text)
+            )
+            if not run.measure.measured or (run.measure.stall_s or 0) > before:
+                break
+            run.tried.append(own_step.tried_text(quota.share, run.measure))
+        run.how = f"cgroup cpu quota, {quota.share} per rank"
+        rehearsal.start_probes(group, cgroups)
+        body = {
+            "model": rehearsal.tiny_plan.model,
+            "prompt": own_step.long_prompt(run.prompt_tokens, probes.vocab_size, seed=7),
+            "max_tokens": reply,
+            "min_tokens": reply,
+            "ignore_eos": True,
+            "stream": True,
+        }
+        result = ClientResult("long prompt")
+        began = time.monotonic()
+        run_client(
+            result,
+            f"{group.base}/v1/completions",
+            rehearsal.api_key,
+            body,
+            rehearsal.bound_s,
+            lambda: began,
+        )
+        run.status, run.outcome, run.reply_tokens = result.status, result.outcome, result.tokens
+        run.seconds = result.ended_s
+        rehearsal.progress(
+            f"cpu: {run.prompt_tokens}-token prompt: {result.outcome} ({result.status}), "
+            f"{result.tokens} tokens in {_s(result.ended_s)}"
+        )
+        # The probes keep running through a whole failure threshold after it.
+        time.sleep(probes.failures * probes.period_s)
+    except OSError as error:
+        run.problem = f"cgroup: {error}"
+    finally:
+        for prober in group.probers:
+            prober.stop()
+        run.probe_runs = sum(len(p.runs) for p in group.probers)
+        run.probe_failures = [f"{p.name}: {t}" for p in group.probers for t in p.failed_runs()]
+        group.probers = []
+        with contextlib.suppress(OSError, ValueError):
+            run.throttled = [quota.throttled(r) for r in range(len(group.ranks.processes))]
+        problems = quota.release()
+        if problems:
+            run.problem = "; ".join([run.problem, *problems]).strip("; ")
+        rehearsal.progress(
+            "cpu: processes moved back, cgroups removed" + (f": {problems[0]}" if problems else "")
+        )
+    return run
+
+
 # --------------------------------------------------------------------------------------------
 # Report
 
@@ -604,6 +785,7 @@ def render_table(rows: Sequence[FaultRow], flooded: FloodResult | None) -> str:
     header = (
         "fault",
         "detected",
+        "measured bound",
         "liveness failed",
         "clients (from the fault)",
         "serves again",
@@ -613,6 +795,7 @@ def render_table(rows: Sequence[FaultRow], flooded: FloodResult | None) -> str:
         (
             row.fault,
             f"{_s(row.detected_s)} ({row.detected_by})",
+            row.detect_bound_text or "-",
             f"{row.liveness_by} at {_s(row.liveness_s)}" if row.liveness_s else "-",
             _client_text(row.clients),
             _s(row.serves_again_s),
@@ -625,6 +808,7 @@ def render_table(rows: Sequence[FaultRow], flooded: FloodResult | None) -> str:
         lines.append(
             (
                 f"flood {flooded.concurrency} at once",
+                "-",
                 "-",
                 f"{flooded.probe_runs} runs ({flooded.busy_runs} busy), "
                 f"{len(flooded.probe_failures)} failed, slowest {flooded.slowest_probe_s:.1f} s",
@@ -645,7 +829,16 @@ def render_table(rows: Sequence[FaultRow], flooded: FloodResult | None) -> str:
 def fault_checks(rows: Sequence[FaultRow], flooded: FloodResult | None) -> list[Check]:
     checks = []
     for row in rows:
-        checks.append(Check(f"{row.fault}: detected", "< 60 s", _s(row.detected_s), row.ok))
+        by = "liveness" if row.liveness_must_catch else "detected"
+        expected = "< 60 s" + (
+            f", {by} within {row.detect_bound_text}" if row.detect_bound_s is not None else ""
+        )
+        observed = _s(row.detected_s) + (
+            f" ({row.detected_by}); liveness {_s(row.liveness_s)}"
+            if row.liveness_must_catch
+            else ""
+        )
+        checks.append(Check(f"{row.fault}: detected", expected, observed, row.ok))
     if flooded is not None:
         checks.append(
             Check(
@@ -674,6 +867,10 @@ def run_faults(
     """The whole fault rehearsal; returns the fault table and the verdict's checks."""
     run_dir = LOGS_DIR / time.strftime("faults-%Y%m%d-%H%M%S")
     run_dir.mkdir(parents=True, exist_ok=True)
+    # The tiny model's steps are milliseconds: the plan's 10 s floor would hide them.
+    spec = dataclasses.replace(
+        spec, probes=dataclasses.replace(spec.probes, floor_s=own_step.REHEARSAL_FLOOR_S)
+    )
     rehearsal = Rehearsal(
         spec,
         tiny_plan,
@@ -689,12 +886,15 @@ def run_faults(
     live = tiny_plan.liveness
     progress(
         f"faults: probes every {live.period_s} s, {live.failures} failures, stall bound "
-        f"{live.stall_s} s, first-byte bound {live.first_byte_s} s "
+        f"measured at start within {spec.probes.floor_s}-{live.stall_s} s (engine step bound "
+        f"{live.stall_s} s), first-byte bound {live.first_byte_s} s "
         f"(logs in {run_dir.relative_to(REPO)})"
     )
     rows: list[FaultRow] = []
     flooded: FloodResult | None = None
+    slowed: SlowedRun | None = None
     group = rehearsal.start_group()
+    first_log = group.ranks.processes[0].log_path
     try:
         for fault in FAULTS:
             row, group = break_group(rehearsal, group, fault)
@@ -702,14 +902,35 @@ def run_faults(
             progress(f"{fault}: {'ok' if row.ok else 'FAILED'}")
         flooded = flood(rehearsal, group)
         progress(f"flood: {'ok' if flooded.ok else 'FAILED'}")
+        slowed = cpu_slowed(rehearsal, group)
     except RankFailure as failure:
         progress(f"a group did not come up: {failure}")
         print(log_tails(group.ranks.processes), file=sys.stderr)
         rows.append(FaultRow("group start", None, str(failure), None, "", [], None, [], 0))
     finally:
         leftovers = rehearsal.stop_group(group)
-    checks = fault_checks(rows, flooded)
+    probes = rehearsal.spec.probes
+    first = rehearsal.measures[0] if rehearsal.measures else None
+    checks = own_step.start_checks(
+        rehearsal.measures,
+        probes,
+        first_log.read_text(errors="replace"),
+        first_log.parent / "vllm-warnings.log",
+    )
+    checks += fault_checks(rows, flooded)
+    if slowed is None:
+        checks.append(Check("CPU slowed", "runs", "not reached", None))
+    else:
+        # The long prompt's group was the last one started: compare with its own measurement.
+        last = rehearsal.measures[-1] if rehearsal.measures else first
+        checks += own_step.slowed_checks(
+            last, slowed, probes, rehearsal.spec.limits.max_reply_tokens
+        )
     checks.append(
         Check("processes stopped", "no process group left", str(leftovers or "none"), not leftovers)
     )
-    return render_table(rows, flooded), checks
+    tables = [
+        render_table(rows, flooded),
+        own_step.render_step_table(rehearsal.measures, slowed, probes),
+    ]
+    return "\n\n".join(tables), checks
