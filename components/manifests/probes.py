@@ -13,7 +13,10 @@ The leader's probe (`PROBE_SCRIPT`, role `leader`), one run per period:
    the stall bound; a busy engine is never sent a probe request, so the probe never queues behind
    a full batch;
 3. an idle engine gets one generation of one token (`max_tokens: 1`, through every stage to the
-   last rank's sampler) with a short deadline.
+   last rank's sampler) with a short deadline. vLLM publishes its running and waiting counts
+   when a step ends, so a request in its first step looks idle and the proof waits behind it: a
+   proof that gets no answer in time fails the probe only once such answers have been missing
+   for longer than the stall bound (an HTTP error fails it at once).
 The last progress seen is kept in a small state file (`/tmp`, the pod's writable emptyDir).
 
 The leader's startup probe (the same program, `phase=startup`) runs before the pod is Ready, so no
@@ -210,6 +213,7 @@ if seen.get("progress") != progress:
     save(seen)
 
 if queued:
+    seen.pop("idle_waiting_since", None)
     quiet = now - seen["since"]
     if quiet > stall_bound:
         verdict(False, f"{queued:.0f} requests in the engine and no progress for {quiet:.0f} s "
@@ -225,8 +229,20 @@ began = time.monotonic()
 body = {"model": opts["model"], "prompt": "ping", "max_tokens": 1, "temperature": 0}
 status, text = call("/v1/completions", body)
 took = time.monotonic() - began
+if status is None:
+    # No answer in time. vLLM publishes its running and waiting counts when a step ends, so a
+    # request whose first step is still running looks idle, and the proof waits behind that
+    # step: a slow step, not a broken pipeline, until the wait outlasts the stall bound.
+    waiting = seen.setdefault("idle_waiting_since", now)
+    save(seen)
+    if now - waiting <= stall_bound:
+        verdict(True, f"idle; no token after {took:.1f} s, waiting {now - waiting:.0f} s of "
+                f"the {stall_bound:.0f} s stall bound (a step may be running)")
+    verdict(False, f"idle; no token for {now - waiting:.0f} s, beyond the {stall_bound:.0f} s "
+            "stall bound")
 if status != 200:
     verdict(False, f"idle; a one-token generation answered {status} after {took:.1f} s")
+seen.pop("idle_waiting_since", None)
 seen["proven"] = time.time()
 save(seen)
 verdict(True, f"idle; one token through every stage in {took:.2f} s")

@@ -256,7 +256,9 @@ def liveness(
         prefill_max_len_s=round(prompt, 1),
         first_byte_s=planned_first_byte if first_byte_s is None else first_byte_s,
         idle_check_s=IDLE_CHECK_S,
-        idle_detection_s=IDLE_CHECK_S + PROBE_FAILURES * (period + PROBE_TIMEOUT_S),
+        # A proof that times out fails the probe only after the stall bound (a first step may be
+        # running unseen), then the failures' periods and timeouts.
+        idle_detection_s=IDLE_CHECK_S + fast_stall + PROBE_FAILURES * (period + PROBE_TIMEOUT_S),
         calibrate_tokens=batched_tokens,
         growth=round(model.growth(batched_tokens, max_model_len), 3),
         margin=STEP_MARGIN,

@@ -566,7 +566,8 @@ def _why_liveness(live: Liveness, model: liveness.Prefill, max_len: int, least: 
         f"timeout); idle, one generated token proves the pipeline at most every "
         f"{live.idle_check_s} s ({86400 // live.idle_check_s:,} requests a day, counted by "
         f"vLLM's metrics as traffic), so a pipeline broken while idle is noticed within "
-        f"{live.idle_detection_s} s"
+        f"{live.idle_detection_s} s at the fast half of the range (a proof with no answer fails "
+        "only after the stall bound: vLLM's counts show a request in its first step as idle)"
     )
 
 

@@ -347,3 +347,27 @@ def test_vllm_logging_config_keeps_stdout_and_adds_a_warnings_file() -> None:
     ]
     assert config["handlers"]["warnings"]["level"] == "WARNING"
     assert config["handlers"]["warnings"]["filename"] == "/tmp/w.log"
+
+
+def test_an_idle_proof_behind_a_running_step_fails_only_past_the_stall_bound(
+    tmp_path: Path,
+) -> None:
+    """vLLM's running count moves when a step ends: a request in its first step looks idle, and
+    the idle proof waits behind that step. No answer in time is a slow step until it has lasted
+    the stall bound; an HTTP error still fails at once."""
+    quick = ProbeSpec(stall_s=3, period_s=2, failures=3, timeout_s=4, request_s=1, idle_check_s=0)
+    state = tmp_path / "s.json"
+    command = probe_command(quick, "leader", 0, "m", host="127.0.0.1", state_file=str(state))
+    with fake_leader() as (port, leader):
+        command = [a.replace("port=0", f"port={port}") for a in command]
+        leader.delay_s = 1.5  # beyond the proof's 1 s deadline
+        code, out = _run(command)
+        assert code == 0 and "a step may be running" in out
+        seen = json.loads(state.read_text())
+        state.write_text(json.dumps({**seen, "idle_waiting_since": time.time() - 4}))
+        code, out = _run(command)
+        assert code == 1 and "beyond the 3 s stall bound" in out
+        # Answered again: the wait is over.
+        leader.delay_s = 0.0
+        assert _run(command)[0] == 0
+        assert "idle_waiting_since" not in json.loads(state.read_text())

@@ -29,6 +29,8 @@ class LeaderState:
     completion: int = 200
     #: Seconds a completion takes per prompt token given as token ids (a step's cost).
     seconds_per_token: float = 0.0
+    #: Seconds every completion waits before its answer (a step running ahead of it).
+    delay_s: float = 0.0
     completions: list[dict] = field(default_factory=list)
     keys: list[str | None] = field(default_factory=list)
 
@@ -82,6 +84,7 @@ def fake_leader() -> Iterator[tuple[int, LeaderState]]:
             state.keys.append(self.headers.get("Authorization"))
             if isinstance(request.get("prompt"), list):
                 time.sleep(state.seconds_per_token * len(request["prompt"]))
+            time.sleep(state.delay_s)
             body = completion_reply(request.get("model", LABELS["model_name"]))
             self._reply(state.completion, json.dumps(body).encode())
 

@@ -261,7 +261,8 @@ AUTO_REASONS = [
     "prompt's first token comes within 729 s (`firstByteTimeoutSeconds`, part of the reply "
     "timeout); idle, one generated token proves the pipeline at most every 60 s (1,440 requests a"
     " day, counted by vLLM's metrics as traffic), so a pipeline broken while idle is noticed "
-    "within 90 s",
+    "within 128 s at the fast half of the range (a proof with no answer fails only after the "
+    "stall bound: vLLM's counts show a request in its first step as idle)",
     "without the weight prefetch the guard would see 0.58 GiB (the checkpoint's page cache "
     "charged to the engine container), leaving 8,192 tokens at 1.32x",
 ]
@@ -284,7 +285,9 @@ SET_REASONS = [
     "`maxNumBatchedTokens` 512 shortens it to 49 s; the longest prompt's first token comes within"
     " 391 s (`firstByteTimeoutSeconds`, part of the reply timeout); idle, one generated token "
     "proves the pipeline at most every 60 s (1,440 requests a day, counted by vLLM's metrics as "
-    "traffic), so a pipeline broken while idle is noticed within 90 s",
+    "traffic), so a pipeline broken while idle is noticed within 159 s at the fast half of the "
+    "range (a proof with no answer fails only after the stall bound: vLLM's counts show a request"
+    " in its first step as idle)",
 ]
 
 
