@@ -41,13 +41,22 @@ from components.manifests import drain, images
 from components.manifests.gatekeeper_conf import (
     OPEN_PATHS,
     ROUTES,
+    SELF_METRICS_ROUTE,
     GatekeeperLimits,
     nginx_conf,
     njs_script,
 )
 from components.manifests.probes import SELF_METRICS_FILE
 
-__all__ = ["OPEN_PATHS", "ROUTES", "GatekeeperLimits", "config_files", "nginx_conf", "njs_script"]
+__all__ = [
+    "OPEN_PATHS",
+    "ROUTES",
+    "SELF_METRICS_ROUTE",
+    "GatekeeperLimits",
+    "config_files",
+    "nginx_conf",
+    "njs_script",
+]
 
 #: The official nginx image, stable line, Alpine variant: nginx 1.30.5 with the stream module
 #: built in and njs 1.0.1 as a dynamic module (`nginx-module-njs`, in
