@@ -55,6 +55,10 @@ class MonitoringArgs:
     system_nodes: int = 0
     #: The idle-nodes alarm's clock, seconds (elastic stacks; `watch.WatchSpec.idle_alarm_s`).
     idle_alarm_s: int = 0
+    #: The plan's range for the leaders' start-up measurement, drawn beside it: the slow end's
+    #: step of the measured prompt and the stall ceiling (`watch.WatchSpec.plan_step_s`).
+    plan_step_s: float = 0.0
+    plan_stall_s: int = 0
 
 
 def load_balancer_dimension(hostname: str) -> str:
@@ -152,6 +156,8 @@ class Monitoring(pulumi.ComponentResource):
                 wake_seconds=args.wake_seconds,
                 system_nodes=args.system_nodes,
                 idle_alarm_s=args.idle_alarm_s,
+                plan_step_s=args.plan_step_s,
+                plan_stall_s=args.plan_stall_s,
             )
         )
         dashboard = aws.cloudwatch.Dashboard(

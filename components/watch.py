@@ -17,8 +17,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from components.manifests import probes
 from components.manifests.asleep import ASLEEP_PAGE
-from components.manifests.metrics import RAW_SUFFIX, STACK_DIMENSION, exported_name
+from components.manifests.metrics import (
+    GROUP_DIMENSION,
+    RAW_SUFFIX,
+    STACK_DIMENSION,
+    exported_name,
+)
 
 #: vLLM gauges and counters the dashboard and alarms read (Prometheus sample names).
 RUNNING = "vllm:num_requests_running"
@@ -29,6 +35,13 @@ GENERATION_TOKENS = "vllm:generation_tokens_total"
 #: The leader's API server process start time: it changes when LWS recreates the group.
 STARTED = "process_start_time_seconds"
 SAMPLES = (RUNNING, WAITING, KV_USAGE, PREEMPTIONS, GENERATION_TOKENS, STARTED)
+
+#: Each leader's own record (`components.manifests.probes.SELF_METRICS`), one series per group:
+#: the step its startup probe measured, the stall bound it took, and whether vLLM fell back.
+MEASURED_STEP = probes.MEASURED_STEP
+STALL_BOUND = probes.STALL_BOUND
+PREFILL_FALLBACK = probes.PREFILL_FALLBACK
+SELF_SAMPLES = tuple(probes.SELF_METRICS)
 
 #: Latency histograms and the finite bucket bounds vLLM 0.31 uses for them, as it prints them
 #: (v1/metrics/loggers.py; the rehearsal's fixture holds the bounds it really exported).
@@ -107,11 +120,25 @@ def bucket_samples() -> tuple[str, ...]:
     return tuple(f"{family}_bucket" for family in BUCKETS)
 
 
-def custom_metric_count(elastic: bool = False) -> int:
-    """CloudWatch custom metrics the stack adds (each name-dimensions pair is one); an elastic
-    stack's door adds its asleep answers."""
+def self_metric_count(groups: int = 1, elastic: bool = False) -> int:
+    """The leaders' own records: one metric per record series and group (`group` is a
+    dimension); none behind an elastic stack's door, whose groups have no gatekeeper to serve
+    them."""
+    return 0 if elastic else len(SELF_SAMPLES) * groups
+
+
+def custom_metric_count(elastic: bool = False, groups: int = 1) -> int:
+    """CloudWatch custom metrics the stack adds (each name-dimensions pair is one): the vLLM
+    series, the leaders' records of `groups` groups, the answer counts; an elastic stack's door
+    adds its asleep answers."""
     buckets = sum(len(bounds) + 1 for bounds in BUCKETS.values())
-    return len(SAMPLES) + buckets + len(ANSWER_CLASSES) + (1 if elastic else 0)
+    return (
+        len(SAMPLES)
+        + buckets
+        + self_metric_count(groups, elastic)
+        + len(ANSWER_CLASSES)
+        + (1 if elastic else 0)
+    )
 
 
 @dataclass(frozen=True)
@@ -137,6 +164,11 @@ class WatchSpec:
     #: Model nodes up with no Ready leader for longer than this (seconds, whole minutes) raise
     #: the idle-nodes alarm (elastic stacks; `infra.plan.elastic.idle_alarm_seconds`).
     idle_alarm_s: int = 0
+    #: The plan's range for a leader's start-up measurement (`infra.plan.liveness.Liveness`):
+    #: the slow end's step of the prompt a leader measures (`calibrate_step_s`) and the stall
+    #: ceiling (`stall_s`), drawn beside every leader's own (fixed stacks; 0 draws none).
+    plan_step_s: float = 0.0
+    plan_stall_s: int = 0
 
 
 def _vllm(spec: WatchSpec, sample: str, stat: str, **extra: Any) -> list[Any]:
@@ -147,6 +179,47 @@ def _vllm(spec: WatchSpec, sample: str, stat: str, **extra: Any) -> list[Any]:
         spec.stack,
         {"stat": stat, "period": PERIOD, **extra},
     ]
+
+
+def _per_leader(spec: WatchSpec, sample: str, query_id: str, label: str) -> list[Any]:
+    """One line per leader: a SEARCH over the `group` dimension of one record series (a group
+    that is gone stops drawing), labelled with its group index (CloudWatch's dynamic label
+    `${PROP('Dim.group')}`)."""
+    return [
+        {
+            "expression": (
+                f"SEARCH('{{{spec.namespace},{STACK_DIMENSION},{GROUP_DIMENSION}}} "
+                f'MetricName="{exported_name(sample)}" {STACK_DIMENSION}="{spec.stack}"\', '
+                f"'Maximum', {PERIOD})"
+            ),
+            "id": query_id,
+            "label": f"{label}, group ${{PROP('Dim.{GROUP_DIMENSION}')}}",
+        }
+    ]
+
+
+def _measurement_panel(spec: WatchSpec) -> tuple[str, list[list[Any]], dict[str, Any]]:
+    """Every leader's start-up measurement beside the plan's range: its step and stall bound on
+    the left, the plan's slow-end step and stall ceiling as lines across, and on the right
+    whether vLLM fell back to torch's linear (1)."""
+    annotations = [
+        {"label": "plan: slow end's step", "value": spec.plan_step_s},
+        {"label": "plan: stall ceiling", "value": spec.plan_stall_s},
+    ]
+    fallback = _per_leader(spec, PREFILL_FALLBACK, "fb", "fell back")
+    fallback[0]["yAxis"] = "right"
+    return (
+        "Leaders' measured step and stall bound, seconds",
+        [
+            _per_leader(spec, MEASURED_STEP, "ms", "step"),
+            _per_leader(spec, STALL_BOUND, "sb", "stall bound"),
+            fallback,
+        ],
+        {
+            "annotations": {"horizontal": [a for a in annotations if a["value"]]},
+            "yAxis": {"left": {"min": 0}, "right": {"min": 0, "max": 1}},
+        },
+    )
 
 
 def _increase(metric_id: str) -> str:
@@ -306,6 +379,8 @@ def dashboard_widgets(spec: WatchSpec) -> list[dict[str, Any]]:
             {"yAxis": {"left": {"min": 0, "max": 100}}},
         ),
     ]
+    if not spec.elastic:  # behind a door no leader serves its record
+        panels.append(_measurement_panel(spec))
     return [
         _widget(title, metrics, 12 * (i % 2), 6 * (i // 2), region=region, **props)
         for i, (title, metrics, props) in enumerate(panels)

@@ -172,6 +172,8 @@ if cfg.monitoring:
             wake_seconds=server_spec.door.asleep.wake_seconds if server_spec.door else 0,
             system_nodes=system.nodes if system is not None else 0,
             idle_alarm_s=elastic.idle_alarm(cfg, plan) if cfg.elastic else 0,
+            plan_step_s=plan.liveness.calibrate_step_s,
+            plan_stall_s=plan.liveness.stall_s,
         ),
         opts=on_cluster,
     )

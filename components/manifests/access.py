@@ -85,7 +85,12 @@ def gatekeeper_files(spec: ServerSpec) -> dict[str, str]:
             door.limits(spec), page_root=page_root, **door.config_where(spec)
         )
     else:
-        files = gatekeeper.config_files(spec.limits, upstream_port=spec.port, page_root=page_root)
+        files = gatekeeper.config_files(
+            spec.limits,
+            upstream_port=spec.port,
+            page_root=page_root,
+            self_metrics=gatekeeper.SELF_METRICS_PATH,
+        )
     if spec.limits.chat_page:
         page = chat.ChatPage(spec.model, spec.limits.max_reply_tokens, spec.max_model_len)
         files |= chat.files(page)

@@ -34,18 +34,29 @@ import hashlib
 import json
 import math
 import re
+from pathlib import PurePosixPath
 from typing import Any
 
 from components.manifests import drain, images
 from components.manifests.gatekeeper_conf import (
     OPEN_PATHS,
     ROUTES,
+    SELF_METRICS_ROUTE,
     GatekeeperLimits,
     nginx_conf,
     njs_script,
 )
+from components.manifests.probes import SELF_METRICS_FILE
 
-__all__ = ["OPEN_PATHS", "ROUTES", "GatekeeperLimits", "config_files", "nginx_conf", "njs_script"]
+__all__ = [
+    "OPEN_PATHS",
+    "ROUTES",
+    "SELF_METRICS_ROUTE",
+    "GatekeeperLimits",
+    "config_files",
+    "nginx_conf",
+    "njs_script",
+]
 
 #: The official nginx image, stable line, Alpine variant: nginx 1.30.5 with the stream module
 #: built in and njs 1.0.1 as a dynamic module (`nginx-module-njs`, in
@@ -72,6 +83,13 @@ KEY_FILE = "api-keys.json"
 ENGINE_FILE = "engine.map"
 KEY_MOUNT = "/var/run/secrets/gatekeeper"
 RUN_DIR = "/tmp"
+#: Where a leader's gatekeeper sees the engine container's /tmp (its `tmp` volume, read-only),
+#: and in it the record the startup probe writes (`probes.SELF_METRICS_FILE`), which the
+#: metrics listener serves at `gatekeeper_conf.SELF_METRICS_ROUTE`. Read-only: nginx reads one
+#: file there, by an exact location, and can change nothing of the engine's.
+ENGINE_MOUNT = "/var/run/gemma-engine"
+SELF_METRICS_PATH = f"{ENGINE_MOUNT}/{PurePosixPath(SELF_METRICS_FILE).name}"
+ENGINE_TMP_VOLUME = "tmp"
 #: Pod-template annotations that change when the engine key or the config changes, so `pulumi up`
 #: rolls the leader pods (vLLM and nginx read both only at start; the client keys are re-read).
 KEY_ANNOTATION = "gemma-graviton.dev/api-key-fingerprint"
@@ -158,11 +176,15 @@ def nginx_security_context() -> dict[str, Any]:
 
 
 def container(
-    millicpu: int, memory_mib: int, drain_spec: drain.DrainSpec | None = None
+    millicpu: int,
+    memory_mib: int,
+    drain_spec: drain.DrainSpec | None = None,
+    engine_tmp: bool = False,
 ) -> dict[str, Any]:
     """The gatekeeper container: nginx as the pod's non-root user, requests equal to limits.
     With `drain_spec` it drains when the pod stops (`components.manifests.drain`): its readiness
-    is `/ready`, which fails once the preStop has written the drain marker."""
+    is `/ready`, which fails once the preStop has written the drain marker. With `engine_tmp`
+    (a leader's sidecar) it sees the engine's /tmp, read-only, at `ENGINE_MOUNT`."""
     amount = {"cpu": f"{millicpu}m", "memory": f"{memory_mib}Mi"}
     return {
         "name": CONTAINER,
@@ -194,6 +216,11 @@ def container(
             {"name": "gatekeeper-config", "mountPath": CONFIG_MOUNT, "readOnly": True},
             {"name": "gatekeeper-key", "mountPath": KEY_MOUNT, "readOnly": True},
             {"name": "gatekeeper-run", "mountPath": RUN_DIR},
+            *(
+                [{"name": ENGINE_TMP_VOLUME, "mountPath": ENGINE_MOUNT, "readOnly": True}]
+                if engine_tmp
+                else []
+            ),
         ],
         **(
             {"lifecycle": drain.lifecycle(drain.gatekeeper_pre_stop(drain_spec, RUN_DIR))}

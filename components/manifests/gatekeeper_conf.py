@@ -636,8 +636,38 @@ def _public_server(
 """
 
 
-def _metrics_server(*, asleep: Asleep | None, metrics_listen: str, run_dir: str) -> str:
-    """The metrics listener: vLLM's /metrics for the collector, and nothing else."""
+#: Where the metrics listener serves the leader's own record (its start-up measurement,
+#: `components.manifests.probes.SELF_METRICS`), for the collector.
+SELF_METRICS_ROUTE = "/metrics/self"
+#: The Prometheus text exposition format's media type (prometheus/docs
+#: content/docs/instrumenting/exposition_formats.md, "Text-based format": `text/plain;
+#: version=0.0.4`, read 2026-12-03).
+PROMETHEUS_TEXT = "text/plain; version=0.0.4"
+
+
+def _self_location(self_metrics: str | None) -> str:
+    """`/metrics/self`: the file the leader's startup probe writes, as it is (404 until it
+    exists). An exact-match location whose `alias` is the file itself: nginx maps the URI to a
+    path by putting the alias in place of the location's name (ngx_http_core_module docs,
+    `alias`; nginx 1.30 src/http/ngx_http_core_module.c `ngx_http_map_uri_to_path`), which for
+    `location =` is the whole URI. `default_type` names the response's type for a file whose
+    extension `types` does not map (same docs, `default_type`; `.prom` is in no `types`
+    here), in place of the http context's JSON."""
+    if self_metrics is None:
+        return ""
+    return f"""        location = {SELF_METRICS_ROUTE} {{
+            if ($request_method != GET) {{ return 404 {error_body(404)}; }}
+            default_type "{PROMETHEUS_TEXT}";
+            alias {self_metrics};
+        }}
+"""
+
+
+def _metrics_server(
+    *, asleep: Asleep | None, metrics_listen: str, run_dir: str, self_metrics: str | None = None
+) -> str:
+    """The metrics listener: vLLM's /metrics for the collector, with the leader's own record
+    (`self_metrics`, a leader's sidecar only), and nothing else."""
     return f"""\
     # vLLM's Prometheus metrics for the in-cluster collector. Not in the access log: the
     # front-door answer counts are made from that log, and scrapes are not clients.
@@ -652,7 +682,7 @@ def _metrics_server(*, asleep: Asleep | None, metrics_listen: str, run_dir: str)
             proxy_read_timeout 10s;
             proxy_pass http://vllm/metrics;
         }}
-        location / {{ return 404 {error_body(404)}; }}
+{_self_location(self_metrics)}        location / {{ return 404 {error_body(404)}; }}
     }}
 """
 
@@ -673,6 +703,7 @@ def nginx_conf(
     page_root: str | None = None,
     upstream: str | None = None,
     asleep: Asleep | None = None,
+    self_metrics: str | None = None,
 ) -> str:
     """The gatekeeper's whole nginx.conf. In the pod the defaults hold (the official image has
     the stream module built in and njs as a dynamic module); the rehearsal passes its loopback
@@ -685,7 +716,9 @@ def nginx_conf(
     The door of an elastic stack (`components.manifests.door`) passes `upstream`, the leaders'
     Service as host:port, instead of vLLM on loopback, and `asleep`, what to answer while that
     Service has no endpoints (`components.manifests.asleep`); without them the config is the
-    leader pod's sidecar's, unchanged."""
+    leader pod's sidecar's, unchanged. A leader's sidecar passes `self_metrics`, the engine's
+    record file as the gatekeeper sees it (`gatekeeper.SELF_METRICS_PATH`), served on the metrics
+    listener at `SELF_METRICS_ROUTE`."""
     loads = "".join(f"load_module {module};\n" for module in modules)
     internal = f"unix:{run_dir}/gatekeeper-http.sock"
     # One file per connection (worker_connections counts client, Unix-socket and vLLM
@@ -727,7 +760,12 @@ def nginx_conf(
         + _public_server(
             asleep=asleep, internal=internal, limits=limits, page_root=page_root, run_dir=run_dir
         )
-        + _metrics_server(asleep=asleep, metrics_listen=metrics_listen, run_dir=run_dir)
+        + _metrics_server(
+            asleep=asleep,
+            metrics_listen=metrics_listen,
+            run_dir=run_dir,
+            self_metrics=self_metrics,
+        )
         + f"""{_probe_server(limits, probe_listen, run_dir, asleep)}
 }}
 """

@@ -25,6 +25,18 @@ metadata, so the collector's Prometheus receiver takes it as an untyped gauge
 That keeps a histogram's buckets: the EMF exporter would otherwise fold a histogram into
 count, sum, min and max (exporter/awsemfexporter datapoint.go), losing the percentiles. Counters
 and buckets arrive cumulative; the dashboard takes their per-minute increase with metric math.
+
+A second scrape job reads each leader's own record (`components.manifests.probes`
+`SELF_METRICS`: the step its startup probe measured, the stall bound it took, whether vLLM fell
+back to torch's linear) from the same metrics listener at `/metrics/self`
+(`gatekeeper_conf.SELF_METRICS_ROUTE`). The receiver takes Prometheus's own `scrape_configs`
+as they are (opentelemetry-collector-contrib receiver/prometheusreceiver/README.md, "Getting
+Started"; the receiver ADOT v0.45.1 builds in), where each job's `job_name` is unique and
+`metrics_path` names the path scraped, `/metrics` by default (prometheus docs
+docs/configuration/configuration.md, `<scrape_config>`; config/config.go refuses a second
+job of one name). These series are per leader: their dimensions are the stack and the LWS
+group index (`group`), so the dashboard draws one line a leader. Behind an elastic stack's
+door the group has no gatekeeper to serve the record, and the job is left out.
 """
 
 from __future__ import annotations
@@ -58,6 +70,8 @@ SCRAPE_INTERVAL_SECONDS = 60
 RAW_SUFFIX = "_raw"
 #: The CloudWatch dimension that names the stack.
 STACK_DIMENSION = "Stack"
+#: The label (and, for the leaders' own records, the CloudWatch dimension) of LWS's group index.
+GROUP_DIMENSION = "group"
 #: Requests equal limits. The collector scrapes a few hundred series a minute from one or a few
 #: leaders; ADOT's own guidance starts far higher for cluster-wide scraping.
 MILLICPU = 50
@@ -86,6 +100,9 @@ class CollectorSpec:
     #: Samples exported per histogram bucket (`le` becomes a dimension).
     bucket_samples: Sequence[str]
     node_selector: Mapping[str, str]
+    #: Each leader's own record to export per group (`probes.SELF_METRICS` names), scraped
+    #: from its gatekeeper at `gatekeeper_conf.SELF_METRICS_ROUTE`; none behind a door.
+    self_samples: Sequence[str] = ()
     #: Behind an elastic stack's door, vLLM's own port on the leaders: their engine container
     #: declares no port (the policy pack refuses one), so no target carries the `metrics` port
     #: name and the leaders are scraped by container and address instead. None: the
@@ -147,15 +164,30 @@ def _target_rules(spec: CollectorSpec) -> list[dict[str, Any]]:
     ]
 
 
-def collector_config(spec: CollectorSpec) -> str:
-    """The ADOT collector's config: scrape the leaders' metrics port, export EMF."""
-    every = [*spec.samples, *spec.bucket_samples]
-    scrape = {
-        "job_name": "vllm-leaders",
+def _renamed(names: Sequence[str]) -> list[dict[str, Any]]:
+    """Keep `names` only, each renamed with the `RAW_SUFFIX` (see the module docstring)."""
+    return [
+        {"source_labels": ["__name__"], "action": "keep", "regex": _alternation(names)},
+        {
+            "source_labels": ["__name__"],
+            "regex": "(.+)",
+            "target_label": "__name__",
+            # `$$` is a literal `$` in the collector's config (`$` starts an env reference).
+            "replacement": "$${1}" + RAW_SUFFIX,
+        },
+    ]
+
+
+def _scrape(
+    spec: CollectorSpec, job: str, path: str, names: Sequence[str], sample_limit: int
+) -> dict[str, Any]:
+    """One scrape job over every leader of the group set: `path` on each, `names` kept."""
+    return {
+        "job_name": job,
         "scrape_interval": f"{SCRAPE_INTERVAL_SECONDS}s",
         "scrape_timeout": "10s",
-        "metrics_path": "/metrics",
-        "sample_limit": 5000,
+        "metrics_path": path,
+        "sample_limit": sample_limit,
         "kubernetes_sd_configs": [
             {
                 "role": "pod",
@@ -173,24 +205,47 @@ def collector_config(spec: CollectorSpec) -> str:
             {"target_label": STACK_DIMENSION, "replacement": spec.stack},
             {
                 "source_labels": [_GROUP_INDEX_META],
-                "target_label": "group",
+                "target_label": GROUP_DIMENSION,
             },
         ],
-        "metric_relabel_configs": [
-            {"source_labels": ["__name__"], "action": "keep", "regex": _alternation(every)},
-            {
-                "source_labels": ["__name__"],
-                "regex": "(.+)",
-                "target_label": "__name__",
-                # `$$` is a literal `$` in the collector's config (`$` starts an env reference).
-                "replacement": "$${1}" + RAW_SUFFIX,
-            },
-        ],
+        "metric_relabel_configs": _renamed(names),
     }
-    plain = [f"^{exported_name(s)}$" for s in sorted(set(spec.samples))]
-    buckets = [f"^{exported_name(s)}$" for s in sorted(set(spec.bucket_samples))]
+
+
+def _selectors(names: Sequence[str]) -> list[str]:
+    return [f"^{exported_name(s)}$" for s in sorted(set(names))]
+
+
+def collector_config(spec: CollectorSpec) -> str:
+    """The ADOT collector's config: scrape the leaders' metrics port, export EMF."""
+    every = [*spec.samples, *spec.bucket_samples]
+    scrapes = [_scrape(spec, "vllm-leaders", "/metrics", every, 5000)]
+    declarations: list[dict[str, Any]] = [
+        {"dimensions": [[STACK_DIMENSION]], "metric_name_selectors": _selectors(spec.samples)},
+        {
+            "dimensions": [[STACK_DIMENSION, "le"]],
+            "metric_name_selectors": _selectors(spec.bucket_samples),
+        },
+    ]
+    if spec.self_samples and spec.engine_port is None:
+        scrapes.append(
+            _scrape(
+                spec,
+                "leader-records",
+                gatekeeper.SELF_METRICS_ROUTE,
+                spec.self_samples,
+                # The record is a few gauges; anything larger is not the probe's file.
+                sample_limit=50,
+            )
+        )
+        declarations.append(
+            {
+                "dimensions": [[STACK_DIMENSION, GROUP_DIMENSION]],
+                "metric_name_selectors": _selectors(spec.self_samples),
+            }
+        )
     config: dict[str, Any] = {
-        "receivers": {"prometheus": {"config": {"scrape_configs": [scrape]}}},
+        "receivers": {"prometheus": {"config": {"scrape_configs": scrapes}}},
         "processors": {
             "memory_limiter": {
                 "check_interval": "5s",
@@ -206,10 +261,7 @@ def collector_config(spec: CollectorSpec) -> str:
                 "log_group_name": spec.log_group,
                 "log_stream_name": "vllm-leaders",
                 "dimension_rollup_option": "NoDimensionRollup",
-                "metric_declarations": [
-                    {"dimensions": [[STACK_DIMENSION]], "metric_name_selectors": plain},
-                    {"dimensions": [[STACK_DIMENSION, "le"]], "metric_name_selectors": buckets},
-                ],
+                "metric_declarations": declarations,
             }
         },
         "service": {

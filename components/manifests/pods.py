@@ -14,6 +14,7 @@ from components.manifests.access import gatekeeper_files
 from components.manifests.engine import engine_args
 from components.manifests.probes import (
     LOGGING_CONFIG_PATH,
+    SELF_METRICS_FILE,
     STATE_FILE,
     WARNINGS_LOG,
     engine_logging_config,
@@ -123,10 +124,11 @@ _WAIT_FOR_LEADER = (
 
 #: The leader writes vLLM's logging config (`probes.engine_logging_config`, from the environment)
 #: into its /tmp before it becomes vLLM: the image's root filesystem is read-only.
-#: The probe's state and vLLM's warnings of an earlier container are removed first: /tmp is the
-#: pod's emptyDir, which outlives a container restart, and a new engine measures itself again.
+#: The probe's state and record and vLLM's warnings of an earlier container are removed first:
+#: /tmp is the pod's emptyDir, which outlives a container restart, and a new engine measures
+#: itself again (the gatekeeper serves no record until it has).
 _WRITE_LOGGING_CONFIG = (
-    f"rm -f {STATE_FILE} {WARNINGS_LOG} && "
+    f"rm -f {STATE_FILE} {WARNINGS_LOG} {SELF_METRICS_FILE} && "
     f'printf "%s" "$GEMMA_VLLM_LOGGING" > {LOGGING_CONFIG_PATH} && exec vllm "$@"'
 )
 
@@ -345,7 +347,9 @@ def pod_template(
         metadata["labels"][QUEUE_SOURCE_LABEL] = "true"
     if role == "leader" and spec.door is None:  # behind a door, no gatekeeper in the group
         containers.append(
-            gatekeeper.container(spec.gatekeeper_millicpu, spec.gatekeeper_memory_mib, spec.drain)
+            gatekeeper.container(
+                spec.gatekeeper_millicpu, spec.gatekeeper_memory_mib, spec.drain, engine_tmp=True
+            )
         )
         # Over every file of the ConfigMap, by name: the chat page's too when it is served.
         annotations = {

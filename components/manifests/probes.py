@@ -31,7 +31,12 @@ client request reaches vLLM while it measures:
    `stall-s` (the engine's own step timeout, fixed at start) refuses the node; else the stall
    bound is step x `growth` x `margin`, within [`floor-s`, `stall-s`]
    (`infra.plan.liveness.measured_stall_seconds`), kept in the state file, and one line says
-   both on the container's log (`announce`).
+   both on the container's log (`announce`);
+3. the record: the measured step, the stall bound and whether vLLM fell back to torch's linear,
+   as Prometheus gauges in a small text file (`SELF_METRICS_FILE`, `SELF_METRICS`), which the
+   gatekeeper's metrics listener serves to the collector (`/metrics/self`), so the dashboard
+   draws every leader's measurement beside the plan's range. A refused node's file says what
+   was measured (no stall bound: none was taken).
 A refusal is final: said once, kept in the state file, and the engine (`stop-pid`, the
 container's PID 1) is sent SIGTERM, so the kubelet restarts the container at once instead of
 waiting out the startup probe's threshold (`pkg/kubelet/prober/worker.go` counts failed runs).
@@ -62,6 +67,17 @@ FALLBACK_LINE = "Failed to create oneDNN linear"
 #: Where the leader's vLLM writes its warnings (besides its stdout), and its logging config.
 WARNINGS_LOG = "/tmp/vllm-warnings.log"
 LOGGING_CONFIG_PATH = "/tmp/vllm-logging.json"
+#: Where the startup probe writes its measurement as Prometheus gauges (the pod's /tmp, which the
+#: gatekeeper mounts read-only), and the gauges' names and help texts, in the file's order.
+SELF_METRICS_FILE = "/tmp/gemma-self.prom"
+MEASURED_STEP = "gemma_measured_step_seconds"
+STALL_BOUND = "gemma_liveness_stall_bound_seconds"
+PREFILL_FALLBACK = "gemma_prefill_fallback"
+SELF_METRICS: dict[str, str] = {
+    MEASURED_STEP: "Slowest of the leader's start-up one-token prefills after the warm-up.",
+    STALL_BOUND: "The liveness stall bound the leader took from its measured step.",
+    PREFILL_FALLBACK: "1 if vLLM fell back to torch's linear (no oneDNN for this CPU), else 0.",
+}
 #: Where the startup probe writes its one line: the container's main process's stdout, which is
 #: the container's log (an exec probe's own output reaches only the kubelet's events).
 ANNOUNCE_TO = "/proc/1/fd/1"
@@ -70,6 +86,7 @@ PROBE_SCRIPT = r"""
 import json, math, os, signal, sys, time, urllib.request
 
 opts = dict(arg.split("=", 1) for arg in sys.argv[1:])
+GAUGES = @GAUGES@
 host = os.environ.get(opts.get("host-env", ""), "") or opts.get("host", "127.0.0.1")
 base = f"http://{host}:{opts['port']}"
 deadline = float(opts["request-s"])
@@ -111,6 +128,20 @@ def save(state):
     os.replace(opts["state"] + ".new", opts["state"])
 
 
+def export(step, stall, fell_back):
+    # The record the gatekeeper serves to the collector, as Prometheus text (exposition format
+    # 0.0.4); whole or not at all, like the state. A gauge not measured is left out.
+    if not opts.get("self-metrics"):
+        return
+    lines = []
+    for (name, about), value in zip(GAUGES.items(), (step, stall, int(fell_back))):
+        if value is not None:
+            lines += [f"# HELP {name} {about}", f"# TYPE {name} gauge", f"{name} {value}"]
+    with open(opts["self-metrics"] + ".new", "w") as handle:
+        handle.write("\n".join(lines) + "\n")
+    os.replace(opts["self-metrics"] + ".new", opts["self-metrics"])
+
+
 def refuse(state, line):
     # Final: said once on the container's log, kept, and the engine stopped, so the kubelet
     # restarts the container now (a failing startup probe would wait out its whole threshold).
@@ -144,16 +175,18 @@ ceiling = int(opts["stall-s"])
 if opts.get("phase") == "startup":
     if "refused" in seen:
         verdict(False, seen["refused"])
-    if opts.get("path") == "onednn" and opts.get("log"):
+    fell_back = False
+    if opts.get("log"):
         try:
             with open(opts["log"], errors="replace") as handle:
                 fell_back = "@FALLBACK@" in handle.read()
         except OSError:
-            fell_back = False
-        if fell_back:
-            refuse(seen, "vLLM fell back to torch's linear (its log: '@FALLBACK@'); this plan's "
-                   "timeouts assume oneDNN, so the leader does not start: use an image whose "
-                   "oneDNN supports this CPU, or set prefillPath=fallback")
+            pass
+    if fell_back and opts.get("path") == "onednn":
+        export(None, None, fell_back)
+        refuse(seen, "vLLM fell back to torch's linear (its log: '@FALLBACK@'); this plan's "
+               "timeouts assume oneDNN, so the leader does not start: use an image whose "
+               "oneDNN supports this CPU, or set prefillPath=fallback")
     if "step_s" not in seen:
         tokens, runs = int(opts["calibrate-tokens"]), int(opts["runs"])
         # Ids above the first ones (special tokens) and below the vocabulary, which vLLM
@@ -177,6 +210,7 @@ if opts.get("phase") == "startup":
         growth, in_flight = float(opts["growth"]), int(opts["in-flight"])
         margin = float(opts["margin"])
         if step * growth * margin * in_flight > ceiling:
+            export(round(step, 3), None, fell_back)
             refuse(seen, f"this node's step is {step:.1f} s for {tokens} prompt tokens: x {growth} "
                    f"for the longest context x {margin} x {in_flight} in flight is beyond the "
                    f"engine's {ceiling} s step timeout, which would kill healthy long prompts; "
@@ -185,8 +219,9 @@ if opts.get("phase") == "startup":
         stall = min(ceiling, max(int(opts["floor-s"]),
                                  math.ceil(step * growth * margin)))
         seen.update(step_s=round(step, 3), stall_s=stall, runs_s=[round(t, 3) for t in times],
-                    proven=time.time())
+                    fell_back=fell_back, proven=time.time())
         save(seen)
+        export(seen["step_s"], stall, fell_back)
         announce(f"measured step {step:.2f} s ({tokens} prompt tokens, runs "
                  + ", ".join(f"{t:.2f}" for t in times) + f" s); liveness stall bound {stall} s "
                  f"(x {opts['growth']} x {opts['margin']}, within {opts['floor-s']}-{ceiling} s)")
@@ -246,7 +281,7 @@ seen.pop("idle_waiting_since", None)
 seen["proven"] = time.time()
 save(seen)
 verdict(True, f"idle; one token through every stage in {took:.2f} s")
-""".replace("@FALLBACK@", FALLBACK_LINE)
+""".replace("@FALLBACK@", FALLBACK_LINE).replace("@GAUGES@", repr(SELF_METRICS))
 
 
 @dataclass(frozen=True)
@@ -293,10 +328,12 @@ def probe_command(
     warnings_log: str = WARNINGS_LOG,
     announce: str = ANNOUNCE_TO,
     stop_pid: int | None = None,
+    self_metrics: str = SELF_METRICS_FILE,
 ) -> list[str]:
     """The exec probe's argv. `host` None means the leader's own loopback on a leader and the
     leader's address from `LWS_LEADER_ADDRESS` on a worker. A leader's `startup` phase checks the
-    linear path in `warnings_log` and measures the step, writing one line to `announce`."""
+    linear path in `warnings_log` and measures the step, writing one line to `announce` and the
+    gauges to `self_metrics`."""
     args = [f"role={role}", f"port={port}", f"request-s={probes.request_s}"]
     if host is not None:
         args.append(f"host={host}")
@@ -315,6 +352,7 @@ def probe_command(
             f"path={probes.path}",
             f"log={warnings_log}",
             f"announce={announce}",
+            f"self-metrics={self_metrics}",
             f"calibrate-tokens={probes.calibrate_tokens}",
             f"runs={probes.calibrate_runs}",
             f"calibrate-s={probes.calibrate_s}",

@@ -169,6 +169,8 @@ def collector_spec(cfg: StackConfig, stack: str) -> CollectorSpec:
         log_group=f"/gemma-graviton/{stack}/metrics",
         samples=watch.SAMPLES,
         bucket_samples=watch.bucket_samples(),
+        # Behind the door the groups have no gatekeeper to serve the leaders' records.
+        self_samples=() if cfg.elastic else watch.SELF_SAMPLES,
         # Elastic: the collector stays up on the system nodes while no model node runs.
         node_selector=SYSTEM_LABELS if cfg.elastic else NODE_LABELS,
         # Behind the door the leaders' vLLM answers /metrics itself, on its own port.

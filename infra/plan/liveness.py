@@ -125,6 +125,10 @@ class Liveness:
     growth: float = 1.0
     margin: float = STEP_MARGIN
     calibrate_s: int = 0
+    #: The slow end's step of the prompt a leader measures (`calibrate_tokens` at a prompt's
+    #: start, modelled): a healthy node's measured step is at most this, and the dashboard draws
+    #: it beside every leader's own.
+    calibrate_step_s: float = 0.0
     #: The stall bound and detection a leader measures at the middle rate of the range, the
     #: slowest of its fast half.
     fast_half_stall_s: int = 0
@@ -264,6 +268,7 @@ def liveness(
         margin=STEP_MARGIN,
         # A request longer than the engine's step timeout would be killed by the engine itself.
         calibrate_s=stall,
+        calibrate_step_s=round(model.step(batched_tokens, batched_tokens), 2),
         fast_half_stall_s=fast_stall,
         fast_half_detection_s=detection_seconds(fast_stall, period),
         path=model.path,

@@ -20,9 +20,10 @@ SERVER_ERRORS_PER_5_MINUTES = 5
 ALARMS = 5
 ALARM_METRICS = 5
 DASHBOARDS = 1
-#: EMF bytes one group's leader writes per scrape: one event for the plain metrics and one per
-#: histogram bucket (their `le` dimension differs), ~350 bytes each. An estimate: measure it with
-#: the metrics log group's IncomingBytes.
+#: EMF bytes one group's leader writes per scrape: one event for the plain metrics, one per
+#: histogram bucket (their `le` dimension differs) and, on a fixed stack, one for its own record
+#: (its `group` dimension), ~350 bytes each. An estimate: measure it with the metrics log
+#: group's IncomingBytes.
 EMF_BYTES_PER_EVENT = 350
 
 
@@ -43,8 +44,9 @@ def thresholds(waiting_key: int | str, max_concurrency: float, replicas: int) ->
     return AlarmThresholds(waiting, SERVER_ERRORS_PER_5_MINUTES)
 
 
-def emf_gb_per_month(replicas: int) -> float:
-    events = 1 + sum(len(bounds) + 1 for bounds in watch.BUCKETS.values())
+def emf_gb_per_month(replicas: int, elastic: bool = False) -> float:
+    record = 0 if elastic else 1
+    events = 1 + record + sum(len(bounds) + 1 for bounds in watch.BUCKETS.values())
     scrapes = HOURS_PER_MONTH * 3600 / 60
     return replicas * scrapes * events * EMF_BYTES_PER_EVENT / 1e9
 
@@ -61,15 +63,17 @@ class MonitoringCost:
 def monitoring_costs(replicas: int, elastic: bool = False) -> list[MonitoringCost]:
     """Monthly cost of what `monitoring: true` adds (an elastic stack's door adds its asleep
     answers, and its not-waking alarm reads two metrics where the group-restart alarm read one)."""
-    metrics = watch.custom_metric_count(elastic)
+    metrics = watch.custom_metric_count(elastic, replicas)
+    records = watch.self_metric_count(replicas, elastic)
     alarm_metrics = ALARM_METRICS + (1 if elastic else 0)
-    gb = emf_gb_per_month(replicas)
+    gb = emf_gb_per_month(replicas, elastic)
     return [
         MonitoringCost(
             "cloudwatch custom metrics",
             metrics * prices.CLOUDWATCH_METRIC_MONTH.usd,
             f"{metrics} metrics: vLLM gauges and counters, every latency bucket, "
-            f"{len(watch.ANSWER_CLASSES) + (1 if elastic else 0)} answer counts",
+            + (f"{records} of the leaders' own start-up measurements, " if records else "")
+            + f"{len(watch.ANSWER_CLASSES) + (1 if elastic else 0)} answer counts",
             prices.CLOUDWATCH_METRIC_MONTH,
         ),
         MonitoringCost(

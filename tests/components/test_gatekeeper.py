@@ -6,12 +6,13 @@ import json
 import re
 import shutil
 import subprocess
+import tempfile
 from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
-from components.manifests import gatekeeper, gatekeeper_conf
+from components.manifests import gatekeeper, gatekeeper_conf, probes
 from components.manifests.asleep import Asleep
 from components.manifests.gatekeeper import key_file_text, nginx_conf
 from components.manifests.gatekeeper_conf import ERRORS, PASSED_HEADERS, njs_script
@@ -218,6 +219,27 @@ def test_the_metrics_listener_passes_metrics_only_and_logs_no_scrape() -> None:
     }
 
 
+def test_a_leader_s_metrics_listener_serves_the_engine_s_record_read_only() -> None:
+    conf = nginx_conf(LIMITS, self_metrics=gatekeeper.SELF_METRICS_PATH)
+    _, metrics = _servers(conf)
+    assert re.findall(r"location = (\S+) \{", metrics) == [
+        "/metrics",
+        gatekeeper_conf.SELF_METRICS_ROUTE,
+    ]
+    record = _block(metrics, f"location = {gatekeeper_conf.SELF_METRICS_ROUTE} {{")
+    assert f"alias {gatekeeper.SELF_METRICS_PATH};" in record
+    assert 'default_type "text/plain; version=0.0.4";' in record
+    assert "if ($request_method != GET) { return 404" in record
+    # The path nginx reads is the probe's file, seen through the engine's /tmp.
+    assert (
+        f"{gatekeeper.ENGINE_MOUNT}/{probes.SELF_METRICS_FILE.removeprefix('/tmp/')}"
+    ) == gatekeeper.SELF_METRICS_PATH
+    mounts = gatekeeper.container(30, 64, engine_tmp=True)["volumeMounts"]
+    assert {"name": "tmp", "mountPath": gatekeeper.ENGINE_MOUNT, "readOnly": True} in mounts
+    # Not at the door, whose pod has no engine.
+    assert "tmp" not in {m["name"] for m in gatekeeper.container(30, 64)["volumeMounts"]}
+
+
 @pytest.mark.parametrize(
     "key",
     [
@@ -289,3 +311,41 @@ def test_every_njs_handler_the_config_names_is_exported_and_every_export_is_name
     (exported,) = re.findall(r"export default \{([^}]*)\}", script)
     exports = {entry.split(":")[0].strip() for entry in exported.split(",") if entry.strip()}
     assert named == exports
+
+
+@pytest.mark.skipif(not nginx_ready(), reason=INSTALL_HINT)
+def test_real_nginx_serves_the_engine_s_record_once_it_exists(tmp_path: Path) -> None:
+    """The metrics listener answers 404 before the startup probe wrote the record, then the
+    file as it is, as Prometheus text; nothing but GET."""
+    from infra.rehearse.front_door import gatekeeper_run as gate
+    from infra.rehearse.group.ranks import free_port
+
+    engine_dir = Path(tempfile.mkdtemp(prefix="gatekeeper-engine-"))
+    engine_dir.chmod(0o755)  # nginx's worker may read as `nobody`, through pytest's 0700 dirs
+    record = engine_dir / "gemma-self.prom"
+    try:
+        with gate.running_gate(
+            gate.find_nginx(),
+            LIMITS,
+            "k" * 40,
+            free_port(),
+            free_port(),
+            tmp_path,
+            lambda _line: None,
+            self_metrics=record,
+        ) as running:
+            route = gatekeeper_conf.SELF_METRICS_ROUTE
+            assert gate.request(running.metrics_url, "GET", route).status == 404
+            text = (
+                f"# TYPE {probes.MEASURED_STEP} gauge\n{probes.MEASURED_STEP} 1.25\n"
+                f"# TYPE {probes.STALL_BOUND} gauge\n{probes.STALL_BOUND} 12\n"
+            )
+            record.write_text(text)
+            reply = gate.request(running.metrics_url, "GET", route)
+            assert reply.status == 200
+            assert reply.body.decode() == text
+            assert reply.headers["Content-Type"] == "text/plain; version=0.0.4"
+            assert gate.request(running.metrics_url, "POST", route, b"{}").status == 404
+            assert gate.request(running.metrics_url, "GET", route + "/x").status == 404
+    finally:
+        shutil.rmtree(engine_dir, ignore_errors=True)

@@ -299,7 +299,9 @@ def test_pods_are_labelled_and_the_leader_carries_its_fingerprints() -> None:
     }
     leader = pods["leader"]["metadata"]
     assert leader["labels"] == {**LABELS, "app.kubernetes.io/component": "vllm-leader"}
-    files = gatekeeper.config_files(LIMITS, upstream_port=8000)
+    files = gatekeeper.config_files(
+        LIMITS, upstream_port=8000, self_metrics=gatekeeper.SELF_METRICS_PATH
+    )
     assert leader["annotations"] == {
         gatekeeper.CONFIG_ANNOTATION: gatekeeper.config_digest(files),
         gatekeeper.KEY_ANNOTATION: "f1f2",
@@ -408,7 +410,9 @@ def test_the_namespace_and_the_gatekeeper_config() -> None:
     assert config["metadata"]["name"] == "gemma-gatekeeper"
     assert config["metadata"]["labels"]["app.kubernetes.io/component"] == "gatekeeper"
     assert config["data"] == {
-        "nginx.conf": gatekeeper.nginx_conf(LIMITS, upstream_port=8000),
+        "nginx.conf": gatekeeper.nginx_conf(
+            LIMITS, upstream_port=8000, self_metrics=gatekeeper.SELF_METRICS_PATH
+        ),
         "gatekeeper.js": gatekeeper.njs_script(LIMITS),
     }
     assert manifests.all_objects(SPEC)[0]["kind"] == "Namespace"
@@ -572,7 +576,9 @@ def test_key_shapes_and_fingerprints() -> None:
 
 def test_other_ports_reach_the_config_the_annotation_and_the_command_line() -> None:
     spec = replace(SPEC, port=8001, master_port=29502)
-    files = gatekeeper.config_files(LIMITS, upstream_port=8001)
+    files = gatekeeper.config_files(
+        LIMITS, upstream_port=8001, self_metrics=gatekeeper.SELF_METRICS_PATH
+    )
     assert "server 127.0.0.1:8001;" in files["nginx.conf"]
     assert manifests.gatekeeper_config(spec)["data"] == files
     leader = _pods(spec)["leader"]

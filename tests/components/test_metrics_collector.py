@@ -15,7 +15,7 @@ import pytest
 import yaml
 
 from components import watch
-from components.manifests import gatekeeper, metrics
+from components.manifests import gatekeeper, metrics, probes
 from components.manifests.spec import LWS_NAME_LABEL, LWS_WORKER_INDEX_LABEL
 from infra.adapters import wiring
 from infra.plan import catalog
@@ -32,6 +32,15 @@ def _spec() -> metrics.CollectorSpec:
 
 def _config() -> dict[str, Any]:
     return yaml.safe_load(metrics.collector_config(_spec()))
+
+
+def _job(config: dict[str, Any], name: str) -> dict[str, Any]:
+    (scrape,) = [
+        job
+        for job in config["receivers"]["prometheus"]["config"]["scrape_configs"]
+        if job["job_name"] == name
+    ]
+    return scrape
 
 
 def _by_kind() -> dict[str, dict[str, Any]]:
@@ -194,8 +203,9 @@ def test_the_memory_limiter_stays_inside_the_container() -> None:
 
 def test_one_scrape_a_minute_batched_by_the_minute() -> None:
     config = _config()
-    (scrape,) = config["receivers"]["prometheus"]["config"]["scrape_configs"]
-    assert scrape["job_name"] == "vllm-leaders"
+    jobs = config["receivers"]["prometheus"]["config"]["scrape_configs"]
+    assert [job["job_name"] for job in jobs] == ["vllm-leaders", "leader-records"]
+    scrape = _job(config, "vllm-leaders")
     assert scrape["scrape_interval"] == f"{metrics.SCRAPE_INTERVAL_SECONDS}s" == "60s"
     assert int(scrape["scrape_timeout"].rstrip("s")) < metrics.SCRAPE_INTERVAL_SECONDS
     assert scrape["metrics_path"] == "/metrics"
@@ -207,7 +217,7 @@ def test_one_scrape_a_minute_batched_by_the_minute() -> None:
 
 def test_discovery_finds_this_stack_s_leaders_on_their_metrics_port_only() -> None:
     spec = _spec()
-    (scrape,) = _config()["receivers"]["prometheus"]["config"]["scrape_configs"]
+    scrape = _job(_config(), "vllm-leaders")
     (sd,) = scrape["kubernetes_sd_configs"]
     assert sd["role"] == "pod"
     assert sd["namespaces"] == {"names": [spec.namespace]}
@@ -259,7 +269,7 @@ def test_behind_a_door_the_ready_leaders_engine_is_scraped_on_vllms_port() -> No
 
 def test_real_vllm_samples_become_exactly_the_metrics_the_dashboard_reads() -> None:
     spec = _spec()
-    (scrape,) = _config()["receivers"]["prometheus"]["config"]["scrape_configs"]
+    scrape = _job(_config(), "vllm-leaders")
     kept = {}
     for sample in sorted(_exported_samples()):
         labels = _relabel({"__name__": sample}, scrape["metric_relabel_configs"])
@@ -280,14 +290,16 @@ def test_emf_declares_each_exported_metric_once_with_its_dimensions() -> None:
     assert emf["log_stream_name"] == "vllm-leaders"
     # Without this the exporter adds rolled-up copies of every metric: more metrics to pay for.
     assert emf["dimension_rollup_option"] == "NoDimensionRollup"
-    plain, buckets = emf["metric_declarations"]
+    plain, buckets, records = emf["metric_declarations"]
     assert plain["dimensions"] == [[metrics.STACK_DIMENSION]]
     assert buckets["dimensions"] == [[metrics.STACK_DIMENSION, "le"]]
+    # A leader's own record is per leader.
+    assert records["dimensions"] == [[metrics.STACK_DIMENSION, metrics.GROUP_DIMENSION]]
 
     def declared(name: str) -> list[int]:
         return [
             i
-            for i, d in enumerate((plain, buckets))
+            for i, d in enumerate((plain, buckets, records))
             if any(re.search(p, name) for p in d["metric_name_selectors"])
         ]
 
@@ -295,14 +307,57 @@ def test_emf_declares_each_exported_metric_once_with_its_dimensions() -> None:
         assert declared(metrics.exported_name(sample)) == [0], sample
     for sample in spec.bucket_samples:
         assert declared(metrics.exported_name(sample)) == [1], sample
+    for sample in spec.self_samples:
+        assert declared(metrics.exported_name(sample)) == [2], sample
     # Anchored: a longer name that merely contains a declared one is not exported.
     some = metrics.exported_name(spec.samples[0])
     assert declared("x" + some) == [] and declared(some + "x") == []
 
 
+def test_each_leader_s_record_is_scraped_from_its_gatekeeper_and_kept_per_group() -> None:
+    """The second job reads the same leaders' metrics port at the record's route, keeps the
+    gauges the startup probe writes and nothing else, renamed as every exported series is."""
+    config = _config()
+    engine, record = _job(config, "vllm-leaders"), _job(config, "leader-records")
+    assert record["metrics_path"] == gatekeeper.SELF_METRICS_ROUTE == "/metrics/self"
+    for key in ("kubernetes_sd_configs", "relabel_configs", "scrape_interval", "scrape_timeout"):
+        assert record[key] == engine[key], key
+    leader = {
+        "__meta_kubernetes_pod_container_port_name": gatekeeper.METRICS_PORT_NAME,
+        "__meta_kubernetes_pod_label_leaderworkerset_sigs_k8s_io_group_index": "2",
+    }
+    target = _relabel(leader, record["relabel_configs"])
+    assert target is not None and target[metrics.GROUP_DIMENSION] == "2"
+    # What the probe writes, beside a vLLM name that must not come through this job twice.
+    written = [*probes.SELF_METRICS, "vllm:num_requests_waiting", "process_start_time_seconds"]
+    kept = {}
+    for sample in written:
+        labels = _relabel({"__name__": sample}, record["metric_relabel_configs"])
+        if labels is not None:
+            kept[sample] = labels["__name__"]
+    assert kept == {s: metrics.exported_name(s) for s in probes.SELF_METRICS}
+    # And the vLLM job keeps none of the record's names.
+    for sample in probes.SELF_METRICS:
+        assert _relabel({"__name__": sample}, engine["metric_relabel_configs"]) is None
+    assert record["sample_limit"] >= len(probes.SELF_METRICS)
+
+
+def test_behind_a_door_no_record_is_scraped() -> None:
+    spec = wiring.collector_spec(load_stack("prod"), "prod")
+    assert spec.self_samples == ()
+    config = yaml.safe_load(metrics.collector_config(spec))
+    assert [
+        j["job_name"] for j in config["receivers"]["prometheus"]["config"]["scrape_configs"]
+    ] == ["vllm-leaders"]
+    # Even if asked: the door's groups have no gatekeeper to serve it.
+    asked = dataclasses.replace(spec, self_samples=watch.SELF_SAMPLES)
+    assert metrics.collector_config(asked) == metrics.collector_config(spec)
+
+
 def test_the_dashboard_reads_what_the_collector_writes() -> None:
     assert set(watch.SAMPLES) == set(_spec().samples)
     assert set(watch.bucket_samples()) == set(_spec().bucket_samples)
+    assert set(watch.SELF_SAMPLES) == set(_spec().self_samples) == set(probes.SELF_METRICS)
     assert metrics.exported_name("vllm:x_total") == "vllm:x_total" + metrics.RAW_SUFFIX
 
 

@@ -64,12 +64,17 @@ def test_bucket_bounds_and_labels_are_real(exported: dict[str, Any]) -> None:
         assert family["type"] == "histogram"
         assert watch.BUCKET_LABEL in family["labels"]
         assert list(bounds) == family["buckets"], family_name
-    # The only label the exported metrics are split by, besides the stack's own dimension.
+    # The only labels the exported metrics are split by, besides the stack's own dimension:
+    # vLLM's by bucket, the leaders' own records by group.
     declarations = yaml.safe_load(metrics.collector_config(_collector()))["exporters"]["awsemf"][
         "metric_declarations"
     ]
     labels = {label for d in declarations for dims in d["dimensions"] for label in dims}
-    assert labels == {metrics.STACK_DIMENSION, watch.BUCKET_LABEL}
+    assert labels == {metrics.STACK_DIMENSION, watch.BUCKET_LABEL, metrics.GROUP_DIMENSION}
+    (records,) = [d for d in declarations if metrics.GROUP_DIMENSION in d["dimensions"][0]]
+    assert records["metric_name_selectors"] == [
+        f"^{metrics.exported_name(s)}$" for s in sorted(watch.SELF_SAMPLES)
+    ]
 
 
 def test_the_capture_parser_reads_families_types_labels_and_buckets() -> None:
@@ -95,7 +100,8 @@ def _collector() -> metrics.CollectorSpec:
 
 def test_the_collector_scrapes_leaders_metrics_port_and_keeps_only_used_series() -> None:
     config = yaml.safe_load(metrics.collector_config(_collector()))
-    (scrape,) = config["receivers"]["prometheus"]["config"]["scrape_configs"]
+    scrape, records = config["receivers"]["prometheus"]["config"]["scrape_configs"]
+    assert records["job_name"] == "leader-records"
     (sd,) = scrape["kubernetes_sd_configs"]
     assert sd["namespaces"]["names"] == [wiring.NAMESPACE]
     assert "leaderworkerset.sigs.k8s.io/worker-index=0" in sd["selectors"][0]["label"]

@@ -22,6 +22,7 @@ from components.manifests.probes import (
     startup_probe,
 )
 from infra.plan import liveness
+from infra.rehearse.measure.metrics_capture import parse_exposition
 from tests.fakes.vllm_leader import fake_leader
 
 PROBES = ProbeSpec(stall_s=30, period_s=5, failures=3, timeout_s=8, request_s=5, idle_check_s=0)
@@ -196,7 +197,22 @@ def _startup(
         warnings_log=str(tmp_path / "warnings.log"),
         announce=str(tmp_path / "container.log"),
         stop_pid=stop_pid,
+        self_metrics=str(tmp_path / "self.prom"),
     )
+
+
+def _gauges(tmp_path: Path) -> dict[str, float]:
+    """The record file as Prometheus reads it (the rehearsal's exposition parser): each family's
+    type and its one unlabelled sample."""
+    text = (tmp_path / "self.prom").read_text()
+    families = parse_exposition(text)
+    assert {f.type for f in families.values()} == {"gauge"}, text
+    assert not list(tmp_path.glob("*.new")), "a half-written record was left"
+    return {
+        line.split(" ")[0]: float(line.split(" ")[1])
+        for line in text.splitlines()
+        if not line.startswith("#")
+    }
 
 
 def test_the_leader_measures_its_step_and_takes_its_stall_bound_from_it(tmp_path: Path) -> None:
@@ -228,6 +244,13 @@ def test_the_leader_measures_its_step_and_takes_its_stall_bound_from_it(tmp_path
         line = (tmp_path / "container.log").read_text()
         assert line.startswith("gemma-graviton: measured step ") and line.count("\n") == 1
         assert f"liveness stall bound {seen['stall_s']} s" in line
+        # The record the gatekeeper serves to the collector: the same step and bound, no
+        # fallback.
+        assert _gauges(tmp_path) == {
+            probes.MEASURED_STEP: seen["step_s"],
+            probes.STALL_BOUND: seen["stall_s"],
+            probes.PREFILL_FALLBACK: 0.0,
+        }
         # Measured once: a second startup run (the kubelet may run it again) sends nothing.
         assert _run(_startup(port, tmp_path))[0] == 0
         assert len(leader.completions) == 3
@@ -282,12 +305,21 @@ def test_a_leader_whose_vllm_fell_back_refuses_to_start_in_one_line(tmp_path: Pa
             # Final: the engine is stopped at once, so the kubelet restarts the container now,
             # and the line is said once however often the kubelet asks again.
             assert engine.wait(timeout=10) == -signal.SIGTERM
+            # Recorded: fell back, nothing measured.
+            assert _gauges(tmp_path) == {probes.PREFILL_FALLBACK: 1.0}
             assert _run(_startup(port, tmp_path))[0] == 1
             assert (tmp_path / "container.log").read_text().count("\n") == 1
             # A plan that assumes the fallback starts on it.
             (tmp_path / "s.json").unlink()
             fallback = dataclasses.replace(MEASURED, path="fallback")
             assert _run(_startup(port, tmp_path, fallback))[0] == 0
+            # On a plan that assumes it, the fallback is said beside the measurement.
+            recorded = _gauges(tmp_path)
+            assert recorded[probes.PREFILL_FALLBACK] == 1.0
+            assert (
+                recorded[probes.STALL_BOUND]
+                == json.loads((tmp_path / "s.json").read_text())["stall_s"]
+            )
     finally:
         engine.kill()
 
@@ -303,6 +335,10 @@ def test_a_node_whose_step_would_outlast_the_engines_timeout_is_refused(tmp_path
         assert out.startswith("FAIL: this node's step is ")
         assert "beyond the engine's 1 s step timeout" in out
         assert "step_s" not in json.loads((tmp_path / "s.json").read_text())
+        # The record says the step that refused the node, and no stall bound (none was taken).
+        refused = _gauges(tmp_path)
+        assert set(refused) == {probes.MEASURED_STEP, probes.PREFILL_FALLBACK}
+        assert refused[probes.MEASURED_STEP] * 1.2 * 1.5 * 2 > 1
         # With one batch in flight the same node fits (0.9 s).
         (tmp_path / "s.json").unlink()
         assert _run(_startup(port, tmp_path, dataclasses.replace(tight, in_flight=1)))[0] == 0

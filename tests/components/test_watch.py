@@ -35,7 +35,7 @@ import pytest
 import yaml
 
 from components import watch
-from components.manifests import gatekeeper, metrics
+from components.manifests import gatekeeper, metrics, probes
 from infra.adapters import wiring
 from infra.plan import monitoring as plan_monitoring
 from infra.plan.stackfile import load_stack
@@ -372,6 +372,12 @@ def test_every_drawn_line_has_the_legend_the_readme_promises(spec: watch.WatchSp
         # SEARCH draws one line per target group, named by its dimensions.
         "Healthy load balancer targets": [None],
         "Node memory and CPU": ["memory", "cpu"],
+        # One line per leader and series, named by its group (a dynamic label).
+        "Leaders' measured step and stall bound": [
+            "step, group ${PROP('Dim.group')}",
+            "stall bound, group ${PROP('Dim.group')}",
+            "fell back, group ${PROP('Dim.group')}",
+        ],
     }
     assert {title: _visible_labels(w) for title, w in widgets.items()} == expected
     queue = widgets["Requests running and waiting"]["properties"]["annotations"]
@@ -475,7 +481,8 @@ def test_every_metric_read_is_one_its_producer_writes(
     spec: watch.WatchSpec, collector_config: dict[str, Any]
 ) -> None:
     producers = _producers(collector_config, spec)
-    (scrape,) = collector_config["receivers"]["prometheus"]["config"]["scrape_configs"]
+    scrape, _records = collector_config["receivers"]["prometheus"]["config"]["scrape_configs"]
+    assert _records["relabel_configs"] == scrape["relabel_configs"]
     stack_label = next(
         r["replacement"]
         for r in scrape["relabel_configs"]
@@ -780,7 +787,13 @@ def _widget_lines(widget: dict[str, Any], store: Store) -> dict[str, list[Point]
             ).items():
                 labels = dict(dims)
                 if all(labels.get(k) == v for k, v in found.terms.items() if k != "MetricName"):
-                    name = " ".join(labels[k] for k in found.dimensions)
+                    # A label's `${PROP('Dim.<name>')}` is the series' dimension value
+                    # (CloudWatch dynamic labels); without a label, the dimensions name it.
+                    name = re.sub(
+                        r"\$\{PROP\('Dim\.(\w+)'\)\}",
+                        lambda m, labels=labels: labels[m[1]],
+                        row.options.get("label") or " ".join(labels[k] for k in found.dimensions),
+                    )
                     lines[name] = store.aggregate(raw, found.stat, found.period)
             continue
         fn = fn_for(row)
@@ -857,6 +870,12 @@ class Leader:
     """What one group's leader exports: vLLM's gauges, counters and histograms."""
 
     started: float
+    #: Its LWS group index, and its own record (`probes.SELF_METRICS`): the step and stall bound
+    #: its startup probe took (None: not measured yet) and whether vLLM fell back.
+    group: str = "0"
+    step: float | None = None
+    stall: float | None = None
+    fell_back: float = 0.0
     generated: float = 0.0
     preempted: float = 0.0
     running: float = 0.0
@@ -889,6 +908,15 @@ class Leader:
             out.append((f"{family}_count", labels, float(len(seen))))
             out.append((f"{family}_sum", labels, float(sum(seen))))
         return out
+
+    def record(self) -> list[Sample]:
+        """What its gatekeeper serves at `/metrics/self`: nothing before the probe measured."""
+        if self.step is None:
+            return []
+        out: list[Sample] = [(probes.MEASURED_STEP, {}, self.step)]
+        if self.stall is not None:
+            out.append((probes.STALL_BOUND, {}, self.stall))
+        return [*out, (probes.PREFILL_FALLBACK, {}, self.fell_back)]
 
 
 def _expand(template: str, match: re.Match[str]) -> str:
@@ -923,30 +951,36 @@ def _relabel(configs: list[dict[str, Any]], labels: dict[str, str]) -> dict[str,
 
 def _collect(config: dict[str, Any], store: Store, minute: int, leader: Leader) -> None:
     """One scrape of one leader by the collector, and the EMF metrics CloudWatch makes of it."""
-    (scrape,) = config["receivers"]["prometheus"]["config"]["scrape_configs"]
-    meta = {"__meta_kubernetes_pod_container_port_name": gatekeeper.METRICS_PORT_NAME}
-    target = _relabel(scrape["relabel_configs"], meta)
-    assert target is not None, "the leader's metrics port is not scraped"
-    target = {k: v for k, v in target.items() if not k.startswith("__")}
+    served = {"/metrics": leader.samples, gatekeeper.SELF_METRICS_ROUTE: leader.record}
+    meta = {
+        "__meta_kubernetes_pod_container_port_name": gatekeeper.METRICS_PORT_NAME,
+        "__meta_kubernetes_pod_label_leaderworkerset_sigs_k8s_io_group_index": leader.group,
+    }
     emf = config["exporters"]["awsemf"]
-    for name, labels, value in leader.samples():
-        kept = _relabel(scrape["metric_relabel_configs"], {**labels, **target, "__name__": name})
-        if kept is None:
-            continue
-        metric = kept.pop("__name__")
-        for declaration in emf["metric_declarations"]:
-            if any(re.search(s, metric) for s in declaration["metric_name_selectors"]):
-                for dims in declaration["dimensions"]:
-                    if all(d in kept for d in dims):
-                        store.put(
-                            emf["namespace"], metric, {d: kept[d] for d in dims}, minute, value
-                        )
+    for scrape in config["receivers"]["prometheus"]["config"]["scrape_configs"]:
+        target = _relabel(scrape["relabel_configs"], meta)
+        assert target is not None, f"{scrape['job_name']}: the leader's metrics port is not scraped"
+        target = {k: v for k, v in target.items() if not k.startswith("__")}
+        for name, labels, value in served[scrape["metrics_path"]]():
+            kept = _relabel(
+                scrape["metric_relabel_configs"], {**labels, **target, "__name__": name}
+            )
+            if kept is None:
+                continue
+            metric = kept.pop("__name__")
+            for declaration in emf["metric_declarations"]:
+                if any(re.search(s, metric) for s in declaration["metric_name_selectors"]):
+                    for dims in declaration["dimensions"]:
+                        if all(d in kept for d in dims):
+                            store.put(
+                                emf["namespace"], metric, {d: kept[d] for d in dims}, minute, value
+                            )
 
 
 def _run(config: dict[str, Any], minutes: int, step: Callable[[int, list[Leader]], None]) -> Store:
     """Two groups' leaders over `minutes`: `step` changes them, then the collector scrapes."""
     store = Store(minutes)
-    leaders = [Leader(started=1_767_000_000.0), Leader(started=1_767_000_100.0)]
+    leaders = [Leader(started=1_767_000_000.0), Leader(started=1_767_000_100.0, group="1")]
     for minute in range(minutes):
         step(minute, leaders)
         for leader in leaders:
@@ -1074,6 +1108,42 @@ def test_group_restarts_mark_the_minute_a_leader_started_again(
     store = _run(collector_config, 6, step)
     lines = _widget_lines(_widget(spec, "Group restarts"), store)
     assert lines == {"restarted": [None, 0.0, 1.0, 0.0, 1.0, 0.0]}
+
+
+def test_every_leader_s_measurement_is_drawn_beside_the_plan_s_range(
+    spec: watch.WatchSpec, collector_config: dict[str, Any]
+) -> None:
+    """Each leader's record, through the collector's second job, is its own line; a leader that
+    has not measured yet draws nothing; the plan's slow-end step and stall ceiling are lines
+    across."""
+    planned = dataclasses.replace(spec, plan_step_s=37.91, plan_stall_s=85)
+
+    def step(minute: int, leaders: list[Leader]) -> None:
+        if minute >= 1:
+            leaders[0].step, leaders[0].stall = 21.4, 36.0
+        if minute >= 2:
+            leaders[1].step, leaders[1].stall, leaders[1].fell_back = 30.2, 51.0, 1.0
+
+    store = _run(collector_config, 3, step)
+    panel = _widget(planned, "Leaders' measured step")
+    assert _widget_lines(panel, store) == {
+        "step, group 0": [None, 21.4, 21.4],
+        "stall bound, group 0": [None, 36.0, 36.0],
+        "fell back, group 0": [None, 0.0, 0.0],
+        "step, group 1": [None, None, 30.2],
+        "stall bound, group 1": [None, None, 51.0],
+        "fell back, group 1": [None, None, 1.0],
+    }
+    assert panel["properties"]["annotations"] == {
+        "horizontal": [
+            {"label": "plan: slow end's step", "value": 37.91},
+            {"label": "plan: stall ceiling", "value": 85},
+        ]
+    }
+    # Behind a door no leader serves its record: no panel for it.
+    elastic = dataclasses.replace(planned, elastic=True)
+    titles = [w["properties"]["title"] for w in watch.dashboard_widgets(elastic)]
+    assert not any(t.startswith("Leaders' measured step") for t in titles)
 
 
 def _log_lines(statuses: Iterable[int]) -> list[str]:
@@ -1466,9 +1536,23 @@ def test_alarms_and_metrics_are_the_ones_the_plan_prices(spec: watch.WatchSpec) 
         for namespace, name, dims in _metrics_read(spec)
         if namespace == spec.namespace
     }
-    assert watch.custom_metric_count() == len(own)
+    # The leaders' own records are read by SEARCH, one metric per series and group.
+    searched = {
+        (found.terms["MetricName"], found.dimensions)
+        for widget in watch.dashboard_widgets(spec)
+        for row in _rows(widget)
+        if row.expression and row.expression.startswith("SEARCH(")
+        for found in [_search(row.expression)]
+        if found.namespace == spec.namespace
+    }
+    assert searched == {
+        (metrics.exported_name(s), (metrics.STACK_DIMENSION, metrics.GROUP_DIMENSION))
+        for s in watch.SELF_SAMPLES
+    }
+    assert watch.custom_metric_count(groups=1) == len(own) + len(searched)
+    assert watch.custom_metric_count(groups=3) == len(own) + 3 * len(searched)
     stated = re.search(r"(\d+) custom metrics", _watching_it())
-    assert stated and int(stated.group(1)) == watch.custom_metric_count()
+    assert stated and int(stated.group(1)) == watch.custom_metric_count(groups=1)
 
 
 def test_the_dashboard_url_opens_the_dashboard_in_its_region() -> None:

@@ -12,7 +12,7 @@ from infra.plan.loading import check_secrets, load_config
 from infra.plan.sizing import plan
 
 CHEAPEST_TYPE_FIX = (
-    "choose r7g.2xlarge, the cheapest type that starts this stack ($474.35/month; `--compare` "
+    "choose r7g.2xlarge, the cheapest type that starts this stack ($475.23/month; `--compare` "
     "ranks them all)"
 )
 

@@ -47,6 +47,19 @@ def test_dev_figures_follow_from_its_slowest_step() -> None:
     assert live.first_byte_s == math.ceil(prompt + live.stall_s)
 
 
+def test_the_dashboard_s_step_is_the_slow_end_s_step_of_the_measured_prompt() -> None:
+    """What a leader measures (a chunk at a prompt's start) has its own slow end, drawn beside
+    every leader's measurement; growth takes it to the plan's longest step."""
+    p = plan(load_stack("dev"), "dev")
+    live, model = p.liveness, _model(p)
+    batched = p.max_num_batched_tokens
+    assert live.calibrate_tokens == batched
+    assert live.calibrate_step_s == round(model.step(batched, batched), 2)
+    assert live.calibrate_step_s < live.step_s
+    # Growth is the largest ratio over the range: at the slow end it reaches the longest step.
+    assert live.calibrate_step_s * live.growth >= live.step_s * (1 - 1e-3)  # both rounded
+
+
 def test_the_slowest_step_is_the_last_chunk_of_the_longest_prompt() -> None:
     p = plan(load_stack("dev"), "dev")
     model = _model(p)

@@ -32,7 +32,9 @@ def test_monitoring_is_itemised_and_the_key_turns_it_off() -> None:
     on, off = _lines(), _lines(monitoring=False)
     assert all(item in on for item in ITEMS)
     assert not any(item in off for item in ITEMS)
-    metrics = watch.custom_metric_count()
+    # dev runs one group: its leader's record is three metrics more.
+    metrics = watch.custom_metric_count(groups=1)
+    assert watch.self_metric_count(1) == len(watch.SELF_SAMPLES) == 3
     assert on["cloudwatch custom metrics"] == round(metrics * prices.CLOUDWATCH_METRIC_MONTH.usd, 2)
     assert on["cloudwatch dashboard"] == prices.CLOUDWATCH_DASHBOARD_MONTH.usd
     assert on["cloudwatch alarms"] == 5 * prices.CLOUDWATCH_ALARM_METRIC_MONTH.usd
@@ -59,19 +61,29 @@ def test_the_waiting_threshold_counts_every_group_and_at_least_one_request() -> 
 
 def test_ingestion_is_one_event_a_minute_per_leader_and_dimension_set() -> None:
     """The collector writes, per leader and scrape (one a minute), one EMF event for the plain
-    metrics and one per histogram bucket bound (`le`, +Inf included)."""
+    metrics, one per histogram bucket bound (`le`, +Inf included) and, on a fixed stack, one
+    for the leader's own record (its `group` dimension)."""
     buckets = sum(len(bounds) + 1 for bounds in watch.BUCKETS.values())
     minutes = monitoring.HOURS_PER_MONTH * 60
     one = monitoring.emf_gb_per_month(1)
-    assert one * 1e9 == pytest.approx(minutes * (1 + buckets) * monitoring.EMF_BYTES_PER_EVENT)
+    assert one * 1e9 == pytest.approx(minutes * (2 + buckets) * monitoring.EMF_BYTES_PER_EVENT)
     assert monitoring.emf_gb_per_month(3) == pytest.approx(3 * one)
+    behind_door = monitoring.emf_gb_per_month(1, elastic=True)
+    assert behind_door * 1e9 == pytest.approx(
+        minutes * (1 + buckets) * monitoring.EMF_BYTES_PER_EVENT
+    )
 
 
 def test_each_monitoring_line_says_what_it_counts_and_only_ingestion_is_an_estimate() -> None:
     lines = {line.item: line for line in monitoring.monitoring_costs(2)}
     assert list(lines) == list(ITEMS)
-    metrics = watch.custom_metric_count()
+    # Two groups: each leader's record counts on its own.
+    metrics = watch.custom_metric_count(groups=2)
+    assert metrics == watch.custom_metric_count(groups=1) + len(watch.SELF_SAMPLES)
     assert lines["cloudwatch custom metrics"].basis.startswith(f"{metrics} metrics: ")
+    assert "6 of the leaders' own start-up measurements" in lines["cloudwatch custom metrics"].basis
+    elastic = {line.item: line for line in monitoring.monitoring_costs(2, elastic=True)}
+    assert "leaders' own" not in elastic["cloudwatch custom metrics"].basis
     assert lines["cloudwatch dashboard"].basis.startswith("one dashboard (free if the account")
     assert lines["cloudwatch alarms"].basis.startswith(
         f"{monitoring.ALARMS} alarms reading {monitoring.ALARM_METRICS} metrics"

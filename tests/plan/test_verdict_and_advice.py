@@ -47,8 +47,8 @@ def test_the_default_plan_opens_with_the_verdict(capsys: pytest.CaptureFixture[s
         "each (modelled)",
         "first token: ~44 s for 1,000 prompt tokens, ~379 s for 8,192 (modelled: 29-70% of an "
         "assumed peak, on vLLM's oneDNN path)",
-        "cost: $646.49/month; $6.77 per million output tokens at full load, $58.02 with one stream",
-        "cheaper: 1 x m7g.4xlarge, $638.31/month, $4.82 per million tokens; 8,192 tokens x "
+        "cost: $647.36/month; $6.78 per million output tokens at full load, $58.10 with one stream",
+        "cheaper: 1 x m7g.4xlarge, $639.19/month, $4.82 per million tokens; 8,192 tokens x "
         "24.24, 9.90 tokens/s per stream, first token ~162 s (--set instanceType=m7g.4xlarge)",
         # The support window, the region's prices, no alarmEmail (every add-on pin is listed
         # for 1.35 by its source, infra/plan/addons.py).
@@ -97,7 +97,7 @@ def test_the_field_reports_settings_say_to_prefetch_first(
     assert brief[1] == "context: 2,048 tokens x 1.07 requests at once"
     assert brief[5] == (
         "change first: --set weightPrefetch=true --set kvCacheBytes=auto --set maxModelLen=auto: "
-        "2 x m7g.2xlarge, $646.49/month, $6.77 per million tokens; 8,192 tokens x 10.69, 4.24 "
+        "2 x m7g.2xlarge, $647.36/month, $6.78 per million tokens; 8,192 tokens x 10.69, 4.24 "
         "tokens/s per stream, first token ~379 s; the memory guard then sees 4.69 GiB, not 0.58"
     )
     # Followed, the advice gives what it promised.

@@ -36,7 +36,18 @@ def test_every_stack_watches_its_model_server(
     run_program(mocks, stack)
     dashboard = one(mocks.records, "aws:cloudwatch/dashboard:Dashboard")
     body = json.loads(dashboard.inputs["dashboardBody"])
-    assert len(body["widgets"]) == 10, dashboard.urn
+    cfg = load_stack(stack)
+    # A fixed stack's leaders serve their own start-up records: one panel more, drawn beside
+    # the plan's slow-end step and stall ceiling (behind a door no leader serves one).
+    assert len(body["widgets"]) == (10 if cfg.elastic else 11), dashboard.urn
+    if not cfg.elastic:
+        live = plan(cfg, stack).liveness
+        panel = body["widgets"][-1]["properties"]
+        assert panel["title"].startswith("Leaders' measured step"), dashboard.urn
+        assert [a["value"] for a in panel["annotations"]["horizontal"]] == [
+            live.calibrate_step_s,
+            live.stall_s,
+        ]
     assert resolve(exports["dashboardUrl"]) == (
         f"https://{json.loads(_region(mocks))}.console.aws.amazon.com/cloudwatch/home?region="
         f"{json.loads(_region(mocks))}#dashboards/dashboard/gemma-graviton-{stack}"

@@ -106,7 +106,7 @@ def test_node_size_override_flows_into_the_node_group(
             True,
             "`instanceType` m7g.large leaves no whole CPU for a model pod after its other "
             "tenants; choose r7g.2xlarge, the cheapest type that starts this stack "
-            "($474.35/month; `--compare` ranks them all)",
+            "($475.23/month; `--compare` ranks them all)",
         ),
         (
             {},

@@ -135,12 +135,15 @@ def running_gate(
     engine_key: str | None = None,
     asleep: Asleep | None = None,
     probe_port: int | None = None,
+    self_metrics: Path | None = None,
 ) -> Iterator[Gate]:
     """nginx with the gatekeeper's config on 127.0.0.1:`port` (and its metrics and probe
     listeners on `metrics_port` and `probe_port`, free ports if not given), stopped by group on
     exit. With `page_files`
     (`components.manifests.chat.files`, as the ConfigMap holds them) it serves the chat page;
-    with `asleep` it is the door of an elastic stack (`components.manifests.asleep`)."""
+    with `asleep` it is the door of an elastic stack (`components.manifests.asleep`); with
+    `self_metrics` its metrics listener serves that file as a leader's serves the engine's
+    record."""
     key_dir, run_dir = work_dir / "key", work_dir / "run"
     for directory in (key_dir, run_dir):
         directory.mkdir(parents=True, exist_ok=True)
@@ -175,6 +178,7 @@ def running_gate(
         user="root" if os.geteuid() == 0 else None,
         page_root=str(page_dir) if page_files is not None else None,
         asleep=asleep,
+        self_metrics=None if self_metrics is None else str(self_metrics),
     )
     for name, text in files.items():
         (work_dir / name).write_text(text)
