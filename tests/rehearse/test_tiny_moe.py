@@ -126,11 +126,20 @@ GEMM = (
 )
 
 
+PASSED_OVER = (
+    "(Worker pid=1) DEBUG 12-03 12:00:14 [fused_moe/oracle/unquantized.py:367] Unquantized MoE "
+    "backend CPU does not support the deployment configuration since kernel does not support "
+    "current device cpu.\n"
+)
+
+
 def test_kernels_row_passes_only_when_every_rank_names_its_moe_backend() -> None:
-    both = moe_group.kernels_check("2 ranks bf16", [BACKEND + GEMM, BACKEND])
+    both = moe_group.kernels_check("2 ranks bf16", [PASSED_OVER + BACKEND + GEMM, BACKEND])
     assert both.ok is True
     assert "Using CPU Unquantized MoE backend" in both.observed
     assert "onednn_mm" in both.observed
+    assert "does not support" not in both.observed
+    assert moe_group.kernels_check("1 rank bf16", [PASSED_OVER + GEMM]).ok is False
     one = moe_group.kernels_check("2 ranks bf16", [BACKEND, GEMM])
     assert one.ok is False
 

@@ -82,9 +82,15 @@ PROMPT = "How many tokens fit in the cache?"
 MOE_KERNEL_KEYS = ("MoE backend", "Experts")
 
 
+def chosen_kernels(log_text: str) -> list[str]:
+    """The kernel lines of a rank's log, less the debug lines of backends it passed over
+    ("... does not support the deployment configuration ...")."""
+    return [line for line in kernel_lines(log_text) if "does not support" not in line]
+
+
 def moe_kernels(log_text: str) -> list[str]:
     """The kernel lines of a rank's log that name its MoE backend or experts class."""
-    return [line for line in kernel_lines(log_text) if any(k in line for k in MOE_KERNEL_KEYS)]
+    return [line for line in chosen_kernels(log_text) if any(k in line for k in MOE_KERNEL_KEYS)]
 
 
 def kernels_check(label: str, logs: Sequence[str]) -> Check:
@@ -92,7 +98,7 @@ def kernels_check(label: str, logs: Sequence[str]) -> Check:
     per_rank = [moe_kernels(text) for text in logs]
     seen: list[str] = []
     for text in logs:
-        for line in kernel_lines(text):
+        for line in chosen_kernels(text):
             if line not in seen:
                 seen.append(line)
     return Check(
