@@ -4,6 +4,9 @@ plans it from a `modelProfile` with experts and refuses what it cannot rate
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import pytest
 
 from infra.plan.catalog import MODELS
@@ -144,16 +147,52 @@ def test_kernels_row_passes_only_when_every_rank_names_its_moe_backend() -> None
     assert one.ok is False
 
 
+INT8_LOG = "".join(
+    f"(Worker pid=1) DEBUG 12-03 12:04:18 [fused_moe/oracle/int8.py:169] Int8 MoE backend {name} "
+    "does not support the deployment configuration since kernel does not support current device "
+    "cpu.\n"
+    for name in ("TRITON", "HUMMING", "CPU", "CPU")
+)
+
+
 def test_an_int8_moe_refusal_is_not_runnable_not_passed() -> None:
     quote = (
-        "NotImplementedError: No Int8 MoE backend supports the deployment configuration "
-        "(weight_key=...)"
+        "rank 0 log: NotImplementedError: No Int8 MoE backend supports the deployment "
+        "configuration (weight_key=QuantKey(i8))"
     )
-    row = moe_group.not_runnable("1 rank int8", quote)
+    row = moe_group.not_runnable("1 rank int8", quote, INT8_LOG)
     assert row is not None
     assert row.ok is None
-    assert row.observed.startswith("not runnable on this CPU: NotImplementedError: No Int8 MoE")
+    assert row.observed == (
+        "not runnable on this CPU: NotImplementedError: No Int8 MoE backend supports the "
+        "deployment configuration"
+    )
+    assert row.note == (
+        "Int8 MoE backend TRITON: kernel does not support current device cpu; "
+        "Int8 MoE backend HUMMING: kernel does not support current device cpu; "
+        "Int8 MoE backend CPU: kernel does not support current device cpu"
+    )
     assert moe_group.not_runnable("1 rank int8", "ValueError: something else") is None
+
+
+def _built(tmp_path: Path, stages: int) -> Path:
+    (tmp_path / "config.json").write_text(json.dumps(tiny_moe.tiny_moe_config(stages)))
+    (tmp_path / "model.safetensors").write_bytes(b"\0" * 3_000_000)
+    return tmp_path
+
+
+def test_the_planner_row_shows_the_int8_refusal_and_a_bf16_plan(tmp_path: Path) -> None:
+    values = stack_values("dev", {})
+    model_dir = _built(tmp_path, 1)
+    refused = moe_group.planner_check("1 rank int8", values, model_dir, 1, "int8")
+    assert refused.ok is True
+    assert refused.observed == (
+        "refused, `weights`: int8 has no measured MoE decode ratio for google/gemma-4-26B-A4B-it"
+    )
+    assert "No Int8 MoE backend" in refused.note
+    assert moe_group.planner_check("1 rank bf16", values, model_dir, 1, "bf16").observed == (
+        "planned"
+    )
 
 
 def test_bad_formats_exit_2_with_one_line(capsys: pytest.CaptureFixture[str]) -> None:

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import secrets
 import sys
 import time
@@ -109,16 +110,36 @@ def kernels_check(label: str, logs: Sequence[str]) -> Check:
     )
 
 
-def not_runnable(label: str, quote: str) -> Check | None:
-    """The row for a group vLLM refused because this CPU has no kernel for it (None: another
-    failure, which is a plain FAIL)."""
+_PASSED_OVER = re.compile(
+    r"(\w+ MoE backend \w+) does not support the deployment configuration "
+    r"since (.*?)\.?$",
+    re.M,
+)
+
+
+def passed_over(log_text: str) -> list[str]:
+    """vLLM's reason for each MoE backend it passed over ("Int8 MoE backend CPU: kernel does
+    not support current device cpu"), each once, from its DEBUG lines (`fused_moe/oracle/*.py`)."""
+    found: list[str] = []
+    for match in _PASSED_OVER.finditer(log_text):
+        line = f"{match[1]}: {match[2]}"
+        if line not in found:
+            found.append(line)
+    return found
+
+
+def not_runnable(label: str, quote: str, log_text: str = "") -> Check | None:
+    """The row for a group vLLM refused because this CPU has no kernel for it, not passed (None:
+    another failure, which is a plain FAIL). The note lists every backend vLLM tried and why."""
     if NO_INT8_MOE not in quote:
         return None
+    reason = quote.split(": ", 1)[-1] if quote.startswith("rank ") else quote
     return Check(
         f"{label}: group serving",
         "/health 200",
-        f"not runnable on this CPU: {quote[:300]}",
+        f"not runnable on this CPU: {reason.split(' (weight_key')[0]}",
         None,
+        note="; ".join(passed_over(log_text)) or quote,
     )
 
 
@@ -143,7 +164,25 @@ def answer_check(label: str, gate_url: str, api_key: str, model: str) -> Check:
         return Check(name, expected, "no answer", False, note=str(error))
     tokens = int((reply.get("usage") or {}).get("completion_tokens", 0))
     text = (reply["choices"][0]["message"].get("content") or "").replace("\n", " ")
-    return Check(name, expected, f"200, {tokens} tokens: {text[:60]!r}", tokens > 0)
+    return Check(name, expected, f"200, {tokens} tokens: {text[:40]!a}", tokens > 0)
+
+
+def planner_check(
+    label: str, values: Mapping[str, Any], model_dir: Path, stages: int, weights: str
+) -> Check:
+    """What the planner says of the tiny MoE in `weights`: a plan, or its one-line refusal (for
+    an int8 MoE, no measured decode ratio). Either is the planner doing its job."""
+    try:
+        plan_tiny_moe(values, model_dir, stages, weights)
+    except ConfigError as error:
+        return Check(
+            f"{label}: planner",
+            "a plan, or a refusal naming the key",
+            f"refused, `{error.key}`: {error.rule.split(' (')[0]}",
+            True,
+            note=str(error),
+        )
+    return Check(f"{label}: planner", "a plan, or a refusal naming the key", "planned", True)
 
 
 @dataclass(frozen=True)
@@ -167,25 +206,12 @@ def group_rows(run: Run, stages: int, weights: str, progress: Progress) -> list[
     cfg, tiny_plan = plan_tiny_moe(run.values, model_dir, stages)
     served = model_dir
     if weights != "bf16":
-        try:
-            plan_tiny_moe(run.values, model_dir, stages, weights)
-            refused = "planned"
-        except ConfigError as error:
-            refused = f"refused: {error}"
-        rows.append(
-            Check(
-                f"{label}: planner",
-                "refuses an unmeasured MoE format, or plans it",
-                refused[:200],
-                True,
-                note=refused if len(refused) > 200 else "",
-            )
-        )
+        rows.append(planner_check(label, run.values, model_dir, stages, weights))
         assert run.quantize_python is not None
         served = ensure_quantized(run.quantize_python, model_dir, weights, progress)
     progress(
-        f"{label}: plan {tiny_plan.stages} rank(s), KV {tiny_plan.kv_cache_tokens:,} tokens "
-        f"at {tiny_plan.max_concurrency:.2f}x"
+        f"{label}: {'the bf16 ' if weights != 'bf16' else ''}plan {tiny_plan.stages} rank(s), "
+        f"KV {tiny_plan.kv_cache_tokens:,} tokens at {tiny_plan.max_concurrency:.2f}x"
     )
     return rows + _serve(run, label, served, cfg, tiny_plan, weights == "bf16", progress)
 
@@ -212,7 +238,7 @@ def _serve(
         try:
             ready = group.wait_ready(f"http://127.0.0.1:{ports[0]}/health", run.timeout_s, progress)
         except RankFailure as failure:
-            refused = not_runnable(label, failure.quote)
+            refused = not_runnable(label, failure.quote, group.processes[0].log_text())
             rows.append(
                 refused
                 or Check(
