@@ -199,3 +199,12 @@ def test_bad_formats_exit_2_with_one_line(capsys: pytest.CaptureFixture[str]) ->
     assert moe_group.main(["--formats", "int4"]) == 2
     err = capsys.readouterr().err.strip()
     assert err.count("\n") == 0 and "`--formats` 'int4'" in err
+
+
+def test_every_expert_per_token_is_a_valid_moe_profile() -> None:
+    values = {
+        **stack_values("dev", {}),
+        "model": "x/tiny",
+        "modelProfile": _profile(expertsPerToken=4),
+    }
+    assert load_config(values).profile().experts_per_token == 4
