@@ -105,3 +105,11 @@ rehearse-prefill: packages $(VENV)/.installed
 .PHONY: rehearse-moe
 rehearse-moe: packages $(VENV)/.installed
 	$(PY) -m infra.rehearse.measure.moe_probe --stack $(STACK) $(ARGS)
+
+## A tiny random-weight Gemma 4 mixture of experts (gemma-4-26B-A4B-it's attention layout, 4
+## experts, top-2) served by real vLLM behind the gatekeeper, one rank and two, bf16 and int8:
+## the MoE kernels vLLM logged, KV tokens against the planner's, a completion and lm-eval through
+## the gatekeeper (infra/rehearse/measure/moe_group.py; int8 says why where vLLM has no kernel).
+.PHONY: rehearse-moe-group
+rehearse-moe-group: packages $(VENV)/.installed
+	$(PY) -m infra.rehearse.measure.moe_group --stack $(STACK) $(ARGS)

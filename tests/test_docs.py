@@ -75,6 +75,10 @@ RULES: list[tuple[str, str]] = [
         "minutes of full-width model building and warm-up on a quiet machine",
     ),
     (
+        r"make rehearse-moe-group.*|python -m infra\.rehearse\.measure\.moe_group.*",
+        "real vLLM: four tiny MoE groups started one after another, lm-eval on two (minutes)",
+    ),
+    (
         r"make rehearse-moe.*|python -m infra\.rehearse\.measure\.moe_probe.*",
         "15-20 minutes of full-width model building and serving (a 9 GB MoE slice)",
     ),

@@ -88,6 +88,36 @@ class ModelProfileConfig(BaseModel):
     tied_embeddings: Annotated[bool, Field(alias="tiedEmbeddings")] = True
     attention_heads: Annotated[int | None, Field(gt=0, alias="attentionHeads")] = None
     intermediate_size: Annotated[int | None, Field(gt=0, alias="intermediateSize")] = None
+    #: A mixture of experts (0 experts: dense). Its decode is the measured MoE/dense ratio
+    #: applied to `decodeReference`, a dense catalogue model (`infra.plan.moe`).
+    experts: Annotated[int, Field(ge=0)] = 0
+    experts_per_token: Annotated[int, Field(ge=0, alias="expertsPerToken")] = 0
+    expert_intermediate_size: Annotated[int, Field(ge=0, alias="expertIntermediateSize")] = 0
+    decode_reference: Annotated[str | None, Field(alias="decodeReference")] = None
+
+    @model_validator(mode="after")
+    def _experts_agree(self) -> ModelProfileConfig:
+        """Experts, experts per token and their width come together, top-k within the experts."""
+        if self.experts and not 0 < self.experts_per_token <= self.experts:
+            raise ConfigError(
+                "modelProfile.expertsPerToken",
+                f"is {self.experts_per_token}, and a mixture of {self.experts} experts needs "
+                "1 to that many per token",
+                "set it to the model's top-k, such as 8 for gemma-4-26B-A4B-it",
+            )
+        if self.experts and self.expert_intermediate_size == 0:
+            raise ConfigError(
+                "modelProfile.expertIntermediateSize",
+                "is 0 for a mixture of experts",
+                "set it to one expert's MLP width, such as 704 for gemma-4-26B-A4B-it",
+            )
+        if not self.experts and (self.experts_per_token or self.expert_intermediate_size):
+            raise ConfigError(
+                "modelProfile.experts",
+                "is 0 (dense) while expertsPerToken or expertIntermediateSize is set",
+                "set experts to the expert count, or drop the other two",
+            )
+        return self
 
 
 #: Day names a schedule's `days` are written with, Monday first (ISO and cron order).

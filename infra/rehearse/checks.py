@@ -126,11 +126,9 @@ def render_verdict(checks: Sequence[Check]) -> str:
     if not failed and not skipped:
         lines.append("verdict: PASS")
     else:
-        lines.append(
-            f"verdict: FAIL ({', '.join(failed)}"
-            + (f"; {skipped} checks not reached" if skipped else "")
-            + ")"
-        )
+        parts = [", ".join(failed)] if failed else []
+        parts += [f"{skipped} checks not reached"] if skipped else []
+        lines.append(f"verdict: FAIL ({'; '.join(parts)})")
     return "\n".join(line.rstrip() for line in lines)
 
 

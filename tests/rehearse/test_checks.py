@@ -100,6 +100,9 @@ def test_verdict_passes_only_when_every_check_passed() -> None:
     text = render_verdict(failed)
     assert "/health: rank 0 log: ValueError: no" in text
     assert text.splitlines()[-1] == "verdict: FAIL (/health; 1 checks not reached)"
+    unrun = [Check("a", "1", "1", True), Check("int8", "200", "not runnable here", None)]
+    assert not verdict_ok(unrun)
+    assert render_verdict(unrun).splitlines()[-1] == "verdict: FAIL (1 checks not reached)"
 
 
 def test_bench_arguments_survive_a_key_that_looks_like_a_flag() -> None:
