@@ -149,12 +149,21 @@ LAUNCH_TEMPLATE_WRITES = frozenset(
         "ec2:DeleteLaunchTemplateVersions",
     }
 )
-#: The tag the program puts on everything it creates with the stack's name as its value
-#: (`infra.adapters.wiring.stack_tags`, the AWS provider's default tags): the program's launch
-#: template carries it from its creation (terraform-provider-aws internal/service/ec2/
-#: ec2_launch_template.go `resourceLaunchTemplateCreate` sends the resource's tags, default tags
-#: included, as the `launch-template` TagSpecification of CreateLaunchTemplate).
+#: The tags the program puts on everything it creates (`infra.adapters.wiring.stack_tags`, the
+#: AWS provider's default tags, which the program's own keys override): the project's name and
+#: the stack's. The program's launch template carries both from its creation
+#: (terraform-provider-aws internal/service/ec2/ec2_launch_template.go
+#: `resourceLaunchTemplateCreate` sends the resource's tags, default tags included, as the
+#: `launch-template` TagSpecification of CreateLaunchTemplate). `stack=prod` alone is no fence:
+#: it is a common default tag, which another team's templates in the account may carry too; the
+#: pair is this project's.
 STACK_TAG_KEY = "stack"
+PROJECT_TAG_KEY = "project"
+
+
+def launch_template_tags(stack: str) -> dict[str, str]:
+    """The tags that make a launch template `stack`'s: the fence of its writes."""
+    return {PROJECT_TAG_KEY: PROJECT, STACK_TAG_KEY: stack}
 
 
 @dataclass(frozen=True)
@@ -382,7 +391,16 @@ def deploy_policy(stack: str, region: str, state_bucket: str | None) -> dict[str
                 "Effect": "Allow",
                 "Action": list(needed.launch_template_writes),
                 "Resource": [f"arn:aws:ec2:{region}:*:launch-template/*"],
-                "Condition": {"StringEquals": {f"aws:ResourceTag/{STACK_TAG_KEY}": stack}},
+                # Keys of one operator are ANDed (IAM User Guide, "Conditions with multiple
+                # context keys or values", docs.aws.amazon.com/IAM/latest/UserGuide/
+                # reference_policies_multi-value-conditions.html, read 2026-12-03): both tags,
+                # the project's and the stack's.
+                "Condition": {
+                    "StringEquals": {
+                        f"aws:ResourceTag/{key}": value
+                        for key, value in launch_template_tags(stack).items()
+                    }
+                },
             },
             {
                 "Sid": "ReadEksPublicParameters",
@@ -471,30 +489,37 @@ def deploy_policy(stack: str, region: str, state_bucket: str | None) -> dict[str
                     f"arn:aws:iam::*:oidc-provider/{GITHUB_OIDC_HOST}",
                 ],
             },
+            # Without it the tag fence above is one CreateTags away: tag another template as the
+            # stack's, then write it. Tags at creation (`ec2:CreateAction` set, EC2 User Guide,
+            # "Grant permission to tag Amazon EC2 resources during creation", read 2026-12-03) and
+            # on a template that is already the stack's stay allowed. A negated operator holds when
+            # the key is absent, as on an untagged template (IAM User Guide, "Condition operators",
+            # negated matching, read 2026-12-03). One statement per fence tag: a template is the
+            # stack's only with both, and the keys of one statement's condition are ANDed, so a
+            # single statement would deny only a template lacking both.
+            *[
+                {
+                    "Sid": f"NeverTagAnotherLaunchTemplateAsTheStacks{key.capitalize()}",
+                    "Effect": "Deny",
+                    "Action": ["ec2:CreateTags", "ec2:DeleteTags"],
+                    "Resource": ["arn:aws:ec2:*:*:launch-template/*"],
+                    "Condition": {
+                        "StringNotEquals": {f"aws:ResourceTag/{key}": value},
+                        "Null": {"ec2:CreateAction": "true"},
+                    },
+                }
+                for key, value in launch_template_tags(stack).items()
+            ],
             {
-                # Without it the tag fence above is one CreateTags away: tag another template as
-                # the stack's, then write it. Tags at creation (`ec2:CreateAction` set, EC2 User
-                # Guide, "Grant permission to tag Amazon EC2 resources during creation", read
-                # 2026-12-03) and on a template that is already the stack's stay allowed. A
-                # negated operator holds when the key is absent, as on an untagged template (IAM
-                # User Guide, "Condition operators", negated matching, read 2026-12-03).
-                "Sid": "NeverTagAnotherLaunchTemplateAsTheStacks",
-                "Effect": "Deny",
-                "Action": ["ec2:CreateTags", "ec2:DeleteTags"],
-                "Resource": ["arn:aws:ec2:*:*:launch-template/*"],
-                "Condition": {
-                    "StringNotEquals": {f"aws:ResourceTag/{STACK_TAG_KEY}": stack},
-                    "Null": {"ec2:CreateAction": "true"},
-                },
-            },
-            {
-                # Without it the role could strip its own template's stack tag and lock itself out
-                # of it: the fence above would then never let it tag the template back.
+                # Without it the role could strip a fence tag off its own template and lock itself
+                # out of it: the fence above would then never let it tag the template back.
                 "Sid": "NeverUntagTheStacksLaunchTemplate",
                 "Effect": "Deny",
                 "Action": ["ec2:DeleteTags"],
                 "Resource": ["arn:aws:ec2:*:*:launch-template/*"],
-                "Condition": {"ForAnyValue:StringEquals": {"aws:TagKeys": [STACK_TAG_KEY]}},
+                "Condition": {
+                    "ForAnyValue:StringEquals": {"aws:TagKeys": list(launch_template_tags(stack))}
+                },
             },
             {
                 # A role without its boundary could be given anything by the next inline policy.
