@@ -27,6 +27,7 @@ from infra.bootstrap.config import (
     BOOTSTRAP_PROJECT,
     BootstrapConfig,
     load_bootstrap_config,
+    other_viewer_counts,
     stack_regions,
 )
 from infra.plan.config import ConfigError
@@ -111,6 +112,7 @@ commands = [
     pulumi.Output.concat(f"gh variable set {r.variable} --env {r.environment} --body ", arn[r.key])
     for r in roles
 ]
+first_viewer = other_viewer_counts(DEPLOY_STACKS, ROLE_PATH)
 for stack in DEPLOY_STACKS:
     viewers = [r for r in roles if stack in r.cluster_viewer_of]
     commands.append(
@@ -122,6 +124,6 @@ for stack in DEPLOY_STACKS:
         pulumi.Output.concat(
             f"pulumi -s {stack} config set --path 'clusterViewerArns[{index}]' ", arn[r.key]
         )
-        for index, r in enumerate(viewers)
+        for index, r in enumerate(viewers, start=first_viewer[stack])
     ]
 pulumi.export("setupCommands", pulumi.Output.all(*commands).apply("\n".join))

@@ -8,6 +8,8 @@ The split of trust:
   dev stack's passphrase. It previews the dev stack only. Its role can read the dev stack's state
   and describe AWS resources; it can write nothing and assume no other role. Its role trusts the
   `preview` environment's subject alone, and no role trusts a pull request's bare subject.
+- `preview-prod` (limited to `main`, behind prod's reviewers) gets a read-only role of the same
+  kind for prod: deploy-prod.yml's preview, so that only prod's update holds prod's deploy role.
 - `dev` and `prod` (environments limited to `main`; `prod` also behind required reviewers) each get
   a deploy role that can change that stack's region and that stack's state only, never the CI
   roles or the GitHub OIDC provider themselves.
@@ -42,6 +44,18 @@ PREVIEW_ENVIRONMENT = "preview"
 PREVIEW_STACK = "dev"
 #: Stacks deployed from `main`, each through the GitHub environment of the same name.
 DEPLOY_STACKS = ("dev", "prod")
+#: The GitHub environment of prod's preview in deploy-prod.yml, before its approval gate: a
+#: read-only role of its own, so that no job but prod's update holds the prod deploy role. An
+#: environment of its own because a role can tell jobs apart only by their `sub`, and every job
+#: in the `prod` environment gets the same one (GitHub docs, "OpenID Connect reference",
+#: example subject claims, filtering for a specific environment, read 2026-12-03).
+PROD_PREVIEW_ENVIRONMENT = "preview-prod"
+#: Each environment's stack: what its role reads or changes.
+STACK_OF_ENVIRONMENT = {
+    PREVIEW_ENVIRONMENT: PREVIEW_STACK,
+    **{stack: stack for stack in DEPLOY_STACKS},
+    PROD_PREVIEW_ENVIRONMENT: "prod",
+}
 
 #: GitHub's OIDC issuer and the audience `aws-actions/configure-aws-credentials` asks for.
 GITHUB_OIDC_HOST = "token.actions.githubusercontent.com"
@@ -255,9 +269,14 @@ def pull_request_subject(repository: str) -> str:
     return f"repo:{repository}:pull_request"
 
 
+def _upper(environment: str) -> str:
+    """An environment's name as variable names spell it (letters, digits, underscores)."""
+    return environment.upper().replace("-", "_")
+
+
 def role_variable(environment: str) -> str:
     """The variable that holds an environment's role ARN: `AWS_<ENV>_ROLE_ARN`."""
-    return f"AWS_{environment.upper()}_ROLE_ARN"
+    return f"AWS_{_upper(environment)}_ROLE_ARN"
 
 
 def runner_variable(environment: str) -> str:
@@ -265,8 +284,13 @@ def runner_variable(environment: str) -> str:
     `<ENV>_RUNNER`. One label per environment, so that a pull request's preview never runs on a
     runner that a dev or prod deploy runs on. A repository (or organisation) variable, never an
     environment's: `runs-on` is evaluated before the job enters its environment, and an
-    environment's variables are empty there (github/docs#33389, read 2026-12-03)."""
-    return f"{environment.upper()}_RUNNER"
+    environment's variables are empty there (github/docs#33389, read 2026-12-03).
+
+    Prod's preview runs on prod's runners (`PROD_RUNNER`): it must reach prod's cluster, and it
+    runs from prod's own workflow file on `main`, the one file prod's runner group admits."""
+    if environment == PROD_PREVIEW_ENVIRONMENT:
+        environment = STACK_OF_ENVIRONMENT[environment]
+    return f"{_upper(environment)}_RUNNER"
 
 
 def passphrase_secret(stack: str) -> str:
@@ -322,8 +346,16 @@ def _state_statements(bucket: str | None, stack: str, actions: list[str]) -> lis
     ]
 
 
-def preview_policy(region: str, state_bucket: str | None) -> dict[str, Any]:
-    """Read-only: describe the preview stack's resources and read its state; nothing else.
+def preview_policy(
+    region: str, state_bucket: str | None, stack: str = PREVIEW_STACK
+) -> dict[str, Any]:
+    """Read-only: describe `stack`'s resources and read its state; nothing else.
+
+    What `pulumi preview` reads of the self-managed backend: the bucket's listing, its
+    `meta.yaml` and the stack's checkpoint. A preview takes no lock and writes no history or
+    backup (pulumi/pulumi pkg/backend/diy/backend.go: `Preview` calls `apply` with `DryRun`
+    and no `Lock`; `apply` makes a snapshot manager, `addToHistory` and `backupStack` only when
+    not `DryRun`; read 2026-12-03). No KMS: the stacks' secrets provider is the passphrase.
 
     Not AWS's `ReadOnlyAccess`: that includes `s3:GetObject` on every bucket, prod's state too.
     """
@@ -349,7 +381,7 @@ def preview_policy(region: str, state_bucket: str | None) -> dict[str, Any]:
                 "Action": list(PREVIEW_IAM_ACTIONS),
                 "Resource": ["*"],
             },
-            *_state_statements(state_bucket, PREVIEW_STACK, ["s3:GetObject"]),
+            *_state_statements(state_bucket, stack, ["s3:GetObject"]),
         ],
     }
 
@@ -639,7 +671,8 @@ def boundaries(regions: Mapping[str, str]) -> tuple[Boundary, ...]:
 def ci_roles(
     repository: str, regions: Mapping[str, str], state_bucket: str | None
 ) -> tuple[CiRole, ...]:
-    """The preview role and one deploy role per stack in `DEPLOY_STACKS`.
+    """The preview roles (pull requests' of dev, prod's before its approval) and one deploy
+    role per stack in `DEPLOY_STACKS`.
 
     `regions` maps each deployed stack to its `region` key (the stack files are the source).
     """
@@ -658,6 +691,20 @@ def ci_roles(
         # hold the API key.
         cluster_viewer_of=(PREVIEW_STACK,),
     )
+    prod_preview = CiRole(
+        key=PROD_PREVIEW_ENVIRONMENT,
+        environment=PROD_PREVIEW_ENVIRONMENT,
+        variable=role_variable(PROD_PREVIEW_ENVIRONMENT),
+        subjects=(environment_subject(repository, PROD_PREVIEW_ENVIRONMENT),),
+        description=f"Read-only preview of {repository}'s prod stack before its approval",
+        policy=preview_policy(regions["prod"], state_bucket, "prod"),
+        max_session_seconds=PREVIEW_SESSION_SECONDS,
+        # A viewer of prod's cluster: without an access entry EKS authenticates no request of
+        # it, and the LWS chart's server-side render fails the preview. AmazonEKSAdminViewPolicy
+        # reads Secrets, prod's API key among them, which this job can read anyway: it holds
+        # prod's passphrase and reads prod's state, where the key is (random.RandomPassword).
+        cluster_viewer_of=("prod",),
+    )
     deploys = tuple(
         CiRole(
             key=f"deploy-{stack}",
@@ -673,4 +720,4 @@ def ci_roles(
         )
         for stack in DEPLOY_STACKS
     )
-    return (preview, *deploys)
+    return (preview, prod_preview, *deploys)

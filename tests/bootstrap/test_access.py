@@ -39,11 +39,13 @@ def test_each_role_admits_exactly_its_environment() -> None:
     roles = _roles()
     assert {key: role.subjects for key, role in roles.items()} == {
         "preview": ("repo:acme/gemma-graviton:environment:preview",),
+        "preview-prod": ("repo:acme/gemma-graviton:environment:preview-prod",),
         "deploy-dev": ("repo:acme/gemma-graviton:environment:dev",),
         "deploy-prod": ("repo:acme/gemma-graviton:environment:prod",),
     }
     assert {role.environment: role.variable for role in roles.values()} == {
         "preview": "AWS_PREVIEW_ROLE_ARN",
+        "preview-prod": "AWS_PREVIEW_PROD_ROLE_ARN",
         "dev": "AWS_DEV_ROLE_ARN",
         "prod": "AWS_PROD_ROLE_ARN",
     }
@@ -70,7 +72,14 @@ def test_each_environment_has_its_own_runner_variable() -> None:
     names = {
         role.environment: access.runner_variable(role.environment) for role in _roles().values()
     }
-    assert names == {"preview": "PREVIEW_RUNNER", "dev": "DEV_RUNNER", "prod": "PROD_RUNNER"}
+    # Prod's preview runs where prod's update runs: it must reach prod's cluster, and it runs
+    # from the one workflow file prod's runner group admits.
+    assert names == {
+        "preview": "PREVIEW_RUNNER",
+        "preview-prod": "PROD_RUNNER",
+        "dev": "DEV_RUNNER",
+        "prod": "PROD_RUNNER",
+    }
 
 
 def test_trust_is_exact_match_on_subject_and_audience() -> None:
@@ -92,22 +101,40 @@ def test_trust_is_exact_match_on_subject_and_audience() -> None:
     assert github_ci.OIDC_AUDIENCE == access.OIDC_AUDIENCE
 
 
-def test_the_preview_role_reads_and_nothing_more() -> None:
-    preview = _roles()["preview"]
+@pytest.mark.parametrize(("key", "stack"), [("preview", "dev"), ("preview-prod", "prod")])
+def test_a_preview_role_reads_its_stack_and_nothing_more(key: str, stack: str) -> None:
+    """Both previews, the pull requests' of dev and deploy-prod.yml's of prod before its
+    approval, run as read-only roles: only an update holds a deploy role."""
+    preview = _roles()[key]
+    other = "prod" if stack == "dev" else "dev"
     allowed = _allowed(preview.policy)
     writes = [action for action, _ in allowed if not READ_ONLY.match(action)]
-    assert writes == [], f"the preview role may {writes}"
+    assert writes == [], f"the {key} role may {writes}"
     assert all(s["Effect"] == "Allow" for s in preview.policy["Statement"])
     # It cannot step into a deploy role: no sts grant, no PassRole, and the deploy roles trust
     # only GitHub tokens of their own environment.
     assert not [a for a, _ in allowed if a.startswith("sts:") or a == "iam:PassRole"]
-    deploy_subjects = {s for r in _roles().values() if r.key != "preview" for s in r.subjects}
-    assert not set(preview.subjects) & deploy_subjects
-    # The state it reads is dev's: prod's state objects are named nowhere.
+    others = {s for r in _roles().values() if r.key != key for s in r.subjects}
+    assert not set(preview.subjects) & others
+    # The state it reads is its stack's: the other stack's state objects are named nowhere.
     s3 = [resource for action, res in allowed if action.startswith("s3:") for resource in res]
-    assert s3 and not [r for r in s3 if "/prod" in r], s3
-    assert f"arn:aws:s3:::{BUCKET}/.pulumi/*/gemma-graviton/dev.json*" in s3
-    assert preview.cluster_viewer_of == ("dev",) and preview.creates_cluster_of == ()
+    assert s3 and not [r for r in s3 if f"/{other}" in r], s3
+    assert f"arn:aws:s3:::{BUCKET}/.pulumi/*/gemma-graviton/{stack}.json*" in s3
+    regional = next(
+        s for s in preview.policy["Statement"] if s["Sid"] == "DescribeTheStackInItsRegion"
+    )
+    assert regional["Condition"] == {"StringEquals": {"aws:RequestedRegion": [REGIONS[stack]]}}
+    assert preview.cluster_viewer_of == (stack,) and preview.creates_cluster_of == ()
+    assert preview.max_session_seconds == 3600
+
+
+def test_only_prods_update_holds_the_prod_deploy_role() -> None:
+    """Prod's preview has a role of its own, in an environment of its own: a job in the `prod`
+    environment gets `environment:prod` whatever it runs, so no preview may run there."""
+    roles = _roles()
+    assert roles["deploy-prod"].subjects == ("repo:acme/gemma-graviton:environment:prod",)
+    assert roles["preview-prod"].environment != roles["deploy-prod"].environment
+    assert access.STACK_OF_ENVIRONMENT["preview-prod"] == "prod"
 
 
 @pytest.mark.parametrize("stack", ["dev", "prod"])

@@ -78,6 +78,7 @@ def test_provider_and_roles_trust_exactly_the_repository_environments(
         subjects[record.name] = condition[SUB]
     assert subjects == {
         "github-preview": ["repo:acme/gemma-graviton:environment:preview"],
+        "github-preview-prod": ["repo:acme/gemma-graviton:environment:preview-prod"],
         "github-deploy-dev": ["repo:acme/gemma-graviton:environment:dev"],
         "github-deploy-prod": ["repo:acme/gemma-graviton:environment:prod"],
     }
@@ -93,6 +94,7 @@ def test_the_preview_role_cannot_reach_deploy_permissions(
     policies = {r.name: r for r in by_type(mocks.records, ROLE_POLICY)}
     assert set(policies) == {
         "github-preview-permissions",
+        "github-preview-prod-permissions",
         "github-deploy-dev-permissions",
         "github-deploy-prod-permissions",
     }
@@ -111,6 +113,13 @@ def test_the_preview_role_cannot_reach_deploy_permissions(
         assert set(_trust(role)["Principal"]) == {"Federated"}, role.urn
     resources = json.dumps(preview)
     assert "/prod" not in resources and "gemma-graviton/dev.json" in resources
+    # Prod's preview reads prod's state, and writes nothing either.
+    prod_preview = json.loads(policies["github-preview-prod-permissions"].inputs["policy"])
+    assert all(s["Effect"] == "Allow" for s in prod_preview["Statement"])
+    prod_actions = {a for s in prod_preview["Statement"] for a in s["Action"]}
+    assert prod_actions == set(actions), prod_actions ^ set(actions)
+    resources = json.dumps(prod_preview)
+    assert "/dev" not in resources and "gemma-graviton/prod.json" in resources
     # Each deploy role works in its stack's region, as the stack file says.
     for stack in ("dev", "prod"):
         deploy = json.loads(policies[f"github-deploy-{stack}-permissions"].inputs["policy"])
@@ -126,6 +135,7 @@ def test_outputs_name_what_goes_where(mocks: RecordingMocks, exports: dict[str, 
     assert resolve(exports["roleArns"]) == arns
     assert resolve(exports["environmentVariables"]) == {
         "preview": {"AWS_PREVIEW_ROLE_ARN": arns["preview"]},
+        "preview-prod": {"AWS_PREVIEW_PROD_ROLE_ARN": arns["preview-prod"]},
         "dev": {"AWS_DEV_ROLE_ARN": arns["deploy-dev"]},
         "prod": {"AWS_PROD_ROLE_ARN": arns["deploy-prod"]},
     }
@@ -136,8 +146,12 @@ def test_outputs_name_what_goes_where(mocks: RecordingMocks, exports: dict[str, 
         "prod": arns["deploy-prod"],
     }
     assert "clusterAdminArns" not in exports
-    # The preview role views dev's cluster only: AmazonEKSAdminViewPolicy reads prod's Secrets.
-    assert resolve(exports["clusterViewerArns"]) == {"dev": [arns["preview"]], "prod": []}
+    # Each preview role views its own stack's cluster only: the pull requests' never prod's,
+    # whose Secrets AmazonEKSAdminViewPolicy reads.
+    assert resolve(exports["clusterViewerArns"]) == {
+        "dev": [arns["preview"]],
+        "prod": [arns["preview-prod"]],
+    }
     boundaries = {
         r.name.removeprefix("github-boundary-"): r for r in by_type(mocks.records, POLICY)
     }
@@ -147,6 +161,8 @@ def test_outputs_name_what_goes_where(mocks: RecordingMocks, exports: dict[str, 
     commands = resolve(exports["setupCommands"]).splitlines()
     assert commands == [
         f"gh variable set AWS_PREVIEW_ROLE_ARN --env preview --body {arns['preview']}",
+        "gh variable set AWS_PREVIEW_PROD_ROLE_ARN --env preview-prod --body "
+        f"{arns['preview-prod']}",
         f"gh variable set AWS_DEV_ROLE_ARN --env dev --body {arns['deploy-dev']}",
         f"gh variable set AWS_PROD_ROLE_ARN --env prod --body {arns['deploy-prod']}",
         "pulumi -s dev config set permissionsBoundaryArn "
@@ -154,6 +170,8 @@ def test_outputs_name_what_goes_where(mocks: RecordingMocks, exports: dict[str, 
         f"pulumi -s dev config set --path 'clusterViewerArns[0]' {arns['preview']}",
         "pulumi -s prod config set permissionsBoundaryArn "
         "arn:aws:iam::123456789012:policy/github-ci/gemma-graviton-prod-boundary",
+        # After prod's own viewer (stacks/Pulumi.prod.yaml lists one), not over it.
+        f"pulumi -s prod config set --path 'clusterViewerArns[1]' {arns['preview-prod']}",
     ]
     # Without `stateBucket` (Pulumi Cloud) no role is granted S3.
     for record in by_type(mocks.records, ROLE_POLICY):
