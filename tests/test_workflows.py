@@ -40,6 +40,7 @@ from infra.bootstrap.access import (
     role_variable,
     runner_variable,
 )
+from infra.bootstrap.access import WORKFLOW_OF_ENVIRONMENT as TRUSTED_WORKFLOW
 
 REPO = Path(__file__).resolve().parents[1]
 WORKFLOWS_DIR = REPO / ".github" / "workflows"
@@ -388,6 +389,19 @@ def test_each_environment_uses_its_own_role_and_its_stacks_passphrase(path: Path
         assert _passphrase_secrets(job) == {passphrase_secret(stack)}, (
             f"{path.name} job {job_id} must decrypt with secrets.{passphrase_secret(stack)}"
         )
+
+
+def test_each_environments_jobs_are_in_the_file_its_role_trusts() -> None:
+    """The roles trust `sub` values that name the workflow file (`job_workflow_ref`, under the
+    repository's subject template, infra/bootstrap/access.py): a job in an environment from any
+    other file would get no role, so each environment's jobs must be in its trusted file (the
+    triggers' tests above hold the deploy files to `main`, the ref the trusts name)."""
+    found: dict[str, set[str]] = {}
+    for path in _workflow_files():
+        for job in _load(path)["jobs"].values():
+            if _environment_name(job):
+                found.setdefault(str(_environment_name(job)), set()).add(path.name)
+    assert found == {env: {workflow} for env, (workflow, _) in TRUSTED_WORKFLOW.items()}, found
 
 
 def test_the_workflows_environments_are_the_bootstraps() -> None:

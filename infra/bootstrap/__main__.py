@@ -22,7 +22,13 @@ from components.github_ci import (
     GitHubActionsAccessArgs,
     GitHubRoleSpec,
 )
-from infra.bootstrap.access import DEPLOY_STACKS, ROLE_PATH, boundaries, ci_roles
+from infra.bootstrap.access import (
+    DEPLOY_STACKS,
+    ROLE_PATH,
+    boundaries,
+    ci_roles,
+    subject_template_command,
+)
 from infra.bootstrap.config import (
     BOOTSTRAP_PROJECT,
     BootstrapConfig,
@@ -108,7 +114,11 @@ pulumi.export(
 # Ready to paste, in the README's order: environment variables, then each stack's access entries.
 # No `clusterAdminArns` line: the only CI role with admin rights is the one that creates the
 # cluster, which EKS has made an admin already.
-commands = [
+# The roles trust `sub` values that name the workflow file (`job_workflow_ref`), which GitHub
+# issues only once the repository has this subject template (docs/deploying.md, step 4).
+pulumi.export("oidcSubjectTemplateCommand", subject_template_command(cfg.repository))
+commands: list[str | pulumi.Output[str]] = [subject_template_command(cfg.repository)]
+commands += [
     pulumi.Output.concat(f"gh variable set {r.variable} --env {r.environment} --body ", arn[r.key])
     for r in roles
 ]

@@ -234,7 +234,8 @@ class CiRole:
     variable: str
     """The environment variable (GitHub Actions `vars.`) that holds the ARN."""
     subjects: tuple[str, ...]
-    """The exact OIDC `sub` values the trust policy admits (StringEquals, no wildcard)."""
+    """The OIDC `sub` values the trust policy admits (`workflow_subject`): exact, but for the
+    pull requests' ref (StringLike over its number)."""
     description: str
     """What the role is for, shown in IAM."""
     policy: dict[str, Any]
@@ -259,8 +260,53 @@ class CiRole:
 
 
 def environment_subject(repository: str, environment: str) -> str:
-    """The `sub` claim of a job that names a GitHub environment (whatever the event)."""
+    """The default `sub` claim of a job that names a GitHub environment (whatever the event).
+    Any workflow file that names the environment gets it; no role trusts it alone."""
     return f"repo:{repository}:environment:{environment}"
+
+
+#: The claims of the repository's OIDC subject template (GitHub REST API, "Set the
+#: customization template for an OIDC subject claim for a repository", PUT
+#: /repos/{owner}/{repo}/actions/oidc/customization/sub). With it the `sub` of a job in an
+#: environment is `repo:<owner>/<repo>:environment:<env>:job_workflow_ref:<workflow path>@<ref>`
+#: (github/docs content/actions/security-for-github-actions/security-hardening-your-deployments/
+#: about-security-hardening-with-openid-connect.md, "Example: Requiring a reusable workflow and
+#: other claims", at 1c6fbe3, read 2026-12-03). IAM has no condition key for
+#: `job_workflow_ref` itself, so the workflow file reaches the trust through `sub` alone.
+SUBJECT_CLAIM_KEYS = ("repo", "context", "job_workflow_ref")
+#: The workflow file whose jobs each environment's role admits, and the ref they run from. The
+#: pull requests' preview runs from `refs/pull/<number>/merge`, which changes with each pull
+#: request: the one wildcard of any trust, over the number only.
+WORKFLOW_OF_ENVIRONMENT = {
+    PREVIEW_ENVIRONMENT: ("pr.yml", "refs/pull/*/merge"),
+    "dev": ("deploy.yml", "refs/heads/main"),
+    PROD_PREVIEW_ENVIRONMENT: ("deploy-prod.yml", "refs/heads/main"),
+    "prod": ("deploy-prod.yml", "refs/heads/main"),
+}
+
+
+def workflow_subject(repository: str, environment: str) -> str:
+    """The `sub` of `environment`'s jobs in its own workflow file, under `SUBJECT_CLAIM_KEYS`:
+    the only subject its role trusts. A job of another workflow file that names the
+    environment (a branch's new file, if the environment's branch rule ever let it through) gets
+    another `sub` and no role."""
+    workflow, ref = WORKFLOW_OF_ENVIRONMENT[environment]
+    return (
+        f"{environment_subject(repository, environment)}:job_workflow_ref:"
+        f"{repository}/.github/workflows/{workflow}@{ref}"
+    )
+
+
+def subject_template_command(repository: str) -> str:
+    """The one command that gives the repository the subject template the trusts expect
+    (`gh api`: `-F` sends `false` as a boolean, `key[]=value` builds an array; gh manual,
+    "gh api", read 2026-12-03). Run it after the bootstrap's `pulumi up`: until then the roles
+    trust no token, after it the old default subjects are no longer issued."""
+    keys = " ".join(f"-f 'include_claim_keys[]={key}'" for key in SUBJECT_CLAIM_KEYS)
+    return (
+        f"gh api --method PUT repos/{repository}/actions/oidc/customization/sub "
+        f"-F use_default=false {keys}"
+    )
 
 
 def pull_request_subject(repository: str) -> str:
@@ -683,7 +729,7 @@ def ci_roles(
         # A job that names an environment gets the environment subject even on a pull request
         # (pr.yml's preview names `preview`). The bare pull_request subject is not trusted: a
         # job a branch adds without an environment gets no role at all.
-        subjects=(environment_subject(repository, PREVIEW_ENVIRONMENT),),
+        subjects=(workflow_subject(repository, PREVIEW_ENVIRONMENT),),
         description=f"Read-only pull-request preview of {repository}'s {PREVIEW_STACK} stack",
         policy=preview_policy(regions[PREVIEW_STACK], state_bucket),
         max_session_seconds=PREVIEW_SESSION_SECONDS,
@@ -695,7 +741,7 @@ def ci_roles(
         key=PROD_PREVIEW_ENVIRONMENT,
         environment=PROD_PREVIEW_ENVIRONMENT,
         variable=role_variable(PROD_PREVIEW_ENVIRONMENT),
-        subjects=(environment_subject(repository, PROD_PREVIEW_ENVIRONMENT),),
+        subjects=(workflow_subject(repository, PROD_PREVIEW_ENVIRONMENT),),
         description=f"Read-only preview of {repository}'s prod stack before its approval",
         policy=preview_policy(regions["prod"], state_bucket, "prod"),
         max_session_seconds=PREVIEW_SESSION_SECONDS,
@@ -710,7 +756,7 @@ def ci_roles(
             key=f"deploy-{stack}",
             environment=stack,
             variable=role_variable(stack),
-            subjects=(environment_subject(repository, stack),),
+            subjects=(workflow_subject(repository, stack),),
             description=f"pulumi up of {repository}'s {stack} stack from main",
             policy=deploy_policy(stack, regions[stack], state_bucket),
             max_session_seconds=DEPLOY_SESSION_SECONDS,

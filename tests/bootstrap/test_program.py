@@ -71,17 +71,43 @@ def test_provider_and_roles_trust_exactly_the_repository_environments(
         statement = _trust(record)
         assert statement["Principal"] == {"Federated": provider.outputs["arn"]}, record.urn
         assert statement["Action"] == "sts:AssumeRoleWithWebIdentity", record.urn
-        assert set(statement["Condition"]) == {"StringEquals"}, record.urn
-        condition = statement["Condition"]["StringEquals"]
-        assert condition["token.actions.githubusercontent.com:aud"] == "sts.amazonaws.com"
+        # Exact subjects but the pull requests' preview's, whose ref carries its number.
+        operator = "StringLike" if record.name == "github-preview" else "StringEquals"
+        assert set(statement["Condition"]) == {"StringEquals", operator}, record.urn
+        condition = statement["Condition"]
+        assert condition["StringEquals"]["token.actions.githubusercontent.com:aud"] == (
+            "sts.amazonaws.com"
+        )
         assert record.inputs["path"] == "/github-ci/", record.urn
-        subjects[record.name] = condition[SUB]
+        subjects[record.name] = condition[operator][SUB]
+    workflows = "acme/gemma-graviton/.github/workflows"
     assert subjects == {
-        "github-preview": ["repo:acme/gemma-graviton:environment:preview"],
-        "github-preview-prod": ["repo:acme/gemma-graviton:environment:preview-prod"],
-        "github-deploy-dev": ["repo:acme/gemma-graviton:environment:dev"],
-        "github-deploy-prod": ["repo:acme/gemma-graviton:environment:prod"],
+        "github-preview": [
+            "repo:acme/gemma-graviton:environment:preview:job_workflow_ref:"
+            f"{workflows}/pr.yml@refs/pull/*/merge"
+        ],
+        "github-preview-prod": [
+            "repo:acme/gemma-graviton:environment:preview-prod:job_workflow_ref:"
+            f"{workflows}/deploy-prod.yml@refs/heads/main"
+        ],
+        "github-deploy-dev": [
+            "repo:acme/gemma-graviton:environment:dev:job_workflow_ref:"
+            f"{workflows}/deploy.yml@refs/heads/main"
+        ],
+        "github-deploy-prod": [
+            "repo:acme/gemma-graviton:environment:prod:job_workflow_ref:"
+            f"{workflows}/deploy-prod.yml@refs/heads/main"
+        ],
     }
+    # The subjects above exist only under the repository's subject template: the bootstrap
+    # says how to set it, first of the setup commands.
+    template = (
+        "gh api --method PUT repos/acme/gemma-graviton/actions/oidc/customization/sub "
+        "-F use_default=false -f 'include_claim_keys[]=repo' "
+        "-f 'include_claim_keys[]=context' -f 'include_claim_keys[]=job_workflow_ref'"
+    )
+    assert resolve(exports["oidcSubjectTemplateCommand"]) == template
+    assert resolve(exports["setupCommands"]).splitlines()[0] == template
     deploy = named(mocks.records, ROLE, "github-deploy-prod")
     assert deploy.inputs["maxSessionDuration"] == 7200, deploy.urn
 
@@ -160,6 +186,9 @@ def test_outputs_name_what_goes_where(mocks: RecordingMocks, exports: dict[str, 
     }
     commands = resolve(exports["setupCommands"]).splitlines()
     assert commands == [
+        "gh api --method PUT repos/acme/gemma-graviton/actions/oidc/customization/sub "
+        "-F use_default=false -f 'include_claim_keys[]=repo' "
+        "-f 'include_claim_keys[]=context' -f 'include_claim_keys[]=job_workflow_ref'",
         f"gh variable set AWS_PREVIEW_ROLE_ARN --env preview --body {arns['preview']}",
         "gh variable set AWS_PREVIEW_PROD_ROLE_ARN --env preview-prod --body "
         f"{arns['preview-prod']}",
