@@ -567,38 +567,7 @@ def deploy_policy(stack: str, region: str, state_bucket: str | None) -> dict[str
                     f"arn:aws:iam::*:oidc-provider/{GITHUB_OIDC_HOST}",
                 ],
             },
-            # Without it the tag fence above is one CreateTags away: tag another template as the
-            # stack's, then write it. Tags at creation (`ec2:CreateAction` set, EC2 User Guide,
-            # "Grant permission to tag Amazon EC2 resources during creation", read 2026-12-03) and
-            # on a template that is already the stack's stay allowed. A negated operator holds when
-            # the key is absent, as on an untagged template (IAM User Guide, "Condition operators",
-            # negated matching, read 2026-12-03). One statement per fence tag: a template is the
-            # stack's only with both, and the keys of one statement's condition are ANDed, so a
-            # single statement would deny only a template lacking both.
-            *[
-                {
-                    "Sid": f"NeverTagAnotherLaunchTemplateAsTheStacks{key.capitalize()}",
-                    "Effect": "Deny",
-                    "Action": ["ec2:CreateTags", "ec2:DeleteTags"],
-                    "Resource": ["arn:aws:ec2:*:*:launch-template/*"],
-                    "Condition": {
-                        "StringNotEquals": {f"aws:ResourceTag/{key}": value},
-                        "Null": {"ec2:CreateAction": "true"},
-                    },
-                }
-                for key, value in launch_template_tags(stack).items()
-            ],
-            {
-                # Without it the role could strip a fence tag off its own template and lock itself
-                # out of it: the fence above would then never let it tag the template back.
-                "Sid": "NeverUntagTheStacksLaunchTemplate",
-                "Effect": "Deny",
-                "Action": ["ec2:DeleteTags"],
-                "Resource": ["arn:aws:ec2:*:*:launch-template/*"],
-                "Condition": {
-                    "ForAnyValue:StringEquals": {"aws:TagKeys": list(launch_template_tags(stack))}
-                },
-            },
+            *_launch_template_fence(stack),
             {
                 # A role without its boundary could be given anything by the next inline policy.
                 "Sid": "NeverLiftABoundary",
@@ -608,6 +577,46 @@ def deploy_policy(stack: str, region: str, state_bucket: str | None) -> dict[str
             },
         ],
     }
+
+
+def _launch_template_fence(stack: str) -> list[dict[str, Any]]:
+    """The denies that keep the launch-template tag fence (`ChangeOnlyTheStackLaunchTemplates`)
+    from being walked around: no template tagged as the stack's after its creation, and none of
+    the stack's own untagged."""
+    return [
+        # Without it the tag fence is one CreateTags away: tag another template as the
+        # stack's, then write it. Tags at creation (`ec2:CreateAction` set, EC2 User Guide,
+        # "Grant permission to tag Amazon EC2 resources during creation", read 2026-12-03) and
+        # on a template that is already the stack's stay allowed. A negated operator holds when
+        # the key is absent, as on an untagged template (IAM User Guide, "Condition operators",
+        # negated matching, read 2026-12-03). One statement per fence tag: a template is the
+        # stack's only with both, and the keys of one statement's condition are ANDed, so a
+        # single statement would deny only a template lacking both.
+        *[
+            {
+                "Sid": f"NeverTagAnotherLaunchTemplateAsTheStacks{key.capitalize()}",
+                "Effect": "Deny",
+                "Action": ["ec2:CreateTags", "ec2:DeleteTags"],
+                "Resource": ["arn:aws:ec2:*:*:launch-template/*"],
+                "Condition": {
+                    "StringNotEquals": {f"aws:ResourceTag/{key}": value},
+                    "Null": {"ec2:CreateAction": "true"},
+                },
+            }
+            for key, value in launch_template_tags(stack).items()
+        ],
+        {
+            # Without it the role could strip a fence tag off its own template and lock itself
+            # out of it: the fence would then never let it tag the template back.
+            "Sid": "NeverUntagTheStacksLaunchTemplate",
+            "Effect": "Deny",
+            "Action": ["ec2:DeleteTags"],
+            "Resource": ["arn:aws:ec2:*:*:launch-template/*"],
+            "Condition": {
+                "ForAnyValue:StringEquals": {"aws:TagKeys": list(launch_template_tags(stack))}
+            },
+        },
+    ]
 
 
 #: What the program's roles may ever do (a boundary grants nothing; a role's permissions are its
