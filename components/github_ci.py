@@ -19,11 +19,16 @@ OIDC_AUDIENCE = "sts.amazonaws.com"
 
 
 def github_trust_policy(provider_arn: str, subjects: Sequence[str]) -> dict[str, Any]:
-    """Web-identity trust for GitHub tokens whose `sub` is exactly one of `subjects`.
+    """Web-identity trust for GitHub tokens whose `sub` is one of `subjects`.
 
-    StringEquals, never StringLike: a wildcard (`repo:o/r:*`) would admit every branch and
-    every environment of the repository.
+    StringEquals when every subject is exact. StringLike only for subjects that carry a
+    wildcard, which the caller keeps to the part GitHub fills in per run (a pull request's ref):
+    a wildcard over the repository or the environment (`repo:o/r:*`) would admit every branch
+    and every environment of the repository.
     """
+    operator = "StringLike" if any("*" in s or "?" in s for s in subjects) else "StringEquals"
+    condition: dict[str, Any] = {"StringEquals": {f"{GITHUB_OIDC_HOST}:aud": OIDC_AUDIENCE}}
+    condition.setdefault(operator, {})[f"{GITHUB_OIDC_HOST}:sub"] = list(subjects)
     return {
         "Version": "2012-10-17",
         "Statement": [
@@ -32,12 +37,7 @@ def github_trust_policy(provider_arn: str, subjects: Sequence[str]) -> dict[str,
                 "Effect": "Allow",
                 "Principal": {"Federated": provider_arn},
                 "Action": "sts:AssumeRoleWithWebIdentity",
-                "Condition": {
-                    "StringEquals": {
-                        f"{GITHUB_OIDC_HOST}:aud": OIDC_AUDIENCE,
-                        f"{GITHUB_OIDC_HOST}:sub": list(subjects),
-                    }
-                },
+                "Condition": condition,
             }
         ],
     }

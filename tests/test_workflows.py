@@ -33,11 +33,14 @@ from infra.bootstrap.access import (
     DEPLOY_STACKS,
     PREVIEW_ENVIRONMENT,
     PREVIEW_STACK,
+    PROD_PREVIEW_ENVIRONMENT,
+    STACK_OF_ENVIRONMENT,
     ci_roles,
     passphrase_secret,
     role_variable,
     runner_variable,
 )
+from infra.bootstrap.access import WORKFLOW_OF_ENVIRONMENT as TRUSTED_WORKFLOW
 
 REPO = Path(__file__).resolve().parents[1]
 WORKFLOWS_DIR = REPO / ".github" / "workflows"
@@ -76,9 +79,33 @@ MATRIX_STACK = "matrix.stack"
 #: GitHub-hosted runner's address is in, and a pull request's preview must never run where a
 #: deploy runs.
 RUNNER_VARIABLES = {
-    environment: runner_variable(environment)
-    for environment in (PREVIEW_ENVIRONMENT, *DEPLOY_STACKS)
+    environment: runner_variable(environment) for environment in STACK_OF_ENVIRONMENT
 }
+#: Environments that admit `main` alone: a pull request may name none of them, nor read their
+#: roles or runner labels.
+MAIN_ONLY_ENVIRONMENTS = {*DEPLOY_STACKS, PROD_PREVIEW_ENVIRONMENT}
+
+
+def _runner_group(environment: str) -> str:
+    """The deploy environment whose runners (and runner group) an environment's jobs use: prod's
+    preview runs on prod's runners, from prod's file; every other environment on its own."""
+    stack = STACK_OF_ENVIRONMENT.get(environment, environment)
+    same = (
+        stack in RUNNER_VARIABLES and RUNNER_VARIABLES.get(environment) == RUNNER_VARIABLES[stack]
+    )
+    return stack if same else environment
+
+
+def _expected_environment(path: Path, command: str, stack: str) -> str:
+    """Where a Pulumi job must run: the pull requests' preview in `preview`, prod's preview in
+    `preview-prod` (a read-only role of its own), every update in its stack's environment."""
+    if path == PR_WORKFLOW:
+        return PREVIEW_ENVIRONMENT
+    if command == "preview" and stack == "prod":
+        return PROD_PREVIEW_ENVIRONMENT
+    return stack
+
+
 UPLOAD_ACTION = "actions/upload-artifact"
 DOWNLOAD_ACTION = "actions/download-artifact"
 CHECKOUT_ACTION = "actions/checkout"
@@ -353,7 +380,8 @@ def test_each_environment_uses_its_own_role_and_its_stacks_passphrase(path: Path
     for job_id, (job, steps) in _pulumi_jobs(path).items():
         environment = _environment_name(job)
         (stack,) = {str(step["with"]["stack-name"]) for step in steps}
-        expected_env = PREVIEW_ENVIRONMENT if path == PR_WORKFLOW else stack
+        (command,) = {str(step["with"]["command"]) for step in steps}
+        expected_env = _expected_environment(path, command, stack)
         assert environment == expected_env, f"{path.name} job {job_id} must run in {expected_env}"
         assert _aws_role_variables(job) == {role_variable(environment)}, (
             f"{path.name} job {job_id} must assume vars.{role_variable(environment)}"
@@ -363,6 +391,19 @@ def test_each_environment_uses_its_own_role_and_its_stacks_passphrase(path: Path
         )
 
 
+def test_each_environments_jobs_are_in_the_file_its_role_trusts() -> None:
+    """The roles trust `sub` values that name the workflow file (`job_workflow_ref`, under the
+    repository's subject template, infra/bootstrap/access.py): a job in an environment from any
+    other file would get no role, so each environment's jobs must be in its trusted file (the
+    triggers' tests above hold the deploy files to `main`, the ref the trusts name)."""
+    found: dict[str, set[str]] = {}
+    for path in _workflow_files():
+        for job in _load(path)["jobs"].values():
+            if _environment_name(job):
+                found.setdefault(str(_environment_name(job)), set()).add(path.name)
+    assert found == {env: {workflow} for env, (workflow, _) in TRUSTED_WORKFLOW.items()}, found
+
+
 def test_the_workflows_environments_are_the_bootstraps() -> None:
     used = {
         _environment_name(job)
@@ -370,7 +411,8 @@ def test_the_workflows_environments_are_the_bootstraps() -> None:
         for job in _load(path)["jobs"].values()
         if _environment_name(job)
     }
-    assert used == {PREVIEW_ENVIRONMENT, *DEPLOY_STACKS}
+    roles = ci_roles("acme/gemma-graviton", {"dev": "us-west-2", "prod": "us-east-1"}, None)
+    assert used == set(STACK_OF_ENVIRONMENT) == {role.environment for role in roles}
 
 
 def _jobs_by_command(path: Path) -> dict[tuple[str, str], list[tuple[str, dict[str, Any]]]]:
@@ -394,8 +436,18 @@ def test_prod_is_previewed_then_applied_only_by_hand_through_its_protected_envir
     )
     ((prod_id, prod),) = jobs_by_command[("up", "prod")]
     ((preview_id, preview),) = jobs_by_command[("preview", "prod")]
+    # Only the update holds prod's deploy role: the preview runs in an environment of its own,
+    # whose role reads (infra/bootstrap/access.py), so a preview job's token, whatever the job
+    # runs, is no key to the deploy role.
+    assert _environment_name(prod) == "prod", f"job {prod_id} must use the `prod` environment"
+    assert _environment_name(preview) == PROD_PREVIEW_ENVIRONMENT, (
+        f"job {preview_id} must use the `{PROD_PREVIEW_ENVIRONMENT}` environment"
+    )
+    assert _aws_role_variables(preview) == {role_variable(PROD_PREVIEW_ENVIRONMENT)}, preview_id
+    assert _aws_role_variables(prod) == {role_variable("prod")}, prod_id
+    (credentials,) = [s for s in preview["steps"] if _uses(s) == AWS_CREDENTIALS_ACTION]
+    assert int(credentials["with"].get("role-duration-seconds", 3600)) <= 3600, preview_id
     for job_id, job in ((prod_id, prod), (preview_id, preview)):
-        assert _environment_name(job) == "prod", f"job {job_id} must use the `prod` environment"
         condition = str(job.get("if", ""))
         assert "github.event_name == 'workflow_dispatch'" in condition, (
             f"job {job_id} must run only on workflow_dispatch, its condition is {condition!r}"
@@ -431,11 +483,12 @@ def test_prod_is_previewed_then_applied_only_by_hand_through_its_protected_envir
 
 
 def _environments(workflow: dict[str, Any]) -> set[str]:
-    """Every environment a job of the workflow runs in, or deploys a stack of."""
+    """Every environment a job of the workflow runs in, or deploys a stack of, each as the
+    runner group that serves it (`_runner_group`: prod's preview is prod's)."""
     found: set[str] = set()
     for job in workflow.get("jobs", {}).values():
         if _environment_name(job):
-            found.add(str(_environment_name(job)))
+            found.add(_runner_group(str(_environment_name(job))))
         for step in _pulumi_steps(job):
             if step["with"].get("command") == "up":
                 found.add(str(step["with"].get("stack-name")))
@@ -456,7 +509,7 @@ def _pull_request_reach(workflow: dict[str, Any]) -> list[str]:
     problems = [
         f"job {job_id} runs in the {_environment_name(job)} environment"
         for job_id, job in workflow.get("jobs", {}).items()
-        if _environment_name(job) in DEPLOY_STACKS
+        if _environment_name(job) in MAIN_ONLY_ENVIRONMENTS
     ]
     deploy_runners = {RUNNER_VARIABLES[stack] for stack in DEPLOY_STACKS}
     named = sorted(_runner_variables(json.dumps(workflow, default=str)) & deploy_runners)
@@ -475,7 +528,7 @@ def _prod_file_problems(workflow: dict[str, Any]) -> list[str]:
         condition = str(job.get("if", ""))
         if MAIN_REF_CONDITION not in condition or "||" in condition:
             problems.append(f"job {job_id} runs off main (its condition is {condition!r})")
-        if _environment_name(job) not in (None, "prod"):
+        if _environment_name(job) not in (None, "prod", PROD_PREVIEW_ENVIRONMENT):
             problems.append(f"job {job_id} runs in the {_environment_name(job)} environment")
         stacks = {str(step["with"].get("stack-name")) for step in _pulumi_steps(job)}
         if stacks - {"prod"}:
@@ -483,9 +536,15 @@ def _prod_file_problems(workflow: dict[str, Any]) -> list[str]:
         runners = _runner_variables(json.dumps(job)) - {RUNNER_VARIABLES["prod"]}
         if runners:
             problems.append(f"job {job_id} names the runner label(s) {sorted(runners)}")
-        roles = _aws_role_variables(job) - {role_variable("prod")}
+        roles = _aws_role_variables(job) - {
+            role_variable("prod"),
+            role_variable(PROD_PREVIEW_ENVIRONMENT),
+        }
         if roles:
             problems.append(f"job {job_id} assumes {sorted(roles)}")
+        commands = {str(step["with"].get("command")) for step in _pulumi_steps(job)}
+        if role_variable("prod") in _aws_role_variables(job) and commands != {"up"}:
+            problems.append(f"job {job_id} holds prod's deploy role to run {sorted(commands)}")
     environments = _environments(workflow)
     if environments != {"prod"}:
         problems.append(f"runs jobs for {sorted(environments)}, not for prod")
@@ -540,6 +599,15 @@ def test_the_file_rules_catch_a_dev_job_in_prods_file_and_a_deploy_runner_on_a_p
     with_dev = {**prod, "jobs": {**prod["jobs"], "up-dev": dev_jobs["up-dev"]}}
     assert _mixed_environments(with_dev), "a dev job in prod's file must be two environments"
     assert any("dev" in problem for problem in _prod_file_problems(with_dev))
+
+    # The preview as it was: in `prod`, as prod's deploy role, for two hours.
+    old_preview = json.loads(
+        json.dumps(prod["jobs"]["preview-prod"]).replace(
+            "AWS_PREVIEW_PROD_ROLE_ARN", "AWS_PROD_ROLE_ARN"
+        )
+    )
+    deploy_role_preview = {**prod, "jobs": {**prod["jobs"], "preview-prod": old_preview}}
+    assert any("holds prod's deploy role" in p for p in _prod_file_problems(deploy_role_preview))
 
     pushed = {**prod, "on": {"workflow_dispatch": None, "push": {"branches": ["main"]}}}
     pushed.pop(True, None)
@@ -697,17 +765,20 @@ def test_every_pulumi_job_runs_on_its_environments_own_runner(path: Path) -> Non
 
 
 def test_each_environment_has_a_runner_variable_of_its_own() -> None:
-    """No two environments share a label, so no preview runs on a deploy's runner."""
-    by_environment: dict[str, set[str]] = {}
+    """No two runner groups share a label, so no pull request's preview runs on a deploy's
+    runner. Prod's preview shares prod's: it runs from prod's file on `main` and must reach
+    prod's cluster."""
+    by_group: dict[str, set[str]] = {}
     for path in _workflow_files():
         for job in _load(path)["jobs"].values():
             if _runs_pulumi(job):
-                by_environment.setdefault(str(_environment_name(job)), set()).update(
+                by_group.setdefault(_runner_group(str(_environment_name(job))), set()).update(
                     _runner_variables(str(job.get("runs-on")))
                 )
-    assert set(by_environment) == set(RUNNER_VARIABLES), sorted(by_environment)
-    labels = [name for names in by_environment.values() for name in names]
-    assert len(labels) == len(set(labels)) == len(RUNNER_VARIABLES), by_environment
+    groups = {_runner_group(environment) for environment in RUNNER_VARIABLES}
+    assert set(by_group) == groups == {PREVIEW_ENVIRONMENT, *DEPLOY_STACKS}, sorted(by_group)
+    labels = [name for names in by_group.values() for name in names]
+    assert len(labels) == len(set(labels)) == len(groups), by_group
 
 
 def test_a_deploy_job_stops_first_without_a_runner_the_eks_api_admits() -> None:
@@ -735,7 +806,7 @@ def _assert_runner_check_first(path: Path, job_id: str, job: dict[str, Any]) -> 
 
 def _deploy_role_variables() -> set[str]:
     roles = ci_roles("acme/gemma-graviton", {"dev": "us-west-2", "prod": "us-east-1"}, None)
-    return {role.variable for role in roles if role.environment in DEPLOY_STACKS}
+    return {role.variable for role in roles if role.environment in MAIN_ONLY_ENVIRONMENTS}
 
 
 def _deploy_reach(job: dict[str, Any]) -> list[str]:
@@ -748,7 +819,7 @@ def _deploy_reach(job: dict[str, Any]) -> list[str]:
         problems.append(f"reads the deploy role(s) {roles}")
     if ARN_RE.search(json.dumps(job)):
         problems.append("names an IAM ARN")
-    if _environment_name(job) in DEPLOY_STACKS:
+    if _environment_name(job) in MAIN_ONLY_ENVIRONMENTS:
         problems.append(f"runs in the {_environment_name(job)} environment")
     deploy_runners = {RUNNER_VARIABLES[stack] for stack in DEPLOY_STACKS}
     runners = sorted(_runner_variables(json.dumps(job)) & deploy_runners)
@@ -789,10 +860,16 @@ def test_the_deploy_reach_rule_sees_each_way_into_prod() -> None:
         },
         "prod runner": {"runs-on": "${{ vars.PROD_RUNNER }}"},
         "prod environment": {"environment": {"name": "prod"}},
+        "prod preview environment": {"environment": PROD_PREVIEW_ENVIRONMENT},
+        "prod preview role": {"env": {"ROLE": "${{ vars.AWS_PREVIEW_PROD_ROLE_ARN }}"}},
     }
     for name, job in seeded.items():
         assert _deploy_reach(job), f"the rule misses a job with a {name}"
-    assert _deploy_role_variables() == {"AWS_DEV_ROLE_ARN", "AWS_PROD_ROLE_ARN"}
+    assert _deploy_role_variables() == {
+        "AWS_DEV_ROLE_ARN",
+        "AWS_PROD_ROLE_ARN",
+        "AWS_PREVIEW_PROD_ROLE_ARN",
+    }
 
 
 # -- Prod applies the plan that was previewed and approved ------------------------------------

@@ -22,11 +22,18 @@ from components.github_ci import (
     GitHubActionsAccessArgs,
     GitHubRoleSpec,
 )
-from infra.bootstrap.access import DEPLOY_STACKS, ROLE_PATH, boundaries, ci_roles
+from infra.bootstrap.access import (
+    DEPLOY_STACKS,
+    ROLE_PATH,
+    boundaries,
+    ci_roles,
+    subject_template_command,
+)
 from infra.bootstrap.config import (
     BOOTSTRAP_PROJECT,
     BootstrapConfig,
     load_bootstrap_config,
+    other_viewer_counts,
     stack_regions,
 )
 from infra.plan.config import ConfigError
@@ -107,10 +114,15 @@ pulumi.export(
 # Ready to paste, in the README's order: environment variables, then each stack's access entries.
 # No `clusterAdminArns` line: the only CI role with admin rights is the one that creates the
 # cluster, which EKS has made an admin already.
-commands = [
+# The roles trust `sub` values that name the workflow file (`job_workflow_ref`), which GitHub
+# issues only once the repository has this subject template (docs/deploying.md, step 4).
+pulumi.export("oidcSubjectTemplateCommand", subject_template_command(cfg.repository))
+commands: list[str | pulumi.Output[str]] = [subject_template_command(cfg.repository)]
+commands += [
     pulumi.Output.concat(f"gh variable set {r.variable} --env {r.environment} --body ", arn[r.key])
     for r in roles
 ]
+first_viewer = other_viewer_counts(DEPLOY_STACKS, ROLE_PATH)
 for stack in DEPLOY_STACKS:
     viewers = [r for r in roles if stack in r.cluster_viewer_of]
     commands.append(
@@ -122,6 +134,6 @@ for stack in DEPLOY_STACKS:
         pulumi.Output.concat(
             f"pulumi -s {stack} config set --path 'clusterViewerArns[{index}]' ", arn[r.key]
         )
-        for index, r in enumerate(viewers)
+        for index, r in enumerate(viewers, start=first_viewer[stack])
     ]
 pulumi.export("setupCommands", pulumi.Output.all(*commands).apply("\n".join))

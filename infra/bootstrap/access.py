@@ -8,6 +8,8 @@ The split of trust:
   dev stack's passphrase. It previews the dev stack only. Its role can read the dev stack's state
   and describe AWS resources; it can write nothing and assume no other role. Its role trusts the
   `preview` environment's subject alone, and no role trusts a pull request's bare subject.
+- `preview-prod` (limited to `main`, behind prod's reviewers) gets a read-only role of the same
+  kind for prod: deploy-prod.yml's preview, so that only prod's update holds prod's deploy role.
 - `dev` and `prod` (environments limited to `main`; `prod` also behind required reviewers) each get
   a deploy role that can change that stack's region and that stack's state only, never the CI
   roles or the GitHub OIDC provider themselves.
@@ -42,6 +44,18 @@ PREVIEW_ENVIRONMENT = "preview"
 PREVIEW_STACK = "dev"
 #: Stacks deployed from `main`, each through the GitHub environment of the same name.
 DEPLOY_STACKS = ("dev", "prod")
+#: The GitHub environment of prod's preview in deploy-prod.yml, before its approval gate: a
+#: read-only role of its own, so that no job but prod's update holds the prod deploy role. An
+#: environment of its own because a role can tell jobs apart only by their `sub`, and every job
+#: in the `prod` environment gets the same one (GitHub docs, "OpenID Connect reference",
+#: example subject claims, filtering for a specific environment, read 2026-12-03).
+PROD_PREVIEW_ENVIRONMENT = "preview-prod"
+#: Each environment's stack: what its role reads or changes.
+STACK_OF_ENVIRONMENT = {
+    PREVIEW_ENVIRONMENT: PREVIEW_STACK,
+    **{stack: stack for stack in DEPLOY_STACKS},
+    PROD_PREVIEW_ENVIRONMENT: "prod",
+}
 
 #: GitHub's OIDC issuer and the audience `aws-actions/configure-aws-credentials` asks for.
 GITHUB_OIDC_HOST = "token.actions.githubusercontent.com"
@@ -149,12 +163,21 @@ LAUNCH_TEMPLATE_WRITES = frozenset(
         "ec2:DeleteLaunchTemplateVersions",
     }
 )
-#: The tag the program puts on everything it creates with the stack's name as its value
-#: (`infra.adapters.wiring.stack_tags`, the AWS provider's default tags): the program's launch
-#: template carries it from its creation (terraform-provider-aws internal/service/ec2/
-#: ec2_launch_template.go `resourceLaunchTemplateCreate` sends the resource's tags, default tags
-#: included, as the `launch-template` TagSpecification of CreateLaunchTemplate).
+#: The tags the program puts on everything it creates (`infra.adapters.wiring.stack_tags`, the
+#: AWS provider's default tags, which the program's own keys override): the project's name and
+#: the stack's. The program's launch template carries both from its creation
+#: (terraform-provider-aws internal/service/ec2/ec2_launch_template.go
+#: `resourceLaunchTemplateCreate` sends the resource's tags, default tags included, as the
+#: `launch-template` TagSpecification of CreateLaunchTemplate). `stack=prod` alone is no fence:
+#: it is a common default tag, which another team's templates in the account may carry too; the
+#: pair is this project's.
 STACK_TAG_KEY = "stack"
+PROJECT_TAG_KEY = "project"
+
+
+def launch_template_tags(stack: str) -> dict[str, str]:
+    """The tags that make a launch template `stack`'s: the fence of its writes."""
+    return {PROJECT_TAG_KEY: PROJECT, STACK_TAG_KEY: stack}
 
 
 @dataclass(frozen=True)
@@ -211,7 +234,8 @@ class CiRole:
     variable: str
     """The environment variable (GitHub Actions `vars.`) that holds the ARN."""
     subjects: tuple[str, ...]
-    """The exact OIDC `sub` values the trust policy admits (StringEquals, no wildcard)."""
+    """The OIDC `sub` values the trust policy admits (`workflow_subject`): exact, but for the
+    pull requests' ref (StringLike over its number)."""
     description: str
     """What the role is for, shown in IAM."""
     policy: dict[str, Any]
@@ -236,8 +260,53 @@ class CiRole:
 
 
 def environment_subject(repository: str, environment: str) -> str:
-    """The `sub` claim of a job that names a GitHub environment (whatever the event)."""
+    """The default `sub` claim of a job that names a GitHub environment (whatever the event).
+    Any workflow file that names the environment gets it; no role trusts it alone."""
     return f"repo:{repository}:environment:{environment}"
+
+
+#: The claims of the repository's OIDC subject template (GitHub REST API, "Set the
+#: customization template for an OIDC subject claim for a repository", PUT
+#: /repos/{owner}/{repo}/actions/oidc/customization/sub). With it the `sub` of a job in an
+#: environment is `repo:<owner>/<repo>:environment:<env>:job_workflow_ref:<workflow path>@<ref>`
+#: (github/docs content/actions/security-for-github-actions/security-hardening-your-deployments/
+#: about-security-hardening-with-openid-connect.md, "Example: Requiring a reusable workflow and
+#: other claims", at 1c6fbe3, read 2026-12-03). IAM has no condition key for
+#: `job_workflow_ref` itself, so the workflow file reaches the trust through `sub` alone.
+SUBJECT_CLAIM_KEYS = ("repo", "context", "job_workflow_ref")
+#: The workflow file whose jobs each environment's role admits, and the ref they run from. The
+#: pull requests' preview runs from `refs/pull/<number>/merge`, which changes with each pull
+#: request: the one wildcard of any trust, over the number only.
+WORKFLOW_OF_ENVIRONMENT = {
+    PREVIEW_ENVIRONMENT: ("pr.yml", "refs/pull/*/merge"),
+    "dev": ("deploy.yml", "refs/heads/main"),
+    PROD_PREVIEW_ENVIRONMENT: ("deploy-prod.yml", "refs/heads/main"),
+    "prod": ("deploy-prod.yml", "refs/heads/main"),
+}
+
+
+def workflow_subject(repository: str, environment: str) -> str:
+    """The `sub` of `environment`'s jobs in its own workflow file, under `SUBJECT_CLAIM_KEYS`:
+    the only subject its role trusts. A job of another workflow file that names the
+    environment (a branch's new file, if the environment's branch rule ever let it through) gets
+    another `sub` and no role."""
+    workflow, ref = WORKFLOW_OF_ENVIRONMENT[environment]
+    return (
+        f"{environment_subject(repository, environment)}:job_workflow_ref:"
+        f"{repository}/.github/workflows/{workflow}@{ref}"
+    )
+
+
+def subject_template_command(repository: str) -> str:
+    """The one command that gives the repository the subject template the trusts expect
+    (`gh api`: `-F` sends `false` as a boolean, `key[]=value` builds an array; gh manual,
+    "gh api", read 2026-12-03). Run it after the bootstrap's `pulumi up`: until then the roles
+    trust no token, after it the old default subjects are no longer issued."""
+    keys = " ".join(f"-f 'include_claim_keys[]={key}'" for key in SUBJECT_CLAIM_KEYS)
+    return (
+        f"gh api --method PUT repos/{repository}/actions/oidc/customization/sub "
+        f"-F use_default=false {keys}"
+    )
 
 
 def pull_request_subject(repository: str) -> str:
@@ -246,9 +315,14 @@ def pull_request_subject(repository: str) -> str:
     return f"repo:{repository}:pull_request"
 
 
+def _upper(environment: str) -> str:
+    """An environment's name as variable names spell it (letters, digits, underscores)."""
+    return environment.upper().replace("-", "_")
+
+
 def role_variable(environment: str) -> str:
     """The variable that holds an environment's role ARN: `AWS_<ENV>_ROLE_ARN`."""
-    return f"AWS_{environment.upper()}_ROLE_ARN"
+    return f"AWS_{_upper(environment)}_ROLE_ARN"
 
 
 def runner_variable(environment: str) -> str:
@@ -256,8 +330,13 @@ def runner_variable(environment: str) -> str:
     `<ENV>_RUNNER`. One label per environment, so that a pull request's preview never runs on a
     runner that a dev or prod deploy runs on. A repository (or organisation) variable, never an
     environment's: `runs-on` is evaluated before the job enters its environment, and an
-    environment's variables are empty there (github/docs#33389, read 2026-12-03)."""
-    return f"{environment.upper()}_RUNNER"
+    environment's variables are empty there (github/docs#33389, read 2026-12-03).
+
+    Prod's preview runs on prod's runners (`PROD_RUNNER`): it must reach prod's cluster, and it
+    runs from prod's own workflow file on `main`, the one file prod's runner group admits."""
+    if environment == PROD_PREVIEW_ENVIRONMENT:
+        environment = STACK_OF_ENVIRONMENT[environment]
+    return f"{_upper(environment)}_RUNNER"
 
 
 def passphrase_secret(stack: str) -> str:
@@ -313,8 +392,16 @@ def _state_statements(bucket: str | None, stack: str, actions: list[str]) -> lis
     ]
 
 
-def preview_policy(region: str, state_bucket: str | None) -> dict[str, Any]:
-    """Read-only: describe the preview stack's resources and read its state; nothing else.
+def preview_policy(
+    region: str, state_bucket: str | None, stack: str = PREVIEW_STACK
+) -> dict[str, Any]:
+    """Read-only: describe `stack`'s resources and read its state; nothing else.
+
+    What `pulumi preview` reads of the self-managed backend: the bucket's listing, its
+    `meta.yaml` and the stack's checkpoint. A preview takes no lock and writes no history or
+    backup (pulumi/pulumi pkg/backend/diy/backend.go: `Preview` calls `apply` with `DryRun`
+    and no `Lock`; `apply` makes a snapshot manager, `addToHistory` and `backupStack` only when
+    not `DryRun`; read 2026-12-03). No KMS: the stacks' secrets provider is the passphrase.
 
     Not AWS's `ReadOnlyAccess`: that includes `s3:GetObject` on every bucket, prod's state too.
     """
@@ -340,7 +427,7 @@ def preview_policy(region: str, state_bucket: str | None) -> dict[str, Any]:
                 "Action": list(PREVIEW_IAM_ACTIONS),
                 "Resource": ["*"],
             },
-            *_state_statements(state_bucket, PREVIEW_STACK, ["s3:GetObject"]),
+            *_state_statements(state_bucket, stack, ["s3:GetObject"]),
         ],
     }
 
@@ -382,7 +469,16 @@ def deploy_policy(stack: str, region: str, state_bucket: str | None) -> dict[str
                 "Effect": "Allow",
                 "Action": list(needed.launch_template_writes),
                 "Resource": [f"arn:aws:ec2:{region}:*:launch-template/*"],
-                "Condition": {"StringEquals": {f"aws:ResourceTag/{STACK_TAG_KEY}": stack}},
+                # Keys of one operator are ANDed (IAM User Guide, "Conditions with multiple
+                # context keys or values", docs.aws.amazon.com/IAM/latest/UserGuide/
+                # reference_policies_multi-value-conditions.html, read 2026-12-03): both tags,
+                # the project's and the stack's.
+                "Condition": {
+                    "StringEquals": {
+                        f"aws:ResourceTag/{key}": value
+                        for key, value in launch_template_tags(stack).items()
+                    }
+                },
             },
             {
                 "Sid": "ReadEksPublicParameters",
@@ -471,31 +567,7 @@ def deploy_policy(stack: str, region: str, state_bucket: str | None) -> dict[str
                     f"arn:aws:iam::*:oidc-provider/{GITHUB_OIDC_HOST}",
                 ],
             },
-            {
-                # Without it the tag fence above is one CreateTags away: tag another template as
-                # the stack's, then write it. Tags at creation (`ec2:CreateAction` set, EC2 User
-                # Guide, "Grant permission to tag Amazon EC2 resources during creation", read
-                # 2026-12-03) and on a template that is already the stack's stay allowed. A
-                # negated operator holds when the key is absent, as on an untagged template (IAM
-                # User Guide, "Condition operators", negated matching, read 2026-12-03).
-                "Sid": "NeverTagAnotherLaunchTemplateAsTheStacks",
-                "Effect": "Deny",
-                "Action": ["ec2:CreateTags", "ec2:DeleteTags"],
-                "Resource": ["arn:aws:ec2:*:*:launch-template/*"],
-                "Condition": {
-                    "StringNotEquals": {f"aws:ResourceTag/{STACK_TAG_KEY}": stack},
-                    "Null": {"ec2:CreateAction": "true"},
-                },
-            },
-            {
-                # Without it the role could strip its own template's stack tag and lock itself out
-                # of it: the fence above would then never let it tag the template back.
-                "Sid": "NeverUntagTheStacksLaunchTemplate",
-                "Effect": "Deny",
-                "Action": ["ec2:DeleteTags"],
-                "Resource": ["arn:aws:ec2:*:*:launch-template/*"],
-                "Condition": {"ForAnyValue:StringEquals": {"aws:TagKeys": [STACK_TAG_KEY]}},
-            },
+            *_launch_template_fence(stack),
             {
                 # A role without its boundary could be given anything by the next inline policy.
                 "Sid": "NeverLiftABoundary",
@@ -505,6 +577,46 @@ def deploy_policy(stack: str, region: str, state_bucket: str | None) -> dict[str
             },
         ],
     }
+
+
+def _launch_template_fence(stack: str) -> list[dict[str, Any]]:
+    """The denies that keep the launch-template tag fence (`ChangeOnlyTheStackLaunchTemplates`)
+    from being walked around: no template tagged as the stack's after its creation, and none of
+    the stack's own untagged."""
+    return [
+        # Without it the tag fence is one CreateTags away: tag another template as the
+        # stack's, then write it. Tags at creation (`ec2:CreateAction` set, EC2 User Guide,
+        # "Grant permission to tag Amazon EC2 resources during creation", read 2026-12-03) and
+        # on a template that is already the stack's stay allowed. A negated operator holds when
+        # the key is absent, as on an untagged template (IAM User Guide, "Condition operators",
+        # negated matching, read 2026-12-03). One statement per fence tag: a template is the
+        # stack's only with both, and the keys of one statement's condition are ANDed, so a
+        # single statement would deny only a template lacking both.
+        *[
+            {
+                "Sid": f"NeverTagAnotherLaunchTemplateAsTheStacks{key.capitalize()}",
+                "Effect": "Deny",
+                "Action": ["ec2:CreateTags", "ec2:DeleteTags"],
+                "Resource": ["arn:aws:ec2:*:*:launch-template/*"],
+                "Condition": {
+                    "StringNotEquals": {f"aws:ResourceTag/{key}": value},
+                    "Null": {"ec2:CreateAction": "true"},
+                },
+            }
+            for key, value in launch_template_tags(stack).items()
+        ],
+        {
+            # Without it the role could strip a fence tag off its own template and lock itself
+            # out of it: the fence would then never let it tag the template back.
+            "Sid": "NeverUntagTheStacksLaunchTemplate",
+            "Effect": "Deny",
+            "Action": ["ec2:DeleteTags"],
+            "Resource": ["arn:aws:ec2:*:*:launch-template/*"],
+            "Condition": {
+                "ForAnyValue:StringEquals": {"aws:TagKeys": list(launch_template_tags(stack))}
+            },
+        },
+    ]
 
 
 #: What the program's roles may ever do (a boundary grants nothing; a role's permissions are its
@@ -614,7 +726,8 @@ def boundaries(regions: Mapping[str, str]) -> tuple[Boundary, ...]:
 def ci_roles(
     repository: str, regions: Mapping[str, str], state_bucket: str | None
 ) -> tuple[CiRole, ...]:
-    """The preview role and one deploy role per stack in `DEPLOY_STACKS`.
+    """The preview roles (pull requests' of dev, prod's before its approval) and one deploy
+    role per stack in `DEPLOY_STACKS`.
 
     `regions` maps each deployed stack to its `region` key (the stack files are the source).
     """
@@ -625,7 +738,7 @@ def ci_roles(
         # A job that names an environment gets the environment subject even on a pull request
         # (pr.yml's preview names `preview`). The bare pull_request subject is not trusted: a
         # job a branch adds without an environment gets no role at all.
-        subjects=(environment_subject(repository, PREVIEW_ENVIRONMENT),),
+        subjects=(workflow_subject(repository, PREVIEW_ENVIRONMENT),),
         description=f"Read-only pull-request preview of {repository}'s {PREVIEW_STACK} stack",
         policy=preview_policy(regions[PREVIEW_STACK], state_bucket),
         max_session_seconds=PREVIEW_SESSION_SECONDS,
@@ -633,12 +746,26 @@ def ci_roles(
         # hold the API key.
         cluster_viewer_of=(PREVIEW_STACK,),
     )
+    prod_preview = CiRole(
+        key=PROD_PREVIEW_ENVIRONMENT,
+        environment=PROD_PREVIEW_ENVIRONMENT,
+        variable=role_variable(PROD_PREVIEW_ENVIRONMENT),
+        subjects=(workflow_subject(repository, PROD_PREVIEW_ENVIRONMENT),),
+        description=f"Read-only preview of {repository}'s prod stack before its approval",
+        policy=preview_policy(regions["prod"], state_bucket, "prod"),
+        max_session_seconds=PREVIEW_SESSION_SECONDS,
+        # A viewer of prod's cluster: without an access entry EKS authenticates no request of
+        # it, and the LWS chart's server-side render fails the preview. AmazonEKSAdminViewPolicy
+        # reads Secrets, prod's API key among them, which this job can read anyway: it holds
+        # prod's passphrase and reads prod's state, where the key is (random.RandomPassword).
+        cluster_viewer_of=("prod",),
+    )
     deploys = tuple(
         CiRole(
             key=f"deploy-{stack}",
             environment=stack,
             variable=role_variable(stack),
-            subjects=(environment_subject(repository, stack),),
+            subjects=(workflow_subject(repository, stack),),
             description=f"pulumi up of {repository}'s {stack} stack from main",
             policy=deploy_policy(stack, regions[stack], state_bucket),
             max_session_seconds=DEPLOY_SESSION_SECONDS,
@@ -648,4 +775,4 @@ def ci_roles(
         )
         for stack in DEPLOY_STACKS
     )
-    return (preview, *deploys)
+    return (preview, prod_preview, *deploys)

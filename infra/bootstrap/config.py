@@ -93,3 +93,20 @@ def stack_regions(stacks: Sequence[str]) -> dict[str, str]:
     without the rules that depend on the day: a stack past its `endDate` (or on a Kubernetes
     version that has left support) still needs its CI role, if only to be destroyed."""
     return {stack: load_config(stack_values(stack)).region for stack in stacks}
+
+
+def other_viewer_counts(stacks: Sequence[str], ci_path: str) -> dict[str, int]:
+    """How many of each stack file's `clusterViewerArns` are not CI roles (not under
+    `ci_path`): the bootstrap's `clusterViewerArns[<n>]` commands start after them, so they add
+    the CI's viewers without overwriting an operator's, and rewrite the same entries when run
+    again."""
+    return {
+        stack: len(
+            [
+                arn
+                for arn in load_config(stack_values(stack)).cluster_viewer_arns
+                if f":role{ci_path}" not in arn
+            ]
+        )
+        for stack in stacks
+    }

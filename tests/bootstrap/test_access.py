@@ -14,6 +14,7 @@ from infra.bootstrap.access import ci_roles
 from infra.bootstrap.config import load_bootstrap_config
 from infra.plan import stackfile
 from infra.plan.config import ConfigError
+from tests.bootstrap import iam_eval
 
 REPO = "acme/gemma-graviton"
 REGIONS = {"dev": "us-west-2", "prod": "us-east-1"}
@@ -35,15 +36,32 @@ def _allowed(policy: dict[str, Any]) -> list[tuple[str, list[str]]]:
     ]
 
 
-def test_each_role_admits_exactly_its_environment() -> None:
+#: Each role's one subject: its environment and its workflow file, from `main` (a pull request's
+#: merge ref for the preview), as GitHub issues it under the repository's subject template.
+WORKFLOW = "acme/gemma-graviton/.github/workflows"
+SUBJECTS = {
+    "preview": (
+        f"repo:{REPO}:environment:preview:job_workflow_ref:{WORKFLOW}/pr.yml@refs/pull/*/merge",
+    ),
+    "preview-prod": (
+        f"repo:{REPO}:environment:preview-prod:job_workflow_ref:{WORKFLOW}/deploy-prod.yml"
+        "@refs/heads/main",
+    ),
+    "deploy-dev": (
+        f"repo:{REPO}:environment:dev:job_workflow_ref:{WORKFLOW}/deploy.yml@refs/heads/main",
+    ),
+    "deploy-prod": (
+        f"repo:{REPO}:environment:prod:job_workflow_ref:{WORKFLOW}/deploy-prod.yml@refs/heads/main",
+    ),
+}
+
+
+def test_each_role_admits_exactly_its_environment_in_its_workflow_file() -> None:
     roles = _roles()
-    assert {key: role.subjects for key, role in roles.items()} == {
-        "preview": ("repo:acme/gemma-graviton:environment:preview",),
-        "deploy-dev": ("repo:acme/gemma-graviton:environment:dev",),
-        "deploy-prod": ("repo:acme/gemma-graviton:environment:prod",),
-    }
+    assert {key: role.subjects for key, role in roles.items()} == SUBJECTS
     assert {role.environment: role.variable for role in roles.values()} == {
         "preview": "AWS_PREVIEW_ROLE_ARN",
+        "preview-prod": "AWS_PREVIEW_PROD_ROLE_ARN",
         "dev": "AWS_DEV_ROLE_ARN",
         "prod": "AWS_PROD_ROLE_ARN",
     }
@@ -58,11 +76,77 @@ def test_no_role_trusts_a_pull_request_that_names_no_environment() -> None:
     assert bare == "repo:acme/gemma-graviton:pull_request"
     assert not [role.key for role in roles if bare in role.subjects]
     for role in roles:
-        assert role.subjects == (access.environment_subject(REPO, role.environment),), role.key
+        assert role.subjects == (access.workflow_subject(REPO, role.environment),), role.key
+        # Not the default subject either, which any workflow file naming the environment gets.
+        assert access.environment_subject(REPO, role.environment) not in role.subjects
     subjects = [subject for role in roles for subject in role.subjects]
     assert len(subjects) == len(set(subjects)), subjects
-    # Prod's role opens for the prod environment only, which admits `main` alone.
-    assert _roles()["deploy-prod"].subjects == ("repo:acme/gemma-graviton:environment:prod",)
+
+
+def _trust_allows(subjects: tuple[str, ...], sub: str) -> bool:
+    """The trust document as the IAM evaluator reads it: the statement without its principal,
+    the token's claims as the request's keys."""
+    (statement,) = github_ci.github_trust_policy(ARN, list(subjects))["Statement"]
+    policy = {
+        "Statement": [
+            {
+                "Effect": statement["Effect"],
+                "Action": statement["Action"],
+                "Resource": "*",
+                "Condition": statement["Condition"],
+            }
+        ]
+    }
+    claims = {
+        "token.actions.githubusercontent.com:aud": "sts.amazonaws.com",
+        "token.actions.githubusercontent.com:sub": sub,
+    }
+    return iam_eval.allowed(policy, "sts:AssumeRoleWithWebIdentity", "*", claims)
+
+
+ARN = "arn:aws:iam::123456789012:oidc-provider/token.actions.githubusercontent.com"
+
+
+@pytest.mark.parametrize("key", sorted(SUBJECTS))
+def test_a_role_opens_only_for_its_environments_own_workflow_file(key: str) -> None:
+    """The default subject names the environment only, so any workflow file that names it (a
+    branch's new file, should the environment's branch rule let it through) would get the role.
+    Under the repository's subject template (`SUBJECT_CLAIM_KEYS`; github/docs
+    about-security-hardening-with-openid-connect.md, "Example: Requiring a reusable workflow and
+    other claims") the `sub` names the workflow file and its ref, and the trust requires both."""
+    role = _roles()[key]
+    environment = role.environment
+    workflow, ref = access.WORKFLOW_OF_ENVIRONMENT[environment]
+    ref = ref.replace("*", "12")
+    prefix = f"repo:{REPO}:environment:{environment}:job_workflow_ref:{WORKFLOW}"
+    assert _trust_allows(role.subjects, f"{prefix}/{workflow}@{ref}")
+    refused = {
+        "the default subject": access.environment_subject(REPO, environment),
+        "another file naming the environment": f"{prefix}/exfiltrate.yml@{ref}",
+        "its file from another branch": f"{prefix}/{workflow}@refs/heads/feature",
+        "its file in another repository": (
+            f"repo:evil/gemma-graviton:environment:{environment}:job_workflow_ref:"
+            f"evil/gemma-graviton/.github/workflows/{workflow}@{ref}"
+        ),
+        "a reusable workflow elsewhere": (
+            f"repo:{REPO}:environment:{environment}:job_workflow_ref:"
+            f"evil/tools/.github/workflows/{workflow}@{ref}"
+        ),
+        "another environment": f"repo:{REPO}:environment:other:job_workflow_ref:"
+        f"{WORKFLOW}/{workflow}@{ref}",
+    }
+    for what, sub in refused.items():
+        assert not _trust_allows(role.subjects, sub), (key, what)
+
+
+def test_the_subject_template_command_sets_the_claims_the_trusts_expect() -> None:
+    """`repo`, then `context`, then `job_workflow_ref`: the order of the `sub` parts."""
+    assert access.SUBJECT_CLAIM_KEYS == ("repo", "context", "job_workflow_ref")
+    assert access.subject_template_command(REPO) == (
+        "gh api --method PUT repos/acme/gemma-graviton/actions/oidc/customization/sub "
+        "-F use_default=false -f 'include_claim_keys[]=repo' "
+        "-f 'include_claim_keys[]=context' -f 'include_claim_keys[]=job_workflow_ref'"
+    )
 
 
 def test_each_environment_has_its_own_runner_variable() -> None:
@@ -70,44 +154,73 @@ def test_each_environment_has_its_own_runner_variable() -> None:
     names = {
         role.environment: access.runner_variable(role.environment) for role in _roles().values()
     }
-    assert names == {"preview": "PREVIEW_RUNNER", "dev": "DEV_RUNNER", "prod": "PROD_RUNNER"}
+    # Prod's preview runs where prod's update runs: it must reach prod's cluster, and it runs
+    # from the one workflow file prod's runner group admits.
+    assert names == {
+        "preview": "PREVIEW_RUNNER",
+        "preview-prod": "PROD_RUNNER",
+        "dev": "DEV_RUNNER",
+        "prod": "PROD_RUNNER",
+    }
 
 
 def test_trust_is_exact_match_on_subject_and_audience() -> None:
-    arn = "arn:aws:iam::123456789012:oidc-provider/token.actions.githubusercontent.com"
-    policy = github_ci.github_trust_policy(arn, ["repo:acme/gemma-graviton:environment:prod"])
+    arn = ARN
+    policy = github_ci.github_trust_policy(arn, list(SUBJECTS["deploy-prod"]))
     (statement,) = policy["Statement"]
     assert statement["Principal"] == {"Federated": arn}
     assert statement["Action"] == "sts:AssumeRoleWithWebIdentity"
     assert statement["Condition"] == {
         "StringEquals": {
             "token.actions.githubusercontent.com:aud": "sts.amazonaws.com",
-            "token.actions.githubusercontent.com:sub": [
-                "repo:acme/gemma-graviton:environment:prod"
-            ],
+            "token.actions.githubusercontent.com:sub": list(SUBJECTS["deploy-prod"]),
         }
+    }
+    # The pull requests' preview alone is matched with a wildcard, over its ref's number.
+    (preview,) = github_ci.github_trust_policy(arn, list(SUBJECTS["preview"]))["Statement"]
+    assert preview["Condition"] == {
+        "StringEquals": {"token.actions.githubusercontent.com:aud": "sts.amazonaws.com"},
+        "StringLike": {"token.actions.githubusercontent.com:sub": list(SUBJECTS["preview"])},
     }
     # One issuer, named the same way by the component and the pure rules.
     assert github_ci.GITHUB_OIDC_HOST == access.GITHUB_OIDC_HOST
     assert github_ci.OIDC_AUDIENCE == access.OIDC_AUDIENCE
 
 
-def test_the_preview_role_reads_and_nothing_more() -> None:
-    preview = _roles()["preview"]
+@pytest.mark.parametrize(("key", "stack"), [("preview", "dev"), ("preview-prod", "prod")])
+def test_a_preview_role_reads_its_stack_and_nothing_more(key: str, stack: str) -> None:
+    """Both previews, the pull requests' of dev and deploy-prod.yml's of prod before its
+    approval, run as read-only roles: only an update holds a deploy role."""
+    preview = _roles()[key]
+    other = "prod" if stack == "dev" else "dev"
     allowed = _allowed(preview.policy)
     writes = [action for action, _ in allowed if not READ_ONLY.match(action)]
-    assert writes == [], f"the preview role may {writes}"
+    assert writes == [], f"the {key} role may {writes}"
     assert all(s["Effect"] == "Allow" for s in preview.policy["Statement"])
     # It cannot step into a deploy role: no sts grant, no PassRole, and the deploy roles trust
     # only GitHub tokens of their own environment.
     assert not [a for a, _ in allowed if a.startswith("sts:") or a == "iam:PassRole"]
-    deploy_subjects = {s for r in _roles().values() if r.key != "preview" for s in r.subjects}
-    assert not set(preview.subjects) & deploy_subjects
-    # The state it reads is dev's: prod's state objects are named nowhere.
+    others = {s for r in _roles().values() if r.key != key for s in r.subjects}
+    assert not set(preview.subjects) & others
+    # The state it reads is its stack's: the other stack's state objects are named nowhere.
     s3 = [resource for action, res in allowed if action.startswith("s3:") for resource in res]
-    assert s3 and not [r for r in s3 if "/prod" in r], s3
-    assert f"arn:aws:s3:::{BUCKET}/.pulumi/*/gemma-graviton/dev.json*" in s3
-    assert preview.cluster_viewer_of == ("dev",) and preview.creates_cluster_of == ()
+    assert s3 and not [r for r in s3 if f"/{other}" in r], s3
+    assert f"arn:aws:s3:::{BUCKET}/.pulumi/*/gemma-graviton/{stack}.json*" in s3
+    regional = next(
+        s for s in preview.policy["Statement"] if s["Sid"] == "DescribeTheStackInItsRegion"
+    )
+    assert regional["Condition"] == {"StringEquals": {"aws:RequestedRegion": [REGIONS[stack]]}}
+    assert preview.cluster_viewer_of == (stack,) and preview.creates_cluster_of == ()
+    assert preview.max_session_seconds == 3600
+
+
+def test_only_prods_update_holds_the_prod_deploy_role() -> None:
+    """Prod's preview has a role of its own, in an environment of its own: a job in the `prod`
+    environment gets `environment:prod` whatever it runs, so no preview may run there."""
+    roles = _roles()
+    assert roles["deploy-prod"].subjects == SUBJECTS["deploy-prod"]
+    assert roles["preview-prod"].environment != roles["deploy-prod"].environment
+    assert access.STACK_OF_ENVIRONMENT["preview-prod"] == "prod"
 
 
 @pytest.mark.parametrize("stack", ["dev", "prod"])

@@ -8,6 +8,8 @@ The attacker controls a deploy job of `dev` (any push to main runs one) and call
 
 from __future__ import annotations
 
+import json
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -16,13 +18,19 @@ from infra.adapters import wiring
 from infra.bootstrap.access import (
     ATTACHABLE_POLICIES,
     LAUNCH_TEMPLATE_WRITES,
+    PROJECT_TAG_KEY,
     STACK_TAG_KEY,
     ci_roles,
     deploy_policy,
+    launch_template_tags,
 )
 from infra.plan import iam
+from infra.plan.config import ConfigError
 from infra.plan.stackfile import load_stack
 from tests.bootstrap import iam_eval
+from tests.fakes.pulumi_host import pulumi_host
+from tests.fakes.pulumi_mocks import RecordingMocks, named, one
+from tests.program.harness import PROGRAM, run_program
 
 ACCOUNT = "123456789012"
 REGIONS = {"dev": "us-west-2", "prod": "us-east-1"}
@@ -216,21 +224,38 @@ def _template(region: str) -> str:
     return f"arn:aws:ec2:{region}:{ACCOUNT}:launch-template/lt-0123456789abcdef0"
 
 
+def _resource_tags(tags: dict[str, str]) -> dict[str, str]:
+    return {f"aws:ResourceTag/{key}": value for key, value in tags.items()}
+
+
+#: Another team's template in the same account, tagged `stack=<stack>` by its own default tags
+#: (a common pattern: the AWS provider's `default_tags` with a `stack` key), not by this project.
+def _another_teams(stack: str) -> dict[str, str]:
+    return {PROJECT_TAG_KEY: "billing-api", STACK_TAG_KEY: stack}
+
+
 @pytest.mark.parametrize("stack", sorted(REGIONS))
 def test_only_the_stacks_own_launch_template_can_be_rewritten(stack: str) -> None:
     """cloudsplaining 0.9.1's `ModifyExistingEC2LaunchTemplate` (shared/constants.py): a new
     version of a template another Auto Scaling group launches from runs the attacker's user data
-    as that template's instance profile. Only templates tagged as this stack's, in its region."""
+    as that template's instance profile. Only templates tagged as this project's and this
+    stack's, in its region: another team's template tagged `stack=<stack>` is not the stack's."""
     policy = _policy(stack)
     region, other = REGIONS[stack], REGIONS[_other(stack)]
-    ours = {f"aws:ResourceTag/{STACK_TAG_KEY}": stack, "aws:RequestedRegion": region}
+    at = {"aws:RequestedRegion": region}
+    ours = {**_resource_tags(launch_template_tags(stack)), **at}
     for action in sorted(LAUNCH_TEMPLATE_WRITES):
         assert iam_eval.allowed(policy, action, _template(region), ours), action
         for name, context in {
-            "an untagged template": {"aws:RequestedRegion": region},
-            "the other stack's": {
-                f"aws:ResourceTag/{STACK_TAG_KEY}": _other(stack),
-                "aws:RequestedRegion": region,
+            "an untagged template": at,
+            "the other stack's": {**_resource_tags(launch_template_tags(_other(stack))), **at},
+            "another team's, tagged with the stack only": {
+                **_resource_tags(_another_teams(stack)),
+                **at,
+            },
+            "one with the stack tag and no project tag": {
+                **_resource_tags({STACK_TAG_KEY: stack}),
+                **at,
             },
         }.items():
             assert not iam_eval.allowed(policy, action, _template(region), context), (action, name)
@@ -240,22 +265,30 @@ def test_only_the_stacks_own_launch_template_can_be_rewritten(stack: str) -> Non
 
 @pytest.mark.parametrize("stack", sorted(REGIONS))
 def test_another_launch_template_cannot_be_tagged_as_the_stacks(stack: str) -> None:
-    """The tag fence above holds only if the tag cannot be put on another template: tagging an
-    existing template is denied unless it is already the stack's; tags given at creation
-    (`ec2:CreateAction`) and the stack's other resources' tags stay allowed."""
+    """The tag fence above holds only if the tags cannot be put on another template: tagging an
+    existing template is denied unless it is already the stack's, with both tags; tags given at
+    creation (`ec2:CreateAction`) and the stack's other resources' tags stay allowed."""
     policy = _policy(stack)
     region = REGIONS[stack]
     template = _template(region)
-    here = {"aws:RequestedRegion": region, f"aws:RequestTag/{STACK_TAG_KEY}": stack}
+    request = {f"aws:RequestTag/{key}": v for key, v in launch_template_tags(stack).items()}
+    here = {"aws:RequestedRegion": region, **request}
     for action in ("ec2:CreateTags", "ec2:DeleteTags"):
         assert not iam_eval.allowed(policy, action, template, here), action
-        foreign = {**here, f"aws:ResourceTag/{STACK_TAG_KEY}": _other(stack)}
-        assert not iam_eval.allowed(policy, action, template, foreign), action
-        own = {**here, f"aws:ResourceTag/{STACK_TAG_KEY}": stack}
+        for foreign in (
+            launch_template_tags(_other(stack)),
+            _another_teams(stack),
+            {STACK_TAG_KEY: stack},
+            {PROJECT_TAG_KEY: launch_template_tags(stack)[PROJECT_TAG_KEY]},
+        ):
+            context = {**here, **_resource_tags(foreign)}
+            assert not iam_eval.allowed(policy, action, template, context), (action, foreign)
+        own = {**here, **_resource_tags(launch_template_tags(stack))}
         assert iam_eval.allowed(policy, action, template, own), action
-    # The stack's own tag never comes off its template: the fence would then lock it out.
-    untag = {**own, "aws:TagKeys": [STACK_TAG_KEY]}
-    assert not iam_eval.allowed(policy, "ec2:DeleteTags", template, untag)
+    # Neither fence tag ever comes off its template: the fence would then lock it out.
+    for key in (STACK_TAG_KEY, PROJECT_TAG_KEY):
+        untag = {**own, "aws:TagKeys": [key]}
+        assert not iam_eval.allowed(policy, "ec2:DeleteTags", template, untag), key
     assert iam_eval.allowed(policy, "ec2:DeleteTags", template, {**own, "aws:TagKeys": ["x"]})
     created = {**here, "ec2:CreateAction": "CreateLaunchTemplate"}
     assert iam_eval.allowed(policy, "ec2:CreateTags", template, created)
@@ -264,12 +297,42 @@ def test_another_launch_template_cannot_be_tagged_as_the_stacks(stack: str) -> N
     assert iam_eval.allowed(policy, "ec2:CreateTags", vpc, here)
 
 
-def test_the_program_tags_its_launch_template_with_the_stack() -> None:
-    """The fence's tag is the one the program's AWS provider puts on everything it creates
-    (infra/__main__.py `default_tags`, from `wiring.stack_tags`)."""
+def test_the_fence_tags_are_the_programs_own_tags() -> None:
+    """The fence's tags are among those `wiring.stack_tags` puts on everything, with the values
+    it gives them, and a stack's extra `tags` cannot set them."""
     for stack in sorted(REGIONS):
-        cfg = load_stack(stack)
-        assert wiring.stack_tags(cfg, stack)[STACK_TAG_KEY] == stack
+        tags = wiring.stack_tags(load_stack(stack), stack)
+        assert {k: tags[k] for k in launch_template_tags(stack)} == launch_template_tags(stack)
+        for key in launch_template_tags(stack):
+            with pytest.raises(ConfigError, match=f"may not set the managed tag '{key}'"):
+                load_stack(stack, {"tags": {key: "billing-api"}})
+
+
+@pytest.fixture
+def as_pulumi_host() -> Iterator[None]:
+    """The host's view of the main program (tests/program/conftest.py)."""
+    with pulumi_host(PROGRAM):
+        yield
+
+
+@pytest.mark.usefixtures("as_pulumi_host")
+@pytest.mark.parametrize("stack", sorted(REGIONS))
+def test_the_program_tags_its_launch_template_with_the_fence_tags(
+    stack: str, mocks: RecordingMocks, exports: dict[str, Any]
+) -> None:
+    """The template is created through the provider whose default tags carry both fence tags,
+    and sets no tags of its own that could override them (terraform-provider-aws
+    internal/service/ec2/ec2_launch_template.go `resourceLaunchTemplateCreate` sends the merged
+    tags, default tags included, as the `launch-template` TagSpecification)."""
+    run_program(mocks, stack)
+    provider = named(mocks.records, "pulumi:providers:aws", "aws")
+    default_tags = json.loads(provider.inputs["defaultTags"])["tags"]
+    want = launch_template_tags(stack)
+    assert {k: default_tags.get(k) for k in want} == want, provider.urn
+    template = one(mocks.records, "aws:ec2/launchTemplate:LaunchTemplate")
+    assert template.provider and template.provider.startswith(provider.urn), template.urn
+    own = template.inputs.get("tags") or {}
+    assert not set(own) & set(want), template.urn
 
 
 def test_the_evaluator_reads_negated_and_null_conditions() -> None:

@@ -71,16 +71,43 @@ def test_provider_and_roles_trust_exactly_the_repository_environments(
         statement = _trust(record)
         assert statement["Principal"] == {"Federated": provider.outputs["arn"]}, record.urn
         assert statement["Action"] == "sts:AssumeRoleWithWebIdentity", record.urn
-        assert set(statement["Condition"]) == {"StringEquals"}, record.urn
-        condition = statement["Condition"]["StringEquals"]
-        assert condition["token.actions.githubusercontent.com:aud"] == "sts.amazonaws.com"
+        # Exact subjects but the pull requests' preview's, whose ref carries its number.
+        operator = "StringLike" if record.name == "github-preview" else "StringEquals"
+        assert set(statement["Condition"]) == {"StringEquals", operator}, record.urn
+        condition = statement["Condition"]
+        assert condition["StringEquals"]["token.actions.githubusercontent.com:aud"] == (
+            "sts.amazonaws.com"
+        )
         assert record.inputs["path"] == "/github-ci/", record.urn
-        subjects[record.name] = condition[SUB]
+        subjects[record.name] = condition[operator][SUB]
+    workflows = "acme/gemma-graviton/.github/workflows"
     assert subjects == {
-        "github-preview": ["repo:acme/gemma-graviton:environment:preview"],
-        "github-deploy-dev": ["repo:acme/gemma-graviton:environment:dev"],
-        "github-deploy-prod": ["repo:acme/gemma-graviton:environment:prod"],
+        "github-preview": [
+            "repo:acme/gemma-graviton:environment:preview:job_workflow_ref:"
+            f"{workflows}/pr.yml@refs/pull/*/merge"
+        ],
+        "github-preview-prod": [
+            "repo:acme/gemma-graviton:environment:preview-prod:job_workflow_ref:"
+            f"{workflows}/deploy-prod.yml@refs/heads/main"
+        ],
+        "github-deploy-dev": [
+            "repo:acme/gemma-graviton:environment:dev:job_workflow_ref:"
+            f"{workflows}/deploy.yml@refs/heads/main"
+        ],
+        "github-deploy-prod": [
+            "repo:acme/gemma-graviton:environment:prod:job_workflow_ref:"
+            f"{workflows}/deploy-prod.yml@refs/heads/main"
+        ],
     }
+    # The subjects above exist only under the repository's subject template: the bootstrap
+    # says how to set it, first of the setup commands.
+    template = (
+        "gh api --method PUT repos/acme/gemma-graviton/actions/oidc/customization/sub "
+        "-F use_default=false -f 'include_claim_keys[]=repo' "
+        "-f 'include_claim_keys[]=context' -f 'include_claim_keys[]=job_workflow_ref'"
+    )
+    assert resolve(exports["oidcSubjectTemplateCommand"]) == template
+    assert resolve(exports["setupCommands"]).splitlines()[0] == template
     deploy = named(mocks.records, ROLE, "github-deploy-prod")
     assert deploy.inputs["maxSessionDuration"] == 7200, deploy.urn
 
@@ -93,6 +120,7 @@ def test_the_preview_role_cannot_reach_deploy_permissions(
     policies = {r.name: r for r in by_type(mocks.records, ROLE_POLICY)}
     assert set(policies) == {
         "github-preview-permissions",
+        "github-preview-prod-permissions",
         "github-deploy-dev-permissions",
         "github-deploy-prod-permissions",
     }
@@ -111,6 +139,13 @@ def test_the_preview_role_cannot_reach_deploy_permissions(
         assert set(_trust(role)["Principal"]) == {"Federated"}, role.urn
     resources = json.dumps(preview)
     assert "/prod" not in resources and "gemma-graviton/dev.json" in resources
+    # Prod's preview reads prod's state, and writes nothing either.
+    prod_preview = json.loads(policies["github-preview-prod-permissions"].inputs["policy"])
+    assert all(s["Effect"] == "Allow" for s in prod_preview["Statement"])
+    prod_actions = {a for s in prod_preview["Statement"] for a in s["Action"]}
+    assert prod_actions == set(actions), prod_actions ^ set(actions)
+    resources = json.dumps(prod_preview)
+    assert "/dev" not in resources and "gemma-graviton/prod.json" in resources
     # Each deploy role works in its stack's region, as the stack file says.
     for stack in ("dev", "prod"):
         deploy = json.loads(policies[f"github-deploy-{stack}-permissions"].inputs["policy"])
@@ -126,6 +161,7 @@ def test_outputs_name_what_goes_where(mocks: RecordingMocks, exports: dict[str, 
     assert resolve(exports["roleArns"]) == arns
     assert resolve(exports["environmentVariables"]) == {
         "preview": {"AWS_PREVIEW_ROLE_ARN": arns["preview"]},
+        "preview-prod": {"AWS_PREVIEW_PROD_ROLE_ARN": arns["preview-prod"]},
         "dev": {"AWS_DEV_ROLE_ARN": arns["deploy-dev"]},
         "prod": {"AWS_PROD_ROLE_ARN": arns["deploy-prod"]},
     }
@@ -136,8 +172,12 @@ def test_outputs_name_what_goes_where(mocks: RecordingMocks, exports: dict[str, 
         "prod": arns["deploy-prod"],
     }
     assert "clusterAdminArns" not in exports
-    # The preview role views dev's cluster only: AmazonEKSAdminViewPolicy reads prod's Secrets.
-    assert resolve(exports["clusterViewerArns"]) == {"dev": [arns["preview"]], "prod": []}
+    # Each preview role views its own stack's cluster only: the pull requests' never prod's,
+    # whose Secrets AmazonEKSAdminViewPolicy reads.
+    assert resolve(exports["clusterViewerArns"]) == {
+        "dev": [arns["preview"]],
+        "prod": [arns["preview-prod"]],
+    }
     boundaries = {
         r.name.removeprefix("github-boundary-"): r for r in by_type(mocks.records, POLICY)
     }
@@ -146,7 +186,12 @@ def test_outputs_name_what_goes_where(mocks: RecordingMocks, exports: dict[str, 
     }
     commands = resolve(exports["setupCommands"]).splitlines()
     assert commands == [
+        "gh api --method PUT repos/acme/gemma-graviton/actions/oidc/customization/sub "
+        "-F use_default=false -f 'include_claim_keys[]=repo' "
+        "-f 'include_claim_keys[]=context' -f 'include_claim_keys[]=job_workflow_ref'",
         f"gh variable set AWS_PREVIEW_ROLE_ARN --env preview --body {arns['preview']}",
+        "gh variable set AWS_PREVIEW_PROD_ROLE_ARN --env preview-prod --body "
+        f"{arns['preview-prod']}",
         f"gh variable set AWS_DEV_ROLE_ARN --env dev --body {arns['deploy-dev']}",
         f"gh variable set AWS_PROD_ROLE_ARN --env prod --body {arns['deploy-prod']}",
         "pulumi -s dev config set permissionsBoundaryArn "
@@ -154,6 +199,8 @@ def test_outputs_name_what_goes_where(mocks: RecordingMocks, exports: dict[str, 
         f"pulumi -s dev config set --path 'clusterViewerArns[0]' {arns['preview']}",
         "pulumi -s prod config set permissionsBoundaryArn "
         "arn:aws:iam::123456789012:policy/github-ci/gemma-graviton-prod-boundary",
+        # After prod's own viewer (stacks/Pulumi.prod.yaml lists one), not over it.
+        f"pulumi -s prod config set --path 'clusterViewerArns[1]' {arns['preview-prod']}",
     ]
     # Without `stateBucket` (Pulumi Cloud) no role is granted S3.
     for record in by_type(mocks.records, ROLE_POLICY):
