@@ -658,6 +658,9 @@ def _self_location(self_metrics: str | None) -> str:
     return f"""        location = {SELF_METRICS_ROUTE} {{
             if ($request_method != GET) {{ return 404 {error_body(404)}; }}
             default_type "{PROMETHEUS_TEXT}";
+            # 404 until the probe writes it: not an error worth a log line per scrape
+            # (ngx_http_core_module docs, `log_not_found`).
+            log_not_found off;
             alias {self_metrics};
         }}
 """

@@ -14,7 +14,6 @@ from components.manifests.access import gatekeeper_files
 from components.manifests.engine import engine_args
 from components.manifests.probes import (
     LOGGING_CONFIG_PATH,
-    SELF_METRICS_FILE,
     STATE_FILE,
     WARNINGS_LOG,
     engine_logging_config,
@@ -124,11 +123,12 @@ _WAIT_FOR_LEADER = (
 
 #: The leader writes vLLM's logging config (`probes.engine_logging_config`, from the environment)
 #: into its /tmp before it becomes vLLM: the image's root filesystem is read-only.
-#: The probe's state and record and vLLM's warnings of an earlier container are removed first:
-#: /tmp is the pod's emptyDir, which outlives a container restart, and a new engine measures
-#: itself again (the gatekeeper serves no record until it has).
+#: The probe's state and vLLM's warnings of an earlier container are removed first: /tmp is the
+#: pod's emptyDir, which outlives a container restart, and a new engine measures itself again.
+#: The probe's record stays until that measurement overwrites it, so a refused node's record
+#: (its step, its fallback flag) is still there for the collector's next scrape.
 _WRITE_LOGGING_CONFIG = (
-    f"rm -f {STATE_FILE} {WARNINGS_LOG} {SELF_METRICS_FILE} && "
+    f"rm -f {STATE_FILE} {WARNINGS_LOG} && "
     f'printf "%s" "$GEMMA_VLLM_LOGGING" > {LOGGING_CONFIG_PATH} && exec vllm "$@"'
 )
 
