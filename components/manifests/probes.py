@@ -248,7 +248,8 @@ if seen.get("progress") != progress:
     save(seen)
 
 if queued:
-    seen.pop("idle_waiting_since", None)
+    if seen.pop("idle_waiting_since", None) is not None:
+        save(seen)  # the engine answered for itself: a later idle wait starts afresh
     quiet = now - seen["since"]
     if quiet > stall_bound:
         verdict(False, f"{queued:.0f} requests in the engine and no progress for {quiet:.0f} s "

@@ -407,3 +407,19 @@ def test_an_idle_proof_behind_a_running_step_fails_only_past_the_stall_bound(
         leader.delay_s = 0.0
         assert _run(command)[0] == 0
         assert "idle_waiting_since" not in json.loads(state.read_text())
+
+
+def test_a_busy_engine_ends_an_idle_wait(tmp_path: Path) -> None:
+    """An idle wait that a busy engine then interrupted starts afresh the next time the engine
+    is idle: a stale start would fail the probe at once."""
+    quick = ProbeSpec(stall_s=3, period_s=2, failures=3, timeout_s=4, request_s=1, idle_check_s=0)
+    state = tmp_path / "s.json"
+    command = probe_command(quick, "leader", 0, "m", host="127.0.0.1", state_file=str(state))
+    with fake_leader() as (port, leader):
+        command = [a.replace("port=0", f"port={port}") for a in command]
+        assert _run(command)[0] == 0
+        seen = json.loads(state.read_text())
+        state.write_text(json.dumps({**seen, "idle_waiting_since": time.time() - 60}))
+        leader.running = 1
+        assert _run(command)[0] == 0
+        assert "idle_waiting_since" not in json.loads(state.read_text())
