@@ -64,7 +64,12 @@ from infra.rehearse.group.tiny_plan import (
     tiny_profile,
 )
 from infra.rehearse.group.workspace import LOGS_DIR, QUANTIZE_VENV_DIR, VENV_DIR, RehearsalError
-from infra.rehearse.measure.prefill_probe import READY_S, STEP_TIMEOUT_S, _slice_values, cpu_model
+from infra.rehearse.measure.prefill_probe import (
+    READY_S,
+    _slice_values,
+    cpu_model,
+    slice_env,
+)
 from infra.rehearse.measure.quantized import ensure_quantized
 from infra.rehearse.measure.step_timeout import _prioritise
 from infra.venvs import ensure_env, ensure_quantize_env
@@ -541,13 +546,8 @@ def serve_and_time(
     spec = server_spec(cfg, plan(cfg, "moe-probe"))
     ports = loopback_ports()
     key = os.urandom(12).hex()
-    env = {
-        "VLLM_CPU_OMP_THREADS_BIND": f"0-{(os.cpu_count() or 1) - 1}",
-        "VLLM_EXECUTE_MODEL_TIMEOUT_SECONDS": str(int(STEP_TIMEOUT_S)),
-        "VLLM_LOGGING_LEVEL": "DEBUG",
-    }
     launches = rank_launches(
-        spec.engine(), str(python.parent / "vllm"), model_dir, ports, key, engine_env=env
+        spec.engine(), str(python.parent / "vllm"), model_dir, ports, key, engine_env=slice_env()
     )
     slug = label.rsplit("/", 1)[-1]
     log_dir = LOGS_DIR / time.strftime(f"moe-%Y%m%d-%H%M%S-{slug}-{layers}-{weights}")

@@ -328,6 +328,19 @@ def _slice_values(values: Mapping[str, Any], profile: Mapping[str, Any], batched
     }
 
 
+def slice_env() -> dict[str, str]:
+    """The engine environment of a timed slice (this probe's and the MoE probe's): every core,
+    and a step timeout far above vLLM's default 300 s: on a busy 2-core x86 runner (2026-12-01,
+    load average 12-28) a 512-token step of two full-width layers outlived the default, and the
+    engine killed the probe's own healthy step. The linear kernels vLLM picks are logged at
+    debug level only (`DISPATCH`)."""
+    return {
+        "VLLM_CPU_OMP_THREADS_BIND": f"0-{(os.cpu_count() or 1) - 1}",
+        "VLLM_EXECUTE_MODEL_TIMEOUT_SECONDS": str(int(STEP_TIMEOUT_S)),
+        "VLLM_LOGGING_LEVEL": "DEBUG",
+    }
+
+
 def cpu_seconds(pgid: int) -> float:
     """User + system CPU seconds of every live process in process group `pgid`."""
     tick = os.sysconf("SC_CLK_TCK")
@@ -379,17 +392,8 @@ def run_probe(
     spec = server_spec(cfg, plan(cfg, "prefill-probe"))
     ports = loopback_ports()
     key = os.urandom(12).hex()
-    # Every core, and a step timeout far above vLLM's default 300 s: on a busy 2-core x86 runner
-    # (2026-12-01, load average 12-28) a 512-token step of two full-width layers outlived the
-    # default, and the engine killed the probe's own healthy step.
-    every_core = {
-        "VLLM_CPU_OMP_THREADS_BIND": f"0-{(os.cpu_count() or 1) - 1}",
-        "VLLM_EXECUTE_MODEL_TIMEOUT_SECONDS": str(int(STEP_TIMEOUT_S)),
-        # The linear kernels vLLM picks are logged at debug level only (`DISPATCH`).
-        "VLLM_LOGGING_LEVEL": "DEBUG",
-    }
     launches = rank_launches(
-        spec.engine(), str(python.parent / "vllm"), model_dir, ports, key, engine_env=every_core
+        spec.engine(), str(python.parent / "vllm"), model_dir, ports, key, engine_env=slice_env()
     )
     log_dir = LOGS_DIR / time.strftime("prefill-%Y%m%d-%H%M%S")
     progress(f"prefill probe: {built['num_hidden_layers']} layers of {profile.name}, {batched}")
