@@ -56,6 +56,10 @@ MARKER_NAME = "rehearsal-env.json"
 # The torch wheel that lies on this kind of machine's disk is built for CPython 3.11.
 REQUIRED_PYTHON = (3, 11)
 PIP_TAIL_LINES = 40
+GIB = 1024**3
+#: What each virtualenv took on disk once built (`du -sh`, fresh clone on the 2-core AMD EPYC,
+#: 2026-12-03): vLLM's 3.4 GiB, the quantizer's 1.5 GiB, lm-eval's 0.76 GiB.
+BUILT_SIZE = {"rehearsal env": 3.4 * GIB, "quantize env": 1.5 * GIB, "quality env": 0.76 * GIB}
 
 # Imports what a rehearsal needs and fails unless vLLM resolved its CPU platform.
 _IMPORT_CHECK = (
@@ -203,6 +207,7 @@ def _ensure(
         digest = marker["requirements_sha256"]
         progress(f"{what}: reusing {root} (requirements sha256 {digest[:12]})")
         return python
+    _check_disk(root, what)
     started = time.monotonic()
     for number, (label, action) in enumerate(steps, start=1):
         began = time.monotonic()
@@ -212,6 +217,29 @@ def _ensure(
         progress(f"{what}: [{number}/{len(steps)}] {label} done in {took:.1f} s")
     progress(f"{what}: ready in {time.monotonic() - started:.1f} s: {python}")
     return python
+
+
+def disk_shortfall(free_bytes: float, what: str) -> str | None:
+    """Return one line refusing a build of `what` with `free_bytes` free, or None when it may fit.
+
+    The floor is the built size itself, the end that never refuses a build that could finish:
+    below it the install is sure to stop midway with "No space left on device".
+    """
+    need = BUILT_SIZE[what]
+    if free_bytes >= need:
+        return None
+    return (
+        f"{what}: {free_bytes / GIB:.1f} GiB free, the built virtualenv takes {need / GIB:.1f} "
+        f"GiB; free disk space (old clones, .rehearsal/models slices) and run it again"
+    )
+
+
+def _check_disk(root: Path, what: str) -> None:
+    """Refuse a build before it starts when the disk under `root` cannot hold it."""
+    existing = next((p for p in (root, *root.parents) if p.exists()), Path("/"))
+    refusal = disk_shortfall(shutil.disk_usage(existing).free, what)
+    if refusal:
+        raise RehearsalEnvError(refusal)
 
 
 def _build_steps(

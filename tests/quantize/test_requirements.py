@@ -8,10 +8,15 @@ from pathlib import Path
 
 import pytest
 
+from infra import venvs
 from infra.venvs import (
+    BUILT_SIZE,
     DEFAULT_REQUIREMENTS,
+    GIB,
     QUALITY_REQUIREMENTS,
     QUANTIZE_REQUIREMENTS,
+    RehearsalEnvError,
+    disk_shortfall,
     pinned_version,
 )
 
@@ -34,3 +39,31 @@ def test_the_quantizer_and_lm_eval_are_pinned() -> None:
 def test_the_quantizer_runs_the_torch_and_transformers_vllm_runs(package: str) -> None:
     vllm = pinned_version(DEFAULT_REQUIREMENTS.read_text(), package)
     assert pinned_version(QUANTIZE_REQUIREMENTS.read_text(), package) == vllm
+
+
+@pytest.mark.parametrize("what", ["rehearsal env", "quantize env", "quality env"])
+def test_a_build_is_refused_in_one_line_only_when_the_disk_cannot_hold_it(what: str) -> None:
+    size = BUILT_SIZE[what]
+    assert disk_shortfall(size, what) is None
+    refusal = disk_shortfall(size - GIB / 10, what)
+    assert refusal is not None and "\n" not in refusal
+    assert refusal.startswith(f"{what}: ") and "free disk space" in refusal
+
+
+def test_the_build_stops_before_its_first_step_on_a_full_disk(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from collections import namedtuple
+
+    usage = namedtuple("usage", "total used free")
+    monkeypatch.setattr(venvs.shutil, "disk_usage", lambda _path: usage(10, 10, 0))
+    ran: list[str] = []
+    with pytest.raises(RehearsalEnvError, match="GiB free"):
+        venvs._ensure(
+            tmp_path / "env",
+            {"k": "v"},
+            [("step", lambda: ran.append("step"))],
+            "quality env",
+            lambda _line: None,
+        )
+    assert ran == []
