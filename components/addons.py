@@ -108,7 +108,10 @@ def service_account_role(
         path=iam.path,
         permissions_boundary=iam.permissions_boundary,
         assume_role_policy=pulumi.Output.all(oidc_provider_arn, oidc_provider_url).apply(trust),
-        opts=child,
+        # A new cluster has a new OIDC issuer: the role is replaced (a new name, created before
+        # the old one is deleted) rather than its trust rewritten, which the deploy role may not
+        # do (iam:UpdateAssumeRolePolicy, infra/bootstrap/permissions.py).
+        opts=pulumi.ResourceOptions(parent=parent, replace_on_changes=["assumeRolePolicy"]),
     )
     for index, policy in enumerate(managed_policy_arns):
         aws.iam.RolePolicyAttachment(

@@ -121,7 +121,8 @@ _CONDITIONED = frozenset({"iam:AttachRolePolicy", "iam:PassRole", "iam:CreateSer
 #: CreateRole and PutRolePermissionsBoundary the boundary being set, for the others the boundary
 #: the role already has. Granted only with the stack's boundary, so a deploy role can neither
 #: create a role without it nor write the policies of a role that lacks it. DeleteRole,
-#: UpdateAssumeRolePolicy, UpdateRole and TagRole have no such key: the path alone fences them.
+#: UpdateRole and TagRole have no such key: the path alone fences them. No role's trust is
+#: ever rewritten (UpdateAssumeRolePolicy is not granted, `infra.bootstrap.permissions`).
 #: Sources, read 2026-12-03: IAM User Guide, "IAM and AWS STS condition context keys",
 #: iam:PermissionsBoundary (docs.aws.amazon.com/IAM/latest/UserGuide/
 #: reference_policies_iam-condition-keys.html#ck_PermissionsBoundary), and the Service
@@ -149,16 +150,17 @@ BOUNDARY_CHECKED = frozenset(
 PASSED_TO = ("eks.amazonaws.com",)
 
 
-#: The writes on an existing launch template. A new version (or a modified default) of a
-#: template that an Auto Scaling group or a node group launches from runs its user data on the
-#: next instance, as that template's instance profile: cloudsplaining 0.9.1 names the pair
-#: `ModifyExistingEC2LaunchTemplate` (shared/constants.py `PRIVILEGE_ESCALATION_METHODS`:
-#: "ec2:createlaunchtemplateversion", "ec2:modifylaunchtemplate"). Granted only on templates
-#: tagged with the stack's name.
+#: The writes on an existing launch template. A new version of a template that a node group
+#: launches from runs its user data on the next instance, as that template's instance profile;
+#: with ec2:ModifyLaunchTemplate (a new default version) any Auto Scaling group that launches
+#: the default would, which cloudsplaining 0.9.1 names `ModifyExistingEC2LaunchTemplate`
+#: (shared/constants.py `PRIVILEGE_ESCALATION_METHODS`: "ec2:createlaunchtemplateversion",
+#: "ec2:modifylaunchtemplate"). ModifyLaunchTemplate is not granted: the program never changes
+#: a default version (`infra.bootstrap.permissions`). Granted only on templates tagged with the
+#: stack's name.
 LAUNCH_TEMPLATE_WRITES = frozenset(
     {
         "ec2:CreateLaunchTemplateVersion",
-        "ec2:ModifyLaunchTemplate",
         "ec2:DeleteLaunchTemplate",
         "ec2:DeleteLaunchTemplateVersions",
     }

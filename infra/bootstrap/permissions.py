@@ -38,7 +38,12 @@ _ROLE = (
     "iam:DeleteRole",
     "iam:UpdateRole",
     "iam:UpdateRoleDescription",
-    "iam:UpdateAssumeRolePolicy",
+    # No iam:UpdateAssumeRolePolicy: iam/role.go `resourceRoleUpdate` calls it only when
+    # `assume_role_policy` changes, and no role's trust changes in place. The cluster's and the
+    # nodes' trust are constants; an add-on role's follows the cluster's OIDC issuer, and that
+    # role is replaced when it changes (`replace_on_changes`, components/addons.py). A trust
+    # that changed in place would fail with AccessDenied, never rewrite a role: cloudsplaining
+    # reads UpdateAssumeRolePolicy beside any policy write as a way to assume the role.
     # The role's permissions boundary, set or swapped in place (iam/role.go `resourceRoleUpdate`).
     "iam:PutRolePermissionsBoundary",
     "iam:TagRole",
@@ -142,7 +147,9 @@ RESOURCE_ACTIONS: dict[str, TypeActions] = {
         (
             "ec2:CreateLaunchTemplate",
             "ec2:CreateLaunchTemplateVersion",
-            "ec2:ModifyLaunchTemplate",
+            # No ec2:ModifyLaunchTemplate: `resourceLaunchTemplateUpdate` calls it only for
+            # `update_default_version` or a changed `default_version`, which the program never
+            # sets (the node groups name the template's latest version themselves).
             "ec2:DeleteLaunchTemplate",
             "ec2:DeleteLaunchTemplateVersions",
             *_EC2_TAGS,

@@ -241,16 +241,26 @@ def test_every_accepted_finding_names_each_statement_that_grants_it() -> None:
     assert not problems, "\n".join(problems)
 
 
-def test_the_precision_rule_sees_a_launch_template_write_granted_region_wide() -> None:
-    """Not vacuous: the launch-template writes moved back into the region-wide statement (where
-    they were before the tag fence) are caught."""
+def test_the_precision_rule_sees_an_inline_policy_write_granted_region_wide() -> None:
+    """Not vacuous: iam:PutRolePolicy granted by the region-wide statement as well as by its
+    fenced one is caught."""
     document = json.loads(documents()["deploy-dev"])
     regional = next(s for s in document["Statement"] if s["Sid"] == "ManageTheStackInItsRegion")
-    regional["Action"] = [*regional["Action"], "ec2:ModifyLaunchTemplate"]
-    ((_, finding, reason),) = [
-        row for row in _accepted_rows() if row[1].endswith("ModifyExistingEC2LaunchTemplate")
-    ]
+    regional["Action"] = [*regional["Action"], "iam:PutRolePolicy"]
+    ((_, finding, reason),) = [row for row in _accepted_rows() if row[1].endswith(":PutRolePolicy")]
     assert _imprecise("deploy-dev", json.dumps(document), finding, reason) == [
-        f"{finding} on deploy-dev: ec2:modifylaunchtemplate is granted by "
+        f"{finding} on deploy-dev: iam:putrolepolicy is granted by "
         "[ManageTheStackInItsRegion], unnamed"
     ]
+
+
+def test_a_default_version_write_on_launch_templates_is_found_again() -> None:
+    """The escalation the deploy roles no longer carry comes back with its action: granting
+    ec2:ModifyLaunchTemplate beside the tagged template writes is an unaccepted finding."""
+    document = json.loads(documents()["deploy-dev"])
+    fenced = next(
+        s for s in document["Statement"] if s["Sid"] == "ChangeOnlyTheStackLaunchTemplates"
+    )
+    fenced["Action"] = [*fenced["Action"], "ec2:ModifyLaunchTemplate"]
+    found = _unaccepted("deploy-dev", cloudsplaining_findings(json.dumps(document)))
+    assert found == [f"{ALL_RISKY_PREFIX}ModifyExistingEC2LaunchTemplate"]

@@ -226,6 +226,8 @@ class RecordingMonitor(MockMonitor):
         self._current = threading.local()
         #: URN -> URNs it depends on (explicit `depends_on`, expanded as the SDK expands it).
         self.dependencies: dict[str, list[str]] = {}
+        #: URN -> the properties whose change replaces it (`replace_on_changes`).
+        self.replace_on_changes: dict[str, list[str]] = {}
 
     def current(self) -> tuple[str | None, str | None, dict[str, str]]:
         """The (parent URN, URN, providers) of the registration being handled on this thread."""
@@ -236,6 +238,7 @@ class RecordingMonitor(MockMonitor):
         if request.type == "pulumi:pulumi:Stack":
             return resource_pb2.RegisterResourceResponse(urn=urn)
         self.dependencies[urn] = list(request.dependencies)
+        self.replace_on_changes[urn] = list(request.replaceOnChanges)
         # The SDK's monitor would turn resource references among the inputs into Resource objects
         # on this executor thread, whose rehydration RPCs then land on the wrong event loop.
         # Recording them as {"urn", "id"} is all a test needs.

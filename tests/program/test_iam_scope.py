@@ -9,6 +9,7 @@ everything the program can create turned on.
 
 from __future__ import annotations
 
+import json
 import runpy
 from typing import Any
 
@@ -137,12 +138,7 @@ def test_the_deploy_role_may_do_what_up_and_destroy_do_to_them(
         assert arn.startswith(f"arn:aws:iam::{ACCOUNT_ID}:role{iam.role_path(stack)}"), role.urn
         for action in ("iam:CreateRole", "iam:PutRolePermissionsBoundary"):
             check(action, arn, bounded, role.urn)
-        for action in (
-            "iam:GetRole",
-            "iam:TagRole",
-            "iam:UpdateAssumeRolePolicy",
-            "iam:DeleteRole",
-        ):
+        for action in ("iam:GetRole", "iam:TagRole", "iam:DeleteRole"):
             check(action, arn, {}, role.urn)
         check("iam:PassRole", arn, {"iam:PassedToService": "eks.amazonaws.com"}, role.urn)
     for inline in by_type(mocks.records, ROLE_POLICY):
@@ -162,3 +158,52 @@ def test_the_path_is_the_programs_own() -> None:
     assert iam.role_path("dev").startswith(iam.PROGRAM_PATH_ROOT)
     assert not iam.role_path("dev").startswith(iam.CI_PATH)
     assert iam.boundary_arn("dev") == "arn:aws:iam::*:policy/github-ci/gemma-graviton-dev-boundary"
+
+
+def _principals(trust: str) -> set[str]:
+    return {kind for st in json.loads(trust)["Statement"] for kind in st["Principal"]}
+
+
+@pytest.mark.usefixtures("as_pulumi_host")
+@pytest.mark.parametrize("stack", stack_names())
+def test_no_role_trust_is_rewritten_in_place(mocks: RecordingMocks, stack: str) -> None:
+    """The deploy role may not call iam:UpdateAssumeRolePolicy, which terraform-provider-aws
+    (internal/service/iam/role.go `resourceRoleUpdate`) calls when `assume_role_policy` changes.
+    A trust that follows the cluster (a federated principal: its OIDC issuer) replaces its role
+    instead; a service's trust (EKS, EC2) is a constant of the code, and its role must not be
+    replaced on a change, since a new cluster role is a new cluster (eks/cluster.go `role_arn`
+    ForceNew). Every role of every stack, everything turned on."""
+    _run(mocks, stack, {**EVERYTHING_ON, "permissionsBoundaryArn": _boundary(stack)})
+    policy = deploy_policy(stack, load_stack(stack).region, "acme-pulumi-state")
+    wrong = []
+    for role in by_type(mocks.records, ROLE):
+        replaced_on = mocks.monitor.replace_on_changes[role.urn]
+        federated = "Federated" in _principals(role.inputs["assumeRolePolicy"])
+        if federated != ("assumeRolePolicy" in replaced_on):
+            wrong.append(f"{role.urn}: federated {federated}, replaced on {replaced_on}")
+        if iam_eval.allowed(policy, "iam:UpdateAssumeRolePolicy", role.outputs["arn"], {}):
+            wrong.append(f"{role.urn}: the deploy role may rewrite its trust")
+    assert wrong == []
+    assert any("Federated" in _principals(r.inputs["assumeRolePolicy"])
+               for r in by_type(mocks.records, ROLE))  # fmt: skip
+
+
+@pytest.mark.usefixtures("as_pulumi_host")
+@pytest.mark.parametrize("stack", stack_names())
+def test_no_launch_template_default_version_is_ever_changed(
+    mocks: RecordingMocks, stack: str
+) -> None:
+    """The deploy role has no ec2:ModifyLaunchTemplate, which terraform-provider-aws calls only
+    for `update_default_version` or a changed `default_version` (internal/service/ec2/
+    ec2_launch_template.go `resourceLaunchTemplateUpdate`): no template sets either."""
+    _run(mocks, stack, EVERYTHING_ON)
+    templates = by_type(mocks.records, "aws:ec2/launchTemplate:LaunchTemplate")
+    assert templates
+    for template in templates:
+        assert {"updateDefaultVersion", "defaultVersion"} & set(template.inputs) == set()
+    policy = deploy_policy(stack, load_stack(stack).region, "acme-pulumi-state")
+    arn = f"arn:aws:ec2:{load_stack(stack).region}:{ACCOUNT_ID}:launch-template/lt-0123"
+    context = {f"aws:ResourceTag/{k}": v for k, v in {"project": "gemma-graviton",
+                                                       "stack": stack}.items()}  # fmt: skip
+    assert iam_eval.allowed(policy, "ec2:CreateLaunchTemplateVersion", arn, context)
+    assert not iam_eval.allowed(policy, "ec2:ModifyLaunchTemplate", arn, context)
