@@ -15,7 +15,7 @@ import datetime as dt
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from infra.plan import catalog, support
+from infra.plan import catalog, moe_measured, support
 from infra.plan.config import StackConfig
 from infra.plan.economics import Economics
 from infra.plan.sizing import Plan
@@ -48,7 +48,7 @@ def verdict_lines(
         f"context: {p.max_model_len:,} tokens x {p.max_concurrency:.2f} requests at once",
         f"decode: {s.one.aggregate_tokens_per_s:.2f} tokens/s for one stream "
         + (
-            "(derived from a measured MoE/dense ratio)"
+            _moe_label(p.weights)
             if _is_moe(p.model)
             else "(calibrated)"
             if p.weights == "bf16" and not s.bandwidth_bound.endswith("(ceiling)")
@@ -136,3 +136,11 @@ def verdict_json(
         "advice": advice,
         "warnings": len(warnings),
     }
+
+
+def _moe_label(weights: str) -> str:
+    """How a MoE plan's one-stream rate is known, in a few words."""
+    ratio = moe_measured.MOE_DECODE_RATIO.get(weights)
+    if ratio is None or ratio.carried_from is None:
+        return "(derived from a measured MoE/dense ratio)"
+    return f"(derived from the {ratio.carried_from} MoE/dense ratio; {weights} MoE unmeasured)"

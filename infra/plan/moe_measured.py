@@ -19,13 +19,13 @@ Measured (bf16): one MoE layer adds 12.1 ms to a one-stream decode step, one 12B
 (ratio 0.48, beside the 0.46 of their modelled bytes: both memory bound at ~18 GB/s); at 4
 streams 19.0 against 20.6 ms per step (0.92: four tokens route to ~29 distinct experts); prefill
 per layer alike (0.99). Whole decoders, extrapolated (30 against 48 layers, plus the step's fixed
-cost; lm_head left out): 0.31. int8 and int4: `NOT_MEASURED`.
+cost; lm_head left out): 0.31. int8 carries the bf16 ratio (`CARRIED`), int4: `NOT_MEASURED`.
 """
 
 from __future__ import annotations
 
 import datetime as dt
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from infra.plan.config_parts import ConfigError
 
@@ -51,6 +51,8 @@ class MoeDecodeRatio:
     bytes_ratio: float
     #: The MoE backend and linear kernels vLLM logged for the MoE slice.
     kernels: tuple[str, ...]
+    #: The format whose measured figures these are, when not this one's own (`CARRIED`).
+    carried_from: str | None = None
 
     @property
     def layer_ratio(self) -> float:
@@ -130,19 +132,44 @@ def _derived(weights: str) -> MoeDecodeRatio:
     )
 
 
-#: The measured figures per weight format.
-MOE_DECODE_RATIO: dict[str, MoeDecodeRatio] = {w: _derived(w) for w in RAW}
+#: Formats that run on Graviton but not on the probe's CPU, and so carry a measured format's
+#: ratio: (that format, why it is not measured here, what runs them on Graviton). int8: vLLM
+#: 0.31 picks its int8 MoE kernel in fused_moe/oracle/int8.py `select_int8_moe_backend`; on
+#: x86 `CPUExpertsInt8` needs AMX and takes SiLU experts only and `ZenCPUExpertsInt8` needs
+#: zentorch (experts/cpu_moe.py), so the probe's int8 slice was refused here; on Arm
+#: `ArmCPUExpertsInt8` takes GELU-tanh experts (Gemma 4's, models/gemma4.py) where the image's
+#: vLLM carries `torch.ops._C.cpu_fused_moe_int8`, built for CPUs with i8mm and bf16 (csrc/cpu/
+#: torch_bindings.cpp, `ARM_I8MM_SUPPORT`; Graviton3 and 4 have both). Both formats' weights
+#: shrink alike (every linear layer int8), so the bytes ratio, and a bandwidth-bound decode's
+#: time ratio, carry over; the kernel's own speed is unmeasured. Read 2026-12-03.
+CARRIED: dict[str, tuple[str, str, str]] = {
+    "int8": (
+        "bf16",
+        "vLLM 0.31 refused the int8 MoE slice on this x86 CPU: 'No Int8 MoE backend supports "
+        "the deployment configuration' (its x86 int8 MoE kernels need AMX or zentorch), seen "
+        "2026-12-03",
+        "ArmCPUExpertsInt8 (vLLM's Arm int8 MoE kernel, op cpu_fused_moe_int8)",
+    ),
+}
+
+
+def _carried(weights: str) -> MoeDecodeRatio:
+    source, _, kernel = CARRIED[weights]
+    return replace(_derived(source), weights=weights, kernels=(kernel,), carried_from=source)
+
+
+#: The measured figures per weight format, and those carried from a measured one.
+MOE_DECODE_RATIO: dict[str, MoeDecodeRatio] = {
+    **{w: _derived(w) for w in RAW},
+    **{w: _carried(w) for w in CARRIED},
+}
 
 #: Formats with no figure, and why (one line each, from the same run or vLLM's source).
 NOT_MEASURED: dict[str, str] = {
-    "int8": (
-        "vLLM 0.31 refused the int8 MoE slice on this CPU: 'No Int8 MoE backend supports the "
-        "deployment configuration' (TRITON, HUMMING and CPU: 'kernel does not support current "
-        "device cpu'; its CPU int8 MoE kernels need AMX, zentorch or an Arm CPU), seen 2026-12-03"
-    ),
     "int4": (
-        "vLLM 0.31's only CPU int4 MoE kernel (cpu_int4_moe.py CPUExpertsInt4) takes SiLU or "
-        "SwiGLU experts; Gemma 4's use GELU-tanh (models/gemma4.py), read 2026-12-03"
+        "vLLM 0.31 has no CPU int4 MoE kernel for Gemma 4's GELU-tanh experts, on Arm or x86: "
+        "CPUExpertsInt4 needs x86 with AMX and SiLU experts, the Arm int4 path (cpu_int4_moe.py) "
+        "SiLU or SwiGLU (models/gemma4.py: GELU-tanh), read 2026-12-03"
     ),
 }
 
@@ -152,9 +179,9 @@ def decode_ratio(weights: str) -> MoeDecodeRatio:
     if weights in MOE_DECODE_RATIO:
         return MOE_DECODE_RATIO[weights]
     why = NOT_MEASURED.get(weights, "no measurement of this format")
+    fix = f"choose one of {', '.join(sorted(MOE_DECODE_RATIO)) or 'none yet'}"
     raise ConfigError(
         "weights",
         f"{weights} has no measured MoE decode ratio for google/gemma-4-26B-A4B-it ({why})",
-        f"choose one of {', '.join(sorted(MOE_DECODE_RATIO)) or 'none yet'}, "
-        "or measure it with `make rehearse-moe`",
+        fix if weights in NOT_MEASURED else f"{fix}, or measure it with `make rehearse-moe`",
     )

@@ -245,7 +245,7 @@ def test_a_format_without_a_measured_ratio_is_refused_in_one_line(
     err = capsys.readouterr().err
     assert err == (
         f"error: `weights` int4 has no measured MoE decode ratio for {MOE} ({INT4_REASON}); "
-        "choose one of bf16, int8, or measure it with `make rehearse-moe`\n"
+        "choose one of bf16, int8\n"
     )
 
 
@@ -382,3 +382,19 @@ def test_a_moe_without_a_dense_reference_is_refused(
     with pytest.raises(ConfigError) as error:
         plan(load_stack("dev", {"model": MOE}, TODAY), "dev")
     assert error.value.key == "model" and "no dense catalogue model" in error.value.rule
+
+
+def test_int8_plans_two_nodes_with_the_carried_ratio_labelled(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """The shipped catalogue, unpatched: int8 plans on two m7g.2xlarge, its one-stream rate
+    labelled as the bf16 ratio carried to an unmeasured int8 kernel; int4 exits 2 in one line."""
+    assert main(["--set", f"model={MOE}", "--set", "weights=int8"], today=TODAY) == 0
+    verdict = capsys.readouterr().out.split("\n\n")[0]
+    assert "dev starts: 2 x m7g.2xlarge, one group of 2 pipeline stages" in verdict
+    assert "(derived from the bf16 MoE/dense ratio; int8 MoE unmeasured)" in verdict
+    assert main(["--set", f"model={MOE}", "--set", "weights=int4"], today=TODAY) == 2
+    err = capsys.readouterr().err.strip()
+    assert (
+        err.startswith("error: `weights` int4 has no measured MoE decode ratio") and "\n" not in err
+    )

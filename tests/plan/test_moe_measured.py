@@ -47,7 +47,18 @@ def test_an_unmeasured_format_says_why_in_one_line() -> None:
     text = str(error.value)
     assert text.startswith(
         "`weights` int4 has no measured MoE decode ratio for google/gemma-4-26B-A4B-it "
-        "(vLLM 0.31's only CPU int4 MoE kernel"
+        "(vLLM 0.31 has no CPU int4 MoE kernel for Gemma 4's GELU-tanh experts, on Arm or x86"
     )
-    assert text.endswith("or measure it with `make rehearse-moe`")
+    # No kernel to measure: the fix is a format that runs.
+    assert text.endswith("; choose one of bf16, int8")
     assert "\n" not in text
+
+
+def test_int8_carries_the_bf16_ratio_and_says_so() -> None:
+    """No int8 MoE kernel runs on the probe's CPU; Graviton's (ArmCPUExpertsInt8) is not
+    measured, so int8 takes bf16's measured per-layer figures, marked as carried."""
+    int8, bf16 = MOE_DECODE_RATIO["int8"], MOE_DECODE_RATIO["bf16"]
+    assert (int8.carried_from, bf16.carried_from) == ("bf16", None)
+    assert int8.layer_ratio == bf16.layer_ratio and int8.prefill_ratio == bf16.prefill_ratio
+    assert int8.kernels and "ArmCPUExpertsInt8" in int8.kernels[0]
+    assert "int8" not in moe_measured.RAW

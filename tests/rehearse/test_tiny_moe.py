@@ -74,13 +74,15 @@ def test_the_planner_plans_the_tiny_moe_in_bf16(stages: int, tokens: int) -> Non
     assert tiny.model == tiny_moe.TINY_MOE_NAME
 
 
-def test_the_planner_refuses_the_tiny_moe_in_int8_with_the_reason() -> None:
+def test_the_planner_plans_the_tiny_moe_in_int8_and_refuses_int4_with_the_reason() -> None:
     config = tiny_moe.tiny_moe_config(1)
-    values = tiny_moe.tiny_moe_values(stack_values("dev", {}), config, 3_000_000, 1, "int8")
+    int8 = tiny_moe.tiny_moe_values(stack_values("dev", {}), config, 3_000_000, 1, "int8")
+    assert plan(load_config(int8), "rehearsal").weights == "int8"
+    int4 = tiny_moe.tiny_moe_values(stack_values("dev", {}), config, 3_000_000, 1, "int4")
     with pytest.raises(ConfigError) as error:
-        plan(load_config(values), "rehearsal")
+        plan(load_config(int4), "rehearsal")
     assert error.value.key == "weights"
-    assert "No Int8 MoE backend" in str(error.value)
+    assert "no CPU int4 MoE kernel for Gemma 4's GELU-tanh experts" in str(error.value)
 
 
 def _profile(**moe: object) -> dict[str, object]:
@@ -181,18 +183,12 @@ def _built(tmp_path: Path, stages: int) -> Path:
     return tmp_path
 
 
-def test_the_planner_row_shows_the_int8_refusal_and_a_bf16_plan(tmp_path: Path) -> None:
+def test_the_planner_row_shows_a_plan_in_both_formats(tmp_path: Path) -> None:
     values = stack_values("dev", {})
     model_dir = _built(tmp_path, 1)
-    refused = moe_group.planner_check("1 rank int8", values, model_dir, 1, "int8")
-    assert refused.ok is True
-    assert refused.observed == (
-        "refused, `weights`: int8 has no measured MoE decode ratio for google/gemma-4-26B-A4B-it"
-    )
-    assert "No Int8 MoE backend" in refused.note
-    assert moe_group.planner_check("1 rank bf16", values, model_dir, 1, "bf16").observed == (
-        "planned"
-    )
+    for weights in ("bf16", "int8"):
+        check = moe_group.planner_check(f"1 rank {weights}", values, model_dir, 1, weights)
+        assert (check.ok, check.observed) == (True, "planned"), weights
 
 
 def test_bad_formats_exit_2_with_one_line(capsys: pytest.CaptureFixture[str]) -> None:

@@ -95,8 +95,8 @@ def plan_tiny_moe(
     stack_values: Mapping[str, Any], model_dir: Path, stages: int, weights: str = "bf16"
 ) -> tuple[StackConfig, Plan]:
     """Config and plan of the built tiny MoE model (its bf16 checkpoint), through the stack's
-    config model and planner; ConfigError when the planner refuses it (an int8 MoE without a
-    measured decode ratio, `infra.plan.moe_measured.NOT_MEASURED`)."""
+    config model and planner; ConfigError when the planner refuses it (a format with no MoE
+    kernel, `infra.plan.moe_measured.NOT_MEASURED`)."""
     values = tiny_moe_values(
         stack_values, model_config(model_dir), checkpoint_bytes(model_dir), stages, weights
     )

@@ -18,10 +18,10 @@ Rows per group (ranks x format):
 - every process stopped.
 
 int8 is the checkpoint the quantize Job makes (`infra.quantize`, W8A8: attention, MLP and experts
-int8, router bf16). The planner refuses a MoE in int8 (no measured decode ratio,
-`infra.plan.moe_measured.NOT_MEASURED`), so the int8 group runs the bf16 plan's command lines
-(the same KV arithmetic: the KV budget and layout do not depend on the weight format) on the int8
-directory. On an x86 CPU without AMX vLLM 0.31 has no int8 MoE kernel; the row then says
+int8, router bf16). The int8 group runs the bf16 plan's command lines (the same KV arithmetic:
+the KV budget and layout do not depend on the weight format; the planner plans a MoE in int8 on
+the bf16 ratio, `infra.plan.moe_measured.CARRIED`) on the int8 directory. On an x86 CPU without
+AMX or zentorch vLLM 0.31 has no int8 MoE kernel; the row then says
 "not runnable on this CPU: <vLLM's reason>" and is not counted as passed.
 
 Exit codes: 0 every row passed, 1 a row failed or was not runnable here, 2 bad input.
@@ -170,8 +170,8 @@ def answer_check(label: str, gate_url: str, api_key: str, model: str) -> Check:
 def planner_check(
     label: str, values: Mapping[str, Any], model_dir: Path, stages: int, weights: str
 ) -> Check:
-    """What the planner says of the tiny MoE in `weights`: a plan, or its one-line refusal (for
-    an int8 MoE, no measured decode ratio). Either is the planner doing its job."""
+    """What the planner says of the tiny MoE in `weights`: a plan, or its one-line refusal (a
+    format with no MoE kernel). Either is the planner doing its job."""
     try:
         plan_tiny_moe(values, model_dir, stages, weights)
     except ConfigError as error:
