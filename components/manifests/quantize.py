@@ -170,6 +170,50 @@ class QuantizeSpec:
     deadline_seconds: int
     #: Scratch space on the node's disk: the bf16 download and the installed quantizer.
     scratch_gib: int
+    #: vLLM ops the image must carry to serve the checkpoint (`infra.plan.moe.kernel_ops`):
+    #: checked by the Job's first container, before anything is downloaded.
+    required_ops: tuple[str, ...] = ()
+
+
+#: The Job's first container when the served format needs ops not every vLLM build has: it
+#: imports the image's vLLM CPU extension (which registers its ops under `torch.ops._C`, as
+#: vLLM 0.31's CPU MoE kernels look them up) and stops in one line when one is missing, before
+#: the bf16 download and the quantization, whose result that vLLM could not load.
+KERNEL_CHECK = r"""
+import os, sys
+import torch
+import vllm._C  # noqa: F401  registers vLLM's CPU ops under torch.ops._C
+ops = os.environ["REQUIRED_OPS"].split(",")
+missing = [op for op in ops if not hasattr(torch.ops._C, op)]
+if missing:
+    sys.exit(
+        f"the image's vLLM has no {', '.join(missing)}, so it cannot serve "
+        f"{os.environ['SCHEME']} experts: set `vllmImage` to a build that has it "
+        "(an Arm build for CPUs with i8mm and bf16), or `weights` to bf16"
+    )
+print(f"the image's vLLM has {', '.join(ops)}", flush=True)
+"""
+#: What the check takes: torch and vLLM's extension imported, nothing more (requests = limits).
+KERNEL_CHECK_RESOURCES = {"cpu": "1", "memory": "2Gi"}
+
+
+def _kernel_check(spec: ServerSpec, job: QuantizeSpec) -> dict[str, Any]:
+    return {
+        "name": "kernel-check",
+        "image": spec.image,
+        "imagePullPolicy": "IfNotPresent",
+        "command": ["python3", "-c", KERNEL_CHECK],
+        "env": [
+            {"name": "REQUIRED_OPS", "value": ",".join(job.required_ops)},
+            {"name": "SCHEME", "value": job.scheme},
+        ],
+        "resources": {
+            "requests": dict(KERNEL_CHECK_RESOURCES),
+            "limits": dict(KERNEL_CHECK_RESOURCES),
+        },
+        "securityContext": container_security_context(),
+        "terminationMessagePolicy": "FallbackToLogsOnError",
+    }
 
 
 def _key(path: str) -> str:
@@ -272,6 +316,7 @@ def quantize_job(spec: ServerSpec, job: QuantizeSpec) -> Manifest:
                         else {}
                     ),
                     "securityContext": pod_security_context(),
+                    **({"initContainers": [_kernel_check(spec, job)]} if job.required_ops else {}),
                     "containers": [container],
                     "volumes": _volumes(spec, job, name),
                 },

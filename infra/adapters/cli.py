@@ -293,9 +293,15 @@ def _checkpoint(p: Plan) -> str:
         return f"{size} (modelled), downloaded from {p.weights_source} (`weightsSource`)"
     job = p.quantize
     assert job is not None  # a produced checkpoint always has its Job
+    checked = (
+        f"; it first checks that the image's vLLM has {', '.join(job.required_ops)}, which "
+        f"serves {p.weights} experts on Arm, and stops in one line if not"
+        if job.required_ops
+        else ""
+    )
     return (
         f"{size} (modelled), written once to the weights volumes by the quantize Job "
-        f"(~{job.modelled_seconds} s modelled, deadline {job.deadline_seconds} s)"
+        f"(~{job.modelled_seconds} s modelled, deadline {job.deadline_seconds} s){checked}"
     )
 
 

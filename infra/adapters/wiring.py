@@ -146,6 +146,7 @@ def quantize_spec(cfg: StackConfig, plan: Plan) -> QuantizeSpec | None:
         cpu=job.cpu,
         deadline_seconds=job.deadline_seconds,
         scratch_gib=job.scratch_gib,
+        required_ops=job.required_ops,
     )
 
 

@@ -107,6 +107,21 @@ def step_weight_bytes(profile: ModelProfile, layers: int, streams: int = 1) -> f
     return max(derived, read_bytes(profile, layers, streams))
 
 
+#: The compiled ops vLLM 0.31 serves a mixture of experts with, per weight format, where the op
+#: is not in every build: int8's Arm kernel (`ArmCPUExpertsInt8`, fused_moe/experts/cpu_moe.py)
+#: is taken only when `hasattr(torch.ops._C, "cpu_fused_moe_int8")`, an op registered only in
+#: builds for CPUs with i8mm and bf16 (csrc/cpu/torch_bindings.cpp, `ARM_I8MM_SUPPORT`). An
+#: image without it fails at model load, after the checkpoint is made: the quantize Job checks
+#: the image first (components/manifests/quantize.py).
+KERNEL_OPS: dict[str, tuple[str, ...]] = {"int8": ("cpu_fused_moe_int8",)}
+
+
+def kernel_ops(profile: ModelProfile) -> tuple[str, ...]:
+    """The ops the image's vLLM must carry to serve `profile` in its format (none for a dense
+    model)."""
+    return KERNEL_OPS.get(profile.weights, ()) if profile.is_moe else ()
+
+
 def prefill_layer_params(profile: ModelProfile) -> float:
     """Parameters whose multiply-adds one prompt token costs in one layer, for the prefill
     model: a dense layer's own; a MoE layer's the reference's x the measured prefill ratio,

@@ -63,6 +63,9 @@ class QuantizeJobPlan:
     peak_gib: float
     #: Scratch space on the node's disk (emptyDir limit): the bf16 download and the quantizer.
     scratch_gib: int
+    #: vLLM ops the image must carry to serve the result, checked before the download
+    #: (`infra.plan.moe.kernel_ops`).
+    required_ops: tuple[str, ...] = ()
 
 
 def scratch_gib(profile: ModelProfile) -> int:
@@ -78,6 +81,7 @@ def plan_job(
     cpu: int,
     download_mbps: float,
     volume_mibps: int,
+    required_ops: tuple[str, ...] = (),
 ) -> QuantizeJobPlan:
     """The Job for `profile` (in its served format) writing to `volumes` volumes."""
     bf16 = profile.checkpoint_bytes
@@ -101,4 +105,5 @@ def plan_job(
         cpu=cpu,
         peak_gib=round(bf16 / GIB + RUNTIME_GIB, 2),
         scratch_gib=scratch_gib(profile),
+        required_ops=required_ops,
     )

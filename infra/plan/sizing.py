@@ -600,6 +600,7 @@ def _quantize_job(
         budget.cpu,
         cfg.download_mbps,
         catalog.WEIGHTS_VOLUME_MIBPS,
+        moe.kernel_ops(profile),
     )
 
 

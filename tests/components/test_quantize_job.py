@@ -123,3 +123,54 @@ def test_the_job_is_named_by_its_inputs() -> None:
     assert name == quantize_job(spec, job)["metadata"]["name"]
     moved = job.__class__(**{**job.__dict__, "source_revision": "f" * 40})
     assert quantize_job(spec, moved)["metadata"]["name"] != name
+
+
+def _fake_vllm(root: Path, ops: list[str]) -> Path:
+    """A `torch` whose `torch.ops._C` holds `ops`, and a `vllm._C` to import beside it."""
+    (root / "torch").mkdir(parents=True)
+    (root / "torch" / "__init__.py").write_text(
+        "import types\nops = types.SimpleNamespace(_C=types.SimpleNamespace("
+        + ", ".join(f"{op}=object()" for op in ops)
+        + "))\n"
+    )
+    (root / "vllm").mkdir()
+    (root / "vllm" / "__init__.py").write_text("")
+    (root / "vllm" / "_C.py").write_text("")
+    return root
+
+
+def _kernel_check(root: Path, required: str) -> subprocess.CompletedProcess[str]:
+    env = {"PYTHONPATH": str(root), "REQUIRED_OPS": required, "SCHEME": "int8"}
+    command = quantize_job(
+        builders.server_spec(weights="int8"), builders.quantize_spec(required_ops=(required,))
+    )["spec"]["template"]["spec"]["initContainers"][0]["command"]
+    assert command[:2] == ["python3", "-c"]
+    return subprocess.run(
+        [sys.executable, "-c", command[2]], env=env, capture_output=True, text=True, check=False
+    )
+
+
+def test_a_job_for_a_format_with_ops_checks_the_image_before_anything_else(
+    tmp_path: Path,
+) -> None:
+    """The check is the Job's first container, on the serving image: it passes where the
+    image's vLLM registered the op and stops in one line naming it, and the fix, where not."""
+    spec = builders.server_spec(weights="int8")
+    job = quantize_job(spec, builders.quantize_spec(required_ops=("cpu_fused_moe_int8",)))
+    (check,) = job["spec"]["template"]["spec"]["initContainers"]
+    assert (check["name"], check["image"]) == ("kernel-check", spec.image)
+    assert {"name": "REQUIRED_OPS", "value": "cpu_fused_moe_int8"} in check["env"]
+    assert check["resources"]["requests"] == check["resources"]["limits"]
+    present = _kernel_check(
+        _fake_vllm(tmp_path / "with", ["cpu_fused_moe_int8"]), "cpu_fused_moe_int8"
+    )
+    assert (present.returncode, present.stdout) == (0, "the image's vLLM has cpu_fused_moe_int8\n")
+    absent = _kernel_check(_fake_vllm(tmp_path / "without", ["onednn_mm"]), "cpu_fused_moe_int8")
+    assert absent.returncode == 1 and absent.stderr.count("\n") == 1
+    assert absent.stderr.startswith("the image's vLLM has no cpu_fused_moe_int8")
+    assert "set `vllmImage`" in absent.stderr
+
+
+def test_a_job_whose_format_needs_no_op_has_no_check() -> None:
+    job = quantize_job(builders.server_spec(weights="int8"), builders.quantize_spec())
+    assert "initContainers" not in job["spec"]["template"]["spec"]

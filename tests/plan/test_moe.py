@@ -398,3 +398,13 @@ def test_int8_plans_two_nodes_with_the_carried_ratio_labelled(
     assert (
         err.startswith("error: `weights` int4 has no measured MoE decode ratio") and "\n" not in err
     )
+
+
+def test_only_a_moe_in_int8_makes_its_job_check_the_arm_kernel() -> None:
+    """vLLM 0.31 serves int8 experts on Arm only with `cpu_fused_moe_int8`, absent from some
+    builds; a dense model's int8 linear layers need no such op."""
+    moe_int8 = plan(load_stack("dev", {"model": MOE, "weights": "int8"}), "dev")
+    dense_int8 = plan(load_stack("dev", {"weights": "int8"}), "dev")
+    assert moe_int8.quantize is not None and dense_int8.quantize is not None
+    assert moe_int8.quantize.required_ops == ("cpu_fused_moe_int8",)
+    assert dense_int8.quantize.required_ops == ()

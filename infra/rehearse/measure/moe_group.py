@@ -31,8 +31,10 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
 import secrets
+import subprocess
 import sys
 import time
 import urllib.request
@@ -42,7 +44,9 @@ from pathlib import Path
 from typing import Any
 
 from components.manifests import engine_timeout_env
+from components.manifests import quantize as quantize_manifests
 from infra.adapters.wiring import server_spec
+from infra.plan import moe
 from infra.plan.config import ConfigError, StackConfig
 from infra.plan.sizing import Plan
 from infra.plan.stackfile import REPO, stack_values
@@ -185,6 +189,26 @@ def planner_check(
     return Check(f"{label}: planner", "a plan, or a refusal naming the key", "planned", True)
 
 
+def kernel_check(label: str, python: Path, weights: str) -> Check:
+    """The quantize Job's first container (`components.manifests.quantize._KERNEL_CHECK`), run
+    on this machine's vLLM: it passes where vLLM has the format's MoE ops, and otherwise stops
+    in one line before anything is downloaded."""
+    ops = moe.KERNEL_OPS.get(weights, ())
+    name = f"{label}: the quantize Job's kernel check"
+    if not ops:
+        return Check(name, "no op to check", "none needed", True)
+    env = {"PATH": os.environ.get("PATH", ""), "REQUIRED_OPS": ",".join(ops), "SCHEME": weights}
+    done = subprocess.run(
+        [str(python), "-c", quantize_manifests.KERNEL_CHECK],
+        capture_output=True, text=True, env=env, timeout=300, check=False,
+    )  # fmt: skip
+    line = (done.stderr.strip().splitlines() or [""])[-1]
+    has = done.returncode == 0 and done.stdout.strip() == f"the image's vLLM has {ops[0]}"
+    stops = done.returncode == 1 and line.startswith(f"the image's vLLM has no {ops[0]}")
+    observed = "passed: " + done.stdout.strip() if has else f"exit {done.returncode}: {line}"
+    return Check(name, "passes, or stops in one line", observed, has or stops)
+
+
 @dataclass(frozen=True)
 class Run:
     """What every group needs."""
@@ -207,6 +231,7 @@ def group_rows(run: Run, stages: int, weights: str, progress: Progress) -> list[
     served = model_dir
     if weights != "bf16":
         rows.append(planner_check(label, run.values, model_dir, stages, weights))
+        rows.append(kernel_check(label, run.python, weights))
         assert run.quantize_python is not None
         served = ensure_quantized(run.quantize_python, model_dir, weights, progress)
     progress(
