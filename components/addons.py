@@ -74,9 +74,17 @@ def service_account_role(
     managed_policy_arns: Sequence[pulumi.Input[str]],
     iam: IamScope,
     parent: pulumi.Resource,
+    replace_on_new_trust: bool = True,
 ) -> aws.iam.Role:
     """A role only `namespace/service_account` can assume, with exactly `managed_policy_arns`,
-    under `iam`'s path and boundary."""
+    under `iam`'s path and boundary.
+
+    The deploy role may not rewrite a trust in place (iam:UpdateAssumeRolePolicy,
+    infra/bootstrap/permissions.py). With `replace_on_new_trust` a changed trust (a new OIDC
+    issuer, or an edit of `trust`) replaces the role: a new name, created before the old one is
+    deleted; its pods must name the role in their template (`ROLE_ANNOTATION`) so that they roll
+    onto it. Without it a changed trust fails `pulumi up` with AccessDenied and leaves the role
+    and its pods as they were."""
 
     def trust(args: list[str]) -> str:
         arn, url = args
@@ -108,10 +116,10 @@ def service_account_role(
         path=iam.path,
         permissions_boundary=iam.permissions_boundary,
         assume_role_policy=pulumi.Output.all(oidc_provider_arn, oidc_provider_url).apply(trust),
-        # A new cluster has a new OIDC issuer: the role is replaced (a new name, created before
-        # the old one is deleted) rather than its trust rewritten, which the deploy role may not
-        # do (iam:UpdateAssumeRolePolicy, infra/bootstrap/permissions.py).
-        opts=pulumi.ResourceOptions(parent=parent, replace_on_changes=["assumeRolePolicy"]),
+        opts=pulumi.ResourceOptions(
+            parent=parent,
+            replace_on_changes=["assumeRolePolicy"] if replace_on_new_trust else None,
+        ),
     )
     for index, policy in enumerate(managed_policy_arns):
         aws.iam.RolePolicyAttachment(
@@ -144,6 +152,10 @@ def addon_with_role(
         managed_policy_arns=managed_policy_arns,
         iam=cluster.iam,
         parent=parent,
+        # An EKS add-on's pods keep the role they started with when its role changes (the EBS
+        # CSI driver's docs: restart the controller after changing its role), and their
+        # templates are EKS's: a new trust is refused rather than a role swapped under them.
+        replace_on_new_trust=False,
     )
     return aws.eks.Addon(
         name,

@@ -49,6 +49,7 @@ from components.manifests.scaling import (
     metrics_service,
     scaled_object,
 )
+from components.manifests.spec import ROLE_ANNOTATION
 
 KEDA_CHART = "keda"
 KEDA_REPO = "https://kedacore.github.io/charts"
@@ -304,6 +305,9 @@ def autoscaler_values(
                 "annotations": {"eks.amazonaws.com/role-arn": role_arn},
             }
         },
+        # The role in the pod template too: a replaced role rolls the autoscaler's pod (the
+        # chart's `podAnnotations`, cluster-autoscaler chart 9.59.0 values.yaml).
+        "podAnnotations": {ROLE_ANNOTATION: role_arn},
         "nodeSelector": dict(system_labels),
         "resources": {"requests": AUTOSCALER_RESOURCES, "limits": AUTOSCALER_RESOURCES},
         "extraArgs": {

@@ -49,7 +49,12 @@ from typing import Any
 import yaml
 
 from components.manifests import gatekeeper, images
-from components.manifests.spec import LWS_NAME_LABEL, LWS_WORKER_INDEX_LABEL, Manifest
+from components.manifests.spec import (
+    LWS_NAME_LABEL,
+    LWS_WORKER_INDEX_LABEL,
+    ROLE_ANNOTATION,
+    Manifest,
+)
 
 #: AWS Distro for OpenTelemetry collector v0.45.1 (aws-otel-collector VERSION, read 2026-11-30),
 #: pinned by the digest of its multi-arch index in `images.json` (its source there; `make
@@ -328,8 +333,9 @@ def config_map(spec: CollectorSpec) -> Manifest:
     }
 
 
-def deployment(spec: CollectorSpec) -> Manifest:
-    """One collector replica on the pod network (its labels are what the policy admits)."""
+def deployment(spec: CollectorSpec, role_arn: Any = None) -> Manifest:
+    """One collector replica on the pod network (its labels are what the policy admits). With
+    `role_arn`, its pod template names the role, so a new role rolls the pod."""
     amount = {"cpu": f"{MILLICPU}m", "memory": f"{MEMORY_MIB}Mi"}
     return {
         "apiVersion": "apps/v1",
@@ -346,7 +352,10 @@ def deployment(spec: CollectorSpec) -> Manifest:
                 # config changes.
                 "metadata": {
                     "labels": dict(LABELS),
-                    "annotations": {CONFIG_ANNOTATION: config_digest(collector_config(spec))},
+                    "annotations": {
+                        CONFIG_ANNOTATION: config_digest(collector_config(spec)),
+                        **({ROLE_ANNOTATION: role_arn} if role_arn is not None else {}),
+                    },
                 },
                 "spec": {
                     "serviceAccountName": spec.name,
@@ -387,7 +396,7 @@ def collector_objects(spec: CollectorSpec, role_arn: Any) -> list[Manifest]:
         role(spec),
         role_binding(spec),
         config_map(spec),
-        deployment(spec),
+        deployment(spec, role_arn),
     ]
 
 

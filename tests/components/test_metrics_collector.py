@@ -16,7 +16,7 @@ import yaml
 
 from components import watch
 from components.manifests import gatekeeper, metrics, probes
-from components.manifests.spec import LWS_NAME_LABEL, LWS_WORKER_INDEX_LABEL
+from components.manifests.spec import LWS_NAME_LABEL, LWS_WORKER_INDEX_LABEL, ROLE_ANNOTATION
 from infra.adapters import wiring
 from infra.plan import catalog
 from infra.plan.stackfile import load_stack
@@ -368,9 +368,20 @@ def test_a_config_change_rolls_the_collector() -> None:
     spec = _spec()
     digest = _by_kind()["Deployment"]["spec"]["template"]["metadata"]["annotations"]
     assert digest == {
-        metrics.CONFIG_ANNOTATION: metrics.config_digest(metrics.collector_config(spec))
+        metrics.CONFIG_ANNOTATION: metrics.config_digest(metrics.collector_config(spec)),
+        ROLE_ANNOTATION: ROLE_ARN,
     }
     other = dataclasses.replace(spec, cloudwatch_namespace="GemmaGraviton/other")
     assert metrics.collector_config(other) != metrics.collector_config(spec)
-    rolled = metrics.deployment(other)["spec"]["template"]["metadata"]["annotations"]
+    rolled = metrics.deployment(other, ROLE_ARN)["spec"]["template"]["metadata"]["annotations"]
     assert rolled != digest
+
+
+def test_a_new_role_rolls_the_collector() -> None:
+    """EKS's webhook gives a pod its role (`AWS_ROLE_ARN`) when the pod is created: a replaced
+    role must change the template, or the running pod keeps asking for the deleted one."""
+    template = metrics.deployment(_spec(), "arn:aws:iam::123456789012:role/collector-2")
+    assert (
+        template["spec"]["template"]["metadata"]["annotations"]
+        != (_by_kind()["Deployment"]["spec"]["template"]["metadata"]["annotations"])
+    )
