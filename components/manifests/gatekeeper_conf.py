@@ -55,12 +55,12 @@ from components.manifests.asleep import ASLEEP_PAGE, Asleep
 #: end, so without them the load balancer's idle timeout (350 s for TCP flows and, fixed, for
 #: TLS listeners: Elastic Load Balancing docs, "Update the TCP idle timeout for your Network
 #: Load Balancer listener", read 2026-12-03) would cut a long prompt's connection. The NLB
-#: tracks a flow's state by its packets; keepalive packets from a target reset its idle timer
-#: (reported from the NLB documentation's "Connection idle timeout" section by
-#: unanswered.io's "AWS Network Load Balancer TCP connection behavior" and by Vertica 9.2's
-#: "Configure TCP keepalive with AWS Network Load Balancer", read 2026-12-03; the primary page
-#: was not reachable to read). They are for the target's side of the flow: a client behind
-#: a TLS listener keeps its own side alive with its own keepalives (docs/front-door.md).
+#: counts keepalives: "Clients or targets can use TCP keepalive packets to restart the idle
+#: timeout", and "When a TLS listener receives a TCP keepalive packet from either a client or a
+#: target, the load balancer generates TCP keepalive packets and sends them to both the
+#: front-end and back-end connections every 20 seconds" (User Guide for Network Load Balancers,
+#: "Network Load Balancers", section "Connection idle timeout", read 2026-12-03). So on a TLS
+#: listener the client's side, which the load balancer holds, is kept too.
 #: nginx's stream `listen ... so_keepalive=idle:interval:count` sets TCP_KEEPIDLE, TCP_KEEPINTVL
 #: and TCP_KEEPCNT on the listening socket, which accepted sockets inherit (nginx
 #: src/event/ngx_event_connect.c and ngx_stream_core_module docs, `listen`).
@@ -168,6 +168,9 @@ class GatekeeperLimits:
     #: The reply cap vLLM applies to every request (`maxReplyTokens`), and so to one that sets
     #: no `max_tokens`.
     max_reply_tokens: int
+    #: vLLM sends a stream an SSE comment after this many quiet seconds (`--sse-keep-alive-
+    #: interval`), so no stream is silent past the load balancer's idle timeout.
+    sse_keep_alive_s: int
     #: Longest wait for vLLM's answer (nginx `proxy_read_timeout`, so also the longest gap in a
     #: stream and the longest a reply may run), in seconds: the first-byte bound plus the longest
     #: reply's decode. (The plan gives whole seconds; the rehearsal's cut check a fraction.)

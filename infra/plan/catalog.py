@@ -198,7 +198,12 @@ PREFILL_PROVENANCE: dict[str, str] = {
 }
 #: The load balancer closes a TCP flow that carries nothing for this long: the default for TCP
 #: listeners and fixed for TLS listeners (Elastic Load Balancing docs, "Update the TCP idle
-#: timeout for your Network Load Balancer listener", read 2026-12-03). The gatekeeper's TCP
+#: timeout for your Network Load Balancer listener", read 2026-12-03). Keepalives count: "Clients
+#: or targets can use TCP keepalive packets to restart the idle timeout", and "When a TLS
+#: listener receives a TCP keepalive packet from either a client or a target, the load balancer
+#: generates TCP keepalive packets and sends them to both the front-end and back-end
+#: connections every 20 seconds" (User Guide for Network Load Balancers, "Network Load
+#: Balancers", section "Connection idle timeout", read 2026-12-03). The gatekeeper's TCP
 #: keepalives (`components.manifests.gatekeeper_conf.KEEPALIVE_IDLE_S`) come well before it.
 NLB_IDLE_TIMEOUT_S = 350
 _SIZES = {"large": 2, "xlarge": 4, "2xlarge": 8, "4xlarge": 16, "8xlarge": 32}

@@ -10,9 +10,9 @@ from dataclasses import replace
 import pytest
 
 from components.manifests.gatekeeper import nginx_conf
-from infra.adapters import wiring
+from infra.adapters import cli, wiring
 from infra.adapters.cli import main
-from infra.plan import catalog, liveness, prefill, sizing
+from infra.plan import catalog, frontdoor, liveness, prefill, sizing
 from infra.plan.catalog import MODELS
 from infra.plan.config import ConfigError
 from infra.plan.sizing import plan
@@ -252,3 +252,25 @@ def test_the_pods_take_the_plans_probes_as_it_gives_them(stack: str) -> None:
         live.in_flight,
     )
     assert probes.vocab_size == cfg.profile().vocab_size
+
+
+@pytest.mark.parametrize("stack", stack_names())
+def test_no_connection_is_quiet_long_enough_for_the_load_balancer_to_cut_it(stack: str) -> None:
+    """Every shipped stack, on its own listener and the other: vLLM's SSE comments keep a stream
+    busy, the gatekeeper's TCP keepalives every connection, both well inside the 350 s; the
+    reply's byte cap holds the comments of a whole reply timeout, and the drain waits out the
+    last gap after the deadline, where the gatekeeper cuts."""
+    region = load_stack(stack).region
+    tls = f"arn:aws:acm:{region}:210987654321:certificate/0f1e2d3c-4b5a-6978-8796-a5b4c3d2e1f0"
+    for overrides in ({}, {"tlsCertificateArn": tls}):
+        cfg = load_stack(stack, overrides)
+        p = plan(cfg, stack)
+        door = p.front_door
+        assert 0 < door.sse_keep_alive_s < catalog.NLB_IDLE_TIMEOUT_S / 10
+        args = wiring.server_spec(cfg, p).engine()
+        assert args.sse_keep_alive_s == door.sse_keep_alive_s
+        comments = math.ceil(door.reply_timeout_seconds / door.sse_keep_alive_s)
+        tokens_only = door.max_reply_tokens * frontdoor.REPLY_BYTES_PER_TOKEN
+        assert door.max_reply_bytes >= tokens_only + frontdoor.REPLY_OVERHEAD_BYTES + comments * 14
+        assert p.drain.reply_s == door.reply_timeout_seconds + door.sse_keep_alive_s
+        assert cli._idle_cut(p).startswith("none: a stream gets an SSE comment")
