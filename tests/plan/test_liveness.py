@@ -4,6 +4,7 @@ client's first-byte bound (`infra.plan.liveness`), all from the one prefill mode
 
 from __future__ import annotations
 
+import datetime as dt
 import math
 from dataclasses import replace
 
@@ -12,11 +13,13 @@ import pytest
 from components.manifests.gatekeeper import nginx_conf
 from infra.adapters import cli, wiring
 from infra.adapters.cli import main
-from infra.plan import catalog, frontdoor, liveness, prefill, sizing
+from infra.plan import catalog, compare, frontdoor, liveness, prefill, sizing, weights
 from infra.plan.catalog import MODELS
 from infra.plan.config import ConfigError
 from infra.plan.sizing import plan
 from infra.plan.stackfile import load_stack, stack_names
+
+TODAY = dt.date(2026, 12, 3)
 
 GEMMA = MODELS["google/gemma-4-12B-it"]
 
@@ -274,3 +277,18 @@ def test_no_connection_is_quiet_long_enough_for_the_load_balancer_to_cut_it(stac
         assert door.max_reply_bytes >= tokens_only + frontdoor.REPLY_OVERHEAD_BYTES + comments * 14
         assert p.drain.reply_s == door.reply_timeout_seconds + door.sse_keep_alive_s
         assert cli._idle_cut(p).startswith("none: a stream gets an SSE comment")
+
+
+@pytest.mark.parametrize("stack", stack_names())
+def test_every_compared_row_keeps_its_connections_busy(stack: str) -> None:
+    """`--compare` over every type, model and format: each row that starts sends a quiet stream
+    a comment well within the load balancer's idle timeout, and a TLS stack's rows say so."""
+    cfg = load_stack(stack)
+    formats = tuple(sorted(weights.FORMATS))
+    result = compare.compare(cfg, compare.default_need(cfg, stack), stack, TODAY, formats)
+    started = [c.plan for c in (*result.ranked, *result.short) if c.plan is not None]
+    assert started
+    for p in started:
+        assert 0 < p.front_door.sse_keep_alive_s < catalog.NLB_IDLE_TIMEOUT_S / 10
+        assert p.front_door.tls == (cfg.tls_certificate_arn is not None)
+        assert cli._idle_cut(p).startswith("none: ")
