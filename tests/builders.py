@@ -55,7 +55,6 @@ def gatekeeper_limits(**overrides: Any) -> GatekeeperLimits:
         "schema_concurrency": 1,
         "max_reply_bytes": 1 << 20,
         "max_reply_tokens": 0,
-        "sse_keep_alive_s": 10,
         "reply_timeout_seconds": 30,
         "header_timeout_seconds": 10,
         "reasons": (),

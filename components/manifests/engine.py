@@ -39,8 +39,6 @@ class EngineSpec:
     dtype: str = "bfloat16"
     #: Hub commit of the model and tokenizer, when vLLM downloads them itself.
     revision: str | None = None
-    #: Seconds a stream may carry nothing before vLLM sends it an SSE comment; None: never.
-    sse_keep_alive_s: int | None = None
 
 
 def engine_args(spec: EngineSpec, role: Literal["leader", "worker"]) -> list[str]:
@@ -98,11 +96,6 @@ def engine_args(spec: EngineSpec, role: Literal["leader", "worker"]) -> list[str
         # No system_fingerprint in replies: vLLM 0.31's default names its version and the
         # pipeline split (entrypoints/serve/utils/fingerprint.py, `--fingerprint-mode`).
         args.append("--fingerprint-mode=none")
-        if spec.sse_keep_alive_s is not None:
-            # A stream is quiet while it waits in the queue, during its prefill and between
-            # tokens; the comment keeps every byte-counting hop (the load balancer, nginx)
-            # from closing it (`infra.plan.frontdoor.SSE_KEEP_ALIVE_S`).
-            args.append(f"--sse-keep-alive-interval={spec.sse_keep_alive_s}")
         args += [f"--host={spec.host}", f"--port={spec.port}"]
     else:
         args.append("--headless")

@@ -168,9 +168,6 @@ class GatekeeperLimits:
     #: The reply cap vLLM applies to every request (`maxReplyTokens`), and so to one that sets
     #: no `max_tokens`.
     max_reply_tokens: int
-    #: vLLM sends a stream an SSE comment after this many quiet seconds (`--sse-keep-alive-
-    #: interval`), so no stream is silent past the load balancer's idle timeout.
-    sse_keep_alive_s: int
     #: Longest wait for vLLM's answer (nginx `proxy_read_timeout`, so also the longest gap in a
     #: stream and the longest a reply may run), in seconds: the first-byte bound plus the longest
     #: reply's decode. (The plan gives whole seconds; the rehearsal's cut check a fraction.)

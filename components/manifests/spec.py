@@ -186,7 +186,6 @@ class ServerSpec:
             port=self.port,
             max_reply_tokens=self.limits.max_reply_tokens,
             max_logprobs=self.limits.max_logprobs,
-            sse_keep_alive_s=self.limits.sse_keep_alive_s,
             # A prefetched directory is already that commit; vLLM downloading itself needs it.
             revision=None if local else revision,
             # Behind a door, vLLM is reached over the pod network (the NetworkPolicy admits the

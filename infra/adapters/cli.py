@@ -323,26 +323,22 @@ PRACTICAL_BOUND_S = 20 * 60
 
 
 def _idle_cut(p: Plan) -> str:
-    """Whether a connection outlives the load balancer's idle timeout while it waits: streams
-    get vLLM's SSE comments (`infra.plan.frontdoor.SSE_KEEP_ALIVE_S`), every connection the
-    gatekeeper's TCP keepalives (`components.manifests.gatekeeper_conf.KEEPALIVE_IDLE_S`), which
-    the load balancer counts and, on a TLS listener, answers on the client's side
-    (`catalog.NLB_IDLE_TIMEOUT_S`)."""
-    comments = (
-        f"a stream gets an SSE comment from vLLM after {p.front_door.sse_keep_alive_s} s "
-        "without a byte (`--sse-keep-alive-interval`: queued, in its prefill, between tokens)"
-    )
+    """Whether a connection waiting for its first byte outlives the load balancer's idle
+    timeout: the gatekeeper's TCP keepalives (`components.manifests.gatekeeper_conf.
+    KEEPALIVE_IDLE_S`), which the load balancer counts and, on a TLS listener, answers on the
+    client's side (`catalog.NLB_IDLE_TIMEOUT_S`)."""
     keepalives = (
-        f"every connection, a reply without `stream` too, gets the gatekeeper's TCP keepalives "
-        f"after {KEEPALIVE_IDLE_S} s without a byte, every {KEEPALIVE_INTERVAL_S} s, which "
-        f"restart the load balancer's {catalog.NLB_IDLE_TIMEOUT_S} s idle timer"
+        f"the gatekeeper's TCP keepalives start after {KEEPALIVE_IDLE_S} s without a byte and "
+        f"repeat every {KEEPALIVE_INTERVAL_S} s, within the load balancer's "
+        f"{catalog.NLB_IDLE_TIMEOUT_S} s idle timeout, which they restart"
     )
+    wait = p.liveness.first_byte_s
     if not p.front_door.tls:
-        return f"none: {comments}; {keepalives} on the one TCP flow of a request"
+        return f"none: {keepalives}, on the one TCP flow of a request (first byte within {wait} s)"
     return (
-        f"none: {comments}; {keepalives}; the TLS listener, which ends TLS and holds the client's "
-        "connection itself, answers them with its own to the client every 20 s (Network Load "
-        'Balancers guide, "Connection idle timeout")'
+        f"none: {keepalives}; the TLS listener, which ends TLS and holds the client's connection "
+        "itself, then sends its own keepalives to the client every 20 s (Network Load Balancers "
+        f'guide, "Connection idle timeout"); first byte within {wait} s'
     )
 
 

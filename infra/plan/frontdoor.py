@@ -84,16 +84,6 @@ REPLY_BYTES_PER_TOKEN = 512
 REPLY_BYTES_PER_LOGPROB = 160
 #: The role chunk, the usage chunk, [DONE] and headers.
 REPLY_OVERHEAD_BYTES = 16 * 1024
-#: vLLM 0.31 sends an SSE comment (`: keep-alive`, 14 bytes) down a stream that has carried
-#: nothing for this long, while the request waits in the queue, during its prefill and between
-#: tokens (`--sse-keep-alive-interval`, vllm/entrypoints/serve/utils/sse_keep_alive.py
-#: `with_sse_keep_alive`, around both OpenAI routes' streams; off by default, read 2026-12-03).
-#: SSE clients skip comment lines (the chat page reads only `data:` lines). Data on the wire,
-#: for every hop that counts bytes (the load balancer, a client's own proxy); and the
-#: gatekeeper's cut at the reply timeout (its njs body filter, which runs on each chunk) comes
-#: at the latest this long after the deadline, which the drain counts (`sizing`).
-SSE_KEEP_ALIVE_S = 10
-SSE_KEEP_ALIVE_BYTES = len(": keep-alive\n\n")
 
 
 def plan_front_door(
@@ -140,7 +130,7 @@ def plan_front_door(
             f"{cap} leaves no room for a prompt in the {max_model_len}-token context",
             f"use at most {max_model_len - 1}, or auto",
         )
-    work = _work(cfg, body, sequences, cap, math.ceil(timeout / SSE_KEEP_ALIVE_S))
+    work = _work(cfg, body, sequences, cap)
     wires = _connections(cfg, body, work.requests_in_flight)
     budget = _token_tiers(cfg, max_model_len, int(max_concurrency * max_model_len), work)
     listener = (
@@ -166,8 +156,7 @@ def plan_front_door(
         "generation-config max_new_tokens, which caps every request, and so one without "
         "max_tokens)",
         f"a reply not finished within {timeout} s is cut: 504 before its first byte, a final "
-        f"error event in a stream at its next chunk, {SSE_KEEP_ALIVE_S} s later at most (a "
-        f"first token within {first_byte_s} s, then {cap} tokens at "
+        f"error event in a stream (a first token within {first_byte_s} s, then {cap} tokens at "
         f"~{decode_tokens_per_s:.1f} tokens/s x{REPLY_TIMEOUT_MARGIN:g}); request headers "
         f"whole within {HEADER_TIMEOUT_SECONDS} s; streams pass through unbuffered",
         (
@@ -199,7 +188,6 @@ def plan_front_door(
         schema_concurrency=SCHEMA_CONCURRENCY,
         max_reply_bytes=work.max_reply_bytes,
         max_reply_tokens=cap,
-        sse_keep_alive_s=SSE_KEEP_ALIVE_S,
         reply_timeout_seconds=timeout,
         header_timeout_seconds=HEADER_TIMEOUT_SECONDS,
         reasons=reasons,
@@ -236,9 +224,8 @@ class _Work:
     reasons: tuple[str, ...]
 
 
-def _work(cfg: StackConfig, body: int, sequences: int, cap: int, keep_alives: int) -> _Work:
-    """Sequences per request, log-probabilities, schema bytes and the reply size they give
-    (with `keep_alives` SSE comments at most: one per quiet interval of the reply timeout)."""
+def _work(cfg: StackConfig, body: int, sequences: int, cap: int) -> _Work:
+    """Sequences per request, log-probabilities, schema bytes and the reply size they give."""
     per_request = 1 if cfg.max_sequences_per_request == "auto" else cfg.max_sequences_per_request
     if per_request > sequences:
         raise ConfigError(
@@ -258,8 +245,7 @@ def _work(cfg: StackConfig, body: int, sequences: int, cap: int, keep_alives: in
     per_token = REPLY_BYTES_PER_TOKEN + (
         REPLY_BYTES_PER_LOGPROB * (1 + logprobs) if logprobs else 0
     )
-    quiet = keep_alives * SSE_KEEP_ALIVE_BYTES
-    reply = per_request * cap * per_token + REPLY_OVERHEAD_BYTES + quiet
+    reply = per_request * cap * per_token + REPLY_OVERHEAD_BYTES
     schema_text = (
         "structured outputs off (`maxSchemaBytes` 0)"
         if schema == 0
@@ -278,7 +264,7 @@ def _work(cfg: StackConfig, body: int, sequences: int, cap: int, keep_alives: in
         f"log-probabilities up to {logprobs} ({_origin(cfg.max_logprobs)}; also vLLM's "
         "--max-logprobs) and no `echo`: a reply at most "
         f"{reply:,} bytes ({per_request} x {cap} tokens x {per_token} bytes + "
-        f"{REPLY_OVERHEAD_BYTES // 1024} KiB + {quiet} bytes of keep-alive comments), cut there",
+        f"{REPLY_OVERHEAD_BYTES // 1024} KiB), cut there",
         schema_text,
     )
     return _Work(per_request, max(1, sequences // per_request), logprobs, schema, reply, reasons)

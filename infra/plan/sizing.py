@@ -369,8 +369,7 @@ def _finish(
     )
     _check_first_byte(cfg, live, max_len)
     door = plan_front_door(cfg, profile.name, max_len, concurrency, decode, live.first_byte_s)
-    # A reply runs to its timeout, then to its next chunk, where the gatekeeper cuts it.
-    drain = rollout.plan_drain(door.reply_timeout_seconds + door.sse_keep_alive_s)
+    drain = rollout.plan_drain(door.reply_timeout_seconds)
     grows = rollout.node_group_grows(cfg)
     rollout.check_surge(cfg.rollout_surge, grows)
     rolls = rollout.plan_rollout(

@@ -501,27 +501,15 @@ def test_the_engine_spec_is_the_server_spec_s() -> None:
         port=8000,
         max_reply_tokens=1024,
         max_logprobs=0,
-        sse_keep_alive_s=10,
     )
     leader = engine_args(engine, "leader")
     assert '--override-generation-config={"max_new_tokens":1024}' in leader
     # No version or pipeline split in replies; no log-probabilities on any rank.
-    assert leader[-4:] == [
-        "--fingerprint-mode=none",
-        "--sse-keep-alive-interval=10",
-        "--host=127.0.0.1",
-        "--port=8000",
-    ]
-    # Headless ranks serve no HTTP: no stream to keep.
-    assert not [a for a in engine_args(engine, "worker") if "keep-alive" in a]
+    assert leader[-3:] == ["--fingerprint-mode=none", "--host=127.0.0.1", "--port=8000"]
     assert "--max-logprobs=0" in leader and "--max-logprobs=0" in engine_args(engine, "worker")
     assert "--fingerprint-mode=none" not in engine_args(engine, "worker")
-    unset = replace(engine, max_reply_tokens=None, max_logprobs=None, sse_keep_alive_s=None)
-    assert not [
-        a
-        for a in engine_args(unset, "leader")
-        if "logprobs" in a or "override" in a or "keep-alive" in a
-    ]
+    unset = replace(engine, max_reply_tokens=None, max_logprobs=None)
+    assert not [a for a in engine_args(unset, "leader") if "logprobs" in a or "override" in a]
 
 
 def test_a_command_line_is_shown_shell_quoted() -> None:

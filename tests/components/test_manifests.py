@@ -151,7 +151,6 @@ def test_command_lines_are_exactly_the_plan() -> None:
         **expected_common,
         "--override-generation-config": f'{{"max_new_tokens":{p.front_door.max_reply_tokens}}}',
         "--fingerprint-mode": "none",
-        "--sse-keep-alive-interval": str(p.front_door.sse_keep_alive_s),
         "--host": "127.0.0.1",
         "--port": "8000",
     }

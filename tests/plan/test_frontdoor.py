@@ -6,7 +6,6 @@ import math
 
 import pytest
 
-from components.manifests.gatekeeper_conf import GatekeeperLimits
 from infra.plan import frontdoor
 from infra.plan.config import ConfigError
 from infra.plan.frontdoor import (
@@ -115,9 +114,8 @@ def test_reasons_say_what_each_limit_is_and_where_it_comes_from() -> None:
         "replies stop after 1024 tokens (auto; vLLM's generation-config max_new_tokens, which "
         "caps every request, and so one without max_tokens)",
         "a reply not finished within 516 s is cut: 504 before its first byte, a final error event "
-        "in a stream at its next chunk, 10 s later at most (a first token within 218 s, then "
-        "1024 tokens at ~4.3 tokens/s x1.25); request headers whole within 10 s; streams pass "
-        "through unbuffered",
+        "in a stream (a first token within 218 s, then 1024 tokens at ~4.3 tokens/s x1.25); "
+        "request headers whole within 10 s; streams pass through unbuffered",
         "a chat page at http://<endpoint>/ (`chatPage`): the gatekeeper serves its three files "
         "(/, /app.js, /app.css) itself, under a same-origin-only Content-Security-Policy; the "
         "page loads without the key and sends the key typed into it with each call, replies up "
@@ -133,8 +131,7 @@ def test_reasons_say_what_each_limit_is_and_where_it_comes_from() -> None:
         "at most 1 sequence(s) per request (auto): `n`, `best_of` and lists of prompts above it "
         "get 400 naming the field, so the limits above count sequences",
         "log-probabilities up to 0 (auto; also vLLM's --max-logprobs) and no `echo`: a reply at "
-        "most 541,400 bytes (1 x 1024 tokens x 512 bytes + 16 KiB + 728 bytes of keep-alive "
-        "comments), cut there",
+        "most 540,672 bytes (1 x 1024 tokens x 512 bytes + 16 KiB), cut there",
         "schemas, tools and other grammar input at most 6,125 bytes (auto: ~1 s of compile at the "
         "6,125 bytes/s seen on the rehearsal machine) and 1 such request in flight per client "
         "address, held until its reply ends (nginx cannot see the compile end), so one client's "
@@ -176,31 +173,24 @@ def test_connections_follow_the_gatekeeper_s_memory_and_the_body() -> None:
     assert _door(clientConnections=30).client_connections == 30
 
 
-def _comments(door: GatekeeperLimits) -> int:
-    """The SSE keep-alive comments (`: keep-alive\\n\\n`, 14 bytes) a reply may carry: one per
-    quiet interval of its timeout, each interval 10 s."""
-    assert door.sse_keep_alive_s == 10
-    return math.ceil(door.reply_timeout_seconds / 10) * 14
-
-
 def test_sequences_count_against_the_client_s_limits() -> None:
     door = _door(concurrency=8.5, maxSequencesPerRequest=4)
     assert door.max_sequences == 4
     # 8 sequences in flight per client: 2 requests of 4; the rate in sequences too.
     assert (door.client_concurrent_requests, door.client_requests_per_minute) == (2, 120)
     assert door.client_burst == 4
-    assert door.max_reply_bytes == 4 * 1024 * 512 + 16 * 1024 + _comments(door)
+    assert door.max_reply_bytes == 4 * 1024 * 512 + 16 * 1024
     assert _door().max_sequences == 1
 
 
 def test_logprobs_and_schemas_follow_their_keys() -> None:
     door = _door()
     assert (door.max_logprobs, door.max_schema_bytes, door.schema_concurrency) == (0, 6125, 1)
-    assert door.max_reply_bytes == 1024 * 512 + 16 * 1024 + _comments(door)
+    assert door.max_reply_bytes == 1024 * 512 + 16 * 1024
     raised = _door(maxLogprobs=5, maxSchemaBytes=20_000)
     assert (raised.max_logprobs, raised.max_schema_bytes) == (5, 20_000)
     # Each token carries its own and five alternatives' log-probabilities.
-    assert raised.max_reply_bytes == 1024 * (512 + 160 * 6) + 16 * 1024 + _comments(raised)
+    assert raised.max_reply_bytes == 1024 * (512 + 160 * 6) + 16 * 1024
     off = _door(maxSchemaBytes=0)
     assert off.max_schema_bytes == 0
     assert "structured outputs off (`maxSchemaBytes` 0)" in off.reasons

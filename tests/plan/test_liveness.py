@@ -11,9 +11,10 @@ from dataclasses import replace
 import pytest
 
 from components.manifests.gatekeeper import nginx_conf
+from components.manifests.gatekeeper_conf import KEEPALIVE_IDLE_S, KEEPALIVE_INTERVAL_S
 from infra.adapters import cli, wiring
 from infra.adapters.cli import main
-from infra.plan import catalog, compare, frontdoor, liveness, prefill, sizing, weights
+from infra.plan import catalog, compare, liveness, prefill, sizing, weights
 from infra.plan.catalog import MODELS
 from infra.plan.config import ConfigError
 from infra.plan.sizing import plan
@@ -257,38 +258,32 @@ def test_the_pods_take_the_plans_probes_as_it_gives_them(stack: str) -> None:
     assert probes.vocab_size == cfg.profile().vocab_size
 
 
-@pytest.mark.parametrize("stack", stack_names())
-def test_no_connection_is_quiet_long_enough_for_the_load_balancer_to_cut_it(stack: str) -> None:
-    """Every shipped stack, on its own listener and the other: vLLM's SSE comments keep a stream
-    busy, the gatekeeper's TCP keepalives every connection, both well inside the 350 s; the
-    reply's byte cap holds the comments of a whole reply timeout, and the drain waits out the
-    last gap after the deadline, where the gatekeeper cuts."""
+def _tls(stack: str) -> dict[str, str]:
     region = load_stack(stack).region
-    tls = f"arn:aws:acm:{region}:210987654321:certificate/0f1e2d3c-4b5a-6978-8796-a5b4c3d2e1f0"
-    for overrides in ({}, {"tlsCertificateArn": tls}):
-        cfg = load_stack(stack, overrides)
-        p = plan(cfg, stack)
-        door = p.front_door
-        assert 0 < door.sse_keep_alive_s < catalog.NLB_IDLE_TIMEOUT_S / 10
-        args = wiring.server_spec(cfg, p).engine()
-        assert args.sse_keep_alive_s == door.sse_keep_alive_s
-        comments = math.ceil(door.reply_timeout_seconds / door.sse_keep_alive_s)
-        tokens_only = door.max_reply_tokens * frontdoor.REPLY_BYTES_PER_TOKEN
-        assert door.max_reply_bytes >= tokens_only + frontdoor.REPLY_OVERHEAD_BYTES + comments * 14
-        assert p.drain.reply_s == door.reply_timeout_seconds + door.sse_keep_alive_s
-        assert cli._idle_cut(p).startswith("none: a stream gets an SSE comment")
+    return {
+        "tlsCertificateArn": f"arn:aws:acm:{region}:210987654321:certificate/"
+        "0f1e2d3c-4b5a-6978-8796-a5b4c3d2e1f0"
+    }
 
 
 @pytest.mark.parametrize("stack", stack_names())
-def test_every_compared_row_keeps_its_connections_busy(stack: str) -> None:
-    """`--compare` over every type, model and format: each row that starts sends a quiet stream
-    a comment well within the load balancer's idle timeout, and a TLS stack's rows say so."""
+def test_no_connection_of_any_stack_or_compared_row_is_cut_while_it_waits(stack: str) -> None:
+    """Every shipped stack on either listener, and every row `--compare` starts: however long a
+    first byte takes, the gatekeeper's keepalives come within the load balancer's idle timeout,
+    and a TLS listener answers them on the client's side (the row names that source). The
+    rendered listeners carry them: tests/components/test_probe_listener.py."""
+    assert KEEPALIVE_IDLE_S + KEEPALIVE_INTERVAL_S < catalog.NLB_IDLE_TIMEOUT_S
+    plans = [plan(load_stack(stack, overrides), stack) for overrides in ({}, _tls(stack))]
     cfg = load_stack(stack)
-    formats = tuple(sorted(weights.FORMATS))
-    result = compare.compare(cfg, compare.default_need(cfg, stack), stack, TODAY, formats)
-    started = [c.plan for c in (*result.ranked, *result.short) if c.plan is not None]
-    assert started
-    for p in started:
-        assert 0 < p.front_door.sse_keep_alive_s < catalog.NLB_IDLE_TIMEOUT_S / 10
-        assert p.front_door.tls == (cfg.tls_certificate_arn is not None)
-        assert cli._idle_cut(p).startswith("none: ")
+    result = compare.compare(
+        cfg, compare.default_need(cfg, stack), stack, TODAY, tuple(sorted(weights.FORMATS))
+    )
+    plans += [c.plan for c in (*result.ranked, *result.short) if c.plan is not None]
+    assert len(plans) > 2
+    for p in plans:
+        row = cli._idle_cut(p)
+        assert row.startswith("none: the gatekeeper's TCP keepalives start after 60 s"), row
+        if p.front_door.tls:
+            assert "sends its own keepalives to the client every 20 s" in row
+            assert '"Connection idle timeout"' in row
+        assert p.liveness.first_byte_s > 0
