@@ -22,9 +22,13 @@ The last progress seen is kept in a small state file (`/tmp`, the pod's writable
 The leader's startup probe (the same program, `phase=startup`) runs before the pod is Ready, so no
 client request reaches vLLM while it measures:
 1. the linear path: on a plan whose bounds assume vLLM's oneDNN matmul (`path=onednn`), a leader
-   whose vLLM logged "Failed to create oneDNN linear, fallback to torch linear" (vLLM 0.31
-   `model_executor/layers/utils.py` `dispatch_cpu_unquantized_gemm`, at weight loading) refuses
-   to start, in one line; vLLM writes its warnings to a file for this (`engine_logging_config`);
+   whose vLLM took torch's linear (vLLM 0.31 `model_executor/layers/utils.py`
+   `dispatch_cpu_unquantized_gemm`, at weight loading) refuses to start, in one line. vLLM says
+   so in two ways: a warning "Failed to create oneDNN linear, fallback to torch linear" when
+   oneDNN refuses a weight, and only a debug line "CPU unquantized GEMM dispatch: using
+   torch.nn.functional.linear (fallback)" when its build has no oneDNN ops at all
+   (`_supports_onednn` false). Its logging config (`engine_logging_config`) writes both, with
+   the warnings and that module's dispatch lines, to a file the probe reads;
 2. the node's step: `runs` one-token completions of `calibrate-tokens` prompt tokens (token ids,
    different in every run, so no prefix is cached), each within `calibrate-s`; the first is a
    warm-up, the slowest of the others is the step. A step x `growth` x `margin` x `in-flight` beyond
@@ -61,9 +65,13 @@ from typing import Any, Literal
 STATE_FILE = "/tmp/gemma-liveness.json"
 #: The environment variable holding the leader's address on a worker (injected by LWS).
 LEADER_ADDRESS_ENV = "LWS_LEADER_ADDRESS"
-#: The line vLLM 0.31 logs when oneDNN cannot make a bf16 linear for this CPU
-#: (`model_executor/layers/utils.py`, `logger.warning_once`).
+#: The lines vLLM 0.31 logs when a bf16 linear takes torch's matmul (`model_executor/layers/
+#: utils.py` `dispatch_cpu_unquantized_gemm`): the warning when oneDNN refuses the weight, the
+#: debug line on every fallback, oneDNN refused or absent from the build.
 FALLBACK_LINE = "Failed to create oneDNN linear"
+FALLBACK_DISPATCH = "CPU unquantized GEMM dispatch: using torch.nn.functional.linear (fallback)"
+#: The module whose dispatch lines (debug, once per process) the warnings file also takes.
+DISPATCH_LOGGER = "vllm.model_executor.layers.utils"
 #: Where the leader's vLLM writes its warnings (besides its stdout), and its logging config.
 WARNINGS_LOG = "/tmp/vllm-warnings.log"
 LOGGING_CONFIG_PATH = "/tmp/vllm-logging.json"
@@ -82,7 +90,8 @@ SELF_METRICS: dict[str, str] = {
 #: the container's log (an exec probe's own output reaches only the kubelet's events).
 ANNOUNCE_TO = "/proc/1/fd/1"
 
-PROBE_SCRIPT = r"""
+PROBE_SCRIPT = (
+    r"""
 import json, math, os, signal, sys, time, urllib.request
 
 opts = dict(arg.split("=", 1) for arg in sys.argv[1:])
@@ -179,7 +188,8 @@ if opts.get("phase") == "startup":
     if opts.get("log"):
         try:
             with open(opts["log"], errors="replace") as handle:
-                fell_back = "@FALLBACK@" in handle.read()
+                text = handle.read()
+            fell_back = any(line in text for line in @FALLBACK_LINES@)
         except OSError:
             pass
     if fell_back and opts.get("path") == "onednn":
@@ -282,7 +292,10 @@ seen.pop("idle_waiting_since", None)
 seen["proven"] = time.time()
 save(seen)
 verdict(True, f"idle; one token through every stage in {took:.2f} s")
-""".replace("@FALLBACK@", FALLBACK_LINE).replace("@GAUGES@", repr(SELF_METRICS))
+""".replace("@FALLBACK@", FALLBACK_LINE)
+    .replace("@GAUGES@", repr(SELF_METRICS))
+    .replace("@FALLBACK_LINES@", repr((FALLBACK_LINE, FALLBACK_DISPATCH)))
+)
 
 
 @dataclass(frozen=True)
@@ -440,9 +453,21 @@ def engine_logging_config(warnings_log: str = WARNINGS_LOG) -> dict[str, Any]:
                 "level": "WARNING",
                 "filename": warnings_log,
             },
+            # The same file, appended to (every process opens it in append mode): the dispatch
+            # module's debug lines, which the warnings handler leaves out (its warnings land
+            # there twice, through both).
+            "dispatch": {
+                "class": "logging.FileHandler",
+                "formatter": "vllm",
+                "level": "DEBUG",
+                "filename": warnings_log,
+            },
         },
         "loggers": {
-            "vllm": {"handlers": ["vllm", "warnings"], "level": "INFO", "propagate": False}
+            "vllm": {"handlers": ["vllm", "warnings"], "level": "INFO", "propagate": False},
+            # The linear dispatch's debug lines, to the warnings file only: the stdout handler
+            # drops them (its level), the warnings handler too, so this one writes them.
+            DISPATCH_LOGGER: {"handlers": ["dispatch"], "level": "DEBUG", "propagate": True},
         },
     }
 

@@ -14,6 +14,8 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from components.manifests import ProbeSpec, probe_command, probes
 from components.manifests.probes import (
     engine_logging_config,
@@ -369,6 +371,47 @@ def test_the_leader_startup_probe_has_room_for_the_measurement() -> None:
     assert "phase=startup" in command and "path=onednn" in command
     # Liveness runs never measure.
     assert "phase=startup" not in probe_command(MEASURED, "leader", 8000, "m")
+
+
+def test_a_build_without_onednn_is_caught_by_its_dispatch_line_alone(tmp_path: Path) -> None:
+    """vLLM 0.31 logs no warning when its build has no oneDNN ops (`_supports_onednn` false):
+    only the dispatch module's debug line, which the logging config writes to the same file."""
+    (tmp_path / "warnings.log").write_text(
+        "(EngineCore pid=7) DEBUG 12-03 10:00:00 [utils.py:589] " + probes.FALLBACK_DISPATCH + "\n"
+    )
+    with fake_leader() as (port, leader):
+        code, out = _run(_startup(port, tmp_path))
+        assert code == 1 and out.startswith("FAIL: vLLM fell back to torch's linear")
+        assert leader.completions == []
+    # The oneDNN line is no fallback: that leader measures and starts.
+    (tmp_path / "s.json").unlink(missing_ok=True)
+    (tmp_path / "warnings.log").write_text(
+        "(EngineCore pid=7) DEBUG 12-03 10:00:00 [utils.py:576] CPU unquantized GEMM dispatch: "
+        "using oneDNN onednn_mm\n"
+    )
+    with fake_leader() as (port, _leader):
+        assert _run(_startup(port, tmp_path))[0] == 0
+
+
+def test_the_dispatch_lines_reach_the_warnings_file_and_not_stdout(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Through the stdlib's dictConfig, as vLLM applies the file: the dispatch module's debug
+    line lands in the warnings file; other modules' debug lines nowhere, their info on stdout."""
+    log = tmp_path / "w.log"
+    config = engine_logging_config(str(log))
+    plain = {"vllm": {"format": "%(levelname)s %(message)s"}}
+    logging.config.dictConfig({**config, "formatters": plain})
+    try:
+        logging.getLogger(probes.DISPATCH_LOGGER).debug(probes.FALLBACK_DISPATCH)
+        logging.getLogger("vllm.engine").debug("not this")
+        logging.getLogger("vllm.engine").info("an info line")
+        for handler in logging.getLogger(probes.DISPATCH_LOGGER).handlers:
+            handler.flush()
+        assert log.read_text() == f"DEBUG {probes.FALLBACK_DISPATCH}\n"
+        assert "not this" not in capsys.readouterr().out
+    finally:
+        logging.config.dictConfig({"version": 1, "disable_existing_loggers": False})
 
 
 def test_vllm_logging_config_keeps_stdout_and_adds_a_warnings_file() -> None:

@@ -79,7 +79,11 @@ def test_the_start_check_needs_every_group_measured_by_the_planners_arithmetic(
     tmp_path: Path,
 ) -> None:
     warnings = tmp_path / "vllm-warnings.log"
-    warnings.write_text("(APIServer pid=1) WARNING 12-03 10:41:53 [vllm.py:747] x\n")
+    warnings.write_text(
+        "(APIServer pid=1) WARNING 12-03 10:41:53 [vllm.py:747] x\n"
+        "(Worker_PP0 pid=5) DEBUG 12-03 14:35:31 [utils.py:576] CPU unquantized GEMM dispatch: "
+        "using oneDNN onednn_mm\n"
+    )
     log = "(APIServer pid=1) INFO 12-03 10:41:53 [api_server.py:1] Starting vLLM\n"
     good = [_measure(0.05, 1), _measure(0.5, 2)]
     step, logging = own_step.start_checks(good, PROBES, log, warnings)
@@ -91,9 +95,14 @@ def test_the_start_check_needs_every_group_measured_by_the_planners_arithmetic(
     (step, _) = own_step.start_checks([good[0], failed], PROBES, log, warnings)
     assert not step.ok and step.note == "FAIL: measuring the step: answered 400"
     assert not own_step.start_checks([], PROBES, log, warnings)[0].ok
-    # vLLM silent on stdout, or no warnings file.
+    assert logging.observed.endswith(
+        "2 lines: CPU unquantized GEMM dispatch: using oneDNN onednn_mm"
+    )
+    # vLLM silent on stdout, no warnings file, or no dispatch line in it (the probe's evidence).
     assert not own_step.start_checks(good, PROBES, "", warnings)[1].ok
     assert not own_step.start_checks(good, PROBES, log, tmp_path / "none.log")[1].ok
+    warnings.write_text("(APIServer pid=1) WARNING 12-03 10:41:53 [vllm.py:747] x\n")
+    assert not own_step.start_checks(good, PROBES, log, warnings)[1].ok
 
 
 def _slowed(**changes: object) -> SlowedRun:

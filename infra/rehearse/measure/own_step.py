@@ -303,6 +303,11 @@ def render_step_table(
     )
 
 
+#: What vLLM 0.31 logs (debug, `model_executor/layers/utils.py`) once a process chose its bf16
+#: linear: oneDNN, sgl-kernel, zentorch or torch's fallback.
+DISPATCH = "CPU unquantized GEMM dispatch: "
+
+
 def start_checks(
     start: Sequence[StepMeasure], probes: ProbeSpec, leader_log: str, warnings_log: Path
 ) -> list[Check]:
@@ -329,17 +334,21 @@ def start_checks(
         )
     ]
     stdout_lines = sum(VLLM_STDOUT_MARK in line for line in leader_log.splitlines())
+    text = warnings_log.read_text(errors="replace") if warnings_log.is_file() else ""
+    # The linear path as vLLM chose it: its dispatch line, which the startup probe reads.
+    dispatch = sorted({line.split("] ", 1)[-1] for line in text.splitlines() if DISPATCH in line})
     checks.append(
         Check(
             "vLLM logging config",
-            "vLLM logs to stdout; warnings file exists",
+            "vLLM logs to stdout; the warnings file holds vLLM's linear dispatch line",
             f"{stdout_lines} vLLM lines on stdout; "
             + (
-                f"{warnings_log.name} {len(warnings_log.read_text().splitlines())} lines"
+                f"{warnings_log.name} {len(text.splitlines())} lines: "
+                + ("; ".join(dispatch) if dispatch else "no dispatch line")
                 if warnings_log.is_file()
                 else f"no {warnings_log.name}"
             ),
-            stdout_lines > 0 and warnings_log.is_file(),
+            stdout_lines > 0 and bool(dispatch),
         )
     )
     return checks
