@@ -286,4 +286,7 @@ def test_no_connection_of_any_stack_or_compared_row_is_cut_while_it_waits(stack:
         if p.front_door.tls:
             assert "sends its own keepalives to the client every 20 s" in row
             assert '"Connection idle timeout"' in row
-        assert p.liveness.first_byte_s > 0
+    # The case that matters is among them: a TLS plan whose first byte can outlast the timeout.
+    assert any(
+        p.front_door.tls and p.liveness.first_byte_s > catalog.NLB_IDLE_TIMEOUT_S for p in plans
+    )
