@@ -1,6 +1,6 @@
 """Groups that follow the queue and nodes that follow the groups: KEDA and the Cluster Autoscaler
-from their pinned charts, the autoscaler's IAM role (IRSA, as the add-ons' roles), and the
-ScaledObject on the LeaderWorkerSet.
+from their pinned charts, the autoscaler's IAM role (the bootstrap's, through EKS Pod Identity,
+as the add-ons' roles), and the ScaledObject on the LeaderWorkerSet.
 
 The node autoscaler is the Cluster Autoscaler on the managed node group, not Karpenter: the
 model nodes are one type in one zone already held by a managed node group (its launch template,
@@ -28,7 +28,6 @@ comes after `--max-node-provision-time` (15 min) and backs the node group off.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -37,8 +36,12 @@ import pulumi
 import pulumi_aws as aws
 import pulumi_kubernetes as k8s
 
-from components.addons import ClusterRef, service_account_role
+from components.addons import ClusterRef, pod_identity
 from components.manifests import ServerSpec
+from components.manifests.identity import (
+    AUTOSCALER_NAMESPACE,
+    AUTOSCALER_SERVICE_ACCOUNT,
+)
 from components.manifests.scaling import (
     KEDA_NAMESPACE,
     ScalerSpec,
@@ -49,7 +52,6 @@ from components.manifests.scaling import (
     metrics_service,
     scaled_object,
 )
-from components.manifests.spec import ROLE_ANNOTATION
 
 KEDA_CHART = "keda"
 KEDA_REPO = "https://kedacore.github.io/charts"
@@ -61,56 +63,15 @@ AUTOSCALER_REPO = "https://kubernetes.github.io/autoscaler"
 #: (appVersion 1.35.0). The image is the one of the cluster's minor (`AutoscalingArgs`); the
 #: chart's arguments (cloud provider, auto-discovery, the `extraArgs` below) exist in each.
 AUTOSCALER_CHART_VERSION = "9.59.0"
-AUTOSCALER_NAMESPACE = "kube-system"
-AUTOSCALER_SERVICE_ACCOUNT = "cluster-autoscaler"
 #: The autoscaler's requests (the chart sets none); the planner counts them on the system nodes.
 AUTOSCALER_RESOURCES = {"cpu": "100m", "memory": "300Mi"}
-
-#: The autoscaler's policy: the README's "Full Cluster Autoscaler Features Policy", the writes
-#: limited to Auto Scaling groups tagged for this cluster (README, "Minimal IAM Permissions
-#: Policy" and the tag conditions it links to).
-_READS = (
-    "autoscaling:DescribeAutoScalingGroups",
-    "autoscaling:DescribeAutoScalingInstances",
-    "autoscaling:DescribeLaunchConfigurations",
-    "autoscaling:DescribeScalingActivities",
-    "ec2:DescribeImages",
-    "ec2:DescribeInstanceTypes",
-    "ec2:DescribeLaunchTemplateVersions",
-    "ec2:GetInstanceTypesFromInstanceRequirements",
-    "eks:DescribeNodegroup",
-)
-_WRITES = ("autoscaling:SetDesiredCapacity", "autoscaling:TerminateInstanceInAutoScalingGroup")
-
-
-def autoscaler_policy(cluster_name: str) -> str:
-    """The autoscaler's IAM policy document for `cluster_name`."""
-    return json.dumps(
-        {
-            "Version": "2012-10-17",
-            "Statement": [
-                {"Effect": "Allow", "Action": list(_READS), "Resource": "*"},
-                {
-                    "Effect": "Allow",
-                    "Action": list(_WRITES),
-                    "Resource": "*",
-                    "Condition": {
-                        "StringEquals": {
-                            f"aws:ResourceTag/k8s.io/cluster-autoscaler/{cluster_name}": "owned"
-                        }
-                    },
-                },
-            ],
-        },
-        sort_keys=True,
-    )
 
 
 @dataclass(frozen=True)
 class AutoscalingArgs:
     """The cluster, where the system pods run, and the model server the ScaledObject scales."""
 
-    #: The cluster (its OIDC provider for the autoscaler's role) and the system nodes to wait on.
+    #: The cluster (the autoscaler's role, the Pod Identity agent) and the system nodes to wait on.
     cluster: ClusterRef
     region: str
     #: Labels of the system nodes; KEDA and the autoscaler select them.
@@ -128,9 +89,9 @@ class AutoscalingArgs:
 
 
 class Autoscaling(pulumi.ComponentResource):
-    """KEDA, the Cluster Autoscaler with its IRSA role, the leaders' metrics Service with its
-    queue floor, and the ScaledObject. Pass the cluster's `k8s.Provider` and the AWS provider
-    in `opts.providers`."""
+    """KEDA, the Cluster Autoscaler with its role (EKS Pod Identity), the leaders' metrics
+    Service with its queue floor, and the ScaledObject. Pass the cluster's `k8s.Provider` and
+    the AWS provider in `opts.providers`."""
 
     scaled_object: k8s.apiextensions.CustomResource
     """The ScaledObject on the LeaderWorkerSet."""
@@ -143,7 +104,7 @@ class Autoscaling(pulumi.ComponentResource):
         super().__init__("gemma-graviton:autoscaling:Autoscaling", name, None, opts)
         on_nodes = [args.cluster.nodes] if args.cluster.nodes is not None else []
         keda = self._keda(name, args, on_nodes)
-        role = self._autoscaler(name, args, on_nodes)
+        identity = self._autoscaler(name, args, on_nodes)
         manifest = scaled_object(args.server, args.scaler, args.extra_triggers)
         service = metrics_service(args.server)
         k8s.core.v1.Service(
@@ -163,7 +124,7 @@ class Autoscaling(pulumi.ComponentResource):
             # the floor, so the queue trigger has an endpoint from its first poll.
             opts=pulumi.ResourceOptions(parent=self, depends_on=[keda, args.workload, floor]),
         )
-        self.autoscaler_role_arn = role.arn
+        self.autoscaler_role_arn = identity.role_arn
         self.register_outputs({"autoscalerRoleArn": self.autoscaler_role_arn})
 
     def _queue_floor(
@@ -236,30 +197,19 @@ class Autoscaling(pulumi.ComponentResource):
 
     def _autoscaler(
         self, name: str, args: AutoscalingArgs, on_nodes: list[pulumi.Resource]
-    ) -> aws.iam.Role:
-        role = service_account_role(
-            f"{name}-autoscaler-role",
-            oidc_provider_arn=args.cluster.oidc_provider_arn,
-            oidc_provider_url=args.cluster.oidc_provider_url,
+    ) -> aws.eks.PodIdentityAssociation:
+        # The bootstrap's role (`components.stack_roles`, `autoscaler_policy`).
+        identity = pod_identity(
+            f"{name}-autoscaler-identity",
+            args.cluster,
             namespace=AUTOSCALER_NAMESPACE,
             service_account=AUTOSCALER_SERVICE_ACCOUNT,
-            managed_policy_arns=[],
-            iam=args.cluster.iam,
             parent=self,
         )
-        # Inline, on the role alone: the deploy role may attach only the AWS-managed policies it
-        # lists (infra/bootstrap/access.py), and this one names this cluster.
-        policy = aws.iam.RolePolicy(
-            f"{name}-autoscaler-policy",
-            role=role.name,
-            policy=pulumi.Output.from_input(args.cluster.cluster_name).apply(autoscaler_policy),
-            opts=pulumi.ResourceOptions(parent=self),
-        )
-        values = pulumi.Output.all(args.cluster.cluster_name, role.arn).apply(
-            lambda v: autoscaler_values(
-                v[0],
+        values = pulumi.Output.from_input(args.cluster.cluster_name).apply(
+            lambda cluster_name: autoscaler_values(
+                cluster_name,
                 args.region,
-                v[1],
                 args.system_labels,
                 args.server.drain.grace_s,
                 args.autoscaler_image_tag,
@@ -273,41 +223,37 @@ class Autoscaling(pulumi.ComponentResource):
             repository_opts=k8s.helm.v4.RepositoryOptsArgs(repo=AUTOSCALER_REPO),
             namespace=AUTOSCALER_NAMESPACE,
             values=values,
-            # The policy is no input of the chart, so nothing else orders them: without it the
-            # first pod can start before IAM holds the policy, get AccessDenied describing the
-            # groups, and exit ("Failed to create AWS Manager" is fatal, cluster-autoscaler
+            # The association and the agent are no inputs of the chart, so nothing else orders
+            # them: without them the first pod can start with no credentials (EKS's webhook
+            # looks for an association only when it creates the pod), get no answer describing
+            # the groups, and exit ("Failed to create AWS Manager" is fatal, cluster-autoscaler
             # 1.35.0 cloudprovider/aws/aws_cloud_provider.go `BuildAWS`, klog.Fatalf).
-            opts=pulumi.ResourceOptions(parent=self, depends_on=[*on_nodes, role, policy]),
+            opts=pulumi.ResourceOptions(
+                parent=self,
+                depends_on=[*on_nodes, identity, *args.cluster.after_identity()],
+            ),
         )
-        return role
+        return identity
 
 
 def autoscaler_values(
     cluster_name: str,
     region: str,
-    role_arn: str,
     system_labels: Mapping[str, str],
     pod_grace_s: int,
     image_tag: str,
     max_nodes_total: int = 0,
 ) -> dict[str, Any]:
-    """The Cluster Autoscaler chart's values: auto-discovery of this cluster's groups, IRSA,
-    the pinned image (`image_tag`), and the system nodes. `pod_grace_s` is the model pods'
-    grace (the drain's longest reply): a node the autoscaler removes gives its pods all of it."""
+    """The Cluster Autoscaler chart's values: auto-discovery of this cluster's groups, its
+    service account (EKS Pod Identity maps it to its role; no IRSA annotation), the pinned
+    image (`image_tag`), and the system nodes. `pod_grace_s` is the model pods' grace (the
+    drain's longest reply): a node the autoscaler removes gives its pods all of it."""
     return {
         "cloudProvider": "aws",
         "awsRegion": region,
         "autoDiscovery": {"clusterName": cluster_name},
         "image": {"tag": image_tag},
-        "rbac": {
-            "serviceAccount": {
-                "name": AUTOSCALER_SERVICE_ACCOUNT,
-                "annotations": {"eks.amazonaws.com/role-arn": role_arn},
-            }
-        },
-        # The role in the pod template too: a replaced role rolls the autoscaler's pod (the
-        # chart's `podAnnotations`, cluster-autoscaler chart 9.59.0 values.yaml).
-        "podAnnotations": {ROLE_ANNOTATION: role_arn},
+        "rbac": {"serviceAccount": {"name": AUTOSCALER_SERVICE_ACCOUNT}},
         "nodeSelector": dict(system_labels),
         "resources": {"requests": AUTOSCALER_RESOURCES, "limits": AUTOSCALER_RESOURCES},
         "extraArgs": {

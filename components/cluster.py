@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import base64
 import hashlib
-import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -21,7 +20,8 @@ import pulumi_aws as aws
 import pulumi_eks as eks
 import pulumi_kubernetes as k8s
 
-from components.addons import IamScope
+IDENTITY_AGENT = "eks-pod-identity-agent"
+"""The EKS add-on that serves the pods' credentials on every node (EKS Pod Identity)."""
 
 AMI_TYPE = "AL2023_ARM_64_STANDARD"
 """Amazon Linux 2023 for arm64 (Graviton); set explicitly, the EKS default is x86_64."""
@@ -41,18 +41,6 @@ CONTROL_PLANE_LOG_TYPES = ("api", "audit", "authenticator")
 """Control-plane logs sent to CloudWatch: enough to debug access, not the noisy scheduler."""
 CONTROL_PLANE_LOG_DAYS = 30
 """Days CloudWatch keeps them (EKS creates the group without a retention: kept forever)."""
-
-NODE_POLICIES = (
-    "AmazonEKSWorkerNodePolicy",
-    "AmazonEKS_CNI_Policy",
-    "AmazonEC2ContainerRegistryReadOnly",
-)
-"""The only AWS-managed policies on the node role; add-ons get their own roles through IRSA."""
-
-CLUSTER_POLICY = "AmazonEKSClusterPolicy"
-"""The AWS-managed policy of the cluster's service role, the one pulumi-eks 4.x would attach to
-the role it creates when given none (nodejs/eks/cluster/cluster.ts `createCore`, master at
-7bf0c1b read 2026-12-03)."""
 
 
 #: nodeadm configuration EKS merges into the AL2023 nodes' user data. The static CPU manager gives
@@ -146,8 +134,11 @@ class ClusterArgs:
     elastic: ElasticNodes | None = None
     """Set for an elastic stack: the model nodes scale from 0 and a system group is added.
     None keeps one fixed-size node group, as before."""
-    iam: IamScope = field(default_factory=IamScope)
-    """Path and permissions boundary of the cluster's and the nodes' roles."""
+    service_role: aws.iam.Role | None = None
+    """The role EKS manages the cluster with: the bootstrap's (`components.stack_roles`), read
+    by name. pulumi-eks would create one without it, which the deploy role may not."""
+    node_role: aws.iam.Role | None = None
+    """The nodes' role, the bootstrap's too."""
 
     def __post_init__(self) -> None:
         if self.node_count < 1:
@@ -178,12 +169,12 @@ def _pin(args: ClusterArgs, addon: str) -> str:
 
 
 class Cluster(pulumi.ComponentResource):
-    """An EKS cluster (pulumi-eks) with one fixed-size managed node group and its IAM role.
+    """An EKS cluster (pulumi-eks) with one fixed-size managed node group.
 
-    Owns the cluster's service role, the ``eks.Cluster`` (which brings its security group, OIDC
-    provider and default add-ons), the node IAM role and its policy attachments, the nodes'
-    launch template,
-    the ``eks.ManagedNodeGroup``, and the Kubernetes provider every in-cluster resource uses.
+    Owns the ``eks.Cluster`` (which brings its security group and default add-ons), the nodes'
+    launch template, the ``eks.ManagedNodeGroup``, the CoreDNS and Pod Identity agent add-ons,
+    and the Kubernetes provider every in-cluster resource uses. Its IAM roles are the
+    bootstrap's (`components.stack_roles`): it creates none.
     """
 
     cluster_name: pulumi.Output[str]
@@ -193,10 +184,6 @@ class Cluster(pulumi.ComponentResource):
     provider: k8s.Provider
     """The Kubernetes provider built from the cluster's kubeconfig; pass it to in-cluster
     resources (pulumi-eks 4.x in Python has no usable ``cluster.provider``)."""
-    oidc_provider_arn: pulumi.Output[str]
-    """ARN of the cluster's IAM OIDC provider, the federated principal in IRSA trust policies."""
-    oidc_provider_url: pulumi.Output[str]
-    """The OIDC issuer without ``https://``, as used in IRSA trust conditions (``<url>:sub``)."""
     node_role_name: pulumi.Output[str]
     """Name of the nodes' IAM role."""
     node_role_arn: pulumi.Output[str]
@@ -207,6 +194,9 @@ class Cluster(pulumi.ComponentResource):
     """The access entries of `admin_arns` and `viewer_arns` and their policy associations."""
     coredns: aws.eks.Addon
     """CoreDNS as a managed add-on, created once the nodes exist (its pods need them)."""
+    identity_agent: aws.eks.Addon
+    """The EKS Pod Identity agent add-on (a DaemonSet): what gives the pods of the add-ons, the
+    autoscaler and the collector their roles' credentials."""
     node_group: eks.ManagedNodeGroup
     """The node group itself, for ``depends_on`` from in-cluster installs that need schedulable
     nodes but take no data from them (e.g. a controller whose webhooks must answer)."""
@@ -227,18 +217,18 @@ class Cluster(pulumi.ComponentResource):
             opts=child,
         )
         partition = aws.get_partition_output(opts=pulumi.InvokeOutputOptions(parent=self))
-        service_role, service_policy = self._service_role(name, args, child, partition.partition)
+        if args.service_role is None or args.node_role is None:
+            raise ValueError("`service_role` and `node_role` are the bootstrap's roles; pass both")
+        node_role = args.node_role
         cluster = self._control_plane(
             name,
             args,
-            service_role,
-            # EKS assumes the role from the first call on: its policy is attached before.
-            pulumi.ResourceOptions(parent=self, depends_on=[control_plane_logs, service_policy]),
+            args.service_role,
+            pulumi.ResourceOptions(parent=self, depends_on=[control_plane_logs]),
         )
         self.access_entries = self._access_entries(name, args, cluster, partition.partition)
-        node_role, attachments = self._node_role(name, args, child, partition.partition)
         launch_template = self._launch_template(name, args, child)
-        node_group = self._node_group(name, args, cluster, node_role, attachments, launch_template)
+        node_group = self._node_group(name, args, cluster, node_role, launch_template)
         self.system_node_group = (
             None
             if args.elastic is None
@@ -247,11 +237,14 @@ class Cluster(pulumi.ComponentResource):
                 args,
                 args.elastic,
                 cluster,
-                (node_role, [*attachments, node_group]),
+                (node_role, [node_group]),
                 launch_template,
             )
         )
         self.coredns = self._coredns(name, args, cluster, self.system_node_group or node_group)
+        self.identity_agent = self._identity_agent(
+            name, args, cluster, self.system_node_group or node_group
+        )
 
         self.provider = k8s.Provider(
             f"{name}-k8s",
@@ -269,8 +262,6 @@ class Cluster(pulumi.ComponentResource):
         )
         self.cluster_name = cluster.eks_cluster.name
         self.kubeconfig = pulumi.Output.secret(cluster.kubeconfig_json)
-        self.oidc_provider_arn = cluster.oidc_provider_arn
-        self.oidc_provider_url = cluster.oidc_provider_url
         self.node_role_name = node_role.name
         self.node_role_arn = node_role.arn
         self.node_group = node_group
@@ -279,48 +270,11 @@ class Cluster(pulumi.ComponentResource):
             {
                 "clusterName": self.cluster_name,
                 "kubeconfig": self.kubeconfig,
-                "oidcProviderArn": self.oidc_provider_arn,
-                "oidcProviderUrl": self.oidc_provider_url,
                 "nodeRoleName": self.node_role_name,
                 "nodeRoleArn": self.node_role_arn,
                 "nodeGroupName": self.node_group_name,
             }
         )
-
-    @staticmethod
-    def _service_role(
-        name: str, args: ClusterArgs, child: pulumi.ResourceOptions, partition: pulumi.Output[str]
-    ) -> tuple[aws.iam.Role, aws.iam.RolePolicyAttachment]:
-        """The role EKS manages the cluster with. Ours, not pulumi-eks's: the role pulumi-eks
-        creates takes no IAM path and no permissions boundary (its `ServiceRole` has neither
-        input), and the deploy role may create no role without both."""
-        role = aws.iam.Role(
-            f"{name}-cluster-role",
-            description="EKS control plane of the gemma-graviton cluster",
-            path=args.iam.path,
-            permissions_boundary=args.iam.permissions_boundary,
-            assume_role_policy=json.dumps(
-                {
-                    "Version": "2012-10-17",
-                    "Statement": [
-                        {
-                            "Effect": "Allow",
-                            "Principal": {"Service": "eks.amazonaws.com"},
-                            # As pulumi-eks's own service role (same file, `assumeRoleActions`).
-                            "Action": ["sts:AssumeRole", "sts:TagSession"],
-                        }
-                    ],
-                }
-            ),
-            opts=child,
-        )
-        policy = aws.iam.RolePolicyAttachment(
-            f"{name}-cluster-{CLUSTER_POLICY}",
-            role=role.name,
-            policy_arn=pulumi.Output.concat("arn:", partition, ":iam::aws:policy/", CLUSTER_POLICY),
-            opts=child,
-        )
-        return role, policy
 
     @staticmethod
     def _control_plane(
@@ -338,8 +292,9 @@ class Cluster(pulumi.ComponentResource):
             enabled_cluster_log_types=list(CONTROL_PLANE_LOG_TYPES),
             # The only nodes are the managed node group below.
             skip_default_node_group=True,
-            # IRSA for add-ons (EBS CSI, CloudWatch): pods cannot use the node role (see below).
-            create_oidc_provider=True,
+            # No OIDC provider: the pods that call AWS get their roles through EKS Pod Identity
+            # (`_identity_agent`), whose roles the bootstrap creates before any cluster exists.
+            create_oidc_provider=False,
             # Public only for the listed ranges (pulumi-eks passes `publicAccessCidrs` to the
             # cluster's vpcConfig and refuses it without public access,
             # nodejs/eks/cluster/cluster.ts); nodes use the private endpoint inside the VPC.
@@ -374,6 +329,24 @@ class Cluster(pulumi.ComponentResource):
             cluster_name=cluster.eks_cluster.name,
             addon_name="coredns",
             addon_version=_pin(args, "coredns"),
+            resolve_conflicts_on_create="OVERWRITE",
+            resolve_conflicts_on_update="OVERWRITE",
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[nodes]),
+        )
+
+    def _identity_agent(
+        self, name: str, args: ClusterArgs, cluster: eks.Cluster, nodes: eks.ManagedNodeGroup
+    ) -> aws.eks.Addon:
+        """The EKS Pod Identity agent at its pinned version: a DaemonSet on the host network of
+        every node, which trades a pod's service-account token for its role's credentials
+        with the node role's `eks-auth:AssumeRoleForPodIdentity`. ACTIVE once its pods run,
+        so after the nodes, as CoreDNS; the pods that call AWS wait for it
+        (`components.addons.ClusterRef.after_identity`)."""
+        return aws.eks.Addon(
+            f"{name}-pod-identity-agent",
+            cluster_name=cluster.eks_cluster.name,
+            addon_name=IDENTITY_AGENT,
+            addon_version=_pin(args, IDENTITY_AGENT),
             resolve_conflicts_on_create="OVERWRITE",
             resolve_conflicts_on_update="OVERWRITE",
             opts=pulumi.ResourceOptions(parent=self, depends_on=[nodes]),
@@ -414,49 +387,6 @@ class Cluster(pulumi.ComponentResource):
                 )
                 entries += [entry, association]
         return entries
-
-    def _node_role(
-        self,
-        name: str,
-        args: ClusterArgs,
-        child: pulumi.ResourceOptions,
-        partition: pulumi.Output[str],
-    ) -> tuple[aws.iam.Role, list[aws.iam.RolePolicyAttachment]]:
-        """The nodes' IAM role and its AWS-managed policy attachments."""
-        node_role = aws.iam.Role(
-            f"{name}-node-role",
-            description="EKS managed nodes of the gemma-graviton cluster",
-            # A path is fine here: EKS admits a role ARN with a path in an access entry, the
-            # API-mode node entry included ("If the ARN is for an IAM role, it can include a
-            # path. ARNs in aws-auth ConfigMap entries, can't", docs.aws.amazon.com/eks/latest/
-            # userguide/creating-access-entries.html, read 2026-12-03); this cluster has no
-            # aws-auth ConfigMap (`authentication_mode` API).
-            path=args.iam.path,
-            permissions_boundary=args.iam.permissions_boundary,
-            assume_role_policy=json.dumps(
-                {
-                    "Version": "2012-10-17",
-                    "Statement": [
-                        {
-                            "Effect": "Allow",
-                            "Principal": {"Service": "ec2.amazonaws.com"},
-                            "Action": "sts:AssumeRole",
-                        }
-                    ],
-                }
-            ),
-            opts=child,
-        )
-        attachments = [
-            aws.iam.RolePolicyAttachment(
-                f"{name}-node-{policy}",
-                role=node_role.name,
-                policy_arn=pulumi.Output.concat("arn:", partition, ":iam::aws:policy/", policy),
-                opts=child,
-            )
-            for policy in NODE_POLICIES
-        ]
-        return node_role, attachments
 
     @staticmethod
     def _launch_template(
@@ -505,7 +435,6 @@ class Cluster(pulumi.ComponentResource):
         args: ClusterArgs,
         cluster: eks.Cluster,
         node_role: aws.iam.Role,
-        attachments: list[aws.iam.RolePolicyAttachment],
         launch_template: aws.ec2.LaunchTemplate,
     ) -> eks.ManagedNodeGroup:
         """The fixed-size managed node group of Graviton instances, in the node subnet."""
@@ -532,12 +461,11 @@ class Cluster(pulumi.ComponentResource):
             ),
             opts=pulumi.ResourceOptions(
                 parent=self,
-                # Nodes fail to join unless the role's policies are attached first; only the
-                # role's ARN flows into the node group, so the ordering is explicit. The cluster
-                # arrives as a resource reference, which the SDK leaves out of the dependencies
-                # it reports (pulumi/runtime/rpc.py `exclude_resource_refs_from_deps`): named
-                # here, the nodes are deleted before the control plane, never after.
-                depends_on=[*attachments, cluster],
+                # The cluster arrives as a resource reference, which the SDK leaves out of the
+                # dependencies it reports (pulumi/runtime/rpc.py
+                # `exclude_resource_refs_from_deps`): named here, the nodes are deleted before
+                # the control plane, never after.
+                depends_on=[cluster],
             ),
         )
 
@@ -547,7 +475,7 @@ class Cluster(pulumi.ComponentResource):
         args: ClusterArgs,
         elastic: ElasticNodes,
         cluster: eks.Cluster,
-        role: tuple[aws.iam.Role, list[aws.iam.RolePolicyAttachment]],
+        role: tuple[aws.iam.Role, list[pulumi.Resource]],
         launch_template: aws.ec2.LaunchTemplate,
     ) -> eks.ManagedNodeGroup:
         """The small always-on Graviton group for CoreDNS, the controllers, KEDA, the

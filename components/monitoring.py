@@ -9,7 +9,6 @@ alarms and filters are pure data from `components.watch`.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -19,7 +18,7 @@ import pulumi_aws as aws
 import pulumi_kubernetes as k8s
 
 from components import watch
-from components.addons import ClusterRef, service_account_role
+from components.addons import ClusterRef, pod_identity
 from components.manifests import metrics
 from components.manifests.metrics import CollectorSpec
 
@@ -92,25 +91,22 @@ class Monitoring(pulumi.ComponentResource):
             retention_in_days=args.metrics_log_retention_days,
             opts=child,
         )
-        role = service_account_role(
-            f"{name}-collector-role",
-            oidc_provider_arn=args.cluster.oidc_provider_arn,
-            oidc_provider_url=args.cluster.oidc_provider_url,
+        # The bootstrap's role for the collector (`components.stack_roles`, `emf_policy`).
+        identity = pod_identity(
+            f"{name}-collector-identity",
+            args.cluster,
             namespace=spec.namespace,
             service_account=spec.name,
-            managed_policy_arns=[],
-            iam=args.cluster.iam,
             parent=self,
         )
-        # Least privilege: the EMF exporter writes log events to its own group, nothing else
-        # (CloudWatch makes the metrics from the events; no PutMetricData is needed).
-        aws.iam.RolePolicy(
-            f"{name}-collector-emf",
-            role=role.name,
-            policy=emf_logs.arn.apply(_emf_policy),
-            opts=child,
+        self._collector(
+            name,
+            spec,
+            args.namespace,
+            emf_logs,
+            [identity, *args.cluster.after_identity()],
+            args.cluster.nodes,
         )
-        self._collector(name, spec, args.namespace, role.arn, emf_logs, args.cluster.nodes)
 
         for status in watch.ANSWER_CLASSES:
             aws.cloudwatch.LogMetricFilter(
@@ -188,12 +184,12 @@ class Monitoring(pulumi.ComponentResource):
         name: str,
         spec: CollectorSpec,
         namespace: pulumi.Input[str],
-        role_arn: pulumi.Output[str],
         emf_logs: aws.cloudwatch.LogGroup,
+        identity: list[pulumi.Resource],
         nodes: pulumi.Resource | None,
     ) -> None:
         child = pulumi.ResourceOptions(parent=self)
-        account, role_, binding, config, deployment = metrics.collector_objects(spec, role_arn)
+        account, role_, binding, config, deployment = metrics.collector_objects(spec)
 
         def meta(obj: metrics.Manifest) -> dict[str, Any]:
             return {**obj["metadata"], "namespace": namespace}
@@ -216,10 +212,11 @@ class Monitoring(pulumi.ComponentResource):
             f"{name}-collector",
             metadata=meta(deployment),
             spec=deployment["spec"],
-            # The log group exists before the first EMF event, and the pod goes before the nodes
-            # on destroy (no data flows to either).
+            # The log group exists before the first EMF event, the pod's credentials before the
+            # pod, and the pod goes before the nodes on destroy (no data flows to either).
             opts=pulumi.ResourceOptions(
-                parent=self, depends_on=[emf_logs, *([nodes] if nodes is not None else [])]
+                parent=self,
+                depends_on=[emf_logs, *identity, *([nodes] if nodes is not None else [])],
             ),
         )
 
@@ -262,26 +259,6 @@ class Monitoring(pulumi.ComponentResource):
                 opts=pulumi.ResourceOptions(parent=self),
                 **kwargs,
             )
-
-
-def _emf_policy(log_group_arn: str) -> str:
-    group = log_group_arn.removesuffix(":*")
-    return json.dumps(
-        {
-            "Version": "2012-10-17",
-            "Statement": [
-                {
-                    "Effect": "Allow",
-                    "Action": [
-                        "logs:CreateLogStream",
-                        "logs:DescribeLogStreams",
-                        "logs:PutLogEvents",
-                    ],
-                    "Resource": [group, f"{group}:*"],
-                }
-            ],
-        }
-    )
 
 
 def _with_lb(query: Mapping[str, Any], placeholder: str, lb: pulumi.Output[str]) -> Any:

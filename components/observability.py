@@ -15,11 +15,10 @@ from typing import Any
 import pulumi
 import pulumi_aws as aws
 
-from components.addons import ClusterRef, addon_with_role, aws_managed_policy
+from components.addons import ClusterRef, addon_with_role
+from components.manifests.identity import AGENT_NAMESPACE, AGENT_SERVICE_ACCOUNT
 
 ADDON = "amazon-cloudwatch-observability"
-AGENT_NAMESPACE = "amazon-cloudwatch"
-AGENT_SERVICE_ACCOUNT = "cloudwatch-agent"
 #: The log groups the add-on's agent and Fluent Bit write to, `/aws/containerinsights/<cluster>/
 #: <kind>` (Container Insights' documented log groups: application, dataplane, host,
 #: performance).
@@ -123,7 +122,6 @@ class ClusterLogs(pulumi.ComponentResource):
             addon=ADDON,
             namespace=AGENT_NAMESPACE,
             service_account=AGENT_SERVICE_ACCOUNT,
-            managed_policy_arns=[aws_managed_policy("CloudWatchAgentServerPolicy", self)],
             parent=self,
             depends_on=list(groups.values()),
             configuration=addon_configuration([args.app_namespace, *args.quiet_namespaces]),

@@ -17,7 +17,8 @@ import pulumi_aws as aws
 import pulumi_kubernetes as k8s
 
 from components import manifests
-from components.addons import ClusterRef, addon_with_role, aws_managed_policy
+from components.addons import ClusterRef, addon_with_role
+from components.manifests.identity import CONTROLLER_NAMESPACE, CONTROLLER_SERVICE_ACCOUNT
 
 ADDON = "aws-ebs-csi-driver"
 
@@ -63,9 +64,8 @@ class ModelVolumes(pulumi.ComponentResource):
             f"{name}-csi",
             args.cluster,
             addon=ADDON,
-            namespace="kube-system",
-            service_account="ebs-csi-controller-sa",
-            managed_policy_arns=[aws_managed_policy("service-role/AmazonEBSCSIDriverPolicy", self)],
+            namespace=CONTROLLER_NAMESPACE,
+            service_account=CONTROLLER_SERVICE_ACCOUNT,
             parent=self,
         )
         obj = manifests.storage_class(args.storage_class, args.throughput_mibps, args.volume_tags)

@@ -14,11 +14,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import pulumi
 import pulumi_aws as aws
 
-from components.addons import ClusterRef, IamScope
+from components import stack_roles
+from components.addons import ClusterRef
 from components.autoscaling import Autoscaling, AutoscalingArgs
 from components.cluster import Cluster, ClusterArgs, ElasticNodes
 from components.leaderworkerset import LwsController, LwsControllerArgs
-from components.manifests import door
+from components.manifests import door, identity
 from components.manifests.spec import MODEL_TAINT
 from components.model_server import ModelServer, ModelServerArgs
 from components.monitoring import Monitoring, MonitoringArgs
@@ -27,7 +28,7 @@ from components.observability import ClusterLogs, ClusterLogsArgs
 from components.storage import ModelVolumes, ModelVolumesArgs
 from infra.adapters import wiring
 from infra.adapters.pulumi_config import place_zones, read_stack_config, warn_about
-from infra.plan import addons, elastic, iam, monitoring
+from infra.plan import addons, elastic, monitoring
 
 stack = pulumi.get_stack()
 cfg, plan, secrets = read_stack_config(stack)
@@ -42,8 +43,9 @@ aws_provider = aws.Provider("aws", region=cfg.region, default_tags={"tags": tags
 on_aws = pulumi.ResourceOptions(providers=[aws_provider])
 placement = place_zones(cfg, plan, aws_provider)
 system = elastic.system_group(cfg) if cfg.elastic else None
-# Every role under the stack's own path, with its boundary: all the stack's deploy role may touch.
-iam_scope = IamScope(path=iam.role_path(stack), permissions_boundary=cfg.permissions_boundary_arn)
+# The stack's IAM roles are the bootstrap's (`components.stack_roles`): read, never created.
+role_specs = identity.stack_roles(stack, cfg.region, wiring.NAMESPACE)
+roles = stack_roles.existing_roles("role", stack, [r.key for r in role_specs], on_aws)
 
 network = Network(
     "net",
@@ -58,7 +60,7 @@ network = Network(
 cluster = Cluster(
     "eks",
     ClusterArgs(
-        name=f"gemma-graviton-{stack}",
+        name=identity.cluster_name(stack),
         vpc_id=network.vpc_id,
         control_plane_subnet_ids=network.control_plane_subnet_ids,
         node_subnet_id=network.node_subnet_id,
@@ -82,7 +84,8 @@ cluster = Cluster(
             system_labels=wiring.SYSTEM_LABELS,
             model_taint=MODEL_TAINT,
         ),
-        iam=iam_scope,
+        service_role=roles["cluster"],
+        node_role=roles["nodes"],
     ),
     opts=on_aws,
 )
@@ -90,12 +93,11 @@ on_cluster = pulumi.ResourceOptions(providers=[cluster.provider, aws_provider])
 cluster_ref = ClusterRef(
     cluster_name=cluster.cluster_name,
     kubernetes_version=cfg.kubernetes_version,
-    oidc_provider_arn=cluster.oidc_provider_arn,
-    oidc_provider_url=cluster.oidc_provider_url,
     # Add-ons run on the system nodes of an elastic stack, which has model nodes only on demand.
     nodes=cluster.system_node_group or cluster.node_group,
     addon_versions=addon_versions,
-    iam=iam_scope,
+    pod_roles=stack_roles.pod_role_arns(role_specs, roles),
+    identity_agent=cluster.identity_agent,
 )
 logs = ClusterLogs("logs", ClusterLogsArgs(cluster_ref, wiring.NAMESPACE), opts=on_aws)
 server_spec = wiring.server_spec(cfg, plan)

@@ -52,7 +52,6 @@ from components.manifests import gatekeeper, images
 from components.manifests.spec import (
     LWS_NAME_LABEL,
     LWS_WORKER_INDEX_LABEL,
-    ROLE_ANNOTATION,
     Manifest,
 )
 
@@ -286,13 +285,11 @@ def _meta(spec: CollectorSpec, name: str, **extra: Any) -> dict[str, Any]:
     return {"name": name, "namespace": spec.namespace, "labels": dict(LABELS), **extra}
 
 
-def service_account(spec: CollectorSpec, role_arn: Any) -> Manifest:
-    """The collector's identity; `role_arn` is its IAM role (IRSA), which may write EMF logs."""
-    return {
-        "apiVersion": "v1",
-        "kind": "ServiceAccount",
-        "metadata": _meta(spec, spec.name, annotations={"eks.amazonaws.com/role-arn": role_arn}),
-    }
+def service_account(spec: CollectorSpec) -> Manifest:
+    """The collector's identity. EKS Pod Identity maps it to its IAM role, which may write EMF
+    logs (`components.stack_roles`); the account itself carries no role (no IRSA annotation,
+    which would send the SDK to a web identity no provider vouches for)."""
+    return {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": _meta(spec, spec.name)}
 
 
 def role(spec: CollectorSpec) -> Manifest:
@@ -333,9 +330,8 @@ def config_map(spec: CollectorSpec) -> Manifest:
     }
 
 
-def deployment(spec: CollectorSpec, role_arn: Any = None) -> Manifest:
-    """One collector replica on the pod network (its labels are what the policy admits). With
-    `role_arn`, its pod template names the role, so a new role rolls the pod."""
+def deployment(spec: CollectorSpec) -> Manifest:
+    """One collector replica on the pod network (its labels are what the policy admits)."""
     amount = {"cpu": f"{MILLICPU}m", "memory": f"{MEMORY_MIB}Mi"}
     return {
         "apiVersion": "apps/v1",
@@ -352,10 +348,7 @@ def deployment(spec: CollectorSpec, role_arn: Any = None) -> Manifest:
                 # config changes.
                 "metadata": {
                     "labels": dict(LABELS),
-                    "annotations": {
-                        CONFIG_ANNOTATION: config_digest(collector_config(spec)),
-                        **({ROLE_ANNOTATION: role_arn} if role_arn is not None else {}),
-                    },
+                    "annotations": {CONFIG_ANNOTATION: config_digest(collector_config(spec))},
                 },
                 "spec": {
                     "serviceAccountName": spec.name,
@@ -389,14 +382,14 @@ def deployment(spec: CollectorSpec, role_arn: Any = None) -> Manifest:
     }
 
 
-def collector_objects(spec: CollectorSpec, role_arn: Any) -> list[Manifest]:
+def collector_objects(spec: CollectorSpec) -> list[Manifest]:
     """Every object of the collector, in apply order."""
     return [
-        service_account(spec, role_arn),
+        service_account(spec),
         role(spec),
         role_binding(spec),
         config_map(spec),
-        deployment(spec, role_arn),
+        deployment(spec),
     ]
 
 

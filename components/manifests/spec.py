@@ -212,11 +212,3 @@ def object_meta(spec: ServerSpec, name: str, component: str, **extra: Any) -> di
         "labels": object_labels(spec, component),
         **extra,
     }
-
-
-#: A pod-template annotation naming the IAM role a pod's service account maps to (IRSA). The
-#: role ARN reaches a pod only through its service account's annotation, which EKS's webhook
-#: reads once, when the pod is created (`AWS_ROLE_ARN`); a replaced role (a new name: its trust
-#: changed, `components.addons.service_account_role`) would leave running pods on the deleted
-#: one. Named in the template, a new ARN rolls them.
-ROLE_ANNOTATION = "gemma-graviton/role-arn"

@@ -95,7 +95,7 @@ def program_objects(cfg: StackConfig, plan: Plan) -> list[Manifest]:
         ]
     if cfg.monitoring:
         # The role's ARN is the program's output; nothing here reads it.
-        made += metrics.collector_objects(collector_spec(cfg, plan.stack), "role-of-the-program")
+        made += metrics.collector_objects(collector_spec(cfg, plan.stack))
     return made
 
 

@@ -8,7 +8,7 @@ import shlex
 from pathlib import Path
 
 from components import watch
-from components.manifests import ServerSpec, model_claims
+from components.manifests import ServerSpec, identity, model_claims
 from components.manifests.metrics import CollectorSpec
 from components.manifests.quantize import QuantizeSpec
 from components.manifests.scaling import ScalerSpec
@@ -167,7 +167,7 @@ def collector_spec(cfg: StackConfig, stack: str) -> CollectorSpec:
         cloudwatch_namespace=f"GemmaGraviton/{stack}",
         stack=stack,
         region=cfg.region,
-        log_group=f"/gemma-graviton/{stack}/metrics",
+        log_group=identity.metrics_log_group(stack),
         samples=watch.SAMPLES,
         bucket_samples=watch.bucket_samples(),
         # Behind the door the groups have no gatekeeper to serve the leaders' records.

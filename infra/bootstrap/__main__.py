@@ -1,4 +1,5 @@
-"""The bootstrap program: GitHub's OIDC provider and the CI roles, with what to paste where.
+"""The bootstrap program: GitHub's OIDC provider, the CI roles and each deployed stack's own IAM
+roles, with what to paste where.
 
 Pulumi runs this file with `infra/bootstrap/` as the program directory, so the repository root is
 put on the import path first. The stack's keys live under `gemma-graviton-ci:` in
@@ -22,6 +23,9 @@ from components.github_ci import (
     GitHubActionsAccessArgs,
     GitHubRoleSpec,
 )
+from components.manifests.identity import stack_roles
+from components.stack_roles import StackRoles, StackRolesArgs
+from infra.adapters.wiring import NAMESPACE
 from infra.bootstrap.access import (
     DEPLOY_STACKS,
     ROLE_PATH,
@@ -36,6 +40,7 @@ from infra.bootstrap.config import (
     other_viewer_counts,
     stack_regions,
 )
+from infra.plan import iam
 from infra.plan.config import ConfigError
 
 
@@ -92,11 +97,34 @@ access = GitHubActionsAccess(
     opts=pulumi.ResourceOptions(providers=[aws_provider]),
 )
 
+# Each deployed stack's roles, which its `pulumi up` reads and passes to EKS but never writes.
+on_aws = pulumi.InvokeOutputOptions(provider=aws_provider)
+account = aws.get_caller_identity_output(opts=on_aws).account_id
+partition = aws.get_partition_output(opts=on_aws).partition
+stack_role_arns = {
+    stack: StackRoles(
+        f"stack-{stack}",
+        StackRolesArgs(
+            stack=stack,
+            roles=stack_roles(stack, regions[stack], NAMESPACE),
+            path=iam.role_path(stack),
+            boundary_arn=access.boundary_arns[stack],
+            account=account,
+            partition=partition,
+            region=regions[stack],
+        ),
+        opts=pulumi.ResourceOptions(providers=[aws_provider]),
+    ).role_arns
+    for stack in DEPLOY_STACKS
+}
+
 arn = access.role_arns
 pulumi.export("oidcProviderArn", access.provider_arn)
 pulumi.export("roleArns", arn)
-# Main-program stack -> its `permissionsBoundaryArn`: the deploy role creates no role without it.
+# Main-program stack -> the boundary its roles carry.
 pulumi.export("permissionsBoundaryArns", access.boundary_arns)
+# Main-program stack -> role key -> ARN: the roles its `pulumi up` reads by name.
+pulumi.export("stackRoleArns", stack_role_arns)
 # GitHub environment -> {variable: role ARN}: `vars.<variable>` in that environment's jobs.
 pulumi.export("environmentVariables", {r.environment: {r.variable: arn[r.key]} for r in roles})
 # Main-program stack -> the role whose first `pulumi up` creates its cluster. EKS gives that role
@@ -125,11 +153,6 @@ commands += [
 first_viewer = other_viewer_counts(DEPLOY_STACKS, ROLE_PATH)
 for stack in DEPLOY_STACKS:
     viewers = [r for r in roles if stack in r.cluster_viewer_of]
-    commands.append(
-        pulumi.Output.concat(
-            f"pulumi -s {stack} config set permissionsBoundaryArn ", access.boundary_arns[stack]
-        )
-    )
     commands += [
         pulumi.Output.concat(
             f"pulumi -s {stack} config set --path 'clusterViewerArns[{index}]' ", arn[r.key]

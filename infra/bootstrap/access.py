@@ -14,16 +14,15 @@ The split of trust:
   a deploy role that can change that stack's region and that stack's state only, never the CI
   roles or the GitHub OIDC provider themselves.
 
-IAM has no region, so the deploy roles' IAM rights are fenced by name instead, against a job that
-runs whatever it likes under the role: a deploy role may create, change, tag, pass and delete
-only the roles under its own stack's path (`infra.plan.iam.role_path`, which the program puts
-every role under), create one or write its policies only while it carries the stack's
-permissions boundary (`boundary_policy`, created here under `/github-ci/`, where no deploy role
-writes), attach only the AWS policies the program uses, and lift no boundary. So no deploy can
-touch another stack's roles, the CI's roles or any other role's trust or inline policy, and a
-role it makes can do no more than the boundary: the cluster's work in the stack's region, no IAM.
-The program creates no managed policy, instance profile or user (tests/program/test_iam_scope.py
-holds it to that), so the deploy roles may create, change or delete none.
+A deploy role writes no IAM. Each stack's roles (the cluster's, the nodes' and the pods') are
+the bootstrap's (`components.manifests.identity.stack_roles`), under the stack's path
+(`infra.plan.iam.role_path`) with the stack's permissions boundary (`boundary_policy`, created
+here under `/github-ci/`); the pods get theirs through EKS Pod Identity, whose trust needs no
+issuer of the cluster, so the roles exist before it. Of IAM a deploy role may read the roles
+under its own stack's path, pass them to EKS and EKS Pod Identity only, and have EKS create
+its service-linked roles: it can create, change or delete no role, policy, provider or user,
+rewrite no trust and attach no policy, so no deploy can grant itself or anyone anything.
+tests/program/test_iam_scope.py holds the program to creating no IAM resource.
 
 Names here are the contract with `.github/workflows/` and docs/deploying.md; the tests compare them.
 """
@@ -71,20 +70,6 @@ ROLE_PATH = iam.CI_PATH
 DEPLOY_SESSION_SECONDS = 7200
 PREVIEW_SESSION_SECONDS = 3600
 
-#: AWS-managed policies the main program attaches, and no others: the node role's
-#: (components/cluster.py NODE_POLICIES), the cluster's service role (CLUSTER_POLICY), and the
-#: add-on roles
-#: (components/observability.py, components/storage.py). A deploy role that could attach any
-#: policy could attach AdministratorAccess to a role it creates.
-ATTACHABLE_POLICIES = (
-    "arn:aws:iam::aws:policy/AmazonEKSClusterPolicy",
-    "arn:aws:iam::aws:policy/AmazonEKSWorkerNodePolicy",
-    "arn:aws:iam::aws:policy/AmazonEKS_CNI_Policy",
-    "arn:aws:iam::aws:policy/AmazonEC2ContainerRegistryReadOnly",
-    "arn:aws:iam::aws:policy/CloudWatchAgentServerPolicy",
-    "arn:aws:iam::aws:policy/service-role/AmazonEBSCSIDriverPolicy",
-)
-
 #: Service-linked roles EKS needs the caller to be able to create on first use in an account.
 SERVICE_LINKED_ROLES = (
     "eks.amazonaws.com",
@@ -115,39 +100,19 @@ PREVIEW_IAM_ACTIONS = (
 )
 
 #: IAM actions granted only under their own conditions below.
-_CONDITIONED = frozenset({"iam:AttachRolePolicy", "iam:PassRole", "iam:CreateServiceLinkedRole"})
+_CONDITIONED = frozenset({"iam:PassRole", "iam:CreateServiceLinkedRole"})
 
-#: The role actions whose request carries the condition key `iam:PermissionsBoundary`: for
-#: CreateRole and PutRolePermissionsBoundary the boundary being set, for the others the boundary
-#: the role already has. Granted only with the stack's boundary, so a deploy role can neither
-#: create a role without it nor write the policies of a role that lacks it. DeleteRole,
-#: UpdateRole and TagRole have no such key: the path alone fences them. No role's trust is
-#: ever rewritten (UpdateAssumeRolePolicy is not granted, `infra.bootstrap.permissions`).
-#: Sources, read 2026-12-03: IAM User Guide, "IAM and AWS STS condition context keys",
-#: iam:PermissionsBoundary (docs.aws.amazon.com/IAM/latest/UserGuide/
-#: reference_policies_iam-condition-keys.html#ck_PermissionsBoundary), and the Service
-#: Authorization Reference's IAM table (docs.aws.amazon.com/service-authorization/latest/
-#: reference/list_awsidentityandaccessmanagementiam.html), as shipped in parliament 1.6.4's
-#: iam_definition.json.
-BOUNDARY_CHECKED = frozenset(
-    {
-        "iam:CreateRole",
-        "iam:PutRolePermissionsBoundary",
-        "iam:PutRolePolicy",
-        "iam:DeleteRolePolicy",
-        "iam:AttachRolePolicy",
-        "iam:DetachRolePolicy",
-    }
-)
-
-#: The services the program's roles are passed to: EKS takes the cluster's service role
-#: (CreateCluster), the node role (CreateNodegroup) and the add-ons' roles (CreateAddon). EC2
-#: gets the node role from EKS's own service-linked role, never from the deploy role, which
-#: launches no instance. `iam:PassedToService` is the service principal the role is passed to
-#: (IAM User Guide, "IAM and AWS STS condition context keys", iam:PassedToService,
-#: docs.aws.amazon.com/IAM/latest/UserGuide/reference_policies_iam-condition-keys.html
-#: #ck_PassedToService, read 2026-12-03).
-PASSED_TO = ("eks.amazonaws.com",)
+#: The services the stack's roles are passed to: EKS takes the cluster's service role
+#: (CreateCluster) and the node role (CreateNodegroup), EKS Pod Identity the pods' roles
+#: (CreatePodIdentityAssociation: `pods.eks.amazonaws.com`, the value AWS's own policies for it
+#: name, EMR on EKS Developer Guide, "Enable EKS Pod Identity", read 2026-12-03). EC2 gets the
+#: node role from EKS's own service-linked role, never from the deploy role: the role may call
+#: ec2:RunInstances (CreateNodegroup checks that its caller could launch from the template),
+#: but with no role it may pass to EC2, no instance it launches has one. `iam:PassedToService`
+#: is the service principal the role is passed to (IAM User Guide, "IAM and AWS STS condition
+#: context keys", iam:PassedToService, docs.aws.amazon.com/IAM/latest/UserGuide/
+#: reference_policies_iam-condition-keys.html#ck_PassedToService, read 2026-12-03).
+PASSED_TO = ("eks.amazonaws.com", "pods.eks.amazonaws.com")
 
 
 #: The writes on an existing launch template. A new version of a template that a node group
@@ -192,24 +157,25 @@ class DeployActions:
     """Writes on an existing launch template (`LAUNCH_TEMPLATE_WRITES`), fenced to the stack's
     tagged templates in its region."""
     role_reads: tuple[str, ...]
-    """IAM reads of the stack's roles (the cluster's, the nodes' and the add-ons')."""
-    role_writes_bounded: tuple[str, ...]
-    """IAM writes on them that IAM checks against the role's boundary (`BOUNDARY_CHECKED`)."""
-    role_writes: tuple[str, ...]
-    """The other IAM writes on them, fenced by the stack's path only."""
-    oidc: tuple[str, ...]
-    """IAM actions on the cluster's OIDC provider."""
+    """IAM reads of the stack's roles (the bootstrap's: the cluster's, the nodes', the pods')."""
     public_parameters: tuple[str, ...]
     """SSM reads of EKS's public AMI parameters."""
 
 
 def deploy_actions() -> DeployActions:
-    """The deploy role's actions, derived from the table of what each registered type needs."""
+    """The deploy role's actions, derived from the table of what each registered type needs.
+    Its IAM is reads, PassRole and EKS's service-linked roles: any other IAM action in the table
+    (a write the program would make) is refused here, since the stacks' roles are the
+    bootstrap's (components/stack_roles.py)."""
     actions = permissions.needed_actions()
     iam_actions = [a for a in actions if a.startswith("iam:")]
-    oidc = tuple(a for a in iam_actions if "OpenIDConnectProvider" in a)
-    roles = [a for a in iam_actions if a not in (*oidc, *_CONDITIONED)]
-    reads = tuple(a for a in roles if a.split(":")[1].startswith(("Get", "List")))
+    reads = tuple(a for a in iam_actions if a.split(":")[1].startswith(("Get", "List")))
+    writes = sorted(set(iam_actions) - set(reads) - _CONDITIONED)
+    if writes:
+        raise ValueError(
+            f"the program's resources need {', '.join(writes)}, but a deploy role writes no IAM: "
+            "create the role or policy in the bootstrap (components/stack_roles.py) instead"
+        )
     return DeployActions(
         regional=tuple(
             a
@@ -218,9 +184,6 @@ def deploy_actions() -> DeployActions:
         ),
         launch_template_writes=tuple(a for a in actions if a in LAUNCH_TEMPLATE_WRITES),
         role_reads=reads,
-        role_writes_bounded=tuple(a for a in roles if a in BOUNDARY_CHECKED),
-        role_writes=tuple(a for a in roles if a not in BOUNDARY_CHECKED and a not in reads),
-        oidc=oidc,
         public_parameters=tuple(a for a in actions if a.startswith("ssm:")),
     )
 
@@ -435,21 +398,15 @@ def preview_policy(
 
 
 def _stack_roles(stack: str) -> list[str]:
-    """The roles the program creates for `stack`: everything under its path, nothing else."""
+    """The roles the bootstrap creates for `stack`: everything under its path, nothing else."""
     return [f"arn:aws:iam::*:role{iam.role_path(stack)}*"]
-
-
-def _with_boundary(stack: str) -> dict[str, dict[str, str]]:
-    """The role (being created, or being changed) carries `stack`'s boundary. ArnLike for the
-    account only: a boundary is a managed policy of the role's own account (or AWS's, which has
-    no `/github-ci/` path), and no deploy role can write under `/github-ci/`."""
-    return {"ArnLike": {"iam:PermissionsBoundary": iam.boundary_arn(stack)}}
 
 
 def deploy_policy(stack: str, region: str, state_bucket: str | None) -> dict[str, Any]:
     """What `pulumi up` and `pulumi destroy` of one stack need, in that stack's region only:
-    the actions of every resource type the program registers (`permissions`), nothing else; IAM
-    on the stack's own roles only (see the module's docstring)."""
+    the actions of every resource type the program registers (`permissions`), nothing else; of
+    IAM, reads of the stack's own roles, passing them to EKS, and EKS's service-linked roles
+    (see the module's docstring)."""
     needed = deploy_actions()
     roles = _stack_roles(stack)
     return {
@@ -495,42 +452,11 @@ def deploy_policy(stack: str, region: str, state_bucket: str | None) -> dict[str
                 "Resource": roles,
             },
             {
-                "Sid": "WriteTheStackRolesWithinTheirBoundary",
-                "Effect": "Allow",
-                "Action": list(needed.role_writes_bounded),
-                "Resource": roles,
-                "Condition": _with_boundary(stack),
-            },
-            {
-                "Sid": "ChangeAndDeleteTheStackRoles",
-                "Effect": "Allow",
-                "Action": list(needed.role_writes),
-                "Resource": roles,
-            },
-            {
-                "Sid": "AttachOnlyThePoliciesTheProgramUses",
-                "Effect": "Allow",
-                "Action": ["iam:AttachRolePolicy"],
-                "Resource": roles,
-                "Condition": {
-                    "ArnEquals": {"iam:PolicyARN": list(ATTACHABLE_POLICIES)},
-                    **_with_boundary(stack),
-                },
-            },
-            {
                 "Sid": "PassTheStackRolesToEks",
                 "Effect": "Allow",
                 "Action": ["iam:PassRole"],
                 "Resource": roles,
                 "Condition": {"StringEquals": {"iam:PassedToService": list(PASSED_TO)}},
-            },
-            {
-                # EKS's issuer in the stack's region only (`oidc.eks.<region>.amazonaws.com/id/
-                # <cluster>`): the provider's ARN is the issuer, which IAM names, not us.
-                "Sid": "ManageTheClusterOidcProvider",
-                "Effect": "Allow",
-                "Action": list(needed.oidc),
-                "Resource": [f"arn:aws:iam::*:oidc-provider/oidc.eks.{region}.amazonaws.com/id/*"],
             },
             {
                 # EKS checks that its service-linked roles exist with the caller's own
@@ -570,13 +496,6 @@ def deploy_policy(stack: str, region: str, state_bucket: str | None) -> dict[str
                 ],
             },
             *_launch_template_fence(stack),
-            {
-                # A role without its boundary could be given anything by the next inline policy.
-                "Sid": "NeverLiftABoundary",
-                "Effect": "Deny",
-                "Action": ["iam:DeleteRolePermissionsBoundary"],
-                "Resource": ["arn:aws:iam::*:role/*"],
-            },
         ],
     }
 

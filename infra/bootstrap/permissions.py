@@ -32,40 +32,14 @@ class TypeActions:
 _TF = "terraform-provider-aws internal/service/"
 _EC2_TAGS = ("ec2:CreateTags", "ec2:DeleteTags", "ec2:Describe*")
 _EKS_TAGS = ("eks:TagResource", "eks:UntagResource", "eks:ListTagsForResource", "eks:Describe*")
-_ROLE = (
-    "iam:CreateRole",
+#: The program reads the bootstrap's roles (`aws.iam.Role.get`, components/stack_roles.py) and
+#: creates none: a read is the role's GetRole and its policy listings (iam/role.go
+#: `resourceRoleRead`: the role, then its inline and managed policies).
+_ROLE_READS = (
     "iam:GetRole",
-    "iam:DeleteRole",
-    "iam:UpdateRole",
-    "iam:UpdateRoleDescription",
-    # No iam:UpdateAssumeRolePolicy: iam/role.go `resourceRoleUpdate` calls it only when
-    # `assume_role_policy` changes, and no role's trust changes in place. The cluster's and the
-    # nodes' trust are constants; an add-on role's follows the cluster's OIDC issuer, and that
-    # role is replaced when it changes (`replace_on_changes`, components/addons.py). A trust
-    # that changed in place would fail with AccessDenied, never rewrite a role: cloudsplaining
-    # reads UpdateAssumeRolePolicy beside any policy write as a way to assume the role.
-    # The role's permissions boundary, set or swapped in place (iam/role.go `resourceRoleUpdate`).
-    "iam:PutRolePermissionsBoundary",
-    "iam:TagRole",
-    "iam:UntagRole",
-    "iam:ListRoleTags",
-    "iam:ListAttachedRolePolicies",
     "iam:ListRolePolicies",
     "iam:GetRolePolicy",
-    "iam:ListInstanceProfilesForRole",
-    # Deleting a role first removes its managed and inline policies (iam/role.go).
-    "iam:DetachRolePolicy",
-    "iam:DeleteRolePolicy",
-)
-_OIDC = (
-    "iam:CreateOpenIDConnectProvider",
-    "iam:DeleteOpenIDConnectProvider",
-    "iam:GetOpenIDConnectProvider",
-    "iam:TagOpenIDConnectProvider",
-    "iam:UntagOpenIDConnectProvider",
-    "iam:UpdateOpenIDConnectProviderThumbprint",
-    "iam:AddClientIDToOpenIDConnectProvider",
-    "iam:RemoveClientIDFromOpenIDConnectProvider",
+    "iam:ListAttachedRolePolicies",
 )
 _SECURITY_GROUPS = (
     "ec2:CreateSecurityGroup",
@@ -82,8 +56,6 @@ _ADDON = (
     "eks:DeleteAddon",
     *_EKS_TAGS,
     "eks:List*",
-    # An add-on's service account role is passed to EKS.
-    "iam:PassRole",
 )
 #: Kubernetes objects are created through the cluster's API endpoint, authorised by the EKS
 #: access entry EKS gives the cluster's creator; no IAM action is involved (the token comes from
@@ -165,14 +137,22 @@ RESOURCE_ACTIONS: dict[str, TypeActions] = {
         _TF + "eks/access_policy_association.go",
     ),
     "aws:eks/addon:Addon": TypeActions(_ADDON, _TF + "eks/addon.go"),
-    "aws:iam/role:Role": TypeActions(_ROLE, _TF + "iam/role.go"),
-    "aws:iam/rolePolicy:RolePolicy": TypeActions(
-        ("iam:PutRolePolicy", "iam:GetRolePolicy", "iam:DeleteRolePolicy"),
-        _TF + "iam/role_policy.go",
-    ),
-    "aws:iam/rolePolicyAttachment:RolePolicyAttachment": TypeActions(
-        ("iam:AttachRolePolicy", "iam:DetachRolePolicy", "iam:ListAttachedRolePolicies"),
-        _TF + "iam/role_policy_attachment.go",
+    "aws:iam/role:Role": TypeActions(_ROLE_READS, _TF + "iam/role.go (read only)"),
+    # A role passed to EKS Pod Identity: the caller must be able to pass it ("The IAM principal
+    # that is creating the association must have iam:PassRole", EKS User Guide,
+    # pod-id-association.html, read 2026-12-03).
+    "aws:eks/podIdentityAssociation:PodIdentityAssociation": TypeActions(
+        (
+            "eks:CreatePodIdentityAssociation",
+            "eks:DescribePodIdentityAssociation",
+            "eks:UpdatePodIdentityAssociation",
+            "eks:DeletePodIdentityAssociation",
+            "eks:ListPodIdentityAssociations",
+            *_EKS_TAGS,
+            "iam:PassRole",
+            "iam:GetRole",
+        ),
+        _TF + "eks/pod_identity_association.go",
     ),
     "aws:cloudwatch/logGroup:LogGroup": TypeActions(
         (
@@ -227,16 +207,16 @@ RESOURCE_ACTIONS: dict[str, TypeActions] = {
         ),
         _TF + "sns/topic_subscription.go",
     ),
-    # pulumi-eks: its security groups and rules, the EKS cluster, its OIDC provider and the
-    # vpc-cni and kube-proxy add-ons. No role: the program passes its own service role
-    # (components/cluster.py), so pulumi-eks creates none (nodejs/eks/cluster/cluster.ts
-    # `createCore`, `if (!args.serviceRole)`, and no instance role with `skipDefaultNodeGroup`).
+    # pulumi-eks: its security groups and rules, the EKS cluster and the vpc-cni and kube-proxy
+    # add-ons. No IAM resource: the program passes the bootstrap's service role, so pulumi-eks
+    # creates none (nodejs/eks/cluster/cluster.ts `createCore`, `if (!args.serviceRole)`, no
+    # instance role with `skipDefaultNodeGroup`, no OIDC provider without
+    # `createOidcProvider`; master at 7bf0c1b, read 2026-12-03).
     "eks:index:Cluster": TypeActions(
         (
             "iam:GetRole",
             "iam:PassRole",
             "iam:CreateServiceLinkedRole",
-            *_OIDC,
             *_SECURITY_GROUPS,
             *_EC2_TAGS,
             "eks:CreateCluster",
@@ -248,7 +228,13 @@ RESOURCE_ACTIONS: dict[str, TypeActions] = {
         "pulumi/pulumi-eks nodejs/eks/cluster/cluster.ts (children) and " + _TF + "eks/cluster.go",
     ),
     # pulumi-eks: an aws.eks.NodeGroup; EKS's service-linked role launches the instances from
-    # our launch template, whose versions the caller must be able to read.
+    # our launch template, whose versions the caller must be able to read, and with whose
+    # template the caller itself must be allowed to launch: "The IAM entity calling the
+    # CreateNodegroup or UpdateNodegroupVersion APIs must have permissions for
+    # ec2:RunInstances and ec2:CreateTags" (EKS User Guide, "Customize managed nodes with
+    # launch templates", launch-templates.html, read 2026-12-03). The caller passes no role to
+    # EC2 (`iam:PassedToService` is EKS's only): the node role reaches the instances through
+    # EKS's service-linked role.
     "eks:index:ManagedNodeGroup": TypeActions(
         (
             "eks:CreateNodegroup",
@@ -261,6 +247,8 @@ RESOURCE_ACTIONS: dict[str, TypeActions] = {
             "iam:GetRole",
             "iam:CreateServiceLinkedRole",
             "ec2:Describe*",
+            "ec2:RunInstances",
+            "ec2:CreateTags",
             "ssm:GetParameter",
         ),
         "pulumi/pulumi-eks nodejs/eks/nodes/nodegroup.ts and " + _TF + "eks/node_group.go",

@@ -20,9 +20,10 @@ KUBE_PROXY = "kube-proxy"
 COREDNS = "coredns"
 EBS_CSI = "aws-ebs-csi-driver"
 CLOUDWATCH = "amazon-cloudwatch-observability"
+IDENTITY_AGENT = "eks-pod-identity-agent"
 #: Every add-on the program installs (pulumi-eks installs vpc-cni and kube-proxy with the
 #: cluster; the program installs the others).
-ADDONS = (VPC_CNI, KUBE_PROXY, COREDNS, EBS_CSI, CLOUDWATCH)
+ADDONS = (VPC_CNI, KUBE_PROXY, COREDNS, EBS_CSI, CLOUDWATCH, IDENTITY_AGENT)
 
 
 @dataclass(frozen=True)
@@ -76,6 +77,17 @@ _CW_PUBLIC_SRC = (
 
 
 _CW = AddonPin("v6.2.0-eksbuild.1", _CW_PUBLIC_SRC, _PUBLIC_READ)
+#: One build for 1.32 to 1.35: awslabs/cdk-eks-blueprints lib/addons/eks-pod-identity-agent/
+#: index.ts `versionMap` (commit 2ae00be3 of 2026-02-19, "Update EKS addon versions to match
+#: describe-addon-versions defaults", for 1.32 to 1.34; commit 0b82904e of 2026-04-08 adds 1.35),
+#: and a public 1.35 cluster's Terraform add-on map beside kube-proxy v1.35.0-eksbuild.2; read
+#: 2026-12-03.
+_AGENT = AddonPin(
+    "v1.3.10-eksbuild.2",
+    "awslabs/cdk-eks-blueprints eks-pod-identity-agent versionMap (describe-addon-versions "
+    "defaults, 2026-02 and 2026-04) and a public 1.35 configuration, read 2026-12-03",
+    _PUBLIC_READ,
+)
 
 
 def _row(coredns: str, kube_proxy: str, *, public_cni: bool) -> dict[str, AddonPin]:
@@ -87,6 +99,7 @@ def _row(coredns: str, kube_proxy: str, *, public_cni: bool) -> dict[str, AddonP
         COREDNS: AddonPin(coredns, _COREDNS_SRC, _READ),
         EBS_CSI: _EBS,
         CLOUDWATCH: _CW,
+        IDENTITY_AGENT: _AGENT,
     }
 
 

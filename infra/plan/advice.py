@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 from pydantic_core import PydanticUndefined
 
-from infra.plan import addons, catalog, iam, readiness
+from infra.plan import addons, catalog, readiness
 from infra.plan.compare import SIZE_FIELDS, Need, candidate_config, compare
 from infra.plan.config import ConfigError, StackConfig
 from infra.plan.economics import Economics, economics
@@ -111,7 +111,6 @@ def checked_plan(cfg: StackConfig, stack: str, user_keys: Sequence[str], today: 
     except PlanError as error:
         raise explain(error, cfg, stack, user_keys, today) from None
     addons.check_pinned(cfg.kubernetes_version)
-    iam.check_boundary(stack, cfg.permissions_boundary_arn)
     if cfg.elastic:
         from infra.plan import elastic  # the elastic figures build on the plan
 

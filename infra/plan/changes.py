@@ -79,9 +79,6 @@ IDLE_KEYS = (
     "endpointPublicAccessCidrs",
     "clusterAdminArns",
     "clusterViewerArns",
-    # IAM sets or swaps a role's boundary in place (PutRolePermissionsBoundary); no role is
-    # replaced and nothing that runs under one restarts.
-    "permissionsBoundaryArn",
     "alarmEmail",
     "waitingRequestsAlarm",
     "monitoring",

@@ -423,23 +423,6 @@ class StackConfig(StackChecks):
             json_schema_extra=_fix(_IAM_FIX),
         ),
     ] = ()
-    permissions_boundary_arn: Annotated[
-        str | None,
-        Field(
-            alias="permissionsBoundaryArn",
-            pattern=r"^arn:aws[a-z-]*:iam::\d{12}:policy/[\w+=,.@/-]+$",
-            description="The managed policy every IAM role of the stack carries as its "
-            "permissions boundary: the bootstrap's `<project>-<stack>-boundary` "
-            "(`infra/bootstrap`, output `setupCommands`), without which the stack's CI deploy "
-            "role may create or change no role, so required when CI's deploy role runs the stack "
-            "(docs/deploying.md#4-the-bootstrap-stack-the-github-oidc-provider-and-the-ci-roles)"
-            ". Unset for a stack deployed by hand only.",
-            json_schema_extra=_fix(
-                "use the ARN the bootstrap prints, "
-                "arn:aws:iam::<account>:policy/github-ci/gemma-graviton-<stack>-boundary"
-            ),
-        ),
-    ] = None
     tls_certificate_arn: Annotated[
         str | None,
         Field(

@@ -1,15 +1,14 @@
-"""Where the program's IAM lives, for the program that creates it and the bootstrap that fences it.
+"""Where a stack's IAM lives, for the bootstrap that creates it and the deploy roles that read it.
 
-Pure data (no Pulumi import): `infra/__main__.py` puts every role it creates under
-`role_path(stack)` and gives it the stack's permissions boundary; `infra/bootstrap/access.py`
-lets a stack's deploy role create, change, pass and delete roles under that path only, and
-create or change one only while it carries that boundary, which the bootstrap itself creates
-under `CI_PATH`, where no deploy role may write.
+Pure data (no Pulumi import): the bootstrap puts every role of a stack under `role_path(stack)`
+with the stack's permissions boundary (`components/stack_roles.py`), and the boundary itself
+under `CI_PATH`, where no deploy role may write; `infra/bootstrap/access.py` lets a stack's
+deploy role read the roles under its path and pass them to EKS, nothing else.
 """
 
 from __future__ import annotations
 
-from infra.plan.config import PROJECT, ConfigError
+from infra.plan.config import PROJECT
 
 #: IAM path of the CI's own roles and of the boundaries: the deploy roles are denied every IAM
 #: action under it, so none can edit the role it runs as or widen a boundary.
@@ -37,18 +36,3 @@ def boundary_arn(stack: str, account: str = "*", partition: str = "aws") -> str:
     """The ARN of `stack`'s boundary; `account` `*` in the deploy roles' conditions (a boundary
     is a managed policy of the role's own account, and no one else writes under `CI_PATH`)."""
     return f"arn:{partition}:iam::{account}:policy{CI_PATH}{boundary_name(stack)}"
-
-
-def check_boundary(stack: str, arn: str | None) -> None:
-    """A `permissionsBoundaryArn` that is not `stack`'s own bootstrap boundary would make the
-    deploy role refuse every role at `pulumi up`: refused here, in one line, at preview."""
-    if arn is None:
-        return
-    wanted = f":policy{CI_PATH}{boundary_name(stack)}"
-    if not arn.endswith(wanted):
-        raise ConfigError(
-            "permissionsBoundaryArn",
-            f"{arn} is not the {stack} stack's boundary, which its deploy role requires",
-            f"use arn:aws:iam::<account>{wanted}, the bootstrap's `permissionsBoundaryArns` "
-            f"output for {stack}",
-        )
