@@ -292,6 +292,10 @@ class RecordingMocks(pulumi.runtime.Mocks):
         self._lock = threading.Lock()
         #: Zone IDs that do not offer any instance type (a test removes a type from a zone).
         self.zones_without_offerings: set[str] = set()
+        #: What exists in the account before the program runs, by (type, ID): the state a read
+        #: (``Resource.get``) returns. A read of anything else fails, as the provider's read of
+        #: a missing resource does (`harness.run_program` puts the bootstrap's roles here).
+        self.existing: dict[tuple[str, str], dict[str, Any]] = {}
 
     def install(self) -> RecordingMocks:
         """Make these mocks the Pulumi engine for the current test."""
@@ -308,7 +312,18 @@ class RecordingMocks(pulumi.runtime.Mocks):
         inputs, secret_inputs = _unwrap_secrets(dict(args.inputs))
         # A read resource (``Resource.get``) arrives with custom unset but an ID to read.
         custom = bool(args.custom or args.resource_id)
-        resource_id, outputs = self._fabricate(args.typ, args.name, dict(inputs), custom, urn)
+        if args.resource_id and not args.custom:
+            found = self.existing.get((args.typ, args.resource_id))
+            if found is None:
+                # As terraform-provider-aws reports a read of a missing resource (e.g.
+                # internal/service/iam/role.go `resourceRoleRead`: "couldn't find resource").
+                raise RuntimeError(
+                    f"reading {args.typ} ({args.resource_id}): couldn't find resource"
+                )
+            inputs = {}
+            resource_id, outputs = args.resource_id, dict(found)
+        else:
+            resource_id, outputs = self._fabricate(args.typ, args.name, dict(inputs), custom, urn)
         # Echoed secret inputs go back secret, as the engine keeps them.
         state = {
             k: rpc.wrap_rpc_secret(v) if k in secret_inputs and v == inputs.get(k) else v

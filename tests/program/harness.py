@@ -10,7 +10,13 @@ from typing import Any
 import pulumi
 import yaml
 
-from tests.fakes.pulumi_mocks import RecordingMocks, run
+from components.manifests import identity
+from infra.adapters.wiring import NAMESPACE
+from infra.plan import iam
+from infra.plan.stackfile import load_stack
+from tests.fakes.pulumi_mocks import ACCOUNT_ID, RecordingMocks, run
+
+ROLE_TYPE = "aws:iam/role:Role"
 
 REPO = Path(__file__).resolve().parents[2]
 PROGRAM = REPO / "infra"
@@ -48,6 +54,24 @@ OWN_VALUES: dict[str, dict[str, Any]] = {
 }
 
 
+def bootstrap_roles(stack: str) -> dict[tuple[str, str], dict[str, Any]]:
+    """The roles the bootstrap creates for `stack` (`components.manifests.identity`), as IAM
+    returns them: (type, name) -> state."""
+    region = load_stack(stack).region
+    found = {}
+    for role in identity.stack_roles(stack, region, NAMESPACE):
+        name = identity.role_name(stack, role.key)
+        path = iam.role_path(stack)
+        found[(ROLE_TYPE, name)] = {
+            "name": name,
+            "path": path,
+            "arn": f"arn:aws:iam::{ACCOUNT_ID}:role{path}{name}",
+            "permissionsBoundary": iam.boundary_arn(stack, account=ACCOUNT_ID),
+            "assumeRolePolicy": json.dumps(role.trust(ACCOUNT_ID, "aws", region, stack)),
+        }
+    return found
+
+
 def run_program(
     mocks: RecordingMocks,
     stack: str,
@@ -57,9 +81,11 @@ def run_program(
     preview: bool = False,
     as_shipped: bool = False,
     previous_key: str | None = None,
+    bootstrapped: bool = True,
 ) -> None:
     """Run the program on a committed stack as `pulumi up` (or, with `preview`, as `pulumi
-    preview`) would. The stack's placeholders are replaced by `OWN_VALUES` unless `as_shipped`."""
+    preview`) would. The stack's placeholders are replaced by `OWN_VALUES` unless `as_shipped`.
+    The account holds the bootstrap's roles of `stack` unless not `bootstrapped`."""
     own = {} if as_shipped else OWN_VALUES.get(stack, {})
     values = {
         **stack_values(stack),
@@ -76,6 +102,8 @@ def run_program(
         values["gemma-graviton:apiKeyPrevious"] = previous_key
         secret_keys.append("gemma-graviton:apiKeyPrevious")
     text = {k: v if isinstance(v, str) else json.dumps(v) for k, v in values.items()}
+    if bootstrapped:
+        mocks.existing |= bootstrap_roles(stack)
     pulumi.runtime.set_mocks(mocks, project="gemma-graviton", stack=stack, preview=preview,
                              monitor=mocks.monitor)  # fmt: skip
     pulumi.runtime.set_all_config(text, secret_keys)
