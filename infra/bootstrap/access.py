@@ -99,6 +99,8 @@ PREVIEW_IAM_ACTIONS = (
     "iam:GetPolicyVersion",
 )
 
+#: The launch CreateNodegroup checks that its caller could make from the node group's template.
+_LAUNCHES = frozenset({"ec2:RunInstances"})
 #: IAM actions granted only under their own conditions below.
 _CONDITIONED = frozenset({"iam:PassRole", "iam:CreateServiceLinkedRole"})
 
@@ -156,6 +158,8 @@ class DeployActions:
     launch_template_writes: tuple[str, ...]
     """Writes on an existing launch template (`LAUNCH_TEMPLATE_WRITES`), fenced to the stack's
     tagged templates in its region."""
+    launches: tuple[str, ...]
+    """ec2:RunInstances, which CreateNodegroup checks its caller for: only without a role."""
     role_reads: tuple[str, ...]
     """IAM reads of the stack's roles (the bootstrap's: the cluster's, the nodes', the pods')."""
     public_parameters: tuple[str, ...]
@@ -180,9 +184,12 @@ def deploy_actions() -> DeployActions:
         regional=tuple(
             a
             for a in actions
-            if a.split(":")[0] not in ("iam", "ssm") and a not in LAUNCH_TEMPLATE_WRITES
+            if a.split(":")[0] not in ("iam", "ssm")
+            and a not in LAUNCH_TEMPLATE_WRITES
+            and a not in _LAUNCHES
         ),
         launch_template_writes=tuple(a for a in actions if a in LAUNCH_TEMPLATE_WRITES),
+        launches=tuple(a for a in actions if a in _LAUNCHES),
         role_reads=reads,
         public_parameters=tuple(a for a in actions if a.startswith("ssm:")),
     )
@@ -438,6 +445,21 @@ def deploy_policy(stack: str, region: str, state_bucket: str | None) -> dict[str
                         for key, value in launch_template_tags(stack).items()
                     }
                 },
+            },
+            {
+                # EKS's check of CreateNodegroup's caller (`infra.bootstrap.permissions`). Never
+                # an instance with a role: the key `ec2:InstanceProfile` (an instance's profile,
+                # Service Authorization Reference, Amazon EC2, RunInstances, as shipped in
+                # parliament 1.6.4's iam_definition.json) is absent from every launch this
+                # allows. A managed node group's template has no profile either: EKS refuses
+                # one there and adds the node role itself (EKS User Guide, launch-templates.html,
+                # "IAM instance profile: prohibited", read 2026-12-03). No role can be passed to
+                # EC2 besides (`PASSED_TO`).
+                "Sid": "LaunchOnlyWithoutARole",
+                "Effect": "Allow",
+                "Action": list(needed.launches),
+                "Resource": ["*"],
+                "Condition": {**_in_region(region), "Null": {"ec2:InstanceProfile": "true"}},
             },
             {
                 "Sid": "ReadEksPublicParameters",

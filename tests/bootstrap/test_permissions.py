@@ -76,7 +76,7 @@ def test_the_deploy_role_can_do_what_the_program_registers(
     assert _lacking(policy, types, invokes) == []
     # What monitoring creates is among them (the first CI `pulumi up` failed on these).
     if overrides:
-        for action in ("iam:PutRolePolicy", "iam:DeleteRolePolicy", "cloudwatch:PutDashboard",
+        for action in ("eks:CreatePodIdentityAssociation", "cloudwatch:PutDashboard",
                        "cloudwatch:PutMetricAlarm", "cloudwatch:DeleteAlarms", "sns:CreateTopic",
                        "sns:DeleteTopic", "sns:Subscribe"):  # fmt: skip
             assert _allowed(policy, action), action

@@ -16,7 +16,10 @@ import pulumi
 import pytest
 import yaml
 
+from components.manifests import identity
 from infra.adapters.cli import main as plan_main
+from infra.adapters.wiring import NAMESPACE
+from infra.plan import iam
 from infra.plan.stackfile import load_stack, stack_names
 from tests.fakes.pulumi_host import pulumi_host
 from tests.fakes.pulumi_mocks import RecordingMocks, by_type, named, one, resolve, run
@@ -51,6 +54,11 @@ def run_bootstrap(mocks: RecordingMocks, **overrides: Any) -> None:
     run(lambda: runpy.run_path(str(PROGRAM), run_name="__main__"))
 
 
+def _ci(records: list[Any], type_: str) -> list[Any]:
+    """The CI's own roles (or their policies), not the stacks' roles the bootstrap makes."""
+    return [r for r in by_type(records, type_) if r.name.startswith("github-")]
+
+
 def _trust(record: Any) -> dict[str, Any]:
     (statement,) = json.loads(record.inputs["assumeRolePolicy"])["Statement"]
     return statement
@@ -67,7 +75,7 @@ def test_provider_and_roles_trust_exactly_the_repository_environments(
     assert resolve(exports["oidcProviderArn"]) == provider.outputs["arn"]
 
     subjects = {}
-    for record in by_type(mocks.records, ROLE):
+    for record in _ci(mocks.records, ROLE):
         statement = _trust(record)
         assert statement["Principal"] == {"Federated": provider.outputs["arn"]}, record.urn
         assert statement["Action"] == "sts:AssumeRoleWithWebIdentity", record.urn
@@ -117,14 +125,14 @@ def test_the_preview_role_cannot_reach_deploy_permissions(
     mocks: RecordingMocks, exports: dict[str, Any]
 ) -> None:
     run_bootstrap(mocks, repository=REPOSITORY, stateBucket=BUCKET)
-    policies = {r.name: r for r in by_type(mocks.records, ROLE_POLICY)}
+    policies = {r.name: r for r in _ci(mocks.records, ROLE_POLICY)}
     assert set(policies) == {
         "github-preview-permissions",
         "github-preview-prod-permissions",
         "github-deploy-dev-permissions",
         "github-deploy-prod-permissions",
     }
-    roles = {r.name: r for r in by_type(mocks.records, ROLE)}
+    roles = {r.name: r for r in _ci(mocks.records, ROLE)}
     for name, policy in policies.items():
         role = roles[name.removesuffix("-permissions")]
         assert policy.inputs["role"] == role.resource_id, policy.urn
@@ -157,7 +165,7 @@ def test_the_preview_role_cannot_reach_deploy_permissions(
 @pytest.mark.usefixtures("as_pulumi_host")
 def test_outputs_name_what_goes_where(mocks: RecordingMocks, exports: dict[str, Any]) -> None:
     run_bootstrap(mocks, repository=REPOSITORY)
-    arns = {r.name.removeprefix("github-"): r.outputs["arn"] for r in by_type(mocks.records, ROLE)}
+    arns = {r.name.removeprefix("github-"): r.outputs["arn"] for r in _ci(mocks.records, ROLE)}
     assert resolve(exports["roleArns"]) == arns
     assert resolve(exports["environmentVariables"]) == {
         "preview": {"AWS_PREVIEW_ROLE_ARN": arns["preview"]},
@@ -194,17 +202,55 @@ def test_outputs_name_what_goes_where(mocks: RecordingMocks, exports: dict[str, 
         f"{arns['preview-prod']}",
         f"gh variable set AWS_DEV_ROLE_ARN --env dev --body {arns['deploy-dev']}",
         f"gh variable set AWS_PROD_ROLE_ARN --env prod --body {arns['deploy-prod']}",
-        "pulumi -s dev config set permissionsBoundaryArn "
-        "arn:aws:iam::123456789012:policy/github-ci/gemma-graviton-dev-boundary",
         f"pulumi -s dev config set --path 'clusterViewerArns[0]' {arns['preview']}",
-        "pulumi -s prod config set permissionsBoundaryArn "
-        "arn:aws:iam::123456789012:policy/github-ci/gemma-graviton-prod-boundary",
         # After prod's own viewer (stacks/Pulumi.prod.yaml lists one), not over it.
         f"pulumi -s prod config set --path 'clusterViewerArns[1]' {arns['preview-prod']}",
     ]
     # Without `stateBucket` (Pulumi Cloud) no role is granted S3.
-    for record in by_type(mocks.records, ROLE_POLICY):
+    for record in _ci(mocks.records, ROLE_POLICY):
         assert '"s3:' not in record.inputs["policy"], record.urn
+
+
+@pytest.mark.usefixtures("as_pulumi_host")
+def test_each_stack_gets_its_roles_under_its_path_with_its_boundary(
+    mocks: RecordingMocks, exports: dict[str, Any]
+) -> None:
+    """Every role of `components.manifests.identity.stack_roles`, for each deployed stack: its
+    name (what the program reads), its stack's path and boundary, its trust, and exactly its
+    policies; the `stackRoleArns` output names them."""
+    run_bootstrap(mocks, repository=REPOSITORY)
+    boundaries = {
+        r.name.removeprefix("github-boundary-"): r.outputs["arn"]
+        for r in by_type(mocks.records, POLICY)
+    }
+    roles = {r.name: r for r in by_type(mocks.records, ROLE) if r.name.startswith("stack-")}
+    attached = {
+        (r.inputs["role"], r.inputs["policyArn"])
+        for r in by_type(mocks.records, "aws:iam/rolePolicyAttachment:RolePolicyAttachment")
+    }
+    inline = {r.inputs["role"]: r.inputs["policy"] for r in by_type(mocks.records, ROLE_POLICY)}
+    want_arns = {}
+    for stack in ("dev", "prod"):
+        region = load_stack(stack).region
+        specs = identity.stack_roles(stack, region, NAMESPACE)
+        assert {f"stack-{stack}-{s.key}" for s in specs} == {
+            n for n in roles if n.startswith(f"stack-{stack}-")
+        }
+        want_arns[stack] = {}
+        for spec in specs:
+            role = roles[f"stack-{stack}-{spec.key}"]
+            name = identity.role_name(stack, spec.key)
+            assert role.inputs["name"] == name and len(name) <= 64, role.urn
+            assert role.inputs["path"] == iam.role_path(stack), role.urn
+            assert role.inputs["permissionsBoundary"] == boundaries[stack], role.urn
+            trust = json.loads(role.inputs["assumeRolePolicy"])
+            assert trust == spec.trust("123456789012", "aws", region, stack), role.urn
+            assert {p for r, p in attached if r == name} == {
+                f"arn:aws:iam::aws:policy/{p}" for p in spec.managed_policies
+            }, role.urn
+            assert inline.get(name) == spec.inline_policy, role.urn
+            want_arns[stack][spec.key] = role.outputs["arn"]
+    assert resolve(exports["stackRoleArns"]) == want_arns
 
 
 @pytest.mark.usefixtures("as_pulumi_host")
@@ -213,7 +259,7 @@ def test_each_stack_gets_a_boundary_where_no_deploy_role_writes(mocks: Recording
     under the name the deploy roles' conditions and the program's `permissionsBoundaryArn`
     expect; it is regional like the stack and grants no IAM, STS, S3 or secrets."""
     run_bootstrap(mocks, repository=REPOSITORY)
-    policies = {r.name: r for r in by_type(mocks.records, ROLE_POLICY)}
+    policies = {r.name: r for r in _ci(mocks.records, ROLE_POLICY)}
     for stack in ("dev", "prod"):
         boundary = named(mocks.records, POLICY, f"github-boundary-{stack}")
         assert boundary.inputs["path"] == "/github-ci/", boundary.urn
@@ -294,7 +340,7 @@ def test_an_existing_github_provider_is_reused(
     existing = "arn:aws:iam::123456789012:oidc-provider/token.actions.githubusercontent.com"
     run_bootstrap(mocks, repository=REPOSITORY, githubOidcProviderArn=existing)
     assert by_type(mocks.records, PROVIDER) == []
-    for record in by_type(mocks.records, ROLE):
+    for record in _ci(mocks.records, ROLE):
         assert _trust(record)["Principal"] == {"Federated": existing}, record.urn
     assert resolve(exports["oidcProviderArn"]) == existing
 

@@ -241,15 +241,17 @@ def test_every_accepted_finding_names_each_statement_that_grants_it() -> None:
     assert not problems, "\n".join(problems)
 
 
-def test_the_precision_rule_sees_an_inline_policy_write_granted_region_wide() -> None:
-    """Not vacuous: iam:PutRolePolicy granted by the region-wide statement as well as by its
-    fenced one is caught."""
+def test_the_precision_rule_sees_a_launch_granted_without_its_fence() -> None:
+    """Not vacuous: ec2:RunInstances granted by the region-wide statement as well as by its
+    fenced one (no instance profile) is caught."""
     document = json.loads(documents()["deploy-dev"])
     regional = next(s for s in document["Statement"] if s["Sid"] == "ManageTheStackInItsRegion")
-    regional["Action"] = [*regional["Action"], "iam:PutRolePolicy"]
-    ((_, finding, reason),) = [row for row in _accepted_rows() if row[1].endswith(":PutRolePolicy")]
+    regional["Action"] = [*regional["Action"], "ec2:RunInstances"]
+    ((_, finding, reason),) = [
+        row for row in _accepted_rows() if row[1].endswith(":CreateEC2WithExistingIP")
+    ]
     assert _imprecise("deploy-dev", json.dumps(document), finding, reason) == [
-        f"{finding} on deploy-dev: iam:putrolepolicy is granted by "
+        f"{finding} on deploy-dev: ec2:runinstances is granted by "
         "[ManageTheStackInItsRegion], unnamed"
     ]
 

@@ -109,6 +109,8 @@ class Recorded:
     """What the mock returned as the resource's state (secrets unwrapped)."""
     secret_inputs: frozenset[str] = frozenset()
     """Top-level input keys whose value was (or contained) a secret."""
+    read: bool = False
+    """A read of an existing resource (``Resource.get``), not a registration."""
 
 
 @dataclass(frozen=True)
@@ -312,7 +314,8 @@ class RecordingMocks(pulumi.runtime.Mocks):
         inputs, secret_inputs = _unwrap_secrets(dict(args.inputs))
         # A read resource (``Resource.get``) arrives with custom unset but an ID to read.
         custom = bool(args.custom or args.resource_id)
-        if args.resource_id and not args.custom:
+        read = bool(args.resource_id and not args.custom)
+        if read:
             found = self.existing.get((args.typ, args.resource_id))
             if found is None:
                 # As terraform-provider-aws reports a read of a missing resource (e.g.
@@ -345,6 +348,7 @@ class RecordingMocks(pulumi.runtime.Mocks):
                     parent=parent,
                     outputs=outputs,
                     secret_inputs=secret_inputs,
+                    read=read,
                 )
             )
         return resource_id, state
