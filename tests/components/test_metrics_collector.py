@@ -16,14 +16,13 @@ import yaml
 
 from components import watch
 from components.manifests import gatekeeper, metrics, probes
-from components.manifests.spec import LWS_NAME_LABEL, LWS_WORKER_INDEX_LABEL, ROLE_ANNOTATION
+from components.manifests.spec import LWS_NAME_LABEL, LWS_WORKER_INDEX_LABEL
 from infra.adapters import wiring
 from infra.plan import catalog
 from infra.plan.stackfile import load_stack
 from tests.fakes import k8s_schemas
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "vllm" / "metrics-v0.31.json"
-ROLE_ARN = "arn:aws:iam::123456789012:role/collector"
 
 
 def _spec() -> metrics.CollectorSpec:
@@ -44,7 +43,7 @@ def _job(config: dict[str, Any], name: str) -> dict[str, Any]:
 
 
 def _by_kind() -> dict[str, dict[str, Any]]:
-    objects = metrics.collector_objects(_spec(), ROLE_ARN)
+    objects = metrics.collector_objects(_spec())
     assert [o["kind"] for o in objects] == [
         "ServiceAccount",
         "Role",
@@ -94,7 +93,7 @@ def _exported_samples() -> set[str]:
 
 
 def test_every_object_passes_the_real_schemas() -> None:
-    for obj in metrics.collector_objects(_spec(), ROLE_ARN):
+    for obj in metrics.collector_objects(_spec()):
         errors = k8s_schemas.core_errors(obj, catalog.DEFAULT_KUBERNETES_VERSION)
         assert errors == [], (obj["kind"], errors)
         assert obj["metadata"]["namespace"] == wiring.NAMESPACE
@@ -109,7 +108,8 @@ def test_the_objects_refer_to_each_other() -> None:
         objects["RoleBinding"],
         objects["ConfigMap"],
     )
-    assert account["metadata"]["annotations"] == {"eks.amazonaws.com/role-arn": ROLE_ARN}
+    # EKS Pod Identity maps the account to its role in EKS's API; the account names none.
+    assert "annotations" not in account["metadata"]
     assert binding["roleRef"] == {
         "apiGroup": "rbac.authorization.k8s.io",
         "kind": "Role",
@@ -368,20 +368,21 @@ def test_a_config_change_rolls_the_collector() -> None:
     spec = _spec()
     digest = _by_kind()["Deployment"]["spec"]["template"]["metadata"]["annotations"]
     assert digest == {
-        metrics.CONFIG_ANNOTATION: metrics.config_digest(metrics.collector_config(spec)),
-        ROLE_ANNOTATION: ROLE_ARN,
+        metrics.CONFIG_ANNOTATION: metrics.config_digest(metrics.collector_config(spec))
     }
     other = dataclasses.replace(spec, cloudwatch_namespace="GemmaGraviton/other")
     assert metrics.collector_config(other) != metrics.collector_config(spec)
-    rolled = metrics.deployment(other, ROLE_ARN)["spec"]["template"]["metadata"]["annotations"]
+    rolled = metrics.deployment(other)["spec"]["template"]["metadata"]["annotations"]
     assert rolled != digest
 
 
-def test_a_new_role_rolls_the_collector() -> None:
-    """EKS's webhook gives a pod its role (`AWS_ROLE_ARN`) when the pod is created: a replaced
-    role must change the template, or the running pod keeps asking for the deleted one."""
-    template = metrics.deployment(_spec(), "arn:aws:iam::123456789012:role/collector-2")
-    assert (
-        template["spec"]["template"]["metadata"]["annotations"]
-        != (_by_kind()["Deployment"]["spec"]["template"]["metadata"]["annotations"])
-    )
+def test_no_object_of_the_collector_names_a_role() -> None:
+    """The collector's role reaches its pod through EKS Pod Identity (the association in
+    `components.monitoring`), not through its objects: an IRSA annotation on the account, or a
+    role in the pod's environment, would send the SDK to a web identity no OIDC provider of the
+    account vouches for, and its calls would fail."""
+    for obj in metrics.collector_objects(_spec()):
+        text = json.dumps(obj)
+        assert "eks.amazonaws.com/role-arn" not in text, obj["kind"]
+        assert "AWS_ROLE_ARN" not in text and "AWS_WEB_IDENTITY_TOKEN_FILE" not in text, obj["kind"]
+        assert "arn:aws:iam::" not in text, obj["kind"]

@@ -22,8 +22,9 @@ from typing import Any
 import pytest
 
 from components import manifests
-from components.autoscaling import autoscaler_policy, autoscaler_values
+from components.autoscaling import autoscaler_values
 from components.manifests import gatekeeper, scaling
+from components.manifests.identity import AUTOSCALER_SERVICE_ACCOUNT, autoscaler_policy
 from infra.adapters import wiring
 from infra.adapters.render import rendered_objects
 from infra.plan import addons, elastic, liveness
@@ -382,7 +383,7 @@ def test_zero_groups_within_the_cooldown_and_one_poll() -> None:
     assert e is not None
     # The alarm waits for zero groups and the autoscaler's removal of their nodes (its
     # --scale-down-unneeded-time, components/autoscaling.py), and past the slowest wake-up.
-    unneeded = autoscaler_values("c", "r", "a", {}, 1, "v")["extraArgs"]
+    unneeded = autoscaler_values("c", "r", {}, 1, "v")["extraArgs"]
     assert unneeded["scale-down-unneeded-time"] == f"{elastic.SCALE_DOWN_UNNEEDED_SECONDS // 60}m0s"
     assert e.idle_alarm_s >= bound + elastic.SCALE_DOWN_UNNEEDED_SECONDS
     assert e.idle_alarm_s > e.wake_without_volume_s and e.idle_alarm_s % 60 == 0
@@ -402,12 +403,12 @@ def test_autoscaler_may_change_only_this_clusters_groups() -> None:
     assert writes["Condition"] == {
         "StringEquals": {"aws:ResourceTag/k8s.io/cluster-autoscaler/gemma-graviton-prod": "owned"}
     }
-    values = autoscaler_values(
-        "c", "us-east-1", "arn:aws:iam::1:role/r", wiring.SYSTEM_LABELS, 2985, "v1.35.2"
-    )
-    assert values["rbac"]["serviceAccount"]["annotations"] == {
-        "eks.amazonaws.com/role-arn": "arn:aws:iam::1:role/r"
-    }
+    values = autoscaler_values("c", "us-east-1", wiring.SYSTEM_LABELS, 2985, "v1.35.2")
+    # The account its role is bound to by EKS Pod Identity (components.autoscaling), with no
+    # IRSA annotation: one would send the SDK to a web identity no OIDC provider vouches for.
+    assert values["rbac"]["serviceAccount"] == {"name": AUTOSCALER_SERVICE_ACCOUNT}
+    assert "podAnnotations" not in values
+    assert "eks.amazonaws.com/role-arn" not in json.dumps(values)
     assert values["nodeSelector"] == wiring.SYSTEM_LABELS
     assert values["image"]["tag"] == "v1.35.2"
 

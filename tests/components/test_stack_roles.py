@@ -1,0 +1,276 @@
+"""The stacks' IAM roles: what each is (`components.manifests.identity`, pure), how the bootstrap
+makes them (`components.stack_roles.StackRoles`) and how the program reads them.
+
+Policy checked here: a pod role admits EKS Pod Identity only, for its own stack's cluster and
+its own service account, matched exactly on the session tags EKS Pod Identity sets; the cluster
+role trusts EKS and the node role EC2, each with only its own managed policies; every role's
+name fits IAM's limit on both committed stacks; the bootstrap creates each role under the
+stack's path with its boundary and the trust and policies of its spec.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from typing import Any
+
+import pulumi
+import pytest
+
+from components.manifests import identity, metrics
+from components.manifests.identity import (
+    AGENT_NAMESPACE,
+    AGENT_SERVICE_ACCOUNT,
+    AUTOSCALER_NAMESPACE,
+    AUTOSCALER_SERVICE_ACCOUNT,
+    CONTROLLER_NAMESPACE,
+    CONTROLLER_SERVICE_ACCOUNT,
+    StackRole,
+)
+from components.stack_roles import StackRoles, StackRolesArgs, existing_roles, pod_role_arns
+from infra.adapters import wiring
+from infra.plan import config, iam
+from infra.plan.stackfile import load_stack
+from tests.fakes.pulumi_mocks import ACCOUNT_ID, RecordingMocks, by_type, named, resolve, run
+from tests.program.harness import bootstrap_roles
+
+TODAY = dt.date(2026, 12, 3)
+STACKS = ("dev", "prod")
+ROLE = "aws:iam/role:Role"
+ATTACHMENT = "aws:iam/rolePolicyAttachment:RolePolicyAttachment"
+INLINE = "aws:iam/rolePolicy:RolePolicy"
+#: IAM's limit on a role name (IAM User Guide, "IAM object quotas", read 2026-12-03).
+ROLE_NAME_LIMIT = 64
+#: The session tags EKS Pod Identity sets on every session it opens for a pod (EKS User Guide,
+#: pod-id-abac.html, read 2026-12-03), as trust-policy condition keys.
+CLUSTER_TAG = "aws:RequestTag/eks-cluster-arn"
+NAMESPACE_TAG = "aws:RequestTag/kubernetes-namespace"
+ACCOUNT_TAG = "aws:RequestTag/kubernetes-service-account"
+
+
+def _region(stack: str) -> str:
+    return load_stack(stack, today=TODAY).region
+
+
+def _roles(stack: str) -> dict[str, StackRole]:
+    return {r.key: r for r in identity.stack_roles(stack, _region(stack), wiring.NAMESPACE)}
+
+
+def _statement(role: StackRole, stack: str) -> dict[str, Any]:
+    trust = role.trust(ACCOUNT_ID, "aws", _region(stack), stack)
+    assert trust["Version"] == "2012-10-17", role.key
+    (statement,) = trust["Statement"]
+    assert statement["Effect"] == "Allow", role.key
+    return statement
+
+
+# -- the pods' roles -----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_every_pod_role_admits_pod_identity_for_its_own_account_in_its_own_cluster(
+    stack: str,
+) -> None:
+    """An association of the role with another service account, or in another stack's cluster,
+    gets no credentials: EKS Pod Identity's tags must name this cluster and this account."""
+    region = _region(stack)
+    pods = [r for r in _roles(stack).values() if r.service_account is not None]
+    assert {str(r.service_account) for r in pods} == {
+        f"{CONTROLLER_NAMESPACE}/{CONTROLLER_SERVICE_ACCOUNT}",
+        f"{AGENT_NAMESPACE}/{AGENT_SERVICE_ACCOUNT}",
+        f"{AUTOSCALER_NAMESPACE}/{AUTOSCALER_SERVICE_ACCOUNT}",
+        f"{wiring.NAMESPACE}/{metrics.NAME}",
+    }
+    for role in pods:
+        assert role.service_account is not None
+        statement = _statement(role, stack)
+        assert role.principal == identity.POD_IDENTITY_PRINCIPAL == "pods.eks.amazonaws.com"
+        assert statement["Principal"] == {"Service": "pods.eks.amazonaws.com"}, role.key
+        # EKS Pod Identity tags the session it assumes: without TagSession it is refused.
+        assert sorted(statement["Action"]) == ["sts:AssumeRole", "sts:TagSession"], role.key
+        # Exact matching only: a StringLike or a `*` would admit another cluster or account.
+        assert statement["Condition"] == {
+            "StringEquals": {
+                CLUSTER_TAG: f"arn:aws:eks:{region}:{ACCOUNT_ID}:cluster/gemma-graviton-{stack}",
+                NAMESPACE_TAG: role.service_account.namespace,
+                ACCOUNT_TAG: role.service_account.name,
+            }
+        }, role.key
+        assert "*" not in json.dumps(statement["Condition"]), role.key
+
+
+def test_the_trust_names_the_cluster_the_program_creates() -> None:
+    """The program names its EKS cluster `identity.cluster_name` (infra/__main__.py), and EKS
+    Pod Identity's `eks-cluster-arn` tag is that cluster's ARN in the stack's own account."""
+    (role,) = [r for r in _roles("dev").values() if r.key == "collector"]
+    statement = _statement(role, "dev")
+    assert identity.cluster_name("dev") == "gemma-graviton-dev"
+    arn = statement["Condition"]["StringEquals"][CLUSTER_TAG]
+    assert arn.endswith(f":cluster/{identity.cluster_name('dev')}")
+    other = role.trust("210987654321", "aws-us-gov", "us-gov-west-1", "prod")
+    assert other["Statement"][0]["Condition"]["StringEquals"][CLUSTER_TAG] == (
+        "arn:aws-us-gov:eks:us-gov-west-1:210987654321:cluster/gemma-graviton-prod"
+    )
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_each_pod_role_holds_only_its_own_permissions(stack: str) -> None:
+    roles = _roles(stack)
+    assert roles["ebs-csi"].managed_policies == ("service-role/AmazonEBSCSIDriverPolicy",)
+    assert roles["ebs-csi"].inline_policy is None
+    assert roles["cloudwatch-agent"].managed_policies == ("CloudWatchAgentServerPolicy",)
+    assert roles["cloudwatch-agent"].inline_policy is None
+    assert roles["autoscaler"].managed_policies == ()
+    assert roles["autoscaler"].inline_policy == identity.autoscaler_policy(
+        identity.cluster_name(stack)
+    )
+    assert roles["collector"].managed_policies == ()
+    (statement,) = json.loads(roles["collector"].inline_policy or "{}")["Statement"]
+    # The group the collector writes to (its spec's, `infra.adapters.wiring.collector_spec`).
+    group = wiring.collector_spec(load_stack(stack, today=TODAY), stack).log_group
+    assert group == identity.metrics_log_group(stack)
+    assert statement["Resource"] == [
+        f"arn:aws:logs:{_region(stack)}:*:log-group:{group}",
+        f"arn:aws:logs:{_region(stack)}:*:log-group:{group}:*",
+    ]
+
+
+def test_the_collector_writes_log_events_to_its_own_group_only() -> None:
+    group = "arn:aws:logs:us-west-2:123456789012:log-group:/gemma-graviton/dev/metrics"
+    document = json.loads(identity.emf_policy(group))
+    (statement,) = document["Statement"]
+    assert statement["Effect"] == "Allow"
+    # CloudWatch makes the metrics from the EMF events: no PutMetricData, nothing else.
+    assert statement["Action"] == [
+        "logs:CreateLogStream",
+        "logs:DescribeLogStreams",
+        "logs:PutLogEvents",
+    ]
+    assert statement["Resource"] == [group, f"{group}:*"]
+    # The group's ARN as CloudWatch returns it (with `:*`) gives the same policy.
+    assert identity.emf_policy(f"{group}:*") == identity.emf_policy(group)
+
+
+# -- the cluster's and the nodes' roles ----------------------------------------------------------
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_the_cluster_role_trusts_eks_and_the_node_role_ec2(stack: str) -> None:
+    roles = _roles(stack)
+    cluster, nodes = _statement(roles["cluster"], stack), _statement(roles["nodes"], stack)
+
+    assert cluster["Principal"] == {"Service": "eks.amazonaws.com"}
+    assert "sts:AssumeRole" in cluster["Action"]
+    assert "Condition" not in cluster
+    assert roles["cluster"].managed_policies == (identity.CLUSTER_POLICY,)
+    assert identity.CLUSTER_POLICY == "AmazonEKSClusterPolicy"
+    assert roles["cluster"].service_account is None and roles["cluster"].inline_policy is None
+
+    # An instance profile's role is assumed with sts:AssumeRole alone.
+    assert nodes["Principal"] == {"Service": "ec2.amazonaws.com"}
+    assert nodes["Action"] == ["sts:AssumeRole"]
+    assert "Condition" not in nodes
+    # The pods that call AWS have roles of their own: the nodes hold only what a node needs,
+    # the worker policy holding the Pod Identity agent's eks-auth:AssumeRoleForPodIdentity.
+    assert (
+        set(roles["nodes"].managed_policies)
+        == set(identity.NODE_POLICIES)
+        == {
+            "AmazonEKSWorkerNodePolicy",
+            "AmazonEKS_CNI_Policy",
+            "AmazonEC2ContainerRegistryReadOnly",
+        }
+    )
+    assert roles["nodes"].service_account is None and roles["nodes"].inline_policy is None
+
+
+# -- names ---------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_role_names_fit_iams_limit_and_are_distinct(stack: str) -> None:
+    roles = identity.stack_roles(stack, _region(stack), wiring.NAMESPACE)
+    names = [identity.role_name(stack, r.key) for r in roles]
+    for name in names:
+        assert len(name) <= ROLE_NAME_LIMIT, (name, len(name))
+        assert name.startswith(f"{identity.PROJECT}-{stack}-"), name
+    assert len(set(names)) == len(names)
+    accounts = [str(r.service_account) for r in roles if r.service_account is not None]
+    # One role per service account: EKS allows one association per account.
+    assert len(set(accounts)) == len(accounts)
+
+
+def test_the_project_is_the_configs() -> None:
+    assert identity.PROJECT == config.PROJECT
+
+
+# -- the bootstrap's component and the program's read --------------------------------------------
+
+
+def test_the_bootstrap_makes_each_role_as_its_spec_says(mocks: RecordingMocks) -> None:
+    stack, region = "dev", _region("dev")
+    specs = identity.stack_roles(stack, region, wiring.NAMESPACE)
+    boundary = iam.boundary_arn(stack, account=ACCOUNT_ID)
+
+    component = run(
+        lambda: StackRoles(
+            "dev-roles",
+            StackRolesArgs(
+                stack=stack,
+                roles=specs,
+                path=iam.role_path(stack),
+                boundary_arn=boundary,
+                account=ACCOUNT_ID,
+                partition="aws",
+                region=region,
+            ),
+        )
+    )
+    roles = {r.inputs["name"]: r for r in by_type(mocks.records, ROLE)}
+    assert set(roles) == {identity.role_name(stack, s.key) for s in specs}
+    for spec in specs:
+        role = roles[identity.role_name(stack, spec.key)]
+        assert role.inputs["path"] == iam.role_path(stack), role.urn
+        assert role.inputs["permissionsBoundary"] == boundary, role.urn
+        assert json.loads(role.inputs["assumeRolePolicy"]) == spec.trust(
+            ACCOUNT_ID, "aws", region, stack
+        ), role.urn
+        attached = [
+            a.inputs["policyArn"]
+            for a in by_type(mocks.records, ATTACHMENT)
+            if a.inputs["role"] == role.outputs["name"]
+        ]
+        assert sorted(attached) == sorted(
+            f"arn:aws:iam::aws:policy/{policy}" for policy in spec.managed_policies
+        ), role.urn
+        inline = [
+            p.inputs["policy"]
+            for p in by_type(mocks.records, INLINE)
+            if p.inputs["role"] == role.outputs["name"]
+        ]
+        assert inline == ([spec.inline_policy] if spec.inline_policy else []), role.urn
+        assert resolve(component.role_arns[spec.key]) == role.outputs["arn"], role.urn
+
+
+def test_the_program_reads_the_roles_and_maps_each_account_to_its_own(
+    mocks: RecordingMocks,
+) -> None:
+    stack = "dev"
+    specs = identity.stack_roles(stack, _region(stack), wiring.NAMESPACE)
+    mocks.existing |= bootstrap_roles(stack)
+
+    def program() -> dict[str, pulumi.Output[str]]:
+        found = existing_roles("role", stack, [s.key for s in specs], pulumi.ResourceOptions())
+        return pod_role_arns(specs, found)
+
+    arns = run(program)
+    # Read, never registered: nothing of IAM is created by the program.
+    for record in by_type(mocks.records, ROLE):
+        assert record.inputs == {}, record.urn
+        assert record.urn not in mocks.monitor.dependencies, record.urn
+    pods = [s for s in specs if s.service_account is not None]
+    assert set(arns) == {str(s.service_account) for s in pods}
+    for spec in pods:
+        read = named(mocks.records, ROLE, f"role-{spec.key}")
+        assert resolve(arns[str(spec.service_account)]) == read.outputs["arn"], read.urn
+        assert read.resource_id == identity.role_name(stack, spec.key), read.urn
