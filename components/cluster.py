@@ -178,7 +178,7 @@ class Cluster(pulumi.ComponentResource):
     """
 
     cluster_name: pulumi.Output[str]
-    """The EKS cluster's physical name (auto-named from the component name)."""
+    """The EKS cluster's physical name (`ClusterArgs.name`)."""
     kubeconfig: pulumi.Output[str]
     """A JSON kubeconfig (``aws eks get-token`` exec auth), marked secret."""
     provider: k8s.Provider
@@ -280,7 +280,7 @@ class Cluster(pulumi.ComponentResource):
     def _control_plane(
         name: str, args: ClusterArgs, service_role: aws.iam.Role, child: pulumi.ResourceOptions
     ) -> eks.Cluster:
-        """The EKS control plane, its OIDC provider and the VPC CNI settings."""
+        """The EKS control plane and the VPC CNI settings."""
         return eks.Cluster(
             f"{name}-eks",
             service_role=service_role,
@@ -408,8 +408,9 @@ class Cluster(pulumi.ComponentResource):
                 )
             ],
             # IMDSv2 only, and a PUT response hop limit of 1: a pod's request crosses one more
-            # hop than the node's own, so pods cannot fetch the node role's credentials and must
-            # use IRSA. Host-network daemons (VPC CNI, kube-proxy) still reach the metadata.
+            # hop than the node's own, so pods cannot fetch the node role's credentials and get
+            # their own through EKS Pod Identity. Host-network daemons (VPC CNI, kube-proxy, the
+            # Pod Identity agent, which trades with the node role) still reach the metadata.
             metadata_options=aws.ec2.LaunchTemplateMetadataOptionsArgs(
                 http_endpoint="enabled",
                 http_tokens="required",

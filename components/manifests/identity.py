@@ -132,6 +132,16 @@ def metrics_log_group(stack: str) -> str:
     return f"/{PROJECT}/{stack}/metrics"
 
 
+def partition_of(region: str) -> str:
+    """The AWS partition of `region` (AWS General Reference, "Amazon Resource Names", partition:
+    aws, aws-cn for China, aws-us-gov for GovCloud, read 2026-12-03)."""
+    if region.startswith("cn-"):
+        return "aws-cn"
+    if region.startswith("us-gov-"):
+        return "aws-us-gov"
+    return "aws"
+
+
 def role_name(stack: str, key: str) -> str:
     """A stack role's name (at most 64 characters, IAM's limit)."""
     return f"{PROJECT}-{stack}-{key}"
@@ -193,7 +203,7 @@ def stack_roles(stack: str, region: str, app_namespace: str) -> tuple[StackRole,
 
     The collector's log group ARN names any account: a role writes only its own account's logs
     (CloudWatch Logs takes no resource policy for PutLogEvents)."""
-    logs = f"arn:aws:logs:{region}:*:log-group:{metrics_log_group(stack)}"
+    logs = f"arn:{partition_of(region)}:logs:{region}:*:log-group:{metrics_log_group(stack)}"
     return (
         StackRole(
             "cluster",

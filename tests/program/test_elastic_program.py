@@ -27,6 +27,7 @@ from tests.program.harness import OWN_VALUES, run_program
 
 NODE_GROUP = "eks:index:ManagedNodeGroup"
 CHART = "kubernetes:helm.sh/v4:Chart"
+ASSOCIATION = "aws:eks/podIdentityAssociation:PodIdentityAssociation"
 SCALED_OBJECT = "kubernetes:keda.sh/v1alpha1:ScaledObject"
 LWS = "kubernetes:leaderworkerset.x-k8s.io/v1:LeaderWorkerSet"
 #: dev's resources (type, name) as the program created them before elasticity existed (commit
@@ -76,16 +77,17 @@ def test_charts_are_pinned_and_the_autoscaler_has_its_own_role(mocks: RecordingM
     autoscaler = named(mocks.records, CHART, "scale-cluster-autoscaler")
     assert autoscaler.inputs["version"] == AUTOSCALER_CHART_VERSION
     assert autoscaler.inputs["repositoryOpts"]["repo"] == AUTOSCALER_REPO
-    role = named(mocks.records, "aws:iam/role:Role", "scale-autoscaler-role")
-    trust = json.loads(role.inputs["assumeRolePolicy"])
-    condition = trust["Statement"][0]["Condition"]["StringEquals"]
-    assert "system:serviceaccount:kube-system:cluster-autoscaler" in condition.values()
-    policy = named(mocks.records, "aws:iam/rolePolicy:RolePolicy", "scale-autoscaler-policy")
-    assert policy.inputs["role"].startswith("scale-autoscaler-role"), policy.urn
-    actions = json.loads(policy.inputs["policy"])["Statement"][1]["Action"]
-    assert "autoscaling:SetDesiredCapacity" in actions
+    # Its own role, the bootstrap's (read by name), through its own service account.
+    role = named(mocks.records, "aws:iam/role:Role", "role-autoscaler")
+    assert role.read and role.resource_id == "gemma-graviton-dev-autoscaler", role.urn
+    identity = named(mocks.records, ASSOCIATION, "scale-autoscaler-identity")
+    assert identity.inputs["roleArn"] == role.outputs["arn"], identity.urn
+    assert (identity.inputs["namespace"], identity.inputs["serviceAccount"]) == (
+        "kube-system",
+        "cluster-autoscaler",
+    )
     values = autoscaler.inputs["values"]
-    assert values["rbac"]["serviceAccount"]["annotations"]["eks.amazonaws.com/role-arn"]
+    assert values["rbac"]["serviceAccount"] == {"name": "cluster-autoscaler"}
     assert values["nodeSelector"] == {"gemma-graviton.dev/pool": "system"}
     # A node the autoscaler removes gives its model pods their whole grace, not its 600 s.
     lws = one(mocks.records, LWS)
@@ -96,16 +98,18 @@ def test_charts_are_pinned_and_the_autoscaler_has_its_own_role(mocks: RecordingM
 
 
 @pytest.mark.usefixtures("as_pulumi_host")
-def test_the_autoscaler_chart_waits_for_its_role_and_policy(mocks: RecordingMocks) -> None:
+def test_the_autoscaler_chart_waits_for_its_credentials(mocks: RecordingMocks) -> None:
     # cluster-autoscaler 1.35.0 cloudprovider/aws/aws_cloud_provider.go `BuildAWS`: an error
-    # creating the AWS manager (AccessDenied before IAM holds the policy) is klog.Fatalf.
+    # creating the AWS manager (no credentials) is klog.Fatalf; EKS's webhook gives a pod its
+    # credentials' address only when the pod is created, so the association comes first, and
+    # the agent that serves them.
     _run_elastic(mocks)
     chart = named(mocks.records, CHART, "scale-cluster-autoscaler")
-    policy = named(mocks.records, "aws:iam/rolePolicy:RolePolicy", "scale-autoscaler-policy")
-    role = named(mocks.records, "aws:iam/role:Role", "scale-autoscaler-role")
+    identity = named(mocks.records, ASSOCIATION, "scale-autoscaler-identity")
+    agent = named(mocks.records, "aws:eks/addon:Addon", "eks-pod-identity-agent")
     deps = mocks.monitor.dependencies[chart.urn]
-    assert policy.urn in deps, (chart.urn, "should depend on", policy.urn)
-    assert role.urn in deps, (chart.urn, "should depend on", role.urn)
+    assert identity.urn in deps, (chart.urn, "should depend on", identity.urn)
+    assert agent.urn in deps, (chart.urn, "should depend on", agent.urn)
 
 
 @pytest.mark.usefixtures("as_pulumi_host")

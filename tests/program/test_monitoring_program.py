@@ -11,12 +11,16 @@ import pytest
 import yaml
 
 from components import watch
-from components.manifests import metrics
+from components.manifests import identity, metrics
+from infra.adapters.wiring import NAMESPACE
 from infra.plan import elastic as elastic_plan
 from infra.plan.sizing import plan
 from infra.plan.stackfile import load_stack, stack_names
-from tests.fakes.pulumi_mocks import RecordingMocks, by_type, named, one, resolve
+from tests.bootstrap import iam_eval
+from tests.fakes.pulumi_mocks import ACCOUNT_ID, RecordingMocks, by_type, named, one, resolve
 from tests.program.harness import run_program
+
+ASSOCIATION = "aws:eks/podIdentityAssociation:PodIdentityAssociation"
 
 WATCH_TYPES = (
     "aws:cloudwatch/dashboard:Dashboard",
@@ -88,17 +92,31 @@ def test_every_stack_watches_its_model_server(
     config = named(mocks.records, "kubernetes:core/v1:ConfigMap", "watch-collector-config")
     scrape = yaml.safe_load(config.inputs["data"][metrics.CONFIG_FILE])
     assert scrape["exporters"]["awsemf"]["namespace"] == f"GemmaGraviton/{stack}"
+    # No IRSA annotation: EKS Pod Identity maps the account to the bootstrap's collector role.
     account = named(mocks.records, "kubernetes:core/v1:ServiceAccount", "watch-collector-sa")
-    assert account.inputs["metadata"]["annotations"]["eks.amazonaws.com/role-arn"].startswith(
-        "arn:aws:iam::"
-    )
+    assert "annotations" not in account.inputs["metadata"], account.urn
+    association = named(mocks.records, ASSOCIATION, "watch-collector-identity")
+    role = named(mocks.records, "aws:iam/role:Role", "role-collector")
+    assert association.inputs["roleArn"] == role.outputs["arn"], association.urn
+    assert association.inputs["serviceAccount"] == account.inputs["metadata"]["name"]
+    assert association.inputs["namespace"] == account.inputs["metadata"]["namespace"]
     assert by_type(mocks.records, "aws:sns/topicSubscription:TopicSubscription") == []
-    emf = named(mocks.records, "aws:iam/rolePolicy:RolePolicy", "watch-collector-emf")
-    (statement,) = json.loads(emf.inputs["policy"])["Statement"]
-    assert all(action.startswith("logs:") for action in statement["Action"]), emf.urn
+    # The role's policy (the bootstrap's) writes to the group the program creates, and only
+    # there.
+    (spec,) = [
+        r
+        for r in identity.stack_roles(stack, load_stack(stack).region, NAMESPACE)
+        if r.key == "collector"
+    ]
+    emf = json.loads(spec.inline_policy or "{}")
+    (statement,) = emf["Statement"]
+    assert all(action.startswith("logs:") for action in statement["Action"])
     group = named(mocks.records, "aws:cloudwatch/logGroup:LogGroup", "watch-emf")
     assert group.inputs["name"] == f"/gemma-graviton/{stack}/metrics"
-    assert statement["Resource"] == [group.outputs["arn"], group.outputs["arn"] + ":*"], emf.urn
+    # The group's ARN as CloudWatch Logs forms it (the mocks do not).
+    arn = f"arn:aws:logs:{load_stack(stack).region}:{ACCOUNT_ID}:log-group:{group.inputs['name']}"
+    assert iam_eval.allowed(emf, "logs:PutLogEvents", f"{arn}:log-stream:collector")
+    assert not iam_eval.allowed(emf, "logs:PutLogEvents", f"{arn}-other:log-stream:collector")
 
 
 def _region(mocks: RecordingMocks) -> str:

@@ -53,6 +53,7 @@ def test_everything_in_the_cluster_waits_for_the_node_group(
         "amazon-cloudwatch-observability",
         "aws-ebs-csi-driver",
         "coredns",
+        "eks-pod-identity-agent",
     }
     for addon in addons:
         _depends_on(mocks, addon, nodes)

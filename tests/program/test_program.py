@@ -214,15 +214,26 @@ def test_tags_through_the_provider_default_tags(
 def test_logging_addon_and_volume_cache(mocks: RecordingMocks, exports: dict[str, Any]) -> None:
     run_program(mocks, "dev", {"modelCache": "volume"})
     addons = {r.inputs["addonName"]: r for r in by_type(mocks.records, "aws:eks/addon:Addon")}
-    assert set(addons) == {"amazon-cloudwatch-observability", "aws-ebs-csi-driver", "coredns"}
-    for name in ("amazon-cloudwatch-observability", "aws-ebs-csi-driver"):
-        assert addons[name].inputs["serviceAccountRoleArn"], addons[name].urn
-    attachments = {
-        r.inputs["policyArn"]
-        for r in by_type(mocks.records, "aws:iam/rolePolicyAttachment:RolePolicyAttachment")
+    assert set(addons) == {
+        "amazon-cloudwatch-observability",
+        "aws-ebs-csi-driver",
+        "coredns",
+        "eks-pod-identity-agent",
     }
-    assert "arn:aws:iam::aws:policy/service-role/AmazonEBSCSIDriverPolicy" in attachments
-    assert "arn:aws:iam::aws:policy/CloudWatchAgentServerPolicy" in attachments
+    # Each add-on's controller has its own role through EKS Pod Identity, created before it.
+    roles = {r.name: r.outputs["arn"] for r in by_type(mocks.records, "aws:iam/role:Role")}
+    associations = {
+        r.name: r
+        for r in by_type(mocks.records, "aws:eks/podIdentityAssociation:PodIdentityAssociation")
+    }
+    for addon, association, role in (
+        ("amazon-cloudwatch-observability", "logs-addon-identity", "role-cloudwatch-agent"),
+        ("aws-ebs-csi-driver", "weights-csi-identity", "role-ebs-csi"),
+    ):
+        assert "serviceAccountRoleArn" not in addons[addon].inputs, addons[addon].urn
+        assert associations[association].inputs["roleArn"] == roles[role], association
+        deps = mocks.monitor.dependencies[addons[addon].urn]
+        assert associations[association].urn in deps, addons[addon].urn
     sc = one(mocks.records, "kubernetes:storage.k8s.io/v1:StorageClass")
     rendered = manifests.storage_class(
         wiring.STORAGE_CLASS,
@@ -246,7 +257,7 @@ def test_logging_addon_and_volume_cache(mocks: RecordingMocks, exports: dict[str
 def test_without_volume_cache_no_csi_driver(mocks: RecordingMocks, exports: dict[str, Any]) -> None:
     run_program(mocks, "dev")
     addons = {r.inputs["addonName"] for r in by_type(mocks.records, "aws:eks/addon:Addon")}
-    assert addons == {"amazon-cloudwatch-observability", "coredns"}
+    assert addons == {"amazon-cloudwatch-observability", "coredns", "eks-pod-identity-agent"}
     assert by_type(mocks.records, "kubernetes:storage.k8s.io/v1:StorageClass") == []
 
 
@@ -474,12 +485,9 @@ def test_policy_arns_follow_the_partition(
     run_program(mocks, "dev", {"modelCache": "volume"})
     arns = [
         r.inputs["policyArn"]
-        for r in by_type(mocks.records, "aws:iam/rolePolicyAttachment:RolePolicyAttachment")
-    ] + [
-        r.inputs["policyArn"]
         for r in by_type(mocks.records, "aws:eks/accessPolicyAssociation:AccessPolicyAssociation")
     ]
-    assert len(arns) >= 6
+    assert arns
     assert all(arn.startswith("arn:aws-us-gov:") for arn in arns), arns
 
 
