@@ -33,6 +33,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from components.manifests.identity import cluster_name
 from infra.bootstrap import permissions
 from infra.plan import iam
 from infra.plan.config import PROJECT
@@ -99,6 +100,36 @@ PREVIEW_IAM_ACTIONS = (
     "iam:GetPolicyVersion",
 )
 
+#: The EKS actions not authorised on one cluster's resources: the reads (`Describe*`, `List*`,
+#: some of which list every cluster) and CreateCluster, whose table row names no resource type
+#: (Service Authorization Reference, Amazon EKS, as shipped in parliament 1.6.4's
+#: iam_definition.json; tests/bootstrap/test_access.py holds the split to that table). Every
+#: other EKS action is authorised on the cluster, or on a node group, add-on, access entry or
+#: Pod Identity association of it, whose ARNs name the cluster
+#: (`arn:aws:eks:<region>:<account>:nodegroup/<cluster>/...`): fenced by the cluster's name, so
+#: a deploy role changes no other cluster of its region.
+EKS_OF_ANY_CLUSTER = frozenset({"eks:CreateCluster"})
+#: The resource types of an EKS cluster's own ARNs, as the table names them.
+CLUSTER_RESOURCE_TYPES = ("cluster", "nodegroup", "addon", "podidentityassociation", "access-entry")
+
+
+def _on_a_cluster(action: str) -> bool:
+    service, name = action.split(":")
+    return (
+        service == "eks"
+        and action not in EKS_OF_ANY_CLUSTER
+        and not name.startswith(("Describe", "List"))
+    )
+
+
+def cluster_arns(stack: str, region: str) -> list[str]:
+    """The ARNs of `stack`'s cluster and of everything in it."""
+    name = cluster_name(stack)
+    return [f"arn:aws:eks:{region}:*:cluster/{name}"] + [
+        f"arn:aws:eks:{region}:*:{kind}/{name}/*" for kind in CLUSTER_RESOURCE_TYPES[1:]
+    ]
+
+
 #: The launch CreateNodegroup checks that its caller could make from the node group's template.
 _LAUNCHES = frozenset({"ec2:RunInstances"})
 #: IAM actions granted only under their own conditions below.
@@ -154,7 +185,10 @@ class DeployActions:
     """The actions of `permissions.RESOURCE_ACTIONS`, split by the statement that grants them."""
 
     regional: tuple[str, ...]
-    """Regional services (ec2, eks, logs, cloudwatch, sns), fenced to the stack's region."""
+    """Regional services (ec2, eks reads and CreateCluster, logs, cloudwatch, sns), fenced to
+    the stack's region."""
+    cluster_writes: tuple[str, ...]
+    """EKS writes on a cluster and what is in it, fenced to the stack's cluster by name."""
     launch_template_writes: tuple[str, ...]
     """Writes on an existing launch template (`LAUNCH_TEMPLATE_WRITES`), fenced to the stack's
     tagged templates in its region."""
@@ -187,7 +221,9 @@ def deploy_actions() -> DeployActions:
             if a.split(":")[0] not in ("iam", "ssm")
             and a not in LAUNCH_TEMPLATE_WRITES
             and a not in _LAUNCHES
+            and not _on_a_cluster(a)
         ),
+        cluster_writes=tuple(a for a in actions if _on_a_cluster(a)),
         launch_template_writes=tuple(a for a in actions if a in LAUNCH_TEMPLATE_WRITES),
         launches=tuple(a for a in actions if a in _LAUNCHES),
         role_reads=reads,
@@ -425,6 +461,12 @@ def deploy_policy(stack: str, region: str, state_bucket: str | None) -> dict[str
                 "Action": list(needed.regional),
                 "Resource": ["*"],
                 "Condition": _in_region(region),
+            },
+            {
+                "Sid": "ChangeOnlyTheStacksCluster",
+                "Effect": "Allow",
+                "Action": list(needed.cluster_writes),
+                "Resource": cluster_arns(stack, region),
             },
             {
                 # The stack's own templates only: not another team's, whose instance profile a

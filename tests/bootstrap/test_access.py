@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 
 from components import github_ci
+from components.manifests.identity import cluster_name
 from infra.bootstrap import access
 from infra.bootstrap import config as bootstrap_config
 from infra.bootstrap.access import ci_roles
@@ -346,3 +347,75 @@ def test_a_stack_past_its_end_date_still_gets_its_role(monkeypatch: pytest.Monke
     with pytest.raises(ConfigError) as error:
         stackfile.load_stack("dev", {"endDate": "2020-01-01"})
     assert error.value.key == "endDate"
+
+
+def _eks_table() -> dict[str, list[str]]:
+    """EKS action -> its resource types (a trailing `*`: required), from the Service
+    Authorization Reference as parliament 1.6.4 ships it (iam_definition.json)."""
+    from parliament import iam_definition
+
+    table = next(s for s in iam_definition if s["prefix"] == "eks")
+    return {
+        f"eks:{p['privilege']}": [
+            r["resource_type"] for r in p["resource_types"] if r["resource_type"]
+        ]
+        for p in table["privileges"]
+    }
+
+
+def test_the_eks_writes_are_fenced_to_the_stacks_cluster_as_the_table_says() -> None:
+    """The class: every EKS action the deploy role holds is either authorised on one cluster's
+    own resources (and granted on the stack's cluster only), or has no resource type in the
+    table, or is a read. A write the table scopes to a cluster but granted on `*` fails here,
+    as does one fenced to the cluster that the table authorises on something else (which would
+    fail `pulumi up` with AccessDenied)."""
+    table = _eks_table()
+    actions = access.deploy_actions()
+    wrong = []
+    ours = set(access.CLUSTER_RESOURCE_TYPES)
+    for action in actions.cluster_writes:
+        types = table.get(action, ["unknown to the table*"])
+        required = {t.rstrip("*") for t in types if t.endswith("*")}
+        # Required types all the cluster's; with none required (tagging, which applies to
+        # whatever it names), some of the types the cluster's.
+        fenced = required <= ours if required else bool(ours & set(types))
+        if not fenced:
+            wrong.append(f"{action} is fenced to the cluster, but the table says {types}")
+    for action in [a for a in actions.regional if a.startswith("eks:")]:
+        name = action.split(":")[1]
+        if name.startswith(("Describe", "List")):
+            continue
+        if table.get(action):
+            wrong.append(f"{action} is granted on *, but the table scopes it to {table[action]}")
+    assert wrong == []
+    assert "eks:DeleteCluster" in actions.cluster_writes
+
+
+CLUSTER_WRITES = (
+    "eks:DeleteCluster",
+    "eks:DeleteNodegroup",
+    "eks:DeleteAddon",
+    "eks:UpdateAccessEntry",
+    "eks:DeletePodIdentityAssociation",
+)
+
+
+@pytest.mark.parametrize("stack", sorted(REGIONS))
+def test_a_deploy_role_changes_no_other_cluster_of_its_region(stack: str) -> None:
+    """Another team's cluster beside the stack's, in the same region and account: none of its
+    resources can be changed or deleted; the stack's own can."""
+    policy = _roles()[f"deploy-{stack}"].policy
+    region = REGIONS[stack]
+    here = {"aws:RequestedRegion": region}
+    own = cluster_name(stack)
+    for kind, tail in (
+        ("cluster", ""),
+        ("nodegroup", "/ng-1/uuid"),
+        ("addon", "/coredns/uuid"),
+        ("podidentityassociation", "/a-1"),
+        ("access-entry", "/role/123456789012/x/uuid"),
+    ):
+        for name, allowed in ((own, True), ("billing-api", False), (f"{own}-x", False)):
+            arn = f"arn:aws:eks:{region}:123456789012:{kind}/{name}{tail}"
+            for action in CLUSTER_WRITES:
+                assert iam_eval.allowed(policy, action, arn, here) is allowed, (action, arn)
