@@ -62,7 +62,7 @@ def _read() -> tuple[BootstrapConfig, dict[str, str]]:
 
 
 cfg, regions = _read()
-roles = ci_roles(cfg.repository, regions, cfg.state_bucket)
+roles = ci_roles(cfg.repository, regions, cfg.state_bucket, cfg.subject_prefix)
 
 aws_provider = aws.Provider(
     "aws",

@@ -267,10 +267,20 @@ class CiRole:
             )
 
 
-def environment_subject(repository: str, environment: str) -> str:
+def subject_prefix(repository: str, prefix: str | None = None) -> str:
+    """The repository part of every `sub` GitHub issues for it: `repo:<owner>/<name>`, or for a
+    repository created (or renamed, or moved) after 2026-07-15, and any that opted in, the
+    immutable `repo:<owner>@<owner id>/<name>@<repository id>` (GitHub docs, "OpenID Connect
+    reference", "Immutable subject claims", github/docs content/actions/reference/security/
+    oidc.md at 051718f, read 2026-12-03). GitHub's API says which:
+    `gh api repos/<owner>/<name>/actions/oidc/customization/sub --jq .sub_claim_prefix`."""
+    return prefix or f"repo:{repository}"
+
+
+def environment_subject(repository: str, environment: str, prefix: str | None = None) -> str:
     """The default `sub` claim of a job that names a GitHub environment (whatever the event).
     Any workflow file that names the environment gets it; no role trusts it alone."""
-    return f"repo:{repository}:environment:{environment}"
+    return f"{subject_prefix(repository, prefix)}:environment:{environment}"
 
 
 #: The claims of the repository's OIDC subject template (GitHub REST API, "Set the
@@ -293,14 +303,14 @@ WORKFLOW_OF_ENVIRONMENT = {
 }
 
 
-def workflow_subject(repository: str, environment: str) -> str:
+def workflow_subject(repository: str, environment: str, prefix: str | None = None) -> str:
     """The `sub` of `environment`'s jobs in its own workflow file, under `SUBJECT_CLAIM_KEYS`:
     the only subject its role trusts. A job of another workflow file that names the
     environment (a branch's new file, if the environment's branch rule ever let it through) gets
     another `sub` and no role."""
     workflow, ref = WORKFLOW_OF_ENVIRONMENT[environment]
     return (
-        f"{environment_subject(repository, environment)}:job_workflow_ref:"
+        f"{environment_subject(repository, environment, prefix)}:job_workflow_ref:"
         f"{repository}/.github/workflows/{workflow}@{ref}"
     )
 
@@ -709,7 +719,10 @@ def boundaries(regions: Mapping[str, str]) -> tuple[Boundary, ...]:
 
 
 def ci_roles(
-    repository: str, regions: Mapping[str, str], state_bucket: str | None
+    repository: str,
+    regions: Mapping[str, str],
+    state_bucket: str | None,
+    prefix: str | None = None,
 ) -> tuple[CiRole, ...]:
     """The preview roles (pull requests' of dev, prod's before its approval) and one deploy
     role per stack in `DEPLOY_STACKS`.
@@ -723,7 +736,7 @@ def ci_roles(
         # A job that names an environment gets the environment subject even on a pull request
         # (pr.yml's preview names `preview`). The bare pull_request subject is not trusted: a
         # job a branch adds without an environment gets no role at all.
-        subjects=(workflow_subject(repository, PREVIEW_ENVIRONMENT),),
+        subjects=(workflow_subject(repository, PREVIEW_ENVIRONMENT, prefix),),
         description=f"Read-only pull-request preview of {repository}'s {PREVIEW_STACK} stack",
         policy=preview_policy(regions[PREVIEW_STACK], state_bucket),
         max_session_seconds=PREVIEW_SESSION_SECONDS,
@@ -735,7 +748,7 @@ def ci_roles(
         key=PROD_PREVIEW_ENVIRONMENT,
         environment=PROD_PREVIEW_ENVIRONMENT,
         variable=role_variable(PROD_PREVIEW_ENVIRONMENT),
-        subjects=(workflow_subject(repository, PROD_PREVIEW_ENVIRONMENT),),
+        subjects=(workflow_subject(repository, PROD_PREVIEW_ENVIRONMENT, prefix),),
         description=f"Read-only preview of {repository}'s prod stack before its approval",
         policy=preview_policy(regions["prod"], state_bucket, "prod"),
         max_session_seconds=PREVIEW_SESSION_SECONDS,
@@ -750,7 +763,7 @@ def ci_roles(
             key=f"deploy-{stack}",
             environment=stack,
             variable=role_variable(stack),
-            subjects=(workflow_subject(repository, stack),),
+            subjects=(workflow_subject(repository, stack, prefix),),
             description=f"pulumi up of {repository}'s {stack} stack from main",
             policy=deploy_policy(stack, regions[stack], state_bucket),
             max_session_seconds=DEPLOY_SESSION_SECONDS,

@@ -23,6 +23,11 @@ _FIXES = {
     "repository": "write the GitHub repository as <owner>/<name>, exactly as GitHub spells it",
     "region": "use a region name such as us-west-2",
     "stateBucket": "write the bucket name only (no s3://), or leave the key out for Pulumi Cloud",
+    "subjectPrefix": (
+        "paste what `gh api repos/<owner>/<name>/actions/oidc/customization/sub --jq "
+        ".sub_claim_prefix` prints for `repository`, such as "
+        "repo:example-org@123456/gemma-graviton@789012, or leave the key out"
+    ),
     "githubOidcProviderArn": (
         "use the ARN of the account's existing provider for "
         "token.actions.githubusercontent.com, or leave the key out to create it"
@@ -42,6 +47,21 @@ class BootstrapConfig(BaseModel):
             pattern=r"^[A-Za-z0-9](?:[A-Za-z0-9-]{0,38})/[A-Za-z0-9._-]{1,100}$",
         ),
     ]
+    subject_prefix: Annotated[
+        str | None,
+        Field(
+            alias="subjectPrefix",
+            description=(
+                "The repository part of the `sub` GitHub issues, when it is the immutable "
+                "`repo:<owner>@<owner id>/<name>@<repository id>` (repositories created after "
+                "2026-07-15): every trust policy names it. Unset: `repo:<repository>`."
+            ),
+            pattern=(
+                r"^repo:(?:[A-Za-z0-9][A-Za-z0-9-]{0,38}/[A-Za-z0-9._-]{1,100}"
+                r"|[A-Za-z0-9][A-Za-z0-9-]{0,38}@\d+/[A-Za-z0-9._-]{1,100}@\d+)$"
+            ),
+        ),
+    ] = None
     region: Annotated[
         str,
         Field(
@@ -76,7 +96,7 @@ class BootstrapConfig(BaseModel):
 def load_bootstrap_config(raw: Mapping[str, Any]) -> BootstrapConfig:
     """Validate the bootstrap stack's keys (namespace stripped); one `ConfigError` line if bad."""
     try:
-        return BootstrapConfig.model_validate(dict(raw))
+        cfg = BootstrapConfig.model_validate(dict(raw))
     except ValidationError as error:
         first = error.errors()[0]
         key = str(first["loc"][0]) if first["loc"] else "?"
@@ -86,6 +106,15 @@ def load_bootstrap_config(raw: Mapping[str, Any]) -> BootstrapConfig:
         if first["type"] == "missing":
             raise ConfigError(key, "is required", _FIXES[key]) from None
         raise ConfigError(key, f"has the wrong form (got {raw.get(key)!r})", _FIXES[key]) from None
+    if cfg.subject_prefix is not None:
+        owner, name = (part.split("@")[0] for part in cfg.subject_prefix[5:].split("/"))
+        if f"{owner}/{name}" != cfg.repository:
+            raise ConfigError(
+                "subjectPrefix",
+                f"{cfg.subject_prefix} names {owner}/{name}, not `repository` {cfg.repository}",
+                _FIXES["subjectPrefix"],
+            )
+    return cfg
 
 
 def stack_regions(stacks: Sequence[str]) -> dict[str, str]:

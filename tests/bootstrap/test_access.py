@@ -301,6 +301,25 @@ def test_no_role_is_listed_in_a_stack_whose_cluster_it_creates() -> None:
     )
 
 
+def test_an_immutable_subject_prefix_is_what_every_role_trusts() -> None:
+    """A repository created after 2026-07-15 gets `sub` values that begin
+    `repo:<owner>@<id>/<name>@<id>` (GitHub docs, "OpenID Connect reference", "Immutable subject
+    claims", read 2026-12-03): with `subjectPrefix` every role trusts those and no other; the
+    workflow reference keeps the names (`job_workflow_ref` has no IDs)."""
+    assert REPO == "acme/gemma-graviton"
+    prefix = load_bootstrap_config({"repository": REPO, "subjectPrefix":
+                                    "repo:acme@123/gemma-graviton@456"}).subject_prefix  # fmt: skip
+    named = {r.key: r.subjects for r in ci_roles(REPO, REGIONS, None)}
+    for role in ci_roles(REPO, REGIONS, None, prefix):
+        (subject,) = role.subjects
+        assert subject.startswith("repo:acme@123/gemma-graviton@456:environment:"), role.key
+        assert subject.endswith(named[role.key][0].split(":job_workflow_ref:")[1]), role.key
+        assert f"job_workflow_ref:{REPO}/.github/workflows/" in subject, role.key
+        assert subject not in named[role.key]
+    same = load_bootstrap_config({"repository": REPO, "subjectPrefix": f"repo:{REPO}"})
+    assert ci_roles(REPO, REGIONS, None, same.subject_prefix) == ci_roles(REPO, REGIONS, None)
+
+
 def test_without_a_state_bucket_no_role_touches_s3() -> None:
     for role in ci_roles(REPO, REGIONS, None):
         assert not [a for a, _ in _allowed(role.policy) if a.startswith("s3:")], role.key
@@ -327,7 +346,17 @@ def test_without_a_state_bucket_no_role_touches_s3() -> None:
         (
             {"repository": REPO, "roles": "all"},
             "`roles` is not a bootstrap key; use one of `repository`, `region`, `stateBucket`, "
-            "`githubOidcProviderArn`",
+            "`subjectPrefix`, `githubOidcProviderArn`",
+        ),
+        (
+            {"repository": REPO, "subjectPrefix": "repo:acme@123/other@456"},
+            "`subjectPrefix` repo:acme@123/other@456 names acme/other, not `repository` "
+            f"{REPO}; {bootstrap_config._FIXES['subjectPrefix']}",
+        ),
+        (
+            {"repository": REPO, "subjectPrefix": "acme@123/gemma-graviton@456"},
+            "`subjectPrefix` has the wrong form (got 'acme@123/gemma-graviton@456'); "
+            f"{bootstrap_config._FIXES['subjectPrefix']}",
         ),
     ],
 )
