@@ -193,7 +193,8 @@ class DeployActions:
     """Writes on an existing launch template (`LAUNCH_TEMPLATE_WRITES`), fenced to the stack's
     tagged templates in its region."""
     launches: tuple[str, ...]
-    """ec2:RunInstances, which CreateNodegroup checks its caller for: only without a role."""
+    """ec2:RunInstances, which CreateNodegroup checks its caller for: from the stack's template
+    only."""
     role_reads: tuple[str, ...]
     """IAM reads of the stack's roles (the bootstrap's: the cluster's, the nodes', the pods')."""
     public_parameters: tuple[str, ...]
@@ -498,21 +499,7 @@ def deploy_policy(stack: str, region: str, state_bucket: str | None) -> dict[str
                     }
                 },
             },
-            {
-                # EKS's check of CreateNodegroup's caller (`infra.bootstrap.permissions`). Never
-                # an instance with a role: the key `ec2:InstanceProfile` (an instance's profile,
-                # Service Authorization Reference, Amazon EC2, RunInstances, as shipped in
-                # parliament 1.6.4's iam_definition.json) is absent from every launch this
-                # allows. A managed node group's template has no profile either: EKS refuses
-                # one there and adds the node role itself (EKS User Guide, launch-templates.html,
-                # "IAM instance profile: prohibited", read 2026-12-03). No role can be passed to
-                # EC2 besides (`PASSED_TO`).
-                "Sid": "LaunchOnlyWithoutARole",
-                "Effect": "Allow",
-                "Action": list(needed.launches),
-                "Resource": ["*"],
-                "Condition": {**_in_region(region), "Null": {"ec2:InstanceProfile": "true"}},
-            },
+            *_launch_statements(stack, region, list(needed.launches)),
             {
                 "Sid": "ReadEksPublicParameters",
                 "Effect": "Allow",
@@ -572,6 +559,65 @@ def deploy_policy(stack: str, region: str, state_bucket: str | None) -> dict[str
             *_launch_template_fence(stack),
         ],
     }
+
+
+#: What a launch from a template authorises besides the template itself: the EC2 resource types
+#: of RunInstances in the Service Authorization Reference (Amazon EC2, as shipped in parliament
+#: 1.6.4's iam_definition.json; tests/bootstrap/test_escalation.py checks the list against it),
+#: each of which carries the condition key `ec2:LaunchTemplate`. Images and snapshots have no
+#: account in their ARNs, which `*` matches.
+LAUNCHED_RESOURCE_TYPES = (
+    "capacity-reservation",
+    "elastic-gpu",
+    "image",
+    "instance",
+    "key-pair",
+    "network-interface",
+    "placement-group",
+    "security-group",
+    "snapshot",
+    "subnet",
+    "volume",
+)
+
+
+def _launch_statements(stack: str, region: str, launches: list[str]) -> list[dict[str, Any]]:
+    """ec2:RunInstances only from the stack's own launch template. EKS requires it of whoever
+    calls CreateNodegroup with a template (`infra.bootstrap.permissions`): its check launches
+    (a dry run) from the node group's template as the caller. Every resource of the launch is
+    allowed only with a template named (`ec2:LaunchTemplate`), so no launch is allowed without
+    one, and a template that is not the stack's (both fence tags, as
+    `ChangeOnlyTheStackLaunchTemplates`) is denied, so none from another's. One allow for every
+    resource type a launch needs: parliament reads each statement's resources against the
+    action's required types (RESOURCE_MISMATCH). With no role it may pass to EC2
+    (`PASSED_TO`), the role of no instance is the caller's to choose; the program's template
+    names none (a managed node group's may not: EKS User Guide, launch-templates.html, "IAM
+    instance profile: prohibited", read 2026-12-03)."""
+    if not launches:
+        return []
+    template = f"arn:aws:ec2:{region}:*:launch-template/*"
+    return [
+        {
+            "Sid": "LaunchFromATemplateOnly",
+            "Effect": "Allow",
+            "Action": launches,
+            "Resource": [template]
+            + [f"arn:aws:ec2:{region}:*:{kind}/*" for kind in LAUNCHED_RESOURCE_TYPES],
+            "Condition": {"ArnLike": {"ec2:LaunchTemplate": template}},
+        },
+        # One deny per fence tag: a template is the stack's only with both (as the tag fence of
+        # `_launch_template_fence`); a negated operator holds when the tag is absent.
+        *[
+            {
+                "Sid": f"NeverLaunchFromATemplateNotTheStacks{key.capitalize()}",
+                "Effect": "Deny",
+                "Action": launches,
+                "Resource": ["arn:aws:ec2:*:*:launch-template/*"],
+                "Condition": {"StringNotEquals": {f"aws:ResourceTag/{key}": value}},
+            }
+            for key, value in launch_template_tags(stack).items()
+        ],
+    ]
 
 
 def _launch_template_fence(stack: str) -> list[dict[str, Any]]:

@@ -293,6 +293,9 @@ class Cotenant:
 COTENANTS: tuple[Cotenant, ...] = (
     Cotenant("aws-node", 25, 0, "daemonset", source="EKS vpc-cni add-on"),
     Cotenant("kube-proxy", 100, 0, "daemonset", source="EKS kube-proxy add-on"),
+    # Requests nothing (aws/eks-pod-identity-agent charts/eks-pod-identity-agent, the
+    # DaemonSet's template, read 2026-12-03): its memory is in `NODE_HEADROOM_MIB`.
+    Cotenant("eks-pod-identity-agent", 0, 0, "daemonset", source="EKS eks-pod-identity-agent"),
     Cotenant("coredns", 100, 70, "deployment", 2, source="EKS coredns add-on"),
     Cotenant("lws-controller", 1000, 1024, "deployment", 1, source="LWS chart 0.10.0"),
     Cotenant("fluent-bit", 50, 25, "daemonset", source="EKS amazon-cloudwatch-observability"),

@@ -39,7 +39,19 @@ def _alias_of(loc: tuple[int | str, ...]) -> str:
     return top
 
 
+#: Keys a stack once took and takes no more, with what to do instead.
+RETIRED_KEYS = {
+    "permissionsBoundaryArn": (
+        "is no longer a stack key: the stack's IAM roles are the bootstrap's, which gives them "
+        "their boundary (docs/deploying.md, step 4)",
+        "remove it with `pulumi config rm permissionsBoundaryArn`",
+    ),
+}
+
+
 def _unknown_key(key: str) -> ConfigError:
+    if key in RETIRED_KEYS:
+        return ConfigError(key, *RETIRED_KEYS[key])
     known = [f.alias or n for n, f in StackConfig.model_fields.items()] + list(SECRET_KEYS)
     close = difflib.get_close_matches(key, known, n=1)
     fix = f"did you mean `{close[0]}`?" if close else "remove it (see docs/planning.md)"

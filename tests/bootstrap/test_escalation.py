@@ -19,6 +19,7 @@ from infra.adapters import wiring
 from infra.bootstrap.access import (
     GITHUB_OIDC_HOST,
     LAUNCH_TEMPLATE_WRITES,
+    LAUNCHED_RESOURCE_TYPES,
     PROJECT_TAG_KEY,
     STACK_TAG_KEY,
     ci_roles,
@@ -142,9 +143,59 @@ def test_passrole_only_of_the_stacks_roles_and_only_to_eks(stack: str) -> None:
             continue
         context = {"iam:PassedToService": "eks.amazonaws.com"}
         assert not iam_eval.allowed(policy, "iam:PassRole", arn, context), what
-    here = {"aws:RequestedRegion": REGIONS[stack]}
-    instance = f"arn:aws:ec2:{REGIONS[stack]}:{ACCOUNT}:instance/*"
-    assert iam_eval.allowed(policy, "ec2:RunInstances", instance, here)
+
+
+def _run_instances_types() -> dict[str, str]:
+    """RunInstances's EC2 resource types and their ARN formats, from the Service Authorization
+    Reference as parliament 1.6.4 ships it."""
+    ec2 = next(s for s in iam_definition if s["prefix"] == "ec2")
+    arns = {r["resource"]: r["arn"] for r in ec2["resources"]}
+    (run,) = [p for p in ec2["privileges"] if p["privilege"] == "RunInstances"]
+    types = [r["resource_type"].rstrip("*") for r in run["resource_types"] if r["resource_type"]]
+    return {t: arns[t] for t in types if arns.get(t, "").startswith("arn:${Partition}:ec2:")}
+
+
+def test_the_launched_resource_types_are_the_tables() -> None:
+    assert set(LAUNCHED_RESOURCE_TYPES) == set(_run_instances_types()) - {"launch-template"}
+
+
+@pytest.mark.parametrize("stack", sorted(REGIONS))
+def test_a_launch_is_allowed_from_the_stacks_own_template_only(stack: str) -> None:
+    """EKS checks that CreateNodegroup's caller could launch from the node group's template
+    (EKS User Guide, launch-templates.html, read 2026-12-03): allowed, for every resource a
+    launch authorises. A launch with no template, from an untagged one, another stack's or
+    another team's, or in another region, is not: no instance of the job's own making."""
+    policy = _policy(stack)
+    region = REGIONS[stack]
+    template = _template(region)
+    ours = {"ec2:LaunchTemplate": template, "aws:RequestedRegion": region}
+    arns = {
+        kind: fmt.replace("${Partition}", "aws")
+        .replace("${Region}", region)
+        .replace("${Account}", ACCOUNT)
+        .split("${")[0]
+        + "x-0123"
+        for kind, fmt in _run_instances_types().items()
+    }
+    tagged = {**ours, **_resource_tags(launch_template_tags(stack))}
+    assert iam_eval.allowed(policy, "ec2:RunInstances", arns["launch-template"], tagged)
+    for kind, arn in arns.items():
+        if kind == "launch-template":
+            continue
+        assert iam_eval.allowed(policy, "ec2:RunInstances", arn, ours), kind
+        assert not iam_eval.allowed(
+            policy, "ec2:RunInstances", arn, {"aws:RequestedRegion": region}
+        ), kind
+    for name, context in {
+        "an untagged template": ours,
+        "the other stack's": {**ours, **_resource_tags(launch_template_tags(_other(stack)))},
+        "another team's": {**ours, **_resource_tags(_another_teams(stack))},
+    }.items():
+        assert not iam_eval.allowed(policy, "ec2:RunInstances", arns["launch-template"], context), (
+            name
+        )
+    elsewhere = arns["instance"].replace(region, REGIONS[_other(stack)])
+    assert not iam_eval.allowed(policy, "ec2:RunInstances", elsewhere, ours)
 
 
 @pytest.mark.parametrize("stack", sorted(REGIONS))

@@ -23,6 +23,12 @@ BAD_INPUTS = [
         "`instanceTyp` is not a gemma-graviton stack key; did you mean `instanceType`?",
     ),
     (
+        ["permissionsBoundaryArn=arn:aws:iam::123456789012:policy/github-ci/b"],
+        "`permissionsBoundaryArn` is no longer a stack key: the stack's IAM roles are the "
+        "bootstrap's, which gives them their boundary (docs/deploying.md, step 4); remove it "
+        "with `pulumi config rm permissionsBoundaryArn`",
+    ),
+    (
         ["instanceType=m7i.2xlarge"],
         "`instanceType` m7i.2xlarge is not a Graviton (arm64) type, and the image and node group "
         "are arm64; choose a Graviton type such as m7g.2xlarge or m8g.4xlarge",
