@@ -660,9 +660,9 @@ def _launch_template_fence(stack: str) -> list[dict[str, Any]]:
     ]
 
 
-#: What the program's roles may ever do (a boundary grants nothing; a role's permissions are its
-#: policies within it): the AWS-managed policies in `ATTACHABLE_POLICIES` and the program's
-#: inline policies (components/autoscaling.py, components/monitoring.py) use EC2, Elastic Load
+#: What a stack's roles may ever do (a boundary grants nothing; a role's permissions are its
+#: policies within it): the AWS-managed policies and the inline policies of
+#: `components.manifests.identity.stack_roles` use EC2, Elastic Load
 #: Balancing, Auto Scaling, EKS reads, ECR pulls, CloudWatch Logs and metrics, X-Ray and KMS key
 #: reads. No IAM but the load balancers' service-linked role, no STS, no S3, no secrets.
 BOUNDARY_REGIONAL_ACTIONS = (
