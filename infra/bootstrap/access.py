@@ -33,8 +33,15 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from components.manifests.identity import cluster_name
 from infra.bootstrap import permissions
+from infra.bootstrap.fences import (
+    LAUNCH_TEMPLATE_WRITES,
+    cluster_arns,
+    launch_statements,
+    launch_template_fence,
+    launch_template_tags,
+    on_a_cluster,
+)
 from infra.plan import iam
 from infra.plan.config import PROJECT
 
@@ -100,36 +107,6 @@ PREVIEW_IAM_ACTIONS = (
     "iam:GetPolicyVersion",
 )
 
-#: The EKS actions not authorised on one cluster's resources: the reads (`Describe*`, `List*`,
-#: some of which list every cluster) and CreateCluster, whose table row names no resource type
-#: (Service Authorization Reference, Amazon EKS, as shipped in parliament 1.6.4's
-#: iam_definition.json; tests/bootstrap/test_access.py holds the split to that table). Every
-#: other EKS action is authorised on the cluster, or on a node group, add-on, access entry or
-#: Pod Identity association of it, whose ARNs name the cluster
-#: (`arn:aws:eks:<region>:<account>:nodegroup/<cluster>/...`): fenced by the cluster's name, so
-#: a deploy role changes no other cluster of its region.
-EKS_OF_ANY_CLUSTER = frozenset({"eks:CreateCluster"})
-#: The resource types of an EKS cluster's own ARNs, as the table names them.
-CLUSTER_RESOURCE_TYPES = ("cluster", "nodegroup", "addon", "podidentityassociation", "access-entry")
-
-
-def _on_a_cluster(action: str) -> bool:
-    service, name = action.split(":")
-    return (
-        service == "eks"
-        and action not in EKS_OF_ANY_CLUSTER
-        and not name.startswith(("Describe", "List"))
-    )
-
-
-def cluster_arns(stack: str, region: str) -> list[str]:
-    """The ARNs of `stack`'s cluster and of everything in it."""
-    name = cluster_name(stack)
-    return [f"arn:aws:eks:{region}:*:cluster/{name}"] + [
-        f"arn:aws:eks:{region}:*:{kind}/{name}/*" for kind in CLUSTER_RESOURCE_TYPES[1:]
-    ]
-
-
 #: The launch CreateNodegroup checks that its caller could make from the node group's template.
 _LAUNCHES = frozenset({"ec2:RunInstances"})
 #: IAM actions granted only under their own conditions below.
@@ -146,38 +123,6 @@ _CONDITIONED = frozenset({"iam:PassRole", "iam:CreateServiceLinkedRole"})
 #: context keys", iam:PassedToService, docs.aws.amazon.com/IAM/latest/UserGuide/
 #: reference_policies_iam-condition-keys.html#ck_PassedToService, read 2026-12-03).
 PASSED_TO = ("eks.amazonaws.com", "pods.eks.amazonaws.com")
-
-
-#: The writes on an existing launch template. A new version of a template that a node group
-#: launches from runs its user data on the next instance, as that template's instance profile;
-#: with ec2:ModifyLaunchTemplate (a new default version) any Auto Scaling group that launches
-#: the default would, which cloudsplaining 0.9.1 names `ModifyExistingEC2LaunchTemplate`
-#: (shared/constants.py `PRIVILEGE_ESCALATION_METHODS`: "ec2:createlaunchtemplateversion",
-#: "ec2:modifylaunchtemplate"). ModifyLaunchTemplate is not granted: the program never changes
-#: a default version (`infra.bootstrap.permissions`). Granted only on templates tagged with the
-#: stack's name.
-LAUNCH_TEMPLATE_WRITES = frozenset(
-    {
-        "ec2:CreateLaunchTemplateVersion",
-        "ec2:DeleteLaunchTemplate",
-        "ec2:DeleteLaunchTemplateVersions",
-    }
-)
-#: The tags the program puts on everything it creates (`infra.adapters.wiring.stack_tags`, the
-#: AWS provider's default tags, which the program's own keys override): the project's name and
-#: the stack's. The program's launch template carries both from its creation
-#: (terraform-provider-aws internal/service/ec2/ec2_launch_template.go
-#: `resourceLaunchTemplateCreate` sends the resource's tags, default tags included, as the
-#: `launch-template` TagSpecification of CreateLaunchTemplate). `stack=prod` alone is no fence:
-#: it is a common default tag, which another team's templates in the account may carry too; the
-#: pair is this project's.
-STACK_TAG_KEY = "stack"
-PROJECT_TAG_KEY = "project"
-
-
-def launch_template_tags(stack: str) -> dict[str, str]:
-    """The tags that make a launch template `stack`'s: the fence of its writes."""
-    return {PROJECT_TAG_KEY: PROJECT, STACK_TAG_KEY: stack}
 
 
 @dataclass(frozen=True)
@@ -222,9 +167,9 @@ def deploy_actions() -> DeployActions:
             if a.split(":")[0] not in ("iam", "ssm")
             and a not in LAUNCH_TEMPLATE_WRITES
             and a not in _LAUNCHES
-            and not _on_a_cluster(a)
+            and not on_a_cluster(a)
         ),
-        cluster_writes=tuple(a for a in actions if _on_a_cluster(a)),
+        cluster_writes=tuple(a for a in actions if on_a_cluster(a)),
         launch_template_writes=tuple(a for a in actions if a in LAUNCH_TEMPLATE_WRITES),
         launches=tuple(a for a in actions if a in _LAUNCHES),
         role_reads=reads,
@@ -499,7 +444,7 @@ def deploy_policy(stack: str, region: str, state_bucket: str | None) -> dict[str
                     }
                 },
             },
-            *_launch_statements(stack, region, list(needed.launches)),
+            *launch_statements(stack, region, list(needed.launches)),
             {
                 "Sid": "ReadEksPublicParameters",
                 "Effect": "Allow",
@@ -556,108 +501,9 @@ def deploy_policy(stack: str, region: str, state_bucket: str | None) -> dict[str
                     f"arn:aws:iam::*:oidc-provider/{GITHUB_OIDC_HOST}",
                 ],
             },
-            *_launch_template_fence(stack),
+            *launch_template_fence(stack),
         ],
     }
-
-
-#: What a launch from a template authorises besides the template itself: the EC2 resource types
-#: of RunInstances in the Service Authorization Reference (Amazon EC2, as shipped in parliament
-#: 1.6.4's iam_definition.json; tests/bootstrap/test_escalation.py checks the list against it),
-#: each of which carries the condition key `ec2:LaunchTemplate`. Images and snapshots have no
-#: account in their ARNs, which `*` matches.
-LAUNCHED_RESOURCE_TYPES = (
-    "capacity-reservation",
-    "elastic-gpu",
-    "image",
-    "instance",
-    "key-pair",
-    "network-interface",
-    "placement-group",
-    "security-group",
-    "snapshot",
-    "subnet",
-    "volume",
-)
-
-
-def _launch_statements(stack: str, region: str, launches: list[str]) -> list[dict[str, Any]]:
-    """ec2:RunInstances only from the stack's own launch template. EKS requires it of whoever
-    calls CreateNodegroup with a template (`infra.bootstrap.permissions`): its check launches
-    (a dry run) from the node group's template as the caller. Every resource of the launch is
-    allowed only with a template named (`ec2:LaunchTemplate`), so no launch is allowed without
-    one, and a template that is not the stack's (both fence tags, as
-    `ChangeOnlyTheStackLaunchTemplates`) is denied, so none from another's. One allow for every
-    resource type a launch needs: parliament reads each statement's resources against the
-    action's required types (RESOURCE_MISMATCH). With no role it may pass to EC2
-    (`PASSED_TO`), the role of no instance is the caller's to choose; the program's template
-    names none (a managed node group's may not: EKS User Guide, launch-templates.html, "IAM
-    instance profile: prohibited", read 2026-12-03)."""
-    if not launches:
-        return []
-    template = f"arn:aws:ec2:{region}:*:launch-template/*"
-    return [
-        {
-            "Sid": "LaunchFromATemplateOnly",
-            "Effect": "Allow",
-            "Action": launches,
-            "Resource": [template]
-            + [f"arn:aws:ec2:{region}:*:{kind}/*" for kind in LAUNCHED_RESOURCE_TYPES],
-            "Condition": {"ArnLike": {"ec2:LaunchTemplate": template}},
-        },
-        # One deny per fence tag: a template is the stack's only with both (as the tag fence of
-        # `_launch_template_fence`); a negated operator holds when the tag is absent.
-        *[
-            {
-                "Sid": f"NeverLaunchFromATemplateNotTheStacks{key.capitalize()}",
-                "Effect": "Deny",
-                "Action": launches,
-                "Resource": ["arn:aws:ec2:*:*:launch-template/*"],
-                "Condition": {"StringNotEquals": {f"aws:ResourceTag/{key}": value}},
-            }
-            for key, value in launch_template_tags(stack).items()
-        ],
-    ]
-
-
-def _launch_template_fence(stack: str) -> list[dict[str, Any]]:
-    """The denies that keep the launch-template tag fence (`ChangeOnlyTheStackLaunchTemplates`)
-    from being walked around: no template tagged as the stack's after its creation, and none of
-    the stack's own untagged."""
-    return [
-        # Without it the tag fence is one CreateTags away: tag another template as the
-        # stack's, then write it. Tags at creation (`ec2:CreateAction` set, EC2 User Guide,
-        # "Grant permission to tag Amazon EC2 resources during creation", read 2026-12-03) and
-        # on a template that is already the stack's stay allowed. A negated operator holds when
-        # the key is absent, as on an untagged template (IAM User Guide, "Condition operators",
-        # negated matching, read 2026-12-03). One statement per fence tag: a template is the
-        # stack's only with both, and the keys of one statement's condition are ANDed, so a
-        # single statement would deny only a template lacking both.
-        *[
-            {
-                "Sid": f"NeverTagAnotherLaunchTemplateAsTheStacks{key.capitalize()}",
-                "Effect": "Deny",
-                "Action": ["ec2:CreateTags", "ec2:DeleteTags"],
-                "Resource": ["arn:aws:ec2:*:*:launch-template/*"],
-                "Condition": {
-                    "StringNotEquals": {f"aws:ResourceTag/{key}": value},
-                    "Null": {"ec2:CreateAction": "true"},
-                },
-            }
-            for key, value in launch_template_tags(stack).items()
-        ],
-        {
-            # Without it the role could strip a fence tag off its own template and lock itself
-            # out of it: the fence would then never let it tag the template back.
-            "Sid": "NeverUntagTheStacksLaunchTemplate",
-            "Effect": "Deny",
-            "Action": ["ec2:DeleteTags"],
-            "Resource": ["arn:aws:ec2:*:*:launch-template/*"],
-            "Condition": {
-                "ForAnyValue:StringEquals": {"aws:TagKeys": list(launch_template_tags(stack))}
-            },
-        },
-    ]
 
 
 #: What a stack's roles may ever do (a boundary grants nothing; a role's permissions are its

@@ -9,7 +9,7 @@ import pytest
 
 from components import github_ci
 from components.manifests.identity import cluster_name
-from infra.bootstrap import access
+from infra.bootstrap import access, fences
 from infra.bootstrap import config as bootstrap_config
 from infra.bootstrap.access import ci_roles
 from infra.bootstrap.config import load_bootstrap_config
@@ -401,7 +401,7 @@ def test_the_eks_writes_are_fenced_to_the_stacks_cluster_as_the_table_says() -> 
     table = _eks_table()
     actions = access.deploy_actions()
     wrong = []
-    ours = set(access.CLUSTER_RESOURCE_TYPES)
+    ours = set(fences.CLUSTER_RESOURCE_TYPES)
     for action in actions.cluster_writes:
         types = table.get(action, ["unknown to the table*"])
         required = {t.rstrip("*") for t in types if t.endswith("*")}

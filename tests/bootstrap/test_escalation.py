@@ -16,18 +16,16 @@ import pytest
 from parliament import iam_definition
 
 from infra.adapters import wiring
-from infra.bootstrap.access import (
-    GITHUB_OIDC_HOST,
+from infra.bootstrap.access import GITHUB_OIDC_HOST, ci_roles, deploy_policy
+from infra.bootstrap.fences import (
     LAUNCH_TEMPLATE_WRITES,
     LAUNCHED_RESOURCE_TYPES,
     PROJECT_TAG_KEY,
     STACK_TAG_KEY,
-    ci_roles,
-    deploy_policy,
     launch_template_tags,
 )
 from infra.plan import iam
-from infra.plan.config import PROJECT, ConfigError  # noqa: F401
+from infra.plan.config import ConfigError
 from infra.plan.stackfile import load_stack
 from tests.bootstrap import iam_eval
 from tests.fakes.pulumi_host import pulumi_host

@@ -162,7 +162,7 @@ def test_model_nodes_scale_from_zero_and_system_nodes_stay(mocks: RecordingMocks
     assert system.inputs["scalingConfig"] == {"minSize": size, "desiredSize": size, "maxSize": size}
     assert system.inputs["labels"] == {"gemma-graviton.dev/pool": "system"}
     assert "taints" not in system.inputs
-    # The same node role (policies, IRSA-only pods) and the same launch template (IMDS hop 1).
+    # The same node role (policies; pods have roles of their own) and launch template (IMDS hop 1).
     assert system.inputs["nodeRoleArn"] == model.inputs["nodeRoleArn"]
     assert system.inputs["launchTemplate"]["id"] == model.inputs["launchTemplate"]["id"]
 
