@@ -42,10 +42,12 @@ from infra.bootstrap.config import (
 )
 from infra.plan import iam
 from infra.plan.config import ConfigError
+from infra.plan.stackfile import stack_names
 
 
 def _read() -> tuple[BootstrapConfig, dict[str, str]]:
-    """The bootstrap keys and each deployed stack's region; a refusal is one line, no traceback."""
+    """The bootstrap keys and the region of every stack with a file in `stacks/` (CI deploys
+    `DEPLOY_STACKS` of them; each gets its roles); a refusal is one line, no traceback."""
     prefix = f"{BOOTSTRAP_PROJECT}:"
     keys = set(runtime_config.CONFIG.get()) | set(runtime_config.get_config_env())
     raw = {
@@ -55,7 +57,14 @@ def _read() -> tuple[BootstrapConfig, dict[str, str]]:
     }
     try:
         cfg = load_bootstrap_config(raw)
-        regions = stack_regions(DEPLOY_STACKS)
+        regions = stack_regions(stack_names())
+        missing = sorted(set(DEPLOY_STACKS) - set(regions))
+        if missing:
+            raise ConfigError(
+                "stacks",
+                f"has no stacks/Pulumi.{missing[0]}.yaml, which CI deploys",
+                f"restore the {missing[0]} stack file",
+            )
     except ConfigError as error:
         raise pulumi.RunError(str(error)) from None
     return cfg, regions
@@ -97,7 +106,8 @@ access = GitHubActionsAccess(
     opts=pulumi.ResourceOptions(providers=[aws_provider]),
 )
 
-# Each deployed stack's roles, which its `pulumi up` reads and passes to EKS but never writes.
+# Each stack's roles (every stack file's, whether CI deploys it or not), which its `pulumi up`
+# reads and passes to EKS but never writes.
 on_aws = pulumi.InvokeOutputOptions(provider=aws_provider)
 account = aws.get_caller_identity_output(opts=on_aws).account_id
 partition = aws.get_partition_output(opts=on_aws).partition
@@ -115,7 +125,7 @@ stack_role_arns = {
         ),
         opts=pulumi.ResourceOptions(providers=[aws_provider]),
     ).role_arns
-    for stack in DEPLOY_STACKS
+    for stack in regions
 }
 
 arn = access.role_arns

@@ -602,11 +602,11 @@ class Boundary:
 
 
 def boundaries(regions: Mapping[str, str]) -> tuple[Boundary, ...]:
-    """One boundary per stack in `DEPLOY_STACKS`, named as the program and the deploy roles'
+    """One boundary per stack of `regions` (every stack file's), named as the deploy roles'
     conditions expect (`infra.plan.iam.boundary_name`), for the stack's region."""
     return tuple(
         Boundary(stack, iam.boundary_name(stack), boundary_policy(regions[stack]))
-        for stack in DEPLOY_STACKS
+        for stack in sorted(regions)
     )
 
 

@@ -6,8 +6,10 @@ repository root not importable, with its stack file's keys as Pulumi would pass 
 
 from __future__ import annotations
 
+import importlib
 import json
 import runpy
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -19,7 +21,7 @@ import yaml
 from components.manifests import identity
 from infra.adapters.cli import main as plan_main
 from infra.adapters.wiring import NAMESPACE
-from infra.plan import iam
+from infra.plan import iam, stackfile
 from infra.plan.stackfile import load_stack, stack_names
 from tests.fakes.pulumi_host import pulumi_host
 from tests.fakes.pulumi_mocks import RecordingMocks, by_type, named, one, resolve, run
@@ -380,3 +382,56 @@ def test_the_bootstrap_imports_no_offline_tool() -> None:
     # And the main program knows nothing of it.
     main_closure = import_closure(REPO / "infra" / "__main__.py")
     assert not [m for m in main_closure if m.startswith(("infra.bootstrap", "components.github"))]
+
+
+def _stacks_at(folder: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The host's own `infra.plan.stackfile` (imported anew inside it) reads `folder`, a
+    `stacks/` of another checkout."""
+    sys.path.insert(0, str(REPO))
+    try:
+        module = importlib.import_module("infra.plan.stackfile")
+    finally:
+        sys.path.remove(str(REPO))
+    monkeypatch.setattr(module, "REPO", folder.parent)
+    monkeypatch.setattr(module, "STACKS", folder)
+
+
+@pytest.mark.usefixtures("as_pulumi_host")
+def test_a_stack_ci_does_not_deploy_gets_its_roles_too(
+    mocks: RecordingMocks,
+    exports: dict[str, Any],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A third stack file (`staging`, deployed by hand): its `pulumi up` reads roles as dev's
+    does, so the bootstrap makes them, with a boundary of its own; it gets no CI role."""
+    stacks = tmp_path / "stacks"
+    stacks.mkdir()
+    for stack in ("dev", "prod"):
+        text = (stackfile.STACKS / f"Pulumi.{stack}.yaml").read_text()
+        (stacks / f"Pulumi.{stack}.yaml").write_text(text)
+    staging = (stackfile.STACKS / "Pulumi.dev.yaml").read_text()
+    (stacks / "Pulumi.staging.yaml").write_text(staging)
+    _stacks_at(stacks, monkeypatch)
+    run_bootstrap(mocks, repository=REPOSITORY)
+    assert set(resolve(exports["stackRoleArns"])) == {"dev", "prod", "staging"}
+    assert set(resolve(exports["permissionsBoundaryArns"])) == {"dev", "prod", "staging"}
+    staging_roles = resolve(exports["stackRoleArns"])["staging"]
+    assert staging_roles["cluster"].endswith(
+        ":role/gemma-graviton/staging/gemma-graviton-staging-cluster"
+    )
+    assert not [r for r in _ci(mocks.records, ROLE) if "staging" in r.name]
+
+
+@pytest.mark.usefixtures("as_pulumi_host")
+def test_a_missing_deployed_stack_file_is_one_line(
+    mocks: RecordingMocks, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    stacks = tmp_path / "stacks"
+    stacks.mkdir()
+    text = (stackfile.STACKS / "Pulumi.dev.yaml").read_text()
+    (stacks / "Pulumi.dev.yaml").write_text(text)
+    _stacks_at(stacks, monkeypatch)
+    with pytest.raises(Exception, match=r"has no stacks/Pulumi\.prod\.yaml, which CI deploys"):
+        run_bootstrap(mocks, repository=REPOSITORY)
+    assert [r for r in mocks.records if r.custom] == []
