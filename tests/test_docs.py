@@ -66,7 +66,7 @@ RULES: list[tuple[str, str]] = [
         "rewrites docs/planning.md; tests/test_readme.py runs the generator and compares",
     ),
     (r'export (ENDPOINT|MODEL|API_KEY)="\$\(pulumi stack output .*', RUN),
-    (r'curl -sN "\$ENDPOINT/chat/completions" .*', RUN),
+    (r'curl -sN --max-time \d+ "\$ENDPOINT/chat/completions" .*', RUN),
     (r"make test", "the suite itself; .ci/run runs it on a clean clone"),
     (r"\.venv/bin/python -m pytest .*", "a part of `make test`"),
     (r"make (rehearse|rehearse-faults)|python -m infra\.rehearse( --faults)?", ".ci/run runs it"),

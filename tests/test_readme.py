@@ -14,7 +14,7 @@ import yaml
 from infra.adapters.cli import main
 from infra.bootstrap.access import ci_roles, runner_variable
 from infra.doctools import docs_ranking
-from infra.plan import placeholders, prices
+from infra.plan import placeholders, prices, waits
 from infra.plan.compare import compare, default_need
 from infra.plan.config import SECRET_KEYS, StackConfig
 from infra.plan.economics import economics
@@ -82,6 +82,23 @@ def test_what_it_serves_is_the_dev_plan() -> None:
         f"${e.usd_per_million_full:.2f} at full load, ${e.usd_per_million_one:.2f} with one stream",
     ):
         assert figure in quoted, figure
+
+
+def test_the_client_examples_wait_as_long_as_the_dev_plan_says() -> None:
+    """curl's `--max-time` (the whole transfer) is the plan's whole-reply timeout, the OpenAI
+    client's `timeout=` (each read of a streamed reply) its between-bytes one: dev's first byte
+    outwaits the client's default, so an example left at the default would give up on a reply the
+    endpoint still sends. A plan that moves its bounds turns this red until the README follows."""
+    dev = plan(load_stack("dev", today=prices.READ_ON), "dev")
+    need = waits.client_timeouts(dev)
+    assert need.stream_s > waits.OPENAI_DEFAULT_TIMEOUT_S
+    section = _section("Quick start: a working endpoint")
+    assert re.findall(r"curl -sN --max-time (\d+) ", section) == [str(need.whole_s)]
+    assert re.findall(r"OpenAI\(.*, timeout=(\d+)\)", section) == [str(need.stream_s)]
+    quoted = " ".join(section.split())
+    assert f"first byte may take up to {dev.liveness.first_byte_s} s" in quoted
+    assert f"{need.stream_s} s between a streamed reply's bytes and {need.whole_s} s" in quoted
+    assert f"default timeout of {waits.OPENAI_DEFAULT_TIMEOUT_S} s" in quoted
 
 
 def test_the_quick_start_edits_the_required_keys_before_any_command_reads_them() -> None:

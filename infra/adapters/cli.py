@@ -39,6 +39,7 @@ from infra.plan import (
     readiness,
     sleep,
     support,
+    waits,
     weights,
 )
 from infra.plan.config import ConfigError, StackConfig
@@ -255,7 +256,8 @@ def format_table(
             f"then finishes its streams within {p.drain.reply_s} s; grace "
             f"{p.drain.grace_s} s",
         ),
-        ("bounds that wait", _waiting_bounds(p)),
+        ("bounds that wait", waits.describe(p)),
+        ("client timeout", waits.describe_client(p)),
         ("idle cut", _idle_cut(p)),
         ("rollout", p.rollout.describe()),
     ]
@@ -318,10 +320,6 @@ def _revision(cfg: StackConfig) -> str:
     )
 
 
-#: A bound that holds a rollout, a scale-down or a client longer than this is not practical.
-PRACTICAL_BOUND_S = 20 * 60
-
-
 def _idle_cut(p: Plan) -> str:
     """Whether a connection waiting for its first byte outlives the load balancer's idle
     timeout: the gatekeeper's TCP keepalives (`components.manifests.gatekeeper_conf.
@@ -339,24 +337,6 @@ def _idle_cut(p: Plan) -> str:
         f"none: {keepalives}; the TLS listener, which ends TLS and holds the client's connection "
         "itself, then sends its own keepalives to the client every 20 s (Network Load Balancers "
         f'guide, "Connection idle timeout"); first byte within {wait} s'
-    )
-
-
-def _waiting_bounds(p: Plan) -> str:
-    """The three bounds a rollout or a node's removal may wait for, with their source."""
-    source = catalog.PREFILL_SOURCES[p.liveness.path]
-    worst = max(p.front_door.reply_timeout_seconds, p.drain.grace_s)
-    verdict = (
-        f"all within {PRACTICAL_BOUND_S // 60} min"
-        if worst <= PRACTICAL_BOUND_S
-        else f"above {PRACTICAL_BOUND_S // 60} min: a lower `maxContextCap` shortens them"
-    )
-    return (
-        f"reply timeout {p.front_door.reply_timeout_seconds} s, drain grace {p.drain.grace_s} s, "
-        f"autoscaler graceful termination {p.drain.grace_s} s (--max-graceful-termination-sec); "
-        f"{verdict}; from a {p.max_model_len:,}-token prompt at the slow end of the prefill "
-        f"range ({source}; `catalog.PREFILL_PROVENANCE`) and the reply at the calibrated decode "
-        "rate x1.25"
     )
 
 
@@ -488,7 +468,9 @@ def main(argv: Sequence[str] | None = None, today: dt.date | None = None) -> int
         # The stack's own keys come first: a type compared with badly set keys is no advice.
         first = advice.change_first(cfg, result, econ, args.stack, today)
         buy = None if first else advice.buy_line(cfg, result, econ, args.stack, today)
+        long_wait = waits.warning(cfg, result, args.stack)
         warnings = [
+            *([long_wait] if long_wait else []),
             *verdict.plan_warnings(cfg, econ, changed, today),
             *addons.warnings(cfg.kubernetes_version),
             *readiness.warnings(cfg),
@@ -520,7 +502,11 @@ def main(argv: Sequence[str] | None = None, today: dt.date | None = None) -> int
             "extended_support_end": version.end_of_extended.isoformat() if version else None,
         }
         data["cheaper"] = buy if buy and buy.startswith("cheaper:") else None
-        data["verdict"] = verdict.verdict_json(result, econ, first or buy, warnings, scaled)
+        data["verdict"] = verdict.verdict_json(
+            result, econ, first or buy, warnings, scaled, long_wait
+        )
+        timeouts = waits.client_timeouts(result)
+        data["client_timeout_s"] = {"stream": timeouts.stream_s, "whole": timeouts.whole_s}
         data["placeholders"] = [p.key for p in placeholders.find(cfg)]
         data["quality"] = weights.weight_format(result.weights).quality
         data["elastic"] = None if scaled is None else scaled.to_json()
@@ -529,7 +515,8 @@ def main(argv: Sequence[str] | None = None, today: dt.date | None = None) -> int
     notice = placeholders.notice(cfg)
     if notice:
         print(notice)
-    print("\n".join(verdict.verdict_lines(result, econ, first or buy, warnings, scaled)))
+    lines = verdict.verdict_lines(result, econ, first or buy, warnings, scaled, long_wait)
+    print("\n".join(lines))
     if args.brief:
         return 0
     print()

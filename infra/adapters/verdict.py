@@ -15,6 +15,7 @@ import datetime as dt
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from components.manifests import images
 from infra.plan import catalog, moe_measured, support
 from infra.plan.config import StackConfig
 from infra.plan.economics import Economics
@@ -35,9 +36,11 @@ def verdict_lines(
     advice: str | None,
     warnings: Sequence[str],
     scaled: ElasticPlan | None = None,
+    long_wait: str | None = None,
 ) -> list[str]:
     """The verdict, one line per question. An elastic stack (`scaled`) states the month its
-    schedule costs, system nodes included, with the fewest and the most groups beside it."""
+    schedule costs, system nodes included, with the fewest and the most groups beside it; bounds
+    that wait longer than is practical (`long_wait`, also among the warnings) get a line."""
     s = e.served
     streams = s.planned.sequences * p.replicas
     full = s.planned.aggregate_tokens_per_s * p.replicas
@@ -71,6 +74,8 @@ def verdict_lines(
     ]
     if advice:
         lines.append(advice)
+    if long_wait:
+        lines.append(f"warning: {long_wait}")
     lines.append(f"warnings: {len(warnings)}, listed at the end" if warnings else "warnings: none")
     return lines
 
@@ -117,6 +122,12 @@ def plan_warnings(cfg: StackConfig, e: Economics, changed: str | None, today: dt
     changes the nodes or cost, the support and security warnings the program logs too, and the
     cost model's caveats."""
     found = [changed] if changed else []
+    if cfg.vllm_image_own_build:
+        found.append(
+            f"`vllmImage` {cfg.vllm_image} is your own build (`vllmImageOwnBuild`): the plan "
+            "does not check that it is vLLM for CPUs on arm64, and its rates are the pinned "
+            f"{images.PINS['vllm'].tagged}'s"
+        )
     if cfg.weights == "int4":
         found.append(INT4_KERNEL_WARNING)
     return [*found, *support.warnings(cfg, today), *e.costs.notes]
@@ -128,11 +139,12 @@ def verdict_json(
     advice: str | None,
     warnings: Sequence[str],
     scaled: ElasticPlan | None = None,
+    long_wait: str | None = None,
 ) -> dict[str, object]:
     """The verdict as data: its lines, and the figures a script would test."""
     return {
         "starts": True,
-        "lines": verdict_lines(p, e, advice, warnings, scaled),
+        "lines": verdict_lines(p, e, advice, warnings, scaled, long_wait),
         "advice": advice,
         "warnings": len(warnings),
     }

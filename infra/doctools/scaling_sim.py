@@ -38,6 +38,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
+from infra.plan.config_parts import span
 from infra.plan.elastic import HPA_SYNC_SECONDS, ScalingParameters, Window
 
 STEP_SECONDS = 5
@@ -54,8 +55,8 @@ def floor(window: Window | None, second: float, weekday: int) -> int:
     if window is None:
         return 0
     minute = second // 60
-    (h0, m0), (h1, m1) = (map(int, t.split(":")) for t in (window.start, window.end))
-    inside = weekday in window.weekdays and h0 * 60 + m0 <= minute < h1 * 60 + m1
+    start, end = span(window.start, window.end)
+    inside = weekday in window.weekdays and start <= minute < end
     return window.groups_inside if inside else window.groups_outside
 
 

@@ -13,11 +13,11 @@ from __future__ import annotations
 import datetime as dt
 import math
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from pydantic_core import PydanticUndefined
 
-from infra.plan import addons, catalog, readiness
+from infra.plan import addons, catalog, elastic, readiness
 from infra.plan.compare import SIZE_FIELDS, Need, candidate_config, compare
 from infra.plan.config import ConfigError, StackConfig
 from infra.plan.economics import Economics, economics
@@ -268,10 +268,11 @@ def better_buy(stack: Offer, offers: Iterable[Offer]) -> tuple[str, Offer] | Non
     return None
 
 
-def offer_text(offer: Offer) -> str:
-    """An offer's figures, as a verdict line quotes them: price first, then the need."""
+def offer_text(offer: Offer, basis: str = "") -> str:
+    """An offer's figures, as a verdict line quotes them: price first (on `basis`, the month the
+    verdict prices the stack on), then the need."""
     return (
-        f"{offer.nodes} x {offer.instance_type}, ${offer.usd_per_month:,.2f}/month, "
+        f"{offer.nodes} x {offer.instance_type}, ${offer.usd_per_month:,.2f}/month{basis}, "
         f"${offer.usd_per_million_full:.2f} per million tokens; {offer.context:,} tokens x "
         f"{offer.concurrency:.2f}, {offer.one_stream:.2f} tokens/s per stream, first token "
         f"~{offer.ttft_max_s:.0f} s"
@@ -287,7 +288,7 @@ def buy_line(cfg: StackConfig, p: Plan, econ: Economics, stack: str, today: dt.d
 
     Every catalogue type is planned as `--compare` plans it (the stack's node-size keys back to
     auto), so the `--set` names those keys too when the stack pins them."""
-    own = Offer.of(p, econ)
+    own = _on_basis(cfg, p, Offer.of(p, econ), today)
     if own is None:
         return None
     need = Need(p.max_model_len, max(1, math.floor(p.max_concurrency)))
@@ -295,7 +296,14 @@ def buy_line(cfg: StackConfig, p: Plan, econ: Economics, stack: str, today: dt.d
         o
         for c in compare(cfg, need, stack, today).ranked
         if c.plan is not None and c.econ is not None
-        for o in [Offer.of(c.plan, c.econ)]
+        for o in [
+            _on_basis(
+                candidate_config(cfg, c.instance_type, need),
+                c.plan,
+                Offer.of(c.plan, c.econ),
+                today,
+            )
+        ]
         if o is not None
     ]
     found = better_buy(own, offers)
@@ -305,7 +313,32 @@ def buy_line(cfg: StackConfig, p: Plan, econ: Economics, stack: str, today: dt.d
     pinned = candidate_config(cfg, offer.instance_type, need)
     reset = [name for name in SIZE_FIELDS if getattr(cfg, name) != getattr(pinned, name)]
     keys = [("instanceType", offer.instance_type)] + [(_alias(n), "auto") for n in reset]
-    return f"{kind}: {offer_text(offer)} ({_sets(keys)})"
+    return f"{kind}: {offer_text(offer, _basis(cfg))} ({_sets(keys)})"
+
+
+def _basis(cfg: StackConfig) -> str:
+    """The month an offer is priced on, as the verdict's cost line prices the stack's own: an
+    elastic stack's schedule month (else its most groups'), system nodes included."""
+    if not cfg.elastic:
+        return ""
+    if cfg.schedule is not None:
+        return " on its schedule, system nodes included"
+    return f" with {cfg.most_groups} groups, system nodes included"
+
+
+def _on_basis(cfg: StackConfig, p: Plan, offer: Offer | None, today: dt.date) -> Offer | None:
+    """`offer` with its month on `_basis`: a fixed stack's as planned; an elastic stack's (or an
+    alternative type's under the same elasticity keys) its schedule month, else its most
+    groups' month. None when that month has no price or the type cannot scale so."""
+    if offer is None or not cfg.elastic:
+        return offer
+    try:
+        scaled = elastic.elastic_plan(cfg, p, today)
+    except ConfigError:
+        return None
+    assert scaled is not None  # an elastic stack has its elastic plan
+    month = scaled.usd_month_schedule if cfg.schedule is not None else scaled.usd_month_most
+    return None if month is None else replace(offer, usd_per_month=month)
 
 
 def _alias(name: str) -> str:

@@ -85,6 +85,8 @@ IDLE_KEYS = (
     "tlsCertificateArn",
     "allowPlainHttp",
     "vcpuQuota",
+    # A mark the planner reads: the image itself is `vllmImage`'s.
+    "vllmImageOwnBuild",
     # The gatekeeper re-reads its key file, which the kubelet refreshes from the Secret: a
     # rotation changes no pod template (`components.manifests.gatekeeper`).
     "apiKey",

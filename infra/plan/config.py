@@ -378,6 +378,16 @@ class StackConfig(StackChecks):
             ),
         ),
     ] = images.PINS["vllm"].reference
+    vllm_image_own_build: Annotated[
+        bool,
+        Field(
+            alias="vllmImageOwnBuild",
+            description="`vllmImage` is your own build of vLLM for CPUs on arm64, from a "
+            "repository the pin file does not list: the plan accepts it and says so. Without "
+            "it, `vllmImage` must come from the pin file's vLLM repository.",
+            json_schema_extra=_fix("use true or false"),
+        ),
+    ] = False
     allowed_cidrs: Annotated[
         tuple[ipaddress.IPv4Network, ...],
         Field(

@@ -33,6 +33,10 @@ from infra.plan.config_parts import (
 )
 
 
+def _count(groups: int) -> str:
+    return "one group" if groups == 1 else f"{groups} groups"
+
+
 class StackChecks(BaseModel):
     """What `StackConfig` checks and derives; the keys are declared there (pydantic runs these
     validators on the subclass's fields: `check_fields=False`)."""
@@ -179,6 +183,7 @@ class StackChecks(BaseModel):
         # registry, and every node is Graviton (arm64); an index without arm64 cannot start.
         pin = images.recorded(self.vllm_image)
         if pin is None or not pin.missing():
+            self._check_image_repository()
             return
         listed = ", ".join(pin.platforms or ()) or "no platform"
         raise ConfigError(
@@ -187,6 +192,23 @@ class StackChecks(BaseModel):
             f"{listed}, as `make pin-images` read it), and every node is Graviton (arm64)",
             "choose a tag whose index lists linux/arm64, set it in "
             "components/manifests/images.json and run `make pin-images`",
+        )
+
+    def _check_image_repository(self) -> None:
+        """vLLM's other repositories (vllm/vllm-openai is its CUDA build) pull and then fail on
+        a CPU node: an image comes from the pin file's CPU arm64 repository, or is marked as the
+        user's own build."""
+        known = images.PINS["vllm"].repository
+        repository = self.vllm_image.partition("@")[0].rpartition(":")[0]
+        if repository == known or self.vllm_image_own_build:
+            return
+        raise ConfigError(
+            "vllmImage",
+            f"{self.vllm_image} is not from {known}, the vLLM CPU arm64 repository the pin file "
+            "(components/manifests/images.json) lists, and other builds of vLLM do not run on "
+            "Graviton's CPUs",
+            f"use a {known} tag ending in -arm64 and its digest, or set `vllmImageOwnBuild: "
+            "true` if it is your own CPU arm64 build",
         )
 
     @model_validator(mode="after")
@@ -321,11 +343,16 @@ class StackChecks(BaseModel):
                 "maxGroups", f"is required with {_keys(given)}", f"set it to {lowest}"
             )
         if self.max_groups <= self.min_groups:
+            # Raising `maxGroups` above a mistyped `minGroups` would hold that many groups all
+            # month: lowering `minGroups` comes first, and the raise says what it holds.
+            # (`maxGroups` is at least 1, so `minGroups` is too.)
             raise ConfigError(
                 "maxGroups",
                 f"{self.max_groups} is not above `minGroups` {self.min_groups}, so the group "
                 "count is fixed",
-                f"set it to {lowest}, or use `replicas: {self.max_groups}` without elasticity keys",
+                f"lower `minGroups` to {self.max_groups - 1}, or set `maxGroups` to {lowest}, "
+                f"which holds {_count(self.min_groups)} all month, or use "
+                f"`replicas: {self.max_groups}` without elasticity keys",
             )
         if self.schedule is not None:
             self._check_schedule(self.schedule, self.min_groups, self.max_groups)

@@ -123,6 +123,14 @@ class ModelProfileConfig(BaseModel):
 #: Day names a schedule's `days` are written with, Monday first (ISO and cron order).
 WEEKDAYS = ("Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun")
 _CLOCK = re.compile(r"([01]\d|2[0-3]):[0-5]\d")
+#: The day a window ends: an end at "00:00" is midnight, the start of the next day.
+DAY_MINUTES = 24 * 60
+
+
+def span(start: str, end: str) -> tuple[int, int]:
+    """A window's start and end in minutes of its day; an end at 00:00 is `DAY_MINUTES`."""
+    (h0, m0), (h1, m1) = (map(int, t.split(":")) for t in (start, end))
+    return h0 * 60 + m0, (h1 * 60 + m1) or DAY_MINUTES
 
 
 def weekdays(text: str) -> tuple[int, ...]:
@@ -168,7 +176,7 @@ class ScheduleConfig(BaseModel):
         str,
         Field(
             description='When the window closes, as HH:MM in quotes ("19:00"), after `start` '
-            "the same day."
+            'the same day; "00:00" is midnight, the start of the next day.'
         ),
     ]
     groups_inside: Annotated[
@@ -235,6 +243,13 @@ class ScheduleConfig(BaseModel):
                 f"{value} was read as a number, not a time of day",
                 f'quote it as HH:MM, such as "{example}"',
             )
+        if value.startswith("24:") and info.field_name == "end":
+            raise ConfigError(
+                "schedule.end",
+                f"{value!r} is not a time of day as HH:MM (00:00 to 23:59)",
+                'write "23:59" for a minute before midnight, or "00:00", which as an end means '
+                "midnight, the start of the next day",
+            )
         if not _CLOCK.fullmatch(value):
             raise ConfigError(
                 f"schedule.{info.field_name}",
@@ -245,12 +260,13 @@ class ScheduleConfig(BaseModel):
 
     @model_validator(mode="after")
     def _window(self) -> ScheduleConfig:
-        if self.end <= self.start:
+        start, end = span(self.start, self.end)
+        if end <= start:
             raise ConfigError(
                 "schedule.end",
                 f"{self.end} is not after `schedule.start` {self.start} (a window ends the day it "
                 "starts)",
-                'use an end such as "23:59"',
+                'use an end such as "23:59", or "00:00" for midnight',
             )
         return self
 
@@ -262,8 +278,8 @@ class ScheduleConfig(BaseModel):
     @property
     def hours_a_week(self) -> float:
         """Hours inside the window in one week."""
-        (h0, m0), (h1, m1) = (map(int, t.split(":")) for t in (self.start, self.end))
-        return len(self.weekdays) * ((h1 * 60 + m1) - (h0 * 60 + m0)) / 60
+        start, end = span(self.start, self.end)
+        return len(self.weekdays) * (end - start) / 60
 
 
 def _keys(keys: set[str]) -> str:

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from components.manifests import scaling as keda
 from infra.plan import catalog, liveness, readiness
 from infra.plan.config import WEEKDAYS, ConfigError, ScheduleConfig, StackConfig
+from infra.plan.config_parts import DAY_MINUTES, span
 from infra.plan.costs import stack_costs
 from infra.plan.economics import cost_inputs
 from infra.plan.prices import HOURS_PER_MONTH, ec2_price
@@ -98,12 +99,18 @@ class Window:
     def cron(self) -> keda.CronWindow:
         """The window as KEDA's cron trigger takes it: start and end as cron expressions
         (minute hour * * day-of-week, Sunday = 0)."""
-        days = ",".join(str((d + 1) % 7) for d in self.weekdays)
-        (h0, m0), (h1, m1) = (map(int, t.split(":")) for t in (self.start, self.end))
+        start, end = span(self.start, self.end)
+        # An end at midnight falls on the next day: its cron names the days after the window's.
+        # KEDA holds the window while the next end comes before the next start (kedacore/keda
+        # pkg/scalers/cron_scaler.go `GetMetricsAndActivity`), so Mon 08:00 to Tue 00:00 holds.
+        next_day = end // DAY_MINUTES
+        days, end_days = (
+            ",".join(str((d + 1 + shift) % 7) for d in self.weekdays) for shift in (0, next_day)
+        )
         return keda.CronWindow(
             time_zone=self.time_zone,
-            start=f"{m0} {h0} * * {days}",
-            end=f"{m1} {h1} * * {days}",
+            start=f"{start % 60} {start // 60} * * {days}",
+            end=f"{end % 60} {end // 60 % 24} * * {end_days}",
             groups_inside=self.groups_inside,
         )
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 import yaml
 
@@ -135,6 +137,15 @@ BAD_INPUTS = [
         ["vllmImage=vllm/vllm-openai-cpu:v0.31.0-arm64@sha256:abc"],
         "`vllmImage` vllm/vllm-openai-cpu:v0.31.0-arm64@sha256:abc has a malformed digest; write "
         "it as vllm/vllm-openai-cpu:v0.31.0-arm64@sha256:<64 hex digits>",
+    ),
+    # vLLM's CUDA repository, pinned and well formed: not a CPU arm64 build.
+    (
+        ["vllmImage=vllm/vllm-openai:v0.31.0@sha256:" + "a" * 64],
+        "`vllmImage` vllm/vllm-openai:v0.31.0@sha256:" + "a" * 64 + " is not from "
+        "vllm/vllm-openai-cpu, the vLLM CPU arm64 repository the pin file "
+        "(components/manifests/images.json) lists, and other builds of vLLM do not run on "
+        "Graviton's CPUs; use a vllm/vllm-openai-cpu tag ending in -arm64 and its digest, or set "
+        "`vllmImageOwnBuild: true` if it is your own CPU arm64 build",
     ),
     (
         ["pipelineStages=1"],
@@ -316,6 +327,23 @@ def test_program_style_json_strings_validate_like_yaml() -> None:
     assert [str(c) for c in cfg.allowed_cidrs] == ["198.51.100.0/24"]
     assert cfg.tags == {"costCenter": "ml"}
     assert (cfg.replicas, cfg.weight_prefetch, cfg.max_model_len) == (2, False, "auto")
+
+
+def test_an_image_marked_as_the_users_own_build_is_planned_and_said(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    image = "registry.example.com/ml/vllm-cpu:0.31.0-arm64@sha256:" + "b" * 64
+    argv = ["--set", f"vllmImage={image}", "--set", "vllmImageOwnBuild=true", "--json"]
+    assert main(argv) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["vllm_image"] == image
+    assert data["warnings"][0] == (
+        f"`vllmImage` {image} is your own build (`vllmImageOwnBuild`): the plan does not check "
+        "that it is vLLM for CPUs on arm64, and its rates are the pinned "
+        "vllm/vllm-openai-cpu:v0.31.0-arm64's"
+    )
+    assert main(argv[:2]) == 2
+    assert "is not from vllm/vllm-openai-cpu" in capsys.readouterr().err
 
 
 def test_missing_owner_is_named() -> None:

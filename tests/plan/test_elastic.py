@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from infra.adapters.cli import main
+from infra.doctools import scaling_sim
 from infra.plan import elastic
 from infra.plan.config import ConfigError
 from infra.plan.sizing import plan
@@ -36,9 +37,19 @@ REFUSALS = [
     ),
     (
         ["minGroups=1", "maxGroups=1"],
-        "`maxGroups` 1 is not above `minGroups` 1, so the group count is fixed; set it to 2, or "
-        "use `replicas: 1` without elasticity keys",
-        ["minGroups=1", "maxGroups=2"],
+        "`maxGroups` 1 is not above `minGroups` 1, so the group count is fixed; lower `minGroups` "
+        "to 0, or set `maxGroups` to 2, which holds one group all month, or use `replicas: 1` "
+        "without elasticity keys",
+        ["minGroups=0", "maxGroups=1"],
+    ),
+    # A mistyped floor: raising `maxGroups` to 4 would hold 3 groups (6 nodes) all month, so
+    # lowering `minGroups` comes first and the raise says what it holds.
+    (
+        ["minGroups=3", "maxGroups=1"],
+        "`maxGroups` 1 is not above `minGroups` 3, so the group count is fixed; lower `minGroups` "
+        "to 0, or set `maxGroups` to 4, which holds 3 groups all month, or use `replicas: 1` "
+        "without elasticity keys",
+        ["minGroups=0", "maxGroups=1"],
     ),
     (
         ["minGroups=0", "maxGroups=2", "replicas=2"],
@@ -85,8 +96,23 @@ REFUSALS = [
     (
         ["minGroups=0", "maxGroups=2", f"schedule={OFFICE.replace('19:00', '07:00')}"],
         "`schedule.end` 07:00 is not after `schedule.start` 08:00 (a window ends the day it "
-        'starts); use an end such as "23:59"',
+        'starts); use an end such as "23:59", or "00:00" for midnight',
         ["minGroups=0", "maxGroups=2", f"schedule={OFFICE.replace('19:00', '23:59')}"],
+    ),
+    # The end of the day is not told to write "19:00": both fixes it offers are accepted.
+    (
+        ["minGroups=0", "maxGroups=2", f"schedule={OFFICE.replace('19:00', '24:00')}"],
+        "`schedule.end` '24:00' is not a time of day as HH:MM (00:00 to 23:59); write \"23:59\" "
+        'for a minute before midnight, or "00:00", which as an end means midnight, the start of '
+        "the next day",
+        ["minGroups=0", "maxGroups=2", f"schedule={OFFICE.replace('19:00', '23:59')}"],
+    ),
+    (
+        ["minGroups=0", "maxGroups=2", f"schedule={OFFICE.replace('19:00', '24:00')}"],
+        "`schedule.end` '24:00' is not a time of day as HH:MM (00:00 to 23:59); write \"23:59\" "
+        'for a minute before midnight, or "00:00", which as an end means midnight, the start of '
+        "the next day",
+        ["minGroups=0", "maxGroups=2", f"schedule={OFFICE.replace('19:00', '00:00')}"],
     ),
     (
         ["minGroups=0", "maxGroups=2", f"schedule={OFFICE[:-1]}, groupsInside: 3}}"],
@@ -216,6 +242,22 @@ def test_weekend_days_map_to_cron_sunday_zero() -> None:
     cron = e.scaling.schedule.cron()
     assert (cron.time_zone, cron.start, cron.end) == ("UTC", "0 10 * * 6,0", "30 12 * * 6,0")
     assert e.scaling.schedule.hours_a_week == 5
+
+
+def test_a_window_ending_at_midnight_ends_on_the_next_day() -> None:
+    """An end at "00:00" is the next day's midnight: KEDA's end cron names the following days
+    (Sun's window ends Mon 00:00), the week counts the hours to midnight, and the simulated day
+    holds the groups until then."""
+    _, _, e = _elastic(
+        schedule={"timeZone": "UTC", "days": "Fri-Sun", "start": "18:00", "end": "00:00"}
+    )
+    window = e.scaling.schedule
+    assert window is not None
+    cron = window.cron()
+    assert (cron.start, cron.end) == ("0 18 * * 5,6,0", "0 0 * * 6,0,1")
+    assert window.hours_a_week == 18
+    assert scaling_sim.floor(window, 23 * 3600 + 3599, 4) == window.groups_inside
+    assert scaling_sim.floor(window, 17 * 3600, 4) == window.groups_outside
 
 
 def test_wake_up_from_zero_uses_the_cold_start_model() -> None:

@@ -200,15 +200,49 @@ def test_cheaper_holds_over_the_whole_catalogue(
         assert after["max_model_len"] >= data["max_model_len"], (name, advice)
         assert int(after["max_concurrency"]) >= int(data["max_concurrency"]), (name, advice)
         assert after["served"]["ttft_max_len_s"] <= data["served"]["ttft_max_len_s"]
-        assert after["usd_per_month"] <= data["usd_per_month"] + 1, (name, advice)
+        assert _month(after) <= _month(data) + 1, (name, advice)
         if advice.startswith("cheaper: "):
-            assert after["usd_per_month"] < data["usd_per_month"], (name, advice)
+            assert _month(after) < _month(data), (name, advice)
+            assert f"${_month(after):,.2f}/month" in advice, (name, advice)
             key = "usd_per_million_tokens_full_load"
             assert after[key] < data[key], (name, advice)
         else:
             assert advice.startswith("faster for the same money: "), advice
             assert one_after > one, (name, advice)
     assert named >= 4
+
+
+def _month(data: dict) -> float:
+    """The month the verdict prices a stack on: an elastic one's schedule month (else its most
+    groups'), system nodes included; a fixed one's as planned."""
+    scaled = data["elastic"]
+    if scaled is None:
+        return data["usd_per_month"]
+    return scaled["usd_month_schedule"] or scaled["usd_month_most"]
+
+
+def test_cheaper_on_an_elastic_stack_prices_the_alternative_as_its_verdict_would(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """prod's verdict costs its schedule month; its `cheaper:` line costs the alternative's
+    schedule month under the same keys, which that alternative's own plan then states."""
+    data, advice = _advice(capsys, "--stack", "prod")
+    assert advice == (
+        "cheaper: 3 x r7g.2xlarge, $402.07/month on its schedule, system nodes included, $8.02 "
+        "per million tokens; 7,168 tokens x 32.44, 3.54 tokens/s per stream, first token ~396 s "
+        "(--set instanceType=r7g.2xlarge)"
+    )
+    after, _ = _advice(capsys, "--stack", "prod", "--set", "instanceType=r7g.2xlarge")
+    (cost,) = [x for x in after["verdict"]["lines"] if x.startswith("cost:")]
+    assert cost.startswith("cost: $402.07/month on its schedule, system nodes included")
+    assert _month(after) == 402.07 < _month(data)
+    # Without a schedule the basis is the most groups' month, as the verdict's upper figure.
+    data, advice = _advice(capsys, "--stack", "dev", "--set", "minGroups=0", "--set", "maxGroups=2")
+    if advice and advice.startswith("cheaper: "):
+        assert "/month with 2 groups, system nodes included, " in advice
+        assert f"${data['elastic']['usd_month_most']:,.2f} with 2 groups" in " ".join(
+            data["verdict"]["lines"]
+        )
 
 
 @pytest.mark.parametrize(
