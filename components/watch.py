@@ -96,7 +96,7 @@ def answer_filter_pattern(status: str, elastic: bool = False) -> str:
 
 
 #: An elastic stack's door: model requests it answered asleep (no group serving). The asleep
-#: page is reached by an internal redirect, so nginx logs its own path as `$uri`; /health's
+#: page is reached by an internal redirect, logged as the `page` that answered; /health's
 #: asleep answers have another page and are not counted (an uptime check polls it all night).
 ASLEEP_ANSWERS = "front_door_asleep_answers"
 
@@ -105,7 +105,7 @@ def asleep_filter_pattern() -> str:
     """The metric filter pattern counting the door's asleep answers to model requests."""
     return (
         f'{{ $.kubernetes.container_name = "{GATEKEEPER_CONTAINER}" && '
-        f'$.log_processed.asleep = 1 && $.log_processed.uri = "{ASLEEP_PAGE}" }}'
+        f'$.log_processed.asleep = 1 && $.log_processed.page = "{ASLEEP_PAGE}" }}'
     )
 
 

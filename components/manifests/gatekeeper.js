@@ -115,27 +115,96 @@ var STEERING_FIELDS = [
     'request_id', 'priority', 'cache_salt', 'kv_transfer_params', 'ec_transfer_params', 'vllm_xargs'
 ];
 
-// How deeply arrays and objects nest in `text` (outside strings), counted without parsing it.
-function depth(text) {
-    var level = 0, deepest = 0, quoted = false;
-    for (var i = 0; i < text.length; i++) {
-        var c = text[i];
-        if (quoted) {
-            if (c === '\\') {
-                i++;
-            } else if (c === '"') {
-                quoted = false;
+// What vLLM 0.31 reads from a body but cannot hand to its engine. vLLM registers a request in its
+// output processor before it msgpack-encodes it for the engine core (v1/engine/async_llm.py
+// `_add_request`, then `engine_core.add_request_async`), and `generate()` aborts only a request
+// whose queue it already holds, so an encoding error leaves that registration behind for good.
+// The encoder (v1/serial_utils.py `MsgpackEncoder`, msgspec) refuses two things JSON carries to
+// it: a string holding an unpaired UTF-16 surrogate, which UTF-8 cannot write
+// (UnicodeEncodeError; Python's json decodes "\ud800" escapes, and surrogates written as UTF-8
+// bytes, into just that), and an integer outside 64 bits (OverflowError). Any field can reach the
+// encoder (stop strings, bad words, schemas), so the whole body is checked, not a list of fields.
+var SUSPECT = /\\u[dD][89a-fA-F]|\d{19}/;  // 2^63 has 19 digits
+var SURROGATE_ESCAPE = /(\\+)u[dD]([89a-fA-F])[0-9a-fA-F]{2}/g;
+var PAIRED_LOW = /^\\u[dD][c-fC-F][0-9a-fA-F]{2}/;
+var INT64 = 9223372036854775808;  // 2^63: njs rounds 2^63 - 1 and 2^64 - 1 up to a power of two
+
+// Whether `text` escapes a surrogate outside a pair (an escape: an odd run of backslashes).
+function unpairedEscape(text) {
+    var paired = -1, m;
+    SURROGATE_ESCAPE.lastIndex = 0;
+    while ((m = SURROGATE_ESCAPE.exec(text)) !== null) {
+        if (m[1].length % 2 === 0) {
+            continue;
+        }
+        var end = m.index + m[0].length;
+        if ('89abAB'.indexOf(m[2]) >= 0) {
+            if (!PAIRED_LOW.test(text.slice(end, end + 6))) {
+                return true;
             }
-        } else if (c === '"') {
-            quoted = true;
-        } else if (c === '{' || c === '[') {
-            level++;
-            deepest = Math.max(deepest, level);
-        } else if (c === '}' || c === ']') {
-            level--;
+            paired = end;
+        } else if (m.index + m[1].length - 1 !== paired) {
+            return true;
         }
     }
-    return deepest;
+    return false;
+}
+
+// The first thing in `value` vLLM's engine cannot carry ('number' or 'surrogate'), or null. njs
+// parses an unpaired escape into U+FFFD (njs_json.c), so once the text holds one, the string or
+// key with U+FFFD names where it is.
+function uncarried(value, surrogates) {
+    if (typeof value === 'number') {
+        return Math.abs(value) >= INT64 && Math.floor(value) === value ? 'number' : null;
+    }
+    if (typeof value === 'string') {
+        return surrogates && value.indexOf('\uFFFD') >= 0 ? 'surrogate' : null;
+    }
+    if (value === null || typeof value !== 'object') {
+        return null;
+    }
+    var keys = Object.keys(value);
+    for (var i = 0; i < keys.length; i++) {
+        var found = uncarried(keys[i], surrogates) || uncarried(value[keys[i]], surrogates);
+        if (found) {
+            return found;
+        }
+    }
+    return null;
+}
+
+// [field, message] for a body vLLM could not carry, or null. Bodies that cannot hold such a
+// thing (no surrogate escape, no run of 19 digits: nearly all) are not walked at all.
+function carriageProblem(text, body) {
+    if (!SUSPECT.test(text)) {
+        return null;
+    }
+    var surrogates = unpairedEscape(text);
+    var fields = Object.keys(body);
+    for (var i = 0; i < fields.length; i++) {
+        var found = uncarried(body[fields[i]], surrogates);
+        if (found === 'number') {
+            return [fields[i], '`' + fields[i] + '` holds a whole number of 2^63 or more in ' +
+                'size; vLLM\'s engine carries integers of 64 bits at most'];
+        }
+        if (found) {
+            return [fields[i], '`' + fields[i] + '` holds an unpaired UTF-16 surrogate escape ' +
+                '(\\uD800-\\uDFFF without its other half), which vLLM cannot encode'];
+        }
+    }
+    return surrogates ? [null, 'The request body holds an unpaired UTF-16 surrogate escape ' +
+        '(\\uD800-\\uDFFF without its other half), which vLLM cannot encode'] : null;
+}
+
+// Whether the body is UTF-8 (JSON must be: RFC 8259 section 8.1). Python's json reads
+// surrogates written as UTF-8 bytes ("surrogatepass"), which njs leaves as bytes.
+function utf8(r) {
+    try {
+        new TextDecoder('utf-8', {fatal: true}).decode(r.requestBuffer);
+        return true;
+    } catch (e) {
+        return false;
+    }
 }
 
 // The most KV-cache tokens a request can hold in vLLM, at the large end, before vLLM sees it: its
@@ -172,15 +241,23 @@ function inspect(r, target, completion) {
     try {
         body = JSON.parse(text);
     } catch (e) {
-        // njs's parser refuses nesting past its own depth (njs_json.c NJS_JSON_MAX_DEPTH); say so,
-        // rather than calling well-formed JSON invalid.
-        return refuse(r, null, depth(text) > LIMITS.maxJsonDepth
+        // The parser's own verdict, with no second look at the text: njs refuses nesting past
+        // its depth (njs_json.c NJS_JSON_MAX_DEPTH, "Nested too deep"); say so, rather than
+        // calling well-formed JSON invalid.
+        return refuse(r, null, String(e.message).indexOf('Nested too deep') >= 0
             ? 'The request body nests arrays and objects more than ' + LIMITS.maxJsonDepth +
               ' levels deep; this endpoint reads at most ' + LIMITS.maxJsonDepth
             : 'The request body is not valid JSON');
     }
     if (typeof body !== 'object' || body === null || Array.isArray(body)) {
         return refuse(r, null, 'The request body must be a JSON object');
+    }
+    if (!utf8(r)) {
+        return refuse(r, null, 'The request body is not valid UTF-8');
+    }
+    var carried = carriageProblem(text, body);
+    if (carried) {
+        return refuse(r, carried[0], carried[1]);
     }
     for (var f = 0; f < STEERING_FIELDS.length; f++) {
         if (body[STEERING_FIELDS[f]] !== undefined) {

@@ -36,7 +36,7 @@ not enough"; before that it closes idle keep-alives, `ngx_drain_connections`.)
 
 Every error the front door itself produces is an OpenAI-style JSON body (`ERRORS`); nginx's own
 HTML pages never reach a client. vLLM's own errors (400 for a bad field) pass through as vLLM wrote
-them, except a dead engine's 500, which becomes the retryable 503.
+them; its 500 is the retryable 503 for an engine fault, a 400 for a request's own (`_vllm_failed`).
 """
 
 from __future__ import annotations
@@ -109,7 +109,7 @@ STATIC_MAX_AGE_SECONDS = 300
 #: closes a connection whose header or body timed out without writing anything
 #: (ngx_http_finalize_request terminates on NGX_HTTP_REQUEST_TIME_OUT), so no page is possible
 #: and the entry is here for completeness. 494 is nginx's code for a header too large; it is
-#: answered as 431. 500 and 502 (vLLM dead or unreachable) are answered as the retryable 503.
+#: answered as 431. 502 (vLLM unreachable) is the retryable 503; vLLM's 500, `_vllm_failed`.
 ERRORS: dict[int, tuple[str, str]] = {
     400: ("invalid_request_error", "The request could not be read"),
     401: ("authentication_error", "Missing or invalid API key"),
@@ -289,17 +289,36 @@ def _upstream_errors(asleep: Asleep | None = None) -> str:
     the door of an elastic stack a refused connection (502: no group, the Service has no
     endpoints) is the asleep answer, which also raises the wake signal."""
     unreachable = (
-        f"            error_page 500 503 =503 {_page(503)};\n"
+        f"            error_page 503 =503 {_page(503)};\n"
         f"            error_page 502 =503 {ASLEEP_PAGE};\n"
         if asleep
-        else f"            error_page 500 502 503 =503 {_page(503)};\n"
+        else f"            error_page 502 503 =503 {_page(503)};\n"
     )
     return (
         "            proxy_intercept_errors on;\n"
         f"            error_page 429 {_page(429)};\n"
-        f"{unreachable}"
+        f"            error_page 500 = @vllm_failed;\n{unreachable}"
         f"            error_page 504 {_page(504)};"
     )
+
+
+#: vLLM's message when a generation ends in error (serving `_raise_if_error`).
+VLLM_GENERATION_ERROR = "Internal server error"
+
+
+def _vllm_failed() -> str:
+    """A 500 from vLLM. An engine fault (EngineDeadError, EngineGenerateError) is an empty 500
+    (vLLM entrypoints/launcher.py `runtime_exception_handler`): the restart's retryable 503. A
+    request that failed for its content is a JSON 500 it would get again: a client error, not
+    retried, and no server error in the log the 5xx alarm counts."""
+    message = (
+        f"vLLM failed this request ({VLLM_GENERATION_ERROR}) and would fail it again (a "
+        "schema no text satisfies does this); change the request, do not retry"
+    )
+    return f"""        location @vllm_failed {{
+            if ($upstream_http_content_type ~ json) {{ return 400 {error_body(400, message)}; }}
+            return 503;
+        }}"""
 
 
 def _api_locations(limits: GatekeeperLimits, asleep: Asleep | None = None) -> str:
@@ -549,10 +568,15 @@ http {{
 
     # No Authorization header in the log; "upstream" is "" when vLLM never saw the request.
     log_format gatekeeper escape=json '{{"time":"$time_iso8601","client":"$remote_addr",'
-        '"method":"$request_method","uri":"$uri","status":$status,'
-        '"bytes":$body_bytes_sent,"upstream":"$upstream_addr",'
+        '"method":"$gatekeeper_method","uri":"$gatekeeper_route","page":"$uri",'
+        '"status":$status,"bytes":$body_bytes_sent,"upstream":"$upstream_addr",'
         '"upstream_status":"$upstream_status","seconds":$request_time{asleep_field}}}';
     access_log {access_log} gatekeeper;
+    # The method and path the client sent, from its request line, which internal redirects leave
+    # alone; an error page makes `$request_method` GET (ngx_http_special_response.c) and `$uri`
+    # its own path, logged as "page".
+    map $request $gatekeeper_method {{ "~^(?<m>[A-Z]+) " $m; default ""; }}
+    map $request_uri $gatekeeper_route {{ "~^(?<p>[^?]*)" $p; default ""; }}
 {sleep.http_pieces(asleep, run_dir) if asleep else ""}
     # Whether the Authorization header carries an accepted client key: the njs script compares
     # it with the key file of the API key's Secret, read on each keyed request, and each key's
@@ -627,6 +651,7 @@ def _public_server(
 {_ready_location(run_dir)}
 {_error_pages(limits)}
 {_failure_locations()}
+{_vllm_failed()}
 
 {_api_locations(limits, asleep)}
 {_get_locations(limits, asleep)}{sleep.server_pieces(asleep, run_dir) if asleep else ""}

@@ -101,8 +101,10 @@ def test_work_per_request_is_bounded_in_sequences_schemas_and_reply() -> None:
             assert "limit_conn gatekeeper_conn 3;" in block
             assert "js_body_filter gatekeeper.bound buffer_type=buffer;" in block
             assert "proxy_read_timeout 2366000ms;" in block
-            # vLLM's own 400s pass through; a dead engine's 500 becomes the 503.
-            assert "error_page 500 502 503 =503 /.gatekeeper/e503;" in block
+            # vLLM's own 400s pass through; its 500 is judged by its body (an engine fault's is
+            # empty), an unreachable vLLM is the 503.
+            assert "error_page 500 = @vllm_failed;" in block
+            assert "error_page 502 503 =503 /.gatekeeper/e503;" in block
             assert "error_page 400" not in block
         assert "gatekeeper_schema" not in plain
         assert "limit_conn gatekeeper_schema 2;" in schema

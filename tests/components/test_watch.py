@@ -1157,7 +1157,8 @@ def _log_lines(statuses: Iterable[int]) -> list[str]:
         values = {
             "time_iso8601": "2026-12-01T10:00:00+00:00",
             "remote_addr": "10.0.1.7",
-            "request_method": "POST",
+            "gatekeeper_method": "POST",
+            "gatekeeper_route": "/v1/chat/completions",
             "uri": "/v1/chat/completions",
             "status": str(status),
             "body_bytes_sent": "512",

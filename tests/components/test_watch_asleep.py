@@ -32,7 +32,8 @@ def _door_lines(answers: list[tuple[int, int]]) -> list[str]:
         values = {
             "time_iso8601": "2026-12-01T22:00:00+00:00",
             "remote_addr": "10.0.1.7",
-            "request_method": "POST",
+            "gatekeeper_method": "POST",
+            "gatekeeper_route": "/v1/chat/completions",
             "uri": ASLEEP_PAGE if asleep else "/v1/chat/completions",
             "status": str(status),
             "body_bytes_sent": "230",

@@ -83,9 +83,9 @@ def test_asleep_door_answers_503_with_retry_after_wakes_and_serves_once_a_group_
     # The not-waking alarm's filter counts the asleep model request, not the asleep /health.
     lines = (tmp_path / "run" / "access.log").read_text().split()
     pattern = watch.asleep_filter_pattern()
-    counted = [json.loads(line)["uri"] for line in lines if _matches(pattern, line)]
+    counted = [json.loads(line)["page"] for line in lines if _matches(pattern, line)]
     assert counted == [ASLEEP_PAGE]
-    assert any(e["uri"] == ASLEEP_HEALTH_PAGE and e["asleep"] == 1 for e in entries)
+    assert any(e["page"] == ASLEEP_HEALTH_PAGE and e["asleep"] == 1 for e in entries)
 
 
 def _matches(pattern: str, line: str) -> bool:

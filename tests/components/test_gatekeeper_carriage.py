@@ -1,0 +1,204 @@
+"""What reaches vLLM and what its failures become, on real nginx and njs (Debian 12's nginx 1.22,
+njs 0.7.9) in front of an upstream that records what it is sent.
+
+Bodies vLLM 0.31 would read but could not hand to its engine (an unpaired surrogate anywhere, an
+integer beyond 64 bits) are refused naming the field; vLLM's JSON 500 for a request's own
+failure is a client's 400, its empty 500 (an engine fault) the restart's 503; and every line of
+the access log keeps the method and route the client sent, refusals included.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import ClassVar
+
+import pytest
+
+from components import watch
+from components.manifests.asleep import ASLEEP_PAGE
+from infra.rehearse.front_door import gatekeeper_run as gate
+from infra.rehearse.group.ranks import free_port
+from tests import builders
+from tests.components.test_watch import _filter_matches, _record
+
+KEY = "k" * 32
+LIMITS = builders.gatekeeper_limits(
+    max_request_bytes=65536,
+    client_requests_per_minute=6000,
+    client_burst=200,
+    client_concurrent_requests=4,
+    reply_timeout_seconds=30,
+    max_schema_bytes=4000,
+)
+CHAT = '{"model": "m", "messages": [{"role": "user", "content": "hi"}]'
+SURROGATE = (
+    "holds an unpaired UTF-16 surrogate escape (\\uD800-\\uDFFF without its other half), "
+    "which vLLM cannot encode"
+)
+BEYOND_64_BITS = "holds a whole number of 2^63 or more in size; vLLM's engine carries integers of 64 bits at most"  # noqa: E501
+pytestmark = pytest.mark.skipif(not gate.nginx_ready(), reason=gate.INSTALL_HINT)
+
+
+class _Upstream(BaseHTTPRequestHandler):
+    """vLLM's answers: 200, or for `"fail"` its JSON 500 (a generation that ended in error) or
+    its empty 500 (an engine fault, entrypoints/launcher.py)."""
+
+    seen: ClassVar[list[bytes]] = []
+
+    def log_message(self, format: str, *args: object) -> None:
+        pass
+
+    def do_POST(self) -> None:
+        raw = self.rfile.read(int(self.headers["Content-Length"]))
+        _Upstream.seen.append(raw)
+        fail = json.loads(raw).get("fail")
+        out = b'{"id": "chatcmpl-1", "choices": []}'
+        if fail == "json":
+            out = json.dumps(
+                {"error": {"message": "Internal server error", "type": "InternalServerError"}}
+            ).encode()
+        self.send_response(500 if fail else 200)
+        if fail != "empty":
+            self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(0 if fail == "empty" else len(out)))
+        self.end_headers()
+        if fail != "empty":
+            self.wfile.write(out)
+
+
+@pytest.fixture(scope="module")
+def door(tmp_path_factory: pytest.TempPathFactory) -> Iterator[gate.Gate]:
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _Upstream)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    work = tmp_path_factory.mktemp("carriage")
+    try:
+        with gate.running_gate(
+            gate.find_nginx(), LIMITS, KEY, free_port(), server.server_address[1], work,
+            lambda _l: None,
+        ) as running:  # fmt: skip
+            yield running
+    finally:
+        server.shutdown()
+
+
+def _post(door: gate.Gate, body: bytes, path: str = "/v1/chat/completions") -> gate.Reply:
+    return gate.request(door.base_url, "POST", path, body, KEY)
+
+
+@pytest.mark.parametrize(
+    ("extra", "field", "message"),
+    [
+        (r'"stop": ["\ud800"]', "stop", SURROGATE),  # a high half alone
+        (r'"stop": ["x\uDC00"]', "stop", SURROGATE),  # a low half alone, upper case
+        (r'"bad_words": ["a\ud800\ud800\udc00"]', "bad_words", SURROGATE),  # a pair after one
+        (r'"stop": ["\\\ud800"]', "stop", SURROGATE),  # an escaped backslash, then the escape
+        (r'"logit_bias": {"\udfff": 1}', "logit_bias", SURROGATE),  # in a key
+        (r'"messages": [{"role": "user", "content": "\ud800"}]', "messages", SURROGATE),
+        (
+            '"response_format": {"type": "json_schema", "json_schema": {"name": "n", '
+            '"schema": {"type": "integer", "maximum": 123456789012345678901234}}}',
+            "response_format",
+            BEYOND_64_BITS,
+        ),
+        ('"seed": -9223372036854775809', "seed", BEYOND_64_BITS),
+        ('"max_tokens": 1' + "0" * 400, "max_tokens", BEYOND_64_BITS),  # njs: Infinity
+    ],
+)
+def test_what_vllm_cannot_carry_is_refused_naming_the_field(
+    door: gate.Gate, extra: str, field: str, message: str
+) -> None:
+    before = len(_Upstream.seen)
+    text = CHAT.replace('"messages"', '"ignored"') if field == "messages" else CHAT
+    reply = _post(door, f"{text}, {extra}}}".encode())
+    assert reply.status == 400, reply.body
+    error = json.loads(reply.body)["error"]
+    assert (error["param"], error["message"]) == (field, f"`{field}` {message}")
+    assert len(_Upstream.seen) == before
+
+
+@pytest.mark.parametrize(
+    "extra",
+    [
+        r'"stop": ["\ud83d\ude00", "\uD83D\uDE00"]',  # a pair, either case
+        r'"stop": ["\\ud800"]',  # a backslash, then text that looks like an escape
+        '"seed": 1234567890123456789',  # 19 digits within 64 bits
+        '"user": "12345678901234567890123"',  # digits in a string
+        '"temperature": 1e30',
+    ],
+)
+def test_what_vllm_can_carry_reaches_it_unchanged(door: gate.Gate, extra: str) -> None:
+    body = f"{CHAT}, {extra}}}".encode()
+    assert _post(door, body).status == 200
+    assert _Upstream.seen[-1] == body
+
+
+def test_surrogates_written_as_utf8_bytes_are_not_utf8(door: gate.Gate) -> None:
+    """Python's json reads them as a lone surrogate ("surrogatepass"); njs as bytes."""
+    reply = _post(door, CHAT.encode() + b', "stop": ["a\xed\xa0\x80"]}')
+    assert reply.status == 400
+    assert json.loads(reply.body)["error"] == {
+        "message": "The request body is not valid UTF-8",
+        "type": "invalid_request_error",
+        "param": None,
+        "code": 400,
+    }
+
+
+def test_an_invalid_body_gets_the_parser_s_own_verdict(door: gate.Gate) -> None:
+    """No second scan after JSON.parse fails: nesting past njs's depth is the parser's message,
+    whether or not the rest of the body is well formed."""
+    deep = "The request body nests arrays and objects more than 30 levels deep; this endpoint reads at most 30"  # noqa: E501
+    for body, message in (
+        (b'{"x": ' + b"[" * 40 + b"]" * 40 + b"}", deep),
+        (b'{"x": ' + b"[" * 40, deep),
+        (b'{"x": [1, 2}', "The request body is not valid JSON"),
+    ):
+        reply = _post(door, body)
+        assert (reply.status, json.loads(reply.body)["error"]["message"]) == (400, message)
+
+
+def test_vllm_s_failure_of_a_request_is_a_client_error_and_an_engine_fault_the_restart(
+    door: gate.Gate,
+) -> None:
+    content = _post(door, f'{CHAT}, "fail": "json"}}'.encode())
+    assert content.status == 400
+    assert "Retry-After" not in content.headers
+    assert json.loads(content.body)["error"] == {
+        "message": "vLLM failed this request (Internal server error) and would fail it again "
+        "(a schema no text satisfies does this); change the request, do not retry",
+        "type": "invalid_request_error",
+        "code": 400,
+    }
+    fault = _post(door, f'{CHAT}, "fail": "empty"}}'.encode())
+    assert fault.status == 503
+    assert fault.headers["Retry-After"] == "5"
+    # The 5xx alarm counts the engine fault only.
+    lines = door.access_log.read_text().splitlines()[-2:]
+    assert [json.loads(line)["upstream_status"] for line in lines] == ["500", "500"]
+    counted = [
+        _filter_matches(watch.answer_filter_pattern("5xx"), _record(line, "gatekeeper"))
+        for line in lines
+    ]
+    assert counted == [False, True]
+
+
+def test_the_access_log_keeps_the_method_and_route_of_every_refusal(door: gate.Gate) -> None:
+    before = len(door.log_entries())
+    gate.request(door.base_url, "POST", "/v1/chat/completions?x=1", b"{}", "wrong-key" * 4)
+    gate.request(door.base_url, "DELETE", "/v1/models", None, KEY)
+    _post(door, b'{"x": [1, 2}', "/v1/completions")
+    _post(door, f'{CHAT}, "fail": "empty"}}'.encode())
+    logged = [(e["method"], e["uri"], e["status"], e["page"]) for e in door.log_entries()[before:]]
+    assert logged == [
+        ("POST", "/v1/chat/completions", 401, "/.gatekeeper/e401"),
+        ("DELETE", "/v1/models", 404, "/.gatekeeper/e404"),
+        ("POST", "/v1/completions", 400, "/v1/completions"),
+        ("POST", "/v1/chat/completions", 503, "/.gatekeeper/e503"),
+    ]
+
+
+def test_the_door_s_asleep_counter_reads_the_page_not_the_route() -> None:
+    assert f'$.log_processed.page = "{ASLEEP_PAGE}"' in watch.asleep_filter_pattern()
