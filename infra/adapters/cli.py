@@ -108,9 +108,21 @@ def _economics_rows(p: Plan, e: Economics) -> list[tuple[str, str]]:
     rows = [
         (
             "decode, 1 stream",
-            f"{s.one.aggregate_tokens_per_s:.2f} tokens/s ({_decode_source(p, s)})",
+            f"{s.one.aggregate_tokens_per_s:.2f} tokens/s"
+            + (
+                ""
+                if s.bandwidth_measured
+                else f" at the bandwidth's low end, up to {s.one_stream_high_tokens_per_s:.2f} "
+                "at its high end"
+            )
+            + f" ({_decode_source(p, s)})",
         ),
-        ("node bandwidth", f"{s.node_bandwidth_gbps:.0f} GB/s for decode, {s.bandwidth_bound}"),
+        (
+            "node bandwidth",
+            f"{s.node_bandwidth_gbps:.0f}"
+            + ("" if s.bandwidth_measured else f"-{s.node_bandwidth_high_gbps:.0f}")
+            + f" GB/s for decode, {s.bandwidth_bound}",
+        ),
         (
             "decode, full load",
             f"{s.planned.aggregate_tokens_per_s * p.replicas:.2f} tokens/s in all, "
@@ -166,7 +178,7 @@ def _decode_source(p: Plan, s: Served) -> str:
     known = catalog.MODELS.get(p.model)
     if known is not None and known.is_moe:
         return moe.decode_source(replace(known, weights=p.weights))
-    return weights.decode_source(p.weights, s.bandwidth_bound.endswith("(ceiling)"))
+    return weights.decode_source(p.weights, s.bandwidth_measured)
 
 
 def format_table(
@@ -345,6 +357,8 @@ def _idle_cut(p: Plan) -> str:
 def _waiting_bounds(p: Plan) -> str:
     """The three bounds a rollout or a node's removal may wait for, with their source."""
     source = catalog.PREFILL_SOURCES[p.liveness.path]
+    band = catalog.decode_bandwidth(catalog.INSTANCE_TYPES[p.instance_type], p.pod_cpu)
+    rate = "calibrated" if band.measured else "extrapolated (low end)"
     worst = max(p.front_door.reply_timeout_seconds, p.drain.grace_s)
     verdict = (
         f"all within {PRACTICAL_BOUND_S // 60} min"
@@ -355,7 +369,7 @@ def _waiting_bounds(p: Plan) -> str:
         f"reply timeout {p.front_door.reply_timeout_seconds} s, drain grace {p.drain.grace_s} s, "
         f"autoscaler graceful termination {p.drain.grace_s} s (--max-graceful-termination-sec); "
         f"{verdict}; from a {p.max_model_len:,}-token prompt at the slow end of the prefill "
-        f"range ({source}; `catalog.PREFILL_PROVENANCE`) and the reply at the calibrated decode "
+        f"range ({source}; `catalog.PREFILL_PROVENANCE`) and the reply at the {rate} decode "
         "rate x1.25"
     )
 
