@@ -192,12 +192,20 @@ def test_node_size_ranking_is_the_catalogues(capsys: pytest.CaptureFixture[str])
     for i, c in enumerate(result.ranked, 1):
         p, e = c.plan, c.econ
         assert p is not None and e is not None
+        s = e.served
+        # Calibrated only on the type measured; elsewhere the extrapolated range.
+        low, high = f"{s.node_bandwidth_gbps:.0f}", f"{s.node_bandwidth_high_gbps:.0f}"
+        bandwidth = (
+            f"{low}, calibrated"
+            if c.instance_type == "m7g.2xlarge" and s.bandwidth_measured
+            else f"{low if low == high else f'{low}-{high}'}, extrapolated"
+        )
         expected.append(
             f"| {i} | {c.instance_type} | {p.nodes} | {e.costs.usd_per_month:,.2f} | "
-            f"{p.max_concurrency:.2f}x | {e.served.one.aggregate_tokens_per_s:.2f} | "
-            f"{e.served.planned.aggregate_tokens_per_s * p.replicas:.2f} | "
+            f"{p.max_concurrency:.2f}x | {s.one.aggregate_tokens_per_s:.2f} | "
+            f"{s.planned.aggregate_tokens_per_s * p.replicas:.2f} | "
             f"{e.usd_per_million_full:.2f} | {e.usd_per_million_one:.2f} | "
-            f"{e.served.ttft_max_len_s:.0f} |"
+            f"{s.ttft_max_len_s:.0f} | {bandwidth} |"
         )
     block = docs_ranking.block_in(docs_ranking.page().read_text()).splitlines()
     rows = [line for line in block if line.startswith("| ") and line[2:3].isdigit()]

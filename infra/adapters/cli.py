@@ -109,9 +109,21 @@ def _economics_rows(p: Plan, e: Economics) -> list[tuple[str, str]]:
     rows = [
         (
             "decode, 1 stream",
-            f"{s.one.aggregate_tokens_per_s:.2f} tokens/s ({_decode_source(p, s)})",
+            f"{s.one.aggregate_tokens_per_s:.2f} tokens/s"
+            + (
+                ""
+                if s.bandwidth_measured
+                else f" at the bandwidth's low end, up to {s.one_stream_high_tokens_per_s:.2f} "
+                "at its high end"
+            )
+            + f" ({_decode_source(p, s)})",
         ),
-        ("node bandwidth", f"{s.node_bandwidth_gbps:.0f} GB/s for decode, {s.bandwidth_bound}"),
+        (
+            "node bandwidth",
+            f"{s.node_bandwidth_gbps:.0f}"
+            + ("" if s.bandwidth_measured else f"-{s.node_bandwidth_high_gbps:.0f}")
+            + f" GB/s for decode, {s.bandwidth_bound}",
+        ),
         (
             "decode, full load",
             f"{s.planned.aggregate_tokens_per_s * p.replicas:.2f} tokens/s in all, "
@@ -167,7 +179,7 @@ def _decode_source(p: Plan, s: Served) -> str:
     known = catalog.MODELS.get(p.model)
     if known is not None and known.is_moe:
         return moe.decode_source(replace(known, weights=p.weights))
-    return weights.decode_source(p.weights, s.bandwidth_bound.endswith("(ceiling)"))
+    return weights.decode_source(p.weights, s.bandwidth_measured)
 
 
 def format_table(

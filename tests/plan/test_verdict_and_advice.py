@@ -49,7 +49,8 @@ def test_the_default_plan_opens_with_the_verdict(capsys: pytest.CaptureFixture[s
         "assumed peak, on vLLM's oneDNN path)",
         "cost: $647.36/month; $6.78 per million output tokens at full load, $58.10 with one stream",
         "cheaper: 1 x m7g.4xlarge, $639.19/month, $4.82 per million tokens; 8,192 tokens x "
-        "24.24, 9.90 tokens/s per stream, first token ~162 s (--set instanceType=m7g.4xlarge)",
+        "24.24, 4.24 tokens/s per stream (extrapolated: the low end), first token ~163 s "
+        "(--set instanceType=m7g.4xlarge)",
         # The support window, the region's prices, no alarmEmail (every add-on pin is listed
         # for 1.35 by its source, infra/plan/addons.py).
         "warnings: 3, listed at the end",
@@ -229,8 +230,8 @@ def test_cheaper_on_an_elastic_stack_prices_the_alternative_as_its_verdict_would
     data, advice = _advice(capsys, "--stack", "prod")
     assert advice == (
         "cheaper: 3 x r7g.2xlarge, $402.07/month on its schedule, system nodes included, $8.02 "
-        "per million tokens; 7,168 tokens x 32.44, 3.54 tokens/s per stream, first token ~396 s "
-        "(--set instanceType=r7g.2xlarge)"
+        "per million tokens; 7,168 tokens x 32.44, 3.54 tokens/s per stream (extrapolated: the low "
+        "end), first token ~396 s (--set instanceType=r7g.2xlarge)"
     )
     after, _ = _advice(capsys, "--stack", "prod", "--set", "instanceType=r7g.2xlarge")
     (cost,) = [x for x in after["verdict"]["lines"] if x.startswith("cost:")]
