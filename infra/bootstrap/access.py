@@ -57,6 +57,11 @@ DEPLOY_STACKS = ("dev", "prod")
 #: in the `prod` environment gets the same one (GitHub docs, "OpenID Connect reference",
 #: example subject claims, filtering for a specific environment, read 2026-12-03).
 PROD_PREVIEW_ENVIRONMENT = "preview-prod"
+#: The GitHub environment whose reviewers approve a prod update without the saved plan (a first
+#: deploy, a replaced Kubernetes provider: `infra.saved_plan`). An approval and nothing else: its
+#: job holds no secret and no token, no role trusts it, and the update itself still runs in
+#: `prod`, behind prod's reviewers, as prod's deploy role.
+PROD_UNPLANNED_ENVIRONMENT = "prod-unplanned"
 #: Each environment's stack: what its role reads or changes.
 STACK_OF_ENVIRONMENT = {
     PREVIEW_ENVIRONMENT: PREVIEW_STACK,
