@@ -67,6 +67,10 @@ RULES: list[tuple[str, str]] = [
     ),
     (r'export (ENDPOINT|MODEL|API_KEY)="\$\(pulumi stack output .*', RUN),
     (r'curl -sN --max-time \d+ "\$ENDPOINT/chat/completions" .*', RUN),
+    (
+        r"python -m infra\.saved_plan plan\.json",
+        "deploy-prod.yml's step; tests/test_workflows.py runs it on a saved plan",
+    ),
     (r"make test", "the suite itself; .ci/run runs it on a clean clone"),
     (r"\.venv/bin/python -m pytest .*", "a part of `make test`"),
     (r"make (rehearse|rehearse-faults)|python -m infra\.rehearse( --faults)?", ".ci/run runs it"),

@@ -18,10 +18,13 @@ from parliament import iam_definition
 from infra.adapters import wiring
 from infra.bootstrap.access import GITHUB_OIDC_HOST, ci_roles, deploy_policy
 from infra.bootstrap.fences import (
+    GUARDDUTY_ENDPOINT_WRITES,
+    GUARDDUTY_TAG,
     LAUNCH_TEMPLATE_WRITES,
     LAUNCHED_RESOURCE_TYPES,
     PROJECT_TAG_KEY,
     STACK_TAG_KEY,
+    guardduty_service,
     launch_template_tags,
 )
 from infra.plan import iam
@@ -409,3 +412,83 @@ def test_eks_can_check_its_service_linked_roles_as_the_deploy_role(stack: str) -
     assert not iam_eval.allowed(policy, "iam:GetRole", other)
     for action in ("iam:UpdateAssumeRolePolicy", "iam:DeleteRole", "iam:PutRolePolicy"):
         assert not iam_eval.allowed(policy, action, slr + "AWSServiceRoleForAmazonEKSNodegroup")
+
+
+def _modify_vpc_endpoint_types() -> dict[str, list[str]]:
+    """ModifyVpcEndpoint's and DeleteVpcEndpoints' resource types and their condition keys, from
+    the Service Authorization Reference as parliament 1.6.4 ships it."""
+    ec2 = next(s for s in iam_definition if s["prefix"] == "ec2")
+    return {
+        f"{p['privilege']} {r['resource_type'].rstrip('*')}": r["condition_keys"]
+        for p in ec2["privileges"]
+        if p["privilege"] in ("ModifyVpcEndpoint", "DeleteVpcEndpoints")
+        for r in p["resource_types"]
+        if r["resource_type"]
+    }
+
+
+def test_the_guardduty_fence_uses_keys_the_table_gives_each_resource() -> None:
+    """The endpoint has no `ec2:Vpc` key (so the VPC fence is on the subnet); DeleteVpcEndpoints
+    has `ec2:VpceServiceName`, ModifyVpcEndpoint does not; the subnet has the tag keys."""
+    table = _modify_vpc_endpoint_types()
+    assert set(table) == {
+        "ModifyVpcEndpoint vpc-endpoint",
+        "ModifyVpcEndpoint subnet",
+        "ModifyVpcEndpoint security-group",
+        "ModifyVpcEndpoint route-table",
+        "DeleteVpcEndpoints vpc-endpoint",
+    }
+    assert "ec2:Vpc" not in table["ModifyVpcEndpoint vpc-endpoint"]
+    assert "aws:ResourceTag/${TagKey}" in table["ModifyVpcEndpoint vpc-endpoint"]
+    assert "aws:ResourceTag/${TagKey}" in table["ModifyVpcEndpoint subnet"]
+    assert "ec2:VpceServiceName" in table["DeleteVpcEndpoints vpc-endpoint"]
+    assert "ec2:VpceServiceName" not in table["ModifyVpcEndpoint vpc-endpoint"]
+
+
+@pytest.mark.parametrize("stack", sorted(REGIONS))
+def test_only_guarddutys_endpoint_comes_off_the_stacks_own_subnets(stack: str) -> None:
+    """`pulumi destroy` in an account with GuardDuty EKS Runtime Monitoring: the stack's subnet
+    comes off GuardDuty's endpoint and the endpoint is deleted. Nothing else: not an untagged
+    endpoint, not a subnet of another VPC (untagged, the other stack's, another team's), no
+    security group or route table, no other region, no other service's endpoint."""
+    policy = _policy(stack)
+    region, elsewhere = REGIONS[stack], REGIONS[_other(stack)]
+    at = {"aws:RequestedRegion": region}
+    endpoint = f"arn:aws:ec2:{region}:{ACCOUNT}:vpc-endpoint/vpce-0123456789abcdef0"
+    subnet = f"arn:aws:ec2:{region}:{ACCOUNT}:subnet/subnet-0123456789abcdef0"
+    guardduty = {**at, **_resource_tags({GUARDDUTY_TAG[0]: GUARDDUTY_TAG[1]})}
+    service = {"ec2:VpceServiceName": guardduty_service(region)}
+    ours = {**at, **_resource_tags(launch_template_tags(stack))}
+
+    assert iam_eval.allowed(policy, "ec2:ModifyVpcEndpoint", endpoint, guardduty)
+    assert iam_eval.allowed(policy, "ec2:ModifyVpcEndpoint", subnet, ours)
+    assert iam_eval.allowed(policy, "ec2:DeleteVpcEndpoints", endpoint, {**guardduty, **service})
+
+    for action in sorted(GUARDDUTY_ENDPOINT_WRITES):
+        for name, context in {
+            "an untagged endpoint": {**at, **service},
+            "an endpoint tagged GuardDutyManaged=false": {
+                **at,
+                **service,
+                **_resource_tags({GUARDDUTY_TAG[0]: "false"}),
+            },
+        }.items():
+            assert not iam_eval.allowed(policy, action, endpoint, context), (action, name)
+        there = endpoint.replace(region, elsewhere)
+        moved = {**guardduty, **service, "aws:RequestedRegion": elsewhere}
+        assert not iam_eval.allowed(policy, action, there, moved), action
+    # A GuardDuty-tagged endpoint of another VPC: its subnets are not the stack's.
+    for name, context in {
+        "an untagged subnet": at,
+        "the other stack's subnet": {**at, **_resource_tags(launch_template_tags(_other(stack)))},
+        "another team's subnet": {**at, **_resource_tags(_another_teams(stack))},
+        "a subnet tagged GuardDutyManaged": guardduty,
+    }.items():
+        assert not iam_eval.allowed(policy, "ec2:ModifyVpcEndpoint", subnet, context), name
+    for kind in ("security-group/sg-0123", "route-table/rtb-0123"):
+        arn = f"arn:aws:ec2:{region}:{ACCOUNT}:{kind}"
+        for context in (ours, guardduty):
+            assert not iam_eval.allowed(policy, "ec2:ModifyVpcEndpoint", arn, context), kind
+    other_service = {**guardduty, "ec2:VpceServiceName": f"com.amazonaws.{region}.s3"}
+    assert not iam_eval.allowed(policy, "ec2:DeleteVpcEndpoints", endpoint, other_service)
+    assert not iam_eval.allowed(policy, "ec2:DeleteVpcEndpoints", endpoint, guardduty)

@@ -1,0 +1,118 @@
+"""`infra.saved_plan` against a saved plan of prod's first deploy and the plans that follow it.
+
+The fixture has the shape `pulumi preview --save-plan` writes (`apitype.DeploymentPlanV1`,
+pulumi/pulumi 1b59498 sdk/go/common/apitype/plan.go), trimmed to the stack, the cluster, the
+Kubernetes provider and the LWS controller: on a first deploy the provider is created, its
+kubeconfig is a secret (ciphertext), and the LWS chart has no objects under it.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from infra import saved_plan
+
+FIRST_DEPLOY = Path(__file__).parent / "fixtures" / "plans" / "prod-first-deploy.json"
+PROVIDER = (
+    "urn:pulumi:prod::gemma-graviton::gemma-graviton:cluster:Cluster"
+    "$pulumi:providers:kubernetes::eks-k8s"
+)
+CHART = (
+    "urn:pulumi:prod::gemma-graviton::gemma-graviton:leaderworkerset:LwsController"
+    "$kubernetes:helm.sh/v4:Chart::lws-chart"
+)
+CHART_OBJECT = CHART.replace("::lws-chart", "$kubernetes:apps/v1:Deployment::lws-system/lws")
+
+
+def _first_deploy() -> dict[str, Any]:
+    return json.loads(FIRST_DEPLOY.read_text(encoding="utf-8"))
+
+
+def _later_update() -> dict[str, Any]:
+    """The next run's plan: every resource exists, the chart rendered its objects, one changes."""
+    plan = _first_deploy()
+    for entry in plan["resourcePlans"].values():
+        entry["steps"] = ["same"]
+    plan["resourcePlans"][CHART_OBJECT] = {
+        "goal": {
+            "type": "kubernetes:apps/v1:Deployment",
+            "name": "lws-system/lws",
+            "custom": True,
+            "parent": CHART,
+            "inputDiff": {},
+            "outputDiff": {},
+            "protect": False,
+        },
+        "steps": ["update"],
+        "state": {},
+    }
+    return plan
+
+
+def test_the_first_deploys_plan_is_refused_for_its_new_provider_and_its_empty_chart() -> None:
+    found = saved_plan.blockers(_first_deploy())
+    assert [line.split(": ", 1)[0] for line in found] == [PROVIDER, CHART]
+
+
+def test_a_later_update_with_the_charts_objects_can_be_applied() -> None:
+    assert saved_plan.blockers(_later_update()) == []
+
+
+def test_a_replaced_provider_is_refused_even_when_the_chart_rendered() -> None:
+    plan = _later_update()
+    plan["resourcePlans"][PROVIDER]["steps"] = ["create-replacement", "replace", "delete-replaced"]
+    (line,) = saved_plan.blockers(plan)
+    assert line.startswith(f"{PROVIDER}: the Kubernetes provider is created or replaced")
+
+
+def test_an_unknown_provider_config_on_an_update_is_refused_by_the_empty_chart() -> None:
+    """The provider only updated, its new kubeconfig unknown (hidden in ciphertext): the chart
+    has no objects under it, and that alone stops the plan."""
+    plan = _later_update()
+    plan["resourcePlans"][PROVIDER]["steps"] = ["update"]
+    del plan["resourcePlans"][CHART_OBJECT]
+    assert [line.split(": ", 1)[0] for line in saved_plan.blockers(plan)] == [CHART]
+
+
+def test_a_chart_being_deleted_needs_no_objects() -> None:
+    plan = _later_update()
+    del plan["resourcePlans"][CHART_OBJECT]
+    plan["resourcePlans"][CHART]["steps"] = ["delete"]
+    assert saved_plan.blockers(plan) == []
+
+
+def test_main_routes_through_github_output_and_summary(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    output, summary = tmp_path / "output", tmp_path / "summary"
+    monkeypatch.setenv("GITHUB_OUTPUT", str(output))
+    monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(summary))
+    later = tmp_path / "later.json"
+    later.write_text(json.dumps(_later_update()), encoding="utf-8")
+
+    assert saved_plan.main([str(FIRST_DEPLOY)]) == 0
+    assert output.read_text() == "applies=false\n"
+    assert CHART in summary.read_text() and PROVIDER in summary.read_text()
+
+    assert saved_plan.main([str(later)]) == 0
+    assert output.read_text() == "applies=false\napplies=true\n"
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["not json", "{}", '{"resourcePlans": {}}', '{"manifest": {}, "resourcePlans": {"x": {}}}'],
+    ids=["not json", "empty", "no manifest", "not a URN"],
+)
+def test_a_file_that_is_not_a_saved_plan_fails_the_job_without_a_route(
+    text: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    output = tmp_path / "output"
+    monkeypatch.setenv("GITHUB_OUTPUT", str(output))
+    path = tmp_path / "plan.json"
+    path.write_text(text, encoding="utf-8")
+    assert saved_plan.main([str(path)]) == saved_plan.EXIT_NOT_A_PLAN
+    assert not output.exists(), "no route may be written for a file that is not a plan"
