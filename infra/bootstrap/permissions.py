@@ -281,6 +281,7 @@ RESOURCE_ACTIONS: dict[str, TypeActions] = {
     "kubernetes:scheduling.k8s.io/v1:PriorityClass": NO_AWS,
     "kubernetes:storage.k8s.io/v1:StorageClass": NO_AWS,
     "random:index/randomPassword:RandomPassword": NO_AWS,
+    "time:index/sleep:Sleep": NO_AWS,
     "pulumi:providers:aws": NO_AWS,
     "pulumi:providers:kubernetes": NO_AWS,
 }
