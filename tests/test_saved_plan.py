@@ -113,6 +113,19 @@ def test_an_unknown_provider_config_on_an_update_is_refused_by_the_empty_chart()
     assert [line.split(": ", 1)[0] for line in saved_plan.blockers(plan)] == [CHART]
 
 
+def test_a_new_chart_with_unknown_values_is_refused_while_the_provider_stays() -> None:
+    """An existing stack turned elastic: the provider is the same, but the autoscaler chart's
+    values carry its new Pod Identity association's id, unknown at preview, so pulumi-kubernetes
+    renders nothing under it; the line names that cause, not only the provider's."""
+    plan = _later_update()
+    del plan["resourcePlans"][CHART_OBJECT]
+    plan["resourcePlans"][CHART]["steps"] = ["create"]
+    assert saved_plan.blockers(plan) == [
+        f"{CHART}: the preview registered this kubernetes:helm.sh/v4:Chart with no objects "
+        "under it (its inputs or the Kubernetes provider's configuration were unknown)"
+    ]
+
+
 def test_a_chart_being_deleted_needs_no_objects() -> None:
     plan = _later_update()
     del plan["resourcePlans"][CHART_OBJECT]
