@@ -25,7 +25,8 @@ exception: their cost grows with the number in the schema, not its bytes, so the
 count (`COUNTED`).
 
 Run in the rehearsal virtualenv (vLLM 0.31 with xgrammar):
-`.rehearsal/venv/bin/python -m infra.rehearse.measure.schema_compile [--sizes 1000,3000,6000]`.
+`.rehearsal/venv/bin/python -m infra.rehearse.measure.schema_compile [--sizes 1000,3000,6000]`;
+`--vocab-size 512` compiles against the first 512 tokens, the tiny rehearsal model's size.
 Pure apart from `tokenizer_info` and `measure`; never imported by the planner or the program.
 """
 
@@ -226,6 +227,10 @@ def _max_length(n: int) -> dict[str, Any]:
     return {"type": "string", "maxLength": n}
 
 
+def _min_length(n: int) -> dict[str, Any]:
+    return {"type": "string", "minLength": n}
+
+
 def _min_max_items(n: int) -> dict[str, Any]:
     return {"type": "array", "items": {"type": "integer"}, "minItems": n // 2, "maxItems": n}
 
@@ -248,6 +253,7 @@ SHAPES: dict[str, Callable[[int], dict[str, Any]]] = {
 #: Counted repetitions: a few bytes whatever the count, so measured by count, not bytes.
 COUNTED: dict[str, Callable[[int], dict[str, Any]]] = {
     "string maxLength": _max_length,
+    "string minLength": _min_length,
     "array minItems/maxItems": _min_max_items,
     "pattern counted range": _pattern_count,
 }
@@ -326,11 +332,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--sizes", default="1000,3000,6000", help="schema bytes, comma-separated")
     parser.add_argument("--counts", default="100,300,1000", help="counts for COUNTED shapes")
     parser.add_argument("--shapes", default="", help="only these shapes (comma-separated names)")
+    parser.add_argument(
+        "--vocab-size", type=int, default=VOCAB_SIZE, help="the first N tokens of the vocabulary"
+    )
     args = parser.parse_args(argv)
     import xgrammar as xgr
 
     start = time.perf_counter()
-    info = tokenizer_info()
+    info = tokenizer_info(args.vocab_size)
     print(
         json.dumps(
             {
