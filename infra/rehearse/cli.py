@@ -21,8 +21,8 @@ and checks what the plan promised:
   and answers a burst above the rate with 429s and no 5xx. Every later request goes through it;
 - the front door holds against one client (`door_checks`, `door_errors`): 600 idle and trickling
   connections, multiplying and amplifying bodies, a stream past the reply timeout, a /health
-  flood, a big schema, forged headers, every error as JSON; and the installed vLLM reads only
-  the request headers reviewed in `vllm_headers`;
+  flood, a big schema, forged headers, every error as JSON, bodies vLLM cannot carry refused and
+  its memory flat (`leak_checks`); and the installed vLLM reads only the reviewed headers;
 - the door of an elastic stack while the model sleeps (`asleep_checks`): the door's own config
   with nothing behind its upstream answers a model request 503 with `Retry-After` and an OpenAI
   error body, /health "asleep", raises the wake flag KEDA polls, and serves (200) once the leader
@@ -109,6 +109,7 @@ from infra.rehearse.front_door import (
     door_checks,
     door_errors,
     gatekeeper_run,
+    leak_checks,
     share_checks,
     siege_checks,
     vllm_headers,
@@ -194,6 +195,9 @@ GATE_NOT_REACHED = (
     ("/health flood", "one address rate-limited, vLLM sees ~1/s"),
     ("big schema", "refused at once"),
     ("forged headers", "none reach vLLM"),
+    ('{"$ref": "#"} schema', "400, no Retry-After; the next chat served"),
+    ("unencodable bodies", "400 naming the field"),
+    ("vLLM memory under them", "API server USS flat"),
     ("every error JSON", "OpenAI JSON"),
     ("vLLM's request headers", "the reviewed list"),
     ("chat without key", "401"),
@@ -602,6 +606,11 @@ def _door_checks(
         door_checks.health_check(main),
         door_checks.schema_check(main, limits),
         door_checks.forged_headers_check(main),
+        leak_checks.ref_schema_check(main),  # after the group's first grammar (`schema_check`)
+        # Last of one client's rows: what the straight-to-vLLM run leaks stays in the API server.
+        *leak_checks.leak_rows(
+            main, door(vllm_port), leak_checks.process_uss(group.processes[0].pgid)
+        ),
     ]
     if limits.max_schema_bytes:
         checks.append(share_checks.grammar_share_check(main))
