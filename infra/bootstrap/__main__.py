@@ -38,6 +38,7 @@ from infra.bootstrap.config import (
     BootstrapConfig,
     load_bootstrap_config,
     other_viewer_counts,
+    stack_clusters,
     stack_regions,
 )
 from infra.plan import iam
@@ -45,7 +46,7 @@ from infra.plan.config import ConfigError
 from infra.plan.stackfile import stack_names
 
 
-def _read() -> tuple[BootstrapConfig, dict[str, str]]:
+def _read() -> tuple[BootstrapConfig, dict[str, str], dict[str, str | None]]:
     """The bootstrap keys and the region of every stack with a file in `stacks/` (CI deploys
     `DEPLOY_STACKS` of them; each gets its roles); a refusal is one line, no traceback."""
     prefix = f"{BOOTSTRAP_PROJECT}:"
@@ -58,6 +59,7 @@ def _read() -> tuple[BootstrapConfig, dict[str, str]]:
     try:
         cfg = load_bootstrap_config(raw)
         regions = stack_regions(stack_names())
+        clusters = stack_clusters(stack_names())
         missing = sorted(set(DEPLOY_STACKS) - set(regions))
         if missing:
             raise ConfigError(
@@ -67,11 +69,11 @@ def _read() -> tuple[BootstrapConfig, dict[str, str]]:
             )
     except ConfigError as error:
         raise pulumi.RunError(str(error)) from None
-    return cfg, regions
+    return cfg, regions, clusters
 
 
-cfg, regions = _read()
-roles = ci_roles(cfg.repository, regions, cfg.state_bucket, cfg.subject_prefix)
+cfg, regions, clusters = _read()
+roles = ci_roles(cfg.repository, regions, cfg.state_bucket, cfg.subject_prefix, clusters)
 
 aws_provider = aws.Provider(
     "aws",
@@ -116,7 +118,7 @@ stack_role_arns = {
         f"stack-{stack}",
         StackRolesArgs(
             stack=stack,
-            roles=stack_roles(stack, regions[stack], NAMESPACE),
+            roles=stack_roles(stack, regions[stack], NAMESPACE, clusters[stack]),
             path=iam.role_path(stack),
             boundary_arn=access.boundary_arns[stack],
             account=account,
