@@ -131,6 +131,7 @@ cluster_ref = ClusterRef(
     addon_versions=addon_versions,
     pod_roles=stack_roles.pod_role_arns(role_specs, roles),
     identity_agent=cluster.identity_agent,
+    foreign=cfg.existing_cluster is not None,
 )
 server_spec = wiring.server_spec(cfg, plan)
 if addons.CLOUDWATCH in owned_addons:

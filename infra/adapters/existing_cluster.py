@@ -114,6 +114,7 @@ def read_cluster(
         subnets = [_subnet(subnet_id, invoke) for subnet_id in ids]
         subnet = existing.node_subnet(cfg, plan, node_zone.zone_id, cluster, subnets)
         owned = existing.owned_addons(cfg, plan, _addons(cluster.name, invoke))
+        # A missing role fails its read (`components.stack_roles.existing_roles`) first.
         collector = aws.iam.get_role(name=role_name(stack, "collector"), opts=invoke)
         existing.check_fence(cfg, stack, collector.assume_role_policy)
     except ConfigError as error:

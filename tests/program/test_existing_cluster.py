@@ -223,6 +223,9 @@ def test_the_add_ons_the_cluster_lacks_are_the_stacks_and_the_others_are_left_al
         "aws-ebs-csi-driver",
         "eks-pod-identity-agent",
     }
+    # Objects someone else made in the cluster fail the add-on's creation, never overwritten.
+    for addon in by_type(mocks.records, ADDON):
+        assert addon.inputs["resolveConflictsOnCreate"] == "NONE", addon.urn
 
 
 def test_a_cluster_with_every_add_on_gets_none(
