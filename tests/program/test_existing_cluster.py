@@ -28,6 +28,7 @@ from tests.program.harness import (
     lws_crd,
     run_into_existing,
 )
+from tests.program.test_destroy_order import _closure
 
 pytestmark = pytest.mark.usefixtures("as_pulumi_host")
 
@@ -309,3 +310,9 @@ def test_destroy_removes_exactly_what_the_stack_created(mocks: RecordingMocks) -
     run_into_existing(mocks)
     assert sorted((r.type_, r.name) for r in created(mocks)) == DESTROYED
     assert sorted((r.type_, r.name) for r in mocks.records if r.read) == READ_ONLY
+    # In an order that leaves nothing behind: the add-on and the load balancer's Service before
+    # the nodes they run on (`test_destroy_order`'s rule for a cluster the stack creates).
+    graph = _closure(mocks)
+    nodes = one(mocks.records, NODE_GROUP)
+    for first in [*by_type(mocks.records, ADDON), named(mocks.records, *harness.MODEL_SERVICE)]:
+        assert nodes.urn in graph[first.urn], f"destroy must delete {first.urn} before the nodes"
