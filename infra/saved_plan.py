@@ -13,6 +13,12 @@ be applied when the preview could not see the Kubernetes objects the update will
 - A provider that is created or replaced is the same case seen from the provider's side: the
   first deploy, or a new cluster behind the same stack. Flagged on its own, since a preview may
   know the new provider's configuration and still have nothing under a chart that is unchanged.
+- A chart whose own inputs are unknown at preview time is left the same way by pulumi-kubernetes'
+  `Construct` ("Input properties have unknown values. Preview is incomplete.",
+  provider/pkg/provider/helm/v4/chart.go, since pulumi/pulumi-kubernetes#2947 and unchanged at
+  9497796): the Cluster Autoscaler's values carry its Pod Identity association's id
+  (`components.addons.pod_identity`), unknown on the preview that creates or replaces the
+  association (an existing stack turned elastic).
 
 The plan file is `apitype.DeploymentPlanV1` (sdk/go/common/apitype/plan.go, written by
 pkg/cmd/pulumi/plan/plan.go): `resourcePlans` maps each URN to `goal` (its `type` and `parent`,
@@ -83,8 +89,8 @@ def blockers(plan: Mapping[str, Any]) -> list[str]:
             )
         elif kind in KUBERNETES_COMPONENTS and steps & KEPT_STEPS and urn not in parents:
             found.append(
-                f"{urn}: the preview registered this {kind} with no objects under it (the "
-                "Kubernetes provider's configuration was unknown)"
+                f"{urn}: the preview registered this {kind} with no objects under it (its "
+                "inputs or the Kubernetes provider's configuration were unknown)"
             )
     return found
 

@@ -1,13 +1,18 @@
-"""`infra.saved_plan` against a saved plan of prod's first deploy and the plans that follow it.
+"""`infra.saved_plan` against a plan of prod's first deploy and the plans that follow it.
 
-The fixture has the shape `pulumi preview --save-plan` writes (`apitype.DeploymentPlanV1`,
-pulumi/pulumi 1b59498 sdk/go/common/apitype/plan.go), trimmed to the stack, the cluster, the
-Kubernetes provider and the LWS controller: on a first deploy the provider is created, its
-kubeconfig is a secret (ciphertext), and the LWS chart has no objects under it.
+The fixture is hand-made, not saved by `pulumi preview --save-plan`: it has the shape of
+`apitype.DeploymentPlanV1` (pulumi/pulumi sdk/go/common/apitype/plan.go: `manifest`, `config`,
+`resourcePlans`; each `goal`, `steps`, `state`; `ManifestV1` in apitype/core.go), with the
+manifest's `magic` computed as the engine does (`deploy.Manifest.NewMagic`, the hex SHA-256 of
+the CLI version), trimmed to the stack, the cluster, the Kubernetes provider and the LWS
+controller: on a first deploy the provider is created, its kubeconfig is a secret (ciphertext),
+and the LWS chart has no objects under it. `test_the_fixture_has_the_saved_plans_shape` holds it
+to those field names.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 from pathlib import Path
 from typing import Any
@@ -53,6 +58,36 @@ def _later_update() -> dict[str, Any]:
     return plan
 
 
+#: The JSON names of apitype's plan types (plan.go, core.go `ManifestV1` and `PluginInfoV1`).
+PLAN_FIELDS = {"manifest", "config", "resourcePlans"}
+MANIFEST_FIELDS = {"time", "magic", "version", "plugins"}
+PLUGIN_FIELDS = {"name", "path", "type", "version"}
+RESOURCE_PLAN_FIELDS = {"goal", "steps", "state", "seed"}
+GOAL_FIELDS = {
+    "type", "name", "custom", "inputDiff", "outputDiff", "parent", "protect", "dependencies",
+    "provider", "propertyDependencies", "deleteBeforeReplace", "ignoreChanges",
+    "ignoreRefreshChanges", "additionalSecretOutputs", "aliases", "structuredAliases", "id",
+    "customTimeouts",
+}  # fmt: skip
+#: GoalV1's fields without `omitempty` (encoding/json writes them always).
+GOAL_ALWAYS = {"type", "name", "custom", "inputDiff", "outputDiff", "protect"}
+DIFF_FIELDS = {"adds", "deletes", "updates"}
+
+
+def test_the_fixture_has_the_saved_plans_shape() -> None:
+    plan = _first_deploy()
+    assert set(plan) == PLAN_FIELDS
+    manifest = plan["manifest"]
+    assert set(manifest) == MANIFEST_FIELDS
+    assert manifest["magic"] == hashlib.sha256(manifest["version"].encode()).hexdigest()
+    assert all(set(plugin) == PLUGIN_FIELDS for plugin in manifest["plugins"])
+    for urn, entry in plan["resourcePlans"].items():
+        assert set(entry) <= RESOURCE_PLAN_FIELDS and "state" in entry, urn
+        goal = entry["goal"]
+        assert GOAL_ALWAYS <= set(goal) <= GOAL_FIELDS, urn
+        assert set(goal["inputDiff"]) | set(goal["outputDiff"]) <= DIFF_FIELDS, urn
+
+
 def test_the_first_deploys_plan_is_refused_for_its_new_provider_and_its_empty_chart() -> None:
     found = saved_plan.blockers(_first_deploy())
     assert [line.split(": ", 1)[0] for line in found] == [PROVIDER, CHART]
@@ -76,6 +111,19 @@ def test_an_unknown_provider_config_on_an_update_is_refused_by_the_empty_chart()
     plan["resourcePlans"][PROVIDER]["steps"] = ["update"]
     del plan["resourcePlans"][CHART_OBJECT]
     assert [line.split(": ", 1)[0] for line in saved_plan.blockers(plan)] == [CHART]
+
+
+def test_a_new_chart_with_unknown_values_is_refused_while_the_provider_stays() -> None:
+    """An existing stack turned elastic: the provider is the same, but the autoscaler chart's
+    values carry its new Pod Identity association's id, unknown at preview, so pulumi-kubernetes
+    renders nothing under it; the line names that cause, not only the provider's."""
+    plan = _later_update()
+    del plan["resourcePlans"][CHART_OBJECT]
+    plan["resourcePlans"][CHART]["steps"] = ["create"]
+    assert saved_plan.blockers(plan) == [
+        f"{CHART}: the preview registered this kubernetes:helm.sh/v4:Chart with no objects "
+        "under it (its inputs or the Kubernetes provider's configuration were unknown)"
+    ]
 
 
 def test_a_chart_being_deleted_needs_no_objects() -> None:

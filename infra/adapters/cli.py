@@ -26,6 +26,7 @@ from components.manifests.gatekeeper_conf import (
     GatekeeperLimits,
 )
 from infra.adapters import verdict
+from infra.bootstrap import config as bootstrap_config
 from infra.plan import (
     addons,
     advice,
@@ -540,11 +541,11 @@ def main(argv: Sequence[str] | None = None, today: dt.date | None = None) -> int
         )
         print(json.dumps(data, indent=2))
         return 0
-    notice = placeholders.notice(cfg)
-    if notice:
-        print(notice)
-    lines = verdict.verdict_lines(result, econ, first or buy, warnings, scaled, long_wait)
-    print("\n".join(lines))
+    # The main stack's placeholders, then the bootstrap's, which runs first in the account.
+    for notice in (placeholders.notice(placeholders.find(cfg)), bootstrap_config.notice()):
+        if notice:
+            print(notice)
+    print("\n".join(verdict.verdict_lines(result, econ, first or buy, warnings, scaled, long_wait)))
     if args.brief:
         return 0
     print()

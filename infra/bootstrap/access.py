@@ -146,9 +146,8 @@ class DeployActions:
     """Writes on an existing launch template (`LAUNCH_TEMPLATE_WRITES`), fenced to the stack's
     tagged templates in its region."""
     guardduty_endpoint_writes: tuple[str, ...]
-    """GuardDuty's VPC endpoint taken off the stack's subnets and deleted
-    (`GUARDDUTY_ENDPOINT_WRITES`), fenced to GuardDuty's tagged endpoints and the stack's
-    subnets."""
+    """GuardDuty's VPC endpoint taken off the stack's subnets (`GUARDDUTY_ENDPOINT_WRITES`),
+    fenced to GuardDuty's tagged endpoints and the stack's subnets."""
     launches: tuple[str, ...]
     """ec2:RunInstances, which CreateNodegroup checks its caller for: from the stack's template
     only."""

@@ -178,77 +178,85 @@ def launch_template_fence(stack: str) -> list[dict[str, Any]]:
 #: guardduty-data`) to the VPC, in the nodes' subnets, tagged `GuardDutyManaged=true`. Deleting a
 #: subnet it sits in fails with DependencyViolation until the subnet is taken off the endpoint:
 #: terraform-provider-aws's subnet delete then calls ec2:DescribeVpcs, ec2:DescribeVpcEndpoints
-#: and ec2:ModifyVpcEndpoint (`RemoveSubnetIds`) on the endpoints with that tag
-#: (internal/service/ec2/vpc_subnet.go `dissociateGuardDutyVPCEndpoints`, at 00cda125), and its
-#: acceptance tests expect the endpoint deleted with the last subnet and the VPC
-#: (vpc_subnet_test.go `testAccCheckGuardDutyCleanupDestroy`): ec2:DeleteVpcEndpoints.
-GUARDDUTY_ENDPOINT_WRITES = frozenset({"ec2:ModifyVpcEndpoint", "ec2:DeleteVpcEndpoints"})
+#: (filters `vpc-id`, service name `*guardduty-data*`, tag `GuardDutyManaged=true`) and
+#: ec2:ModifyVpcEndpoint with `RemoveSubnetIds` alone (internal/service/ec2/vpc_subnet.go
+#: `dissociateGuardDutyVPCEndpoints`, at 00cda125). It never deletes the endpoint, so nothing
+#: here grants ec2:DeleteVpcEndpoints; docs/failures.md says what a destroy leaves.
+GUARDDUTY_ENDPOINT_WRITES = frozenset({"ec2:ModifyVpcEndpoint"})
 GUARDDUTY_TAG = ("GuardDutyManaged", "true")
-
-
-def guardduty_service(region: str) -> str:
-    """GuardDuty's endpoint service in `region`."""
-    return f"com.amazonaws.{region}.guardduty-data"
+#: ModifyVpcEndpoint's request parameters other than `RemoveSubnetIds` (EC2 API Reference,
+#: ModifyVpcEndpoint, read 2026-12-06): what the provider never sends.
+GUARDDUTY_ENDPOINT_UNSENT = (
+    "PolicyDocument",
+    "ResetPolicy",
+    "PrivateDnsEnabled",
+    "DnsOptions",
+    "IpAddressType",
+    "SubnetConfigurations",
+    "AddSubnetIds",
+    "AddSecurityGroupIds",
+    "RemoveSecurityGroupIds",
+    "AddRouteTableIds",
+    "RemoveRouteTableIds",
+)
 
 
 def guardduty_endpoint_statements(stack: str, region: str, actions: list[str]) -> list[dict]:
-    """GuardDuty's endpoints, and nothing else's, may be taken off the stack's subnets and
-    deleted. Condition keys from the Service Authorization Reference (Amazon EC2, as shipped in
-    parliament 1.6.4's iam_definition.json; tests/bootstrap/test_escalation.py reads it):
+    """GuardDuty's endpoints, and nothing else's, may be taken off the stack's subnets. Condition
+    keys from the Service Authorization Reference (Amazon EC2, as shipped in parliament 1.6.4's
+    iam_definition.json; tests/bootstrap/test_escalation.py reads it).
 
-    - the `vpc-endpoint` resource has no `ec2:Vpc` key, so an endpoint is GuardDuty's by its tag
-      (`aws:ResourceTag/GuardDutyManaged`) and, for DeleteVpcEndpoints, whose row has it, by its
-      service (`ec2:VpceServiceName`);
-    - ModifyVpcEndpoint also authorises each `subnet`, `security-group` and `route-table` it
-      names. Only subnets are allowed, and only the stack's own: the stack's VPC id is not known
-      at bootstrap, and its subnets carry the project's and the stack's tags (the launch
-      template's fence pair, `launch_template_tags`), so a subnet of another VPC is refused. No
-      security group or route table is allowed: the provider removes subnets only.
+    IAM authorises each resource a ModifyVpcEndpoint names: the `vpc-endpoint`, and each
+    `subnet`, `security-group` and `route-table` in the request. The endpoint has no `ec2:Vpc`
+    key, so it is GuardDuty's by its tag (`aws:ResourceTag/GuardDutyManaged`). Subnets are
+    allowed only if they are the stack's own (project and stack tags, the launch template's
+    fence pair, `launch_template_tags`: the VPC id is unknown at bootstrap); no security group or
+    route table is allowed.
 
-    What IAM cannot express: DeleteVpcEndpoints is fenced to GuardDuty's endpoints of the
-    stack's region, not of its VPC (no VPC key on the endpoint, and GuardDuty tags nothing
-    else); GuardDuty recreates an endpoint it still monitors through."""
-    writes = sorted(set(actions) & GUARDDUTY_ENDPOINT_WRITES)
-    if not writes:
+    What IAM cannot fence by resource: a request that names no subnet, security group or route
+    table (a new endpoint policy, private DNS off) authorises the endpoint alone, and so any
+    GuardDuty-tagged endpoint in the region. The deny below refuses a request that sets any
+    parameter but `RemoveSubnetIds`, by the `ec2:Attribute` key the table lists for the action;
+    AWS documents that key's values for other EC2 actions (ModifyImageAttribute,
+    ModifyInstanceAttribute), not for this one, so whether it holds is unproven and the residual
+    is recorded in tests/bootstrap/iam-scanners-accepted.txt. It cannot refuse the provider's
+    own call, which sets `RemoveSubnetIds` only."""
+    if "ec2:ModifyVpcEndpoint" not in actions:
         return []
     endpoint = f"arn:aws:ec2:{region}:*:vpc-endpoint/*"
     tagged = {f"aws:ResourceTag/{GUARDDUTY_TAG[0]}": GUARDDUTY_TAG[1]}
-    statements: list[dict[str, Any]] = []
-    if "ec2:ModifyVpcEndpoint" in writes:
-        statements += [
-            {
-                "Sid": "TakeTheStacksSubnetsOffGuardDutysEndpoint",
-                "Effect": "Allow",
-                "Action": ["ec2:ModifyVpcEndpoint"],
-                "Resource": [endpoint],
-                "Condition": {"StringEquals": tagged},
+    return [
+        {
+            "Sid": "TakeTheStacksSubnetsOffGuardDutysEndpoint",
+            "Effect": "Allow",
+            "Action": ["ec2:ModifyVpcEndpoint"],
+            "Resource": [endpoint],
+            "Condition": {"StringEquals": tagged},
+        },
+        {
+            "Sid": "OnlyTheStacksSubnetsComeOffAnEndpoint",
+            "Effect": "Allow",
+            "Action": ["ec2:ModifyVpcEndpoint"],
+            # The endpoint is listed too, as parliament requires of a statement of the action
+            # (RESOURCE_MISMATCH): it matches only an endpoint with the stack's tags, which the
+            # stack makes none of; GuardDuty's is the statement above's.
+            "Resource": [endpoint, f"arn:aws:ec2:{region}:*:subnet/*"],
+            "Condition": {
+                "StringEquals": {
+                    f"aws:ResourceTag/{key}": value
+                    for key, value in launch_template_tags(stack).items()
+                }
             },
-            {
-                "Sid": "OnlyTheStacksSubnetsComeOffAnEndpoint",
-                "Effect": "Allow",
-                "Action": ["ec2:ModifyVpcEndpoint"],
-                # The endpoint is listed too, as parliament requires of a statement of the
-                # action (RESOURCE_MISMATCH): it matches only an endpoint with the stack's tags,
-                # which the stack makes none of; GuardDuty's is the statement above's.
-                "Resource": [endpoint, f"arn:aws:ec2:{region}:*:subnet/*"],
-                "Condition": {
-                    "StringEquals": {
-                        f"aws:ResourceTag/{key}": value
-                        for key, value in launch_template_tags(stack).items()
-                    }
-                },
+        },
+        {
+            "Sid": "NothingButRemoveSubnetIdsOnAnEndpoint",
+            "Effect": "Deny",
+            "Action": ["ec2:ModifyVpcEndpoint"],
+            "Resource": ["arn:aws:ec2:*:*:vpc-endpoint/*"],
+            "Condition": {
+                "ForAnyValue:StringEqualsIgnoreCase": {
+                    "ec2:Attribute": list(GUARDDUTY_ENDPOINT_UNSENT)
+                }
             },
-        ]
-    if "ec2:DeleteVpcEndpoints" in writes:
-        statements.append(
-            {
-                "Sid": "DeleteOnlyGuardDutysEndpoints",
-                "Effect": "Allow",
-                "Action": ["ec2:DeleteVpcEndpoints"],
-                "Resource": [endpoint],
-                "Condition": {
-                    "StringEquals": {**tagged, "ec2:VpceServiceName": guardduty_service(region)}
-                },
-            }
-        )
-    return statements
+        },
+    ]

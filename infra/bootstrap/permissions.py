@@ -82,15 +82,15 @@ RESOURCE_ACTIONS: dict[str, TypeActions] = {
         ("ec2:CreateVpc", "ec2:DeleteVpc", "ec2:ModifyVpcAttribute", *_EC2_TAGS),
         _TF + "ec2/vpc_.go",
     ),
-    # A subnet that GuardDuty's endpoint sits in is taken off it, and the endpoint deleted with
-    # the last one (`infra.bootstrap.fences.GUARDDUTY_ENDPOINT_WRITES`, fenced there).
+    # A subnet that GuardDuty's endpoint sits in is taken off it, nothing more: the provider
+    # never deletes the endpoint (`infra.bootstrap.fences.GUARDDUTY_ENDPOINT_WRITES`, fenced
+    # there; what a destroy leaves is in docs/failures.md).
     "aws:ec2/subnet:Subnet": TypeActions(
         (
             "ec2:CreateSubnet",
             "ec2:DeleteSubnet",
             "ec2:ModifySubnetAttribute",
             "ec2:ModifyVpcEndpoint",
-            "ec2:DeleteVpcEndpoints",
             *_EC2_TAGS,
         ),
         _TF + "ec2/vpc_subnet.go (dissociateGuardDutyVPCEndpoints)",

@@ -35,10 +35,12 @@ def _json(capsys: pytest.CaptureFixture[str], *argv: str) -> dict:
 
 
 def test_the_default_plan_opens_with_the_verdict(capsys: pytest.CaptureFixture[str]) -> None:
-    # The committed dev stack still holds its placeholders: the one line naming them comes first.
+    # The committed dev stack and the bootstrap's file still hold their placeholders: the line
+    # naming each comes first.
     lines = _out(capsys).splitlines()
     assert lines[0].startswith("PLACEHOLDERS, which `pulumi up` refuses"), lines[0]
-    head = lines[1 : 1 + verdict.MAX_LINES]
+    assert lines[1].startswith("PLACEHOLDERS in infra/bootstrap/Pulumi.ci.yaml"), lines[1]
+    head = lines[2 : 2 + verdict.MAX_LINES]
     assert head == [
         "dev starts: 2 x m7g.2xlarge, one group of 2 pipeline stages, serving "
         "google/gemma-4-12B-it",
@@ -62,7 +64,7 @@ def test_brief_prints_the_verdict_alone(capsys: pytest.CaptureFixture[str]) -> N
     full = _out(capsys)
     brief = _out(capsys, "--brief")
     assert full.startswith(brief + "\n")
-    assert len(brief.splitlines()) <= 1 + verdict.MAX_LINES  # the placeholders line, the verdict
+    assert len(brief.splitlines()) <= 2 + verdict.MAX_LINES  # two placeholder lines, the verdict
     assert "why:" not in brief and "kv cache size" not in brief
 
 
@@ -94,7 +96,8 @@ def test_the_field_reports_settings_say_to_prefetch_first(
 ) -> None:
     out = _out(capsys, *REPORT, "--set", "maxModelLen=2048", "--brief").splitlines()
     assert out[0].startswith("PLACEHOLDERS")  # dev's, named before the verdict
-    brief = out[1:]
+    assert out[1].startswith("PLACEHOLDERS in infra/bootstrap")  # the bootstrap's
+    brief = out[2:]
     assert brief[1] == "context: 2,048 tokens x 1.07 requests at once"
     assert brief[5] == (
         "change first: --set weightPrefetch=true --set kvCacheBytes=auto --set maxModelLen=auto: "
