@@ -1,11 +1,12 @@
 """The model's nodes in an EKS cluster the stack does not own: the cluster is read, never changed.
 
 The stack adds one managed node group of the planned Graviton type in one subnet of the planned
-zone (the launch template of `components.cluster`: IMDSv2 with hop limit 1, the static CPU
-manager, the stack's tags on what it launches), the Pod Identity agent when the cluster lacks it,
-and a Kubernetes provider for the cluster's endpoint. Everything else of the cluster (its
-network, control plane, access entries, other add-ons and nodes) is its owner's: `pulumi
-destroy` removes the node group and what the stack put on it, nothing more.
+zone, tainted so that only the stack's model pods run there (the launch template of
+`components.cluster`: IMDSv2 with hop limit 1, the static CPU manager, the stack's tags on what
+it launches), the Pod Identity agent when the cluster lacks it, and a Kubernetes provider for
+the cluster's endpoint. Everything else of the cluster (its network, control plane, access
+entries, other add-ons and nodes) is its owner's: `pulumi destroy` removes the node group and
+what the stack put on it, nothing more.
 """
 
 from __future__ import annotations
@@ -81,6 +82,9 @@ class ExistingClusterArgs:
     node_labels: Mapping[str, str]
     #: The bootstrap's node role, read by name.
     node_role: aws.iam.Role
+    #: The nodes' NoSchedule taint (`spec.stack_taint`): only the pods that must run there
+    #: tolerate it, so the cluster's other pods cannot take the memory the plan sized.
+    node_taint: Mapping[str, str]
     #: Nodes a rollout's surge groups need above `node_count`.
     surge_nodes: int = 0
     #: Tags for each node's instance, root volume and network interfaces.
@@ -124,6 +128,11 @@ class ExistingCluster(pulumi.ComponentResource):
             **model_scaling(args.node_count, args.surge_nodes, None),
             subnet_ids=[args.node_subnet_id],
             labels=dict(args.node_labels),
+            taints=[
+                aws.eks.NodeGroupTaintArgs(
+                    key=args.node_taint["key"], value=args.node_taint["value"], effect="NO_SCHEDULE"
+                )
+            ],
             launch_template=aws.eks.NodeGroupLaunchTemplateArgs(
                 id=template.id, version=template.latest_version.apply(str)
             ),

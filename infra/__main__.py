@@ -22,7 +22,7 @@ from components.existing_cluster import ExistingCluster, ExistingClusterArgs
 from components.leaderworkerset import LwsController, LwsControllerArgs, installed_controller
 from components.manifests import door, identity
 from components.manifests.lws import leader_worker_set
-from components.manifests.spec import MODEL_TAINT
+from components.manifests.spec import MODEL_TAINT, stack_taint
 from components.model_server import ModelServer, ModelServerArgs
 from components.monitoring import Monitoring, MonitoringArgs
 from components.network import Network, NetworkArgs
@@ -114,6 +114,7 @@ else:
             node_disk_gib=plan.node_disk_gib,
             node_labels=wiring.NODE_LABELS,
             node_role=roles["nodes"],
+            node_taint=stack_taint(stack),
             surge_nodes=plan.rollout.surge_nodes,
             instance_tags=tags,
             identity_agent_version=addon_versions[addons.IDENTITY_AGENT]

@@ -33,13 +33,16 @@ READS = (
 ASSUMES = (
     "whoever runs `pulumi up` has a cluster-admin access entry in the cluster (the cluster's "
     "owner gives it; the stack creates no access entry)",
-    "CoreDNS and kube-proxy run on the cluster's own nodes, where the LWS controller and its "
-    "gate Job may run too (they select no node)",
+    "CoreDNS runs on the cluster's own nodes, which have room for the LWS controller and its "
+    "gate Job too (the model nodes' taint keeps them off those)",
     "the node subnet reaches the internet (a NAT gateway or public addresses) for the image and "
     "weight downloads, and the cluster's subnets for load balancers carry kubernetes.io/role/elb "
     "or kubernetes.io/role/internal-elb",
-    "no other node carries the label gemma-graviton.dev/pool=model; the model nodes carry no "
-    "taint, so the cluster's other pods with requests can be scheduled beside the groups",
+    "the model nodes' NoSchedule taint gemma-graviton.dev/stack=<stack> keeps every pod off them "
+    "but the stack's ranks, quantize Job and metrics collector, and the DaemonSets that tolerate "
+    "every taint (the EKS add-ons' aws-node, kube-proxy, eks-pod-identity-agent, ebs-csi-node, "
+    "CloudWatch agent and Fluent Bit do, and are counted); a DaemonSet of the owner's that "
+    "tolerates every taint runs there too, uncounted, within the node's headroom",
 )
 
 

@@ -4,11 +4,14 @@ refuses one it cannot use before anything is created, and creates only the model
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import pytest
 
-from infra.adapters.wiring import NODE_LABELS
+from components.manifests.semantics import _tolerated, pods
+from components.manifests.spec import stack_taint
+from infra.adapters.wiring import NODE_LABELS, NODE_POOL_LABEL
 from tests.fakes.pulumi_mocks import (
     Recorded,
     RecordingMocks,
@@ -113,6 +116,48 @@ def test_a_cluster_that_runs_lws_gets_no_second_controller(
     assert resolve(exports["lwsController"]) == (
         "the cluster's (leaderworkersets.leaderworkerset.x-k8s.io, serving v1)"
     )
+
+
+def _workloads(mocks: RecordingMocks) -> list[dict[str, Any]]:
+    """Every Kubernetes object the program registered, as the API server would get it."""
+    return [
+        {"kind": r.type_.rsplit(":", 1)[-1], **r.inputs}
+        for r in mocks.records
+        if r.type_.startswith("kubernetes:") and not r.read and "metadata" in r.inputs
+    ]
+
+
+@pytest.mark.parametrize(
+    ("overrides", "on_model_nodes"),
+    [
+        # Two-rank groups (bf16), the weights on the node disk.
+        ({}, {"leaderTemplate", "workerTemplate", "Deployment/metrics-collector"}),
+        # One-rank groups (int8) on volumes, their checkpoint made by the quantize Job.
+        (
+            {"weights": "int8", "modelCache": "volume"},
+            {"leaderTemplate", "Job/gemma-quantize", "Deployment/metrics-collector"},
+        ),
+    ],
+)
+def test_only_the_pods_that_must_run_on_the_model_nodes_tolerate_their_taint(
+    mocks: RecordingMocks, overrides: dict[str, Any], on_model_nodes: set[str]
+) -> None:
+    # The add-ons the stack creates too (all but the vpc-cni): every workload the program has.
+    existing_cluster(mocks, addons={"vpc-cni": EXISTING_ADDONS["vpc-cni"]})
+    run_into_existing(mocks, overrides)
+    taint = stack_taint("dev")
+    nodes = one(mocks.records, NODE_GROUP)
+    assert nodes.inputs["taints"] == [
+        {"key": "gemma-graviton.dev/stack", "value": "dev", "effect": "NO_SCHEDULE"}
+    ], nodes.urn
+    tolerating = set()
+    for pod in pods(_workloads(mocks)):
+        on_model = pod.spec.get("nodeSelector", {}).get(NODE_POOL_LABEL) == "model"
+        assert _tolerated(pod.spec, taint) == on_model, (pod.where, on_model)
+        if on_model:
+            # The quantize Job's name carries its inputs' digest; the groups' templates one LWS.
+            tolerating.add(re.sub(r"-[0-9a-f]{10}$", "", pod.where.split(" ")[-1]))
+    assert tolerating == on_model_nodes
 
 
 def _refused(mocks: RecordingMocks, overrides: dict[str, Any] | None = None, **kw: Any) -> str:
