@@ -50,6 +50,9 @@ class ClusterRef:
     #: Add-on name -> pinned version for `kubernetes_version` (the plan's catalogue,
     #: `infra/plan/addons.py`); nothing is resolved at deploy time.
     addon_versions: Mapping[str, str] = field(default_factory=dict)
+    #: A cluster the stack does not own (`existingCluster`): an add-on it creates there fails
+    #: on objects someone else made rather than overwriting them.
+    foreign: bool = False
 
     def version_of(self, addon: str) -> str:
         """The pinned version of `addon`; an add-on without a pin is a programming error."""
@@ -156,7 +159,7 @@ def addon_with_role(
         addon_name=addon,
         addon_version=cluster.version_of(addon),
         configuration_values=json.dumps(configuration, sort_keys=True) if configuration else None,
-        resolve_conflicts_on_create="OVERWRITE",
+        resolve_conflicts_on_create="NONE" if cluster.foreign else "OVERWRITE",
         resolve_conflicts_on_update="OVERWRITE",
         opts=pulumi.ResourceOptions(
             parent=parent,

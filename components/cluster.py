@@ -72,7 +72,7 @@ class ElasticNodes:
     #: The model node group's maximum size: a fixed ceiling (`infra.plan.elastic.
     #: MODEL_NODES_CEILING`), never a figure that `maxGroups` or `rolloutSurge` moves. A changed
     #: maximum makes the AWS provider send the desired size from Pulumi's state with it, which
-    #: is not the autoscaler's (see `_model_scaling`).
+    #: is not the autoscaler's (see `model_scaling`).
     max_nodes: int
     system_instance_type: str
     system_nodes: int
@@ -227,7 +227,7 @@ class Cluster(pulumi.ComponentResource):
             pulumi.ResourceOptions(parent=self, depends_on=[control_plane_logs]),
         )
         self.access_entries = self._access_entries(name, args, cluster, partition.partition)
-        launch_template = self._launch_template(name, args, child)
+        launch_template = node_launch_template(name, args.node_disk_gib, args.instance_tags, child)
         node_group = self._node_group(name, args, cluster, node_role, launch_template)
         self.system_node_group = (
             None
@@ -388,48 +388,6 @@ class Cluster(pulumi.ComponentResource):
                 entries += [entry, association]
         return entries
 
-    @staticmethod
-    def _launch_template(
-        name: str, args: ClusterArgs, child: pulumi.ResourceOptions
-    ) -> aws.ec2.LaunchTemplate:
-        """The nodes' root volume, instance metadata settings and nodeadm configuration."""
-        return aws.ec2.LaunchTemplate(
-            f"{name}-node-lt",
-            description="Root volume and instance metadata settings of the EKS managed nodes",
-            block_device_mappings=[
-                aws.ec2.LaunchTemplateBlockDeviceMappingArgs(
-                    device_name=ROOT_DEVICE_NAME,
-                    ebs=aws.ec2.LaunchTemplateBlockDeviceMappingEbsArgs(
-                        volume_size=args.node_disk_gib,
-                        volume_type="gp3",
-                        encrypted="true",
-                        delete_on_termination="true",
-                    ),
-                )
-            ],
-            # IMDSv2 only, and a PUT response hop limit of 1: a pod's request crosses one more
-            # hop than the node's own, so pods cannot fetch the node role's credentials and get
-            # their own through EKS Pod Identity. Host-network daemons (VPC CNI, kube-proxy, the
-            # Pod Identity agent, which trades with the node role) still reach the metadata.
-            metadata_options=aws.ec2.LaunchTemplateMetadataOptionsArgs(
-                http_endpoint="enabled",
-                http_tokens="required",
-                http_put_response_hop_limit=1,
-            ),
-            user_data=base64.b64encode(NODE_CONFIG.encode()).decode(),
-            # "Default tags are currently not propagated to ASG created resources"
-            # (pulumi-aws 7.51.1 ec2/launch_template.py, `tag_specifications`).
-            tag_specifications=[
-                aws.ec2.LaunchTemplateTagSpecificationArgs(
-                    resource_type=kind, tags=dict(args.instance_tags)
-                )
-                for kind in TAGGED_AT_LAUNCH
-            ]
-            if args.instance_tags
-            else None,
-            opts=child,
-        )
-
     def _node_group(
         self,
         name: str,
@@ -452,7 +410,7 @@ class Cluster(pulumi.ComponentResource):
             version=args.kubernetes_version,
             instance_types=[args.instance_type],
             capacity_type="ON_DEMAND",
-            **_model_scaling(args),
+            **model_scaling(args.node_count, args.surge_nodes, args.elastic),
             subnet_ids=[args.node_subnet_id],
             labels=dict(args.node_labels),
             # The disk size lives in the launch template: EKS rejects `disk_size` beside one.
@@ -509,7 +467,53 @@ class Cluster(pulumi.ComponentResource):
         )
 
 
-def _model_scaling(args: ClusterArgs) -> dict[str, object]:
+def node_launch_template(
+    name: str,
+    disk_gib: int,
+    instance_tags: Mapping[str, str],
+    child: pulumi.ResourceOptions,
+) -> aws.ec2.LaunchTemplate:
+    """The nodes' root volume, instance metadata settings and nodeadm configuration (the
+    model nodes' of a cluster the stack creates or reads)."""
+    return aws.ec2.LaunchTemplate(
+        f"{name}-node-lt",
+        description="Root volume and instance metadata settings of the EKS managed nodes",
+        block_device_mappings=[
+            aws.ec2.LaunchTemplateBlockDeviceMappingArgs(
+                device_name=ROOT_DEVICE_NAME,
+                ebs=aws.ec2.LaunchTemplateBlockDeviceMappingEbsArgs(
+                    volume_size=disk_gib,
+                    volume_type="gp3",
+                    encrypted="true",
+                    delete_on_termination="true",
+                ),
+            )
+        ],
+        # IMDSv2 only, and a PUT response hop limit of 1: a pod's request crosses one more
+        # hop than the node's own, so pods cannot fetch the node role's credentials and get
+        # their own through EKS Pod Identity. Host-network daemons (VPC CNI, kube-proxy, the
+        # Pod Identity agent, which trades with the node role) still reach the metadata.
+        metadata_options=aws.ec2.LaunchTemplateMetadataOptionsArgs(
+            http_endpoint="enabled",
+            http_tokens="required",
+            http_put_response_hop_limit=1,
+        ),
+        user_data=base64.b64encode(NODE_CONFIG.encode()).decode(),
+        # "Default tags are currently not propagated to ASG created resources"
+        # (pulumi-aws 7.51.1 ec2/launch_template.py, `tag_specifications`).
+        tag_specifications=[
+            aws.ec2.LaunchTemplateTagSpecificationArgs(resource_type=kind, tags=dict(instance_tags))
+            for kind in TAGGED_AT_LAUNCH
+        ]
+        if instance_tags
+        else None,
+        opts=child,
+    )
+
+
+def model_scaling(
+    node_count: int, surge_nodes: int, elastic: ElasticNodes | None
+) -> dict[str, object]:
     """The model node group's size: fixed at `node_count` (room for a rollout's surge nodes
     above it, none on a fixed stack), or (elastic) 0 to a fixed ceiling with the Cluster
     Autoscaler owning the desired size and the model pods' taint.
@@ -521,17 +525,16 @@ def _model_scaling(args: ClusterArgs) -> dict[str, object]:
     sends is the ignored one from Pulumi's state, stale unless a refresh ran first (pulumi docs
     `ignorechanges.md`, read 2026-12-03): EKS would resize the group to it and terminate
     serving nodes."""
-    if args.elastic is None:
-        size = args.node_count
+    if elastic is None:
         return {
             "scaling_config": aws.eks.NodeGroupScalingConfigArgs(
-                min_size=size, desired_size=size, max_size=size + args.surge_nodes
+                min_size=node_count, desired_size=node_count, max_size=node_count + surge_nodes
             )
         }
-    taint = args.elastic.model_taint
+    taint = elastic.model_taint
     return {
         "scaling_config": aws.eks.NodeGroupScalingConfigArgs(
-            min_size=0, desired_size=0, max_size=args.elastic.max_nodes
+            min_size=0, desired_size=0, max_size=elastic.max_nodes
         ),
         # A `pulumi up` leaves the autoscaler's count alone (pulumi-eks ManagedNodeGroup).
         "ignore_scaling_changes": True,

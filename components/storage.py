@@ -41,6 +41,9 @@ class ModelVolumesArgs:
     size_gib: int = 0
     #: The nodes' availability zone (EBS volumes attach only there).
     zone: pulumi.Input[str] = ""
+    #: Create the driver add-on; False where the cluster runs its own (an existing cluster's,
+    #: which the stack never changes).
+    install_driver: bool = True
 
 
 class ModelVolumes(pulumi.ComponentResource):
@@ -53,21 +56,26 @@ class ModelVolumes(pulumi.ComponentResource):
     """Name of the StorageClass."""
     volume_names: dict[str, pulumi.Output[str]]
     """Claim name -> the PersistentVolume bound to it (the claim's `volumeName`)."""
-    driver: aws.eks.Addon
-    """The CSI driver add-on; claims bind only once it runs."""
+    driver: aws.eks.Addon | None
+    """The CSI driver add-on; claims bind only once it runs. None: the cluster's own."""
 
     def __init__(
         self, name: str, args: ModelVolumesArgs, opts: pulumi.ResourceOptions | None = None
     ) -> None:
         super().__init__("gemma-graviton:storage:ModelVolumes", name, None, opts)
-        self.driver = addon_with_role(
-            f"{name}-csi",
-            args.cluster,
-            addon=ADDON,
-            namespace=CONTROLLER_NAMESPACE,
-            service_account=CONTROLLER_SERVICE_ACCOUNT,
-            parent=self,
+        self.driver = (
+            addon_with_role(
+                f"{name}-csi",
+                args.cluster,
+                addon=ADDON,
+                namespace=CONTROLLER_NAMESPACE,
+                service_account=CONTROLLER_SERVICE_ACCOUNT,
+                parent=self,
+            )
+            if args.install_driver
+            else None
         )
+        after_driver = [self.driver] if self.driver is not None else []
         obj = manifests.storage_class(args.storage_class, args.throughput_mibps, args.volume_tags)
         sc = k8s.storage.v1.StorageClass(
             f"{name}-gp3",
@@ -77,10 +85,11 @@ class ModelVolumes(pulumi.ComponentResource):
             volume_binding_mode=obj["volumeBindingMode"],
             reclaim_policy=obj["reclaimPolicy"],
             allow_volume_expansion=obj["allowVolumeExpansion"],
-            opts=pulumi.ResourceOptions(parent=self, depends_on=[self.driver]),
+            opts=pulumi.ResourceOptions(parent=self, depends_on=after_driver),
         )
         self.volume_names = {
-            claim[1]: self._volume(name, args, claim, sc.metadata.name) for claim in args.claims
+            claim[1]: self._volume(name, args, claim, sc.metadata.name, after_driver)
+            for claim in args.claims
         }
         self.storage_class = sc.metadata.name
         self.register_outputs({"storageClass": self.storage_class})
@@ -91,6 +100,7 @@ class ModelVolumes(pulumi.ComponentResource):
         args: ModelVolumesArgs,
         claim: tuple[str, str],
         storage_class: pulumi.Output[str],
+        after_driver: list[pulumi.Resource],
     ) -> pulumi.Output[str]:
         """One encrypted gp3 volume and the PersistentVolume that binds it to `claim` only."""
         volume = aws.ebs.Volume(
@@ -102,7 +112,7 @@ class ModelVolumes(pulumi.ComponentResource):
             encrypted=True,
             # Created after the driver, so deleted before it: the driver detaches the volume
             # from a node that still runs it while Pulumi retries the deletion.
-            opts=pulumi.ResourceOptions(parent=self, depends_on=[self.driver]),
+            opts=pulumi.ResourceOptions(parent=self, depends_on=after_driver),
         )
         pv_name = manifests.static_volume_name(claim)
 
@@ -117,6 +127,6 @@ class ModelVolumes(pulumi.ComponentResource):
             f"{name}-{claim[1]}-pv",
             metadata=obj.apply(lambda o: o["metadata"]),
             spec=obj.apply(lambda o: o["spec"]),
-            opts=pulumi.ResourceOptions(parent=self, depends_on=[self.driver]),
+            opts=pulumi.ResourceOptions(parent=self, depends_on=after_driver),
         )
         return pv.metadata.name

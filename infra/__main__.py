@@ -14,19 +14,22 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import pulumi
 import pulumi_aws as aws
 
-from components import stack_roles
+from components import observability, stack_roles
 from components.addons import ClusterRef
 from components.autoscaling import Autoscaling, AutoscalingArgs
 from components.cluster import Cluster, ClusterArgs, ElasticNodes
-from components.leaderworkerset import LwsController, LwsControllerArgs
+from components.existing_cluster import ExistingCluster, ExistingClusterArgs
+from components.leaderworkerset import LwsController, LwsControllerArgs, installed_controller
 from components.manifests import door, identity
-from components.manifests.spec import MODEL_TAINT
+from components.manifests.lws import leader_worker_set
+from components.manifests.spec import MODEL_TAINT, stack_taint
 from components.model_server import ModelServer, ModelServerArgs
 from components.monitoring import Monitoring, MonitoringArgs
 from components.network import Network, NetworkArgs
 from components.observability import ClusterLogs, ClusterLogsArgs
 from components.storage import ModelVolumes, ModelVolumesArgs
 from infra.adapters import wiring
+from infra.adapters.existing_cluster import read_cluster
 from infra.adapters.pulumi_config import place_zones, read_stack_config, warn_about
 from infra.plan import addons, elastic, monitoring
 
@@ -44,63 +47,103 @@ on_aws = pulumi.ResourceOptions(providers=[aws_provider])
 placement = place_zones(cfg, plan, aws_provider)
 system = elastic.system_group(cfg) if cfg.elastic else None
 # The stack's IAM roles are the bootstrap's (`components.stack_roles`): read, never created.
-role_specs = identity.stack_roles(stack, cfg.region, wiring.NAMESPACE)
+role_specs = identity.stack_roles(stack, cfg.region, wiring.NAMESPACE, cfg.existing_cluster)
 roles = stack_roles.existing_roles("role", stack, [r.key for r in role_specs], on_aws)
 
-network = Network(
-    "net",
-    NetworkArgs(
-        cidr_block=str(cfg.vpc_cidr),
-        node_zone=placement.node.name,
-        second_zone=placement.control_plane.name,
-        node_subnets=cfg.node_subnets,
-    ),
-    opts=on_aws,
-)
-cluster = Cluster(
-    "eks",
-    ClusterArgs(
-        name=identity.cluster_name(stack),
-        vpc_id=network.vpc_id,
-        control_plane_subnet_ids=network.control_plane_subnet_ids,
-        node_subnet_id=network.node_subnet_id,
-        kubernetes_version=cfg.kubernetes_version,
-        instance_type=plan.instance_type,
-        node_count=plan.nodes,
-        node_disk_gib=plan.node_disk_gib,
-        node_labels=wiring.NODE_LABELS,
-        surge_nodes=plan.rollout.surge_nodes,
-        public_access_cidrs=[str(c) for c in cfg.endpoint_public_access_cidrs],
-        admin_arns=cfg.cluster_admin_arns,
-        viewer_arns=cfg.cluster_viewer_arns,
-        instance_tags=tags,
-        addon_versions=addon_versions,
-        elastic=None
-        if system is None
-        else ElasticNodes(
-            max_nodes=elastic.MODEL_NODES_CEILING,
-            system_instance_type=system.instance_type,
-            system_nodes=system.nodes,
-            system_labels=wiring.SYSTEM_LABELS,
-            model_taint=MODEL_TAINT,
+if cfg.existing_cluster is None:
+    network = Network(
+        "net",
+        NetworkArgs(
+            cidr_block=str(cfg.vpc_cidr),
+            node_zone=placement.node.name,
+            second_zone=placement.control_plane.name,
+            node_subnets=cfg.node_subnets,
         ),
-        service_role=roles["cluster"],
-        node_role=roles["nodes"],
-    ),
-    opts=on_aws,
-)
+        opts=on_aws,
+    )
+    cluster: Cluster | ExistingCluster = Cluster(
+        "eks",
+        ClusterArgs(
+            name=identity.cluster_name(stack),
+            vpc_id=network.vpc_id,
+            control_plane_subnet_ids=network.control_plane_subnet_ids,
+            node_subnet_id=network.node_subnet_id,
+            kubernetes_version=cfg.kubernetes_version,
+            instance_type=plan.instance_type,
+            node_count=plan.nodes,
+            node_disk_gib=plan.node_disk_gib,
+            node_labels=wiring.NODE_LABELS,
+            surge_nodes=plan.rollout.surge_nodes,
+            public_access_cidrs=[str(c) for c in cfg.endpoint_public_access_cidrs or ()],
+            admin_arns=cfg.cluster_admin_arns,
+            viewer_arns=cfg.cluster_viewer_arns,
+            instance_tags=tags,
+            addon_versions=addon_versions,
+            elastic=None
+            if system is None
+            else ElasticNodes(
+                max_nodes=elastic.MODEL_NODES_CEILING,
+                system_instance_type=system.instance_type,
+                system_nodes=system.nodes,
+                system_labels=wiring.SYSTEM_LABELS,
+                model_taint=MODEL_TAINT,
+            ),
+            service_role=roles["cluster"],
+            node_role=roles["nodes"],
+        ),
+        opts=on_aws,
+    )
+    # Add-ons run on the system nodes of an elastic stack, which has model nodes only on demand.
+    addon_nodes = cluster.system_node_group or cluster.node_group
+    owned_addons: tuple[str, ...] = addons.ADDONS
+else:
+    # The cluster is a layer: read and checked before anything is created, never changed.
+    reading = read_cluster(cfg, plan, stack, placement.node, aws_provider)
+    owned_addons = reading.owned_addons
+    cluster = ExistingCluster(
+        "eks",
+        ExistingClusterArgs(
+            name=reading.cluster.name,
+            endpoint=reading.cluster.endpoint,
+            certificate_authority=reading.cluster.certificate,
+            region=cfg.region,
+            kubernetes_version=reading.cluster.version,
+            node_subnet_id=reading.subnet.subnet_id,
+            instance_type=plan.instance_type,
+            node_count=plan.nodes,
+            node_disk_gib=plan.node_disk_gib,
+            node_labels=wiring.NODE_LABELS,
+            node_role=roles["nodes"],
+            node_taint=stack_taint(stack),
+            surge_nodes=plan.rollout.surge_nodes,
+            instance_tags=tags,
+            identity_agent_version=addon_versions[addons.IDENTITY_AGENT]
+            if addons.IDENTITY_AGENT in owned_addons
+            else None,
+        ),
+        opts=on_aws,
+    )
+    addon_nodes = cluster.node_group
 on_cluster = pulumi.ResourceOptions(providers=[cluster.provider, aws_provider])
 cluster_ref = ClusterRef(
     cluster_name=cluster.cluster_name,
     kubernetes_version=cfg.kubernetes_version,
-    # Add-ons run on the system nodes of an elastic stack, which has model nodes only on demand.
-    nodes=cluster.system_node_group or cluster.node_group,
+    nodes=addon_nodes,
     addon_versions=addon_versions,
     pod_roles=stack_roles.pod_role_arns(role_specs, roles),
     identity_agent=cluster.identity_agent,
+    foreign=cfg.existing_cluster is not None,
 )
-logs = ClusterLogs("logs", ClusterLogsArgs(cluster_ref, wiring.NAMESPACE), opts=on_aws)
 server_spec = wiring.server_spec(cfg, plan)
+if addons.CLOUDWATCH in owned_addons:
+    logs = ClusterLogs("logs", ClusterLogsArgs(cluster_ref, wiring.NAMESPACE), opts=on_aws)
+    log_group, logs_query = logs.log_group_name, logs.query
+else:
+    # The cluster's own CloudWatch add-on ships the logs, to the group it names after it.
+    log_group = pulumi.Output.concat(
+        "/aws/containerinsights/", cluster.cluster_name, "/application"
+    )
+    logs_query = pulumi.Output.from_input(observability.logs_query(wiring.NAMESPACE))
 volumes = (
     ModelVolumes(
         "weights",
@@ -112,13 +155,21 @@ volumes = (
             claims=wiring.volume_claims(server_spec),
             size_gib=plan.model_volume_gib,
             zone=placement.node.name,
+            install_driver=addons.EBS_CSI in owned_addons,
         ),
         opts=on_cluster,
     )
     if plan.model_cache == "volume"
     else None
 )
-lws = LwsController("lws", LwsControllerArgs(nodes=cluster_ref.nodes), opts=on_cluster)
+if cfg.lws_installed:
+    # The cluster's own controller; its CRD must hold what the groups set.
+    lws, lws_controller = installed_controller(
+        "lws", leader_worker_set(server_spec), pulumi.ResourceOptions(provider=cluster.provider)
+    )
+else:
+    lws = LwsController("lws", LwsControllerArgs(nodes=cluster_ref.nodes), opts=on_cluster)
+    lws_controller = pulumi.Output.concat("installed by the stack (", lws.namespace, ")")
 server = ModelServer(
     "model",
     ModelServerArgs(
@@ -164,7 +215,7 @@ if cfg.monitoring:
         MonitoringArgs(
             cluster=cluster_ref,
             collector=wiring.collector_spec(cfg, stack),
-            application_log_group=logs.log_group_name,
+            application_log_group=log_group,
             namespace=server.namespace,
             load_balancer_hostname=server.load_balancer_hostname,
             waiting_threshold=alarm_at.waiting_requests,
@@ -198,8 +249,10 @@ pulumi.export("model", server.served_model)
 pulumi.export("maxModelLen", server.max_model_len)
 pulumi.export("kvCacheTokens", plan.kv_cache_tokens)
 pulumi.export("namespace", server.namespace)
-pulumi.export("logGroup", logs.log_group_name)
-pulumi.export("logsQuery", logs.query)
+pulumi.export("logGroup", log_group)
+pulumi.export("logsQuery", logs_query)
+# Whose LeaderWorkerSet controller runs the groups: the stack's, or the cluster's (checked).
+pulumi.export("lwsController", lws_controller)
 pulumi.export(
     "curlExample",
     server.endpoint.apply(lambda url: wiring.curl_example(url, cfg.model)),

@@ -451,7 +451,7 @@ def _required() -> dict[str, object]:
     return {
         f.alias or n: values[f.alias or n]
         for n, f in StackConfig.model_fields.items()
-        if f.is_required()
+        if f.is_required() or "required_unless" in (f.json_schema_extra or {})  # type: ignore[operator]
     }
 
 
@@ -464,6 +464,9 @@ def test_each_default_as_written_reads_back_as_the_models_default() -> None:
         cell = rows[key]
         if info.is_required():
             assert cell == "required", key
+            continue
+        if cell.startswith("required without"):
+            assert cell == f"required without `{info.json_schema_extra['required_unless']}`", key  # type: ignore[index]
             continue
         if cell == "unset":
             assert info.default is None, key

@@ -22,7 +22,7 @@ restrict which service accounts, namespaces, and clusters can use this role").
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from components.manifests.metrics import NAME as COLLECTOR_NAME
@@ -122,9 +122,10 @@ NODE_POLICIES = (
 )
 
 
-def cluster_name(stack: str) -> str:
-    """The EKS cluster's name: fixed, so that the bootstrap can fence the pods' roles to it."""
-    return f"{PROJECT}-{stack}"
+def cluster_name(stack: str, existing: str | None = None) -> str:
+    """The EKS cluster's name: fixed, so that the bootstrap can fence the pods' roles to it;
+    `existing` (the stack's `existingCluster`) when the stack deploys into a cluster it reads."""
+    return existing or f"{PROJECT}-{stack}"
 
 
 def metrics_log_group(stack: str) -> str:
@@ -172,6 +173,8 @@ class StackRole:
     inline_policy: str | None = None
     #: The service account of a pod role (Pod Identity), None for the others.
     service_account: ServiceAccount | None = None
+    #: The cluster a pod role's trust names: None for the stack's own (`cluster_name`).
+    cluster: str | None = None
 
     def trust(self, account: str, partition: str, region: str, stack: str) -> dict[str, Any]:
         """The role's trust policy."""
@@ -185,7 +188,8 @@ class StackRole:
             else list(POD_IDENTITY_ACTIONS),
         }
         if self.service_account is not None:
-            cluster = f"arn:{partition}:eks:{region}:{account}:cluster/{cluster_name(stack)}"
+            name = cluster_name(stack, self.cluster)
+            cluster = f"arn:{partition}:eks:{region}:{account}:cluster/{name}"
             statement["Condition"] = {
                 "StringEquals": {
                     "aws:RequestTag/eks-cluster-arn": cluster,
@@ -196,15 +200,22 @@ class StackRole:
         return {"Version": "2012-10-17", "Statement": [statement]}
 
 
-def stack_roles(stack: str, region: str, app_namespace: str) -> tuple[StackRole, ...]:
+def stack_roles(
+    stack: str, region: str, app_namespace: str, existing_cluster: str | None = None
+) -> tuple[StackRole, ...]:
     """The roles of `stack` in `region`, the pods' roles for whichever option uses them (the
     autoscaler on elastic stacks, the volume driver with `modelCache` volume) too: an unused
     role costs nothing, and a stack can turn an option on without another bootstrap.
 
+    With `existing_cluster` (the stack's `existingCluster`) the pods' roles trust that cluster,
+    and the stack has no cluster role (it creates no cluster) and no autoscaler role (it is
+    never elastic there, and the cluster's own autoscaler may run as the same account).
+
     The collector's log group ARN names any account: a role writes only its own account's logs
     (CloudWatch Logs takes no resource policy for PutLogEvents)."""
     logs = f"arn:{partition_of(region)}:logs:{region}:*:log-group:{metrics_log_group(stack)}"
-    return (
+    name = cluster_name(stack, existing_cluster)
+    roles = (
         StackRole(
             "cluster",
             f"EKS control plane of the {stack} stack",
@@ -232,7 +243,7 @@ def stack_roles(stack: str, region: str, app_namespace: str) -> tuple[StackRole,
             "autoscaler",
             f"Cluster Autoscaler of the {stack} stack",
             POD_IDENTITY_PRINCIPAL,
-            inline_policy=autoscaler_policy(cluster_name(stack)),
+            inline_policy=autoscaler_policy(name),
             service_account=ServiceAccount(AUTOSCALER_NAMESPACE, AUTOSCALER_SERVICE_ACCOUNT),
         ),
         StackRole(
@@ -242,4 +253,11 @@ def stack_roles(stack: str, region: str, app_namespace: str) -> tuple[StackRole,
             inline_policy=emf_policy(logs),
             service_account=ServiceAccount(app_namespace, COLLECTOR_NAME),
         ),
+    )
+    if existing_cluster is None:
+        return roles
+    return tuple(
+        replace(role, cluster=existing_cluster)
+        for role in roles
+        if role.key not in ("cluster", "autoscaler")
     )

@@ -29,6 +29,7 @@ from components.manifests.spec import (
     ServerSpec,
     object_meta,
     pod_security_context,
+    toleration,
 )
 
 #: The line before each point's result JSON in the Job's log; the point's name follows it.
@@ -124,6 +125,7 @@ def capacity_job(
                 "spec": {
                     "restartPolicy": "Never",
                     "nodeSelector": dict(spec.node_selector),
+                    **({"tolerations": [toleration(spec.model_taint)]} if spec.model_taint else {}),
                     "securityContext": pod_security_context(),
                     "containers": [container],
                     "volumes": [{"name": "work", "emptyDir": {"sizeLimit": "2Gi"}}],

@@ -104,6 +104,9 @@ class CollectorSpec:
     #: Samples exported per histogram bucket (`le` becomes a dimension).
     bucket_samples: Sequence[str]
     node_selector: Mapping[str, str]
+    #: Tolerations of those nodes' taints (the stack's model nodes in a cluster it does not
+    #: own, `spec.stack_taint`).
+    tolerations: Sequence[Mapping[str, str]] = ()
     #: Each leader's own record to export per group (`probes.SELF_METRICS` names), scraped
     #: from its gatekeeper at `gatekeeper_conf.SELF_METRICS_ROUTE`; none behind a door.
     self_samples: Sequence[str] = ()
@@ -353,6 +356,11 @@ def deployment(spec: CollectorSpec) -> Manifest:
                 "spec": {
                     "serviceAccountName": spec.name,
                     "nodeSelector": dict(spec.node_selector),
+                    **(
+                        {"tolerations": [dict(t) for t in spec.tolerations]}
+                        if spec.tolerations
+                        else {}
+                    ),
                     "securityContext": {
                         "runAsNonRoot": True,
                         "runAsUser": 10001,

@@ -30,7 +30,6 @@ from components.manifests.spec import (
     HF_TOKEN_KEY,
     HF_TOKEN_MOUNT,
     LWS_NAME_LABEL,
-    MODEL_TAINT,
     MODELS_MOUNT,
     PREFETCH_CONTAINER,
     QUEUE_SOURCE_LABEL,
@@ -38,6 +37,7 @@ from components.manifests.spec import (
     ServerSpec,
     object_labels,
     pod_security_context,
+    toleration,
 )
 
 # Downloads the pinned commit into the model volume, then reads every file once, so the page
@@ -404,6 +404,6 @@ def pod_template(
     }
     if spec.weight_prefetch:
         pod_spec["initContainers"] = [_prefetch_container(spec)]
-    if spec.autoscaled:
-        pod_spec["tolerations"] = [{"operator": "Equal", **MODEL_TAINT}]
+    if spec.model_taint:
+        pod_spec["tolerations"] = [toleration(spec.model_taint)]
     return {"metadata": metadata, "spec": pod_spec}

@@ -47,12 +47,12 @@ from components.manifests.pods import container_security_context
 from components.manifests.spec import (
     HF_TOKEN_KEY,
     HF_TOKEN_MOUNT,
-    MODEL_TAINT,
     MODELS_MOUNT,
     Manifest,
     ServerSpec,
     object_meta,
     pod_security_context,
+    toleration,
 )
 
 #: The marker the quantizer writes last (`infra.quantize.marker.MARKER_NAME`).
@@ -306,15 +306,12 @@ def quantize_job(spec: ServerSpec, job: QuantizeSpec) -> Manifest:
                     "automountServiceAccountToken": False,
                     "enableServiceLinks": False,
                     "nodeSelector": dict(spec.node_selector),
-                    # On an elastic stack the model nodes carry MODEL_TAINT, and the Cluster
-                    # Autoscaler adds a node only for a pod that tolerates its template node's
-                    # taints (cluster-autoscaler 1.35 simulator, the scheduler's TaintToleration
-                    # filter): without it the Job never runs and `pulumi up` waits its deadline.
-                    **(
-                        {"tolerations": [{"operator": "Equal", **MODEL_TAINT}]}
-                        if spec.autoscaled
-                        else {}
-                    ),
+                    # The model nodes' taint (`ServerSpec.model_taint`): on an elastic stack the
+                    # Cluster Autoscaler adds a node only for a pod that tolerates its template
+                    # node's taints (cluster-autoscaler 1.35 simulator, the scheduler's
+                    # TaintToleration filter): without it the Job never runs and `pulumi up`
+                    # waits its deadline.
+                    **({"tolerations": [toleration(spec.model_taint)]} if spec.model_taint else {}),
                     "securityContext": pod_security_context(),
                     **({"initContainers": [_kernel_check(spec, job)]} if job.required_ops else {}),
                     "containers": [container],

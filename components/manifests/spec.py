@@ -22,6 +22,23 @@ QUEUE_SOURCE_LABEL = "gemma-graviton.dev/queue-source"
 #: The model nodes' taint in an elastic stack: only the model pods tolerate it, so every other
 #: pod runs on the always-on system nodes and an empty model node can be removed.
 MODEL_TAINT = {"key": "gemma-graviton.dev/pool", "value": "model", "effect": "NoSchedule"}
+#: The model nodes' taint in a cluster the stack does not own (`existingCluster`), valued with
+#: the stack's name: the cluster's other pods cannot take the memory the plan gives the ranks
+#: (their requests equal their limits, so one pod landing first leaves a rank Pending), and
+#: another stack's model pods, which select the same pool label, stay off this stack's nodes.
+STACK_TAINT_KEY = "gemma-graviton.dev/stack"
+
+
+def stack_taint(stack: str) -> dict[str, str]:
+    """The taint of `stack`'s model nodes in a cluster it does not own."""
+    return {"key": STACK_TAINT_KEY, "value": stack, "effect": "NoSchedule"}
+
+
+def toleration(taint: Mapping[str, str]) -> dict[str, str]:
+    """The toleration of exactly `taint` (its key, value and effect)."""
+    return {"operator": "Equal", **taint}
+
+
 HF_TOKEN_KEY = "token"
 API_KEY_KEY = "api-key"
 #: The key vLLM checks and the gatekeeper sends it (never a client's).
@@ -122,8 +139,12 @@ class ServerSpec:
     #: AWS tags for what AWS creates on the objects' behalf (the load balancer).
     aws_tags: Mapping[str, str] = field(default_factory=dict)
     #: KEDA owns the number of groups (the LeaderWorkerSet's scale subresource): the object
-    #: leaves `replicas` unset, and the pods tolerate the model nodes' `MODEL_TAINT`.
+    #: leaves `replicas` unset.
     autoscaled: bool = False
+    #: The model nodes' taint, which the pods that must run there tolerate (the ranks, the
+    #: quantize Job, the load test): `MODEL_TAINT` on an elastic stack, `stack_taint` in a
+    #: cluster the stack does not own; None where the model nodes are the cluster's only nodes.
+    model_taint: Mapping[str, str] | None = None
     #: Weight format served (bf16, int8, int4); vLLM reads an int8 or int4 checkpoint's
     #: compressed-tensors config from the checkpoint itself.
     weights: str = "bf16"

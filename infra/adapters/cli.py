@@ -34,6 +34,7 @@ from infra.plan import (
     changes,
     compare,
     elastic,
+    existing,
     moe,
     placeholders,
     pods,
@@ -286,6 +287,12 @@ def format_table(
         rows.append(("kubernetes", support.kubernetes_support(cfg, today)))
     width = max(len(k) for k, _ in rows)
     lines = [f"{k:<{width}}  {v}" for k, v in rows]
+    if cfg is not None and cfg.existing_cluster is not None:
+        lines.append("")
+        lines.append(f"into the existing cluster {cfg.existing_cluster}, the program reads:")
+        lines.extend(f"  - {read}" for read in existing.READS)
+        lines.append("and assumes:")
+        lines.extend(f"  - {assumed}" for assumed in existing.ASSUMES)
     lines.append("")
     lines.append("why:")
     lines.extend(f"  - {reason}" for reason in (*p.reasons, *p.front_door.reasons))
@@ -523,6 +530,15 @@ def main(argv: Sequence[str] | None = None, today: dt.date | None = None) -> int
         data["placeholders"] = [p.key for p in placeholders.find(cfg)]
         data["quality"] = weights.weight_format(result.weights).quality
         data["elastic"] = None if scaled is None else scaled.to_json()
+        data["existing_cluster"] = (
+            None
+            if cfg.existing_cluster is None
+            else {
+                "name": cfg.existing_cluster,
+                "reads": list(existing.READS),
+                "assumes": list(existing.ASSUMES),
+            }
+        )
         print(json.dumps(data, indent=2))
         return 0
     # The main stack's placeholders, then the bootstrap's, which runs first in the account.

@@ -15,13 +15,14 @@ from components.manifests.semantics import (
     World,
     check,
 )
-from components.manifests.spec import MODEL_TAINT, Manifest
+from components.manifests.spec import Manifest
 from infra.adapters.render import rendered_objects
 from infra.adapters.wiring import (
     NODE_LABELS,
     STORAGE_CLASS,
     SYSTEM_LABELS,
     collector_spec,
+    model_taint,
     server_spec,
     volume_claims,
 )
@@ -61,11 +62,13 @@ PROGRAM_SECRETS: tuple[Literal["hf-token", "api-key"], ...] = ("hf-token", "api-
 
 
 def node_groups(cfg: StackConfig, plan: Plan) -> list[NodeGroup]:
-    """The model node group (tainted on an elastic stack) and an elastic stack's system group,
+    """The model node group (tainted on an elastic stack and in a cluster the stack does not
+    own, `wiring.model_taint`) and an elastic stack's system group,
     both in the one node zone (components/cluster.py; `availabilityZone`)."""
     zone = cfg.availability_zone
     volumes = plan.model_cache == "volume"
-    taints = [MODEL_TAINT] if cfg.elastic else []
+    taint = model_taint(cfg, plan.stack)
+    taints = [taint] if taint else []
     groups = [_group("model", plan.instance_type, NODE_LABELS, zone, volumes, taints)]
     if cfg.elastic:
         system = elastic.system_group(cfg)

@@ -12,7 +12,7 @@ from components.manifests import ServerSpec, identity, model_claims
 from components.manifests.metrics import CollectorSpec
 from components.manifests.quantize import QuantizeSpec
 from components.manifests.scaling import ScalerSpec
-from components.manifests.spec import DoorSpec
+from components.manifests.spec import MODEL_TAINT, DoorSpec, stack_taint, toleration
 from infra.plan import catalog, elastic, sleep
 from infra.plan.config import PROJECT, StackConfig
 from infra.plan.sizing import Plan
@@ -67,6 +67,15 @@ def stack_tags(cfg: StackConfig, stack: str) -> dict[str, str]:
     }
 
 
+def model_taint(cfg: StackConfig, stack: str) -> dict[str, str] | None:
+    """The model nodes' taint: an elastic stack's (its system nodes run everything else), the
+    stack's own in a cluster it does not own (the cluster's nodes run everything else), none
+    on a fixed stack's own cluster, whose model nodes run its add-ons and controllers too."""
+    if cfg.elastic:
+        return MODEL_TAINT
+    return stack_taint(stack) if cfg.existing_cluster is not None else None
+
+
 def server_spec(cfg: StackConfig, plan: Plan) -> ServerSpec:
     """The model server exactly as the plan sizes it."""
     return ServerSpec(
@@ -104,6 +113,7 @@ def server_spec(cfg: StackConfig, plan: Plan) -> ServerSpec:
         drain=plan.drain,
         rollout_surge=plan.rollout.surge_groups,
         autoscaled=cfg.elastic,
+        model_taint=model_taint(cfg, plan.stack),
         door=door_spec(cfg, plan) if cfg.elastic else None,
     )
 
@@ -174,6 +184,8 @@ def collector_spec(cfg: StackConfig, stack: str) -> CollectorSpec:
         self_samples=() if cfg.elastic else watch.SELF_SAMPLES,
         # Elastic: the collector stays up on the system nodes while no model node runs.
         node_selector=SYSTEM_LABELS if cfg.elastic else NODE_LABELS,
+        # In a cluster the stack does not own it runs on the model nodes the plan counts it on.
+        tolerations=[toleration(stack_taint(stack))] if cfg.existing_cluster else [],
         # Behind the door the leaders' vLLM answers /metrics itself, on its own port.
         engine_port=ServerSpec.port if cfg.elastic else None,
     )

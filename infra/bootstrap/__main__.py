@@ -39,6 +39,7 @@ from infra.bootstrap.config import (
     load_bootstrap_config,
     other_viewer_counts,
     refusal,
+    stack_clusters,
     stack_regions,
 )
 from infra.plan import iam
@@ -46,7 +47,7 @@ from infra.plan.config import ConfigError
 from infra.plan.stackfile import stack_names
 
 
-def _read() -> tuple[BootstrapConfig, dict[str, str]]:
+def _read() -> tuple[BootstrapConfig, dict[str, str], dict[str, str | None]]:
     """The bootstrap keys and the region of every stack with a file in `stacks/` (CI deploys
     `DEPLOY_STACKS` of them; each gets its roles); a refusal is one line, no traceback, and comes
     before any resource, as does an update's refusal of a shipped placeholder."""
@@ -60,6 +61,7 @@ def _read() -> tuple[BootstrapConfig, dict[str, str]]:
     try:
         cfg = load_bootstrap_config(raw)
         regions = stack_regions(stack_names())
+        clusters = stack_clusters(stack_names())
         missing = sorted(set(DEPLOY_STACKS) - set(regions))
         if missing:
             raise ConfigError(
@@ -73,11 +75,11 @@ def _read() -> tuple[BootstrapConfig, dict[str, str]]:
     refused = None if pulumi.runtime.is_dry_run() else refusal(cfg)
     if refused:
         raise pulumi.RunError(refused)
-    return cfg, regions
+    return cfg, regions, clusters
 
 
-cfg, regions = _read()
-roles = ci_roles(cfg.repository, regions, cfg.state_bucket, cfg.subject_prefix)
+cfg, regions, clusters = _read()
+roles = ci_roles(cfg.repository, regions, cfg.state_bucket, cfg.subject_prefix, clusters)
 
 aws_provider = aws.Provider(
     "aws",
@@ -122,7 +124,7 @@ stack_role_arns = {
         f"stack-{stack}",
         StackRolesArgs(
             stack=stack,
-            roles=stack_roles(stack, regions[stack], NAMESPACE),
+            roles=stack_roles(stack, regions[stack], NAMESPACE, clusters[stack]),
             path=iam.role_path(stack),
             boundary_arn=access.boundary_arns[stack],
             account=account,

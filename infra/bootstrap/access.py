@@ -35,6 +35,7 @@ from typing import Any
 
 from infra.bootstrap import permissions
 from infra.bootstrap.fences import (
+    EKS_OF_ANY_CLUSTER,
     GUARDDUTY_ENDPOINT_WRITES,
     LAUNCH_TEMPLATE_WRITES,
     cluster_arns,
@@ -413,12 +414,20 @@ def _stack_roles(stack: str) -> list[str]:
     return [f"arn:aws:iam::*:role{iam.role_path(stack)}*"]
 
 
-def deploy_policy(stack: str, region: str, state_bucket: str | None) -> dict[str, Any]:
+def deploy_policy(
+    stack: str, region: str, state_bucket: str | None, existing_cluster: str | None = None
+) -> dict[str, Any]:
     """What `pulumi up` and `pulumi destroy` of one stack need, in that stack's region only:
     the actions of every resource type the program registers (`permissions`), nothing else; of
     IAM, reads of the stack's own roles, passing them to EKS, and EKS's service-linked roles
-    (see the module's docstring)."""
+    (see the module's docstring).
+
+    With `existing_cluster` (the stack's `existingCluster`) its EKS writes reach that cluster
+    and what is in it only: no eks:CreateCluster, the one EKS write no cluster name fences."""
     needed = deploy_actions()
+    regional = [
+        a for a in needed.regional if existing_cluster is None or a not in EKS_OF_ANY_CLUSTER
+    ]
     roles = _stack_roles(stack)
     return {
         "Version": "2012-10-17",
@@ -426,7 +435,7 @@ def deploy_policy(stack: str, region: str, state_bucket: str | None) -> dict[str
             {
                 "Sid": "ManageTheStackInItsRegion",
                 "Effect": "Allow",
-                "Action": list(needed.regional),
+                "Action": regional,
                 "Resource": ["*"],
                 "Condition": _in_region(region),
             },
@@ -434,7 +443,7 @@ def deploy_policy(stack: str, region: str, state_bucket: str | None) -> dict[str
                 "Sid": "ChangeOnlyTheStacksCluster",
                 "Effect": "Allow",
                 "Action": list(needed.cluster_writes),
-                "Resource": cluster_arns(stack, region),
+                "Resource": cluster_arns(stack, region, existing_cluster),
             },
             {
                 # The stack's own templates only: not another team's, whose instance profile a
@@ -628,12 +637,16 @@ def ci_roles(
     regions: Mapping[str, str],
     state_bucket: str | None,
     prefix: str | None = None,
+    clusters: Mapping[str, str | None] | None = None,
 ) -> tuple[CiRole, ...]:
     """The preview roles (pull requests' of dev, prod's before its approval) and one deploy
     role per stack in `DEPLOY_STACKS`.
 
-    `regions` maps each deployed stack to its `region` key (the stack files are the source).
+    `regions` maps each deployed stack to its `region` key, `clusters` to its
+    `existingCluster` (None or absent: the stack creates its own); the stack files are the
+    source.
     """
+    clusters = clusters or {}
     preview = CiRole(
         key="preview",
         environment=PREVIEW_ENVIRONMENT,
@@ -670,11 +683,12 @@ def ci_roles(
             variable=role_variable(stack),
             subjects=(workflow_subject(repository, stack, prefix),),
             description=f"pulumi up of {repository}'s {stack} stack from main",
-            policy=deploy_policy(stack, regions[stack], state_bucket),
+            policy=deploy_policy(stack, regions[stack], state_bucket, clusters.get(stack)),
             max_session_seconds=DEPLOY_SESSION_SECONDS,
             # The deploy workflow's `pulumi up` of this stack runs as this role, the first one
-            # included: it creates the cluster and is its admin without being listed.
-            creates_cluster_of=(stack,),
+            # included: it creates the cluster and is its admin without being listed. Into an
+            # existing cluster it creates none: the cluster's owner gives it an access entry.
+            creates_cluster_of=() if clusters.get(stack) else (stack,),
         )
         for stack in DEPLOY_STACKS
     )

@@ -196,6 +196,12 @@ def stack_regions(stacks: Sequence[str]) -> dict[str, str]:
     return {stack: load_config(stack_values(stack)).region for stack in stacks}
 
 
+def stack_clusters(stacks: Sequence[str]) -> dict[str, str | None]:
+    """Each stack's `existingCluster` (None: the stack creates its own cluster), which its
+    roles' trust and its deploy role's EKS fence name."""
+    return {stack: load_config(stack_values(stack)).existing_cluster for stack in stacks}
+
+
 def other_viewer_counts(stacks: Sequence[str], ci_path: str) -> dict[str, int]:
     """How many of each stack file's `clusterViewerArns` are not CI roles (not under
     `ci_path`): the bootstrap's `clusterViewerArns[<n>]` commands start after them, so they add

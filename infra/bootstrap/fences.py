@@ -34,9 +34,10 @@ def on_a_cluster(action: str) -> bool:
     )
 
 
-def cluster_arns(stack: str, region: str) -> list[str]:
-    """The ARNs of `stack`'s cluster and of everything in it."""
-    name = cluster_name(stack)
+def cluster_arns(stack: str, region: str, existing: str | None = None) -> list[str]:
+    """The ARNs of `stack`'s cluster (`existing`, its `existingCluster`, if set) and of
+    everything in it."""
+    name = cluster_name(stack, existing)
     return [f"arn:aws:eks:{region}:*:cluster/{name}"] + [
         f"arn:aws:eks:{region}:*:{kind}/{name}/*" for kind in CLUSTER_RESOURCE_TYPES[1:]
     ]

@@ -57,6 +57,21 @@ _ADDON = (
     *_EKS_TAGS,
     "eks:List*",
 )
+_NODE_GROUP = (
+    "eks:CreateNodegroup",
+    "eks:UpdateNodegroupConfig",
+    "eks:UpdateNodegroupVersion",
+    "eks:DeleteNodegroup",
+    *_EKS_TAGS,
+    "eks:List*",
+    "iam:PassRole",
+    "iam:GetRole",
+    "iam:CreateServiceLinkedRole",
+    "ec2:Describe*",
+    "ec2:RunInstances",
+    "ec2:CreateTags",
+    "ssm:GetParameter",
+)
 #: Kubernetes objects are created through the cluster's API endpoint, authorised by the EKS
 #: access entry EKS gives the cluster's creator; no IAM action is involved (the token comes from
 #: `aws eks get-token`, a presigned sts:GetCallerIdentity, which needs no grant).
@@ -245,25 +260,15 @@ RESOURCE_ACTIONS: dict[str, TypeActions] = {
     # EC2 (`iam:PassedToService` is EKS's only): the node role reaches the instances through
     # EKS's service-linked role.
     "eks:index:ManagedNodeGroup": TypeActions(
-        (
-            "eks:CreateNodegroup",
-            "eks:UpdateNodegroupConfig",
-            "eks:UpdateNodegroupVersion",
-            "eks:DeleteNodegroup",
-            *_EKS_TAGS,
-            "eks:List*",
-            "iam:PassRole",
-            "iam:GetRole",
-            "iam:CreateServiceLinkedRole",
-            "ec2:Describe*",
-            "ec2:RunInstances",
-            "ec2:CreateTags",
-            "ssm:GetParameter",
-        ),
+        _NODE_GROUP,
         "pulumi/pulumi-eks nodejs/eks/nodes/nodegroup.ts and " + _TF + "eks/node_group.go",
     ),
+    # The same node group, created directly in a cluster the stack reads (`existingCluster`).
+    "aws:eks/nodeGroup:NodeGroup": TypeActions(_NODE_GROUP, _TF + "eks/node_group.go"),
     "kubernetes:apps/v1:Deployment": NO_AWS,
     "kubernetes:batch/v1:Job": NO_AWS,
+    # Read only: a cluster's own LeaderWorkerSet CRD (`lwsInstalled`).
+    "kubernetes:apiextensions.k8s.io/v1:CustomResourceDefinition": NO_AWS,
     "kubernetes:core/v1:ConfigMap": NO_AWS,
     "kubernetes:core/v1:Namespace": NO_AWS,
     "kubernetes:core/v1:PersistentVolumeClaim": NO_AWS,
@@ -297,6 +302,15 @@ INVOKE_ACTIONS: dict[str, TypeActions] = {
         ("ec2:Describe*",), _TF + "ec2/ec2_instance_type_offerings_data_source.go"
     ),
     "aws:index/getPartition:getPartition": TypeActions((), "computed by the provider"),
+    # The reads of a cluster the stack does not own (`infra.adapters.existing_cluster`).
+    "aws:eks/getCluster:getCluster": TypeActions(
+        ("eks:Describe*",), _TF + "eks/cluster_data_source.go"
+    ),
+    "aws:eks/getAddon:getAddon": TypeActions(("eks:Describe*",), _TF + "eks/addon_data_source.go"),
+    "aws:ec2/getSubnet:getSubnet": TypeActions(
+        ("ec2:Describe*",), _TF + "ec2/vpc_subnet_data_source.go"
+    ),
+    "aws:iam/getRole:getRole": TypeActions(("iam:GetRole",), _TF + "iam/role_data_source.go"),
 }
 
 

@@ -42,6 +42,9 @@ def default_text(info: FieldInfo) -> str:
     none, `unset` when leaving the key out is the default."""
     if info.is_required():
         return "required"
+    extra = info.json_schema_extra
+    if isinstance(extra, dict) and "required_unless" in extra:
+        return f"required without `{extra['required_unless']}`"
     value = info.get_default(call_default_factory=True)
     if value is None:
         return "unset"

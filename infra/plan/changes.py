@@ -39,6 +39,7 @@ NODE_KEYS = (
     "kubernetesVersion",
     "availabilityZone",
     "nodeSubnets",
+    "existingClusterSubnet",
     "owner",
     "endDate",
     "tags",
@@ -72,7 +73,7 @@ GROUP_KEYS = (
     "weights",
     "weightsSource",
 )
-REBUILD_KEYS = ("region", "vpcCidr", "controlPlaneZone")
+REBUILD_KEYS = ("region", "vpcCidr", "controlPlaneZone", "existingCluster", "lwsInstalled")
 COUNT_KEYS = ("replicas",)
 IDLE_KEYS = (
     "allowedCidrs",

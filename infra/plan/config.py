@@ -400,18 +400,58 @@ class StackConfig(StackChecks):
         ),
     ] = PRIVATE_RANGES
     endpoint_public_access_cidrs: Annotated[
-        tuple[ipaddress.IPv4Network, ...],
+        Annotated[tuple[ipaddress.IPv4Network, ...], Field(min_length=1)] | None,
         Field(
             alias="endpointPublicAccessCidrs",
-            min_length=1,
             description="Ranges that may reach the EKS API endpoint from the internet: where "
             "kubectl users and `pulumi up` run, CI runners included (`DEV_RUNNER` and "
-            "`PREVIEW_RUNNER` for dev, `PROD_RUNNER` for prod). Nodes use the private endpoint.",
-            json_schema_extra=_fix(
-                "list the IPv4 ranges of your operators and CI runners, such as 198.51.100.0/24"
-            ),
+            "`PREVIEW_RUNNER` for dev, `PROD_RUNNER` for prod). Nodes use the private endpoint. "
+            "Not with `existingCluster`, whose endpoint is its owner's.",
+            json_schema_extra={
+                **_fix(
+                    "list the IPv4 ranges of your operators and CI runners, such as 198.51.100.0/24"
+                ),
+                # Required unless that key is set (`StackChecks._check_existing_cluster`).
+                "required_unless": "existingCluster",
+            },
         ),
-    ]
+    ] = None
+    existing_cluster: Annotated[
+        str | None,
+        Field(
+            alias="existingCluster",
+            pattern=r"^[0-9A-Za-z][A-Za-z0-9_-]{0,99}$",
+            description="Name of an EKS cluster in `region` to deploy into, as a layer: the "
+            "stack reads it and creates no VPC, NAT gateway or cluster, only the model's node "
+            "group, LWS unless `lwsInstalled`, the groups, the load balancer and the chosen "
+            "layers (docs/deploying.md#into-a-cluster-you-already-have). The bootstrap fences "
+            "the stack's roles to it.",
+            json_schema_extra=_fix("use the cluster's name as `aws eks list-clusters` prints it"),
+        ),
+    ] = None
+    existing_cluster_subnet: Annotated[
+        str | None,
+        Field(
+            alias="existingClusterSubnet",
+            pattern=r"^subnet-[0-9a-f]{8,17}$",
+            description="With `existingCluster`: the subnet of the model nodes, in "
+            "`availabilityZone` and in the cluster's VPC, when none of the cluster's own "
+            "subnets in that zone has room. Unset: the cluster's subnet in that zone with the "
+            "most free addresses.",
+            json_schema_extra=_fix("use a subnet ID such as subnet-0123456789abcdef0"),
+        ),
+    ] = None
+    lws_installed: Annotated[
+        bool,
+        Field(
+            alias="lwsInstalled",
+            description="With `existingCluster`: the cluster already runs the LeaderWorkerSet "
+            "controller (`kubectl get crd leaderworkersets.leaderworkerset.x-k8s.io` finds it), "
+            "so the stack installs none and refuses a CRD without the fields the groups set; "
+            "false: the stack installs it (a second install would fail on the CRD).",
+            json_schema_extra=_fix("use true or false"),
+        ),
+    ] = False
     cluster_admin_arns: Annotated[
         tuple[str, ...],
         Field(

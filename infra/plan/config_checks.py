@@ -37,6 +37,18 @@ def _count(groups: int) -> str:
     return "one group" if groups == 1 else f"{groups} groups"
 
 
+#: Keys that shape the network and the cluster the stack creates; with `existingCluster`
+#: it creates neither, and an access entry or an endpoint range would change the owner's.
+NOT_WITH_EXISTING_CLUSTER = (
+    "vpcCidr",
+    "nodeSubnets",
+    "controlPlaneZone",
+    "endpointPublicAccessCidrs",
+    "clusterAdminArns",
+    "clusterViewerArns",
+)
+
+
 class StackChecks(BaseModel):
     """What `StackConfig` checks and derives; the keys are declared there (pydantic runs these
     validators on the subclass's fields: `check_fields=False`)."""
@@ -244,6 +256,7 @@ class StackChecks(BaseModel):
                 f"{self.vpc_cidr} must be a /16 to /18 (four /20 subnets are cut from it)",
                 "use a range such as 10.42.0.0/16",
             )
+        self._check_existing_cluster()
         self._check_image()
         self._check_front_door()
         self._check_weights()
@@ -256,6 +269,50 @@ class StackChecks(BaseModel):
                 "choose one of those, or describe the model in `modelProfile`",
             )
         return self
+
+    def _check_existing_cluster(self) -> None:
+        """`existingCluster` makes the cluster a layer the stack reads: the keys of the network
+        and cluster it would create are refused, and so is an elastic stack, whose Cluster
+        Autoscaler and KEDA the cluster may already run. Without it, its companions mean
+        nothing, and the endpoint's ranges are required."""
+        fields = type(self).model_fields
+        if self.existing_cluster is None:
+            for key, value in (
+                ("existingClusterSubnet", self.existing_cluster_subnet),
+                ("lwsInstalled", self.lws_installed),
+            ):
+                if value:
+                    raise ConfigError(
+                        key,
+                        "is read only with `existingCluster` (a cluster the stack creates has "
+                        "its own subnets and no LWS)",
+                        "remove it, or set `existingCluster`",
+                    )
+            if self.endpoint_public_access_cidrs is None:
+                raise ConfigError(
+                    "endpointPublicAccessCidrs",
+                    "is required",
+                    "list the IPv4 ranges of your operators and CI runners, such as "
+                    "198.51.100.0/24",
+                )
+            return
+        given = {fields[n].alias or n for n in self.model_fields_set}
+        for key in NOT_WITH_EXISTING_CLUSTER:
+            if key in given:
+                raise ConfigError(
+                    key,
+                    f"shapes the network or cluster the stack creates, but with "
+                    f"`existingCluster` ({self.existing_cluster}) it creates neither and changes "
+                    "nothing of the cluster's",
+                    "remove it (the cluster's owner manages its network, endpoint and access)",
+                )
+        if self.elastic:
+            raise ConfigError(
+                "minGroups",
+                f"makes the stack elastic, which installs a Cluster Autoscaler and KEDA that "
+                f"`existingCluster` {self.existing_cluster} may already run",
+                "set `replicas` instead of `minGroups` and `maxGroups`",
+            )
 
     def _check_weights(self) -> None:
         """A named checkpoint is a quantized one: the bf16 weights are `model` itself."""

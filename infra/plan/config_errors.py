@@ -80,7 +80,14 @@ def _to_config_error(error: ValidationError, raw: Mapping[str, Any]) -> ConfigEr
             for e in error.errors()
             if e["type"] == "missing" and len(e["loc"]) == 1
         ]
-        return MissingKeysError(missing)
+        # Keys required unless another is set: one line names them with the others.
+        for name, info in StackConfig.model_fields.items():
+            unless = (info.json_schema_extra or {}).get("required_unless")  # type: ignore[union-attr]
+            key = info.alias or name
+            if unless and not raw.get(unless) and raw.get(key) is None:
+                missing.append(key)
+        order = [f.alias or n for n, f in StackConfig.model_fields.items()]
+        return MissingKeysError(sorted(missing, key=order.index))
     key = _alias_of(loc)
     ctx_error = (first.get("ctx") or {}).get("error")
     if isinstance(ctx_error, ConfigError):

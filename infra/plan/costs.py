@@ -95,6 +95,9 @@ class CostInputs:
     elastic: bool = False
     #: A rollout's surge groups: with `modelCache: volume` their ranks keep volumes too.
     surge_groups: int = 0
+    #: Into a cluster the stack does not own (`existingCluster`): its control plane, NAT
+    #: gateway and their addresses are its owner's costs, not the stack's.
+    existing_cluster: bool = False
 
 
 def stack_costs(inputs: CostInputs, today: dt.date) -> CostBreakdown:
@@ -114,30 +117,36 @@ def stack_costs(inputs: CostInputs, today: dt.date) -> CostBreakdown:
                 node_price,
             )
         )
-    eks = prices.eks_rate(inputs.kubernetes_version, today)
-    support = "extended" if eks is prices.EKS_EXTENDED else "standard"
-    lines.append(
-        _line(
-            "eks control plane",
-            eks.usd,
-            f"one cluster, Kubernetes {inputs.kubernetes_version} in {support} support",
-            eks,
-        )
-    )
-    version = prices.EKS_VERSIONS.get(inputs.kubernetes_version)
-    if version is None:
+    if inputs.existing_cluster:
         notes.append(
-            f"no EKS support dates in the catalogue for {inputs.kubernetes_version}: the control "
-            "plane is costed at the standard rate"
+            "the existing cluster's control plane, NAT gateway and its address are its owner's "
+            "and not priced here"
         )
-    elif support == "standard" and version.end_of_standard < inputs.end_date:
-        extra = (prices.EKS_EXTENDED.usd - prices.EKS_STANDARD.usd) * HOURS_PER_MONTH
-        notes.append(
-            f"Kubernetes {inputs.kubernetes_version} leaves EKS standard support on "
-            f"{version.end_of_standard}, before endDate {inputs.end_date}: from then the control "
-            f"plane costs ${prices.EKS_EXTENDED.usd:.2f}/h (+${extra:.0f}/month) unless the "
-            "cluster is upgraded"
+    if not inputs.existing_cluster:
+        eks = prices.eks_rate(inputs.kubernetes_version, today)
+        support = "extended" if eks is prices.EKS_EXTENDED else "standard"
+        lines.append(
+            _line(
+                "eks control plane",
+                eks.usd,
+                f"one cluster, Kubernetes {inputs.kubernetes_version} in {support} support",
+                eks,
+            )
         )
+        version = prices.EKS_VERSIONS.get(inputs.kubernetes_version)
+        if version is None:
+            notes.append(
+                f"no EKS support dates in the catalogue for {inputs.kubernetes_version}: the "
+                "control plane is costed at the standard rate"
+            )
+        elif support == "standard" and version.end_of_standard < inputs.end_date:
+            extra = (prices.EKS_EXTENDED.usd - prices.EKS_STANDARD.usd) * HOURS_PER_MONTH
+            notes.append(
+                f"Kubernetes {inputs.kubernetes_version} leaves EKS standard support on "
+                f"{version.end_of_standard}, before endDate {inputs.end_date}: from then the "
+                f"control plane costs ${prices.EKS_EXTENDED.usd:.2f}/h (+${extra:.0f}/month) "
+                "unless the cluster is upgraded"
+            )
     lines.append(_line("load balancer", prices.NLB_HOUR.usd, "one NLB", prices.NLB_HOUR))
     gb_per_hour = inputs.aggregate_tokens_per_s * 3600 * BYTES_PER_STREAMED_TOKEN / 1e9
     lines.append(
@@ -175,17 +184,26 @@ def stack_costs(inputs: CostInputs, today: dt.date) -> CostBreakdown:
                 prices.EBS_GP3_GB_MONTH,
             )
         )
-    addresses = NLB_ADDRESSES + (1 if inputs.node_subnets == "private" else inputs.nodes)
+    # Nodes of an existing cluster reach the internet as its owner arranged (no address here).
+    nat = inputs.node_subnets == "private" and not inputs.existing_cluster
+    own = 0 if inputs.existing_cluster else (1 if nat else inputs.nodes)
+    addresses = NLB_ADDRESSES + own
     lines.append(
         _line(
             "public ipv4",
             addresses * prices.PUBLIC_IPV4_HOUR.usd,
             f"{addresses} addresses: {NLB_ADDRESSES} for the NLB, "
-            + ("1 for the NAT gateway" if inputs.node_subnets == "private" else "1 per node"),
+            + (
+                "none of the cluster's"
+                if inputs.existing_cluster
+                else "1 for the NAT gateway"
+                if nat
+                else "1 per node"
+            ),
             prices.PUBLIC_IPV4_HOUR,
         )
     )
-    if inputs.node_subnets == "private":
+    if nat:
         lines.append(_line("nat gateway", prices.NAT_HOUR.usd, "one NAT gateway", prices.NAT_HOUR))
         ranks = inputs.stages * inputs.replicas
         gb = STARTS_PER_MONTH * ranks * inputs.checkpoint_bytes / 1e9

@@ -78,6 +78,7 @@ def cost_inputs(
         monitoring=cfg.monitoring,
         elastic=cfg.elastic,
         surge_groups=surge_groups,
+        existing_cluster=cfg.existing_cluster is not None,
     )
 
 

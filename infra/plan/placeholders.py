@@ -79,7 +79,7 @@ def find(cfg: StackConfig) -> list[Placeholder]:
     documentation account, in key order."""
     found = []
     for key, networks in (
-        ("endpointPublicAccessCidrs", cfg.endpoint_public_access_cidrs),
+        ("endpointPublicAccessCidrs", cfg.endpoint_public_access_cidrs or ()),
         ("allowedCidrs", cfg.allowed_cidrs),
     ):
         for network in networks:

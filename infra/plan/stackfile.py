@@ -21,6 +21,7 @@ import yaml
 
 from infra.plan import rules
 from infra.plan.config import PROJECT, SECRET_KEYS, ConfigError, StackConfig
+from infra.plan.config_checks import NOT_WITH_EXISTING_CLUSTER
 from infra.plan.loading import check_secrets, load_config
 
 REPO = Path(__file__).resolve().parents[2]
@@ -226,7 +227,15 @@ def stack_values(stack: str, overrides: Mapping[str, Any] | None = None) -> dict
     """A stack file's plain values with what-if overrides applied; plain-text secrets refused."""
     values, secret = read_stack(stack)
     check_secrets(secret)
-    return {**values, **(overrides or {})}
+    overrides = overrides or {}
+    merged = {**values, **overrides}
+    if overrides.get("existingCluster") and not values.get("existingCluster"):
+        # A what-if into a cluster the stack does not own: the file's keys of the network and
+        # cluster it would create mean nothing there (the stack file itself may not hold them).
+        for key in NOT_WITH_EXISTING_CLUSTER:
+            if key not in overrides:
+                merged.pop(key, None)
+    return merged
 
 
 def load_stack(

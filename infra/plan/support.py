@@ -61,7 +61,7 @@ def warnings(cfg: StackConfig, today: dt.date) -> list[str]:
             f"{cfg.model}: every rank downloads `main` on its own and two ranks can load "
             "different commits; set it to a 40-character commit SHA"
         )
-    if any(net.prefixlen == 0 for net in cfg.endpoint_public_access_cidrs):
+    if any(net.prefixlen == 0 for net in cfg.endpoint_public_access_cidrs or ()):
         found.append(
             "`endpointPublicAccessCidrs` admits the whole internet to the EKS API endpoint; "
             "list only your operators' and CI runners' ranges"

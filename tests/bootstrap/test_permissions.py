@@ -100,3 +100,23 @@ def test_a_role_without_the_actions_of_a_row_fails() -> None:
         for t in ("aws:sns/topic:Topic", "aws:sns/topicSubscription:TopicSubscription")
         for a in permissions.RESOURCE_ACTIONS[t].actions
     )
+
+
+@pytest.mark.parametrize("lws", [False, True], ids=["lws-by-the-stack", "lws-of-the-cluster"])
+def test_the_deploy_role_can_do_what_a_stack_into_an_existing_cluster_registers(lws: bool) -> None:
+    """Its reads of the cluster (data sources) and its node group, with volumes and every
+    add-on the cluster lacks; the policy is the one fenced to that cluster."""
+    mocks = RecordingMocks()
+    harness.existing_cluster(mocks, addons={"vpc-cni": harness.EXISTING_ADDONS["vpc-cni"]},
+                             lws=harness.lws_crd() if lws else None)  # fmt: skip
+    with pulumi_host(harness.PROGRAM):
+        saved, pulumi.export = pulumi.export, lambda *_a, **_k: None
+        try:
+            harness.run_into_existing(mocks, {**EVERYTHING_ON, "lwsInstalled": lws})
+        finally:
+            pulumi.export = saved
+    types, invokes = {r.type_ for r in mocks.records}, {c.token for c in mocks.calls}
+    assert "aws:eks/getCluster:getCluster" in invokes and "aws:eks/nodeGroup:NodeGroup" in types
+    assert permissions.missing_rows(types, invokes) == []
+    policy = deploy_policy("dev", "us-west-2", "acme-pulumi-state", harness.EXISTING_CLUSTER)
+    assert _lacking(policy, types, invokes) == []

@@ -299,6 +299,13 @@ class RecordingMocks(pulumi.runtime.Mocks):
         #: (``Resource.get``) returns. A read of anything else fails, as the provider's read of
         #: a missing resource does (`harness.run_program` puts the bootstrap's roles here).
         self.existing: dict[tuple[str, str], dict[str, Any]] = {}
+        #: What the data sources of a cluster the stack does not own answer (`existingCluster`):
+        #: EKS clusters by name, EC2 subnets by ID and EKS add-ons by (cluster, add-on), as
+        #: DescribeCluster, DescribeSubnets and DescribeAddon describe them (camelCase). A
+        #: look-up of anything else fails as the provider's does ("couldn't find resource").
+        self.clusters: dict[str, dict[str, Any]] = {}
+        self.subnets: dict[str, dict[str, Any]] = {}
+        self.addons: dict[tuple[str, str], dict[str, Any]] = {}
 
     def install(self) -> RecordingMocks:
         """Make these mocks the Pulumi engine for the current test."""
@@ -538,6 +545,9 @@ class RecordingMocks(pulumi.runtime.Mocks):
                 "locations": offered,
                 "locationTypes": [args.args.get("locationType")] * len(offered),
             }
+        found = self._described(args.token, dict(args.args))
+        if found is not None:
+            return found
         result = _INVOKES.get(args.token)
         if result is None:
             raise NotImplementedError(
@@ -546,6 +556,28 @@ class RecordingMocks(pulumi.runtime.Mocks):
                 "tests/conftest.py"
             )
         return result(dict(args.args))
+
+    def _described(self, token: str, args: dict[str, Any]) -> Any:
+        """The answer of a data source that describes what exists (a cluster, a subnet, an
+        add-on, a role), a failure naming the missing object, or None for other invokes."""
+        role = ("aws:iam/role:Role", str(args.get("name")))
+        lookups = {
+            "aws:eks/getCluster:getCluster": lambda: self.clusters.get(args["name"]),
+            "aws:ec2/getSubnet:getSubnet": lambda: self.subnets.get(args["id"]),
+            "aws:eks/getAddon:getAddon": lambda: self.addons.get(
+                (args["clusterName"], args["addonName"])
+            ),
+            "aws:iam/getRole:getRole": lambda: (
+                {**self.existing[role], "id": role[1]} if role in self.existing else None
+            ),
+        }
+        if token not in lookups:
+            return None
+        found = lookups[token]()
+        if found is None:
+            # terraform-provider-aws's data sources on a missing object (internal/tfresource).
+            return {}, [("", f"reading {token} ({args}): couldn't find resource")]
+        return found
 
 
 def _kubeconfig(cluster_name: str, endpoint: str) -> dict[str, Any]:

@@ -54,12 +54,14 @@ OWN_VALUES: dict[str, dict[str, Any]] = {
 }
 
 
-def bootstrap_roles(stack: str) -> dict[tuple[str, str], dict[str, Any]]:
-    """The roles the bootstrap creates for `stack` (`components.manifests.identity`), as IAM
-    returns them: (type, name) -> state."""
+def bootstrap_roles(
+    stack: str, existing_cluster: str | None = None
+) -> dict[tuple[str, str], dict[str, Any]]:
+    """The roles the bootstrap creates for `stack` (`components.manifests.identity`), fenced to
+    `existing_cluster` if given, as IAM returns them: (type, name) -> state."""
     region = load_stack(stack).region
     found = {}
-    for role in identity.stack_roles(stack, region, NAMESPACE):
+    for role in identity.stack_roles(stack, region, NAMESPACE, existing_cluster):
         name = identity.role_name(stack, role.key)
         path = iam.role_path(stack)
         found[(ROLE_TYPE, name)] = {
@@ -82,15 +84,19 @@ def run_program(
     as_shipped: bool = False,
     previous_key: str | None = None,
     bootstrapped: bool = True,
+    without: tuple[str, ...] = (),
 ) -> None:
     """Run the program on a committed stack as `pulumi up` (or, with `preview`, as `pulumi
     preview`) would. The stack's placeholders are replaced by `OWN_VALUES` unless `as_shipped`.
-    The account holds the bootstrap's roles of `stack` unless not `bootstrapped`."""
+    The account holds the bootstrap's roles of `stack` unless not `bootstrapped` (fenced to
+    the overrides' `existingCluster`, if any). `without` drops keys of the stack file."""
     own = {} if as_shipped else OWN_VALUES.get(stack, {})
     values = {
         **stack_values(stack),
         **{f"gemma-graviton:{k}": v for k, v in {**own, **(overrides or {})}.items()},
     }
+    for key in without:
+        values.pop(f"gemma-graviton:{key}", None)
     secret_keys = []
     if hf:
         values["gemma-graviton:hfToken"] = HF_TOKEN
@@ -103,7 +109,7 @@ def run_program(
         secret_keys.append("gemma-graviton:apiKeyPrevious")
     text = {k: v if isinstance(v, str) else json.dumps(v) for k, v in values.items()}
     if bootstrapped:
-        mocks.existing |= bootstrap_roles(stack)
+        mocks.existing |= bootstrap_roles(stack, (overrides or {}).get("existingCluster"))
     pulumi.runtime.set_mocks(mocks, project="gemma-graviton", stack=stack, preview=preview,
                              monitor=mocks.monitor)  # fmt: skip
     pulumi.runtime.set_all_config(text, secret_keys)
@@ -123,3 +129,129 @@ def groups(stack: str, count: int) -> dict[str, Any]:
     are not importable until the program has run."""
     elastic = "gemma-graviton:minGroups" in stack_values(stack)
     return {"maxGroups": count} if elastic else {"replicas": count}
+
+
+#: A cluster the stack does not own, as a platform team runs it: in us-west-2 (the dev stack's
+#: region), its own VPC and three private subnets, one per zone.
+EXISTING_CLUSTER = "platform-shared"
+EXISTING_VPC = "vpc-0a1b2c3d4e5f60718"
+#: Subnet ID -> (zone, zone ID, free addresses); us-west-2a is the dev stack's zone.
+EXISTING_SUBNETS = {
+    "subnet-0aaa1111bbbb2222c": ("us-west-2a", "usw2-az2", 3900),
+    "subnet-0ddd3333eeee4444f": ("us-west-2b", "usw2-az1", 3900),
+    "subnet-0999888877776666a": ("us-west-2c", "usw2-az3", 3900),
+}
+#: The add-ons a platform cluster commonly runs: the VPC CNI with its policy agent and the
+#: Pod Identity agent (no EBS CSI driver, no CloudWatch add-on).
+EXISTING_ADDONS = {
+    "vpc-cni": '{"enableNetworkPolicy":"true"}',
+    "eks-pod-identity-agent": "",
+}
+LWS_CRD = (
+    "kubernetes:apiextensions.k8s.io/v1:CustomResourceDefinition",
+    "leaderworkersets.leaderworkerset.x-k8s.io",
+)
+#: What a stack into `EXISTING_CLUSTER` sets and drops: the dev stack file's cluster keys are
+#: refused with `existingCluster`.
+EXISTING_KEYS = {"existingCluster": EXISTING_CLUSTER}
+NOT_WITH_EXISTING = ("endpointPublicAccessCidrs", "clusterAdminArns", "clusterViewerArns")
+
+
+def lws_crd(drop: str | None = None) -> dict[str, Any]:
+    """The CRD LWS v0.10.0 installs, as the API server returns it (the schema the groups are
+    checked against, tests/schemas); `drop` removes one field of `spec` from its v1 schema."""
+    copy = json.loads((REPO / "tests" / "schemas" / "lws-v0.10.0-structure.json").read_text())
+    schema = copy["openAPIV3Schema"]
+    if drop is not None:
+        del schema["properties"]["spec"]["properties"][drop]
+    return {
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": LWS_CRD[1]},
+        "spec": {
+            "group": "leaderworkerset.x-k8s.io",
+            "names": {"kind": "LeaderWorkerSet", "plural": "leaderworkersets"},
+            "scope": "Namespaced",
+            "versions": [
+                {
+                    "name": "v1",
+                    "served": True,
+                    "storage": True,
+                    "schema": {"openAPIV3Schema": schema},
+                }
+            ],
+        },
+    }
+
+
+def existing_cluster(
+    mocks: RecordingMocks,
+    *,
+    version: str = "1.35",
+    addons: dict[str, str] | None = None,
+    free: int | None = None,
+    lws: dict[str, Any] | None = None,
+) -> None:
+    """Put `EXISTING_CLUSTER` in the account as DescribeCluster, DescribeSubnets and
+    DescribeAddon describe it; `free` addresses in every subnet if given; `lws` its LWS CRD."""
+    region = "us-west-2"
+    mocks.clusters[EXISTING_CLUSTER] = {
+        "id": EXISTING_CLUSTER,
+        "name": EXISTING_CLUSTER,
+        "arn": f"arn:aws:eks:{region}:{ACCOUNT_ID}:cluster/{EXISTING_CLUSTER}",
+        "version": version,
+        "platformVersion": "eks.12",
+        "status": "ACTIVE",
+        "endpoint": f"https://5E1D0CA1F00DBA5E.gr7.{region}.eks.amazonaws.com",
+        "certificateAuthorities": [{"data": "TU9DSy1QTEFURk9STS1DQQ=="}],
+        "identities": [
+            {"oidcs": [{"issuer": f"https://oidc.eks.{region}.amazonaws.com/id/5E1D0CA1F00DBA5E"}]}
+        ],
+        "accessConfigs": [
+            {
+                "authenticationMode": "API_AND_CONFIG_MAP",
+                "bootstrapClusterCreatorAdminPermissions": True,
+            }
+        ],
+        "roleArn": f"arn:aws:iam::{ACCOUNT_ID}:role/platform-eks-cluster",
+        "vpcConfig": {
+            "clusterSecurityGroupId": "sg-0c1u5te75ecur17y",
+            "endpointPrivateAccess": True,
+            "endpointPublicAccess": True,
+            "publicAccessCidrs": ["0.0.0.0/0"],
+            "securityGroupIds": [],
+            "subnetIds": list(EXISTING_SUBNETS),
+            "vpcId": EXISTING_VPC,
+        },
+        "tags": {"team": "platform"},
+    }
+    for subnet_id, (zone, zone_id, count) in EXISTING_SUBNETS.items():
+        mocks.subnets[subnet_id] = {
+            "id": subnet_id,
+            "vpcId": EXISTING_VPC,
+            "availabilityZone": zone,
+            "availabilityZoneId": zone_id,
+            "availableIpAddressCount": count if free is None else free,
+            "cidrBlock": "10.80.0.0/20",
+            "state": "available",
+        }
+    for name, values in (EXISTING_ADDONS if addons is None else addons).items():
+        mocks.addons[(EXISTING_CLUSTER, name)] = {
+            "id": f"{EXISTING_CLUSTER}:{name}",
+            "addonName": name,
+            "clusterName": EXISTING_CLUSTER,
+            "addonVersion": "v1.0.0-eksbuild.1",
+            "configurationValues": values,
+            "serviceAccountRoleArn": "",
+        }
+    if lws is not None:
+        mocks.existing[LWS_CRD] = lws
+
+
+def run_into_existing(
+    mocks: RecordingMocks, overrides: dict[str, Any] | None = None, **kw: Any
+) -> None:
+    """The dev stack's program into `EXISTING_CLUSTER` (which the test has put in place)."""
+    run_program(
+        mocks, "dev", {**EXISTING_KEYS, **(overrides or {})}, without=NOT_WITH_EXISTING, **kw
+    )

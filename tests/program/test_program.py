@@ -37,7 +37,7 @@ from tests.program.harness import (
 OUTPUTS = {
     "clusterName", "kubeconfig", "region", "availabilityZone", "nodeInstanceType", "nodeCount",
     "plan", "endpoint", "apiKey", "model", "maxModelLen", "kvCacheTokens", "curlExample",
-    "namespace", "logGroup", "logsQuery", "dashboardUrl", "alarmTopic", "chatUrl",
+    "namespace", "logGroup", "logsQuery", "lwsController", "dashboardUrl", "alarmTopic", "chatUrl",
     "apiKeyFingerprint", "apiKeyPreviousUntil", "rolloutSurgeNodes",
 }  # fmt: skip
 LWS = "kubernetes:leaderworkerset.x-k8s.io/v1:LeaderWorkerSet"

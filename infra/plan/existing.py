@@ -1,0 +1,233 @@
+"""A cluster the stack does not own (`existingCluster`): what the program reads of it, the checks
+it must pass before anything is created, the add-ons the stack creates in it, and what is
+assumed without a check.
+
+Pure: the program asks AWS (`infra.adapters.existing_cluster`) and hands the answers here, so a
+cluster the plan cannot use ends the program with one line before the node group exists, and
+tests feed the same functions plain values.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from infra.plan import addons, catalog
+from infra.plan.config import ConfigError, StackConfig
+from infra.plan.sizing import Plan
+
+#: What the program reads, each with the call that answers it (the planner prints them).
+READS = (
+    "the cluster (eks:DescribeCluster): Kubernetes version, endpoint, certificate, OIDC issuer, "
+    "cluster security group, VPC and subnets",
+    "its subnets (ec2:DescribeSubnets): zone and free addresses",
+    "its add-ons (eks:DescribeAddon): vpc-cni with network policy, eks-pod-identity-agent, "
+    "aws-ebs-csi-driver, amazon-cloudwatch-observability",
+    "the zones that offer `instanceType` (ec2:DescribeInstanceTypeOfferings)",
+    "the stack's collector role (iam:GetRole): that the bootstrap fenced the stack to this cluster",
+    "with `lwsInstalled`: the CRD leaderworkersets.leaderworkerset.x-k8s.io, whose v1 schema "
+    "must hold every field the groups set",
+)
+#: What the program relies on and cannot check without rights or reads it does not have.
+ASSUMES = (
+    "whoever runs `pulumi up` has a cluster-admin access entry in the cluster (the cluster's "
+    "owner gives it; the stack creates no access entry)",
+    "CoreDNS runs on the cluster's own nodes, which have room for the LWS controller and its "
+    "gate Job too (the model nodes' taint keeps them off those)",
+    "the node subnet reaches the internet (a NAT gateway or public addresses) for the image and "
+    "weight downloads, and the cluster's subnets for load balancers carry kubernetes.io/role/elb "
+    "or kubernetes.io/role/internal-elb",
+    "the model nodes' NoSchedule taint gemma-graviton.dev/stack=<stack> keeps every pod off them "
+    "but the stack's ranks, quantize Job and metrics collector, and the DaemonSets that tolerate "
+    "every taint (the EKS add-ons' aws-node, kube-proxy, eks-pod-identity-agent, ebs-csi-node, "
+    "CloudWatch agent and Fluent Bit do, and are counted); a DaemonSet of the owner's that "
+    "tolerates every taint runs there too, uncounted, within the node's headroom",
+)
+
+
+@dataclass(frozen=True)
+class ClusterFacts:
+    """What the program reads of the cluster (aws.eks.get_cluster)."""
+
+    name: str
+    version: str
+    endpoint: str
+    #: Base64 PEM of the cluster's certificate authority.
+    certificate: str
+    #: The OIDC issuer URL; the stack uses EKS Pod Identity, so it is reported, never needed.
+    oidc_issuer: str | None
+    security_group: str
+    vpc_id: str
+    subnet_ids: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class SubnetFacts:
+    """One subnet as EC2 describes it (aws.ec2.get_subnet)."""
+
+    subnet_id: str
+    vpc_id: str
+    zone: str
+    zone_id: str
+    free_addresses: int
+
+
+def check_version(cfg: StackConfig, cluster: ClusterFacts) -> None:
+    """The plan's add-on pins, autoscaler tag and support dates are `kubernetesVersion`'s: it
+    must be the cluster's, and one the plan pins."""
+    if cluster.version == cfg.kubernetes_version:
+        return
+    supported = sorted(addons.ADDON_VERSIONS, key=lambda v: int(v.split(".")[1]))
+    if cluster.version not in addons.ADDON_VERSIONS:
+        raise ConfigError(
+            "existingCluster",
+            f"{cluster.name} runs Kubernetes {cluster.version}, which the plan does not support "
+            f"({', '.join(supported)})",
+            f"upgrade the cluster to {supported[-1]}, or deploy into another cluster",
+        )
+    raise ConfigError(
+        "kubernetesVersion",
+        f"is {cfg.kubernetes_version}, but `existingCluster` {cluster.name} runs {cluster.version}",
+        f'set `kubernetesVersion` to "{cluster.version}"',
+    )
+
+
+def addresses_per_node(instance_type: str) -> int:
+    """VPC addresses one node may take: every pod address its interfaces can hold plus the
+    node's own. Modelled from eni-max-pods (interfaces x (addresses per interface - 1) + 2,
+    `catalog.InstanceType.max_pods`): the VPC CNI's warm interface can fill an interface more,
+    so this is max_pods + 2, the count for four interfaces and within one address of it for
+    three."""
+    return catalog.INSTANCE_TYPES[instance_type].max_pods + 2
+
+
+def addresses_needed(plan: Plan) -> int:
+    """Addresses the node group may take at its largest (a rollout's surge nodes included)."""
+    return (plan.nodes + plan.rollout.surge_nodes) * addresses_per_node(plan.instance_type)
+
+
+def node_subnet(
+    cfg: StackConfig,
+    plan: Plan,
+    zone_id: str,
+    cluster: ClusterFacts,
+    subnets: Sequence[SubnetFacts],
+) -> SubnetFacts:
+    """The model nodes' subnet: `existingClusterSubnet`, or the cluster's subnet in the planned
+    zone with the most free addresses; in the planned zone, in the cluster's VPC, with room."""
+    need = addresses_needed(plan)
+    if cfg.existing_cluster_subnet is not None:
+        (chosen,) = [s for s in subnets if s.subnet_id == cfg.existing_cluster_subnet]
+        key = "existingClusterSubnet"
+        if chosen.vpc_id != cluster.vpc_id:
+            raise ConfigError(
+                key,
+                f"{chosen.subnet_id} is in {chosen.vpc_id}, not in {cluster.name}'s VPC "
+                f"{cluster.vpc_id}",
+                "choose a subnet of the cluster's VPC",
+            )
+        if chosen.zone_id != zone_id:
+            raise ConfigError(
+                key,
+                f"{chosen.subnet_id} is in {chosen.zone} ({chosen.zone_id}), not in the planned "
+                f"zone {cfg.availability_zone}",
+                f"choose a subnet in {cfg.availability_zone}, or set `availabilityZone` to "
+                f"{chosen.zone}",
+            )
+    else:
+        key = "existingCluster"
+        in_zone = [s for s in subnets if s.zone_id == zone_id]
+        if not in_zone:
+            zones = ", ".join(sorted({s.zone for s in subnets})) or "none"
+            raise ConfigError(
+                key,
+                f"{cluster.name} has no subnet in the planned zone {cfg.availability_zone} "
+                f"(its zones: {zones})",
+                "set `availabilityZone` to one of its zones, or give a subnet of that zone in "
+                "`existingClusterSubnet`",
+            )
+        chosen = max(in_zone, key=lambda s: (s.free_addresses, s.subnet_id))
+    if chosen.free_addresses < need:
+        raise ConfigError(
+            key,
+            f"{chosen.subnet_id} has {chosen.free_addresses} free addresses, but "
+            f"{plan.nodes + plan.rollout.surge_nodes} x {plan.instance_type} may take {need} "
+            f"({addresses_per_node(plan.instance_type)} each, modelled)",
+            "give a subnet with room in `existingClusterSubnet`, or free addresses in it",
+        )
+    return chosen
+
+
+def _network_policy_on(configuration: str) -> bool:
+    """Whether the vpc-cni add-on's configuration values turn its policy agent on (the
+    add-on's schema takes `enableNetworkPolicy` as the text "true")."""
+    try:
+        values = json.loads(configuration or "{}")
+    except json.JSONDecodeError:
+        return False
+    return isinstance(values, dict) and str(values.get("enableNetworkPolicy")).lower() == "true"
+
+
+#: The add-ons the stack reads; `owned_addons` says which it creates.
+CHECKED_ADDONS = (addons.VPC_CNI, addons.IDENTITY_AGENT, addons.EBS_CSI, addons.CLOUDWATCH)
+
+
+def owned_addons(cfg: StackConfig, plan: Plan, present: Mapping[str, str]) -> tuple[str, ...]:
+    """The add-ons the stack creates in the cluster (and deletes on destroy): those it needs
+    and the cluster lacks. `present` maps each add-on the cluster runs to its configuration
+    values. The VPC CNI is the cluster's network, never the stack's: it must run with its
+    policy agent, or the model's NetworkPolicy would be accepted and ignored."""
+    name = cfg.existing_cluster
+    enable = (
+        f"aws eks update-addon --cluster-name {name} --addon-name vpc-cni "
+        """--configuration-values '{"enableNetworkPolicy":"true"}'"""
+    )
+    if addons.VPC_CNI not in present:
+        raise ConfigError(
+            "existingCluster",
+            f"{name} runs no vpc-cni add-on, whose policy agent enforces the model's NetworkPolicy",
+            f"have its owner install it with network policy on (`aws eks create-addon` with the "
+            f"values of `{enable}`)",
+        )
+    if not _network_policy_on(present[addons.VPC_CNI]):
+        raise ConfigError(
+            "existingCluster",
+            f"{name}'s vpc-cni add-on runs without network policy, so the model's "
+            "NetworkPolicy would be accepted and ignored",
+            f"have its owner run `{enable}`",
+        )
+    owned = [addons.CLOUDWATCH] if addons.CLOUDWATCH not in present else []
+    if plan.model_cache == "volume" and addons.EBS_CSI not in present:
+        owned.append(addons.EBS_CSI)
+    # The collector and each add-on the stack creates get their roles through Pod Identity.
+    if (cfg.monitoring or owned) and addons.IDENTITY_AGENT not in present:
+        owned.append(addons.IDENTITY_AGENT)
+    return tuple(owned)
+
+
+def check_fence(cfg: StackConfig, stack: str, trust_policy: str) -> None:
+    """The bootstrap fenced the stack to `existingCluster`: its pod roles' trust names the
+    cluster's ARN, and the same bootstrap run fenced the deploy role's EKS writes (node groups,
+    add-ons, associations) to it. Read from the collector's role, which every stack has: the
+    deploy role cannot read itself (the bootstrap denies it every IAM action on the CI's own
+    roles), so its rights are known by the run that made both."""
+    document = json.loads(trust_policy)
+    named = {
+        str(arn).rsplit("/", 1)[-1]
+        for statement in document.get("Statement", [])
+        for arn in [
+            statement.get("Condition", {})
+            .get("StringEquals", {})
+            .get("aws:RequestTag/eks-cluster-arn", "")
+        ]
+    }
+    if cfg.existing_cluster not in named:
+        fenced = ", ".join(sorted(n for n in named if n)) or "no cluster"
+        raise ConfigError(
+            "existingCluster",
+            f"{cfg.existing_cluster} is not the cluster the bootstrap fenced the {stack} "
+            f"stack's roles and deploy role to ({fenced})",
+            f"run the bootstrap's `pulumi up` again with `existingCluster` in "
+            f"stacks/Pulumi.{stack}.yaml",
+        )

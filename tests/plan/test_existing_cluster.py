@@ -1,0 +1,148 @@
+"""`existingCluster`: the keys that go with it and against it, the planner's account of what it
+reads and assumes, and the pure checks the program feeds with what it read."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from infra.adapters.cli import main
+from infra.plan import existing
+from infra.plan.config import ConfigError, StackConfig
+from infra.plan.loading import load_config
+from infra.plan.sizing import plan
+
+BASE = {"owner": "ml-platform", "endDate": "2027-06-30"}
+INTO = {**BASE, "existingCluster": "platform-shared"}
+
+
+def _refusal(raw: dict[str, Any]) -> str:
+    with pytest.raises(ConfigError) as raised:
+        load_config(raw)
+    return str(raised.value)
+
+
+def test_an_existing_cluster_needs_no_endpoint_ranges() -> None:
+    cfg = load_config(INTO)
+    assert cfg.existing_cluster == "platform-shared" and cfg.endpoint_public_access_cidrs is None
+
+
+def test_without_an_existing_cluster_the_endpoint_ranges_are_required() -> None:
+    assert _refusal(BASE) == (
+        "`endpointPublicAccessCidrs` is required; list the IPv4 ranges of your operators and CI "
+        "runners, such as 198.51.100.0/24"
+    )
+    assert _refusal({"owner": "ml-platform"}).startswith(
+        "`endpointPublicAccessCidrs` and `endDate` are required; "
+    )
+    assert _refusal({"owner": "ml-platform", "existingCluster": "x"}).startswith(
+        "`endDate` is required; "
+    )
+
+
+@pytest.mark.parametrize(
+    ("key", "value"),
+    [
+        ("vpcCidr", "10.9.0.0/16"),
+        ("nodeSubnets", "public"),
+        ("controlPlaneZone", "us-west-2b"),
+        ("endpointPublicAccessCidrs", ["198.51.100.0/24"]),
+        ("clusterAdminArns", ["arn:aws:iam::210987654321:role/admin"]),
+        ("clusterViewerArns", ["arn:aws:iam::210987654321:role/viewer"]),
+    ],
+)
+def test_keys_of_the_network_and_cluster_the_stack_creates_are_refused(
+    key: str, value: Any
+) -> None:
+    assert _refusal({**INTO, key: value}) == (
+        f"`{key}` shapes the network or cluster the stack creates, but with `existingCluster` "
+        "(platform-shared) it creates neither and changes nothing of the cluster's; remove it "
+        "(the cluster's owner manages its network, endpoint and access)"
+    )
+
+
+def test_an_elastic_stack_into_an_existing_cluster_is_refused() -> None:
+    assert _refusal({**INTO, "minGroups": 0, "maxGroups": 2}).startswith(
+        "`minGroups` makes the stack elastic, which installs a Cluster Autoscaler and KEDA"
+    )
+
+
+@pytest.mark.parametrize(
+    ("key", "value"),
+    [("existingClusterSubnet", "subnet-0aaa1111bbbb2222c"), ("lwsInstalled", True)],
+)
+def test_the_companions_of_existing_cluster_need_it(key: str, value: Any) -> None:
+    raw = {**BASE, "endpointPublicAccessCidrs": ["198.51.100.0/24"], key: value}
+    assert _refusal(raw) == (
+        f"`{key}` is read only with `existingCluster` (a cluster the stack creates has its own "
+        "subnets and no LWS); remove it, or set `existingCluster`"
+    )
+
+
+def test_the_planner_names_what_it_reads_and_assumes(capsys: pytest.CaptureFixture[str]) -> None:
+    # The dev stack file's endpoint ranges and access entries are left out of the what-if.
+    assert main(["--stack", "dev", "--set", "existingCluster=platform-shared"]) == 0
+    out = capsys.readouterr().out
+    assert "into the existing cluster platform-shared, the program reads:" in out
+    for line in (*existing.READS, *existing.ASSUMES):
+        assert f"  - {line}\n" in out
+    assert "eks control plane" not in out and "nat gateway" not in out
+    assert main(["--stack", "dev", "--set", "existingCluster=platform-shared", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["existing_cluster"]["reads"] == list(existing.READS)
+    assert main(["--stack", "dev", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["existing_cluster"] is None
+
+
+def _cfg(**keys: Any) -> StackConfig:
+    return load_config({**INTO, **keys})
+
+
+CLUSTER = existing.ClusterFacts(
+    name="platform-shared",
+    version="1.35",
+    endpoint="https://x.eks.amazonaws.com",
+    certificate="Q0E=",
+    oidc_issuer=None,
+    security_group="sg-1",
+    vpc_id="vpc-1",
+    subnet_ids=("subnet-a", "subnet-b"),
+)
+
+
+def test_the_roomiest_subnet_of_the_planned_zone_is_the_nodes() -> None:
+    cfg = _cfg()
+    subnets = [
+        existing.SubnetFacts("subnet-a", "vpc-1", "us-west-2a", "usw2-az2", 500),
+        existing.SubnetFacts("subnet-b", "vpc-1", "us-west-2a", "usw2-az2", 900),
+        existing.SubnetFacts("subnet-c", "vpc-1", "us-west-2b", "usw2-az1", 4000),
+    ]
+    chosen = existing.node_subnet(cfg, plan(cfg), "usw2-az2", CLUSTER, subnets)
+    assert chosen.subnet_id == "subnet-b"
+
+
+def test_a_subnet_of_another_vpc_is_refused() -> None:
+    cfg = _cfg(existingClusterSubnet="subnet-0aaa1111bbbb2222c")
+    other = existing.SubnetFacts("subnet-0aaa1111bbbb2222c", "vpc-2", "us-west-2a", "usw2-az2", 900)
+    with pytest.raises(ConfigError, match="is in vpc-2, not in platform-shared's VPC vpc-1"):
+        existing.node_subnet(cfg, plan(cfg), "usw2-az2", CLUSTER, [other])
+
+
+def test_the_addresses_of_a_node_follow_eni_max_pods() -> None:
+    # eni-max-pods: m7g.2xlarge 58 (4 interfaces of 15 addresses: 4 x 14 + 2), m7g.large 29.
+    assert existing.addresses_per_node("m7g.2xlarge") == 60
+    assert existing.addresses_per_node("m7g.large") == 31
+
+
+def test_only_the_add_ons_the_cluster_lacks_are_the_stacks() -> None:
+    cni = {"vpc-cni": '{"enableNetworkPolicy": "true"}'}
+    cfg = _cfg(modelCache="volume", monitoring=False)
+    assert existing.owned_addons(cfg, plan(cfg), cni) == (
+        "amazon-cloudwatch-observability",
+        "aws-ebs-csi-driver",
+        "eks-pod-identity-agent",
+    )
+    everything = {**cni, **dict.fromkeys(existing.CHECKED_ADDONS[1:], "")}
+    assert existing.owned_addons(cfg, plan(cfg), everything) == ()

@@ -1,0 +1,363 @@
+"""Into a cluster the stack does not own (`existingCluster`): the program reads the cluster,
+refuses one it cannot use before anything is created, and creates only the model's layer, which
+`pulumi destroy` removes and nothing else."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import pytest
+
+from components.manifests.semantics import _tolerated, pods
+from components.manifests.spec import stack_taint
+from infra.adapters.wiring import NODE_LABELS, NODE_POOL_LABEL
+from tests.fakes.pulumi_mocks import (
+    Recorded,
+    RecordingMocks,
+    by_type,
+    is_secret,
+    named,
+    one,
+    resolve,
+)
+from tests.program import harness
+from tests.program.harness import (
+    EXISTING_ADDONS,
+    EXISTING_CLUSTER,
+    LWS_CRD,
+    bootstrap_roles,
+    existing_cluster,
+    lws_crd,
+    run_into_existing,
+)
+from tests.program.test_destroy_order import _closure
+
+pytestmark = pytest.mark.usefixtures("as_pulumi_host")
+
+NODE_GROUP = "aws:eks/nodeGroup:NodeGroup"
+ADDON = "aws:eks/addon:Addon"
+#: What a stack that creates its own cluster makes and this one never does.
+NETWORK_AND_CLUSTER = (
+    "aws:ec2/vpc:Vpc",
+    "aws:ec2/subnet:Subnet",
+    "aws:ec2/natGateway:NatGateway",
+    "aws:ec2/eip:Eip",
+    "aws:ec2/internetGateway:InternetGateway",
+    "aws:ec2/routeTable:RouteTable",
+    "eks:index:Cluster",
+    "eks:index:ManagedNodeGroup",
+    "aws:eks/cluster:Cluster",
+    "aws:eks/accessEntry:AccessEntry",
+)
+ZONE_SUBNET = "subnet-0aaa1111bbbb2222c"
+
+
+def created(mocks: RecordingMocks) -> list[Recorded]:
+    """What `pulumi destroy` deletes: every registered resource but the providers and the
+    project's own components, which hold nothing themselves (a remote component, the LWS
+    chart, stands for the objects it made). Reads are never deleted."""
+    return [
+        r
+        for r in mocks.records
+        if not r.read and not r.type_.startswith(("pulumi:providers:", "gemma-graviton:"))
+    ]
+
+
+def _addon_names(mocks: RecordingMocks) -> set[str]:
+    return {a.inputs["addonName"] for a in by_type(mocks.records, ADDON)}
+
+
+def test_the_stack_creates_the_model_layer_and_no_network_or_cluster(
+    mocks: RecordingMocks, exports: dict[str, Any]
+) -> None:
+    existing_cluster(mocks)
+    run_into_existing(mocks)
+    made = {r.type_ for r in created(mocks)}
+    assert made.isdisjoint(NETWORK_AND_CLUSTER), sorted(made & set(NETWORK_AND_CLUSTER))
+    # No IAM entity at all, the cluster role least: the roles are read, and it is not one.
+    roles = [r for r in mocks.records if r.type_.startswith("aws:iam/")]
+    assert all(r.read for r in roles) and "role-cluster" not in {r.name for r in roles}
+    nodes = one(mocks.records, NODE_GROUP)
+    assert nodes.inputs["clusterName"] == EXISTING_CLUSTER, nodes.urn
+    assert nodes.inputs["subnetIds"] == [ZONE_SUBNET], nodes.urn
+    assert nodes.inputs["instanceTypes"] == [exports["nodeInstanceType"]], nodes.urn
+    assert nodes.inputs["labels"] == NODE_LABELS, nodes.urn
+    assert nodes.inputs["version"] == "1.35" and nodes.inputs["amiType"].endswith("ARM_64_STANDARD")
+    size = nodes.inputs["scalingConfig"]
+    assert size["minSize"] == size["desiredSize"] == exports["nodeCount"], nodes.urn
+    # LWS (the cluster runs none), the group and its load balancer.
+    assert one(mocks.records, "kubernetes:helm.sh/v4:Chart").name == "lws-chart"
+    one(mocks.records, "kubernetes:leaderworkerset.x-k8s.io/v1:LeaderWorkerSet")
+    service = named(mocks.records, *harness.MODEL_SERVICE)
+    assert service.inputs["spec"]["type"] == "LoadBalancer", service.urn
+    # The add-ons the cluster runs are left alone; the CloudWatch one it lacks is the stack's.
+    assert _addon_names(mocks) == {"amazon-cloudwatch-observability"}
+    assert resolve(exports["clusterName"]) == EXISTING_CLUSTER
+    kubeconfig = resolve(exports["kubeconfig"])
+    assert is_secret(exports["kubeconfig"]) and "5E1D0CA1F00DBA5E.gr7" in kubeconfig
+    assert f'"--cluster-name", "{EXISTING_CLUSTER}"' in kubeconfig
+    assert resolve(exports["endpoint"]).endswith("/v1")
+    assert resolve(exports["lwsController"]) == "installed by the stack (lws-system)"
+
+
+def test_a_cluster_that_runs_lws_gets_no_second_controller(
+    mocks: RecordingMocks, exports: dict[str, Any]
+) -> None:
+    existing_cluster(mocks, lws=lws_crd())
+    run_into_existing(mocks, {"lwsInstalled": True})
+    types = {r.type_ for r in mocks.records}
+    assert "kubernetes:helm.sh/v4:Chart" not in types
+    assert "gemma-graviton:leaderworkerset:LwsController" not in types
+    crd = one(mocks.records, LWS_CRD[0])
+    assert crd.read and crd.resource_id == LWS_CRD[1]
+    group = one(mocks.records, "kubernetes:leaderworkerset.x-k8s.io/v1:LeaderWorkerSet")
+    assert crd.urn in mocks.monitor.dependencies[group.urn], group.urn
+    assert resolve(exports["lwsController"]) == (
+        "the cluster's (leaderworkersets.leaderworkerset.x-k8s.io, serving v1)"
+    )
+
+
+def _workloads(mocks: RecordingMocks) -> list[dict[str, Any]]:
+    """Every Kubernetes object the program registered, as the API server would get it."""
+    return [
+        {"kind": r.type_.rsplit(":", 1)[-1], **r.inputs}
+        for r in mocks.records
+        if r.type_.startswith("kubernetes:") and not r.read and "metadata" in r.inputs
+    ]
+
+
+@pytest.mark.parametrize(
+    ("overrides", "on_model_nodes"),
+    [
+        # Two-rank groups (bf16), the weights on the node disk.
+        ({}, {"leaderTemplate", "workerTemplate", "Deployment/metrics-collector"}),
+        # One-rank groups (int8) on volumes, their checkpoint made by the quantize Job.
+        (
+            {"weights": "int8", "modelCache": "volume"},
+            {"leaderTemplate", "Job/gemma-quantize", "Deployment/metrics-collector"},
+        ),
+    ],
+)
+def test_only_the_pods_that_must_run_on_the_model_nodes_tolerate_their_taint(
+    mocks: RecordingMocks, overrides: dict[str, Any], on_model_nodes: set[str]
+) -> None:
+    # The add-ons the stack creates too (all but the vpc-cni): every workload the program has.
+    existing_cluster(mocks, addons={"vpc-cni": EXISTING_ADDONS["vpc-cni"]})
+    run_into_existing(mocks, overrides)
+    taint = stack_taint("dev")
+    nodes = one(mocks.records, NODE_GROUP)
+    assert nodes.inputs["taints"] == [
+        {"key": "gemma-graviton.dev/stack", "value": "dev", "effect": "NO_SCHEDULE"}
+    ], nodes.urn
+    tolerating = set()
+    for pod in pods(_workloads(mocks)):
+        on_model = pod.spec.get("nodeSelector", {}).get(NODE_POOL_LABEL) == "model"
+        assert _tolerated(pod.spec, taint) == on_model, (pod.where, on_model)
+        if on_model:
+            # The quantize Job's name carries its inputs' digest; the groups' templates one LWS.
+            tolerating.add(re.sub(r"-[0-9a-f]{10}$", "", pod.where.split(" ")[-1]))
+    assert tolerating == on_model_nodes
+
+
+def _refused(mocks: RecordingMocks, overrides: dict[str, Any] | None = None, **kw: Any) -> str:
+    with pytest.raises(Exception) as raised:
+        run_into_existing(mocks, overrides, **kw)
+    assert created(mocks) == [], [r.urn for r in created(mocks)]
+    return str(raised.value)
+
+
+def test_a_cluster_lws_without_a_field_the_groups_set_is_refused(mocks: RecordingMocks) -> None:
+    existing_cluster(mocks, lws=lws_crd(drop="startupPolicy"))
+    with pytest.raises(Exception) as raised:
+        run_into_existing(mocks, {"lwsInstalled": True})
+    assert (
+        "`lwsInstalled` the cluster's CRD leaderworkersets.leaderworkerset.x-k8s.io has no "
+        "spec.startupPolicy, which the groups set (the API server would drop them); upgrade the "
+        "cluster's LeaderWorkerSet controller to v0.10.0 or later, or deploy into a cluster "
+        "without one and set `lwsInstalled` to false"
+    ) in str(raised.value)
+
+
+def test_a_kubernetes_version_other_than_the_plans_is_refused(mocks: RecordingMocks) -> None:
+    existing_cluster(mocks, version="1.34")
+    assert (
+        "`kubernetesVersion` is 1.35, but `existingCluster` platform-shared runs 1.34; set "
+        '`kubernetesVersion` to "1.34"'
+    ) in _refused(mocks)
+
+
+def test_a_kubernetes_version_the_plan_does_not_support_is_refused(mocks: RecordingMocks) -> None:
+    existing_cluster(mocks, version="1.29")
+    assert (
+        "`existingCluster` platform-shared runs Kubernetes 1.29, which the plan does not "
+        "support (1.32, 1.33, 1.34, 1.35); upgrade the cluster to 1.35, or deploy into another "
+        "cluster"
+    ) in _refused(mocks)
+
+
+def test_a_missing_cluster_is_refused(mocks: RecordingMocks) -> None:
+    assert (
+        "`existingCluster` platform-shared is not an EKS cluster of us-west-2 that this account "
+        "can see; check the name with `aws eks list-clusters --region us-west-2`"
+    ) in _refused(mocks)
+
+
+def test_a_subnet_outside_the_planned_zone_is_refused(mocks: RecordingMocks) -> None:
+    existing_cluster(mocks)
+    message = _refused(mocks, {"existingClusterSubnet": "subnet-0ddd3333eeee4444f"})
+    assert (
+        "`existingClusterSubnet` subnet-0ddd3333eeee4444f is in us-west-2b (usw2-az1), not in "
+        "the planned zone us-west-2a; choose a subnet in us-west-2a, or set `availabilityZone` "
+        "to us-west-2b"
+    ) in message
+
+
+def test_a_subnet_without_room_for_the_nodes_is_refused(mocks: RecordingMocks) -> None:
+    existing_cluster(mocks, free=100)
+    assert (
+        "`existingCluster` subnet-0aaa1111bbbb2222c has 100 free addresses, but 2 x m7g.2xlarge "
+        "may take 120 (60 each, modelled); give a subnet with room in `existingClusterSubnet`, "
+        "or free addresses in it"
+    ) in _refused(mocks)
+
+
+def test_a_zone_that_does_not_offer_the_graviton_type_is_refused(mocks: RecordingMocks) -> None:
+    existing_cluster(mocks)
+    mocks.zones_without_offerings = {"usw2-az2"}
+    assert (
+        "`availabilityZone` us-west-2a (usw2-az2) does not offer m7g.2xlarge; choose a zone "
+        "that does (us-west-2b, us-west-2c, us-west-2d), or another `instanceType`"
+    ) in _refused(mocks)
+
+
+def test_a_cluster_without_the_vpc_cni_is_refused(mocks: RecordingMocks) -> None:
+    existing_cluster(mocks, addons={"eks-pod-identity-agent": ""})
+    assert (
+        "`existingCluster` platform-shared runs no vpc-cni add-on, whose policy agent enforces "
+        "the model's NetworkPolicy"
+    ) in _refused(mocks)
+
+
+def test_a_vpc_cni_without_network_policy_is_refused(mocks: RecordingMocks) -> None:
+    existing_cluster(mocks, addons={**EXISTING_ADDONS, "vpc-cni": ""})
+    assert (
+        "`existingCluster` platform-shared's vpc-cni add-on runs without network policy, so the "
+        "model's NetworkPolicy would be accepted and ignored; have its owner run `aws eks "
+        "update-addon --cluster-name platform-shared --addon-name vpc-cni "
+        """--configuration-values '{"enableNetworkPolicy":"true"}'`"""
+    ) in _refused(mocks)
+
+
+def test_roles_the_bootstrap_fenced_to_another_cluster_are_refused(mocks: RecordingMocks) -> None:
+    existing_cluster(mocks)
+    mocks.existing |= bootstrap_roles("dev")
+    assert (
+        "`existingCluster` platform-shared is not the cluster the bootstrap fenced the dev "
+        "stack's roles and deploy role to (gemma-graviton-dev); run the bootstrap's `pulumi up` "
+        "again with `existingCluster` in stacks/Pulumi.dev.yaml"
+    ) in _refused(mocks, bootstrapped=False)
+
+
+def test_the_add_ons_the_cluster_lacks_are_the_stacks_and_the_others_are_left_alone(
+    mocks: RecordingMocks,
+) -> None:
+    existing_cluster(mocks, addons={"vpc-cni": EXISTING_ADDONS["vpc-cni"]})
+    run_into_existing(mocks, {"modelCache": "volume"})
+    assert _addon_names(mocks) == {
+        "amazon-cloudwatch-observability",
+        "aws-ebs-csi-driver",
+        "eks-pod-identity-agent",
+    }
+    # Objects someone else made in the cluster fail the add-on's creation, never overwritten.
+    for addon in by_type(mocks.records, ADDON):
+        assert addon.inputs["resolveConflictsOnCreate"] == "NONE", addon.urn
+
+
+def test_a_cluster_with_every_add_on_gets_none(
+    mocks: RecordingMocks, exports: dict[str, Any]
+) -> None:
+    present = {
+        **EXISTING_ADDONS,
+        "aws-ebs-csi-driver": "",
+        "amazon-cloudwatch-observability": "",
+    }
+    existing_cluster(mocks, addons=present)
+    run_into_existing(mocks, {"modelCache": "volume"})
+    assert _addon_names(mocks) == set()
+    one(mocks.records, "kubernetes:storage.k8s.io/v1:StorageClass")
+    assert by_type(mocks.records, "aws:cloudwatch/logGroup:LogGroup")[0].name == "watch-emf"
+    assert resolve(exports["logGroup"]) == f"/aws/containerinsights/{EXISTING_CLUSTER}/application"
+
+
+#: Everything the dev stack creates in `EXISTING_CLUSTER` as it runs (vpc-cni and the Pod
+#: Identity agent, no CloudWatch add-on; monitoring on, weights on the node disk): exactly what
+#: `pulumi destroy` deletes. The cluster, its VPC, subnets, add-ons and access entries are no
+#: resource of the stack, so destroy cannot touch them.
+DESTROYED = sorted(
+    [
+        ("aws:cloudwatch/dashboard:Dashboard", "watch-dashboard"),
+        ("aws:cloudwatch/logGroup:LogGroup", "logs-application"),
+        ("aws:cloudwatch/logGroup:LogGroup", "logs-dataplane"),
+        ("aws:cloudwatch/logGroup:LogGroup", "logs-host"),
+        ("aws:cloudwatch/logGroup:LogGroup", "logs-performance"),
+        ("aws:cloudwatch/logGroup:LogGroup", "watch-emf"),
+        ("aws:cloudwatch/logMetricFilter:LogMetricFilter", "watch-answers-2xx"),
+        ("aws:cloudwatch/logMetricFilter:LogMetricFilter", "watch-answers-401"),
+        ("aws:cloudwatch/logMetricFilter:LogMetricFilter", "watch-answers-413"),
+        ("aws:cloudwatch/logMetricFilter:LogMetricFilter", "watch-answers-429"),
+        ("aws:cloudwatch/logMetricFilter:LogMetricFilter", "watch-answers-5xx"),
+        ("aws:cloudwatch/metricAlarm:MetricAlarm", "watch-group-restart"),
+        ("aws:cloudwatch/metricAlarm:MetricAlarm", "watch-kv-cache-full"),
+        ("aws:cloudwatch/metricAlarm:MetricAlarm", "watch-no-healthy-target"),
+        ("aws:cloudwatch/metricAlarm:MetricAlarm", "watch-requests-waiting"),
+        ("aws:cloudwatch/metricAlarm:MetricAlarm", "watch-server-errors"),
+        ("aws:ec2/launchTemplate:LaunchTemplate", "eks-node-lt"),
+        ("aws:eks/addon:Addon", "logs-addon"),
+        ("aws:eks/nodeGroup:NodeGroup", "eks-nodes"),
+        ("aws:eks/podIdentityAssociation:PodIdentityAssociation", "logs-addon-identity"),
+        ("aws:eks/podIdentityAssociation:PodIdentityAssociation", "watch-collector-identity"),
+        ("aws:sns/topic:Topic", "watch-alarms"),
+        ("kubernetes:apps/v1:Deployment", "watch-collector"),
+        ("kubernetes:batch/v1:Job", "lws-webhook-gate"),
+        ("kubernetes:core/v1:ConfigMap", "lws-gate-probe"),
+        ("kubernetes:core/v1:ConfigMap", "model-gatekeeper"),
+        ("kubernetes:core/v1:ConfigMap", "watch-collector-config"),
+        ("kubernetes:core/v1:Namespace", "lws-ns"),
+        ("kubernetes:core/v1:Namespace", "model-ns"),
+        ("kubernetes:core/v1:Secret", "model-api-key"),
+        ("kubernetes:core/v1:Secret", "model-hf-token"),
+        ("kubernetes:core/v1:Service", "model-svc"),
+        ("kubernetes:core/v1:ServiceAccount", "lws-gate-sa"),
+        ("kubernetes:core/v1:ServiceAccount", "watch-collector-sa"),
+        ("kubernetes:helm.sh/v4:Chart", "lws-chart"),
+        ("kubernetes:leaderworkerset.x-k8s.io/v1:LeaderWorkerSet", "model-lws"),
+        ("kubernetes:networking.k8s.io/v1:NetworkPolicy", "model-netpol"),
+        ("kubernetes:rbac.authorization.k8s.io/v1:Role", "lws-gate-role"),
+        ("kubernetes:rbac.authorization.k8s.io/v1:Role", "watch-collector-role"),
+        ("kubernetes:rbac.authorization.k8s.io/v1:RoleBinding", "lws-gate-binding"),
+        ("kubernetes:rbac.authorization.k8s.io/v1:RoleBinding", "watch-collector-binding"),
+        ("random:index/randomPassword:RandomPassword", "model-api-key"),
+        ("random:index/randomPassword:RandomPassword", "model-engine-key"),
+        ("time:index/sleep:Sleep", "logs-addon-identity-settled"),
+        ("time:index/sleep:Sleep", "watch-collector-identity-settled"),
+    ]
+)
+#: What the stack reads and never deletes: the bootstrap's roles (no cluster role).
+READ_ONLY = sorted(
+    ("aws:iam/role:Role", f"role-{key}")
+    for key in ("nodes", "ebs-csi", "cloudwatch-agent", "collector")
+)
+
+
+def test_destroy_removes_exactly_what_the_stack_created(mocks: RecordingMocks) -> None:
+    existing_cluster(mocks)
+    run_into_existing(mocks)
+    assert sorted((r.type_, r.name) for r in created(mocks)) == DESTROYED
+    assert sorted((r.type_, r.name) for r in mocks.records if r.read) == READ_ONLY
+    # In an order that leaves nothing behind: the add-on and the load balancer's Service before
+    # the nodes they run on (`test_destroy_order`'s rule for a cluster the stack creates).
+    graph = _closure(mocks)
+    nodes = one(mocks.records, NODE_GROUP)
+    for first in [*by_type(mocks.records, ADDON), named(mocks.records, *harness.MODEL_SERVICE)]:
+        assert nodes.urn in graph[first.urn], f"destroy must delete {first.urn} before the nodes"
