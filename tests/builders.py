@@ -45,6 +45,8 @@ def gatekeeper_limits(**overrides: Any) -> GatekeeperLimits:
         "client_requests_per_minute": 600,
         "client_burst": 2,
         "client_concurrent_requests": 1,
+        "all_requests": 64,
+        "large_bodies_per_minute": 600,
         "client_connections": 8,
         "connection_capacity": 0,
         "worker_connections": 1024,

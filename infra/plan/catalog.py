@@ -204,7 +204,7 @@ PREFILL_PROVENANCE: dict[str, str] = {
 #: generates TCP keepalive packets and sends them to both the front-end and back-end
 #: connections every 20 seconds" (User Guide for Network Load Balancers, "Network Load
 #: Balancers", section "Connection idle timeout", read 2026-12-03). The gatekeeper's TCP
-#: keepalives (`components.manifests.gatekeeper_conf.KEEPALIVE_IDLE_S`) come well before it.
+#: keepalives (`components.manifests.gatekeeper_stream.KEEPALIVE_IDLE_S`) come well before it.
 NLB_IDLE_TIMEOUT_S = 350
 _SIZES = {"large": 2, "xlarge": 4, "2xlarge": 8, "4xlarge": 16, "8xlarge": 32}
 #: eni-max-pods.txt for these sizes (identical across these families).
@@ -267,8 +267,17 @@ def allocatable_millicpu(instance: InstanceType) -> int:
 
 #: The front door's proxy in every leader pod; its requests (equal to its limits).
 GATEKEEPER = gatekeeper_container.CONTAINER
-GATEKEEPER_MILLICPU = 30
-GATEKEEPER_MEMORY_MIB = 64
+#: CPU: what the worst client the limits admit costs in body parsing (`infra.plan.frontdoor`
+#: `_parsing`: one client at its request and large-body rates, bodies at the measured worst parse
+#: cost) is at most half of this, so its burst is spent within half a second and the probe
+#: listener answers within the probes' 5 s (30m let one client's 327 KB bodies hold /health 5.6-
+#: 6.9 s). 120m, not more: a model node keeps its whole cores for the model pod (m7g.2xlarge
+#: leaves 6.1 cores beside the other co-tenants, and the pod gets 6).
+GATEKEEPER_MILLICPU = 120
+#: Memory: the public connection pool (`frontdoor._connections`: thousands of connections that
+#: have shown no key, at their measured cost) beside the requests at vLLM. 300 MiB, not more: a
+#: model node's pod memory is whole GiB, and more would cost dev's m7g.2xlarge pod one of them.
+GATEKEEPER_MEMORY_MIB = 300
 
 
 @dataclass(frozen=True)
