@@ -269,14 +269,16 @@ def allocatable_millicpu(instance: InstanceType) -> int:
 GATEKEEPER = gatekeeper_container.CONTAINER
 #: CPU: what the worst client the limits admit costs in body parsing (`infra.plan.frontdoor`
 #: `_parsing`: one client at its request and large-body rates, bodies at the measured worst parse
-#: cost) is at most half of this, so its burst is spent within half a second and the probe
+#: cost) is at most half of this, so its burst is spent within a second and the probe
 #: listener answers within the probes' 5 s (30m let one client's 327 KB bodies hold /health 5.6-
-#: 6.9 s). 120m, not more: a model node keeps its whole cores for the model pod (m7g.2xlarge
-#: leaves 6.1 cores beside the other co-tenants, and the pod gets 6).
-GATEKEEPER_MILLICPU = 120
+#: 6.9 s). 75m, not more: a model pod gets whole cores, and 75m is the most that leaves every
+#: catalogue type the cores it had (an 8xlarge: 31,850 allocatable less 1,775 for the other
+#: co-tenants less 75 is 30,000).
+GATEKEEPER_MILLICPU = 75
 #: Memory: the public connection pool (`frontdoor._connections`: thousands of connections that
 #: have shown no key, at their measured cost) beside the requests at vLLM. 300 MiB, not more: a
-#: model node's pod memory is whole GiB, and more would cost dev's m7g.2xlarge pod one of them.
+#: model pod's memory is whole GiB, and more would cost dev's m7g.2xlarge pod one of them (an
+#: m7g.4xlarge pod gets 54 GiB, not 55).
 GATEKEEPER_MEMORY_MIB = 300
 
 

@@ -352,7 +352,8 @@ def _connections(cfg: StackConfig, body: int, in_flight: int, all_requests: int)
             f"use at least {in_flight + 1}, or auto",
         )
     memory = catalog.GATEKEEPER_MEMORY_MIB * 1024 * 1024
-    reading = in_flight + CONNECTIONS_SPARE  # one client's bodies being read
+    # One client's bodies being read: its requests in flight, at most what vLLM takes at once.
+    reading = min(in_flight, all_requests) + CONNECTIONS_SPARE
     held = math.ceil(all_requests * body * HELD_BYTES_PER_BODY_BYTE) + reading * body
     reserve = all_requests + PROBE_RESERVE + FIXED_CONNECTIONS
     fixed = GATEKEEPER_BASE_MIB * 1024 * 1024 + held + reserve * SLOT_BYTES

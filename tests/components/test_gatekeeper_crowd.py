@@ -190,3 +190,32 @@ def test_a_full_pool_refuses_a_connection_at_once_and_logs_it(tmp_path: Path) ->
         time.sleep(0.3)
         log = (tmp_path / "nginx.log").read_text()
     assert re.search(r'\[warn\].*limiting connections by zone "gatekeeper_public"', log), log
+
+
+@real_nginx
+def test_a_header_past_its_buffers_is_refused_with_json(door: gate.Gate) -> None:
+    port = int(door.base_url.rsplit(":", 1)[1])
+    with socket.create_connection(("127.0.0.1", port), source_address=("127.0.0.8", 0)) as sock:
+        sock.sendall(b"GET /health HTTP/1.1\r\nHost: x\r\nX-Long: " + b"a" * 1100 + b"\r\n\r\n")
+        sock.settimeout(5)
+        reply = b""
+        while chunk := sock.recv(4096):
+            reply += chunk
+    head, _, body = reply.partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 431 ")
+    assert json.loads(body)["error"]["code"] == 431
+
+
+@real_nginx
+def test_a_header_not_sent_within_its_deadline_loses_the_connection(tmp_path: Path) -> None:
+    limits = replace(LIMITS, header_timeout_seconds=1)
+    with gate.running_gate(
+        gate.find_nginx(), limits, KEY, free_port(), free_port(), tmp_path, lambda _l: None
+    ) as running:
+        port = int(running.base_url.rsplit(":", 1)[1])
+        with socket.create_connection(("127.0.0.1", port)) as sock:
+            sock.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\n")
+            sock.settimeout(5)
+            started = time.monotonic()
+            assert sock.recv(1) == b""
+            assert 0.5 < time.monotonic() - started < 2.5

@@ -132,10 +132,10 @@ def test_reasons_say_what_each_limit_is_and_where_it_comes_from() -> None:
         "connection (3,650 whose connections send nothing); one nginx worker with 31,636 "
         "connections (3 per public connection, one per request at vLLM, 64 for the probe "
         "listener's 32 and 24 for listeners, scrapes and wake calls) and 31,700 files",
-        "bodies of 10,000 bytes or more (or chunked) at most 171 a minute per client address "
+        "bodies of 10,000 bytes or more (or chunked) at most 104 a minute per client address "
         "(2 at once), above that 429: parsing costs njs up to 64 ns a byte (measured), so one "
-        "client at its limits takes 60 ms of CPU a second, at most 0.5 of the gatekeeper's 120m "
-        "(its CPU request = limit), and its burst 45 ms, which that quota spends in 0.38 s: the "
+        "client at its limits takes 37 ms of CPU a second, at most 0.5 of the gatekeeper's 75m "
+        "(its CPU request = limit), and its burst 45 ms, which that quota spends in 0.60 s: the "
         "probe listener's /health waits at most that behind it, within the probes' 5 s; idle "
         "upstream connections close after 4 s, before vLLM's own 5 s",
         "at most 3 request(s) at vLLM from all clients together: the full-length requests the KV "
