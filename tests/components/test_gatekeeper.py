@@ -53,7 +53,8 @@ def test_only_two_routes_reach_vllm_and_health_comes_from_a_cache() -> None:
     # /ready is the gatekeeper's own readiness (the drain), answered without vLLM.
     assert exact == ["/ready", "/v1/chat/completions", "/v1/completions", "/v1/models", "/health"]
     # vLLM sees the chat and completion routes only through the named locations, and /health.
-    assert re.findall(r"proxy_pass (\S+);", conf) == ["http://vllm_api"] * 4 + ["http://vllm/health"]
+    api, health = ["http://vllm_api"] * 4, ["http://vllm/health"]
+    assert re.findall(r"proxy_pass (\S+);", conf) == api + health
     assert re.findall(r"rewrite \^ (\S+) break;", conf) == [
         "/v1/chat/completions",
         "/v1/chat/completions",
