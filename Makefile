@@ -4,12 +4,20 @@ VENV := .venv
 TOOLS := .venv-tools
 MUTANTS := .venv-mutants
 PY := $(VENV)/bin/python
+# .venv holds the runtime (requirements.txt: what the planner and the program import) for `make
+# plan`; the development set (requirements-dev.txt: tests, lint, scanners, browser) is laid on
+# top of it, with a stamp of its own, by the targets that need it.
+DEV := $(VENV)/.installed-dev
 STACK ?= dev
 
 .PHONY: plan test packages lint unit rehearse bench clean mutants
 
-$(VENV)/.installed: requirements.txt requirements-dev.txt
+$(VENV)/.installed: requirements.txt
 	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --disable-pip-version-check -r requirements.txt
+	touch $@
+
+$(DEV): $(VENV)/.installed requirements-dev.txt
 	$(PY) -m pip install --quiet --disable-pip-version-check -r requirements-dev.txt
 	touch $@
 
@@ -42,22 +50,22 @@ render-fixtures: $(VENV)/.installed
 	$(PY) -m tests.render_fixtures
 
 ## Lint and the whole test suite (offline), after the distribution's packages it uses.
-test: packages $(VENV)/.installed $(TOOLS)/.installed lint unit
+test: packages $(DEV) $(TOOLS)/.installed lint unit
 
 ## nginx, libseccomp and venv support, installed only when missing (root or sudo).
 packages:
 	@PYTHON=$(PYTHON) .ci/packages
 
-lint: $(VENV)/.installed
+lint: $(DEV)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 
-unit: $(VENV)/.installed $(TOOLS)/.installed
+unit: $(DEV) $(TOOLS)/.installed
 	PATH="$(CURDIR)/$(TOOLS)/bin:$$PATH" $(PY) -m pytest -q
 
 ## Real vLLM, two ranks on loopback, on a tiny model of the stack's layout; then the prefill
 ## probe on a short full-width slice of the model (~3 minutes more).
-rehearse: packages $(VENV)/.installed
+rehearse: packages $(DEV)
 	$(PY) -m infra.rehearse --stack $(STACK)
 
 ## Capacity of the deployed stack (`pulumi stack output`, or ARGS="--endpoint URL"), measured
@@ -85,25 +93,25 @@ clean:
 
 ## vLLM's memory guard in a pod-sized memory cgroup, with and without the weight prefetch (root).
 .PHONY: rehearse-guard
-rehearse-guard: $(VENV)/.installed
+rehearse-guard: $(DEV)
 	$(PY) -m infra.rehearse.guard.memory_guard --stack $(STACK)
 
 ## Break the rehearsal group on purpose and measure how each fault is noticed and recovered.
 .PHONY: rehearse-faults
-rehearse-faults: packages $(VENV)/.installed
+rehearse-faults: packages $(DEV)
 	$(PY) -m infra.rehearse --faults --stack $(STACK)
 
 ## The same, with the fuller prefill probe (one whole period of the model's layer pattern)
 ## and the step-timeout row (run as root: it raises its ranks' priority while its prompt runs).
 .PHONY: rehearse-prefill
-rehearse-prefill: packages $(VENV)/.installed
+rehearse-prefill: packages $(DEV)
 	$(PY) -m infra.rehearse --prefill --stack $(STACK)
 
 ## gemma-4-26B-A4B-it's MoE layers beside gemma-4-12B-it's on this CPU, real vLLM, bf16 and int8:
 ## decode per token at 1 and 4 streams, prefill, bytes read per token, the MoE/dense ratio
 ## (infra/rehearse/measure/moe_probe.py; ~15 minutes on 2 cores, a 3.1 GB slice built once).
 .PHONY: rehearse-moe
-rehearse-moe: packages $(VENV)/.installed
+rehearse-moe: packages $(DEV)
 	$(PY) -m infra.rehearse.measure.moe_probe --stack $(STACK) $(ARGS)
 
 ## A tiny random-weight Gemma 4 mixture of experts (gemma-4-26B-A4B-it's attention layout, 4
@@ -111,5 +119,5 @@ rehearse-moe: packages $(VENV)/.installed
 ## the MoE kernels vLLM logged, KV tokens against the planner's, a completion and lm-eval through
 ## the gatekeeper (infra/rehearse/measure/moe_group.py; int8 says why where vLLM has no kernel).
 .PHONY: rehearse-moe-group
-rehearse-moe-group: packages $(VENV)/.installed
+rehearse-moe-group: packages $(DEV)
 	$(PY) -m infra.rehearse.measure.moe_group --stack $(STACK) $(ARGS)

@@ -10,6 +10,23 @@ from dataclasses import dataclass, field
 
 import pulumi
 import pulumi_aws as aws
+import pulumiverse_time
+
+#: The pod-template annotation that carries the id of the association a workload's credentials
+#: come from. EKS replaces an association only with a new cluster, namespace or service account
+#: (UpdatePodIdentityAssociation changes the role alone, and a pod's credentials' address does
+#: not name the role); the new id then changes the pod template, so the pods are created again,
+#: after the new association's wait, and EKS's webhook admits them with credentials.
+ASSOCIATION_ANNOTATION = "gemma-graviton.dev/pod-identity-association"
+#: How long a workload waits after its association is created or replaced. No bound is
+#: published: the EKS API reference, CreatePodIdentityAssociation, says associations "are
+#: eventually consistent, and may take several seconds to be effective" (read 2026-12-06);
+#: aws/eks-pod-identity-agent#52 (2025-02) saw pods created right after the association left
+#: unmutated and a 5-10 s wait enough; aws/containers-roadmap#2507 (open, read 2026-12-06) asks
+#: for an API that says when an association is ready, and has none. Twelve times the longest
+#: wait reported; on a first `up` it runs beside the node group's creation, which the workloads
+#: wait for too, so it costs time only when an association is replaced.
+ASSOCIATION_SETTLE = "120s"
 
 
 @dataclass(frozen=True)
@@ -56,6 +73,22 @@ class ClusterRef:
         return [self.identity_agent] if self.identity_agent is not None else []
 
 
+@dataclass(frozen=True)
+class PodIdentity:
+    """A service account's association, and the wait its workload comes after."""
+
+    association: aws.eks.PodIdentityAssociation
+    #: Ends `ASSOCIATION_SETTLE` after the association is created, and again after each
+    #: replacement (its trigger is the association's id).
+    settled: pulumiverse_time.Sleep
+
+    def pod_annotations(self) -> dict[str, pulumi.Output[str]]:
+        """The roll key for a workload's pod template: the association's id, read from the wait,
+        so the workload depends on the wait (and is created or rolled after it ends)."""
+        key = self.settled.triggers.apply(lambda triggers: (triggers or {})["associationId"])
+        return {ASSOCIATION_ANNOTATION: key}
+
+
 def pod_identity(
     name: str,
     cluster: ClusterRef,
@@ -63,15 +96,18 @@ def pod_identity(
     namespace: str,
     service_account: str,
     parent: pulumi.Resource,
-) -> aws.eks.PodIdentityAssociation:
-    """`namespace/service_account` mapped to its role by EKS Pod Identity. A pod must come after
-    it: EKS's webhook gives a pod its credentials' address only when it creates the pod (EKS
-    User Guide, pod-id-association.html, read 2026-12-03). Standalone, also for the EKS
-    add-ons: an add-on's own `podIdentityAssociations` are accepted only for the versions and
-    service accounts its published configuration declares, and refused at CreateAddon
-    otherwise ("Pod Identity feature is not supported for addon version",
-    terraform-aws-modules/terraform-aws-eks#3520, read 2026-12-03)."""
-    return aws.eks.PodIdentityAssociation(
+) -> PodIdentity:
+    """`namespace/service_account` mapped to its role by EKS Pod Identity, and the wait after
+    it. A pod must be created after the association is effective: EKS's webhook gives a pod its
+    credentials' address only when it admits the pod (EKS User Guide, pod-id-association.html,
+    read 2026-12-03), and a pod admitted without it never gets one (aws/eks-pod-identity-agent#52,
+    aws/containers-roadmap#2507), and an association is not yet effective when
+    CreatePodIdentityAssociation returns (`ASSOCIATION_SETTLE`).
+    Standalone, also for the EKS add-ons: an add-on's own `podIdentityAssociations` are accepted
+    only for the versions and service accounts its published configuration declares, and
+    refused at CreateAddon otherwise ("Pod Identity feature is not supported for addon
+    version", terraform-aws-modules/terraform-aws-eks#3520, read 2026-12-03)."""
+    association = aws.eks.PodIdentityAssociation(
         name,
         cluster_name=cluster.cluster_name,
         namespace=namespace,
@@ -79,6 +115,15 @@ def pod_identity(
         role_arn=cluster.pod_role(namespace, service_account),
         opts=pulumi.ResourceOptions(parent=parent),
     )
+    # pulumiverse-time's Sleep (terraform-provider-time `time_sleep`): a changed trigger
+    # replaces it, and its creation waits `create_duration`.
+    settled = pulumiverse_time.Sleep(
+        f"{name}-settled",
+        create_duration=ASSOCIATION_SETTLE,
+        triggers={"associationId": association.association_id},
+        opts=pulumi.ResourceOptions(parent=parent),
+    )
+    return PodIdentity(association, settled)
 
 
 def addon_with_role(
@@ -93,9 +138,11 @@ def addon_with_role(
     configuration: Mapping[str, object] | None = None,
 ) -> aws.eks.Addon:
     """The add-on `addon` at its pinned version, its controller running as
-    `namespace/service_account` with that account's role (`pod_identity`, created before the
-    add-on's pods), configured with `configuration` (the add-on's configuration values,
-    JSON-encoded)."""
+    `namespace/service_account` with that account's role (`pod_identity`: the add-on is created
+    after the association's wait), configured with `configuration` (the add-on's configuration
+    values, JSON-encoded). No roll key: EKS makes the add-on's pods, and its association is
+    replaced only with a new cluster (the namespace and account are the add-on's own), which
+    replaces the add-on too, after the new wait."""
     identity = pod_identity(
         f"{name}-identity",
         cluster,
@@ -115,7 +162,7 @@ def addon_with_role(
             parent=parent,
             depends_on=[
                 *depends_on,
-                identity,
+                identity.settled,
                 *([cluster.nodes] if cluster.nodes is not None else []),
                 *cluster.after_identity(),
             ],

@@ -33,10 +33,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import pulumi
-import pulumi_aws as aws
 import pulumi_kubernetes as k8s
 
-from components.addons import ClusterRef, pod_identity
+from components.addons import ClusterRef, PodIdentity, pod_identity
 from components.manifests import ServerSpec
 from components.manifests.identity import (
     AUTOSCALER_NAMESPACE,
@@ -124,7 +123,7 @@ class Autoscaling(pulumi.ComponentResource):
             # the floor, so the queue trigger has an endpoint from its first poll.
             opts=pulumi.ResourceOptions(parent=self, depends_on=[keda, args.workload, floor]),
         )
-        self.autoscaler_role_arn = identity.role_arn
+        self.autoscaler_role_arn = identity.association.role_arn
         self.register_outputs({"autoscalerRoleArn": self.autoscaler_role_arn})
 
     def _queue_floor(
@@ -197,7 +196,7 @@ class Autoscaling(pulumi.ComponentResource):
 
     def _autoscaler(
         self, name: str, args: AutoscalingArgs, on_nodes: list[pulumi.Resource]
-    ) -> aws.eks.PodIdentityAssociation:
+    ) -> PodIdentity:
         # The bootstrap's role (`components.stack_roles`, `autoscaler_policy`).
         identity = pod_identity(
             f"{name}-autoscaler-identity",
@@ -206,15 +205,19 @@ class Autoscaling(pulumi.ComponentResource):
             service_account=AUTOSCALER_SERVICE_ACCOUNT,
             parent=self,
         )
-        values = pulumi.Output.from_input(args.cluster.cluster_name).apply(
-            lambda cluster_name: autoscaler_values(
-                cluster_name,
-                args.region,
-                args.system_labels,
-                args.server.drain.grace_s,
-                args.autoscaler_image_tag,
-                args.max_nodes_total,
-            )
+        values = pulumi.Output.all(args.cluster.cluster_name, identity.pod_annotations()).apply(
+            lambda parts: {
+                **autoscaler_values(
+                    parts[0],
+                    args.region,
+                    args.system_labels,
+                    args.server.drain.grace_s,
+                    args.autoscaler_image_tag,
+                    args.max_nodes_total,
+                ),
+                # The association's id: a new association rolls the autoscaler's pod.
+                "podAnnotations": parts[1],
+            }
         )
         k8s.helm.v4.Chart(
             f"{name}-cluster-autoscaler",
@@ -223,14 +226,15 @@ class Autoscaling(pulumi.ComponentResource):
             repository_opts=k8s.helm.v4.RepositoryOptsArgs(repo=AUTOSCALER_REPO),
             namespace=AUTOSCALER_NAMESPACE,
             values=values,
-            # The association and the agent are no inputs of the chart, so nothing else orders
-            # them: without them the first pod can start with no credentials (EKS's webhook
-            # looks for an association only when it creates the pod), get no answer describing
-            # the groups, and exit ("Failed to create AWS Manager" is fatal, cluster-autoscaler
-            # 1.35.0 cloudprovider/aws/aws_cloud_provider.go `BuildAWS`, klog.Fatalf).
+            # The association's wait (its id flows in through `podAnnotations` too) and the
+            # agent: a pod admitted before the association is effective runs with no
+            # credentials for good (EKS's webhook looks for an association only when it admits
+            # the pod), gets no answer describing the groups, and exits ("Failed to create AWS
+            # Manager" is fatal, cluster-autoscaler 1.35.0 cloudprovider/aws/aws_cloud_provider.go
+            # `BuildAWS`, klog.Fatalf).
             opts=pulumi.ResourceOptions(
                 parent=self,
-                depends_on=[*on_nodes, identity, *args.cluster.after_identity()],
+                depends_on=[*on_nodes, identity.settled, *args.cluster.after_identity()],
             ),
         )
         return identity

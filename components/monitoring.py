@@ -18,7 +18,7 @@ import pulumi_aws as aws
 import pulumi_kubernetes as k8s
 
 from components import watch
-from components.addons import ClusterRef, pod_identity
+from components.addons import ClusterRef, PodIdentity, pod_identity
 from components.manifests import metrics
 from components.manifests.metrics import CollectorSpec
 
@@ -99,14 +99,7 @@ class Monitoring(pulumi.ComponentResource):
             service_account=spec.name,
             parent=self,
         )
-        self._collector(
-            name,
-            spec,
-            args.namespace,
-            emf_logs,
-            [identity, *args.cluster.after_identity()],
-            args.cluster.nodes,
-        )
+        self._collector(name, spec, args.namespace, emf_logs, identity, args.cluster)
 
         for status in watch.ANSWER_CLASSES:
             aws.cloudwatch.LogMetricFilter(
@@ -185,8 +178,8 @@ class Monitoring(pulumi.ComponentResource):
         spec: CollectorSpec,
         namespace: pulumi.Input[str],
         emf_logs: aws.cloudwatch.LogGroup,
-        identity: list[pulumi.Resource],
-        nodes: pulumi.Resource | None,
+        identity: PodIdentity,
+        cluster: ClusterRef,
     ) -> None:
         child = pulumi.ResourceOptions(parent=self)
         account, role_, binding, config, deployment = metrics.collector_objects(spec)
@@ -208,15 +201,33 @@ class Monitoring(pulumi.ComponentResource):
         k8s.core.v1.ConfigMap(
             f"{name}-collector-config", metadata=meta(config), data=config["data"], opts=child
         )
+        template = deployment["spec"]["template"]
+        pod_meta = template["metadata"]
         k8s.apps.v1.Deployment(
             f"{name}-collector",
             metadata=meta(deployment),
-            spec=deployment["spec"],
-            # The log group exists before the first EMF event, the pod's credentials before the
-            # pod, and the pod goes before the nodes on destroy (no data flows to either).
+            spec={
+                **deployment["spec"],
+                # The association's id, read from its wait: a new association rolls the pod.
+                "template": {
+                    **template,
+                    "metadata": {
+                        **pod_meta,
+                        "annotations": {**pod_meta["annotations"], **identity.pod_annotations()},
+                    },
+                },
+            },
+            # The log group exists before the first EMF event, the pod comes after its
+            # association is effective (the wait) and the agent that serves its credentials,
+            # and goes before the nodes on destroy.
             opts=pulumi.ResourceOptions(
                 parent=self,
-                depends_on=[emf_logs, *identity, *([nodes] if nodes is not None else [])],
+                depends_on=[
+                    emf_logs,
+                    identity.settled,
+                    *cluster.after_identity(),
+                    *([cluster.nodes] if cluster.nodes is not None else []),
+                ],
             ),
         )
 

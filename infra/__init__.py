@@ -7,6 +7,7 @@ config. The packages beside them never touch the cloud:
   `python -m infra.plan` command; the program imports it.
 - `infra.rehearse`: the real vLLM group on this machine (`python -m infra.rehearse`).
 - `infra.bench`: the benchmark client for a deployed endpoint (`python -m infra.bench`).
+- `infra.saved_plan`: whether `pulumi up --plan` can apply a saved plan (deploy-prod.yml).
 
 `infra/bootstrap/` is a second, separate Pulumi project (its own `Pulumi.yaml` and stack file): the
 GitHub OIDC provider and the CI roles, run once per AWS account.

@@ -43,6 +43,11 @@ PROGRAMS = {
 }
 
 RUN = "run here"
+#: The line that writes each stack's passphrase file, for the stacks it names.
+PASSPHRASE_FILES = (
+    r"\(umask 077; for s in ([a-z ]+); "
+    r'do openssl rand -base64 32 > "\.pulumi-passphrase-\$s"; done\)'
+)
 #: What becomes of each command: the first pattern it matches decides. RUN means a test below
 #: runs it; any other value is why it cannot run offline (or here).
 RULES: list[tuple[str, str]] = [
@@ -67,6 +72,10 @@ RULES: list[tuple[str, str]] = [
     ),
     (r'export (ENDPOINT|MODEL|API_KEY)="\$\(pulumi stack output .*', RUN),
     (r'curl -sN --max-time \d+ "\$ENDPOINT/chat/completions" .*', RUN),
+    (
+        r"python -m infra\.saved_plan plan\.json",
+        "deploy-prod.yml's step; tests/test_workflows.py runs it on a saved plan",
+    ),
     (r"make test", "the suite itself; .ci/run runs it on a clean clone"),
     (r"\.venv/bin/python -m pytest .*", "a part of `make test`"),
     (r"make (rehearse|rehearse-faults)|python -m infra\.rehearse( --faults)?", ".ci/run runs it"),
@@ -103,8 +112,9 @@ RULES: list[tuple[str, str]] = [
     (r"curl -fsSL https://get\.pulumi\.com.*|brew install .*", "installs the Pulumi CLI"),
     (r'curl -fsSL "https://awscli\.amazonaws\.com.*|unzip .*|sudo \./aws/install', "AWS CLI"),
     (r"curl -sfL .*huggingface\.co.*", "needs a Hugging Face token and the internet"),
-    (r"export PULUMI_CONFIG_PASSPHRASE=.*", "a Pulumi session's passphrase"),
-    (r"(PULUMI_CONFIG_PASSPHRASE=<[^>]+> )?pulumi .*", "needs a Pulumi backend (and AWS for up)"),
+    (PASSPHRASE_FILES, RUN),
+    (r'export PULUMI_CONFIG_PASSPHRASE_FILE="\$PWD/\.pulumi-passphrase-\w+"', RUN),
+    (r"(PULUMI_CONFIG_PASSPHRASE_FILE=\S+ )?pulumi .*", "needs a Pulumi backend (and AWS for up)"),
     (r"cd (infra/bootstrap|\.\./\.\.)", "moves into the bootstrap project to run Pulumi there"),
     (r"aws .*", "needs AWS credentials"),
     (r'kubectl .*|kubectl -n "\$\(pulumi.*', "needs a running cluster"),
@@ -280,6 +290,69 @@ def test_the_quick_start_calls_reach_the_model_the_outputs_name(tmp_path: Path) 
     curl_out, client_out = done.stdout.split(SEPARATOR, 1)
     assert "data: [DONE]" in curl_out
     assert client_out.strip() == "".join(token_text(i) for i in range(100)).strip()
+
+
+def test_the_quick_start_keeps_each_stacks_passphrase_in_its_own_ignored_file(
+    tmp_path: Path,
+) -> None:
+    """The README's deploy block, run as written with a `pulumi` on PATH that records the
+    passphrase file each call would read: the bootstrap's stack and dev each get their own, the
+    files are private and git-ignored, and no call carries the Hugging Face token."""
+    readme = (REPO / "README.md").read_text()
+    section = readme.split("## Quick start: a working endpoint\n", 1)[1].split("\n## ", 1)[0]
+    block = next(m.group(3) for m in FENCE.finditer(section) if "stack init dev" in m.group(3))
+    fake = tmp_path / "bin" / "pulumi"
+    fake.parent.mkdir()
+    fake.write_text('#!/bin/sh\necho "$PULUMI_CONFIG_PASSPHRASE_FILE|$*" >> "$CALLS"\n')
+    fake.chmod(fake.stat().st_mode | stat.S_IEXEC)
+    work = tmp_path / "clone"
+    work.mkdir()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PULUMI_CONFIG_PASSPHRASE")}
+    env |= {"PATH": f"{fake.parent}:{env['PATH']}", "CALLS": str(tmp_path / "calls")}
+    done = subprocess.run(
+        ["bash", "-euo", "pipefail", "-c", block],
+        cwd=work,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    calls = [line.split("|", 1) for line in (tmp_path / "calls").read_text().splitlines()]
+    read = {args: Path(file).name for file, args in calls}
+    assert read == {
+        "login --local": "",  # before any stack: no passphrase needed
+        "-C infra/bootstrap stack init ci --secrets-provider passphrase": ".pulumi-passphrase-ci",
+        "-C infra/bootstrap up": ".pulumi-passphrase-ci",
+        "stack init dev --secrets-provider passphrase": ".pulumi-passphrase-dev",
+        "config set --secret hfToken": ".pulumi-passphrase-dev",  # no value: it prompts
+        "up": ".pulumi-passphrase-dev",
+    }
+    files = {name: work / name for name in set(read.values()) if name}
+    assert len({path.read_text() for path in files.values()}) == 2
+    for path in files.values():
+        assert stat.S_IMODE(path.stat().st_mode) == 0o600, path.name
+        assert len(path.read_text().strip()) == 44, path.name  # 32 random bytes, base64
+    ignored = subprocess.run(
+        ["git", "check-ignore", "--no-index", *files], cwd=REPO, capture_output=True, check=False
+    )
+    assert ignored.returncode == 0 and len(ignored.stdout.splitlines()) == 2, ignored
+
+
+@pytest.mark.parametrize(
+    "line", sorted({c for _, c in COMMANDS if re.fullmatch(PASSPHRASE_FILES, c)})
+)
+def test_each_passphrase_file_line_writes_one_private_file_per_stack(
+    line: str, tmp_path: Path
+) -> None:
+    match = re.fullmatch(PASSPHRASE_FILES, line)
+    assert match is not None
+    subprocess.run(["bash", "-euo", "pipefail", "-c", line], cwd=tmp_path, check=True)
+    written = {p.name: p for p in tmp_path.iterdir()}
+    assert sorted(written) == sorted(f".pulumi-passphrase-{s}" for s in match.group(1).split())
+    assert all(stat.S_IMODE(p.stat().st_mode) == 0o600 for p in written.values())
+    assert len({p.read_text() for p in written.values()}) == len(written)
 
 
 # -- links ------------------------------------------------------------------------------------

@@ -9,7 +9,9 @@ environment, a pull-request job can reach nothing of prod's, each environment us
 passphrase (the names `infra.bootstrap.access` gives them), prod is previewed and then applied only
 by hand through its protected environment, from a workflow file of its own (no file runs jobs for
 two environments, so each runner group admits one file), and the update applies the plan its
-preview saved (checked against the digest the preview reported), no two runs update one stack at
+preview saved (checked against the digest the preview reported) or, when `up --plan` cannot apply
+it (a first deploy, a replaced Kubernetes provider: `infra.saved_plan`), updates without it only
+after an approval of its own in `prod-unplanned`, no two runs update one stack at
 once, every Pulumi job runs on its environment's own runner variable (`<ENV>_RUNNER`: the EKS API
 admits listed ranges only, and a pull request's preview never shares a runner with a deploy) and a
 deploy stops first without one, and the workflows run `.ci/run`, as the README says CI does.
@@ -17,12 +19,14 @@ deploy stops first without one, and the workflows run `.ci/run`, as the README s
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import json
 import os
 import re
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +38,7 @@ from infra.bootstrap.access import (
     PREVIEW_ENVIRONMENT,
     PREVIEW_STACK,
     PROD_PREVIEW_ENVIRONMENT,
+    PROD_UNPLANNED_ENVIRONMENT,
     STACK_OF_ENVIRONMENT,
     ci_roles,
     passphrase_secret,
@@ -83,12 +88,18 @@ RUNNER_VARIABLES = {
 }
 #: Environments that admit `main` alone: a pull request may name none of them, nor read their
 #: roles or runner labels.
-MAIN_ONLY_ENVIRONMENTS = {*DEPLOY_STACKS, PROD_PREVIEW_ENVIRONMENT}
+MAIN_ONLY_ENVIRONMENTS = {*DEPLOY_STACKS, PROD_PREVIEW_ENVIRONMENT, PROD_UNPLANNED_ENVIRONMENT}
+#: Environments that are an approval and nothing else (no role, secret or runner of theirs), each
+#: with the stack whose file runs it.
+APPROVAL_ENVIRONMENTS = {PROD_UNPLANNED_ENVIRONMENT: "prod"}
 
 
 def _runner_group(environment: str) -> str:
     """The deploy environment whose runners (and runner group) an environment's jobs use: prod's
-    preview runs on prod's runners, from prod's file; every other environment on its own."""
+    preview runs on prod's runners, from prod's file, and prod's approval-only environment is
+    prod's; every other environment on its own."""
+    if environment in APPROVAL_ENVIRONMENTS:
+        return APPROVAL_ENVIRONMENTS[environment]
     stack = STACK_OF_ENVIRONMENT.get(environment, environment)
     same = (
         stack in RUNNER_VARIABLES and RUNNER_VARIABLES.get(environment) == RUNNER_VARIABLES[stack]
@@ -401,7 +412,11 @@ def test_each_environments_jobs_are_in_the_file_its_role_trusts() -> None:
         for job in _load(path)["jobs"].values():
             if _environment_name(job):
                 found.setdefault(str(_environment_name(job)), set()).add(path.name)
-    assert found == {env: {workflow} for env, (workflow, _) in TRUSTED_WORKFLOW.items()}, found
+    trusted = {env: {workflow} for env, (workflow, _) in TRUSTED_WORKFLOW.items()}
+    approvals = {
+        env: {WORKFLOW_OF_ENVIRONMENT[stack].name} for env, stack in APPROVAL_ENVIRONMENTS.items()
+    }
+    assert found == trusted | approvals, found
 
 
 def test_the_workflows_environments_are_the_bootstraps() -> None:
@@ -412,7 +427,10 @@ def test_the_workflows_environments_are_the_bootstraps() -> None:
         if _environment_name(job)
     }
     roles = ci_roles("acme/gemma-graviton", {"dev": "us-west-2", "prod": "us-east-1"}, None)
-    assert used == set(STACK_OF_ENVIRONMENT) == {role.environment for role in roles}
+    assert used - set(APPROVAL_ENVIRONMENTS) == set(STACK_OF_ENVIRONMENT)
+    assert set(STACK_OF_ENVIRONMENT) == {role.environment for role in roles}
+    # An approval-only environment is no role's: its jobs hold nothing (see the routing test).
+    assert not set(APPROVAL_ENVIRONMENTS) & set(STACK_OF_ENVIRONMENT)
 
 
 def _jobs_by_command(path: Path) -> dict[tuple[str, str], list[tuple[str, dict[str, Any]]]]:
@@ -434,20 +452,24 @@ def test_prod_is_previewed_then_applied_only_by_hand_through_its_protected_envir
     assert set(jobs_by_command) == {("preview", "prod"), ("up", "prod")}, (
         f"{PROD_WORKFLOW.name} runs {sorted(jobs_by_command)}"
     )
-    ((prod_id, prod),) = jobs_by_command[("up", "prod")]
+    updates = jobs_by_command[("up", "prod")]
+    assert len(updates) == 2, f"one update with the plan, one without: {updates}"
     ((preview_id, preview),) = jobs_by_command[("preview", "prod")]
-    # Only the update holds prod's deploy role: the preview runs in an environment of its own,
+    # Only the updates hold prod's deploy role: the preview runs in an environment of its own,
     # whose role reads (infra/bootstrap/access.py), so a preview job's token, whatever the job
     # runs, is no key to the deploy role.
-    assert _environment_name(prod) == "prod", f"job {prod_id} must use the `prod` environment"
+    for prod_id, prod in updates:
+        assert _environment_name(prod) == "prod", f"job {prod_id} must use the `prod` environment"
+        assert _aws_role_variables(prod) == {role_variable("prod")}, prod_id
+        # The diff is shown before the approval of the update.
+        assert preview_id in prod.get("needs", []), f"job {prod_id} must wait for {preview_id}"
     assert _environment_name(preview) == PROD_PREVIEW_ENVIRONMENT, (
         f"job {preview_id} must use the `{PROD_PREVIEW_ENVIRONMENT}` environment"
     )
     assert _aws_role_variables(preview) == {role_variable(PROD_PREVIEW_ENVIRONMENT)}, preview_id
-    assert _aws_role_variables(prod) == {role_variable("prod")}, prod_id
     (credentials,) = [s for s in preview["steps"] if _uses(s) == AWS_CREDENTIALS_ACTION]
     assert int(credentials["with"].get("role-duration-seconds", 3600)) <= 3600, preview_id
-    for job_id, job in ((prod_id, prod), (preview_id, preview)):
+    for job_id, job in (*updates, (preview_id, preview)):
         condition = str(job.get("if", ""))
         assert "github.event_name == 'workflow_dispatch'" in condition, (
             f"job {job_id} must run only on workflow_dispatch, its condition is {condition!r}"
@@ -455,8 +477,6 @@ def test_prod_is_previewed_then_applied_only_by_hand_through_its_protected_envir
         assert MAIN_REF_CONDITION in condition, f"job {job_id} must need main"
         assert "||" not in condition, f"job {job_id} condition {condition!r} admits other events"
         assert "test" in job.get("needs", []), f"job {job_id} must wait for the tests"
-    # The diff is shown before the approval of the update.
-    assert preview_id in prod.get("needs", []), f"job {prod_id} must wait for {preview_id}"
     (preview_step,) = _pulumi_steps(preview)
     assert preview_step["with"].get("comment-on-summary") is True, f"{preview_id} must summarise"
 
@@ -528,7 +548,12 @@ def _prod_file_problems(workflow: dict[str, Any]) -> list[str]:
         condition = str(job.get("if", ""))
         if MAIN_REF_CONDITION not in condition or "||" in condition:
             problems.append(f"job {job_id} runs off main (its condition is {condition!r})")
-        if _environment_name(job) not in (None, "prod", PROD_PREVIEW_ENVIRONMENT):
+        if _environment_name(job) not in (
+            None,
+            "prod",
+            PROD_PREVIEW_ENVIRONMENT,
+            PROD_UNPLANNED_ENVIRONMENT,
+        ):
             problems.append(f"job {job_id} runs in the {_environment_name(job)} environment")
         stacks = {str(step["with"].get("stack-name")) for step in _pulumi_steps(job)}
         if stacks - {"prod"}:
@@ -861,6 +886,7 @@ def test_the_deploy_reach_rule_sees_each_way_into_prod() -> None:
         "prod runner": {"runs-on": "${{ vars.PROD_RUNNER }}"},
         "prod environment": {"environment": {"name": "prod"}},
         "prod preview environment": {"environment": PROD_PREVIEW_ENVIRONMENT},
+        "prod's unplanned approval": {"environment": PROD_UNPLANNED_ENVIRONMENT},
         "prod preview role": {"env": {"ROLE": "${{ vars.AWS_PREVIEW_PROD_ROLE_ARN }}"}},
     }
     for name, job in seeded.items():
@@ -882,8 +908,12 @@ def _prod_preview_and_update() -> tuple[tuple[str, dict[str, Any]], tuple[str, d
             if str(step["with"]["stack-name"]) == "prod":
                 found.setdefault(str(step["with"]["command"]), []).append((job_id, job))
     (preview,) = found.get("preview", [])
-    (update,) = found.get("up", [])
+    (update,) = [(job_id, job) for job_id, job in found.get("up", []) if _applies_plan(job)]
     return preview, update
+
+
+def _applies_plan(job: dict[str, Any]) -> bool:
+    return any(step["with"].get("plan") == PLAN_FILE for step in _pulumi_steps(job))
 
 
 def _index(job: dict[str, Any], predicate: Any, what: str) -> int:
@@ -1023,3 +1053,194 @@ def test_the_digest_check_applies_only_the_plan_the_preview_reported(tmp_path: P
     tampered = check(sha)
     assert tampered.returncode != 0, "a digest file rewritten to match must not pass"
     assert "not applying it" in tampered.stdout + tampered.stderr
+
+
+# -- A plan that up --plan cannot apply: the first deploy, a replaced Kubernetes provider ------
+#
+# With no cluster (or a new one) the Kubernetes provider's configuration is unknown at preview,
+# the plan holds the Helm charts without their objects, and `up --plan` stops at the first one
+# (infra/saved_plan.py). preview-prod's check routes the run: up-prod applies a plan it can; a
+# plan it cannot goes to an update without the plan, only after its own approval.
+
+PLAN_CHECK = "python -m infra.saved_plan plan.json"
+ROUTE_RE = re.compile(r"needs\.(?P<job>[A-Za-z0-9_-]+)\.outputs\.plan-applies == '(?P<value>\w+)'")
+FIRST_DEPLOY_PLAN = REPO / "tests" / "fixtures" / "plans" / "prod-first-deploy.json"
+
+
+def _route(job: dict[str, Any]) -> tuple[str, str] | None:
+    """(job, value) of the one `needs.<job>.outputs.plan-applies == '<value>'` in the job's `if`."""
+    found = [(m["job"], m["value"]) for m in ROUTE_RE.finditer(str(job.get("if", "")))]
+    return found[0] if len(found) == 1 else None
+
+
+def _routing_problems(workflow: dict[str, Any]) -> list[str]:
+    """Prod's updates, routed by the plan check: the plan applied only where it can be, and an
+    update without it only after an approval-only job in `prod-unplanned` on the same route."""
+    jobs = workflow["jobs"]
+    previews = [
+        job_id
+        for job_id, job in jobs.items()
+        if any(step["with"].get("command") == "preview" for step in _pulumi_steps(job))
+    ]
+    if len(previews) != 1:
+        return [f"has {len(previews)} preview jobs"]
+    preview_id = previews[0]
+    preview = jobs[preview_id]
+    steps = preview["steps"]
+    problems = []
+    checks = [i for i, step in enumerate(steps) if str(step.get("run", "")).strip() == PLAN_CHECK]
+    pulumi_at = next(i for i, step in enumerate(steps) if _uses(step) == PULUMI_ACTION)
+    if len(checks) != 1 or checks[0] < pulumi_at:
+        problems.append(f"{preview_id} must run `{PLAN_CHECK}` once, after the preview")
+    else:
+        output = STEP_OUTPUT_RE.search(str((preview.get("outputs") or {}).get("plan-applies")))
+        if (
+            not output
+            or output["step"] != steps[checks[0]].get("id")
+            or output["name"] != "applies"
+        ):
+            problems.append(f"{preview_id} must report the check's `applies` as `plan-applies`")
+    updates = {
+        job_id: job
+        for job_id, job in jobs.items()
+        if any(step["with"].get("command") == "up" for step in _pulumi_steps(job))
+    }
+    planned = [job_id for job_id, job in updates.items() if _applies_plan(job)]
+    unplanned = [job_id for job_id in updates if job_id not in planned]
+    if len(planned) != 1 or len(unplanned) != 1:
+        return [*problems, f"needs one update with the plan and one without: {sorted(updates)}"]
+    if _route(updates[planned[0]]) != (preview_id, "true"):
+        problems.append(f"{planned[0]} must run only when {preview_id}'s plan-applies is 'true'")
+    update = updates[unplanned[0]]
+    if _route(update) != (preview_id, "false"):
+        problems.append(f"{unplanned[0]} must run only when {preview_id}'s plan-applies is 'false'")
+    approvals = [
+        needed
+        for needed in update.get("needs", [])
+        if _environment_name(jobs.get(needed, {})) == PROD_UNPLANNED_ENVIRONMENT
+    ]
+    if len(approvals) != 1:
+        problems.append(f"{unplanned[0]} must need a job in `{PROD_UNPLANNED_ENVIRONMENT}`")
+        return problems
+    approval_id = approvals[0]
+    approval = jobs[approval_id]
+    if _route(approval) != (preview_id, "false"):
+        problems.append(f"{approval_id} must run only when {preview_id}'s plan-applies is 'false'")
+    if _holds_credentials(approval) or _runs_pulumi(approval) or approval.get("permissions") != {}:
+        problems.append(f"{approval_id} must be an approval only: no secret, token or pulumi")
+    if _runner_variables(json.dumps(approval)):
+        problems.append(f"{approval_id} must not run on a deploy runner")
+    return problems
+
+
+def test_prods_updates_are_routed_by_whether_the_saved_plan_can_be_applied() -> None:
+    problems = _routing_problems(_load(PROD_WORKFLOW))
+    assert not problems, "\n".join(problems)
+
+
+def test_the_routing_rule_catches_an_unplanned_update_without_its_own_approval() -> None:
+    prod = _load(PROD_WORKFLOW)
+    unplanned_id = next(
+        job_id
+        for job_id, job in prod["jobs"].items()
+        if _pulumi_steps(job)
+        and not _applies_plan(job)
+        and _pulumi_steps(job)[0]["with"]["command"] == "up"
+    )
+    approval_id = next(
+        job_id
+        for job_id, job in prod["jobs"].items()
+        if _environment_name(job) == PROD_UNPLANNED_ENVIRONMENT
+    )
+
+    def seeded(job_id: str, **changes: Any) -> dict[str, Any]:
+        job = {**copy.deepcopy(prod["jobs"][job_id]), **changes}
+        return {**prod, "jobs": {**prod["jobs"], job_id: job}}
+
+    unplanned = prod["jobs"][unplanned_id]
+    no_approval = [n for n in unplanned["needs"] if n != approval_id]
+    assert _routing_problems(seeded(unplanned_id, needs=no_approval))
+    assert _routing_problems(
+        seeded(unplanned_id, **{"if": unplanned["if"].replace("'false'", "'true'")})
+    )
+    approval = prod["jobs"][approval_id]
+    assert _routing_problems(seeded(approval_id, environment="prod"))
+    assert _routing_problems(seeded(approval_id, permissions={"id-token": "write"}))
+    assert _routing_problems(seeded(approval_id, **{"if": approval["if"].split(" &&")[0]}))
+    planned_id = _prod_preview_and_update()[1][0]
+    planned = prod["jobs"][planned_id]
+    assert _routing_problems(seeded(planned_id, **{"if": planned["if"].split(" &&")[0]}))
+
+
+def _routed_jobs(plan: dict[str, Any], tmp_path: Path) -> set[str]:
+    """The jobs of prod's file that run after preview-prod's own check step read `plan`."""
+    prod = _load(PROD_WORKFLOW)
+    (preview_id, preview), _ = _prod_preview_and_update()
+    (check,) = [s for s in preview["steps"] if str(s.get("run", "")).strip() == PLAN_CHECK]
+    (tmp_path / PLAN_FILE).write_text(json.dumps(plan), encoding="utf-8")
+    output = tmp_path / "output"
+    output.unlink(missing_ok=True)
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir(exist_ok=True)
+    if not (bin_dir / "python").exists():
+        (bin_dir / "python").symlink_to(sys.executable)
+    ran = _bash(
+        check["run"],
+        tmp_path,
+        {
+            "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}",
+            "PYTHONPATH": str(REPO),
+            "GITHUB_OUTPUT": str(output),
+            "GITHUB_STEP_SUMMARY": str(tmp_path / "summary"),
+        },
+    )
+    assert ran.returncode == 0, ran.stdout + ran.stderr
+    (value,) = re.findall(r"^applies=(\w+)$", output.read_text(), flags=re.MULTILINE)
+    return {
+        job_id
+        for job_id, job in prod["jobs"].items()
+        if (route := _route(job)) and route == (preview_id, value)
+    }
+
+
+def test_a_first_deploy_and_a_replaced_provider_take_the_approved_update_without_the_plan(
+    tmp_path: Path,
+) -> None:
+    """The first deploy's saved plan (tests/fixtures/plans), run through preview-prod's own step:
+    up-prod does not run, the approval in `prod-unplanned` and the update without the plan do.
+    The same for a later plan whose provider is replaced; a later plan that holds the charts'
+    objects goes to up-prod alone."""
+    prod = _load(PROD_WORKFLOW)
+    planned_id = _prod_preview_and_update()[1][0]
+    (approval_id,) = [
+        job_id
+        for job_id, job in prod["jobs"].items()
+        if _environment_name(job) == PROD_UNPLANNED_ENVIRONMENT
+    ]
+    (unplanned_id,) = [
+        job_id for job_id, job in prod["jobs"].items() if approval_id in job.get("needs", [])
+    ]
+    first = json.loads(FIRST_DEPLOY_PLAN.read_text(encoding="utf-8"))
+    assert _routed_jobs(first, tmp_path) == {approval_id, unplanned_id}
+
+    later = copy.deepcopy(first)
+    for urn, entry in later["resourcePlans"].items():
+        entry["steps"] = ["same"]
+        if urn.endswith("kubernetes:helm.sh/v4:Chart::lws-chart"):
+            chart = urn
+    later["resourcePlans"][chart.replace("::lws-chart", "$kubernetes:apps/v1:Deployment::lws")] = {
+        "goal": {
+            "type": "kubernetes:apps/v1:Deployment",
+            "name": "lws",
+            "custom": True,
+            "parent": chart,
+        },
+        "steps": ["update"],
+    }
+    assert _routed_jobs(later, tmp_path) == {planned_id}
+
+    replaced = copy.deepcopy(later)
+    for urn, entry in replaced["resourcePlans"].items():
+        if "$pulumi:providers:kubernetes::" in urn:
+            entry["steps"] = ["create-replacement", "replace", "delete-replaced"]
+    assert _routed_jobs(replaced, tmp_path) == {approval_id, unplanned_id}

@@ -160,6 +160,20 @@ def container_security_context() -> dict[str, Any]:
 
 
 def _engine_env(spec: ServerSpec) -> list[dict[str, Any]]:
+    # VLLM_CPU_ATTN_SPLIT_KV is deliberately left at vLLM's default (on, vllm/envs.py:899).
+    # vLLM PR #46353 (2026-06-22) said Gemma 4 attention hung on Arm unless it was 0: the split-KV
+    # reduction scratchpad was sized for fewer query heads, and a narrower element, than a split
+    # writes, so split outputs overran the flags `reduce_splits` waits on (the cause PR #45844,
+    # merged 2026-06-25, names and fixes). The pinned v0.31.0 (sdist, commit db9527a46, released
+    # 2026-10-05) has that fix, read 2026-12-06: csrc/cpu/cpu_attn_impl.hpp:721-736 sizes the
+    # scratchpad from the largest query-head tile of any reduction item, the tile and `float`
+    # that lines 1945-1948 and 2000-2003 write with; Arm's kernels keep partial outputs in float
+    # (cpu_attn_neon.hpp:258, cpu_attn_neon_bfmmla.hpp:329) and take 16 query heads a tile
+    # (:336), so Gemma 4 12B's full layers (16 query heads on 1 KV head, head dim 512) and its
+    # sliding ones (2 per KV head, 256) both run the GQA path; 256 and 512 are compiled for NEON
+    # (generate_cpu_attn_dispatch.py:9,41). What turning it off costs (measured on x86 only) is
+    # in docs/development.md, "Split-KV attention". A new vLLM pin re-reads these lines
+    # (tests/components/test_manifest_fields.py holds the decision to the pin).
     env: list[dict[str, Any]] = [
         {"name": "VLLM_HOST_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}},
         {"name": "VLLM_CPU_OMP_THREADS_BIND", "value": "auto"},

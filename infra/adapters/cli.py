@@ -23,6 +23,7 @@ from typing import NoReturn
 from components.manifests.gatekeeper_conf import LARGE_BODY_BYTES, GatekeeperLimits
 from components.manifests.gatekeeper_stream import KEEPALIVE_IDLE_S, KEEPALIVE_INTERVAL_S
 from infra.adapters import verdict
+from infra.bootstrap import config as bootstrap_config
 from infra.plan import (
     addons,
     advice,
@@ -106,9 +107,21 @@ def _economics_rows(p: Plan, e: Economics) -> list[tuple[str, str]]:
     rows = [
         (
             "decode, 1 stream",
-            f"{s.one.aggregate_tokens_per_s:.2f} tokens/s ({_decode_source(p, s)})",
+            f"{s.one.aggregate_tokens_per_s:.2f} tokens/s"
+            + (
+                ""
+                if s.bandwidth_measured
+                else f" at the bandwidth's low end, up to {s.one_stream_high_tokens_per_s:.2f} "
+                "at its high end"
+            )
+            + f" ({_decode_source(p, s)})",
         ),
-        ("node bandwidth", f"{s.node_bandwidth_gbps:.0f} GB/s for decode, {s.bandwidth_bound}"),
+        (
+            "node bandwidth",
+            f"{s.node_bandwidth_gbps:.0f}"
+            + ("" if s.bandwidth_measured else f"-{s.node_bandwidth_high_gbps:.0f}")
+            + f" GB/s for decode, {s.bandwidth_bound}",
+        ),
         (
             "decode, full load",
             f"{s.planned.aggregate_tokens_per_s * p.replicas:.2f} tokens/s in all, "
@@ -164,7 +177,7 @@ def _decode_source(p: Plan, s: Served) -> str:
     known = catalog.MODELS.get(p.model)
     if known is not None and known.is_moe:
         return moe.decode_source(replace(known, weights=p.weights))
-    return weights.decode_source(p.weights, s.bandwidth_bound.endswith("(ceiling)"))
+    return weights.decode_source(p.weights, s.bandwidth_measured)
 
 
 def format_table(
@@ -515,11 +528,11 @@ def main(argv: Sequence[str] | None = None, today: dt.date | None = None) -> int
         data["elastic"] = None if scaled is None else scaled.to_json()
         print(json.dumps(data, indent=2))
         return 0
-    notice = placeholders.notice(cfg)
-    if notice:
-        print(notice)
-    lines = verdict.verdict_lines(result, econ, first or buy, warnings, scaled, long_wait)
-    print("\n".join(lines))
+    # The main stack's placeholders, then the bootstrap's, which runs first in the account.
+    for notice in (placeholders.notice(placeholders.find(cfg)), bootstrap_config.notice()):
+        if notice:
+            print(notice)
+    print("\n".join(verdict.verdict_lines(result, econ, first or buy, warnings, scaled, long_wait)))
     if args.brief:
         return 0
     print()

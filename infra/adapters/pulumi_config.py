@@ -72,7 +72,7 @@ def read_stack_config(stack: str) -> tuple[StackConfig, Plan, StackSecrets]:
     except ConfigError as error:
         raise pulumi.RunError(str(error)) from None
     # A preview plans with the shipped placeholders; an update would build what nobody can use.
-    refusal = None if pulumi.runtime.is_dry_run() else placeholders.refusal(cfg)
+    refusal = None if pulumi.runtime.is_dry_run() else placeholders.refusal(placeholders.find(cfg))
     if refusal:
         raise pulumi.RunError(refusal)
     config = pulumi.Config(PROJECT)

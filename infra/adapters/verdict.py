@@ -20,7 +20,7 @@ from infra.plan import catalog, moe_measured, support
 from infra.plan.config import StackConfig
 from infra.plan.economics import Economics
 from infra.plan.sizing import Plan
-from infra.plan.throughput import SHORT_PROMPT_TOKENS
+from infra.plan.throughput import SHORT_PROMPT_TOKENS, Served
 from infra.plan.weights import INT4_KERNEL_WARNING, QUALITY_UNMEASURED
 
 if TYPE_CHECKING:
@@ -50,13 +50,7 @@ def verdict_lines(
         + ("" if p.weights == "bf16" else f" in {p.weights} (quality {QUALITY_UNMEASURED})"),
         f"context: {p.max_model_len:,} tokens x {p.max_concurrency:.2f} requests at once",
         f"decode: {s.one.aggregate_tokens_per_s:.2f} tokens/s for one stream "
-        + (
-            _moe_label(p.weights)
-            if _is_moe(p.model)
-            else "(calibrated)"
-            if p.weights == "bf16" and not s.bandwidth_bound.endswith("(ceiling)")
-            else "(modelled)"
-        )
+        + _one_stream_label(p, s)
         + (
             f", {full:.2f} in all at {streams} streams, {s.planned.per_stream_tokens_per_s:.2f} "
             "each (modelled)"
@@ -150,9 +144,25 @@ def verdict_json(
     }
 
 
+def _one_stream_label(p: Plan, s: Served) -> str:
+    """How the one-stream rate is known: calibrated only on the type measured; elsewhere the low
+    end of an extrapolated range, with its high end and the run that would settle it."""
+    if _is_moe(p.model):
+        kind = _moe_label(p.weights)
+    else:
+        kind = "calibrated" if p.weights == "bf16" else "modelled"
+    if s.bandwidth_measured:
+        return f"({kind})"
+    kind = "extrapolated" if kind == "calibrated" else f"{kind}, extrapolated"
+    return (
+        f"({kind}: the low end, up to {s.one_stream_high_tokens_per_s:.2f}; one "
+        f"{catalog.DECODE_MEASUREMENT} on {p.instance_type} settles it)"
+    )
+
+
 def _moe_label(weights: str) -> str:
     """How a MoE plan's one-stream rate is known, in a few words."""
     ratio = moe_measured.MOE_DECODE_RATIO.get(weights)
     if ratio is None or ratio.carried_from is None:
-        return "(derived from a measured MoE/dense ratio)"
-    return f"(derived from the {ratio.carried_from} MoE/dense ratio; {weights} MoE unmeasured)"
+        return "derived from a measured MoE/dense ratio"
+    return f"derived from the {ratio.carried_from} MoE/dense ratio; {weights} MoE unmeasured"

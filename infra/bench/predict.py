@@ -57,6 +57,7 @@ def predictions(
         "nodes": p.nodes,
         "prompt_tokens_estimated": prompt_tokens,
         "ttft_s_range": [round(ttft[0], 2), round(ttft[1], 2)],
+        "bandwidth_measured": catalog.decode_bandwidth(instance, p.pod_cpu).measured,
         "levels": levels,
         "provenance": dict(throughput.PROVENANCE),
     }
@@ -70,7 +71,13 @@ def comparison_lines(report: Mapping[str, Any], predicted: Mapping[str, Any] | N
     lines = [
         "",
         f"plan ({predicted['stack']}: {predicted['nodes']} x {predicted['instance_type']}) "
-        "beside measured medians; decode calibrated, batching and prefill modelled",
+        "beside measured medians; decode "
+        + (
+            "calibrated"
+            if predicted["bandwidth_measured"]
+            else "extrapolated (the low end of the node's bandwidth range)"
+        )
+        + ", batching and prefill modelled",
         f"{'conc':>4} {'aggregate tok/s plan':>21} {'measured':>9} "
         f"{'tok/s/stream plan':>18} {'measured':>9} {'TTFT s plan':>14} {'measured':>9}",
     ]

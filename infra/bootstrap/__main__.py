@@ -38,6 +38,7 @@ from infra.bootstrap.config import (
     BootstrapConfig,
     load_bootstrap_config,
     other_viewer_counts,
+    refusal,
     stack_regions,
 )
 from infra.plan import iam
@@ -47,7 +48,8 @@ from infra.plan.stackfile import stack_names
 
 def _read() -> tuple[BootstrapConfig, dict[str, str]]:
     """The bootstrap keys and the region of every stack with a file in `stacks/` (CI deploys
-    `DEPLOY_STACKS` of them; each gets its roles); a refusal is one line, no traceback."""
+    `DEPLOY_STACKS` of them; each gets its roles); a refusal is one line, no traceback, and comes
+    before any resource, as does an update's refusal of a shipped placeholder."""
     prefix = f"{BOOTSTRAP_PROJECT}:"
     keys = set(runtime_config.CONFIG.get()) | set(runtime_config.get_config_env())
     raw = {
@@ -67,6 +69,10 @@ def _read() -> tuple[BootstrapConfig, dict[str, str]]:
             )
     except ConfigError as error:
         raise pulumi.RunError(str(error)) from None
+    # A preview runs with the shipped example; an update would trust someone else's repository.
+    refused = None if pulumi.runtime.is_dry_run() else refusal(cfg)
+    if refused:
+        raise pulumi.RunError(refused)
     return cfg, regions
 
 

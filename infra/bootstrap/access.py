@@ -35,8 +35,10 @@ from typing import Any
 
 from infra.bootstrap import permissions
 from infra.bootstrap.fences import (
+    GUARDDUTY_ENDPOINT_WRITES,
     LAUNCH_TEMPLATE_WRITES,
     cluster_arns,
+    guardduty_endpoint_statements,
     launch_statements,
     launch_template_fence,
     launch_template_tags,
@@ -57,6 +59,11 @@ DEPLOY_STACKS = ("dev", "prod")
 #: in the `prod` environment gets the same one (GitHub docs, "OpenID Connect reference",
 #: example subject claims, filtering for a specific environment, read 2026-12-03).
 PROD_PREVIEW_ENVIRONMENT = "preview-prod"
+#: The GitHub environment whose reviewers approve a prod update without the saved plan (a first
+#: deploy, a replaced Kubernetes provider: `infra.saved_plan`). An approval and nothing else: its
+#: job holds no secret and no token, no role trusts it, and the update itself still runs in
+#: `prod`, behind prod's reviewers, as prod's deploy role.
+PROD_UNPLANNED_ENVIRONMENT = "prod-unplanned"
 #: Each environment's stack: what its role reads or changes.
 STACK_OF_ENVIRONMENT = {
     PREVIEW_ENVIRONMENT: PREVIEW_STACK,
@@ -137,6 +144,9 @@ class DeployActions:
     launch_template_writes: tuple[str, ...]
     """Writes on an existing launch template (`LAUNCH_TEMPLATE_WRITES`), fenced to the stack's
     tagged templates in its region."""
+    guardduty_endpoint_writes: tuple[str, ...]
+    """GuardDuty's VPC endpoint taken off the stack's subnets (`GUARDDUTY_ENDPOINT_WRITES`),
+    fenced to GuardDuty's tagged endpoints and the stack's subnets."""
     launches: tuple[str, ...]
     """ec2:RunInstances, which CreateNodegroup checks its caller for: from the stack's template
     only."""
@@ -166,11 +176,13 @@ def deploy_actions() -> DeployActions:
             for a in actions
             if a.split(":")[0] not in ("iam", "ssm")
             and a not in LAUNCH_TEMPLATE_WRITES
+            and a not in GUARDDUTY_ENDPOINT_WRITES
             and a not in _LAUNCHES
             and not on_a_cluster(a)
         ),
         cluster_writes=tuple(a for a in actions if on_a_cluster(a)),
         launch_template_writes=tuple(a for a in actions if a in LAUNCH_TEMPLATE_WRITES),
+        guardduty_endpoint_writes=tuple(a for a in actions if a in GUARDDUTY_ENDPOINT_WRITES),
         launches=tuple(a for a in actions if a in _LAUNCHES),
         role_reads=reads,
         public_parameters=tuple(a for a in actions if a.startswith("ssm:")),
@@ -445,6 +457,7 @@ def deploy_policy(stack: str, region: str, state_bucket: str | None) -> dict[str
                 },
             },
             *launch_statements(stack, region, list(needed.launches)),
+            *guardduty_endpoint_statements(stack, region, list(needed.guardduty_endpoint_writes)),
             {
                 "Sid": "ReadEksPublicParameters",
                 "Effect": "Allow",

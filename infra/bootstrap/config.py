@@ -3,21 +3,38 @@
 The regions of the deployed stacks are not repeated here: they are read from the main program's
 stack files (`stacks/Pulumi.<stack>.yaml`, key `region`), so a stack that moves region moves its
 deploy role's region with it after the next bootstrap `pulumi up`.
+
+The shipped stack file holds an example repository. GitHub accepts any name, so a bootstrap run
+with it would make deploy roles that trust the OIDC tokens of whoever owns that name: they could
+deploy and destroy this account's stacks. Like the main stack's placeholders
+(`infra.plan.placeholders`), `find` names them, `make plan` lists them in its first lines and the
+program refuses them at `pulumi up` (a preview runs), in one line.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from infra.plan import placeholders
 from infra.plan.config import ConfigError
 from infra.plan.loading import load_config
-from infra.plan.stackfile import stack_values
+from infra.plan.stackfile import REPO, read_yaml_text, stack_values
 
 #: The bootstrap project's name (`infra/bootstrap/Pulumi.yaml`), its config namespace.
 BOOTSTRAP_PROJECT = "gemma-graviton-ci"
+#: The bootstrap's stack file, as the README and docs/deploying.md name it.
+STACK_FILE = Path("infra/bootstrap/Pulumi.ci.yaml")
+#: The command that refuses the placeholders, as a refusal and `make plan` name it.
+UP = "`pulumi -C infra/bootstrap up`"
+#: The owner of the shipped `repository` and the IDs of `subjectPrefix`'s example in `_FIXES`:
+#: nobody's repository here.
+EXAMPLE_OWNER = "example-org"
+EXAMPLE_IDS = ("123456", "789012")
 
 _FIXES = {
     "repository": "write the GitHub repository as <owner>/<name>, exactly as GitHub spells it",
@@ -115,6 +132,61 @@ def load_bootstrap_config(raw: Mapping[str, Any]) -> BootstrapConfig:
                 _FIXES["subjectPrefix"],
             )
     return cfg
+
+
+def find(cfg: BootstrapConfig) -> list[placeholders.Placeholder]:
+    """Every key that still holds the shipped example or a documentation account, in key order:
+    the example owner's repository, the example's IDs in `subjectPrefix`, and an OIDC provider
+    ARN in a documentation account or all zeros."""
+    found = []
+    if cfg.repository.split("/")[0].lower() == EXAMPLE_OWNER:
+        found.append(
+            placeholders.Placeholder(
+                "repository",
+                cfg.repository,
+                "the shipped example: every CI role would trust its owner's workflows",
+            )
+        )
+    ids = re.findall(r"@(\d+)", cfg.subject_prefix or "")
+    if set(ids) & set(EXAMPLE_IDS):
+        found.append(
+            placeholders.Placeholder(
+                "subjectPrefix",
+                cfg.subject_prefix or "",
+                "the example's IDs, not your repository's",
+            )
+        )
+    arn = cfg.github_oidc_provider_arn
+    if arn:
+        what = "an all-zero ARN" if placeholders.ZERO_ARN.fullmatch(arn) else None
+        what = what or placeholders.documentation_account(arn)
+        if what:
+            found.append(placeholders.Placeholder("githubOidcProviderArn", arn, what))
+    return found
+
+
+def refusal(cfg: BootstrapConfig) -> str | None:
+    """The one line the bootstrap's `pulumi up` ends with while a key holds a placeholder."""
+    return placeholders.refusal(find(cfg), UP, f"set it to your own value in {STACK_FILE}")
+
+
+def notice(path: Path = REPO / STACK_FILE) -> str | None:
+    """`make plan`'s line on the bootstrap's stack file: its placeholders, or why the bootstrap
+    would refuse the file; None when it is filled in (or gone)."""
+    if not path.is_file():
+        return None
+    prefix = f"{BOOTSTRAP_PROJECT}:"
+    try:
+        document = read_yaml_text(path.read_text(encoding="utf-8"), str(STACK_FILE)) or {}
+        config = document.get("config") if isinstance(document, Mapping) else None
+        config = config if isinstance(config, Mapping) else {}
+        raw = {
+            str(k).removeprefix(prefix): v for k, v in config.items() if str(k).startswith(prefix)
+        }
+        cfg = load_bootstrap_config(raw)
+    except ConfigError as error:
+        return f"BOOTSTRAP {STACK_FILE}, which {UP} refuses: {error}"
+    return placeholders.notice(find(cfg), UP, f" in {STACK_FILE}")
 
 
 def stack_regions(stacks: Sequence[str]) -> dict[str, str]:

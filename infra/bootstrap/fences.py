@@ -1,5 +1,6 @@
-"""The fences of a deploy role's EC2 and EKS writes: its stack's own cluster by name, and its
-stack's own launch template by tag.
+"""The fences of a deploy role's EC2 and EKS writes: its stack's own cluster by name, its
+stack's own launch template by tag, and GuardDuty's VPC endpoint by its tag and the stack's
+subnets.
 
 Pure data and functions (no Pulumi import), for `infra.bootstrap.access.deploy_policy`.
 """
@@ -167,6 +168,94 @@ def launch_template_fence(stack: str) -> list[dict[str, Any]]:
             "Resource": ["arn:aws:ec2:*:*:launch-template/*"],
             "Condition": {
                 "ForAnyValue:StringEquals": {"aws:TagKeys": list(launch_template_tags(stack))}
+            },
+        },
+    ]
+
+
+#: GuardDuty EKS Runtime Monitoring adds an interface endpoint (`com.amazonaws.<region>.
+#: guardduty-data`) to the VPC, in the nodes' subnets, tagged `GuardDutyManaged=true`. Deleting a
+#: subnet it sits in fails with DependencyViolation until the subnet is taken off the endpoint:
+#: terraform-provider-aws's subnet delete then calls ec2:DescribeVpcs, ec2:DescribeVpcEndpoints
+#: (filters `vpc-id`, service name `*guardduty-data*`, tag `GuardDutyManaged=true`) and
+#: ec2:ModifyVpcEndpoint with `RemoveSubnetIds` alone (internal/service/ec2/vpc_subnet.go
+#: `dissociateGuardDutyVPCEndpoints`, at 00cda125). It never deletes the endpoint, so nothing
+#: here grants ec2:DeleteVpcEndpoints; docs/failures.md says what a destroy leaves.
+GUARDDUTY_ENDPOINT_WRITES = frozenset({"ec2:ModifyVpcEndpoint"})
+GUARDDUTY_TAG = ("GuardDutyManaged", "true")
+#: ModifyVpcEndpoint's request parameters other than `RemoveSubnetIds` (EC2 API Reference,
+#: ModifyVpcEndpoint, read 2026-12-06): what the provider never sends.
+GUARDDUTY_ENDPOINT_UNSENT = (
+    "PolicyDocument",
+    "ResetPolicy",
+    "PrivateDnsEnabled",
+    "DnsOptions",
+    "IpAddressType",
+    "SubnetConfigurations",
+    "AddSubnetIds",
+    "AddSecurityGroupIds",
+    "RemoveSecurityGroupIds",
+    "AddRouteTableIds",
+    "RemoveRouteTableIds",
+)
+
+
+def guardduty_endpoint_statements(stack: str, region: str, actions: list[str]) -> list[dict]:
+    """GuardDuty's endpoints, and nothing else's, may be taken off the stack's subnets. Condition
+    keys from the Service Authorization Reference (Amazon EC2, as shipped in parliament 1.6.4's
+    iam_definition.json; tests/bootstrap/test_escalation.py reads it).
+
+    IAM authorises each resource a ModifyVpcEndpoint names: the `vpc-endpoint`, and each
+    `subnet`, `security-group` and `route-table` in the request. The endpoint has no `ec2:Vpc`
+    key, so it is GuardDuty's by its tag (`aws:ResourceTag/GuardDutyManaged`). Subnets are
+    allowed only if they are the stack's own (project and stack tags, the launch template's
+    fence pair, `launch_template_tags`: the VPC id is unknown at bootstrap); no security group or
+    route table is allowed.
+
+    What IAM cannot fence by resource: a request that names no subnet, security group or route
+    table (a new endpoint policy, private DNS off) authorises the endpoint alone, and so any
+    GuardDuty-tagged endpoint in the region. The deny below refuses a request that sets any
+    parameter but `RemoveSubnetIds`, by the `ec2:Attribute` key the table lists for the action;
+    AWS documents that key's values for other EC2 actions (ModifyImageAttribute,
+    ModifyInstanceAttribute), not for this one, so whether it holds is unproven and the residual
+    is recorded in tests/bootstrap/iam-scanners-accepted.txt. It cannot refuse the provider's
+    own call, which sets `RemoveSubnetIds` only."""
+    if "ec2:ModifyVpcEndpoint" not in actions:
+        return []
+    endpoint = f"arn:aws:ec2:{region}:*:vpc-endpoint/*"
+    tagged = {f"aws:ResourceTag/{GUARDDUTY_TAG[0]}": GUARDDUTY_TAG[1]}
+    return [
+        {
+            "Sid": "TakeTheStacksSubnetsOffGuardDutysEndpoint",
+            "Effect": "Allow",
+            "Action": ["ec2:ModifyVpcEndpoint"],
+            "Resource": [endpoint],
+            "Condition": {"StringEquals": tagged},
+        },
+        {
+            "Sid": "OnlyTheStacksSubnetsComeOffAnEndpoint",
+            "Effect": "Allow",
+            "Action": ["ec2:ModifyVpcEndpoint"],
+            # The endpoint is listed too, as parliament requires of a statement of the action
+            # (RESOURCE_MISMATCH): it matches only an endpoint with the stack's tags, which the
+            # stack makes none of; GuardDuty's is the statement above's.
+            "Resource": [endpoint, f"arn:aws:ec2:{region}:*:subnet/*"],
+            "Condition": {
+                "StringEquals": {
+                    f"aws:ResourceTag/{key}": value
+                    for key, value in launch_template_tags(stack).items()
+                }
+            },
+        },
+        {
+            "Sid": "NothingButRemoveSubnetIdsOnAnEndpoint",
+            "Effect": "Deny",
+            "Action": ["ec2:ModifyVpcEndpoint"],
+            "Resource": ["arn:aws:ec2:*:*:vpc-endpoint/*"],
+            "Condition": {
+                "ForAnyValue:StringEqualsIgnoreCase": {
+                    "ec2:Attribute": list(GUARDDUTY_ENDPOINT_UNSENT)
+                }
             },
         },
     ]

@@ -67,9 +67,18 @@ RESOURCE_ACTIONS: dict[str, TypeActions] = {
         ("ec2:CreateVpc", "ec2:DeleteVpc", "ec2:ModifyVpcAttribute", *_EC2_TAGS),
         _TF + "ec2/vpc_.go",
     ),
+    # A subnet that GuardDuty's endpoint sits in is taken off it, nothing more: the provider
+    # never deletes the endpoint (`infra.bootstrap.fences.GUARDDUTY_ENDPOINT_WRITES`, fenced
+    # there; what a destroy leaves is in docs/failures.md).
     "aws:ec2/subnet:Subnet": TypeActions(
-        ("ec2:CreateSubnet", "ec2:DeleteSubnet", "ec2:ModifySubnetAttribute", *_EC2_TAGS),
-        _TF + "ec2/vpc_subnet.go",
+        (
+            "ec2:CreateSubnet",
+            "ec2:DeleteSubnet",
+            "ec2:ModifySubnetAttribute",
+            "ec2:ModifyVpcEndpoint",
+            *_EC2_TAGS,
+        ),
+        _TF + "ec2/vpc_subnet.go (dissociateGuardDutyVPCEndpoints)",
     ),
     "aws:ec2/internetGateway:InternetGateway": TypeActions(
         (
@@ -272,6 +281,7 @@ RESOURCE_ACTIONS: dict[str, TypeActions] = {
     "kubernetes:scheduling.k8s.io/v1:PriorityClass": NO_AWS,
     "kubernetes:storage.k8s.io/v1:StorageClass": NO_AWS,
     "random:index/randomPassword:RandomPassword": NO_AWS,
+    "time:index/sleep:Sleep": NO_AWS,
     "pulumi:providers:aws": NO_AWS,
     "pulumi:providers:kubernetes": NO_AWS,
 }

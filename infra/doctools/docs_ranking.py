@@ -45,8 +45,17 @@ def _row(rank: int, row: dict) -> str:
         f"{row['max_concurrency']:.2f}x | {row['decode_tokens_per_s_one_stream']:.2f} | "
         f"{row['decode_tokens_per_s_full_load']:.2f} | "
         f"{row['usd_per_million_tokens_full_load']:.2f} | "
-        f"{row['usd_per_million_tokens_one_stream']:.2f} | {row['ttft_s_at_max_len']:.0f} |"
+        f"{row['usd_per_million_tokens_one_stream']:.2f} | {row['ttft_s_at_max_len']:.0f} | "
+        f"{_bandwidth(row)} |"
     )
+
+
+def _bandwidth(row: dict) -> str:
+    """The node's decode bandwidth: one calibrated figure, or the extrapolated range."""
+    if row["bandwidth_measured"]:
+        return f"{row['node_bandwidth_gbps']:.0f}, calibrated"
+    low, high = row["node_bandwidth_gbps"], row["node_bandwidth_high_gbps"]
+    return (f"{low:.0f}" if low == high else f"{low:.0f}-{high:.0f}") + ", extrapolated"
 
 
 def _why_not(offer: Offer, own: Offer) -> str:
@@ -79,7 +88,8 @@ def _advice(data: dict, stack_type: str) -> list[str]:
             f"Its plan's `{kind}:` line names {o.nodes} x {o.instance_type}: "
             f"${o.usd_per_month:,.2f} instead of ${own.usd_per_month:,.2f} a month and "
             f"${o.usd_per_million_full:.2f} instead of ${own.usd_per_million_full:.2f} per million "
-            f"tokens, {o.one_stream:.2f} instead of {own.one_stream:.2f} tokens/s per stream, "
+            f"tokens, {o.one_stream:.2f}{'' if o.measured else ' (extrapolated: the low end)'} "
+            f"instead of {own.one_stream:.2f} tokens/s per stream, "
             f"first token ~{o.ttft_max_s:.0f} s instead of ~{own.ttft_max_s:.0f} s. "
         )
     passed = [
@@ -124,8 +134,8 @@ def render(data: dict) -> str:
     table = [
         f"| rank | type | nodes | $/month | concurrency at {context} | tokens/s, 1 stream | "
         "tokens/s, full load | $/M tokens, full load | $/M tokens, 1 stream | "
-        f"first token at {context}, s |",
-        "| --- " * 10 + "|",
+        f"first token at {context}, s | decode bandwidth, GB/s |",
+        "| --- " * 11 + "|",
         *(_row(i, row) for i, row in enumerate(data["ranked"], 1)),
     ]
     stack_type = str(data["instance_type"])

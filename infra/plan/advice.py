@@ -179,6 +179,8 @@ class Offer:
     usd_per_month: float
     usd_per_million_full: float
     usd_per_million_one: float
+    #: Whether `one_stream` is calibrated on this type; else the low end of an extrapolated range.
+    measured: bool = True
 
     @classmethod
     def of(cls, p: Plan, e: Economics) -> Offer | None:
@@ -198,6 +200,7 @@ class Offer:
             month,
             full,
             one,
+            s.bandwidth_measured,
         )
 
     @classmethod
@@ -220,6 +223,7 @@ _JSON_KEYS = {
     "usd_per_month": "usd_per_month",
     "usd_per_million_full": "usd_per_million_tokens_full_load",
     "usd_per_million_one": "usd_per_million_tokens_one_stream",
+    "measured": "bandwidth_measured",
 }
 
 #: Figures are compared as the plan prints them (cents, hundredths of a token/s); closer than
@@ -274,7 +278,8 @@ def offer_text(offer: Offer, basis: str = "") -> str:
     return (
         f"{offer.nodes} x {offer.instance_type}, ${offer.usd_per_month:,.2f}/month{basis}, "
         f"${offer.usd_per_million_full:.2f} per million tokens; {offer.context:,} tokens x "
-        f"{offer.concurrency:.2f}, {offer.one_stream:.2f} tokens/s per stream, first token "
+        f"{offer.concurrency:.2f}, {offer.one_stream:.2f} tokens/s per stream"
+        f"{'' if offer.measured else ' (extrapolated: the low end)'}, first token "
         f"~{offer.ttft_max_s:.0f} s"
     )
 

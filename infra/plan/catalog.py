@@ -2,7 +2,8 @@
 
 Instance figures: vCPU and memory are the EC2 instance-type specifications; max pods are the
 EKS AMI's `eni-max-pods.txt` values (VPC CNI without prefix delegation). Memory bandwidth is an
-*effective* decode figure, not a datasheet peak (see `InstanceType.decode_gbps_per_vcpu`).
+*effective* decode figure, not a datasheet peak: calibrated on the one type measured, a range on
+every other (`decode_bandwidth`).
 
 Model figures: layer layout from the model's configuration (transformers `gemma4` and vLLM's
 `gemma4` model code); checkpoint size from the Hugging Face repository; the per-pod runtime overhead
@@ -31,10 +32,12 @@ class InstanceType:
     memory_gib: int
     max_pods: int
     generation: str
-    #: Effective bytes a decode step streams per second per vCPU busy on it (GB/s). Decode on
-    #: these CPUs is memory bound (the field report saw ~3.2 of 6 cores busy), so throughput is
-    #: this figure times the pod's cores. Graviton3: calibrated on a measured 12B decode of
-    #: ~24 GB in 241 ms on 2 x 6 vCPU; Graviton4 scales that by its DDR5-5600 over DDR5-4800.
+    #: The measured node's decode stream per vCPU of its pod (GB/s): gemma-4-12B-it's ~24 GB in
+    #: 241 ms on pods of 6 vCPUs of m7g.2xlarge, over those 6 (Graviton3); Graviton4 and
+    #: Graviton2 scale it by their memory's transfer rate (modelled). A unit to extrapolate with,
+    #: not a law: that decode was memory bound (~3.2 of the 6 cores busy), so more cores need not
+    #: stream more. Only the measured type's bandwidth is calibrated; any other type's is a range
+    #: (`decode_bandwidth`) whose low end every promise uses.
     decode_gbps_per_vcpu: float
     #: Baseline network bandwidth in Mbit/s (`NETWORK_BASELINE_MBPS`).
     network_mbps: int = 0
@@ -92,22 +95,74 @@ def chip_bandwidth_gbps(generation: str) -> float:
     return channels * mts * 8 / 1000 * ACHIEVABLE_BANDWIDTH_FRACTION * CHIP_SHARE
 
 
-def node_decode_gbps(instance: InstanceType, cpu: float) -> float:
-    """A pod's decode bandwidth on `cpu` cores of `instance`: the calibrated per-vCPU rate x the
-    cores, never above the chip's achievable bandwidth (`chip_bandwidth_gbps`)."""
-    return min(instance.decode_gbps_per_vcpu * cpu, chip_bandwidth_gbps(instance.generation))
+#: The one node whose decode was measured: the field report's 4.0 tokens/s single stream of
+#: gemma-4-12B-it (241 ms a token) on two m7g.2xlarge, pods of 6 vCPUs (FACTS.md).
+MEASURED_DECODE_TYPE = "m7g.2xlarge"
+MEASURED_DECODE_CPU = 6
+#: What measures a type's decode: the capacity run (`infra.bench.capacity`) on a stack of it.
+DECODE_MEASUREMENT = "`make bench`"
 
 
-def decode_bound(instance: InstanceType, cpu: float) -> str:
-    """Which bound sets `node_decode_gbps`: the cores' calibrated rate or the chip's memory."""
-    chip = chip_bandwidth_gbps(instance.generation)
-    if instance.decode_gbps_per_vcpu * cpu <= chip:
-        return f"{instance.decode_gbps_per_vcpu} GB/s per vCPU x {cpu:g} (calibrated)"
-    channels, mts = MEMORY_SYSTEMS[instance.generation]
-    return (
-        f"the chip's memory: {channels} x {mts} MT/s x 8 B x {ACHIEVABLE_BANDWIDTH_FRACTION} "
-        f"achievable = {chip:.0f} GB/s (ceiling)"
+@dataclass(frozen=True)
+class DecodeBandwidth:
+    """A pod's decode bandwidth (GB/s): one figure on the measured node, else a range.
+
+    Low end: what the measured node streams, since a larger size of the same chip (the same cores
+    and memory system, and more of both) does not stream less (assumed: EC2 publishes no per-size
+    partition of bandwidth, `CHIP_SHARE`); a pod with fewer cores, the measured per-vCPU share of
+    them; a chip with faster memory than the measured one is not credited for it, a slower one is
+    charged. Single-stream decode, the first screen, `cheaper:`, the ranking and the bounds that
+    wait on decode all use it. High end: the per-vCPU rate x the pod's cores, never above the
+    chip's achievable bandwidth (`chip_bandwidth_gbps`); it only sets the optimistic side of
+    ranges."""
+
+    low: float
+    high: float
+    #: Whether this is the type measured (`MEASURED_DECODE_TYPE`), on no more cores than its
+    #: measured pods had: the calibrated rate x the cores, one figure.
+    measured: bool
+    #: Where both ends come from, for the plan's `node bandwidth` row.
+    basis: str
+
+
+def decode_bandwidth(instance: InstanceType, cpu: float) -> DecodeBandwidth:
+    """The decode bandwidth of a pod on `cpu` cores of `instance` (see `DecodeBandwidth`)."""
+    rate, generation = instance.decode_gbps_per_vcpu, instance.generation
+    chip = chip_bandwidth_gbps(generation)
+    high = min(rate * cpu, chip)
+    if instance.name == MEASURED_DECODE_TYPE and cpu <= MEASURED_DECODE_CPU:
+        return DecodeBandwidth(high, high, True, f"{rate} GB/s per vCPU x {cpu:g} (calibrated)")
+    reference = INSTANCE_TYPES[MEASURED_DECODE_TYPE]
+    low = min(high, min(rate, reference.decode_gbps_per_vcpu) * min(cpu, MEASURED_DECODE_CPU))
+    if cpu >= MEASURED_DECODE_CPU:
+        floor = f"what {MEASURED_DECODE_TYPE}'s {MEASURED_DECODE_CPU} vCPUs stream (measured)"
+        if rate > reference.decode_gbps_per_vcpu:
+            floor += f", {generation}'s faster memory not counted"
+        elif rate < reference.decode_gbps_per_vcpu:
+            floor += f" scaled to {generation}'s slower memory"
+    else:
+        floor = f"{MEASURED_DECODE_TYPE}'s measured share per vCPU x {cpu:g}"
+    if rate * cpu <= chip:
+        ceiling = f"{rate} GB/s per vCPU x {cpu:g}"
+    else:
+        channels, mts = MEMORY_SYSTEMS[generation]
+        ceiling = (
+            f"the chip's memory, {channels} x {mts} MT/s x 8 B x {ACHIEVABLE_BANDWIDTH_FRACTION} "
+            "achievable (ceiling)"
+        )
+    return DecodeBandwidth(
+        low,
+        high,
+        False,
+        f"extrapolated: at least {low:.0f} GB/s, {floor}; at most {high:.0f} GB/s, {ceiling}; "
+        f"one {DECODE_MEASUREMENT} on {instance.name} settles it",
     )
+
+
+def node_decode_gbps(instance: InstanceType, cpu: float) -> float:
+    """The decode bandwidth every promise of a plan rests on: the low end of
+    `decode_bandwidth`, which on the measured node is its calibrated figure."""
+    return decode_bandwidth(instance, cpu).low
 
 
 #: Generations whose cores have bf16 instructions; vLLM's Arm CPU backend runs bf16 from Graviton3

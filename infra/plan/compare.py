@@ -105,7 +105,12 @@ class Candidate:
                 "max_concurrency": self.plan.max_concurrency,
                 "decode_tokens_per_s_one_stream": self.econ.served.one.aggregate_tokens_per_s,
                 "decode_bytes_per_token_one_stream": self.econ.served.one_stream_bytes_per_token,
+                "decode_tokens_per_s_one_stream_high": (
+                    self.econ.served.one_stream_high_tokens_per_s
+                ),
                 "node_bandwidth_gbps": self.econ.served.node_bandwidth_gbps,
+                "node_bandwidth_high_gbps": self.econ.served.node_bandwidth_high_gbps,
+                "bandwidth_measured": self.econ.served.bandwidth_measured,
                 "bandwidth_bound": self.econ.served.bandwidth_bound,
                 "decode_tokens_per_s_full_load": self.econ.served.planned.aggregate_tokens_per_s,
                 "decode_tokens_per_s_per_stream_at_need": self.decode_at_need,
@@ -277,6 +282,13 @@ def _model_cell(c: Candidate, many: bool) -> str:
     return f"{c.model.rsplit('/', 1)[-1]:<{MODEL_COLUMN}} " if many else ""
 
 
+def _bandwidth_cell(e: Economics) -> str:
+    s = e.served
+    if s.bandwidth_measured:
+        return f"{s.node_bandwidth_gbps:.0f}"
+    return f"{s.node_bandwidth_gbps:.0f}-{s.node_bandwidth_high_gbps:.0f}"
+
+
 def format_comparison(result: Comparison, current: tuple[str, ...]) -> str:
     """The human view: the ranking, then the types that miss the need, then those that cannot
     start, one line each. `current` is the stack's (type, format) or (type, format, model); a
@@ -287,7 +299,7 @@ def format_comparison(result: Comparison, current: tuple[str, ...]) -> str:
     header = (
         f"{'':2}{model_head}{'type':<12} {'weights':<7} {'nodes':>5} {'$/month':>9} "
         f"{'context':>8} {'conc':>6} {'tok/s 1':>8} {'tok/s full':>10} {'$/Mtok full':>11} "
-        f"{'$/Mtok 1':>9} {'ttft max':>9} quality"
+        f"{'$/Mtok 1':>9} {'ttft max':>9} {'GB/s':>8} quality"
     )
     moe_note = (
         "; mixture-of-experts decode and prefill derived from a measured MoE/dense ratio "
@@ -297,8 +309,10 @@ def format_comparison(result: Comparison, current: tuple[str, ...]) -> str:
     )
     lines = [
         f"need: {result.need.describe()}; ranked by $ per million output tokens at full load "
-        "(on-demand list prices; bf16 decode calibrated, int8 and int4 decode, arithmetic and "
-        f"prefill modelled; int8 and int4 quality {QUALITY_UNMEASURED}{moe_note})",
+        f"(on-demand list prices; bf16 decode calibrated on {catalog.MEASURED_DECODE_TYPE}, the "
+        "one type measured, and on every other type extrapolated, at the low end of its "
+        "bandwidth range; int8 and int4 decode, arithmetic and prefill modelled; int8 and int4 "
+        f"quality {QUALITY_UNMEASURED}{moe_note})",
         "",
         header,
     ]
@@ -315,7 +329,8 @@ def format_comparison(result: Comparison, current: tuple[str, ...]) -> str:
             f"{e.served.one.aggregate_tokens_per_s:>8.2f} "
             f"{e.served.planned.aggregate_tokens_per_s:>10.2f} "
             f"{e.usd_per_million_full:>11.2f} {e.usd_per_million_one:>9.2f} "
-            f"{e.served.ttft_max_len_s:>8.0f}s {weight_format(c.weights).quality}"
+            f"{e.served.ttft_max_len_s:>8.0f}s {_bandwidth_cell(e):>8} "
+            f"{weight_format(c.weights).quality}"
         )
     if result.short:
         lines += ["", "start but miss the need:"]
@@ -334,6 +349,9 @@ def format_comparison(result: Comparison, current: tuple[str, ...]) -> str:
         "* the stack's type and format"
         + (" and model" if many else "")
         + ". tok/s: aggregate decode at 1 stream and at the planned concurrency; ttft max: "
-        "modelled prefill of a max-length prompt.",
+        "modelled prefill of a max-length prompt; GB/s: the node's decode bandwidth, one "
+        f"figure where calibrated ({catalog.MEASURED_DECODE_TYPE}), else its extrapolated range, "
+        "low-high, whose low end every tok/s and $ figure uses; one `make bench` on a type "
+        "settles its range.",
     ]
     return "\n".join(lines)

@@ -97,9 +97,27 @@ PROBE_RESERVE = 2 * PROBE_CONNECTIONS
 #: channel (src/os/unix/ngx_channel.c), metrics scrapes (two each) and KEDA's wake calls (three
 #: each), a few at a time.
 FIXED_CONNECTIONS = 24
-#: Grammar compile speed seen here: a 49 KB JSON schema took ~8 s in vLLM 0.31 (FACTS, "vLLM
-#: 0.31 behaviours that matter at the edge", seen 2026-12-01 on the rehearsal machine).
-SCHEMA_COMPILE_BYTES_PER_S = 49 * 1000 / 8
+#: Grammar compile speed of the costliest schema shape tried that the gatekeeper admits, against a
+#: vocabulary of Gemma 4's 262,144 tokens (the project's own, byte-fallback shaped, not Gemma's:
+#: `infra.rehearse.measure.schema_compile`), in vLLM 0.31's xgrammar path: 225 then 447 optional
+#: string properties, 5,992 bytes in 0.536 s and 11,981 bytes in 1.216 s (CPU seconds, median
+#: of 3 first compiles; measured 2026-12-06 on a shared 2-core AMD EPYC at load 13-21, so the
+#: figure errs slow; Graviton's cores are not measured): 9,852 bytes/s, the rate at the larger
+#: size, the lower. The other shapes admitted cost less at 6 KB: required properties 0.22 s,
+#: recursive `$ref` 0.12 s, anyOf fan-out 0.12 s, arrays nested 24 deep side by side 0.05 s, a
+#: long enum 0.02 s. Objects nested 96 deep (0.44 s) and arrays 239 deep (1.07 s) cost more, but
+#: the gatekeeper refuses a body nested past 30 levels (`gatekeeper_conf.MAX_JSON_DEPTH`).
+SCHEMA_COMPILE_BYTES_PER_S = math.floor(11_981 / 1.216)
+#: Counted repetitions are what the bytes do not bound: xgrammar unrolls them, so their cost
+#: follows the number, not its digits. A string's `maxLength` costs ~0.1 s per unit against this
+#: vocabulary (`{"type":"string","maxLength":N}`, 32 bytes: N=10 0.66 s, 50 4.75 s, 100 10.6 s);
+#: `minLength` 50 2.87 s; a pattern's counted range ~0.01 s (`^[a-z0-9]{1,N}$`: 10 0.09 s,
+#: 50 0.49 s, 100 0.94 s; `{1,3000}` fails inside xgrammar). Same probe, machine and date; an
+#: array's `minItems`/`maxItems` stays in milliseconds. Against the tiny model's 512 tokens
+#: `maxLength` 100 takes 0.02 s: the vocabulary's size is the cost, so the rehearsal never saw
+#: it.
+SCHEMA_LENGTH_UNIT_S = 0.1
+SCHEMA_PATTERN_UNIT_S = 0.01
 #: `maxSchemaBytes: auto` compiles within this: the others queue behind one compile at a time.
 SCHEMA_COMPILE_SECONDS = 1
 #: `clientTokensInFlight: auto`: one client address may hold this share of the KV cache's tokens,
@@ -295,8 +313,12 @@ def _work(cfg: StackConfig, body: int, sequences: int, cap: int) -> _Work:
         "structured outputs off (`maxSchemaBytes` 0)"
         if schema == 0
         else f"schemas, tools and other grammar input at most {schema:,} bytes "
-        f"({_origin(cfg.max_schema_bytes)}: ~{SCHEMA_COMPILE_SECONDS} s of compile at the "
-        f"{SCHEMA_COMPILE_BYTES_PER_S:,.0f} bytes/s seen on the rehearsal machine) and "
+        f"({_origin(cfg.max_schema_bytes)}: a schema this size compiles within "
+        f"~{schema / SCHEMA_COMPILE_BYTES_PER_S:.1f} s at the {SCHEMA_COMPILE_BYTES_PER_S:,.0f} "
+        "bytes/s of the costliest shape tried, many optional properties, against a 262,144-token "
+        "vocabulary; the bytes do not bound counted repetitions: a string's `maxLength` costs "
+        f"~{SCHEMA_LENGTH_UNIT_S} s per unit of its count, a pattern's `{{n,m}}` "
+        f"~{SCHEMA_PATTERN_UNIT_S} s) and "
         f"{SCHEMA_CONCURRENCY} such request in flight per client address, held until its reply "
         "ends (nginx cannot see the compile end), so one client's structured replies never "
         "refuse another's; vLLM compiles them one at a time, so a compile may wait for one of "

@@ -1,12 +1,13 @@
 """A mixture-of-experts model's decode and prefill, from its measured ratio against a dense one.
 
-The planner's decode model for a dense model is calibrated: a step streams the stage's weights
-at the node's decode bandwidth (`catalog.InstanceType.decode_gbps_per_vcpu`, fitted to the field
-report's 4.0 tokens/s). A mixture of experts reads only its shared parts and the experts a token
-routes to, so on paper it decodes as fast as its active parameters allow; vLLM's CPU MoE kernels
-read experts scattered and route every token, and nothing says they get near that. So a MoE
-model's step is never derived from its active parameters alone: it is the dense reference
-model's calibrated per-layer time (`ModelProfile.decode_reference`, in the same weight format)
+The planner's decode model for a dense model: a step streams the stage's weights at the node's
+decode bandwidth (`catalog.decode_bandwidth`, calibrated on the field report's 4.0 tokens/s on
+m7g.2xlarge, the low end of an extrapolated range on any other type). A mixture of experts
+reads only its shared parts and the experts a token routes to, so on paper it decodes as fast as
+its active parameters allow; vLLM's CPU MoE kernels read experts scattered and route every token,
+and nothing says they get near that. So a MoE model's step is never derived from its active
+parameters alone: it is the dense reference model's per-layer time on the node
+(`ModelProfile.decode_reference`, in the same weight format)
 times the per-layer ratio the MoE probe measured on real vLLM (`infra.plan.moe_measured`), and
 the head (the tied embedding, read for every token) as bytes at the bandwidth, as for the dense
 model. Per layer, not per model: the measured whole-model ratio carries the probe machine's fixed
@@ -140,14 +141,14 @@ def decode_source(profile: ModelProfile) -> str:
         return (
             f"derived from the {measured.carried_from} MoE/dense ratio, carried to "
             f"{profile.weights}: a layer decodes in {measured.layer_ratio:.2f}x the time of a "
-            f"{reference(profile).name} layer, applied to its calibrated {profile.weights} rate "
+            f"{reference(profile).name} layer, applied to its {profile.weights} rate on the node "
             f"({moe_measured.SOURCE}); {profile.weights} MoE itself unmeasured ({why}; on "
             f"Graviton vLLM runs {kernel})"
         )
     return (
         f"derived from a measured MoE/dense ratio: a layer decodes in {measured.layer_ratio:.2f}x "
         f"the time of a {reference(profile).name} layer in {profile.weights}, applied to its "
-        f"calibrated rate ({moe_measured.SOURCE})"
+        f"rate on the node ({moe_measured.SOURCE})"
     )
 
 

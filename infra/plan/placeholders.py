@@ -10,7 +10,9 @@ refuses an access entry for a principal that does not exist, after the cluster e
 principal", as terraform-aws-modules/terraform-aws-eks#2969 quotes it, read 2026-12-03), so the
 update fails half built. `make plan` names them in its first lines; the program refuses them at
 `pulumi up` and lets a preview (and the CLI) run with them, so a new stack can be planned before
-it is filled in.
+it is filled in. The bootstrap project's stack file holds placeholders of its own (its example
+repository, which every CI role would trust); `infra.bootstrap.config` finds those and names and
+refuses them through `notice` and `refusal` here.
 
 The pin file's own vLLM image is one too until `make pin-images` reads its digest from the
 registry: no public source gave the digest of `vllm/vllm-openai-cpu:v0.31.0-arm64` (read
@@ -21,6 +23,7 @@ from __future__ import annotations
 
 import ipaddress
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from infra.plan.config import StackConfig
@@ -38,7 +41,7 @@ DOCUMENTATION_RANGES = (
 #: (read 2026-12-03). A principal there is never the operator's own.
 DOCUMENTATION_ACCOUNTS = ("123456789012", "111122223333", "012345678901")
 #: An ARN whose account or resource ID is all zeros (`.../00000000-0000-0000-0000-000000000000`).
-_ZERO_ARN = re.compile(r"arn:[^:]*:[^:]*:[^:]*:(0{12}:.*|[^:]*:[^/]*/[0-]+)")
+ZERO_ARN = re.compile(r"arn:[^:]*:[^:]*:[^:]*:(0{12}:.*|[^:]*:[^/]*/[0-]+)")
 
 
 @dataclass(frozen=True)
@@ -64,7 +67,7 @@ def _documentation(network: ipaddress.IPv4Network | ipaddress.IPv6Network) -> st
     return None
 
 
-def _documentation_account(arn: str) -> str | None:
+def documentation_account(arn: str) -> str | None:
     account = arn.split(":")[4] if arn.count(":") >= 5 else ""
     if account in DOCUMENTATION_ACCOUNTS:
         return f"a principal in AWS's documentation account {account}"
@@ -90,10 +93,10 @@ def find(cfg: StackConfig) -> list[Placeholder]:
         ("clusterViewerArns", cfg.cluster_viewer_arns),
     ):
         for arn in arns:
-            what = "an all-zero ARN" if _ZERO_ARN.fullmatch(arn) else None
+            what = "an all-zero ARN" if ZERO_ARN.fullmatch(arn) else None
             if key != "tlsCertificateArn":
                 # kubectl principals only: EKS looks each one up when it creates the access entry.
-                what = what or _documentation_account(arn)
+                what = what or documentation_account(arn)
             if what:
                 found.append(Placeholder(key, arn, what))
                 break
@@ -109,25 +112,26 @@ def find(cfg: StackConfig) -> list[Placeholder]:
     return found
 
 
-def notice(cfg: StackConfig) -> str | None:
-    """The plan's first line when the stack holds placeholders: which keys, each with its value,
-    and that `pulumi up` refuses them (the verdict follows it)."""
-    found = find(cfg)
+def notice(found: Sequence[Placeholder], up: str = "`pulumi up`", where: str = "") -> str | None:
+    """The plan's first line when a stack holds placeholders (`find`'s, or the bootstrap's with
+    the file `where` they are): which keys, each with its value, and that `up` refuses them."""
     if not found:
         return None
     listed = "; ".join(p.line() for p in found)
-    return f"PLACEHOLDERS, which `pulumi up` refuses (set your own): {listed}"
+    return f"PLACEHOLDERS{where}, which {up} refuses (set your own): {listed}"
 
 
-def refusal(cfg: StackConfig) -> str | None:
-    """The one line `pulumi up` ends with when a key still holds a placeholder."""
-    found = find(cfg)
+def refusal(
+    found: Sequence[Placeholder],
+    up: str = "`pulumi up`",
+    fix: str = "set it to your own value with `pulumi config set`",
+) -> str | None:
+    """The one line `up` ends with when a key still holds a placeholder."""
     if not found:
         return None
     first = found[0]
     more = f" ({len(found) - 1} more key(s) too: `make plan` lists them)" if len(found) > 1 else ""
     return (
         f"`{first.key}` still holds the placeholder {first.value}, {first.what}{more}; "
-        f"set it to your own value with `pulumi config set`; a preview runs with it, `pulumi up` "
-        "does not"
+        f"{fix}; a preview runs with it, {up} does not"
     )

@@ -17,7 +17,8 @@ A step of `b` prompt tokens ending at context position `p` costs, on each pipeli
   values). An upper bound: it counts every query token as the last one. It grows with the
   context, so the slowest step is the last chunk of a maximum-length prompt;
 - `W / BW`: the stage's weights streamed once per step at the node's decode bandwidth
-  (`catalog.InstanceType.decode_gbps_per_vcpu`, calibrated);
+  (`catalog.decode_bandwidth`: calibrated on the measured type, else a range whose low end the
+  slow end and the middle use, and its high end the fast end);
 - `F`: the node's prefill arithmetic rate, `catalog.PREFILL_GFLOPS_PER_VCPU` x the pod's cores,
   a range (slow, fast) for the linear path the plan assumes (`prefillPath`: vLLM's oneDNN
   matmul, or torch's fallback), whose provenance `catalog.PREFILL_SOURCES` states.
@@ -82,12 +83,15 @@ def gflops_range(
 def nodes(
     instance: InstanceType, cpu: int, weights: str = "bf16", path: str = "onednn"
 ) -> tuple[Node, Node, Node]:
-    """The pod's rate at the slow end, the middle and the fast end of the range; its bandwidth is
-    the node's decode bandwidth, ceiling included (`catalog.node_decode_gbps`)."""
+    """The pod's rate at the slow end, the middle and the fast end of the range, with the node's
+    decode bandwidth (`catalog.decode_bandwidth`): its low end at the slow end and the middle,
+    which every bound and promise uses, its high end at the fast end."""
     low, high = gflops_range(instance.generation, weights, path)
-    bandwidth = catalog.node_decode_gbps(instance, cpu) * 1e9
-    return tuple(  # type: ignore[return-value]
-        Node(f * cpu * 1e9, bandwidth) for f in (low, (low + high) / 2, high)
+    band = catalog.decode_bandwidth(instance, cpu)
+    return (
+        Node(low * cpu * 1e9, band.low * 1e9),
+        Node((low + high) / 2 * cpu * 1e9, band.low * 1e9),
+        Node(high * cpu * 1e9, band.high * 1e9),
     )
 
 

@@ -677,9 +677,9 @@ def _reasons(
 
 
 def _why_decode(cfg: StackConfig, instance: InstanceType, budget: NodeBudget, decode: float) -> str:
-    bandwidth = (
-        f"~{catalog.node_decode_gbps(instance, budget.cpu):.0f} GB/s per node, set by "
-        f"{catalog.decode_bound(instance, budget.cpu)}"
+    band = catalog.decode_bandwidth(instance, budget.cpu)
+    bandwidth = f"~{band.low:.0f} GB/s per node, " + (
+        f"set by {band.basis}" if band.measured else f"the low end of a range, {band.basis}"
     )
     profile = cfg.profile()
     if profile.is_moe:

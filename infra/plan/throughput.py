@@ -7,11 +7,11 @@ Decode, per pipeline stage and step (one token for every sequence of a micro-bat
 - `W`: the stage's weight bytes, streamed once per step whatever `b` is;
 - `KV(ctx)`: one sequence's cache reads on the stage at context `ctx` (a sliding layer reads at
   most its window, a full layer the whole context);
-- `BW`: the node's effective decode bandwidth. CALIBRATED: `catalog.InstanceType.
-  decode_gbps_per_vcpu` reproduces the field report's measured 4.0 tokens/s single stream (241
-  ms/token) on two m7g.2xlarge; other generations scale it by memory speed (modelled). It grows
-  with the pod's cores only up to the chip's achievable bandwidth (`catalog.node_decode_gbps`),
-  a ceiling no stream can beat;
+- `BW`: the node's effective decode bandwidth (`catalog.decode_bandwidth`). CALIBRATED on the
+  one type measured: the field report's 4.0 tokens/s single stream (241 ms/token) on two
+  m7g.2xlarge. EXTRAPOLATED on every other type, a range: at least what the measured node
+  streams, at most its per-vCPU rate x the pod's cores capped at the chip's achievable bandwidth.
+  Every figure here uses the low end; the single stream is also given at the high end;
 - `params / F`: the same matrix arithmetic as prefill, which bounds a step once the batch is large.
   `F` is the middle of the prefill rate (`infra.plan.prefill`).
 
@@ -36,7 +36,9 @@ from infra.plan.catalog import InstanceType, ModelProfile
 
 #: Which parts of the figures are calibrated on measurements and which are modelled.
 PROVENANCE = {
-    "bandwidth": "calibrated: the field report's 4.0 tokens/s single stream on 2 x m7g.2xlarge",
+    "bandwidth": "calibrated on m7g.2xlarge, the field report's 4.0 tokens/s single stream on "
+    "2 x m7g.2xlarge; on any other type extrapolated, a range whose low end every figure uses "
+    "(`bandwidth_measured`, `bandwidth_bound`)",
     "batching": "modelled: weights streamed once per step per stage, plus each sequence's KV "
     "reads, pipeline bubbles below `stages` sequences, arithmetic-bound at large batches",
     "prefill": catalog.PREFILL_SOURCE,
@@ -102,8 +104,14 @@ class Served:
     #: What one stream reads per token at the longest context, every stage's weights and KV
     #: together (bytes): x `one.aggregate_tokens_per_s` it never exceeds `node_bandwidth_gbps`.
     one_stream_bytes_per_token: float = 0.0
-    #: Which bound sets the node's bandwidth (`catalog.decode_bound`).
+    #: Where the node's bandwidth comes from (`catalog.DecodeBandwidth.basis`).
     bandwidth_bound: str = ""
+    #: Whether that bandwidth was measured on this type (calibrated), not extrapolated.
+    bandwidth_measured: bool = False
+    #: The high end of the node's bandwidth range, and one stream's tokens/s at it; equal to
+    #: `node_bandwidth_gbps` and `one` on the measured type.
+    node_bandwidth_high_gbps: float = 0.0
+    one_stream_high_tokens_per_s: float = 0.0
 
 
 def stage_loads(profile: ModelProfile, layers: list[tuple[int, int]]) -> list[StageLoad]:
@@ -192,8 +200,10 @@ def served(
         seconds = prefill.prefill_seconds(profile, work, node, tokens, max_num_batched_tokens)
         return round(seconds, 1)
 
-    def decode(sequences: int, context: int) -> DecodePoint:
-        return decode_point(profile, loads, mid.bandwidth, mid.flops, sequences, context)
+    def decode(sequences: int, context: int, bandwidth: float = mid.bandwidth) -> DecodePoint:
+        return decode_point(profile, loads, bandwidth, mid.flops, sequences, context)
+
+    band = catalog.decode_bandwidth(instance, pod_cpu)
 
     return Served(
         one=decode(1, max_model_len),
@@ -213,5 +223,10 @@ def served(
         node_bandwidth_gbps=round(mid.bandwidth / 1e9, 1),
         node_prefill_gflops=(round(slow.flops / 1e9), round(fast.flops / 1e9)),
         one_stream_bytes_per_token=round(bytes_per_token(profile, loads, max_model_len)),
-        bandwidth_bound=catalog.decode_bound(instance, pod_cpu),
+        bandwidth_bound=band.basis,
+        bandwidth_measured=band.measured,
+        node_bandwidth_high_gbps=round(fast.bandwidth / 1e9, 1),
+        one_stream_high_tokens_per_s=decode(
+            1, max_model_len, fast.bandwidth
+        ).aggregate_tokens_per_s,
     )

@@ -72,6 +72,8 @@ def _too_long(p: Plan) -> bool:
 def describe(p: Plan) -> str:
     """The plan's "bounds that wait" row: each bound with its source."""
     source = catalog.PREFILL_SOURCES[p.liveness.path]
+    band = catalog.decode_bandwidth(catalog.INSTANCE_TYPES[p.instance_type], p.pod_cpu)
+    rate = "calibrated" if band.measured else "extrapolated (low end)"
     verdict = (
         f"above {PRACTICAL_BOUND_S // 60} min (see warnings)"
         if _too_long(p)
@@ -81,7 +83,7 @@ def describe(p: Plan) -> str:
         f"reply timeout {p.front_door.reply_timeout_seconds} s, drain grace {p.drain.grace_s} s, "
         f"autoscaler graceful termination {p.drain.grace_s} s (--max-graceful-termination-sec); "
         f"{verdict}; from a {p.max_model_len:,}-token prompt at the slow end of the prefill "
-        f"range ({source}; `catalog.PREFILL_PROVENANCE`) and the reply at the calibrated decode "
+        f"range ({source}; `catalog.PREFILL_PROVENANCE`) and the reply at the {rate} decode "
         "rate x1.25"
     )
 

@@ -99,14 +99,16 @@ def weight_format(name: str) -> WeightFormat:
     return FORMATS[name]
 
 
-def decode_source(name: str, ceiling: bool = False) -> str:
-    """Where a plan's single-stream decode figure comes from, in this format; `ceiling` when the
-    node's bandwidth is its chip's achievable bandwidth, not the calibrated per-vCPU rate."""
-    if ceiling:
-        return f"modelled: {name} bytes per token at the chip's achievable memory bandwidth"
+def decode_source(name: str, measured: bool = True) -> str:
+    """Where a plan's single-stream decode figure comes from, in this format; `measured` when the
+    node is the type the bandwidth was measured on (`catalog.DecodeBandwidth`), else the figure
+    is extrapolated from it."""
     if name == "bf16":
-        return "calibrated on the field report's measured 4.0"
-    return f"modelled: {name} bytes per token at the bandwidth calibrated on bf16's measured 4.0"
+        if measured:
+            return "calibrated on the field report's measured 4.0"
+        return "extrapolated from the field report's measured 4.0 on m7g.2xlarge"
+    basis = "calibrated on" if measured else "extrapolated from"
+    return f"modelled: {name} bytes per token at the bandwidth {basis} bf16's measured 4.0"
 
 
 def describe(name: str) -> str:

@@ -36,6 +36,7 @@ _OPERATORS = {
     # false when the key is absent (IAM User Guide, "Set operators for multivalued context
     # keys", read 2026-12-03), which is how the single-valued operators are matched here too.
     "ForAnyValue:StringEquals": _equals,
+    "ForAnyValue:StringEqualsIgnoreCase": lambda w, g: w.lower() == g.lower(),
 }
 #: Negated operator -> the operator it negates. It holds when no request value matches any
 #: policy value, and when the key is absent from the request (IAM User Guide, "IAM JSON policy

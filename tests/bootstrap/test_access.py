@@ -366,6 +366,42 @@ def test_bad_bootstrap_config_is_one_line(raw: dict[str, Any], message: str) -> 
     assert str(error.value) == message
 
 
+PROVIDER_ARN = "arn:aws:iam::{}:oidc-provider/token.actions.githubusercontent.com"
+
+
+@pytest.mark.parametrize(
+    ("raw", "found"),
+    [
+        ({"repository": "example-org/gemma-graviton"}, ["repository"]),
+        ({"repository": "Example-Org/other"}, ["repository"]),  # GitHub names ignore case
+        ({"repository": "example-organisation/gemma-graviton"}, []),
+        (
+            {"repository": REPO, "subjectPrefix": "repo:acme@123456/gemma-graviton@789012"},
+            ["subjectPrefix"],
+        ),
+        (
+            {"repository": REPO, "subjectPrefix": "repo:acme@123/gemma-graviton@789012"},
+            ["subjectPrefix"],
+        ),
+        ({"repository": REPO, "subjectPrefix": "repo:acme@1234567/gemma-graviton@78901"}, []),
+        (
+            {"repository": REPO, "githubOidcProviderArn": PROVIDER_ARN.format("111122223333")},
+            ["githubOidcProviderArn"],
+        ),
+        (
+            {"repository": REPO, "githubOidcProviderArn": PROVIDER_ARN.format("000000000000")},
+            ["githubOidcProviderArn"],
+        ),
+        ({"repository": REPO, "githubOidcProviderArn": PROVIDER_ARN.format("210987654321")}, []),
+    ],
+)
+def test_the_bootstraps_placeholders(raw: dict[str, Any], found: list[str]) -> None:
+    """The shipped example's owner, the IDs of the `subjectPrefix` example its fix quotes, and an
+    OIDC provider in a documentation account (or all zeros): each names someone else's."""
+    keys = [p.key for p in bootstrap_config.find(load_bootstrap_config(raw))]
+    assert keys == found
+
+
 def test_a_stack_past_its_end_date_still_gets_its_role(monkeypatch: pytest.MonkeyPatch) -> None:
     """The bootstrap reads only where each stack lives; the day's rules (an `endDate` in the
     past) refuse a deploy, not the role that must destroy it."""

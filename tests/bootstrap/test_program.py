@@ -21,6 +21,7 @@ import yaml
 from components.manifests import identity
 from infra.adapters.cli import main as plan_main
 from infra.adapters.wiring import NAMESPACE
+from infra.bootstrap import config as bootstrap_config
 from infra.plan import iam, stackfile
 from infra.plan.stackfile import load_stack, stack_names
 from tests.fakes.pulumi_host import pulumi_host
@@ -46,11 +47,11 @@ def as_pulumi_host() -> Iterator[None]:
         yield
 
 
-def run_bootstrap(mocks: RecordingMocks, **overrides: Any) -> None:
+def run_bootstrap(mocks: RecordingMocks, preview: bool = False, **overrides: Any) -> None:
     document = yaml.safe_load((PROGRAM / "Pulumi.ci.yaml").read_text())
     values = {**document["config"], **{f"{PROJECT}:{k}": v for k, v in overrides.items()}}
     text = {k: v if isinstance(v, str) else json.dumps(v) for k, v in values.items()}
-    pulumi.runtime.set_mocks(mocks, project=PROJECT, stack="ci", preview=False,
+    pulumi.runtime.set_mocks(mocks, project=PROJECT, stack="ci", preview=preview,
                              monitor=mocks.monitor)  # fmt: skip
     pulumi.runtime.set_all_config(text, [])
     run(lambda: runpy.run_path(str(PROGRAM), run_name="__main__"))
@@ -339,7 +340,7 @@ def test_the_role_that_creates_a_cluster_is_never_listed_in_its_access_keys(
 def test_an_existing_github_provider_is_reused(
     mocks: RecordingMocks, exports: dict[str, Any]
 ) -> None:
-    existing = "arn:aws:iam::123456789012:oidc-provider/token.actions.githubusercontent.com"
+    existing = "arn:aws:iam::210987654321:oidc-provider/token.actions.githubusercontent.com"
     run_bootstrap(mocks, repository=REPOSITORY, githubOidcProviderArn=existing)
     assert by_type(mocks.records, PROVIDER) == []
     for record in _ci(mocks.records, ROLE):
@@ -356,6 +357,71 @@ def test_a_bad_key_creates_nothing(mocks: RecordingMocks) -> None:
         "<owner>/<name>, exactly as GitHub spells it"
     )
     assert [r for r in mocks.records if r.custom] == []
+
+
+#: The shipped stack file's refusal at `pulumi up`, word for word.
+SHIPPED_REFUSAL = (
+    "`repository` still holds the placeholder example-org/gemma-graviton, the shipped example: "
+    "every CI role would trust its owner's workflows; set it to your own value in "
+    "infra/bootstrap/Pulumi.ci.yaml; a preview runs with it, `pulumi -C infra/bootstrap up` "
+    "does not"
+)
+
+
+@pytest.mark.usefixtures("as_pulumi_host")
+def test_up_refuses_the_shipped_repository_before_any_resource(mocks: RecordingMocks) -> None:
+    """Run as shipped, the roles would trust whoever owns `example-org/gemma-graviton` on GitHub:
+    that owner's workflows could deploy and destroy this account's stacks."""
+    with pytest.raises(pulumi.RunError) as error:
+        run_bootstrap(mocks)
+    assert str(error.value) == SHIPPED_REFUSAL
+    assert mocks.records == []
+
+
+@pytest.mark.usefixtures("as_pulumi_host")
+def test_up_refuses_a_documentation_account_provider_in_one_line(mocks: RecordingMocks) -> None:
+    doc = "arn:aws:iam::123456789012:oidc-provider/token.actions.githubusercontent.com"
+    with pytest.raises(pulumi.RunError) as error:
+        run_bootstrap(mocks, repository=REPOSITORY, githubOidcProviderArn=doc)
+    assert str(error.value) == (
+        f"`githubOidcProviderArn` still holds the placeholder {doc}, a principal in AWS's "
+        "documentation account 123456789012; set it to your own value in "
+        "infra/bootstrap/Pulumi.ci.yaml; a preview runs with it, `pulumi -C infra/bootstrap up` "
+        "does not"
+    )
+    assert mocks.records == []
+
+
+@pytest.mark.usefixtures("as_pulumi_host")
+def test_a_preview_runs_with_the_shipped_repository(mocks: RecordingMocks) -> None:
+    run_bootstrap(mocks, preview=True)
+    assert _ci(mocks.records, ROLE), "the preview shows the roles it would make"
+
+
+def test_make_plan_names_the_bootstraps_placeholders(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """In its first lines, after the main stack's own, as the bootstrap runs first; gone once
+    the file names a repository of one's own; a file the bootstrap would refuse is named too."""
+    assert plan_main(["--stack", "dev", "--brief"]) == 0  # what `make plan` runs, shorter
+    head = capsys.readouterr().out.splitlines()
+    assert head[0].startswith("PLACEHOLDERS, which `pulumi up` refuses"), head[0]
+    assert head[1] == (
+        "PLACEHOLDERS in infra/bootstrap/Pulumi.ci.yaml, which `pulumi -C infra/bootstrap up` "
+        "refuses (set your own): `repository` example-org/gemma-graviton, the shipped example: "
+        "every CI role would trust its owner's workflows"
+    )
+    assert head[2].startswith("dev starts: "), head[2]
+    shipped = (PROGRAM / "Pulumi.ci.yaml").read_text()
+    own = tmp_path / "Pulumi.ci.yaml"
+    own.write_text(shipped.replace("example-org/gemma-graviton", REPOSITORY))
+    assert bootstrap_config.notice(own) is None
+    own.write_text(shipped.replace("example-org/gemma-graviton", "gemma-graviton"))
+    assert bootstrap_config.notice(own) == (
+        "BOOTSTRAP infra/bootstrap/Pulumi.ci.yaml, which `pulumi -C infra/bootstrap up` refuses: "
+        "`repository` has the wrong form (got 'gemma-graviton'); write the GitHub repository as "
+        "<owner>/<name>, exactly as GitHub spells it"
+    )
 
 
 def test_the_bootstrap_stack_is_not_a_stack_of_the_main_program(

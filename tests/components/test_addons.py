@@ -19,7 +19,7 @@ import pulumi_aws as aws
 import pulumi_kubernetes as k8s
 import pytest
 
-from components.addons import ClusterRef
+from components.addons import ASSOCIATION_ANNOTATION, ASSOCIATION_SETTLE, ClusterRef
 from components.autoscaling import AUTOSCALER_CHART, Autoscaling, AutoscalingArgs
 from components.manifests import identity, metrics
 from components.manifests.identity import (
@@ -41,6 +41,7 @@ from tests.fakes.pulumi_mocks import ACCOUNT_ID, RecordingMocks, by_type, resolv
 
 ADDON = "aws:eks/addon:Addon"
 ASSOCIATION = "aws:eks/podIdentityAssociation:PodIdentityAssociation"
+SLEEP = "time:index/sleep:Sleep"
 CHART = "kubernetes:helm.sh/v4:Chart"
 DEPLOYMENT = "kubernetes:apps/v1:Deployment"
 SERVICE_ACCOUNT = "kubernetes:core/v1:ServiceAccount"
@@ -143,22 +144,28 @@ def test_each_pod_that_calls_aws_gets_exactly_its_own_role(mocks: RecordingMocks
     assert len(set(POD_ROLES.values())) == len(POD_ROLES)
 
 
-def test_what_calls_aws_comes_after_its_own_association_and_the_agent(
+def test_what_calls_aws_comes_after_its_own_associations_wait_and_the_agent(
     mocks: RecordingMocks,
 ) -> None:
-    """EKS's webhook gives a pod its credentials' address only when it creates the pod, and the
-    agent serves them: a pod started before either runs without credentials until replaced."""
+    """EKS's webhook gives a pod its credentials' address only when it admits the pod, once the
+    association is effective (`ASSOCIATION_SETTLE` after it is created), and the agent serves
+    them: a pod admitted before either runs without credentials until replaced."""
     _deploy()
     agent = next(a for a in by_type(mocks.records, ADDON) if a.name == "agent")
-    associations = {
-        f"{a.inputs['namespace']}/{a.inputs['serviceAccount']}": a.urn
+    ids = {
+        a.outputs["associationId"]: f"{a.inputs['namespace']}/{a.inputs['serviceAccount']}"
         for a in by_type(mocks.records, ASSOCIATION)
     }
+    waits = {ids[w.inputs["triggers"]["associationId"]]: w for w in by_type(mocks.records, SLEEP)}
+    assert set(waits) == set(POD_ROLES)
+    for wait in waits.values():
+        assert wait.inputs["createDuration"] == ASSOCIATION_SETTLE, wait.urn
     for account, consumer in _consumers(mocks).items():
         depends = set(mocks.monitor.dependencies[consumer])
         assert agent.urn in depends, (account, consumer)
-        # Its own association, and no other account's.
-        assert depends & set(associations.values()) == {associations[account]}, (account, consumer)
+        # Its own association's wait, and no other account's.
+        own = {w.urn for w in waits.values()} & depends
+        assert own == {waits[account].urn}, (account, consumer)
 
 
 def test_no_pod_role_is_named_by_irsa(mocks: RecordingMocks) -> None:
@@ -178,7 +185,8 @@ def test_no_pod_role_is_named_by_irsa(mocks: RecordingMocks) -> None:
     assert chart.inputs["values"]["rbac"]["serviceAccount"] == {
         "name": AUTOSCALER_SERVICE_ACCOUNT
     }, chart.urn
-    assert "podAnnotations" not in chart.inputs["values"], chart.urn
+    # The pods carry only their association's id (the roll key), no role.
+    assert list(chart.inputs["values"]["podAnnotations"]) == [ASSOCIATION_ANNOTATION], chart.urn
 
 
 def test_the_components_create_no_iam(mocks: RecordingMocks) -> None:

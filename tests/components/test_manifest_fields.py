@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from components import manifests
-from components.manifests import gatekeeper, gatekeeper_conf, probes
+from components.manifests import gatekeeper, gatekeeper_conf, images, probes
 from components.manifests.engine import EngineSpec, engine_args
 from components.manifests.spec import ServerSpec, object_labels
 from tests import builders
@@ -152,6 +152,20 @@ def test_without_the_prefetch_the_engine_downloads_into_the_model_volume() -> No
     }
     assert engine["args"][1] == "google/gemma-4-12B-it"
     assert _container(_pods()["worker"], "vllm")["args"][1] == "/models/google/gemma-4-12B-it"
+
+
+def test_split_kv_attention_stays_on_for_the_vllm_version_it_was_read_against() -> None:
+    # The decision beside `pods._engine_env`: vLLM 0.31.0's CPU split-KV path sizes its
+    # scratchpad for what Arm writes (PR #45844's fix), so Gemma 4 keeps the default split.
+    # A new pin must re-read that path before this test is changed.
+    assert images.PINS["vllm"].tag == "v0.31.0-arm64", (
+        "the vLLM pin moved: re-read csrc/cpu/cpu_attn_impl.hpp's split-KV scratchpad sizing "
+        "(see components/manifests/pods.py `_engine_env`) and restate the decision"
+    )
+    for spec in (SPEC, NO_PREFETCH):
+        for role, pod in _pods(spec).items():
+            names = [e["name"] for e in _container(pod, "vllm")["env"]]
+            assert "VLLM_CPU_ATTN_SPLIT_KV" not in names, (role, names)
 
 
 def test_the_prefetch_downloads_with_the_token_into_the_model_directory() -> None:

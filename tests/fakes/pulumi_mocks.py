@@ -27,8 +27,9 @@ How a test uses it (pulumi 3.272)::
 
 What the mocks fabricate (only what a provider or the engine computes; the rest echoes inputs):
 IDs and ARNs of AWS resources, auto-names (IAM roles, Kubernetes ``metadata.name``), a launch
-template's ``latestVersion``, random results (secret where the engine makes them so), a
-LoadBalancer Service's ingress hostname, and the outputs of the pulumi-eks components. Remote
+template's ``latestVersion``, a Pod Identity association's ``associationId``, random results
+(secret where the engine makes them so), a LoadBalancer Service's ingress hostname, and the
+outputs of the pulumi-eks components. Remote
 components (``eks:index:Cluster``, ``eks:index:ManagedNodeGroup``, ``kubernetes:helm.sh/v4:Chart``)
 register once, with no children. Their outputs that are resource references in a real deployment
 (``eksCluster``, ``nodeGroup``) are fabricated as references too, backed by a synthetic
@@ -397,6 +398,8 @@ class RecordingMocks(pulumi.runtime.Mocks):
             outputs.update(publicIp="203.0.113.10")
         if typ == "aws:ec2/launchTemplate:LaunchTemplate":
             outputs.update(latestVersion=1, defaultVersion=1)
+        if typ == "aws:eks/podIdentityAssociation:PodIdentityAssociation":
+            outputs.update(associationId=f"a-{_hex(typ, name, length=17)}")
         outputs.setdefault(
             "arn", f"arn:aws:{service}:{REGION}:{ACCOUNT_ID}:{typ.split(':')[-1]}/{resource_id}"
         )

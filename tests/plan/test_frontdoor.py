@@ -149,8 +149,11 @@ def test_reasons_say_what_each_limit_is_and_where_it_comes_from() -> None:
         "get 400 naming the field, so the limits above count sequences",
         "log-probabilities up to 0 (auto; also vLLM's --max-logprobs) and no `echo`: a reply at "
         "most 540,672 bytes (1 x 1024 tokens x 512 bytes + 16 KiB), cut there",
-        "schemas, tools and other grammar input at most 6,125 bytes (auto: ~1 s of compile at the "
-        "6,125 bytes/s seen on the rehearsal machine) and 1 such request in flight per client "
+        "schemas, tools and other grammar input at most 9,852 bytes (auto: a schema this size "
+        "compiles within ~1.0 s at the 9,852 bytes/s of the costliest shape tried, many optional "
+        "properties, against a 262,144-token vocabulary; the bytes do not bound counted "
+        "repetitions: a string's `maxLength` costs ~0.1 s per unit of its count, a pattern's "
+        "`{n,m}` ~0.01 s) and 1 such request in flight per client "
         "address, held until its reply ends (nginx cannot see the compile end), so one client's "
         "structured replies never refuse another's; vLLM compiles them one at a time, so a "
         "compile may wait for one of each other client's",
@@ -232,10 +235,14 @@ def test_sequences_count_against_the_client_s_limits() -> None:
 
 def test_logprobs_and_schemas_follow_their_keys() -> None:
     door = _door()
-    assert (door.max_logprobs, door.max_schema_bytes, door.schema_concurrency) == (0, 6125, 1)
+    assert (door.max_logprobs, door.max_schema_bytes, door.schema_concurrency) == (0, 9852, 1)
     assert door.max_reply_bytes == 1024 * 512 + 16 * 1024
     raised = _door(maxLogprobs=5, maxSchemaBytes=20_000)
     assert (raised.max_logprobs, raised.max_schema_bytes) == (5, 20_000)
+    # What a set bound buys follows its bytes at the costliest shape's rate.
+    assert any(
+        "(as the stack sets: a schema this size compiles within ~2.0 s" in r for r in raised.reasons
+    )
     # Each token carries its own and five alternatives' log-probabilities.
     assert raised.max_reply_bytes == 1024 * (512 + 160 * 6) + 16 * 1024
     off = _door(maxSchemaBytes=0)

@@ -310,9 +310,10 @@ def test_decode_streams_every_stage_and_the_output_head_in_series() -> None:
     reads[-1] += GEMMA.embedding_bytes  # the output head, read for every token
     assert p.decode_tokens_per_s == round(1 / sum(read / rate for read in reads), 2)
     one = _plan(instanceType="m7g.4xlarge")
-    big = catalog.INSTANCE_TYPES["m7g.4xlarge"]
+    assert one.pod_cpu == 14
     single = GEMMA.layers * GEMMA.layer_bytes + GEMMA.embedding_bytes
-    expected = big.decode_gbps_per_vcpu * 1e9 * one.pod_cpu / single
+    # Never measured: the low end, what the measured pods of 6 vCPUs stream, not 14 x 16.5 GB/s.
+    expected = instance.decode_gbps_per_vcpu * 1e9 * 6 / single
     assert one.decode_tokens_per_s == round(expected, 2)
 
 

@@ -35,10 +35,12 @@ def _json(capsys: pytest.CaptureFixture[str], *argv: str) -> dict:
 
 
 def test_the_default_plan_opens_with_the_verdict(capsys: pytest.CaptureFixture[str]) -> None:
-    # The committed dev stack still holds its placeholders: the one line naming them comes first.
+    # The committed dev stack and the bootstrap's file still hold their placeholders: the line
+    # naming each comes first.
     lines = _out(capsys).splitlines()
     assert lines[0].startswith("PLACEHOLDERS, which `pulumi up` refuses"), lines[0]
-    head = lines[1 : 1 + verdict.MAX_LINES]
+    assert lines[1].startswith("PLACEHOLDERS in infra/bootstrap/Pulumi.ci.yaml"), lines[1]
+    head = lines[2 : 2 + verdict.MAX_LINES]
     assert head == [
         "dev starts: 2 x m7g.2xlarge, one group of 2 pipeline stages, serving "
         "google/gemma-4-12B-it",
@@ -49,7 +51,8 @@ def test_the_default_plan_opens_with_the_verdict(capsys: pytest.CaptureFixture[s
         "assumed peak, on vLLM's oneDNN path)",
         "cost: $647.36/month; $6.78 per million output tokens at full load, $58.10 with one stream",
         "cheaper: 1 x m7g.4xlarge, $639.19/month, $4.82 per million tokens; 8,192 tokens x "
-        "23.10, 9.90 tokens/s per stream, first token ~162 s (--set instanceType=m7g.4xlarge)",
+        "23.10, 4.24 tokens/s per stream (extrapolated: the low end), first token ~163 s "
+        "(--set instanceType=m7g.4xlarge)",
         # The support window, the region's prices, no alarmEmail (every add-on pin is listed
         # for 1.35 by its source, infra/plan/addons.py).
         "warnings: 3, listed at the end",
@@ -61,7 +64,7 @@ def test_brief_prints_the_verdict_alone(capsys: pytest.CaptureFixture[str]) -> N
     full = _out(capsys)
     brief = _out(capsys, "--brief")
     assert full.startswith(brief + "\n")
-    assert len(brief.splitlines()) <= 1 + verdict.MAX_LINES  # the placeholders line, the verdict
+    assert len(brief.splitlines()) <= 2 + verdict.MAX_LINES  # two placeholder lines, the verdict
     assert "why:" not in brief and "kv cache size" not in brief
 
 
@@ -93,7 +96,8 @@ def test_the_field_reports_settings_say_to_prefetch_first(
 ) -> None:
     out = _out(capsys, *REPORT, "--set", "maxModelLen=2048", "--brief").splitlines()
     assert out[0].startswith("PLACEHOLDERS")  # dev's, named before the verdict
-    brief = out[1:]
+    assert out[1].startswith("PLACEHOLDERS in infra/bootstrap")  # the bootstrap's
+    brief = out[2:]
     assert brief[1] == "context: 2,048 tokens x 1.07 requests at once"
     assert brief[5] == (
         "change first: --set weightPrefetch=true --set kvCacheBytes=auto --set maxModelLen=auto: "
@@ -229,8 +233,8 @@ def test_cheaper_on_an_elastic_stack_prices_the_alternative_as_its_verdict_would
     data, advice = _advice(capsys, "--stack", "prod")
     assert advice == (
         "cheaper: 3 x r7g.2xlarge, $402.07/month on its schedule, system nodes included, $8.02 "
-        "per million tokens; 7,168 tokens x 32.44, 3.54 tokens/s per stream, first token ~396 s "
-        "(--set instanceType=r7g.2xlarge)"
+        "per million tokens; 7,168 tokens x 32.44, 3.54 tokens/s per stream (extrapolated: the low "
+        "end), first token ~396 s (--set instanceType=r7g.2xlarge)"
     )
     after, _ = _advice(capsys, "--stack", "prod", "--set", "instanceType=r7g.2xlarge")
     (cost,) = [x for x in after["verdict"]["lines"] if x.startswith("cost:")]

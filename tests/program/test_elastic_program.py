@@ -101,14 +101,14 @@ def test_charts_are_pinned_and_the_autoscaler_has_its_own_role(mocks: RecordingM
 def test_the_autoscaler_chart_waits_for_its_credentials(mocks: RecordingMocks) -> None:
     # cluster-autoscaler 1.35.0 cloudprovider/aws/aws_cloud_provider.go `BuildAWS`: an error
     # creating the AWS manager (no credentials) is klog.Fatalf; EKS's webhook gives a pod its
-    # credentials' address only when the pod is created, so the association comes first, and
-    # the agent that serves them.
+    # credentials' address only when it admits the pod, so the association's wait comes first
+    # (tests/program/test_pod_identity_waits.py holds every workload to it), and the agent.
     _run_elastic(mocks)
     chart = named(mocks.records, CHART, "scale-cluster-autoscaler")
-    identity = named(mocks.records, ASSOCIATION, "scale-autoscaler-identity")
+    wait = named(mocks.records, "time:index/sleep:Sleep", "scale-autoscaler-identity-settled")
     agent = named(mocks.records, "aws:eks/addon:Addon", "eks-pod-identity-agent")
     deps = mocks.monitor.dependencies[chart.urn]
-    assert identity.urn in deps, (chart.urn, "should depend on", identity.urn)
+    assert wait.urn in deps, (chart.urn, "should depend on", wait.urn)
     assert agent.urn in deps, (chart.urn, "should depend on", agent.urn)
 
 

@@ -420,7 +420,7 @@ def test_the_rehearsal_subpackages_import_only_downward() -> None:
 #: adapters turn a plan into the program's and the user's words; the tools and the rehearsal
 #: stand on both.
 LAYERS: tuple[frozenset[str], ...] = (
-    frozenset({"components", "infra.venvs", "infra.quantize"}),
+    frozenset({"components", "infra.venvs", "infra.quantize", "infra.saved_plan"}),
     frozenset({"infra.plan"}),
     frozenset({"infra.adapters", "infra.doctools", "infra.bootstrap"}),
     frozenset({"infra.bench"}),

@@ -9,6 +9,7 @@ import pulumi
 import pytest
 
 from infra.adapters.cli import main
+from infra.bootstrap import config as bootstrap_config
 from infra.plan import placeholders
 from infra.plan.stackfile import load_stack
 from tests.fakes.pulumi_mocks import RecordingMocks
@@ -55,13 +56,16 @@ def test_make_plan_names_them_in_its_first_lines(capsys: pytest.CaptureFixture[s
         "vllm/vllm-openai-cpu:v0.31.0-arm64, pinned by a tag only; run `make pin-images`, or set "
         "repository:tag@sha256:<the index's digest>"
     )
-    assert head[1].startswith("prod starts: "), head[1]
+    # The bootstrap's own (tests/bootstrap/test_program.py), then the verdict.
+    assert head[1].startswith("PLACEHOLDERS in infra/bootstrap/Pulumi.ci.yaml"), head[1]
+    assert head[2].startswith("prod starts: "), head[2]
 
 
 def test_a_stack_without_placeholders_plans_without_the_notice(
-    capsys: pytest.CaptureFixture[str],
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     own = [f"{k}={v if isinstance(v, str) else f'[{v[0]}]'}" for k, v in OWN_VALUES["dev"].items()]
+    monkeypatch.setattr(bootstrap_config, "notice", lambda: None)  # as if it were filled in too
     assert main(["--stack", "dev", *(a for kv in own for a in ("--set", kv))]) == 0
     assert capsys.readouterr().out.startswith("dev starts: ")
 
@@ -96,7 +100,7 @@ def test_documentation_ranges(network: str, placeholder: bool) -> None:
     ],
 )
 def test_all_zero_arns(arn: str, placeholder: int) -> None:
-    assert bool(placeholders._ZERO_ARN.fullmatch(arn)) is bool(placeholder)
+    assert bool(placeholders.ZERO_ARN.fullmatch(arn)) is bool(placeholder)
 
 
 @pytest.mark.parametrize(
