@@ -19,6 +19,7 @@ from typing import ClassVar
 
 import pytest
 
+from components import watch
 from components.manifests import gatekeeper_conf
 from components.manifests.gatekeeper_conf import (
     BUSY_MESSAGE,
@@ -31,6 +32,7 @@ from components.manifests.gatekeeper_conf import (
 from infra.rehearse.front_door import gatekeeper_run as gate
 from infra.rehearse.group.ranks import free_port
 from tests import builders
+from tests.components.test_watch import _filter_matches, _record
 
 KEY = "k" * 32
 LIMITS = builders.gatekeeper_limits(
@@ -146,6 +148,15 @@ def test_a_full_model_answers_503_at_once_with_retry_after(door: gate.Gate) -> N
     assert [(e["method"], e["uri"], e["upstream"]) for e in busy] == [
         ("POST", "/v1/chat/completions", "vllm_api")
     ]
+    # Load shedding, not a fault: the 5xx alarm's filter leaves the busy line out, and counts the
+    # same line answered by the restart's 503 page (at a door's too, whose lines say `asleep`).
+    assert busy[0]["page"] == gatekeeper_conf.BUSY_PAGE
+    fault = {**busy[0], "page": "/.gatekeeper/e503"}
+    for elastic in (False, True):
+        pattern = watch.answer_filter_pattern("5xx", elastic)
+        lines = [json.dumps({**e, "asleep": 0} if elastic else e) for e in (busy[0], fault)]
+        counted = [_filter_matches(pattern, _record(line, "gatekeeper")) for line in lines]
+        assert counted == [False, True]
 
 
 @real_nginx
