@@ -54,6 +54,7 @@ def gatekeeper_limits(**overrides: Any) -> GatekeeperLimits:
         "max_sequences": 1,
         "max_logprobs": 0,
         "max_schema_bytes": 0,
+        "max_schema_counts": (10, 100),
         "schema_concurrency": 1,
         "max_reply_bytes": 1 << 20,
         "max_reply_tokens": 0,

@@ -14,11 +14,10 @@ Layers, outermost first; each is cheaper than the one behind it:
    unknown path), all counted before the refusal is written.
 3. njs (`gatekeeper.js`): refuses a body that asks for more than `max_sequences` sequences (`n`,
    `best_of`, a list of prompts), log-probabilities above `max_logprobs`, `echo`, and grammar
-   input (schemas, tools) above `max_schema_bytes`; it estimates what the request can hold in
-   vLLM's KV cache (`token_tiers`) and sends it to the location of its tier, where a client
-   address may have fewer requests in flight the more each may hold; a request with grammar
-   input also counts against the client's `schema_concurrency` (per client, held for the whole
-   reply: nginx counts a request until it ends).
+   input (schemas, tools) above `max_schema_bytes` or with a count above `max_schema_counts`; it
+   sends the request to the location of its KV-cache tier (`token_tiers`), where a client address
+   may have fewer requests in flight the more each may hold; grammar input also takes one of the
+   client's `schema_concurrency` slots for the whole reply (nginx counts a request until it ends).
 4. Upstream: only a short list of client headers reaches vLLM (`PASSED_HEADERS`; vLLM acts on
    others, `tests/fixtures/vllm/request-headers-v0.31.json`), `X-Forwarded-For` is the client's
    address, and every reply is cut at `reply_timeout_seconds` or `max_reply_bytes`, a stream with
@@ -149,6 +148,8 @@ class GatekeeperLimits:
     max_logprobs: int
     #: Largest grammar input (schemas, tools) in bytes of JSON (0: structured outputs off).
     max_schema_bytes: int
+    #: Largest count in grammar input (`maxLength`, `minItems`...) and a regex's `{n,m}` (unrolled).
+    max_schema_counts: tuple[int, int]
     #: Requests with grammar input one client address may have in flight.
     schema_concurrency: int
     #: Largest reply in bytes; a longer one is cut.
@@ -217,6 +218,7 @@ def njs_script(limits: GatekeeperLimits, asleep: Asleep | None = None) -> str:
         "maxSequences": limits.max_sequences,
         "maxLogprobs": limits.max_logprobs,
         "maxSchemaBytes": limits.max_schema_bytes,
+        "maxSchemaCounts": list(limits.max_schema_counts),
         "maxReplyBytes": limits.max_reply_bytes,
         "replySeconds": limits.reply_timeout_seconds,
         "model": limits.served_model,

@@ -120,6 +120,13 @@ SCHEMA_LENGTH_UNIT_S = 0.1
 SCHEMA_PATTERN_UNIT_S = 0.01
 #: `maxSchemaBytes: auto` compiles within this: the others queue behind one compile at a time.
 SCHEMA_COMPILE_SECONDS = 1
+#: The counts the gatekeeper admits in grammar input, each alone within the same compile budget:
+#: `maxLength`, `minLength`, `maxItems`, `minItems`, `maxProperties`, `minProperties` at the
+#: string's per-unit cost (items and properties measured cheaper with integer items; an item's
+#: own rule is repeated by the count, so they are held to the costlier rate), a regex's `{n}`,
+#: `{n,}` or `{n,m}` at the pattern's. Modelled from the per-unit figures above.
+SCHEMA_MAX_COUNT = round(SCHEMA_COMPILE_SECONDS / SCHEMA_LENGTH_UNIT_S)
+SCHEMA_MAX_PATTERN_COUNT = round(SCHEMA_COMPILE_SECONDS / SCHEMA_PATTERN_UNIT_S)
 #: `clientTokensInFlight: auto`: one client address may hold this share of the KV cache's tokens,
 #: so one client at its limit leaves the rest to the others.
 CLIENT_KV_SHARE = 0.5
@@ -248,6 +255,7 @@ def plan_front_door(
         max_sequences=work.max_sequences,
         max_logprobs=work.max_logprobs,
         max_schema_bytes=work.max_schema_bytes,
+        max_schema_counts=(SCHEMA_MAX_COUNT, SCHEMA_MAX_PATTERN_COUNT),
         schema_concurrency=SCHEMA_CONCURRENCY,
         max_reply_bytes=work.max_reply_bytes,
         max_reply_tokens=cap,
@@ -318,7 +326,9 @@ def _work(cfg: StackConfig, body: int, sequences: int, cap: int) -> _Work:
         "bytes/s of the costliest shape tried, many optional properties, against a 262,144-token "
         "vocabulary; the bytes do not bound counted repetitions: a string's `maxLength` costs "
         f"~{SCHEMA_LENGTH_UNIT_S} s per unit of its count, a pattern's `{{n,m}}` "
-        f"~{SCHEMA_PATTERN_UNIT_S} s) and "
+        f"~{SCHEMA_PATTERN_UNIT_S} s, so `maxLength`, `minLength`, `maxItems`, `minItems`, "
+        f"`maxProperties` and `minProperties` above {SCHEMA_MAX_COUNT} and a pattern's count above "
+        f"{SCHEMA_MAX_PATTERN_COUNT} get 400 naming the field) and "
         f"{SCHEMA_CONCURRENCY} such request in flight per client address, held until its reply "
         "ends (nginx cannot see the compile end), so one client's structured replies never "
         "refuse another's; vLLM compiles them one at a time, so a compile may wait for one of "

@@ -132,6 +132,7 @@ def test_work_per_request_is_bounded_in_sequences_schemas_and_reply() -> None:
         "maxLogprobs": 0,
         "maxReplyBytes": 9999,
         "maxSchemaBytes": 4000,
+        "maxSchemaCounts": [10, 100],
         "maxSequences": 1,
         "model": "model",
         "replySeconds": 2366,

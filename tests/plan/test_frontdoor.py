@@ -153,7 +153,9 @@ def test_reasons_say_what_each_limit_is_and_where_it_comes_from() -> None:
         "compiles within ~1.0 s at the 9,852 bytes/s of the costliest shape tried, many optional "
         "properties, against a 262,144-token vocabulary; the bytes do not bound counted "
         "repetitions: a string's `maxLength` costs ~0.1 s per unit of its count, a pattern's "
-        "`{n,m}` ~0.01 s) and 1 such request in flight per client "
+        "`{n,m}` ~0.01 s, so `maxLength`, `minLength`, `maxItems`, `minItems`, `maxProperties` "
+        "and `minProperties` above 10 and a pattern's count above 100 get 400 naming the field) "
+        "and 1 such request in flight per client "
         "address, held until its reply ends (nginx cannot see the compile end), so one client's "
         "structured replies never refuse another's; vLLM compiles them one at a time, so a "
         "compile may wait for one of each other client's",
@@ -236,6 +238,8 @@ def test_sequences_count_against_the_client_s_limits() -> None:
 def test_logprobs_and_schemas_follow_their_keys() -> None:
     door = _door()
     assert (door.max_logprobs, door.max_schema_bytes, door.schema_concurrency) == (0, 9852, 1)
+    # Each count alone compiles within the byte bound's second at its measured per-unit cost.
+    assert door.max_schema_counts == (10, 100)
     assert door.max_reply_bytes == 1024 * 512 + 16 * 1024
     raised = _door(maxLogprobs=5, maxSchemaBytes=20_000)
     assert (raised.max_logprobs, raised.max_schema_bytes) == (5, 20_000)
