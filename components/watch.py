@@ -19,6 +19,7 @@ from typing import Any
 
 from components.manifests import probes
 from components.manifests.asleep import ASLEEP_PAGE
+from components.manifests.gatekeeper_conf import BUSY_PAGE
 from components.manifests.metrics import (
     GROUP_DIMENSION,
     RAW_SUFFIX,
@@ -65,13 +66,15 @@ PERIOD = 60
 #: Front-door answers counted from the gatekeeper's JSON access log, which the add-on's Fluent Bit
 #: ships with the line parsed under `log_processed` (Merge_Log_Key of the add-on's application
 #: log config). nginx-light has `stub_status` (connections) only, no per-status counters, so a
-#: log metric filter is the cheap honest source: the log is shipped anyway.
+#: log metric filter is the cheap honest source: the log is shipped anyway. The busy 503 (every
+#: slot of the gatekeeper's `all_requests` taken) is load shedding the stack chose, not a fault:
+#: 5xx leaves it out by the page that answered, as it leaves out the door's asleep answers.
 ANSWER_CLASSES: dict[str, str] = {
     "2xx": "$.log_processed.status >= 200 && $.log_processed.status < 300",
     "401": "$.log_processed.status = 401",
     "413": "$.log_processed.status = 413",
     "429": "$.log_processed.status = 429",
-    "5xx": "$.log_processed.status >= 500",
+    "5xx": f'$.log_processed.status >= 500 && $.log_processed.page != "{BUSY_PAGE}"',
 }
 GATEKEEPER_CONTAINER = "gatekeeper"
 

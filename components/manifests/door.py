@@ -28,8 +28,9 @@ streams within the grace). Its liveness is nginx's own (TCP), never the model's.
 
 Limits at the door: the per-client ones (rate, burst, requests in flight, connections) stay per
 client: they bound what one client may take, and one client's fair share does not grow with the
-groups behind the door. The one pod-wide limit, grammar requests in flight (vLLM compiles them
-one at a time per engine), is one per group that may run, `maxGroups` of them.
+groups behind the door. The pod-wide one, requests at vLLM from all clients together, is what
+the most groups that may run hold (`infra.plan.frontdoor`), so beyond one group's room requests
+wait in vLLM, which is what the queue trigger scales on.
 """
 
 from __future__ import annotations
@@ -78,7 +79,8 @@ def upstream(spec: ServerSpec) -> str:
 
 def limits(spec: ServerSpec) -> GatekeeperLimits:
     """The gatekeeper's limits at the door: per client as planned (grammar slots included), so
-    one client's share does not grow with the groups."""
+    one client's share does not grow with the groups. (Every client's together, `all_requests`,
+    the plan makes what the most groups that may run hold.)"""
     return spec.limits
 
 

@@ -106,6 +106,71 @@ function schemaBytes(body) {
     return total;
 }
 
+// Counts xgrammar unrolls, so their compile cost follows the number, not its bytes
+// (infra/plan/frontdoor.py SCHEMA_LENGTH_UNIT_S): a JSON schema's length and size keywords, and a
+// regex's counted repetition in a `pattern`, `patternProperties` key, regex or grammar.
+var COUNT_KEY = /^(max|min)(Length|Items|Properties)$/;
+var REGEX_KEY = /^(pattern|regex|grammar|guided_regex|guided_grammar)$/;
+var REPEAT = /\{(\d+)(?:,(\d*))?\}/g;
+
+function repeatCount(text) {
+    var most = 0, m;
+    REPEAT.lastIndex = 0;
+    while ((m = REPEAT.exec(text)) !== null) {
+        most = Math.max(most, Number(m[1]), m[2] ? Number(m[2]) : 0);
+    }
+    return most;
+}
+
+// The first count in grammar input above its bound, as [field, message], or null: one walk over
+// the grammar fields only, after the byte bound (at most maxSchemaBytes, nested at most
+// maxJsonDepth).
+function countProblem(body) {
+    var bound = LIMITS.maxSchemaCounts[0], regexBound = LIMITS.maxSchemaCounts[1], path = [];
+    function regex(text) {
+        var count = repeatCount(text);
+        return count > regexBound ? '`' + path.join('.') + '` repeats ' + count + ' times; ' +
+            'a counted repetition may be at most ' + regexBound + ' here' : null;
+    }
+    function walk(value, key) {
+        if (typeof value === 'number') {
+            return COUNT_KEY.test(key) && value > bound ? '`' + path.join('.') + '` is ' + value +
+                '; maxLength, minLength, maxItems, minItems, maxProperties and minProperties may ' +
+                'be at most ' + bound + ' here' : null;
+        }
+        if (typeof value === 'string') {
+            return REGEX_KEY.test(key) ? regex(value) : null;
+        }
+        if (typeof value !== 'object' || value === null) {
+            return null;
+        }
+        var keys = Object.keys(value);
+        for (var i = 0; i < keys.length; i++) {
+            path.push(keys[i]);
+            var found = (key === 'patternProperties' && regex(keys[i])) ||
+                walk(value[keys[i]], keys[i]);
+            path.pop();
+            if (found) {
+                return found;
+            }
+        }
+        return null;
+    }
+    for (var i = 0; i < SCHEMA_FIELDS.length; i++) {
+        var field = SCHEMA_FIELDS[i], value = body[field];
+        if (value === undefined || value === null ||
+            (field === 'response_format' && value.type === 'text')) {
+            continue;
+        }
+        path = [field];
+        var message = walk(value, field);
+        if (message) {
+            return [field, message + ': vLLM compiles each unit of it, one grammar at a time'];
+        }
+    }
+    return null;
+}
+
 // Body fields that steer vLLM's scheduling or a request's identity, refused like their header
 // forms are dropped (vLLM 0.31 entrypoints/openai chat and completion request models):
 // `request_id` names the request (and its logs and metrics), `priority` jumps the scheduler's
@@ -281,6 +346,10 @@ function inspect(r, target, completion) {
             ? 'Structured outputs (response_format, structured_outputs, tools) are off here'
             : 'Structured-output schemas and tools may be at most ' + LIMITS.maxSchemaBytes +
               ' bytes of JSON; this request has ' + schema);
+    }
+    var counted = schema > 0 ? countProblem(body) : null;
+    if (counted) {
+        return refuse(r, counted[0], counted[1]);
     }
     var suffix = tier(r, body);
     r.internalRedirect(schema > 0 ? target + '_schema' + suffix : target + suffix);

@@ -76,6 +76,9 @@ METRICS_PORT = 9090
 #: the NetworkPolicy admits it from the group's pods only.
 PROBE_PORT_NAME = "probe"
 PROBE_PORT = 8081
+#: The kubelet's timeout on the gatekeeper's own probes; the engine probe's calls to /health
+#: through the probe listener have as long each (`probes.ProbeSpec.request_s`).
+PROBE_TIMEOUT_S = 5
 CONFIG_FILE = "nginx.conf"
 SCRIPT_FILE = "gatekeeper.js"
 CONFIG_MOUNT = "/etc/gatekeeper"
@@ -204,13 +207,17 @@ def container(
         "readinessProbe": (
             drain.ready_probe(PROBE_PORT_NAME)
             if drain_spec
-            else {"tcpSocket": {"port": PROBE_PORT}, "periodSeconds": 10, "timeoutSeconds": 5}
+            else {
+                "tcpSocket": {"port": PROBE_PORT},
+                "periodSeconds": 10,
+                "timeoutSeconds": PROBE_TIMEOUT_S,
+            }
         ),
         "livenessProbe": {
             "tcpSocket": {"port": PROBE_PORT},
             "periodSeconds": 20,
             "failureThreshold": 3,
-            "timeoutSeconds": 5,
+            "timeoutSeconds": PROBE_TIMEOUT_S,
         },
         "volumeMounts": [
             {"name": "gatekeeper-config", "mountPath": CONFIG_MOUNT, "readOnly": True},

@@ -3,26 +3,26 @@ script it imports (`gatekeeper.js`, the checks a proxy can make only by reading 
 
 Layers, outermost first; each is cheaper than the one behind it:
 
-1. `stream`: a client address holds at most `client_connections` TCP connections, counted when a
-   connection is accepted, before a byte of a request is read (slow headers, slow bodies and idle
-   keep-alives all count). It passes the connection, with its address in a PROXY header, to the
-   HTTP server on a Unix socket.
+1. `stream` (`gatekeeper_stream`): a client address holds at most `client_connections` TCP
+   connections and all addresses `connection_capacity`, counted when a connection is accepted,
+   before a byte is read (slow headers, slow bodies and idle keep-alives all count). The
+   connection goes, with its address in a PROXY header, to the HTTP server on a Unix socket.
 2. `http`: the whole header within `header_timeout_seconds` (nginx arms that timer once per
    request, ngx_http_request.c `ngx_http_read_request_header`: `if (!rev->timer_set)`), a body
    only on POST routes, at most `max_request_bytes`; four routes; the key; a rate per client for
-   requests and a slower one for failures (wrong key, unknown path), both counted before the
-   refusal is written.
+   requests, one for large bodies (their parse cost) and a slower one for failures (wrong key,
+   unknown path), all counted before the refusal is written.
 3. njs (`gatekeeper.js`): refuses a body that asks for more than `max_sequences` sequences (`n`,
    `best_of`, a list of prompts), log-probabilities above `max_logprobs`, `echo`, and grammar
-   input (schemas, tools) above `max_schema_bytes`; it estimates what the request can hold in
-   vLLM's KV cache (`token_tiers`) and sends it to the location of its tier, where a client
-   address may have fewer requests in flight the more each may hold; a request with grammar
-   input also counts against the client's `schema_concurrency` (per client, held for the whole
-   reply: nginx counts a request until it ends).
+   input (schemas, tools) above `max_schema_bytes` or with a count above `max_schema_counts`; it
+   sends the request to the location of its KV-cache tier (`token_tiers`), where a client address
+   may have fewer requests in flight the more each may hold; grammar input also takes one of the
+   client's `schema_concurrency` slots for the whole reply (nginx counts a request until it ends).
 4. Upstream: only a short list of client headers reaches vLLM (`PASSED_HEADERS`; vLLM acts on
    others, `tests/fixtures/vllm/request-headers-v0.31.json`), `X-Forwarded-For` is the client's
    address, and every reply is cut at `reply_timeout_seconds` or `max_reply_bytes`, a stream with
-   a final error event. `/health` is answered from a one-second cache, so vLLM sees at most about
+   a final error event; at most `all_requests` in flight from all clients together, beyond that 503
+   with Retry-After. `/health` is answered from a one-second cache, so vLLM sees at most about
    one call a second however many arrive.
 
 The kubelet's probes and the group's workers do not use the public listener: a listener of their
@@ -48,26 +48,7 @@ from importlib import resources
 from components.manifests import asleep as sleep
 from components.manifests import chat
 from components.manifests.asleep import ASLEEP_PAGE, Asleep
-
-#: TCP keepalives on every public connection: the first after this many seconds without a byte,
-#: then every `KEEPALIVE_INTERVAL_S`, the connection dropped after `KEEPALIVE_PROBES` unanswered.
-#: A stream sends nothing before its first token and a reply without `stream` nothing before its
-#: end, so without them the load balancer's idle timeout (350 s for TCP flows and, fixed, for
-#: TLS listeners: Elastic Load Balancing docs, "Update the TCP idle timeout for your Network
-#: Load Balancer listener", read 2026-12-03) would cut a long prompt's connection. The NLB
-#: counts keepalives: "Clients or targets can use TCP keepalive packets to restart the idle
-#: timeout", and "When a TLS listener receives a TCP keepalive packet from either a client or a
-#: target, the load balancer generates TCP keepalive packets and sends them to both the
-#: front-end and back-end connections every 20 seconds" (User Guide for Network Load Balancers,
-#: "Network Load Balancers", section "Connection idle timeout", read 2026-12-03). So on a TLS
-#: listener the client's side, which the load balancer holds, is kept too.
-#: nginx's stream `listen ... so_keepalive=idle:interval:count` sets TCP_KEEPIDLE, TCP_KEEPINTVL
-#: and TCP_KEEPCNT on the listening socket, which accepted sockets inherit (nginx
-#: src/event/ngx_event_connect.c and ngx_stream_core_module docs, `listen`).
-KEEPALIVE_IDLE_S = 60
-KEEPALIVE_INTERVAL_S = 20
-KEEPALIVE_PROBES = 5
-KEEPALIVE = f"so_keepalive={KEEPALIVE_IDLE_S}s:{KEEPALIVE_INTERVAL_S}s:{KEEPALIVE_PROBES}"
+from components.manifests.gatekeeper_stream import main_context, stream_block
 
 #: (method, path) pairs a client may use. /health answers without a key (the kubelet's probes);
 #: /v1/models is answered by the gatekeeper itself (the served name, nothing of vLLM's disk).
@@ -89,8 +70,6 @@ PASSED_HEADERS = ("Authorization", "Content-Type", "Accept")
 #: Failed requests (wrong key, unknown path or method) per minute per client, with this burst.
 FAILURES_PER_MINUTE = 30
 FAILURE_BURST = 10
-#: Idle keep-alive connections close after this (they count against `client_connections`).
-KEEPALIVE_SECONDS = 15
 #: How long a refused connection may linger to drain what the client still sends.
 LINGERING_SECONDS = 5
 #: Deepest nesting of arrays and objects njs's JSON.parse reads (31 levels are refused: njs
@@ -98,12 +77,14 @@ LINGERING_SECONDS = 5
 MAX_JSON_DEPTH = 30
 #: Requests a second per client address on the routes that take no key (/health, /ready, the
 #: chat page's files), with this burst. Each costs nginx 50-100 us of CPU, so one address at this
-#: rate uses at most 2 millicores of the gatekeeper's 30; a page load is three files, a probe one
+#: rate uses at most 2 millicores of the gatekeeper's 120; a page load is three files, a probe one
 #: call every few seconds.
 OPEN_PER_SECOND = 20
 OPEN_BURST = 40
 #: How long browsers and proxies keep the chat page's files before they revalidate (ETag).
 STATIC_MAX_AGE_SECONDS = 300
+#: Idle keep-alive connections close after this (they count against `client_connections`).
+KEEPALIVE_SECONDS = 15
 
 #: Every status the front door can produce, with its OpenAI error type and message. 408: nginx
 #: closes a connection whose header or body timed out without writing anything
@@ -143,6 +124,12 @@ class GatekeeperLimits:
     client_burst: int
     #: Requests (each one sequence) one client may have in flight at vLLM.
     client_concurrent_requests: int
+    #: Requests in flight at vLLM from every client together (the API upstream's `max_conns`);
+    #: beyond it 503 with Retry-After.
+    all_requests: int
+    #: Bodies over `LARGE_BODY_BYTES` (or of unstated length) one client address may send a
+    #: minute, with a burst of `LARGE_BODY_BURST`: what parsing them costs the gatekeeper's CPU.
+    large_bodies_per_minute: int
     #: TCP connections one client address may hold, counted before a request is read.
     client_connections: int
     #: Public connections in all, from every address (the stream layer's count); 0: no cap
@@ -161,6 +148,8 @@ class GatekeeperLimits:
     max_logprobs: int
     #: Largest grammar input (schemas, tools) in bytes of JSON (0: structured outputs off).
     max_schema_bytes: int
+    #: Largest count in grammar input (`maxLength`, `minItems`...) and a regex's `{n,m}` (unrolled).
+    max_schema_counts: tuple[int, int]
     #: Requests with grammar input one client address may have in flight.
     schema_concurrency: int
     #: Largest reply in bytes; a longer one is cut.
@@ -229,6 +218,7 @@ def njs_script(limits: GatekeeperLimits, asleep: Asleep | None = None) -> str:
         "maxSequences": limits.max_sequences,
         "maxLogprobs": limits.max_logprobs,
         "maxSchemaBytes": limits.max_schema_bytes,
+        "maxSchemaCounts": list(limits.max_schema_counts),
         "maxReplyBytes": limits.max_reply_bytes,
         "replySeconds": limits.reply_timeout_seconds,
         "model": limits.served_model,
@@ -284,22 +274,41 @@ def _error_pages(limits: GatekeeperLimits) -> str:
     return "\n".join(lines)
 
 
-def _upstream_errors(asleep: Asleep | None = None) -> str:
-    """The statuses a location that passes vLLM's own errors through still answers itself. At
-    the door of an elastic stack a refused connection (502: no group, the Service has no
-    endpoints) is the asleep answer, which also raises the wake signal."""
-    unreachable = (
-        f"            error_page 503 =503 {_page(503)};\n"
-        f"            error_page 502 =503 {ASLEEP_PAGE};\n"
-        if asleep
-        else f"            error_page 502 503 =503 {_page(503)};\n"
-    )
+def _upstream_errors() -> str:
+    """The statuses a location that passes vLLM's own errors through still answers itself."""
     return (
         "            proxy_intercept_errors on;\n"
         f"            error_page 429 {_page(429)};\n"
-        f"            error_page 500 = @vllm_failed;\n{unreachable}"
+        "            error_page 500 = @vllm_failed;\n"
+        "            error_page 502 = @vllm_unreachable;\n"
+        f"            error_page 503 =503 {_page(503)};\n"
         f"            error_page 504 {_page(504)};"
     )
+
+
+#: The API upstream at its `all_requests`: 503, and a message saying so.
+BUSY_PAGE = "/.gatekeeper/busy"
+BUSY_MESSAGE = "The model is serving all the requests it holds at once; retry later"
+#: Seconds a client told the model is busy waits: the shortest replies end within a few.
+BUSY_RETRY_SECONDS = 5
+
+
+def _vllm_unreachable(asleep: Asleep | None) -> str:
+    """A 502 from an API route: every slot of `all_requests` taken (nginx names the upstream, not
+    an address, as what it tried: ngx_http_upstream_round_robin.c sets the peer's name to the
+    upstream's when none can be picked), else vLLM unreachable: the restart's 503, or at the door
+    of an elastic stack (no group, the Service has no endpoints) the asleep answer, which also
+    raises the wake signal."""
+    down = ASLEEP_PAGE if asleep else _page(503)
+    busy = error_body(503, BUSY_MESSAGE)
+    return f"""        location @vllm_unreachable {{
+            error_page 598 =503 {BUSY_PAGE};
+            error_page 599 =503 {down};
+            if ($upstream_addr = vllm_api) {{ return 598; }}
+            return 599;
+        }}
+        location = {BUSY_PAGE} {{ internal; add_header Retry-After {BUSY_RETRY_SECONDS} always; \
+return 503 {busy}; }}"""
 
 
 #: vLLM's message when a generation ends in error (serving `_raise_if_error`).
@@ -323,8 +332,21 @@ def _vllm_failed() -> str:
 
 def _api_locations(limits: GatekeeperLimits, asleep: Asleep | None = None) -> str:
     """The two POST routes: checks in the body (njs), then vLLM through a named location that
-    bounds concurrency (and, for grammar input, the pod's compile queue) and the reply."""
-    rate = f"limit_req zone=gatekeeper_rate burst={limits.client_burst} nodelay;"
+    bounds concurrency (and, for grammar input, the pod's compile queue) and the reply.
+
+    Past admission vLLM serves first come, first served (its default `--scheduling-policy fcfs`),
+    not `priority` with a per-client priority set here: njs 0.7.9, which the rehearsal runs, keeps
+    nothing between requests (`js_shared_dict_zone` is njs 0.8.0 on) and nginx's counts
+    (`limit_conn`) answer only pass or refuse, so the gatekeeper cannot read a client's requests
+    in flight; and writing a priority into the body would re-serialize every body in njs, the
+    CPU the large-body rate is sized against. What one client can take is bounded instead: its
+    requests and KV tokens in flight (the tiers), and every client's together (`all_requests`,
+    the API upstream's `max_conns`), so a newcomer waits behind at most `all_requests` others or
+    gets a 503 at once. A client's own `priority` is refused (`gatekeeper.js` STEERING_FIELDS)."""
+    rate = (
+        f"limit_req zone=gatekeeper_rate burst={limits.client_burst} nodelay;\n"
+        f"            limit_req zone=gatekeeper_large burst={LARGE_BODY_BURST} nodelay;"
+    )
     blocks = []
     for path, name, handler in (
         ("/v1/chat/completions", "chat", "chat"),
@@ -357,8 +379,8 @@ def _api_locations(limits: GatekeeperLimits, asleep: Asleep | None = None) -> st
             rewrite ^ {path} break;
             proxy_read_timeout {_ms(limits.reply_timeout_seconds)};
             js_body_filter gatekeeper.bound buffer_type=buffer;
-{_upstream_errors(asleep)}
-            proxy_pass http://vllm;
+{_upstream_errors()}
+            proxy_pass http://vllm_api;
         }}"""
                 )
     return "\n".join(blocks)
@@ -413,10 +435,25 @@ def _ready_location(run_dir: str, rate: str = OPEN_LIMIT) -> str:
         }}"""
 
 
+#: A body of this many bytes or more (five digits), or one of unstated length (chunked), counts
+#: against the client's `large_bodies_per_minute`, with this burst (nginx's `burst` admits that
+#: many beyond the rate, so two at once).
+LARGE_BODY_BYTES = 10_000
+LARGE_BODY_BURST = 1
+
+
 def _limits_and_failures(limits: GatekeeperLimits) -> str:
     """Zones, and the named locations failures go to, where their own rate applies first."""
     rate = limits.client_requests_per_minute
     return f"""    limit_req_zone $binary_remote_addr zone=gatekeeper_rate:1m rate={rate}r/m;
+    # Large bodies per client (what parsing them costs): an empty key is not counted.
+    map "$http_content_length:$http_transfer_encoding" $gatekeeper_large_body {{
+        "~^[0-9]{{5,}}:" $binary_remote_addr;
+        "~:." $binary_remote_addr;
+        default "";
+    }}
+    limit_req_zone $gatekeeper_large_body zone=gatekeeper_large:1m
+                   rate={limits.large_bodies_per_minute}r/m;
     limit_req_zone $binary_remote_addr zone=gatekeeper_failed:1m rate={FAILURES_PER_MINUTE}r/m;
     # The routes without a key; 1m holds about 16,000 addresses (nginx docs, limit_req_zone).
     limit_req_zone $binary_remote_addr zone=gatekeeper_open:1m rate={OPEN_PER_SECOND}r/s;
@@ -492,51 +529,6 @@ def _failure_locations() -> str:
         location / {{ return 419; }}"""
 
 
-def _main_context(
-    *, limits: GatekeeperLimits, loads: str, nofile: int, run_dir: str, user: str | None
-) -> str:
-    """The main context: modules, the one worker, its files and connections."""
-    return f"""\
-# Generated by components/manifests/gatekeeper_conf.py from the plan; do not edit.
-# Works on nginx 1.22 with njs 0.7.9 (Debian 12, the rehearsal) and 1.30 with njs 1.0.1 (the pod).
-{loads}{f"user {user};{chr(10)}" if user else ""}worker_processes 1;
-worker_rlimit_nofile {nofile};
-# A graceful quit (the drain) finishes the requests in flight; none outlives the reply timeout.
-worker_shutdown_timeout {_ms(limits.reply_timeout_seconds + 30)};
-daemon off;
-pid {run_dir}/nginx.pid;
-error_log stderr warn;
-
-events {{
-    worker_connections {limits.worker_connections};
-}}
-
-"""
-
-
-def _stream_block(
-    *, internal: str, limits: GatekeeperLimits, listen: str, public_cap: str, public_zone: str
-) -> str:
-    """The stream layer: connections counted per address and in all before a byte is read."""
-    return f"""\
-stream {{
-    # Counted when a connection is accepted, before any byte of a request is read.
-    limit_conn_zone $binary_remote_addr zone=gatekeeper_clients:1m;
-{public_zone}    limit_conn_log_level info;
-    server {{
-        listen {listen} {KEEPALIVE};
-        limit_conn gatekeeper_clients {limits.client_connections};{public_cap}
-        proxy_protocol on;
-        proxy_connect_timeout 1s;
-        # Silence either way; the HTTP side's own timeouts end a request first.
-        proxy_timeout {_ms(limits.reply_timeout_seconds + 30)};
-        proxy_pass {internal};
-    }}
-}}
-
-"""
-
-
 def _http_context(
     *,
     access_log: str,
@@ -549,7 +541,8 @@ def _http_context(
     upstream: str | None,
     upstream_port: int,
 ) -> str:
-    """The http context's head: paths, the key and engine-key lookups, zones, vLLM upstream."""
+    """The http context's head: paths, the key and engine-key lookups, zones, vLLM upstreams."""
+    server = upstream or f"127.0.0.1:{upstream_port}"
     return f"""\
 http {{
     server_tokens off;
@@ -599,12 +592,30 @@ http {{
 
 {_limits_and_failures(limits)}
 
-    upstream vllm {{
-        server {upstream or f"127.0.0.1:{upstream_port}"};
-        keepalive 8;
-    }}
+    # Idle connections close before vLLM closes them (`UPSTREAM_KEEPALIVE_SECONDS`).
+{_upstream("vllm", server)}
+    # The API routes: at most `all_requests` in flight at vLLM from every client together. With
+    # every one taken nginx tries no connection ("no live upstreams") and answers 502, which
+    # @vllm_unreachable makes a 503 with Retry-After (ngx_http_upstream_round_robin.c: a single
+    # server at `max_conns` fails the pick; idle kept-alive connections are not counted).
+{_upstream("vllm_api", f"{server} max_conns={limits.all_requests}")}
 
 """
+
+
+#: vLLM 0.31's keep-alive: uvicorn's `timeout_keep_alive`, vLLM's `VLLM_HTTP_TIMEOUT_KEEP_ALIVE`
+#: (default 5 s: vllm/envs.py; entrypoints/launcher.py `serve_http` passes it to uvicorn; read
+#: 2026-12-06), which the engine's command line leaves alone.
+VLLM_KEEPALIVE_SECONDS = 5
+#: nginx's idle upstream connections close after this, a second before vLLM's, so nginx never
+#: sends a request down a connection vLLM is closing (it does not retry a POST: the 503s
+#: "upstream prematurely closed connection" seen while the gatekeeper stalled).
+UPSTREAM_KEEPALIVE_SECONDS = VLLM_KEEPALIVE_SECONDS - 1
+
+
+def _upstream(name: str, server: str) -> str:
+    idle = f"keepalive 8;\n        keepalive_timeout {UPSTREAM_KEEPALIVE_SECONDS}s;"
+    return f"    upstream {name} {{\n        server {server};\n        {idle}\n    }}"
 
 
 def _public_server(
@@ -627,6 +638,11 @@ def _public_server(
         client_max_body_size {limits.max_request_bytes};
         client_body_buffer_size {limits.max_request_bytes};
         client_body_in_single_buffer on;
+        # A key, a type and a few short headers are all the API needs: a client that shows no key
+        # holds at most 3 KiB of header (nginx's 1 KiB, then two 1 KiB lines), which `frontdoor`
+        # counts in what a connection costs.
+        client_header_buffer_size 1k;
+        large_client_header_buffers 2 1k;
         client_header_timeout {limits.header_timeout_seconds}s;
         client_body_timeout {limits.body_read_timeout_seconds}s;
         keepalive_timeout {KEEPALIVE_SECONDS}s;
@@ -652,6 +668,7 @@ def _public_server(
 {_error_pages(limits)}
 {_failure_locations()}
 {_vllm_failed()}
+{_vllm_unreachable(asleep)}
 
 {_api_locations(limits, asleep)}
 {_get_locations(limits, asleep)}{sleep.server_pieces(asleep, run_dir) if asleep else ""}
@@ -754,26 +771,9 @@ def nginx_conf(
     nofile = limits.worker_connections + 64
     # The door marks its asleep answers, so the 5xx alarm can leave a planned sleep out.
     asleep_field = ',"asleep":$gatekeeper_asleep' if asleep else ""
-    # Public connections from every address together, so the probes' connections stay free.
-    public_zone = (
-        "    limit_conn_zone $server_port zone=gatekeeper_public:1m;\n"
-        if limits.connection_capacity
-        else ""
-    )
-    public_cap = (
-        f"\n        limit_conn gatekeeper_public {limits.connection_capacity};"
-        if limits.connection_capacity
-        else ""
-    )
     return (
-        _main_context(limits=limits, loads=loads, nofile=nofile, run_dir=run_dir, user=user)
-        + _stream_block(
-            internal=internal,
-            limits=limits,
-            listen=listen,
-            public_cap=public_cap,
-            public_zone=public_zone,
-        )
+        main_context(limits=limits, loads=loads, nofile=nofile, run_dir=run_dir, user=user)
+        + stream_block(internal=internal, limits=limits, listen=listen)
         + _http_context(
             access_log=access_log,
             asleep=asleep,

@@ -20,11 +20,8 @@ from dataclasses import replace
 from pathlib import Path
 from typing import NoReturn
 
-from components.manifests.gatekeeper_conf import (
-    KEEPALIVE_IDLE_S,
-    KEEPALIVE_INTERVAL_S,
-    GatekeeperLimits,
-)
+from components.manifests.gatekeeper_conf import LARGE_BODY_BYTES, GatekeeperLimits
+from components.manifests.gatekeeper_stream import KEEPALIVE_IDLE_S, KEEPALIVE_INTERVAL_S
 from infra.adapters import verdict
 from infra.bootstrap import config as bootstrap_config
 from infra.plan import (
@@ -382,8 +379,14 @@ def _front_door_rows(door: GatekeeperLimits) -> list[tuple[str, str]]:
         ),
         (
             "connections",
-            f"{door.connection_capacity} clients in all, nginx worker_connections "
-            f"{door.worker_connections} (from the gatekeeper's memory)",
+            f"{door.connection_capacity:,} public in all, "
+            f"{door.connection_capacity // door.client_connections:,} addresses at their cap; "
+            f"nginx worker_connections {door.worker_connections:,} (from the gatekeeper's memory)",
+        ),
+        (
+            "all clients",
+            f"{door.all_requests} request(s) at vLLM at once, then 503; bodies of "
+            f"{LARGE_BODY_BYTES:,} bytes or more {door.large_bodies_per_minute}/min per client",
         ),
         (
             "per request",

@@ -259,7 +259,7 @@ PREFILL_PROVENANCE: dict[str, str] = {
 #: generates TCP keepalive packets and sends them to both the front-end and back-end
 #: connections every 20 seconds" (User Guide for Network Load Balancers, "Network Load
 #: Balancers", section "Connection idle timeout", read 2026-12-03). The gatekeeper's TCP
-#: keepalives (`components.manifests.gatekeeper_conf.KEEPALIVE_IDLE_S`) come well before it.
+#: keepalives (`components.manifests.gatekeeper_stream.KEEPALIVE_IDLE_S`) come well before it.
 NLB_IDLE_TIMEOUT_S = 350
 _SIZES = {"large": 2, "xlarge": 4, "2xlarge": 8, "4xlarge": 16, "8xlarge": 32}
 #: eni-max-pods.txt for these sizes (identical across these families).
@@ -322,8 +322,19 @@ def allocatable_millicpu(instance: InstanceType) -> int:
 
 #: The front door's proxy in every leader pod; its requests (equal to its limits).
 GATEKEEPER = gatekeeper_container.CONTAINER
-GATEKEEPER_MILLICPU = 30
-GATEKEEPER_MEMORY_MIB = 64
+#: CPU: what the worst client the limits admit costs in body parsing (`infra.plan.frontdoor`
+#: `_parsing`: one client at its request and large-body rates, bodies at the measured worst parse
+#: cost) is at most half of this, so its burst is spent within a second and the probe
+#: listener answers within the probes' 5 s (30m let one client's 327 KB bodies hold /health 5.6-
+#: 6.9 s). 75m, not more: a model pod gets whole cores, and 75m is the most that leaves every
+#: catalogue type the cores it had (an 8xlarge: 31,850 allocatable less 1,775 for the other
+#: co-tenants less 75 is 30,000).
+GATEKEEPER_MILLICPU = 75
+#: Memory: the public connection pool (`frontdoor._connections`: thousands of connections that
+#: have shown no key, at their measured cost) beside the requests at vLLM. 300 MiB, not more: a
+#: model pod's memory is whole GiB, and more would cost dev's m7g.2xlarge pod one of them (an
+#: m7g.4xlarge pod gets 54 GiB, not 55).
+GATEKEEPER_MEMORY_MIB = 300
 
 
 @dataclass(frozen=True)

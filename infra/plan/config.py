@@ -562,8 +562,8 @@ class StackConfig(StackChecks):
             alias="clientConnections",
             description="TCP connections one client address may hold at the gatekeeper, "
             "counted when a connection opens, before a request is read (idle keep-alives and "
-            "slow senders included); auto = one per request it may have in flight + 2, at "
-            "most half of what the gatekeeper's memory holds.",
+            "slow senders included); auto = one per request it may have in flight + 2; at "
+            "most half of the connections the gatekeeper's memory holds.",
             json_schema_extra=_fix("use auto or a positive number of connections such as 16"),
         ),
     ] = "auto"

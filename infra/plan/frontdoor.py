@@ -11,7 +11,15 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from components.manifests.gatekeeper_conf import GatekeeperLimits
+from components.manifests.gatekeeper import PROBE_TIMEOUT_S
+from components.manifests.gatekeeper_conf import (
+    BUSY_RETRY_SECONDS,
+    LARGE_BODY_BURST,
+    LARGE_BODY_BYTES,
+    UPSTREAM_KEEPALIVE_SECONDS,
+    VLLM_KEEPALIVE_SECONDS,
+    GatekeeperLimits,
+)
 from infra.plan import catalog
 from infra.plan.config import ConfigError, StackConfig
 
@@ -34,22 +42,48 @@ BURST_PER_SLOT = 2
 #: Margin on the longest reply's decode before the gatekeeper gives up on vLLM.
 REPLY_TIMEOUT_MARGIN = 1.25
 REPLY_TIMEOUT_FLOOR_SECONDS = 120
-#: A client must send its request headers within this (slow-header attacks hold a connection).
-HEADER_TIMEOUT_SECONDS = 10
+#: A client must send its request headers within this (slow-header attacks hold a connection,
+#: and a crowd of addresses reconnecting at their caps holds each for this long).
+HEADER_TIMEOUT_SECONDS = 5
 #: `clientConnections: auto`: a connection per request a client may have in flight and this
 #: many spare (a keep-alive waiting for reuse, a page's own GET). Probes no longer count: they
 #: have their own listener (`components.manifests.gatekeeper_conf._probe_server`).
 CONNECTIONS_SPARE = 2
 #: The gatekeeper's memory (`catalog.GATEKEEPER_MEMORY_MIB`) less what nginx, its zones, njs and
-#: the health cache hold before any client (modelled: nginx and njs at start take a few MiB).
+#: the health cache hold before any client (modelled: measured ~5 MiB of anonymous memory at
+#: start, nginx 1.22.1 and njs 0.7.9 on the rehearsal machine, 2026-12-06, plus the binaries').
 GATEKEEPER_BASE_MIB = 16
-#: Memory one client connection may pin beyond its request body: header buffers (1 KiB + 4 x 8
-#: KiB), the stream proxy's two 16 KiB buffers, the upstream buffer and the request's njs VM
-#: (modelled, the large end of each).
-CONNECTION_OVERHEAD_BYTES = 128 * 1024
+#: What one public connection that has shown no key costs nginx at most, in bytes: one whose
+#: client sent a request line and two 1 KiB header lines and stopped, the most the header buffers
+#: take (`gatekeeper_conf`: 1 KiB, then two of 1 KiB; a 1 KiB stream buffer). Measured on real
+#: nginx (1.22.1, Debian 12) with the generated config, 6,000 such connections on loopback: the
+#: worker's private memory grew 16,276 bytes each (4,951 for a connection that sends nothing,
+#: 14,200 for a request line and one header), 2026-12-06.
+KEYLESS_CONNECTION_BYTES = 16_276
+KEYLESS_IDLE_BYTES = 4_951
+#: The kernel's part, charged to the container's memory: 12,700 bytes of slab per loopback
+#: connection through the gatekeeper (the client's socket, nginx's, the Unix socket pair), less
+#: 3,550 for the client's end (half of a plain loopback TCP pair's 7,100), measured the same day.
+KERNEL_CONNECTION_BYTES = 9_150
+#: An nginx connection slot (`worker_connections`), written at start: measured 432 bytes each
+#: (a worker of 61,000 slots against one of 1,000), 2026-12-06.
+SLOT_BYTES = 432
+#: What a keyed request at vLLM holds, per byte of its largest body: the body and the request's
+#: njs VM, which keeps the parsed body until the request ends. Measured: 5,012,992 bytes per
+#: request in flight for a 326,100-byte body of numbers (1,667,072 for one of text), eight held
+#: at a slow upstream, the worker's private memory, 2026-12-06.
+HELD_BYTES_PER_BODY_BYTE = 5_012_992 / 326_100
 #: nginx connections per client connection: the client's socket and the Unix socket pair between
-#: the stream and HTTP sides (two), and the request's connection to vLLM.
-NGINX_CONNECTIONS_PER_CLIENT = 4
+#: the stream and HTTP sides (two); a request at vLLM also holds a connection there, at most
+#: `all_requests` of them.
+NGINX_CONNECTIONS_PER_CLIENT = 3
+#: What parsing a body costs njs at worst, per byte: 21 ms of CPU for a 327,680-byte body of
+#: 163,840 numbers (a valid 327 KB chat body 5.8 ms, an invalid one 4 ms), measured on the
+#: rehearsal machine (njs 0.7.9), 2026-12-06.
+PARSE_NS_PER_BYTE = 21e6 / 327_680
+#: One client at its limits may take this share of the gatekeeper's CPU in body parsing, so two
+#: clients at theirs still leave the probes' answers unqueued.
+CLIENT_CPU_SHARE = 0.5
 #: Connections the gatekeeper's probe listener holds at once, all callers together: the kubelet's
 #: probes of the pod's containers (one call each per period, each connection closed: kubernetes
 #: v1.35 pkg/probe/http/http.go sets `DisableKeepAlives`) and the group's workers' liveness
@@ -86,6 +120,13 @@ SCHEMA_LENGTH_UNIT_S = 0.1
 SCHEMA_PATTERN_UNIT_S = 0.01
 #: `maxSchemaBytes: auto` compiles within this: the others queue behind one compile at a time.
 SCHEMA_COMPILE_SECONDS = 1
+#: The counts the gatekeeper admits in grammar input, each alone within the same compile budget:
+#: `maxLength`, `minLength`, `maxItems`, `minItems`, `maxProperties`, `minProperties` at the
+#: string's per-unit cost (items and properties measured cheaper with integer items; an item's
+#: own rule is repeated by the count, so they are held to the costlier rate), a regex's `{n}`,
+#: `{n,}` or `{n,m}` at the pattern's. Modelled from the per-unit figures above.
+SCHEMA_MAX_COUNT = round(SCHEMA_COMPILE_SECONDS / SCHEMA_LENGTH_UNIT_S)
+SCHEMA_MAX_PATTERN_COUNT = round(SCHEMA_COMPILE_SECONDS / SCHEMA_PATTERN_UNIT_S)
 #: `clientTokensInFlight: auto`: one client address may hold this share of the KV cache's tokens,
 #: so one client at its limit leaves the rest to the others.
 CLIENT_KV_SHARE = 0.5
@@ -149,7 +190,12 @@ def plan_front_door(
             f"use at most {max_model_len - 1}, or auto",
         )
     work = _work(cfg, body, sequences, cap)
-    wires = _connections(cfg, body, work.requests_in_flight)
+    # An elastic stack's door fronts every group that may run; a leader's gatekeeper, its own.
+    everyone = _all_requests(slots * (cfg.max_groups or 1), body)
+    wires = _connections(cfg, body, work.requests_in_flight, everyone)
+    parsing = _parsing(
+        per_minute // work.max_sequences, BURST_PER_SLOT * work.requests_in_flight, body
+    )
     budget = _token_tiers(cfg, max_model_len, int(max_concurrency * max_model_len), work)
     listener = (
         "HTTPS on 443 (ACM certificate; TLS ends at the load balancer)"
@@ -186,6 +232,10 @@ def plan_front_door(
             else "no chat page (`chatPage: false`): / is 404 like any path outside the API"
         ),
         *wires.reasons,
+        *parsing.reasons,
+        _all_requests_reason(
+            everyone, slots, cfg.max_groups or 1, max_model_len, first_byte_s, work, timeout
+        ),
         *work.reasons,
         *budget.reasons,
     )
@@ -196,6 +246,8 @@ def plan_front_door(
         client_requests_per_minute=max(1, per_minute // work.max_sequences),
         client_burst=BURST_PER_SLOT * work.requests_in_flight,
         client_concurrent_requests=work.requests_in_flight,
+        all_requests=everyone,
+        large_bodies_per_minute=parsing.large_per_minute,
         client_connections=wires.per_client,
         connection_capacity=wires.capacity,
         worker_connections=wires.worker_connections,
@@ -203,6 +255,7 @@ def plan_front_door(
         max_sequences=work.max_sequences,
         max_logprobs=work.max_logprobs,
         max_schema_bytes=work.max_schema_bytes,
+        max_schema_counts=(SCHEMA_MAX_COUNT, SCHEMA_MAX_PATTERN_COUNT),
         schema_concurrency=SCHEMA_CONCURRENCY,
         max_reply_bytes=work.max_reply_bytes,
         max_reply_tokens=cap,
@@ -273,7 +326,9 @@ def _work(cfg: StackConfig, body: int, sequences: int, cap: int) -> _Work:
         "bytes/s of the costliest shape tried, many optional properties, against a 262,144-token "
         "vocabulary; the bytes do not bound counted repetitions: a string's `maxLength` costs "
         f"~{SCHEMA_LENGTH_UNIT_S} s per unit of its count, a pattern's `{{n,m}}` "
-        f"~{SCHEMA_PATTERN_UNIT_S} s) and "
+        f"~{SCHEMA_PATTERN_UNIT_S} s, so `maxLength`, `minLength`, `maxItems`, `minItems`, "
+        f"`maxProperties` and `minProperties` above {SCHEMA_MAX_COUNT} and a pattern's count above "
+        f"{SCHEMA_MAX_PATTERN_COUNT} get 400 naming the field) and "
         f"{SCHEMA_CONCURRENCY} such request in flight per client address, held until its reply "
         "ends (nginx cannot see the compile end), so one client's structured replies never "
         "refuse another's; vLLM compiles them one at a time, so a compile may wait for one of "
@@ -302,23 +357,25 @@ class _Wires:
     reasons: tuple[str, ...]
 
 
-def _connections(cfg: StackConfig, body: int, in_flight: int) -> _Wires:
-    """Per-client connections and nginx's worker connections, from the gatekeeper's memory."""
-    free = (catalog.GATEKEEPER_MEMORY_MIB - GATEKEEPER_BASE_MIB) * 1024 * 1024
-    per_connection = body + CONNECTION_OVERHEAD_BYTES
-    capacity = free // per_connection
-    # auto: the base and a share per request in flight, but never more than half of what the
-    # memory holds (two clients cannot take it all), nor fewer than its requests and a spare.
-    wanted = in_flight + CONNECTIONS_SPARE
-    auto = min(wanted, max(in_flight + 1, capacity // 2))
-    per_client = auto if cfg.client_connections == "auto" else cfg.client_connections
-    if cfg.client_connections != "auto" and per_client * 2 > capacity:
-        raise ConfigError(
-            "clientConnections",
-            f"{per_client} would let two clients hold every one of the {capacity} connections "
-            f"the gatekeeper's {catalog.GATEKEEPER_MEMORY_MIB} MiB holds",
-            f"use at most {max(in_flight + 1, capacity // 2)}, or auto",
-        )
+#: The requests at vLLM may hold at most this share of the gatekeeper's memory beside nginx's own;
+#: the rest is the public pool.
+HELD_SHARE = 0.5
+
+
+def _all_requests(wanted: int, body: int) -> int:
+    """Requests at vLLM from every client together: what the KV cache holds (`wanted`), at most
+    what `HELD_SHARE` of the gatekeeper's memory holds at the largest body each."""
+    room = (catalog.GATEKEEPER_MEMORY_MIB - GATEKEEPER_BASE_MIB) * 1024 * 1024 * HELD_SHARE
+    return max(1, min(wanted, math.floor(room / (body * HELD_BYTES_PER_BODY_BYTE))))
+
+
+def _connections(cfg: StackConfig, body: int, in_flight: int, all_requests: int) -> _Wires:
+    """Per-client connections and the public pool, from the gatekeeper's memory: what the
+    requests at vLLM hold (`all_requests` of them) and one client's bodies being read come
+    first, and the rest is connections that have shown no key, at what the worst of them costs."""
+    per_client = in_flight + CONNECTIONS_SPARE
+    if cfg.client_connections != "auto":
+        per_client = cfg.client_connections
     if per_client < in_flight + 1:
         raise ConfigError(
             "clientConnections",
@@ -326,23 +383,115 @@ def _connections(cfg: StackConfig, body: int, in_flight: int) -> _Wires:
             "in flight",
             f"use at least {in_flight + 1}, or auto",
         )
-    worker = capacity * NGINX_CONNECTIONS_PER_CLIENT + PROBE_RESERVE + FIXED_CONNECTIONS
+    memory = catalog.GATEKEEPER_MEMORY_MIB * 1024 * 1024
+    # One client's bodies being read: its requests in flight, at most what vLLM takes at once.
+    reading = min(in_flight, all_requests) + CONNECTIONS_SPARE
+    held = math.ceil(all_requests * body * HELD_BYTES_PER_BODY_BYTE) + reading * body
+    reserve = all_requests + PROBE_RESERVE + FIXED_CONNECTIONS
+    fixed = GATEKEEPER_BASE_MIB * 1024 * 1024 + held + reserve * SLOT_BYTES
+    connection = KEYLESS_CONNECTION_BYTES + KERNEL_CONNECTION_BYTES
+    connection += NGINX_CONNECTIONS_PER_CLIENT * SLOT_BYTES
+    capacity = max(0, memory - fixed) // connection
+    if per_client * 2 > capacity:
+        raise ConfigError(
+            "clientConnections",
+            f"{per_client} would let two clients hold every one of the {capacity} connections "
+            f"the gatekeeper's {catalog.GATEKEEPER_MEMORY_MIB} MiB holds",
+            f"use at most {max(in_flight + 1, capacity // 2)}, or auto",
+        )
+    worker = capacity * NGINX_CONNECTIONS_PER_CLIENT + reserve
+    idle = KEYLESS_IDLE_BYTES + KERNEL_CONNECTION_BYTES + NGINX_CONNECTIONS_PER_CLIENT * SLOT_BYTES
     reasons = (
         f"per client address {per_client} connections ({_origin(cfg.client_connections)}: "
-        f"one per request in flight + {CONNECTIONS_SPARE}, at most half of all), counted when "
-        "a connection opens, before a byte is read; more are closed at once; "
-        f"{capacity // per_client} addresses at that cap fill the public listener, which "
-        "never takes the probes' connections",
-        f"{capacity} client connections in all: the gatekeeper's "
-        f"{catalog.GATEKEEPER_MEMORY_MIB} MiB less {GATEKEEPER_BASE_MIB} MiB for nginx, over "
-        f"{per_connection // 1024} KiB each (a whole body in memory + "
-        f"{CONNECTION_OVERHEAD_BYTES // 1024} KiB of buffers); one nginx worker (its "
-        f"{catalog.GATEKEEPER_MILLICPU}m of CPU is under a core) with {worker} connections "
-        f"({NGINX_CONNECTIONS_PER_CLIENT} per client connection, {PROBE_RESERVE} held "
-        f"for the probe listener's {PROBE_CONNECTIONS} and {FIXED_CONNECTIONS} for listeners, "
-        f"scrapes and wake calls) and {worker + 64} files",
+        f"one per request in flight + {CONNECTIONS_SPARE}), counted when a connection opens, "
+        "before a byte is read; more are closed at once, logged",
+        f"{capacity:,} public connections in all, closed at once beyond (logged): the "
+        f"gatekeeper's {catalog.GATEKEEPER_MEMORY_MIB} MiB less {GATEKEEPER_BASE_MIB} MiB for "
+        f"nginx and {held / 2**20:.1f} MiB for the {all_requests} request(s) at vLLM (each "
+        f"holds its body and its parsed copy, up to {HELD_BYTES_PER_BODY_BYTE:.1f}x the body, "
+        f"measured) and one client's {reading} bodies being read, over {connection:,} bytes "
+        f"a connection that has shown no key (nginx {KEYLESS_CONNECTION_BYTES:,} with 3 KiB of "
+        f"header held, the kernel {KERNEL_CONNECTION_BYTES:,}, {NGINX_CONNECTIONS_PER_CLIENT} "
+        f"slots of {SLOT_BYTES}; measured); so {capacity // per_client:,} addresses at their "
+        f"cap of {per_client}, each connection holding a header, fill it and refuse a keyed "
+        f"client's new connection ({(memory - fixed) // idle // per_client:,} whose connections "
+        f"send nothing); one nginx worker with {worker:,} connections "
+        f"({NGINX_CONNECTIONS_PER_CLIENT} per public connection, one per request at vLLM, "
+        f"{PROBE_RESERVE} for the probe listener's {PROBE_CONNECTIONS} and {FIXED_CONNECTIONS} "
+        f"for listeners, scrapes and wake calls) and {worker + 64:,} files",
     )
     return _Wires(per_client, capacity, worker, reasons)
+
+
+@dataclass(frozen=True)
+class _Parsing:
+    """The large-body rate per client and what one client at its limits costs the CPU."""
+
+    large_per_minute: int
+    reasons: tuple[str, ...]
+
+
+def _parsing(per_minute: int, burst: int, body: int) -> _Parsing:
+    """Large bodies a client may send a minute: what one client at its request rate costs in
+    parsing stays within `CLIENT_CPU_SHARE` of the gatekeeper's CPU (`catalog`), every small
+    body at the most a small one costs, the rest of the share in large ones at the largest."""
+    small_ms = (LARGE_BODY_BYTES - 1) * PARSE_NS_PER_BYTE / 1e6
+    large_ms = max(LARGE_BODY_BYTES, body) * PARSE_NS_PER_BYTE / 1e6
+    millicpu = catalog.GATEKEEPER_MILLICPU
+    share_ms = CLIENT_CPU_SHARE * millicpu  # CPU ms a second
+    per_s = per_minute / 60
+    large = max(1, math.floor(60 * (share_ms - per_s * small_ms) / (large_ms - small_ms)))
+    large_s = min(per_s, large / 60)
+    steady = large_s * large_ms + (per_s - large_s) * small_ms
+    # nginx admits `burst` requests beyond the rate at once, so one more than each burst.
+    burst_ms = (LARGE_BODY_BURST + 1) * large_ms + (burst - LARGE_BODY_BURST) * small_ms
+    reasons = (
+        f"bodies of {LARGE_BODY_BYTES:,} bytes or more (or chunked) at most {large} a minute "
+        f"per client address ({LARGE_BODY_BURST + 1} at once), above that 429: parsing costs njs "
+        f"up to {PARSE_NS_PER_BYTE:.0f} ns a byte (measured), so one client at its limits takes "
+        f"{steady:.0f} ms of CPU a second, at most {CLIENT_CPU_SHARE:g} of the gatekeeper's "
+        f"{catalog.GATEKEEPER_MILLICPU}m (its CPU request = limit), and its burst "
+        f"{burst_ms:.0f} ms, which that quota spends in {burst_ms / millicpu:.2f} s: the probe "
+        f"listener's /health waits at most that behind it, within the probes' {PROBE_TIMEOUT_S} "
+        f"s; idle upstream connections close after {UPSTREAM_KEEPALIVE_SECONDS} s, before vLLM's "
+        f"own {VLLM_KEEPALIVE_SECONDS} s",
+    )
+    return _Parsing(large, reasons)
+
+
+def _all_requests_reason(
+    everyone: int,
+    slots: int,
+    groups: int,
+    max_model_len: int,
+    first_byte_s: int,
+    work: _Work,
+    timeout: int,
+) -> str:
+    """What every client together may have at vLLM, and what it leaves a newcomer (modelled)."""
+    per = work.requests_in_flight
+    wait = everyone * first_byte_s
+    cut = f", past the {timeout} s reply timeout (cut, 504)" if wait > timeout else ""
+    kv = slots * groups
+    held = (
+        "the full-length requests the KV cache holds at once, so nothing waits in vLLM for "
+        "KV-cache room and its first-come order only orders prefill"
+        if everyone == kv == slots
+        else f"{slots} full-length requests a group's KV cache holds x the {groups} groups that "
+        "may run, so beyond the running groups' room requests wait in vLLM, first come first "
+        "served, which is what the queue trigger scales on"
+        if everyone == kv
+        else f"what {HELD_SHARE:g} of the gatekeeper's memory holds at the largest body each, "
+        f"of the {kv} full-length requests the KV cache holds"
+    )
+    return (
+        f"at most {everyone} request(s) at vLLM from all clients together: {held}; beyond that "
+        f"503 with Retry-After {BUSY_RETRY_SECONDS} at once; with {math.ceil(everyone / per)} "
+        f"client(s) at their {per} in flight a newcomer is refused so; admitted, its first token "
+        f"waits behind at most {everyone - 1} other prompt(s), up to "
+        f"{(everyone - 1) * max_model_len:,} tokens of prefill: a full-length prompt behind "
+        f"full-length ones within {everyone} x the first-byte bound, {wait:,} s (modelled){cut}"
+    )
 
 
 @dataclass(frozen=True)

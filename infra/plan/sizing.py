@@ -137,6 +137,7 @@ class Plan:
         data["reasons"] = list(self.reasons)
         data["front_door"]["reasons"] = list(self.front_door.reasons)
         data["front_door"]["token_tiers"] = [list(t) for t in self.front_door.token_tiers]
+        data["front_door"]["max_schema_counts"] = list(self.front_door.max_schema_counts)
         # The plan's own `model` names the served model once.
         del data["front_door"]["served_model"]
         data["weights_gib_per_stage"] = self.weights_gib_per_stage

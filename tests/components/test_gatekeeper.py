@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from components.manifests import gatekeeper, gatekeeper_conf, probes
+from components.manifests import gatekeeper, gatekeeper_conf, gatekeeper_stream, probes
 from components.manifests.asleep import Asleep
 from components.manifests.gatekeeper import key_file_text, nginx_conf
 from components.manifests.gatekeeper_conf import ERRORS, PASSED_HEADERS, njs_script
@@ -53,7 +53,8 @@ def test_only_two_routes_reach_vllm_and_health_comes_from_a_cache() -> None:
     # /ready is the gatekeeper's own readiness (the drain), answered without vLLM.
     assert exact == ["/ready", "/v1/chat/completions", "/v1/completions", "/v1/models", "/health"]
     # vLLM sees the chat and completion routes only through the named locations, and /health.
-    assert re.findall(r"proxy_pass (\S+);", conf) == ["http://vllm"] * 4 + ["http://vllm/health"]
+    api, health = ["http://vllm_api"] * 4, ["http://vllm/health"]
+    assert re.findall(r"proxy_pass (\S+);", conf) == api + health
     assert re.findall(r"rewrite \^ (\S+) break;", conf) == [
         "/v1/chat/completions",
         "/v1/chat/completions",
@@ -75,11 +76,21 @@ def test_only_two_routes_reach_vllm_and_health_comes_from_a_cache() -> None:
 
 
 def test_connections_are_capped_per_client_before_a_request_is_read() -> None:
-    conf = nginx_conf(replace(LIMITS, client_connections=12, worker_connections=900))
+    conf = nginx_conf(
+        replace(LIMITS, client_connections=12, worker_connections=900, connection_capacity=20_000)
+    )
     stream = conf[conf.index("stream {") : conf.index("http {")]
-    assert "limit_conn_zone $binary_remote_addr zone=gatekeeper_clients:1m;" in stream
+    # An address for every connection of the pool: 20,000 x 128 bytes.
+    assert "limit_conn_zone $binary_remote_addr zone=gatekeeper_clients:3m;" in stream
     assert "limit_conn gatekeeper_clients 12;" in stream
-    assert f"listen 8080 {gatekeeper_conf.KEEPALIVE};" in stream
+    assert "limit_conn gatekeeper_public 20000;" in stream
+    # Refusals logged: at the error log's level, never below it.
+    assert "limit_conn_log_level warn;" in stream and "error_log stderr warn;" in conf
+    # A connection that shows no key holds at most 3 KiB of header and a 1 KiB stream buffer.
+    assert "proxy_buffer_size 1k;" in stream
+    assert "client_header_buffer_size 1k;" in conf
+    assert "large_client_header_buffers 2 1k;" in conf
+    assert f"listen 8080 {gatekeeper_stream.KEEPALIVE};" in stream
     assert "proxy_protocol on;" in stream
     # The HTTP side takes the client's address from the PROXY header, on a Unix socket only.
     assert "listen unix:/tmp/gatekeeper-http.sock proxy_protocol;" in conf
@@ -87,6 +98,7 @@ def test_connections_are_capped_per_client_before_a_request_is_read() -> None:
     assert "worker_connections 900;" in conf and "worker_rlimit_nofile 964;" in conf
     # Header time is a total; bodies only on POST routes.
     assert "client_header_timeout 10s;" in conf and "lingering_time 5s;" in conf
+    assert "limit_conn_zone $binary_remote_addr zone=gatekeeper_clients:1m;" in nginx_conf(LIMITS)
     for route in ("location = /v1/models", "location = /health"):
         assert "if ($gatekeeper_has_body) { return 400 " in _block(conf, route)
 
@@ -102,9 +114,10 @@ def test_work_per_request_is_bounded_in_sequences_schemas_and_reply() -> None:
             assert "js_body_filter gatekeeper.bound buffer_type=buffer;" in block
             assert "proxy_read_timeout 2366000ms;" in block
             # vLLM's own 400s pass through; its 500 is judged by its body (an engine fault's is
-            # empty), an unreachable vLLM is the 503.
+            # empty), an unreachable or full vLLM is a 503.
             assert "error_page 500 = @vllm_failed;" in block
-            assert "error_page 502 503 =503 /.gatekeeper/e503;" in block
+            assert "error_page 502 = @vllm_unreachable;" in block
+            assert "error_page 503 =503 /.gatekeeper/e503;" in block
             assert "error_page 400" not in block
         assert "gatekeeper_schema" not in plain
         assert "limit_conn gatekeeper_schema 2;" in schema
@@ -119,6 +132,7 @@ def test_work_per_request_is_bounded_in_sequences_schemas_and_reply() -> None:
         "maxLogprobs": 0,
         "maxReplyBytes": 9999,
         "maxSchemaBytes": 4000,
+        "maxSchemaCounts": [10, 100],
         "maxSequences": 1,
         "model": "model",
         "replySeconds": 2366,
@@ -192,6 +206,8 @@ def test_failures_are_rate_limited_before_they_are_answered() -> None:
 def test_every_status_the_gatekeeper_produces_has_a_json_page() -> None:
     conf, _ = _servers(nginx_conf(LIMITS))
     pages = dict(re.findall(r"error_page (\d{3}) (?:=\d{3} )?(/\.gatekeeper/e\d{3});", conf))
+    # @vllm_unreachable's own: 598 the busy page, 599 the restart's 503.
+    assert pages.pop("599") == "/.gatekeeper/e503"
     # 408 is never written (nginx closes the connection); 502 is answered as 503; 494 as 431.
     assert {int(status) for status in pages} == set(ERRORS) - {408} | {494}
     assert pages["494"] == "/.gatekeeper/e431" and pages["502"] == "/.gatekeeper/e503"

@@ -2,7 +2,8 @@
 njs 0.7.9) in front of an upstream that records what it is sent.
 
 Bodies vLLM 0.31 would read but could not hand to its engine (an unpaired surrogate anywhere, an
-integer beyond 64 bits) are refused naming the field; vLLM's JSON 500 for a request's own
+integer beyond 64 bits) are refused naming the field, and so is grammar input whose counts cost
+more compile than its bytes say; vLLM's JSON 500 for a request's own
 failure is a client's 400, its empty 500 (an engine fault) the restart's 503; and every line of
 the access log keeps the method and route the client sent, refusals included.
 """
@@ -19,6 +20,7 @@ import pytest
 
 from components import watch
 from components.manifests.asleep import ASLEEP_PAGE
+from infra.plan import frontdoor
 from infra.rehearse.front_door import gatekeeper_run as gate
 from infra.rehearse.group.ranks import free_port
 from tests import builders
@@ -32,6 +34,7 @@ LIMITS = builders.gatekeeper_limits(
     client_concurrent_requests=4,
     reply_timeout_seconds=30,
     max_schema_bytes=4000,
+    max_schema_counts=(frontdoor.SCHEMA_MAX_COUNT, frontdoor.SCHEMA_MAX_PATTERN_COUNT),
 )
 CHAT = '{"model": "m", "messages": [{"role": "user", "content": "hi"}]'
 SURROGATE = (
@@ -130,6 +133,96 @@ def test_what_vllm_cannot_carry_is_refused_naming_the_field(
     ],
 )
 def test_what_vllm_can_carry_reaches_it_unchanged(door: gate.Gate, extra: str) -> None:
+    body = f"{CHAT}, {extra}}}".encode()
+    assert _post(door, body).status == 200
+    assert _Upstream.seen[-1] == body
+
+
+def _schema(schema: dict[str, object]) -> str:
+    wrapped = {"type": "json_schema", "json_schema": {"name": "n", "schema": schema}}
+    return f'"response_format": {json.dumps(wrapped)}'
+
+
+def _tool(parameters: dict[str, object]) -> str:
+    tools = [{"type": "function", "function": {"name": "f", "parameters": parameters}}]
+    return f'"tools": {json.dumps(tools)}'
+
+
+COUNTS = "maxLength, minLength, maxItems, minItems, maxProperties and minProperties may be at most"
+UNROLLED = ": vLLM compiles each unit of it, one grammar at a time"
+NAME = "response_format.json_schema.schema.properties.name"
+NAMED = {"type": "object", "properties": {"name": {"type": "string", "maxLength": 11}}}
+TOOL = "tools.0.function.parameters.properties.x"
+
+
+@pytest.mark.parametrize(
+    ("extra", "field", "message"),
+    [
+        (
+            _schema(
+                {"type": "object", "properties": {"name": {"type": "string", "maxLength": 11}}}
+            ),
+            "response_format",
+            f"`{NAME}.maxLength` is 11; {COUNTS} 10 here{UNROLLED}",
+        ),
+        (
+            _schema({"type": "string", "maxLength": 100000}),
+            "response_format",
+            f"`response_format.json_schema.schema.maxLength` is 100000; {COUNTS} 10 here{UNROLLED}",
+        ),
+        (
+            _tool({"type": "object", "properties": {"x": {"type": "array", "minItems": 50}}}),
+            "tools",
+            f"`{TOOL}.minItems` is 50; {COUNTS} 10 here{UNROLLED}",
+        ),
+        (
+            _schema({"type": "string", "pattern": "^[a-z0-9]{1,3000}$"}),
+            "response_format",
+            "`response_format.json_schema.schema.pattern` repeats 3000 times; a counted repetition "
+            f"may be at most 100 here{UNROLLED}",
+        ),
+        (
+            _schema({"type": "object", "patternProperties": {"^k{101}$": {"type": "integer"}}}),
+            "response_format",
+            "`response_format.json_schema.schema.patternProperties.^k{101}$` repeats 101 times; a "
+            f"counted repetition may be at most 100 here{UNROLLED}",
+        ),
+        (
+            '"structured_outputs": {"regex": "[0-9]{200,}"}',
+            "structured_outputs",
+            f"`structured_outputs.regex` repeats 200 times; a counted repetition may be at most "
+            f"100 here{UNROLLED}",
+        ),
+    ],
+)
+def test_grammar_counts_above_their_compile_bound_are_refused_naming_the_field(
+    door: gate.Gate, extra: str, field: str, message: str
+) -> None:
+    before = len(_Upstream.seen)
+    reply = _post(door, f"{CHAT}, {extra}}}".encode())
+    assert reply.status == 400, reply.body
+    error = json.loads(reply.body)["error"]
+    assert (error["param"], error["message"]) == (field, message)
+    assert len(_Upstream.seen) == before
+
+
+@pytest.mark.parametrize(
+    "extra",
+    [
+        _schema({"type": "string", "minLength": 2, "maxLength": 10, "pattern": "^[a-z]{1,100}$"}),
+        _tool({"type": "object", "maxProperties": 10, "properties": {"x": {"type": "array"}}}),
+        # A property named like a keyword, and counts in text no grammar reads.
+        _schema(
+            {
+                "type": "object",
+                "description": "ids like a{1,3000}, maxLength 500",
+                "properties": {"maxLength": {"type": "integer"}, "pattern": {"type": "string"}},
+            }
+        ),
+        '"response_format": {"type": "text", "maxLength": 500}',
+    ],
+)
+def test_grammar_counts_within_their_bound_reach_vllm(door: gate.Gate, extra: str) -> None:
     body = f"{CHAT}, {extra}}}".encode()
     assert _post(door, body).status == 200
     assert _Upstream.seen[-1] == body

@@ -43,7 +43,7 @@ BAD_INPUTS = [
     ),
     (
         ["instanceType=c7g.xlarge"],
-        "`instanceType` c7g.xlarge (3 GiB per pod) cannot hold google/gemma-4-12B-it at any split "
+        "`instanceType` c7g.xlarge (2 GiB per pod) cannot hold google/gemma-4-12B-it at any split "
         "(1 stage(s) need 33.7 GiB per pod before any KV cache; 8 stage(s) need 12.0 GiB per pod "
         "before any KV cache); choose a larger type such as m7g.4xlarge",
     ),
@@ -154,7 +154,7 @@ BAD_INPUTS = [
     ),
     (
         ["podMemoryGiB=40"],
-        "`podMemoryGiB` 40 GiB is more than the 26.2 GiB a m7g.2xlarge node can give after its "
+        "`podMemoryGiB` 40 GiB is more than the 26.0 GiB a m7g.2xlarge node can give after its "
         "other tenants; set it to at most 26 or auto, or choose a larger `instanceType`",
     ),
     (

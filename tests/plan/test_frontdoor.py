@@ -6,7 +6,8 @@ import math
 
 import pytest
 
-from infra.plan import frontdoor
+from components.manifests.gatekeeper import PROBE_TIMEOUT_S
+from infra.plan import catalog, frontdoor
 from infra.plan.config import ConfigError
 from infra.plan.frontdoor import (
     BODY_BYTES_PER_TOKEN,
@@ -50,7 +51,7 @@ def test_automatic_limits_follow_the_context_and_the_concurrency() -> None:
     assert door.reply_timeout_seconds == 218 + math.ceil(1024 / 4.3 * 1.25)
     assert _door(first_byte=300).reply_timeout_seconds == door.reply_timeout_seconds + 82
     assert _door(maxReplyTokens=100).reply_timeout_seconds == 218 + math.ceil(100 / 4.3 * 1.25)
-    assert door.header_timeout_seconds == HEADER_TIMEOUT_SECONDS == 10
+    assert door.header_timeout_seconds == HEADER_TIMEOUT_SECONDS == 5
     assert (door.tls, door.listener_port) == (False, 80)
 
 
@@ -115,19 +116,35 @@ def test_reasons_say_what_each_limit_is_and_where_it_comes_from() -> None:
         "caps every request, and so one without max_tokens)",
         "a reply not finished within 516 s is cut: 504 before its first byte, a final error event "
         "in a stream (a first token within 218 s, then 1024 tokens at ~4.3 tokens/s x1.25); "
-        "request headers whole within 10 s; streams pass through unbuffered",
+        "request headers whole within 5 s; streams pass through unbuffered",
         "a chat page at http://<endpoint>/ (`chatPage`): the gatekeeper serves its three files "
         "(/, /app.js, /app.css) itself, under a same-origin-only Content-Security-Policy; the "
         "page loads without the key and sends the key typed into it with each call, replies up "
         "to 1024 tokens",
-        "per client address 5 connections (auto: one per request in flight + 2, at most half of "
-        "all), counted when a connection opens, before a byte is read; more are closed at once; "
-        "21 addresses at that cap fill the public listener, which never takes the probes' "
-        "connections",
-        "109 client connections in all: the gatekeeper's 64 MiB less 16 MiB for nginx, over 448 "
-        "KiB each (a whole body in memory + 128 KiB of buffers); one nginx worker (its 30m of "
-        "CPU is under a core) with 524 connections (4 per client connection, 64 held for the "
-        "probe listener's 32 and 24 for listeners, scrapes and wake calls) and 588 files",
+        "per client address 5 connections (auto: one per request in flight + 2), counted when a "
+        "connection opens, before a byte is read; more are closed at once, logged",
+        "10,515 public connections in all, closed at once beyond (logged): the gatekeeper's 300 "
+        "MiB less 16 MiB for nginx and 16.0 MiB for the 3 request(s) at vLLM (each holds its body "
+        "and its parsed copy, up to 15.4x the body, measured) and one client's 5 bodies being "
+        "read, over 26,722 bytes a connection that has shown no key (nginx 16,276 with 3 KiB of "
+        "header held, the kernel 9,150, 3 slots of 432; measured); so 2,103 addresses at their "
+        "cap of 5, each connection holding a header, fill it and refuse a keyed client's new "
+        "connection (3,650 whose connections send nothing); one nginx worker with 31,636 "
+        "connections (3 per public connection, one per request at vLLM, 64 for the probe "
+        "listener's 32 and 24 for listeners, scrapes and wake calls) and 31,700 files",
+        "bodies of 10,000 bytes or more (or chunked) at most 104 a minute per client address "
+        "(2 at once), above that 429: parsing costs njs up to 64 ns a byte (measured), so one "
+        "client at its limits takes 37 ms of CPU a second, at most 0.5 of the gatekeeper's 75m "
+        "(its CPU request = limit), and its burst 45 ms, which that quota spends in 0.60 s: the "
+        "probe listener's /health waits at most that behind it, within the probes' 5 s; idle "
+        "upstream connections close after 4 s, before vLLM's own 5 s",
+        "at most 3 request(s) at vLLM from all clients together: the full-length requests the KV "
+        "cache holds at once, so nothing waits in vLLM for KV-cache room and its first-come "
+        "order only orders prefill; beyond that 503 with Retry-After 5 at once; with 1 client(s) "
+        "at their 3 in flight a newcomer is refused so; admitted, its first token waits behind "
+        "at most 2 other prompt(s), up to 16,384 tokens of prefill: a full-length prompt behind "
+        "full-length ones within 3 x the first-byte bound, 654 s (modelled), past the 516 s "
+        "reply timeout (cut, 504)",
         "at most 1 sequence(s) per request (auto): `n`, `best_of` and lists of prompts above it "
         "get 400 naming the field, so the limits above count sequences",
         "log-probabilities up to 0 (auto; also vLLM's --max-logprobs) and no `echo`: a reply at "
@@ -136,7 +153,9 @@ def test_reasons_say_what_each_limit_is_and_where_it_comes_from() -> None:
         "compiles within ~1.0 s at the 9,852 bytes/s of the costliest shape tried, many optional "
         "properties, against a 262,144-token vocabulary; the bytes do not bound counted "
         "repetitions: a string's `maxLength` costs ~0.1 s per unit of its count, a pattern's "
-        "`{n,m}` ~0.01 s) and 1 such request in flight per client "
+        "`{n,m}` ~0.01 s, so `maxLength`, `minLength`, `maxItems`, `minItems`, `maxProperties` "
+        "and `minProperties` above 10 and a pattern's count above 100 get 400 naming the field) "
+        "and 1 such request in flight per client "
         "address, held until its reply ends (nginx cannot see the compile end), so one client's "
         "structured replies never refuse another's; vLLM compiles them one at a time, so a "
         "compile may wait for one of each other client's",
@@ -158,22 +177,52 @@ def test_reasons_say_what_each_limit_is_and_where_it_comes_from() -> None:
 
 def test_connections_follow_the_gatekeeper_s_memory_and_the_body() -> None:
     door = _door()
-    # (64 - 16) MiB over a 320 KiB body plus 128 KiB of buffers each.
-    assert door.connection_capacity == (48 * 1024 * 1024) // (327_680 + 128 * 1024) == 109
-    # Four per public connection, two per probe connection held back for the probes, and the
-    # listeners', scrapes' and wake calls' own.
-    assert door.worker_connections == 4 * 109 + 2 * 32 + 24
+    # The requests at vLLM (3, each its body and its parsed copy) and one client's 5 bodies
+    # being read come first; the rest at the measured worst of a connection that shows no key.
+    held = math.ceil(3 * 327_680 * frontdoor.HELD_BYTES_PER_BODY_BYTE) + 5 * 327_680
+    reserve = 3 + 2 * 32 + 24
+    free = 300 * 2**20 - 16 * 2**20 - held - reserve * 432
+    assert door.connection_capacity == free // (16_276 + 9_150 + 3 * 432) == 10_515
+    # Three per public connection, one per request at vLLM, two per probe connection held back
+    # for the probes, and the listeners', scrapes' and wake calls' own.
+    assert door.worker_connections == 3 * 10_515 + reserve
     assert door.probe_connections == 32
-    # One per request in flight and two spare: 21 addresses at their cap fill the listener.
     assert door.client_connections == 3 + 2
-    # A smaller body: more connections fit; a client still gets its base and share.
-    small = _door(maxRequestBytes=65_536)
-    assert small.connection_capacity == (48 * 1024 * 1024) // (65_536 + 128 * 1024) == 256
-    # Many slots: one each and the spare, but at most half of what fits.
+    assert door.all_requests == 3
+    # A smaller body holds less at vLLM: more connections fit.
+    assert _door(maxRequestBytes=65_536).connection_capacity > door.connection_capacity
     assert _door(concurrency=40.0).client_connections == 40 + 2
-    # Beyond half of all, never fewer than its requests and one spare.
-    assert _door(concurrency=60.0).client_connections == 60 + 1
     assert _door(clientConnections=30).client_connections == 30
+    # An elastic stack's door fronts every group that may run.
+    assert _door(minGroups=0, maxGroups=3).all_requests == 3 * 3
+
+
+def test_the_large_body_rate_holds_one_client_to_half_the_gatekeeper_s_cpu() -> None:
+    door = _door()
+    small = 9_999 * frontdoor.PARSE_NS_PER_BYTE / 1e6
+    large = 327_680 * frontdoor.PARSE_NS_PER_BYTE / 1e6
+    assert round(large) == 21  # the measured worst body
+    per_s = door.client_requests_per_minute / 60
+    spent = door.large_bodies_per_minute / 60 * (large - small) + per_s * small
+    assert spent <= 0.5 * catalog.GATEKEEPER_MILLICPU < spent + (large - small) / 60
+    # Its burst (two large bodies and the rest of the request burst small: nginx admits one
+    # more than each `burst`) is spent within a second, well within the probes' timeout.
+    burst = 2 * large + door.client_burst * small
+    assert burst / catalog.GATEKEEPER_MILLICPU < 1 < PROBE_TIMEOUT_S
+
+
+def test_the_requests_at_vllm_hold_at_most_half_the_gatekeeper_s_memory() -> None:
+    # Each holds its body and its parsed copy: 15.4 x 327,680 bytes; half of 284 MiB holds 29.
+    door = _door(concurrency=60.0)
+    assert door.all_requests == math.floor(142 * 2**20 / (327_680 * 5_012_992 / 326_100)) == 29
+    assert (
+        "at most 29 request(s) at vLLM from all clients together: what 0.5 of the "
+        in (door.reasons[9])
+    )
+    assert "of the 60 full-length requests the KV cache holds;" in door.reasons[9]
+    # A smaller body, more of them.
+    assert _door(concurrency=60.0, maxRequestBytes=100_000).all_requests == 60
+    assert door.connection_capacity > 4_000
 
 
 def test_sequences_count_against_the_client_s_limits() -> None:
@@ -189,6 +238,8 @@ def test_sequences_count_against_the_client_s_limits() -> None:
 def test_logprobs_and_schemas_follow_their_keys() -> None:
     door = _door()
     assert (door.max_logprobs, door.max_schema_bytes, door.schema_concurrency) == (0, 9852, 1)
+    # Each count alone compiles within the byte bound's second at its measured per-unit cost.
+    assert door.max_schema_counts == (10, 100)
     assert door.max_reply_bytes == 1024 * 512 + 16 * 1024
     raised = _door(maxLogprobs=5, maxSchemaBytes=20_000)
     assert (raised.max_logprobs, raised.max_schema_bytes) == (5, 20_000)
@@ -219,9 +270,9 @@ def test_logprobs_and_schemas_follow_their_keys() -> None:
             "it; use at most 327680, or raise `maxRequestBytes`",
         ),
         (
-            {"clientConnections": 60},
-            "`clientConnections` 60 would let two clients hold every one of the 109 connections "
-            "the gatekeeper's 64 MiB holds; use at most 54, or auto",
+            {"clientConnections": 6000},
+            "`clientConnections` 6000 would let two clients hold every one of the 10515 "
+            "connections the gatekeeper's 300 MiB holds; use at most 5257, or auto",
         ),
         (
             {"clientConnections": 3},

@@ -237,7 +237,7 @@ def test_planner_matches_real_vllms_refusal_of_4096_tokens() -> None:
 # The plan says why each number is what it is: one line a decision, worded for the key the stack
 # set (auto: the planner's rule; a number: "as the stack sets").
 AUTO_REASONS = [
-    "pod memory 26 GiB: 29.8 GiB allocatable on m7g.2xlarge less 1.57 GiB for the pods that may "
+    "pod memory 26 GiB: 29.8 GiB allocatable on m7g.2xlarge less 1.80 GiB for the pods that may "
     "share the node and 2 GiB headroom; requests = limits",
     "2 stage(s): the fewest whose heaviest rank holds its weights (12.6 GiB), the runtime every "
     "pod pays (8.7 GiB) and KV for the longest context",
@@ -347,12 +347,12 @@ REFUSALS = [
      "`instanceType` c7g.large leaves no whole CPU for a model pod after its other tenants; "
      "choose a type with at least 4 vCPU, such as m7g.2xlarge"),
     ({"podMemoryGiB": 26.5},
-     "`podMemoryGiB` 26.5 GiB is more than the 26.2 GiB a m7g.2xlarge node can give after its "
+     "`podMemoryGiB` 26.5 GiB is more than the 26.0 GiB a m7g.2xlarge node can give after its "
      "other tenants; set it to at most 26 or auto, or choose a larger `instanceType`"),
     ({"maxModelLen": 200000},
      "`maxModelLen` 200000 is above google/gemma-4-12B-it's context of 131072; use at most "
      "131072, or auto"),
-    ({"instanceType": "c7g.xlarge"}, f"`instanceType` c7g.xlarge (3 GiB per pod) {NO_SPLIT}"),
+    ({"instanceType": "c7g.xlarge"}, f"`instanceType` c7g.xlarge (2 GiB per pod) {NO_SPLIT}"),
     ({"instanceType": "m7g.xlarge"}, f"`instanceType` m7g.xlarge (10 GiB per pod) {NO_SPLIT}"),
     ({"pipelineStages": 2, "podMemoryGiB": 21.3},
      "`pipelineStages` 2 stage(s) put 21.3 GiB of weights and runtime on rank 0, more than its "

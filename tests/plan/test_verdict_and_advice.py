@@ -51,7 +51,7 @@ def test_the_default_plan_opens_with_the_verdict(capsys: pytest.CaptureFixture[s
         "assumed peak, on vLLM's oneDNN path)",
         "cost: $647.36/month; $6.78 per million output tokens at full load, $58.10 with one stream",
         "cheaper: 1 x m7g.4xlarge, $639.19/month, $4.82 per million tokens; 8,192 tokens x "
-        "24.24, 4.24 tokens/s per stream (extrapolated: the low end), first token ~163 s "
+        "23.10, 4.24 tokens/s per stream (extrapolated: the low end), first token ~163 s "
         "(--set instanceType=m7g.4xlarge)",
         # The support window, the region's prices, no alarmEmail (every add-on pin is listed
         # for 1.35 by its source, infra/plan/addons.py).

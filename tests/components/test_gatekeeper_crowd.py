@@ -1,0 +1,232 @@
+"""A crowd at the door and a full model, on real nginx and njs (Debian 12's nginx 1.22, njs 0.7.9)
+and in the generated text: the public pool refuses at its size and logs each refusal, large bodies
+have their own rate per client, every client together has at most `all_requests` at vLLM (then a
+503 with Retry-After), and nginx drops an idle upstream connection before vLLM would.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import replace
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import ClassVar
+
+import pytest
+
+from components import watch
+from components.manifests import gatekeeper_conf
+from components.manifests.gatekeeper_conf import (
+    BUSY_MESSAGE,
+    BUSY_RETRY_SECONDS,
+    LARGE_BODY_BYTES,
+    UPSTREAM_KEEPALIVE_SECONDS,
+    VLLM_KEEPALIVE_SECONDS,
+    nginx_conf,
+)
+from infra.rehearse.front_door import gatekeeper_run as gate
+from infra.rehearse.group.ranks import free_port
+from tests import builders
+from tests.components.test_watch import _filter_matches, _record
+
+KEY = "k" * 32
+LIMITS = builders.gatekeeper_limits(
+    max_request_bytes=65536,
+    client_requests_per_minute=6000,
+    client_burst=200,
+    client_concurrent_requests=8,
+    client_connections=10,
+    all_requests=2,
+    large_bodies_per_minute=1,
+    reply_timeout_seconds=30,
+)
+CHAT = b'{"model": "m", "messages": [{"role": "user", "content": "hi"}]}'
+LARGE = json.dumps(
+    {"model": "m", "messages": [{"role": "user", "content": "a" * LARGE_BODY_BYTES}]}
+).encode()
+
+real_nginx = pytest.mark.skipif(not gate.nginx_ready(), reason=gate.INSTALL_HINT)
+
+
+class _Upstream(BaseHTTPRequestHandler):
+    """vLLM: answers at once, or after `hold` seconds for a body that says so; records the
+    client port of every request (a new port is a new connection)."""
+
+    protocol_version = "HTTP/1.1"
+    ports: ClassVar[list[int]] = []
+
+    def log_message(self, format: str, *args: object) -> None:
+        pass
+
+    def do_POST(self) -> None:
+        raw = self.rfile.read(int(self.headers["Content-Length"]))
+        _Upstream.ports.append(self.client_address[1])
+        time.sleep(json.loads(raw).get("hold", 0))
+        out = b'{"id": "chatcmpl-1", "choices": []}'
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(out)))
+        self.end_headers()
+        self.wfile.write(out)
+
+
+@pytest.fixture(scope="module")
+def door(tmp_path_factory: pytest.TempPathFactory) -> Iterator[gate.Gate]:
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _Upstream)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    work = tmp_path_factory.mktemp("crowd")
+    try:
+        with gate.running_gate(
+            gate.find_nginx(), LIMITS, KEY, free_port(), server.server_address[1], work,
+            lambda _l: None,
+        ) as running:  # fmt: skip
+            yield running
+    finally:
+        server.shutdown()
+
+
+def _post(door: gate.Gate, body: bytes, source: str = "127.0.0.1") -> gate.Reply:
+    return gate.request(door.base_url, "POST", "/v1/chat/completions", body, KEY, source=source)
+
+
+def _block(conf: str, opening: str) -> str:
+    start = conf.index(opening)
+    return conf[start : conf.index("\n        }", start)]
+
+
+def test_every_client_together_is_capped_at_vllm_by_the_api_upstream() -> None:
+    conf = nginx_conf(replace(LIMITS, all_requests=7))
+    upstream = _block(conf.replace("\n    }", "\n        }"), "upstream vllm_api {")
+    assert "server 127.0.0.1:8000 max_conns=7;" in upstream
+    # Every API location goes there; /health and /metrics keep the uncapped upstream.
+    assert conf.count("proxy_pass http://vllm_api;") == 4  # chat, completions, each +schema
+    assert "proxy_pass http://vllm/health;" in conf and "proxy_pass http://vllm/metrics;" in conf
+    unreachable = _block(conf, "location @vllm_unreachable {")
+    assert "if ($upstream_addr = vllm_api) { return 598; }" in unreachable
+    busy = _block(conf, f"location = {gatekeeper_conf.BUSY_PAGE} {{")
+    assert f"add_header Retry-After {BUSY_RETRY_SECONDS} always;" in busy
+
+
+def test_idle_upstream_connections_close_before_vllm_closes_them() -> None:
+    conf = nginx_conf(LIMITS)
+    timeouts = re.findall(r"keepalive_timeout (\d+)s;\n    \}", conf)
+    assert timeouts == [str(UPSTREAM_KEEPALIVE_SECONDS)] * 2
+    assert UPSTREAM_KEEPALIVE_SECONDS < VLLM_KEEPALIVE_SECONDS == 5
+
+
+def test_large_bodies_count_against_their_own_rate_per_client() -> None:
+    conf = nginx_conf(replace(LIMITS, large_bodies_per_minute=157))
+    assert "zone=gatekeeper_large:1m\n                   rate=157r/m;" in conf
+    assert '"~^[0-9]{5,}:" $binary_remote_addr;' in conf and '"~:." $binary_remote_addr;' in conf
+    for route in ("location = /v1/chat/completions", "location = /v1/completions"):
+        assert "limit_req zone=gatekeeper_large burst=1 nodelay;" in _block(conf, route)
+
+
+@real_nginx
+def test_a_full_model_answers_503_at_once_with_retry_after(door: gate.Gate) -> None:
+    held = CHAT[:-1] + b', "hold": 3}'
+    threads = [threading.Thread(target=_post, args=(door, held)) for _ in range(2)]
+    for thread in threads:
+        thread.start()
+    time.sleep(1)
+    started = time.monotonic()
+    reply = _post(door, CHAT)
+    assert time.monotonic() - started < 1
+    assert reply.status == 503
+    assert reply.headers["Retry-After"] == str(BUSY_RETRY_SECONDS)
+    assert json.loads(reply.body)["error"]["message"] == BUSY_MESSAGE
+    for thread in threads:
+        thread.join()
+    # Room again once they end; the log names the upstream, the route and the method.
+    assert _post(door, CHAT).status == 200
+    busy = [e for e in door.log_entries() if e["status"] == 503]
+    assert [(e["method"], e["uri"], e["upstream"]) for e in busy] == [
+        ("POST", "/v1/chat/completions", "vllm_api")
+    ]
+    # Load shedding, not a fault: the 5xx alarm's filter leaves the busy line out, and counts the
+    # same line answered by the restart's 503 page (at a door's too, whose lines say `asleep`).
+    assert busy[0]["page"] == gatekeeper_conf.BUSY_PAGE
+    fault = {**busy[0], "page": "/.gatekeeper/e503"}
+    for elastic in (False, True):
+        pattern = watch.answer_filter_pattern("5xx", elastic)
+        lines = [json.dumps({**e, "asleep": 0} if elastic else e) for e in (busy[0], fault)]
+        counted = [_filter_matches(pattern, _record(line, "gatekeeper")) for line in lines]
+        assert counted == [False, True]
+
+
+@real_nginx
+def test_large_bodies_beyond_their_rate_are_refused_and_small_ones_pass(door: gate.Gate) -> None:
+    source = "127.0.0.3"
+    assert [_post(door, LARGE, source).status for _ in range(3)] == [200, 200, 429]
+    assert _post(door, CHAT, source).status == 200
+    # Another address has its own.
+    assert _post(door, LARGE, "127.0.0.4").status == 200
+
+
+@real_nginx
+def test_nginx_drops_an_idle_upstream_connection_before_vllm_would(door: gate.Gate) -> None:
+    _Upstream.ports.clear()
+    assert _post(door, CHAT).status == 200
+    assert _post(door, CHAT).status == 200
+    time.sleep(UPSTREAM_KEEPALIVE_SECONDS + 0.5)
+    assert _post(door, CHAT).status == 200
+    first, again, later = _Upstream.ports
+    # Reused while fresh; a new connection once nginx's keep-alive (4 s) ran out.
+    assert again == first and later != first
+
+
+@real_nginx
+def test_a_full_pool_refuses_a_connection_at_once_and_logs_it(tmp_path: Path) -> None:
+    limits = replace(LIMITS, client_connections=2, connection_capacity=4)
+    with gate.running_gate(
+        gate.find_nginx(), limits, KEY, free_port(), free_port(), tmp_path, lambda _l: None
+    ) as running:
+        port = int(running.base_url.rsplit(":", 1)[1])
+        held = []
+        for source in ("127.0.0.5", "127.0.0.5", "127.0.0.6", "127.0.0.6"):
+            held.append(socket.create_connection(("127.0.0.1", port), source_address=(source, 0)))
+        time.sleep(0.3)
+        late = socket.create_connection(("127.0.0.1", port), source_address=("127.0.0.7", 0))
+        late.settimeout(2)
+        started = time.monotonic()
+        assert late.recv(1) == b""  # closed at once, before a request exists to answer
+        assert time.monotonic() - started < 1
+        for sock in [*held, late]:
+            sock.close()
+        time.sleep(0.3)
+        log = (tmp_path / "nginx.log").read_text()
+    assert re.search(r'\[warn\].*limiting connections by zone "gatekeeper_public"', log), log
+
+
+@real_nginx
+def test_a_header_past_its_buffers_is_refused_with_json(door: gate.Gate) -> None:
+    port = int(door.base_url.rsplit(":", 1)[1])
+    with socket.create_connection(("127.0.0.1", port), source_address=("127.0.0.8", 0)) as sock:
+        sock.sendall(b"GET /health HTTP/1.1\r\nHost: x\r\nX-Long: " + b"a" * 1100 + b"\r\n\r\n")
+        sock.settimeout(5)
+        reply = b""
+        while chunk := sock.recv(4096):
+            reply += chunk
+    head, _, body = reply.partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 431 ")
+    assert json.loads(body)["error"]["code"] == 431
+
+
+@real_nginx
+def test_a_header_not_sent_within_its_deadline_loses_the_connection(tmp_path: Path) -> None:
+    limits = replace(LIMITS, header_timeout_seconds=1)
+    with gate.running_gate(
+        gate.find_nginx(), limits, KEY, free_port(), free_port(), tmp_path, lambda _l: None
+    ) as running:
+        port = int(running.base_url.rsplit(":", 1)[1])
+        with socket.create_connection(("127.0.0.1", port)) as sock:
+            sock.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\n")
+            sock.settimeout(5)
+            started = time.monotonic()
+            assert sock.recv(1) == b""
+            assert 0.5 < time.monotonic() - started < 2.5
