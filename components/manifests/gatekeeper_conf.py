@@ -297,7 +297,7 @@ def _upstream_errors(asleep: Asleep | None = None) -> str:
     return (
         "            proxy_intercept_errors on;\n"
         f"            error_page 429 {_page(429)};\n"
-        f"            error_page 500 = @vllm_failed;\n{unreachable}"
+        f"            error_page 500 = @vllm_500;\n{unreachable}"
         f"            error_page 504 {_page(504)};"
     )
 
@@ -307,17 +307,25 @@ VLLM_GENERATION_ERROR = "Internal server error"
 
 
 def _vllm_failed() -> str:
-    """A 500 from vLLM. An engine fault (EngineDeadError, EngineGenerateError) is an empty 500
-    (vLLM entrypoints/launcher.py `runtime_exception_handler`): the restart's retryable 503. A
-    request that failed for its content is a JSON 500 it would get again: a client error, not
-    retried, and no server error in the log the 5xx alarm counts."""
+    """vLLM's 500. Empty (launcher.py `runtime_exception_handler`): an engine fault, the
+    restart's 503. JSON: a request that failed on its content or a dead engine alike (vLLM 0.31
+    serve/exception_handling/handlers/vllm_error.py `engine_error_handler`), so njs asks the
+    engine's own /health, uncached, within 2 s (`gatekeeper.failed`; 503 once EngineDeadError,
+    serve/instrumentator/health.py): 200 makes it a 400 that says not to retry, no 5xx."""
     message = (
         f"vLLM failed this request ({VLLM_GENERATION_ERROR}) and would fail it again (a "
         "schema no text satisfies does this); change the request, do not retry"
     )
-    return f"""        location @vllm_failed {{
-            if ($upstream_http_content_type ~ json) {{ return 400 {error_body(400, message)}; }}
-            return 503;
+    return f"""        location @vllm_500 {{
+            if ($upstream_http_content_type !~ json) {{ return 503; }}
+            js_content gatekeeper.failed;
+        }}
+        location @vllm_failed {{ return 400 {error_body(400, message)}; }}
+        # No body and no Content-Length (vLLM would wait for the request's bytes).
+        location = /.gatekeeper/engine-health {{
+            internal; proxy_pass_request_body off; proxy_set_header Content-Length "";
+            proxy_set_header Connection ""; proxy_connect_timeout 2s; proxy_read_timeout 2s;
+            proxy_pass http://vllm/health;
         }}"""
 
 
@@ -755,16 +763,10 @@ def nginx_conf(
     # The door marks its asleep answers, so the 5xx alarm can leave a planned sleep out.
     asleep_field = ',"asleep":$gatekeeper_asleep' if asleep else ""
     # Public connections from every address together, so the probes' connections stay free.
-    public_zone = (
-        "    limit_conn_zone $server_port zone=gatekeeper_public:1m;\n"
-        if limits.connection_capacity
-        else ""
-    )
-    public_cap = (
-        f"\n        limit_conn gatekeeper_public {limits.connection_capacity};"
-        if limits.connection_capacity
-        else ""
-    )
+    zone = "    limit_conn_zone $server_port zone=gatekeeper_public:1m;\n"
+    public_zone = zone if limits.connection_capacity else ""
+    cap = f"\n        limit_conn gatekeeper_public {limits.connection_capacity};"
+    public_cap = cap if limits.connection_capacity else ""
     return (
         _main_context(limits=limits, loads=loads, nofile=nofile, run_dir=run_dir, user=user)
         + _stream_block(
@@ -789,10 +791,7 @@ def nginx_conf(
             asleep=asleep, internal=internal, limits=limits, page_root=page_root, run_dir=run_dir
         )
         + _metrics_server(
-            asleep=asleep,
-            metrics_listen=metrics_listen,
-            run_dir=run_dir,
-            self_metrics=self_metrics,
+            asleep=asleep, metrics_listen=metrics_listen, run_dir=run_dir, self_metrics=self_metrics
         )
         + f"""{_probe_server(limits, probe_listen, run_dir, asleep)}
 }}
