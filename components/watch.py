@@ -19,7 +19,7 @@ from typing import Any
 
 from components.manifests import probes
 from components.manifests.asleep import ASLEEP_PAGE
-from components.manifests.gatekeeper_conf import BUSY_PAGE
+from components.manifests.gatekeeper_answers import BUSY_PAGE
 from components.manifests.metrics import (
     GROUP_DIMENSION,
     RAW_SUFFIX,

@@ -1,6 +1,7 @@
 // The gatekeeper's request checks and reply bounds, run by nginx's njs module (njs 0.7.9 in
 // Debian 12, which the rehearsal runs; 1.0.1 in the pod's nginx image). Plain ES5 plus
-// `r.requestText`, `r.internalRedirect`, `r.sendBuffer` and `js_var`, which both versions have.
+// `r.requestText`, `r.internalRedirect`, `r.subrequest`, `r.sendBuffer` and `js_var`, which both
+// versions have.
 // The LIMITS line above this comment is written by components/manifests/gatekeeper.py from the plan.
 
 // Request fields that make vLLM compile a grammar (vLLM 0.31 entrypoints/openai protocol:
@@ -363,6 +364,16 @@ function completions(r) {
     inspect(r, '@completions', true);
 }
 
+// vLLM's JSON 500 (`error_page 500`): vLLM 0.31 writes one for a request that failed on its
+// content and for a dead engine alike, so ask the engine itself, uncached. /health is 200 while
+// it lives (the request's own failure: a 400) and 503 once it is dead; no answer within the
+// bound is a fault too (the restart's 503, which the 5xx alarm counts).
+function failed(r) {
+    r.subrequest('/.gatekeeper/engine-health', {method: 'GET'}, function (reply) {
+        r.internalRedirect(reply.status === 200 ? '@vllm_failed' : '/.gatekeeper/e503');
+    });
+}
+
 // GET /v1/models, answered here: the served name only, never vLLM's path on disk.
 function models(r) {
     r.headersOut['Content-Type'] = 'application/json';
@@ -431,5 +442,6 @@ function bound(r, data, flags) {
 }
 
 export default {
-    chat: chat, completions: completions, models: models, bound: bound, keyOk: keyOk
+    chat: chat, completions: completions, models: models, bound: bound, keyOk: keyOk,
+    failed: failed
 };

@@ -34,9 +34,8 @@ closes it at once, on every listener alike: nginx 1.30 src/event/ngx_event_accep
 `ngx_event_accept` and src/core/ngx_connection.c `ngx_get_connection`, "worker_connections are
 not enough"; before that it closes idle keep-alives, `ngx_drain_connections`.)
 
-Every error the front door itself produces is an OpenAI-style JSON body (`ERRORS`); nginx's own
-HTML pages never reach a client. vLLM's own errors (400 for a bad field) pass through as vLLM wrote
-them; its 500 is the retryable 503 for an engine fault, a 400 for a request's own (`_vllm_failed`).
+Every error the front door itself produces, and how it answers for vLLM's, is
+`gatekeeper_answers`.
 """
 
 from __future__ import annotations
@@ -47,7 +46,15 @@ from importlib import resources
 
 from components.manifests import asleep as sleep
 from components.manifests import chat
-from components.manifests.asleep import ASLEEP_PAGE, Asleep
+from components.manifests.asleep import Asleep
+from components.manifests.gatekeeper_answers import (
+    ERRORS,
+    error_body,
+    upstream_errors,
+    vllm_failed,
+    vllm_unreachable,
+)
+from components.manifests.gatekeeper_answers import page as _page
 from components.manifests.gatekeeper_stream import main_context, stream_block
 
 #: (method, path) pairs a client may use. /health answers without a key (the kubelet's probes);
@@ -85,29 +92,6 @@ OPEN_BURST = 40
 STATIC_MAX_AGE_SECONDS = 300
 #: Idle keep-alive connections close after this (they count against `client_connections`).
 KEEPALIVE_SECONDS = 15
-
-#: Every status the front door can produce, with its OpenAI error type and message. 408: nginx
-#: closes a connection whose header or body timed out without writing anything
-#: (ngx_http_finalize_request terminates on NGX_HTTP_REQUEST_TIME_OUT), so no page is possible
-#: and the entry is here for completeness. 494 is nginx's code for a header too large; it is
-#: answered as 431. 502 (vLLM unreachable) is the retryable 503; vLLM's 500, `_vllm_failed`.
-ERRORS: dict[int, tuple[str, str]] = {
-    400: ("invalid_request_error", "The request could not be read"),
-    401: ("authentication_error", "Missing or invalid API key"),
-    404: ("not_found_error", "Not found: this endpoint serves only the API"),
-    405: ("invalid_request_error", "Method not allowed"),
-    408: ("timeout_error", "The request was not sent in time"),
-    413: ("invalid_request_error", "Request body too large"),
-    414: ("invalid_request_error", "Request URI too long"),
-    429: ("rate_limit_error", "Too many requests from this address; retry later"),
-    431: ("invalid_request_error", "Request headers too large"),
-    500: ("server_error", "The gatekeeper failed; retry later"),
-    501: ("invalid_request_error", "Transfer encoding not supported"),
-    502: ("service_unavailable_error", "The model is restarting or unavailable; retry later"),
-    503: ("service_unavailable_error", "The model is restarting or unavailable; retry later"),
-    504: ("timeout_error", "The model did not answer in time"),
-    505: ("invalid_request_error", "HTTP version not supported"),
-}
 
 
 @dataclass(frozen=True)
@@ -195,21 +179,9 @@ REFUSAL_CLOSE = "keepalive_timeout 0; lingering_close off; lingering_time 1s; li
 OPEN_LIMIT = f"limit_req zone=gatekeeper_open burst={OPEN_BURST} nodelay;"
 
 
-def _page(status: int) -> str:
-    """The internal URI that answers `status`."""
-    return f"/.gatekeeper/e{status}"
-
-
 def _ms(seconds: float) -> str:
     """An nginx time in milliseconds."""
     return f"{round(seconds * 1000)}ms"
-
-
-def error_body(status: int, message: str | None = None) -> str:
-    """The OpenAI-style error body of `status`, quoted for an nginx `return` line."""
-    kind, default = ERRORS[status]
-    body = json.dumps({"error": {"message": message or default, "type": kind, "code": status}})
-    return "'" + body.replace("'", "") + "\\n'"
 
 
 def njs_script(limits: GatekeeperLimits, asleep: Asleep | None = None) -> str:
@@ -274,62 +246,6 @@ def _error_pages(limits: GatekeeperLimits) -> str:
     return "\n".join(lines)
 
 
-def _upstream_errors() -> str:
-    """The statuses a location that passes vLLM's own errors through still answers itself."""
-    return (
-        "            proxy_intercept_errors on;\n"
-        f"            error_page 429 {_page(429)};\n"
-        "            error_page 500 = @vllm_failed;\n"
-        "            error_page 502 = @vllm_unreachable;\n"
-        f"            error_page 503 =503 {_page(503)};\n"
-        f"            error_page 504 {_page(504)};"
-    )
-
-
-#: The API upstream at its `all_requests`: 503, and a message saying so.
-BUSY_PAGE = "/.gatekeeper/busy"
-BUSY_MESSAGE = "The model is serving all the requests it holds at once; retry later"
-#: Seconds a client told the model is busy waits: the shortest replies end within a few.
-BUSY_RETRY_SECONDS = 5
-
-
-def _vllm_unreachable(asleep: Asleep | None) -> str:
-    """A 502 from an API route: every slot of `all_requests` taken (nginx names the upstream, not
-    an address, as what it tried: ngx_http_upstream_round_robin.c sets the peer's name to the
-    upstream's when none can be picked), else vLLM unreachable: the restart's 503, or at the door
-    of an elastic stack (no group, the Service has no endpoints) the asleep answer, which also
-    raises the wake signal."""
-    down = ASLEEP_PAGE if asleep else _page(503)
-    busy = error_body(503, BUSY_MESSAGE)
-    return f"""        location @vllm_unreachable {{
-            error_page 598 =503 {BUSY_PAGE};
-            error_page 599 =503 {down};
-            if ($upstream_addr = vllm_api) {{ return 598; }}
-            return 599;
-        }}
-        location = {BUSY_PAGE} {{ internal; add_header Retry-After {BUSY_RETRY_SECONDS} always; \
-return 503 {busy}; }}"""
-
-
-#: vLLM's message when a generation ends in error (serving `_raise_if_error`).
-VLLM_GENERATION_ERROR = "Internal server error"
-
-
-def _vllm_failed() -> str:
-    """A 500 from vLLM. An engine fault (EngineDeadError, EngineGenerateError) is an empty 500
-    (vLLM entrypoints/launcher.py `runtime_exception_handler`): the restart's retryable 503. A
-    request that failed for its content is a JSON 500 it would get again: a client error, not
-    retried, and no server error in the log the 5xx alarm counts."""
-    message = (
-        f"vLLM failed this request ({VLLM_GENERATION_ERROR}) and would fail it again (a "
-        "schema no text satisfies does this); change the request, do not retry"
-    )
-    return f"""        location @vllm_failed {{
-            if ($upstream_http_content_type ~ json) {{ return 400 {error_body(400, message)}; }}
-            return 503;
-        }}"""
-
-
 def _api_locations(limits: GatekeeperLimits, asleep: Asleep | None = None) -> str:
     """The two POST routes: checks in the body (njs), then vLLM through a named location that
     bounds concurrency (and, for grammar input, the pod's compile queue) and the reply.
@@ -379,7 +295,7 @@ def _api_locations(limits: GatekeeperLimits, asleep: Asleep | None = None) -> st
             rewrite ^ {path} break;
             proxy_read_timeout {_ms(limits.reply_timeout_seconds)};
             js_body_filter gatekeeper.bound buffer_type=buffer;
-{_upstream_errors()}
+{upstream_errors()}
             proxy_pass http://vllm_api;
         }}"""
                 )
@@ -667,8 +583,8 @@ def _public_server(
 {_ready_location(run_dir)}
 {_error_pages(limits)}
 {_failure_locations()}
-{_vllm_failed()}
-{_vllm_unreachable(asleep)}
+{vllm_failed()}
+{vllm_unreachable(asleep)}
 
 {_api_locations(limits, asleep)}
 {_get_locations(limits, asleep)}{sleep.server_pieces(asleep, run_dir) if asleep else ""}
@@ -789,10 +705,7 @@ def nginx_conf(
             asleep=asleep, internal=internal, limits=limits, page_root=page_root, run_dir=run_dir
         )
         + _metrics_server(
-            asleep=asleep,
-            metrics_listen=metrics_listen,
-            run_dir=run_dir,
-            self_metrics=self_metrics,
+            asleep=asleep, metrics_listen=metrics_listen, run_dir=run_dir, self_metrics=self_metrics
         )
         + f"""{_probe_server(limits, probe_listen, run_dir, asleep)}
 }}

@@ -31,9 +31,16 @@ client request reaches vLLM while it measures:
    the warnings and that module's dispatch lines, to a file the probe reads;
 2. the node's step: `runs` one-token completions of `calibrate-tokens` prompt tokens (token ids,
    different in every run, so no prefix is cached), each within `calibrate-s`; the first is a
-   warm-up, the slowest of the others is the step. A step x `growth` x `margin` x `in-flight` beyond
-   `stall-s` (the engine's own step timeout, fixed at start) refuses the node; else the stall
-   bound is step x `growth` x `margin`, within [`floor-s`, `stall-s`]
+   warm-up, the slowest of the others is the step. The warm-up alone samples (temperature 1):
+   vLLM 0.31's CPU sampler is `torch.compile`d (v1/sample/ops/topk_topp_sampler.py
+   `compiled_random_sample`, `dynamic=True`), its start-up (`_dummy_sampler_run`) compiles it
+   for a batch of many, and Dynamo specializes a batch of one, so the first lone sampled
+   request builds it again (an inductor C++ build: 26 s on the rehearsal's two shared cores,
+   measured 2026-12-06) inside `sample_tokens`, which the engine's step timeout bounds. Here no
+   client waits and no load slows it (a run past `calibrate-s` fails; the next run measures
+   again, the build done or the engine already restarting). A step x `growth` x `margin` x
+   `in-flight` beyond `stall-s` (the engine's own step timeout, fixed at start) refuses the
+   node; else the stall bound is step x `growth` x `margin`, within [`floor-s`, `stall-s`]
    (`infra.plan.liveness.measured_stall_seconds`), kept in the state file, and one line says
    both on the container's log (`announce`);
 3. the record: the measured step, the stall bound and whether vLLM fell back to torch's linear,
@@ -207,8 +214,10 @@ if opts.get("phase") == "startup":
         times = []
         for run in range(runs):
             prompt = [low + (run * tokens + i * 7919) % span for i in range(tokens)]
+            # The warm-up samples: vLLM builds its sampler for a lone sampled request on first
+            # use, in a step its timeout bounds (see above).
             body = {"model": opts["model"], "prompt": prompt, "max_tokens": 1,
-                    "temperature": 0}
+                    "temperature": 0 if run else 1}
             began = time.monotonic()
             status, _ = call("/v1/completions", body, float(opts["calibrate-s"]))
             took = time.monotonic() - began

@@ -12,8 +12,8 @@ import math
 from dataclasses import dataclass
 
 from components.manifests.gatekeeper import PROBE_TIMEOUT_S
+from components.manifests.gatekeeper_answers import BUSY_RETRY_SECONDS
 from components.manifests.gatekeeper_conf import (
-    BUSY_RETRY_SECONDS,
     LARGE_BODY_BURST,
     LARGE_BODY_BYTES,
     UPSTREAM_KEEPALIVE_SECONDS,

@@ -52,9 +52,16 @@ def test_only_two_routes_reach_vllm_and_health_comes_from_a_cache() -> None:
     exact = [p for p in re.findall(r"location = (\S+) \{", conf) if "/.gatekeeper/" not in p]
     # /ready is the gatekeeper's own readiness (the drain), answered without vLLM.
     assert exact == ["/ready", "/v1/chat/completions", "/v1/completions", "/v1/models", "/health"]
-    # vLLM sees the chat and completion routes only through the named locations, and /health.
-    api, health = ["http://vllm_api"] * 4, ["http://vllm/health"]
-    assert re.findall(r"proxy_pass (\S+);", conf) == api + health
+    # vLLM sees the chat and completion routes only through the named locations, and /health:
+    # uncached when its 500 asks whether the engine lives, else from the cache.
+    assert re.findall(r"proxy_pass (\S+);", conf) == [
+        "http://vllm/health",
+        *["http://vllm_api"] * 4,
+        "http://vllm/health",
+    ]
+    engine = _block(conf, "location = /.gatekeeper/engine-health")
+    assert "internal;" in engine and "proxy_cache" not in engine
+    assert "proxy_read_timeout 2s;" in engine and "proxy_connect_timeout 2s;" in engine
     assert re.findall(r"rewrite \^ (\S+) break;", conf) == [
         "/v1/chat/completions",
         "/v1/chat/completions",
@@ -113,9 +120,9 @@ def test_work_per_request_is_bounded_in_sequences_schemas_and_reply() -> None:
             assert "limit_conn gatekeeper_conn 3;" in block
             assert "js_body_filter gatekeeper.bound buffer_type=buffer;" in block
             assert "proxy_read_timeout 2366000ms;" in block
-            # vLLM's own 400s pass through; its 500 is judged by its body (an engine fault's is
-            # empty), an unreachable or full vLLM is a 503.
-            assert "error_page 500 = @vllm_failed;" in block
+            # vLLM's own 400s pass through; its 500 is judged by its body and the engine's own
+            # /health (`@vllm_500`), an unreachable or full vLLM is a 503.
+            assert "error_page 500 = @vllm_500;" in block
             assert "error_page 502 = @vllm_unreachable;" in block
             assert "error_page 503 =503 /.gatekeeper/e503;" in block
             assert "error_page 400" not in block
@@ -186,8 +193,12 @@ def test_only_reviewed_headers_reach_vllm_and_the_address_is_nginx_s() -> None:
         "Content-Type": "$content_type",
         "Accept": "$http_accept",
         "X-Forwarded-For": "$remote_addr",
+        # The engine's /health, asked when it answers 500, gets none of the request's length.
+        "Content-Length": '""',
     }
-    assert set(set_headers) - {"Host", "Connection", "X-Forwarded-For"} == set(PASSED_HEADERS)
+    assert set(set_headers) - {"Host", "Connection", "X-Forwarded-For", "Content-Length"} == set(
+        PASSED_HEADERS
+    )
 
 
 def test_failures_are_rate_limited_before_they_are_answered() -> None:

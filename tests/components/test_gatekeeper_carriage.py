@@ -3,15 +3,16 @@ njs 0.7.9) in front of an upstream that records what it is sent.
 
 Bodies vLLM 0.31 would read but could not hand to its engine (an unpaired surrogate anywhere, an
 integer beyond 64 bits) are refused naming the field, and so is grammar input whose counts cost
-more compile than its bytes say; vLLM's JSON 500 for a request's own
-failure is a client's 400, its empty 500 (an engine fault) the restart's 503; and every line of
-the access log keeps the method and route the client sent, refusals included.
+more compile than its bytes say; vLLM's JSON 500 is a client's 400 while its engine's /health
+answers 200, else (a dead engine) the restart's 503, as is its empty 500; and every line of the
+access log keeps the method and route the client sent, refusals included.
 """
 
 from __future__ import annotations
 
 import json
 import threading
+import time
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import ClassVar
@@ -46,13 +47,24 @@ pytestmark = pytest.mark.skipif(not gate.nginx_ready(), reason=gate.INSTALL_HINT
 
 
 class _Upstream(BaseHTTPRequestHandler):
-    """vLLM's answers: 200, or for `"fail"` its JSON 500 (a generation that ended in error) or
-    its empty 500 (an engine fault, entrypoints/launcher.py)."""
+    """vLLM's answers: 200, or for `"fail"` its JSON 500 (a generation that ended in error, or
+    EngineDeadError) or its empty 500 (entrypoints/launcher.py); /health answers `health`, after
+    `health_delay` seconds, and each call's request line and headers are kept."""
 
     seen: ClassVar[list[bytes]] = []
+    health: ClassVar[int] = 200
+    health_delay: ClassVar[float] = 0.0
+    health_calls: ClassVar[list[tuple[str, dict[str, str]]]] = []
 
     def log_message(self, format: str, *args: object) -> None:
         pass
+
+    def do_GET(self) -> None:
+        _Upstream.health_calls.append((self.requestline, dict(self.headers)))
+        time.sleep(_Upstream.health_delay)
+        self.send_response(_Upstream.health)
+        self.send_header("Content-Length", "0")
+        self.end_headers()
 
     def do_POST(self) -> None:
         raw = self.rfile.read(int(self.headers["Content-Length"]))
@@ -253,10 +265,19 @@ def test_an_invalid_body_gets_the_parser_s_own_verdict(door: gate.Gate) -> None:
         assert (reply.status, json.loads(reply.body)["error"]["message"]) == (400, message)
 
 
-def test_vllm_s_failure_of_a_request_is_a_client_error_and_an_engine_fault_the_restart(
+def _fail(door: gate.Gate, how: str, health: int = 200, delay: float = 0.0) -> gate.Reply:
+    _Upstream.health, _Upstream.health_delay = health, delay
+    try:
+        return _post(door, f'{CHAT}, "fail": "{how}"}}'.encode())
+    finally:
+        _Upstream.health, _Upstream.health_delay = 200, 0.0
+
+
+def test_vllm_s_failure_of_a_request_is_a_client_error_while_its_engine_lives(
     door: gate.Gate,
 ) -> None:
-    content = _post(door, f'{CHAT}, "fail": "json"}}'.encode())
+    calls = len(_Upstream.health_calls)
+    content = _fail(door, "json")
     assert content.status == 400
     assert "Retry-After" not in content.headers
     assert json.loads(content.body)["error"] == {
@@ -265,17 +286,38 @@ def test_vllm_s_failure_of_a_request_is_a_client_error_and_an_engine_fault_the_r
         "type": "invalid_request_error",
         "code": 400,
     }
-    fault = _post(door, f'{CHAT}, "fail": "empty"}}'.encode())
-    assert fault.status == 503
+    # The engine itself was asked, once, uncached, without the request's body.
+    assert _fail(door, "json").status == 400
+    asked = _Upstream.health_calls[calls:]
+    assert [line for line, _ in asked] == ["GET /health HTTP/1.1"] * 2
+    assert all("Content-Length" not in headers for _, headers in asked), asked
+
+
+@pytest.mark.parametrize(
+    ("how", "health", "delay"),
+    [
+        ("json", 503, 0.0),  # EngineDeadError: vLLM's JSON 500, and /health 503
+        ("json", 200, 3.0),  # /health not answered within the bound
+        ("empty", 200, 0.0),  # the empty 500: a fault without asking
+    ],
+)
+def test_an_engine_fault_is_the_restart_counted_by_the_5xx_alarm(
+    door: gate.Gate, how: str, health: int, delay: float
+) -> None:
+    fault = _fail(door, how, health, delay)
+    assert fault.status == 503, fault.body
     assert fault.headers["Retry-After"] == "5"
-    # The 5xx alarm counts the engine fault only.
-    lines = door.access_log.read_text().splitlines()[-2:]
-    assert [json.loads(line)["upstream_status"] for line in lines] == ["500", "500"]
-    counted = [
-        _filter_matches(watch.answer_filter_pattern("5xx"), _record(line, "gatekeeper"))
-        for line in lines
-    ]
-    assert counted == [False, True]
+    assert json.loads(fault.body)["error"]["type"] == "service_unavailable_error"
+    line = door.access_log.read_text().splitlines()[-1]
+    assert json.loads(line)["upstream_status"] == "500"
+    assert _filter_matches(watch.answer_filter_pattern("5xx"), _record(line, "gatekeeper"))
+
+
+def test_a_client_error_is_not_counted_by_the_5xx_alarm(door: gate.Gate) -> None:
+    assert _fail(door, "json").status == 400
+    line = door.access_log.read_text().splitlines()[-1]
+    assert json.loads(line)["upstream_status"] == "500"
+    assert not _filter_matches(watch.answer_filter_pattern("5xx"), _record(line, "gatekeeper"))
 
 
 def test_the_access_log_keeps_the_method_and_route_of_every_refusal(door: gate.Gate) -> None:

@@ -20,10 +20,9 @@ from typing import ClassVar
 import pytest
 
 from components import watch
-from components.manifests import gatekeeper_conf
+from components.manifests import gatekeeper_answers
+from components.manifests.gatekeeper_answers import BUSY_MESSAGE, BUSY_RETRY_SECONDS
 from components.manifests.gatekeeper_conf import (
-    BUSY_MESSAGE,
-    BUSY_RETRY_SECONDS,
     LARGE_BODY_BYTES,
     UPSTREAM_KEEPALIVE_SECONDS,
     VLLM_KEEPALIVE_SECONDS,
@@ -108,7 +107,7 @@ def test_every_client_together_is_capped_at_vllm_by_the_api_upstream() -> None:
     assert "proxy_pass http://vllm/health;" in conf and "proxy_pass http://vllm/metrics;" in conf
     unreachable = _block(conf, "location @vllm_unreachable {")
     assert "if ($upstream_addr = vllm_api) { return 598; }" in unreachable
-    busy = _block(conf, f"location = {gatekeeper_conf.BUSY_PAGE} {{")
+    busy = _block(conf, f"location = {gatekeeper_answers.BUSY_PAGE} {{")
     assert f"add_header Retry-After {BUSY_RETRY_SECONDS} always;" in busy
 
 
@@ -150,7 +149,7 @@ def test_a_full_model_answers_503_at_once_with_retry_after(door: gate.Gate) -> N
     ]
     # Load shedding, not a fault: the 5xx alarm's filter leaves the busy line out, and counts the
     # same line answered by the restart's 503 page (at a door's too, whose lines say `asleep`).
-    assert busy[0]["page"] == gatekeeper_conf.BUSY_PAGE
+    assert busy[0]["page"] == gatekeeper_answers.BUSY_PAGE
     fault = {**busy[0], "page": "/.gatekeeper/e503"}
     for elastic in (False, True):
         pattern = watch.answer_filter_pattern("5xx", elastic)

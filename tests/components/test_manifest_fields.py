@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from components import manifests
-from components.manifests import gatekeeper, gatekeeper_conf, images, probes
+from components.manifests import gatekeeper, gatekeeper_answers, images, probes
 from components.manifests.engine import EngineSpec, engine_args
 from components.manifests.spec import ServerSpec, object_labels
 from tests import builders
@@ -547,9 +547,9 @@ def _returns(conf: str) -> dict[int, dict[str, Any]]:
 
 def test_refusals_are_openai_style_json_errors() -> None:
     conf = gatekeeper.nginx_conf(LIMITS)
-    busy_page = gatekeeper_conf.BUSY_PAGE
+    busy_page = gatekeeper_answers.BUSY_PAGE
     busy = _returns("\n".join(line for line in conf.splitlines() if busy_page in line))
-    assert busy[503]["error"]["message"] == gatekeeper_conf.BUSY_MESSAGE
+    assert busy[503]["error"]["message"] == gatekeeper_answers.BUSY_MESSAGE
     bodies = _returns("\n".join(line for line in conf.splitlines() if busy_page not in line))
     assert set(bodies) == {400, 401, 404, 405, 413, 414, 429, 431, 500, 501, 503, 504, 505}
     for status, body in bodies.items():

@@ -77,14 +77,19 @@ def test_the_refused_row_wants_every_answer_400_naming_its_field() -> None:
 
 class _Vllm(BaseHTTPRequestHandler):
     """vLLM's answers: a JSON 500 for a schema no text satisfies (serving `_raise_if_error`),
-    the same for everything once `dead` (vLLM 0.31 answers EngineDeadError with a JSON 500 too),
-    else 200. Each request body is kept."""
+    the same for everything once `dead` (vLLM 0.31 answers EngineDeadError with a JSON 500 too,
+    and /health 503), else 200. Each request body is kept."""
 
     dead: ClassVar[bool] = False
     seen: ClassVar[list[dict[str, object]]] = []
 
     def log_message(self, format: str, *args: object) -> None:
         pass
+
+    def do_GET(self) -> None:
+        self.send_response(503 if _Vllm.dead else 200)
+        self.send_header("Content-Length", "0")
+        self.end_headers()
 
     def do_POST(self) -> None:
         body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
@@ -145,9 +150,11 @@ def test_the_ref_row_wants_a_400_and_an_engine_that_still_serves(tmp_path: Path)
         row = leak_checks.ref_schema_check(door)
         assert row.ok, row.observed
         assert row.observed.endswith("Retry-After none; next chat 200")
-        # An engine the request killed: its JSON 500 is a 400 too, but the next chat is not served.
+        # An engine the request killed: the restart's 503, and the next chat is not served.
         _Vllm.dead = True
-        assert not leak_checks.ref_schema_check(door).ok
+        row = leak_checks.ref_schema_check(door)
+        assert not row.ok
+        assert row.observed.startswith("503 in "), row.observed
 
 
 def test_the_row_fails_on_a_503_with_retry_after(monkeypatch: pytest.MonkeyPatch) -> None:
