@@ -123,6 +123,7 @@ def _economics_rows(p: Plan, e: Economics) -> list[tuple[str, str]]:
             + ("" if s.bandwidth_measured else f"-{s.node_bandwidth_high_gbps:.0f}")
             + f" GB/s for decode, {s.bandwidth_bound}",
         ),
+        *_ceiling_rows(p, s),
         (
             "decode, full load",
             f"{s.planned.aggregate_tokens_per_s * p.replicas:.2f} tokens/s in all, "
@@ -170,6 +171,15 @@ def _economics_rows(p: Plan, e: Economics) -> list[tuple[str, str]]:
             )
         )
     return rows
+
+
+def _ceiling_rows(p: Plan, s: Served) -> list[tuple[str, str]]:
+    """For a mixture of experts, whose rate is derived, the ceiling its bytes set."""
+    known = catalog.MODELS.get(p.model)
+    if known is None or not known.is_moe:
+        return []
+    profile = replace(known, weights=p.weights)
+    return [("decode ceiling", moe.describe_ceiling(profile, s.node_bandwidth_gbps))]
 
 
 def _decode_source(p: Plan, s: Served) -> str:

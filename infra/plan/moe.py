@@ -82,17 +82,65 @@ def distinct_experts(profile: ModelProfile, streams: int) -> float:
     return profile.experts * (1 - (1 - share) ** max(1, streams))
 
 
+def layer_parts(profile: ModelProfile) -> dict[str, float]:
+    """Parameters of one decoder layer by part, from the catalogue's layout (average over the
+    sliding and full layers): the routed experts a token runs (`experts_per_token` of them),
+    the router (hidden x experts), the dense MLP every token runs (gate, up and down: 3 x hidden
+    x `intermediate_size`; Gemma 4's shared part: it has no shared experts besides it) and the
+    attention, the rest of the layer (`layer_params`, from the checkpoint's shapes)."""
+    router = profile.hidden_size * profile.experts
+    mlp = 3 * profile.hidden_size * (profile.intermediate_size or 0)
+    every_expert = profile.experts * profile.expert_params
+    return {
+        "attention": profile.layer_params - every_expert - router - mlp,
+        "dense MLP": mlp,
+        "routed experts": profile.experts_per_token * profile.expert_params,
+        "router": router,
+    }
+
+
 def read_bytes(profile: ModelProfile, layers: int, streams: int = 1) -> float:
     """Weight bytes a decode step of `streams` tokens reads in `layers` decoder layers: all of a
-    dense layer; a MoE layer's attention, dense MLP and router, and the experts the step's
-    tokens route to. (The router stays bf16 in a quantized checkpoint: 0.36M parameters a
-    layer, left out.)"""
+    dense layer; a MoE layer's attention, dense MLP and router, and the distinct experts the
+    step's tokens route to. Attention, dense MLP and experts are in the served format; the
+    router stays bf16 in a quantized checkpoint (`infra.quantize.scheme.IGNORE`)."""
     if not profile.is_moe:
         return layers * profile.layer_bytes
     per_param = weights.weight_format(profile.weights).resident_bytes
-    shared = profile.active_layer_params - profile.experts_per_token * profile.expert_params
+    parts = layer_parts(profile)
     experts = distinct_experts(profile, streams) * profile.expert_params
-    return layers * (shared + experts) * per_param
+    quantized = (parts["attention"] + parts["dense MLP"] + experts) * per_param
+    return layers * (quantized + parts["router"] * profile.dtype_bytes)
+
+
+def token_bytes(profile: ModelProfile) -> dict[str, float]:
+    """Weight bytes one stream's token reads in the whole model, by part: each layer part in
+    the format the checkpoint keeps it, and the output head, which Gemma ties to the embedding
+    and every format keeps bf16 (`lm_head` in the quantizer's `ignore`; vLLM quantizes no
+    embedding), read for every token."""
+    per_param = weights.weight_format(profile.weights).resident_bytes
+    parts = {name: profile.layers * params for name, params in layer_parts(profile).items()}
+    read = {name: params * per_param for name, params in parts.items()}
+    read["router"] = parts["router"] * profile.dtype_bytes
+    read["output head"] = float(profile.embedding_bytes)
+    return read
+
+
+def ceiling_tokens_per_s(profile: ModelProfile, bandwidth_gbps: float) -> float:
+    """The fastest one stream can decode: the node's bandwidth over what a token reads."""
+    return bandwidth_gbps * 1e9 / sum(token_bytes(profile).values())
+
+
+def describe_ceiling(profile: ModelProfile, bandwidth_gbps: float) -> str:
+    """The plan's line: the one-stream ceiling and the bytes it rests on, part by part."""
+    read = token_bytes(profile)
+    total = sum(read.values())
+    parts = ", ".join(f"{name} {size / 1e9:.2f}" for name, size in read.items())
+    return (
+        f"{ceiling_tokens_per_s(profile, bandwidth_gbps):.1f} tokens/s for one stream: "
+        f"{total / 1e9:.2f} GB a token ({parts}; head {read['output head'] / total:.0%}, bf16 "
+        f"as the checkpoint keeps it) at {bandwidth_gbps:.0f} GB/s (modelled from the layout)"
+    )
 
 
 def step_weight_bytes(profile: ModelProfile, layers: int, streams: int = 1) -> float:
