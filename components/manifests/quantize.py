@@ -182,7 +182,10 @@ class QuantizeSpec:
 KERNEL_CHECK = r"""
 import os, sys
 import torch
-import vllm._C  # noqa: F401  registers vLLM's CPU ops under torch.ops._C
+from vllm.platforms import current_platform
+# vLLM's own loader registers its CPU ops under torch.ops._C, from the library built for this
+# CPU (on x86 `_C` needs AVX-512 BF16, and importing it on an AVX2 CPU dies with SIGILL).
+current_platform.import_kernels()
 ops = os.environ["REQUIRED_OPS"].split(",")
 missing = [op for op in ops if not hasattr(torch.ops._C, op)]
 if missing:

@@ -126,16 +126,21 @@ def test_the_job_is_named_by_its_inputs() -> None:
 
 
 def _fake_vllm(root: Path, ops: list[str]) -> Path:
-    """A `torch` whose `torch.ops._C` holds `ops`, and a `vllm._C` to import beside it."""
+    """A `torch` whose `torch.ops._C` gets `ops` only once vLLM's platform loads its kernels
+    (`current_platform.import_kernels`, which picks the library built for the CPU)."""
     (root / "torch").mkdir(parents=True)
     (root / "torch" / "__init__.py").write_text(
-        "import types\nops = types.SimpleNamespace(_C=types.SimpleNamespace("
-        + ", ".join(f"{op}=object()" for op in ops)
-        + "))\n"
+        "import types\nops = types.SimpleNamespace(_C=types.SimpleNamespace())\n"
     )
-    (root / "vllm").mkdir()
+    (root / "vllm" / "platforms").mkdir(parents=True)
     (root / "vllm" / "__init__.py").write_text("")
-    (root / "vllm" / "_C.py").write_text("")
+    (root / "vllm" / "platforms" / "__init__.py").write_text(
+        "import types, torch\n"
+        "def _load():\n"
+        + "".join(f"    setattr(torch.ops._C, {op!r}, object())\n" for op in ops)
+        + "    return None\n"
+        "current_platform = types.SimpleNamespace(import_kernels=_load)\n"
+    )
     return root
 
 
