@@ -16,7 +16,7 @@ from components.manifests.drain import DrainSpec
 from components.manifests.gatekeeper_conf import GatekeeperLimits
 from components.manifests.quantize import QuantizeSpec
 from components.manifests.scaling import CronWindow, ScalerSpec
-from components.manifests.spec import DoorSpec, ServerSpec
+from components.manifests.spec import MODEL_TAINT, DoorSpec, ServerSpec
 
 
 def drain_spec(**overrides: Any) -> DrainSpec:
@@ -160,4 +160,4 @@ def door_spec(**overrides: Any) -> DoorSpec:
 
 def elastic_server_spec(**overrides: Any) -> ServerSpec:
     """`SERVER` behind a door, its group count KEDA's (an elastic stack)."""
-    return server_spec(autoscaled=True, door=door_spec(), **overrides)
+    return server_spec(autoscaled=True, model_taint=MODEL_TAINT, door=door_spec(), **overrides)

@@ -16,6 +16,7 @@ import yaml
 from components import manifests
 from infra.adapters.cli import main
 from infra.adapters.render import rendered_objects
+from infra.plan import catalog
 from infra.plan.config import ConfigError
 from infra.plan.sizing import plan
 from infra.plan.stackfile import load_stack, stack_names
@@ -171,7 +172,10 @@ def test_requests_equal_limits_on_every_container() -> None:
                 res = c["resources"]
                 assert res["requests"] == res["limits"], (role, c["name"])
                 expected = (
-                    {"cpu": "30m", "memory": "64Mi"}
+                    {
+                        "cpu": f"{catalog.GATEKEEPER_MILLICPU}m",
+                        "memory": f"{catalog.GATEKEEPER_MEMORY_MIB}Mi",
+                    }
                     if c["name"] == "gatekeeper"
                     else {"cpu": str(p.pod_cpu), "memory": f"{p.pod_memory_gib:g}Gi"}
                 )

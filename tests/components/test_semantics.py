@@ -18,6 +18,7 @@ from components.manifests.semantics import World
 from components.manifests.spec import MODEL_TAINT
 from infra.adapters.render import rendered_objects
 from infra.adapters.semantics import world
+from infra.plan import catalog
 from infra.plan.sizing import plan
 from infra.plan.stackfile import load_stack
 
@@ -381,7 +382,8 @@ def test_a_pod_larger_than_the_nodes_allocatable_is_named() -> None:
     engine["resources"]["requests"]["memory"] = f"{int(model.memory_mib) + 1}Mi"
     assert semantics.unschedulable(objects, stack_world) == [
         f"LeaderWorkerSet/gemma-vllm leaderTemplate fits no node group (model: requests "
-        f"{int(model.memory_mib) + 65} MiB, {model.memory_mib:.0f} MiB left per node)"
+        f"{int(model.memory_mib) + 1 + catalog.GATEKEEPER_MEMORY_MIB} MiB, "
+        f"{model.memory_mib:.0f} MiB left per node)"
     ]
 
 
