@@ -109,35 +109,99 @@ function schemaBytes(body) {
 
 // Counts xgrammar unrolls, so their compile cost follows the number, not its bytes
 // (infra/plan/frontdoor.py SCHEMA_LENGTH_UNIT_S): a JSON schema's length and size keywords, and a
-// regex's counted repetition in a `pattern`, `patternProperties` key, regex or grammar.
+// regex's counted repetition in a `pattern`, `patternProperties` key, regex or grammar. Each is
+// bounded alone, and all of a request's together take at most one compile budget: a keyword's
+// count is 1/maxSchemaCounts[0] of it (of a min and max pair, the larger), a regex's unit
+// 1/maxSchemaCounts[1]. A schema or tag sent as a JSON string is read and walked the same way.
 var COUNT_KEY = /^(max|min)(Length|Items|Properties)$/;
-var REGEX_KEY = /^(pattern|regex|grammar|guided_regex|guided_grammar)$/;
-var REPEAT = /\{(\d+)(?:,(\d*))?\}/g;
+var REGEX_KEY = /^(pattern|regex|grammar|guided_regex|guided_grammar|whitespace_pattern)$/;
+var JSON_KEY = /^(json|guided_json|structural_tag|schema)$/;
+var COUNTED = /^\{\s*(\d*)\s*(?:,\s*(\d*)\s*)?\}/;
 
-function repeatCount(text) {
-    var most = 0, m;
-    REPEAT.lastIndex = 0;
-    while ((m = REPEAT.exec(text)) !== null) {
-        most = Math.max(most, Number(m[1]), m[2] ? Number(m[2]) : 0);
+// The end of the character class opening at `i` (a `]` first in it is a literal).
+function classEnd(text, i) {
+    var j = i + 1;
+    if (text[j] === '^') {
+        j++;
     }
-    return most;
+    if (text[j] === ']') {
+        j++;
+    }
+    while (j < text.length && text[j] !== ']') {
+        j += text[j] === '\\' ? 2 : 1;
+    }
+    return j + 1;
 }
 
-// The first count in grammar input above its bound, as [field, message], or null: one walk over
-// the grammar fields only, after the byte bound (at most maxSchemaBytes, nested at most
-// maxJsonDepth).
+// A regex's units: each counted repetition's count times what it repeats (a group's own units,
+// at least 1), so nested counts multiply; `{,n}` counts n.
+function repeatUnits(text) {
+    var stack = [0], last = 0, i = 0;
+    while (i < text.length) {
+        var c = text[i], m = c === '{' ? COUNTED.exec(text.slice(i)) : null;
+        if (m && (m[1] || m[2])) {
+            var n = Math.max(Number(m[1] || 0), Number(m[2] || 0));
+            stack[stack.length - 1] += n * Math.max(1, last) - last;
+            last = 0;
+            i += m[0].length;
+            continue;
+        }
+        last = 0;
+        if (c === '\\') {
+            i += 2;
+        } else if (c === '[') {
+            i = classEnd(text, i);
+        } else if (c === '(') {
+            stack.push(0);
+            i++;
+        } else if (c === ')' && stack.length > 1) {
+            last = stack.pop();
+            stack[stack.length - 1] += last;
+            i++;
+        } else {
+            i++;
+        }
+    }
+    return stack.reduce(function (a, b) { return a + b; }, 0);
+}
+
+// The first count in grammar input above its bound, or the field where all of them pass one
+// compile budget, as [field, message], or null: one walk over the grammar fields only, after the
+// byte bound (at most maxSchemaBytes, nested at most maxJsonDepth).
 function countProblem(body) {
     var bound = LIMITS.maxSchemaCounts[0], regexBound = LIMITS.maxSchemaCounts[1], path = [];
+    var budget = 0;
+    function at() {
+        return '`' + path.join('.') + '`';
+    }
     function regex(text) {
-        var count = repeatCount(text);
-        return count > regexBound ? '`' + path.join('.') + '` repeats ' + count + ' times; ' +
+        var units = repeatUnits(text);
+        budget += units / regexBound;
+        return units > regexBound ? at() + ' repeats ' + units + ' times; ' +
             'a counted repetition may be at most ' + regexBound + ' here' : null;
+    }
+    function counts(value) {
+        var most = {};
+        Object.keys(value).forEach(function (k) {
+            var m = COUNT_KEY.exec(k);
+            if (m && typeof value[k] === 'number') {
+                most[m[2]] = Math.max(most[m[2]] || 0, value[k]);
+            }
+        });
+        Object.keys(most).forEach(function (k) { budget += most[k] / bound; });
     }
     function walk(value, key) {
         if (typeof value === 'number') {
-            return COUNT_KEY.test(key) && value > bound ? '`' + path.join('.') + '` is ' + value +
+            return COUNT_KEY.test(key) && value > bound ? at() + ' is ' + value +
                 '; maxLength, minLength, maxItems, minItems, maxProperties and minProperties may ' +
                 'be at most ' + bound + ' here' : null;
+        }
+        if (typeof value === 'string' && JSON_KEY.test(key)) {
+            try {
+                value = JSON.parse(value);
+            } catch (e) {
+                return at() + ' is a string that is not JSON';
+            }
         }
         if (typeof value === 'string') {
             return REGEX_KEY.test(key) ? regex(value) : null;
@@ -145,6 +209,7 @@ function countProblem(body) {
         if (typeof value !== 'object' || value === null) {
             return null;
         }
+        counts(value);
         var keys = Object.keys(value);
         for (var i = 0; i < keys.length; i++) {
             path.push(keys[i]);
@@ -165,6 +230,12 @@ function countProblem(body) {
         }
         path = [field];
         var message = walk(value, field);
+        if (!message && budget > 1) {
+            message = 'the counts of the grammar input up to `' + field + '` take ' +
+                Math.round(budget * 100) + '% of one compile (a unit of a count takes ' +
+                (100 / bound) + '%, of a counted repetition ' + (100 / regexBound) +
+                '%); at most 100% here';
+        }
         if (message) {
             return [field, message + ': vLLM compiles each unit of it, one grammar at a time'];
         }

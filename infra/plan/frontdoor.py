@@ -120,7 +120,8 @@ SCHEMA_LENGTH_UNIT_S = 0.1
 SCHEMA_PATTERN_UNIT_S = 0.01
 #: `maxSchemaBytes: auto` compiles within this: the others queue behind one compile at a time.
 SCHEMA_COMPILE_SECONDS = 1
-#: The counts the gatekeeper admits in grammar input, each alone within the same compile budget:
+#: The counts the gatekeeper admits in grammar input, each alone and all together (a min and max
+#: pair as its larger, nested regex counts multiplied) within the same compile budget:
 #: `maxLength`, `minLength`, `maxItems`, `minItems`, `maxProperties`, `minProperties` at the
 #: string's per-unit cost (items and properties measured cheaper with integer items; an item's
 #: own rule is repeated by the count, so they are held to the costlier rate), a regex's `{n}`,
@@ -328,7 +329,8 @@ def _work(cfg: StackConfig, body: int, sequences: int, cap: int) -> _Work:
         f"~{SCHEMA_LENGTH_UNIT_S} s per unit of its count, a pattern's `{{n,m}}` "
         f"~{SCHEMA_PATTERN_UNIT_S} s, so `maxLength`, `minLength`, `maxItems`, `minItems`, "
         f"`maxProperties` and `minProperties` above {SCHEMA_MAX_COUNT} and a pattern's count above "
-        f"{SCHEMA_MAX_PATTERN_COUNT} get 400 naming the field) and "
+        f"{SCHEMA_MAX_PATTERN_COUNT}, or all of them together above one compile, get 400 naming "
+        "the field) and "
         f"{SCHEMA_CONCURRENCY} such request in flight per client address, held until its reply "
         "ends (nginx cannot see the compile end), so one client's structured replies never "
         "refuse another's; vLLM compiles them one at a time, so a compile may wait for one of "

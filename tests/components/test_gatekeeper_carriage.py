@@ -205,6 +205,43 @@ TOOL = "tools.0.function.parameters.properties.x"
             f"`structured_outputs.regex` repeats 200 times; a counted repetition may be at most "
             f"100 here{UNROLLED}",
         ),
+        # Nested counts multiply; `{,n}` counts n.
+        (
+            '"structured_outputs": {"regex": "(a{100}){100}"}',
+            "structured_outputs",
+            f"`structured_outputs.regex` repeats 10000 times; a counted repetition may be at most "
+            f"100 here{UNROLLED}",
+        ),
+        (
+            '"structured_outputs": {"regex": "a{,500}"}',
+            "structured_outputs",
+            f"`structured_outputs.regex` repeats 500 times; a counted repetition may be at most "
+            f"100 here{UNROLLED}",
+        ),
+        # A schema sent as a JSON string is read and walked too.
+        (
+            '"structured_outputs": {"json": "{\\"type\\": \\"string\\", \\"maxLength\\": 5000}"}',
+            "structured_outputs",
+            f"`structured_outputs.json.maxLength` is 5000; {COUNTS} 10 here{UNROLLED}",
+        ),
+        (
+            '"structured_outputs": {"json": "{not json"}',
+            "structured_outputs",
+            f"`structured_outputs.json` is a string that is not JSON{UNROLLED}",
+        ),
+        # Each count within its bound, all of them together above one compile.
+        (
+            _schema(
+                {
+                    "type": "object",
+                    "properties": {k: {"type": "string", "maxLength": 5} for k in "abc"},
+                }
+            ),
+            "response_format",
+            "the counts of the grammar input up to `response_format` take 150% of one compile (a "
+            "unit of a count takes 10%, of a counted repetition 1%); at most 100% here"
+            f"{UNROLLED}",
+        ),
     ],
 )
 def test_grammar_counts_above_their_compile_bound_are_refused_naming_the_field(
@@ -221,7 +258,11 @@ def test_grammar_counts_above_their_compile_bound_are_refused_naming_the_field(
 @pytest.mark.parametrize(
     "extra",
     [
-        _schema({"type": "string", "minLength": 2, "maxLength": 10, "pattern": "^[a-z]{1,100}$"}),
+        # A min and max pair counts as its larger; 50% and 40% of one compile.
+        _schema({"type": "string", "minLength": 2, "maxLength": 5, "pattern": "^[a-z]{1,40}$"}),
+        _schema(
+            {"type": "string", "pattern": "^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$"}
+        ),
         _tool({"type": "object", "maxProperties": 10, "properties": {"x": {"type": "array"}}}),
         # A property named like a keyword, and counts in text no grammar reads.
         _schema(

@@ -154,8 +154,8 @@ def test_reasons_say_what_each_limit_is_and_where_it_comes_from() -> None:
         "properties, against a 262,144-token vocabulary; the bytes do not bound counted "
         "repetitions: a string's `maxLength` costs ~0.1 s per unit of its count, a pattern's "
         "`{n,m}` ~0.01 s, so `maxLength`, `minLength`, `maxItems`, `minItems`, `maxProperties` "
-        "and `minProperties` above 10 and a pattern's count above 100 get 400 naming the field) "
-        "and 1 such request in flight per client "
+        "and `minProperties` above 10 and a pattern's count above 100, or all of them together "
+        "above one compile, get 400 naming the field) and 1 such request in flight per client "
         "address, held until its reply ends (nginx cannot see the compile end), so one client's "
         "structured replies never refuse another's; vLLM compiles them one at a time, so a "
         "compile may wait for one of each other client's",
