@@ -134,7 +134,7 @@ from infra.rehearse.group.workspace import (
     Progress,
     RehearsalError,
 )
-from infra.rehearse.measure import capacity_step
+from infra.rehearse.measure import capacity_step, prefill_probe
 from infra.rehearse.measure.faults import run_faults
 from infra.rehearse.measure.metrics_capture import capture_check
 from infra.rehearse.measure.prefill_probe import QUICK_SLIDING, figures, probe_checks, run_probe
@@ -678,7 +678,9 @@ def _keep_serving(group: RankGroup, base_url: str, api_key: str) -> None:
 
 
 def _rehearse_faults(options: Options, progress: Progress) -> int:
-    """The fault rehearsal (`infra.rehearse.measure.faults`): its table, then the verdict."""
+    """The fault rehearsal (`infra.rehearse.measure.faults`): its table, then the verdict; its
+    leaders measure their own step, so the group is planned on the linear path this CPU takes."""
+    options = replace(options, overrides={**prefill_probe.cpu_path(progress), **options.overrides})
     python, model_dir, tiny_cfg, tiny_plan = prepare(options, progress, {})
     table, checks = run_faults(
         server_spec(tiny_cfg, tiny_plan), tiny_plan, python, model_dir, progress, options.timeout_s

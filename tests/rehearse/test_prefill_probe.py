@@ -212,6 +212,17 @@ def test_bf16_support_and_the_cpu_name_come_from_cpuinfo() -> None:
     assert prefill_probe.cpu_model(graviton3) == "Arm CPU part 0xd40"
 
 
+def test_a_group_on_a_cpu_without_bf16_is_planned_on_the_fallback_path() -> None:
+    """vLLM refuses oneDNN's linear there, and a leader planned on oneDNN would not start."""
+    said: list[str] = []
+    old = "model name\t: AMD EPYC 7R13\nflags\t\t: fpu avx2\n"
+    assert prefill_probe.cpu_path(said.append, old) == {"prefillPath": "fallback"}
+    assert said == ["AMD EPYC 7R13 has no bf16 instructions: planned with prefillPath=fallback"]
+    bf16 = "model name\t: AMD EPYC 9R14\nflags\t\t: fpu avx2 avx512f avx512_bf16\n"
+    assert prefill_probe.cpu_path(said.append, bf16) == {}
+    assert len(said) == 1
+
+
 def test_the_fallback_on_a_bf16_cpu_fails_its_row_and_is_expected_without_bf16() -> None:
     def path_row(m: Measured) -> Check:
         (row,) = [r for r in prefill_probe.probe_checks(m) if r.name == "prefill linear path"]

@@ -140,6 +140,18 @@ def has_bf16(cpuinfo: str) -> bool:
     return bool(found) and bool(BF16_FLAGS & set(found.group(1).split()))  # type: ignore[union-attr]
 
 
+def cpu_path(progress: Callable[[str], None], cpuinfo: str | None = None) -> dict[str, str]:
+    """The stack key for the linear path vLLM takes on this CPU: `prefillPath: fallback` where it
+    has no bf16 instructions, since vLLM then refuses oneDNN's linear ("Failed to create oneDNN
+    linear", seen on an AVX2-only AMD EPYC on 2026-12-06) and a leader planned on oneDNN does not
+    start; none where it has them (the plan's own oneDNN)."""
+    cpuinfo = cpuinfo or Path("/proc/cpuinfo").read_text(encoding="utf-8")
+    if has_bf16(cpuinfo):
+        return {}
+    progress(f"{cpu_model(cpuinfo)} has no bf16 instructions: planned with prefillPath=fallback")
+    return {"prefillPath": "fallback"}
+
+
 def cpu_peak(cpuinfo: str) -> Peak:
     """The peak from /proc/cpuinfo's first processor: its flags and its current clock."""
     flags = set(re.search(r"^flags\s*:(.*)$", cpuinfo, re.M).group(1).split())  # type: ignore[union-attr]
