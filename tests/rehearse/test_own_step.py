@@ -158,11 +158,11 @@ def test_the_quota_is_named_as_a_share_of_one_core_and_tightened_on_every_rank(
     tmp_path: Path,
 ) -> None:
     quota = own_step.CpuQuota(tmp_path, "g")
-    assert quota.share == "25% of one core"
+    assert quota.share == "50% of one core"
     quota.create(2)
     for rank in (0, 1):
         assert (quota.group(rank) / "cpu.cfs_period_us").read_text() == "100000"
-        assert (quota.group(rank) / "cpu.cfs_quota_us").read_text() == "25000"
+        assert (quota.group(rank) / "cpu.cfs_quota_us").read_text() == "50000"
     quota.set(12_500)
     assert quota.share == "12.5% of one core"
     assert {(quota.group(r) / "cpu.cfs_quota_us").read_text() for r in (0, 1)} == {"12500"}

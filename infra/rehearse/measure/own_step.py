@@ -41,8 +41,11 @@ REHEARSAL_FLOOR_S = 1
 #: The cgroup v1 cpu controller, and each rank's share of one core in the CPU row.
 CPU_ROOT = Path("/sys/fs/cgroup/cpu")
 CPU_PERIOD_US = 100_000
-#: The quotas tried, each tighter (25%, 20%, 16% and 12.5% of one core).
-CPU_QUOTAS_US = (25_000, 20_000, 16_000, 12_500)
+#: The quotas tried, each tighter (50%, 35%, 25%, 20%, 16% and 12.5% of one core): the first that
+#: lengthens the stall bound is kept. How far one slows the ranks depends on the linear path: on
+#: torch's fallback (an AVX2-only AMD EPYC, 2026-12-06) 25% already took a 0.25 s step to 1.5 s,
+#: past the engine's step timeout; on oneDNN (an avx512_bf16 EPYC) 25% gave 0.20 s.
+CPU_QUOTAS_US = (50_000, 35_000, 25_000, 20_000, 16_000, 12_500)
 #: Name of the lines vLLM itself writes to its stdout under the pod's logging config (its
 #: default format, `engine_logging_config`): "(APIServer pid=15674) INFO 11-29 15:10:08 [...]".
 VLLM_STDOUT_MARK = "(APIServer pid="
