@@ -97,6 +97,27 @@ def test_the_page_rows_pass_and_the_cut_off_mutant_is_caught(tmp_path: Path) -> 
     assert [m["role"] for m in cut["messages"]] == ["user", "assistant", "user"]
 
 
+@needs_browser
+def test_a_reply_that_ends_its_turn_at_once_is_asked_again_and_fails_the_stream_row(
+    tmp_path: Path,
+) -> None:
+    # The model ends its turn after one token every time: nothing streams, the row asks again
+    # up to its limit and fails rather than passing on a reply that says nothing.
+    config = StubConfig(api_key=KEY, model="m", seconds_per_token=0.02, stop_at=1)
+    with StubServer(config) as stub:
+        upstream = int(stub.root_url.rsplit(":", 1)[1])
+        with (
+            _door(tmp_path / "page", upstream, chat.files(PAGE)) as door,
+            chat_page.browser_session() as driver,
+        ):
+            session = chat_page.ChatSession(driver, door.base_url, tmp_path, [])
+            session.open(KEY)
+            check = chat_page.stream_check(session)
+    assert not check.ok
+    assert check.observed.endswith(f"asked {chat_page.CUT_ATTEMPTS} time(s)")
+    assert len(stub.requests) == chat_page.CUT_ATTEMPTS
+
+
 def _rows() -> tuple[tuple[str, str], ...]:
     from infra.rehearse.cli import CHAT_NOT_REACHED
 
