@@ -41,7 +41,7 @@ plan: $(VENV)/.installed
 ## registries: Docker Hub, registry.k8s.io); ARGS="--registry-host-map docker.io=http://host:port".
 .PHONY: pin-images
 pin-images: $(VENV)/.installed
-	$(PY) -m infra.plan.pins $(ARGS)
+	$(PY) -m tools.pins $(ARGS)
 
 ## The rendered dev and prod objects committed as text (tests/fixtures/rendered), written again
 ## after a change meant to alter them; a test holds them to a fresh render.
@@ -66,21 +66,21 @@ unit: $(DEV) $(TOOLS)/.installed
 ## Real vLLM, two ranks on loopback, on a tiny model of the stack's layout; then the prefill
 ## probe on a short full-width slice of the model (~3 minutes more).
 rehearse: packages $(DEV)
-	$(PY) -m infra.rehearse --stack $(STACK)
+	$(PY) -m tools.rehearse --stack $(STACK)
 
 ## Capacity of the deployed stack (`pulumi stack output`, or ARGS="--endpoint URL"), measured
 ## with the pinned vLLM's `vllm bench serve` and printed beside the plan; raw results in
-## bench-results/. `python -m infra.bench.capacity --job` is the same run as an in-cluster Job.
+## bench-results/. `python -m tools.bench.capacity --job` is the same run as an in-cluster Job.
 bench: $(VENV)/.installed
-	$(PY) -m infra.venvs --root .rehearsal/venv
-	$(PY) -m infra.bench.capacity --stack $(STACK) $(ARGS)
+	$(PY) -m tools.venvs --root .rehearsal/venv
+	$(PY) -m tools.bench.capacity --stack $(STACK) $(ARGS)
 
-## The served model's quality on the project's lm-eval task (infra/bench/quality_task), for the
+## The served model's quality on the project's lm-eval task (tools/bench/quality_task), for the
 ## stack's endpoint, or ARGS="--endpoint URL --against URL2" to compare bf16 with a quantized stack
 ## (keys: GEMMA_GRAVITON_API_KEY, GEMMA_GRAVITON_AGAINST_API_KEY). Builds .rehearsal/quality once.
 .PHONY: quality
 quality: $(VENV)/.installed
-	$(PY) -m infra.bench.quality $(ARGS)
+	$(PY) -m tools.bench.quality $(ARGS)
 
 ## Mutation testing of the pure core against its unit tests; FILES="infra/plan/kv_cache.py ..."
 ## narrows it, SINCE=origin/main to the files a branch changed. Fails on a surviving mutant not
@@ -94,30 +94,30 @@ clean:
 ## vLLM's memory guard in a pod-sized memory cgroup, with and without the weight prefetch (root).
 .PHONY: rehearse-guard
 rehearse-guard: $(DEV)
-	$(PY) -m infra.rehearse.guard.memory_guard --stack $(STACK)
+	$(PY) -m tools.rehearse.guard.memory_guard --stack $(STACK)
 
 ## Break the rehearsal group on purpose and measure how each fault is noticed and recovered.
 .PHONY: rehearse-faults
 rehearse-faults: packages $(DEV)
-	$(PY) -m infra.rehearse --faults --stack $(STACK)
+	$(PY) -m tools.rehearse --faults --stack $(STACK)
 
 ## The same, with the fuller prefill probe (one whole period of the model's layer pattern)
 ## and the step-timeout row (run as root: it raises its ranks' priority while its prompt runs).
 .PHONY: rehearse-prefill
 rehearse-prefill: packages $(DEV)
-	$(PY) -m infra.rehearse --prefill --stack $(STACK)
+	$(PY) -m tools.rehearse --prefill --stack $(STACK)
 
 ## gemma-4-26B-A4B-it's MoE layers beside gemma-4-12B-it's on this CPU, real vLLM, bf16 and int8:
 ## decode per token at 1 and 4 streams, prefill, bytes read per token, the MoE/dense ratio
-## (infra/rehearse/measure/moe_probe.py; ~15 minutes on 2 cores, a 3.1 GB slice built once).
+## (tools/rehearse/measure/moe_probe.py; ~15 minutes on 2 cores, a 3.1 GB slice built once).
 .PHONY: rehearse-moe
 rehearse-moe: packages $(DEV)
-	$(PY) -m infra.rehearse.measure.moe_probe --stack $(STACK) $(ARGS)
+	$(PY) -m tools.rehearse.measure.moe_probe --stack $(STACK) $(ARGS)
 
 ## A tiny random-weight Gemma 4 mixture of experts (gemma-4-26B-A4B-it's attention layout, 4
 ## experts, top-2) served by real vLLM behind the gatekeeper, one rank and two, bf16 and int8:
 ## the MoE kernels vLLM logged, KV tokens against the planner's, a completion and lm-eval through
-## the gatekeeper (infra/rehearse/measure/moe_group.py; int8 says why where vLLM has no kernel).
+## the gatekeeper (tools/rehearse/measure/moe_group.py; int8 says why where vLLM has no kernel).
 .PHONY: rehearse-moe-group
 rehearse-moe-group: packages $(DEV)
-	$(PY) -m infra.rehearse.measure.moe_group --stack $(STACK) $(ARGS)
+	$(PY) -m tools.rehearse.measure.moe_group --stack $(STACK) $(ARGS)

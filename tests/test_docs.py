@@ -15,9 +15,9 @@ import pytest
 import yaml
 
 from infra.adapters.cli import main
-from infra.doctools import docs_keys
 from infra.plan.config import SECRET_KEYS, ScheduleConfig, StackConfig
 from tests.fakes.openai_stub import StubConfig, StubServer, token_text
+from tools.doctools import docs_keys
 
 REPO = Path(__file__).resolve().parent.parent
 PAGES = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
@@ -55,19 +55,19 @@ RULES: list[tuple[str, str]] = [
     (r"(\.venv/bin/)?python -m infra\.plan( [^\[\]]*)?", RUN),
     (r"python -m infra\.plan \[.*", "a usage synopsis; its examples are run"),
     (
-        r"python -m infra\.doctools\.docs_scaling --write",
+        r"python -m tools\.doctools\.docs_scaling --write",
         "rewrites README.md; tests/plan/test_scaling_sim.py compares",
     ),
     (
-        r"python -m infra\.doctools\.docs_changes --write",
+        r"python -m tools\.doctools\.docs_changes --write",
         "rewrites README.md; tests/plan/test_docs_changes.py compares",
     ),
     (
-        r"python -m infra\.doctools\.docs_keys --write",
+        r"python -m tools\.doctools\.docs_keys --write",
         "rewrites docs/planning.md; tests/test_docs.py compares",
     ),
     (
-        r"python -m infra\.doctools\.docs_ranking --write",
+        r"python -m tools\.doctools\.docs_ranking --write",
         "rewrites docs/planning.md; tests/test_readme.py runs the generator and compares",
     ),
     (r'export (ENDPOINT|MODEL|API_KEY)="\$\(pulumi stack output .*', RUN),
@@ -78,30 +78,30 @@ RULES: list[tuple[str, str]] = [
     ),
     (r"make test", "the suite itself; .ci/run runs it on a clean clone"),
     (r"\.venv/bin/python -m pytest .*", "a part of `make test`"),
-    (r"make (rehearse|rehearse-faults)|python -m infra\.rehearse( --faults)?", ".ci/run runs it"),
+    (r"make (rehearse|rehearse-faults)|python -m tools\.rehearse( --faults)?", ".ci/run runs it"),
     (
-        r"make rehearse-prefill|python -m infra\.rehearse --prefill",
+        r"make rehearse-prefill|python -m tools\.rehearse --prefill",
         "minutes of full-width model building and warm-up on a quiet machine",
     ),
     (
-        r"make rehearse-moe-group.*|python -m infra\.rehearse\.measure\.moe_group.*",
+        r"make rehearse-moe-group.*|python -m tools\.rehearse\.measure\.moe_group.*",
         "real vLLM: four tiny MoE groups started one after another, lm-eval on two (minutes)",
     ),
     (
-        r"make rehearse-moe.*|python -m infra\.rehearse\.measure\.moe_probe.*",
+        r"make rehearse-moe.*|python -m tools\.rehearse\.measure\.moe_probe.*",
         "15-20 minutes of full-width model building and serving (a 9 GB MoE slice)",
     ),
     (
-        r"make rehearse-guard|python -m infra\.rehearse\.guard\.memory_guard",
+        r"make rehearse-guard|python -m tools\.rehearse\.guard\.memory_guard",
         "needs root and a writable memory cgroup",
     ),
     (r"make mutants.*", "minutes of mutation testing; .github/workflows/mutants.yml runs it"),
     (r"docker buildx imagetools inspect.*", "needs Docker Hub"),
     (
-        r"make pin-images.*|python -m infra\.plan\.pins.*",
+        r"make pin-images.*|python -m tools\.pins.*",
         "needs the registries; tests/plan/test_pins.py runs it against one on loopback",
     ),
-    (r"(\.venv/bin/)?python -m infra\.bench.*", "needs a deployed endpoint (tests/bench: a stub)"),
+    (r"(\.venv/bin/)?python -m tools\.bench.*", "needs a deployed endpoint (tests/bench: a stub)"),
     (r"make bench.*", "needs a deployed endpoint (make rehearse runs a short one)"),
     (r"make quality.*", "needs a deployed endpoint (make rehearse scores its tiny groups)"),
     (
@@ -413,7 +413,7 @@ def test_the_stack_keys_table_is_the_generators_output() -> None:
     assert page.name == "planning.md"
     assert docs_keys.BLOCK.quoted(page.read_text()) == docs_keys.render(), (
         "docs/planning.md is out of step with infra/plan/config.py: run "
-        "`python -m infra.doctools.docs_keys --write`"
+        "`python -m tools.doctools.docs_keys --write`"
     )
 
 

@@ -16,13 +16,13 @@ import yaml
 from infra.adapters.cli import main
 from infra.bootstrap import config as bootstrap_config
 from infra.bootstrap.access import ci_roles, runner_variable
-from infra.doctools import docs_ranking
 from infra.plan import placeholders, prices, waits
 from infra.plan.compare import compare, default_need
 from infra.plan.config import SECRET_KEYS, StackConfig
 from infra.plan.economics import economics
 from infra.plan.sizing import plan
 from infra.plan.stackfile import load_stack
+from tools.doctools import docs_ranking
 
 REPO = Path(__file__).resolve().parent.parent
 README = (REPO / "README.md").read_text()
@@ -215,20 +215,20 @@ def test_how_it_fits_together_names_real_places() -> None:
     for module in modules:
         homes = [
             REPO / d / m
-            for d in ("infra/plan", "infra/adapters", "infra/doctools", "components")
+            for d in ("infra/plan", "infra/adapters", "tools/doctools", "components")
             for m in (f"{module}.py", module)
         ]
         assert any(home.exists() for home in homes), module
 
 
 def test_node_size_ranking_is_generated_from_compare() -> None:
-    """The page that holds the ranking holds exactly what `infra.doctools.docs_ranking` makes of
+    """The page that holds the ranking holds exactly what `tools.doctools.docs_ranking` makes of
     `--compare --json` today; rerun it with `--write` when the catalogue changes."""
     page = docs_ranking.page()
     assert page == REPO / "docs" / "planning.md"
     quoted = docs_ranking.block_in(page.read_text())
     assert quoted == docs_ranking.render(docs_ranking.comparison()), (
-        f"{page.name} is out of step: run `python -m infra.doctools.docs_ranking --write`"
+        f"{page.name} is out of step: run `python -m tools.doctools.docs_ranking --write`"
     )
 
 

@@ -2,7 +2,7 @@
 module: each image's repository, tag and the digest of its multi-arch index, the platforms that
 index lists and the ones it must list. The manifest builders take their references from here and
 the stack config takes the vLLM image's default from here; `make pin-images`
-(`infra.plan.pins`) is the only writer, resolving each tag at its registry.
+(`tools.pins`) is the only writer, resolving each tag at its registry.
 
 `GEMMA_GRAVITON_IMAGE_PINS` names another pin file (the pin command's tests write one against a
 registry on loopback); it is read once, at import.

@@ -147,7 +147,7 @@ def container_security_context() -> dict[str, Any]:
     # "numa_set_membind failed" as warnings and goes on, binding its threads as before
     # (sched_setaffinity is allowed). Measured with real vLLM 0.31: a non-root two-rank group
     # under the whole default profile started and served, and every `make rehearse` starts its
-    # ranks with those calls refused (infra/rehearse/seccomp.py, the "NUMA calls refused" row).
+    # ranks with those calls refused (tools/rehearse/seccomp.py, the "NUMA calls refused" row).
     return {
         "allowPrivilegeEscalation": False,
         "readOnlyRootFilesystem": True,

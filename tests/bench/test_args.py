@@ -1,4 +1,4 @@
-"""Tests for `infra.bench.args`: flag rules, endpoint normalisation, target from Pulumi."""
+"""Tests for `tools.bench.args`: flag rules, endpoint normalisation, target from Pulumi."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from infra.bench.args import API_KEY_ENV, UsageError, normalize_base_url, parse_args, resolve_target
+from tools.bench.args import API_KEY_ENV, UsageError, normalize_base_url, parse_args, resolve_target
 
 
 @pytest.mark.parametrize(

@@ -1,4 +1,4 @@
-"""`python -m infra.bench.capacity`: bad input, the key's path, results read back, the table.
+"""`python -m tools.bench.capacity`: bad input, the key's path, results read back, the table.
 
 The results are those a real `vllm bench serve` (vLLM 0.31.0) saved in `make rehearse` against
 the tiny group through the gatekeeper (tests/fixtures/vllm/bench-serve/); the failed and cut-off
@@ -17,15 +17,15 @@ from typing import Any
 
 import pytest
 
-from components.manifests import loadtest
-from infra.bench import capacity
-from infra.bench.capacity_plan import Prediction
-from infra.bench.capacity_table import Row, measured_text, planned_text, render, report
-from infra.bench.loadgen import LoadPoint, PointResult, ResultError, parse_result, read_result
+from tools.bench import capacity
+from tools.bench import loadtest_job as loadtest
+from tools.bench.capacity_plan import Prediction
+from tools.bench.capacity_table import Row, measured_text, planned_text, render, report
+from tools.bench.loadgen import LoadPoint, PointResult, ResultError, parse_result, read_result
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "vllm" / "bench-serve"
 #: The points the recording's rehearsal sent
-#: (`infra.rehearse.measure.capacity_step.rehearsal_points`).
+#: (`tools.rehearse.measure.capacity_step.rehearsal_points`).
 SHORT = LoadPoint(1000, 16, 2, 7.5, 4)
 LONG = LoadPoint(2000, 16, 2, 7.5, 4)
 

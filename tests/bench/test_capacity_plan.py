@@ -6,12 +6,12 @@ import math
 
 import pytest
 
-from infra.bench import capacity_plan
-from infra.bench.loadgen import LoadPoint, bench_serve_argv
 from infra.plan import economics
 from infra.plan.config import StackConfig
 from infra.plan.sizing import Plan, plan
 from infra.plan.stackfile import load_stack
+from tools.bench import capacity_plan
+from tools.bench.loadgen import LoadPoint, bench_serve_argv
 
 
 def _dev() -> tuple[StackConfig, Plan]:

@@ -1,4 +1,4 @@
-"""Tests for `infra.bench.cli`: a whole run against the stub, rejected keys, bad arguments.
+"""Tests for `tools.bench.cli`: a whole run against the stub, rejected keys, bad arguments.
 
 The end-to-end tests run the real `run_bench` or CLI entry (`main`) and the real `openai` client
 against `tests.fakes.openai_stub`. Measured values are asserted only where the client's clock is
@@ -13,8 +13,6 @@ from pathlib import Path
 
 import pytest
 
-from infra.bench.args import API_KEY_ENV, DEFAULT_PROMPT, parse_args
-from infra.bench.cli import run_bench
 from tests.bench.support import (
     SECONDS_PER_TOKEN,
     STUB_RATE,
@@ -25,6 +23,8 @@ from tests.bench.support import (
 )
 from tests.fakes.clock import ScriptedClock
 from tests.fakes.openai_stub import STUB_API_KEY, STUB_MODEL, reply_instants
+from tools.bench.args import API_KEY_ENV, DEFAULT_PROMPT, parse_args
+from tools.bench.cli import run_bench
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
@@ -204,7 +204,7 @@ ENDPOINT = "http://127.0.0.1:9/v1"
         ),
         (
             ["--bogus"],
-            "unrecognized arguments: --bogus; run `python -m infra.bench --help` for the flags",
+            "unrecognized arguments: --bogus; run `python -m tools.bench --help` for the flags",
         ),
     ],
 )
@@ -251,7 +251,7 @@ def test_no_endpoint_and_no_pulumi_exits_2(
 
 def test_module_entry_point_exits_2_without_traceback() -> None:
     done = subprocess.run(
-        [sys.executable, "-m", "infra.bench", "--endpoint", ENDPOINT, "--concurrency", "0"],
+        [sys.executable, "-m", "tools.bench", "--endpoint", ENDPOINT, "--concurrency", "0"],
         cwd=REPO_ROOT,
         capture_output=True,
         text=True,

@@ -1,4 +1,4 @@
-"""Tests for `infra.bench.client`: stream timing, reply verdicts, rounds sent at once."""
+"""Tests for `tools.bench.client`: stream timing, reply verdicts, rounds sent at once."""
 
 from __future__ import annotations
 
@@ -7,10 +7,10 @@ from types import SimpleNamespace
 import openai
 import pytest
 
-from infra.bench.args import parse_args
-from infra.bench.client import RequestRecord, classify_reply, consume_stream, run_round
 from tests.bench.support import StubFactory
 from tests.fakes.openai_stub import STUB_API_KEY, STUB_MODEL
+from tools.bench.args import parse_args
+from tools.bench.client import RequestRecord, classify_reply, consume_stream, run_round
 
 
 def test_consume_stream_times_from_first_content_not_the_role_chunk() -> None:

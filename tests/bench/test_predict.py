@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from infra.bench.predict import comparison_lines, predictions
+from tools.bench.predict import comparison_lines, predictions
 
 
 def test_predictions_beside_measured_medians() -> None:

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from infra.bench import quality
-from infra.bench.args import UsageError
+from tools.bench import quality
+from tools.bench.args import UsageError
 
 TARGET = quality.Target("endpoint", "http://door.example/v1", "k3y", "google/gemma-4-12B-it")
 

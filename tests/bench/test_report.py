@@ -1,4 +1,4 @@
-"""Tests for `infra.bench.report`: loud cut-offs, the documented JSON, rates from known instants."""
+"""Tests for `tools.bench.report`: loud cut-offs, the documented JSON, rates from known instants."""
 
 from __future__ import annotations
 
@@ -6,10 +6,10 @@ import json
 
 import pytest
 
-from infra.bench.args import parse_args
-from infra.bench.client import RequestRecord, RoundResult
-from infra.bench.report import build_report
 from tests.bench.support import CliRun, StubFactory, bench_args
+from tools.bench.args import parse_args
+from tools.bench.client import RequestRecord, RoundResult
+from tools.bench.report import build_report
 
 
 def test_complete_run_labels_length_at_the_requested_count_as_expected(

@@ -1,10 +1,10 @@
-"""Tests for `infra.bench.stats`: median, spread and summaries."""
+"""Tests for `tools.bench.stats`: median, spread and summaries."""
 
 from __future__ import annotations
 
 import pytest
 
-from infra.bench.stats import Summary, median, spread, summarize
+from tools.bench.stats import Summary, median, spread, summarize
 
 
 def test_median_of_odd_and_even_counts() -> None:

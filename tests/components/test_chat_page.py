@@ -19,10 +19,10 @@ from components.manifests.gatekeeper import key_file_text, nginx_conf
 from infra.adapters.render import render_stack
 from infra.plan.sizing import plan
 from infra.plan.stackfile import load_stack
-from infra.rehearse.front_door import gatekeeper_run as gate
-from infra.rehearse.group.ranks import free_port
 from tests import builders
 from tests.fakes.openai_stub import StubConfig, StubServer
+from tools.rehearse.front_door import gatekeeper_run as gate
+from tools.rehearse.group.ranks import free_port
 
 LIMITS = builders.gatekeeper_limits(
     max_request_bytes=4096,

@@ -295,7 +295,7 @@ def test_fingerprint_changes_with_the_key_and_hides_it() -> None:
     assert gatekeeper.key_fingerprint("a" * 40) == one
 
 
-from infra.rehearse.front_door.gatekeeper_run import INSTALL_HINT, nginx_modules, nginx_ready  # noqa: E402
+from tools.rehearse.front_door.gatekeeper_run import INSTALL_HINT, nginx_modules, nginx_ready  # noqa: E402
 
 NGINX = shutil.which("nginx") or ("/usr/sbin/nginx" if Path("/usr/sbin/nginx").exists() else None)
 
@@ -346,8 +346,8 @@ def test_every_njs_handler_the_config_names_is_exported_and_every_export_is_name
 def test_real_nginx_serves_the_engine_s_record_once_it_exists(tmp_path: Path) -> None:
     """The metrics listener answers 404 before the startup probe wrote the record, then the
     file as it is, as Prometheus text; nothing but GET."""
-    from infra.rehearse.front_door import gatekeeper_run as gate
-    from infra.rehearse.group.ranks import free_port
+    from tools.rehearse.front_door import gatekeeper_run as gate
+    from tools.rehearse.group.ranks import free_port
 
     engine_dir = Path(tempfile.mkdtemp(prefix="gatekeeper-engine-"))
     engine_dir.chmod(0o755)  # nginx's worker may read as `nobody`, through pytest's 0700 dirs

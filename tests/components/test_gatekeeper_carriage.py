@@ -22,10 +22,10 @@ import pytest
 from components import watch
 from components.manifests.asleep import ASLEEP_PAGE
 from infra.plan import frontdoor
-from infra.rehearse.front_door import gatekeeper_run as gate
-from infra.rehearse.group.ranks import free_port
 from tests import builders
 from tests.components.test_watch import _filter_matches, _record
+from tools.rehearse.front_door import gatekeeper_run as gate
+from tools.rehearse.group.ranks import free_port
 
 KEY = "k" * 32
 LIMITS = builders.gatekeeper_limits(

@@ -18,10 +18,10 @@ import pytest
 
 from components.manifests import chat, gatekeeper_conf
 from components.manifests.gatekeeper import nginx_conf
-from infra.rehearse.front_door import gatekeeper_run as gate
-from infra.rehearse.group.ranks import free_port
 from tests import builders
 from tests.fakes.openai_stub import StubConfig, StubServer
+from tools.rehearse.front_door import gatekeeper_run as gate
+from tools.rehearse.group.ranks import free_port
 
 LIMITS = builders.gatekeeper_limits(
     max_request_bytes=4096,

@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 
 from components.manifests import gatekeeper
-from infra.rehearse.front_door import gatekeeper_run as gate
-from infra.rehearse.group.ranks import free_port
 from tests import builders
 from tests.fakes.openai_stub import StubConfig, StubServer
+from tools.rehearse.front_door import gatekeeper_run as gate
+from tools.rehearse.group.ranks import free_port
 
 LIMITS = builders.gatekeeper_limits(
     max_request_bytes=4096,

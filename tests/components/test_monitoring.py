@@ -2,7 +2,7 @@
 
 The dashboard and the alarms may use only metric names, labels and bucket bounds that real vLLM
 0.31 exported in the rehearsal. The fixture `tests/fixtures/vllm/metrics-v0.31.json` is written by
-`make rehearse` (`infra/rehearse/measure/metrics_capture.py` scrapes the running leader through the
+`make rehearse` (`tools/rehearse/measure/metrics_capture.py` scrapes the running leader through the
 gatekeeper's metrics listener); to refresh it, run `make rehearse` and commit the diff.
 """
 
@@ -22,8 +22,8 @@ from infra.adapters import wiring
 from infra.adapters.render import rendered_objects
 from infra.plan.sizing import plan
 from infra.plan.stackfile import load_stack
-from infra.rehearse.measure.metrics_capture import parse_exposition
 from tests import builders
+from tools.rehearse.measure.metrics_capture import parse_exposition
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "vllm" / "metrics-v0.31.json"
 SPEC = watch.WatchSpec(

@@ -26,10 +26,10 @@ from infra.adapters.render import rendered_objects
 from infra.plan import catalog
 from infra.plan.sizing import plan
 from infra.plan.stackfile import load_stack
-from infra.rehearse.front_door import gatekeeper_run as gate
-from infra.rehearse.front_door.gatekeeper_run import INSTALL_HINT, nginx_ready
-from infra.rehearse.group.ranks import free_port
 from tests import builders
+from tools.rehearse.front_door import gatekeeper_run as gate
+from tools.rehearse.front_door.gatekeeper_run import INSTALL_HINT, nginx_ready
+from tools.rehearse.group.ranks import free_port
 
 VARIANTS = [("dev", {}), ("prod", {}), ("dev", {"weights": "int8"}), ("prod", {"weights": "int8"})]
 

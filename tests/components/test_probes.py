@@ -24,8 +24,8 @@ from components.manifests.probes import (
     startup_probe,
 )
 from infra.plan import liveness
-from infra.rehearse.measure.metrics_capture import parse_exposition
 from tests.fakes.vllm_leader import fake_leader
+from tools.rehearse.measure.metrics_capture import parse_exposition
 
 PROBES = ProbeSpec(stall_s=30, period_s=5, failures=3, timeout_s=8, request_s=5, idle_check_s=0)
 #: As planned: an idle pipeline proven at most once a minute.

@@ -23,12 +23,12 @@ from infra.adapters.render import rendered_objects
 from infra.plan import catalog
 from infra.plan.sizing import plan
 from infra.plan.stackfile import load_stack
-from infra.rehearse.front_door import gatekeeper_run as gate
-from infra.rehearse.group.ranks import free_port
 from tests import builders
 from tests.components.test_manifest_fields import SPEC
 from tests.fakes import k8s_schemas
 from tests.fakes.openai_stub import StubConfig, StubServer
+from tools.rehearse.front_door import gatekeeper_run as gate
+from tools.rehearse.group.ranks import free_port
 
 DRAIN = builders.drain_spec(accept_s=35, reply_s=2930, settle_s=5, grace_s=2985)
 

@@ -31,9 +31,9 @@ from infra.plan import addons, elastic, liveness
 from infra.plan.config import ConfigError
 from infra.plan.sizing import plan
 from infra.plan.stackfile import load_stack
-from infra.rehearse.group.ranks import free_port
 from tests import builders
 from tests.fakes import k8s_schemas
+from tools.rehearse.group.ranks import free_port
 
 TODAY = dt.date(2026, 12, 2)
 

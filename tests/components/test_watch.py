@@ -39,8 +39,8 @@ from components.manifests import gatekeeper, metrics, probes
 from infra.adapters import wiring
 from infra.plan import monitoring as plan_monitoring
 from infra.plan.stackfile import load_stack
-from infra.rehearse.measure.metrics_capture import parse_exposition
 from tests import builders
+from tools.rehearse.measure.metrics_capture import parse_exposition
 
 WATCHING = Path(__file__).resolve().parents[2] / "docs" / "watching.md"
 GRID_COLUMNS = 24

@@ -1,7 +1,7 @@
 """A fake clock for code that reads instants through an injected `clock()`. Test infrastructure.
 
 `ScriptedClock` hands each thread its own copy of a list of instants, one per call, so code that
-times several streams on several threads (one thread per stream, as `infra.bench.client.run_round`
+times several streams on several threads (one thread per stream, as `tools.bench.client.run_round`
 does) reads the same known timeline in every stream however the threads interleave. A thread that
 reads more instants than were scripted fails the test loudly instead of inventing a time.
 """

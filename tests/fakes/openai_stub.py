@@ -1,7 +1,7 @@
 """A local OpenAI-compatible streaming server for the benchmark tests. Test infrastructure only.
 
 `StubServer` owns a stdlib `ThreadingHTTPServer` on 127.0.0.1 and an ephemeral port, served from a
-daemon thread, so `infra.bench` can be tested end to end through the real `openai` client without
+daemon thread, so `tools.bench` can be tested end to end through the real `openai` client without
 a model or a network. It imitates the parts of vLLM's OpenAI server the benchmark depends on,
 each reply built from what real vLLM 0.31 answered (`tests.fakes.vllm_replies`, recorded by
 `python -m tests.fakes.record_vllm`), with only ids, model, content, finish reason and token

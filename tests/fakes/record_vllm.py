@@ -35,12 +35,12 @@ from typing import Any
 
 from infra.plan.sizing import plan
 from infra.plan.stackfile import load_stack
-from infra.rehearse.group.tiny_plan import ensure_tiny_model, model_cache_key, tiny_model_config
+from tools.rehearse.group.tiny_plan import ensure_tiny_model, model_cache_key, tiny_model_config
 
 REPO = Path(__file__).resolve().parents[2]
 RECORDING = REPO / "tests" / "fixtures" / "vllm" / "replies-v0.31.json"
 API_KEY = "recording-key"
-#: What the rehearsal's tiny model is served as (infra/rehearse/group/tiny_plan.py TINY_MODEL_NAME).
+#: What the rehearsal's tiny model is served as (tools/rehearse/group/tiny_plan.py TINY_MODEL_NAME).
 MODEL = "rehearsal/tiny-gemma4"
 MESSAGES = [{"role": "user", "content": "Say hello."}]
 #: The requests recorded, by name: greedy, a few tokens, so a refresh changes little.

@@ -17,7 +17,7 @@ from typing import Any
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "vllm"
 RECORDING = FIXTURES / "replies-v0.31.json"
-#: The metric families vLLM exported in `make rehearse` (infra/rehearse/measure/metrics_capture.py).
+#: The metric families vLLM exported in `make rehearse` (tools/rehearse/measure/metrics_capture.py).
 METRICS = FIXTURES / "metrics-v0.31.json"
 #: The end of an event stream, a line of its own (not JSON).
 DONE = "[DONE]"

@@ -30,7 +30,10 @@ REPO = Path(__file__).resolve().parents[2]
 SCRATCH = REPO / ".mutants"
 EQUIVALENT = REPO / "tests" / "mutants-equivalent.txt"
 #: What a scratch copy needs: the packages, the tests and the data the tests read.
-COPIED = ("infra", "components", "policies", "tests", "stacks", "docs", "README.md", "Pulumi.yaml")
+COPIED = (
+    "infra", "components", "tools", "policies", "tests", "stacks", "docs", "README.md",
+    "Pulumi.yaml",
+)  # fmt: skip
 #: Tests that are not about the pure core's rules and would only slow every mutant down: the
 #: checkov scan (a linter over the rendered objects, minutes per run) and the CRD copy's hash.
 DESELECTED = "not checkov and not committed_structure_copy"

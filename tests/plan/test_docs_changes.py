@@ -2,17 +2,17 @@
 
 from __future__ import annotations
 
-from infra.doctools import docs_changes
 from infra.plan import changes
 from infra.plan.sizing import plan
 from infra.plan.stackfile import load_stack
+from tools.doctools import docs_changes
 
 
 def test_the_readme_table_is_the_generators_output() -> None:
     page = docs_changes.BLOCK.page()
     assert page.name == "README.md"
     assert docs_changes.BLOCK.quoted(page.read_text()) == docs_changes.render(), (
-        "README.md is out of step: run `python -m infra.doctools.docs_changes --write`"
+        "README.md is out of step: run `python -m tools.doctools.docs_changes --write`"
     )
 
 

@@ -12,11 +12,11 @@ from typing import Any
 import pytest
 
 from infra.adapters.cli import main
-from infra.doctools import scaling_sim
 from infra.plan import elastic
 from infra.plan.config import ConfigError
 from infra.plan.sizing import plan
 from infra.plan.stackfile import load_stack
+from tools.doctools import scaling_sim
 
 TODAY = dt.date(2026, 12, 2)
 OFFICE = '{timeZone: Europe/Berlin, days: Mon-Fri, start: "08:00", end: "19:00"}'

@@ -23,8 +23,8 @@ from infra.plan.kv_cache import CPU_BLOCK_SIZE, group_kv
 from infra.plan.moe_measured import MoeDecodeRatio
 from infra.plan.sizing import plan
 from infra.plan.stackfile import load_stack
-from infra.rehearse.group.tiny_checkpoint import FULL, SLIDING
-from infra.rehearse.measure import moe_probe
+from tools.rehearse.group.tiny_checkpoint import FULL, SLIDING
+from tools.rehearse.measure import moe_probe
 
 TODAY = dt.date(2026, 12, 3)
 MOE = "google/gemma-4-26B-A4B-it"

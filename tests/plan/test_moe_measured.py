@@ -7,8 +7,8 @@ import pytest
 from infra.plan import moe_measured
 from infra.plan.config_parts import ConfigError
 from infra.plan.moe_measured import MOE_DECODE_RATIO, RAW, decode_ratio
-from infra.rehearse.measure import moe_probe
-from infra.rehearse.measure.moe_probe import DENSE_12B, MOE_26B, Timing, row
+from tools.rehearse.measure import moe_probe
+from tools.rehearse.measure.moe_probe import DENSE_12B, MOE_26B, Timing, row
 
 
 def _timings(weights: str) -> dict[tuple[str, int], Timing]:

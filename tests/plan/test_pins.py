@@ -30,7 +30,7 @@ from typing import Any
 import pytest
 
 from components.manifests import images
-from infra.plan import pins
+from tools import pins
 
 REPO = Path(__file__).resolve().parents[2]
 BINARY = shutil.which("docker-registry") or "/usr/bin/docker-registry"
@@ -188,7 +188,7 @@ def pin_file(tmp_path: Path, **tags: str) -> Path:
 
 def run_pins(path: Path, registry: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "infra.plan.pins", "--pins", str(path)],
+        [sys.executable, "-m", "tools.pins", "--pins", str(path)],
         cwd=REPO,
         env={**os.environ, pins.HOST_MAP_ENV: host_map(registry)},
         capture_output=True,
@@ -212,7 +212,7 @@ def run_plan(path: Path, *args: str) -> subprocess.CompletedProcess[str]:
 
 def test_make_pin_images_calls_the_pin_command() -> None:
     makefile = (REPO / "Makefile").read_text()
-    assert "\npin-images: $(VENV)/.installed\n\t$(PY) -m infra.plan.pins $(ARGS)\n" in makefile
+    assert "\npin-images: $(VENV)/.installed\n\t$(PY) -m tools.pins $(ARGS)\n" in makefile
 
 
 def test_every_shipped_image_is_read_from_the_pin_file() -> None:

@@ -29,8 +29,8 @@ from pathlib import Path
 import pytest
 
 from components.manifests import images
-from infra.plan import pins
 from tests.plan.test_pins import REPO, push_image, push_index, require_binary, start_registry
+from tools import pins
 
 ISSUER = "gemma-graviton-tests"
 SERVICE = "loopback-registry"
@@ -147,7 +147,7 @@ def test_pins_through_the_registrys_token_challenge(
     path = tmp_path / "images.json"
     path.write_text(json.dumps(document, indent=2) + "\n")
     result = subprocess.run(
-        [sys.executable, "-m", "infra.plan.pins", "--pins", str(path),
+        [sys.executable, "-m", "tools.pins", "--pins", str(path),
          "--registry-host-map", f"docker.io={token_url}"],
         cwd=REPO, capture_output=True, text=True, timeout=120, check=False,
     )  # fmt: skip

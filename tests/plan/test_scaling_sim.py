@@ -9,8 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from infra.doctools import docs_scaling
-from infra.doctools.scaling_sim import (
+from infra.plan.elastic import ScalingParameters, Window
+from tools.doctools import docs_scaling
+from tools.doctools.scaling_sim import (
     DAY_SECONDS,
     DoorFigures,
     GroupCapacity,
@@ -20,7 +21,6 @@ from infra.doctools.scaling_sim import (
     read_day,
     simulate,
 )
-from infra.plan.elastic import ScalingParameters, Window
 
 CAP = GroupCapacity(slots=10, service_seconds=100, first_token_seconds=20)
 PARAMS = ScalingParameters(
@@ -172,7 +172,7 @@ def test_the_docs_table_is_the_simulations_output_for_the_shipped_stacks() -> No
     quoted = docs_scaling.block_in(docs_scaling.PAGE.read_text())
     assert quoted == docs_scaling.render(), (
         f"{docs_scaling.PAGE.name} is out of step: run "
-        "`python -m infra.doctools.docs_scaling --write`"
+        "`python -m tools.doctools.docs_scaling --write`"
     )
 
 

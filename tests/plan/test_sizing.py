@@ -15,8 +15,8 @@ from infra.plan.catalog import GIB
 from infra.plan.kv_cache import group_kv, stage_layers
 from infra.plan.loading import load_config
 from infra.plan.sizing import PlanError, plan
-from infra.rehearse.group import vllm_logs
 from tests.plan.profiles import small_gemma
+from tools.rehearse.group import vllm_logs
 
 BASE = {
     "owner": "ml-platform",

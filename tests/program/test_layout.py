@@ -12,8 +12,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
-PROJECT_ROOTS = ("infra", "components")
-OFFLINE_TOOLS = ("infra.rehearse", "infra.bench", "infra.venvs")
+PROJECT_ROOTS = ("infra", "components", "tools")
+#: The product: what the program and the planner are made of; it never imports `tools`.
+PRODUCT_ROOTS = ("infra", "components")
+OFFLINE_TOOLS = ("tools.rehearse", "tools.bench", "tools.venvs")
 
 
 def _module_file(name: str) -> Path | None:
@@ -68,8 +70,8 @@ def test_the_program_never_imports_the_offline_tools() -> None:
 def test_the_closure_follows_imports_inside_functions(tmp_path: Path) -> None:
     """A lazy import inside a function still counts: it runs on `pulumi up`."""
     entry = tmp_path / "entry.py"
-    entry.write_text("def f():\n    from infra.bench import cli\n", encoding="utf-8")
-    assert "infra.bench.cli" in import_closure(entry)
+    entry.write_text("def f():\n    from tools.bench import cli\n", encoding="utf-8")
+    assert "tools.bench.cli" in import_closure(entry)
 
 
 # -- the module graph of infra/ and components/ ----------------------------------------------
@@ -77,7 +79,7 @@ def test_the_closure_follows_imports_inside_functions(tmp_path: Path) -> None:
 #: Function-local imports of project modules that stay, each with why. Anything else belongs at
 #: the top of its file, where the graph below shows it; an entry that no longer matches fails.
 LOCAL_IMPORTS: dict[tuple[str, str], str] = {
-    ("infra/bench/quality.py", "infra.bench.client"): (
+    ("tools/bench/quality.py", "tools.bench.client"): (
         "the benchmark client imports openai, which only a run against an endpoint needs"
     ),
     ("infra/quantize/cli.py", "infra.quantize.run"): (
@@ -289,6 +291,18 @@ def test_no_function_local_import_of_a_project_module_but_the_listed_ones() -> N
     assert not stale, f"no longer imported inside a function, remove from LOCAL_IMPORTS: {stale}"
 
 
+def test_the_product_never_imports_the_tools() -> None:
+    """The rehearsal, the benchmark, the doc generators, the pins and the environment builder
+    stand on the product; nothing in infra/ or components/ imports them."""
+    down = [
+        f"{e.where} imports {e.target}"
+        for e in EDGES
+        if e.source.startswith(PRODUCT_ROOTS) and e.target.startswith("tools")
+    ]
+    assert not down, "the product imports the developer tools: " + "; ".join(down)
+    assert any(e.source.startswith("tools") and e.target.startswith("infra") for e in EDGES)
+
+
 def test_components_never_import_infra() -> None:
     upward = [
         f"{e.where} imports {e.target}"
@@ -345,13 +359,13 @@ def test_files_and_functions_stay_short() -> None:
 
 def test_the_benchmark_never_imports_the_rehearsal() -> None:
     """The rehearsal runs the benchmark; the benchmark stands on its own (its virtualenvs come
-    from `infra.venvs`, which both use)."""
-    entries = sorted((REPO / "infra" / "bench").rglob("*.py"))
+    from `tools.venvs`, which both use)."""
+    entries = sorted((REPO / "tools" / "bench").rglob("*.py"))
     assert entries
     for entry in entries:
-        leaked = sorted(m for m in import_closure(entry) if m.startswith("infra.rehearse"))
+        leaked = sorted(m for m in import_closure(entry) if m.startswith("tools.rehearse"))
         assert not leaked, f"{entry.relative_to(REPO)} imports the rehearsal: {leaked}"
-    assert "infra.venvs" in import_closure(REPO / "infra" / "bench" / "quality.py")
+    assert "tools.venvs" in import_closure(REPO / "tools" / "bench" / "quality.py")
 
 
 def _module_names(package: Path) -> dict[str, Path]:
@@ -369,7 +383,7 @@ def _module_names(package: Path) -> dict[str, Path]:
 def test_no_rehearsal_module_shares_a_name_with_a_manifest_module() -> None:
     """`gate` was the LWS webhook Job in the manifests and the nginx run in the rehearsal: a name
     says one thing in the project."""
-    rehearse = _module_names(REPO / "infra" / "rehearse")
+    rehearse = _module_names(REPO / "tools" / "rehearse")
     manifests = _module_names(REPO / "components" / "manifests")
     assert {"gatekeeper_run", "group", "tiny_plan"} <= rehearse.keys()
     assert {"gate", "gatekeeper", "probes", "door"} <= manifests.keys()
@@ -393,7 +407,7 @@ REHEARSAL_IMPORTS = {
 
 
 def test_the_rehearsal_subpackages_import_only_downward() -> None:
-    root = REPO / "infra" / "rehearse"
+    root = REPO / "tools" / "rehearse"
     allowed = REHEARSAL_IMPORTS
     wrong = []
     for path in sorted(root.rglob("*.py")):
@@ -403,13 +417,13 @@ def test_the_rehearsal_subpackages_import_only_downward() -> None:
         for name in _imported(path):
             parts = name.split(".")
             if (
-                parts[:2] == ["infra", "rehearse"]
+                parts[:2] == ["tools", "rehearse"]
                 and len(parts) > 2
                 and parts[2] not in allowed[part]
             ):
                 wrong.append(f"{path.relative_to(REPO)} imports {name}")
     assert not wrong, "imports that run back up the rehearsal:\n" + "\n".join(wrong)
-    assert "infra.rehearse.group.ranks" in _imported(root / "measure" / "faults.py")
+    assert "tools.rehearse.group.ranks" in _imported(root / "measure" / "faults.py")
 
 
 # -- the layers -------------------------------------------------------------------------------
@@ -420,11 +434,11 @@ def test_the_rehearsal_subpackages_import_only_downward() -> None:
 #: adapters turn a plan into the program's and the user's words; the tools and the rehearsal
 #: stand on both.
 LAYERS: tuple[frozenset[str], ...] = (
-    frozenset({"components", "infra.venvs", "infra.quantize", "infra.saved_plan"}),
+    frozenset({"components", "tools.venvs", "tools.pins", "infra.quantize", "infra.saved_plan"}),
     frozenset({"infra.plan"}),
-    frozenset({"infra.adapters", "infra.doctools", "infra.bootstrap"}),
-    frozenset({"infra.bench"}),
-    frozenset({"infra.rehearse"}),
+    frozenset({"infra.adapters", "tools.doctools", "infra.bootstrap"}),
+    frozenset({"tools.bench"}),
+    frozenset({"tools.rehearse"}),
 )
 #: An entry module (`__main__`, run by `python -m` or by Pulumi) stands above every layer: nothing
 #: imports one (`test_nothing_imports_an_entry_module`), so its imports put nothing under the
@@ -462,9 +476,8 @@ def arrows_up(edges: list[Edge]) -> list[Edge]:
 
 
 def test_every_module_stands_on_a_layer() -> None:
-    unplaced = sorted(
-        m for m in _sources(REPO) if layer_of(m) is None and m not in ("infra", "infra.__main__")
-    )
+    tops = ("infra", "infra.__main__", "tools")
+    unplaced = sorted(m for m in _sources(REPO) if layer_of(m) is None and m not in tops)
     assert not unplaced, f"put these packages on a layer in LAYERS: {unplaced}"
 
 

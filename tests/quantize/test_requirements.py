@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from infra import venvs
-from infra.venvs import (
+from tools import venvs
+from tools.venvs import (
     BUILT_SIZE,
     DEFAULT_REQUIREMENTS,
     GIB,

@@ -12,7 +12,7 @@ from infra.plan.config import StackConfig
 from infra.plan.loading import load_config
 from infra.plan.sizing import Plan, plan
 from infra.plan.stackfile import load_stack, stack_values
-from infra.rehearse.group.tiny_plan import tiny_model_config, tiny_profile, tiny_stack_values
+from tools.rehearse.group.tiny_plan import tiny_model_config, tiny_profile, tiny_stack_values
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "vllm"
 TWELVE_B = MODELS["google/gemma-4-12B-it"]

@@ -16,9 +16,9 @@ import pytest
 from components import watch
 from components.manifests import gatekeeper
 from components.manifests.asleep import ASLEEP_HEALTH_PAGE, ASLEEP_PAGE, Asleep
-from infra.rehearse.front_door import asleep_checks, gatekeeper_run
 from tests.components.test_watch import _filter_matches, _record
 from tests.rehearse.test_gatekeeper_run import LIMITS
+from tools.rehearse.front_door import asleep_checks, gatekeeper_run
 
 KEY = "k" * 32
 

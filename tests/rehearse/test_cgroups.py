@@ -1,10 +1,10 @@
-"""The guard engine joins its cgroup, reads, binds, then execs (`infra.rehearse.guard.cgroups`)."""
+"""The guard engine joins its cgroup, reads, binds, then execs (`tools.rehearse.guard.cgroups`)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from infra.rehearse.guard import cgroups
+from tools.rehearse.guard import cgroups
 
 
 def test_the_engine_joins_its_cgroup_before_reading_and_binds_it_where_vllm_looks() -> None:

@@ -13,11 +13,11 @@ import pytest
 
 from components.manifests import chat
 from components.manifests.gatekeeper import GatekeeperLimits
-from infra.rehearse.front_door import chat_page, gatekeeper_run
-from infra.rehearse.group.ranks import free_port
-from infra.rehearse.group.workspace import RehearsalError
 from tests import builders
 from tests.fakes.openai_stub import StubConfig, StubServer
+from tools.rehearse.front_door import chat_page, gatekeeper_run
+from tools.rehearse.group.ranks import free_port
+from tools.rehearse.group.workspace import RehearsalError
 
 LIMITS = builders.gatekeeper_limits(
     max_request_bytes=64 * 1024,
@@ -119,7 +119,7 @@ def test_a_reply_that_ends_its_turn_at_once_is_asked_again_and_fails_the_stream_
 
 
 def _rows() -> tuple[tuple[str, str], ...]:
-    from infra.rehearse.cli import CHAT_NOT_REACHED
+    from tools.rehearse.cli import CHAT_NOT_REACHED
 
     return CHAT_NOT_REACHED
 

@@ -1,6 +1,6 @@
 """The verdict's checks: the planner's prediction against vLLM's own log lines (the real
 fixtures in tests/fixtures/vllm), the benchmark's report, and the verdict table
-(`infra.rehearse.checks`)."""
+(`tools.rehearse.checks`)."""
 
 from __future__ import annotations
 
@@ -10,9 +10,9 @@ import pytest
 
 from infra import bench
 from infra.plan.sizing import Plan
-from infra.rehearse import checks as rehearse_checks
-from infra.rehearse.checks import Check, kv_budget_check, kv_checks, render_verdict, verdict_ok
 from tests.rehearse.support import fixture, tiny_plan_for
+from tools.rehearse import checks as rehearse_checks
+from tools.rehearse.checks import Check, kv_budget_check, kv_checks, render_verdict, verdict_ok
 
 
 @pytest.fixture(scope="module")

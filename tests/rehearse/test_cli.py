@@ -1,13 +1,13 @@
-"""The command line's input errors: one line and exit 2 (`infra.rehearse.cli`)."""
+"""The command line's input errors: one line and exit 2 (`tools.rehearse.cli`)."""
 
 from __future__ import annotations
 
 import pytest
 
 from infra.plan.stackfile import stack_names
-from infra.rehearse import cli as rehearse
-from infra.rehearse.front_door.gatekeeper_run import INSTALL_HINT
-from infra.rehearse.group.workspace import RehearsalError
+from tools.rehearse import cli as rehearse
+from tools.rehearse.front_door.gatekeeper_run import INSTALL_HINT
+from tools.rehearse.group.workspace import RehearsalError
 
 
 def test_bad_input_exits_2_with_the_one_line_message(capsys: pytest.CaptureFixture[str]) -> None:
@@ -55,7 +55,7 @@ def _options(**changes: object) -> rehearse.Options:
 
 
 def test_a_plain_rehearsal_probes_the_short_slice_and_prefill_the_whole_pattern() -> None:
-    from infra.rehearse.measure.prefill_probe import QUICK_SLIDING
+    from tools.rehearse.measure.prefill_probe import QUICK_SLIDING
 
     assert rehearse.probe_sliding(_options()) == QUICK_SLIDING == 1
     # None: the model's own pattern (`prefill_probe.slice_config`).

@@ -1,13 +1,13 @@
-"""The drain rows' verdicts (infra/rehearse/changes/drain_step.py `_rows`): each fails on what it
+"""The drain rows' verdicts (tools/rehearse/changes/drain_step.py `_rows`): each fails on what it
 exists to catch, from recorded times rather than a running group."""
 
 from __future__ import annotations
 
 from dataclasses import replace
 
-from infra.rehearse.changes import drain_step
-from infra.rehearse.changes.balancer import Target
-from infra.rehearse.changes.drain_step import READY_PERIOD_S, REHEARSAL_DRAIN, Stopped, Stream
+from tools.rehearse.changes import drain_step
+from tools.rehearse.changes.balancer import Target
+from tools.rehearse.changes.drain_step import READY_PERIOD_S, REHEARSAL_DRAIN, Stopped, Stream
 
 T0 = 100.0
 QUIT = T0 + REHEARSAL_DRAIN.accept_s + READY_PERIOD_S

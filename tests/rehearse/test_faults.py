@@ -1,4 +1,4 @@
-"""The fault rehearsal's pieces without vLLM (`infra.rehearse.measure.faults`): the kubelet's probe
+"""The fault rehearsal's pieces without vLLM (`tools.rehearse.measure.faults`): the kubelet's probe
 loop, the bounded client, the table and the verdict. The real group runs in
 `make rehearse-faults`."""
 
@@ -11,10 +11,10 @@ from components.manifests import probe_command
 from components.manifests.probes import PROBE_SCRIPT
 from infra.adapters.render import rendered_objects
 from infra.adapters.wiring import server_spec
-from infra.rehearse.measure import faults
-from infra.rehearse.measure.faults import ClientResult, FaultRow, FloodResult, Prober, run_client
 from tests.fakes.vllm_leader import fake_leader
 from tests.rehearse.support import tiny_plan_for
+from tools.rehearse.measure import faults
+from tools.rehearse.measure.faults import ClientResult, FaultRow, FloodResult, Prober, run_client
 
 
 def test_the_rehearsal_runs_the_pods_probe_program() -> None:

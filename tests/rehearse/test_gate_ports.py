@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from infra.rehearse.front_door import gatekeeper_run
+from tools.rehearse.front_door import gatekeeper_run
 
 
 def test_a_free_port_is_never_one_already_taken(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -17,11 +17,11 @@ from typing import ClassVar
 import pytest
 
 from components.manifests import gatekeeper_conf
-from infra.rehearse.front_door import door_checks, door_errors, gatekeeper_run
-from infra.rehearse.group.ranks import free_port
-from infra.rehearse.group.workspace import RehearsalError
 from tests import builders
 from tests.fakes.openai_stub import StubConfig, StubServer
+from tools.rehearse.front_door import door_checks, door_errors, gatekeeper_run
+from tools.rehearse.group.ranks import free_port
+from tools.rehearse.group.workspace import RehearsalError
 
 LIMITS = builders.gatekeeper_limits(
     max_request_bytes=4096,

@@ -1,12 +1,12 @@
 """The planner's prediction of vLLM's memory guard, with and without the weight prefetch
-(`infra.rehearse.guard.guard_prediction`)."""
+(`tools.rehearse.guard.guard_prediction`)."""
 
 from __future__ import annotations
 
 from infra.plan.stackfile import stack_values
-from infra.rehearse.group.tiny_plan import tiny_model_config, tiny_profile
-from infra.rehearse.guard import guard_prediction, memory_guard
 from tests.rehearse.support import TWELVE_B
+from tools.rehearse.group.tiny_plan import tiny_model_config, tiny_profile
+from tools.rehearse.guard import guard_prediction, memory_guard
 
 
 def guard_profile(weights_bytes: int) -> dict:

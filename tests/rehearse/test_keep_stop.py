@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from infra.rehearse import cli
+from tools.rehearse import cli
 
 
 class _Group:

@@ -15,10 +15,10 @@ from typing import ClassVar
 
 import pytest
 
-from infra.rehearse.front_door import gatekeeper_run, leak_checks
-from infra.rehearse.front_door.door_checks import Answer, Door
-from infra.rehearse.group.ranks import free_port
 from tests import builders
+from tools.rehearse.front_door import gatekeeper_run, leak_checks
+from tools.rehearse.front_door.door_checks import Answer, Door
+from tools.rehearse.group.ranks import free_port
 
 KEY = "k" * 32
 LIMITS = builders.gatekeeper_limits(

@@ -1,5 +1,5 @@
 """The memory-guard experiment's pure parts: the skip without root, the guard engine's argv and
-the report (`infra.rehearse.guard.memory_guard`)."""
+the report (`tools.rehearse.guard.memory_guard`)."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from infra.rehearse.guard import cgroups, guard_prediction, memory_guard
 from tests.rehearse.support import flags
+from tools.rehearse.guard import cgroups, guard_prediction, memory_guard
 
 
 def test_memory_guard_is_skipped_without_root(

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from infra.rehearse.group.tiny_checkpoint import FULL, SLIDING
-from infra.rehearse.measure.moe_probe import (
+from tools.rehearse.group.tiny_checkpoint import FULL, SLIDING
+from tools.rehearse.measure.moe_probe import (
     DENSE_12B,
     MOE_26B,
     SLICE_LAYERS,

@@ -1,4 +1,4 @@
-"""The own-step rows' pieces without vLLM or root (`infra.rehearse.measure.own_step`): the state
+"""The own-step rows' pieces without vLLM or root (`tools.rehearse.measure.own_step`): the state
 file read, the bounds, the commands, the cgroup path and the checks. The real group runs in
 `make rehearse-faults`."""
 
@@ -10,8 +10,8 @@ import subprocess
 from pathlib import Path
 
 from components.manifests import ProbeSpec
-from infra.rehearse.measure import own_step
-from infra.rehearse.measure.own_step import SlowedRun, StepMeasure
+from tools.rehearse.measure import own_step
+from tools.rehearse.measure.own_step import SlowedRun, StepMeasure
 
 PROBES = ProbeSpec(
     stall_s=10, period_s=5, failures=3, timeout_s=8, growth=2.415, margin=1.5, floor_s=1

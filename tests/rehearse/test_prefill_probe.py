@@ -10,9 +10,9 @@ import pytest
 from infra.plan import catalog, liveness, prefill
 from infra.plan.catalog import MODELS
 from infra.plan.config import ConfigError
-from infra.rehearse.checks import Check
-from infra.rehearse.measure import prefill_probe, step_timeout
-from infra.rehearse.measure.prefill_probe import Measured, Peak
+from tools.rehearse.checks import Check
+from tools.rehearse.measure import prefill_probe, step_timeout
+from tools.rehearse.measure.prefill_probe import Measured, Peak
 
 GEMMA = MODELS["google/gemma-4-12B-it"]
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from infra.rehearse.measure.quantized import kernel_check, quantized_dir, selected_kernels
+from tools.rehearse.measure.quantized import kernel_check, quantized_dir, selected_kernels
 
 # Lines as vLLM 0.31's CPU build logs them (`model_executor/kernels/linear/__init__.py`).
 INT8_LOG = (

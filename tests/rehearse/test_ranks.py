@@ -1,5 +1,5 @@
 """The ranks' command lines and environment, and their process groups
-(`infra.rehearse.group.ranks`).
+(`tools.rehearse.group.ranks`).
 
 - the rehearsal's argv is the LeaderWorkerSet's, with only the rank wiring and the memory figures
   swapped;
@@ -20,8 +20,15 @@ import pytest
 from components.manifests import engine_args
 from infra.adapters.wiring import server_spec
 from infra.plan.stackfile import stack_names
-from infra.rehearse.group import ranks
-from infra.rehearse.group.ranks import (
+from tests.fakes.rank_processes import (
+    HEADLESS_FOREVER,
+    SERVING_LEADER,
+    STAND_IN_VLLM,
+    python_rank,
+)
+from tests.rehearse.support import FIXTURES, fixture, flags, tiny_plan_for
+from tools.rehearse.group import ranks
+from tools.rehearse.group.ranks import (
     MEMORY_FLAGS,
     WIRING_FLAGS,
     RankFailure,
@@ -30,13 +37,6 @@ from infra.rehearse.group.ranks import (
     quote_failure,
     rehearsal_argv,
 )
-from tests.fakes.rank_processes import (
-    HEADLESS_FOREVER,
-    SERVING_LEADER,
-    STAND_IN_VLLM,
-    python_rank,
-)
-from tests.rehearse.support import FIXTURES, fixture, flags, tiny_plan_for
 
 # --------------------------------------------------------------------------------------------
 # Command lines

@@ -13,7 +13,7 @@ from jsonschema.validators import validator_for
 
 from components.manifests.gatekeeper_conf import MAX_JSON_DEPTH
 from infra.plan.catalog import MODELS
-from infra.rehearse.measure import schema_compile
+from tools.rehearse.measure import schema_compile
 
 
 def _depth(value: object) -> int:

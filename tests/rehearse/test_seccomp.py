@@ -1,4 +1,4 @@
-"""The rehearsal's seccomp filter (`infra.rehearse.group.seccomp`): the NUMA memory-policy calls
+"""The rehearsal's seccomp filter (`tools.rehearse.group.seccomp`): the NUMA memory-policy calls
 fail with EPERM as in the pod, everything else works, and every rank is started through it."""
 
 from __future__ import annotations
@@ -15,9 +15,9 @@ import pytest
 from infra.adapters.wiring import server_spec
 from infra.plan.sizing import plan
 from infra.plan.stackfile import load_stack
-from infra.rehearse.checks import seccomp_check, seccomp_status
-from infra.rehearse.group import seccomp
-from infra.rehearse.group.ranks import SECCOMP_WRAPPER, rank_launches
+from tools.rehearse.checks import seccomp_check, seccomp_status
+from tools.rehearse.group import seccomp
+from tools.rehearse.group.ranks import SECCOMP_WRAPPER, rank_launches
 
 WRAPPER = [sys.executable, str(Path(seccomp.__file__)), "--"]
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from infra.rehearse.group.tiny_checkpoint import FULL, SLIDING, layer_types, tiny_text_config
+from tools.rehearse.group.tiny_checkpoint import FULL, SLIDING, layer_types, tiny_text_config
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
@@ -98,7 +98,7 @@ def test_invalid_layouts_are_refused(kwargs: dict[str, object], message: str) ->
 def test_importing_the_module_does_not_import_torch() -> None:
     """The project's own Python has no torch: the pure half must import without it."""
     probe = (
-        "import sys, infra.rehearse.group.tiny_checkpoint; "
+        "import sys, tools.rehearse.group.tiny_checkpoint; "
         "print({'torch', 'transformers'} & set(sys.modules))"
     )
     done = subprocess.run(

@@ -1,6 +1,6 @@
 """The tiny MoE keeps gemma-4-26B-A4B-it's attention layout and has a MoE block; the planner
 plans it from a `modelProfile` with experts and refuses what it cannot rate
-(`infra.rehearse.group.tiny_moe`, `infra.rehearse.measure.moe_group`)."""
+(`tools.rehearse.group.tiny_moe`, `tools.rehearse.measure.moe_group`)."""
 
 from __future__ import annotations
 
@@ -15,10 +15,10 @@ from infra.plan.kv_cache import group_kv
 from infra.plan.loading import load_config
 from infra.plan.sizing import plan
 from infra.plan.stackfile import stack_values
-from infra.rehearse.group import tiny_moe
-from infra.rehearse.group.tiny_checkpoint import FULL, SLIDING
-from infra.rehearse.measure import moe_group
 from tests.rehearse.support import TINY_CHECKPOINT_BYTES, TWELVE_B
+from tools.rehearse.group import tiny_moe
+from tools.rehearse.group.tiny_checkpoint import FULL, SLIDING
+from tools.rehearse.measure import moe_group
 
 MOE = MODELS["google/gemma-4-26B-A4B-it"]
 

@@ -1,5 +1,5 @@
 """The tiny model keeps the stack profile's layer pattern and ratios on every rank, and the
-planner sees it with the same KV layout as the 12B (`infra.rehearse.group.tiny_plan`)."""
+planner sees it with the same KV layout as the 12B (`tools.rehearse.group.tiny_plan`)."""
 
 from __future__ import annotations
 
@@ -12,10 +12,10 @@ from infra.plan.config import ConfigError
 from infra.plan.kv_cache import group_kv, stage_layers
 from infra.plan.loading import load_config
 from infra.plan.stackfile import stack_values
-from infra.rehearse.group import tiny_plan
-from infra.rehearse.group.tiny_checkpoint import FULL, SLIDING, tiny_text_config
-from infra.rehearse.group.tiny_plan import tiny_model_config, tiny_profile, tiny_stack_values
 from tests.rehearse.support import TINY_CHECKPOINT_BYTES, TWELVE_B
+from tools.rehearse.group import tiny_plan
+from tools.rehearse.group.tiny_checkpoint import FULL, SLIDING, tiny_text_config
+from tools.rehearse.group.tiny_plan import tiny_model_config, tiny_profile, tiny_stack_values
 
 
 def per_rank_kinds(config: dict, stages: int) -> list[tuple[int, int]]:
@@ -102,7 +102,7 @@ def test_a_quantized_stack_rehearses_one_rank_with_single_node_arguments(weights
     command line and its launches follow with one rank and no group wiring."""
     from infra.adapters.wiring import server_spec
     from infra.plan.sizing import plan
-    from infra.rehearse.group.ranks import rank_launches
+    from tools.rehearse.group.ranks import rank_launches
 
     values = stack_values("dev", {"weights": weights})
     real = plan(load_config(values))

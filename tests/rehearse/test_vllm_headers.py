@@ -10,9 +10,9 @@ import pytest
 
 from components.manifests.gatekeeper import nginx_conf
 from components.manifests.gatekeeper_conf import PASSED_HEADERS
-from infra.rehearse.front_door import vllm_headers
-from infra.rehearse.front_door.vllm_headers import HeaderUse, scan, vendored
 from tests import builders
+from tools.rehearse.front_door import vllm_headers
+from tools.rehearse.front_door.vllm_headers import HeaderUse, scan, vendored
 
 LIMITS = builders.gatekeeper_limits(
     max_request_bytes=65536,

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from infra.rehearse.group.vllm_logs import (
+from tools.rehearse.group.vllm_logs import (
     FatalError,
     KvCacheAllocation,
     KvCacheSize,

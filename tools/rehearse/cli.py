@@ -1,0 +1,800 @@
+"""`python -m tools.rehearse`: the stack's vLLM group, for real, on this machine.
+
+    python -m tools.rehearse [--stack dev] [--set KEY=VALUE ...] [--timeout 600] [--keep]
+                             [--prefill] [--extra-arg=ARG ...]
+
+A deployment takes minutes of node boot and download before vLLM says whether it accepts the
+command lines. The rehearsal says it in about a minute: it serves a tiny random-weight model of the
+stack's family (the same sliding:full layer pattern, KV-head and head-dim ratios, split over the
+same number of pipeline ranks) with a real CPU build of vLLM, as separate processes on 127.0.0.1,
+and checks what the plan promised:
+
+- the command lines are the LeaderWorkerSet's own (`components.manifests.engine_args` on the
+  stack's `ServerSpec.engine()`); only the rank wiring (model path, --nnodes, --node-rank,
+  --master-addr, --master-port, --port) and the memory figures, which the tiny model's own plan
+  gives, differ (`ranks.rehearsal_argv`);
+- the group forms and `/health` answers;
+- the gatekeeper (`gatekeeper_run`: the pod's own nginx.conf, run by a real nginx in front of the
+  leader) answers every route vLLM registers without the key with anything but 2xx, except /health;
+  refuses a chat without the key (401), streams one with it chunk by chunk, refuses a body over
+  the limit (413) before vLLM sees it, caps a reply without max_tokens at the planned default,
+  and answers a burst above the rate with 429s and no 5xx. Every later request goes through it;
+- the front door holds against one client (`door_checks`, `door_errors`): 600 idle and trickling
+  connections, multiplying and amplifying bodies, a stream past the reply timeout, a /health
+  flood, a big schema, forged headers, every error as JSON, bodies vLLM cannot carry refused and
+  its memory flat (`leak_checks`); and the installed vLLM reads only the reviewed headers;
+- the door of an elastic stack while the model sleeps (`asleep_checks`): the door's own config
+  with nothing behind its upstream answers a model request 503 with `Retry-After` and an OpenAI
+  error body, /health "asleep", raises the wake flag KEDA polls, and serves (200) once the leader
+  is relayed behind the same port;
+- vLLM logs the KV cache tokens and the concurrency the same planner (`infra.plan.sizing.plan`)
+  predicted for the tiny model;
+- the chat page the gatekeeper serves (`chat_page`), driven in headless Chromium: it streams,
+  notes a reply cut off at its limit, shows a wrong key's 401, starts a New chat, fits a phone,
+  and its cut-off row fails on a mutant page that ignores `finish_reason: "length"`;
+- the benchmark client (`tools.bench`) runs against the leader and flags no cut-off reply;
+- `vllm bench serve` runs a short capacity run through the gatekeeper, one verdict row per point
+  with the plan beside the measurement (`capacity_step`);
+- lm-eval scores the group on the project's quality task through the gatekeeper
+  (`quality_step`, `tools.bench.quality`);
+- the changes (`change_steps`): a key rotation with an overlap in front of the group (both keys
+  served during it, the old one refused after, nothing reloaded), then a second group started
+  and the first one drained as Kubernetes stops a pod under a long stream (the stream finishes,
+  new requests reach the second group, no 5xx), each row with its times (`--skip-changes`
+  leaves them out);
+- then the same tiny model, quantized to int8 and to int4 by `infra.quantize` (the quantize
+  Job's code), is served as the stack's group at `weights` int8 and int4 (`quantized`): the
+  linear kernel vLLM selected, KV tokens against the planner, a reply streamed through the
+  gatekeeper, lm-eval on int8 and the difference from bf16 (`--skip-quantized` leaves it out);
+- then, once that group is stopped, the prefill probe (`prefill_probe`: a shape-true slice of
+  the stack's model, one prefill step of the planned `max_num_batched_tokens` after vLLM's own
+  warm-up; its rows print the modelled figure beside the measured one). A plain run serves the
+  short slice (one sliding and one full layer, ~3 minutes); `--prefill` (`make rehearse-prefill`)
+  one whole period of the model's pattern (5 + 1 layers of gemma-4-12B-it, ~8-10 minutes), then
+  the step-timeout row (`step_timeout`: the plan's engine step timeout from the probe's measured
+  rate passes a maximum-length prompt, half of it is caught).
+
+Every process it starts is its own process group and is stopped by group (SIGTERM, then SIGKILL)
+whatever happens, including Ctrl-C; a headless rank does not exit when its leader dies, so nothing
+else would stop it. A rank that exits early fails the run at once with vLLM's own error line.
+Logs go to `.rehearsal/logs/<timestamp>/rank<N>.log`.
+
+This module is the orchestration only: the order of the steps, their timings, the progress lines
+and the exit codes. The tiny model and its plan are `tiny_plan`, the processes `ranks`, the requests
+`endpoint` and the verdict `checks`.
+
+Exit codes: 0 every check passed, 1 a check failed or vLLM refused, 2 bad input (one line naming
+the key, the rule and the fix), 130 interrupted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import secrets
+import shlex
+import sys
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from components.manifests import chat, engine_timeout_env
+from components.manifests.gatekeeper import GatekeeperLimits
+from infra import bench
+from infra.adapters.wiring import server_spec
+from infra.plan import sleep
+from infra.plan.config import ConfigError, StackConfig
+from infra.plan.loading import load_config
+from infra.plan.sizing import Plan, plan
+from infra.plan.stackfile import REPO, add_stack_arguments, parse_overrides, stack_values
+from tools.rehearse.changes import change_steps
+from tools.rehearse.changes.change_steps import SecondGroup as _SecondGroup
+from tools.rehearse.checks import (
+    Check,
+    bench_check,
+    endpoint_checks,
+    kv_budget_check,
+    kv_checks,
+    render_verdict,
+    run_bench,
+    seccomp_check,
+    stopped_check,
+    verdict_ok,
+)
+from tools.rehearse.front_door import (
+    asleep_checks,
+    chat_page,
+    door_checks,
+    door_errors,
+    gatekeeper_run,
+    leak_checks,
+    share_checks,
+    siege_checks,
+    vllm_headers,
+)
+from tools.rehearse.group.endpoint import CHECK_TOKENS
+from tools.rehearse.group.ranks import (
+    RankFailure,
+    RankGroup,
+    RankLaunch,
+    free_port,
+    log_tails,
+    loopback_ports,
+    rank_launches,
+    termination_unwinds,
+)
+from tools.rehearse.group.tiny_plan import ensure_tiny_model, plan_tiny, tiny_model_config
+from tools.rehearse.group.workspace import (
+    LOGS_DIR,
+    QUALITY_VENV_DIR,
+    QUANTIZE_VENV_DIR,
+    VENV_DIR,
+    Progress,
+    RehearsalError,
+)
+from tools.rehearse.measure import capacity_step, prefill_probe
+from tools.rehearse.measure.faults import run_faults
+from tools.rehearse.measure.metrics_capture import capture_check
+from tools.rehearse.measure.prefill_probe import QUICK_SLIDING, figures, probe_checks, run_probe
+from tools.rehearse.measure.quality_step import QualityStep
+from tools.rehearse.measure.quantized import Served, quantized_rows
+from tools.rehearse.measure.step_timeout import timeout_checks
+from tools.venvs import RehearsalEnvError, ensure_env, ensure_quality_env, ensure_quantize_env
+
+DEFAULT_TIMEOUT_S = 600.0
+
+
+@dataclass
+class Options:
+    stack: str
+    overrides: dict[str, Any]
+    timeout_s: float
+    keep: bool
+    extra_args: tuple[str, ...]
+    faults: bool = False
+    #: The fuller prefill probe: one whole period of the model's pattern, not the short slice.
+    prefill: bool = False
+    #: Sliding layers in the probe's slice (None: `QUICK_SLIDING`, or with `prefill` one period
+    #: of the model's pattern).
+    prefill_sliding: int | None = None
+    #: Serve the tiny model quantized to int8 and int4 after the bf16 group (`quantized`).
+    quantized: bool = True
+    #: Rotate the key and drain the group under a stream beside a second group (`change_steps`).
+    changes: bool = True
+
+
+@contextmanager
+def _timed(timings: dict[str, float], name: str) -> Iterator[None]:
+    began = time.monotonic()
+    try:
+        yield
+    finally:
+        timings[name] = time.monotonic() - began
+
+
+NOT_REACHED = (
+    ("request without key", "401"),
+    ("request with key", "200"),
+    ("finish_reason", f'"length" after {CHECK_TOKENS} tokens'),
+    ("NUMA calls refused", "every rank filtered, still serving"),
+    ("KV cache tokens", "planner's"),
+    ("max concurrency", "planner's"),
+    ("KV budget accepted", "every rank"),
+    ("bench", "no cut-off"),
+    ("metrics listener", "vLLM's families"),
+    ("burst above the rate", "429s, no 5xx"),
+)
+GATE_NOT_REACHED = (
+    ("routes without key", "none 2xx but /health"),
+    ("600 sockets, one client", "a keyed chat within 2 s"),
+    ("multiplying requests", "400 naming the field"),
+    ("stream cut at the reply timeout", "error event and [DONE]"),
+    ("amplifying request", "refused, reply bytes bounded"),
+    ("/health flood", "one address rate-limited, vLLM sees ~1/s"),
+    ("big schema", "refused at once"),
+    ("forged headers", "none reach vLLM"),
+    ('{"$ref": "#"} schema', "400, no Retry-After; the next chat served"),
+    ("unencodable bodies", "400 naming the field"),
+    ("vLLM memory under them", "API server USS flat"),
+    ("every error JSON", "OpenAI JSON"),
+    ("vLLM's request headers", "the reviewed list"),
+    ("chat without key", "401"),
+    ("streamed via gatekeeper", "incremental"),
+    ("body over the limit", "413"),
+    ("no max_tokens", "planned cap"),
+    ("asleep: model request", "503, Retry-After, OpenAI error body"),
+    ("asleep: /health", '503 "asleep"'),
+    ("wake signal", "raised by a model request"),
+    ("awake: upstream back", "200"),
+)
+CHAT_NOT_REACHED = tuple(
+    (name, "as the page promises")
+    for name in (
+        "chat page files",
+        "chat page streams",
+        "chat cut-off note",
+        "chat context meter",
+        "chat wrong key",
+        "chat New chat",
+        "chat at phone width",
+        "chat cut-off mutant caught",
+    )
+)
+
+
+def rehearse(options: Options, progress: Progress) -> tuple[list[Check], dict[str, float]]:
+    """Run the rehearsal; return the verdict's checks and the step timings.
+
+    Raises ConfigError (bad stack input) before anything is started.
+    """
+    timings: dict[str, float] = {}
+    nginx = gatekeeper_run.find_nginx()
+    python, model_dir, tiny_cfg, tiny_plan = prepare(options, progress, timings)
+    page = None
+    if tiny_plan.front_door.chat_page:
+        chat_page.find_browser()
+        door = tiny_plan.front_door
+        page = chat.files(
+            chat.ChatPage(tiny_plan.model, door.max_reply_tokens, tiny_plan.max_model_len)
+        )
+    ports = loopback_ports()
+    # Hex: a key that starts with "-" would read as a flag on a command line.
+    api_key = secrets.token_hex(24)
+    spec = server_spec(tiny_cfg, tiny_plan)
+    vllm = str(python.parent / "vllm")
+    launches = rank_launches(
+        spec.engine(),
+        vllm,
+        model_dir,
+        ports,
+        api_key,
+        options.extra_args,
+        engine_timeout_env(spec.probes),
+    )
+    log_dir = _log_dir(launches)
+    base_url = f"http://127.0.0.1:{ports[0]}/v1"
+    front = _Front(
+        nginx,
+        free_port(),
+        log_dir / "gatekeeper",
+        vllm_headers.installed_package(python),
+        page,
+    )
+    load = capacity_step.CapacityRun(vllm, model_dir, tiny_cfg, tiny_plan, log_dir / "capacity")
+    with _timed(timings, "env"):
+        quality = QualityStep(
+            ensure_quality_env(QUALITY_VENV_DIR, progress), log_dir / "quality", progress
+        )
+    progress(f"starting {len(launches)} ranks (logs in {log_dir.relative_to(REPO)})")
+    group = RankGroup(launches, log_dir, progress=progress)
+    checks: list[Check] = []
+    try:
+        with group:
+            checks += _check_group(
+                group, options, tiny_plan, base_url, api_key, timings, front, load, quality
+            )
+            if options.changes and not options.keep:
+                b_ports = loopback_ports()
+                second = _SecondGroup(
+                    rank_launches(
+                        spec.engine(),
+                        vllm,
+                        model_dir,
+                        b_ports,
+                        api_key,
+                        options.extra_args,
+                        engine_timeout_env(spec.probes),
+                    ),
+                    b_ports,
+                    log_dir,
+                )
+                with _timed(timings, "drain and rotation"):
+                    checks += change_steps.change_rows(
+                        group, ports, second, front.nginx, tiny_plan, api_key, options.timeout_s
+                    )
+    finally:
+        timings["stop"] = group.stop_seconds
+    checks.append(stopped_check(group))
+    if not verdict_ok(checks):
+        print(log_tails(group.processes), file=sys.stderr)
+    if options.quantized:
+        with _timed(timings, "int8 and int4"):
+            checks += _quantized_rows(options, nginx, vllm, model_dir, quality, progress)
+        checks.append(quality.difference_row())
+    checks += _prefill_rows(options, python, progress, timings)
+    return checks, timings
+
+
+def probe_sliding(options: Options) -> int | None:
+    """Sliding layers of the probe's slice: the short slice unless `--prefill` asks for the
+    model's whole pattern (None); `--prefill-sliding` wins."""
+    if options.prefill_sliding is not None:
+        return options.prefill_sliding
+    return None if options.prefill else QUICK_SLIDING
+
+
+def _quantized_rows(
+    options: Options,
+    nginx: str,
+    vllm: str,
+    model_dir: Path,
+    quality: QualityStep,
+    progress: Progress,
+) -> list[Check]:
+    """The tiny model quantized by `infra.quantize` and served at `weights` int8 and int4."""
+    python = ensure_quantize_env(QUANTIZE_VENV_DIR, progress)
+    served = Served(
+        stack_values(options.stack, options.overrides),
+        options.stack,
+        nginx,
+        vllm,
+        python,
+        model_dir,
+        options.timeout_s,
+        options.extra_args,
+        quality,
+    )
+    try:
+        return quantized_rows(served, progress)
+    except (RankFailure, RehearsalError, OSError) as error:
+        return [Check("int8 and int4 groups", "served", "could not run", False, str(error))]
+
+
+def _prefill_rows(
+    options: Options, python: Path, progress: Progress, timings: dict[str, float]
+) -> list[Check]:
+    """The prefill probe's rows, then the step-timeout row fed the rate it measured."""
+    values = stack_values(options.stack, options.overrides)
+    real_plan = plan(load_config(values), options.stack)
+    try:
+        with _timed(timings, "prefill probe"):
+            measured = run_probe(
+                values,
+                real_plan.max_num_batched_tokens,
+                python,
+                progress,
+                options.timeout_s,
+                probe_sliding(options),
+            )
+    except (RankFailure, RehearsalError, OSError) as error:
+        return [Check("prefill tokens/s per layer", "measured", "probe failed", False, str(error))]
+    rows = probe_checks(measured)
+    # The step-timeout rows start two more groups (minutes each), so they run with `--prefill`
+    # (`make rehearse-prefill`) and not in every rehearsal.
+    if options.prefill:
+        with _timed(timings, "step timeout"):
+            rows += timeout_checks(
+                values,
+                real_plan.stages,
+                figures(measured).gflops_per_core,
+                python,
+                progress,
+                options.timeout_s,
+            )
+    return rows
+
+
+def check_input(options: Options) -> None:
+    """Refuse bad stack input (ConfigError, exit 2) before looking for nginx or building
+    anything: a typo is told as such on a machine that has neither yet."""
+    plan(load_config(stack_values(options.stack, options.overrides)), options.stack)
+
+
+def prepare(
+    options: Options, progress: Progress, timings: dict[str, float]
+) -> tuple[Path, Path, StackConfig, Plan]:
+    """The stack's plan, the rehearsal env's Python, the tiny model and its config and plan."""
+    values = stack_values(options.stack, options.overrides)
+    cfg = load_config(values)
+    real_plan = plan(cfg, options.stack)
+    progress(
+        f"plan: {options.stack} splits {real_plan.model} into {real_plan.stages} stage(s); "
+        "rehearsing that split on a tiny model"
+    )
+    with _timed(timings, "env"):
+        python = ensure_env(VENV_DIR, progress)
+    with _timed(timings, "model"):
+        model_dir = ensure_tiny_model(
+            python, tiny_model_config(cfg.profile(), real_plan.stages), progress
+        )
+    tiny_cfg, tiny_plan = plan_tiny(values, model_dir, real_plan.stages)
+    progress(
+        f"tiny plan: {tiny_plan.stages} ranks, KV {tiny_plan.kv_cache_bytes} bytes, max len "
+        f"{tiny_plan.max_model_len}, batched {tiny_plan.max_num_batched_tokens}: predicts "
+        f"{tiny_plan.kv_cache_tokens:,} tokens at {tiny_plan.max_concurrency:.2f}x"
+    )
+    return python, model_dir, tiny_cfg, tiny_plan
+
+
+def _log_dir(launches: Sequence[RankLaunch]) -> Path:
+    """A new timestamped log directory holding every rank's command line."""
+    log_dir = LOGS_DIR / time.strftime("%Y%m%d-%H%M%S")
+    log_dir.mkdir(parents=True, exist_ok=True)
+    (log_dir / "commands.txt").write_text(
+        "".join(f"rank {launch.rank}: {shlex.join(launch.argv)}\n" for launch in launches),
+        encoding="utf-8",
+    )
+    return log_dir
+
+
+@dataclass(frozen=True)
+class _Front:
+    """Where the gatekeeper runs: its nginx, its port and its scratch directory."""
+
+    nginx: str
+    port: int
+    work_dir: Path
+    #: The rehearsal environment's `vllm` package, whose request headers are checked.
+    vllm_package: Path | None = None
+    #: The chat page's files (`chat.files`), when the stack serves the page.
+    page_files: Mapping[str, str] | None = None
+
+
+def _check_group(
+    group: RankGroup,
+    options: Options,
+    tiny_plan: Plan,
+    base_url: str,
+    api_key: str,
+    timings: dict[str, float],
+    front: _Front,
+    load: capacity_step.CapacityRun,
+    quality: QualityStep,
+) -> list[Check]:
+    """Every check that needs the running group, in order; a failed start ends the list early.
+
+    `base_url` is vLLM on loopback; once it is healthy every request goes through the gatekeeper,
+    except the read of vLLM's own route list."""
+    ranks = f"{len(group.launches)} ranks"
+    with _timed(timings, "start-up"):
+        try:
+            ready = group.wait_ready(
+                base_url.removesuffix("/v1") + "/health", options.timeout_s, group.progress
+            )
+        except RankFailure as failure:
+            formed = group.formed_at is not None or group.formed()
+            return [
+                Check("group formed", ranks, _formed_text(group.formed_at, formed), formed),
+                Check("/health", "200", failure.summary, False, note=failure.quote),
+                *(
+                    Check(name, expected, "not reached", None)
+                    for name, expected in (
+                        *GATE_NOT_REACHED,
+                        *CHAT_NOT_REACHED,
+                        *NOT_REACHED,
+                        *capacity_step.NOT_REACHED,
+                    )
+                ),
+            ]
+    checks = [
+        Check("group formed", ranks, _formed_text(ready.group_formed_s, True), True),
+        Check(
+            "/health",
+            f"200 within {options.timeout_s:.0f} s",
+            f"200 after {ready.healthy_s:.0f} s",
+            True,
+        ),
+    ]
+    group.progress(f"/health 200 after {ready.healthy_s:.0f} s")
+    limits = tiny_plan.front_door
+    vllm_root = base_url.removesuffix("/v1")
+    vllm_port = int(vllm_root.rsplit(":", 1)[1])
+    with gatekeeper_run.running_gate(
+        front.nginx,
+        limits,
+        api_key,
+        front.port,
+        vllm_port,
+        front.work_dir,
+        group.progress,
+        page_files=front.page_files,
+    ) as door:
+        gate_url = f"{door.base_url}/v1"
+        with _timed(timings, "checks"):
+            checks += [
+                gatekeeper_run.routes_check(door, vllm_root),
+                gatekeeper_run.unauthorized_check(door, tiny_plan.model),
+                gatekeeper_run.streaming_check(door, api_key, tiny_plan.model),
+                gatekeeper_run.oversize_check(door, api_key, limits),
+                gatekeeper_run.default_cap_check(
+                    door, api_key, tiny_plan.model, tiny_plan.front_door.max_reply_tokens
+                ),
+            ]
+            probe_port = int(door.probe_url.rsplit(":", 1)[1])
+            checks += _door_checks(
+                group,
+                front,
+                limits,
+                api_key,
+                tiny_plan.model,
+                vllm_port,
+                probe_port,
+                tiny_plan.front_door.client_tokens_bound,
+            )
+            retry = sleep.retry_after_seconds(load.cfg, tiny_plan)
+            checks += _asleep_rows(group, front, limits, api_key, tiny_plan.model, retry, vllm_port)
+            checks.append(vllm_headers.headers_check(front.vllm_package))
+            checks += endpoint_checks(gate_url, api_key, tiny_plan.model, group.progress)
+            checks.append(seccomp_check(group))
+            logs = [p.log_text() for p in group.processes]
+            checks += kv_checks(tiny_plan, logs[0])
+            checks.append(kv_budget_check(tiny_plan, logs))
+        with _timed(timings, "chat page"):
+            checks += _chat_rows(door, front, api_key, tiny_plan, vllm_port, group.progress)
+        with _timed(timings, "bench"):
+            try:
+                checks.append(bench_check(run_bench(gate_url, api_key, group.progress)))
+            except bench.BenchError as error:
+                checks.append(Check("bench", "no cut-off", "could not run", False, note=str(error)))
+        with _timed(timings, "capacity"):
+            checks += capacity_step.capacity_checks(load, gate_url, api_key, group.progress)
+        with _timed(timings, "quality"):
+            checks.append(quality.row("bf16", gate_url, api_key, tiny_plan.model))
+        # After the traffic above, so the latency histograms have observations.
+        try:
+            checks.append(capture_check(door.metrics_url, vllm_root))
+        except OSError as error:
+            checks.append(Check("metrics listener", "/metrics 200", "no answer", False, str(error)))
+        # Last: it empties this client's allowance.
+        checks.append(gatekeeper_run.burst_check(door, api_key, limits))
+        if options.keep:
+            _keep_serving(group, gate_url, api_key)
+    return checks
+
+
+def _chat_rows(
+    door: gatekeeper_run.Gate,
+    front: _Front,
+    api_key: str,
+    tiny_plan: Plan,
+    vllm_port: int,
+    progress: Progress,
+) -> list[Check]:
+    """The chat page in headless Chromium, against this gatekeeper, then against one serving a
+    mutant of the page; screenshots beside the logs, in chat/."""
+    if front.page_files is None:
+        return []
+    from selenium.common.exceptions import WebDriverException
+
+    files, shots = front.page_files, front.work_dir.parent / "chat"
+    limits = tiny_plan.front_door
+
+    def serve(mutant: Mapping[str, str]) -> Any:
+        work = front.work_dir.parent / "gatekeeper-mutant"
+        return gatekeeper_run.running_gate(
+            front.nginx, limits, api_key, free_port(), vllm_port, work, progress, page_files=mutant
+        )
+
+    try:
+        checks = chat_page.chat_checks(door, api_key, tiny_plan.max_model_len, shots)
+        checks.append(chat_page.mutant_check(serve, files, api_key, shots))
+    except (WebDriverException, RehearsalError) as error:
+        first = str(error).strip().splitlines()[0] if str(error).strip() else repr(error)
+        return [Check("chat page", "driven in Chromium", "browser step failed", False, note=first)]
+    progress(f"chat page: screenshots in {shots.relative_to(REPO)}")
+    return checks
+
+
+def _door_checks(
+    group: RankGroup,
+    front: _Front,
+    limits: GatekeeperLimits,
+    api_key: str,
+    model: str,
+    vllm_port: int,
+    probe_port: int,
+    bound_tokens: int,
+) -> list[Check]:
+    """The front door held against one client (`door_checks`) and against eight without a key
+    (`siege_checks`): the running gatekeeper, one with a short reply timeout (the cut) and one
+    whose vLLM is gone (503)."""
+    leader_log = group.processes[0].log_text
+
+    def door(port: int) -> door_checks.Door:
+        return door_checks.Door("127.0.0.1", port, api_key, model, leader_log, probe_port)
+
+    main = door(front.port)
+    group.progress("front door: one client against the gatekeeper")
+    checks = [
+        door_checks.connections_check(main, limits),
+        siege_checks.slow_refusal_check(main),
+        siege_checks.siege_check(main, limits),
+        door_checks.multiplying_check(main),
+        door_checks.amplifier_check(main, limits),
+        door_checks.health_check(main),
+        door_checks.schema_check(main, limits),
+        door_checks.forged_headers_check(main),
+        leak_checks.ref_schema_check(main),  # after the group's first grammar (`schema_check`)
+        # Last of one client's rows: what the straight-to-vLLM run leaks stays in the API server.
+        *leak_checks.leak_rows(
+            main, door(vllm_port), leak_checks.process_uss(group.processes[0].pgid)
+        ),
+    ]
+    if limits.max_schema_bytes:
+        checks.append(share_checks.grammar_share_check(main))
+    checks.append(share_checks.fair_share_check(main, limits, bound_tokens))
+    if front.page_files is not None:
+        checks.append(share_checks.static_flood_check(main))
+    timing = door_checks.stream_timing(main)
+    timeout = door_checks.cut_timeout(*timing)
+    short = replace(limits, reply_timeout_seconds=timeout or limits.reply_timeout_seconds)
+    cut_port, dead_port = free_port(), free_port()
+    with (
+        gatekeeper_run.running_gate(
+            front.nginx, short, api_key, cut_port, vllm_port, front.work_dir / "cut", _quiet
+        ),
+        gatekeeper_run.running_gate(
+            front.nginx, limits, api_key, dead_port, free_port(), front.work_dir / "dead", _quiet
+        ),
+    ):
+        checks.append(door_checks.cut_check(door(cut_port), timeout, timing))
+        checks.append(door_errors.errors_check(main, door(dead_port)))
+    return checks
+
+
+def _asleep_rows(
+    group: RankGroup,
+    front: _Front,
+    limits: GatekeeperLimits,
+    api_key: str,
+    model: str,
+    retry_after_s: int,
+    vllm_port: int,
+) -> list[Check]:
+    """The door of an elastic stack (`asleep_checks`): its config with nothing behind its
+    upstream port, then relayed to this leader. `Retry-After` is the wake-up the planner gives
+    the tiny model's config."""
+    group.progress("front door asleep: no upstream, then the leader behind it")
+    asleep = asleep_checks.rehearsal_asleep(retry_after_s)
+    sleeper = asleep_checks.Sleeper(limits, asleep, api_key, model)
+    work = front.work_dir.parent / "door-asleep"
+    return asleep_checks.door_sleep_checks(front.nginx, sleeper, vllm_port, work, group.progress)
+
+
+def _quiet(_line: str) -> None:
+    pass
+
+
+def _formed_text(seconds: float | None, formed: bool) -> str:
+    if not formed:
+        return "no"
+    return "yes" if seconds is None else f"yes, in {seconds:.0f} s"
+
+
+def _keep_serving(group: RankGroup, base_url: str, api_key: str) -> None:
+    progress = group.progress
+    progress(f"--keep: serving at {base_url} with key {api_key}; Ctrl-C stops every rank")
+    try:
+        while not group.exited():
+            time.sleep(1)
+        progress("a rank exited; stopping the group")
+    except KeyboardInterrupt:
+        # Re-raised: one Ctrl-C or SIGTERM (`termination_unwinds`) ends the whole run, not just
+        # this loop; the group's context stops every rank on the way out.
+        progress("stopping the group and the run")
+        raise
+
+
+def _rehearse_faults(options: Options, progress: Progress) -> int:
+    """The fault rehearsal (`tools.rehearse.measure.faults`): its table, then the verdict; its
+    leaders measure their own step, so the group is planned on the linear path this CPU takes."""
+    options = replace(options, overrides={**prefill_probe.cpu_path(progress), **options.overrides})
+    python, model_dir, tiny_cfg, tiny_plan = prepare(options, progress, {})
+    table, checks = run_faults(
+        server_spec(tiny_cfg, tiny_plan), tiny_plan, python, model_dir, progress, options.timeout_s
+    )
+    print(table)
+    print()
+    print(render_verdict(checks))
+    print(f"took {progress.elapsed():.0f} s")
+    return 0 if verdict_ok(checks) else 1
+
+
+# --------------------------------------------------------------------------------------------
+# CLI
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m tools.rehearse",
+        description="Serve a tiny model of the stack's layout with real vLLM, two ranks on "
+        "127.0.0.1, using the stack's own command lines, and check the plan's numbers.",
+    )
+    add_stack_arguments(parser)
+    parser.add_argument(
+        "--timeout",
+        type=float,
+        default=DEFAULT_TIMEOUT_S,
+        metavar="S",
+        help=f"seconds to wait for /health (default {DEFAULT_TIMEOUT_S:g})",
+    )
+    parser.add_argument(
+        "--keep",
+        action="store_true",
+        help="after the checks, keep the group serving until Ctrl-C",
+    )
+    parser.add_argument(
+        "--faults",
+        action="store_true",
+        help="break the group on purpose (worker killed, worker frozen, leader killed, a flood "
+        "at twice the planned concurrency) and print how each was noticed and recovered",
+    )
+    parser.add_argument(
+        "--prefill",
+        action="store_true",
+        help="the fuller prefill probe: one whole period of the model's sliding:full pattern "
+        "(5 + 1 full-width layers of gemma-4-12B-it, ~8-10 minutes) instead of the short slice "
+        "of one sliding and one full layer",
+    )
+    parser.add_argument(
+        "--skip-changes",
+        action="store_true",
+        help="leave out the changes: the key rotation with an overlap, and the drain of the group "
+        "under a long stream beside a second group",
+    )
+    parser.add_argument(
+        "--skip-quantized",
+        action="store_true",
+        help="serve only the bf16 group, not the tiny model quantized to int8 and int4",
+    )
+    parser.add_argument(
+        "--prefill-sliding",
+        type=int,
+        default=None,
+        metavar="N",
+        help="sliding layers in the prefill probe's slice, before its one full layer "
+        "(default: 1, or with --prefill the model's own pattern, 5 for gemma-4-12B-it)",
+    )
+    parser.add_argument(
+        "--extra-arg",
+        dest="extra_args",
+        action="append",
+        default=[],
+        metavar="ARG",
+        help="append ARG to every rank's vllm arguments (repeatable; write --extra-arg=--flag)",
+    )
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    progress = Progress()
+    with termination_unwinds():
+        try:
+            if args.timeout <= 0:
+                raise ConfigError(
+                    "--timeout",
+                    f"must be positive (got {args.timeout:g})",
+                    "pass seconds such as 600",
+                )
+            options = Options(
+                stack=args.stack,
+                overrides=parse_overrides(args.overrides),
+                timeout_s=args.timeout,
+                keep=args.keep,
+                extra_args=tuple(args.extra_args),
+                faults=args.faults,
+                prefill=args.prefill,
+                prefill_sliding=args.prefill_sliding,
+                quantized=not args.skip_quantized,
+                changes=not args.skip_changes,
+            )
+            check_input(options)
+            if options.faults:
+                return _rehearse_faults(options, progress)
+            checks, timings = rehearse(options, progress)
+        except ConfigError as error:
+            print(f"error: {error}", file=sys.stderr)
+            return 2
+        except (RehearsalError, RehearsalEnvError) as error:
+            print(f"error: {error}", file=sys.stderr)
+            return 1
+        except KeyboardInterrupt:
+            print("error: interrupted", file=sys.stderr)
+            return 130
+    print(render_verdict(checks))
+    shown = ", ".join(f"{name} {seconds:.1f} s" for name, seconds in timings.items())
+    print(f"timings: {shown}; total {progress.elapsed():.1f} s")
+    return 0 if verdict_ok(checks) else 1

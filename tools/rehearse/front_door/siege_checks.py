@@ -1,0 +1,255 @@
+"""The front door under siege by clients without a key, for real: four addresses trickling
+request bodies and four trickling request headers, each at its connection cap, while a keyed
+client chats and asks /health and the group's probes ask the probe listener. Sent only to
+loopback, bounded in time (`SIEGE_S`) and in sockets (the cap of each address, and two more to
+show they are refused).
+
+- `siege_check`: every keyed chat and /health answered 200, and the worker's liveness command
+  (`components.manifests.probe_command`, run as the kubelet runs it) and the gatekeeper's
+  `/ready` never fail, while the attackers hold what their caps allow;
+- `slow_refusal_check`: a POST with a wrong key and a body still arriving is answered 401 within
+  `REFUSED_WITHIN_S` of its headers and the connection closed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import socket
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+from collections import Counter
+from dataclasses import dataclass, field
+
+from components.manifests import probe_command
+from components.manifests.gatekeeper import GatekeeperLimits
+from components.manifests.probes import ProbeSpec
+from tools.rehearse.checks import Check
+from tools.rehearse.front_door.door_checks import CLIENT, Door, ask, chat
+
+#: Longer than twice the header timeout, so each header trickler is cut and comes back.
+SIEGE_S = 25.0
+#: A trickler sends one byte per socket this often.
+TRICKLE_EVERY_S = 0.5
+BODY_ADDRESSES = ("127.0.0.21", "127.0.0.22", "127.0.0.23", "127.0.0.24")
+HEADER_ADDRESSES = ("127.0.0.31", "127.0.0.32", "127.0.0.33", "127.0.0.34")
+SLOW_ADDRESS = "127.0.0.41"
+#: A wrong-key POST must be answered within this of its headers, its body still arriving.
+REFUSED_WITHIN_S = 1.0
+#: A body trickler's opening: headers complete, a body announced and never finished, no key.
+BODY_OPENING = (
+    b"POST /v1/chat/completions HTTP/1.1\r\nHost: gatekeeper\r\n"
+    b"Content-Type: application/json\r\nContent-Length: 100000\r\n\r\n{"
+)
+#: A header trickler's opening: a request line and a header never ended.
+HEADER_OPENING = b"POST /v1/chat/completions HTTP/1.1\r\nHost: gatekeeper\r\nX-Slow: a"
+
+
+@dataclass
+class _Attacker:
+    """One address holding as many trickling sockets as the gatekeeper lets it, reopening
+    each one it closes."""
+
+    address: str
+    opening: bytes
+    door: Door
+    sockets: int
+    stop: threading.Event
+    opened: int = 0
+    refused: int = 0
+    most_held: int = 0
+    held: list[socket.socket] = field(default_factory=list)
+
+    def run(self) -> None:
+        while not self.stop.is_set():
+            self.held = [sock for sock in self.held if _alive(sock)]
+            while len(self.held) < self.sockets and not self.stop.is_set():
+                sock = self._open()
+                if sock is None:
+                    break
+                self.held.append(sock)
+            for sock in self.held:
+                with contextlib.suppress(OSError):
+                    sock.send(b"a")
+            self.stop.wait(TRICKLE_EVERY_S)
+            # Held: still open a whole trickle period after they were opened (a connection over
+            # the cap is accepted by the kernel and closed by nginx at once, which takes a moment
+            # to be seen here).
+            self.most_held = max(self.most_held, sum(1 for sock in self.held if _alive(sock)))
+        for sock in self.held:
+            sock.close()
+
+    def _open(self) -> socket.socket | None:
+        try:
+            sock = socket.create_connection((self.door.host, self.door.port), 2, (self.address, 0))
+            sock.sendall(self.opening)
+        except OSError:
+            self.refused += 1
+            return None
+        self.opened += 1
+        return sock
+
+
+def _alive(sock: socket.socket) -> bool:
+    """True while the gatekeeper has not closed the socket (whatever it wrote is read)."""
+    if sock.fileno() == -1:
+        return False
+    sock.setblocking(False)
+    try:
+        while True:
+            data = sock.recv(65536)
+            if data == b"":
+                sock.close()
+                return False
+    except BlockingIOError:
+        return True
+    except OSError:
+        sock.close()
+        return False
+    finally:
+        if sock.fileno() != -1:
+            sock.setblocking(True)
+
+
+@dataclass
+class _Tally:
+    """What the legitimate side saw, as (call, outcome) counts."""
+
+    counts: Counter[tuple[str, str]] = field(default_factory=Counter)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def add(self, call: str, ok: bool) -> None:
+        with self.lock:
+            self.counts[(call, "ok" if ok else "failed")] += 1
+
+    def line(self, call: str) -> str:
+        good, bad = self.counts[(call, "ok")], self.counts[(call, "failed")]
+        return f"{call} {good}/{good + bad}"
+
+    def all_ok(self, call: str) -> bool:
+        return self.counts[(call, "failed")] == 0 and self.counts[(call, "ok")] > 0
+
+
+def _probe_argv(door: Door) -> list[str]:
+    """The worker's liveness command, pointed at this gatekeeper's probe listener."""
+    argv = probe_command(ProbeSpec(), "worker", door.probe_port, door.model)
+    return [sys.executable, *argv[1:]] if argv[0].startswith("python") else argv
+
+
+def _legitimate(door: Door, tally: _Tally, stop: threading.Event) -> list[threading.Thread]:
+    """The keyed client's chats and /health calls, the worker's liveness command, /ready."""
+    probe_env = {**os.environ, "LWS_LEADER_ADDRESS": door.host}
+    probe_root = f"http://{door.host}:{door.probe_port}"
+
+    def chats() -> None:
+        while not stop.is_set():
+            try:
+                answer = ask(door, "POST", "/v1/chat/completions", chat(door, 1), timeout=30)
+                tally.add("keyed chat", answer.status == 200)
+            except OSError:
+                tally.add("keyed chat", False)
+            stop.wait(0.3)
+
+    def health() -> None:
+        while not stop.is_set():
+            try:
+                answer = ask(door, "GET", "/health", keyed=False, source=CLIENT, timeout=10)
+                tally.add("/health", answer.status == 200)
+            except OSError:
+                tally.add("/health", False)
+            stop.wait(0.25)
+
+    def liveness() -> None:
+        while not stop.is_set():
+            done = subprocess.run(
+                _probe_argv(door), env=probe_env, capture_output=True, timeout=30, check=False
+            )
+            tally.add("worker liveness", done.returncode == 0)
+            stop.wait(1.0)
+
+    def ready() -> None:
+        while not stop.is_set():
+            try:
+                with urllib.request.urlopen(probe_root + "/ready", timeout=5) as reply:
+                    tally.add("/ready", reply.status == 200)
+            except OSError:
+                tally.add("/ready", False)
+            stop.wait(0.5)
+
+    return [threading.Thread(target=work) for work in (chats, health, liveness, ready)]
+
+
+def siege_check(door: Door, limits: GatekeeperLimits) -> Check:
+    """Eight keyless addresses at their caps for `SIEGE_S`, the keyed client and the probes
+    beside them."""
+    stop = threading.Event()
+    # Two sockets beyond the cap each, to show the extra ones closed at once.
+    attackers = [
+        _Attacker(address, opening, door, limits.client_connections + 2, stop)
+        for addresses, opening in (
+            (BODY_ADDRESSES, BODY_OPENING),
+            (HEADER_ADDRESSES, HEADER_OPENING),
+        )
+        for address in addresses
+    ]
+    tally = _Tally()
+    threads = [threading.Thread(target=a.run) for a in attackers]
+    for thread in threads:
+        thread.start()
+    time.sleep(1.0)  # the attackers at their caps first
+    legitimate = _legitimate(door, tally, stop)
+    for thread in legitimate:
+        thread.start()
+    time.sleep(SIEGE_S)
+    stop.set()
+    for thread in threads + legitimate:
+        thread.join(timeout=60)
+    calls = ("keyed chat", "/health", "worker liveness", "/ready")
+    held = max(a.most_held for a in attackers)
+    opened = sum(a.opened for a in attackers)
+    ok = all(tally.all_ok(call) for call in calls) and held <= limits.client_connections
+    return Check(
+        "keyless siege",
+        f"4 addresses trickling bodies, 4 headers, each at its {limits.client_connections}-"
+        f"connection cap for {SIEGE_S:g} s: every keyed chat, /health, worker liveness and "
+        "/ready answered",
+        f"{', '.join(tally.line(call) for call in calls)}; attackers opened {opened} "
+        f"connections, at most {held} held by one address",
+        ok,
+    )
+
+
+def slow_refusal_check(door: Door) -> Check:
+    """A POST with a wrong key, its body trickling: answered from the headers and closed."""
+    with socket.create_connection((door.host, door.port), 5, (SLOW_ADDRESS, 0)) as sock:
+        sock.sendall(
+            b"POST /v1/chat/completions HTTP/1.1\r\nHost: gatekeeper\r\n"
+            b"Authorization: Bearer wrong-key-wrong-key-wrong-key-000\r\n"
+            b"Content-Type: application/json\r\nContent-Length: 10000\r\n\r\n{"
+        )
+        sent = time.monotonic()
+        sock.settimeout(5)
+        first = b""
+        with_answer = float("inf")
+        closed_after = float("inf")
+        try:
+            first = sock.recv(65536)
+            with_answer = time.monotonic() - sent
+            while True:
+                sock.send(b"a")
+                if sock.recv(65536) == b"":
+                    closed_after = time.monotonic() - sent
+                    break
+        except OSError:
+            closed_after = time.monotonic() - sent
+    status = first.split(b" ", 2)[1].decode() if first.count(b" ") >= 2 else "nothing"
+    ok = status == "401" and with_answer <= REFUSED_WITHIN_S and closed_after <= 5
+    return Check(
+        "wrong key, slow body",
+        f"401 within {REFUSED_WITHIN_S:g} s of the headers, connection closed",
+        f"{status} after {with_answer:.2f} s, closed after {closed_after:.2f} s",
+        ok,
+    )
