@@ -8,9 +8,9 @@ import dataclasses
 
 import pytest
 
-from infra import bench
 from infra.plan.sizing import Plan
 from tests.rehearse.support import fixture, tiny_plan_for
+from tools import bench
 from tools.rehearse import checks as rehearse_checks
 from tools.rehearse.checks import Check, kv_budget_check, kv_checks, render_verdict, verdict_ok
 

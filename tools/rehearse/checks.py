@@ -21,8 +21,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from infra import bench
 from infra.plan.sizing import Plan
+from tools import bench
 from tools.rehearse.group.endpoint import CHECK_TOKENS, http_status, streamed_reply
 from tools.rehearse.group.ranks import RankGroup
 from tools.rehearse.group.vllm_logs import (

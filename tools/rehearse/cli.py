@@ -82,13 +82,13 @@ from typing import Any
 
 from components.manifests import chat, engine_timeout_env
 from components.manifests.gatekeeper import GatekeeperLimits
-from infra import bench
 from infra.adapters.wiring import server_spec
 from infra.plan import sleep
 from infra.plan.config import ConfigError, StackConfig
 from infra.plan.loading import load_config
 from infra.plan.sizing import Plan, plan
 from infra.plan.stackfile import REPO, add_stack_arguments, parse_overrides, stack_values
+from tools import bench
 from tools.rehearse.changes import change_steps
 from tools.rehearse.changes.change_steps import SecondGroup as _SecondGroup
 from tools.rehearse.checks import (

@@ -17,7 +17,7 @@ from typing import Any
 
 import openai
 
-from infra import bench
+from tools import bench
 
 #: Tokens the streamed check asks for.
 CHECK_TOKENS = 16
