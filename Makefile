@@ -43,11 +43,13 @@ plan: $(VENV)/.installed
 pin-images: $(VENV)/.installed
 	$(PY) -m tools.pins $(ARGS)
 
-## The rendered dev and prod objects committed as text (tests/fixtures/rendered), written again
-## after a change meant to alter them; a test holds them to a fresh render.
-.PHONY: render-fixtures
-render-fixtures: $(VENV)/.installed
-	$(PY) -m tests.render_fixtures
+## Every generated file written again after a change meant to alter them: the rendered dev and
+## prod objects (tests/fixtures/rendered) and the docs' generated blocks (the README's scaling day
+## and change table, docs/planning.md's ranking and stack keys). tests/test_regen.py runs
+## `python -m tools.regen --check`, which names each stale file.
+.PHONY: regen
+regen: $(VENV)/.installed
+	$(PY) -m tools.regen
 
 ## Lint and the whole test suite (offline), after the distribution's packages it uses.
 test: packages $(DEV) $(TOOLS)/.installed lint unit

@@ -1,6 +1,6 @@
 """The rendered dev and prod objects, committed as text under tests/fixtures/rendered/<stack>/.
 
-    make render-fixtures        (python -m tests.render_fixtures)
+    make regen        (python -m tools.regen, with the docs' generated blocks)
 
 One YAML file per object, named as `python -m infra.plan --render DIR` names them, from the same
 `rendered_objects`, so a pull request shows the effective vLLM flags, limits, nginx.conf and the
@@ -8,15 +8,14 @@ njs script as a diff. Multi-line strings (the ConfigMap's files) are written in 
 style so they read as the files they are; `--render` keeps PyYAML's default style. The stacks
 are loaded on a fixed day, so a date rule does not make the text depend on when it is written.
 
-`tests/program/test_rendered_fixtures.py` holds the committed files to a fresh render. Only tests
-and this command import this module; the Pulumi program never does.
+`tests/test_regen.py` holds the committed files to a fresh render. Only tests and `tools.regen`
+import this module; the Pulumi program never does.
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import difflib
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -30,7 +29,7 @@ ROOT = Path(__file__).resolve().parent / "fixtures" / "rendered"
 STACKS = ("dev", "prod")
 #: The day the stacks are validated on (as tests/program/test_elastic_program.py does).
 TODAY = dt.date(2026, 12, 2)
-FIX = "make render-fixtures"
+FIX = "make regen"
 
 
 class _Dumper(yaml.SafeDumper):
@@ -106,14 +105,3 @@ def write(stack: str, root: Path = ROOT) -> list[Path]:
         (out / name).write_text(text)
         written.append(out / name)
     return written
-
-
-def main() -> int:
-    for stack in STACKS:
-        written = write(stack)
-        print(f"wrote {len(written)} objects into {ROOT / stack}")
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

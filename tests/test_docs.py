@@ -55,20 +55,8 @@ RULES: list[tuple[str, str]] = [
     (r"(\.venv/bin/)?python -m infra\.plan( [^\[\]]*)?", RUN),
     (r"python -m infra\.plan \[.*", "a usage synopsis; its examples are run"),
     (
-        r"python -m tools\.doctools\.docs_scaling --write",
-        "rewrites README.md; tests/plan/test_scaling_sim.py compares",
-    ),
-    (
-        r"python -m tools\.doctools\.docs_changes --write",
-        "rewrites README.md; tests/plan/test_docs_changes.py compares",
-    ),
-    (
-        r"python -m tools\.doctools\.docs_keys --write",
-        "rewrites docs/planning.md; tests/test_docs.py compares",
-    ),
-    (
-        r"python -m tools\.doctools\.docs_ranking --write",
-        "rewrites docs/planning.md; tests/test_readme.py runs the generator and compares",
+        r"make regen|python -m tools\.regen( --check)?",
+        "rewrites the generated files; tests/test_regen.py runs its check",
     ),
     (r'export (ENDPOINT|MODEL|API_KEY)="\$\(pulumi stack output .*', RUN),
     (r'curl -sN --max-time \d+ "\$ENDPOINT/chat/completions" .*', RUN),
@@ -406,15 +394,6 @@ def _table_rows() -> dict[str, str]:
     """Key -> default cell of the generated table as the page holds it."""
     block = docs_keys.BLOCK.quoted(docs_keys.BLOCK.page().read_text())
     return {m["key"]: m["default"] for m in map(KEY_ROW.match, block.splitlines()) if m}
-
-
-def test_the_stack_keys_table_is_the_generators_output() -> None:
-    page = docs_keys.BLOCK.page()
-    assert page.name == "planning.md"
-    assert docs_keys.BLOCK.quoted(page.read_text()) == docs_keys.render(), (
-        "docs/planning.md is out of step with infra/plan/config.py: run "
-        "`python -m tools.doctools.docs_keys --write`"
-    )
 
 
 def test_the_table_has_one_row_per_key_and_every_description_in_it() -> None:

@@ -221,17 +221,6 @@ def test_how_it_fits_together_names_real_places() -> None:
         assert any(home.exists() for home in homes), module
 
 
-def test_node_size_ranking_is_generated_from_compare() -> None:
-    """The page that holds the ranking holds exactly what `tools.doctools.docs_ranking` makes of
-    `--compare --json` today; rerun it with `--write` when the catalogue changes."""
-    page = docs_ranking.page()
-    assert page == REPO / "docs" / "planning.md"
-    quoted = docs_ranking.block_in(page.read_text())
-    assert quoted == docs_ranking.render(docs_ranking.comparison()), (
-        f"{page.name} is out of step: run `python -m tools.doctools.docs_ranking --write`"
-    )
-
-
 def test_node_size_ranking_is_the_catalogues(capsys: pytest.CaptureFixture[str]) -> None:
     """The generated table is what `--compare` gives for dev on the day the prices were read."""
     today = prices.READ_ON
@@ -256,7 +245,7 @@ def test_node_size_ranking_is_the_catalogues(capsys: pytest.CaptureFixture[str])
             f"{e.usd_per_million_full:.2f} | {e.usd_per_million_one:.2f} | "
             f"{s.ttft_max_len_s:.0f} | {bandwidth} |"
         )
-    block = docs_ranking.block_in(docs_ranking.page().read_text()).splitlines()
+    block = docs_ranking.BLOCK.quoted(docs_ranking.BLOCK.page().read_text()).splitlines()
     rows = [line for line in block if line.startswith("| ") and line[2:3].isdigit()]
     assert rows == expected
     assert len(rows) >= 12

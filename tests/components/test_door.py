@@ -34,8 +34,7 @@ def test_dev_renders_the_objects_it_rendered_before_the_door() -> None:
     # (the five it rendered before elastic stacks got a door, changed only on purpose since).
     kinds = [name.split("-", 2)[1] for name in render_fixtures.committed("dev")]
     assert kinds == ["namespace", "configmap", "networkpolicy", "leaderworkerset", "service"]
-    problem = render_fixtures.mismatch("dev")
-    assert problem is None, problem
+    # That the text is what dev renders now: tests/test_regen.py.
 
 
 def test_prod_is_elastic_and_its_objects_pass_the_real_schemas() -> None:

@@ -8,14 +8,6 @@ from infra.plan.stackfile import load_stack
 from tools.doctools import docs_changes
 
 
-def test_the_readme_table_is_the_generators_output() -> None:
-    page = docs_changes.BLOCK.page()
-    assert page.name == "README.md"
-    assert docs_changes.BLOCK.quoted(page.read_text()) == docs_changes.render(), (
-        "README.md is out of step: run `python -m tools.doctools.docs_changes --write`"
-    )
-
-
 def test_the_table_has_every_kind_for_every_stack_with_its_rollout() -> None:
     rendered = docs_changes.render()
     for stack in ("dev", "prod"):

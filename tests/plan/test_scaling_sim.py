@@ -168,14 +168,6 @@ def test_the_fixture_day_is_a_whole_day() -> None:
     assert sum(minutes) > 0
 
 
-def test_the_docs_table_is_the_simulations_output_for_the_shipped_stacks() -> None:
-    quoted = docs_scaling.block_in(docs_scaling.PAGE.read_text())
-    assert quoted == docs_scaling.render(), (
-        f"{docs_scaling.PAGE.name} is out of step: run "
-        "`python -m tools.doctools.docs_scaling --write`"
-    )
-
-
 def test_the_elastic_stack_bills_fewer_node_hours_than_the_fixed_group_without_late_requests() -> (
     None
 ):

@@ -1,3 +1,3 @@
 """The documentation's generated blocks (`doc_blocks`): the ranking of node types, the
 scaling simulation, the change table and the stack-keys table, each made from the planner's own
-functions (never its command line) and checked by the docs tests."""
+functions (never its command line) and written and checked by `make regen` (`tools.regen`)."""

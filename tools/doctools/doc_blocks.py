@@ -1,11 +1,9 @@
 """Generated blocks in the docs: a page holds each between a BEGIN and an END marker, a module
-renders it from the planner, and a test compares the two. The shared part: find the block in a
-page, write a new one in its place, and the `--write` command line of each generator."""
+renders it from the planner, `make regen` (`tools.regen`) writes it and checks it. The shared
+part: find the block in a page and write a new one in its place."""
 
 from __future__ import annotations
 
-import argparse
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -40,17 +38,3 @@ class Block:
         text = path.read_text()
         path.write_text(text.replace(self.quoted(text), block))
         return path
-
-
-def run(block: Block, render: Callable[[], str], prog: str, argv: list[str] | None) -> int:
-    """`prog [--write]`: print the rendered block, or write it into its page."""
-    parser = argparse.ArgumentParser(prog=prog)
-    parser.add_argument("--write", action="store_true", help="replace the block in its page")
-    args = parser.parse_args(argv)
-    text = render()
-    if not args.write:
-        print(text)
-        return 0
-    path = block.write(text)
-    print(f"wrote the {block.what} into {path.relative_to(REPO)}")
-    return 0
