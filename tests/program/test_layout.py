@@ -99,10 +99,20 @@ LOCAL_IMPORTS: dict[tuple[str, str], str] = {
         "the elastic figures, loaded only for an elastic stack; hides no cycle"
     ),
 }
-MAX_FILE_LINES = 800
+#: Lines a file may hold: 600 in the product (issue 44), 800 in the tools.
+MAX_FILE_LINES = 600
+MAX_TOOL_FILE_LINES = 800
 MAX_FUNCTION_LINES = 160
 #: Files and functions over the limits today; they may only leave this list.
-LONG_FILES: set[str] = set()
+LONG_FILES: set[str] = {
+    "components/manifests/gatekeeper_conf.py",
+    "components/manifests/semantics.py",
+    "components/watch.py",
+    "infra/bootstrap/access.py",
+    "infra/plan/catalog.py",
+    "infra/plan/config.py",
+    "infra/plan/sizing.py",
+}
 LONG_FUNCTIONS: set[str] = set()
 
 
@@ -342,13 +352,18 @@ def _sizes() -> tuple[dict[str, int], dict[str, int]]:
     return files, functions
 
 
+def _file_limit(name: str) -> int:
+    return MAX_TOOL_FILE_LINES if name.startswith("tools/") else MAX_FILE_LINES
+
+
 def test_files_and_functions_stay_short() -> None:
     files, functions = _sizes()
-    long_files = {f for f, n in files.items() if n > MAX_FILE_LINES}
+    long_files = {f for f, n in files.items() if n > _file_limit(f)}
     long_functions = {f for f, n in functions.items() if n > MAX_FUNCTION_LINES}
     new = sorted(long_files - LONG_FILES) + sorted(long_functions - LONG_FUNCTIONS)
     assert not new, (
-        f"over {MAX_FILE_LINES} lines a file or {MAX_FUNCTION_LINES} a function: "
+        f"over {MAX_FILE_LINES} lines a file of the product ({MAX_TOOL_FILE_LINES} of the "
+        f"tools) or {MAX_FUNCTION_LINES} a function: "
         + ", ".join(f"{n} ({files.get(n) or functions[n]} lines)" for n in new)
         + "; split it"
     )
