@@ -19,8 +19,8 @@ from components.manifests.gatekeeper import key_file_text, nginx_conf
 from infra.adapters.render import render_stack
 from infra.plan.sizing import plan
 from infra.plan.stackfile import load_stack
-from tests import builders
-from tests.fakes.openai_stub import StubConfig, StubServer
+from tests import builders, door_harness
+from tests.fakes.openai_stub import StubConfig
 from tools.rehearse.front_door import gatekeeper_run as gate
 from tools.rehearse.group.ranks import free_port
 
@@ -98,35 +98,32 @@ def test_real_nginx_serves_exactly_the_page_and_still_keys_the_api(
     monkeypatch.setattr(gatekeeper_conf, "FAILURE_BURST", 100)
     key = "k" * 32
     files = chat.files(PAGE)
-    with StubServer(StubConfig(api_key=key, model="m")) as stub:
-        upstream = int(stub.root_url.rsplit(":", 1)[1])
-        with gate.running_gate(
-            gate.find_nginx(), LIMITS, key, free_port(), upstream, tmp_path, lambda _l: None,
-            page_files=files,
-        ) as door:  # fmt: skip
-            get = lambda path, api_key=None: gate.request(  # noqa: E731
-                door.base_url, "GET", path, api_key=api_key
-            )
-            for path, (name, content_type) in chat.ROUTES.items():
-                reply = get(path)
-                assert reply.status == 200, path
-                assert reply.body.decode() == files[name], path
-                assert reply.headers["Content-Type"] == content_type, path
-                assert reply.headers["Content-Security-Policy"] == chat.CSP, path
-                # Kept by browsers and proxies for a while, then revalidated by its ETag.
-                assert reply.headers["Cache-Control"] == "public, max-age=300", path
-                assert reply.headers["ETag"], path
-                assert gate.request(door.base_url, "POST", path, b"{}").status == 404, path
-            for other in (
-                "/index.html", "/chat-index.html", "/nginx.conf", "/app.js/", "/app.jsx",
-                "/favicon.ico", "/page/chat-app.js", "/v1/", "/x/../nginx.conf",
-            ):  # fmt: skip
-                reply = get(other)
-                assert reply.status == 404, other
-                assert "Content-Security-Policy" not in reply.headers, other
-            assert get("/v1/models").status == 401
-            assert get("/v1/models", "wrong-" + key).status == 401
-            assert get("/v1/models", key).status == 200
+    with door_harness.stub_door(
+        LIMITS, key, StubConfig(api_key=key, model="m"), tmp_path, page_files=files
+    ) as door:
+        get = lambda path, api_key=None: gate.request(  # noqa: E731
+            door.base_url, "GET", path, api_key=api_key
+        )
+        for path, (name, content_type) in chat.ROUTES.items():
+            reply = get(path)
+            assert reply.status == 200, path
+            assert reply.body.decode() == files[name], path
+            assert reply.headers["Content-Type"] == content_type, path
+            assert reply.headers["Content-Security-Policy"] == chat.CSP, path
+            # Kept by browsers and proxies for a while, then revalidated by its ETag.
+            assert reply.headers["Cache-Control"] == "public, max-age=300", path
+            assert reply.headers["ETag"], path
+            assert gate.request(door.base_url, "POST", path, b"{}").status == 404, path
+        for other in (
+            "/index.html", "/chat-index.html", "/nginx.conf", "/app.js/", "/app.jsx",
+            "/favicon.ico", "/page/chat-app.js", "/v1/", "/x/../nginx.conf",
+        ):  # fmt: skip
+            reply = get(other)
+            assert reply.status == 404, other
+            assert "Content-Security-Policy" not in reply.headers, other
+        assert get("/v1/models").status == 401
+        assert get("/v1/models", "wrong-" + key).status == 401
+        assert get("/v1/models", key).status == 200
 
 
 @pytest.mark.skipif(not HAVE_NGINX, reason="no nginx (apt-get install -y nginx-light)")

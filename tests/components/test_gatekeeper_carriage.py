@@ -11,10 +11,8 @@ access log keeps the method and route the client sent, refusals included.
 from __future__ import annotations
 
 import json
-import threading
 import time
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import ClassVar
 
 import pytest
@@ -22,10 +20,9 @@ import pytest
 from components import watch
 from components.manifests.asleep import ASLEEP_PAGE
 from infra.plan import frontdoor
-from tests import builders
+from tests import builders, door_harness
 from tests.components.test_watch import _filter_matches, _record
 from tools.rehearse.front_door import gatekeeper_run as gate
-from tools.rehearse.group.ranks import free_port
 
 KEY = "k" * 32
 LIMITS = builders.gatekeeper_limits(
@@ -43,10 +40,10 @@ SURROGATE = (
     "which vLLM cannot encode"
 )
 BEYOND_64_BITS = "holds a whole number of 2^63 or more in size; vLLM's engine carries integers of 64 bits at most"  # noqa: E501
-pytestmark = pytest.mark.skipif(not gate.nginx_ready(), reason=gate.INSTALL_HINT)
+pytestmark = door_harness.needs_nginx
 
 
-class _Upstream(BaseHTTPRequestHandler):
+class _Upstream(door_harness.Upstream):
     """vLLM's answers: 200, or for `"fail"` its JSON 500 (a generation that ended in error, or
     EngineDeadError) or its empty 500 (entrypoints/launcher.py); /health answers `health`, after
     `health_delay` seconds, and each call's request line and headers are kept."""
@@ -56,15 +53,10 @@ class _Upstream(BaseHTTPRequestHandler):
     health_delay: ClassVar[float] = 0.0
     health_calls: ClassVar[list[tuple[str, dict[str, str]]]] = []
 
-    def log_message(self, format: str, *args: object) -> None:
-        pass
-
     def do_GET(self) -> None:
         _Upstream.health_calls.append((self.requestline, dict(self.headers)))
         time.sleep(_Upstream.health_delay)
-        self.send_response(_Upstream.health)
-        self.send_header("Content-Length", "0")
-        self.end_headers()
+        self.answer(_Upstream.health, b"", None)
 
     def do_POST(self) -> None:
         raw = self.rfile.read(int(self.headers["Content-Length"]))
@@ -75,28 +67,17 @@ class _Upstream(BaseHTTPRequestHandler):
             out = json.dumps(
                 {"error": {"message": "Internal server error", "type": "InternalServerError"}}
             ).encode()
-        self.send_response(500 if fail else 200)
-        if fail != "empty":
-            self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(0 if fail == "empty" else len(out)))
-        self.end_headers()
-        if fail != "empty":
-            self.wfile.write(out)
+        if fail == "empty":
+            self.answer(500, b"", None)
+        else:
+            self.answer(500 if fail else 200, out)
 
 
 @pytest.fixture(scope="module")
 def door(tmp_path_factory: pytest.TempPathFactory) -> Iterator[gate.Gate]:
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _Upstream)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
     work = tmp_path_factory.mktemp("carriage")
-    try:
-        with gate.running_gate(
-            gate.find_nginx(), LIMITS, KEY, free_port(), server.server_address[1], work,
-            lambda _l: None,
-        ) as running:  # fmt: skip
-            yield running
-    finally:
-        server.shutdown()
+    with door_harness.door_before(_Upstream, LIMITS, KEY, work) as running:
+        yield running
 
 
 def _post(door: gate.Gate, body: bytes, path: str = "/v1/chat/completions") -> gate.Reply:

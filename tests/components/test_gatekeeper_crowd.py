@@ -13,7 +13,6 @@ import threading
 import time
 from collections.abc import Iterator
 from dataclasses import replace
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import ClassVar
 
@@ -28,7 +27,7 @@ from components.manifests.gatekeeper_conf import (
     VLLM_KEEPALIVE_SECONDS,
     nginx_conf,
 )
-from tests import builders
+from tests import builders, door_harness
 from tests.components.test_watch import _filter_matches, _record
 from tools.rehearse.front_door import gatekeeper_run as gate
 from tools.rehearse.group.ranks import free_port
@@ -49,44 +48,28 @@ LARGE = json.dumps(
     {"model": "m", "messages": [{"role": "user", "content": "a" * LARGE_BODY_BYTES}]}
 ).encode()
 
-real_nginx = pytest.mark.skipif(not gate.nginx_ready(), reason=gate.INSTALL_HINT)
+real_nginx = door_harness.needs_nginx
 
 
-class _Upstream(BaseHTTPRequestHandler):
+class _Upstream(door_harness.Upstream):
     """vLLM: answers at once, or after `hold` seconds for a body that says so; records the
     client port of every request (a new port is a new connection)."""
 
     protocol_version = "HTTP/1.1"
     ports: ClassVar[list[int]] = []
 
-    def log_message(self, format: str, *args: object) -> None:
-        pass
-
     def do_POST(self) -> None:
         raw = self.rfile.read(int(self.headers["Content-Length"]))
         _Upstream.ports.append(self.client_address[1])
         time.sleep(json.loads(raw).get("hold", 0))
-        out = b'{"id": "chatcmpl-1", "choices": []}'
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(out)))
-        self.end_headers()
-        self.wfile.write(out)
+        self.answer(200, b'{"id": "chatcmpl-1", "choices": []}')
 
 
 @pytest.fixture(scope="module")
 def door(tmp_path_factory: pytest.TempPathFactory) -> Iterator[gate.Gate]:
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _Upstream)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
     work = tmp_path_factory.mktemp("crowd")
-    try:
-        with gate.running_gate(
-            gate.find_nginx(), LIMITS, KEY, free_port(), server.server_address[1], work,
-            lambda _l: None,
-        ) as running:  # fmt: skip
-            yield running
-    finally:
-        server.shutdown()
+    with door_harness.door_before(_Upstream, LIMITS, KEY, work) as running:
+        yield running
 
 
 def _post(door: gate.Gate, body: bytes, source: str = "127.0.0.1") -> gate.Reply:
@@ -182,10 +165,8 @@ def test_nginx_drops_an_idle_upstream_connection_before_vllm_would(door: gate.Ga
 @real_nginx
 def test_a_full_pool_refuses_a_connection_at_once_and_logs_it(tmp_path: Path) -> None:
     limits = replace(LIMITS, client_connections=2, connection_capacity=4)
-    with gate.running_gate(
-        gate.find_nginx(), limits, KEY, free_port(), free_port(), tmp_path, lambda _l: None
-    ) as running:
-        port = int(running.base_url.rsplit(":", 1)[1])
+    with door_harness.door(limits, KEY, free_port(), tmp_path) as running:
+        port = door_harness.port_of(running)
         held = []
         for source in ("127.0.0.5", "127.0.0.5", "127.0.0.6", "127.0.0.6"):
             held.append(socket.create_connection(("127.0.0.1", port), source_address=(source, 0)))
@@ -204,7 +185,7 @@ def test_a_full_pool_refuses_a_connection_at_once_and_logs_it(tmp_path: Path) ->
 
 @real_nginx
 def test_a_header_past_its_buffers_is_refused_with_json(door: gate.Gate) -> None:
-    port = int(door.base_url.rsplit(":", 1)[1])
+    port = door_harness.port_of(door)
     with socket.create_connection(("127.0.0.1", port), source_address=("127.0.0.8", 0)) as sock:
         sock.sendall(b"GET /health HTTP/1.1\r\nHost: x\r\nX-Long: " + b"a" * 1100 + b"\r\n\r\n")
         sock.settimeout(5)
@@ -219,10 +200,8 @@ def test_a_header_past_its_buffers_is_refused_with_json(door: gate.Gate) -> None
 @real_nginx
 def test_a_header_not_sent_within_its_deadline_loses_the_connection(tmp_path: Path) -> None:
     limits = replace(LIMITS, header_timeout_seconds=1)
-    with gate.running_gate(
-        gate.find_nginx(), limits, KEY, free_port(), free_port(), tmp_path, lambda _l: None
-    ) as running:
-        port = int(running.base_url.rsplit(":", 1)[1])
+    with door_harness.door(limits, KEY, free_port(), tmp_path) as running:
+        port = door_harness.port_of(running)
         with socket.create_connection(("127.0.0.1", port)) as sock:
             sock.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\n")
             sock.settimeout(5)

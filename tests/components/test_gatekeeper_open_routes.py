@@ -18,10 +18,9 @@ import pytest
 
 from components.manifests import chat, gatekeeper_conf
 from components.manifests.gatekeeper import nginx_conf
-from tests import builders
-from tests.fakes.openai_stub import StubConfig, StubServer
+from tests import builders, door_harness
+from tests.fakes.openai_stub import StubConfig
 from tools.rehearse.front_door import gatekeeper_run as gate
-from tools.rehearse.group.ranks import free_port
 
 LIMITS = builders.gatekeeper_limits(
     max_request_bytes=4096,
@@ -84,51 +83,48 @@ def test_real_nginx_bounds_open_routes_and_refuses_keys_before_bodies(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(gatekeeper_conf, "FAILURE_BURST", 100)
-    with StubServer(StubConfig(api_key=KEY, model="m")) as stub:
-        upstream = int(stub.root_url.rsplit(":", 1)[1])
-        with gate.running_gate(
-            gate.find_nginx(), LIMITS, KEY, free_port(), upstream, tmp_path, lambda _l: None,
-            page_files=chat.files(PAGE),
-        ) as door:  # fmt: skip
-            # The Bearer scheme in any case (RFC 9110 section 11.1).
-            host, port = door.base_url.removeprefix("http://").split(":")
-            for scheme in ("bearer", "BEARER", "Bearer"):
-                with socket.create_connection((host, int(port)), timeout=10) as conn:
-                    conn.sendall(
-                        f"GET /v1/models HTTP/1.1\r\nHost: x\r\nAuthorization: {scheme} {KEY}\r\n"
-                        "Connection: close\r\n\r\n".encode()
-                    )
-                    assert conn.recv(64).startswith(b"HTTP/1.1 200"), scheme
-            # Fields that steer vLLM's scheduling or identity are refused, naming the field.
-            chat_body = {"model": "m", "messages": [{"role": "user", "content": "hi"}]}
-            for field, value in (("request_id", "x"), ("priority", -10), ("cache_salt", "s")):
-                reply = _post(door.base_url, {**chat_body, field: value})
-                assert reply.status == 400, field
-                assert json.loads(reply.body)["error"]["param"] == field
-            # Deep JSON gets its own message naming the depth limit.
-            deep = {**chat_body, "extra": json.loads("[" * 40 + "]" * 40)}
-            reply = _post(door.base_url, deep)
-            assert reply.status == 400
-            message = json.loads(reply.body)["error"]["message"]
-            assert message == (
-                "The request body nests arrays and objects more than 30 levels deep; "
-                "this endpoint reads at most 30"
-            )
-            # A wrong key with a body still to come: answered from the headers, then closed.
-            with socket.create_connection((host, int(port)), timeout=5) as conn:
+    with door_harness.stub_door(
+        LIMITS, KEY, StubConfig(api_key=KEY, model="m"), tmp_path, page_files=chat.files(PAGE)
+    ) as door:
+        # The Bearer scheme in any case (RFC 9110 section 11.1).
+        host, port = door.base_url.removeprefix("http://").split(":")
+        for scheme in ("bearer", "BEARER", "Bearer"):
+            with socket.create_connection((host, int(port)), timeout=10) as conn:
                 conn.sendall(
-                    b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\n"
-                    b"Authorization: Bearer wrong-key-wrong-key-wrong-key-00\r\n"
-                    b"Content-Type: application/json\r\nContent-Length: 4000\r\n\r\n{"
+                    f"GET /v1/models HTTP/1.1\r\nHost: x\r\nAuthorization: {scheme} {KEY}\r\n"
+                    "Connection: close\r\n\r\n".encode()
                 )
-                answer = b""
-                while b"\r\n\r\n" not in answer:
-                    answer += conn.recv(4096)
-                assert answer.startswith(b"HTTP/1.1 401")
-                assert b"\r\nConnection: close\r\n" in answer
-                while chunk := conn.recv(4096):
-                    answer += chunk  # ends with the close, not the client's body
-            # 1,000 GETs of / from one address: the per-client rate answers 429.
-            statuses = [gate.request(door.base_url, "GET", "/").status for _ in range(1000)]
-            assert statuses.count(429) > 900 and statuses[0] == 200
-            assert gate.request(door.base_url, "GET", "/ready").status in (200, 429)
+                assert conn.recv(64).startswith(b"HTTP/1.1 200"), scheme
+        # Fields that steer vLLM's scheduling or identity are refused, naming the field.
+        chat_body = {"model": "m", "messages": [{"role": "user", "content": "hi"}]}
+        for field, value in (("request_id", "x"), ("priority", -10), ("cache_salt", "s")):
+            reply = _post(door.base_url, {**chat_body, field: value})
+            assert reply.status == 400, field
+            assert json.loads(reply.body)["error"]["param"] == field
+        # Deep JSON gets its own message naming the depth limit.
+        deep = {**chat_body, "extra": json.loads("[" * 40 + "]" * 40)}
+        reply = _post(door.base_url, deep)
+        assert reply.status == 400
+        message = json.loads(reply.body)["error"]["message"]
+        assert message == (
+            "The request body nests arrays and objects more than 30 levels deep; "
+            "this endpoint reads at most 30"
+        )
+        # A wrong key with a body still to come: answered from the headers, then closed.
+        with socket.create_connection((host, int(port)), timeout=5) as conn:
+            conn.sendall(
+                b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\n"
+                b"Authorization: Bearer wrong-key-wrong-key-wrong-key-00\r\n"
+                b"Content-Type: application/json\r\nContent-Length: 4000\r\n\r\n{"
+            )
+            answer = b""
+            while b"\r\n\r\n" not in answer:
+                answer += conn.recv(4096)
+            assert answer.startswith(b"HTTP/1.1 401")
+            assert b"\r\nConnection: close\r\n" in answer
+            while chunk := conn.recv(4096):
+                answer += chunk  # ends with the close, not the client's body
+        # 1,000 GETs of / from one address: the per-client rate answers 429.
+        statuses = [gate.request(door.base_url, "GET", "/").status for _ in range(1000)]
+        assert statuses.count(429) > 900 and statuses[0] == 200
+        assert gate.request(door.base_url, "GET", "/ready").status in (200, 429)

@@ -23,10 +23,10 @@ from infra.adapters.render import rendered_objects
 from infra.plan import catalog
 from infra.plan.sizing import plan
 from infra.plan.stackfile import load_stack
-from tests import builders
+from tests import builders, door_harness
 from tests.components.test_manifest_fields import SPEC
 from tests.fakes import k8s_schemas
-from tests.fakes.openai_stub import StubConfig, StubServer
+from tests.fakes.openai_stub import StubConfig
 from tools.rehearse.front_door import gatekeeper_run as gate
 from tools.rehearse.group.ranks import free_port
 
@@ -101,18 +101,15 @@ def test_the_gatekeeper_is_ready_until_the_drain_marker_and_one_failure_takes_it
 
 @pytest.mark.skipif(not gate.nginx_ready(), reason=gate.INSTALL_HINT)
 def test_real_nginx_answers_ready_then_503_once_the_marker_exists(tmp_path: Path) -> None:
-    with StubServer(StubConfig(api_key="k" * 32, model="m")) as stub:
-        upstream = int(stub.root_url.rsplit(":", 1)[1])
-        with gate.running_gate(
-            gate.find_nginx(), SPEC.limits, "k" * 32, free_port(), upstream, tmp_path,
-            lambda _l: None,
-        ) as door:  # fmt: skip
-            assert gate.request(door.base_url, "GET", "/ready").status == 200
-            (tmp_path / "run" / drain.MARKER_NAME).touch()
-            reply = gate.request(door.base_url, "GET", "/ready")
-            assert reply.status == 503
-            assert json.loads(reply.body)["error"]["code"] == 503
-            assert gate.request(door.base_url, "POST", "/ready", b"{}").status == 404
+    with door_harness.stub_door(
+        SPEC.limits, "k" * 32, StubConfig(api_key="k" * 32, model="m"), tmp_path
+    ) as door:
+        assert gate.request(door.base_url, "GET", "/ready").status == 200
+        (tmp_path / "run" / drain.MARKER_NAME).touch()
+        reply = gate.request(door.base_url, "GET", "/ready")
+        assert reply.status == 503
+        assert json.loads(reply.body)["error"]["code"] == 503
+        assert gate.request(door.base_url, "POST", "/ready", b"{}").status == 404
 
 
 def test_two_or_more_groups_get_a_budget_that_keeps_one_serving() -> None:

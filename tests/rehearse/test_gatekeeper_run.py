@@ -17,8 +17,8 @@ from typing import ClassVar
 import pytest
 
 from components.manifests import gatekeeper_conf
-from tests import builders
-from tests.fakes.openai_stub import StubConfig, StubServer
+from tests import builders, door_harness
+from tests.fakes.openai_stub import StubConfig
 from tools.rehearse.front_door import door_checks, door_errors, gatekeeper_run
 from tools.rehearse.group.ranks import free_port
 from tools.rehearse.group.workspace import RehearsalError
@@ -42,27 +42,17 @@ def test_missing_nginx_names_the_install_command(monkeypatch: pytest.MonkeyPatch
 @pytest.mark.skipif(not gatekeeper_run.nginx_ready(), reason=gatekeeper_run.INSTALL_HINT)
 def test_gatekeeper_in_front_of_a_stub(tmp_path: Path) -> None:
     key = "k" * 32
-    with StubServer(StubConfig(api_key=key, model="m")) as stub:
-        port = int(stub.root_url.rsplit(":", 1)[1])
-        with gatekeeper_run.running_gate(
-            gatekeeper_run.find_nginx(), LIMITS, key, free_port(), port, tmp_path, lambda _l: None
-        ) as door:
-            assert gatekeeper_run.unauthorized_check(door, "m").ok
-            assert gatekeeper_run.oversize_check(door, key, LIMITS).ok
-            assert gatekeeper_run.request(door.base_url, "GET", "/metrics").status == 404
-            assert (
-                gatekeeper_run.request(door.base_url, "POST", "/invocations", b"{}").status == 404
-            )
-            assert (
-                gatekeeper_run.request(
-                    door.base_url, "GET", "/v1/chat/completions", None, key
-                ).status
-                == 404
-            )
-            assert (
-                gatekeeper_run.request(door.base_url, "GET", "/v1/models", None, key).status == 200
-            )
-            assert gatekeeper_run.burst_check(door, key, LIMITS).ok
+    with door_harness.stub_door(LIMITS, key, StubConfig(api_key=key, model="m"), tmp_path) as door:
+        assert gatekeeper_run.unauthorized_check(door, "m").ok
+        assert gatekeeper_run.oversize_check(door, key, LIMITS).ok
+        assert gatekeeper_run.request(door.base_url, "GET", "/metrics").status == 404
+        assert gatekeeper_run.request(door.base_url, "POST", "/invocations", b"{}").status == 404
+        assert (
+            gatekeeper_run.request(door.base_url, "GET", "/v1/chat/completions", None, key).status
+            == 404
+        )
+        assert gatekeeper_run.request(door.base_url, "GET", "/v1/models", None, key).status == 200
+        assert gatekeeper_run.burst_check(door, key, LIMITS).ok
 
 
 def test_a_stream_is_judged_on_the_gaps_between_chunks_not_on_the_first_one() -> None:

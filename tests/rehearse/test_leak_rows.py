@@ -5,20 +5,17 @@ real one in `make rehearse`)."""
 from __future__ import annotations
 
 import json
-import threading
 from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import ClassVar
 
 import pytest
 
-from tests import builders
-from tools.rehearse.front_door import gatekeeper_run, leak_checks
+from tests import builders, door_harness
+from tools.rehearse.front_door import leak_checks
 from tools.rehearse.front_door.door_checks import Answer, Door
-from tools.rehearse.group.ranks import free_port
 
 KEY = "k" * 32
 LIMITS = builders.gatekeeper_limits(
@@ -75,7 +72,7 @@ def test_the_refused_row_wants_every_answer_400_naming_its_field() -> None:
     assert not leak_checks.refused_check(_run(1.0, status="200")).ok
 
 
-class _Vllm(BaseHTTPRequestHandler):
+class _Vllm(door_harness.Upstream):
     """vLLM's answers: a JSON 500 for a schema no text satisfies (serving `_raise_if_error`),
     the same for everything once `dead` (vLLM 0.31 answers EngineDeadError with a JSON 500 too,
     and /health 503), else 200. Each request body is kept."""
@@ -83,13 +80,8 @@ class _Vllm(BaseHTTPRequestHandler):
     dead: ClassVar[bool] = False
     seen: ClassVar[list[dict[str, object]]] = []
 
-    def log_message(self, format: str, *args: object) -> None:
-        pass
-
     def do_GET(self) -> None:
-        self.send_response(503 if _Vllm.dead else 200)
-        self.send_header("Content-Length", "0")
-        self.end_headers()
+        self.answer(503 if _Vllm.dead else 200, b"", None)
 
     def do_POST(self) -> None:
         body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
@@ -101,36 +93,17 @@ class _Vllm(BaseHTTPRequestHandler):
             if failed
             else b'{"id": "chatcmpl-1", "choices": []}'
         )
-        self.send_response(500 if failed else 200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(reply)))
-        self.end_headers()
-        self.wfile.write(reply)
+        self.answer(500 if failed else 200, reply)
 
 
 @contextmanager
 def _gate(tmp_path: Path) -> Iterator[Door]:
     _Vllm.dead, _Vllm.seen = False, []
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _Vllm)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        port = free_port()
-        with gatekeeper_run.running_gate(
-            gatekeeper_run.find_nginx(),
-            LIMITS,
-            KEY,
-            port,
-            server.server_address[1],
-            tmp_path,
-            lambda _l: None,
-        ):
-            yield Door("127.0.0.1", port, KEY, "m", lambda: "")
-    finally:
-        server.shutdown()
-        server.server_close()
+    with door_harness.door_before(_Vllm, LIMITS, KEY, tmp_path) as running:
+        yield Door("127.0.0.1", door_harness.port_of(running), KEY, "m", lambda: "")
 
 
-@pytest.mark.skipif(not gatekeeper_run.nginx_ready(), reason=gatekeeper_run.INSTALL_HINT)
+@door_harness.needs_nginx
 def test_every_shape_is_refused_naming_its_field_before_vllm(tmp_path: Path) -> None:
     with _gate(tmp_path) as door:
         shapes = leak_checks.leak_shapes("m")
@@ -144,7 +117,7 @@ def test_every_shape_is_refused_naming_its_field_before_vllm(tmp_path: Path) -> 
         assert valid.statuses == Counter({"200": 1})
 
 
-@pytest.mark.skipif(not gatekeeper_run.nginx_ready(), reason=gatekeeper_run.INSTALL_HINT)
+@door_harness.needs_nginx
 def test_the_ref_row_wants_a_400_and_an_engine_that_still_serves(tmp_path: Path) -> None:
     with _gate(tmp_path) as door:
         row = leak_checks.ref_schema_check(door)

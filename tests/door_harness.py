@@ -1,0 +1,97 @@
+"""Real nginx with the gatekeeper's config in front of a stand-in for vLLM, for the tests of the
+front door: the stand-in on a loopback port (`upstream`, from a request handler of the test's own,
+or `stub_upstream`, the recorded-reply stub), the door in front of it (`door`), and both at once
+(`door_before`). nginx is the rehearsal's run of it (`tools.rehearse.front_door.gatekeeper_run`).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from components.manifests.gatekeeper_conf import GatekeeperLimits
+from tests.fakes.openai_stub import StubConfig, StubServer
+from tools.rehearse.front_door import gatekeeper_run as gate
+from tools.rehearse.group.ranks import free_port
+
+needs_nginx = pytest.mark.skipif(not gate.nginx_ready(), reason=gate.INSTALL_HINT)
+
+
+class Upstream(BaseHTTPRequestHandler):
+    """A quiet handler with one way to answer; a test's stand-in for vLLM subclasses it."""
+
+    def log_message(self, format: str, *args: object) -> None:
+        pass
+
+    def answer(
+        self, status: int, body: bytes, content_type: str | None = "application/json"
+    ) -> None:
+        self.send_response(status)
+        if content_type:
+            self.send_header("Content-Type", content_type)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+
+@contextmanager
+def upstream(handler: type[BaseHTTPRequestHandler]) -> Iterator[int]:
+    """`handler` served on a loopback port from a thread, stopped on exit; the port."""
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield server.server_address[1]
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+@contextmanager
+def stub_upstream(config: StubConfig) -> Iterator[int]:
+    """The recorded-reply stub of vLLM's OpenAI server (`tests.fakes.openai_stub`); its port."""
+    with StubServer(config) as stub:
+        yield int(stub.root_url.rsplit(":", 1)[1])
+
+
+@contextmanager
+def door(
+    limits: GatekeeperLimits, key: str, upstream_port: int, work: Path, **options: Any
+) -> Iterator[gate.Gate]:
+    """nginx with the gatekeeper's config for `limits` on a free port, in front of
+    `upstream_port`; `options` go to `running_gate` (page files, engine key, ...)."""
+    with gate.running_gate(
+        gate.find_nginx(), limits, key, free_port(), upstream_port, work, lambda _l: None, **options
+    ) as running:
+        yield running
+
+
+@contextmanager
+def door_before(
+    handler: type[BaseHTTPRequestHandler],
+    limits: GatekeeperLimits,
+    key: str,
+    work: Path,
+    **options: Any,
+) -> Iterator[gate.Gate]:
+    """`door` in front of `upstream(handler)`."""
+    with upstream(handler) as port, door(limits, key, port, work, **options) as running:
+        yield running
+
+
+def port_of(running: gate.Gate) -> int:
+    return int(running.base_url.rsplit(":", 1)[1])
+
+
+@contextmanager
+def stub_door(
+    limits: GatekeeperLimits, key: str, config: StubConfig, work: Path, **options: Any
+) -> Iterator[gate.Gate]:
+    """`door` in front of `stub_upstream(config)`."""
+    with stub_upstream(config) as port, door(limits, key, port, work, **options) as running:
+        yield running
