@@ -103,10 +103,15 @@ class ModelServer(pulumi.ComponentResource):
         k8s.networking.v1.NetworkPolicy(
             f"{name}-netpol", metadata=_meta(policy, in_ns), spec=policy["spec"], opts=child
         )
-        door = manifests.gatekeeper_config(spec)
-        config = k8s.core.v1.ConfigMap(
-            f"{name}-gatekeeper", metadata=_meta(door, in_ns), data=door["data"], opts=child
-        )
+        # With `vllm-key` no gatekeeper runs, so it has no config.
+        configs = []
+        if not spec.vllm_key:
+            door = manifests.gatekeeper_config(spec)
+            configs.append(
+                k8s.core.v1.ConfigMap(
+                    f"{name}-gatekeeper", metadata=_meta(door, in_ns), data=door["data"], opts=child
+                )
+            )
 
         claims = [
             k8s.core.v1.PersistentVolumeClaim(
@@ -125,8 +130,11 @@ class ModelServer(pulumi.ComponentResource):
         made = self._quantize(name, args, in_ns, [secrets[0], *claims])
         # Not secret: a slow, truncated digest (`gatekeeper.key_fingerprint`), made once. Left
         # secret, it would hide the whole LeaderWorkerSet spec from every preview.
-        engine_print = pulumi.Output.unsecret(engine_key.apply(gatekeeper.key_fingerprint))
-        group = self._group(name, args, in_ns, [*secrets, config, *claims, *made], engine_print)
+        # The key vLLM checks: the engine key behind the gatekeeper, the client key itself with
+        # `vllm-key` (then a new client key rolls the group: vLLM reads its key at start).
+        checked = api_key if spec.vllm_key else engine_key
+        engine_print = pulumi.Output.unsecret(checked.apply(gatekeeper.key_fingerprint))
+        group = self._group(name, args, in_ns, [*secrets, *configs, *claims, *made], engine_print)
         budget = manifests.pod_disruption_budget(spec)
         if budget is not None:
             k8s.policy.v1.PodDisruptionBudget(
@@ -134,7 +142,7 @@ class ModelServer(pulumi.ComponentResource):
             )
 
         if spec.door:
-            self._door(name, args, in_ns, [*secrets, config], engine_print)
+            self._door(name, args, in_ns, [*secrets, *configs], engine_print)
 
         svc_obj = manifests.service(spec)
         svc = k8s.core.v1.Service(

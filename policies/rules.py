@@ -492,9 +492,12 @@ def load_balancer_to_gatekeeper_over_tls(resource_type: str, props: Mapping[str,
         return []
     messages = []
     ports = [_map(p) for p in _seq(spec.get("ports"))]
+    # `frontDoor: vllm-key`: vLLM checks the key itself, on its own port (`VLLM_KEY_PORT`).
+    labels = _path(props, "metadata", "labels")
+    allowed = VLLM_KEY_PORT if _unwrap(labels.get(FRONT_DOOR_LABEL)) == "vllm-key" else GATEKEEPER
     for index, port in enumerate(ports):
         target = _unwrap(port.get("targetPort"))
-        if target != GATEKEEPER:
+        if target != allowed:
             shown = _unwrap(port.get("name")) or f"#{index}"
             messages.append(
                 f'spec.ports "{shown}" targets {target!r}, not the gatekeeper\'s port '
@@ -560,6 +563,31 @@ def _public_ranges(
 
 #: The label on an elastic stack's group pods, whose gatekeeper is the door apart from them.
 BEHIND_DOOR_LABEL = "gemma-graviton.dev/behind-door"
+#: On the endpoint Service and the leaders with `frontDoor: vllm-key` (no gatekeeper).
+FRONT_DOOR_LABEL = "gemma-graviton.dev/front-door"
+#: vLLM's port, which the load balancer targets with `frontDoor: vllm-key`.
+VLLM_KEY_PORT = 8000
+
+
+def _vllm_checks_key(name: str, engine: Mapping[str, Any]) -> list[str]:
+    """vLLM takes its key from a Secret (VLLM_API_KEY), never from its argv (`--api-key`),
+    and declares no port."""
+    messages = []
+    argv = [str(_unwrap(a)) for a in (*_seq(engine.get("command")), *_seq(engine.get("args")))]
+    if any(a.startswith("--api-key") for a in argv):
+        messages.append(
+            f'{name}: container "vllm" has --api-key in its argv; read the key from '
+            "a Secret as VLLM_API_KEY"
+        )
+    env = {_unwrap(_map(e).get("name")): _map(e) for e in _seq(engine.get("env"))}
+    if "secretKeyRef" not in _map(_map(env.get("VLLM_API_KEY")).get("valueFrom")):
+        messages.append(
+            f'{name}: container "vllm" takes no VLLM_API_KEY from a Secret; with '
+            "no gatekeeper, vLLM must check the key"
+        )
+    if _seq(engine.get("ports")):
+        messages.append(f'{name}: container "vllm" declares ports; remove them')
+    return messages
 
 
 def leaders_behind_gatekeeper(resource_type: str, props: Mapping[str, Any]) -> list[str]:
@@ -578,6 +606,9 @@ def leaders_behind_gatekeeper(resource_type: str, props: Mapping[str, Any]) -> l
     door = containers.get(GATEKEEPER)
     door_ports = [_unwrap(_map(p).get("name")) for p in _seq((door or {}).get("ports"))]
     labels = _map(_map(templates.get(name, {}).get("metadata")).get("labels"))
+    if door is None and _unwrap(labels.get(FRONT_DOOR_LABEL)) == "vllm-key":
+        # `frontDoor: vllm-key`: vLLM checks the key itself, read from a Secret, never argv.
+        return _vllm_checks_key(name, containers.get("vllm") or {})
     if door is None and _unwrap(labels.get(BEHIND_DOOR_LABEL)) == "true":
         # An elastic stack's group: its gatekeeper is the always-on door Deployment in front of
         # the leaders' Service (components/manifests/door.py); vLLM still declares no port.

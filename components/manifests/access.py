@@ -12,6 +12,7 @@ from components.manifests.drain import DrainSpec
 from components.manifests.spec import (
     API_KEY_KEY,
     ENGINE_KEY_KEY,
+    FRONT_DOOR_LABEL,
     HF_TOKEN_KEY,
     LWS_NAME_LABEL,
     LWS_WORKER_INDEX_LABEL,
@@ -207,7 +208,8 @@ def service(spec: ServerSpec) -> Manifest:
         annotations["service.beta.kubernetes.io/aws-load-balancer-internal"] = "true"
     if spec.aws_tags:
         annotations[NLB_TAGS_ANNOTATION] = aws_tags_annotation(spec.aws_tags)
-    target = gatekeeper.PORT_NAME
+    # With `vllm-key` the load balancer reaches vLLM's own port, by number (it declares none).
+    target = spec.port if spec.vllm_key else gatekeeper.PORT_NAME
     port = {"name": "http", "port": 80, "targetPort": target, "protocol": "TCP"}
     if spec.tls_certificate_arn:
         annotations["service.beta.kubernetes.io/aws-load-balancer-ssl-cert"] = (
@@ -219,10 +221,13 @@ def service(spec: ServerSpec) -> Manifest:
             "ELBSecurityPolicy-TLS13-1-2-2021-06"
         )
         port = {"name": "https", "port": 443, "targetPort": target, "protocol": "TCP"}
+    metadata = object_meta(spec, spec.name, "endpoint", annotations=annotations)
+    if spec.vllm_key:
+        metadata["labels"][FRONT_DOOR_LABEL] = "vllm-key"
     return {
         "apiVersion": "v1",
         "kind": "Service",
-        "metadata": object_meta(spec, spec.name, "endpoint", annotations=annotations),
+        "metadata": metadata,
         "spec": {
             "type": "LoadBalancer",
             "selector": door.selector(spec) if spec.door else leaders_selector(spec),
@@ -239,11 +244,17 @@ def network_policy(spec: ServerSpec) -> Manifest:
     ports); everyone else reaches only the gatekeeper's port, which asks for the key. The
     gatekeeper's metrics port admits the metrics collector's pods alone (its namespace and
     labels); no Service targets it, so the load balancer never reaches it. (vLLM's own port is
-    on loopback and unreachable from the network at all.)"""
+    on loopback and unreachable from the network at all.) With `vllm-key`, vLLM's port takes
+    the gatekeeper's place: the load balancer's clients and the collector reach it."""
     group = {"matchLabels": {LWS_NAME_LABEL: spec.lws_name}}
     ingress = (
         door.group_ingress(spec)
         if spec.door
+        else [
+            {"from": [{"podSelector": group}]},
+            {"ports": [{"port": spec.port, "protocol": "TCP"}]},
+        ]
+        if spec.vllm_key
         else [
             {"from": [{"podSelector": group}]},
             {"ports": [{"port": gatekeeper.PORT, "protocol": "TCP"}]},

@@ -151,12 +151,15 @@ def engine_pre_stop(
     role: str,
     engine_port: int,
     leader_port: int,
-    door_port: int,
+    door_port: int | None,
     leader_env: str = "LWS_LEADER_ADDRESS",
 ) -> list[str]:
     """The engine container's preStop argv. A leader waits for its gatekeeper to stop accepting
     and for its engine to be idle; a worker waits while its leader's engine holds `leader_port`
-    (the group's master port, open as long as rank 0's engine runs)."""
+    (the group's master port, open as long as rank 0's engine runs). A leader the load balancer
+    reaches itself (`door_port` None: `frontDoor: vllm-key`) keeps accepting through the load
+    balancer's `accept_s` first, as the gatekeeper would, then waits for its engine to be idle
+    (port 0: no gatekeeper to wait for)."""
     args = [
         f"role={role}",
         f"accept-s={drain.accept_s}",
@@ -164,9 +167,12 @@ def engine_pre_stop(
         f"settle-s={drain.settle_s}",
     ]
     if role == "leader":
-        args += [f"engine-port={engine_port}", f"door-port={door_port}"]
+        args += [f"engine-port={engine_port}", f"door-port={door_port or 0}"]
     else:
         args += [f"leader-env={leader_env}", f"leader-port={leader_port}"]
+    if role == "leader" and door_port is None:
+        wait = f'sleep {drain.accept_s} && exec python3 -c "$0" "$@"'
+        return ["/bin/sh", "-c", wait, PRE_STOP_SCRIPT, *args]
     return ["python3", "-c", PRE_STOP_SCRIPT, *args]
 
 

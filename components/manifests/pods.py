@@ -24,9 +24,11 @@ from components.manifests.probes import (
     startup_probe,
 )
 from components.manifests.spec import (
+    API_KEY_KEY,
     CACHE_MOUNT,
     ENGINE_CONTAINER,
     ENGINE_KEY_KEY,
+    FRONT_DOOR_LABEL,
     HF_TOKEN_KEY,
     HF_TOKEN_MOUNT,
     LWS_NAME_LABEL,
@@ -256,15 +258,15 @@ def _engine_container(spec: ServerSpec, role: Literal["leader", "worker"]) -> di
         "volumeMounts": _mounts(spec, engine=True),
     }
     if role == "leader":
-        # vLLM reads its key from the environment: it stays out of the process's argv. It is
-        # the engine key, which the gatekeeper sends in place of the client's: client keys rotate
-        # without restarting vLLM. Headless ranks serve no HTTP and do not get it.
+        # vLLM reads its key from the environment: it stays out of the process's argv. Behind
+        # the gatekeeper it is the engine key, which the gatekeeper sends in place of the
+        # client's: client keys rotate without restarting vLLM. With `vllm-key` it is the client
+        # key itself. Headless ranks serve no HTTP and do not get it.
+        key = API_KEY_KEY if spec.vllm_key else ENGINE_KEY_KEY
         container["env"].append(
             {
                 "name": "VLLM_API_KEY",
-                "valueFrom": {
-                    "secretKeyRef": {"name": spec.api_key_secret_name, "key": ENGINE_KEY_KEY}
-                },
+                "valueFrom": {"secretKeyRef": {"name": spec.api_key_secret_name, "key": key}},
             }
         )
         container["env"] += [
@@ -281,7 +283,7 @@ def _engine_container(spec: ServerSpec, role: Literal["leader", "worker"]) -> di
         # node's step (`probes`): before it, readiness is not probed, so the Service sends the
         # pod no client while it measures. It runs inside this container and asks vLLM on
         # loopback (an exec probe: no port to name).
-        port = spec.port if spec.door else gatekeeper.PROBE_PORT
+        port = gatekeeper.PROBE_PORT if spec.gatekeeper_in_pod else spec.port
         container["startupProbe"] = leader_startup_probe(
             probe_command(
                 spec.probes, "leader", spec.port, spec.model, phase="startup", stop_pid=1
@@ -290,11 +292,12 @@ def _engine_container(spec: ServerSpec, role: Literal["leader", "worker"]) -> di
             spec.startup_timeout_seconds,
         )
         # vLLM binds loopback, so the kubelet asks /health of the gatekeeper's probe listener,
-        # which no public client can fill (behind a door vLLM listens on the pod network and is
-        # asked itself). A number, not the gatekeeper's port name: the kubelet resolves a probe's
-        # named port among the probed container's own ports only (kubernetes v1.35
-        # pkg/probe/util.go findPortByName), and a probe that errors is thrown away, never a
-        # success (pkg/kubelet/prober/worker.go). The pod's containers share one network.
+        # which no public client can fill (behind a door or with `vllm-key` vLLM listens on the
+        # pod network and is asked itself). A number, not the gatekeeper's port name: the
+        # kubelet resolves a probe's named port among the probed container's own ports only
+        # (kubernetes v1.35 pkg/probe/util.go findPortByName), and a probe that errors is thrown
+        # away, never a success (pkg/kubelet/prober/worker.go). The pod's containers share one
+        # network.
         container["readinessProbe"] = _probe("/health", port, 10, 3)
         # /health stays 200 while a lost or hung rank stalls every request: liveness proves
         # tokens come out of the last stage (`probes`). It runs inside this container, so it
@@ -304,7 +307,11 @@ def _engine_container(spec: ServerSpec, role: Literal["leader", "worker"]) -> di
         )
         container["lifecycle"] = drain.lifecycle(
             drain.engine_pre_stop(
-                spec.drain, "leader", spec.port, spec.master_port, gatekeeper.PORT
+                spec.drain,
+                "leader",
+                spec.port,
+                spec.master_port,
+                None if spec.vllm_key else gatekeeper.PORT,
             )
         )
     else:
@@ -314,7 +321,7 @@ def _engine_container(spec: ServerSpec, role: Literal["leader", "worker"]) -> di
         # answering, after the leader's own start-up.
         # The leader's vLLM listens on its loopback only: the worker asks its gatekeeper's probe
         # listener (the group's pods reach any port of each other), never the public one.
-        leader_port = spec.port if spec.door else gatekeeper.PROBE_PORT
+        leader_port = gatekeeper.PROBE_PORT if spec.gatekeeper_in_pod else spec.port
         lost_leader = probe_command(spec.probes, "worker", leader_port, spec.model)
         container["startupProbe"] = startup_probe(
             lost_leader, spec.probes, spec.startup_timeout_seconds
@@ -340,7 +347,7 @@ def _volumes(spec: ServerSpec, role: Literal["leader", "worker"]) -> list[dict[s
     ]
     if not spec.persistent_models:
         volumes.append({"name": "models", "emptyDir": {"sizeLimit": f"{spec.model_volume_gib}Gi"}})
-    if role == "leader" and spec.door is None:
+    if role == "leader" and spec.gatekeeper_in_pod:
         volumes += gatekeeper.volumes(spec.gatekeeper_config_name, spec.api_key_secret_name)
     return volumes
 
@@ -349,17 +356,21 @@ def pod_template(
     spec: ServerSpec, role: Literal["leader", "worker"], key_fingerprint: str | None = None
 ) -> dict[str, Any]:
     """The leader's or a worker's pod: one rank per node, the engine, and the prefetch if any;
-    the leader adds the gatekeeper. `key_fingerprint` (`gatekeeper.key_fingerprint` of the
-    engine key) goes into the leader's template, so a new engine key rolls the group."""
+    the leader adds the gatekeeper (`spec.gatekeeper_in_pod`). `key_fingerprint`
+    (`gatekeeper.key_fingerprint` of the key vLLM checks) goes into the leader's template, so a
+    new key rolls the group."""
     containers = [_engine_container(spec, role)]
     metadata: dict[str, Any] = {"labels": object_labels(spec, f"vllm-{role}")}
     if spec.door:
         # The policy pack's sign that this group's gatekeeper is the door (policies/rules.py).
         metadata["labels"]["gemma-graviton.dev/behind-door"] = "true"
+    if spec.vllm_key:
+        # The policy pack's sign that vLLM checks the key itself (policies/rules.py).
+        metadata["labels"][FRONT_DOOR_LABEL] = "vllm-key"
     if spec.autoscaled and role == "leader":
         # KEDA's queue trigger reads the leaders and the queue floor through one Service.
         metadata["labels"][QUEUE_SOURCE_LABEL] = "true"
-    if role == "leader" and spec.door is None:  # behind a door, no gatekeeper in the group
+    if role == "leader" and spec.gatekeeper_in_pod:
         containers.append(
             gatekeeper.container(
                 spec.gatekeeper_millicpu, spec.gatekeeper_memory_mib, spec.drain, engine_tmp=True

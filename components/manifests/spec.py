@@ -39,6 +39,9 @@ def toleration(taint: Mapping[str, str]) -> dict[str, str]:
     return {"operator": "Equal", **taint}
 
 
+#: On the endpoint Service and the leaders' template with `frontDoor: vllm-key`: the policy
+#: pack's sign that vLLM checks the key itself (policies/rules.py).
+FRONT_DOOR_LABEL = "gemma-graviton.dev/front-door"
 HF_TOKEN_KEY = "token"
 API_KEY_KEY = "api-key"
 #: The key vLLM checks and the gatekeeper sends it (never a client's).
@@ -158,6 +161,21 @@ class ServerSpec:
     rollout_surge: int = 0
     #: An elastic stack's door; None keeps the gatekeeper in each leader pod (fixed stacks).
     door: DoorSpec | None = None
+    #: What checks the API key: the gatekeeper, or vLLM itself (`vllm-key`: no nginx at all;
+    #: the load balancer reaches vLLM's port and vLLM checks the client key).
+    front_door: str = "gatekeeper"
+
+    @property
+    def vllm_key(self) -> bool:
+        """vLLM checks the client key itself: no gatekeeper anywhere (`frontDoor: vllm-key`)."""
+        return self.front_door == "vllm-key"
+
+    @property
+    def gatekeeper_in_pod(self) -> bool:
+        """The leader pod runs the gatekeeper and vLLM listens on loopback behind it. Otherwise
+        (an elastic stack's door, or `vllm-key`) vLLM listens on the pod network and the
+        probes, the drain and the collector reach it on its own port."""
+        return self.door is None and not self.vllm_key
 
     @property
     def lws_name(self) -> str:
@@ -209,9 +227,9 @@ class ServerSpec:
             max_logprobs=self.limits.max_logprobs,
             # A prefetched directory is already that commit; vLLM downloading itself needs it.
             revision=None if local else revision,
-            # Behind a door, vLLM is reached over the pod network (the NetworkPolicy admits the
-            # door alone); beside its gatekeeper, on loopback only.
-            **({"host": "0.0.0.0"} if self.door else {}),
+            # Behind a door or with `vllm-key`, vLLM is reached over the pod network (the
+            # NetworkPolicy says from where); beside its gatekeeper, on loopback only.
+            **({} if self.gatekeeper_in_pod else {"host": "0.0.0.0"}),
         )
 
 

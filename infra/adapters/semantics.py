@@ -109,10 +109,11 @@ def undeclared_ports(cfg: StackConfig, plan: Plan) -> dict[tuple[str, int], str]
     group's NetworkPolicy; it declares no container port, so nothing can target it by a name
     (policies/rules.py `leaders_behind_gatekeeper`)."""
     spec = server_spec(cfg, plan)
-    if spec.door is None:
+    if spec.gatekeeper_in_pod:
         return {}
     leader = f"LeaderWorkerSet/{spec.lws_name} leaderTemplate"
-    return {(leader, spec.port): "vLLM behind the door, reached by number only"}
+    why = "vLLM checking its own key" if spec.vllm_key else "vLLM behind the door"
+    return {(leader, spec.port): f"{why}, reached by number only"}
 
 
 def world(cfg: StackConfig, plan: Plan) -> World:

@@ -115,6 +115,7 @@ def server_spec(cfg: StackConfig, plan: Plan) -> ServerSpec:
         autoscaled=cfg.elastic,
         model_taint=model_taint(cfg, plan.stack),
         door=door_spec(cfg, plan) if cfg.elastic else None,
+        front_door=cfg.front_door,
     )
 
 
@@ -169,6 +170,12 @@ def door_spec(cfg: StackConfig, plan: Plan) -> DoorSpec:
     )
 
 
+def gatekeeper_in_pod(cfg: StackConfig) -> bool:
+    """The stack's leader pods run the gatekeeper (`ServerSpec.gatekeeper_in_pod`): neither an
+    elastic stack's door nor `frontDoor: vllm-key`."""
+    return cfg.gatekeeper and not cfg.elastic
+
+
 def collector_spec(cfg: StackConfig, stack: str) -> CollectorSpec:
     """The metrics collector of a stack: its leaders, CloudWatch names and log group."""
     return CollectorSpec(
@@ -180,14 +187,14 @@ def collector_spec(cfg: StackConfig, stack: str) -> CollectorSpec:
         log_group=identity.metrics_log_group(stack),
         samples=watch.SAMPLES,
         bucket_samples=watch.bucket_samples(),
-        # Behind the door the groups have no gatekeeper to serve the leaders' records.
-        self_samples=() if cfg.elastic else watch.SELF_SAMPLES,
+        # Behind the door, or with `vllm-key`, no gatekeeper serves the leaders' records.
+        self_samples=watch.SELF_SAMPLES if gatekeeper_in_pod(cfg) else (),
         # Elastic: the collector stays up on the system nodes while no model node runs.
         node_selector=SYSTEM_LABELS if cfg.elastic else NODE_LABELS,
         # In a cluster the stack does not own it runs on the model nodes the plan counts it on.
         tolerations=[toleration(stack_taint(stack))] if cfg.existing_cluster else [],
-        # Behind the door the leaders' vLLM answers /metrics itself, on its own port.
-        engine_port=ServerSpec.port if cfg.elastic else None,
+        # Without a gatekeeper in the pod the leaders' vLLM answers /metrics on its own port.
+        engine_port=None if gatekeeper_in_pod(cfg) else ServerSpec.port,
     )
 
 

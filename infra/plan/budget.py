@@ -62,9 +62,14 @@ def round_gib(value: float) -> float:
     return round(value, 2)
 
 
-def node_budget(instance: InstanceType, volumes: bool) -> NodeBudget:
-    """What one model pod may take on the busiest node (every replica of a cluster add-on there)."""
-    cotenants = [c for c in catalog.COTENANTS if volumes or not c.with_volumes_only]
+def node_budget(instance: InstanceType, volumes: bool, gatekeeper: bool = True) -> NodeBudget:
+    """What one model pod may take on the busiest node (every replica of a cluster add-on there).
+    Without a gatekeeper (`frontDoor: vllm-key`) its sidecar is not counted."""
+    cotenants = [
+        c
+        for c in catalog.COTENANTS
+        if (volumes or not c.with_volumes_only) and (gatekeeper or c.kind != "sidecar")
+    ]
     per_node = [(c, c.replicas if c.kind == "deployment" else 1) for c in cotenants]
     cotenant_mib = sum(c.memory_mib * n for c, n in per_node)
     cotenant_mcpu = sum(c.millicpu * n for c, n in per_node)

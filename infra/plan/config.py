@@ -494,6 +494,17 @@ class StackConfig(StackChecks):
             json_schema_extra=_fix("use true or false"),
         ),
     ] = False
+    front_door: Annotated[
+        Literal["gatekeeper", "vllm-key"],
+        Field(
+            alias="frontDoor",
+            description="What checks the API key behind the load balancer: gatekeeper (nginx in "
+            "each leader pod, with the per-client limits and request checks below) or vllm-key "
+            "(vLLM's own key check, no nginx; the plan lists what it gives up, "
+            "docs/front-door.md#vllm-key).",
+            json_schema_extra=_fix("use gatekeeper or vllm-key"),
+        ),
+    ] = "gatekeeper"
     max_request_bytes: Annotated[
         Annotated[int, Field(ge=1024)] | Auto,
         Field(

@@ -48,6 +48,19 @@ NOT_WITH_EXISTING_CLUSTER = (
     "clusterViewerArns",
 )
 
+#: Keys only the gatekeeper reads (its per-client limits, request checks and key file): with
+#: `frontDoor: vllm-key` nothing would apply them.
+GATEKEEPER_KEYS = (
+    "maxRequestBytes",
+    "clientRequestsPerMinute",
+    "clientConcurrentRequests",
+    "clientTokensInFlight",
+    "clientConnections",
+    "maxSequencesPerRequest",
+    "maxSchemaBytes",
+    "apiKeyOverlapUntil",
+)
+
 
 class StackChecks(BaseModel):
     """What `StackConfig` checks and derives; the keys are declared there (pydantic runs these
@@ -223,6 +236,14 @@ class StackChecks(BaseModel):
             "true` if it is your own CPU arm64 build",
         )
 
+    @model_validator(mode="before")
+    @classmethod
+    def _no_page_without_gatekeeper(cls, data: Any) -> Any:
+        """The chat page is the gatekeeper's: with `frontDoor: vllm-key` its default is off."""
+        if isinstance(data, dict) and data.get("frontDoor") == "vllm-key":
+            return {"chatPage": False, **data}
+        return data
+
     @model_validator(mode="after")
     def _cross_checks(self) -> StackChecks:
         for key, zone in (
@@ -259,6 +280,7 @@ class StackChecks(BaseModel):
         self._check_existing_cluster()
         self._check_image()
         self._check_front_door()
+        self._check_vllm_key()
         self._check_weights()
         self._check_elastic()
         if self.model_profile is None and self.model not in catalog.MODELS:
@@ -312,6 +334,44 @@ class StackChecks(BaseModel):
                 f"makes the stack elastic, which installs a Cluster Autoscaler and KEDA that "
                 f"`existingCluster` {self.existing_cluster} may already run",
                 "set `replicas` instead of `minGroups` and `maxGroups`",
+            )
+
+    @property
+    def gatekeeper(self) -> bool:
+        """The gatekeeper checks the key (`frontDoor: gatekeeper`); else vLLM checks it itself."""
+        return self.front_door == "gatekeeper"
+
+    def _check_vllm_key(self) -> None:
+        """What needs the gatekeeper is refused with `frontDoor: vllm-key`: its own keys, the
+        chat page it serves, and an elastic stack, whose groups sit behind the gatekeeper's
+        always-on door (it answers and raises the wake flag while no group runs)."""
+        if self.gatekeeper:
+            return
+        fields = type(self).model_fields
+        given = {fields[n].alias or n for n in self.model_fields_set}
+        fix = "remove it, or set `frontDoor: gatekeeper`"
+        for key in GATEKEEPER_KEYS:
+            if key in given:
+                rule = (
+                    "keeps a previous key during a rotation, but vLLM reads one key "
+                    "(VLLM_API_KEY) when it starts"
+                    if key == "apiKeyOverlapUntil"
+                    else "is a limit of the gatekeeper"
+                )
+                raise ConfigError(key, f"{rule}, which `frontDoor: vllm-key` does not run", fix)
+        if self.chat_page:
+            raise ConfigError(
+                "chatPage",
+                "is served by the gatekeeper, which `frontDoor: vllm-key` does not run",
+                "set `chatPage: false`, or set `frontDoor: gatekeeper`",
+            )
+        if self.elastic:
+            raise ConfigError(
+                "minGroups",
+                "makes the stack elastic, whose groups sit behind the gatekeeper's always-on "
+                "door (it answers and wakes a group while none runs), which `frontDoor: "
+                "vllm-key` does not run",
+                "set `replicas` instead of the elasticity keys, or set `frontDoor: gatekeeper`",
             )
 
     def _check_weights(self) -> None:

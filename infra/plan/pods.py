@@ -24,8 +24,9 @@ class PodContainers:
 
 def model_pod_containers(weight_prefetch: bool, door: bool = False) -> dict[str, PodContainers]:
     """`leader` and `worker` -> their containers: the engine in both, the gatekeeper in the
-    leader (not behind an elastic stack's door, which runs it apart), and the weight prefetch as
-    the one init container when it is on."""
+    leader (not behind an elastic stack's door, which runs it apart, nor with `frontDoor:
+    vllm-key`: `door` is true for both), and the weight prefetch as the one init container when
+    it is on."""
     init = (PREFETCH_CONTAINER,) if weight_prefetch else ()
     leader = (ENGINE_CONTAINER,) if door else (ENGINE_CONTAINER, GATEKEEPER_CONTAINER)
     return {

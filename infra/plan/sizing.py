@@ -231,7 +231,7 @@ def plan(cfg: StackConfig, stack: str = "dev") -> Plan:
     profile = cfg.profile()
     # A mixture of experts in a format with no measured decode ratio: refused with its reason.
     moe.check(profile)
-    budget = node_budget(instance, cfg.model_cache_planned == "volume")
+    budget = node_budget(instance, cfg.model_cache_planned == "volume", cfg.gatekeeper)
     if budget.cpu < 1:
         raise PlanError(
             "instanceType",

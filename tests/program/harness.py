@@ -42,6 +42,10 @@ OWN_VALUES: dict[str, dict[str, Any]] = {
         "vllmImage": VLLM_IMAGE,
         "clusterAdminArns": [f"arn:aws:iam::{OWN_ACCOUNT}:role/platform-admin"],
     },
+    "minimal": {
+        "vllmImage": VLLM_IMAGE,
+        "endpointPublicAccessCidrs": ["100.26.0.0/24"],
+    },
     "prod": {
         "vllmImage": VLLM_IMAGE,
         "allowedCidrs": ["100.25.0.0/24"],
