@@ -71,9 +71,9 @@ PORT = 8080
 #: (`components.manifests.metrics`).
 METRICS_PORT_NAME = "metrics"
 METRICS_PORT = 9090
-#: The probe listener (`gatekeeper_conf._probe_server`): /health and /ready for the kubelet and
-#: the group's workers, apart from the public listener's connections. No Service targets it;
-#: the NetworkPolicy admits it from the group's pods only.
+#: The probe listener (`gatekeeper.conf.tmpl`, `probe_listen`): /health and /ready for the
+#: kubelet and the group's workers, apart from the public listener's connections. No Service
+#: targets it; the NetworkPolicy admits it from the group's pods only.
 PROBE_PORT_NAME = "probe"
 PROBE_PORT = 8081
 #: The kubelet's timeout on the gatekeeper's own probes; the engine probe's calls to /health

@@ -3,7 +3,7 @@ script it imports (`gatekeeper.js`, the checks a proxy can make only by reading 
 
 Layers, outermost first; each is cheaper than the one behind it:
 
-1. `stream` (`gatekeeper_stream`): a client address holds at most `client_connections` TCP
+1. `stream`: a client address holds at most `client_connections` TCP
    connections and all addresses `connection_capacity`, counted when a connection is accepted,
    before a byte is read (slow headers, slow bodies and idle keep-alives all count). The
    connection goes, with its address in a PROXY header, to the HTTP server on a Unix socket.
@@ -35,27 +35,25 @@ closes it at once, on every listener alike: nginx 1.30 src/event/ngx_event_accep
 not enough"; before that it closes idle keep-alives, `ngx_drain_connections`.)
 
 Every error the front door itself produces, and how it answers for vLLM's, is
-`gatekeeper_answers`.
+`gatekeeper_answers`. The config's text is `gatekeeper.conf.tmpl` beside this file (`TEMPLATE`),
+readable as the nginx.conf it renders; this module computes the values and fragments it takes.
 """
 
 from __future__ import annotations
 
+import functools
 import json
+import math
+import re
+import string
 from dataclasses import dataclass
 from importlib import resources
 
 from components.manifests import asleep as sleep
 from components.manifests import chat
+from components.manifests import gatekeeper_answers as answers
 from components.manifests.asleep import Asleep
-from components.manifests.gatekeeper_answers import (
-    ERRORS,
-    error_body,
-    upstream_errors,
-    vllm_failed,
-    vllm_unreachable,
-)
-from components.manifests.gatekeeper_answers import page as _page
-from components.manifests.gatekeeper_stream import main_context, stream_block
+from components.manifests.gatekeeper_answers import ERRORS, error_body
 
 #: (method, path) pairs a client may use. /health answers without a key (the kubelet's probes);
 #: /v1/models is answered by the gatekeeper itself (the served name, nothing of vLLM's disk).
@@ -171,17 +169,56 @@ class GatekeeperLimits:
         return self.header_timeout_seconds
 
 
-#: A refused key or path: `Connection: close` and the connection ends at once (at most a
-#: second to drain what already arrived, a total: ngx_http_discarded_request_body_handler,
-#: nginx 1.22 and 1.30), so a keyless client cannot hold it by trickling a body.
-REFUSAL_CLOSE = "keepalive_timeout 0; lingering_close off; lingering_time 1s; lingering_timeout 1s;"
-#: The per-client rate on every route that takes no key.
-OPEN_LIMIT = f"limit_req zone=gatekeeper_open burst={OPEN_BURST} nodelay;"
+#: TCP keepalives on every public connection: the first after this many seconds without a byte,
+#: then every `KEEPALIVE_INTERVAL_S`, the connection dropped after `KEEPALIVE_PROBES` unanswered.
+#: A stream sends nothing before its first token and a reply without `stream` nothing before its
+#: end, so without them the load balancer's idle timeout (350 s for TCP flows and, fixed, for
+#: TLS listeners: Elastic Load Balancing docs, "Update the TCP idle timeout for your Network
+#: Load Balancer listener", read 2026-12-03) would cut a long prompt's connection. The NLB
+#: counts keepalives: "Clients or targets can use TCP keepalive packets to restart the idle
+#: timeout", and "When a TLS listener receives a TCP keepalive packet from either a client or a
+#: target, the load balancer generates TCP keepalive packets and sends them to both the
+#: front-end and back-end connections every 20 seconds" (User Guide for Network Load Balancers,
+#: "Network Load Balancers", section "Connection idle timeout", read 2026-12-03). So on a TLS
+#: listener the client's side, which the load balancer holds, is kept too.
+#: nginx's stream `listen ... so_keepalive=idle:interval:count` sets TCP_KEEPIDLE, TCP_KEEPINTVL
+#: and TCP_KEEPCNT on the listening socket, which accepted sockets inherit (nginx
+#: src/event/ngx_event_connect.c and ngx_stream_core_module docs, `listen`).
+KEEPALIVE_IDLE_S = 60
+KEEPALIVE_INTERVAL_S = 20
+KEEPALIVE_PROBES = 5
+KEEPALIVE = f"so_keepalive={KEEPALIVE_IDLE_S}s:{KEEPALIVE_INTERVAL_S}s:{KEEPALIVE_PROBES}"
 
+#: The stream proxy's buffer, each way (nginx's default is 16 KiB). A client that shows no key
+#: sends at most its header, 3 KiB (the public server's header buffers), which 4 KiB holds; its
+#: pages are touched only as bytes pass, so what a connection costs is measured, not this.
+STREAM_BUFFER = "1k"
+#: Bytes of a `limit_conn` zone per address it counts (a slab node: the red-black tree node, the
+#: count and the key, rounded up to nginx's slab size; ngx_stream_limit_conn_module.c), so the
+#: zone holds an address for every connection of the pool.
+ZONE_BYTES_PER_ADDRESS = 128
+#: A body of this many bytes or more (five digits), or one of unstated length (chunked), counts
+#: against the client's `large_bodies_per_minute`, with this burst (nginx's `burst` admits that
+#: many beyond the rate, so two at once).
+LARGE_BODY_BYTES = 10_000
+LARGE_BODY_BURST = 1
 
-def _ms(seconds: float) -> str:
-    """An nginx time in milliseconds."""
-    return f"{round(seconds * 1000)}ms"
+#: vLLM 0.31's keep-alive: uvicorn's `timeout_keep_alive`, vLLM's `VLLM_HTTP_TIMEOUT_KEEP_ALIVE`
+#: (default 5 s: vllm/envs.py; entrypoints/launcher.py `serve_http` passes it to uvicorn; read
+#: 2026-12-06), which the engine's command line leaves alone.
+VLLM_KEEPALIVE_SECONDS = 5
+#: nginx's idle upstream connections close after this, a second before vLLM's, so nginx never
+#: sends a request down a connection vLLM is closing (it does not retry a POST: the 503s
+#: "upstream prematurely closed connection" seen while the gatekeeper stalled).
+UPSTREAM_KEEPALIVE_SECONDS = VLLM_KEEPALIVE_SECONDS - 1
+
+#: Where the metrics listener serves the leader's own record (its start-up measurement,
+#: `components.manifests.probes.SELF_METRICS`), for the collector.
+SELF_METRICS_ROUTE = "/metrics/self"
+#: The Prometheus text exposition format's media type (prometheus/docs
+#: content/docs/instrumenting/exposition_formats.md, "Text-based format": `text/plain;
+#: version=0.0.4`, read 2026-12-03).
+PROMETHEUS_TEXT = "text/plain; version=0.0.4"
 
 
 def njs_script(limits: GatekeeperLimits, asleep: Asleep | None = None) -> str:
@@ -219,433 +256,95 @@ def _door_script(source: str, added: str) -> str:
     return source.replace(export, added + export + handlers)
 
 
+#: nginx.conf with `%{name}` for the values below, and its fragments (`_sections`).
+TEMPLATE = "gatekeeper.conf.tmpl"
+
+
+class _Conf(string.Template):
+    """A template whose placeholders are `%{name}`: nginx's own variables keep their `$`."""
+
+    delimiter = "%"
+
+
+@functools.cache
+def _sections() -> dict[str, _Conf]:
+    """The template file: the whole config under "nginx.conf", then each fragment that a
+    `## [name]` line opens; lines starting with `##` are notes and are left out."""
+    text = resources.files("components.manifests").joinpath(TEMPLATE).read_text("utf-8")
+    sections: dict[str, list[str]] = {"nginx.conf": []}
+    lines = sections["nginx.conf"]
+    for line in text.splitlines():
+        if opened := re.fullmatch(r"## \[(\w+)\]", line):
+            lines = sections.setdefault(opened[1], [])
+        elif not line.lstrip().startswith("##"):
+            lines.append(line)
+    return {name: _Conf("\n".join(body).strip("\n")) for name, body in sections.items()}
+
+
+def _fill(section: str, **values: object) -> str:
+    """One section with its values; a missing value is an error, not a blank."""
+    return _sections()[section].substitute(values)
+
+
+def _ms(seconds: float) -> str:
+    """An nginx time in milliseconds."""
+    return f"{round(seconds * 1000)}ms"
+
+
 def _error_pages(limits: GatekeeperLimits) -> str:
-    """An internal location per status answering its JSON body; 494 (header too large) as 431.
-    URIs, not named locations: nginx cannot redirect a request whose request line it could not
-    read (an empty URI) to a named location."""
-    lines = []
-    for status in ERRORS:
-        if status in (408, 502):
-            continue
-        lines.append(f"        error_page {status} {_page(status)};")
-        extra = {
-            503: "add_header Retry-After 5 always; ",
-            429: "add_header Retry-After 1 always; ",
-            401: f"add_header WWW-Authenticate Bearer always; {REFUSAL_CLOSE} ",
-            404: f"{REFUSAL_CLOSE} ",
-        }
-        message = f"Request body over {limits.max_request_bytes} bytes" if status == 413 else None
-        body = error_body(status, message)
-        lines.append(
-            f"        location = {_page(status)} {{ internal; {extra.get(status, '')}"
-            f"return {status} {body}; }}"
+    """A page per status the front door answers itself (408 has none: nginx writes nothing;
+    502 is answered as 503)."""
+    close = _fill("refusal_close")
+    extras = {
+        503: _fill("retry_after", seconds=5),
+        429: _fill("retry_after", seconds=1),
+        401: f"{_fill('bearer')} {close}",
+        404: close,
+    }
+    return "\n".join(
+        _fill(
+            "error_page",
+            status=status,
+            page=answers.page(status),
+            extra=f"{extras[status]} " if status in extras else "",
+            body=error_body(
+                status,
+                f"Request body over {limits.max_request_bytes} bytes" if status == 413 else None,
+            ),
         )
-    # `=431`: without it the reply keeps nginx's own status for 494, which it writes as 400.
-    lines.append(f"        error_page 494 =431 {_page(431)};")
-    lines.append(f"        error_page 502 =503 {_page(503)};")
-    return "\n".join(lines)
-
-
-def _api_locations(limits: GatekeeperLimits, asleep: Asleep | None = None) -> str:
-    """The two POST routes: checks in the body (njs), then vLLM through a named location that
-    bounds concurrency (and, for grammar input, the pod's compile queue) and the reply.
-
-    Past admission vLLM serves first come, first served (its default `--scheduling-policy fcfs`),
-    not `priority` with a per-client priority set here: njs 0.7.9, which the rehearsal runs, keeps
-    nothing between requests (`js_shared_dict_zone` is njs 0.8.0 on) and nginx's counts
-    (`limit_conn`) answer only pass or refuse, so the gatekeeper cannot read a client's requests
-    in flight; and writing a priority into the body would re-serialize every body in njs, the
-    CPU the large-body rate is sized against. What one client can take is bounded instead: its
-    requests and KV tokens in flight (the tiers), and every client's together (`all_requests`,
-    the API upstream's `max_conns`), so a newcomer waits behind at most `all_requests` others or
-    gets a 503 at once. A client's own `priority` is refused (`gatekeeper.js` STEERING_FIELDS)."""
-    rate = (
-        f"limit_req zone=gatekeeper_rate burst={limits.client_burst} nodelay;\n"
-        f"            limit_req zone=gatekeeper_large burst={LARGE_BODY_BURST} nodelay;"
+        for status in ERRORS
+        if status not in (408, 502)
     )
-    blocks = []
-    for path, name, handler in (
-        ("/v1/chat/completions", "chat", "chat"),
-        ("/v1/completions", "completions", "completions"),
-    ):
+
+
+def _api_locations(limits: GatekeeperLimits) -> str:
+    """Each POST route, then its named locations: one per token tier, with and without grammar
+    input, each holding a count in every tier below it."""
+    fields, blocks = vars(limits), []
+    for path, name in (("/v1/chat/completions", "chat"), ("/v1/completions", "completions")):
         blocks.append(
-            f"""        location = {path} {{
-            if ($request_method != POST) {{ return 419; }}
-            if ($gatekeeper_key_ok != 1) {{ return 418; }}
-            {rate}
-            js_content gatekeeper.{handler};
-        }}"""
+            _fill("api_route", path=path, handler=name, large_body_burst=LARGE_BODY_BURST, **fields)
         )
         for tier in range(len(limits.token_tiers) + 1):
-            tokens = "".join(
-                f"\n            limit_conn gatekeeper_tokens{j + 1} {n};"
-                for j, (_, n) in enumerate(limits.token_tiers[:tier])
-            )
-            suffix = f"_t{tier}" if tier else ""
-            for schema, grammar in (
-                ("", ""),
-                (
-                    "_schema",
-                    f"\n            limit_conn gatekeeper_schema {limits.schema_concurrency};",
-                ),
-            ):
+            counts = [
+                (f"gatekeeper_tokens{j + 1}", n) for j, (_, n) in enumerate(limits.token_tiers)
+            ][:tier]
+            for schema in ("", "_schema"):
+                grammar = [("gatekeeper_schema", limits.schema_concurrency)] if schema else []
                 blocks.append(
-                    f"""        location @{name}{schema}{suffix} {{
-            limit_conn gatekeeper_conn {limits.client_concurrent_requests};{tokens}{grammar}
-            rewrite ^ {path} break;
-            proxy_read_timeout {_ms(limits.reply_timeout_seconds)};
-            js_body_filter gatekeeper.bound buffer_type=buffer;
-{upstream_errors()}
-            proxy_pass http://vllm_api;
-        }}"""
+                    _fill(
+                        "api_tier",
+                        name=f"{name}{schema}{f'_t{tier}' if tier else ''}",
+                        path=path,
+                        counts="".join(
+                            "\n" + _fill("limit_conn", zone=zone, count=count)
+                            for zone, count in counts + grammar
+                        ),
+                        reply_timeout=_ms(limits.reply_timeout_seconds),
+                        **fields,
+                    )
                 )
     return "\n".join(blocks)
-
-
-def _get_locations(limits: GatekeeperLimits, asleep: Asleep | None = None) -> str:
-    """/v1/models (answered here, keyed) and /health (from the one-second cache, open; at the
-    door of an elastic stack, "asleep" while no group runs)."""
-    errors = sleep.health_errors(_page(503), _page(504)) + "\n" if asleep else ""
-    rate = f"limit_req zone=gatekeeper_rate burst={limits.client_burst} nodelay;"
-    return f"""        location = /v1/models {{
-            if ($request_method != GET) {{ return 419; }}
-            if ($gatekeeper_has_body) {{ return 400 {error_body(400, "GET takes no body")}; }}
-            if ($gatekeeper_key_ok != 1) {{ return 418; }}
-            {rate}
-            js_content gatekeeper.models;
-        }}
-{_health_location(OPEN_LIMIT, errors)}"""
-
-
-def _health_location(rate: str, errors: str = "") -> str:
-    """/health from the one-second cache, behind `rate` (the public listener's per-client
-    limit; none on the probe listener)."""
-    return f"""        location = /health {{
-            if ($request_method != GET) {{ return 419; }}
-            {rate}
-            if ($gatekeeper_has_body) {{ return 400 {error_body(400, "GET takes no body")}; }}
-            # At most one call a second reaches vLLM, however many arrive: one fills the cache,
-            # the others wait for it (lock) or get the entry being refreshed (stale, updating).
-            proxy_buffering on;  # nginx caches only a buffered reply
-            proxy_cache gatekeeper_health;
-            proxy_cache_key health;
-            proxy_cache_valid any 1s;
-            proxy_cache_lock on;
-            proxy_cache_lock_timeout 5s;
-            proxy_cache_use_stale updating;
-            proxy_ignore_headers Cache-Control Expires Set-Cookie Vary X-Accel-Expires;
-            proxy_intercept_errors on;
-{errors}            proxy_read_timeout 5s;
-            proxy_pass http://vllm/health;
-        }}"""
-
-
-def _ready_location(run_dir: str, rate: str = OPEN_LIMIT) -> str:
-    """/ready (open): 200 while the gatekeeper takes new requests, 503 once the drain marker
-    exists (`components.manifests.drain`), so the kubelet takes the pod out of the Service."""
-    return f"""        location = /ready {{
-            if ($request_method != GET) {{ return 419; }}
-            {rate}
-            if (-f {run_dir}/draining) {{ return 503; }}
-            return 200 '{{"status":"ready"}}\n';
-        }}"""
-
-
-#: A body of this many bytes or more (five digits), or one of unstated length (chunked), counts
-#: against the client's `large_bodies_per_minute`, with this burst (nginx's `burst` admits that
-#: many beyond the rate, so two at once).
-LARGE_BODY_BYTES = 10_000
-LARGE_BODY_BURST = 1
-
-
-def _limits_and_failures(limits: GatekeeperLimits) -> str:
-    """Zones, and the named locations failures go to, where their own rate applies first."""
-    rate = limits.client_requests_per_minute
-    return f"""    limit_req_zone $binary_remote_addr zone=gatekeeper_rate:1m rate={rate}r/m;
-    # Large bodies per client (what parsing them costs): an empty key is not counted.
-    map "$http_content_length:$http_transfer_encoding" $gatekeeper_large_body {{
-        "~^[0-9]{{5,}}:" $binary_remote_addr;
-        "~:." $binary_remote_addr;
-        default "";
-    }}
-    limit_req_zone $gatekeeper_large_body zone=gatekeeper_large:1m
-                   rate={limits.large_bodies_per_minute}r/m;
-    limit_req_zone $binary_remote_addr zone=gatekeeper_failed:1m rate={FAILURES_PER_MINUTE}r/m;
-    # The routes without a key; 1m holds about 16,000 addresses (nginx docs, limit_req_zone).
-    limit_req_zone $binary_remote_addr zone=gatekeeper_open:1m rate={OPEN_PER_SECOND}r/s;
-    limit_conn_zone $binary_remote_addr zone=gatekeeper_conn:1m;
-    # Every caller of the probe listener together (one key: the listener's port).
-    limit_conn_zone $server_port zone=gatekeeper_probes:1m;
-    # Per client, so one client's structured replies never hold another's slot.
-    limit_conn_zone $binary_remote_addr zone=gatekeeper_schema:1m;
-{_token_zones(limits)}
-    limit_req_status 429;
-    limit_conn_status 429;
-    limit_req_log_level info;
-    limit_conn_log_level info;"""
-
-
-def _token_zones(limits: GatekeeperLimits) -> str:
-    """A zone per token tier, keyed by the client's address. nginx releases a request's count in
-    each when the request ends, finished or aborted (nginx 1.22 and 1.30,
-    src/http/modules/ngx_http_limit_conn_module.c: the handler adds `ngx_http_limit_conn_cleanup`
-    to the request's pool, which nginx frees with the request however it ends)."""
-    return "\n".join(
-        f"    # Requests estimated above {tokens:,} tokens: at most {n} per client in flight."
-        f"\n    limit_conn_zone $binary_remote_addr zone=gatekeeper_tokens{j + 1}:1m;"
-        for j, (tokens, n) in enumerate(limits.token_tiers)
-    )
-
-
-def _probe_server(
-    limits: GatekeeperLimits, probe_listen: str, run_dir: str, asleep: Asleep | None
-) -> str:
-    """The probe listener: /ready and (in a leader pod) /health, for the kubelet and the
-    group's workers only. Plain HTTP straight to the http module, never through the stream
-    layer, so no public connection counts against it; its own cap (`probe_connections` requests
-    at once, all callers together: http limit_conn counts requests, not idle connections) keeps
-    it inside the connections nginx holds back for it. No Service
-    targets it and the NetworkPolicy admits it from the group's own pods only; the kubelet
-    reaches it from the node's address, which the VPC CNI's policy agent admits to every pod a
-    namespaced policy selects (aws/aws-network-policy-agent PR #65, v1.0.2 on; today
-    pkg/fwruleprocessor/fw_rule_processor.go), as it did the public port's probes before. (An
-    admin-tier ClusterNetworkPolicy deny covering the node drops probes to any port before
-    PR #636.) At the door no probe asks /health, so only /ready is there."""
-    health = "" if asleep else "\n" + _health_location("")
-    # A refusal here is nginx's own page: only probes read it, and any status but 2xx fails.
-    return f"""
-    # The probes' own listener (kubelet and the group's workers); not in the access log.
-    server {{
-        listen {probe_listen};
-        access_log off;
-        limit_conn gatekeeper_probes {limits.probe_connections};
-        client_header_timeout 5s;
-        keepalive_timeout 0;
-        proxy_http_version 1.1;
-        proxy_set_header Connection "";
-{_ready_location(run_dir, "")}{health}
-        location / {{ return 404 {error_body(404)}; }}
-    }}"""
-
-
-def _failure_locations() -> str:
-    burst = f"limit_req zone=gatekeeper_failed burst={FAILURE_BURST} nodelay;"
-    return f"""        # A wrong key, path or method: `return 418/419` (rewrite phase) jumps here,
-        # where the per-client failure rate applies before njs writes the refusal.
-        error_page 418 = @unauthorized;
-        error_page 419 = @not_found;
-        # Answered from the headers alone, never after the body: njs's js_content reads the
-        # whole body before its handler runs (ngx_http_js_module.c, njs 0.7.9 and 1.0.1:
-        # ngx_http_read_client_request_body in ngx_http_js_content_handler), so a trickled
-        # body held a refusal open. `try_files` (after limit_req's phase) finalizes with the
-        # status; nginx then only discards what has arrived (ngx_http_special_response_handler)
-        # and the page closes the connection (`REFUSAL_CLOSE`).
-        location @unauthorized {{ {burst} try_files /.gatekeeper-none =401; }}
-        location @not_found {{ {burst} try_files /.gatekeeper-none =404; }}
-        location / {{ return 419; }}"""
-
-
-def _http_context(
-    *,
-    access_log: str,
-    asleep: Asleep | None,
-    asleep_field: str,
-    config_dir: str,
-    key_dir: str,
-    limits: GatekeeperLimits,
-    run_dir: str,
-    upstream: str | None,
-    upstream_port: int,
-) -> str:
-    """The http context's head: paths, the key and engine-key lookups, zones, vLLM upstreams."""
-    server = upstream or f"127.0.0.1:{upstream_port}"
-    return f"""\
-http {{
-    server_tokens off;
-    default_type application/json;
-    client_body_temp_path {run_dir}/client_body;
-    proxy_temp_path {run_dir}/proxy;
-    fastcgi_temp_path {run_dir}/fastcgi;
-    uwsgi_temp_path {run_dir}/uwsgi;
-    scgi_temp_path {run_dir}/scgi;
-    proxy_cache_path {run_dir}/health-cache levels= keys_zone=gatekeeper_health:1m max_size=1m
-                     inactive=1m use_temp_path=off;
-    js_import gatekeeper from {config_dir}/gatekeeper.js;
-    # Per-request state of the reply bound (bytes sent, cut or not).
-    js_var $gatekeeper_sent 0;
-    js_var $gatekeeper_cut 0;
-
-    # No Authorization header in the log; "upstream" is "" when vLLM never saw the request.
-    log_format gatekeeper escape=json '{{"time":"$time_iso8601","client":"$remote_addr",'
-        '"method":"$gatekeeper_method","uri":"$gatekeeper_route","page":"$uri",'
-        '"status":$status,"bytes":$body_bytes_sent,"upstream":"$upstream_addr",'
-        '"upstream_status":"$upstream_status","seconds":$request_time{asleep_field}}}';
-    access_log {access_log} gatekeeper;
-    # The method and path the client sent, from its request line, which internal redirects leave
-    # alone; an error page makes `$request_method` GET (ngx_http_special_response.c) and `$uri`
-    # its own path, logged as "page".
-    map $request $gatekeeper_method {{ "~^(?<m>[A-Z]+) " $m; default ""; }}
-    map $request_uri $gatekeeper_route {{ "~^(?<p>[^?]*)" $p; default ""; }}
-{sleep.http_pieces(asleep, run_dir) if asleep else ""}
-    # Whether the Authorization header carries an accepted client key: the njs script compares
-    # it with the key file of the API key's Secret, read on each keyed request, and each key's
-    # end of acceptance with the time (`gatekeeper.key_file_text`).
-    map "" $gatekeeper_keys_path {{
-        default "{key_dir}/api-keys.json";
-    }}
-    js_set $gatekeeper_key_ok gatekeeper.keyOk;
-    # What vLLM receives instead of the client's key: the engine key, read at start.
-    # (No file: the map's own default, "", and vLLM refuses every request.)
-    map "" $gatekeeper_engine_auth {{
-        include {key_dir}/engine*.map;
-    }}
-    # Any body framing at all on a GET route is refused before the body is read.
-    map "$http_content_length$http_transfer_encoding" $gatekeeper_has_body {{
-        default 1;
-        "" 0;
-        "0" 0;
-    }}
-
-{_limits_and_failures(limits)}
-
-    # Idle connections close before vLLM closes them (`UPSTREAM_KEEPALIVE_SECONDS`).
-{_upstream("vllm", server)}
-    # The API routes: at most `all_requests` in flight at vLLM from every client together. With
-    # every one taken nginx tries no connection ("no live upstreams") and answers 502, which
-    # @vllm_unreachable makes a 503 with Retry-After (ngx_http_upstream_round_robin.c: a single
-    # server at `max_conns` fails the pick; idle kept-alive connections are not counted).
-{_upstream("vllm_api", f"{server} max_conns={limits.all_requests}")}
-
-"""
-
-
-#: vLLM 0.31's keep-alive: uvicorn's `timeout_keep_alive`, vLLM's `VLLM_HTTP_TIMEOUT_KEEP_ALIVE`
-#: (default 5 s: vllm/envs.py; entrypoints/launcher.py `serve_http` passes it to uvicorn; read
-#: 2026-12-06), which the engine's command line leaves alone.
-VLLM_KEEPALIVE_SECONDS = 5
-#: nginx's idle upstream connections close after this, a second before vLLM's, so nginx never
-#: sends a request down a connection vLLM is closing (it does not retry a POST: the 503s
-#: "upstream prematurely closed connection" seen while the gatekeeper stalled).
-UPSTREAM_KEEPALIVE_SECONDS = VLLM_KEEPALIVE_SECONDS - 1
-
-
-def _upstream(name: str, server: str) -> str:
-    idle = f"keepalive 8;\n        keepalive_timeout {UPSTREAM_KEEPALIVE_SECONDS}s;"
-    return f"    upstream {name} {{\n        server {server};\n        {idle}\n    }}"
-
-
-def _public_server(
-    *,
-    asleep: Asleep | None,
-    internal: str,
-    limits: GatekeeperLimits,
-    page_root: str | None,
-    run_dir: str,
-) -> str:
-    """The public server (behind the stream layer, on the Unix socket): every route."""
-    return f"""\
-    server {{
-        listen {internal} proxy_protocol;
-        set_real_ip_from unix:;
-        real_ip_header proxy_protocol;
-
-        # Bodies stay in one memory buffer (njs reads them there); the header must arrive whole
-        # within the header timeout, each body read within the body timeout.
-        client_max_body_size {limits.max_request_bytes};
-        client_body_buffer_size {limits.max_request_bytes};
-        client_body_in_single_buffer on;
-        # A key, a type and a few short headers are all the API needs: a client that shows no key
-        # holds at most 3 KiB of header (nginx's 1 KiB, then two 1 KiB lines), which `frontdoor`
-        # counts in what a connection costs.
-        client_header_buffer_size 1k;
-        large_client_header_buffers 2 1k;
-        client_header_timeout {limits.header_timeout_seconds}s;
-        client_body_timeout {limits.body_read_timeout_seconds}s;
-        keepalive_timeout {KEEPALIVE_SECONDS}s;
-        lingering_time {LINGERING_SECONDS}s;
-        reset_timedout_connection on;
-        send_timeout 60s;
-
-        proxy_http_version 1.1;
-        proxy_pass_request_headers off;
-        proxy_set_header Host localhost;
-        proxy_set_header Connection "";
-        proxy_set_header Authorization $gatekeeper_engine_auth;
-        proxy_set_header Content-Type $content_type;
-        proxy_set_header Accept $http_accept;
-        proxy_set_header X-Forwarded-For $remote_addr;
-        # Streams (server-sent events) pass through as vLLM writes them.
-        proxy_buffering off;
-        proxy_connect_timeout 5s;
-        proxy_send_timeout 60s;
-
-        recursive_error_pages on;
-{_ready_location(run_dir)}
-{_error_pages(limits)}
-{_failure_locations()}
-{vllm_failed()}
-{vllm_unreachable(asleep)}
-
-{_api_locations(limits, asleep)}
-{_get_locations(limits, asleep)}{sleep.server_pieces(asleep, run_dir) if asleep else ""}
-{chat.locations(page_root, "return 419;", OPEN_LIMIT, STATIC_MAX_AGE_SECONDS) if page_root else ""}
-    }}
-
-"""
-
-
-#: Where the metrics listener serves the leader's own record (its start-up measurement,
-#: `components.manifests.probes.SELF_METRICS`), for the collector.
-SELF_METRICS_ROUTE = "/metrics/self"
-#: The Prometheus text exposition format's media type (prometheus/docs
-#: content/docs/instrumenting/exposition_formats.md, "Text-based format": `text/plain;
-#: version=0.0.4`, read 2026-12-03).
-PROMETHEUS_TEXT = "text/plain; version=0.0.4"
-
-
-def _self_location(self_metrics: str | None) -> str:
-    """`/metrics/self`: the file the leader's startup probe writes, as it is (404 until it
-    exists). An exact-match location whose `alias` is the file itself: nginx maps the URI to a
-    path by putting the alias in place of the location's name (ngx_http_core_module docs,
-    `alias`; nginx 1.30 src/http/ngx_http_core_module.c `ngx_http_map_uri_to_path`), which for
-    `location =` is the whole URI. `default_type` names the response's type for a file whose
-    extension `types` does not map (same docs, `default_type`; `.prom` is in no `types`
-    here), in place of the http context's JSON."""
-    if self_metrics is None:
-        return ""
-    return f"""        location = {SELF_METRICS_ROUTE} {{
-            if ($request_method != GET) {{ return 404 {error_body(404)}; }}
-            default_type "{PROMETHEUS_TEXT}";
-            # 404 until the probe writes it: not an error worth a log line per scrape
-            # (ngx_http_core_module docs, `log_not_found`).
-            log_not_found off;
-            alias {self_metrics};
-        }}
-"""
-
-
-def _metrics_server(
-    *, asleep: Asleep | None, metrics_listen: str, run_dir: str, self_metrics: str | None = None
-) -> str:
-    """The metrics listener: vLLM's /metrics for the collector, with the leader's own record
-    (`self_metrics`, a leader's sidecar only), and nothing else."""
-    return f"""\
-    # vLLM's Prometheus metrics for the in-cluster collector. Not in the access log: the
-    # front-door answer counts are made from that log, and scrapes are not clients.
-    server {{
-        listen {metrics_listen};
-        access_log off;
-
-{sleep.wake_location(run_dir) if asleep else ""}        location = /metrics {{
-            if ($request_method != GET) {{ return 404 {error_body(404)}; }}
-            proxy_http_version 1.1;
-            proxy_set_header Connection "";
-            proxy_read_timeout 10s;
-            proxy_pass http://vllm/metrics;
-        }}
-{_self_location(self_metrics)}        location / {{ return 404 {error_body(404)}; }}
-    }}
-"""
 
 
 def nginx_conf(
@@ -680,34 +379,66 @@ def nginx_conf(
     leader pod's sidecar's, unchanged. A leader's sidecar passes `self_metrics`, the engine's
     record file as the gatekeeper sees it (`gatekeeper.SELF_METRICS_PATH`), served on the metrics
     listener at `SELF_METRICS_ROUTE`."""
-    loads = "".join(f"load_module {module};\n" for module in modules)
-    internal = f"unix:{run_dir}/gatekeeper-http.sock"
-    # One file per connection (worker_connections counts client, Unix-socket and vLLM
-    # connections alike), plus the logs, the cache and the module files.
-    nofile = limits.worker_connections + 64
-    # The door marks its asleep answers, so the 5xx alarm can leave a planned sleep out.
-    asleep_field = ',"asleep":$gatekeeper_asleep' if asleep else ""
-    return (
-        main_context(limits=limits, loads=loads, nofile=nofile, run_dir=run_dir, user=user)
-        + stream_block(internal=internal, limits=limits, listen=listen)
-        + _http_context(
-            access_log=access_log,
-            asleep=asleep,
-            asleep_field=asleep_field,
-            config_dir=config_dir,
-            key_dir=key_dir,
-            limits=limits,
-            run_dir=run_dir,
-            upstream=upstream,
-            upstream_port=upstream_port,
-        )
-        + _public_server(
-            asleep=asleep, internal=internal, limits=limits, page_root=page_root, run_dir=run_dir
-        )
-        + _metrics_server(
-            asleep=asleep, metrics_listen=metrics_listen, run_dir=run_dir, self_metrics=self_metrics
-        )
-        + f"""{_probe_server(limits, probe_listen, run_dir, asleep)}
-}}
-"""
-    )
+    capacity = limits.connection_capacity
+    open_limit = _fill("open_limit", open_burst=OPEN_BURST)
+    not_found = error_body(404)
+    health = {"no_body": error_body(400, "GET takes no body"), "run_dir": run_dir}
+    door_errors = sleep.health_errors(answers.page(503), answers.page(504)) + "\n" if asleep else ""
+    record = {"route": SELF_METRICS_ROUTE, "media_type": PROMETHEUS_TEXT, "path": self_metrics}
+    values = {
+        **vars(limits),
+        **health,
+        "load_modules": "".join(_fill("load_module", module=m) + "\n" for m in modules),
+        "user": _fill("user", user=user) + "\n" if user else "",
+        "nofile": limits.worker_connections + 64,
+        "shutdown_timeout": _ms(limits.reply_timeout_seconds + 30),
+        # A `limit_conn` zone that holds an address for every connection of the pool.
+        "clients_zone": f"{max(1, math.ceil(capacity * ZONE_BYTES_PER_ADDRESS / 2**20))}m",
+        "public_pool": "\n" + _fill("public_pool") if capacity else "",
+        "public_cap": "\n" + _fill("public_cap", connection_capacity=capacity) if capacity else "",
+        "listen": listen,
+        "keepalive": KEEPALIVE,
+        "stream_buffer": STREAM_BUFFER,
+        "internal": f"unix:{run_dir}/gatekeeper-http.sock",
+        "config_dir": config_dir,
+        "asleep_log_field": _fill("asleep_log_field") if asleep else "",
+        "access_log": access_log,
+        "asleep_http": sleep.http_pieces(asleep, run_dir) if asleep else "",
+        "key_dir": key_dir,
+        "failures_per_minute": FAILURES_PER_MINUTE,
+        "open_per_second": OPEN_PER_SECOND,
+        "token_zones": "\n".join(
+            _fill("token_zone", tokens=f"{tokens:,}", requests=n, tier=j + 1)
+            for j, (tokens, n) in enumerate(limits.token_tiers)
+        ),
+        "upstream": upstream or f"127.0.0.1:{upstream_port}",
+        "upstream_keepalive": UPSTREAM_KEEPALIVE_SECONDS,
+        "body_read_timeout_seconds": limits.body_read_timeout_seconds,
+        "keepalive_timeout": KEEPALIVE_SECONDS,
+        "lingering_time": LINGERING_SECONDS,
+        "public_ready": _fill("ready", rate=open_limit, run_dir=run_dir),
+        "error_pages": _error_pages(limits),
+        "failure_burst": FAILURE_BURST,
+        "vllm_failed_body": error_body(400, answers.VLLM_FAILED_MESSAGE),
+        "busy_page": answers.BUSY_PAGE,
+        "unreachable_page": sleep.ASLEEP_PAGE if asleep else answers.page(503),
+        "busy_retry": answers.BUSY_RETRY_SECONDS,
+        "busy_body": error_body(503, answers.BUSY_MESSAGE),
+        "api_locations": _api_locations(limits),
+        "public_health": _fill("health", rate=open_limit, errors=door_errors, **health),
+        "asleep_server": sleep.server_pieces(asleep, run_dir) if asleep else "",
+        "chat_page": chat.locations(page_root, "return 419;", open_limit, STATIC_MAX_AGE_SECONDS)
+        if page_root
+        else "",
+        "metrics_listen": metrics_listen,
+        "wake_location": sleep.wake_location(run_dir) if asleep else "",
+        "not_found_body": not_found,
+        "self_metrics": ""
+        if self_metrics is None
+        else _fill("self_metrics", not_found_body=not_found, **record) + "\n",
+        "probe_listen": probe_listen,
+        "probe_ready": _fill("ready", rate="", run_dir=run_dir),
+        # At the door no probe asks /health.
+        "probe_health": "" if asleep else "\n" + _fill("health", rate="", errors="", **health),
+    }
+    return _fill("nginx.conf", **values) + "\n"

@@ -20,8 +20,12 @@ from dataclasses import replace
 from pathlib import Path
 from typing import NoReturn
 
-from components.manifests.gatekeeper_conf import LARGE_BODY_BYTES, GatekeeperLimits
-from components.manifests.gatekeeper_stream import KEEPALIVE_IDLE_S, KEEPALIVE_INTERVAL_S
+from components.manifests.gatekeeper_conf import (
+    KEEPALIVE_IDLE_S,
+    KEEPALIVE_INTERVAL_S,
+    LARGE_BODY_BYTES,
+    GatekeeperLimits,
+)
 from infra.adapters import verdict
 from infra.bootstrap import config as bootstrap_config
 from infra.plan import (

@@ -259,7 +259,7 @@ PREFILL_PROVENANCE: dict[str, str] = {
 #: generates TCP keepalive packets and sends them to both the front-end and back-end
 #: connections every 20 seconds" (User Guide for Network Load Balancers, "Network Load
 #: Balancers", section "Connection idle timeout", read 2026-12-03). The gatekeeper's TCP
-#: keepalives (`components.manifests.gatekeeper_stream.KEEPALIVE_IDLE_S`) come well before it.
+#: keepalives (`components.manifests.gatekeeper_conf.KEEPALIVE_IDLE_S`) come well before it.
 NLB_IDLE_TIMEOUT_S = 350
 _SIZES = {"large": 2, "xlarge": 4, "2xlarge": 8, "4xlarge": 16, "8xlarge": 32}
 #: eni-max-pods.txt for these sizes (identical across these families).

@@ -47,7 +47,7 @@ REPLY_TIMEOUT_FLOOR_SECONDS = 120
 HEADER_TIMEOUT_SECONDS = 5
 #: `clientConnections: auto`: a connection per request a client may have in flight and this
 #: many spare (a keep-alive waiting for reuse, a page's own GET). Probes no longer count: they
-#: have their own listener (`components.manifests.gatekeeper_conf._probe_server`).
+#: have their own listener (`components/manifests/gatekeeper.conf.tmpl`, `probe_listen`).
 CONNECTIONS_SPARE = 2
 #: The gatekeeper's memory (`catalog.GATEKEEPER_MEMORY_MIB`) less what nginx, its zones, njs and
 #: the health cache hold before any client (modelled: measured ~5 MiB of anonymous memory at

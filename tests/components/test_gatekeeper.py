@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from components.manifests import gatekeeper, gatekeeper_conf, gatekeeper_stream, probes
+from components.manifests import gatekeeper, gatekeeper_conf, probes
 from components.manifests.asleep import Asleep
 from components.manifests.gatekeeper import key_file_text, nginx_conf
 from components.manifests.gatekeeper_conf import ERRORS, PASSED_HEADERS, njs_script
@@ -97,7 +97,7 @@ def test_connections_are_capped_per_client_before_a_request_is_read() -> None:
     assert "proxy_buffer_size 1k;" in stream
     assert "client_header_buffer_size 1k;" in conf
     assert "large_client_header_buffers 2 1k;" in conf
-    assert f"listen 8080 {gatekeeper_stream.KEEPALIVE};" in stream
+    assert f"listen 8080 {gatekeeper_conf.KEEPALIVE};" in stream
     assert "proxy_protocol on;" in stream
     # The HTTP side takes the client's address from the PROXY header, on a Unix socket only.
     assert "listen unix:/tmp/gatekeeper-http.sock proxy_protocol;" in conf
@@ -326,6 +326,27 @@ def test_real_nginx_accepts_the_config_and_the_key_snippet(tmp_path: Path, key: 
         check=False,
     )
     assert done.returncode == 0, done.stderr
+
+
+def test_the_template_has_no_fragment_the_renderer_leaves_out_and_no_note_reaches_nginx(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    filled: set[str] = set()
+    fill = gatekeeper_conf._fill
+
+    def recorded(section: str, **values: object) -> str:
+        filled.add(section)
+        return fill(section, **values)
+
+    monkeypatch.setattr(gatekeeper_conf, "_fill", recorded)
+    tiered = replace(LIMITS, connection_capacity=100, token_tiers=((1024, 2),))
+    confs = [
+        nginx_conf(tiered, user="root", self_metrics=gatekeeper.SELF_METRICS_PATH),
+        nginx_conf(LIMITS, upstream="leaders:8000", asleep=Asleep(300, 30), page_root="/p"),
+    ]
+    assert filled == set(gatekeeper_conf._sections())
+    for conf in confs:
+        assert not re.search(r"^\s*##|%\{", conf, re.MULTILINE), conf
 
 
 @pytest.mark.parametrize("asleep", [None, Asleep(wake_seconds=300, signal_seconds=30)])

@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 
 from components import manifests
-from components.manifests import gatekeeper, gatekeeper_stream
+from components.manifests import gatekeeper, gatekeeper_conf
 from components.manifests.gatekeeper import nginx_conf
 from infra.adapters.render import rendered_objects
 from infra.plan import catalog
@@ -244,8 +244,8 @@ def test_real_nginx_keeps_a_quiet_public_connection_alive_below_the_idle_timeout
     timers = re.findall(r"timer:\(keepalive,(?:(\d+)min)?(\d+)(?:\.\d+)?sec", out)
     assert timers, out
     seconds = [60 * int(m or 0) + int(s) for m, s in timers]
-    assert all(s <= gatekeeper_stream.KEEPALIVE_IDLE_S for s in seconds), out
-    assert gatekeeper_stream.KEEPALIVE_IDLE_S + gatekeeper_stream.KEEPALIVE_INTERVAL_S < (
+    assert all(s <= gatekeeper_conf.KEEPALIVE_IDLE_S for s in seconds), out
+    assert gatekeeper_conf.KEEPALIVE_IDLE_S + gatekeeper_conf.KEEPALIVE_INTERVAL_S < (
         catalog.NLB_IDLE_TIMEOUT_S
     )
 

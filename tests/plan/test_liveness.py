@@ -11,7 +11,7 @@ from dataclasses import replace
 import pytest
 
 from components.manifests.gatekeeper import nginx_conf
-from components.manifests.gatekeeper_stream import KEEPALIVE_IDLE_S, KEEPALIVE_INTERVAL_S
+from components.manifests.gatekeeper_conf import KEEPALIVE_IDLE_S, KEEPALIVE_INTERVAL_S
 from infra.adapters import cli, wiring
 from infra.adapters.cli import main
 from infra.plan import catalog, compare, liveness, prefill, sizing, weights
