@@ -195,7 +195,7 @@ if cfg.elastic:
             region=cfg.region,
             system_labels=wiring.SYSTEM_LABELS,
             server=server_spec,
-            scaler=wiring.scaler_spec(cfg, plan),
+            scaler=elastic.scaling_parameters(cfg, plan),
             autoscaler_image_tag=addons.autoscaler_tag(cfg.kubernetes_version),
             workload=server,
             # A request that finds no group raises the door's wake flag: KEDA wakes one group.

@@ -18,10 +18,10 @@ from infra.adapters.wiring import (
     STORAGE_CLASS,
     STORAGE_THROUGHPUT_MIBPS,
     quantize_spec,
-    scaler_spec,
     server_spec,
     stack_tags,
 )
+from infra.plan import elastic
 from infra.plan.config import StackConfig
 from infra.plan.sizing import Plan
 
@@ -47,7 +47,7 @@ def rendered_objects(cfg: StackConfig, plan: Plan) -> list[manifests.Manifest]:
         objects += [
             metrics_service(spec),
             *floor_objects(spec),
-            scaled_object(spec, scaler_spec(cfg, plan), wake),
+            scaled_object(spec, elastic.scaling_parameters(cfg, plan), wake),
         ]
     return objects
 

@@ -11,7 +11,6 @@ from components import watch
 from components.manifests import ServerSpec, identity, model_claims
 from components.manifests.metrics import CollectorSpec
 from components.manifests.quantize import QuantizeSpec
-from components.manifests.scaling import ScalerSpec
 from components.manifests.spec import MODEL_TAINT, DoorSpec, stack_taint, toleration
 from infra.plan import catalog, elastic, sleep
 from infra.plan.config import PROJECT, StackConfig
@@ -188,22 +187,6 @@ def collector_spec(cfg: StackConfig, stack: str) -> CollectorSpec:
         tolerations=[toleration(stack_taint(stack))] if cfg.existing_cluster else [],
         # Behind the door the leaders' vLLM answers /metrics itself, on its own port.
         engine_port=ServerSpec.port if cfg.elastic else None,
-    )
-
-
-def scaler_spec(cfg: StackConfig, plan: Plan) -> ScalerSpec:
-    """The ScaledObject's settings from the plan's scaling parameters (an elastic stack)."""
-    p = elastic.scaling_parameters(cfg, plan)
-    return ScalerSpec(
-        min_groups=p.min_groups,
-        max_groups=p.max_groups,
-        queue_per_group=p.queue_per_group,
-        polling_s=p.polling_s,
-        metrics_timeout_s=elastic.METRICS_TIMEOUT_SECONDS,
-        cooldown_s=p.cooldown_s,
-        up_window_s=p.up_window_s,
-        down_window_s=p.down_window_s,
-        schedule=None if p.schedule is None else p.schedule.cron(),
     )
 
 
