@@ -182,7 +182,7 @@ server = ModelServer(
         storage=volumes,
         volume_names=volumes.volume_names if volumes is not None else {},
         nodes=cluster.node_group,
-        quantize=wiring.quantize_spec(cfg, plan),
+        quantize=wiring.quantize_spec(plan),
     ),
     opts=on_cluster,
 )

@@ -106,17 +106,18 @@ def scaler_spec(**overrides: Any) -> ScalerSpec:
 
 
 def quantize_spec(**overrides: Any) -> QuantizeSpec:
-    """An int8 Job for two ranks' volumes, shipping only an empty requirements file."""
+    """A W8A8 Job for two volumes, shipping only an empty requirements file (its checkpoint,
+    source and claims are the server spec's)."""
     values: dict[str, Any] = {
-        "scheme": "int8",
-        "source_repo": "google/gemma-4-12B-it",
-        "source_revision": "0123456789abcdef0123456789abcdef01234567",
-        "claims": ("models-gemma-vllm-0", "models-gemma-vllm-0-1"),
-        "files": {"requirements-quantize.txt": ""},
+        "scheme": "W8A8",
+        "volumes": 2,
+        "modelled_seconds": 1200,
+        "deadline_seconds": 3600,
         "memory_gib": 26.5,
         "cpu": 6,
-        "deadline_seconds": 3600,
+        "peak_gib": 24.0,
         "scratch_gib": 60,
+        "files": {"requirements-quantize.txt": ""},
     }
     return QuantizeSpec(**{**values, **overrides})
 

@@ -41,7 +41,7 @@ def rendered_objects(cfg: StackConfig, plan: Plan) -> list[manifests.Manifest]:
             )
         )
     spec = server_spec(cfg, plan)
-    objects += manifests.all_objects(spec, quantize_spec(cfg, plan))
+    objects += manifests.all_objects(spec, quantize_spec(plan))
     if cfg.elastic:
         wake = [door.wake_trigger(spec)] if spec.door else []
         objects += [

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import shlex
+from dataclasses import replace
 from pathlib import Path
 
 from components import watch
@@ -139,24 +140,9 @@ def quantizer_files(root: Path = REPO) -> dict[str, str]:
     return files
 
 
-def quantize_spec(cfg: StackConfig, plan: Plan) -> QuantizeSpec | None:
-    """The quantize Job of a stack that makes its own checkpoint, writing to every rank's claim."""
-    job = plan.quantize
-    if job is None:
-        return None
-    spec = server_spec(cfg, plan)
-    return QuantizeSpec(
-        scheme=plan.weights,
-        source_repo=cfg.model,
-        source_revision=cfg.revision,
-        claims=tuple(c["metadata"]["name"] for c in model_claims(spec)),
-        files=quantizer_files(),
-        memory_gib=job.memory_gib,
-        cpu=job.cpu,
-        deadline_seconds=job.deadline_seconds,
-        scratch_gib=job.scratch_gib,
-        required_ops=job.required_ops,
-    )
+def quantize_spec(plan: Plan) -> QuantizeSpec | None:
+    """The plan's quantize Job, shipping the quantizer from this checkout."""
+    return None if plan.quantize is None else replace(plan.quantize, files=quantizer_files())
 
 
 def door_spec(cfg: StackConfig, plan: Plan) -> DoorSpec:
