@@ -13,7 +13,7 @@ from components.manifests import ServerSpec, identity, model_claims
 from components.manifests.metrics import CollectorSpec
 from components.manifests.quantize import QuantizeSpec
 from components.manifests.spec import MODEL_TAINT, DoorSpec, stack_taint, toleration
-from infra.plan import catalog, elastic, sleep
+from infra.plan import catalog, elastic, sleep, watching
 from infra.plan.config import PROJECT, StackConfig
 from infra.plan.sizing import Plan
 from infra.plan.stackfile import REPO
@@ -159,7 +159,7 @@ def collector_spec(cfg: StackConfig, stack: str) -> CollectorSpec:
     return CollectorSpec(
         namespace=NAMESPACE,
         lws_name=f"{SERVER_NAME}-vllm",
-        cloudwatch_namespace=f"GemmaGraviton/{stack}",
+        cloudwatch_namespace=watching.cloudwatch_namespace(stack),
         stack=stack,
         region=cfg.region,
         log_group=identity.metrics_log_group(stack),
