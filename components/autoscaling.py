@@ -19,7 +19,7 @@ Service would have no ready endpoint, the trigger would error, and KEDA never sc
 ScaledObject in error to zero, kedacore/keda v2.20.2 pkg/scaling/executor/
 scale_scaledobjects.go `RequestScale`). So outside the schedule, once no request has come to the
 door for the wake flag's life, KEDA scales to zero groups within `cooldownPeriod +
-pollingInterval` (`scaling.to_zero_seconds`), and the autoscaler removes the emptied nodes after
+pollingInterval` (`ScalerSpec.to_zero_s`), and the autoscaler removes the emptied nodes after
 `--scale-down-unneeded-time`. Inside the schedule the cron trigger keeps the group it asks for,
 serving or not: the idle-nodes alarm (`components.watch`) says when model nodes have been up
 with no Ready leader for longer than both. The autoscaler stops waiting for a node that never

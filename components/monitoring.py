@@ -10,7 +10,7 @@ alarms and filters are pure data from `components.watch`.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import pulumi
@@ -37,27 +37,12 @@ class MonitoringArgs:
     namespace: pulumi.Input[str]
     #: Hostname of the load balancer (its CloudWatch dimension is derived from it).
     load_balancer_hostname: pulumi.Input[str]
-    #: Alarm when more requests than this wait for 5 minutes.
-    waiting_threshold: int
-    #: Alarm when the front door answers more 5xx than this in 5 minutes.
-    server_errors_threshold: int
+    #: The dashboard's and the alarms' figures, as planned (the deploy's names in placeholders).
+    watch_spec: watch.WatchSpec
     #: E-mail address subscribed to the alarms' topic (it must confirm), or None.
     alarm_email: str | None = None
     #: Days the EMF log events are kept (the metrics themselves stay 15 months).
     metrics_log_retention_days: int = 7
-    #: Groups follow the queue and the clock and may all sleep (`watch.alarms` says what
-    #: changes).
-    elastic: bool = False
-    #: The door's planned wake-up, seconds (elastic stacks: the not-waking alarm's clock).
-    wake_seconds: int = 0
-    #: The always-on system nodes (elastic stacks: more nodes than these are model nodes).
-    system_nodes: int = 0
-    #: The idle-nodes alarm's clock, seconds (elastic stacks; `watch.WatchSpec.idle_alarm_s`).
-    idle_alarm_s: int = 0
-    #: The plan's range for the leaders' start-up measurement, drawn beside it: the slow end's
-    #: step of the measured prompt and the stall ceiling (`watch.WatchSpec.plan_step_s`).
-    plan_step_s: float = 0.0
-    plan_stall_s: int = 0
 
 
 def load_balancer_dimension(hostname: str) -> str:
@@ -105,7 +90,7 @@ class Monitoring(pulumi.ComponentResource):
             aws.cloudwatch.LogMetricFilter(
                 f"{name}-answers-{status}",
                 log_group_name=args.application_log_group,
-                pattern=watch.answer_filter_pattern(status, args.elastic),
+                pattern=watch.answer_filter_pattern(status, args.watch_spec.elastic),
                 metric_transformation={
                     "name": watch.answers_metric(status),
                     "namespace": spec.cloudwatch_namespace,
@@ -115,7 +100,7 @@ class Monitoring(pulumi.ComponentResource):
                 },
                 opts=child,
             )
-        if args.elastic:
+        if args.watch_spec.elastic:
             aws.cloudwatch.LogMetricFilter(
                 f"{name}-answers-asleep",
                 log_group_name=args.application_log_group,
@@ -133,20 +118,10 @@ class Monitoring(pulumi.ComponentResource):
         watch_spec = pulumi.Output.all(
             args.cluster.cluster_name, args.load_balancer_hostname
         ).apply(
-            lambda parts: watch.WatchSpec(
-                stack=spec.stack,
-                region=spec.region,
-                namespace=spec.cloudwatch_namespace,
+            lambda parts: replace(
+                args.watch_spec,
                 cluster_name=parts[0],
                 load_balancer=load_balancer_dimension(parts[1]),
-                waiting_threshold=args.waiting_threshold,
-                server_errors_threshold=args.server_errors_threshold,
-                elastic=args.elastic,
-                wake_seconds=args.wake_seconds,
-                system_nodes=args.system_nodes,
-                idle_alarm_s=args.idle_alarm_s,
-                plan_step_s=args.plan_step_s,
-                plan_stall_s=args.plan_stall_s,
             )
         )
         dashboard = aws.cloudwatch.Dashboard(
@@ -164,7 +139,7 @@ class Monitoring(pulumi.ComponentResource):
                 endpoint=args.alarm_email,
                 opts=child,
             )
-        self._alarms(name, spec, args, topic)
+        self._alarms(name, args, topic)
 
         self.dashboard_url = dashboard.dashboard_name.apply(
             lambda dashboard_name: watch.dashboard_url(spec.region, dashboard_name)
@@ -231,35 +206,20 @@ class Monitoring(pulumi.ComponentResource):
             ),
         )
 
-    def _alarms(
-        self, name: str, spec: CollectorSpec, args: MonitoringArgs, topic: aws.sns.Topic
-    ) -> None:
+    def _alarms(self, name: str, args: MonitoringArgs, topic: aws.sns.Topic) -> None:
         lb = pulumi.Output.from_input(args.load_balancer_hostname).apply(load_balancer_dimension)
         cluster = pulumi.Output.from_input(args.cluster.cluster_name)
         # The specs need the LB dimension for the healthy-target query and the cluster's name
-        # for the idle-nodes one; build them with placeholders and substitute, so the alarms
-        # are registered outside any apply.
-        placeholder, cluster_placeholder = "LOAD-BALANCER", "CLUSTER-NAME"
-        specs = watch.alarms(
-            watch.WatchSpec(
-                stack=spec.stack,
-                region=spec.region,
-                namespace=spec.cloudwatch_namespace,
-                cluster_name=cluster_placeholder,
-                load_balancer=placeholder,
-                waiting_threshold=args.waiting_threshold,
-                server_errors_threshold=args.server_errors_threshold,
-                elastic=args.elastic,
-                wake_seconds=args.wake_seconds,
-                system_nodes=args.system_nodes,
-                idle_alarm_s=args.idle_alarm_s,
-            )
-        )
-        for alarm in specs:
+        # for the idle-nodes one; the planned spec holds placeholders, substituted here, so the
+        # alarms are registered outside any apply.
+        planned = args.watch_spec
+        for alarm in watch.alarms(planned):
             kwargs: dict[str, Any] = dict(alarm.args)
             if "metric_queries" in kwargs:
                 kwargs["metric_queries"] = [
-                    _with_cluster(_with_lb(query, placeholder, lb), cluster_placeholder, cluster)
+                    _with_cluster(
+                        _with_lb(query, planned.load_balancer, lb), planned.cluster_name, cluster
+                    )
                     for query in kwargs["metric_queries"]
                 ]
             aws.cloudwatch.MetricAlarm(

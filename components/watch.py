@@ -144,18 +144,24 @@ def custom_metric_count(elastic: bool = False, groups: int = 1) -> int:
     )
 
 
+#: What only the deploy knows, as the planner leaves it in a `WatchSpec`: the `Monitoring`
+#: component puts the cluster's name and the load balancer's dimension in their place.
+CLUSTER_PLACEHOLDER = "CLUSTER-NAME"
+LOAD_BALANCER_PLACEHOLDER = "LOAD-BALANCER"
+
+
 @dataclass(frozen=True)
 class WatchSpec:
-    """Where the metrics are and what the alarms compare them with."""
+    """Where the metrics are and what the alarms compare them with, as the planner sets it
+    (`infra.plan.watching`)."""
 
     stack: str
     region: str
     #: CloudWatch namespace of the stack's own metrics (EMF and log filters).
     namespace: str
-    cluster_name: str
-    #: `net/<name>/<id>`, the NLB's CloudWatch dimension.
-    load_balancer: str
+    #: Alarm when more requests than this wait for 5 minutes.
     waiting_threshold: int
+    #: Alarm when the front door answers more 5xx than this in 5 minutes.
     server_errors_threshold: int
     #: Groups follow the queue and the clock, and none may run (an elastic stack's door).
     elastic: bool = False
@@ -172,6 +178,9 @@ class WatchSpec:
     #: ceiling (`stall_s`), drawn beside every leader's own (fixed stacks; 0 draws none).
     plan_step_s: float = 0.0
     plan_stall_s: int = 0
+    cluster_name: str = CLUSTER_PLACEHOLDER
+    #: `net/<name>/<id>`, the NLB's CloudWatch dimension.
+    load_balancer: str = LOAD_BALANCER_PLACEHOLDER
 
 
 def _vllm(spec: WatchSpec, sample: str, stat: str, **extra: Any) -> list[Any]:

@@ -31,7 +31,7 @@ from components.storage import ModelVolumes, ModelVolumesArgs
 from infra.adapters import wiring
 from infra.adapters.existing_cluster import read_cluster
 from infra.adapters.pulumi_config import place_zones, read_stack_config, warn_about
-from infra.plan import addons, elastic, monitoring
+from infra.plan import addons, elastic, watching
 
 stack = pulumi.get_stack()
 cfg, plan, secrets = read_stack_config(stack)
@@ -182,7 +182,7 @@ server = ModelServer(
         storage=volumes,
         volume_names=volumes.volume_names if volumes is not None else {},
         nodes=cluster.node_group,
-        quantize=wiring.quantize_spec(cfg, plan),
+        quantize=wiring.quantize_spec(plan),
     ),
     opts=on_cluster,
 )
@@ -195,7 +195,7 @@ if cfg.elastic:
             region=cfg.region,
             system_labels=wiring.SYSTEM_LABELS,
             server=server_spec,
-            scaler=wiring.scaler_spec(cfg, plan),
+            scaler=elastic.scaling_parameters(cfg, plan),
             autoscaler_image_tag=addons.autoscaler_tag(cfg.kubernetes_version),
             workload=server,
             # A request that finds no group raises the door's wake flag: KEDA wakes one group.
@@ -207,9 +207,6 @@ if cfg.elastic:
 
 watcher = None
 if cfg.monitoring:
-    alarm_at = monitoring.thresholds(
-        cfg.waiting_requests_alarm, plan.max_concurrency, plan.replicas
-    )
     watcher = Monitoring(
         "watch",
         MonitoringArgs(
@@ -218,15 +215,8 @@ if cfg.monitoring:
             application_log_group=log_group,
             namespace=server.namespace,
             load_balancer_hostname=server.load_balancer_hostname,
-            waiting_threshold=alarm_at.waiting_requests,
-            server_errors_threshold=alarm_at.server_errors,
+            watch_spec=watching.watch_spec(cfg, plan),
             alarm_email=cfg.alarm_email,
-            elastic=cfg.elastic,
-            wake_seconds=server_spec.door.asleep.wake_seconds if server_spec.door else 0,
-            system_nodes=system.nodes if system is not None else 0,
-            idle_alarm_s=elastic.idle_alarm(cfg, plan) if cfg.elastic else 0,
-            plan_step_s=plan.liveness.calibrate_step_s,
-            plan_stall_s=plan.liveness.stall_s,
         ),
         opts=on_cluster,
     )

@@ -72,45 +72,52 @@ def gatekeeper_limits(**overrides: Any) -> GatekeeperLimits:
 
 
 def cron_window(**overrides: Any) -> CronWindow:
-    """Weekdays 08:00-19:00 in Berlin, one group inside."""
+    """Weekdays 08:00-19:00 in Berlin, one group inside, none outside."""
     values: dict[str, Any] = {
         "time_zone": "Europe/Berlin",
-        "start": "0 8 * * 1,2,3,4,5",
-        "end": "0 19 * * 1,2,3,4,5",
+        "weekdays": (0, 1, 2, 3, 4),
+        "start": "08:00",
+        "end": "19:00",
         "groups_inside": 1,
+        "groups_outside": 0,
+        "hours_a_week": 55,
     }
     return CronWindow(**{**values, **overrides})
 
 
 def scaler_spec(**overrides: Any) -> ScalerSpec:
-    """Zero to three groups on the queue alone (a `schedule` override adds a window), polled
-    every 30 s."""
+    """Zero to three groups of two nodes on the queue alone (a `schedule` override adds a
+    window), polled every 30 s."""
     values: dict[str, Any] = {
         "min_groups": 0,
         "max_groups": 3,
         "queue_per_group": 4,
-        "polling_s": 30,
-        "metrics_timeout_s": 10,
-        "cooldown_s": 600,
+        "tolerance": 0.1,
         "up_window_s": 30,
         "down_window_s": 600,
+        "cooldown_s": 600,
+        "polling_s": 30,
+        "metric_lag_s": 45,
+        "cold_start_s": 300,
+        "nodes_per_group": 2,
         "schedule": None,
     }
     return ScalerSpec(**{**values, **overrides})
 
 
 def quantize_spec(**overrides: Any) -> QuantizeSpec:
-    """An int8 Job for two ranks' volumes, shipping only an empty requirements file."""
+    """A W8A8 Job for two volumes, shipping only an empty requirements file (its checkpoint,
+    source and claims are the server spec's)."""
     values: dict[str, Any] = {
-        "scheme": "int8",
-        "source_repo": "google/gemma-4-12B-it",
-        "source_revision": "0123456789abcdef0123456789abcdef01234567",
-        "claims": ("models-gemma-vllm-0", "models-gemma-vllm-0-1"),
-        "files": {"requirements-quantize.txt": ""},
+        "scheme": "W8A8",
+        "volumes": 2,
+        "modelled_seconds": 1200,
+        "deadline_seconds": 3600,
         "memory_gib": 26.5,
         "cpu": 6,
-        "deadline_seconds": 3600,
+        "peak_gib": 24.0,
         "scratch_gib": 60,
+        "files": {"requirements-quantize.txt": ""},
     }
     return QuantizeSpec(**{**values, **overrides})
 

@@ -39,10 +39,11 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
+from components.manifests.lws import model_claims
 from components.manifests.pods import container_security_context
 from components.manifests.spec import (
     HF_TOKEN_KEY,
@@ -151,28 +152,37 @@ PY
 
 @dataclass(frozen=True)
 class QuantizeSpec:
-    """What the quantize Job makes and with how much."""
+    """The Job that produces a stack's int8 or int4 checkpoint, as the planner sizes it. What it
+    makes is the server's: `weights` from `model` at `model_revision`, into every rank's claim
+    (`model_claims`)."""
 
-    #: The quantizer's `--scheme` (int8, int4).
+    #: The compressed-tensors scheme the quantizer applies (W8A8, W4A8).
     scheme: str
-    #: The bf16 checkpoint quantized: hub repository and pinned commit.
-    source_repo: str
-    source_revision: str | None
-    #: Claim of every rank's weights volume; the first gets the quantizer's output, the others a
-    #: checked copy.
-    claims: Sequence[str]
-    #: Relative path -> text: the quantizer's package (`infra/quantize/...`, `infra/__init__.py`)
-    #: and `requirements-quantize.txt`, shipped as a ConfigMap.
-    files: Mapping[str, str]
+    #: Copies written: one per rank's weights volume.
+    volumes: int
+    modelled_seconds: int
+    #: activeDeadlineSeconds of the Job; Pulumi waits a little longer.
+    deadline_seconds: int
     #: The container's memory and CPU (requests = limits): the model pod's.
     memory_gib: float
     cpu: int
-    deadline_seconds: int
+    #: Modelled peak of the heaviest way to quantize (the whole bf16 model in memory).
+    peak_gib: float
     #: Scratch space on the node's disk: the bf16 download and the installed quantizer.
     scratch_gib: int
     #: vLLM ops the image must carry to serve the checkpoint (`infra.plan.moe.kernel_ops`):
     #: checked by the Job's first container, before anything is downloaded.
     required_ops: tuple[str, ...] = ()
+    #: Relative path -> text: the quantizer's package (`infra/quantize/...`, `infra/__init__.py`)
+    #: and `requirements-quantize.txt`, shipped as a ConfigMap. The program adds them from its
+    #: checkout; the plan holds none.
+    files: Mapping[str, str] = field(default_factory=dict)
+
+
+def claims(spec: ServerSpec) -> list[str]:
+    """Every rank's weights claim: the first gets the quantizer's output, the others a checked
+    copy."""
+    return [claim["metadata"]["name"] for claim in model_claims(spec)]
 
 
 #: The Job's first container when the served format needs ops not every vLLM build has: it
@@ -208,7 +218,7 @@ def _kernel_check(spec: ServerSpec, job: QuantizeSpec) -> dict[str, Any]:
         "command": ["python3", "-c", KERNEL_CHECK],
         "env": [
             {"name": "REQUIRED_OPS", "value": ",".join(job.required_ops)},
-            {"name": "SCHEME", "value": job.scheme},
+            {"name": "SCHEME", "value": spec.weights},
         ],
         "resources": {
             "requests": dict(KERNEL_CHECK_RESOURCES),
@@ -228,10 +238,10 @@ def inputs_digest(spec: ServerSpec, job: QuantizeSpec) -> str:
     """A hash of everything the checkpoint depends on: the Job's name carries it."""
     inputs = {
         "image": spec.image,
-        "scheme": job.scheme,
-        "source": [job.source_repo, job.source_revision],
+        "scheme": spec.weights,
+        "source": [spec.model, spec.model_revision],
         "out": spec.model_dir,
-        "claims": list(job.claims),
+        "claims": claims(spec),
         "files": dict(sorted(job.files.items())),
     }
     text = json.dumps(inputs, sort_keys=True, separators=(",", ":"))
@@ -259,7 +269,7 @@ def quantize_job(spec: ServerSpec, job: QuantizeSpec) -> Manifest:
     # The checkpoint's place inside each volume: where the ranks, which mount it at
     # MODELS_MOUNT, find it as `spec.model_dir`.
     inside = spec.model_dir.removeprefix(MODELS_MOUNT)
-    outs = [f"{OUT_MOUNT}/{i}{inside}" for i in range(len(job.claims))]
+    outs = [f"{OUT_MOUNT}/{i}{inside}" for i in range(len(claims(spec)))]
     amount = {"cpu": str(job.cpu), "memory": f"{job.memory_gib:g}Gi"}
     container: dict[str, Any] = {
         "name": "quantize",
@@ -267,9 +277,9 @@ def quantize_job(spec: ServerSpec, job: QuantizeSpec) -> Manifest:
         "imagePullPolicy": "IfNotPresent",
         "command": ["/bin/sh", "-c", _SCRIPT],
         "env": [
-            {"name": "SCHEME", "value": job.scheme},
-            {"name": "SOURCE_REPO", "value": job.source_repo},
-            {"name": "SOURCE_REVISION", "value": job.source_revision or ""},
+            {"name": "SCHEME", "value": spec.weights},
+            {"name": "SOURCE_REPO", "value": spec.model},
+            {"name": "SOURCE_REVISION", "value": spec.model_revision or ""},
             {"name": "OUT_DIRS", "value": ":".join(outs)},
             {"name": "SCRATCH", "value": SCRATCH_MOUNT},
             {"name": "CODE", "value": CODE_MOUNT},
@@ -333,7 +343,7 @@ def _volumes(spec: ServerSpec, job: QuantizeSpec, name: str) -> list[dict[str, A
         {"name": "hf-token", "secret": {"secretName": spec.hf_secret_name, "defaultMode": 0o440}},
         *(
             {"name": f"out-{i}", "persistentVolumeClaim": {"claimName": claim}}
-            for i, claim in enumerate(job.claims)
+            for i, claim in enumerate(claims(spec))
         ),
     ]
 

@@ -34,9 +34,9 @@ answer in time counts as no queue, as a leader that is not Ready does.
 The bound: with no trigger active, KEDA scales the LeaderWorkerSet to 0 at the first poll after
 `LastActiveTime + cooldownPeriod` (`scaleToZeroOrIdle`; `LastActiveTime` is stamped at every poll
 with a trigger active, `RequestScale`), and polls come every `pollingInterval`: zero groups at
-most `cooldownPeriod + pollingInterval` after the last active poll (`to_zero_seconds`). Outside
-the schedule with no leader Ready, the last active poll is the last one the door's wake flag
-was up (a keyed request in the last `signal_seconds`; `components.manifests.asleep`): clients
+most `cooldownPeriod + pollingInterval` after the last active poll (`ScalerSpec.to_zero_s`).
+Outside the schedule with no leader Ready, the last active poll is the last one the door's wake
+flag was up (a keyed request in the last `signal_seconds`; `components.manifests.asleep`): clients
 that keep asking keep one group trying, and the idle-nodes alarm (`components.watch`) says so.
 """
 
@@ -88,33 +88,83 @@ FLOOR_CONFIG_MOUNT = "/etc/queue-floor"
 FLOOR_RUN_DIR = "/tmp"
 
 
+#: How long KEDA waits for one leader's `/metrics` (the queue trigger's `timeout`). The trigger
+#: metadata's `timeout` replaces the operator's global HTTP timeout (kedacore/keda v2.20.2
+#: pkg/scalers/metrics_api_scaler.go `NewMetricsAPIScaler`: `config.GlobalHTTPTimeout` unless
+#: `meta.Timeout > 0`), which is `KEDA_HTTP_DEFAULT_TIMEOUT`, 3000 ms unless set
+#: (cmd/operator/main.go, the same tag). A busy leader's `/metrics` is allowed 5 s
+#: (`ProbeSpec.request_s`, the same deadline the drain's preStop read gives it), so 3 s fails the
+#: trigger exactly when the queue grows. The safe end is the long one: twice the leaders' bound,
+#: and still shorter than a poll, so one slow poll ends before the next (`infra.plan.elastic`
+#: checks both).
+METRICS_TIMEOUT_SECONDS = 10
+#: Minutes in a day: a window's end at 00:00 is the next midnight.
+DAY_MINUTES = 24 * 60
+
+
 @dataclass(frozen=True)
 class CronWindow:
-    """KEDA's cron trigger: from `start` to `end` (cron expressions, minute hour * * day-of-week
-    with Sunday = 0, in the IANA zone `time_zone`) it asks for `groups_inside` groups."""
+    """The schedule's window: on `weekdays` from `start` to `end` (HH:MM in the IANA zone
+    `time_zone`; an end at 00:00 is midnight) `groups_inside` groups, else `groups_outside`
+    (the fewest). KEDA's cron trigger takes it as cron expressions (`crons`)."""
 
     time_zone: str
+    #: ISO weekdays, Monday = 0.
+    weekdays: tuple[int, ...]
     start: str
     end: str
     groups_inside: int
+    groups_outside: int
+    hours_a_week: float
+
+    def crons(self) -> tuple[str, str]:
+        """Start and end as cron expressions (minute hour * * day-of-week, Sunday = 0)."""
+        (h0, m0), (h1, m1) = (map(int, t.split(":")) for t in (self.start, self.end))
+        start, end = h0 * 60 + m0, (h1 * 60 + m1) or DAY_MINUTES
+        # An end at midnight falls on the next day: its cron names the days after the window's.
+        # KEDA holds the window while the next end comes before the next start (kedacore/keda
+        # pkg/scalers/cron_scaler.go `GetMetricsAndActivity`), so Mon 08:00 to Tue 00:00 holds.
+        days, end_days = (
+            ",".join(str((d + 1 + shift) % 7) for d in self.weekdays)
+            for shift in (0, end // DAY_MINUTES)
+        )
+        return (
+            f"{start % 60} {start // 60} * * {days}",
+            f"{end % 60} {end // 60 % 24} * * {end_days}",
+        )
 
 
 @dataclass(frozen=True)
 class ScalerSpec:
-    """What the ScaledObject says, from the plan's scaling parameters."""
+    """What KEDA and the HPA are configured with, as the planner sizes it: the ScaledObject is
+    built from it, the plan prints it and the scaling simulation replays load through it."""
 
     min_groups: int
     max_groups: int
-    #: Waiting requests per group that ask for another one.
+    #: Waiting requests per running group that ask for another group (the trigger's target).
     queue_per_group: int
-    polling_s: int
-    #: The queue trigger's HTTP deadline per leader, above the leaders' own `/metrics` bound.
-    metrics_timeout_s: int
-    cooldown_s: int
+    #: The HPA's tolerance around a ratio of 1.
+    tolerance: float
+    #: Scale-up and scale-down stabilisation windows (seconds).
     up_window_s: int
     down_window_s: int
+    #: KEDA's cooldown before the last group goes (1 -> 0), the same as the down window.
+    cooldown_s: int
+    polling_s: int
+    #: How late the autoscaler sees a queue: a poll plus an HPA sync (seconds).
+    metric_lag_s: int
+    #: Planned wake-up of one group from zero nodes (seconds), with this stack's model cache.
+    cold_start_s: int
+    nodes_per_group: int
     #: The office-hours window; None: the queue alone.
     schedule: CronWindow | None
+
+    @property
+    def to_zero_s(self) -> int:
+        """The most time from the last poll with a trigger active to zero groups (a stack with
+        `minGroups` 0): the cooldown, then at most one polling interval to the poll that acts
+        (see the module doc)."""
+        return self.cooldown_s + self.polling_s
 
 
 def metrics_port(spec: ServerSpec) -> int:
@@ -179,8 +229,8 @@ def queue_trigger(spec: ServerSpec, scaler: ScalerSpec) -> dict[str, Any]:
             "aggregateFromKubeServiceEndpoints": "true",
             "aggregationType": "sum",
             "targetValue": str(scaler.queue_per_group),
-            # A Go duration; without it the operator's global 3 s applies (`infra.plan.elastic`).
-            "timeout": f"{scaler.metrics_timeout_s}s",
+            # A Go duration; without it the operator's global 3 s applies.
+            "timeout": f"{METRICS_TIMEOUT_SECONDS}s",
         },
     }
 
@@ -190,13 +240,14 @@ def cron_trigger(scaler: ScalerSpec) -> dict[str, Any] | None:
     if scaler.schedule is None:
         return None
     window = scaler.schedule
+    start, end = window.crons()
     return {
         "type": "cron",
         "name": "office-hours",
         "metadata": {
             "timezone": window.time_zone,
-            "start": window.start,
-            "end": window.end,
+            "start": start,
+            "end": end,
             "desiredReplicas": str(window.groups_inside),
         },
     }
@@ -243,13 +294,6 @@ def scaled_object(
             "triggers": triggers,
         },
     }
-
-
-def to_zero_seconds(scaler: ScalerSpec) -> int:
-    """The most time from the last poll with a trigger active to zero groups (a stack with
-    `minGroups` 0): the cooldown, then at most one polling interval to the poll that acts (see
-    the module doc)."""
-    return scaler.cooldown_s + scaler.polling_s
 
 
 def leaders_name(spec: ServerSpec) -> str:

@@ -18,10 +18,10 @@ from infra.adapters.wiring import (
     STORAGE_CLASS,
     STORAGE_THROUGHPUT_MIBPS,
     quantize_spec,
-    scaler_spec,
     server_spec,
     stack_tags,
 )
+from infra.plan import elastic
 from infra.plan.config import StackConfig
 from infra.plan.sizing import Plan
 
@@ -41,13 +41,13 @@ def rendered_objects(cfg: StackConfig, plan: Plan) -> list[manifests.Manifest]:
             )
         )
     spec = server_spec(cfg, plan)
-    objects += manifests.all_objects(spec, quantize_spec(cfg, plan))
+    objects += manifests.all_objects(spec, quantize_spec(plan))
     if cfg.elastic:
         wake = [door.wake_trigger(spec)] if spec.door else []
         objects += [
             metrics_service(spec),
             *floor_objects(spec),
-            scaled_object(spec, scaler_spec(cfg, plan), wake),
+            scaled_object(spec, elastic.scaling_parameters(cfg, plan), wake),
         ]
     return objects
 

@@ -5,15 +5,15 @@ from __future__ import annotations
 
 import json
 import shlex
+from dataclasses import replace
 from pathlib import Path
 
 from components import watch
 from components.manifests import ServerSpec, identity, model_claims
 from components.manifests.metrics import CollectorSpec
 from components.manifests.quantize import QuantizeSpec
-from components.manifests.scaling import ScalerSpec
 from components.manifests.spec import MODEL_TAINT, DoorSpec, stack_taint, toleration
-from infra.plan import catalog, elastic, sleep
+from infra.plan import catalog, elastic, sleep, watching
 from infra.plan.config import PROJECT, StackConfig
 from infra.plan.sizing import Plan
 from infra.plan.stackfile import REPO
@@ -141,24 +141,9 @@ def quantizer_files(root: Path = REPO) -> dict[str, str]:
     return files
 
 
-def quantize_spec(cfg: StackConfig, plan: Plan) -> QuantizeSpec | None:
-    """The quantize Job of a stack that makes its own checkpoint, writing to every rank's claim."""
-    job = plan.quantize
-    if job is None:
-        return None
-    spec = server_spec(cfg, plan)
-    return QuantizeSpec(
-        scheme=plan.weights,
-        source_repo=cfg.model,
-        source_revision=cfg.revision,
-        claims=tuple(c["metadata"]["name"] for c in model_claims(spec)),
-        files=quantizer_files(),
-        memory_gib=job.memory_gib,
-        cpu=job.cpu,
-        deadline_seconds=job.deadline_seconds,
-        scratch_gib=job.scratch_gib,
-        required_ops=job.required_ops,
-    )
+def quantize_spec(plan: Plan) -> QuantizeSpec | None:
+    """The plan's quantize Job, shipping the quantizer from this checkout."""
+    return None if plan.quantize is None else replace(plan.quantize, files=quantizer_files())
 
 
 def door_spec(cfg: StackConfig, plan: Plan) -> DoorSpec:
@@ -181,7 +166,7 @@ def collector_spec(cfg: StackConfig, stack: str) -> CollectorSpec:
     return CollectorSpec(
         namespace=NAMESPACE,
         lws_name=f"{SERVER_NAME}-vllm",
-        cloudwatch_namespace=f"GemmaGraviton/{stack}",
+        cloudwatch_namespace=watching.cloudwatch_namespace(stack),
         stack=stack,
         region=cfg.region,
         log_group=identity.metrics_log_group(stack),
@@ -195,22 +180,6 @@ def collector_spec(cfg: StackConfig, stack: str) -> CollectorSpec:
         tolerations=[toleration(stack_taint(stack))] if cfg.existing_cluster else [],
         # Without a gatekeeper in the pod the leaders' vLLM answers /metrics on its own port.
         engine_port=None if gatekeeper_in_pod(cfg) else ServerSpec.port,
-    )
-
-
-def scaler_spec(cfg: StackConfig, plan: Plan) -> ScalerSpec:
-    """The ScaledObject's settings from the plan's scaling parameters (an elastic stack)."""
-    p = elastic.scaling_parameters(cfg, plan)
-    return ScalerSpec(
-        min_groups=p.min_groups,
-        max_groups=p.max_groups,
-        queue_per_group=p.queue_per_group,
-        polling_s=p.polling_s,
-        metrics_timeout_s=elastic.METRICS_TIMEOUT_SECONDS,
-        cooldown_s=p.cooldown_s,
-        up_window_s=p.up_window_s,
-        down_window_s=p.down_window_s,
-        schedule=None if p.schedule is None else p.schedule.cron(),
     )
 
 

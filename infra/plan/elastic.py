@@ -2,7 +2,7 @@
 wake-up time from zero, the node quota at the most groups and the cost at the fewest, the most
 and over a month of the schedule. Pure: the plan prints it, `--json` carries it, the program
 builds the ScaledObject and the node groups from it, and the scaling simulation replays a day of
-load through `ScalingParameters`.
+load through its `ScalerSpec`.
 """
 
 from __future__ import annotations
@@ -14,8 +14,7 @@ from dataclasses import dataclass
 
 from components.manifests import scaling as keda
 from infra.plan import catalog, liveness, readiness
-from infra.plan.config import WEEKDAYS, ConfigError, ScheduleConfig, StackConfig
-from infra.plan.config_parts import DAY_MINUTES, span
+from infra.plan.config import WEEKDAYS, ConfigError, StackConfig
 from infra.plan.costs import stack_costs
 from infra.plan.economics import cost_inputs
 from infra.plan.prices import HOURS_PER_MONTH, ec2_price
@@ -30,16 +29,9 @@ TOLERANCE = 0.1
 #: scaledobject-spec.md, read 2026-12-02). 15 s: a queue is seen at most 15 s late, next to a
 #: wake-up of minutes; each poll is one HTTP GET per leader, nothing billed.
 POLLING_SECONDS = 15
-#: How long KEDA waits for one leader's `/metrics` (the queue trigger's `timeout`). The trigger
-#: metadata's `timeout` replaces the operator's global HTTP timeout (kedacore/keda v2.20.2
-#: pkg/scalers/metrics_api_scaler.go `NewMetricsAPIScaler`: `config.GlobalHTTPTimeout` unless
-#: `meta.Timeout > 0`), which is `KEDA_HTTP_DEFAULT_TIMEOUT`, 3000 ms unless set
-#: (cmd/operator/main.go, the same tag). A busy leader's `/metrics` is allowed 5 s
-#: (`liveness.PROBE_REQUEST_S`, the same deadline the drain's preStop read gives it), so 3 s
-#: fails the trigger exactly when the queue grows. The safe end is the long one: twice the
-#: leaders' bound, and still shorter than a poll, so one slow poll ends before the next.
-METRICS_TIMEOUT_SECONDS = 2 * liveness.PROBE_REQUEST_S
-if not liveness.PROBE_REQUEST_S < METRICS_TIMEOUT_SECONDS < POLLING_SECONDS:
+#: The queue trigger's deadline per leader (`components.manifests.scaling`) must lie above the
+#: leaders' own `/metrics` bound and below a poll.
+if not liveness.PROBE_REQUEST_S < keda.METRICS_TIMEOUT_SECONDS < POLLING_SECONDS:
     raise ValueError("the queue trigger's timeout must lie between the leaders' bound and a poll")
 #: The HPA controller's sync period (kube-controller-manager --horizontal-pod-autoscaler-sync-
 #: period, default 15 s): the second half of the metric path's lag.
@@ -84,76 +76,6 @@ SYSTEM_NODE_DISK_GIB = 20
 
 
 @dataclass(frozen=True)
-class Window:
-    """The schedule's window, as KEDA's cron trigger takes it."""
-
-    time_zone: str
-    #: ISO weekdays, Monday = 0.
-    weekdays: tuple[int, ...]
-    start: str
-    end: str
-    groups_inside: int
-    groups_outside: int
-    hours_a_week: float
-
-    def cron(self) -> keda.CronWindow:
-        """The window as KEDA's cron trigger takes it: start and end as cron expressions
-        (minute hour * * day-of-week, Sunday = 0)."""
-        start, end = span(self.start, self.end)
-        # An end at midnight falls on the next day: its cron names the days after the window's.
-        # KEDA holds the window while the next end comes before the next start (kedacore/keda
-        # pkg/scalers/cron_scaler.go `GetMetricsAndActivity`), so Mon 08:00 to Tue 00:00 holds.
-        next_day = end // DAY_MINUTES
-        days, end_days = (
-            ",".join(str((d + 1 + shift) % 7) for d in self.weekdays) for shift in (0, next_day)
-        )
-        return keda.CronWindow(
-            time_zone=self.time_zone,
-            start=f"{start % 60} {start // 60} * * {days}",
-            end=f"{end % 60} {end // 60 % 24} * * {end_days}",
-            groups_inside=self.groups_inside,
-        )
-
-    def describe(self) -> str:
-        names = ",".join(WEEKDAYS[d] for d in self.weekdays)
-        return (
-            f"{names} {self.start}-{self.end} {self.time_zone}: {self.groups_inside} group(s) "
-            f"inside, {self.groups_outside} outside ({self.hours_a_week:g} h a week)"
-        )
-
-
-@dataclass(frozen=True)
-class ScalingParameters:
-    """What KEDA and the HPA are configured with, in one place: the ScaledObject is built from
-    it and the scaling simulation replays load through it."""
-
-    min_groups: int
-    max_groups: int
-    #: Waiting requests per running group that ask for another group (the trigger's target).
-    queue_per_group: int
-    #: The HPA's tolerance around a ratio of 1.
-    tolerance: float
-    #: Scale-up and scale-down stabilisation windows (seconds).
-    up_window_s: int
-    down_window_s: int
-    #: KEDA's cooldown before the last group goes (1 -> 0), the same as the down window.
-    cooldown_s: int
-    polling_s: int
-    #: How late the autoscaler sees a queue: a poll plus an HPA sync (seconds).
-    metric_lag_s: int
-    #: Planned wake-up of one group from zero nodes (seconds), with this stack's model cache.
-    cold_start_s: int
-    nodes_per_group: int
-    schedule: Window | None
-
-    @property
-    def to_zero_s(self) -> int:
-        """The most time from the last poll with a trigger active to zero groups: the cooldown,
-        then at most one poll (KEDA acts at a poll; `components.manifests.scaling` says why)."""
-        return self.cooldown_s + self.polling_s
-
-
-@dataclass(frozen=True)
 class SystemGroup:
     """The small always-on node group for the pods that must run while the model sleeps."""
 
@@ -168,7 +90,7 @@ class SystemGroup:
 class ElasticPlan:
     """An elastic stack's figures beside its plan (which is sized at `maxGroups`)."""
 
-    scaling: ScalingParameters
+    scaling: keda.ScalerSpec
     #: Wake-up from zero with the weights on a volume and without (download), seconds.
     wake_with_volume_s: int
     wake_without_volume_s: int
@@ -188,19 +110,6 @@ class ElasticPlan:
         return dataclasses.asdict(self)
 
 
-def window(schedule: ScheduleConfig, min_groups: int) -> Window:
-    """The validated schedule as a `Window`."""
-    return Window(
-        time_zone=schedule.time_zone,
-        weekdays=schedule.weekdays,
-        start=schedule.start,
-        end=schedule.end,
-        groups_inside=schedule.groups_inside,
-        groups_outside=min_groups,
-        hours_a_week=schedule.hours_a_week,
-    )
-
-
 def wake_seconds(cfg: StackConfig, p: Plan, volume: bool) -> int:
     """A group's wake-up from zero nodes (modelled): a node, the image, then the plan's own
     cold start (download, load, warm-up) or, with the weights on a volume, its restart."""
@@ -214,7 +123,7 @@ def wake_seconds(cfg: StackConfig, p: Plan, volume: bool) -> int:
     return math.ceil(NODE_READY_SECONDS + pull + engine)
 
 
-def scaling_parameters(cfg: StackConfig, p: Plan) -> ScalingParameters:
+def scaling_parameters(cfg: StackConfig, p: Plan) -> keda.ScalerSpec:
     """KEDA's settings for an elastic stack. The scale-down window and the cooldown are at
     least one planned wake-up, so a group is never started and dropped within one start-up."""
     if cfg.min_groups is None or cfg.max_groups is None:
@@ -228,7 +137,8 @@ def scaling_parameters(cfg: StackConfig, p: Plan) -> ScalingParameters:
         if cfg.queue_per_group == "auto"
         else cfg.queue_per_group
     )
-    return ScalingParameters(
+    window = cfg.schedule
+    return keda.ScalerSpec(
         min_groups=cfg.min_groups,
         max_groups=cfg.max_groups,
         queue_per_group=queue,
@@ -240,7 +150,17 @@ def scaling_parameters(cfg: StackConfig, p: Plan) -> ScalingParameters:
         metric_lag_s=POLLING_SECONDS + HPA_SYNC_SECONDS,
         cold_start_s=cold,
         nodes_per_group=p.stages,
-        schedule=None if cfg.schedule is None else window(cfg.schedule, cfg.min_groups),
+        schedule=None
+        if window is None
+        else keda.CronWindow(
+            time_zone=window.time_zone,
+            weekdays=window.weekdays,
+            start=window.start,
+            end=window.end,
+            groups_inside=window.groups_inside,
+            groups_outside=cfg.min_groups,
+            hours_a_week=window.hours_a_week,
+        ),
     )
 
 
@@ -287,7 +207,7 @@ def system_group(cfg: StackConfig) -> SystemGroup:
     )
 
 
-def idle_alarm_seconds(s: ScalingParameters, wake_without_volume_s: int) -> int:
+def idle_alarm_seconds(s: keda.ScalerSpec, wake_without_volume_s: int) -> int:
     """How long model nodes may be up with no leader Ready before the idle-nodes alarm fires:
     zero groups (`to_zero_s`), then the autoscaler's removal of the emptied nodes, plus slack;
     and never within the slowest planned wake-up (a first start downloads the weights), whose
@@ -423,6 +343,14 @@ def elastic_plan(cfg: StackConfig, p: Plan, today: dt.date) -> ElasticPlan | Non
     )
 
 
+def _window(w: keda.CronWindow) -> str:
+    names = ",".join(WEEKDAYS[d] for d in w.weekdays)
+    return (
+        f"{names} {w.start}-{w.end} {w.time_zone}: {w.groups_inside} group(s) "
+        f"inside, {w.groups_outside} outside ({w.hours_a_week:g} h a week)"
+    )
+
+
 def describe(e: ElasticPlan) -> list[tuple[str, str]]:
     """The plan table's rows of an elastic stack."""
     s = e.scaling
@@ -450,7 +378,7 @@ def describe(e: ElasticPlan) -> list[tuple[str, str]]:
             f"{s.polling_s} s poll), the queue floor keeps the trigger answering; idle-nodes "
             f"alarm after {e.idle_alarm_s} s of model nodes with no Ready leader",
         ),
-        ("schedule", s.schedule.describe() if s.schedule else "none: the queue alone"),
+        ("schedule", _window(s.schedule) if s.schedule else "none: the queue alone"),
         (
             "system nodes",
             f"{e.system.nodes} x {e.system.instance_type} always on "

@@ -1,7 +1,8 @@
 """What watching a stack adds: the alarms' planned thresholds and the monthly cost of the
 metrics, dashboard, alarms and metric ingestion (`components.watch` defines what is created).
 
-Pure: the program takes the thresholds from here, the plan's cost lines take the counts.
+Pure: the watch spec (`infra.plan.watching`) takes the thresholds from here, the plan's cost lines
+take the counts.
 """
 
 from __future__ import annotations
@@ -27,21 +28,12 @@ DASHBOARDS = 1
 EMF_BYTES_PER_EVENT = 350
 
 
-@dataclass(frozen=True)
-class AlarmThresholds:
-    waiting_requests: int
-    server_errors: int
-
-
-def thresholds(waiting_key: int | str, max_concurrency: float, replicas: int) -> AlarmThresholds:
+def waiting_threshold(waiting_key: int | str, max_concurrency: float, replicas: int) -> int:
     """`waitingRequestsAlarm` auto: as many requests as the KV cache holds at once, over every
     group. More than that waiting means a new request waits at least one whole reply."""
-    waiting = (
-        max(1, math.floor(max_concurrency)) * replicas
-        if waiting_key == "auto"
-        else int(waiting_key)
-    )
-    return AlarmThresholds(waiting, SERVER_ERRORS_PER_5_MINUTES)
+    if waiting_key == "auto":
+        return max(1, math.floor(max_concurrency)) * replicas
+    return int(waiting_key)
 
 
 def emf_gb_per_month(replicas: int, elastic: bool = False) -> float:

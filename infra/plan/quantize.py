@@ -20,8 +20,8 @@ All figures are MODELLED (no 12B quantization has run on Graviton here):
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 
+from components.manifests.quantize import QuantizeSpec
 from infra.plan.catalog import GIB, ModelProfile
 
 #: Installing the pinned quantizer (llm-compressor and its dependencies) into the Job's scratch
@@ -45,29 +45,6 @@ DEADLINE_FACTOR = 3
 MIN_DEADLINE_SECONDS = 45 * 60
 
 
-@dataclass(frozen=True)
-class QuantizeJobPlan:
-    """The Job that produces a stack's int8 or int4 checkpoint."""
-
-    #: The compressed-tensors scheme the quantizer applies (W8A8, W4A8).
-    scheme: str
-    #: Copies written: one per rank's weights volume.
-    volumes: int
-    modelled_seconds: int
-    #: activeDeadlineSeconds of the Job; Pulumi waits a little longer.
-    deadline_seconds: int
-    #: Memory request = limit of the Job's container: the model pod's.
-    memory_gib: float
-    cpu: int
-    #: Modelled peak of the heaviest way to quantize (the whole bf16 model in memory).
-    peak_gib: float
-    #: Scratch space on the node's disk (emptyDir limit): the bf16 download and the quantizer.
-    scratch_gib: int
-    #: vLLM ops the image must carry to serve the result, checked before the download
-    #: (`infra.plan.moe.kernel_ops`).
-    required_ops: tuple[str, ...] = ()
-
-
 def scratch_gib(profile: ModelProfile) -> int:
     """The Job's scratch space: the bf16 checkpoint downloaded, and the quantizer installed."""
     return math.ceil(profile.checkpoint_bytes / GIB * (1 + SCRATCH_MARGIN)) + INSTALL_GIB
@@ -82,7 +59,7 @@ def plan_job(
     download_mbps: float,
     volume_mibps: int,
     required_ops: tuple[str, ...] = (),
-) -> QuantizeJobPlan:
+) -> QuantizeSpec:
     """The Job for `profile` (in its served format) writing to `volumes` volumes."""
     bf16 = profile.checkpoint_bytes
     out = profile.download_bytes
@@ -96,7 +73,7 @@ def plan_job(
     )
     modelled = math.ceil(seconds)
     deadline = max(MIN_DEADLINE_SECONDS, math.ceil(DEADLINE_FACTOR * modelled / 60) * 60)
-    return QuantizeJobPlan(
+    return QuantizeSpec(
         scheme=scheme,
         volumes=volumes,
         modelled_seconds=modelled,

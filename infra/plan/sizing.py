@@ -22,6 +22,7 @@ from dataclasses import asdict, dataclass, replace
 
 from components.manifests.drain import DrainSpec
 from components.manifests.gatekeeper_conf import GatekeeperLimits
+from components.manifests.quantize import QuantizeSpec
 from infra.plan import catalog, liveness, moe, prefill, quantize, rollout
 from infra.plan.budget import (
     BATCHED_TOKEN_CHOICES,
@@ -42,7 +43,7 @@ from infra.plan.config import ConfigError, StackConfig
 from infra.plan.frontdoor import plan_front_door
 from infra.plan.kv_cache import GroupKv, cdiv
 from infra.plan.liveness import Liveness
-from infra.plan.quantize import QuantizeJobPlan, plan_job
+from infra.plan.quantize import plan_job
 from infra.plan.rollout import RolloutPlan
 from infra.plan.weights import weight_format
 
@@ -112,7 +113,7 @@ class Plan:
     startup_timeout_seconds: int
     vllm_image: str
     #: The Job that produces an int8 or int4 checkpoint (`weightsSource: quantize`), else None.
-    quantize: QuantizeJobPlan | None
+    quantize: QuantizeSpec | None
     #: Probe period and threshold, stall bound and client first-byte bound (`infra.plan.liveness`).
     liveness: Liveness
     #: What the gatekeeper in front of vLLM lets through (`infra.plan.frontdoor`).
@@ -140,6 +141,8 @@ class Plan:
         data["front_door"]["max_schema_counts"] = list(self.front_door.max_schema_counts)
         # The plan's own `model` names the served model once.
         del data["front_door"]["served_model"]
+        if data["quantize"] is not None:
+            del data["quantize"]["files"]  # the program's checkout, none in a plan
         data["weights_gib_per_stage"] = self.weights_gib_per_stage
         data["overhead_gib_per_pod"] = self.overhead_gib_per_pod
         return data
@@ -588,7 +591,7 @@ def _decode_tokens_per_s(
 
 def _quantize_job(
     cfg: StackConfig, profile: ModelProfile, budget: NodeBudget, pod_gib: float, stages: int
-) -> QuantizeJobPlan | None:
+) -> QuantizeSpec | None:
     """The Job that writes a produced checkpoint to every rank's volume, with the pod's memory."""
     scheme = weight_format(cfg.weights).scheme
     if not cfg.quantize_job or scheme is None:

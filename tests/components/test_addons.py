@@ -19,6 +19,7 @@ import pulumi_aws as aws
 import pulumi_kubernetes as k8s
 import pytest
 
+from components import watch
 from components.addons import ASSOCIATION_ANNOTATION, ASSOCIATION_SETTLE, ClusterRef
 from components.autoscaling import AUTOSCALER_CHART, Autoscaling, AutoscalingArgs
 from components.manifests import identity, metrics
@@ -92,8 +93,13 @@ def _deploy() -> ClusterLogs:
                 application_log_group=f"/aws/containerinsights/{CLUSTER_NAME}/application",
                 namespace=wiring.NAMESPACE,
                 load_balancer_hostname="a1b2-c3d4.elb.us-west-2.amazonaws.com",
-                waiting_threshold=3,
-                server_errors_threshold=5,
+                watch_spec=watch.WatchSpec(
+                    stack=STACK,
+                    region="us-west-2",
+                    namespace=f"GemmaGraviton/{STACK}",
+                    waiting_threshold=3,
+                    server_errors_threshold=5,
+                ),
             ),
         )
         workload = k8s.core.v1.ConfigMap("workload", metadata={"name": "lws-stand-in"})

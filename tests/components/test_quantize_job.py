@@ -9,6 +9,7 @@ import json
 import os
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -51,8 +52,15 @@ with open(os.environ["FAKE_LOG"], "a") as log:
 
 def _job() -> dict[str, Any]:
     """The Job of an int8 server whose two ranks' volumes each get the checkpoint."""
-    spec = builders.server_spec(weights="int8", produced_checkpoint=True, persistent_models=True)
-    return quantize_job(spec, builders.quantize_spec(source_revision=REVISION))
+    spec = builders.server_spec(
+        weights="int8",
+        produced_checkpoint=True,
+        persistent_models=True,
+        stages=2,
+        replicas=1,
+        model_revision=REVISION,
+    )
+    return quantize_job(spec, builders.quantize_spec())
 
 
 def _run(tmp_path: Path, job: dict[str, Any]) -> subprocess.CompletedProcess[str]:
@@ -121,8 +129,8 @@ def test_the_job_is_named_by_its_inputs() -> None:
     spec, job = builders.server_spec(weights="int8"), builders.quantize_spec()
     name = quantize_job(spec, job)["metadata"]["name"]
     assert name == quantize_job(spec, job)["metadata"]["name"]
-    moved = job.__class__(**{**job.__dict__, "source_revision": "f" * 40})
-    assert quantize_job(spec, moved)["metadata"]["name"] != name
+    moved = replace(spec, model_revision="f" * 40)
+    assert quantize_job(moved, job)["metadata"]["name"] != name
 
 
 def _fake_vllm(root: Path, ops: list[str]) -> Path:

@@ -227,9 +227,8 @@ def test_scaling_parameters_follow_the_plan() -> None:
     assert s.down_window_s % 60 == 0 and s.down_window_s >= 300
     assert s.tolerance == 0.1 and s.up_window_s < s.down_window_s
     assert s.schedule is not None
-    cron = s.schedule.cron()
-    assert (cron.start, cron.end) == ("0 8 * * 1,2,3,4,5", "0 19 * * 1,2,3,4,5")
-    assert (cron.time_zone, cron.groups_inside) == (s.schedule.time_zone, s.schedule.groups_inside)
+    assert s.schedule.crons() == ("0 8 * * 1,2,3,4,5", "0 19 * * 1,2,3,4,5")
+    assert (s.schedule.time_zone, s.schedule.groups_inside) == ("Europe/Berlin", 1)
     _, _, fixed_queue = _elastic(queuePerGroup=2)
     assert fixed_queue.scaling.queue_per_group == 2
 
@@ -239,8 +238,8 @@ def test_weekend_days_map_to_cron_sunday_zero() -> None:
         schedule={"timeZone": "UTC", "days": "Sat-Sun", "start": "10:00", "end": "12:30"}
     )
     assert e.scaling.schedule is not None
-    cron = e.scaling.schedule.cron()
-    assert (cron.time_zone, cron.start, cron.end) == ("UTC", "0 10 * * 6,0", "30 12 * * 6,0")
+    window = e.scaling.schedule
+    assert (window.time_zone, *window.crons()) == ("UTC", "0 10 * * 6,0", "30 12 * * 6,0")
     assert e.scaling.schedule.hours_a_week == 5
 
 
@@ -253,8 +252,7 @@ def test_a_window_ending_at_midnight_ends_on_the_next_day() -> None:
     )
     window = e.scaling.schedule
     assert window is not None
-    cron = window.cron()
-    assert (cron.start, cron.end) == ("0 18 * * 5,6,0", "0 0 * * 6,0,1")
+    assert window.crons() == ("0 18 * * 5,6,0", "0 0 * * 6,0,1")
     assert window.hours_a_week == 18
     assert scaling_sim.floor(window, 23 * 3600 + 3599, 4) == window.groups_inside
     assert scaling_sim.floor(window, 17 * 3600, 4) == window.groups_outside

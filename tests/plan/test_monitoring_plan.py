@@ -8,7 +8,7 @@ import datetime as dt
 import pytest
 
 from components import watch
-from infra.plan import monitoring, prices
+from infra.plan import monitoring, prices, watching
 from infra.plan.economics import economics
 from infra.plan.sizing import plan
 from infra.plan.stackfile import load_stack
@@ -47,16 +47,17 @@ def test_monitoring_is_itemised_and_the_key_turns_it_off() -> None:
 def test_waiting_threshold_is_the_concurrency_the_kv_cache_holds() -> None:
     cfg = load_stack("dev", today=TODAY)
     p = plan(cfg, "dev")
-    auto = monitoring.thresholds("auto", p.max_concurrency, p.replicas)
-    assert auto.waiting_requests == int(p.max_concurrency) * p.replicas == 10
-    assert monitoring.thresholds(7, p.max_concurrency, p.replicas).waiting_requests == 7
-    assert auto.server_errors == monitoring.SERVER_ERRORS_PER_5_MINUTES
+    auto = watching.watch_spec(cfg, p)
+    assert auto.waiting_threshold == int(p.max_concurrency) * p.replicas == 10
+    set_to_7 = load_stack("dev", {"waitingRequestsAlarm": 7}, today=TODAY)
+    assert watching.watch_spec(set_to_7, plan(set_to_7, "dev")).waiting_threshold == 7
+    assert auto.server_errors_threshold == monitoring.SERVER_ERRORS_PER_5_MINUTES
 
 
 def test_the_waiting_threshold_counts_every_group_and_at_least_one_request() -> None:
-    assert monitoring.thresholds("auto", 3.7, 2).waiting_requests == 6
-    assert monitoring.thresholds("auto", 0.4, 3).waiting_requests == 3
-    assert monitoring.thresholds("auto", 1.0, 1).waiting_requests == 1
+    assert monitoring.waiting_threshold("auto", 3.7, 2) == 6
+    assert monitoring.waiting_threshold("auto", 0.4, 3) == 3
+    assert monitoring.waiting_threshold("auto", 1.0, 1) == 1
 
 
 def test_ingestion_is_one_event_a_minute_per_leader_and_dimension_set() -> None:

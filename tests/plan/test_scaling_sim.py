@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from infra.plan.elastic import ScalingParameters, Window
+from components.manifests.scaling import CronWindow, ScalerSpec
 from tools.doctools import docs_scaling
 from tools.doctools.scaling_sim import (
     DAY_SECONDS,
@@ -23,7 +23,7 @@ from tools.doctools.scaling_sim import (
 )
 
 CAP = GroupCapacity(slots=10, service_seconds=100, first_token_seconds=20)
-PARAMS = ScalingParameters(
+PARAMS = ScalerSpec(
     min_groups=0,
     max_groups=3,
     queue_per_group=10,
@@ -39,7 +39,7 @@ PARAMS = ScalingParameters(
 )
 DOOR = DoorFigures(retry_after_s=330, wake_flag_s=60, node_release_s=600)
 ELASTIC = Scaler(PARAMS, DOOR)
-OFFICE = Window("Europe/Berlin", (0, 1, 2, 3, 4), "08:00", "19:00", 1, 0, 55)
+OFFICE = CronWindow("Europe/Berlin", (0, 1, 2, 3, 4), "08:00", "19:00", 1, 0, 55)
 
 
 def scaler(**changes: object) -> Scaler:

@@ -1,5 +1,5 @@
 """A day of load replayed through the autoscaler as KEDA configures it (`infra.plan.elastic`'s
-`ScalingParameters`, the ScaledObject of `components.manifests.scaling`): groups over time, the
+`ScalerSpec`, the ScaledObject of `components.manifests.scaling`): groups over time, the
 requests the asleep door refused (503, retried after `Retry-After`), the requests whose first
 byte came later than the plan's first-byte bound, and the model node-hours billed. Pure and
 deterministic: the same day and parameters give the same figures.
@@ -38,8 +38,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
+from components.manifests.scaling import CronWindow, ScalerSpec
 from infra.plan.config_parts import span
-from infra.plan.elastic import HPA_SYNC_SECONDS, ScalingParameters, Window
+from infra.plan.elastic import HPA_SYNC_SECONDS
 
 STEP_SECONDS = 5
 DAY_SECONDS = 24 * 3600
@@ -50,7 +51,7 @@ WEDNESDAY = 2
 Metric = Literal["waiting", "running+waiting"]
 
 
-def floor(window: Window | None, second: float, weekday: int) -> int:
+def floor(window: CronWindow | None, second: float, weekday: int) -> int:
     """The schedule's groups at `second` of a day that is `weekday`."""
     if window is None:
         return 0
@@ -78,7 +79,7 @@ class Scaler:
     """One run's scaler: the plan's parameters (None: today's fixed groups), the door's
     figures, which queue the trigger counts and the day of the week."""
 
-    params: ScalingParameters | None
+    params: ScalerSpec | None
     door: DoorFigures
     #: Fixed groups when `params` is None.
     fixed_groups: int = 1
@@ -217,7 +218,7 @@ def _keda(state: _State, sc: Scaler, now: float, current: int) -> int:
     return current
 
 
-def _params(sc: Scaler) -> ScalingParameters:
+def _params(sc: Scaler) -> ScalerSpec:
     if sc.params is None:
         raise ValueError("a fixed stack has no scaler")
     return sc.params
@@ -278,7 +279,7 @@ def simulate(per_minute: list[int], sc: Scaler, cap: GroupCapacity, first_byte_s
     return _result(state, sc, cap, times, first_byte_s, by_hour)
 
 
-def _scale(state: _State, sc: Scaler, p: ScalingParameters, now: float) -> None:
+def _scale(state: _State, sc: Scaler, p: ScalerSpec, now: float) -> None:
     """KEDA's poll, then the HPA's sync, when each is due."""
     current = len(state.live())
     if now % p.polling_s == 0:
