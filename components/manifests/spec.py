@@ -158,6 +158,8 @@ class ServerSpec:
     rollout_surge: int = 0
     #: An elastic stack's door; None keeps the gatekeeper in each leader pod (fixed stacks).
     door: DoorSpec | None = None
+    #: Further `vllm serve` flags on every rank (`EngineSpec.extra_args`).
+    engine_extra_args: tuple[str, ...] = ()
 
     @property
     def lws_name(self) -> str:
@@ -212,6 +214,7 @@ class ServerSpec:
             # Behind a door, vLLM is reached over the pod network (the NetworkPolicy admits the
             # door alone); beside its gatekeeper, on loopback only.
             **({"host": "0.0.0.0"} if self.door else {}),
+            extra_args=self.engine_extra_args,
         )
 
 
