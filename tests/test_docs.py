@@ -89,6 +89,11 @@ RULES: list[tuple[str, str]] = [
         r"make pin-images.*|python -m tools\.pins.*",
         "needs the registries; tests/plan/test_pins.py runs it against one on loopback",
     ),
+    (
+        r"python -m tools\.vllm_flags.*",
+        "reads the rehearsal environment's vLLM (`make rehearse` builds it); "
+        "tests/plan/test_engine_flags.py holds the recording to the pinned version",
+    ),
     (r"(\.venv/bin/)?python -m tools\.bench.*", "needs a deployed endpoint (tests/bench: a stub)"),
     (r"make bench.*", "needs a deployed endpoint (make rehearse runs a short one)"),
     (r"make quality.*", "needs a deployed endpoint (make rehearse scores its tiny groups)"),

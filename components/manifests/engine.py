@@ -8,6 +8,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
+#: Settings a rank takes from its environment, not its argv, by the variable vLLM reads as the
+#: flag's default: the engine key on the leader (`pods`), kept out of the process list. vLLM 0.31
+#: takes `--api-key` over `VLLM_API_KEY` (entrypoints/serve/middleware/register.py), so the plan
+#: owns that flag as it owns those it writes.
+ENV_FLAGS = {"VLLM_API_KEY": "--api-key"}
+
 
 @dataclass(frozen=True)
 class EngineSpec:
@@ -39,15 +45,19 @@ class EngineSpec:
     dtype: str = "bfloat16"
     #: Hub commit of the model and tokenizer, when vLLM downloads them itself.
     revision: str | None = None
+    #: Further `vllm serve` flags, last on every rank's line (the stack's `vllmExtraArgs`,
+    #: checked against vLLM's parser and the planned flags by `infra.plan.engine_flags`).
+    extra_args: tuple[str, ...] = ()
 
 
 def engine_args(spec: EngineSpec, role: Literal["leader", "worker"]) -> list[str]:
     """`vllm serve` arguments for one rank; workers are headless (no HTTP server).
 
     Kubernetes expands `$(VAR)` in args: only the rank wiring may use it, so a `$(` in a value
-    from the stack (the model) is refused rather than run.
+    from the stack (the model, the extra flags) is refused rather than run.
     """
-    for name, value in (("model", spec.model), ("served_model_name", spec.served_model_name)):
+    named = [("model", spec.model), ("served_model_name", spec.served_model_name)]
+    for name, value in [*named, *(("extra_args", a) for a in spec.extra_args)]:
         if "$(" in value:
             raise ValueError(f"{name} {value!r} holds `$(`, which Kubernetes would expand")
     args = [
@@ -99,7 +109,7 @@ def engine_args(spec: EngineSpec, role: Literal["leader", "worker"]) -> list[str
         args += [f"--host={spec.host}", f"--port={spec.port}"]
     else:
         args.append("--headless")
-    return args
+    return [*args, *spec.extra_args]
 
 
 def command_line(container: Mapping[str, Any]) -> str:

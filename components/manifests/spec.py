@@ -161,6 +161,8 @@ class ServerSpec:
     rollout_surge: int = 0
     #: An elastic stack's door; None keeps the gatekeeper in each leader pod (fixed stacks).
     door: DoorSpec | None = None
+    #: Further `vllm serve` flags on every rank (`EngineSpec.extra_args`).
+    engine_extra_args: tuple[str, ...] = ()
     #: What checks the API key: the gatekeeper, or vLLM itself (`vllm-key`: no nginx at all;
     #: the load balancer reaches vLLM's port and vLLM checks the client key).
     front_door: str = "gatekeeper"
@@ -230,6 +232,7 @@ class ServerSpec:
             # Behind a door or with `vllm-key`, vLLM is reached over the pod network (the
             # NetworkPolicy says from where); beside its gatekeeper, on loopback only.
             **({} if self.gatekeeper_in_pod else {"host": "0.0.0.0"}),
+            extra_args=self.engine_extra_args,
         )
 
 

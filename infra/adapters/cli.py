@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import json
+import shlex
 import sys
 from collections.abc import Sequence
 from dataclasses import replace
@@ -26,7 +27,7 @@ from components.manifests.gatekeeper_conf import (
     LARGE_BODY_BYTES,
     GatekeeperLimits,
 )
-from infra.adapters import verdict
+from infra.adapters import verdict, wiring
 from infra.bootstrap import config as bootstrap_config
 from infra.plan import (
     addons,
@@ -313,6 +314,9 @@ def format_table(
         lines.extend(f"  - {read}" for read in existing.READS)
         lines.append("and assumes:")
         lines.extend(f"  - {assumed}" for assumed in existing.ASSUMES)
+    if cfg is not None and cfg.vllm_extra_args:
+        lines += ["", "extra vLLM flags (`vllmExtraArgs`), last on every rank, not in the figures:"]
+        lines.append(f"  {shlex.join(cfg.vllm_extra_args)}")
     lines.append("")
     lines.append("why:")
     door_reasons = p.front_door.reasons if cfg is None or cfg.gatekeeper else ()
@@ -550,6 +554,7 @@ def main(argv: Sequence[str] | None = None, today: dt.date | None = None) -> int
         if args.compare:
             return _compare(args, cfg, today)
         result = advice.checked_plan(cfg, args.stack, _user_keys(args.stack, overrides), today)
+        wiring.server_spec(cfg, result)  # refuses `vllmExtraArgs` as the program would
         econ = economics(cfg, result, today)
         changed = advice.change_warning(
             load_stack(args.stack, today=today), cfg, result, econ, overrides, args.stack, today

@@ -13,7 +13,7 @@ from components.manifests import ServerSpec, identity, model_claims
 from components.manifests.metrics import CollectorSpec
 from components.manifests.quantize import QuantizeSpec
 from components.manifests.spec import MODEL_TAINT, DoorSpec, stack_taint, toleration
-from infra.plan import catalog, elastic, sleep, watching
+from infra.plan import catalog, elastic, engine_flags, sleep, watching
 from infra.plan.config import PROJECT, StackConfig
 from infra.plan.sizing import Plan
 from infra.plan.stackfile import REPO
@@ -77,8 +77,9 @@ def model_taint(cfg: StackConfig, stack: str) -> dict[str, str] | None:
 
 
 def server_spec(cfg: StackConfig, plan: Plan) -> ServerSpec:
-    """The model server exactly as the plan sizes it."""
-    return ServerSpec(
+    """The model server exactly as the plan sizes it; refuses `vllmExtraArgs` that vLLM would not
+    take or that set what the plan sets (`engine_flags.check`)."""
+    spec = ServerSpec(
         name=SERVER_NAME,
         namespace=NAMESPACE,
         image=cfg.vllm_image,
@@ -116,7 +117,10 @@ def server_spec(cfg: StackConfig, plan: Plan) -> ServerSpec:
         model_taint=model_taint(cfg, plan.stack),
         door=door_spec(cfg, plan) if cfg.elastic else None,
         front_door=cfg.front_door,
+        engine_extra_args=cfg.vllm_extra_args,
     )
+    engine_flags.check(spec.engine())
+    return spec
 
 
 def volume_claims(spec: ServerSpec) -> list[tuple[str, str]]:

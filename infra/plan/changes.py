@@ -48,6 +48,7 @@ GROUP_KEYS = (
     "model",
     "modelRevision",
     "vllmImage",
+    "vllmExtraArgs",
     "pipelineStages",
     "maxModelLen",
     "maxContextCap",

@@ -388,6 +388,18 @@ class StackConfig(StackChecks):
             json_schema_extra=_fix("use true or false"),
         ),
     ] = False
+    vllm_extra_args: Annotated[
+        tuple[str, ...],
+        Field(
+            alias="vllmExtraArgs",
+            description="Further `vllm serve` flags for every rank, such as "
+            "[--enable-prefix-caching, --max-num-seqs=8]: each as --flag=value or --flag then "
+            "its value. The plan refuses a flag vLLM 0.31's parser does not take "
+            "(infra/plan/vllm-serve-flags.json) and one the plan sets itself; its figures "
+            "assume vLLM's defaults for the rest.",
+            json_schema_extra=_fix("list flags such as --enable-prefix-caching"),
+        ),
+    ] = ()
     allowed_cidrs: Annotated[
         tuple[ipaddress.IPv4Network, ...],
         Field(

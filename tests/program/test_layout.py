@@ -449,7 +449,16 @@ def test_the_rehearsal_subpackages_import_only_downward() -> None:
 #: adapters turn a plan into the program's and the user's words; the tools and the rehearsal
 #: stand on both.
 LAYERS: tuple[frozenset[str], ...] = (
-    frozenset({"components", "tools.venvs", "tools.pins", "infra.quantize", "infra.saved_plan"}),
+    frozenset(
+        {
+            "components",
+            "tools.venvs",
+            "tools.pins",
+            "tools.vllm_flags",
+            "infra.quantize",
+            "infra.saved_plan",
+        }
+    ),
     frozenset({"infra.plan"}),
     frozenset({"infra.adapters", "tools.doctools", "tools.regen", "infra.bootstrap"}),
     frozenset({"tools.bench"}),

@@ -114,6 +114,13 @@ def test_node_size_override_flows_into_the_node_group(
             "`hfToken` is required to download the model (a gated model); run `pulumi config "
             "set --secret hfToken <token with the licence accepted>`",
         ),
+        (
+            {"vllmExtraArgs": ["--enable-prefix-caching", "--max-model-len", "4096"]},
+            True,
+            "`vllmExtraArgs` holds --max-model-len, which sets what the plan sets itself "
+            "(--max-model-len=8192); remove it; the plan derives that flag from the stack's "
+            "keys (docs/planning.md)",
+        ),
     ],
 )
 def test_refusal_is_a_run_error_and_creates_nothing(

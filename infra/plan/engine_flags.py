@@ -1,0 +1,142 @@
+"""`vllmExtraArgs`: `vllm serve` flags a stack adds to every rank's command line, checked before
+anything is created against the flags vLLM's own parser takes and against those the plan sets.
+
+What vLLM takes is a recording (`vllm-serve-flags.json` beside this file): every option of the
+parser `vllm serve` builds, with its spellings and how many items follow it, read from the real
+vLLM by `python -m tools.vllm_flags --write` (tests/plan/test_engine_flags.py holds it to the
+pinned version). A flag is read as vLLM's `FlexibleArgumentParser` reads it: `--flag value` or
+`--flag=value`, underscores as dashes before the first dot, `-cc.mode=2` as one key of the
+`--compilation-config` dictionary. What the plan sets is the planned command line itself
+(`engine_args` of both roles without the extras), so a flag the planner starts setting is owned
+from then on with no list to keep; with the flags a rank takes from its environment instead
+(`ENV_FLAGS`: the engine key).
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from components.manifests.engine import ENV_FLAGS, EngineSpec, engine_args
+from infra.plan.config import ConfigError
+
+KEY = "vllmExtraArgs"
+RECORDING = Path(__file__).with_name("vllm-serve-flags.json")
+_RECORDED = json.loads(RECORDING.read_text(encoding="utf-8"))
+VLLM_VERSION: str = _RECORDED["vllm_version"]
+#: Each spelling -> (the option's first spelling, which names the one setting all of them set;
+#: how many items follow it: none, one, optional or many).
+OPTIONS: dict[str, tuple[str, str]] = {
+    spelling: (flag["options"][0], flag["value"])
+    for flag in _RECORDED["flags"]
+    for spelling in flag["options"]
+}
+#: A negative number is a value, not a flag (argparse reads `--x -1` so when no option looks
+#: like one, as none of vLLM's does).
+_NUMBER = re.compile(r"-\d[\d.e+-]*")
+_SEE = f"the flags vLLM {VLLM_VERSION} takes are in infra/plan/vllm-serve-flags.json"
+
+
+@dataclass(frozen=True)
+class Flag:
+    """One flag of a command line: as written (less its value), the setting it sets, and the
+    dictionary key under it (`-cc.mode` sets `mode` of `--compilation-config`; () the whole)."""
+
+    written: str
+    setting: str
+    path: tuple[str, ...] = ()
+
+    def overlaps(self, other: Flag) -> bool:
+        """Both set the same setting, or the same key of it (or one a key the other holds)."""
+        shorter = min(len(self.path), len(other.path))
+        return self.setting == other.setting and self.path[:shorter] == other.path[:shorter]
+
+
+def _is_flag(item: str) -> bool:
+    return item.startswith("-") and not _NUMBER.fullmatch(item)
+
+
+def _spelling(key: str) -> tuple[str, tuple[str, ...]]:
+    """`--max_num_seqs` -> (`--max-num-seqs`, ()); `-cc.mode` -> (`-cc`, (`mode`,))."""
+    name, *path = key.split(".")
+    if name.startswith("--"):
+        name = "--" + name[2:].replace("_", "-")
+    return name, tuple(p.removesuffix("+") for p in path)
+
+
+def _refuse(rule: str, fix: str) -> ConfigError:
+    return ConfigError(KEY, rule, fix)
+
+
+def parse(extra: Sequence[str]) -> list[Flag]:
+    """The flags of `extra`, each refused in one line where vLLM's parser would not take it."""
+    found: list[Flag] = []
+    i = 0
+    while i < len(extra):
+        item = extra[i]
+        if "$(" in item:
+            raise _refuse(
+                f"holds {item!r}, whose `$(` Kubernetes would expand in the container's args",
+                "write the value itself",
+            )
+        if not _is_flag(item):
+            raise _refuse(
+                f"holds {item!r}, which is no flag and follows none that takes a value",
+                "write each flag as --flag=value or as --flag then its value, such as "
+                "--max-num-seqs=8",
+            )
+        key, eq, _ = item.partition("=")
+        name, path = _spelling(key)
+        if name not in OPTIONS:
+            close = difflib.get_close_matches(name, OPTIONS, n=1)
+            fix = f"did you mean {close[0]}? ({_SEE})" if close else f"remove it ({_SEE})"
+            raise _refuse(
+                f"holds {key}, which vLLM {VLLM_VERSION}'s `vllm serve` does not take", fix
+            )
+        setting, takes = OPTIONS[name]
+        i += 1
+        if takes == "none":
+            if eq or path:
+                raise _refuse(f"gives {key} a value, but it takes none", f"write {name} alone")
+        elif not eq:
+            values = 0
+            while i < len(extra) and not _is_flag(extra[i]) and (values == 0 or takes == "many"):
+                values, i = values + 1, i + 1
+            if values == 0 and takes != "optional":
+                raise _refuse(
+                    f"gives {key} no value, but it takes one",
+                    f"write {key}=<value> or put the value after it",
+                )
+        found.append(Flag(key, setting, path))
+    return found
+
+
+def planned(args: Sequence[str]) -> list[Flag]:
+    """The flags of a planned command line (`serve`, the model, then flags with `=values`); the
+    model, passed by position, is vLLM's `--model`."""
+    flags = [Flag(f"{args[1]} (the model)", "--model")]
+    for item in args[2:]:
+        if _is_flag(item):
+            name, path = _spelling(item.partition("=")[0])
+            flags.append(Flag(item, OPTIONS.get(name, (name, ""))[0], path))
+    return flags
+
+
+def check(engine: EngineSpec) -> None:
+    """Refuse `engine.extra_args` where vLLM would not take a flag or where one sets what a rank's
+    planned command line sets already (the stack has a key for that, or the plan derives it)."""
+    extra = parse(engine.extra_args)
+    alone = replace(engine, extra_args=())
+    owned = [*planned(engine_args(alone, "leader")), *planned(engine_args(alone, "worker"))]
+    owned += [Flag(f"{env} in the leader's environment", flag) for env, flag in ENV_FLAGS.items()]
+    for flag in extra:
+        clash = next((own for own in owned if flag.overlaps(own)), None)
+        if clash is not None:
+            raise _refuse(
+                f"holds {flag.written}, which sets what the plan sets itself ({clash.written})",
+                "remove it; the plan derives that flag from the stack's keys (docs/planning.md)",
+            )
