@@ -72,7 +72,8 @@ rehearse: packages $(DEV)
 
 ## Capacity of the deployed stack (`pulumi stack output`, or ARGS="--endpoint URL"), measured
 ## with the pinned vLLM's `vllm bench serve` and printed beside the plan; raw results in
-## bench-results/. `python -m tools.bench.capacity --job` is the same run as an in-cluster Job.
+## bench-results/. ARGS=--quick is the smoke test (three 100-token replies, one stream);
+## `python -m tools.bench.capacity --job` is the same run as an in-cluster Job.
 bench: $(VENV)/.installed
 	$(PY) -m tools.venvs --root .rehearsal/venv
 	$(PY) -m tools.bench.capacity --stack $(STACK) $(ARGS)

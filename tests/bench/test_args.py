@@ -1,4 +1,4 @@
-"""Tests for `tools.bench.args`: flag rules, endpoint normalisation, target from Pulumi."""
+"""Tests for `tools.bench.args`: endpoint normalisation, the target from Pulumi."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from tools.bench.args import API_KEY_ENV, UsageError, normalize_base_url, parse_args, resolve_target
+from tools.bench.args import API_KEY_ENV, UsageError, normalize_base_url, resolve_endpoint
 
 
 @pytest.mark.parametrize(
@@ -22,13 +22,6 @@ from tools.bench.args import API_KEY_ENV, UsageError, normalize_base_url, parse_
 )
 def test_endpoint_is_accepted_with_or_without_v1(given: str, expected: str) -> None:
     assert normalize_base_url(given) == expected
-
-
-def test_parse_args_defaults_match_the_field_report() -> None:
-    args = parse_args(["--endpoint", "http://lb.example.com"])
-    assert (args.runs, args.tokens, args.concurrency) == (3, 100, (1, 2, 4))
-    assert args.endpoint == "http://lb.example.com/v1"
-    assert args.model is None and args.api_key is None and args.json_output is False
 
 
 def _fake_pulumi(outputs: dict[str, tuple[int, str, str]]) -> tuple[Any, list[list[str]]]:
@@ -46,8 +39,7 @@ def test_pulumi_outputs_fill_endpoint_and_key() -> None:
     run, calls = _fake_pulumi(
         {"endpoint": (0, "http://lb.example.com\n", ""), "apiKey": (0, "s3cret\n", "")}
     )
-    args = parse_args([])
-    endpoint, key = resolve_target(args, {}, which=lambda _: "/bin/pulumi", run=run)
+    endpoint, key = resolve_endpoint(None, None, {}, which=lambda _: "/bin/pulumi", run=run)
     assert (endpoint, key) == ("http://lb.example.com/v1", "s3cret")
     assert calls == [
         ["pulumi", "stack", "output", "endpoint"],
@@ -57,9 +49,8 @@ def test_pulumi_outputs_fill_endpoint_and_key() -> None:
 
 def test_environment_key_wins_over_the_stack_key() -> None:
     run, calls = _fake_pulumi({"endpoint": (0, "http://lb.example.com/v1", "")})
-    args = parse_args([])
-    endpoint, key = resolve_target(
-        args, {API_KEY_ENV: "from-env"}, which=lambda _: "/bin/pulumi", run=run
+    endpoint, key = resolve_endpoint(
+        None, None, {API_KEY_ENV: "from-env"}, which=lambda _: "/bin/pulumi", run=run
     )
     assert (endpoint, key) == ("http://lb.example.com/v1", "from-env")
     assert len(calls) == 1
@@ -68,7 +59,7 @@ def test_environment_key_wins_over_the_stack_key() -> None:
 def test_failing_pulumi_names_the_command_and_the_fix() -> None:
     run, _ = _fake_pulumi({"endpoint": (255, "", "error: no stack selected\n")})
     with pytest.raises(UsageError) as caught:
-        resolve_target(parse_args([]), {}, which=lambda _: "/bin/pulumi", run=run)
+        resolve_endpoint(None, None, {}, which=lambda _: "/bin/pulumi", run=run)
     assert str(caught.value) == (
         "`pulumi stack output endpoint` failed (error: no stack selected); pass --endpoint "
         "http://<load-balancer>/v1, or run from the project with a stack selected"

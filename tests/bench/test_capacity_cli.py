@@ -206,6 +206,16 @@ def test_the_job_s_logs_give_back_each_point_s_result() -> None:
             "error: `--endpoint` must be an http(s) URL such as http://<load-balancer>/v1, got "
             "'ftp://x'; pass the `endpoint` stack output",
         ),
+        (
+            ["--endpoint", "http://lb.example.com/v1/chat/completions"],
+            "error: `--endpoint` must be the OpenAI base URL ending in /v1, not a route below it, "
+            "got 'http://lb.example.com/v1/chat/completions'; pass e.g. http://lb.example.com/v1",
+        ),
+        (
+            ["--quick", "--output-tokens", "1"],
+            "error: `--output-tokens` must be a whole number of at least 2, got '1'; "
+            "pass e.g. --output-tokens 128",
+        ),
     ],
 )
 def test_bad_input_exits_2_with_one_line(
@@ -220,8 +230,32 @@ def test_without_pulumi_the_endpoint_is_asked_for(
 ) -> None:
     monkeypatch.setenv("PATH", str(tmp_path))
     assert capacity.main([]) == 2
-    err = capsys.readouterr().err
-    assert err.startswith("error: `--endpoint` is required when no `pulumi` executable is on PATH")
+    assert capsys.readouterr().err == (
+        "error: `--endpoint` is required when no `pulumi` executable is on PATH; pass --endpoint "
+        "http://<load-balancer>/v1 and --api-key KEY (or set GEMMA_GRAVITON_API_KEY)\n"
+    )
+
+
+def test_quick_is_the_field_report_s_run_and_a_flag_beside_it_wins() -> None:
+    def points(*argv: str) -> list[LoadPoint]:
+        return capacity.plan_points(capacity._parser().parse_args(list(argv)))[2]
+
+    (quick,) = points("--quick")
+    assert (quick.input_tokens, quick.output_tokens, quick.concurrency, quick.prompts) == (
+        100,
+        100,
+        1,
+        3,
+    )
+    assert [(p.concurrency, p.prompts) for p in points("--quick", "--concurrency", "1,4")] == [
+        (1, 3),
+        (4, 12),
+    ]
+    # Without it, the capacity run's own defaults.
+    assert {(p.output_tokens, p.prompts // p.concurrency) for p in points()} == {(128, 2)}
+    # Replies cannot end early, so a short one is counted as cut off.
+    argv = capacity.point_argvs("vllm", [quick], capacity.Target("u", "m", "t"), "/r")[0]
+    assert {"--ignore-eos", "--random-output-len=100", "--random-input-len=100"} <= set(argv)
 
 
 def test_a_recorded_run_against_a_dead_engine_is_all_failed_with_no_figures() -> None:

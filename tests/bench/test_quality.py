@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from tests.fakes.openai_stub import STUB_API_KEY, StubConfig, StubServer
 from tools.bench import quality
 from tools.bench.args import UsageError
 
@@ -120,3 +121,14 @@ def test_a_limit_below_one_is_refused() -> None:
     with pytest.raises(UsageError) as caught:
         quality.targets(_ns(endpoint="http://a/v1", limit=0), {})
     assert str(caught.value) == "`--limit` must be at least 1, got 0; pass e.g. --limit 10"
+
+
+def test_the_model_is_the_first_the_endpoint_lists_and_a_wrong_key_is_one_line() -> None:
+    with StubServer(StubConfig(model="tiny")) as stub:
+        base_url = stub.base_url
+        assert quality.served_model(base_url, STUB_API_KEY) == "tiny"
+        with pytest.raises(UsageError) as caught:
+            quality.served_model(base_url, "wrong")
+    assert str(caught.value) == (
+        f"{base_url}/models answered HTTP 401; check --endpoint and the key, or pass --model NAME"
+    )

@@ -1,8 +1,9 @@
-"""A local OpenAI-compatible streaming server for the benchmark tests. Test infrastructure only.
+"""A local OpenAI-compatible streaming server for the tests. Test infrastructure only.
 
 `StubServer` owns a stdlib `ThreadingHTTPServer` on 127.0.0.1 and an ephemeral port, served from a
-daemon thread, so `tools.bench` can be tested end to end through the real `openai` client without
-a model or a network. It imitates the parts of vLLM's OpenAI server the benchmark depends on,
+daemon thread, so a client (the rehearsal's endpoint checks, the quality command's model lookup,
+the gatekeeper in front of it) is tested end to end without a model or a network. It imitates the
+parts of vLLM's OpenAI server they depend on,
 each reply built from what real vLLM 0.31 answered (`tests.fakes.vllm_replies`, recorded by
 `python -m tests.fakes.record_vllm`), with only ids, model, content, finish reason and token
 counts set by the stub:
@@ -20,22 +21,14 @@ keeps the stub free of chunked-encoding code; the events' bytes are vLLM's.
 
 Tokens are paced: the first is sent `ttft_s` after the request is read, and token i (0-based) at
 `ttft_s + i * seconds_per_token`, scheduled against absolute deadlines so sleep overshoot does not
-accumulate. On a busy machine the real intervals still stretch, so tests that check measured
-values replay `reply_instants` through a scripted clock instead of timing the stub.
+accumulate.
 
-Knobs for the failure modes the benchmark must surface:
+Knobs for the failure modes a client must surface:
 
 - `cut_off_at`: stop after that many tokens with `finish_reason: "length"` even though more were
   asked for (a context or server-side limit, the "cut off" case);
 - `stop_at`: stop after that many tokens with `finish_reason: "stop"` (a server that ignores
-  `min_tokens` / `ignore_eos`, the "short" case);
-- `send_usage=False`: never send the usage chunk, so the client must count content chunks;
-- `together`: hold every stream's first token until that many requests are in flight at once, so
-  a test can tell requests sent together from requests sent one after another without timing
-  them (`peak_in_flight` records the most seen at once).
-
-`reply_instants` is the timeline a correct client records for one reply, for tests that replace
-the client's clock with a scripted one instead of measuring the stub's real delays.
+  `min_tokens` / `ignore_eos`, the "short" case).
 
 Every request body the stub accepts is kept in `requests` so tests can assert what was sent.
 """
@@ -80,12 +73,6 @@ class StubConfig:
     """If set and smaller than the request's limit, end there with finish_reason "length"."""
     stop_at: int | None = None
     """If set and smaller than the request's limit, end there with finish_reason "stop"."""
-    send_usage: bool = True
-    """Whether to honor `stream_options.include_usage` with a final usage chunk."""
-    together: int = 1
-    """Requests that must be in flight before any stream sends its first token (a barrier)."""
-    together_timeout_s: float = 10.0
-    """How long a stream waits at that barrier before giving up and streaming anyway."""
 
 
 @dataclass
@@ -95,12 +82,6 @@ class StubServer:
     config: StubConfig = field(default_factory=StubConfig)
     requests: list[dict[str, Any]] = field(default_factory=list)
     """Parsed bodies of accepted chat-completion requests, in arrival order."""
-    peak_in_flight: int = 0
-    """The most chat-completion streams that were open at the same time."""
-    together_broken: bool = False
-    """Whether a stream gave up waiting for `config.together` streams to be open."""
-    _in_flight: int = field(default=0, repr=False)
-    _together: threading.Barrier | None = field(default=None, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
     _httpd: ThreadingHTTPServer | None = field(default=None, repr=False)
     _thread: threading.Thread | None = field(default=None, repr=False)
@@ -121,10 +102,6 @@ class StubServer:
     def start(self) -> StubServer:
         """Bind 127.0.0.1 on an ephemeral port and serve from a daemon thread."""
         handler = type("_BoundHandler", (_Handler,), {"stub": self})
-        if self.config.together > 1:
-            self._together = threading.Barrier(
-                self.config.together, timeout=self.config.together_timeout_s
-            )
         self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), handler)
         self._httpd.daemon_threads = True
         # A short poll keeps `stop()` (which waits for the serve loop to notice) fast.
@@ -152,40 +129,11 @@ class StubServer:
         with self._lock:
             self.requests.append(body)
 
-    def open_stream(self) -> None:
-        """Count a stream as open, then wait until `config.together` streams are."""
-        with self._lock:
-            self._in_flight += 1
-            self.peak_in_flight = max(self.peak_in_flight, self._in_flight)
-        if self._together is not None:
-            try:
-                self._together.wait()
-            except threading.BrokenBarrierError:
-                # Stream anyway so the client finishes; the test reads the flag.
-                self.together_broken = True
-
-    def close_stream(self) -> None:
-        """Count a stream as closed."""
-        with self._lock:
-            self._in_flight -= 1
-
     def __enter__(self) -> StubServer:
         return self.start()
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
-
-
-def reply_instants(tokens: int, ttft_s: float, seconds_per_token: float) -> list[float]:
-    """The clock readings of a client timing one streamed reply of `tokens` tokens with usage.
-
-    In call order: the request sent (0), the role chunk (at once, no content), each token at
-    `ttft_s + i * seconds_per_token`, the usage chunk and the stream's end (both at the last
-    token). A client that times correctly measures exactly `ttft_s` and `1 / seconds_per_token`.
-    """
-    last = ttft_s + (tokens - 1) * seconds_per_token
-    token_times = [ttft_s + i * seconds_per_token for i in range(tokens)]
-    return [0.0, 0.0, *token_times, last, last]
 
 
 def token_text(index: int) -> str:
@@ -235,11 +183,7 @@ class _Handler(BaseHTTPRequestHandler):
         if not body.get("stream"):
             self._send_json(200, self._whole(body))
             return
-        self.stub.open_stream()
-        try:
-            self._stream(body, time.perf_counter())
-        finally:
-            self.stub.close_stream()
+        self._stream(body, time.perf_counter())
 
     def _authorized(self) -> bool:
         expected = f"Bearer {self.stub.config.api_key}"
@@ -294,7 +238,6 @@ class _Handler(BaseHTTPRequestHandler):
         cfg = self.stub.config
         count, finish = self._length(body)
         include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
-        send_usage = include_usage and cfg.send_usage
         model = body.get("model", cfg.model)
         templates = vllm_replies.stream_templates()
 
@@ -330,7 +273,7 @@ class _Handler(BaseHTTPRequestHandler):
                 self._event(chunk("finish" if last else "token", token_text(index)))
             if count == 0:
                 self._event(chunk("finish", ""))
-            if send_usage:
+            if include_usage:
                 usage = chunk("usage")
                 put(usage, "usage", self._usage(usage["usage"], body, count))
                 self._event(usage)

@@ -1,6 +1,6 @@
 """The verdict's checks: the planner's prediction against vLLM's own log lines (the real
-fixtures in tests/fixtures/vllm), the benchmark's report, and the verdict table
-(`tools.rehearse.checks`)."""
+fixtures in tests/fixtures/vllm), the endpoint's rows against the OpenAI stub, and the verdict
+table (`tools.rehearse.checks`)."""
 
 from __future__ import annotations
 
@@ -9,10 +9,16 @@ import dataclasses
 import pytest
 
 from infra.plan.sizing import Plan
+from tests.fakes.openai_stub import STUB_API_KEY, STUB_MODEL, StubConfig, StubServer
 from tests.rehearse.support import fixture, tiny_plan_for
-from tools import bench
-from tools.rehearse import checks as rehearse_checks
-from tools.rehearse.checks import Check, kv_budget_check, kv_checks, render_verdict, verdict_ok
+from tools.rehearse.checks import (
+    Check,
+    endpoint_checks,
+    kv_budget_check,
+    kv_checks,
+    render_verdict,
+    verdict_ok,
+)
 
 
 @pytest.fixture(scope="module")
@@ -68,25 +74,6 @@ def test_every_rank_must_accept_the_kv_budget(tiny_plan: Plan) -> None:
     assert auto.ok is False
 
 
-def _record(tokens: int, finish: str) -> bench.RequestRecord:
-    record = bench.RequestRecord(concurrency=1, round=1, stream=1, requested=32)
-    record.started, record.first_token_at, record.last_token_at, record.ended = 0, 0.1, 1.1, 1.2
-    record.usage_tokens, record.finish_reason = tokens, finish
-    return record
-
-
-def test_bench_check_fails_on_a_cut_off_reply() -> None:
-    args = bench.parse_args(["--endpoint", "http://x/v1", "--tokens", "32", "--concurrency", "1"])
-    good = bench.RoundResult(1, 1, (_record(32, "length"),))
-    cut = bench.RoundResult(1, 2, (_record(10, "length"),))
-    passed = rehearse_checks.bench_check(bench.build_report("e", "m", args, [(1, [good])]))
-    assert passed.ok is True
-    assert passed.observed.startswith("31.0 tok/s decode median, 1/1 ok, 0 cut off")
-    failed = rehearse_checks.bench_check(bench.build_report("e", "m", args, [(1, [good, cut])]))
-    assert failed.ok is False
-    assert "1 cut off or short" in failed.observed
-
-
 def test_verdict_passes_only_when_every_check_passed() -> None:
     ok = [Check("a", "1", "1", True), Check("b", "2", "2", True)]
     assert verdict_ok(ok)
@@ -105,7 +92,36 @@ def test_verdict_passes_only_when_every_check_passed() -> None:
     assert render_verdict(unrun).splitlines()[-1] == "verdict: FAIL (1 checks not reached)"
 
 
-def test_bench_arguments_survive_a_key_that_looks_like_a_flag() -> None:
-    args = rehearse_checks.bench_args("http://127.0.0.1:9/v1", "-abc")
-    assert (args.api_key, args.endpoint) == ("-abc", "http://127.0.0.1:9/v1")
-    assert (args.runs, args.tokens, args.concurrency) == (2, 32, (1,))
+def _endpoint_rows(api_key: str = STUB_API_KEY, **config: object) -> list[tuple[str, str, bool]]:
+    lines: list[str] = []
+    with StubServer(StubConfig(ttft_s=0.0, seconds_per_token=0.0, **config)) as stub:
+        rows = endpoint_checks(stub.base_url, api_key, STUB_MODEL, lines.append)
+        sent = stub.requests
+    assert len(lines) == 1
+    if sent:
+        # Asked for the fixed length, and that the model may not end it early.
+        assert (sent[-1]["max_tokens"], sent[-1]["min_tokens"], sent[-1]["ignore_eos"]) == (
+            16,
+            16,
+            True,
+        )
+    return [(row.name, row.observed, bool(row.ok)) for row in rows]
+
+
+def test_the_endpoint_rows_pass_on_a_full_reply_with_the_key() -> None:
+    assert _endpoint_rows() == [
+        ("request without key", "401", True),
+        ("request with key", "200", True),
+        ("finish_reason", '"length" after 16 tokens', True),
+    ]
+
+
+def test_the_endpoint_rows_fail_on_a_reply_cut_off_or_stopped_early() -> None:
+    assert _endpoint_rows(cut_off_at=5)[2] == ("finish_reason", '"length" after 5 tokens', False)
+    assert _endpoint_rows(stop_at=3)[2] == ("finish_reason", '"stop" after 3 tokens', False)
+
+
+def test_the_endpoint_rows_fail_on_a_wrong_key() -> None:
+    rows = _endpoint_rows(api_key="wrong")
+    assert rows[1] == ("request with key", "401", False)
+    assert rows[2] == ("finish_reason", "null after 0 tokens", False)

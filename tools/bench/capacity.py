@@ -2,15 +2,16 @@
 `vllm bench serve` and printed beside the plan's predictions.
 
     python -m tools.bench.capacity [--stack dev] [--endpoint URL] [--tokenizer DIR] ...
+    python -m tools.bench.capacity --quick                          # the smoke test
     python -m tools.bench.capacity --job | kubectl apply -f -      # the same run in the cluster
     python -m tools.bench.capacity --from-logs job.log              # its table, from its logs
 
-The endpoint and key are found as `python -m tools.bench` finds them (flags, then
-$GEMMA_GRAVITON_API_KEY, then `pulumi stack output`); the key reaches the generator only through
-its environment. The points (`capacity_plan.default_points`) are 1,000-token and longest prompts
-at concurrency 1 and the planned concurrency, at the gatekeeper's per-client rate. Each point's
-raw result JSON and log go to `--results` (default `bench-results/<stack>-<time>`), with
-`capacity.json` (the table as JSON). `python -m tools.bench` stays the quick smoke test.
+The endpoint and key come from the flags, then $GEMMA_GRAVITON_API_KEY, then `pulumi stack
+output` (`tools.bench.args`); the key reaches the generator only through its environment. The
+points (`capacity_plan.default_points`) are 1,000-token and longest prompts at concurrency 1 and
+the planned concurrency, at the gatekeeper's per-client rate; `--quick` is one point, the field
+report's run (`QUICK`). Each point's raw result JSON and log go to `--results` (default
+`bench-results/<stack>-<time>`), with `capacity.json` (the table as JSON).
 
 Exit codes: 0 every request of every point returned its full reply, 1 a request failed, a reply
 was cut off or a point left no result, 2 bad input.
@@ -66,6 +67,14 @@ PROG = "python -m tools.bench.capacity"
 LOCAL_VLLM = REPO / ".rehearsal" / "venv" / "bin" / "vllm"
 #: Seconds between "still running" lines while a point runs.
 HEARTBEAT_S = 30.0
+#: `--quick`, the smoke test: the field report's run (one stream, replies of exactly 100 tokens)
+#: on a short prompt, three requests (on dev ~80 s, modelled). A flag given beside it wins.
+QUICK = {
+    "input_lengths": "100",
+    "concurrency": "1",
+    "output_tokens": "100",
+    "prompts_per_stream": "3",
+}
 
 Log = Callable[[str], None]
 
@@ -198,9 +207,14 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--vllm", metavar="PATH", help=f"the generator (default {LOCAL_VLLM})")
     parser.add_argument("--input-lengths", metavar="N[,N]", help="default 1000 and the longest")
     parser.add_argument("--concurrency", metavar="N[,N]", help="default 1 and the planned")
-    parser.add_argument("--output-tokens", default=str(DEFAULT_OUTPUT_TOKENS), metavar="N")
+    parser.add_argument("--output-tokens", metavar="N", help=f"default {DEFAULT_OUTPUT_TOKENS}")
     parser.add_argument(
-        "--prompts-per-stream", default=str(DEFAULT_PROMPTS_PER_STREAM), metavar="N"
+        "--prompts-per-stream", metavar="N", help=f"default {DEFAULT_PROMPTS_PER_STREAM}"
+    )
+    parser.add_argument(
+        "--quick",
+        action="store_true",
+        help="the smoke test: 100-token prompts, one stream, 3 replies of 100 tokens",
     )
     parser.add_argument("--results", type=Path, metavar="DIR", help="where raw results go")
     mode = parser.add_mutually_exclusive_group()
@@ -228,13 +242,19 @@ def _lengths(flag: str, text: str | None) -> tuple[int, ...] | None:
 
 def plan_points(args: argparse.Namespace) -> tuple[StackConfig, Plan, list[LoadPoint]]:
     """The stack's config and plan, and the points the flags ask for (checked against the plan)."""
+    if args.quick:
+        args = argparse.Namespace(
+            **{**QUICK, **{k: v for k, v in vars(args).items() if v is not None}}
+        )
     cfg = load_config(stack_values(args.stack, parse_overrides(args.overrides)))
     p = plan(cfg, args.stack)
-    output = parse_whole("--output-tokens", args.output_tokens, 2, str(DEFAULT_OUTPUT_TOKENS))
+    default = str(DEFAULT_OUTPUT_TOKENS)
+    output = parse_whole("--output-tokens", args.output_tokens or default, 2, default)
+    per_stream = args.prompts_per_stream or str(DEFAULT_PROMPTS_PER_STREAM)
     points = default_points(
         p,
         output,
-        parse_whole("--prompts-per-stream", args.prompts_per_stream, 1, "2"),
+        parse_whole("--prompts-per-stream", per_stream, 1, "2"),
         _lengths("--input-lengths", args.input_lengths),
         _lengths("--concurrency", args.concurrency),
     )

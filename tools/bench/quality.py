@@ -9,9 +9,10 @@ assumed: this runs lm-eval (pinned in requirements-quality.txt, in its own virtu
 (`quality_task/gemma_graviton_qa.yaml`: 40 short questions, exact match, read from the JSONL
 beside it, so nothing is downloaded), through the chat route, with the endpoint's key. With
 `--against`, the same run on a second endpoint (the quantized stack), then both scores and the
-difference (against - endpoint). The endpoint and key resolve as `python -m tools.bench`'s do
-(flags, then $GEMMA_GRAVITON_API_KEY, then `pulumi stack output`); the second key is
-`--against-key`, else $GEMMA_GRAVITON_AGAINST_API_KEY, else the first key.
+difference (against - endpoint). The endpoint and key resolve as `make bench`'s do (flags, then
+$GEMMA_GRAVITON_API_KEY, then `pulumi stack output`); the second key is `--against-key`, else
+$GEMMA_GRAVITON_AGAINST_API_KEY, else the first key. The model is `--model`, else the first the
+endpoint lists at /v1/models (vLLM serves one).
 
 lm-eval's `local-chat-completions` model sends the chat messages and lets the server apply the
 chat template, so no tokenizer is loaded (`tokenized_requests=False`); the key travels in its
@@ -28,6 +29,8 @@ import os
 import subprocess
 import sys
 import time
+import urllib.error
+import urllib.request
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -198,28 +201,37 @@ def targets(ns: argparse.Namespace, env: Mapping[str, str]) -> list[tuple[str, s
     return chosen
 
 
-def _model(base_url: str, key: str | None, named: str | None) -> str:
-    if named:
-        return named
-    import openai
-
-    from tools.bench.client import discover_model
-
-    return discover_model(openai.OpenAI(base_url=base_url, api_key=key or "none"), base_url, key)
+def served_model(base_url: str, key: str | None) -> str:
+    """The first model the endpoint lists at /v1/models (vLLM serves exactly one)."""
+    headers = {"Authorization": f"Bearer {key}"} if key else {}
+    fix = "check --endpoint and the key, or pass --model NAME"
+    try:
+        with urllib.request.urlopen(
+            urllib.request.Request(f"{base_url}/models", headers=headers), timeout=30
+        ) as response:
+            models = [entry["id"] for entry in json.load(response)["data"]]
+    except urllib.error.HTTPError as error:
+        raise UsageError(f"{base_url}/models answered HTTP {error.code}; {fix}") from error
+    except (OSError, ValueError, KeyError, TypeError) as error:
+        raise UsageError(f"{base_url}/models could not be read ({error}); {fix}") from error
+    if not models:
+        raise UsageError(f"{base_url}/models lists no models; pass --model NAME")
+    return models[0]
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    from tools.bench.client import BenchError
-
     def progress(line: str) -> None:
         print(line, file=sys.stderr, flush=True)
 
     try:
         ns = _parser().parse_args(argv)
         chosen = targets(ns, os.environ)
-        found = [Target(lab, url, key, _model(url, key, ns.model)) for lab, url, key in chosen]
+        found = [
+            Target(label, url, key, ns.model or served_model(url, key))
+            for label, url, key in chosen
+        ]
         python = ensure_quality_env(QUALITY_VENV_DIR, progress)
-    except (UsageError, BenchError) as error:
+    except UsageError as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
     except RehearsalEnvError as error:

@@ -8,7 +8,6 @@ that kills ranks) builds its verdict from the same pieces:
   budget against the lines vLLM logged (`vllm_logs`);
 - `endpoint_checks`: `/v1` refuses a request without the key and streams a fixed-length reply
   with it (`endpoint`);
-- `bench_check`: the benchmark client (`tools.bench`) ran against the endpoint, no reply cut off;
 - `stopped_check`: no process group outlived the run (`ranks.RankGroup`);
 - `verdict_ok`, `render_verdict`: PASS only when every check passed, and the table printed.
 """
@@ -16,13 +15,11 @@ that kills ranks) builds its verdict from the same pieces:
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from infra.plan.sizing import Plan
-from tools import bench
 from tools.rehearse.group.endpoint import CHECK_TOKENS, http_status, streamed_reply
 from tools.rehearse.group.ranks import RankGroup
 from tools.rehearse.group.vllm_logs import (
@@ -30,11 +27,6 @@ from tools.rehearse.group.vllm_logs import (
     parse_kv_cache_size,
     parse_max_concurrency,
 )
-
-#: The benchmark's run (small: the point is that it runs).
-BENCH_RUNS = 2
-BENCH_TOKENS = 32
-BENCH_CONCURRENCY = 1
 
 
 @dataclass(frozen=True)
@@ -139,54 +131,15 @@ def endpoint_checks(
     body = {"model": model, "messages": [{"role": "user", "content": "hi"}], "max_tokens": 4}
     without = http_status(f"{base_url}/chat/completions", body)
     checks = [Check("request without key", "401", str(without), without == 401)]
-    record = streamed_reply(base_url, api_key, model)
-    status = "200" if record.error is None else (str(record.error_status or record.error))
-    checks.append(Check("request with key", "200", status, record.error is None))
-    verdict = record.verdict
+    reply = streamed_reply(base_url, api_key, model)
+    status = "200" if reply.error is None else reply.error
+    checks.append(Check("request with key", "200", status, reply.error is None))
+    ended = f"{json.dumps(reply.finish_reason)} after {reply.tokens} tokens"
     checks.append(
-        Check(
-            "finish_reason",
-            f'"length" after {CHECK_TOKENS} tokens',
-            f"{json.dumps(record.finish_reason)} after {record.completion_tokens} tokens",
-            verdict.ok,
-        )
+        Check("finish_reason", f'"length" after {CHECK_TOKENS} tokens', ended, reply.full)
     )
-    progress(f"endpoint: without key {without}, with key {status}, {verdict.note}")
+    progress(f"endpoint: without key {without}, with key {status}, finish_reason {ended}")
     return checks
-
-
-def bench_args(base_url: str, api_key: str) -> bench.BenchArgs:
-    """The benchmark's arguments for the local leader, through its own parser."""
-    return bench.parse_args(
-        [
-            f"--endpoint={base_url}",
-            f"--api-key={api_key}",
-            "--runs",
-            str(BENCH_RUNS),
-            "--tokens",
-            str(BENCH_TOKENS),
-            "--concurrency",
-            str(BENCH_CONCURRENCY),
-        ]
-    )
-
-
-def run_bench(base_url: str, api_key: str, log: Callable[[str], None]) -> dict[str, Any]:
-    """`tools.bench` against the local leader: its report, as `--json` would print it."""
-    return bench.run_bench(bench_args(base_url, api_key), base_url, api_key, log)
-
-
-def bench_check(report: Mapping[str, Any]) -> Check:
-    """The benchmark's report as a check: every reply full-length and a decode rate measured."""
-    level = report["levels"][0]
-    decode = level["decode_tokens_per_s"]
-    rate = "-" if decode is None else f"{decode['median']:.1f} tok/s"
-    observed = (
-        f"{rate} decode median, {level['ok']}/{level['requests']} ok, "
-        f"{report['cut_off_or_short']} cut off or short, {report['failed']} failed"
-    )
-    expected = f"{report['requested_tokens']}-token replies, none cut off"
-    return Check("bench", expected, observed, bool(report["ok"]) and decode is not None)
 
 
 def seccomp_status(pid: int) -> str | None:

@@ -32,9 +32,9 @@ and checks what the plan promised:
 - the chat page the gatekeeper serves (`chat_page`), driven in headless Chromium: it streams,
   notes a reply cut off at its limit, shows a wrong key's 401, starts a New chat, fits a phone,
   and its cut-off row fails on a mutant page that ignores `finish_reason: "length"`;
-- the benchmark client (`tools.bench`) runs against the leader and flags no cut-off reply;
 - `vllm bench serve` runs a short capacity run through the gatekeeper, one verdict row per point
-  with the plan beside the measurement (`capacity_step`);
+  with the plan beside the measurement, every reply of fixed length and none cut off
+  (`capacity_step`, as `make bench` runs it);
 - lm-eval scores the group on the project's quality task through the gatekeeper
   (`quality_step`, `tools.bench.quality`);
 - the changes (`change_steps`): a key rotation with an overlap in front of the group (both keys
@@ -88,17 +88,14 @@ from infra.plan.config import ConfigError, StackConfig
 from infra.plan.loading import load_config
 from infra.plan.sizing import Plan, plan
 from infra.plan.stackfile import REPO, add_stack_arguments, parse_overrides, stack_values
-from tools import bench
 from tools.rehearse.changes import change_steps
 from tools.rehearse.changes.change_steps import SecondGroup as _SecondGroup
 from tools.rehearse.checks import (
     Check,
-    bench_check,
     endpoint_checks,
     kv_budget_check,
     kv_checks,
     render_verdict,
-    run_bench,
     seccomp_check,
     stopped_check,
     verdict_ok,
@@ -182,7 +179,6 @@ NOT_REACHED = (
     ("KV cache tokens", "planner's"),
     ("max concurrency", "planner's"),
     ("KV budget accepted", "every rank"),
-    ("bench", "no cut-off"),
     ("metrics listener", "vLLM's families"),
     ("burst above the rate", "429s, no 5xx"),
 )
@@ -523,11 +519,6 @@ def _check_group(
             checks.append(kv_budget_check(tiny_plan, logs))
         with _timed(timings, "chat page"):
             checks += _chat_rows(door, front, api_key, tiny_plan, vllm_port, group.progress)
-        with _timed(timings, "bench"):
-            try:
-                checks.append(bench_check(run_bench(gate_url, api_key, group.progress)))
-            except bench.BenchError as error:
-                checks.append(Check("bench", "no cut-off", "could not run", False, note=str(error)))
         with _timed(timings, "capacity"):
             checks += capacity_step.capacity_checks(load, gate_url, api_key, group.progress)
         with _timed(timings, "quality"):
