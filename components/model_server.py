@@ -107,6 +107,10 @@ class ModelServer(pulumi.ComponentResource):
         config = k8s.core.v1.ConfigMap(
             f"{name}-gatekeeper", metadata=_meta(door, in_ns), data=door["data"], opts=child
         )
+        ran = manifests.programs_config(spec)
+        programs = k8s.core.v1.ConfigMap(
+            f"{name}-programs", metadata=_meta(ran, in_ns), data=ran["data"], opts=child
+        )
 
         claims = [
             k8s.core.v1.PersistentVolumeClaim(
@@ -126,7 +130,9 @@ class ModelServer(pulumi.ComponentResource):
         # Not secret: a slow, truncated digest (`gatekeeper.key_fingerprint`), made once. Left
         # secret, it would hide the whole LeaderWorkerSet spec from every preview.
         engine_print = pulumi.Output.unsecret(engine_key.apply(gatekeeper.key_fingerprint))
-        group = self._group(name, args, in_ns, [*secrets, config, *claims, *made], engine_print)
+        group = self._group(
+            name, args, in_ns, [*secrets, config, programs, *claims, *made], engine_print
+        )
         budget = manifests.pod_disruption_budget(spec)
         if budget is not None:
             k8s.policy.v1.PodDisruptionBudget(

@@ -226,7 +226,7 @@ if cfg.monitoring:
             system_nodes=system.nodes if system is not None else 0,
             idle_alarm_s=elastic.idle_alarm(cfg, plan) if cfg.elastic else 0,
             plan_step_s=plan.liveness.calibrate_step_s,
-            plan_stall_s=plan.liveness.stall_s,
+            plan_stall_s=plan.liveness.probes.stall_s,
         ),
         opts=on_cluster,
     )
