@@ -112,6 +112,10 @@ class ModelServer(pulumi.ComponentResource):
                     f"{name}-gatekeeper", metadata=_meta(door, in_ns), data=door["data"], opts=child
                 )
             )
+        ran = manifests.programs_config(spec)
+        programs = k8s.core.v1.ConfigMap(
+            f"{name}-programs", metadata=_meta(ran, in_ns), data=ran["data"], opts=child
+        )
 
         claims = [
             k8s.core.v1.PersistentVolumeClaim(
@@ -134,7 +138,9 @@ class ModelServer(pulumi.ComponentResource):
         # `vllm-key` (then a new client key rolls the group: vLLM reads its key at start).
         checked = api_key if spec.vllm_key else engine_key
         engine_print = pulumi.Output.unsecret(checked.apply(gatekeeper.key_fingerprint))
-        group = self._group(name, args, in_ns, [*secrets, *configs, *claims, *made], engine_print)
+        group = self._group(
+            name, args, in_ns, [*secrets, *configs, programs, *claims, *made], engine_print
+        )
         budget = manifests.pod_disruption_budget(spec)
         if budget is not None:
             k8s.policy.v1.PodDisruptionBudget(

@@ -8,7 +8,8 @@ One module per object, re-exported here as `manifests.X`:
 
 - `spec`: the `ServerSpec`, shared names, labels and metadata;
 - `engine`: one rank's `vllm serve` command line;
-- `probes`: the liveness probe program and the engine's step bound;
+- `probes`: the liveness probes and the engine's step bound (`programs`: the files the
+  containers run, shipped in one ConfigMap per group);
 - `pods`: the leader and worker pod templates (engine container, weight prefetch, volumes);
 - `lws`: the LeaderWorkerSet, its per-rank claims' storage class and its disruption budget;
 - `drain`: how a pod told to stop finishes its streams (preStop hooks, readiness marker);
@@ -49,6 +50,7 @@ from components.manifests.lws import (
     static_volume_name,
     storage_class,
 )
+from components.manifests.pods import programs_config
 from components.manifests.probes import ProbeSpec, engine_timeout_env, probe_command
 from components.manifests.quantize import QuantizeSpec, quantize_objects
 from components.manifests.spec import (
@@ -100,6 +102,7 @@ __all__ = [
     "network_policy",
     "pod_disruption_budget",
     "probe_command",
+    "programs_config",
     "quantize_objects",
     "rank_pods",
     "secret",
@@ -118,6 +121,7 @@ def all_objects(spec: ServerSpec, quantize: QuantizeSpec | None = None) -> list[
     objects = [
         namespace(spec),
         *([] if spec.vllm_key else [gatekeeper_config(spec)]),
+        programs_config(spec),
         network_policy(spec),
         *model_claims(spec),
         *quantize_objects(spec, quantize),

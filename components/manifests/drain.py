@@ -27,6 +27,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from components.manifests import programs
+
 #: The file whose presence fails the gatekeeper's readiness (`/ready` answers 503).
 MARKER_NAME = "draining"
 #: The gatekeeper's readiness period: the drain marker shows within it.
@@ -76,76 +78,6 @@ def gatekeeper_pre_stop(
     return ["/bin/sh", "-c", script]
 
 
-#: The engine's preStop (leader: `role=leader`; a headless rank: `role=worker`). Standard library
-#: only: it runs in the vLLM image's Python.
-PRE_STOP_SCRIPT = r"""
-import os, socket, sys, time, urllib.request
-
-opts = dict(arg.split("=", 1) for arg in sys.argv[1:])
-began = time.monotonic()
-
-
-def say(text):
-    print(f"[drain {time.monotonic() - began:.0f} s] {text}", flush=True)
-
-
-def listening(host, port):
-    try:
-        socket.create_connection((host, int(port)), timeout=2).close()
-        return True
-    except OSError:
-        return False
-
-
-# Requests the engine holds; None once the engine no longer listens. A slow or failed answer
-# from a listening engine counts as busy: only a closed port ends the wait early.
-def in_flight():
-    url = f"http://127.0.0.1:{opts['engine-port']}/metrics"
-    try:
-        with urllib.request.urlopen(url, timeout=5) as response:
-            text = response.read().decode()
-    except Exception:
-        return float("inf") if listening("127.0.0.1", opts["engine-port"]) else None
-    total = 0.0
-    for line in text.splitlines():
-        name = line.split("{")[0].split(" ")[0]
-        if name in ("vllm:num_requests_running", "vllm:num_requests_waiting"):
-            total += float(line.rsplit(" ", 1)[1])
-    return total
-
-
-accept, reply, settle = (float(opts[k]) for k in ("accept-s", "reply-s", "settle-s"))
-if opts["role"] == "worker":
-    host = os.environ.get(opts["leader-env"], "")
-    deadline = began + accept + reply + settle + 30
-    while host and listening(host, opts["leader-port"]) and time.monotonic() < deadline:
-        time.sleep(1)
-    say(f"leader's engine {'gone' if time.monotonic() < deadline else 'still up at the bound'}")
-    sys.exit(0)
-
-deadline = began + accept + 30
-while listening("127.0.0.1", opts["door-port"]) and time.monotonic() < deadline:
-    time.sleep(1)
-say("the gatekeeper no longer accepts")
-deadline = time.monotonic() + reply
-quiet = None
-while time.monotonic() < deadline:
-    count = in_flight()
-    if count is None:
-        say("the engine is gone")
-        sys.exit(0)
-    if count:
-        quiet = None
-    elif quiet is None:
-        quiet = time.monotonic()
-    elif time.monotonic() - quiet >= settle:
-        say(f"no request in the engine for {settle:.0f} s")
-        sys.exit(0)
-    time.sleep(1)
-say(f"requests still in the engine after {reply:.0f} s")
-"""
-
-
 def engine_pre_stop(
     drain: DrainSpec,
     role: str,
@@ -154,7 +86,8 @@ def engine_pre_stop(
     door_port: int | None,
     leader_env: str = "LWS_LEADER_ADDRESS",
 ) -> list[str]:
-    """The engine container's preStop argv. A leader waits for its gatekeeper to stop accepting
+    """The engine container's preStop argv (`programs/drain.py`, from the group's programs
+    ConfigMap). A leader waits for its gatekeeper to stop accepting
     and for its engine to be idle; a worker waits while its leader's engine holds `leader_port`
     (the group's master port, open as long as rank 0's engine runs). A leader the load balancer
     reaches itself (`door_port` None: `frontDoor: vllm-key`) keeps accepting through the load
@@ -171,9 +104,9 @@ def engine_pre_stop(
     else:
         args += [f"leader-env={leader_env}", f"leader-port={leader_port}"]
     if role == "leader" and door_port is None:
-        wait = f'sleep {drain.accept_s} && exec python3 -c "$0" "$@"'
-        return ["/bin/sh", "-c", wait, PRE_STOP_SCRIPT, *args]
-    return ["python3", "-c", PRE_STOP_SCRIPT, *args]
+        wait = f'sleep {drain.accept_s} && exec python3 {programs.MOUNT}/drain.py "$@"'
+        return ["/bin/sh", "-c", wait, "drain", *args]
+    return ["python3", f"{programs.MOUNT}/drain.py", *args]
 
 
 def lifecycle(command: list[str]) -> dict[str, Any]:

@@ -9,18 +9,17 @@ from __future__ import annotations
 import json
 from typing import Any, Literal
 
-from components.manifests import drain, gatekeeper
+from components.manifests import drain, gatekeeper, programs
 from components.manifests.access import gatekeeper_files
 from components.manifests.engine import engine_args
 from components.manifests.probes import (
     LOGGING_CONFIG_PATH,
-    STATE_FILE,
-    WARNINGS_LOG,
+    check_args,
+    engine_command,
     engine_logging_config,
     engine_timeout_env,
     leader_startup_probe,
     liveness_probe,
-    probe_command,
     startup_probe,
 )
 from components.manifests.spec import (
@@ -38,101 +37,40 @@ from components.manifests.spec import (
     RUN_AS,
     ServerSpec,
     object_labels,
+    object_meta,
     pod_security_context,
     toleration,
 )
 
-# Downloads the pinned commit into the model volume, then reads every file once, so the page
-# cache is charged to this container's cgroup; it is gone when vLLM's guard measures the engine
-# container. On a persistent volume a finished download is only verified. A failed download is
-# retried here with back-off (huggingface_hub resumes the files it has): exiting would fail the
-# pod, and LWS would recreate the whole group, every rank starting again from zero. What no retry
-# can fix (a repository, commit or gated access the token does not have: the hub's 401/403/404,
-# raised as these errors by huggingface_hub 0.2x-1.x `errors.py`) ends the container at once.
-_PREFETCH = """
-set -eu
-python3 - <<'PY'
-import os, sys, time
-from pathlib import Path
-from huggingface_hub import snapshot_download
-from huggingface_hub.errors import RepositoryNotFoundError, RevisionNotFoundError
-
-repo, target = os.environ["MODEL_REPO"], Path(os.environ["MODEL_DIR"])
-revision = os.environ.get("MODEL_REVISION") or None
-attempts = int(os.environ["DOWNLOAD_ATTEMPTS"])
-start = time.time()
-for attempt in range(1, attempts + 1):
-    try:
-        snapshot_download(repo, revision=revision, local_dir=target, allow_patterns=[
-            "*.json", "*.safetensors", "*.model", "*.txt", "*.jinja", "tokenizer*"])
-        break
-    except (RepositoryNotFoundError, RevisionNotFoundError) as error:
-        sys.exit(f"{repo}@{revision or 'main'} cannot be downloaded: {error!r}; check the "
-                 "stack's `model` and `modelRevision` and that the HF token may read the "
-                 "repository (a gated model's licence accepted)")
-    except Exception as error:  # network, throttling, hub errors: all worth another try
-        if attempt == attempts:
-            sys.exit(f"download of {repo}@{revision or 'main'} failed {attempts} times, "
-                     f"last: {error!r}")
-        pause = min(300, 15 * 2 ** (attempt - 1))
-        print(f"download attempt {attempt}/{attempts} failed ({error!r}); retrying in "
-              f"{pause} s", flush=True)
-        time.sleep(pause)
-print(f"downloaded {repo}@{revision or 'main'} in {time.time() - start:.0f} s", flush=True)
-start, total = time.time(), 0
-for path in sorted(p for p in target.rglob("*") if p.is_file() and ".cache" not in p.parts):
-    with open(path, "rb") as handle:
-        while chunk := handle.read(64 << 20):
-            total += len(chunk)
-print(f"read {total / 2**30:.1f} GiB through the page cache in {time.time() - start:.0f} s",
-      flush=True)
-PY
-"""
-# A checkpoint the quantize Job wrote (`components.manifests.quantize`) is not downloaded: its
-# marker must be there (the Job writes it last), then every file is read once, as above.
-_READ_PRODUCED = """
-set -eu
-python3 - <<'PY'
-import os, sys, time
-from pathlib import Path
-
-target, marker = Path(os.environ["MODEL_DIR"]), os.environ["CHECKPOINT_MARKER"]
-if not (target / marker).is_file():
-    sys.exit(f"{target}/{marker} is missing: the quantize Job has not written this volume's "
-             "checkpoint; see its log (kubectl logs job/<name> in the model's namespace)")
-start, total = time.time(), 0
-for path in sorted(p for p in target.rglob("*") if p.is_file()):
-    with open(path, "rb") as handle:
-        while chunk := handle.read(64 << 20):
-            total += len(chunk)
-print(f"read {total / 2**30:.1f} GiB through the page cache in {time.time() - start:.0f} s",
-      flush=True)
-PY
-"""
+# The weight prefetch (`programs/prefetch.py`) downloads the pinned commit into the model volume,
+# then reads every file once, so the page cache is charged to this container's cgroup; it is gone
+# when vLLM's guard measures the engine container. On a persistent volume a finished download is
+# only verified; a checkpoint the quantize Job wrote (`components.manifests.quantize`) is not
+# downloaded: its marker must be there (the Job writes it last), then every file is read once.
 #: The marker the quantize Job writes last into each volume (`components.manifests.quantize`).
 CHECKPOINT_MARKER = "quantized.json"
 #: Download attempts before the init container gives up (back-off 15 s doubling, at most 300 s:
 #: about 12 minutes of retrying in all).
 DOWNLOAD_ATTEMPTS = 6
 
-# Headless ranks start only once the leader's name resolves (LWS #746): vLLM gives up on an
-# unresolvable master address instead of retrying.
-_WAIT_FOR_LEADER = (
-    'until getent hosts "$LWS_LEADER_ADDRESS" >/dev/null; do '
-    'echo "waiting for $LWS_LEADER_ADDRESS to resolve"; sleep 2; done; exec vllm "$@"'
-)
+#: The annotation over the programs ConfigMap's files: a new program rolls the group (the kubelet
+#: refreshes a mounted ConfigMap, but each container's check process runs what it started with).
+PROGRAMS_ANNOTATION = "gemma-graviton.dev/programs-digest"
 
 
-#: The leader writes vLLM's logging config (`probes.engine_logging_config`, from the environment)
-#: into its /tmp before it becomes vLLM: the image's root filesystem is read-only.
-#: The probe's state and vLLM's warnings of an earlier container are removed first: /tmp is the
-#: pod's emptyDir, which outlives a container restart, and a new engine measures itself again.
-#: The probe's record stays until that measurement overwrites it, so a refused node's record
-#: (its step, its fallback flag) is still there for the collector's next scrape.
-_WRITE_LOGGING_CONFIG = (
-    f"rm -f {STATE_FILE} {WARNINGS_LOG} && "
-    f'printf "%s" "$GEMMA_VLLM_LOGGING" > {LOGGING_CONFIG_PATH} && exec vllm "$@"'
-)
+def programs_config_name(spec: ServerSpec) -> str:
+    return f"{spec.name}-programs"
+
+
+def programs_config(spec: ServerSpec) -> dict[str, Any]:
+    """The programs the ranks' containers run (`components.manifests.programs`): the engine's
+    entry, its liveness check, its preStop and the weight prefetch, once per group."""
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": object_meta(spec, programs_config_name(spec), "programs"),
+        "data": programs.files(),
+    }
 
 
 def _resources(spec: ServerSpec) -> dict[str, dict[str, str]]:
@@ -206,6 +144,7 @@ def _mounts(spec: ServerSpec, engine: bool) -> list[dict[str, Any]]:
         mounts.append({"name": "dshm", "mountPath": "/dev/shm"})
     if not engine or not spec.weight_prefetch:
         mounts.append({"name": "hf-token", "mountPath": HF_TOKEN_MOUNT, "readOnly": True})
+    mounts.append({"name": "programs", "mountPath": programs.MOUNT, "readOnly": True})
     return mounts
 
 
@@ -222,7 +161,11 @@ def _prefetch_container(spec: ServerSpec) -> dict[str, Any]:
         "name": PREFETCH_CONTAINER,
         "image": spec.image,
         "imagePullPolicy": "IfNotPresent",
-        "command": ["/bin/sh", "-c", _READ_PRODUCED if spec.produced_checkpoint else _PREFETCH],
+        "command": [
+            "python3",
+            f"{programs.MOUNT}/prefetch.py",
+            "produced" if spec.produced_checkpoint else "download",
+        ],
         "env": [
             *env,
             {"name": "DOWNLOAD_ATTEMPTS", "value": str(DOWNLOAD_ATTEMPTS)},
@@ -276,21 +219,16 @@ def _engine_container(spec: ServerSpec, role: Literal["leader", "worker"]) -> di
             },
             {"name": "VLLM_LOGGING_CONFIG_PATH", "value": LOGGING_CONFIG_PATH},
         ]
-        container["command"] = ["/bin/sh", "-c", _WRITE_LOGGING_CONFIG, "vllm"]
+        # The check process (`programs/liveness.py serve`, started by `programs/engine.sh`)
+        # runs inside this container and asks vLLM on loopback; the kubelet's httpGet probes
+        # ask it on the pod's address (`probes.LIVENESS_PORT`). Its startup phase (`/startup`)
+        # checks the linear path and measures this node's step once vLLM's /health is 200
+        # (every rank joined, the model loaded): before it passes, readiness is not probed, so
+        # the Service sends the pod no client while it measures. A refusal stops PID 1, vLLM.
+        checks = check_args(spec.probes, "leader", spec.port, spec.model, startup=True, stop_pid=1)
+        container["command"] = engine_command("leader", checks)
         container["args"] = args
-        # Started once vLLM's /health is 200 (every rank joined, the model loaded) and the
-        # startup phase of the probe program has checked the linear path and measured this
-        # node's step (`probes`): before it, readiness is not probed, so the Service sends the
-        # pod no client while it measures. It runs inside this container and asks vLLM on
-        # loopback (an exec probe: no port to name).
-        port = gatekeeper.PROBE_PORT if spec.gatekeeper_in_pod else spec.port
-        container["startupProbe"] = leader_startup_probe(
-            probe_command(
-                spec.probes, "leader", spec.port, spec.model, phase="startup", stop_pid=1
-            ),
-            spec.probes,
-            spec.startup_timeout_seconds,
-        )
+        container["startupProbe"] = leader_startup_probe(spec.probes, spec.startup_timeout_seconds)
         # vLLM binds loopback, so the kubelet asks /health of the gatekeeper's probe listener,
         # which no public client can fill (behind a door or with `vllm-key` vLLM listens on the
         # pod network and is asked itself). A number, not the gatekeeper's port name: the
@@ -298,13 +236,11 @@ def _engine_container(spec: ServerSpec, role: Literal["leader", "worker"]) -> di
         # (kubernetes v1.35 pkg/probe/util.go findPortByName), and a probe that errors is thrown
         # away, never a success (pkg/kubelet/prober/worker.go). The pod's containers share one
         # network.
+        port = gatekeeper.PROBE_PORT if spec.gatekeeper_in_pod else spec.port
         container["readinessProbe"] = _probe("/health", port, 10, 3)
         # /health stays 200 while a lost or hung rank stalls every request: liveness proves
-        # tokens come out of the last stage (`probes`). It runs inside this container, so it
-        # reaches vLLM on loopback.
-        container["livenessProbe"] = liveness_probe(
-            probe_command(spec.probes, "leader", spec.port, spec.model), spec.probes
-        )
+        # tokens come out of the last stage (`probes`, `/live`).
+        container["livenessProbe"] = liveness_probe(spec.probes)
         container["lifecycle"] = drain.lifecycle(
             drain.engine_pre_stop(
                 spec.drain,
@@ -315,18 +251,18 @@ def _engine_container(spec: ServerSpec, role: Literal["leader", "worker"]) -> di
             )
         )
     else:
-        container["command"] = ["/bin/sh", "-c", _WAIT_FOR_LEADER, "vllm"]
-        container["args"] = args
-        # A headless rank whose leader is gone waits forever: it fails once the leader stops
-        # answering, after the leader's own start-up.
-        # The leader's vLLM listens on its loopback only: the worker asks its gatekeeper's probe
-        # listener (the group's pods reach any port of each other), never the public one.
+        # A headless rank whose leader is gone waits forever: its check fails once the leader
+        # stops answering, after the leader's own start-up. The leader's vLLM listens on its
+        # loopback only: the check asks its gatekeeper's probe listener (the group's pods reach
+        # any port of each other), never the public one. `engine.sh` waits for the leader's
+        # name to resolve before vLLM starts (LWS #746).
         leader_port = gatekeeper.PROBE_PORT if spec.gatekeeper_in_pod else spec.port
-        lost_leader = probe_command(spec.probes, "worker", leader_port, spec.model)
-        container["startupProbe"] = startup_probe(
-            lost_leader, spec.probes, spec.startup_timeout_seconds
+        container["command"] = engine_command(
+            "worker", check_args(spec.probes, "worker", leader_port, spec.model)
         )
-        container["livenessProbe"] = liveness_probe(lost_leader, spec.probes)
+        container["args"] = args
+        container["startupProbe"] = startup_probe(spec.probes, spec.startup_timeout_seconds)
+        container["livenessProbe"] = liveness_probe(spec.probes)
         container["lifecycle"] = drain.lifecycle(
             drain.engine_pre_stop(
                 spec.drain, "worker", spec.port, spec.master_port, gatekeeper.PORT
@@ -345,6 +281,12 @@ def _volumes(spec: ServerSpec, role: Literal["leader", "worker"]) -> list[dict[s
             "secret": {"secretName": spec.hf_secret_name, "defaultMode": 0o440},
         },
     ]
+    volumes.append(
+        {
+            "name": "programs",
+            "configMap": {"name": programs_config_name(spec), "defaultMode": 0o444},
+        }
+    )
     if not spec.persistent_models:
         volumes.append({"name": "models", "emptyDir": {"sizeLimit": f"{spec.model_volume_gib}Gi"}})
     if role == "leader" and spec.gatekeeper_in_pod:
@@ -360,7 +302,10 @@ def pod_template(
     (`gatekeeper.key_fingerprint` of the key vLLM checks) goes into the leader's template, so a
     new key rolls the group."""
     containers = [_engine_container(spec, role)]
-    metadata: dict[str, Any] = {"labels": object_labels(spec, f"vllm-{role}")}
+    metadata: dict[str, Any] = {
+        "labels": object_labels(spec, f"vllm-{role}"),
+        "annotations": {PROGRAMS_ANNOTATION: gatekeeper.config_digest(programs.files())},
+    }
     if spec.door:
         # The policy pack's sign that this group's gatekeeper is the door (policies/rules.py).
         metadata["labels"]["gemma-graviton.dev/behind-door"] = "true"
@@ -377,12 +322,10 @@ def pod_template(
             )
         )
         # Over every file of the ConfigMap, by name: the chat page's too when it is served.
-        annotations = {
-            gatekeeper.CONFIG_ANNOTATION: gatekeeper.config_digest(gatekeeper_files(spec))
-        }
+        annotations = metadata["annotations"]
+        annotations[gatekeeper.CONFIG_ANNOTATION] = gatekeeper.config_digest(gatekeeper_files(spec))
         if key_fingerprint is not None:
             annotations[gatekeeper.KEY_ANNOTATION] = key_fingerprint
-        metadata["annotations"] = annotations
     pod_spec: dict[str, Any] = {
         "automountServiceAccountToken": False,
         "enableServiceLinks": False,

@@ -206,6 +206,7 @@ def format_table(
     """The human view after the verdict: every figure with its unit, then why each derived value
     was chosen, then (in one place) the warnings."""
     per_stage = ", ".join(f"{w:.2f}" for w in p.weights_gib_per_stage)
+    probes = p.liveness.probes
     rows = [
         ("stack", p.stack),
         ("model", p.model),
@@ -246,34 +247,34 @@ def format_table(
         ("startup timeout", f"{p.startup_timeout_seconds // 60} min"),
         (
             "liveness",
-            f"every {p.liveness.period_s} s, {p.liveness.failures} failures, timeout "
-            f"{p.liveness.timeout_s} s; stalled after the leader's measured step x "
-            f"{p.liveness.growth:.2f} (longest context) x {p.liveness.margin:g} without a token, "
-            f"within {MIN_STALL_S}-{p.liveness.stall_s} s; noticed within "
+            f"every {probes.period_s} s, {probes.failures} failures, timeout "
+            f"{probes.timeout_s} s; stalled after the leader's measured step x "
+            f"{probes.growth:.2f} (longest context) x {probes.margin:g} without a token, "
+            f"within {MIN_STALL_S}-{probes.stall_s} s; noticed within "
             f"{p.liveness.fast_half_detection_s} s at the fast half of the prefill range "
             f"({p.liveness.fast_half_stall_s} s stall), {p.liveness.detection_s} s at its slow end",
         ),
         (
             "step measured",
             f"at start, before the leader takes traffic: {CALIBRATION_RUNS} one-token requests of "
-            f"{p.liveness.calibrate_tokens} prompt tokens; a node whose step x "
-            f"{p.liveness.growth:.2f} x {p.liveness.margin:g} x {p.liveness.in_flight} in flight "
-            f"exceeds the engine's {p.liveness.stall_s} s step timeout refuses to start, as does "
-            f"a leader whose vLLM fell back to torch's linear (`prefillPath` {p.liveness.path}); "
+            f"{probes.calibrate_tokens} prompt tokens; a node whose step x "
+            f"{probes.growth:.2f} x {probes.margin:g} x {probes.in_flight} in flight "
+            f"exceeds the engine's {probes.stall_s} s step timeout refuses to start, as does "
+            f"a leader whose vLLM fell back to torch's linear (`prefillPath` {probes.path}); "
             "a refusal stops the engine, so the kubelet restarts it at once, with the reason on "
             "its log"
-            if p.liveness.path == "onednn"
+            if probes.path == "onednn"
             else f"at start, before the leader takes traffic: {CALIBRATION_RUNS} one-token "
-            f"requests of {p.liveness.calibrate_tokens} prompt tokens; a node whose step x "
-            f"{p.liveness.growth:.2f} x {p.liveness.margin:g} x {p.liveness.in_flight} in flight "
+            f"requests of {probes.calibrate_tokens} prompt tokens; a node whose step x "
+            f"{probes.growth:.2f} x {probes.margin:g} x {probes.in_flight} in flight "
             "exceeds the engine's "
-            f"{p.liveness.stall_s} s step timeout refuses to start (`prefillPath` fallback: "
+            f"{probes.stall_s} s step timeout refuses to start (`prefillPath` fallback: "
             "torch's linear allowed)",
         ),
         (
             "engine step timeout",
-            f"{p.liveness.stall_s} s: the longest step ({p.liveness.step_s:.1f} s at the prefill "
-            f"rate's slow end) x {p.liveness.in_flight} in flight; read once at start, so it "
+            f"{probes.stall_s} s: the longest step ({p.liveness.step_s:.1f} s at the prefill "
+            f"rate's slow end) x {probes.in_flight} in flight; read once at start, so it "
             "stays at the slow end",
         ),
         ("first byte", f"within {p.liveness.first_byte_s} s (longest prompt + stall bound)"),

@@ -92,39 +92,23 @@ STEP_MARGIN = 1.5
 
 @dataclass(frozen=True)
 class Liveness:
-    """The probe's and the engine's bounds for one plan; every figure in whole seconds."""
+    """The liveness bounds of one plan: the pods' probes as the component takes them, and what
+    the plan reports beside them; every figure in whole seconds."""
 
+    #: The probes and the engine's step bound (`components.manifests.probes.ProbeSpec`): stall
+    #: bound, period, failures, timeouts, the leader's start-up measurement.
+    probes: ProbeSpec
     #: Longest healthy step: `max_num_batched_tokens` at the longest context through every stage
     #: in series, at the slow end of the prefill rate (modelled).
     step_s: float
-    #: Batches in flight in the pipeline (its size): how many steps a batch may wait for.
-    in_flight: int
-    #: A busy engine that emits nothing for longer is stuck: the probe's stall bound, and
-    #: `VLLM_EXECUTE_MODEL_TIMEOUT_SECONDS` on the ranks.
-    stall_s: int
-    #: Liveness probe period, consecutive failures and per-run timeout (`timeoutSeconds`).
-    period_s: int
-    failures: int
-    timeout_s: int
-    #: Deadline of each HTTP call inside the probe.
-    request_s: int
     #: Worst case from a break to the restart decision: stall + failures x period + timeout.
     detection_s: int
     #: A maximum-length prompt's prefill at the slow end (the time-to-first-token upper end).
     prefill_max_len_s: float
     #: Longest a client waits for a first byte before the front door answers 504.
     first_byte_s: int
-    #: An idle group's one-token proof of its pipeline, at most this often, and how soon a
-    #: pipeline broken while idle is noticed.
-    idle_check_s: int = IDLE_CHECK_S
+    #: How soon a pipeline broken while idle is noticed.
     idle_detection_s: int = 0
-    #: The leader's start-up measurement: prompt tokens per request, the ratio of the longest
-    #: step to the measured one, the margin, and each request's deadline (the engine's step
-    #: timeout). A node whose step x growth x in-flight exceeds that timeout is refused.
-    calibrate_tokens: int = 0
-    growth: float = 1.0
-    margin: float = STEP_MARGIN
-    calibrate_s: int = 0
     #: The slow end's step of the prompt a leader measures (`calibrate_tokens` at a prompt's
     #: start, modelled): a healthy node's measured step is at most this, and the dashboard draws
     #: it beside every leader's own.
@@ -133,32 +117,6 @@ class Liveness:
     #: slowest of its fast half.
     fast_half_stall_s: int = 0
     fast_half_detection_s: int = 0
-    #: The linear path the bounds assume (`prefillPath`).
-    path: str = "onednn"
-    #: Token ids the start-up measurement draws from lie below this (the model's vocabulary).
-    vocab_size: int = 262_144
-
-    @property
-    def probes(self) -> ProbeSpec:
-        """The pods' probes (`components.manifests.probes`): the manifests' own type, so the
-        program takes it as the plan gives it."""
-        return ProbeSpec(
-            stall_s=self.stall_s,
-            period_s=self.period_s,
-            failures=self.failures,
-            timeout_s=self.timeout_s,
-            request_s=self.request_s,
-            idle_check_s=self.idle_check_s,
-            calibrate_tokens=self.calibrate_tokens,
-            calibrate_runs=CALIBRATION_RUNS,
-            calibrate_s=self.calibrate_s,
-            growth=self.growth,
-            margin=self.margin,
-            floor_s=MIN_STALL_S,
-            in_flight=self.in_flight,
-            path="fallback" if self.path == "fallback" else "onednn",
-            vocab_size=self.vocab_size,
-        )
 
 
 @dataclass(frozen=True)
@@ -248,29 +206,34 @@ def liveness(
     )
     planned_first_byte = max(MIN_FIRST_BYTE_S, math.ceil(prompt + stall))
     fast_stall = fast_half_stall(model, batched_tokens, max_model_len)
-    return Liveness(
-        step_s=round(step, 2),
-        in_flight=in_flight,
+    probes = ProbeSpec(
         stall_s=stall,
         period_s=period,
         failures=PROBE_FAILURES,
         timeout_s=PROBE_TIMEOUT_S,
         request_s=PROBE_REQUEST_S,
+        idle_check_s=IDLE_CHECK_S,
+        calibrate_tokens=batched_tokens,
+        calibrate_runs=CALIBRATION_RUNS,
+        # A request longer than the engine's step timeout would be killed by the engine itself.
+        calibrate_s=stall,
+        growth=round(model.growth(batched_tokens, max_model_len), 3),
+        margin=STEP_MARGIN,
+        floor_s=MIN_STALL_S,
+        in_flight=in_flight,
+        path="fallback" if model.path == "fallback" else "onednn",
+        vocab_size=model.profile.vocab_size,
+    )
+    return Liveness(
+        probes=probes,
+        step_s=round(step, 2),
         detection_s=detection_seconds(stall, period),
         prefill_max_len_s=round(prompt, 1),
         first_byte_s=planned_first_byte if first_byte_s is None else first_byte_s,
-        idle_check_s=IDLE_CHECK_S,
         # A proof that times out fails the probe only after the stall bound (a first step may be
         # running unseen), then the failures' periods and timeouts.
         idle_detection_s=IDLE_CHECK_S + fast_stall + PROBE_FAILURES * (period + PROBE_TIMEOUT_S),
-        calibrate_tokens=batched_tokens,
-        growth=round(model.growth(batched_tokens, max_model_len), 3),
-        margin=STEP_MARGIN,
-        # A request longer than the engine's step timeout would be killed by the engine itself.
-        calibrate_s=stall,
         calibrate_step_s=round(model.step(batched_tokens, batched_tokens), 2),
         fast_half_stall_s=fast_stall,
         fast_half_detection_s=detection_seconds(fast_stall, period),
-        path=model.path,
-        vocab_size=model.profile.vocab_size,
     )

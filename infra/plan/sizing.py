@@ -519,20 +519,20 @@ def _prefill_model(
 
 def _check_first_byte(cfg: StackConfig, live: Liveness, max_len: int) -> None:
     """A first-byte bound below the slowest modelled prefill would cut off healthy replies."""
-    least = max(liveness.MIN_FIRST_BYTE_S, math.ceil(live.prefill_max_len_s + live.stall_s))
+    least = max(liveness.MIN_FIRST_BYTE_S, math.ceil(live.prefill_max_len_s + live.probes.stall_s))
     if cfg.first_byte_timeout_seconds != "auto" and cfg.first_byte_timeout_seconds < least:
         raise PlanError(
             "firstByteTimeoutSeconds",
             f"{cfg.first_byte_timeout_seconds} s is below the slowest modelled first token of a "
             f"{max_len}-token prompt ({live.prefill_max_len_s:.0f} s) plus the stall bound "
-            f"({live.stall_s} s)",
+            f"({live.probes.stall_s} s)",
             f"set it to at least {least} or auto, or lower `maxModelLen`",
         )
 
 
 def _why_liveness(live: Liveness, model: liveness.Prefill, max_len: int, least: int) -> str:
     """The liveness reason; beyond the budget, how slow detection is and what shortens it."""
-    budget = liveness.DETECTION_BUDGET_S
+    budget, probes = liveness.DETECTION_BUDGET_S, live.probes
     # Below the automatic choices too: down to vLLM's floor of one token per sequence.
     choices = sorted({least, *(b for b in BATCHED_TOKEN_CHOICES if b >= least)})
     fits = liveness.max_batched_tokens(model, max_len, choices)
@@ -557,18 +557,19 @@ def _why_liveness(live: Liveness, model: liveness.Prefill, max_len: int, least: 
             "`maxModelLen` or a type with more cores shortens it"
         )
     return (
-        f"liveness every {live.period_s} s, {live.failures} failures: before it takes traffic "
+        f"liveness every {probes.period_s} s, {probes.failures} failures: before it takes traffic "
         f"the leader measures its own step ({liveness.CALIBRATION_RUNS} one-token requests of "
-        f"{live.calibrate_tokens} prompt tokens, the first a warm-up, the slowest of the rest "
-        f"kept), and calls a busy engine that emits nothing for that step x {live.growth:.2f} "
+        f"{probes.calibrate_tokens} prompt tokens, the first a warm-up, the slowest of the rest "
+        f"kept), and calls a busy engine that emits nothing for that step x {probes.growth:.2f} "
         f"(the last chunk of a {max_len:,}-token prompt over the first, modelled) x "
-        f"{live.margin:g} stuck, at least {liveness.MIN_STALL_S} s and at most {live.stall_s} s: "
-        f"the longest step at the slow end of the {live.path} prefill range "
-        f"({live.step_s:.1f} s) x {live.in_flight} batch(es) in flight, also the engine's step "
+        f"{probes.margin:g} stuck, at least {liveness.MIN_STALL_S} s and at most "
+        f"{probes.stall_s} s: "
+        f"the longest step at the slow end of the {probes.path} prefill range "
+        f"({live.step_s:.1f} s) x {probes.in_flight} batch(es) in flight, also the engine's step "
         f"timeout, which vLLM reads once at start; {noticed}; the longest prompt's first token "
         f"comes within {live.first_byte_s} s (`firstByteTimeoutSeconds`, part of the reply "
         f"timeout); idle, one generated token proves the pipeline at most every "
-        f"{live.idle_check_s} s ({86400 // live.idle_check_s:,} requests a day, counted by "
+        f"{probes.idle_check_s} s ({86400 // probes.idle_check_s:,} requests a day, counted by "
         f"vLLM's metrics as traffic), so a pipeline broken while idle is noticed within "
         f"{live.idle_detection_s} s at the fast half of the range (a proof with no answer fails "
         "only after the stall bound: vLLM's counts show a request in its first step as idle)"

@@ -71,7 +71,7 @@ def _too_long(p: Plan) -> bool:
 
 def describe(p: Plan) -> str:
     """The plan's "bounds that wait" row: each bound with its source."""
-    source = catalog.PREFILL_SOURCES[p.liveness.path]
+    source = catalog.PREFILL_SOURCES[p.liveness.probes.path]
     band = catalog.decode_bandwidth(catalog.INSTANCE_TYPES[p.instance_type], p.pod_cpu)
     rate = "calibrated" if band.measured else "extrapolated (low end)"
     verdict = (

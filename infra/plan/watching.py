@@ -32,5 +32,5 @@ def watch_spec(cfg: StackConfig, p: Plan) -> WatchSpec:
         system_nodes=elastic.system_group(cfg).nodes if cfg.elastic else 0,
         idle_alarm_s=elastic.idle_alarm(cfg, p) if cfg.elastic else 0,
         plan_step_s=p.liveness.calibrate_step_s,
-        plan_stall_s=p.liveness.stall_s,
+        plan_stall_s=p.liveness.probes.stall_s,
     )

@@ -14,8 +14,9 @@ from typing import Any
 import pytest
 
 from components import manifests
-from components.manifests import gatekeeper, gatekeeper_answers, images, probes
+from components.manifests import gatekeeper, gatekeeper_answers, images, probes, programs
 from components.manifests.engine import EngineSpec, engine_args
+from components.manifests.pods import PROGRAMS_ANNOTATION
 from components.manifests.spec import ServerSpec, object_labels
 from tests import builders
 
@@ -42,6 +43,7 @@ CACHE_ENV = [
     {"name": "HF_HOME", "value": "/cache/huggingface"},
 ]
 TOKEN_PATH = "/var/run/secrets/huggingface/token"
+PROGRAMS_MOUNT = {"name": "programs", "mountPath": "/opt/gemma-graviton", "readOnly": True}
 
 
 def _pods(spec: ServerSpec = SPEC) -> dict[str, dict[str, Any]]:
@@ -128,6 +130,7 @@ def test_the_engine_reads_prefetched_weights_offline() -> None:
         {"name": "cache", "mountPath": "/cache"},
         {"name": "tmp", "mountPath": "/tmp"},
         {"name": "dshm", "mountPath": "/dev/shm"},
+        PROGRAMS_MOUNT,
     ]
 
 
@@ -145,11 +148,10 @@ def test_without_the_prefetch_the_engine_downloads_into_the_model_volume() -> No
         {"name": "HF_HUB_CACHE", "value": "/models"},
         {"name": "HF_TOKEN_PATH", "value": TOKEN_PATH},
     ]
-    assert engine["volumeMounts"][-1] == {
-        "name": "hf-token",
-        "mountPath": "/var/run/secrets/huggingface",
-        "readOnly": True,
-    }
+    assert engine["volumeMounts"][-2:] == [
+        {"name": "hf-token", "mountPath": "/var/run/secrets/huggingface", "readOnly": True},
+        PROGRAMS_MOUNT,
+    ]
     assert engine["args"][1] == "google/gemma-4-12B-it"
     assert _container(_pods()["worker"], "vllm")["args"][1] == "/models/google/gemma-4-12B-it"
 
@@ -171,8 +173,11 @@ def test_split_kv_attention_stays_on_for_the_vllm_version_it_was_read_against() 
 def test_the_prefetch_downloads_with_the_token_into_the_model_directory() -> None:
     init = _container(_pods()["worker"], "prefetch-weights")
     assert init["image"] == SPEC.image
-    assert init["command"][:2] == ["/bin/sh", "-c"]
-    assert init["command"][2].lstrip().startswith("set -eu\n")
+    assert init["command"] == ["python3", "/opt/gemma-graviton/prefetch.py", "download"]
+    produced = _container(
+        _pods(replace(SPEC, produced_checkpoint=True))["worker"], "prefetch-weights"
+    )
+    assert produced["command"] == ["python3", "/opt/gemma-graviton/prefetch.py", "produced"]
     assert init["env"] == [
         {"name": "MODEL_REPO", "value": "google/gemma-4-12B-it"},
         {"name": "MODEL_DIR", "value": "/models/google/gemma-4-12B-it"},
@@ -188,6 +193,7 @@ def test_the_prefetch_downloads_with_the_token_into_the_model_directory() -> Non
         {"name": "cache", "mountPath": "/cache"},
         {"name": "tmp", "mountPath": "/tmp"},
         {"name": "hf-token", "mountPath": "/var/run/secrets/huggingface", "readOnly": True},
+        PROGRAMS_MOUNT,
     ]
     assert "initContainers" not in _pods(NO_PREFETCH)["worker"]["spec"]
 
@@ -198,6 +204,8 @@ def test_volumes_are_sized_and_the_leader_adds_the_gatekeepers() -> None:
         {"name": "cache", "emptyDir": {"sizeLimit": "4Gi"}},
         {"name": "tmp", "emptyDir": {"sizeLimit": "1Gi"}},
         {"name": "hf-token", "secret": {"secretName": "gemma-hf-token", "defaultMode": 0o440}},
+        # The group's programs, one ConfigMap, read by every container that runs them.
+        {"name": "programs", "configMap": {"name": "gemma-programs", "defaultMode": 0o444}},
         {"name": "models", "emptyDir": {"sizeLimit": "27Gi"}},
     ]
     pods = _pods()
@@ -210,6 +218,7 @@ def test_volumes_are_sized_and_the_leader_adds_the_gatekeepers() -> None:
         "cache",
         "tmp",
         "hf-token",
+        "programs",
     ]
 
 
@@ -261,23 +270,25 @@ def test_probes_reach_health_through_the_gatekeepers_probe_listener() -> None:
             "timeoutSeconds": 5,
         }
 
-    # Start-up: the probe program's startup phase inside the engine container (it measures the
+    # Start-up: the check process's startup phase inside the engine container (it measures the
     # node's step on loopback), 1,800 s of budget, each run with room for its requests.
     startup = engine["startupProbe"]
     assert (startup["periodSeconds"], startup["failureThreshold"]) == (10, 180)
-    assert "phase=startup" in startup["exec"]["command"]
-    assert "stop-pid=1" in startup["exec"]["command"]
+    assert startup["httpGet"] == {"path": "/startup", "port": probes.LIVENESS_PORT}
+    assert "stop-pid=1" in engine["command"]
     assert startup["timeoutSeconds"] == (
         SPEC.probes.timeout_s
         + SPEC.probes.calibrate_runs * SPEC.probes.calibrate_s
         + probes.STARTUP_SLACK_S
     )
     assert engine["readinessProbe"] == probe(10, 3)
-    # Liveness proves the pipeline (tests/components/test_probes.py has the command): an exec
-    # probe on each rank with the plan's period, threshold and timeout.
+    # Liveness proves the pipeline (tests/components/test_probes.py has the check): an httpGet
+    # of each rank's check process with the plan's period, threshold and timeout.
     bounds = {"periodSeconds": 5, "failureThreshold": 3, "timeoutSeconds": 8}
     assert {k: engine["livenessProbe"][k] for k in bounds} == bounds
-    assert "role=leader" in engine["livenessProbe"]["exec"]["command"]
+    live = {"path": "/live", "port": probes.LIVENESS_PORT}
+    assert engine["livenessProbe"]["httpGet"] == live
+    assert "role=leader" in engine["command"]
     assert (
         _container(_pods(replace(SPEC, startup_timeout_seconds=5))["leader"], "vllm")[
             "startupProbe"
@@ -290,8 +301,8 @@ def test_probes_reach_health_through_the_gatekeepers_probe_listener() -> None:
     worker = _container(_pods()["worker"], "vllm")
     assert "readinessProbe" not in worker
     assert {k: worker["livenessProbe"][k] for k in bounds} == bounds
-    assert "role=worker" in worker["livenessProbe"]["exec"]["command"]
-    assert "role=worker" in worker["startupProbe"]["exec"]["command"]
+    assert worker["livenessProbe"]["httpGet"] == worker["startupProbe"]["httpGet"] == live
+    assert "role=worker" in worker["command"]
     door = gatekeeper.container(30, 64)
     assert door["readinessProbe"] == {
         "tcpSocket": {"port": 8081},
@@ -308,8 +319,11 @@ def test_probes_reach_health_through_the_gatekeepers_probe_listener() -> None:
 
 def test_pods_are_labelled_and_the_leader_carries_its_fingerprints() -> None:
     pods = _pods()
+    # A new program rolls the group: each container's check runs what it started with.
+    ran = {PROGRAMS_ANNOTATION: gatekeeper.config_digest(programs.files())}
     assert pods["worker"]["metadata"] == {
-        "labels": {**LABELS, "app.kubernetes.io/component": "vllm-worker"}
+        "labels": {**LABELS, "app.kubernetes.io/component": "vllm-worker"},
+        "annotations": ran,
     }
     leader = pods["leader"]["metadata"]
     assert leader["labels"] == {**LABELS, "app.kubernetes.io/component": "vllm-leader"}
@@ -317,6 +331,7 @@ def test_pods_are_labelled_and_the_leader_carries_its_fingerprints() -> None:
         LIMITS, upstream_port=8000, self_metrics=gatekeeper.SELF_METRICS_PATH
     )
     assert leader["annotations"] == {
+        **ran,
         gatekeeper.CONFIG_ANNOTATION: gatekeeper.config_digest(files),
         gatekeeper.KEY_ANNOTATION: "f1f2",
     }
@@ -609,9 +624,9 @@ def test_other_ports_reach_the_config_the_annotation_and_the_command_line() -> N
 
 def test_workers_wait_for_the_leader_then_run_vllm_with_its_args() -> None:
     worker = _container(_pods()["worker"], "vllm")
-    assert worker["command"][:2] == ["/bin/sh", "-c"]
-    assert worker["command"][3] == "vllm"  # $0 of the script, which ends in `exec vllm "$@"`
-    assert worker["command"][2].endswith('exec vllm "$@"')
+    # `engine.sh` waits, then becomes vLLM with these args (tests/components/test_programs.py).
+    assert worker["command"][:3] == ["/bin/sh", "/opt/gemma-graviton/engine.sh", "worker"]
+    assert worker["command"][-1] == "--"
     assert worker["args"][0] == "serve" and worker["args"][-1] == "--headless"
 
 

@@ -14,6 +14,7 @@ import pytest
 import yaml
 
 from components import manifests
+from components.manifests import programs
 from infra.adapters.cli import main
 from infra.adapters.render import rendered_objects
 from infra.plan import catalog
@@ -144,9 +145,9 @@ def test_command_lines_are_exactly_the_plan() -> None:
         "--limit-mm-per-prompt": '{"image":0,"audio":0,"video":0}',
         "--max-logprobs": str(p.front_door.max_logprobs),
     }
-    # A shell writes vLLM's logging config into /tmp, then becomes vLLM (`exec`, PID 1).
-    assert leader["command"][:2] == ["/bin/sh", "-c"] and leader["command"][3] == "vllm"
-    assert leader["command"][2].endswith('exec vllm "$@"')
+    # The engine's entry (`programs/engine.sh`, tests/components/test_programs.py) writes vLLM's
+    # logging config into /tmp, starts the check process, then becomes vLLM (`exec`, PID 1).
+    assert leader["command"][:3] == ["/bin/sh", "/opt/gemma-graviton/engine.sh", "leader"]
     assert leader["args"][:2] == ["serve", f"/models/{cfg.model}"]
     assert _flags(leader["args"]) == {
         **expected_common,
@@ -156,8 +157,7 @@ def test_command_lines_are_exactly_the_plan() -> None:
         "--port": "8000",
     }
     assert "ports" not in leader, "vLLM listens on loopback: only the gatekeeper has a port"
-    assert worker["command"][:2] == ["/bin/sh", "-c"]
-    assert 'getent hosts "$LWS_LEADER_ADDRESS"' in worker["command"][2]
+    assert worker["command"][:3] == ["/bin/sh", "/opt/gemma-graviton/engine.sh", "worker"]
     assert _flags(worker["args"]) == {**expected_common, "--headless": ""}
     env = {e["name"]: e for e in leader["env"]}
     assert env["VLLM_API_KEY"]["valueFrom"]["secretKeyRef"]["name"] == "gemma-api-key"
@@ -257,7 +257,10 @@ def test_prefetch_init_container_and_offline_engine() -> None:
     (init,) = pod["initContainers"]
     env = {e["name"]: e.get("value") for e in init["env"]}
     assert env["MODEL_REPO"] == cfg.model and env["MODEL_DIR"] == f"/models/{cfg.model}"
-    assert "snapshot_download" in init["command"][2] and "handle.read" in init["command"][2]
+    assert init["command"] == ["python3", "/opt/gemma-graviton/prefetch.py", "download"]
+    assert {"name": "programs", "mountPath": "/opt/gemma-graviton", "readOnly": True} in init[
+        "volumeMounts"
+    ]
     engine_env = {e["name"]: e.get("value") for e in pod["containers"][0]["env"]}
     assert engine_env["HF_HUB_OFFLINE"] == "1"
     models = [v for v in pod["volumes"] if v["name"] == "models"]
@@ -397,38 +400,47 @@ def test_liveness_probes_are_what_the_plan_says(stack: str) -> None:
     for container in (leader, worker):
         probe = container["livenessProbe"]
         assert (probe["periodSeconds"], probe["failureThreshold"], probe["timeoutSeconds"]) == (
-            live.period_s,
-            live.failures,
-            live.timeout_s,
+            live.probes.period_s,
+            live.probes.failures,
+            live.probes.timeout_s,
         )
         env = {e["name"]: e.get("value") for e in container["env"]}
-        assert env["VLLM_EXECUTE_MODEL_TIMEOUT_SECONDS"] == str(live.stall_s)
-    command = leader["livenessProbe"]["exec"]["command"]
-    assert command[:3] == ["python3", "-c", manifests.probes.PROBE_SCRIPT]
-    assert command[3:] == [
+        assert env["VLLM_EXECUTE_MODEL_TIMEOUT_SECONDS"] == str(live.probes.stall_s)
+    live_get = {"path": "/live", "port": manifests.probes.LIVENESS_PORT}
+    assert leader["livenessProbe"]["httpGet"] == worker["livenessProbe"]["httpGet"] == live_get
+    # The check process the probes ask: started by the engine's entry with the check's
+    # arguments, before vLLM (`programs/engine.sh`); the leader's take its startup phase's too.
+    command = leader["command"]
+    assert command[:4] == ["/bin/sh", "/opt/gemma-graviton/engine.sh", "leader", "listen=8082"]
+    assert command[-1] == "--"
+    assert command[4:11] == [
         "role=leader",
         "port=8000",
-        f"request-s={live.request_s}",
+        f"request-s={live.probes.request_s}",
         f"model={cfg.model}",
-        f"stall-s={live.stall_s}",
+        f"stall-s={live.probes.stall_s}",
         "state=/tmp/gemma-liveness.json",
         # An idle pipeline is proven at most once per idle check, not once per period.
-        f"idle-s={live.idle_check_s}",
+        f"idle-s={live.probes.idle_check_s}",
     ]
-    assert live.idle_check_s == 60
+    assert "stop-pid=1" in command and f"path={cfg.prefill_path}" in command
+    assert live.probes.idle_check_s == 60
     assert "/tmp" in {m["mountPath"] for m in leader["volumeMounts"]}
-    lost_leader = worker["livenessProbe"]["exec"]["command"]
-    assert lost_leader[3:] == [
+    lost_leader = worker["command"]
+    assert lost_leader[:4] == ["/bin/sh", "/opt/gemma-graviton/engine.sh", "worker", "listen=8082"]
+    assert lost_leader[4:-1] == [
         "role=worker",
         # Behind an elastic stack's door the leader's vLLM is asked itself; otherwise the
         # leader's gatekeeper's probe listener.
         f"port={8000 if cfg.elastic else 8081}",
-        f"request-s={live.request_s}",
+        f"request-s={live.probes.request_s}",
         "host-env=LWS_LEADER_ADDRESS",
+        # A check ends before the kubelet gives up on it.
+        f"timeout-s={live.probes.timeout_s - 1}",
     ]
     # The worker's liveness starts only after the leader first answered, within the startup budget.
     startup = worker["startupProbe"]
-    assert startup["exec"]["command"] == lost_leader
+    assert startup["httpGet"] == live_get
     assert startup["periodSeconds"] * startup["failureThreshold"] == p.startup_timeout_seconds
     # Readiness stays /health (through the gatekeeper): traffic once every rank joined.
     assert leader["readinessProbe"]["httpGet"]["path"] == "/health"
@@ -544,16 +556,11 @@ def snapshot_download(repo_id, local_dir, allow_patterns=None, **kwargs):
 """
 
 
-def _prefetch_python(init: dict[str, Any]) -> str:
-    """The Python the init container's shell runs (its here-document)."""
-    shell = init["command"][2]
-    return shell.split("<<'PY'\n", 1)[1].rsplit("\nPY\n", 1)[0]
-
-
 def _run_prefetch(
     tmp_path: Path, init: dict[str, Any], model: str, failures: str = ""
 ) -> tuple[subprocess.CompletedProcess[str], Path, Path]:
-    """The init container's Python against the fake hub; (result, model dir, read log)."""
+    """The init container's command (`programs/prefetch.py`, the checkout's file) against the
+    fake hub; (result, model dir, read log)."""
     import os
     import sys
 
@@ -564,7 +571,7 @@ def _run_prefetch(
     target, log = tmp_path / "models" / model, tmp_path / "read.json"
     env = {e["name"]: e.get("value") for e in init["env"]}
     done = subprocess.run(
-        [sys.executable, "-c", _prefetch_python(init)],
+        programs.local(init["command"], sys.executable),
         env={
             **os.environ,
             **{name: value for name, value in env.items() if value is not None},

@@ -1,5 +1,7 @@
-"""The liveness probe program, run as the kubelet runs it, against a stand-in leader
-(`components.manifests.probes`): what makes it pass and fail on the leader and on a worker."""
+"""The liveness check (`components/manifests/programs/liveness.py`, `components.manifests.probes`)
+against a stand-in leader: what makes it pass and fail on the leader and on a worker. The checks
+are called in this process (the program imported, its arguments the pods' own); the check
+process the kubelet asks over HTTP is run as a process, as the pod runs it."""
 
 from __future__ import annotations
 
@@ -12,19 +14,24 @@ import signal
 import subprocess
 import sys
 import time
+import urllib.error
+import urllib.request
 from pathlib import Path
+from unittest import mock
 
 import pytest
 
-from components.manifests import ProbeSpec, probe_command, probes
+from components.manifests import ProbeSpec, probe_command, probes, programs
 from components.manifests.probes import (
     engine_logging_config,
     leader_startup_probe,
     liveness_probe,
     startup_probe,
 )
+from components.manifests.programs import liveness as program
 from infra.plan import liveness
 from tests.fakes.vllm_leader import fake_leader
+from tools.rehearse.group.ranks import free_port
 from tools.rehearse.measure.metrics_capture import parse_exposition
 
 PROBES = ProbeSpec(stall_s=30, period_s=5, failures=3, timeout_s=8, request_s=5, idle_check_s=0)
@@ -33,12 +40,12 @@ RARE = ProbeSpec(stall_s=30, period_s=5, failures=3, timeout_s=8, request_s=5, i
 
 
 def _run(command: list[str], env: dict[str, str] | None = None) -> tuple[int, str]:
-    # The pod's `python3` is this interpreter here.
-    argv = [sys.executable, *command[1:]]
-    done = subprocess.run(
-        argv, capture_output=True, text=True, env={**os.environ, **(env or {})}, check=False
-    )
-    return done.returncode, done.stdout.strip()
+    """One check with the command's arguments (`liveness.py check ...`), as `main` runs it."""
+    assert command[1:3] == [f"{programs.MOUNT}/liveness.py", "check"]
+    opts = dict(arg.split("=", 1) for arg in command[3:])
+    with mock.patch.dict(os.environ, env or {}):
+        ok, line = program.check(opts)
+    return (0 if ok else 1), line
 
 
 def _leader(port: int, state: Path) -> list[str]:
@@ -141,25 +148,67 @@ def test_a_worker_fails_when_its_leader_stops_answering() -> None:
     assert "host-env=LWS_LEADER_ADDRESS" in command
 
 
-def test_the_startup_probe_waits_whole_periods_and_runs_as_long_as_liveness() -> None:
-    command = probe_command(PROBES, "worker", 8080, "m")
-    assert startup_probe(command, PROBES, 1805) == {
-        "exec": {"command": command},
+def test_the_probes_ask_the_check_process_every_period_and_wait_through_a_cold_start() -> None:
+    live = {"httpGet": {"path": "/live", "port": probes.LIVENESS_PORT}}
+    assert startup_probe(PROBES, 1805) == {
+        **live,
         "periodSeconds": 10,
         "failureThreshold": 180,
         "timeoutSeconds": PROBES.timeout_s,
     }
-    assert startup_probe(command, PROBES, 5)["failureThreshold"] == 1
-    assert startup_probe(command, PROBES, 19)["failureThreshold"] == 1
-    assert startup_probe(command, PROBES, 20)["failureThreshold"] == 2
-    assert liveness_probe(command, PROBES) == {
-        "exec": {"command": command},
+    assert startup_probe(PROBES, 5)["failureThreshold"] == 1
+    assert startup_probe(PROBES, 19)["failureThreshold"] == 1
+    assert startup_probe(PROBES, 20)["failureThreshold"] == 2
+    assert liveness_probe(PROBES) == {
+        **live,
         "periodSeconds": PROBES.period_s,
         "failureThreshold": PROBES.failures,
         "timeoutSeconds": PROBES.timeout_s,
     }
     # Every HTTP call inside a run ends before the kubelet would stop the run.
     assert PROBES.request_s < PROBES.timeout_s
+
+
+def _get(url: str) -> tuple[int, str]:
+    try:
+        with urllib.request.urlopen(url, timeout=10) as response:
+            return response.status, response.read().decode().strip()
+    except urllib.error.HTTPError as error:
+        return error.code, error.read().decode().strip()
+
+
+def test_the_check_process_runs_one_check_per_http_get(tmp_path: Path) -> None:
+    """`liveness.py serve`, as `engine.sh` starts it in the pod: each GET runs a check with the
+    pods' arguments, 200 when it passes and 503 with its line when it fails."""
+    listen = free_port()
+    with fake_leader() as (port, leader):
+        checks = probes.check_args(
+            PROBES, "leader", port, "m", host="127.0.0.1", state_file=str(tmp_path / "s.json")
+        )
+        argv = programs.local(
+            ["python3", f"{programs.MOUNT}/liveness.py", "serve", f"listen={listen}", *checks],
+            sys.executable,
+        )
+        server = subprocess.Popen(argv, env={**os.environ, "VLLM_API_KEY": "k"})
+        try:
+            base = f"http://127.0.0.1:{listen}"
+            for _ in range(100):
+                try:
+                    status, text = _get(f"{base}/live")
+                    break
+                except OSError:
+                    time.sleep(0.05)
+            assert (status, text.split(";")[0]) == (200, "ok: idle")
+            assert leader.keys == ["Bearer k"]
+            leader.completion = 500
+            status, text = _get(f"{base}/live")
+            assert status == 503
+            assert text.startswith("FAIL: idle; a one-token generation answered 500")
+            assert _get(f"{base}/other")[0] == 404
+            assert len(leader.completions) == 2
+        finally:
+            server.kill()
+            server.wait()
 
 
 # --------------------------------------------------------------------------------------------
@@ -366,7 +415,8 @@ def test_liveness_uses_the_measured_bound_not_the_ceiling(tmp_path: Path) -> Non
 
 def test_the_leader_startup_probe_has_room_for_the_measurement() -> None:
     command = probe_command(MEASURED, "leader", 8000, "m", phase="startup")
-    probe = leader_startup_probe(command, MEASURED, 1800)
+    probe = leader_startup_probe(MEASURED, 1800)
+    assert probe["httpGet"] == {"path": "/startup", "port": probes.LIVENESS_PORT}
     assert probe["timeoutSeconds"] == (
         MEASURED.timeout_s + 3 * MEASURED.calibrate_s + probes.STARTUP_SLACK_S
     )
@@ -469,3 +519,75 @@ def test_a_busy_engine_ends_an_idle_wait(tmp_path: Path) -> None:
         leader.running = 1
         assert _run(command)[0] == 0
         assert "idle_waiting_since" not in json.loads(state.read_text())
+
+
+@pytest.mark.parametrize(
+    ("step", "growth", "margin", "floor", "ceiling"),
+    [
+        (0.1, 1.2, 1.5, 10, 30),
+        (7.0, 2.0, 1.5, 10, 60),
+        (30.0, 1.0, 1.5, 10, 40),
+        (6.6, 1, 1.5, 1, 9),
+    ],
+)
+def test_the_checks_stall_bound_is_the_planners_arithmetic(
+    step: float, growth: float, margin: float, floor: int, ceiling: int
+) -> None:
+    assert program.stall_bound(step, growth, margin, floor, ceiling) == (
+        liveness.measured_stall_seconds(step, growth, ceiling, margin, floor)
+    )
+
+
+def test_the_check_sums_the_engines_counts_over_labels_and_orders_its_progress() -> None:
+    text = "\n".join(
+        [
+            "# HELP vllm:num_requests_running Requests running.",
+            'vllm:num_requests_running{engine="0"} 2.0',
+            'vllm:num_requests_running{engine="1"} 1.0',
+            'vllm:num_requests_waiting{engine="0"} 4.0',
+            'vllm:prompt_tokens_total{engine="0"} 100.0',
+            'vllm:generation_tokens_total{engine="0"} 7.0',
+            'vllm:generation_tokens_total{engine="1"} 3.0',
+            "vllm:kv_cache_usage_perc 0.25",
+            'vllm:num_requests_running_other{engine="0"} 9.0',
+        ]
+    )
+    assert program.read_metrics(text) == (7.0, [10.0, 0.25, 100.0])
+    assert program.read_metrics("") == (0.0, [])
+
+
+def test_the_manifests_name_the_programs_own_lines_and_gauges() -> None:
+    assert probes.FALLBACK_LINE == "Failed to create oneDNN linear"
+    assert (
+        list(probes.SELF_METRICS)
+        == [
+            probes.MEASURED_STEP,
+            probes.STALL_BOUND,
+            probes.PREFILL_FALLBACK,
+        ]
+        == [
+            "gemma_measured_step_seconds",
+            "gemma_liveness_stall_bound_seconds",
+            "gemma_prefill_fallback",
+        ]
+    )
+
+
+def test_a_check_ends_within_its_probes_timeout(tmp_path: Path) -> None:
+    """As an exec probe's run was stopped at `timeoutSeconds`: a served check that outlived it
+    would hold the next period's check behind one the kubelet already counted as failed."""
+    quick = ProbeSpec(stall_s=30, period_s=2, failures=3, timeout_s=3, request_s=5, idle_check_s=0)
+    command = probe_command(quick, "leader", 0, "m", host="127.0.0.1", state_file=str(tmp_path))
+    assert "timeout-s=2" in command
+    with fake_leader() as (port, leader):
+        leader.delay_s = 4.0
+        command = probe_command(
+            quick, "leader", port, "m", host="127.0.0.1", state_file=str(tmp_path / "s.json")
+        )
+        began = time.monotonic()
+        code, out = _run(command)
+        took = time.monotonic() - began
+    # The proof's own deadline (5 s) gave way to the probe's: about 2 s, not 4 or 5.
+    assert 1.5 < took < 3.0, (took, out)
+    assert (code, out.split(";")[0]) == (0, "ok: idle")
+    assert "no token after 2." in out

@@ -17,7 +17,7 @@ from typing import Any, ClassVar
 import pytest
 
 from components import manifests
-from components.manifests import drain, gatekeeper
+from components.manifests import drain, gatekeeper, programs
 from components.manifests.access import TARGET_GROUP_ATTRIBUTES_ANNOTATION
 from infra.adapters.render import rendered_objects
 from infra.plan import catalog
@@ -68,13 +68,13 @@ def test_every_serving_container_drains_before_it_is_stopped() -> None:
     assert script.index("touch /tmp/draining") < script.index("kill -QUIT")
     assert script.rstrip().endswith("done")
     engine = leader["vllm"]["lifecycle"]["preStop"]["exec"]["command"]
-    assert engine[:2] == ["python3", "-c"] and engine[2] == drain.PRE_STOP_SCRIPT
-    assert engine[3:] == [
+    assert engine[:2] == ["python3", "/opt/gemma-graviton/drain.py"]
+    assert engine[2:] == [
         "role=leader", "accept-s=35", "reply-s=2930", "settle-s=5",
         f"engine-port={SPEC.port}", f"door-port={gatekeeper.PORT}",
     ]  # fmt: skip
     rank = worker["vllm"]["lifecycle"]["preStop"]["exec"]["command"]
-    assert rank[3:] == [
+    assert rank[2:] == [
         "role=worker", "accept-s=35", "reply-s=2930", "settle-s=5",
         "leader-env=LWS_LEADER_ADDRESS", f"leader-port={SPEC.master_port}",
     ]  # fmt: skip
@@ -179,7 +179,11 @@ def test_the_leader_s_engine_stops_only_after_its_requests_are_done(failing: boo
     argv = drain.engine_pre_stop(spec, "leader", server.server_address[1], 1, free_port())
     try:
         done = subprocess.run(
-            [sys.executable, *argv[1:]], capture_output=True, text=True, timeout=60, check=False
+            programs.local(argv, sys.executable),
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
         )
     finally:
         server.shutdown()
@@ -206,7 +210,7 @@ def test_a_worker_waits_while_its_leader_s_engine_holds_the_group_s_port() -> No
     spec = builders.drain_spec(accept_s=0, reply_s=60, settle_s=0)
     argv = drain.engine_pre_stop(spec, "worker", 1, port, 1, leader_env="LEADER")
     hook = subprocess.Popen(
-        [sys.executable, *argv[1:]],
+        programs.local(argv, sys.executable),
         env={"LEADER": "127.0.0.1", "PATH": "/usr/bin:/bin"},
         stdout=subprocess.PIPE,
         text=True,

@@ -42,13 +42,15 @@ def test_dev_figures_follow_from_its_slowest_step() -> None:
     model = _model(p)
     step = model.step(p.max_num_batched_tokens, p.max_model_len)
     assert live.step_s == round(step, 2)
-    assert live.in_flight == p.stages == 2
-    assert live.stall_s == max(liveness.MIN_STALL_S, math.ceil(2 * step))
-    assert live.detection_s == live.stall_s + 3 * live.period_s + live.timeout_s
+    assert live.probes.in_flight == p.stages == 2
+    assert live.probes.stall_s == max(liveness.MIN_STALL_S, math.ceil(2 * step))
+    assert (
+        live.detection_s == live.probes.stall_s + 3 * live.probes.period_s + live.probes.timeout_s
+    )
     prompt = prefill.prefill_seconds(
         GEMMA, model.work, model.slow, p.max_model_len, p.max_num_batched_tokens
     )
-    assert live.first_byte_s == math.ceil(prompt + live.stall_s)
+    assert live.first_byte_s == math.ceil(prompt + live.probes.stall_s)
 
 
 def test_the_dashboard_s_step_is_the_slow_end_s_step_of_the_measured_prompt() -> None:
@@ -57,11 +59,11 @@ def test_the_dashboard_s_step_is_the_slow_end_s_step_of_the_measured_prompt() ->
     p = plan(load_stack("dev"), "dev")
     live, model = p.liveness, _model(p)
     batched = p.max_num_batched_tokens
-    assert live.calibrate_tokens == batched
+    assert live.probes.calibrate_tokens == batched
     assert live.calibrate_step_s == round(model.step(batched, batched), 2)
     assert live.calibrate_step_s < live.step_s
     # Growth is the largest ratio over the range: at the slow end it reaches the longest step.
-    assert live.calibrate_step_s * live.growth >= live.step_s * (1 - 1e-3)  # both rounded
+    assert live.calibrate_step_s * live.probes.growth >= live.step_s * (1 - 1e-3)  # both rounded
 
 
 def test_the_slowest_step_is_the_last_chunk_of_the_longest_prompt() -> None:
@@ -121,7 +123,8 @@ def test_a_first_byte_bound_below_the_slowest_prefill_is_refused() -> None:
     assert str(caught.value) == (
         f"`firstByteTimeoutSeconds` {least - 1} s is below the slowest modelled first token of "
         f"a 8192-token prompt ({auto.liveness.prefill_max_len_s:.0f} s) plus the stall bound "
-        f"({auto.liveness.stall_s} s); set it to at least {least} or auto, or lower `maxModelLen`"
+        f"({auto.liveness.probes.stall_s} s); set it to at least {least} or auto, or lower "
+        "`maxModelLen`"
     )
     own = plan(load_stack("dev", {"firstByteTimeoutSeconds": least + 100}), "dev")
     assert own.liveness.first_byte_s == least + 100
@@ -136,7 +139,7 @@ def test_the_plan_shows_the_probe(capsys: pytest.CaptureFixture[str]) -> None:
         if "  " in line and not line.startswith(" ")
     }
     live = plan(load_stack("dev"), "dev").liveness
-    assert rows["liveness"].startswith(f"every {live.period_s} s, 3 failures, timeout 8 s")
+    assert rows["liveness"].startswith(f"every {live.probes.period_s} s, 3 failures, timeout 8 s")
     assert rows["first byte"] == f"within {live.first_byte_s} s (longest prompt + stall bound)"
 
 
@@ -181,7 +184,7 @@ def test_a_tiny_model_gets_the_floors() -> None:
         model.fast,
     )
     live = liveness.liveness(tiny, 256, 512)
-    assert live.stall_s == liveness.MIN_STALL_S
+    assert live.probes.stall_s == liveness.MIN_STALL_S
     assert live.first_byte_s == liveness.MIN_FIRST_BYTE_S
 
 
@@ -189,8 +192,8 @@ def test_a_tiny_model_gets_the_floors() -> None:
 def test_every_stack_states_its_detection(stack: str) -> None:
     p = plan(load_stack(stack), stack)
     live = p.liveness
-    assert live.period_s >= liveness.MIN_PROBE_PERIOD_S
-    assert live.timeout_s > live.request_s
+    assert live.probes.period_s >= liveness.MIN_PROBE_PERIOD_S
+    assert live.probes.timeout_s > live.probes.request_s
     (line,) = [r for r in p.reasons if r.startswith("liveness ")]
     fast = live.fast_half_detection_s
     if fast <= liveness.DETECTION_BUDGET_S:
@@ -218,19 +221,19 @@ def test_every_shipped_stack_keeps_its_waiting_bounds_practical(stack: str) -> N
     slow end and stay within 20 minutes; a broken group on a node at the fast half of the range
     is noticed within the 60 s budget."""
     p = plan(load_stack(stack), stack)
-    assert p.liveness.path == "onednn"
+    assert p.liveness.probes.path == "onednn"
     assert p.front_door.reply_timeout_seconds <= 20 * 60
     assert p.drain.grace_s <= 20 * 60  # also the autoscaler's --max-graceful-termination-sec
     assert p.liveness.fast_half_detection_s <= liveness.DETECTION_BUDGET_S
     # The measured bound can never exceed the engine's own step timeout it sits under.
-    assert p.liveness.fast_half_stall_s <= p.liveness.stall_s
+    assert p.liveness.fast_half_stall_s <= p.liveness.probes.stall_s
 
 
 def test_the_fallback_path_keeps_its_own_slower_bounds() -> None:
     fast = plan(load_stack("dev"), "dev")
     slow = plan(load_stack("dev", {"prefillPath": "fallback"}), "dev")
-    assert slow.liveness.path == "fallback"
-    assert slow.liveness.stall_s > fast.liveness.stall_s
+    assert slow.liveness.probes.path == "fallback"
+    assert slow.liveness.probes.stall_s > fast.liveness.probes.stall_s
     assert slow.front_door.reply_timeout_seconds > fast.front_door.reply_timeout_seconds
     assert slow.drain.grace_s > fast.drain.grace_s
 
@@ -242,19 +245,12 @@ def test_the_pods_take_the_plans_probes_as_it_gives_them(stack: str) -> None:
     cfg = load_stack(stack)
     p = plan(cfg, stack)
     probes = wiring.server_spec(cfg, p).probes
-    assert probes == p.liveness.probes
-    live = p.liveness
-    assert (probes.stall_s, probes.period_s, probes.failures, probes.timeout_s) == (
-        live.stall_s,
-        live.period_s,
-        live.failures,
-        live.timeout_s,
-    )
-    assert (probes.calibrate_tokens, probes.calibrate_s, probes.in_flight) == (
-        live.calibrate_tokens,
-        live.calibrate_s,
-        live.in_flight,
-    )
+    # The very object the planner made: nothing copies it field by field.
+    assert probes is p.liveness.probes
+    assert probes.calibrate_runs == liveness.CALIBRATION_RUNS
+    assert probes.floor_s == liveness.MIN_STALL_S
+    assert probes.calibrate_s == probes.stall_s
+    assert probes.path == cfg.prefill_path
     assert probes.vocab_size == cfg.profile().vocab_size
 
 

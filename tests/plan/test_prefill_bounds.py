@@ -49,9 +49,9 @@ def assert_coherent(cfg: StackConfig, p: Plan) -> None:
         p.max_num_batched_tokens,
     )
     timeout = int(server_spec(cfg, p).probes.stall_s)
-    assert timeout == live.stall_s
+    assert timeout == live.probes.stall_s
     assert timeout >= _slowest_step(cfg, p) * p.stages, (p.instance_type, p.max_model_len)
-    assert live.in_flight == p.stages
+    assert live.probes.in_flight == p.stages
 
 
 @pytest.mark.parametrize("stack", stack_names())
@@ -119,8 +119,8 @@ def test_the_stall_bound_counts_every_batch_in_flight() -> None:
         p = plan(cfg, "dev")
     except ConfigError:
         pytest.skip("three stages of m7g.xlarge do not hold the model")
-    assert p.liveness.in_flight == 3
-    assert p.liveness.stall_s >= 3 * p.liveness.step_s
+    assert p.liveness.probes.in_flight == 3
+    assert p.liveness.probes.stall_s >= 3 * p.liveness.step_s
     assert liveness.stall_seconds(p.liveness.step_s, 3) >= liveness.stall_seconds(
         p.liveness.step_s, 2
     )

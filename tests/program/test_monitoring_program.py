@@ -50,7 +50,7 @@ def test_every_stack_watches_its_model_server(
         assert panel["title"].startswith("Leaders' measured step"), dashboard.urn
         assert [a["value"] for a in panel["annotations"]["horizontal"]] == [
             live.calibrate_step_s,
-            live.stall_s,
+            live.probes.stall_s,
         ]
     assert resolve(exports["dashboardUrl"]) == (
         f"https://{json.loads(_region(mocks))}.console.aws.amazon.com/cloudwatch/home?region="

@@ -7,8 +7,7 @@ from __future__ import annotations
 import sys
 import time
 
-from components.manifests import probe_command
-from components.manifests.probes import PROBE_SCRIPT
+from components.manifests import probe_command, programs
 from infra.adapters.render import rendered_objects
 from infra.adapters.wiring import server_spec
 from tests.fakes.vllm_leader import fake_leader
@@ -18,16 +17,19 @@ from tools.rehearse.measure.faults import ClientResult, FaultRow, FloodResult, P
 
 
 def test_the_rehearsal_runs_the_pods_probe_program() -> None:
+    """The rehearsal's checks are the pods' own: the same file, with the same keys."""
     real, tiny, cfg, tiny_cfg = tiny_plan_for("dev")
     (lws,) = [o for o in rendered_objects(cfg, real) if o["kind"] == "LeaderWorkerSet"]
     template = lws["spec"]["leaderWorkerTemplate"]
     for role in ("leader", "worker"):
-        pod = template[f"{role}Template"]["spec"]["containers"][0]["livenessProbe"]["exec"]
+        pod = template[f"{role}Template"]["spec"]["containers"][0]["command"]
         spec = server_spec(tiny_cfg, tiny)
         local = probe_command(spec.probes, role, 41000, tiny.model)  # type: ignore[arg-type]
-        assert pod["command"][:3] == local[:3] == ["python3", "-c", PROBE_SCRIPT]
-        keys = lambda argv: [a.split("=")[0] for a in argv[3:]]  # noqa: E731
-        assert keys(pod["command"]) == keys(local)
+        assert local[:3] == ["python3", f"{programs.MOUNT}/liveness.py", "check"]
+        assert programs.local(local, sys.executable)[1] == str(programs.DIR / "liveness.py")
+        keys = lambda argv: [a.split("=")[0] for a in argv]  # noqa: E731
+        # The pod's check also takes its startup phase's keys (its `/startup`), never a phase.
+        assert keys(local[3:]) == keys(pod[4:-1])[: len(local) - 3]
 
 
 def _wait_for(condition, seconds: float = 30.0) -> None:  # type: ignore[no-untyped-def]

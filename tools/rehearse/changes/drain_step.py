@@ -28,7 +28,7 @@ from contextlib import suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from components.manifests import drain
+from components.manifests import drain, programs
 from tools.rehearse.changes.balancer import Balancer, Target
 from tools.rehearse.checks import Check
 
@@ -200,8 +200,8 @@ def stop_group_a(a: GroupA, began: float) -> tuple[list[threading.Thread], Stopp
             drain.gatekeeper_pre_stop(spec, str(a.gate_run_dir), READY_PERIOD_S),
             [a.gate_pgid],
         ),
-        ("vllm leader", [sys.executable, *leader[1:]], [a.leader_pgid]),
-        ("vllm worker", [sys.executable, *worker[1:]], a.worker_pgids),
+        ("vllm leader", programs.local(leader, sys.executable), [a.leader_pgid]),
+        ("vllm worker", programs.local(worker, sys.executable), a.worker_pgids),
     ]
     threads = [
         threading.Thread(

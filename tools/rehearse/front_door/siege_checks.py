@@ -24,7 +24,7 @@ import urllib.request
 from collections import Counter
 from dataclasses import dataclass, field
 
-from components.manifests import probe_command
+from components.manifests import probe_command, programs
 from components.manifests.gatekeeper import GatekeeperLimits
 from components.manifests.probes import ProbeSpec
 from tools.rehearse.checks import Check
@@ -136,7 +136,7 @@ class _Tally:
 def _probe_argv(door: Door) -> list[str]:
     """The worker's liveness command, pointed at this gatekeeper's probe listener."""
     argv = probe_command(ProbeSpec(), "worker", door.probe_port, door.model)
-    return [sys.executable, *argv[1:]] if argv[0].startswith("python") else argv
+    return programs.local(argv, sys.executable)
 
 
 def _legitimate(door: Door, tally: _Tally, stop: threading.Event) -> list[threading.Thread]:

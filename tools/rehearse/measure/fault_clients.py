@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from components.manifests import programs
 from tools.rehearse.measure import own_step
 
 # --------------------------------------------------------------------------------------------
@@ -122,9 +123,9 @@ class Prober:
         timeout_s: float,
         cgroup: Path | None = None,
     ) -> None:
-        # The pod runs `python3`; here the same program runs under this interpreter, inside
-        # `cgroup` if given (an exec probe runs inside its container's cgroup).
-        self.name, self.argv = name, [sys.executable, *command[1:]]
+        # The pod runs the check in its container's process; here the same file runs under this
+        # interpreter, once per period, inside `cgroup` if given (as the pod's container's).
+        self.name, self.argv = name, programs.local(command, sys.executable)
         if cgroup is not None:
             self.argv = own_step.in_cgroup(self.argv, cgroup / "cgroup.procs")
         self.env, self.period_s, self.failures, self.timeout_s = env, period_s, failures, timeout_s

@@ -24,6 +24,9 @@ whether any process outlived its group. The flood instead must leave the livenes
 and every answer a 200 or a planned 429/503 (the gatekeeper sheds one address's requests beyond
 its planned concurrency with 429).
 
+After the flood, the liveness check's own CPU cost, spawned per period as an exec probe would
+run it and served by the pods' long-lived check process (`probe_cost`).
+
 Then the CPU row (`own_step`): each rank held to a cgroup cpu quota, the leader measures again,
 and one prompt of nearly the whole context must complete with no liveness run failing.
 """
@@ -62,7 +65,7 @@ from tools.rehearse.group.ranks import (
     rank_launches,
 )
 from tools.rehearse.group.workspace import LOGS_DIR
-from tools.rehearse.measure import own_step
+from tools.rehearse.measure import own_step, probe_cost
 from tools.rehearse.measure.fault_clients import ClientResult, Prober, run_client
 from tools.rehearse.measure.own_step import CpuQuota, SlowedRun, StepMeasure
 
@@ -216,7 +219,7 @@ class Rehearsal:
             warnings_log=str(group.warnings_log),
             announce=str(announce),
         )
-        timeout = leader_startup_probe(command, probes, 0)["timeoutSeconds"]
+        timeout = leader_startup_probe(probes, 0)["timeoutSeconds"]
         prober = Prober("leader startup", command, self.probe_env(), 1, 1, timeout, cgroup)
         ok, text = prober.run_once()
         return StepMeasure.read(ok, text, state_file, announce)
@@ -726,14 +729,15 @@ def run_faults(
         gatekeeper_run.find_nginx(),
         tiny_plan.front_door,
     )
-    live = tiny_plan.liveness
+    live = tiny_plan.liveness.probes
     progress(
         f"faults: probes every {live.period_s} s, {live.failures} failures, stall bound "
         f"measured at start within {spec.probes.floor_s}-{live.stall_s} s (engine step bound "
-        f"{live.stall_s} s), first-byte bound {live.first_byte_s} s "
+        f"{live.stall_s} s), first-byte bound {tiny_plan.liveness.first_byte_s} s "
         f"(logs in {run_dir.relative_to(REPO)})"
     )
     rows: list[FaultRow] = []
+    cost = Check("liveness check CPU", "served < spawned python3", "not reached", None)
     flooded: FloodResult | None = None
     slowed: SlowedRun | None = None
     group = rehearsal.start_group()
@@ -745,6 +749,9 @@ def run_faults(
             progress(f"{fault}: {'ok' if row.ok else 'FAILED'}")
         flooded = flood(rehearsal, group)
         progress(f"flood: {'ok' if flooded.ok else 'FAILED'}")
+        work, model = rehearsal.run_dir / "probe-cost", rehearsal.tiny_plan.model
+        cost = probe_cost.row(group.port, model, rehearsal.api_key, work)
+        progress(cost.note)
         slowed = cpu_slowed(rehearsal, group)
     except RankFailure as failure:
         progress(f"a group did not come up: {failure}")
@@ -760,7 +767,7 @@ def run_faults(
         first_log.read_text(errors="replace"),
         first_log.parent / "vllm-warnings.log",
     )
-    checks += fault_checks(rows, flooded)
+    checks += [*fault_checks(rows, flooded), cost]
     if slowed is None:
         checks.append(Check("CPU slowed", "runs", "not reached", None))
     else:

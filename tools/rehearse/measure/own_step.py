@@ -12,10 +12,10 @@ The CPU row puts each rank's processes into a cgroup v1 cpu group of its own (as
 pod with its own CPU limit), held to a quota per `CPU_PERIOD_US` (CFS bandwidth control, Linux
 `Documentation/scheduler/sched-bwc.rst`: a group may run `cpu.cfs_quota_us` in every
 `cpu.cfs_period_us`), and measures again into a fresh state file, the probe in the leader's group
-(an exec probe runs inside its container). The quotas of `CPU_QUOTAS_US` are tried in turn, each
-tighter, until the stall bound grows: a node slowed too far is refused by the startup probe (its
-step x growth x margin x batches in flight beyond the engine's step timeout), and how far a quota
-slows the ranks depends on what else the machine runs. Then one prompt of nearly the whole
+(the pod's check runs inside its container). The quotas of `CPU_QUOTAS_US` are tried in turn,
+each tighter, until the stall bound grows: a node slowed too far is refused by the startup probe
+(its step x growth x margin x batches in flight beyond the engine's step timeout), and how far a
+quota slows the ranks depends on what else the machine runs. Then one prompt of nearly the whole
 context goes through the gatekeeper while both ranks' liveness probes run every period in their
 rank's group. Then every process goes back to the group it came from and the groups are removed.
 

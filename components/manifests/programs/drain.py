@@ -1,0 +1,86 @@
+"""The engine container's preStop (`components.manifests.drain` says the order and the bounds).
+Standard library only: it runs in the vLLM image's Python, from the group's programs ConfigMap.
+
+    drain.py role=leader accept-s= reply-s= settle-s= engine-port= door-port=
+    drain.py role=worker accept-s= reply-s= settle-s= leader-env= leader-port=
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import sys
+import time
+import urllib.request
+
+began = time.monotonic()
+
+
+def say(text: str) -> None:
+    print(f"[drain {time.monotonic() - began:.0f} s] {text}", flush=True)
+
+
+def listening(host: str, port: str | int) -> bool:
+    try:
+        socket.create_connection((host, int(port)), timeout=2).close()
+        return True
+    except OSError:
+        return False
+
+
+def in_flight(port: str) -> float | None:
+    """Requests the engine holds; None once the engine no longer listens. A slow or failed
+    answer from a listening engine counts as busy: only a closed port ends the wait early."""
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as response:
+            text = response.read().decode()
+    except Exception:
+        return float("inf") if listening("127.0.0.1", port) else None
+    total = 0.0
+    for line in text.splitlines():
+        name = line.split("{")[0].split(" ")[0]
+        if name in ("vllm:num_requests_running", "vllm:num_requests_waiting"):
+            total += float(line.rsplit(" ", 1)[1])
+    return total
+
+
+def worker(opts: dict[str, str], accept: float, reply: float, settle: float) -> None:
+    host = os.environ.get(opts["leader-env"], "")
+    deadline = began + accept + reply + settle + 30
+    while host and listening(host, opts["leader-port"]) and time.monotonic() < deadline:
+        time.sleep(1)
+    say(f"leader's engine {'gone' if time.monotonic() < deadline else 'still up at the bound'}")
+
+
+def leader(opts: dict[str, str], accept: float, reply: float, settle: float) -> None:
+    deadline = began + accept + 30
+    while listening("127.0.0.1", opts["door-port"]) and time.monotonic() < deadline:
+        time.sleep(1)
+    say("the gatekeeper no longer accepts")
+    deadline = time.monotonic() + reply
+    quiet = None
+    while time.monotonic() < deadline:
+        count = in_flight(opts["engine-port"])
+        if count is None:
+            say("the engine is gone")
+            return
+        if count:
+            quiet = None
+        elif quiet is None:
+            quiet = time.monotonic()
+        elif time.monotonic() - quiet >= settle:
+            say(f"no request in the engine for {settle:.0f} s")
+            return
+        time.sleep(1)
+    say(f"requests still in the engine after {reply:.0f} s")
+
+
+def main(argv: list[str]) -> int:
+    opts = dict(arg.split("=", 1) for arg in argv)
+    bounds = (float(opts[k]) for k in ("accept-s", "reply-s", "settle-s"))
+    (worker if opts["role"] == "worker" else leader)(opts, *bounds)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
