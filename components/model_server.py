@@ -103,15 +103,13 @@ class ModelServer(pulumi.ComponentResource):
         k8s.networking.v1.NetworkPolicy(
             f"{name}-netpol", metadata=_meta(policy, in_ns), spec=policy["spec"], opts=child
         )
-        # With `vllm-key` no gatekeeper runs, so it has no config.
-        configs = []
-        if not spec.vllm_key:
-            door = manifests.gatekeeper_config(spec)
-            configs.append(
-                k8s.core.v1.ConfigMap(
-                    f"{name}-gatekeeper", metadata=_meta(door, in_ns), data=door["data"], opts=child
-                )
+        # With `vllm-key` it holds vLLM's key check, not the gatekeeper's config.
+        door = manifests.gatekeeper_config(spec)
+        configs = [
+            k8s.core.v1.ConfigMap(
+                f"{name}-gatekeeper", metadata=_meta(door, in_ns), data=door["data"], opts=child
             )
+        ]
 
         claims = [
             k8s.core.v1.PersistentVolumeClaim(

@@ -117,7 +117,7 @@ def all_objects(spec: ServerSpec, quantize: QuantizeSpec | None = None) -> list[
     writes to and the group that loads from them."""
     objects = [
         namespace(spec),
-        *([] if spec.vllm_key else [gatekeeper_config(spec)]),
+        gatekeeper_config(spec),
         network_policy(spec),
         *model_claims(spec),
         *quantize_objects(spec, quantize),

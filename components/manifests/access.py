@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Mapping
+from importlib import resources
 from typing import Literal
 
 from components.manifests import chat, door, gatekeeper, metrics, scaling
@@ -79,7 +80,11 @@ def secret(
 
 def gatekeeper_files(spec: ServerSpec) -> dict[str, str]:
     """Every file of the gatekeeper's ConfigMap: nginx.conf and its njs script, then the chat
-    page's files when the stack serves it (`chatPage`), mounted beside the config."""
+    page's files when the stack serves it (`chatPage`), mounted beside the config. With
+    `vllm-key`, vLLM's key check on every route (`key_check.py`) instead."""
+    if spec.vllm_key:
+        here = resources.files("components.manifests")
+        return {KEY_CHECK_FILE: here.joinpath(KEY_CHECK_FILE).read_text("utf-8")}
     page_root = gatekeeper.CONFIG_MOUNT if spec.limits.chat_page else None
     if spec.door:  # an elastic stack's door (`components.manifests.door`)
         files = gatekeeper.config_files(
@@ -96,6 +101,10 @@ def gatekeeper_files(spec: ServerSpec) -> dict[str, str]:
         page = chat.ChatPage(spec.model, spec.limits.max_reply_tokens, spec.max_model_len)
         files |= chat.files(page)
     return files
+
+
+#: vLLM's key check on every route (`components.manifests.key_check`), with `vllm-key`.
+KEY_CHECK_FILE = "key_check.py"
 
 
 def gatekeeper_config(spec: ServerSpec) -> Manifest:

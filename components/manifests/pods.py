@@ -10,7 +10,7 @@ import json
 from typing import Any, Literal
 
 from components.manifests import drain, gatekeeper
-from components.manifests.access import gatekeeper_files
+from components.manifests.access import KEY_CHECK_FILE, gatekeeper_files
 from components.manifests.engine import engine_args
 from components.manifests.probes import (
     LOGGING_CONFIG_PATH,
@@ -114,6 +114,10 @@ CHECKPOINT_MARKER = "quantized.json"
 #: Download attempts before the init container gives up (back-off 15 s doubling, at most 300 s:
 #: about 12 minutes of retrying in all).
 DOWNLOAD_ATTEMPTS = 6
+
+#: Where the leader finds vLLM's key check with `vllm-key` (on its PYTHONPATH), and its import.
+KEY_CHECK_MOUNT = "/opt/gemma-graviton"
+KEY_CHECK_MODULE = f"{KEY_CHECK_FILE.removesuffix('.py')}.KeyCheck"
 
 # Headless ranks start only once the leader's name resolves (LWS #746): vLLM gives up on an
 # unresolvable master address instead of retrying.
@@ -237,15 +241,6 @@ def _prefetch_container(spec: ServerSpec) -> dict[str, Any]:
     }
 
 
-def _probe(path: str, port: int | str, period: int, failures: int) -> dict[str, Any]:
-    return {
-        "httpGet": {"path": path, "port": port},
-        "periodSeconds": period,
-        "failureThreshold": failures,
-        "timeoutSeconds": 5,
-    }
-
-
 def _engine_container(spec: ServerSpec, role: Literal["leader", "worker"]) -> dict[str, Any]:
     args = engine_args(spec.engine(), role)
     container: dict[str, Any] = {
@@ -278,6 +273,13 @@ def _engine_container(spec: ServerSpec, role: Literal["leader", "worker"]) -> di
         ]
         container["command"] = ["/bin/sh", "-c", _WRITE_LOGGING_CONFIG, "vllm"]
         container["args"] = args
+        if spec.vllm_key:
+            # vLLM checks the key on every route but the probes' (`key_check`), read-only.
+            container["args"] = [*args, "--middleware", KEY_CHECK_MODULE]
+            container["env"].append({"name": "PYTHONPATH", "value": KEY_CHECK_MOUNT})
+            container["volumeMounts"].append(
+                {"name": "key-check", "mountPath": KEY_CHECK_MOUNT, "readOnly": True}
+            )
         # Started once vLLM's /health is 200 (every rank joined, the model loaded) and the
         # startup phase of the probe program has checked the linear path and measured this
         # node's step (`probes`): before it, readiness is not probed, so the Service sends the
@@ -298,7 +300,12 @@ def _engine_container(spec: ServerSpec, role: Literal["leader", "worker"]) -> di
         # (kubernetes v1.35 pkg/probe/util.go findPortByName), and a probe that errors is thrown
         # away, never a success (pkg/kubelet/prober/worker.go). The pod's containers share one
         # network.
-        container["readinessProbe"] = _probe("/health", port, 10, 3)
+        container["readinessProbe"] = {
+            "httpGet": {"path": "/health", "port": port},
+            "periodSeconds": 10,
+            "failureThreshold": 3,
+            "timeoutSeconds": 5,
+        }
         # /health stays 200 while a lost or hung rank stalls every request: liveness proves
         # tokens come out of the last stage (`probes`). It runs inside this container, so it
         # reaches vLLM on loopback.
@@ -349,6 +356,8 @@ def _volumes(spec: ServerSpec, role: Literal["leader", "worker"]) -> list[dict[s
         volumes.append({"name": "models", "emptyDir": {"sizeLimit": f"{spec.model_volume_gib}Gi"}})
     if role == "leader" and spec.gatekeeper_in_pod:
         volumes += gatekeeper.volumes(spec.gatekeeper_config_name, spec.api_key_secret_name)
+    if role == "leader" and spec.vllm_key:
+        volumes.append({"name": "key-check", "configMap": {"name": spec.gatekeeper_config_name}})
     return volumes
 
 
@@ -376,6 +385,7 @@ def pod_template(
                 spec.gatekeeper_millicpu, spec.gatekeeper_memory_mib, spec.drain, engine_tmp=True
             )
         )
+    if role == "leader" and (spec.gatekeeper_in_pod or spec.vllm_key):
         # Over every file of the ConfigMap, by name: the chat page's too when it is served.
         annotations = {
             gatekeeper.CONFIG_ANNOTATION: gatekeeper.config_digest(gatekeeper_files(spec))
