@@ -16,8 +16,8 @@ from components.manifests.key_check import UNAUTHORIZED, KeyCheck
 
 KEY = "sk-test-key"
 REPO = Path(__file__).resolve().parents[2]
-#: The rehearsal's environment with real vLLM 0.31 (tools.venvs).
-VLLM_PYTHON = REPO.parent / "i46-moe" / ".rehearsal" / "venv" / "bin" / "python"
+#: A Python with real vLLM 0.31: the rehearsal's environment (`make rehearse`), or another's.
+VLLM_PYTHON = Path(os.environ.get("GEMMA_VLLM_PYTHON", REPO / ".rehearsal/venv/bin/python"))
 
 
 def _ask(path: str, key: str = "", method: str = "GET", kind: str = "http") -> list:
@@ -85,7 +85,9 @@ print("OPTIONS", preflight.status_code)
 """
 
 
-@pytest.mark.skipif(not VLLM_PYTHON.exists(), reason=f"no vLLM 0.31 environment at {VLLM_PYTHON}")
+@pytest.mark.skipif(
+    not VLLM_PYTHON.exists(), reason=f"no {VLLM_PYTHON}: `make rehearse`, or set GEMMA_VLLM_PYTHON"
+)
 def test_real_vllm_runs_it_before_its_own_check() -> None:
     env = {
         "PATH": os.environ["PATH"],
