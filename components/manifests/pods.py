@@ -56,6 +56,8 @@ DOWNLOAD_ATTEMPTS = 6
 #: The annotation over the programs ConfigMap's files: a new program rolls the group (the kubelet
 #: refreshes a mounted ConfigMap, but each container's check process runs what it started with).
 PROGRAMS_ANNOTATION = "gemma-graviton.dev/programs-digest"
+#: vLLM's key check on every route with `vllm-key` (`programs/key_check.py`, on PYTHONPATH).
+KEY_CHECK_MODULE = "key_check.KeyCheck"
 
 
 def programs_config_name(spec: ServerSpec) -> str:
@@ -69,7 +71,7 @@ def programs_config(spec: ServerSpec) -> dict[str, Any]:
         "apiVersion": "v1",
         "kind": "ConfigMap",
         "metadata": object_meta(spec, programs_config_name(spec), "programs"),
-        "data": programs.files(),
+        "data": programs.files(spec.vllm_key),
     }
 
 
@@ -180,15 +182,6 @@ def _prefetch_container(spec: ServerSpec) -> dict[str, Any]:
     }
 
 
-def _probe(path: str, port: int | str, period: int, failures: int) -> dict[str, Any]:
-    return {
-        "httpGet": {"path": path, "port": port},
-        "periodSeconds": period,
-        "failureThreshold": failures,
-        "timeoutSeconds": 5,
-    }
-
-
 def _engine_container(spec: ServerSpec, role: Literal["leader", "worker"]) -> dict[str, Any]:
     args = engine_args(spec.engine(), role)
     container: dict[str, Any] = {
@@ -229,6 +222,10 @@ def _engine_container(spec: ServerSpec, role: Literal["leader", "worker"]) -> di
         container["command"] = engine_command("leader", checks)
         container["args"] = args
         container["startupProbe"] = leader_startup_probe(spec.probes, spec.startup_timeout_seconds)
+        if spec.vllm_key:
+            # vLLM checks the key on every route but the probes' (`programs/key_check.py`).
+            container["args"] = [*args, "--middleware", KEY_CHECK_MODULE]
+            container["env"].append({"name": "PYTHONPATH", "value": programs.MOUNT})
         # vLLM binds loopback, so the kubelet asks /health of the gatekeeper's probe listener,
         # which no public client can fill (behind a door or with `vllm-key` vLLM listens on the
         # pod network and is asked itself). A number, not the gatekeeper's port name: the
@@ -237,7 +234,12 @@ def _engine_container(spec: ServerSpec, role: Literal["leader", "worker"]) -> di
         # away, never a success (pkg/kubelet/prober/worker.go). The pod's containers share one
         # network.
         port = gatekeeper.PROBE_PORT if spec.gatekeeper_in_pod else spec.port
-        container["readinessProbe"] = _probe("/health", port, 10, 3)
+        container["readinessProbe"] = {
+            "httpGet": {"path": "/health", "port": port},
+            "periodSeconds": 10,
+            "failureThreshold": 3,
+            "timeoutSeconds": 5,
+        }
         # /health stays 200 while a lost or hung rank stalls every request: liveness proves
         # tokens come out of the last stage (`probes`, `/live`).
         container["livenessProbe"] = liveness_probe(spec.probes)
@@ -304,7 +306,9 @@ def pod_template(
     containers = [_engine_container(spec, role)]
     metadata: dict[str, Any] = {
         "labels": object_labels(spec, f"vllm-{role}"),
-        "annotations": {PROGRAMS_ANNOTATION: gatekeeper.config_digest(programs.files())},
+        "annotations": {
+            PROGRAMS_ANNOTATION: gatekeeper.config_digest(programs.files(spec.vllm_key))
+        },
     }
     if spec.door:
         # The policy pack's sign that this group's gatekeeper is the door (policies/rules.py).
@@ -321,6 +325,7 @@ def pod_template(
                 spec.gatekeeper_millicpu, spec.gatekeeper_memory_mib, spec.drain, engine_tmp=True
             )
         )
+    if role == "leader" and spec.gatekeeper_in_pod:
         # Over every file of the ConfigMap, by name: the chat page's too when it is served.
         annotations = metadata["annotations"]
         annotations[gatekeeper.CONFIG_ANNOTATION] = gatekeeper.config_digest(gatekeeper_files(spec))

@@ -43,6 +43,7 @@ from infra.plan import (
     readiness,
     sleep,
     support,
+    vllm_key,
     waits,
     weights,
 )
@@ -278,7 +279,11 @@ def format_table(
             "stays at the slow end",
         ),
         ("first byte", f"within {p.liveness.first_byte_s} s (longest prompt + stall bound)"),
-        *(_front_door_rows(p.front_door) if cfg is None or cfg.gatekeeper else _vllm_key_rows(p)),
+        (
+            "listener",
+            "HTTPS on 443 (TLS at the load balancer)" if p.front_door.tls else "plain HTTP on 80",
+        ),
+        *(_front_door_rows if cfg is None or cfg.gatekeeper else vllm_key.rows)(p.front_door),
         (
             "drain",
             f"a stopping leader accepts {p.drain.accept_s} s more (the NLB checks every "
@@ -325,7 +330,7 @@ def format_table(
     if cfg is not None and not cfg.gatekeeper:
         lines.append("")
         lines.append("what `frontDoor: vllm-key` gives up against the gatekeeper:")
-        lines.extend(f"  - {line}" for line in VLLM_KEY_GIVES_UP)
+        lines.extend(f"  - {line}" for line in vllm_key.GIVES_UP)
     lines.append("")
     lines.append("what a change costs:")
     lines.extend(f"  - {line}" for line in changes.describe(p))
@@ -390,51 +395,9 @@ def _idle_cut(p: Plan) -> str:
     )
 
 
-#: What a stack without the gatekeeper goes without. vLLM 0.31's key check guards only paths
-#: under /v1, /v2, /inference and /cohere (vllm/entrypoints/serve/middleware/authenticate.py
-#: `GUARDED_PREFIX`; launchers/cli_args.py `api_key` says /invocations stays open), and reads
-#: one key from VLLM_API_KEY (serve/middleware/register.py), read 2026-12-06.
-VLLM_KEY_GIVES_UP = (
-    "no per-client limits: request rate, requests, KV-cache tokens and connections in flight "
-    "and body size are not bounded per client address, so one client can hold every slot",
-    "no refusals before vLLM: request fields (`n`, schema size and counts, `priority`, "
-    "`request_id`, ...) and headers reach vLLM as sent, and no cap on requests at vLLM (503)",
-    "routes without the key: vLLM checks it under /v1, /v2, /inference and /cohere only; "
-    "/health, /metrics, /version, /tokenize, /detokenize and /invocations (inference, no key) "
-    "answer every client in `allowedCidrs`",
-    "one key: vLLM reads VLLM_API_KEY when it starts, so a new key restarts the group and a "
-    "rotation has no overlap (`apiKeyOverlapUntil` refused)",
-    "no reply timeout and no TCP keepalives at the door: a first token slower than the load "
-    f"balancer's {catalog.NLB_IDLE_TIMEOUT_S} s idle timeout is cut; no chat page; the "
-    "dashboard's front-door answer counts and 5xx alarm read the gatekeeper's log and stay empty",
-)
-
-
-def _vllm_key_rows(p: Plan) -> list[tuple[str, str]]:
-    """The door rows that still hold without the gatekeeper (`frontDoor: vllm-key`)."""
-    door = p.front_door
-    return [
-        (
-            "listener",
-            "HTTPS on 443 (TLS at the load balancer)" if door.tls else "plain HTTP on 80",
-        ),
-        (
-            "front door",
-            "vLLM checks the key itself (`frontDoor: vllm-key`, VLLM_API_KEY from the key's "
-            "Secret); no gatekeeper",
-        ),
-        ("per request", f"logprobs up to {door.max_logprobs} (`maxLogprobs`, vLLM's own)"),
-        ("max reply", f"{door.max_reply_tokens} tokens (`maxReplyTokens`, vLLM's own)"),
-    ]
-
-
 def _front_door_rows(door: GatekeeperLimits) -> list[tuple[str, str]]:
     """The gatekeeper's limits, each a stack key (docs/front-door.md)."""
     return [
-        (
-            "listener",
-            "HTTPS on 443 (TLS at the load balancer)" if door.tls else "plain HTTP on 80",
-        ),
         ("max request body", f"{door.max_request_bytes:,} bytes (`maxRequestBytes`)"),
         (
             "per client",

@@ -430,9 +430,9 @@ def test_liveness_probes_are_what_the_plan_says(stack: str) -> None:
     assert lost_leader[:4] == ["/bin/sh", "/opt/gemma-graviton/engine.sh", "worker", "listen=8082"]
     assert lost_leader[4:-1] == [
         "role=worker",
-        # Behind an elastic stack's door the leader's vLLM is asked itself; otherwise the
-        # leader's gatekeeper's probe listener.
-        f"port={8000 if cfg.elastic else 8081}",
+        # Behind an elastic stack's door or with `vllm-key` the leader's vLLM is asked itself;
+        # otherwise the leader's gatekeeper's probe listener.
+        f"port={8000 if cfg.elastic or not cfg.gatekeeper else 8081}",
         f"request-s={live.probes.request_s}",
         "host-env=LWS_LEADER_ADDRESS",
         # A check ends before the kubelet gives up on it.

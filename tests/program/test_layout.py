@@ -102,7 +102,6 @@ MAX_TOOL_FILE_LINES = 800
 MAX_FUNCTION_LINES = 160
 #: Files and functions over the limits today; they may only leave this list.
 LONG_FILES: set[str] = {
-    "components/manifests/gatekeeper_conf.py",
     "components/manifests/semantics.py",
     "components/watch.py",
     "infra/bootstrap/access.py",

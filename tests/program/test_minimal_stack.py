@@ -1,8 +1,9 @@
 """The minimal stack: every optional layer off, `frontDoor: vllm-key` in place of the gatekeeper.
 
-Its render holds no nginx container, no gatekeeper ConfigMap and no door object, and switching
-dev's front door to `vllm-key` removes exactly those. Its program, run under the mocks in a
-fresh interpreter, imports fewer lines of the product (infra/, components/) than dev's."""
+Its render holds no nginx container and no door object, and switching dev's front door to
+`vllm-key` removes exactly the nginx container (the ConfigMap then holds vLLM's key check). Its
+program, run under the mocks in a fresh interpreter, imports fewer lines of the product
+(infra/, components/) than dev's."""
 
 from __future__ import annotations
 
@@ -21,6 +22,7 @@ from infra.plan.stackfile import load_stack
 
 REPO = Path(__file__).resolve().parents[2]
 GATEKEEPER_CONTAINER = "gatekeeper"
+KEY_CHECK = "components/manifests/programs/key_check.py"
 
 
 def _render(stack: str, overrides: dict[str, Any], out: Path) -> list[dict[str, Any]]:
@@ -42,7 +44,10 @@ def _names(objects: list[dict[str, Any]]) -> set[tuple[str, str]]:
 def test_minimal_render_has_no_gatekeeper_and_no_door(tmp_path: Path) -> None:
     objects = _render("minimal", {}, tmp_path)
     assert GATEKEEPER_CONTAINER not in _containers(objects)
-    assert not [o for o in objects if o["kind"] == "ConfigMap"], _names(objects)
+    # One ConfigMap, the group's programs, with vLLM's key check among them.
+    (config,) = [o for o in objects if o["kind"] == "ConfigMap"]
+    assert config["metadata"]["name"] == "gemma-programs"
+    assert config["data"]["key_check.py"] == (REPO / KEY_CHECK).read_text()
     assert not [n for k, n in _names(objects) if "door" in n], _names(objects)
     (service,) = [o for o in objects if o["kind"] == "Service"]
     assert [p["targetPort"] for p in service["spec"]["ports"]] == [8000]
@@ -52,7 +57,7 @@ def test_vllm_key_on_dev_removes_exactly_the_gatekeeper(tmp_path: Path) -> None:
     dev = _render("dev", {}, tmp_path / "dev")
     keyed = _render("dev", {"frontDoor": "vllm-key"}, tmp_path / "keyed")
     assert _names(dev) - _names(keyed) == {("ConfigMap", "gemma-gatekeeper")}
-    assert _names(keyed) <= _names(dev)
+    assert not _names(keyed) - _names(dev)
     assert _containers(dev) - _containers(keyed) == {GATEKEEPER_CONTAINER}
     (lws,) = [o for o in keyed if o["kind"] == "LeaderWorkerSet"]
     leader = lws["spec"]["leaderWorkerTemplate"]["leaderTemplate"]["spec"]
@@ -63,6 +68,13 @@ def test_vllm_key_on_dev_removes_exactly_the_gatekeeper(tmp_path: Path) -> None:
     assert "--host=127.0.0.1" not in engine["args"], engine["args"]
     assert engine["readinessProbe"]["httpGet"]["port"] == 8000
     assert not [v for v in leader["volumes"] if "gatekeeper" in v["name"]]
+    # vLLM's key check on every route, imported from the programs, mounted read-only.
+    assert engine["args"][-2:] == ["--middleware", "key_check.KeyCheck"]
+    assert {"name": "PYTHONPATH", "value": "/opt/gemma-graviton"} in engine["env"]
+    (mount,) = [m for m in engine["volumeMounts"] if m["mountPath"] == "/opt/gemma-graviton"]
+    assert mount["readOnly"] is True
+    (volume,) = [v for v in leader["volumes"] if v["name"] == mount["name"]]
+    assert volume["configMap"]["name"] == "gemma-programs"
 
 
 @pytest.mark.parametrize(
@@ -102,22 +114,18 @@ def test_what_needs_the_gatekeeper_is_refused_with_vllm_key(
 
 
 def test_the_plan_says_what_vllm_key_gives_up() -> None:
-    out = subprocess.run(
-        [sys.executable, "-m", "infra.plan", "--stack", "minimal"],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout
-    assert "what `frontDoor: vllm-key` gives up against the gatekeeper:" in out
-    assert "/health, /metrics" in out
-    dev = subprocess.run(
-        [sys.executable, "-m", "infra.plan", "--stack", "dev"],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout
+    minimal, dev = (
+        subprocess.run(
+            [sys.executable, "-m", "infra.plan", "--stack", stack],
+            cwd=REPO,
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+        for stack in ("minimal", "dev")
+    )
+    assert "what `frontDoor: vllm-key` gives up against the gatekeeper:" in minimal
+    assert "routes without the key: /health and /metrics only" in minimal
     assert "gives up" not in dev
 
 

@@ -14,9 +14,14 @@ MOUNT = "/opt/gemma-graviton"
 FILES = ("engine.sh", "liveness.py", "drain.py", "prefetch.py")
 
 
-def files() -> dict[str, str]:
-    """The ConfigMap's data: each file's text by name."""
-    return {name: (DIR / name).read_text() for name in FILES}
+#: vLLM's key check on every route (`--middleware key_check.KeyCheck`), with `vllm-key` only.
+KEY_CHECK = "key_check.py"
+
+
+def files(key_check: bool = False) -> dict[str, str]:
+    """The ConfigMap's data: each file's text by name, the key check's with `vllm-key`."""
+    names = (*FILES, KEY_CHECK) if key_check else FILES
+    return {name: (DIR / name).read_text() for name in names}
 
 
 def local(argv: Sequence[str], python: str) -> list[str]:
