@@ -13,7 +13,7 @@ import yaml
 from components.manifests import identity
 from infra.adapters.wiring import NAMESPACE
 from infra.plan import iam
-from infra.plan.stackfile import load_stack
+from infra.plan.stackfile import load_stack, stack_names
 from tests.fakes.pulumi_mocks import ACCOUNT_ID, RecordingMocks, run
 
 ROLE_TYPE = "aws:iam/role:Role"
@@ -45,6 +45,7 @@ OWN_VALUES: dict[str, dict[str, Any]] = {
     "minimal": {
         "vllmImage": VLLM_IMAGE,
         "endpointPublicAccessCidrs": ["100.26.0.0/24"],
+        "clusterAdminArns": [f"arn:aws:iam::{OWN_ACCOUNT}:role/platform-admin"],
     },
     "prod": {
         "vllmImage": VLLM_IMAGE,
@@ -259,3 +260,10 @@ def run_into_existing(
     run_program(
         mocks, "dev", {**EXISTING_KEYS, **(overrides or {})}, without=NOT_WITH_EXISTING, **kw
     )
+
+
+def stacks_with(layer: str) -> list[str]:
+    """The shipped stacks whose config turns `layer` on (a StackConfig attribute such as
+    `monitoring` or `gatekeeper`): a layer's tests run on the stacks that have it, the minimal
+    stack's own on it (tests/program/test_minimal_stack.py)."""
+    return [stack for stack in stack_names() if getattr(load_stack(stack), layer)]

@@ -322,6 +322,7 @@ DESTROYED = sorted(
         ("kubernetes:batch/v1:Job", "lws-webhook-gate"),
         ("kubernetes:core/v1:ConfigMap", "lws-gate-probe"),
         ("kubernetes:core/v1:ConfigMap", "model-gatekeeper"),
+        ("kubernetes:core/v1:ConfigMap", "model-programs"),
         ("kubernetes:core/v1:ConfigMap", "watch-collector-config"),
         ("kubernetes:core/v1:Namespace", "lws-ns"),
         ("kubernetes:core/v1:Namespace", "model-ns"),

@@ -15,10 +15,10 @@ from components.manifests import identity, metrics
 from infra.adapters.wiring import NAMESPACE
 from infra.plan import elastic as elastic_plan
 from infra.plan.sizing import plan
-from infra.plan.stackfile import load_stack, stack_names
+from infra.plan.stackfile import load_stack
 from tests.bootstrap import iam_eval
 from tests.fakes.pulumi_mocks import ACCOUNT_ID, RecordingMocks, by_type, named, one, resolve
-from tests.program.harness import run_program
+from tests.program.harness import run_program, stacks_with
 
 ASSOCIATION = "aws:eks/podIdentityAssociation:PodIdentityAssociation"
 
@@ -33,7 +33,7 @@ WATCH_TYPES = (
 
 
 @pytest.mark.usefixtures("as_pulumi_host")
-@pytest.mark.parametrize("stack", stack_names())
+@pytest.mark.parametrize("stack", stacks_with("monitoring"))
 def test_every_stack_watches_its_model_server(
     stack: str, mocks: RecordingMocks, exports: dict[str, Any]
 ) -> None:

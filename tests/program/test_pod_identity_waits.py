@@ -21,9 +21,8 @@ from typing import Any
 import pytest
 
 from components.addons import ASSOCIATION_ANNOTATION
-from infra.plan.stackfile import stack_names
 from tests.fakes.pulumi_mocks import Recorded, RecordingMocks, by_type
-from tests.program.harness import run_program, stack_values
+from tests.program.harness import run_program, stack_values, stacks_with
 
 ASSOCIATION = "aws:eks/podIdentityAssociation:PodIdentityAssociation"
 SLEEP = "time:index/sleep:Sleep"
@@ -129,7 +128,7 @@ def late_workloads(mocks: RecordingMocks) -> list[str]:
 
 @pytest.mark.usefixtures("as_pulumi_host")
 @pytest.mark.parametrize("variant", sorted(VARIANTS))
-@pytest.mark.parametrize("stack", stack_names())
+@pytest.mark.parametrize("stack", stacks_with("monitoring"))
 def test_every_pod_identity_workload_comes_after_its_association_is_effective(
     mocks: RecordingMocks, stack: str, variant: str
 ) -> None:

@@ -14,7 +14,7 @@ from infra.adapters.semantics import world
 from infra.plan.sizing import plan
 from infra.plan.stackfile import load_stack, stack_names
 from tests.fakes.pulumi_mocks import RecordingMocks, by_type, named
-from tests.program.harness import OWN_VALUES, run_program
+from tests.program.harness import OWN_VALUES, run_program, stacks_with
 
 SECRET = "kubernetes:core/v1:Secret"
 PV = "kubernetes:core/v1:PersistentVolume"
@@ -110,7 +110,7 @@ def test_the_checks_node_groups_are_the_programs(
 
 
 @pytest.mark.usefixtures("as_pulumi_host")
-@pytest.mark.parametrize("stack", stack_names())
+@pytest.mark.parametrize("stack", stacks_with("monitoring"))
 def test_the_checks_collector_is_the_programs(mocks: RecordingMocks, stack: str) -> None:
     expected = _world(mocks, stack, {})
     kinds = {"ServiceAccount": "core/v1", "ConfigMap": "core/v1", "Deployment": "apps/v1"}
