@@ -6,7 +6,7 @@ from __future__ import annotations
 import datetime as dt
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pulumi
 import pulumi_kubernetes as k8s
@@ -14,6 +14,9 @@ import pulumi_random as random
 
 from components import manifests
 from components.manifests import ServerSpec, gatekeeper
+
+if TYPE_CHECKING:
+    from components.manifests.quantize import QuantizeSpec
 
 
 @dataclass(frozen=True)
@@ -35,7 +38,7 @@ class ModelServerArgs:
     api_key: pulumi.Input[str] | None = None
     #: The one-time Job that writes an int8 or int4 checkpoint to the weights volumes before the
     #: group exists (`components.manifests.quantize`); None: the group downloads its weights.
-    quantize: manifests.QuantizeSpec | None = None
+    quantize: QuantizeSpec | None = None
     #: During a rotation, the key that stays accepted until `api_key_overlap_until` (a secret).
     api_key_previous: pulumi.Input[str] | None = None
     #: When the previous key stops being accepted (UTC); the gatekeeper compares by time.
@@ -195,10 +198,11 @@ class ModelServer(pulumi.ComponentResource):
         group waits for the Job, which Pulumi awaits until Complete. The Job's name is a hash
         of its inputs: the same inputs are the same object, so a second `pulumi up` leaves it
         be, and new inputs replace it (a Job's template cannot change in place)."""
-        objects = manifests.quantize_objects(args.spec, args.quantize)
-        if not objects:
+        if args.quantize is None:
             return []
-        priority, code, job = objects
+        from components.manifests.quantize import quantize_objects  # the quantize layer
+
+        priority, code, job = quantize_objects(args.spec, args.quantize)
         child = pulumi.ResourceOptions(parent=self)
         config = k8s.core.v1.ConfigMap(
             f"{name}-quantize-code", metadata=_meta(code, in_ns), data=code["data"], opts=child

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
@@ -16,22 +17,22 @@ import pulumi_aws as aws
 
 from components import observability, stack_roles
 from components.addons import ClusterRef
-from components.autoscaling import Autoscaling, AutoscalingArgs
-from components.cluster import Cluster, ClusterArgs, ElasticNodes
-from components.existing_cluster import ExistingCluster, ExistingClusterArgs
+from components.cluster import Cluster, ClusterArgs
 from components.leaderworkerset import LwsController, LwsControllerArgs, installed_controller
-from components.manifests import door, identity
+from components.manifests import identity
 from components.manifests.lws import leader_worker_set
-from components.manifests.spec import MODEL_TAINT, stack_taint
 from components.model_server import ModelServer, ModelServerArgs
-from components.monitoring import Monitoring, MonitoringArgs
 from components.network import Network, NetworkArgs
 from components.observability import ClusterLogs, ClusterLogsArgs
 from components.storage import ModelVolumes, ModelVolumesArgs
 from infra.adapters import wiring
-from infra.adapters.existing_cluster import read_cluster
 from infra.adapters.pulumi_config import place_zones, read_stack_config, warn_about
-from infra.plan import addons, elastic, watching
+from infra.plan import addons
+
+if TYPE_CHECKING:
+    from components.existing_cluster import ExistingCluster
+
+# An optional layer's wiring (its components and planning) is imported under its stack key only.
 
 stack = pulumi.get_stack()
 cfg, plan, secrets = read_stack_config(stack)
@@ -45,7 +46,11 @@ warn_about(cfg)
 aws_provider = aws.Provider("aws", region=cfg.region, default_tags={"tags": tags})
 on_aws = pulumi.ResourceOptions(providers=[aws_provider])
 placement = place_zones(cfg, plan, aws_provider)
-system = elastic.system_group(cfg) if cfg.elastic else None
+elastic_nodes = None
+if cfg.elastic:
+    from infra.adapters import elastic_layer
+
+    elastic_nodes = elastic_layer.elastic_nodes(cfg)
 # The stack's IAM roles are the bootstrap's (`components.stack_roles`): read, never created.
 role_specs = identity.stack_roles(stack, cfg.region, wiring.NAMESPACE, cfg.existing_cluster)
 roles = stack_roles.existing_roles("role", stack, [r.key for r in role_specs], on_aws)
@@ -79,15 +84,7 @@ if cfg.existing_cluster is None:
             viewer_arns=cfg.cluster_viewer_arns,
             instance_tags=tags,
             addon_versions=addon_versions,
-            elastic=None
-            if system is None
-            else ElasticNodes(
-                max_nodes=elastic.MODEL_NODES_CEILING,
-                system_instance_type=system.instance_type,
-                system_nodes=system.nodes,
-                system_labels=wiring.SYSTEM_LABELS,
-                model_taint=MODEL_TAINT,
-            ),
+            elastic=elastic_nodes,
             service_role=roles["cluster"],
             node_role=roles["nodes"],
         ),
@@ -98,30 +95,10 @@ if cfg.existing_cluster is None:
     owned_addons: tuple[str, ...] = addons.ADDONS
 else:
     # The cluster is a layer: read and checked before anything is created, never changed.
-    reading = read_cluster(cfg, plan, stack, placement.node, aws_provider)
-    owned_addons = reading.owned_addons
-    cluster = ExistingCluster(
-        "eks",
-        ExistingClusterArgs(
-            name=reading.cluster.name,
-            endpoint=reading.cluster.endpoint,
-            certificate_authority=reading.cluster.certificate,
-            region=cfg.region,
-            kubernetes_version=reading.cluster.version,
-            node_subnet_id=reading.subnet.subnet_id,
-            instance_type=plan.instance_type,
-            node_count=plan.nodes,
-            node_disk_gib=plan.node_disk_gib,
-            node_labels=wiring.NODE_LABELS,
-            node_role=roles["nodes"],
-            node_taint=stack_taint(stack),
-            surge_nodes=plan.rollout.surge_nodes,
-            instance_tags=tags,
-            identity_agent_version=addon_versions[addons.IDENTITY_AGENT]
-            if addons.IDENTITY_AGENT in owned_addons
-            else None,
-        ),
-        opts=on_aws,
+    from infra.adapters import existing_cluster
+
+    cluster, owned_addons = existing_cluster.adopt_cluster(
+        cfg, plan, stack, placement.node, roles["nodes"], tags, addon_versions, aws_provider
     )
     addon_nodes = cluster.node_group
 on_cluster = pulumi.ResourceOptions(providers=[cluster.provider, aws_provider])
@@ -188,37 +165,14 @@ server = ModelServer(
 )
 
 if cfg.elastic:
-    Autoscaling(
-        "scale",
-        AutoscalingArgs(
-            cluster=cluster_ref,
-            region=cfg.region,
-            system_labels=wiring.SYSTEM_LABELS,
-            server=server_spec,
-            scaler=elastic.scaling_parameters(cfg, plan),
-            autoscaler_image_tag=addons.autoscaler_tag(cfg.kubernetes_version),
-            workload=server,
-            # A request that finds no group raises the door's wake flag: KEDA wakes one group.
-            extra_triggers=[door.wake_trigger(server_spec)] if server_spec.door else [],
-            max_nodes_total=elastic.nodes_total_cap(cfg, plan),
-        ),
-        opts=on_cluster,
-    )
+    elastic_layer.autoscaling(cfg, plan, cluster_ref, server_spec, server, on_cluster)
 
 watcher = None
 if cfg.monitoring:
-    watcher = Monitoring(
-        "watch",
-        MonitoringArgs(
-            cluster=cluster_ref,
-            collector=wiring.collector_spec(cfg, stack),
-            application_log_group=log_group,
-            namespace=server.namespace,
-            load_balancer_hostname=server.load_balancer_hostname,
-            watch_spec=watching.watch_spec(cfg, plan),
-            alarm_email=cfg.alarm_email,
-        ),
-        opts=on_cluster,
+    from infra.adapters import monitoring_layer
+
+    watcher = monitoring_layer.monitoring(
+        cfg, plan, stack, cluster_ref, log_group, server, on_cluster
     )
 
 pulumi.export("clusterName", cluster.cluster_name)

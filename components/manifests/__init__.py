@@ -17,7 +17,8 @@ One module per object, re-exported here as `manifests.X`:
 - `access`: the namespace, the Secrets, the gatekeeper's ConfigMap, the leaders-only Service and
   the NetworkPolicy;
 - `gate`: the Job that waits until the LeaderWorkerSet webhooks admit objects;
-- `quantize`: the one-time Job that writes an int8 or int4 checkpoint to the weights volumes.
+- `quantize`: the one-time Job that writes an int8 or int4 checkpoint to the weights volumes
+  (imported only for a stack that makes its own checkpoint, not re-exported).
 - `door` (with `asleep`): an elastic stack's always-on front door, out of the group.
 
 A new object gets its own module beside these, is re-exported below, and joins `all_objects` in
@@ -25,6 +26,8 @@ apply order.
 """
 
 from __future__ import annotations
+
+from typing import TYPE_CHECKING
 
 from components.manifests import door, gatekeeper
 from components.manifests.access import (
@@ -52,7 +55,6 @@ from components.manifests.lws import (
 )
 from components.manifests.pods import programs_config
 from components.manifests.probes import ProbeSpec, engine_timeout_env, probe_command
-from components.manifests.quantize import QuantizeSpec, quantize_objects
 from components.manifests.spec import (
     API_KEY_KEY,
     CACHE_MOUNT,
@@ -67,6 +69,9 @@ from components.manifests.spec import (
     Manifest,
     ServerSpec,
 )
+
+if TYPE_CHECKING:
+    from components.manifests.quantize import QuantizeSpec
 
 __all__ = [
     "API_KEY_KEY",
@@ -85,7 +90,6 @@ __all__ = [
     "EngineSpec",
     "Manifest",
     "ProbeSpec",
-    "QuantizeSpec",
     "ServerSpec",
     "all_objects",
     "aws_tags_annotation",
@@ -103,7 +107,6 @@ __all__ = [
     "pod_disruption_budget",
     "probe_command",
     "programs_config",
-    "quantize_objects",
     "rank_pods",
     "secret",
     "service",
@@ -118,13 +121,18 @@ def all_objects(spec: ServerSpec, quantize: QuantizeSpec | None = None) -> list[
     (`secret`) need the real values: the program creates them; `--render` says how to. A stack
     that makes its own checkpoint gets the quantize Job (`quantize`) between the claims it
     writes to and the group that loads from them."""
+    made = []
+    if quantize is not None:
+        from components.manifests.quantize import quantize_objects  # the quantize layer
+
+        made = quantize_objects(spec, quantize)
     objects = [
         namespace(spec),
         *([] if spec.vllm_key else [gatekeeper_config(spec)]),
         programs_config(spec),
         network_policy(spec),
         *model_claims(spec),
-        *quantize_objects(spec, quantize),
+        *made,
         leader_worker_set(spec),
         *[budget for budget in [pod_disruption_budget(spec)] if budget is not None],
         service(spec),

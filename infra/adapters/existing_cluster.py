@@ -1,5 +1,7 @@
-"""The program's reads of a cluster it does not own (`existingCluster`), and the checks they
-feed (`infra.plan.existing`), all before the first resource is registered.
+"""The existing-cluster layer's wiring (`existingCluster`): the program's reads of a cluster it
+does not own, the checks they feed (`infra.plan.existing`), all before the first resource is
+registered, and the stack's `ExistingCluster` in it. The program imports it only for such a
+stack.
 
 Each read is a data source (a synchronous invoke), so `pulumi preview` makes them too and a
 cluster the plan cannot use creates nothing.
@@ -12,8 +14,11 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_aws as aws
 
+from components.existing_cluster import ExistingCluster, ExistingClusterArgs
 from components.manifests.identity import role_name
-from infra.plan import existing, zones
+from components.manifests.spec import stack_taint
+from infra.adapters.wiring import NODE_LABELS
+from infra.plan import addons, existing, zones
 from infra.plan.config import ConfigError, StackConfig
 from infra.plan.sizing import Plan
 
@@ -120,3 +125,42 @@ def read_cluster(
     except ConfigError as error:
         raise pulumi.RunError(str(error)) from None
     return ClusterReading(cluster=cluster, subnet=subnet, owned_addons=owned)
+
+
+def adopt_cluster(
+    cfg: StackConfig,
+    plan: Plan,
+    stack: str,
+    node_zone: zones.Zone,
+    node_role: pulumi.Input[str],
+    instance_tags: dict[str, str],
+    addon_versions: dict[str, str],
+    provider: aws.Provider,
+) -> tuple[ExistingCluster, tuple[str, ...]]:
+    """The stack's nodes in a cluster it does not own, read and checked first (`read_cluster`),
+    and the add-ons the stack creates there. Wired only for a stack with `existingCluster`."""
+    reading = read_cluster(cfg, plan, stack, node_zone, provider)
+    cluster = ExistingCluster(
+        "eks",
+        ExistingClusterArgs(
+            name=reading.cluster.name,
+            endpoint=reading.cluster.endpoint,
+            certificate_authority=reading.cluster.certificate,
+            region=cfg.region,
+            kubernetes_version=reading.cluster.version,
+            node_subnet_id=reading.subnet.subnet_id,
+            instance_type=plan.instance_type,
+            node_count=plan.nodes,
+            node_disk_gib=plan.node_disk_gib,
+            node_labels=NODE_LABELS,
+            node_role=node_role,
+            node_taint=stack_taint(stack),
+            surge_nodes=plan.rollout.surge_nodes,
+            instance_tags=instance_tags,
+            identity_agent_version=addon_versions[addons.IDENTITY_AGENT]
+            if addons.IDENTITY_AGENT in reading.owned_addons
+            else None,
+        ),
+        opts=pulumi.ResourceOptions(providers=[provider]),
+    )
+    return cluster, reading.owned_addons

@@ -16,12 +16,12 @@ from components.manifests.semantics import (
     check,
 )
 from components.manifests.spec import Manifest
+from infra.adapters.monitoring_layer import collector_spec
 from infra.adapters.render import rendered_objects
 from infra.adapters.wiring import (
     NODE_LABELS,
     STORAGE_CLASS,
     SYSTEM_LABELS,
-    collector_spec,
     model_taint,
     server_spec,
     volume_claims,

@@ -1,5 +1,6 @@
 """From a stack's config and plan to the components' arguments: the one place stack words become
-component words, shared by the program and the offline render."""
+component words, shared by the program and the offline render. An optional layer's own wiring
+(`elastic_layer`, `monitoring_layer`, `existing_cluster`) stands beside it, loaded by its key."""
 
 from __future__ import annotations
 
@@ -7,16 +8,17 @@ import json
 import shlex
 from dataclasses import replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from components import watch
-from components.manifests import ServerSpec, identity, model_claims
-from components.manifests.metrics import CollectorSpec
-from components.manifests.quantize import QuantizeSpec
-from components.manifests.spec import MODEL_TAINT, DoorSpec, stack_taint, toleration
-from infra.plan import catalog, elastic, engine_flags, sleep, watching
+from components.manifests import ServerSpec, model_claims
+from components.manifests.spec import MODEL_TAINT, DoorSpec, stack_taint
+from infra.plan import catalog, engine_flags
 from infra.plan.config import PROJECT, StackConfig
 from infra.plan.sizing import Plan
 from infra.plan.stackfile import REPO
+
+if TYPE_CHECKING:
+    from components.manifests.quantize import QuantizeSpec
 
 #: Label of the model node group; the model pods select it.
 NODE_POOL_LABEL = "gemma-graviton.dev/pool"
@@ -152,6 +154,8 @@ def quantize_spec(plan: Plan) -> QuantizeSpec | None:
 
 def door_spec(cfg: StackConfig, plan: Plan) -> DoorSpec:
     """An elastic stack's door: on the system nodes, its asleep answers from the plan."""
+    from infra.plan import elastic, sleep  # the elastic layer, wired only for an elastic stack
+
     return DoorSpec(
         asleep=sleep.door_asleep(cfg, plan),
         max_groups=elastic.scaling_parameters(cfg, plan).max_groups,
@@ -163,28 +167,6 @@ def gatekeeper_in_pod(cfg: StackConfig) -> bool:
     """The stack's leader pods run the gatekeeper (`ServerSpec.gatekeeper_in_pod`): neither an
     elastic stack's door nor `frontDoor: vllm-key`."""
     return cfg.gatekeeper and not cfg.elastic
-
-
-def collector_spec(cfg: StackConfig, stack: str) -> CollectorSpec:
-    """The metrics collector of a stack: its leaders, CloudWatch names and log group."""
-    return CollectorSpec(
-        namespace=NAMESPACE,
-        lws_name=f"{SERVER_NAME}-vllm",
-        cloudwatch_namespace=watching.cloudwatch_namespace(stack),
-        stack=stack,
-        region=cfg.region,
-        log_group=identity.metrics_log_group(stack),
-        samples=watch.SAMPLES,
-        bucket_samples=watch.bucket_samples(),
-        # Behind the door, or with `vllm-key`, no gatekeeper serves the leaders' records.
-        self_samples=watch.SELF_SAMPLES if gatekeeper_in_pod(cfg) else (),
-        # Elastic: the collector stays up on the system nodes while no model node runs.
-        node_selector=SYSTEM_LABELS if cfg.elastic else NODE_LABELS,
-        # In a cluster the stack does not own it runs on the model nodes the plan counts it on.
-        tolerations=[toleration(stack_taint(stack))] if cfg.existing_cluster else [],
-        # Without a gatekeeper in the pod the leaders' vLLM answers /metrics on its own port.
-        engine_port=None if gatekeeper_in_pod(cfg) else ServerSpec.port,
-    )
 
 
 def curl_example(endpoint: str, model: str) -> str:

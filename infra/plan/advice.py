@@ -17,7 +17,7 @@ from dataclasses import dataclass, replace
 
 from pydantic_core import PydanticUndefined
 
-from infra.plan import addons, catalog, elastic, readiness
+from infra.plan import addons, catalog, readiness
 from infra.plan.compare import SIZE_FIELDS, Need, candidate_config, compare
 from infra.plan.config import ConfigError, StackConfig
 from infra.plan.economics import Economics, economics
@@ -337,6 +337,8 @@ def _on_basis(cfg: StackConfig, p: Plan, offer: Offer | None, today: dt.date) ->
     groups' month. None when that month has no price or the type cannot scale so."""
     if offer is None or not cfg.elastic:
         return offer
+    from infra.plan import elastic  # the elastic figures, for an elastic stack only
+
     try:
         scaled = elastic.elastic_plan(cfg, p, today)
     except ConfigError:

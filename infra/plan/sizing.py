@@ -19,11 +19,11 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass, replace
+from typing import TYPE_CHECKING
 
 from components.manifests.drain import DrainSpec
 from components.manifests.gatekeeper_conf import GatekeeperLimits
-from components.manifests.quantize import QuantizeSpec
-from infra.plan import catalog, liveness, moe, prefill, quantize, rollout
+from infra.plan import catalog, liveness, moe, prefill, rollout
 from infra.plan.budget import (
     BATCHED_TOKEN_CHOICES,
     CPU_DEFAULT_BATCHED_TOKENS_PER_RANK,
@@ -43,9 +43,11 @@ from infra.plan.config import ConfigError, StackConfig
 from infra.plan.frontdoor import plan_front_door
 from infra.plan.kv_cache import GroupKv, cdiv
 from infra.plan.liveness import Liveness
-from infra.plan.quantize import plan_job
 from infra.plan.rollout import RolloutPlan
 from infra.plan.weights import weight_format
+
+if TYPE_CHECKING:
+    from components.manifests.quantize import QuantizeSpec
 
 __all__ = [
     "CPU_DEFAULT_BATCHED_TOKENS_PER_RANK",
@@ -597,6 +599,8 @@ def _quantize_job(
     scheme = weight_format(cfg.weights).scheme
     if not cfg.quantize_job or scheme is None:
         return None
+    from infra.plan.quantize import plan_job  # the quantize layer, for `weightsSource: quantize`
+
     return plan_job(
         profile,
         scheme,
@@ -620,6 +624,8 @@ def _startup(cfg: StackConfig, profile: ModelProfile, ranks: tuple[RankPlan, ...
     if cfg.model_cache_planned == "none":
         on_node += volume_gib
     if cfg.quantize_job:
+        from infra.plan import quantize  # the quantize layer, for `weightsSource: quantize`
+
         # The quantize Job's scratch space: the bf16 download and the installed quantizer.
         on_node += quantize.scratch_gib(profile)
     disk = int(10 * math.ceil(on_node * (1 + DISK_MARGIN) / 10))

@@ -34,7 +34,7 @@ from components.manifests.identity import (
 from components.monitoring import Monitoring, MonitoringArgs
 from components.observability import ClusterLogs, ClusterLogsArgs, logs_query
 from components.storage import ModelVolumes, ModelVolumesArgs
-from infra.adapters import wiring
+from infra.adapters import monitoring_layer, wiring
 from infra.plan import addons
 from infra.plan.stackfile import load_stack
 from tests import builders
@@ -89,7 +89,7 @@ def _deploy() -> ClusterLogs:
             "watch",
             MonitoringArgs(
                 cluster=cluster,
-                collector=wiring.collector_spec(load_stack(STACK), STACK),
+                collector=monitoring_layer.collector_spec(load_stack(STACK), STACK),
                 application_log_group=f"/aws/containerinsights/{CLUSTER_NAME}/application",
                 namespace=wiring.NAMESPACE,
                 load_balancer_hostname="a1b2-c3d4.elb.us-west-2.amazonaws.com",

@@ -17,7 +17,7 @@ import yaml
 from components import watch
 from components.manifests import gatekeeper, metrics, probes
 from components.manifests.spec import LWS_NAME_LABEL, LWS_WORKER_INDEX_LABEL
-from infra.adapters import wiring
+from infra.adapters import monitoring_layer, wiring
 from infra.plan import catalog
 from infra.plan.stackfile import load_stack
 from tests.fakes import k8s_schemas
@@ -26,7 +26,7 @@ FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "vllm" / "metrics-v
 
 
 def _spec() -> metrics.CollectorSpec:
-    return wiring.collector_spec(load_stack("dev"), "dev")
+    return monitoring_layer.collector_spec(load_stack("dev"), "dev")
 
 
 def _config() -> dict[str, Any]:
@@ -243,7 +243,7 @@ def test_behind_a_door_the_ready_leaders_engine_is_scraped_on_vllms_port() -> No
     # container name and `__meta_kubernetes_pod_container_init`; `__meta_kubernetes_pod_ready`
     # on every target. Behind a door the engine declares no port (policies/rules.py), so the
     # gatekeeper's port name matched no target and the leaders were never scraped.
-    spec = wiring.collector_spec(load_stack("prod"), "prod")
+    spec = monitoring_layer.collector_spec(load_stack("prod"), "prod")
     assert spec.engine_port == 8000
     config = yaml.safe_load(metrics.collector_config(spec))
     (scrape,) = config["receivers"]["prometheus"]["config"]["scrape_configs"]
@@ -343,7 +343,7 @@ def test_each_leader_s_record_is_scraped_from_its_gatekeeper_and_kept_per_group(
 
 
 def test_behind_a_door_no_record_is_scraped() -> None:
-    spec = wiring.collector_spec(load_stack("prod"), "prod")
+    spec = monitoring_layer.collector_spec(load_stack("prod"), "prod")
     assert spec.self_samples == ()
     config = yaml.safe_load(metrics.collector_config(spec))
     assert [

@@ -18,7 +18,7 @@ import yaml
 from components import watch
 from components.manifests import gatekeeper, metrics
 from components.monitoring import load_balancer_dimension
-from infra.adapters import wiring
+from infra.adapters import monitoring_layer, wiring
 from infra.adapters.render import rendered_objects
 from infra.plan.sizing import plan
 from infra.plan.stackfile import load_stack
@@ -95,7 +95,7 @@ vllm:n_total{engine="0"} 3.0
 
 
 def _collector() -> metrics.CollectorSpec:
-    return wiring.collector_spec(load_stack("dev"), "dev")
+    return monitoring_layer.collector_spec(load_stack("dev"), "dev")
 
 
 def test_the_collector_scrapes_leaders_metrics_port_and_keeps_only_used_series() -> None:

@@ -28,7 +28,7 @@ from components.manifests.identity import (
     StackRole,
 )
 from components.stack_roles import StackRoles, StackRolesArgs, existing_roles, pod_role_arns
-from infra.adapters import wiring
+from infra.adapters import monitoring_layer, wiring
 from infra.plan import config, iam
 from infra.plan.stackfile import load_stack
 from tests.fakes.pulumi_mocks import ACCOUNT_ID, RecordingMocks, by_type, named, resolve, run
@@ -126,8 +126,8 @@ def test_each_pod_role_holds_only_its_own_permissions(stack: str) -> None:
     )
     assert roles["collector"].managed_policies == ()
     (statement,) = json.loads(roles["collector"].inline_policy or "{}")["Statement"]
-    # The group the collector writes to (its spec's, `infra.adapters.wiring.collector_spec`).
-    group = wiring.collector_spec(load_stack(stack, today=TODAY), stack).log_group
+    # The group the collector writes to (its spec's, `monitoring_layer.collector_spec`).
+    group = monitoring_layer.collector_spec(load_stack(stack, today=TODAY), stack).log_group
     assert group == identity.metrics_log_group(stack)
     assert statement["Resource"] == [
         f"arn:aws:logs:{_region(stack)}:*:log-group:{group}",

@@ -36,7 +36,7 @@ import yaml
 
 from components import watch
 from components.manifests import gatekeeper, metrics, probes
-from infra.adapters import wiring
+from infra.adapters import monitoring_layer, wiring
 from infra.plan import monitoring as plan_monitoring
 from infra.plan.stackfile import load_stack
 from tests import builders
@@ -102,7 +102,7 @@ TARGET_GROUP = "targetgroup/k8s-gemma-vllm/0123456789abcdef"
 
 
 def _dev_collector() -> metrics.CollectorSpec:
-    return wiring.collector_spec(load_stack("dev"), "dev")
+    return monitoring_layer.collector_spec(load_stack("dev"), "dev")
 
 
 @pytest.fixture

@@ -159,11 +159,12 @@ def _product_lines(stack: str) -> tuple[int, str]:
     return int(result.stdout.split()[-1]), result.stderr
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="infra/__main__.py and components.manifests import every layer (monitoring, "
-    "autoscaling, the door, the gatekeeper) whatever the stack's keys, so both figures are equal",
-)
+#: Today's figure rounded up to the next 250; the target is 9,000. Largest imports left: the
+#: config model and planner (config, config_checks, sizing, catalog), the gatekeeper's planning
+#: and config (frontdoor, gatekeeper_conf), scaling (via access) and advice with compare.
+MINIMAL_PRODUCT_LINES_CEILING = 15_250
+
+
 def test_the_minimal_program_imports_fewer_product_lines_than_dev() -> None:
     minimal, modules = _product_lines("minimal")
     dev, _ = _product_lines("dev")
@@ -171,3 +172,4 @@ def test_the_minimal_program_imports_fewer_product_lines_than_dev() -> None:
     print(figure)
     print(modules)
     assert minimal < dev, figure
+    assert minimal <= MINIMAL_PRODUCT_LINES_CEILING, figure
