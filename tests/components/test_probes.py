@@ -189,7 +189,9 @@ def test_the_check_process_runs_one_check_per_http_get(tmp_path: Path) -> None:
             ["python3", f"{programs.MOUNT}/liveness.py", "serve", f"listen={listen}", *checks],
             sys.executable,
         )
-        server = subprocess.Popen(argv, env={**os.environ, "VLLM_API_KEY": "k"})
+        log = tmp_path / "container.log"
+        with log.open("w") as stderr:
+            server = subprocess.Popen(argv, env={**os.environ, "VLLM_API_KEY": "k"}, stderr=stderr)
         try:
             base = f"http://127.0.0.1:{listen}"
             for _ in range(100):
@@ -206,9 +208,20 @@ def test_the_check_process_runs_one_check_per_http_get(tmp_path: Path) -> None:
             assert text.startswith("FAIL: idle; a one-token generation answered 500")
             assert _get(f"{base}/other")[0] == 404
             assert len(leader.completions) == 2
+            # The kubelet's event says only "statuscode: 503": the why is on the container's
+            # log, the failing line and the pass after it, nothing for a passing check.
+            leader.completion = 200
+            assert _get(f"{base}/live")[0] == 200
+            assert _get(f"{base}/live")[0] == 200
         finally:
             server.kill()
             server.wait()
+        lines = log.read_text().splitlines()
+        assert [line.split(":")[0:2] for line in lines] == [
+            ["gemma-graviton", " /live FAIL"],
+            ["gemma-graviton", " /live pass"],
+        ], lines
+        assert "a one-token generation answered 500" in lines[0]
 
 
 # --------------------------------------------------------------------------------------------

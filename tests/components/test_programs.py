@@ -7,7 +7,9 @@ tests/components/test_manifests.py."""
 from __future__ import annotations
 
 import http.server
+import os
 import shutil
+import signal
 import subprocess
 import threading
 import time
@@ -110,6 +112,36 @@ def test_a_workers_entry_waits_for_its_leaders_name_then_becomes_vllm(tmp_path: 
         f"python3 {programs.DIR}/liveness.py serve listen=8082 role=worker",
         "vllm serve --headless",
     ]
+
+
+def test_a_worker_stopped_while_it_waits_for_its_leader_exits_at_once(tmp_path: Path) -> None:
+    """In the pod the entry is PID 1 until `exec`, and the kernel delivers a signal from outside
+    a PID namespace to its init only when it has a handler: without its trap the shell would
+    ignore the kubelet's SIGTERM and wait out the grace period. Run as that init here."""
+    if shutil.which("unshare") is None:
+        pytest.skip("needs util-linux's unshare")
+    _stubs(tmp_path / "bin", tmp_path / "record", getent_failures=10**9)
+    entry = subprocess.Popen(
+        ["unshare", "--pid", "--fork", "sh", str(ENGINE), "worker", "--", "serve"],
+        env={"PATH": f"{tmp_path / 'bin'}:/usr/bin:/bin", "LWS_LEADER_ADDRESS": "leader-0"},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+    children = Path(f"/proc/{entry.pid}/task/{entry.pid}/children")
+    for _ in range(100):
+        init = children.read_text().split() if children.exists() else []
+        if init or entry.poll() is not None:
+            break
+        time.sleep(0.02)
+    if not init:
+        entry.wait()
+        pytest.skip(f"unshare --pid refused here: {entry.stderr.read().decode().strip()}")
+    time.sleep(0.2)  # into the wait loop
+    os.kill(int(init[0]), signal.SIGTERM)
+    try:
+        assert entry.wait(timeout=5) == 143
+    finally:
+        entry.kill()
 
 
 def _dev() -> list[dict]:

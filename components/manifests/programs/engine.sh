@@ -4,6 +4,9 @@
 # It starts the container's liveness check (`liveness.py serve`, which the kubelet's httpGet
 # probes ask), then becomes vLLM. CHECK_ARGs are key=value words without spaces.
 set -euf
+# Until `exec`, this shell is PID 1, which the kernel sends no signal it has no handler for: a
+# rank stopped while it waits for its leader's name would wait out the whole grace period.
+trap 'exit 143' TERM INT
 role=$1
 shift
 checks=""

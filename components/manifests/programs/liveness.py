@@ -48,7 +48,9 @@ PROGRESS = ("vllm:generation_tokens_total", "vllm:prompt_tokens_total", "vllm:kv
 
 
 class Verdict(Exception):
-    """A check's end: pass or fail, and the one line the kubelet shows."""
+    """A check's end: pass or fail, and its one line. The kubelet's event shows only the status
+    (kubernetes v1.35 pkg/probe/http/http.go `DoHTTPProbe` leaves the body out), so `serve`
+    writes a failing line, and the pass after it, on the container's log."""
 
     def __init__(self, ok: bool, text: str) -> None:
         super().__init__(text)
@@ -326,6 +328,7 @@ def serve(opts: dict[str, str]) -> None:
 
     listen = opts.pop("listen")
     lock = threading.Lock()
+    failing: set[str] = set()
 
     class Probe(http.server.BaseHTTPRequestHandler):
         def do_GET(self) -> None:
@@ -335,6 +338,11 @@ def serve(opts: dict[str, str]) -> None:
                 return
             with lock:
                 ok, line = check({**opts, "phase": phases[self.path]})
+                if not ok or self.path in failing:
+                    # Why a probe failed: the kubelet's event says only "statuscode: 503".
+                    state = "pass" if ok else "FAIL"
+                    print(f"gemma-graviton: {self.path} {state}: {line}", file=sys.stderr)
+                    (failing.discard if ok else failing.add)(self.path)
             body = (line + "\n").encode()
             self.send_response(200 if ok else 503)
             self.send_header("Content-Type", "text/plain")
