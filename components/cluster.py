@@ -256,6 +256,13 @@ class Cluster(pulumi.ComponentResource):
             # `forceNewProperties`), and a Secret with a fixed name is deleted before its
             # replacement exists. Secrets marked `immutable` would still be replaced; none is.
             enable_secret_mutable=True,
+            # The same for a ConfigMap (the gatekeeper's config when a limit changes): patched in
+            # place, never deleted before its replacement exists. A changed option is an update
+            # of the provider, not a replacement (provider/pkg/provider/provider.go `DiffConfig`
+            # replaces only when the kubeconfig's active cluster changes; read 2026-12-06). The
+            # group's programs are an immutable ConfigMap named by their digest
+            # (`pods.programs_config`).
+            enable_config_map_mutable=True,
             # Whoever runs `pulumi up` or `destroy` may hold its access through one of these
             # entries: every Kubernetes object is created after them and deleted before them.
             opts=pulumi.ResourceOptions(parent=self, depends_on=self.access_entries),

@@ -161,8 +161,9 @@ class ExistingCluster(pulumi.ComponentResource):
             kubeconfig=config,
             enable_server_side_apply=True,
             # As the created cluster's provider (`components.cluster`): a rotated Secret is
-            # patched in place.
+            # patched in place, and so is a ConfigMap.
             enable_secret_mutable=True,
+            enable_config_map_mutable=True,
             opts=child,
         )
         self.cluster_name = pulumi.Output.from_input(args.name)

@@ -117,7 +117,13 @@ class ModelServer(pulumi.ComponentResource):
             )
         ran = manifests.programs_config(spec)
         programs = k8s.core.v1.ConfigMap(
-            f"{name}-programs", metadata=_meta(ran, in_ns), data=ran["data"], opts=child
+            f"{name}-programs",
+            metadata=_meta(ran, in_ns),
+            immutable=True,
+            data=ran["data"],
+            # A new digest is a new name: the old ConfigMap stays for the groups a rollout has
+            # not reached yet (`pods.programs_config`).
+            opts=pulumi.ResourceOptions(parent=self, retain_on_delete=True),
         )
 
         claims = [

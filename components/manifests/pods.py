@@ -61,16 +61,22 @@ KEY_CHECK_MODULE = "key_check.KeyCheck"
 
 
 def programs_config_name(spec: ServerSpec) -> str:
-    return f"{spec.name}-programs"
+    """Named by the programs' digest: a pod mounts exactly the files of its own template."""
+    return f"{spec.name}-programs-{gatekeeper.config_digest(programs.files(spec.vllm_key))[:10]}"
 
 
 def programs_config(spec: ServerSpec) -> dict[str, Any]:
     """The programs the ranks' containers run (`components.manifests.programs`): the engine's
-    entry, its liveness check, its preStop and the weight prefetch, once per group."""
+    entry, its liveness check, its preStop and the weight prefetch, once per group. Immutable
+    and named by digest: a change makes a new ConfigMap, and the groups still on the old
+    template (a rollout takes one group at a time) keep mounting the old one, never a new
+    `drain.py` with an old template's arguments. The program keeps the old one on Pulumi's
+    replacement (`retain_on_delete`); it goes with the namespace."""
     return {
         "apiVersion": "v1",
         "kind": "ConfigMap",
         "metadata": object_meta(spec, programs_config_name(spec), "programs"),
+        "immutable": True,
         "data": programs.files(spec.vllm_key),
     }
 

@@ -19,9 +19,10 @@ from pathlib import Path
 
 import pytest
 
-from components.manifests import programs
+from components.manifests import gatekeeper, pods, programs
 from components.manifests.programs import drain, prefetch
 from infra.adapters.render import rendered_objects
+from infra.adapters.wiring import server_spec
 from infra.plan.sizing import plan
 from infra.plan.stackfile import load_stack
 from tests.render_fixtures import dump
@@ -152,7 +153,10 @@ def _dev() -> list[dict]:
 def test_the_group_ships_its_programs_once_in_a_read_only_config_map() -> None:
     objects = _dev()
     maps = [o for o in objects if o["kind"] == "ConfigMap" and "programs" in o["metadata"]["name"]]
-    assert [m["metadata"]["name"] for m in maps] == ["gemma-programs"]
+    # Named by the files' digest and immutable: each template mounts its own programs.
+    digest = gatekeeper.config_digest(programs.files())[:10]
+    assert [m["metadata"]["name"] for m in maps] == [f"gemma-programs-{digest}"]
+    assert maps[0]["immutable"] is True
     assert maps[0]["data"] == programs.files()
     assert sorted(maps[0]["data"]) == sorted(programs.FILES)
     (lws,) = [o for o in objects if o["kind"] == "LeaderWorkerSet"]
@@ -161,12 +165,23 @@ def test_the_group_ships_its_programs_once_in_a_read_only_config_map() -> None:
         pod = template[f"{role}Template"]["spec"]
         assert {
             "name": "programs",
-            "configMap": {"name": "gemma-programs", "defaultMode": 0o444},
+            "configMap": {"name": f"gemma-programs-{digest}", "defaultMode": 0o444},
         } in (pod["volumes"])
         for container in pod["containers"][:1] + pod.get("initContainers", []):
             assert {"name": "programs", "mountPath": programs.MOUNT, "readOnly": True} in (
                 container["volumeMounts"]
             ), (role, container["name"])
+
+
+def test_a_changed_program_is_a_new_config_map(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    cfg = load_stack("dev")
+    spec = server_spec(cfg, plan(cfg, "dev"))
+    before = pods.programs_config(spec)["metadata"]["name"]
+    changed = {**programs.files(), "drain.py": programs.files()["drain.py"] + "# changed\n"}
+    monkeypatch.setattr(programs, "files", lambda key_check=False: changed)
+    assert pods.programs_config(spec)["metadata"]["name"] != before
 
 
 def test_devs_leader_worker_set_holds_no_program_text() -> None:
