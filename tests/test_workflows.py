@@ -198,8 +198,9 @@ def _environment_name(job: dict[str, Any]) -> str | None:
 
 
 #: Stack files shipped as a starting point, not as one of this project's environments: the
-#: bootstrap makes no role or passphrase for them, so CI cannot preview them against AWS; .ci/run
-#: plans and renders each and runs its program under mocks (tests/program/test_minimal_stack.py).
+#: bootstrap makes their stack roles (for a `pulumi up` by hand) but no CI role, environment or
+#: passphrase, so CI cannot preview them against AWS; .ci/run plans and renders each and runs its
+#: program under mocks (tests/program/test_minimal_stack.py).
 #: An adopter who deploys one adds its environment as dev's is (docs/deploying.md).
 TEMPLATE_STACKS = {"minimal"}
 

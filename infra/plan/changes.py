@@ -49,6 +49,7 @@ GROUP_KEYS = (
     "modelRevision",
     "vllmImage",
     "vllmExtraArgs",
+    "frontDoor",
     "pipelineStages",
     "maxModelLen",
     "maxContextCap",

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from components import manifests
+from components.manifests import programs
 from components.manifests.pods import DOWNLOAD_ATTEMPTS
 from tests import builders
 
@@ -28,7 +29,9 @@ def test_every_rank_downloads_the_same_pinned_commit_with_retries() -> None:
         env = _env(prefetch)
         assert env["MODEL_REVISION"] == SHA, role
         assert int(env["DOWNLOAD_ATTEMPTS"]) == DOWNLOAD_ATTEMPTS > 1, role
-        script = prefetch["command"][-1]
+        # The mounted program (`programs/prefetch.py`), not text in the pod spec.
+        assert f"{programs.MOUNT}/prefetch.py" in prefetch["command"], prefetch["command"]
+        script = programs.files()["prefetch.py"]
         assert "revision=revision" in script and "time.sleep(pause)" in script
         # The engine loads the prefetched directory (already that commit), offline.
         engine = template[role]["spec"]["containers"][0]
