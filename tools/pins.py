@@ -3,17 +3,16 @@ registry, check the index lists the platforms the image needs (linux/arm64 for e
 write digest, platforms and date into the pin file (`components/manifests/images.json`), the one
 home the manifests and the stack config read.
 
-Only the standard library speaks to the registries, over the OCI distribution API
-(opencontainers/distribution-spec v1.1.0 `spec.md`, "Pulling manifests"): `GET
-/v2/<name>/manifests/<tag>` with an `Accept` of the OCI index and the Docker manifest list (and the
-single-image types, for a tag that names one image). A registry that wants a token answers 401
-with `WWW-Authenticate: Bearer realm=...,service=...,scope=...`; the anonymous token comes from
-`GET <realm>?service=...&scope=...` (distribution/distribution v2.8 `docs/spec/auth/token.md`), as
-Docker Hub and registry.k8s.io do for public images. The digest written is the sha256 of the
-manifest bytes served, checked against `Docker-Content-Digest` where the registry sends it.
+skopeo (Debian's `skopeo`, installed by `.ci/packages`) speaks to the registries, with whatever
+token dance they ask (Docker Hub and registry.k8s.io give public images an anonymous token):
+`skopeo inspect --raw docker://<name>:<tag>` prints the manifest the tag names, byte for byte, and
+the digest written is the sha256 of those bytes (what `skopeo manifest-digest` computes). An
+index lists its platforms in `manifests[].platform`; a tag that names one image has its platform
+in the image's config (`skopeo inspect --config --raw`).
 
 `--registry-host-map` (or `GEMMA_GRAVITON_REGISTRY_HOST_MAP`), `docker.io=http://127.0.0.1:5000`,
-sends a registry's requests elsewhere (a mirror, or the tests' registry on loopback).
+reads a registry's names elsewhere (a mirror, or the tests' registry on loopback); an `http://`
+one is read with `--tls-verify=false`.
 
 Usage: python -m tools.pins [--pins FILE] [--registry-host-map HOST=URL,...]
 """
@@ -26,10 +25,9 @@ import hashlib
 import json
 import os
 import re
+import shutil
+import subprocess
 import sys
-import urllib.error
-import urllib.parse
-import urllib.request
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -38,21 +36,13 @@ from typing import Any
 from components.manifests import images
 
 HOST_MAP_ENV = "GEMMA_GRAVITON_REGISTRY_HOST_MAP"
-#: Docker Hub's names are written without a host; its API is served from this host
-#: (distribution/reference `normalize.go`, v0.6.0: `docker.io`, `library/` for official images).
+#: Docker Hub's names are written without a host (distribution/reference `normalize.go`, v0.6.0:
+#: `docker.io`, `library/` for official images).
 DOCKER_HUB = "docker.io"
-DOCKER_HUB_API = "https://registry-1.docker.io"
-INDEX_TYPES = (
-    "application/vnd.oci.image.index.v1+json",
-    "application/vnd.docker.distribution.manifest.list.v2+json",
-)
-IMAGE_TYPES = (
-    "application/vnd.oci.image.manifest.v1+json",
-    "application/vnd.docker.distribution.manifest.v2+json",
-)
-TIMEOUT_S = 30
-#: A manifest or config larger than this is no manifest (the spec's registries cap them at 4 MiB).
-MAX_BYTES = 4 * 1024 * 1024
+TIMEOUT_S = 60
+#: skopeo's own words on a tag or repository the registry does not have (containers/image v5
+#: `docker_image_src.go`, distribution's error codes MANIFEST_UNKNOWN and NAME_UNKNOWN).
+NOT_THERE = re.compile(r"manifest unknown|name unknown|not found", re.I)
 
 
 class PinError(Exception):
@@ -99,71 +89,38 @@ def parse_host_map(text: str) -> dict[str, str]:
     return mapping
 
 
-def parse_challenge(header: str) -> dict[str, str]:
-    """The parameters of a `Bearer realm="...",service="...",scope="..."` challenge."""
-    scheme, _, params = header.strip().partition(" ")
-    if scheme.lower() != "bearer":
-        return {}
-    return {k.lower(): v for k, v in re.findall(r'(\w+)="([^"]*)"', params)}
+def skopeo_args(repository: str, tag: str, host_map: dict[str, str]) -> list[str]:
+    """skopeo's reference (and TLS flag) for `repository:tag`, at its mapped host if it has one."""
+    name = split_name(repository)
+    if name.host not in host_map:
+        return [f"docker://{repository}:{tag}"]
+    scheme, _, host = host_map[name.host].partition("://")
+    return [f"--tls-verify={scheme == 'https'}".lower(), f"docker://{host}/{name.path}:{tag}"]
 
 
-@dataclass(frozen=True)
-class Resolved:
-    digest: str
-    media_type: str
-    platforms: tuple[str, ...]
-
-
-class Registry:
-    """Anonymous pulls of manifests and blobs from one registry's API."""
-
-    def __init__(self, base: str) -> None:
-        self.base = base
-        self.tokens: dict[str, str] = {}
-
-    def _open(self, url: str, accept: Sequence[str], path: str) -> tuple[bytes, Any]:
-        headers = {"Accept": ", ".join(accept)} if accept else {}
-        request = urllib.request.Request(url, headers=headers)
-        if path in self.tokens:
-            # Not sent on to a redirect: a blob's storage URL is signed and refuses a second
-            # credential.
-            request.add_unredirected_header("Authorization", f"Bearer {self.tokens[path]}")
-        try:
-            with urllib.request.urlopen(request, timeout=TIMEOUT_S) as response:
-                return response.read(MAX_BYTES + 1), response.headers
-        except urllib.error.HTTPError as error:
-            challenge = parse_challenge(error.headers.get("WWW-Authenticate", ""))
-            if error.code == 401 and challenge.get("realm") and path not in self.tokens:
-                self.tokens[path] = self._token(challenge, path)
-                return self._open(url, accept, path)
-            raise
-
-    def _token(self, challenge: dict[str, str], path: str) -> str:
-        query = {"service": challenge.get("service", "")}
-        query["scope"] = challenge.get("scope") or f"repository:{path}:pull"
-        url = f"{challenge['realm']}?{urllib.parse.urlencode(query)}"
-        with urllib.request.urlopen(url, timeout=TIMEOUT_S) as response:
-            body = json.loads(response.read(MAX_BYTES))
-        token = body.get("token") or body.get("access_token")
-        if not token:
-            raise PinError(f"the token service {challenge['realm']} gave no token", "retry later")
-        return str(token)
-
-    def manifest(self, path: str, reference: str) -> tuple[bytes, str, str | None]:
-        url = f"{self.base}/v2/{path}/manifests/{urllib.parse.quote(reference)}"
-        body, headers = self._open(url, (*INDEX_TYPES, *IMAGE_TYPES), path)
-        if len(body) > MAX_BYTES:
-            raise PinError(f"the manifest is larger than {MAX_BYTES} bytes", "check the name")
-        media_type = (headers.get("Content-Type") or "").split(";")[0].strip()
-        return body, media_type, headers.get("Docker-Content-Digest")
-
-    def blob(self, path: str, digest: str) -> bytes:
-        body, _ = self._open(f"{self.base}/v2/{path}/blobs/{digest}", (), path)
-        return body
+def skopeo(*args: str) -> bytes:
+    """What `skopeo inspect --raw <args>` prints; its failure as a PinError."""
+    command = ["skopeo", "--command-timeout", f"{TIMEOUT_S}s", "inspect", "--raw", *args]
+    result = subprocess.run(command, capture_output=True, check=False)
+    if result.returncode == 0:
+        return result.stdout
+    # skopeo's last line is `time=... level=fatal msg="Error parsing image name \"<ref>\": <why>"`
+    # (whatever failed); `<why>` alone, with distribution's `code: message` pair said once.
+    last = (result.stderr.decode(errors="replace").strip().splitlines() or ["no message"])[-1]
+    found = re.search(r'msg="((?:[^"\\]|\\.)*)"', last)
+    message = found.group(1).replace('\\"', '"') if found else last
+    message = re.sub(r'^Error parsing image name "[^"]*": ', "", message)
+    message = re.sub(r"(: [^:]+)\1$", r"\1", message)
+    fix = (
+        "check the repository and tag in the pin file"
+        if NOT_THERE.search(message)
+        else "retry where the registry is reachable, or map its host with --registry-host-map"
+    )
+    raise PinError(f"skopeo: {message}", fix)
 
 
 def _platform(entry: dict[str, Any]) -> str | None:
-    platform = entry.get("platform") or {}
+    platform = entry.get("platform", entry)
     os_, arch = platform.get("os"), platform.get("architecture")
     if not os_ or not arch or "unknown" in (os_, arch):
         return None  # an attestation manifest (buildx marks them unknown/unknown), no image
@@ -171,38 +128,39 @@ def _platform(entry: dict[str, Any]) -> str | None:
     return f"{os_}/{arch}/{variant}" if variant else f"{os_}/{arch}"
 
 
-def resolve(registry: Registry, name: Name, tag: str) -> Resolved:
-    """The digest of the tag's manifest and the platforms it serves."""
-    body, media_type, sent = registry.manifest(name.path, tag)
-    digest = "sha256:" + hashlib.sha256(body).hexdigest()
-    if sent and sent != digest:
-        raise PinError(
-            f"the registry names the manifest {sent} but its bytes hash to {digest}",
-            "retry, or check --registry-host-map points at a registry",
-        )
+def resolve(args: list[str]) -> tuple[str, tuple[str, ...]]:
+    """The digest of the manifest a skopeo reference names and the platforms it serves."""
+    body = skopeo(*args)
     document = json.loads(body)
-    media_type = document.get("mediaType") or media_type
-    if media_type in INDEX_TYPES or "manifests" in document:
-        found = [_platform(m) for m in document.get("manifests", [])]
-        platforms = tuple(sorted({p for p in found if p}))
-    elif media_type in IMAGE_TYPES or "config" in document:
-        # A tag that names one image: its config says what it runs on.
-        config = json.loads(registry.blob(name.path, document["config"]["digest"]))
-        variant = config.get("variant")
-        one = f"{config.get('os')}/{config.get('architecture')}"
-        platforms = (f"{one}/{variant}" if variant else one,)
+    if "manifests" in document:  # an OCI index or a Docker manifest list
+        found = [_platform(m) for m in document["manifests"]]
+    elif "config" in document:  # a tag that names one image: its config says what it runs on
+        found = [_platform(json.loads(skopeo("--config", *args)))]
     else:
         raise PinError(
-            f"the registry answered a manifest of type {media_type or 'unknown'}",
+            f"the registry answered a manifest of type {document.get('mediaType', 'unknown')}",
             "the tag must name an OCI index, a Docker manifest list or an image",
         )
-    return Resolved(digest, media_type, platforms)
+    return "sha256:" + hashlib.sha256(body).hexdigest(), tuple(sorted({p for p in found if p}))
 
 
-def _base(host: str, host_map: dict[str, str]) -> str:
-    if host in host_map:
-        return host_map[host]
-    return DOCKER_HUB_API if host == DOCKER_HUB else f"https://{host}"
+def pin_one(pin: images.Pin, host_map: dict[str, str]) -> tuple[str, tuple[str, ...]]:
+    """The image's digest and platforms, once its index lists every platform it needs."""
+    digest, platforms = resolve(skopeo_args(pin.repository, pin.tag, host_map))
+    missing = [n for n in pin.needs if not any(images.provides(p, n) for p in platforms)]
+    if missing:
+        why = (
+            "every node is Graviton (arm64)"
+            if images.ARM64 in missing
+            else "the pin file's `needs` lists it (CI runs the image there)"
+        )
+        raise PinError(
+            f"the index has no {', '.join(missing)} (it lists "
+            f"{', '.join(platforms) or 'no platform'}); {why}",
+            f"choose a tag of {pin.repository} whose index lists {', '.join(missing)} and "
+            "set it as the image's tag in the pin file",
+        )
+    return digest, platforms
 
 
 def pin_all(path: Path, host_map: dict[str, str], today: dt.date, out: Any = sys.stdout) -> int:
@@ -210,61 +168,17 @@ def pin_all(path: Path, host_map: dict[str, str], today: dt.date, out: Any = sys
     with the ones resolved; 1 when any failed (its entry is left as it was), else 0."""
     document = json.loads(path.read_text())
     failures = pinned = 0
-    registries: dict[str, Registry] = {}
     for key, raw in document["images"].items():
         pin = images.entry(key, raw)
-        name = split_name(pin.repository)
-        base = _base(name.host, host_map)
-        registry = registries.setdefault(base, Registry(base))
         try:
-            found = resolve(registry, name, pin.tag)
-            missing = [
-                n for n in pin.needs if not any(images.provides(p, n) for p in found.platforms)
-            ]
-            if missing:
-                why = (
-                    "every node is Graviton (arm64)"
-                    if images.ARM64 in missing
-                    else "the pin file's `needs` lists it (CI runs the image there)"
-                )
-                raise PinError(
-                    f"the index has no {', '.join(missing)} (it lists "
-                    f"{', '.join(found.platforms) or 'no platform'}); {why}",
-                    f"choose a tag of {pin.repository} whose index lists {', '.join(missing)} and "
-                    "set it as the image's tag in the pin file",
-                )
-        except PinError as error:
+            digest, platforms = pin_one(pin, host_map)
+        except (PinError, ValueError) as error:
             failures += 1
             print(f"pin-images: {key} {pin.tagged}: {error}", file=sys.stderr)
             continue
-        except urllib.error.HTTPError as error:
-            failures += 1
-            fix = (
-                "check the repository and tag in the pin file"
-                if error.code == 404
-                else "retry, or point the host elsewhere with --registry-host-map"
-            )
-            print(
-                f"pin-images: {key} {pin.tagged}: {base} answered {error.code} {error.reason}; "
-                f"{fix}",
-                file=sys.stderr,
-            )
-            continue
-        except (urllib.error.URLError, OSError, ValueError) as error:
-            failures += 1
-            reason = getattr(error, "reason", error)
-            print(
-                f"pin-images: {key} {pin.tagged}: cannot read {base} ({reason}); run it where "
-                "the registry is reachable, or map the host with --registry-host-map",
-                file=sys.stderr,
-            )
-            continue
-        was = "" if pin.digest in (None, found.digest) else f" (was {pin.digest})"
-        print(
-            f"pin-images: {key} {pin.tagged}@{found.digest} ({', '.join(found.platforms)}){was}",
-            file=out,
-        )
-        raw.update(digest=found.digest, platforms=list(found.platforms), pinned=today.isoformat())
+        was = "" if pin.digest in (None, digest) else f" (was {pin.digest})"
+        print(f"pin-images: {key} {pin.tagged}@{digest} ({', '.join(platforms)}){was}", file=out)
+        raw.update(digest=digest, platforms=list(platforms), pinned=today.isoformat())
         pinned += 1
     path.write_text(json.dumps(document, indent=2) + "\n")
     print(f"pin-images: {pinned} of {len(document['images'])} image(s) pinned in {path}", file=out)
@@ -280,6 +194,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         help=f"HOST=URL,... registries to reach elsewhere (default: ${HOST_MAP_ENV})",
     )
     args = parser.parse_args(argv)
+    if not shutil.which("skopeo"):
+        print(
+            "pin-images: skopeo is absent; install it (`make packages`, or Debian's "
+            "`apt-get install skopeo`)",
+            file=sys.stderr,
+        )
+        return 2
     try:
         host_map = parse_host_map(args.registry_host_map)
     except PinError as error:

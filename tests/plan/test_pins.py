@@ -1,9 +1,10 @@
 """`make pin-images` against a real OCI registry on loopback: Debian's `docker-registry`
 (distribution 2.8, installed by `.ci/packages`), filesystem storage in a temporary folder, no
-auth. The tests push, over plain HTTP, two one-layer images (linux/arm64/v8, linux/amd64), an OCI
-index of both, an index of the amd64 one alone and a single arm64 image, under the shipped pin
-file's own names (`--registry-host-map` sends docker.io and registry.k8s.io to loopback); then
-run the pin command, the plan and the program on what it wrote.
+auth, read by Debian's skopeo as the command reads Docker Hub. The tests push, over plain HTTP,
+two one-layer images (linux/arm64/v8, linux/amd64), an OCI index of both, an index of the amd64
+one alone and a single arm64 image, under the shipped pin file's own names
+(`--registry-host-map` sends docker.io and registry.k8s.io to loopback); then run the pin
+command, the plan and the program on what it wrote.
 
 The push follows the OCI distribution spec v1.1.0 `spec.md` ("Pushing blobs": POST then PUT
 `?digest=`, "Pushing manifests": PUT with the manifest's media type); nothing reaches the
@@ -34,6 +35,7 @@ from tools import pins
 
 REPO = Path(__file__).resolve().parents[2]
 BINARY = shutil.which("docker-registry") or "/usr/bin/docker-registry"
+SKOPEO = shutil.which("skopeo") or "/usr/bin/skopeo"
 OCI_INDEX = "application/vnd.oci.image.index.v1+json"
 OCI_MANIFEST = "application/vnd.oci.image.manifest.v1+json"
 
@@ -45,14 +47,16 @@ def _free_port() -> int:
 
 
 def require_binary() -> None:
-    """Skip where the registry cannot be had; fail where `make packages` would have installed it."""
-    if not os.access(BINARY, os.X_OK):
-        if os.geteuid() != 0:
-            pytest.skip(
-                f"{BINARY} is absent and this user cannot install it (not root): `make packages` "
-                "as root installs Debian's docker-registry"
-            )
-        pytest.fail(f"{BINARY} is absent: `make packages` installs Debian's docker-registry")
+    """Skip where the registry or skopeo cannot be had; fail where `make packages` would have
+    installed them."""
+    for binary, package in ((BINARY, "docker-registry"), (SKOPEO, "skopeo")):
+        if not os.access(binary, os.X_OK):
+            if os.geteuid() != 0:
+                pytest.skip(
+                    f"{binary} is absent and this user cannot install it (not root): `make "
+                    f"packages` as root installs Debian's {package}"
+                )
+            pytest.fail(f"{binary} is absent: `make packages` installs Debian's {package}")
 
 
 @contextmanager
@@ -248,6 +252,10 @@ def test_pins_every_image_to_the_index_it_pushed(
     # The shipped gatekeeper's digest is not the loopback index's: the line says what it was.
     shipped = images.load(images.PIN_FILE)["gatekeeper"].digest
     assert any(line.endswith(f"(was {shipped})") for line in lines if " gatekeeper " in line)
+    # A second run reads the same indexes and writes the same pins.
+    before = path.read_text()
+    assert run_pins(path, registry).returncode == 0
+    assert path.read_text() == before
 
     # The plan then takes the written vLLM digest as its default: no placeholder for it.
     plan = run_plan(path, "--json")
@@ -306,10 +314,28 @@ def test_a_missing_tag_names_the_image_and_the_fix(
 ) -> None:
     result = run_pins(pin_file(tmp_path, kubectl="v9.9.9"), registry)
     assert result.returncode == 1
+    host = registry.removeprefix("http://")
     assert result.stderr.splitlines() == [
-        f"pin-images: kubectl registry.k8s.io/kubectl:v9.9.9: {registry} answered 404 Not Found; "
-        "check the repository and tag in the pin file"
+        f"pin-images: kubectl registry.k8s.io/kubectl:v9.9.9: skopeo: reading manifest v9.9.9 in "
+        f"{host}/kubectl: manifest unknown; check the repository and tag in the pin file"
     ]
+
+
+def test_an_unreachable_registry_names_the_image_and_the_fix(tmp_path: Path) -> None:
+    require_binary()
+    path, port = pin_file(tmp_path), _free_port()
+    before = path.read_text()
+    result = run_pins(path, f"http://127.0.0.1:{port}")
+    assert result.returncode == 1
+    host = f"127.0.0.1:{port}"
+    vllm = images.load(images.PIN_FILE)["vllm"]
+    assert (
+        f"pin-images: vllm {vllm.tagged}: skopeo: pinging container registry {host}: Get "
+        f'"http://{host}/v2/": dial tcp {host}: connect: connection refused; retry where the '
+        "registry is reachable, or map its host with --registry-host-map"
+    ) in result.stderr.splitlines()
+    assert len(result.stderr.splitlines()) == len(images.load(images.PIN_FILE))
+    assert path.read_text() == before  # every entry left as it was
 
 
 def _amd64_only_recorded(tmp_path: Path, pushed: dict[str, bytes]) -> tuple[Path, str]:
@@ -363,19 +389,6 @@ def test_the_plan_refuses_a_tag_only_image() -> None:
 )
 def test_names_split_as_docker_does(repository: str, host: str, path: str) -> None:
     assert pins.split_name(repository) == pins.Name(host, path)
-
-
-def test_the_bearer_challenge_is_read() -> None:
-    header = (
-        'Bearer realm="https://auth.docker.io/token",service="registry.docker.io",'
-        'scope="repository:library/nginx:pull"'
-    )
-    assert pins.parse_challenge(header) == {
-        "realm": "https://auth.docker.io/token",
-        "service": "registry.docker.io",
-        "scope": "repository:library/nginx:pull",
-    }
-    assert pins.parse_challenge('Basic realm="x"') == {}
 
 
 def test_a_bad_host_map_is_refused_in_one_line(capsys: pytest.CaptureFixture[str]) -> None:

@@ -21,7 +21,9 @@ import subprocess
 import sys
 import threading
 import time
+import urllib.error
 import urllib.parse
+import urllib.request
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -30,7 +32,6 @@ import pytest
 
 from components.manifests import images
 from tests.plan.test_pins import REPO, push_image, push_index, require_binary, start_registry
-from tools import pins
 
 ISSUER = "gemma-graviton-tests"
 SERVICE = "loopback-registry"
@@ -137,8 +138,8 @@ def test_pins_through_the_registrys_token_challenge(
     amd64 = push_image(open_url, name, "amd64", None)
     index = push_index(open_url, name, "v0.31.0-arm64", [amd64, arm64])
     # Without a token the registry refuses: the flow is the registry's, not a shortcut.
-    with pytest.raises(pins.urllib.error.HTTPError) as refused:
-        pins.urllib.request.urlopen(f"{token_url}/v2/{name}/manifests/v0.31.0-arm64", timeout=10)
+    with pytest.raises(urllib.error.HTTPError) as refused:
+        urllib.request.urlopen(f"{token_url}/v2/{name}/manifests/v0.31.0-arm64", timeout=10)
     assert refused.value.code == 401
     assert refused.value.headers["WWW-Authenticate"].startswith('Bearer realm="')
 
