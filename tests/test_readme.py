@@ -207,9 +207,10 @@ def test_how_it_fits_together_names_real_places() -> None:
     for path in paths:
         assert (REPO / path).exists(), path
     catalog = (REPO / "infra/plan/catalog.py").read_text()
-    for name in ("INSTANCE_TYPES", "MODELS"):
-        assert f"`{name}` in `infra/plan/catalog.py`" in section
-        assert re.search(rf"^{name}\b", catalog, re.M), name
+    assert "`MODELS` in `infra/plan/catalog.py`" in section
+    assert re.search(r"^MODELS\b", catalog, re.M)
+    assert "`[types]` in `infra/plan/instances.toml`" in section
+    assert re.search(r"^\[types\]$", (REPO / "infra/plan/instances.toml").read_text(), re.M)
     modules = re.findall(r"\(`(\w+)`\)", section)
     assert len(modules) >= 7, modules
     for module in modules:

@@ -1,9 +1,8 @@
 """What the planner knows about hardware and models, each figure with where it comes from.
 
-Instance figures: vCPU and memory are the EC2 instance-type specifications; max pods are the
-EKS AMI's `eni-max-pods.txt` values (VPC CNI without prefix delegation). Memory bandwidth is an
-*effective* decode figure, not a datasheet peak: calibrated on the one type measured, a range on
-every other (`decode_bandwidth`).
+Instance figures and prices are data: `instances.toml`, one dated table with a source for each
+figure (`infra.plan.facts`). Memory bandwidth is an *effective* decode figure, not a datasheet
+peak: calibrated on the one type measured, a range on every other (`decode_bandwidth`).
 
 Model figures: layer layout from the model's configuration (transformers `gemma4` and vLLM's
 `gemma4` model code); checkpoint size from the Hugging Face repository; the per-pod runtime overhead
@@ -18,29 +17,10 @@ from dataclasses import dataclass
 
 from components.manifests import gatekeeper as gatekeeper_container
 from infra.plan import weights
+from infra.plan.facts import FACTS, InstanceType
 
 GIB = 1024**3
 MIB = 1024**2
-
-
-@dataclass(frozen=True)
-class InstanceType:
-    """One EC2 instance type as the planner sees it."""
-
-    name: str
-    vcpu: int
-    memory_gib: int
-    max_pods: int
-    generation: str
-    #: The measured node's decode stream per vCPU of its pod (GB/s): gemma-4-12B-it's ~24 GB in
-    #: 241 ms on pods of 6 vCPUs of m7g.2xlarge, over those 6 (Graviton3); Graviton4 and
-    #: Graviton2 scale it by their memory's transfer rate (modelled). A unit to extrapolate with,
-    #: not a law: that decode was memory bound (~3.2 of the 6 cores busy), so more cores need not
-    #: stream more. Only the measured type's bandwidth is calibrated; any other type's is a range
-    #: (`decode_bandwidth`) whose low end every promise uses.
-    decode_gbps_per_vcpu: float
-    #: Baseline network bandwidth in Mbit/s (`NETWORK_BASELINE_MBPS`).
-    network_mbps: int = 0
 
 
 #: Memory the kernel never reports as MemTotal (firmware, kernel image, the page map), as a
@@ -50,55 +30,24 @@ VISIBLE_MEMORY_FRACTION = 0.9616
 #: kubelet hard eviction threshold on EKS AMIs (memory.available<100Mi).
 EVICTION_MIB = 100
 
-_GRAVITON = {
-    # family: (generation, GiB per vCPU, effective decode GB/s per vCPU). Graviton2 scales the
-    # Graviton3 figure by its DDR4-3200 over DDR5-4800 (modelled; it cannot run bf16 anyway).
-    "m6g": ("graviton2", 4, 16.5 * 3200 / 4800),
-    "c6g": ("graviton2", 2, 16.5 * 3200 / 4800),
-    "r6g": ("graviton2", 8, 16.5 * 3200 / 4800),
-    "m7g": ("graviton3", 4, 16.5),
-    "c7g": ("graviton3", 2, 16.5),
-    "r7g": ("graviton3", 8, 16.5),
-    "m8g": ("graviton4", 4, 16.5 * 5600 / 4800),
-    "c8g": ("graviton4", 2, 16.5 * 5600 / 4800),
-    "r8g": ("graviton4", 8, 16.5 * 5600 / 4800),
-}
-#: Each generation's memory system per chip: (DDR channels, transfers per second in MT/s); a
-#: channel moves 8 bytes per transfer. Graviton2 8 x DDR4-3200, 204.8 GB/s (bateloved.github.io
-#: "Analyzing DataCenter Workloads", M6g, read 2026-12-02); Graviton3 8 x DDR5-4800, 307.2 GB/s
-#: (WikiChip "AWS Graviton3", read 2026-12-02); Graviton4 12 x DDR5-5600, 537.6 GB/s
-#: (dev.classmethod.jp "graviton3-vs-graviton4-stream-memory-bandwidth-comparison", 2026-02-21,
-#: read 2026-12-02, which gives both Graviton3 and Graviton4).
+#: Each generation's memory system per chip: (DDR channels, transfers per second in MT/s), from the
+#: facts table's [generations] with their sources; a channel moves 8 bytes per transfer.
 MEMORY_SYSTEMS: dict[str, tuple[int, int]] = {
-    "graviton2": (8, 3200),
-    "graviton3": (8, 4800),
-    "graviton4": (12, 5600),
+    name: (g.ddr_channels, g.mt_per_s) for name, g in FACTS.generations.items()
 }
-#: The share of a chip's theoretical bandwidth a streaming read can reach, the HIGH end of what
-#: STREAM Triad shows on DDR4 and DDR5 servers: Azure's published Triad results (learn.microsoft.
-#: com, "STREAM benchmark", expected results by VM family, read 2026-12-02) give HBv3 (2 x 8
-#: DDR4-3200, 409.6 GB/s) 330-350 GB/s, 0.81-0.85, and HBv4 (2 x 12 DDR5-4800, 921.6 GB/s)
-#: 650-780 GB/s, 0.71-0.85. A ceiling caps a promise, so it takes the high end: no node is planned
-#: faster than any chip of its kind was seen to stream.
-ACHIEVABLE_BANDWIDTH_FRACTION = 0.85
-#: The share of its chip's memory system an instance size gets. EC2 publishes no per-size
-#: partition of memory bandwidth (an instance below a whole chip shares the controllers with its
-#: neighbours, who can only lower what it gets), so a size is bounded by its whole chip: the high
-#: end, again, because the bound caps a speed the plan promises.
-CHIP_SHARE = 1.0
 
 
 def chip_bandwidth_gbps(generation: str) -> float:
     """The most one node of `generation` can stream: the chip's channels x their rate x the
-    achievable fraction x the share an instance gets (GB/s)."""
-    channels, mts = MEMORY_SYSTEMS[generation]
-    return channels * mts * 8 / 1000 * ACHIEVABLE_BANDWIDTH_FRACTION * CHIP_SHARE
+    achievable fraction x the share an instance gets (GB/s; the facts table's [generations])."""
+    g = FACTS.generations[generation]
+    return g.ddr_channels * g.mt_per_s * 8 / 1000 * g.achievable_fraction * g.chip_share
 
 
-#: The one node whose decode was measured: the field report's 4.0 tokens/s single stream of
-#: gemma-4-12B-it (241 ms a token) on two m7g.2xlarge, pods of 6 vCPUs (FACTS.md).
-MEASURED_DECODE_TYPE = "m7g.2xlarge"
-MEASURED_DECODE_CPU = 6
+#: The one node whose decode was measured (the facts table's `field-report`: 4.0 tokens/s single
+#: stream of gemma-4-12B-it on two m7g.2xlarge) and the vCPUs of its pods.
+_MEASURED = FACTS.sources["field-report"]
+MEASURED_DECODE_TYPE, MEASURED_DECODE_CPU = _MEASURED.machine, _MEASURED.pod_vcpu
 #: What measures a type's decode: the capacity run (`tools.bench.capacity`) on a stack of it.
 DECODE_MEASUREMENT = "`make bench`"
 
@@ -109,12 +58,12 @@ class DecodeBandwidth:
 
     Low end: what the measured node streams, since a larger size of the same chip (the same cores
     and memory system, and more of both) does not stream less (assumed: EC2 publishes no per-size
-    partition of bandwidth, `CHIP_SHARE`); a pod with fewer cores, the measured per-vCPU share of
-    them; a chip with faster memory than the measured one is not credited for it, a slower one is
-    charged. Single-stream decode, the first screen, `cheaper:`, the ranking and the bounds that
-    wait on decode all use it. High end: the per-vCPU rate x the pod's cores, never above the
-    chip's achievable bandwidth (`chip_bandwidth_gbps`); it only sets the optimistic side of
-    ranges."""
+    partition of bandwidth, the facts table's `chip_share`); a pod with fewer cores, the measured
+    per-vCPU share of them; a chip with faster memory than the measured one is not credited for
+    it, a slower one is charged. Single-stream decode, the first screen, `cheaper:`, the ranking
+    and the bounds that wait on decode all use it. High end: the per-vCPU rate x the pod's cores,
+    never above the chip's achievable bandwidth (`chip_bandwidth_gbps`); it only sets the
+    optimistic side of ranges."""
 
     low: float
     high: float
@@ -145,10 +94,10 @@ def decode_bandwidth(instance: InstanceType, cpu: float) -> DecodeBandwidth:
     if rate * cpu <= chip:
         ceiling = f"{rate} GB/s per vCPU x {cpu:g}"
     else:
-        channels, mts = MEMORY_SYSTEMS[generation]
+        g = FACTS.generations[generation]
         ceiling = (
-            f"the chip's memory, {channels} x {mts} MT/s x 8 B x {ACHIEVABLE_BANDWIDTH_FRACTION} "
-            "achievable (ceiling)"
+            f"the chip's memory, {g.ddr_channels} x {g.mt_per_s} MT/s x 8 B x "
+            f"{g.achievable_fraction} achievable (ceiling)"
         )
     return DecodeBandwidth(
         low,
@@ -169,18 +118,10 @@ def node_decode_gbps(instance: InstanceType, cpu: float) -> float:
 #: on (FACTS.md), and the image serves the checkpoint's bf16 weights.
 BF16_GENERATIONS = ("graviton3", "graviton4")
 
-#: Peak bf16 matrix rate per vCPU in GFLOP/s: clock x bf16 FLOP per cycle. ASSUMED from the
-#: cores' datasheets, not measured: Neoverse V1 (Graviton3) at 2.6 GHz and V2 (Graviton4) at
-#: 2.8 GHz with BFMMLA on 2 x 256-bit (V1) or 4 x 128-bit (V2) vector pipes, taken as 64 bf16 FLOP
-#: per cycle; Graviton2 (Neoverse N1, no bf16: fp32 NEON FMA, 2 x 128-bit) 16 FLOP per cycle.
-#: Not above what a kernel reaches: oneDNN PR #4315 (uxlfoundation/oneDNN, 2025-11-12, read
-#: 2026-12-02) times a 4096 x 4096 x 4096 bf16 matmul at 23.6 ms on c8g with 32 threads through
-#: ACL, ~182 GFLOP/s per vCPU, above the 179 assumed for Graviton4. A peak set too low makes
-#: every modelled step longer: the safe side for the bounds that rest on it.
+#: Peak bf16 matrix rate per vCPU in GFLOP/s (fp32 on Graviton2): ASSUMED from the cores'
+#: datasheets, clock x FLOP per cycle (the facts table's [generations] and its `peak-gflops`).
 PEAK_GFLOPS_PER_VCPU: dict[str, float] = {
-    "graviton2": 2.5 * 16,
-    "graviton3": 2.6 * 64,
-    "graviton4": 2.8 * 64,
+    name: g.peak_gflops_per_vcpu for name, g in FACTS.generations.items()
 }
 #: The fraction of that peak vLLM's CPU prefill reaches, (slow, fast), on each linear path vLLM
 #: 0.31 can take for bf16 weights (`model_executor/layers/utils.py`
@@ -261,34 +202,8 @@ PREFILL_PROVENANCE: dict[str, str] = {
 #: Balancers", section "Connection idle timeout", read 2026-12-03). The gatekeeper's TCP
 #: keepalives (`components.manifests.gatekeeper_conf.KEEPALIVE_IDLE_S`) come well before it.
 NLB_IDLE_TIMEOUT_S = 350
-_SIZES = {"large": 2, "xlarge": 4, "2xlarge": 8, "4xlarge": 16, "8xlarge": 32}
-#: eni-max-pods.txt for these sizes (identical across these families).
-_MAX_PODS = {"large": 29, "xlarge": 58, "2xlarge": 58, "4xlarge": 234, "8xlarge": 234}
-
-#: Baseline network bandwidth per size in Mbit/s, by generation: the `karpenter.k8s.aws/
-#: instance-network-bandwidth` label of each type in aws/karpenter-provider-aws
-#: `website/content/en/docs/reference/instance-types.md` (commit 1d927085, read 2026-12-01), which
-#: that project generates from EC2's DescribeInstanceTypes. The same figure for every family of
-#: a generation (m, c, r); Graviton4's xlarge reads 1875 where Graviton3's reads 1876.
-NETWORK_BASELINE_MBPS: dict[str, dict[str, int]] = {
-    "graviton2": {"large": 750, "xlarge": 1250, "2xlarge": 2500, "4xlarge": 5000, "8xlarge": 12000},
-    "graviton3": {"large": 937, "xlarge": 1876, "2xlarge": 3750, "4xlarge": 7500, "8xlarge": 15000},
-    "graviton4": {"large": 937, "xlarge": 1875, "2xlarge": 3750, "4xlarge": 7500, "8xlarge": 15000},
-}
-
-INSTANCE_TYPES: dict[str, InstanceType] = {
-    f"{family}.{size}": InstanceType(
-        name=f"{family}.{size}",
-        vcpu=vcpu,
-        memory_gib=vcpu * per_vcpu,
-        max_pods=_MAX_PODS[size],
-        generation=generation,
-        decode_gbps_per_vcpu=round(gbps, 2),
-        network_mbps=NETWORK_BASELINE_MBPS[generation][size],
-    )
-    for family, (generation, per_vcpu, gbps) in _GRAVITON.items()
-    for size, vcpu in _SIZES.items()
-}
+#: Every type the planner knows, from the facts table (`infra.plan.facts`).
+INSTANCE_TYPES: dict[str, InstanceType] = FACTS.types
 
 
 def is_graviton_name(name: str) -> bool:

@@ -112,7 +112,7 @@ class StackConfig(StackChecks):
         Field(
             alias="kubernetesVersion",
             description="EKS Kubernetes version, pinned; its support dates are in "
-            "`infra/plan/prices.py`.",
+            "`infra/plan/instances.toml`.",
             pattern=r"^1\.\d{2}$",
             json_schema_extra=_fix(
                 f"use a pinned minor version such as {catalog.DEFAULT_KUBERNETES_VERSION}"

@@ -32,7 +32,7 @@ MEASURED_GBPS = 16.5 * 6
 
 def _chip_gbps(generation: str) -> float:
     channels, mts = catalog.MEMORY_SYSTEMS[generation]
-    return channels * mts * 8 / 1000 * catalog.ACHIEVABLE_BANDWIDTH_FRACTION
+    return channels * mts * 8 / 1000 * catalog.FACTS.generations[generation].achievable_fraction
 
 
 def _measured(name: str, cpu: float) -> bool:

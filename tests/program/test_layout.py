@@ -114,7 +114,6 @@ LONG_FILES: set[str] = {
     "components/manifests/semantics.py",
     "components/watch.py",
     "infra/bootstrap/access.py",
-    "infra/plan/catalog.py",
     "infra/plan/config.py",
     "infra/plan/sizing.py",
 }
