@@ -2,12 +2,18 @@
 planner. Every field has an explicit, small value here (none is a stack's); a test names the
 fields it is about as keyword overrides, so what it asserts reads beside what it sets.
 
-Tests that check the planner and the manifests agree build their spec from a plan instead; they
-are integration tests, and say so.
+Tests that check the planner and the manifests agree build their spec from a plan instead
+(`planned`, `planned_spec`, `rendered`: a stack with `--set` values, planned once per run and
+shared, the config, plan and spec being frozen); they are integration tests, and say so.
 """
 
 from __future__ import annotations
 
+import copy
+import datetime as dt
+import functools
+import json
+from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
@@ -17,6 +23,11 @@ from components.manifests.gatekeeper_conf import GatekeeperLimits
 from components.manifests.quantize import QuantizeSpec
 from components.manifests.scaling import CronWindow, ScalerSpec
 from components.manifests.spec import MODEL_TAINT, DoorSpec, ServerSpec
+from infra.adapters.render import rendered_objects
+from infra.adapters.wiring import server_spec as spec_of
+from infra.plan.config import StackConfig
+from infra.plan.sizing import Plan, plan
+from infra.plan.stackfile import load_stack
 
 
 def drain_spec(**overrides: Any) -> DrainSpec:
@@ -168,3 +179,35 @@ def door_spec(**overrides: Any) -> DoorSpec:
 def elastic_server_spec(**overrides: Any) -> ServerSpec:
     """`SERVER` behind a door, its group count KEDA's (an elastic stack)."""
     return server_spec(autoscaled=True, model_taint=MODEL_TAINT, door=door_spec(), **overrides)
+
+
+@functools.cache
+def _planned(stack: str, sets: str, today: dt.date | None) -> tuple[StackConfig, Plan]:
+    cfg = load_stack(stack, json.loads(sets), today)
+    return cfg, plan(cfg, stack)
+
+
+def planned(
+    stack: str = "dev", sets: Mapping[str, Any] | None = None, today: dt.date | None = None
+) -> tuple[StackConfig, Plan]:
+    """`stack` with the `--set` values `sets` (on `today`), validated and planned once a run."""
+    return _planned(stack, json.dumps(dict(sets or {}), sort_keys=True), today)
+
+
+def planned_spec(
+    stack: str = "dev", sets: Mapping[str, Any] | None = None, today: dt.date | None = None
+) -> ServerSpec:
+    """The server spec the program builds for `stack` with `sets`."""
+    return spec_of(*planned(stack, sets, today))
+
+
+@functools.cache
+def _rendered(stack: str, sets: str, today: dt.date | None) -> list[Any]:
+    return rendered_objects(*_planned(stack, sets, today))
+
+
+def rendered(
+    stack: str = "dev", sets: Mapping[str, Any] | None = None, today: dt.date | None = None
+) -> list[dict[str, Any]]:
+    """The objects `--render` prints for `stack` with `sets`: a copy a test may change."""
+    return copy.deepcopy(_rendered(stack, json.dumps(dict(sets or {}), sort_keys=True), today))

@@ -22,6 +22,7 @@ from infra.plan.config import SECRET_KEYS, StackConfig
 from infra.plan.economics import economics
 from infra.plan.sizing import plan
 from infra.plan.stackfile import load_stack
+from tests import builders
 from tools.doctools import docs_ranking
 
 REPO = Path(__file__).resolve().parent.parent
@@ -98,8 +99,7 @@ def test_make_plan_installs_the_runtime_alone_and_make_test_the_development_set(
 def test_what_it_serves_is_the_dev_plan() -> None:
     """The README's figures at a glance are the plan's rows for dev, at the catalogue's prices."""
     today = prices.READ_ON
-    cfg = load_stack("dev", today=today)
-    dev = plan(cfg, "dev")
+    cfg, dev = builders.planned("dev", today=today)
     e = economics(cfg, dev, today)
     s, c = e.served, e.costs
     assert c.usd_per_hour is not None and c.usd_per_month is not None

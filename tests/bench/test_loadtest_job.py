@@ -10,10 +10,9 @@ import pytest
 import yaml
 
 from components import manifests
-from infra.adapters.wiring import server_spec
 from infra.plan import catalog
-from infra.plan.sizing import plan
-from infra.plan.stackfile import load_stack, stack_names
+from infra.plan.stackfile import stack_names
+from tests import builders
 from tests.components.test_pod_security import baseline_findings, restricted_findings
 from tests.fakes import k8s_schemas
 from tools.bench import capacity
@@ -22,8 +21,7 @@ from tools.bench import loadtest_job as loadtest
 
 def _job(stack: str = "dev") -> dict[str, Any]:
     # Through the CLI's own output: what `--job | kubectl apply -f -` applies.
-    cfg = load_stack(stack)
-    p = plan(cfg, stack)
+    cfg, p = builders.planned(stack)
     return yaml.safe_load(capacity.job_manifest(cfg, p, capacity.default_points(p)))
 
 
@@ -37,8 +35,7 @@ def test_the_job_passes_the_real_schema_and_the_restricted_level(stack: str) -> 
 
 
 def test_the_job_runs_the_stack_s_image_with_the_key_and_token_from_its_secrets() -> None:
-    cfg = load_stack("dev")
-    spec = server_spec(cfg, plan(cfg, "dev"))
+    cfg, spec = builders.planned()[0], builders.planned_spec()
     job = _job()
     (container,) = job["spec"]["template"]["spec"]["containers"]
     assert container["image"] == cfg.vllm_image
@@ -59,13 +56,11 @@ def test_the_job_runs_the_stack_s_image_with_the_key_and_token_from_its_secrets(
 
 
 def test_the_script_measures_every_point_through_the_service_and_prints_each_result() -> None:
-    cfg = load_stack("dev")
-    p = plan(cfg, "dev")
-    points = capacity.default_points(p)
+    points = capacity.default_points(builders.planned()[1])
     (container,) = _job()["spec"]["template"]["spec"]["containers"]
     script = container["command"][2]
     assert container["command"][:2] == ["/bin/sh", "-c"]
-    url = f"--base-url=http://gemma.{server_spec(cfg, p).namespace}.svc.cluster.local:80"
+    url = f"--base-url=http://gemma.{builders.planned_spec().namespace}.svc.cluster.local:80"
     assert script.count("vllm bench serve ") == len(points) == 4
     assert script.count(url) == len(points)
     assert script.count(f"--tokenizer={loadtest.TOKENIZER_DIR}") == len(points)
@@ -78,16 +73,14 @@ def test_the_script_measures_every_point_through_the_service_and_prints_each_res
 
 
 def test_with_a_certificate_the_service_is_reached_on_443_in_plain_http() -> None:
-    cfg = load_stack("dev")
-    spec = server_spec(cfg, plan(cfg, "dev"))
+    spec = builders.planned_spec()
     assert loadtest.service_url(spec).endswith(".svc.cluster.local:80")
     tls = dataclasses.replace(spec, tls_certificate_arn="arn:aws:acm:us-east-1:1:certificate/x")
     assert loadtest.service_url(tls) == f"http://gemma.{spec.namespace}.svc.cluster.local:443"
 
 
 def test_the_deadline_covers_twice_the_modelled_run() -> None:
-    cfg = load_stack("dev")
-    p = plan(cfg, "dev")
+    cfg, p = builders.planned()
     points = capacity.default_points(p)
     modelled = capacity.modelled_seconds(cfg, p, points)
     assert _job()["spec"]["activeDeadlineSeconds"] == int(2 * modelled) + 600

@@ -9,19 +9,14 @@ import pytest
 
 from components import manifests
 from components.manifests import door, drain, gatekeeper, scaling
-from infra.adapters.render import rendered_objects
-from infra.adapters.wiring import SYSTEM_LABELS, server_spec
+from infra.adapters.wiring import SYSTEM_LABELS
 from infra.plan import sleep
-from infra.plan.sizing import plan
-from infra.plan.stackfile import load_stack
 from tests import builders, render_fixtures
 from tests.fakes import k8s_schemas
 
 
 def _prod() -> tuple[Any, Any, list[dict[str, Any]]]:
-    cfg = load_stack("prod")
-    p = plan(cfg, "prod")
-    return cfg, p, rendered_objects(cfg, p)
+    return (*builders.planned("prod"), builders.rendered("prod"))
 
 
 def _named(objects: list[dict[str, Any]], kind: str, name: str) -> dict[str, Any]:
@@ -52,7 +47,7 @@ def test_prod_is_elastic_and_its_objects_pass_the_real_schemas() -> None:
 def test_the_load_balancer_selects_the_door_and_the_group_has_no_gatekeeper() -> None:
     _, _, objects = _prod()
     endpoint = _named(objects, "Service", "gemma")
-    assert endpoint["spec"]["selector"] == door.selector(server_spec(*_prod()[:2]))
+    assert endpoint["spec"]["selector"] == door.selector(builders.planned_spec("prod"))
     lws = _named(objects, "LeaderWorkerSet", "gemma-vllm")
     leader = lws["spec"]["leaderWorkerTemplate"]["leaderTemplate"]["spec"]
     assert [c["name"] for c in leader["containers"]] == ["vllm"]
@@ -75,8 +70,8 @@ def test_the_door_runs_on_the_system_nodes_and_rolls_with_its_config() -> None:
 
 
 def test_the_door_drains_its_streams_when_it_is_replaced() -> None:
-    cfg, p, objects = _prod()
-    spec = server_spec(cfg, p)
+    _, p, objects = _prod()
+    spec = builders.planned_spec("prod")
     pod = _named(objects, "Deployment", "gemma-door")["spec"]["template"]["spec"]
     (container,) = pod["containers"]
     # Every stream in flight may run its whole reply timeout after the door stops accepting.
@@ -132,8 +127,7 @@ def test_per_client_limits_stay_per_client_grammar_and_tokens_included() -> None
 
 
 def test_vllm_admits_the_door_the_collector_and_keda_only() -> None:
-    cfg, p, objects = _prod()
-    spec = server_spec(cfg, p)
+    objects, spec = builders.rendered("prod"), builders.planned_spec("prod")
     policy = _named(objects, "NetworkPolicy", "gemma-group")
     ingress = policy["spec"]["ingress"]
     open_rules = [rule for rule in ingress if "from" not in rule]
@@ -170,9 +164,8 @@ def test_the_wake_trigger_joins_the_scaled_object_and_fits_its_schema() -> None:
 
 
 def test_the_rendered_scaled_object_wakes_on_the_doors_flag() -> None:
-    cfg, p, objects = _prod()
-    (scaled,) = [o for o in objects if o["kind"] == "ScaledObject"]
-    assert scaled["spec"]["triggers"][-1] == door.wake_trigger(server_spec(cfg, p))
+    (scaled,) = [o for o in builders.rendered("prod") if o["kind"] == "ScaledObject"]
+    assert scaled["spec"]["triggers"][-1] == door.wake_trigger(builders.planned_spec("prod"))
 
 
 def test_a_fixed_stack_has_no_door() -> None:

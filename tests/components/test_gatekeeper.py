@@ -16,7 +16,7 @@ from components.manifests import gatekeeper, gatekeeper_conf, probes
 from components.manifests.asleep import Asleep
 from components.manifests.gatekeeper import key_file_text, nginx_conf
 from components.manifests.gatekeeper_conf import ERRORS, PASSED_HEADERS, njs_script
-from tests import builders
+from tests import builders, door_harness
 
 LIMITS = builders.gatekeeper_limits(
     max_request_bytes=327_680,
@@ -374,15 +374,8 @@ def test_real_nginx_serves_the_engine_s_record_once_it_exists(tmp_path: Path) ->
     engine_dir.chmod(0o755)  # nginx's worker may read as `nobody`, through pytest's 0700 dirs
     record = engine_dir / "gemma-self.prom"
     try:
-        with gate.running_gate(
-            gate.find_nginx(),
-            LIMITS,
-            "k" * 40,
-            free_port(),
-            free_port(),
-            tmp_path,
-            lambda _line: None,
-            self_metrics=record,
+        with door_harness.door(
+            LIMITS, "k" * 40, free_port(), tmp_path, self_metrics=record
         ) as running:
             route = gatekeeper_conf.SELF_METRICS_ROUTE
             assert gate.request(running.metrics_url, "GET", route).status == 404

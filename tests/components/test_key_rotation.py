@@ -10,10 +10,9 @@ from pathlib import Path
 import pytest
 
 from components.manifests import gatekeeper
-from tests import builders
+from tests import builders, door_harness
 from tests.fakes.openai_stub import StubConfig, StubServer
 from tools.rehearse.front_door import gatekeeper_run as gate
-from tools.rehearse.group.ranks import free_port
 
 LIMITS = builders.gatekeeper_limits(
     max_request_bytes=4096,
@@ -68,10 +67,7 @@ def test_both_keys_serve_during_the_overlap_the_old_one_is_refused_after_and_not
 ) -> None:
     with StubServer(StubConfig(api_key=ENGINE, model="m", seconds_per_token=0.0)) as stub:
         upstream = int(stub.root_url.rsplit(":", 1)[1])
-        with gate.running_gate(
-            gate.find_nginx(), LIMITS, OLD, free_port(), upstream, tmp_path, lambda _l: None,
-            engine_key=ENGINE,
-        ) as door:  # fmt: skip
+        with door_harness.door(LIMITS, OLD, upstream, tmp_path, engine_key=ENGINE) as door:
             pid = (tmp_path / "run" / "nginx.pid").read_text()
             assert (_chat(door, OLD), _chat(door, NEW)) == (200, 401)
             now = dt.datetime.now(dt.UTC)

@@ -16,11 +16,10 @@ import yaml
 from components import manifests
 from components.manifests import programs
 from infra.adapters.cli import main
-from infra.adapters.render import rendered_objects
 from infra.plan import catalog
 from infra.plan.config import ConfigError
-from infra.plan.sizing import plan
 from infra.plan.stackfile import load_stack, stack_names
+from tests import builders
 from tests.fakes import k8s_schemas
 
 REPO = Path(__file__).resolve().parents[2]
@@ -28,13 +27,11 @@ ACCEPTED = REPO / "tests" / "checkov-accepted.txt"
 
 
 def _objects(stack: str = "dev", **overrides: Any) -> tuple[Any, Any, list[dict[str, Any]]]:
-    region = load_stack(stack).region
+    region = builders.planned(stack)[0].region
     overrides = {
         k: v.format(region=region) if isinstance(v, str) else v for k, v in overrides.items()
     }
-    cfg = load_stack(stack, overrides)
-    p = plan(cfg, stack)
-    return cfg, p, rendered_objects(cfg, p)
+    return (*builders.planned(stack, overrides), builders.rendered(stack, overrides))
 
 
 def _kind(objects: list[dict[str, Any]], kind: str) -> dict[str, Any]:

@@ -22,10 +22,7 @@ import pytest
 from components import manifests
 from components.manifests import gatekeeper, gatekeeper_conf
 from components.manifests.gatekeeper import nginx_conf
-from infra.adapters.render import rendered_objects
 from infra.plan import catalog
-from infra.plan.sizing import plan
-from infra.plan.stackfile import load_stack
 from tests import builders
 from tools.rehearse.front_door import gatekeeper_run as gate
 from tools.rehearse.front_door.gatekeeper_run import INSTALL_HINT, nginx_ready
@@ -99,7 +96,7 @@ def _probe_targets(container: dict[str, Any]) -> list[object]:
 def test_no_probe_of_any_pod_goes_through_the_public_listener(
     stack: str, sets: dict[str, Any]
 ) -> None:
-    objects = _rendered(stack, sets)
+    objects = builders.rendered(stack, sets)
     public = {gatekeeper.PORT, gatekeeper.PORT_NAME}
     for name, template in pod_templates(objects):
         for container in template["containers"]:
@@ -111,7 +108,7 @@ def test_no_probe_of_any_pod_goes_through_the_public_listener(
 def test_only_the_group_reaches_the_probe_port_and_no_service_targets_it(
     stack: str, sets: dict[str, Any]
 ) -> None:
-    objects = _rendered(stack, sets)
+    objects = builders.rendered(stack, sets)
     probe = {gatekeeper.PROBE_PORT, gatekeeper.PROBE_PORT_NAME}
     for obj in objects:
         if obj["kind"] == "Service":
@@ -124,11 +121,6 @@ def test_only_the_group_reaches_the_probe_port_and_no_service_targets_it(
                 opened = {p["port"] for p in rule.get("ports", [])}
                 # A rule with no ports opens every port to its peers.
                 assert opened and not opened & probe, obj["metadata"]["name"]
-
-
-def _rendered(stack: str, sets: dict[str, Any]) -> list[dict[str, Any]]:
-    cfg = load_stack(stack, sets)
-    return rendered_objects(cfg, plan(cfg, stack))
 
 
 def pod_templates(objects: list[dict[str, Any]]) -> Iterator[tuple[str, dict[str, Any]]]:
@@ -259,7 +251,7 @@ def test_every_public_listener_of_every_stack_keeps_quiet_connections_alive(
     comes, and whose next follow, well within it."""
     confs = [
         obj["data"][gatekeeper.CONFIG_FILE]
-        for obj in _rendered(stack, sets)
+        for obj in builders.rendered(stack, sets)
         if obj["kind"] == "ConfigMap"
         and gatekeeper.CONFIG_FILE in obj.get("data", {})
         # The public side is the gatekeeper's stream layer; the queue floor's nginx serves

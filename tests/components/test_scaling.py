@@ -29,8 +29,6 @@ from infra.adapters import wiring
 from infra.adapters.render import rendered_objects
 from infra.plan import addons, elastic, liveness
 from infra.plan.config import ConfigError
-from infra.plan.sizing import plan
-from infra.plan.stackfile import load_stack
 from tests import builders
 from tests.fakes import k8s_schemas
 from tools.rehearse.group.ranks import free_port
@@ -39,9 +37,8 @@ TODAY = dt.date(2026, 12, 2)
 
 
 def _prod() -> tuple[Any, Any, manifests.ServerSpec, scaling.ScalerSpec]:
-    cfg = load_stack("prod", today=TODAY)
-    p = plan(cfg, "prod")
-    return cfg, p, wiring.server_spec(cfg, p), elastic.scaling_parameters(cfg, p)
+    cfg, p = builders.planned("prod", today=TODAY)
+    return cfg, p, builders.planned_spec("prod", today=TODAY), elastic.scaling_parameters(cfg, p)
 
 
 def _scaled() -> tuple[manifests.ServerSpec, scaling.ScalerSpec]:
@@ -130,8 +127,7 @@ def test_committed_keda_copy_is_the_crd_structure() -> None:
 
 @pytest.mark.parametrize("stack", ["dev", "prod"])
 def test_rendered_objects_pass_the_real_schemas(stack: str) -> None:
-    cfg = load_stack(stack, today=TODAY)
-    objects = rendered_objects(cfg, plan(cfg, stack))
+    cfg, objects = builders.planned(stack, today=TODAY)[0], builders.rendered(stack, today=TODAY)
     kinds = [o["kind"] for o in objects]
     assert ("ScaledObject" in kinds) is cfg.elastic
     for obj in objects:
@@ -191,8 +187,7 @@ def test_metrics_service_selects_the_leaders_and_the_floor_and_keda_may_read_the
         if r.get("ports", [{}])[0].get("port") == scaling.metrics_port(spec)
     )
     assert scaling.keda_peer() in metrics_rule["from"]
-    fixed = load_stack("dev", today=TODAY)
-    fixed_policy = manifests.network_policy(wiring.server_spec(fixed, plan(fixed, "dev")))
+    fixed_policy = manifests.network_policy(builders.planned_spec(today=TODAY))
     assert all(
         scaling.keda_peer() not in rule.get("from", []) for rule in fixed_policy["spec"]["ingress"]
     )
@@ -275,11 +270,10 @@ def test_the_queue_floor_admits_keda_alone() -> None:
 def test_a_fixed_stack_has_no_queue_floor() -> None:
     # A fixed stack has no KEDA (kedacore/keda v2.20.2 is installed on elastic stacks only):
     # nothing polls a floor, and its render stays as pinned (tests/fixtures/dev-render-fixed.txt).
-    fixed = load_stack("dev", today=TODAY)
-    objects = rendered_objects(fixed, plan(fixed, "dev"))
+    objects = builders.rendered(today=TODAY)
     assert [o for o in objects if "queue-floor" in o["metadata"]["name"]] == []
     with pytest.raises(ValueError, match="queue floor is for autoscaled stacks"):
-        scaling.floor_deployment(wiring.server_spec(fixed, plan(fixed, "dev")))
+        scaling.floor_deployment(builders.planned_spec(today=TODAY))
 
 
 def test_the_planner_counts_the_floor_on_the_system_nodes() -> None:

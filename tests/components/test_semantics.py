@@ -16,11 +16,11 @@ import pytest
 from components.manifests import semantics
 from components.manifests.semantics import World
 from components.manifests.spec import MODEL_TAINT
-from infra.adapters.render import rendered_objects
 from infra.adapters.semantics import world
 from infra.plan import catalog
 from infra.plan.sizing import plan
 from infra.plan.stackfile import load_stack
+from tests import builders
 
 STACKS = sorted(
     p.name.split(".")[1] for p in (Path(__file__).parents[2] / "stacks").glob("Pulumi.*.yaml")
@@ -34,9 +34,7 @@ VARIANTS = [
 
 
 def _stack(stack: str, sets: dict[str, Any]) -> tuple[list[dict[str, Any]], World]:
-    cfg = load_stack(stack, sets)
-    p = plan(cfg, stack)
-    return copy.deepcopy(rendered_objects(cfg, p)), world(cfg, p)
+    return builders.rendered(stack, sets), world(*builders.planned(stack, sets))
 
 
 def _objects(stack: str, sets: dict[str, Any]) -> list[dict[str, Any]]:

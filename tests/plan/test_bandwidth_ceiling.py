@@ -22,6 +22,7 @@ from infra.plan.config import ConfigError
 from infra.plan.economics import economics
 from infra.plan.sizing import plan
 from infra.plan.stackfile import load_stack
+from tests import builders
 
 FORMATS = ("bf16", "int8", "int4")
 TODAY = dt.date(2026, 12, 2)
@@ -196,8 +197,7 @@ def test_the_verdict_and_cheaper_rest_on_the_low_end_for_every_type() -> None:
     rows = {(str(r["instance_type"]), str(r["weights"]), str(r["model"])): r for r in _rows()}
     assert len(_starting_types()) > 10
     for name in _starting_types():
-        cfg = load_stack("dev", {"instanceType": name}, TODAY)
-        p = plan(cfg, "dev")
+        cfg, p = builders.planned("dev", {"instanceType": name}, TODAY)
         e = economics(cfg, p, TODAY)
         decode = next(line for line in verdict_lines(p, e, None, []) if line.startswith("decode"))
         assert ("(calibrated)" in decode) == (name == "m7g.2xlarge"), decode

@@ -16,6 +16,7 @@ from infra.plan import elastic
 from infra.plan.config import ConfigError
 from infra.plan.sizing import plan
 from infra.plan.stackfile import load_stack
+from tests import builders
 from tools.doctools import scaling_sim
 
 TODAY = dt.date(2026, 12, 2)
@@ -187,8 +188,7 @@ def _elastic(**overrides: Any) -> tuple[Any, Any, elastic.ElasticPlan]:
         "schedule": {"timeZone": "Europe/Berlin", "start": "08:00", "end": "19:00"},
         **overrides,
     }
-    cfg = load_stack("dev", values, TODAY)
-    p = plan(cfg, "dev")
+    cfg, p = builders.planned("dev", values, TODAY)
     e = elastic.elastic_plan(cfg, p, TODAY)
     assert e is not None
     return cfg, p, e

@@ -14,12 +14,10 @@ import pytest
 from components.manifests import images
 from components.manifests.engine import ENV_FLAGS, engine_args
 from components.manifests.lws import leader_worker_set
-from infra.adapters import wiring
 from infra.adapters.cli import main
 from infra.plan import engine_flags
 from infra.plan.config import ConfigError
-from infra.plan.sizing import plan
-from infra.plan.stackfile import load_stack
+from tests import builders
 from tests.builders import SERVER
 from tools import vllm_flags
 
@@ -188,8 +186,7 @@ def test_flags_vllm_takes_and_the_plan_leaves_pass() -> None:
 
 def test_the_flags_reach_every_rank_of_the_render() -> None:
     extra = ["--enable-prefix-caching", "--max-num-seqs", "8"]
-    cfg = load_stack("dev", {"vllmExtraArgs": extra}, TODAY)
-    spec = wiring.server_spec(cfg, plan(cfg, "dev"))
+    spec = builders.planned_spec("dev", {"vllmExtraArgs": extra}, TODAY)
     template = leader_worker_set(spec)["spec"]["leaderWorkerTemplate"]
     ranks = [template["leaderTemplate"], template["workerTemplate"]]
     lines = [next(c for c in r["spec"]["containers"] if c["name"] == "vllm")["args"] for r in ranks]

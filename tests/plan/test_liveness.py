@@ -12,13 +12,14 @@ import pytest
 
 from components.manifests.gatekeeper import nginx_conf
 from components.manifests.gatekeeper_conf import KEEPALIVE_IDLE_S, KEEPALIVE_INTERVAL_S
-from infra.adapters import cli, wiring
+from infra.adapters import cli
 from infra.adapters.cli import main
 from infra.plan import catalog, compare, liveness, prefill, sizing, weights
 from infra.plan.catalog import MODELS
 from infra.plan.config import ConfigError
 from infra.plan.sizing import plan
 from infra.plan.stackfile import load_stack, stack_names
+from tests import builders
 
 TODAY = dt.date(2026, 12, 3)
 
@@ -242,9 +243,8 @@ def test_the_fallback_path_keeps_its_own_slower_bounds() -> None:
 def test_the_pods_take_the_plans_probes_as_it_gives_them(stack: str) -> None:
     """One type at the seam: the program's server spec carries the plan's ProbeSpec itself, and
     every bound in it is the plan's own figure."""
-    cfg = load_stack(stack)
-    p = plan(cfg, stack)
-    probes = wiring.server_spec(cfg, p).probes
+    cfg, p = builders.planned(stack)
+    probes = builders.planned_spec(stack).probes
     # The very object the planner made: nothing copies it field by field.
     assert probes is p.liveness.probes
     assert probes.calibrate_runs == liveness.CALIBRATION_RUNS

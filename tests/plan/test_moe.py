@@ -23,6 +23,7 @@ from infra.plan.kv_cache import CPU_BLOCK_SIZE, group_kv
 from infra.plan.moe_measured import MoeDecodeRatio
 from infra.plan.sizing import plan
 from infra.plan.stackfile import load_stack
+from tests import builders
 from tools.rehearse.group.tiny_checkpoint import FULL, SLIDING
 from tools.rehearse.measure import moe_probe
 
@@ -154,8 +155,7 @@ def _bandwidth() -> float:
 
 
 def test_int8_plans_two_m7g_2xlarge_at_the_derived_rate(measured: dict) -> None:
-    cfg = load_stack("dev", {"model": MOE, "weights": "int8"}, TODAY)
-    p = plan(cfg, "dev")
+    p = builders.planned("dev", {"model": MOE, "weights": "int8"}, TODAY)[1]
     assert (p.nodes, p.stages, p.instance_type) == (2, 2, "m7g.2xlarge")
     assert p.quantize is not None and p.quantize.scheme == "W8A8"
     assert p.model_cache == "volume"

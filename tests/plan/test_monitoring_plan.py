@@ -12,6 +12,7 @@ from infra.plan import monitoring, prices, watching
 from infra.plan.economics import economics
 from infra.plan.sizing import plan
 from infra.plan.stackfile import load_stack
+from tests import builders
 
 TODAY = dt.date(2026, 11, 30)
 ITEMS = (
@@ -45,8 +46,7 @@ def test_monitoring_is_itemised_and_the_key_turns_it_off() -> None:
 
 
 def test_waiting_threshold_is_the_concurrency_the_kv_cache_holds() -> None:
-    cfg = load_stack("dev", today=TODAY)
-    p = plan(cfg, "dev")
+    cfg, p = builders.planned("dev", today=TODAY)
     auto = watching.watch_spec(cfg, p)
     assert auto.waiting_threshold == int(p.max_concurrency) * p.replicas == 10
     set_to_7 = load_stack("dev", {"waitingRequestsAlarm": 7}, today=TODAY)

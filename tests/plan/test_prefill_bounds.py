@@ -22,6 +22,7 @@ from infra.plan.config import ConfigError, StackConfig
 from infra.plan.economics import economics
 from infra.plan.sizing import Plan, plan
 from infra.plan.stackfile import load_stack, stack_names
+from tests import builders
 
 TODAY = dt.date(2026, 12, 1)
 
@@ -105,8 +106,7 @@ def test_any_type_batch_and_context_is_coherent(
         "maxModelLen": context,
     }
     try:
-        cfg = load_stack("dev", overrides)
-        p = plan(cfg, "dev")
+        cfg, p = builders.planned("dev", overrides)
     except ConfigError:
         assume(False)
         return

@@ -13,6 +13,7 @@ from infra.adapters.cli import main
 from infra.plan import waits
 from infra.plan.sizing import plan
 from infra.plan.stackfile import load_stack
+from tests import builders
 
 TODAY = dt.date(2026, 11, 30)
 LONG = (
@@ -86,8 +87,7 @@ def test_the_warning_names_the_key_that_drives_the_bounds(
 
 @pytest.mark.parametrize("stack", ["dev", "prod"])
 def test_shipped_stacks_wait_within_the_bound_and_name_their_client_timeout(stack: str) -> None:
-    cfg = load_stack(stack)
-    p = plan(cfg, stack)
+    cfg, p = builders.planned(stack)
     assert waits.warning(cfg, p, stack) is None
     need = waits.client_timeouts(p)
     assert need.stream_s == p.liveness.first_byte_s + waits.CLIENT_MARGIN_S

@@ -17,8 +17,8 @@ import yaml
 
 from infra.adapters.render import render_stack
 from infra.plan import pods
-from infra.plan.sizing import plan
 from infra.plan.stackfile import load_stack, stack_names
+from tests import builders
 from tests.fakes.cloudwatch_operator import annotated_languages
 from tests.fakes.pulumi_mocks import RecordingMocks, by_type, one
 from tests.program.harness import run_program
@@ -59,8 +59,7 @@ def _assert_as_planned(
 def test_the_rendered_pods_have_exactly_the_planned_containers(
     stack: str, prefetch: bool, tmp_path: Path
 ) -> None:
-    cfg = load_stack(stack, {"weightPrefetch": prefetch})
-    result = plan(cfg, stack)
+    cfg, result = builders.planned(stack, {"weightPrefetch": prefetch})
     render_stack(cfg, result, tmp_path)
     documents = [
         doc

@@ -23,6 +23,7 @@ from infra.plan import elastic
 from infra.plan.sizing import plan
 from infra.plan.stackfile import load_stack, stack_names
 from policies.rules import RULES
+from tests import builders
 from tests.fakes.pulumi_mocks import RecordingMocks, by_type, is_secret, named, one, resolve, run
 from tests.program.harness import (
     HF_TOKEN,
@@ -378,7 +379,7 @@ def test_the_gatekeeper_serves_the_chat_page_from_its_config_map(
     mocks: RecordingMocks, exports: dict[str, Any]
 ) -> None:
     run_program(mocks, "dev")
-    expected = wiring.server_spec(load_stack("dev"), plan(load_stack("dev"), "dev"))
+    expected = builders.planned_spec()
     config = named(mocks.records, "kubernetes:core/v1:ConfigMap", "model-gatekeeper")
     data = config.inputs["data"]
     page = chat.ChatPage(expected.model, expected.limits.max_reply_tokens, expected.max_model_len)

@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 
 from infra.adapters.semantics import world
-from infra.plan.sizing import plan
 from infra.plan.stackfile import load_stack, stack_names
+from tests import builders
 from tests.fakes.pulumi_mocks import RecordingMocks, by_type, named
 from tests.program.harness import OWN_VALUES, run_program, stacks_with
 
@@ -28,8 +28,7 @@ EFFECTS = {"NoSchedule": "NO_SCHEDULE"}
 
 def _world(mocks: RecordingMocks, stack: str, sets: dict[str, Any]) -> Any:
     run_program(mocks, stack, sets)
-    cfg = load_stack(stack, {**OWN_VALUES[stack], **sets})
-    planned = plan(cfg, stack)
+    cfg, planned = builders.planned(stack, {**OWN_VALUES[stack], **sets})
     assumed = world(cfg, planned)
     volumes = [o for o in assumed.created if o["kind"] == "PersistentVolume"]
     assert bool(volumes) == (planned.model_cache == "volume")

@@ -11,7 +11,8 @@ from infra.plan.catalog import MODELS
 from infra.plan.config import StackConfig
 from infra.plan.loading import load_config
 from infra.plan.sizing import Plan, plan
-from infra.plan.stackfile import load_stack, stack_values
+from infra.plan.stackfile import stack_values
+from tests import builders
 from tools.rehearse.group.tiny_plan import tiny_model_config, tiny_profile, tiny_stack_values
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "vllm"
@@ -26,8 +27,7 @@ def fixture(name: str) -> str:
 
 def tiny_plan_for(stack: str) -> tuple[Plan, Plan, StackConfig, StackConfig]:
     """The real plan and the tiny plan of a stack, as the rehearsal makes them (no build)."""
-    cfg = load_stack(stack)
-    real = plan(cfg, stack)
+    cfg, real = builders.planned(stack)
     config = tiny_model_config(cfg.profile(), real.stages)
     values = stack_values(stack, {})
     tiny_cfg = load_config(

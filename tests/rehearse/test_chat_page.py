@@ -13,7 +13,7 @@ import pytest
 
 from components.manifests import chat
 from components.manifests.gatekeeper import GatekeeperLimits
-from tests import builders
+from tests import builders, door_harness
 from tests.fakes.openai_stub import StubConfig, StubServer
 from tools.rehearse.front_door import chat_page, gatekeeper_run
 from tools.rehearse.group.ranks import free_port
@@ -63,10 +63,7 @@ def test_the_mutant_changes_exactly_the_note_condition() -> None:
 def _door(
     tmp: Path, upstream: int, files: Mapping[str, str], limits: GatekeeperLimits = LIMITS
 ) -> Iterator[gatekeeper_run.Gate]:
-    with gatekeeper_run.running_gate(
-        gatekeeper_run.find_nginx(), limits, KEY, free_port(), upstream, tmp, lambda _l: None,
-        page_files=files,
-    ) as door:  # fmt: skip
+    with door_harness.door(limits, KEY, upstream, tmp, page_files=files) as door:
         yield door
 
 
@@ -165,10 +162,7 @@ def test_the_page_warns_before_the_context_fills_and_reads_the_front_doors_refus
             assert _notice(session).startswith("Slow down: too many requests from this address")
     # No group behind the gatekeeper: it is starting, or asleep.
     with (
-        gatekeeper_run.running_gate(
-            gatekeeper_run.find_nginx(), strict, KEY, free_port(), free_port(), tmp_path / "gone",
-            lambda _l: None, page_files=chat.files(small),
-        ) as door,
+        _door(tmp_path / "gone", free_port(), chat.files(small), strict) as door,
         chat_page.browser_session() as driver,
     ):  # fmt: skip
         session = chat_page.ChatSession(driver, door.base_url, tmp_path, [])

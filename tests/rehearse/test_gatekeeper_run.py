@@ -80,28 +80,13 @@ def test_a_broken_or_silent_group_gets_an_openai_error_not_an_open_socket(tmp_pa
         listener.bind(("127.0.0.1", 0))
         listener.listen()
         upstream = listener.getsockname()[1]
-        with gatekeeper_run.running_gate(
-            gatekeeper_run.find_nginx(),
-            builders.gatekeeper_limits(**silent),
-            key,
-            free_port(),
-            upstream,
-            tmp_path / "silent",
-            lambda _l: None,
-        ) as door:
+        limits = builders.gatekeeper_limits(**silent)
+        with door_harness.door(limits, key, upstream, tmp_path / "silent") as door:
             reply = gatekeeper_run.request(door.base_url, "POST", "/v1/completions", body, key)
     assert reply.status == 504
     assert json.loads(reply.body)["error"]["type"] == "timeout_error"
     # Nothing listens: the group is gone or restarting.
-    with gatekeeper_run.running_gate(
-        gatekeeper_run.find_nginx(),
-        LIMITS,
-        key,
-        free_port(),
-        free_port(),
-        tmp_path / "gone",
-        lambda _l: None,
-    ) as door:
+    with door_harness.door(LIMITS, key, free_port(), tmp_path / "gone") as door:
         reply = gatekeeper_run.request(door.base_url, "POST", "/v1/completions", body, key)
         health = gatekeeper_run.request(door.base_url, "GET", "/health")
     assert reply.status == health.status == 503
@@ -146,16 +131,8 @@ def test_the_gatekeeper_bounds_what_one_request_may_cost(tmp_path: Path) -> None
     server = ThreadingHTTPServer(("127.0.0.1", 0), _Recorder)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     try:
-        with gatekeeper_run.running_gate(
-            gatekeeper_run.find_nginx(),
-            limits,
-            key,
-            free_port(),
-            server.server_address[1],
-            tmp_path,
-            lambda _l: None,
-        ) as running:
-            port = int(running.base_url.rsplit(":", 1)[1])
+        with door_harness.door(limits, key, server.server_address[1], tmp_path) as running:
+            port = door_harness.port_of(running)
             door = door_checks.Door("127.0.0.1", port, key, "m", lambda: "")
             # Bodies that multiply or amplify: 400 naming the field, vLLM never asked.
             for path, field, body in door_checks._multipliers("m"):
@@ -313,16 +290,8 @@ def test_a_client_s_token_tiers_and_grammar_slot_are_its_own_and_released_on_abo
         assert _until(lambda: len(_Holding.arrived) > count)
 
     try:
-        with gatekeeper_run.running_gate(
-            gatekeeper_run.find_nginx(),
-            limits,
-            key,
-            free_port(),
-            server.server_address[1],
-            tmp_path,
-            lambda _l: None,
-        ) as running:
-            port = int(running.base_url.rsplit(":", 1)[1])
+        with door_harness.door(limits, key, server.server_address[1], tmp_path) as running:
+            port = door_harness.port_of(running)
             door = door_checks.Door("127.0.0.1", port, key, "m", lambda: "")
             a, b = door_checks.ATTACKER, door_checks.CLIENT
 

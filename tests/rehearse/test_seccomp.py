@@ -12,9 +12,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from infra.adapters.wiring import server_spec
-from infra.plan.sizing import plan
-from infra.plan.stackfile import load_stack
+from tests import builders
 from tools.rehearse.checks import seccomp_check, seccomp_status
 from tools.rehearse.group import seccomp
 from tools.rehearse.group.ranks import SECCOMP_WRAPPER, rank_launches
@@ -70,8 +68,7 @@ def test_bad_use_and_a_missing_command_are_one_line_errors() -> None:
 
 def test_every_rank_starts_through_the_filter() -> None:
     assert list(SECCOMP_WRAPPER) == WRAPPER
-    cfg = load_stack("dev")
-    engine = server_spec(cfg, plan(cfg, "dev")).engine()
+    engine = builders.planned_spec().engine()
     for launch in rank_launches(engine, "/venv/bin/vllm", "/models/m", (8000, 29500), "k"):
         assert list(launch.argv[:4]) == [*WRAPPER, "/venv/bin/vllm"]
         assert launch.argv[4] == "serve"
