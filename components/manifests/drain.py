@@ -87,12 +87,14 @@ def engine_pre_stop(
     leader_env: str = "LWS_LEADER_ADDRESS",
 ) -> list[str]:
     """The engine container's preStop argv (`programs/drain.py`, from the group's programs
-    ConfigMap). A leader waits for its gatekeeper to stop accepting
-    and for its engine to be idle; a worker waits while its leader's engine holds `leader_port`
-    (the group's master port, open as long as rank 0's engine runs). A leader the load balancer
-    reaches itself (`door_port` None: `frontDoor: vllm-key`) keeps accepting through the load
-    balancer's `accept_s` first, as the gatekeeper would, then waits for its engine to be idle
-    (port 0: no gatekeeper to wait for)."""
+    ConfigMap). A leader waits for its gatekeeper to stop accepting and for its engine to be
+    idle; a worker waits while its leader's engine holds `leader_port` (the group's master port,
+    open as long as rank 0's engine runs). A leader the load balancer reaches itself
+    (`door_port` None: `frontDoor: vllm-key`) only keeps accepting through the load balancer's
+    `accept_s`: pooled clients would keep an engine busy past any idle wait, so the SIGTERM after
+    it starts vLLM's own drain (`--shutdown-timeout`, the longest reply)."""
+    if role == "leader" and door_port is None:
+        return ["sleep", str(drain.accept_s)]
     args = [
         f"role={role}",
         f"accept-s={drain.accept_s}",
@@ -100,12 +102,9 @@ def engine_pre_stop(
         f"settle-s={drain.settle_s}",
     ]
     if role == "leader":
-        args += [f"engine-port={engine_port}", f"door-port={door_port or 0}"]
+        args += [f"engine-port={engine_port}", f"door-port={door_port}"]
     else:
         args += [f"leader-env={leader_env}", f"leader-port={leader_port}"]
-    if role == "leader" and door_port is None:
-        wait = f'sleep {drain.accept_s} && exec python3 {programs.MOUNT}/drain.py "$@"'
-        return ["/bin/sh", "-c", wait, "drain", *args]
     return ["python3", f"{programs.MOUNT}/drain.py", *args]
 
 

@@ -48,6 +48,10 @@ class EngineSpec:
     #: Further `vllm serve` flags, last on every rank's line (the stack's `vllmExtraArgs`,
     #: checked against vLLM's parser and the planned flags by `infra.plan.engine_flags`).
     extra_args: tuple[str, ...] = ()
+    #: Seconds vLLM lets the requests in flight finish after SIGTERM (`--shutdown-timeout`);
+    #: None keeps vLLM's 0, which aborts them (behind the gatekeeper the preStop waits for an
+    #: idle engine first).
+    shutdown_timeout_s: int | None = None
 
 
 def engine_args(spec: EngineSpec, role: Literal["leader", "worker"]) -> list[str]:
@@ -106,6 +110,11 @@ def engine_args(spec: EngineSpec, role: Literal["leader", "worker"]) -> list[str
         # No system_fingerprint in replies: vLLM 0.31's default names its version and the
         # pipeline split (entrypoints/serve/utils/fingerprint.py, `--fingerprint-mode`).
         args.append("--fingerprint-mode=none")
+        if spec.shutdown_timeout_s is not None:
+            # vLLM 0.31 on SIGTERM: `drain` mode, the engine finishes what it holds up to this
+            # long, then the HTTP server stops (entrypoints/launchers/launcher.py
+            # `handle_shutdown`, config/vllm.py `shutdown_timeout`, default 0: abort).
+            args.append(f"--shutdown-timeout={spec.shutdown_timeout_s}")
         args += [f"--host={spec.host}", f"--port={spec.port}"]
     else:
         args.append("--headless")

@@ -204,8 +204,15 @@ def test_volumes_are_sized_and_the_leader_adds_the_gatekeepers() -> None:
         {"name": "cache", "emptyDir": {"sizeLimit": "4Gi"}},
         {"name": "tmp", "emptyDir": {"sizeLimit": "1Gi"}},
         {"name": "hf-token", "secret": {"secretName": "gemma-hf-token", "defaultMode": 0o440}},
-        # The group's programs, one ConfigMap, read by every container that runs them.
-        {"name": "programs", "configMap": {"name": "gemma-programs", "defaultMode": 0o444}},
+        # The group's programs, one ConfigMap named by their digest, read by every container
+        # that runs them.
+        {
+            "name": "programs",
+            "configMap": {
+                "name": f"gemma-programs-{gatekeeper.config_digest(programs.files())[:10]}",
+                "defaultMode": 0o444,
+            },
+        },
         {"name": "models", "emptyDir": {"sizeLimit": "27Gi"}},
     ]
     pods = _pods()

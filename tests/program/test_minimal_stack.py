@@ -72,6 +72,14 @@ def test_vllm_key_on_dev_removes_exactly_the_gatekeeper(tmp_path: Path) -> None:
     assert "--host=127.0.0.1" not in engine["args"], engine["args"]
     assert engine["readinessProbe"]["httpGet"]["port"] == 8000
     assert not [v for v in leader["volumes"] if "gatekeeper" in v["name"]]
+    # No gatekeeper stops taking requests first: the preStop only waits out the load
+    # balancer's window, then vLLM drains itself on SIGTERM, up to the longest reply.
+    drain = plan(load_stack("dev", {"frontDoor": "vllm-key"}), "dev").drain
+    assert engine["lifecycle"]["preStop"]["exec"]["command"] == ["sleep", str(drain.accept_s)]
+    assert f"--shutdown-timeout={drain.reply_s}" in engine["args"]
+    (dev_lws,) = [o for o in dev if o["kind"] == "LeaderWorkerSet"]
+    dev_engine = dev_lws["spec"]["leaderWorkerTemplate"]["leaderTemplate"]["spec"]["containers"][0]
+    assert not [a for a in dev_engine["args"] if a.startswith("--shutdown-timeout")]
     # vLLM's key check on every route, imported from the programs, mounted read-only.
     assert engine["args"][-2:] == ["--middleware", "key_check.KeyCheck"]
     assert {"name": "PYTHONPATH", "value": "/opt/gemma-graviton"} in engine["env"]
