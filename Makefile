@@ -74,7 +74,7 @@ rehearse: packages $(DEV)
 ## with the pinned vLLM's `vllm bench serve` and printed beside the plan; raw results in
 ## bench-results/. ARGS=--quick is the smoke test (three 100-token replies, one stream);
 ## `python -m tools.bench.capacity --job` is the same run as an in-cluster Job.
-bench: $(VENV)/.installed
+bench: $(DEV)
 	$(PY) -m tools.venvs --root .rehearsal/venv
 	$(PY) -m tools.bench.capacity --stack $(STACK) $(ARGS)
 
@@ -82,7 +82,7 @@ bench: $(VENV)/.installed
 ## stack's endpoint, or ARGS="--endpoint URL --against URL2" to compare bf16 with a quantized stack
 ## (keys: GEMMA_GRAVITON_API_KEY, GEMMA_GRAVITON_AGAINST_API_KEY). Builds .rehearsal/quality once.
 .PHONY: quality
-quality: $(VENV)/.installed
+quality: $(DEV)
 	$(PY) -m tools.bench.quality $(ARGS)
 
 ## Mutation testing of the pure core against its unit tests; FILES="infra/plan/kv_cache.py ..."
