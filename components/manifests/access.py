@@ -7,7 +7,7 @@ import datetime as dt
 from collections.abc import Mapping
 from typing import Literal
 
-from components.manifests import chat, door, gatekeeper, metrics, scaling
+from components.manifests import gatekeeper
 from components.manifests.drain import DrainSpec
 from components.manifests.spec import (
     API_KEY_KEY,
@@ -81,7 +81,9 @@ def gatekeeper_files(spec: ServerSpec) -> dict[str, str]:
     """Every file of the gatekeeper's ConfigMap: nginx.conf and its njs script, then the chat
     page's files when the stack serves it (`chatPage`), mounted beside the config."""
     page_root = gatekeeper.CONFIG_MOUNT if spec.limits.chat_page else None
-    if spec.door:  # an elastic stack's door (`components.manifests.door`)
+    if spec.door:
+        from components.manifests import door  # the elastic layer's door, elastic stacks only
+
         files = gatekeeper.config_files(
             door.limits(spec), page_root=page_root, **door.config_where(spec)
         )
@@ -93,6 +95,8 @@ def gatekeeper_files(spec: ServerSpec) -> dict[str, str]:
             self_metrics=gatekeeper.SELF_METRICS_PATH,
         )
     if spec.limits.chat_page:
+        from components.manifests import chat  # the chat layer, `chatPage` only
+
         page = chat.ChatPage(spec.model, spec.limits.max_reply_tokens, spec.max_model_len)
         files |= chat.files(page)
     return files
@@ -224,13 +228,18 @@ def service(spec: ServerSpec) -> Manifest:
     metadata = object_meta(spec, spec.name, "endpoint", annotations=annotations)
     if spec.vllm_key:
         metadata["labels"][FRONT_DOOR_LABEL] = "vllm-key"
+    selector = leaders_selector(spec)
+    if spec.door:
+        from components.manifests import door  # the elastic layer's door, elastic stacks only
+
+        selector = door.selector(spec)
     return {
         "apiVersion": "v1",
         "kind": "Service",
         "metadata": metadata,
         "spec": {
             "type": "LoadBalancer",
-            "selector": door.selector(spec) if spec.door else leaders_selector(spec),
+            "selector": selector,
             "ports": [port],
             "loadBalancerSourceRanges": list(spec.allowed_cidrs),
             # Keep the client address, so the source ranges apply to the real client.
@@ -247,15 +256,20 @@ def network_policy(spec: ServerSpec) -> Manifest:
     on loopback and unreachable from the network at all.) With `vllm-key`, vLLM's port takes
     the gatekeeper's place: the load balancer's clients and the collector reach it."""
     group = {"matchLabels": {LWS_NAME_LABEL: spec.lws_name}}
-    ingress = (
-        door.group_ingress(spec)
-        if spec.door
-        else [
+    if spec.door:
+        from components.manifests import door  # the elastic layer's door, elastic stacks only
+
+        ingress = door.group_ingress(spec)
+    elif spec.vllm_key:
+        ingress = [
             {"from": [{"podSelector": group}]},
             {"ports": [{"port": spec.port, "protocol": "TCP"}]},
         ]
-        if spec.vllm_key
-        else [
+    else:
+        # The gatekeeper's metrics port: the collector's and (autoscaled) KEDA's peers.
+        from components.manifests import metrics, scaling
+
+        ingress = [
             {"from": [{"podSelector": group}]},
             {"ports": [{"port": gatekeeper.PORT, "protocol": "TCP"}]},
             {
@@ -266,7 +280,6 @@ def network_policy(spec: ServerSpec) -> Manifest:
                 "ports": [{"port": gatekeeper.METRICS_PORT, "protocol": "TCP"}],
             },
         ]
-    )
     return {
         "apiVersion": "networking.k8s.io/v1",
         "kind": "NetworkPolicy",

@@ -34,6 +34,7 @@ from infra.plan import (
     advice,
     catalog,
     changes,
+    checked,
     compare,
     elastic,
     existing,
@@ -517,7 +518,7 @@ def main(argv: Sequence[str] | None = None, today: dt.date | None = None) -> int
             raise ConfigError("--brief", "is the verdict of one plan", "drop --compare")
         if args.compare:
             return _compare(args, cfg, today)
-        result = advice.checked_plan(cfg, args.stack, _user_keys(args.stack, overrides), today)
+        result = checked.checked_plan(cfg, args.stack, _user_keys(args.stack, overrides), today)
         wiring.server_spec(cfg, result)  # refuses `vllmExtraArgs` as the program would
         econ = economics(cfg, result, today)
         changed = advice.change_warning(
