@@ -19,14 +19,8 @@ import sys
 from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import NoReturn
+from typing import TYPE_CHECKING, NoReturn
 
-from components.manifests.gatekeeper_conf import (
-    KEEPALIVE_IDLE_S,
-    KEEPALIVE_INTERVAL_S,
-    LARGE_BODY_BYTES,
-    GatekeeperLimits,
-)
 from infra.adapters import verdict, wiring
 from infra.bootstrap import config as bootstrap_config
 from infra.plan import (
@@ -36,13 +30,9 @@ from infra.plan import (
     changes,
     checked,
     compare,
-    elastic,
-    existing,
-    moe,
     placeholders,
     pods,
     readiness,
-    sleep,
     support,
     vllm_key,
     waits,
@@ -55,6 +45,9 @@ from infra.plan.sizing import Plan
 from infra.plan.stackfile import add_stack_arguments, load_stack, parse_overrides, read_stack
 from infra.plan.throughput import Served
 from infra.plan.weights import FORMATS
+
+if TYPE_CHECKING:
+    from components.manifests.gatekeeper_conf import GatekeeperLimits
 
 
 class _OneLineParser(argparse.ArgumentParser):
@@ -186,6 +179,8 @@ def _ceiling_rows(p: Plan, s: Served) -> list[tuple[str, str]]:
     if known is None or not known.is_moe:
         return []
     profile = replace(known, weights=p.weights)
+    from infra.plan import moe  # the MoE layer, for a mixture-of-experts model only
+
     return [("decode ceiling", moe.describe_ceiling(profile, s.node_bandwidth_gbps))]
 
 
@@ -194,6 +189,8 @@ def _decode_source(p: Plan, s: Served) -> str:
     experts derived from its measured ratio to the dense model (`infra.plan.moe`)."""
     known = catalog.MODELS.get(p.model)
     if known is not None and known.is_moe:
+        from infra.plan import moe  # the MoE layer, for a mixture-of-experts model only
+
         return moe.decode_source(replace(known, weights=p.weights))
     return weights.decode_source(p.weights, s.bandwidth_measured)
 
@@ -306,9 +303,11 @@ def format_table(
     if econ is not None:
         rows += _economics_rows(p, econ)
     today = today or dt.date.today()
-    scaled = elastic.elastic_plan(cfg, p, today) if cfg is not None else None
-    if scaled is not None and cfg is not None:
-        rows += elastic.describe(scaled)
+    if cfg is not None and cfg.elastic:
+        from infra.plan import elastic, sleep  # the elastic layer, elastic stacks only
+
+        scaled = elastic.elastic_plan(cfg, p, today)
+        rows += elastic.describe(scaled) if scaled is not None else []
         rows.append(sleep.describe(cfg, p))
     if cfg is not None:
         rows.append(("model revision", _revision(cfg)))
@@ -316,6 +315,8 @@ def format_table(
     width = max(len(k) for k, _ in rows)
     lines = [f"{k:<{width}}  {v}" for k, v in rows]
     if cfg is not None and cfg.existing_cluster is not None:
+        from infra.plan import existing  # the existing-cluster layer, `existingCluster` only
+
         lines.append("")
         lines.append(f"into the existing cluster {cfg.existing_cluster}, the program reads:")
         lines.extend(f"  - {read}" for read in existing.READS)
@@ -377,27 +378,15 @@ def _revision(cfg: StackConfig) -> str:
 
 
 def _idle_cut(p: Plan) -> str:
-    """Whether a connection waiting for its first byte outlives the load balancer's idle
-    timeout: the gatekeeper's TCP keepalives (`components.manifests.gatekeeper_conf.
-    KEEPALIVE_IDLE_S`), which the load balancer counts and, on a TLS listener, answers on the
-    client's side (`catalog.NLB_IDLE_TIMEOUT_S`)."""
-    keepalives = (
-        f"the gatekeeper's TCP keepalives start after {KEEPALIVE_IDLE_S} s without a byte and "
-        f"repeat every {KEEPALIVE_INTERVAL_S} s, within the load balancer's "
-        f"{catalog.NLB_IDLE_TIMEOUT_S} s idle timeout, which they restart"
-    )
-    wait = p.liveness.first_byte_s
-    if not p.front_door.tls:
-        return f"none: {keepalives}, on the one TCP flow of a request (first byte within {wait} s)"
-    return (
-        f"none: {keepalives}; the TLS listener, which ends TLS and holds the client's connection "
-        "itself, then sends its own keepalives to the client every 20 s (Network Load Balancers "
-        f'guide, "Connection idle timeout"); first byte within {wait} s'
-    )
+    from infra.plan import frontdoor  # the gatekeeper layer, `frontDoor: gatekeeper` only
+
+    return frontdoor.idle_cut(p.front_door, p.liveness.first_byte_s)
 
 
 def _front_door_rows(door: GatekeeperLimits) -> list[tuple[str, str]]:
     """The gatekeeper's limits, each a stack key (docs/front-door.md)."""
+    from components.manifests.gatekeeper_conf import LARGE_BODY_BYTES  # the gatekeeper layer
+
     return [
         ("max request body", f"{door.max_request_bytes:,} bytes (`maxRequestBytes`)"),
         (
@@ -534,7 +523,11 @@ def main(argv: Sequence[str] | None = None, today: dt.date | None = None) -> int
             *addons.warnings(cfg.kubernetes_version),
             *readiness.warnings(cfg),
         ]
-        scaled = elastic.elastic_plan(cfg, result, today)
+        scaled = None
+        if cfg.elastic:
+            from infra.plan import elastic  # the elastic layer, elastic stacks only
+
+            scaled = elastic.elastic_plan(cfg, result, today)
         written: list[Path] = []
         faults: list[str] = []
         if args.render is not None:
@@ -569,15 +562,15 @@ def main(argv: Sequence[str] | None = None, today: dt.date | None = None) -> int
         data["placeholders"] = [p.key for p in placeholders.find(cfg)]
         data["quality"] = weights.weight_format(result.weights).quality
         data["elastic"] = None if scaled is None else scaled.to_json()
-        data["existing_cluster"] = (
-            None
-            if cfg.existing_cluster is None
-            else {
+        data["existing_cluster"] = None
+        if cfg.existing_cluster is not None:
+            from infra.plan import existing  # the existing-cluster layer, `existingCluster` only
+
+            data["existing_cluster"] = {
                 "name": cfg.existing_cluster,
                 "reads": list(existing.READS),
                 "assumes": list(existing.ASSUMES),
             }
-        )
         print(json.dumps(data, indent=2))
         return 0
     # The main stack's placeholders, then the bootstrap's, which runs first in the account.

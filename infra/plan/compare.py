@@ -14,7 +14,7 @@ import datetime as dt
 import math
 from dataclasses import dataclass
 
-from infra.plan import catalog, moe_measured, prefill, throughput
+from infra.plan import catalog, prefill, throughput
 from infra.plan.config import ConfigError, StackConfig
 from infra.plan.economics import Economics, economics
 from infra.plan.sizing import Plan, plan
@@ -301,12 +301,14 @@ def format_comparison(result: Comparison, current: tuple[str, ...]) -> str:
         f"{'context':>8} {'conc':>6} {'tok/s 1':>8} {'tok/s full':>10} {'$/Mtok full':>11} "
         f"{'$/Mtok 1':>9} {'ttft max':>9} {'GB/s':>8} quality"
     )
-    moe_note = (
-        "; mixture-of-experts decode and prefill derived from a measured MoE/dense ratio "
-        f"({moe_measured.SOURCE})"
-        if any(catalog.MODELS.get(c.model) and catalog.MODELS[c.model].is_moe for c in every)
-        else ""
-    )
+    moe_note = ""
+    if any(catalog.MODELS.get(c.model) and catalog.MODELS[c.model].is_moe for c in every):
+        from infra.plan import moe_measured  # the MoE layer, a mixture-of-experts model only
+
+        moe_note = (
+            "; mixture-of-experts decode and prefill derived from a measured MoE/dense ratio "
+            f"({moe_measured.SOURCE})"
+        )
     lines = [
         f"need: {result.need.describe()}; ranked by $ per million output tokens at full load "
         f"(on-demand list prices; bf16 decode calibrated on {catalog.MEASURED_DECODE_TYPE}, the "

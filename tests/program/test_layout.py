@@ -118,6 +118,21 @@ LOCAL_IMPORTS: dict[tuple[str, str], str] = {
         "the gatekeeper's metrics port (KEDA's peer), gatekeeper stacks only"
     ),
     ("components/manifests/__init__.py", "components.manifests.door"): "elastic stacks only",
+    ("components/manifests/gatekeeper_conf.py", "components.manifests.asleep"): (
+        "the door's answers, elastic stacks only"
+    ),
+    ("components/manifests/gatekeeper_conf.py", "components.manifests.chat"): "`chatPage` only",
+    ("infra/adapters/cli.py", "infra.plan.moe"): "a mixture-of-experts `model` only",
+    ("infra/adapters/cli.py", "infra.plan.elastic"): "elastic stacks only",
+    ("infra/adapters/cli.py", "infra.plan.sleep"): "elastic stacks only",
+    ("infra/adapters/cli.py", "infra.plan.existing"): "`existingCluster` only",
+    ("infra/adapters/cli.py", "infra.plan.frontdoor"): "the gatekeeper's rows, gatekeeper only",
+    ("infra/adapters/cli.py", "components.manifests.gatekeeper_conf"): (
+        "the gatekeeper's rows, gatekeeper only"
+    ),
+    ("infra/adapters/verdict.py", "infra.plan.moe_measured"): "a mixture-of-experts `model` only",
+    ("infra/plan/compare.py", "infra.plan.moe_measured"): "a mixture-of-experts `model` only",
+    ("infra/plan/throughput.py", "infra.plan.moe"): "a mixture-of-experts `model` only",
     ("components/manifests/__init__.py", "components.manifests.quantize"): "quantize Job only",
     ("components/model_server.py", "components.manifests.quantize"): "quantize Job only",
 }
