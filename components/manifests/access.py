@@ -81,9 +81,11 @@ def gatekeeper_files(spec: ServerSpec) -> dict[str, str]:
     """Every file of the gatekeeper's ConfigMap: nginx.conf and its njs script, then the chat
     page's files when the stack serves it (`chatPage`), mounted beside the config."""
     page_root = gatekeeper.CONFIG_MOUNT if spec.limits.chat_page else None
-    if spec.door:
-        from components.manifests import door  # the elastic layer's door, elastic stacks only
-
+    if spec.door:  # the elastic layer's door and the chat page, imported only when asked for
+        from components.manifests import door
+    if page_root:
+        from components.manifests import chat
+    if spec.door:  # an elastic stack's door (`components.manifests.door`)
         files = gatekeeper.config_files(
             door.limits(spec), page_root=page_root, **door.config_where(spec)
         )
@@ -95,8 +97,6 @@ def gatekeeper_files(spec: ServerSpec) -> dict[str, str]:
             self_metrics=gatekeeper.SELF_METRICS_PATH,
         )
     if spec.limits.chat_page:
-        from components.manifests import chat  # the chat layer, `chatPage` only
-
         page = chat.ChatPage(spec.model, spec.limits.max_reply_tokens, spec.max_model_len)
         files |= chat.files(page)
     return files
@@ -228,18 +228,15 @@ def service(spec: ServerSpec) -> Manifest:
     metadata = object_meta(spec, spec.name, "endpoint", annotations=annotations)
     if spec.vllm_key:
         metadata["labels"][FRONT_DOOR_LABEL] = "vllm-key"
-    selector = leaders_selector(spec)
     if spec.door:
-        from components.manifests import door  # the elastic layer's door, elastic stacks only
-
-        selector = door.selector(spec)
+        from components.manifests import door  # the elastic layer, elastic stacks only
     return {
         "apiVersion": "v1",
         "kind": "Service",
         "metadata": metadata,
         "spec": {
             "type": "LoadBalancer",
-            "selector": selector,
+            "selector": door.selector(spec) if spec.door else leaders_selector(spec),
             "ports": [port],
             "loadBalancerSourceRanges": list(spec.allowed_cidrs),
             # Keep the client address, so the source ranges apply to the real client.
@@ -257,19 +254,18 @@ def network_policy(spec: ServerSpec) -> Manifest:
     the gatekeeper's place: the load balancer's clients and the collector reach it."""
     group = {"matchLabels": {LWS_NAME_LABEL: spec.lws_name}}
     if spec.door:
-        from components.manifests import door  # the elastic layer's door, elastic stacks only
-
-        ingress = door.group_ingress(spec)
-    elif spec.vllm_key:
-        ingress = [
+        from components.manifests import door  # the elastic layer, elastic stacks only
+    elif not spec.vllm_key:  # the gatekeeper's metrics port: the collector's and KEDA's peers
+        from components.manifests import metrics, scaling
+    ingress = (
+        door.group_ingress(spec)
+        if spec.door
+        else [
             {"from": [{"podSelector": group}]},
             {"ports": [{"port": spec.port, "protocol": "TCP"}]},
         ]
-    else:
-        # The gatekeeper's metrics port: the collector's and (autoscaled) KEDA's peers.
-        from components.manifests import metrics, scaling
-
-        ingress = [
+        if spec.vllm_key
+        else [
             {"from": [{"podSelector": group}]},
             {"ports": [{"port": gatekeeper.PORT, "protocol": "TCP"}]},
             {
@@ -280,6 +276,7 @@ def network_policy(spec: ServerSpec) -> Manifest:
                 "ports": [{"port": gatekeeper.METRICS_PORT, "protocol": "TCP"}],
             },
         ]
+    )
     return {
         "apiVersion": "networking.k8s.io/v1",
         "kind": "NetworkPolicy",

@@ -384,23 +384,12 @@ def nginx_conf(
     open_limit = _fill("open_limit", open_burst=OPEN_BURST)
     not_found = error_body(404)
     health = {"no_body": error_body(400, "GET takes no body"), "run_dir": run_dir}
-    door = dict.fromkeys(("asleep_log_field", "asleep_http", "asleep_server", "wake_location"), "")
-    door_errors, unreachable, chat_page = "", answers.page(503), ""
+    # The door's answers (the elastic layer) and the chat page, imported only when asked for.
     if asleep:
-        from components.manifests import asleep as sleep  # the elastic layer's door only
-
-        door_errors = sleep.health_errors(answers.page(503), answers.page(504)) + "\n"
-        unreachable = sleep.ASLEEP_PAGE
-        door = {
-            "asleep_log_field": _fill("asleep_log_field"),
-            "asleep_http": sleep.http_pieces(asleep, run_dir),
-            "asleep_server": sleep.server_pieces(asleep, run_dir),
-            "wake_location": sleep.wake_location(run_dir),
-        }
+        from components.manifests import asleep as sleep
     if page_root:
-        from components.manifests import chat  # the chat layer, `chatPage` only
-
-        chat_page = chat.locations(page_root, "return 419;", open_limit, STATIC_MAX_AGE_SECONDS)
+        from components.manifests import chat
+    door_errors = sleep.health_errors(answers.page(503), answers.page(504)) + "\n" if asleep else ""
     record = {"route": SELF_METRICS_ROUTE, "media_type": PROMETHEUS_TEXT, "path": self_metrics}
     values = {
         **vars(limits),
@@ -418,8 +407,9 @@ def nginx_conf(
         "stream_buffer": STREAM_BUFFER,
         "internal": f"unix:{run_dir}/gatekeeper-http.sock",
         "config_dir": config_dir,
-        **door,
+        "asleep_log_field": _fill("asleep_log_field") if asleep else "",
         "access_log": access_log,
+        "asleep_http": sleep.http_pieces(asleep, run_dir) if asleep else "",
         "key_dir": key_dir,
         "failures_per_minute": FAILURES_PER_MINUTE,
         "open_per_second": OPEN_PER_SECOND,
@@ -437,13 +427,17 @@ def nginx_conf(
         "failure_burst": FAILURE_BURST,
         "vllm_failed_body": error_body(400, answers.VLLM_FAILED_MESSAGE),
         "busy_page": answers.BUSY_PAGE,
-        "unreachable_page": unreachable,
+        "unreachable_page": sleep.ASLEEP_PAGE if asleep else answers.page(503),
         "busy_retry": answers.BUSY_RETRY_SECONDS,
         "busy_body": error_body(503, answers.BUSY_MESSAGE),
         "api_locations": _api_locations(limits),
         "public_health": _fill("health", rate=open_limit, errors=door_errors, **health),
-        "chat_page": chat_page,
+        "asleep_server": sleep.server_pieces(asleep, run_dir) if asleep else "",
+        "chat_page": chat.locations(page_root, "return 419;", open_limit, STATIC_MAX_AGE_SECONDS)
+        if page_root
+        else "",
         "metrics_listen": metrics_listen,
+        "wake_location": sleep.wake_location(run_dir) if asleep else "",
         "not_found_body": not_found,
         "self_metrics": ""
         if self_metrics is None

@@ -19,7 +19,7 @@ import sys
 from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING, NoReturn
+from typing import NoReturn
 
 from infra.adapters import verdict, wiring
 from infra.bootstrap import config as bootstrap_config
@@ -30,6 +30,7 @@ from infra.plan import (
     changes,
     checked,
     compare,
+    frontdoor,
     placeholders,
     pods,
     readiness,
@@ -45,9 +46,6 @@ from infra.plan.sizing import Plan
 from infra.plan.stackfile import add_stack_arguments, load_stack, parse_overrides, read_stack
 from infra.plan.throughput import Served
 from infra.plan.weights import FORMATS
-
-if TYPE_CHECKING:
-    from components.manifests.gatekeeper_conf import GatekeeperLimits
 
 
 class _OneLineParser(argparse.ArgumentParser):
@@ -293,7 +291,7 @@ def format_table(
         ("client timeout", waits.describe_client(p)),
         (
             "idle cut",
-            _idle_cut(p)
+            frontdoor.idle_cut(p.front_door, p.liveness.first_byte_s)
             if cfg is None or cfg.gatekeeper
             else f"after {catalog.NLB_IDLE_TIMEOUT_S} s without a byte (no gatekeeper "
             f"keepalives); first byte within {p.liveness.first_byte_s} s",
@@ -377,16 +375,8 @@ def _revision(cfg: StackConfig) -> str:
     )
 
 
-def _idle_cut(p: Plan) -> str:
-    from infra.plan import frontdoor  # the gatekeeper layer, `frontDoor: gatekeeper` only
-
-    return frontdoor.idle_cut(p.front_door, p.liveness.first_byte_s)
-
-
-def _front_door_rows(door: GatekeeperLimits) -> list[tuple[str, str]]:
+def _front_door_rows(door: frontdoor.GatekeeperLimits) -> list[tuple[str, str]]:
     """The gatekeeper's limits, each a stack key (docs/front-door.md)."""
-    from components.manifests.gatekeeper_conf import LARGE_BODY_BYTES  # the gatekeeper layer
-
     return [
         ("max request body", f"{door.max_request_bytes:,} bytes (`maxRequestBytes`)"),
         (
@@ -410,7 +400,8 @@ def _front_door_rows(door: GatekeeperLimits) -> list[tuple[str, str]]:
         (
             "all clients",
             f"{door.all_requests} request(s) at vLLM at once, then 503; bodies of "
-            f"{LARGE_BODY_BYTES:,} bytes or more {door.large_bodies_per_minute}/min per client",
+            f"{frontdoor.LARGE_BODY_BYTES:,} bytes or more {door.large_bodies_per_minute}/min "
+            "per client",
         ),
         (
             "per request",
@@ -523,11 +514,9 @@ def main(argv: Sequence[str] | None = None, today: dt.date | None = None) -> int
             *addons.warnings(cfg.kubernetes_version),
             *readiness.warnings(cfg),
         ]
-        scaled = None
         if cfg.elastic:
             from infra.plan import elastic  # the elastic layer, elastic stacks only
-
-            scaled = elastic.elastic_plan(cfg, result, today)
+        scaled = elastic.elastic_plan(cfg, result, today) if cfg.elastic else None
         written: list[Path] = []
         faults: list[str] = []
         if args.render is not None:

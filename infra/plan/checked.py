@@ -1,6 +1,5 @@
-"""The plan as the program and the CLI take it: `plan`, then the checks on what it needs from the
-account (quota, pinned add-ons); a refusal is re-aimed by `infra.plan.advice`, which (with the
-price comparisons behind it) is loaded only when the plan refuses."""
+"""The plan as the program and the CLI take it: `plan`, then the account's quota and the pinned
+add-ons; only a refusal loads `infra.plan.advice` (and the price comparisons behind it)."""
 
 from __future__ import annotations
 

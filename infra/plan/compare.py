@@ -261,19 +261,6 @@ def compare(
     return Comparison(need, tuple(ranked), tuple(short), tuple(refused))
 
 
-def cheapest_that_starts(cfg: StackConfig, stack: str, today: dt.date) -> Candidate | None:
-    """The lowest $/month type that starts this stack (with its sizes left to the planner)."""
-    need = Need(1)
-    best = None
-    for name in catalog.INSTANCE_TYPES:
-        c = evaluate(cfg, name, need, stack, today)
-        if c.plan is None or c.econ is None or c.econ.costs.usd_per_month is None:
-            continue
-        if best is None or c.econ.costs.usd_per_month < best.econ.costs.usd_per_month:  # type: ignore[union-attr]
-            best = c
-    return best
-
-
 #: Column width of the model in `format_comparison` when it ranks more than one.
 MODEL_COLUMN = 22
 

@@ -577,8 +577,8 @@ def _token_tiers(cfg: StackConfig, max_model_len: int, kv_tokens: int, work: _Wo
     return _Budget(budget, bound, tiers, reasons)
 
 
-def idle_cut(door: GatekeeperLimits, first_byte_s: int) -> str:
-    """Whether a connection waiting for its first byte outlives the load balancer's idle
+def idle_cut(door: GatekeeperLimits, wait: int) -> str:
+    """Whether a connection waiting `wait` s for its first byte outlives the load balancer's idle
     timeout: the gatekeeper's TCP keepalives (`KEEPALIVE_IDLE_S`), which the load balancer counts
     and, on a TLS listener, answers on the client's side (`catalog.NLB_IDLE_TIMEOUT_S`)."""
     keepalives = (
@@ -586,7 +586,6 @@ def idle_cut(door: GatekeeperLimits, first_byte_s: int) -> str:
         f"repeat every {KEEPALIVE_INTERVAL_S} s, within the load balancer's "
         f"{catalog.NLB_IDLE_TIMEOUT_S} s idle timeout, which they restart"
     )
-    wait = first_byte_s
     if not door.tls:
         return f"none: {keepalives}, on the one TCP flow of a request (first byte within {wait} s)"
     return (

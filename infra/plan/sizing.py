@@ -234,10 +234,9 @@ def plan(cfg: StackConfig, stack: str = "dev") -> Plan:
     """Plan a stack, or raise `PlanError` saying why it cannot start and what to change."""
     instance = _instance(cfg)
     profile = cfg.profile()
-    if profile.is_moe:
+    if profile.is_moe:  # in a format with no measured decode ratio: refused with its reason
         from infra.plan import moe  # the MoE layer, for a mixture-of-experts model only
 
-        # In a format with no measured decode ratio: refused with its reason.
         moe.check(profile)
     budget = node_budget(instance, cfg.model_cache_planned == "volume", cfg.gatekeeper)
     if budget.cpu < 1:
@@ -587,12 +586,11 @@ def _decode_tokens_per_s(
     """Each token streams every stage's weights in series at the nodes' memory bandwidth (a
     mixture of experts: its measured ratio to the dense model's, `infra.plan.moe`)."""
     decode_seconds = 0.0
+    if profile.is_moe:
+        from infra.plan import moe  # the MoE layer, for a mixture-of-experts model only
     for rank in chosen.ranks:
-        read = rank.layers * profile.layer_bytes
-        if profile.is_moe:
-            from infra.plan import moe  # the MoE layer, for a mixture-of-experts model only
-
-            read = moe.step_weight_bytes(profile, rank.layers)
+        dense = rank.layers * profile.layer_bytes
+        read = moe.step_weight_bytes(profile, rank.layers) if profile.is_moe else dense
         if rank.rank == chosen.stages - 1:
             read += profile.embedding_bytes  # the output head is read for every token
         decode_seconds += read / (catalog.node_decode_gbps(instance, budget.cpu) * 1e9)

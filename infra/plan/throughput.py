@@ -210,11 +210,8 @@ def served(
         return decode_point(profile, loads, bandwidth, mid.flops, sequences, context)
 
     band = catalog.decode_bandwidth(instance, pod_cpu)
-    source = catalog.PREFILL_SOURCES[path] if profile.weights == "bf16" else weights.PREFILL_SOURCE
     if profile.is_moe:
         from infra.plan import moe  # the MoE layer, for a mixture-of-experts model only
-
-        source = moe.prefill_source(profile)
     return Served(
         one=decode(1, max_model_len),
         planned=decode(planned, max_model_len),
@@ -223,7 +220,13 @@ def served(
         ttft_max_len_range_s=(ttft(max_model_len, fast), ttft(max_model_len, slow)),
         ttft_1k_s=ttft(SHORT_PROMPT_TOKENS, mid),
         ttft_1k_range_s=(ttft(SHORT_PROMPT_TOKENS, fast), ttft(SHORT_PROMPT_TOKENS, slow)),
-        prefill_source=source,
+        prefill_source=(
+            moe.prefill_source(profile)
+            if profile.is_moe
+            else catalog.PREFILL_SOURCES[path]
+            if profile.weights == "bf16"
+            else weights.PREFILL_SOURCE
+        ),
         node_bandwidth_gbps=round(mid.bandwidth / 1e9, 1),
         node_prefill_gflops=(round(slow.flops / 1e9), round(fast.flops / 1e9)),
         one_stream_bytes_per_token=round(bytes_per_token(profile, loads, max_model_len)),
