@@ -29,7 +29,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from components.manifests import door, gatekeeper
+from components.manifests import gatekeeper
 from components.manifests.access import (
     NLB_TAGS_ANNOTATION,
     POD_SECURITY_LABELS,
@@ -145,6 +145,8 @@ def all_objects(spec: ServerSpec, quantize: QuantizeSpec | None = None) -> list[
 def door_objects(spec: ServerSpec, key_fingerprint: str | None = None) -> list[Manifest]:
     """An elastic stack's door (`door`): its Deployment, its NetworkPolicy, the leaders'
     Service it reaches vLLM through and the Service KEDA reads its wake flag from."""
+    from components.manifests import door  # the elastic layer, elastic stacks only
+
     return [
         door.network_policy(spec),
         door.leaders_service(spec, leaders_selector(spec)),

@@ -7,7 +7,7 @@ import datetime as dt
 from collections.abc import Mapping
 from typing import Literal
 
-from components.manifests import chat, door, gatekeeper, metrics, scaling
+from components.manifests import gatekeeper
 from components.manifests.drain import DrainSpec
 from components.manifests.spec import (
     API_KEY_KEY,
@@ -81,6 +81,10 @@ def gatekeeper_files(spec: ServerSpec) -> dict[str, str]:
     """Every file of the gatekeeper's ConfigMap: nginx.conf and its njs script, then the chat
     page's files when the stack serves it (`chatPage`), mounted beside the config."""
     page_root = gatekeeper.CONFIG_MOUNT if spec.limits.chat_page else None
+    if spec.door:  # the elastic layer's door and the chat page, imported only when asked for
+        from components.manifests import door
+    if page_root:
+        from components.manifests import chat
     if spec.door:  # an elastic stack's door (`components.manifests.door`)
         files = gatekeeper.config_files(
             door.limits(spec), page_root=page_root, **door.config_where(spec)
@@ -224,6 +228,8 @@ def service(spec: ServerSpec) -> Manifest:
     metadata = object_meta(spec, spec.name, "endpoint", annotations=annotations)
     if spec.vllm_key:
         metadata["labels"][FRONT_DOOR_LABEL] = "vllm-key"
+    if spec.door:
+        from components.manifests import door  # the elastic layer, elastic stacks only
     return {
         "apiVersion": "v1",
         "kind": "Service",
@@ -247,6 +253,10 @@ def network_policy(spec: ServerSpec) -> Manifest:
     on loopback and unreachable from the network at all.) With `vllm-key`, vLLM's port takes
     the gatekeeper's place: the load balancer's clients and the collector reach it."""
     group = {"matchLabels": {LWS_NAME_LABEL: spec.lws_name}}
+    if spec.door:
+        from components.manifests import door  # the elastic layer, elastic stacks only
+    elif not spec.vllm_key:  # the gatekeeper's metrics port: the collector's and KEDA's peers
+        from components.manifests import metrics, scaling
     ingress = (
         door.group_ingress(spec)
         if spec.door

@@ -48,12 +48,13 @@ import re
 import string
 from dataclasses import dataclass
 from importlib import resources
+from typing import TYPE_CHECKING
 
-from components.manifests import asleep as sleep
-from components.manifests import chat
 from components.manifests import gatekeeper_answers as answers
-from components.manifests.asleep import Asleep
 from components.manifests.gatekeeper_answers import ERRORS, error_body
+
+if TYPE_CHECKING:
+    from components.manifests.asleep import Asleep
 
 #: (method, path) pairs a client may use. /health answers without a key (the kubelet's probes);
 #: /v1/models is answered by the gatekeeper itself (the served name, nothing of vLLM's disk).
@@ -383,6 +384,11 @@ def nginx_conf(
     open_limit = _fill("open_limit", open_burst=OPEN_BURST)
     not_found = error_body(404)
     health = {"no_body": error_body(400, "GET takes no body"), "run_dir": run_dir}
+    # The door's answers (the elastic layer) and the chat page, imported only when asked for.
+    if asleep:
+        from components.manifests import asleep as sleep
+    if page_root:
+        from components.manifests import chat
     door_errors = sleep.health_errors(answers.page(503), answers.page(504)) + "\n" if asleep else ""
     record = {"route": SELF_METRICS_ROUTE, "media_type": PROMETHEUS_TEXT, "path": self_metrics}
     values = {

@@ -25,8 +25,6 @@ import json
 from dataclasses import dataclass, replace
 from typing import Any
 
-from components.manifests.metrics import NAME as COLLECTOR_NAME
-
 PROJECT = "gemma-graviton"
 
 #: The service accounts whose pods call AWS, each with a role of its own below.
@@ -38,6 +36,8 @@ CONTROLLER_SERVICE_ACCOUNT = "ebs-csi-controller-sa"
 #: The CloudWatch Observability add-on's agent.
 AGENT_NAMESPACE = "amazon-cloudwatch"
 AGENT_SERVICE_ACCOUNT = "cloudwatch-agent"
+#: The metrics collector's service account (and its Deployment's name, `manifests.metrics`).
+COLLECTOR_NAME = "metrics-collector"
 
 #: The autoscaler's policy: the README's "Full Cluster Autoscaler Features Policy", the writes
 #: limited to Auto Scaling groups tagged for this cluster (README, "Minimal IAM Permissions

@@ -49,6 +49,7 @@ from typing import Any
 import yaml
 
 from components.manifests import gatekeeper, images
+from components.manifests.identity import COLLECTOR_NAME
 from components.manifests.spec import (
     LWS_NAME_LABEL,
     LWS_WORKER_INDEX_LABEL,
@@ -60,7 +61,7 @@ from components.manifests.spec import (
 #: pin-images`), tag kept for readers. No public source gave the digest of the public.ecr.aws
 #: copy, so Docker Hub's is used.
 IMAGE = images.reference("metrics-collector")
-NAME = "metrics-collector"
+NAME = COLLECTOR_NAME
 #: The labels the NetworkPolicy admits the metrics port from (with the namespace's name label).
 LABELS = {
     "app.kubernetes.io/name": "gemma-graviton-metrics",

@@ -4,13 +4,15 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from components.manifests.asleep import Asleep
 from components.manifests.drain import DrainSpec
 from components.manifests.engine import EngineSpec
 from components.manifests.gatekeeper import GatekeeperLimits
 from components.manifests.probes import ProbeSpec
+
+if TYPE_CHECKING:
+    from components.manifests.asleep import Asleep
 
 LWS_API = "leaderworkerset.x-k8s.io/v1"
 LWS_NAME_LABEL = "leaderworkerset.sigs.k8s.io/name"

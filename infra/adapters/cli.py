@@ -21,12 +21,6 @@ from dataclasses import replace
 from pathlib import Path
 from typing import NoReturn
 
-from components.manifests.gatekeeper_conf import (
-    KEEPALIVE_IDLE_S,
-    KEEPALIVE_INTERVAL_S,
-    LARGE_BODY_BYTES,
-    GatekeeperLimits,
-)
 from infra.adapters import verdict, wiring
 from infra.bootstrap import config as bootstrap_config
 from infra.plan import (
@@ -34,14 +28,12 @@ from infra.plan import (
     advice,
     catalog,
     changes,
+    checked,
     compare,
-    elastic,
-    existing,
-    moe,
+    frontdoor,
     placeholders,
     pods,
     readiness,
-    sleep,
     support,
     vllm_key,
     waits,
@@ -185,6 +177,8 @@ def _ceiling_rows(p: Plan, s: Served) -> list[tuple[str, str]]:
     if known is None or not known.is_moe:
         return []
     profile = replace(known, weights=p.weights)
+    from infra.plan import moe  # the MoE layer, for a mixture-of-experts model only
+
     return [("decode ceiling", moe.describe_ceiling(profile, s.node_bandwidth_gbps))]
 
 
@@ -193,6 +187,8 @@ def _decode_source(p: Plan, s: Served) -> str:
     experts derived from its measured ratio to the dense model (`infra.plan.moe`)."""
     known = catalog.MODELS.get(p.model)
     if known is not None and known.is_moe:
+        from infra.plan import moe  # the MoE layer, for a mixture-of-experts model only
+
         return moe.decode_source(replace(known, weights=p.weights))
     return weights.decode_source(p.weights, s.bandwidth_measured)
 
@@ -295,7 +291,7 @@ def format_table(
         ("client timeout", waits.describe_client(p)),
         (
             "idle cut",
-            _idle_cut(p)
+            frontdoor.idle_cut(p.front_door, p.liveness.first_byte_s)
             if cfg is None or cfg.gatekeeper
             else f"after {catalog.NLB_IDLE_TIMEOUT_S} s without a byte (no gatekeeper "
             f"keepalives); first byte within {p.liveness.first_byte_s} s",
@@ -305,9 +301,11 @@ def format_table(
     if econ is not None:
         rows += _economics_rows(p, econ)
     today = today or dt.date.today()
-    scaled = elastic.elastic_plan(cfg, p, today) if cfg is not None else None
-    if scaled is not None and cfg is not None:
-        rows += elastic.describe(scaled)
+    if cfg is not None and cfg.elastic:
+        from infra.plan import elastic, sleep  # the elastic layer, elastic stacks only
+
+        scaled = elastic.elastic_plan(cfg, p, today)
+        rows += elastic.describe(scaled) if scaled is not None else []
         rows.append(sleep.describe(cfg, p))
     if cfg is not None:
         rows.append(("model revision", _revision(cfg)))
@@ -315,6 +313,8 @@ def format_table(
     width = max(len(k) for k, _ in rows)
     lines = [f"{k:<{width}}  {v}" for k, v in rows]
     if cfg is not None and cfg.existing_cluster is not None:
+        from infra.plan import existing  # the existing-cluster layer, `existingCluster` only
+
         lines.append("")
         lines.append(f"into the existing cluster {cfg.existing_cluster}, the program reads:")
         lines.extend(f"  - {read}" for read in existing.READS)
@@ -375,27 +375,7 @@ def _revision(cfg: StackConfig) -> str:
     )
 
 
-def _idle_cut(p: Plan) -> str:
-    """Whether a connection waiting for its first byte outlives the load balancer's idle
-    timeout: the gatekeeper's TCP keepalives (`components.manifests.gatekeeper_conf.
-    KEEPALIVE_IDLE_S`), which the load balancer counts and, on a TLS listener, answers on the
-    client's side (`catalog.NLB_IDLE_TIMEOUT_S`)."""
-    keepalives = (
-        f"the gatekeeper's TCP keepalives start after {KEEPALIVE_IDLE_S} s without a byte and "
-        f"repeat every {KEEPALIVE_INTERVAL_S} s, within the load balancer's "
-        f"{catalog.NLB_IDLE_TIMEOUT_S} s idle timeout, which they restart"
-    )
-    wait = p.liveness.first_byte_s
-    if not p.front_door.tls:
-        return f"none: {keepalives}, on the one TCP flow of a request (first byte within {wait} s)"
-    return (
-        f"none: {keepalives}; the TLS listener, which ends TLS and holds the client's connection "
-        "itself, then sends its own keepalives to the client every 20 s (Network Load Balancers "
-        f'guide, "Connection idle timeout"); first byte within {wait} s'
-    )
-
-
-def _front_door_rows(door: GatekeeperLimits) -> list[tuple[str, str]]:
+def _front_door_rows(door: frontdoor.GatekeeperLimits) -> list[tuple[str, str]]:
     """The gatekeeper's limits, each a stack key (docs/front-door.md)."""
     return [
         ("max request body", f"{door.max_request_bytes:,} bytes (`maxRequestBytes`)"),
@@ -420,7 +400,8 @@ def _front_door_rows(door: GatekeeperLimits) -> list[tuple[str, str]]:
         (
             "all clients",
             f"{door.all_requests} request(s) at vLLM at once, then 503; bodies of "
-            f"{LARGE_BODY_BYTES:,} bytes or more {door.large_bodies_per_minute}/min per client",
+            f"{frontdoor.LARGE_BODY_BYTES:,} bytes or more {door.large_bodies_per_minute}/min "
+            "per client",
         ),
         (
             "per request",
@@ -517,7 +498,7 @@ def main(argv: Sequence[str] | None = None, today: dt.date | None = None) -> int
             raise ConfigError("--brief", "is the verdict of one plan", "drop --compare")
         if args.compare:
             return _compare(args, cfg, today)
-        result = advice.checked_plan(cfg, args.stack, _user_keys(args.stack, overrides), today)
+        result = checked.checked_plan(cfg, args.stack, _user_keys(args.stack, overrides), today)
         wiring.server_spec(cfg, result)  # refuses `vllmExtraArgs` as the program would
         econ = economics(cfg, result, today)
         changed = advice.change_warning(
@@ -533,7 +514,9 @@ def main(argv: Sequence[str] | None = None, today: dt.date | None = None) -> int
             *addons.warnings(cfg.kubernetes_version),
             *readiness.warnings(cfg),
         ]
-        scaled = elastic.elastic_plan(cfg, result, today)
+        if cfg.elastic:
+            from infra.plan import elastic  # the elastic layer, elastic stacks only
+        scaled = elastic.elastic_plan(cfg, result, today) if cfg.elastic else None
         written: list[Path] = []
         faults: list[str] = []
         if args.render is not None:
@@ -568,15 +551,15 @@ def main(argv: Sequence[str] | None = None, today: dt.date | None = None) -> int
         data["placeholders"] = [p.key for p in placeholders.find(cfg)]
         data["quality"] = weights.weight_format(result.weights).quality
         data["elastic"] = None if scaled is None else scaled.to_json()
-        data["existing_cluster"] = (
-            None
-            if cfg.existing_cluster is None
-            else {
+        data["existing_cluster"] = None
+        if cfg.existing_cluster is not None:
+            from infra.plan import existing  # the existing-cluster layer, `existingCluster` only
+
+            data["existing_cluster"] = {
                 "name": cfg.existing_cluster,
                 "reads": list(existing.READS),
                 "assumes": list(existing.ASSUMES),
             }
-        )
         print(json.dumps(data, indent=2))
         return 0
     # The main stack's placeholders, then the bootstrap's, which runs first in the account.

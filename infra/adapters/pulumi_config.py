@@ -13,7 +13,7 @@ import pulumi_aws as aws
 from pulumi.runtime import config as runtime_config
 
 from infra.adapters import wiring
-from infra.plan import addons, advice, placeholders, readiness, support, zones
+from infra.plan import addons, checked, placeholders, readiness, support, zones
 from infra.plan.config import PROJECT, ConfigError, StackConfig
 from infra.plan.loading import check_api_key, check_secrets, load_config
 from infra.plan.sizing import Plan
@@ -69,7 +69,7 @@ def read_stack_config(stack: str) -> tuple[StackConfig, Plan, StackSecrets]:
             )
         # Secret keys too: the rotation check needs to know `apiKeyPrevious` is set (it drops them).
         cfg = load_config(values)
-        result = advice.checked_plan(cfg, stack, list(values), dt.date.today())
+        result = checked.checked_plan(cfg, stack, list(values), dt.date.today())
         wiring.server_spec(cfg, result)  # refuses `vllmExtraArgs` before anything is created
     except ConfigError as error:
         raise pulumi.RunError(str(error)) from None

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from components.manifests import images
-from infra.plan import catalog, moe_measured, support
+from infra.plan import catalog, support
 from infra.plan.config import StackConfig
 from infra.plan.economics import Economics
 from infra.plan.sizing import Plan
@@ -162,6 +162,8 @@ def _one_stream_label(p: Plan, s: Served) -> str:
 
 def _moe_label(weights: str) -> str:
     """How a MoE plan's one-stream rate is known, in a few words."""
+    from infra.plan import moe_measured  # the MoE layer, for a mixture-of-experts model only
+
     ratio = moe_measured.MOE_DECODE_RATIO.get(weights)
     if ratio is None or ratio.carried_from is None:
         return "derived from a measured MoE/dense ratio"

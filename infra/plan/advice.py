@@ -17,7 +17,7 @@ from dataclasses import dataclass, replace
 
 from pydantic_core import PydanticUndefined
 
-from infra.plan import addons, catalog, readiness
+from infra.plan import catalog
 from infra.plan.compare import SIZE_FIELDS, Need, candidate_config, compare
 from infra.plan.config import ConfigError, StackConfig
 from infra.plan.economics import Economics, economics
@@ -102,24 +102,6 @@ def explain(
             )
         return PlanError(error.key, error.rule, fix)
     return error
-
-
-def checked_plan(cfg: StackConfig, stack: str, user_keys: Sequence[str], today: dt.date) -> Plan:
-    """`plan`, with any refusal passed through `explain`."""
-    try:
-        result = plan(cfg, stack)
-    except PlanError as error:
-        raise explain(error, cfg, stack, user_keys, today) from None
-    addons.check_pinned(cfg.kubernetes_version)
-    if cfg.elastic:
-        from infra.plan import elastic  # the elastic figures build on the plan
-
-        elastic.check_quota(cfg, result)
-        elastic.check_ceiling(cfg, result)
-        addons.autoscaler_tag(cfg.kubernetes_version)  # refuses a minor with no release pinned
-    else:
-        readiness.check_quota(cfg, result)
-    return result
 
 
 def change_warning(

@@ -14,7 +14,7 @@ import datetime as dt
 import math
 from dataclasses import dataclass
 
-from infra.plan import catalog, moe_measured, prefill, throughput
+from infra.plan import catalog, prefill, throughput
 from infra.plan.config import ConfigError, StackConfig
 from infra.plan.economics import Economics, economics
 from infra.plan.sizing import Plan, plan
@@ -261,19 +261,6 @@ def compare(
     return Comparison(need, tuple(ranked), tuple(short), tuple(refused))
 
 
-def cheapest_that_starts(cfg: StackConfig, stack: str, today: dt.date) -> Candidate | None:
-    """The lowest $/month type that starts this stack (with its sizes left to the planner)."""
-    need = Need(1)
-    best = None
-    for name in catalog.INSTANCE_TYPES:
-        c = evaluate(cfg, name, need, stack, today)
-        if c.plan is None or c.econ is None or c.econ.costs.usd_per_month is None:
-            continue
-        if best is None or c.econ.costs.usd_per_month < best.econ.costs.usd_per_month:  # type: ignore[union-attr]
-            best = c
-    return best
-
-
 #: Column width of the model in `format_comparison` when it ranks more than one.
 MODEL_COLUMN = 22
 
@@ -301,12 +288,14 @@ def format_comparison(result: Comparison, current: tuple[str, ...]) -> str:
         f"{'context':>8} {'conc':>6} {'tok/s 1':>8} {'tok/s full':>10} {'$/Mtok full':>11} "
         f"{'$/Mtok 1':>9} {'ttft max':>9} {'GB/s':>8} quality"
     )
-    moe_note = (
-        "; mixture-of-experts decode and prefill derived from a measured MoE/dense ratio "
-        f"({moe_measured.SOURCE})"
-        if any(catalog.MODELS.get(c.model) and catalog.MODELS[c.model].is_moe for c in every)
-        else ""
-    )
+    moe_note = ""
+    if any(catalog.MODELS.get(c.model) and catalog.MODELS[c.model].is_moe for c in every):
+        from infra.plan import moe_measured  # the MoE layer, a mixture-of-experts model only
+
+        moe_note = (
+            "; mixture-of-experts decode and prefill derived from a measured MoE/dense ratio "
+            f"({moe_measured.SOURCE})"
+        )
     lines = [
         f"need: {result.need.describe()}; ranked by $ per million output tokens at full load "
         f"(on-demand list prices; bf16 decode calibrated on {catalog.MEASURED_DECODE_TYPE}, the "

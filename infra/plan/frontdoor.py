@@ -14,6 +14,8 @@ from dataclasses import dataclass
 from components.manifests.gatekeeper import PROBE_TIMEOUT_S
 from components.manifests.gatekeeper_answers import BUSY_RETRY_SECONDS
 from components.manifests.gatekeeper_conf import (
+    KEEPALIVE_IDLE_S,
+    KEEPALIVE_INTERVAL_S,
     LARGE_BODY_BURST,
     LARGE_BODY_BYTES,
     UPSTREAM_KEEPALIVE_SECONDS,
@@ -573,3 +575,21 @@ def _token_tiers(cfg: StackConfig, max_model_len: int, kv_tokens: int, work: _Wo
         f"requests wait behind at most {bound:,} tokens of its prefill; above it 429",
     )
     return _Budget(budget, bound, tiers, reasons)
+
+
+def idle_cut(door: GatekeeperLimits, wait: int) -> str:
+    """Whether a connection waiting `wait` s for its first byte outlives the load balancer's idle
+    timeout: the gatekeeper's TCP keepalives (`KEEPALIVE_IDLE_S`), which the load balancer counts
+    and, on a TLS listener, answers on the client's side (`catalog.NLB_IDLE_TIMEOUT_S`)."""
+    keepalives = (
+        f"the gatekeeper's TCP keepalives start after {KEEPALIVE_IDLE_S} s without a byte and "
+        f"repeat every {KEEPALIVE_INTERVAL_S} s, within the load balancer's "
+        f"{catalog.NLB_IDLE_TIMEOUT_S} s idle timeout, which they restart"
+    )
+    if not door.tls:
+        return f"none: {keepalives}, on the one TCP flow of a request (first byte within {wait} s)"
+    return (
+        f"none: {keepalives}; the TLS listener, which ends TLS and holds the client's connection "
+        "itself, then sends its own keepalives to the client every 20 s (Network Load Balancers "
+        f'guide, "Connection idle timeout"); first byte within {wait} s'
+    )

@@ -34,7 +34,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from infra.plan import catalog, moe
+from infra.plan import catalog
 from infra.plan.catalog import InstanceType, ModelProfile
 from infra.plan.weights import weight_format
 
@@ -65,7 +65,11 @@ def stage_work(profile: ModelProfile, layers: list[tuple[int, int]]) -> list[Sta
     for rank, (sliding, full) in enumerate(layers):
         layer_bytes = (sliding + full) * profile.layer_bytes
         read = layer_bytes + (profile.embedding_bytes if rank == len(layers) - 1 else 0)
-        params = (sliding + full) * moe.prefill_layer_params(profile)
+        params = (sliding + full) * profile.layer_params
+        if profile.is_moe:
+            from infra.plan import moe  # the MoE layer, for a mixture-of-experts model only
+
+            params = (sliding + full) * moe.prefill_layer_params(profile)
         work.append(StageWork(params, read, sliding, full))
     return work
 

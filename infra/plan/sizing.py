@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING
 
 from components.manifests.drain import DrainSpec
 from components.manifests.gatekeeper_conf import GatekeeperLimits
-from infra.plan import catalog, liveness, moe, prefill, rollout
+from infra.plan import catalog, liveness, prefill, rollout
 from infra.plan.budget import (
     BATCHED_TOKEN_CHOICES,
     CPU_DEFAULT_BATCHED_TOKENS_PER_RANK,
@@ -234,8 +234,10 @@ def plan(cfg: StackConfig, stack: str = "dev") -> Plan:
     """Plan a stack, or raise `PlanError` saying why it cannot start and what to change."""
     instance = _instance(cfg)
     profile = cfg.profile()
-    # A mixture of experts in a format with no measured decode ratio: refused with its reason.
-    moe.check(profile)
+    if profile.is_moe:  # in a format with no measured decode ratio: refused with its reason
+        from infra.plan import moe  # the MoE layer, for a mixture-of-experts model only
+
+        moe.check(profile)
     budget = node_budget(instance, cfg.model_cache_planned == "volume", cfg.gatekeeper)
     if budget.cpu < 1:
         raise PlanError(
@@ -584,8 +586,11 @@ def _decode_tokens_per_s(
     """Each token streams every stage's weights in series at the nodes' memory bandwidth (a
     mixture of experts: its measured ratio to the dense model's, `infra.plan.moe`)."""
     decode_seconds = 0.0
+    if profile.is_moe:
+        from infra.plan import moe  # the MoE layer, for a mixture-of-experts model only
     for rank in chosen.ranks:
-        read = moe.step_weight_bytes(profile, rank.layers)
+        dense = rank.layers * profile.layer_bytes
+        read = moe.step_weight_bytes(profile, rank.layers) if profile.is_moe else dense
         if rank.rank == chosen.stages - 1:
             read += profile.embedding_bytes  # the output head is read for every token
         decode_seconds += read / (catalog.node_decode_gbps(instance, budget.cpu) * 1e9)
@@ -599,6 +604,7 @@ def _quantize_job(
     scheme = weight_format(cfg.weights).scheme
     if not cfg.quantize_job or scheme is None:
         return None
+    from infra.plan import moe  # the image's kernel check: the quantize layer's MoE ops
     from infra.plan.quantize import plan_job  # the quantize layer, for `weightsSource: quantize`
 
     return plan_job(
@@ -694,6 +700,8 @@ def _why_decode(cfg: StackConfig, instance: InstanceType, budget: NodeBudget, de
     )
     profile = cfg.profile()
     if profile.is_moe:
+        from infra.plan import moe  # the MoE layer, for a mixture-of-experts model only
+
         return (
             f"decode ~{decode:.1f} tokens/s per stream: {moe.decode_source(profile)}; the "
             f"{profile.decode_reference} layers' bytes stream at {bandwidth}; never above "

@@ -31,7 +31,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from infra.plan import catalog, moe, prefill, weights
+from infra.plan import catalog, prefill, weights
 from infra.plan.catalog import InstanceType, ModelProfile
 
 #: Which parts of the figures are calibrated on measurements and which are modelled.
@@ -71,6 +71,8 @@ class StageLoad:
         """`weight_bytes` for a step of `streams` sequences (a MoE's grow with them)."""
         if streams <= 1 or not profile.is_moe:
             return self.weight_bytes
+        from infra.plan import moe  # the MoE layer, for a mixture-of-experts model only
+
         layers = self.sliding_layers + self.full_layers
         return moe.step_weight_bytes(profile, layers, streams) + self.head_bytes
 
@@ -121,8 +123,12 @@ def stage_loads(profile: ModelProfile, layers: list[tuple[int, int]]) -> list[St
     """
     loads = []
     for rank, (sliding, full) in enumerate(layers):
-        step = moe.step_weight_bytes(profile, sliding + full)
-        read = moe.read_bytes(profile, sliding + full)
+        step = read = (sliding + full) * profile.layer_bytes
+        if profile.is_moe:
+            from infra.plan import moe  # the MoE layer, for a mixture-of-experts model only
+
+            step = moe.step_weight_bytes(profile, sliding + full)
+            read = moe.read_bytes(profile, sliding + full)
         params = (sliding + full) * profile.active_layer_params
         head = 0.0
         if rank == len(layers) - 1:
@@ -204,7 +210,8 @@ def served(
         return decode_point(profile, loads, bandwidth, mid.flops, sequences, context)
 
     band = catalog.decode_bandwidth(instance, pod_cpu)
-
+    if profile.is_moe:
+        from infra.plan import moe  # the MoE layer, for a mixture-of-experts model only
     return Served(
         one=decode(1, max_model_len),
         planned=decode(planned, max_model_len),

@@ -7,7 +7,7 @@ import datetime as dt
 import pytest
 
 from infra.adapters.cli import main
-from infra.plan import advice, changes, readiness
+from infra.plan import changes, checked, readiness
 from infra.plan.config import ConfigError, StackConfig
 from infra.plan.sizing import plan
 from infra.plan.stackfile import load_stack
@@ -79,14 +79,14 @@ def test_an_instance_type_change_s_second_node_group_is_in_the_quota() -> None:
 def test_a_quota_below_the_need_is_refused_in_one_line_and_the_fix_is_accepted() -> None:
     cfg = load_stack("dev", {"vcpuQuota": 31})
     with pytest.raises(ConfigError) as error:
-        advice.checked_plan(cfg, "dev", ["vcpuQuota"], TODAY)
+        checked.checked_plan(cfg, "dev", ["vcpuQuota"], TODAY)
     assert str(error.value) == (
         "`vcpuQuota` is 31, but 2 x m7g.2xlarge need 16 vCPUs and 32 while EKS replaces them "
         "or an `instanceType` change runs the old node group beside the new; ask AWS to raise "
         "quota L-1216C47A in us-west-2 to 32 and set `vcpuQuota` to 32"
     )
     accepted = load_stack("dev", {"vcpuQuota": 32})
-    assert advice.checked_plan(accepted, "dev", ["vcpuQuota"], TODAY).nodes == 2
+    assert checked.checked_plan(accepted, "dev", ["vcpuQuota"], TODAY).nodes == 2
 
 
 def test_a_stack_without_alarm_email_is_told_its_alarms_reach_nobody() -> None:

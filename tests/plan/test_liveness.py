@@ -12,9 +12,8 @@ import pytest
 
 from components.manifests.gatekeeper import nginx_conf
 from components.manifests.gatekeeper_conf import KEEPALIVE_IDLE_S, KEEPALIVE_INTERVAL_S
-from infra.adapters import cli
 from infra.adapters.cli import main
-from infra.plan import catalog, compare, liveness, prefill, sizing, weights
+from infra.plan import catalog, compare, frontdoor, liveness, prefill, sizing, weights
 from infra.plan.catalog import MODELS
 from infra.plan.config import ConfigError
 from infra.plan.sizing import plan
@@ -277,7 +276,7 @@ def test_no_connection_of_any_stack_or_compared_row_is_cut_while_it_waits(stack:
     plans += [c.plan for c in (*result.ranked, *result.short) if c.plan is not None]
     assert len(plans) > 2
     for p in plans:
-        row = cli._idle_cut(p)
+        row = frontdoor.idle_cut(p.front_door, p.liveness.first_byte_s)
         assert row.startswith("none: the gatekeeper's TCP keepalives start after 60 s"), row
         if p.front_door.tls:
             assert "sends its own keepalives to the client every 20 s" in row

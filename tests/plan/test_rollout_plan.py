@@ -8,7 +8,7 @@ from dataclasses import replace
 
 import pytest
 
-from infra.plan import advice, prices, readiness, rollout
+from infra.plan import checked, prices, readiness, rollout
 from infra.plan.config import ConfigError
 from infra.plan.sizing import plan
 from infra.plan.stackfile import load_stack
@@ -61,13 +61,13 @@ def test_the_grace_is_the_safe_end_of_the_drain() -> None:
 
 def test_a_surge_the_node_group_cannot_grow_for_is_refused_and_the_fix_is_accepted() -> None:
     with pytest.raises(ConfigError) as error:
-        advice.checked_plan(load_stack("dev", {"rolloutSurge": 1}), "dev", ["rolloutSurge"], TODAY)
+        checked.checked_plan(load_stack("dev", {"rolloutSurge": 1}), "dev", ["rolloutSurge"], TODAY)
     assert str(error.value) == (
         "`rolloutSurge` is 1, but this stack's node group is fixed (no node autoscaler adds "
         "nodes for a surge group, so its pods would wait for ever); set it to 0 or auto (a "
         "change then restarts the groups in place), or make the stack elastic with `maxGroups`"
     )
-    fixed = advice.checked_plan(load_stack("dev", {"rolloutSurge": 0}), "dev", [], TODAY)
+    fixed = checked.checked_plan(load_stack("dev", {"rolloutSurge": 0}), "dev", [], TODAY)
     assert fixed.rollout.surge_groups == 0
 
 

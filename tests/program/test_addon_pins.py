@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from infra.plan import addons, advice
+from infra.plan import addons, checked
 from infra.plan.config import ConfigError
 from infra.plan.stackfile import load_stack, stack_names
 from tests.fakes.pulumi_mocks import RecordingMocks, by_type, named, one
@@ -77,13 +77,13 @@ def test_a_version_without_pins_is_refused_in_one_line_and_the_fix_is_accepted()
     today = dt.date(2026, 12, 1)
     cfg = load_stack("dev", {"kubernetesVersion": "1.36"}, today)
     with pytest.raises(ConfigError) as error:
-        advice.checked_plan(cfg, "dev", ["kubernetesVersion"], today)
+        checked.checked_plan(cfg, "dev", ["kubernetesVersion"], today)
     assert str(error.value) == (
         "`kubernetesVersion` 1.36 has no pinned EKS add-on versions (infra/plan/addons.py); use "
         "1.35, or add its row with the versions EKS lists for it"
     )
     fixed = load_stack("dev", {"kubernetesVersion": "1.35"}, today)
-    assert advice.checked_plan(fixed, "dev", ["kubernetesVersion"], today).nodes == 2
+    assert checked.checked_plan(fixed, "dev", ["kubernetesVersion"], today).nodes == 2
 
 
 @pytest.mark.parametrize("version", ["1.34", "1.35"])

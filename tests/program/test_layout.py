@@ -95,6 +95,8 @@ LOCAL_IMPORTS: dict[tuple[str, str], str] = {
     ("infra/plan/advice.py", "infra.plan.elastic"): (
         "the elastic figures, loaded only for an elastic stack; hides no cycle"
     ),
+    ("infra/plan/checked.py", "infra.plan.advice"): "the refusal's fix, only when the plan refuses",
+    ("infra/plan/checked.py", "infra.plan.elastic"): "the quota and ceiling, elastic stacks only",
     # An optional layer, loaded only under its stack key:
     ("infra/__main__.py", "infra.adapters.elastic_layer"): "elastic stacks only",
     ("infra/__main__.py", "infra.adapters.monitoring_layer"): "monitored stacks only",
@@ -102,6 +104,22 @@ LOCAL_IMPORTS: dict[tuple[str, str], str] = {
     ("infra/adapters/wiring.py", "infra.plan.elastic"): "the door's figures, elastic stacks only",
     ("infra/adapters/wiring.py", "infra.plan.sleep"): "the door's answers, elastic stacks only",
     ("infra/plan/sizing.py", "infra.plan.quantize"): "`weightsSource: quantize` only",
+    ("infra/plan/sizing.py", "infra.plan.moe"): "a mixture-of-experts `model`, or its quantize Job",
+    ("infra/plan/prefill.py", "infra.plan.moe"): "a mixture-of-experts `model` only",
+    ("components/manifests/access.py", "components.manifests.door"): "elastic stacks only",
+    ("components/manifests/access.py", "components.manifests.chat"): "`chatPage` only",
+    ("components/manifests/access.py", "components.manifests.metrics"): "the gatekeeper's port",
+    ("components/manifests/access.py", "components.manifests.scaling"): "the gatekeeper's port",
+    ("components/manifests/__init__.py", "components.manifests.door"): "elastic stacks only",
+    ("components/manifests/gatekeeper_conf.py", "components.manifests.asleep"): "elastic only",
+    ("components/manifests/gatekeeper_conf.py", "components.manifests.chat"): "`chatPage` only",
+    ("infra/adapters/cli.py", "infra.plan.moe"): "a mixture-of-experts `model` only",
+    ("infra/adapters/cli.py", "infra.plan.elastic"): "elastic stacks only",
+    ("infra/adapters/cli.py", "infra.plan.sleep"): "elastic stacks only",
+    ("infra/adapters/cli.py", "infra.plan.existing"): "`existingCluster` only",
+    ("infra/adapters/verdict.py", "infra.plan.moe_measured"): "a mixture-of-experts `model` only",
+    ("infra/plan/compare.py", "infra.plan.moe_measured"): "a mixture-of-experts `model` only",
+    ("infra/plan/throughput.py", "infra.plan.moe"): "a mixture-of-experts `model` only",
     ("components/manifests/__init__.py", "components.manifests.quantize"): "quantize Job only",
     ("components/model_server.py", "components.manifests.quantize"): "quantize Job only",
 }

@@ -136,8 +136,19 @@ def test_an_alarm_email_subscribes_to_the_topic(
 
 @pytest.mark.usefixtures("as_pulumi_host")
 def test_monitoring_off_creates_none_of_it(mocks: RecordingMocks, exports: dict[str, Any]) -> None:
+    run_program(mocks, "dev")
+    dev = {(r.type_, r.name) for r in mocks.records}
+    mocks.records.clear()
+    exports.clear()
     run_program(mocks, "dev", {"monitoring": False})
     for type_ in WATCH_TYPES:
         assert [r.urn for r in by_type(mocks.records, type_) if "watch" in r.name] == [], type_
     assert not [r.urn for r in mocks.records if "monitoring:Monitoring" in r.urn]
     assert "dashboardUrl" not in exports and "alarmTopic" not in exports
+    # Off removes exactly the Monitoring component and its children (named after it), as minimal.
+    layer = {(t, n) for t, n in dev if n.startswith("watch")}
+    assert dev - {(r.type_, r.name) for r in mocks.records} == layer
+    assert ("gemma-graviton:monitoring:Monitoring", "watch") in layer
+    mocks.records.clear()
+    run_program(mocks, "minimal")
+    assert not [r.urn for r in mocks.records if r.name.startswith("watch")]

@@ -401,6 +401,10 @@ def test_the_gatekeeper_serves_the_chat_page_from_its_config_map(
     assert sorted(config.inputs["data"]) == ["gatekeeper.js", "nginx.conf"]
     assert "location = / {" not in config.inputs["data"]["nginx.conf"]
     assert "chatUrl" not in exports
+    mocks.records.clear()
+    run_program(mocks, "minimal")  # every layer off: none of the page either
+    files = set(chat.files(page))
+    assert not [r.urn for r in mocks.records if files & set(r.inputs.get("data") or ())]
 
 
 @pytest.mark.usefixtures("as_pulumi_host")
