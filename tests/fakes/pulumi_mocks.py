@@ -3,7 +3,6 @@
 How a test uses it (pulumi 3.272)::
 
     def test_something(mocks: RecordingMocks) -> None:      # fresh mocks, gemma-graviton/dev
-        set_stack_config({"instanceType": "m7g.2xlarge"}, secret_keys={"hfToken"})  # optional
         net = run(lambda: Network("net", args))
         # or the whole program, as Pulumi runs it:
         # run(lambda: runpy.run_path("infra/__main__.py", run_name="__main__"))
@@ -17,8 +16,6 @@ How a test uses it (pulumi 3.272)::
   returns are ``mocks.records`` complete and Outputs settled.
 - ``resolve(output)`` / ``is_secret(output)`` read a settled Output (through the SDK's
   ``_sync_await``, which pumps the event loop; fine once ``run`` has returned).
-- ``set_stack_config`` replaces the config ``pulumi.Config`` reads (``set_all_config``); call it
-  after the ``mocks`` fixture (which clears it) and before ``run``.
 - ``mocks.records`` holds one ``Recorded`` per registered resource, in registration order: the
   camelCase inputs as the engine sees them (integers arrive as floats, provider resources' inputs
   as strings, resource references as ``{"urn", "id"}``, secrets unwrapped and listed in
@@ -43,7 +40,7 @@ from __future__ import annotations
 import hashlib
 import json
 import threading
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -231,6 +228,8 @@ class RecordingMonitor(MockMonitor):
         self.dependencies: dict[str, list[str]] = {}
         #: URN -> the properties whose change replaces it (`replace_on_changes`).
         self.replace_on_changes: dict[str, list[str]] = {}
+        #: URNs registered with `retain_on_delete`: a delete or replacement leaves the object.
+        self.retained: set[str] = set()
 
     def current(self) -> tuple[str | None, str | None, dict[str, str]]:
         """The (parent URN, URN, providers) of the registration being handled on this thread."""
@@ -242,6 +241,8 @@ class RecordingMonitor(MockMonitor):
             return resource_pb2.RegisterResourceResponse(urn=urn)
         self.dependencies[urn] = list(request.dependencies)
         self.replace_on_changes[urn] = list(request.replaceOnChanges)
+        if request.retainOnDelete:
+            self.retained.add(urn)
         # The SDK's monitor would turn resource references among the inputs into Resource objects
         # on this executor thread, whose rehydration RPCs then land on the wrong event loop.
         # Recording them as {"urn", "id"} is all a test needs.
@@ -693,28 +694,3 @@ def resolve(value: pulumi.Input[T]) -> T | None:
 def is_secret(value: pulumi.Input[Any]) -> bool:
     """Whether a settled Output is marked secret."""
     return _sync_await(pulumi.Output.from_input(value).is_secret())
-
-
-def set_stack_config(
-    values: Mapping[str, Any], secret_keys: Iterable[str] = (), project: str = PROJECT
-) -> None:
-    """Replace the stack config the program will read, as ``pulumi up`` would pass it.
-
-    Keys without a namespace get the project's (``instanceType`` becomes
-    ``gemma-graviton:instanceType``), as the CLI does for a stack file's ``config:``. Non-string
-    values are JSON-encoded (objects, lists, ``true``), which is what ``pulumi.Config.get_object``,
-    ``get_bool`` and ``get_int`` parse. ``secret_keys`` (namespaced or not) are reported secret, so
-    ``Config.require_secret`` and ``pulumi.runtime.is_config_secret`` behave as after
-    ``pulumi config set --secret``.
-    Call it after the ``mocks`` fixture and before the program runs.
-    """
-
-    def full(key: str) -> str:
-        return key if ":" in key else f"{project}:{key}"
-
-    def text(value: Any) -> str:
-        return value if isinstance(value, str) else json.dumps(value)
-
-    pulumi.runtime.set_all_config(
-        {full(k): text(v) for k, v in values.items()}, sorted(full(k) for k in secret_keys)
-    )

@@ -145,13 +145,11 @@ def test_the_plan_says_what_vllm_key_gives_up() -> None:
 _COUNT = """
 import sys
 from pathlib import Path
-import pytest
 from tests.fakes.pulumi_mocks import RecordingMocks
 from tests.program.harness import run_program
 stack = sys.argv[1]
 mocks = RecordingMocks()
 run_program(mocks, stack)
-root = Path.cwd().resolve()
 total = 0
 for name, module in sorted(sys.modules.items()):
     path = getattr(module, "__file__", None)

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import pulumi_kubernetes as k8s
 import pytest
 
 from tests.fakes.pulumi_mocks import RecordingMocks, by_type, named, one
@@ -58,27 +57,17 @@ def test_secrets_are_patched_in_place_on_rotation(
 
 @pytest.mark.usefixtures("as_pulumi_host")
 def test_config_maps_are_patched_in_place_and_the_programs_are_kept_for_old_templates(
-    mocks: RecordingMocks, monkeypatch: pytest.MonkeyPatch
+    mocks: RecordingMocks,
 ) -> None:
-    kept: dict[str, bool] = {}
-    original = k8s.core.v1.ConfigMap.__init__
-
-    def recording(self: Any, name: str, *args: Any, **kwargs: Any) -> None:
-        opts = kwargs.get("opts")
-        kept[name] = bool(opts and opts.retain_on_delete)
-        original(self, name, *args, **kwargs)
-
-    monkeypatch.setattr(k8s.core.v1.ConfigMap, "__init__", recording)
     run_program(mocks, "prod")
     provider = one(mocks.records, K8S_PROVIDER)
     # diff.go (`forceNewProperties`): a ConfigMap's `.data` is replace-only unless the provider
     # has `enableConfigMapMutable` and the ConfigMap is not immutable.
     assert provider.inputs.get("enableConfigMapMutable") == "true", provider.urn
-    (programs,) = [
-        r for r in by_type(mocks.records, "kubernetes:core/v1:ConfigMap") if "programs" in r.name
-    ]
+    maps = by_type(mocks.records, "kubernetes:core/v1:ConfigMap")
+    (programs,) = [r for r in maps if "programs" in r.name]
     # The programs are immutable and named by their digest: a change is a new ConfigMap, and
     # the one the groups not yet rolled mount stays (retain_on_delete), gone with the namespace.
     assert programs.inputs["immutable"] is True, programs.urn
     assert programs.inputs["metadata"]["name"].startswith("gemma-programs-"), programs.urn
-    assert kept == {name: name == programs.name for name in kept}, kept
+    assert {r.urn for r in maps} & mocks.monitor.retained == {programs.urn}

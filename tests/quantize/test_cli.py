@@ -20,11 +20,6 @@ def source(tmp_path: Path) -> Path:
     return src
 
 
-def _error(capsys: pytest.CaptureFixture[str], argv: list[str]) -> tuple[int, str]:
-    code = cli.main(argv)
-    return code, capsys.readouterr().err.strip()
-
-
 def _refused(source: Path, out: Path) -> str:
     with pytest.raises(cli.InputError) as caught:
         cli.check_paths(source, out)

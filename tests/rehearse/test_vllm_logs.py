@@ -108,31 +108,24 @@ def test_kv_cache_allocation(name: str, expected: KvCacheAllocation) -> None:
     assert parse_kv_cache_allocation(log(name)) == expected
 
 
-def test_memory_guard_refusal_at_kv_allocation() -> None:
-    assert parse_memory_guard_refusal(log("refused-memory-guard-rank0.log")) == (
-        MemoryGuardRefusal(
-            phase="kv cache allocation",
-            node=0,
-            available_gib=8.61,
-            total_gib=11.09,
-            requested_gib=16.0,
-            reserved_gib=None,
-            utilization=None,
-        )
-    )
-
-
-def test_memory_guard_refusal_at_startup() -> None:
-    assert parse_memory_guard_refusal(log("refused-startup-utilization-rank0.log")) == (
-        MemoryGuardRefusal(
-            phase="startup",
-            node=0,
-            available_gib=9.53,
-            total_gib=11.09,
-            requested_gib=10.2,
-            reserved_gib=None,
-            utilization=0.92,
-        )
+@pytest.mark.parametrize(
+    ("name", "phase", "available", "requested", "utilization"),
+    [
+        ("refused-memory-guard-rank0.log", "kv cache allocation", 8.61, 16.0, None),
+        ("refused-startup-utilization-rank0.log", "startup", 9.53, 10.2, 0.92),
+    ],
+)
+def test_memory_guard_refusal(
+    name: str, phase: str, available: float, requested: float, utilization: float | None
+) -> None:
+    assert parse_memory_guard_refusal(log(name)) == MemoryGuardRefusal(
+        phase=phase,
+        node=0,
+        available_gib=available,
+        total_gib=11.09,
+        requested_gib=requested,
+        reserved_gib=None,
+        utilization=utilization,
     )
 
 

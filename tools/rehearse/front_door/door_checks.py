@@ -38,7 +38,6 @@ import time
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 
 from components.manifests.gatekeeper import GatekeeperLimits
 from components.manifests.gatekeeper_conf import OPEN_BURST, OPEN_PER_SECOND
@@ -475,7 +474,3 @@ def forged_headers_check(door: Door) -> Check:
         f"{answer.status}; " + (", ".join(leaks) if leaks else "none of them reached vLLM"),
         answer.status == 200 and not leaks,
     )
-
-
-def vllm_log_reader(path: Path) -> Callable[[], str]:
-    return lambda: path.read_text(encoding="utf-8", errors="replace")
