@@ -220,16 +220,6 @@ def slice_bytes_per_token(
     return sum(bytes_per_token(layout, k, weights, streams) for k in slice_kinds(layers))
 
 
-def model_bytes_per_token(layout: Mapping[str, Any], weights: str = "bf16") -> float:
-    """One stream's bytes per token over the whole model's decoder layers (5 : 1 pattern)."""
-    period = layout["sliding_per_full"] + 1
-    full = layout["layers"] // period
-    sliding = layout["layers"] - full
-    return sliding * bytes_per_token(layout, SLIDING, weights) + full * bytes_per_token(
-        layout, FULL, weights
-    )
-
-
 def per_layer_s(short_s: float, long_s: float, short_layers: int, long_layers: int) -> float:
     """Seconds one more layer adds: the long slice's time less the short one's, per extra layer.
     Whatever a step costs besides its layers (scheduling, sampling, the API server, on 2 cores
