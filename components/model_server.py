@@ -13,7 +13,8 @@ import pulumi_kubernetes as k8s
 import pulumi_random as random
 
 from components import manifests
-from components.manifests import ServerSpec, gatekeeper
+from components.manifests import ServerSpec
+from components.manifests.spec import KEY_ANNOTATION, key_fingerprint
 
 if TYPE_CHECKING:
     from components.manifests.quantize import QuantizeSpec
@@ -66,7 +67,7 @@ class ModelServer(pulumi.ComponentResource):
     api_key: pulumi.Output[str]
     """The key clients send as a bearer token (secret)."""
     api_key_fingerprint: pulumi.Output[str]
-    """Which key is current: `gatekeeper.key_fingerprint` of it (not secret, never the key)."""
+    """Which key is current: `key_fingerprint` of it (not secret, never the key)."""
     api_key_previous_until: pulumi.Output[str]
     """When the previous key stops being accepted (RFC 3339), or "none" without a rotation."""
     served_model: pulumi.Output[str]
@@ -141,12 +142,12 @@ class ModelServer(pulumi.ComponentResource):
             for obj in manifests.model_claims(spec)
         ]
         made = self._quantize(name, args, in_ns, [secrets[0], *claims])
-        # Not secret: a slow, truncated digest (`gatekeeper.key_fingerprint`), made once. Left
+        # Not secret: a slow, truncated digest (`key_fingerprint`), made once. Left
         # secret, it would hide the whole LeaderWorkerSet spec from every preview.
         # The key vLLM checks: the engine key behind the gatekeeper, the client key itself with
         # `vllm-key` (then a new client key rolls the group: vLLM reads its key at start).
         checked = api_key if spec.vllm_key else engine_key
-        engine_print = pulumi.Output.unsecret(checked.apply(gatekeeper.key_fingerprint))
+        engine_print = pulumi.Output.unsecret(checked.apply(key_fingerprint))
         group = self._group(
             name, args, in_ns, [*secrets, *configs, programs, *claims, *made], engine_print
         )
@@ -173,7 +174,7 @@ class ModelServer(pulumi.ComponentResource):
         self.load_balancer_hostname = _hostname(svc)
         self.endpoint = _endpoint(spec, self.load_balancer_hostname, group)
         self.api_key = pulumi.Output.secret(api_key)
-        self.api_key_fingerprint = pulumi.Output.unsecret(api_key.apply(gatekeeper.key_fingerprint))
+        self.api_key_fingerprint = pulumi.Output.unsecret(api_key.apply(key_fingerprint))
         until = args.api_key_overlap_until
         self.api_key_previous_until = pulumi.Output.from_input(
             until.isoformat().replace("+00:00", "Z") if until is not None else "none"
@@ -263,7 +264,7 @@ class ModelServer(pulumi.ComponentResource):
         for obj in manifests.door_objects(args.spec, key_fingerprint=""):
             if obj["kind"] == "Deployment":
                 annotations = obj["spec"]["template"]["metadata"]["annotations"]
-                annotations[gatekeeper.KEY_ANNOTATION] = engine_print
+                annotations[KEY_ANNOTATION] = engine_print
             _apply(
                 obj,
                 f"{name}-{obj['kind'].lower()}-{obj['metadata']['name']}",
@@ -287,7 +288,7 @@ class ModelServer(pulumi.ComponentResource):
         lws = manifests.leader_worker_set(args.spec, key_fingerprint="")
         leader = lws["spec"]["leaderWorkerTemplate"]["leaderTemplate"]
         annotations = leader["metadata"].setdefault("annotations", {})
-        annotations[gatekeeper.KEY_ANNOTATION] = engine_print
+        annotations[KEY_ANNOTATION] = engine_print
         return k8s.apiextensions.CustomResource(
             f"{name}-lws",
             api_version=lws["apiVersion"],

@@ -201,7 +201,7 @@ pulumi.export(
     "curlExample",
     server.endpoint.apply(lambda url: wiring.curl_example(url, cfg.model)),
 )
-if plan.front_door.chat_page:
+if cfg.chat_page:
     # The gatekeeper serves the chat page at the endpoint's root (`chatPage`).
     pulumi.export("chatUrl", server.endpoint.apply(lambda url: url.removesuffix("/v1") + "/"))
 if watcher is not None:

@@ -13,13 +13,13 @@ One module per object, re-exported here as `manifests.X`:
 - `pods`: the leader and worker pod templates (engine container, weight prefetch, volumes);
 - `lws`: the LeaderWorkerSet, its per-rank claims' storage class and its disruption budget;
 - `drain`: how a pod told to stop finishes its streams (preStop hooks, readiness marker);
-- `gatekeeper`: the front door, nginx in each leader pod: its config, container and key snippet;
 - `access`: the namespace, the Secrets, the gatekeeper's ConfigMap, the leaders-only Service and
   the NetworkPolicy;
 - `gate`: the Job that waits until the LeaderWorkerSet webhooks admit objects;
 - `quantize`: the one-time Job that writes an int8 or int4 checkpoint to the weights volumes
   (imported only for a stack that makes its own checkpoint, not re-exported).
-- `door` (with `asleep`): an elastic stack's always-on front door, out of the group.
+- `door` (with `asleep`): an elastic stack's always-on front door, out of the group;
+- `gatekeeper` (`frontDoor: gatekeeper` only, not re-exported): nginx in each leader pod.
 
 A new object gets its own module beside these, is re-exported below, and joins `all_objects` in
 apply order.
@@ -29,7 +29,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from components.manifests import gatekeeper
 from components.manifests.access import (
     NLB_TAGS_ANNOTATION,
     POD_SECURITY_LABELS,
@@ -68,6 +67,7 @@ from components.manifests.spec import (
     RUN_AS,
     Manifest,
     ServerSpec,
+    config_digest,
 )
 
 if TYPE_CHECKING:
@@ -97,7 +97,6 @@ __all__ = [
     "door_objects",
     "engine_args",
     "engine_timeout_env",
-    "gatekeeper",
     "gatekeeper_config",
     "leader_worker_set",
     "leaders_selector",
@@ -151,5 +150,5 @@ def door_objects(spec: ServerSpec, key_fingerprint: str | None = None) -> list[M
         door.network_policy(spec),
         door.leaders_service(spec, leaders_selector(spec)),
         door.wake_service(spec),
-        door.deployment(spec, gatekeeper.config_digest(gatekeeper_files(spec)), key_fingerprint),
+        door.deployment(spec, config_digest(gatekeeper_files(spec)), key_fingerprint),
     ]

@@ -7,12 +7,12 @@ import datetime as dt
 from collections.abc import Mapping
 from typing import Literal
 
-from components.manifests import gatekeeper
 from components.manifests.drain import DrainSpec
 from components.manifests.spec import (
     API_KEY_KEY,
     ENGINE_KEY_KEY,
     FRONT_DOOR_LABEL,
+    GATEKEEPER_PORT,
     HF_TOKEN_KEY,
     LWS_NAME_LABEL,
     LWS_WORKER_INDEX_LABEL,
@@ -59,12 +59,12 @@ def secret(
         name, data = spec.hf_secret_name, {HF_TOKEN_KEY: value}
     else:
         name = spec.api_key_secret_name
-        data = {
-            API_KEY_KEY: value,
-            ENGINE_KEY_KEY: engine_key,
-            gatekeeper.KEY_FILE: gatekeeper.key_file_text(value, previous, previous_until),
-            gatekeeper.ENGINE_FILE: gatekeeper.engine_map_entry(engine_key),
-        }
+        data = {API_KEY_KEY: value, ENGINE_KEY_KEY: engine_key}
+        if not spec.vllm_key:
+            from components.manifests import gatekeeper  # the gatekeeper's key files
+
+            data[gatekeeper.KEY_FILE] = gatekeeper.key_file_text(value, previous, previous_until)
+            data[gatekeeper.ENGINE_FILE] = gatekeeper.engine_map_entry(engine_key)
     metadata = object_meta(spec, name, "credentials")
     # Tells the policy pack the value is a Pulumi secret (policies see secrets decrypted).
     metadata["labels"]["gemma-graviton.dev/secret-source"] = "pulumi-secret"
@@ -80,22 +80,21 @@ def secret(
 def gatekeeper_files(spec: ServerSpec) -> dict[str, str]:
     """Every file of the gatekeeper's ConfigMap: nginx.conf and its njs script, then the chat
     page's files when the stack serves it (`chatPage`), mounted beside the config."""
+    from components.manifests import gatekeeper  # the gatekeeper layer
+
     page_root = gatekeeper.CONFIG_MOUNT if spec.limits.chat_page else None
     if spec.door:  # the elastic layer's door and the chat page, imported only when asked for
         from components.manifests import door
     if page_root:
         from components.manifests import chat
-    if spec.door:  # an elastic stack's door (`components.manifests.door`)
-        files = gatekeeper.config_files(
-            door.limits(spec), page_root=page_root, **door.config_where(spec)
-        )
-    else:
-        files = gatekeeper.config_files(
-            spec.limits,
-            upstream_port=spec.port,
-            page_root=page_root,
-            self_metrics=gatekeeper.SELF_METRICS_PATH,
-        )
+    # An elastic stack's door too takes the limits per client as planned (grammar slots
+    # included): one client's share does not grow with the groups (`all_requests` does).
+    where = (
+        door.config_where(spec)
+        if spec.door
+        else {"upstream_port": spec.port, "self_metrics": gatekeeper.SELF_METRICS_PATH}
+    )
+    files = gatekeeper.config_files(spec.limits, page_root=page_root, **where)
     if spec.limits.chat_page:
         page = chat.ChatPage(spec.model, spec.limits.max_reply_tokens, spec.max_model_len)
         files |= chat.files(page)
@@ -213,7 +212,7 @@ def service(spec: ServerSpec) -> Manifest:
     if spec.aws_tags:
         annotations[NLB_TAGS_ANNOTATION] = aws_tags_annotation(spec.aws_tags)
     # With `vllm-key` the load balancer reaches vLLM's own port, by number (it declares none).
-    target = spec.port if spec.vllm_key else gatekeeper.PORT_NAME
+    target = spec.port if spec.vllm_key else "gatekeeper"  # `gatekeeper.PORT_NAME`
     port = {"name": "http", "port": 80, "targetPort": target, "protocol": "TCP"}
     if spec.tls_certificate_arn:
         annotations["service.beta.kubernetes.io/aws-load-balancer-ssl-cert"] = (
@@ -256,7 +255,7 @@ def network_policy(spec: ServerSpec) -> Manifest:
     if spec.door:
         from components.manifests import door  # the elastic layer, elastic stacks only
     elif not spec.vllm_key:  # the gatekeeper's metrics port: the collector's and KEDA's peers
-        from components.manifests import metrics, scaling
+        from components.manifests import gatekeeper, metrics, scaling
     ingress = (
         door.group_ingress(spec)
         if spec.door
@@ -267,7 +266,7 @@ def network_policy(spec: ServerSpec) -> Manifest:
         if spec.vllm_key
         else [
             {"from": [{"podSelector": group}]},
-            {"ports": [{"port": gatekeeper.PORT, "protocol": "TCP"}]},
+            {"ports": [{"port": GATEKEEPER_PORT, "protocol": "TCP"}]},
             {
                 "from": [
                     metrics.scraper_peer(spec.namespace),

@@ -38,7 +38,6 @@ from __future__ import annotations
 from typing import Any
 
 from components.manifests import asleep, gatekeeper, metrics, scaling
-from components.manifests.gatekeeper import GatekeeperLimits
 from components.manifests.spec import (
     LWS_NAME_LABEL,
     DoorSpec,
@@ -75,13 +74,6 @@ def upstream(spec: ServerSpec) -> str:
     """The leaders' Service as nginx's upstream server (its ClusterIP never changes while the
     Service exists, so nginx resolving it once at start is enough)."""
     return scaling.leaders_address(spec)
-
-
-def limits(spec: ServerSpec) -> GatekeeperLimits:
-    """The gatekeeper's limits at the door: per client as planned (grammar slots included), so
-    one client's share does not grow with the groups. (Every client's together, `all_requests`,
-    the plan makes what the most groups that may run hold.)"""
-    return spec.limits
 
 
 def config_where(spec: ServerSpec) -> dict[str, Any]:

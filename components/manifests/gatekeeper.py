@@ -30,14 +30,12 @@ Secret changes:
 from __future__ import annotations
 
 import datetime as dt
-import hashlib
 import json
 import math
-import re
 from pathlib import PurePosixPath
 from typing import Any
 
-from components.manifests import drain, images
+from components.manifests import drain, images, spec
 from components.manifests.gatekeeper_conf import (
     OPEN_PATHS,
     ROUTES,
@@ -63,19 +61,16 @@ __all__ = [
 #: /usr/lib/nginx/modules/ngx_http_js_module.so; the "slim" variant has no njs), pinned by the
 #: digest of its multi-arch index in `images.json` (its source there; `make pin-images`).
 IMAGE = images.reference("gatekeeper")
-CONTAINER = "gatekeeper"
+CONTAINER = spec.GATEKEEPER_CONTAINER
 PORT_NAME = "gatekeeper"
-PORT = 8080
+PORT = spec.GATEKEEPER_PORT
 #: The internal listener that passes vLLM's Prometheus `/metrics` and nothing else. The Service
 #: never targets it, and the NetworkPolicy admits it from the metrics collector's pods only
 #: (`components.manifests.metrics`).
 METRICS_PORT_NAME = "metrics"
 METRICS_PORT = 9090
-#: The probe listener (`gatekeeper.conf.tmpl`, `probe_listen`): /health and /ready for the
-#: kubelet and the group's workers, apart from the public listener's connections. No Service
-#: targets it; the NetworkPolicy admits it from the group's pods only.
 PROBE_PORT_NAME = "probe"
-PROBE_PORT = 8081
+PROBE_PORT = spec.GATEKEEPER_PROBE_PORT
 #: The kubelet's timeout on the gatekeeper's own probes; the engine probe's calls to /health
 #: through the probe listener have as long each (`probes.ProbeSpec.request_s`).
 PROBE_TIMEOUT_S = 5
@@ -93,21 +88,11 @@ RUN_DIR = "/tmp"
 ENGINE_MOUNT = "/var/run/gemma-engine"
 SELF_METRICS_PATH = f"{ENGINE_MOUNT}/{PurePosixPath(SELF_METRICS_FILE).name}"
 ENGINE_TMP_VOLUME = "tmp"
-#: Pod-template annotations that change when the engine key or the config changes, so `pulumi up`
-#: rolls the leader pods (vLLM and nginx read both only at start; the client keys are re-read).
-KEY_ANNOTATION = "gemma-graviton.dev/api-key-fingerprint"
+#: Rolls the leader pods when the config changes, as `KEY_ANNOTATION` does for the engine key
+#: (nginx reads its config only at start; the client keys are re-read).
 CONFIG_ANNOTATION = "gemma-graviton.dev/gatekeeper-config-sha256"
-
-#: Characters of an acceptable key: RFC 6750's b64token. Anything else (quotes, spaces, `$`)
-#: could change the meaning of the config line the key is written into. At least 32 of them:
-#: the failed-key rate limit slows guessing, the length makes it hopeless.
-KEY_ALPHABET = "A-Z a-z 0-9 . _ ~ + / = -"
-KEY_MIN_CHARS = 32
-KEY_SHAPE = re.compile(rf"[A-Za-z0-9._~+/=-]{{{KEY_MIN_CHARS},512}}")
-#: Slow key derivation for the rotation fingerprint, so a weak user-chosen key cannot be found
-#: by hashing a word list against the (plain) pod annotation.
-_FINGERPRINT_ROUNDS = 200_000
-_FINGERPRINT_SALT = b"gemma-graviton api-key fingerprint"
+KEY_ANNOTATION = spec.KEY_ANNOTATION
+config_digest = spec.config_digest
 
 
 def config_files(limits: GatekeeperLimits, **where: Any) -> dict[str, str]:
@@ -120,7 +105,7 @@ def config_files(limits: GatekeeperLimits, **where: Any) -> dict[str, str]:
 
 
 def _usable(api_key: str | None) -> bool:
-    return bool(api_key) and KEY_SHAPE.fullmatch(api_key or "") is not None
+    return bool(api_key) and spec.KEY_SHAPE.fullmatch(api_key or "") is not None
 
 
 def key_file_text(
@@ -147,23 +132,6 @@ def engine_map_entry(engine_key: str) -> str:
     if not _usable(engine_key):
         return "# no usable engine key: vLLM refuses every request\n"
     return f'default "Bearer {engine_key}";\n'
-
-
-def key_fingerprint(api_key: str) -> str:
-    """A short, slow-to-invert digest of the key for the pod template: it changes with the key,
-    so a new key rolls the leader pods, and does not reveal the key."""
-    digest = hashlib.pbkdf2_hmac(
-        "sha256", api_key.encode("utf-8"), _FINGERPRINT_SALT, _FINGERPRINT_ROUNDS
-    )
-    return digest[:8].hex()
-
-
-def config_digest(files: dict[str, str] | str) -> str:
-    """A short digest of the gatekeeper's files (or one text), for the pod-template annotation."""
-    if isinstance(files, str):
-        return hashlib.sha256(files.encode("utf-8")).hexdigest()[:16]
-    joined = "".join(f"{name}\0{text}\0" for name, text in sorted(files.items()))
-    return hashlib.sha256(joined.encode("utf-8")).hexdigest()[:16]
 
 
 def nginx_security_context() -> dict[str, Any]:

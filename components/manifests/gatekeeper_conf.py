@@ -96,10 +96,9 @@ KEEPALIVE_SECONDS = 15
 @dataclass(frozen=True)
 class GatekeeperLimits:
     """The front door as the planner sets it (`infra.plan.frontdoor.plan_front_door`): what the
-    gatekeeper enforces, what the load balancer listens on, and why. The plan's `--json` shows
-    these fields in this order (`served_model` aside: the plan's `model` names it)."""
+    gatekeeper enforces and why, beside the five fields of `spec.EndpointLimits`. The plan's
+    `--json` shows them in this order (`served_model` aside: the plan's `model` names it)."""
 
-    #: HTTPS on 443 terminated by the load balancer (an ACM certificate), else HTTP on 80.
     tls: bool
     listener_port: int
     max_request_bytes: int
@@ -127,7 +126,6 @@ class GatekeeperLimits:
     probe_connections: int
     #: Sequences one request may ask for (`n`, `best_of`, a list of prompts).
     max_sequences: int
-    #: Largest `logprobs`, `top_logprobs` or `prompt_logprobs` served (0: none).
     max_logprobs: int
     #: Largest grammar input (schemas, tools) in bytes of JSON (0: structured outputs off).
     max_schema_bytes: int
@@ -137,12 +135,9 @@ class GatekeeperLimits:
     schema_concurrency: int
     #: Largest reply in bytes; a longer one is cut.
     max_reply_bytes: int
-    #: The reply cap vLLM applies to every request (`maxReplyTokens`), and so to one that sets
-    #: no `max_tokens`.
     max_reply_tokens: int
-    #: Longest wait for vLLM's answer (nginx `proxy_read_timeout`, so also the longest gap in a
-    #: stream and the longest a reply may run), in seconds: the first-byte bound plus the longest
-    #: reply's decode. (The plan gives whole seconds; the rehearsal's cut check a fraction.)
+    #: nginx's `proxy_read_timeout`, so also the longest gap in a stream. (The plan gives whole
+    #: seconds; the rehearsal's cut check a fraction.)
     reply_timeout_seconds: float
     #: A client must send its request line and headers within this (a total, not per read).
     header_timeout_seconds: int

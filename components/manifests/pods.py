@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 from typing import Any, Literal
 
-from components.manifests import drain, gatekeeper, programs
+from components.manifests import drain, programs
 from components.manifests.access import gatekeeper_files
 from components.manifests.engine import engine_args
 from components.manifests.probes import (
@@ -28,6 +28,8 @@ from components.manifests.spec import (
     ENGINE_CONTAINER,
     ENGINE_KEY_KEY,
     FRONT_DOOR_LABEL,
+    GATEKEEPER_PORT,
+    GATEKEEPER_PROBE_PORT,
     HF_TOKEN_KEY,
     HF_TOKEN_MOUNT,
     LWS_NAME_LABEL,
@@ -36,6 +38,7 @@ from components.manifests.spec import (
     QUEUE_SOURCE_LABEL,
     RUN_AS,
     ServerSpec,
+    config_digest,
     object_labels,
     object_meta,
     pod_security_context,
@@ -62,7 +65,7 @@ KEY_CHECK_MODULE = "key_check.KeyCheck"
 
 def programs_config_name(spec: ServerSpec) -> str:
     """Named by the programs' digest: a pod mounts exactly the files of its own template."""
-    return f"{spec.name}-programs-{gatekeeper.config_digest(programs.files(spec.vllm_key))[:10]}"
+    return f"{spec.name}-programs-{config_digest(programs.files(spec.vllm_key))[:10]}"
 
 
 def programs_config(spec: ServerSpec) -> dict[str, Any]:
@@ -239,7 +242,7 @@ def _engine_container(spec: ServerSpec, role: Literal["leader", "worker"]) -> di
         # (kubernetes v1.35 pkg/probe/util.go findPortByName), and a probe that errors is thrown
         # away, never a success (pkg/kubelet/prober/worker.go). The pod's containers share one
         # network.
-        port = gatekeeper.PROBE_PORT if spec.gatekeeper_in_pod else spec.port
+        port = GATEKEEPER_PROBE_PORT if spec.gatekeeper_in_pod else spec.port
         container["readinessProbe"] = {
             "httpGet": {"path": "/health", "port": port},
             "periodSeconds": 10,
@@ -255,7 +258,7 @@ def _engine_container(spec: ServerSpec, role: Literal["leader", "worker"]) -> di
                 "leader",
                 spec.port,
                 spec.master_port,
-                None if spec.vllm_key else gatekeeper.PORT,
+                None if spec.vllm_key else GATEKEEPER_PORT,
             )
         )
     else:
@@ -264,7 +267,7 @@ def _engine_container(spec: ServerSpec, role: Literal["leader", "worker"]) -> di
         # loopback only: the check asks its gatekeeper's probe listener (the group's pods reach
         # any port of each other), never the public one. `engine.sh` waits for the leader's
         # name to resolve before vLLM starts (LWS #746).
-        leader_port = gatekeeper.PROBE_PORT if spec.gatekeeper_in_pod else spec.port
+        leader_port = GATEKEEPER_PROBE_PORT if spec.gatekeeper_in_pod else spec.port
         container["command"] = engine_command(
             "worker", check_args(spec.probes, "worker", leader_port, spec.model)
         )
@@ -273,13 +276,13 @@ def _engine_container(spec: ServerSpec, role: Literal["leader", "worker"]) -> di
         container["livenessProbe"] = liveness_probe(spec.probes)
         container["lifecycle"] = drain.lifecycle(
             drain.engine_pre_stop(
-                spec.drain, "worker", spec.port, spec.master_port, gatekeeper.PORT
+                spec.drain, "worker", spec.port, spec.master_port, GATEKEEPER_PORT
             )
         )
     return container
 
 
-def _volumes(spec: ServerSpec, role: Literal["leader", "worker"]) -> list[dict[str, Any]]:
+def _volumes(spec: ServerSpec) -> list[dict[str, Any]]:
     volumes: list[dict[str, Any]] = [
         {"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": f"{spec.shm_gib}Gi"}},
         {"name": "cache", "emptyDir": {"sizeLimit": "4Gi"}},
@@ -297,8 +300,6 @@ def _volumes(spec: ServerSpec, role: Literal["leader", "worker"]) -> list[dict[s
     )
     if not spec.persistent_models:
         volumes.append({"name": "models", "emptyDir": {"sizeLimit": f"{spec.model_volume_gib}Gi"}})
-    if role == "leader" and spec.gatekeeper_in_pod:
-        volumes += gatekeeper.volumes(spec.gatekeeper_config_name, spec.api_key_secret_name)
     return volumes
 
 
@@ -307,14 +308,12 @@ def pod_template(
 ) -> dict[str, Any]:
     """The leader's or a worker's pod: one rank per node, the engine, and the prefetch if any;
     the leader adds the gatekeeper (`spec.gatekeeper_in_pod`). `key_fingerprint`
-    (`gatekeeper.key_fingerprint` of the key vLLM checks) goes into the leader's template, so a
+    (`spec.key_fingerprint` of the key vLLM checks) goes into the leader's template, so a
     new key rolls the group."""
-    containers = [_engine_container(spec, role)]
+    containers, volumes = [_engine_container(spec, role)], _volumes(spec)
     metadata: dict[str, Any] = {
         "labels": object_labels(spec, f"vllm-{role}"),
-        "annotations": {
-            PROGRAMS_ANNOTATION: gatekeeper.config_digest(programs.files(spec.vllm_key))
-        },
+        "annotations": {PROGRAMS_ANNOTATION: config_digest(programs.files(spec.vllm_key))},
     }
     if spec.door:
         # The policy pack's sign that this group's gatekeeper is the door (policies/rules.py).
@@ -326,15 +325,17 @@ def pod_template(
         # KEDA's queue trigger reads the leaders and the queue floor through one Service.
         metadata["labels"][QUEUE_SOURCE_LABEL] = "true"
     if role == "leader" and spec.gatekeeper_in_pod:
+        from components.manifests import gatekeeper  # the gatekeeper layer, in the leader pod
+
         containers.append(
             gatekeeper.container(
                 spec.gatekeeper_millicpu, spec.gatekeeper_memory_mib, spec.drain, engine_tmp=True
             )
         )
-    if role == "leader" and spec.gatekeeper_in_pod:
+        volumes += gatekeeper.volumes(spec.gatekeeper_config_name, spec.api_key_secret_name)
         # Over every file of the ConfigMap, by name: the chat page's too when it is served.
         annotations = metadata["annotations"]
-        annotations[gatekeeper.CONFIG_ANNOTATION] = gatekeeper.config_digest(gatekeeper_files(spec))
+        annotations[gatekeeper.CONFIG_ANNOTATION] = config_digest(gatekeeper_files(spec))
         if key_fingerprint is not None:
             annotations[gatekeeper.KEY_ANNOTATION] = key_fingerprint
     pod_spec: dict[str, Any] = {
@@ -365,7 +366,7 @@ def pod_template(
         # stop (`infra.plan.rollout.plan_drain`, the safe end).
         "terminationGracePeriodSeconds": spec.drain.grace_s,
         "containers": containers,
-        "volumes": _volumes(spec, role),
+        "volumes": volumes,
     }
     if spec.weight_prefetch:
         pod_spec["initContainers"] = [_prefetch_container(spec)]

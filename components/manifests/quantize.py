@@ -56,8 +56,6 @@ from components.manifests.spec import (
     toleration,
 )
 
-#: The marker the quantizer writes last (`infra.quantize.marker.MARKER_NAME`).
-MARKER = "quantized.json"
 CODE_MOUNT = "/opt/quantize"
 SCRATCH_MOUNT = "/scratch"
 OUT_MOUNT = "/out"

@@ -2,17 +2,19 @@
 
 from __future__ import annotations
 
+import hashlib
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from components.manifests.drain import DrainSpec
 from components.manifests.engine import EngineSpec
-from components.manifests.gatekeeper import GatekeeperLimits
 from components.manifests.probes import ProbeSpec
 
 if TYPE_CHECKING:
     from components.manifests.asleep import Asleep
+    from components.manifests.gatekeeper_conf import GatekeeperLimits
 
 LWS_API = "leaderworkerset.x-k8s.io/v1"
 LWS_NAME_LABEL = "leaderworkerset.sigs.k8s.io/name"
@@ -52,10 +54,44 @@ MODELS_MOUNT = "/models"
 CACHE_MOUNT = "/cache"
 HF_TOKEN_MOUNT = "/var/run/secrets/huggingface"
 RUN_AS = 10001
-#: The model pods' engine container and the weight prefetch's init container (the gatekeeper's
-#: is `gatekeeper.CONTAINER`): one home, which the planner's pod accounting imports.
+#: The model pods' containers: one home, which the planner's pod accounting imports.
 ENGINE_CONTAINER = "vllm"
 PREFETCH_CONTAINER = "prefetch-weights"
+GATEKEEPER_CONTAINER = "gatekeeper"
+#: The gatekeeper's public port and its probe listener's (`probe_listen`: /health and /ready for
+#: the kubelet and the group's workers only), which a worker's drain and probes name.
+GATEKEEPER_PORT = 8080
+GATEKEEPER_PROBE_PORT = 8081
+#: A pod-template annotation that changes when the engine key changes, so `pulumi up` rolls the
+#: leader pods (vLLM reads its key only at start).
+KEY_ANNOTATION = "gemma-graviton.dev/api-key-fingerprint"
+#: Characters of an acceptable key: RFC 6750's b64token. Anything else (quotes, spaces, `$`)
+#: could change the meaning of the config line the key is written into. At least 32 of them:
+#: the failed-key rate limit slows guessing, the length makes it hopeless.
+KEY_ALPHABET = "A-Z a-z 0-9 . _ ~ + / = -"
+KEY_MIN_CHARS = 32
+KEY_SHAPE = re.compile(rf"[A-Za-z0-9._~+/=-]{{{KEY_MIN_CHARS},512}}")
+#: Slow key derivation for the rotation fingerprint, so a weak user-chosen key cannot be found
+#: by hashing a word list against the (plain) pod annotation.
+_FINGERPRINT_ROUNDS = 200_000
+_FINGERPRINT_SALT = b"gemma-graviton api-key fingerprint"
+
+
+def key_fingerprint(api_key: str) -> str:
+    """A short, slow-to-invert digest of the key for the pod template: it changes with the key,
+    so a new key rolls the leader pods, and does not reveal the key."""
+    digest = hashlib.pbkdf2_hmac(
+        "sha256", api_key.encode("utf-8"), _FINGERPRINT_SALT, _FINGERPRINT_ROUNDS
+    )
+    return digest[:8].hex()
+
+
+def config_digest(files: dict[str, str] | str) -> str:
+    """A short digest of a ConfigMap's files (or one text), for a pod-template annotation."""
+    if isinstance(files, str):
+        return hashlib.sha256(files.encode("utf-8")).hexdigest()[:16]
+    joined = "".join(f"{name}\0{text}\0" for name, text in sorted(files.items()))
+    return hashlib.sha256(joined.encode("utf-8")).hexdigest()[:16]
 
 
 def pod_security_context() -> dict[str, Any]:
@@ -71,6 +107,21 @@ def pod_security_context() -> dict[str, Any]:
 
 
 Manifest = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class EndpointLimits:
+    """What every front door has (`infra.plan.vllm_key.plan_endpoint`): the load balancer's
+    listener and the caps vLLM applies itself; `GatekeeperLimits` has these fields too."""
+
+    #: HTTPS on 443 at the load balancer (an ACM certificate), else HTTP on 80.
+    tls: bool
+    listener_port: int
+    #: vLLM's --max-logprobs and its generation config's max_new_tokens (`maxReplyTokens`).
+    max_logprobs: int
+    max_reply_tokens: int
+    #: The first-byte bound plus the longest reply's decode, in seconds: the drain's and clients'.
+    reply_timeout_seconds: float
 
 
 @dataclass(frozen=True)
@@ -120,9 +171,9 @@ class ServerSpec:
     #: Labels of the nodes the model pods must run on.
     node_selector: Mapping[str, str]
     allowed_cidrs: Sequence[str]
-    #: What the gatekeeper in each leader pod lets through to vLLM, and the caps vLLM applies
-    #: itself (`max_reply_tokens` as its generation config, `max_logprobs`) and the chat page.
-    limits: GatekeeperLimits
+    #: The caps vLLM applies itself (`max_reply_tokens` as its generation config,
+    #: `max_logprobs`) and, with the gatekeeper, what it lets through to vLLM and the chat page.
+    limits: EndpointLimits | GatekeeperLimits
     #: The gatekeeper container's CPU and memory (requests equal limits).
     gatekeeper_millicpu: int
     gatekeeper_memory_mib: int

@@ -19,8 +19,9 @@ import sys
 from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import NoReturn
+from typing import TYPE_CHECKING, NoReturn
 
+from components.manifests.spec import EndpointLimits
 from infra.adapters import verdict, wiring
 from infra.bootstrap import config as bootstrap_config
 from infra.plan import (
@@ -30,7 +31,6 @@ from infra.plan import (
     changes,
     checked,
     compare,
-    frontdoor,
     placeholders,
     pods,
     readiness,
@@ -46,6 +46,9 @@ from infra.plan.sizing import Plan
 from infra.plan.stackfile import add_stack_arguments, load_stack, parse_overrides, read_stack
 from infra.plan.throughput import Served
 from infra.plan.weights import FORMATS
+
+if TYPE_CHECKING:
+    from components.manifests.gatekeeper_conf import GatekeeperLimits
 
 
 class _OneLineParser(argparse.ArgumentParser):
@@ -204,6 +207,9 @@ def format_table(
     was chosen, then (in one place) the warnings."""
     per_stage = ", ".join(f"{w:.2f}" for w in p.weights_gib_per_stage)
     probes = p.liveness.probes
+    gatekeeper = not isinstance(p.front_door, EndpointLimits)
+    if gatekeeper:
+        from infra.plan import frontdoor  # the gatekeeper layer, `frontDoor: gatekeeper` only
     rows = [
         ("stack", p.stack),
         ("model", p.model),
@@ -279,7 +285,7 @@ def format_table(
             "listener",
             "HTTPS on 443 (TLS at the load balancer)" if p.front_door.tls else "plain HTTP on 80",
         ),
-        *(_front_door_rows if cfg is None or cfg.gatekeeper else vllm_key.rows)(p.front_door),
+        *(_front_door_rows if gatekeeper else vllm_key.rows)(p.front_door),
         (
             "drain",
             f"a stopping leader accepts {p.drain.accept_s} s more (the NLB checks every "
@@ -292,7 +298,7 @@ def format_table(
         (
             "idle cut",
             frontdoor.idle_cut(p.front_door, p.liveness.first_byte_s)
-            if cfg is None or cfg.gatekeeper
+            if gatekeeper
             else f"after {catalog.NLB_IDLE_TIMEOUT_S} s without a byte (no gatekeeper "
             f"keepalives); first byte within {p.liveness.first_byte_s} s",
         ),
@@ -325,9 +331,9 @@ def format_table(
         lines.append(f"  {shlex.join(cfg.vllm_extra_args)}")
     lines.append("")
     lines.append("why:")
-    door_reasons = p.front_door.reasons if cfg is None or cfg.gatekeeper else ()
+    door_reasons = p.front_door.reasons if gatekeeper else ()
     lines.extend(f"  - {reason}" for reason in (*p.reasons, *door_reasons))
-    if cfg is not None and not cfg.gatekeeper:
+    if not gatekeeper:
         lines.append("")
         lines.append("what `frontDoor: vllm-key` gives up against the gatekeeper:")
         lines.extend(f"  - {line}" for line in vllm_key.GIVES_UP)
@@ -375,8 +381,10 @@ def _revision(cfg: StackConfig) -> str:
     )
 
 
-def _front_door_rows(door: frontdoor.GatekeeperLimits) -> list[tuple[str, str]]:
+def _front_door_rows(door: GatekeeperLimits) -> list[tuple[str, str]]:
     """The gatekeeper's limits, each a stack key (docs/front-door.md)."""
+    from infra.plan import frontdoor  # the gatekeeper layer, `frontDoor: gatekeeper` only
+
     return [
         ("max request body", f"{door.max_request_bytes:,} bytes (`maxRequestBytes`)"),
         (

@@ -74,7 +74,6 @@ STACK_OF_ENVIRONMENT = {
 
 #: GitHub's OIDC issuer and the audience `aws-actions/configure-aws-credentials` asks for.
 GITHUB_OIDC_HOST = "token.actions.githubusercontent.com"
-GITHUB_OIDC_URL = f"https://{GITHUB_OIDC_HOST}"
 OIDC_AUDIENCE = "sts.amazonaws.com"
 #: IAM path of the CI roles and the boundaries; the deploy roles are denied every IAM action
 #: under it.

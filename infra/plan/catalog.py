@@ -15,7 +15,7 @@ import datetime as dt
 import re
 from dataclasses import dataclass
 
-from components.manifests import gatekeeper as gatekeeper_container
+from components.manifests.spec import GATEKEEPER_CONTAINER
 from infra.plan import weights
 from infra.plan.facts import FACTS, InstanceType
 
@@ -156,7 +156,6 @@ PEAK_GFLOPS_PER_VCPU: dict[str, float] = {
 #: over a 10 s window, not a prefill rate; its vllm-benchmark-quantisation path gives INT8/BF16
 #: ratios on an unnamed 96-core machine; vLLM PR #33787, 2026-02-04, gives w8a8 mixed prompt and
 #: generation tokens/s on Neoverse V1, not bf16 prefill).
-PREFILL_PATHS = ("onednn", "fallback")
 PREFILL_EFFICIENCY: dict[str, tuple[float, float]] = {
     "onednn": (0.29, 0.70),
     "fallback": (0.08, 0.70),
@@ -236,7 +235,7 @@ def allocatable_millicpu(instance: InstanceType) -> int:
 
 
 #: The front door's proxy in every leader pod; its requests (equal to its limits).
-GATEKEEPER = gatekeeper_container.CONTAINER
+GATEKEEPER = GATEKEEPER_CONTAINER
 #: CPU: what the worst client the limits admit costs in body parsing (`infra.plan.frontdoor`
 #: `_parsing`: one client at its request and large-body rates, bodies at the measured worst parse
 #: cost) is at most half of this, so its burst is spent within a second and the probe

@@ -72,7 +72,6 @@ VOLUME_ATTACH_SECONDS = 30
 MODEL_NODES_CEILING = 100
 #: The always-on system nodes: the smallest Graviton type that holds the system pods.
 SYSTEM_INSTANCE_TYPE = "m7g.large"
-SYSTEM_NODE_DISK_GIB = 20
 
 
 @dataclass(frozen=True)

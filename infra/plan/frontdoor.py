@@ -22,8 +22,10 @@ from components.manifests.gatekeeper_conf import (
     VLLM_KEEPALIVE_SECONDS,
     GatekeeperLimits,
 )
+from components.manifests.spec import EndpointLimits
 from infra.plan import catalog
 from infra.plan.config import ConfigError, StackConfig
+from infra.plan.vllm_key import REPLY_TIMEOUT_MARGIN, plan_endpoint
 
 #: JSON bytes per prompt token that `maxRequestBytes: auto` allows. A token is ~4 characters of
 #: English, but JSON escapes (`\\u00e9` is 6 bytes), chat framing and token-id prompts
@@ -31,19 +33,11 @@ from infra.plan.config import ConfigError, StackConfig
 BODY_BYTES_PER_TOKEN = 32
 #: Request framing beyond the prompt: model name, sampling fields, message roles.
 BODY_OVERHEAD_BYTES = 64 * 1024
-#: `maxReplyTokens: auto` is this share of the context, and never more than the cap: a request
-#: that forgets `max_tokens` would otherwise hold a slot for the whole context, at CPU decode
-#: rates for many minutes.
-REPLY_CAP_SHARE = 4
-REPLY_CAP_TOKENS = 1024
 #: Requests per minute per client for each request the KV cache holds at once: one a second
 #: per slot, more than a CPU replica serves, so only a runaway client meets the limit.
 REQUESTS_PER_MINUTE_PER_SLOT = 60
 #: The burst a client may send at once beyond the steady rate, per concurrent slot.
 BURST_PER_SLOT = 2
-#: Margin on the longest reply's decode before the gatekeeper gives up on vLLM.
-REPLY_TIMEOUT_MARGIN = 1.25
-REPLY_TIMEOUT_FLOOR_SECONDS = 120
 #: A client must send its request headers within this (slow-header attacks hold a connection,
 #: and a crowd of addresses reconnecting at their caps holds each for this long).
 HEADER_TIMEOUT_SECONDS = 5
@@ -157,12 +151,9 @@ def plan_front_door(
     first_byte_s: int,
 ) -> GatekeeperLimits:
     """The gatekeeper's limits for a plan of `max_model_len` tokens at `max_concurrency`, serving
-    `served_model`.
-
-    `first_byte_s` is the liveness plan's bound on a first token (`infra.plan.liveness`): the
-    longest prompt's prefill plus the stall bound. A non-streamed reply's first byte comes with
-    its last token, so the gatekeeper's one timeout is that bound plus the longest reply's decode.
-    """
+    `served_model`, around what every front door has (`vllm_key.plan_endpoint`): its one
+    timeout is the reply timeout."""
+    endpoint = plan_endpoint(cfg, max_model_len, decode_tokens_per_s, first_byte_s)
     slots = max(1, math.floor(max_concurrency))
     body = (
         max_model_len * BODY_BYTES_PER_TOKEN + BODY_OVERHEAD_BYTES
@@ -177,22 +168,8 @@ def plan_front_door(
         if cfg.client_requests_per_minute == "auto"
         else cfg.client_requests_per_minute
     )
-    cap = (
-        min(REPLY_CAP_TOKENS, max(1, max_model_len // REPLY_CAP_SHARE))
-        if cfg.max_reply_tokens == "auto"
-        else cfg.max_reply_tokens
-    )
-    decode_s = math.ceil(cap / decode_tokens_per_s * REPLY_TIMEOUT_MARGIN)
-    timeout = max(REPLY_TIMEOUT_FLOOR_SECONDS, first_byte_s + decode_s)
-    tls = cfg.tls_certificate_arn is not None
-
-    if cap >= max_model_len:
-        raise ConfigError(
-            "maxReplyTokens",
-            f"{cap} leaves no room for a prompt in the {max_model_len}-token context",
-            f"use at most {max_model_len - 1}, or auto",
-        )
-    work = _work(cfg, body, sequences, cap)
+    cap, timeout, tls = endpoint.max_reply_tokens, endpoint.reply_timeout_seconds, endpoint.tls
+    work = _work(cfg, body, sequences, endpoint)
     # An elastic stack's door fronts every group that may run; a leader's gatekeeper, its own.
     everyone = _all_requests(slots * (cfg.max_groups or 1), body)
     wires = _connections(cfg, body, work.requests_in_flight, everyone)
@@ -243,8 +220,7 @@ def plan_front_door(
         *budget.reasons,
     )
     return GatekeeperLimits(
-        tls=tls,
-        listener_port=443 if tls else 80,
+        **vars(endpoint),
         max_request_bytes=body,
         client_requests_per_minute=max(1, per_minute // work.max_sequences),
         client_burst=BURST_PER_SLOT * work.requests_in_flight,
@@ -256,13 +232,10 @@ def plan_front_door(
         worker_connections=wires.worker_connections,
         probe_connections=PROBE_CONNECTIONS,
         max_sequences=work.max_sequences,
-        max_logprobs=work.max_logprobs,
         max_schema_bytes=work.max_schema_bytes,
         max_schema_counts=(SCHEMA_MAX_COUNT, SCHEMA_MAX_PATTERN_COUNT),
         schema_concurrency=SCHEMA_CONCURRENCY,
         max_reply_bytes=work.max_reply_bytes,
-        max_reply_tokens=cap,
-        reply_timeout_seconds=timeout,
         header_timeout_seconds=HEADER_TIMEOUT_SECONDS,
         reasons=reasons,
         chat_page=cfg.chat_page,
@@ -292,13 +265,12 @@ class _Work:
 
     max_sequences: int
     requests_in_flight: int
-    max_logprobs: int
     max_schema_bytes: int
     max_reply_bytes: int
     reasons: tuple[str, ...]
 
 
-def _work(cfg: StackConfig, body: int, sequences: int, cap: int) -> _Work:
+def _work(cfg: StackConfig, body: int, sequences: int, endpoint: EndpointLimits) -> _Work:
     """Sequences per request, log-probabilities, schema bytes and the reply size they give."""
     per_request = 1 if cfg.max_sequences_per_request == "auto" else cfg.max_sequences_per_request
     if per_request > sequences:
@@ -307,7 +279,7 @@ def _work(cfg: StackConfig, body: int, sequences: int, cap: int) -> _Work:
             f"{per_request} is more than the {sequences} sequences one client may have in flight",
             f"use at most {sequences}, or raise `clientConcurrentRequests`",
         )
-    logprobs = 0 if cfg.max_logprobs == "auto" else cfg.max_logprobs
+    logprobs, cap = endpoint.max_logprobs, endpoint.max_reply_tokens
     compile_bytes = math.floor(SCHEMA_COMPILE_BYTES_PER_S * SCHEMA_COMPILE_SECONDS)
     schema = min(compile_bytes, body) if cfg.max_schema_bytes == "auto" else cfg.max_schema_bytes
     if schema > body:
@@ -348,7 +320,7 @@ def _work(cfg: StackConfig, body: int, sequences: int, cap: int) -> _Work:
         f"{REPLY_OVERHEAD_BYTES // 1024} KiB), cut there",
         schema_text,
     )
-    return _Work(per_request, max(1, sequences // per_request), logprobs, schema, reply, reasons)
+    return _Work(per_request, max(1, sequences // per_request), schema, reply, reasons)
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,7 @@ from pydantic import (
     ValidationError,
 )
 
-from components.manifests import gatekeeper
+from components.manifests import spec
 from infra.plan import rules
 from infra.plan.config import (
     SECRET_KEYS,
@@ -42,10 +42,10 @@ def load_config(raw: Mapping[str, Any]) -> StackConfig:
 
 
 #: A user-chosen API key: the gatekeeper's own rule for a key it accepts (at least this many
-#: characters of RFC 6750's b64token alphabet; `components.manifests.gatekeeper`), one home.
-API_KEY_MIN_CHARS = gatekeeper.KEY_MIN_CHARS
-API_KEY_ALPHABET = gatekeeper.KEY_ALPHABET
-_API_KEY = gatekeeper.KEY_SHAPE
+#: characters of RFC 6750's b64token alphabet; `components.manifests.spec`), one home.
+API_KEY_MIN_CHARS = spec.KEY_MIN_CHARS
+API_KEY_ALPHABET = spec.KEY_ALPHABET
+_API_KEY = spec.KEY_SHAPE
 
 
 def check_api_key(key: str, name: str = "apiKey") -> None:

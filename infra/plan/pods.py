@@ -10,8 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from components.manifests.gatekeeper import CONTAINER as GATEKEEPER_CONTAINER
-from components.manifests.spec import ENGINE_CONTAINER, PREFETCH_CONTAINER
+from components.manifests.spec import ENGINE_CONTAINER, GATEKEEPER_CONTAINER, PREFETCH_CONTAINER
 
 
 @dataclass(frozen=True)

@@ -22,7 +22,7 @@ from dataclasses import asdict, dataclass, replace
 from typing import TYPE_CHECKING
 
 from components.manifests.drain import DrainSpec
-from components.manifests.gatekeeper_conf import GatekeeperLimits
+from components.manifests.spec import EndpointLimits
 from infra.plan import catalog, liveness, prefill, rollout
 from infra.plan.budget import (
     BATCHED_TOKEN_CHOICES,
@@ -40,13 +40,14 @@ from infra.plan.budget import (
 )
 from infra.plan.catalog import GIB, InstanceType, ModelProfile
 from infra.plan.config import ConfigError, StackConfig
-from infra.plan.frontdoor import plan_front_door
 from infra.plan.kv_cache import GroupKv, cdiv
 from infra.plan.liveness import Liveness
 from infra.plan.rollout import RolloutPlan
+from infra.plan.vllm_key import plan_endpoint
 from infra.plan.weights import weight_format
 
 if TYPE_CHECKING:
+    from components.manifests.gatekeeper_conf import GatekeeperLimits
     from components.manifests.quantize import QuantizeSpec
 
 __all__ = [
@@ -118,8 +119,8 @@ class Plan:
     quantize: QuantizeSpec | None
     #: Probe period and threshold, stall bound and client first-byte bound (`infra.plan.liveness`).
     liveness: Liveness
-    #: What the gatekeeper in front of vLLM lets through (`infra.plan.frontdoor`).
-    front_door: GatekeeperLimits
+    #: vLLM's own caps (`infra.plan.vllm_key`), with the gatekeeper its limits (`frontdoor`).
+    front_door: EndpointLimits | GatekeeperLimits
     reasons: tuple[str, ...]
     #: How a pod told to stop finishes its streams (`infra.plan.rollout`).
     drain: DrainSpec
@@ -138,11 +139,12 @@ class Plan:
         data = asdict(self)
         data["ranks"] = [asdict(r) for r in self.ranks]
         data["reasons"] = list(self.reasons)
-        data["front_door"]["reasons"] = list(self.front_door.reasons)
-        data["front_door"]["token_tiers"] = [list(t) for t in self.front_door.token_tiers]
-        data["front_door"]["max_schema_counts"] = list(self.front_door.max_schema_counts)
-        # The plan's own `model` names the served model once.
-        del data["front_door"]["served_model"]
+        if not isinstance(self.front_door, EndpointLimits):
+            data["front_door"]["reasons"] = list(self.front_door.reasons)
+            data["front_door"]["token_tiers"] = [list(t) for t in self.front_door.token_tiers]
+            data["front_door"]["max_schema_counts"] = list(self.front_door.max_schema_counts)
+            # The plan's own `model` names the served model once.
+            del data["front_door"]["served_model"]
         if data["quantize"] is not None:
             del data["quantize"]["files"]  # the program's checkout, none in a plan
         data["weights_gib_per_stage"] = self.weights_gib_per_stage
@@ -376,7 +378,12 @@ def _finish(
         None if cfg.first_byte_timeout_seconds == "auto" else cfg.first_byte_timeout_seconds,
     )
     _check_first_byte(cfg, live, max_len)
-    door = plan_front_door(cfg, profile.name, max_len, concurrency, decode, live.first_byte_s)
+    if cfg.gatekeeper:
+        from infra.plan.frontdoor import plan_front_door  # the gatekeeper layer
+
+        door = plan_front_door(cfg, profile.name, max_len, concurrency, decode, live.first_byte_s)
+    else:
+        door = plan_endpoint(cfg, max_len, decode, live.first_byte_s)
     drain = rollout.plan_drain(door.reply_timeout_seconds)
     grows = rollout.node_group_grows(cfg)
     rollout.check_surge(cfg.rollout_surge, grows)

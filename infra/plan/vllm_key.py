@@ -1,12 +1,24 @@
-"""What `frontDoor: vllm-key` keeps and gives up against the gatekeeper: vLLM checks the key
-itself, on every route but the probes' (`components.manifests.programs.key_check`). The plan
-prints it."""
+"""What every front door has (`plan_endpoint`: the listener, vLLM's own caps, the reply timeout),
+and what `frontDoor: vllm-key` gives up against the gatekeeper: vLLM checks the key itself, on
+every route but the probes' (`components.manifests.programs.key_check`). The plan prints it."""
 
 from __future__ import annotations
 
-from components.manifests.gatekeeper_conf import GatekeeperLimits
+import math
+
 from components.manifests.programs.key_check import OPEN_PATHS
+from components.manifests.spec import EndpointLimits
 from infra.plan import catalog
+from infra.plan.config import ConfigError, StackConfig
+
+#: `maxReplyTokens: auto` is this share of the context, and never more than the cap: a request
+#: that forgets `max_tokens` would otherwise hold a slot for the whole context, at CPU decode
+#: rates for many minutes.
+REPLY_CAP_SHARE = 4
+REPLY_CAP_TOKENS = 1024
+#: Margin on the longest reply's decode before the gatekeeper gives up on vLLM.
+REPLY_TIMEOUT_MARGIN = 1.25
+REPLY_TIMEOUT_FLOOR_SECONDS = 120
 
 #: What a stack without the gatekeeper goes without. vLLM 0.31 reads one key from VLLM_API_KEY
 #: (serve/middleware/register.py) and checks it under /v1, /v2, /inference and /cohere only
@@ -27,7 +39,34 @@ GIVES_UP = (
 )
 
 
-def rows(door: GatekeeperLimits) -> list[tuple[str, str]]:
+def plan_endpoint(
+    cfg: StackConfig, max_model_len: int, decode_tokens_per_s: float, first_byte_s: int
+) -> EndpointLimits:
+    """The listener and vLLM's own caps. A non-streamed reply's first byte comes with its last
+    token: the reply timeout is the first-byte bound (`infra.plan.liveness`) plus its decode."""
+    cap = (
+        min(REPLY_CAP_TOKENS, max(1, max_model_len // REPLY_CAP_SHARE))
+        if cfg.max_reply_tokens == "auto"
+        else cfg.max_reply_tokens
+    )
+    if cap >= max_model_len:
+        raise ConfigError(
+            "maxReplyTokens",
+            f"{cap} leaves no room for a prompt in the {max_model_len}-token context",
+            f"use at most {max_model_len - 1}, or auto",
+        )
+    decode_s = math.ceil(cap / decode_tokens_per_s * REPLY_TIMEOUT_MARGIN)
+    tls = cfg.tls_certificate_arn is not None
+    return EndpointLimits(
+        tls=tls,
+        listener_port=443 if tls else 80,
+        max_logprobs=0 if cfg.max_logprobs == "auto" else cfg.max_logprobs,
+        max_reply_tokens=cap,
+        reply_timeout_seconds=max(REPLY_TIMEOUT_FLOOR_SECONDS, first_byte_s + decode_s),
+    )
+
+
+def rows(door: EndpointLimits) -> list[tuple[str, str]]:
     """The door rows that still hold without the gatekeeper, after the listener's."""
     return [
         (

@@ -117,13 +117,9 @@ def test_per_client_limits_stay_per_client_grammar_and_tokens_included() -> None
         token_tiers=((1024, 4), (2048, 2)),
     )
     spec = builders.elastic_server_spec(limits=limits)
-    at_door = door.limits(spec)
-    assert at_door.client_concurrent_requests == spec.limits.client_concurrent_requests
-    assert at_door.client_requests_per_minute == spec.limits.client_requests_per_minute
-    assert at_door.client_connections == spec.limits.client_connections
-    # Grammar slots are per client too: one client's structured replies hold no one else's.
-    assert at_door.schema_concurrency == spec.limits.schema_concurrency
-    assert at_door.token_tiers == spec.limits.token_tiers != ()
+    # The door's config is the plan's per-client limits, grammar slots and tiers included.
+    conf = gatekeeper.nginx_conf(limits, page_root=None, **door.config_where(spec))
+    assert manifests.gatekeeper_files(spec)[gatekeeper.CONFIG_FILE] == conf
 
 
 def test_vllm_admits_the_door_the_collector_and_keda_only() -> None:

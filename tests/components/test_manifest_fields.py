@@ -17,7 +17,7 @@ from components import manifests
 from components.manifests import gatekeeper, gatekeeper_answers, images, probes, programs
 from components.manifests.engine import EngineSpec, engine_args
 from components.manifests.pods import PROGRAMS_ANNOTATION
-from components.manifests.spec import ServerSpec, object_labels
+from components.manifests.spec import ServerSpec, config_digest, key_fingerprint, object_labels
 from tests import builders
 
 LIMITS = builders.gatekeeper_limits(
@@ -608,9 +608,10 @@ def test_key_shapes_and_fingerprints() -> None:
     key = "XXXX" + "x" * 28
     assert gatekeeper.key_file_text(key[:-1]) == '{"keys": []}\n'
     assert gatekeeper.engine_map_entry(key) == f'default "Bearer {key}";\n'
-    one = gatekeeper.key_fingerprint("a" * 40)
+    one = key_fingerprint("a" * 40)
     assert re.fullmatch(r"[0-9a-f]{16}", one)
-    digest = gatekeeper.config_digest("conf")
+    assert one != key_fingerprint("b" * 40) and key_fingerprint("a" * 40) == one
+    digest = config_digest("conf")
     assert re.fullmatch(r"[0-9a-f]{16}", digest)
 
 

@@ -64,7 +64,6 @@ PROJECT = "gemma-graviton"
 STACK = "dev"
 ACCOUNT_ID = "123456789012"
 REGION = "us-west-2"
-ZONES = ("us-west-2a", "us-west-2b", "us-west-2c", "us-west-2d")
 #: Zone IDs per region as one account might map them (names map differently per account; the
 #: IDs are the physical zones). us-east-1 includes use1-az3, where EKS refuses control planes.
 ZONE_IDS = {

@@ -13,12 +13,12 @@ from infra.plan.frontdoor import (
     BODY_BYTES_PER_TOKEN,
     BODY_OVERHEAD_BYTES,
     HEADER_TIMEOUT_SECONDS,
-    REPLY_TIMEOUT_FLOOR_SECONDS,
     plan_front_door,
 )
 from infra.plan.loading import load_config
 from infra.plan.sizing import plan
 from infra.plan.stackfile import load_stack
+from infra.plan.vllm_key import REPLY_TIMEOUT_FLOOR_SECONDS
 
 BASE = {
     "owner": "ml-platform",

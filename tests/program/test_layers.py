@@ -90,22 +90,7 @@ def _without(layer: Layer, root: Path) -> Path:
     return root
 
 
-#: Why deleting the gatekeeper still breaks the minimal stack: the core imports it.
-ENTANGLED = (
-    "infra.plan.sizing -> frontdoor -> components.manifests.gatekeeper_conf (every plan's "
-    "`front_door`, whose reply caps vLLM's flags and the waits read); infra.plan.catalog, loading, "
-    "pods, infra.adapters.cli, components.manifests.spec, pods, access, components.model_server -> "
-    "components.manifests.gatekeeper (ports, sizes, key files)"
-)
-
-
-@pytest.mark.parametrize(
-    "name",
-    [
-        pytest.param("gatekeeper", marks=pytest.mark.xfail(strict=True, reason=ENTANGLED)),
-        *(n for n in LAYERS if n != "gatekeeper"),
-    ],
-)
+@pytest.mark.parametrize("name", LAYERS)
 def test_deleting_a_layer_leaves_the_minimal_stack_planning_and_running(
     name: str, tmp_path: Path
 ) -> None:

@@ -169,11 +169,10 @@ def _product_lines(stack: str) -> tuple[int, str]:
     return int(result.stdout.split()[-1]), result.stderr
 
 
-#: Today's figure (12,266) rounded up to the next 250; the target is 9,000, and the ceiling
+#: Today's figure (11,118) rounded up to the next 250; the target is 9,000, and the ceiling
 #: only comes down. Largest imports left: the config model and planner (config, config_checks,
-#: sizing, catalog) and the gatekeeper, which the core still imports (frontdoor, gatekeeper_conf,
-#: gatekeeper; tests/program/test_layers.py `ENTANGLED`).
-MINIMAL_PRODUCT_LINES_CEILING = 12_500
+#: sizing, catalog), the cluster and the model server.
+MINIMAL_PRODUCT_LINES_CEILING = 11_250
 
 
 def test_the_minimal_program_imports_fewer_product_lines_than_dev() -> None:

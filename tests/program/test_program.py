@@ -18,6 +18,7 @@ import pytest
 
 from components import manifests
 from components.manifests import chat, gatekeeper
+from components.manifests.spec import key_fingerprint
 from infra.adapters import wiring
 from infra.plan import elastic
 from infra.plan.sizing import plan
@@ -423,10 +424,8 @@ def test_a_new_key_changes_the_secret_only_and_stays_out_of_plain_values(
     assert data["engine.map"] == f'default "Bearer {engine}";\n'
     assert engine != first
     leader = lws_before["spec"]["leaderWorkerTemplate"]["leaderTemplate"]
-    assert leader["metadata"]["annotations"][gatekeeper.KEY_ANNOTATION] == (
-        gatekeeper.key_fingerprint(engine)
-    )
-    assert resolve(exports["apiKeyFingerprint"]) == gatekeeper.key_fingerprint(first)
+    assert leader["metadata"]["annotations"][gatekeeper.KEY_ANNOTATION] == (key_fingerprint(engine))
+    assert resolve(exports["apiKeyFingerprint"]) == key_fingerprint(first)
     assert not is_secret(exports["apiKeyFingerprint"])
     lws_text = json.dumps(lws_before, default=str)
     assert first not in lws_text
@@ -438,7 +437,7 @@ def test_a_new_key_changes_the_secret_only_and_stays_out_of_plain_values(
     assert one(mocks.records, LWS).inputs == lws_before
     secret = named(mocks.records, "kubernetes:core/v1:Secret", "model-api-key")
     assert secret.inputs["stringData"]["api-keys.json"] == gatekeeper.key_file_text(second)
-    assert resolve(exports["apiKeyFingerprint"]) == gatekeeper.key_fingerprint(second)
+    assert resolve(exports["apiKeyFingerprint"]) == key_fingerprint(second)
     assert resolve(exports["apiKeyPreviousUntil"]) == "none"
     assert not is_secret(exports["plan"])
 
@@ -454,7 +453,7 @@ def test_a_rotation_accepts_the_previous_key_until_its_end_and_says_so(
     keys = json.loads(secret.inputs["stringData"]["api-keys.json"])["keys"]
     assert keys == [{"key": new, "until": None}, {"key": old, "until": 1_796_774_400}]
     assert resolve(exports["apiKeyPreviousUntil"]) == until
-    assert resolve(exports["apiKeyFingerprint"]) == gatekeeper.key_fingerprint(new)
+    assert resolve(exports["apiKeyFingerprint"]) == key_fingerprint(new)
     for name, value in exports.items():
         if not is_secret(value):
             assert old not in json.dumps(resolve(value), default=str), name

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from components.manifests import gatekeeper
+from components.manifests import gatekeeper, spec
 from components.manifests.asleep import Asleep
 from components.manifests.gatekeeper import GatekeeperLimits
 from tools.rehearse.checks import Check
@@ -68,7 +68,7 @@ def find_nginx() -> str:
 def rehearsal_key() -> str:
     """A fresh API key of the shape the gatekeeper accepts (hex, twice its minimum length in
     characters): a shorter one would leave every keyed request refused with 401."""
-    return secrets.token_hex(gatekeeper.KEY_MIN_CHARS)
+    return secrets.token_hex(spec.KEY_MIN_CHARS)
 
 
 def nginx_modules(nginx: str) -> tuple[str, ...]:
