@@ -37,6 +37,13 @@ def test_points_measure_prefill_at_1000_and_the_longest_prompt_up_to_the_planned
     assert [pt.prompts for pt in points] == [2, 2 * planned, 2, 2 * planned]
 
 
+def test_without_a_gatekeeper_the_kv_slots_bound_the_streams_and_nothing_the_rate() -> None:
+    p = plan(load_stack("minimal"), "minimal")
+    points = capacity_plan.default_points(p)
+    assert {q.concurrency for q in points} == {1, int(p.max_concurrency)}
+    assert all(math.isinf(q.request_rate) for q in points)
+
+
 def test_a_context_shorter_than_1000_tokens_gets_one_length() -> None:
     _, p = _dev()
     points = capacity_plan.default_points(p, output_tokens=p.max_model_len - 600)

@@ -19,8 +19,10 @@ calibrated on a measurement).
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
+from components.manifests.gatekeeper_conf import GatekeeperLimits
 from infra.plan import catalog, throughput
 from infra.plan.config import StackConfig
 from infra.plan.economics import busiest
@@ -77,11 +79,15 @@ def default_points(
             sorted({min(SHORT_PROMPT_TOKENS, longest_prompt(plan, output_tokens)),
                     longest_prompt(plan, output_tokens)})
         )  # fmt: skip
+    if isinstance(door, GatekeeperLimits):
+        # Half the door's per-client rate: Poisson arrivals bunch, and the gatekeeper refuses
+        # what goes past its burst with 429, counted as failed requests. The safe (low) end.
+        cap, rate = door.client_concurrent_requests, door.client_requests_per_minute / 60 / 2
+    else:
+        # `vllm-key`: no door refuses a burst; the KV's full slots (rounded down) bound it.
+        cap, rate = max(1, int(plan.max_concurrency)), math.inf
     if concurrencies is None:
-        concurrencies = tuple(sorted({1, door.client_concurrent_requests}))
-    # Half the door's per-client rate: Poisson arrivals bunch, and the gatekeeper refuses what
-    # goes past its burst with 429, which would count as failed requests. The safe (low) end.
-    rate = door.client_requests_per_minute / 60 / 2
+        concurrencies = tuple(sorted({1, cap}))
     return point_matrix(input_lengths, concurrencies, output_tokens, rate, prompts_per_stream)
 
 
