@@ -95,7 +95,7 @@ PROBE_RESERVE = 2 * PROBE_CONNECTIONS
 FIXED_CONNECTIONS = 24
 #: Grammar compile speed of the costliest schema shape tried that the gatekeeper admits, against a
 #: vocabulary of Gemma 4's 262,144 tokens (the project's own, byte-fallback shaped, not Gemma's:
-#: `tools.rehearse.measure.schema_compile`), in vLLM 0.31's xgrammar path: 225 then 447 optional
+#: probe `schema_compile.py` at 7a6c0b0), in vLLM 0.31's xgrammar path: 225 then 447 optional
 #: string properties, 5,992 bytes in 0.536 s and 11,981 bytes in 1.216 s (CPU seconds, median
 #: of 3 first compiles; measured 2026-12-06 on a shared 2-core AMD EPYC at load 13-21, so the
 #: figure errs slow; Graviton's cores are not measured): 9,852 bytes/s, the rate at the larger
