@@ -185,10 +185,9 @@ KEEPALIVE_INTERVAL_S = 20
 KEEPALIVE_PROBES = 5
 KEEPALIVE = f"so_keepalive={KEEPALIVE_IDLE_S}s:{KEEPALIVE_INTERVAL_S}s:{KEEPALIVE_PROBES}"
 
-#: The stream proxy's buffer, each way (nginx's default is 16 KiB). A client that shows no key
-#: sends at most its header, 3 KiB (the public server's header buffers), which 4 KiB holds; its
-#: pages are touched only as bytes pass, so what a connection costs is measured, not this.
-STREAM_BUFFER = "1k"
+#: The stream proxy's buffer, each way (nginx's default is 16 KiB): allocated for every public
+#: connection when it opens; bodies and replies pass through it 512 bytes a read.
+STREAM_BUFFER = "512"
 #: Bytes of a `limit_conn` zone per address it counts (a slab node: the red-black tree node, the
 #: count and the key, rounded up to nginx's slab size; ngx_stream_limit_conn_module.c), so the
 #: zone holds an address for every connection of the pool.

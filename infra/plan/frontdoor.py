@@ -50,13 +50,13 @@ CONNECTIONS_SPARE = 2
 #: start, nginx 1.22.1 and njs 0.7.9 on the rehearsal machine, 2026-12-06, plus the binaries').
 GATEKEEPER_BASE_MIB = 16
 #: What one public connection that has shown no key costs nginx at most, in bytes: one whose
-#: client sent a request line and two 1 KiB header lines and stopped, the most the header buffers
-#: take (`gatekeeper_conf`: 1 KiB, then two of 1 KiB; a 1 KiB stream buffer). Measured on real
-#: nginx (1.22.1, Debian 12) with the generated config, 6,000 such connections on loopback: the
-#: worker's private memory grew 16,276 bytes each (4,951 for a connection that sends nothing,
-#: 14,200 for a request line and one header), 2026-12-06.
-KEYLESS_CONNECTION_BYTES = 16_276
-KEYLESS_IDLE_BYTES = 4_951
+#: client sent a request line and a header crossing into the large buffer and stopped, so both
+#: header buffers are held (`gatekeeper.conf.tmpl`: 512 bytes, then one 1 KiB; 256-byte pools, a
+#: 512-byte stream buffer each way). Measured on real nginx (1.22.1, Debian 12) with dev's
+#: generated config, 6,000 such connections on loopback, twice: the worker's private memory grew
+#: 9,765 bytes each (3,443 for a connection that sends nothing), 2026-12-06; rounded up.
+KEYLESS_CONNECTION_BYTES = 9_800
+KEYLESS_IDLE_BYTES = 3_450
 #: The kernel's part, charged to the container's memory: 12,700 bytes of slab per loopback
 #: connection through the gatekeeper (the client's socket, nginx's, the Unix socket pair), less
 #: 3,550 for the client's end (half of a plain loopback TCP pair's 7,100), measured the same day.
@@ -386,7 +386,7 @@ def _connections(cfg: StackConfig, body: int, in_flight: int, all_requests: int)
         f"nginx and {held / 2**20:.1f} MiB for the {all_requests} request(s) at vLLM (each "
         f"holds its body and its parsed copy, up to {HELD_BYTES_PER_BODY_BYTE:.1f}x the body, "
         f"measured) and one client's {reading} bodies being read, over {connection:,} bytes "
-        f"a connection that has shown no key (nginx {KEYLESS_CONNECTION_BYTES:,} with 3 KiB of "
+        f"a connection that has shown no key (nginx {KEYLESS_CONNECTION_BYTES:,} with 1.5 KiB of "
         f"header held, the kernel {KERNEL_CONNECTION_BYTES:,}, {NGINX_CONNECTIONS_PER_CLIENT} "
         f"slots of {SLOT_BYTES}; measured); so {capacity // per_client:,} addresses at their "
         f"cap of {per_client}, each connection holding a header, fill it and refuse a keyed "

@@ -123,15 +123,15 @@ def test_reasons_say_what_each_limit_is_and_where_it_comes_from() -> None:
         "to 1024 tokens",
         "per client address 5 connections (auto: one per request in flight + 2), counted when a "
         "connection opens, before a byte is read; more are closed at once, logged",
-        "10,515 public connections in all, closed at once beyond (logged): the gatekeeper's 300 "
+        "13,879 public connections in all, closed at once beyond (logged): the gatekeeper's 300 "
         "MiB less 16 MiB for nginx and 16.0 MiB for the 3 request(s) at vLLM (each holds its body "
         "and its parsed copy, up to 15.4x the body, measured) and one client's 5 bodies being "
-        "read, over 26,722 bytes a connection that has shown no key (nginx 16,276 with 3 KiB of "
-        "header held, the kernel 9,150, 3 slots of 432; measured); so 2,103 addresses at their "
+        "read, over 20,246 bytes a connection that has shown no key (nginx 9,800 with 1.5 KiB of "
+        "header held, the kernel 9,150, 3 slots of 432; measured); so 2,775 addresses at their "
         "cap of 5, each connection holding a header, fill it and refuse a keyed client's new "
-        "connection (3,650 whose connections send nothing); one nginx worker with 31,636 "
+        "connection (4,044 whose connections send nothing); one nginx worker with 41,728 "
         "connections (3 per public connection, one per request at vLLM, 64 for the probe "
-        "listener's 32 and 24 for listeners, scrapes and wake calls) and 31,700 files",
+        "listener's 32 and 24 for listeners, scrapes and wake calls) and 41,792 files",
         "bodies of 10,000 bytes or more (or chunked) at most 104 a minute per client address "
         "(2 at once), above that 429: parsing costs njs up to 64 ns a byte (measured), so one "
         "client at its limits takes 37 ms of CPU a second, at most 0.5 of the gatekeeper's 75m "
@@ -182,10 +182,10 @@ def test_connections_follow_the_gatekeeper_s_memory_and_the_body() -> None:
     held = math.ceil(3 * 327_680 * frontdoor.HELD_BYTES_PER_BODY_BYTE) + 5 * 327_680
     reserve = 3 + 2 * 32 + 24
     free = 300 * 2**20 - 16 * 2**20 - held - reserve * 432
-    assert door.connection_capacity == free // (16_276 + 9_150 + 3 * 432) == 10_515
+    assert door.connection_capacity == free // (9_800 + 9_150 + 3 * 432) == 13_879
     # Three per public connection, one per request at vLLM, two per probe connection held back
     # for the probes, and the listeners', scrapes' and wake calls' own.
-    assert door.worker_connections == 3 * 10_515 + reserve
+    assert door.worker_connections == 3 * 13_879 + reserve
     assert door.probe_connections == 32
     assert door.client_connections == 3 + 2
     assert door.all_requests == 3
@@ -270,9 +270,9 @@ def test_logprobs_and_schemas_follow_their_keys() -> None:
             "it; use at most 327680, or raise `maxRequestBytes`",
         ),
         (
-            {"clientConnections": 6000},
-            "`clientConnections` 6000 would let two clients hold every one of the 10515 "
-            "connections the gatekeeper's 300 MiB holds; use at most 5257, or auto",
+            {"clientConnections": 7000},
+            "`clientConnections` 7000 would let two clients hold every one of the 13879 "
+            "connections the gatekeeper's 300 MiB holds; use at most 6939, or auto",
         ),
         (
             {"clientConnections": 3},
@@ -353,5 +353,7 @@ def test_the_plan_holds_nginx_connections_for_the_probes_beyond_every_public_one
     assert limits.probe_connections == frontdoor.PROBE_CONNECTIONS
     public = frontdoor.NGINX_CONNECTIONS_PER_CLIENT * limits.connection_capacity
     assert limits.worker_connections - public >= 2 * limits.probe_connections
-    # A client's own cap leaves room for more than one address beside it.
+    # A client's own cap leaves room for more than one address beside it; a crowd that refuses a
+    # keyed client's connection takes at least 1,000 addresses at their caps in dev.
     assert limits.client_connections * 2 <= limits.connection_capacity
+    assert stack != "dev" or limits.connection_capacity // limits.client_connections >= 1_000
