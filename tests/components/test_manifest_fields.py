@@ -664,20 +664,21 @@ def test_ranks_repel_each_other_by_the_group_s_name() -> None:
 REVISION = "0123456789abcdef0123456789abcdef01234567"
 
 
-def test_a_pinned_revision_reaches_whoever_downloads() -> None:
+@pytest.mark.parametrize("role", ["leader", "worker"])
+def test_a_pinned_revision_reaches_whoever_downloads(role: str) -> None:
     pinned = replace(NO_PREFETCH, model_revision=REVISION)
-    args = _container(_pods(pinned)["worker"], "vllm")["args"]
+    args = _container(_pods(pinned)[role], "vllm")["args"]
     assert args[:2] == ["serve", "google/gemma-4-12B-it"]
     assert f"--revision={REVISION}" in args and f"--tokenizer-revision={REVISION}" in args
     assert pinned.engine().revision == REVISION
-    # With the prefetch the init container fetches that commit and vLLM reads the directory.
+    # With the prefetch every rank's init container fetches that commit, with retries, and
+    # vLLM reads the directory.
     prefetched = replace(SPEC, model_revision=REVISION)
     assert prefetched.engine().revision is None
-    init = _container(_pods(prefetched)["worker"], "prefetch-weights")
+    init = _container(_pods(prefetched)[role], "prefetch-weights")
     assert {"name": "MODEL_REVISION", "value": REVISION} in init["env"]
-    assert not [
-        a for a in _container(_pods(prefetched)["worker"], "vllm")["args"] if "revision" in a
-    ]
+    assert {"name": "DOWNLOAD_ATTEMPTS", "value": "6"} in init["env"]
+    assert not [a for a in _container(_pods(prefetched)[role], "vllm")["args"] if "revision" in a]
 
 
 def test_every_rank_has_its_own_claim_named_as_its_statefulset_names_it() -> None:
