@@ -875,7 +875,9 @@ def _expand(template: str, match: re.Match[str]) -> str:
 
 
 def _relabel(configs: list[dict[str, Any]], labels: dict[str, str]) -> dict[str, str] | None:
-    """Prometheus relabelling (keep, drop, replace), as `relabel_config` defines it."""
+    """Prometheus relabelling (keep, drop, replace), as `relabel_config` defines it
+    (prometheus/model/relabel): anchored regexes, source labels joined with `;`, `replace` of
+    `$1` by default, an empty result removing the label; None when the target or sample goes."""
     labels = dict(labels)
     for config in configs:
         action = config.get("action", "replace")
