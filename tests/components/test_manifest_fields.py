@@ -136,6 +136,7 @@ def test_the_engine_reads_prefetched_weights_offline() -> None:
 
 def test_without_the_prefetch_the_engine_downloads_into_the_model_volume() -> None:
     engine = _container(_pods(NO_PREFETCH)["worker"], "vllm")
+    assert "HF_HUB_OFFLINE" not in [e["name"] for e in engine["env"]]
     assert [e["name"] for e in engine["env"][:6]] == [
         "VLLM_HOST_IP",
         "VLLM_CPU_OMP_THREADS_BIND",
@@ -195,7 +196,7 @@ def test_the_prefetch_downloads_with_the_token_into_the_model_directory() -> Non
         {"name": "hf-token", "mountPath": "/var/run/secrets/huggingface", "readOnly": True},
         PROGRAMS_MOUNT,
     ]
-    assert "initContainers" not in _pods(NO_PREFETCH)["worker"]["spec"]
+    assert not any("initContainers" in pod["spec"] for pod in _pods(NO_PREFETCH).values())
 
 
 def test_volumes_are_sized_and_the_leader_adds_the_gatekeepers() -> None:
