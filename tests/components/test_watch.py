@@ -1095,15 +1095,16 @@ def test_every_leader_s_measurement_is_drawn_beside_the_plan_s_range(
     assert not any(t.startswith("Leaders' measured step") for t in titles)
 
 
-def _log_lines(statuses: Iterable[int]) -> list[str]:
-    """Access log lines in the gatekeeper's own `log_format`, nginx filling the variables."""
-    conf = gatekeeper.nginx_conf(builders.gatekeeper_limits())
+def _log_lines(statuses: Iterable[int], conf: str = "", **values: str) -> list[str]:
+    """Access log lines in the gatekeeper's own `log_format` (that of `conf`, the plain
+    gatekeeper's by default), nginx filling the variables; `values` set the ones a test is about."""
+    conf = conf or gatekeeper.nginx_conf(builders.gatekeeper_limits())
     match = re.search(r"log_format gatekeeper escape=json((?:\s*'[^']*')+);", conf)
     assert match, "the gatekeeper has no JSON log format"
     template = "".join(re.findall(r"'([^']*)'", match.group(1)))
     lines = []
     for status in statuses:
-        values = {
+        filled = {
             "time_iso8601": "2026-12-01T10:00:00+00:00",
             "remote_addr": "10.0.1.7",
             "gatekeeper_method": "POST",
@@ -1114,8 +1115,9 @@ def _log_lines(statuses: Iterable[int]) -> list[str]:
             "upstream_addr": "127.0.0.1:8000",
             "upstream_status": str(status),
             "request_time": "0.250",
+            **values,
         }
-        lines.append(re.sub(r"\$(\w+)", lambda m, values=values: values[m.group(1)], template))
+        lines.append(re.sub(r"\$(\w+)", lambda m, filled=filled: filled[m.group(1)], template))
     return lines
 
 
