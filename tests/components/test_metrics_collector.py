@@ -11,27 +11,18 @@ import re
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from components import watch
 from components.manifests import gatekeeper, metrics, probes
 from components.manifests.spec import LWS_NAME_LABEL, LWS_WORKER_INDEX_LABEL
 from infra.adapters import monitoring_layer, wiring
 from infra.plan import catalog
 from infra.plan.stackfile import load_stack
+from tests.components.test_watch import _collector_config as _config
+from tests.components.test_watch import _dev_collector as _spec
 from tests.components.test_watch import _relabel
 from tests.fakes import k8s_schemas
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "vllm" / "metrics-v0.31.json"
-
-
-def _spec() -> metrics.CollectorSpec:
-    return monitoring_layer.collector_spec(load_stack("dev"), "dev")
-
-
-def _config(spec: metrics.CollectorSpec | None = None) -> dict[str, Any]:
-    """As Prometheus reads it: the collector expands `$$` to a literal `$` first."""
-    return yaml.safe_load(metrics.collector_config(spec or _spec()).replace("$$", "$"))
 
 
 def _job(config: dict[str, Any], name: str) -> dict[str, Any]:

@@ -17,10 +17,11 @@ import pytest
 from components import watch
 from components.manifests import gatekeeper, metrics
 from components.monitoring import load_balancer_dimension
-from infra.adapters import monitoring_layer, wiring
+from infra.adapters import wiring
 from infra.adapters.render import rendered_objects
 from infra.plan.sizing import plan
 from infra.plan.stackfile import load_stack
+from tests.components.test_watch import _dev_collector
 from tools.rehearse.measure.metrics_capture import parse_exposition
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "vllm" / "metrics-v0.31.json"
@@ -81,10 +82,6 @@ vllm:n_total{engine="0"} 3.0
     assert families["vllm:n_total"].type == "counter"
 
 
-def _collector() -> metrics.CollectorSpec:
-    return monitoring_layer.collector_spec(load_stack("dev"), "dev")
-
-
 def _admits(policy: dict[str, Any], peer: dict[str, dict[str, str]] | None, port: int) -> bool:
     """Whether an ingress NetworkPolicy admits a connection on `port` from `peer`
     ({"namespace": labels, "pod": labels}; None for an address outside the cluster, such as a
@@ -133,7 +130,7 @@ def test_the_metrics_port_admits_the_collector_only_never_the_load_balancer() ->
     targets = {p["targetPort"] for p in service["spec"]["ports"]}
     assert targets == {gatekeeper.PORT_NAME}
     # The collector's own pods carry exactly the labels the policy names.
-    deployment = metrics.deployment(_collector())
+    deployment = metrics.deployment(_dev_collector())
     assert deployment["spec"]["template"]["metadata"]["labels"] == metrics.LABELS
     assert deployment["metadata"]["namespace"] == wiring.NAMESPACE
     assert "hostNetwork" not in deployment["spec"]["template"]["spec"]

@@ -121,11 +121,15 @@ def spec() -> watch.WatchSpec:
     )
 
 
+def _collector_config(spec: metrics.CollectorSpec | None = None) -> dict[str, Any]:
+    """The collector's config (dev's by default) as Prometheus and the EMF exporter read it: the
+    collector expands `$$` to a literal `$` before either sees it."""
+    return yaml.safe_load(metrics.collector_config(spec or _dev_collector()).replace("$$", "$"))
+
+
 @pytest.fixture
 def collector_config() -> dict[str, Any]:
-    """The collector's config as Prometheus and the EMF exporter read it: the collector expands
-    `$$` to a literal `$` before either sees it."""
-    return yaml.safe_load(metrics.collector_config(_dev_collector()).replace("$$", "$"))
+    return _collector_config()
 
 
 # ---------------------------------------------------------------------------------------------
