@@ -399,19 +399,11 @@ def test_liveness_probes_are_what_the_plan_says(stack: str) -> None:
     assert leader["readinessProbe"]["httpGet"]["path"] == "/health"
 
 
-def test_private_clients_get_an_internal_load_balancer_and_public_ones_do_not() -> None:
+def test_private_clients_get_an_internal_load_balancer() -> None:
+    # Public ones do not (tests/program/test_tags.py, the in-tree controller's test).
     _, _, private = _objects("dev", allowedCidrs=["10.0.0.0/8"], allowPlainHttp=False)
     annotations = _kind(private, "Service")["metadata"]["annotations"]
     assert annotations["service.beta.kubernetes.io/aws-load-balancer-internal"] == "true"
-    _, _, public = _objects(
-        "dev",
-        allowedCidrs=["203.0.113.0/24"],
-        tlsCertificateArn="arn:aws:acm:{region}:123456789012:certificate/0f1e2d3c-4b5a",
-    )
-    annotations = _kind(public, "Service")["metadata"]["annotations"]
-    assert "service.beta.kubernetes.io/aws-load-balancer-internal" not in annotations
-    # The scheme annotation is the AWS Load Balancer Controller's; the in-tree one ignores it.
-    assert "service.beta.kubernetes.io/aws-load-balancer-scheme" not in annotations
 
 
 def test_a_private_range_beside_public_ones_is_refused() -> None:
