@@ -136,6 +136,7 @@ def test_the_engine_reads_prefetched_weights_offline() -> None:
 
 def test_without_the_prefetch_the_engine_downloads_into_the_model_volume() -> None:
     engine = _container(_pods(NO_PREFETCH)["worker"], "vllm")
+    assert "HF_HUB_OFFLINE" not in [e["name"] for e in engine["env"]]
     assert [e["name"] for e in engine["env"][:6]] == [
         "VLLM_HOST_IP",
         "VLLM_CPU_OMP_THREADS_BIND",
@@ -195,7 +196,7 @@ def test_the_prefetch_downloads_with_the_token_into_the_model_directory() -> Non
         {"name": "hf-token", "mountPath": "/var/run/secrets/huggingface", "readOnly": True},
         PROGRAMS_MOUNT,
     ]
-    assert "initContainers" not in _pods(NO_PREFETCH)["worker"]["spec"]
+    assert not any("initContainers" in pod["spec"] for pod in _pods(NO_PREFETCH).values())
 
 
 def test_volumes_are_sized_and_the_leader_adds_the_gatekeepers() -> None:
@@ -664,20 +665,21 @@ def test_ranks_repel_each_other_by_the_group_s_name() -> None:
 REVISION = "0123456789abcdef0123456789abcdef01234567"
 
 
-def test_a_pinned_revision_reaches_whoever_downloads() -> None:
+@pytest.mark.parametrize("role", ["leader", "worker"])
+def test_a_pinned_revision_reaches_whoever_downloads(role: str) -> None:
     pinned = replace(NO_PREFETCH, model_revision=REVISION)
-    args = _container(_pods(pinned)["worker"], "vllm")["args"]
+    args = _container(_pods(pinned)[role], "vllm")["args"]
     assert args[:2] == ["serve", "google/gemma-4-12B-it"]
     assert f"--revision={REVISION}" in args and f"--tokenizer-revision={REVISION}" in args
     assert pinned.engine().revision == REVISION
-    # With the prefetch the init container fetches that commit and vLLM reads the directory.
+    # With the prefetch every rank's init container fetches that commit, with retries, and
+    # vLLM reads the directory.
     prefetched = replace(SPEC, model_revision=REVISION)
     assert prefetched.engine().revision is None
-    init = _container(_pods(prefetched)["worker"], "prefetch-weights")
+    init = _container(_pods(prefetched)[role], "prefetch-weights")
     assert {"name": "MODEL_REVISION", "value": REVISION} in init["env"]
-    assert not [
-        a for a in _container(_pods(prefetched)["worker"], "vllm")["args"] if "revision" in a
-    ]
+    assert {"name": "DOWNLOAD_ATTEMPTS", "value": "6"} in init["env"]
+    assert not [a for a in _container(_pods(prefetched)[role], "vllm")["args"] if "revision" in a]
 
 
 def test_every_rank_has_its_own_claim_named_as_its_statefulset_names_it() -> None:

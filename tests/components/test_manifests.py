@@ -179,25 +179,6 @@ def test_requests_equal_limits_on_every_container() -> None:
                 assert res["limits"] == expected, (role, c["name"])
 
 
-def test_ranks_spread_over_nodes_and_select_the_model_nodes() -> None:
-    _, _, objects = _objects()
-    lws = _kind(objects, "LeaderWorkerSet")
-    assert not any("exclusive-topology" in k for k in lws["metadata"].get("annotations", {}))
-    for pod in _pod_specs(lws).values():
-        (term,) = pod["affinity"]["podAntiAffinity"][
-            "requiredDuringSchedulingIgnoredDuringExecution"
-        ]
-        assert term["topologyKey"] == "kubernetes.io/hostname"
-        (expr,) = term["labelSelector"]["matchExpressions"]
-        assert (expr["key"], expr["values"]) == (manifests.LWS_NAME_LABEL, ["gemma-vllm"])
-        # The pool and the planned type: a new type's pods never land on the old group's
-        # nodes (`wiring.model_node_selector`).
-        assert pod["nodeSelector"] == {
-            "gemma-graviton.dev/pool": "model",
-            "node.kubernetes.io/instance-type": "m7g.2xlarge",
-        }
-
-
 def _lws_pod_labels(lws_name: str, group: int, index: int) -> dict[str, str]:
     """The labels LWS puts on the pod of `index` in group `group`."""
     return {
@@ -246,31 +227,6 @@ def test_network_policy_admits_only_the_group_and_the_gatekeeper_port() -> None:
     ]
     # The third rule, the metrics port from the collector only: tests/components/test_metrics.py.
     assert len(policy["ingress"]) == 3
-
-
-def test_prefetch_init_container_and_offline_engine() -> None:
-    cfg, p, objects = _objects()
-    pod = _pod_specs(_kind(objects, "LeaderWorkerSet"))["worker"]
-    (init,) = pod["initContainers"]
-    env = {e["name"]: e.get("value") for e in init["env"]}
-    assert env["MODEL_REPO"] == cfg.model and env["MODEL_DIR"] == f"/models/{cfg.model}"
-    assert init["command"] == ["python3", "/opt/gemma-graviton/prefetch.py", "download"]
-    assert {"name": "programs", "mountPath": "/opt/gemma-graviton", "readOnly": True} in init[
-        "volumeMounts"
-    ]
-    engine_env = {e["name"]: e.get("value") for e in pod["containers"][0]["env"]}
-    assert engine_env["HF_HUB_OFFLINE"] == "1"
-    models = [v for v in pod["volumes"] if v["name"] == "models"]
-    assert models == [{"name": "models", "emptyDir": {"sizeLimit": f"{p.model_volume_gib}Gi"}}]
-
-
-def test_without_prefetch_vllm_downloads_as_in_the_report() -> None:
-    cfg, _, objects = _objects(weightPrefetch=False)
-    pod = _pod_specs(_kind(objects, "LeaderWorkerSet"))["leader"]
-    assert "initContainers" not in pod
-    assert pod["containers"][0]["args"][1] == cfg.model
-    env = {e["name"]: e.get("value") for e in pod["containers"][0]["env"]}
-    assert "HF_HUB_OFFLINE" not in env and env["HF_TOKEN_PATH"].endswith("/token")
 
 
 def test_volume_cache_uses_a_claim_per_rank() -> None:
@@ -443,19 +399,11 @@ def test_liveness_probes_are_what_the_plan_says(stack: str) -> None:
     assert leader["readinessProbe"]["httpGet"]["path"] == "/health"
 
 
-def test_private_clients_get_an_internal_load_balancer_and_public_ones_do_not() -> None:
+def test_private_clients_get_an_internal_load_balancer() -> None:
+    # Public ones do not (tests/program/test_tags.py, the in-tree controller's test).
     _, _, private = _objects("dev", allowedCidrs=["10.0.0.0/8"], allowPlainHttp=False)
     annotations = _kind(private, "Service")["metadata"]["annotations"]
     assert annotations["service.beta.kubernetes.io/aws-load-balancer-internal"] == "true"
-    _, _, public = _objects(
-        "dev",
-        allowedCidrs=["203.0.113.0/24"],
-        tlsCertificateArn="arn:aws:acm:{region}:123456789012:certificate/0f1e2d3c-4b5a",
-    )
-    annotations = _kind(public, "Service")["metadata"]["annotations"]
-    assert "service.beta.kubernetes.io/aws-load-balancer-internal" not in annotations
-    # The scheme annotation is the AWS Load Balancer Controller's; the in-tree one ignores it.
-    assert "service.beta.kubernetes.io/aws-load-balancer-scheme" not in annotations
 
 
 def test_a_private_range_beside_public_ones_is_refused() -> None:
@@ -647,18 +595,6 @@ def test_hf_token_reaches_only_the_container_that_downloads() -> None:
         assert _mounts_of(pod, "hf-token") == ["vllm"], role
         (mount,) = [m for m in pod["containers"][0]["volumeMounts"] if m["name"] == "hf-token"]
         assert mount["readOnly"] is True, role
-
-
-def test_secret_files_are_readable_by_the_pod_user_only() -> None:
-    _, _, objects = _objects()
-    for role, pod in _pod_specs(_kind(objects, "LeaderWorkerSet")).items():
-        secrets = [v for v in pod["volumes"] if "secret" in v]
-        assert {v["name"] for v in secrets} >= {"hf-token"}, role
-        for volume in secrets:
-            mode = volume["secret"]["defaultMode"]
-            # Owner and group (fsGroup) may read; nobody may write, nobody else may read.
-            assert mode & ~0o440 == 0, (role, volume["name"], oct(mode))
-            assert mode & 0o400, (role, volume["name"], oct(mode))
 
 
 def test_load_balancer_keeps_the_client_address() -> None:

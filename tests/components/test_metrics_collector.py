@@ -11,26 +11,18 @@ import re
 from pathlib import Path
 from typing import Any
 
-import pytest
-import yaml
-
 from components import watch
 from components.manifests import gatekeeper, metrics, probes
 from components.manifests.spec import LWS_NAME_LABEL, LWS_WORKER_INDEX_LABEL
 from infra.adapters import monitoring_layer, wiring
 from infra.plan import catalog
 from infra.plan.stackfile import load_stack
+from tests.components.test_watch import _collector_config as _config
+from tests.components.test_watch import _dev_collector as _spec
+from tests.components.test_watch import _relabel
 from tests.fakes import k8s_schemas
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "vllm" / "metrics-v0.31.json"
-
-
-def _spec() -> metrics.CollectorSpec:
-    return monitoring_layer.collector_spec(load_stack("dev"), "dev")
-
-
-def _config() -> dict[str, Any]:
-    return yaml.safe_load(metrics.collector_config(_spec()))
 
 
 def _job(config: dict[str, Any], name: str) -> dict[str, Any]:
@@ -52,36 +44,6 @@ def _by_kind() -> dict[str, dict[str, Any]]:
         "Deployment",
     ]
     return {o["kind"]: o for o in objects}
-
-
-# -- Prometheus relabelling, the subset the config uses (prometheus/model/relabel) ---------------
-
-
-def _relabel(labels: dict[str, str], rules: list[dict[str, Any]]) -> dict[str, str] | None:
-    """Apply relabel rules; None when a `keep` drops the target or sample. Regexes are anchored,
-    source labels are joined with `;`, and the default action is `replace` of `$1`."""
-    labels = dict(labels)
-    for rule in rules:
-        value = ";".join(labels.get(name, "") for name in rule.get("source_labels", []))
-        match = re.fullmatch(rule.get("regex", "(.*)"), value)
-        action = rule.get("action", "replace")
-        if action == "keep":
-            if match is None:
-                return None
-        elif action == "replace":
-            if match is not None:
-                # The collector expands `$${1}` to `${1}` before Prometheus reads it.
-                template = rule.get("replacement", "$1").replace("$$", "$")
-                labels[rule["target_label"]] = _expand(template, match)
-        else:
-            pytest.fail(f"relabel action {action} is not one this test reads")
-    return labels
-
-
-def _expand(template: str, match: re.Match[str]) -> str:
-    """`${1}` and `$1` in a replacement are the regex's groups."""
-    groups = (match[0], *match.groups())
-    return re.sub(r"\$\{(\d+)\}|\$(\d+)", lambda m: groups[int(m[1] or m[2])], template)
 
 
 def _exported_samples() -> set[str]:
@@ -229,12 +191,12 @@ def test_discovery_finds_this_stack_s_leaders_on_their_metrics_port_only() -> No
         "__meta_kubernetes_pod_container_port_name": gatekeeper.METRICS_PORT_NAME,
         "__meta_kubernetes_pod_label_leaderworkerset_sigs_k8s_io_group_index": "1",
     }
-    target = _relabel(leader, scrape["relabel_configs"])
+    target = _relabel(scrape["relabel_configs"], leader)
     assert target is not None
     assert target[metrics.STACK_DIMENSION] == "dev"
     assert target["group"] == "1"
     front_door = {**leader, "__meta_kubernetes_pod_container_port_name": gatekeeper.PORT_NAME}
-    assert _relabel(front_door, scrape["relabel_configs"]) is None
+    assert _relabel(scrape["relabel_configs"], front_door) is None
 
 
 def test_behind_a_door_the_ready_leaders_engine_is_scraped_on_vllms_port() -> None:
@@ -245,7 +207,7 @@ def test_behind_a_door_the_ready_leaders_engine_is_scraped_on_vllms_port() -> No
     # gatekeeper's port name matched no target and the leaders were never scraped.
     spec = monitoring_layer.collector_spec(load_stack("prod"), "prod")
     assert spec.engine_port == 8000
-    config = yaml.safe_load(metrics.collector_config(spec))
+    config = _config(spec)
     (scrape,) = config["receivers"]["prometheus"]["config"]["scrape_configs"]
     engine = {
         "__address__": "10.0.1.7",
@@ -255,14 +217,14 @@ def test_behind_a_door_the_ready_leaders_engine_is_scraped_on_vllms_port() -> No
         "__meta_kubernetes_pod_container_init": "false",
         "__meta_kubernetes_pod_label_leaderworkerset_sigs_k8s_io_group_index": "0",
     }
-    target = _relabel(engine, scrape["relabel_configs"])
+    target = _relabel(scrape["relabel_configs"], engine)
     assert target is not None
     assert target["__address__"] == "10.0.1.7:8000"
     assert target[metrics.STACK_DIMENSION] == "prod"
     not_ready = {**engine, "__meta_kubernetes_pod_ready": "false"}
-    assert _relabel(not_ready, scrape["relabel_configs"]) is None
+    assert _relabel(scrape["relabel_configs"], not_ready) is None
     init = {**engine, "__meta_kubernetes_pod_container_init": "true"}
-    assert _relabel(init, scrape["relabel_configs"]) is None
+    assert _relabel(scrape["relabel_configs"], init) is None
     # A fixed stack keeps the gatekeeper's named port, as before.
     assert _spec().engine_port is None
 
@@ -272,7 +234,7 @@ def test_real_vllm_samples_become_exactly_the_metrics_the_dashboard_reads() -> N
     scrape = _job(_config(), "vllm-leaders")
     kept = {}
     for sample in sorted(_exported_samples()):
-        labels = _relabel({"__name__": sample}, scrape["metric_relabel_configs"])
+        labels = _relabel(scrape["metric_relabel_configs"], {"__name__": sample})
         if labels is not None:
             kept[sample] = labels["__name__"]
     used = set(spec.samples) | set(spec.bucket_samples)
@@ -326,26 +288,26 @@ def test_each_leader_s_record_is_scraped_from_its_gatekeeper_and_kept_per_group(
         "__meta_kubernetes_pod_container_port_name": gatekeeper.METRICS_PORT_NAME,
         "__meta_kubernetes_pod_label_leaderworkerset_sigs_k8s_io_group_index": "2",
     }
-    target = _relabel(leader, record["relabel_configs"])
+    target = _relabel(record["relabel_configs"], leader)
     assert target is not None and target[metrics.GROUP_DIMENSION] == "2"
     # What the probe writes, beside a vLLM name that must not come through this job twice.
     written = [*probes.SELF_METRICS, "vllm:num_requests_waiting", "process_start_time_seconds"]
     kept = {}
     for sample in written:
-        labels = _relabel({"__name__": sample}, record["metric_relabel_configs"])
+        labels = _relabel(record["metric_relabel_configs"], {"__name__": sample})
         if labels is not None:
             kept[sample] = labels["__name__"]
     assert kept == {s: metrics.exported_name(s) for s in probes.SELF_METRICS}
     # And the vLLM job keeps none of the record's names.
     for sample in probes.SELF_METRICS:
-        assert _relabel({"__name__": sample}, engine["metric_relabel_configs"]) is None
+        assert _relabel(engine["metric_relabel_configs"], {"__name__": sample}) is None
     assert record["sample_limit"] >= len(probes.SELF_METRICS)
 
 
 def test_behind_a_door_no_record_is_scraped() -> None:
     spec = monitoring_layer.collector_spec(load_stack("prod"), "prod")
     assert spec.self_samples == ()
-    config = yaml.safe_load(metrics.collector_config(spec))
+    config = _config(spec)
     assert [
         j["job_name"] for j in config["receivers"]["prometheus"]["config"]["scrape_configs"]
     ] == ["vllm-leaders"]

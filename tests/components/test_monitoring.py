@@ -13,16 +13,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
 from components import watch
 from components.manifests import gatekeeper, metrics
 from components.monitoring import load_balancer_dimension
-from infra.adapters import monitoring_layer, wiring
+from infra.adapters import wiring
 from infra.adapters.render import rendered_objects
 from infra.plan.sizing import plan
 from infra.plan.stackfile import load_stack
-from tests import builders
+from tests.components.test_watch import _dev_collector
 from tools.rehearse.measure.metrics_capture import parse_exposition
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "vllm" / "metrics-v0.31.json"
@@ -64,17 +63,6 @@ def test_bucket_bounds_and_labels_are_real(exported: dict[str, Any]) -> None:
         assert family["type"] == "histogram"
         assert watch.BUCKET_LABEL in family["labels"]
         assert list(bounds) == family["buckets"], family_name
-    # The only labels the exported metrics are split by, besides the stack's own dimension:
-    # vLLM's by bucket, the leaders' own records by group.
-    declarations = yaml.safe_load(metrics.collector_config(_collector()))["exporters"]["awsemf"][
-        "metric_declarations"
-    ]
-    labels = {label for d in declarations for dims in d["dimensions"] for label in dims}
-    assert labels == {metrics.STACK_DIMENSION, watch.BUCKET_LABEL, metrics.GROUP_DIMENSION}
-    (records,) = [d for d in declarations if metrics.GROUP_DIMENSION in d["dimensions"][0]]
-    assert records["metric_name_selectors"] == [
-        f"^{metrics.exported_name(s)}$" for s in sorted(watch.SELF_SAMPLES)
-    ]
 
 
 def test_the_capture_parser_reads_families_types_labels_and_buckets() -> None:
@@ -92,26 +80,6 @@ vllm:n_total{engine="0"} 3.0
     assert families["vllm:x_seconds"].labels == ("engine", "le", "model_name")
     assert "vllm:x_seconds_bucket" in families["vllm:x_seconds"].samples
     assert families["vllm:n_total"].type == "counter"
-
-
-def _collector() -> metrics.CollectorSpec:
-    return monitoring_layer.collector_spec(load_stack("dev"), "dev")
-
-
-def test_the_collector_scrapes_leaders_metrics_port_and_keeps_only_used_series() -> None:
-    config = yaml.safe_load(metrics.collector_config(_collector()))
-    scrape, records = config["receivers"]["prometheus"]["config"]["scrape_configs"]
-    assert records["job_name"] == "leader-records"
-    (sd,) = scrape["kubernetes_sd_configs"]
-    assert sd["namespaces"]["names"] == [wiring.NAMESPACE]
-    assert "leaderworkerset.sigs.k8s.io/worker-index=0" in sd["selectors"][0]["label"]
-    keep_port = scrape["relabel_configs"][0]
-    assert keep_port["action"] == "keep" and keep_port["regex"] == gatekeeper.METRICS_PORT_NAME
-    keep, rename = scrape["metric_relabel_configs"]
-    assert set(keep["regex"].split("|")) == set(watch.SAMPLES) | set(watch.bucket_samples())
-    # `$$` is the collector config's escape for a literal `$`.
-    assert rename["replacement"] == "$${1}" + metrics.RAW_SUFFIX
-    assert config["exporters"]["awsemf"]["namespace"] == "GemmaGraviton/dev"
 
 
 def _admits(policy: dict[str, Any], peer: dict[str, dict[str, str]] | None, port: int) -> bool:
@@ -162,77 +130,10 @@ def test_the_metrics_port_admits_the_collector_only_never_the_load_balancer() ->
     targets = {p["targetPort"] for p in service["spec"]["ports"]}
     assert targets == {gatekeeper.PORT_NAME}
     # The collector's own pods carry exactly the labels the policy names.
-    deployment = metrics.deployment(_collector())
+    deployment = metrics.deployment(_dev_collector())
     assert deployment["spec"]["template"]["metadata"]["labels"] == metrics.LABELS
     assert deployment["metadata"]["namespace"] == wiring.NAMESPACE
     assert "hostNetwork" not in deployment["spec"]["template"]["spec"]
-
-
-def test_dashboard_has_every_panel_the_issue_lists() -> None:
-    titles = [w["properties"]["title"] for w in watch.dashboard_widgets(SPEC)]
-    for needle in (
-        "Time to first token",
-        "Inter-token latency",
-        "Generation tokens/s",
-        "Requests running and waiting",
-        "KV cache usage",
-        "Preemptions",
-        "Front-door answers by status",
-        "Group restarts",
-        "Node memory and CPU",
-    ):
-        assert any(needle in t for t in titles), needle
-    answers = next(
-        w for w in watch.dashboard_widgets(SPEC) if "Front-door" in w["properties"]["title"]
-    )
-    assert [m[1] for m in answers["properties"]["metrics"]] == [
-        watch.answers_metric(s) for s in ("2xx", "401", "413", "429", "5xx")
-    ]
-
-
-def test_percentile_is_the_first_bucket_reaching_the_share() -> None:
-    rows = watch.percentile_queries(SPEC, watch.TTFT, "t")
-    bounds = [*watch.BUCKETS[watch.TTFT], watch.INF]
-    assert [r[5] for r in rows if isinstance(r[0], str)] == bounds
-    p95 = next(r[0] for r in rows if isinstance(r[0], dict) and r[0]["id"] == "tp95")
-    total = f"ti{len(bounds) - 1}"
-    assert p95["expression"].startswith(f"IF({total} > 0, MIN([")
-    assert f"IF(ti0 >= 0.95 * {total}, 0.001," in p95["expression"]
-
-
-def test_alarms_read_what_the_issue_asks() -> None:
-    specs = {a.key: a for a in watch.alarms(SPEC)}
-    assert set(specs) == {
-        "no-healthy-target",
-        "requests-waiting",
-        "kv-cache-full",
-        "group-restart",
-        "server-errors",
-    }
-    assert specs["requests-waiting"].args["threshold"] == 3
-    assert specs["requests-waiting"].args["evaluation_periods"] * watch.PERIOD == 300
-    kv = specs["kv-cache-full"].args
-    assert kv["threshold"] == 0.9 and kv["evaluation_periods"] * watch.PERIOD == 600
-    healthy = specs["no-healthy-target"].args["metric_queries"][0]["expression"]
-    assert "HealthyHostCount" in healthy and "net/a1b2/c3d4" in healthy
-    assert specs["server-errors"].args["metric_name"] == watch.answers_metric("5xx")
-
-
-def test_answer_filters_read_the_gatekeepers_log_fields() -> None:
-    pattern = watch.answer_filter_pattern("429")
-    assert pattern == (
-        '{ $.kubernetes.container_name = "gatekeeper" && $.log_processed.status = 429 }'
-    )
-    # The gatekeeper writes `status` as a JSON number (see its log_format).
-    assert '"status":$status' in gatekeeper.nginx_conf(
-        builders.gatekeeper_limits(
-            max_request_bytes=1000,
-            client_requests_per_minute=60,
-            client_burst=2,
-            client_concurrent_requests=1,
-            reply_timeout_seconds=120,
-        )
-    )
 
 
 def test_load_balancer_dimension_from_its_dns_name() -> None:

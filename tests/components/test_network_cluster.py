@@ -10,7 +10,7 @@ and a secret kubeconfig feeding the one Kubernetes provider.
 from __future__ import annotations
 
 import base64
-from typing import Literal
+from typing import Any, Literal
 
 import pulumi
 import pulumi_aws as aws
@@ -99,26 +99,17 @@ def deploy(
             ),
             opts=opts,
         )
-        cluster = Cluster(
-            "gemma",
-            ClusterArgs(
-                name="gemma-graviton-dev",
-                vpc_id=network.vpc_id,
-                control_plane_subnet_ids=network.control_plane_subnet_ids,
-                node_subnet_id=network.node_subnet_id,
-                kubernetes_version="1.34",
-                instance_type=INSTANCE_TYPE,
-                node_count=NODE_COUNT,
-                node_disk_gib=DISK_GIB,
-                node_labels=LABELS,
-                public_access_cidrs=OPERATORS,
-                admin_arns=(ADMIN,),
-                viewer_arns=(VIEWER,),
-                addon_versions=addons.pinned("1.34") or {},
-                **roles,
-            ),
-            opts=opts,
+        args = cluster_args(
+            vpc_id=network.vpc_id,
+            control_plane_subnet_ids=network.control_plane_subnet_ids,
+            node_subnet_id=network.node_subnet_id,
+            public_access_cidrs=OPERATORS,
+            admin_arns=(ADMIN,),
+            viewer_arns=(VIEWER,),
+            addon_versions=addons.pinned("1.34") or {},
+            **roles,
         )
+        cluster = Cluster("gemma", args, opts=opts)
         return network, cluster
 
     return run(program)
@@ -337,21 +328,10 @@ def test_kubernetes_objects_are_deleted_before_the_access_entries(mocks: Recordi
 
 def test_no_operator_ranges_means_no_public_endpoint(mocks: RecordingMocks) -> None:
     def program() -> None:
+        roles = bootstrap_role_args(mocks)
+        addon_versions = addons.pinned("1.35") or {}
         Cluster(
-            "gemma",
-            ClusterArgs(
-                name="gemma-graviton-dev",
-                vpc_id="vpc-1",
-                control_plane_subnet_ids=["subnet-1", "subnet-2"],
-                node_subnet_id="subnet-1",
-                kubernetes_version="1.35",
-                addon_versions=addons.pinned("1.35") or {},
-                instance_type=INSTANCE_TYPE,
-                node_count=NODE_COUNT,
-                node_disk_gib=DISK_GIB,
-                node_labels=LABELS,
-                **bootstrap_role_args(mocks),
-            ),
+            "gemma", cluster_args(kubernetes_version="1.35", addon_versions=addon_versions, **roles)
         )
 
     run(program)
@@ -553,34 +533,40 @@ def test_network_args_reject_bad_values(overrides: dict[str, str], message: str)
     assert str(excinfo.value) == message
 
 
-def cluster_args(node_count: int = NODE_COUNT, node_disk_gib: int = DISK_GIB) -> ClusterArgs:
-    return ClusterArgs(
-        name="gemma-graviton-dev",
-        vpc_id="vpc-1",
-        control_plane_subnet_ids=["subnet-1", "subnet-2"],
-        node_subnet_id="subnet-1",
-        kubernetes_version="1.34",
-        instance_type=INSTANCE_TYPE,
-        node_count=node_count,
-        node_disk_gib=node_disk_gib,
-        node_labels=LABELS,
-    )
+def cluster_args(**overrides: Any) -> ClusterArgs:
+    values: dict[str, Any] = {
+        "name": "gemma-graviton-dev",
+        "vpc_id": "vpc-1",
+        "control_plane_subnet_ids": ["subnet-1", "subnet-2"],
+        "node_subnet_id": "subnet-1",
+        "kubernetes_version": "1.34",
+        "instance_type": INSTANCE_TYPE,
+        "node_count": NODE_COUNT,
+        "node_disk_gib": DISK_GIB,
+        "node_labels": LABELS,
+    }
+    return ClusterArgs(**{**values, **overrides})
 
 
-def test_cluster_args_reject_an_empty_node_group() -> None:
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        (
+            {"node_count": 0},
+            "`node_count` is 0, but the node group needs at least one node; set it to 1 or more",
+        ),
+        (
+            {"node_disk_gib": 10},
+            "`node_disk_gib` is 10, below the 20 GiB the EKS AL2023 AMI needs; "
+            "set it to 20 or more",
+        ),
+    ],
+    ids=["empty-node-group", "disk-below-the-ami"],
+)
+def test_cluster_args_reject_bad_values(overrides: dict[str, int], message: str) -> None:
     with pytest.raises(ValueError) as excinfo:
-        cluster_args(node_count=0)
-    assert str(excinfo.value) == (
-        "`node_count` is 0, but the node group needs at least one node; set it to 1 or more"
-    )
-
-
-def test_cluster_args_reject_a_disk_below_the_ami_size() -> None:
-    with pytest.raises(ValueError) as excinfo:
-        cluster_args(node_disk_gib=10)
-    assert str(excinfo.value) == (
-        "`node_disk_gib` is 10, below the 20 GiB the EKS AL2023 AMI needs; set it to 20 or more"
-    )
+        cluster_args(**overrides)
+    assert str(excinfo.value) == message
 
 
 def test_an_explicit_aws_provider_reaches_every_aws_child(mocks: RecordingMocks) -> None:

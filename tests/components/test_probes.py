@@ -37,6 +37,8 @@ from tools.rehearse.measure.metrics_capture import parse_exposition
 PROBES = ProbeSpec(stall_s=30, period_s=5, failures=3, timeout_s=8, request_s=5, idle_check_s=0)
 #: As planned: an idle pipeline proven at most once a minute.
 RARE = ProbeSpec(stall_s=30, period_s=5, failures=3, timeout_s=8, request_s=5, idle_check_s=60)
+#: A 3 s stall bound and a 1 s proof deadline, for the waits behind a running step.
+QUICK = ProbeSpec(stall_s=3, period_s=2, failures=3, timeout_s=4, request_s=1, idle_check_s=0)
 
 
 def _run(command: list[str], env: dict[str, str] | None = None) -> tuple[int, str]:
@@ -48,8 +50,8 @@ def _run(command: list[str], env: dict[str, str] | None = None) -> tuple[int, st
     return (0 if ok else 1), line
 
 
-def _leader(port: int, state: Path) -> list[str]:
-    return probe_command(PROBES, "leader", port, "m", host="127.0.0.1", state_file=str(state))
+def _leader(port: int, state: Path, spec: ProbeSpec = PROBES) -> list[str]:
+    return probe_command(spec, "leader", port, "m", host="127.0.0.1", state_file=str(state))
 
 
 def test_an_idle_leader_must_generate_one_token(tmp_path: Path) -> None:
@@ -71,9 +73,8 @@ def test_an_idle_leader_proves_its_pipeline_once_per_idle_check(tmp_path: Path) 
     `idle_check_s`: the runs between pass on the last proof, so the metrics see ~1,440 probe
     requests a day, not one per period."""
     state = tmp_path / "s.json"
-    command = probe_command(RARE, "leader", 0, "m", host="127.0.0.1", state_file=str(state))
     with fake_leader() as (port, leader):
-        command = [a.replace("port=0", f"port={port}") for a in command]
+        command = _leader(port, state, RARE)
         results = [_run(command) for _ in range(4)]
         assert [code for code, _ in results] == [0, 0, 0, 0]
         assert len(leader.completions) == 1
@@ -92,9 +93,8 @@ def test_an_idle_leader_proves_its_pipeline_once_per_idle_check(tmp_path: Path) 
 
 def test_tokens_a_client_gets_prove_an_idle_pipeline_too(tmp_path: Path) -> None:
     state = tmp_path / "s.json"
-    command = probe_command(RARE, "leader", 0, "m", host="127.0.0.1", state_file=str(state))
     with fake_leader() as (port, leader):
-        command = [a.replace("port=0", f"port={port}") for a in command]
+        command = _leader(port, state, RARE)
         leader.generated = 10.0
         _run(command)  # the first run records the counters and proves by asking
         before = len(leader.completions)
@@ -500,11 +500,9 @@ def test_an_idle_proof_behind_a_running_step_fails_only_past_the_stall_bound(
     """vLLM's running count moves when a step ends: a request in its first step looks idle, and
     the idle proof waits behind that step. No answer in time is a slow step until it has lasted
     the stall bound; an HTTP error still fails at once."""
-    quick = ProbeSpec(stall_s=3, period_s=2, failures=3, timeout_s=4, request_s=1, idle_check_s=0)
     state = tmp_path / "s.json"
-    command = probe_command(quick, "leader", 0, "m", host="127.0.0.1", state_file=str(state))
     with fake_leader() as (port, leader):
-        command = [a.replace("port=0", f"port={port}") for a in command]
+        command = _leader(port, state, QUICK)
         leader.delay_s = 1.5  # beyond the proof's 1 s deadline
         code, out = _run(command)
         assert code == 0 and "a step may be running" in out
@@ -521,11 +519,9 @@ def test_an_idle_proof_behind_a_running_step_fails_only_past_the_stall_bound(
 def test_a_busy_engine_ends_an_idle_wait(tmp_path: Path) -> None:
     """An idle wait that a busy engine then interrupted starts afresh the next time the engine
     is idle: a stale start would fail the probe at once."""
-    quick = ProbeSpec(stall_s=3, period_s=2, failures=3, timeout_s=4, request_s=1, idle_check_s=0)
     state = tmp_path / "s.json"
-    command = probe_command(quick, "leader", 0, "m", host="127.0.0.1", state_file=str(state))
     with fake_leader() as (port, leader):
-        command = [a.replace("port=0", f"port={port}") for a in command]
+        command = _leader(port, state, QUICK)
         assert _run(command)[0] == 0
         seen = json.loads(state.read_text())
         state.write_text(json.dumps({**seen, "idle_waiting_since": time.time() - 60}))
@@ -590,13 +586,10 @@ def test_a_check_ends_within_its_probes_timeout(tmp_path: Path) -> None:
     """As an exec probe's run was stopped at `timeoutSeconds`: a served check that outlived it
     would hold the next period's check behind one the kubelet already counted as failed."""
     quick = ProbeSpec(stall_s=30, period_s=2, failures=3, timeout_s=3, request_s=5, idle_check_s=0)
-    command = probe_command(quick, "leader", 0, "m", host="127.0.0.1", state_file=str(tmp_path))
-    assert "timeout-s=2" in command
     with fake_leader() as (port, leader):
         leader.delay_s = 4.0
-        command = probe_command(
-            quick, "leader", port, "m", host="127.0.0.1", state_file=str(tmp_path / "s.json")
-        )
+        command = _leader(port, tmp_path / "s.json", quick)
+        assert "timeout-s=2" in command
         began = time.monotonic()
         code, out = _run(command)
         took = time.monotonic() - began

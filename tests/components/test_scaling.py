@@ -125,16 +125,6 @@ def test_committed_keda_copy_is_the_crd_structure() -> None:
     assert "description" not in str(schema)
 
 
-@pytest.mark.parametrize("stack", ["dev", "prod"])
-def test_rendered_objects_pass_the_real_schemas(stack: str) -> None:
-    cfg, objects = builders.planned(stack, today=TODAY)[0], builders.rendered(stack, today=TODAY)
-    kinds = [o["kind"] for o in objects]
-    assert ("ScaledObject" in kinds) is cfg.elastic
-    for obj in objects:
-        name = f"{obj['kind']}/{obj['metadata']['name']}"
-        assert k8s_schemas.object_errors(obj, cfg.kubernetes_version) == [], name
-
-
 def test_an_autoscaled_group_leaves_its_count_to_keda_and_tolerates_the_model_taint() -> None:
     spec, _ = _scaled()
     lws = manifests.leader_worker_set(spec)

@@ -19,6 +19,7 @@ only after the modules are imported.
 
 from __future__ import annotations
 
+import ast
 import dataclasses
 import inspect
 import json
@@ -120,11 +121,15 @@ def spec() -> watch.WatchSpec:
     )
 
 
+def _collector_config(spec: metrics.CollectorSpec | None = None) -> dict[str, Any]:
+    """The collector's config (dev's by default) as Prometheus and the EMF exporter read it: the
+    collector expands `$$` to a literal `$` before either sees it."""
+    return yaml.safe_load(metrics.collector_config(spec or _dev_collector()).replace("$$", "$"))
+
+
 @pytest.fixture
 def collector_config() -> dict[str, Any]:
-    """The collector's config as Prometheus and the EMF exporter read it: the collector expands
-    `$$` to a literal `$` before either sees it."""
-    return yaml.safe_load(metrics.collector_config(_dev_collector()).replace("$$", "$"))
+    return _collector_config()
 
 
 # ---------------------------------------------------------------------------------------------
@@ -593,108 +598,52 @@ class Store:
         }
 
 
-_TOKEN = re.compile(r"\s*(?:(\d+(?:\.\d+)?)|([A-Za-z_]\w*)|(>=|<=|==|!=|[-+*/<>(),\[\]]))")
-_COMPARISONS = {">": operator.gt, ">=": operator.ge, "<": operator.lt, "<=": operator.le}
-_COMPARISONS |= {"==": operator.eq, "!=": operator.ne}
+_OPERATORS: dict[type, Callable[[float, float], Any]] = {
+    ast.Add: operator.add,
+    ast.Sub: operator.sub,
+    ast.Mult: operator.mul,
+    ast.Div: operator.truediv,
+    ast.Gt: operator.gt,
+    ast.GtE: operator.ge,
+    ast.Lt: operator.lt,
+    ast.LtE: operator.le,
+    ast.Eq: operator.eq,
+    ast.NotEq: operator.ne,
+}
 
 
-def _lift(op: Callable[[float, float], float]) -> Callable[[Point, Point], Point]:
+def _lift(op: Callable[[float, float], Any]) -> Callable[[Point, Point], Point]:
     return lambda a, b: None if a is None or b is None else float(op(a, b))
 
 
-class _Math:
-    """Metric math, for the functions watch.py writes: a recursive-descent parser that compiles
-    an expression to a function of the period's index (no value: None)."""
+def _math(expression: str, lookup: Callable[[str], Fn]) -> Fn:
+    """Metric math, for the functions watch.py writes, compiled to a function of the period's
+    index (no value: None). Its syntax is a subset of Python's expressions: Python parses it."""
 
-    def __init__(self, expression: str, lookup: Callable[[str], Fn]) -> None:
-        self.expression = expression
-        self.lookup = lookup
-        self.tokens: list[tuple[str, str]] = []
-        text = expression.rstrip()
-        pos = 0
-        while pos < len(text):
-            match = _TOKEN.match(text, pos)
-            if match is None:
-                raise ValueError(f"cannot read {text[pos:]!r} in {expression!r}")
-            number, name, symbol = match.groups()
-            kind = "number" if number else "name" if name else "symbol"
-            self.tokens.append((kind, number or name or symbol))
-            pos = match.end()
-        self.i = 0
-
-    def compile(self) -> Fn:
-        fn = self._comparison()
-        if self.i != len(self.tokens):
-            raise ValueError(f"unexpected {self.tokens[self.i]} in {self.expression!r}")
-        return fn
-
-    def _peek(self) -> str | None:
-        return self.tokens[self.i][1] if self.i < len(self.tokens) else None
-
-    def _take(self, expected: str | None = None) -> tuple[str, str]:
-        if self.i >= len(self.tokens) or (expected and self.tokens[self.i][1] != expected):
-            raise ValueError(f"expected {expected or 'more'} in {self.expression!r}")
-        self.i += 1
-        return self.tokens[self.i - 1]
-
-    def _comparison(self) -> Fn:
-        left = self._sum()
-        symbol = self._peek()
-        if symbol in _COMPARISONS:
-            self._take()
-            right = self._sum()
-            op = _lift(_COMPARISONS[symbol])
-            return lambda t: op(left(t), right(t))
-        return left
-
-    def _sum(self) -> Fn:
-        fn = self._product()
-        while self._peek() in ("+", "-"):
-            op = _lift(operator.add if self._take()[1] == "+" else operator.sub)
-            fn = (lambda a, b, o: lambda t: o(a(t), b(t)))(fn, self._product(), op)
-        return fn
-
-    def _product(self) -> Fn:
-        fn = self._atom()
-        while self._peek() in ("*", "/"):
-            op = _lift(operator.mul if self._take()[1] == "*" else operator.truediv)
-            fn = (lambda a, b, o: lambda t: o(a(t), b(t)))(fn, self._atom(), op)
-        return fn
-
-    def _arguments(self, close: str) -> list[Fn]:
-        args = [self._comparison()]
-        while self._peek() == ",":
-            self._take()
-            args.append(self._comparison())
-        self._take(close)
-        return args
-
-    def _atom(self) -> Fn:
-        kind, text = self._take()
-        if kind == "number":
-            value = float(text)
+    def compiled(node: ast.expr) -> Fn:
+        if isinstance(node, ast.Constant) and type(node.value) in (int, float):
+            value = float(node.value)
             return lambda t: value
-        if text == "(":
-            fn = self._comparison()
-            self._take(")")
-            return fn
-        if kind != "name":
-            raise ValueError(f"unexpected {text!r} in {self.expression!r}")
-        if self._peek() != "(":
-            return self.lookup(text)
-        self._take("(")
-        if text == "MIN":
-            self._take("[")
-            series = self._arguments("]")
-            self._take(")")
+        if isinstance(node, ast.Name):
+            return lookup(node.id)
+        if isinstance(node, ast.Compare) and len(node.ops) == 1:
+            node = ast.BinOp(node.left, node.ops[0], node.comparators[0])
+        if isinstance(node, ast.BinOp) and type(node.op) in _OPERATORS:
+            a, b, op = compiled(node.left), compiled(node.right), _lift(_OPERATORS[type(node.op)])
+            return lambda t: op(a(t), b(t))
+        if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.args):
+            raise ValueError(f"cannot read {ast.unparse(node)!r} in {expression!r}")
+        name = node.func.id
+        if name == "MIN" and len(node.args) == 1 and isinstance(node.args[0], ast.List):
+            series = [compiled(e) for e in node.args[0].elts]
 
             def least(t: int) -> Point:
                 values = [v for v in (s(t) for s in series) if v is not None]
                 return min(values) if values else None
 
             return least
-        args = self._arguments(")")
-        if text == "IF" and len(args) in (2, 3):
+        args = [compiled(a) for a in node.args]
+        if name == "IF" and len(args) in (2, 3):
             condition, then = args[0], args[1]
             otherwise = args[2] if len(args) == 3 else (lambda t: None)
 
@@ -703,14 +652,16 @@ class _Math:
                 return None if c is None else then(t) if c else otherwise(t)
 
             return choose
-        if text == "FILL" and len(args) == 2:
-            series, value = args
-            return lambda t: value(t) if series(t) is None else series(t)
-        if text == "DIFF" and len(args) == 1:
+        if name == "FILL" and len(args) == 2:
+            found, default = args
+            return lambda t: default(t) if found(t) is None else found(t)
+        if name == "DIFF" and len(args) == 1:
             (arg,) = args
             minus = _lift(operator.sub)
             return lambda t: None if t == 0 else minus(arg(t), arg(t - 1))
-        raise ValueError(f"{text}() is not a function watch.py may use, in {self.expression!r}")
+        raise ValueError(f"{name}() is not a function watch.py may use, in {expression!r}")
+
+    return compiled(ast.parse(expression.strip(), mode="eval").body)
 
 
 @dataclass(frozen=True)
@@ -770,7 +721,7 @@ def _widget_lines(widget: dict[str, Any], store: Store) -> dict[str, list[Point]
 
     def fn_for(row: Row) -> Fn:
         if row.expression is not None:
-            return _Math(row.expression, lambda i: fn_for(by_id[i])).compile()
+            return _math(row.expression, lambda i: fn_for(by_id[i]))
         stat = row.options.get("stat", props.get("stat", "Average"))
         period = row.options.get("period", props["period"])
         values = store.series(row.namespace or "", row.name or "", row.dimensions, stat, period)
@@ -834,7 +785,7 @@ def _alarm_fires(args: Mapping[str, Any], store: Store) -> bool:
                 stat = {"MIN": "Minimum", "MAX": "Maximum", "SUM": "Sum", "AVG": "Average"}
                 values = store.aggregate(raw, stat[q.function], query["period"])
                 return lambda t: values[t]
-            return _Math(query["expression"], lambda i: fn_for(queries[i])).compile()
+            return _math(query["expression"], lambda i: fn_for(queries[i]))
 
         fn = fn_for(result)
         values = [fn(t) for t in range(store.minutes * 60 // period)]
@@ -928,7 +879,9 @@ def _expand(template: str, match: re.Match[str]) -> str:
 
 
 def _relabel(configs: list[dict[str, Any]], labels: dict[str, str]) -> dict[str, str] | None:
-    """Prometheus relabelling (keep, drop, replace), as `relabel_config` defines it."""
+    """Prometheus relabelling (keep, drop, replace), as `relabel_config` defines it
+    (prometheus/model/relabel): anchored regexes, source labels joined with `;`, `replace` of
+    `$1` by default, an empty result removing the label; None when the target or sample goes."""
     labels = dict(labels)
     for config in configs:
         action = config.get("action", "replace")
@@ -1146,15 +1099,16 @@ def test_every_leader_s_measurement_is_drawn_beside_the_plan_s_range(
     assert not any(t.startswith("Leaders' measured step") for t in titles)
 
 
-def _log_lines(statuses: Iterable[int]) -> list[str]:
-    """Access log lines in the gatekeeper's own `log_format`, nginx filling the variables."""
-    conf = gatekeeper.nginx_conf(builders.gatekeeper_limits())
+def _log_lines(statuses: Iterable[int], conf: str = "", **values: str) -> list[str]:
+    """Access log lines in the gatekeeper's own `log_format` (that of `conf`, the plain
+    gatekeeper's by default), nginx filling the variables; `values` set the ones a test is about."""
+    conf = conf or gatekeeper.nginx_conf(builders.gatekeeper_limits())
     match = re.search(r"log_format gatekeeper escape=json((?:\s*'[^']*')+);", conf)
     assert match, "the gatekeeper has no JSON log format"
     template = "".join(re.findall(r"'([^']*)'", match.group(1)))
     lines = []
     for status in statuses:
-        values = {
+        filled = {
             "time_iso8601": "2026-12-01T10:00:00+00:00",
             "remote_addr": "10.0.1.7",
             "gatekeeper_method": "POST",
@@ -1165,8 +1119,9 @@ def _log_lines(statuses: Iterable[int]) -> list[str]:
             "upstream_addr": "127.0.0.1:8000",
             "upstream_status": str(status),
             "request_time": "0.250",
+            **values,
         }
-        lines.append(re.sub(r"\$(\w+)", lambda m, values=values: values[m.group(1)], template))
+        lines.append(re.sub(r"\$(\w+)", lambda m, filled=filled: filled[m.group(1)], template))
     return lines
 
 

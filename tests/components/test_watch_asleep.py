@@ -4,46 +4,36 @@ evaluated the way CloudWatch evaluates the stack's alarms (`test_watch`'s store 
 from __future__ import annotations
 
 import dataclasses
-import re
 
 from components import watch
 from components.manifests import gatekeeper
 from components.manifests.asleep import ASLEEP_PAGE, Asleep
 from components.manifests.metrics import STACK_DIMENSION
 from tests import builders
-from tests.components.test_watch import Store, _alarm_fires, _filter_matches, _record
+from tests.components.test_watch import Store, _alarm_fires, _filter_matches, _log_lines, _record
 
 MINUTES = 30
 ASLEEP = Asleep(wake_seconds=370, signal_seconds=30)
 
 
 def _door_lines(answers: list[tuple[int, int]]) -> list[str]:
-    """Access-log lines in the door's own `log_format` (status, asleep), nginx filling them; an
-    asleep answer with the asleep page's path, as nginx logs it after the internal redirect
+    """Access-log lines in the door's own `log_format` (status, asleep); an asleep answer with
+    the asleep page's path, as nginx logs it after the internal redirect
     (tests/rehearse/test_asleep_door.py reads a real one)."""
     conf = gatekeeper.nginx_conf(
         builders.gatekeeper_limits(), upstream="gemma-leaders:8000", asleep=ASLEEP
     )
-    match = re.search(r"log_format gatekeeper escape=json((?:\s*'[^']*')+);", conf)
-    assert match, "the door has no JSON log format"
-    template = "".join(re.findall(r"'([^']*)'", match.group(1)))
-    lines = []
-    for status, asleep in answers:
-        values = {
-            "time_iso8601": "2026-12-01T22:00:00+00:00",
-            "remote_addr": "10.0.1.7",
-            "gatekeeper_method": "POST",
-            "gatekeeper_route": "/v1/chat/completions",
-            "uri": ASLEEP_PAGE if asleep else "/v1/chat/completions",
-            "status": str(status),
-            "body_bytes_sent": "230",
-            "upstream_addr": "10.100.0.12:8000",
-            "upstream_status": "502",
-            "request_time": "0.001",
-            "gatekeeper_asleep": str(asleep),
-        }
-        lines.append(re.sub(r"\$(\w+)", lambda m, v=values: v[m.group(1)], template))
-    return lines
+    return [
+        line
+        for status, asleep in answers
+        for line in _log_lines(
+            [status],
+            conf,
+            uri=ASLEEP_PAGE if asleep else "/v1/chat/completions",
+            upstream_status="502",
+            gatekeeper_asleep=str(asleep),
+        )
+    ]
 
 
 def _spec(elastic: bool) -> watch.WatchSpec:

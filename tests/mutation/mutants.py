@@ -102,7 +102,6 @@ GROUPS = (
             "tests/components/test_gate.py",
             "tests/components/test_metrics_collector.py",
             "tests/components/test_pod_security.py",
-            "tests/components/test_download.py",
         ),
     ),
     Group(
