@@ -57,6 +57,12 @@ GATEKEEPER_BASE_MIB = 16
 #: 9,765 bytes each (3,443 for a connection that sends nothing), 2026-12-06; rounded up.
 KEYLESS_CONNECTION_BYTES = 9_800
 KEYLESS_IDLE_BYTES = 3_450
+#: What a keyed connection reading its body holds at most: its njs VM (cloned by the key check,
+#: `js_set`, before the body) and a body buffer sized from its Content-Length (nginx 1.22.1
+#: src/http/ngx_http_request_body.c `ngx_http_read_client_request_body`). Measured with dev's
+#: generated config, 200 keyed POSTs declaring 327,680 bytes: 44,687 bytes each of the worker's
+#: private memory after 23 bytes of body, 369,234 after 327,000, 2026-12-06; rounded up.
+KEYED_READING_BYTES = 369_300
 #: The kernel's part, charged to the container's memory: 12,700 bytes of slab per loopback
 #: connection through the gatekeeper (the client's socket, nginx's, the Unix socket pair), less
 #: 3,550 for the client's end (half of a plain loopback TCP pair's 7,100), measured the same day.
@@ -215,7 +221,8 @@ def plan_front_door(
         *parsing.reasons,
         _all_requests_reason(
             everyone, slots, cfg.max_groups or 1, max_model_len, first_byte_s, work, timeout
-        ),
+        )
+        + (_door_rollout(everyone, first_byte_s, timeout) if cfg.elastic else ""),
         *work.reasons,
         *budget.reasons,
     )
@@ -376,6 +383,7 @@ def _connections(cfg: StackConfig, body: int, in_flight: int, all_requests: int)
             f"use at most {max(in_flight + 1, capacity // 2)}, or auto",
         )
     worker = capacity * NGINX_CONNECTIONS_PER_CLIENT + reserve
+    keyed = KEYED_READING_BYTES - KEYLESS_CONNECTION_BYTES
     idle = KEYLESS_IDLE_BYTES + KERNEL_CONNECTION_BYTES + NGINX_CONNECTIONS_PER_CLIENT * SLOT_BYTES
     reasons = (
         f"per client address {per_client} connections ({_origin(cfg.client_connections)}: "
@@ -394,7 +402,14 @@ def _connections(cfg: StackConfig, body: int, in_flight: int, all_requests: int)
         f"send nothing); one nginx worker with {worker:,} connections "
         f"({NGINX_CONNECTIONS_PER_CLIENT} per public connection, one per request at vLLM, "
         f"{PROBE_RESERVE} for the probe listener's {PROBE_CONNECTIONS} and {FIXED_CONNECTIONS} "
-        f"for listeners, scrapes and wake calls) and {worker + 64:,} files",
+        f"for listeners, scrapes and wake calls) and {worker + 64:,} files; "
+        f"keyed bodies being read are not bounded in all: one holds up to "
+        f"{KEYED_READING_BYTES:,} bytes (its njs VM and a buffer of its Content-Length; "
+        "measured), and no nginx count covers them (limit_conn counts a request once, and the "
+        "API route's tiers take that after the body is read); so "
+        f"{(memory - fixed) // (per_client * (connection + keyed)):,} "
+        f"keyed addresses trickling bodies at their cap of {per_client} exceed the gatekeeper's "
+        f"{catalog.GATEKEEPER_MEMORY_MIB} MiB (the key is what stands between)",
     )
     return _Wires(per_client, capacity, worker, reasons)
 
@@ -467,6 +482,23 @@ def _all_requests_reason(
         f"waits behind at most {everyone - 1} other prompt(s), up to "
         f"{(everyone - 1) * max_model_len:,} tokens of prefill: a full-length prompt behind "
         f"full-length ones within {everyone} x the first-byte bound, {wait:,} s (modelled){cut}"
+    )
+
+
+def _door_rollout(everyone: int, first_byte_s: int, timeout: int) -> str:
+    """The door's rollout: the Deployment controller counts no terminating pod (kubernetes v1.35
+    pkg/controller/deployment/rolling.go sums ReplicaSets' replicas, which leave them out;
+    `podReplacementPolicy` is alpha, gate off), so the new door admits its cap while the old
+    drains. vLLM 0.31 fails none of the excess (v1/core/sched/scheduler.py `schedule`: a waiting
+    request without KV room stays waiting; a running one is preempted, newest first)."""
+    wait = (2 * everyone - 1) * first_byte_s
+    return (
+        f"; during a rollout of the door (one replica, maxSurge 1) the old door drains its "
+        f"requests for up to the {timeout} s reply timeout while the new one admits its own, so "
+        f"up to {2 * everyone} reach vLLM for that long; the excess waits in vLLM's queue for "
+        "KV-cache room (or a running request is preempted and recomputed), none fails; a "
+        f"newcomer then waits behind up to {2 * everyone - 1} prompts, {wait:,} s by the "
+        "first-byte bound (modelled)" + (f", cut at {timeout} s (504)" if wait > timeout else "")
     )
 
 

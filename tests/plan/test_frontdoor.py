@@ -131,7 +131,12 @@ def test_reasons_say_what_each_limit_is_and_where_it_comes_from() -> None:
         "cap of 5, each connection holding a header, fill it and refuse a keyed client's new "
         "connection (4,044 whose connections send nothing); one nginx worker with 41,728 "
         "connections (3 per public connection, one per request at vLLM, 64 for the probe "
-        "listener's 32 and 24 for listeners, scrapes and wake calls) and 41,792 files",
+        "listener's 32 and 24 for listeners, scrapes and wake calls) and 41,792 files; keyed "
+        "bodies being read are not bounded in all: one holds up to 369,300 bytes (its njs VM and "
+        "a buffer of its Content-Length; measured), and no nginx count covers them (limit_conn "
+        "counts a request once, and the API route's tiers take that after the body is read); so "
+        "147 keyed addresses trickling bodies at their cap of 5 exceed the gatekeeper's 300 MiB "
+        "(the key is what stands between)",
         "bodies of 10,000 bytes or more (or chunked) at most 104 a minute per client address "
         "(2 at once), above that 429: parsing costs njs up to 64 ns a byte (measured), so one "
         "client at its limits takes 37 ms of CPU a second, at most 0.5 of the gatekeeper's 75m "
@@ -357,3 +362,31 @@ def test_the_plan_holds_nginx_connections_for_the_probes_beyond_every_public_one
     # keyed client's connection takes at least 1,000 addresses at their caps in dev.
     assert limits.client_connections * 2 <= limits.connection_capacity
     assert stack != "dev" or limits.connection_capacity // limits.client_connections >= 1_000
+
+
+def test_the_plan_says_how_many_keyed_tricklers_exceed_the_gatekeepers_memory() -> None:
+    limits = plan(load_stack("dev"), "dev").front_door
+    keyed = frontdoor.KEYED_READING_BYTES + frontdoor.KERNEL_CONNECTION_BYTES
+    keyed += frontdoor.NGINX_CONNECTIONS_PER_CLIENT * frontdoor.SLOT_BYTES
+    line = next(r for r in limits.reasons if "keyed bodies being read" in r)
+    named = int(line.split(" keyed addresses trickling")[0].rsplit(" ", 1)[1])
+    # What the public pool's keyless connections may hold, held by that many keyed addresses.
+    pool = limits.connection_capacity * 20_246
+    assert named * 12 * keyed <= pool + 20_246 < (named + 1) * 12 * keyed
+    assert f"{named} keyed addresses trickling bodies at their cap of 12 exceed" in line
+    assert named < 100  # the exposure the line states: far fewer than a keyless crowd needs
+
+
+@pytest.mark.parametrize(("stack", "door"), [("dev", False), ("prod", True)])
+def test_the_doors_rollout_doubles_the_requests_at_vllm_for_its_drain(
+    stack: str, door: bool
+) -> None:
+    limits = plan(load_stack(stack), stack).front_door
+    line = next(r for r in limits.reasons if r.startswith("at most "))
+    rollout = (
+        f"during a rollout of the door (one replica, maxSurge 1) the old door drains its "
+        f"requests for up to the {limits.reply_timeout_seconds} s reply timeout while the new one "
+        f"admits its own, so up to {2 * limits.all_requests} reach vLLM for that long"
+    )
+    assert (rollout in line) == door
+    assert not door or f"waits behind up to {2 * limits.all_requests - 1} prompts" in line
