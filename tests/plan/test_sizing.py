@@ -15,14 +15,10 @@ from infra.plan.catalog import GIB
 from infra.plan.kv_cache import group_kv, stage_layers
 from infra.plan.loading import load_config
 from infra.plan.sizing import PlanError, plan
+from tests.plan.profiles import REQUIRED as BASE
 from tests.plan.profiles import small_gemma
 from tools.rehearse.group import vllm_logs
 
-BASE = {
-    "owner": "ml-platform",
-    "endDate": "2027-01-01",
-    "endpointPublicAccessCidrs": ["198.51.100.0/24"],
-}
 GEMMA = catalog.MODELS["google/gemma-4-12B-it"]
 
 # The report's deployment: two m7g.2xlarge, vLLM downloading the weights itself, 400 MB of KV.
