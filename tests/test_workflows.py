@@ -1,21 +1,7 @@
-"""Checks on the GitHub Actions delivery pipeline in `.github/workflows/`.
-
-The workflows are validated against GitHub's workflow schema and audited with zizmor; both CLIs
-live in a separate tools virtualenv (`requirements-tools.txt`) so that this process needs only
-pytest and PyYAML; zizmor runs with the auditor persona, and an inline `# zizmor: ignore[...]`
-counts only with a written reason. The remaining tests pin down the pipeline's own rules: every
-action is pinned to a commit, every job that holds a secret or an OIDC token names a GitHub
-environment, a pull-request job can reach nothing of prod's, each environment uses its own role and
-passphrase (the names `infra.bootstrap.access` gives them), prod is previewed and then applied only
-by hand through its protected environment, from a workflow file of its own (no file runs jobs for
-two environments, so each runner group admits one file), and the update applies the plan its
-preview saved (checked against the digest the preview reported) or, when `up --plan` cannot apply
-it (a first deploy, a replaced Kubernetes provider: `infra.saved_plan`), updates without it only
-after an approval of its own in `prod-unplanned`, no two runs update one stack at
-once, every Pulumi job runs on its environment's own runner variable (`<ENV>_RUNNER`: the EKS API
-admits listed ranges only, and a pull request's preview never shares a runner with a deploy) and a
-deploy stops first without one, and the workflows run `.ci/run`, as the README says CI does.
-"""
+"""Checks on the GitHub Actions delivery pipeline in `.github/workflows/`: GitHub's workflow
+schema and zizmor (auditor persona; an inline ignore counts only with a reason) from the tools
+virtualenv, then the pipeline's own rules, one test each, with the environment, role, passphrase
+and runner names `infra.bootstrap.access` gives the bootstrap."""
 
 from __future__ import annotations
 
