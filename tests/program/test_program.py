@@ -206,23 +206,6 @@ def test_lws_waits_for_the_controller_and_uses_the_cluster_provider(
             assert record.provider and record.provider.startswith(k8s_provider.urn), record.urn
 
 
-def test_tags_through_the_provider_default_tags(
-    mocks: RecordingMocks, exports: dict[str, Any]
-) -> None:
-    run_program(mocks, "prod")
-    provider = named(mocks.records, "pulumi:providers:aws", "aws")
-    # Provider inputs reach the engine as JSON text.
-    tags = json.loads(provider.inputs["defaultTags"])["tags"]
-    assert tags == {
-        "costCenter": "ml-inference",
-        "project": "gemma-graviton",
-        "stack": "prod",
-        "owner": "ml-platform",
-        "endDate": "2027-12-31",
-    }
-    assert provider.inputs["region"] == "us-east-1"
-
-
 def test_logging_addon_and_volume_cache(mocks: RecordingMocks, exports: dict[str, Any]) -> None:
     run_program(mocks, "dev", {"modelCache": "volume"})
     addons = {r.inputs["addonName"]: r for r in by_type(mocks.records, "aws:eks/addon:Addon")}
