@@ -18,7 +18,7 @@ from infra.bootstrap import config as bootstrap_config
 from infra.bootstrap.access import ci_roles, runner_variable
 from infra.plan import placeholders, prices, waits
 from infra.plan.compare import compare, default_need
-from infra.plan.config import SECRET_KEYS, StackConfig
+from infra.plan.config import StackConfig
 from infra.plan.economics import economics
 from infra.plan.sizing import plan
 from infra.plan.stackfile import load_stack
@@ -42,10 +42,7 @@ def test_exactly_two_newcomer_commands_and_both_are_make_targets() -> None:
     block = re.search(r"```sh\n(.*?)```", _section("Two commands"), re.S)
     assert block is not None
     commands = [line.split("#")[0].strip() for line in block.group(1).splitlines()]
-    assert commands == ["make plan", "make test"]
-    makefile = (REPO / "Makefile").read_text()
-    for target in ("plan", "test"):
-        assert re.search(rf"^{target}:", makefile, re.M), target
+    assert commands == ["make plan", "make test"]  # the targets: test_docs.py's make-target test
 
 
 def test_ci_runs_the_readme_test_command_first_and_it_installs_its_own_packages() -> None:
@@ -190,13 +187,6 @@ def test_quoted_figures_are_the_planners() -> None:
     no_prefetch = plan(load_stack("dev", {"weightPrefetch": False}), "dev")
     assert f"{no_prefetch.max_model_len:,} tokens at {no_prefetch.max_concurrency:.2f}x" in quoted
     assert f"`max_num_batched_tokens` to {no_prefetch.max_num_batched_tokens}" in quoted
-
-
-def test_every_stack_key_is_documented() -> None:
-    table = _section("Stack keys", "docs/planning.md")
-    documented = set(re.findall(r"`([a-zA-Z]+)`", table))
-    keys = {f.alias or n for n, f in StackConfig.model_fields.items()} | set(SECRET_KEYS)
-    assert keys - documented == set()
 
 
 def test_how_it_fits_together_names_real_places() -> None:

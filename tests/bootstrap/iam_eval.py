@@ -46,7 +46,7 @@ _NEGATED = {"StringNotEquals": "StringEquals"}
 _STATEMENT_KEYS = {"Sid", "Effect", "Action", "Resource", "Condition"}
 
 
-def _listed(value: str | Sequence[str]) -> list[str]:
+def listed(value: str | Sequence[str]) -> list[str]:
     return [value] if isinstance(value, str) else list(value)
 
 
@@ -84,8 +84,8 @@ def _condition_holds(block: Mapping[str, Mapping[str, Any]], context: Mapping[st
                 if negated:
                     continue
                 return False
-            given = _listed(lowered[key.lower()])
-            matched = any(match(w, g) for w in _listed(wanted) for g in given)
+            given = listed(lowered[key.lower()])
+            matched = any(match(w, g) for w in listed(wanted) for g in given)
             if matched == negated:
                 return False
     return True
@@ -96,8 +96,8 @@ def _matches(statement: Mapping[str, Any], action: str, resource: str, context: 
     if unknown:
         raise ValueError(f"the evaluator does not know the statement element(s) {sorted(unknown)}")
     return (
-        any(_glob(a, action, case_sensitive=False) for a in _listed(statement["Action"]))
-        and any(_arn_like(r, resource) for r in _listed(statement["Resource"]))
+        any(_glob(a, action, case_sensitive=False) for a in listed(statement["Action"]))
+        and any(_arn_like(r, resource) for r in listed(statement["Resource"]))
         and _condition_holds(statement.get("Condition", {}), context)
     )
 

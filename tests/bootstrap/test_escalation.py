@@ -9,7 +9,6 @@ The attacker controls a deploy job of `dev` (any push to main runs one) and call
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -313,14 +312,6 @@ def test_the_fence_tags_are_the_programs_own_tags() -> None:
                 load_stack(stack, {"tags": {key: "billing-api"}})
 
 
-@pytest.fixture
-def as_pulumi_host() -> Iterator[None]:
-    """The host's view of the main program (tests/program/conftest.py)."""
-    with pulumi_host(PROGRAM):
-        yield
-
-
-@pytest.mark.usefixtures("as_pulumi_host")
 @pytest.mark.parametrize("stack", sorted(REGIONS))
 def test_the_program_tags_its_launch_template_with_the_fence_tags(
     stack: str, mocks: RecordingMocks, exports: dict[str, Any]
@@ -329,7 +320,8 @@ def test_the_program_tags_its_launch_template_with_the_fence_tags(
     and sets no tags of its own that could override them (terraform-provider-aws
     internal/service/ec2/ec2_launch_template.go `resourceLaunchTemplateCreate` sends the merged
     tags, default tags included, as the `launch-template` TagSpecification)."""
-    run_program(mocks, stack)
+    with pulumi_host(PROGRAM):  # as tests/program/conftest.py's as_pulumi_host
+        run_program(mocks, stack)
     provider = named(mocks.records, "pulumi:providers:aws", "aws")
     default_tags = json.loads(provider.inputs["defaultTags"])["tags"]
     want = launch_template_tags(stack)

@@ -5,8 +5,8 @@ provider source of each row)."""
 from __future__ import annotations
 
 import fnmatch
-import runpy
 from typing import Any
+from unittest import mock
 
 import pulumi
 import pulumi_aws as aws
@@ -25,26 +25,8 @@ EVERYTHING_ON = {"monitoring": True, "modelCache": "volume", "alarmEmail": "onca
 def _registered(stack: str, overrides: dict[str, Any], extra: Any = None) -> tuple[set, set]:
     """The type tokens and invoke tokens of one run of the program (plus `extra()`, if given)."""
     mocks = RecordingMocks()
-    with pulumi_host(harness.PROGRAM):
-        saved, pulumi.export = pulumi.export, lambda *_a, **_k: None
-        try:
-            if extra is None:
-                harness.run_program(mocks, stack, overrides)
-            else:
-                original = runpy.run_path
-
-                def program_then_extra(*args: Any, **kwargs: Any) -> Any:
-                    result = original(*args, **kwargs)
-                    extra()
-                    return result
-
-                runpy.run_path = program_then_extra  # type: ignore[assignment]
-                try:
-                    harness.run_program(mocks, stack, overrides)
-                finally:
-                    runpy.run_path = original  # type: ignore[assignment]
-        finally:
-            pulumi.export = saved
+    with pulumi_host(harness.PROGRAM), mock.patch.object(pulumi, "export"):
+        harness.run_program(mocks, stack, overrides, extra=extra)
     return {r.type_ for r in mocks.records}, {c.token for c in mocks.calls}
 
 
@@ -109,12 +91,8 @@ def test_the_deploy_role_can_do_what_a_stack_into_an_existing_cluster_registers(
     mocks = RecordingMocks()
     harness.existing_cluster(mocks, addons={"vpc-cni": harness.EXISTING_ADDONS["vpc-cni"]},
                              lws=harness.lws_crd() if lws else None)  # fmt: skip
-    with pulumi_host(harness.PROGRAM):
-        saved, pulumi.export = pulumi.export, lambda *_a, **_k: None
-        try:
-            harness.run_into_existing(mocks, {**EVERYTHING_ON, "lwsInstalled": lws})
-        finally:
-            pulumi.export = saved
+    with pulumi_host(harness.PROGRAM), mock.patch.object(pulumi, "export"):
+        harness.run_into_existing(mocks, {**EVERYTHING_ON, "lwsInstalled": lws})
     types, invokes = {r.type_ for r in mocks.records}, {c.token for c in mocks.calls}
     assert "aws:eks/getCluster:getCluster" in invokes and "aws:eks/nodeGroup:NodeGroup" in types
     assert permissions.missing_rows(types, invokes) == []

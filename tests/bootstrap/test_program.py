@@ -21,9 +21,11 @@ import yaml
 from components.manifests import identity
 from infra.adapters.cli import main as plan_main
 from infra.adapters.wiring import NAMESPACE
+from infra.bootstrap import access
 from infra.bootstrap import config as bootstrap_config
 from infra.plan import iam, stackfile
 from infra.plan.stackfile import load_stack, stack_names
+from tests.bootstrap.test_access import SUBJECTS
 from tests.fakes.pulumi_host import pulumi_host
 from tests.fakes.pulumi_mocks import RecordingMocks, by_type, named, one, resolve, run
 from tests.program.test_layout import OFFLINE_TOOLS, import_closure
@@ -91,34 +93,12 @@ def test_provider_and_roles_trust_exactly_the_repository_environments(
         )
         assert record.inputs["path"] == "/github-ci/", record.urn
         subjects[record.name] = condition[operator][SUB]
-    workflows = "acme/gemma-graviton/.github/workflows"
-    assert subjects == {
-        "github-preview": [
-            "repo:acme/gemma-graviton:environment:preview:job_workflow_ref:"
-            f"{workflows}/pr.yml@refs/pull/*/merge"
-        ],
-        "github-preview-prod": [
-            "repo:acme/gemma-graviton:environment:preview-prod:job_workflow_ref:"
-            f"{workflows}/deploy-prod.yml@refs/heads/main"
-        ],
-        "github-deploy-dev": [
-            "repo:acme/gemma-graviton:environment:dev:job_workflow_ref:"
-            f"{workflows}/deploy.yml@refs/heads/main"
-        ],
-        "github-deploy-prod": [
-            "repo:acme/gemma-graviton:environment:prod:job_workflow_ref:"
-            f"{workflows}/deploy-prod.yml@refs/heads/main"
-        ],
-    }
-    # The subjects above exist only under the repository's subject template: the bootstrap
-    # says how to set it, first of the setup commands.
-    template = (
-        "gh api --method PUT repos/acme/gemma-graviton/actions/oidc/customization/sub "
-        "-F use_default=false -f 'include_claim_keys[]=repo' "
-        "-f 'include_claim_keys[]=context' -f 'include_claim_keys[]=job_workflow_ref'"
-    )
+    # The subjects test_access.py holds the pure rules to, here as the program wrote them.
+    assert subjects == {f"github-{key}": list(subject) for key, subject in SUBJECTS.items()}
+    # They exist only under the repository's subject template: the bootstrap says how to set it,
+    # first of the setup commands (test_outputs_name_what_goes_where; the text: test_access.py).
+    template = access.subject_template_command(REPOSITORY)
     assert resolve(exports["oidcSubjectTemplateCommand"]) == template
-    assert resolve(exports["setupCommands"]).splitlines()[0] == template
     deploy = named(mocks.records, ROLE, "github-deploy-prod")
     assert deploy.inputs["maxSessionDuration"] == 7200, deploy.urn
 
@@ -197,9 +177,7 @@ def test_outputs_name_what_goes_where(mocks: RecordingMocks, exports: dict[str, 
     }
     commands = resolve(exports["setupCommands"]).splitlines()
     assert commands == [
-        "gh api --method PUT repos/acme/gemma-graviton/actions/oidc/customization/sub "
-        "-F use_default=false -f 'include_claim_keys[]=repo' "
-        "-f 'include_claim_keys[]=context' -f 'include_claim_keys[]=job_workflow_ref'",
+        access.subject_template_command(REPOSITORY),
         f"gh variable set AWS_PREVIEW_ROLE_ARN --env preview --body {arns['preview']}",
         "gh variable set AWS_PREVIEW_PROD_ROLE_ARN --env preview-prod --body "
         f"{arns['preview-prod']}",

@@ -32,6 +32,7 @@ from cloudsplaining.shared.constants import PRIVILEGE_ESCALATION_METHODS
 from cloudsplaining.shared.exclusions import DEFAULT_EXCLUSIONS_CONFIG
 
 from infra.bootstrap.access import boundaries, ci_roles
+from tests.bootstrap.iam_eval import listed
 
 REGIONS = {"dev": "us-west-2", "prod": "us-east-1"}
 BUCKET = "acme-pulumi-state"
@@ -151,7 +152,7 @@ def _imprecise(name: str, document: str, finding: str, reason: str) -> list[str]
         granting = [
             s
             for s in statements
-            if any(fnmatch.fnmatchcase(action.lower(), a.lower()) for a in _listed(s["Action"]))
+            if any(fnmatch.fnmatchcase(action.lower(), a.lower()) for a in listed(s["Action"]))
         ]
         if not granting:
             problems.append(f"{finding} on {name}: no statement grants {action}")
@@ -159,14 +160,10 @@ def _imprecise(name: str, document: str, finding: str, reason: str) -> list[str]
             sid = statement.get("Sid", "<no Sid>")
             if sid not in named:
                 problems.append(f"{finding} on {name}: {action} is granted by [{sid}], unnamed")
-            fenced = _listed(statement["Resource"]) != ["*"] or "Condition" in statement
+            fenced = listed(statement["Resource"]) != ["*"] or "Condition" in statement
             if finding.startswith(ALL_RISKY_PREFIX) and not fenced:
                 problems.append(f"{finding} on {name}: [{sid}] grants {action} unfenced")
     return problems
-
-
-def _listed(value: str | list[str]) -> list[str]:
-    return [value] if isinstance(value, str) else list(value)
 
 
 def _unaccepted(name: str, findings: list[str]) -> list[str]:

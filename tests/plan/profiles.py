@@ -1,8 +1,16 @@
-"""A stack's own `modelProfile` for tests: a small model of Gemma's layout the catalogue lacks."""
+"""Stack values for tests that validate a config without a stack file: the keys every stack must
+set, and a small model of Gemma's layout the catalogue lacks (a stack's own `modelProfile`)."""
 
 from __future__ import annotations
 
 from infra.plan.catalog import GIB
+
+#: The keys a stack must set, with values the config model accepts.
+REQUIRED = {
+    "owner": "ml-platform",
+    "endDate": "2027-01-01",
+    "endpointPublicAccessCidrs": ["198.51.100.0/24"],
+}
 
 
 def small_gemma(layers: int) -> dict[str, object]:

@@ -30,12 +30,8 @@ from infra.plan.catalog import GIB, MIB
 from infra.plan.kv_cache import KvGroup, cdiv, group_kv, rank_layer_counts, stage_layers
 from infra.plan.loading import load_config
 from infra.plan.sizing import MIN_STARTUP_SECONDS, plan
+from tests.plan.profiles import REQUIRED as BASE
 
-BASE = {
-    "owner": "ml-platform",
-    "endDate": "2027-01-01",
-    "endpointPublicAccessCidrs": ["198.51.100.0/24"],
-}
 GEMMA = catalog.MODELS["google/gemma-4-12B-it"]
 
 

@@ -12,6 +12,7 @@ from infra.plan import stackfile
 from infra.plan.config import ConfigError
 from infra.plan.loading import check_secrets, load_config
 from infra.plan.sizing import plan
+from tests.plan.profiles import REQUIRED as MINIMAL
 
 CHEAPEST_TYPE_FIX = (
     "choose r7g.2xlarge, the cheapest type that starts this stack ($475.23/month; `--compare` "
@@ -405,12 +406,6 @@ def test_stack_file_with_plain_secret_or_foreign_key_is_refused(
     assert main(["--stack", "nope"]) == 2
     assert capsys.readouterr().err.startswith("error: `--stack` 'nope' has no file")
 
-
-MINIMAL = {
-    "owner": "t",
-    "endDate": "2027-01-01",
-    "endpointPublicAccessCidrs": ["198.51.100.0/24"],
-}
 
 # Rules the config model owns: each is refused here, with its exact message, before the network
 # or the cluster would refuse it later in `pulumi up`; the value just inside each is accepted.

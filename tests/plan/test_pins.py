@@ -60,9 +60,9 @@ def require_binary() -> None:
 
 
 @contextmanager
-def start_registry(workdir: Path, data: Path, extra: str = "") -> Iterator[str]:
-    """A docker-registry on 127.0.0.1 storing in `data` (config and log in `workdir`), with
-    `extra` config lines; its base URL, until the block ends."""
+def start_registry(workdir: Path, data: Path) -> Iterator[str]:
+    """A docker-registry on 127.0.0.1 storing in `data` (config and log in `workdir`); its base
+    URL, until the block ends."""
     require_binary()
     workdir.mkdir(parents=True, exist_ok=True)
     port = _free_port()
@@ -71,7 +71,7 @@ def start_registry(workdir: Path, data: Path, extra: str = "") -> Iterator[str]:
         "version: 0.1\n"
         "log: {level: error}\n"
         f"storage: {{filesystem: {{rootdirectory: '{data}'}}}}\n"
-        f"http: {{addr: '127.0.0.1:{port}'}}\n" + extra
+        f"http: {{addr: '127.0.0.1:{port}'}}\n"
     )
     log = (workdir / "registry.log").open("w")
     process = subprocess.Popen([BINARY, "serve", str(config)], stdout=log, stderr=log)
@@ -81,10 +81,6 @@ def start_registry(workdir: Path, data: Path, extra: str = "") -> Iterator[str]:
             try:
                 with urllib.request.urlopen(f"{base}/v2/", timeout=2):
                     break
-            except urllib.error.HTTPError as error:
-                if error.code == 401:  # token auth: up, and asking for a token
-                    break
-                raise
             except (urllib.error.URLError, ConnectionError):
                 if process.poll() is not None:
                     pytest.fail(f"docker-registry exited: {(workdir / 'registry.log').read_text()}")

@@ -12,12 +12,8 @@ from infra.plan import catalog, prices, rules
 from infra.plan.config import ConfigError
 from infra.plan.loading import load_config
 from infra.plan.sizing import Plan, plan
+from tests.plan.profiles import REQUIRED as BASE
 
-BASE = {
-    "owner": "ml-platform",
-    "endDate": "2027-01-01",
-    "endpointPublicAccessCidrs": ["198.51.100.0/24"],
-}
 TODAY = dt.date(2026, 12, 1)
 
 

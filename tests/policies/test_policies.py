@@ -260,11 +260,6 @@ def test_requests_equal_limits_uses_the_worker_template_alone_when_there_is_no_l
     ]
 
 
-def test_requests_equal_limits_looks_only_at_leaderworkersets() -> None:
-    props = deployment_props(IMAGE)  # no resources at all
-    assert model_pods_requests_equal_limits(DEPLOYMENT, props) == []
-
-
 # -- 2. ranks-spread-by-required-anti-affinity -------------------------------------------------
 
 SPREAD_MISSING = (
@@ -423,10 +418,6 @@ def test_spread_checks_the_worker_template_alone_when_there_is_no_leader() -> No
     ]
 
 
-def test_spread_looks_only_at_leaderworkersets() -> None:
-    assert ranks_spread_by_required_anti_affinity(DEPLOYMENT, deployment_props(IMAGE)) == []
-
-
 # -- 3. images-pinned --------------------------------------------------------------------------
 
 DIGEST = "sha256:" + "0123456789abcdef" * 4
@@ -476,11 +467,6 @@ def test_images_pinned_reads_pods_and_both_lws_templates_with_init_containers() 
         'workerTemplate container "vllm": image "vllm/vllm-openai-cpu:latest" uses the moving '
         "tag latest; pin a version tag or an @sha256 digest",
     ]
-
-
-def test_images_pinned_ignores_resources_without_pods() -> None:
-    assert images_pinned(SERVICE, service_props()) == []
-    assert images_pinned("kubernetes:batch/v1:CronJob", {"spec": {}}) == []
 
 
 # -- 4. load-balancer-to-gatekeeper-over-tls -------------------------------------------------
@@ -598,10 +584,6 @@ def test_load_balancer_reports_malformed_ranges() -> None:
     ]
 
 
-def test_load_balancer_rule_looks_only_at_services() -> None:
-    assert load_balancer_to_gatekeeper_over_tls(DEPLOYMENT, service_props()) == []
-
-
 # -- 4b. leaders-behind-gatekeeper -------------------------------------------------------------
 
 
@@ -643,10 +625,6 @@ def test_missing_gatekeeper_and_exposed_vllm_are_reported() -> None:
         'leaderTemplate: container "vllm" declares ports; remove them, the gatekeeper\'s port is '
         "the pod's only way in",
     ]
-
-
-def test_gatekeeper_rule_looks_only_at_leaderworkersets() -> None:
-    assert leaders_behind_gatekeeper(SERVICE, service_props()) == []
 
 
 # -- 5. secrets-not-in-plain-config ------------------------------------------------------------
@@ -709,11 +687,6 @@ def test_secret_labelled_plain_reports_every_value_even_a_wrapped_one() -> None:
     ]
 
 
-def test_secret_rule_looks_only_at_secrets() -> None:
-    configmap = {"metadata": {"name": "x"}, "data": {"HF_TOKEN": HF_TOKEN}}
-    assert secrets_not_in_plain_config("kubernetes:core/v1:ConfigMap", configmap) == []
-
-
 def test_is_pulumi_secret_recognises_only_the_secret_signature() -> None:
     assert is_pulumi_secret(secret("x"))
     assert not is_pulumi_secret({SPECIAL_SIG_KEY: "c44067f5952c0a294b673a41bacd8c17", "path": "x"})
@@ -764,10 +737,28 @@ def test_registry_lists_the_six_rules_all_mandatory() -> None:
     assert all(rule.description.endswith(".") for rule in RULES)
 
 
+#: Per rule, kinds next to the one it checks, with props it would report on that one.
+NEIGHBOURS = {
+    "model-pods-requests-equal-limits": [(DEPLOYMENT, deployment_props(IMAGE))],  # no resources
+    "ranks-spread-by-required-anti-affinity": [(DEPLOYMENT, deployment_props(IMAGE))],
+    "images-pinned": [(SERVICE, service_props()), ("kubernetes:batch/v1:CronJob", {"spec": {}})],
+    "load-balancer-to-gatekeeper-over-tls": [(DEPLOYMENT, service_props())],
+    "leaders-behind-gatekeeper": [(SERVICE, service_props())],
+    "secrets-not-in-plain-config": [
+        (
+            "kubernetes:core/v1:ConfigMap",
+            {"metadata": {"name": "x"}, "data": {"HF_TOKEN": HF_TOKEN}},
+        )
+    ],
+}
+
+
 @pytest.mark.parametrize("rule", RULES, ids=lambda r: r.name)
 def test_every_rule_ignores_unrelated_resources(rule: Any) -> None:
     assert rule.validate("aws:ec2/vpc:Vpc", {"cidrBlock": "10.0.0.0/16"}) == []
     assert rule.validate("kubernetes:core/v1:Namespace", {"metadata": {"name": "gemma"}}) == []
+    for kind, props in NEIGHBOURS[rule.name]:
+        assert rule.validate(kind, props) == [], kind
 
 
 # -- the pack ----------------------------------------------------------------------------------

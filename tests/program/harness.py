@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import runpy
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -90,11 +91,13 @@ def run_program(
     previous_key: str | None = None,
     bootstrapped: bool = True,
     without: tuple[str, ...] = (),
+    extra: Callable[[], None] | None = None,
 ) -> None:
     """Run the program on a committed stack as `pulumi up` (or, with `preview`, as `pulumi
     preview`) would. The stack's placeholders are replaced by `OWN_VALUES` unless `as_shipped`.
     The account holds the bootstrap's roles of `stack` unless not `bootstrapped` (fenced to
-    the overrides' `existingCluster`, if any). `without` drops keys of the stack file."""
+    the overrides' `existingCluster`, if any). `without` drops keys of the stack file; `extra`
+    registers more after the program, as a stray resource in it would."""
     own = {} if as_shipped else OWN_VALUES.get(stack, {})
     values = {
         **stack_values(stack),
@@ -118,7 +121,13 @@ def run_program(
     pulumi.runtime.set_mocks(mocks, project="gemma-graviton", stack=stack, preview=preview,
                              monitor=mocks.monitor)  # fmt: skip
     pulumi.runtime.set_all_config(text, secret_keys)
-    run(lambda: runpy.run_path(str(PROGRAM), run_name="__main__"))
+
+    def program() -> None:
+        runpy.run_path(str(PROGRAM), run_name="__main__")
+        if extra is not None:
+            extra()
+
+    run(program)
 
 
 #: The model's node group and its front door's Service, by name: an elastic stack adds a system

@@ -23,6 +23,8 @@ from infra.plan.stackfile import stack_names
 from tests.fakes.pulumi_mocks import Recorded, RecordingMocks, by_type, named, one
 from tests.program.harness import MODEL_NODES, MODEL_SERVICE, groups, run_program
 
+pytestmark = pytest.mark.usefixtures("as_pulumi_host")
+
 LWS = "kubernetes:leaderworkerset.x-k8s.io/v1:LeaderWorkerSet"
 PVC = "kubernetes:core/v1:PersistentVolumeClaim"
 PV = "kubernetes:core/v1:PersistentVolume"
@@ -63,7 +65,6 @@ def _addon(mocks: RecordingMocks, name: str) -> Recorded:
     return found
 
 
-@pytest.mark.usefixtures("as_pulumi_host")
 @pytest.mark.parametrize("stack", stack_names())
 def test_destroy_deletes_in_an_order_that_leaves_nothing_billable(
     stack: str, mocks: RecordingMocks, exports: dict[str, Any]

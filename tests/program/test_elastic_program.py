@@ -24,6 +24,8 @@ from infra.plan.stackfile import load_stack
 from tests.fakes.pulumi_mocks import RecordingMocks, by_type, named, one
 from tests.program.harness import OWN_VALUES, run_program
 
+pytestmark = pytest.mark.usefixtures("as_pulumi_host")
+
 NODE_GROUP = "eks:index:ManagedNodeGroup"
 CHART = "kubernetes:helm.sh/v4:Chart"
 ASSOCIATION = "aws:eks/podIdentityAssociation:PodIdentityAssociation"
@@ -43,7 +45,6 @@ def _run_elastic(mocks: RecordingMocks) -> Any:
     return cfg, plan(cfg, "dev")
 
 
-@pytest.mark.usefixtures("as_pulumi_host")
 def test_scaled_object_targets_the_lws_with_queue_and_cron(mocks: RecordingMocks) -> None:
     cfg, p = _run_elastic(mocks)
     lws = one(mocks.records, LWS)
@@ -63,7 +64,6 @@ def test_scaled_object_targets_the_lws_with_queue_and_cron(mocks: RecordingMocks
     assert spec["cooldownPeriod"] == params.down_window_s >= params.cold_start_s
 
 
-@pytest.mark.usefixtures("as_pulumi_host")
 def test_charts_are_pinned_and_the_autoscaler_has_its_own_role(mocks: RecordingMocks) -> None:
     _run_elastic(mocks)
     keda = named(mocks.records, CHART, "scale-keda")
@@ -96,7 +96,6 @@ def test_charts_are_pinned_and_the_autoscaler_has_its_own_role(mocks: RecordingM
     assert values["extraArgs"]["max-graceful-termination-sec"] == str(grace)
 
 
-@pytest.mark.usefixtures("as_pulumi_host")
 def test_the_autoscaler_chart_waits_for_its_credentials(mocks: RecordingMocks) -> None:
     # cluster-autoscaler 1.35.0 cloudprovider/aws/aws_cloud_provider.go `BuildAWS`: an error
     # creating the AWS manager (no credentials) is klog.Fatalf; EKS's webhook gives a pod its
@@ -111,7 +110,6 @@ def test_the_autoscaler_chart_waits_for_its_credentials(mocks: RecordingMocks) -
     assert agent.urn in deps, (chart.urn, "should depend on", agent.urn)
 
 
-@pytest.mark.usefixtures("as_pulumi_host")
 @pytest.mark.parametrize("minor", sorted(addons.AUTOSCALER_TAGS))
 def test_the_autoscaler_image_follows_the_kubernetes_minor(
     minor: str, mocks: RecordingMocks
@@ -125,7 +123,6 @@ def test_the_autoscaler_image_follows_the_kubernetes_minor(
     assert tag.startswith(f"v{minor}."), chart.urn
 
 
-@pytest.mark.usefixtures("as_pulumi_host")
 def test_the_autoscaler_never_runs_more_nodes_than_the_plans_peak(mocks: RecordingMocks) -> None:
     """The node group's maximum is a fixed ceiling (no maxGroups edit may change its scaling
     block), so the autoscaler's own `--max-nodes-total` is the cost cap: the most groups' nodes
@@ -139,7 +136,6 @@ def test_the_autoscaler_never_runs_more_nodes_than_the_plans_peak(mocks: Recordi
     assert cap < elastic.MODEL_NODES_CEILING
 
 
-@pytest.mark.usefixtures("as_pulumi_host")
 def test_model_nodes_scale_from_zero_and_system_nodes_stay(mocks: RecordingMocks) -> None:
     cfg, p = _run_elastic(mocks)
     model = named(mocks.records, NODE_GROUP, "eks-nodes")
@@ -166,7 +162,6 @@ def test_model_nodes_scale_from_zero_and_system_nodes_stay(mocks: RecordingMocks
     assert system.inputs["launchTemplate"]["id"] == model.inputs["launchTemplate"]["id"]
 
 
-@pytest.mark.usefixtures("as_pulumi_host")
 @pytest.mark.parametrize(
     "edit",
     [{"maxGroups": 2}, {"maxGroups": 5}, {"rolloutSurge": 2}, {"maxGroups": 4, "rolloutSurge": 0}],
@@ -189,7 +184,6 @@ def test_a_max_groups_or_surge_edit_leaves_the_model_node_group_s_scaling_alone(
     }, model.urn
 
 
-@pytest.mark.usefixtures("as_pulumi_host")
 def test_a_fixed_stack_is_unchanged(mocks: RecordingMocks) -> None:
     run_program(mocks, "dev")
     before = json.loads(FIXED.read_text())
@@ -203,7 +197,6 @@ def test_a_fixed_stack_is_unchanged(mocks: RecordingMocks) -> None:
     assert "taints" not in node_group.inputs
 
 
-@pytest.mark.usefixtures("as_pulumi_host")
 def test_the_door_is_created_apart_from_the_group_and_rolls_with_the_key(
     mocks: RecordingMocks,
 ) -> None:
@@ -229,7 +222,6 @@ def test_the_door_is_created_apart_from_the_group_and_rolls_with_the_key(
     assert "gemma-graviton.dev/api-key-fingerprint" in leader["metadata"]["annotations"]
 
 
-@pytest.mark.usefixtures("as_pulumi_host")
 def test_an_elastic_stack_alarms_when_the_model_does_not_wake(mocks: RecordingMocks) -> None:
     cfg, p = _run_elastic(mocks)
     asleep = named(
@@ -246,7 +238,6 @@ def test_an_elastic_stack_alarms_when_the_model_does_not_wake(mocks: RecordingMo
     assert queries["asleep"]["metric"]["metricName"] == watch.ASLEEP_ANSWERS
 
 
-@pytest.mark.usefixtures("as_pulumi_host")
 def test_the_queue_floor_is_on_the_system_nodes_before_the_scaled_object(
     mocks: RecordingMocks,
 ) -> None:
@@ -280,7 +271,6 @@ def test_the_queue_floor_is_on_the_system_nodes_before_the_scaled_object(
     assert floor.urn in mocks.monitor.dependencies[scaled.urn], scaled.urn
 
 
-@pytest.mark.usefixtures("as_pulumi_host")
 def test_an_elastic_stack_alarms_on_model_nodes_with_no_ready_leader(
     mocks: RecordingMocks,
 ) -> None:
@@ -299,7 +289,6 @@ def test_an_elastic_stack_alarms_on_model_nodes_with_no_ready_leader(
     assert queries["idle"]["expression"].startswith(f"IF(nodes > {e.system.nodes},")
 
 
-@pytest.mark.usefixtures("as_pulumi_host")
 def test_a_fixed_stack_has_no_queue_floor_and_no_idle_alarm(mocks: RecordingMocks) -> None:
     # No KEDA on a fixed stack (kedacore/keda v2.20.2 is the elastic stacks' chart): no floor to
     # keep a trigger answering, and no group that KEDA could leave holding nodes.

@@ -8,9 +8,6 @@ every registration of both stacks, with everything the program can create turned
 
 from __future__ import annotations
 
-import runpy
-from typing import Any
-
 import pulumi_aws as aws
 import pytest
 
@@ -39,26 +36,6 @@ WRITES = (
 )
 
 
-def _run(
-    mocks: RecordingMocks, stack: str, overrides: dict[str, Any], extra: Any = None, **kw: Any
-) -> None:
-    if extra is None:
-        run_program(mocks, stack, overrides, **kw)
-        return
-    original = runpy.run_path
-
-    def program_then_extra(*args: Any, **kwargs: Any) -> Any:
-        result = original(*args, **kwargs)
-        extra()
-        return result
-
-    runpy.run_path = program_then_extra  # type: ignore[assignment]
-    try:
-        run_program(mocks, stack, overrides, **kw)
-    finally:
-        runpy.run_path = original  # type: ignore[assignment]
-
-
 def iam_writes(records: list[Recorded]) -> list[str]:
     """Every IAM entity the program creates (anything of IAM but a read), as `<urn>: created`."""
     wrong = []
@@ -74,7 +51,7 @@ def iam_writes(records: list[Recorded]) -> list[str]:
 @pytest.mark.parametrize("variant", sorted(VARIANTS))
 @pytest.mark.parametrize("stack", stack_names())
 def test_the_program_creates_no_iam_entity(mocks: RecordingMocks, stack: str, variant: str) -> None:
-    _run(mocks, stack, VARIANTS[variant])
+    run_program(mocks, stack, VARIANTS[variant])
     assert iam_writes(mocks.records) == []
     read = {r.resource_id for r in by_type(mocks.records, ROLE)}
     assert read == {
@@ -89,7 +66,7 @@ def test_a_role_created_by_the_program_is_found(mocks: RecordingMocks) -> None:
         aws.iam.Role("stray", assume_role_policy="{}")
         aws.iam.RolePolicy("stray-inline", role="platform-admin", policy="{}")
 
-    _run(mocks, "dev", {}, extra=stray)
+    run_program(mocks, "dev", extra=stray)
     stack = "urn:pulumi:dev::gemma-graviton::pulumi:pulumi:Stack$"
     assert iam_writes(mocks.records) == [
         f"{stack}aws:iam/role:Role::stray: created",
@@ -104,7 +81,7 @@ def test_a_stack_whose_bootstrap_has_not_run_fails_on_its_first_role(
     """No role in the account: the first read fails, naming the role, before anything that
     costs is created (a preview fails the same way)."""
     with pytest.raises(Exception, match="gemma-graviton-dev-cluster"):
-        _run(mocks, "dev", {}, bootstrapped=False)
+        run_program(mocks, "dev", bootstrapped=False)
 
 
 @pytest.mark.usefixtures("as_pulumi_host")
@@ -115,7 +92,7 @@ def test_the_deploy_role_may_do_what_up_and_destroy_do_with_them(
     """Each role read (terraform-provider-aws internal/service/iam/role.go `resourceRoleRead`),
     passed to EKS (the cluster's and the nodes' roles) or to EKS Pod Identity (the pods'):
     allowed, with the condition keys IAM gives each call, and no IAM write on any of them."""
-    _run(mocks, stack, EVERYTHING_ON)
+    run_program(mocks, stack, EVERYTHING_ON)
     policy = deploy_policy(stack, load_stack(stack).region, "acme-pulumi-state")
     denied = []
     arns = {}
@@ -151,7 +128,7 @@ def test_every_pod_that_calls_aws_has_its_own_role(mocks: RecordingMocks, stack:
     """Each association maps one service account to the bootstrap's role for that account, and
     each role with a service account that the stack runs is associated: with everything on,
     all but the autoscaler's on a fixed stack."""
-    _run(mocks, stack, EVERYTHING_ON)
+    run_program(mocks, stack, EVERYTHING_ON)
     region = load_stack(stack).region
     specs = {
         str(r.service_account): identity.role_name(stack, r.key)
@@ -178,7 +155,7 @@ def test_no_launch_template_default_version_is_ever_changed(
     """The deploy role has no ec2:ModifyLaunchTemplate, which terraform-provider-aws calls only
     for `update_default_version` or a changed `default_version` (internal/service/ec2/
     ec2_launch_template.go `resourceLaunchTemplateUpdate`): no template sets either."""
-    _run(mocks, stack, EVERYTHING_ON)
+    run_program(mocks, stack, EVERYTHING_ON)
     templates = by_type(mocks.records, "aws:ec2/launchTemplate:LaunchTemplate")
     assert templates
     for template in templates:

@@ -20,6 +20,8 @@ from tests.bootstrap import iam_eval
 from tests.fakes.pulumi_mocks import ACCOUNT_ID, RecordingMocks, by_type, named, one, resolve
 from tests.program.harness import run_program, stacks_with
 
+pytestmark = pytest.mark.usefixtures("as_pulumi_host")
+
 ASSOCIATION = "aws:eks/podIdentityAssociation:PodIdentityAssociation"
 
 WATCH_TYPES = (
@@ -32,7 +34,6 @@ WATCH_TYPES = (
 )
 
 
-@pytest.mark.usefixtures("as_pulumi_host")
 @pytest.mark.parametrize("stack", stacks_with("monitoring"))
 def test_every_stack_watches_its_model_server(
     stack: str, mocks: RecordingMocks, exports: dict[str, Any]
@@ -124,7 +125,6 @@ def _region(mocks: RecordingMocks) -> str:
     return json.dumps(provider.inputs["region"])
 
 
-@pytest.mark.usefixtures("as_pulumi_host")
 def test_an_alarm_email_subscribes_to_the_topic(
     mocks: RecordingMocks, exports: dict[str, Any]
 ) -> None:
@@ -134,7 +134,6 @@ def test_an_alarm_email_subscribes_to_the_topic(
     assert subscription.inputs["endpoint"] == "oncall@example.com"
 
 
-@pytest.mark.usefixtures("as_pulumi_host")
 def test_monitoring_off_creates_none_of_it(mocks: RecordingMocks, exports: dict[str, Any]) -> None:
     run_program(mocks, "dev")
     dev = {(r.type_, r.name) for r in mocks.records}

@@ -17,6 +17,8 @@ from infra.plan.stackfile import stack_names
 from tests.fakes.pulumi_mocks import Recorded, RecordingMocks, by_type, named, one
 from tests.program.harness import MODEL_NODES, MODEL_SERVICE, SYSTEM_NODES, groups, run_program
 
+pytestmark = pytest.mark.usefixtures("as_pulumi_host")
+
 NODE_GROUP = "eks:index:ManagedNodeGroup"
 LWS = "kubernetes:leaderworkerset.x-k8s.io/v1:LeaderWorkerSet"
 JOB = "kubernetes:batch/v1:Job"
@@ -34,7 +36,6 @@ def _depends_on(mocks: RecordingMocks, record: Recorded, target: Recorded) -> No
     assert target.urn in _deps(mocks, record), (record.urn, "should depend on", target.urn)
 
 
-@pytest.mark.usefixtures("as_pulumi_host")
 @pytest.mark.parametrize("stack", stack_names())
 def test_everything_in_the_cluster_waits_for_the_node_group(
     stack: str, mocks: RecordingMocks, exports: dict[str, Any]
@@ -61,7 +62,6 @@ def test_everything_in_the_cluster_waits_for_the_node_group(
     _depends_on(mocks, one(mocks.records, STORAGE_CLASS), csi)
 
 
-@pytest.mark.usefixtures("as_pulumi_host")
 def test_the_leaderworkerset_waits_for_the_webhook_gate(
     mocks: RecordingMocks, exports: dict[str, Any]
 ) -> None:
@@ -80,7 +80,6 @@ def test_the_leaderworkerset_waits_for_the_webhook_gate(
 PVC = "kubernetes:core/v1:PersistentVolumeClaim"
 
 
-@pytest.mark.usefixtures("as_pulumi_host")
 @pytest.mark.parametrize("stack", stack_names())
 def test_weight_volumes_survive_a_group_recreation_and_go_before_the_driver(
     stack: str, mocks: RecordingMocks, exports: dict[str, Any]

@@ -24,6 +24,8 @@ from components.addons import ASSOCIATION_ANNOTATION
 from tests.fakes.pulumi_mocks import Recorded, RecordingMocks, by_type
 from tests.program.harness import run_program, stack_values, stacks_with
 
+pytestmark = pytest.mark.usefixtures("as_pulumi_host")
+
 ASSOCIATION = "aws:eks/podIdentityAssociation:PodIdentityAssociation"
 SLEEP = "time:index/sleep:Sleep"
 ADDON = "aws:eks/addon:Addon"
@@ -126,7 +128,6 @@ def late_workloads(mocks: RecordingMocks) -> list[str]:
     return wrong
 
 
-@pytest.mark.usefixtures("as_pulumi_host")
 @pytest.mark.parametrize("variant", sorted(VARIANTS))
 @pytest.mark.parametrize("stack", stacks_with("monitoring"))
 def test_every_pod_identity_workload_comes_after_its_association_is_effective(
@@ -142,7 +143,6 @@ def test_every_pod_identity_workload_comes_after_its_association_is_effective(
     assert late_workloads(mocks) == []
 
 
-@pytest.mark.usefixtures("as_pulumi_host")
 def test_a_workload_that_skips_its_wait_or_its_roll_key_is_named(mocks: RecordingMocks) -> None:
     run_program(mocks, "prod", EVERYTHING_ON)
     by_name = {r.name: r for r in mocks.records}

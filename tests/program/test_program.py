@@ -37,6 +37,8 @@ from tests.program.harness import (
     stacks_with,
 )
 
+pytestmark = pytest.mark.usefixtures("as_pulumi_host")
+
 OUTPUTS = {
     "clusterName", "kubeconfig", "region", "availabilityZone", "nodeInstanceType", "nodeCount",
     "plan", "endpoint", "apiKey", "model", "maxModelLen", "kvCacheTokens", "curlExample",
@@ -47,7 +49,6 @@ LWS = "kubernetes:leaderworkerset.x-k8s.io/v1:LeaderWorkerSet"
 NODE_GROUP = "eks:index:ManagedNodeGroup"
 
 
-@pytest.mark.usefixtures("as_pulumi_host")
 @pytest.mark.parametrize("stack", stack_names())
 def test_every_stack_runs_end_to_end(
     stack: str, mocks: RecordingMocks, exports: dict[str, Any]
@@ -92,7 +93,6 @@ def test_every_stack_runs_end_to_end(
     assert resolve(exports["kvCacheTokens"]) == expected.kv_cache_tokens
 
 
-@pytest.mark.usefixtures("as_pulumi_host")
 def test_node_size_override_flows_into_the_node_group(
     mocks: RecordingMocks, exports: dict[str, Any]
 ) -> None:
@@ -108,7 +108,6 @@ def test_node_size_override_flows_into_the_node_group(
     assert lws.inputs["spec"]["leaderWorkerTemplate"]["size"] == 1
 
 
-@pytest.mark.usefixtures("as_pulumi_host")
 @pytest.mark.parametrize(
     ("overrides", "hf", "message"),
     [
@@ -143,7 +142,6 @@ def test_refusal_is_a_run_error_and_creates_nothing(
     assert mocks.records == []
 
 
-@pytest.mark.usefixtures("as_pulumi_host")
 def test_plain_text_secret_is_refused(mocks: RecordingMocks) -> None:
     pulumi.runtime.set_mocks(mocks, project="gemma-graviton", stack="dev", preview=False,
                              monitor=mocks.monitor)  # fmt: skip
@@ -155,7 +153,6 @@ def test_plain_text_secret_is_refused(mocks: RecordingMocks) -> None:
     assert mocks.records == []
 
 
-@pytest.mark.usefixtures("as_pulumi_host")
 def test_workload_policy(mocks: RecordingMocks, exports: dict[str, Any]) -> None:
     run_program(mocks, "dev")
     expected = plan(load_stack("dev"), "dev")
@@ -192,7 +189,6 @@ def test_workload_policy(mocks: RecordingMocks, exports: dict[str, Any]) -> None
         assert "stringData" in secret.secret_inputs, secret.urn
 
 
-@pytest.mark.usefixtures("as_pulumi_host")
 def test_lws_waits_for_the_controller_and_uses_the_cluster_provider(
     mocks: RecordingMocks, exports: dict[str, Any]
 ) -> None:
@@ -210,25 +206,6 @@ def test_lws_waits_for_the_controller_and_uses_the_cluster_provider(
             assert record.provider and record.provider.startswith(k8s_provider.urn), record.urn
 
 
-@pytest.mark.usefixtures("as_pulumi_host")
-def test_tags_through_the_provider_default_tags(
-    mocks: RecordingMocks, exports: dict[str, Any]
-) -> None:
-    run_program(mocks, "prod")
-    provider = named(mocks.records, "pulumi:providers:aws", "aws")
-    # Provider inputs reach the engine as JSON text.
-    tags = json.loads(provider.inputs["defaultTags"])["tags"]
-    assert tags == {
-        "costCenter": "ml-inference",
-        "project": "gemma-graviton",
-        "stack": "prod",
-        "owner": "ml-platform",
-        "endDate": "2027-12-31",
-    }
-    assert provider.inputs["region"] == "us-east-1"
-
-
-@pytest.mark.usefixtures("as_pulumi_host")
 def test_logging_addon_and_volume_cache(mocks: RecordingMocks, exports: dict[str, Any]) -> None:
     run_program(mocks, "dev", {"modelCache": "volume"})
     addons = {r.inputs["addonName"]: r for r in by_type(mocks.records, "aws:eks/addon:Addon")}
@@ -273,7 +250,6 @@ def test_logging_addon_and_volume_cache(mocks: RecordingMocks, exports: dict[str
     assert cached.warm_restart_seconds < plan(load_stack("dev"), "dev").warm_restart_seconds
 
 
-@pytest.mark.usefixtures("as_pulumi_host")
 def test_without_volume_cache_no_csi_driver(mocks: RecordingMocks, exports: dict[str, Any]) -> None:
     run_program(mocks, "dev")
     addons = {r.inputs["addonName"] for r in by_type(mocks.records, "aws:eks/addon:Addon")}
@@ -281,7 +257,6 @@ def test_without_volume_cache_no_csi_driver(mocks: RecordingMocks, exports: dict
     assert by_type(mocks.records, "kubernetes:storage.k8s.io/v1:StorageClass") == []
 
 
-@pytest.mark.usefixtures("as_pulumi_host")
 @pytest.mark.parametrize("stack", stack_names())
 def test_stacks_pass_every_policy(
     stack: str, mocks: RecordingMocks, exports: dict[str, Any]
@@ -301,7 +276,6 @@ def _leader(mocks: RecordingMocks) -> dict[str, Any]:
     return one(mocks.records, LWS).inputs["spec"]["leaderWorkerTemplate"]["leaderTemplate"]
 
 
-@pytest.mark.usefixtures("as_pulumi_host")
 def test_a_zone_without_the_instance_type_stops_before_anything_is_built(
     mocks: RecordingMocks, exports: dict[str, Any]
 ) -> None:
@@ -319,7 +293,6 @@ def test_a_zone_without_the_instance_type_stops_before_anything_is_built(
     assert "aws:ec2/getInstanceTypeOfferings:getInstanceTypeOfferings" in tokens
 
 
-@pytest.mark.usefixtures("as_pulumi_host")
 def test_zones_may_be_named_by_id_and_the_second_zone_is_one_eks_accepts(
     mocks: RecordingMocks, exports: dict[str, Any]
 ) -> None:
@@ -331,7 +304,6 @@ def test_zones_may_be_named_by_id_and_the_second_zone_is_one_eks_accepts(
     assert resolve(exports["availabilityZone"]) == "us-east-1c"
 
 
-@pytest.mark.usefixtures("as_pulumi_host")
 @pytest.mark.parametrize("stack", stacks_with("gatekeeper"))
 def test_only_the_gatekeeper_is_exposed(mocks: RecordingMocks, stack: str) -> None:
     run_program(mocks, stack)
@@ -375,7 +347,6 @@ def test_only_the_gatekeeper_is_exposed(mocks: RecordingMocks, stack: str) -> No
     assert "location = /v1/chat/completions" in config.inputs["data"]["nginx.conf"]
 
 
-@pytest.mark.usefixtures("as_pulumi_host")
 def test_the_gatekeeper_serves_the_chat_page_from_its_config_map(
     mocks: RecordingMocks, exports: dict[str, Any]
 ) -> None:
@@ -408,7 +379,6 @@ def test_the_gatekeeper_serves_the_chat_page_from_its_config_map(
     assert not [r.urn for r in mocks.records if files & set(r.inputs.get("data") or ())]
 
 
-@pytest.mark.usefixtures("as_pulumi_host")
 def test_a_new_key_changes_the_secret_only_and_stays_out_of_plain_values(
     mocks: RecordingMocks, exports: dict[str, Any]
 ) -> None:
@@ -442,7 +412,6 @@ def test_a_new_key_changes_the_secret_only_and_stays_out_of_plain_values(
     assert not is_secret(exports["plan"])
 
 
-@pytest.mark.usefixtures("as_pulumi_host")
 def test_a_rotation_accepts_the_previous_key_until_its_end_and_says_so(
     mocks: RecordingMocks, exports: dict[str, Any]
 ) -> None:
@@ -459,7 +428,6 @@ def test_a_rotation_accepts_the_previous_key_until_its_end_and_says_so(
             assert old not in json.dumps(resolve(value), default=str), name
 
 
-@pytest.mark.usefixtures("as_pulumi_host")
 def test_curl_example_quotes_every_value(mocks: RecordingMocks, exports: dict[str, Any]) -> None:
     run_program(mocks, "prod")
     text = resolve(exports["curlExample"])
@@ -471,7 +439,6 @@ def test_curl_example_quotes_every_value(mocks: RecordingMocks, exports: dict[st
 
 
 @pytest.mark.parametrize("stack", stack_names())
-@pytest.mark.usefixtures("as_pulumi_host")
 def test_the_configured_principals_can_use_kubectl(
     stack: str, mocks: RecordingMocks, exports: dict[str, Any]
 ) -> None:
@@ -496,7 +463,6 @@ def test_the_configured_principals_can_use_kubectl(
     ]
 
 
-@pytest.mark.usefixtures("as_pulumi_host")
 def test_policy_arns_follow_the_partition(
     mocks: RecordingMocks, exports: dict[str, Any], monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -513,7 +479,6 @@ def test_policy_arns_follow_the_partition(
     assert all(arn.startswith("arn:aws-us-gov:") for arn in arns), arns
 
 
-@pytest.mark.usefixtures("as_pulumi_host")
 def test_the_program_drains_rolls_and_keeps_a_group_serving(
     mocks: RecordingMocks, exports: dict[str, Any]
 ) -> None:

@@ -11,13 +11,14 @@ import pytest
 from tests.fakes.pulumi_mocks import RecordingMocks, by_type, named, one
 from tests.program.harness import MODEL_SERVICE, run_program
 
+pytestmark = pytest.mark.usefixtures("as_pulumi_host")
+
 SERVICE = "kubernetes:core/v1:Service"
 SECRET = "kubernetes:core/v1:Secret"
 K8S_PROVIDER = "pulumi:providers:kubernetes"
 
 
 @pytest.mark.parametrize("stack", ["dev", "prod"])
-@pytest.mark.usefixtures("as_pulumi_host")
 def test_the_model_service_cannot_fail_an_up_during_a_cold_start(
     stack: str, mocks: RecordingMocks, exports: dict[str, Any]
 ) -> None:
@@ -38,7 +39,6 @@ def test_the_model_service_cannot_fail_an_up_during_a_cold_start(
     assert exports["endpoint"] is not None
 
 
-@pytest.mark.usefixtures("as_pulumi_host")
 def test_secrets_are_patched_in_place_on_rotation(
     mocks: RecordingMocks, exports: dict[str, Any]
 ) -> None:
@@ -55,7 +55,6 @@ def test_secrets_are_patched_in_place_on_rotation(
         assert secret.provider and secret.provider.startswith(provider.urn), secret.urn
 
 
-@pytest.mark.usefixtures("as_pulumi_host")
 def test_config_maps_are_patched_in_place_and_the_programs_are_kept_for_old_templates(
     mocks: RecordingMocks,
 ) -> None:

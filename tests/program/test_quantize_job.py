@@ -12,6 +12,8 @@ from infra.plan.stackfile import stack_names
 from tests.fakes.pulumi_mocks import Recorded, RecordingMocks, by_type, named, one
 from tests.program.harness import MODEL_NODES, groups, run_program
 
+pytestmark = pytest.mark.usefixtures("as_pulumi_host")
+
 JOB = "kubernetes:batch/v1:Job"
 CONFIG_MAP = "kubernetes:core/v1:ConfigMap"
 LWS = "kubernetes:leaderworkerset.x-k8s.io/v1:LeaderWorkerSet"
@@ -31,7 +33,6 @@ def _depends_on(mocks: RecordingMocks, record: Recorded, target: Recorded) -> No
     assert target.urn in mocks.monitor.dependencies[record.urn], (record.urn, target.urn)
 
 
-@pytest.mark.usefixtures("as_pulumi_host")
 @pytest.mark.parametrize("stack", stack_names())
 def test_the_job_writes_every_ranks_volume_before_the_group(
     stack: str, mocks: RecordingMocks, exports: dict[str, Any]
@@ -85,7 +86,6 @@ def test_the_job_writes_every_ranks_volume_before_the_group(
     assert not any(a.startswith(("--nnodes", "--master-addr", "--node-rank")) for a in args)
 
 
-@pytest.mark.usefixtures("as_pulumi_host")
 def test_the_job_ships_the_quantizer_and_needs_no_new_role(
     mocks: RecordingMocks, exports: dict[str, Any]
 ) -> None:
@@ -119,7 +119,6 @@ def test_the_job_ships_the_quantizer_and_needs_no_new_role(
     assert roles == {r.name for r in by_type(mocks_volume.records, ROLE)}
 
 
-@pytest.mark.usefixtures("as_pulumi_host")
 def test_the_same_inputs_twice_give_the_same_job(exports: dict[str, Any]) -> None:
     """What `pulumi up` compares: the same URN with the same inputs is no change, so a second
     run with the same inputs creates and replaces nothing; new inputs give the Job a new name
@@ -136,7 +135,6 @@ def test_the_same_inputs_twice_give_the_same_job(exports: dict[str, Any]) -> Non
     assert other.inputs["metadata"]["name"] != first.inputs["metadata"]["name"]
 
 
-@pytest.mark.usefixtures("as_pulumi_host")
 @pytest.mark.parametrize("values", [{}, {"weights": "int8", "weightsSource": NAMED}])
 def test_bf16_and_named_checkpoints_get_no_job(
     values: dict[str, str], mocks: RecordingMocks, exports: dict[str, Any]

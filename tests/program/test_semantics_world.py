@@ -16,6 +16,8 @@ from tests import builders
 from tests.fakes.pulumi_mocks import RecordingMocks, by_type, named
 from tests.program.harness import OWN_VALUES, run_program, stacks_with
 
+pytestmark = pytest.mark.usefixtures("as_pulumi_host")
+
 SECRET = "kubernetes:core/v1:Secret"
 PV = "kubernetes:core/v1:PersistentVolume"
 NODE_GROUP = "eks:index:ManagedNodeGroup"
@@ -38,7 +40,6 @@ def _world(mocks: RecordingMocks, stack: str, sets: dict[str, Any]) -> Any:
 VARIANTS = [(s, {}) for s in stack_names()] + [("dev", {"weights": "int8"})]
 
 
-@pytest.mark.usefixtures("as_pulumi_host")
 @pytest.mark.parametrize(("stack", "sets"), VARIANTS)
 def test_the_checks_secrets_are_the_programs(
     mocks: RecordingMocks, stack: str, sets: dict[str, Any]
@@ -59,7 +60,6 @@ def test_the_checks_secrets_are_the_programs(
     assert made == assumed
 
 
-@pytest.mark.usefixtures("as_pulumi_host")
 @pytest.mark.parametrize(("stack", "sets"), VARIANTS)
 def test_the_checks_volumes_are_the_programs(
     mocks: RecordingMocks, stack: str, sets: dict[str, Any], exports: dict[str, Any]
@@ -88,7 +88,6 @@ def test_the_checks_volumes_are_the_programs(
         assert term["matchExpressions"] == [{"key": ZONE, "operator": "In", "values": [zone]}], name
 
 
-@pytest.mark.usefixtures("as_pulumi_host")
 @pytest.mark.parametrize(("stack", "sets"), VARIANTS)
 def test_the_checks_node_groups_are_the_programs(
     mocks: RecordingMocks, stack: str, sets: dict[str, Any]
@@ -108,7 +107,6 @@ def test_the_checks_node_groups_are_the_programs(
         assert made.inputs.get("taints", []) == taints, made.urn
 
 
-@pytest.mark.usefixtures("as_pulumi_host")
 @pytest.mark.parametrize("stack", stacks_with("monitoring"))
 def test_the_checks_collector_is_the_programs(mocks: RecordingMocks, stack: str) -> None:
     expected = _world(mocks, stack, {})

@@ -60,8 +60,10 @@ def test_everything_the_stack_pays_for_is_tagged(
     want = _expected(stack)
 
     provider = named(mocks.records, "pulumi:providers:aws", "aws")
+    # Provider inputs reach the engine as JSON text; the stack's own `tags` ride along.
     default_tags = json.loads(provider.inputs["defaultTags"])["tags"]
-    assert {k: default_tags[k] for k in REQUIRED} == want, provider.urn
+    assert default_tags == {**want, **load_stack(stack).tags}, provider.urn
+    assert provider.inputs["region"] == load_stack(stack).region, provider.urn
     aws_resources = [r for r in mocks.records if r.custom and r.type_.startswith("aws:")]
     assert aws_resources
     for record in aws_resources:
