@@ -1,10 +1,12 @@
 """What the rehearsal tests share: the recorded vLLM logs, the 12B's profile, the real and tiny
 plans of a stack as the rehearsal makes them (without building the model), and `vllm serve` argv
-read as flags.
+read as flags, and a wait for a condition.
 """
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable
 from pathlib import Path
 
 from infra.plan.catalog import MODELS
@@ -45,3 +47,13 @@ def flags(argv: list[str]) -> dict[str, str]:
         assert key not in parsed, f"{key} given twice in {argv}"
         parsed[key] = value
     return parsed
+
+
+def until(condition: Callable[[], bool], seconds: float = 10) -> bool:
+    """Whether `condition` holds within `seconds`, asked every 50 ms."""
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        if condition():
+            return True
+        time.sleep(0.05)
+    return condition()

@@ -5,17 +5,12 @@ config: asleep answers and the wake flag, then 200 once an upstream answers behi
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
-from contextlib import contextmanager
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from threading import Thread
-
-import pytest
 
 from components import watch
 from components.manifests import gatekeeper
 from components.manifests.asleep import ASLEEP_HEALTH_PAGE, ASLEEP_PAGE, Asleep
+from tests import door_harness
 from tests.components.test_watch import _filter_matches, _record
 from tests.rehearse.test_gatekeeper_run import LIMITS
 from tools.rehearse.front_door import asleep_checks, gatekeeper_run
@@ -23,47 +18,24 @@ from tools.rehearse.front_door import asleep_checks, gatekeeper_run
 KEY = "k" * 32
 
 
-class _Serving(BaseHTTPRequestHandler):
+class _Serving(door_harness.Upstream):
     """A serving group as the door sees it: /health and a chat answer, nothing else."""
 
-    def log_message(self, format: str, *args: object) -> None:
-        """Quiet."""
-
-    def _send(self, status: int, payload: object) -> None:
-        data = json.dumps(payload).encode()
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-
     def do_GET(self) -> None:
-        self._send(200 if self.path == "/health" else 404, {})
+        self.answer(200 if self.path == "/health" else 404, b"{}")
 
     def do_POST(self) -> None:
         self.rfile.read(int(self.headers.get("Content-Length") or 0))
         ok = self.path == "/v1/chat/completions"
-        self._send(200 if ok else 404, {"choices": [{"message": {"content": "hi"}}]})
+        self.answer(200 if ok else 404, b'{"choices": [{"message": {"content": "hi"}}]}')
 
 
-@contextmanager
-def serving() -> Iterator[int]:
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _Serving)
-    thread = Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
-    thread.start()
-    try:
-        yield server.server_address[1]
-    finally:
-        server.shutdown()
-        server.server_close()
-
-
-@pytest.mark.skipif(not gatekeeper_run.nginx_ready(), reason=gatekeeper_run.INSTALL_HINT)
+@door_harness.needs_nginx
 def test_asleep_door_answers_503_with_retry_after_wakes_and_serves_once_a_group_is_back(
     tmp_path: Path,
 ) -> None:
     sleeper = asleep_checks.Sleeper(LIMITS, asleep_checks.rehearsal_asleep(431), KEY, "m")
-    with serving() as port:
+    with door_harness.upstream(_Serving) as port:
         checks = asleep_checks.door_sleep_checks(
             gatekeeper_run.find_nginx(), sleeper, port, tmp_path, lambda _line: None
         )
@@ -76,12 +48,12 @@ def test_asleep_door_answers_503_with_retry_after_wakes_and_serves_once_a_group_
     assert all(c.ok for c in checks), [c.observed for c in checks if not c.ok]
     assert "Retry-After 431" in checks[0].observed
     # The asleep answers are marked in the access log (the 5xx alarm leaves them out).
-    entries = [json.loads(line) for line in (tmp_path / "run" / "access.log").read_text().split()]
+    lines = (tmp_path / "run" / "access.log").read_text().split()
+    entries = [json.loads(line) for line in lines]
     asleep = [e for e in entries if e["asleep"] == 1]
     assert {e["status"] for e in asleep} == {503}
     assert all(e["asleep"] == 0 for e in entries if e["status"] != 503)
     # The not-waking alarm's filter counts the asleep model request, not the asleep /health.
-    lines = (tmp_path / "run" / "access.log").read_text().split()
     pattern = watch.asleep_filter_pattern()
     counted = [json.loads(line)["page"] for line in lines if _matches(pattern, line)]
     assert counted == [ASLEEP_PAGE]
@@ -92,11 +64,11 @@ def _matches(pattern: str, line: str) -> bool:
     return _filter_matches(pattern, _record(line, gatekeeper.CONTAINER))
 
 
-@pytest.mark.skipif(not gatekeeper_run.nginx_ready(), reason=gatekeeper_run.INSTALL_HINT)
+@door_harness.needs_nginx
 def test_a_wake_flag_that_does_not_fall_fails_its_row(tmp_path: Path) -> None:
     """A door whose flag outlasts the row: the row that expects it to fall says so."""
     sleeper = asleep_checks.Sleeper(LIMITS, Asleep(wake_seconds=60, signal_seconds=600), KEY, "m")
-    with serving() as port:
+    with door_harness.upstream(_Serving) as port:
         checks = asleep_checks.door_sleep_checks(
             gatekeeper_run.find_nginx(), sleeper, port, tmp_path, lambda _line: None
         )

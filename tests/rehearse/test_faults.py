@@ -5,13 +5,12 @@ loop, the bounded client, the table and the verdict. The real group runs in
 from __future__ import annotations
 
 import sys
-import time
 
 from components.manifests import probe_command, programs
 from infra.adapters.render import rendered_objects
 from infra.adapters.wiring import server_spec
 from tests.fakes.vllm_leader import fake_leader
-from tests.rehearse.support import tiny_plan_for
+from tests.rehearse.support import tiny_plan_for, until
 from tools.rehearse.measure import faults
 from tools.rehearse.measure.faults import ClientResult, FaultRow, FloodResult, Prober, run_client
 
@@ -32,18 +31,11 @@ def test_the_rehearsal_runs_the_pods_probe_program() -> None:
         assert keys(local[3:]) == keys(pod[4:-1])[: len(local) - 3]
 
 
-def _wait_for(condition, seconds: float = 30.0) -> None:  # type: ignore[no-untyped-def]
-    deadline = time.monotonic() + seconds
-    while not condition():
-        assert time.monotonic() < deadline, "condition not reached"
-        time.sleep(0.05)
-
-
 def test_a_prober_fails_only_after_the_threshold_in_a_row() -> None:
     failing = ["python3", "-c", "import sys; print('FAIL: no'); sys.exit(1)"]
     prober = Prober("leader", failing, {}, period_s=0.05, failures=3, timeout_s=5).start()
     try:
-        _wait_for(lambda: prober.failed_at is not None)
+        assert until(lambda: prober.failed_at is not None, 30)
     finally:
         prober.stop()
     assert len(prober.runs) >= 3
@@ -52,7 +44,7 @@ def test_a_prober_fails_only_after_the_threshold_in_a_row() -> None:
     assert prober.argv[0] == sys.executable
     passing = Prober("worker", ["python3", "-c", "pass"], {}, 0.05, 3, 5).start()
     try:
-        _wait_for(lambda: len(passing.runs) >= 4)
+        assert until(lambda: len(passing.runs) >= 4, 30)
     finally:
         passing.stop()
     assert passing.failed_at is None

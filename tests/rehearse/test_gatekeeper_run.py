@@ -7,10 +7,7 @@ import contextlib
 import json
 import socket
 import threading
-import time
-from collections.abc import Callable
 from dataclasses import replace
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import ClassVar
 
@@ -19,6 +16,7 @@ import pytest
 from components.manifests import gatekeeper_conf
 from tests import builders, door_harness
 from tests.fakes.openai_stub import StubConfig
+from tests.rehearse.support import until
 from tools.rehearse.front_door import door_checks, door_errors, gatekeeper_run
 from tools.rehearse.group.ranks import free_port
 from tools.rehearse.group.workspace import RehearsalError
@@ -39,7 +37,7 @@ def test_missing_nginx_names_the_install_command(monkeypatch: pytest.MonkeyPatch
         gatekeeper_run.find_nginx()
 
 
-@pytest.mark.skipif(not gatekeeper_run.nginx_ready(), reason=gatekeeper_run.INSTALL_HINT)
+@door_harness.needs_nginx
 def test_gatekeeper_in_front_of_a_stub(tmp_path: Path) -> None:
     key = "k" * 32
     with door_harness.stub_door(LIMITS, key, StubConfig(api_key=key, model="m"), tmp_path) as door:
@@ -66,11 +64,8 @@ def test_a_stream_is_judged_on_the_gaps_between_chunks_not_on_the_first_one() ->
     assert check.observed.startswith("200, 2 of 41 chunks apart")
 
 
-@pytest.mark.skipif(not gatekeeper_run.nginx_ready(), reason=gatekeeper_run.INSTALL_HINT)
+@door_harness.needs_nginx
 def test_a_broken_or_silent_group_gets_an_openai_error_not_an_open_socket(tmp_path: Path) -> None:
-    import json
-    import socket
-
     key = "k" * 32
     body = b'{"model": "m", "prompt": "x", "max_tokens": 1}'
     silent = {**LIMITS.__dict__, "reply_timeout_seconds": 1}
@@ -98,123 +93,98 @@ def test_a_broken_or_silent_group_gets_an_openai_error_not_an_open_socket(tmp_pa
     assert reply.headers["Retry-After"] == "5"
 
 
-class _Recorder(BaseHTTPRequestHandler):
+class _Recorder(door_harness.Upstream):
     """An upstream that records each request's path and headers and answers a small JSON."""
 
     seen: ClassVar[list[tuple[str, dict[str, str]]]] = []
 
-    def log_message(self, format: str, *args: object) -> None:
-        pass
-
     def _answer(self) -> None:
-        length = int(self.headers.get("Content-Length") or 0)
-        self.rfile.read(length)
+        self.rfile.read(int(self.headers.get("Content-Length") or 0))
         _Recorder.seen.append((self.path, {k.lower(): v for k, v in self.headers.items()}))
-        body = b'{"id": "chatcmpl-1", "choices": []}'
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
+        self.answer(200, b'{"id": "chatcmpl-1", "choices": []}')
 
     do_GET = _answer
     do_POST = _answer
 
 
-@pytest.mark.skipif(not gatekeeper_run.nginx_ready(), reason=gatekeeper_run.INSTALL_HINT)
+@door_harness.needs_nginx
 def test_the_gatekeeper_bounds_what_one_request_may_cost(tmp_path: Path) -> None:
     key = "k" * 32
     limits = replace(
         LIMITS, max_request_bytes=65536, max_schema_bytes=2000, served_model="m", client_burst=100
     )
     _Recorder.seen = []
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _Recorder)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        with door_harness.door(limits, key, server.server_address[1], tmp_path) as running:
-            port = door_harness.port_of(running)
-            door = door_checks.Door("127.0.0.1", port, key, "m", lambda: "")
-            # Bodies that multiply or amplify: 400 naming the field, vLLM never asked.
-            for path, field, body in door_checks._multipliers("m"):
-                answer = door_checks.ask(door, "POST", path, body)
-                assert (answer.status, door_checks._param(answer)) == (400, field), body
-            for extra, field in (
-                ({"echo": True}, "echo"),
-                ({"logprobs": 1}, "logprobs"),
-                ({"prompt_logprobs": 0}, "prompt_logprobs"),
-                ({"response_format": {"type": "json_schema", "x": "y" * 3000}}, "response_format"),
-            ):
-                body = {"model": "m", "prompt": "hi", **extra}
-                answer = door_checks.ask(door, "POST", "/v1/completions", body)
-                assert (answer.status, door_checks._param(answer)) == (400, field), extra
-            assert _Recorder.seen == []
-            # An ordinary request passes, with only the reviewed headers and nginx's address.
-            forged = door_checks.ask(
-                door,
-                "POST",
-                "/v1/chat/completions",
-                door_checks.chat(door, 2),
-                headers=door_checks.FORGED,
-            )
-            assert forged.status == 200
-            path, headers = _Recorder.seen[-1]
-            assert path == "/v1/chat/completions"
-            assert headers["x-forwarded-for"] == door_checks.CLIENT
-            assert not {h.lower() for h in door_checks.FORGED} - {"x-forwarded-for"} & set(headers)
-            # A small schema is served.
-            small = door_checks.chat(door, 2, response_format={"type": "json_object"})
-            assert door_checks.ask(door, "POST", "/v1/chat/completions", small).status == 200
-            # /v1/models from the gatekeeper; /health from its one-second cache.
-            models = door_checks.ask(door, "GET", "/v1/models")
-            assert json.loads(models.body)["data"][0]["id"] == "m"
-            before = len(_Recorder.seen)
-            # (A burst's worth: past it, /health is rate-limited per client like any open route.)
-            for _ in range(gatekeeper_conf.OPEN_BURST):
-                assert door_checks.ask(door, "GET", "/health", keyed=False).status == 200
-            assert len(_Recorder.seen) - before <= 3
-            assert all(p == "/health" for p, _ in _Recorder.seen[before:])
-            # Errors nginx itself writes are JSON.
-            for data, status in (
-                (b"TRACE / HTTP/1.1\r\nHost: x\r\n\r\n", 405),
-                (b"GET /health HTTP/2.0\r\nHost: x\r\n\r\n", 505),
-                (b"GET /health HTTP/1.1\r\nHost: x\r\nX-Big: " + b"b" * 9000 + b"\r\n\r\n", 431),
-                (b"GET /health HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\n\r\nabc", 400),
-            ):
-                assert door_errors._json_error(door_checks.raw(door, data)) == (status, True)
-    finally:
-        server.shutdown()
+    with door_harness.door_before(_Recorder, limits, key, tmp_path) as running:
+        port = door_harness.port_of(running)
+        door = door_checks.Door("127.0.0.1", port, key, "m", lambda: "")
+        # Bodies that multiply or amplify: 400 naming the field, vLLM never asked.
+        for path, field, body in door_checks._multipliers("m"):
+            answer = door_checks.ask(door, "POST", path, body)
+            assert (answer.status, door_checks.param(answer.body)) == (400, field), body
+        for extra, field in (
+            ({"echo": True}, "echo"),
+            ({"logprobs": 1}, "logprobs"),
+            ({"prompt_logprobs": 0}, "prompt_logprobs"),
+            ({"response_format": {"type": "json_schema", "x": "y" * 3000}}, "response_format"),
+        ):
+            body = {"model": "m", "prompt": "hi", **extra}
+            answer = door_checks.ask(door, "POST", "/v1/completions", body)
+            assert (answer.status, door_checks.param(answer.body)) == (400, field), extra
+        assert _Recorder.seen == []
+        # An ordinary request passes, with only the reviewed headers and nginx's address.
+        forged = door_checks.ask(
+            door,
+            "POST",
+            "/v1/chat/completions",
+            door_checks.chat(door, 2),
+            headers=door_checks.FORGED,
+        )
+        assert forged.status == 200
+        path, headers = _Recorder.seen[-1]
+        assert path == "/v1/chat/completions"
+        assert headers["x-forwarded-for"] == door_checks.CLIENT
+        assert not {h.lower() for h in door_checks.FORGED} - {"x-forwarded-for"} & set(headers)
+        # A small schema is served.
+        small = door_checks.chat(door, 2, response_format={"type": "json_object"})
+        assert door_checks.ask(door, "POST", "/v1/chat/completions", small).status == 200
+        # /v1/models from the gatekeeper; /health from its one-second cache.
+        models = door_checks.ask(door, "GET", "/v1/models")
+        assert json.loads(models.body)["data"][0]["id"] == "m"
+        before = len(_Recorder.seen)
+        # (A burst's worth: past it, /health is rate-limited per client like any open route.)
+        for _ in range(gatekeeper_conf.OPEN_BURST):
+            assert door_checks.ask(door, "GET", "/health", keyed=False).status == 200
+        assert len(_Recorder.seen) - before <= 3
+        assert all(p == "/health" for p, _ in _Recorder.seen[before:])
+        # Errors nginx itself writes are JSON.
+        for data, status in (
+            (b"TRACE / HTTP/1.1\r\nHost: x\r\n\r\n", 405),
+            (b"GET /health HTTP/2.0\r\nHost: x\r\n\r\n", 505),
+            (b"GET /health HTTP/1.1\r\nHost: x\r\nX-Big: " + b"b" * 9000 + b"\r\n\r\n", 431),
+            (b"GET /health HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\n\r\nabc", 400),
+        ):
+            assert door_errors._json_error(door_checks.raw(door, data)) == (status, True)
 
 
 def test_the_rehearsal_key_is_one_the_gatekeeper_accepts() -> None:
     from components.manifests import gatekeeper as gatekeeper_module
 
-    refused = gatekeeper_module.key_file_text("ab" * 12)
-    assert refused == '{"keys": []}\n'
-    accepted = gatekeeper_module.key_file_text(gatekeeper_run.rehearsal_key())
-    assert '"key"' in accepted
+    assert '"key"' in gatekeeper_module.key_file_text(gatekeeper_run.rehearsal_key())
 
 
-class _Holding(BaseHTTPRequestHandler):
+class _Holding(door_harness.Upstream):
     """An upstream that holds every request until `release` is set, so the test knows what is
     in flight."""
 
     release: ClassVar[threading.Event] = threading.Event()
     arrived: ClassVar[list[str]] = []
 
-    def log_message(self, format: str, *args: object) -> None:
-        pass
-
     def do_POST(self) -> None:
         self.rfile.read(int(self.headers.get("Content-Length") or 0))
         _Holding.arrived.append(self.path)
         _Holding.release.wait(30)
-        body = b'{"id": "cmpl-1", "choices": []}'
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
         with contextlib.suppress(OSError):  # the client may be gone: the abort being tested
-            self.wfile.write(body)
+            self.answer(200, b'{"id": "cmpl-1", "choices": []}')
 
 
 def _send_raw(door: door_checks.Door, body: dict[str, object], source: str) -> socket.socket:
@@ -238,19 +208,10 @@ def _admitted(door: door_checks.Door, body: dict[str, object], source: str) -> b
     except TimeoutError:
         refused = False
     sock.close()
-    return not refused and _until(lambda: len(_Holding.arrived) > count, 2)
+    return not refused and until(lambda: len(_Holding.arrived) > count, 2)
 
 
-def _until(condition: Callable[[], bool], seconds: float = 10) -> bool:
-    end = time.monotonic() + seconds
-    while time.monotonic() < end:
-        if condition():
-            return True
-        time.sleep(0.05)
-    return condition()
-
-
-@pytest.mark.skipif(not gatekeeper_run.nginx_ready(), reason=gatekeeper_run.INSTALL_HINT)
+@door_harness.needs_nginx
 def test_a_client_s_token_tiers_and_grammar_slot_are_its_own_and_released_on_abort(
     tmp_path: Path,
 ) -> None:
@@ -271,8 +232,6 @@ def test_a_client_s_token_tiers_and_grammar_slot_are_its_own_and_released_on_abo
     )
     _Holding.release = threading.Event()
     _Holding.arrived = []
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _Holding)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
     long = {"model": "m", "prompt": "x " * 300, "max_tokens": 10}
     short = {"model": "m", "prompt": "hi", "max_tokens": 2}
     structured = {**short, "response_format": {"type": "json_object"}}
@@ -287,10 +246,10 @@ def test_a_client_s_token_tiers_and_grammar_slot_are_its_own_and_released_on_abo
         )
         thread.start()
         held.append(thread)
-        assert _until(lambda: len(_Holding.arrived) > count)
+        assert until(lambda: len(_Holding.arrived) > count)
 
     try:
-        with door_harness.door(limits, key, server.server_address[1], tmp_path) as running:
+        with door_harness.door_before(_Holding, limits, key, tmp_path) as running:
             port = door_harness.port_of(running)
             door = door_checks.Door("127.0.0.1", port, key, "m", lambda: "")
             a, b = door_checks.ATTACKER, door_checks.CLIENT
@@ -318,10 +277,9 @@ def test_a_client_s_token_tiers_and_grammar_slot_are_its_own_and_released_on_abo
             # request reaches vLLM once nginx has seen the first one's client go.
             before = len(_Holding.arrived)
             aborted = _send_raw(door, long, a)
-            assert _until(lambda: len(_Holding.arrived) > before)
+            assert until(lambda: len(_Holding.arrived) > before)
             aborted.close()
-            assert _until(lambda: _admitted(door, long, a), 10)
+            assert until(lambda: _admitted(door, long, a), 10)
             _Holding.release.set()
     finally:
         _Holding.release.set()
-        server.shutdown()

@@ -15,44 +15,22 @@ and checks what the plan promised:
   gives, differ (`ranks.rehearsal_argv`);
 - the group forms and `/health` answers;
 - the gatekeeper (`gatekeeper_run`: the pod's own nginx.conf, run by a real nginx in front of the
-  leader) answers every route vLLM registers without the key with anything but 2xx, except /health;
-  refuses a chat without the key (401), streams one with it chunk by chunk, refuses a body over
-  the limit (413) before vLLM sees it, caps a reply without max_tokens at the planned default,
-  and answers a burst above the rate with 429s and no 5xx. Every later request goes through it;
-- the front door holds against one client (`door_checks`, `door_errors`): 600 idle and trickling
-  connections, multiplying and amplifying bodies, a stream past the reply timeout, a /health
-  flood, a big schema, forged headers, every error as JSON, bodies vLLM cannot carry refused and
-  its memory flat (`leak_checks`); and the installed vLLM reads only the reviewed headers;
-- the door of an elastic stack while the model sleeps (`asleep_checks`): the door's own config
-  with nothing behind its upstream answers a model request 503 with `Retry-After` and an OpenAI
-  error body, /health "asleep", raises the wake flag KEDA polls, and serves (200) once the leader
-  is relayed behind the same port;
+  leader) refuses what has no key, streams chunk by chunk, refuses an oversized body and caps a
+  reply at the planned default; every later request goes through it;
+- the front door holds against one client and against crowds with and without a key (each
+  module lists its rows: `door_checks`, `door_errors`, `leak_checks`, `siege_checks`,
+  `share_checks`), and the installed vLLM reads only the reviewed headers;
+- the door of an elastic stack while the model sleeps (`asleep_checks`);
 - vLLM logs the KV cache tokens and the concurrency the same planner (`infra.plan.sizing.plan`)
   predicted for the tiny model;
-- the chat page the gatekeeper serves (`chat_page`), driven in headless Chromium: it streams,
-  notes a reply cut off at its limit, shows a wrong key's 401, starts a New chat, fits a phone,
-  and its cut-off row fails on a mutant page that ignores `finish_reason: "length"`;
-- `vllm bench serve` runs a short capacity run through the gatekeeper, one verdict row per point
-  with the plan beside the measurement, every reply of fixed length and none cut off
-  (`capacity_step`, as `make bench` runs it);
-- lm-eval scores the group on the project's quality task through the gatekeeper
-  (`quality_step`, `tools.bench.quality`);
-- the changes (`change_steps`): a key rotation with an overlap in front of the group (both keys
-  served during it, the old one refused after, nothing reloaded), then a second group started
-  and the first one drained as Kubernetes stops a pod under a long stream (the stream finishes,
-  new requests reach the second group, no 5xx), each row with its times (`--skip-changes`
-  leaves them out);
-- then the same tiny model, quantized to int8 and to int4 by `infra.quantize` (the quantize
-  Job's code), is served as the stack's group at `weights` int8 and int4 (`quantized`): the
-  linear kernel vLLM selected, KV tokens against the planner, a reply streamed through the
-  gatekeeper, lm-eval on int8 and the difference from bf16 (`--skip-quantized` leaves it out);
-- then, once that group is stopped, the prefill probe (`prefill_probe`: a shape-true slice of
-  the stack's model, one prefill step of the planned `max_num_batched_tokens` after vLLM's own
-  warm-up; its rows print the modelled figure beside the measured one). A plain run serves the
-  short slice (one sliding and one full layer, ~3 minutes); `--prefill` (`make rehearse-prefill`)
-  one whole period of the model's pattern (5 + 1 layers of gemma-4-12B-it, ~8-10 minutes), then
-  the step-timeout row (`step_timeout`: the plan's engine step timeout from the probe's measured
-  rate passes a maximum-length prompt, half of it is caught).
+- the chat page, driven in headless Chromium (`chat_page`); a short capacity run by `vllm bench
+  serve` (`capacity_step`, as `make bench` runs it); lm-eval's score (`quality_step`);
+- the changes (`change_steps`, `--skip-changes` leaves them out): a key rotation, then a drain
+  under a long stream beside a second group;
+- the tiny model quantized to int8 and int4 by `infra.quantize`, served at those `weights`
+  (`quantized`, `--skip-quantized` leaves it out);
+- then the prefill probe (`prefill_probe`: a shape-true slice of the stack's model; the short
+  slice, or with `--prefill` one whole period of its pattern and the step-timeout row).
 
 Every process it starts is its own process group and is stopped by group (SIGTERM, then SIGKILL)
 whatever happens, including Ctrl-C; a headless rank does not exit when its leader dies, so nothing
@@ -70,7 +48,6 @@ the key, the rule and the fix), 130 interrupted.
 from __future__ import annotations
 
 import argparse
-import secrets
 import shlex
 import sys
 import time
@@ -236,19 +213,17 @@ def rehearse(options: Options, progress: Progress) -> tuple[list[Check], dict[st
             chat.ChatPage(tiny_plan.model, door.max_reply_tokens, tiny_plan.max_model_len)
         )
     ports = loopback_ports()
-    # Hex: a key that starts with "-" would read as a flag on a command line.
-    api_key = secrets.token_hex(24)
+    api_key = gatekeeper_run.rehearsal_key()
     spec = server_spec(tiny_cfg, tiny_plan)
     vllm = str(python.parent / "vllm")
-    launches = rank_launches(
-        spec.engine(),
-        vllm,
-        model_dir,
-        ports,
-        api_key,
-        options.extra_args,
-        engine_timeout_env(spec.probes),
-    )
+    timeouts = engine_timeout_env(spec.probes)
+
+    def launched(on: Sequence[int]) -> list[RankLaunch]:
+        return rank_launches(
+            spec.engine(), vllm, model_dir, on, api_key, options.extra_args, timeouts
+        )
+
+    launches = launched(ports)
     log_dir = _log_dir(launches)
     base_url = f"http://127.0.0.1:{ports[0]}/v1"
     front = _Front(
@@ -273,19 +248,7 @@ def rehearse(options: Options, progress: Progress) -> tuple[list[Check], dict[st
             )
             if options.changes and not options.keep:
                 b_ports = loopback_ports()
-                second = _SecondGroup(
-                    rank_launches(
-                        spec.engine(),
-                        vllm,
-                        model_dir,
-                        b_ports,
-                        api_key,
-                        options.extra_args,
-                        engine_timeout_env(spec.probes),
-                    ),
-                    b_ports,
-                    log_dir,
-                )
+                second = _SecondGroup(launched(b_ports), b_ports, log_dir)
                 with _timed(timings, "drain and rotation"):
                     checks += change_steps.change_rows(
                         group, ports, second, front.nginx, tiny_plan, api_key, options.timeout_s
@@ -498,17 +461,7 @@ def _check_group(
                     door, api_key, tiny_plan.model, tiny_plan.front_door.max_reply_tokens
                 ),
             ]
-            probe_port = int(door.probe_url.rsplit(":", 1)[1])
-            checks += _door_checks(
-                group,
-                front,
-                limits,
-                api_key,
-                tiny_plan.model,
-                vllm_port,
-                probe_port,
-                tiny_plan.front_door.client_tokens_bound,
-            )
+            checks += _door_checks(group, front, limits, api_key, tiny_plan.model, vllm_port, door)
             retry = sleep.retry_after_seconds(load.cfg, tiny_plan)
             checks += _asleep_rows(group, front, limits, api_key, tiny_plan.model, retry, vllm_port)
             checks.append(vllm_headers.headers_check(front.vllm_package))
@@ -575,16 +528,17 @@ def _door_checks(
     api_key: str,
     model: str,
     vllm_port: int,
-    probe_port: int,
-    bound_tokens: int,
+    gate: gatekeeper_run.Gate,
 ) -> list[Check]:
-    """The front door held against one client (`door_checks`) and against eight without a key
-    (`siege_checks`): the running gatekeeper, one with a short reply timeout (the cut) and one
-    whose vLLM is gone (503)."""
+    """The front door's rows: the running gatekeeper `gate`, one with a short reply timeout
+    (the cut), one whose vLLM is gone (503) and one that takes dev's largest body (its cost)."""
     leader_log = group.processes[0].log_text
+    probe_port = int(gate.probe_url.rsplit(":", 1)[1])
 
     def door(port: int) -> door_checks.Door:
-        return door_checks.Door("127.0.0.1", port, api_key, model, leader_log, probe_port)
+        return door_checks.Door(
+            "127.0.0.1", port, api_key, model, leader_log, probe_port, gate.log_entries
+        )
 
     main = door(front.port)
     group.progress("front door: one client against the gatekeeper")
@@ -592,6 +546,7 @@ def _door_checks(
         door_checks.connections_check(main, limits),
         siege_checks.slow_refusal_check(main),
         siege_checks.siege_check(main, limits),
+        siege_checks.keyed_siege_check(main, limits),
         door_checks.multiplying_check(main),
         door_checks.amplifier_check(main, limits),
         door_checks.health_check(main),
@@ -605,13 +560,14 @@ def _door_checks(
     ]
     if limits.max_schema_bytes:
         checks.append(share_checks.grammar_share_check(main))
-    checks.append(share_checks.fair_share_check(main, limits, bound_tokens))
+    checks += share_checks.fair_share_checks(main, limits)
     if front.page_files is not None:
-        checks.append(share_checks.static_flood_check(main))
+        checks.append(door_checks.static_flood_check(main))
     timing = door_checks.stream_timing(main)
     timeout = door_checks.cut_timeout(*timing)
     short = replace(limits, reply_timeout_seconds=timeout or limits.reply_timeout_seconds)
-    cut_port, dead_port = free_port(), free_port()
+    costly = replace(limits, max_request_bytes=door_checks.COSTLY_BYTES)
+    cut_port, dead_port, costly_port = free_port(), free_port(), free_port()
     with (
         gatekeeper_run.running_gate(
             front.nginx, short, api_key, cut_port, vllm_port, front.work_dir / "cut", _quiet
@@ -619,9 +575,14 @@ def _door_checks(
         gatekeeper_run.running_gate(
             front.nginx, limits, api_key, dead_port, free_port(), front.work_dir / "dead", _quiet
         ),
+        gatekeeper_run.running_gate(
+            front.nginx, costly, api_key, costly_port, vllm_port, front.work_dir / "costly", _quiet
+        ) as costly_gate,
     ):
         checks.append(door_checks.cut_check(door(cut_port), timeout, timing))
         checks.append(door_errors.errors_check(main, door(dead_port)))
+        cpu = door_checks.gate_cpu(costly_gate.pgid)
+        checks.append(door_checks.costly_body_check(door(costly_port), cpu))
     return checks
 
 

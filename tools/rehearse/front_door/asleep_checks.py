@@ -115,20 +115,16 @@ def _wake_within(door: gatekeeper_run.Gate, seconds: float) -> object:
     return found
 
 
-def _chat(sleeper: Sleeper) -> bytes:
-    messages = [{"role": "user", "content": "hi"}]
-    return json.dumps({"model": sleeper.model, "messages": messages, "max_tokens": 2}).encode()
-
-
 def asleep_rows(door: gatekeeper_run.Gate, sleeper: Sleeper) -> list[Check]:
     """The rows while nothing listens behind the door."""
     health = gatekeeper_run.request(door.base_url, "GET", "/health")
     models = gatekeeper_run.request(door.base_url, "GET", "/v1/models", None, sleeper.api_key)
     after_health = _wake(door)
-    unkeyed = gatekeeper_run.request(door.base_url, "POST", "/v1/chat/completions", _chat(sleeper))
+    chat = gatekeeper_run.chat_body(sleeper.model, max_tokens=2)
+    unkeyed = gatekeeper_run.request(door.base_url, "POST", "/v1/chat/completions", chat)
     after_unkeyed = _wake_within(door, FLAG_WAIT_SECONDS)
     reply = gatekeeper_run.request(
-        door.base_url, "POST", "/v1/chat/completions", _chat(sleeper), sleeper.api_key
+        door.base_url, "POST", "/v1/chat/completions", chat, sleeper.api_key
     )
     after_request = _wake_within(door, FLAG_WAIT_SECONDS)
     error = _error(reply)
@@ -172,8 +168,9 @@ def asleep_rows(door: gatekeeper_run.Gate, sleeper: Sleeper) -> list[Check]:
 
 def awake_row(door: gatekeeper_run.Gate, sleeper: Sleeper) -> Check:
     """The same door once its upstream answers."""
+    chat = gatekeeper_run.chat_body(sleeper.model, max_tokens=2)
     reply = gatekeeper_run.request(
-        door.base_url, "POST", "/v1/chat/completions", _chat(sleeper), sleeper.api_key
+        door.base_url, "POST", "/v1/chat/completions", chat, sleeper.api_key
     )
     health = gatekeeper_run.request(door.base_url, "GET", "/health")
     return Check(

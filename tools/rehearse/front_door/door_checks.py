@@ -18,9 +18,13 @@ balancer. The rows:
   allowed stays within the planned reply bytes;
 - `health_check`: 2,000 /health calls reach vLLM about once a second (counted in vLLM's own
   access log);
+- `static_flood_check`: 1,000 GETs of the chat page from one address: at most the open routes'
+  burst and rate served, the rest 429;
 - `schema_check`: a 49 KB schema is refused at once, a small one served;
 - `forged_headers_check`: forged X-Request-Id, X-Forwarded-For, load-metrics, priority, session
   and trace headers change nothing vLLM writes;
+- `costly_body_check`: what the issue's costliest refusal, a 327,680-byte body valid JSON but
+  for its last byte, costs the nginx worker in CPU (/proc), per body;
 - `door_errors.errors_check`: every status the gatekeeper produces that a client can provoke is
   JSON.
 """
@@ -38,10 +42,15 @@ import time
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from components.manifests.gatekeeper import GatekeeperLimits
 from components.manifests.gatekeeper_conf import OPEN_BURST, OPEN_PER_SECOND
+from infra.plan.frontdoor import PARSE_NS_PER_BYTE
 from tools.rehearse.checks import Check
+from tools.rehearse.front_door.gatekeeper_run import Reply as Answer
+from tools.rehearse.front_door.gatekeeper_run import request, stream_events
+from tools.rehearse.group.ranks import cpu_seconds, group_members
 
 ATTACKER = "127.0.0.3"
 CLIENT = "127.0.0.2"
@@ -52,12 +61,20 @@ KEYED_WITHIN_S = 2.0
 #: An ordinary request beside the refused multiplying ones may be at most this much slower.
 LATENCY_FACTOR = 2.0
 HEALTH_CALLS = 2000
+FLOODER = "127.0.0.6"
+STATIC_CALLS = 1000
 HEALTH_THREADS = 4
 #: The schema the penetration test compiled for 8 s.
 BIG_SCHEMA_BYTES = 49_000
 #: The cut must land this long after the first chunk and before the last, or the tiny model's
 #: stream is too short to show it.
 CUT_MARGIN_S = 0.1
+#: The issue's body: dev's `max_request_bytes`, a chat valid JSON but for its last byte, and the
+#: most its refusal may cost the gatekeeper's CPU (200 sent: the 10 ms clock tick is 0.05 ms a
+#: body). The costliest shape found (a list of numbers) is held to what the plan charges a body
+#: of that size instead (`frontdoor.PARSE_NS_PER_BYTE`), which sizes the large-body rate.
+COSTLY_BYTES = 327_680
+COSTLY_MS = 5.0
 
 
 @dataclass(frozen=True)
@@ -71,14 +88,8 @@ class Door:
     vllm_log: Callable[[], str]
     #: The gatekeeper's probe listener (the kubelet's and the workers' port).
     probe_port: int = 0
-
-
-@dataclass(frozen=True)
-class Answer:
-    status: int
-    headers: dict[str, str]
-    body: bytes
-    seconds: float
+    #: The gatekeeper's access log, one dict a line (`Gate.log_entries`).
+    gate_log: Callable[[], list[dict[str, Any]]] = list
 
 
 def ask(
@@ -93,21 +104,11 @@ def ask(
     timeout: float = 60,
 ) -> Answer:
     """One request from `source`; the whole reply read."""
-    began = time.monotonic()
-    connection = http.client.HTTPConnection(
-        door.host, door.port, timeout=timeout, source_address=(source, 0)
-    )
-    sent = {"Content-Type": "application/json", **(headers or {})}
-    if keyed:
-        sent["Authorization"] = f"Bearer {door.api_key}"
     data = None if body is None else body if isinstance(body, bytes) else json.dumps(body).encode()
-    try:
-        connection.request(method, path, body=data, headers=sent)
-        response = connection.getresponse()
-        read = response.read()
-        return Answer(response.status, dict(response.getheaders()), read, time.monotonic() - began)
-    finally:
-        connection.close()
+    key = door.api_key if keyed else None
+    return request(
+        f"http://{door.host}:{door.port}", method, path, data, key, timeout, source, headers
+    )
 
 
 def raw(door: Door, data: bytes, source: str = CLIENT, timeout: float = 10) -> bytes:
@@ -132,11 +133,23 @@ def chat(door: Door, tokens: int, **extra: object) -> dict[str, object]:
     }
 
 
-def _param(answer: Answer) -> str:
+def structured(door: Door, tokens: int, schema: object, **extra: object) -> dict[str, object]:
+    """A chat whose reply must follow the JSON `schema`."""
+    form = {"type": "json_schema", "json_schema": {"name": "s", "schema": schema}}
+    return chat(door, tokens, response_format=form, **extra)
+
+
+def param(body: bytes) -> str:
+    """The field an OpenAI error body names, "" for none."""
     try:
-        return str(json.loads(answer.body)["error"]["param"])
+        return str(json.loads(body)["error"]["param"] or "")
     except (ValueError, KeyError, TypeError):
-        return "no JSON error"
+        return ""
+
+
+def shown(statuses: Counter[Any]) -> str:
+    """Statuses counted, as "3x 200, 1x 429" (0: no answer)."""
+    return ", ".join(f"{n}x {status or 'no answer'}" for status, n in sorted(statuses.items()))
 
 
 # --------------------------------------------------------------------------------------------
@@ -158,7 +171,7 @@ def connections_check(door: Door, limits: GatekeeperLimits) -> Check:
             closed += 1
     try:
         time.sleep(0.5)
-        open_now = sum(1 for sock in held if _still_open(sock))
+        open_now = sum(1 for sock in held if alive(sock))
         for sock in held:  # one more byte each, as a trickler does
             with contextlib.suppress(OSError):
                 sock.send(b"s")
@@ -181,17 +194,25 @@ def connections_check(door: Door, limits: GatekeeperLimits) -> Check:
     )
 
 
-def _still_open(sock: socket.socket) -> bool:
-    """True while the gatekeeper has not closed the socket (nothing to read, no EOF)."""
+def alive(sock: socket.socket) -> bool:
+    """True while the gatekeeper has not closed the socket (whatever it wrote is read)."""
+    if sock.fileno() == -1:
+        return False
     sock.setblocking(False)
     try:
-        return sock.recv(1, socket.MSG_PEEK) != b""
+        while True:
+            data = sock.recv(65536)
+            if data == b"":
+                sock.close()
+                return False
     except BlockingIOError:
         return True
     except OSError:
+        sock.close()
         return False
     finally:
-        sock.setblocking(True)
+        if sock.fileno() != -1:
+            sock.setblocking(True)
 
 
 #: The penetration test's multiplying bodies (issue 21), and the field each must be refused for.
@@ -239,7 +260,7 @@ def multiplying_check(door: Door) -> Check:
         while not stop.is_set():
             for path, field, body in _multipliers(door.model):
                 answer = ask(door, "POST", path, body, source=ATTACKER)
-                refused.append((field, answer.status, _param(answer)))
+                refused.append((field, answer.status, param(answer.body)))
 
     thread = threading.Thread(target=attack)
     thread.start()
@@ -252,12 +273,11 @@ def multiplying_check(door: Door) -> Check:
         thread.join()
     wrong = [r for r in refused if r[1] != 429 and (r[1] != 400 or r[0] != r[2])]
     statuses = Counter(status for _, status, _ in refused)
-    shown = ", ".join(f"{n}x {status}" for status, n in sorted(statuses.items()))
     factor = beside / alone
     return Check(
         "multiplying requests",
         f"400 naming n/best_of/prompt/use_beam_search; an ordinary chat within x{LATENCY_FACTOR:g}",
-        f"{len(refused)} sent: {shown}, {len(wrong)} wrong; chat {alone:.2f} s alone, "
+        f"{len(refused)} sent: {shown(statuses)}, {len(wrong)} wrong; chat {alone:.2f} s alone, "
         f"{beside:.2f} s beside (x{factor:.2f})",
         bool(refused) and not wrong and statuses[400] > 0 and factor <= LATENCY_FACTOR,
     )
@@ -265,22 +285,8 @@ def multiplying_check(door: Door) -> Check:
 
 def _stream(door: Door) -> tuple[int, list[tuple[float, bytes]]]:
     """A capped chat stream: its status and each event with its arrival time."""
-    connection = http.client.HTTPConnection(door.host, door.port, timeout=30)
-    body = chat(door, 1000, stream=True, ignore_eos=True)
-    began = time.monotonic()
-    connection.request(
-        "POST",
-        "/v1/chat/completions",
-        body=json.dumps(body),
-        headers={"Authorization": f"Bearer {door.api_key}", "Content-Type": "application/json"},
-    )
-    response = connection.getresponse()
-    events = []
-    while line := response.readline():
-        if line.startswith(b"data: "):
-            events.append((time.monotonic() - began, line.strip()))
-    connection.close()
-    return response.status, events
+    body = json.dumps(chat(door, 1000, stream=True, ignore_eos=True)).encode()
+    return stream_events(f"http://{door.host}:{door.port}", door.api_key, body, 30)
 
 
 def stream_timing(door: Door) -> tuple[float, float]:
@@ -349,54 +355,63 @@ def amplifier_check(door: Door, limits: GatekeeperLimits) -> Check:
     return Check(
         "amplifying request",
         f"refused in < 1 KB; the longest reply within {limits.max_reply_bytes:,} bytes",
-        f"{refused.status} ({_param(refused)}) in {len(refused.body)} bytes; longest "
+        f"{refused.status} ({param(refused.body)}) in {len(refused.body)} bytes; longest "
         f"{len(longest.body):,} bytes",
         ok,
     )
+
+
+def flood(
+    door: Door, path: str, calls: int, source: str, threads: int = 1
+) -> tuple[Counter[int], float, int]:
+    """`calls` GETs of `path` from `source` over `threads` keep-alive connections (another when
+    the gatekeeper closes one): the statuses (0: no answer), the seconds, and the most one
+    address may be served: the first call, the open routes' burst and their rate over the
+    flood plus a second of clock slack (gatekeeper_conf OPEN_BURST, OPEN_PER_SECOND)."""
+    statuses: Counter[int] = Counter()
+    lock = threading.Lock()
+
+    def run(count: int) -> None:
+        connection = http.client.HTTPConnection(door.host, door.port, 10, (source, 0))
+        for _ in range(count):
+            try:
+                connection.request("GET", path)
+                response = connection.getresponse()
+                response.read()
+                status = response.status
+                if response.getheader("Connection", "").lower() == "close":
+                    connection.close()
+            except (OSError, http.client.HTTPException):
+                status = 0
+                connection.close()
+            with lock:
+                statuses[status] += 1
+        connection.close()
+
+    began = time.monotonic()
+    workers = [threading.Thread(target=run, args=(calls // threads,)) for _ in range(threads)]
+    for thread in workers:
+        thread.start()
+    for thread in workers:
+        thread.join()
+    took = time.monotonic() - began
+    return statuses, took, 1 + OPEN_BURST + math.ceil(OPEN_PER_SECOND * (took + 1))
 
 
 def health_check(door: Door) -> Check:
     """2,000 /health calls in `HEALTH_THREADS` keep-alive connections; vLLM's access log says
     how many reached it."""
     before = door.vllm_log().count("GET /health")
-    statuses: Counter[int] = Counter()
-    lock = threading.Lock()
-
-    def calls(count: int) -> None:
-        connection = http.client.HTTPConnection(
-            door.host, door.port, timeout=10, source_address=(ATTACKER, 0)
-        )
-        for _ in range(count):
-            connection.request("GET", "/health")
-            response = connection.getresponse()
-            response.read()
-            with lock:
-                statuses[response.status] += 1
-        connection.close()
-
-    began = time.monotonic()
-    threads = [
-        threading.Thread(target=calls, args=(HEALTH_CALLS // HEALTH_THREADS,))
-        for _ in range(HEALTH_THREADS)
-    ]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    took = time.monotonic() - began
+    statuses, took, served = flood(door, "/health", HEALTH_CALLS, ATTACKER, HEALTH_THREADS)
     time.sleep(0.5)  # vLLM writes its access line after the reply
     reached = door.vllm_log().count("GET /health") - before
     allowed = int(took) + 2
-    # One address gets the open routes' burst and rate, the rest 429 (gatekeeper_conf
-    # OPEN_PER_SECOND, OPEN_BURST); never a 5xx, and vLLM still sees about one call a second.
-    # The first call, the burst, and the rate over the flood plus a second of clock slack.
-    served = 1 + OPEN_BURST + math.ceil(OPEN_PER_SECOND * (took + 1))
-    shown = ", ".join(f"{n}x {status}" for status, n in sorted(statuses.items()))
+    # Never a 5xx, and vLLM still sees about one call a second.
     return Check(
         "/health flood",
         f"{HEALTH_CALLS} calls from one address: at most {OPEN_BURST} + {OPEN_PER_SECOND}/s "
         "answered 200, the rest 429; vLLM sees ~1/s",
-        f"{shown} in {took:.1f} s; {reached} reached vLLM (at most {allowed})",
+        f"{shown(statuses)} in {took:.1f} s; {reached} reached vLLM (at most {allowed})",
         set(statuses) <= {200, 429}
         and 0 < statuses[200] <= served
         and statuses[429] == HEALTH_CALLS - statuses[200]
@@ -410,33 +425,9 @@ def schema_check(door: Door, limits: GatekeeperLimits) -> Check:
     schema = {"type": "object", "properties": properties}
     while len(json.dumps(schema)) < BIG_SCHEMA_BYTES:
         properties[f"more_{len(properties)}"] = {"type": "integer"}
-    big = ask(
-        door,
-        "POST",
-        "/v1/chat/completions",
-        chat(
-            door,
-            4,
-            response_format={
-                "type": "json_schema",
-                "json_schema": {"name": "big", "schema": schema},
-            },
-        ),
-    )
+    big = ask(door, "POST", "/v1/chat/completions", structured(door, 4, schema))
     small_schema = {"type": "object", "properties": {"a": {"type": "integer"}}}
-    small = ask(
-        door,
-        "POST",
-        "/v1/chat/completions",
-        chat(
-            door,
-            4,
-            response_format={
-                "type": "json_schema",
-                "json_schema": {"name": "small", "schema": small_schema},
-            },
-        ),
-    )
+    small = ask(door, "POST", "/v1/chat/completions", structured(door, 4, small_schema))
     ok = big.status == 400 and big.seconds < 1 and small.status == 200
     return Check(
         "big schema",
@@ -473,4 +464,62 @@ def forged_headers_check(door: Door) -> Check:
         "no forged id, no load metrics, no forged address in vLLM's log",
         f"{answer.status}; " + (", ".join(leaks) if leaks else "none of them reached vLLM"),
         answer.status == 200 and not leaks,
+    )
+
+
+def costly_body(size: int = COSTLY_BYTES) -> bytes:
+    """`size` bytes of a chat whose extra field lists zeros (the costliest bytes to parse,
+    `frontdoor.PARSE_NS_PER_BYTE`), valid JSON but for its last byte."""
+    core = b'{"messages":[],"pad":[' + b"0," * ((size - 25) // 2)
+    return core + b" " * (size - len(core) - 3) + b"0]x"
+
+
+def chat_shaped(door: Door, size: int = COSTLY_BYTES) -> bytes:
+    """`size` bytes of a chat whose prompt is one long string, valid JSON but for its last byte."""
+    body = json.dumps(chat(door, 1)).encode()
+    return body[:-1].replace(b'"hi"', b'"' + b"a" * (size - len(body) + 2) + b'"') + b"x"
+
+
+def gate_cpu(pgid: int) -> Callable[[], float]:
+    """A reader of the CPU seconds of a gatekeeper's processes (nginx's process group)."""
+    return lambda: sum(cpu_seconds(pid) for pid in group_members(pgid))
+
+
+def costly_body_check(door: Door, cpu: Callable[[], float]) -> Check:
+    """Invalid 327,680-byte bodies, keyed, two from each of a hundred addresses (the large-body
+    rate admits two at once): the costliest shape, then a chat's; the workers' CPU per body."""
+
+    def cost(body: bytes, network: str) -> tuple[Counter[int], float]:
+        statuses, before = Counter[int](), cpu()
+        for n in [*range(1, 101)] * 2:
+            answer = ask(door, "POST", "/v1/chat/completions", body, source=f"{network}.{n}")
+            statuses[answer.status] += 1
+        return statuses, (cpu() - before) * 1000 / statuses.total()
+
+    (statuses, ms), (chats, chat_ms) = (
+        cost(costly_body(), "127.0.2"),
+        cost(chat_shaped(door), "127.0.3"),
+    )
+    charged_ms = COSTLY_BYTES * PARSE_NS_PER_BYTE / 1e6
+    return Check(
+        "invalid 327 KB body",
+        f"{chats.total()} chats valid but for the last byte: 400, each under {COSTLY_MS:g} ms of "
+        f"the gatekeeper's CPU; the costliest shape (a list of numbers) within the "
+        f"{charged_ms:.1f} ms the plan charges it",
+        f"chat-shaped {shown(chats)}, {chat_ms:.2f} ms of CPU each; costliest {shown(statuses)}, "
+        f"{ms:.2f} ms each",
+        set(statuses) | set(chats) == {400} and chat_ms < COSTLY_MS and ms <= charged_ms,
+    )
+
+
+def static_flood_check(door: Door) -> Check:
+    """1,000 GETs of / from one address: the burst and the rate served, the rest 429."""
+    statuses, took, served = flood(door, "/", STATIC_CALLS, FLOODER)
+    ok = statuses[429] > 0 and statuses[200] <= served and set(statuses) <= {200, 429}
+    return Check(
+        "chat page flood",
+        f"{STATIC_CALLS} GETs of / from one address: at most {OPEN_BURST} + "
+        f"{OPEN_PER_SECOND}/s served, the rest 429",
+        f"{shown(statuses)} in {took:.1f} s",
+        ok,
     )

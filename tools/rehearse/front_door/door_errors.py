@@ -18,7 +18,7 @@ from tools.rehearse.checks import Check
 from tools.rehearse.front_door.door_checks import Door, ask, raw
 
 
-def _is_error(body: bytes, status: int) -> bool:
+def is_error(body: bytes, status: int) -> bool:
     try:
         error = json.loads(body)["error"]
         return error["code"] == status and bool(error["message"])
@@ -33,7 +33,7 @@ def _json_error(reply: bytes) -> tuple[int, bool]:
         status = int(head.split(b" ", 2)[1])
     except (IndexError, ValueError):
         return 0, False
-    return status, _is_error(body, status)
+    return status, is_error(body, status)
 
 
 def errors_check(door: Door, dead: Door) -> Check:
@@ -83,7 +83,7 @@ def errors_check(door: Door, dead: Door) -> Check:
     # The failure limiter: wrong keys past its burst get 429, JSON too.
     wrong = [ask(door, "GET", "/v1/models", keyed=False, source="127.0.0.5") for _ in range(15)]
     limited = [a for a in wrong if a.status == 429]
-    if not limited or not _is_error(limited[0].body, 429):
+    if not limited or not is_error(limited[0].body, 429):
         bad.append("429 on failed keys missing")
     else:
         seen.append(429)

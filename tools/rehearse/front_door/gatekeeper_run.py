@@ -251,6 +251,8 @@ class Reply:
     status: int
     headers: Mapping[str, str]
     body: bytes
+    #: From the request's start to the reply's last byte.
+    seconds: float = 0.0
 
 
 def request(
@@ -261,18 +263,22 @@ def request(
     api_key: str | None = None,
     timeout: float = 60,
     source: str = "127.0.0.1",
+    extra: Mapping[str, str] | None = None,
 ) -> Reply:
+    """One request from `source`, with the key if given and `extra` headers; the whole reply."""
     host, port = base_url.removeprefix("http://").split(":")
     connection = http.client.HTTPConnection(
         host, int(port), timeout=timeout, source_address=(source, 0)
     )
-    headers = {"Content-Type": "application/json"}
+    headers = {"Content-Type": "application/json", **(extra or {})}
     if api_key is not None:
         headers["Authorization"] = f"Bearer {api_key}"
+    began = time.monotonic()
     try:
         connection.request(method, path, body=body, headers=headers)
         response = connection.getresponse()
-        return Reply(response.status, dict(response.getheaders()), response.read())
+        read = response.read()
+        return Reply(response.status, dict(response.getheaders()), read, time.monotonic() - began)
     finally:
         connection.close()
 
@@ -292,7 +298,7 @@ def registered_routes(vllm_url: str) -> list[tuple[str, str]]:
     return routes + [r for r in UNLISTED_ROUTES if r not in routes]
 
 
-def _chat(model: str, **extra: Any) -> bytes:
+def chat_body(model: str, **extra: Any) -> bytes:
     return json.dumps(
         {"model": model, "messages": [{"role": "user", "content": "hi"}], **extra}
     ).encode()
@@ -330,7 +336,7 @@ def routes_check(gate: Gate, vllm_url: str) -> Check:
 
 
 def unauthorized_check(gate: Gate, model: str) -> Check:
-    reply = request(gate.base_url, "POST", "/v1/chat/completions", _chat(model, max_tokens=4))
+    reply = request(gate.base_url, "POST", "/v1/chat/completions", chat_body(model, max_tokens=4))
     try:
         kind = json.loads(reply.body)["error"]["type"]
     except (ValueError, KeyError, TypeError):
@@ -343,22 +349,31 @@ def unauthorized_check(gate: Gate, model: str) -> Check:
     )
 
 
-def streaming_check(gate: Gate, api_key: str, model: str) -> Check:
-    """A streamed reply through nginx arrives chunk by chunk, not all at the end."""
-    host, port = gate.base_url.removeprefix("http://").split(":")
-    connection = http.client.HTTPConnection(host, int(port), timeout=120)
-    body = _chat(model, max_tokens=STREAM_TOKENS, stream=True, ignore_eos=True)
+def stream_events(
+    base_url: str, api_key: str, body: bytes, timeout: float = 120
+) -> tuple[int, list[tuple[float, bytes]]]:
+    """A chat stream: its status and each `data:` event with its arrival time."""
+    host, port = base_url.removeprefix("http://").split(":")
+    connection = http.client.HTTPConnection(host, int(port), timeout=timeout)
     headers = {"Content-Type": "application/json", "Authorization": f"Bearer {api_key}"}
     began = time.monotonic()
     connection.request("POST", "/v1/chat/completions", body=body, headers=headers)
     response = connection.getresponse()
-    arrivals = []
+    events = []
     while line := response.readline():
-        if line.startswith(b"data: ") and line.strip() != b"data: [DONE]":
-            arrivals.append(time.monotonic() - began)
+        if line.startswith(b"data: "):
+            events.append((time.monotonic() - began, line.strip()))
     connection.close()
-    if response.status != 200 or len(arrivals) < 2:
-        return Check("streamed via gatekeeper", "200, chunks", f"{response.status}", False)
+    return response.status, events
+
+
+def streaming_check(gate: Gate, api_key: str, model: str) -> Check:
+    """A streamed reply through nginx arrives chunk by chunk, not all at the end."""
+    body = chat_body(model, max_tokens=STREAM_TOKENS, stream=True, ignore_eos=True)
+    status, events = stream_events(gate.base_url, api_key, body)
+    arrivals = [seconds for seconds, event in events if event != b"data: [DONE]"]
+    if status != 200 or len(arrivals) < 2:
+        return Check("streamed via gatekeeper", "200, chunks", f"{status}", False)
     return _incremental_check(arrivals)
 
 
@@ -402,7 +417,7 @@ def oversize_check(gate: Gate, api_key: str, limits: GatekeeperLimits) -> Check:
 def default_cap_check(gate: Gate, api_key: str, model: str, cap: int) -> Check:
     """A request without max_tokens stops at the planned cap (vLLM's generation config)."""
     reply = request(
-        gate.base_url, "POST", "/v1/chat/completions", _chat(model, ignore_eos=True), api_key
+        gate.base_url, "POST", "/v1/chat/completions", chat_body(model, ignore_eos=True), api_key
     )
     # The cap, not the context: without it this reply would run to max_model_len.
     try:

@@ -22,7 +22,6 @@ touches a shared page of a library.
 
 from __future__ import annotations
 
-import json
 from collections import Counter
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -30,7 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tools.rehearse.checks import Check
-from tools.rehearse.front_door.door_checks import Door, ask
+from tools.rehearse.front_door.door_checks import Door, ask, chat, param, shown
 
 #: Requests in each run: the issue's A/B size (+33 MiB per 600 leaking, 1,890-token prompts).
 RUN = 600
@@ -126,7 +125,7 @@ def send_run(
     def one(index: int) -> str:
         field, body = bodies[index % len(bodies)]
         answer = ask(door, "POST", CHAT, body, source=ADDRESSES[index % len(ADDRESSES)])
-        named = _param(answer.body)
+        named = param(answer.body)
         return str(answer.status) if named in (field, "") else f"{answer.status} {named}"
 
     with ThreadPoolExecutor(THREADS) as pool:
@@ -137,27 +136,11 @@ def send_run(
     return Run(tuple(uss), statuses)
 
 
-def _param(body: bytes) -> str:
-    try:
-        return str(json.loads(body)["error"]["param"] or "")
-    except (ValueError, KeyError, TypeError):
-        return ""
-
-
-def _shown(statuses: Counter[str]) -> str:
-    return ", ".join(f"{n}x {status}" for status, n in sorted(statuses.items()))
-
-
 def leak_rows(door: Door, vllm: Door, memory: Callable[[], float]) -> list[Check]:
     """The control run, the shapes through the gatekeeper, then straight to vLLM (last: what it
     leaks stays for the group's life)."""
     # Short: served 1,800-token prompts take ~0.5 s each on two shared cores.
-    valid: list[tuple[str, dict[str, object]]] = [
-        (
-            "",
-            {"model": door.model, "max_tokens": 1, "messages": [{"role": "user", "content": "hi"}]},
-        )
-    ]
+    valid = [("", chat(door, 1))]
     shapes = leak_shapes(door.model)
     send_run(door, valid, memory, WARM_UP)
     control = send_run(door, valid, memory)
@@ -172,7 +155,7 @@ def refused_check(attack: Run) -> Check:
         "unencodable bodies",
         f"{RUN} of them (a lone surrogate in {fields}; a 24-digit integer in a schema): "
         "400 naming the field",
-        f"{_shown(attack.statuses)}",
+        f"{shown(attack.statuses)}",
         set(attack.statuses) == {"400"},
     )
 
@@ -187,7 +170,7 @@ def memory_check(control: Run, attack: Run, without: Run) -> Check:
         f"(twice the control's spread, at least {FLOOR_MIB:g})",
         f"{attack.delta:+.1f} MiB, control {control.delta:+.1f} MiB (spread "
         f"{control.spread:.1f}); straight to vLLM, no door: {without.delta:+.1f} MiB "
-        f"({_shown(without.statuses)})",
+        f"({shown(without.statuses)})",
         over <= tolerance and control.statuses == Counter({"200": RUN}),
     )
 
@@ -196,12 +179,7 @@ def ref_schema_check(door: Door) -> Check:
     """A schema no text satisfies: vLLM fails the request; the client gets 400, no
     `Retry-After`, and the engine serves the next chat."""
     schema = {"type": "json_schema", "json_schema": {"name": "ref", "schema": {"$ref": "#"}}}
-    body = {
-        "model": door.model,
-        "max_tokens": 4,
-        "messages": [{"role": "user", "content": "hi"}],
-        "response_format": schema,
-    }
+    body = chat(door, 4, response_format=schema)
     answer = ask(door, "POST", CHAT, body, source=ADDRESSES[0])
     after = ask(door, "POST", CHAT, {**body, "response_format": {"type": "text"}})
     retry = {k.lower(): v for k, v in answer.headers.items()}.get("retry-after")

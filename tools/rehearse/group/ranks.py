@@ -235,6 +235,12 @@ def group_members(pgid: int) -> list[int]:
     return members
 
 
+def cpu_seconds(pid: int) -> float:
+    """utime + stime of `pid` (proc(5), fields 14 and 15, in clock ticks)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def group_gone(pgid: int) -> bool:
     """True once no live process is left in the group (`killpg(pgid, 0)` finds none)."""
     try:

@@ -22,7 +22,7 @@ from pathlib import Path
 from components.manifests import ProbeSpec, probe_command, programs
 from components.manifests.probes import check_args
 from tools.rehearse.checks import Check
-from tools.rehearse.group.ranks import free_port
+from tools.rehearse.group.ranks import cpu_seconds, free_port
 
 #: Checks measured spawned, and served (each a fraction of a 10 ms clock tick, so more of them):
 #: enough ticks for either figure to within a few percent.
@@ -41,12 +41,6 @@ class ProbeCost:
     served_ms: float
     served_rss_mib: float
     checks: int
-
-
-def _cpu_s(pid: int) -> float:
-    """utime + stime of `pid` (proc(5), fields 14 and 15, in clock ticks)."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def _rss_mib(pid: int) -> float:
@@ -101,10 +95,10 @@ def measure(
                 break
             except OSError:
                 time.sleep(0.05)
-        start = _cpu_s(server.pid)
+        start = cpu_seconds(server.pid)
         for _ in range(checks * SERVED_CHECKS // CHECKS):
             _get(url)
-        served = (_cpu_s(server.pid) - start) / (checks * SERVED_CHECKS // CHECKS)
+        served = (cpu_seconds(server.pid) - start) / (checks * SERVED_CHECKS // CHECKS)
         rss = _rss_mib(server.pid)
     finally:
         server.kill()

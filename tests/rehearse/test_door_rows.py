@@ -1,12 +1,15 @@
-"""The rows for bodies vLLM cannot carry (`leak_checks`): the USS read, the verdict against the
-control, and the shapes and the `{"$ref": "#"}` row on real nginx in front of a fake vLLM (the
-real one in `make rehearse`)."""
+"""The front door's rows of issue 43: for bodies vLLM cannot carry (`leak_checks`) the USS read,
+the verdict against the control, and the shapes and the `{"$ref": "#"}` row on real nginx in
+front of a fake vLLM (the real one in `make rehearse`); the verdicts of the crowd rows on stubbed
+answers: twelve addresses at their limits beside a victim (`share_checks.crowd_verdict`), twelve
+keyed body tricklers (`siege_checks.keyed_verdict`), and the CPU an invalid 327 KB body costs
+(`door_checks.costly_body_check`)."""
 
 from __future__ import annotations
 
 import json
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import ClassVar
@@ -14,7 +17,7 @@ from typing import ClassVar
 import pytest
 
 from tests import builders, door_harness
-from tools.rehearse.front_door import leak_checks
+from tools.rehearse.front_door import door_checks, leak_checks, share_checks, siege_checks
 from tools.rehearse.front_door.door_checks import Answer, Door
 
 KEY = "k" * 32
@@ -137,3 +140,85 @@ def test_the_row_fails_on_a_503_with_retry_after(monkeypatch: pytest.MonkeyPatch
     row = leak_checks.ref_schema_check(Door("127.0.0.1", 1, KEY, "m", lambda: ""))
     assert not row.ok
     assert row.observed.startswith("503 in 0.1 s, Retry-After 5")
+
+
+def _answer(status: int, seconds: float, retry: bool = True) -> Answer:
+    return Answer(status, {"Retry-After": "5"} if retry else {}, b"{}", seconds)
+
+
+@pytest.mark.parametrize(
+    ("victim", "ok"),
+    [
+        ([_answer(200, 3.0), _answer(503, 0.02), _answer(200, 9.0), _answer(200, 4.0)], True),
+        ([_answer(503, 0.02)] * 3, True),  # refused at once every time: the plan's other branch
+        ([_answer(200, 3.0), _answer(200, 11.0), _answer(200, 12.0)], False),  # median over
+        ([_answer(200, 3.0), _answer(503, 0.02, retry=False)], False),  # no Retry-After
+        ([_answer(200, 3.0), _answer(503, 1.5)], False),  # not at once
+        ([_answer(200, 3.0), _answer(429, 0.02)], False),
+        ([_answer(200, 3.0), None], False),  # left hanging
+        ([], False),
+    ],
+)
+def test_the_victim_is_served_within_the_bound_or_refused_cleanly_at_once(
+    victim: list[Answer | None], ok: bool
+) -> None:
+    assert share_checks.crowd_verdict(victim, 10.0)[0] is ok
+
+
+def test_the_crowd_figures_name_what_the_victim_got() -> None:
+    victim = [_answer(200, 3.0), _answer(503, 0.25), None]
+    assert share_checks.crowd_verdict(victim, 10.0)[1] == (
+        "victim 1 served (median 3.00 s), 1 refused (1 503 with Retry-After, slowest 0.25 s), "
+        "1 unanswered"
+    )
+
+
+@pytest.mark.parametrize(
+    ("served", "failed", "json_refusals", "logged", "ok"),
+    [
+        (19, 1, 1, 1, True),
+        (20, 0, 0, 0, True),
+        (18, 2, 2, 2, False),  # 90% served
+        (19, 1, 0, 1, False),  # a reset, not a JSON answer
+        (19, 1, 1, 0, False),  # answered, not logged
+        (0, 0, 0, 0, False),
+    ],
+)
+def test_keyed_tricklers_leave_the_chats_served_and_every_refusal_logged_json(
+    served: int, failed: int, json_refusals: int, logged: int, ok: bool
+) -> None:
+    counts = {("keyed chat", "ok"): served, ("keyed chat", "failed"): failed}
+    tally = siege_checks._Tally(Counter({**counts, ("JSON refusal", "ok"): json_refusals}))
+    assert siege_checks.keyed_verdict(tally, logged)[0] is ok
+
+
+@pytest.mark.parametrize("shape", [door_checks.costly_body, door_checks.chat_shaped])
+def test_the_costly_bodies_are_valid_json_but_for_their_last_byte(shape: Callable) -> None:
+    body = shape() if shape is door_checks.costly_body else shape(Door("h", 1, KEY, "m", str))
+    assert len(body) == door_checks.COSTLY_BYTES
+    with pytest.raises(json.JSONDecodeError) as failed:
+        json.loads(body)
+    assert failed.value.pos == len(body) - 1
+    assert json.loads(body[:-1] + b"}")
+
+
+@pytest.mark.parametrize(
+    ("status", "chat_ms", "costly_ms", "ok"),
+    [(400, 4.0, 12.0, True), (400, 6.0, 12.0, False), (400, 4.0, 25.0, False), (413, 1, 1, False)],
+)
+def test_the_costly_body_row_wants_a_chat_under_5_ms_and_the_costliest_within_the_plan(
+    monkeypatch: pytest.MonkeyPatch, status: int, chat_ms: float, costly_ms: float, ok: bool
+) -> None:
+    spent = [0.0]
+
+    def ask(_door: Door, _method: str, _path: str, body: bytes, **_kwargs: object) -> Answer:
+        spent[0] += (costly_ms if b'"pad"' in body else chat_ms) / 1000
+        return Answer(status, {}, b"{}", 0.01)
+
+    monkeypatch.setattr(door_checks, "ask", ask)
+    row = door_checks.costly_body_check(Door("127.0.0.1", 1, "k", "m", str), lambda: spent[0])
+    assert row.ok is ok
+    assert row.observed == (
+        f"chat-shaped 200x {status}, {chat_ms:.2f} ms of CPU each; "
+        f"costliest 200x {status}, {costly_ms:.2f} ms each"
+    )
