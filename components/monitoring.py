@@ -15,12 +15,12 @@ from typing import Any
 
 import pulumi
 import pulumi_aws as aws
-import pulumi_kubernetes as k8s
 
 from components import watch
 from components.addons import ClusterRef, PodIdentity, pod_identity
 from components.manifests import metrics
 from components.manifests.metrics import CollectorSpec
+from components.objects import create
 
 
 @dataclass(frozen=True)
@@ -156,54 +156,27 @@ class Monitoring(pulumi.ComponentResource):
         identity: PodIdentity,
         cluster: ClusterRef,
     ) -> None:
-        child = pulumi.ResourceOptions(parent=self)
         account, role_, binding, config, deployment = metrics.collector_objects(spec)
-
-        def meta(obj: metrics.Manifest) -> dict[str, Any]:
-            return {**obj["metadata"], "namespace": namespace}
-
-        k8s.core.v1.ServiceAccount(f"{name}-collector-sa", metadata=meta(account), opts=child)
-        k8s.rbac.v1.Role(
-            f"{name}-collector-role", metadata=meta(role_), rules=role_["rules"], opts=child
-        )
-        k8s.rbac.v1.RoleBinding(
-            f"{name}-collector-binding",
-            metadata=meta(binding),
-            role_ref=binding["roleRef"],
-            subjects=binding["subjects"],
-            opts=child,
-        )
-        k8s.core.v1.ConfigMap(
-            f"{name}-collector-config", metadata=meta(config), data=config["data"], opts=child
-        )
-        template = deployment["spec"]["template"]
-        pod_meta = template["metadata"]
-        k8s.apps.v1.Deployment(
+        create(account, f"{name}-collector-sa", namespace, parent=self)
+        create(role_, f"{name}-collector-role", namespace, parent=self)
+        create(binding, f"{name}-collector-binding", namespace, parent=self)
+        create(config, f"{name}-collector-config", namespace, parent=self)
+        # The association's id, read from its wait: a new association rolls the pod.
+        deployment["spec"]["template"]["metadata"]["annotations"].update(identity.pod_annotations())
+        # The log group exists before the first EMF event, the pod comes after its association
+        # is effective (the wait) and the agent that serves its credentials, and goes before
+        # the nodes on destroy.
+        create(
+            deployment,
             f"{name}-collector",
-            metadata=meta(deployment),
-            spec={
-                **deployment["spec"],
-                # The association's id, read from its wait: a new association rolls the pod.
-                "template": {
-                    **template,
-                    "metadata": {
-                        **pod_meta,
-                        "annotations": {**pod_meta["annotations"], **identity.pod_annotations()},
-                    },
-                },
-            },
-            # The log group exists before the first EMF event, the pod comes after its
-            # association is effective (the wait) and the agent that serves its credentials,
-            # and goes before the nodes on destroy.
-            opts=pulumi.ResourceOptions(
-                parent=self,
-                depends_on=[
-                    emf_logs,
-                    identity.settled,
-                    *cluster.after_identity(),
-                    *([cluster.nodes] if cluster.nodes is not None else []),
-                ],
-            ),
+            namespace,
+            parent=self,
+            depends_on=[
+                emf_logs,
+                identity.settled,
+                *cluster.after_identity(),
+                *([cluster.nodes] if cluster.nodes is not None else []),
+            ],
         )
 
     def _alarms(self, name: str, args: MonitoringArgs, topic: aws.sns.Topic) -> None:
