@@ -108,15 +108,10 @@ class Autoscaling(pulumi.ComponentResource):
         manifest = scaled_object(args.server, args.scaler, args.extra_triggers)
         create(metrics_service(args.server), f"{name}-leader-metrics", parent=self)
         floor = self._queue_floor(name, args, on_nodes)
-        self.scaled_object = k8s.apiextensions.CustomResource(
-            f"{name}-groups",
-            api_version=manifest["apiVersion"],
-            kind=manifest["kind"],
-            metadata=manifest["metadata"],
-            spec=manifest["spec"],
-            # The CRD and KEDA's webhook come with the chart; the target must exist first, and
-            # the floor, so the queue trigger has an endpoint from its first poll.
-            opts=pulumi.ResourceOptions(parent=self, depends_on=[keda, args.workload, floor]),
+        # The CRD and KEDA's webhook come with the chart; the target must exist first, and the
+        # floor, so the queue trigger has an endpoint from its first poll.
+        self.scaled_object = create(
+            manifest, f"{name}-groups", parent=self, depends_on=[keda, args.workload, floor]
         )
         self.autoscaler_role_arn = identity.association.role_arn
         self.register_outputs({"autoscalerRoleArn": self.autoscaler_role_arn})

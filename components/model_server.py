@@ -51,12 +51,6 @@ class ModelServerArgs:
     nodes: pulumi.Resource | None = None
 
 
-def _meta(obj: manifests.Manifest, namespace: pulumi.Output[str]) -> dict[str, Any]:
-    """The object's metadata, its namespace taken from the Namespace resource (an implicit
-    dependency)."""
-    return {**obj["metadata"], "namespace": namespace}
-
-
 class ModelServer(pulumi.ComponentResource):
     """A LeaderWorkerSet of vLLM ranks behind a leaders-only LoadBalancer Service.
 
@@ -100,8 +94,8 @@ class ModelServer(pulumi.ComponentResource):
         in_ns = ns.metadata.name
 
         secrets = [
-            _secret(name, spec, "hf-token", hf_token, in_ns, child),
-            _key_secret(name, args, api_key, engine_key, in_ns, child),
+            _secret(name, spec, "hf-token", hf_token, in_ns, self),
+            _key_secret(name, args, api_key, engine_key, in_ns, self),
         ]
 
         create(manifests.network_policy(spec), f"{name}-netpol", in_ns, parent=self)
@@ -250,24 +244,10 @@ class ModelServer(pulumi.ComponentResource):
         leader = lws["spec"]["leaderWorkerTemplate"]["leaderTemplate"]
         annotations = leader["metadata"].setdefault("annotations", {})
         annotations[KEY_ANNOTATION] = engine_print
-        return k8s.apiextensions.CustomResource(
-            f"{name}-lws",
-            api_version=lws["apiVersion"],
-            kind=lws["kind"],
-            metadata=_meta(lws, in_ns),
-            spec=lws["spec"],
-            # No data flows to these: the pods name the secrets and the storage class, the
-            # controller's webhooks admit the object.
-            opts=pulumi.ResourceOptions(
-                parent=self,
-                depends_on=[
-                    args.lws_controller,
-                    *needs,
-                    *([args.storage] if args.storage else []),
-                    *_nodes(args),
-                ],
-            ),
-        )
+        # No data flows to these: the pods name the secrets and the storage class, the
+        # controller's webhooks admit the object.
+        after = [args.lws_controller, *needs, *([args.storage] if args.storage else [])]
+        return create(lws, f"{name}-lws", in_ns, parent=self, depends_on=[*after, *_nodes(args)])
 
 
 def _bound(claim: manifests.Manifest, volumes: Mapping[str, pulumi.Input[str]]) -> dict[str, Any]:
@@ -287,16 +267,11 @@ def _secret(
     which: str,
     value: pulumi.Output[str],
     in_ns: pulumi.Output[str],
-    child: pulumi.ResourceOptions,
+    parent: pulumi.Resource,
 ) -> k8s.core.v1.Secret:
     obj = manifests.secret(spec, which, "")  # type: ignore[arg-type]
-    return k8s.core.v1.Secret(
-        f"{name}-{which}",
-        metadata=_meta(obj, in_ns),
-        type=obj["type"],
-        string_data={key: value for key in obj["stringData"]},
-        opts=child,
-    )
+    obj["stringData"] = {key: value for key in obj["stringData"]}
+    return create(obj, f"{name}-{which}", in_ns, parent=parent)
 
 
 def _key_secret(
@@ -305,7 +280,7 @@ def _key_secret(
     api_key: pulumi.Output[str],
     engine_key: pulumi.Output[str],
     in_ns: pulumi.Output[str],
-    child: pulumi.ResourceOptions,
+    parent: pulumi.Resource,
 ) -> k8s.core.v1.Secret:
     """The API key's Secret: every entry the builder makes, from the real values. Updated in
     place on a rotation; the kubelet refreshes the gatekeeper's mounted copy."""
@@ -319,13 +294,8 @@ def _key_secret(
         return dict(built["stringData"])
 
     data = pulumi.Output.all(api_key, engine_key, previous).apply(entries)
-    return k8s.core.v1.Secret(
-        f"{name}-api-key",
-        metadata=_meta(obj, in_ns),
-        type=obj["type"],
-        string_data=pulumi.Output.secret(data),
-        opts=child,
-    )
+    obj["stringData"] = pulumi.Output.secret(data)
+    return create(obj, f"{name}-api-key", in_ns, parent=parent)
 
 
 def _hostname(svc: k8s.core.v1.Service) -> pulumi.Output[str]:

@@ -23,6 +23,7 @@ KINDS: dict[str, Any] = {
     "PriorityClass": k8s.scheduling.v1.PriorityClass,
     "Role": k8s.rbac.v1.Role,
     "RoleBinding": k8s.rbac.v1.RoleBinding,
+    "Secret": k8s.core.v1.Secret,
     "Service": k8s.core.v1.Service,
     "ServiceAccount": k8s.core.v1.ServiceAccount,
 }
@@ -32,14 +33,16 @@ def create(
     obj: Manifest, resource: str, namespace: pulumi.Input[str] | None = None, **opts: Any
 ) -> Any:
     """`obj` as the resource `resource`, every top-level field of the manifest an argument
-    (`roleRef` as `role_ref`). `namespace` replaces the manifest's own: the created Namespace's
-    name, an implicit dependency. `opts` are the resource's options (`parent`, `depends_on`)."""
+    (`roleRef` as `role_ref`); a kind not in `KINDS` as a `CustomResource`. `namespace` replaces
+    the manifest's own: the created Namespace's name, an implicit dependency. `opts` are the
+    resource's options (`parent`, `depends_on`)."""
     meta = obj["metadata"] if namespace is None else {**obj["metadata"], "namespace": namespace}
     fields = {
         re.sub("([A-Z])", r"_\1", key).lower(): value
         for key, value in obj.items()
         if key not in ("apiVersion", "kind", "metadata")
     }
-    return KINDS[obj["kind"]](
-        resource, metadata=meta, **fields, opts=pulumi.ResourceOptions(**opts)
-    )
+    if obj["kind"] not in KINDS:  # a custom resource (a LeaderWorkerSet, a ScaledObject)
+        fields |= {"api_version": obj["apiVersion"], "kind": obj["kind"]}
+    kind = KINDS.get(obj["kind"], k8s.apiextensions.CustomResource)
+    return kind(resource, metadata=meta, **fields, opts=pulumi.ResourceOptions(**opts))
