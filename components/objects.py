@@ -26,6 +26,7 @@ KINDS: dict[str, Any] = {
     "Secret": k8s.core.v1.Secret,
     "Service": k8s.core.v1.Service,
     "ServiceAccount": k8s.core.v1.ServiceAccount,
+    "StorageClass": k8s.storage.v1.StorageClass,
 }
 
 
