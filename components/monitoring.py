@@ -68,7 +68,7 @@ class Monitoring(pulumi.ComponentResource):
     ) -> None:
         super().__init__("gemma-graviton:monitoring:Monitoring", name, None, opts)
         child = pulumi.ResourceOptions(parent=self)
-        spec = args.collector
+        spec, elastic = args.collector, args.watch_spec.elastic
 
         emf_logs = aws.cloudwatch.LogGroup(
             f"{name}-emf",
@@ -86,27 +86,20 @@ class Monitoring(pulumi.ComponentResource):
         )
         self._collector(name, spec, args.namespace, emf_logs, identity, args.cluster)
 
-        for status in watch.ANSWER_CLASSES:
+        # One counter per answer class, and at an elastic stack's door the asleep answers.
+        filters = {
+            status: (watch.answers_metric(status), watch.answer_filter_pattern(status, elastic))
+            for status in watch.ANSWER_CLASSES
+        }
+        if elastic:
+            filters["asleep"] = (watch.ASLEEP_ANSWERS, watch.asleep_filter_pattern())
+        for status, (metric, pattern) in filters.items():
             aws.cloudwatch.LogMetricFilter(
                 f"{name}-answers-{status}",
                 log_group_name=args.application_log_group,
-                pattern=watch.answer_filter_pattern(status, args.watch_spec.elastic),
+                pattern=pattern,
                 metric_transformation={
-                    "name": watch.answers_metric(status),
-                    "namespace": spec.cloudwatch_namespace,
-                    "value": "1",
-                    "default_value": "0",
-                    "unit": "Count",
-                },
-                opts=child,
-            )
-        if args.watch_spec.elastic:
-            aws.cloudwatch.LogMetricFilter(
-                f"{name}-answers-asleep",
-                log_group_name=args.application_log_group,
-                pattern=watch.asleep_filter_pattern(),
-                metric_transformation={
-                    "name": watch.ASLEEP_ANSWERS,
+                    "name": metric,
                     "namespace": spec.cloudwatch_namespace,
                     "value": "1",
                     "default_value": "0",
