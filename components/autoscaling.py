@@ -51,6 +51,7 @@ from components.manifests.scaling import (
     metrics_service,
     scaled_object,
 )
+from components.objects import create
 
 KEDA_CHART = "keda"
 KEDA_REPO = "https://kedacore.github.io/charts"
@@ -105,23 +106,12 @@ class Autoscaling(pulumi.ComponentResource):
         keda = self._keda(name, args, on_nodes)
         identity = self._autoscaler(name, args, on_nodes)
         manifest = scaled_object(args.server, args.scaler, args.extra_triggers)
-        service = metrics_service(args.server)
-        k8s.core.v1.Service(
-            f"{name}-leader-metrics",
-            metadata=service["metadata"],
-            spec=service["spec"],
-            opts=pulumi.ResourceOptions(parent=self),
-        )
+        create(metrics_service(args.server), f"{name}-leader-metrics", parent=self)
         floor = self._queue_floor(name, args, on_nodes)
-        self.scaled_object = k8s.apiextensions.CustomResource(
-            f"{name}-groups",
-            api_version=manifest["apiVersion"],
-            kind=manifest["kind"],
-            metadata=manifest["metadata"],
-            spec=manifest["spec"],
-            # The CRD and KEDA's webhook come with the chart; the target must exist first, and
-            # the floor, so the queue trigger has an endpoint from its first poll.
-            opts=pulumi.ResourceOptions(parent=self, depends_on=[keda, args.workload, floor]),
+        # The CRD and KEDA's webhook come with the chart; the target must exist first, and the
+        # floor, so the queue trigger has an endpoint from its first poll.
+        self.scaled_object = create(
+            manifest, f"{name}-groups", parent=self, depends_on=[keda, args.workload, floor]
         )
         self.autoscaler_role_arn = identity.association.role_arn
         self.register_outputs({"autoscalerRoleArn": self.autoscaler_role_arn})
@@ -130,39 +120,14 @@ class Autoscaling(pulumi.ComponentResource):
         self, name: str, args: AutoscalingArgs, on_nodes: list[pulumi.Resource]
     ) -> k8s.apps.v1.Deployment:
         """The always-on queue floor on the system nodes (`components.manifests.scaling`)."""
-        config, policy, deployment, budget = (
-            floor_config_map(args.server),
-            floor_network_policy(args.server),
-            floor_deployment(args.server),
-            floor_disruption_budget(args.server),
-        )
-        k8s.core.v1.ConfigMap(
-            f"{name}-queue-floor",
-            metadata=config["metadata"],
-            data=config["data"],
-            opts=pulumi.ResourceOptions(parent=self),
-        )
-        k8s.networking.v1.NetworkPolicy(
-            f"{name}-queue-floor",
-            metadata=policy["metadata"],
-            spec=policy["spec"],
-            opts=pulumi.ResourceOptions(parent=self),
-        )
-        floor = k8s.apps.v1.Deployment(
-            f"{name}-queue-floor",
-            metadata=deployment["metadata"],
-            spec=deployment["spec"],
-            # Its pods run on the system nodes; they go before them on destroy.
-            opts=pulumi.ResourceOptions(parent=self, depends_on=on_nodes),
-        )
+        floor_name = f"{name}-queue-floor"
+        create(floor_config_map(args.server), floor_name, parent=self)
+        create(floor_network_policy(args.server), floor_name, parent=self)
+        # Its pods run on the system nodes; they go before them on destroy.
+        floor = create(floor_deployment(args.server), floor_name, parent=self, depends_on=on_nodes)
         # A drain of a system node (an upgrade, the Cluster Autoscaler) takes one floor pod at
         # a time while the floor is the trigger's endpoint (`floor_disruption_budget`).
-        k8s.policy.v1.PodDisruptionBudget(
-            f"{name}-queue-floor",
-            metadata=budget["metadata"],
-            spec=budget["spec"],
-            opts=pulumi.ResourceOptions(parent=self),
-        )
+        create(floor_disruption_budget(args.server), floor_name, parent=self)
         return floor
 
     def _keda(

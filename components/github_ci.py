@@ -43,7 +43,7 @@ def github_trust_policy(provider_arn: str, subjects: Sequence[str]) -> dict[str,
     }
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class GitHubRoleSpec:
     """One role for GitHub Actions."""
 

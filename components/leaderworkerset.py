@@ -11,6 +11,7 @@ import pulumi_kubernetes as k8s
 from components.manifests import gate
 from components.manifests.lws import CRD_NAME, installed_lws_refusal
 from components.manifests.spec import Manifest
+from components.objects import create
 
 LWS_CHART = "oci://registry.k8s.io/lws/charts/lws"
 LWS_CHART_VERSION = "0.10.0"
@@ -93,39 +94,20 @@ class LwsController(pulumi.ComponentResource):
             args.namespace, f"{name}-webhook-gate", args.gate_deadline_seconds
         )
         by_kind = {obj["kind"]: obj for obj in objects}
-        child = pulumi.ResourceOptions(parent=self, depends_on=[ns])
-        sa = k8s.core.v1.ServiceAccount(
-            f"{name}-gate-sa", metadata=by_kind["ServiceAccount"]["metadata"], opts=child
+        child = {"parent": self, "depends_on": [ns]}
+        sa = create(by_kind["ServiceAccount"], f"{name}-gate-sa", **child)
+        role = create(by_kind["Role"], f"{name}-gate-role", **child)
+        binding = create(
+            by_kind["RoleBinding"], f"{name}-gate-binding", parent=self, depends_on=[sa, role]
         )
-        role = k8s.rbac.v1.Role(
-            f"{name}-gate-role",
-            metadata=by_kind["Role"]["metadata"],
-            rules=by_kind["Role"]["rules"],
-            opts=child,
-        )
-        binding = k8s.rbac.v1.RoleBinding(
-            f"{name}-gate-binding",
-            metadata=by_kind["RoleBinding"]["metadata"],
-            role_ref=by_kind["RoleBinding"]["roleRef"],
-            subjects=by_kind["RoleBinding"]["subjects"],
-            opts=pulumi.ResourceOptions(parent=self, depends_on=[sa, role]),
-        )
-        probe = k8s.core.v1.ConfigMap(
-            f"{name}-gate-probe",
-            metadata=by_kind["ConfigMap"]["metadata"],
-            data=by_kind["ConfigMap"]["data"],
-            opts=child,
-        )
-        job = by_kind["Job"]
-        return k8s.batch.v1.Job(
+        probe = create(by_kind["ConfigMap"], f"{name}-gate-probe", **child)
+        # No data flows from these: the Job must run after the chart's webhooks are registered
+        # and on a node, with its RBAC and probe in place.
+        return create(
+            by_kind["Job"],
             f"{name}-webhook-gate",
-            metadata=job["metadata"],
-            spec=job["spec"],
-            # No data flows from these: the Job must run after the chart's webhooks are
-            # registered and on a node, with its RBAC and probe in place.
-            opts=pulumi.ResourceOptions(
-                parent=self, depends_on=[self.chart, binding, probe, *on_nodes]
-            ),
+            parent=self,
+            depends_on=[self.chart, binding, probe, *on_nodes],
         )
 
 

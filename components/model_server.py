@@ -15,6 +15,7 @@ import pulumi_random as random
 from components import manifests
 from components.manifests import ServerSpec
 from components.manifests.spec import KEY_ANNOTATION, key_fingerprint
+from components.objects import create
 
 if TYPE_CHECKING:
     from components.manifests.quantize import QuantizeSpec
@@ -48,12 +49,6 @@ class ModelServerArgs:
     #: security-group rules the cloud controller removes) and the group (whose volume claims the
     #: CSI controller on those nodes releases) must be gone before the nodes are.
     nodes: pulumi.Resource | None = None
-
-
-def _meta(obj: manifests.Manifest, namespace: pulumi.Output[str]) -> dict[str, Any]:
-    """The object's metadata, its namespace taken from the Namespace resource (an implicit
-    dependency)."""
-    return {**obj["metadata"], "namespace": namespace}
 
 
 class ModelServer(pulumi.ComponentResource):
@@ -99,45 +94,30 @@ class ModelServer(pulumi.ComponentResource):
         in_ns = ns.metadata.name
 
         secrets = [
-            _secret(name, spec, "hf-token", hf_token, in_ns, child),
-            _key_secret(name, args, api_key, engine_key, in_ns, child),
+            _secret(name, spec, "hf-token", hf_token, in_ns, self),
+            _key_secret(name, args, api_key, engine_key, in_ns, self),
         ]
 
-        policy = manifests.network_policy(spec)
-        k8s.networking.v1.NetworkPolicy(
-            f"{name}-netpol", metadata=_meta(policy, in_ns), spec=policy["spec"], opts=child
-        )
+        create(manifests.network_policy(spec), f"{name}-netpol", in_ns, parent=self)
         # With `vllm-key` no gatekeeper runs, so it has no config.
         configs = []
         if not spec.vllm_key:
             door = manifests.gatekeeper_config(spec)
-            configs.append(
-                k8s.core.v1.ConfigMap(
-                    f"{name}-gatekeeper", metadata=_meta(door, in_ns), data=door["data"], opts=child
-                )
-            )
+            configs.append(create(door, f"{name}-gatekeeper", in_ns, parent=self))
+        # Immutable. A new digest is a new name: the old ConfigMap stays for the groups a rollout
+        # has not reached yet (`pods.programs_config`).
         ran = manifests.programs_config(spec)
-        programs = k8s.core.v1.ConfigMap(
-            f"{name}-programs",
-            metadata=_meta(ran, in_ns),
-            immutable=True,
-            data=ran["data"],
-            # A new digest is a new name: the old ConfigMap stays for the groups a rollout has
-            # not reached yet (`pods.programs_config`).
-            opts=pulumi.ResourceOptions(parent=self, retain_on_delete=True),
-        )
+        programs = create(ran, f"{name}-programs", in_ns, parent=self, retain_on_delete=True)
 
+        # The class names the CSI driver; on destroy the claims (and so the volumes) go before
+        # the class, the driver and the nodes.
         claims = [
-            k8s.core.v1.PersistentVolumeClaim(
+            create(
+                {**obj, "spec": _bound(obj, args.volume_names)},
                 f"{name}-{obj['metadata']['name']}",
-                metadata=_meta(obj, in_ns),
-                spec=_bound(obj, args.volume_names),
-                # The class names the CSI driver; on destroy the claims (and so the volumes) go
-                # before the class, the driver and the nodes.
-                opts=pulumi.ResourceOptions(
-                    parent=self,
-                    depends_on=[*([args.storage] if args.storage else []), *_nodes(args)],
-                ),
+                in_ns,
+                parent=self,
+                depends_on=[*([args.storage] if args.storage else []), *_nodes(args)],
             )
             for obj in manifests.model_claims(spec)
         ]
@@ -153,22 +133,16 @@ class ModelServer(pulumi.ComponentResource):
         )
         budget = manifests.pod_disruption_budget(spec)
         if budget is not None:
-            k8s.policy.v1.PodDisruptionBudget(
-                f"{name}-pdb", metadata=_meta(budget, in_ns), spec=budget["spec"], opts=child
-            )
+            create(budget, f"{name}-pdb", in_ns, parent=self)
 
         if spec.door:
             self._door(name, args, in_ns, [*secrets, *configs], engine_print)
 
-        svc_obj = manifests.service(spec)
-        svc = k8s.core.v1.Service(
-            f"{name}-svc",
-            metadata=_meta(svc_obj, in_ns),
-            spec=svc_obj["spec"],
-            # Destroyed before the nodes and the cluster: pulumi-kubernetes deletes in the
-            # foreground and waits until the object is gone, so the cloud controller has removed
-            # the NLB (and its finalizer) before the VPC's deletion starts.
-            opts=pulumi.ResourceOptions(parent=self, depends_on=_nodes(args)),
+        # Destroyed before the nodes and the cluster: pulumi-kubernetes deletes in the
+        # foreground and waits until the object is gone, so the cloud controller has removed the
+        # NLB (and its finalizer) before the VPC's deletion starts.
+        svc = create(
+            manifests.service(spec), f"{name}-svc", in_ns, parent=self, depends_on=_nodes(args)
         )
 
         self.load_balancer_hostname = _hostname(svc)
@@ -210,32 +184,13 @@ class ModelServer(pulumi.ComponentResource):
         from components.manifests.quantize import quantize_objects  # the quantize layer
 
         priority, code, job = quantize_objects(args.spec, args.quantize)
-        child = pulumi.ResourceOptions(parent=self)
-        config = k8s.core.v1.ConfigMap(
-            f"{name}-quantize-code", metadata=_meta(code, in_ns), data=code["data"], opts=child
-        )
+        config = create(code, f"{name}-quantize-code", in_ns, parent=self)
         # Lets the Job's pod preempt a group that still holds the nodes (a weights change).
-        preempts = k8s.scheduling.v1.PriorityClass(
-            f"{name}-quantize-priority",
-            metadata=priority["metadata"],
-            value=priority["value"],
-            preemption_policy=priority["preemptionPolicy"],
-            global_default=priority["globalDefault"],
-            description=priority["description"],
-            opts=child,
-        )
-        return [
-            k8s.batch.v1.Job(
-                f"{name}-quantize",
-                metadata=_meta(job, in_ns),
-                spec=job["spec"],
-                # The pod names the token's Secret, the claims, the ConfigMap and the priority
-                # class; its nodes must exist. No data flows from these.
-                opts=pulumi.ResourceOptions(
-                    parent=self, depends_on=[*needs, config, preempts, *_nodes(args)]
-                ),
-            )
-        ]
+        preempts = create(priority, f"{name}-quantize-priority", parent=self)
+        # The pod names the token's Secret, the claims, the ConfigMap and the priority class; its
+        # nodes must exist. No data flows from these.
+        after = [*needs, config, preempts, *_nodes(args)]
+        return [create(job, f"{name}-quantize", in_ns, parent=self, depends_on=after)]
 
     @staticmethod
     def _api_key(
@@ -265,7 +220,7 @@ class ModelServer(pulumi.ComponentResource):
             if obj["kind"] == "Deployment":
                 annotations = obj["spec"]["template"]["metadata"]["annotations"]
                 annotations[KEY_ANNOTATION] = engine_print
-            _apply(
+            create(
                 obj,
                 f"{name}-{obj['kind'].lower()}-{obj['metadata']['name']}",
                 in_ns,
@@ -289,36 +244,10 @@ class ModelServer(pulumi.ComponentResource):
         leader = lws["spec"]["leaderWorkerTemplate"]["leaderTemplate"]
         annotations = leader["metadata"].setdefault("annotations", {})
         annotations[KEY_ANNOTATION] = engine_print
-        return k8s.apiextensions.CustomResource(
-            f"{name}-lws",
-            api_version=lws["apiVersion"],
-            kind=lws["kind"],
-            metadata=_meta(lws, in_ns),
-            spec=lws["spec"],
-            # No data flows to these: the pods name the secrets and the storage class, the
-            # controller's webhooks admit the object.
-            opts=pulumi.ResourceOptions(
-                parent=self,
-                depends_on=[
-                    args.lws_controller,
-                    *needs,
-                    *([args.storage] if args.storage else []),
-                    *_nodes(args),
-                ],
-            ),
-        )
-
-
-def _apply(obj: manifests.Manifest, resource: str, in_ns: pulumi.Output[str], **opts: Any) -> Any:
-    """One namespaced core or apps object of the door, by kind."""
-    kinds = {
-        "Service": k8s.core.v1.Service,
-        "NetworkPolicy": k8s.networking.v1.NetworkPolicy,
-        "Deployment": k8s.apps.v1.Deployment,
-    }
-    return kinds[obj["kind"]](
-        resource, metadata=_meta(obj, in_ns), spec=obj["spec"], opts=pulumi.ResourceOptions(**opts)
-    )
+        # No data flows to these: the pods name the secrets and the storage class, the
+        # controller's webhooks admit the object.
+        after = [args.lws_controller, *needs, *([args.storage] if args.storage else [])]
+        return create(lws, f"{name}-lws", in_ns, parent=self, depends_on=[*after, *_nodes(args)])
 
 
 def _bound(claim: manifests.Manifest, volumes: Mapping[str, pulumi.Input[str]]) -> dict[str, Any]:
@@ -338,16 +267,11 @@ def _secret(
     which: str,
     value: pulumi.Output[str],
     in_ns: pulumi.Output[str],
-    child: pulumi.ResourceOptions,
+    parent: pulumi.Resource,
 ) -> k8s.core.v1.Secret:
     obj = manifests.secret(spec, which, "")  # type: ignore[arg-type]
-    return k8s.core.v1.Secret(
-        f"{name}-{which}",
-        metadata=_meta(obj, in_ns),
-        type=obj["type"],
-        string_data={key: value for key in obj["stringData"]},
-        opts=child,
-    )
+    obj["stringData"] = {key: value for key in obj["stringData"]}
+    return create(obj, f"{name}-{which}", in_ns, parent=parent)
 
 
 def _key_secret(
@@ -356,7 +280,7 @@ def _key_secret(
     api_key: pulumi.Output[str],
     engine_key: pulumi.Output[str],
     in_ns: pulumi.Output[str],
-    child: pulumi.ResourceOptions,
+    parent: pulumi.Resource,
 ) -> k8s.core.v1.Secret:
     """The API key's Secret: every entry the builder makes, from the real values. Updated in
     place on a rotation; the kubelet refreshes the gatekeeper's mounted copy."""
@@ -370,13 +294,8 @@ def _key_secret(
         return dict(built["stringData"])
 
     data = pulumi.Output.all(api_key, engine_key, previous).apply(entries)
-    return k8s.core.v1.Secret(
-        f"{name}-api-key",
-        metadata=_meta(obj, in_ns),
-        type=obj["type"],
-        string_data=pulumi.Output.secret(data),
-        opts=child,
-    )
+    obj["stringData"] = pulumi.Output.secret(data)
+    return create(obj, f"{name}-api-key", in_ns, parent=parent)
 
 
 def _hostname(svc: k8s.core.v1.Service) -> pulumi.Output[str]:

@@ -15,12 +15,12 @@ from typing import Any
 
 import pulumi
 import pulumi_aws as aws
-import pulumi_kubernetes as k8s
 
 from components import watch
 from components.addons import ClusterRef, PodIdentity, pod_identity
 from components.manifests import metrics
 from components.manifests.metrics import CollectorSpec
+from components.objects import create
 
 
 @dataclass(frozen=True)
@@ -68,7 +68,7 @@ class Monitoring(pulumi.ComponentResource):
     ) -> None:
         super().__init__("gemma-graviton:monitoring:Monitoring", name, None, opts)
         child = pulumi.ResourceOptions(parent=self)
-        spec = args.collector
+        spec, elastic = args.collector, args.watch_spec.elastic
 
         emf_logs = aws.cloudwatch.LogGroup(
             f"{name}-emf",
@@ -86,27 +86,20 @@ class Monitoring(pulumi.ComponentResource):
         )
         self._collector(name, spec, args.namespace, emf_logs, identity, args.cluster)
 
-        for status in watch.ANSWER_CLASSES:
+        # One counter per answer class, and at an elastic stack's door the asleep answers.
+        filters = {
+            status: (watch.answers_metric(status), watch.answer_filter_pattern(status, elastic))
+            for status in watch.ANSWER_CLASSES
+        }
+        if elastic:
+            filters["asleep"] = (watch.ASLEEP_ANSWERS, watch.asleep_filter_pattern())
+        for status, (metric, pattern) in filters.items():
             aws.cloudwatch.LogMetricFilter(
                 f"{name}-answers-{status}",
                 log_group_name=args.application_log_group,
-                pattern=watch.answer_filter_pattern(status, args.watch_spec.elastic),
+                pattern=pattern,
                 metric_transformation={
-                    "name": watch.answers_metric(status),
-                    "namespace": spec.cloudwatch_namespace,
-                    "value": "1",
-                    "default_value": "0",
-                    "unit": "Count",
-                },
-                opts=child,
-            )
-        if args.watch_spec.elastic:
-            aws.cloudwatch.LogMetricFilter(
-                f"{name}-answers-asleep",
-                log_group_name=args.application_log_group,
-                pattern=watch.asleep_filter_pattern(),
-                metric_transformation={
-                    "name": watch.ASLEEP_ANSWERS,
+                    "name": metric,
                     "namespace": spec.cloudwatch_namespace,
                     "value": "1",
                     "default_value": "0",
@@ -156,54 +149,27 @@ class Monitoring(pulumi.ComponentResource):
         identity: PodIdentity,
         cluster: ClusterRef,
     ) -> None:
-        child = pulumi.ResourceOptions(parent=self)
         account, role_, binding, config, deployment = metrics.collector_objects(spec)
-
-        def meta(obj: metrics.Manifest) -> dict[str, Any]:
-            return {**obj["metadata"], "namespace": namespace}
-
-        k8s.core.v1.ServiceAccount(f"{name}-collector-sa", metadata=meta(account), opts=child)
-        k8s.rbac.v1.Role(
-            f"{name}-collector-role", metadata=meta(role_), rules=role_["rules"], opts=child
-        )
-        k8s.rbac.v1.RoleBinding(
-            f"{name}-collector-binding",
-            metadata=meta(binding),
-            role_ref=binding["roleRef"],
-            subjects=binding["subjects"],
-            opts=child,
-        )
-        k8s.core.v1.ConfigMap(
-            f"{name}-collector-config", metadata=meta(config), data=config["data"], opts=child
-        )
-        template = deployment["spec"]["template"]
-        pod_meta = template["metadata"]
-        k8s.apps.v1.Deployment(
+        create(account, f"{name}-collector-sa", namespace, parent=self)
+        create(role_, f"{name}-collector-role", namespace, parent=self)
+        create(binding, f"{name}-collector-binding", namespace, parent=self)
+        create(config, f"{name}-collector-config", namespace, parent=self)
+        # The association's id, read from its wait: a new association rolls the pod.
+        deployment["spec"]["template"]["metadata"]["annotations"].update(identity.pod_annotations())
+        # The log group exists before the first EMF event, the pod comes after its association
+        # is effective (the wait) and the agent that serves its credentials, and goes before
+        # the nodes on destroy.
+        create(
+            deployment,
             f"{name}-collector",
-            metadata=meta(deployment),
-            spec={
-                **deployment["spec"],
-                # The association's id, read from its wait: a new association rolls the pod.
-                "template": {
-                    **template,
-                    "metadata": {
-                        **pod_meta,
-                        "annotations": {**pod_meta["annotations"], **identity.pod_annotations()},
-                    },
-                },
-            },
-            # The log group exists before the first EMF event, the pod comes after its
-            # association is effective (the wait) and the agent that serves its credentials,
-            # and goes before the nodes on destroy.
-            opts=pulumi.ResourceOptions(
-                parent=self,
-                depends_on=[
-                    emf_logs,
-                    identity.settled,
-                    *cluster.after_identity(),
-                    *([cluster.nodes] if cluster.nodes is not None else []),
-                ],
-            ),
+            namespace,
+            parent=self,
+            depends_on=[
+                emf_logs,
+                identity.settled,
+                *cluster.after_identity(),
+                *([cluster.nodes] if cluster.nodes is not None else []),
+            ],
         )
 
     def _alarms(self, name: str, args: MonitoringArgs, topic: aws.sns.Topic) -> None:

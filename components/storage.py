@@ -19,6 +19,7 @@ import pulumi_kubernetes as k8s
 from components import manifests
 from components.addons import ClusterRef, addon_with_role
 from components.manifests.identity import CONTROLLER_NAMESPACE, CONTROLLER_SERVICE_ACCOUNT
+from components.objects import create
 
 ADDON = "aws-ebs-csi-driver"
 
@@ -77,16 +78,7 @@ class ModelVolumes(pulumi.ComponentResource):
         )
         after_driver = [self.driver] if self.driver is not None else []
         obj = manifests.storage_class(args.storage_class, args.throughput_mibps, args.volume_tags)
-        sc = k8s.storage.v1.StorageClass(
-            f"{name}-gp3",
-            metadata=obj["metadata"],
-            provisioner=obj["provisioner"],
-            parameters=obj["parameters"],
-            volume_binding_mode=obj["volumeBindingMode"],
-            reclaim_policy=obj["reclaimPolicy"],
-            allow_volume_expansion=obj["allowVolumeExpansion"],
-            opts=pulumi.ResourceOptions(parent=self, depends_on=after_driver),
-        )
+        sc = create(obj, f"{name}-gp3", parent=self, depends_on=after_driver)
         self.volume_names = {
             claim[1]: self._volume(name, args, claim, sc.metadata.name, after_driver)
             for claim in args.claims

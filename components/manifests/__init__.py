@@ -32,7 +32,6 @@ from typing import TYPE_CHECKING
 from components.manifests.access import (
     NLB_TAGS_ANNOTATION,
     POD_SECURITY_LABELS,
-    aws_tags_annotation,
     gatekeeper_config,
     gatekeeper_files,
     leaders_selector,
@@ -43,7 +42,6 @@ from components.manifests.access import (
 )
 from components.manifests.engine import EngineSpec, command_line, engine_args
 from components.manifests.lws import (
-    MODELS_CLAIM,
     leader_worker_set,
     model_claims,
     pod_disruption_budget,
@@ -56,15 +54,10 @@ from components.manifests.pods import programs_config
 from components.manifests.probes import ProbeSpec, engine_timeout_env, probe_command
 from components.manifests.spec import (
     API_KEY_KEY,
-    CACHE_MOUNT,
     ENGINE_KEY_KEY,
     HF_TOKEN_KEY,
-    HF_TOKEN_MOUNT,
-    LWS_API,
     LWS_NAME_LABEL,
     LWS_WORKER_INDEX_LABEL,
-    MODELS_MOUNT,
-    RUN_AS,
     Manifest,
     ServerSpec,
     config_digest,
@@ -75,31 +68,23 @@ if TYPE_CHECKING:
 
 __all__ = [
     "API_KEY_KEY",
-    "CACHE_MOUNT",
     "ENGINE_KEY_KEY",
     "HF_TOKEN_KEY",
-    "HF_TOKEN_MOUNT",
-    "LWS_API",
     "LWS_NAME_LABEL",
     "LWS_WORKER_INDEX_LABEL",
-    "MODELS_CLAIM",
-    "MODELS_MOUNT",
     "NLB_TAGS_ANNOTATION",
     "POD_SECURITY_LABELS",
-    "RUN_AS",
     "EngineSpec",
     "Manifest",
     "ProbeSpec",
     "ServerSpec",
     "all_objects",
-    "aws_tags_annotation",
     "command_line",
     "door_objects",
     "engine_args",
     "engine_timeout_env",
     "gatekeeper_config",
     "leader_worker_set",
-    "leaders_selector",
     "model_claims",
     "namespace",
     "network_policy",

@@ -40,8 +40,6 @@ class EngineSpec:
     max_reply_tokens: int | None = None
     #: Largest `logprobs`/`prompt_logprobs` vLLM serves; `None` leaves vLLM's default (20).
     max_logprobs: int | None = None
-    #: Turn off image, audio and video inputs (the model is served text-only).
-    text_only: bool = True
     dtype: str = "bfloat16"
     #: Hub commit of the model and tokenizer, when vLLM downloads them itself.
     revision: str | None = None
@@ -89,9 +87,9 @@ def engine_args(spec: EngineSpec, role: Literal["leader", "worker"]) -> list[str
     ]
     if spec.revision:
         args += [f"--revision={spec.revision}", f"--tokenizer-revision={spec.revision}"]
-    if spec.text_only:
-        modalities = {"image": 0, "audio": 0, "video": 0}
-        args.append(f"--limit-mm-per-prompt={json.dumps(modalities, separators=(',', ':'))}")
+    # Image, audio and video inputs off: the model is served text-only.
+    modalities = {"image": 0, "audio": 0, "video": 0}
+    args.append(f"--limit-mm-per-prompt={json.dumps(modalities, separators=(',', ':'))}")
     if spec.max_logprobs is not None:
         # The second lock behind the gatekeeper's refusal: vLLM 0.31 refuses a request whose
         # logprobs or prompt_logprobs exceed it (ModelConfig.max_logprobs). Every rank: it is

@@ -195,31 +195,14 @@ def probe_command(
     role: Literal["leader", "worker"],
     port: int,
     model: str,
-    host: str | None = None,
-    state_file: str = STATE_FILE,
     phase: Literal["live", "startup"] = "live",
-    warnings_log: str = WARNINGS_LOG,
-    announce: str = ANNOUNCE_TO,
-    stop_pid: int | None = None,
-    self_metrics: str = SELF_METRICS_FILE,
+    **check: Any,
 ) -> list[str]:
     """One check as a command (`liveness.py check`, exit 0 or 1): what `GET /live` or
     `GET /startup` of the pod's check process runs, for the rehearsal and the tests, which run
-    the checkout's file (`programs.local`)."""
+    the checkout's file (`programs.local`). `check` takes `check_args`' keywords."""
     startup = phase == "startup"
-    args = check_args(
-        probes,
-        role,
-        port,
-        model,
-        host,
-        state_file,
-        startup,
-        warnings_log,
-        announce,
-        stop_pid,
-        self_metrics,
-    )
+    args = check_args(probes, role, port, model, startup=startup, **check)
     return [
         "python3",
         f"{PROGRAMS_MOUNT}/liveness.py",

@@ -16,7 +16,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from components.manifests.spec import MODEL_TAINT, Manifest
+from components.manifests.spec import Manifest
 
 #: Any value: a label a controller puts on every pod with a value unknown before it runs.
 ANY = None
@@ -235,27 +235,6 @@ def unresolved_ports(objects: Sequence[Manifest]) -> list[str]:
                     for port in _named_ports(handler)
                     if port not in declared
                 ]
-    return list(dict.fromkeys(found))
-
-
-# -- rule: taints of the selected pool ---------------------------------------------------------
-
-
-def untolerated(
-    objects: Sequence[Manifest], taints: Mapping[str, Sequence[Mapping[str, str]]]
-) -> list[str]:
-    """Every pod template whose nodeSelector picks a tainted node pool it does not tolerate.
-
-    `taints` maps a pool label value to its NoSchedule taints. The scheduler's TaintToleration
-    filter (kubernetes v1.35 `pkg/scheduler/framework/plugins/tainttoleration`) refuses such a
-    node, and the Cluster Autoscaler simulates the same filter on its template node.
-    """
-    found = []
-    for pod in pods(objects):
-        pool = pod.spec.get("nodeSelector", {}).get(MODEL_TAINT["key"])
-        for taint in taints.get(pool, []):
-            if not _tolerated(pod.spec, taint):
-                found.append(f"{pod.where} on pool {pool} does not tolerate {taint['key']}")
     return list(dict.fromkeys(found))
 
 

@@ -187,7 +187,6 @@ class ServerSpec:
     #: vLLM's port on the leader's loopback; only the gatekeeper reaches it.
     port: int = 8000
     master_port: int = 29501
-    extra_labels: Mapping[str, str] = field(default_factory=dict)
     #: Liveness bounds of the ranks (`components.manifests.probes`).
     probes: ProbeSpec = field(default_factory=ProbeSpec)
     #: Hub commit every rank downloads (None: the repository's `main`, unpinned).
@@ -299,7 +298,6 @@ def object_labels(spec: ServerSpec, component: str) -> dict[str, str]:
         "app.kubernetes.io/name": spec.name,
         "app.kubernetes.io/component": component,
         "app.kubernetes.io/part-of": "gemma-graviton",
-        **spec.extra_labels,
     }
 
 

@@ -21,7 +21,6 @@ from components.github_ci import (
     BoundarySpec,
     GitHubActionsAccess,
     GitHubActionsAccessArgs,
-    GitHubRoleSpec,
 )
 from components.manifests.identity import stack_roles
 from components.stack_roles import StackRoles, StackRolesArgs
@@ -89,16 +88,7 @@ aws_provider = aws.Provider(
 access = GitHubActionsAccess(
     "github",
     GitHubActionsAccessArgs(
-        roles=[
-            GitHubRoleSpec(
-                key=role.key,
-                subjects=role.subjects,
-                policy=role.policy,
-                description=role.description,
-                max_session_seconds=role.max_session_seconds,
-            )
-            for role in roles
-        ],
+        roles=roles,
         existing_provider_arn=cfg.github_oidc_provider_arn,
         role_path=ROLE_PATH,
         boundaries=[

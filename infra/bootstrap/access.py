@@ -33,6 +33,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from components.github_ci import GitHubRoleSpec
 from infra.bootstrap import permissions
 from infra.bootstrap.fences import (
     EKS_OF_ANY_CLUSTER,
@@ -189,25 +190,15 @@ def deploy_actions() -> DeployActions:
     )
 
 
-@dataclass(frozen=True)
-class CiRole:
-    """One role GitHub Actions assumes, and where its ARN goes."""
+@dataclass(frozen=True, kw_only=True)
+class CiRole(GitHubRoleSpec):
+    """One role GitHub Actions assumes (`key`: `preview`, `deploy-dev`; `subjects` from
+    `workflow_subject`), and where its ARN goes."""
 
-    key: str
-    """Logical name, also the Pulumi resource name's suffix (`preview`, `deploy-dev`)."""
     environment: str
     """The GitHub environment whose jobs assume it; its ARN is a variable there."""
     variable: str
     """The environment variable (GitHub Actions `vars.`) that holds the ARN."""
-    subjects: tuple[str, ...]
-    """The OIDC `sub` values the trust policy admits (`workflow_subject`): exact, but for the
-    pull requests' ref (StringLike over its number)."""
-    description: str
-    """What the role is for, shown in IAM."""
-    policy: dict[str, Any]
-    """The role's only permission policy (inline)."""
-    max_session_seconds: int
-    """The longest session a job may ask for."""
     creates_cluster_of: tuple[str, ...] = ()
     """Main-program stacks whose first `pulumi up` this role runs, so whose EKS cluster it
     creates. EKS makes the creator a cluster admin with an access entry of its own (pulumi-eks

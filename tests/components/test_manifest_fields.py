@@ -28,13 +28,12 @@ LIMITS = builders.gatekeeper_limits(
     reply_timeout_seconds=2366,
     max_reply_tokens=1024,
 )
-SPEC = builders.server_spec(limits=LIMITS, extra_labels={"team": "ml"})
+SPEC = builders.server_spec(limits=LIMITS)
 NO_PREFETCH = replace(SPEC, weight_prefetch=False)
 VOLUME = replace(SPEC, persistent_models=True, storage_class="gemma-graviton-gp3")
 LABELS = {
     "app.kubernetes.io/name": "gemma",
     "app.kubernetes.io/part-of": "gemma-graviton",
-    "team": "ml",
 }
 CACHE_ENV = [
     {"name": "HOME", "value": "/cache"},
@@ -504,7 +503,7 @@ def test_the_network_policy_object() -> None:
     ]
 
 
-def test_labels_carry_the_stack_s_extra_labels() -> None:
+def test_labels_name_the_server_its_project_and_the_component() -> None:
     assert object_labels(SPEC, "x") == {**LABELS, "app.kubernetes.io/component": "x"}
 
 

@@ -88,29 +88,13 @@ def test_the_dev_engine_probes_the_gatekeepers_probe_port_by_number() -> None:
 # -- taints ------------------------------------------------------------------------------------
 
 
-def _model_taints(stack: str, sets: dict[str, Any]) -> dict[str, list[dict[str, str]]]:
-    # The model node group carries MODEL_TAINT on elastic stacks only (components/cluster.py).
-    cfg = load_stack(stack, sets)
-    return {MODEL_TAINT["value"]: [MODEL_TAINT]} if cfg.elastic else {}
-
-
-@pytest.mark.parametrize(("stack", "sets"), VARIANTS)
-def test_every_pod_tolerates_its_pools_taints(stack: str, sets: dict[str, Any]) -> None:
-    objects = _objects(stack, sets)
-    assert semantics.untolerated(objects, _model_taints(stack, sets)) == []
-
-
 def test_the_quantize_job_of_an_elastic_stack_tolerates_the_model_taint() -> None:
     objects, stack_world = _stack("prod", {"weights": "int8"})
     jobs = [o for o in objects if o["kind"] == "Job" and "quantize" in o["metadata"]["name"]]
     assert jobs, "prod with weights int8 renders its quantize Job"
     for job in jobs:
-        # The fault the Job had: no toleration, so both checks name it.
+        # The fault the Job had: no toleration.
         del job["spec"]["template"]["spec"]["tolerations"]
-    assert semantics.untolerated(objects, _model_taints("prod", {})) == [
-        f"Job/{job['metadata']['name']} on pool model does not tolerate {MODEL_TAINT['key']}"
-        for job in jobs
-    ]
     assert semantics.unschedulable(objects, stack_world) == [
         f"Job/{job['metadata']['name']} fits no node group (model: taint "
         f"{MODEL_TAINT['key']}=model:NoSchedule not tolerated; system: nodeSelector "
