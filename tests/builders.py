@@ -60,6 +60,8 @@ def gatekeeper_limits(**overrides: Any) -> GatekeeperLimits:
         "large_bodies_per_minute": 600,
         "client_connections": 8,
         "connection_capacity": 0,
+        "keyed_requests": 64,
+        "keyed_large": 16,
         "worker_connections": 1024,
         "probe_connections": 32,
         "max_sequences": 1,

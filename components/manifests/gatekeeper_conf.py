@@ -11,7 +11,10 @@ Layers, outermost first; each is cheaper than the one behind it:
    request, ngx_http_request.c `ngx_http_read_request_header`: `if (!rev->timer_set)`), a body
    only on POST routes, at most `max_request_bytes`; four routes; the key; a rate per client for
    requests, one for large bodies (their parse cost) and a slower one for failures (wrong key,
-   unknown path), all counted before the refusal is written.
+   unknown path), all counted before the refusal is written. A keyed POST is then counted before
+   its body, per client (large bodies) and in all (`keyed_requests`, `keyed_large`), and goes on,
+   its body unbuffered, to the API server on a second Unix socket, a request of its own, whose
+   counts (the tiers below) nginx applies afresh.
 3. njs (`gatekeeper.js`): refuses a body that asks for more than `max_sequences` sequences (`n`,
    `best_of`, a list of prompts), log-probabilities above `max_logprobs`, `echo`, and grammar
    input (schemas, tools) above `max_schema_bytes` or with a count above `max_schema_counts`; it
@@ -117,6 +120,10 @@ class GatekeeperLimits:
     #: Public connections in all, from every address (the stream layer's count); 0: no cap
     #: beyond worker_connections.
     connection_capacity: int
+    #: Keyed requests in progress (body being read, checked or at vLLM) from every client
+    #: together, small bodies and large apart, counted before a byte of the body; beyond, 503.
+    keyed_requests: int
+    keyed_large: int
     #: nginx's connections in its one worker (a client connection takes up to four: the stream
     #: side, the Unix socket both ways, and vLLM's) and its file limit; beside the public
     #: listener's, two per probe connection.
@@ -312,14 +319,15 @@ def _error_pages(limits: GatekeeperLimits) -> str:
     )
 
 
+API_ROUTES = (("/v1/chat/completions", "chat"), ("/v1/completions", "completions"))
+
+
 def _api_locations(limits: GatekeeperLimits) -> str:
-    """Each POST route, then its named locations: one per token tier, with and without grammar
-    input, each holding a count in every tier below it."""
+    """The API server's side of each POST route, then its named locations: one per token tier,
+    with and without grammar input, each holding a count in every tier below it."""
     fields, blocks = vars(limits), []
-    for path, name in (("/v1/chat/completions", "chat"), ("/v1/completions", "completions")):
-        blocks.append(
-            _fill("api_route", path=path, handler=name, large_body_burst=LARGE_BODY_BURST, **fields)
-        )
+    for path, name in API_ROUTES:
+        blocks.append(_fill("api_check", path=path, handler=name))
         for tier in range(len(limits.token_tiers) + 1):
             counts = [
                 (f"gatekeeper_tokens{j + 1}", n) for j, (_, n) in enumerate(limits.token_tiers)
@@ -392,6 +400,7 @@ def nginx_conf(
         "user": _fill("user", user=user) + "\n" if user else "",
         "nofile": limits.worker_connections + 64,
         "shutdown_timeout": _ms(limits.reply_timeout_seconds + 30),
+        "api_socket": f"unix:{run_dir}/gatekeeper-api.sock",
         # A `limit_conn` zone that holds an address for every connection of the pool.
         "clients_zone": f"{max(1, math.ceil(capacity * ZONE_BYTES_PER_ADDRESS / 2**20))}m",
         "public_pool": "\n" + _fill("public_pool") if capacity else "",
@@ -424,6 +433,9 @@ def nginx_conf(
         "unreachable_page": sleep.ASLEEP_PAGE if asleep else answers.page(503),
         "busy_retry": answers.BUSY_RETRY_SECONDS,
         "busy_body": error_body(503, answers.BUSY_MESSAGE),
+        "close": _fill("refusal_close"),
+        "large_body_burst": LARGE_BODY_BURST,
+        "large_at_once": LARGE_BODY_BURST + 1,
         "api_locations": _api_locations(limits),
         "public_health": _fill("health", rate=open_limit, errors=door_errors, **health),
         "asleep_server": sleep.server_pieces(asleep, run_dir) if asleep else "",
@@ -441,4 +453,8 @@ def nginx_conf(
         # At the door no probe asks /health.
         "probe_health": "" if asleep else "\n" + _fill("health", rate="", errors="", **health),
     }
+    # The pieces both HTTP servers hold (`answers`) and the public one's side of the API routes.
+    for section in ("vllm_headers", "answers", "vllm_verdict"):
+        values[section] = _fill(section, **values)
+    values["api_routes"] = "\n".join(_fill("api_route", path=p, **values) for p, _ in API_ROUTES)
     return _fill("nginx.conf", **values) + "\n"

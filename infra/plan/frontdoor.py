@@ -25,6 +25,18 @@ from components.manifests.gatekeeper_conf import (
 from components.manifests.spec import EndpointLimits
 from infra.plan import catalog
 from infra.plan.config import ConfigError, StackConfig
+from infra.plan.doorcost import (
+    GATEKEEPER_BASE_MIB,
+    HELD_BYTES_PER_BODY_BYTE,
+    HOP_KERNEL_BYTES,
+    KERNEL_CONNECTION_BYTES,
+    KEYED_LARGE_BYTES,
+    KEYED_SMALL_BYTES,
+    KEYLESS_CONNECTION_BYTES,
+    KEYLESS_IDLE_BYTES,
+    PARSE_NS_PER_BYTE,
+    SLOT_BYTES,
+)
 from infra.plan.vllm_key import REPLY_TIMEOUT_MARGIN, plan_endpoint
 
 #: JSON bytes per prompt token that `maxRequestBytes: auto` allows. A token is ~4 characters of
@@ -45,44 +57,14 @@ HEADER_TIMEOUT_SECONDS = 5
 #: many spare (a keep-alive waiting for reuse, a page's own GET). Probes no longer count: they
 #: have their own listener (`components/manifests/gatekeeper.conf.tmpl`, `probe_listen`).
 CONNECTIONS_SPARE = 2
-#: The gatekeeper's memory (`catalog.GATEKEEPER_MEMORY_MIB`) less what nginx, its zones, njs and
-#: the health cache hold before any client (modelled: measured ~5 MiB of anonymous memory at
-#: start, nginx 1.22.1 and njs 0.7.9 on the rehearsal machine, 2026-12-06, plus the binaries').
-GATEKEEPER_BASE_MIB = 16
-#: What one public connection that has shown no key costs nginx at most, in bytes: one whose
-#: client sent a request line and a header crossing into the large buffer and stopped, so both
-#: header buffers are held (`gatekeeper.conf.tmpl`: 512 bytes, then one 1 KiB; 256-byte pools, a
-#: 512-byte stream buffer each way). Measured on real nginx (1.22.1, Debian 12) with dev's
-#: generated config, 6,000 such connections on loopback, twice: the worker's private memory grew
-#: 9,765 bytes each (3,443 for a connection that sends nothing), 2026-12-06; rounded up.
-KEYLESS_CONNECTION_BYTES = 9_800
-KEYLESS_IDLE_BYTES = 3_450
-#: What a keyed connection reading its body holds at most: its njs VM (cloned by the key check,
-#: `js_set`, before the body) and a body buffer sized from its Content-Length (nginx 1.22.1
-#: src/http/ngx_http_request_body.c `ngx_http_read_client_request_body`). Measured with dev's
-#: generated config, 200 keyed POSTs declaring 327,680 bytes: 44,687 bytes each of the worker's
-#: private memory after 23 bytes of body, 369,234 after 327,000, 2026-12-06; rounded up.
-KEYED_READING_BYTES = 369_300
-#: The kernel's part, charged to the container's memory: 12,700 bytes of slab per loopback
-#: connection through the gatekeeper (the client's socket, nginx's, the Unix socket pair), less
-#: 3,550 for the client's end (half of a plain loopback TCP pair's 7,100), measured the same day.
-KERNEL_CONNECTION_BYTES = 9_150
-#: An nginx connection slot (`worker_connections`), written at start: measured 432 bytes each
-#: (a worker of 61,000 slots against one of 1,000), 2026-12-06.
-SLOT_BYTES = 432
-#: What a keyed request at vLLM holds, per byte of its largest body: the body and the request's
-#: njs VM, which keeps the parsed body until the request ends. Measured: 5,012,992 bytes per
-#: request in flight for a 326,100-byte body of numbers (1,667,072 for one of text), eight held
-#: at a slow upstream, the worker's private memory, 2026-12-06.
-HELD_BYTES_PER_BODY_BYTE = 5_012_992 / 326_100
+#: Keyed addresses at their caps that fill the pool of keyed requests with small bodies (within
+#: `KEYED_SHARE` of the gatekeeper's memory), and with large ones (two at once each): at vLLM one
+#: holds up to `HELD_BYTES_PER_BODY_BYTE` x its body.
+KEYED_ADDRESSES, LARGE_ADDRESSES, KEYED_SHARE = 32, 2, 0.1
 #: nginx connections per client connection: the client's socket and the Unix socket pair between
 #: the stream and HTTP sides (two); a request at vLLM also holds a connection there, at most
 #: `all_requests` of them.
 NGINX_CONNECTIONS_PER_CLIENT = 3
-#: What parsing a body costs njs at worst, per byte: 21 ms of CPU for a 327,680-byte body of
-#: 163,840 numbers (a valid 327 KB chat body 5.8 ms, an invalid one 4 ms), measured on the
-#: rehearsal machine (njs 0.7.9), 2026-12-06.
-PARSE_NS_PER_BYTE = 21e6 / 327_680
 #: One client at its limits may take this share of the gatekeeper's CPU in body parsing, so two
 #: clients at theirs still leave the probes' answers unqueued.
 CLIENT_CPU_SHARE = 0.5
@@ -236,6 +218,8 @@ def plan_front_door(
         large_bodies_per_minute=parsing.large_per_minute,
         client_connections=wires.per_client,
         connection_capacity=wires.capacity,
+        keyed_requests=wires.keyed[0],
+        keyed_large=wires.keyed[1],
         worker_connections=wires.worker_connections,
         probe_connections=PROBE_CONNECTIONS,
         max_sequences=work.max_sequences,
@@ -337,6 +321,7 @@ class _Wires:
     per_client: int
     capacity: int
     worker_connections: int
+    keyed: tuple[int, int]
     reasons: tuple[str, ...]
 
 
@@ -353,9 +338,9 @@ def _all_requests(wanted: int, body: int) -> int:
 
 
 def _connections(cfg: StackConfig, body: int, in_flight: int, all_requests: int) -> _Wires:
-    """Per-client connections and the public pool, from the gatekeeper's memory: what the
-    requests at vLLM hold (`all_requests` of them) and one client's bodies being read come
-    first, and the rest is connections that have shown no key, at what the worst of them costs."""
+    """Per-client connections, the pools of keyed requests in progress and the public pool, from
+    the gatekeeper's memory: what the requests at vLLM and the keyed requests hold come first,
+    and the rest is connections that have shown no key, at what the worst of them costs."""
     per_client = in_flight + CONNECTIONS_SPARE
     if cfg.client_connections != "auto":
         per_client = cfg.client_connections
@@ -367,23 +352,33 @@ def _connections(cfg: StackConfig, body: int, in_flight: int, all_requests: int)
             f"use at least {in_flight + 1}, or auto",
         )
     memory = catalog.GATEKEEPER_MEMORY_MIB * 1024 * 1024
-    # One client's bodies being read: its requests in flight, at most what vLLM takes at once.
-    reading = min(in_flight, all_requests) + CONNECTIONS_SPARE
-    held = math.ceil(all_requests * body * HELD_BYTES_PER_BODY_BYTE) + reading * body
+    # At most `large` requests at vLLM hold a large body's parsed copy.
+    large = LARGE_ADDRESSES * (LARGE_BODY_BURST + 1)
+    big = min(large, all_requests)
+    held = all_requests * min(body, LARGE_BODY_BYTES) + big * max(0, body - LARGE_BODY_BYTES)
+    held = math.ceil(held * HELD_BYTES_PER_BODY_BYTE)
+    # A keyed request beyond its public connection: the hop's socket pair and two slots.
+    hop = HOP_KERNEL_BYTES + 2 * SLOT_BYTES - KEYLESS_CONNECTION_BYTES
     reserve = all_requests + PROBE_RESERVE + FIXED_CONNECTIONS
-    fixed = GATEKEEPER_BASE_MIB * 1024 * 1024 + held + reserve * SLOT_BYTES
+    fixed = GATEKEEPER_BASE_MIB * 2**20 + held + large * (KEYED_LARGE_BYTES + hop)
+    fixed += reserve * SLOT_BYTES
+    small = min(
+        KEYED_ADDRESSES * per_client, int(KEYED_SHARE * memory) // (KEYED_SMALL_BYTES + hop)
+    )
     connection = KEYLESS_CONNECTION_BYTES + KERNEL_CONNECTION_BYTES
     connection += NGINX_CONNECTIONS_PER_CLIENT * SLOT_BYTES
-    capacity = max(0, memory - fixed) // connection
+    free = memory - fixed - small * (KEYED_SMALL_BYTES + hop)
+    capacity = max(0, free) // connection
     if per_client * 2 > capacity:
+        most = max(in_flight + 1, (memory - fixed - int(KEYED_SHARE * memory)) // (2 * connection))
         raise ConfigError(
             "clientConnections",
             f"{per_client} would let two clients hold every one of the {capacity} connections "
             f"the gatekeeper's {catalog.GATEKEEPER_MEMORY_MIB} MiB holds",
-            f"use at most {max(in_flight + 1, capacity // 2)}, or auto",
+            f"use at most {most}, or auto",
         )
-    worker = capacity * NGINX_CONNECTIONS_PER_CLIENT + reserve
-    keyed = KEYED_READING_BYTES - KEYLESS_CONNECTION_BYTES
+    keyed = small * (KEYED_SMALL_BYTES + hop) + large * (KEYED_LARGE_BYTES + hop)
+    worker = capacity * NGINX_CONNECTIONS_PER_CLIENT + reserve + 2 * (small + large)
     idle = KEYLESS_IDLE_BYTES + KERNEL_CONNECTION_BYTES + NGINX_CONNECTIONS_PER_CLIENT * SLOT_BYTES
     reasons = (
         f"per client address {per_client} connections ({_origin(cfg.client_connections)}: "
@@ -391,27 +386,27 @@ def _connections(cfg: StackConfig, body: int, in_flight: int, all_requests: int)
         "before a byte is read; more are closed at once, logged",
         f"{capacity:,} public connections in all, closed at once beyond (logged): the "
         f"gatekeeper's {catalog.GATEKEEPER_MEMORY_MIB} MiB less {GATEKEEPER_BASE_MIB} MiB for "
-        f"nginx and {held / 2**20:.1f} MiB for the {all_requests} request(s) at vLLM (each "
-        f"holds its body and its parsed copy, up to {HELD_BYTES_PER_BODY_BYTE:.1f}x the body, "
-        f"measured) and one client's {reading} bodies being read, over {connection:,} bytes "
-        f"a connection that has shown no key (nginx {KEYLESS_CONNECTION_BYTES:,} with 1.5 KiB of "
-        f"header held, the kernel {KERNEL_CONNECTION_BYTES:,}, {NGINX_CONNECTIONS_PER_CLIENT} "
-        f"slots of {SLOT_BYTES}; measured); so {capacity // per_client:,} addresses at their "
-        f"cap of {per_client}, each connection holding a header, fill it and refuse a keyed "
-        f"client's new connection ({(memory - fixed) // idle // per_client:,} whose connections "
-        f"send nothing); one nginx worker with {worker:,} connections "
-        f"({NGINX_CONNECTIONS_PER_CLIENT} per public connection, one per request at vLLM, "
+        f"nginx, {held / 2**20:.1f} MiB for the {all_requests} request(s) at vLLM (each holds "
+        f"its body and its parsed copy, up to {HELD_BYTES_PER_BODY_BYTE:.1f}x the body, "
+        f"measured; at most {big} a large body) and {keyed / 2**20:.1f} MiB for the keyed "
+        f"requests in progress, over {connection:,} bytes a connection that has shown no key "
+        f"(nginx {KEYLESS_CONNECTION_BYTES:,} with 1.5 KiB of header held, the kernel "
+        f"{KERNEL_CONNECTION_BYTES:,}, {NGINX_CONNECTIONS_PER_CLIENT} slots of {SLOT_BYTES}; "
+        f"measured); so {capacity // per_client:,} addresses at their cap of {per_client}, "
+        "each connection holding a header, fill it and refuse a keyed client's new connection "
+        f"({free // idle // per_client:,} whose connections send nothing); one "
+        f"nginx worker with {worker:,} connections ({NGINX_CONNECTIONS_PER_CLIENT} per public "
+        f"connection, 2 per keyed request in progress, one per request at vLLM, "
         f"{PROBE_RESERVE} for the probe listener's {PROBE_CONNECTIONS} and {FIXED_CONNECTIONS} "
-        f"for listeners, scrapes and wake calls) and {worker + 64:,} files; "
-        f"keyed bodies being read are not bounded in all: one holds up to "
-        f"{KEYED_READING_BYTES:,} bytes (its njs VM and a buffer of its Content-Length; "
-        "measured), and no nginx count covers them (limit_conn counts a request once, and the "
-        "API route's tiers take that after the body is read); so "
-        f"{(memory - fixed) // (per_client * (connection + keyed)):,} "
-        f"keyed addresses trickling bodies at their cap of {per_client} exceed the gatekeeper's "
-        f"{catalog.GATEKEEPER_MEMORY_MIB} MiB (the key is what stands between)",
+        f"for listeners, scrapes and wake calls) and {worker + 64:,} files",
+        f"keyed requests in progress (body read, checked or at vLLM) at most {small:,} with a "
+        f"body under {LARGE_BODY_BYTES:,} bytes and {large} with a larger (or chunked), counted "
+        f"before a byte of the body, then 503 at once: each holds up to {KEYED_SMALL_BYTES:,} "
+        f"or {KEYED_LARGE_BYTES:,} bytes (measured); so {small // per_client} keyed addresses "
+        f"trickling bodies at their cap of {per_client} refuse a keyed newcomer, "
+        f"{LARGE_ADDRESSES} at their {LARGE_BODY_BURST + 1} large bodies a large one",
     )
-    return _Wires(per_client, capacity, worker, reasons)
+    return _Wires(per_client, capacity, worker, (small, large), reasons)
 
 
 @dataclass(frozen=True)

@@ -39,7 +39,8 @@ def test_the_page_is_served_only_when_asked_for() -> None:
     without = nginx_conf(LIMITS)
     assert "location = / {" not in without and chat.CSP not in without
     conf = nginx_conf(LIMITS, page_root="/etc/gatekeeper")
-    paths = re.findall(r"location = (\S+) \{", conf.split("# vLLM's Prometheus")[0])
+    public = conf.split("listen unix:/tmp/gatekeeper-api.sock;")[0]
+    paths = re.findall(r"location = (\S+) \{", public)
     # The error pages' own locations are `internal`: no client reaches them.
     paths = [path for path in paths if not path.startswith("/.gatekeeper/")]
     assert paths == [
@@ -50,7 +51,7 @@ def test_the_page_is_served_only_when_asked_for() -> None:
     assert conf.count("root /etc/gatekeeper;") == 3
     # Only the page's own files, whatever else the directory holds (nginx.conf does).
     # (The unknown-path refusal's `try_files` names a file that never exists.)
-    assert re.findall(r"try_files (\S+) =404;", conf) == [
+    assert re.findall(r"try_files (\S+) =404;", public) == [
         "/.gatekeeper-none", "/chat-index.html", "/chat-app.js", "/chat-app.css",
     ]  # fmt: skip
     assert conf.index("location / { return 404") > conf.index("location = /app.css")

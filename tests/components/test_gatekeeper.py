@@ -50,14 +50,17 @@ def test_only_two_routes_reach_vllm_and_health_comes_from_a_cache() -> None:
     conf, _ = _servers(nginx_conf(LIMITS))
     conf = conf[conf.index("http {") :]
     exact = [p for p in re.findall(r"location = (\S+) \{", conf) if "/.gatekeeper/" not in p]
-    # /ready is the gatekeeper's own readiness (the drain), answered without vLLM.
-    assert exact == ["/ready", "/v1/chat/completions", "/v1/completions", "/v1/models", "/health"]
-    # vLLM sees the chat and completion routes only through the named locations, and /health:
-    # uncached when its 500 asks whether the engine lives, else from the cache.
+    # /ready is the gatekeeper's own readiness (the drain), answered without vLLM; the API
+    # routes again in the API server, behind the public one's key and counts.
+    routes = ["/v1/chat/completions", "/v1/completions"]
+    assert exact == ["/ready", *routes, "/v1/models", "/health", *routes]
+    # vLLM sees the chat and completion routes only through the API server's named locations,
+    # and /health: from the cache, or uncached when a 500 asks whether the engine lives.
     assert re.findall(r"proxy_pass (\S+);", conf) == [
+        *["http://$gatekeeper_keyed_pool"] * 2,
+        "http://vllm/health",
         "http://vllm/health",
         *["http://vllm_api"] * 4,
-        "http://vllm/health",
     ]
     engine = _block(conf, "location = /.gatekeeper/engine-health")
     assert "internal;" in engine and "proxy_cache" not in engine
@@ -197,10 +200,13 @@ def test_only_reviewed_headers_reach_vllm_and_the_address_is_nginx_s() -> None:
         "X-Forwarded-For": "$remote_addr",
         # The engine's /health, asked when it answers 500, gets none of the request's length.
         "Content-Length": '""',
+        # The client's address for the API server, from the public one only (`api_route`).
+        "X-Gatekeeper-Client": "$remote_addr",
     }
-    assert set(set_headers) - {"Host", "Connection", "X-Forwarded-For", "Content-Length"} == set(
-        PASSED_HEADERS
-    )
+    inner = {"Host", "Connection", "X-Forwarded-For", "Content-Length", "X-Gatekeeper-Client"}
+    assert set(set_headers) - inner == set(PASSED_HEADERS)
+    api = conf[conf.index("listen unix:/tmp/gatekeeper-api.sock;") :]
+    assert "X-Gatekeeper-Client $" not in api and "real_ip_header X-Gatekeeper-Client;" in api
 
 
 def test_failures_are_rate_limited_before_they_are_answered() -> None:
@@ -221,9 +227,11 @@ def test_every_status_the_gatekeeper_produces_has_a_json_page() -> None:
     pages = dict(re.findall(r"error_page (\d{3}) (?:=\d{3} )?(/\.gatekeeper/e\d{3});", conf))
     # @vllm_unreachable's own: 598 the busy page, 599 the restart's 503.
     assert pages.pop("599") == "/.gatekeeper/e503"
-    # 408 is never written (nginx closes the connection); 502 is answered as 503; 494 as 431.
-    assert {int(status) for status in pages} == set(ERRORS) - {408} | {494}
-    assert pages["494"] == "/.gatekeeper/e431" and pages["502"] == "/.gatekeeper/e503"
+    # 408 is never written (nginx closes the connection); 502 is answered as 503 (the busy page
+    # when a count is full, `@vllm_unreachable`), in both servers; 494 as 431.
+    assert {int(status) for status in pages} == set(ERRORS) - {408, 502} | {494}
+    assert pages["494"] == "/.gatekeeper/e431"
+    assert conf.count("\n        error_page 502 = @vllm_unreachable;") == 2
     for status in set(ERRORS) - {408, 502}:
         opening = rf"location = /\.gatekeeper/e{status} {{ internal; (?:[a-z_]+ [^;]+; )*"
         body = re.search(opening + rf"return {status} '(.*?)\\n'", conf)

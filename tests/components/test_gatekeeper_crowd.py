@@ -27,9 +27,11 @@ from components.manifests.gatekeeper_conf import (
     VLLM_KEEPALIVE_SECONDS,
     nginx_conf,
 )
+from infra.plan import doorcost
 from tests import builders, door_harness
 from tests.components.test_watch import _filter_matches, _record
 from tools.rehearse.front_door import gatekeeper_run as gate
+from tools.rehearse.front_door import leak_checks
 from tools.rehearse.group.ranks import free_port
 
 KEY = "k" * 32
@@ -89,7 +91,7 @@ def test_every_client_together_is_capped_at_vllm_by_the_api_upstream() -> None:
     assert conf.count("proxy_pass http://vllm_api;") == 4  # chat, completions, each +schema
     assert "proxy_pass http://vllm/health;" in conf and "proxy_pass http://vllm/metrics;" in conf
     unreachable = _block(conf, "location @vllm_unreachable {")
-    assert "if ($upstream_addr = vllm_api) { return 598; }" in unreachable
+    assert 'if ($upstream_addr ~ "^(vllm_api|gatekeeper_keyed)") { return 598; }' in unreachable
     busy = _block(conf, f"location = {gatekeeper_answers.BUSY_PAGE} {{")
     assert f"add_header Retry-After {BUSY_RETRY_SECONDS} always;" in busy
 
@@ -225,3 +227,117 @@ def test_a_header_not_sent_within_its_deadline_loses_the_connection(tmp_path: Pa
             started = time.monotonic()
             assert sock.recv(1) == b""
             assert 0.5 < time.monotonic() - started < 2.5
+
+
+#: Keyed requests in progress, counted before their bodies (`GatekeeperLimits.keyed_requests`).
+KEYED = replace(
+    LIMITS,
+    keyed_requests=40,
+    keyed_large=6,
+    client_concurrent_requests=1,
+    large_bodies_per_minute=6000,
+    client_burst=400,
+)
+
+
+@pytest.fixture(scope="module")
+def keyed_door(tmp_path_factory: pytest.TempPathFactory) -> Iterator[gate.Gate]:
+    work = tmp_path_factory.mktemp("keyed")
+    with door_harness.door_before(_Upstream, KEYED, KEY, work) as running:
+        yield running
+
+
+def _trickle(door: gate.Gate, source: str, declared: int, sent: bytes) -> socket.socket:
+    """A keyed POST declaring `declared` bytes of body that sends `sent` and holds."""
+    sock = socket.create_connection(
+        ("127.0.0.1", door_harness.port_of(door)), source_address=(source, 0)
+    )
+    sock.sendall(POST % (KEY.encode(), declared, b"Host: x\r\n") + sent)
+    return sock
+
+
+def _answer(sock: socket.socket) -> tuple[bytes, dict]:
+    sock.settimeout(2)
+    reply = b""
+    while b"}\n" not in reply and (chunk := sock.recv(4096)):
+        reply += chunk
+    top, _, body = reply.partition(b"\r\n\r\n")
+    return top, json.loads(body)
+
+
+def _private_bytes(door: gate.Gate) -> float:
+    pid = Path(f"/proc/{door.pgid}/task/{door.pgid}/children").read_text().split()[0]
+    return leak_checks.uss_mib(Path(f"/proc/{pid}/smaps_rollup").read_text()) * 2**20
+
+
+@real_nginx
+def test_keyed_tricklers_beyond_the_pool_are_refused_at_once_within_the_plans_memory(
+    keyed_door: gate.Gate,
+) -> None:
+    body = b'{"model":"m","messages":[{"role":"user","content":"' + b"a" * 9_800
+    for _ in range(2):  # the worker's first requests allocate what every later one reuses
+        held = [_trickle(keyed_door, f"127.0.1.{1 + i // 8}", 9_999, body) for i in range(8)]
+        time.sleep(0.3)
+        for sock in held:
+            sock.close()
+    before = _private_bytes(keyed_door)
+    held = [_trickle(keyed_door, f"127.0.1.{1 + i // 8}", 9_999, body) for i in range(40)]
+    try:
+        time.sleep(0.5)
+        grown = _private_bytes(keyed_door) - before
+        # Each holds its VM, the hop and 9,800 bytes of body: within the plan's figure for one.
+        assert grown <= 40 * doorcost.KEYED_SMALL_BYTES, grown / 40
+        started = time.monotonic()
+        late = [_trickle(keyed_door, f"127.0.2.{i}", 9_999, body[:23]) for i in range(1, 21)]
+        answers = [_answer(sock) for sock in late]
+        assert time.monotonic() - started < 2
+        assert _private_bytes(keyed_door) - before <= 40 * doorcost.KEYED_SMALL_BYTES
+    finally:
+        for sock in held:
+            sock.close()
+    for top, error in answers:
+        assert top.startswith(b"HTTP/1.1 503 ") and b"Retry-After: 5" in top
+        assert error["error"]["message"] == BUSY_MESSAGE
+    refused = [e for e in keyed_door.log_entries() if e["client"].startswith("127.0.2.")]
+    assert {(e["status"], e["method"], e["uri"], e["upstream"]) for e in refused} == {
+        (503, "POST", "/v1/chat/completions", "gatekeeper_keyed")
+    }
+    assert len(refused) == 20
+
+
+@real_nginx
+def test_a_third_large_body_at_once_from_one_address_is_refused_and_a_small_one_passes(
+    keyed_door: gate.Gate,
+) -> None:
+    source = "127.0.3.1"
+    held = [_trickle(keyed_door, source, 20_000, b'{"model"') for _ in range(2)]
+    time.sleep(0.3)
+    top, error = _answer(_trickle(keyed_door, source, 20_000, b'{"model"'))
+    assert top.startswith(b"HTTP/1.1 429 ") and error["error"]["code"] == 429
+    assert _post(keyed_door, CHAT, source).status == 200
+    for sock in held:
+        sock.close()
+    line = next(e for e in keyed_door.log_entries() if e["status"] == 429)
+    assert (line["client"], line["method"], line["uri"]) == (source, "POST", "/v1/chat/completions")
+
+
+@real_nginx
+def test_the_api_servers_own_counts_apply_per_client_past_the_public_ones(
+    keyed_door: gate.Gate,
+) -> None:
+    # A large body is counted by the public server's `limit_conn`; the tiers count it again in
+    # the API server, per client address (its own request): one in flight each here.
+    held = LARGE[:-1] + b', "hold": 2}'
+    first = threading.Thread(target=_post, args=(keyed_door, held, "127.0.4.1"))
+    first.start()
+    time.sleep(0.7)
+    assert _post(keyed_door, held, "127.0.4.1").status == 429
+    assert _post(keyed_door, LARGE, "127.0.4.2").status == 200
+    first.join()
+    # One line each, by the server that answered, with the client's own address.
+    lines = [(e["client"], e["status"]) for e in keyed_door.log_entries()]
+    assert sorted(line for line in lines if line[0].startswith("127.0.4.")) == [
+        ("127.0.4.1", 200),
+        ("127.0.4.1", 429),
+        ("127.0.4.2", 200),
+    ]

@@ -592,7 +592,8 @@ def test_refusals_are_openai_style_json_errors() -> None:
 
 def test_the_config_s_buffers_timeouts_and_log() -> None:
     conf = gatekeeper.nginx_conf(LIMITS)
-    assert "access_log /dev/stdout gatekeeper;" in conf
+    # A request the API server answers is logged there, once (`gatekeeper_logged`).
+    assert "access_log /dev/stdout gatekeeper if=$gatekeeper_logged;" in conf
     # The whole body in one memory buffer: njs reads it there.
     assert "client_body_buffer_size 327680;" in conf and "client_body_in_single_buffer on;" in conf
     assert "client_header_timeout 10s;" in conf and "client_body_timeout 10s;" in conf

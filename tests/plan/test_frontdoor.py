@@ -123,20 +123,21 @@ def test_reasons_say_what_each_limit_is_and_where_it_comes_from() -> None:
         "to 1024 tokens",
         "per client address 5 connections (auto: one per request in flight + 2), counted when a "
         "connection opens, before a byte is read; more are closed at once, logged",
-        "13,879 public connections in all, closed at once beyond (logged): the gatekeeper's 300 "
-        "MiB less 16 MiB for nginx and 16.0 MiB for the 3 request(s) at vLLM (each holds its body "
-        "and its parsed copy, up to 15.4x the body, measured) and one client's 5 bodies being "
-        "read, over 20,246 bytes a connection that has shown no key (nginx 9,800 with 1.5 KiB of "
-        "header held, the kernel 9,150, 3 slots of 432; measured); so 2,775 addresses at their "
-        "cap of 5, each connection holding a header, fill it and refuse a keyed client's new "
-        "connection (4,044 whose connections send nothing); one nginx worker with 41,728 "
-        "connections (3 per public connection, one per request at vLLM, 64 for the probe "
-        "listener's 32 and 24 for listeners, scrapes and wake calls) and 41,792 files; keyed "
-        "bodies being read are not bounded in all: one holds up to 369,300 bytes (its njs VM and "
-        "a buffer of its Content-Length; measured), and no nginx count covers them (limit_conn "
-        "counts a request once, and the API route's tiers take that after the body is read); so "
-        "147 keyed addresses trickling bodies at their cap of 5 exceed the gatekeeper's 300 MiB "
-        "(the key is what stands between)",
+        "13,331 public connections in all, closed at once beyond (logged): the gatekeeper's 300 "
+        "MiB less 16 MiB for nginx, 14.4 MiB for the 3 request(s) at vLLM (each holds its body "
+        "and its parsed copy, up to 15.4x the body, measured; at most 3 a large body) and 12.1 "
+        "MiB for the keyed requests in progress, over 20,246 bytes a connection that has shown "
+        "no key (nginx 9,800 with 1.5 KiB of header held, the kernel 9,150, 3 slots of 432; "
+        "measured); so 2,666 addresses at their cap of 5, each connection holding a header, fill "
+        "it and refuse a keyed client's new connection (3,884 whose connections send nothing); "
+        "one nginx worker with 40,412 connections (3 per public connection, 2 per keyed request "
+        "in progress, one per request at vLLM, 64 for the probe listener's 32 and 24 for "
+        "listeners, scrapes and wake calls) and 40,476 files",
+        "keyed requests in progress (body read, checked or at vLLM) at most 160 with a body under "
+        "10,000 bytes and 4 with a larger (or chunked), counted before a byte of the body, then "
+        "503 at once: each holds up to 73,100 or 397,300 bytes (measured); so 32 keyed addresses "
+        "trickling bodies at their cap of 5 refuse a keyed newcomer, 2 at their 2 large bodies a "
+        "large one",
         "bodies of 10,000 bytes or more (or chunked) at most 104 a minute per client address "
         "(2 at once), above that 429: parsing costs njs up to 64 ns a byte (measured), so one "
         "client at its limits takes 37 ms of CPU a second, at most 0.5 of the gatekeeper's 75m "
@@ -182,15 +183,20 @@ def test_reasons_say_what_each_limit_is_and_where_it_comes_from() -> None:
 
 def test_connections_follow_the_gatekeeper_s_memory_and_the_body() -> None:
     door = _door()
-    # The requests at vLLM (3, each its body and its parsed copy) and one client's 5 bodies
-    # being read come first; the rest at the measured worst of a connection that shows no key.
-    held = math.ceil(3 * 327_680 * frontdoor.HELD_BYTES_PER_BODY_BYTE) + 5 * 327_680
+    # The requests at vLLM (3, each its body and its parsed copy) and the keyed requests in
+    # progress (32 addresses at their 5, 2 at their 2 large bodies, each beyond a keyless
+    # connection its VM, its body and the hop's socket pair and two slots) come first; the rest
+    # at the measured worst of a connection that shows no key.
+    assert (door.keyed_requests, door.keyed_large) == (32 * 5, 2 * 2)
+    held = math.ceil(3 * 327_680 * frontdoor.HELD_BYTES_PER_BODY_BYTE)
+    keyed = 160 * (73_100 + 5_600 + 2 * 432 - 9_800) + 4 * (397_300 + 5_600 + 2 * 432 - 9_800)
     reserve = 3 + 2 * 32 + 24
-    free = 300 * 2**20 - 16 * 2**20 - held - reserve * 432
-    assert door.connection_capacity == free // (9_800 + 9_150 + 3 * 432) == 13_879
-    # Three per public connection, one per request at vLLM, two per probe connection held back
-    # for the probes, and the listeners', scrapes' and wake calls' own.
-    assert door.worker_connections == 3 * 13_879 + reserve
+    free = 300 * 2**20 - 16 * 2**20 - held - keyed - reserve * 432
+    assert door.connection_capacity == free // (9_800 + 9_150 + 3 * 432) == 13_331
+    # Three per public connection, two per keyed request (the hop), one per request at vLLM,
+    # two per probe connection held back for the probes, and the listeners', scrapes' and wake
+    # calls' own.
+    assert door.worker_connections == 3 * door.connection_capacity + reserve + 2 * (160 + 4)
     assert door.probe_connections == 32
     assert door.client_connections == 3 + 2
     assert door.all_requests == 3
@@ -222,9 +228,9 @@ def test_the_requests_at_vllm_hold_at_most_half_the_gatekeeper_s_memory() -> Non
     assert door.all_requests == math.floor(142 * 2**20 / (327_680 * 5_012_992 / 326_100)) == 29
     assert (
         "at most 29 request(s) at vLLM from all clients together: what 0.5 of the "
-        in (door.reasons[9])
+        in (door.reasons[10])
     )
-    assert "of the 60 full-length requests the KV cache holds;" in door.reasons[9]
+    assert "of the 60 full-length requests the KV cache holds;" in door.reasons[10]
     # A smaller body, more of them.
     assert _door(concurrency=60.0, maxRequestBytes=100_000).all_requests == 60
     assert door.connection_capacity > 4_000
@@ -276,8 +282,8 @@ def test_logprobs_and_schemas_follow_their_keys() -> None:
         ),
         (
             {"clientConnections": 7000},
-            "`clientConnections` 7000 would let two clients hold every one of the 13879 "
-            "connections the gatekeeper's 300 MiB holds; use at most 6939, or auto",
+            "`clientConnections` 7000 would let two clients hold every one of the 12332 "
+            "connections the gatekeeper's 300 MiB holds; use at most 6164, or auto",
         ),
         (
             {"clientConnections": 3},
@@ -364,17 +370,21 @@ def test_the_plan_holds_nginx_connections_for_the_probes_beyond_every_public_one
     assert stack != "dev" or limits.connection_capacity // limits.client_connections >= 1_000
 
 
-def test_the_plan_says_how_many_keyed_tricklers_exceed_the_gatekeepers_memory() -> None:
+def test_the_plan_says_how_many_keyed_tricklers_refuse_a_keyed_newcomer() -> None:
     limits = plan(load_stack("dev"), "dev").front_door
-    keyed = frontdoor.KEYED_READING_BYTES + frontdoor.KERNEL_CONNECTION_BYTES
-    keyed += frontdoor.NGINX_CONNECTIONS_PER_CLIENT * frontdoor.SLOT_BYTES
-    line = next(r for r in limits.reasons if "keyed bodies being read" in r)
-    named = int(line.split(" keyed addresses trickling")[0].rsplit(" ", 1)[1])
-    # What the public pool's keyless connections may hold, held by that many keyed addresses.
-    pool = limits.connection_capacity * 20_246
-    assert named * 12 * keyed <= pool + 20_246 < (named + 1) * 12 * keyed
-    assert f"{named} keyed addresses trickling bodies at their cap of 12 exceed" in line
-    assert named < 100  # the exposure the line states: far fewer than a keyless crowd needs
+    line = next(r for r in limits.reasons if r.startswith("keyed requests in progress"))
+    # More than the twelve trickling addresses the victim must outlast, a thousand keyless ones
+    # kept, and every count within the gatekeeper's memory (the plan's own sum, rebuilt here).
+    assert (limits.keyed_requests, limits.keyed_large) == (32 * 12, 2 * 2)
+    assert (
+        "so 32 keyed addresses trickling bodies at their cap of 12 refuse a keyed newcomer" in line
+    )
+    assert limits.connection_capacity // limits.client_connections >= 1_000
+    used = 16 * 2**20 + limits.connection_capacity * 20_246
+    used += 384 * (73_100 + 5_600 + 2 * 432 - 9_800) + 4 * (397_300 + 5_600 + 2 * 432 - 9_800)
+    used += 10 * 10_000 * frontdoor.HELD_BYTES_PER_BODY_BYTE
+    used += 4 * (327_680 - 10_000) * frontdoor.HELD_BYTES_PER_BODY_BYTE
+    assert used <= 300 * 2**20 and "not bounded" not in " ".join(limits.reasons)
 
 
 @pytest.mark.parametrize(("stack", "door"), [("dev", False), ("prod", True)])

@@ -1,0 +1,40 @@
+"""What the gatekeeper's nginx costs, measured on real nginx (1.22.1 with njs 0.7.9, Debian 12,
+the rehearsal's) with dev's generated config: the figures `frontdoor` sizes the gatekeeper's
+memory and CPU from. The worker's private memory (Private_Clean + Private_Dirty of
+/proc/<pid>/smaps_rollup) before and after holding many requests of one shape."""
+
+#: The gatekeeper's memory (`catalog.GATEKEEPER_MEMORY_MIB`) less what nginx, its zones, njs and
+#: the health cache hold before any client (modelled: measured ~5 MiB of anonymous memory at
+#: start, nginx 1.22.1 and njs 0.7.9 on the rehearsal machine, 2026-12-06, plus the binaries').
+GATEKEEPER_BASE_MIB = 16
+#: What one public connection that has shown no key costs nginx at most, in bytes: one whose
+#: client sent a request line and a header crossing into the large buffer and stopped, so both
+#: header buffers are held (`gatekeeper.conf.tmpl`: 512 bytes, then one 1 KiB; 256-byte pools, a
+#: 512-byte stream buffer each way). Measured on real nginx (1.22.1, Debian 12) with dev's
+#: generated config, 6,000 such connections on loopback, twice: the worker's private memory grew
+#: 9,765 bytes each (3,443 for a connection that sends nothing), 2026-12-06; rounded up.
+KEYLESS_CONNECTION_BYTES = 9_800
+KEYLESS_IDLE_BYTES = 3_450
+#: A keyed request in progress, small body (under `LARGE_BODY_BYTES`) or large: its connection,
+#: the key check's njs VM, the hop to the API server and there a buffer of its Content-Length
+#: (nginx 1.22.1 ngx_http_request_body.c). Measured with dev's config, 200 keyed POSTs, the
+#: worker's private memory: 61,112 bytes each after 23 bytes of body, 73,032 after 9,900 of 9,999,
+#: 397,271 after 327,000 of 327,680, 2026-12-06; rounded up. The hop's Unix socket pair in the
+#: kernel: modelled, `KERNEL_CONNECTION_BYTES`' 12,700 less its TCP pair's 7,100.
+KEYED_SMALL_BYTES, KEYED_LARGE_BYTES, HOP_KERNEL_BYTES = 73_100, 397_300, 5_600
+#: The kernel's part, charged to the container's memory: 12,700 bytes of slab per loopback
+#: connection through the gatekeeper (the client's socket, nginx's, the Unix socket pair), less
+#: 3,550 for the client's end (half of a plain loopback TCP pair's 7,100), measured the same day.
+KERNEL_CONNECTION_BYTES = 9_150
+#: An nginx connection slot (`worker_connections`), written at start: measured 432 bytes each
+#: (a worker of 61,000 slots against one of 1,000), 2026-12-06.
+SLOT_BYTES = 432
+#: What a keyed request at vLLM holds, per byte of its largest body: the body and the request's
+#: njs VM, which keeps the parsed body until the request ends. Measured: 5,012,992 bytes per
+#: request in flight for a 326,100-byte body of numbers (1,667,072 for one of text), eight held
+#: at a slow upstream, the worker's private memory, 2026-12-06.
+HELD_BYTES_PER_BODY_BYTE = 5_012_992 / 326_100
+#: What parsing a body costs njs at worst, per byte: 21 ms of CPU for a 327,680-byte body of
+#: 163,840 numbers (a valid 327 KB chat body 5.8 ms, an invalid one 4 ms), measured on the
+#: rehearsal machine (njs 0.7.9), 2026-12-06.
+PARSE_NS_PER_BYTE = 21e6 / 327_680
