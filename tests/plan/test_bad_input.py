@@ -171,7 +171,7 @@ CASES = [
          {"tlsCertificateArn": CERTIFICATE}, "ACM certificate"),
     Case("connections zero", {"clientConnections": "0"}, "clientConnections",
          {"clientConnections": "auto"}, "auto"),
-    Case("connections for two", {"clientConnections": "6000"}, "clientConnections",
+    Case("connections for two", {"clientConnections": "50000"}, "clientConnections",
          {"clientConnections": "auto"}, "auto"),
     Case("sequences above the client's", {"maxSequencesPerRequest": "500"},
          "maxSequencesPerRequest", {"maxSequencesPerRequest": "auto"}, "clientConcurrentRequests"),
