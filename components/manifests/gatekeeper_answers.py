@@ -52,6 +52,8 @@ def error_body(status: int, message: str | None = None) -> str:
 #: The API upstream at its `all_requests`: 503, and a message saying so.
 BUSY_PAGE = "/.gatekeeper/busy"
 BUSY_MESSAGE = "The model is serving all the requests it holds at once; retry later"
+#: The gatekeeper's pools of keyed requests in progress full (`keyed_requests`, `keyed_large`).
+KEYED_BUSY_MESSAGE = "The gatekeeper is taking in all the requests it holds at once; retry later"
 #: Seconds a client told the model is busy waits: the shortest replies end within a few.
 BUSY_RETRY_SECONDS = 5
 #: vLLM's 500 for a request that would fail again (the gatekeeper asked the engine's /health:

@@ -193,8 +193,15 @@ KEEPALIVE_PROBES = 5
 KEEPALIVE = f"so_keepalive={KEEPALIVE_IDLE_S}s:{KEEPALIVE_INTERVAL_S}s:{KEEPALIVE_PROBES}"
 
 #: The stream proxy's buffer, each way (nginx's default is 16 KiB): allocated for every public
-#: connection when it opens; bodies and replies pass through it 512 bytes a read.
-STREAM_BUFFER = "512"
+#: connection when it opens (`doorcost` counts it); a 327 KB body passes in ~160 reads, not the
+#: ~640 of a 512-byte buffer, and a reply chunk whole.
+STREAM_BUFFER = "2k"
+#: Header lines nginx 1.29.8 on reads before it refuses a head (`max_headers`, default 1000;
+#: src/http/ngx_http_core_module.c, ngx_http_request.c): each costs a list entry and a copy of
+#: its name, so 361 one-character lines cost 2.4x what 32 do (`doorcost`). The OpenAI SDK sends
+#: 19 (openai 3.57.0, organization and project set), Chromium's fetch ~18. nginx 1.22, the
+#: rehearsal's, has no such directive: it renders with None.
+MAX_HEADERS = 32
 #: Bytes of a `limit_conn` zone per address it counts (a slab node: the red-black tree node, the
 #: count and the key, rounded up to nginx's slab size; ngx_stream_limit_conn_module.c), so the
 #: zone holds an address for every connection of the pool.
@@ -367,6 +374,7 @@ def nginx_conf(
     upstream: str | None = None,
     asleep: Asleep | None = None,
     self_metrics: str | None = None,
+    max_headers: int | None = MAX_HEADERS,
 ) -> str:
     """The gatekeeper's whole nginx.conf. In the pod the defaults hold (the official image has
     the stream module built in and njs as a dynamic module); the rehearsal passes its loopback
@@ -381,7 +389,8 @@ def nginx_conf(
     Service has no endpoints (`components.manifests.asleep`); without them the config is the
     leader pod's sidecar's, unchanged. A leader's sidecar passes `self_metrics`, the engine's
     record file as the gatekeeper sees it (`gatekeeper.SELF_METRICS_PATH`), served on the metrics
-    listener at `SELF_METRICS_ROUTE`."""
+    listener at `SELF_METRICS_ROUTE`. `max_headers` None leaves out the directive nginx before
+    1.29.8 does not know."""
     capacity = limits.connection_capacity
     open_limit = _fill("open_limit", open_burst=OPEN_BURST)
     not_found = error_body(404)
@@ -406,6 +415,7 @@ def nginx_conf(
         "public_pool": "\n" + _fill("public_pool") if capacity else "",
         "public_cap": "\n" + _fill("public_cap", connection_capacity=capacity) if capacity else "",
         "listen": listen,
+        "max_headers": "" if max_headers is None else f"\n        max_headers {max_headers};",
         "keepalive": KEEPALIVE,
         "stream_buffer": STREAM_BUFFER,
         "internal": f"unix:{run_dir}/gatekeeper-http.sock",
@@ -433,6 +443,7 @@ def nginx_conf(
         "unreachable_page": sleep.ASLEEP_PAGE if asleep else answers.page(503),
         "busy_retry": answers.BUSY_RETRY_SECONDS,
         "busy_body": error_body(503, answers.BUSY_MESSAGE),
+        "keyed_busy_body": error_body(503, answers.KEYED_BUSY_MESSAGE),
         "close": _fill("refusal_close"),
         "large_body_burst": LARGE_BODY_BURST,
         "large_at_once": LARGE_BODY_BURST + 1,

@@ -67,10 +67,13 @@ GATEKEEPER_PROBE_PORT = 8081
 KEY_ANNOTATION = "gemma-graviton.dev/api-key-fingerprint"
 #: Characters of an acceptable key: RFC 6750's b64token. Anything else (quotes, spaces, `$`)
 #: could change the meaning of the config line the key is written into. At least 32 of them:
-#: the failed-key rate limit slows guessing, the length makes it hopeless.
+#: the failed-key rate limit slows guessing, the length makes it hopeless. At most 256: the
+#: gatekeeper reads a request's head into 1.5 KiB (`gatekeeper.conf.tmpl`), which the OpenAI SDK's
+#: and Chromium's headers with a 256-character key fit (tests/components/test_gatekeeper_crowd.py)
+#: and a ~480-character one does not.
 KEY_ALPHABET = "A-Z a-z 0-9 . _ ~ + / = -"
-KEY_MIN_CHARS = 32
-KEY_SHAPE = re.compile(rf"[A-Za-z0-9._~+/=-]{{{KEY_MIN_CHARS},512}}")
+KEY_MIN_CHARS, KEY_MAX_CHARS = 32, 256
+KEY_SHAPE = re.compile(rf"[A-Za-z0-9._~+/=-]{{{KEY_MIN_CHARS},{KEY_MAX_CHARS}}}")
 #: Slow key derivation for the rotation fingerprint, so a weak user-chosen key cannot be found
 #: by hashing a word list against the (plain) pod annotation.
 _FINGERPRINT_ROUNDS = 200_000

@@ -7,14 +7,19 @@ memory and CPU from. The worker's private memory (Private_Clean + Private_Dirty 
 #: the health cache hold before any client (modelled: measured ~5 MiB of anonymous memory at
 #: start, nginx 1.22.1 and njs 0.7.9 on the rehearsal machine, 2026-12-06, plus the binaries').
 GATEKEEPER_BASE_MIB = 16
-#: What one public connection that has shown no key costs nginx at most, in bytes: one whose
-#: client sent a request line and a header crossing into the large buffer and stopped, so both
-#: header buffers are held (`gatekeeper.conf.tmpl`: 512 bytes, then one 1 KiB; 256-byte pools, a
-#: 512-byte stream buffer each way). Measured on real nginx (1.22.1, Debian 12) with dev's
-#: generated config, 6,000 such connections on loopback, twice: the worker's private memory grew
-#: 9,765 bytes each (3,443 for a connection that sends nothing), 2026-12-06; rounded up.
-KEYLESS_CONNECTION_BYTES = 9_800
-KEYLESS_IDLE_BYTES = 3_450
+#: What one public connection that has shown no key costs nginx at most, in bytes, by the shape
+#: of what its client sent before it stopped (never ending the head; 512-byte header buffer, one
+#: 1 KiB large buffer, 256-byte pools, a 2 KiB stream buffer each way). Measured on real nginx
+#: (1.22.1, Debian 12) with dev's generated config, 3,000 such connections from a fresh worker,
+#: its private memory, 2026-12-06: nothing 6,604 a connection; a request line 11,971; a line
+#: crossing into the large buffer 12,977; one 1,000-byte line 12,979; 24 lines filling 1.5 KiB
+#: 14,183; 32 lines of 38-byte names 15,761; 361 lines of `a:` 31,276, the worst: each line costs
+#: a list entry and a lowercase copy of its name (nginx 1.22.1 src/http/ngx_http_request.c
+#: `ngx_http_process_request_headers`), and 1.22 has no count of lines. The pod's nginx (1.30)
+#: refuses a head past `gatekeeper_conf.MAX_HEADERS` lines (`max_headers`, nginx 1.29.8 on,
+#: src/http/ngx_http_request.c), so its bound is the 32-line shape plus 8 bytes more for each of
+#: 40 list entries (56 a header on 1.30, lists grown by 20; modelled); rounded up.
+KEYLESS_CONNECTION_BYTES, KEYLESS_WORST_122_BYTES, KEYLESS_IDLE_BYTES = 16_100, 31_300, 6_650
 #: A keyed request in progress, small body (under `LARGE_BODY_BYTES`) or large: its connection,
 #: the key check's njs VM, the hop to the API server and there a buffer of its Content-Length
 #: (nginx 1.22.1 ngx_http_request_body.c). Measured with dev's config, 200 keyed POSTs, the

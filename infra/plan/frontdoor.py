@@ -18,6 +18,7 @@ from components.manifests.gatekeeper_conf import (
     KEEPALIVE_INTERVAL_S,
     LARGE_BODY_BURST,
     LARGE_BODY_BYTES,
+    MAX_HEADERS,
     UPSTREAM_KEEPALIVE_SECONDS,
     VLLM_KEEPALIVE_SECONDS,
     GatekeeperLimits,
@@ -34,6 +35,7 @@ from infra.plan.doorcost import (
     KEYED_SMALL_BYTES,
     KEYLESS_CONNECTION_BYTES,
     KEYLESS_IDLE_BYTES,
+    KEYLESS_WORST_122_BYTES,
     PARSE_NS_PER_BYTE,
     SLOT_BYTES,
 )
@@ -57,10 +59,11 @@ HEADER_TIMEOUT_SECONDS = 5
 #: many spare (a keep-alive waiting for reuse, a page's own GET). Probes no longer count: they
 #: have their own listener (`components/manifests/gatekeeper.conf.tmpl`, `probe_listen`).
 CONNECTIONS_SPARE = 2
-#: Keyed addresses at their caps that fill the pool of keyed requests with small bodies (within
-#: `KEYED_SHARE` of the gatekeeper's memory), and with large ones (two at once each): at vLLM one
-#: holds up to `HELD_BYTES_PER_BODY_BYTE` x its body.
-KEYED_ADDRESSES, LARGE_ADDRESSES, KEYED_SHARE = 32, 2, 0.1
+#: Keyed addresses at their caps the small-body pool holds with room for one more (twelve
+#: tricklers and their victim); addresses reading their large bodies the large pool holds beside
+#: every request at vLLM, each of which may carry one; keyless addresses at their caps the public
+#: pool is aimed to outlast (the plan says when it falls short).
+KEYED_ADDRESSES, LARGE_ADDRESSES, AIMED_ADDRESSES = 12, 2, 1_000
 #: nginx connections per client connection: the client's socket and the Unix socket pair between
 #: the stream and HTTP sides (two); a request at vLLM also holds a connection there, at most
 #: `all_requests` of them.
@@ -352,25 +355,22 @@ def _connections(cfg: StackConfig, body: int, in_flight: int, all_requests: int)
             f"use at least {in_flight + 1}, or auto",
         )
     memory = catalog.GATEKEEPER_MEMORY_MIB * 1024 * 1024
-    # At most `large` requests at vLLM hold a large body's parsed copy.
-    large = LARGE_ADDRESSES * (LARGE_BODY_BURST + 1)
-    big = min(large, all_requests)
-    held = all_requests * min(body, LARGE_BODY_BYTES) + big * max(0, body - LARGE_BODY_BYTES)
-    held = math.ceil(held * HELD_BYTES_PER_BODY_BYTE)
+    # Every request at vLLM may hold a large body's parsed copy; beside them, large bodies read.
+    large = all_requests + LARGE_ADDRESSES * (LARGE_BODY_BURST + 1)
+    held = math.ceil(all_requests * body * HELD_BYTES_PER_BODY_BYTE)
     # A keyed request beyond its public connection: the hop's socket pair and two slots.
-    hop = HOP_KERNEL_BYTES + 2 * SLOT_BYTES - KEYLESS_CONNECTION_BYTES
+    hop = HOP_KERNEL_BYTES + 2 * SLOT_BYTES - KEYLESS_IDLE_BYTES
     reserve = all_requests + PROBE_RESERVE + FIXED_CONNECTIONS
     fixed = GATEKEEPER_BASE_MIB * 2**20 + held + large * (KEYED_LARGE_BYTES + hop)
     fixed += reserve * SLOT_BYTES
-    small = min(
-        KEYED_ADDRESSES * per_client, int(KEYED_SHARE * memory) // (KEYED_SMALL_BYTES + hop)
-    )
-    connection = KEYLESS_CONNECTION_BYTES + KERNEL_CONNECTION_BYTES
-    connection += NGINX_CONNECTIONS_PER_CLIENT * SLOT_BYTES
-    free = memory - fixed - small * (KEYED_SMALL_BYTES + hop)
+    small, keyed_small = (KEYED_ADDRESSES + 1) * per_client, KEYED_SMALL_BYTES + hop
+    slots = KERNEL_CONNECTION_BYTES + NGINX_CONNECTIONS_PER_CLIENT * SLOT_BYTES
+    connection, worst = KEYLESS_CONNECTION_BYTES + slots, KEYLESS_WORST_122_BYTES + slots
+    free = memory - fixed - small * keyed_small
     capacity = max(0, free) // connection
     if per_client * 2 > capacity:
-        most = max(in_flight + 1, (memory - fixed - int(KEYED_SHARE * memory)) // (2 * connection))
+        per_address = 2 * connection + (KEYED_ADDRESSES + 1) * keyed_small
+        most = max(in_flight + 1, (memory - fixed) // per_address)
         raise ConfigError(
             "clientConnections",
             f"{per_client} would let two clients hold every one of the {capacity} connections "
@@ -379,32 +379,37 @@ def _connections(cfg: StackConfig, body: int, in_flight: int, all_requests: int)
         )
     keyed = small * (KEYED_SMALL_BYTES + hop) + large * (KEYED_LARGE_BYTES + hop)
     worker = capacity * NGINX_CONNECTIONS_PER_CLIENT + reserve + 2 * (small + large)
-    idle = KEYLESS_IDLE_BYTES + KERNEL_CONNECTION_BYTES + NGINX_CONNECTIONS_PER_CLIENT * SLOT_BYTES
+    idle = KEYLESS_IDLE_BYTES + slots
     reasons = (
         f"per client address {per_client} connections ({_origin(cfg.client_connections)}: "
         f"one per request in flight + {CONNECTIONS_SPARE}), counted when a connection opens, "
         "before a byte is read; more are closed at once, logged",
         f"{capacity:,} public connections in all, closed at once beyond (logged): the "
         f"gatekeeper's {catalog.GATEKEEPER_MEMORY_MIB} MiB less {GATEKEEPER_BASE_MIB} MiB for "
-        f"nginx, {held / 2**20:.1f} MiB for the {all_requests} request(s) at vLLM (each holds "
-        f"its body and its parsed copy, up to {HELD_BYTES_PER_BODY_BYTE:.1f}x the body, "
-        f"measured; at most {big} a large body) and {keyed / 2**20:.1f} MiB for the keyed "
-        f"requests in progress, over {connection:,} bytes a connection that has shown no key "
-        f"(nginx {KEYLESS_CONNECTION_BYTES:,} with 1.5 KiB of header held, the kernel "
-        f"{KERNEL_CONNECTION_BYTES:,}, {NGINX_CONNECTIONS_PER_CLIENT} slots of {SLOT_BYTES}; "
-        f"measured); so {capacity // per_client:,} addresses at their cap of {per_client}, "
-        "each connection holding a header, fill it and refuse a keyed client's new connection "
-        f"({free // idle // per_client:,} whose connections send nothing); one "
-        f"nginx worker with {worker:,} connections ({NGINX_CONNECTIONS_PER_CLIENT} per public "
+        f"nginx, {held / 2**20:.1f} MiB for the {all_requests} request(s) at vLLM (each may "
+        f"hold a largest body and its parsed copy, {HELD_BYTES_PER_BODY_BYTE:.1f}x the body, "
+        f"measured) and {keyed / 2**20:.1f} MiB for the keyed requests in progress, over "
+        f"{connection:,} bytes a connection that has shown no key (nginx 1.30 "
+        f"{KEYLESS_CONNECTION_BYTES:,} for a head held at its {MAX_HEADERS} lines, measured on "
+        f"1.22 and modelled, the kernel {KERNEL_CONNECTION_BYTES:,}, "
+        f"{NGINX_CONNECTIONS_PER_CLIENT} slots of {SLOT_BYTES}); so "
+        f"{capacity // per_client:,} addresses at their cap of {per_client}, each connection "
+        "holding a head, fill it and refuse a keyed client's new connection"
+        + (", short of the 1,000 aimed at" if capacity // per_client < AIMED_ADDRESSES else "")
+        + f" ({free // idle // per_client:,} whose connections send nothing; on "
+        f"nginx 1.22, which counts no lines, {free // worst // per_client:,} sending "
+        f"{KEYLESS_WORST_122_BYTES:,}-byte heads of `a:` lines, measured); one nginx worker "
+        f"with {worker:,} connections ({NGINX_CONNECTIONS_PER_CLIENT} per public "
         f"connection, 2 per keyed request in progress, one per request at vLLM, "
         f"{PROBE_RESERVE} for the probe listener's {PROBE_CONNECTIONS} and {FIXED_CONNECTIONS} "
         f"for listeners, scrapes and wake calls) and {worker + 64:,} files",
         f"keyed requests in progress (body read, checked or at vLLM) at most {small:,} with a "
         f"body under {LARGE_BODY_BYTES:,} bytes and {large} with a larger (or chunked), counted "
         f"before a byte of the body, then 503 at once: each holds up to {KEYED_SMALL_BYTES:,} "
-        f"or {KEYED_LARGE_BYTES:,} bytes (measured); so {small // per_client} keyed addresses "
-        f"trickling bodies at their cap of {per_client} refuse a keyed newcomer, "
-        f"{LARGE_ADDRESSES} at their {LARGE_BODY_BURST + 1} large bodies a large one",
+        f"or {KEYED_LARGE_BYTES:,} bytes (measured); so {KEYED_ADDRESSES} keyed addresses "
+        f"trickling bodies at their cap of {per_client} leave a newcomer room, and every request "
+        f"at vLLM may carry a large body beside {LARGE_ADDRESSES} addresses reading their "
+        f"{LARGE_BODY_BURST + 1} large ones",
     )
     return _Wires(per_client, capacity, worker, (small, large), reasons)
 

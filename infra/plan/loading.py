@@ -57,8 +57,11 @@ def check_api_key(key: str, name: str = "apiKey") -> None:
         rule = (
             f"is {len(key)} characters; it needs at least {API_KEY_MIN_CHARS} of {API_KEY_ALPHABET}"
         )
-    elif len(key) > 512:
-        rule = f"is {len(key)} characters, more than 512"
+    elif len(key) > spec.KEY_MAX_CHARS:
+        rule = (
+            f"is {len(key)} characters, more than {spec.KEY_MAX_CHARS}, which a client's headers "
+            "no longer fit within the gatekeeper's 1.5 KiB of header buffers"
+        )
     else:
         rule = f"holds characters outside {API_KEY_ALPHABET}"
     raise ConfigError(

@@ -96,11 +96,13 @@ def test_connections_are_capped_per_client_before_a_request_is_read() -> None:
     assert "limit_conn gatekeeper_public 20000;" in stream
     # Refusals logged: at the error log's level, never below it.
     assert "limit_conn_log_level warn;" in stream and "error_log stderr warn;" in conf
-    # A connection that shows no key holds 1.5 KiB of header buffers, 256-byte pools and a
-    # 512-byte stream buffer each way (`frontdoor.KEYLESS_CONNECTION_BYTES`, measured so).
-    assert "proxy_buffer_size 512;" in stream
-    for line in ("client_header_buffer_size 512;", "large_client_header_buffers 1 1k;"):
-        assert line in conf
+    # A connection that shows no key holds 1.5 KiB of header buffers, at most 32 header lines
+    # (the pod's nginx; 1.22 knows no `max_headers`), 256-byte pools and a 2 KiB stream buffer
+    # each way (`doorcost.KEYLESS_CONNECTION_BYTES`, measured so).
+    assert "proxy_buffer_size 2k;" in stream
+    heads = ("client_header_buffer_size 512;", "large_client_header_buffers 1 1k;")
+    assert "\n        ".join((*heads, "max_headers 32;")) in conf
+    assert "max_headers" not in nginx_conf(LIMITS, max_headers=None)
     assert "connection_pool_size 256;" in conf and "request_pool_size 256;" in conf
     assert f"listen 8080 {gatekeeper_conf.KEEPALIVE};" in stream
     assert "proxy_protocol on;" in stream

@@ -16,11 +16,16 @@ from dataclasses import replace
 from pathlib import Path
 from typing import ClassVar
 
+import openai
 import pytest
 
 from components import watch
-from components.manifests import gatekeeper_answers
-from components.manifests.gatekeeper_answers import BUSY_MESSAGE, BUSY_RETRY_SECONDS
+from components.manifests import gatekeeper_answers, spec
+from components.manifests.gatekeeper_answers import (
+    BUSY_MESSAGE,
+    BUSY_RETRY_SECONDS,
+    KEYED_BUSY_MESSAGE,
+)
 from components.manifests.gatekeeper_conf import (
     LARGE_BODY_BYTES,
     UPSTREAM_KEEPALIVE_SECONDS,
@@ -91,7 +96,9 @@ def test_every_client_together_is_capped_at_vllm_by_the_api_upstream() -> None:
     assert conf.count("proxy_pass http://vllm_api;") == 4  # chat, completions, each +schema
     assert "proxy_pass http://vllm/health;" in conf and "proxy_pass http://vllm/metrics;" in conf
     unreachable = _block(conf, "location @vllm_unreachable {")
-    assert 'if ($upstream_addr ~ "^(vllm_api|gatekeeper_keyed)") { return 598; }' in unreachable
+    # The pools of keyed requests in progress answer their own message, the API upstream its.
+    assert 'if ($upstream_addr ~ "^gatekeeper_keyed") { return 597; }' in unreachable
+    assert 'if ($upstream_addr ~ "^vllm_api") { return 598; }' in unreachable
     busy = _block(conf, f"location = {gatekeeper_answers.BUSY_PAGE} {{")
     assert f"add_header Retry-After {BUSY_RETRY_SECONDS} always;" in busy
 
@@ -202,18 +209,23 @@ POST += b"Content-Length: %d\r\n%s\r\n"
 def test_a_header_past_its_buffers_is_refused_with_json(
     door: gate.Gate, lines: bytes, status: int
 ) -> None:
+    head = POST % (KEY.encode(), len(CHAT), b"Host: x\r\nConnection: close\r\n" + lines)
+    top, body = _exchange(door, head + CHAT)
+    assert top.startswith(b"HTTP/1.1 %d " % status), top
+    assert status == 200 or json.loads(body)["error"]["code"] == 431
+
+
+def _exchange(door: gate.Gate, sent: bytes) -> tuple[bytes, bytes]:
+    """`sent` on a connection of its own, the reply's head and body once nginx closes it."""
     port = door_harness.port_of(door)
     with socket.create_connection(("127.0.0.1", port), source_address=("127.0.0.8", 0)) as sock:
-        sock.sendall(
-            POST % (KEY.encode(), len(CHAT), b"Host: x\r\nConnection: close\r\n" + lines) + CHAT
-        )
+        sock.sendall(sent)
         sock.settimeout(5)
         reply = b""
         while chunk := sock.recv(4096):
             reply += chunk
     top, _, body = reply.partition(b"\r\n\r\n")
-    assert top.startswith(b"HTTP/1.1 %d " % status), top
-    assert status == 200 or json.loads(body)["error"]["code"] == 431
+    return top, body
 
 
 @real_nginx
@@ -297,7 +309,7 @@ def test_keyed_tricklers_beyond_the_pool_are_refused_at_once_within_the_plans_me
             sock.close()
     for top, error in answers:
         assert top.startswith(b"HTTP/1.1 503 ") and b"Retry-After: 5" in top
-        assert error["error"]["message"] == BUSY_MESSAGE
+        assert error["error"]["message"] == KEYED_BUSY_MESSAGE
     refused = [e for e in keyed_door.log_entries() if e["client"].startswith("127.0.2.")]
     assert {(e["status"], e["method"], e["uri"], e["upstream"]) for e in refused} == {
         (503, "POST", "/v1/chat/completions", "gatekeeper_keyed")
@@ -341,3 +353,50 @@ def test_the_api_servers_own_counts_apply_per_client_past_the_public_ones(
         ("127.0.4.1", 429),
         ("127.0.4.2", 200),
     ]
+
+
+@real_nginx
+def test_a_request_line_past_the_large_buffer_is_refused_with_json_414(door: gate.Gate) -> None:
+    top, body = _exchange(door, b"GET /v1/models?%s HTTP/1.1\r\nHost: x\r\n\r\n" % (b"a" * 1100))
+    assert top.startswith(b"HTTP/1.1 414 "), top
+    assert json.loads(body)["error"]["code"] == 414
+
+
+#: The longest key the stack accepts (`spec.KEY_MAX_CHARS`) and a load balancer's host name.
+LONGEST_KEY = "k" * spec.KEY_MAX_CHARS
+HOST = "a" * 32 + "-0123456789abcdef.elb.us-west-2.amazonaws.com"
+#: Chromium's same-origin fetch from the chat page (Chrome 131's usual set, 18 lines; modelled).
+CHROMIUM = (
+    f"Host: {HOST}\r\nConnection: keep-alive\r\nContent-Length: {len(CHAT)}\r\n"
+    'sec-ch-ua-platform: "Windows"\r\n'
+    f"Authorization: Bearer {LONGEST_KEY}\r\n"
+    'sec-ch-ua: "Google Chrome";v="131", "Chromium";v="131", "Not_A Brand";v="24"\r\n'
+    "sec-ch-ua-mobile: ?0\r\nUser-Agent: Mozilla/5.0 (Windows NT 10.0; Win64; x64) "
+    "AppleWebKit/537.36 (KHTML, like Gecko) Chrome/131.0.0.0 Safari/537.36\r\n"
+    "Accept: text/event-stream\r\nContent-Type: application/json\r\n"
+    f"Origin: http://{HOST}\r\nSec-Fetch-Site: same-origin\r\nSec-Fetch-Mode: cors\r\n"
+    f"Sec-Fetch-Dest: empty\r\nReferer: http://{HOST}/\r\n"
+    "Accept-Encoding: gzip, deflate, br, zstd\r\nAccept-Language: en-US,en;q=0.9\r\n\r\n"
+)
+
+
+@real_nginx
+def test_the_longest_key_passes_with_the_sdk_s_and_chromium_s_headers(tmp_path: Path) -> None:
+    with door_harness.door_before(_Upstream, LIMITS, LONGEST_KEY, tmp_path) as running:
+        port = door_harness.port_of(running)
+        with socket.create_connection(("127.0.0.1", port)) as sock:
+            sock.sendall(b"POST /v1/chat/completions HTTP/1.1\r\n" + CHROMIUM.encode() + CHAT)
+            sock.settimeout(5)
+            assert sock.recv(4096).startswith(b"HTTP/1.1 200 ")
+        # The OpenAI SDK's own 19 lines, organization and project set, under the same host.
+        client = openai.OpenAI(
+            api_key=LONGEST_KEY,
+            base_url=f"{running.base_url}/v1",
+            organization="org-" + "o" * 24,
+            project="proj_" + "p" * 24,
+            default_headers={"Host": HOST},
+            max_retries=0,
+        )
+        messages = [{"role": "user", "content": "hi"}]
+        sent = client.chat.completions.with_raw_response.create(model="m", messages=messages)
+        assert sent.status_code == 200

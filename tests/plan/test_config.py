@@ -8,7 +8,7 @@ import pytest
 import yaml
 
 from infra.adapters.cli import main
-from infra.plan import stackfile
+from infra.plan import loading, stackfile
 from infra.plan.config import ConfigError
 from infra.plan.loading import check_secrets, load_config
 from infra.plan.sizing import plan
@@ -548,3 +548,14 @@ def test_a_described_model_keeps_the_stack_s_name_and_every_field() -> None:
     assert (described.layers, described.full_kv_heads, described.full_head_dim) == (26, 2, 512)
     assert (described.non_text_bytes, described.tied_embeddings) == (1000, False)
     assert described.checkpoint_bytes == 2_000_000_000
+
+
+def test_a_key_longer_than_the_header_buffers_hold_is_refused_in_one_line() -> None:
+    loading.check_api_key("k" * 256)
+    with pytest.raises(ConfigError) as refused:
+        loading.check_api_key("k" * 257, "apiKeyPrevious")
+    assert str(refused.value) == (
+        "`apiKeyPrevious` is 257 characters, more than 256, which a client's headers no longer "
+        "fit within the gatekeeper's 1.5 KiB of header buffers; run `pulumi config set --secret "
+        "apiKeyPrevious $(openssl rand -hex 24)`"
+    )

@@ -33,6 +33,7 @@ from typing import Any
 from components.manifests import gatekeeper, spec
 from components.manifests.asleep import Asleep
 from components.manifests.gatekeeper import GatekeeperLimits
+from components.manifests.gatekeeper_conf import MAX_HEADERS
 from tools.rehearse.checks import Check
 from tools.rehearse.group.ranks import free_port
 from tools.rehearse.group.workspace import RehearsalError
@@ -88,6 +89,14 @@ def nginx_modules(nginx: str) -> tuple[str, ...]:
     if missing:
         raise RehearsalError(f"nginx modules missing ({', '.join(missing)}): " + INSTALL_HINT)
     return paths
+
+
+def max_headers(nginx: str) -> int | None:
+    """`gatekeeper_conf.MAX_HEADERS` for an nginx that knows `max_headers` (1.29.8 on, the pod's
+    1.30), None for an older one (Debian 12's 1.22), which would refuse the directive."""
+    shown = subprocess.run([nginx, "-v"], capture_output=True, text=True, check=False).stderr
+    version = tuple(int(n) for n in re.findall(r"nginx/(\d+)\.(\d+)\.(\d+)", shown)[0])
+    return MAX_HEADERS if version >= (1, 29, 8) else None
 
 
 def nginx_ready() -> bool:
@@ -179,6 +188,7 @@ def running_gate(
         page_root=str(page_dir) if page_files is not None else None,
         asleep=asleep,
         self_metrics=None if self_metrics is None else str(self_metrics),
+        max_headers=max_headers(nginx),
     )
     for name, text in files.items():
         (work_dir / name).write_text(text)
