@@ -88,6 +88,8 @@ def server_pieces(asleep: Asleep, run_dir: str) -> str:
             proxy_cache_key wake;
             proxy_cache_bypass 1;  # always written afresh, so the flag lasts from the last one
             proxy_cache_valid 200 {asleep.signal_seconds}s;
+            # Not the server's 502 page (@vllm_unreachable): a quit deletes this socket too.
+            error_page 502 =503 /.gatekeeper/e503;
             proxy_pass http://{_socket(run_dir)}:/1;
         }}"""
 

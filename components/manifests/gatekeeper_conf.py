@@ -31,11 +31,12 @@ Layers, outermost first; each is cheaper than the one behind it:
 The kubelet's probes and the group's workers do not use the public listener: a listener of their
 own (`probe_listen`, `/health` and `/ready` only) never goes through the stream layer, and the
 stream layer admits at most `connection_capacity` public connections in all, so however many
-addresses fill the public side, nginx keeps what worker_connections holds beyond four per
-public connection for the probes. (With no connection slot free nginx accepts a connection and
-closes it at once, on every listener alike: nginx 1.30 src/event/ngx_event_accept.c
-`ngx_event_accept` and src/core/ngx_connection.c `ngx_get_connection`, "worker_connections are
-not enough"; before that it closes idle keep-alives, `ngx_drain_connections`.)
+addresses fill the public side, nginx keeps what worker_connections holds beyond the public
+connections' own (`frontdoor._connections`) for the probes. (With no connection slot free nginx
+accepts a connection and closes it at once, on every listener alike: nginx 1.30
+src/event/ngx_event_accept.c `ngx_event_accept` and src/core/ngx_connection.c
+`ngx_get_connection`, "worker_connections are not enough"; before that it closes idle
+keep-alives, `ngx_drain_connections`.)
 
 Every error the front door itself produces, and how it answers for vLLM's, is
 `gatekeeper_answers`. The config's text is `gatekeeper.conf.tmpl` beside this file (`TEMPLATE`),
@@ -124,9 +125,9 @@ class GatekeeperLimits:
     #: together, small bodies and large apart, counted before a byte of the body; beyond, 503.
     keyed_requests: int
     keyed_large: int
-    #: nginx's connections in its one worker (a client connection takes up to four: the stream
-    #: side, the Unix socket both ways, and vLLM's) and its file limit; beside the public
-    #: listener's, two per probe connection.
+    #: nginx's connections in its one worker (a client connection takes up to six: the stream
+    #: side, the Unix socket both ways, the hop to the API server both ways, and vLLM's) and its
+    #: file limit; beside the public listener's, two per probe connection.
     worker_connections: int
     #: Connections the probe listener (kubelet and workers) holds at once, all callers together,
     #: apart from the public ones.
@@ -433,6 +434,7 @@ def nginx_conf(
         "upstream": upstream or f"127.0.0.1:{upstream_port}",
         "upstream_keepalive": UPSTREAM_KEEPALIVE_SECONDS,
         "body_read_timeout_seconds": limits.body_read_timeout_seconds,
+        "inner_body_timeout": limits.body_read_timeout_seconds + 2,
         "keepalive_timeout": KEEPALIVE_SECONDS,
         "lingering_time": LINGERING_SECONDS,
         "public_ready": _fill("ready", rate=open_limit, run_dir=run_dir),

@@ -59,11 +59,11 @@ HEADER_TIMEOUT_SECONDS = 5
 #: many spare (a keep-alive waiting for reuse, a page's own GET). Probes no longer count: they
 #: have their own listener (`components/manifests/gatekeeper.conf.tmpl`, `probe_listen`).
 CONNECTIONS_SPARE = 2
-#: Keyed addresses at their caps the small-body pool holds with room for one more (twelve
-#: tricklers and their victim); addresses reading their large bodies the large pool holds beside
-#: every request at vLLM, each of which may carry one; keyless addresses at their caps the public
-#: pool is aimed to outlast (the plan says when it falls short).
-KEYED_ADDRESSES, LARGE_ADDRESSES, AIMED_ADDRESSES = 12, 2, 1_000
+#: The gatekeeper's memory for keyed requests being read beside those at vLLM, half for small
+#: bodies, half for large: nginx has no total body deadline (`client_body_timeout` is re-armed on
+#: every read, nginx 1.22.1 src/http/ngx_http_request_body.c), so tricklers hold a pool as long as
+#: they trickle. Keyless addresses at their caps the public pool is aimed to outlast.
+KEYED_SHARE, AIMED_ADDRESSES = 0.1, 1_000
 #: nginx connections per client connection: the client's socket and the Unix socket pair between
 #: the stream and HTTP sides (two); a request at vLLM also holds a connection there, at most
 #: `all_requests` of them.
@@ -328,8 +328,7 @@ class _Wires:
     reasons: tuple[str, ...]
 
 
-#: The requests at vLLM may hold at most this share of the gatekeeper's memory beside nginx's own;
-#: the rest is the public pool.
+#: The share of the gatekeeper's memory beside nginx's own the requests at vLLM may hold at most.
 HELD_SHARE = 0.5
 
 
@@ -354,30 +353,27 @@ def _connections(cfg: StackConfig, body: int, in_flight: int, all_requests: int)
             "in flight",
             f"use at least {in_flight + 1}, or auto",
         )
-    memory = catalog.GATEKEEPER_MEMORY_MIB * 1024 * 1024
-    # Every request at vLLM may hold a large body's parsed copy; beside them, large bodies read.
-    large = all_requests + LARGE_ADDRESSES * (LARGE_BODY_BURST + 1)
-    held = math.ceil(all_requests * body * HELD_BYTES_PER_BODY_BYTE)
+    memory = catalog.GATEKEEPER_MEMORY_MIB * 2**20
+    share = memory * KEYED_SHARE / 2
     # A keyed request beyond its public connection: the hop's socket pair and two slots.
     hop = HOP_KERNEL_BYTES + 2 * SLOT_BYTES - KEYLESS_IDLE_BYTES
+    # Every request at vLLM may hold a large body's parsed copy; beside them, large bodies read.
+    large = all_requests + math.floor(share / (KEYED_LARGE_BYTES + hop))
+    small = math.floor(share / (KEYED_SMALL_BYTES + hop))
+    held = math.ceil(all_requests * body * HELD_BYTES_PER_BODY_BYTE)
     reserve = all_requests + PROBE_RESERVE + FIXED_CONNECTIONS
-    fixed = GATEKEEPER_BASE_MIB * 2**20 + held + large * (KEYED_LARGE_BYTES + hop)
-    fixed += reserve * SLOT_BYTES
-    small, keyed_small = (KEYED_ADDRESSES + 1) * per_client, KEYED_SMALL_BYTES + hop
+    keyed = small * (KEYED_SMALL_BYTES + hop) + large * (KEYED_LARGE_BYTES + hop)
+    fixed = GATEKEEPER_BASE_MIB * 2**20 + held + keyed + reserve * SLOT_BYTES
     slots = KERNEL_CONNECTION_BYTES + NGINX_CONNECTIONS_PER_CLIENT * SLOT_BYTES
     connection, worst = KEYLESS_CONNECTION_BYTES + slots, KEYLESS_WORST_122_BYTES + slots
-    free = memory - fixed - small * keyed_small
-    capacity = max(0, free) // connection
+    capacity = max(0, free := memory - fixed) // connection
     if per_client * 2 > capacity:
-        per_address = 2 * connection + (KEYED_ADDRESSES + 1) * keyed_small
-        most = max(in_flight + 1, (memory - fixed) // per_address)
         raise ConfigError(
             "clientConnections",
             f"{per_client} would let two clients hold every one of the {capacity} connections "
             f"the gatekeeper's {catalog.GATEKEEPER_MEMORY_MIB} MiB holds",
-            f"use at most {most}, or auto",
+            f"use at most {max(in_flight + 1, capacity // 2)}, or auto",
         )
-    keyed = small * (KEYED_SMALL_BYTES + hop) + large * (KEYED_LARGE_BYTES + hop)
     worker = capacity * NGINX_CONNECTIONS_PER_CLIENT + reserve + 2 * (small + large)
     idle = KEYLESS_IDLE_BYTES + slots
     reasons = (
@@ -387,9 +383,10 @@ def _connections(cfg: StackConfig, body: int, in_flight: int, all_requests: int)
         f"{capacity:,} public connections in all, closed at once beyond (logged): the "
         f"gatekeeper's {catalog.GATEKEEPER_MEMORY_MIB} MiB less {GATEKEEPER_BASE_MIB} MiB for "
         f"nginx, {held / 2**20:.1f} MiB for the {all_requests} request(s) at vLLM (each may "
-        f"hold a largest body and its parsed copy, {HELD_BYTES_PER_BODY_BYTE:.1f}x the body, "
-        f"measured) and {keyed / 2**20:.1f} MiB for the keyed requests in progress, over "
-        f"{connection:,} bytes a connection that has shown no key (nginx 1.30 "
+        f"hold a largest body and its parsed copy, also while a 500 asks the engine's health, "
+        f"{HELD_BYTES_PER_BODY_BYTE:.1f}x the body, measured) and {keyed / 2**20:.1f} MiB for "
+        f"the keyed requests in progress, over {connection:,} bytes a connection that has shown "
+        "no key (nginx 1.30 "
         f"{KEYLESS_CONNECTION_BYTES:,} for a head held at its {MAX_HEADERS} lines, measured on "
         f"1.22 and modelled, the kernel {KERNEL_CONNECTION_BYTES:,}, "
         f"{NGINX_CONNECTIONS_PER_CLIENT} slots of {SLOT_BYTES}); so "
@@ -406,10 +403,14 @@ def _connections(cfg: StackConfig, body: int, in_flight: int, all_requests: int)
         f"keyed requests in progress (body read, checked or at vLLM) at most {small:,} with a "
         f"body under {LARGE_BODY_BYTES:,} bytes and {large} with a larger (or chunked), counted "
         f"before a byte of the body, then 503 at once: each holds up to {KEYED_SMALL_BYTES:,} "
-        f"or {KEYED_LARGE_BYTES:,} bytes (measured); so {KEYED_ADDRESSES} keyed addresses "
-        f"trickling bodies at their cap of {per_client} leave a newcomer room, and every request "
-        f"at vLLM may carry a large body beside {LARGE_ADDRESSES} addresses reading their "
-        f"{LARGE_BODY_BURST + 1} large ones",
+        f"or {KEYED_LARGE_BYTES:,} bytes (measured on nginx 1.22.1 with njs 0.7.9; modelled the "
+        f"same on the pod's 1.30.5 with njs 1.0.1), {KEYED_SHARE:g} of the gatekeeper's memory "
+        f"for the two beside the {all_requests} at vLLM; nginx has no total body deadline (only "
+        f"{HEADER_TIMEOUT_SECONDS} s between reads), so {math.ceil(small / per_client)} keyed "
+        f"addresses trickling small bodies at their cap of {per_client}, or "
+        f"{math.ceil((large - all_requests) / (LARGE_BODY_BURST + 1))} trickling large ones at "
+        f"their {LARGE_BODY_BURST + 1} beside {all_requests} large bodies at vLLM, refuse a keyed "
+        "newcomer with a body of that size for as long as they trickle",
     )
     return _Wires(per_client, capacity, worker, (small, large), reasons)
 

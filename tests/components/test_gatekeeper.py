@@ -55,11 +55,12 @@ def test_only_two_routes_reach_vllm_and_health_comes_from_a_cache() -> None:
     routes = ["/v1/chat/completions", "/v1/completions"]
     assert exact == ["/ready", *routes, "/v1/models", "/health", *routes]
     # vLLM sees the chat and completion routes only through the API server's named locations,
-    # and /health: from the cache, or uncached when a 500 asks whether the engine lives.
+    # and /health: from the cache, or uncached when a 500 asks whether the engine lives (in a
+    # slot of `all_requests`: the request holds its parsed body the while).
     assert re.findall(r"proxy_pass (\S+);", conf) == [
         *["http://$gatekeeper_keyed_pool"] * 2,
         "http://vllm/health",
-        "http://vllm/health",
+        "http://vllm_api/health",
         *["http://vllm_api"] * 4,
     ]
     engine = _block(conf, "location = /.gatekeeper/engine-health")

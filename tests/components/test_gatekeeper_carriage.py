@@ -10,15 +10,19 @@ access log keeps the method and route the client sent, refusals included.
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import threading
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import ClassVar
 
 import pytest
 
 from components import watch
 from components.manifests.asleep import ASLEEP_PAGE
+from components.manifests.gatekeeper_answers import BUSY_MESSAGE
 from infra.plan import frontdoor
 from tests import builders, door_harness
 from tests.components.test_watch import _filter_matches, _record
@@ -373,3 +377,17 @@ def test_the_access_log_keeps_the_method_and_route_of_every_refusal(door: gate.G
 
 def test_the_door_s_asleep_counter_reads_the_page_not_the_route() -> None:
     assert f'$.log_processed.page = "{ASLEEP_PAGE}"' in watch.asleep_filter_pattern()
+
+
+def test_a_failed_request_holds_a_slot_at_vllm_while_it_asks_the_engine(tmp_path: Path) -> None:
+    # The parsed body stays until the request ends: the engine's /health is asked in a slot of
+    # `all_requests`, so the requests holding one are never more than the plan charges.
+    limits = dataclasses.replace(LIMITS, all_requests=1)
+    with door_harness.door_before(_Upstream, limits, KEY, tmp_path) as running:
+        failing = threading.Thread(target=_fail, args=(running, "json", 200, 1.5))
+        failing.start()
+        time.sleep(0.7)
+        busy = _post(running, f"{CHAT}}}".encode())
+        failing.join()
+    assert busy.status == 503 and json.loads(busy.body)["error"]["message"] == BUSY_MESSAGE
+    assert [e["status"] for e in running.log_entries()] == [503, 400]

@@ -6,8 +6,11 @@ have their own rate per client, every client together has at most `all_requests`
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import re
+import signal
 import socket
 import threading
 import time
@@ -21,6 +24,7 @@ import pytest
 
 from components import watch
 from components.manifests import gatekeeper_answers, spec
+from components.manifests.asleep import Asleep
 from components.manifests.gatekeeper_answers import (
     BUSY_MESSAGE,
     BUSY_RETRY_SECONDS,
@@ -92,13 +96,16 @@ def test_every_client_together_is_capped_at_vllm_by_the_api_upstream() -> None:
     conf = nginx_conf(replace(LIMITS, all_requests=7))
     upstream = _block(conf.replace("\n    }", "\n        }"), "upstream vllm_api {")
     assert "server 127.0.0.1:8000 max_conns=7;" in upstream
+    # In shared memory, so the count holds across workers (not per worker).
+    for name in ("vllm_api", "gatekeeper_keyed", "gatekeeper_keyed_large"):
+        assert f"upstream {name} {{\n        zone {name} 64k;" in conf
     # Every API location goes there; /health and /metrics keep the uncapped upstream.
     assert conf.count("proxy_pass http://vllm_api;") == 4  # chat, completions, each +schema
     assert "proxy_pass http://vllm/health;" in conf and "proxy_pass http://vllm/metrics;" in conf
     unreachable = _block(conf, "location @vllm_unreachable {")
     # The pools of keyed requests in progress answer their own message, the API upstream its.
     assert 'if ($upstream_addr ~ "^gatekeeper_keyed") { return 597; }' in unreachable
-    assert 'if ($upstream_addr ~ "^vllm_api") { return 598; }' in unreachable
+    assert 'if ($upstream_addr ~ "^vllm_api|gatekeeper-api\\.sock") { return 598; }' in unreachable
     busy = _block(conf, f"location = {gatekeeper_answers.BUSY_PAGE} {{")
     assert f"add_header Retry-After {BUSY_RETRY_SECONDS} always;" in busy
 
@@ -400,3 +407,59 @@ def test_the_longest_key_passes_with_the_sdk_s_and_chromium_s_headers(tmp_path: 
         messages = [{"role": "user", "content": "hi"}]
         sent = client.chat.completions.with_raw_response.create(model="m", messages=messages)
         assert sent.status_code == 200
+
+
+def _lines(door: gate.Gate, client: str) -> list[tuple[int, str]]:
+    return [(e["status"], e["upstream"]) for e in door.log_entries() if e["client"] == client]
+
+
+@real_nginx
+def test_every_request_is_logged_once_with_the_status_its_client_got(tmp_path: Path) -> None:
+    # A chunked body past the limit: the outer hop answers 413, the API server's line (its
+    # client gone, nothing sent) is not written. A body stalled: the outer hop's timer fires
+    # first (the API server's is 2 s longer), 408.
+    with door_harness.door_before(
+        _Upstream, replace(KEYED, header_timeout_seconds=1), KEY, tmp_path
+    ) as running:
+        head = POST.split(b"Content-Length")[0] % KEY.encode()
+        at = ("127.0.0.1", door_harness.port_of(running))
+        with socket.create_connection(at, source_address=("127.0.6.1", 0)) as chunked:
+            chunked.sendall(head + b"Host: x\r\nTransfer-Encoding: chunked\r\n\r\n10000\r\n")
+            time.sleep(0.3)  # on to the API server, which then reads the body as it comes
+            with contextlib.suppress(OSError):
+                chunked.sendall(b"a" * 0x10000 + b"\r\n1\r\na")
+                assert _answer(chunked)[0].startswith(b"HTTP/1.1 413 ")
+        with _trickle(running, "127.0.6.2", 9_999, b'{"model"') as stalled:
+            stalled.settimeout(5)
+            assert stalled.recv(1) == b""
+        time.sleep(0.5)
+        api = str(tmp_path / "run" / "gatekeeper-api.sock")
+        assert _lines(running, "127.0.6.1") == [(413, f"unix:{api}")]
+        assert _lines(running, "127.0.6.2") == [(408, f"unix:{api}")]
+
+
+@real_nginx
+@pytest.mark.parametrize("asleep", [None, Asleep(370, 30)])
+def test_a_keyed_request_in_a_graceful_quit_is_told_busy_never_restart_or_asleep(
+    tmp_path: Path, asleep: Asleep | None
+) -> None:
+    with door_harness.door_before(_Upstream, KEYED, KEY, tmp_path, asleep=asleep) as running:
+        port, head = door_harness.port_of(running), POST % (KEY.encode(), len(CHAT), b"Host: x\r\n")
+        body = _trickle(running, "127.0.7.1", len(CHAT), CHAT[:9])
+        with socket.create_connection(("127.0.0.1", port), source_address=("127.0.7.2", 0)) as s:
+            s.sendall(head[:20])
+            time.sleep(0.3)
+            os.kill(running.pgid, signal.SIGQUIT)  # the master deletes the API socket
+            time.sleep(0.5)
+            s.sendall(head[20:] + CHAT)
+            top, error = _answer(s)
+        # One already at the API server is served; its wake mark, whose socket is gone, does not
+        # make it an asleep answer.
+        body.sendall(CHAT[9:])
+        assert _answer(body)[0].startswith(b"HTTP/1.1 200 ")
+        body.close()
+    assert top.startswith(b"HTTP/1.1 503 ") and b"Retry-After: 5" in top
+    assert error["error"]["message"] == BUSY_MESSAGE
+    api = str(tmp_path / "run" / "gatekeeper-api.sock")
+    assert _lines(running, "127.0.7.2") == [(503, f"unix:{api}")]
+    assert [e.get("asleep", 0) for e in running.log_entries()] == [0, 0]
