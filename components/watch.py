@@ -17,7 +17,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from components.manifests import probes
 from components.manifests.asleep import ASLEEP_PAGE
 from components.manifests.gatekeeper_answers import BUSY_PAGE
 from components.manifests.metrics import (
@@ -26,6 +25,7 @@ from components.manifests.metrics import (
     STACK_DIMENSION,
     exported_name,
 )
+from components.manifests.programs import liveness as check
 
 #: vLLM gauges and counters the dashboard and alarms read (Prometheus sample names).
 RUNNING = "vllm:num_requests_running"
@@ -37,12 +37,10 @@ GENERATION_TOKENS = "vllm:generation_tokens_total"
 STARTED = "process_start_time_seconds"
 SAMPLES = (RUNNING, WAITING, KV_USAGE, PREEMPTIONS, GENERATION_TOKENS, STARTED)
 
-#: Each leader's own record (`components.manifests.probes.SELF_METRICS`), one series per group:
-#: the step its startup probe measured, the stall bound it took, and whether vLLM fell back.
-MEASURED_STEP = probes.MEASURED_STEP
-STALL_BOUND = probes.STALL_BOUND
-PREFILL_FALLBACK = probes.PREFILL_FALLBACK
-SELF_SAMPLES = tuple(probes.SELF_METRICS)
+#: Each leader's own record (the startup check's `GAUGES`, `programs/liveness.py`), one series
+#: per group: the step its startup probe measured, the stall bound it took, whether vLLM fell back.
+SELF_SAMPLES = tuple(check.GAUGES)
+MEASURED_STEP, STALL_BOUND, PREFILL_FALLBACK = SELF_SAMPLES
 
 #: Latency histograms and the finite bucket bounds vLLM 0.31 uses for them, as it prints them
 #: (v1/metrics/loggers.py; the rehearsal's fixture holds the bounds it really exported).

@@ -26,8 +26,8 @@ That keeps a histogram's buckets: the EMF exporter would otherwise fold a histog
 count, sum, min and max (exporter/awsemfexporter datapoint.go), losing the percentiles. Counters
 and buckets arrive cumulative; the dashboard takes their per-minute increase with metric math.
 
-A second scrape job reads each leader's own record (`components.manifests.probes`
-`SELF_METRICS`: the step its startup probe measured, the stall bound it took, whether vLLM fell
+A second scrape job reads each leader's own record (`components.manifests.programs.liveness`
+`GAUGES`: the step its startup probe measured, the stall bound it took, whether vLLM fell
 back to torch's linear) from the same metrics listener at `/metrics/self`
 (`gatekeeper_conf.SELF_METRICS_ROUTE`). The receiver takes Prometheus's own `scrape_configs`
 as they are (opentelemetry-collector-contrib receiver/prometheusreceiver/README.md, "Getting
@@ -108,7 +108,7 @@ class CollectorSpec:
     #: Tolerations of those nodes' taints (the stack's model nodes in a cluster it does not
     #: own, `spec.stack_taint`).
     tolerations: Sequence[Mapping[str, str]] = ()
-    #: Each leader's own record to export per group (`probes.SELF_METRICS` names), scraped
+    #: Each leader's own record to export per group (`programs.liveness.GAUGES` names), scraped
     #: from its gatekeeper at `gatekeeper_conf.SELF_METRICS_ROUTE`; none behind a door.
     self_samples: Sequence[str] = ()
     #: Behind an elastic stack's door, vLLM's own port on the leaders: their engine container

@@ -47,7 +47,7 @@ client request reaches vLLM while it measures:
    (`infra.plan.liveness.measured_stall_seconds`), kept in the state file, and one line says
    both on the container's log (`announce`);
 3. the record: the measured step, the stall bound and whether vLLM fell back to torch's linear,
-   as Prometheus gauges in a small text file (`SELF_METRICS_FILE`, `SELF_METRICS`), which the
+   as Prometheus gauges in a small text file (`SELF_METRICS_FILE`, the check's `GAUGES`), which the
    gatekeeper's metrics listener serves to the collector (`/metrics/self`), so the dashboard
    draws every leader's measurement beside the plan's range. A refused node's file says what
    was measured (no stall bound: none was taken).
@@ -72,27 +72,22 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from components.manifests.programs import MOUNT as PROGRAMS_MOUNT
-from components.manifests.programs import liveness as program
 
 #: Where the leader's probe keeps the last progress it saw (the pod's /tmp emptyDir).
 STATE_FILE = "/tmp/gemma-liveness.json"
 #: The environment variable holding the leader's address on a worker (injected by LWS).
 LEADER_ADDRESS_ENV = "LWS_LEADER_ADDRESS"
-#: The lines vLLM 0.31 logs when a bf16 linear takes torch's matmul (`model_executor/layers/
-#: utils.py` `dispatch_cpu_unquantized_gemm`): the warning when oneDNN refuses the weight, the
-#: debug line on every fallback, oneDNN refused or absent from the build.
-FALLBACK_LINE = program.FALLBACK_LINE
-FALLBACK_DISPATCH = program.FALLBACK_DISPATCH
-#: The module whose dispatch lines (debug, once per process) the warnings file also takes.
+#: The module whose dispatch lines (debug, once per process) the warnings file also takes: the
+#: check looks there for the lines vLLM logs when a bf16 linear takes torch's matmul
+#: (`programs/liveness.py` `FALLBACK_LINE`, `FALLBACK_DISPATCH`, their one home).
 DISPATCH_LOGGER = "vllm.model_executor.layers.utils"
 #: Where the leader's vLLM writes its warnings (besides its stdout), and its logging config.
 WARNINGS_LOG = "/tmp/vllm-warnings.log"
 LOGGING_CONFIG_PATH = "/tmp/vllm-logging.json"
 #: Where the startup probe writes its measurement as Prometheus gauges (the pod's /tmp, which the
-#: gatekeeper mounts read-only), and the gauges' names and help texts, in the file's order.
+#: gatekeeper mounts read-only); the gauges' names and help texts are the check's own
+#: (`programs/liveness.py` `GAUGES`).
 SELF_METRICS_FILE = "/tmp/gemma-self.prom"
-SELF_METRICS: dict[str, str] = dict(program.GAUGES)
-MEASURED_STEP, STALL_BOUND, PREFILL_FALLBACK = SELF_METRICS
 #: Where the startup probe writes its one line: the container's main process's stdout, which is
 #: the container's log (a probe's own answer reaches only the kubelet's events).
 ANNOUNCE_TO = "/proc/1/fd/1"

@@ -336,7 +336,7 @@ def format_table(
     if not gatekeeper:
         lines.append("")
         lines.append("what `frontDoor: vllm-key` gives up against the gatekeeper:")
-        lines.extend(f"  - {line}" for line in vllm_key.GIVES_UP)
+        lines.extend(f"  - {line}" for line in vllm_key.gives_up())
     lines.append("")
     lines.append("what a change costs:")
     lines.extend(f"  - {line}" for line in changes.describe(p))

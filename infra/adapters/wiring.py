@@ -12,10 +12,9 @@ from typing import TYPE_CHECKING
 
 from components.manifests import ServerSpec, model_claims
 from components.manifests.spec import MODEL_TAINT, DoorSpec, stack_taint
-from infra.plan import catalog, engine_flags
+from infra.plan import catalog
 from infra.plan.config import PROJECT, StackConfig
 from infra.plan.sizing import Plan
-from infra.plan.stackfile import REPO
 
 if TYPE_CHECKING:
     from components.manifests.quantize import QuantizeSpec
@@ -121,7 +120,10 @@ def server_spec(cfg: StackConfig, plan: Plan) -> ServerSpec:
         front_door=cfg.front_door,
         engine_extra_args=cfg.vllm_extra_args,
     )
-    engine_flags.check(spec.engine())
+    if cfg.vllm_extra_args:
+        from infra.plan import engine_flags  # vLLM's recorded parser, for `vllmExtraArgs` only
+
+        engine_flags.check(spec.engine())
     return spec
 
 
@@ -136,7 +138,7 @@ def volume_claims(spec: ServerSpec) -> list[tuple[str, str]]:
 QUANTIZER_FILES = ("infra/__init__.py", "infra/quantize/*.py", "requirements-quantize.txt")
 
 
-def quantizer_files(root: Path = REPO) -> dict[str, str]:
+def quantizer_files(root: Path) -> dict[str, str]:
     """The quantizer's source and requirements, relative path -> text."""
     files = {}
     for pattern in QUANTIZER_FILES:
@@ -149,7 +151,11 @@ def quantizer_files(root: Path = REPO) -> dict[str, str]:
 
 def quantize_spec(plan: Plan) -> QuantizeSpec | None:
     """The plan's quantize Job, shipping the quantizer from this checkout."""
-    return None if plan.quantize is None else replace(plan.quantize, files=quantizer_files())
+    if plan.quantize is None:
+        return None
+    from infra.plan.stackfile import REPO  # the checkout, for `weightsSource: quantize` only
+
+    return replace(plan.quantize, files=quantizer_files(REPO))
 
 
 def door_spec(cfg: StackConfig, plan: Plan) -> DoorSpec:

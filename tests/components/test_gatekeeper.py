@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from components import watch
 from components.manifests import gatekeeper, gatekeeper_conf, probes
 from components.manifests.asleep import Asleep
 from components.manifests.gatekeeper import key_file_text, nginx_conf
@@ -372,8 +373,8 @@ def test_real_nginx_serves_the_engine_s_record_once_it_exists(tmp_path: Path) ->
             route = gatekeeper_conf.SELF_METRICS_ROUTE
             assert gate.request(running.metrics_url, "GET", route).status == 404
             text = (
-                f"# TYPE {probes.MEASURED_STEP} gauge\n{probes.MEASURED_STEP} 1.25\n"
-                f"# TYPE {probes.STALL_BOUND} gauge\n{probes.STALL_BOUND} 12\n"
+                f"# TYPE {watch.MEASURED_STEP} gauge\n{watch.MEASURED_STEP} 1.25\n"
+                f"# TYPE {watch.STALL_BOUND} gauge\n{watch.STALL_BOUND} 12\n"
             )
             record.write_text(text)
             reply = gate.request(running.metrics_url, "GET", route)

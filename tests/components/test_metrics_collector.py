@@ -12,7 +12,8 @@ from pathlib import Path
 from typing import Any
 
 from components import watch
-from components.manifests import gatekeeper, metrics, probes
+from components.manifests import gatekeeper, metrics
+from components.manifests.programs import liveness as check
 from components.manifests.spec import LWS_NAME_LABEL, LWS_WORKER_INDEX_LABEL
 from infra.adapters import monitoring_layer, wiring
 from infra.plan import catalog
@@ -291,17 +292,17 @@ def test_each_leader_s_record_is_scraped_from_its_gatekeeper_and_kept_per_group(
     target = _relabel(record["relabel_configs"], leader)
     assert target is not None and target[metrics.GROUP_DIMENSION] == "2"
     # What the probe writes, beside a vLLM name that must not come through this job twice.
-    written = [*probes.SELF_METRICS, "vllm:num_requests_waiting", "process_start_time_seconds"]
+    written = [*check.GAUGES, "vllm:num_requests_waiting", "process_start_time_seconds"]
     kept = {}
     for sample in written:
         labels = _relabel(record["metric_relabel_configs"], {"__name__": sample})
         if labels is not None:
             kept[sample] = labels["__name__"]
-    assert kept == {s: metrics.exported_name(s) for s in probes.SELF_METRICS}
+    assert kept == {s: metrics.exported_name(s) for s in check.GAUGES}
     # And the vLLM job keeps none of the record's names.
-    for sample in probes.SELF_METRICS:
+    for sample in check.GAUGES:
         assert _relabel(engine["metric_relabel_configs"], {"__name__": sample}) is None
-    assert record["sample_limit"] >= len(probes.SELF_METRICS)
+    assert record["sample_limit"] >= len(check.GAUGES)
 
 
 def test_behind_a_door_no_record_is_scraped() -> None:
@@ -319,7 +320,7 @@ def test_behind_a_door_no_record_is_scraped() -> None:
 def test_the_dashboard_reads_what_the_collector_writes() -> None:
     assert set(watch.SAMPLES) == set(_spec().samples)
     assert set(watch.bucket_samples()) == set(_spec().bucket_samples)
-    assert set(watch.SELF_SAMPLES) == set(_spec().self_samples) == set(probes.SELF_METRICS)
+    assert set(watch.SELF_SAMPLES) == set(_spec().self_samples) == set(check.GAUGES)
     assert metrics.exported_name("vllm:x_total") == "vllm:x_total" + metrics.RAW_SUFFIX
 
 

@@ -21,6 +21,7 @@ from unittest import mock
 
 import pytest
 
+from components import watch
 from components.manifests import ProbeSpec, probe_command, probes, programs
 from components.manifests.probes import (
     engine_logging_config,
@@ -314,9 +315,9 @@ def test_the_leader_measures_its_step_and_takes_its_stall_bound_from_it(tmp_path
         # The record the gatekeeper serves to the collector: the same step and bound, no
         # fallback.
         assert _gauges(tmp_path) == {
-            probes.MEASURED_STEP: seen["step_s"],
-            probes.STALL_BOUND: seen["stall_s"],
-            probes.PREFILL_FALLBACK: 0.0,
+            watch.MEASURED_STEP: seen["step_s"],
+            watch.STALL_BOUND: seen["stall_s"],
+            watch.PREFILL_FALLBACK: 0.0,
         }
         # Measured once: a second startup run (the kubelet may run it again) sends nothing.
         assert _run(_startup(port, tmp_path))[0] == 0
@@ -373,7 +374,7 @@ def test_a_leader_whose_vllm_fell_back_refuses_to_start_in_one_line(tmp_path: Pa
             # and the line is said once however often the kubelet asks again.
             assert engine.wait(timeout=10) == -signal.SIGTERM
             # Recorded: fell back, nothing measured.
-            assert _gauges(tmp_path) == {probes.PREFILL_FALLBACK: 1.0}
+            assert _gauges(tmp_path) == {watch.PREFILL_FALLBACK: 1.0}
             assert _run(_startup(port, tmp_path))[0] == 1
             assert (tmp_path / "container.log").read_text().count("\n") == 1
             # A plan that assumes the fallback starts on it.
@@ -382,9 +383,9 @@ def test_a_leader_whose_vllm_fell_back_refuses_to_start_in_one_line(tmp_path: Pa
             assert _run(_startup(port, tmp_path, fallback))[0] == 0
             # On a plan that assumes it, the fallback is said beside the measurement.
             recorded = _gauges(tmp_path)
-            assert recorded[probes.PREFILL_FALLBACK] == 1.0
+            assert recorded[watch.PREFILL_FALLBACK] == 1.0
             assert (
-                recorded[probes.STALL_BOUND]
+                recorded[watch.STALL_BOUND]
                 == json.loads((tmp_path / "s.json").read_text())["stall_s"]
             )
     finally:
@@ -404,8 +405,8 @@ def test_a_node_whose_step_would_outlast_the_engines_timeout_is_refused(tmp_path
         assert "step_s" not in json.loads((tmp_path / "s.json").read_text())
         # The record says the step that refused the node, and no stall bound (none was taken).
         refused = _gauges(tmp_path)
-        assert set(refused) == {probes.MEASURED_STEP, probes.PREFILL_FALLBACK}
-        assert refused[probes.MEASURED_STEP] * 1.2 * 1.5 * 2 > 1
+        assert set(refused) == {watch.MEASURED_STEP, watch.PREFILL_FALLBACK}
+        assert refused[watch.MEASURED_STEP] * 1.2 * 1.5 * 2 > 1
         # With one batch in flight the same node fits (0.9 s).
         (tmp_path / "s.json").unlink()
         assert _run(_startup(port, tmp_path, dataclasses.replace(tight, in_flight=1)))[0] == 0
@@ -443,7 +444,7 @@ def test_a_build_without_onednn_is_caught_by_its_dispatch_line_alone(tmp_path: P
     """vLLM 0.31 logs no warning when its build has no oneDNN ops (`_supports_onednn` false):
     only the dispatch module's debug line, which the logging config writes to the same file."""
     (tmp_path / "warnings.log").write_text(
-        "(EngineCore pid=7) DEBUG 12-03 10:00:00 [utils.py:589] " + probes.FALLBACK_DISPATCH + "\n"
+        "(EngineCore pid=7) DEBUG 12-03 10:00:00 [utils.py:589] " + program.FALLBACK_DISPATCH + "\n"
     )
     with fake_leader() as (port, leader):
         code, out = _run(_startup(port, tmp_path))
@@ -469,12 +470,12 @@ def test_the_dispatch_lines_reach_the_warnings_file_and_not_stdout(
     plain = {"vllm": {"format": "%(levelname)s %(message)s"}}
     logging.config.dictConfig({**config, "formatters": plain})
     try:
-        logging.getLogger(probes.DISPATCH_LOGGER).debug(probes.FALLBACK_DISPATCH)
+        logging.getLogger(probes.DISPATCH_LOGGER).debug(program.FALLBACK_DISPATCH)
         logging.getLogger("vllm.engine").debug("not this")
         logging.getLogger("vllm.engine").info("an info line")
         for handler in logging.getLogger(probes.DISPATCH_LOGGER).handlers:
             handler.flush()
-        assert log.read_text() == f"DEBUG {probes.FALLBACK_DISPATCH}\n"
+        assert log.read_text() == f"DEBUG {program.FALLBACK_DISPATCH}\n"
         assert "not this" not in capsys.readouterr().out
     finally:
         logging.config.dictConfig({"version": 1, "disable_existing_loggers": False})
@@ -565,14 +566,14 @@ def test_the_check_sums_the_engines_counts_over_labels_and_orders_its_progress()
     assert program.read_metrics("") == (0.0, [])
 
 
-def test_the_manifests_name_the_programs_own_lines_and_gauges() -> None:
-    assert probes.FALLBACK_LINE == "Failed to create oneDNN linear"
+def test_the_programs_own_lines_and_gauges_are_the_ones_the_monitoring_reads() -> None:
+    assert program.FALLBACK_LINE == "Failed to create oneDNN linear"
     assert (
-        list(probes.SELF_METRICS)
+        list(program.GAUGES)
         == [
-            probes.MEASURED_STEP,
-            probes.STALL_BOUND,
-            probes.PREFILL_FALLBACK,
+            watch.MEASURED_STEP,
+            watch.STALL_BOUND,
+            watch.PREFILL_FALLBACK,
         ]
         == [
             "gemma_measured_step_seconds",

@@ -36,7 +36,7 @@ import pytest
 import yaml
 
 from components import watch
-from components.manifests import gatekeeper, metrics, probes
+from components.manifests import gatekeeper, metrics
 from infra.adapters import monitoring_layer, wiring
 from infra.plan import monitoring as plan_monitoring
 from infra.plan.stackfile import load_stack
@@ -821,7 +821,7 @@ class Leader:
     """What one group's leader exports: vLLM's gauges, counters and histograms."""
 
     started: float
-    #: Its LWS group index, and its own record (`probes.SELF_METRICS`): the step and stall bound
+    #: Its LWS group index, and its own record (`watch.SELF_SAMPLES`): the step and stall bound
     #: its startup probe took (None: not measured yet) and whether vLLM fell back.
     group: str = "0"
     step: float | None = None
@@ -864,10 +864,10 @@ class Leader:
         """What its gatekeeper serves at `/metrics/self`: nothing before the probe measured."""
         if self.step is None:
             return []
-        out: list[Sample] = [(probes.MEASURED_STEP, {}, self.step)]
+        out: list[Sample] = [(watch.MEASURED_STEP, {}, self.step)]
         if self.stall is not None:
-            out.append((probes.STALL_BOUND, {}, self.stall))
-        return [*out, (probes.PREFILL_FALLBACK, {}, self.fell_back)]
+            out.append((watch.STALL_BOUND, {}, self.stall))
+        return [*out, (watch.PREFILL_FALLBACK, {}, self.fell_back)]
 
 
 def _expand(template: str, match: re.Match[str]) -> str:

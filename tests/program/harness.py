@@ -14,7 +14,6 @@ import yaml
 from components.manifests import identity
 from infra.adapters.wiring import NAMESPACE
 from infra.plan import iam
-from infra.plan.stackfile import load_stack, stack_names
 from tests.fakes.pulumi_mocks import ACCOUNT_ID, RecordingMocks, run
 
 ROLE_TYPE = "aws:iam/role:Role"
@@ -65,7 +64,8 @@ def bootstrap_roles(
 ) -> dict[tuple[str, str], dict[str, Any]]:
     """The roles the bootstrap creates for `stack` (`components.manifests.identity`), fenced to
     `existing_cluster` if given, as IAM returns them: (type, name) -> state."""
-    region = load_stack(stack).region
+    # The file's region, as the program reads it (which never loads `infra.plan.stackfile`).
+    region = stack_values(stack)["gemma-graviton:region"]
     found = {}
     for role in identity.stack_roles(stack, region, NAMESPACE, existing_cluster):
         name = identity.role_name(stack, role.key)
@@ -275,4 +275,6 @@ def stacks_with(layer: str) -> list[str]:
     """The shipped stacks whose config turns `layer` on (a StackConfig attribute such as
     `monitoring` or `gatekeeper`): a layer's tests run on the stacks that have it, the minimal
     stack's own on it (tests/program/test_minimal_stack.py)."""
+    from infra.plan.stackfile import load_stack, stack_names  # not in the program's count
+
     return [stack for stack in stack_names() if getattr(load_stack(stack), layer)]
