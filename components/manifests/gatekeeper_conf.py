@@ -223,7 +223,7 @@ VLLM_KEEPALIVE_SECONDS = 5
 UPSTREAM_KEEPALIVE_SECONDS = VLLM_KEEPALIVE_SECONDS - 1
 
 #: Where the metrics listener serves the leader's own record (its start-up measurement,
-#: `components.manifests.probes.SELF_METRICS`), for the collector.
+#: `programs/liveness.py` `GAUGES`), for the collector.
 SELF_METRICS_ROUTE = "/metrics/self"
 #: The Prometheus text exposition format's media type (prometheus/docs
 #: content/docs/instrumenting/exposition_formats.md, "Text-based format": `text/plain;

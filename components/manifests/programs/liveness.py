@@ -27,10 +27,10 @@ import time
 import urllib.error
 import urllib.request
 
-#: The lines vLLM 0.31 logs when a bf16 linear takes torch's matmul (`probes.FALLBACK_LINE`).
+#: The lines vLLM 0.31 logs when a bf16 linear takes torch's matmul (the prefill probe's too).
 FALLBACK_LINE = "Failed to create oneDNN linear"
 FALLBACK_DISPATCH = "CPU unquantized GEMM dispatch: using torch.nn.functional.linear (fallback)"
-#: The leader's record, as Prometheus gauges, in the file's order (`probes.SELF_METRICS`).
+#: The leader's record, as Prometheus gauges, in the file's order (the collector's too).
 GAUGES = {
     "gemma_measured_step_seconds": (
         "Slowest of the leader's start-up one-token prefills after the warm-up."

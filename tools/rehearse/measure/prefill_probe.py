@@ -42,6 +42,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from components.manifests.programs.liveness import FALLBACK_LINE
 from infra.adapters.wiring import server_spec
 from infra.plan import catalog, prefill
 from infra.plan.catalog import ModelProfile
@@ -88,7 +89,6 @@ _STAMP = re.compile(r"(\d\d)-(\d\d) (\d\d):(\d\d):(\d\d)")
 #: instructions, 2026-12-02). torch's linear is also the path, with no warning, when vLLM's
 #: build has no oneDNN (`ops._supports_onednn`).
 DISPATCH = re.compile(r"CPU unquantized GEMM dispatch: using ([^\n(]+?)\s*(?:\(|$)", re.M)
-FALLBACK_LINE = "Failed to create oneDNN linear"
 FALLBACK_KERNEL = "torch.nn.functional.linear"
 FAST_PATH = "oneDNN"
 FALLBACK_PATH = "torch fallback"
