@@ -21,12 +21,13 @@ GATEKEEPER_BASE_MIB = 16
 #: 40 list entries (56 a header on 1.30, lists grown by 20; modelled); rounded up.
 KEYLESS_CONNECTION_BYTES, KEYLESS_WORST_122_BYTES, KEYLESS_IDLE_BYTES = 16_100, 31_300, 6_650
 #: A keyed request in progress, small body (under `LARGE_BODY_BYTES`) or large: its connection,
-#: the key check's njs VM, the hop to the API server and there a buffer of its Content-Length
-#: (nginx 1.22.1 ngx_http_request_body.c). Measured with dev's config, 200 keyed POSTs, the
+#: the key check's njs VM, the hop to the API server and there a buffer of its Content-Length, up
+#: to `maxRequestBytes` (nginx 1.22.1 ngx_http_request_body.c), so a large one is charged its
+#: fixed part plus the stack's largest body. Measured with dev's config, 200 keyed POSTs, the
 #: worker's private memory: 61,112 bytes each after 23 bytes of body, 73,032 after 9,900 of 9,999,
-#: 397,271 after 327,000 of 327,680, 2026-12-06; rounded up. The hop's Unix socket pair in the
-#: kernel: modelled, `KERNEL_CONNECTION_BYTES`' 12,700 less its TCP pair's 7,100.
-KEYED_SMALL_BYTES, KEYED_LARGE_BYTES, HOP_KERNEL_BYTES = 73_100, 397_300, 5_600
+#: 397,271 after 327,000 of 327,680 (69,591 beside the buffer), 2026-12-06; rounded up. The hop's
+#: Unix socket pair in the kernel: modelled, `KERNEL_CONNECTION_BYTES`' 12,700 less its TCP 7,100.
+KEYED_SMALL_BYTES, KEYED_LARGE_FIXED_BYTES, HOP_KERNEL_BYTES = 73_100, 69_700, 5_600
 #: The kernel's part, charged to the container's memory: 12,700 bytes of slab per loopback
 #: connection through the gatekeeper (the client's socket, nginx's, the Unix socket pair), less
 #: 3,550 for the client's end (half of a plain loopback TCP pair's 7,100), measured the same day.

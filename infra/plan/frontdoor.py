@@ -31,7 +31,7 @@ from infra.plan.doorcost import (
     HELD_BYTES_PER_BODY_BYTE,
     HOP_KERNEL_BYTES,
     KERNEL_CONNECTION_BYTES,
-    KEYED_LARGE_BYTES,
+    KEYED_LARGE_FIXED_BYTES,
     KEYED_SMALL_BYTES,
     KEYLESS_CONNECTION_BYTES,
     KEYLESS_IDLE_BYTES,
@@ -358,11 +358,11 @@ def _connections(cfg: StackConfig, body: int, in_flight: int, all_requests: int)
     # A keyed request beyond its public connection: the hop's socket pair and two slots.
     hop = HOP_KERNEL_BYTES + 2 * SLOT_BYTES - KEYLESS_IDLE_BYTES
     # Every request at vLLM may hold a large body's parsed copy; beside them, large bodies read.
-    large = all_requests + math.floor(share / (KEYED_LARGE_BYTES + hop))
+    large = all_requests + math.floor(share / (KEYED_LARGE_FIXED_BYTES + body + hop))
     small = math.floor(share / (KEYED_SMALL_BYTES + hop))
     held = math.ceil(all_requests * body * HELD_BYTES_PER_BODY_BYTE)
     reserve = all_requests + PROBE_RESERVE + FIXED_CONNECTIONS
-    keyed = small * (KEYED_SMALL_BYTES + hop) + large * (KEYED_LARGE_BYTES + hop)
+    keyed = small * (KEYED_SMALL_BYTES + hop) + large * (KEYED_LARGE_FIXED_BYTES + body + hop)
     fixed = GATEKEEPER_BASE_MIB * 2**20 + held + keyed + reserve * SLOT_BYTES
     slots = KERNEL_CONNECTION_BYTES + NGINX_CONNECTIONS_PER_CLIENT * SLOT_BYTES
     connection, worst = KEYLESS_CONNECTION_BYTES + slots, KEYLESS_WORST_122_BYTES + slots
@@ -403,8 +403,8 @@ def _connections(cfg: StackConfig, body: int, in_flight: int, all_requests: int)
         f"keyed requests in progress (body read, checked or at vLLM) at most {small:,} with a "
         f"body under {LARGE_BODY_BYTES:,} bytes and {large} with a larger (or chunked), counted "
         f"before a byte of the body, then 503 at once: each holds up to {KEYED_SMALL_BYTES:,} "
-        f"or {KEYED_LARGE_BYTES:,} bytes (measured on nginx 1.22.1 with njs 0.7.9; modelled the "
-        f"same on the pod's 1.30.5 with njs 1.0.1), {KEYED_SHARE:g} of the gatekeeper's memory "
+        f"or {KEYED_LARGE_FIXED_BYTES:,} + its {body:,}-byte buffer (measured on nginx 1.22.1, njs "
+        f"0.7.9; modelled the same on the pod's 1.30.5, njs 1.0.1), {KEYED_SHARE:g} of the memory "
         f"for the two beside the {all_requests} at vLLM; nginx has no total body deadline (only "
         f"{HEADER_TIMEOUT_SECONDS} s between reads), so {math.ceil(small / per_client)} keyed "
         f"addresses trickling small bodies at their cap of {per_client}, or "

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import socket
 import threading
 import time
 from collections.abc import Iterator
@@ -21,8 +22,8 @@ from typing import ClassVar
 import pytest
 
 from components import watch
-from components.manifests.asleep import ASLEEP_PAGE
-from components.manifests.gatekeeper_answers import BUSY_MESSAGE
+from components.manifests.asleep import ASLEEP_PAGE, Asleep
+from components.manifests.gatekeeper_answers import BUSY_MESSAGE, ERRORS
 from infra.plan import frontdoor
 from tests import builders, door_harness
 from tests.components.test_watch import _filter_matches, _record
@@ -60,12 +61,16 @@ class _Upstream(door_harness.Upstream):
     def do_GET(self) -> None:
         _Upstream.health_calls.append((self.requestline, dict(self.headers)))
         time.sleep(_Upstream.health_delay)
+        if not _Upstream.health:  # closed unanswered: nginx's 502
+            self.close_connection = True
+            return
         self.answer(_Upstream.health, b"", None)
 
     def do_POST(self) -> None:
         raw = self.rfile.read(int(self.headers["Content-Length"]))
         _Upstream.seen.append(raw)
         fail = json.loads(raw).get("fail")
+        time.sleep(json.loads(raw).get("hold", 0))
         out = b'{"id": "chatcmpl-1", "choices": []}'
         if fail == "json":
             out = json.dumps(
@@ -335,15 +340,27 @@ def test_an_engine_fault_is_the_restart_counted_by_the_5xx_alarm(
     assert fault.status == 503, fault.body
     assert fault.headers["Retry-After"] == "5"
     assert json.loads(fault.body)["error"]["type"] == "service_unavailable_error"
-    line = _logged(door, before, 1)[-1]
+    (line,) = _logged(door, before, 1)
     assert json.loads(line)["upstream_status"] == "500"
     assert _filter_matches(watch.answer_filter_pattern("5xx"), _record(line, "gatekeeper"))
+
+
+def test_an_engine_fault_at_the_door_is_counted_never_asleep(tmp_path: Path) -> None:
+    # The engine's /health unanswered (502) after a vLLM 500: not the asleep page, whose mark
+    # the subrequest would share with the request.
+    with door_harness.door_before(_Upstream, LIMITS, KEY, tmp_path, asleep=Asleep(370, 30)) as d:
+        fault = _fail(d, "json", health=0)
+        (line,) = _logged(d, 0, 1)
+    assert fault.status == 503 and json.loads(fault.body)["error"]["message"] == ERRORS[503][1]
+    assert json.loads(line)["asleep"] == 0
+    pattern = watch.answer_filter_pattern("5xx", elastic=True)
+    assert _filter_matches(pattern, _record(line, "gatekeeper"))
 
 
 def test_a_client_error_is_not_counted_by_the_5xx_alarm(door: gate.Gate) -> None:
     before = len(door.log_entries())
     assert _fail(door, "json").status == 400
-    line = _logged(door, before, 1)[-1]
+    (line,) = _logged(door, before, 1)
     assert json.loads(line)["upstream_status"] == "500"
     assert not _filter_matches(watch.answer_filter_pattern("5xx"), _record(line, "gatekeeper"))
 
@@ -352,11 +369,28 @@ def _logged(door: gate.Gate, before: int, count: int) -> list[str]:
     """The access log's lines after the first `before`, once `count` are there: nginx writes a
     request's line in its log phase, after the answer went out."""
     deadline = time.monotonic() + 5.0
-    while True:
-        lines = [line for line in door.access_log.read_text().splitlines() if line.startswith("{")]
-        if len(lines) - before >= count or time.monotonic() > deadline:
-            return lines[before:]
+    while len(_lines(door)) - before < count and time.monotonic() < deadline:
         time.sleep(0.02)
+    time.sleep(0.2)  # and any line more
+    return _lines(door)[before:]
+
+
+def _lines(door: gate.Gate) -> list[str]:
+    return [line for line in door.access_log.read_text().splitlines() if line.startswith("{")]
+
+
+def test_a_client_gone_before_vllm_answers_is_logged_once(door: gate.Gate) -> None:
+    before = len(door.log_entries())
+    body = f'{CHAT}, "hold": 1}}'.encode()
+    head = f"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {KEY}\r\n"
+    with socket.create_connection(("127.0.0.1", int(door.base_url.rsplit(":", 1)[1]))) as s:
+        s.sendall(f"{head}Content-Length: {len(body)}\r\n\r\n".encode() + body)
+        time.sleep(0.3)
+    time.sleep(1.2)
+    (line,) = _logged(door, before, 1)
+    entry = json.loads(line)  # the outer hop's: its upstream is the API server, not vLLM
+    assert (entry["status"], entry["uri"]) == (499, "/v1/chat/completions")
+    assert entry["upstream"].endswith("/gatekeeper-api.sock")
 
 
 def test_the_access_log_keeps_the_method_and_route_of_every_refusal(door: gate.Gate) -> None:

@@ -96,7 +96,7 @@ def test_every_client_together_is_capped_at_vllm_by_the_api_upstream() -> None:
     conf = nginx_conf(replace(LIMITS, all_requests=7))
     upstream = _block(conf.replace("\n    }", "\n        }"), "upstream vllm_api {")
     assert "server 127.0.0.1:8000 max_conns=7;" in upstream
-    # In shared memory, so the count holds across workers (not per worker).
+    # In shared memory (one worker: the counts it would keep alone).
     for name in ("vllm_api", "gatekeeper_keyed", "gatekeeper_keyed_large"):
         assert f"upstream {name} {{\n        zone {name} 64k;" in conf
     # Every API location goes there; /health and /metrics keep the uncapped upstream.
@@ -105,7 +105,7 @@ def test_every_client_together_is_capped_at_vllm_by_the_api_upstream() -> None:
     unreachable = _block(conf, "location @vllm_unreachable {")
     # The pools of keyed requests in progress answer their own message, the API upstream its.
     assert 'if ($upstream_addr ~ "^gatekeeper_keyed") { return 597; }' in unreachable
-    assert 'if ($upstream_addr ~ "^vllm_api|gatekeeper-api\\.sock") { return 598; }' in unreachable
+    assert 'if ($upstream_addr ~ "^vllm_api") { return 598; }' in unreachable
     busy = _block(conf, f"location = {gatekeeper_answers.BUSY_PAGE} {{")
     assert f"add_header Retry-After {BUSY_RETRY_SECONDS} always;" in busy
 
@@ -449,7 +449,8 @@ def test_a_keyed_request_in_a_graceful_quit_is_told_busy_never_restart_or_asleep
         with socket.create_connection(("127.0.0.1", port), source_address=("127.0.7.2", 0)) as s:
             s.sendall(head[:20])
             time.sleep(0.3)
-            os.kill(running.pgid, signal.SIGQUIT)  # the master deletes the API socket
+            (tmp_path / "run" / "draining").touch()  # the drain's marker, then its quit
+            os.kill(running.pgid, signal.SIGQUIT)
             time.sleep(0.5)
             s.sendall(head[20:] + CHAT)
             top, error = _answer(s)
@@ -462,4 +463,20 @@ def test_a_keyed_request_in_a_graceful_quit_is_told_busy_never_restart_or_asleep
     assert error["error"]["message"] == BUSY_MESSAGE
     api = str(tmp_path / "run" / "gatekeeper-api.sock")
     assert _lines(running, "127.0.7.2") == [(503, f"unix:{api}")]
-    assert [e.get("asleep", 0) for e in running.log_entries()] == [0, 0]
+    assert [e.get("asleep") for e in running.log_entries()] == [0 if asleep else None] * 2
+
+
+@real_nginx
+def test_the_api_server_unreachable_is_busy_in_a_drain_else_the_restart(tmp_path: Path) -> None:
+    elastic = watch.answer_filter_pattern("5xx", elastic=True)
+    with door_harness.door_before(_Upstream, KEYED, KEY, tmp_path, asleep=Asleep(370, 30)) as door:
+        (tmp_path / "run" / "gatekeeper-api.sock").unlink()  # as if it closed early
+        fault = _post(door, CHAT)
+        (tmp_path / "run" / "draining").touch()
+        busy = _post(door, CHAT)
+        time.sleep(0.3)
+    assert (fault.status, busy.status) == (503, 503)
+    assert json.loads(fault.body)["error"]["message"] == gatekeeper_answers.ERRORS[503][1]
+    assert json.loads(busy.body)["error"]["message"] == BUSY_MESSAGE
+    lines = [_record(json.dumps(e), "gatekeeper") for e in door.log_entries()]
+    assert [_filter_matches(elastic, line) for line in lines] == [True, False]

@@ -137,9 +137,9 @@ def test_reasons_say_what_each_limit_is_and_where_it_comes_from() -> None:
         "and 28,953 files",
         "keyed requests in progress (body read, checked or at vLLM) at most 215 with a body under"
         " 10,000 bytes and 42 with a larger (or chunked), counted before a byte of the body, then"
-        " 503 at once: each holds up to 73,100 or 397,300 bytes (measured on nginx 1.22.1 with "
-        "njs 0.7.9; modelled the same on the pod's 1.30.5 with njs 1.0.1), 0.1 of the "
-        "gatekeeper's memory for the two beside the 3 at vLLM; nginx has no total body deadline "
+        " 503 at once: each holds up to 73,100 or 69,700 + its 327,680-byte buffer (measured on "
+        "nginx 1.22.1, njs 0.7.9; modelled the same on the pod's 1.30.5, njs 1.0.1), 0.1 of the "
+        "memory for the two beside the 3 at vLLM; nginx has no total body deadline "
         "(only 5 s between reads), so 43 keyed addresses trickling small bodies at their cap of "
         "5, or 20 trickling large ones at their 2 beside 3 large bodies at vLLM, refuse a keyed "
         "newcomer with a body of that size for as long as they trickle",
@@ -194,9 +194,9 @@ def test_connections_follow_the_gatekeeper_s_memory_and_the_body() -> None:
     # pair and two slots) come first; the rest at the pod's worst of a connection that shows no key.
     hop, half = 5_600 + 2 * 432 - 6_650, 300 * 2**20 // 20
     assert (door.keyed_requests, door.keyed_large) == (215, 3 + 39)
-    assert (half // (73_100 + hop), half // (397_300 + hop)) == (215, 39)
+    assert (half // (73_100 + hop), half // (69_700 + 327_680 + hop)) == (215, 39)
     held = math.ceil(3 * 327_680 * frontdoor.HELD_BYTES_PER_BODY_BYTE)
-    keyed = 215 * (73_100 + hop) + 42 * (397_300 + hop)
+    keyed = 215 * (73_100 + hop) + 42 * (69_700 + 327_680 + hop)
     reserve = 3 + 2 * 32 + 24
     free = 300 * 2**20 - 16 * 2**20 - held - keyed - reserve * 432
     assert door.connection_capacity == free // (16_100 + 9_150 + 3 * 432) == 9_428
@@ -213,6 +213,17 @@ def test_connections_follow_the_gatekeeper_s_memory_and_the_body() -> None:
     assert _door(clientConnections=30).client_connections == 30
     # An elastic stack's door fronts every group that may run.
     assert _door(minGroups=0, maxGroups=3).all_requests == 3 * 3
+
+
+def test_a_larger_body_is_charged_its_buffer_and_the_door_fits_its_memory() -> None:
+    # A large body's slot holds a buffer of up to `maxRequestBytes`, a request at vLLM 15.4x it.
+    body, hop = 2**20, 5_600 + 2 * 432 - 6_650
+    door = _door(concurrency=60.0, maxRequestBytes=body)
+    assert (door.all_requests, door.keyed_large) == (9, 9 + 300 * 2**20 // 20 // (69_700 + body))
+    spent = 16 * 2**20 + math.ceil(9 * body * 5_012_992 / 326_100) + (9 + 24 + 64) * 432
+    spent += door.keyed_requests * (73_100 + hop) + door.keyed_large * (69_700 + body + hop)
+    spent += door.connection_capacity * (16_100 + 9_150 + 3 * 432)
+    assert 300 * 2**20 - 2**20 < spent <= 300 * 2**20
 
 
 def test_the_large_body_rate_holds_one_client_to_half_the_gatekeeper_s_cpu() -> None:
@@ -387,7 +398,7 @@ def test_the_plan_says_how_many_addresses_fill_dev_s_door_short_of_a_thousand() 
         "10 large bodies at vLLM, refuse a keyed newcomer with a body of that size for as long "
         "as they trickle"
     ) in line
-    assert "(measured on nginx 1.22.1 with njs 0.7.9; modelled the same on the pod's" in line
+    assert "(measured on nginx 1.22.1, njs 0.7.9; modelled the same on the pod's" in line
     # The keyless crowd that fills the pool, said as it is: 666 addresses in the pod (nginx
     # 1.30, 32 header lines at most), 423 on nginx 1.22, short of the 1,000.
     pool = next(r for r in limits.reasons if "public connections in all" in r)
