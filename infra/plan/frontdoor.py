@@ -343,9 +343,9 @@ def _connections(cfg: StackConfig, body: int, in_flight: int, all_requests: int)
     """Per-client connections, the pools of keyed requests in progress and the public pool, from
     the gatekeeper's memory: what the requests at vLLM and the keyed requests hold come first,
     and the rest is connections that have shown no key, at what the worst of them costs."""
-    per_client = in_flight + CONNECTIONS_SPARE
-    if cfg.client_connections != "auto":
-        per_client = cfg.client_connections
+    in_flight = min(in_flight, all_requests)  # beyond vLLM's all-client cap: refused at once
+    auto = cfg.client_connections == "auto"
+    per_client = in_flight + CONNECTIONS_SPARE if auto else cfg.client_connections
     if per_client < in_flight + 1:
         raise ConfigError(
             "clientConnections",
