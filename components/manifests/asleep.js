@@ -1,13 +1,6 @@
 // The door of an elastic stack (components/manifests/asleep.py), spliced into gatekeeper.js by
-// gatekeeper_conf.njs_script, and only at the door. Every keyed model request that passes the
-// checks raises the wake flag on its way to vLLM (`keepAwake`, a detached subrequest: the
-// request does not wait for it), so requests that never queue still keep a group, and one that
-// finds no group wakes one; that one is then told when to come back (`asleep`). /health says
-// asleep and wakes nothing.
-function keepAwake(r) {
-    r.subrequest('/.gatekeeper/wake-mark', {detached: true});
-}
-
+// gatekeeper_conf.njs_script, and only at the door: a request that finds no group is told when
+// to come back (`asleep`); /health says asleep and wakes nothing.
 function asleep(r) {
     r.variables.gatekeeper_asleep = '1';
     var seconds = LIMITS.wakeSeconds;

@@ -13,9 +13,10 @@ The wake signal is a flag KEDA polls (a `metrics-api` trigger, `door.wake_trigge
 the door's internal port answers `{"wake":1}` for `signal_seconds` after the last keyed model
 request, answered or refused, else `{"wake":0}`. Raised by every such request, it also keeps a
 group while requests come that never queue (the queue trigger alone would let KEDA's cooldown
-drop a group that is serving). The flag is an nginx proxy-cache entry, written by a detached
-subrequest (`keepAwake` in asleep.js) and read with `proxy_no_cache` (a miss is never stored):
-the one piece of state
+drop a group that is serving). The flag is an nginx proxy-cache entry, written by a mirror
+subrequest of each request the checks pass (`wake_mirror`, in its tier's location: nginx's mirror
+module issues it in the background, and the request does not wait for it) and read with
+`proxy_no_cache` (a miss is never stored): the one piece of state
 nginx shares across requests on every njs version, where njs's shared dictionaries need njs 0.8
 and the rehearsal runs Debian's njs 0.7.9. Cache entries live in the cache's shared zone and on
 disk, so they outlast any one request and every worker sees them.
@@ -83,6 +84,12 @@ def server_pieces(asleep: Asleep, run_dir: str) -> str:
         location = {ASLEEP_HEALTH_PAGE} {{ internal; js_content gatekeeper.asleepHealth; }}
         location = {WAKE_MARK} {{
             internal;
+            # A mirror keeps the request's method (POST) and body: neither goes on, and POST is
+            # cached (nginx 1.22 ngx_http_mirror_module.c; `proxy_cache_methods` adds to GET).
+            proxy_method GET;
+            proxy_pass_request_body off;
+            proxy_set_header Content-Length "";
+            proxy_cache_methods POST;
             proxy_buffering on;  # nginx caches only a buffered reply
             proxy_cache gatekeeper_wake;
             proxy_cache_key wake;
@@ -92,6 +99,11 @@ def server_pieces(asleep: Asleep, run_dir: str) -> str:
             error_page 502 =503 /.gatekeeper/e503;
             proxy_pass http://{_socket(run_dir)}:/1;
         }}"""
+
+
+def wake_mirror() -> str:
+    """What a tier's location adds at the door: the wake flag raised as the request goes on."""
+    return f"\n            mirror {WAKE_MARK};\n            mirror_request_body off;"
 
 
 def wake_location(run_dir: str) -> str:

@@ -1,7 +1,7 @@
 // The gatekeeper's request checks and reply bounds, run by nginx's njs module (njs 0.7.9 in
 // Debian 12, which the rehearsal runs; 1.0.1 in the pod's nginx image). Plain ES5 plus
-// `r.requestText`, `r.internalRedirect`, `r.subrequest`, `r.sendBuffer` and `js_var`, which both
-// versions have.
+// `r.requestText`, `r.headersOut`, `r.internalRedirect`, `r.subrequest`, `r.sendBuffer` and
+// `js_var`, which both versions have.
 // The LIMITS line above this comment is written by components/manifests/gatekeeper.py from the plan.
 
 // Request fields that make vLLM compile a grammar (vLLM 0.31 entrypoints/openai protocol:
@@ -423,8 +423,11 @@ function inspect(r, target, completion) {
     if (counted) {
         return refuse(r, counted[0], counted[1]);
     }
+    // The API server's named location that takes the request on (the check server's request,
+    // and the VM holding the parsed body, end with this answer).
     var suffix = tier(r, body);
-    r.internalRedirect(schema > 0 ? target + '_schema' + suffix : target + suffix);
+    r.headersOut['X-Accel-Redirect'] = schema > 0 ? target + '_schema' + suffix : target + suffix;
+    r.return(204);
 }
 
 function chat(r) {

@@ -14,7 +14,9 @@ Layers, outermost first; each is cheaper than the one behind it:
    unknown path), all counted before the refusal is written. A keyed POST is then counted before
    its body, per client (large bodies) and in all (`keyed_requests`, `keyed_large`), and goes on,
    its body unbuffered, to the API server on a second Unix socket, a request of its own, whose
-   counts (the tiers below) nginx applies afresh.
+   counts (the tiers below) nginx applies afresh. It reads the body and passes it to the check
+   server on a third socket, whose request (and njs VM, which holds the parsed body) ends with
+   its verdict, before the body goes on to vLLM.
 3. njs (`gatekeeper.js`): refuses a body that asks for more than `max_sequences` sequences (`n`,
    `best_of`, a list of prompts), log-probabilities above `max_logprobs`, `echo`, and grammar
    input (schemas, tools) above `max_schema_bytes` or with a count above `max_schema_counts`; it
@@ -256,14 +258,11 @@ def njs_script(limits: GatekeeperLimits, asleep: Asleep | None = None) -> str:
 
 
 def _door_script(source: str, added: str) -> str:
-    """gatekeeper.js at the door: the asleep answers before its export, and the wake flag raised
-    before each checked request goes to vLLM."""
-    export, forward = "export default {", "    r.internalRedirect(schema > 0"
-    if source.count(export) != 1 or source.count(forward) != 1:
-        raise ValueError("gatekeeper.js changed: the door's script no longer knows where to go")
-    handlers = " asleep: asleep, asleepHealth: asleepHealth,"
-    source = source.replace(forward, "    keepAwake(r);\n" + forward)
-    return source.replace(export, added + export + handlers)
+    """gatekeeper.js at the door: the asleep answers before its export."""
+    export = "export default {"
+    if source.count(export) != 1:
+        raise ValueError("gatekeeper.js changed: the door's script no longer has one export")
+    return source.replace(export, added + export + " asleep: asleep, asleepHealth: asleepHealth,")
 
 
 #: nginx.conf with `%{name}` for the values below, and its fragments (`_sections`).
@@ -330,12 +329,13 @@ def _error_pages(limits: GatekeeperLimits) -> str:
 API_ROUTES = (("/v1/chat/completions", "chat"), ("/v1/completions", "completions"))
 
 
-def _api_locations(limits: GatekeeperLimits) -> str:
+def _api_locations(limits: GatekeeperLimits, wake: str) -> str:
     """The API server's side of each POST route, then its named locations: one per token tier,
-    with and without grammar input, each holding a count in every tier below it."""
+    with and without grammar input, each holding a count in every tier below it (and at the door
+    raising the wake flag, `wake`)."""
     fields, blocks = vars(limits), []
     for path, name in API_ROUTES:
-        blocks.append(_fill("api_check", path=path, handler=name))
+        blocks.append(_fill("api_check", path=path))
         for tier in range(len(limits.token_tiers) + 1):
             counts = [
                 (f"gatekeeper_tokens{j + 1}", n) for j, (_, n) in enumerate(limits.token_tiers)
@@ -352,6 +352,7 @@ def _api_locations(limits: GatekeeperLimits) -> str:
                             for zone, count in counts + grammar
                         ),
                         reply_timeout=_ms(limits.reply_timeout_seconds),
+                        wake=wake,
                         **fields,
                     )
                 )
@@ -411,6 +412,7 @@ def nginx_conf(
         "nofile": limits.worker_connections + 64,
         "shutdown_timeout": _ms(limits.reply_timeout_seconds + 30),
         "api_socket": f"unix:{run_dir}/gatekeeper-api.sock",
+        "check_socket": f"unix:{run_dir}/gatekeeper-check.sock",
         # A `limit_conn` zone that holds an address for every connection of the pool.
         "clients_zone": f"{max(1, math.ceil(capacity * ZONE_BYTES_PER_ADDRESS / 2**20))}m",
         "public_pool": "\n" + _fill("public_pool") if capacity else "",
@@ -449,7 +451,10 @@ def nginx_conf(
         "close": _fill("refusal_close"),
         "large_body_burst": LARGE_BODY_BURST,
         "large_at_once": LARGE_BODY_BURST + 1,
-        "api_locations": _api_locations(limits),
+        "api_locations": _api_locations(limits, sleep.wake_mirror() if asleep else ""),
+        "check_locations": "\n".join(
+            _fill("check_route", path=path, handler=name) for path, name in API_ROUTES
+        ),
         "public_health": _fill("health", rate=open_limit, errors=door_errors, **health),
         "asleep_server": sleep.server_pieces(asleep, run_dir) if asleep else "",
         "chat_page": chat.locations(page_root, "return 419;", open_limit, STATIC_MAX_AGE_SECONDS)

@@ -35,12 +35,27 @@ KERNEL_CONNECTION_BYTES = 9_150
 #: An nginx connection slot (`worker_connections`), written at start: measured 432 bytes each
 #: (a worker of 61,000 slots against one of 1,000), 2026-12-06.
 SLOT_BYTES = 432
-#: What a keyed request at vLLM holds, per byte of its largest body: the body and the request's
-#: njs VM, which keeps the parsed body until the request ends. Measured: 5,012,992 bytes per
-#: request in flight for a 326,100-byte body of numbers (1,667,072 for one of text), eight held
-#: at a slow upstream, the worker's private memory, 2026-12-06.
-HELD_BYTES_PER_BODY_BYTE = 5_012_992 / 326_100
+#: What njs holds while it parses a body, per byte, at worst: one body at a time (the check
+#: server's request, and its VM, end with the verdict; `gatekeeper.conf.tmpl`). Measured on the
+#: rehearsal machine (nginx 1.22.1, njs 0.7.9), 2026-12-06: twelve shapes at 327,680 bytes held
+#: at a slow upstream when the VM outlived the check, the worker's private memory, nested arrays
+#: at njs's depth bound the worst at 105.8x the body (text 5.4x, numbers 15.9x); with the check
+#: server, one such body raises the worker's peak (VmHWM) by 34 MB and 64 at once by 41 MB, its
+#: private memory after them by 14 MiB. Rounded up.
+PARSE_PEAK_PER_BODY_BYTE = 106
 #: What parsing a body costs njs at worst, per byte: 21 ms of CPU for a 327,680-byte body of
 #: 163,840 numbers (a valid 327 KB chat body 5.8 ms, an invalid one 4 ms), measured on the
 #: rehearsal machine (njs 0.7.9), 2026-12-06.
 PARSE_NS_PER_BYTE = 21e6 / 327_680
+
+
+def hop_bytes() -> int:
+    """What a keyed request holds beyond its public connection: the Unix socket pairs to the API
+    server and from it to the check server, and two slots each."""
+    return 2 * (HOP_KERNEL_BYTES + 2 * SLOT_BYTES) - KEYLESS_IDLE_BYTES
+
+
+def large_request_bytes(body: int) -> int:
+    """A keyed request with a large body: its fixed part, the hops, and the body twice (the API
+    server's buffer, and the check server's while it is judged)."""
+    return KEYED_LARGE_FIXED_BYTES + 2 * body + hop_bytes()

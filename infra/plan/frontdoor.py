@@ -28,8 +28,6 @@ from infra.plan import catalog
 from infra.plan.config import ConfigError, StackConfig
 from infra.plan.doorcost import (
     GATEKEEPER_BASE_MIB,
-    HELD_BYTES_PER_BODY_BYTE,
-    HOP_KERNEL_BYTES,
     KERNEL_CONNECTION_BYTES,
     KEYED_LARGE_FIXED_BYTES,
     KEYED_SMALL_BYTES,
@@ -37,7 +35,10 @@ from infra.plan.doorcost import (
     KEYLESS_IDLE_BYTES,
     KEYLESS_WORST_122_BYTES,
     PARSE_NS_PER_BYTE,
+    PARSE_PEAK_PER_BODY_BYTE,
     SLOT_BYTES,
+    hop_bytes,
+    large_request_bytes,
 )
 from infra.plan.vllm_key import REPLY_TIMEOUT_MARGIN, plan_endpoint
 
@@ -335,8 +336,8 @@ HELD_SHARE = 0.5
 def _all_requests(wanted: int, body: int) -> int:
     """Requests at vLLM from every client together: what the KV cache holds (`wanted`), at most
     what `HELD_SHARE` of the gatekeeper's memory holds at the largest body each."""
-    room = (catalog.GATEKEEPER_MEMORY_MIB - GATEKEEPER_BASE_MIB) * 1024 * 1024 * HELD_SHARE
-    return max(1, min(wanted, math.floor(room / (body * HELD_BYTES_PER_BODY_BYTE))))
+    room = (catalog.GATEKEEPER_MEMORY_MIB - GATEKEEPER_BASE_MIB) * 2**20 * HELD_SHARE
+    return max(1, min(wanted, math.floor(room / large_request_bytes(body))))
 
 
 def _connections(cfg: StackConfig, body: int, in_flight: int, all_requests: int) -> _Wires:
@@ -355,15 +356,13 @@ def _connections(cfg: StackConfig, body: int, in_flight: int, all_requests: int)
         )
     memory = catalog.GATEKEEPER_MEMORY_MIB * 2**20
     share = memory * KEYED_SHARE / 2
-    # A keyed request beyond its public connection: the hop's socket pair and two slots.
-    hop = HOP_KERNEL_BYTES + 2 * SLOT_BYTES - KEYLESS_IDLE_BYTES
-    # Every request at vLLM may hold a large body's parsed copy; beside them, large bodies read.
-    large = all_requests + math.floor(share / (KEYED_LARGE_FIXED_BYTES + body + hop))
-    small = math.floor(share / (KEYED_SMALL_BYTES + hop))
-    held = math.ceil(all_requests * body * HELD_BYTES_PER_BODY_BYTE)
+    small_bytes = KEYED_SMALL_BYTES + LARGE_BODY_BYTES + hop_bytes()  # held twice when judged
+    large = all_requests + math.floor(share / large_request_bytes(body))
+    small = math.floor(share / small_bytes)
+    parse = math.ceil(body * PARSE_PEAK_PER_BODY_BYTE)
     reserve = all_requests + PROBE_RESERVE + FIXED_CONNECTIONS
-    keyed = small * (KEYED_SMALL_BYTES + hop) + large * (KEYED_LARGE_FIXED_BYTES + body + hop)
-    fixed = GATEKEEPER_BASE_MIB * 2**20 + held + keyed + reserve * SLOT_BYTES
+    keyed = small * small_bytes + large * large_request_bytes(body)
+    fixed = GATEKEEPER_BASE_MIB * 2**20 + parse + keyed + reserve * SLOT_BYTES
     slots = KERNEL_CONNECTION_BYTES + NGINX_CONNECTIONS_PER_CLIENT * SLOT_BYTES
     connection, worst = KEYLESS_CONNECTION_BYTES + slots, KEYLESS_WORST_122_BYTES + slots
     capacity = max(0, free := memory - fixed) // connection
@@ -374,7 +373,7 @@ def _connections(cfg: StackConfig, body: int, in_flight: int, all_requests: int)
             f"the gatekeeper's {catalog.GATEKEEPER_MEMORY_MIB} MiB holds",
             f"use at most {max(in_flight + 1, capacity // 2)}, or auto",
         )
-    worker = capacity * NGINX_CONNECTIONS_PER_CLIENT + reserve + 2 * (small + large)
+    worker = capacity * NGINX_CONNECTIONS_PER_CLIENT + reserve + 4 * (small + large)
     idle = KEYLESS_IDLE_BYTES + slots
     reasons = (
         f"per client address {per_client} connections ({_origin(cfg.client_connections)}: "
@@ -382,11 +381,11 @@ def _connections(cfg: StackConfig, body: int, in_flight: int, all_requests: int)
         "before a byte is read; more are closed at once, logged",
         f"{capacity:,} public connections in all, closed at once beyond (logged): the "
         f"gatekeeper's {catalog.GATEKEEPER_MEMORY_MIB} MiB less {GATEKEEPER_BASE_MIB} MiB for "
-        f"nginx, {held / 2**20:.1f} MiB for the {all_requests} request(s) at vLLM (each may "
-        f"hold a largest body and its parsed copy, also while a 500 asks the engine's health, "
-        f"{HELD_BYTES_PER_BODY_BYTE:.1f}x the body, measured) and {keyed / 2**20:.1f} MiB for "
-        f"the keyed requests in progress, over {connection:,} bytes a connection that has shown "
-        "no key (nginx 1.30 "
+        f"nginx, {parse / 2**20:.1f} MiB for the one body njs parses at a time (its VM, up to "
+        f"{PARSE_PEAK_PER_BODY_BYTE}x the body, measured; gone with the check's request, before "
+        f"vLLM) and {keyed / 2**20:.1f} MiB for the keyed requests in progress (the "
+        f"{all_requests} at vLLM among them), over {connection:,} bytes a connection that has "
+        "shown no key (nginx 1.30 "
         f"{KEYLESS_CONNECTION_BYTES:,} for a head held at its {MAX_HEADERS} lines, measured on "
         f"1.22 and modelled, the kernel {KERNEL_CONNECTION_BYTES:,}, "
         f"{NGINX_CONNECTIONS_PER_CLIENT} slots of {SLOT_BYTES}); so "
@@ -397,14 +396,15 @@ def _connections(cfg: StackConfig, body: int, in_flight: int, all_requests: int)
         f"nginx 1.22, which counts no lines, {free // worst // per_client:,} sending "
         f"{KEYLESS_WORST_122_BYTES:,}-byte heads of `a:` lines, measured); one nginx worker "
         f"with {worker:,} connections ({NGINX_CONNECTIONS_PER_CLIENT} per public "
-        f"connection, 2 per keyed request in progress, one per request at vLLM, "
+        f"connection, 4 per keyed request in progress, one per request at vLLM, "
         f"{PROBE_RESERVE} for the probe listener's {PROBE_CONNECTIONS} and {FIXED_CONNECTIONS} "
         f"for listeners, scrapes and wake calls) and {worker + 64:,} files",
         f"keyed requests in progress (body read, checked or at vLLM) at most {small:,} with a "
         f"body under {LARGE_BODY_BYTES:,} bytes and {large} with a larger (or chunked), counted "
         f"before a byte of the body, then 503 at once: each holds up to {KEYED_SMALL_BYTES:,} "
         f"or {KEYED_LARGE_FIXED_BYTES:,} + its {body:,}-byte buffer (measured on nginx 1.22.1, njs "
-        f"0.7.9; modelled the same on the pod's 1.30.5, njs 1.0.1), {KEYED_SHARE:g} of the memory "
+        f"0.7.9; modelled the same on the pod's 1.30.5, njs 1.0.1), and its body again while the "
+        f"check server judges it (modelled), {KEYED_SHARE:g} of the memory "
         f"for the two beside the {all_requests} at vLLM; nginx has no total body deadline (only "
         f"{HEADER_TIMEOUT_SECONDS} s between reads), so {math.ceil(small / per_client)} keyed "
         f"addresses trickling small bodies at their cap of {per_client}, or "

@@ -105,7 +105,7 @@ def test_the_doors_config_reaches_the_leaders_service_and_answers_asleep() -> No
     assert "location = /wake" in conf
     wake = sleep.door_asleep(cfg, p).wake_seconds
     assert f'"wakeSeconds": {wake}' in script
-    assert "keepAwake(r);\n    r.internalRedirect(" in script
+    assert "mirror /.gatekeeper/wake-mark;" in conf and "keepAwake" not in script
 
 
 def test_per_client_limits_stay_per_client_grammar_and_tokens_included() -> None:

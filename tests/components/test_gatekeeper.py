@@ -52,17 +52,21 @@ def test_only_two_routes_reach_vllm_and_health_comes_from_a_cache() -> None:
     conf = conf[conf.index("http {") :]
     exact = [p for p in re.findall(r"location = (\S+) \{", conf) if "/.gatekeeper/" not in p]
     # /ready is the gatekeeper's own readiness (the drain), answered without vLLM; the API
-    # routes again in the API server, behind the public one's key and counts.
+    # routes again in the API server, behind the public one's key and counts, and in the check
+    # server, which the API server asks.
     routes = ["/v1/chat/completions", "/v1/completions"]
-    assert exact == ["/ready", *routes, "/v1/models", "/health", *routes]
+    assert exact == ["/ready", *routes, "/v1/models", "/health", *routes, *routes]
     # vLLM sees the chat and completion routes only through the API server's named locations,
     # and /health: from the cache, or uncached when a 500 asks whether the engine lives (in a
-    # slot of `all_requests`: the request holds its parsed body the while).
+    # slot of `all_requests`).
     assert re.findall(r"proxy_pass (\S+);", conf) == [
         *["http://$gatekeeper_keyed_pool"] * 2,
         "http://vllm/health",
         "http://vllm_api/health",
-        *["http://vllm_api"] * 4,
+        "http://gatekeeper_check",
+        *["http://vllm_api"] * 2,
+        "http://gatekeeper_check",
+        *["http://vllm_api"] * 2,
     ]
     engine = _block(conf, "location = /.gatekeeper/engine-health")
     assert "internal;" in engine and "proxy_cache" not in engine
@@ -233,10 +237,10 @@ def test_every_status_the_gatekeeper_produces_has_a_json_page() -> None:
     # the restart's 503.
     assert pages.pop("599") == pages.pop("596") == "/.gatekeeper/e503"
     # 408 is never written (nginx closes the connection); 502 is answered as 503 (the busy page
-    # when a count is full, `@vllm_unreachable`), in both servers; 494 as 431.
+    # when a count is full, `@vllm_unreachable`), in all three servers; 494 as 431.
     assert {int(status) for status in pages} == set(ERRORS) - {408, 502} | {494}
     assert pages["494"] == "/.gatekeeper/e431"
-    assert conf.count("\n        error_page 502 = @vllm_unreachable;") == 2
+    assert conf.count("\n        error_page 502 = @vllm_unreachable;") == 3
     for status in set(ERRORS) - {408, 502}:
         opening = rf"location = /\.gatekeeper/e{status} {{ internal; (?:[a-z_]+ [^;]+; )*"
         body = re.search(opening + rf"return {status} '(.*?)\\n'", conf)

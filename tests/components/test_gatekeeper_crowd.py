@@ -105,7 +105,7 @@ def test_every_client_together_is_capped_at_vllm_by_the_api_upstream() -> None:
     unreachable = _block(conf, "location @vllm_unreachable {")
     # The pools of keyed requests in progress answer their own message, the API upstream its.
     assert 'if ($upstream_addr ~ "^gatekeeper_keyed") { return 597; }' in unreachable
-    assert 'if ($upstream_addr ~ "^vllm_api") { return 598; }' in unreachable
+    assert 'if ($upstream_addr ~ "(^| )vllm_api$") { return 598; }' in unreachable
     busy = _block(conf, f"location = {gatekeeper_answers.BUSY_PAGE} {{")
     assert f"add_header Retry-After {BUSY_RETRY_SECONDS} always;" in busy
 
@@ -454,23 +454,28 @@ def test_a_keyed_request_in_a_graceful_quit_is_told_busy_never_restart_or_asleep
             time.sleep(0.5)
             s.sendall(head[20:] + CHAT)
             top, error = _answer(s)
-        # One already at the API server is served; its wake mark, whose socket is gone, does not
-        # make it an asleep answer.
+        # One already at the API server whose body was still arriving finds the check server's
+        # listener closed by the quit: busy too, never the restart's or the asleep answer.
         body.sendall(CHAT[9:])
-        assert _answer(body)[0].startswith(b"HTTP/1.1 200 ")
+        late, late_error = _answer(body)
         body.close()
-    assert top.startswith(b"HTTP/1.1 503 ") and b"Retry-After: 5" in top
-    assert error["error"]["message"] == BUSY_MESSAGE
-    api = str(tmp_path / "run" / "gatekeeper-api.sock")
-    assert _lines(running, "127.0.7.2") == [(503, f"unix:{api}")]
+    for answer, message in ((top, error), (late, late_error)):
+        assert answer.startswith(b"HTTP/1.1 503 ") and b"Retry-After: 5" in answer
+        assert message["error"]["message"] == BUSY_MESSAGE
+    run = tmp_path / "run"
+    assert _lines(running, "127.0.7.2") == [(503, f"unix:{run / 'gatekeeper-api.sock'}")]
+    assert _lines(running, "127.0.7.1") == [(503, f"unix:{run / 'gatekeeper-check.sock'}")]
     assert [e.get("asleep") for e in running.log_entries()] == [0 if asleep else None] * 2
 
 
 @real_nginx
-def test_the_api_server_unreachable_is_busy_in_a_drain_else_the_restart(tmp_path: Path) -> None:
+@pytest.mark.parametrize("hop", ["gatekeeper-api.sock", "gatekeeper-check.sock"])
+def test_an_inner_server_unreachable_is_busy_in_a_drain_else_the_restart(
+    tmp_path: Path, hop: str
+) -> None:
     elastic = watch.answer_filter_pattern("5xx", elastic=True)
     with door_harness.door_before(_Upstream, KEYED, KEY, tmp_path, asleep=Asleep(370, 30)) as door:
-        (tmp_path / "run" / "gatekeeper-api.sock").unlink()  # as if it closed early
+        (tmp_path / "run" / hop).unlink()  # as if it closed early
         fault = _post(door, CHAT)
         (tmp_path / "run" / "draining").touch()
         busy = _post(door, CHAT)

@@ -1116,8 +1116,8 @@ def _log_lines(statuses: Iterable[int], conf: str = "", **values: str) -> list[s
             "uri": "/v1/chat/completions",
             "status": str(status),
             "body_bytes_sent": "512",
-            "upstream_addr": "127.0.0.1:8000",
-            "upstream_status": str(status),
+            "gatekeeper_upstream": "127.0.0.1:8000",
+            "gatekeeper_upstream_status": str(status),
             "request_time": "0.250",
             **values,
         }

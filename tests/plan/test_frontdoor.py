@@ -123,26 +123,27 @@ def test_reasons_say_what_each_limit_is_and_where_it_comes_from() -> None:
         "to 1024 tokens",
         "per client address 5 connections (auto: one per request in flight + 2), counted when a "
         "connection opens, before a byte is read; more are closed at once, logged",
-        "9,428 public connections in all, closed at once beyond (logged): the gatekeeper's 300 "
-        "MiB less 16 MiB for nginx, 14.4 MiB for the 3 request(s) at vLLM (each may hold a "
-        "largest body and its parsed copy, also while a 500 asks the engine's health, 15.4x the "
-        "body, measured) and 30.9 MiB for the keyed requests in progress, over 26,546 bytes a "
+        "8,657 public connections in all, closed at once beyond (logged): the gatekeeper's 300 "
+        "MiB less 16 MiB for nginx, 33.1 MiB for the one body njs parses at a time (its VM, up "
+        "to 106x the body, measured; gone with the check's request, before vLLM) and 31.7 MiB "
+        "for the keyed requests in progress (the 3 at vLLM among them), over 26,546 bytes a "
         "connection that has shown no key (nginx 1.30 16,100 for a head held at its 32 lines, "
-        "measured on 1.22 and modelled, the kernel 9,150, 3 slots of 432); so 1,885 addresses at "
-        "their cap of 5, each connection holding a head, fill it and refuse a keyed client's new "
-        "connection (2,928 whose connections send nothing; on nginx 1.22, which counts no lines, "
-        "1,199 sending 31,300-byte heads of `a:` lines, measured); one nginx worker with 28,889 "
-        "connections (3 per public connection, 2 per keyed request in progress, one per request "
-        "at vLLM, 64 for the probe listener's 32 and 24 for listeners, scrapes and wake calls) "
-        "and 28,953 files",
-        "keyed requests in progress (body read, checked or at vLLM) at most 215 with a body under"
-        " 10,000 bytes and 42 with a larger (or chunked), counted before a byte of the body, then"
-        " 503 at once: each holds up to 73,100 or 69,700 + its 327,680-byte buffer (measured on "
-        "nginx 1.22.1, njs 0.7.9; modelled the same on the pod's 1.30.5, njs 1.0.1), 0.1 of the "
-        "memory for the two beside the 3 at vLLM; nginx has no total body deadline "
-        "(only 5 s between reads), so 43 keyed addresses trickling small bodies at their cap of "
-        "5, or 20 trickling large ones at their 2 beside 3 large bodies at vLLM, refuse a keyed "
-        "newcomer with a body of that size for as long as they trickle",
+        "measured on 1.22 and modelled, the kernel 9,150, 3 slots of 432); so 1,731 addresses "
+        "at their cap of 5, each connection holding a head, fill it and refuse a keyed client's"
+        " new connection (2,688 whose connections send nothing; on nginx 1.22, which counts no "
+        "lines, 1,101 sending 31,300-byte heads of `a:` lines, measured); one nginx worker with"
+        " 26,858 connections (3 per public connection, 4 per keyed request in progress, one per"
+        " request at vLLM, 64 for the probe listener's 32 and 24 for listeners, scrapes and "
+        "wake calls) and 26,922 files",
+        "keyed requests in progress (body read, checked or at vLLM) at most 175 with a body "
+        "under 10,000 bytes and 24 with a larger (or chunked), counted before a byte of the "
+        "body, then 503 at once: each holds up to 73,100 or 69,700 + its 327,680-byte buffer "
+        "(measured on nginx 1.22.1, njs 0.7.9; modelled the same on the pod's 1.30.5, njs "
+        "1.0.1), and its body again while the check server judges it (modelled), 0.1 of the "
+        "memory for the two beside the 3 at vLLM; nginx has no total body deadline (only 5 s "
+        "between reads), so 35 keyed addresses trickling small bodies at their cap of 5, or 11 "
+        "trickling large ones at their 2 beside 3 large bodies at vLLM, refuse a keyed newcomer"
+        " with a body of that size for as long as they trickle",
         "bodies of 10,000 bytes or more (or chunked) at most 104 a minute per client address "
         "(2 at once), above that 429: parsing costs njs up to 64 ns a byte (measured), so one "
         "client at its limits takes 37 ms of CPU a second, at most 0.5 of the gatekeeper's 75m "
@@ -188,22 +189,22 @@ def test_reasons_say_what_each_limit_is_and_where_it_comes_from() -> None:
 
 def test_connections_follow_the_gatekeeper_s_memory_and_the_body() -> None:
     door = _door()
-    # The requests at vLLM (3, each may hold a largest body and its parsed copy) and the keyed
-    # requests in progress (a tenth of the memory, half for small bodies and half for large ones
-    # beside the 3 at vLLM, each beyond an idle connection its VM, its body and the hop's socket
-    # pair and two slots) come first; the rest at the pod's worst of a connection that shows no key.
-    hop, half = 5_600 + 2 * 432 - 6_650, 300 * 2**20 // 20
-    assert (door.keyed_requests, door.keyed_large) == (215, 3 + 39)
-    assert (half // (73_100 + hop), half // (69_700 + 327_680 + hop)) == (215, 39)
-    held = math.ceil(3 * 327_680 * frontdoor.HELD_BYTES_PER_BODY_BYTE)
-    keyed = 215 * (73_100 + hop) + 42 * (69_700 + 327_680 + hop)
+    # The one body njs parses at a time (106x it at worst) and the keyed requests in progress (a
+    # tenth of the memory, half for small bodies and half for large ones beside the 3 at vLLM,
+    # each beyond an idle connection its VM, its body twice, the two hops' socket pairs and four
+    # slots) come first; the rest at the pod's worst of a connection that shows no key.
+    hops, half = 2 * (5_600 + 2 * 432) - 6_650, 300 * 2**20 // 20
+    small, large = 73_100 + 10_000 + hops, 69_700 + 2 * 327_680 + hops
+    assert (door.keyed_requests, door.keyed_large) == (175, 3 + 21)
+    assert (half // small, half // large) == (175, 21)
+    keyed = 175 * small + 24 * large
     reserve = 3 + 2 * 32 + 24
-    free = 300 * 2**20 - 16 * 2**20 - held - keyed - reserve * 432
-    assert door.connection_capacity == free // (16_100 + 9_150 + 3 * 432) == 9_428
-    # Three per public connection, two per keyed request (the hop), one per request at vLLM,
-    # two per probe connection held back for the probes, and the listeners', scrapes' and wake
-    # calls' own.
-    assert door.worker_connections == 3 * door.connection_capacity + reserve + 2 * (215 + 42)
+    free = 300 * 2**20 - 16 * 2**20 - 327_680 * 106 - keyed - reserve * 432
+    assert door.connection_capacity == free // (16_100 + 9_150 + 3 * 432) == 8_657
+    # Three per public connection, four per keyed request (the two hops), one per request at
+    # vLLM, two per probe connection held back for the probes, and the listeners', scrapes' and
+    # wake calls' own.
+    assert door.worker_connections == 3 * door.connection_capacity + reserve + 4 * (175 + 24)
     assert door.probe_connections == 32
     assert door.client_connections == 3 + 2
     assert door.all_requests == 3
@@ -212,19 +213,20 @@ def test_connections_follow_the_gatekeeper_s_memory_and_the_body() -> None:
     # Auto follows a client's requests in flight, up to what vLLM admits from all clients: a
     # client's requests beyond that are refused at once, so they need no connection held.
     crowded = _door(concurrency=40.0)
-    assert (crowded.all_requests, crowded.client_connections) == (29, 29 + 2)
+    assert (crowded.all_requests, crowded.client_connections) == (40, 40 + 2)
     assert _door(clientConnections=30).client_connections == 30
     # An elastic stack's door fronts every group that may run.
     assert _door(minGroups=0, maxGroups=3).all_requests == 3 * 3
 
 
 def test_a_larger_body_is_charged_its_buffer_and_the_door_fits_its_memory() -> None:
-    # A large body's slot holds a buffer of up to `maxRequestBytes`, a request at vLLM 15.4x it.
-    body, hop = 2**20, 5_600 + 2 * 432 - 6_650
+    # A large body's slot holds a buffer of up to `maxRequestBytes`, and another while judged.
+    body, hops = 2**20, 2 * (5_600 + 2 * 432) - 6_650
+    large = 69_700 + 2 * body + hops
     door = _door(concurrency=60.0, maxRequestBytes=body)
-    assert (door.all_requests, door.keyed_large) == (9, 9 + 300 * 2**20 // 20 // (69_700 + body))
-    spent = 16 * 2**20 + math.ceil(9 * body * 5_012_992 / 326_100) + (9 + 24 + 64) * 432
-    spent += door.keyed_requests * (73_100 + hop) + door.keyed_large * (69_700 + body + hop)
+    assert (door.all_requests, door.keyed_large) == (60, 60 + 300 * 2**20 // 20 // large)
+    spent = 16 * 2**20 + body * 106 + (60 + 24 + 64) * 432
+    spent += door.keyed_requests * (73_100 + 10_000 + hops) + door.keyed_large * large
     spent += door.connection_capacity * (16_100 + 9_150 + 3 * 432)
     assert 300 * 2**20 - 2**20 < spent <= 300 * 2**20
 
@@ -244,17 +246,19 @@ def test_the_large_body_rate_holds_one_client_to_half_the_gatekeeper_s_cpu() -> 
 
 
 def test_the_requests_at_vllm_hold_at_most_half_the_gatekeeper_s_memory() -> None:
-    # Each holds its body and its parsed copy: 15.4 x 327,680 bytes; half of 284 MiB holds 29.
-    door = _door(concurrency=60.0)
-    assert door.all_requests == math.floor(142 * 2**20 / (327_680 * 5_012_992 / 326_100)) == 29
+    # Each holds its 1 MiB body, charged twice (judged) with its fixed part: half of 284 MiB
+    # holds 68.
+    large = 69_700 + 2 * 2**20 + 2 * (5_600 + 2 * 432) - 6_650
+    door = _door(concurrency=100.0, maxRequestBytes=2**20)
+    assert door.all_requests == math.floor(142 * 2**20 / large) == 68
     assert (
-        "at most 29 request(s) at vLLM from all clients together: what 0.5 of the "
+        "at most 68 request(s) at vLLM from all clients together: what 0.5 of the "
         in (door.reasons[10])
     )
-    assert "of the 60 full-length requests the KV cache holds;" in door.reasons[10]
+    assert "of the 100 full-length requests the KV cache holds;" in door.reasons[10]
     # A smaller body, more of them.
-    assert _door(concurrency=60.0, maxRequestBytes=100_000).all_requests == 60
-    assert door.connection_capacity > 2_500
+    assert _door(concurrency=100.0, maxRequestBytes=327_680).all_requests == 100
+    assert door.connection_capacity > 250
 
 
 def test_sequences_count_against_the_client_s_limits() -> None:
@@ -303,8 +307,8 @@ def test_logprobs_and_schemas_follow_their_keys() -> None:
         ),
         (
             {"clientConnections": 7000},
-            "`clientConnections` 7000 would let two clients hold every one of the 9428 "
-            "connections the gatekeeper's 300 MiB holds; use at most 4714, or auto",
+            "`clientConnections` 7000 would let two clients hold every one of the 8657 "
+            "connections the gatekeeper's 300 MiB holds; use at most 4328, or auto",
         ),
         (
             {"clientConnections": 3},
@@ -394,20 +398,20 @@ def test_the_plan_says_how_many_addresses_fill_dev_s_door_short_of_a_thousand() 
     line = next(r for r in limits.reasons if r.startswith("keyed requests in progress"))
     # Sized from memory, not from addresses: nginx has no total body deadline, so the plan says
     # how many tricklers fill each pool, and for how long.
-    assert (limits.keyed_requests, limits.keyed_large) == (215, 10 + 39)
+    assert (limits.keyed_requests, limits.keyed_large) == (175, 10 + 21)
     assert (
-        "nginx has no total body deadline (only 5 s between reads), so 18 keyed addresses "
-        "trickling small bodies at their cap of 12, or 20 trickling large ones at their 2 beside "
+        "nginx has no total body deadline (only 5 s between reads), so 15 keyed addresses "
+        "trickling small bodies at their cap of 12, or 11 trickling large ones at their 2 beside "
         "10 large bodies at vLLM, refuse a keyed newcomer with a body of that size for as long "
         "as they trickle"
     ) in line
     assert "(measured on nginx 1.22.1, njs 0.7.9; modelled the same on the pod's" in line
-    # The keyless crowd that fills the pool, said as it is: 666 addresses in the pod (nginx
-    # 1.30, 32 header lines at most), 423 on nginx 1.22, short of the issue's 1,000.
+    # The keyless crowd that fills the pool, said as it is: 705 addresses in the pod (nginx
+    # 1.30, 32 header lines at most), 448 on nginx 1.22, short of the issue's 1,000.
     pool = next(r for r in limits.reasons if "public connections in all" in r)
-    assert limits.connection_capacity // limits.client_connections == 666
-    assert "so 666 addresses at their cap of 12" in pool and "short of the 1,000" in pool
-    assert "on nginx 1.22, which counts no lines, 423 sending 31,300-byte heads" in pool
+    assert limits.connection_capacity // limits.client_connections == 705
+    assert "so 705 addresses at their cap of 12" in pool and "short of the 1,000" in pool
+    assert "on nginx 1.22, which counts no lines, 448 sending 31,300-byte heads" in pool
     assert "not bounded" not in " ".join(limits.reasons)
 
 
