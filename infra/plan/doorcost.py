@@ -1,8 +1,20 @@
 """What the gatekeeper's nginx costs, measured on real nginx (1.22.1 with njs 0.7.9, Debian 12,
 the rehearsal's) with dev's generated config: the figures `frontdoor` sizes the gatekeeper's
 memory and CPU from. The worker's private memory (Private_Clean + Private_Dirty of
-/proc/<pid>/smaps_rollup) before and after holding many requests of one shape."""
+/proc/<pid>/smaps_rollup) before and after holding many requests of one shape; and what the
+gatekeeper's memory holds of them (the largest body, the requests at vLLM)."""
 
+import math
+
+from infra.plan import catalog
+from infra.plan.config import ConfigError, StackConfig
+
+#: JSON bytes per prompt token that `maxRequestBytes: auto` allows. A token is ~4 characters of
+#: English, but JSON escapes (`\\u00e9` is 6 bytes), chat framing and token-id prompts
+#: (`[123456, ...]`, 8 bytes an id) can take more; 32 leaves room for all of them.
+BODY_BYTES_PER_TOKEN = 32
+#: Request framing beyond the prompt: model name, sampling fields, message roles.
+BODY_OVERHEAD_BYTES = 64 * 1024
 #: The gatekeeper's memory (`catalog.GATEKEEPER_MEMORY_MIB`) less what nginx, its zones, njs and
 #: the health cache hold before any client (modelled: measured ~5 MiB of anonymous memory at
 #: start, nginx 1.22.1 and njs 0.7.9 on the rehearsal machine, 2026-12-06, plus the binaries').
@@ -59,3 +71,32 @@ def large_request_bytes(body: int) -> int:
     """A keyed request with a large body: its fixed part, the hops, and the body twice (the API
     server's buffer, and the check server's while it is judged)."""
     return KEYED_LARGE_FIXED_BYTES + 2 * body + hop_bytes()
+
+
+#: The shares of the gatekeeper's memory beside nginx's own that the requests at vLLM may hold
+#: at most, and the one body njs parses at a time.
+HELD_SHARE, PARSE_SHARE = 0.5, 0.25
+
+
+def request_body(cfg: StackConfig, max_model_len: int) -> tuple[int, int]:
+    """The largest request body, and the most any stack may take: what njs parses at worst in
+    `PARSE_SHARE` of the gatekeeper's memory."""
+    room = (catalog.GATEKEEPER_MEMORY_MIB - GATEKEEPER_BASE_MIB) * 2**20 * PARSE_SHARE
+    most = math.floor(room / PARSE_PEAK_PER_BODY_BYTE)
+    if cfg.max_request_bytes == "auto":
+        return min(most, max_model_len * BODY_BYTES_PER_TOKEN + BODY_OVERHEAD_BYTES), most
+    if cfg.max_request_bytes > most:
+        raise ConfigError(
+            "maxRequestBytes",
+            f"{cfg.max_request_bytes} bytes may take njs {PARSE_PEAK_PER_BODY_BYTE}x that to "
+            f"parse, more than {PARSE_SHARE:g} of the gatekeeper's memory beside nginx's own",
+            f"use at most {most}, or auto",
+        )
+    return cfg.max_request_bytes, most
+
+
+def all_requests(wanted: int, body: int) -> int:
+    """Requests at vLLM from every client together: what the KV cache holds (`wanted`), at most
+    what `HELD_SHARE` of the gatekeeper's memory holds at the largest body each."""
+    room = (catalog.GATEKEEPER_MEMORY_MIB - GATEKEEPER_BASE_MIB) * 2**20 * HELD_SHARE
+    return max(1, min(wanted, math.floor(room / large_request_bytes(body))))

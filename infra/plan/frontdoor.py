@@ -27,7 +27,10 @@ from components.manifests.spec import EndpointLimits
 from infra.plan import catalog
 from infra.plan.config import ConfigError, StackConfig
 from infra.plan.doorcost import (
+    BODY_BYTES_PER_TOKEN,
+    BODY_OVERHEAD_BYTES,
     GATEKEEPER_BASE_MIB,
+    HELD_SHARE,
     KERNEL_CONNECTION_BYTES,
     KEYED_LARGE_FIXED_BYTES,
     KEYED_SMALL_BYTES,
@@ -36,18 +39,15 @@ from infra.plan.doorcost import (
     KEYLESS_WORST_122_BYTES,
     PARSE_NS_PER_BYTE,
     PARSE_PEAK_PER_BODY_BYTE,
+    PARSE_SHARE,
     SLOT_BYTES,
+    all_requests,
     hop_bytes,
     large_request_bytes,
+    request_body,
 )
 from infra.plan.vllm_key import REPLY_TIMEOUT_MARGIN, plan_endpoint
 
-#: JSON bytes per prompt token that `maxRequestBytes: auto` allows. A token is ~4 characters of
-#: English, but JSON escapes (`\\u00e9` is 6 bytes), chat framing and token-id prompts
-#: (`[123456, ...]`, 8 bytes an id) can take more; 32 leaves room for all of them.
-BODY_BYTES_PER_TOKEN = 32
-#: Request framing beyond the prompt: model name, sampling fields, message roles.
-BODY_OVERHEAD_BYTES = 64 * 1024
 #: Requests per minute per client for each request the KV cache holds at once: one a second
 #: per slot, more than a CPU replica serves, so only a runaway client meets the limit.
 REQUESTS_PER_MINUTE_PER_SLOT = 60
@@ -147,11 +147,7 @@ def plan_front_door(
     timeout is the reply timeout."""
     endpoint = plan_endpoint(cfg, max_model_len, decode_tokens_per_s, first_byte_s)
     slots = max(1, math.floor(max_concurrency))
-    body = (
-        max_model_len * BODY_BYTES_PER_TOKEN + BODY_OVERHEAD_BYTES
-        if cfg.max_request_bytes == "auto"
-        else cfg.max_request_bytes
-    )
+    body, most = request_body(cfg, max_model_len)
     sequences = (
         slots if cfg.client_concurrent_requests == "auto" else cfg.client_concurrent_requests
     )
@@ -163,7 +159,7 @@ def plan_front_door(
     cap, timeout, tls = endpoint.max_reply_tokens, endpoint.reply_timeout_seconds, endpoint.tls
     work = _work(cfg, body, sequences, endpoint)
     # An elastic stack's door fronts every group that may run; a leader's gatekeeper, its own.
-    everyone = _all_requests(slots * (cfg.max_groups or 1), body)
+    everyone = all_requests(slots * (cfg.max_groups or 1), body)
     wires = _connections(cfg, body, work.requests_in_flight, everyone)
     parsing = _parsing(
         per_minute // work.max_sequences, BURST_PER_SLOT * work.requests_in_flight, body
@@ -182,7 +178,9 @@ def plan_front_door(
         "per client too)",
         f"request body at most {body:,} bytes ({_origin(cfg.max_request_bytes)}"
         f": {BODY_BYTES_PER_TOKEN} bytes per token of a {max_model_len}-token prompt plus "
-        f"{BODY_OVERHEAD_BYTES // 1024} KiB); larger bodies get 413 before vLLM parses them",
+        f"{BODY_OVERHEAD_BYTES // 1024} KiB, and never over {most:,}: njs may hold "
+        f"{PARSE_PEAK_PER_BODY_BYTE}x a body while it parses it, within {PARSE_SHARE:g} of the "
+        "gatekeeper's memory); larger bodies get 413 before vLLM parses them",
         f"per client address {per_minute} requests/min (burst {BURST_PER_SLOT * sequences}) "
         f"and {sequences} sequences in flight ({_origin(cfg.client_concurrent_requests)}"
         f": the {max_concurrency:.2f} full-length requests the KV cache holds at once), so "
@@ -327,17 +325,6 @@ class _Wires:
     worker_connections: int
     keyed: tuple[int, int]
     reasons: tuple[str, ...]
-
-
-#: The share of the gatekeeper's memory beside nginx's own the requests at vLLM may hold at most.
-HELD_SHARE = 0.5
-
-
-def _all_requests(wanted: int, body: int) -> int:
-    """Requests at vLLM from every client together: what the KV cache holds (`wanted`), at most
-    what `HELD_SHARE` of the gatekeeper's memory holds at the largest body each."""
-    room = (catalog.GATEKEEPER_MEMORY_MIB - GATEKEEPER_BASE_MIB) * 2**20 * HELD_SHARE
-    return max(1, min(wanted, math.floor(room / large_request_bytes(body))))
 
 
 def _connections(cfg: StackConfig, body: int, in_flight: int, all_requests: int) -> _Wires:

@@ -108,7 +108,8 @@ def test_reasons_say_what_each_limit_is_and_where_it_comes_from() -> None:
         "other path is 404, and every request but /health needs the API key (failures are "
         "rate-limited per client too)",
         "request body at most 327,680 bytes (auto: 32 bytes per token of a 8192-token prompt plus "
-        "64 KiB); larger bodies get 413 before vLLM parses them",
+        "64 KiB, and never over 702,348: njs may hold 106x a body while it parses it, within 0.25 "
+        "of the gatekeeper's memory); larger bodies get 413 before vLLM parses them",
         "per client address 180 requests/min (burst 6) and 3 sequences in flight (auto: the 3.17 "
         "full-length requests the KV cache holds at once), so 3 request(s) of up to 1 "
         "sequence(s); above that 429 with Retry-After",
@@ -221,7 +222,7 @@ def test_connections_follow_the_gatekeeper_s_memory_and_the_body() -> None:
 
 def test_a_larger_body_is_charged_its_buffer_and_the_door_fits_its_memory() -> None:
     # A large body's slot holds a buffer of up to `maxRequestBytes`, and another while judged.
-    body, hops = 2**20, 2 * (5_600 + 2 * 432) - 6_650
+    body, hops = 700_000, 2 * (5_600 + 2 * 432) - 6_650
     large = 69_700 + 2 * body + hops
     door = _door(concurrency=60.0, maxRequestBytes=body)
     assert (door.all_requests, door.keyed_large) == (60, 60 + 300 * 2**20 // 20 // large)
@@ -229,6 +230,20 @@ def test_a_larger_body_is_charged_its_buffer_and_the_door_fits_its_memory() -> N
     spent += door.keyed_requests * (73_100 + 10_000 + hops) + door.keyed_large * large
     spent += door.connection_capacity * (16_100 + 9_150 + 3 * 432)
     assert 300 * 2**20 - 2**20 < spent <= 300 * 2**20
+
+
+def test_the_largest_body_is_what_njs_parses_at_worst_in_a_quarter_of_the_memory() -> None:
+    most = math.floor(284 * 2**20 * 0.25 / 106)
+    assert most == 702_348
+    # auto: 32 bytes a token of the context, but never more (a 131,072-token context).
+    assert _door(max_len=131_072).max_request_bytes == most
+    assert _door(maxRequestBytes=most).max_request_bytes == most
+    with pytest.raises(ConfigError) as error:
+        _door(maxRequestBytes=most + 1)
+    assert str(error.value) == (
+        "`maxRequestBytes` 702349 bytes may take njs 106x that to parse, more than 0.25 of the "
+        "gatekeeper's memory beside nginx's own; use at most 702348, or auto"
+    )
 
 
 def test_the_large_body_rate_holds_one_client_to_half_the_gatekeeper_s_cpu() -> None:
@@ -246,19 +261,19 @@ def test_the_large_body_rate_holds_one_client_to_half_the_gatekeeper_s_cpu() -> 
 
 
 def test_the_requests_at_vllm_hold_at_most_half_the_gatekeeper_s_memory() -> None:
-    # Each holds its 1 MiB body, charged twice (judged) with its fixed part: half of 284 MiB
-    # holds 68.
-    large = 69_700 + 2 * 2**20 + 2 * (5_600 + 2 * 432) - 6_650
-    door = _door(concurrency=100.0, maxRequestBytes=2**20)
-    assert door.all_requests == math.floor(142 * 2**20 / large) == 68
+    # Each holds its 700 KB body, charged twice (judged) with its fixed part: half of 284 MiB
+    # holds 100.
+    large = 69_700 + 2 * 700_000 + 2 * (5_600 + 2 * 432) - 6_650
+    door = _door(concurrency=200.0, maxRequestBytes=700_000)
+    assert door.all_requests == math.floor(142 * 2**20 / large) == 100
     assert (
-        "at most 68 request(s) at vLLM from all clients together: what 0.5 of the "
+        "at most 100 request(s) at vLLM from all clients together: what 0.5 of the "
         in (door.reasons[10])
     )
-    assert "of the 100 full-length requests the KV cache holds;" in door.reasons[10]
+    assert "of the 200 full-length requests the KV cache holds;" in door.reasons[10]
     # A smaller body, more of them.
-    assert _door(concurrency=100.0, maxRequestBytes=327_680).all_requests == 100
-    assert door.connection_capacity > 250
+    assert _door(concurrency=200.0, maxRequestBytes=327_680).all_requests == 200
+    assert door.connection_capacity > 1_000
 
 
 def test_sequences_count_against_the_client_s_limits() -> None:
