@@ -14,8 +14,8 @@ the door's internal port answers `{"wake":1}` for `signal_seconds` after the las
 request, answered or refused, else `{"wake":0}`. Raised by every such request, it also keeps a
 group while requests come that never queue (the queue trigger alone would let KEDA's cooldown
 drop a group that is serving). The flag is an nginx proxy-cache entry, written by a mirror
-subrequest of each request the checks pass (`wake_mirror`, in its tier's location: nginx's mirror
-module issues it in the background, and the request does not wait for it) and read with
+subrequest of each keyed request that reaches the API server (`wake_mirror`: nginx's mirror module
+issues it in the background, and the request does not wait for it) and read with
 `proxy_no_cache` (a miss is never stored): the one piece of state
 nginx shares across requests on every njs version, where njs's shared dictionaries need njs 0.8
 and the rehearsal runs Debian's njs 0.7.9. Cache entries live in the cache's shared zone and on
@@ -102,7 +102,7 @@ def server_pieces(asleep: Asleep, run_dir: str) -> str:
 
 
 def wake_mirror() -> str:
-    """What a tier's location adds at the door: the wake flag raised as the request goes on."""
+    """What the API server's route adds at the door: the wake flag raised as the request comes."""
     return f"\n            mirror {WAKE_MARK};\n            mirror_request_body off;"
 
 

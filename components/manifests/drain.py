@@ -6,7 +6,9 @@ The order (the plan's `infra.plan.rollout` explains each bound):
 1. the gatekeeper keeps accepting for `accept_s`, the time the NLB may still send new
    connections to a terminating leader's node; then it writes the drain marker, so its readiness
    (`/ready`) fails, and quits gracefully (nginx SIGQUIT: it stops listening and finishes the
-   requests in flight, within `worker_shutdown_timeout`);
+   requests in flight, within `worker_shutdown_timeout`; a keyed body still arriving then finds
+   the check server's listener closed and is told busy, 503 with Retry-After, which OpenAI
+   clients retry);
 2. vLLM's preStop, started at the same moment, waits until the gatekeeper no longer listens and
    the engine has held no request for `settle_s`, within `reply_s`; then the kubelet sends
    vLLM SIGTERM;

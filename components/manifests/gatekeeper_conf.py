@@ -331,11 +331,11 @@ API_ROUTES = (("/v1/chat/completions", "chat"), ("/v1/completions", "completions
 
 def _api_locations(limits: GatekeeperLimits, wake: str) -> str:
     """The API server's side of each POST route, then its named locations: one per token tier,
-    with and without grammar input, each holding a count in every tier below it (and at the door
-    raising the wake flag, `wake`)."""
+    with and without grammar input, each holding a count in every tier below it. At the door each
+    keyed request that reaches the API server raises the wake flag (`wake`)."""
     fields, blocks = vars(limits), []
     for path, name in API_ROUTES:
-        blocks.append(_fill("api_check", path=path))
+        blocks.append(_fill("api_check", path=path, wake=wake))
         for tier in range(len(limits.token_tiers) + 1):
             counts = [
                 (f"gatekeeper_tokens{j + 1}", n) for j, (_, n) in enumerate(limits.token_tiers)
@@ -352,7 +352,6 @@ def _api_locations(limits: GatekeeperLimits, wake: str) -> str:
                             for zone, count in counts + grammar
                         ),
                         reply_timeout=_ms(limits.reply_timeout_seconds),
-                        wake=wake,
                         **fields,
                     )
                 )

@@ -234,8 +234,9 @@ def test_every_status_the_gatekeeper_produces_has_a_json_page() -> None:
     conf, _ = _servers(nginx_conf(LIMITS))
     pages = dict(re.findall(r"error_page (\d{3}) (?:=\d{3} )?(/\.gatekeeper/e\d{3});", conf))
     # @vllm_unreachable's own: 598 the busy page, 599 and 596 (the API server outside a drain)
-    # the restart's 503.
+    # the restart's 503, 595 (the check server) the gatekeeper's 500.
     assert pages.pop("599") == pages.pop("596") == "/.gatekeeper/e503"
+    assert pages.pop("595") == "/.gatekeeper/e500"  # the check server unreachable
     # 408 is never written (nginx closes the connection); 502 is answered as 503 (the busy page
     # when a count is full, `@vllm_unreachable`), in all three servers; 494 as 431.
     assert {int(status) for status in pages} == set(ERRORS) - {408, 502} | {494}
