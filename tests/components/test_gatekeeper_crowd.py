@@ -15,6 +15,7 @@ import socket
 import threading
 import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from pathlib import Path
 from typing import ClassVar
@@ -322,6 +323,32 @@ def test_keyed_tricklers_beyond_the_pool_are_refused_at_once_within_the_plans_me
         (503, "POST", "/v1/chat/completions", "gatekeeper_keyed")
     }
     assert len(refused) == 20
+
+
+@real_nginx
+def test_requests_at_vllm_hold_their_bodies_not_their_parsed_copies(tmp_path: Path) -> None:
+    # Arrays nested to njs's depth bound parse to ~100x their bytes; the check server's request,
+    # and the VM that holds them, end before vLLM, so six waiting there hold their bodies, and
+    # the heap what one parse left (malloc keeps it for the next), not one parse each.
+    nested = ",".join(["[" * 28 + "]" * 28] * 1_000)
+    body = ('{"model":"m","hold":1.5,"messages":[],"x":[' + nested + "]}").encode()
+    limits = replace(KEYED, all_requests=6, keyed_large=6)
+
+    def held(door: gate.Gate, sent: bytes, net: int) -> tuple[float, list[int]]:
+        before = _private_bytes(door)
+        with ThreadPoolExecutor(6) as pool:
+            asked = [pool.submit(_post, door, sent, f"127.0.{net}.{i}") for i in range(1, 7)]
+            time.sleep(1)  # all six at vLLM, which holds each 1.5 s
+            grown = _private_bytes(door) - before
+            return grown, [a.result().status for a in asked]
+
+    text = body[: body.index(b'"x":')] + b'"x":"' + b"a" * len(nested) + b'"}'
+    with door_harness.door_before(_Upstream, limits, KEY, tmp_path) as door:
+        held(door, text, 8)  # the worker's first requests allocate what later ones reuse
+        grown, statuses = held(door, body, 9)
+    assert statuses == [200] * 6
+    each, parse = doorcost.KEYED_LARGE_FIXED_BYTES + 2 * len(body), 106 * len(body)
+    assert grown <= 6 * each + 1.5 * parse, grown  # a VM kept per request: 6 x 6 MB
 
 
 @real_nginx
