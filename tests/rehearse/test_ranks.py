@@ -242,3 +242,11 @@ def test_a_group_that_forms_and_serves_is_ready_and_then_stopped(tmp_path: Path)
     for process in group.processes:
         assert_group_gone(process.pgid)
         assert process.popen.returncode is not None
+
+
+def test_a_free_port_lies_below_the_ephemeral_range_so_no_connection_takes_it() -> None:
+    # An outgoing connection's local port comes from the kernel's range; a port a test keeps
+    # free to bind later (a dead upstream, then its relay) must not.
+    low = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    ports = {ranks.free_port() for _ in range(20)}
+    assert all(1024 <= port < low for port in ports), sorted(ports)

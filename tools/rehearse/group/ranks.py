@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import random
 import re
 import signal
 import socket
@@ -111,10 +112,16 @@ def rank_env(rank: int, api_key: str, base: Mapping[str, str] | None = None) -> 
 
 
 def free_port() -> int:
-    """A TCP port on 127.0.0.1 nobody listens on right now."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
+    """A TCP port on 127.0.0.1 nobody listens on right now, below the kernel's ephemeral range
+    (`net.ipv4.ip_local_port_range`): a port the kernel hands out could go to any outgoing
+    connection before its user binds it (EADDRINUSE), one below the range only to a listener."""
+    ranges = Path("/proc/sys/net/ipv4/ip_local_port_range")
+    low = int(ranges.read_text().split()[0]) if ranges.exists() else 32768
+    for port in random.sample(range(max(1024, low - 12_000), low), 200):
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe, suppress(OSError):
+            probe.bind(("127.0.0.1", port))
+            return port
+    raise RuntimeError(f"no free TCP port on 127.0.0.1 below {low} after 200 tries")
 
 
 def loopback_ports() -> tuple[int, int]:
