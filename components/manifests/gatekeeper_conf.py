@@ -1,48 +1,24 @@
 """The gatekeeper's two files, generated purely from the plan's limits: `nginx.conf` and the njs
 script it imports (`gatekeeper.js`, the checks a proxy can make only by reading the JSON body).
 
-Layers, outermost first; each is cheaper than the one behind it:
+Layers, outermost first, each cheaper than the one behind it, each explained where the template
+(`gatekeeper.conf.tmpl` beside this file, `TEMPLATE`, readable as the nginx.conf it renders)
+writes it: the stream layer counts a client's connections, and all of them, before a byte is
+read; the public HTTP server wants the whole header within `header_timeout_seconds` (a timer
+nginx arms once per request, ngx_http_request.c `ngx_http_read_request_header`), then the route,
+the key and the rates, and counts a keyed POST before its body; the API server reads the body
+and has the check server judge it in njs (whose request, and VM, end with the verdict) before the
+client's tiers and vLLM, which sees only `PASSED_HEADERS` (it acts on others:
+`tests/fixtures/vllm/request-headers-v0.31.json`); every reply is bounded in time and bytes.
 
-1. `stream`: a client address holds at most `client_connections` TCP
-   connections and all addresses `connection_capacity`, counted when a connection is accepted,
-   before a byte is read (slow headers, slow bodies and idle keep-alives all count). The
-   connection goes, with its address in a PROXY header, to the HTTP server on a Unix socket.
-2. `http`: the whole header within `header_timeout_seconds` (nginx arms that timer once per
-   request, ngx_http_request.c `ngx_http_read_request_header`: `if (!rev->timer_set)`), a body
-   only on POST routes, at most `max_request_bytes`; four routes; the key; a rate per client for
-   requests, one for large bodies (their parse cost) and a slower one for failures (wrong key,
-   unknown path), all counted before the refusal is written. A keyed POST is then counted before
-   its body, per client (large bodies) and in all (`keyed_requests`, `keyed_large`), and goes on,
-   its body unbuffered, to the API server on a second Unix socket, a request of its own, whose
-   counts (the tiers below) nginx applies afresh. It reads the body and passes it to the check
-   server on a third socket, whose request (and njs VM, which holds the parsed body) ends with
-   its verdict, before the body goes on to vLLM.
-3. njs (`gatekeeper.js`): refuses a body that asks for more than `max_sequences` sequences (`n`,
-   `best_of`, a list of prompts), log-probabilities above `max_logprobs`, `echo`, and grammar
-   input (schemas, tools) above `max_schema_bytes` or with a count above `max_schema_counts`; it
-   sends the request to the location of its KV-cache tier (`token_tiers`), where a client address
-   may have fewer requests in flight the more each may hold; grammar input also takes one of the
-   client's `schema_concurrency` slots for the whole reply (nginx counts a request until it ends).
-4. Upstream: only a short list of client headers reaches vLLM (`PASSED_HEADERS`; vLLM acts on
-   others, `tests/fixtures/vllm/request-headers-v0.31.json`), `X-Forwarded-For` is the client's
-   address, and every reply is cut at `reply_timeout_seconds` or `max_reply_bytes`, a stream with
-   a final error event; at most `all_requests` in flight from all clients together, beyond that 503
-   with Retry-After. `/health` is answered from a one-second cache, so vLLM sees at most about
-   one call a second however many arrive.
-
-The kubelet's probes and the group's workers do not use the public listener: a listener of their
-own (`probe_listen`, `/health` and `/ready` only) never goes through the stream layer, and the
-stream layer admits at most `connection_capacity` public connections in all, so however many
-addresses fill the public side, nginx keeps what worker_connections holds beyond the public
-connections' own (`frontdoor._connections`) for the probes. (With no connection slot free nginx
-accepts a connection and closes it at once, on every listener alike: nginx 1.30
-src/event/ngx_event_accept.c `ngx_event_accept` and src/core/ngx_connection.c
-`ngx_get_connection`, "worker_connections are not enough"; before that it closes idle
-keep-alives, `ngx_drain_connections`.)
+The kubelet's probes and the group's workers have a listener of their own (`probe_listen`) that
+never goes through the stream layer, which admits at most `connection_capacity` public
+connections, so nginx keeps what worker_connections holds beyond them for the probes (with no
+slot free nginx closes a new connection on every listener alike: nginx 1.30
+src/event/ngx_event_accept.c `ngx_event_accept`, src/core/ngx_connection.c `ngx_get_connection`).
 
 Every error the front door itself produces, and how it answers for vLLM's, is
-`gatekeeper_answers`. The config's text is `gatekeeper.conf.tmpl` beside this file (`TEMPLATE`),
-readable as the nginx.conf it renders; this module computes the values and fragments it takes.
+`gatekeeper_answers`; this module computes the values and fragments the template takes.
 """
 
 from __future__ import annotations
