@@ -63,8 +63,9 @@ CONNECTIONS_SPARE = 2
 #: The gatekeeper's memory for keyed requests being read beside those at vLLM, half for small
 #: bodies, half for large: nginx has no total body deadline (`client_body_timeout` is re-armed on
 #: every read, nginx 1.22.1 src/http/ngx_http_request_body.c), so tricklers hold a pool as long as
-#: they trickle. Keyless addresses at their caps the public pool is aimed to outlast.
-KEYED_SHARE, AIMED_ADDRESSES = 0.1, 1_000
+#: they trickle (an eighth: the rehearsal's twelve keyed addresses at their 17 connections and a
+#: victim fit the small pool). Keyless addresses at their caps the public pool is aimed to outlast.
+KEYED_SHARE, AIMED_ADDRESSES = 0.125, 1_000
 #: nginx connections per client connection: the client's socket and the Unix socket pair between
 #: the stream and HTTP sides (two); a request at vLLM also holds a connection there, at most
 #: `all_requests` of them.

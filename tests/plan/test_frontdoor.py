@@ -124,25 +124,25 @@ def test_reasons_say_what_each_limit_is_and_where_it_comes_from() -> None:
         "to 1024 tokens",
         "per client address 5 connections (auto: one per request in flight + 2), counted when a "
         "connection opens, before a byte is read; more are closed at once, logged",
-        "8,657 public connections in all, closed at once beyond (logged): the gatekeeper's 300 "
+        "8,371 public connections in all, closed at once beyond (logged): the gatekeeper's 300 "
         "MiB less 16 MiB for nginx, 33.1 MiB for the one body njs parses at a time (its VM, up "
-        "to 106x the body, measured; gone with the check's request, before vLLM) and 31.7 MiB "
+        "to 106x the body, measured; gone with the check's request, before vLLM) and 38.9 MiB "
         "for the keyed requests in progress (the 3 at vLLM among them), over 26,546 bytes a "
         "connection that has shown no key (nginx 1.30 16,100 for a head held at its 32 lines, "
-        "measured on 1.22 and modelled, the kernel 9,150, 3 slots of 432); so 1,731 addresses "
+        "measured on 1.22 and modelled, the kernel 9,150, 3 slots of 432); so 1,674 addresses "
         "at their cap of 5, each connection holding a head, fill it and refuse a keyed client's"
-        " new connection (2,688 whose connections send nothing; on nginx 1.22, which counts no "
-        "lines, 1,101 sending 31,300-byte heads of `a:` lines, measured); one nginx worker with"
-        " 26,858 connections (3 per public connection, 4 per keyed request in progress, one per"
+        " new connection (2,599 whose connections send nothing; on nginx 1.22, which counts no "
+        "lines, 1,064 sending 31,300-byte heads of `a:` lines, measured); one nginx worker with"
+        " 26,196 connections (3 per public connection, 4 per keyed request in progress, one per"
         " request at vLLM, 64 for the probe listener's 32 and 24 for listeners, scrapes and "
-        "wake calls) and 26,922 files",
-        "keyed requests in progress (body read, checked or at vLLM) at most 175 with a body "
-        "under 10,000 bytes and 24 with a larger (or chunked), counted before a byte of the "
+        "wake calls) and 26,260 files",
+        "keyed requests in progress (body read, checked or at vLLM) at most 219 with a body "
+        "under 10,000 bytes and 29 with a larger (or chunked), counted before a byte of the "
         "body, then 503 at once: each holds up to 73,100 or 69,700 + its 327,680-byte buffer "
         "(measured on nginx 1.22.1, njs 0.7.9; modelled the same on the pod's 1.30.5, njs "
-        "1.0.1), and its body again while the check server judges it (modelled), 0.1 of the "
+        "1.0.1), and its body again while the check server judges it (modelled), 0.125 of the "
         "memory for the two beside the 3 at vLLM; nginx has no total body deadline (only 5 s "
-        "between reads), so 35 keyed addresses trickling small bodies at their cap of 5, or 11 "
+        "between reads), so 44 keyed addresses trickling small bodies at their cap of 5, or 13 "
         "trickling large ones at their 2 beside 3 large bodies at vLLM, refuse a keyed newcomer"
         " with a body of that size for as long as they trickle",
         "bodies of 10,000 bytes or more (or chunked) at most 104 a minute per client address "
@@ -190,22 +190,22 @@ def test_reasons_say_what_each_limit_is_and_where_it_comes_from() -> None:
 
 def test_connections_follow_the_gatekeeper_s_memory_and_the_body() -> None:
     door = _door()
-    # The one body njs parses at a time (106x it at worst) and the keyed requests in progress (a
-    # tenth of the memory, half for small bodies and half for large ones beside the 3 at vLLM,
+    # The one body njs parses at a time (106x it at worst) and the keyed requests in progress (an
+    # eighth of the memory, half for small bodies and half for large ones beside the 3 at vLLM,
     # each beyond an idle connection its VM, its body twice, the two hops' socket pairs and four
     # slots) come first; the rest at the pod's worst of a connection that shows no key.
-    hops, half = 2 * (5_600 + 2 * 432) - 6_650, 300 * 2**20 // 20
+    hops, half = 2 * (5_600 + 2 * 432) - 6_650, 300 * 2**20 // 16
     small, large = 73_100 + 10_000 + hops, 69_700 + 2 * 327_680 + hops
-    assert (door.keyed_requests, door.keyed_large) == (175, 3 + 21)
-    assert (half // small, half // large) == (175, 21)
-    keyed = 175 * small + 24 * large
+    assert (door.keyed_requests, door.keyed_large) == (219, 3 + 26)
+    assert (half // small, half // large) == (219, 26)
+    keyed = 219 * small + 29 * large
     reserve = 3 + 2 * 32 + 24
     free = 300 * 2**20 - 16 * 2**20 - 327_680 * 106 - keyed - reserve * 432
-    assert door.connection_capacity == free // (16_100 + 9_150 + 3 * 432) == 8_657
+    assert door.connection_capacity == free // (16_100 + 9_150 + 3 * 432) == 8_371
     # Three per public connection, four per keyed request (the two hops), one per request at
     # vLLM, two per probe connection held back for the probes, and the listeners', scrapes' and
     # wake calls' own.
-    assert door.worker_connections == 3 * door.connection_capacity + reserve + 4 * (175 + 24)
+    assert door.worker_connections == 3 * door.connection_capacity + reserve + 4 * (219 + 29)
     assert door.probe_connections == 32
     assert door.client_connections == 3 + 2
     assert door.all_requests == 3
@@ -225,7 +225,7 @@ def test_a_larger_body_is_charged_its_buffer_and_the_door_fits_its_memory() -> N
     body, hops = 700_000, 2 * (5_600 + 2 * 432) - 6_650
     large = 69_700 + 2 * body + hops
     door = _door(concurrency=60.0, maxRequestBytes=body)
-    assert (door.all_requests, door.keyed_large) == (60, 60 + 300 * 2**20 // 20 // large)
+    assert (door.all_requests, door.keyed_large) == (60, 60 + 300 * 2**20 // 16 // large)
     spent = 16 * 2**20 + body * 106 + (60 + 24 + 64) * 432
     spent += door.keyed_requests * (73_100 + 10_000 + hops) + door.keyed_large * large
     spent += door.connection_capacity * (16_100 + 9_150 + 3 * 432)
@@ -322,8 +322,8 @@ def test_logprobs_and_schemas_follow_their_keys() -> None:
         ),
         (
             {"clientConnections": 7000},
-            "`clientConnections` 7000 would let two clients hold every one of the 8657 "
-            "connections the gatekeeper's 300 MiB holds; use at most 4328, or auto",
+            "`clientConnections` 7000 would let two clients hold every one of the 8371 "
+            "connections the gatekeeper's 300 MiB holds; use at most 4185, or auto",
         ),
         (
             {"clientConnections": 3},
@@ -413,20 +413,20 @@ def test_the_plan_says_how_many_addresses_fill_dev_s_door_short_of_a_thousand() 
     line = next(r for r in limits.reasons if r.startswith("keyed requests in progress"))
     # Sized from memory, not from addresses: nginx has no total body deadline, so the plan says
     # how many tricklers fill each pool, and for how long.
-    assert (limits.keyed_requests, limits.keyed_large) == (175, 10 + 21)
+    assert (limits.keyed_requests, limits.keyed_large) == (219, 10 + 26)
     assert (
-        "nginx has no total body deadline (only 5 s between reads), so 15 keyed addresses "
-        "trickling small bodies at their cap of 12, or 11 trickling large ones at their 2 beside "
+        "nginx has no total body deadline (only 5 s between reads), so 19 keyed addresses "
+        "trickling small bodies at their cap of 12, or 13 trickling large ones at their 2 beside "
         "10 large bodies at vLLM, refuse a keyed newcomer with a body of that size for as long "
         "as they trickle"
     ) in line
     assert "(measured on nginx 1.22.1, njs 0.7.9; modelled the same on the pod's" in line
-    # The keyless crowd that fills the pool, said as it is: 705 addresses in the pod (nginx
-    # 1.30, 32 header lines at most), 448 on nginx 1.22, short of the issue's 1,000.
+    # The keyless crowd that fills the pool, said as it is: 681 addresses in the pod (nginx
+    # 1.30, 32 header lines at most), 433 on nginx 1.22, short of the issue's 1,000.
     pool = next(r for r in limits.reasons if "public connections in all" in r)
-    assert limits.connection_capacity // limits.client_connections == 705
-    assert "so 705 addresses at their cap of 12" in pool and "short of the 1,000" in pool
-    assert "on nginx 1.22, which counts no lines, 448 sending 31,300-byte heads" in pool
+    assert limits.connection_capacity // limits.client_connections == 681
+    assert "so 681 addresses at their cap of 12" in pool and "short of the 1,000" in pool
+    assert "on nginx 1.22, which counts no lines, 433 sending 31,300-byte heads" in pool
     assert "not bounded" not in " ".join(limits.reasons)
 
 
