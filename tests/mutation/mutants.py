@@ -15,6 +15,7 @@ of that file). Nothing in the working tree is changed.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import shutil
 import subprocess
@@ -115,18 +116,15 @@ CORE = tuple(f for g in GROUPS for f in g.files)
 
 
 def _mutmut_config(group: Group, files: list[str]) -> str:
-    """The `[tool.mutmut]` table for one group (TOML, appended to the project's own file)."""
-
-    def strings(values: object) -> str:
-        return "[" + ", ".join(f'"{v}"' for v in values) + "]"  # type: ignore[attr-defined]
-
+    """The `[tool.mutmut]` table for one group (TOML, appended to the project's own file; a JSON
+    list of strings is a TOML array)."""
     return (
         "\n[tool.mutmut]\n"
-        f"source_paths = {strings(['infra', 'components', 'policies'])}\n"
-        f"only_mutate = {strings(files)}\n"
-        f"also_copy = {strings(['stacks', 'docs', 'README.md', 'Pulumi.yaml'])}\n"
-        f"pytest_add_cli_args = {strings(['-p', 'no:cacheprovider', '-k', DESELECTED])}\n"
-        f"pytest_add_cli_args_test_selection = {strings(group.tests)}\n"
+        f"source_paths = {json.dumps(['infra', 'components', 'policies'])}\n"
+        f"only_mutate = {json.dumps(files)}\n"
+        f"also_copy = {json.dumps(['stacks', 'docs', 'README.md', 'Pulumi.yaml'])}\n"
+        f"pytest_add_cli_args = {json.dumps(['-p', 'no:cacheprovider', '-k', DESELECTED])}\n"
+        f"pytest_add_cli_args_test_selection = {json.dumps(list(group.tests))}\n"
         # A mutant that loops forever (a binary search that never narrows) is a kill; give up
         # on it after a few times the tests' own run time instead of mutmut's 30.
         "timeout_multiplier = 2.0\n"
@@ -147,7 +145,7 @@ def _prepare(group: Group, files: list[str], fresh: bool) -> Path:
         else:
             shutil.copy2(source, target)
     project = (REPO / "pyproject.toml").read_text()
-    if "tool" in tomllib.loads(project) and "mutmut" in tomllib.loads(project)["tool"]:
+    if "mutmut" in tomllib.loads(project).get("tool", {}):
         raise SystemExit("pyproject.toml has its own [tool.mutmut]; the groups here set it")
     (work / "pyproject.toml").write_text(project + _mutmut_config(group, files))
     return work

@@ -201,19 +201,15 @@ def render(
             out.append(f"    - {o.original}")
             out.append(f"    + {o.mutated}")
     if listed:
-        out.append("")
-        out.append(f"{len(listed)} equivalent mutant(s), as listed:")
+        out += ["", f"{len(listed)} equivalent mutant(s), as listed:"]
         for o in sorted(listed, key=lambda o: (o.file, o.line, o.name)):
             out.append(f"{o.file}:{o.line}: {o.name}: {equivalent[o.name]}")
     if stale:
-        out.append("")
-        out.append("listed as equivalent but not a survivor of this run (drop or renumber them):")
+        out += ["", "listed as equivalent but not a survivor of this run (drop or renumber them):"]
         out += [f"    {name}" for name in stale]
     if unchecked:
-        out.append("")
-        out.append(f"{len(unchecked)} mutant(s) were not checked: the run did not finish")
+        out += ["", f"{len(unchecked)} mutant(s) were not checked: the run did not finish"]
 
     ok = not survivors and not unchecked and total_score >= min_score
-    out.append("")
-    out.append("PASS" if ok else "FAIL")
+    out += ["", "PASS" if ok else "FAIL"]
     return "\n".join(out), ok

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import math
+import textwrap
 
 from infra.plan import compare, prices
 from infra.plan.advice import Offer, better_buy, no_worse
@@ -106,15 +107,8 @@ def _advice(data: dict, stack_type: str) -> list[str]:
     return _wrap("".join(text).strip())
 
 
-def _wrap(text: str, width: int = 100) -> list[str]:
-    lines, line = [], ""
-    for word in text.split(" "):
-        if line and len(line) + 1 + len(word) > width:
-            lines.append(line)
-            line = word
-        else:
-            line = f"{line} {word}" if line else word
-    return [*lines, line] if line else lines
+def _wrap(text: str) -> list[str]:
+    return textwrap.wrap(text, 100, break_long_words=False, break_on_hyphens=False)
 
 
 def render(data: dict) -> str:
