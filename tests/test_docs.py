@@ -189,22 +189,27 @@ def test_plan_commands_run(command: str, capsys: pytest.CaptureFixture[str]) -> 
     capsys.readouterr()
 
 
-@pytest.mark.parametrize("command", sorted({c for _, c in COMMANDS if c.startswith("make plan")}))
-def test_make_plan_runs(command: str, tmp_path: Path) -> None:
-    """`make plan` as the README gives it, its recipe run by this interpreter (a stand-in `VENV`
-    that make sees as installed, so the test builds no virtualenv)."""
-    stack = re.search(r"STACK=(\w+)", command)
-    stack = stack.group(1) if stack else "dev"
-    (tmp_path / "venv").mkdir()
+def _make(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """`make` as the README gives it, its recipe run by this interpreter (a stand-in `VENV` that
+    make sees as installed, so the test builds no virtualenv). --no-print-directory: under
+    `make test` this make is a sub-make, which names its directory."""
+    (tmp_path / "venv").mkdir(exist_ok=True)
     (tmp_path / "venv" / ".installed").touch()
-    done = subprocess.run(
-        [*shlex.split(command), f"PY={sys.executable}", f"VENV={tmp_path}/venv"],
+    return subprocess.run(
+        ["make", "--no-print-directory", *args, f"PY={sys.executable}", f"VENV={tmp_path}/venv"],
         cwd=REPO,
         capture_output=True,
         text=True,
         env=os.environ | {"MAKEFLAGS": ""},
         check=False,
     )
+
+
+@pytest.mark.parametrize("command", sorted({c for _, c in COMMANDS if c.startswith("make plan")}))
+def test_make_plan_runs(command: str, tmp_path: Path) -> None:
+    stack = re.search(r"STACK=(\w+)", command)
+    stack = stack.group(1) if stack else "dev"
+    done = _make(tmp_path, *shlex.split(command)[1:])
     assert done.returncode == 0, done.stderr[-2000:]
     assert f"stack                        {stack}" in done.stdout
     assert (REPO / "rendered" / stack).is_dir()
@@ -213,29 +218,12 @@ def test_make_plan_runs(command: str, tmp_path: Path) -> None:
 def test_make_plan_passes_its_args_to_the_planner(tmp_path: Path) -> None:
     """`make plan ARGS=...` hands ARGS to `python -m infra.plan` (GNU make passes a command-line
     variable to the recipe's `$(ARGS)`); a refused `--set` shows it reached the planner."""
-    (tmp_path / "venv").mkdir()
-    (tmp_path / "venv" / ".installed").touch()
-    # --no-print-directory: under `make test` this make is a sub-make, which names its directory.
-    make = ["make", "--no-print-directory", "plan", f"PY={sys.executable}", f"VENV={tmp_path}/venv"]
-    shown = subprocess.run(
-        [*make, "-n", "ARGS=--set instanceType=m7g.4xlarge"],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        env=os.environ | {"MAKEFLAGS": ""},
-        check=True,
-    )
+    shown = _make(tmp_path, "plan", "-n", "ARGS=--set instanceType=m7g.4xlarge")
+    assert shown.returncode == 0, shown.stderr
     assert shown.stdout.rstrip().endswith(
         "-m infra.plan --stack dev --render rendered/dev --set instanceType=m7g.4xlarge"
     ), shown.stdout
-    done = subprocess.run(
-        [*make, "ARGS=--set pipelineStages=0"],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        env=os.environ | {"MAKEFLAGS": ""},
-        check=False,
-    )
+    done = _make(tmp_path, "plan", "ARGS=--set pipelineStages=0")
     assert done.returncode != 0
     assert "`pipelineStages`" in done.stderr, done.stderr[-2000:]
 
@@ -243,29 +231,33 @@ def test_make_plan_passes_its_args_to_the_planner(tmp_path: Path) -> None:
 SEPARATOR = "=== the client ==="
 
 
-def _quick_start_blocks() -> tuple[str, str]:
+def _quick_start_blocks() -> list[tuple[str, str]]:
+    """(language, text) of each fenced block of the README's quick start."""
     readme = (REPO / "README.md").read_text()
     section = readme.split("## Quick start: a working endpoint\n", 1)[1].split("\n## ", 1)[0]
-    blocks = {m.group(2) + str(i): m.group(3) for i, m in enumerate(FENCE.finditer(section))}
-    call = next(b for b in blocks.values() if "curl -sN" in b)
-    client = next(b for k, b in blocks.items() if k.startswith("python"))
-    return call, client
+    return [(m.group(2), m.group(3)) for m in FENCE.finditer(section)]
+
+
+def _executable(path: Path, script: str) -> None:
+    path.write_text(script)
+    path.chmod(path.stat().st_mode | stat.S_IEXEC)
 
 
 def test_the_quick_start_calls_reach_the_model_the_outputs_name(tmp_path: Path) -> None:
     """The README's curl and OpenAI-client calls, run as written against a local OpenAI server,
     with a `pulumi` on PATH that answers `stack output` as a deployed stack would."""
-    call, client = _quick_start_blocks()
+    blocks = _quick_start_blocks()
+    call = next(text for _, text in blocks if "curl -sN" in text)
+    client = next(text for language, text in blocks if language.startswith("python"))
     key, model = "k" * 24, "served/model-id"
     with StubServer(StubConfig(api_key=key, model=model, ttft_s=0, seconds_per_token=0)) as stub:
         outputs = {"endpoint": stub.base_url, "model": model, "apiKey": key}
-        fake = tmp_path / "pulumi"
-        fake.write_text(
+        _executable(
+            tmp_path / "pulumi",
             "#!/bin/sh\n# stack output [--show-secrets] NAME\neval last=\\${$#}\ncase $last in\n"
             + "".join(f"  {name}) echo '{value}' ;;\n" for name, value in outputs.items())
-            + "  *) exit 1 ;;\nesac\n"
+            + "  *) exit 1 ;;\nesac\n",
         )
-        fake.chmod(fake.stat().st_mode | stat.S_IEXEC)
         (tmp_path / "client.py").write_text(client)
         python = shlex.quote(sys.executable)
         script = f"{call}\necho {SEPARATOR}\n{python} {tmp_path / 'client.py'}\n"
@@ -291,17 +283,16 @@ def test_the_quick_start_keeps_each_stacks_passphrase_in_its_own_ignored_file(
     """The README's deploy block, run as written with a `pulumi` on PATH that records the
     passphrase file each call would read: the bootstrap's stack and dev each get their own, the
     files are private and git-ignored, and no call carries the Hugging Face token."""
-    readme = (REPO / "README.md").read_text()
-    section = readme.split("## Quick start: a working endpoint\n", 1)[1].split("\n## ", 1)[0]
-    block = next(m.group(3) for m in FENCE.finditer(section) if "stack init dev" in m.group(3))
-    fake = tmp_path / "bin" / "pulumi"
-    fake.parent.mkdir()
-    fake.write_text('#!/bin/sh\necho "$PULUMI_CONFIG_PASSPHRASE_FILE|$*" >> "$CALLS"\n')
-    fake.chmod(fake.stat().st_mode | stat.S_IEXEC)
+    block = next(text for _, text in _quick_start_blocks() if "stack init dev" in text)
+    (tmp_path / "bin").mkdir()
+    _executable(
+        tmp_path / "bin" / "pulumi",
+        '#!/bin/sh\necho "$PULUMI_CONFIG_PASSPHRASE_FILE|$*" >> "$CALLS"\n',
+    )
     work = tmp_path / "clone"
     work.mkdir()
     env = {k: v for k, v in os.environ.items() if not k.startswith("PULUMI_CONFIG_PASSPHRASE")}
-    env |= {"PATH": f"{fake.parent}:{env['PATH']}", "CALLS": str(tmp_path / "calls")}
+    env |= {"PATH": f"{tmp_path / 'bin'}:{env['PATH']}", "CALLS": str(tmp_path / "calls")}
     done = subprocess.run(
         ["bash", "-euo", "pipefail", "-c", block],
         cwd=work,
