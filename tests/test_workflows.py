@@ -65,7 +65,6 @@ JUSTIFICATION_RE = re.compile(r"^\s*--\s*\S+(?:\s+\S+){3,}")
 EXPRESSION_RE = re.compile(r"\b(?P<kind>secrets|vars)\.(?P<name>[A-Za-z_][A-Za-z0-9_]*)")
 VERSION_COMMENT_RE = re.compile(r"^v\d+\.\d+\.\d+$")
 USES_LINE_RE = re.compile(r"^\s*(?:-\s+)?uses:\s*(?P<ref>[^\s#]+)\s*(?:#\s*(?P<comment>.*?))?\s*$")
-MATRIX_STACK = "matrix.stack"
 #: Every environment's Pulumi jobs run on the runners its own repository variable names
 #: (`runner_variable`): the EKS API admits only the stack's `endpointPublicAccessCidrs`, which no
 #: GitHub-hosted runner's address is in, and a pull request's preview must never run where a
@@ -88,10 +87,9 @@ def _runner_group(environment: str) -> str:
     if environment in APPROVAL_ENVIRONMENTS:
         return APPROVAL_ENVIRONMENTS[environment]
     stack = STACK_OF_ENVIRONMENT.get(environment, environment)
-    same = (
-        stack in RUNNER_VARIABLES and RUNNER_VARIABLES.get(environment) == RUNNER_VARIABLES[stack]
+    return (
+        stack if RUNNER_VARIABLES.get(environment) == RUNNER_VARIABLES.get(stack) else environment
     )
-    return stack if same else environment
 
 
 def _expected_environment(path: Path, command: str, stack: str) -> str:
@@ -133,11 +131,7 @@ def _load(path: Path) -> dict[str, Any]:
 def _triggers(workflow: dict[str, Any]) -> dict[str, Any]:
     """The `on:` block; PyYAML reads the bare key `on` as the boolean True (YAML 1.1)."""
     on = workflow.get("on", workflow.get(True))
-    if isinstance(on, str):
-        return {on: None}
-    if isinstance(on, list):
-        return dict.fromkeys(on)
-    assert isinstance(on, dict), f"unexpected `on:` block {on!r}"
+    assert isinstance(on, dict), f"write the `on:` block as a mapping of events, not {on!r}"
     return on
 
 
@@ -354,10 +348,10 @@ def test_the_audit_rules_see_a_job_without_environment() -> None:
 
 # -- Each Pulumi job: its environment, role, passphrase, runner, lock and CLI -----------------
 
-#: (file, job id) of every job of the pipeline's files that runs pulumi.
+#: (file, job id) of every job that runs pulumi, in any workflow file.
 PULUMI_JOBS = [
     pytest.param(path, job_id, id=f"{path.name}:{job_id}")
-    for path in PIPELINE
+    for path in _workflow_files()
     for job_id, job in _load(path)["jobs"].items()
     if _runs_pulumi(job)
 ]
@@ -415,8 +409,7 @@ def test_every_pulumi_job_holds_a_concurrency_group_named_after_its_stack(
     tokens = _group_tokens(job.get("concurrency"))
     for step in _pulumi_steps(job):
         stack = str(step["with"]["stack-name"])
-        expected = MATRIX_STACK if MATRIX_STACK in stack else stack
-        assert expected in tokens, (
+        assert stack in tokens, (
             f"{path.name} job {job_id}: concurrency group {job.get('concurrency')!r} "
             f"does not name its stack {stack!r}"
         )
@@ -447,7 +440,9 @@ def test_every_pulumi_job_needs_the_ci_entry_point_and_runs_the_pinned_cli(
 @pytest.mark.parametrize(("path", "job_id"), PULUMI_JOBS)
 def test_every_pulumi_job_runs_on_its_environments_own_runner(path: Path, job_id: str) -> None:
     """`endpointPublicAccessCidrs` admits listed ranges only; hosted runners have no fixed one.
-    And one label per environment: a job runs on its environment's variable and no other's.
+    And one label per environment: a job runs on its environment's variable and no other's, and
+    no two runner groups share a label (prod's preview shares prod's: it runs from prod's file on
+    `main` and must reach prod's cluster), tests/bootstrap/test_access.py's names.
     On a hosted runner an update would create the cluster, then fail on every Kubernetes
     object: a deploy job stops first instead. A pull-request preview may run there, since the
     dev stack has no cluster before its first deploy."""
@@ -467,23 +462,6 @@ def test_every_pulumi_job_runs_on_its_environments_own_runner(path: Path, job_id
     script = first["run"]
     assert f'[ -z "${variable}" ]' in script and "exit 1" in script, script
     assert variable in script.split("::error::", 1)[1], script
-
-
-def test_each_environment_has_a_runner_variable_of_its_own() -> None:
-    """No two runner groups share a label, so no pull request's preview runs on a deploy's
-    runner. Prod's preview shares prod's: it runs from prod's file on `main` and must reach
-    prod's cluster."""
-    by_group: dict[str, set[str]] = {}
-    for path in _workflow_files():
-        for job in _load(path)["jobs"].values():
-            if _runs_pulumi(job):
-                by_group.setdefault(_runner_group(str(_environment_name(job))), set()).update(
-                    _runner_variables(str(job.get("runs-on")))
-                )
-    groups = {_runner_group(environment) for environment in RUNNER_VARIABLES}
-    assert set(by_group) == groups == {PREVIEW_ENVIRONMENT, *DEPLOY_STACKS}, sorted(by_group)
-    labels = [name for names in by_group.values() for name in names]
-    assert len(labels) == len(set(labels)) == len(groups), by_group
 
 
 def test_every_zizmor_ignore_carries_a_reason() -> None:
