@@ -84,7 +84,6 @@ RULES: list[tuple[str, str]] = [
         "needs root and a writable memory cgroup",
     ),
     (r"make mutants.*", "minutes of mutation testing; .github/workflows/mutants.yml runs it"),
-    (r"docker buildx imagetools inspect.*", "needs Docker Hub"),
     (
         r"make pin-images.*|python -m tools\.pins.*",
         "needs the registries; tests/plan/test_pins.py runs it against one on loopback",

@@ -647,29 +647,25 @@ def test_the_deploy_reach_rule_sees_each_way_into_prod(job: dict[str, Any]) -> N
 
 
 def test_prod_is_previewed_then_applied_only_by_hand_through_its_protected_environment() -> None:
-    """Prod's file previews and updates prod, each job on `workflow_dispatch` after the tests;
-    dev's file updates dev on pushes to main. Each job's environment and role are the per-job
+    """Prod's file previews and updates prod, each job on `workflow_dispatch`; dev's file updates
+    dev on pushes to main. Each job's environment, role and wait for the tests are the per-job
     tests' above, prod's trigger and branch `_prod_file_problems`' below."""
     jobs_by_command = _jobs_by_command(PROD_WORKFLOW)
     assert set(jobs_by_command) == {("preview", "prod"), ("up", "prod")}, (
         f"{PROD_WORKFLOW.name} runs {sorted(jobs_by_command)}"
     )
-    updates = jobs_by_command[("up", "prod")]
     ((preview_id, preview),) = jobs_by_command[("preview", "prod")]
-    # Only the updates hold prod's deploy role: the preview runs in an environment of its own,
-    # whose role reads (infra/bootstrap/access.py), so a preview job's token, whatever the job
-    # runs, is no key to the deploy role.
-    for prod_id, prod in updates:
-        # The diff is shown before the approval of the update.
-        assert preview_id in prod.get("needs", []), f"job {prod_id} must wait for {preview_id}"
-    (credentials,) = [s for s in preview["steps"] if _uses(s) == AWS_CREDENTIALS_ACTION]
-    assert int(credentials["with"].get("role-duration-seconds", 3600)) <= 3600, preview_id
-    for job_id, job in (*updates, (preview_id, preview)):
+    for job_id, job in (*jobs_by_command[("up", "prod")], (preview_id, preview)):
         condition = str(job.get("if", ""))
         assert "github.event_name == 'workflow_dispatch'" in condition, (
             f"job {job_id} must run only on workflow_dispatch, its condition is {condition!r}"
         )
-        assert "test" in job.get("needs", []), f"job {job_id} must wait for the tests"
+        # The diff is shown before the approval of an update.
+        assert job is preview or preview_id in job.get("needs", []), (
+            f"job {job_id} must wait for {preview_id}"
+        )
+    (credentials,) = [s for s in preview["steps"] if _uses(s) == AWS_CREDENTIALS_ACTION]
+    assert int(credentials["with"].get("role-duration-seconds", 3600)) <= 3600, preview_id
     (preview_step,) = _pulumi_steps(preview)
     assert preview_step["with"].get("comment-on-summary") is True, f"{preview_id} must summarise"
 
@@ -681,7 +677,6 @@ def test_prod_is_previewed_then_applied_only_by_hand_through_its_protected_envir
         f"{DEPLOY_WORKFLOW.name} runs {sorted(jobs_by_command)}"
     )
     ((dev_id, dev),) = jobs_by_command[("up", "dev")]
-    assert "test" in dev.get("needs", []), f"job {dev_id} must wait for the tests"
     assert str(dev.get("if")) == "github.event_name == 'push'", f"{dev_id} runs on pushes only"
 
 
@@ -728,6 +723,9 @@ def _prod_file_problems(workflow: dict[str, Any]) -> list[str]:
         roles = _aws_role_variables(job) - prod_roles
         if roles:
             problems.append(f"job {job_id} assumes {sorted(roles)}")
+        # Only the updates hold prod's deploy role: the preview runs in an environment of its
+        # own, whose role reads (infra/bootstrap/access.py), so a preview job's token, whatever
+        # the job runs, is no key to the deploy role.
         commands = {str(step["with"].get("command")) for step in _pulumi_steps(job)}
         if role_variable("prod") in _aws_role_variables(job) and commands != {"up"}:
             problems.append(f"job {job_id} holds prod's deploy role to run {sorted(commands)}")
