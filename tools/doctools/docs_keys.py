@@ -76,22 +76,19 @@ def cell(text: str) -> str:
     return "`".join(parts)
 
 
+def _row(key: str, info: FieldInfo) -> tuple[str, str, str, str]:
+    return key, default_text(info), info.description or "", fix_text(info)
+
+
 def rows() -> list[tuple[str, str, str, str]]:
     """(key, default, meaning, fix) for every stack key, in the model's order; a nested model's
     fields follow the key that holds them."""
     found = []
     for name, info in StackConfig.model_fields.items():
         key = key_of(name, info)
-        found.append((key, default_text(info), info.description or "", fix_text(info)))
-        for sub_name, sub in NESTED.get(key, BaseModel).model_fields.items():
-            found.append(
-                (
-                    f"{key}.{key_of(sub_name, sub)}",
-                    default_text(sub),
-                    sub.description or "",
-                    fix_text(sub),
-                )
-            )
+        found.append(_row(key, info))
+        nested = NESTED.get(key, BaseModel).model_fields
+        found += [_row(f"{key}.{key_of(n, sub)}", sub) for n, sub in nested.items()]
     return found
 
 
