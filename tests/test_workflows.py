@@ -156,6 +156,10 @@ def _pulumi_steps(job: dict[str, Any]) -> list[dict[str, Any]]:
     return [step for step in job.get("steps", []) if _uses(step) == PULUMI_ACTION]
 
 
+def _commands(job: dict[str, Any]) -> set[str]:
+    return {str(step["with"].get("command")) for step in _pulumi_steps(job)}
+
+
 def _runs_pulumi(job: dict[str, Any]) -> bool:
     if _pulumi_steps(job):
         return True
@@ -699,7 +703,7 @@ def _prod_file_problems(workflow: dict[str, Any]) -> list[str]:
         # Only the updates hold prod's deploy role: the preview runs in an environment of its
         # own, whose role reads (infra/bootstrap/access.py), so a preview job's token, whatever
         # the job runs, is no key to the deploy role.
-        commands = {str(step["with"].get("command")) for step in _pulumi_steps(job)}
+        commands = _commands(job)
         if role_variable("prod") in _aws_role_variables(job) and commands != {"up"}:
             problems.append(f"job {job_id} holds prod's deploy role to run {sorted(commands)}")
     environments = _environments(workflow)
@@ -942,11 +946,7 @@ def _routing_problems(workflow: dict[str, Any]) -> list[str]:
     """Prod's updates, routed by the plan check: the plan applied only where it can be, and an
     update without it only after an approval-only job in `prod-unplanned` on the same route."""
     jobs = workflow["jobs"]
-    previews = [
-        job_id
-        for job_id, job in jobs.items()
-        if any(step["with"].get("command") == "preview" for step in _pulumi_steps(job))
-    ]
+    previews = [job_id for job_id, job in jobs.items() if "preview" in _commands(job)]
     if len(previews) != 1:
         return [f"has {len(previews)} preview jobs"]
     preview_id = previews[0]
@@ -959,17 +959,10 @@ def _routing_problems(workflow: dict[str, Any]) -> list[str]:
         problems.append(f"{preview_id} must run `{PLAN_CHECK}` once, after the preview")
     else:
         output = STEP_OUTPUT_RE.search(str((preview.get("outputs") or {}).get("plan-applies")))
-        if (
-            not output
-            or output["step"] != steps[checks[0]].get("id")
-            or output["name"] != "applies"
-        ):
+        check_id = steps[checks[0]].get("id")
+        if not output or (output["step"], output["name"]) != (check_id, "applies"):
             problems.append(f"{preview_id} must report the check's `applies` as `plan-applies`")
-    updates = {
-        job_id: job
-        for job_id, job in jobs.items()
-        if any(step["with"].get("command") == "up" for step in _pulumi_steps(job))
-    }
+    updates = {job_id: job for job_id, job in jobs.items() if "up" in _commands(job)}
     planned = [job_id for job_id, job in updates.items() if _applies_plan(job)]
     unplanned = [job_id for job_id in updates if job_id not in planned]
     if len(planned) != 1 or len(unplanned) != 1:
