@@ -35,7 +35,6 @@ from policies.rules import (
     load_balancer_to_gatekeeper_over_tls,
     model_pods_requests_equal_limits,
     parse_quantity,
-    plain_secret_config_keys,
     ranks_spread_by_required_anti_affinity,
     secrets_not_in_plain_config,
 )
@@ -691,34 +690,6 @@ def test_is_pulumi_secret_recognises_only_the_secret_signature() -> None:
     assert is_pulumi_secret(secret("x"))
     assert not is_pulumi_secret({SPECIAL_SIG_KEY: "c44067f5952c0a294b673a41bacd8c17", "path": "x"})
     assert not is_pulumi_secret("x")
-
-
-@pytest.mark.parametrize(
-    ("config", "secret_keys", "expected"),
-    [
-        (
-            {"gemma-graviton:hfToken": "hf_x", "gemma-graviton:apiKey": "k", "aws:region": "r"},
-            ["gemma-graviton:hfToken"],
-            ["gemma-graviton:apiKey"],
-        ),
-        (
-            {"gemma-graviton:apiKey": "k", "gemma-graviton:hfToken": "hf_x"},
-            [],
-            ["gemma-graviton:hfToken", "gemma-graviton:apiKey"],
-        ),
-        (
-            {"gemma-graviton:hfToken": "hf_x", "gemma-graviton:apiKey": "k"},
-            ("gemma-graviton:apiKey", "gemma-graviton:hfToken"),
-            [],
-        ),
-        ({"gemma-graviton:instanceType": "m7g.2xlarge"}, [], []),
-    ],
-    ids=["one-plain", "both-plain", "both-secret", "absent"],
-)
-def test_plain_secret_config_keys(
-    config: dict[str, str], secret_keys: list[str], expected: list[str]
-) -> None:
-    assert plain_secret_config_keys(config, secret_keys) == expected
 
 
 # -- the registry ------------------------------------------------------------------------------
