@@ -70,8 +70,11 @@ def test_every_pod_role_admits_pod_identity_for_its_own_account_in_its_own_clust
     stack: str,
 ) -> None:
     """An association of the role with another service account, or in another stack's cluster,
-    gets no credentials: EKS Pod Identity's tags must name this cluster and this account."""
-    region = _region(stack)
+    gets no credentials: EKS Pod Identity's tags must name this cluster and this account. The
+    program names its EKS cluster `identity.cluster_name` (infra/__main__.py), and the
+    `eks-cluster-arn` tag is that cluster's ARN in the stack's own account and partition."""
+    region, cluster = _region(stack), identity.cluster_name(stack)
+    assert cluster == f"gemma-graviton-{stack}"
     pods = [r for r in _roles(stack).values() if r.service_account is not None]
     assert {str(r.service_account) for r in pods} == {
         f"{CONTROLLER_NAMESPACE}/{CONTROLLER_SERVICE_ACCOUNT}",
@@ -89,26 +92,16 @@ def test_every_pod_role_admits_pod_identity_for_its_own_account_in_its_own_clust
         # Exact matching only: a StringLike or a `*` would admit another cluster or account.
         assert statement["Condition"] == {
             "StringEquals": {
-                CLUSTER_TAG: f"arn:aws:eks:{region}:{ACCOUNT_ID}:cluster/gemma-graviton-{stack}",
+                CLUSTER_TAG: f"arn:aws:eks:{region}:{ACCOUNT_ID}:cluster/{cluster}",
                 NAMESPACE_TAG: role.service_account.namespace,
                 ACCOUNT_TAG: role.service_account.name,
             }
         }, role.key
         assert "*" not in json.dumps(statement["Condition"]), role.key
-
-
-def test_the_trust_names_the_cluster_the_program_creates() -> None:
-    """The program names its EKS cluster `identity.cluster_name` (infra/__main__.py), and EKS
-    Pod Identity's `eks-cluster-arn` tag is that cluster's ARN in the stack's own account."""
-    (role,) = [r for r in _roles("dev").values() if r.key == "collector"]
-    statement = _statement(role, "dev")
-    assert identity.cluster_name("dev") == "gemma-graviton-dev"
-    arn = statement["Condition"]["StringEquals"][CLUSTER_TAG]
-    assert arn.endswith(f":cluster/{identity.cluster_name('dev')}")
-    other = role.trust("210987654321", "aws-us-gov", "us-gov-west-1", "prod")
-    assert other["Statement"][0]["Condition"]["StringEquals"][CLUSTER_TAG] == (
-        "arn:aws-us-gov:eks:us-gov-west-1:210987654321:cluster/gemma-graviton-prod"
-    )
+        gov = role.trust("210987654321", "aws-us-gov", "us-gov-west-1", stack)["Statement"][0]
+        assert gov["Condition"]["StringEquals"][CLUSTER_TAG] == (
+            f"arn:aws-us-gov:eks:us-gov-west-1:210987654321:cluster/{cluster}"
+        ), role.key
 
 
 @pytest.mark.parametrize("stack", STACKS)
