@@ -490,22 +490,16 @@ def test_images_pinned_reads_pods_and_both_lws_templates_with_init_containers() 
 
 # -- 4. load-balancer-to-gatekeeper-over-tls -------------------------------------------------
 
-TLS = {
-    "service.beta.kubernetes.io/aws-load-balancer-ssl-cert": (
-        "arn:aws:acm:us-west-2:123456789012:certificate/0a1b2c3d"
-    ),
-    "service.beta.kubernetes.io/aws-load-balancer-ssl-ports": "https",
-}
+SSL_CERT = "service.beta.kubernetes.io/aws-load-balancer-ssl-cert"
+SSL_PORTS = "service.beta.kubernetes.io/aws-load-balancer-ssl-ports"
+SCHEME = "service.beta.kubernetes.io/aws-load-balancer-scheme"
+INTERNAL = "service.beta.kubernetes.io/aws-load-balancer-internal"
+TLS = {SSL_CERT: "arn:aws:acm:us-west-2:123456789012:certificate/0a1b2c3d", SSL_PORTS: "https"}
 TLS_FIX = (
     "over plain HTTP; terminate TLS on it (service.beta.kubernetes.io/aws-load-balancer-ssl-cert "
     "with an ACM certificate, service.beta.kubernetes.io/aws-load-balancer-ssl-ports covering "
     "every port), or admit only private ranges or single /32 addresses"
 )
-
-
-SSL_CERT = "service.beta.kubernetes.io/aws-load-balancer-ssl-cert"
-SCHEME = "service.beta.kubernetes.io/aws-load-balancer-scheme"
-INTERNAL = "service.beta.kubernetes.io/aws-load-balancer-internal"
 
 
 def gatekept(
@@ -520,7 +514,7 @@ def gatekept(
     "props",
     [
         gatekept(["0.0.0.0/0"], TLS, name="https"),
-        gatekept(None, {**TLS, "service.beta.kubernetes.io/aws-load-balancer-ssl-ports": "*"}),
+        gatekept(None, {**TLS, SSL_PORTS: "*"}),
         gatekept(["10.0.0.0/8", "192.168.0.0/16"]),
         gatekept(["203.0.113.10/32"]),
         gatekept(["0.0.0.0/0"], {INTERNAL: "true"}),

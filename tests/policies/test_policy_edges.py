@@ -24,9 +24,11 @@ from policies.rules import (
 )
 from tests.policies.test_policies import (
     BOTH_MISSING,
+    HF_FIX,
     HF_TOKEN,
     IMAGE,
     SPREAD_MISSING,
+    SSL_PORTS,
     TLS,
     TLS_FIX,
     gatekept,
@@ -105,7 +107,6 @@ def test_whole_numbers_and_the_largest_exponent_parse() -> None:
 
 # -- 4. load-balancer-to-gatekeeper-over-tls, at its edges -----------------------------------------
 
-SSL_PORTS = "service.beta.kubernetes.io/aws-load-balancer-ssl-ports"
 CERT_ONLY = {k: v for k, v in TLS.items() if k != SSL_PORTS}
 
 
@@ -179,15 +180,10 @@ def test_a_gatekeeper_without_its_named_port_and_an_empty_group_are_reported() -
 
 # -- 5. secrets-not-in-plain-config, at its edges ------------------------------------------------
 
-PLAIN = (
-    "holds a Hugging Face token in plain text; set it with `pulumi config set --secret hfToken`, "
-    "pass the secret Output and label the Secret gemma-graviton.dev/secret-source: pulumi-secret"
-)
-
 
 def test_a_wrapped_value_does_not_excuse_the_next_one() -> None:
     props = secret_props(stringData={"a": secret("x"), "b": HF_TOKEN})
-    assert secrets_not_in_plain_config(SECRET, props) == [f'stringData["b"] {PLAIN}']
+    assert secrets_not_in_plain_config(SECRET, props) == [f'stringData["b"] {HF_FIX}']
 
 
 def test_data_that_is_not_text_or_not_base64_is_searched_as_it_is() -> None:
@@ -202,5 +198,5 @@ def test_data_that_is_not_text_or_not_base64_is_searched_as_it_is() -> None:
     # Bytes that are not UTF-8 around a token still show the token.
     mixed = base64.b64encode(b"\xff\xfe" + HF_TOKEN.encode()).decode()
     assert secrets_not_in_plain_config(SECRET, secret_props(data={"m": mixed})) == [
-        f'data["m"] {PLAIN}'
+        f'data["m"] {HF_FIX}'
     ]
