@@ -29,8 +29,8 @@ How a policy sees secrets (pulumi 3.272.0 engine, pulumi-policy 1.21.0):
 - Stack config: the engine hands the pack the decrypted config in `PULUMI_CONFIG`, but not which
   keys are secret (`constructConfig` drops the secret-key list: `config, _ :=
   PropertyMapToConfig(opts.Config)`). A policy pack therefore cannot tell `pulumi config set
-  --secret hfToken` from a plain one; `plain_secret_config_keys` is exposed for callers that do
-  know the secret keys (the program refuses plain secrets itself, `infra.plan.config`).
+  --secret hfToken` from a plain one; the program refuses plain secrets itself
+  (`infra.plan.config`).
 
 Consequence for `secrets-not-in-plain-config`: in a real preview, a Hugging Face token that was
 correctly set with `--secret` reaches the policy as plain text too. The program asserts where a
@@ -50,7 +50,7 @@ import contextlib
 import ipaddress
 import math
 import re
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any, Literal
@@ -78,8 +78,6 @@ EXCLUSIVE_TOPOLOGY_ANNOTATIONS = (
 HOSTNAME_TOPOLOGY_KEY = "kubernetes.io/hostname"
 
 SECRET_SOURCE_LABEL = "gemma-graviton.dev/secret-source"
-#: Config keys that must be set with `pulumi config set --secret`.
-SECRET_CONFIG_KEYS = ("gemma-graviton:hfToken", "gemma-graviton:apiKey")
 
 #: The engine's wire encoding of a secret value (pulumi `sdk/go/common/resource/properties.go`).
 SPECIAL_SIG_KEY = "4dabf18193072939515e22adb298388d"
@@ -686,18 +684,6 @@ def _holds_hf_token(field: str, value: object) -> bool:
         with contextlib.suppress(binascii.Error, ValueError):
             texts.append(base64.b64decode(value, validate=True).decode("utf-8", "replace"))
     return any(_HF_TOKEN.search(text) for text in texts)
-
-
-def plain_secret_config_keys(config: Mapping[str, Any], secret_keys: Iterable[str]) -> list[str]:
-    """The secret config keys (`gemma-graviton:hfToken`, `:apiKey`) that are set but not secret.
-
-    `config` maps full keys (`project:key`) to values, `secret_keys` lists the keys stored as
-    `secure:` values, as `pulumi.runtime.get_config_env()` and
-    `get_config_secret_keys_env()` give them to a program. Not wired into the policy pack: the
-    engine does not tell a pack which keys are secret (see the module docstring).
-    """
-    secret = set(secret_keys)
-    return [key for key in SECRET_CONFIG_KEYS if key in config and key not in secret]
 
 
 # -- the registry ------------------------------------------------------------------------------

@@ -276,12 +276,6 @@ def subject_template_command(repository: str) -> str:
     )
 
 
-def pull_request_subject(repository: str) -> str:
-    """The `sub` claim of a pull-request job that names no environment. No role trusts it: a
-    job without an environment passes no deployment-branch rule and no reviewer."""
-    return f"repo:{repository}:pull_request"
-
-
 def _upper(environment: str) -> str:
     """An environment's name as variable names spell it (letters, digits, underscores)."""
     return environment.upper().replace("-", "_")

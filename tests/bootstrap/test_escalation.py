@@ -26,7 +26,7 @@ from infra.bootstrap.fences import (
     launch_template_tags,
 )
 from infra.plan import iam
-from infra.plan.config import ConfigError
+from infra.plan.config import PROJECT, ConfigError
 from infra.plan.stackfile import load_stack
 from tests.bootstrap import iam_eval
 from tests.fakes.pulumi_host import pulumi_host
@@ -185,11 +185,8 @@ def test_a_launch_is_allowed_from_the_stacks_own_template_only(stack: str) -> No
         assert not iam_eval.allowed(
             policy, "ec2:RunInstances", arn, {"aws:RequestedRegion": region}
         ), kind
-    for name, context in {
-        "an untagged template": ours,
-        "the other stack's": {**ours, **_resource_tags(launch_template_tags(_other(stack)))},
-        "another team's": {**ours, **_resource_tags(_another_teams(stack))},
-    }.items():
+    for name, tags in _not_the_stacks(stack).items():
+        context = {**ours, **tags}
         assert not iam_eval.allowed(policy, "ec2:RunInstances", arns["launch-template"], context), (
             name
         )
@@ -232,10 +229,24 @@ def _resource_tags(tags: dict[str, str]) -> dict[str, str]:
     return {f"aws:ResourceTag/{key}": value for key, value in tags.items()}
 
 
-#: Another team's template in the same account, tagged `stack=<stack>` by its own default tags
-#: (a common pattern: the AWS provider's `default_tags` with a `stack` key), not by this project.
-def _another_teams(stack: str) -> dict[str, str]:
-    return {PROJECT_TAG_KEY: "billing-api", STACK_TAG_KEY: stack}
+def _not_the_stacks(stack: str) -> dict[str, dict[str, str]]:
+    """Resource tags that do not make a template or subnet the stack's: it is the stack's only
+    with both fence tags. Another team's, in the same account, carries `stack=<stack>` from its
+    own default tags (a common pattern: the AWS provider's `default_tags` with a `stack` key),
+    not this project's tag."""
+    return {
+        name: _resource_tags(tags)
+        for name, tags in {
+            "untagged": {},
+            "the other stack's": launch_template_tags(_other(stack)),
+            "another team's, tagged with the stack only": {
+                PROJECT_TAG_KEY: "billing-api",
+                STACK_TAG_KEY: stack,
+            },
+            "the stack tag and no project tag": {STACK_TAG_KEY: stack},
+            "the project tag and no stack tag": {PROJECT_TAG_KEY: PROJECT},
+        }.items()
+    }
 
 
 @pytest.mark.parametrize("stack", sorted(REGIONS))
@@ -250,18 +261,8 @@ def test_only_the_stacks_own_launch_template_can_be_rewritten(stack: str) -> Non
     ours = {**_resource_tags(launch_template_tags(stack)), **at}
     for action in sorted(LAUNCH_TEMPLATE_WRITES):
         assert iam_eval.allowed(policy, action, _template(region), ours), action
-        for name, context in {
-            "an untagged template": at,
-            "the other stack's": {**_resource_tags(launch_template_tags(_other(stack))), **at},
-            "another team's, tagged with the stack only": {
-                **_resource_tags(_another_teams(stack)),
-                **at,
-            },
-            "one with the stack tag and no project tag": {
-                **_resource_tags({STACK_TAG_KEY: stack}),
-                **at,
-            },
-        }.items():
+        for name, tags in _not_the_stacks(stack).items():
+            context = {**tags, **at}
             assert not iam_eval.allowed(policy, action, _template(region), context), (action, name)
         elsewhere = {**ours, "aws:RequestedRegion": other}
         assert not iam_eval.allowed(policy, action, _template(other), elsewhere), action
@@ -279,14 +280,9 @@ def test_another_launch_template_cannot_be_tagged_as_the_stacks(stack: str) -> N
     here = {"aws:RequestedRegion": region, **request}
     for action in ("ec2:CreateTags", "ec2:DeleteTags"):
         assert not iam_eval.allowed(policy, action, template, here), action
-        for foreign in (
-            launch_template_tags(_other(stack)),
-            _another_teams(stack),
-            {STACK_TAG_KEY: stack},
-            {PROJECT_TAG_KEY: launch_template_tags(stack)[PROJECT_TAG_KEY]},
-        ):
-            context = {**here, **_resource_tags(foreign)}
-            assert not iam_eval.allowed(policy, action, template, context), (action, foreign)
+        for name, tags in _not_the_stacks(stack).items():
+            context = {**here, **tags}
+            assert not iam_eval.allowed(policy, action, template, context), (action, name)
         own = {**here, **_resource_tags(launch_template_tags(stack))}
         assert iam_eval.allowed(policy, action, template, own), action
     # Neither fence tag ever comes off its template: the fence would then lock it out.
@@ -454,14 +450,10 @@ def test_only_the_stacks_own_subnets_come_off_guarddutys_endpoint(stack: str) ->
     region, elsewhere = REGIONS[stack], REGIONS[_other(stack)]
     at = {"aws:RequestedRegion": region}
     subnet = f"arn:aws:ec2:{region}:{ACCOUNT}:subnet/subnet-0123456789abcdef0"
+    foreign = {name: (subnet, {**at, **tags}) for name, tags in _not_the_stacks(stack).items()}
     named = {
         "ours": (subnet, {**at, **_resource_tags(launch_template_tags(stack))}),
-        "the other stack's": (
-            subnet,
-            {**at, **_resource_tags(launch_template_tags(_other(stack)))},
-        ),
-        "another team's": (subnet, {**at, **_resource_tags(_another_teams(stack))}),
-        "untagged": (subnet, at),
+        **foreign,
         "a security group": (f"arn:aws:ec2:{region}:{ACCOUNT}:security-group/sg-0123", at),
     }
     guardduty = {
@@ -471,7 +463,7 @@ def test_only_the_stacks_own_subnets_come_off_guarddutys_endpoint(stack: str) ->
     }
 
     assert _modify_vpc_endpoint(policy, guardduty, {"RemoveSubnetIds": ["ours"]})
-    for whose in ("the other stack's", "another team's", "untagged"):
+    for whose in foreign:
         assert not _modify_vpc_endpoint(policy, guardduty, {"RemoveSubnetIds": [whose]}), whose
     for parameters in (
         {"PolicyDocument": []},

@@ -18,6 +18,7 @@ import pulumi
 import pytest
 import yaml
 
+from components.github_ci import github_trust_policy
 from components.manifests import identity
 from infra.adapters.cli import main as plan_main
 from infra.adapters.wiring import NAMESPACE
@@ -39,7 +40,6 @@ ROLE = "aws:iam/role:Role"
 ROLE_POLICY = "aws:iam/rolePolicy:RolePolicy"
 PROVIDER = "aws:iam/openIdConnectProvider:OpenIdConnectProvider"
 POLICY = "aws:iam/policy:Policy"
-SUB = "token.actions.githubusercontent.com:sub"
 
 
 @pytest.fixture
@@ -64,11 +64,6 @@ def _ci(records: list[Any], type_: str) -> list[Any]:
     return [r for r in by_type(records, type_) if r.name.startswith("github-")]
 
 
-def _trust(record: Any) -> dict[str, Any]:
-    (statement,) = json.loads(record.inputs["assumeRolePolicy"])["Statement"]
-    return statement
-
-
 @pytest.mark.usefixtures("as_pulumi_host")
 def test_provider_and_roles_trust_exactly_the_repository_environments(
     mocks: RecordingMocks, exports: dict[str, Any]
@@ -79,22 +74,13 @@ def test_provider_and_roles_trust_exactly_the_repository_environments(
     assert provider.inputs["clientIdLists"] == ["sts.amazonaws.com"], provider.urn
     assert resolve(exports["oidcProviderArn"]) == provider.outputs["arn"]
 
-    subjects = {}
-    for record in _ci(mocks.records, ROLE):
-        statement = _trust(record)
-        assert statement["Principal"] == {"Federated": provider.outputs["arn"]}, record.urn
-        assert statement["Action"] == "sts:AssumeRoleWithWebIdentity", record.urn
-        # Exact subjects but the pull requests' preview's, whose ref carries its number.
-        operator = "StringLike" if record.name == "github-preview" else "StringEquals"
-        assert set(statement["Condition"]) == {"StringEquals", operator}, record.urn
-        condition = statement["Condition"]
-        assert condition["StringEquals"]["token.actions.githubusercontent.com:aud"] == (
-            "sts.amazonaws.com"
-        )
+    # The trust test_access.py holds the pure rules to, with the subjects it names.
+    roles = {r.name.removeprefix("github-"): r for r in _ci(mocks.records, ROLE)}
+    assert set(roles) == set(SUBJECTS)
+    for key, record in roles.items():
+        trust = json.loads(record.inputs["assumeRolePolicy"])
+        assert trust == github_trust_policy(provider.outputs["arn"], SUBJECTS[key]), record.urn
         assert record.inputs["path"] == "/github-ci/", record.urn
-        subjects[record.name] = condition[operator][SUB]
-    # The subjects test_access.py holds the pure rules to, here as the program wrote them.
-    assert subjects == {f"github-{key}": list(subject) for key, subject in SUBJECTS.items()}
     # They exist only under the repository's subject template: the bootstrap says how to set it,
     # first of the setup commands (test_outputs_name_what_goes_where; the text: test_access.py).
     template = access.subject_template_command(REPOSITORY)
@@ -104,45 +90,48 @@ def test_provider_and_roles_trust_exactly_the_repository_environments(
 
 
 @pytest.mark.usefixtures("as_pulumi_host")
-def test_the_preview_role_cannot_reach_deploy_permissions(
-    mocks: RecordingMocks, exports: dict[str, Any]
-) -> None:
+def test_each_ci_role_gets_the_policy_of_the_pure_rules(mocks: RecordingMocks) -> None:
+    """Each role's one inline policy is `access.ci_roles`' (whose limits test_access.py and
+    test_escalation.py hold: the previews read only, each deploy stays in its stack), for the
+    regions and clusters of the stack files."""
     run_bootstrap(mocks, repository=REPOSITORY, stateBucket=BUCKET)
+    configs = {stack: load_stack(stack) for stack in access.DEPLOY_STACKS}
+    regions = {stack: cfg.region for stack, cfg in configs.items()}
+    clusters = {stack: cfg.existing_cluster for stack, cfg in configs.items()}
+    want = access.ci_roles(REPOSITORY, regions, BUCKET, clusters=clusters)
     policies = {r.name: r for r in _ci(mocks.records, ROLE_POLICY)}
-    assert set(policies) == {
-        "github-preview-permissions",
-        "github-preview-prod-permissions",
-        "github-deploy-dev-permissions",
-        "github-deploy-prod-permissions",
+    assert {name: json.loads(p.inputs["policy"]) for name, p in policies.items()} == {
+        f"github-{r.key}-permissions": r.policy for r in want
     }
     roles = {r.name: r for r in _ci(mocks.records, ROLE)}
     for name, policy in policies.items():
         role = roles[name.removesuffix("-permissions")]
         assert policy.inputs["role"] == role.resource_id, policy.urn
-    preview = json.loads(policies["github-preview-permissions"].inputs["policy"])
-    actions = [a for s in preview["Statement"] for a in s["Action"]]
-    assert all(s["Effect"] == "Allow" for s in preview["Statement"])
-    assert not [a for a in actions if a.split(":")[1].startswith(("Create", "Put", "Delete",
-                "Update", "Attach", "Pass", "Assume", "Tag", "*"))], actions  # fmt: skip
-    assert not [a for a in actions if a.startswith("sts:") or a.endswith(":*")], actions
-    # No role trusts another AWS principal, so the preview session cannot assume a deploy role.
-    for role in roles.values():
-        assert set(_trust(role)["Principal"]) == {"Federated"}, role.urn
-    resources = json.dumps(preview)
-    assert "/prod" not in resources and "gemma-graviton/dev.json" in resources
-    # Prod's preview reads prod's state, and writes nothing either.
-    prod_preview = json.loads(policies["github-preview-prod-permissions"].inputs["policy"])
-    assert all(s["Effect"] == "Allow" for s in prod_preview["Statement"])
-    prod_actions = {a for s in prod_preview["Statement"] for a in s["Action"]}
-    assert prod_actions == set(actions), prod_actions ^ set(actions)
-    resources = json.dumps(prod_preview)
-    assert "/dev" not in resources and "gemma-graviton/prod.json" in resources
-    # Each deploy role works in its stack's region, as the stack file says.
-    for stack in ("dev", "prod"):
-        deploy = json.loads(policies[f"github-deploy-{stack}-permissions"].inputs["policy"])
-        regional = next(s for s in deploy["Statement"] if s["Sid"] == "ManageTheStackInItsRegion")
-        region = load_stack(stack).region
-        assert regional["Condition"]["StringEquals"]["aws:RequestedRegion"] == [region]
+
+
+def _cluster_creators() -> dict[str, str]:
+    """Stack -> the role variable of the job that runs its `pulumi up`, read from the deploy
+    workflows (deploy.yml for dev, deploy-prod.yml for prod).
+
+    That job's role runs the stack's first update, so it creates the EKS cluster.
+    """
+    workflows = REPO / ".github" / "workflows"
+    jobs = [
+        job
+        for name in ("deploy.yml", "deploy-prod.yml")
+        for job in yaml.safe_load((workflows / name).read_text())["jobs"].values()
+    ]
+    creators: dict[str, str] = {}
+    for job in jobs:
+        steps = job.get("steps", [])
+        ups = [s for s in steps if s.get("with", {}).get("command") == "up"]
+        roles = [
+            s["with"]["role-to-assume"] for s in steps if "role-to-assume" in s.get("with", {})
+        ]
+        for step in ups:
+            (role,) = roles
+            creators[str(step["with"]["stack-name"])] = role.split("vars.")[1].strip(" }")
+    return creators
 
 
 @pytest.mark.usefixtures("as_pulumi_host")
@@ -162,6 +151,14 @@ def test_outputs_name_what_goes_where(mocks: RecordingMocks, exports: dict[str, 
         "dev": arns["deploy-dev"],
         "prod": arns["deploy-prod"],
     }
+    # They are the roles the deploy workflows give their `up` jobs. EKS refuses a second access
+    # entry for a creator (ResourceInUseException): no command below lists them, and the stack
+    # files' own lists, as committed, name no deploy role either.
+    assert _cluster_creators() == {"dev": "AWS_DEV_ROLE_ARN", "prod": "AWS_PROD_ROLE_ARN"}
+    for stack in access.DEPLOY_STACKS:
+        cfg = load_stack(stack)
+        listed = [*cfg.cluster_admin_arns, *cfg.cluster_viewer_arns]
+        assert not [arn for arn in listed if ":role/github-ci/" in arn and "deploy" in arn], stack
     assert "clusterAdminArns" not in exports
     # Each preview role views its own stack's cluster only: the pull requests' never prod's,
     # whose Secrets AmazonEKSAdminViewPolicy reads.
@@ -237,11 +234,11 @@ def test_each_stack_gets_its_roles_under_its_path_with_its_boundary(
 
 @pytest.mark.usefixtures("as_pulumi_host")
 def test_each_stack_gets_a_boundary_where_no_deploy_role_writes(mocks: RecordingMocks) -> None:
-    """The boundary sits under `/github-ci/`, where every deploy role is denied every IAM action,
-    under the name the deploy roles' conditions and the program's `permissionsBoundaryArn`
-    expect; it is regional like the stack and grants no IAM, STS, S3 or secrets."""
+    """The boundary sits under `/github-ci/`, where every deploy role is denied every IAM action
+    (test_access.py), under the name the deploy roles' conditions and the program's
+    `permissionsBoundaryArn` expect; it is regional like the stack and grants no IAM, STS, S3
+    or secrets."""
     run_bootstrap(mocks, repository=REPOSITORY)
-    policies = {r.name: r for r in _ci(mocks.records, ROLE_POLICY)}
     for stack in ("dev", "prod"):
         boundary = named(mocks.records, POLICY, f"github-boundary-{stack}")
         assert boundary.inputs["path"] == "/github-ci/", boundary.urn
@@ -254,65 +251,6 @@ def test_each_stack_gets_a_boundary_where_no_deploy_role_writes(mocks: Recording
         assert regional["Condition"] == {
             "StringEquals": {"aws:RequestedRegion": [load_stack(stack).region]}
         }, boundary.urn
-        deploy = json.loads(policies[f"github-deploy-{stack}-permissions"].inputs["policy"])
-        fence = next(s for s in deploy["Statement"] if s["Sid"] == "NeverTouchTheCiItself")
-        assert "arn:aws:iam::*:policy/github-ci/*" in fence["Resource"]
-
-
-def _cluster_creators() -> dict[str, str]:
-    """Stack -> the role variable of the job that runs its `pulumi up`, read from the deploy
-    workflows (deploy.yml for dev, deploy-prod.yml for prod).
-
-    That job's role runs the stack's first update, so it creates the EKS cluster.
-    """
-    workflows = REPO / ".github" / "workflows"
-    jobs = [
-        job
-        for name in ("deploy.yml", "deploy-prod.yml")
-        for job in yaml.safe_load((workflows / name).read_text())["jobs"].values()
-    ]
-    creators: dict[str, str] = {}
-    for job in jobs:
-        steps = job.get("steps", [])
-        ups = [s for s in steps if s.get("with", {}).get("command") == "up"]
-        roles = [
-            s["with"]["role-to-assume"] for s in steps if "role-to-assume" in s.get("with", {})
-        ]
-        for step in ups:
-            (role,) = roles
-            creators[str(step["with"]["stack-name"])] = role.split("vars.")[1].strip(" }")
-    return creators
-
-
-@pytest.mark.usefixtures("as_pulumi_host")
-def test_the_role_that_creates_a_cluster_is_never_listed_in_its_access_keys(
-    mocks: RecordingMocks, exports: dict[str, Any]
-) -> None:
-    """The first `pulumi up` of a stack runs as the role its deploy workflow gives its `up` job;
-    EKS makes that role an admin itself and refuses a second access entry for it
-    (ResourceInUseException), so what the bootstrap suggests for the stack's access keys must
-    leave it out."""
-    run_bootstrap(mocks, repository=REPOSITORY)
-    variables = {
-        variable: arn
-        for by_variable in resolve(exports["environmentVariables"]).values()
-        for variable, arn in by_variable.items()
-    }
-    creators = _cluster_creators()
-    assert set(creators) == {"dev", "prod"}, creators
-    viewers = resolve(exports["clusterViewerArns"])
-    commands = resolve(exports["setupCommands"]).splitlines()
-    for stack, variable in creators.items():
-        creator = variables[variable]
-        suggested = [c for c in commands if c.startswith(f"pulumi -s {stack} ") and creator in c]
-        assert not suggested, f"{variable} creates the {stack} cluster, yet: {suggested}"
-        assert creator not in viewers[stack], (stack, variable)
-        assert resolve(exports["clusterCreatorArns"])[stack] == creator, stack
-    # The stack files' own lists, as committed, name no CI role either.
-    for stack in creators:
-        cfg = load_stack(stack)
-        listed = [*cfg.cluster_admin_arns, *cfg.cluster_viewer_arns]
-        assert not [arn for arn in listed if ":role/github-ci/" in arn and "deploy" in arn], stack
 
 
 @pytest.mark.usefixtures("as_pulumi_host")
@@ -323,51 +261,50 @@ def test_an_existing_github_provider_is_reused(
     run_bootstrap(mocks, repository=REPOSITORY, githubOidcProviderArn=existing)
     assert by_type(mocks.records, PROVIDER) == []
     for record in _ci(mocks.records, ROLE):
-        assert _trust(record)["Principal"] == {"Federated": existing}, record.urn
+        subjects = SUBJECTS[record.name.removeprefix("github-")]
+        trust = json.loads(record.inputs["assumeRolePolicy"])
+        assert trust == github_trust_policy(existing, subjects), record.urn
     assert resolve(exports["oidcProviderArn"]) == existing
 
 
-@pytest.mark.usefixtures("as_pulumi_host")
-def test_a_bad_key_creates_nothing(mocks: RecordingMocks) -> None:
-    with pytest.raises(pulumi.RunError) as error:
-        run_bootstrap(mocks, repository="acme")
-    assert str(error.value) == (
-        "`repository` has the wrong form (got 'acme'); write the GitHub repository as "
-        "<owner>/<name>, exactly as GitHub spells it"
-    )
-    assert [r for r in mocks.records if r.custom] == []
-
-
-#: The shipped stack file's refusal at `pulumi up`, word for word.
-SHIPPED_REFUSAL = (
-    "`repository` still holds the placeholder example-org/gemma-graviton, the shipped example: "
-    "every CI role would trust its owner's workflows; set it to your own value in "
-    "infra/bootstrap/Pulumi.ci.yaml; a preview runs with it, `pulumi -C infra/bootstrap up` "
-    "does not"
+#: Where a refused placeholder goes, and what still runs with it.
+UP_FIX = (
+    "set it to your own value in infra/bootstrap/Pulumi.ci.yaml; a preview runs with it, "
+    "`pulumi -C infra/bootstrap up` does not"
 )
+DOC_PROVIDER = "arn:aws:iam::123456789012:oidc-provider/token.actions.githubusercontent.com"
 
 
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        (
+            {"repository": "acme"},
+            "`repository` has the wrong form (got 'acme'); write the GitHub repository as "
+            "<owner>/<name>, exactly as GitHub spells it",
+        ),
+        # Run as shipped, the roles would trust whoever owns `example-org/gemma-graviton` on
+        # GitHub: that owner's workflows could deploy and destroy this account's stacks.
+        (
+            {},
+            "`repository` still holds the placeholder example-org/gemma-graviton, the shipped "
+            f"example: every CI role would trust its owner's workflows; {UP_FIX}",
+        ),
+        (
+            {"repository": REPOSITORY, "githubOidcProviderArn": DOC_PROVIDER},
+            f"`githubOidcProviderArn` still holds the placeholder {DOC_PROVIDER}, a principal in "
+            f"AWS's documentation account 123456789012; {UP_FIX}",
+        ),
+    ],
+    ids=["bad-key", "shipped-repository", "documentation-account-provider"],
+)
 @pytest.mark.usefixtures("as_pulumi_host")
-def test_up_refuses_the_shipped_repository_before_any_resource(mocks: RecordingMocks) -> None:
-    """Run as shipped, the roles would trust whoever owns `example-org/gemma-graviton` on GitHub:
-    that owner's workflows could deploy and destroy this account's stacks."""
+def test_up_refuses_in_one_line_before_any_resource(
+    mocks: RecordingMocks, overrides: dict[str, str], message: str
+) -> None:
     with pytest.raises(pulumi.RunError) as error:
-        run_bootstrap(mocks)
-    assert str(error.value) == SHIPPED_REFUSAL
-    assert mocks.records == []
-
-
-@pytest.mark.usefixtures("as_pulumi_host")
-def test_up_refuses_a_documentation_account_provider_in_one_line(mocks: RecordingMocks) -> None:
-    doc = "arn:aws:iam::123456789012:oidc-provider/token.actions.githubusercontent.com"
-    with pytest.raises(pulumi.RunError) as error:
-        run_bootstrap(mocks, repository=REPOSITORY, githubOidcProviderArn=doc)
-    assert str(error.value) == (
-        f"`githubOidcProviderArn` still holds the placeholder {doc}, a principal in AWS's "
-        "documentation account 123456789012; set it to your own value in "
-        "infra/bootstrap/Pulumi.ci.yaml; a preview runs with it, `pulumi -C infra/bootstrap up` "
-        "does not"
-    )
+        run_bootstrap(mocks, **overrides)
+    assert str(error.value) == message
     assert mocks.records == []
 
 
@@ -429,9 +366,14 @@ def test_the_bootstrap_imports_no_offline_tool() -> None:
     assert not [m for m in main_closure if m.startswith(("infra.bootstrap", "components.github"))]
 
 
-def _stacks_at(folder: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """The host's own `infra.plan.stackfile` (imported anew inside it) reads `folder`, a
-    `stacks/` of another checkout."""
+def _stacks_at(folder: Path, monkeypatch: pytest.MonkeyPatch, copies: dict[str, str]) -> None:
+    """A `stacks/` of another checkout at `folder`, holding each stack file of `copies` (its
+    name -> the committed stack it copies), which the host's own `infra.plan.stackfile`
+    (imported anew inside it) reads."""
+    folder.mkdir()
+    for stack, source in copies.items():
+        text = (stackfile.STACKS / f"Pulumi.{source}.yaml").read_text()
+        (folder / f"Pulumi.{stack}.yaml").write_text(text)
     sys.path.insert(0, str(REPO))
     try:
         module = importlib.import_module("infra.plan.stackfile")
@@ -450,14 +392,8 @@ def test_a_stack_ci_does_not_deploy_gets_its_roles_too(
 ) -> None:
     """A third stack file (`staging`, deployed by hand): its `pulumi up` reads roles as dev's
     does, so the bootstrap makes them, with a boundary of its own; it gets no CI role."""
-    stacks = tmp_path / "stacks"
-    stacks.mkdir()
-    for stack in ("dev", "prod"):
-        text = (stackfile.STACKS / f"Pulumi.{stack}.yaml").read_text()
-        (stacks / f"Pulumi.{stack}.yaml").write_text(text)
-    staging = (stackfile.STACKS / "Pulumi.dev.yaml").read_text()
-    (stacks / "Pulumi.staging.yaml").write_text(staging)
-    _stacks_at(stacks, monkeypatch)
+    copies = {"dev": "dev", "prod": "prod", "staging": "dev"}
+    _stacks_at(tmp_path / "stacks", monkeypatch, copies)
     run_bootstrap(mocks, repository=REPOSITORY)
     assert set(resolve(exports["stackRoleArns"])) == {"dev", "prod", "staging"}
     assert set(resolve(exports["permissionsBoundaryArns"])) == {"dev", "prod", "staging"}
@@ -472,11 +408,7 @@ def test_a_stack_ci_does_not_deploy_gets_its_roles_too(
 def test_a_missing_deployed_stack_file_is_one_line(
     mocks: RecordingMocks, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    stacks = tmp_path / "stacks"
-    stacks.mkdir()
-    text = (stackfile.STACKS / "Pulumi.dev.yaml").read_text()
-    (stacks / "Pulumi.dev.yaml").write_text(text)
-    _stacks_at(stacks, monkeypatch)
+    _stacks_at(tmp_path / "stacks", monkeypatch, {"dev": "dev"})
     with pytest.raises(Exception, match=r"has no stacks/Pulumi\.prod\.yaml, which CI deploys"):
         run_bootstrap(mocks, repository=REPOSITORY)
     assert [r for r in mocks.records if r.custom] == []

@@ -1,11 +1,11 @@
-"""The stacks' IAM roles: what each is (`components.manifests.identity`, pure), how the bootstrap
-makes them (`components.stack_roles.StackRoles`) and how the program reads them.
+"""The stacks' IAM roles: what each is (`components.manifests.identity`, pure) and how the program
+reads them; how the bootstrap makes them (`components.stack_roles.StackRoles`), for every stack
+file: tests/bootstrap/test_program.py.
 
 Policy checked here: a pod role admits EKS Pod Identity only, for its own stack's cluster and
 its own service account, matched exactly on the session tags EKS Pod Identity sets; the cluster
 role trusts EKS and the node role EC2, each with only its own managed policies; every role's
-name fits IAM's limit on both committed stacks; the bootstrap creates each role under the
-stack's path with its boundary and the trust and policies of its spec.
+name fits IAM's limit on both committed stacks.
 """
 
 from __future__ import annotations
@@ -27,9 +27,9 @@ from components.manifests.identity import (
     CONTROLLER_SERVICE_ACCOUNT,
     StackRole,
 )
-from components.stack_roles import StackRoles, StackRolesArgs, existing_roles, pod_role_arns
+from components.stack_roles import existing_roles, pod_role_arns
 from infra.adapters import monitoring_layer, wiring
-from infra.plan import config, iam
+from infra.plan import config
 from infra.plan.stackfile import load_stack
 from tests.fakes.pulumi_mocks import ACCOUNT_ID, RecordingMocks, by_type, named, resolve, run
 from tests.program.harness import bootstrap_roles
@@ -37,8 +37,6 @@ from tests.program.harness import bootstrap_roles
 TODAY = dt.date(2026, 12, 3)
 STACKS = ("dev", "prod")
 ROLE = "aws:iam/role:Role"
-ATTACHMENT = "aws:iam/rolePolicyAttachment:RolePolicyAttachment"
-INLINE = "aws:iam/rolePolicy:RolePolicy"
 #: IAM's limit on a role name (IAM User Guide, "IAM object quotas", read 2026-12-03).
 ROLE_NAME_LIMIT = 64
 #: The session tags EKS Pod Identity sets on every session it opens for a pod (EKS User Guide,
@@ -72,8 +70,11 @@ def test_every_pod_role_admits_pod_identity_for_its_own_account_in_its_own_clust
     stack: str,
 ) -> None:
     """An association of the role with another service account, or in another stack's cluster,
-    gets no credentials: EKS Pod Identity's tags must name this cluster and this account."""
-    region = _region(stack)
+    gets no credentials: EKS Pod Identity's tags must name this cluster and this account. The
+    program names its EKS cluster `identity.cluster_name` (infra/__main__.py), and the
+    `eks-cluster-arn` tag is that cluster's ARN in the stack's own account and partition."""
+    region, cluster = _region(stack), identity.cluster_name(stack)
+    assert cluster == f"gemma-graviton-{stack}"
     pods = [r for r in _roles(stack).values() if r.service_account is not None]
     assert {str(r.service_account) for r in pods} == {
         f"{CONTROLLER_NAMESPACE}/{CONTROLLER_SERVICE_ACCOUNT}",
@@ -91,26 +92,16 @@ def test_every_pod_role_admits_pod_identity_for_its_own_account_in_its_own_clust
         # Exact matching only: a StringLike or a `*` would admit another cluster or account.
         assert statement["Condition"] == {
             "StringEquals": {
-                CLUSTER_TAG: f"arn:aws:eks:{region}:{ACCOUNT_ID}:cluster/gemma-graviton-{stack}",
+                CLUSTER_TAG: f"arn:aws:eks:{region}:{ACCOUNT_ID}:cluster/{cluster}",
                 NAMESPACE_TAG: role.service_account.namespace,
                 ACCOUNT_TAG: role.service_account.name,
             }
         }, role.key
         assert "*" not in json.dumps(statement["Condition"]), role.key
-
-
-def test_the_trust_names_the_cluster_the_program_creates() -> None:
-    """The program names its EKS cluster `identity.cluster_name` (infra/__main__.py), and EKS
-    Pod Identity's `eks-cluster-arn` tag is that cluster's ARN in the stack's own account."""
-    (role,) = [r for r in _roles("dev").values() if r.key == "collector"]
-    statement = _statement(role, "dev")
-    assert identity.cluster_name("dev") == "gemma-graviton-dev"
-    arn = statement["Condition"]["StringEquals"][CLUSTER_TAG]
-    assert arn.endswith(f":cluster/{identity.cluster_name('dev')}")
-    other = role.trust("210987654321", "aws-us-gov", "us-gov-west-1", "prod")
-    assert other["Statement"][0]["Condition"]["StringEquals"][CLUSTER_TAG] == (
-        "arn:aws-us-gov:eks:us-gov-west-1:210987654321:cluster/gemma-graviton-prod"
-    )
+        gov = role.trust("210987654321", "aws-us-gov", "us-gov-west-1", stack)["Statement"][0]
+        assert gov["Condition"]["StringEquals"][CLUSTER_TAG] == (
+            f"arn:aws-us-gov:eks:us-gov-west-1:210987654321:cluster/{cluster}"
+        ), role.key
 
 
 @pytest.mark.parametrize("stack", STACKS)
@@ -204,52 +195,7 @@ def test_the_project_is_the_configs() -> None:
     assert identity.PROJECT == config.PROJECT
 
 
-# -- the bootstrap's component and the program's read --------------------------------------------
-
-
-def test_the_bootstrap_makes_each_role_as_its_spec_says(mocks: RecordingMocks) -> None:
-    stack, region = "dev", _region("dev")
-    specs = identity.stack_roles(stack, region, wiring.NAMESPACE)
-    boundary = iam.boundary_arn(stack, account=ACCOUNT_ID)
-
-    component = run(
-        lambda: StackRoles(
-            "dev-roles",
-            StackRolesArgs(
-                stack=stack,
-                roles=specs,
-                path=iam.role_path(stack),
-                boundary_arn=boundary,
-                account=ACCOUNT_ID,
-                partition="aws",
-                region=region,
-            ),
-        )
-    )
-    roles = {r.inputs["name"]: r for r in by_type(mocks.records, ROLE)}
-    assert set(roles) == {identity.role_name(stack, s.key) for s in specs}
-    for spec in specs:
-        role = roles[identity.role_name(stack, spec.key)]
-        assert role.inputs["path"] == iam.role_path(stack), role.urn
-        assert role.inputs["permissionsBoundary"] == boundary, role.urn
-        assert json.loads(role.inputs["assumeRolePolicy"]) == spec.trust(
-            ACCOUNT_ID, "aws", region, stack
-        ), role.urn
-        attached = [
-            a.inputs["policyArn"]
-            for a in by_type(mocks.records, ATTACHMENT)
-            if a.inputs["role"] == role.outputs["name"]
-        ]
-        assert sorted(attached) == sorted(
-            f"arn:aws:iam::aws:policy/{policy}" for policy in spec.managed_policies
-        ), role.urn
-        inline = [
-            p.inputs["policy"]
-            for p in by_type(mocks.records, INLINE)
-            if p.inputs["role"] == role.outputs["name"]
-        ]
-        assert inline == ([spec.inline_policy] if spec.inline_policy else []), role.urn
-        assert resolve(component.role_arns[spec.key]) == role.outputs["arn"], role.urn
+# -- the program's read of the bootstrap's roles ---------------------------------------------------
 
 
 def test_the_program_reads_the_roles_and_maps_each_account_to_its_own(

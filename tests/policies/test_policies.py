@@ -35,7 +35,6 @@ from policies.rules import (
     load_balancer_to_gatekeeper_over_tls,
     model_pods_requests_equal_limits,
     parse_quantity,
-    plain_secret_config_keys,
     ranks_spread_by_required_anti_affinity,
     secrets_not_in_plain_config,
 )
@@ -283,28 +282,48 @@ def test_spread_passes_with_a_required_hostname_term_on_the_lws_name() -> None:
     assert ranks_spread_by_required_anti_affinity(LWS, lws_props()) == []
 
 
-@pytest.mark.parametrize(
-    "term",
-    [
-        {
-            "labelSelector": {"matchLabels": {NAME_KEY: "gemma-vllm"}},
-            "topologyKey": "kubernetes.io/hostname",
-        },
-        {
-            "labelSelector": {"matchExpressions": [{"key": GROUP_KEY, "operator": "Exists"}]},
-            "topologyKey": "kubernetes.io/hostname",
-        },
-        {
-            "labelSelector": {"matchLabels": {"app.kubernetes.io/name": "vllm"}},
-            "matchLabelKeys": [GROUP_KEY],
-            "topologyKey": "kubernetes.io/hostname",
-        },
-        {**spread_term(), "namespaces": ["gemma"]},
-        {**spread_term(), "namespaceSelector": {}},
-    ],
-    ids=["matchLabels-name", "group-key-exists", "matchLabelKeys-group-key", "own-ns", "all-ns"],
-)
-def test_spread_accepts_other_selectors_of_the_whole_group(term: dict[str, Any]) -> None:
+ROLE = "gemma-graviton.dev/role"
+INDEX = "leaderworkerset.sigs.k8s.io/worker-index"
+BOTH_MISSING = [SPREAD_MISSING.format("leaderTemplate"), SPREAD_MISSING.format("workerTemplate")]
+
+
+def with_(*expressions: dict[str, Any], **term: Any) -> dict[str, Any]:
+    """The LWS-name term plus more selector requirements and term fields."""
+    base = spread_term()
+    base["labelSelector"]["matchExpressions"] += list(expressions)
+    return {**base, **term}
+
+
+#: Required terms that select every pod of the group, whatever else they require.
+WHOLE_GROUP_TERMS = {
+    "matchLabels-name": {
+        "labelSelector": {"matchLabels": {NAME_KEY: "gemma-vllm"}},
+        "topologyKey": "kubernetes.io/hostname",
+    },
+    "group-key-exists": {
+        "labelSelector": {"matchExpressions": [{"key": GROUP_KEY, "operator": "Exists"}]},
+        "topologyKey": "kubernetes.io/hostname",
+    },
+    "matchLabelKeys-group-key": {
+        "labelSelector": {"matchLabels": {"app.kubernetes.io/name": "vllm"}},
+        "matchLabelKeys": [GROUP_KEY],
+        "topologyKey": "kubernetes.io/hostname",
+    },
+    "own-ns": {**spread_term(), "namespaces": ["gemma"]},
+    "all-ns": {**spread_term(), "namespaceSelector": {}},
+    "absent-does-not-exist": with_({"key": "no-such-label", "operator": "DoesNotExist"}),
+    "not-in-other-values": with_({"key": ROLE, "operator": "NotIn", "values": ["canary"]}),
+    "not-in-absent-key": with_({"key": "no-such-label", "operator": "NotIn", "values": ["x"]}),
+    "match-shared-key": with_(matchLabelKeys=["app.kubernetes.io/name"]),
+    "match-absent-key": with_(matchLabelKeys=["no-such-label"]),
+    "mismatch-absent-key": with_(mismatchLabelKeys=["no-such-label"]),
+    "mismatch-differing-key": with_(mismatchLabelKeys=[ROLE]),
+    "namespaces-include-own": with_(namespaces=["gemma", "default"]),
+}
+
+
+@pytest.mark.parametrize("term", WHOLE_GROUP_TERMS.values(), ids=WHOLE_GROUP_TERMS.keys())
+def test_spread_accepts_terms_that_select_the_whole_group(term: dict[str, Any]) -> None:
     props = lws_props()
     set_terms(props, term)
     assert ranks_spread_by_required_anti_affinity(LWS, props) == []
@@ -344,50 +363,50 @@ def test_spread_reports_a_zone_term_and_a_preferred_only_term() -> None:
     ]
 
 
-@pytest.mark.parametrize(
-    "term",
-    [
-        spread_term("other-lws"),
-        # Only the leader carries role=leader, so this does not select the worker.
-        {
-            "labelSelector": {
-                "matchLabels": {NAME_KEY: "gemma-vllm", "gemma-graviton.dev/role": "leader"}
-            },
-            "topologyKey": "kubernetes.io/hostname",
+#: Required terms that miss some pod of the group.
+PART_OF_GROUP_TERMS = {
+    "other-lws": spread_term("other-lws"),
+    # Only the leader carries role=leader, so this does not select the worker.
+    "leader-only": {
+        "labelSelector": {"matchLabels": {NAME_KEY: "gemma-vllm", ROLE: "leader"}},
+        "topologyKey": "kubernetes.io/hostname",
+    },
+    # Both pods must carry role=worker: the leader, judged by its own labels, does not.
+    "worker-only": with_({"key": ROLE, "operator": "In", "values": ["worker"]}),
+    # Selects the group's pods but does not name the group.
+    "no-group-label": {
+        "labelSelector": {"matchLabels": {"app.kubernetes.io/name": "vllm"}},
+        "topologyKey": "kubernetes.io/hostname",
+    },
+    # The group-key value is a hash the template cannot know.
+    "group-key-value": {
+        "labelSelector": {
+            "matchExpressions": [{"key": GROUP_KEY, "operator": "In", "values": ["3e2387"]}]
         },
-        # Selects the group's pods but does not name the group.
-        {
-            "labelSelector": {"matchLabels": {"app.kubernetes.io/name": "vllm"}},
-            "topologyKey": "kubernetes.io/hostname",
-        },
-        # The group-key value is a hash the template cannot know.
-        {
-            "labelSelector": {
-                "matchExpressions": [{"key": GROUP_KEY, "operator": "In", "values": ["3e2387"]}]
-            },
-            "topologyKey": "kubernetes.io/hostname",
-        },
-        {**spread_term(), "mismatchLabelKeys": [GROUP_KEY]},
-        {**spread_term(), "namespaces": ["default"]},
-        {"topologyKey": "kubernetes.io/hostname"},  # no selector: matches no pods
-    ],
-    ids=[
-        "other-lws",
-        "leader-only",
-        "no-group-label",
-        "group-key-value",
-        "mismatch",
-        "other-ns",
-        "no-selector",
-    ],
-)
+        "topologyKey": "kubernetes.io/hostname",
+    },
+    "mismatch": {**spread_term(), "mismatchLabelKeys": [GROUP_KEY]},
+    "other-ns": {**spread_term(), "namespaces": ["default"]},
+    "no-selector": {"topologyKey": "kubernetes.io/hostname"},  # matches no pods
+    "present-does-not-exist": with_({"key": ROLE, "operator": "DoesNotExist"}),
+    "not-in-leader": with_({"key": ROLE, "operator": "NotIn", "values": ["leader"]}),
+    "not-in-unknown-index": with_({"key": INDEX, "operator": "NotIn", "values": ["7"]}),
+    "unknown-operator": with_({"key": ROLE, "operator": "Gt", "values": ["1"]}),
+    "match-differing-key": with_(matchLabelKeys=[ROLE]),
+    "match-unknown-index": with_(matchLabelKeys=[INDEX]),
+    "mismatch-shared-key": with_(mismatchLabelKeys=["app.kubernetes.io/name"]),
+    "namespace-labels": with_(namespaceSelector={"matchLabels": {"team": "ml"}}),
+    "namespace-expressions": with_(
+        namespaceSelector={"matchExpressions": [{"key": "team", "operator": "Exists"}]}
+    ),
+}
+
+
+@pytest.mark.parametrize("term", PART_OF_GROUP_TERMS.values(), ids=PART_OF_GROUP_TERMS.keys())
 def test_spread_reports_terms_that_miss_part_of_the_group(term: dict[str, Any]) -> None:
     props = lws_props()
     set_terms(props, term)
-    assert ranks_spread_by_required_anti_affinity(LWS, props) == [
-        SPREAD_MISSING.format("leaderTemplate"),
-        SPREAD_MISSING.format("workerTemplate"),
-    ]
+    assert ranks_spread_by_required_anti_affinity(LWS, props) == BOTH_MISSING
 
 
 def test_spread_by_name_needs_the_lws_name_to_be_set() -> None:
@@ -471,22 +490,16 @@ def test_images_pinned_reads_pods_and_both_lws_templates_with_init_containers() 
 
 # -- 4. load-balancer-to-gatekeeper-over-tls -------------------------------------------------
 
-TLS = {
-    "service.beta.kubernetes.io/aws-load-balancer-ssl-cert": (
-        "arn:aws:acm:us-west-2:123456789012:certificate/0a1b2c3d"
-    ),
-    "service.beta.kubernetes.io/aws-load-balancer-ssl-ports": "https",
-}
+SSL_CERT = "service.beta.kubernetes.io/aws-load-balancer-ssl-cert"
+SSL_PORTS = "service.beta.kubernetes.io/aws-load-balancer-ssl-ports"
+SCHEME = "service.beta.kubernetes.io/aws-load-balancer-scheme"
+INTERNAL = "service.beta.kubernetes.io/aws-load-balancer-internal"
+TLS = {SSL_CERT: "arn:aws:acm:us-west-2:123456789012:certificate/0a1b2c3d", SSL_PORTS: "https"}
 TLS_FIX = (
     "over plain HTTP; terminate TLS on it (service.beta.kubernetes.io/aws-load-balancer-ssl-cert "
     "with an ACM certificate, service.beta.kubernetes.io/aws-load-balancer-ssl-ports covering "
     "every port), or admit only private ranges or single /32 addresses"
 )
-
-
-SSL_CERT = "service.beta.kubernetes.io/aws-load-balancer-ssl-cert"
-SCHEME = "service.beta.kubernetes.io/aws-load-balancer-scheme"
-INTERNAL = "service.beta.kubernetes.io/aws-load-balancer-internal"
 
 
 def gatekept(
@@ -501,7 +514,7 @@ def gatekept(
     "props",
     [
         gatekept(["0.0.0.0/0"], TLS, name="https"),
-        gatekept(None, {**TLS, "service.beta.kubernetes.io/aws-load-balancer-ssl-ports": "*"}),
+        gatekept(None, {**TLS, SSL_PORTS: "*"}),
         gatekept(["10.0.0.0/8", "192.168.0.0/16"]),
         gatekept(["203.0.113.10/32"]),
         gatekept(["0.0.0.0/0"], {INTERNAL: "true"}),
@@ -691,34 +704,6 @@ def test_is_pulumi_secret_recognises_only_the_secret_signature() -> None:
     assert is_pulumi_secret(secret("x"))
     assert not is_pulumi_secret({SPECIAL_SIG_KEY: "c44067f5952c0a294b673a41bacd8c17", "path": "x"})
     assert not is_pulumi_secret("x")
-
-
-@pytest.mark.parametrize(
-    ("config", "secret_keys", "expected"),
-    [
-        (
-            {"gemma-graviton:hfToken": "hf_x", "gemma-graviton:apiKey": "k", "aws:region": "r"},
-            ["gemma-graviton:hfToken"],
-            ["gemma-graviton:apiKey"],
-        ),
-        (
-            {"gemma-graviton:apiKey": "k", "gemma-graviton:hfToken": "hf_x"},
-            [],
-            ["gemma-graviton:hfToken", "gemma-graviton:apiKey"],
-        ),
-        (
-            {"gemma-graviton:hfToken": "hf_x", "gemma-graviton:apiKey": "k"},
-            ("gemma-graviton:apiKey", "gemma-graviton:hfToken"),
-            [],
-        ),
-        ({"gemma-graviton:instanceType": "m7g.2xlarge"}, [], []),
-    ],
-    ids=["one-plain", "both-plain", "both-secret", "absent"],
-)
-def test_plain_secret_config_keys(
-    config: dict[str, str], secret_keys: list[str], expected: list[str]
-) -> None:
-    assert plain_secret_config_keys(config, secret_keys) == expected
 
 
 # -- the registry ------------------------------------------------------------------------------

@@ -1,14 +1,13 @@
-"""The policy rules at their edges: each selector operator, label keys that must match or differ,
-namespaces, odd image references, TLS port lists, ranges with host bits, secret values that are
-not plain text, and the props a policy may see (wrapped secrets, plain numbers, missing parts)."""
+"""The policy rules at their edges: labels of one pod alone, odd image references, TLS port lists,
+ranges with host bits, secret values that are not plain text, and the props a policy may see
+(wrapped secrets, plain numbers, missing parts). Each selector operator, label keys that must
+match or differ, and namespaces are in test_policies.py's tables of terms."""
 
 from __future__ import annotations
 
 import base64
 import copy
 from typing import Any
-
-import pytest
 
 from policies.rules import (
     LWS,
@@ -24,9 +23,12 @@ from policies.rules import (
     secrets_not_in_plain_config,
 )
 from tests.policies.test_policies import (
+    BOTH_MISSING,
+    HF_FIX,
     HF_TOKEN,
     IMAGE,
     SPREAD_MISSING,
+    SSL_PORTS,
     TLS,
     TLS_FIX,
     gatekept,
@@ -35,96 +37,18 @@ from tests.policies.test_policies import (
     secret_props,
     set_terms,
     spread_term,
+    with_,
     worker_spec,
 )
 
-ROLE = "gemma-graviton.dev/role"
-INDEX = "leaderworkerset.sigs.k8s.io/worker-index"
-BOTH_MISSING = [SPREAD_MISSING.format("leaderTemplate"), SPREAD_MISSING.format("workerTemplate")]
-
-
-def _with(*expressions: dict[str, Any], **term: Any) -> dict[str, Any]:
-    """The LWS-name term plus more selector requirements and term fields."""
-    base = spread_term()
-    base["labelSelector"]["matchExpressions"] += list(expressions)
-    return {**base, **term}
-
-
-def _spread(term: dict[str, Any]) -> list[str]:
-    props = lws_props()
-    set_terms(props, term)
-    return ranks_spread_by_required_anti_affinity(LWS, props)
-
-
 # -- 2. ranks-spread-by-required-anti-affinity, at its edges ---------------------------------------
-
-
-@pytest.mark.parametrize(
-    "term",
-    [
-        _with({"key": "no-such-label", "operator": "DoesNotExist"}),
-        _with({"key": ROLE, "operator": "NotIn", "values": ["canary"]}),
-        _with({"key": "no-such-label", "operator": "NotIn", "values": ["x"]}),
-        _with(matchLabelKeys=["app.kubernetes.io/name"]),
-        _with(matchLabelKeys=["no-such-label"]),
-        _with(mismatchLabelKeys=["no-such-label"]),
-        _with(mismatchLabelKeys=[ROLE]),
-        _with(namespaces=["gemma", "default"]),
-    ],
-    ids=[
-        "absent-does-not-exist",
-        "not-in-other-values",
-        "not-in-absent-key",
-        "match-shared-key",
-        "match-absent-key",
-        "mismatch-absent-key",
-        "mismatch-differing-key",
-        "namespaces-include-own",
-    ],
-)
-def test_spread_accepts_requirements_every_pod_of_the_group_meets(term: dict[str, Any]) -> None:
-    assert _spread(term) == []
-
-
-@pytest.mark.parametrize(
-    "term",
-    [
-        _with({"key": ROLE, "operator": "DoesNotExist"}),
-        _with({"key": ROLE, "operator": "NotIn", "values": ["leader"]}),
-        _with({"key": INDEX, "operator": "NotIn", "values": ["7"]}),
-        _with({"key": ROLE, "operator": "Gt", "values": ["1"]}),
-        _with(matchLabelKeys=[ROLE]),
-        _with(matchLabelKeys=[INDEX]),
-        _with(mismatchLabelKeys=["app.kubernetes.io/name"]),
-        _with(namespaceSelector={"matchLabels": {"team": "ml"}}),
-        _with(namespaceSelector={"matchExpressions": [{"key": "team", "operator": "Exists"}]}),
-    ],
-    ids=[
-        "present-does-not-exist",
-        "not-in-leader",
-        "not-in-unknown-index",
-        "unknown-operator",
-        "match-differing-key",
-        "match-unknown-index",
-        "mismatch-shared-key",
-        "namespace-labels",
-        "namespace-expressions",
-    ],
-)
-def test_spread_reports_requirements_some_pod_of_the_group_misses(term: dict[str, Any]) -> None:
-    assert _spread(term) == BOTH_MISSING
 
 
 def test_a_key_only_the_leader_carries_is_not_shared() -> None:
     props = lws_props()
     props["spec"]["leaderWorkerTemplate"]["leaderTemplate"]["metadata"]["labels"]["tier"] = "a"
-    set_terms(props, _with(matchLabelKeys=["tier"]))
+    set_terms(props, with_(matchLabelKeys=["tier"]))
     assert ranks_spread_by_required_anti_affinity(LWS, props) == BOTH_MISSING
-
-
-def test_the_leader_is_judged_by_its_own_labels() -> None:
-    # Both pods must carry role=worker: the leader (role=leader) does not.
-    assert _spread(_with({"key": ROLE, "operator": "In", "values": ["worker"]})) == BOTH_MISSING
 
 
 def test_an_empty_lws_name_matches_no_name_selector() -> None:
@@ -183,7 +107,6 @@ def test_whole_numbers_and_the_largest_exponent_parse() -> None:
 
 # -- 4. load-balancer-to-gatekeeper-over-tls, at its edges -----------------------------------------
 
-SSL_PORTS = "service.beta.kubernetes.io/aws-load-balancer-ssl-ports"
 CERT_ONLY = {k: v for k, v in TLS.items() if k != SSL_PORTS}
 
 
@@ -257,15 +180,10 @@ def test_a_gatekeeper_without_its_named_port_and_an_empty_group_are_reported() -
 
 # -- 5. secrets-not-in-plain-config, at its edges ------------------------------------------------
 
-PLAIN = (
-    "holds a Hugging Face token in plain text; set it with `pulumi config set --secret hfToken`, "
-    "pass the secret Output and label the Secret gemma-graviton.dev/secret-source: pulumi-secret"
-)
-
 
 def test_a_wrapped_value_does_not_excuse_the_next_one() -> None:
     props = secret_props(stringData={"a": secret("x"), "b": HF_TOKEN})
-    assert secrets_not_in_plain_config(SECRET, props) == [f'stringData["b"] {PLAIN}']
+    assert secrets_not_in_plain_config(SECRET, props) == [f'stringData["b"] {HF_FIX}']
 
 
 def test_data_that_is_not_text_or_not_base64_is_searched_as_it_is() -> None:
@@ -280,5 +198,5 @@ def test_data_that_is_not_text_or_not_base64_is_searched_as_it_is() -> None:
     # Bytes that are not UTF-8 around a token still show the token.
     mixed = base64.b64encode(b"\xff\xfe" + HF_TOKEN.encode()).decode()
     assert secrets_not_in_plain_config(SECRET, secret_props(data={"m": mixed})) == [
-        f'data["m"] {PLAIN}'
+        f'data["m"] {HF_FIX}'
     ]
