@@ -40,39 +40,26 @@ def test_dev_figures_follow_from_its_slowest_step() -> None:
     p = plan(load_stack("dev"), "dev")
     live = p.liveness
     model = _model(p)
-    step = model.step(p.max_num_batched_tokens, p.max_model_len)
-    assert live.step_s == round(step, 2)
+    batched = p.max_num_batched_tokens
+    # The slowest step is the last chunk of the longest prompt.
+    chunks = [model.step(batched, end) for end in range(batched, p.max_model_len + 1, batched)]
+    assert chunks == sorted(chunks) and chunks[0] < chunks[-1]
+    step = model.step(batched, p.max_model_len)
+    assert live.step_s == round(step, 2) == round(chunks[-1], 2)
     assert live.probes.in_flight == p.stages == 2
     assert live.probes.stall_s == max(liveness.MIN_STALL_S, math.ceil(2 * step))
     assert (
         live.detection_s == live.probes.stall_s + 3 * live.probes.period_s + live.probes.timeout_s
     )
-    prompt = prefill.prefill_seconds(
-        GEMMA, model.work, model.slow, p.max_model_len, p.max_num_batched_tokens
-    )
+    prompt = prefill.prefill_seconds(GEMMA, model.work, model.slow, p.max_model_len, batched)
     assert live.first_byte_s == math.ceil(prompt + live.probes.stall_s)
-
-
-def test_the_dashboard_s_step_is_the_slow_end_s_step_of_the_measured_prompt() -> None:
-    """What a leader measures (a chunk at a prompt's start) has its own slow end, drawn beside
-    every leader's measurement; growth takes it to the plan's longest step."""
-    p = plan(load_stack("dev"), "dev")
-    live, model = p.liveness, _model(p)
-    batched = p.max_num_batched_tokens
+    # The dashboard's step: what a leader measures (a chunk at a prompt's start) has its own slow
+    # end, drawn beside every leader's measurement; growth takes it to the plan's longest step.
     assert live.probes.calibrate_tokens == batched
     assert live.calibrate_step_s == round(model.step(batched, batched), 2)
     assert live.calibrate_step_s < live.step_s
     # Growth is the largest ratio over the range: at the slow end it reaches the longest step.
     assert live.calibrate_step_s * live.probes.growth >= live.step_s * (1 - 1e-3)  # both rounded
-
-
-def test_the_slowest_step_is_the_last_chunk_of_the_longest_prompt() -> None:
-    p = plan(load_stack("dev"), "dev")
-    model = _model(p)
-    batched = p.max_num_batched_tokens
-    chunks = [model.step(batched, end) for end in range(batched, p.max_model_len + 1, batched)]
-    assert chunks == sorted(chunks) and chunks[0] < chunks[-1]
-    assert p.liveness.step_s == round(chunks[-1], 2)
 
 
 def test_attention_grows_with_the_context_on_full_layers_only() -> None:
@@ -188,20 +175,6 @@ def test_a_tiny_model_gets_the_floors() -> None:
     assert live.first_byte_s == liveness.MIN_FIRST_BYTE_S
 
 
-@pytest.mark.parametrize("stack", stack_names())
-def test_every_stack_states_its_detection(stack: str) -> None:
-    p = plan(load_stack(stack), stack)
-    live = p.liveness
-    assert live.probes.period_s >= liveness.MIN_PROBE_PERIOD_S
-    assert live.probes.timeout_s > live.probes.request_s
-    (line,) = [r for r in p.reasons if r.startswith("liveness ")]
-    fast = live.fast_half_detection_s
-    if fast <= liveness.DETECTION_BUDGET_S:
-        assert f"noticed within {fast} s at the fast half of the range" in line
-    else:
-        assert f"noticed only after {fast} s at the fast half" in line
-
-
 def test_a_group_noticed_in_exactly_the_budget_is_in_time() -> None:
     p = plan(load_stack("dev"), "dev")
     model = _model(p)
@@ -215,20 +188,6 @@ def test_a_group_noticed_in_exactly_the_budget_is_in_time() -> None:
     assert "noticed only after 61 s at the fast half of the range, beyond the 60 s budget" in why
 
 
-@pytest.mark.parametrize("stack", stack_names())
-def test_every_shipped_stack_keeps_its_waiting_bounds_practical(stack: str) -> None:
-    """The bounds a rollout, a node's removal or a client waits for rest on the oneDNN path's
-    slow end and stay within 20 minutes; a broken group on a node at the fast half of the range
-    is noticed within the 60 s budget."""
-    p = plan(load_stack(stack), stack)
-    assert p.liveness.probes.path == "onednn"
-    assert p.front_door.reply_timeout_seconds <= 20 * 60
-    assert p.drain.grace_s <= 20 * 60  # also the autoscaler's --max-graceful-termination-sec
-    assert p.liveness.fast_half_detection_s <= liveness.DETECTION_BUDGET_S
-    # The measured bound can never exceed the engine's own step timeout it sits under.
-    assert p.liveness.fast_half_stall_s <= p.liveness.probes.stall_s
-
-
 def test_the_fallback_path_keeps_its_own_slower_bounds() -> None:
     fast = plan(load_stack("dev"), "dev")
     slow = plan(load_stack("dev", {"prefillPath": "fallback"}), "dev")
@@ -239,13 +198,29 @@ def test_the_fallback_path_keeps_its_own_slower_bounds() -> None:
 
 
 @pytest.mark.parametrize("stack", stack_names())
-def test_the_pods_take_the_plans_probes_as_it_gives_them(stack: str) -> None:
-    """One type at the seam: the program's server spec carries the plan's ProbeSpec itself, and
-    every bound in it is the plan's own figure."""
+def test_every_stack_keeps_its_waiting_bounds_practical_and_its_pods_take_its_probes(
+    stack: str,
+) -> None:
+    """The bounds a rollout, a node's removal or a client waits for rest on the oneDNN path's
+    slow end and stay within 20 minutes; a broken group on a node at the fast half of the range
+    is noticed within the 60 s budget, and the plan states it. One type at the seam: the
+    program's server spec carries the plan's ProbeSpec itself, and every bound in it is the
+    plan's own figure."""
     cfg, p = builders.planned(stack)
+    live = p.liveness
+    assert live.probes.path == "onednn"
+    assert live.probes.period_s >= liveness.MIN_PROBE_PERIOD_S
+    assert live.probes.timeout_s > live.probes.request_s
+    assert p.front_door.reply_timeout_seconds <= 20 * 60
+    assert p.drain.grace_s <= 20 * 60  # also the autoscaler's --max-graceful-termination-sec
+    assert live.fast_half_detection_s <= liveness.DETECTION_BUDGET_S
+    (line,) = [r for r in p.reasons if r.startswith("liveness ")]
+    assert f"noticed within {live.fast_half_detection_s} s at the fast half of the range" in line
+    # The measured bound can never exceed the engine's own step timeout it sits under.
+    assert live.fast_half_stall_s <= live.probes.stall_s
     probes = builders.planned_spec(stack).probes
     # The very object the planner made: nothing copies it field by field.
-    assert probes is p.liveness.probes
+    assert probes is live.probes
     assert probes.calibrate_runs == liveness.CALIBRATION_RUNS
     assert probes.floor_s == liveness.MIN_STALL_S
     assert probes.calibrate_s == probes.stall_s
