@@ -98,28 +98,6 @@ def test_auto_batched_tokens_shrinks_to_serve_a_longer_context() -> None:
     assert p.max_model_len > fixed.max_model_len
 
 
-def test_model_that_fits_one_node_is_not_split() -> None:
-    profile = small_gemma(26)
-    p = _plan(model="example/small-model", modelProfile=profile)
-    assert p.stages == 1 and p.nodes == 1
-
-
-def test_report_could_have_served_4096_with_fewer_batched_tokens() -> None:
-    # The sliding-window reservation is window - 1 + batched tokens: shrinking the batch frees it.
-    p = _plan(**{**REPORT, "maxModelLen": 4096})
-    assert (p.stages, p.max_model_len) == (2, 4096)
-    assert p.max_num_batched_tokens < 4096
-
-
-def test_explicit_context_that_two_stages_cannot_hold_moves_to_more_stages() -> None:
-    p = _plan(**{**REPORT, "maxModelLen": 16384})
-    assert p.stages > 2 and p.max_model_len == 16384
-
-
-def test_replicas_multiply_nodes() -> None:
-    assert _plan(replicas=3).nodes == 6
-
-
 def test_disk_holds_image_and_checkpoint_unless_cached_on_a_volume() -> None:
     node = _plan()
     cached = _plan(modelCache="volume")
@@ -373,32 +351,47 @@ def test_a_node_without_a_whole_gib_for_a_pod_is_refused_and_one_gib_gets_a_pod(
     assert str(error.value) == message
 
 
-def test_a_pod_may_take_exactly_what_the_node_gives() -> None:
-    free = node_budget(catalog.INSTANCE_TYPES["m7g.2xlarge"], volumes=False).free_gib
-    assert _plan(podMemoryGiB=free).pod_memory_gib == free
-
-
-def test_automatic_stages_are_the_fewest_that_serve_the_context() -> None:
-    # Two ranks with 0.6 GiB of guard still serve 8,192 tokens: no third node.
-    assert (_plan(podMemoryGiB=21.9).stages, _plan(podMemoryGiB=21.9).max_model_len) == (2, 8192)
-    # A KV budget above what two ranks' guard sees moves to three, where it fits, whatever the
-    # context asked for (a short explicit one included).
-    assert _plan(kvCacheBytes=5 * GIB).stages == 3
-    assert _plan(kvCacheBytes=5 * GIB, maxModelLen=512).stages == 3
+FREE = node_budget(catalog.INSTANCE_TYPES["m7g.2xlarge"], volumes=False).free_gib
+# (stack values, the figures of the plan they give).
+FIGURES = [
+    ({"replicas": 3}, {"nodes": 6}),  # replicas multiply nodes
+    # A model that fits one node is not split.
+    ({"model": "example/small-model", "modelProfile": small_gemma(26)}, {"stages": 1, "nodes": 1}),
+    # The report could have served 4,096 tokens with fewer batched tokens: the sliding-window
+    # reservation is window - 1 + batched tokens, and shrinking the batch frees it.
+    (
+        {**REPORT, "maxModelLen": 4096},
+        {"stages": 2, "max_model_len": 4096, "max_num_batched_tokens": 512},
+    ),
+    # An explicit context that two stages cannot hold moves to more stages.
+    ({**REPORT, "maxModelLen": 16384}, {"stages": 4, "max_model_len": 16384}),
+    # A pod may take exactly what the node gives.
+    ({"podMemoryGiB": FREE}, {"pod_memory_gib": FREE}),
+    ({"podMemoryGiB": 26}, {"pod_memory_gib": 26}),
+    # Automatic stages are the fewest that serve the context: two ranks with 0.6 GiB of guard
+    # still serve 8,192 tokens, no third node; a KV budget above what two ranks' guard sees moves
+    # to three, where it fits, whatever the context asked for (a short explicit one included).
+    ({"podMemoryGiB": 21.9}, {"stages": 2, "max_model_len": 8192}),
+    ({"kvCacheBytes": 5 * GIB}, {"stages": 3}),
+    ({"kvCacheBytes": 5 * GIB, "maxModelLen": 512}, {"stages": 3}),
     # As many stages as the model has layers is allowed.
-    assert _plan(model="example/small", modelProfile=P4, pipelineStages=4).stages == 4
+    ({"model": "example/small", "modelProfile": P4, "pipelineStages": 4}, {"stages": 4}),
     # The model's whole context is a valid explicit length.
-    assert _plan(maxModelLen=GEMMA.max_context).max_model_len == GEMMA.max_context
+    ({"maxModelLen": GEMMA.max_context}, {"max_model_len": GEMMA.max_context}),
+    # Just inside the refusals: the least KV the refusal asks for serves exactly the shortest
+    # useful context; a forced split keeps what its automatic KV serves, even below that minimum.
+    ({"pipelineStages": 2, "kvCacheBytes": 201326592}, {"max_model_len": 1024}),
+    ({"pipelineStages": 2, "podMemoryGiB": 21.5}, {"max_model_len": 896}),
+    ({"maxNumBatchedTokens": 256, "pipelineStages": 2}, {"max_num_batched_tokens": 256}),
+]
 
 
-def test_the_values_just_inside_the_refusals_plan() -> None:
-    # The least KV the refusal asks for serves exactly the shortest useful context.
-    assert _plan(pipelineStages=2, kvCacheBytes=201326592).max_model_len == 1024
-    # A forced split keeps what its automatic KV serves, even below the useful minimum.
-    short = _plan(pipelineStages=2, podMemoryGiB=21.5)
-    assert 0 < short.max_model_len < 1024
-    assert _plan(maxNumBatchedTokens=256, pipelineStages=2).max_num_batched_tokens == 256
-    assert _plan(podMemoryGiB=26).pod_memory_gib == 26
+@pytest.mark.parametrize(("values", "figures"), FIGURES)
+def test_stack_values_give_the_plan_figures_they_should(
+    values: dict[str, object], figures: dict[str, object]
+) -> None:
+    p = _plan(**values)
+    assert {name: getattr(p, name) for name in figures} == figures
 
 
 def test_the_plan_carries_the_stack_and_what_follows_from_the_split() -> None:
