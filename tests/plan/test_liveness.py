@@ -102,7 +102,7 @@ def test_detection_beyond_the_budget_says_how_slow_and_what_shortens_it() -> Non
     assert "`maxNumBatchedTokens` " in line
 
 
-def test_a_first_byte_bound_below_the_slowest_prefill_is_refused() -> None:
+def test_the_first_byte_bound_is_refused_too_low_and_moves_the_reply_timeout() -> None:
     auto = plan(load_stack("dev"), "dev")
     least = auto.liveness.first_byte_s
     with pytest.raises(ConfigError) as caught:
@@ -115,6 +115,16 @@ def test_a_first_byte_bound_below_the_slowest_prefill_is_refused() -> None:
     )
     own = plan(load_stack("dev", {"firstByteTimeoutSeconds": least + 100}), "dev")
     assert own.liveness.first_byte_s == least + 100
+    # A non-streamed reply's first byte is its last token: the gatekeeper's one timeout is the
+    # first-byte bound plus the capped reply's decode, so a stack's own first-byte bound moves it.
+    for p in (auto, own):
+        door = p.front_door
+        decode = -(-door.max_reply_tokens * 1.25 // p.decode_tokens_per_s)
+        assert door.reply_timeout_seconds >= p.liveness.first_byte_s + decode - 1
+        assert door.reply_timeout_seconds <= p.liveness.first_byte_s + decode + 1
+    assert own.front_door.reply_timeout_seconds - auto.front_door.reply_timeout_seconds == 100
+    conf = nginx_conf(own.front_door)
+    assert f"proxy_read_timeout {own.front_door.reply_timeout_seconds * 1000}ms;" in conf
 
 
 def test_the_plan_shows_the_probe(capsys: pytest.CaptureFixture[str]) -> None:
@@ -128,22 +138,6 @@ def test_the_plan_shows_the_probe(capsys: pytest.CaptureFixture[str]) -> None:
     live = plan(load_stack("dev"), "dev").liveness
     assert rows["liveness"].startswith(f"every {live.probes.period_s} s, 3 failures, timeout 8 s")
     assert rows["first byte"] == f"within {live.first_byte_s} s (longest prompt + stall bound)"
-
-
-def test_the_gatekeeper_waits_for_the_first_byte_and_the_longest_reply() -> None:
-    """A non-streamed reply's first byte is its last token: the gatekeeper's one timeout is the
-    first-byte bound plus the capped reply's decode, so a stack's own first-byte bound moves it."""
-    auto = plan(load_stack("dev"), "dev")
-    own_bound = auto.liveness.first_byte_s + 90
-    own = plan(load_stack("dev", {"firstByteTimeoutSeconds": own_bound}), "dev")
-    for p in (auto, own):
-        door = p.front_door
-        decode = -(-door.max_reply_tokens * 1.25 // p.decode_tokens_per_s)
-        assert door.reply_timeout_seconds >= p.liveness.first_byte_s + decode - 1
-        assert door.reply_timeout_seconds <= p.liveness.first_byte_s + decode + 1
-    assert own.front_door.reply_timeout_seconds - auto.front_door.reply_timeout_seconds == 90
-    conf = nginx_conf(own.front_door)
-    assert f"proxy_read_timeout {own.front_door.reply_timeout_seconds * 1000}ms;" in conf
 
 
 def test_the_probe_period_is_whole_seconds_and_the_shortest_accepted_one_fits() -> None:
@@ -160,7 +154,7 @@ def test_the_probe_period_is_whole_seconds_and_the_shortest_accepted_one_fits() 
     assert not liveness.fits_budget(liveness.stall_seconds(22.0, 3))
 
 
-def test_a_tiny_model_gets_the_floors() -> None:
+def test_a_tiny_model_gets_the_floors_and_detection_in_the_budget_is_in_time() -> None:
     p = plan(load_stack("dev"), "dev")
     model = _model(p)
     tiny = liveness.Prefill(
@@ -173,13 +167,8 @@ def test_a_tiny_model_gets_the_floors() -> None:
     live = liveness.liveness(tiny, 256, 512)
     assert live.probes.stall_s == liveness.MIN_STALL_S
     assert live.first_byte_s == liveness.MIN_FIRST_BYTE_S
-
-
-def test_a_group_noticed_in_exactly_the_budget_is_in_time() -> None:
-    p = plan(load_stack("dev"), "dev")
-    model = _model(p)
-    live = p.liveness
-    exact = replace(live, fast_half_detection_s=liveness.detection_seconds(37, 5))
+    # A group noticed in exactly the budget is in time.
+    exact = replace(p.liveness, fast_half_detection_s=liveness.detection_seconds(37, 5))
     assert exact.fast_half_detection_s == liveness.DETECTION_BUDGET_S
     why = sizing._why_liveness(exact, model, p.max_model_len, 256)
     assert "a broken group is noticed within 60 s at the fast half of the range" in why
