@@ -71,15 +71,11 @@ def test_auto_kv_is_the_largest_whole_mib_within_the_safe_share(guard_gib: float
     assert kv <= safe < kv + MIB
 
 
-def test_auto_kv_is_ninety_percent_of_what_the_guard_sees() -> None:
+def test_auto_kv_is_ninety_percent_of_what_the_guard_sees_and_never_negative() -> None:
     # The README's rule for `kvCacheBytes: auto`, on a guard whose 90% is a whole number of MiB.
     assert auto_kv_bytes(10.0) == 9 * GIB
     assert auto_kv_bytes(2.5) == math.floor(2.25 * 1024) * MIB
-
-
-@pytest.mark.parametrize("guard_gib", [0.0, -0.5])
-def test_auto_kv_is_never_negative(guard_gib: float) -> None:
-    assert auto_kv_bytes(guard_gib) == 0
+    assert auto_kv_bytes(0.0) == auto_kv_bytes(-0.5) == 0
 
 
 def test_auto_kv_in_a_plan_leaves_the_safe_share_of_the_tightest_guard() -> None:
@@ -129,6 +125,10 @@ def test_a_short_request_reserves_no_more_than_itself() -> None:
     assert window.blocks_for(100_000, 0) == cdiv(1023, 128) + 1
     full = KvGroup("full", 512, None, (5,))
     assert full.blocks_for(100_000, 4096) == cdiv(100_000, 512)
+    # A window reserves its last token too: window - 1 + 2 in flight = 1025 tokens, nine blocks
+    # of 128, plus one.
+    assert window.blocks_for(100_000, 2) == 10
+    assert window.blocks_for(100_000, 1) == 9
 
 
 def test_the_null_block_is_not_usable() -> None:
@@ -168,6 +168,9 @@ def test_a_smaller_batch_wins_when_it_serves_a_longer_context() -> None:
     assert length == max(lengths.values())
     assert batched == max(b for b, n in lengths.items() if n == length)
     assert lengths[4096] < length  # the default batch would serve less
+    # Every candidate is tried: 512 and 1,024 both serve 8,192 tokens, 2,048 fewer; the tie goes
+    # to 1,024.
+    assert choose_batched(cfg, kvs, 600_000_000, 8192, 2) == (1024, 8192)
 
 
 def test_the_smallest_default_batch_is_a_choice_too() -> None:
@@ -199,14 +202,11 @@ def test_startup_timeout_is_twice_a_slow_cold_start(mbps: float) -> None:
     assert 2 * p.cold_start_seconds <= p.startup_timeout_seconds <= 2 * p.cold_start_seconds + 62
 
 
-def test_startup_timeout_never_drops_below_the_floor() -> None:
-    p = plan(load_config(BASE))
-    assert 2 * p.cold_start_seconds < MIN_STARTUP_SECONDS
-    assert p.startup_timeout_seconds == MIN_STARTUP_SECONDS
-
-
-def test_cold_start_is_download_load_and_warm_up() -> None:
+def test_cold_start_is_download_load_and_warm_up_under_a_floored_timeout() -> None:
     fast, slow = (plan(load_config({**BASE, "downloadMBps": r})) for r in (140.0, 70.0))
+    # The startup timeout never drops below the floor.
+    assert 2 * fast.cold_start_seconds < MIN_STARTUP_SECONDS
+    assert fast.startup_timeout_seconds == MIN_STARTUP_SECONDS
     download = GEMMA.checkpoint_bytes / 140e6
     assert slow.cold_start_seconds - fast.cold_start_seconds == pytest.approx(download, abs=1)
     heaviest = max(r.weights_gib for r in fast.ranks)
@@ -288,12 +288,6 @@ def test_a_smaller_page_holds_whole_tokens_per_block() -> None:
     assert isinstance(full.block_tokens, int)
 
 
-def test_a_window_reserves_its_last_token_too() -> None:
-    # window - 1 + 2 in flight = 1025 tokens: nine blocks of 128, plus one.
-    assert KvGroup("sliding", 128, 1024, (0,)).blocks_for(100_000, 2) == 10
-    assert KvGroup("sliding", 128, 1024, (0,)).blocks_for(100_000, 1) == 9
-
-
 @pytest.mark.parametrize("kv_bytes", [0, 10_000_000, 123_456_789, 400_000_000, 2 * GIB])
 @pytest.mark.parametrize("stages", [1, 2, 3])
 def test_the_longest_context_is_the_last_that_fits(kv_bytes: int, stages: int) -> None:
@@ -317,22 +311,14 @@ def test_a_batch_is_never_below_the_sequences_vllm_schedules() -> None:
     assert length == longest_context(kvs, 230_000_000, 1024, 8192)
 
 
-def test_every_candidate_batch_is_tried() -> None:
-    # 512 and 1,024 both serve 8,192 tokens, 2,048 fewer: the tie goes to 1,024.
-    cfg = load_config(BASE)
-    assert choose_batched(cfg, group_kv(GEMMA, 2), 600_000_000, 8192, 2) == (1024, 8192)
-
-
-def test_eks_reserves_cpu_core_by_core() -> None:
+def test_eks_reserves_cpu_core_by_core_and_memory_per_pod() -> None:
     # 6% of the first core, 1% of the second, 0.5% of cores 3 and 4, 0.25% of every other.
     def reserved(vcpu: int) -> int:
         return catalog.kube_reserved_millicpu(replace(INSTANCE, vcpu=vcpu))
 
     assert [reserved(n) for n in (1, 2, 3, 4, 5, 8, 16, 32)] == [60, 70, 75, 80, 82, 90, 110, 150]
     assert catalog.allocatable_millicpu(INSTANCE) == 8000 - 90
-
-
-def test_eks_reserves_memory_per_pod_the_node_may_run() -> None:
+    # Memory per pod the node may run.
     assert catalog.kube_reserved_mib(INSTANCE) == 11 * 58 + 255
     visible = 32 * 1024 * catalog.VISIBLE_MEMORY_FRACTION
     assert catalog.allocatable_mib(INSTANCE) == pytest.approx(visible - (11 * 58 + 255) - 100)

@@ -15,7 +15,9 @@ from infra.plan.stackfile import load_stack
 TODAY = dt.date(2026, 12, 1)
 
 
-def test_the_plan_says_which_keys_replace_every_node(capsys: pytest.CaptureFixture[str]) -> None:
+def test_the_plan_says_which_keys_replace_every_node_and_the_node_group(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
     assert main(["--stack", "dev"]) == 0
     text = capsys.readouterr().out
     (line,) = [x for x in text.splitlines() if x.startswith("  - node replacement:")]
@@ -24,22 +26,15 @@ def test_the_plan_says_which_keys_replace_every_node(capsys: pytest.CaptureFixtu
     for key in ("`owner`", "`endDate`", "`tags`", "`kubernetesVersion`"):
         assert key in line, key
     assert "`instanceType`" not in line
-    cold = plan(load_stack("dev"), "dev").cold_start_seconds
-    assert f"no answer for ~2 x ({cold} s cold start + a node launch)" in line
-
-
-def test_an_instance_type_change_is_a_second_node_group_and_one_move(
-    capsys: pytest.CaptureFixture[str],
-) -> None:
-    # Not one node at a time: `instance_types` is ForceNew (hashicorp/terraform-provider-aws
-    # internal/service/eks/node_group.go, commit 012e0a32 read 2026-12-03), so the node group is
-    # replaced, create before delete; the groups move once, as a group restart.
-    assert main(["--stack", "dev"]) == 0
-    text = capsys.readouterr().out
+    p = plan(load_stack("dev"), "dev")
+    assert f"no answer for ~2 x ({p.cold_start_seconds} s cold start + a node launch)" in line
+    # An `instanceType` change is not one node at a time: `instance_types` is ForceNew
+    # (hashicorp/terraform-provider-aws internal/service/eks/node_group.go, commit 012e0a32 read
+    # 2026-12-03), so the node group is replaced, create before delete; the groups move once, as
+    # a group restart.
     (line,) = [x for x in text.splitlines() if x.startswith("  - node group replacement:")]
     assert "`instanceType`:" in line and "one at a time" not in line
     assert "a second node group of the new type is created beside the old one" in line
-    p = plan(load_stack("dev"), "dev")
     (restart,) = [c for c in changes.change_costs(p) if c.kind == "group restart"]
     (moved,) = [c for c in changes.change_costs(p) if c.kind == "node group replacement"]
     assert moved.outage == restart.outage
@@ -57,15 +52,11 @@ def test_each_key_is_in_one_kind_of_change() -> None:
     assert set(keys) == stack_keys | {"apiKey", "apiKeyPrevious"}
 
 
-def test_the_plan_states_the_vcpus_needed_with_a_replacement_s_extra_nodes() -> None:
-    p = plan(load_stack("dev"), "dev")
+def test_the_vcpus_needed_hold_a_replacement_s_nodes_and_a_second_node_group() -> None:
     # 2 x m7g.2xlarge (8 vCPUs); EKS adds two nodes while replacing them
     # (managed-node-update-behavior, "Scale up phase": twice the group's one zone), and an
     # `instanceType` change runs a second group of two beside the first: 4 nodes either way.
-    assert readiness.vcpus_needed(p) == (16, 32)
-
-
-def test_an_instance_type_change_s_second_node_group_is_in_the_quota() -> None:
+    assert readiness.vcpus_needed(plan(load_stack("dev"), "dev")) == (16, 32)
     # `instance_types` is ForceNew on aws_eks_node_group (hashicorp/terraform-provider-aws
     # internal/service/eks/node_group.go, commit 012e0a32 read 2026-12-03) and Pulumi creates the
     # replacement before deleting the old group: both run at full size. Three groups of two

@@ -210,14 +210,10 @@ def test_a_fixed_stack_has_no_elastic_figures() -> None:
     assert elastic.elastic_plan(cfg, plan(cfg, "dev"), TODAY) is None
 
 
-def test_the_plan_is_sized_for_the_most_groups() -> None:
+def test_the_plan_is_sized_for_the_most_groups_and_scaling_follows_it() -> None:
     _, p, e = _elastic()
     assert (p.replicas, p.nodes) == (3, 3 * p.stages)
     assert e.model_nodes_max == p.nodes + 2 + p.rollout.surge_nodes
-
-
-def test_scaling_parameters_follow_the_plan() -> None:
-    _, p, e = _elastic()
     s = e.scaling
     assert (s.min_groups, s.max_groups, s.nodes_per_group) == (0, 3, p.stages)
     # auto: the full-length requests one group's KV cache holds at once.
@@ -311,18 +307,7 @@ def test_quota_at_the_most_counts_surge_and_system_nodes() -> None:
     assert refused.value.key == "maxGroups" and "use `maxGroups: 2`" in str(refused.value)
 
 
-def test_prod_ships_elastic_and_dev_fixed(capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["--stack", "prod", "--json"], today=TODAY) == 0
-    data = json.loads(capsys.readouterr().out)
-    scaling = data["elastic"]["scaling"]
-    assert (scaling["min_groups"], scaling["max_groups"]) == (0, 3)
-    assert scaling["schedule"]["groups_inside"] == 1
-    assert scaling["schedule"]["groups_outside"] == 0
-    assert main(["--stack", "dev", "--json"], today=TODAY) == 0
-    assert json.loads(capsys.readouterr().out)["elastic"] is None
-
-
-def test_the_table_shows_the_elastic_rows(capsys: pytest.CaptureFixture[str]) -> None:
+def test_prod_ships_elastic_with_its_rows_and_dev_fixed(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["--stack", "prod"], today=TODAY) == 0
     out = capsys.readouterr().out
     for row in (
@@ -334,3 +319,11 @@ def test_the_table_shows_the_elastic_rows(capsys: pytest.CaptureFixture[str]) ->
         "system nodes",
     ):
         assert row in out
+    assert main(["--stack", "prod", "--json"], today=TODAY) == 0
+    data = json.loads(capsys.readouterr().out)
+    scaling = data["elastic"]["scaling"]
+    assert (scaling["min_groups"], scaling["max_groups"]) == (0, 3)
+    assert scaling["schedule"]["groups_inside"] == 1
+    assert scaling["schedule"]["groups_outside"] == 0
+    assert main(["--stack", "dev", "--json"], today=TODAY) == 0
+    assert json.loads(capsys.readouterr().out)["elastic"] is None

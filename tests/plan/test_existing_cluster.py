@@ -24,12 +24,9 @@ def _refusal(raw: dict[str, Any]) -> str:
     return str(raised.value)
 
 
-def test_an_existing_cluster_needs_no_endpoint_ranges() -> None:
+def test_the_endpoint_ranges_are_required_without_an_existing_cluster_only() -> None:
     cfg = load_config(INTO)
     assert cfg.existing_cluster == "platform-shared" and cfg.endpoint_public_access_cidrs is None
-
-
-def test_without_an_existing_cluster_the_endpoint_ranges_are_required() -> None:
     assert _refusal(BASE) == (
         "`endpointPublicAccessCidrs` is required; list the IPv4 ranges of your operators and CI "
         "runners, such as 198.51.100.0/24"

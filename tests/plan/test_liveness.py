@@ -40,39 +40,26 @@ def test_dev_figures_follow_from_its_slowest_step() -> None:
     p = plan(load_stack("dev"), "dev")
     live = p.liveness
     model = _model(p)
-    step = model.step(p.max_num_batched_tokens, p.max_model_len)
-    assert live.step_s == round(step, 2)
+    batched = p.max_num_batched_tokens
+    # The slowest step is the last chunk of the longest prompt.
+    chunks = [model.step(batched, end) for end in range(batched, p.max_model_len + 1, batched)]
+    assert chunks == sorted(chunks) and chunks[0] < chunks[-1]
+    step = model.step(batched, p.max_model_len)
+    assert live.step_s == round(step, 2) == round(chunks[-1], 2)
     assert live.probes.in_flight == p.stages == 2
     assert live.probes.stall_s == max(liveness.MIN_STALL_S, math.ceil(2 * step))
     assert (
         live.detection_s == live.probes.stall_s + 3 * live.probes.period_s + live.probes.timeout_s
     )
-    prompt = prefill.prefill_seconds(
-        GEMMA, model.work, model.slow, p.max_model_len, p.max_num_batched_tokens
-    )
+    prompt = prefill.prefill_seconds(GEMMA, model.work, model.slow, p.max_model_len, batched)
     assert live.first_byte_s == math.ceil(prompt + live.probes.stall_s)
-
-
-def test_the_dashboard_s_step_is_the_slow_end_s_step_of_the_measured_prompt() -> None:
-    """What a leader measures (a chunk at a prompt's start) has its own slow end, drawn beside
-    every leader's measurement; growth takes it to the plan's longest step."""
-    p = plan(load_stack("dev"), "dev")
-    live, model = p.liveness, _model(p)
-    batched = p.max_num_batched_tokens
+    # The dashboard's step: what a leader measures (a chunk at a prompt's start) has its own slow
+    # end, drawn beside every leader's measurement; growth takes it to the plan's longest step.
     assert live.probes.calibrate_tokens == batched
     assert live.calibrate_step_s == round(model.step(batched, batched), 2)
     assert live.calibrate_step_s < live.step_s
     # Growth is the largest ratio over the range: at the slow end it reaches the longest step.
     assert live.calibrate_step_s * live.probes.growth >= live.step_s * (1 - 1e-3)  # both rounded
-
-
-def test_the_slowest_step_is_the_last_chunk_of_the_longest_prompt() -> None:
-    p = plan(load_stack("dev"), "dev")
-    model = _model(p)
-    batched = p.max_num_batched_tokens
-    chunks = [model.step(batched, end) for end in range(batched, p.max_model_len + 1, batched)]
-    assert chunks == sorted(chunks) and chunks[0] < chunks[-1]
-    assert p.liveness.step_s == round(chunks[-1], 2)
 
 
 def test_attention_grows_with_the_context_on_full_layers_only() -> None:
@@ -115,7 +102,7 @@ def test_detection_beyond_the_budget_says_how_slow_and_what_shortens_it() -> Non
     assert "`maxNumBatchedTokens` " in line
 
 
-def test_a_first_byte_bound_below_the_slowest_prefill_is_refused() -> None:
+def test_the_first_byte_bound_is_refused_too_low_and_moves_the_reply_timeout() -> None:
     auto = plan(load_stack("dev"), "dev")
     least = auto.liveness.first_byte_s
     with pytest.raises(ConfigError) as caught:
@@ -128,6 +115,16 @@ def test_a_first_byte_bound_below_the_slowest_prefill_is_refused() -> None:
     )
     own = plan(load_stack("dev", {"firstByteTimeoutSeconds": least + 100}), "dev")
     assert own.liveness.first_byte_s == least + 100
+    # A non-streamed reply's first byte is its last token: the gatekeeper's one timeout is the
+    # first-byte bound plus the capped reply's decode, so a stack's own first-byte bound moves it.
+    for p in (auto, own):
+        door = p.front_door
+        decode = -(-door.max_reply_tokens * 1.25 // p.decode_tokens_per_s)
+        assert door.reply_timeout_seconds >= p.liveness.first_byte_s + decode - 1
+        assert door.reply_timeout_seconds <= p.liveness.first_byte_s + decode + 1
+    assert own.front_door.reply_timeout_seconds - auto.front_door.reply_timeout_seconds == 100
+    conf = nginx_conf(own.front_door)
+    assert f"proxy_read_timeout {own.front_door.reply_timeout_seconds * 1000}ms;" in conf
 
 
 def test_the_plan_shows_the_probe(capsys: pytest.CaptureFixture[str]) -> None:
@@ -141,22 +138,6 @@ def test_the_plan_shows_the_probe(capsys: pytest.CaptureFixture[str]) -> None:
     live = plan(load_stack("dev"), "dev").liveness
     assert rows["liveness"].startswith(f"every {live.probes.period_s} s, 3 failures, timeout 8 s")
     assert rows["first byte"] == f"within {live.first_byte_s} s (longest prompt + stall bound)"
-
-
-def test_the_gatekeeper_waits_for_the_first_byte_and_the_longest_reply() -> None:
-    """A non-streamed reply's first byte is its last token: the gatekeeper's one timeout is the
-    first-byte bound plus the capped reply's decode, so a stack's own first-byte bound moves it."""
-    auto = plan(load_stack("dev"), "dev")
-    own_bound = auto.liveness.first_byte_s + 90
-    own = plan(load_stack("dev", {"firstByteTimeoutSeconds": own_bound}), "dev")
-    for p in (auto, own):
-        door = p.front_door
-        decode = -(-door.max_reply_tokens * 1.25 // p.decode_tokens_per_s)
-        assert door.reply_timeout_seconds >= p.liveness.first_byte_s + decode - 1
-        assert door.reply_timeout_seconds <= p.liveness.first_byte_s + decode + 1
-    assert own.front_door.reply_timeout_seconds - auto.front_door.reply_timeout_seconds == 90
-    conf = nginx_conf(own.front_door)
-    assert f"proxy_read_timeout {own.front_door.reply_timeout_seconds * 1000}ms;" in conf
 
 
 def test_the_probe_period_is_whole_seconds_and_the_shortest_accepted_one_fits() -> None:
@@ -173,7 +154,7 @@ def test_the_probe_period_is_whole_seconds_and_the_shortest_accepted_one_fits() 
     assert not liveness.fits_budget(liveness.stall_seconds(22.0, 3))
 
 
-def test_a_tiny_model_gets_the_floors() -> None:
+def test_a_tiny_model_gets_the_floors_and_detection_in_the_budget_is_in_time() -> None:
     p = plan(load_stack("dev"), "dev")
     model = _model(p)
     tiny = liveness.Prefill(
@@ -186,47 +167,14 @@ def test_a_tiny_model_gets_the_floors() -> None:
     live = liveness.liveness(tiny, 256, 512)
     assert live.probes.stall_s == liveness.MIN_STALL_S
     assert live.first_byte_s == liveness.MIN_FIRST_BYTE_S
-
-
-@pytest.mark.parametrize("stack", stack_names())
-def test_every_stack_states_its_detection(stack: str) -> None:
-    p = plan(load_stack(stack), stack)
-    live = p.liveness
-    assert live.probes.period_s >= liveness.MIN_PROBE_PERIOD_S
-    assert live.probes.timeout_s > live.probes.request_s
-    (line,) = [r for r in p.reasons if r.startswith("liveness ")]
-    fast = live.fast_half_detection_s
-    if fast <= liveness.DETECTION_BUDGET_S:
-        assert f"noticed within {fast} s at the fast half of the range" in line
-    else:
-        assert f"noticed only after {fast} s at the fast half" in line
-
-
-def test_a_group_noticed_in_exactly_the_budget_is_in_time() -> None:
-    p = plan(load_stack("dev"), "dev")
-    model = _model(p)
-    live = p.liveness
-    exact = replace(live, fast_half_detection_s=liveness.detection_seconds(37, 5))
+    # A group noticed in exactly the budget is in time.
+    exact = replace(p.liveness, fast_half_detection_s=liveness.detection_seconds(37, 5))
     assert exact.fast_half_detection_s == liveness.DETECTION_BUDGET_S
     why = sizing._why_liveness(exact, model, p.max_model_len, 256)
     assert "a broken group is noticed within 60 s at the fast half of the range" in why
     late = replace(exact, fast_half_detection_s=61)
     why = sizing._why_liveness(late, model, p.max_model_len, 256)
     assert "noticed only after 61 s at the fast half of the range, beyond the 60 s budget" in why
-
-
-@pytest.mark.parametrize("stack", stack_names())
-def test_every_shipped_stack_keeps_its_waiting_bounds_practical(stack: str) -> None:
-    """The bounds a rollout, a node's removal or a client waits for rest on the oneDNN path's
-    slow end and stay within 20 minutes; a broken group on a node at the fast half of the range
-    is noticed within the 60 s budget."""
-    p = plan(load_stack(stack), stack)
-    assert p.liveness.probes.path == "onednn"
-    assert p.front_door.reply_timeout_seconds <= 20 * 60
-    assert p.drain.grace_s <= 20 * 60  # also the autoscaler's --max-graceful-termination-sec
-    assert p.liveness.fast_half_detection_s <= liveness.DETECTION_BUDGET_S
-    # The measured bound can never exceed the engine's own step timeout it sits under.
-    assert p.liveness.fast_half_stall_s <= p.liveness.probes.stall_s
 
 
 def test_the_fallback_path_keeps_its_own_slower_bounds() -> None:
@@ -239,13 +187,29 @@ def test_the_fallback_path_keeps_its_own_slower_bounds() -> None:
 
 
 @pytest.mark.parametrize("stack", stack_names())
-def test_the_pods_take_the_plans_probes_as_it_gives_them(stack: str) -> None:
-    """One type at the seam: the program's server spec carries the plan's ProbeSpec itself, and
-    every bound in it is the plan's own figure."""
+def test_every_stack_keeps_its_waiting_bounds_practical_and_its_pods_take_its_probes(
+    stack: str,
+) -> None:
+    """The bounds a rollout, a node's removal or a client waits for rest on the oneDNN path's
+    slow end and stay within 20 minutes; a broken group on a node at the fast half of the range
+    is noticed within the 60 s budget, and the plan states it. One type at the seam: the
+    program's server spec carries the plan's ProbeSpec itself, and every bound in it is the
+    plan's own figure."""
     cfg, p = builders.planned(stack)
+    live = p.liveness
+    assert live.probes.path == "onednn"
+    assert live.probes.period_s >= liveness.MIN_PROBE_PERIOD_S
+    assert live.probes.timeout_s > live.probes.request_s
+    assert p.front_door.reply_timeout_seconds <= 20 * 60
+    assert p.drain.grace_s <= 20 * 60  # also the autoscaler's --max-graceful-termination-sec
+    assert live.fast_half_detection_s <= liveness.DETECTION_BUDGET_S
+    (line,) = [r for r in p.reasons if r.startswith("liveness ")]
+    assert f"noticed within {live.fast_half_detection_s} s at the fast half of the range" in line
+    # The measured bound can never exceed the engine's own step timeout it sits under.
+    assert live.fast_half_stall_s <= live.probes.stall_s
     probes = builders.planned_spec(stack).probes
     # The very object the planner made: nothing copies it field by field.
-    assert probes is p.liveness.probes
+    assert probes is live.probes
     assert probes.calibrate_runs == liveness.CALIBRATION_RUNS
     assert probes.floor_s == liveness.MIN_STALL_S
     assert probes.calibrate_s == probes.stall_s

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
@@ -119,16 +120,6 @@ def test_active_parameters_are_the_shared_parts_and_eight_experts() -> None:
     assert total_active == pytest.approx(3.8e9, rel=0.02)  # "3.8B active"
 
 
-def test_the_revision_is_unpinned_and_the_plan_warns(
-    measured: dict, capsys: pytest.CaptureFixture[str]
-) -> None:
-    assert PROFILE.revision is None
-    assert main(["--set", f"model={MOE}", "--set", "weights=int8"], today=TODAY) == 0
-    out = capsys.readouterr().out
-    assert "main, unpinned (see warnings)" in out
-    assert f"catalogue holds no checked commit of {MOE}" in out
-
-
 def test_kv_is_counted_from_its_attention_layout() -> None:
     # vLLM stores K and V on every layer, k_eq_v full layers too (models/gemma4.py).
     kvs = group_kv(PROFILE, 2)
@@ -175,11 +166,14 @@ def test_int8_plans_two_m7g_2xlarge_at_the_derived_rate(measured: dict) -> None:
     assert p.decode_tokens_per_s < 0.9 / active
 
 
-def test_the_decode_rows_say_derived_from_the_measured_ratio(
+def test_the_decode_rows_say_derived_from_the_measured_ratio_and_the_revision_is_unpinned(
     measured: dict, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    assert PROFILE.revision is None
     assert main(["--set", f"model={MOE}", "--set", "weights=int8"], today=TODAY) == 0
     out = capsys.readouterr().out
+    assert "main, unpinned (see warnings)" in out
+    assert f"catalogue holds no checked commit of {MOE}" in out
     verdict = out.split("\n\n")[0]
     assert "dev starts: 2 x m7g.2xlarge, one group of 2 pipeline stages, serving " + MOE in verdict
     assert "for one stream (derived from a measured MoE/dense ratio)" in verdict
@@ -277,13 +271,39 @@ def test_int4_plans_one_node_with_the_quantize_job(int4_measured: None) -> None:
     assert p.weights_source == "quantize" and p.model_cache == "volume"
 
 
-def test_no_ratio_at_all_refuses_every_format(monkeypatch: pytest.MonkeyPatch) -> None:
+def _no_ratio_at_all(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(moe_measured, "MOE_DECODE_RATIO", {})
     monkeypatch.setattr(moe_measured, "NOT_MEASURED", {})
+
+
+def _zero_dense_time(monkeypatch: pytest.MonkeyPatch) -> None:
+    broken = replace(_ratio("bf16"), dense_layer_s=0.0)
+    monkeypatch.setitem(moe_measured.MOE_DECODE_RATIO, "bf16", broken)
+
+
+def _no_dense_reference(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(catalog.MODELS, MOE, replace(PROFILE, decode_reference=None))
+
+
+@pytest.mark.parametrize(
+    ("breaks", "key", "rule"),
+    [
+        (_no_ratio_at_all, "weights", "no measured MoE decode ratio"),  # every format refused
+        (_zero_dense_time, "weights", "is zero"),  # refused, not divided
+        (_no_dense_reference, "model", "no dense catalogue model"),
+    ],
+)
+def test_a_moe_without_a_usable_ratio_is_refused(
+    breaks: Callable[[pytest.MonkeyPatch], None],
+    key: str,
+    rule: str,
+    measured: dict,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    breaks(monkeypatch)
     with pytest.raises(ConfigError) as error:
         plan(load_stack("dev", {"model": MOE}, TODAY), "dev")
-    assert error.value.key == "weights"
-    assert "no measured MoE decode ratio" in error.value.rule
+    assert error.value.key == key and rule in error.value.rule
 
 
 # --------------------------------------------------------------------------------------------
@@ -394,22 +414,6 @@ def test_bytes_per_token_follow_the_layout_head_included() -> None:
     assert moe.ceiling_tokens_per_s(int8, 95) == pytest.approx(20.8, abs=0.1)
 
 
-def test_the_plan_prints_the_ceiling_beside_the_derived_rate(
-    capsys: pytest.CaptureFixture[str],
-) -> None:
-    assert main(["--set", f"model={MOE}", "--set", "weights=int8"], today=TODAY) == 0
-    out = capsys.readouterr().out
-    row = next(line for line in out.splitlines() if line.startswith("decode ceiling"))
-    bandwidth = catalog.node_decode_gbps(catalog.INSTANCE_TYPES["m7g.2xlarge"], 5)
-    ceiling = moe.ceiling_tokens_per_s(_moe("int8"), bandwidth)
-    assert f"{ceiling:.1f} tokens/s for one stream: 4.57 GB a token" in row
-    assert "output head 1.48; head 32%, bf16 as the checkpoint keeps it" in row
-    one = next(line for line in out.splitlines() if line.startswith("decode, 1 stream"))
-    assert float(one.split()[3]) <= ceiling
-    assert main(["--set", "weights=int8"], today=TODAY) == 0
-    assert "decode ceiling" not in capsys.readouterr().out  # a dense model's rate is its bytes'
-
-
 def test_moe_bytes_per_token_are_its_active_bytes(measured: dict) -> None:
     profile = _moe("int8")
     loads = throughput.stage_loads(profile, [(25, 5)])
@@ -437,34 +441,26 @@ def test_the_int8_override_renders_the_quantize_job_for_the_moe(
     assert len(volumes) == 2  # one weights volume per rank of the two nodes
 
 
-def test_a_zero_dense_time_is_refused_not_divided(
-    measured: dict, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    broken = replace(measured["bf16"], dense_layer_s=0.0)
-    monkeypatch.setitem(moe_measured.MOE_DECODE_RATIO, "bf16", broken)
-    with pytest.raises(ConfigError) as error:
-        plan(load_stack("dev", {"model": MOE}, TODAY), "dev")
-    assert error.value.key == "weights" and "is zero" in error.value.rule
-
-
-def test_a_moe_without_a_dense_reference_is_refused(
-    measured: dict, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setitem(catalog.MODELS, MOE, replace(PROFILE, decode_reference=None))
-    with pytest.raises(ConfigError) as error:
-        plan(load_stack("dev", {"model": MOE}, TODAY), "dev")
-    assert error.value.key == "model" and "no dense catalogue model" in error.value.rule
-
-
 def test_int8_plans_two_nodes_with_the_carried_ratio_labelled(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     """The shipped catalogue, unpatched: int8 plans on two m7g.2xlarge, its one-stream rate
-    labelled as the bf16 ratio carried to an unmeasured int8 kernel; int4 exits 2 in one line."""
+    labelled as the bf16 ratio carried to an unmeasured int8 kernel, the ceiling its bytes set
+    printed beside it; int4 exits 2 in one line."""
     assert main(["--set", f"model={MOE}", "--set", "weights=int8"], today=TODAY) == 0
-    verdict = capsys.readouterr().out.split("\n\n")[0]
+    out = capsys.readouterr().out
+    verdict = out.split("\n\n")[0]
     assert "dev starts: 2 x m7g.2xlarge, one group of 2 pipeline stages" in verdict
     assert "(derived from the bf16 MoE/dense ratio; int8 MoE unmeasured)" in verdict
+    row = next(line for line in out.splitlines() if line.startswith("decode ceiling"))
+    bandwidth = catalog.node_decode_gbps(catalog.INSTANCE_TYPES["m7g.2xlarge"], 5)
+    ceiling = moe.ceiling_tokens_per_s(_moe("int8"), bandwidth)
+    assert f"{ceiling:.1f} tokens/s for one stream: 4.57 GB a token" in row
+    assert "output head 1.48; head 32%, bf16 as the checkpoint keeps it" in row
+    one = next(line for line in out.splitlines() if line.startswith("decode, 1 stream"))
+    assert float(one.split()[3]) <= ceiling
+    assert main(["--set", "weights=int8"], today=TODAY) == 0
+    assert "decode ceiling" not in capsys.readouterr().out  # a dense model's rate is its bytes'
     assert main(["--set", f"model={MOE}", "--set", "weights=int4"], today=TODAY) == 2
     err = capsys.readouterr().err.strip()
     assert (

@@ -36,12 +36,9 @@ def test_figures_are_the_probes_arithmetic_on_its_raw_timings(weights: str) -> N
     assert measured.bytes_ratio == pytest.approx(probe.bytes_ratio, abs=1e-3)
 
 
-def test_every_format_has_a_figure_or_a_reason() -> None:
+def test_every_format_has_a_figure_or_a_reason_said_in_one_line() -> None:
     assert set(MOE_DECODE_RATIO) | set(moe_measured.NOT_MEASURED) >= {"bf16", "int8", "int4"}
     assert not set(MOE_DECODE_RATIO) & set(moe_measured.NOT_MEASURED)
-
-
-def test_an_unmeasured_format_says_why_in_one_line() -> None:
     with pytest.raises(ConfigError) as error:
         decode_ratio("int4")
     text = str(error.value)

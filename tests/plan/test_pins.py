@@ -263,13 +263,25 @@ def test_pins_every_image_to_the_index_it_pushed(
     assert run_plan(path, "--set", f"vllmImage={vllm.reference}").returncode == 0
 
 
-def test_a_single_image_tag_is_pinned_to_its_manifest_with_its_config_platform(
+def test_a_single_image_tag_is_pinned_to_its_config_platform_unless_amd64_is_needed(
     registry: str, pushed: dict[str, bytes], tmp_path: Path
 ) -> None:
     path = pin_file(tmp_path, vllm="arm64-only")
     result = run_pins(path, registry)
     assert result.returncode == 0, result.stderr
     assert images.load(path)["vllm"].platforms == ("linux/arm64/v8",)
+    # An image CI runs needs amd64 too.
+    document = json.loads(pin_file(tmp_path, vllm="arm64-only").read_text())
+    document["images"]["vllm"]["needs"] = ["linux/arm64", "linux/amd64"]
+    path.write_text(json.dumps(document))
+    result = run_pins(path, registry)
+    assert result.returncode == 1
+    assert result.stderr.splitlines() == [
+        "pin-images: vllm vllm/vllm-openai-cpu:arm64-only: the index has no linux/amd64 (it "
+        "lists linux/arm64/v8); the pin file's `needs` lists it (CI runs the image there); choose "
+        "a tag of vllm/vllm-openai-cpu whose index lists linux/amd64 and set it as the image's "
+        "tag in the pin file"
+    ]
 
 
 def test_an_index_without_arm64_is_refused_and_left_unpinned(
@@ -286,23 +298,6 @@ def test_an_index_without_arm64_is_refused_and_left_unpinned(
     written = images.load(path)
     assert written["vllm"].digest is None and written["vllm"].platforms is None
     assert written["gatekeeper"].platforms == ("linux/amd64", "linux/arm64/v8")
-
-
-def test_an_image_ci_runs_needs_amd64_too(
-    registry: str, pushed: dict[str, bytes], tmp_path: Path
-) -> None:
-    path = pin_file(tmp_path, vllm="arm64-only")
-    document = json.loads(path.read_text())
-    document["images"]["vllm"]["needs"] = ["linux/arm64", "linux/amd64"]
-    path.write_text(json.dumps(document))
-    result = run_pins(path, registry)
-    assert result.returncode == 1
-    assert result.stderr.splitlines() == [
-        "pin-images: vllm vllm/vllm-openai-cpu:arm64-only: the index has no linux/amd64 (it "
-        "lists linux/arm64/v8); the pin file's `needs` lists it (CI runs the image there); choose "
-        "a tag of vllm/vllm-openai-cpu whose index lists linux/amd64 and set it as the image's "
-        "tag in the pin file"
-    ]
 
 
 def test_a_missing_tag_names_the_image_and_the_fix(

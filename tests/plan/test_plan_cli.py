@@ -25,11 +25,16 @@ def _json(capsys: pytest.CaptureFixture[str], *argv: str) -> dict:
     return json.loads(capsys.readouterr().out)
 
 
-def test_json_has_the_documented_keys(capsys: pytest.CaptureFixture[str]) -> None:
+def test_json_has_the_documented_keys_and_bigger_nodes_change_it(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
     data = _json(capsys)
     assert set(data) >= JSON_KEYS
     assert data["stack"] == "dev"
     assert len(data["weights_gib_per_stage"]) == data["stages"]
+    big = _json(capsys, "--set", "instanceType=m7g.4xlarge")
+    assert (data["stages"], big["stages"]) == (2, 1)
+    assert big["max_concurrency"] > data["max_concurrency"]
 
 
 def test_table_explains_the_derived_values(capsys: pytest.CaptureFixture[str]) -> None:
@@ -40,13 +45,6 @@ def test_table_explains_the_derived_values(capsys: pytest.CaptureFixture[str]) -
     assert "why:" in out
     assert "page cache is charged outside the engine container" in out
     assert "without the weight prefetch the guard would see 0.58 GiB" in out
-
-
-def test_what_if_bigger_nodes(capsys: pytest.CaptureFixture[str]) -> None:
-    dev = _json(capsys)
-    big = _json(capsys, "--set", "instanceType=m7g.4xlarge")
-    assert (dev["stages"], big["stages"]) == (2, 1)
-    assert big["max_concurrency"] > dev["max_concurrency"]
 
 
 def test_every_stack_plans(capsys: pytest.CaptureFixture[str]) -> None:

@@ -57,6 +57,11 @@ def test_the_grace_is_the_safe_end_of_the_drain() -> None:
     assert d.grace_s >= d.accept_s + d.reply_s + d.settle_s
     assert d.unhealthy_draining_s == d.accept_s + d.reply_s
     assert d.deregistration_delay_s <= rollout.MAX_DEREGISTRATION_S
+    # The plan's draining interval outlasts a reply accepted at the window's end.
+    d = plan(load_stack("dev"), "dev").drain
+    assert d.unhealthy_draining_s >= d.accept_s + d.reply_s
+    # The window the gatekeeper keeps accepting covers the NLB's detection at its slow end.
+    assert d.accept_s >= d.health_check_interval_s * d.health_check_threshold
 
 
 def test_a_surge_the_node_group_cannot_grow_for_is_refused_and_the_fix_is_accepted() -> None:
@@ -114,10 +119,3 @@ def test_a_rotation_names_both_halves_and_a_utc_end() -> None:
         "`apiKeyOverlapUntil` is set without `apiKeyPrevious`, the key it keeps accepting; run "
         "`pulumi config set --secret apiKeyPrevious <the old key>`, or remove it"
     )
-
-
-def test_the_plan_s_draining_interval_outlasts_a_reply_accepted_at_the_window_s_end() -> None:
-    d = plan(load_stack("dev"), "dev").drain
-    assert d.unhealthy_draining_s >= d.accept_s + d.reply_s
-    # The window the gatekeeper keeps accepting covers the NLB's detection at its slow end.
-    assert d.accept_s >= d.health_check_interval_s * d.health_check_threshold

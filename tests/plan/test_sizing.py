@@ -43,23 +43,16 @@ def test_report_deployment_is_reproduced() -> None:
     assert f"{p.max_concurrency:.2f}" == "1.07"
     assert p.pod_cpu == 6
     assert f"{p.node_allocatable_gib:.1f}" == "29.8"
+    assert 3.0 <= p.decode_tokens_per_s <= 5.0  # the report's rate, within 25 percent
 
 
-def test_report_4096_context_needs_068_gib_per_rank() -> None:
+def test_report_4096_context_needs_068_gib_per_rank_and_037_gib_estimates_2048() -> None:
     kv = group_kv(GEMMA, 2)
     assert f"{kv.bytes_per_request(4096, 4096) / GIB:.2f}" == "0.68"
-
-
-def test_report_037_gib_budget_estimates_2048() -> None:
     # vLLM's message: "... larger than the available KV cache memory (0.37 GiB) ... the estimated
     # maximum model length is 2048", for --kv-cache-memory-bytes=400000000.
-    kv = group_kv(GEMMA, 2)
     assert f"{kv.usable_bytes(400_000_000) / GIB:.2f}" == "0.37"
     assert kv.max_len(400_000_000, 4096, 4096) == 2048
-
-
-def test_report_decode_rate_within_25_percent() -> None:
-    assert 3.0 <= _plan(**REPORT).decode_tokens_per_s <= 5.0
 
 
 def test_layers_split_as_vllm_splits_them() -> None:
@@ -82,6 +75,11 @@ def test_dev_defaults_beat_the_report_on_the_same_nodes() -> None:
     assert p.max_model_len > 2048
     assert p.max_concurrency > 1.07
     assert p.guard_available_gib > 5 * report.guard_available_gib
+    # Concurrency is rounded to hundredths.
+    kvs = group_kv(GEMMA, p.stages)
+    exact = kvs.concurrency(p.kv_cache_bytes, p.max_model_len, p.max_num_batched_tokens)
+    assert round(exact, 3) != round(exact, 2)
+    assert p.max_concurrency == round(exact, 2)
 
 
 def test_bigger_nodes_change_stages_and_context() -> None:
@@ -100,28 +98,6 @@ def test_auto_batched_tokens_shrinks_to_serve_a_longer_context() -> None:
     assert p.max_model_len > fixed.max_model_len
 
 
-def test_model_that_fits_one_node_is_not_split() -> None:
-    profile = small_gemma(26)
-    p = _plan(model="example/small-model", modelProfile=profile)
-    assert p.stages == 1 and p.nodes == 1
-
-
-def test_report_could_have_served_4096_with_fewer_batched_tokens() -> None:
-    # The sliding-window reservation is window - 1 + batched tokens: shrinking the batch frees it.
-    p = _plan(**{**REPORT, "maxModelLen": 4096})
-    assert (p.stages, p.max_model_len) == (2, 4096)
-    assert p.max_num_batched_tokens < 4096
-
-
-def test_explicit_context_that_two_stages_cannot_hold_moves_to_more_stages() -> None:
-    p = _plan(**{**REPORT, "maxModelLen": 16384})
-    assert p.stages > 2 and p.max_model_len == 16384
-
-
-def test_replicas_multiply_nodes() -> None:
-    assert _plan(replicas=3).nodes == 6
-
-
 def test_disk_holds_image_and_checkpoint_unless_cached_on_a_volume() -> None:
     node = _plan()
     cached = _plan(modelCache="volume")
@@ -134,6 +110,8 @@ def test_disk_holds_image_and_checkpoint_unless_cached_on_a_volume() -> None:
     assert node.node_disk_gib >= both_images + node.model_volume_gib
     assert cached.model_volume_gib >= 22.3
     assert cached.warm_restart_seconds < node.warm_restart_seconds
+    # A model volume holds the checkpoint with its margin.
+    assert cached.model_volume_gib == math.ceil(GEMMA.checkpoint_bytes / GIB * 1.2)
 
 
 @settings(max_examples=60, deadline=None)
@@ -290,12 +268,6 @@ def test_decode_streams_every_stage_and_the_output_head_in_series() -> None:
     assert one.decode_tokens_per_s == round(expected, 2)
 
 
-def test_a_model_volume_holds_the_checkpoint_with_its_margin() -> None:
-    cached = _plan(modelCache="volume")
-    checkpoint_gib = GEMMA.checkpoint_bytes / GIB
-    assert cached.model_volume_gib == math.ceil(checkpoint_gib * 1.2)
-
-
 P4 = small_gemma(4)
 NO_SPLIT = (
     "cannot hold google/gemma-4-12B-it at any split (1 stage(s) need 33.7 GiB per pod before any "
@@ -359,53 +331,67 @@ def test_each_refusal_names_the_key_the_rule_and_the_fix(
     assert str(error.value) == message
 
 
-@pytest.mark.parametrize("headroom_gib", [28, 40])
-def test_a_node_without_a_whole_gib_for_a_pod_is_refused(
-    headroom_gib: int, monkeypatch: pytest.MonkeyPatch
+NO_POD = (
+    "`instanceType` m7g.2xlarge leaves no memory for a model pod after its other tenants; "
+    "choose a larger type such as m7g.2xlarge"
+)
+
+
+# 28 GiB of headroom leaves m7g.2xlarge 0.4 GiB: less than a whole GiB is no pod; 27 leave one.
+@pytest.mark.parametrize(
+    ("headroom_gib", "message"),
+    [(28, NO_POD), (40, NO_POD), (27, f"`instanceType` m7g.2xlarge (1 GiB per pod) {NO_SPLIT}")],
+)
+def test_a_node_without_a_whole_gib_for_a_pod_is_refused_and_one_gib_gets_a_pod(
+    headroom_gib: int, message: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # 28 GiB of headroom leaves m7g.2xlarge 0.4 GiB: less than a whole GiB is no pod.
     monkeypatch.setattr(catalog, "NODE_HEADROOM_MIB", headroom_gib * 1024)
     with pytest.raises(PlanError) as error:
         _plan()
-    assert str(error.value) == (
-        "`instanceType` m7g.2xlarge leaves no memory for a model pod after its other tenants; "
-        "choose a larger type such as m7g.2xlarge"
-    )
+    assert str(error.value) == message
 
 
-def test_a_node_with_one_whole_gib_gets_a_one_gib_pod(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(catalog, "NODE_HEADROOM_MIB", 27 * 1024)
-    with pytest.raises(PlanError) as error:
-        _plan()
-    assert str(error.value).startswith("`instanceType` m7g.2xlarge (1 GiB per pod) cannot hold")
-
-
-def test_a_pod_may_take_exactly_what_the_node_gives() -> None:
-    free = node_budget(catalog.INSTANCE_TYPES["m7g.2xlarge"], volumes=False).free_gib
-    assert _plan(podMemoryGiB=free).pod_memory_gib == free
-
-
-def test_automatic_stages_are_the_fewest_that_serve_the_context() -> None:
-    # Two ranks with 0.6 GiB of guard still serve 8,192 tokens: no third node.
-    assert (_plan(podMemoryGiB=21.9).stages, _plan(podMemoryGiB=21.9).max_model_len) == (2, 8192)
-    # A KV budget above what two ranks' guard sees moves to three, where it fits, whatever the
-    # context asked for (a short explicit one included).
-    assert _plan(kvCacheBytes=5 * GIB).stages == 3
-    assert _plan(kvCacheBytes=5 * GIB, maxModelLen=512).stages == 3
+FREE = node_budget(catalog.INSTANCE_TYPES["m7g.2xlarge"], volumes=False).free_gib
+# (stack values, the figures of the plan they give).
+FIGURES = [
+    ({"replicas": 3}, {"nodes": 6}),  # replicas multiply nodes
+    # A model that fits one node is not split.
+    ({"model": "example/small-model", "modelProfile": small_gemma(26)}, {"stages": 1, "nodes": 1}),
+    # The report could have served 4,096 tokens with fewer batched tokens: the sliding-window
+    # reservation is window - 1 + batched tokens, and shrinking the batch frees it.
+    (
+        {**REPORT, "maxModelLen": 4096},
+        {"stages": 2, "max_model_len": 4096, "max_num_batched_tokens": 512},
+    ),
+    # An explicit context that two stages cannot hold moves to more stages.
+    ({**REPORT, "maxModelLen": 16384}, {"stages": 4, "max_model_len": 16384}),
+    # A pod may take exactly what the node gives.
+    ({"podMemoryGiB": FREE}, {"pod_memory_gib": FREE}),
+    ({"podMemoryGiB": 26}, {"pod_memory_gib": 26}),
+    # Automatic stages are the fewest that serve the context: two ranks with 0.6 GiB of guard
+    # still serve 8,192 tokens, no third node; a KV budget above what two ranks' guard sees moves
+    # to three, where it fits, whatever the context asked for (a short explicit one included).
+    ({"podMemoryGiB": 21.9}, {"stages": 2, "max_model_len": 8192}),
+    ({"kvCacheBytes": 5 * GIB}, {"stages": 3}),
+    ({"kvCacheBytes": 5 * GIB, "maxModelLen": 512}, {"stages": 3}),
     # As many stages as the model has layers is allowed.
-    assert _plan(model="example/small", modelProfile=P4, pipelineStages=4).stages == 4
+    ({"model": "example/small", "modelProfile": P4, "pipelineStages": 4}, {"stages": 4}),
     # The model's whole context is a valid explicit length.
-    assert _plan(maxModelLen=GEMMA.max_context).max_model_len == GEMMA.max_context
+    ({"maxModelLen": GEMMA.max_context}, {"max_model_len": GEMMA.max_context}),
+    # Just inside the refusals: the least KV the refusal asks for serves exactly the shortest
+    # useful context; a forced split keeps what its automatic KV serves, even below that minimum.
+    ({"pipelineStages": 2, "kvCacheBytes": 201326592}, {"max_model_len": 1024}),
+    ({"pipelineStages": 2, "podMemoryGiB": 21.5}, {"max_model_len": 896}),
+    ({"maxNumBatchedTokens": 256, "pipelineStages": 2}, {"max_num_batched_tokens": 256}),
+]
 
 
-def test_the_values_just_inside_the_refusals_plan() -> None:
-    # The least KV the refusal asks for serves exactly the shortest useful context.
-    assert _plan(pipelineStages=2, kvCacheBytes=201326592).max_model_len == 1024
-    # A forced split keeps what its automatic KV serves, even below the useful minimum.
-    short = _plan(pipelineStages=2, podMemoryGiB=21.5)
-    assert 0 < short.max_model_len < 1024
-    assert _plan(maxNumBatchedTokens=256, pipelineStages=2).max_num_batched_tokens == 256
-    assert _plan(podMemoryGiB=26).pod_memory_gib == 26
+@pytest.mark.parametrize(("values", "figures"), FIGURES)
+def test_stack_values_give_the_plan_figures_they_should(
+    values: dict[str, object], figures: dict[str, object]
+) -> None:
+    p = _plan(**values)
+    assert {name: getattr(p, name) for name in figures} == figures
 
 
 def test_the_plan_carries_the_stack_and_what_follows_from_the_split() -> None:
@@ -465,11 +451,3 @@ def test_one_whole_cpu_is_enough_to_try(monkeypatch: pytest.MonkeyPatch) -> None
     with pytest.raises(PlanError) as error:
         _plan(instanceType="m7g.large")
     assert str(error.value).startswith("`instanceType` m7g.large (5 GiB per pod) cannot hold")
-
-
-def test_concurrency_is_rounded_to_hundredths() -> None:
-    p = _plan()
-    kvs = group_kv(GEMMA, p.stages)
-    exact = kvs.concurrency(p.kv_cache_bytes, p.max_model_len, p.max_num_batched_tokens)
-    assert round(exact, 3) != round(exact, 2)
-    assert p.max_concurrency == round(exact, 2)

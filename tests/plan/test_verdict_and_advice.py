@@ -34,7 +34,9 @@ def _json(capsys: pytest.CaptureFixture[str], *argv: str) -> dict:
 # -- the verdict ----------------------------------------------------------------------------------
 
 
-def test_the_default_plan_opens_with_the_verdict(capsys: pytest.CaptureFixture[str]) -> None:
+def test_the_default_plan_opens_with_the_verdict_brief_prints_alone(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
     # The committed dev stack and the bootstrap's file still hold their placeholders: the line
     # naming each comes first.
     lines = _out(capsys).splitlines()
@@ -58,12 +60,9 @@ def test_the_default_plan_opens_with_the_verdict(capsys: pytest.CaptureFixture[s
         "warnings: 3, listed at the end",
         "",
     ]
-
-
-def test_brief_prints_the_verdict_alone(capsys: pytest.CaptureFixture[str]) -> None:
-    full = _out(capsys)
+    # `--brief` prints the verdict alone.
     brief = _out(capsys, "--brief")
-    assert full.startswith(brief + "\n")
+    assert "\n".join(lines).startswith(brief + "\n")
     assert len(brief.splitlines()) <= 2 + verdict.MAX_LINES  # two placeholder lines, the verdict
     assert "why:" not in brief and "kv cache size" not in brief
 
@@ -148,12 +147,6 @@ def test_cheaper_never_names_a_type_worse_on_the_need(worse: dict[str, object]) 
     assert better_buy(STACK, [_offer(**cheap, **worse)]) is None
 
 
-def test_cheaper_per_month_but_dearer_per_token_is_no_advice() -> None:
-    # r7g.2xlarge against the dev stack before this rule: less a month, more a token.
-    dearer = _offer(usd_per_month=474.35, usd_per_million_full=8.88, usd_per_million_one=42.57)
-    assert better_buy(STACK, [dearer]) is None
-
-
 def test_faster_for_the_same_money() -> None:
     faster = _offer(one_stream=9.9, usd_per_month=646.49, usd_per_million_full=7.5)
     fastest = _offer(instance_type="y", one_stream=11.0, usd_per_month=640.0)
@@ -167,11 +160,14 @@ def test_faster_for_the_same_money() -> None:
     assert better_buy(STACK, [fastest, cheaper]) == ("cheaper", cheaper)
 
 
-def test_the_cheaper_line_names_the_cheapest_that_qualifies() -> None:
+def test_the_cheaper_line_names_the_cheapest_that_qualifies_per_month_and_per_token() -> None:
     per_token = {"usd_per_million_full": 6.0, "usd_per_million_one": 50.0}
     a = _offer(instance_type="a", usd_per_month=600, **per_token)
     b = _offer(instance_type="b", usd_per_month=500, **per_token)
     assert better_buy(STACK, [a, b]) == ("cheaper", b)
+    # r7g.2xlarge against the dev stack before this rule: less a month, more a token.
+    dearer = _offer(usd_per_month=474.35, usd_per_million_full=8.88, usd_per_million_one=42.57)
+    assert better_buy(STACK, [dearer]) is None
 
 
 def _advice(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[dict, str | None]:

@@ -56,12 +56,18 @@ def test_an_unfinished_run_may_be_redone(tmp_path: Path, source: Path) -> None:
     cli.check_paths(source, out)
 
 
-def test_a_matching_marker_skips_without_loading_anything(tmp_path: Path, source: Path) -> None:
+def _quantized(tmp_path: Path, source: Path) -> Path:
+    """An out directory holding an int8 checkpoint of `source` and its marker."""
     out = tmp_path / "out"
     out.mkdir()
     (out / "model.safetensors").write_bytes(b"q" * 32)
     want = marker.wanted("int8", source.resolve(), None, VERSION)
     marker.write(out, want, marker.file_digests(out, lambda _line: None))
+    return out
+
+
+def test_a_matching_marker_skips_without_loading_anything(tmp_path: Path, source: Path) -> None:
+    out = _quantized(tmp_path, source)
     # The project's Python has no torch: reaching the quantization would raise ImportError.
     line = cli.run(source, "int8", out, None, VERSION, cli.Progress())
     assert line == f"{out} already holds int8 of {source} (quantized.json matches); skipped"
@@ -69,11 +75,7 @@ def test_a_matching_marker_skips_without_loading_anything(tmp_path: Path, source
 
 
 def test_a_new_llm_compressor_redoes_the_work(tmp_path: Path, source: Path) -> None:
-    out = tmp_path / "out"
-    out.mkdir()
-    (out / "model.safetensors").write_bytes(b"q" * 32)
-    want = marker.wanted("int8", source.resolve(), None, VERSION)
-    marker.write(out, want, marker.file_digests(out, lambda _line: None))
+    out = _quantized(tmp_path, source)
     with pytest.raises(ImportError):
         cli.run(source, "int8", out, None, "0.15.0", cli.Progress())
     # Emptied and flagged as a run in progress before the quantization began.

@@ -37,18 +37,15 @@ def test_every_package_is_pinned_exactly(path: Path) -> None:
     assert [ln for ln in lines if not PIN.match(ln)] == []
 
 
-def test_the_quantizer_and_lm_eval_are_pinned() -> None:
+def test_the_quantizer_lm_eval_and_the_tools_uv_are_pinned() -> None:
     assert pinned(QUANTIZE_REQUIREMENTS, "llmcompressor") == "0.14.0.1"
     assert pinned(QUALITY_REQUIREMENTS, "lm_eval") == "0.4.13"
+    assert pinned(venvs.REPO_ROOT / "requirements-dev.txt", "uv")
 
 
 @pytest.mark.parametrize("package", ["torch", "transformers"])
 def test_the_quantizer_runs_the_torch_and_transformers_vllm_runs(package: str) -> None:
     assert pinned(QUANTIZE_REQUIREMENTS, package) == pinned(DEFAULT_REQUIREMENTS, package)
-
-
-def test_uv_is_pinned_for_the_tools() -> None:
-    assert pinned(venvs.REPO_ROOT / "requirements-dev.txt", "uv")
 
 
 def test_the_places_pip_adds_to_pypi_are_handed_to_uv_choosing_as_pip_does(

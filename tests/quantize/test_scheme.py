@@ -14,36 +14,29 @@ from infra.quantize.scheme import (
 
 
 @pytest.mark.parametrize(
-    "name",
+    ("name", "ignored"),
     [
-        "lm_head",
-        "model.vision_tower.encoder.layers.0.self_attn.q_proj.linear",
-        "model.audio_tower.layers.3.feed_forward1.ffw_layer_1",
-        "model.embed_vision.embedding_projection",
-        "model.embed_audio.embedding_projection",
+        ("lm_head", True),
+        ("model.vision_tower.encoder.layers.0.self_attn.q_proj.linear", True),
+        ("model.audio_tower.layers.3.feed_forward1.ffw_layer_1", True),
+        ("model.embed_vision.embedding_projection", True),
+        ("model.embed_audio.embedding_projection", True),
         # A MoE layer's router: vLLM builds it unquantized.
-        "model.layers.3.router.proj",
-        "model.language_model.layers.29.router.proj",
-    ],
-)
-def test_head_and_towers_stay_bf16(name: str) -> None:
-    assert is_ignored(name)
-
-
-@pytest.mark.parametrize(
-    "name",
-    [
-        "model.layers.0.self_attn.q_proj",
-        "model.language_model.layers.47.mlp.down_proj",
-        "model.layers.5.self_attn.o_proj",
-        "lm_head_extra",
+        ("model.layers.3.router.proj", True),
+        ("model.language_model.layers.29.router.proj", True),
+        ("model.layers.0.self_attn.q_proj", False),
+        ("model.language_model.layers.47.mlp.down_proj", False),
+        ("model.layers.5.self_attn.o_proj", False),
+        ("lm_head_extra", False),
         # The MoE experts, one Linear per expert and projection once llm-compressor unfuses them.
-        "model.layers.0.experts.5.gate_proj",
-        "model.layers.0.experts.127.down_proj",
+        ("model.layers.0.experts.5.gate_proj", False),
+        ("model.layers.0.experts.127.down_proj", False),
     ],
 )
-def test_decoder_linears_are_quantized(name: str) -> None:
-    assert not is_ignored(name)
+def test_head_towers_and_routers_stay_bf16_and_decoder_linears_are_quantized(
+    name: str, ignored: bool
+) -> None:
+    assert is_ignored(name) == ignored
 
 
 def test_int4_group_is_128_for_the_12b_widths() -> None:
