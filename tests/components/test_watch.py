@@ -1522,11 +1522,17 @@ def test_the_dashboard_url_opens_the_dashboard_in_its_region() -> None:
     assert url.fragment == "dashboards/dashboard/gemma-graviton-dev"
 
 
-def test_used_vllm_samples_finds_names_in_widgets_and_in_alarms(spec: watch.WatchSpec) -> None:
-    alarms_only = watch.used_vllm_samples([], watch.alarms(spec))
+def _vllm_samples(widgets: list[dict[str, Any]], alarms: list[watch.AlarmSpec]) -> set[str]:
+    """Every exported vLLM metric name the dashboard and alarms read, back as the scraped name."""
+    read = json.dumps([widgets, [a.args for a in alarms]])
+    return set(re.findall(rf'"([^"]+){metrics.RAW_SUFFIX}"', read))
+
+
+def test_the_vllm_names_read_are_found_in_widgets_and_in_alarms(spec: watch.WatchSpec) -> None:
+    alarms_only = _vllm_samples([], watch.alarms(spec))
     assert alarms_only == {watch.WAITING, watch.KV_USAGE, watch.STARTED}
     widgets = watch.dashboard_widgets(spec)
-    assert watch.used_vllm_samples(widgets, []) == set(watch.SAMPLES) | set(watch.bucket_samples())
+    assert _vllm_samples(widgets, []) == set(watch.SAMPLES) | set(watch.bucket_samples())
 
 
 def test_idle_nodes_alarm_counts_model_nodes_with_no_ready_leader(spec: watch.WatchSpec) -> None:
