@@ -149,11 +149,9 @@ class Monitoring(pulumi.ComponentResource):
         identity: PodIdentity,
         cluster: ClusterRef,
     ) -> None:
-        account, role_, binding, config, deployment = metrics.collector_objects(spec)
-        create(account, f"{name}-collector-sa", namespace, parent=self)
-        create(role_, f"{name}-collector-role", namespace, parent=self)
-        create(binding, f"{name}-collector-binding", namespace, parent=self)
-        create(config, f"{name}-collector-config", namespace, parent=self)
+        *objects, deployment = metrics.collector_objects(spec)
+        for obj, suffix in zip(objects, ("sa", "role", "binding", "config"), strict=True):
+            create(obj, f"{name}-collector-{suffix}", namespace, parent=self)
         # The association's id, read from its wait: a new association rolls the pod.
         deployment["spec"]["template"]["metadata"]["annotations"].update(identity.pod_annotations())
         # The log group exists before the first EMF event, the pod comes after its association
