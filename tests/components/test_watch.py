@@ -167,38 +167,33 @@ class Row:
         return self.options.get("visible", True)
 
 
+#: What CloudWatch accepts for each rendering property a test checks.
+_OPTION_RULES: dict[str, Callable[[Any], Any]] = {
+    "id": QUERY_ID.fullmatch,
+    "stat": STATISTICS.__contains__,
+    "period": lambda period: _valid_period(period),
+    "visible": lambda visible: isinstance(visible, bool),
+    "label": lambda label: isinstance(label, str) and label,
+}
+
+
 def _row(entry: Any) -> Row:
     """Parses one `metrics` entry: `[namespace, name, dimName, dimValue, ..., {options}]` or
     `[{"expression": ..., "id": ...}]`; fails on anything CloudWatch would not read."""
     assert isinstance(entry, list) and entry, entry
-    if len(entry) == 1 and isinstance(entry[0], dict):
-        options = entry[0]
-        assert set(options) <= RENDERING, f"unknown rendering properties in {entry}"
-        assert isinstance(options.get("expression"), str), f"an expression row needs one: {entry}"
-        assert "id" in options, f"an expression row needs an id: {entry}"
-        parts: list[Any] = []
-    else:
-        options = entry[-1] if isinstance(entry[-1], dict) else {}
-        parts = entry[:-1] if options is entry[-1] else entry
+    *parts, options = entry if isinstance(entry[-1], dict) else [*entry, {}]
+    if parts:
         assert set(options) <= RENDERING - {"expression"}, f"unknown properties in {entry}"
         assert all(isinstance(p, str) and p for p in parts), entry
         assert len(parts) >= 2 and len(parts) % 2 == 0, f"namespace, name, dimension pairs: {entry}"
-    if "id" in options:
-        assert QUERY_ID.fullmatch(options["id"]), f"id {options['id']!r} in {entry}"
-    if "stat" in options:
-        assert options["stat"] in STATISTICS, entry
-    if "period" in options:
-        assert _valid_period(options["period"]), entry
-    if "visible" in options:
-        assert isinstance(options["visible"], bool), entry
-    if "label" in options:
-        assert isinstance(options["label"], str) and options["label"], entry
-    return Row(
-        parts[0] if parts else None,
-        parts[1] if parts else None,
-        dict(zip(parts[2::2], parts[3::2], strict=True)),
-        dict(options),
-    )
+    else:
+        assert set(options) <= RENDERING, f"unknown rendering properties in {entry}"
+        assert isinstance(options.get("expression"), str), f"an expression row needs one: {entry}"
+        assert "id" in options, f"an expression row needs an id: {entry}"
+    for key, value in options.items():
+        assert _OPTION_RULES.get(key, lambda _: True)(value), f"{key} {value!r} in {entry}"
+    namespace, name = parts[:2] if parts else (None, None)
+    return Row(namespace, name, dict(zip(parts[2::2], parts[3::2], strict=True)), dict(options))
 
 
 def _valid_period(period: Any) -> bool:
