@@ -117,15 +117,8 @@ def _fires_at_any_period_end(spec: watch.WatchSpec, store: Store, key: str) -> l
     """The minutes (period ends) at which the alarm `key` would be in ALARM."""
     (alarm,) = [a for a in watch.alarms(spec) if a.key == key]
     step = watch.not_waking_period_s(spec.wake_seconds) // 60
-    fired = []
-    for end in range(step, store.minutes + 1, step):
-        window = Store(minutes=end)
-        window.points = {
-            k: [(m, v) for m, v in points if m < end] for k, points in store.points.items()
-        }
-        if _alarm_fires(alarm.args, window):
-            fired.append(end)
-    return fired
+    ends = range(step, store.minutes + 1, step)
+    return [end for end in ends if _alarm_fires(alarm.args, store.until(end))]
 
 
 def test_a_model_that_does_not_wake_fires_not_waking() -> None:
