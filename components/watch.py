@@ -130,14 +130,9 @@ def custom_metric_count(elastic: bool = False, groups: int = 1) -> int:
     """CloudWatch custom metrics the stack adds (each name-dimensions pair is one): the vLLM
     series, the leaders' records of `groups` groups, the answer counts; an elastic stack's door
     adds its asleep answers."""
-    buckets = sum(len(bounds) + 1 for bounds in BUCKETS.values())
-    return (
-        len(SAMPLES)
-        + buckets
-        + self_metric_count(groups, elastic)
-        + len(ANSWER_CLASSES)
-        + (1 if elastic else 0)
-    )
+    vllm = len(SAMPLES) + sum(len(bounds) + 1 for bounds in BUCKETS.values())
+    answers = len(ANSWER_CLASSES) + (1 if elastic else 0)
+    return vllm + self_metric_count(groups, elastic) + answers
 
 
 #: Container Insights' count of the cluster's worker nodes (`ClusterName` its one dimension;
