@@ -36,15 +36,9 @@ def _job(config: dict[str, Any], name: str) -> dict[str, Any]:
 
 
 def _by_kind() -> dict[str, dict[str, Any]]:
-    objects = metrics.collector_objects(_spec())
-    assert [o["kind"] for o in objects] == [
-        "ServiceAccount",
-        "Role",
-        "RoleBinding",
-        "ConfigMap",
-        "Deployment",
-    ]
-    return {o["kind"]: o for o in objects}
+    objects = {o["kind"]: o for o in metrics.collector_objects(_spec())}
+    assert list(objects) == ["ServiceAccount", "Role", "RoleBinding", "ConfigMap", "Deployment"]
+    return objects
 
 
 def _exported_samples() -> list[str]:
@@ -268,12 +262,9 @@ def test_emf_declares_each_exported_metric_once_with_its_dimensions() -> None:
             if any(re.search(p, name) for p in d["metric_name_selectors"])
         ]
 
-    for sample in spec.samples:
-        assert declared(metrics.exported_name(sample)) == [0], sample
-    for sample in spec.bucket_samples:
-        assert declared(metrics.exported_name(sample)) == [1], sample
-    for sample in spec.self_samples:
-        assert declared(metrics.exported_name(sample)) == [2], sample
+    for index, samples in enumerate((spec.samples, spec.bucket_samples, spec.self_samples)):
+        for sample in samples:
+            assert declared(metrics.exported_name(sample)) == [index], sample
     # Anchored: a longer name that merely contains a declared one is not exported.
     some = metrics.exported_name(spec.samples[0])
     assert declared("x" + some) == [] and declared(some + "x") == []
