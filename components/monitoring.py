@@ -149,11 +149,9 @@ class Monitoring(pulumi.ComponentResource):
         identity: PodIdentity,
         cluster: ClusterRef,
     ) -> None:
-        account, role_, binding, config, deployment = metrics.collector_objects(spec)
-        create(account, f"{name}-collector-sa", namespace, parent=self)
-        create(role_, f"{name}-collector-role", namespace, parent=self)
-        create(binding, f"{name}-collector-binding", namespace, parent=self)
-        create(config, f"{name}-collector-config", namespace, parent=self)
+        *objects, deployment = metrics.collector_objects(spec)
+        for obj, suffix in zip(objects, ("sa", "role", "binding", "config"), strict=True):
+            create(obj, f"{name}-collector-{suffix}", namespace, parent=self)
         # The association's id, read from its wait: a new association rolls the pod.
         deployment["spec"]["template"]["metadata"]["annotations"].update(identity.pod_annotations())
         # The log group exists before the first EMF event, the pod comes after its association
@@ -173,46 +171,34 @@ class Monitoring(pulumi.ComponentResource):
         )
 
     def _alarms(self, name: str, args: MonitoringArgs, topic: aws.sns.Topic) -> None:
-        lb = pulumi.Output.from_input(args.load_balancer_hostname).apply(load_balancer_dimension)
-        cluster = pulumi.Output.from_input(args.cluster.cluster_name)
-        # The specs need the LB dimension for the healthy-target query and the cluster's name
-        # for the idle-nodes one; the planned spec holds placeholders, substituted here, so the
-        # alarms are registered outside any apply.
+        # The planned spec holds placeholders for the LB dimension (the healthy-target query)
+        # and the cluster's name (the idle-nodes one), put in their place here, so the alarms
+        # are registered outside any apply.
         planned = args.watch_spec
+        deployed = {
+            planned.load_balancer: pulumi.Output.from_input(args.load_balancer_hostname).apply(
+                load_balancer_dimension
+            ),
+            planned.cluster_name: pulumi.Output.from_input(args.cluster.cluster_name),
+        }
         for alarm in watch.alarms(planned):
-            kwargs: dict[str, Any] = dict(alarm.args)
-            if "metric_queries" in kwargs:
-                kwargs["metric_queries"] = [
-                    _with_cluster(
-                        _with_lb(query, planned.load_balancer, lb), planned.cluster_name, cluster
-                    )
-                    for query in kwargs["metric_queries"]
-                ]
             aws.cloudwatch.MetricAlarm(
                 f"{name}-{alarm.key}",
                 alarm_description=alarm.description,
                 alarm_actions=[topic.arn],
                 ok_actions=[topic.arn],
                 opts=pulumi.ResourceOptions(parent=self),
-                **kwargs,
+                **_deployed(alarm.args, deployed),
             )
 
 
-def _with_lb(query: Mapping[str, Any], placeholder: str, lb: pulumi.Output[str]) -> Any:
-    expression = query.get("expression")
-    if isinstance(expression, str) and placeholder in expression:
-        return {
-            **query,
-            "expression": lb.apply(lambda value: expression.replace(placeholder, value)),
-        }
-    return dict(query)
-
-
-def _with_cluster(query: Mapping[str, Any], placeholder: str, name: pulumi.Output[str]) -> Any:
-    metric = query.get("metric")
-    if not isinstance(metric, Mapping):
-        return dict(query)
-    dimensions = dict(metric.get("dimensions") or {})
-    if dimensions.get("ClusterName") != placeholder:
-        return dict(query)
-    return {**query, "metric": {**metric, "dimensions": {**dimensions, "ClusterName": name}}}
+def _deployed(value: Any, deployed: Mapping[str, pulumi.Output[str]]) -> Any:
+    """`value` with each string that holds a placeholder made the deploy's own value."""
+    if isinstance(value, Mapping):
+        return {key: _deployed(item, deployed) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_deployed(item, deployed) for item in value]
+    for placeholder, output in deployed.items():
+        if isinstance(value, str) and placeholder in value:
+            return output.apply(lambda real, p=placeholder, v=value: v.replace(p, real))
+    return value

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -21,7 +20,6 @@ from components.manifests.asleep import ASLEEP_PAGE
 from components.manifests.gatekeeper_answers import BUSY_PAGE
 from components.manifests.metrics import (
     GROUP_DIMENSION,
-    RAW_SUFFIX,
     STACK_DIMENSION,
     exported_name,
 )
@@ -132,15 +130,17 @@ def custom_metric_count(elastic: bool = False, groups: int = 1) -> int:
     """CloudWatch custom metrics the stack adds (each name-dimensions pair is one): the vLLM
     series, the leaders' records of `groups` groups, the answer counts; an elastic stack's door
     adds its asleep answers."""
-    buckets = sum(len(bounds) + 1 for bounds in BUCKETS.values())
-    return (
-        len(SAMPLES)
-        + buckets
-        + self_metric_count(groups, elastic)
-        + len(ANSWER_CLASSES)
-        + (1 if elastic else 0)
-    )
+    vllm = len(SAMPLES) + sum(len(bounds) + 1 for bounds in BUCKETS.values())
+    answers = len(ANSWER_CLASSES) + (1 if elastic else 0)
+    return vllm + self_metric_count(groups, elastic) + answers
 
+
+#: Container Insights' count of the cluster's worker nodes (`ClusterName` its one dimension;
+#: "Enhanced Container Insights (Classic) metric reference", docs.aws.amazon.com AmazonCloudWatch
+#: container-insights-eks-classic-metrics, read 2026-12-03), published by the
+#: amazon-cloudwatch-observability add-on every stack installs.
+NODE_COUNT = "cluster_node_count"
+CONTAINER_INSIGHTS = "ContainerInsights"
 
 #: What only the deploy knows, as the planner leaves it in a `WatchSpec`: the `Monitoring`
 #: component puts the cluster's name and the load balancer's dimension in their place.
@@ -181,31 +181,33 @@ class WatchSpec:
     load_balancer: str = LOAD_BALANCER_PLACEHOLDER
 
 
-def _vllm(spec: WatchSpec, sample: str, stat: str, **extra: Any) -> list[Any]:
+def _vllm(spec: WatchSpec, sample: str, stat: str, *dimensions: str, **options: Any) -> list[Any]:
+    """A dashboard row of one of the stack's vLLM metrics (`dimensions`: more name, value pairs)."""
     return [
         spec.namespace,
         exported_name(sample),
         STACK_DIMENSION,
         spec.stack,
-        {"stat": stat, "period": PERIOD, **extra},
+        *dimensions,
+        {"stat": stat, "period": PERIOD, **options},
     ]
+
+
+def _expression(expression: str, query_id: str, **options: Any) -> list[Any]:
+    return [{"expression": expression, "id": query_id, **options}]
 
 
 def _per_leader(spec: WatchSpec, sample: str, query_id: str, label: str) -> list[Any]:
     """One line per leader: a SEARCH over the `group` dimension of one record series (a group
     that is gone stops drawing), labelled with its group index (CloudWatch's dynamic label
     `${PROP('Dim.group')}`)."""
-    return [
-        {
-            "expression": (
-                f"SEARCH('{{{spec.namespace},{STACK_DIMENSION},{GROUP_DIMENSION}}} "
-                f'MetricName="{exported_name(sample)}" {STACK_DIMENSION}="{spec.stack}"\', '
-                f"'Maximum', {PERIOD})"
-            ),
-            "id": query_id,
-            "label": f"{label}, group ${{PROP('Dim.{GROUP_DIMENSION}')}}",
-        }
-    ]
+    return _expression(
+        f"SEARCH('{{{spec.namespace},{STACK_DIMENSION},{GROUP_DIMENSION}}} "
+        f'MetricName="{exported_name(sample)}" {STACK_DIMENSION}="{spec.stack}"\', '
+        f"'Maximum', {PERIOD})",
+        query_id,
+        label=f"{label}, group ${{PROP('Dim.{GROUP_DIMENSION}')}}",
+    )
 
 
 def _measurement_panel(spec: WatchSpec) -> tuple[str, list[list[Any]], dict[str, Any]]:
@@ -243,40 +245,20 @@ def percentile_queries(spec: WatchSpec, family: str, prefix: str) -> list[list[A
     bounds = [*BUCKETS[family], INF]
     rows: list[list[Any]] = []
     for index, bound in enumerate(bounds):
+        bucket = f"{prefix}b{index}"
         rows.append(
-            [
-                spec.namespace,
-                exported_name(f"{family}_bucket"),
-                STACK_DIMENSION,
-                spec.stack,
-                BUCKET_LABEL,
-                bound,
-                {"id": f"{prefix}b{index}", "stat": "Sum", "period": PERIOD, "visible": False},
-            ]
+            _vllm(spec, f"{family}_bucket", "Sum", BUCKET_LABEL, bound, id=bucket, visible=False)
         )
-        rows.append(
-            [
-                {
-                    "expression": _increase(f"{prefix}b{index}"),
-                    "id": f"{prefix}i{index}",
-                    "visible": False,
-                }
-            ]
-        )
+        rows.append(_expression(_increase(bucket), f"{prefix}i{index}", visible=False))
     total = f"{prefix}i{len(bounds) - 1}"
     for q in PERCENTILES:
         candidates = ", ".join(
             f"IF({prefix}i{index} >= {q} * {total}, {bound}, {bounds[-2]})"
             for index, bound in enumerate(bounds[:-1])
         )
+        name = f"p{int(q * 100)}"
         rows.append(
-            [
-                {
-                    "expression": f"IF({total} > 0, MIN([{candidates}]))",
-                    "id": f"{prefix}p{int(q * 100)}",
-                    "label": f"p{int(q * 100)}",
-                }
-            ]
+            _expression(f"IF({total} > 0, MIN([{candidates}]))", f"{prefix}{name}", label=name)
         )
     return rows
 
@@ -301,15 +283,32 @@ def _widget(title: str, metrics: list[list[Any]], x: int, y: int, **props: Any) 
 
 def dashboard_widgets(spec: WatchSpec) -> list[dict[str, Any]]:
     """The dashboard's panels, in reading order."""
-    region = spec.region
-    answers = [
-        [spec.namespace, answers_metric(status), {"stat": "Sum", "period": PERIOD, "label": status}]
-        for status in ANSWER_CLASSES
-    ]
+    counted = {answers_metric(status): status for status in ANSWER_CLASSES}
     if spec.elastic:
-        answers.append(
-            [spec.namespace, ASLEEP_ANSWERS, {"stat": "Sum", "period": PERIOD, "label": "asleep"}]
+        counted[ASLEEP_ANSWERS] = "asleep"
+    answers = [
+        [spec.namespace, metric, {"stat": "Sum", "period": PERIOD, "label": label}]
+        for metric, label in counted.items()
+    ]
+    healthy = (
+        "SEARCH('{AWS/NetworkELB,LoadBalancer,TargetGroup} "
+        f'MetricName="HealthyHostCount" LoadBalancer="{spec.load_balancer}"\', '
+        f"'Minimum', {PERIOD})"
+    )
+    nodes = [
+        [
+            CONTAINER_INSIGHTS,
+            metric,
+            "ClusterName",
+            spec.cluster_name,
+            {"stat": "Maximum", "period": PERIOD, "label": label},
+        ]
+        for metric, label in (
+            ("node_memory_utilization", "memory"),
+            ("node_cpu_utilization", "cpu"),
         )
+    ]
+    waiting_alarm = {"label": "waiting alarm", "value": spec.waiting_threshold}
     panels: list[tuple[str, list[list[Any]], dict[str, Any]]] = [
         ("Time to first token, seconds (p50, p95)", percentile_queries(spec, TTFT, "t"), {}),
         ("Inter-token latency, seconds (p50, p95)", percentile_queries(spec, ITL, "l"), {}),
@@ -317,7 +316,7 @@ def dashboard_widgets(spec: WatchSpec) -> list[dict[str, Any]]:
             "Generation tokens/s",
             [
                 _vllm(spec, GENERATION_TOKENS, "Sum", id="g", visible=False),
-                [{"expression": f"{_increase('g')} / {PERIOD}", "id": "gps", "label": "tokens/s"}],
+                _expression(f"{_increase('g')} / {PERIOD}", "gps", label="tokens/s"),
             ],
             {},
         ),
@@ -327,11 +326,7 @@ def dashboard_widgets(spec: WatchSpec) -> list[dict[str, Any]]:
                 _vllm(spec, RUNNING, "Sum", label="running"),
                 _vllm(spec, WAITING, "Sum", label="waiting"),
             ],
-            {
-                "annotations": {
-                    "horizontal": [{"label": "waiting alarm", "value": spec.waiting_threshold}]
-                }
-            },
+            {"annotations": {"horizontal": [waiting_alarm]}},
         ),
         (
             "KV cache usage (0-1)",
@@ -342,7 +337,7 @@ def dashboard_widgets(spec: WatchSpec) -> list[dict[str, Any]]:
             "Preemptions per minute",
             [
                 _vllm(spec, PREEMPTIONS, "Sum", id="pr", visible=False),
-                [{"expression": _increase("pr"), "id": "prm", "label": "preemptions"}],
+                _expression(_increase("pr"), "prm", label="preemptions"),
             ],
             {},
         ),
@@ -351,48 +346,21 @@ def dashboard_widgets(spec: WatchSpec) -> list[dict[str, Any]]:
             "Group restarts",
             [
                 _vllm(spec, STARTED, "Sum", id="st", visible=False),
-                [{"expression": "IF(DIFF(st) > 0, 1, 0)", "id": "rs", "label": "restarted"}],
+                _expression("IF(DIFF(st) > 0, 1, 0)", "rs", label="restarted"),
             ],
             {},
         ),
-        (
-            "Healthy load balancer targets",
-            [
-                [
-                    {
-                        "expression": (
-                            "SEARCH('{AWS/NetworkELB,LoadBalancer,TargetGroup} "
-                            f'MetricName="HealthyHostCount" LoadBalancer="{spec.load_balancer}"\', '
-                            f"'Minimum', {PERIOD})"
-                        ),
-                        "id": "hh",
-                    }
-                ]
-            ],
-            {},
-        ),
+        ("Healthy load balancer targets", [_expression(healthy, "hh")], {}),
         (
             "Node memory and CPU, % (Container Insights)",
-            [
-                [
-                    "ContainerInsights",
-                    metric,
-                    "ClusterName",
-                    spec.cluster_name,
-                    {"stat": "Maximum", "period": PERIOD, "label": label},
-                ]
-                for metric, label in (
-                    ("node_memory_utilization", "memory"),
-                    ("node_cpu_utilization", "cpu"),
-                )
-            ],
+            nodes,
             {"yAxis": {"left": {"min": 0, "max": 100}}},
         ),
     ]
     if not spec.elastic:  # behind a door no leader serves its record
         panels.append(_measurement_panel(spec))
     return [
-        _widget(title, metrics, 12 * (i % 2), 6 * (i // 2), region=region, **props)
+        _widget(title, metrics, 12 * (i % 2), 6 * (i // 2), region=spec.region, **props)
         for i, (title, metrics, props) in enumerate(panels)
     ]
 
@@ -414,20 +382,44 @@ class AlarmSpec:
     args: dict[str, Any]
 
 
-def _query(
-    spec: WatchSpec, query_id: str, sample: str, stat: str, period: int = PERIOD
+def _rule(
+    comparison: str, threshold: float, periods: int, datapoints: int | None = None
 ) -> dict[str, Any]:
+    """When an alarm fires: `comparison` (PutMetricAlarm's operator) with `threshold` in
+    `datapoints` of the last `periods` periods (all of them when not given); missing data does
+    not breach."""
+    rule = {
+        "comparison_operator": comparison,
+        "threshold": threshold,
+        "evaluation_periods": periods,
+        "treat_missing_data": "notBreaching",
+    }
+    return rule if datapoints is None else {**rule, "datapoints_to_alarm": datapoints}
+
+
+def _vllm_metric(spec: WatchSpec, sample: str) -> dict[str, Any]:
+    """One of the stack's vLLM metrics, in `MetricAlarm`'s words."""
+    return {
+        "namespace": spec.namespace,
+        "metric_name": exported_name(sample),
+        "dimensions": {STACK_DIMENSION: spec.stack},
+    }
+
+
+def _query(
+    query_id: str, stat: str, metric: dict[str, Any], period: int = PERIOD
+) -> dict[str, Any]:
+    """A metric an alarm's expression reads."""
     return {
         "id": query_id,
         "return_data": False,
-        "metric": {
-            "namespace": spec.namespace,
-            "metric_name": exported_name(sample),
-            "dimensions": {STACK_DIMENSION: spec.stack},
-            "stat": stat,
-            "period": period,
-        },
+        "metric": {**metric, "stat": stat, "period": period},
     }
+
+
+def _result(query_id: str, expression: str, label: str) -> dict[str, Any]:
+    """The query whose values the alarm compares with its threshold."""
+    return {"id": query_id, "return_data": True, "expression": expression, "label": label}
 
 
 def alarms(spec: WatchSpec) -> list[AlarmSpec]:
@@ -450,14 +442,6 @@ def alarms(spec: WatchSpec) -> list[AlarmSpec]:
     return found
 
 
-#: Container Insights' count of the cluster's worker nodes (`ClusterName` its one dimension;
-#: "Enhanced Container Insights (Classic) metric reference", docs.aws.amazon.com AmazonCloudWatch
-#: container-insights-eks-classic-metrics, read 2026-12-03), published by the
-#: amazon-cloudwatch-observability add-on every stack installs.
-NODE_COUNT = "cluster_node_count"
-CONTAINER_INSIGHTS = "ContainerInsights"
-
-
 def _idle_nodes(spec: WatchSpec) -> AlarmSpec:
     """Every minute for `idle_alarm_s`, the cluster had more nodes than its system nodes (a
     model node up) and no Ready leader was scraped (the collector keeps Ready leaders only
@@ -469,39 +453,24 @@ def _idle_nodes(spec: WatchSpec) -> AlarmSpec:
     of the system nodes surges extra nodes while it runs and may raise it with no group
     running; it clears when the update ends."""
     minutes = max(1, spec.idle_alarm_s // PERIOD)
+    nodes = {
+        "namespace": CONTAINER_INSIGHTS,
+        "metric_name": NODE_COUNT,
+        "dimensions": {"ClusterName": spec.cluster_name},
+    }
+    idle = f"IF(nodes > {spec.system_nodes}, IF(FILL(up, 0) == 0, 1, 0), 0)"
     return AlarmSpec(
         "idle-nodes",
         f"Model nodes up with no Ready leader for {minutes} minutes: past the "
         f"{spec.idle_alarm_s} s in which KEDA and the Cluster Autoscaler remove a group that "
         "cannot serve and its nodes; the nodes are billed for nothing.",
         {
-            "comparison_operator": "GreaterThanOrEqualToThreshold",
-            "threshold": 1,
-            "evaluation_periods": minutes,
-            "datapoints_to_alarm": minutes,
-            "treat_missing_data": "notBreaching",
+            **_rule("GreaterThanOrEqualToThreshold", 1, minutes, minutes),
             "metric_queries": [
-                {
-                    "id": "nodes",
-                    "return_data": False,
-                    "metric": {
-                        "namespace": CONTAINER_INSIGHTS,
-                        "metric_name": NODE_COUNT,
-                        "dimensions": {"ClusterName": spec.cluster_name},
-                        "stat": "Minimum",
-                        "period": PERIOD,
-                    },
-                },
+                _query("nodes", "Minimum", nodes),
                 # A Ready leader scraped in the minute: its queue gauge's samples.
-                _query(spec, "up", WAITING, "SampleCount"),
-                {
-                    "id": "idle",
-                    "return_data": True,
-                    "expression": (
-                        f"IF(nodes > {spec.system_nodes}, IF(FILL(up, 0) == 0, 1, 0), 0)"
-                    ),
-                    "label": "model nodes with no Ready leader",
-                },
+                _query("up", "SampleCount", _vllm_metric(spec, WAITING)),
+                _result("idle", idle, "model nodes with no Ready leader"),
             ],
         },
     )
@@ -513,62 +482,39 @@ def _not_waking(spec: WatchSpec) -> AlarmSpec:
     asleep answers ended in or the next, so only a stretch longer than a slow wake-up without any
     group breaches; clients that stop asking end it (nobody is waiting)."""
     period = not_waking_period_s(spec.wake_seconds)
+    asleep = {"namespace": spec.namespace, "metric_name": ASLEEP_ANSWERS}
+    stuck = "IF(asleep > 0, IF(FILL(up, 0) == 0, 1, 0), 0)"
     return AlarmSpec(
         "not-waking",
         f"Model requests answered asleep in two {period // 60}-minute periods in a row with no "
         f"group scraped (a wake-up is planned at {spec.wake_seconds} s): the model does not wake.",
         {
-            "comparison_operator": "GreaterThanOrEqualToThreshold",
-            "threshold": 1,
-            "evaluation_periods": 2,
-            "datapoints_to_alarm": 2,
-            "treat_missing_data": "notBreaching",
+            **_rule("GreaterThanOrEqualToThreshold", 1, 2, 2),
             "metric_queries": [
-                {
-                    "id": "asleep",
-                    "return_data": False,
-                    "metric": {
-                        "namespace": spec.namespace,
-                        "metric_name": ASLEEP_ANSWERS,
-                        "stat": "Sum",
-                        "period": period,
-                    },
-                },
+                _query("asleep", "Sum", asleep, period),
                 # Any leader scraped in the period: a group is up (its gauge's samples).
-                _query(spec, "up", WAITING, "SampleCount", period),
-                {
-                    "id": "stuck",
-                    "return_data": True,
-                    "expression": "IF(asleep > 0, IF(FILL(up, 0) == 0, 1, 0), 0)",
-                    "label": "asleep with no group",
-                },
+                _query("up", "SampleCount", _vllm_metric(spec, WAITING), period),
+                _result("stuck", stuck, "asleep with no group"),
             ],
         },
     )
 
 
 def _alarms(spec: WatchSpec) -> list[AlarmSpec]:
+    healthy = (
+        'SELECT MIN(HealthyHostCount) FROM SCHEMA("AWS/NetworkELB", LoadBalancer, TargetGroup) '
+        f"WHERE LoadBalancer = '{spec.load_balancer}'"
+    )
     return [
         AlarmSpec(
             "no-healthy-target",
             "No healthy target behind the load balancer for 2 minutes: the endpoint is down.",
             {
-                "comparison_operator": "LessThanThreshold",
-                "threshold": 1,
-                "evaluation_periods": 2,
-                "datapoints_to_alarm": 2,
+                **_rule("LessThanThreshold", 1, 2, 2),
+                # No data at all: nothing is reported healthy.
                 "treat_missing_data": "breaching",
                 "metric_queries": [
-                    {
-                        "id": "healthy",
-                        "return_data": True,
-                        "period": PERIOD,
-                        "expression": (
-                            'SELECT MIN(HealthyHostCount) FROM SCHEMA("AWS/NetworkELB", '
-                            "LoadBalancer, TargetGroup) "
-                            f"WHERE LoadBalancer = '{spec.load_balancer}'"
-                        ),
-                    }
+                    {"id": "healthy", "return_data": True, "period": PERIOD, "expression": healthy}
                 ],
             },
         ),
@@ -577,14 +523,8 @@ def _alarms(spec: WatchSpec) -> list[AlarmSpec]:
             f"More than {spec.waiting_threshold} requests waiting for 5 minutes: the group is "
             "saturated.",
             {
-                "comparison_operator": "GreaterThanThreshold",
-                "threshold": spec.waiting_threshold,
-                "evaluation_periods": 5,
-                "datapoints_to_alarm": 5,
-                "treat_missing_data": "notBreaching",
-                "namespace": spec.namespace,
-                "metric_name": exported_name(WAITING),
-                "dimensions": {STACK_DIMENSION: spec.stack},
+                **_rule("GreaterThanThreshold", spec.waiting_threshold, 5, 5),
+                **_vllm_metric(spec, WAITING),
                 "statistic": "Sum",
                 "period": PERIOD,
             },
@@ -593,14 +533,8 @@ def _alarms(spec: WatchSpec) -> list[AlarmSpec]:
             "kv-cache-full",
             "KV cache above 90% for 10 minutes: requests will queue and be preempted.",
             {
-                "comparison_operator": "GreaterThanThreshold",
-                "threshold": 0.9,
-                "evaluation_periods": 10,
-                "datapoints_to_alarm": 10,
-                "treat_missing_data": "notBreaching",
-                "namespace": spec.namespace,
-                "metric_name": exported_name(KV_USAGE),
-                "dimensions": {STACK_DIMENSION: spec.stack},
+                **_rule("GreaterThanThreshold", 0.9, 10, 10),
+                **_vllm_metric(spec, KV_USAGE),
                 "statistic": "Maximum",
                 "period": PERIOD,
             },
@@ -609,18 +543,10 @@ def _alarms(spec: WatchSpec) -> list[AlarmSpec]:
             "group-restart",
             "A vLLM group restarted (its leader's process start time changed).",
             {
-                "comparison_operator": "GreaterThanOrEqualToThreshold",
-                "threshold": 1,
-                "evaluation_periods": 1,
-                "treat_missing_data": "notBreaching",
+                **_rule("GreaterThanOrEqualToThreshold", 1, 1),
                 "metric_queries": [
-                    _query(spec, "st", STARTED, "Sum"),
-                    {
-                        "id": "restarted",
-                        "return_data": True,
-                        "expression": "IF(DIFF(st) > 0, 1, 0)",
-                        "label": "group restarted",
-                    },
+                    _query("st", "Sum", _vllm_metric(spec, STARTED)),
+                    _result("restarted", "IF(DIFF(st) > 0, 1, 0)", "group restarted"),
                 ],
             },
         ),
@@ -629,10 +555,7 @@ def _alarms(spec: WatchSpec) -> list[AlarmSpec]:
             f"More than {spec.server_errors_threshold} 5xx answers from the front door in 5 "
             "minutes.",
             {
-                "comparison_operator": "GreaterThanThreshold",
-                "threshold": spec.server_errors_threshold,
-                "evaluation_periods": 1,
-                "treat_missing_data": "notBreaching",
+                **_rule("GreaterThanThreshold", spec.server_errors_threshold, 1),
                 "namespace": spec.namespace,
                 "metric_name": answers_metric("5xx"),
                 "statistic": "Sum",
@@ -640,24 +563,3 @@ def _alarms(spec: WatchSpec) -> list[AlarmSpec]:
             },
         ),
     ]
-
-
-def used_vllm_samples(
-    widgets: Sequence[dict[str, Any]], alarm_specs: Sequence[AlarmSpec]
-) -> set[str]:
-    """Every exported vLLM metric name the dashboard and alarms read, back as the scraped name."""
-    names: set[str] = set()
-
-    def visit(value: Any) -> None:
-        if isinstance(value, str) and value.endswith(RAW_SUFFIX):
-            names.add(value.removesuffix(RAW_SUFFIX))
-        elif isinstance(value, dict):
-            for item in value.values():
-                visit(item)
-        elif isinstance(value, list):
-            for item in value:
-                visit(item)
-
-    visit(list(widgets))
-    visit([a.args for a in alarm_specs])
-    return names

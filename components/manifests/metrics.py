@@ -393,13 +393,7 @@ def deployment(spec: CollectorSpec) -> Manifest:
 
 def collector_objects(spec: CollectorSpec) -> list[Manifest]:
     """Every object of the collector, in apply order."""
-    return [
-        service_account(spec),
-        role(spec),
-        role_binding(spec),
-        config_map(spec),
-        deployment(spec),
-    ]
+    return [build(spec) for build in (service_account, role, role_binding, config_map, deployment)]
 
 
 def scraper_peer(namespace: str) -> dict[str, Any]:

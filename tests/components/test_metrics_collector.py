@@ -36,20 +36,29 @@ def _job(config: dict[str, Any], name: str) -> dict[str, Any]:
 
 
 def _by_kind() -> dict[str, dict[str, Any]]:
-    objects = metrics.collector_objects(_spec())
-    assert [o["kind"] for o in objects] == [
-        "ServiceAccount",
-        "Role",
-        "RoleBinding",
-        "ConfigMap",
-        "Deployment",
-    ]
-    return {o["kind"]: o for o in objects}
+    objects = {o["kind"]: o for o in metrics.collector_objects(_spec())}
+    assert list(objects) == ["ServiceAccount", "Role", "RoleBinding", "ConfigMap", "Deployment"]
+    return objects
 
 
-def _exported_samples() -> set[str]:
-    families = json.loads(FIXTURE.read_text())["families"]
-    return {sample for family in families.values() for sample in family["samples"]}
+def _exported_samples() -> list[str]:
+    """Every sample real vLLM 0.31 exported in the rehearsal."""
+    families = json.loads(FIXTURE.read_text())["families"].values()
+    return [sample for family in families for sample in family["samples"]]
+
+
+def _leader(group: str) -> dict[str, str]:
+    """The discovered target of a leader's gatekeeper metrics port."""
+    return {
+        "__meta_kubernetes_pod_container_port_name": gatekeeper.METRICS_PORT_NAME,
+        "__meta_kubernetes_pod_label_leaderworkerset_sigs_k8s_io_group_index": group,
+    }
+
+
+def _renamed(rules: list[dict[str, Any]], samples: list[str]) -> dict[str, str]:
+    """Each sample the job's metric relabelling keeps, and the name it keeps it under."""
+    kept = {s: _relabel(rules, {"__name__": s}) for s in samples}
+    return {s: labels["__name__"] for s, labels in kept.items() if labels is not None}
 
 
 # -- the Kubernetes objects --------------------------------------------------------------------
@@ -66,11 +75,7 @@ def test_every_object_passes_the_real_schemas() -> None:
 
 def test_the_objects_refer_to_each_other() -> None:
     objects = _by_kind()
-    account, binding, config = (
-        objects["ServiceAccount"],
-        objects["RoleBinding"],
-        objects["ConfigMap"],
-    )
+    account, binding, config = (objects[k] for k in ("ServiceAccount", "RoleBinding", "ConfigMap"))
     # EKS Pod Identity maps the account to its role in EKS's API; the account names none.
     assert "annotations" not in account["metadata"]
     assert binding["roleRef"] == {
@@ -172,9 +177,7 @@ def test_one_scrape_a_minute_batched_by_the_minute() -> None:
     assert scrape["scrape_interval"] == f"{metrics.SCRAPE_INTERVAL_SECONDS}s" == "60s"
     assert int(scrape["scrape_timeout"].rstrip("s")) < metrics.SCRAPE_INTERVAL_SECONDS
     assert scrape["metrics_path"] == "/metrics"
-    assert scrape["sample_limit"] >= sum(
-        len(f["samples"]) for f in json.loads(FIXTURE.read_text())["families"].values()
-    )
+    assert scrape["sample_limit"] >= len(_exported_samples())
     assert config["processors"]["batch/metrics"] == {"timeout": "60s"}
 
 
@@ -188,10 +191,7 @@ def test_discovery_finds_this_stack_s_leaders_on_their_metrics_port_only() -> No
     assert selector["role"] == "pod"
     wanted = dict(pair.split("=") for pair in selector["label"].split(","))
     assert wanted == {LWS_NAME_LABEL: spec.lws_name, LWS_WORKER_INDEX_LABEL: "0"}
-    leader = {
-        "__meta_kubernetes_pod_container_port_name": gatekeeper.METRICS_PORT_NAME,
-        "__meta_kubernetes_pod_label_leaderworkerset_sigs_k8s_io_group_index": "1",
-    }
+    leader = _leader("1")
     target = _relabel(scrape["relabel_configs"], leader)
     assert target is not None
     assert target[metrics.STACK_DIMENSION] == "dev"
@@ -233,11 +233,7 @@ def test_behind_a_door_the_ready_leaders_engine_is_scraped_on_vllms_port() -> No
 def test_real_vllm_samples_become_exactly_the_metrics_the_dashboard_reads() -> None:
     spec = _spec()
     scrape = _job(_config(), "vllm-leaders")
-    kept = {}
-    for sample in sorted(_exported_samples()):
-        labels = _relabel(scrape["metric_relabel_configs"], {"__name__": sample})
-        if labels is not None:
-            kept[sample] = labels["__name__"]
+    kept = _renamed(scrape["metric_relabel_configs"], _exported_samples())
     used = set(spec.samples) | set(spec.bucket_samples)
     assert set(kept) == used
     assert kept == {s: metrics.exported_name(s) for s in used}
@@ -266,12 +262,9 @@ def test_emf_declares_each_exported_metric_once_with_its_dimensions() -> None:
             if any(re.search(p, name) for p in d["metric_name_selectors"])
         ]
 
-    for sample in spec.samples:
-        assert declared(metrics.exported_name(sample)) == [0], sample
-    for sample in spec.bucket_samples:
-        assert declared(metrics.exported_name(sample)) == [1], sample
-    for sample in spec.self_samples:
-        assert declared(metrics.exported_name(sample)) == [2], sample
+    for index, samples in enumerate((spec.samples, spec.bucket_samples, spec.self_samples)):
+        for sample in samples:
+            assert declared(metrics.exported_name(sample)) == [index], sample
     # Anchored: a longer name that merely contains a declared one is not exported.
     some = metrics.exported_name(spec.samples[0])
     assert declared("x" + some) == [] and declared(some + "x") == []
@@ -285,23 +278,14 @@ def test_each_leader_s_record_is_scraped_from_its_gatekeeper_and_kept_per_group(
     assert record["metrics_path"] == gatekeeper.SELF_METRICS_ROUTE == "/metrics/self"
     for key in ("kubernetes_sd_configs", "relabel_configs", "scrape_interval", "scrape_timeout"):
         assert record[key] == engine[key], key
-    leader = {
-        "__meta_kubernetes_pod_container_port_name": gatekeeper.METRICS_PORT_NAME,
-        "__meta_kubernetes_pod_label_leaderworkerset_sigs_k8s_io_group_index": "2",
-    }
-    target = _relabel(record["relabel_configs"], leader)
+    target = _relabel(record["relabel_configs"], _leader("2"))
     assert target is not None and target[metrics.GROUP_DIMENSION] == "2"
     # What the probe writes, beside a vLLM name that must not come through this job twice.
     written = [*check.GAUGES, "vllm:num_requests_waiting", "process_start_time_seconds"]
-    kept = {}
-    for sample in written:
-        labels = _relabel(record["metric_relabel_configs"], {"__name__": sample})
-        if labels is not None:
-            kept[sample] = labels["__name__"]
+    kept = _renamed(record["metric_relabel_configs"], written)
     assert kept == {s: metrics.exported_name(s) for s in check.GAUGES}
     # And the vLLM job keeps none of the record's names.
-    for sample in check.GAUGES:
-        assert _relabel(engine["metric_relabel_configs"], {"__name__": sample}) is None
+    assert _renamed(engine["metric_relabel_configs"], list(check.GAUGES)) == {}
     assert record["sample_limit"] >= len(check.GAUGES)
 
 

@@ -21,7 +21,7 @@ from infra.adapters import wiring
 from infra.adapters.render import rendered_objects
 from infra.plan.sizing import plan
 from infra.plan.stackfile import load_stack
-from tests.components.test_watch import _dev_collector
+from tests.components.test_watch import _dev_collector, _vllm_samples
 from tools.rehearse.measure.metrics_capture import parse_exposition
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "vllm" / "metrics-v0.31.json"
@@ -51,7 +51,7 @@ def _sample_family(families: dict[str, Any], sample: str) -> dict[str, Any]:
 
 
 def test_every_vllm_name_the_dashboard_and_alarms_use_is_real(exported: dict[str, Any]) -> None:
-    used = watch.used_vllm_samples(watch.dashboard_widgets(SPEC), watch.alarms(SPEC))
+    used = _vllm_samples(watch.dashboard_widgets(SPEC), watch.alarms(SPEC))
     assert used == set(watch.SAMPLES) | set(watch.bucket_samples())
     for sample in used:
         _sample_family(exported, sample)

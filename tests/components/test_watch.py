@@ -30,7 +30,6 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-from urllib.parse import parse_qs, urlsplit
 
 import pytest
 import yaml
@@ -41,35 +40,14 @@ from infra.adapters import monitoring_layer, wiring
 from infra.plan import monitoring as plan_monitoring
 from infra.plan.stackfile import load_stack
 from tests import builders
-from tools.rehearse.measure.metrics_capture import parse_exposition
 
 WATCHING = Path(__file__).resolve().parents[2] / "docs" / "watching.md"
 GRID_COLUMNS = 24
 #: Properties of a metric widget (Dashboard Body Structure, "Properties of a Metric Widget").
 METRIC_WIDGET_PROPERTIES = frozenset(
-    {
-        "accountId",
-        "annotations",
-        "end",
-        "labels",
-        "legend",
-        "liveData",
-        "metrics",
-        "period",
-        "region",
-        "setPeriodToTimeRange",
-        "singleValueFullPrecision",
-        "sparkline",
-        "stacked",
-        "start",
-        "stat",
-        "table",
-        "timezone",
-        "title",
-        "trend",
-        "view",
-        "yAxis",
-    }
+    {"accountId", "annotations", "end", "labels", "legend", "liveData", "metrics", "period"}
+    | {"region", "setPeriodToTimeRange", "singleValueFullPrecision", "sparkline", "stacked"}
+    | {"start", "stat", "table", "timezone", "title", "trend", "view", "yAxis"}
 )
 VIEWS = frozenset({"timeSeries", "singleValue", "gauge", "bar", "pie", "table"})
 #: Rendering properties of one entry of `metrics` ("Metric Widget: Format for Each Metric").
@@ -189,38 +167,33 @@ class Row:
         return self.options.get("visible", True)
 
 
+#: What CloudWatch accepts for each rendering property a test checks.
+_OPTION_RULES: dict[str, Callable[[Any], Any]] = {
+    "id": QUERY_ID.fullmatch,
+    "stat": STATISTICS.__contains__,
+    "period": lambda period: _valid_period(period),
+    "visible": lambda visible: isinstance(visible, bool),
+    "label": lambda label: isinstance(label, str) and label,
+}
+
+
 def _row(entry: Any) -> Row:
     """Parses one `metrics` entry: `[namespace, name, dimName, dimValue, ..., {options}]` or
     `[{"expression": ..., "id": ...}]`; fails on anything CloudWatch would not read."""
     assert isinstance(entry, list) and entry, entry
-    if len(entry) == 1 and isinstance(entry[0], dict):
-        options = entry[0]
-        assert set(options) <= RENDERING, f"unknown rendering properties in {entry}"
-        assert isinstance(options.get("expression"), str), f"an expression row needs one: {entry}"
-        assert "id" in options, f"an expression row needs an id: {entry}"
-        parts: list[Any] = []
-    else:
-        options = entry[-1] if isinstance(entry[-1], dict) else {}
-        parts = entry[:-1] if options is entry[-1] else entry
+    *parts, options = entry if isinstance(entry[-1], dict) else [*entry, {}]
+    if parts:
         assert set(options) <= RENDERING - {"expression"}, f"unknown properties in {entry}"
         assert all(isinstance(p, str) and p for p in parts), entry
         assert len(parts) >= 2 and len(parts) % 2 == 0, f"namespace, name, dimension pairs: {entry}"
-    if "id" in options:
-        assert QUERY_ID.fullmatch(options["id"]), f"id {options['id']!r} in {entry}"
-    if "stat" in options:
-        assert options["stat"] in STATISTICS, entry
-    if "period" in options:
-        assert _valid_period(options["period"]), entry
-    if "visible" in options:
-        assert isinstance(options["visible"], bool), entry
-    if "label" in options:
-        assert isinstance(options["label"], str) and options["label"], entry
-    return Row(
-        parts[0] if parts else None,
-        parts[1] if parts else None,
-        dict(zip(parts[2::2], parts[3::2], strict=True)),
-        dict(options),
-    )
+    else:
+        assert set(options) <= RENDERING, f"unknown rendering properties in {entry}"
+        assert isinstance(options.get("expression"), str), f"an expression row needs one: {entry}"
+        assert "id" in options, f"an expression row needs an id: {entry}"
+    for key, value in options.items():
+        assert _OPTION_RULES.get(key, lambda _: True)(value), f"{key} {value!r} in {entry}"
+    namespace, name = parts[:2] if parts else (None, None)
+    return Row(namespace, name, dict(zip(parts[2::2], parts[3::2], strict=True)), dict(options))
 
 
 def _valid_period(period: Any) -> bool:
@@ -244,49 +217,30 @@ def _rows(widget: dict[str, Any]) -> list[Row]:
     return [_row(entry) for entry in widget["properties"]["metrics"]]
 
 
-def _widget_problems(widget: dict[str, Any], region: str) -> list[str]:
-    problems = []
-    if set(widget) != {"type", "x", "y", "width", "height", "properties"}:
-        problems.append(f"widget keys {sorted(widget)}")
-    if widget.get("type") != "metric":
-        problems.append(f"type {widget.get('type')!r}: every panel is a metric graph")
-    x, y, width, height = (widget.get(k) for k in ("x", "y", "width", "height"))
-    if not all(isinstance(v, int) and not isinstance(v, bool) for v in (x, y, width, height)):
-        return [*problems, f"position and size must be integers: {x}, {y}, {width}, {height}"]
-    if not (0 <= x < GRID_COLUMNS and 1 <= width <= GRID_COLUMNS and x + width <= GRID_COLUMNS):
-        problems.append(f"x {x} width {width} outside the {GRID_COLUMNS}-column grid")
-    if not (y >= 0 and 1 <= height <= 1000):
-        problems.append(f"y {y} height {height}")
-    props = widget.get("properties", {})
-    if not set(props) <= METRIC_WIDGET_PROPERTIES:
-        problems.append(f"unknown properties {sorted(set(props) - METRIC_WIDGET_PROPERTIES)}")
-    for required in ("metrics", "region", "title", "view", "period"):
-        if required not in props:
-            problems.append(f"no {required}")
-    if props.get("region") != region:
-        problems.append(f"region {props.get('region')!r}, not the stack's {region!r}")
-    if props.get("view") not in VIEWS:
-        problems.append(f"view {props.get('view')!r}")
-    if "period" in props and not _valid_period(props["period"]):
-        problems.append(f"period {props['period']!r}")
-    if "stat" in props and props["stat"] not in STATISTICS:
-        problems.append(f"stat {props['stat']!r}")
+def _check_widget(widget: dict[str, Any], region: str) -> None:
+    """Fails on anything the dashboard body structure does not allow in a metric widget."""
+    props, title = widget["properties"], widget["properties"].get("title")
+    assert set(widget) == {"type", "x", "y", "width", "height", "properties"}, title
+    assert widget["type"] == "metric", f"{title}: every panel is a metric graph"
+    x, y, width, height = (widget[k] for k in ("x", "y", "width", "height"))
+    assert all(type(v) is int for v in (x, y, width, height)), f"{title}: integers"
+    assert x >= 0 and width >= 1 and x + width <= GRID_COLUMNS, f"{title}: x {x} width {width}"
+    assert y >= 0 and 1 <= height <= 1000, f"{title}: y {y} height {height}"
+    assert set(props) <= METRIC_WIDGET_PROPERTIES, sorted(set(props) - METRIC_WIDGET_PROPERTIES)
+    assert {"metrics", "region", "title", "view", "period"} <= set(props), title
+    assert props["region"] == region, f"{title}: region {props['region']!r}, not {region!r}"
+    assert props["view"] in VIEWS and _valid_period(props["period"]), title
+    assert props.get("stat", "Sum") in STATISTICS, title
     for side, axis in props.get("yAxis", {}).items():
-        if side not in {"left", "right"} or not set(axis) <= AXIS:
-            problems.append(f"yAxis {side}: {axis}")
+        assert side in {"left", "right"} and set(axis) <= AXIS, f"{title}: yAxis {side} {axis}"
     for kind, lines in props.get("annotations", {}).items():
-        if kind != "horizontal":
-            problems.append(f"annotations {kind!r}")
+        assert kind == "horizontal", f"{title}: annotations {kind!r}"
         for line in lines:
-            if not set(line) <= HORIZONTAL_ANNOTATION or "value" not in line:
-                problems.append(f"annotation {line}")
-    return problems
-
-
-def _check_ids(widget: dict[str, Any]) -> None:
+            assert set(line) <= HORIZONTAL_ANNOTATION and "value" in line, line
     rows = _rows(widget)
+    assert rows, title
     ids = [row.options["id"] for row in rows if "id" in row.options]
-    assert len(ids) == len(set(ids)), f"duplicate ids in {widget['properties']['title']}"
+    assert len(ids) == len(set(ids)), f"duplicate ids in {title}"
     for row in rows:
         if row.expression is not None:
             missing = _referenced_ids(row.expression) - set(ids)
@@ -297,9 +251,7 @@ def test_every_widget_is_a_valid_metric_widget_in_the_stacks_region(spec: watch.
     widgets = watch.dashboard_widgets(spec)
     assert widgets
     for widget in widgets:
-        assert _widget_problems(widget, spec.region) == [], widget["properties"].get("title")
-        assert _rows(widget), widget["properties"]["title"]
-        _check_ids(widget)
+        _check_widget(widget, spec.region)
     # The body CloudWatch stores is the same widgets, as canonical JSON: a change in how the
     # code orders its keys is no change to the dashboard.
     body = watch.dashboard_body(spec)
@@ -324,16 +276,8 @@ def _flow(sizes: Iterable[tuple[int, int]]) -> list[tuple[int, int]]:
 def test_widgets_flow_in_reading_order_without_gaps_or_overlap(spec: watch.WatchSpec) -> None:
     widgets = watch.dashboard_widgets(spec)
     sizes = [(w["width"], w["height"]) for w in widgets]
+    # The flow leaves no gap and no overlap: a row starts below the tallest panel of the last.
     assert [(w["x"], w["y"]) for w in widgets] == _flow(sizes)
-    cells: set[tuple[int, int]] = set()
-    for w in widgets:
-        area = {
-            (col, row)
-            for col in range(w["x"], w["x"] + w["width"])
-            for row in range(w["y"], w["y"] + w["height"])
-        }
-        assert not cells & area, f"{w['properties']['title']} overlaps another panel"
-        cells |= area
     # Two panels a row: each is wide enough to read a day of minutes.
     assert {width for width, _ in sizes} == {GRID_COLUMNS // 2}
 
@@ -419,50 +363,6 @@ def test_running_totals_are_never_drawn_only_what_is_made_of_them(spec: watch.Wa
 # Where the metrics come from.
 
 
-@dataclass(frozen=True)
-class Producer:
-    """A writer of CloudWatch metrics: namespace, metric names (regexes) and dimension sets."""
-
-    what: str
-    namespace: str
-    names: tuple[str, ...]
-    dimension_sets: tuple[frozenset[str], ...]
-
-    def writes(self, namespace: str, name: str, dimensions: Iterable[str]) -> bool:
-        return (
-            namespace == self.namespace
-            and any(re.search(selector, name) for selector in self.names)
-            and frozenset(dimensions) in self.dimension_sets
-        )
-
-
-def _producers(config: dict[str, Any], spec: watch.WatchSpec) -> list[Producer]:
-    emf = config["exporters"]["awsemf"]
-    found = [
-        Producer(
-            "collector (EMF)",
-            emf["namespace"],
-            tuple(declaration["metric_name_selectors"]),
-            tuple(frozenset(dims) for dims in declaration["dimensions"]),
-        )
-        for declaration in emf["metric_declarations"]
-    ]
-    # `Monitoring` creates one log metric filter per answer class, without dimensions.
-    found.append(
-        Producer(
-            "gatekeeper log filters",
-            spec.namespace,
-            tuple(f"^{watch.answers_metric(s)}$" for s in watch.ANSWER_CLASSES),
-            (frozenset(),),
-        )
-    )
-    found += [
-        Producer("Container Insights", "ContainerInsights", (f"^{name}$",), (frozenset(dims),))
-        for name, dims in CONTAINER_INSIGHTS.items()
-    ]
-    return found
-
-
 def _metrics_read(spec: watch.WatchSpec) -> list[tuple[str, str, dict[str, str]]]:
     """(namespace, name, dimensions) of every metric the dashboard and the alarms read."""
     read = [
@@ -472,12 +372,9 @@ def _metrics_read(spec: watch.WatchSpec) -> list[tuple[str, str, dict[str, str]]
         if row.namespace is not None and row.name is not None
     ]
     for alarm in watch.alarms(spec):
-        args = alarm.args
-        if "metric_name" in args:
-            read.append((args["namespace"], args["metric_name"], args.get("dimensions", {})))
-        for query in args.get("metric_queries", []):
-            if "metric" in query:
-                m = query["metric"]
+        queries = alarm.args.get("metric_queries", [])
+        for m in [alarm.args, *(q["metric"] for q in queries if "metric" in q)]:
+            if "metric_name" in m:
                 read.append((m["namespace"], m["metric_name"], m.get("dimensions", {})))
     return read
 
@@ -485,40 +382,27 @@ def _metrics_read(spec: watch.WatchSpec) -> list[tuple[str, str, dict[str, str]]
 def test_every_metric_read_is_one_its_producer_writes(
     spec: watch.WatchSpec, collector_config: dict[str, Any]
 ) -> None:
-    producers = _producers(collector_config, spec)
-    scrape, _records = collector_config["receivers"]["prometheus"]["config"]["scrape_configs"]
-    assert _records["relabel_configs"] == scrape["relabel_configs"]
-    stack_label = next(
-        r["replacement"]
-        for r in scrape["relabel_configs"]
-        if r.get("target_label") == metrics.STACK_DIMENSION
-    )
+    # What is written: the collector's EMF metrics of two leaders (their stack label and bucket
+    # bounds as the collector's relabelling and Prometheus write them), the log metric filters
+    # `Monitoring` creates (one per answer class, without dimensions) and Container Insights.
+    written = _run(collector_config, 1, lambda minute, leaders: None)
+    for status in watch.ANSWER_CLASSES:
+        written.put(spec.namespace, watch.answers_metric(status), {}, 0, 1)
+    for name, dimensions in CONTAINER_INSIGHTS.items():
+        written.put("ContainerInsights", name, dict.fromkeys(dimensions, spec.cluster_name), 0, 1)
     read = _metrics_read(spec)
     assert read
     for namespace, name, dimensions in read:
-        writers = [p for p in producers if p.writes(namespace, name, dimensions)]
-        assert writers, f"nothing writes {namespace} {name} {sorted(dimensions)}"
-        if metrics.STACK_DIMENSION in dimensions:
-            assert dimensions[metrics.STACK_DIMENSION] == stack_label, (name, dimensions)
-        if watch.BUCKET_LABEL in dimensions:
-            family = name.removesuffix(metrics.RAW_SUFFIX).removesuffix("_bucket")
-            assert dimensions[watch.BUCKET_LABEL] in (*watch.BUCKETS[family], "+Inf"), dimensions
-        if namespace == "ContainerInsights":
-            assert dimensions == {"ClusterName": spec.cluster_name}
+        key = (namespace, name, frozenset(dimensions.items()))
+        assert key in written.points, f"nothing writes {namespace} {name} {dimensions}"
     # The NLB's targets: a SEARCH on the panel, a Metrics Insights query in the alarm.
-    panel = _search(_healthy_search(spec))
-    assert (panel.namespace, panel.dimensions) == (
-        "AWS/NetworkELB",
-        ("LoadBalancer", "TargetGroup"),
-    )
-    assert panel.terms == {"MetricName": "HealthyHostCount", "LoadBalancer": spec.load_balancer}
-    alarm = _insights(_alarm(spec, "no-healthy-target")["metric_queries"][0]["expression"])
-    assert (alarm.namespace, alarm.metric, alarm.where) == (
-        "AWS/NetworkELB",
-        "HealthyHostCount",
-        ("LoadBalancer", spec.load_balancer),
-    )
-    assert alarm.dimensions == ("LoadBalancer", "TargetGroup")
+    nlb = ("LoadBalancer", "TargetGroup")
+    terms = {"MetricName": "HealthyHostCount", "LoadBalancer": spec.load_balancer}
+    (row,) = _rows(_widget(spec, "Healthy load balancer targets"))
+    assert _search(row.expression or "") == Search("AWS/NetworkELB", nlb, terms, "Minimum", 60)
+    query = _alarm(spec, "no-healthy-target")["metric_queries"][0]["expression"]
+    where = ("LoadBalancer", spec.load_balancer)
+    assert _insights(query) == Insights("MIN", "HealthyHostCount", "AWS/NetworkELB", nlb, where)
 
 
 def test_every_row_reads_one_scrape_per_period(spec: watch.WatchSpec) -> None:
@@ -531,18 +415,6 @@ def test_every_row_reads_one_scrape_per_period(spec: watch.WatchSpec) -> None:
         for row in _rows(widget):
             if row.namespace is not None:
                 assert row.options.get("period", props["period"]) == watch.PERIOD, row
-
-
-def test_the_overflow_bucket_is_the_one_prometheus_writes(spec: watch.WatchSpec) -> None:
-    # The capture parser, as Prometheus' text format, takes `+Inf` for the overflow bucket.
-    text = (
-        "# TYPE x histogram\n"
-        f'x_bucket{{le="0.5"}} 1\nx_bucket{{le="{watch.INF}"}} 2\nx_count 2\nx_sum 0.7\n'
-    )
-    assert parse_exposition(text)["x"].buckets == ("0.5",)
-    rows = [_row(entry) for entry in watch.percentile_queries(spec, watch.TTFT, "t")]
-    bounds = [row.dimensions[watch.BUCKET_LABEL] for row in rows if row.name]
-    assert bounds == [*watch.BUCKETS[watch.TTFT], "+Inf"]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -574,9 +446,14 @@ class Store:
         self.points[(namespace, name, frozenset(dims.items()))].append((minute, float(value)))
 
     def series(
-        self, namespace: str, name: str, dims: Mapping[str, str], stat: str, period: int
+        self,
+        namespace: str,
+        metric_name: str,
+        stat: str,
+        period: int,
+        dimensions: Mapping[str, str] | None = None,
     ) -> list[Point]:
-        raw = self.points.get((namespace, name, frozenset(dims.items())), [])
+        raw = self.points.get((namespace, metric_name, frozenset((dimensions or {}).items())), [])
         return self.aggregate(raw, stat, period)
 
     def aggregate(self, raw: list[tuple[int, float]], stat: str, period: int) -> list[Point]:
@@ -586,6 +463,11 @@ class Store:
         for minute, value in raw:
             buckets[minute // step].append(value)
         return [STAT_FUNCTIONS[stat](values) if values else None for values in buckets]
+
+    def until(self, minutes: int) -> Store:
+        """The store as it stood after its first `minutes` minutes."""
+        kept = {key: [(m, v) for m, v in raw if m < minutes] for key, raw in self.points.items()}
+        return Store(minutes, defaultdict(list, kept))
 
     def matching(
         self, namespace: str, name: str, keys: Iterable[str]
@@ -681,13 +563,8 @@ def _search(expression: str) -> Search:
     assert match, f"not a SEARCH(schema terms, stat, period): {expression}"
     schema, terms, stat, period = match.groups()
     namespace, *dimensions = schema.split(",")
-    return Search(
-        namespace,
-        tuple(dimensions),
-        dict(re.findall(r'(\w+)="([^"]*)"', terms)),
-        stat,
-        int(period),
-    )
+    found = dict(re.findall(r'(\w+)="([^"]*)"', terms))
+    return Search(namespace, tuple(dimensions), found, stat, int(period))
 
 
 @dataclass(frozen=True)
@@ -724,7 +601,7 @@ def _widget_lines(widget: dict[str, Any], store: Store) -> dict[str, list[Point]
             return _math(row.expression, lambda i: fn_for(by_id[i]))
         stat = row.options.get("stat", props.get("stat", "Average"))
         period = row.options.get("period", props["period"])
-        values = store.series(row.namespace or "", row.name or "", row.dimensions, stat, period)
+        values = store.series(row.namespace or "", row.name or "", stat, period, row.dimensions)
         return lambda t: values[t]
 
     lines: dict[str, list[Point]] = {}
@@ -765,16 +642,8 @@ def _alarm_fires(args: Mapping[str, Any], store: Store) -> bool:
 
         def fn_for(query: Mapping[str, Any]) -> Fn:
             if "metric" in query:
-                m = query["metric"]
-                values = store.series(
-                    m["namespace"],
-                    m["metric_name"],
-                    m.get("dimensions", {}),
-                    m["stat"],
-                    m["period"],
-                )
-                return lambda t: values[t]
-            if query["expression"].startswith("SELECT "):
+                found = store.series(**query["metric"])
+            elif query["expression"].startswith("SELECT "):
                 q = _insights(query["expression"])
                 raw = [
                     point
@@ -783,20 +652,17 @@ def _alarm_fires(args: Mapping[str, Any], store: Store) -> bool:
                     for point in series
                 ]
                 stat = {"MIN": "Minimum", "MAX": "Maximum", "SUM": "Sum", "AVG": "Average"}
-                values = store.aggregate(raw, stat[q.function], query["period"])
-                return lambda t: values[t]
-            return _math(query["expression"], lambda i: fn_for(queries[i]))
+                found = store.aggregate(raw, stat[q.function], query["period"])
+            else:
+                return _math(query["expression"], lambda i: fn_for(queries[i]))
+            return lambda t: found[t]
 
         fn = fn_for(result)
         values = [fn(t) for t in range(store.minutes * 60 // period)]
     else:
-        values = store.series(
-            args["namespace"],
-            args["metric_name"],
-            args.get("dimensions", {}),
-            args["statistic"],
-            args["period"],
-        )
+        stat, period = args["statistic"], args["period"]
+        metric = (args["namespace"], args["metric_name"], stat, period, args.get("dimensions"))
+        values = store.series(*metric)
     compare = COMPARE[args["comparison_operator"]]
     window = values[-args["evaluation_periods"] :]
     breaching = [
@@ -948,12 +814,6 @@ def _widget(spec: watch.WatchSpec, title_start: str) -> dict[str, Any]:
     return widget
 
 
-def _healthy_search(spec: watch.WatchSpec) -> str:
-    (row,) = _rows(_widget(spec, "Healthy load balancer targets"))
-    assert row.expression is not None
-    return row.expression
-
-
 def _alarm(spec: watch.WatchSpec, key: str) -> dict[str, Any]:
     (alarm,) = [a for a in watch.alarms(spec) if a.key == key]
     return alarm.args
@@ -1051,7 +911,7 @@ def test_queue_and_kv_cache_panels_show_all_groups_and_the_fullest_leader(
     assert node["properties"]["yAxis"] == {"left": {"min": 0, "max": 100}}
 
 
-def test_group_restarts_mark_the_minute_a_leader_started_again(
+def test_group_restarts_mark_and_alarm_the_minute_a_leader_started_again(
     spec: watch.WatchSpec, collector_config: dict[str, Any]
 ) -> None:
     def step(minute: int, leaders: list[Leader]) -> None:
@@ -1061,6 +921,14 @@ def test_group_restarts_mark_the_minute_a_leader_started_again(
     store = _run(collector_config, 6, step)
     lines = _widget_lines(_widget(spec, "Group restarts"), store)
     assert lines == {"restarted": [None, 0.0, 1.0, 0.0, 1.0, 0.0]}
+    # The alarm, at the end of each minute: it fires in the minute of a restart and clears in
+    # the next (a restart, not a crash loop); nothing restarted, or no data, fires nothing.
+    args = _alarm(spec, "group-restart")
+    fired = [_alarm_fires(args, store.until(end)) for end in range(1, 7)]
+    assert fired == [False, False, True, False, True, False]
+    assert not _alarm_fires(args, Store(4))
+    (restarted,) = [q for q in args["metric_queries"] if q.get("return_data")]
+    assert restarted["label"] == "group restarted"
 
 
 def test_every_leader_s_measurement_is_drawn_beside_the_plan_s_range(
@@ -1200,23 +1068,18 @@ def test_healthy_targets_and_nodes_are_read_from_the_stacks_nlb_and_cluster(
     store = Store(minutes=2)
     ours = {"LoadBalancer": spec.load_balancer, "TargetGroup": TARGET_GROUP}
     other = {"LoadBalancer": "net/another/fedcba9876543210", "TargetGroup": TARGET_GROUP}
+    by_zone = {**ours, "AvailabilityZone": "a"}
     for minute, (healthy, az) in enumerate(((2, 1), (0, 0))):
-        store.put("AWS/NetworkELB", "HealthyHostCount", ours, minute, healthy)
-        store.put(
-            "AWS/NetworkELB", "HealthyHostCount", {**ours, "AvailabilityZone": "a"}, minute, az
-        )
-        store.put("AWS/NetworkELB", "HealthyHostCount", other, minute, 5)
-        store.put("AWS/NetworkELB", "HealthyHostCount", ours, minute, healthy + 1)
+        for dims, count in ((ours, healthy), (by_zone, az), (other, 5), (ours, healthy + 1)):
+            store.put("AWS/NetworkELB", "HealthyHostCount", dims, minute, count)
     lines = _widget_lines(_widget(spec, "Healthy load balancer targets"), store)
     # The worst of the minute: a target that was unhealthy at all is not counted healthy.
     assert lines == {f"{spec.load_balancer} {TARGET_GROUP}": [2.0, 0.0]}
+    ours, other = {"ClusterName": spec.cluster_name}, {"ClusterName": "another"}
     for metric, utilisation in (("node_memory_utilization", 71.0), ("node_cpu_utilization", 35.0)):
         for minute in range(2):
-            store.put("ContainerInsights", metric, {"ClusterName": spec.cluster_name}, minute, 10)
-            store.put(
-                "ContainerInsights", metric, {"ClusterName": spec.cluster_name}, minute, utilisation
-            )
-            store.put("ContainerInsights", metric, {"ClusterName": "another"}, minute, 99)
+            for dims, value in ((ours, 10), (ours, utilisation), (other, 99)):
+                store.put("ContainerInsights", metric, dims, minute, value)
     lines = _widget_lines(_widget(spec, "Node memory and CPU"), store)
     # The busiest node: the one that runs out first.
     assert lines == {"memory": [71.0, 71.0], "cpu": [35.0, 35.0]}
@@ -1242,57 +1105,39 @@ def alarm_arguments() -> tuple[set[str], set[str], set[str]]:
     return top, query, metric
 
 
-def _alarm_problems(
-    args: Mapping[str, Any], allowed: tuple[set[str], set[str], set[str]]
-) -> list[str]:
+def _check_alarm(
+    key: str, args: Mapping[str, Any], allowed: tuple[set[str], set[str], set[str]]
+) -> None:
+    """Fails on anything PutMetricAlarm or `aws.cloudwatch.MetricAlarm` would refuse."""
     top, query_keys, metric_keys = allowed
-    problems = []
-    if not set(args) <= top:
-        problems.append(f"not MetricAlarm arguments: {sorted(set(args) - top)}")
-    if args.get("comparison_operator") not in COMPARE:
-        problems.append(f"comparison_operator {args.get('comparison_operator')!r}")
-    if args.get("treat_missing_data", "missing") not in MISSING_BREACHES:
-        problems.append(f"treat_missing_data {args.get('treat_missing_data')!r}")
-    evaluations = args.get("evaluation_periods")
-    if not isinstance(evaluations, int) or evaluations < 1:
-        problems.append(f"evaluation_periods {evaluations!r}")
-        evaluations = 1
-    if not 1 <= args.get("datapoints_to_alarm", evaluations) <= evaluations:
-        problems.append(f"datapoints_to_alarm {args.get('datapoints_to_alarm')} of {evaluations}")
-    if not isinstance(args.get("threshold"), (int, float)):
-        problems.append(f"threshold {args.get('threshold')!r}")
+    assert set(args) <= top, f"{key}: not MetricAlarm arguments: {sorted(set(args) - top)}"
+    assert args["comparison_operator"] in COMPARE, key
+    assert args.get("treat_missing_data", "missing") in MISSING_BREACHES, key
+    evaluations = args["evaluation_periods"]
+    assert isinstance(evaluations, int) and evaluations >= 1, key
+    assert 1 <= args.get("datapoints_to_alarm", evaluations) <= evaluations, key
+    assert isinstance(args["threshold"], (int, float)), key
     single = {"metric_name", "namespace", "statistic", "period", "dimensions"}
-    if "metric_queries" in args:
-        if single & set(args):
-            problems.append(f"metric_queries with {sorted(single & set(args))}")
-        queries = args["metric_queries"]
-        ids = [q.get("id") for q in queries]
-        if len(set(ids)) != len(ids) or not all(QUERY_ID.fullmatch(str(i)) for i in ids):
-            problems.append(f"query ids {ids}")
-        if [bool(q.get("return_data")) for q in queries].count(True) != 1:
-            problems.append("exactly one query returns the alarm's data")
-        for q in queries:
-            if not set(q) <= query_keys or ("metric" in q) == ("expression" in q):
-                problems.append(f"query {q}")
-            if "metric" in q:
-                m = q["metric"]
-                if not set(m) <= metric_keys or not {"metric_name", "namespace"} <= set(m):
-                    problems.append(f"query metric {m}")
-                if m.get("stat") not in STATISTICS or not _alarm_period(m.get("period")):
-                    problems.append(f"query metric stat or period {m}")
-            elif q["expression"].startswith("SELECT "):
-                if not _alarm_period(q.get("period")):
-                    problems.append(f"a Metrics Insights query needs a period: {q}")
-            elif not _referenced_ids(q["expression"]) <= set(ids):
-                problems.append(f"{q['expression']} names an id that is not a query")
-    else:
-        if not {"metric_name", "namespace", "statistic", "period"} <= set(args):
-            problems.append("a metric alarm needs metric_name, namespace, statistic and period")
-        if args.get("statistic") not in STATISTICS:
-            problems.append(f"statistic {args.get('statistic')!r}")
-        if not _alarm_period(args.get("period")):
-            problems.append(f"period {args.get('period')!r}")
-    return problems
+    if "metric_queries" not in args:
+        assert single - {"dimensions"} <= set(args), f"{key}: a metric alarm needs {single}"
+        assert args["statistic"] in STATISTICS and _alarm_period(args["period"]), key
+        return
+    assert not single & set(args), f"{key}: metric_queries with {sorted(single & set(args))}"
+    queries = args["metric_queries"]
+    ids = [q.get("id") for q in queries]
+    assert len(set(ids)) == len(ids) and all(QUERY_ID.fullmatch(str(i)) for i in ids), ids
+    returned = [bool(q.get("return_data")) for q in queries]
+    assert returned.count(True) == 1, f"{key}: exactly one query returns the alarm's data"
+    for q in queries:
+        assert set(q) <= query_keys and ("metric" in q) != ("expression" in q), q
+        if "metric" in q:
+            m = q["metric"]
+            assert set(m) <= metric_keys and {"metric_name", "namespace"} <= set(m), m
+            assert m.get("stat") in STATISTICS and _alarm_period(m.get("period")), m
+        elif q["expression"].startswith("SELECT "):
+            assert _alarm_period(q.get("period")), f"a Metrics Insights query needs a period: {q}"
+        else:
+            assert _referenced_ids(q["expression"]) <= set(ids), f"{q}: an id that is no query"
 
 
 def _alarm_period(period: Any) -> bool:
@@ -1325,13 +1170,14 @@ def test_every_alarm_is_a_valid_metric_alarm(
     )
     assert [a.key for a in elastic] == [k for k in documented if k != "group-restart"]
     for alarm in [*specs, *elastic]:
-        assert _alarm_problems(alarm.args, alarm_arguments) == [], alarm.key
+        _check_alarm(alarm.key, alarm.args, alarm_arguments)
         # PutMetricAlarm: evaluation periods times the period is at most a day.
         assert _evaluated_seconds(alarm.args) <= 86_400, alarm.key
 
 
 def test_alarm_descriptions_say_what_the_readme_says(spec: watch.WatchSpec) -> None:
     readme = _readme_alarms()
+    described = {alarm.key: alarm.description for alarm in watch.alarms(spec)}
     for alarm in watch.alarms(spec):
         text = alarm.description
         assert _sentence_case(text) and text.endswith("."), text
@@ -1343,19 +1189,14 @@ def test_alarm_descriptions_say_what_the_readme_says(spec: watch.WatchSpec) -> N
             assert _evaluated_seconds(alarm.args) == 60 * int(duration.group(1)), alarm.key
         else:
             assert _evaluated_seconds(alarm.args) == watch.PERIOD, alarm.key
-    assert f"More than {spec.waiting_threshold} requests" in _description(spec, "requests-waiting")
-    assert f"More than {spec.server_errors_threshold} 5xx" in _description(spec, "server-errors")
+    assert f"More than {spec.waiting_threshold} requests" in described["requests-waiting"]
+    assert f"More than {spec.server_errors_threshold} 5xx" in described["server-errors"]
     assert "KV cache above 90%" in readme["kv-cache-full"]
-    assert "above 90% for 10 minutes" in _description(spec, "kv-cache-full")
-    assert "waiting for 5 minutes" in _description(spec, "requests-waiting")
-    assert "in 5 minutes." in _description(spec, "server-errors")
-    assert "restarted" in _description(spec, "group-restart")
-    assert "No healthy target" in _description(spec, "no-healthy-target")
-
-
-def _description(spec: watch.WatchSpec, key: str) -> str:
-    (alarm,) = [a for a in watch.alarms(spec) if a.key == key]
-    return alarm.description
+    assert "above 90% for 10 minutes" in described["kv-cache-full"]
+    assert "waiting for 5 minutes" in described["requests-waiting"]
+    assert "in 5 minutes." in described["server-errors"]
+    assert "restarted" in described["group-restart"]
+    assert "No healthy target" in described["no-healthy-target"]
 
 
 def _readme_minutes(key: str) -> int:
@@ -1368,14 +1209,15 @@ def test_no_healthy_target_fires_after_two_minutes_without_one(spec: watch.Watch
     args = _alarm(spec, "no-healthy-target")
     minutes = _readme_minutes("no-healthy-target")
 
+    ours = {"LoadBalancer": spec.load_balancer, "TargetGroup": TARGET_GROUP}
+    other = {"LoadBalancer": "net/another/fedcba9876543210", "TargetGroup": TARGET_GROUP}
+
     def fires(healthy: list[int | None], elsewhere: int = 0) -> bool:
         store = Store(len(healthy))
         for minute, count in enumerate(healthy):
             if count is not None:
-                dims = {"LoadBalancer": spec.load_balancer, "TargetGroup": TARGET_GROUP}
-                store.put("AWS/NetworkELB", "HealthyHostCount", dims, minute, count)
-            dims = {"LoadBalancer": "net/another/fedcba9876543210", "TargetGroup": TARGET_GROUP}
-            store.put("AWS/NetworkELB", "HealthyHostCount", dims, minute, elsewhere)
+                store.put("AWS/NetworkELB", "HealthyHostCount", ours, minute, count)
+            store.put("AWS/NetworkELB", "HealthyHostCount", other, minute, elsewhere)
         return _alarm_fires(args, store)
 
     assert fires([2, 2, 2] + [0] * minutes)
@@ -1433,26 +1275,6 @@ def test_kv_cache_full_fires_above_90_percent_for_ten_minutes(
     assert not _alarm_fires(args, Store(minutes))
 
 
-def test_group_restart_fires_in_the_minute_a_leader_started_again(
-    spec: watch.WatchSpec, collector_config: dict[str, Any]
-) -> None:
-    args = _alarm(spec, "group-restart")
-
-    def fires(restart_at: int | None, minutes: int = 4) -> bool:
-        def step(minute: int, leaders: list[Leader]) -> None:
-            if minute == restart_at:
-                leaders[1].restart(leaders[1].started + 60 * minute)
-
-        return _alarm_fires(args, _run(collector_config, minutes, step))
-
-    assert fires(3)
-    assert not fires(None)
-    assert not fires(2)  # it was a restart, not a crash loop: the alarm clears
-    assert not _alarm_fires(args, Store(4))
-    (restarted,) = [q for q in args["metric_queries"] if q.get("return_data")]
-    assert restarted["label"] == "group restarted"
-
-
 def test_server_errors_fires_on_more_5xx_than_the_threshold_in_five_minutes(
     spec: watch.WatchSpec,
 ) -> None:
@@ -1460,10 +1282,8 @@ def test_server_errors_fires_on_more_5xx_than_the_threshold_in_five_minutes(
     minutes = _readme_minutes("server-errors")
     threshold = spec.server_errors_threshold
     assert args["threshold"] == threshold
-    assert (
-        f"more than {plan_monitoring.SERVER_ERRORS_PER_5_MINUTES} answers"
-        in (_readme_alarms()["server-errors"])
-    )
+    readme = _readme_alarms()["server-errors"]
+    assert f"more than {plan_monitoring.SERVER_ERRORS_PER_5_MINUTES} answers" in readme
 
     def fires(per_minute: list[int]) -> bool:
         store = Store(len(per_minute))
@@ -1512,21 +1332,23 @@ def test_alarms_and_metrics_are_the_ones_the_plan_prices(spec: watch.WatchSpec) 
 
 
 def test_the_dashboard_url_opens_the_dashboard_in_its_region() -> None:
-    url = urlsplit(watch.dashboard_url("eu-west-1", "gemma-graviton-dev"))
-    assert (url.scheme, url.netloc, url.path) == (
-        "https",
-        "eu-west-1.console.aws.amazon.com",
-        "/cloudwatch/home",
+    assert watch.dashboard_url("eu-west-1", "gemma-graviton-dev") == (
+        "https://eu-west-1.console.aws.amazon.com/cloudwatch/home?region=eu-west-1"
+        "#dashboards/dashboard/gemma-graviton-dev"
     )
-    assert parse_qs(url.query) == {"region": ["eu-west-1"]}
-    assert url.fragment == "dashboards/dashboard/gemma-graviton-dev"
 
 
-def test_used_vllm_samples_finds_names_in_widgets_and_in_alarms(spec: watch.WatchSpec) -> None:
-    alarms_only = watch.used_vllm_samples([], watch.alarms(spec))
+def _vllm_samples(widgets: list[dict[str, Any]], alarms: list[watch.AlarmSpec]) -> set[str]:
+    """Every exported vLLM metric name the dashboard and alarms read, back as the scraped name."""
+    read = json.dumps([widgets, [a.args for a in alarms]])
+    return set(re.findall(rf'"([^"]+){metrics.RAW_SUFFIX}"', read))
+
+
+def test_the_vllm_names_read_are_found_in_widgets_and_in_alarms(spec: watch.WatchSpec) -> None:
+    alarms_only = _vllm_samples([], watch.alarms(spec))
     assert alarms_only == {watch.WAITING, watch.KV_USAGE, watch.STARTED}
     widgets = watch.dashboard_widgets(spec)
-    assert watch.used_vllm_samples(widgets, []) == set(watch.SAMPLES) | set(watch.bucket_samples())
+    assert _vllm_samples(widgets, []) == set(watch.SAMPLES) | set(watch.bucket_samples())
 
 
 def test_idle_nodes_alarm_counts_model_nodes_with_no_ready_leader(spec: watch.WatchSpec) -> None:

@@ -3,8 +3,6 @@ evaluated the way CloudWatch evaluates the stack's alarms (`test_watch`'s store 
 
 from __future__ import annotations
 
-import dataclasses
-
 from components import watch
 from components.manifests import gatekeeper
 from components.manifests.asleep import ASLEEP_PAGE, Asleep
@@ -78,22 +76,15 @@ def _asleep_night(spec: watch.WatchSpec) -> Store:
     last 6 minutes (inside the planned 370 s wake-up) a client retries every 20 s into the
     door's asleep 503s; then a group wakes (its leader is scraped, its start time appears)."""
     store = Store(minutes=MINUTES)
+    door = {"LoadBalancer": spec.load_balancer, "TargetGroup": "targetgroup/k8s/0123"}
     for minute in range(MINUTES):
-        store.put(
-            "AWS/NetworkELB",
-            "HealthyHostCount",
-            {"LoadBalancer": spec.load_balancer, "TargetGroup": "targetgroup/k8s/0123"},
-            minute,
-            1,
-        )
+        store.put("AWS/NetworkELB", "HealthyHostCount", door, minute, 1)
         if minute >= MINUTES - 6:
             _door_minute(store, spec, minute, 3)
     _group_up(store, spec, MINUTES - 1)
-    started, dims = watch.exported_name(watch.STARTED), {STACK_DIMENSION: "prod"}
+    started, dims = watch.exported_name(watch.STARTED), {STACK_DIMENSION: spec.stack}
     for minute in (MINUTES - 2, MINUTES - 1):  # a sleep before, a woken group now
-        store.put(
-            spec.namespace, started, {STACK_DIMENSION: "prod"}, minute, 1_764_000_000 + minute
-        )
+        store.put(spec.namespace, started, dims, minute, 1_764_000_000 + minute)
     store.put(spec.namespace, started, dims, 0, 1_763_000_000)
     return store
 
@@ -115,11 +106,10 @@ def test_the_same_night_would_fire_a_fixed_stacks_alarms() -> None:
 
 
 def test_the_doors_real_errors_still_count() -> None:
-    spec = _spec(elastic=True)
     events = [_record(line, gatekeeper.CONTAINER) for line in _door_lines([(504, 0), (503, 1)])]
     pattern = watch.answer_filter_pattern("5xx", elastic=True)
     assert [_filter_matches(pattern, e) for e in events] == [True, False]
-    fixed = watch.answer_filter_pattern("5xx", dataclasses.replace(spec, elastic=False).elastic)
+    fixed = watch.answer_filter_pattern("5xx", elastic=False)
     assert [_filter_matches(fixed, e) for e in events] == [True, True]
 
 
@@ -127,15 +117,8 @@ def _fires_at_any_period_end(spec: watch.WatchSpec, store: Store, key: str) -> l
     """The minutes (period ends) at which the alarm `key` would be in ALARM."""
     (alarm,) = [a for a in watch.alarms(spec) if a.key == key]
     step = watch.not_waking_period_s(spec.wake_seconds) // 60
-    fired = []
-    for end in range(step, store.minutes + 1, step):
-        window = Store(minutes=end)
-        window.points = {
-            k: [(m, v) for m, v in points if m < end] for k, points in store.points.items()
-        }
-        if _alarm_fires(alarm.args, window):
-            fired.append(end)
-    return fired
+    ends = range(step, store.minutes + 1, step)
+    return [end for end in ends if _alarm_fires(alarm.args, store.until(end))]
 
 
 def test_a_model_that_does_not_wake_fires_not_waking() -> None:
@@ -166,11 +149,10 @@ def test_wake_ups_that_come_late_or_night_after_night_do_not_fire_not_waking() -
 def test_health_checks_answered_asleep_do_not_count() -> None:
     """An uptime check on /health all night is not a model request: the asleep health page
     does not match."""
-    line = _door_lines([(503, 1)])[0].replace(ASLEEP_PAGE, ASLEEP_PAGE + "-health")
-    assert not _filter_matches(watch.asleep_filter_pattern(), _record(line, gatekeeper.CONTAINER))
-    assert _filter_matches(
-        watch.asleep_filter_pattern(), _record(_door_lines([(503, 1)])[0], gatekeeper.CONTAINER)
-    )
+    (model,) = _door_lines([(503, 1)])
+    health = model.replace(ASLEEP_PAGE, ASLEEP_PAGE + "-health")
+    counted = [_record(line, gatekeeper.CONTAINER) for line in (model, health)]
+    assert [_filter_matches(watch.asleep_filter_pattern(), e) for e in counted] == [True, False]
 
 
 def test_the_not_waking_period_sits_past_the_slow_end_of_a_wake_up() -> None:

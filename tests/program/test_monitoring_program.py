@@ -53,14 +53,15 @@ def test_every_stack_watches_its_model_server(
             live.calibrate_step_s,
             live.probes.stall_s,
         ]
+    region = named(mocks.records, "pulumi:providers:aws", "aws").inputs["region"]
     assert resolve(exports["dashboardUrl"]) == (
-        f"https://{json.loads(_region(mocks))}.console.aws.amazon.com/cloudwatch/home?region="
-        f"{json.loads(_region(mocks))}#dashboards/dashboard/gemma-graviton-{stack}"
+        f"https://{region}.console.aws.amazon.com/cloudwatch/home?region="
+        f"{region}#dashboards/dashboard/gemma-graviton-{stack}"
     )
     alarms = by_type(mocks.records, "aws:cloudwatch/metricAlarm:MetricAlarm")
     # An elastic stack has not-waking in place of group-restart (every planned wake-up would
     # fire that one), and idle-nodes.
-    elastic = load_stack(stack).elastic
+    elastic = cfg.elastic
     keys = {a.name.removeprefix("watch-") for a in alarms}
     assert len(alarms) == (6 if elastic else 5)
     assert ("not-waking" in keys, "group-restart" in keys) == (elastic, not elastic)
@@ -68,7 +69,6 @@ def test_every_stack_watches_its_model_server(
     if elastic:
         # Its clock is the plan's: KEDA v2.20.2 scale_scaledobjects.go's cooldown and next poll,
         # then the Cluster Autoscaler 1.35.0 --scale-down-unneeded-time (prod: 18 minutes).
-        cfg = load_stack(stack)
         idle = named(mocks.records, "aws:cloudwatch/metricAlarm:MetricAlarm", "watch-idle-nodes")
         assert (
             idle.inputs["evaluationPeriods"] == elastic_plan.idle_alarm(cfg, plan(cfg, stack)) // 60
@@ -105,9 +105,7 @@ def test_every_stack_watches_its_model_server(
     # The role's policy (the bootstrap's) writes to the group the program creates, and only
     # there.
     (spec,) = [
-        r
-        for r in identity.stack_roles(stack, load_stack(stack).region, NAMESPACE)
-        if r.key == "collector"
+        r for r in identity.stack_roles(stack, cfg.region, NAMESPACE) if r.key == "collector"
     ]
     emf = json.loads(spec.inline_policy or "{}")
     (statement,) = emf["Statement"]
@@ -115,14 +113,9 @@ def test_every_stack_watches_its_model_server(
     group = named(mocks.records, "aws:cloudwatch/logGroup:LogGroup", "watch-emf")
     assert group.inputs["name"] == f"/gemma-graviton/{stack}/metrics"
     # The group's ARN as CloudWatch Logs forms it (the mocks do not).
-    arn = f"arn:aws:logs:{load_stack(stack).region}:{ACCOUNT_ID}:log-group:{group.inputs['name']}"
+    arn = f"arn:aws:logs:{cfg.region}:{ACCOUNT_ID}:log-group:{group.inputs['name']}"
     assert iam_eval.allowed(emf, "logs:PutLogEvents", f"{arn}:log-stream:collector")
     assert not iam_eval.allowed(emf, "logs:PutLogEvents", f"{arn}-other:log-stream:collector")
-
-
-def _region(mocks: RecordingMocks) -> str:
-    provider = named(mocks.records, "pulumi:providers:aws", "aws")
-    return json.dumps(provider.inputs["region"])
 
 
 def test_an_alarm_email_subscribes_to_the_topic(
