@@ -1,11 +1,13 @@
 """Real nginx with the gatekeeper's config in front of a stand-in for vLLM, for the tests of the
-front door: the stand-in on a loopback port (`upstream`, from a request handler of the test's own,
-or `stub_upstream`, the recorded-reply stub), the door in front of it (`door`), and both at once
-(`door_before`). nginx is the rehearsal's run of it (`tools.rehearse.front_door.gatekeeper_run`).
+front door: the stand-in on a loopback port (`upstream`, from a request handler of the test's own),
+the door in front of it (`door`), both at once (`door_before`, or `stub_door` before the
+recorded-reply stub), and the generated text's blocks (`block`). nginx is the rehearsal's run of
+it (`tools.rehearse.front_door.gatekeeper_run`).
 """
 
 from __future__ import annotations
 
+import socket
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -53,13 +55,6 @@ def upstream(handler: type[BaseHTTPRequestHandler]) -> Iterator[int]:
 
 
 @contextmanager
-def stub_upstream(config: StubConfig) -> Iterator[int]:
-    """The recorded-reply stub of vLLM's OpenAI server (`tests.fakes.openai_stub`); its port."""
-    with StubServer(config) as stub:
-        yield int(stub.root_url.rsplit(":", 1)[1])
-
-
-@contextmanager
 def door(
     limits: GatekeeperLimits, key: str, upstream_port: int, work: Path, **options: Any
 ) -> Iterator[gate.Gate]:
@@ -88,10 +83,24 @@ def port_of(running: gate.Gate) -> int:
     return int(running.base_url.rsplit(":", 1)[1])
 
 
+def connect(running: gate.Gate, source: str = "127.0.0.1") -> socket.socket:
+    """A raw connection to the door's public listener from loopback address `source`."""
+    return socket.create_connection(("127.0.0.1", port_of(running)), 5, (source, 0))
+
+
+def block(conf: str, opening: str) -> str:
+    """The text of one `location ... {` (or other 8-space indented) block, to its closing brace."""
+    start = conf.index(opening)
+    return conf[start : conf.index("\n        }", start)]
+
+
 @contextmanager
 def stub_door(
     limits: GatekeeperLimits, key: str, config: StubConfig, work: Path, **options: Any
 ) -> Iterator[gate.Gate]:
-    """`door` in front of `stub_upstream(config)`."""
-    with stub_upstream(config) as port, door(limits, key, port, work, **options) as running:
-        yield running
+    """`door` in front of the recorded-reply stub of vLLM's OpenAI server
+    (`tests.fakes.openai_stub`)."""
+    with StubServer(config) as stub:
+        port = int(stub.root_url.rsplit(":", 1)[1])
+        with door(limits, key, port, work, **options) as running:
+            yield running
