@@ -68,17 +68,15 @@ class _Upstream(door_harness.Upstream):
     def do_POST(self) -> None:
         raw = self.rfile.read(int(self.headers["Content-Length"]))
         _Upstream.seen.append(raw)
-        fail = json.loads(raw).get("fail")
-        time.sleep(json.loads(raw).get("hold", 0))
-        out = b'{"id": "chatcmpl-1", "choices": []}'
-        if fail == "json":
-            out = json.dumps(
-                {"error": {"message": "Internal server error", "type": "InternalServerError"}}
-            ).encode()
-        if fail == "empty":
+        asked = json.loads(raw)
+        time.sleep(asked.get("hold", 0))
+        if asked.get("fail") == "empty":
             self.answer(500, b"", None)
+        elif asked.get("fail") == "json":
+            error = {"message": "Internal server error", "type": "InternalServerError"}
+            self.answer(500, json.dumps({"error": error}).encode())
         else:
-            self.answer(500 if fail else 200, out)
+            self.answer(200, b'{"id": "chatcmpl-1", "choices": []}')
 
 
 @pytest.fixture(scope="module")
@@ -249,29 +247,29 @@ def test_what_vllm_can_carry_and_compile_reaches_it_unchanged(door: gate.Gate, e
     assert _Upstream.seen[-1] == body
 
 
-def test_surrogates_written_as_utf8_bytes_are_not_utf8(door: gate.Gate) -> None:
-    """Python's json reads them as a lone surrogate ("surrogatepass"); njs as bytes."""
-    reply = _post(door, CHAT.encode() + b', "stop": ["a\xed\xa0\x80"]}')
-    assert reply.status == 400
-    assert json.loads(reply.body)["error"] == {
-        "message": "The request body is not valid UTF-8",
-        "type": "invalid_request_error",
-        "param": None,
-        "code": 400,
-    }
+DEEP = "The request body nests arrays and objects more than 30 levels deep; this endpoint reads at most 30"  # noqa: E501
 
 
-def test_an_invalid_body_gets_the_parser_s_own_verdict(door: gate.Gate) -> None:
-    """No second scan after JSON.parse fails: nesting past njs's depth is the parser's message,
-    whether or not the rest of the body is well formed."""
-    deep = "The request body nests arrays and objects more than 30 levels deep; this endpoint reads at most 30"  # noqa: E501
-    for body, message in (
-        (b'{"x": ' + b"[" * 40 + b"]" * 40 + b"}", deep),
-        (b'{"x": ' + b"[" * 40, deep),
+@pytest.mark.parametrize(
+    ("body", "message"),
+    [
+        # Surrogates written as UTF-8 bytes: Python's json reads them as a lone surrogate
+        # ("surrogatepass"), njs as bytes.
+        (CHAT.encode() + b', "stop": ["a\xed\xa0\x80"]}', "The request body is not valid UTF-8"),
+        # No second scan after JSON.parse fails: nesting past njs's depth is the parser's
+        # message, whether or not the rest of the body is well formed.
+        (b'{"x": ' + b"[" * 40 + b"]" * 40 + b"}", DEEP),
+        (b'{"x": ' + b"[" * 40, DEEP),
         (b'{"x": [1, 2}', "The request body is not valid JSON"),
-    ):
-        reply = _post(door, body)
-        assert (reply.status, json.loads(reply.body)["error"]["message"]) == (400, message)
+    ],
+)
+def test_a_body_that_is_not_utf8_json_gets_the_parser_s_own_verdict(
+    door: gate.Gate, body: bytes, message: str
+) -> None:
+    reply = _post(door, body)
+    assert reply.status == 400
+    error = {"message": message, "type": "invalid_request_error", "param": None, "code": 400}
+    assert json.loads(reply.body)["error"] == error
 
 
 def _fail(door: gate.Gate, how: str, health: int = 200, delay: float = 0.0) -> gate.Reply:
