@@ -18,11 +18,20 @@ from typing import Any
 import pytest
 
 from components.manifests.gatekeeper_conf import GatekeeperLimits
+from tests import builders
 from tests.fakes.openai_stub import StubConfig, StubServer
 from tools.rehearse.front_door import gatekeeper_run as gate
 from tools.rehearse.group.ranks import free_port
 
 needs_nginx = pytest.mark.skipif(not gate.nginx_ready(), reason=gate.INSTALL_HINT)
+#: A door for a few requests at a time: small bodies, a rate and burst no test reaches by accident.
+SMALL_LIMITS = builders.gatekeeper_limits(
+    max_request_bytes=4096,
+    client_requests_per_minute=600,
+    client_burst=50,
+    client_concurrent_requests=2,
+    reply_timeout_seconds=30,
+)
 
 
 class Upstream(BaseHTTPRequestHandler):

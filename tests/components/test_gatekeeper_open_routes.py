@@ -18,18 +18,12 @@ import pytest
 
 from components.manifests import chat, gatekeeper_conf
 from components.manifests.gatekeeper import nginx_conf
-from tests import builders, door_harness
+from tests import door_harness
 from tests.door_harness import block
 from tests.fakes.openai_stub import StubConfig
 from tools.rehearse.front_door import gatekeeper_run as gate
 
-LIMITS = builders.gatekeeper_limits(
-    max_request_bytes=4096,
-    client_requests_per_minute=600,
-    client_burst=50,
-    client_concurrent_requests=2,
-    reply_timeout_seconds=30,
-)
+LIMITS = door_harness.SMALL_LIMITS
 PAGE = chat.ChatPage(model="org/model", max_reply_tokens=256, max_model_len=2048)
 KEY = "k" * 32
 

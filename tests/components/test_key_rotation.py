@@ -10,17 +10,11 @@ from pathlib import Path
 import pytest
 
 from components.manifests import gatekeeper
-from tests import builders, door_harness
+from tests import door_harness
 from tests.fakes.openai_stub import StubConfig, StubServer
 from tools.rehearse.front_door import gatekeeper_run as gate
 
-LIMITS = builders.gatekeeper_limits(
-    max_request_bytes=4096,
-    client_requests_per_minute=600,
-    client_burst=20,
-    client_concurrent_requests=2,
-    reply_timeout_seconds=30,
-)
+LIMITS = door_harness.SMALL_LIMITS
 ENGINE, OLD, NEW = "e" * 48, "o" * 40, "n" * 40
 NOW = dt.datetime(2026, 12, 2, 12, 0, tzinfo=dt.UTC)
 

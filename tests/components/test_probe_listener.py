@@ -25,12 +25,8 @@ from tests import builders, door_harness
 
 VARIANTS = [("dev", {}), ("prod", {}), ("dev", {"weights": "int8"}), ("prod", {"weights": "int8"})]
 
-LIMITS = builders.gatekeeper_limits(
-    max_request_bytes=4096,
-    client_requests_per_minute=600,
-    client_burst=20,
-    client_concurrent_requests=1,
-    reply_timeout_seconds=30,
+LIMITS = replace(
+    door_harness.SMALL_LIMITS,
     client_connections=2,
     connection_capacity=4,
     worker_connections=4 * 4 + 2 * 8,
