@@ -1,11 +1,13 @@
 """Real nginx with the gatekeeper's config in front of a stand-in for vLLM, for the tests of the
-front door: the stand-in on a loopback port (`upstream`, from a request handler of the test's own,
-or `stub_upstream`, the recorded-reply stub), the door in front of it (`door`), and both at once
-(`door_before`). nginx is the rehearsal's run of it (`tools.rehearse.front_door.gatekeeper_run`).
+front door: the stand-in on a loopback port (`upstream`, from a request handler of the test's own),
+the door in front of it (`door`), both at once (`door_before`, or `stub_door` before the
+recorded-reply stub), and the generated text's blocks (`block`). nginx is the rehearsal's run of
+it (`tools.rehearse.front_door.gatekeeper_run`).
 """
 
 from __future__ import annotations
 
+import socket
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -16,11 +18,20 @@ from typing import Any
 import pytest
 
 from components.manifests.gatekeeper_conf import GatekeeperLimits
+from tests import builders
 from tests.fakes.openai_stub import StubConfig, StubServer
 from tools.rehearse.front_door import gatekeeper_run as gate
 from tools.rehearse.group.ranks import free_port
 
 needs_nginx = pytest.mark.skipif(not gate.nginx_ready(), reason=gate.INSTALL_HINT)
+#: A door for a few requests at a time: small bodies, a rate and burst no test reaches by accident.
+SMALL_LIMITS = builders.gatekeeper_limits(
+    max_request_bytes=4096,
+    client_requests_per_minute=600,
+    client_burst=50,
+    client_concurrent_requests=2,
+    reply_timeout_seconds=30,
+)
 
 
 class Upstream(BaseHTTPRequestHandler):
@@ -53,13 +64,6 @@ def upstream(handler: type[BaseHTTPRequestHandler]) -> Iterator[int]:
 
 
 @contextmanager
-def stub_upstream(config: StubConfig) -> Iterator[int]:
-    """The recorded-reply stub of vLLM's OpenAI server (`tests.fakes.openai_stub`); its port."""
-    with StubServer(config) as stub:
-        yield int(stub.root_url.rsplit(":", 1)[1])
-
-
-@contextmanager
 def door(
     limits: GatekeeperLimits, key: str, upstream_port: int, work: Path, **options: Any
 ) -> Iterator[gate.Gate]:
@@ -88,10 +92,24 @@ def port_of(running: gate.Gate) -> int:
     return int(running.base_url.rsplit(":", 1)[1])
 
 
+def connect(running: gate.Gate, source: str = "127.0.0.1") -> socket.socket:
+    """A raw connection to the door's public listener from loopback address `source`."""
+    return socket.create_connection(("127.0.0.1", port_of(running)), 5, (source, 0))
+
+
+def block(conf: str, opening: str) -> str:
+    """The text of one `location ... {` (or other 8-space indented) block, to its closing brace."""
+    start = conf.index(opening)
+    return conf[start : conf.index("\n        }", start)]
+
+
 @contextmanager
 def stub_door(
     limits: GatekeeperLimits, key: str, config: StubConfig, work: Path, **options: Any
 ) -> Iterator[gate.Gate]:
-    """`door` in front of `stub_upstream(config)`."""
-    with stub_upstream(config) as port, door(limits, key, port, work, **options) as running:
-        yield running
+    """`door` in front of the recorded-reply stub of vLLM's OpenAI server
+    (`tests.fakes.openai_stub`)."""
+    with StubServer(config) as stub:
+        port = int(stub.root_url.rsplit(":", 1)[1])
+        with door(limits, key, port, work, **options) as running:
+            yield running

@@ -47,9 +47,6 @@ from components.manifests.spec import (
     pod_security_context,
 )
 
-#: The door's single replica (see the module doc).
-REPLICAS = 1
-
 
 def _door(spec: ServerSpec) -> DoorSpec:
     if spec.door is None:
@@ -61,24 +58,16 @@ def name(spec: ServerSpec) -> str:
     return f"{spec.name}-door"
 
 
-def leaders_name(spec: ServerSpec) -> str:
-    return scaling.leaders_name(spec)
-
-
 def selector(spec: ServerSpec) -> dict[str, str]:
     """The door's pods (the load balancer's Service selects them)."""
     return {"app.kubernetes.io/name": spec.name, "app.kubernetes.io/component": "door"}
 
 
-def upstream(spec: ServerSpec) -> str:
-    """The leaders' Service as nginx's upstream server (its ClusterIP never changes while the
-    Service exists, so nginx resolving it once at start is enough)."""
-    return scaling.leaders_address(spec)
-
-
 def config_where(spec: ServerSpec) -> dict[str, Any]:
-    """What `gatekeeper.config_files` takes for the door's nginx.conf."""
-    return {"upstream": upstream(spec), "asleep": _door(spec).asleep}
+    """What `gatekeeper.config_files` takes for the door's nginx.conf: upstream the leaders'
+    Service (its ClusterIP never changes while the Service exists, so nginx resolving it once at
+    start is enough)."""
+    return {"upstream": scaling.leaders_address(spec), "asleep": _door(spec).asleep}
 
 
 def deployment(
@@ -110,7 +99,7 @@ def deployment(
         "kind": "Deployment",
         "metadata": object_meta(spec, name(spec), "door"),
         "spec": {
-            "replicas": REPLICAS,
+            "replicas": 1,  # one replica (see the module doc)
             "selector": {"matchLabels": selector(spec)},
             "strategy": {
                 "type": "RollingUpdate",
@@ -130,7 +119,7 @@ def leaders_service(spec: ServerSpec, leaders: dict[str, str]) -> Manifest:
     return {
         "apiVersion": "v1",
         "kind": "Service",
-        "metadata": object_meta(spec, leaders_name(spec), "leaders"),
+        "metadata": object_meta(spec, scaling.leaders_name(spec), "leaders"),
         "spec": {
             "type": "ClusterIP",
             "selector": dict(leaders),
@@ -159,14 +148,6 @@ def wake_service(spec: ServerSpec) -> Manifest:
     }
 
 
-def wake_url(spec: ServerSpec) -> str:
-    _door(spec)
-    return (
-        f"http://{name(spec)}-wake.{spec.namespace}.svc.cluster.local:"
-        f"{gatekeeper.METRICS_PORT}{asleep.WAKE_PATH}"
-    )
-
-
 def wake_trigger(spec: ServerSpec) -> dict[str, Any]:
     """The extra KEDA trigger for the ScaledObject: a `metrics-api` trigger on the door's wake
     flag (keda.sh/docs/2.20/scalers/metrics-api, read 2026-12-02: `url`, `valueLocation` in GJSON,
@@ -174,11 +155,13 @@ def wake_trigger(spec: ServerSpec) -> dict[str, Any]:
     activation value 0, one refused request activates the ScaledObject (KEDA scales from zero
     to one group), and as a metric it asks for ceil(1 / 1) = 1 group, never more; the queue and
     cron triggers ask for the rest."""
+    _door(spec)  # a fixed stack has no door to wake
+    wake_service_host = f"{name(spec)}-wake.{spec.namespace}.svc.cluster.local"
     return {
         "type": "metrics-api",
         "name": "door-wake",
         "metadata": {
-            "url": wake_url(spec),
+            "url": f"http://{wake_service_host}:{gatekeeper.METRICS_PORT}{asleep.WAKE_PATH}",
             "format": "json",
             "valueLocation": asleep.WAKE_FIELD,
             "targetValue": "1",

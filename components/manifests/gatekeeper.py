@@ -113,11 +113,10 @@ def key_file_text(
     previous: str | None = None,
     previous_until: dt.datetime | None = None,
 ) -> str:
-    """`api-keys.json`: the keys the gatekeeper accepts, the previous key's with the time it
-    stops (Unix seconds, rounded up: the overlap never ends before the time it was given). A
-    missing, placeholder or oddly shaped key is left out, so the gatekeeper refuses it rather
-    than guess; no usable key at all accepts nothing. The file is an item of the API key's
-    Secret, beside the key itself."""
+    """`api-keys.json` (the module doc says what reads it), the previous key's end in Unix
+    seconds, rounded up: the overlap never ends before the time it was given. A missing,
+    placeholder or oddly shaped key is left out, so the gatekeeper refuses it rather than guess;
+    no usable key at all accepts nothing."""
     keys: list[dict[str, Any]] = []
     if _usable(api_key):
         keys.append({"key": api_key, "until": None})

@@ -144,12 +144,6 @@ class GatekeeperLimits:
     #: The model's name in the API (the gatekeeper's own /v1/models answer).
     served_model: str
 
-    @property
-    def body_read_timeout_seconds(self) -> int:
-        """nginx's body timeout is per read; the per-client connection cap bounds what slow
-        bodies hold."""
-        return self.header_timeout_seconds
-
 
 #: TCP keepalives on every public connection: the first after this many seconds without a byte,
 #: then every `KEEPALIVE_INTERVAL_S`, the connection dropped after `KEEPALIVE_PROBES` unanswered.
@@ -224,11 +218,10 @@ def njs_script(limits: GatekeeperLimits, asleep: Asleep | None = None) -> str:
         "maxModelLen": limits.max_model_len,
         "maxReplyTokens": limits.max_reply_tokens,
     }
-    if asleep is not None:
-        figures["wakeSeconds"] = asleep.wake_seconds
     here = resources.files("components.manifests")
     source = here.joinpath("gatekeeper.js").read_text("utf-8")
     if asleep is not None:
+        figures["wakeSeconds"] = asleep.wake_seconds
         source = _door_script(source, here.joinpath("asleep.js").read_text("utf-8"))
     return f"var LIMITS = {json.dumps(figures, sort_keys=True)};\n{source}"
 
@@ -410,8 +403,10 @@ def nginx_conf(
         ),
         "upstream": upstream or f"127.0.0.1:{upstream_port}",
         "upstream_keepalive": UPSTREAM_KEEPALIVE_SECONDS,
-        "body_read_timeout_seconds": limits.body_read_timeout_seconds,
-        "inner_body_timeout": limits.body_read_timeout_seconds + 2,
+        # nginx's body timeout is per read; the per-client connection cap bounds what slow
+        # bodies hold.
+        "body_read_timeout_seconds": limits.header_timeout_seconds,
+        "inner_body_timeout": limits.header_timeout_seconds + 2,
         "keepalive_timeout": KEEPALIVE_SECONDS,
         "lingering_time": LINGERING_SECONDS,
         "public_ready": _fill("ready", rate=open_limit, run_dir=run_dir),

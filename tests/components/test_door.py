@@ -153,10 +153,7 @@ def test_the_wake_trigger_joins_the_scaled_object_and_fits_its_schema() -> None:
     )
     scaled = scaling.scaled_object(spec, builders.scaler_spec(), [trigger])
     assert scaled["spec"]["triggers"][-1] == trigger
-    errors = getattr(k8s_schemas, "scaled_object_errors", None)
-    if errors is None:
-        pytest.skip("the KEDA ScaledObject schema check is not in this tree yet")
-    assert errors(scaled) == []
+    assert k8s_schemas.scaled_object_errors(scaled) == []
 
 
 def test_the_rendered_scaled_object_wakes_on_the_doors_flag() -> None:

@@ -18,6 +18,9 @@ from components.manifests.asleep import Asleep
 from components.manifests.gatekeeper import key_file_text, nginx_conf
 from components.manifests.gatekeeper_conf import ERRORS, PASSED_HEADERS, njs_script
 from tests import builders, door_harness
+from tests.door_harness import block as _block
+from tools.rehearse.front_door import gatekeeper_run as gate
+from tools.rehearse.group.ranks import free_port
 
 LIMITS = builders.gatekeeper_limits(
     max_request_bytes=327_680,
@@ -28,23 +31,16 @@ LIMITS = builders.gatekeeper_limits(
 )
 
 
-PROBES_MARK = "    # The probes' own listener"
-
-
 def _servers(conf: str) -> tuple[str, str]:
     """The public server block and the metrics listener's (the probe listener left out)."""
     public, metrics = conf.split("    # vLLM's Prometheus metrics for the in-cluster collector")
-    return public, metrics.split(PROBES_MARK)[0]
+    return public, metrics.split("    # The probes' own listener")[0]
 
 
-def _probe_server(conf: str) -> str:
-    return conf.split(PROBES_MARK)[1]
-
-
-def _block(conf: str, opening: str) -> str:
-    """The text of one `location ... {` block, up to its closing brace."""
-    start = conf.index(opening)
-    return conf[start : conf.index("\n        }", start)]
+def _figures(limits: gatekeeper_conf.GatekeeperLimits) -> dict[str, object]:
+    """The plan's figures the njs script's first line holds."""
+    first = njs_script(limits).split("\n", 1)[0]
+    return json.loads(first.removeprefix("var LIMITS = ").rstrip(";"))
 
 
 def test_only_two_routes_reach_vllm_and_health_comes_from_a_cache() -> None:
@@ -71,12 +67,8 @@ def test_only_two_routes_reach_vllm_and_health_comes_from_a_cache() -> None:
     engine = _block(conf, "location = /.gatekeeper/engine-health")
     assert "internal;" in engine and "proxy_cache" not in engine
     assert "proxy_read_timeout 2s;" in engine and "proxy_connect_timeout 2s;" in engine
-    assert re.findall(r"rewrite \^ (\S+) break;", conf) == [
-        "/v1/chat/completions",
-        "/v1/chat/completions",
-        "/v1/completions",
-        "/v1/completions",
-    ]
+    each_twice = [route for route in routes for _ in range(2)]
+    assert re.findall(r"rewrite \^ (\S+) break;", conf) == each_twice
     assert "js_content gatekeeper.models;" in _block(conf, "location = /v1/models")
     health = _block(conf, "location = /health")
     assert "$gatekeeper_key_ok" not in health
@@ -145,9 +137,7 @@ def test_work_per_request_is_bounded_in_sequences_schemas_and_reply() -> None:
     # ends, never refuses another client's.
     assert "limit_conn_zone $binary_remote_addr zone=gatekeeper_schema:1m;" in conf
     assert "$gatekeeper_pod" not in conf
-    script = njs_script(limits)
-    first = json.loads(script.splitlines()[0].removeprefix("var LIMITS = ").rstrip(";"))
-    assert first == {
+    assert _figures(limits) == {
         "maxJsonDepth": 30,
         "maxLogprobs": 0,
         "maxReplyBytes": 9999,
@@ -183,13 +173,9 @@ def test_a_client_s_tokens_in_flight_are_bounded_by_tiers() -> None:
                 counted = re.findall(r"limit_conn gatekeeper_tokens(\d) (\d);", block)
                 assert counted == [("1", "3"), ("2", "2"), ("3", "1")][:k]
                 assert ("limit_conn gatekeeper_schema 1;" in block) == bool(schema)
-    script = njs_script(limits)
-    figures = json.loads(script.split("\n", 1)[0].removeprefix("var LIMITS = ").rstrip(";"))
-    assert (figures["tokenTiers"], figures["maxModelLen"], figures["maxReplyTokens"]) == (
-        [1024, 2048, 4096],
-        8192,
-        1024,
-    )
+    figures = _figures(limits)
+    assert figures["tokenTiers"] == [1024, 2048, 4096]
+    assert (figures["maxModelLen"], figures["maxReplyTokens"]) == (8192, 1024)
     # Without tiers (limits not from a plan) requests are counted, not tokens.
     assert "gatekeeper_tokens" not in nginx_conf(LIMITS)
 
@@ -228,6 +214,10 @@ def test_failures_are_rate_limited_before_they_are_answered() -> None:
         ) in conf
     assert "error_page 418 = @unauthorized;" in conf and "error_page 419 = @not_found;" in conf
     assert "recursive_error_pages on;" in conf
+    # A refused key's connection closes without lingering, telling the client the scheme.
+    line = next(x for x in conf.splitlines() if "location = /.gatekeeper/e401" in x)
+    no_linger = "keepalive_timeout 0; lingering_close off; lingering_time 1s; lingering_timeout 1s;"
+    assert no_linger in line and "add_header WWW-Authenticate Bearer always;" in line
 
 
 def test_every_status_the_gatekeeper_produces_has_a_json_page() -> None:
@@ -280,9 +270,8 @@ def test_a_leader_s_metrics_listener_serves_the_engine_s_record_read_only() -> N
     assert 'default_type "text/plain; version=0.0.4";' in record
     assert "if ($request_method != GET) { return 404" in record
     # The path nginx reads is the probe's file, seen through the engine's /tmp.
-    assert (
-        f"{gatekeeper.ENGINE_MOUNT}/{probes.SELF_METRICS_FILE.removeprefix('/tmp/')}"
-    ) == gatekeeper.SELF_METRICS_PATH
+    record_file = probes.SELF_METRICS_FILE.removeprefix("/tmp/")
+    assert f"{gatekeeper.ENGINE_MOUNT}/{record_file}" == gatekeeper.SELF_METRICS_PATH
     mounts = gatekeeper.container(30, 64, engine_tmp=True)["volumeMounts"]
     assert {"name": "tmp", "mountPath": gatekeeper.ENGINE_MOUNT, "readOnly": True} in mounts
     # Not at the door, whose pod has no engine.
@@ -294,36 +283,28 @@ def test_a_usable_key_is_written_as_json_whatever_its_characters() -> None:
     assert key_file_text(key) == f'{{"keys": [{{"key": "{key}", "until": null}}]}}\n'
 
 
-from tools.rehearse.front_door.gatekeeper_run import INSTALL_HINT, nginx_modules, nginx_ready  # noqa: E402
-
-NGINX = shutil.which("nginx") or ("/usr/sbin/nginx" if Path("/usr/sbin/nginx").exists() else None)
-
-
-@pytest.mark.skipif(not nginx_ready(), reason=INSTALL_HINT)
+@door_harness.needs_nginx
 @pytest.mark.parametrize("key", ["k" * 48, "abc.def+ghi/jkl_mno~pqr=-0123456789", ""])
 def test_real_nginx_accepts_the_config_and_the_key_snippet(tmp_path: Path, key: str) -> None:
-    (tmp_path / "key").mkdir()
-    (tmp_path / "run").mkdir()
-    (tmp_path / "key" / gatekeeper.KEY_FILE).write_text(key_file_text(key))
-    (tmp_path / "key" / gatekeeper.ENGINE_FILE).write_text(gatekeeper.engine_map_entry(key))
+    """`nginx -t` on the pod's config with each key's file and engine map: no port is bound."""
+    nginx, keys, run = gate.find_nginx(), tmp_path / "key", tmp_path / "run"
+    keys.mkdir()
+    run.mkdir()
+    (keys / gatekeeper.KEY_FILE).write_text(key_file_text(key))
+    (keys / gatekeeper.ENGINE_FILE).write_text(gatekeeper.engine_map_entry(key))
     files = gatekeeper.config_files(
         LIMITS,
         listen="127.0.0.1:1",
-        key_dir=str(tmp_path / "key"),
+        key_dir=str(keys),
         config_dir=str(tmp_path),
-        run_dir=str(tmp_path / "run"),
-        access_log=str(tmp_path / "run" / "access.log"),
-        modules=nginx_modules(str(NGINX)),
+        run_dir=str(run),
+        access_log=str(run / "access.log"),
+        modules=gate.nginx_modules(nginx),
     )
     for name, text in files.items():
         (tmp_path / name).write_text(text)
-    conf = tmp_path / gatekeeper.CONFIG_FILE
-    done = subprocess.run(
-        [str(NGINX), "-e", "stderr", "-t", "-c", str(conf)],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+    argv = [nginx, "-e", "stderr", "-t", "-c", str(tmp_path / gatekeeper.CONFIG_FILE)]
+    done = subprocess.run(argv, capture_output=True, text=True, check=False)
     assert done.returncode == 0, done.stderr
 
 
@@ -362,13 +343,10 @@ def test_every_njs_handler_the_config_names_is_exported_and_every_export_is_name
     assert named == exports
 
 
-@pytest.mark.skipif(not nginx_ready(), reason=INSTALL_HINT)
+@door_harness.needs_nginx
 def test_real_nginx_serves_the_engine_s_record_once_it_exists(tmp_path: Path) -> None:
     """The metrics listener answers 404 before the startup probe wrote the record, then the
     file as it is, as Prometheus text; nothing but GET."""
-    from tools.rehearse.front_door import gatekeeper_run as gate
-    from tools.rehearse.group.ranks import free_port
-
     engine_dir = Path(tempfile.mkdtemp(prefix="gatekeeper-engine-"))
     engine_dir.chmod(0o755)  # nginx's worker may read as `nobody`, through pytest's 0700 dirs
     record = engine_dir / "gemma-self.prom"

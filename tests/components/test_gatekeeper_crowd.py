@@ -40,6 +40,7 @@ from components.manifests.gatekeeper_conf import (
 from infra.plan import doorcost
 from tests import builders, door_harness
 from tests.components.test_watch import _filter_matches, _record
+from tests.door_harness import block as _block
 from tools.rehearse.front_door import gatekeeper_run as gate
 from tools.rehearse.front_door import leak_checks
 from tools.rehearse.group.ranks import free_port
@@ -86,11 +87,6 @@ def door(tmp_path_factory: pytest.TempPathFactory) -> Iterator[gate.Gate]:
 
 def _post(door: gate.Gate, body: bytes, source: str = "127.0.0.1") -> gate.Reply:
     return gate.request(door.base_url, "POST", "/v1/chat/completions", body, KEY, source=source)
-
-
-def _block(conf: str, opening: str) -> str:
-    start = conf.index(opening)
-    return conf[start : conf.index("\n        }", start)]
 
 
 def test_every_client_together_is_capped_at_vllm_by_the_api_upstream() -> None:
@@ -183,12 +179,9 @@ def test_nginx_drops_an_idle_upstream_connection_before_vllm_would(door: gate.Ga
 def test_a_full_pool_refuses_a_connection_at_once_and_logs_it(tmp_path: Path) -> None:
     limits = replace(LIMITS, client_connections=2, connection_capacity=4)
     with door_harness.door(limits, KEY, free_port(), tmp_path) as running:
-        port = door_harness.port_of(running)
-        held = []
-        for source in ("127.0.0.5", "127.0.0.5", "127.0.0.6", "127.0.0.6"):
-            held.append(socket.create_connection(("127.0.0.1", port), source_address=(source, 0)))
+        held = [door_harness.connect(running, f"127.0.0.{n}") for n in (5, 5, 6, 6)]
         time.sleep(0.3)
-        late = socket.create_connection(("127.0.0.1", port), source_address=("127.0.0.7", 0))
+        late = door_harness.connect(running, "127.0.0.7")
         late.settimeout(2)
         started = time.monotonic()
         assert late.recv(1) == b""  # closed at once, before a request exists to answer
@@ -205,30 +198,33 @@ POST = b"POST /v1/chat/completions HTTP/1.1\r\nAuthorization: Bearer %s\r\n"
 POST += b"Content-Length: %d\r\n%s\r\n"
 
 
+def _head(lines: bytes) -> bytes:
+    return POST % (KEY.encode(), len(CHAT), b"Host: x\r\nConnection: close\r\n" + lines) + CHAT
+
+
 @real_nginx
 @pytest.mark.parametrize(
-    ("lines", "status"),
+    ("sent", "status"),
     [
-        (b"X-Long: %s\r\n" % (b"a" * 1100), 431),
-        (b"X: %s\r\n" % (b"a" * 600) * 3, 431),
-        (b"X-A: %s\r\n" % (b"v" * 60) * 14, 200),
+        (_head(b"X-Long: %s\r\n" % (b"a" * 1100)), 431),
+        (_head(b"X: %s\r\n" % (b"a" * 600) * 3), 431),
+        (_head(b"X-A: %s\r\n" % (b"v" * 60) * 14), 200),
+        # A request line past the large buffer.
+        (b"GET /v1/models?%s HTTP/1.1\r\nHost: x\r\n\r\n" % (b"a" * 1100), 414),
     ],
 )
-def test_a_header_past_its_buffers_is_refused_with_json(
-    door: gate.Gate, lines: bytes, status: int
+def test_a_head_past_its_buffers_is_refused_with_json(
+    door: gate.Gate, sent: bytes, status: int
 ) -> None:
-    head = POST % (KEY.encode(), len(CHAT), b"Host: x\r\nConnection: close\r\n" + lines)
-    top, body = _exchange(door, head + CHAT)
+    top, body = _exchange(door, sent)
     assert top.startswith(b"HTTP/1.1 %d " % status), top
-    assert status == 200 or json.loads(body)["error"]["code"] == 431
+    assert status == 200 or json.loads(body)["error"]["code"] == status
 
 
 def _exchange(door: gate.Gate, sent: bytes) -> tuple[bytes, bytes]:
     """`sent` on a connection of its own, the reply's head and body once nginx closes it."""
-    port = door_harness.port_of(door)
-    with socket.create_connection(("127.0.0.1", port), source_address=("127.0.0.8", 0)) as sock:
+    with door_harness.connect(door, "127.0.0.8") as sock:
         sock.sendall(sent)
-        sock.settimeout(5)
         reply = b""
         while chunk := sock.recv(4096):
             reply += chunk
@@ -239,14 +235,14 @@ def _exchange(door: gate.Gate, sent: bytes) -> tuple[bytes, bytes]:
 @real_nginx
 def test_a_header_not_sent_within_its_deadline_loses_the_connection(tmp_path: Path) -> None:
     limits = replace(LIMITS, header_timeout_seconds=1)
-    with door_harness.door(limits, KEY, free_port(), tmp_path) as running:
-        port = door_harness.port_of(running)
-        with socket.create_connection(("127.0.0.1", port)) as sock:
-            sock.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\n")
-            sock.settimeout(5)
-            started = time.monotonic()
-            assert sock.recv(1) == b""
-            assert 0.5 < time.monotonic() - started < 2.5
+    with (
+        door_harness.door(limits, KEY, free_port(), tmp_path) as running,
+        door_harness.connect(running) as sock,
+    ):
+        sock.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\n")
+        started = time.monotonic()
+        assert sock.recv(1) == b""
+        assert 0.5 < time.monotonic() - started < 2.5
 
 
 #: Keyed requests in progress, counted before their bodies (`GatekeeperLimits.keyed_requests`).
@@ -269,9 +265,7 @@ def keyed_door(tmp_path_factory: pytest.TempPathFactory) -> Iterator[gate.Gate]:
 
 def _trickle(door: gate.Gate, source: str, declared: int, sent: bytes) -> socket.socket:
     """A keyed POST declaring `declared` bytes of body that sends `sent` and holds."""
-    sock = socket.create_connection(
-        ("127.0.0.1", door_harness.port_of(door)), source_address=(source, 0)
-    )
+    sock = door_harness.connect(door, source)
     sock.sendall(POST % (KEY.encode(), declared, b"Host: x\r\n") + sent)
     return sock
 
@@ -389,13 +383,6 @@ def test_the_api_servers_own_counts_apply_per_client_past_the_public_ones(
     ]
 
 
-@real_nginx
-def test_a_request_line_past_the_large_buffer_is_refused_with_json_414(door: gate.Gate) -> None:
-    top, body = _exchange(door, b"GET /v1/models?%s HTTP/1.1\r\nHost: x\r\n\r\n" % (b"a" * 1100))
-    assert top.startswith(b"HTTP/1.1 414 "), top
-    assert json.loads(body)["error"]["code"] == 414
-
-
 #: The longest key the stack accepts (`spec.KEY_MAX_CHARS`) and a load balancer's host name.
 LONGEST_KEY = "k" * spec.KEY_MAX_CHARS
 HOST = "a" * 32 + "-0123456789abcdef.elb.us-west-2.amazonaws.com"
@@ -417,10 +404,8 @@ CHROMIUM = (
 @real_nginx
 def test_the_longest_key_passes_with_the_sdk_s_and_chromium_s_headers(tmp_path: Path) -> None:
     with door_harness.door_before(_Upstream, LIMITS, LONGEST_KEY, tmp_path) as running:
-        port = door_harness.port_of(running)
-        with socket.create_connection(("127.0.0.1", port)) as sock:
+        with door_harness.connect(running) as sock:
             sock.sendall(b"POST /v1/chat/completions HTTP/1.1\r\n" + CHROMIUM.encode() + CHAT)
-            sock.settimeout(5)
             assert sock.recv(4096).startswith(b"HTTP/1.1 200 ")
         # The OpenAI SDK's own 19 lines, organization and project set, under the same host.
         client = openai.OpenAI(
@@ -449,15 +434,13 @@ def test_every_request_is_logged_once_with_the_status_its_client_got(tmp_path: P
         _Upstream, replace(KEYED, header_timeout_seconds=1), KEY, tmp_path
     ) as running:
         head = POST.split(b"Content-Length")[0] % KEY.encode()
-        at = ("127.0.0.1", door_harness.port_of(running))
-        with socket.create_connection(at, source_address=("127.0.6.1", 0)) as chunked:
+        with door_harness.connect(running, "127.0.6.1") as chunked:
             chunked.sendall(head + b"Host: x\r\nTransfer-Encoding: chunked\r\n\r\n10000\r\n")
             time.sleep(0.3)  # on to the API server, which then reads the body as it comes
             with contextlib.suppress(OSError):
                 chunked.sendall(b"a" * 0x10000 + b"\r\n1\r\na")
                 assert _answer(chunked)[0].startswith(b"HTTP/1.1 413 ")
         with _trickle(running, "127.0.6.2", 9_999, b'{"model"') as stalled:
-            stalled.settimeout(5)
             assert stalled.recv(1) == b""
         time.sleep(0.5)
         api = str(tmp_path / "run" / "gatekeeper-api.sock")
@@ -471,9 +454,9 @@ def test_a_keyed_request_in_a_graceful_quit_is_told_busy_never_restart_or_asleep
     tmp_path: Path, asleep: Asleep | None
 ) -> None:
     with door_harness.door_before(_Upstream, KEYED, KEY, tmp_path, asleep=asleep) as running:
-        port, head = door_harness.port_of(running), POST % (KEY.encode(), len(CHAT), b"Host: x\r\n")
+        head = POST % (KEY.encode(), len(CHAT), b"Host: x\r\n")
         body = _trickle(running, "127.0.7.1", len(CHAT), CHAT[:9])
-        with socket.create_connection(("127.0.0.1", port), source_address=("127.0.7.2", 0)) as s:
+        with door_harness.connect(running, "127.0.7.2") as s:
             s.sendall(head[:20])
             time.sleep(0.3)
             (tmp_path / "run" / "draining").touch()  # the drain's marker, then its quit

@@ -10,43 +10,32 @@ from pathlib import Path
 import pytest
 
 from components.manifests import gatekeeper
-from tests import builders, door_harness
+from tests import door_harness
 from tests.fakes.openai_stub import StubConfig, StubServer
 from tools.rehearse.front_door import gatekeeper_run as gate
 
-LIMITS = builders.gatekeeper_limits(
-    max_request_bytes=4096,
-    client_requests_per_minute=600,
-    client_burst=20,
-    client_concurrent_requests=2,
-    reply_timeout_seconds=30,
-)
+LIMITS = door_harness.SMALL_LIMITS
 ENGINE, OLD, NEW = "e" * 48, "o" * 40, "n" * 40
 NOW = dt.datetime(2026, 12, 2, 12, 0, tzinfo=dt.UTC)
 
 
-def test_the_key_file_holds_the_keys_and_the_previous_key_s_end() -> None:
-    text = gatekeeper.key_file_text(NEW, OLD, NOW)
-    assert json.loads(text) == {
-        "keys": [
-            {"key": NEW, "until": None},
-            {"key": OLD, "until": 1_796_212_800},
-        ]
+@pytest.mark.parametrize(
+    ("end", "until"),
+    [
+        (NOW, 1_796_212_800),
+        # Rounded up: truncating would end the overlap up to a second before the time given.
+        (NOW + dt.timedelta(seconds=5, microseconds=1), 1_796_212_806),
+    ],
+)
+def test_the_key_file_holds_the_keys_and_the_previous_key_s_end(
+    end: dt.datetime, until: int
+) -> None:
+    assert json.loads(gatekeeper.key_file_text(NEW, OLD, end)) == {
+        "keys": [{"key": NEW, "until": None}, {"key": OLD, "until": until}]
     }
     # Without an end the previous key is not written: it would be accepted for ever.
-    assert json.loads(gatekeeper.key_file_text(NEW, OLD, None))["keys"] == [
-        {"key": NEW, "until": None}
-    ]
-
-
-def test_an_overlap_ending_inside_a_second_ends_at_the_next_whole_second() -> None:
-    # Truncating would end the overlap up to a second before the time the operator gave.
-    end = NOW + dt.timedelta(seconds=5, microseconds=1)
-    keys = json.loads(gatekeeper.key_file_text(NEW, OLD, end))["keys"]
-    assert keys[1]["until"] == int(NOW.timestamp()) + 6
-    assert json.loads(gatekeeper.key_file_text(NEW, OLD, NOW))["keys"][1]["until"] == int(
-        NOW.timestamp()
-    )
+    no_end = [{"key": NEW, "until": None}]
+    assert json.loads(gatekeeper.key_file_text(NEW, OLD, None))["keys"] == no_end
 
 
 @pytest.mark.parametrize(

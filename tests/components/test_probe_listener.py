@@ -4,12 +4,10 @@ the public side full."""
 
 from __future__ import annotations
 
-import http.server
 import re
 import shutil
 import socket
 import subprocess
-import threading
 import time
 import urllib.request
 from collections.abc import Iterator
@@ -23,19 +21,12 @@ from components import manifests
 from components.manifests import gatekeeper, gatekeeper_conf
 from components.manifests.gatekeeper import nginx_conf
 from infra.plan import catalog
-from tests import builders
-from tools.rehearse.front_door import gatekeeper_run as gate
-from tools.rehearse.front_door.gatekeeper_run import INSTALL_HINT, nginx_ready
-from tools.rehearse.group.ranks import free_port
+from tests import builders, door_harness
 
 VARIANTS = [("dev", {}), ("prod", {}), ("dev", {"weights": "int8"}), ("prod", {"weights": "int8"})]
 
-LIMITS = builders.gatekeeper_limits(
-    max_request_bytes=4096,
-    client_requests_per_minute=600,
-    client_burst=20,
-    client_concurrent_requests=1,
-    reply_timeout_seconds=30,
+LIMITS = replace(
+    door_harness.SMALL_LIMITS,
     client_connections=2,
     connection_capacity=4,
     worker_connections=4 * 4 + 2 * 8,
@@ -143,27 +134,18 @@ def pod_templates(objects: list[dict[str, Any]]) -> Iterator[tuple[str, dict[str
 # Real nginx: the public side full, the probes answered
 
 
-class _Health(http.server.BaseHTTPRequestHandler):
-    def do_GET(self) -> None:
-        body = b"" if self.path == "/health" else b"no"
-        self.send_response(200 if self.path == "/health" else 404)
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
+class _Health(door_harness.Upstream):
+    """A stand-in for vLLM's /health on loopback (the listener, not the engine, is tested)."""
 
-    def log_message(self, *args: object) -> None:
-        pass
+    def do_GET(self) -> None:
+        status, body = (200, b"") if self.path == "/health" else (404, b"no")
+        self.answer(status, body, None)
 
 
 @pytest.fixture
 def engine() -> Iterator[int]:
-    """A stand-in for vLLM's /health on loopback (the listener, not the engine, is tested)."""
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Health)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        yield int(server.server_address[1])
-    finally:
-        server.shutdown()
+    with door_harness.upstream(_Health) as port:
+        yield port
 
 
 def _hold(port: int, source: str) -> socket.socket:
@@ -173,33 +155,17 @@ def _hold(port: int, source: str) -> socket.socket:
     return sock
 
 
-def _closed_at_once(port: int, source: str) -> bool:
-    with socket.create_connection(("127.0.0.1", port), 5, (source, 0)) as sock:
-        sock.settimeout(3)
-        try:
-            return sock.recv(1) == b""
-        except (ConnectionResetError, TimeoutError):
-            return False
-
-
-@pytest.mark.skipif(not nginx_ready(), reason=INSTALL_HINT)
+@door_harness.needs_nginx
 def test_probes_pass_while_every_public_connection_is_held(tmp_path: Path, engine: int) -> None:
     limits = replace(LIMITS, header_timeout_seconds=30)
-    public_port = free_port()
-    with gate.running_gate(
-        gate.find_nginx(),
-        limits,
-        "k" * 40,
-        public_port,
-        engine,
-        tmp_path,
-        lambda _line: None,
-    ) as running:
+    with door_harness.door(limits, "k" * 40, engine, tmp_path) as running:
+        public_port = door_harness.port_of(running)
         held = [_hold(public_port, f"127.0.0.{n}") for n in (11, 11, 12, 12)]
         try:
             time.sleep(0.3)
             # The public side is full: a third address is closed before it sends a byte.
-            assert _closed_at_once(public_port, "127.0.0.13")
+            with socket.create_connection(("127.0.0.1", public_port), 3, ("127.0.0.13", 0)) as s:
+                assert s.recv(1) == b""
             for path in ("/ready", "/health"):
                 for _ in range(5):
                     with urllib.request.urlopen(running.probe_url + path, timeout=5) as reply:
@@ -209,7 +175,7 @@ def test_probes_pass_while_every_public_connection_is_held(tmp_path: Path, engin
                 sock.close()
 
 
-@pytest.mark.skipif(not nginx_ready(), reason=INSTALL_HINT)
+@door_harness.needs_nginx
 @pytest.mark.skipif(shutil.which("ss") is None, reason="needs ss (iproute2) to read socket timers")
 def test_real_nginx_keeps_a_quiet_public_connection_alive_below_the_idle_timeout(
     tmp_path: Path, engine: int
@@ -218,10 +184,8 @@ def test_real_nginx_keeps_a_quiet_public_connection_alive_below_the_idle_timeout
     gatekeeper's side of its connection carries TCP keepalives, the first after
     `KEEPALIVE_IDLE_S`, well within the load balancer's 350 s (`catalog.NLB_IDLE_TIMEOUT_S`).
     Read from the kernel: `ss -o` shows the accepted socket's keepalive timer."""
-    public_port = free_port()
-    with gate.running_gate(
-        gate.find_nginx(), LIMITS, "k" * 40, public_port, engine, tmp_path, lambda _line: None
-    ):
+    with door_harness.door(LIMITS, "k" * 40, engine, tmp_path) as running:
+        public_port = door_harness.port_of(running)
         held = _hold(public_port, "127.0.0.21")
         try:
             time.sleep(0.3)
