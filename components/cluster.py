@@ -241,9 +241,13 @@ class Cluster(pulumi.ComponentResource):
                 launch_template,
             )
         )
-        self.coredns = self._coredns(name, args, cluster, self.system_node_group or node_group)
-        self.identity_agent = self._identity_agent(
-            name, args, cluster, self.system_node_group or node_group
+        nodes = self.system_node_group or node_group
+        self.coredns = self._addon(f"{name}-coredns", "coredns", args, cluster, nodes)
+        # The agent on the host network of every node trades a pod's service-account token for
+        # its role's credentials with the node role's `eks-auth:AssumeRoleForPodIdentity`; the
+        # pods that call AWS wait for it (`components.addons.ClusterRef.after_identity`).
+        self.identity_agent = self._addon(
+            f"{name}-pod-identity-agent", IDENTITY_AGENT, args, cluster, nodes
         )
 
         self.provider = k8s.Provider(
@@ -300,7 +304,7 @@ class Cluster(pulumi.ComponentResource):
             # The only nodes are the managed node group below.
             skip_default_node_group=True,
             # No OIDC provider: the pods that call AWS get their roles through EKS Pod Identity
-            # (`_identity_agent`), whose roles the bootstrap creates before any cluster exists.
+            # (its agent add-on), whose roles the bootstrap creates before any cluster exists.
             create_oidc_provider=False,
             # Public only for the listed ranges (pulumi-eks passes `publicAccessCidrs` to the
             # cluster's vpcConfig and refuses it without public access,
@@ -321,39 +325,27 @@ class Cluster(pulumi.ComponentResource):
             ),
             # pulumi-eks installs no coredns add-on with `skip_default_node_group` (same file:
             # only with a default node group, Fargate or auto mode); EKS's self-managed CoreDNS
-            # would never be upgraded. `_coredns` installs it after the nodes.
+            # would never be upgraded. `_addon` installs it after the nodes.
             coredns_addon_options=eks.CoreDnsAddonOptionsArgs(enabled=False),
             opts=child,
         )
 
-    def _coredns(
-        self, name: str, args: ClusterArgs, cluster: eks.Cluster, nodes: eks.ManagedNodeGroup
+    def _addon(
+        self,
+        resource: str,
+        addon: str,
+        args: ClusterArgs,
+        cluster: eks.Cluster,
+        nodes: eks.ManagedNodeGroup,
     ) -> aws.eks.Addon:
-        """CoreDNS as a managed add-on at its pinned version; it turns ACTIVE only once its
-        pods run, so it waits for the node group, and on destroy goes before it."""
+        """`addon` as a managed add-on at its pinned version. CoreDNS and the Pod Identity
+        agent (a DaemonSet) turn ACTIVE only once their pods run, so each waits for the node
+        group, and on destroy goes before it."""
         return aws.eks.Addon(
-            f"{name}-coredns",
+            resource,
             cluster_name=cluster.eks_cluster.name,
-            addon_name="coredns",
-            addon_version=_pin(args, "coredns"),
-            resolve_conflicts_on_create="OVERWRITE",
-            resolve_conflicts_on_update="OVERWRITE",
-            opts=pulumi.ResourceOptions(parent=self, depends_on=[nodes]),
-        )
-
-    def _identity_agent(
-        self, name: str, args: ClusterArgs, cluster: eks.Cluster, nodes: eks.ManagedNodeGroup
-    ) -> aws.eks.Addon:
-        """The EKS Pod Identity agent at its pinned version: a DaemonSet on the host network of
-        every node, which trades a pod's service-account token for its role's credentials
-        with the node role's `eks-auth:AssumeRoleForPodIdentity`. ACTIVE once its pods run,
-        so after the nodes, as CoreDNS; the pods that call AWS wait for it
-        (`components.addons.ClusterRef.after_identity`)."""
-        return aws.eks.Addon(
-            f"{name}-pod-identity-agent",
-            cluster_name=cluster.eks_cluster.name,
-            addon_name=IDENTITY_AGENT,
-            addon_version=_pin(args, IDENTITY_AGENT),
+            addon_name=addon,
+            addon_version=_pin(args, addon),
             resolve_conflicts_on_create="OVERWRITE",
             resolve_conflicts_on_update="OVERWRITE",
             opts=pulumi.ResourceOptions(parent=self, depends_on=[nodes]),
@@ -421,10 +413,7 @@ class Cluster(pulumi.ComponentResource):
             subnet_ids=[args.node_subnet_id],
             labels=dict(args.node_labels),
             # The disk size lives in the launch template: EKS rejects `disk_size` beside one.
-            launch_template=aws.eks.NodeGroupLaunchTemplateArgs(
-                id=launch_template.id,
-                version=launch_template.latest_version.apply(str),
-            ),
+            launch_template=launched_from(launch_template),
             opts=pulumi.ResourceOptions(
                 parent=self,
                 # The cluster arrives as a resource reference, which the SDK leaves out of the
@@ -466,10 +455,7 @@ class Cluster(pulumi.ComponentResource):
             ),
             subnet_ids=[args.node_subnet_id],
             labels=dict(elastic.system_labels),
-            launch_template=aws.eks.NodeGroupLaunchTemplateArgs(
-                id=launch_template.id,
-                version=launch_template.latest_version.apply(str),
-            ),
+            launch_template=launched_from(launch_template),
             opts=pulumi.ResourceOptions(parent=self, depends_on=[*after, cluster]),
         )
 
@@ -515,6 +501,13 @@ def node_launch_template(
         if instance_tags
         else None,
         opts=child,
+    )
+
+
+def launched_from(template: aws.ec2.LaunchTemplate) -> aws.eks.NodeGroupLaunchTemplateArgs:
+    """A node group's reference to the nodes' launch template, at its latest version."""
+    return aws.eks.NodeGroupLaunchTemplateArgs(
+        id=template.id, version=template.latest_version.apply(str)
     )
 
 
