@@ -37,10 +37,7 @@ import pulumi_kubernetes as k8s
 
 from components.addons import ClusterRef, PodIdentity, pod_identity
 from components.manifests import ServerSpec
-from components.manifests.identity import (
-    AUTOSCALER_NAMESPACE,
-    AUTOSCALER_SERVICE_ACCOUNT,
-)
+from components.manifests.identity import AUTOSCALER_NAMESPACE, AUTOSCALER_SERVICE_ACCOUNT
 from components.manifests.scaling import (
     KEDA_NAMESPACE,
     ScalerSpec,
