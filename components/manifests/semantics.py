@@ -426,16 +426,11 @@ def missing_references(objects: Sequence[Manifest], world: World | None = None) 
 
 # -- rule: claims bind -------------------------------------------------------------------------
 
-_UNITS = {
-    "": 1,
-    "k": 1000,
-    "M": 1000**2,
-    "G": 1000**3,
-    "T": 1000**4,
-    "Ki": 1024,
-    "Mi": 1024**2,
-    "Gi": 1024**3,
-    "Ti": 1024**4,
+#: The decimal (k, M, G, T) and binary (Ki, Mi, Gi, Ti) suffixes of a quantity.
+_UNITS = {"": 1} | {
+    unit: base**power
+    for power, prefix in enumerate("kMGT", start=1)
+    for unit, base in ((prefix, 1000), (f"{prefix.upper()}i", 1024))
 }
 
 
