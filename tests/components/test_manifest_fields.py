@@ -265,18 +265,6 @@ def test_the_gatekeeper_reads_its_config_and_only_the_key_snippet() -> None:
 
 def test_probes_reach_health_through_the_gatekeepers_probe_listener() -> None:
     engine = _container(_pods()["leader"], "vllm")
-
-    def probe(period: int, failures: int) -> dict[str, Any]:
-        return {
-            # By number: a named port resolves only in the probed container's own ports
-            # (kubernetes v1.35 pkg/probe/util.go findPortByName), and "probe" is not vllm's.
-            # The probe listener, which no public client can fill.
-            "httpGet": {"path": "/health", "port": 8081},
-            "periodSeconds": period,
-            "failureThreshold": failures,
-            "timeoutSeconds": 5,
-        }
-
     # Start-up: the check process's startup phase inside the engine container (it measures the
     # node's step on loopback), 1,800 s of budget, each run with room for its requests.
     startup = engine["startupProbe"]
@@ -288,7 +276,15 @@ def test_probes_reach_health_through_the_gatekeepers_probe_listener() -> None:
         + SPEC.probes.calibrate_runs * SPEC.probes.calibrate_s
         + probes.STARTUP_SLACK_S
     )
-    assert engine["readinessProbe"] == probe(10, 3)
+    assert engine["readinessProbe"] == {
+        # By number: a named port resolves only in the probed container's own ports
+        # (kubernetes v1.35 pkg/probe/util.go findPortByName), and "probe" is not vllm's.
+        # The probe listener, which no public client can fill.
+        "httpGet": {"path": "/health", "port": 8081},
+        "periodSeconds": 10,
+        "failureThreshold": 3,
+        "timeoutSeconds": 5,
+    }
     # Liveness proves the pipeline (tests/components/test_probes.py has the check): an httpGet
     # of each rank's check process with the plan's period, threshold and timeout.
     bounds = {"periodSeconds": 5, "failureThreshold": 3, "timeoutSeconds": 8}
@@ -348,7 +344,7 @@ def test_pods_are_labelled_and_the_leader_carries_its_fingerprints() -> None:
     assert [c["name"] for c in pods["worker"]["spec"]["containers"]] == ["vllm"]
 
 
-def test_the_group_set_and_its_claims() -> None:
+def test_the_group_set_restarts_whole_and_claims_per_rank() -> None:
     lws = manifests.leader_worker_set(VOLUME)
     assert lws["apiVersion"] == "leaderworkerset.x-k8s.io/v1"
     assert lws["metadata"] == {
@@ -363,6 +359,8 @@ def test_the_group_set_and_its_claims() -> None:
     assert lws["spec"]["replicas"] == 2
     template = lws["spec"]["leaderWorkerTemplate"]
     assert template["size"] == 3
+    # A pipeline's gloo group cannot take a rank back: a lone restarted pod would hang.
+    assert template["restartPolicy"] == "RecreateGroupOnPodRestart"
     assert template["volumeClaimTemplates"] == [
         {
             "metadata": {"name": "models"},
@@ -480,21 +478,27 @@ def test_the_service_reaches_leaders_through_an_nlb() -> None:
     )
     internal = manifests.service(replace(SPEC, internal_load_balancer=True))["metadata"]
     assert internal["annotations"] == {
-        "service.beta.kubernetes.io/aws-load-balancer-type": "nlb",
-        "service.beta.kubernetes.io/aws-load-balancer-cross-zone-load-balancing-enabled": "true",
-        "pulumi.com/waitFor": "jsonpath={.status.loadBalancer.ingress[0].hostname}",
-        **manifests.access.drain_annotations(SPEC.drain),
+        **svc["metadata"]["annotations"],
         "service.beta.kubernetes.io/aws-load-balancer-internal": "true",
     }
 
 
-def test_the_network_policy_object() -> None:
+def test_the_network_policy_admits_only_the_group_and_the_gatekeeper_port() -> None:
     policy = manifests.network_policy(SPEC)
     assert (policy["apiVersion"], policy["kind"]) == ("networking.k8s.io/v1", "NetworkPolicy")
     assert policy["metadata"]["name"] == "gemma-group"
     assert policy["metadata"]["namespace"] == "serving"
     assert policy["metadata"]["labels"]["app.kubernetes.io/component"] == "network-policy"
     assert policy["spec"]["policyTypes"] == ["Ingress"]
+    # Only the group and the gatekeeper's port; the third rule, the metrics port from the
+    # collector only: tests/components/test_metrics.py.
+    group = {"matchLabels": {manifests.LWS_NAME_LABEL: "gemma-vllm"}}
+    assert policy["spec"]["podSelector"] == group
+    assert policy["spec"]["ingress"][:2] == [
+        {"from": [{"podSelector": group}]},
+        {"ports": [{"port": 8080, "protocol": "TCP"}]},
+    ]
+    assert len(policy["spec"]["ingress"]) == 3
     # Both listeners are TCP; the API accepts only the upper-case protocol names.
     ports = [port for rule in policy["spec"]["ingress"] for port in rule.get("ports", [])]
     assert [(p["port"], p["protocol"]) for p in ports] == [
@@ -707,6 +711,11 @@ def test_every_rank_has_its_own_claim_named_as_its_statefulset_names_it() -> Non
             "resources": {"requests": {"storage": "27Gi"}},
         }
     assert manifests.model_claims(SPEC) == []
+    # components/storage.py names each rank's PersistentVolume so; a new name would make Pulumi
+    # replace every one of them (the EBS volumes stay, their PVs are recreated).
+    assert manifests.static_volume_name(("gemma-graviton", "models-gemma-vllm-0-1")) == (
+        "gemma-graviton-models-gemma-vllm-0-1"
+    )
 
 
 def test_tags_reach_the_volumes_and_the_load_balancer() -> None:

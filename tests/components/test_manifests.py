@@ -216,19 +216,6 @@ def test_tls_listener_with_a_certificate() -> None:
     assert annotations["service.beta.kubernetes.io/aws-load-balancer-ssl-ports"] == "https"
 
 
-def test_network_policy_admits_only_the_group_and_the_gatekeeper_port() -> None:
-    _, _, objects = _objects()
-    policy = _kind(objects, "NetworkPolicy")["spec"]
-    group = {"matchLabels": {manifests.LWS_NAME_LABEL: "gemma-vllm"}}
-    assert policy["podSelector"] == group
-    assert policy["ingress"][:2] == [
-        {"from": [{"podSelector": group}]},
-        {"ports": [{"port": 8080, "protocol": "TCP"}]},
-    ]
-    # The third rule, the metrics port from the collector only: tests/components/test_metrics.py.
-    assert len(policy["ingress"]) == 3
-
-
 def test_volume_cache_uses_a_claim_per_rank() -> None:
     _, p, objects = _objects(modelCache="volume")
     template = _kind(objects, "LeaderWorkerSet")["spec"]["leaderWorkerTemplate"]
@@ -241,14 +228,6 @@ def test_volume_cache_uses_a_claim_per_rank() -> None:
     assert storage["volumeBindingMode"] == "WaitForFirstConsumer"
     for pod in _pod_specs(_kind(objects, "LeaderWorkerSet")).values():
         assert "models" not in {v["name"] for v in pod["volumes"]}
-
-
-def test_a_claims_persistent_volume_keeps_its_name() -> None:
-    # components/storage.py names each rank's PersistentVolume so; a new name would make Pulumi
-    # replace every one of them (the EBS volumes stay, their PVs are recreated).
-    assert manifests.static_volume_name(("gemma-graviton", "models-gemma-vllm-0-1")) == (
-        "gemma-graviton-models-gemma-vllm-0-1"
-    )
 
 
 def test_startup_budget_and_wait_annotation_follow_the_plan() -> None:
@@ -397,13 +376,6 @@ def test_liveness_probes_are_what_the_plan_says(stack: str) -> None:
     assert startup["periodSeconds"] * startup["failureThreshold"] == p.startup_timeout_seconds
     # Readiness stays /health (through the gatekeeper): traffic once every rank joined.
     assert leader["readinessProbe"]["httpGet"]["path"] == "/health"
-
-
-def test_private_clients_get_an_internal_load_balancer() -> None:
-    # Public ones do not (tests/program/test_tags.py, the in-tree controller's test).
-    _, _, private = _objects("dev", allowedCidrs=["10.0.0.0/8"], allowPlainHttp=False)
-    annotations = _kind(private, "Service")["metadata"]["annotations"]
-    assert annotations["service.beta.kubernetes.io/aws-load-balancer-internal"] == "true"
 
 
 def test_a_private_range_beside_public_ones_is_refused() -> None:
@@ -597,15 +569,13 @@ def test_hf_token_reaches_only_the_container_that_downloads() -> None:
         assert mount["readOnly"] is True, role
 
 
-def test_load_balancer_keeps_the_client_address() -> None:
+def test_load_balancer_keeps_the_client_address_and_private_clients_get_an_internal_one() -> None:
     # With `Cluster` the NLB's targets see node addresses, and the source ranges stop applying.
     for overrides in ({}, {"allowedCidrs": ["10.0.0.0/8"], "allowPlainHttp": False}):
         _, _, objects = _objects(**overrides)
-        assert _kind(objects, "Service")["spec"]["externalTrafficPolicy"] == "Local", overrides
-
-
-def test_a_failed_rank_restarts_its_whole_group() -> None:
-    # A pipeline's gloo group cannot take a rank back: a lone restarted pod would hang.
-    _, _, objects = _objects()
-    template = _kind(objects, "LeaderWorkerSet")["spec"]["leaderWorkerTemplate"]
-    assert template["restartPolicy"] == "RecreateGroupOnPodRestart"
+        service = _kind(objects, "Service")
+        assert service["spec"]["externalTrafficPolicy"] == "Local", overrides
+    # The private clients' (the last); public ones get none (tests/program/test_tags.py, the
+    # in-tree controller's test).
+    annotations = service["metadata"]["annotations"]
+    assert annotations["service.beta.kubernetes.io/aws-load-balancer-internal"] == "true"
