@@ -211,7 +211,9 @@ def test_the_rehearsal_and_the_tests_run_the_checkouts_files_in_place_of_the_mou
 
 
 @contextmanager
-def _metrics(text: str) -> Iterator[int]:
+def answering(text: str) -> Iterator[int]:
+    """A server on loopback that answers every GET 200 with `text`; its port."""
+
     class Handler(http.server.BaseHTTPRequestHandler):
         def do_GET(self) -> None:
             body = text.encode()
@@ -234,7 +236,7 @@ def _metrics(text: str) -> Iterator[int]:
 
 def test_the_drain_counts_the_requests_in_the_engine_and_none_once_it_is_gone() -> None:
     text = 'vllm:num_requests_running{engine="0"} 2.0\nvllm:num_requests_waiting 1.0\nx 9\n'
-    with _metrics(text) as port:
+    with answering(text) as port:
         assert drain.in_flight(str(port)) == 3.0
         assert drain.listening("127.0.0.1", port)
     assert drain.in_flight(str(free_port())) is None

@@ -5,14 +5,12 @@ lets KEDA read the queue."""
 from __future__ import annotations
 
 import datetime as dt
-import http.server
 import json
 import os
 import shutil
 import signal
 import socket
 import subprocess
-import threading
 import time
 import urllib.error
 import urllib.request
@@ -30,6 +28,7 @@ from infra.adapters.render import rendered_objects
 from infra.plan import addons, elastic, liveness
 from infra.plan.config import ConfigError
 from tests import builders
+from tests.components.test_programs import answering
 from tests.fakes import k8s_schemas
 from tools.rehearse.group.ranks import free_port
 
@@ -521,24 +520,9 @@ def _readiness_against(command: str, spec: manifests.ServerSpec, address: str) -
 def test_the_floor_is_ready_only_while_no_leader_answers_health() -> None:
     _cfg, _p, spec, _scaler = _prod()
     command = scaling.floor_readiness(spec)["exec"]["command"][2]
-
-    class Health(http.server.BaseHTTPRequestHandler):
-        def do_GET(self) -> None:
-            self.send_response(200 if self.path == "/health" else 404)
-            self.send_header("Content-Length", "0")
-            self.end_headers()
-
-        def log_message(self, *args: object) -> None:
-            pass
-
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Health)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
+    with answering("") as port:
         # A Ready leader answers: the floor steps aside (not Ready).
-        assert _readiness_against(command, spec, f"127.0.0.1:{server.server_address[1]}") != 0
-    finally:
-        server.shutdown()
-        server.server_close()
+        assert _readiness_against(command, spec, f"127.0.0.1:{port}") != 0
     # No Ready leader: the Service has no endpoints and the connection is refused at once.
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
