@@ -215,21 +215,6 @@ def test_the_nodes_and_the_cluster_run_as_the_bootstrap_roles(mocks: RecordingMo
     assert eks_cluster.inputs["serviceRole"]["urn"] == service.urn, eks_cluster.urn
 
 
-def test_the_cluster_creates_no_iam(mocks: RecordingMocks) -> None:
-    """The only IAM the cluster touches is the two roles it is given, read by name: no role, no
-    policy, no attachment and no OIDC provider is registered."""
-    deploy(mocks)
-    iam_records = [r for r in mocks.records if r.type_.startswith("aws:iam/")]
-    assert sorted(r.name for r in iam_records) == sorted([NODE_ROLE, SERVICE_ROLE]), [
-        r.urn for r in iam_records
-    ]
-    for read in iam_records:
-        # A read registers nothing: no inputs, and no registration the engine would create.
-        assert read.inputs == {}, read.urn
-        assert read.urn not in mocks.monitor.dependencies, read.urn
-    assert one(mocks.records, EKS_CLUSTER).inputs["createOidcProvider"] is False
-
-
 def test_the_cluster_refuses_to_run_without_the_bootstrap_roles(mocks: RecordingMocks) -> None:
     with pytest.raises(ValueError) as refused:
         run(lambda: Cluster("gemma", cluster_args()))
@@ -237,14 +222,6 @@ def test_the_cluster_refuses_to_run_without_the_bootstrap_roles(mocks: Recording
         "`service_role` and `node_role` are the bootstrap's roles; pass both"
     )
     assert by_type(mocks.records, EKS_CLUSTER) == []
-
-
-def test_a_stack_whose_bootstrap_has_not_run_fails_on_the_first_role(
-    mocks: RecordingMocks,
-) -> None:
-    """Read before anything is created: the preview fails, not a half-made stack."""
-    with pytest.raises(Exception, match="couldn't find resource"):
-        run(lambda: existing_roles("role", "dev", ["cluster", "nodes"], pulumi.ResourceOptions()))
 
 
 def test_the_pod_identity_agent_is_pinned_and_comes_after_the_nodes(
