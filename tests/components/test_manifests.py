@@ -68,15 +68,30 @@ VARIANTS = [
 
 @pytest.mark.parametrize("stack", stack_names())
 @pytest.mark.parametrize("overrides", VARIANTS, ids=lambda o: ",".join(o) or "defaults")
-def test_objects_pass_the_real_schemas(stack: str, overrides: dict[str, Any]) -> None:
+def test_objects_pass_the_real_schemas_and_requests_equal_limits(
+    stack: str, overrides: dict[str, Any]
+) -> None:
     if "replicas" in overrides and load_stack(stack).elastic:
         # An elastic stack's groups are `maxGroups`; it refuses `replicas`.
         overrides = {**overrides, "maxGroups": overrides["replicas"]}
         del overrides["replicas"]
-    cfg, _, objects = _objects(stack, **overrides)
+    cfg, p, objects = _objects(stack, **overrides)
     for obj in objects:
         name = f"{obj['kind']}/{obj['metadata']['name']}"
         assert k8s_schemas.object_errors(obj, cfg.kubernetes_version) == [], name
+    for role, pod in _pod_specs(_kind(objects, "LeaderWorkerSet")).items():
+        for c in pod["containers"] + pod.get("initContainers", []):
+            res = c["resources"]
+            assert res["requests"] == res["limits"], (role, c["name"])
+            expected = (
+                {
+                    "cpu": f"{catalog.GATEKEEPER_MILLICPU}m",
+                    "memory": f"{catalog.GATEKEEPER_MEMORY_MIB}Mi",
+                }
+                if c["name"] == "gatekeeper"
+                else {"cpu": str(p.pod_cpu), "memory": f"{p.pod_memory_gib:g}Gi"}
+            )
+            assert res["limits"] == expected, (role, c["name"])
 
 
 def test_schema_check_catches_a_wrong_field() -> None:
@@ -161,24 +176,6 @@ def test_command_lines_are_exactly_the_plan() -> None:
     assert "VLLM_API_KEY" not in {e["name"] for e in worker["env"]}
 
 
-def test_requests_equal_limits_on_every_container() -> None:
-    for overrides in VARIANTS:
-        _, p, objects = _objects(**overrides)
-        for role, pod in _pod_specs(_kind(objects, "LeaderWorkerSet")).items():
-            for c in pod["containers"] + pod.get("initContainers", []):
-                res = c["resources"]
-                assert res["requests"] == res["limits"], (role, c["name"])
-                expected = (
-                    {
-                        "cpu": f"{catalog.GATEKEEPER_MILLICPU}m",
-                        "memory": f"{catalog.GATEKEEPER_MEMORY_MIB}Mi",
-                    }
-                    if c["name"] == "gatekeeper"
-                    else {"cpu": str(p.pod_cpu), "memory": f"{p.pod_memory_gib:g}Gi"}
-                )
-                assert res["limits"] == expected, (role, c["name"])
-
-
 def _lws_pod_labels(lws_name: str, group: int, index: int) -> dict[str, str]:
     """The labels LWS puts on the pod of `index` in group `group`."""
     return {
@@ -228,17 +225,6 @@ def test_volume_cache_uses_a_claim_per_rank() -> None:
     assert storage["volumeBindingMode"] == "WaitForFirstConsumer"
     for pod in _pod_specs(_kind(objects, "LeaderWorkerSet")).values():
         assert "models" not in {v["name"] for v in pod["volumes"]}
-
-
-def test_startup_budget_and_wait_annotation_follow_the_plan() -> None:
-    _, p, objects = _objects()
-    lws = _kind(objects, "LeaderWorkerSet")
-    annotations = lws["metadata"]["annotations"]
-    assert annotations["pulumi.com/waitFor"] == "condition=Available"
-    assert annotations["pulumi.com/timeoutSeconds"] == str(p.startup_timeout_seconds)
-    probe = _pod_specs(lws)["leader"]["containers"][0]["startupProbe"]
-    assert probe["periodSeconds"] * probe["failureThreshold"] == p.startup_timeout_seconds
-    assert lws["spec"]["startupPolicy"] == "LeaderCreated"
 
 
 def test_render_writes_one_file_per_object_and_no_secret(
@@ -324,7 +310,7 @@ def test_checkov_finds_nothing_unaccepted(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("stack", stack_names())
-def test_liveness_probes_are_what_the_plan_says(stack: str) -> None:
+def test_liveness_and_startup_probes_are_what_the_plan_says(stack: str) -> None:
     cfg, p, objects = _objects(stack)
     live = p.liveness
     specs = _pod_specs(_kind(objects, "LeaderWorkerSet"))
@@ -376,6 +362,14 @@ def test_liveness_probes_are_what_the_plan_says(stack: str) -> None:
     assert startup["periodSeconds"] * startup["failureThreshold"] == p.startup_timeout_seconds
     # Readiness stays /health (through the gatekeeper): traffic once every rank joined.
     assert leader["readinessProbe"]["httpGet"]["path"] == "/health"
+    # The leader's startup budget and the wait annotation follow the plan.
+    lws = _kind(objects, "LeaderWorkerSet")
+    annotations = lws["metadata"]["annotations"]
+    assert annotations["pulumi.com/waitFor"] == "condition=Available"
+    assert annotations["pulumi.com/timeoutSeconds"] == str(p.startup_timeout_seconds)
+    probe = leader["startupProbe"]
+    assert probe["periodSeconds"] * probe["failureThreshold"] == p.startup_timeout_seconds
+    assert lws["spec"]["startupPolicy"] == "LeaderCreated"
 
 
 def test_a_private_range_beside_public_ones_is_refused() -> None:
