@@ -11,6 +11,7 @@ nor turns them into access entries.
 from __future__ import annotations
 
 import base64
+import functools
 import hashlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -228,17 +229,28 @@ class Cluster(pulumi.ComponentResource):
         )
         self.access_entries = self._access_entries(name, args, cluster, partition.partition)
         launch_template = node_launch_template(name, args.node_disk_gib, args.instance_tags, child)
-        node_group = self._node_group(name, args, cluster, node_role, launch_template)
+        group = functools.partial(self._node_group, args, cluster, node_role, launch_template)
+        node_group = group(
+            f"{name}-nodes",
+            args.instance_type,
+            args.node_labels,
+            model_scaling(args.node_count, args.surge_nodes, args.elastic),
+        )
+        # An elastic stack's small always-on group for CoreDNS, the controllers, KEDA, the
+        # autoscaler, the collector and the door; fixed size, untainted. The model nodes' launch
+        # template: the same IMDS hop limit keeps pods off the node role, the same instance tags
+        # reach the instances. After the model node group: on destroy the system nodes go first,
+        # so whatever runs on them (add-ons, controllers) is gone before any model node is.
+        elastic = args.elastic
         self.system_node_group = (
             None
-            if args.elastic is None
-            else self._system_group(
-                name,
-                args,
-                args.elastic,
-                cluster,
-                (node_role, [node_group]),
-                launch_template,
+            if elastic is None
+            else group(
+                f"{name}-system-nodes",
+                elastic.system_instance_type,
+                elastic.system_labels,
+                {"scaling_config": fixed_size(elastic.system_nodes)},
+                after=[node_group],
             )
         )
         nodes = self.system_node_group or node_group
@@ -389,15 +401,20 @@ class Cluster(pulumi.ComponentResource):
 
     def _node_group(
         self,
-        name: str,
         args: ClusterArgs,
         cluster: eks.Cluster,
         node_role: aws.iam.Role,
         launch_template: aws.ec2.LaunchTemplate,
+        resource: str,
+        instance_type: str,
+        labels: Mapping[str, str],
+        scaling: dict[str, object],
+        after: Sequence[pulumi.Resource] = (),
     ) -> eks.ManagedNodeGroup:
-        """The fixed-size managed node group of Graviton instances, in the node subnet."""
+        """A managed node group of Graviton instances in the node subnet, launched from the
+        nodes' template."""
         return eks.ManagedNodeGroup(
-            f"{name}-nodes",
+            resource,
             cluster=cluster,
             node_role_arn=node_role.arn,
             ami_type=AMI_TYPE,
@@ -407,11 +424,11 @@ class Cluster(pulumi.ComponentResource):
             # read 2026-12-01). Without it a `kubernetesVersion` change upgrades the control
             # plane and leaves the nodes, and EKS refuses the next control-plane upgrade.
             version=args.kubernetes_version,
-            instance_types=[args.instance_type],
+            instance_types=[instance_type],
             capacity_type="ON_DEMAND",
-            **model_scaling(args.node_count, args.surge_nodes, args.elastic),
+            **scaling,
             subnet_ids=[args.node_subnet_id],
-            labels=dict(args.node_labels),
+            labels=dict(labels),
             # The disk size lives in the launch template: EKS rejects `disk_size` beside one.
             launch_template=launched_from(launch_template),
             opts=pulumi.ResourceOptions(
@@ -420,43 +437,8 @@ class Cluster(pulumi.ComponentResource):
                 # dependencies it reports (pulumi/runtime/rpc.py
                 # `exclude_resource_refs_from_deps`): named here, the nodes are deleted before
                 # the control plane, never after.
-                depends_on=[cluster],
+                depends_on=[*after, cluster],
             ),
-        )
-
-    def _system_group(
-        self,
-        name: str,
-        args: ClusterArgs,
-        elastic: ElasticNodes,
-        cluster: eks.Cluster,
-        role: tuple[aws.iam.Role, list[pulumi.Resource]],
-        launch_template: aws.ec2.LaunchTemplate,
-    ) -> eks.ManagedNodeGroup:
-        """The small always-on Graviton group for CoreDNS, the controllers, KEDA, the
-        autoscaler, the collector and the door; fixed size, untainted. The model nodes' launch
-        template: the same IMDS hop limit keeps pods off the node role, the same instance
-        tags reach the instances."""
-        # `after` holds the model node group too: on destroy the system nodes go first, so
-        # whatever runs on them (add-ons, controllers) is gone before any model node is.
-        node_role, after = role
-        return eks.ManagedNodeGroup(
-            f"{name}-system-nodes",
-            cluster=cluster,
-            node_role_arn=node_role.arn,
-            ami_type=AMI_TYPE,
-            version=args.kubernetes_version,
-            instance_types=[elastic.system_instance_type],
-            capacity_type="ON_DEMAND",
-            scaling_config=aws.eks.NodeGroupScalingConfigArgs(
-                min_size=elastic.system_nodes,
-                desired_size=elastic.system_nodes,
-                max_size=elastic.system_nodes,
-            ),
-            subnet_ids=[args.node_subnet_id],
-            labels=dict(elastic.system_labels),
-            launch_template=launched_from(launch_template),
-            opts=pulumi.ResourceOptions(parent=self, depends_on=[*after, cluster]),
         )
 
 
@@ -511,6 +493,13 @@ def launched_from(template: aws.ec2.LaunchTemplate) -> aws.eks.NodeGroupLaunchTe
     )
 
 
+def fixed_size(nodes: int, surge_nodes: int = 0) -> aws.eks.NodeGroupScalingConfigArgs:
+    """`nodes` nodes always, and room for `surge_nodes` more."""
+    return aws.eks.NodeGroupScalingConfigArgs(
+        min_size=nodes, desired_size=nodes, max_size=nodes + surge_nodes
+    )
+
+
 def model_scaling(
     node_count: int, surge_nodes: int, elastic: ElasticNodes | None
 ) -> dict[str, object]:
@@ -526,11 +515,7 @@ def model_scaling(
     `ignorechanges.md`, read 2026-12-03): EKS would resize the group to it and terminate
     serving nodes."""
     if elastic is None:
-        return {
-            "scaling_config": aws.eks.NodeGroupScalingConfigArgs(
-                min_size=node_count, desired_size=node_count, max_size=node_count + surge_nodes
-            )
-        }
+        return {"scaling_config": fixed_size(node_count, surge_nodes)}
     taint = elastic.model_taint
     return {
         "scaling_config": aws.eks.NodeGroupScalingConfigArgs(
