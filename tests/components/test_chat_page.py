@@ -64,7 +64,7 @@ def test_the_csp_allows_this_origin_only_and_nothing_inline() -> None:
     assert directives["frame-ancestors"] == directives["object-src"] == "'none'"
 
 
-def test_the_page_has_no_inline_script_or_style_and_no_third_party() -> None:
+def test_the_page_has_the_plan_figures_no_inline_script_or_style_and_no_third_party() -> None:
     files = chat.files(PAGE)
     index = files["chat-index.html"]
     assert re.findall(r"<script[^>]*>", index) == ['<script src="/app.js" defer>']
@@ -72,10 +72,7 @@ def test_the_page_has_no_inline_script_or_style_and_no_third_party() -> None:
     for text in files.values():
         assert "http://" not in text and "https://" not in text and "//cdn" not in text
     assert "innerHTML" not in files["chat-app.js"] and "eval(" not in files["chat-app.js"]
-
-
-def test_the_plan_figures_are_written_into_the_page_escaped() -> None:
-    index = chat.files(PAGE)["chat-index.html"]
+    # The plan's figures are written into the page, escaped.
     assert 'data-max-reply-tokens="256"' in index and 'data-max-model-len="2048"' in index
     assert 'max="256" value="256"' in index
     assert 'data-model="org/model-&quot;1&quot;&lt;x&gt;"' in index
