@@ -308,17 +308,6 @@ def test_no_operator_ranges_means_no_public_endpoint(mocks: RecordingMocks) -> N
     assert by_type(mocks.records, ACCESS_ENTRY) == []
 
 
-def test_control_plane_subnets_span_two_zones(mocks: RecordingMocks) -> None:
-    network, _ = deploy(mocks)
-    eks_cluster = one(mocks.records, EKS_CLUSTER)
-    subnet_ids = eks_cluster.inputs["subnetIds"]
-    zones = {subnet_by_id(mocks.records, s).inputs["availabilityZone"] for s in subnet_ids}
-
-    assert len(subnet_ids) == 2, eks_cluster.urn
-    assert zones == {NODE_ZONE, SECOND_ZONE}, eks_cluster.urn
-    assert resolve(network.control_plane_subnet_ids) == subnet_ids, eks_cluster.urn
-
-
 # -- the network ---------------------------------------------------------------------------------
 
 
@@ -357,12 +346,13 @@ def test_public_nodes_get_no_nat_gateway_and_public_ips(mocks: RecordingMocks) -
         assert subnet.inputs["mapPublicIpOnLaunch"] is public, subnet.urn
 
 
-def test_subnets_are_tagged_for_load_balancers_in_both_zones(mocks: RecordingMocks) -> None:
+def test_subnets_are_the_first_four_20s_tagged_routed_and_two_zoned_for_the_control_plane(
+    mocks: RecordingMocks,
+) -> None:
     network, _ = deploy(mocks)
     vpc = one(mocks.records, VPC)
     public = [subnet_in(mocks.records, "public", z) for z in (NODE_ZONE, SECOND_ZONE)]
     private = [subnet_in(mocks.records, "private", z) for z in (NODE_ZONE, SECOND_ZONE)]
-
     assert vpc.inputs["enableDnsHostnames"] is True, vpc.urn
     assert vpc.inputs["enableDnsSupport"] is True, vpc.urn
     for subnet in public:
@@ -371,12 +361,13 @@ def test_subnets_are_tagged_for_load_balancers_in_both_zones(mocks: RecordingMoc
         assert subnet.inputs["tags"]["kubernetes.io/role/internal-elb"] == "1", subnet.urn
     assert resolve(network.public_subnet_ids) == [s.resource_id for s in public], vpc.urn
     assert resolve(network.vpc_id) == vpc.resource_id, vpc.urn
-
-
-def test_subnets_are_the_first_four_20s_of_the_vpc_each_routed(mocks: RecordingMocks) -> None:
-    deploy(mocks)
+    eks_cluster = one(mocks.records, EKS_CLUSTER)
+    subnet_ids = eks_cluster.inputs["subnetIds"]
+    zones = {subnet_by_id(mocks.records, s).inputs["availabilityZone"] for s in subnet_ids}
+    assert len(subnet_ids) == 2, eks_cluster.urn
+    assert zones == {NODE_ZONE, SECOND_ZONE}, eks_cluster.urn
+    assert resolve(network.control_plane_subnet_ids) == subnet_ids, eks_cluster.urn
     cidrs = {r.name: r.inputs["cidrBlock"] for r in by_type(mocks.records, SUBNET)}
-
     assert cidrs == {
         f"net-public-{NODE_ZONE}": "10.42.0.0/20",
         f"net-public-{SECOND_ZONE}": "10.42.16.0/20",
