@@ -150,7 +150,9 @@ def _dev() -> list[dict]:
     return rendered_objects(cfg, plan(cfg, "dev"))
 
 
-def test_the_group_ships_its_programs_once_in_a_read_only_config_map() -> None:
+def test_the_group_ships_its_programs_once_in_a_read_only_config_map_named_by_them(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     objects = _dev()
     maps = [o for o in objects if o["kind"] == "ConfigMap" and "programs" in o["metadata"]["name"]]
     # Named by the files' digest and immutable: each template mounts its own programs.
@@ -171,14 +173,11 @@ def test_the_group_ships_its_programs_once_in_a_read_only_config_map() -> None:
             assert {"name": "programs", "mountPath": programs.MOUNT, "readOnly": True} in (
                 container["volumeMounts"]
             ), (role, container["name"])
-
-
-def test_a_changed_program_is_a_new_config_map(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
+    # A changed program is a new ConfigMap.
     cfg = load_stack("dev")
     spec = server_spec(cfg, plan(cfg, "dev"))
     before = pods.programs_config(spec)["metadata"]["name"]
+    assert before == maps[0]["metadata"]["name"]
     changed = {**programs.files(), "drain.py": programs.files()["drain.py"] + "# changed\n"}
     monkeypatch.setattr(programs, "files", lambda key_check=False: changed)
     assert pods.programs_config(spec)["metadata"]["name"] != before
