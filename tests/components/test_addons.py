@@ -184,7 +184,9 @@ def test_no_pod_role_is_named_by_irsa(mocks: RecordingMocks) -> None:
     assert list(chart.inputs["values"]["podAnnotations"]) == [ASSOCIATION_ANNOTATION], chart.urn
 
 
-def test_a_pod_without_a_bootstrap_role_is_refused(mocks: RecordingMocks) -> None:
+def test_a_pod_without_a_bootstrap_role_is_refused_and_none_waits_for_no_agent(
+    mocks: RecordingMocks,
+) -> None:
     without = {k: v for k, v in POD_ROLES.items() if k != CSI}
     cluster = replace(_cluster(None), pod_roles=without)
     with pytest.raises(ValueError) as refused:
@@ -194,9 +196,7 @@ def test_a_pod_without_a_bootstrap_role_is_refused(mocks: RecordingMocks) -> Non
     with pytest.raises(ValueError, match=f"no role for the service account {CSI}"):
         run(lambda: ModelVolumes("weights", ModelVolumesArgs(cluster, "gp3", 250)))
     assert by_type(mocks.records, ADDON) == []
-
-
-def test_without_an_agent_nothing_waits_for_one() -> None:
+    # Without an agent nothing waits for one.
     assert _cluster(None).after_identity() == []
 
 
@@ -227,9 +227,7 @@ def test_container_logs_are_kept_for_a_bounded_time(mocks: RecordingMocks) -> No
     application = groups[f"/aws/containerinsights/{CLUSTER_NAME}/application"]
     assert resolve(logs.log_group_name) == application.outputs["name"]
     assert resolve(logs.query) == logs_query(wiring.NAMESPACE)
-
-
-def test_logs_query_reads_the_model_namespace_across_recreations() -> None:
+    # The query reads the model namespace across recreations.
     query = logs_query("gemma-graviton")
     assert "filter kubernetes.namespace_name = 'gemma-graviton'" in query
     assert "sort @timestamp asc" in query

@@ -66,16 +66,14 @@ def test_every_stack_holds_against_kubernetes_semantics(stack: str, sets: dict[s
 # -- named probe ports -------------------------------------------------------------------------
 
 
-def test_the_check_catches_a_probe_on_another_containers_port() -> None:
+def test_the_check_catches_a_probe_on_another_containers_port_which_dev_asks_by_number() -> None:
     objects = _objects("dev", {})
     # The fault the dev render had: the engine's probes on the gatekeeper's port name.
     _container(_leader(objects), "vllm")["readinessProbe"]["httpGet"]["port"] = "gatekeeper"
     assert semantics.unresolved_ports(objects) == [
         "LeaderWorkerSet/gemma-vllm leaderTemplate vllm readinessProbe port 'gatekeeper'"
     ]
-
-
-def test_the_dev_engine_probes_the_gatekeepers_probe_port_by_number() -> None:
+    # The dev engine probes the gatekeeper's probe port by number.
     leader = _leader(_objects("dev", {}))
     gate, engine = _container(leader, "gatekeeper"), _container(leader, "vllm")
     (probes,) = [p["containerPort"] for p in gate["ports"] if p["name"] == "probe"]
@@ -104,7 +102,7 @@ def test_the_quantize_job_of_an_elastic_stack_tolerates_the_model_taint() -> Non
 # -- Services ----------------------------------------------------------------------------------
 
 
-def test_a_service_selecting_no_pod_is_named() -> None:
+def test_a_service_selecting_no_pod_or_the_workers_is_named() -> None:
     objects = _objects("dev", {})
     service = _one(objects, "Service", "gemma")
     service["spec"]["selector"]["leaderworkerset.sigs.k8s.io/name"] = "gemma-vlm"
@@ -112,15 +110,10 @@ def test_a_service_selecting_no_pod_is_named() -> None:
         "Service/gemma selector {'leaderworkerset.sigs.k8s.io/name': 'gemma-vlm', "
         "'leaderworkerset.sigs.k8s.io/worker-index': '0'} matches no pod"
     ]
-
-
-def test_a_service_on_the_workers_too_finds_no_port_there() -> None:
     # Without the worker index the selector takes the headless ranks, which serve no port:
     # the controller adds `worker-index` 1.. to them (lws v0.10.0 pod_webhook.go).
-    objects = _objects("dev", {})
-    del _one(objects, "Service", "gemma")["spec"]["selector"][
-        "leaderworkerset.sigs.k8s.io/worker-index"
-    ]
+    service["spec"]["selector"]["leaderworkerset.sigs.k8s.io/name"] = "gemma-vllm"
+    del service["spec"]["selector"]["leaderworkerset.sigs.k8s.io/worker-index"]
     assert semantics.unserved_services(objects) == [
         "Service/gemma port 80 targetPort 'gatekeeper': LeaderWorkerSet/gemma-vllm "
         "workerTemplate declares no such TCP port"
