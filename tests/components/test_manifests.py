@@ -542,27 +542,6 @@ def test_prefetch_retries_the_network_and_stops_at_a_commit_the_hub_does_not_hav
     assert not target.exists() or not any(target.iterdir())
 
 
-def _mounts_of(pod: dict[str, Any], volume: str) -> list[str]:
-    return [
-        c["name"]
-        for c in pod["containers"] + pod.get("initContainers", [])
-        if any(m["name"] == volume for m in c.get("volumeMounts", []))
-    ]
-
-
-def test_hf_token_reaches_only_the_container_that_downloads() -> None:
-    _, _, objects = _objects()
-    for role, pod in _pod_specs(_kind(objects, "LeaderWorkerSet")).items():
-        assert _mounts_of(pod, "hf-token") == ["prefetch-weights"], role
-        engine = pod["containers"][0]
-        assert "HF_TOKEN_PATH" not in {e["name"] for e in engine["env"]}, role
-    _, _, objects = _objects(weightPrefetch=False)
-    for role, pod in _pod_specs(_kind(objects, "LeaderWorkerSet")).items():
-        assert _mounts_of(pod, "hf-token") == ["vllm"], role
-        (mount,) = [m for m in pod["containers"][0]["volumeMounts"] if m["name"] == "hf-token"]
-        assert mount["readOnly"] is True, role
-
-
 def test_load_balancer_keeps_the_client_address_and_private_clients_get_an_internal_one() -> None:
     # With `Cluster` the NLB's targets see node addresses, and the source ranges stop applying.
     for overrides in ({}, {"allowedCidrs": ["10.0.0.0/8"], "allowPlainHttp": False}):
