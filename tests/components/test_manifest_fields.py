@@ -427,6 +427,8 @@ def test_the_namespace_and_the_gatekeeper_config() -> None:
         "gatekeeper.js": gatekeeper.njs_script(LIMITS),
     }
     assert manifests.all_objects(SPEC)[0]["kind"] == "Namespace"
+    # Every object's labels name the server, its project and the component.
+    assert object_labels(SPEC, "x") == {**LABELS, "app.kubernetes.io/component": "x"}
 
 
 def test_the_service_reaches_leaders_through_an_nlb() -> None:
@@ -482,10 +484,6 @@ def test_the_network_policy_admits_only_the_group_and_the_gatekeeper_port() -> N
         (gatekeeper.PORT, "TCP"),
         (gatekeeper.METRICS_PORT, "TCP"),
     ]
-
-
-def test_labels_name_the_server_its_project_and_the_component() -> None:
-    assert object_labels(SPEC, "x") == {**LABELS, "app.kubernetes.io/component": "x"}
 
 
 # -- the command line --------------------------------------------------------------------------
@@ -612,14 +610,6 @@ def test_other_ports_reach_the_config_the_annotation_and_the_command_line() -> N
     )
     args = _container(leader, "vllm")["args"]
     assert "--port=8001" in args and "--master-port=29502" in args
-
-
-def test_workers_wait_for_the_leader_then_run_vllm_with_its_args() -> None:
-    worker = _container(_pods()["worker"], "vllm")
-    # `engine.sh` waits, then becomes vLLM with these args (tests/components/test_programs.py).
-    assert worker["command"][:3] == ["/bin/sh", "/opt/gemma-graviton/engine.sh", "worker"]
-    assert worker["command"][-1] == "--"
-    assert worker["args"][0] == "serve" and worker["args"][-1] == "--headless"
 
 
 def test_ranks_repel_each_other_by_the_group_s_name() -> None:

@@ -169,8 +169,12 @@ def test_command_lines_are_exactly_the_plan() -> None:
         "--port": "8000",
     }
     assert "ports" not in leader, "vLLM listens on loopback: only the gatekeeper has a port"
+    # A worker's entry waits for its leader, then becomes vLLM with these args
+    # (tests/components/test_programs.py).
     assert worker["command"][:3] == ["/bin/sh", "/opt/gemma-graviton/engine.sh", "worker"]
+    assert worker["command"][-1] == "--" and worker["args"][:2] == leader["args"][:2]
     assert _flags(worker["args"]) == {**expected_common, "--headless": ""}
+    assert worker["args"][-1] == "--headless"
     env = {e["name"]: e for e in leader["env"]}
     assert env["VLLM_API_KEY"]["valueFrom"]["secretKeyRef"]["name"] == "gemma-api-key"
     assert "VLLM_API_KEY" not in {e["name"] for e in worker["env"]}

@@ -47,7 +47,7 @@ def _scaled() -> tuple[manifests.ServerSpec, scaling.ScalerSpec]:
     return builders.elastic_server_spec(), builders.scaler_spec(schedule=window)
 
 
-def test_scaled_object_targets_the_leader_worker_set_with_queue_and_cron() -> None:
+def test_scaled_object_targets_the_leader_worker_set_with_queue_cron_and_extra_triggers() -> None:
     spec, scaler = _scaled()
     obj = scaling.scaled_object(spec, scaler)
     assert k8s_schemas.scaled_object_errors(obj) == []
@@ -82,6 +82,14 @@ def test_scaled_object_targets_the_leader_worker_set_with_queue_and_cron() -> No
     behavior = obj["spec"]["advanced"]["horizontalPodAutoscalerConfig"]["behavior"]
     assert behavior["scaleDown"]["stabilizationWindowSeconds"] == scaler.down_window_s
     assert obj["spec"]["cooldownPeriod"] == scaler.down_window_s
+    # Extra triggers follow the queue and the schedule.
+    wake = {"type": "metrics-api", "name": "wake", "metadata": {"url": "http://door/wake"}}
+    obj = scaling.scaled_object(spec, scaler, [wake])
+    assert [t["name"] for t in obj["spec"]["triggers"]] == ["queue", "office-hours", "wake"]
+    no_schedule = scaling.ScalerSpec(**{**scaler.__dict__, "schedule": None})
+    assert [t["name"] for t in scaling.scaled_object(spec, no_schedule)["spec"]["triggers"]] == [
+        "queue"
+    ]
 
 
 def test_queue_trigger_waits_longer_than_a_busy_leaders_metrics() -> None:
@@ -95,17 +103,6 @@ def test_queue_trigger_waits_longer_than_a_busy_leaders_metrics() -> None:
     seconds = int(timeout.removesuffix("s"))
     assert liveness.PROBE_REQUEST_S < seconds < scaler.polling_s
     assert seconds > 3  # the operator's default, which today's render falls back to
-
-
-def test_extra_triggers_follow_the_queue_and_the_schedule() -> None:
-    spec, scaler = _scaled()
-    wake = {"type": "metrics-api", "name": "wake", "metadata": {"url": "http://door/wake"}}
-    obj = scaling.scaled_object(spec, scaler, [wake])
-    assert [t["name"] for t in obj["spec"]["triggers"]] == ["queue", "office-hours", "wake"]
-    no_schedule = scaling.ScalerSpec(**{**scaler.__dict__, "schedule": None})
-    assert [t["name"] for t in scaling.scaled_object(spec, no_schedule)["spec"]["triggers"]] == [
-        "queue"
-    ]
 
 
 def test_schema_check_of_the_committed_keda_copy_catches_a_wrong_scaled_object() -> None:
