@@ -445,22 +445,15 @@ def quantity(value: str | int | float) -> float:
 
 
 def _terms_match(terms: Sequence[Mapping[str, Any]], labels: Mapping[str, str]) -> bool:
-    """Node selector terms (ORed; each term's expressions ANDed) against a node's labels
-    (staging/src/k8s.io/component-helpers/scheduling/corev1/nodeaffinity/nodeaffinity.go)."""
-
-    def expr_ok(expr: Mapping[str, Any]) -> bool:
-        key, op, values = expr["key"], expr["operator"], expr.get("values", [])
-        if op == "In":
-            return labels.get(key) in values
-        if op == "NotIn":
-            return labels.get(key) not in values
-        if op == "Exists":
-            return key in labels
-        if op == "DoesNotExist":
-            return key not in labels
-        return False
-
-    return any(all(expr_ok(e) for e in t.get("matchExpressions", [])) for t in terms)
+    """Node selector terms (ORed; each term's expressions ANDed, as a label selector's) against
+    a node's labels (staging/src/k8s.io/component-helpers/scheduling/corev1/nodeaffinity/
+    nodeaffinity.go); the `Gt` and `Lt` operators match nothing here."""
+    node = _fixed(labels)
+    return any(
+        all(e["operator"] in ("In", "NotIn", "Exists", "DoesNotExist") for e in expressions)
+        and _matches({"matchExpressions": expressions}, node)
+        for expressions in (t.get("matchExpressions", []) for t in terms)
+    )
 
 
 def _node_ok(pod: Mapping[str, Any], group: NodeGroup) -> str | None:
