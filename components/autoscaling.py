@@ -12,18 +12,13 @@ labels and taints (`eks:DescribeNodegroup`) and the instance type for its resour
 and the DescribeNodegroup note, master at 55c37cd read 2026-12-02); EKS tags a managed node
 group's Auto Scaling group for the autoscaler's auto-discovery itself.
 
-A group that cannot serve (its second rank gets no node, it crash-loops, its image cannot be
-pulled) has no Ready leader, so it adds nothing to the queue KEDA reads. The trigger still
-answers, through the always-on queue floor (`components.manifests.scaling`; without it the
-Service would have no ready endpoint, the trigger would error, and KEDA never scales a
-ScaledObject in error to zero, kedacore/keda v2.20.2 pkg/scaling/executor/
-scale_scaledobjects.go `RequestScale`). So outside the schedule, once no request has come to the
-door for the wake flag's life, KEDA scales to zero groups within `cooldownPeriod +
-pollingInterval` (`ScalerSpec.to_zero_s`), and the autoscaler removes the emptied nodes after
-`--scale-down-unneeded-time`. Inside the schedule the cron trigger keeps the group it asks for,
-serving or not: the idle-nodes alarm (`components.watch`) says when model nodes have been up
-with no Ready leader for longer than both. The autoscaler stops waiting for a node that never
-comes after `--max-node-provision-time` (15 min) and backs the node group off.
+A group that cannot serve adds nothing to the queue KEDA reads, and the always-on queue floor
+keeps the trigger answering, so KEDA scales to zero groups within `ScalerSpec.to_zero_s`
+(`components.manifests.scaling` says why and cites KEDA); the autoscaler removes the emptied
+nodes after `--scale-down-unneeded-time`. Inside the schedule the cron trigger keeps the group it
+asks for, serving or not: the idle-nodes alarm (`components.watch`) says when model nodes have
+been up with no Ready leader for longer than both. The autoscaler stops waiting for a node that
+never comes after `--max-node-provision-time` (15 min) and backs the node group off.
 """
 
 from __future__ import annotations
@@ -37,10 +32,7 @@ import pulumi_kubernetes as k8s
 
 from components.addons import ClusterRef, PodIdentity, pod_identity
 from components.manifests import ServerSpec
-from components.manifests.identity import (
-    AUTOSCALER_NAMESPACE,
-    AUTOSCALER_SERVICE_ACCOUNT,
-)
+from components.manifests.identity import AUTOSCALER_NAMESPACE, AUTOSCALER_SERVICE_ACCOUNT
 from components.manifests.scaling import (
     KEDA_NAMESPACE,
     ScalerSpec,

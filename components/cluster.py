@@ -11,6 +11,7 @@ nor turns them into access entries.
 from __future__ import annotations
 
 import base64
+import functools
 import hashlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -228,22 +229,37 @@ class Cluster(pulumi.ComponentResource):
         )
         self.access_entries = self._access_entries(name, args, cluster, partition.partition)
         launch_template = node_launch_template(name, args.node_disk_gib, args.instance_tags, child)
-        node_group = self._node_group(name, args, cluster, node_role, launch_template)
+        group = functools.partial(self._node_group, args, cluster, node_role, launch_template)
+        node_group = group(
+            f"{name}-nodes",
+            args.instance_type,
+            args.node_labels,
+            model_scaling(args.node_count, args.surge_nodes, args.elastic),
+        )
+        # An elastic stack's small always-on group for CoreDNS, the controllers, KEDA, the
+        # autoscaler, the collector and the door; fixed size, untainted. The model nodes' launch
+        # template: the same IMDS hop limit keeps pods off the node role, the same instance tags
+        # reach the instances. After the model node group: on destroy the system nodes go first,
+        # so whatever runs on them (add-ons, controllers) is gone before any model node is.
+        elastic = args.elastic
         self.system_node_group = (
             None
-            if args.elastic is None
-            else self._system_group(
-                name,
-                args,
-                args.elastic,
-                cluster,
-                (node_role, [node_group]),
-                launch_template,
+            if elastic is None
+            else group(
+                f"{name}-system-nodes",
+                elastic.system_instance_type,
+                elastic.system_labels,
+                {"scaling_config": fixed_size(elastic.system_nodes)},
+                after=[node_group],
             )
         )
-        self.coredns = self._coredns(name, args, cluster, self.system_node_group or node_group)
-        self.identity_agent = self._identity_agent(
-            name, args, cluster, self.system_node_group or node_group
+        nodes = self.system_node_group or node_group
+        self.coredns = self._addon(f"{name}-coredns", "coredns", args, cluster, nodes)
+        # The agent on the host network of every node trades a pod's service-account token for
+        # its role's credentials with the node role's `eks-auth:AssumeRoleForPodIdentity`; the
+        # pods that call AWS wait for it (`components.addons.ClusterRef.after_identity`).
+        self.identity_agent = self._addon(
+            f"{name}-pod-identity-agent", IDENTITY_AGENT, args, cluster, nodes
         )
 
         self.provider = k8s.Provider(
@@ -300,7 +316,7 @@ class Cluster(pulumi.ComponentResource):
             # The only nodes are the managed node group below.
             skip_default_node_group=True,
             # No OIDC provider: the pods that call AWS get their roles through EKS Pod Identity
-            # (`_identity_agent`), whose roles the bootstrap creates before any cluster exists.
+            # (its agent add-on), whose roles the bootstrap creates before any cluster exists.
             create_oidc_provider=False,
             # Public only for the listed ranges (pulumi-eks passes `publicAccessCidrs` to the
             # cluster's vpcConfig and refuses it without public access,
@@ -321,39 +337,27 @@ class Cluster(pulumi.ComponentResource):
             ),
             # pulumi-eks installs no coredns add-on with `skip_default_node_group` (same file:
             # only with a default node group, Fargate or auto mode); EKS's self-managed CoreDNS
-            # would never be upgraded. `_coredns` installs it after the nodes.
+            # would never be upgraded. `_addon` installs it after the nodes.
             coredns_addon_options=eks.CoreDnsAddonOptionsArgs(enabled=False),
             opts=child,
         )
 
-    def _coredns(
-        self, name: str, args: ClusterArgs, cluster: eks.Cluster, nodes: eks.ManagedNodeGroup
+    def _addon(
+        self,
+        resource: str,
+        addon: str,
+        args: ClusterArgs,
+        cluster: eks.Cluster,
+        nodes: eks.ManagedNodeGroup,
     ) -> aws.eks.Addon:
-        """CoreDNS as a managed add-on at its pinned version; it turns ACTIVE only once its
-        pods run, so it waits for the node group, and on destroy goes before it."""
+        """`addon` as a managed add-on at its pinned version. CoreDNS and the Pod Identity
+        agent (a DaemonSet) turn ACTIVE only once their pods run, so each waits for the node
+        group, and on destroy goes before it."""
         return aws.eks.Addon(
-            f"{name}-coredns",
+            resource,
             cluster_name=cluster.eks_cluster.name,
-            addon_name="coredns",
-            addon_version=_pin(args, "coredns"),
-            resolve_conflicts_on_create="OVERWRITE",
-            resolve_conflicts_on_update="OVERWRITE",
-            opts=pulumi.ResourceOptions(parent=self, depends_on=[nodes]),
-        )
-
-    def _identity_agent(
-        self, name: str, args: ClusterArgs, cluster: eks.Cluster, nodes: eks.ManagedNodeGroup
-    ) -> aws.eks.Addon:
-        """The EKS Pod Identity agent at its pinned version: a DaemonSet on the host network of
-        every node, which trades a pod's service-account token for its role's credentials
-        with the node role's `eks-auth:AssumeRoleForPodIdentity`. ACTIVE once its pods run,
-        so after the nodes, as CoreDNS; the pods that call AWS wait for it
-        (`components.addons.ClusterRef.after_identity`)."""
-        return aws.eks.Addon(
-            f"{name}-pod-identity-agent",
-            cluster_name=cluster.eks_cluster.name,
-            addon_name=IDENTITY_AGENT,
-            addon_version=_pin(args, IDENTITY_AGENT),
+            addon_name=addon,
+            addon_version=_pin(args, addon),
             resolve_conflicts_on_create="OVERWRITE",
             resolve_conflicts_on_update="OVERWRITE",
             opts=pulumi.ResourceOptions(parent=self, depends_on=[nodes]),
@@ -397,15 +401,20 @@ class Cluster(pulumi.ComponentResource):
 
     def _node_group(
         self,
-        name: str,
         args: ClusterArgs,
         cluster: eks.Cluster,
         node_role: aws.iam.Role,
         launch_template: aws.ec2.LaunchTemplate,
+        resource: str,
+        instance_type: str,
+        labels: Mapping[str, str],
+        scaling: dict[str, object],
+        after: Sequence[pulumi.Resource] = (),
     ) -> eks.ManagedNodeGroup:
-        """The fixed-size managed node group of Graviton instances, in the node subnet."""
+        """A managed node group of Graviton instances in the node subnet, launched from the
+        nodes' template."""
         return eks.ManagedNodeGroup(
-            f"{name}-nodes",
+            resource,
             cluster=cluster,
             node_role_arn=node_role.arn,
             ami_type=AMI_TYPE,
@@ -415,62 +424,21 @@ class Cluster(pulumi.ComponentResource):
             # read 2026-12-01). Without it a `kubernetesVersion` change upgrades the control
             # plane and leaves the nodes, and EKS refuses the next control-plane upgrade.
             version=args.kubernetes_version,
-            instance_types=[args.instance_type],
+            instance_types=[instance_type],
             capacity_type="ON_DEMAND",
-            **model_scaling(args.node_count, args.surge_nodes, args.elastic),
+            **scaling,
             subnet_ids=[args.node_subnet_id],
-            labels=dict(args.node_labels),
+            labels=dict(labels),
             # The disk size lives in the launch template: EKS rejects `disk_size` beside one.
-            launch_template=aws.eks.NodeGroupLaunchTemplateArgs(
-                id=launch_template.id,
-                version=launch_template.latest_version.apply(str),
-            ),
+            launch_template=launched_from(launch_template),
             opts=pulumi.ResourceOptions(
                 parent=self,
                 # The cluster arrives as a resource reference, which the SDK leaves out of the
                 # dependencies it reports (pulumi/runtime/rpc.py
                 # `exclude_resource_refs_from_deps`): named here, the nodes are deleted before
                 # the control plane, never after.
-                depends_on=[cluster],
+                depends_on=[*after, cluster],
             ),
-        )
-
-    def _system_group(
-        self,
-        name: str,
-        args: ClusterArgs,
-        elastic: ElasticNodes,
-        cluster: eks.Cluster,
-        role: tuple[aws.iam.Role, list[pulumi.Resource]],
-        launch_template: aws.ec2.LaunchTemplate,
-    ) -> eks.ManagedNodeGroup:
-        """The small always-on Graviton group for CoreDNS, the controllers, KEDA, the
-        autoscaler, the collector and the door; fixed size, untainted. The model nodes' launch
-        template: the same IMDS hop limit keeps pods off the node role, the same instance
-        tags reach the instances."""
-        # `after` holds the model node group too: on destroy the system nodes go first, so
-        # whatever runs on them (add-ons, controllers) is gone before any model node is.
-        node_role, after = role
-        return eks.ManagedNodeGroup(
-            f"{name}-system-nodes",
-            cluster=cluster,
-            node_role_arn=node_role.arn,
-            ami_type=AMI_TYPE,
-            version=args.kubernetes_version,
-            instance_types=[elastic.system_instance_type],
-            capacity_type="ON_DEMAND",
-            scaling_config=aws.eks.NodeGroupScalingConfigArgs(
-                min_size=elastic.system_nodes,
-                desired_size=elastic.system_nodes,
-                max_size=elastic.system_nodes,
-            ),
-            subnet_ids=[args.node_subnet_id],
-            labels=dict(elastic.system_labels),
-            launch_template=aws.eks.NodeGroupLaunchTemplateArgs(
-                id=launch_template.id,
-                version=launch_template.latest_version.apply(str),
-            ),
-            opts=pulumi.ResourceOptions(parent=self, depends_on=[*after, cluster]),
         )
 
 
@@ -518,6 +486,20 @@ def node_launch_template(
     )
 
 
+def launched_from(template: aws.ec2.LaunchTemplate) -> aws.eks.NodeGroupLaunchTemplateArgs:
+    """A node group's reference to the nodes' launch template, at its latest version."""
+    return aws.eks.NodeGroupLaunchTemplateArgs(
+        id=template.id, version=template.latest_version.apply(str)
+    )
+
+
+def fixed_size(nodes: int, surge_nodes: int = 0) -> aws.eks.NodeGroupScalingConfigArgs:
+    """`nodes` nodes always, and room for `surge_nodes` more."""
+    return aws.eks.NodeGroupScalingConfigArgs(
+        min_size=nodes, desired_size=nodes, max_size=nodes + surge_nodes
+    )
+
+
 def model_scaling(
     node_count: int, surge_nodes: int, elastic: ElasticNodes | None
 ) -> dict[str, object]:
@@ -533,11 +515,7 @@ def model_scaling(
     `ignorechanges.md`, read 2026-12-03): EKS would resize the group to it and terminate
     serving nodes."""
     if elastic is None:
-        return {
-            "scaling_config": aws.eks.NodeGroupScalingConfigArgs(
-                min_size=node_count, desired_size=node_count, max_size=node_count + surge_nodes
-            )
-        }
+        return {"scaling_config": fixed_size(node_count, surge_nodes)}
     taint = elastic.model_taint
     return {
         "scaling_config": aws.eks.NodeGroupScalingConfigArgs(

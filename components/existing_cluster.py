@@ -20,7 +20,13 @@ import pulumi
 import pulumi_aws as aws
 import pulumi_kubernetes as k8s
 
-from components.cluster import AMI_TYPE, IDENTITY_AGENT, model_scaling, node_launch_template
+from components.cluster import (
+    AMI_TYPE,
+    IDENTITY_AGENT,
+    launched_from,
+    model_scaling,
+    node_launch_template,
+)
 
 
 def kubeconfig(cluster: str, endpoint: str, certificate: str, region: str) -> dict[str, Any]:
@@ -133,9 +139,7 @@ class ExistingCluster(pulumi.ComponentResource):
                     key=args.node_taint["key"], value=args.node_taint["value"], effect="NO_SCHEDULE"
                 )
             ],
-            launch_template=aws.eks.NodeGroupLaunchTemplateArgs(
-                id=template.id, version=template.latest_version.apply(str)
-            ),
+            launch_template=launched_from(template),
             opts=child,
         )
         self.identity_agent = (

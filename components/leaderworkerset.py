@@ -8,20 +8,17 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_kubernetes as k8s
 
-from components.manifests import gate
+from components.manifests import access, gate
 from components.manifests.lws import CRD_NAME, installed_lws_refusal
 from components.manifests.spec import Manifest
 from components.objects import create
 
 LWS_CHART = "oci://registry.k8s.io/lws/charts/lws"
 LWS_CHART_VERSION = "0.10.0"
-#: The chart's controller meets baseline (non-root, no capabilities) but sets no seccomp profile,
-#: which restricted requires (charts/lws/values.yaml v0.10.0); the gate Job meets restricted.
-POD_SECURITY_LABELS = {
-    "pod-security.kubernetes.io/enforce": "baseline",
-    "pod-security.kubernetes.io/warn": "restricted",
-    "pod-security.kubernetes.io/audit": "restricted",
-}
+#: The model namespace's levels: the chart's controller meets baseline (non-root, no
+#: capabilities) but sets no seccomp profile, which restricted requires (charts/lws/values.yaml
+#: v0.10.0); the gate Job meets restricted.
+POD_SECURITY_LABELS = access.POD_SECURITY_LABELS
 
 
 @dataclass(frozen=True)

@@ -81,7 +81,12 @@ class ModelServer(pulumi.ComponentResource):
         spec = args.spec
         child = pulumi.ResourceOptions(parent=self)
 
-        api_key = self._api_key(name, args, child)
+        # The key given in the args, or a generated one that stays stable across updates.
+        api_key = (
+            random.RandomPassword(f"{name}-api-key", length=48, special=False, opts=child).result
+            if args.api_key is None
+            else pulumi.Output.secret(args.api_key)
+        )
         # The key vLLM checks, sent by the gatekeeper: generated once, stable across updates
         # and rotations of the client keys.
         engine_key = random.RandomPassword(
@@ -93,8 +98,10 @@ class ModelServer(pulumi.ComponentResource):
         ns = k8s.core.v1.Namespace(f"{name}-ns", metadata=ns_obj["metadata"], opts=child)
         in_ns = ns.metadata.name
 
+        token = manifests.secret(spec, "hf-token", "")
+        token["stringData"] = {key: hf_token for key in token["stringData"]}
         secrets = [
-            _secret(name, spec, "hf-token", hf_token, in_ns, self),
+            create(token, f"{name}-hf-token", in_ns, parent=self),
             _key_secret(name, args, api_key, engine_key, in_ns, self),
         ]
 
@@ -192,18 +199,6 @@ class ModelServer(pulumi.ComponentResource):
         after = [*needs, config, preempts, *_nodes(args)]
         return [create(job, f"{name}-quantize", in_ns, parent=self, depends_on=after)]
 
-    @staticmethod
-    def _api_key(
-        name: str, args: ModelServerArgs, child: pulumi.ResourceOptions
-    ) -> pulumi.Output[str]:
-        """The key given in the args, or a generated one that stays stable across updates."""
-        if args.api_key is None:
-            generated = random.RandomPassword(
-                f"{name}-api-key", length=48, special=False, opts=child
-            )
-            return generated.result
-        return pulumi.Output.secret(args.api_key)
-
     def _door(
         self,
         name: str,
@@ -259,19 +254,6 @@ def _bound(claim: manifests.Manifest, volumes: Mapping[str, pulumi.Input[str]]) 
 
 def _nodes(args: ModelServerArgs) -> list[pulumi.Resource]:
     return [args.nodes] if args.nodes is not None else []
-
-
-def _secret(
-    name: str,
-    spec: ServerSpec,
-    which: str,
-    value: pulumi.Output[str],
-    in_ns: pulumi.Output[str],
-    parent: pulumi.Resource,
-) -> k8s.core.v1.Secret:
-    obj = manifests.secret(spec, which, "")  # type: ignore[arg-type]
-    obj["stringData"] = {key: value for key in obj["stringData"]}
-    return create(obj, f"{name}-{which}", in_ns, parent=parent)
 
 
 def _key_secret(

@@ -16,6 +16,7 @@ which is cheaper for a short-lived test stack.
 from __future__ import annotations
 
 import ipaddress
+import itertools
 from dataclasses import dataclass
 from typing import Literal
 
@@ -25,7 +26,6 @@ import pulumi_aws as aws
 SUBNET_PREFIX = 20
 """Every subnet is a /20 (4,096 addresses): the VPC CNI gives each pod a VPC address."""
 
-_SUBNET_COUNT = 4
 _LARGEST_VPC_PREFIX = SUBNET_PREFIX - 2  # four /20s need at least a /18
 _SMALLEST_VPC_PREFIX = 16  # the largest VPC AWS allows
 _RFC1918 = tuple(
@@ -33,22 +33,10 @@ _RFC1918 = tuple(
 )
 
 
-@dataclass(frozen=True)
-class SubnetCidrs:
-    """The four subnet CIDRs carved, in order, from the start of the VPC CIDR."""
-
-    public_node: str
-    """Public subnet in the node zone; holds the NAT gateway and, for public nodes, the nodes."""
-    public_second: str
-    """Public subnet in the second zone; load balancers only."""
-    private_node: str
-    """Private subnet in the node zone; holds the nodes when they are private."""
-    private_second: str
-    """Private subnet in the second zone; control-plane ENIs only."""
-
-
-def split_cidr(cidr_block: str) -> SubnetCidrs:
-    """Carve the four /20 subnets from ``cidr_block``; raise ValueError naming the fix."""
+def split_cidr(cidr_block: str) -> tuple[str, str, str, str]:
+    """The first four /20 subnets of ``cidr_block``: public in the node zone, public in the
+    second zone, private in the node zone, private in the second zone (the module's layout);
+    raise ValueError naming the fix."""
     try:
         network = ipaddress.ip_network(cidr_block, strict=True)
     except ValueError as exc:
@@ -79,11 +67,9 @@ def split_cidr(cidr_block: str) -> SubnetCidrs:
             f"/{SUBNET_PREFIX} subnets (public and private in two zones), so its prefix must be "
             f'/{_LARGEST_VPC_PREFIX} or shorter; use e.g. "{suggestion}"'
         )
-    subnets = network.subnets(new_prefix=SUBNET_PREFIX)
-    public_node, public_second, private_node, private_second = (
-        str(next(subnets)) for _ in range(_SUBNET_COUNT)
-    )
-    return SubnetCidrs(public_node, public_second, private_node, private_second)
+    first_four = itertools.islice(network.subnets(new_prefix=SUBNET_PREFIX), 4)
+    public_node, public_second, private_node, private_second = (str(s) for s in first_four)
+    return public_node, public_second, private_node, private_second
 
 
 @dataclass(frozen=True)
@@ -108,11 +94,6 @@ class NetworkArgs:
             )
         if self.node_subnets not in ("private", "public"):
             raise ValueError(f'`node_subnets` is {self.node_subnets!r}; use "private" or "public"')
-
-    @property
-    def subnet_cidrs(self) -> SubnetCidrs:
-        """The four subnet CIDRs this network creates."""
-        return split_cidr(self.cidr_block)
 
 
 class Network(pulumi.ComponentResource):
@@ -194,7 +175,7 @@ class Network(pulumi.ComponentResource):
         child: pulumi.ResourceOptions,
     ) -> tuple[aws.ec2.Subnet, aws.ec2.Subnet, aws.ec2.Subnet, aws.ec2.Subnet]:
         """Public and private subnets in the node zone and the second zone, in that order."""
-        cidrs = args.subnet_cidrs
+        public_node, public_second, private_node, private_second = split_cidr(args.cidr_block)
 
         def subnet(tier: str, zone: str, cidr: str, role_tag: str) -> aws.ec2.Subnet:
             return aws.ec2.Subnet(
@@ -211,10 +192,10 @@ class Network(pulumi.ComponentResource):
 
         elb, internal_elb = "kubernetes.io/role/elb", "kubernetes.io/role/internal-elb"
         return (
-            subnet("public", args.node_zone, cidrs.public_node, elb),
-            subnet("public", args.second_zone, cidrs.public_second, elb),
-            subnet("private", args.node_zone, cidrs.private_node, internal_elb),
-            subnet("private", args.second_zone, cidrs.private_second, internal_elb),
+            subnet("public", args.node_zone, public_node, elb),
+            subnet("public", args.second_zone, public_second, elb),
+            subnet("private", args.node_zone, private_node, internal_elb),
+            subnet("private", args.second_zone, private_second, internal_elb),
         )
 
     def _route_tables(

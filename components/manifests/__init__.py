@@ -31,7 +31,6 @@ from typing import TYPE_CHECKING
 
 from components.manifests.access import (
     NLB_TAGS_ANNOTATION,
-    POD_SECURITY_LABELS,
     gatekeeper_config,
     gatekeeper_files,
     leaders_selector,
@@ -73,7 +72,6 @@ __all__ = [
     "LWS_NAME_LABEL",
     "LWS_WORKER_INDEX_LABEL",
     "NLB_TAGS_ANNOTATION",
-    "POD_SECURITY_LABELS",
     "EngineSpec",
     "Manifest",
     "ProbeSpec",

@@ -4,7 +4,6 @@ the gatekeeper's config and the NetworkPolicy that keeps the ranks' ports inside
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Mapping
 from typing import Literal
 
 from components.manifests.drain import DrainSpec
@@ -130,16 +129,13 @@ CROSS_ZONE_ANNOTATION = (
 )
 
 
-#: The NLB health check and target-group attributes, read by the in-tree provider this cluster
+#: The NLB health check (`HEALTH_CHECK_PREFIX` + interval, healthy-threshold,
+#: unhealthy-threshold) and target-group attributes, read by the in-tree provider this cluster
 #: runs (cloud-provider-aws pkg/providers/v1/aws.go `ServiceAnnotationLoadBalancerHC*` and
 #: `ServiceAnnotationLoadBalancerTargetGroupAttributes`, v1.34.0 on; v1.35.2 read 2026-12-02).
 #: The provider applies every attribute the target group has (aws_loadbalancer.go
 #: `buildTargetGroupAttributes`).
-HEALTH_CHECK_ANNOTATIONS = {
-    "interval": "service.beta.kubernetes.io/aws-load-balancer-healthcheck-interval",
-    "healthy": "service.beta.kubernetes.io/aws-load-balancer-healthcheck-healthy-threshold",
-    "unhealthy": "service.beta.kubernetes.io/aws-load-balancer-healthcheck-unhealthy-threshold",
-}
+HEALTH_CHECK_PREFIX = "service.beta.kubernetes.io/aws-load-balancer-healthcheck-"
 TARGET_GROUP_ATTRIBUTES_ANNOTATION = (
     "service.beta.kubernetes.io/aws-load-balancer-target-group-attributes"
 )
@@ -160,16 +156,11 @@ def drain_annotations(drain: DrainSpec) -> dict[str, str]:
         "target_health_state.unhealthy.draining_interval_seconds": drain.unhealthy_draining_s,
     }
     return {
-        HEALTH_CHECK_ANNOTATIONS["interval"]: str(drain.health_check_interval_s),
-        HEALTH_CHECK_ANNOTATIONS["healthy"]: str(drain.health_check_threshold),
-        HEALTH_CHECK_ANNOTATIONS["unhealthy"]: str(drain.health_check_threshold),
+        f"{HEALTH_CHECK_PREFIX}interval": str(drain.health_check_interval_s),
+        f"{HEALTH_CHECK_PREFIX}healthy-threshold": str(drain.health_check_threshold),
+        f"{HEALTH_CHECK_PREFIX}unhealthy-threshold": str(drain.health_check_threshold),
         TARGET_GROUP_ATTRIBUTES_ANNOTATION: ",".join(f"{k}={v}" for k, v in attributes.items()),
     }
-
-
-def aws_tags_annotation(tags: Mapping[str, str]) -> str:
-    """Tags in the annotation's "k=v,k=v" form (the config refuses ',' and '=' in tags)."""
-    return ",".join(f"{key}={value}" for key, value in sorted(tags.items()))
 
 
 #: What `pulumi up` waits for on the model Service: its load balancer's hostname, which the stack
@@ -210,7 +201,9 @@ def service(spec: ServerSpec) -> Manifest:
         # The controller then picks the subnets tagged kubernetes.io/role/internal-elb.
         annotations["service.beta.kubernetes.io/aws-load-balancer-internal"] = "true"
     if spec.aws_tags:
-        annotations[NLB_TAGS_ANNOTATION] = aws_tags_annotation(spec.aws_tags)
+        # "k=v,k=v" (the config refuses ',' and '=' in tags).
+        tags = sorted(spec.aws_tags.items())
+        annotations[NLB_TAGS_ANNOTATION] = ",".join(f"{key}={value}" for key, value in tags)
     # With `vllm-key` the load balancer reaches vLLM's own port, by number (it declares none).
     target = spec.port if spec.vllm_key else "gatekeeper"  # `gatekeeper.PORT_NAME`
     port = {"name": "http", "port": 80, "targetPort": target, "protocol": "TCP"}

@@ -426,16 +426,11 @@ def missing_references(objects: Sequence[Manifest], world: World | None = None) 
 
 # -- rule: claims bind -------------------------------------------------------------------------
 
-_UNITS = {
-    "": 1,
-    "k": 1000,
-    "M": 1000**2,
-    "G": 1000**3,
-    "T": 1000**4,
-    "Ki": 1024,
-    "Mi": 1024**2,
-    "Gi": 1024**3,
-    "Ti": 1024**4,
+#: The decimal (k, M, G, T) and binary (Ki, Mi, Gi, Ti) suffixes of a quantity.
+_UNITS = {"": 1} | {
+    unit: base**power
+    for power, prefix in enumerate("kMGT", start=1)
+    for unit, base in ((prefix, 1000), (f"{prefix.upper()}i", 1024))
 }
 
 
@@ -450,22 +445,15 @@ def quantity(value: str | int | float) -> float:
 
 
 def _terms_match(terms: Sequence[Mapping[str, Any]], labels: Mapping[str, str]) -> bool:
-    """Node selector terms (ORed; each term's expressions ANDed) against a node's labels
-    (staging/src/k8s.io/component-helpers/scheduling/corev1/nodeaffinity/nodeaffinity.go)."""
-
-    def expr_ok(expr: Mapping[str, Any]) -> bool:
-        key, op, values = expr["key"], expr["operator"], expr.get("values", [])
-        if op == "In":
-            return labels.get(key) in values
-        if op == "NotIn":
-            return labels.get(key) not in values
-        if op == "Exists":
-            return key in labels
-        if op == "DoesNotExist":
-            return key not in labels
-        return False
-
-    return any(all(expr_ok(e) for e in t.get("matchExpressions", [])) for t in terms)
+    """Node selector terms (ORed; each term's expressions ANDed, as a label selector's) against
+    a node's labels (staging/src/k8s.io/component-helpers/scheduling/corev1/nodeaffinity/
+    nodeaffinity.go); the `Gt` and `Lt` operators match nothing here."""
+    node = _fixed(labels)
+    return any(
+        all(e["operator"] in ("In", "NotIn", "Exists", "DoesNotExist") for e in expressions)
+        and _matches({"matchExpressions": expressions}, node)
+        for expressions in (t.get("matchExpressions", []) for t in terms)
+    )
 
 
 def _node_ok(pod: Mapping[str, Any], group: NodeGroup) -> str | None:

@@ -137,19 +137,6 @@ def _consumers(mocks: RecordingMocks) -> dict[str, str]:
     }
 
 
-def test_each_pod_that_calls_aws_gets_exactly_its_own_role(mocks: RecordingMocks) -> None:
-    _deploy()
-    associations = by_type(mocks.records, ASSOCIATION)
-    by_account = {f"{a.inputs['namespace']}/{a.inputs['serviceAccount']}": a for a in associations}
-    # One association per account (a second would be refused by EKS: one role per account).
-    assert len(by_account) == len(associations), [a.urn for a in associations]
-    assert set(by_account) == {CSI, AGENT, AUTOSCALER, COLLECTOR} == set(POD_ROLES)
-    for account, association in by_account.items():
-        assert association.inputs["clusterName"] == CLUSTER_NAME, association.urn
-        assert association.inputs["roleArn"] == POD_ROLES[account], association.urn
-    assert len(set(POD_ROLES.values())) == len(POD_ROLES)
-
-
 def test_what_calls_aws_comes_after_its_own_associations_wait_and_the_agent(
     mocks: RecordingMocks,
 ) -> None:
@@ -162,6 +149,8 @@ def test_what_calls_aws_comes_after_its_own_associations_wait_and_the_agent(
         a.outputs["associationId"]: f"{a.inputs['namespace']}/{a.inputs['serviceAccount']}"
         for a in by_type(mocks.records, ASSOCIATION)
     }
+    # One association per account (a second would be refused by EKS: one role per account).
+    assert len(set(ids.values())) == len(ids), ids
     waits = {ids[w.inputs["triggers"]["associationId"]]: w for w in by_type(mocks.records, SLEEP)}
     assert set(waits) == set(POD_ROLES)
     for wait in waits.values():
@@ -195,13 +184,9 @@ def test_no_pod_role_is_named_by_irsa(mocks: RecordingMocks) -> None:
     assert list(chart.inputs["values"]["podAnnotations"]) == [ASSOCIATION_ANNOTATION], chart.urn
 
 
-def test_the_components_create_no_iam(mocks: RecordingMocks) -> None:
-    """The roles are the bootstrap's; the deploy role may not write IAM."""
-    _deploy()
-    assert [r.urn for r in mocks.records if r.type_.startswith("aws:iam/")] == []
-
-
-def test_a_pod_without_a_bootstrap_role_is_refused(mocks: RecordingMocks) -> None:
+def test_a_pod_without_a_bootstrap_role_is_refused_and_none_waits_for_no_agent(
+    mocks: RecordingMocks,
+) -> None:
     without = {k: v for k, v in POD_ROLES.items() if k != CSI}
     cluster = replace(_cluster(None), pod_roles=without)
     with pytest.raises(ValueError) as refused:
@@ -211,9 +196,7 @@ def test_a_pod_without_a_bootstrap_role_is_refused(mocks: RecordingMocks) -> Non
     with pytest.raises(ValueError, match=f"no role for the service account {CSI}"):
         run(lambda: ModelVolumes("weights", ModelVolumesArgs(cluster, "gp3", 250)))
     assert by_type(mocks.records, ADDON) == []
-
-
-def test_without_an_agent_nothing_waits_for_one() -> None:
+    # Without an agent nothing waits for one.
     assert _cluster(None).after_identity() == []
 
 
@@ -244,9 +227,7 @@ def test_container_logs_are_kept_for_a_bounded_time(mocks: RecordingMocks) -> No
     application = groups[f"/aws/containerinsights/{CLUSTER_NAME}/application"]
     assert resolve(logs.log_group_name) == application.outputs["name"]
     assert resolve(logs.query) == logs_query(wiring.NAMESPACE)
-
-
-def test_logs_query_reads_the_model_namespace_across_recreations() -> None:
+    # The query reads the model namespace across recreations.
     query = logs_query("gemma-graviton")
     assert "filter kubernetes.namespace_name = 'gemma-graviton'" in query
     assert "sort @timestamp asc" in query

@@ -35,7 +35,7 @@ PAGE = chat.ChatPage(model='org/model-"1"<x>', max_reply_tokens=256, max_model_l
 HAVE_NGINX = Path("/usr/sbin/nginx").exists() or gate.shutil.which("nginx") is not None
 
 
-def test_the_page_is_served_only_when_asked_for() -> None:
+def test_the_page_is_served_only_when_asked_for_under_a_same_origin_csp() -> None:
     without = nginx_conf(LIMITS)
     assert "location = / {" not in without and chat.CSP not in without
     conf = nginx_conf(LIMITS, page_root="/etc/gatekeeper")
@@ -55,16 +55,14 @@ def test_the_page_is_served_only_when_asked_for() -> None:
         "/.gatekeeper-none", "/chat-index.html", "/chat-app.js", "/chat-app.css",
     ]  # fmt: skip
     assert conf.index("location / { return 404") > conf.index("location = /app.css")
-
-
-def test_the_csp_allows_this_origin_only_and_nothing_inline() -> None:
+    # The CSP allows this origin only and nothing inline.
     directives = dict(d.split(" ", 1) for d in chat.CSP.split("; "))
     assert directives["default-src"] == "'self'"
     assert all("unsafe" not in v and "http" not in v and "*" not in v for v in directives.values())
     assert directives["frame-ancestors"] == directives["object-src"] == "'none'"
 
 
-def test_the_page_has_no_inline_script_or_style_and_no_third_party() -> None:
+def test_the_page_has_its_figures_no_inline_code_no_third_party_and_keeps_the_key_close() -> None:
     files = chat.files(PAGE)
     index = files["chat-index.html"]
     assert re.findall(r"<script[^>]*>", index) == ['<script src="/app.js" defer>']
@@ -72,17 +70,12 @@ def test_the_page_has_no_inline_script_or_style_and_no_third_party() -> None:
     for text in files.values():
         assert "http://" not in text and "https://" not in text and "//cdn" not in text
     assert "innerHTML" not in files["chat-app.js"] and "eval(" not in files["chat-app.js"]
-
-
-def test_the_plan_figures_are_written_into_the_page_escaped() -> None:
-    index = chat.files(PAGE)["chat-index.html"]
+    # The plan's figures are written into the page, escaped.
     assert 'data-max-reply-tokens="256"' in index and 'data-max-model-len="2048"' in index
     assert 'max="256" value="256"' in index
     assert 'data-model="org/model-&quot;1&quot;&lt;x&gt;"' in index
     assert "{{" not in index
-
-
-def test_the_key_lives_in_session_storage_and_the_header_only() -> None:
+    # The key lives in session storage and the header only.
     script = chat.source("app.js")
     assert "localStorage" not in script and "document.cookie" not in script
     assert "sessionStorage.setItem(KEY_STORE" in script

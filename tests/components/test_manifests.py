@@ -68,15 +68,30 @@ VARIANTS = [
 
 @pytest.mark.parametrize("stack", stack_names())
 @pytest.mark.parametrize("overrides", VARIANTS, ids=lambda o: ",".join(o) or "defaults")
-def test_objects_pass_the_real_schemas(stack: str, overrides: dict[str, Any]) -> None:
+def test_objects_pass_the_real_schemas_and_requests_equal_limits(
+    stack: str, overrides: dict[str, Any]
+) -> None:
     if "replicas" in overrides and load_stack(stack).elastic:
         # An elastic stack's groups are `maxGroups`; it refuses `replicas`.
         overrides = {**overrides, "maxGroups": overrides["replicas"]}
         del overrides["replicas"]
-    cfg, _, objects = _objects(stack, **overrides)
+    cfg, p, objects = _objects(stack, **overrides)
     for obj in objects:
         name = f"{obj['kind']}/{obj['metadata']['name']}"
         assert k8s_schemas.object_errors(obj, cfg.kubernetes_version) == [], name
+    for role, pod in _pod_specs(_kind(objects, "LeaderWorkerSet")).items():
+        for c in pod["containers"] + pod.get("initContainers", []):
+            res = c["resources"]
+            assert res["requests"] == res["limits"], (role, c["name"])
+            expected = (
+                {
+                    "cpu": f"{catalog.GATEKEEPER_MILLICPU}m",
+                    "memory": f"{catalog.GATEKEEPER_MEMORY_MIB}Mi",
+                }
+                if c["name"] == "gatekeeper"
+                else {"cpu": str(p.pod_cpu), "memory": f"{p.pod_memory_gib:g}Gi"}
+            )
+            assert res["limits"] == expected, (role, c["name"])
 
 
 def test_schema_check_catches_a_wrong_field() -> None:
@@ -154,29 +169,15 @@ def test_command_lines_are_exactly_the_plan() -> None:
         "--port": "8000",
     }
     assert "ports" not in leader, "vLLM listens on loopback: only the gatekeeper has a port"
+    # A worker's entry waits for its leader, then becomes vLLM with these args
+    # (tests/components/test_programs.py).
     assert worker["command"][:3] == ["/bin/sh", "/opt/gemma-graviton/engine.sh", "worker"]
+    assert worker["command"][-1] == "--" and worker["args"][:2] == leader["args"][:2]
     assert _flags(worker["args"]) == {**expected_common, "--headless": ""}
+    assert worker["args"][-1] == "--headless"
     env = {e["name"]: e for e in leader["env"]}
     assert env["VLLM_API_KEY"]["valueFrom"]["secretKeyRef"]["name"] == "gemma-api-key"
     assert "VLLM_API_KEY" not in {e["name"] for e in worker["env"]}
-
-
-def test_requests_equal_limits_on_every_container() -> None:
-    for overrides in VARIANTS:
-        _, p, objects = _objects(**overrides)
-        for role, pod in _pod_specs(_kind(objects, "LeaderWorkerSet")).items():
-            for c in pod["containers"] + pod.get("initContainers", []):
-                res = c["resources"]
-                assert res["requests"] == res["limits"], (role, c["name"])
-                expected = (
-                    {
-                        "cpu": f"{catalog.GATEKEEPER_MILLICPU}m",
-                        "memory": f"{catalog.GATEKEEPER_MEMORY_MIB}Mi",
-                    }
-                    if c["name"] == "gatekeeper"
-                    else {"cpu": str(p.pod_cpu), "memory": f"{p.pod_memory_gib:g}Gi"}
-                )
-                assert res["limits"] == expected, (role, c["name"])
 
 
 def _lws_pod_labels(lws_name: str, group: int, index: int) -> dict[str, str]:
@@ -216,19 +217,6 @@ def test_tls_listener_with_a_certificate() -> None:
     assert annotations["service.beta.kubernetes.io/aws-load-balancer-ssl-ports"] == "https"
 
 
-def test_network_policy_admits_only_the_group_and_the_gatekeeper_port() -> None:
-    _, _, objects = _objects()
-    policy = _kind(objects, "NetworkPolicy")["spec"]
-    group = {"matchLabels": {manifests.LWS_NAME_LABEL: "gemma-vllm"}}
-    assert policy["podSelector"] == group
-    assert policy["ingress"][:2] == [
-        {"from": [{"podSelector": group}]},
-        {"ports": [{"port": 8080, "protocol": "TCP"}]},
-    ]
-    # The third rule, the metrics port from the collector only: tests/components/test_metrics.py.
-    assert len(policy["ingress"]) == 3
-
-
 def test_volume_cache_uses_a_claim_per_rank() -> None:
     _, p, objects = _objects(modelCache="volume")
     template = _kind(objects, "LeaderWorkerSet")["spec"]["leaderWorkerTemplate"]
@@ -241,25 +229,6 @@ def test_volume_cache_uses_a_claim_per_rank() -> None:
     assert storage["volumeBindingMode"] == "WaitForFirstConsumer"
     for pod in _pod_specs(_kind(objects, "LeaderWorkerSet")).values():
         assert "models" not in {v["name"] for v in pod["volumes"]}
-
-
-def test_a_claims_persistent_volume_keeps_its_name() -> None:
-    # components/storage.py names each rank's PersistentVolume so; a new name would make Pulumi
-    # replace every one of them (the EBS volumes stay, their PVs are recreated).
-    assert manifests.static_volume_name(("gemma-graviton", "models-gemma-vllm-0-1")) == (
-        "gemma-graviton-models-gemma-vllm-0-1"
-    )
-
-
-def test_startup_budget_and_wait_annotation_follow_the_plan() -> None:
-    _, p, objects = _objects()
-    lws = _kind(objects, "LeaderWorkerSet")
-    annotations = lws["metadata"]["annotations"]
-    assert annotations["pulumi.com/waitFor"] == "condition=Available"
-    assert annotations["pulumi.com/timeoutSeconds"] == str(p.startup_timeout_seconds)
-    probe = _pod_specs(lws)["leader"]["containers"][0]["startupProbe"]
-    assert probe["periodSeconds"] * probe["failureThreshold"] == p.startup_timeout_seconds
-    assert lws["spec"]["startupPolicy"] == "LeaderCreated"
 
 
 def test_render_writes_one_file_per_object_and_no_secret(
@@ -345,7 +314,7 @@ def test_checkov_finds_nothing_unaccepted(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("stack", stack_names())
-def test_liveness_probes_are_what_the_plan_says(stack: str) -> None:
+def test_liveness_and_startup_probes_are_what_the_plan_says(stack: str) -> None:
     cfg, p, objects = _objects(stack)
     live = p.liveness
     specs = _pod_specs(_kind(objects, "LeaderWorkerSet"))
@@ -397,13 +366,14 @@ def test_liveness_probes_are_what_the_plan_says(stack: str) -> None:
     assert startup["periodSeconds"] * startup["failureThreshold"] == p.startup_timeout_seconds
     # Readiness stays /health (through the gatekeeper): traffic once every rank joined.
     assert leader["readinessProbe"]["httpGet"]["path"] == "/health"
-
-
-def test_private_clients_get_an_internal_load_balancer() -> None:
-    # Public ones do not (tests/program/test_tags.py, the in-tree controller's test).
-    _, _, private = _objects("dev", allowedCidrs=["10.0.0.0/8"], allowPlainHttp=False)
-    annotations = _kind(private, "Service")["metadata"]["annotations"]
-    assert annotations["service.beta.kubernetes.io/aws-load-balancer-internal"] == "true"
+    # The leader's startup budget and the wait annotation follow the plan.
+    lws = _kind(objects, "LeaderWorkerSet")
+    annotations = lws["metadata"]["annotations"]
+    assert annotations["pulumi.com/waitFor"] == "condition=Available"
+    assert annotations["pulumi.com/timeoutSeconds"] == str(p.startup_timeout_seconds)
+    probe = leader["startupProbe"]
+    assert probe["periodSeconds"] * probe["failureThreshold"] == p.startup_timeout_seconds
+    assert lws["spec"]["startupPolicy"] == "LeaderCreated"
 
 
 def test_a_private_range_beside_public_ones_is_refused() -> None:
@@ -576,36 +546,13 @@ def test_prefetch_retries_the_network_and_stops_at_a_commit_the_hub_does_not_hav
     assert not target.exists() or not any(target.iterdir())
 
 
-def _mounts_of(pod: dict[str, Any], volume: str) -> list[str]:
-    return [
-        c["name"]
-        for c in pod["containers"] + pod.get("initContainers", [])
-        if any(m["name"] == volume for m in c.get("volumeMounts", []))
-    ]
-
-
-def test_hf_token_reaches_only_the_container_that_downloads() -> None:
-    _, _, objects = _objects()
-    for role, pod in _pod_specs(_kind(objects, "LeaderWorkerSet")).items():
-        assert _mounts_of(pod, "hf-token") == ["prefetch-weights"], role
-        engine = pod["containers"][0]
-        assert "HF_TOKEN_PATH" not in {e["name"] for e in engine["env"]}, role
-    _, _, objects = _objects(weightPrefetch=False)
-    for role, pod in _pod_specs(_kind(objects, "LeaderWorkerSet")).items():
-        assert _mounts_of(pod, "hf-token") == ["vllm"], role
-        (mount,) = [m for m in pod["containers"][0]["volumeMounts"] if m["name"] == "hf-token"]
-        assert mount["readOnly"] is True, role
-
-
-def test_load_balancer_keeps_the_client_address() -> None:
+def test_load_balancer_keeps_the_client_address_and_private_clients_get_an_internal_one() -> None:
     # With `Cluster` the NLB's targets see node addresses, and the source ranges stop applying.
     for overrides in ({}, {"allowedCidrs": ["10.0.0.0/8"], "allowPlainHttp": False}):
         _, _, objects = _objects(**overrides)
-        assert _kind(objects, "Service")["spec"]["externalTrafficPolicy"] == "Local", overrides
-
-
-def test_a_failed_rank_restarts_its_whole_group() -> None:
-    # A pipeline's gloo group cannot take a rank back: a lone restarted pod would hang.
-    _, _, objects = _objects()
-    template = _kind(objects, "LeaderWorkerSet")["spec"]["leaderWorkerTemplate"]
-    assert template["restartPolicy"] == "RecreateGroupOnPodRestart"
+        service = _kind(objects, "Service")
+        assert service["spec"]["externalTrafficPolicy"] == "Local", overrides
+    # The private clients' (the last); public ones get none (tests/program/test_tags.py, the
+    # in-tree controller's test).
+    annotations = service["metadata"]["annotations"]
+    assert annotations["service.beta.kubernetes.io/aws-load-balancer-internal"] == "true"

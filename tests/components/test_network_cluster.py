@@ -134,7 +134,9 @@ def subnet_in(records: list[Recorded], tier: str, zone: str) -> Recorded:
 # -- the node group ------------------------------------------------------------------------------
 
 
-def test_node_group_is_fixed_size_graviton_in_the_node_subnet(mocks: RecordingMocks) -> None:
+def test_node_group_is_fixed_size_graviton_in_the_node_subnet_from_its_template(
+    mocks: RecordingMocks,
+) -> None:
     network, _ = deploy(mocks)
     group = one(mocks.records, NODE_GROUP)
     node_subnet = subnet_in(mocks.records, "private", NODE_ZONE)
@@ -151,11 +153,7 @@ def test_node_group_is_fixed_size_graviton_in_the_node_subnet(mocks: RecordingMo
         "maxSize": NODE_COUNT,
     }, group.urn
     assert inputs["labels"] == LABELS, group.urn
-
-
-def test_node_group_uses_the_launch_template_role_and_cluster(mocks: RecordingMocks) -> None:
-    deploy(mocks)
-    group = one(mocks.records, NODE_GROUP)
+    # The launch template, the role and the cluster.
     template = one(mocks.records, LAUNCH_TEMPLATE)
     role = named(mocks.records, ROLE, NODE_ROLE)
     eks_cluster = one(mocks.records, EKS_CLUSTER)
@@ -170,28 +168,27 @@ def test_node_group_uses_the_launch_template_role_and_cluster(mocks: RecordingMo
     assert group.inputs["cluster"]["urn"] == eks_cluster.urn, group.urn
 
 
-def test_launch_template_sets_an_encrypted_gp3_root_volume(mocks: RecordingMocks) -> None:
+def test_launch_template_sets_the_root_volume_imdsv2_and_the_static_cpu_manager(
+    mocks: RecordingMocks,
+) -> None:
+    """vLLM binds a thread per CPU it sees: the pod must see only its own, exclusive CPUs."""
     deploy(mocks)
     template = one(mocks.records, LAUNCH_TEMPLATE)
-    mappings = template.inputs["blockDeviceMappings"]
-
-    assert len(mappings) == 1, template.urn
-    assert mappings[0]["deviceName"] == "/dev/xvda", template.urn
-    ebs = mappings[0]["ebs"]
-    assert ebs["volumeSize"] == DISK_GIB, template.urn
-    assert ebs["volumeType"] == "gp3", template.urn
-    assert ebs["encrypted"] == "true", template.urn
-
-
-def test_launch_template_requires_imdsv2_with_hop_limit_one(mocks: RecordingMocks) -> None:
-    deploy(mocks)
-    template = one(mocks.records, LAUNCH_TEMPLATE)
-
+    (mapping,) = template.inputs["blockDeviceMappings"]
+    assert mapping["deviceName"] == "/dev/xvda", template.urn
+    ebs = mapping["ebs"]
+    assert (ebs["volumeSize"], ebs["volumeType"], ebs["encrypted"]) == (DISK_GIB, "gp3", "true")
     assert template.inputs["metadataOptions"] == {
         "httpEndpoint": "enabled",
         "httpTokens": "required",
         "httpPutResponseHopLimit": 1,
     }, template.urn
+    user_data = base64.b64decode(template.inputs["userData"]).decode()
+    assert "Content-Type: application/node.eks.aws" in user_data, template.urn
+    document = user_data.split("---\n", 1)[1].split("\n--//--")[0]
+    node_config = yaml.safe_load(document)
+    assert node_config["kind"] == "NodeConfig"
+    assert node_config["spec"]["kubelet"]["config"]["cpuManagerPolicy"] == "static"
 
 
 def bootstrap_arn(key: str) -> str:
@@ -200,43 +197,22 @@ def bootstrap_arn(key: str) -> str:
     return f"arn:aws:iam::{ACCOUNT_ID}:role{iam.role_path('dev')}{identity.role_name('dev', key)}"
 
 
-def test_the_nodes_run_as_the_bootstrap_node_role(mocks: RecordingMocks) -> None:
-    """Its trust and policies are the bootstrap's (tests/components/test_stack_roles.py)."""
+def test_the_nodes_and_the_cluster_run_as_the_bootstrap_roles(mocks: RecordingMocks) -> None:
+    """The node role's trust and policies are the bootstrap's
+    (tests/components/test_stack_roles.py). Given a service role, pulumi-eks creates none of its
+    own (nodejs/eks/cluster/cluster.ts `createCore`, `if (!args.serviceRole)`, master at
+    7bf0c1b), which the deploy role could not: it writes no IAM."""
     _, cluster = deploy(mocks)
     role = named(mocks.records, ROLE, NODE_ROLE)
     group = one(mocks.records, NODE_GROUP)
-
     assert role.outputs["arn"] == bootstrap_arn("nodes"), role.urn
     assert group.inputs["nodeRoleArn"] == bootstrap_arn("nodes"), group.urn
     assert resolve(cluster.node_role_name) == identity.role_name("dev", "nodes"), role.urn
     assert resolve(cluster.node_role_arn) == bootstrap_arn("nodes"), role.urn
-
-
-def test_the_cluster_runs_as_the_bootstrap_service_role(mocks: RecordingMocks) -> None:
-    """Given a service role, pulumi-eks creates none of its own (nodejs/eks/cluster/cluster.ts
-    `createCore`, `if (!args.serviceRole)`, master at 7bf0c1b), which the deploy role could
-    not: it writes no IAM."""
-    deploy(mocks)
-    role = named(mocks.records, ROLE, SERVICE_ROLE)
+    service = named(mocks.records, ROLE, SERVICE_ROLE)
     eks_cluster = one(mocks.records, EKS_CLUSTER)
-
-    assert role.outputs["arn"] == bootstrap_arn("cluster"), role.urn
-    assert eks_cluster.inputs["serviceRole"]["urn"] == role.urn, eks_cluster.urn
-
-
-def test_the_cluster_creates_no_iam(mocks: RecordingMocks) -> None:
-    """The only IAM the cluster touches is the two roles it is given, read by name: no role, no
-    policy, no attachment and no OIDC provider is registered."""
-    deploy(mocks)
-    iam_records = [r for r in mocks.records if r.type_.startswith("aws:iam/")]
-    assert sorted(r.name for r in iam_records) == sorted([NODE_ROLE, SERVICE_ROLE]), [
-        r.urn for r in iam_records
-    ]
-    for read in iam_records:
-        # A read registers nothing: no inputs, and no registration the engine would create.
-        assert read.inputs == {}, read.urn
-        assert read.urn not in mocks.monitor.dependencies, read.urn
-    assert one(mocks.records, EKS_CLUSTER).inputs["createOidcProvider"] is False
+    assert service.outputs["arn"] == bootstrap_arn("cluster"), service.urn
+    assert eks_cluster.inputs["serviceRole"]["urn"] == service.urn, eks_cluster.urn
 
 
 def test_the_cluster_refuses_to_run_without_the_bootstrap_roles(mocks: RecordingMocks) -> None:
@@ -246,14 +222,6 @@ def test_the_cluster_refuses_to_run_without_the_bootstrap_roles(mocks: Recording
         "`service_role` and `node_role` are the bootstrap's roles; pass both"
     )
     assert by_type(mocks.records, EKS_CLUSTER) == []
-
-
-def test_a_stack_whose_bootstrap_has_not_run_fails_on_the_first_role(
-    mocks: RecordingMocks,
-) -> None:
-    """Read before anything is created: the preview fails, not a half-made stack."""
-    with pytest.raises(Exception, match="couldn't find resource"):
-        run(lambda: existing_roles("role", "dev", ["cluster", "nodes"], pulumi.ResourceOptions()))
 
 
 def test_the_pod_identity_agent_is_pinned_and_comes_after_the_nodes(
@@ -298,7 +266,9 @@ def test_cluster_uses_api_auth_logging_no_oidc_and_no_default_node_group(
     assert inputs["vpcCniOptions"]["enableNetworkPolicy"] is True, eks_cluster.urn
 
 
-def test_listed_principals_get_cluster_scoped_access_entries(mocks: RecordingMocks) -> None:
+def test_listed_principals_get_cluster_scoped_access_entries_that_outlive_the_objects(
+    mocks: RecordingMocks,
+) -> None:
     _, cluster = deploy(mocks)
     eks_name = resolve(cluster.cluster_name)
     entries = {r.inputs["principalArn"]: r for r in by_type(mocks.records, ACCESS_ENTRY)}
@@ -316,13 +286,10 @@ def test_listed_principals_get_cluster_scoped_access_entries(mocks: RecordingMoc
     for policy in policies.values():
         assert policy.inputs["accessScope"] == {"type": "cluster"}, policy.urn
         assert policy.inputs["clusterName"] == eks_name, policy.urn
-
-
-def test_kubernetes_objects_are_deleted_before_the_access_entries(mocks: RecordingMocks) -> None:
-    deploy(mocks)
+    # Kubernetes objects are deleted before the access entries (through the provider).
     provider = one(mocks.records, K8S_PROVIDER)
     depends = mocks.monitor.dependencies[provider.urn]
-    for record in by_type(mocks.records, ACCESS_ENTRY) + by_type(mocks.records, ACCESS_POLICY):
+    for record in [*entries.values(), *policies.values()]:
         assert record.urn in depends, (provider.urn, record.urn)
 
 
@@ -339,17 +306,6 @@ def test_no_operator_ranges_means_no_public_endpoint(mocks: RecordingMocks) -> N
     assert inputs["endpointPublicAccess"] is False
     assert "publicAccessCidrs" not in inputs
     assert by_type(mocks.records, ACCESS_ENTRY) == []
-
-
-def test_control_plane_subnets_span_two_zones(mocks: RecordingMocks) -> None:
-    network, _ = deploy(mocks)
-    eks_cluster = one(mocks.records, EKS_CLUSTER)
-    subnet_ids = eks_cluster.inputs["subnetIds"]
-    zones = {subnet_by_id(mocks.records, s).inputs["availabilityZone"] for s in subnet_ids}
-
-    assert len(subnet_ids) == 2, eks_cluster.urn
-    assert zones == {NODE_ZONE, SECOND_ZONE}, eks_cluster.urn
-    assert resolve(network.control_plane_subnet_ids) == subnet_ids, eks_cluster.urn
 
 
 # -- the network ---------------------------------------------------------------------------------
@@ -390,12 +346,13 @@ def test_public_nodes_get_no_nat_gateway_and_public_ips(mocks: RecordingMocks) -
         assert subnet.inputs["mapPublicIpOnLaunch"] is public, subnet.urn
 
 
-def test_subnets_are_tagged_for_load_balancers_in_both_zones(mocks: RecordingMocks) -> None:
+def test_subnets_are_the_first_four_20s_tagged_routed_and_two_zoned_for_the_control_plane(
+    mocks: RecordingMocks,
+) -> None:
     network, _ = deploy(mocks)
     vpc = one(mocks.records, VPC)
     public = [subnet_in(mocks.records, "public", z) for z in (NODE_ZONE, SECOND_ZONE)]
     private = [subnet_in(mocks.records, "private", z) for z in (NODE_ZONE, SECOND_ZONE)]
-
     assert vpc.inputs["enableDnsHostnames"] is True, vpc.urn
     assert vpc.inputs["enableDnsSupport"] is True, vpc.urn
     for subnet in public:
@@ -404,24 +361,20 @@ def test_subnets_are_tagged_for_load_balancers_in_both_zones(mocks: RecordingMoc
         assert subnet.inputs["tags"]["kubernetes.io/role/internal-elb"] == "1", subnet.urn
     assert resolve(network.public_subnet_ids) == [s.resource_id for s in public], vpc.urn
     assert resolve(network.vpc_id) == vpc.resource_id, vpc.urn
-
-
-def test_subnets_are_the_first_four_20s_of_the_vpc(mocks: RecordingMocks) -> None:
-    deploy(mocks)
+    eks_cluster = one(mocks.records, EKS_CLUSTER)
+    subnet_ids = eks_cluster.inputs["subnetIds"]
+    zones = {subnet_by_id(mocks.records, s).inputs["availabilityZone"] for s in subnet_ids}
+    assert len(subnet_ids) == 2, eks_cluster.urn
+    assert zones == {NODE_ZONE, SECOND_ZONE}, eks_cluster.urn
+    assert resolve(network.control_plane_subnet_ids) == subnet_ids, eks_cluster.urn
     cidrs = {r.name: r.inputs["cidrBlock"] for r in by_type(mocks.records, SUBNET)}
-
     assert cidrs == {
         f"net-public-{NODE_ZONE}": "10.42.0.0/20",
         f"net-public-{SECOND_ZONE}": "10.42.16.0/20",
         f"net-private-{NODE_ZONE}": "10.42.32.0/20",
         f"net-private-{SECOND_ZONE}": "10.42.48.0/20",
     }, [r.urn for r in by_type(mocks.records, SUBNET)]
-
-
-def test_every_subnet_has_a_route_table(mocks: RecordingMocks) -> None:
-    deploy(mocks)
     associated = {r.inputs["subnetId"] for r in by_type(mocks.records, ASSOCIATION)}
-
     for subnet in by_type(mocks.records, SUBNET):
         assert subnet.resource_id in associated, subnet.urn
 
@@ -429,7 +382,9 @@ def test_every_subnet_has_a_route_table(mocks: RecordingMocks) -> None:
 # -- outputs, provider, parenting ----------------------------------------------------------------
 
 
-def test_kubeconfig_is_secret_and_feeds_the_kubernetes_provider(mocks: RecordingMocks) -> None:
+def test_outputs_come_from_the_eks_components_and_the_kubeconfig_is_secret(
+    mocks: RecordingMocks,
+) -> None:
     _, cluster = deploy(mocks)
     eks_cluster = one(mocks.records, EKS_CLUSTER)
     provider = one(mocks.records, K8S_PROVIDER)
@@ -440,11 +395,7 @@ def test_kubeconfig_is_secret_and_feeds_the_kubernetes_provider(mocks: Recording
     # Provider inputs cross the wire JSON-encoded, so the flag arrives as a string.
     assert provider.inputs["enableServerSideApply"] == "true", provider.urn
     assert resolve(cluster.provider.urn) == provider.urn, provider.urn
-
-
-def test_cluster_outputs_come_from_the_eks_components(mocks: RecordingMocks) -> None:
-    _, cluster = deploy(mocks)
-    eks_cluster = one(mocks.records, EKS_CLUSTER)
+    # The other outputs come from the EKS components too.
     group = one(mocks.records, NODE_GROUP)
     eks_state = mocks.monitor.resources[eks_cluster.outputs["eksCluster"]["urn"]].state
     group_state = mocks.monitor.resources[group.outputs["nodeGroup"]["urn"]].state
@@ -469,11 +420,7 @@ def test_every_child_is_parented_to_its_component_and_named_after_it(
     for child in children:
         assert child.parent in components, f"{child.urn} has parent {child.parent}"
         assert child.name.startswith(f"{components[child.parent].name}-"), child.urn
-
-
-def test_the_only_invoke_is_the_partition_lookup(mocks: RecordingMocks) -> None:
-    deploy(mocks)
-
+    # The only invoke is the partition lookup.
     assert {c.token for c in mocks.calls} == {"aws:index/getPartition:getPartition"}, mocks.calls
 
 
@@ -581,15 +528,3 @@ def test_an_explicit_aws_provider_reaches_every_aws_child(mocks: RecordingMocks)
             assert record.providers.get("aws") == reference, record.urn
     for call in mocks.calls:
         assert call.provider == reference, call.token
-
-
-def test_nodes_run_the_static_cpu_manager(mocks: RecordingMocks) -> None:
-    """vLLM binds a thread per CPU it sees: the pod must see only its own, exclusive CPUs."""
-    deploy(mocks)
-    template = one(mocks.records, LAUNCH_TEMPLATE)
-    user_data = base64.b64decode(template.inputs["userData"]).decode()
-    assert "Content-Type: application/node.eks.aws" in user_data, template.urn
-    document = user_data.split("---\n", 1)[1].split("\n--//--")[0]
-    node_config = yaml.safe_load(document)
-    assert node_config["kind"] == "NodeConfig"
-    assert node_config["spec"]["kubelet"]["config"]["cpuManagerPolicy"] == "static"

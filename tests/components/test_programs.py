@@ -150,7 +150,9 @@ def _dev() -> list[dict]:
     return rendered_objects(cfg, plan(cfg, "dev"))
 
 
-def test_the_group_ships_its_programs_once_in_a_read_only_config_map() -> None:
+def test_the_group_ships_its_programs_once_in_a_read_only_config_map_named_by_them(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     objects = _dev()
     maps = [o for o in objects if o["kind"] == "ConfigMap" and "programs" in o["metadata"]["name"]]
     # Named by the files' digest and immutable: each template mounts its own programs.
@@ -171,14 +173,11 @@ def test_the_group_ships_its_programs_once_in_a_read_only_config_map() -> None:
             assert {"name": "programs", "mountPath": programs.MOUNT, "readOnly": True} in (
                 container["volumeMounts"]
             ), (role, container["name"])
-
-
-def test_a_changed_program_is_a_new_config_map(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
+    # A changed program is a new ConfigMap.
     cfg = load_stack("dev")
     spec = server_spec(cfg, plan(cfg, "dev"))
     before = pods.programs_config(spec)["metadata"]["name"]
+    assert before == maps[0]["metadata"]["name"]
     changed = {**programs.files(), "drain.py": programs.files()["drain.py"] + "# changed\n"}
     monkeypatch.setattr(programs, "files", lambda key_check=False: changed)
     assert pods.programs_config(spec)["metadata"]["name"] != before
@@ -211,7 +210,9 @@ def test_the_rehearsal_and_the_tests_run_the_checkouts_files_in_place_of_the_mou
 
 
 @contextmanager
-def _metrics(text: str) -> Iterator[int]:
+def answering(text: str) -> Iterator[int]:
+    """A server on loopback that answers every GET 200 with `text`; its port."""
+
     class Handler(http.server.BaseHTTPRequestHandler):
         def do_GET(self) -> None:
             body = text.encode()
@@ -234,7 +235,7 @@ def _metrics(text: str) -> Iterator[int]:
 
 def test_the_drain_counts_the_requests_in_the_engine_and_none_once_it_is_gone() -> None:
     text = 'vllm:num_requests_running{engine="0"} 2.0\nvllm:num_requests_waiting 1.0\nx 9\n'
-    with _metrics(text) as port:
+    with answering(text) as port:
         assert drain.in_flight(str(port)) == 3.0
         assert drain.listening("127.0.0.1", port)
     assert drain.in_flight(str(free_port())) is None

@@ -96,7 +96,9 @@ def _run(tmp_path: Path, job: dict[str, Any]) -> subprocess.CompletedProcess[str
     )
 
 
-def test_the_job_makes_the_checkpoint_once_and_copies_it_checked(tmp_path: Path) -> None:
+def test_the_job_makes_the_checkpoint_once_copies_it_checked_and_remakes_a_lost_copy(
+    tmp_path: Path,
+) -> None:
     job = _job()
     first = _run(tmp_path, job)
     assert first.returncode == 0, first.stdout + first.stderr
@@ -113,11 +115,7 @@ def test_the_job_makes_the_checkpoint_once_and_copies_it_checked(tmp_path: Path)
     assert again.returncode == 0, again.stderr
     assert "nothing to do" in again.stdout
     assert len((tmp_path / "log").read_text().splitlines()) == 2, "no second download or run"
-
-
-def test_a_lost_copy_is_made_again_without_quantizing(tmp_path: Path) -> None:
-    job = _job()
-    assert _run(tmp_path, job).returncode == 0
+    # A lost copy is made again without quantizing.
     (tmp_path / "out" / "1" / "ckpt" / "model.safetensors").write_bytes(b"short")
     again = _run(tmp_path, job)
     assert again.returncode == 0, again.stderr
@@ -125,12 +123,14 @@ def test_a_lost_copy_is_made_again_without_quantizing(tmp_path: Path) -> None:
     assert len((tmp_path / "log").read_text().splitlines()) == 2
 
 
-def test_the_job_is_named_by_its_inputs() -> None:
+def test_the_job_is_named_by_its_inputs_and_checks_no_kernel_it_needs_not() -> None:
     spec, job = builders.server_spec(weights="int8"), builders.quantize_spec()
     name = quantize_job(spec, job)["metadata"]["name"]
     assert name == quantize_job(spec, job)["metadata"]["name"]
     moved = replace(spec, model_revision="f" * 40)
     assert quantize_job(moved, job)["metadata"]["name"] != name
+    # A format that needs no op gets no kernel check.
+    assert "initContainers" not in quantize_job(spec, job)["spec"]["template"]["spec"]
 
 
 def _fake_vllm(root: Path, ops: list[str]) -> Path:
@@ -182,8 +182,3 @@ def test_a_job_for_a_format_with_ops_checks_the_image_before_anything_else(
     assert absent.returncode == 1 and absent.stderr.count("\n") == 1
     assert absent.stderr.startswith("the image's vLLM has no cpu_fused_moe_int8")
     assert "set `vllmImage`" in absent.stderr
-
-
-def test_a_job_whose_format_needs_no_op_has_no_check() -> None:
-    job = quantize_job(builders.server_spec(weights="int8"), builders.quantize_spec())
-    assert "initContainers" not in job["spec"]["template"]["spec"]

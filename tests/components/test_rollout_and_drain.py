@@ -19,10 +19,7 @@ import pytest
 from components import manifests
 from components.manifests import drain, gatekeeper, programs
 from components.manifests.access import TARGET_GROUP_ATTRIBUTES_ANNOTATION
-from infra.adapters.render import rendered_objects
 from infra.plan import catalog
-from infra.plan.sizing import plan
-from infra.plan.stackfile import load_stack
 from tests import builders, door_harness
 from tests.components.test_manifest_fields import SPEC
 from tests.fakes import k8s_schemas
@@ -78,16 +75,6 @@ def test_every_serving_container_drains_before_it_is_stopped() -> None:
         "role=worker", "accept-s=35", "reply-s=2930", "settle-s=5",
         "leader-env=LWS_LEADER_ADDRESS", f"leader-port={SPEC.master_port}",
     ]  # fmt: skip
-
-
-def test_the_grace_covers_the_planned_reply_timeout_and_the_load_balancer_s_delay() -> None:
-    p = plan(load_stack("dev"), "dev")
-    (lws,) = [o for o in rendered_objects(load_stack("dev"), p) if o["kind"] == "LeaderWorkerSet"]
-    for role in ("leaderTemplate", "workerTemplate"):
-        grace = lws["spec"]["leaderWorkerTemplate"][role]["spec"]["terminationGracePeriodSeconds"]
-        assert grace == p.drain.grace_s, role
-        assert grace >= p.front_door.reply_timeout_seconds + p.drain.deregistration_delay_s
-        assert grace >= p.drain.accept_s + p.drain.reply_s + p.drain.settle_s
 
 
 def test_the_gatekeeper_is_ready_until_the_drain_marker_and_one_failure_takes_it_out() -> None:

@@ -5,14 +5,12 @@ lets KEDA read the queue."""
 from __future__ import annotations
 
 import datetime as dt
-import http.server
 import json
 import os
 import shutil
 import signal
 import socket
 import subprocess
-import threading
 import time
 import urllib.error
 import urllib.request
@@ -30,6 +28,8 @@ from infra.adapters.render import rendered_objects
 from infra.plan import addons, elastic, liveness
 from infra.plan.config import ConfigError
 from tests import builders
+from tests.components.test_pod_security import restricted_findings
+from tests.components.test_programs import answering
 from tests.fakes import k8s_schemas
 from tools.rehearse.group.ranks import free_port
 
@@ -47,7 +47,7 @@ def _scaled() -> tuple[manifests.ServerSpec, scaling.ScalerSpec]:
     return builders.elastic_server_spec(), builders.scaler_spec(schedule=window)
 
 
-def test_scaled_object_targets_the_leader_worker_set_with_queue_and_cron() -> None:
+def test_scaled_object_targets_the_leader_worker_set_with_queue_cron_and_extra_triggers() -> None:
     spec, scaler = _scaled()
     obj = scaling.scaled_object(spec, scaler)
     assert k8s_schemas.scaled_object_errors(obj) == []
@@ -82,6 +82,14 @@ def test_scaled_object_targets_the_leader_worker_set_with_queue_and_cron() -> No
     behavior = obj["spec"]["advanced"]["horizontalPodAutoscalerConfig"]["behavior"]
     assert behavior["scaleDown"]["stabilizationWindowSeconds"] == scaler.down_window_s
     assert obj["spec"]["cooldownPeriod"] == scaler.down_window_s
+    # Extra triggers follow the queue and the schedule.
+    wake = {"type": "metrics-api", "name": "wake", "metadata": {"url": "http://door/wake"}}
+    obj = scaling.scaled_object(spec, scaler, [wake])
+    assert [t["name"] for t in obj["spec"]["triggers"]] == ["queue", "office-hours", "wake"]
+    no_schedule = scaling.ScalerSpec(**{**scaler.__dict__, "schedule": None})
+    assert [t["name"] for t in scaling.scaled_object(spec, no_schedule)["spec"]["triggers"]] == [
+        "queue"
+    ]
 
 
 def test_queue_trigger_waits_longer_than_a_busy_leaders_metrics() -> None:
@@ -97,18 +105,7 @@ def test_queue_trigger_waits_longer_than_a_busy_leaders_metrics() -> None:
     assert seconds > 3  # the operator's default, which today's render falls back to
 
 
-def test_extra_triggers_follow_the_queue_and_the_schedule() -> None:
-    spec, scaler = _scaled()
-    wake = {"type": "metrics-api", "name": "wake", "metadata": {"url": "http://door/wake"}}
-    obj = scaling.scaled_object(spec, scaler, [wake])
-    assert [t["name"] for t in obj["spec"]["triggers"]] == ["queue", "office-hours", "wake"]
-    no_schedule = scaling.ScalerSpec(**{**scaler.__dict__, "schedule": None})
-    assert [t["name"] for t in scaling.scaled_object(spec, no_schedule)["spec"]["triggers"]] == [
-        "queue"
-    ]
-
-
-def test_schema_check_catches_a_wrong_scaled_object() -> None:
+def test_schema_check_of_the_committed_keda_copy_catches_a_wrong_scaled_object() -> None:
     spec, scaler = _scaled()
     obj = scaling.scaled_object(spec, scaler)
     obj["spec"]["minReplicas"] = 0
@@ -116,9 +113,7 @@ def test_schema_check_catches_a_wrong_scaled_object() -> None:
     obj = scaling.scaled_object(spec, scaler)
     del obj["spec"]["scaleTargetRef"]["name"]
     assert k8s_schemas.scaled_object_errors(obj) != []
-
-
-def test_committed_keda_copy_is_the_crd_structure() -> None:
+    # The committed KEDA copy is the CRD's structure.
     schema = k8s_schemas.scaled_object_schema()
     spec = schema["properties"]["spec"]
     assert spec["required"] == ["scaleTargetRef", "triggers"]
@@ -211,12 +206,8 @@ def test_the_queue_floor_runs_on_the_system_nodes_and_answers_a_zero_queue() -> 
             "memory": "16Mi",
         }
     )
-    security = container["securityContext"]
-    assert security["readOnlyRootFilesystem"] is True
-    assert security["runAsNonRoot"] is True and pod["securityContext"]["runAsNonRoot"] is True
-    assert security["capabilities"] == {"drop": ["ALL"]}
-    assert security["allowPrivilegeEscalation"] is False
-    assert security["seccompProfile"] == {"type": "RuntimeDefault"}
+    assert restricted_findings(pod) == [] and pod["securityContext"]["runAsNonRoot"] is True
+    assert container["securityContext"]["readOnlyRootFilesystem"] is True
     # It listens where the trigger's URL points (the Service's port and target port); it is
     # Ready only while no leader answers /health (KEDA counts ready endpoints only).
     url = scaling.queue_trigger(spec, scaler)["metadata"]["url"]
@@ -243,11 +234,13 @@ def test_the_queue_floor_runs_on_the_system_nodes_and_answers_a_zero_queue() -> 
     assert deployment["spec"]["strategy"]["rollingUpdate"]["maxUnavailable"] == 1  # one stays
 
 
-def test_the_queue_floor_admits_keda_alone() -> None:
+def test_the_queue_floor_admits_keda_alone_and_the_group_admits_the_floor() -> None:
     # KEDA chart 2.20.2 templates/manager/deployment.yaml: the operator's pods (`app:
     # keda-operator`) in the release namespace are the ones that poll the trigger's endpoints.
+    # The group admits the floor to the leaders' health (its readiness asks it).
     cfg, p, spec, _ = _prod()
-    policy = _floor(rendered_objects(cfg, p), "NetworkPolicy")
+    objects = rendered_objects(cfg, p)
+    policy = _floor(objects, "NetworkPolicy")
     assert policy["spec"]["podSelector"] == {"matchLabels": scaling.floor_selector(spec)}
     assert policy["spec"]["ingress"] == [
         {
@@ -255,6 +248,14 @@ def test_the_queue_floor_admits_keda_alone() -> None:
             "ports": [{"port": scaling.metrics_port(spec), "protocol": "TCP"}],
         }
     ]
+    (group,) = [
+        o
+        for o in objects
+        if o["kind"] == "NetworkPolicy" and o["metadata"]["name"] == "gemma-group"
+    ]
+    floor = {"podSelector": {"matchLabels": scaling.floor_selector(spec)}}
+    rules = [r for r in group["spec"]["ingress"] if floor in r.get("from", [])]
+    assert [r["ports"] for r in rules] == [[{"port": spec.port, "protocol": "TCP"}]]
 
 
 def test_a_fixed_stack_has_no_queue_floor() -> None:
@@ -288,7 +289,7 @@ def test_the_planner_counts_the_floor_on_the_system_nodes() -> None:
     assert system.nodes >= replicas == 2
 
 
-def test_the_queue_floor_runs_two_pods_spread_over_nodes_where_it_can() -> None:
+def test_the_queue_floor_spreads_two_pods_and_rolls_out_while_they_are_unready() -> None:
     # kubernetes v1.35 pkg/scheduler/framework/plugins/podtopologyspread/filtering.go filters by
     # `DoNotSchedule` constraints only; a `ScheduleAnyway` one is scored (scoring.go): the pods
     # go to different system nodes when there are two, and both still run on one.
@@ -307,6 +308,19 @@ def test_the_queue_floor_runs_two_pods_spread_over_nodes_where_it_can() -> None:
     assert "affinity" not in pod  # no hard anti-affinity: a lone system node still runs both
     labels = deployment["spec"]["template"]["metadata"]["labels"]
     assert all(labels.get(k) == v for k, v in scaling.floor_selector(spec).items())
+    # While a leader serves, every floor pod is unready. The Deployment controller removes an
+    # old pod only while all pods less (replicas - maxUnavailable) less the new set's
+    # unavailable ones is above 0 (kubernetes v1.35 pkg/controller/deployment/rolling.go
+    # `reconcileOldReplicaSets`): with maxUnavailable 0 a rollout would never move, and
+    # `pulumi up` must not wait for Ready.
+    replicas = deployment["spec"]["replicas"]
+    rolling = deployment["spec"]["strategy"]["rollingUpdate"]
+    all_pods = replicas + rolling["maxSurge"]
+    new_unavailable = rolling["maxSurge"]  # the surge pod, unready like the rest
+    assert all_pods - (replicas - rolling["maxUnavailable"]) - new_unavailable > 0
+    assert rolling["maxUnavailable"] < replicas  # one floor pod always stays
+    wait = deployment["metadata"]["annotations"]["pulumi.com/waitFor"]
+    assert wait == f"jsonpath={{.status.updatedReplicas}}={replicas}"
 
 
 def _eviction_allowed(budget: dict[str, Any], ready: list[bool], evicted: int) -> bool:
@@ -395,7 +409,7 @@ def test_autoscaler_may_change_only_this_clusters_groups() -> None:
     assert values["image"]["tag"] == "v1.35.2"
 
 
-def test_an_autoscaler_release_is_pinned_for_each_supported_minor() -> None:
+def test_an_autoscaler_release_is_pinned_for_each_supported_minor_and_only_those() -> None:
     # kubernetes/autoscaler cluster-autoscaler/README.md: the latest release of the cluster's
     # minor; 1.35 waits for resource.k8s.io/v1, served from 1.34 only (kubernetes/autoscaler
     # issue 9244). Every version the add-on table accepts has its own release.
@@ -404,9 +418,7 @@ def test_an_autoscaler_release_is_pinned_for_each_supported_minor() -> None:
         assert tag.startswith(f"v{minor}."), (minor, tag)
         assert addons.autoscaler_tag(minor) == tag
     assert addons.autoscaler_tag("1.32") == "v1.32.7"  # not 1.35's, which never scales 1.32
-
-
-def test_a_minor_without_an_autoscaler_release_is_refused() -> None:
+    # A minor without a release is refused.
     with pytest.raises(ConfigError) as refused:
         addons.autoscaler_tag("1.31")
     assert str(refused.value) == (
@@ -502,55 +514,11 @@ def _readiness_against(command: str, spec: manifests.ServerSpec, address: str) -
 def test_the_floor_is_ready_only_while_no_leader_answers_health() -> None:
     _cfg, _p, spec, _scaler = _prod()
     command = scaling.floor_readiness(spec)["exec"]["command"][2]
-
-    class Health(http.server.BaseHTTPRequestHandler):
-        def do_GET(self) -> None:
-            self.send_response(200 if self.path == "/health" else 404)
-            self.send_header("Content-Length", "0")
-            self.end_headers()
-
-        def log_message(self, *args: object) -> None:
-            pass
-
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Health)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
+    with answering("") as port:
         # A Ready leader answers: the floor steps aside (not Ready).
-        assert _readiness_against(command, spec, f"127.0.0.1:{server.server_address[1]}") != 0
-    finally:
-        server.shutdown()
-        server.server_close()
+        assert _readiness_against(command, spec, f"127.0.0.1:{port}") != 0
     # No Ready leader: the Service has no endpoints and the connection is refused at once.
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         closed = probe.getsockname()[1]
     assert _readiness_against(command, spec, f"127.0.0.1:{closed}") == 0
-
-
-def test_the_group_admits_the_floor_to_the_leaders_health() -> None:
-    cfg, p, spec, _scaler = _prod()
-    (policy,) = [
-        o
-        for o in rendered_objects(cfg, p)
-        if o["kind"] == "NetworkPolicy" and o["metadata"]["name"] == "gemma-group"
-    ]
-    floor = {"podSelector": {"matchLabels": scaling.floor_selector(spec)}}
-    rules = [r for r in policy["spec"]["ingress"] if floor in r.get("from", [])]
-    assert [r["ports"] for r in rules] == [[{"port": spec.port, "protocol": "TCP"}]]
-
-
-def test_the_floor_rolls_out_while_its_pods_are_unready() -> None:
-    """While a leader serves, every floor pod is unready. The Deployment controller removes an old
-    pod only while all pods less (replicas - maxUnavailable) less the new set's unavailable ones
-    is above 0 (kubernetes v1.35 pkg/controller/deployment/rolling.go `reconcileOldReplicaSets`):
-    with maxUnavailable 0 a rollout would never move, and `pulumi up` must not wait for Ready."""
-    cfg, p, _spec, _scaler = _prod()
-    deployment = _floor(rendered_objects(cfg, p), "Deployment")
-    replicas = deployment["spec"]["replicas"]
-    rolling = deployment["spec"]["strategy"]["rollingUpdate"]
-    all_pods = replicas + rolling["maxSurge"]
-    new_unavailable = rolling["maxSurge"]  # the surge pod, unready like the rest
-    assert all_pods - (replicas - rolling["maxUnavailable"]) - new_unavailable > 0
-    assert rolling["maxUnavailable"] < replicas  # one floor pod always stays
-    wait = deployment["metadata"]["annotations"]["pulumi.com/waitFor"]
-    assert wait == f"jsonpath={{.status.updatedReplicas}}={replicas}"

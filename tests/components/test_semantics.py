@@ -56,12 +56,9 @@ def _container(pod: dict[str, Any], name: str) -> dict[str, Any]:
     return container
 
 
-def test_the_variants_cover_every_shipped_stack() -> None:
-    assert {"dev", "prod"} <= set(STACKS)
-
-
 @pytest.mark.parametrize(("stack", "sets"), VARIANTS)
 def test_every_stack_holds_against_kubernetes_semantics(stack: str, sets: dict[str, Any]) -> None:
+    assert {"dev", "prod"} <= set(STACKS), "the variants cover every shipped stack"
     objects, stack_world = _stack(stack, sets)
     assert semantics.check(objects, stack_world) == []
 
@@ -69,16 +66,14 @@ def test_every_stack_holds_against_kubernetes_semantics(stack: str, sets: dict[s
 # -- named probe ports -------------------------------------------------------------------------
 
 
-def test_the_check_catches_a_probe_on_another_containers_port() -> None:
+def test_the_check_catches_a_probe_on_another_containers_port_which_dev_asks_by_number() -> None:
     objects = _objects("dev", {})
     # The fault the dev render had: the engine's probes on the gatekeeper's port name.
     _container(_leader(objects), "vllm")["readinessProbe"]["httpGet"]["port"] = "gatekeeper"
     assert semantics.unresolved_ports(objects) == [
         "LeaderWorkerSet/gemma-vllm leaderTemplate vllm readinessProbe port 'gatekeeper'"
     ]
-
-
-def test_the_dev_engine_probes_the_gatekeepers_probe_port_by_number() -> None:
+    # The dev engine probes the gatekeeper's probe port by number.
     leader = _leader(_objects("dev", {}))
     gate, engine = _container(leader, "gatekeeper"), _container(leader, "vllm")
     (probes,) = [p["containerPort"] for p in gate["ports"] if p["name"] == "probe"]
@@ -107,7 +102,7 @@ def test_the_quantize_job_of_an_elastic_stack_tolerates_the_model_taint() -> Non
 # -- Services ----------------------------------------------------------------------------------
 
 
-def test_a_service_selecting_no_pod_is_named() -> None:
+def test_a_service_selecting_no_pod_or_the_workers_is_named() -> None:
     objects = _objects("dev", {})
     service = _one(objects, "Service", "gemma")
     service["spec"]["selector"]["leaderworkerset.sigs.k8s.io/name"] = "gemma-vlm"
@@ -115,15 +110,10 @@ def test_a_service_selecting_no_pod_is_named() -> None:
         "Service/gemma selector {'leaderworkerset.sigs.k8s.io/name': 'gemma-vlm', "
         "'leaderworkerset.sigs.k8s.io/worker-index': '0'} matches no pod"
     ]
-
-
-def test_a_service_on_the_workers_too_finds_no_port_there() -> None:
     # Without the worker index the selector takes the headless ranks, which serve no port:
     # the controller adds `worker-index` 1.. to them (lws v0.10.0 pod_webhook.go).
-    objects = _objects("dev", {})
-    del _one(objects, "Service", "gemma")["spec"]["selector"][
-        "leaderworkerset.sigs.k8s.io/worker-index"
-    ]
+    service["spec"]["selector"]["leaderworkerset.sigs.k8s.io/name"] = "gemma-vllm"
+    del service["spec"]["selector"]["leaderworkerset.sigs.k8s.io/worker-index"]
     assert semantics.unserved_services(objects) == [
         "Service/gemma port 80 targetPort 'gatekeeper': LeaderWorkerSet/gemma-vllm "
         "workerTemplate declares no such TCP port"
@@ -159,22 +149,28 @@ def test_the_leaders_undeclared_port_behind_a_door_is_a_named_exception() -> Non
         "NetworkPolicy/gemma-group ingress[1] port 8000: no selected pod declares it"
     ]
     assert semantics.check(objects, stack_world) == []
-
-
-def test_a_fixed_stack_excepts_no_port() -> None:
+    # A fixed stack excepts no port.
     assert _stack("dev", {})[1].undeclared == {}
 
 
 # -- NetworkPolicies ---------------------------------------------------------------------------
 
 
-def test_a_policy_selecting_no_pod_is_named() -> None:
+def test_a_policy_or_a_peer_selecting_no_pod_is_named() -> None:
     objects, stack_world = _stack("prod", {})
     policy = _one(objects, "NetworkPolicy", "gemma-door")
     policy["spec"]["podSelector"]["matchLabels"]["app.kubernetes.io/component"] = "dor"
     assert semantics.loose_network_policies(objects, stack_world) == [
         "NetworkPolicy/gemma-door podSelector matches no pod"
     ]
+    # A same-namespace peer selecting no pod.
+    policy["spec"]["podSelector"]["matchLabels"]["app.kubernetes.io/component"] = "door"
+    group = _one(objects, "NetworkPolicy", "gemma-group")
+    door_peer = group["spec"]["ingress"][1]["from"][0]
+    door_peer["podSelector"]["matchLabels"]["app.kubernetes.io/name"] = "gema"
+    (fault,) = semantics.loose_network_policies(objects, stack_world)
+    assert fault.startswith("NetworkPolicy/gemma-group ingress[1] peer ")
+    assert fault.endswith(" matches no pod")
 
 
 def test_a_policy_port_no_selected_pod_declares_is_named() -> None:
@@ -187,16 +183,6 @@ def test_a_policy_port_no_selected_pod_declares_is_named() -> None:
     leader = "LeaderWorkerSet/gemma-vllm leaderTemplate"
     allowed = World(undeclared={(leader, 8000): "a documented exception"})
     assert semantics.loose_network_policies(objects, allowed) == []
-
-
-def test_a_policy_peer_selecting_no_pod_is_named() -> None:
-    objects, stack_world = _stack("prod", {})
-    policy = _one(objects, "NetworkPolicy", "gemma-group")
-    door_peer = policy["spec"]["ingress"][1]["from"][0]
-    door_peer["podSelector"]["matchLabels"]["app.kubernetes.io/name"] = "gema"
-    (fault,) = semantics.loose_network_policies(objects, stack_world)
-    assert fault.startswith("NetworkPolicy/gemma-group ingress[1] peer ")
-    assert fault.endswith(" matches no pod")
 
 
 # -- Secrets and ConfigMaps --------------------------------------------------------------------
@@ -448,7 +434,7 @@ def test_render_refuses_a_stack_whose_objects_would_not_run(
 # -- PodDisruptionBudgets ----------------------------------------------------------------------
 
 
-def test_a_budget_that_selects_nothing_or_allows_no_eviction_is_named() -> None:
+def test_a_budget_selecting_nothing_or_allowing_no_eviction_is_named_a_percentage_not() -> None:
     objects = _objects("prod", {})
     budget = _one(objects, "PodDisruptionBudget", "gemma-queue-floor")
     budget["spec"]["minAvailable"] = 2
@@ -463,6 +449,16 @@ def test_a_budget_that_selects_nothing_or_allows_no_eviction_is_named() -> None:
         "{'app.kubernetes.io/name': 'gemma', 'app.kubernetes.io/component': 'queue-flor'}} "
         "matches no pod"
     ]
+    # eviction.go `getPodDisruptionBudgets`: "a PDB with a nil or empty selector ... should
+    # match nothing, not everything". A percentage rounds against the pods the controller finds
+    # (disruption.go `getExpectedScale`), which this rule does not model.
+    budget["spec"]["selector"]["matchLabels"]["app.kubernetes.io/component"] = "queue-floor"
+    budget["spec"]["minAvailable"] = "100%"
+    assert semantics.stuck_budgets(objects) == []
+    budget["spec"]["selector"] = {}
+    assert semantics.stuck_budgets(objects) == [
+        "PodDisruptionBudget/gemma-queue-floor selector {} matches no pod"
+    ]
 
 
 def test_a_pod_under_two_budgets_is_named() -> None:
@@ -476,20 +472,6 @@ def test_a_pod_under_two_budgets_is_named() -> None:
         "eviction API refuses every eviction of it"
     ]
     assert semantics.check(objects, stack_world) == semantics.stuck_budgets(objects)
-
-
-def test_an_empty_budget_selector_matches_nothing_and_a_percentage_is_not_counted() -> None:
-    # eviction.go `getPodDisruptionBudgets`: "a PDB with a nil or empty selector ... should
-    # match nothing, not everything". A percentage rounds against the pods the controller finds
-    # (disruption.go `getExpectedScale`), which this rule does not model.
-    objects = _objects("prod", {})
-    budget = _one(objects, "PodDisruptionBudget", "gemma-queue-floor")
-    budget["spec"]["minAvailable"] = "100%"
-    assert semantics.stuck_budgets(objects) == []
-    budget["spec"]["selector"] = {}
-    assert semantics.stuck_budgets(objects) == [
-        "PodDisruptionBudget/gemma-queue-floor selector {} matches no pod"
-    ]
 
 
 def test_a_budget_over_a_leader_worker_set_is_not_counted_by_replicas() -> None:
