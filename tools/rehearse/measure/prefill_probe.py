@@ -369,17 +369,29 @@ def cpu_seconds(pgid: int) -> float:
     return total / tick
 
 
-def _prompt_step(port: int, api_key: str, tokens: int, seed: int) -> float:
-    """One completion of a `tokens`-id prompt and one output token; its wall seconds."""
-    ids = [8 + (seed * 7919 + i * 31) % (TINY_VOCAB - 8) for i in range(tokens)]
-    body = {"model": TINY_MODEL_NAME, "prompt": ids, "max_tokens": 1, "temperature": 0}
-    request = urllib.request.Request(
-        f"http://127.0.0.1:{port}/v1/completions",
-        data=json.dumps(body).encode(),
-        headers={"Content-Type": "application/json", "Authorization": f"Bearer {api_key}"},
+def prompt_ids(tokens: int, seed: int) -> list[int]:
+    """`tokens` ids of the tiny vocabulary above its first ones, a different run per `seed`."""
+    return [8 + (seed * 7919 + i * 31) % (TINY_VOCAB - 8) for i in range(tokens)]
+
+
+def post_completion(port: int, api_key: str, body: Mapping[str, Any]) -> Any:
+    """The open response of one `/v1/completions` POST to a timed slice on loopback."""
+    return urllib.request.urlopen(
+        urllib.request.Request(
+            f"http://127.0.0.1:{port}/v1/completions",
+            data=json.dumps(body).encode(),
+            headers={"Content-Type": "application/json", "Authorization": f"Bearer {api_key}"},
+        ),
+        timeout=STEP_TIMEOUT_S,
     )
+
+
+def prompt_step(port: int, api_key: str, tokens: int, seed: int) -> float:
+    """One completion of a `tokens`-id prompt and one output token; its wall seconds."""
+    ids = prompt_ids(tokens, seed)
+    body = {"model": TINY_MODEL_NAME, "prompt": ids, "max_tokens": 1, "temperature": 0}
     began = time.monotonic()
-    with urllib.request.urlopen(request, timeout=STEP_TIMEOUT_S) as response:
+    with post_completion(port, api_key, body) as response:
         response.read()
     return time.monotonic() - began
 
@@ -415,7 +427,7 @@ def run_probe(
         load = os.getloadavg()[0]
         pgid = group.processes[0].pgid
         cpu = cpu_seconds(pgid)
-        step = _prompt_step(ports[0], key, batched, seed=1)
+        step = prompt_step(ports[0], key, batched, seed=1)
         cpu = cpu_seconds(pgid) - cpu
         log_text = group.processes[0].log_text()
         warmup = warmup_seconds(log_text)
