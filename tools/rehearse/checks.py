@@ -2,14 +2,9 @@
 
 Each check compares what the plan or the stack promised with what vLLM did, and knows nothing of
 how the run was orchestrated, so any rehearsal (the group as deployed, one behind a proxy, one
-that kills ranks) builds its verdict from the same pieces:
-
-- `kv_checks`, `kv_budget_check`: the planner's KV cache tokens, concurrency and explicit KV
-  budget against the lines vLLM logged (`vllm_logs`);
-- `endpoint_checks`: `/v1` refuses a request without the key and streams a fixed-length reply
-  with it (`endpoint`);
-- `stopped_check`: no process group outlived the run (`ranks.RankGroup`);
-- `verdict_ok`, `render_verdict`: PASS only when every check passed, and the table printed.
+that kills ranks) builds its verdict from the same pieces: the planner's KV figures against
+vLLM's log lines (`vllm_logs`), the endpoint (`endpoint`), the filter the ranks run under, the
+stopped processes (`ranks.RankGroup`), and the table, PASS only when every check passed.
 """
 
 from __future__ import annotations
