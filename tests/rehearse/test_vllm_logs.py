@@ -140,13 +140,10 @@ def test_memory_guard_refusal_auto_mode_carries_the_reservation() -> None:
     assert (refusal.node, refusal.requested_gib, refusal.reserved_gib) == (1, 4.0, 23.92)
 
 
-def test_max_seq_len_refusal() -> None:
+def test_max_seq_len_refusal_with_and_without_estimate() -> None:
     assert parse_max_seq_len_refusal(log("refused-max-seq-len-rank0.log")) == MaxSeqLenRefusal(
         max_model_len=4_096, needed_gib=0.68, available_gib=0.37, estimated_max_model_len=2_048
     )
-
-
-def test_max_seq_len_refusal_without_estimate() -> None:
     # vLLM drops the estimate sentence when not even one token fits.
     text = (
         "ValueError: To serve at least one request with the model's max seq len (2048), "
