@@ -186,7 +186,7 @@ def _hook(
             os.killpg(pgid, signal.SIGTERM)
 
 
-def stop_group_a(a: GroupA, began: float) -> tuple[list[threading.Thread], Stopped]:
+def stop_group_a(a: GroupA) -> tuple[list[threading.Thread], Stopped]:
     """Run A's three preStop hooks in parallel, each followed by SIGTERM to its container."""
     spec = REHEARSAL_DRAIN
     stopped = Stopped()
@@ -243,7 +243,7 @@ def drain_checks(
         t0 = time.monotonic()
         progress("drain: stream from A under way; telling A to stop as the kubelet does")
         targets[0].terminating = True
-        threads, stopped = stop_group_a(a, t0)
+        threads, stopped = stop_group_a(a)
         statuses: list[tuple[float, int]] = []
         while any(t.is_alive() for t in threads) or reader.is_alive():
             statuses.append((time.monotonic(), _short(lb.port, api_key, model)))

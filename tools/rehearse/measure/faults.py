@@ -665,11 +665,7 @@ def render_table(rows: Sequence[FaultRow], flooded: FloodResult | None) -> str:
                 "-",
             )
         )
-    widths = [max(len(r[i]) for r in [header, *lines]) for i in range(len(header))]
-    return "\n".join(
-        " | ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip()
-        for row in [header, *lines]
-    )
+    return own_step.pipe_table(header, lines)
 
 
 def fault_checks(rows: Sequence[FaultRow], flooded: FloodResult | None) -> list[Check]:

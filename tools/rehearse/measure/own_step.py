@@ -299,6 +299,11 @@ def render_step_table(
                 + (f"; {slowed.problem}" if slowed.problem else "")
             )
         lines.append((f"CPU slowed ({slowed.how})", step, runs, stall, note))
+    return pipe_table(header, lines)
+
+
+def pipe_table(header: Sequence[str], lines: Sequence[Sequence[str]]) -> str:
+    """Rows of cells, each column as wide as its widest cell, separated by " | "."""
     widths = [max(len(r[i]) for r in [header, *lines]) for i in range(len(header))]
     return "\n".join(
         " | ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip()
