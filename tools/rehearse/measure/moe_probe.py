@@ -4,12 +4,9 @@ The plan's speed for the mixture-of-experts model rests on one figure: how much 
 faster) one of its decoder layers decodes than one of the 12B's on the same CPU, with vLLM's real
 kernels. This probe measures it. In one run it serves, one after the other, each as one rank on
 every core with the real vLLM build, two slices of each model (`SLICE_LAYERS`: 2 and 6 layers,
-sliding and full alternating, every matrix at full width, random weights built locally):
-
-- gemma-4-26B-A4B-it (`MOE_26B`: hidden 2816, 16 query heads, sliding layers 8 KV heads x 256,
-  full layers 2 KV heads x 512 with K = V, a dense MLP of 2112 beside 128 experts of 704, 8 per
-  token);
-- gemma-4-12B-it (`DENSE_12B`, the catalogue's layout; its 2-layer slice is the prefill probe's).
+sliding and full alternating, every matrix at full width, random weights built locally) of
+gemma-4-26B-A4B-it (`MOE_26B`) and of gemma-4-12B-it (`DENSE_12B`, the catalogue's layout; its
+2-layer slice is the prefill probe's).
 
 Each slice is timed for prefill (one prompt of `PREFILL_TOKENS`, one output token) and decode (a
 streamed `ignore_eos` reply of `DECODE_TOKENS`: first to last token over the tokens between) at
