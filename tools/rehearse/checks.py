@@ -92,6 +92,12 @@ def verdict_ok(checks: Sequence[Check]) -> bool:
     return bool(checks) and all(c.ok is True for c in checks)
 
 
+def aligned(rows: Sequence[Sequence[str]], sep: str = "  ") -> list[str]:
+    """Rows of cells, each column as wide as its widest cell, each line right-stripped."""
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    return [sep.join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() for row in rows]
+
+
 def render_verdict(checks: Sequence[Check]) -> str:
     """The verdict table, one row per check, then PASS or FAIL."""
     header = ("check", "expected", "observed", "result")
@@ -99,13 +105,7 @@ def render_verdict(checks: Sequence[Check]) -> str:
         (c.name, c.expected, c.observed, "ok" if c.ok else "-" if c.ok is None else "FAIL")
         for c in checks
     ]
-    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(3)]
-    lines = [
-        "  ".join(cell.ljust(width) for cell, width in zip(row[:3], widths, strict=True))
-        + "  "
-        + row[3]
-        for row in [header, *rows]
-    ]
+    lines = aligned([header, *rows])
     lines += [f"{c.name}: {c.note}" for c in checks if c.note]
     failed = [c.name for c in checks if c.ok is False]
     skipped = sum(c.ok is None for c in checks)
