@@ -283,3 +283,11 @@ def test_a_client_s_token_tiers_and_grammar_slot_are_its_own_and_released_on_abo
             _Holding.release.set()
     finally:
         _Holding.release.set()
+
+
+def test_a_free_port_is_never_one_already_taken(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The rehearsal's gatekeeper never listens on a port it was given for something else."""
+    ports = iter([5001, 5002, 5001, 5003])
+    monkeypatch.setattr(gatekeeper_run, "free_port", lambda: next(ports))
+    # The first two candidates are the gate's own and its "dead" upstream's: skipped.
+    assert gatekeeper_run._free_port_but({5001, 5002}) == 5003
