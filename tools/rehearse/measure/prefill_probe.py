@@ -32,7 +32,6 @@ Pure apart from `run_probe`; the figures are computed by `figures` from what was
 from __future__ import annotations
 
 import datetime as dt
-import json
 import os
 import re
 import time
@@ -50,6 +49,7 @@ from infra.plan.config import ConfigError
 from infra.plan.loading import load_config
 from infra.plan.sizing import plan
 from tools.rehearse.checks import Check
+from tools.rehearse.group.endpoint import json_request
 from tools.rehearse.group.ranks import RankGroup, loopback_ports, rank_launches
 from tools.rehearse.group.tiny_checkpoint import tiny_text_config
 from tools.rehearse.group.tiny_plan import (
@@ -376,14 +376,8 @@ def prompt_ids(tokens: int, seed: int) -> list[int]:
 
 def post_completion(port: int, api_key: str, body: Mapping[str, Any]) -> Any:
     """The open response of one `/v1/completions` POST to a timed slice on loopback."""
-    return urllib.request.urlopen(
-        urllib.request.Request(
-            f"http://127.0.0.1:{port}/v1/completions",
-            data=json.dumps(body).encode(),
-            headers={"Content-Type": "application/json", "Authorization": f"Bearer {api_key}"},
-        ),
-        timeout=STEP_TIMEOUT_S,
-    )
+    url = f"http://127.0.0.1:{port}/v1/completions"
+    return urllib.request.urlopen(json_request(url, api_key, body), timeout=STEP_TIMEOUT_S)
 
 
 def prompt_step(port: int, api_key: str, tokens: int, seed: int) -> float:
