@@ -5,7 +5,7 @@ count and sent only to loopback.
 One client is one loopback address: the attacker sends from `ATTACKER` (127.0.0.3) and the
 ordinary client from `CLIENT` (127.0.0.2), both on the `lo` interface Linux gives every 127/8
 address, so the per-client limits tell them apart as they would two addresses behind the load
-balancer. The rows, each bounded as its docstring says: `connections_check`,
+balancer. The rows, each saying what it sends and expects: `connections_check`,
 `multiplying_check`, `cut_check`, `amplifier_check`, `health_check`, `static_flood_check`,
 `schema_check`, `forged_headers_check`, `costly_body_check`; `door_errors.errors_check` holds
 every status the gatekeeper produces that a client can provoke to OpenAI JSON.
