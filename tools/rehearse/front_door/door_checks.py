@@ -202,42 +202,36 @@ def alive(sock: socket.socket) -> bool:
 
 #: The penetration test's multiplying bodies (issue 21), and the field each must be refused for.
 def _multipliers(model: str) -> list[tuple[str, str, dict[str, object]]]:
+    completion = {"model": model, "prompt": "hi"}
+    conversation = {"model": model, "messages": [{"role": "user", "content": "hi"}]}
     return [
         (
             "/v1/completions",
             "prompt",
-            {"model": model, "prompt": ["hi"] * 4, "n": 16384, "max_tokens": 40},
+            {**completion, "prompt": ["hi"] * 4, "n": 16384, "max_tokens": 40},
         ),
         (
             "/v1/completions",
             "prompt",
-            {"model": model, "prompt": ["a b c d"] * 1000, "max_tokens": 40},
+            {**completion, "prompt": ["a b c d"] * 1000, "max_tokens": 40},
         ),
-        ("/v1/completions", "n", {"model": model, "prompt": "hi", "n": "16384"}),
-        ("/v1/completions", "best_of", {"model": model, "prompt": "hi", "best_of": 64}),
-        (
-            "/v1/chat/completions",
-            "n",
-            {"model": model, "messages": [{"role": "user", "content": "hi"}], "n": 4096},
-        ),
-        (
-            "/v1/chat/completions",
-            "use_beam_search",
-            {
-                "model": model,
-                "messages": [{"role": "user", "content": "hi"}],
-                "use_beam_search": True,
-            },
-        ),
+        ("/v1/completions", "n", {**completion, "n": "16384"}),
+        ("/v1/completions", "best_of", {**completion, "best_of": 64}),
+        ("/v1/chat/completions", "n", {**conversation, "n": 4096}),
+        ("/v1/chat/completions", "use_beam_search", {**conversation, "use_beam_search": True}),
     ]
 
 
 def multiplying_check(door: Door) -> Check:
     """Each multiplying body refused with 400 naming its field; an ordinary 8-token chat as
     fast beside a stream of them as alone (median of three each)."""
-    alone = statistics.median(
-        ask(door, "POST", "/v1/chat/completions", chat(door, 8)).seconds for _ in range(3)
-    )
+
+    def latency() -> float:
+        return statistics.median(
+            ask(door, "POST", "/v1/chat/completions", chat(door, 8)).seconds for _ in range(3)
+        )
+
+    alone = latency()
     refused: list[tuple[str, int, str]] = []
     stop = threading.Event()
 
@@ -250,9 +244,7 @@ def multiplying_check(door: Door) -> Check:
     thread = threading.Thread(target=attack)
     thread.start()
     try:
-        beside = statistics.median(
-            ask(door, "POST", "/v1/chat/completions", chat(door, 8)).seconds for _ in range(3)
-        )
+        beside = latency()
     finally:
         stop.set()
         thread.join()

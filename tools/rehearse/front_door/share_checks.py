@@ -60,19 +60,10 @@ def grammar_share_check(door: Door) -> Check:
         response = held.getresponse()
         # The first event: B's request is in flight and holds its grammar slot.
         first = response.read1(65536)
-        other = ask(
-            door,
-            "POST",
-            "/v1/chat/completions",
-            structured(door, 2, SMALL_SCHEMA, ignore_eos=True),
-            source=CLIENT,
-        )
-        again = ask(
-            door,
-            "POST",
-            "/v1/chat/completions",
-            structured(door, 2, SMALL_SCHEMA, ignore_eos=True),
-            source=HOLDER,
+        # A's request, then B's second, in that order.
+        body = structured(door, 2, SMALL_SCHEMA, ignore_eos=True)
+        other, again = (
+            ask(door, "POST", "/v1/chat/completions", body, source=s) for s in (CLIENT, HOLDER)
         )
         still = not response.isclosed()
     finally:
