@@ -99,11 +99,8 @@ def _endpoint_rows(api_key: str = STUB_API_KEY, **config: object) -> list[tuple[
     assert len(lines) == 1
     if sent:
         # Asked for the fixed length, and that the model may not end it early.
-        assert (sent[-1]["max_tokens"], sent[-1]["min_tokens"], sent[-1]["ignore_eos"]) == (
-            16,
-            16,
-            True,
-        )
+        last = sent[-1]
+        assert (last["max_tokens"], last["min_tokens"], last["ignore_eos"]) == (16, 16, True)
     return [(row.name, row.observed, bool(row.ok)) for row in rows]
 
 

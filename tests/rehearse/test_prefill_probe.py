@@ -201,12 +201,8 @@ def test_bf16_support_and_the_cpu_name_come_from_cpuinfo() -> None:
     old = "model name\t: AMD EPYC 7R13\nflags\t\t: fpu avx2\n"
     graviton3 = "processor\t: 0\nFeatures\t: fp asimd sve bf16 i8mm\nCPU part\t: 0xd40\n"
     graviton2 = "processor\t: 0\nFeatures\t: fp asimd asimddp\nCPU part\t: 0xd0c\n"
-    assert [prefill_probe.has_bf16(c) for c in (epyc, old, graviton3, graviton2)] == [
-        True,
-        False,
-        True,
-        False,
-    ]
+    found = [prefill_probe.has_bf16(c) for c in (epyc, old, graviton3, graviton2)]
+    assert found == [True, False, True, False]
     assert prefill_probe.cpu_model(epyc) == "AMD EPYC 9R14"
     assert prefill_probe.cpu_model(graviton3) == "Arm CPU part 0xd40"
 
