@@ -241,12 +241,7 @@ def test_quick_is_the_field_report_s_run_and_a_flag_beside_it_wins() -> None:
         return capacity.plan_points(capacity._parser().parse_args(list(argv)))[2]
 
     (quick,) = points("--quick")
-    assert (quick.input_tokens, quick.output_tokens, quick.concurrency, quick.prompts) == (
-        100,
-        100,
-        1,
-        3,
-    )
+    assert quick == LoadPoint(100, 100, 1, quick.request_rate, 3)
     assert [(p.concurrency, p.prompts) for p in points("--quick", "--concurrency", "1,4")] == [
         (1, 3),
         (4, 12),

@@ -12,10 +12,8 @@ from components.manifests import gatekeeper
 from components.manifests.asleep import ASLEEP_HEALTH_PAGE, ASLEEP_PAGE, Asleep
 from tests import door_harness
 from tests.components.test_watch import _filter_matches, _record
-from tests.rehearse.test_gatekeeper_run import LIMITS
+from tests.rehearse.test_gatekeeper_run import KEY, LIMITS
 from tools.rehearse.front_door import asleep_checks, gatekeeper_run
-
-KEY = "k" * 32
 
 
 class _Serving(door_harness.Upstream):

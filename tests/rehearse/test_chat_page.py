@@ -67,6 +67,20 @@ def _door(
         yield door
 
 
+@contextmanager
+def _session(
+    tmp: Path, upstream: int, files: Mapping[str, str], limits: GatekeeperLimits = LIMITS
+) -> Iterator[chat_page.ChatSession]:
+    """The page behind a gatekeeper in front of `upstream`, opened with the key in a browser."""
+    with (
+        _door(tmp / "page", upstream, files, limits) as door,
+        chat_page.browser_session() as driver,
+    ):
+        session = chat_page.ChatSession(driver, door.base_url, tmp, [])
+        session.open(KEY)
+        yield session
+
+
 @needs_browser
 def test_the_page_rows_pass_and_the_cut_off_mutant_is_caught(tmp_path: Path) -> None:
     # 20 ms a token: a 64-token reply streams for over a second, long enough to watch.
@@ -103,12 +117,7 @@ def test_a_reply_that_ends_its_turn_at_once_is_asked_again_and_fails_the_stream_
     config = StubConfig(api_key=KEY, model="m", seconds_per_token=0.02, stop_at=1)
     with StubServer(config) as stub:
         upstream = int(stub.root_url.rsplit(":", 1)[1])
-        with (
-            _door(tmp_path / "page", upstream, chat.files(PAGE)) as door,
-            chat_page.browser_session() as driver,
-        ):
-            session = chat_page.ChatSession(driver, door.base_url, tmp_path, [])
-            session.open(KEY)
+        with _session(tmp_path, upstream, chat.files(PAGE)) as session:
             check = chat_page.stream_check(session)
     assert not check.ok
     assert check.observed.endswith(f"asked {chat_page.CUT_ATTEMPTS} time(s)")
@@ -136,12 +145,7 @@ def test_the_page_warns_before_the_context_fills_and_reads_the_front_doors_refus
     )
     with StubServer(StubConfig(api_key=KEY, model="m", seconds_per_token=0.001)) as stub:
         upstream = int(stub.root_url.rsplit(":", 1)[1])
-        with (
-            _door(tmp_path / "page", upstream, chat.files(small), strict) as door,
-            chat_page.browser_session() as driver,
-        ):
-            session = chat_page.ChatSession(driver, door.base_url, tmp_path, [])
-            session.open(KEY)
+        with _session(tmp_path, upstream, chat.files(small), strict) as session:
             session.ask("Hi.", 100)
             session.wait_reply()
             # 3 prompt "tokens" (the stub counts characters) + 100: another 100 would not fit.
@@ -161,12 +165,7 @@ def test_the_page_warns_before_the_context_fills_and_reads_the_front_doors_refus
             session.ask("Once more?", 20)
             assert _notice(session).startswith("Slow down: too many requests from this address")
     # No group behind the gatekeeper: it is starting, or asleep.
-    with (
-        _door(tmp_path / "gone", free_port(), chat.files(small), strict) as door,
-        chat_page.browser_session() as driver,
-    ):  # fmt: skip
-        session = chat_page.ChatSession(driver, door.base_url, tmp_path, [])
-        session.open(KEY)
+    with _session(tmp_path / "gone", free_port(), chat.files(small), strict) as session:
         session.ask("Anyone?", 50)
         assert _notice(session) == (
             "The model is starting, restarting or asleep (503); a stack that scales to zero "
@@ -186,12 +185,7 @@ def _notice(session: chat_page.ChatSession) -> str:
 def test_stop_ends_the_stream_and_keeps_what_came(tmp_path: Path) -> None:
     with StubServer(StubConfig(api_key=KEY, model="m", seconds_per_token=0.05)) as stub:
         upstream = int(stub.root_url.rsplit(":", 1)[1])
-        with (
-            _door(tmp_path / "page", upstream, chat.files(PAGE)) as door,
-            chat_page.browser_session() as driver,
-        ):
-            session = chat_page.ChatSession(driver, door.base_url, tmp_path, [])
-            session.open(KEY)
+        with _session(tmp_path, upstream, chat.files(PAGE)) as session:
             session.ask("A long one, please.", 128)
             for _ in range(400):
                 reply = session.last_reply()

@@ -26,14 +26,28 @@ def tiny_plan() -> Plan:
     return tiny_plan_for("dev")[1]
 
 
-def test_the_planner_predicts_what_vllm_logged(tiny_plan: Plan) -> None:
-    checks = kv_checks(tiny_plan, fixture("pp2-tiny-rank0.log"))
-    assert [(c.name, c.ok) for c in checks] == [
-        ("KV cache tokens", True),
-        ("max concurrency", True),
-    ]
-    assert checks[0].observed == "30,840 (vLLM; 0.0% off)"
-    assert checks[1].observed == "15.06x at 2,048 (vLLM)"
+@pytest.mark.parametrize(
+    ("log", "rows"),
+    [
+        # The planner predicts what vLLM logged.
+        (
+            "pp2-tiny-rank0.log",
+            [("30,840 (vLLM; 0.0% off)", True), ("15.06x at 2,048 (vLLM)", True)],
+        ),
+        # Another layout's log is a mismatch; a log without the lines fails.
+        (
+            "pp2-12b-layout-rank0.log",
+            [("2,186 (vLLM; 92.9% off)", False), ("1.07x at 2,048 (vLLM)", False)],
+        ),
+        ("argparse-invalid-choice.log", [("no line in the log", False)] * 2),
+    ],
+)
+def test_the_kv_rows_hold_the_planner_to_what_vllm_logged(
+    tiny_plan: Plan, log: str, rows: list[tuple[str, bool]]
+) -> None:
+    checks = kv_checks(tiny_plan, fixture(log))
+    assert [c.name for c in checks] == ["KV cache tokens", "max concurrency"]
+    assert [(c.observed, c.ok) for c in checks] == rows
 
 
 def test_tokens_may_differ_by_one_percent_concurrency_not_at_all(tiny_plan: Plan) -> None:
@@ -46,21 +60,6 @@ def test_tokens_may_differ_by_one_percent_concurrency_not_at_all(tiny_plan: Plan
     assert kv_checks(off, log)[1].ok is False
     longer = dataclasses.replace(tiny_plan, max_model_len=4096)
     assert kv_checks(longer, log)[1].ok is False
-
-
-def test_another_layouts_log_is_a_mismatch(tiny_plan: Plan) -> None:
-    checks = kv_checks(tiny_plan, fixture("pp2-12b-layout-rank0.log"))
-    assert [c.ok for c in checks] == [False, False]
-    assert checks[0].observed.startswith("2,186 (vLLM")
-    assert checks[1].observed == "1.07x at 2,048 (vLLM)"
-
-
-def test_a_log_without_the_lines_fails(tiny_plan: Plan) -> None:
-    checks = kv_checks(tiny_plan, fixture("argparse-invalid-choice.log"))
-    assert [(c.observed, c.ok) for c in checks] == [
-        ("no line in the log", False),
-        ("no line in the log", False),
-    ]
 
 
 def test_every_rank_must_accept_the_kv_budget(tiny_plan: Plan) -> None:
@@ -100,11 +99,8 @@ def _endpoint_rows(api_key: str = STUB_API_KEY, **config: object) -> list[tuple[
     assert len(lines) == 1
     if sent:
         # Asked for the fixed length, and that the model may not end it early.
-        assert (sent[-1]["max_tokens"], sent[-1]["min_tokens"], sent[-1]["ignore_eos"]) == (
-            16,
-            16,
-            True,
-        )
+        last = sent[-1]
+        assert (last["max_tokens"], last["min_tokens"], last["ignore_eos"]) == (16, 16, True)
     return [(row.name, row.observed, bool(row.ok)) for row in rows]
 
 

@@ -1,4 +1,5 @@
-"""The command line's input errors: one line and exit 2 (`tools.rehearse.cli`)."""
+"""The command line (`tools.rehearse.cli`): input errors are one line and exit 2, and an
+interrupt during `--keep` ends the run."""
 
 from __future__ import annotations
 
@@ -55,3 +56,23 @@ def test_a_plain_rehearsal_probes_the_short_slice_and_prefill_the_whole_pattern(
     assert rehearse.probe_sliding(_options(prefill=True)) is None
     assert rehearse.probe_sliding(_options(prefill_sliding=3)) == 3
     assert rehearse.probe_sliding(_options(prefill=True, prefill_sliding=2)) == 2
+
+
+class _Group:
+    def __init__(self) -> None:
+        self.lines: list[str] = []
+
+    def progress(self, line: str) -> None:
+        self.lines.append(line)
+
+    def exited(self) -> bool:
+        raise KeyboardInterrupt
+
+
+def test_an_interrupt_in_the_keep_loop_reaches_the_run() -> None:
+    """One Ctrl-C or SIGTERM during `--keep` ends the whole rehearsal run, not only the keep loop
+    (`termination_unwinds` turns SIGTERM into KeyboardInterrupt)."""
+    group = _Group()
+    with pytest.raises(KeyboardInterrupt):
+        rehearse._keep_serving(group, "http://127.0.0.1:1", "k")  # type: ignore[arg-type]
+    assert group.lines[-1] == "stopping the group and the run"

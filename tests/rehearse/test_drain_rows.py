@@ -4,6 +4,9 @@ exists to catch, from recorded times rather than a running group."""
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import Any
+
+import pytest
 
 from tools.rehearse.changes import drain_step
 from tools.rehearse.changes.balancer import Target
@@ -19,6 +22,8 @@ GOOD = Stream(
     finish_reason="length",
     finished=True,
 )
+
+CUT = replace(GOOD, chunks=12, finish_reason=None, error="error event: engine dead")
 
 
 def _verdicts(
@@ -41,25 +46,18 @@ def test_a_stream_that_outlives_the_quit_and_new_requests_on_b_pass() -> None:
     assert set(_verdicts().values()) == {True}
 
 
-def test_a_stream_done_before_nginx_quit_shows_no_drain() -> None:
-    early = replace(GOOD, done_at=QUIT - 0.1)
-    assert _verdicts(early)["drain: stream from A"] is False
-
-
-def test_a_stream_ended_by_an_error_event_fails() -> None:
-    cut = replace(GOOD, chunks=12, finish_reason=None, error="error event: engine dead")
-    assert _verdicts(cut)["drain: stream from A"] is False
-
-
-def test_a_5xx_or_a_request_on_a_after_it_turned_unhealthy_fails() -> None:
-    assert (
-        _verdicts(statuses=[(T0 + 0.2, 200), (T0 + 1.0, 503), (T0 + 1.4, 200)])[
-            "drain: new requests"
-        ]
-        is False
-    )
-    assert _verdicts(served=["A", "B", "A"])["drain: new requests"] is False
-
-
-def test_vllm_stopped_before_its_stream_ended_fails_the_order() -> None:
-    assert _verdicts(leader_at=QUIT + 1)["drain: stop order"] is False  # the stream ends at +2
+@pytest.mark.parametrize(
+    ("changes", "row"),
+    [
+        # A stream done before nginx quit shows no drain; one ended by an error event fails.
+        ({"stream": replace(GOOD, done_at=QUIT - 0.1)}, "drain: stream from A"),
+        ({"stream": CUT}, "drain: stream from A"),
+        # A 5xx, or a request on A after it turned unhealthy.
+        ({"statuses": [(T0 + 0.2, 200), (T0 + 1.0, 503), (T0 + 1.4, 200)]}, "drain: new requests"),
+        ({"served": ["A", "B", "A"]}, "drain: new requests"),
+        # vLLM stopped before its stream ended (at +2).
+        ({"leader_at": QUIT + 1}, "drain: stop order"),
+    ],
+)
+def test_each_row_fails_on_what_it_exists_to_catch(changes: dict[str, Any], row: str) -> None:
+    assert _verdicts(**changes)[row] is False

@@ -1,17 +1,18 @@
 """The fault rehearsal's pieces without vLLM (`tools.rehearse.measure.faults`): the kubelet's probe
-loop, the bounded client, the table and the verdict. The real group runs in
-`make rehearse-faults`."""
+loop, the bounded client, the table, the verdict and the liveness check's CPU cost row
+(`probe_cost`). The real group runs in `make rehearse-faults`."""
 
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 
 from components.manifests import probe_command, programs
 from infra.adapters.render import rendered_objects
 from infra.adapters.wiring import server_spec
 from tests.fakes.vllm_leader import fake_leader
 from tests.rehearse.support import tiny_plan_for, until
-from tools.rehearse.measure import faults
+from tools.rehearse.measure import faults, probe_cost
 from tools.rehearse.measure.faults import ClientResult, FaultRow, FloodResult, Prober, run_client
 
 
@@ -128,3 +129,18 @@ def test_the_table_has_a_row_per_fault_and_the_flood() -> None:
     assert table[2].startswith("flood 32 at once")
     assert "6 runs (5 busy), 0 failed, slowest 0.4 s" in table[2]
     assert "200 x900" in table[2]
+
+
+def test_a_served_check_costs_less_cpu_than_a_spawned_python(tmp_path: Path) -> None:
+    """Run directly against the stand-in leader: both ways run the same check, and the served
+    one costs less CPU."""
+    with fake_leader() as (port, leader):
+        row = probe_cost.row(port, "m", "k", tmp_path)
+        # One proof each way, then only /health and /metrics: the idle check runs hourly here.
+        assert len(leader.completions) == 2
+        assert leader.keys == ["Bearer k", "Bearer k"]
+    print(row.note)
+    assert row.ok, row.note
+    spawned, served = (float(part.split(" ms")[0]) for part in row.observed.split(", "))
+    assert 0 < served < spawned
+    assert (tmp_path / "spawned.json").exists() and (tmp_path / "served.json").exists()

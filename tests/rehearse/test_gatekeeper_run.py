@@ -21,6 +21,7 @@ from tools.rehearse.front_door import door_checks, door_errors, gatekeeper_run
 from tools.rehearse.group.ranks import free_port
 from tools.rehearse.group.workspace import RehearsalError
 
+KEY = "k" * 32
 LIMITS = builders.gatekeeper_limits(
     max_request_bytes=4096,
     client_requests_per_minute=600,
@@ -39,18 +40,17 @@ def test_missing_nginx_names_the_install_command(monkeypatch: pytest.MonkeyPatch
 
 @door_harness.needs_nginx
 def test_gatekeeper_in_front_of_a_stub(tmp_path: Path) -> None:
-    key = "k" * 32
-    with door_harness.stub_door(LIMITS, key, StubConfig(api_key=key, model="m"), tmp_path) as door:
+    with door_harness.stub_door(LIMITS, KEY, StubConfig(api_key=KEY, model="m"), tmp_path) as door:
         assert gatekeeper_run.unauthorized_check(door, "m").ok
-        assert gatekeeper_run.oversize_check(door, key, LIMITS).ok
+        assert gatekeeper_run.oversize_check(door, KEY, LIMITS).ok
         assert gatekeeper_run.request(door.base_url, "GET", "/metrics").status == 404
         assert gatekeeper_run.request(door.base_url, "POST", "/invocations", b"{}").status == 404
         assert (
-            gatekeeper_run.request(door.base_url, "GET", "/v1/chat/completions", None, key).status
+            gatekeeper_run.request(door.base_url, "GET", "/v1/chat/completions", None, KEY).status
             == 404
         )
-        assert gatekeeper_run.request(door.base_url, "GET", "/v1/models", None, key).status == 200
-        assert gatekeeper_run.burst_check(door, key, LIMITS).ok
+        assert gatekeeper_run.request(door.base_url, "GET", "/v1/models", None, KEY).status == 200
+        assert gatekeeper_run.burst_check(door, KEY, LIMITS).ok
 
 
 def test_a_stream_is_judged_on_the_gaps_between_chunks_not_on_the_first_one() -> None:
@@ -66,7 +66,6 @@ def test_a_stream_is_judged_on_the_gaps_between_chunks_not_on_the_first_one() ->
 
 @door_harness.needs_nginx
 def test_a_broken_or_silent_group_gets_an_openai_error_not_an_open_socket(tmp_path: Path) -> None:
-    key = "k" * 32
     body = b'{"model": "m", "prompt": "x", "max_tokens": 1}'
     silent = {**LIMITS.__dict__, "reply_timeout_seconds": 1}
     # An upstream that accepts the connection and never answers: nothing reaches the client
@@ -76,13 +75,13 @@ def test_a_broken_or_silent_group_gets_an_openai_error_not_an_open_socket(tmp_pa
         listener.listen()
         upstream = listener.getsockname()[1]
         limits = builders.gatekeeper_limits(**silent)
-        with door_harness.door(limits, key, upstream, tmp_path / "silent") as door:
-            reply = gatekeeper_run.request(door.base_url, "POST", "/v1/completions", body, key)
+        with door_harness.door(limits, KEY, upstream, tmp_path / "silent") as door:
+            reply = gatekeeper_run.request(door.base_url, "POST", "/v1/completions", body, KEY)
     assert reply.status == 504
     assert json.loads(reply.body)["error"]["type"] == "timeout_error"
     # Nothing listens: the group is gone or restarting.
-    with door_harness.door(LIMITS, key, free_port(), tmp_path / "gone") as door:
-        reply = gatekeeper_run.request(door.base_url, "POST", "/v1/completions", body, key)
+    with door_harness.door(LIMITS, KEY, free_port(), tmp_path / "gone") as door:
+        reply = gatekeeper_run.request(door.base_url, "POST", "/v1/completions", body, KEY)
         health = gatekeeper_run.request(door.base_url, "GET", "/health")
     assert reply.status == health.status == 503
     assert json.loads(reply.body)["error"] == {
@@ -109,14 +108,13 @@ class _Recorder(door_harness.Upstream):
 
 @door_harness.needs_nginx
 def test_the_gatekeeper_bounds_what_one_request_may_cost(tmp_path: Path) -> None:
-    key = "k" * 32
     limits = replace(
         LIMITS, max_request_bytes=65536, max_schema_bytes=2000, served_model="m", client_burst=100
     )
     _Recorder.seen = []
-    with door_harness.door_before(_Recorder, limits, key, tmp_path) as running:
+    with door_harness.door_before(_Recorder, limits, KEY, tmp_path) as running:
         port = door_harness.port_of(running)
-        door = door_checks.Door("127.0.0.1", port, key, "m", lambda: "")
+        door = door_checks.Door("127.0.0.1", port, KEY, "m", lambda: "")
         # Bodies that multiply or amplify: 400 naming the field, vLLM never asked.
         for path, field, body in door_checks._multipliers("m"):
             answer = door_checks.ask(door, "POST", path, body)
@@ -218,7 +216,6 @@ def test_a_client_s_token_tiers_and_grammar_slot_are_its_own_and_released_on_abo
     # Real nginx and njs (Debian 12's nginx 1.22, njs 0.7.9): the tiers' limit_conn counts are
     # released when a request ends, aborted included (ngx_http_limit_conn_module.c, the pool
     # cleanup `ngx_http_limit_conn_cleanup`).
-    key = "k" * 32
     limits = replace(
         LIMITS,
         max_request_bytes=65536,
@@ -249,9 +246,9 @@ def test_a_client_s_token_tiers_and_grammar_slot_are_its_own_and_released_on_abo
         assert until(lambda: len(_Holding.arrived) > count)
 
     try:
-        with door_harness.door_before(_Holding, limits, key, tmp_path) as running:
+        with door_harness.door_before(_Holding, limits, KEY, tmp_path) as running:
             port = door_harness.port_of(running)
-            door = door_checks.Door("127.0.0.1", port, key, "m", lambda: "")
+            door = door_checks.Door("127.0.0.1", port, KEY, "m", lambda: "")
             a, b = door_checks.ATTACKER, door_checks.CLIENT
 
             def status(body: dict[str, object], source: str) -> int:
@@ -283,3 +280,11 @@ def test_a_client_s_token_tiers_and_grammar_slot_are_its_own_and_released_on_abo
             _Holding.release.set()
     finally:
         _Holding.release.set()
+
+
+def test_a_free_port_is_never_one_already_taken(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The rehearsal's gatekeeper never listens on a port it was given for something else."""
+    ports = iter([5001, 5002, 5001, 5003])
+    monkeypatch.setattr(gatekeeper_run, "free_port", lambda: next(ports))
+    # The first two candidates are the gate's own and its "dead" upstream's: skipped.
+    assert gatekeeper_run._free_port_but({5001, 5002}) == 5003

@@ -85,6 +85,11 @@ def _measured(**changes: object) -> Measured:
     return Measured(**{**base, **changes})  # type: ignore[arg-type]
 
 
+def _row(m: Measured, name: str) -> Check:
+    (row,) = [c for c in prefill_probe.probe_checks(m) if c.name == name]
+    return row
+
+
 def test_the_figures_follow_from_what_was_measured() -> None:
     f = prefill_probe.figures(_measured())
     assert f.tokens_per_s_per_layer == pytest.approx(512 * 6 / 40)
@@ -100,12 +105,10 @@ def test_the_rows_hold_the_efficiency_against_the_catalogues_slow_end() -> None:
     slow = catalog.PREFILL_EFFICIENCY["onednn"][0]
     peak = Peak(100.0, 2500.0, 40, "test")
     at = _measured(peak=peak, flop=1.001 * slow * 100e9 * 80.0)
-    rows = {c.name: c for c in prefill_probe.probe_checks(at)}
-    assert rows["prefill: measured vs modelled"].ok is True
+    assert _row(at, "prefill: measured vs modelled").ok is True
     below = _measured(peak=peak, flop=0.9 * slow * 100e9 * 80.0)
-    rows = {c.name: c for c in prefill_probe.probe_checks(below)}
-    assert rows["prefill: measured vs modelled"].ok is False
-    assert set(rows) == {
+    assert _row(below, "prefill: measured vs modelled").ok is False
+    assert {c.name for c in prefill_probe.probe_checks(below)} == {
         "prefill linear path",
         "prefill tokens/s per layer",
         "warm-up vs step",
@@ -120,7 +123,7 @@ def test_the_modelled_step_sits_beside_the_measured_one() -> None:
     slow, fast = catalog.PREFILL_EFFICIENCY["onednn"]
     assert prefill_probe.modelled_step_s(m, 1.0) == pytest.approx(10.0)
     assert prefill_probe.modelled_step_s(m, slow) == pytest.approx(10.0 / slow)
-    row = {c.name: c for c in prefill_probe.probe_checks(m)}["prefill tokens/s per layer"]
+    row = _row(m, "prefill tokens/s per layer")
     assert f"modelled {10 / fast:.0f}-{10 / slow:.0f} s" in row.expected
     assert row.observed.startswith("40.0 s, 77 tok/s/layer")
 
@@ -133,12 +136,8 @@ def test_a_fallback_measurement_is_judged_against_the_fallbacks_slow_end() -> No
     between = (onednn_slow + fallback_slow) / 2 * 100e9 * 80.0
     on_fallback = _measured(peak=peak, flop=between, path=fallback)
     on_onednn = _measured(peak=peak, flop=between)
-    assert {c.name: c for c in prefill_probe.probe_checks(on_fallback)}[
-        "prefill: measured vs modelled"
-    ].ok
-    assert not {c.name: c for c in prefill_probe.probe_checks(on_onednn)}[
-        "prefill: measured vs modelled"
-    ].ok
+    assert _row(on_fallback, "prefill: measured vs modelled").ok
+    assert not _row(on_onednn, "prefill: measured vs modelled").ok
 
 
 def test_the_step_flop_counts_layers_not_embeddings() -> None:
@@ -202,12 +201,8 @@ def test_bf16_support_and_the_cpu_name_come_from_cpuinfo() -> None:
     old = "model name\t: AMD EPYC 7R13\nflags\t\t: fpu avx2\n"
     graviton3 = "processor\t: 0\nFeatures\t: fp asimd sve bf16 i8mm\nCPU part\t: 0xd40\n"
     graviton2 = "processor\t: 0\nFeatures\t: fp asimd asimddp\nCPU part\t: 0xd0c\n"
-    assert [prefill_probe.has_bf16(c) for c in (epyc, old, graviton3, graviton2)] == [
-        True,
-        False,
-        True,
-        False,
-    ]
+    found = [prefill_probe.has_bf16(c) for c in (epyc, old, graviton3, graviton2)]
+    assert found == [True, False, True, False]
     assert prefill_probe.cpu_model(epyc) == "AMD EPYC 9R14"
     assert prefill_probe.cpu_model(graviton3) == "Arm CPU part 0xd40"
 
@@ -224,13 +219,9 @@ def test_a_group_on_a_cpu_without_bf16_is_planned_on_the_fallback_path() -> None
 
 
 def test_the_fallback_on_a_bf16_cpu_fails_its_row_and_is_expected_without_bf16() -> None:
-    def path_row(m: Measured) -> Check:
-        (row,) = [r for r in prefill_probe.probe_checks(m) if r.name == "prefill linear path"]
-        return row
-
-    fallback = prefill_probe.FALLBACK_PATH
-    assert path_row(_measured(path="oneDNN onednn_mm", bf16=True, cpu="EPYC")).ok
-    assert not path_row(_measured(path=fallback, bf16=True, cpu="EPYC")).ok
+    fallback, name = prefill_probe.FALLBACK_PATH, "prefill linear path"
+    assert _row(_measured(path="oneDNN onednn_mm", bf16=True, cpu="EPYC"), name).ok
+    assert not _row(_measured(path=fallback, bf16=True, cpu="EPYC"), name).ok
     # Without bf16 the fallback is what vLLM does: the row names it and passes.
-    row = path_row(_measured(path=fallback, bf16=False, cpu="EPYC"))
+    row = _row(_measured(path=fallback, bf16=False, cpu="EPYC"), name)
     assert row.ok and "torch's generic linear" in row.observed and "no bf16" in row.expected

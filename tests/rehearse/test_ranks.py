@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import os
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -26,7 +25,7 @@ from tests.fakes.rank_processes import (
     STAND_IN_VLLM,
     python_rank,
 )
-from tests.rehearse.support import FIXTURES, fixture, flags, tiny_plan_for
+from tests.rehearse.support import FIXTURES, fixture, flags, tiny_plan_for, until
 from tools.rehearse.group import ranks
 from tools.rehearse.group.ranks import (
     MEMORY_FLAGS,
@@ -120,24 +119,22 @@ def test_quote_failure_quotes_vllms_first_fatal_line() -> None:
 
 def assert_group_gone(pgid: int, seconds: float = 5.0) -> None:
     """`killpg(pgid, 0)` finds nobody (an orphan's zombie gets a moment to be reaped)."""
-    deadline = time.monotonic() + seconds
-    while True:
+
+    def gone() -> bool:
         try:
             os.killpg(pgid, 0)
         except ProcessLookupError:
-            return
-        if time.monotonic() > deadline:
-            pytest.fail(f"process group {pgid} is still there: {ranks.group_members(pgid)}")
-        time.sleep(0.1)
+            return True
+        return False
+
+    assert until(gone, seconds), f"process group {pgid} is still there: {ranks.group_members(pgid)}"
 
 
 def wait_for_text(path: Path, text: str, seconds: float = 60.0) -> None:
     """Wait until `path` contains `text` (a rank's first log line), failing after `seconds`."""
-    deadline = time.monotonic() + seconds
-    while not (path.is_file() and text in path.read_text(encoding="utf-8")):
-        if time.monotonic() > deadline:
-            pytest.fail(f"{path} did not show {text!r} within {seconds:.0f} s")
-        time.sleep(0.05)
+    assert until(lambda: path.is_file() and text in path.read_text(encoding="utf-8"), seconds), (
+        f"{path} did not show {text!r} within {seconds:.0f} s"
+    )
 
 
 @pytest.fixture

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import subprocess
 import sys
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from types import SimpleNamespace
@@ -13,6 +12,7 @@ from types import SimpleNamespace
 import pytest
 
 from tests import builders
+from tests.rehearse.support import until
 from tools.rehearse.checks import seccomp_check, seccomp_status
 from tools.rehearse.group import seccomp
 from tools.rehearse.group.ranks import SECCOMP_WRAPPER, rank_launches
@@ -92,9 +92,7 @@ def _started(prefix: list[str]) -> subprocess.Popen[bytes]:
         argv = cmdline.read_bytes()
         return argv.endswith(b"sleep(30)\0") and b"seccomp.py" not in argv
 
-    deadline = time.monotonic() + 10
-    while time.monotonic() < deadline and not running():
-        time.sleep(0.05)
+    until(running, 10)
     return popen
 
 

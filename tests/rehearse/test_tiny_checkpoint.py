@@ -25,19 +25,16 @@ def test_default_layout_mirrors_the_12b_ratios() -> None:
     # Sliding KV heads : full KV heads = 8 : 1, full head_dim = 2 x sliding head_dim.
     assert config["num_key_value_heads"] == 8 * config["num_global_key_value_heads"]
     assert config["global_head_dim"] == 2 * config["head_dim"]
+    # So a sliding layer's KV page is 4x a full layer's, as for the 12B (8 x 256 vs 1 x 512).
+    sliding = config["num_key_value_heads"] * 2 * config["head_dim"]
+    assert sliding == 4 * config["num_global_key_value_heads"] * 2 * config["global_head_dim"]
+    assert (8 * 2 * 256) == 4 * (1 * 2 * 512)
     assert config["attention_k_eq_v"] is True
     assert config["sliding_window"] == 128
     assert config["hidden_size"] == 64
     assert config["hidden_size_per_layer_input"] == 0
-
-
-def test_default_kv_page_ratio_matches_the_12b() -> None:
-    """A sliding layer's KV page is 4x a full layer's, as for the 12B (8 x 256 vs 1 x 512)."""
-    config = tiny_text_config()
-    sliding = config["num_key_value_heads"] * 2 * config["head_dim"]
-    full = config["num_global_key_value_heads"] * 2 * config["global_head_dim"]
-    assert sliding == 4 * full
-    assert (8 * 2 * 256) == 4 * (1 * 2 * 512)
+    # Deterministic and JSON-serialisable.
+    assert json.loads(json.dumps(config, sort_keys=True)) == tiny_text_config() == config
 
 
 def test_twelve_b_layout_reproduced_at_full_depth() -> None:
@@ -49,12 +46,6 @@ def test_twelve_b_layout_reproduced_at_full_depth() -> None:
     # With pipeline parallel 2 each rank holds 24 layers: 20 sliding and 4 full.
     assert (types[:24].count(SLIDING), types[:24].count(FULL)) == (20, 4)
     assert types[-1] == FULL
-
-
-def test_config_is_deterministic_and_json_serialisable() -> None:
-    first = json.dumps(tiny_text_config(), sort_keys=True)
-    assert first == json.dumps(tiny_text_config(), sort_keys=True)
-    assert json.loads(first) == tiny_text_config()
 
 
 def test_parameters_reach_the_config() -> None:

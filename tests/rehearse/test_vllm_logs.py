@@ -58,40 +58,19 @@ def test_every_fixture_is_listed() -> None:
 
 
 @pytest.mark.parametrize(
-    ("name", "expected"),
+    ("name", "tokens", "concurrency"),
     [
-        ("pp2-tiny-rank0.log", KvCacheSize(device="CPU", tokens=30_840)),
-        ("pp2-12b-layout-rank0.log", KvCacheSize(device="CPU", tokens=2_186)),
-        ("pp2-tiny-auto-utilization-rank0.log", KvCacheSize(device="CPU", tokens=1_315_056)),
+        ("pp2-tiny-rank0.log", 30_840, 15.06),
+        ("pp2-12b-layout-rank0.log", 2_186, 1.07),
+        ("pp2-tiny-auto-utilization-rank0.log", 1_315_056, 642.12),
     ],
 )
-def test_kv_cache_size(name: str, expected: KvCacheSize) -> None:
-    assert parse_kv_cache_size(log(name)) == expected
-
-
-@pytest.mark.parametrize(
-    ("name", "expected"),
-    [
-        ("pp2-tiny-rank0.log", MaxConcurrency(max_model_len=2_048, concurrency=15.06)),
-        ("pp2-12b-layout-rank0.log", MaxConcurrency(max_model_len=2_048, concurrency=1.07)),
-        (
-            "pp2-tiny-auto-utilization-rank0.log",
-            MaxConcurrency(max_model_len=2_048, concurrency=642.12),
-        ),
-    ],
-)
-def test_max_concurrency(name: str, expected: MaxConcurrency) -> None:
-    assert parse_max_concurrency(log(name)) == expected
-
-
-def test_kv_tokens_are_concurrency_times_max_model_len() -> None:
-    """vLLM prints int(concurrency x max_model_len); the printed concurrency is rounded."""
-    for name in ("pp2-tiny-rank0.log", "pp2-12b-layout-rank0.log"):
-        text = log(name)
-        size, concurrency = parse_kv_cache_size(text), parse_max_concurrency(text)
-        assert size is not None and concurrency is not None
-        estimate = concurrency.concurrency * concurrency.max_model_len
-        assert abs(size.tokens - estimate) <= 0.005 * concurrency.max_model_len
+def test_kv_cache_size_and_max_concurrency(name: str, tokens: int, concurrency: float) -> None:
+    text = log(name)
+    assert parse_kv_cache_size(text) == KvCacheSize(device="CPU", tokens=tokens)
+    assert parse_max_concurrency(text) == MaxConcurrency(2_048, concurrency)
+    # vLLM prints int(concurrency x max_model_len); the printed concurrency is rounded.
+    assert abs(tokens - concurrency * 2_048) <= 0.005 * 2_048
 
 
 @pytest.mark.parametrize(
@@ -140,13 +119,10 @@ def test_memory_guard_refusal_auto_mode_carries_the_reservation() -> None:
     assert (refusal.node, refusal.requested_gib, refusal.reserved_gib) == (1, 4.0, 23.92)
 
 
-def test_max_seq_len_refusal() -> None:
+def test_max_seq_len_refusal_with_and_without_estimate() -> None:
     assert parse_max_seq_len_refusal(log("refused-max-seq-len-rank0.log")) == MaxSeqLenRefusal(
         max_model_len=4_096, needed_gib=0.68, available_gib=0.37, estimated_max_model_len=2_048
     )
-
-
-def test_max_seq_len_refusal_without_estimate() -> None:
     # vLLM drops the estimate sentence when not even one token fits.
     text = (
         "ValueError: To serve at least one request with the model's max seq len (2048), "

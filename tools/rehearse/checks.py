@@ -2,14 +2,9 @@
 
 Each check compares what the plan or the stack promised with what vLLM did, and knows nothing of
 how the run was orchestrated, so any rehearsal (the group as deployed, one behind a proxy, one
-that kills ranks) builds its verdict from the same pieces:
-
-- `kv_checks`, `kv_budget_check`: the planner's KV cache tokens, concurrency and explicit KV
-  budget against the lines vLLM logged (`vllm_logs`);
-- `endpoint_checks`: `/v1` refuses a request without the key and streams a fixed-length reply
-  with it (`endpoint`);
-- `stopped_check`: no process group outlived the run (`ranks.RankGroup`);
-- `verdict_ok`, `render_verdict`: PASS only when every check passed, and the table printed.
+that kills ranks) builds its verdict from the same pieces: the planner's KV figures against
+vLLM's log lines (`vllm_logs`), the endpoint (`endpoint`), the filter the ranks run under, the
+stopped processes (`ranks.RankGroup`), and the table, PASS only when every check passed.
 """
 
 from __future__ import annotations
@@ -97,6 +92,12 @@ def verdict_ok(checks: Sequence[Check]) -> bool:
     return bool(checks) and all(c.ok is True for c in checks)
 
 
+def aligned(rows: Sequence[Sequence[str]], sep: str = "  ") -> list[str]:
+    """Rows of cells, each column as wide as its widest cell, each line right-stripped."""
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    return [sep.join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() for row in rows]
+
+
 def render_verdict(checks: Sequence[Check]) -> str:
     """The verdict table, one row per check, then PASS or FAIL."""
     header = ("check", "expected", "observed", "result")
@@ -104,13 +105,7 @@ def render_verdict(checks: Sequence[Check]) -> str:
         (c.name, c.expected, c.observed, "ok" if c.ok else "-" if c.ok is None else "FAIL")
         for c in checks
     ]
-    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(3)]
-    lines = [
-        "  ".join(cell.ljust(width) for cell, width in zip(row[:3], widths, strict=True))
-        + "  "
-        + row[3]
-        for row in [header, *rows]
-    ]
+    lines = aligned([header, *rows])
     lines += [f"{c.name}: {c.note}" for c in checks if c.note]
     failed = [c.name for c in checks if c.ok is False]
     skipped = sum(c.ok is None for c in checks)

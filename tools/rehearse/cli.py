@@ -38,8 +38,7 @@ else would stop it. A rank that exits early fails the run at once with vLLM's ow
 Logs go to `.rehearsal/logs/<timestamp>/rank<N>.log`.
 
 This module is the orchestration only: the order of the steps, their timings, the progress lines
-and the exit codes. The tiny model and its plan are `tiny_plan`, the processes `ranks`, the requests
-`endpoint` and the verdict `checks`.
+and the exit codes (the package's notes map the rest).
 
 Exit codes: 0 every check passed, 1 a check failed or vLLM refused, 2 bad input (one line naming
 the key, the rule and the fix), 130 interrupted.

@@ -31,6 +31,7 @@ from pathlib import Path
 from components.manifests import drain, programs
 from tools.rehearse.changes.balancer import Balancer, Target
 from tools.rehearse.checks import Check
+from tools.rehearse.front_door.gatekeeper_run import request
 
 #: The balancer's health check on the rehearsal's clock: every quarter second, two failures.
 CHECK_EVERY_S = 0.25
@@ -139,26 +140,18 @@ def _stream(port: int, api_key: str, model: str, tokens: int, out: Stream) -> No
 
 
 def _short(port: int, api_key: str, model: str) -> int:
-    body = {"model": model, "prompt": "Hi", "max_tokens": 2, "temperature": 0}
-    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+    body = json.dumps({"model": model, "prompt": "Hi", "max_tokens": 2, "temperature": 0})
     try:
-        connection.request(
+        return request(
+            f"http://127.0.0.1:{port}",
             "POST",
             "/v1/completions",
-            body=json.dumps(body),
-            headers={
-                "Content-Type": "application/json",
-                "Authorization": f"Bearer {api_key}",
-                "Connection": "close",
-            },
-        )
-        response = connection.getresponse()
-        response.read()
-        return response.status
+            body.encode(),
+            api_key,
+            extra={"Connection": "close"},
+        ).status
     except (OSError, http.client.HTTPException):
         return 0
-    finally:
-        connection.close()
 
 
 def _hook(
@@ -186,7 +179,7 @@ def _hook(
             os.killpg(pgid, signal.SIGTERM)
 
 
-def stop_group_a(a: GroupA, began: float) -> tuple[list[threading.Thread], Stopped]:
+def stop_group_a(a: GroupA) -> tuple[list[threading.Thread], Stopped]:
     """Run A's three preStop hooks in parallel, each followed by SIGTERM to its container."""
     spec = REHEARSAL_DRAIN
     stopped = Stopped()
@@ -243,7 +236,7 @@ def drain_checks(
         t0 = time.monotonic()
         progress("drain: stream from A under way; telling A to stop as the kubelet does")
         targets[0].terminating = True
-        threads, stopped = stop_group_a(a, t0)
+        threads, stopped = stop_group_a(a)
         statuses: list[tuple[float, int]] = []
         while any(t.is_alive() for t in threads) or reader.is_alive():
             statuses.append((time.monotonic(), _short(lb.port, api_key, model)))

@@ -4,15 +4,8 @@ the leaders' Service has no endpoints while no group runs; then a relay on that 
 upstream (the rehearsal's vLLM leader, or the stub in the unit tests), as kube-proxy forwards once
 a group is ready.
 
-The rows, a few seconds in all:
-
-- `asleep: model request`: a keyed chat gets 503, `Retry-After` = the planned wake time, an
-  OpenAI error body whose message gives the expected wake time; a request without the key is
-  refused (401) and wakes nothing;
-- `asleep: /health`: 503 with `"status": "asleep"`, while the door's own /v1/models answers 200;
-- `wake signal`: /wake on the internal port is 0 after /health alone, 1 after the model request
-  (what KEDA's metrics-api trigger reads), and 0 again once the flag's time has passed;
-- `awake: upstream back`: the same door, the relay up: the chat gets 200 and /health 200.
+The rows, a few seconds in all, say what each expects: `asleep_rows` (the model request, /health
+and the wake flag KEDA's metrics-api trigger reads) and `awake_row` (the relay up).
 """
 
 from __future__ import annotations

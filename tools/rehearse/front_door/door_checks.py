@@ -5,28 +5,10 @@ count and sent only to loopback.
 One client is one loopback address: the attacker sends from `ATTACKER` (127.0.0.3) and the
 ordinary client from `CLIENT` (127.0.0.2), both on the `lo` interface Linux gives every 127/8
 address, so the per-client limits tell them apart as they would two addresses behind the load
-balancer. The rows:
-
-- `connections_check`: 600 idle and trickling connections from one client while a keyed request
-  from another is served within 2 s;
-- `multiplying_check`: bodies that ask for thousands of sequences are refused, and an ordinary
-  request's latency beside them stays within `LATENCY_FACTOR` of its latency alone;
-- `cut_check`: a stream still flowing at the reply timeout is cut with a final error event (a
-  second gatekeeper, the same config with a reply timeout halfway through the tiny model's
-  capped stream, `stream_timing`);
-- `amplifier_check`: the 3 KB request that returned 30 MB is refused, and the longest reply
-  allowed stays within the planned reply bytes;
-- `health_check`: 2,000 /health calls reach vLLM about once a second (counted in vLLM's own
-  access log);
-- `static_flood_check`: 1,000 GETs of the chat page from one address: at most the open routes'
-  burst and rate served, the rest 429;
-- `schema_check`: a 49 KB schema is refused at once, a small one served;
-- `forged_headers_check`: forged X-Request-Id, X-Forwarded-For, load-metrics, priority, session
-  and trace headers change nothing vLLM writes;
-- `costly_body_check`: what the issue's costliest refusal, a 327,680-byte body valid JSON but
-  for its last byte, costs the nginx worker in CPU (/proc), per body;
-- `door_errors.errors_check`: every status the gatekeeper produces that a client can provoke is
-  JSON.
+balancer. The rows, each saying what it sends and expects: `connections_check`,
+`multiplying_check`, `cut_check`, `amplifier_check`, `health_check`, `static_flood_check`,
+`schema_check`, `forged_headers_check`, `costly_body_check`; `door_errors.errors_check` holds
+every status the gatekeeper produces that a client can provoke to OpenAI JSON.
 """
 
 from __future__ import annotations
@@ -220,42 +202,36 @@ def alive(sock: socket.socket) -> bool:
 
 #: The penetration test's multiplying bodies (issue 21), and the field each must be refused for.
 def _multipliers(model: str) -> list[tuple[str, str, dict[str, object]]]:
+    completion = {"model": model, "prompt": "hi"}
+    conversation = {"model": model, "messages": [{"role": "user", "content": "hi"}]}
     return [
         (
             "/v1/completions",
             "prompt",
-            {"model": model, "prompt": ["hi"] * 4, "n": 16384, "max_tokens": 40},
+            {**completion, "prompt": ["hi"] * 4, "n": 16384, "max_tokens": 40},
         ),
         (
             "/v1/completions",
             "prompt",
-            {"model": model, "prompt": ["a b c d"] * 1000, "max_tokens": 40},
+            {**completion, "prompt": ["a b c d"] * 1000, "max_tokens": 40},
         ),
-        ("/v1/completions", "n", {"model": model, "prompt": "hi", "n": "16384"}),
-        ("/v1/completions", "best_of", {"model": model, "prompt": "hi", "best_of": 64}),
-        (
-            "/v1/chat/completions",
-            "n",
-            {"model": model, "messages": [{"role": "user", "content": "hi"}], "n": 4096},
-        ),
-        (
-            "/v1/chat/completions",
-            "use_beam_search",
-            {
-                "model": model,
-                "messages": [{"role": "user", "content": "hi"}],
-                "use_beam_search": True,
-            },
-        ),
+        ("/v1/completions", "n", {**completion, "n": "16384"}),
+        ("/v1/completions", "best_of", {**completion, "best_of": 64}),
+        ("/v1/chat/completions", "n", {**conversation, "n": 4096}),
+        ("/v1/chat/completions", "use_beam_search", {**conversation, "use_beam_search": True}),
     ]
 
 
 def multiplying_check(door: Door) -> Check:
     """Each multiplying body refused with 400 naming its field; an ordinary 8-token chat as
     fast beside a stream of them as alone (median of three each)."""
-    alone = statistics.median(
-        ask(door, "POST", "/v1/chat/completions", chat(door, 8)).seconds for _ in range(3)
-    )
+
+    def latency() -> float:
+        return statistics.median(
+            ask(door, "POST", "/v1/chat/completions", chat(door, 8)).seconds for _ in range(3)
+        )
+
+    alone = latency()
     refused: list[tuple[str, int, str]] = []
     stop = threading.Event()
 
@@ -268,9 +244,7 @@ def multiplying_check(door: Door) -> Check:
     thread = threading.Thread(target=attack)
     thread.start()
     try:
-        beside = statistics.median(
-            ask(door, "POST", "/v1/chat/completions", chat(door, 8)).seconds for _ in range(3)
-        )
+        beside = latency()
     finally:
         stop.set()
         thread.join()
@@ -334,8 +308,8 @@ def cut_check(door: Door, timeout: float | None, timing: tuple[float, float]) ->
 
 
 def amplifier_check(door: Door, limits: GatekeeperLimits) -> Check:
-    """The 3 KB echo/logprobs/n request is refused in a small reply; the longest reply allowed
-    (a stream to the reply cap) stays within the planned reply bytes."""
+    """The 3 KB echo/logprobs/n request that returned 30 MB is refused in a small reply; the
+    longest reply allowed (a stream to the reply cap) stays within the planned reply bytes."""
     amplifier = {
         "model": door.model,
         "prompt": "word " * 600,
@@ -453,7 +427,8 @@ FORGED = {
 
 
 def forged_headers_check(door: Door) -> Check:
-    """Forged headers change neither the reply nor vLLM's log."""
+    """Forged request-id, X-Forwarded-For, load-metrics, priority, session and trace headers
+    change neither the reply nor vLLM's log."""
     answer = ask(door, "POST", "/v1/chat/completions", chat(door, 2), headers=FORGED)
     leaks = []
     if b"forged-request-id" in answer.body or "forged" in answer.headers.get("X-Request-Id", ""):
@@ -489,8 +464,9 @@ def gate_cpu(pgid: int) -> Callable[[], float]:
 
 
 def costly_body_check(door: Door, cpu: Callable[[], float]) -> Check:
-    """Invalid 327,680-byte bodies, keyed, two from each of a hundred addresses (the large-body
-    rate admits two at once): the costliest shape, then a chat's; the workers' CPU per body."""
+    """Invalid 327,680-byte bodies (the issue's costliest refusal), keyed, two from each of a
+    hundred addresses (the large-body rate admits two at once): the costliest shape, then a
+    chat's; the nginx workers' CPU (/proc) per body."""
 
     def cost(body: bytes, network: str) -> tuple[Counter[int], float]:
         statuses, before = Counter[int](), cpu()

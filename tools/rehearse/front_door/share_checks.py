@@ -1,15 +1,7 @@
 """Shared slots and the prefill against one client and against a crowd, for real (loopback,
-bounded):
-
-- `grammar_share_check`: while client B holds a structured (json_schema) stream, client A's
-  structured request is served, and B's second one is refused 429: the grammar slot is per
-  client address, not one for the pod;
-- `fair_share_check`: client A at its limit with long prompts (as many in flight as its token
-  tiers admit) for `FAIR_SECONDS`, while client B chats: B is never refused and its median
-  latency grows by at most what the plan says A can hold, `client_tokens_bound` tokens of A's
-  prefill, at the prefill rate measured alone in the same run (plus `FAIR_SLACK_S`);
-- `crowd_check`: twelve addresses so (`CROWD`) while B chats: B's median within the plan's
-  bound, `all_requests` - 1 full-length prompts of prefill, or a clean 503 at once beyond it;
+bounded): `grammar_share_check` (one grammar slot per client address), `fair_share_check` (B
+beside client A at its limit) and `crowd_check` (B beside twelve addresses at theirs), each
+latency held to the plan's bound at the prefill rate measured alone in the same run.
 """
 
 from __future__ import annotations
@@ -53,7 +45,8 @@ SMALL_SCHEMA = {"type": "object", "properties": {"a": {"type": "string"}}}
 
 
 def grammar_share_check(door: Door) -> Check:
-    """B holds one structured stream; A's structured request is served, B's second refused."""
+    """B holds one structured stream; A's structured request is served, B's second refused: the
+    grammar slot is per client address, not one for the pod."""
     held = http.client.HTTPConnection(door.host, door.port, timeout=60, source_address=(HOLDER, 0))
     held.request(
         "POST",
@@ -67,19 +60,10 @@ def grammar_share_check(door: Door) -> Check:
         response = held.getresponse()
         # The first event: B's request is in flight and holds its grammar slot.
         first = response.read1(65536)
-        other = ask(
-            door,
-            "POST",
-            "/v1/chat/completions",
-            structured(door, 2, SMALL_SCHEMA, ignore_eos=True),
-            source=CLIENT,
-        )
-        again = ask(
-            door,
-            "POST",
-            "/v1/chat/completions",
-            structured(door, 2, SMALL_SCHEMA, ignore_eos=True),
-            source=HOLDER,
+        # A's request, then B's second, in that order.
+        body = structured(door, 2, SMALL_SCHEMA, ignore_eos=True)
+        other, again = (
+            ask(door, "POST", "/v1/chat/completions", body, source=s) for s in (CLIENT, HOLDER)
         )
         still = not response.isclosed()
     finally:
@@ -170,7 +154,9 @@ def fair_share_checks(door: Door, limits: GatekeeperLimits) -> list[Check]:
 
 
 def fair_share_check(door: Door, limits: GatekeeperLimits, prefill: _Prefill) -> Check:
-    """B's latency beside A at its limit, against A's planned share of the prefill."""
+    """B's latency beside A at its limit (as many long prompts in flight as its token tiers
+    admit) for `FAIR_SECONDS`: B is never refused, and its median grows by at most what the plan
+    says A can hold, `client_tokens_bound` tokens of prefill (plus `FAIR_SLACK_S`)."""
     beside: list[tuple[int, float]] = []
     with _at_limit(door, (HEAVY,), prefill.body) as heavy:
         began = time.monotonic()

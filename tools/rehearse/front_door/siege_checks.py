@@ -2,16 +2,9 @@
 request bodies and four trickling request headers, each at its connection cap, while a keyed
 client chats and asks /health and the group's probes ask the probe listener. Sent only to
 loopback, bounded in time (`SIEGE_S`) and in sockets (the cap of each address, and two more to
-show they are refused).
-
-- `siege_check`: every keyed chat and /health answered 200, and the worker's liveness command
-  (`components.manifests.probe_command`, run as the kubelet runs it) and the gatekeeper's
-  `/ready` never fail, while the attackers hold what their caps allow;
-- `keyed_siege_check`: twelve keyed addresses, each at its cap with keyed POSTs whose bodies
-  trickle: at least `SERVED_SHARE` of the keyed client's chats served, each refusal a JSON
-  answer in the access log;
-- `slow_refusal_check`: a POST with a wrong key and a body still arriving is answered 401 within
-  `REFUSED_WITHIN_S` of its headers and the connection closed.
+show they are refused). The rows: `siege_check` (keyless body and header tricklers beside the
+keyed client, /health, the worker's liveness command and `/ready`), `keyed_siege_check` (keyed
+body tricklers) and `slow_refusal_check` (a wrong key, its body still arriving).
 """
 
 from __future__ import annotations

@@ -40,6 +40,12 @@ def http_status(
         return None
 
 
+def json_request(url: str, api_key: str, body: Mapping[str, Any]) -> urllib.request.Request:
+    """A POST of `body` as JSON to `url`, with the key."""
+    headers = {"Content-Type": "application/json", "Authorization": f"Bearer {api_key}"}
+    return urllib.request.Request(url, data=json.dumps(body).encode(), headers=headers)
+
+
 @dataclass(frozen=True)
 class Reply:
     """One streamed reply: the failure (None when it was served), how it ended, its length."""

@@ -1,15 +1,9 @@
 """The vLLM ranks of a rehearsal: their command lines, their environment, and their processes.
 
-- Command lines: `rehearsal_argv` is the LeaderWorkerSet's own builder (`engine_args`) with only
-  the rank wiring swapped for loopback; `rank_env` gives each rank its core, loopback address and
-  (on the leader only) the API key; `rank_launches` puts the two together for a whole group, each
-  rank started through `seccomp.py` so it meets the NUMA calls the pod's seccomp profile refuses.
-- Processes: `RankGroup` starts every rank as its own process group and always stops it by group
-  (SIGTERM, SIGKILL after a grace period, then a check that no member is left), because a
-  headless rank does not exit when its leader dies and vLLM's workers ignore SIGTERM.
-  `wait_ready` turns an early exit into a `RankFailure` quoting vLLM's own error line at once.
-- Signals: inside `termination_unwinds` a SIGTERM or SIGHUP unwinds like Ctrl-C, so the group's
-  context manager stops every rank whichever way the run ends.
+Command lines: `rehearsal_argv` is the LeaderWorkerSet's own builder (`engine_args`) with only
+the rank wiring swapped for loopback, `rank_env` each rank's environment, `rank_launches` both
+for a whole group, each rank started through `seccomp.py`. Processes: `RankGroup`, always stopped
+by process group. Signals: `termination_unwinds`.
 
 A group is made from plain `RankLaunch` records, so a rehearsal that kills or stops ranks can
 recreate the group from the same launches (in a new log directory), as the LeaderWorkerSet
@@ -261,7 +255,8 @@ def group_gone(pgid: int) -> bool:
 
 
 class RankGroup:
-    """The rehearsal's processes: started as separate process groups, always stopped by group.
+    """The rehearsal's processes: started as separate process groups, always stopped by group,
+    because a headless rank does not exit when its leader dies and vLLM's workers ignore SIGTERM.
 
     Use as a context manager; leaving it (normally, on an exception or on Ctrl-C) stops every
     group: SIGTERM, SIGKILL after `grace_s`, then a check that no member is left.
@@ -351,7 +346,8 @@ class RankGroup:
     def wait_ready(
         self, health_url: str, timeout_s: float, progress: Callable[[str], None]
     ) -> Readiness:
-        """Wait until `/health` answers 200; raise RankFailure at once if a rank exits."""
+        """Wait until `/health` answers 200; raise RankFailure at once if a rank exits, quoting
+        vLLM's own error line."""
         while True:
             if self.exited():
                 raise self.early_exit()
@@ -432,7 +428,8 @@ def _interrupt(signum: int, _frame: object) -> None:
 
 @contextmanager
 def termination_unwinds() -> Iterator[None]:
-    """A SIGTERM or SIGHUP unwinds like Ctrl-C while inside, so every started rank is stopped."""
+    """A SIGTERM or SIGHUP unwinds like Ctrl-C while inside, so the group's context manager stops
+    every started rank whichever way the run ends."""
     previous = {sig: signal.signal(sig, _interrupt) for sig in (signal.SIGTERM, signal.SIGHUP)}
     try:
         yield

@@ -3,14 +3,10 @@
 A rehearsal runs in about a minute on this machine's CPU, too little for gemma-4-12B-it, so it
 serves a random-weight model of the same family whose attention layout keeps the real profile's
 ratios (sliding:full pattern, KV heads, head dims) over the same number of pipeline ranks. This
-module owns that translation:
-
-- `tiny_model_config`: the profile -> the tiny model's `config.json` (via `tiny_checkpoint`);
-- `ensure_tiny_model`: build it once with the rehearsal env's Python and cache it by a hash of
-  what it is built from (`model_cache_key`);
-- `tiny_profile`, `tiny_stack_values`, `plan_tiny`: the built model back into the stack's own
-  config model and planner, with memory figures scaled to it, so the rehearsal checks vLLM
-  against the same planner the deployment is sized by.
+module owns that translation: the profile -> the tiny model's `config.json`
+(`tiny_model_config`), built once and cached (`ensure_tiny_model`), and the built model back into
+the stack's own config model and planner (`plan_tiny`), so the rehearsal checks vLLM against the
+same planner the deployment is sized by.
 
 Pure apart from `ensure_tiny_model` (which runs the builder) and the reads of a built model.
 """

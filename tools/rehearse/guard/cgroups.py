@@ -2,14 +2,10 @@
 
 vLLM's CPU worker sizes its KV budget against `cgroup limit - cgroup usage`, and a cgroup's usage
 includes the page cache of the files its processes read. To show that on this machine,
-`memory_guard` needs what a container runtime does for a pod:
-
-- `find_hierarchy`: a writable memory controller (v1 or v2) and root, or why there is none;
-- `Cgroup`: a group with a limit, its usage and page cache, removed when done;
-- `evict_page_cache`: files dropped from the page cache, so the next reader is charged for them;
-- `wrapped_engine`: a command that joins a group, optionally reads the weights there, and sees its
-  own group at the hierarchy's root (a private mount namespace with a bind mount) before exec;
-- `prefetch_in_sibling`: the init container: weights read in a sibling group that is then removed.
+`memory_guard` needs what a container runtime does for a pod: a writable memory controller
+(`find_hierarchy`), groups with limits (`Cgroup`), a cold page cache (`evict_page_cache`), an
+engine that reads in its own group and sees it at the hierarchy's root (`wrapped_engine`), and
+the init container's read in a sibling group (`prefetch_in_sibling`).
 
 Linux only, and root for anything beyond `find_hierarchy`'s answer.
 """

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from components.manifests import programs
+from tools.rehearse.group.endpoint import json_request
 from tools.rehearse.measure import own_step
 
 # --------------------------------------------------------------------------------------------
@@ -39,14 +40,6 @@ class ClientResult:
         return self.status is not None and self.status >= 500
 
 
-def _request(url: str, api_key: str, body: Mapping[str, Any]) -> urllib.request.Request:
-    return urllib.request.Request(
-        url,
-        data=json.dumps(body).encode(),
-        headers={"Content-Type": "application/json", "Authorization": f"Bearer {api_key}"},
-    )
-
-
 def run_client(
     result: ClientResult,
     url: str,
@@ -62,7 +55,7 @@ def run_client(
     front door this is the client-side half of the bounded wait.
     """
     try:
-        with urllib.request.urlopen(_request(url, api_key, body), timeout=bound_s) as response:
+        with urllib.request.urlopen(json_request(url, api_key, body), timeout=bound_s) as response:
             result.status = int(response.status)
             result.first_byte_s = time.monotonic() - t0()
             done = False

@@ -53,7 +53,7 @@ from components.manifests.gatekeeper import GatekeeperLimits
 from components.manifests.probes import engine_logging_config, leader_startup_probe
 from infra.plan.sizing import Plan
 from infra.plan.stackfile import REPO
-from tools.rehearse.checks import Check
+from tools.rehearse.checks import Check, aligned
 from tools.rehearse.front_door import gatekeeper_run
 from tools.rehearse.group.ranks import (
     RankFailure,
@@ -665,11 +665,7 @@ def render_table(rows: Sequence[FaultRow], flooded: FloodResult | None) -> str:
                 "-",
             )
         )
-    widths = [max(len(r[i]) for r in [header, *lines]) for i in range(len(header))]
-    return "\n".join(
-        " | ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip()
-        for row in [header, *lines]
-    )
+    return "\n".join(aligned([header, *lines], " | "))
 
 
 def fault_checks(rows: Sequence[FaultRow], flooded: FloodResult | None) -> list[Check]:

@@ -52,6 +52,7 @@ from infra.plan.sizing import Plan
 from infra.plan.stackfile import REPO, stack_values
 from tools.rehearse.checks import Check, kv_budget_check, kv_checks, render_verdict, stopped_check
 from tools.rehearse.front_door import gatekeeper_run
+from tools.rehearse.group.endpoint import json_request
 from tools.rehearse.group.ranks import (
     RankFailure,
     RankGroup,
@@ -155,11 +156,7 @@ def answer_check(label: str, gate_url: str, api_key: str, model: str) -> Check:
         "max_tokens": ANSWER_TOKENS,
         "temperature": 0,
     }
-    request = urllib.request.Request(
-        f"{gate_url}/chat/completions",
-        data=json.dumps(body).encode(),
-        headers={"Content-Type": "application/json", "Authorization": f"Bearer {api_key}"},
-    )
+    request = json_request(f"{gate_url}/chat/completions", api_key, body)
     name, expected = f"{label}: completion via gatekeeper", "200, tokens"
     try:
         with urllib.request.urlopen(request, timeout=120) as response:

@@ -4,12 +4,9 @@ The plan's speed for the mixture-of-experts model rests on one figure: how much 
 faster) one of its decoder layers decodes than one of the 12B's on the same CPU, with vLLM's real
 kernels. This probe measures it. In one run it serves, one after the other, each as one rank on
 every core with the real vLLM build, two slices of each model (`SLICE_LAYERS`: 2 and 6 layers,
-sliding and full alternating, every matrix at full width, random weights built locally):
-
-- gemma-4-26B-A4B-it (`MOE_26B`: hidden 2816, 16 query heads, sliding layers 8 KV heads x 256,
-  full layers 2 KV heads x 512 with K = V, a dense MLP of 2112 beside 128 experts of 704, 8 per
-  token);
-- gemma-4-12B-it (`DENSE_12B`, the catalogue's layout; its 2-layer slice is the prefill probe's).
+sliding and full alternating, every matrix at full width, random weights built locally) of
+gemma-4-26B-A4B-it (`MOE_26B`) and of gemma-4-12B-it (`DENSE_12B`, the catalogue's layout; its
+2-layer slice is the prefill probe's).
 
 Each slice is timed for prefill (one prompt of `PREFILL_TOKENS`, one output token) and decode (a
 streamed `ignore_eos` reply of `DECODE_TOKENS`: first to last token over the tokens between) at
@@ -43,7 +40,6 @@ import statistics
 import sys
 import threading
 import time
-import urllib.request
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -68,6 +64,9 @@ from tools.rehearse.measure.prefill_probe import (
     READY_S,
     _slice_values,
     cpu_model,
+    post_completion,
+    prompt_ids,
+    prompt_step,
     slice_env,
 )
 from tools.rehearse.measure.quantized import ensure_quantized
@@ -413,30 +412,6 @@ def report(rows: Sequence[Row], timings: Sequence[Timing], cpu: str, when: str) 
 # The run
 
 
-def _ids(tokens: int, seed: int) -> list[int]:
-    return [8 + (seed * 7919 + i * 31) % (TINY_VOCAB - 8) for i in range(tokens)]
-
-
-def _post(port: int, key: str, body: Mapping[str, Any], timeout: float) -> Any:
-    return urllib.request.urlopen(
-        urllib.request.Request(
-            f"http://127.0.0.1:{port}/v1/completions",
-            data=json.dumps(body).encode(),
-            headers={"Content-Type": "application/json", "Authorization": f"Bearer {key}"},
-        ),
-        timeout=timeout,
-    )
-
-
-def prefill_s(port: int, key: str, model: str, tokens: int, seed: int) -> float:
-    """Wall seconds of one `tokens`-token prompt and one output token."""
-    body = {"model": model, "prompt": _ids(tokens, seed), "max_tokens": 1, "temperature": 0}
-    began = time.monotonic()
-    with _post(port, key, body, 1800) as response:
-        response.read()
-    return time.monotonic() - began
-
-
 def _stream_stamps(
     port: int, key: str, model: str, tokens: int, seed: int
 ) -> list[tuple[float, int]]:
@@ -445,7 +420,7 @@ def _stream_stamps(
     busy API server may put several steps' tokens in one chunk."""
     body = {
         "model": model,
-        "prompt": _ids(16, seed),
+        "prompt": prompt_ids(16, seed),
         "max_tokens": tokens,
         "temperature": 0,
         "ignore_eos": True,
@@ -453,7 +428,7 @@ def _stream_stamps(
         "stream_options": {"include_usage": True, "continuous_usage_stats": True},
     }
     stamps: list[tuple[float, int]] = []
-    with _post(port, key, body, 1800) as response:
+    with post_completion(port, key, body) as response:
         for raw in response:
             line = raw.decode().strip()
             if not line.startswith("data: {"):
@@ -545,7 +520,7 @@ def serve_and_time(
     group = RankGroup(launches, log_dir, progress=progress)
     with group:
         group.wait_ready(f"http://127.0.0.1:{ports[0]}/health", READY_S, progress)
-        prefill_s(ports[0], key, TINY_MODEL_NAME, 16, seed=0)  # first request's one-off costs
+        prompt_step(ports[0], key, 16, seed=0)  # first request's one-off costs
         # Other work on a shared machine weighs less against ranks at nice -20 (root only); this
         # process reads the streams' timestamps, so it is raised too (else the raised ranks
         # starve it and it reads a reply's chunks late, in one burst).
@@ -553,9 +528,7 @@ def serve_and_time(
         load = os.getloadavg()[0]
         # The median of `REPEATS`: the machine may be shared with other work.
         seeds = range(1, REPEATS + 1)
-        pre = statistics.median(
-            prefill_s(ports[0], key, TINY_MODEL_NAME, PREFILL_TOKENS, s) for s in seeds
-        )
+        pre = statistics.median(prompt_step(ports[0], key, PREFILL_TOKENS, s) for s in seeds)
         one = statistics.median(
             decode_s(ports[0], key, TINY_MODEL_NAME, DECODE_TOKENS, 1) for _ in seeds
         )

@@ -34,7 +34,7 @@ from pathlib import Path
 
 from components.manifests import ProbeSpec
 from infra.plan import liveness
-from tools.rehearse.checks import Check
+from tools.rehearse.checks import Check, aligned
 
 #: The rehearsal's least stall bound (`ProbeSpec.floor_s`), in place of the plan's `MIN_STALL_S`.
 REHEARSAL_FLOOR_S = 1
@@ -299,11 +299,7 @@ def render_step_table(
                 + (f"; {slowed.problem}" if slowed.problem else "")
             )
         lines.append((f"CPU slowed ({slowed.how})", step, runs, stall, note))
-    widths = [max(len(r[i]) for r in [header, *lines]) for i in range(len(header))]
-    return "\n".join(
-        " | ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip()
-        for row in [header, *lines]
-    )
+    return "\n".join(aligned([header, *lines], " | "))
 
 
 #: What vLLM 0.31 logs (debug, `model_executor/layers/utils.py`) once a process chose its bf16

@@ -32,7 +32,6 @@ Pure apart from `run_probe`; the figures are computed by `figures` from what was
 from __future__ import annotations
 
 import datetime as dt
-import json
 import os
 import re
 import time
@@ -50,6 +49,7 @@ from infra.plan.config import ConfigError
 from infra.plan.loading import load_config
 from infra.plan.sizing import plan
 from tools.rehearse.checks import Check
+from tools.rehearse.group.endpoint import json_request
 from tools.rehearse.group.ranks import RankGroup, loopback_ports, rank_launches
 from tools.rehearse.group.tiny_checkpoint import tiny_text_config
 from tools.rehearse.group.tiny_plan import (
@@ -369,17 +369,23 @@ def cpu_seconds(pgid: int) -> float:
     return total / tick
 
 
-def _prompt_step(port: int, api_key: str, tokens: int, seed: int) -> float:
+def prompt_ids(tokens: int, seed: int) -> list[int]:
+    """`tokens` ids of the tiny vocabulary above its first ones, a different run per `seed`."""
+    return [8 + (seed * 7919 + i * 31) % (TINY_VOCAB - 8) for i in range(tokens)]
+
+
+def post_completion(port: int, api_key: str, body: Mapping[str, Any]) -> Any:
+    """The open response of one `/v1/completions` POST to a timed slice on loopback."""
+    url = f"http://127.0.0.1:{port}/v1/completions"
+    return urllib.request.urlopen(json_request(url, api_key, body), timeout=STEP_TIMEOUT_S)
+
+
+def prompt_step(port: int, api_key: str, tokens: int, seed: int) -> float:
     """One completion of a `tokens`-id prompt and one output token; its wall seconds."""
-    ids = [8 + (seed * 7919 + i * 31) % (TINY_VOCAB - 8) for i in range(tokens)]
+    ids = prompt_ids(tokens, seed)
     body = {"model": TINY_MODEL_NAME, "prompt": ids, "max_tokens": 1, "temperature": 0}
-    request = urllib.request.Request(
-        f"http://127.0.0.1:{port}/v1/completions",
-        data=json.dumps(body).encode(),
-        headers={"Content-Type": "application/json", "Authorization": f"Bearer {api_key}"},
-    )
     began = time.monotonic()
-    with urllib.request.urlopen(request, timeout=STEP_TIMEOUT_S) as response:
+    with post_completion(port, api_key, body) as response:
         response.read()
     return time.monotonic() - began
 
@@ -415,7 +421,7 @@ def run_probe(
         load = os.getloadavg()[0]
         pgid = group.processes[0].pgid
         cpu = cpu_seconds(pgid)
-        step = _prompt_step(ports[0], key, batched, seed=1)
+        step = prompt_step(ports[0], key, batched, seed=1)
         cpu = cpu_seconds(pgid) - cpu
         log_text = group.processes[0].log_text()
         warmup = warmup_seconds(log_text)

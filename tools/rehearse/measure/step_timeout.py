@@ -43,7 +43,6 @@ the timeout above it and nothing to catch.
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import time
@@ -60,6 +59,7 @@ from infra.plan.loading import load_config
 from infra.plan.sizing import Plan, plan
 from tools.rehearse.checks import Check
 from tools.rehearse.front_door import gatekeeper_run
+from tools.rehearse.group.endpoint import json_request
 from tools.rehearse.group.ranks import (
     RankFailure,
     RankGroup,
@@ -132,14 +132,9 @@ def derived_timeout(tiny_plan: Plan, cfg_profile: Any, gflops_per_core: float) -
 def _ask(url: str, key: str, model: str, tokens: int, wait_s: float) -> Outcome:
     ids = [8 + (i * 37) % 500 for i in range(tokens)]
     body = {"model": model, "prompt": ids, "max_tokens": 1, "temperature": 0}
-    request = urllib.request.Request(
-        url,
-        data=json.dumps(body).encode(),
-        headers={"Content-Type": "application/json", "Authorization": f"Bearer {key}"},
-    )
     began = time.monotonic()
     try:
-        with urllib.request.urlopen(request, timeout=wait_s) as response:
+        with urllib.request.urlopen(json_request(url, key, body), timeout=wait_s) as response:
             response.read()
             return Outcome(int(response.status), time.monotonic() - began, "complete")
     except urllib.error.HTTPError as error:
