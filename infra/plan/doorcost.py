@@ -21,17 +21,16 @@ BODY_OVERHEAD_BYTES = 64 * 1024
 GATEKEEPER_BASE_MIB = 16
 #: What one public connection that has shown no key costs nginx at most, in bytes, by the shape
 #: of what its client sent before it stopped (never ending the head; 512-byte header buffer, one
-#: 1 KiB large buffer, 256-byte pools, a 2 KiB stream buffer each way). Measured on real nginx
-#: (1.22.1, Debian 12) with dev's generated config, 3,000 such connections from a fresh worker,
-#: its private memory, 2026-12-06: nothing 6,604 a connection; a request line 11,971; a line
-#: crossing into the large buffer 12,977; one 1,000-byte line 12,979; 24 lines filling 1.5 KiB
-#: 14,183; 32 lines of 38-byte names 15,761; 361 lines of `a:` 31,276, the worst: each line costs
-#: a list entry and a lowercase copy of its name (nginx 1.22.1 src/http/ngx_http_request.c
-#: `ngx_http_process_request_headers`), and 1.22 has no count of lines. The pod's nginx (1.30)
-#: refuses a head past `gatekeeper_conf.MAX_HEADERS` lines (`max_headers`, nginx 1.29.8 on,
-#: src/http/ngx_http_request.c), so its bound is the 32-line shape plus 8 bytes more for each of
-#: 40 list entries (56 a header on 1.30, lists grown by 20; modelled); rounded up.
-KEYLESS_CONNECTION_BYTES, KEYLESS_WORST_122_BYTES, KEYLESS_IDLE_BYTES = 16_100, 31_300, 6_650
+#: 1 KiB large buffer, 256-byte pools, a 2 KiB stream buffer each way). Measured with dev's
+#: generated config, 3,000 such connections from a fresh worker, its private memory: on nginx
+#: 1.30.4 with njs 1.0.0 built from source (glibc, -O2), 2026-12-07, a 32-line head of 38-byte
+#: names 16,772 a connection, whatever the request line or values (within 3 bytes), nothing sent
+#: 6,773; on Debian's 1.22.1 the same heads 16,388 and 6,773, and 361 lines of `a:` 31,276 (the
+#: worst, 2026-12-06): each line costs a list entry and a lowercase copy of its name (nginx 1.22.1
+#: src/http/ngx_http_request.c `ngx_http_process_request_headers`), and 1.22 has no count of
+#: lines. The pod's nginx (1.30) refuses a head past `gatekeeper_conf.MAX_HEADERS` lines
+#: (`max_headers`, nginx 1.29.8 on), so its bound is the 32-line shape; rounded up.
+KEYLESS_CONNECTION_BYTES, KEYLESS_WORST_122_BYTES, KEYLESS_IDLE_BYTES = 16_800, 31_300, 6_800
 #: A keyed request in progress, small body (under `LARGE_BODY_BYTES`) or large: its connection,
 #: the key check's njs VM, the hop to the API server and there a buffer of its Content-Length, up
 #: to `maxRequestBytes` (nginx 1.22.1 ngx_http_request_body.c), so a large one is charged its
@@ -55,10 +54,12 @@ SLOT_BYTES = 432
 #: server, one such body raises the worker's peak (VmHWM) by 34 MB and 64 at once by 41 MB, its
 #: private memory after them by 14 MiB. Rounded up.
 PARSE_PEAK_PER_BODY_BYTE = 106
-#: What parsing a body costs njs at worst, per byte: 21 ms of CPU for a 327,680-byte body of
-#: 163,840 numbers (a valid 327 KB chat body 5.8 ms, an invalid one 4 ms), measured on the
-#: rehearsal machine (njs 0.7.9), 2026-12-06.
-PARSE_NS_PER_BYTE = 21e6 / 327_680
+#: What parsing a body costs njs at worst, per byte: 24 ms of CPU for a 327,680-byte body of
+#: 163,840 numbers, invalid at its last byte (the worker's CPU over 10 rounds of 200, nginx 1.30.4
+#: with njs 1.0.0 built from source: 15.55 to 23.25 ms, median 19.40; Debian's 1.22.1 with njs
+#: 0.7.9, interleaved: 15.20 to 20.85; a chat-shaped body invalid at its last byte 5.15 to 7.80 on
+#: 1.30.4) on the rehearsal machine, 2026-12-07; the highest, rounded up.
+PARSE_NS_PER_BYTE = 24e6 / 327_680
 
 
 def hop_bytes() -> int:

@@ -375,7 +375,7 @@ def _connections(cfg: StackConfig, body: int, in_flight: int, all_requests: int)
         f"{all_requests} at vLLM among them), over {connection:,} bytes a connection that has "
         "shown no key (nginx 1.30 "
         f"{KEYLESS_CONNECTION_BYTES:,} for a head held at its {MAX_HEADERS} lines, measured on "
-        f"1.22 and modelled, the kernel {KERNEL_CONNECTION_BYTES:,}, "
+        f"1.30.4, the kernel {KERNEL_CONNECTION_BYTES:,}, "
         f"{NGINX_CONNECTIONS_PER_CLIENT} slots of {SLOT_BYTES}); so "
         f"{capacity // per_client:,} addresses at their cap of {per_client}, each connection "
         "holding a head, fill it and refuse a keyed client's new connection"
