@@ -95,8 +95,7 @@ def test_the_render_tags_the_csi_volumes_and_the_load_balancer(stack: str) -> No
     assert {k: _csi_tags(sc)[k] for k in REQUIRED} == want
     (svc,) = [o for o in objects if o["kind"] == "Service" and o["spec"]["type"] == "LoadBalancer"]
     assert {k: _nlb_tags(svc)[k] for k in REQUIRED} == want
-    extra = cfg.tags
-    for key, value in extra.items():
+    for key, value in cfg.tags.items():
         assert _csi_tags(sc)[key] == value and _nlb_tags(svc)[key] == value
 
 
