@@ -145,16 +145,13 @@ def _economics_rows(p: Plan, e: Economics) -> list[tuple[str, str]]:
         ),
     ]
     c = e.costs
-    if c.usd_per_hour is None:
-        rows.append(("cost", "; ".join(c.missing)))
-    else:
-        rows.append(
-            (
-                "cost",
-                f"${c.usd_per_hour:.4f}/hour, ${c.usd_per_month:,.2f}/month "
-                f"({c.price_region} on-demand list prices)",
-            )
-        )
+    cost = (
+        "; ".join(c.missing)
+        if c.usd_per_hour is None
+        else f"${c.usd_per_hour:.4f}/hour, ${c.usd_per_month:,.2f}/month "
+        f"({c.price_region} on-demand list prices)"
+    )
+    rows.append(("cost", cost))
     for line in c.lines:
         rows.append(
             (
