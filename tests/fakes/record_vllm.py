@@ -121,10 +121,8 @@ def ask(
     """One request's reply: status, headers but `date`, and the body (the event stream as text)."""
     conn = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
     headers = {"Authorization": f"Bearer {key}", "Content-Type": "application/json"}
-    if body is None:
-        conn.request("GET", path, headers=headers)
-    else:
-        conn.request("POST", path, json.dumps(body), headers)
+    data = None if body is None else json.dumps(body)
+    conn.request("GET" if body is None else "POST", path, data, headers)
     reply = conn.getresponse()
     text = normalise(reply.read().decode("utf-8"), model_dir)
     kept = {k.lower(): v for k, v in reply.getheaders() if k.lower() != "date"}
