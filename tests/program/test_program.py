@@ -204,22 +204,9 @@ def test_logging_addon_and_volume_cache(mocks: RecordingMocks, exports: dict[str
         "coredns",
         "eks-pod-identity-agent",
     }
-    # Each add-on's controller has its own role through EKS Pod Identity, effective before it
-    # (the association's wait; tests/program/test_pod_identity_waits.py checks every workload).
-    roles = {r.name: r.outputs["arn"] for r in by_type(mocks.records, "aws:iam/role:Role")}
-    associations = {
-        r.name: r
-        for r in by_type(mocks.records, "aws:eks/podIdentityAssociation:PodIdentityAssociation")
-    }
-    waits = {r.name: r for r in by_type(mocks.records, "time:index/sleep:Sleep")}
-    for addon, association, role in (
-        ("amazon-cloudwatch-observability", "logs-addon-identity", "role-cloudwatch-agent"),
-        ("aws-ebs-csi-driver", "weights-csi-identity", "role-ebs-csi"),
-    ):
-        assert "serviceAccountRoleArn" not in addons[addon].inputs, addons[addon].urn
-        assert associations[association].inputs["roleArn"] == roles[role], association
-        deps = mocks.monitor.dependencies[addons[addon].urn]
-        assert waits[f"{association}-settled"].urn in deps, addons[addon].urn
+    # Each add-on's controller has its own role through EKS Pod Identity, effective before it:
+    # test_iam_scope.py holds each association to its role, test_pod_identity_waits.py each add-on
+    # to its association's wait, tests/components/test_addons.py to no IRSA role.
     sc = one(mocks.records, "kubernetes:storage.k8s.io/v1:StorageClass")
     rendered = manifests.storage_class(
         wiring.STORAGE_CLASS,
