@@ -151,9 +151,8 @@ def test_workload_policy(mocks: RecordingMocks) -> None:
     template = lws.inputs["spec"]["leaderWorkerTemplate"]
     for role in ("leaderTemplate", "workerTemplate"):
         pod = template[role]["spec"]
+        # Requests equal limits in every container: test_model_pods.py, on every stack.
         for container in pod["containers"] + pod.get("initContainers", []):
-            res = container["resources"]
-            assert res["requests"] == res["limits"], (lws.urn, role, container["name"])
             image = (
                 gatekeeper.IMAGE
                 if container["name"] == "gatekeeper"
