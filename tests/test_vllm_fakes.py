@@ -26,10 +26,8 @@ def _ask(
     host, port = stub.root_url.removeprefix("http://").split(":")
     conn = http.client.HTTPConnection(host, int(port), timeout=30)
     headers = {"Authorization": f"Bearer {key}", "Content-Type": "application/json"}
-    if body is None:
-        conn.request("GET", path, headers=headers)
-    else:
-        conn.request("POST", path, json.dumps(body), headers)
+    data = None if body is None else json.dumps(body)
+    conn.request("GET" if body is None else "POST", path, data, headers)
     reply = conn.getresponse()
     text = reply.read().decode()
     return reply.status, {k.lower(): v for k, v in reply.getheaders()}, text

@@ -145,16 +145,13 @@ def _economics_rows(p: Plan, e: Economics) -> list[tuple[str, str]]:
         ),
     ]
     c = e.costs
-    if c.usd_per_hour is None:
-        rows.append(("cost", "; ".join(c.missing)))
-    else:
-        rows.append(
-            (
-                "cost",
-                f"${c.usd_per_hour:.4f}/hour, ${c.usd_per_month:,.2f}/month "
-                f"({c.price_region} on-demand list prices)",
-            )
-        )
+    cost = (
+        "; ".join(c.missing)
+        if c.usd_per_hour is None
+        else f"${c.usd_per_hour:.4f}/hour, ${c.usd_per_month:,.2f}/month "
+        f"({c.price_region} on-demand list prices)"
+    )
+    rows.append(("cost", cost))
     for line in c.lines:
         rows.append(
             (
@@ -262,17 +259,14 @@ def format_table(
             f"at start, before the leader takes traffic: {CALIBRATION_RUNS} one-token requests of "
             f"{probes.calibrate_tokens} prompt tokens; a node whose step x "
             f"{probes.growth:.2f} x {probes.margin:g} x {probes.in_flight} in flight "
-            f"exceeds the engine's {probes.stall_s} s step timeout refuses to start, as does "
-            f"a leader whose vLLM fell back to torch's linear (`prefillPath` {probes.path}); "
-            "a refusal stops the engine, so the kubelet restarts it at once, with the reason on "
-            "its log"
-            if probes.path == "onednn"
-            else f"at start, before the leader takes traffic: {CALIBRATION_RUNS} one-token "
-            f"requests of {probes.calibrate_tokens} prompt tokens; a node whose step x "
-            f"{probes.growth:.2f} x {probes.margin:g} x {probes.in_flight} in flight "
-            "exceeds the engine's "
-            f"{probes.stall_s} s step timeout refuses to start (`prefillPath` fallback: "
-            "torch's linear allowed)",
+            f"exceeds the engine's {probes.stall_s} s step timeout refuses to start"
+            + (
+                ", as does a leader whose vLLM fell back to torch's linear (`prefillPath` "
+                f"{probes.path}); a refusal stops the engine, so the kubelet restarts it at once, "
+                "with the reason on its log"
+                if probes.path == "onednn"
+                else " (`prefillPath` fallback: torch's linear allowed)"
+            ),
         ),
         (
             "engine step timeout",
@@ -321,28 +315,23 @@ def format_table(
     if cfg is not None and cfg.existing_cluster is not None:
         from infra.plan import existing  # the existing-cluster layer, `existingCluster` only
 
-        lines.append("")
-        lines.append(f"into the existing cluster {cfg.existing_cluster}, the program reads:")
+        lines += ["", f"into the existing cluster {cfg.existing_cluster}, the program reads:"]
         lines.extend(f"  - {read}" for read in existing.READS)
         lines.append("and assumes:")
         lines.extend(f"  - {assumed}" for assumed in existing.ASSUMES)
     if cfg is not None and cfg.vllm_extra_args:
         lines += ["", "extra vLLM flags (`vllmExtraArgs`), last on every rank, not in the figures:"]
         lines.append(f"  {shlex.join(cfg.vllm_extra_args)}")
-    lines.append("")
-    lines.append("why:")
+    lines += ["", "why:"]
     door_reasons = p.front_door.reasons if gatekeeper else ()
     lines.extend(f"  - {reason}" for reason in (*p.reasons, *door_reasons))
     if not gatekeeper:
-        lines.append("")
-        lines.append("what `frontDoor: vllm-key` gives up against the gatekeeper:")
+        lines += ["", "what `frontDoor: vllm-key` gives up against the gatekeeper:"]
         lines.extend(f"  - {line}" for line in vllm_key.gives_up())
-    lines.append("")
-    lines.append("what a change costs:")
+    lines += ["", "what a change costs:"]
     lines.extend(f"  - {line}" for line in changes.describe(p))
     if warnings:
-        lines.append("")
-        lines.append("warnings:")
+        lines += ["", "warnings:"]
         lines.extend(f"  - {warning}" for warning in warnings)
     return "\n".join(lines)
 
@@ -453,7 +442,10 @@ def _compare(args: argparse.Namespace, cfg: StackConfig, today: dt.date) -> int:
         data = {"stack": args.stack, "instance_type": cfg.instance_type} | result.to_json()
         print(json.dumps(data, indent=2))
     else:
-        print(format_comparison_header(args.stack, cfg.region))
+        print(
+            f"stack {args.stack} ({cfg.region}): every catalogue type planned for each model "
+            "compared"
+        )
         current = (cfg.instance_type, cfg.weights, cfg.model)
         print(compare.format_comparison(result, current))
     return 0
@@ -462,34 +454,27 @@ def _compare(args: argparse.Namespace, cfg: StackConfig, today: dt.date) -> int:
 def _models(text: str, cfg: StackConfig) -> tuple[str, ...]:
     """`--models`: all (the stack's model, then every other catalogue model) or a
     comma-separated list of the stack's model and catalogue models."""
+    known = tuple(dict.fromkeys((cfg.model, *catalog.MODELS)))
     if text.strip() == "all":
-        return tuple(dict.fromkeys((cfg.model, *catalog.MODELS)))
-    names = tuple(dict.fromkeys(n.strip() for n in text.split(",") if n.strip()))
-    unknown = [n for n in names if n not in catalog.MODELS and n != cfg.model]
-    if unknown or not names:
-        raise ConfigError(
-            "--models",
-            f"{unknown[0] if unknown else text!r} is not a catalogue model",
-            f"list some of {', '.join(catalog.MODELS)}, or all",
-        )
-    return names
+        return known
+    fix = f"list some of {', '.join(catalog.MODELS)}, or all"
+    return _listed("--models", text, known, "a catalogue model", fix)
 
 
 def _formats(text: str) -> tuple[str, ...]:
     """`--formats`: a comma-separated subset of the weight formats, or all of them."""
+    fix = f"list some of {', '.join(FORMATS)}, such as --formats bf16,int8"
+    return _listed("--formats", text, FORMATS, "a weight format", fix)
+
+
+def _listed(key: str, text: str, known: Sequence[str], what: str, fix: str) -> tuple[str, ...]:
+    """The comma-separated names of `text`, each once; refuses an empty list or a name not
+    `known`."""
     names = tuple(dict.fromkeys(n.strip() for n in text.split(",") if n.strip()))
-    unknown = [n for n in names if n not in FORMATS]
+    unknown = [n for n in names if n not in known]
     if unknown or not names:
-        raise ConfigError(
-            "--formats",
-            f"{unknown[0] if unknown else text!r} is not a weight format",
-            f"list some of {', '.join(FORMATS)}, such as --formats bf16,int8",
-        )
+        raise ConfigError(key, f"{unknown[0] if unknown else text!r} is not {what}", fix)
     return names
-
-
-def format_comparison_header(stack: str, region: str) -> str:
-    return f"stack {stack} ({region}): every catalogue type planned for each model compared"
 
 
 def main(argv: Sequence[str] | None = None, today: dt.date | None = None) -> int:

@@ -9,8 +9,6 @@ cluster the plan cannot use creates nothing.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import pulumi
 import pulumi_aws as aws
 
@@ -25,17 +23,6 @@ from infra.plan.sizing import Plan
 #: What terraform-provider-aws's data sources report for a missing object ("couldn't find
 #: resource", internal/tfresource; EKS's own ResourceNotFoundException).
 _NOT_FOUND = ("couldn't find resource", "ResourceNotFoundException", "not found")
-
-
-@dataclass(frozen=True)
-class ClusterReading:
-    """The cluster as read and checked."""
-
-    cluster: existing.ClusterFacts
-    #: The model nodes' subnet.
-    subnet: existing.SubnetFacts
-    #: The add-ons the stack creates (`existing.owned_addons`).
-    owned_addons: tuple[str, ...]
 
 
 def _missing(error: Exception) -> bool:
@@ -102,31 +89,6 @@ def _addons(name: str, invoke: pulumi.InvokeOptions) -> dict[str, str]:
     return present
 
 
-def read_cluster(
-    cfg: StackConfig, plan: Plan, stack: str, node_zone: zones.Zone, provider: aws.Provider
-) -> ClusterReading:
-    """Read `existingCluster` and pass every check of `infra.plan.existing`; a refusal ends the
-    program with one line. The zone's offer of the planned type is `place_zones`' check."""
-    if cfg.existing_cluster is None:
-        raise ValueError("read_cluster is for a stack with `existingCluster`")
-    invoke = pulumi.InvokeOptions(provider=provider)
-    try:
-        cluster = _cluster(cfg.existing_cluster, cfg.region, invoke)
-        existing.check_version(cfg, cluster)
-        ids = list(cluster.subnet_ids)
-        if cfg.existing_cluster_subnet and cfg.existing_cluster_subnet not in ids:
-            ids.append(cfg.existing_cluster_subnet)
-        subnets = [_subnet(subnet_id, invoke) for subnet_id in ids]
-        subnet = existing.node_subnet(cfg, plan, node_zone.zone_id, cluster, subnets)
-        owned = existing.owned_addons(cfg, plan, _addons(cluster.name, invoke))
-        # A missing role fails its read (`components.stack_roles.existing_roles`) first.
-        collector = aws.iam.get_role(name=role_name(stack, "collector"), opts=invoke)
-        existing.check_fence(cfg, stack, collector.assume_role_policy)
-    except ConfigError as error:
-        raise pulumi.RunError(str(error)) from None
-    return ClusterReading(cluster=cluster, subnet=subnet, owned_addons=owned)
-
-
 def adopt_cluster(
     cfg: StackConfig,
     plan: Plan,
@@ -137,18 +99,36 @@ def adopt_cluster(
     addon_versions: dict[str, str],
     provider: aws.Provider,
 ) -> tuple[ExistingCluster, tuple[str, ...]]:
-    """The stack's nodes in a cluster it does not own, read and checked first (`read_cluster`),
-    and the add-ons the stack creates there. Wired only for a stack with `existingCluster`."""
-    reading = read_cluster(cfg, plan, stack, node_zone, provider)
+    """The stack's nodes in a cluster it does not own, and the add-ons the stack creates there.
+    Wired only for a stack with `existingCluster`, which is read first and must pass every check
+    of `infra.plan.existing`; a refusal ends the program with one line. The zone's offer of the
+    planned type is `place_zones`' check."""
+    if cfg.existing_cluster is None:
+        raise ValueError("adopt_cluster is for a stack with `existingCluster`")
+    invoke = pulumi.InvokeOptions(provider=provider)
+    try:
+        found = _cluster(cfg.existing_cluster, cfg.region, invoke)
+        existing.check_version(cfg, found)
+        ids = list(found.subnet_ids)
+        if cfg.existing_cluster_subnet and cfg.existing_cluster_subnet not in ids:
+            ids.append(cfg.existing_cluster_subnet)
+        subnets = [_subnet(subnet_id, invoke) for subnet_id in ids]
+        subnet = existing.node_subnet(cfg, plan, node_zone.zone_id, found, subnets)
+        owned = existing.owned_addons(cfg, plan, _addons(found.name, invoke))
+        # A missing role fails its read (`components.stack_roles.existing_roles`) first.
+        collector = aws.iam.get_role(name=role_name(stack, "collector"), opts=invoke)
+        existing.check_fence(cfg, stack, collector.assume_role_policy)
+    except ConfigError as error:
+        raise pulumi.RunError(str(error)) from None
     cluster = ExistingCluster(
         "eks",
         ExistingClusterArgs(
-            name=reading.cluster.name,
-            endpoint=reading.cluster.endpoint,
-            certificate_authority=reading.cluster.certificate,
+            name=found.name,
+            endpoint=found.endpoint,
+            certificate_authority=found.certificate,
             region=cfg.region,
-            kubernetes_version=reading.cluster.version,
-            node_subnet_id=reading.subnet.subnet_id,
+            kubernetes_version=found.version,
+            node_subnet_id=subnet.subnet_id,
             instance_type=plan.instance_type,
             node_count=plan.nodes,
             node_disk_gib=plan.node_disk_gib,
@@ -158,9 +138,9 @@ def adopt_cluster(
             surge_nodes=plan.rollout.surge_nodes,
             instance_tags=instance_tags,
             identity_agent_version=addon_versions[addons.IDENTITY_AGENT]
-            if addons.IDENTITY_AGENT in reading.owned_addons
+            if addons.IDENTITY_AGENT in owned
             else None,
         ),
         opts=pulumi.ResourceOptions(providers=[provider]),
     )
-    return cluster, reading.owned_addons
+    return cluster, owned

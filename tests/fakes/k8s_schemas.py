@@ -10,7 +10,6 @@ CRD does not preserve unknown fields.
 
 from __future__ import annotations
 
-import copy
 import json
 from functools import cache
 from pathlib import Path
@@ -49,10 +48,7 @@ def lws_schema_copy() -> dict[str, Any]:
 
 @cache
 def lws_schema() -> dict[str, Any]:
-    schema = upstream_schema()
-    if schema is None:
-        schema = lws_schema_copy()
-    return _closed(copy.deepcopy(schema))
+    return _closed(upstream_schema() or lws_schema_copy())
 
 
 def _closed(node: Any) -> Any:
@@ -74,7 +70,11 @@ def _closed(node: Any) -> Any:
 
 def lws_errors(obj: dict[str, Any]) -> list[str]:
     """Schema violations of a LeaderWorkerSet object (empty when valid)."""
-    validator = jsonschema.Draft7Validator(lws_schema())
+    return _errors(lws_schema(), obj)
+
+
+def _errors(schema: dict[str, Any], obj: dict[str, Any]) -> list[str]:
+    validator = jsonschema.Draft7Validator(schema)
     return [
         f"{'/'.join(map(str, e.absolute_path))}: {e.message}" for e in validator.iter_errors(obj)
     ]
@@ -100,10 +100,7 @@ def scaled_object_schema() -> dict[str, Any]:
 
 def scaled_object_errors(obj: dict[str, Any]) -> list[str]:
     """Schema violations of a KEDA ScaledObject (empty when valid)."""
-    validator = jsonschema.Draft7Validator(scaled_object_schema())
-    return [
-        f"{'/'.join(map(str, e.absolute_path))}: {e.message}" for e in validator.iter_errors(obj)
-    ]
+    return _errors(scaled_object_schema(), obj)
 
 
 def object_errors(obj: dict[str, Any], kubernetes_version: str) -> list[str]:

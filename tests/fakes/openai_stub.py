@@ -19,18 +19,10 @@ counts set by the stub:
 The event stream is delimited by `Connection: close` rather than vLLM's chunked encoding, which
 keeps the stub free of chunked-encoding code; the events' bytes are vLLM's.
 
-Tokens are paced: the first is sent `ttft_s` after the request is read, and token i (0-based) at
-`ttft_s + i * seconds_per_token`, scheduled against absolute deadlines so sleep overshoot does not
-accumulate.
-
-Knobs for the failure modes a client must surface:
-
-- `cut_off_at`: stop after that many tokens with `finish_reason: "length"` even though more were
-  asked for (a context or server-side limit, the "cut off" case);
-- `stop_at`: stop after that many tokens with `finish_reason: "stop"` (a server that ignores
-  `min_tokens` / `ignore_eos`, the "short" case).
-
-Every request body the stub accepts is kept in `requests` so tests can assert what was sent.
+Tokens are paced: token i (0-based) is sent `ttft_s + i * seconds_per_token` after the request
+is read, scheduled against absolute deadlines so sleep overshoot does not accumulate.
+`StubConfig.cut_off_at` and `stop_at` play the failure modes a client must surface: a reply cut
+off by a context or server-side limit, and a server that ignores `min_tokens` / `ignore_eos`.
 """
 
 from __future__ import annotations
@@ -241,8 +233,6 @@ class _Handler(BaseHTTPRequestHandler):
         model = body.get("model", cfg.model)
         templates = vllm_replies.stream_templates()
 
-        # Connection: close with no Content-Length delimits the event stream, which keeps the
-        # stub free of chunked-encoding code.
         self.send_response(200)
         streamed = vllm_replies.reply("chat_streamed")["headers"]
         self.send_header("Content-Type", streamed["content-type"])

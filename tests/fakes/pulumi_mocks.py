@@ -225,8 +225,6 @@ class RecordingMonitor(MockMonitor):
         self._current = threading.local()
         #: URN -> URNs it depends on (explicit `depends_on`, expanded as the SDK expands it).
         self.dependencies: dict[str, list[str]] = {}
-        #: URN -> the properties whose change replaces it (`replace_on_changes`).
-        self.replace_on_changes: dict[str, list[str]] = {}
         #: URNs registered with `retain_on_delete`: a delete or replacement leaves the object.
         self.retained: set[str] = set()
 
@@ -239,7 +237,6 @@ class RecordingMonitor(MockMonitor):
         if request.type == "pulumi:pulumi:Stack":
             return resource_pb2.RegisterResourceResponse(urn=urn)
         self.dependencies[urn] = list(request.dependencies)
-        self.replace_on_changes[urn] = list(request.replaceOnChanges)
         if request.retainOnDelete:
             self.retained.add(urn)
         # The SDK's monitor would turn resource references among the inputs into Resource objects
@@ -374,7 +371,7 @@ class RecordingMocks(pulumi.runtime.Mocks):
         if typ.startswith("kubernetes:"):
             return self._kubernetes(typ, name, outputs, custom)
         if typ.startswith("random:"):
-            return self._random(typ, name, outputs)
+            return self._random(name, outputs)
         return (f"{name}-id" if custom else ""), outputs
 
     def _aws(self, typ: str, name: str, outputs: dict[str, Any]) -> tuple[str, dict[str, Any]]:
@@ -418,8 +415,6 @@ class RecordingMocks(pulumi.runtime.Mocks):
         if not custom:  # helm.sh/v4:Chart, yaml/v2:ConfigGroup, ... : remote components
             outputs.setdefault("resources", [])
             return "", outputs
-        if "kind" not in outputs:  # helm.sh/v3:Release and other non-object resources
-            return f"{name}-{_hex('k8s', name)}", outputs
         metadata = dict(outputs.get("metadata") or {})
         # The provider auto-names an object whose metadata.name is unset.
         metadata.setdefault("name", f"{name}-{_hex('k8s', name)}")
@@ -434,21 +429,12 @@ class RecordingMocks(pulumi.runtime.Mocks):
         object_id = f"{namespace}/{metadata['name']}" if namespace else metadata["name"]
         return object_id, outputs
 
-    def _random(self, typ: str, name: str, outputs: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+    def _random(self, name: str, outputs: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+        """The `result` of a RandomPassword or RandomString (the program's only random
+        resources are passwords), `length` characters long."""
         length = int(outputs.get("length") or 16)
-        text = (_hex("random", name, length=64) * (length // 64 + 1))[:length]
-        if typ in (
-            "random:index/randomPassword:RandomPassword",
-            "random:index/randomString:RandomString",
-        ):
-            outputs["result"] = text
-            return "none", outputs
-        if typ == "random:index/randomId:RandomId":
-            size = int(outputs.get("byteLength") or 8)
-            raw = bytes.fromhex(_hex("random", name, length=2 * size))
-            outputs.update(hex=raw.hex(), dec=str(int.from_bytes(raw, "big")))
-            return raw.hex(), outputs
-        return _hex("random", name), outputs
+        outputs["result"] = (_hex("random", name, length=64) * (length // 64 + 1))[:length]
+        return "none", outputs
 
     def _remote_component(
         self, typ: str, name: str, outputs: dict[str, Any], urn: str
@@ -553,7 +539,7 @@ class RecordingMocks(pulumi.runtime.Mocks):
             raise NotImplementedError(
                 f"RecordingMocks.call has no answer for invoke {args.token!r} "
                 f"(args {dict(args.args)!r}); add a plausible result to _INVOKES in "
-                "tests/conftest.py"
+                "tests/fakes/pulumi_mocks.py"
             )
         return result(dict(args.args))
 
@@ -600,40 +586,13 @@ def _kubeconfig(cluster_name: str, endpoint: str) -> dict[str, Any]:
                     "exec": {
                         "apiVersion": "client.authentication.k8s.io/v1beta1",
                         "command": "aws",
-                        "args": [
-                            "--region",
-                            REGION,
-                            "eks",
-                            "get-token",
-                            "--cluster-name",
-                            cluster_name,
-                            "--output",
-                            "json",
-                        ],
+                        "args": f"--region {REGION} eks get-token --cluster-name {cluster_name} "
+                        "--output json".split(),
                     }
                 },
             }
         ],
     }
-
-
-def _policy_document(args: dict[str, Any]) -> dict[str, Any]:
-    statements = []
-    for st in args.get("statements") or []:
-        statement: dict[str, Any] = {"Effect": st.get("effect", "Allow")}
-        if st.get("actions"):
-            statement["Action"] = st["actions"]
-        if st.get("resources"):
-            statement["Resource"] = st["resources"]
-        for principal in st.get("principals") or []:
-            statement.setdefault("Principal", {})[principal["type"]] = principal["identifiers"]
-        for cond in st.get("conditions") or []:
-            statement.setdefault("Condition", {}).setdefault(cond["test"], {})[cond["variable"]] = (
-                cond["values"]
-            )
-        statements.append(statement)
-    document = json.dumps({"Version": "2012-10-17", "Statement": statements})
-    return {"id": _hex("policy", document), "json": document, "minifiedJson": document}
 
 
 _INVOKES: dict[str, Callable[[dict[str, Any]], dict[str, Any]]] = {
@@ -648,21 +607,6 @@ _INVOKES: dict[str, Callable[[dict[str, Any]], dict[str, Any]]] = {
         "partition": "aws",
         "dnsSuffix": "amazonaws.com",
         "reverseDnsPrefix": "com.amazonaws",
-    },
-    "aws:index/getRegion:getRegion": lambda _: {
-        "id": REGION,
-        "name": REGION,
-        "region": REGION,
-        "endpoint": f"ec2.{REGION}.amazonaws.com",
-        "description": "US West (Oregon)",
-    },
-    "aws:iam/getPolicyDocument:getPolicyDocument": _policy_document,
-    "aws:eks/getAddonVersion:getAddonVersion": lambda args: {
-        "id": args["addonName"],
-        "addonName": args["addonName"],
-        "kubernetesVersion": args["kubernetesVersion"],
-        "mostRecent": args.get("mostRecent", False),
-        "version": "v1.0.0-eksbuild.1",
     },
 }
 

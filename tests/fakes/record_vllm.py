@@ -25,7 +25,6 @@ import http.client
 import json
 import os
 import re
-import socket
 import subprocess
 import sys
 import tempfile
@@ -35,6 +34,8 @@ from typing import Any
 
 from infra.plan.sizing import plan
 from infra.plan.stackfile import load_stack
+from tools.rehearse.group.endpoint import http_status
+from tools.rehearse.group.ranks import free_port
 from tools.rehearse.group.tiny_plan import ensure_tiny_model, model_cache_key, tiny_model_config
 
 REPO = Path(__file__).resolve().parents[2]
@@ -103,24 +104,13 @@ def tiny_model(rehearsal: Path, python: Path) -> Path:
     return ensure_tiny_model(python, config, print, rehearsal / "models")
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def wait_ready(port: int, server: subprocess.Popen[bytes], log: Path, limit_s: float) -> None:
     deadline = time.monotonic() + limit_s
     while time.monotonic() < deadline:
         if server.poll() is not None:
             raise SystemExit(f"vllm serve exited {server.returncode}:\n{log.read_text()[-3000:]}")
-        try:
-            conn = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
-            conn.request("GET", "/health")
-            if conn.getresponse().status == 200:
-                return
-        except OSError:
-            pass
+        if http_status(f"http://127.0.0.1:{port}/health") == 200:
+            return
         time.sleep(1)
     raise SystemExit(f"vllm serve was not ready in {limit_s:.0f} s:\n{log.read_text()[-3000:]}")
 
@@ -131,10 +121,8 @@ def ask(
     """One request's reply: status, headers but `date`, and the body (the event stream as text)."""
     conn = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
     headers = {"Authorization": f"Bearer {key}", "Content-Type": "application/json"}
-    if body is None:
-        conn.request("GET", path, headers=headers)
-    else:
-        conn.request("POST", path, json.dumps(body), headers)
+    data = None if body is None else json.dumps(body)
+    conn.request("GET" if body is None else "POST", path, data, headers)
     reply = conn.getresponse()
     text = normalise(reply.read().decode("utf-8"), model_dir)
     kept = {k.lower(): v for k, v in reply.getheaders() if k.lower() != "date"}

@@ -12,6 +12,7 @@ from __future__ import annotations
 import copy
 import functools
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -42,14 +43,10 @@ def put(obj: dict[str, Any], key: str, value: Any) -> None:
 
 def frame() -> tuple[str, str]:
     """The event framing vLLM writes: (what starts an event, what ends it)."""
-    stream = recording()["replies"]["chat_streamed"]["stream"]
-    first = stream.index(":") + 1
-    prefix = stream[: first + (stream[first] == " ")]
-    end = stream[len(prefix) :].index("\n")
-    ending = "\n"
-    while stream[len(prefix) + end + len(ending)] == "\n":
-        ending += "\n"
-    return prefix, ending
+    # The field name, its colon and an optional space; then the payload and a run of newlines.
+    first = re.match(r"([^:\n]*: ?)[^\n]*(\n+)", recording()["replies"]["chat_streamed"]["stream"])
+    assert first is not None, f"{RECORDING.name}: the stream does not start with an event"
+    return first[1], first[2]
 
 
 def events(stream: str) -> list[str]:

@@ -105,22 +105,15 @@ def run_program(
     }
     for key in without:
         values.pop(f"gemma-graviton:{key}", None)
-    secret_keys = []
-    if hf:
-        values["gemma-graviton:hfToken"] = HF_TOKEN
-        secret_keys.append("gemma-graviton:hfToken")
-    if api_key is not None:
-        values["gemma-graviton:apiKey"] = api_key
-        secret_keys.append("gemma-graviton:apiKey")
-    if previous_key is not None:
-        values["gemma-graviton:apiKeyPrevious"] = previous_key
-        secret_keys.append("gemma-graviton:apiKeyPrevious")
+    given = {"hfToken": HF_TOKEN if hf else None, "apiKey": api_key, "apiKeyPrevious": previous_key}
+    secrets = {f"gemma-graviton:{k}": v for k, v in given.items() if v is not None}
+    values |= secrets
     text = {k: v if isinstance(v, str) else json.dumps(v) for k, v in values.items()}
     if bootstrapped:
         mocks.existing |= bootstrap_roles(stack, (overrides or {}).get("existingCluster"))
     pulumi.runtime.set_mocks(mocks, project="gemma-graviton", stack=stack, preview=preview,
                              monitor=mocks.monitor)  # fmt: skip
-    pulumi.runtime.set_all_config(text, secret_keys)
+    pulumi.runtime.set_all_config(text, list(secrets))
 
     def program() -> None:
         runpy.run_path(str(PROGRAM), run_name="__main__")

@@ -82,13 +82,8 @@ def test_destroy_deletes_in_an_order_that_leaves_nothing_billable(
     volumes = {v.resource_id: v for v in by_type(mocks.records, VOLUME)}
     pvs = {p.inputs["metadata"]["name"]: p for p in by_type(mocks.records, PV)}
     # One program-made volume per rank of every group, each behind its own claim.
-    assert (
-        len(claims)
-        == len(volumes)
-        == len(pvs)
-        == 2 * int(lws.inputs["spec"]["leaderWorkerTemplate"]["size"])
-        + int(exports["rolloutSurgeNodes"])
-    )
+    size = int(lws.inputs["spec"]["leaderWorkerTemplate"]["size"])
+    assert len(claims) == len(volumes) == len(pvs) == 2 * size + int(exports["rolloutSurgeNodes"])
     for claim in claims:
         pv = pvs[claim.inputs["spec"]["volumeName"]]
         volume = volumes[pv.inputs["spec"]["csi"]["volumeHandle"]]

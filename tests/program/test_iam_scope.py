@@ -20,6 +20,8 @@ from tests.bootstrap import iam_eval
 from tests.fakes.pulumi_mocks import ACCOUNT_ID, Recorded, RecordingMocks, by_type
 from tests.program.harness import run_program
 
+pytestmark = pytest.mark.usefixtures("as_pulumi_host")
+
 ROLE = "aws:iam/role:Role"
 ASSOCIATION = "aws:eks/podIdentityAssociation:PodIdentityAssociation"
 EVERYTHING_ON = {"monitoring": True, "modelCache": "volume", "alarmEmail": "oncall@example.com"}
@@ -38,16 +40,9 @@ WRITES = (
 
 def iam_writes(records: list[Recorded]) -> list[str]:
     """Every IAM entity the program creates (anything of IAM but a read), as `<urn>: created`."""
-    wrong = []
-    for record in records:
-        if not record.type_.startswith("aws:iam/"):
-            continue
-        if not record.read:
-            wrong.append(f"{record.urn}: created")
-    return wrong
+    return [f"{r.urn}: created" for r in records if r.type_.startswith("aws:iam/") and not r.read]
 
 
-@pytest.mark.usefixtures("as_pulumi_host")
 @pytest.mark.parametrize("variant", sorted(VARIANTS))
 @pytest.mark.parametrize("stack", stack_names())
 def test_the_program_creates_no_iam_entity(mocks: RecordingMocks, stack: str, variant: str) -> None:
@@ -60,7 +55,6 @@ def test_the_program_creates_no_iam_entity(mocks: RecordingMocks, stack: str, va
     }
 
 
-@pytest.mark.usefixtures("as_pulumi_host")
 def test_a_role_created_by_the_program_is_found(mocks: RecordingMocks) -> None:
     def stray() -> None:
         aws.iam.Role("stray", assume_role_policy="{}")
@@ -74,7 +68,6 @@ def test_a_role_created_by_the_program_is_found(mocks: RecordingMocks) -> None:
     ]
 
 
-@pytest.mark.usefixtures("as_pulumi_host")
 def test_a_stack_whose_bootstrap_has_not_run_fails_on_its_first_role(
     mocks: RecordingMocks,
 ) -> None:
@@ -84,7 +77,6 @@ def test_a_stack_whose_bootstrap_has_not_run_fails_on_its_first_role(
         run_program(mocks, "dev", bootstrapped=False)
 
 
-@pytest.mark.usefixtures("as_pulumi_host")
 @pytest.mark.parametrize("stack", stack_names())
 def test_the_deploy_role_may_do_what_up_and_destroy_do_with_them(
     mocks: RecordingMocks, stack: str
@@ -122,7 +114,6 @@ def test_the_deploy_role_may_do_what_up_and_destroy_do_with_them(
     assert denied == []
 
 
-@pytest.mark.usefixtures("as_pulumi_host")
 @pytest.mark.parametrize("stack", stack_names())
 def test_every_pod_that_calls_aws_has_its_own_role(mocks: RecordingMocks, stack: str) -> None:
     """Each association maps one service account to the bootstrap's role for that account, and
@@ -147,7 +138,6 @@ def test_every_pod_that_calls_aws_has_its_own_role(mocks: RecordingMocks, stack:
     assert seen == expected
 
 
-@pytest.mark.usefixtures("as_pulumi_host")
 @pytest.mark.parametrize("stack", stack_names())
 def test_no_launch_template_default_version_is_ever_changed(
     mocks: RecordingMocks, stack: str
@@ -162,8 +152,7 @@ def test_no_launch_template_default_version_is_ever_changed(
         assert {"updateDefaultVersion", "defaultVersion"} & set(template.inputs) == set()
     policy = deploy_policy(stack, load_stack(stack).region, "acme-pulumi-state")
     arn = f"arn:aws:ec2:{load_stack(stack).region}:{ACCOUNT_ID}:launch-template/lt-0123"
-    context = {f"aws:ResourceTag/{k}": v for k, v in {"project": "gemma-graviton",
-                                                       "stack": stack}.items()}  # fmt: skip
+    context = {"aws:ResourceTag/project": "gemma-graviton", "aws:ResourceTag/stack": stack}
     assert iam_eval.allowed(policy, "ec2:CreateLaunchTemplateVersion", arn, context)
     assert not iam_eval.allowed(policy, "ec2:ModifyLaunchTemplate", arn, context)
 

@@ -67,9 +67,7 @@ def test_no_tag_only_image_in_the_render(stack: str, tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("stack", ["dev", "prod"])
 @pytest.mark.usefixtures("as_pulumi_host")
-def test_no_tag_only_image_under_the_mocks(
-    stack: str, mocks: RecordingMocks, exports: dict[str, Any]
-) -> None:
+def test_no_tag_only_image_under_the_mocks(stack: str, mocks: RecordingMocks) -> None:
     run_program(mocks, stack)
     found = [(f"{r.urn}{at}", ref) for r in mocks.records for at, ref in images(r.inputs)]
     assert {ref for _, ref in found} >= {gatekeeper.IMAGE, OWN_VALUES[stack]["vllmImage"]}

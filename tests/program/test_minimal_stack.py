@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 import yaml
 
+from infra.adapters.cli import main
 from infra.adapters.render import render_stack
 from infra.plan.config import ConfigError
 from infra.plan.sizing import plan
@@ -125,17 +126,12 @@ def test_what_needs_the_gatekeeper_is_refused_with_vllm_key(
     assert str(raised.value) == message
 
 
-def test_the_plan_says_what_vllm_key_gives_up() -> None:
-    minimal, dev = (
-        subprocess.run(
-            [sys.executable, "-m", "infra.plan", "--stack", stack],
-            cwd=REPO,
-            capture_output=True,
-            text=True,
-            check=True,
-        ).stdout
-        for stack in ("minimal", "dev")
-    )
+def test_the_plan_says_what_vllm_key_gives_up(capsys: pytest.CaptureFixture[str]) -> None:
+    outputs = []
+    for stack in ("minimal", "dev"):
+        assert main(["--stack", stack]) == 0
+        outputs.append(capsys.readouterr().out)
+    minimal, dev = outputs
     assert "what `frontDoor: vllm-key` gives up against the gatekeeper:" in minimal
     assert "routes without the key: /health and /metrics only" in minimal
     assert "gives up" not in dev

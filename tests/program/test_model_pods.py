@@ -20,7 +20,7 @@ from infra.plan import pods
 from infra.plan.stackfile import load_stack, stack_names
 from tests import builders
 from tests.fakes.cloudwatch_operator import annotated_languages
-from tests.fakes.pulumi_mocks import RecordingMocks, by_type, one
+from tests.fakes.pulumi_mocks import RecordingMocks, by_type, named, one
 from tests.program.harness import run_program
 
 LWS = "kubernetes:leaderworkerset.x-k8s.io/v1:LeaderWorkerSet"
@@ -85,11 +85,8 @@ def test_the_deployed_pods_have_exactly_the_planned_containers_and_no_instrument
     door = cfg.elastic or not cfg.gatekeeper
     _assert_as_planned(lws.inputs, prefetch, lws.urn, door)
 
-    (agent,) = [
-        a
-        for a in by_type(mocks.records, ADDON)
-        if a.inputs["addonName"] == "amazon-cloudwatch-observability"
-    ]
+    agent = named(mocks.records, ADDON, "logs-addon")
+    assert agent.inputs["addonName"] == "amazon-cloudwatch-observability", agent.urn
     configuration = json.loads(agent.inputs["configurationValues"])
     assert configuration["containerLogs"] == {"enabled": True}, agent.urn
     auto = configuration["manager"]["applicationSignals"]["autoMonitor"]

@@ -28,17 +28,14 @@ STORAGE_CLASS = "kubernetes:storage.k8s.io/v1:StorageClass"
 SERVICE = "kubernetes:core/v1:Service"
 
 
-def _deps(mocks: RecordingMocks, record: Recorded) -> list[str]:
-    return mocks.monitor.dependencies[record.urn]
-
-
 def _depends_on(mocks: RecordingMocks, record: Recorded, target: Recorded) -> None:
-    assert target.urn in _deps(mocks, record), (record.urn, "should depend on", target.urn)
+    depends = mocks.monitor.dependencies[record.urn]
+    assert target.urn in depends, (record.urn, "should depend on", target.urn)
 
 
 @pytest.mark.parametrize("stack", stack_names())
 def test_everything_in_the_cluster_waits_for_the_node_group(
-    stack: str, mocks: RecordingMocks, exports: dict[str, Any]
+    stack: str, mocks: RecordingMocks
 ) -> None:
     run_program(mocks, stack, {"modelCache": "volume"})
     model = named(mocks.records, *MODEL_NODES)
@@ -62,9 +59,7 @@ def test_everything_in_the_cluster_waits_for_the_node_group(
     _depends_on(mocks, one(mocks.records, STORAGE_CLASS), csi)
 
 
-def test_the_leaderworkerset_waits_for_the_webhook_gate(
-    mocks: RecordingMocks, exports: dict[str, Any]
-) -> None:
+def test_the_leaderworkerset_waits_for_the_webhook_gate(mocks: RecordingMocks) -> None:
     run_program(mocks, "dev")
     lws, job, chart = (one(mocks.records, t) for t in (LWS, JOB, CHART))
     _depends_on(mocks, lws, job)

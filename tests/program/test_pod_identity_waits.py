@@ -1,11 +1,8 @@
 """Every workload that reads EKS Pod Identity credentials is admitted only after its association
-is effective, on a first `up` and after the association is replaced.
+is effective, on a first `up` and after the association is replaced (why:
+`components.addons.pod_identity`).
 
-EKS's webhook gives a pod its credentials' address only when it admits the pod, and an
-association "may take several seconds to be effective" after CreatePodIdentityAssociation
-returns (EKS API reference); a pod admitted before runs without credentials for good
-(aws/eks-pod-identity-agent#52, aws/containers-roadmap#2507). So each association has a wait
-(`components.addons.pod_identity`) that is created again whenever the association is, and each
+So each association has a wait that is created again whenever the association is, and each
 workload that runs as the association's service account depends on that wait and carries the
 association's id in its pod template, so a new association re-creates its pods after the new
 wait. EKS makes an add-on's pods itself; its association is replaced only with a new cluster,

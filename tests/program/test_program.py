@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import re
-import runpy
 import shlex
 from typing import Any
 
@@ -25,15 +24,13 @@ from infra.plan.sizing import plan
 from infra.plan.stackfile import load_stack, stack_names
 from policies.rules import RULES
 from tests import builders
-from tests.fakes.pulumi_mocks import RecordingMocks, by_type, is_secret, named, one, resolve, run
+from tests.fakes.pulumi_mocks import RecordingMocks, by_type, is_secret, named, one, resolve
 from tests.program.harness import (
     HF_TOKEN,
     MODEL_NODES,
     MODEL_SERVICE,
     OWN_VALUES,
-    PROGRAM,
     run_program,
-    stack_values,
     stacks_with,
 )
 
@@ -47,6 +44,7 @@ OUTPUTS = {
 }  # fmt: skip
 LWS = "kubernetes:leaderworkerset.x-k8s.io/v1:LeaderWorkerSet"
 NODE_GROUP = "eks:index:ManagedNodeGroup"
+DOOR_DEPLOYMENT = "model-deployment-gemma-door"
 
 
 @pytest.mark.parametrize("stack", stack_names())
@@ -93,9 +91,7 @@ def test_every_stack_runs_end_to_end(
     assert resolve(exports["kvCacheTokens"]) == expected.kv_cache_tokens
 
 
-def test_node_size_override_flows_into_the_node_group(
-    mocks: RecordingMocks, exports: dict[str, Any]
-) -> None:
+def test_node_size_override_flows_into_the_node_group(mocks: RecordingMocks) -> None:
     run_program(mocks, "dev", {"instanceType": "m7g.4xlarge"})
     expected = plan(load_stack("dev", {"instanceType": "m7g.4xlarge"}), "dev")
     node_group = one(mocks.records, NODE_GROUP)
@@ -143,26 +139,20 @@ def test_refusal_is_a_run_error_and_creates_nothing(
 
 
 def test_plain_text_secret_is_refused(mocks: RecordingMocks) -> None:
-    pulumi.runtime.set_mocks(mocks, project="gemma-graviton", stack="dev", preview=False,
-                             monitor=mocks.monitor)  # fmt: skip
-    values = {k: v if isinstance(v, str) else json.dumps(v) for k, v in stack_values("dev").items()}
-    values["gemma-graviton:hfToken"] = HF_TOKEN
-    pulumi.runtime.set_all_config(values, [])
     with pytest.raises(pulumi.RunError, match="`hfToken` is a secret but is stored in plain"):
-        run(lambda: runpy.run_path(str(PROGRAM), run_name="__main__"))
+        run_program(mocks, "dev", {"hfToken": HF_TOKEN}, hf=False)
     assert mocks.records == []
 
 
-def test_workload_policy(mocks: RecordingMocks, exports: dict[str, Any]) -> None:
+def test_workload_policy(mocks: RecordingMocks) -> None:
     run_program(mocks, "dev")
     expected = plan(load_stack("dev"), "dev")
     lws = one(mocks.records, LWS)
     template = lws.inputs["spec"]["leaderWorkerTemplate"]
     for role in ("leaderTemplate", "workerTemplate"):
         pod = template[role]["spec"]
+        # Requests equal limits in every container: test_model_pods.py, on every stack.
         for container in pod["containers"] + pod.get("initContainers", []):
-            res = container["resources"]
-            assert res["requests"] == res["limits"], (lws.urn, role, container["name"])
             image = (
                 gatekeeper.IMAGE
                 if container["name"] == "gatekeeper"
@@ -189,9 +179,7 @@ def test_workload_policy(mocks: RecordingMocks, exports: dict[str, Any]) -> None
         assert "stringData" in secret.secret_inputs, secret.urn
 
 
-def test_lws_waits_for_the_controller_and_uses_the_cluster_provider(
-    mocks: RecordingMocks, exports: dict[str, Any]
-) -> None:
+def test_lws_waits_for_the_controller_and_uses_the_cluster_provider(mocks: RecordingMocks) -> None:
     run_program(mocks, "dev")
     lws = one(mocks.records, LWS)
     chart = one(mocks.records, "kubernetes:helm.sh/v4:Chart")
@@ -215,22 +203,9 @@ def test_logging_addon_and_volume_cache(mocks: RecordingMocks, exports: dict[str
         "coredns",
         "eks-pod-identity-agent",
     }
-    # Each add-on's controller has its own role through EKS Pod Identity, effective before it
-    # (the association's wait; tests/program/test_pod_identity_waits.py checks every workload).
-    roles = {r.name: r.outputs["arn"] for r in by_type(mocks.records, "aws:iam/role:Role")}
-    associations = {
-        r.name: r
-        for r in by_type(mocks.records, "aws:eks/podIdentityAssociation:PodIdentityAssociation")
-    }
-    waits = {r.name: r for r in by_type(mocks.records, "time:index/sleep:Sleep")}
-    for addon, association, role in (
-        ("amazon-cloudwatch-observability", "logs-addon-identity", "role-cloudwatch-agent"),
-        ("aws-ebs-csi-driver", "weights-csi-identity", "role-ebs-csi"),
-    ):
-        assert "serviceAccountRoleArn" not in addons[addon].inputs, addons[addon].urn
-        assert associations[association].inputs["roleArn"] == roles[role], association
-        deps = mocks.monitor.dependencies[addons[addon].urn]
-        assert waits[f"{association}-settled"].urn in deps, addons[addon].urn
+    # Each add-on's controller has its own role through EKS Pod Identity, effective before it:
+    # test_iam_scope.py holds each association to its role, test_pod_identity_waits.py each add-on
+    # to its association's wait, tests/components/test_addons.py to no IRSA role.
     sc = one(mocks.records, "kubernetes:storage.k8s.io/v1:StorageClass")
     rendered = manifests.storage_class(
         wiring.STORAGE_CLASS,
@@ -250,7 +225,7 @@ def test_logging_addon_and_volume_cache(mocks: RecordingMocks, exports: dict[str
     assert cached.warm_restart_seconds < plan(load_stack("dev"), "dev").warm_restart_seconds
 
 
-def test_without_volume_cache_no_csi_driver(mocks: RecordingMocks, exports: dict[str, Any]) -> None:
+def test_without_volume_cache_no_csi_driver(mocks: RecordingMocks) -> None:
     run_program(mocks, "dev")
     addons = {r.inputs["addonName"] for r in by_type(mocks.records, "aws:eks/addon:Addon")}
     assert addons == {"amazon-cloudwatch-observability", "coredns", "eks-pod-identity-agent"}
@@ -258,9 +233,7 @@ def test_without_volume_cache_no_csi_driver(mocks: RecordingMocks, exports: dict
 
 
 @pytest.mark.parametrize("stack", stack_names())
-def test_stacks_pass_every_policy(
-    stack: str, mocks: RecordingMocks, exports: dict[str, Any]
-) -> None:
+def test_stacks_pass_every_policy(stack: str, mocks: RecordingMocks) -> None:
     run_program(mocks, stack)
     violations = [
         (rule.name, record.urn, message)
@@ -277,7 +250,7 @@ def _leader(mocks: RecordingMocks) -> dict[str, Any]:
 
 
 def test_a_zone_without_the_instance_type_stops_before_anything_is_built(
-    mocks: RecordingMocks, exports: dict[str, Any]
+    mocks: RecordingMocks,
 ) -> None:
     # In this account us-west-2a is usw2-az2; the offerings answer leaves m7g out of it.
     mocks.zones_without_offerings = {"usw2-az2"}
@@ -320,12 +293,8 @@ def test_only_the_gatekeeper_is_exposed(mocks: RecordingMocks, stack: str) -> No
         # (tests/components/test_door.py); vLLM admits the door alone (NetworkPolicy).
         (vllm,) = leader["containers"]
         assert "ports" not in vllm, svc.urn
-        (door_pod,) = [
-            d.inputs["spec"]["template"]["spec"]
-            for d in by_type(mocks.records, "kubernetes:apps/v1:Deployment")
-            if d.inputs["metadata"]["name"] == "gemma-door"
-        ]
-        (door,) = door_pod["containers"]
+        deployment = named(mocks.records, "kubernetes:apps/v1:Deployment", DOOR_DEPLOYMENT)
+        (door,) = deployment.inputs["spec"]["template"]["spec"]["containers"]
         assert svc.inputs["spec"]["selector"]["app.kubernetes.io/component"] == "door"
     else:
         vllm, door = leader["containers"]
@@ -439,9 +408,7 @@ def test_curl_example_quotes_every_value(mocks: RecordingMocks, exports: dict[st
 
 
 @pytest.mark.parametrize("stack", stack_names())
-def test_the_configured_principals_can_use_kubectl(
-    stack: str, mocks: RecordingMocks, exports: dict[str, Any]
-) -> None:
+def test_the_configured_principals_can_use_kubectl(stack: str, mocks: RecordingMocks) -> None:
     run_program(mocks, stack)
     cfg = load_stack(stack, OWN_VALUES[stack])
     policies = {
@@ -464,7 +431,7 @@ def test_the_configured_principals_can_use_kubectl(
 
 
 def test_policy_arns_follow_the_partition(
-    mocks: RecordingMocks, exports: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+    mocks: RecordingMocks, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from tests.fakes import pulumi_mocks
 

@@ -39,9 +39,7 @@ def test_the_model_service_cannot_fail_an_up_during_a_cold_start(
     assert exports["endpoint"] is not None
 
 
-def test_secrets_are_patched_in_place_on_rotation(
-    mocks: RecordingMocks, exports: dict[str, Any]
-) -> None:
+def test_secrets_are_patched_in_place_on_rotation(mocks: RecordingMocks) -> None:
     run_program(mocks, "prod", api_key="k" * 40)
     provider = one(mocks.records, K8S_PROVIDER)
     # provider/pkg/provider/diff.go (`forceNewProperties`): a Secret's `.data`/`.stringData` is

@@ -68,8 +68,7 @@ def test_the_job_writes_every_ranks_volume_before_the_group(
     env = {e["name"]: e.get("value") for e in container["env"]}
     assert (env["SCHEME"], env["SOURCE_REPO"]) == ("int8", "google/gemma-4-12B-it")
     assert env["SOURCE_REVISION"] == "707f0a3b8a3c7ad586ed01e27eafbad8a27dd0f7"
-    assert container["image"] == lws.inputs["spec"]["leaderWorkerTemplate"]["leaderTemplate"][
-        "spec"]["containers"][0]["image"]  # fmt: skip
+    assert container["image"] == template["leaderTemplate"]["spec"]["containers"][0]["image"]
     assert container["resources"]["requests"] == container["resources"]["limits"]
     # The ranks load what the Job wrote: no download, the marker checked.
     leader = template["leaderTemplate"]["spec"]
@@ -86,9 +85,7 @@ def test_the_job_writes_every_ranks_volume_before_the_group(
     assert not any(a.startswith(("--nnodes", "--master-addr", "--node-rank")) for a in args)
 
 
-def test_the_job_ships_the_quantizer_and_needs_no_new_role(
-    mocks: RecordingMocks, exports: dict[str, Any]
-) -> None:
+def test_the_job_ships_the_quantizer_and_needs_no_new_role(mocks: RecordingMocks) -> None:
     run_program(mocks, "dev", {"weights": "int4"})
     (job,) = _quantize_jobs(mocks)
     code = named(mocks.records, CONFIG_MAP, "model-quantize-code")
@@ -101,17 +98,11 @@ def test_the_job_ships_the_quantizer_and_needs_no_new_role(
     priority = one(mocks.records, "kubernetes:scheduling.k8s.io/v1:PriorityClass")
     pod = job.inputs["spec"]["template"]["spec"]
     assert pod["priorityClassName"] == priority.inputs["metadata"]["name"]
-    assert (
-        priority.inputs["value"] > 0
-        and priority.inputs["preemptionPolicy"] == "PreemptLowerPriority"
-    )
+    assert priority.inputs["value"] > 0, priority.urn
+    assert priority.inputs["preemptionPolicy"] == "PreemptLowerPriority", priority.urn
     _depends_on(mocks, job, priority)
-    assert (
-        "priorityClassName"
-        not in (
-            one(mocks.records, LWS).inputs["spec"]["leaderWorkerTemplate"]["leaderTemplate"]["spec"]
-        )
-    )
+    leader = one(mocks.records, LWS).inputs["spec"]["leaderWorkerTemplate"]["leaderTemplate"]
+    assert "priorityClassName" not in leader["spec"]
     # The volumes are attached by the EBS CSI driver's role: the Job adds no IAM role.
     roles = {r.name for r in by_type(mocks.records, ROLE)}
     mocks_volume = RecordingMocks().install()
@@ -137,7 +128,7 @@ def test_the_same_inputs_twice_give_the_same_job(exports: dict[str, Any]) -> Non
 
 @pytest.mark.parametrize("values", [{}, {"weights": "int8", "weightsSource": NAMED}])
 def test_bf16_and_named_checkpoints_get_no_job(
-    values: dict[str, str], mocks: RecordingMocks, exports: dict[str, Any]
+    values: dict[str, str], mocks: RecordingMocks
 ) -> None:
     run_program(mocks, "dev", values)
     assert _quantize_jobs(mocks) == []

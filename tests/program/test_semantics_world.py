@@ -67,13 +67,7 @@ def test_the_checks_volumes_are_the_programs(
     expected = _world(mocks, stack, sets)
 
     def shape(spec: dict[str, Any]) -> dict[str, Any]:
-        capacity = spec["capacity"]["storage"]
-        return {
-            "claimRef": spec["claimRef"],
-            "capacity": capacity,
-            "storageClassName": spec["storageClassName"],
-            "accessModes": spec["accessModes"],
-        }
+        return {k: spec[k] for k in ("claimRef", "capacity", "storageClassName", "accessModes")}
 
     made = {r.inputs["metadata"]["name"]: r.inputs["spec"] for r in by_type(mocks.records, PV)}
     assumed = {

@@ -53,9 +53,7 @@ def _nlb_tags(service: dict[str, Any]) -> dict[str, str]:
 
 @pytest.mark.usefixtures("as_pulumi_host")
 @pytest.mark.parametrize("stack", stack_names())
-def test_everything_the_stack_pays_for_is_tagged(
-    stack: str, mocks: RecordingMocks, exports: dict[str, Any]
-) -> None:
+def test_everything_the_stack_pays_for_is_tagged(stack: str, mocks: RecordingMocks) -> None:
     run_program(mocks, stack, {"modelCache": "volume"})
     want = _expected(stack)
 
@@ -97,8 +95,7 @@ def test_the_render_tags_the_csi_volumes_and_the_load_balancer(stack: str) -> No
     assert {k: _csi_tags(sc)[k] for k in REQUIRED} == want
     (svc,) = [o for o in objects if o["kind"] == "Service" and o["spec"]["type"] == "LoadBalancer"]
     assert {k: _nlb_tags(svc)[k] for k in REQUIRED} == want
-    extra = cfg.tags
-    for key, value in extra.items():
+    for key, value in cfg.tags.items():
         assert _csi_tags(sc)[key] == value and _nlb_tags(svc)[key] == value
 
 
@@ -115,7 +112,7 @@ def test_the_load_balancer_is_made_by_the_in_tree_controller_without_lbc_annotat
 @pytest.mark.usefixtures("as_pulumi_host")
 @pytest.mark.parametrize("key", ["owner", "endDate", "tags"])
 def test_a_tag_edit_reaches_the_launch_template_as_the_plan_says(
-    key: str, mocks: RecordingMocks, exports: dict[str, Any]
+    key: str, mocks: RecordingMocks
 ) -> None:
     """Editing a tag key changes the nodes' launch template (a new version: EKS replaces every
     node), which `infra.plan.changes` lists under node replacement."""
