@@ -207,7 +207,7 @@ def test_the_costly_bodies_are_valid_json_but_for_their_last_byte(shape: Callabl
     [
         (400, 4.0, 12.0, True),
         (400, 6.0, 12.0, True),
-        (400, 22.0, 12.0, False),
+        (400, 25.0, 12.0, False),
         (400, 4.0, 25.0, False),
         (413, 1, 1, False),
     ],
