@@ -12,6 +12,8 @@ checked in the rewrite phase (`if ($gatekeeper_key_ok ...)`), before any content
 from __future__ import annotations
 
 import json
+import math
+import time
 from pathlib import Path
 
 import pytest
@@ -81,7 +83,15 @@ def test_real_nginx_bounds_open_routes_and_refuses_keys_before_bodies(
             assert b"\r\nConnection: close\r\n" in answer
             while chunk := conn.recv(4096):
                 answer += chunk  # ends with the close, not the client's body
-        # 1,000 GETs of / from one address: the per-client rate answers 429.
+        # 1,000 GETs of / from one address: the per-client rate answers 429 to all but the burst
+        # and what the rate refills while they are sent (a loaded machine sends them slower).
+        start = time.monotonic()
         statuses = [gate.request(door.base_url, "GET", "/").status for _ in range(1000)]
-        assert statuses.count(429) > 900 and statuses[0] == 200
+        admitted = (
+            1
+            + gatekeeper_conf.OPEN_BURST
+            + gatekeeper_conf.OPEN_PER_SECOND * math.ceil(time.monotonic() - start)
+        )
+        assert admitted < 500, f"1,000 requests took too long to test the rate: {admitted}"
+        assert statuses.count(429) >= 1000 - admitted and statuses[0] == 200
         assert gate.request(door.base_url, "GET", "/ready").status in (200, 429)
