@@ -23,10 +23,10 @@ from infra.plan.economics import economics
 from infra.plan.sizing import plan
 from infra.plan.stackfile import load_stack
 from tests import builders
+from tests.test_workflows import _environment_name, _load, _references, _workflow_files
 from tools.doctools import docs_ranking
 
 REPO = Path(__file__).resolve().parent.parent
-README = (REPO / "README.md").read_text()
 
 
 def _page(name: str) -> str:
@@ -251,8 +251,6 @@ def test_node_size_ranking_is_the_catalogues(capsys: pytest.CaptureFixture[str])
 
 # -- From zero to a green preview -------------------------------------------------------------
 
-WORKFLOWS = sorted((REPO / ".github" / "workflows").glob("*.yml"))
-EXPRESSION = re.compile(r"\b(secrets|vars)\.([A-Za-z_][A-Za-z0-9_]*)")
 TABLE_ROW = re.compile(
     r"^\| `(?P<name>[A-Z0-9_]+)` \| (?P<kind>variable|secret) \| (?P<where>[^|]+)\|"
 )
@@ -273,13 +271,10 @@ def _documented_settings() -> dict[tuple[str, str], set[str]]:
 def _read_by_workflows() -> dict[tuple[str, str], set[str | None]]:
     """(`vars`|`secrets`, NAME) -> the environments of the jobs that read it (None: no env)."""
     read: dict[tuple[str, str], set[str | None]] = {}
-    for path in WORKFLOWS:
-        for job in yaml.safe_load(path.read_text())["jobs"].values():
-            environment = job.get("environment")
-            if isinstance(environment, dict):
-                environment = environment.get("name")
-            for kind, name in EXPRESSION.findall(json.dumps(job)):
-                read.setdefault((kind, name), set()).add(environment)
+    for path in _workflow_files():
+        for job in _load(path)["jobs"].values():
+            for key in _references(job):
+                read.setdefault(key, set()).add(_environment_name(job))
     return read
 
 
@@ -364,13 +359,9 @@ def test_support_window_table_is_the_catalogues() -> None:
 def test_every_stack_is_created_with_its_own_passphrase() -> None:
     """The README's quick start, "First deploy" and "From zero to a green preview" create stacks
     alike: one passphrase per stack, so no stack's secrets open with another's."""
-    text = README + _page("docs/deploying.md")
+    text = _page("README.md") + _page("docs/deploying.md")
     inits = re.findall(r"^.*pulumi stack init .*$", text, re.M)
     assert len(inits) >= 4, inits  # quick start; "First deploy"; dev and prod in "From zero"
     assert [i for i in inits if "--secrets-provider passphrase" not in i] == []
-    assert "pulumi stack init dev --secrets-provider passphrase" in _section(
-        "First deploy", "docs/deploying.md"
-    )
-    assert "pulumi stack init dev --secrets-provider passphrase" in _section(
-        "Quick start: a working endpoint"
-    )
+    for section in ("First deploy", "docs/deploying.md"), ("Quick start: a working endpoint",):
+        assert "pulumi stack init dev --secrets-provider passphrase" in _section(*section)
