@@ -76,8 +76,9 @@ CONTAINER_INSIGHTS = {
 }
 #: Words that are written in capitals in prose.
 ACRONYMS = frozenset({"CPU", "KV", "NLB", "LWS"})
-#: The NLB's target group dimension in the made-up NLB metrics.
+#: The NLB's target group dimension in the made-up NLB metrics, and another NLB's dimensions.
 TARGET_GROUP = "targetgroup/k8s-gemma-vllm/0123456789abcdef"
+OTHER_NLB = {"LoadBalancer": "net/another/fedcba9876543210", "TargetGroup": TARGET_GROUP}
 
 
 def _dev_collector() -> metrics.CollectorSpec:
@@ -276,7 +277,6 @@ def _flow(sizes: Iterable[tuple[int, int]]) -> list[tuple[int, int]]:
 def test_widgets_flow_in_reading_order_without_gaps_or_overlap(spec: watch.WatchSpec) -> None:
     widgets = watch.dashboard_widgets(spec)
     sizes = [(w["width"], w["height"]) for w in widgets]
-    # The flow leaves no gap and no overlap: a row starts below the tallest panel of the last.
     assert [(w["x"], w["y"]) for w in widgets] == _flow(sizes)
     # Two panels a row: each is wide enough to read a day of minutes.
     assert {width for width, _ in sizes} == {GRID_COLUMNS // 2}
@@ -1067,10 +1067,9 @@ def test_healthy_targets_and_nodes_are_read_from_the_stacks_nlb_and_cluster(
 ) -> None:
     store = Store(minutes=2)
     ours = {"LoadBalancer": spec.load_balancer, "TargetGroup": TARGET_GROUP}
-    other = {"LoadBalancer": "net/another/fedcba9876543210", "TargetGroup": TARGET_GROUP}
     by_zone = {**ours, "AvailabilityZone": "a"}
     for minute, (healthy, az) in enumerate(((2, 1), (0, 0))):
-        for dims, count in ((ours, healthy), (by_zone, az), (other, 5), (ours, healthy + 1)):
+        for dims, count in ((ours, healthy), (by_zone, az), (OTHER_NLB, 5), (ours, healthy + 1)):
             store.put("AWS/NetworkELB", "HealthyHostCount", dims, minute, count)
     lines = _widget_lines(_widget(spec, "Healthy load balancer targets"), store)
     # The worst of the minute: a target that was unhealthy at all is not counted healthy.
@@ -1210,14 +1209,13 @@ def test_no_healthy_target_fires_after_two_minutes_without_one(spec: watch.Watch
     minutes = _readme_minutes("no-healthy-target")
 
     ours = {"LoadBalancer": spec.load_balancer, "TargetGroup": TARGET_GROUP}
-    other = {"LoadBalancer": "net/another/fedcba9876543210", "TargetGroup": TARGET_GROUP}
 
     def fires(healthy: list[int | None], elsewhere: int = 0) -> bool:
         store = Store(len(healthy))
         for minute, count in enumerate(healthy):
             if count is not None:
                 store.put("AWS/NetworkELB", "HealthyHostCount", ours, minute, count)
-            store.put("AWS/NetworkELB", "HealthyHostCount", other, minute, elsewhere)
+            store.put("AWS/NetworkELB", "HealthyHostCount", OTHER_NLB, minute, elsewhere)
         return _alarm_fires(args, store)
 
     assert fires([2, 2, 2] + [0] * minutes)
