@@ -394,19 +394,16 @@ def _table_rows() -> dict[str, str]:
 def test_the_table_has_one_row_per_key_and_every_description_in_it() -> None:
     """Every key of the model, in its order, the schedule's fields after `schedule`; each row
     holds the key's description (every key has one)."""
-    keys = []
+    schedule = [(f"schedule.{f.alias or n}", f) for n, f in ScheduleConfig.model_fields.items()]
+    fields = []
     for name, info in StackConfig.model_fields.items():
-        keys.append(info.alias or name)
-        if name == "schedule":
-            keys += [f"schedule.{f.alias or n}" for n, f in ScheduleConfig.model_fields.items()]
-    assert list(_table_rows()) == keys
+        fields += [(info.alias or name, info), *(schedule if name == "schedule" else [])]
+    assert list(_table_rows()) == [key for key, _ in fields]
     lines = docs_keys.render().splitlines()
-    for model, prefix in ((StackConfig, ""), (ScheduleConfig, "schedule.")):
-        for name, info in model.model_fields.items():
-            key = prefix + (info.alias or name)
-            assert info.description, f"`{key}` has no description"
-            (row,) = [line for line in lines if line.startswith(f"| `{key}` |")]
-            assert f" | {docs_keys.cell(info.description)} | " in row, key
+    for key, info in fields:
+        assert info.description, f"`{key}` has no description"
+        (row,) = [line for line in lines if line.startswith(f"| `{key}` |")]
+        assert f" | {docs_keys.cell(info.description)} | " in row, key
 
 
 def test_a_changed_description_changes_the_table(monkeypatch: pytest.MonkeyPatch) -> None:
