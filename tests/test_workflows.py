@@ -105,6 +105,9 @@ CHECKOUT_ACTION = "actions/checkout"
 #: The update plan prod's preview saves and prod's update applies, and its digest file.
 PLAN_FILE = "plan.json"
 DIGEST_FILE = "plan.json.sha256"
+#: The preview's script that hashes the plan, and the update's that checks it.
+DIGEST_RUN = f"sha256sum {PLAN_FILE} > {DIGEST_FILE}"
+VERIFY_RUN = "sha256sum --check"
 NEEDS_OUTPUT_RE = re.compile(r"needs\.(?P<job>[A-Za-z0-9_-]+)\.outputs\.(?P<name>[A-Za-z0-9_-]+)")
 STEP_OUTPUT_RE = re.compile(r"steps\.(?P<step>[A-Za-z0-9_-]+)\.outputs\.(?P<name>[A-Za-z0-9_-]+)")
 ARN_RE = re.compile(r"arn:aws:iam::")
@@ -792,25 +795,20 @@ def _applies_plan(job: dict[str, Any]) -> bool:
     return any(step["with"].get("plan") == PLAN_FILE for step in _pulumi_steps(job))
 
 
-def _step(job: dict[str, Any], predicate: Any, what: str) -> tuple[int, dict[str, Any]]:
-    """The index of the one step of `job` that `predicate` picks, and the step."""
-    matches = [(i, step) for i, step in enumerate(job["steps"]) if predicate(step)]
-    assert len(matches) == 1, f"expected one step that {what}, found {len(matches)}"
+def _step(job: dict[str, Any], uses: str = "", runs: str = "") -> tuple[int, dict[str, Any]]:
+    """The index of the one step of `job` that uses the action `uses` or whose script runs
+    `runs`, and the step."""
+    matches = [
+        (i, step)
+        for i, step in enumerate(job["steps"])
+        if (uses and _uses(step) == uses) or (runs and runs in str(step.get("run", "")))
+    ]
+    assert len(matches) == 1, f"expected one step that {uses or runs}, found {len(matches)}"
     return matches[0]
 
 
 def _path_lines(value: Any) -> set[str]:
     return {line.strip() for line in str(value).splitlines() if line.strip()}
-
-
-def _digest_step(preview: dict[str, Any]) -> tuple[int, dict[str, Any]]:
-    run = f"sha256sum {PLAN_FILE} > {DIGEST_FILE}"
-    return _step(preview, lambda step: run in str(step.get("run", "")), f"writes {DIGEST_FILE}")
-
-
-def _verify_step(update: dict[str, Any]) -> tuple[int, dict[str, Any]]:
-    run = "sha256sum --check"
-    return _step(update, lambda step: run in str(step.get("run", "")), f"checks {PLAN_FILE}")
 
 
 def test_prod_applies_the_plan_its_approved_preview_saved_and_checks_its_digest() -> None:
@@ -823,9 +821,9 @@ def test_prod_applies_the_plan_its_approved_preview_saved_and_checks_its_digest(
     assert _environment_name(update) == "prod", f"{update_id} must wait for prod's reviewers"
 
     # The preview saves the plan (pulumi/actions v7.0.0: `plan` on `preview` is --save-plan).
-    pulumi_at, pulumi = _step(preview, lambda s: _uses(s) == PULUMI_ACTION, "runs pulumi")
+    pulumi_at, pulumi = _step(preview, uses=PULUMI_ACTION)
     assert pulumi["with"].get("plan") == PLAN_FILE, f"{preview_id} must save the plan"
-    digest_at, digest = _digest_step(preview)
+    digest_at, digest = _step(preview, runs=DIGEST_RUN)
     assert digest_at > pulumi_at, f"{preview_id} hashes the plan before it exists"
     outputs = {
         name: STEP_OUTPUT_RE.search(str(value)) for name, value in preview["outputs"].items()
@@ -834,7 +832,7 @@ def test_prod_applies_the_plan_its_approved_preview_saved_and_checks_its_digest(
         name for name, m in outputs.items() if m and m["step"] == digest["id"] and m["name"]
     ]
     assert len(reported) == 1, f"{preview_id} must report the digest step's output: {outputs}"
-    upload_at, upload = _step(preview, lambda s: _uses(s) == UPLOAD_ACTION, "uploads the plan")
+    upload_at, upload = _step(preview, uses=UPLOAD_ACTION)
     upload = upload["with"]
     assert upload_at > digest_at, f"{preview_id} uploads before it hashes"
     assert _path_lines(upload["path"]) == {PLAN_FILE, DIGEST_FILE}, upload
@@ -842,15 +840,13 @@ def test_prod_applies_the_plan_its_approved_preview_saved_and_checks_its_digest(
     assert "${{ github.sha }}" in str(upload["name"]), "the artifact must name its commit"
 
     # The update downloads that artifact from this run, checks it, applies it.
-    download_at, download = _step(
-        update, lambda s: _uses(s) == DOWNLOAD_ACTION, "downloads the plan"
-    )
+    download_at, download = _step(update, uses=DOWNLOAD_ACTION)
     download = download["with"]
     assert download["name"] == upload["name"], f"{update_id} must download {upload['name']}"
     assert not {"run-id", "github-token", "repository"} & set(download), (
         f"{update_id} must take the plan from this run, not another's: {download}"
     )
-    verify_at, verify = _verify_step(update)
+    verify_at, verify = _step(update, runs=VERIFY_RUN)
     expected = [
         m
         for value in (verify.get("env") or {}).values()
@@ -860,10 +856,8 @@ def test_prod_applies_the_plan_its_approved_preview_saved_and_checks_its_digest(
         f"{update_id} must check against needs.{preview_id}.outputs.{reported[0]}"
     )
     assert "${{" not in str(verify["run"]), "the digest reaches the script through env only"
-    credentials_at, _ = _step(
-        update, lambda s: _uses(s) == AWS_CREDENTIALS_ACTION, "assumes the role"
-    )
-    pulumi_at, pulumi = _step(update, lambda s: _uses(s) == PULUMI_ACTION, "runs pulumi")
+    credentials_at, _ = _step(update, uses=AWS_CREDENTIALS_ACTION)
+    pulumi_at, pulumi = _step(update, uses=PULUMI_ACTION)
     assert download_at < verify_at < credentials_at < pulumi_at, (
         f"{update_id} must download, check, then assume the role and apply"
     )
@@ -893,8 +887,8 @@ def test_the_digest_check_applies_only_the_plan_the_preview_reported(tmp_path: P
     reported digest stops the update."""
     preview_id, update_id, _, _ = _prod_jobs()
     jobs = _load(PROD_WORKFLOW)["jobs"]
-    digest_script = _digest_step(jobs[preview_id])[1]["run"]
-    verify = _verify_step(jobs[update_id])[1]
+    digest_script = _step(jobs[preview_id], runs=DIGEST_RUN)[1]["run"]
+    verify = _step(jobs[update_id], runs=VERIFY_RUN)[1]
     (variable,) = verify["env"]
     plan = tmp_path / PLAN_FILE
     plan.write_text('{"resourcePlans": {}}\n')
