@@ -17,6 +17,7 @@ import yaml
 from infra.adapters.cli import main
 from infra.plan.config import SECRET_KEYS, ScheduleConfig, StackConfig
 from tests.fakes.openai_stub import StubConfig, StubServer, token_text
+from tests.test_readme import _section
 from tools.doctools import docs_keys
 
 REPO = Path(__file__).resolve().parent.parent
@@ -232,8 +233,7 @@ SEPARATOR = "=== the client ==="
 
 def _quick_start_blocks() -> list[tuple[str, str]]:
     """(language, text) of each fenced block of the README's quick start."""
-    readme = (REPO / "README.md").read_text()
-    section = readme.split("## Quick start: a working endpoint\n", 1)[1].split("\n## ", 1)[0]
+    section = _section("Quick start: a working endpoint")
     return [(m.group(2), m.group(3)) for m in FENCE.finditer(section)]
 
 
