@@ -295,15 +295,14 @@ def test_the_variables_and_secrets_table_is_what_the_workflows_read() -> None:
         assert None not in environments, f"{key[1]} is read by a job without an environment"
         assert environments <= where, f"{key[1]} read in {environments}, README says {where}"
     # Prod's secrets are documented for prod's two environments alone (both admit `main` only),
-    # its deploy role for `prod` alone. The runner labels are repository variables: `runs-on` is
-    # evaluated before the job enters its environment.
+    # its deploy role for `prod` alone (the role test below). The runner labels are repository
+    # variables: `runs-on` is evaluated before the job enters its environment.
     runners = {("vars", runner_variable(env)) for env in ("preview", "dev", "prod")}
     assert all(documented[k] == {"repository"} for k in runners), runners
     prod_only = [
         k for k in documented if k[1].startswith(("PROD_", "AWS_PROD_")) and k not in runners
     ]
     assert prod_only and all(documented[k] <= {"prod", "preview-prod"} for k in prod_only)
-    assert documented[("vars", "AWS_PROD_ROLE_ARN")] == {"prod"}
 
 
 def test_the_role_variables_are_the_bootstraps() -> None:
