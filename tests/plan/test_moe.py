@@ -18,6 +18,7 @@ import pytest
 import yaml
 
 from infra.adapters.cli import main
+from infra.adapters.render import render_stack
 from infra.plan import catalog, compare, moe, moe_measured, throughput
 from infra.plan.config import ConfigError
 from infra.plan.kv_cache import CPU_BLOCK_SIZE, group_kv
@@ -414,8 +415,6 @@ def test_moe_bytes_per_token_are_its_active_bytes(measured: dict) -> None:
 def test_the_int8_override_renders_the_quantize_job_for_the_moe(
     measured: dict, tmp_path: Path
 ) -> None:
-    from infra.adapters.render import render_stack
-
     cfg = load_stack("dev", {"model": MOE, "weights": "int8"}, TODAY)
     written = render_stack(cfg, plan(cfg, "dev"), tmp_path)
     jobs = [yaml.safe_load(p.read_text()) for p in written if "-job-" in p.name]
