@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from infra.adapters.cli import main
-from infra.plan import aws_inputs, catalog
+from infra.plan import aws_inputs, catalog, prices
 
 # (--set value, exact error line, --set value of the fix it suggests)
 REFUSED = [
@@ -127,8 +127,6 @@ def test_every_character_aws_allows_is_accepted(
 
 
 def test_every_catalogued_region_has_zone_letters_from_a() -> None:
-    from infra.plan import prices
-
     assert set(aws_inputs.ZONE_LETTERS) == set(prices.KNOWN_REGIONS)
     for region, letters in aws_inputs.ZONE_LETTERS.items():
         assert letters.startswith("abc") and list(letters) == sorted(letters), region

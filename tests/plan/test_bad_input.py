@@ -246,7 +246,7 @@ def test_bad_input_through_a_stack_file(
     _plans(["--stack", "good"], capsys)
 
 
-# Stack files that cannot be read as a stack at all: (text, key named, fixed text).
+# Stack files that cannot be read as a stack at all: (case name, text, key named).
 UNREADABLE = [
     ("tab", _file({}).replace("  gemma-graviton:owner", "\tgemma-graviton:owner"), "owner"),
     ("non-mapping config", "config:\n  - gemma-graviton:owner: x\n", "config"),

@@ -254,8 +254,10 @@ def test_a_daemonset_counts_once_and_a_deployment_per_replica(
     assert with_volumes.cotenants_gib == pytest.approx((300 + 2 * 100 + 1000) / 1024)
 
 
-def _profile(**fields: object) -> catalog.ModelProfile:
-    return replace(GEMMA, **fields)
+def _group_sizes(layers: int) -> list[tuple[str, int]]:
+    """(kind, layers) of each KV group of `layers` alternating layers on one rank."""
+    kvs = group_kv(replace(GEMMA, layers=layers, sliding_per_full=1), 1)
+    return sorted((g.kind, len(g.layers)) for g in kvs.groups)
 
 
 @pytest.mark.parametrize(("layers", "stages"), [(48, 2), (10, 3), (48, 5), (7, 7), (26, 4)])
@@ -269,20 +271,14 @@ def test_stages_cover_every_layer_once_in_order(layers: int, stages: int) -> Non
 
 def test_a_kind_under_one_and_a_half_times_the_other_sets_the_group_size() -> None:
     # 7 layers alternating: 4 sliding, 3 full; 4 < 1.5 x 3, so groups of 4: one group each.
-    seven = group_kv(_profile(layers=7, sliding_per_full=1), 1)
-    assert sorted((g.kind, len(g.layers)) for g in seven.groups) == [("full", 3), ("sliding", 4)]
+    assert _group_sizes(7) == [("full", 3), ("sliding", 4)]
     # 5 layers: 3 sliding, 2 full; 3 is not under 1.5 x 2, so groups of 2: two sliding groups.
-    five = group_kv(_profile(layers=5, sliding_per_full=1), 1)
-    assert sorted((g.kind, len(g.layers)) for g in five.groups) == [
-        ("full", 2),
-        ("sliding", 1),
-        ("sliding", 2),
-    ]
+    assert _group_sizes(5) == [("full", 2), ("sliding", 1), ("sliding", 2)]
 
 
 def test_a_smaller_page_holds_whole_tokens_per_block() -> None:
     # Full layers of 1 x 384 x 2 x 2 bytes a token in the sliding layers' page of 1 MiB.
-    kvs = group_kv(_profile(full_head_dim=384), 2)
+    kvs = group_kv(replace(GEMMA, full_head_dim=384), 2)
     full = next(g for g in kvs.groups if g.kind == "full")
     assert full.block_tokens == kvs.page_bytes // (384 * 2 * 2) == 682
     assert isinstance(full.block_tokens, int)

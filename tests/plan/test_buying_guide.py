@@ -2,22 +2,17 @@
 
 from __future__ import annotations
 
-import datetime as dt
-import json
-
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from infra.adapters.cli import main
 from infra.plan import catalog, prices
 from infra.plan.compare import Need, compare
 from infra.plan.config import ConfigError
 from infra.plan.economics import economics
 from infra.plan.sizing import plan
 from infra.plan.stackfile import load_stack
-
-TODAY = dt.date(2026, 11, 30)
+from tests.plan.test_verdict_and_advice import REPORT, TODAY, _json, _out
 
 
 @settings(max_examples=60, deadline=None)
@@ -83,8 +78,7 @@ def test_every_catalogue_type_has_a_sourced_price() -> None:
 
 
 def test_json_carries_the_buying_figures_as_numbers(capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["--json"], today=TODAY) == 0
-    data = json.loads(capsys.readouterr().out)
+    data = _json(capsys)
     for key in (
         "usd_per_hour",
         "usd_per_month",
@@ -108,8 +102,7 @@ def test_json_carries_the_buying_figures_as_numbers(capsys: pytest.CaptureFixtur
 
 
 def test_table_states_units_and_provenance(capsys: pytest.CaptureFixture[str]) -> None:
-    assert main([], today=TODAY) == 0
-    out = capsys.readouterr().out
+    out = _out(capsys)
     assert "/hour" in out and "/month" in out and "tokens/s" in out
     assert "calibrated on the field report's measured 4.0" in out
     assert catalog.PREFILL_SOURCE in out
@@ -119,9 +112,7 @@ def test_table_states_units_and_provenance(capsys: pytest.CaptureFixture[str]) -
 
 
 def test_a_what_if_that_adds_a_node_says_so(capsys: pytest.CaptureFixture[str]) -> None:
-    argv = ["--set", "weightPrefetch=false", "--set", "kvCacheBytes=400000000"]
-    assert main(argv, today=TODAY) == 0
-    out = capsys.readouterr().out
+    out = _out(capsys, *REPORT)
     warnings = out.split("\nwarnings:\n", 1)[1]
     assert "  - 3 x m7g.2xlarge instead of 2 x m7g.2xlarge" in warnings
     assert "too little KV for 2 stages" in warnings and "/month" in warnings
@@ -135,9 +126,7 @@ def test_extended_support_is_priced_from_its_date() -> None:
 
 
 def test_compare_json_and_need(capsys: pytest.CaptureFixture[str]) -> None:
-    argv = ["--compare", "--need", "context=8192,concurrency=10,decode=1", "--json"]
-    assert main(argv, today=TODAY) == 0
-    data = json.loads(capsys.readouterr().out)
+    data = _json(capsys, "--compare", "--need", "context=8192,concurrency=10,decode=1")
     assert data["need"] == {"context": 8192, "concurrency": 10, "decode": 1.0}
     assert all(c["max_concurrency"] >= 10 for c in data["ranked"])
     assert data["cannot_start"] and all(c["refusal"] for c in data["cannot_start"])

@@ -49,18 +49,9 @@ def test_every_price_prints_the_day_its_source_was_read() -> None:
     assert prices.ec2_price("m7g.16xlarge") is None
 
 
-def _broken(tmp_path: Path, old: str, new: str) -> Path:
-    text = facts.PATH.read_text(encoding="utf-8")
-    assert old in text
-    path = tmp_path / "instances.toml"
-    path.write_text(text.replace(old, new, 1), encoding="utf-8")
-    return path
-
-
-M7G = '["m7g.2xlarge", "graviton3", 8,'
 BROKEN = [
     (
-        M7G,
+        '["m7g.2xlarge", "graviton3", 8,',
         '["m7g.2xlarge", "graviton3", "8",',
         "[types] row 18 (m7g.2xlarge), column `vcpu`: '8' is not a whole number; write a whole "
         "number there",
@@ -104,7 +95,10 @@ BROKEN = [
 def test_a_broken_table_is_refused_naming_file_row_and_column(
     tmp_path: Path, old: str, new: str, message: str
 ) -> None:
-    path = _broken(tmp_path, old, new)
+    text = facts.PATH.read_text(encoding="utf-8")
+    assert old in text
+    path = tmp_path / "instances.toml"
+    path.write_text(text.replace(old, new, 1), encoding="utf-8")
     with pytest.raises(facts.FactsError) as raised:
         facts.load(path)
     assert str(raised.value) == f"{path} {message}"

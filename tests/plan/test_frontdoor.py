@@ -19,12 +19,8 @@ from infra.plan.loading import load_config
 from infra.plan.sizing import plan
 from infra.plan.stackfile import load_stack
 from infra.plan.vllm_key import REPLY_TIMEOUT_FLOOR_SECONDS
+from tests.plan.profiles import REQUIRED as BASE
 
-BASE = {
-    "owner": "ml-platform",
-    "endDate": "2027-01-01",
-    "endpointPublicAccessCidrs": ["198.51.100.0/24"],
-}
 CERT = "arn:aws:acm:us-west-2:123456789012:certificate/0a1b2c3d"
 
 

@@ -18,6 +18,7 @@ import pytest
 import yaml
 
 from infra.adapters.cli import main
+from infra.adapters.render import render_stack
 from infra.plan import catalog, compare, moe, moe_measured, throughput
 from infra.plan.config import ConfigError
 from infra.plan.kv_cache import CPU_BLOCK_SIZE, group_kv
@@ -84,17 +85,11 @@ def test_the_layout_is_the_probes_and_its_config() -> None:
     assert (PROFILE.layers, PROFILE.sliding_per_full) == (layout["layers"], 5)
     assert (PROFILE.sliding_kv_heads, PROFILE.sliding_head_dim) == (8, 256)
     assert (PROFILE.full_kv_heads, PROFILE.full_head_dim) == (2, 512)
-    assert (PROFILE.sliding_window, PROFILE.hidden_size, PROFILE.vocab_size) == (
-        1024,
-        2816,
-        262_144,
-    )
+    assert (PROFILE.sliding_window, PROFILE.hidden_size) == (1024, 2816)
+    assert PROFILE.vocab_size == 262_144
     assert (PROFILE.attention_heads, PROFILE.intermediate_size) == (16, 2112)
-    assert (PROFILE.experts, PROFILE.experts_per_token, PROFILE.expert_intermediate_size) == (
-        128,
-        8,
-        704,
-    )
+    assert (PROFILE.experts, PROFILE.experts_per_token) == (128, 8)
+    assert PROFILE.expert_intermediate_size == 704
     assert PROFILE.is_moe and not catalog.MODELS[DENSE].is_moe
     assert PROFILE.decode_reference == DENSE
 
@@ -127,13 +122,8 @@ def test_kv_is_counted_from_its_attention_layout() -> None:
     assert kvs.page_bytes == CPU_BLOCK_SIZE * sliding
     full = next(g for g in kvs.groups if g.kind == "full")
     assert full.block_tokens == CPU_BLOCK_SIZE * sliding // (2 * 512 * 2 * 2)
-    assert sorted(layer for g in kvs.groups if g.kind == "full" for layer in g.layers) == [
-        5,
-        11,
-        17,
-        23,
-        29,
-    ]
+    full_layers = sorted(layer for g in kvs.groups if g.kind == "full" for layer in g.layers)
+    assert full_layers == [5, 11, 17, 23, 29]
 
 
 # --------------------------------------------------------------------------------------------
@@ -425,8 +415,6 @@ def test_moe_bytes_per_token_are_its_active_bytes(measured: dict) -> None:
 def test_the_int8_override_renders_the_quantize_job_for_the_moe(
     measured: dict, tmp_path: Path
 ) -> None:
-    from infra.adapters.render import render_stack
-
     cfg = load_stack("dev", {"model": MOE, "weights": "int8"}, TODAY)
     written = render_stack(cfg, plan(cfg, "dev"), tmp_path)
     jobs = [yaml.safe_load(p.read_text()) for p in written if "-job-" in p.name]

@@ -30,7 +30,8 @@ from typing import Any
 
 import pytest
 
-from components.manifests import images
+from components.manifests import gate, gatekeeper, images, metrics
+from infra.plan.config import StackConfig
 from tools import pins
 
 REPO = Path(__file__).resolve().parents[2]
@@ -216,9 +217,6 @@ def test_make_pin_images_calls_the_pin_command() -> None:
 
 
 def test_every_shipped_image_is_read_from_the_pin_file() -> None:
-    from components.manifests import gate, gatekeeper, metrics
-    from infra.plan.config import StackConfig
-
     shipped = images.load(images.PIN_FILE)
     assert {
         gatekeeper.IMAGE: "gatekeeper",

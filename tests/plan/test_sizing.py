@@ -268,6 +268,12 @@ def test_decode_streams_every_stage_and_the_output_head_in_series() -> None:
     assert one.decode_tokens_per_s == round(expected, 2)
 
 
+def _room_of_rank_0(stages: int) -> float:
+    """Pod GiB rank 0's weights and runtime take (unrounded), so a test can leave it x GiB."""
+    pod = 30.0
+    return pod - rank_plans(GEMMA, stages, pod, True)[0][0].free_gib
+
+
 P4 = small_gemma(4)
 NO_SPLIT = (
     "cannot hold google/gemma-4-12B-it at any split (1 stage(s) need 33.7 GiB per pod before any "
@@ -319,6 +325,11 @@ REFUSALS = [
      "or give the KV cache more memory"),
     ({"maxNumBatchedTokens": 256, "pipelineStages": 3},
      "`maxNumBatchedTokens` 256 is below vLLM's max_num_seqs of 384; use at least 384, or auto"),
+    # A forced split whose KV holds no token.
+    ({"pipelineStages": 2, "podMemoryGiB": _room_of_rank_0(2) + 0.04},
+     "`maxModelLen` 1024 tokens need 0.18 GiB of KV cache per rank, more than the 0.03 GiB "
+     "available to it (vLLM would estimate a maximum of 0); set it to at most 0 or auto, or give "
+     "the KV cache more memory"),
 ]  # fmt: skip
 
 
@@ -420,12 +431,6 @@ def test_the_plan_carries_the_stack_and_what_follows_from_the_split() -> None:
     assert p.decode_tokens_per_s == round(p.decode_tokens_per_s, 2)
 
 
-def _room_of_rank_0(stages: int) -> float:
-    """Pod GiB rank 0's weights and runtime take (unrounded), so a test can leave it x GiB."""
-    pod = 30.0
-    return pod - rank_plans(GEMMA, stages, pod, True)[0][0].free_gib
-
-
 def test_the_fix_asks_for_the_least_kv_when_auto_would_give_exactly_that() -> None:
     # A guard whose 90% is 192 MiB: `auto` gives exactly the 192 MiB 1,024 tokens need.
     pod = _room_of_rank_0(2) + 0.2088
@@ -433,16 +438,6 @@ def test_the_fix_asks_for_the_least_kv_when_auto_would_give_exactly_that() -> No
         _plan(pipelineStages=2, podMemoryGiB=pod, kvCacheBytes=1)
     assert str(error.value).endswith("; set it to at least 201326592 or auto")
     assert _plan(pipelineStages=2, podMemoryGiB=pod).max_model_len == 1024
-
-
-def test_a_forced_split_whose_kv_holds_no_token_is_refused() -> None:
-    with pytest.raises(PlanError) as error:
-        _plan(pipelineStages=2, podMemoryGiB=_room_of_rank_0(2) + 0.04)
-    assert str(error.value) == (
-        "`maxModelLen` 1024 tokens need 0.18 GiB of KV cache per rank, more than the 0.03 GiB "
-        "available to it (vLLM would estimate a maximum of 0); set it to at most 0 or auto, or "
-        "give the KV cache more memory"
-    )
 
 
 def test_one_whole_cpu_is_enough_to_try(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -258,8 +258,7 @@ def test_an_elastic_stacks_verdict_costs_its_schedule_with_the_system_nodes(
 ) -> None:
     data = _json(capsys, "--stack", stack, *sets)
     scaled = data["elastic"]
-    if scaled is None:
-        pytest.fail(f"{stack} {sets} is not elastic")
+    assert scaled is not None, f"{stack} {sets} is not elastic"
     (line,) = [x for x in data["verdict"]["lines"] if x.startswith("cost:")]
     fewest, most = scaled["usd_month_fewest"], scaled["usd_month_most"]
     # The month of every group running all month without the system nodes is not the headline.

@@ -3,9 +3,6 @@ that drives them and the value that keeps them practical; the client timeout is 
 
 from __future__ import annotations
 
-import datetime as dt
-import json
-
 import openai._constants
 import pytest
 
@@ -14,8 +11,8 @@ from infra.plan import waits
 from infra.plan.sizing import plan
 from infra.plan.stackfile import load_stack
 from tests import builders
+from tests.plan.test_verdict_and_advice import TODAY, _json
 
-TODAY = dt.date(2026, 11, 30)
 LONG = (
     "`maxModelLen` 131,072 makes the bounds that wait above 20 min: first byte within 17,795 s, "
     "reply timeout 18,091 s, drain grace and the autoscaler's graceful termination 18,146 s; set "
@@ -36,8 +33,7 @@ def test_a_long_context_warns_on_the_first_screen(capsys: pytest.CaptureFixture[
     assert not [line for line in shipped if line.startswith("warning: ")]
     count = [int(line.split()[1].rstrip(",")) for x in (shipped, long) for line in x[-1:]]
     assert count[1] == count[0] + 1, (shipped[-1], long[-1])
-    assert main(["--set", "maxModelLen=131072", "--json"], today=TODAY) == 0
-    data = json.loads(capsys.readouterr().out)
+    data = _json(capsys, "--set", "maxModelLen=131072")
     assert data["warnings"][0] == LONG
     assert data["client_timeout_s"] == {"stream": 17_855, "whole": 18_151}
 

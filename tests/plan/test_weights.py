@@ -3,9 +3,6 @@ download, the quantize Job's figures, the labels on every figure, and `--compare
 
 from __future__ import annotations
 
-import datetime as dt
-import json
-
 import pytest
 
 from infra.adapters.cli import main
@@ -15,8 +12,8 @@ from infra.plan.compare import Need, compare
 from infra.plan.config import ConfigError
 from infra.plan.sizing import plan
 from infra.plan.stackfile import load_stack
+from tests.plan.test_verdict_and_advice import TODAY, _json, _out
 
-TODAY = dt.date(2026, 11, 30)
 NAMED = "someone/gemma-4-12B-it-W8A8@" + "0123456789" * 4
 
 
@@ -101,36 +98,31 @@ def test_a_named_checkpoint_is_downloaded_without_a_job() -> None:
 
 
 def test_every_figure_says_measured_or_modelled(capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["--set", "weights=int8"], today=TODAY) == 0
-    out = capsys.readouterr().out
+    out = _out(capsys, "--set", "weights=int8")
     assert "in int8 (quality unmeasured here)" in out
     assert "for one stream (modelled)" in out and "(calibrated)" not in out.split("\n\n")[0]
     assert "modelled: int8 bytes per token at the bandwidth calibrated" in out
     assert weights.PREFILL_SOURCE in out
     assert "12.59 GiB (modelled), written once to the weights volumes" in out
-    assert main([], today=TODAY) == 0
-    assert "for one stream (calibrated)" in capsys.readouterr().out
+    assert "for one stream (calibrated)" in _out(capsys)
 
 
 def test_int4_warns_about_its_kernel(capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["--set", "weights=int4", "--json"], today=TODAY) == 0
-    data = json.loads(capsys.readouterr().out)
+    data = _json(capsys, "--set", "weights=int4")
     assert weights.INT4_KERNEL_WARNING in data["warnings"]
     assert data["weights"] == "int4" and data["quantize"]["scheme"] == "W4A8"
     assert data["quality"] == "unmeasured here"
 
 
 def test_compare_shows_formats_side_by_side(capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["--compare", "--json"], today=TODAY) == 0
-    data = json.loads(capsys.readouterr().out)
+    data = _json(capsys, "--compare")
     rows = data["ranked"] + data["starts_but_misses_need"] + data["cannot_start"]
     assert {r["weights"] for r in rows} == {"bf16", "int8", "int4"}
     assert {r["quality"] for r in rows if r["weights"] != "bf16"} == {"unmeasured here"}
     twelve = [r for r in rows if r["model"] == "google/gemma-4-12B-it"]
     m7g = {r["weights"]: r for r in twelve if r["instance_type"] == "m7g.2xlarge"}
     assert (m7g["int8"]["nodes"], m7g["int8"]["stages"], m7g["bf16"]["nodes"]) == (1, 1, 2)
-    assert main(["--compare", "--formats", "bf16", "--json"], today=TODAY) == 0
-    only = json.loads(capsys.readouterr().out)
+    only = _json(capsys, "--compare", "--formats", "bf16")
     assert {r["weights"] for r in only["ranked"]} == {"bf16"}
 
 

@@ -11,15 +11,6 @@ from infra.quantize import cli, marker
 VERSION = "0.14.0.1"
 
 
-@pytest.fixture
-def source(tmp_path: Path) -> Path:
-    src = tmp_path / "src"
-    src.mkdir()
-    (src / "config.json").write_text('{"architectures": ["Gemma4ForCausalLM"]}')
-    (src / "model.safetensors").write_bytes(b"w" * 64)
-    return src
-
-
 def _refused(source: Path, out: Path) -> str:
     with pytest.raises(cli.InputError) as caught:
         cli.check_paths(source, out)

@@ -6,18 +6,7 @@ import hashlib
 import json
 from pathlib import Path
 
-import pytest
-
 from infra.quantize import marker
-
-
-@pytest.fixture
-def source(tmp_path: Path) -> Path:
-    src = tmp_path / "src"
-    src.mkdir()
-    (src / "config.json").write_text('{"architectures": ["Gemma4ForCausalLM"]}')
-    (src / "model.safetensors").write_bytes(b"w" * 100)
-    return src
 
 
 def _made(tmp_path: Path, source: Path) -> tuple[Path, dict[str, object]]:

@@ -62,20 +62,9 @@ def test_int4_group_refuses_widths_no_group_divides() -> None:
 def test_int8_is_per_channel_weights_and_dynamic_per_token_activations() -> None:
     group = config_groups(SCHEMES["int8"])["group_0"]
     assert group["targets"] == ["Linear"]
-    assert group["weights"] == {
-        "num_bits": 8,
-        "type": "int",
-        "symmetric": True,
-        "dynamic": False,
-        "strategy": "channel",
-    }
-    assert group["input_activations"] == {
-        "num_bits": 8,
-        "type": "int",
-        "symmetric": True,
-        "dynamic": True,
-        "strategy": "token",
-    }
+    symmetric_int8 = {"num_bits": 8, "type": "int", "symmetric": True}
+    assert group["weights"] == {**symmetric_int8, "dynamic": False, "strategy": "channel"}
+    assert group["input_activations"] == {**symmetric_int8, "dynamic": True, "strategy": "token"}
 
 
 def test_int4_is_grouped_weights_with_int8_activations() -> None:
