@@ -29,8 +29,7 @@ SERVICE = "kubernetes:core/v1:Service"
 
 
 def _depends_on(mocks: RecordingMocks, record: Recorded, target: Recorded) -> None:
-    depends = mocks.monitor.dependencies[record.urn]
-    assert target.urn in depends, (record.urn, "should depend on", target.urn)
+    assert target.urn in mocks.monitor.dependencies[record.urn], (record.urn, target.urn)
 
 
 @pytest.mark.parametrize("stack", stack_names())

@@ -11,6 +11,7 @@ import pytest
 from infra.plan.stackfile import stack_names
 from tests.fakes.pulumi_mocks import Recorded, RecordingMocks, by_type, named, one
 from tests.program.harness import MODEL_NODES, groups, run_program
+from tests.program.test_order import _depends_on
 
 pytestmark = pytest.mark.usefixtures("as_pulumi_host")
 
@@ -27,10 +28,6 @@ NAMED = "someone/gemma-4-12B-it-W8A8@" + "0123456789" * 4
 
 def _quantize_jobs(mocks: RecordingMocks) -> list[Recorded]:
     return [j for j in by_type(mocks.records, JOB) if j.name == "model-quantize"]
-
-
-def _depends_on(mocks: RecordingMocks, record: Recorded, target: Recorded) -> None:
-    assert target.urn in mocks.monitor.dependencies[record.urn], (record.urn, target.urn)
 
 
 @pytest.mark.parametrize("stack", stack_names())
