@@ -196,13 +196,7 @@ def test_lws_waits_for_the_controller_and_uses_the_cluster_provider(mocks: Recor
 
 def test_logging_addon_and_volume_cache(mocks: RecordingMocks, exports: dict[str, Any]) -> None:
     run_program(mocks, "dev", {"modelCache": "volume"})
-    addons = {r.inputs["addonName"]: r for r in by_type(mocks.records, "aws:eks/addon:Addon")}
-    assert set(addons) == {
-        "amazon-cloudwatch-observability",
-        "aws-ebs-csi-driver",
-        "coredns",
-        "eks-pod-identity-agent",
-    }
+    # The add-ons with the volume cache, CSI driver included: test_order.py, on every stack.
     # Each add-on's controller has its own role through EKS Pod Identity, effective before it:
     # test_iam_scope.py holds each association to its role, test_pod_identity_waits.py each add-on
     # to its association's wait, tests/components/test_addons.py to no IRSA role.
