@@ -25,7 +25,6 @@ JOB = "kubernetes:batch/v1:Job"
 CHART = "kubernetes:helm.sh/v4:Chart"
 ADDON = "aws:eks/addon:Addon"
 STORAGE_CLASS = "kubernetes:storage.k8s.io/v1:StorageClass"
-SERVICE = "kubernetes:core/v1:Service"
 
 
 def _depends_on(mocks: RecordingMocks, record: Recorded, target: Recorded) -> None:
