@@ -30,24 +30,20 @@ from tools.rehearse.group.ranks import free_port
 DRAIN = builders.drain_spec(accept_s=35, reply_s=2930, settle_s=5, grace_s=2985)
 
 
-def _lws(spec: manifests.ServerSpec = SPEC) -> dict[str, Any]:
-    return manifests.leader_worker_set(spec)
-
-
 def _containers(spec: manifests.ServerSpec, role: str) -> dict[str, dict[str, Any]]:
-    template = _lws(spec)["spec"]["leaderWorkerTemplate"][f"{role}Template"]
+    template = manifests.leader_worker_set(spec)["spec"]["leaderWorkerTemplate"][f"{role}Template"]
     return {c["name"]: c for c in template["spec"]["containers"]}
 
 
 def test_a_surge_rollout_starts_new_groups_before_any_old_one_stops() -> None:
-    surging = _lws(replace(SPEC, rollout_surge=1))
+    surging = manifests.leader_worker_set(replace(SPEC, rollout_surge=1))
     assert surging["spec"]["rolloutStrategy"] == {
         "type": "RollingUpdate",
         "rollingUpdateConfiguration": {"maxSurge": 1, "maxUnavailable": 0},
     }
     assert k8s_schemas.lws_errors(surging) == []
     # Without room to surge, one group at a time (LWS refuses 0 and 0).
-    fixed = _lws(replace(SPEC, rollout_surge=0))["spec"]["rolloutStrategy"]
+    fixed = manifests.leader_worker_set(replace(SPEC, rollout_surge=0))["spec"]["rolloutStrategy"]
     assert fixed["rollingUpdateConfiguration"] == {"maxSurge": 0, "maxUnavailable": 1}
     # The surge groups' ranks have claims of their own, Pulumi's like the others.
     claims = manifests.rank_pods(replace(SPEC, rollout_surge=1))
