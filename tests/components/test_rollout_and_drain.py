@@ -10,7 +10,6 @@ import subprocess
 import sys
 import threading
 from dataclasses import replace
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -127,7 +126,7 @@ def test_the_load_balancer_keeps_a_draining_node_s_streams() -> None:
     assert annotations[prefix + "unhealthy-threshold"] == str(DRAIN.health_check_threshold)
 
 
-class _Metrics(BaseHTTPRequestHandler):
+class _Metrics(door_harness.Upstream):
     """vLLM's /metrics: busy for `busy_calls` answers (or failing, with `failing`), then idle."""
 
     calls: ClassVar[list[int]] = []
@@ -141,13 +140,7 @@ class _Metrics(BaseHTTPRequestHandler):
             return
         running = 1 if len(self.calls) <= self.busy_calls else 0
         body = f'vllm:num_requests_running{{engine="0"}} {running}.0\n'.encode()
-        self.send_response(200)
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, *_: Any) -> None:
-        pass
+        self.answer(200, body, content_type=None)
 
 
 @pytest.mark.parametrize("failing", [False, True], ids=["busy", "metrics-failing"])
@@ -155,12 +148,10 @@ def test_the_leader_s_engine_stops_only_after_its_requests_are_done(failing: boo
     # A listening engine whose /metrics fails (an API server too busy to answer) is not gone:
     # stopping it then would cut its streams.
     _Metrics.calls, _Metrics.failing = [], failing
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _Metrics)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
     spec = builders.drain_spec(accept_s=0, reply_s=60, settle_s=1)
-    # No gatekeeper listens on the door port (the door shape): straight to the engine.
-    argv = drain.engine_pre_stop(spec, "leader", server.server_address[1], 1, free_port())
-    try:
+    with door_harness.upstream(_Metrics) as port:
+        # No gatekeeper listens on the door port (the door shape): straight to the engine.
+        argv = drain.engine_pre_stop(spec, "leader", port, 1, free_port())
         done = subprocess.run(
             programs.local(argv, sys.executable),
             capture_output=True,
@@ -168,8 +159,6 @@ def test_the_leader_s_engine_stops_only_after_its_requests_are_done(failing: boo
             timeout=60,
             check=False,
         )
-    finally:
-        server.shutdown()
     assert done.returncode == 0, done.stderr
     assert "no request in the engine for 1 s" in done.stdout
     # It kept asking past the busy answers: it did not stop while requests ran.
