@@ -12,16 +12,12 @@ from components.manifests import door, drain, gatekeeper, scaling
 from infra.adapters.wiring import SYSTEM_LABELS
 from infra.plan import sleep
 from tests import builders, render_fixtures
+from tests.components.test_semantics import _one
 from tests.fakes import k8s_schemas
 
 
 def _prod() -> tuple[Any, Any, list[dict[str, Any]]]:
     return (*builders.planned("prod"), builders.rendered("prod"))
-
-
-def _named(objects: list[dict[str, Any]], kind: str, name: str) -> dict[str, Any]:
-    (found,) = [o for o in objects if o["kind"] == kind and o["metadata"]["name"] == name]
-    return found
 
 
 def test_dev_renders_the_objects_it_rendered_before_the_door() -> None:
@@ -46,9 +42,9 @@ def test_prod_is_elastic_and_its_objects_pass_the_real_schemas() -> None:
 
 def test_the_load_balancer_selects_the_door_and_the_group_has_no_gatekeeper() -> None:
     _, _, objects = _prod()
-    endpoint = _named(objects, "Service", "gemma")
+    endpoint = _one(objects, "Service", "gemma")
     assert endpoint["spec"]["selector"] == door.selector(builders.planned_spec("prod"))
-    lws = _named(objects, "LeaderWorkerSet", "gemma-vllm")
+    lws = _one(objects, "LeaderWorkerSet", "gemma-vllm")
     leader = lws["spec"]["leaderWorkerTemplate"]["leaderTemplate"]["spec"]
     assert [c["name"] for c in leader["containers"]] == ["vllm"]
     assert "--host=0.0.0.0" in leader["containers"][0]["args"]
@@ -58,12 +54,12 @@ def test_the_load_balancer_selects_the_door_and_the_group_has_no_gatekeeper() ->
 
 def test_the_door_runs_on_the_system_nodes_and_rolls_with_its_config() -> None:
     _, _, objects = _prod()
-    deployment = _named(objects, "Deployment", "gemma-door")
+    deployment = _one(objects, "Deployment", "gemma-door")
     template = deployment["spec"]["template"]
     assert template["spec"]["nodeSelector"] == SYSTEM_LABELS
     assert [c["name"] for c in template["spec"]["containers"]] == [gatekeeper.CONTAINER]
     assert deployment["spec"]["strategy"]["rollingUpdate"]["maxUnavailable"] == 0
-    files = _named(objects, "ConfigMap", "gemma-gatekeeper")["data"]
+    files = _one(objects, "ConfigMap", "gemma-gatekeeper")["data"]
     assert template["metadata"]["annotations"][gatekeeper.CONFIG_ANNOTATION] == (
         gatekeeper.config_digest(files)
     )
@@ -72,7 +68,7 @@ def test_the_door_runs_on_the_system_nodes_and_rolls_with_its_config() -> None:
 def test_the_door_drains_its_streams_when_it_is_replaced() -> None:
     _, p, objects = _prod()
     spec = builders.planned_spec("prod")
-    pod = _named(objects, "Deployment", "gemma-door")["spec"]["template"]["spec"]
+    pod = _one(objects, "Deployment", "gemma-door")["spec"]["template"]["spec"]
     (container,) = pod["containers"]
     # Every stream in flight may run its whole reply timeout after the door stops accepting.
     assert pod["terminationGracePeriodSeconds"] == spec.drain.grace_s
@@ -81,7 +77,7 @@ def test_the_door_drains_its_streams_when_it_is_replaced() -> None:
         drain.gatekeeper_pre_stop(spec.drain, gatekeeper.RUN_DIR)
     )
     assert container["readinessProbe"]["httpGet"]["path"] == "/ready"
-    files = _named(objects, "ConfigMap", "gemma-gatekeeper")["data"]
+    files = _one(objects, "ConfigMap", "gemma-gatekeeper")["data"]
     assert "location = /ready" in files[gatekeeper.CONFIG_FILE]
 
 
@@ -89,13 +85,13 @@ def test_an_elastic_stack_keeps_a_group_serving_through_a_node_drain() -> None:
     # The budget follows the most groups that may run (maxGroups), not the fewest (0).
     cfg, p, objects = _prod()
     assert (cfg.min_groups, p.replicas) == (0, 3)
-    budget = _named(objects, "PodDisruptionBudget", "gemma-vllm-groups")
+    budget = _one(objects, "PodDisruptionBudget", "gemma-vllm-groups")
     assert budget["spec"]["maxUnavailable"] == 1
 
 
 def test_the_doors_config_reaches_the_leaders_service_and_answers_asleep() -> None:
     cfg, p, objects = _prod()
-    files = _named(objects, "ConfigMap", "gemma-gatekeeper")["data"]
+    files = _one(objects, "ConfigMap", "gemma-gatekeeper")["data"]
     conf, script = files[gatekeeper.CONFIG_FILE], files[gatekeeper.SCRIPT_FILE]
     assert "server gemma-leaders.gemma-graviton.svc.cluster.local:8000;" in conf
     assert "server 127.0.0.1:" not in conf
@@ -124,7 +120,7 @@ def test_per_client_limits_stay_per_client_grammar_and_tokens_included() -> None
 
 def test_vllm_admits_the_door_the_collector_and_keda_only() -> None:
     objects, spec = builders.rendered("prod"), builders.planned_spec("prod")
-    policy = _named(objects, "NetworkPolicy", "gemma-group")
+    policy = _one(objects, "NetworkPolicy", "gemma-group")
     ingress = policy["spec"]["ingress"]
     open_rules = [rule for rule in ingress if "from" not in rule]
     assert open_rules == []  # nothing from anywhere
@@ -134,7 +130,7 @@ def test_vllm_admits_the_door_the_collector_and_keda_only() -> None:
     assert {"podSelector": {"matchLabels": door.selector(spec)}} in peers
     assert scaling.keda_peer() in peers
     # The door's own policy: its listener open (the NLB filters), its wake port KEDA's only.
-    door_policy = _named(objects, "NetworkPolicy", "gemma-door")["spec"]["ingress"]
+    door_policy = _one(objects, "NetworkPolicy", "gemma-door")["spec"]["ingress"]
     assert door_policy[0] == {"ports": [{"port": gatekeeper.PORT, "protocol": "TCP"}]}
     assert door_policy[1]["ports"] == [{"port": gatekeeper.METRICS_PORT, "protocol": "TCP"}]
 

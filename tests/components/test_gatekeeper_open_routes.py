@@ -43,10 +43,6 @@ def test_every_open_route_is_rate_limited_per_client_address_and_files_are_cache
         assert "etag on;" in location
 
 
-def _post(base_url: str, body: object, key: str = KEY) -> gate.Reply:
-    return gate.request(base_url, "POST", "/v1/chat/completions", json.dumps(body).encode(), key)
-
-
 @door_harness.needs_nginx
 def test_real_nginx_bounds_open_routes_and_refuses_keys_before_bodies(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
@@ -66,7 +62,8 @@ def test_real_nginx_bounds_open_routes_and_refuses_keys_before_bodies(
         # Fields that steer vLLM's scheduling or identity are refused, naming the field.
         chat_body = {"model": "m", "messages": [{"role": "user", "content": "hi"}]}
         for field, value in (("request_id", "x"), ("priority", -10), ("cache_salt", "s")):
-            reply = _post(door.base_url, {**chat_body, field: value})
+            body = json.dumps({**chat_body, field: value}).encode()
+            reply = gate.request(door.base_url, "POST", "/v1/chat/completions", body, KEY)
             assert reply.status == 400, field
             assert json.loads(reply.body)["error"]["param"] == field
         # A wrong key with a body still to come: answered from the headers, then closed.

@@ -20,6 +20,7 @@ import pytest
 from components import manifests
 from components.manifests import gatekeeper, gatekeeper_conf
 from components.manifests.gatekeeper import nginx_conf
+from components.manifests.semantics import pods
 from infra.plan import catalog
 from tests import builders, door_harness
 
@@ -89,10 +90,10 @@ def test_no_probe_of_any_pod_goes_through_the_public_listener(
 ) -> None:
     objects = builders.rendered(stack, sets)
     public = {gatekeeper.PORT, gatekeeper.PORT_NAME}
-    for name, template in pod_templates(objects):
-        for container in template["containers"]:
+    for pod in pods(objects):
+        for container in pod.spec["containers"]:
             for port in _probe_targets(container):
-                assert port not in public, f"{name}/{container['name']} probes {port}"
+                assert port not in public, f"{pod.where}/{container['name']} probes {port}"
 
 
 @pytest.mark.parametrize(("stack", "sets"), VARIANTS)
@@ -112,22 +113,6 @@ def test_only_the_group_reaches_the_probe_port_and_no_service_targets_it(
                 opened = {p["port"] for p in rule.get("ports", [])}
                 # A rule with no ports opens every port to its peers.
                 assert opened and not opened & probe, obj["metadata"]["name"]
-
-
-def pod_templates(objects: list[dict[str, Any]]) -> Iterator[tuple[str, dict[str, Any]]]:
-    """(object, pod spec) of every pod template the objects carry."""
-    for obj in objects:
-        spec = obj.get("spec", {})
-        name = f"{obj['kind']}/{obj['metadata']['name']}"
-        if obj["kind"] == "LeaderWorkerSet":
-            group = spec["leaderWorkerTemplate"]
-            for part in ("leaderTemplate", "workerTemplate"):
-                if part in group:
-                    yield f"{name} {part}", group[part]["spec"]
-        elif obj["kind"] == "CronJob":
-            yield name, spec["jobTemplate"]["spec"]["template"]["spec"]
-        elif "template" in spec:
-            yield name, spec["template"]["spec"]
 
 
 # --------------------------------------------------------------------------------------------

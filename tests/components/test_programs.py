@@ -6,15 +6,12 @@ tests/components/test_manifests.py."""
 
 from __future__ import annotations
 
-import http.server
 import os
 import shutil
 import signal
 import subprocess
-import threading
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager
 from pathlib import Path
 
 import pytest
@@ -25,6 +22,7 @@ from infra.adapters.render import rendered_objects
 from infra.adapters.wiring import server_spec
 from infra.plan.sizing import plan
 from infra.plan.stackfile import load_stack
+from tests import door_harness
 from tests.render_fixtures import dump
 from tools.rehearse.group.ranks import free_port
 
@@ -209,28 +207,14 @@ def test_the_rehearsal_and_the_tests_run_the_checkouts_files_in_place_of_the_mou
 # -- the drain's and the prefetch's own functions ------------------------------------------------
 
 
-@contextmanager
-def answering(text: str) -> Iterator[int]:
+def answering(text: str) -> AbstractContextManager[int]:
     """A server on loopback that answers every GET 200 with `text`; its port."""
 
-    class Handler(http.server.BaseHTTPRequestHandler):
+    class Handler(door_harness.Upstream):
         def do_GET(self) -> None:
-            body = text.encode()
-            self.send_response(200)
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
+            self.answer(200, text.encode(), content_type=None)
 
-        def log_message(self, *_args: object) -> None:
-            pass
-
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        yield server.server_address[1]
-    finally:
-        server.shutdown()
-        server.server_close()
+    return door_harness.upstream(Handler)
 
 
 def test_the_drain_counts_the_requests_in_the_engine_and_none_once_it_is_gone() -> None:

@@ -10,7 +10,6 @@ import subprocess
 import sys
 import threading
 from dataclasses import replace
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -30,24 +29,20 @@ from tools.rehearse.group.ranks import free_port
 DRAIN = builders.drain_spec(accept_s=35, reply_s=2930, settle_s=5, grace_s=2985)
 
 
-def _lws(spec: manifests.ServerSpec = SPEC) -> dict[str, Any]:
-    return manifests.leader_worker_set(spec)
-
-
 def _containers(spec: manifests.ServerSpec, role: str) -> dict[str, dict[str, Any]]:
-    template = _lws(spec)["spec"]["leaderWorkerTemplate"][f"{role}Template"]
+    template = manifests.leader_worker_set(spec)["spec"]["leaderWorkerTemplate"][f"{role}Template"]
     return {c["name"]: c for c in template["spec"]["containers"]}
 
 
 def test_a_surge_rollout_starts_new_groups_before_any_old_one_stops() -> None:
-    surging = _lws(replace(SPEC, rollout_surge=1))
+    surging = manifests.leader_worker_set(replace(SPEC, rollout_surge=1))
     assert surging["spec"]["rolloutStrategy"] == {
         "type": "RollingUpdate",
         "rollingUpdateConfiguration": {"maxSurge": 1, "maxUnavailable": 0},
     }
     assert k8s_schemas.lws_errors(surging) == []
     # Without room to surge, one group at a time (LWS refuses 0 and 0).
-    fixed = _lws(replace(SPEC, rollout_surge=0))["spec"]["rolloutStrategy"]
+    fixed = manifests.leader_worker_set(replace(SPEC, rollout_surge=0))["spec"]["rolloutStrategy"]
     assert fixed["rollingUpdateConfiguration"] == {"maxSurge": 0, "maxUnavailable": 1}
     # The surge groups' ranks have claims of their own, Pulumi's like the others.
     claims = manifests.rank_pods(replace(SPEC, rollout_surge=1))
@@ -131,7 +126,7 @@ def test_the_load_balancer_keeps_a_draining_node_s_streams() -> None:
     assert annotations[prefix + "unhealthy-threshold"] == str(DRAIN.health_check_threshold)
 
 
-class _Metrics(BaseHTTPRequestHandler):
+class _Metrics(door_harness.Upstream):
     """vLLM's /metrics: busy for `busy_calls` answers (or failing, with `failing`), then idle."""
 
     calls: ClassVar[list[int]] = []
@@ -145,13 +140,7 @@ class _Metrics(BaseHTTPRequestHandler):
             return
         running = 1 if len(self.calls) <= self.busy_calls else 0
         body = f'vllm:num_requests_running{{engine="0"}} {running}.0\n'.encode()
-        self.send_response(200)
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, *_: Any) -> None:
-        pass
+        self.answer(200, body, content_type=None)
 
 
 @pytest.mark.parametrize("failing", [False, True], ids=["busy", "metrics-failing"])
@@ -159,12 +148,10 @@ def test_the_leader_s_engine_stops_only_after_its_requests_are_done(failing: boo
     # A listening engine whose /metrics fails (an API server too busy to answer) is not gone:
     # stopping it then would cut its streams.
     _Metrics.calls, _Metrics.failing = [], failing
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _Metrics)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
     spec = builders.drain_spec(accept_s=0, reply_s=60, settle_s=1)
-    # No gatekeeper listens on the door port (the door shape): straight to the engine.
-    argv = drain.engine_pre_stop(spec, "leader", server.server_address[1], 1, free_port())
-    try:
+    with door_harness.upstream(_Metrics) as port:
+        # No gatekeeper listens on the door port (the door shape): straight to the engine.
+        argv = drain.engine_pre_stop(spec, "leader", port, 1, free_port())
         done = subprocess.run(
             programs.local(argv, sys.executable),
             capture_output=True,
@@ -172,8 +159,6 @@ def test_the_leader_s_engine_stops_only_after_its_requests_are_done(failing: boo
             timeout=60,
             check=False,
         )
-    finally:
-        server.shutdown()
     assert done.returncode == 0, done.stderr
     assert "no request in the engine for 1 s" in done.stdout
     # It kept asking past the busy answers: it did not stop while requests ran.

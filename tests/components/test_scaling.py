@@ -30,6 +30,7 @@ from infra.plan.config import ConfigError
 from tests import builders
 from tests.components.test_pod_security import restricted_findings
 from tests.components.test_programs import answering
+from tests.components.test_semantics import _one
 from tests.fakes import k8s_schemas
 from tools.rehearse.group.ranks import free_port
 
@@ -179,10 +180,7 @@ def test_metrics_service_selects_the_leaders_and_the_floor_and_keda_may_read_the
 
 
 def _floor(objects: list[dict[str, Any]], kind: str) -> dict[str, Any]:
-    (found,) = [
-        o for o in objects if o["kind"] == kind and o["metadata"]["name"] == "gemma-queue-floor"
-    ]
-    return found
+    return _one(objects, kind, "gemma-queue-floor")
 
 
 def test_the_queue_floor_runs_on_the_system_nodes_and_answers_a_zero_queue() -> None:
@@ -248,11 +246,7 @@ def test_the_queue_floor_admits_keda_alone_and_the_group_admits_the_floor() -> N
             "ports": [{"port": scaling.metrics_port(spec), "protocol": "TCP"}],
         }
     ]
-    (group,) = [
-        o
-        for o in objects
-        if o["kind"] == "NetworkPolicy" and o["metadata"]["name"] == "gemma-group"
-    ]
+    group = _one(objects, "NetworkPolicy", "gemma-group")
     floor = {"podSelector": {"matchLabels": scaling.floor_selector(spec)}}
     rules = [r for r in group["spec"]["ingress"] if floor in r.get("from", [])]
     assert [r["ports"] for r in rules] == [[{"port": spec.port, "protocol": "TCP"}]]

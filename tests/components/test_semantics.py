@@ -37,10 +37,6 @@ def _stack(stack: str, sets: dict[str, Any]) -> tuple[list[dict[str, Any]], Worl
     return builders.rendered(stack, sets), world(*builders.planned(stack, sets))
 
 
-def _objects(stack: str, sets: dict[str, Any]) -> list[dict[str, Any]]:
-    return _stack(stack, sets)[0]
-
-
 def _one(objects: list[dict[str, Any]], kind: str, name: str) -> dict[str, Any]:
     (obj,) = [o for o in objects if o["kind"] == kind and o["metadata"]["name"] == name]
     return obj
@@ -67,14 +63,14 @@ def test_every_stack_holds_against_kubernetes_semantics(stack: str, sets: dict[s
 
 
 def test_the_check_catches_a_probe_on_another_containers_port_which_dev_asks_by_number() -> None:
-    objects = _objects("dev", {})
+    objects, _ = _stack("dev", {})
     # The fault the dev render had: the engine's probes on the gatekeeper's port name.
     _container(_leader(objects), "vllm")["readinessProbe"]["httpGet"]["port"] = "gatekeeper"
     assert semantics.unresolved_ports(objects) == [
         "LeaderWorkerSet/gemma-vllm leaderTemplate vllm readinessProbe port 'gatekeeper'"
     ]
     # The dev engine probes the gatekeeper's probe port by number.
-    leader = _leader(_objects("dev", {}))
+    leader = _leader(_stack("dev", {})[0])
     gate, engine = _container(leader, "gatekeeper"), _container(leader, "vllm")
     (probes,) = [p["containerPort"] for p in gate["ports"] if p["name"] == "probe"]
     assert engine["readinessProbe"]["httpGet"]["port"] == probes
@@ -103,7 +99,7 @@ def test_the_quantize_job_of_an_elastic_stack_tolerates_the_model_taint() -> Non
 
 
 def test_a_service_selecting_no_pod_or_the_workers_is_named() -> None:
-    objects = _objects("dev", {})
+    objects, _ = _stack("dev", {})
     service = _one(objects, "Service", "gemma")
     service["spec"]["selector"]["leaderworkerset.sigs.k8s.io/name"] = "gemma-vlm"
     assert semantics.unserved_services(objects) == [
@@ -174,7 +170,7 @@ def test_a_policy_or_a_peer_selecting_no_pod_is_named() -> None:
 
 
 def test_a_policy_port_no_selected_pod_declares_is_named() -> None:
-    objects = _objects("dev", {})
+    objects, _ = _stack("dev", {})
     policy = _one(objects, "NetworkPolicy", "gemma-group")
     policy["spec"]["ingress"][1]["ports"][0]["port"] = 8000  # vLLM's loopback port
     assert semantics.loose_network_policies(objects) == [
@@ -435,7 +431,7 @@ def test_render_refuses_a_stack_whose_objects_would_not_run(
 
 
 def test_a_budget_selecting_nothing_or_allowing_no_eviction_is_named_a_percentage_not() -> None:
-    objects = _objects("prod", {})
+    objects, _ = _stack("prod", {})
     budget = _one(objects, "PodDisruptionBudget", "gemma-queue-floor")
     budget["spec"]["minAvailable"] = 2
     assert semantics.stuck_budgets(objects) == [
@@ -477,7 +473,7 @@ def test_a_pod_under_two_budgets_is_named() -> None:
 def test_a_budget_over_a_leader_worker_set_is_not_counted_by_replicas() -> None:
     # The LWS controller's pods come from StatefulSets it makes, not from a rendered replica
     # count: the minAvailable rule counts only what a Deployment or StatefulSet states.
-    objects = _objects("prod", {})
+    objects, _ = _stack("prod", {})
     budget = copy.deepcopy(_one(objects, "PodDisruptionBudget", "gemma-queue-floor"))
     budget["metadata"]["name"] = "gemma-groups-min"
     budget["spec"] = {

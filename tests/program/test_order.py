@@ -25,12 +25,10 @@ JOB = "kubernetes:batch/v1:Job"
 CHART = "kubernetes:helm.sh/v4:Chart"
 ADDON = "aws:eks/addon:Addon"
 STORAGE_CLASS = "kubernetes:storage.k8s.io/v1:StorageClass"
-SERVICE = "kubernetes:core/v1:Service"
 
 
 def _depends_on(mocks: RecordingMocks, record: Recorded, target: Recorded) -> None:
-    depends = mocks.monitor.dependencies[record.urn]
-    assert target.urn in depends, (record.urn, "should depend on", target.urn)
+    assert target.urn in mocks.monitor.dependencies[record.urn], (record.urn, target.urn)
 
 
 @pytest.mark.parametrize("stack", stack_names())

@@ -13,7 +13,6 @@ from tests.program.harness import MODEL_SERVICE, run_program
 
 pytestmark = pytest.mark.usefixtures("as_pulumi_host")
 
-SERVICE = "kubernetes:core/v1:Service"
 SECRET = "kubernetes:core/v1:Secret"
 K8S_PROVIDER = "pulumi:providers:kubernetes"
 
