@@ -21,7 +21,7 @@ AREAS = {
 }
 #: Today's count rounded up to the next 500. The target is 56,000 lines (issue 44); this ceiling
 #: may only go down: lower it when the count falls, never raise it to fit new code.
-CODE_CEILING = 70_500
+CODE_CEILING = 70_000
 
 
 def is_code(path: str) -> bool:
