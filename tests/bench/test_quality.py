@@ -42,9 +42,7 @@ def test_the_key_travels_in_the_environment_and_the_hub_is_off() -> None:
     argv = quality.lm_eval_argv(Path("python"), TARGET, Path("/o"), None)
     assert not any("k3y" in arg for arg in argv)
     assert "--limit" not in argv
-
-
-def test_no_key_leaves_no_stale_key() -> None:
+    # No key leaves no stale one.
     assert "OPENAI_API_KEY" not in quality.lm_eval_env({"OPENAI_API_KEY": "stale"}, None)
 
 

@@ -24,7 +24,6 @@ import json
 import os
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -112,17 +111,13 @@ def run_point(argv: Sequence[str], env: Mapping[str, str], log_path: Path, log: 
     began = time.monotonic()
     with log_path.open("w", encoding="utf-8") as out:
         process = subprocess.Popen(argv, env=dict(env), stdout=out, stderr=subprocess.STDOUT)
-        done = threading.Event()
-
-        def beat() -> None:
-            while not done.wait(HEARTBEAT_S):
-                log(f"  ... still running, {time.monotonic() - began:.0f} s")
-
-        threading.Thread(target=beat, daemon=True).start()
         try:
-            return process.wait()
+            while True:
+                try:
+                    return process.wait(HEARTBEAT_S)
+                except subprocess.TimeoutExpired:
+                    log(f"  ... still running, {time.monotonic() - began:.0f} s")
         finally:
-            done.set()
             if process.poll() is None:
                 process.kill()
                 process.wait()
