@@ -216,24 +216,24 @@ def test_the_job_s_logs_give_back_each_point_s_result() -> None:
             "error: `--output-tokens` must be a whole number of at least 2, got '1'; "
             "pass e.g. --output-tokens 128",
         ),
+        (
+            [],  # no pulumi on PATH
+            "error: `--endpoint` is required when no `pulumi` executable is on PATH; pass "
+            "--endpoint http://<load-balancer>/v1 and --api-key KEY (or set "
+            "GEMMA_GRAVITON_API_KEY)",
+        ),
     ],
 )
 def test_bad_input_exits_2_with_one_line(
-    argv: list[str], message: str, capsys: pytest.CaptureFixture[str]
-) -> None:
-    assert capacity.main(argv) == 2
-    assert capsys.readouterr().err == message + "\n"
-
-
-def test_without_pulumi_the_endpoint_is_asked_for(
-    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path
+    argv: list[str],
+    message: str,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
 ) -> None:
     monkeypatch.setenv("PATH", str(tmp_path))
-    assert capacity.main([]) == 2
-    assert capsys.readouterr().err == (
-        "error: `--endpoint` is required when no `pulumi` executable is on PATH; pass --endpoint "
-        "http://<load-balancer>/v1 and --api-key KEY (or set GEMMA_GRAVITON_API_KEY)\n"
-    )
+    assert capacity.main(argv) == 2
+    assert capsys.readouterr().err == message + "\n"
 
 
 def test_quick_is_the_field_report_s_run_and_a_flag_beside_it_wins() -> None:

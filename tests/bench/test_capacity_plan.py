@@ -7,20 +7,13 @@ import math
 import pytest
 
 from infra.plan import economics
-from infra.plan.config import StackConfig
-from infra.plan.sizing import Plan, plan
-from infra.plan.stackfile import load_stack
+from tests import builders
 from tools.bench import capacity_plan
 from tools.bench.loadgen import LoadPoint, bench_serve_argv
 
 
-def _dev() -> tuple[StackConfig, Plan]:
-    cfg = load_stack("dev")
-    return cfg, plan(cfg, "dev")
-
-
 def test_points_measure_prefill_at_1000_and_the_longest_prompt_up_to_the_planned_streams() -> None:
-    _, p = _dev()
+    p = builders.planned()[1]
     points = capacity_plan.default_points(p)
     longest = p.max_model_len - capacity_plan.DEFAULT_OUTPUT_TOKENS - 32
     planned = p.front_door.client_concurrent_requests
@@ -38,20 +31,20 @@ def test_points_measure_prefill_at_1000_and_the_longest_prompt_up_to_the_planned
 
 
 def test_without_a_gatekeeper_the_kv_slots_bound_the_streams_and_nothing_the_rate() -> None:
-    p = plan(load_stack("minimal"), "minimal")
+    p = builders.planned("minimal")[1]
     points = capacity_plan.default_points(p)
     assert {q.concurrency for q in points} == {1, int(p.max_concurrency)}
     assert all(math.isinf(q.request_rate) for q in points)
 
 
 def test_a_context_shorter_than_1000_tokens_gets_one_length() -> None:
-    _, p = _dev()
+    p = builders.planned()[1]
     points = capacity_plan.default_points(p, output_tokens=p.max_model_len - 600)
     assert {pt.input_tokens for pt in points} == {600 - 32}
 
 
 def test_at_1000_tokens_alone_the_prediction_is_the_plan_s_own_first_token_figure() -> None:
-    cfg, p = _dev()
+    cfg, p = builders.planned()
     served = economics.economics(cfg, p).served
     one = LoadPoint(1000, 128, 1, math.inf, 2)
     predicted = capacity_plan.predict(cfg, p, one)
@@ -64,7 +57,7 @@ def test_at_1000_tokens_alone_the_prediction_is_the_plan_s_own_first_token_figur
 
 
 def test_more_streams_share_the_node_and_the_rate_caps_requests() -> None:
-    cfg, p = _dev()
+    cfg, p = builders.planned()
     one = capacity_plan.predict(cfg, p, LoadPoint(1000, 128, 1, math.inf, 2))
     ten = capacity_plan.predict(cfg, p, LoadPoint(1000, 128, 10, math.inf, 20))
     assert ten.stream_tokens_per_s < one.stream_tokens_per_s
