@@ -27,7 +27,7 @@ from infra.plan import catalog, throughput
 from infra.plan.config import StackConfig
 from infra.plan.economics import busiest
 from infra.plan.sizing import Plan
-from tools.bench.loadgen import LoadPoint, point_matrix
+from tools.bench.loadgen import LoadPoint
 
 #: The short prompt the plan's summary states a time to first token for.
 SHORT_PROMPT_TOKENS = throughput.SHORT_PROMPT_TOKENS
@@ -71,8 +71,9 @@ def default_points(
     input_lengths: tuple[int, ...] | None = None,
     concurrencies: tuple[int, ...] | None = None,
 ) -> list[LoadPoint]:
-    """The run's points: `input_lengths` (default 1,000 and the longest prompt) at
-    `concurrencies` (default 1 and the planned concurrency), at half the gatekeeper's rate."""
+    """The run's points: `input_lengths` (default 1,000 and the longest prompt, short first) at
+    `concurrencies` (default 1 and the planned concurrency), at half the gatekeeper's rate;
+    each point sends `prompts_per_stream` requests per stream of its concurrency."""
     door = plan.front_door
     if input_lengths is None:
         input_lengths = tuple(
@@ -88,7 +89,11 @@ def default_points(
         cap, rate = max(1, int(plan.max_concurrency)), math.inf
     if concurrencies is None:
         concurrencies = tuple(sorted({1, cap}))
-    return point_matrix(input_lengths, concurrencies, output_tokens, rate, prompts_per_stream)
+    return [
+        LoadPoint(length, output_tokens, conc, rate, conc * prompts_per_stream)
+        for length in input_lengths
+        for conc in concurrencies
+    ]
 
 
 def predict(cfg: StackConfig, plan: Plan, point: LoadPoint) -> Prediction:

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -194,28 +194,3 @@ def read_result(result_dir: Path, point: LoadPoint) -> PointResult:
     except (OSError, ValueError) as exc:
         raise ResultError(f"{path}: no result ({exc})") from exc
     return parse_result(data, point)
-
-
-def point_matrix(
-    input_lengths: Sequence[int],
-    concurrencies: Sequence[int],
-    output_tokens: int,
-    request_rate: float,
-    prompts_per_stream: int,
-) -> list[LoadPoint]:
-    """Every input length at every concurrency, in that order (short prompts first).
-
-    Each point sends `prompts_per_stream` requests per stream of its concurrency, arriving at
-    `request_rate` per second (Poisson) and waiting while `concurrency` are in flight.
-    """
-    return [
-        LoadPoint(
-            input_tokens=length,
-            output_tokens=output_tokens,
-            concurrency=conc,
-            request_rate=request_rate,
-            prompts=conc * prompts_per_stream,
-        )
-        for length in input_lengths
-        for conc in concurrencies
-    ]
