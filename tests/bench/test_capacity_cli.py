@@ -8,7 +8,6 @@ length 0 and its error) and a short stream (fewer tokens, still completed).
 
 from __future__ import annotations
 
-import copy
 import json
 import math
 from collections.abc import Mapping, Sequence
@@ -34,15 +33,6 @@ def _recorded(point: LoadPoint) -> dict[str, Any]:
     return json.loads((FIXTURES / f"{point.name}.json").read_text(encoding="utf-8"))
 
 
-def _fail_one(result: dict[str, Any], index: int, error: str) -> dict[str, Any]:
-    broken = copy.deepcopy(result)
-    broken["completed"] -= 1
-    broken["failed"] = broken.get("failed", 0) + 1
-    broken["output_lens"][index] = 0
-    broken["errors"][index] = error
-    return broken
-
-
 def test_a_recorded_run_reads_as_every_reply_full() -> None:
     for point in (SHORT, LONG):
         raw = _recorded(point)
@@ -58,8 +48,12 @@ def test_a_recorded_run_reads_as_every_reply_full() -> None:
 
 
 def test_a_failed_request_and_a_short_reply_are_counted_never_averaged_away() -> None:
-    raw = _fail_one(_recorded(SHORT), 1, "Traceback ...\nTooManyRequests: 429")
-    raw["output_lens"][2] = 7  # a stream that ended after 7 of 16 tokens
+    raw = _recorded(SHORT)
+    # Request 1 failed as the generator records a failure; request 2's stream ended after 7 of 16.
+    raw["completed"] -= 1
+    raw["failed"] = raw.get("failed", 0) + 1
+    raw["output_lens"][1:3] = [0, 7]
+    raw["errors"][1] = "Traceback ...\nTooManyRequests: 429"
     result = parse_result(raw, SHORT)
     assert (result.completed, result.failed, result.cut_off) == (3, 1, 1)
     assert not result.ok
