@@ -209,7 +209,12 @@ def test_behind_a_door_the_ready_leaders_engine_is_scraped_on_vllms_port() -> No
     spec = monitoring_layer.collector_spec(load_stack("prod"), "prod")
     assert spec.engine_port == 8000
     config = _config(spec)
+    # No leader's record: the door's groups have no gatekeeper to serve it, even if asked.
+    assert spec.self_samples == ()
     (scrape,) = config["receivers"]["prometheus"]["config"]["scrape_configs"]
+    assert scrape["job_name"] == "vllm-leaders"
+    asked = dataclasses.replace(spec, self_samples=watch.SELF_SAMPLES)
+    assert metrics.collector_config(asked) == metrics.collector_config(spec)
     engine = {
         "__address__": "10.0.1.7",
         "__meta_kubernetes_pod_ip": "10.0.1.7",
@@ -287,18 +292,6 @@ def test_each_leader_s_record_is_scraped_from_its_gatekeeper_and_kept_per_group(
     # And the vLLM job keeps none of the record's names.
     assert _renamed(engine["metric_relabel_configs"], list(check.GAUGES)) == {}
     assert record["sample_limit"] >= len(check.GAUGES)
-
-
-def test_behind_a_door_no_record_is_scraped() -> None:
-    spec = monitoring_layer.collector_spec(load_stack("prod"), "prod")
-    assert spec.self_samples == ()
-    config = _config(spec)
-    assert [
-        j["job_name"] for j in config["receivers"]["prometheus"]["config"]["scrape_configs"]
-    ] == ["vllm-leaders"]
-    # Even if asked: the door's groups have no gatekeeper to serve it.
-    asked = dataclasses.replace(spec, self_samples=watch.SELF_SAMPLES)
-    assert metrics.collector_config(asked) == metrics.collector_config(spec)
 
 
 def test_the_dashboard_reads_what_the_collector_writes() -> None:
