@@ -19,9 +19,7 @@ from components import watch
 from components.manifests import gatekeeper, metrics
 from components.monitoring import load_balancer_dimension
 from infra.adapters import wiring
-from infra.adapters.render import rendered_objects
-from infra.plan.sizing import plan
-from infra.plan.stackfile import load_stack
+from tests import builders
 from tests.components.test_watch import _dev_collector, dev_spec
 from tools.rehearse.measure.metrics_capture import parse_exposition
 
@@ -115,8 +113,7 @@ def _admits(policy: dict[str, Any], peer: dict[str, dict[str, str]] | None, port
 
 
 def test_the_metrics_port_admits_the_collector_only_never_the_load_balancer() -> None:
-    cfg = load_stack("dev")
-    objects = rendered_objects(cfg, plan(cfg, "dev"))
+    objects = builders.rendered("dev")
     (policy,) = [o for o in objects if o["kind"] == "NetworkPolicy"]
     (service,) = [o for o in objects if o["kind"] == "Service"]
     here = {metrics.NAMESPACE_NAME_LABEL: wiring.NAMESPACE}
