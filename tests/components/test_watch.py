@@ -769,13 +769,18 @@ def _relabel(configs: list[dict[str, Any]], labels: dict[str, str]) -> dict[str,
     return labels
 
 
+def leader_target(group: str) -> dict[str, str]:
+    """The discovered target of a leader's gatekeeper metrics port."""
+    return {
+        "__meta_kubernetes_pod_container_port_name": gatekeeper.METRICS_PORT_NAME,
+        "__meta_kubernetes_pod_label_leaderworkerset_sigs_k8s_io_group_index": group,
+    }
+
+
 def _collect(config: dict[str, Any], store: Store, minute: int, leader: Leader) -> None:
     """One scrape of one leader by the collector, and the EMF metrics CloudWatch makes of it."""
     served = {"/metrics": leader.samples, gatekeeper.SELF_METRICS_ROUTE: leader.record}
-    meta = {
-        "__meta_kubernetes_pod_container_port_name": gatekeeper.METRICS_PORT_NAME,
-        "__meta_kubernetes_pod_label_leaderworkerset_sigs_k8s_io_group_index": leader.group,
-    }
+    meta = leader_target(leader.group)
     emf = config["exporters"]["awsemf"]
     for scrape in config["receivers"]["prometheus"]["config"]["scrape_configs"]:
         target = _relabel(scrape["relabel_configs"], meta)
