@@ -481,17 +481,13 @@ class Store:
         }
 
 
+#: The operators watch.py writes.
 _OPERATORS: dict[type, Callable[[float, float], Any]] = {
-    ast.Add: operator.add,
-    ast.Sub: operator.sub,
     ast.Mult: operator.mul,
     ast.Div: operator.truediv,
     ast.Gt: operator.gt,
     ast.GtE: operator.ge,
-    ast.Lt: operator.lt,
-    ast.LtE: operator.le,
     ast.Eq: operator.eq,
-    ast.NotEq: operator.ne,
 }
 
 
@@ -746,7 +742,7 @@ def _expand(template: str, match: re.Match[str]) -> str:
 
 
 def _relabel(configs: list[dict[str, Any]], labels: dict[str, str]) -> dict[str, str] | None:
-    """Prometheus relabelling (keep, drop, replace), as `relabel_config` defines it
+    """Prometheus relabelling (keep, replace), as `relabel_config` defines it
     (prometheus/model/relabel): anchored regexes, source labels joined with `;`, `replace` of
     `$1` by default, an empty result removing the label; None when the target or sample goes."""
     labels = dict(labels)
@@ -756,15 +752,13 @@ def _relabel(configs: list[dict[str, Any]], labels: dict[str, str]) -> dict[str,
         match = re.fullmatch(config.get("regex", "(.*)"), source)
         if action == "keep" and match is None:
             return None
-        if action == "drop" and match is not None:
-            return None
         if action == "replace" and match is not None:
             value = _expand(config.get("replacement", "$1"), match)
             if value:
                 labels[config["target_label"]] = value
             else:
                 labels.pop(config["target_label"], None)
-        elif action not in {"keep", "drop", "replace"}:
+        elif action not in {"keep", "replace"}:
             raise NotImplementedError(action)
     return labels
 
