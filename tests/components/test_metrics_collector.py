@@ -8,7 +8,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import re
-from pathlib import Path
 from typing import Any
 
 from components import watch
@@ -18,12 +17,11 @@ from components.manifests.spec import LWS_NAME_LABEL, LWS_WORKER_INDEX_LABEL
 from infra.adapters import monitoring_layer, wiring
 from infra.plan import catalog
 from infra.plan.stackfile import load_stack
+from tests.components.test_monitoring import FIXTURE
 from tests.components.test_watch import _collector_config as _config
 from tests.components.test_watch import _dev_collector as _spec
-from tests.components.test_watch import _relabel
+from tests.components.test_watch import _relabel, leader_target
 from tests.fakes import k8s_schemas
-
-FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "vllm" / "metrics-v0.31.json"
 
 
 def _job(config: dict[str, Any], name: str) -> dict[str, Any]:
@@ -45,14 +43,6 @@ def _exported_samples() -> list[str]:
     """Every sample real vLLM 0.31 exported in the rehearsal."""
     families = json.loads(FIXTURE.read_text())["families"].values()
     return [sample for family in families for sample in family["samples"]]
-
-
-def _leader(group: str) -> dict[str, str]:
-    """The discovered target of a leader's gatekeeper metrics port."""
-    return {
-        "__meta_kubernetes_pod_container_port_name": gatekeeper.METRICS_PORT_NAME,
-        "__meta_kubernetes_pod_label_leaderworkerset_sigs_k8s_io_group_index": group,
-    }
 
 
 def _renamed(rules: list[dict[str, Any]], samples: list[str]) -> dict[str, str]:
@@ -191,7 +181,7 @@ def test_discovery_finds_this_stack_s_leaders_on_their_metrics_port_only() -> No
     assert selector["role"] == "pod"
     wanted = dict(pair.split("=") for pair in selector["label"].split(","))
     assert wanted == {LWS_NAME_LABEL: spec.lws_name, LWS_WORKER_INDEX_LABEL: "0"}
-    leader = _leader("1")
+    leader = leader_target("1")
     target = _relabel(scrape["relabel_configs"], leader)
     assert target is not None
     assert target[metrics.STACK_DIMENSION] == "dev"
@@ -209,7 +199,12 @@ def test_behind_a_door_the_ready_leaders_engine_is_scraped_on_vllms_port() -> No
     spec = monitoring_layer.collector_spec(load_stack("prod"), "prod")
     assert spec.engine_port == 8000
     config = _config(spec)
+    # No leader's record: the door's groups have no gatekeeper to serve it, even if asked.
+    assert spec.self_samples == ()
     (scrape,) = config["receivers"]["prometheus"]["config"]["scrape_configs"]
+    assert scrape["job_name"] == "vllm-leaders"
+    asked = dataclasses.replace(spec, self_samples=watch.SELF_SAMPLES)
+    assert metrics.collector_config(asked) == metrics.collector_config(spec)
     engine = {
         "__address__": "10.0.1.7",
         "__meta_kubernetes_pod_ip": "10.0.1.7",
@@ -278,7 +273,7 @@ def test_each_leader_s_record_is_scraped_from_its_gatekeeper_and_kept_per_group(
     assert record["metrics_path"] == gatekeeper.SELF_METRICS_ROUTE == "/metrics/self"
     for key in ("kubernetes_sd_configs", "relabel_configs", "scrape_interval", "scrape_timeout"):
         assert record[key] == engine[key], key
-    target = _relabel(record["relabel_configs"], _leader("2"))
+    target = _relabel(record["relabel_configs"], leader_target("2"))
     assert target is not None and target[metrics.GROUP_DIMENSION] == "2"
     # What the probe writes, beside a vLLM name that must not come through this job twice.
     written = [*check.GAUGES, "vllm:num_requests_waiting", "process_start_time_seconds"]
@@ -287,18 +282,6 @@ def test_each_leader_s_record_is_scraped_from_its_gatekeeper_and_kept_per_group(
     # And the vLLM job keeps none of the record's names.
     assert _renamed(engine["metric_relabel_configs"], list(check.GAUGES)) == {}
     assert record["sample_limit"] >= len(check.GAUGES)
-
-
-def test_behind_a_door_no_record_is_scraped() -> None:
-    spec = monitoring_layer.collector_spec(load_stack("prod"), "prod")
-    assert spec.self_samples == ()
-    config = _config(spec)
-    assert [
-        j["job_name"] for j in config["receivers"]["prometheus"]["config"]["scrape_configs"]
-    ] == ["vllm-leaders"]
-    # Even if asked: the door's groups have no gatekeeper to serve it.
-    asked = dataclasses.replace(spec, self_samples=watch.SELF_SAMPLES)
-    assert metrics.collector_config(asked) == metrics.collector_config(spec)
 
 
 def test_the_dashboard_reads_what_the_collector_writes() -> None:

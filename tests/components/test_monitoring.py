@@ -9,6 +9,7 @@ gatekeeper's metrics listener); to refresh it, run `make rehearse` and commit th
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -18,22 +19,11 @@ from components import watch
 from components.manifests import gatekeeper, metrics
 from components.monitoring import load_balancer_dimension
 from infra.adapters import wiring
-from infra.adapters.render import rendered_objects
-from infra.plan.sizing import plan
-from infra.plan.stackfile import load_stack
-from tests.components.test_watch import _dev_collector, _vllm_samples
+from tests import builders
+from tests.components.test_watch import _dev_collector, dev_spec
 from tools.rehearse.measure.metrics_capture import parse_exposition
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "vllm" / "metrics-v0.31.json"
-SPEC = watch.WatchSpec(
-    stack="dev",
-    region="us-west-2",
-    namespace="GemmaGraviton/dev",
-    cluster_name="eks-cluster",
-    load_balancer="net/a1b2/c3d4",
-    waiting_threshold=3,
-    server_errors_threshold=5,
-)
 
 
 @pytest.fixture(scope="module")
@@ -50,8 +40,17 @@ def _sample_family(families: dict[str, Any], sample: str) -> dict[str, Any]:
     pytest.fail(f"{sample} is not among the samples real vLLM 0.31 exported ({FIXTURE.name})")
 
 
+def _vllm_samples(widgets: list[dict[str, Any]], alarms: list[watch.AlarmSpec]) -> set[str]:
+    """Every exported vLLM metric name the dashboard and alarms read, back as the scraped name."""
+    read = json.dumps([widgets, [a.args for a in alarms]])
+    return set(re.findall(rf'"([^"]+){metrics.RAW_SUFFIX}"', read))
+
+
 def test_every_vllm_name_the_dashboard_and_alarms_use_is_real(exported: dict[str, Any]) -> None:
-    used = _vllm_samples(watch.dashboard_widgets(SPEC), watch.alarms(SPEC))
+    spec = dev_spec()
+    alarms_only = _vllm_samples([], watch.alarms(spec))
+    assert alarms_only == {watch.WAITING, watch.KV_USAGE, watch.STARTED}
+    used = _vllm_samples(watch.dashboard_widgets(spec), [])
     assert used == set(watch.SAMPLES) | set(watch.bucket_samples())
     for sample in used:
         _sample_family(exported, sample)
@@ -114,8 +113,7 @@ def _admits(policy: dict[str, Any], peer: dict[str, dict[str, str]] | None, port
 
 
 def test_the_metrics_port_admits_the_collector_only_never_the_load_balancer() -> None:
-    cfg = load_stack("dev")
-    objects = rendered_objects(cfg, plan(cfg, "dev"))
+    objects = builders.rendered("dev")
     (policy,) = [o for o in objects if o["kind"] == "NetworkPolicy"]
     (service,) = [o for o in objects if o["kind"] == "Service"]
     here = {metrics.NAMESPACE_NAME_LABEL: wiring.NAMESPACE}

@@ -85,7 +85,7 @@ def _probe_targets(container: dict[str, Any]) -> list[object]:
 
 
 @pytest.mark.parametrize(("stack", "sets"), VARIANTS)
-def test_no_probe_of_any_pod_goes_through_the_public_listener(
+def test_no_probe_goes_through_the_public_listener_and_only_the_group_reaches_the_probe_port(
     stack: str, sets: dict[str, Any]
 ) -> None:
     objects = builders.rendered(stack, sets)
@@ -94,13 +94,7 @@ def test_no_probe_of_any_pod_goes_through_the_public_listener(
         for container in pod.spec["containers"]:
             for port in _probe_targets(container):
                 assert port not in public, f"{pod.where}/{container['name']} probes {port}"
-
-
-@pytest.mark.parametrize(("stack", "sets"), VARIANTS)
-def test_only_the_group_reaches_the_probe_port_and_no_service_targets_it(
-    stack: str, sets: dict[str, Any]
-) -> None:
-    objects = builders.rendered(stack, sets)
+    # No Service targets the probe port, and no policy opens it beyond the group's own pods.
     probe = {gatekeeper.PROBE_PORT, gatekeeper.PROBE_PORT_NAME}
     for obj in objects:
         if obj["kind"] == "Service":

@@ -18,11 +18,7 @@ import pytest
 
 from components.manifests import gatekeeper, pods, programs
 from components.manifests.programs import drain, prefetch
-from infra.adapters.render import rendered_objects
-from infra.adapters.wiring import server_spec
-from infra.plan.sizing import plan
-from infra.plan.stackfile import load_stack
-from tests import door_harness
+from tests import builders, door_harness
 from tests.render_fixtures import dump
 from tools.rehearse.group.ranks import free_port
 
@@ -143,15 +139,10 @@ def test_a_worker_stopped_while_it_waits_for_its_leader_exits_at_once(tmp_path: 
         entry.kill()
 
 
-def _dev() -> list[dict]:
-    cfg = load_stack("dev")
-    return rendered_objects(cfg, plan(cfg, "dev"))
-
-
 def test_the_group_ships_its_programs_once_in_a_read_only_config_map_named_by_them(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    objects = _dev()
+    objects = builders.rendered("dev")
     maps = [o for o in objects if o["kind"] == "ConfigMap" and "programs" in o["metadata"]["name"]]
     # Named by the files' digest and immutable: each template mounts its own programs.
     digest = gatekeeper.config_digest(programs.files())[:10]
@@ -172,8 +163,7 @@ def test_the_group_ships_its_programs_once_in_a_read_only_config_map_named_by_th
                 container["volumeMounts"]
             ), (role, container["name"])
     # A changed program is a new ConfigMap.
-    cfg = load_stack("dev")
-    spec = server_spec(cfg, plan(cfg, "dev"))
+    spec = builders.planned_spec("dev")
     before = pods.programs_config(spec)["metadata"]["name"]
     assert before == maps[0]["metadata"]["name"]
     changed = {**programs.files(), "drain.py": programs.files()["drain.py"] + "# changed\n"}
@@ -182,7 +172,7 @@ def test_the_group_ships_its_programs_once_in_a_read_only_config_map_named_by_th
 
 
 def test_devs_leader_worker_set_holds_no_program_text() -> None:
-    (lws,) = [o for o in _dev() if o["kind"] == "LeaderWorkerSet"]
+    (lws,) = [o for o in builders.rendered("dev") if o["kind"] == "LeaderWorkerSet"]
     text = dump(lws)  # as committed under tests/fixtures/rendered
     for name, source in programs.files().items():
         for line in source.splitlines():

@@ -85,8 +85,7 @@ def _dev_collector() -> metrics.CollectorSpec:
     return monitoring_layer.collector_spec(load_stack("dev"), "dev")
 
 
-@pytest.fixture
-def spec() -> watch.WatchSpec:
+def dev_spec(**changes: Any) -> watch.WatchSpec:
     """As `Monitoring` builds it: names from the collector's spec, the plan's 5xx threshold."""
     collector = _dev_collector()
     return watch.WatchSpec(
@@ -97,7 +96,13 @@ def spec() -> watch.WatchSpec:
         load_balancer="net/a0123456789abcdef0123456789abcde/0123456789abcdef",
         waiting_threshold=3,
         server_errors_threshold=plan_monitoring.SERVER_ERRORS_PER_5_MINUTES,
+        **changes,
     )
+
+
+@pytest.fixture
+def spec() -> watch.WatchSpec:
+    return dev_spec()
 
 
 def _collector_config(spec: metrics.CollectorSpec | None = None) -> dict[str, Any]:
@@ -251,8 +256,15 @@ def _check_widget(widget: dict[str, Any], region: str) -> None:
 def test_every_widget_is_a_valid_metric_widget_in_the_stacks_region(spec: watch.WatchSpec) -> None:
     widgets = watch.dashboard_widgets(spec)
     assert widgets
+    # Every row reads one scrape per period: a period of one scrape interval holds one sample
+    # per leader, the Sum of a running total over the groups, not over repeated scrapes of one.
+    assert watch.PERIOD == metrics.SCRAPE_INTERVAL_SECONDS == 60
     for widget in widgets:
         _check_widget(widget, spec.region)
+        assert widget["properties"]["period"] == watch.PERIOD
+        for row in _rows(widget):
+            if row.namespace is not None:
+                assert row.options.get("period", watch.PERIOD) == watch.PERIOD, row
     # The body CloudWatch stores is the same widgets, as canonical JSON: a change in how the
     # code orders its keys is no change to the dashboard.
     body = watch.dashboard_body(spec)
@@ -330,7 +342,8 @@ def test_every_drawn_line_has_the_legend_the_readme_promises(spec: watch.WatchSp
     }
     assert {title: _visible_labels(w) for title, w in widgets.items()} == expected
     queue = widgets["Requests running and waiting"]["properties"]["annotations"]
-    assert queue == {"horizontal": [{"label": "waiting alarm", "value": spec.waiting_threshold}]}
+    threshold = _alarm(spec, "requests-waiting")["threshold"]
+    assert queue == {"horizontal": [{"label": "waiting alarm", "value": threshold}]}
 
 
 def _cumulative(row: Row) -> bool:
@@ -405,18 +418,6 @@ def test_every_metric_read_is_one_its_producer_writes(
     assert _insights(query) == Insights("MIN", "HealthyHostCount", "AWS/NetworkELB", nlb, where)
 
 
-def test_every_row_reads_one_scrape_per_period(spec: watch.WatchSpec) -> None:
-    """A period of one scrape interval holds one sample per leader: the Sum of a running total
-    over the groups, not over repeated scrapes of one."""
-    assert watch.PERIOD == metrics.SCRAPE_INTERVAL_SECONDS == 60
-    for widget in watch.dashboard_widgets(spec):
-        props = widget["properties"]
-        assert props["period"] == watch.PERIOD, props["title"]
-        for row in _rows(widget):
-            if row.namespace is not None:
-                assert row.options.get("period", props["period"]) == watch.PERIOD, row
-
-
 # ---------------------------------------------------------------------------------------------
 # CloudWatch, emulated for the part watch.py uses.
 
@@ -480,17 +481,13 @@ class Store:
         }
 
 
+#: The operators watch.py writes.
 _OPERATORS: dict[type, Callable[[float, float], Any]] = {
-    ast.Add: operator.add,
-    ast.Sub: operator.sub,
     ast.Mult: operator.mul,
     ast.Div: operator.truediv,
     ast.Gt: operator.gt,
     ast.GtE: operator.ge,
-    ast.Lt: operator.lt,
-    ast.LtE: operator.le,
     ast.Eq: operator.eq,
-    ast.NotEq: operator.ne,
 }
 
 
@@ -745,7 +742,7 @@ def _expand(template: str, match: re.Match[str]) -> str:
 
 
 def _relabel(configs: list[dict[str, Any]], labels: dict[str, str]) -> dict[str, str] | None:
-    """Prometheus relabelling (keep, drop, replace), as `relabel_config` defines it
+    """Prometheus relabelling (keep, replace), as `relabel_config` defines it
     (prometheus/model/relabel): anchored regexes, source labels joined with `;`, `replace` of
     `$1` by default, an empty result removing the label; None when the target or sample goes."""
     labels = dict(labels)
@@ -755,26 +752,29 @@ def _relabel(configs: list[dict[str, Any]], labels: dict[str, str]) -> dict[str,
         match = re.fullmatch(config.get("regex", "(.*)"), source)
         if action == "keep" and match is None:
             return None
-        if action == "drop" and match is not None:
-            return None
         if action == "replace" and match is not None:
             value = _expand(config.get("replacement", "$1"), match)
             if value:
                 labels[config["target_label"]] = value
             else:
                 labels.pop(config["target_label"], None)
-        elif action not in {"keep", "drop", "replace"}:
+        elif action not in {"keep", "replace"}:
             raise NotImplementedError(action)
     return labels
+
+
+def leader_target(group: str) -> dict[str, str]:
+    """The discovered target of a leader's gatekeeper metrics port."""
+    return {
+        "__meta_kubernetes_pod_container_port_name": gatekeeper.METRICS_PORT_NAME,
+        "__meta_kubernetes_pod_label_leaderworkerset_sigs_k8s_io_group_index": group,
+    }
 
 
 def _collect(config: dict[str, Any], store: Store, minute: int, leader: Leader) -> None:
     """One scrape of one leader by the collector, and the EMF metrics CloudWatch makes of it."""
     served = {"/metrics": leader.samples, gatekeeper.SELF_METRICS_ROUTE: leader.record}
-    meta = {
-        "__meta_kubernetes_pod_container_port_name": gatekeeper.METRICS_PORT_NAME,
-        "__meta_kubernetes_pod_label_leaderworkerset_sigs_k8s_io_group_index": leader.group,
-    }
+    meta = leader_target(leader.group)
     emf = config["exporters"]["awsemf"]
     for scrape in config["receivers"]["prometheus"]["config"]["scrape_configs"]:
         target = _relabel(scrape["relabel_configs"], meta)
@@ -896,13 +896,10 @@ def test_queue_and_kv_cache_panels_show_all_groups_and_the_fullest_leader(
         leaders[0].kv, leaders[1].kv = 0.25, (0.5, 0.6, 0.7)[minute]
 
     store = _run(collector_config, 3, step)
-    queue = _widget(spec, "Requests running and waiting")
-    assert _widget_lines(queue, store) == {
+    assert _widget_lines(_widget(spec, "Requests running and waiting"), store) == {
         "running": [6.0, 7.0, 8.0],
         "waiting": [1.0, 2.0, 3.0],
     }
-    (annotation,) = queue["properties"]["annotations"]["horizontal"]
-    assert annotation["value"] == _alarm(spec, "requests-waiting")["threshold"]
     kv = _widget(spec, "KV cache usage")
     assert _widget_lines(kv, store) == {"KV cache used": [0.5, 0.6, 0.7]}
     # A fraction: the axis is the whole of 0 to 1, as the README says.
@@ -1336,19 +1333,6 @@ def test_the_dashboard_url_opens_the_dashboard_in_its_region() -> None:
     )
 
 
-def _vllm_samples(widgets: list[dict[str, Any]], alarms: list[watch.AlarmSpec]) -> set[str]:
-    """Every exported vLLM metric name the dashboard and alarms read, back as the scraped name."""
-    read = json.dumps([widgets, [a.args for a in alarms]])
-    return set(re.findall(rf'"([^"]+){metrics.RAW_SUFFIX}"', read))
-
-
-def test_the_vllm_names_read_are_found_in_widgets_and_in_alarms(spec: watch.WatchSpec) -> None:
-    alarms_only = _vllm_samples([], watch.alarms(spec))
-    assert alarms_only == {watch.WAITING, watch.KV_USAGE, watch.STARTED}
-    widgets = watch.dashboard_widgets(spec)
-    assert _vllm_samples(widgets, []) == set(watch.SAMPLES) | set(watch.bucket_samples())
-
-
 def test_idle_nodes_alarm_counts_model_nodes_with_no_ready_leader(spec: watch.WatchSpec) -> None:
     # The bound it waits for: kedacore/keda v2.20.2 pkg/scaling/executor/scale_scaledobjects.go
     # (zero groups within cooldownPeriod + pollingInterval once the queue floor keeps the trigger
@@ -1365,4 +1349,3 @@ def test_idle_nodes_alarm_counts_model_nodes_with_no_ready_leader(spec: watch.Wa
     assert queries["up"]["metric"]["metric_name"] == metrics.exported_name(watch.WAITING)
     assert queries["idle"]["expression"] == "IF(nodes > 2, IF(FILL(up, 0) == 0, 1, 0), 0)"
     assert "18 minutes" in alarm.description
-    assert [a.key for a in watch.alarms(spec)].count("idle-nodes") == 0

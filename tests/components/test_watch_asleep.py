@@ -8,6 +8,7 @@ from components.manifests import gatekeeper
 from components.manifests.asleep import ASLEEP_PAGE, Asleep
 from components.manifests.metrics import STACK_DIMENSION
 from tests import builders
+from tests.components import test_watch
 from tests.components.test_watch import Store, _alarm_fires, _filter_matches, _log_lines, _record
 
 MINUTES = 30
@@ -35,17 +36,7 @@ def _door_lines(answers: list[tuple[int, int]]) -> list[str]:
 
 
 def _spec(elastic: bool) -> watch.WatchSpec:
-    return watch.WatchSpec(
-        stack="prod",
-        region="us-east-1",
-        namespace="gemma-graviton/prod",
-        cluster_name="gemma-graviton-prod-eks",
-        load_balancer="net/a0123456789abcdef0123456789abcde/0123456789abcdef",
-        waiting_threshold=3,
-        server_errors_threshold=10,
-        elastic=elastic,
-        wake_seconds=ASLEEP.wake_seconds,
-    )
+    return test_watch.dev_spec(elastic=elastic, wake_seconds=ASLEEP.wake_seconds)
 
 
 def _door_minute(store: Store, spec: watch.WatchSpec, minute: int, asleep_answers: int) -> None:
