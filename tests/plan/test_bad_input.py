@@ -293,33 +293,3 @@ def test_unknown_flag_is_one_line(capsys) -> None:
         main(["--frobnicate"])
     assert exit_.value.code == 2
     assert capsys.readouterr().err.count("\n") == 1
-
-
-@pytest.mark.parametrize(
-    ("value", "message"),
-    [
-        (
-            "maxLogprobs=21",
-            "error: `maxLogprobs` must be less than or equal to 20 (got 21); use auto or a "
-            "number from 0 to 20\n",
-        ),
-        (
-            "clientConnections=0",
-            "error: `clientConnections` must be greater than 0 (got 0); use auto or a positive "
-            "number of connections such as 16\n",
-        ),
-        (
-            "maxSchemaBytes=-1",
-            "error: `maxSchemaBytes` must be greater than or equal to 0 (got -1); use auto, 0 or "
-            "a number of bytes such as 8192\n",
-        ),
-        (
-            "maxSequencesPerRequest=20",
-            "error: `maxSequencesPerRequest` 20 is more than the 10 sequences one client may have "
-            "in flight; use at most 10, or raise `clientConcurrentRequests`\n",
-        ),
-    ],
-)
-def test_front_door_limits_refused_through_set(value: str, message: str, capsys) -> None:
-    assert main(["--stack", "dev", "--set", value]) == 2
-    assert capsys.readouterr().err == message

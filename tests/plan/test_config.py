@@ -284,6 +284,26 @@ BAD_INPUTS = [
         "`instanceType` m7g.large leaves no whole CPU for a model pod after its other tenants; "
         "choose a type with at least 4 vCPU, such as m7g.2xlarge",
     ),
+    (
+        ["maxLogprobs=21"],
+        "`maxLogprobs` must be less than or equal to 20 (got 21); use auto or a number from 0 to "
+        "20",
+    ),
+    (
+        ["clientConnections=0"],
+        "`clientConnections` must be greater than 0 (got 0); use auto or a positive number of "
+        "connections such as 16",
+    ),
+    (
+        ["maxSchemaBytes=-1"],
+        "`maxSchemaBytes` must be greater than or equal to 0 (got -1); use auto, 0 or a number of "
+        "bytes such as 8192",
+    ),
+    (
+        ["maxSequencesPerRequest=20"],
+        "`maxSequencesPerRequest` 20 is more than the 10 sequences one client may have in flight; "
+        "use at most 10, or raise `clientConcurrentRequests`",
+    ),
 ]
 
 
