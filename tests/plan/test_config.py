@@ -19,7 +19,8 @@ CHEAPEST_TYPE_FIX = (
     "ranks them all)"
 )
 
-# (--set values, exact message). Each row is a mistake a user of this project can make.
+# (--set values, exact message). Each row is a mistake a user of this project can make; those
+# test_bad_input.CASES print whole, through both readers and with their fix, are not repeated.
 BAD_INPUTS = [
     (
         ["instanceTyp=m7g.2xlarge"],
@@ -37,43 +38,10 @@ BAD_INPUTS = [
         "are arm64; choose a Graviton type such as m7g.2xlarge or m8g.4xlarge",
     ),
     (
-        ["model=meta-llama/Llama-3-8B"],
-        "`model` meta-llama/Llama-3-8B is not in the catalogue (google/gemma-4-12B-it, "
-        "google/gemma-4-26B-A4B-it); choose "
-        "one of those, or describe the model in `modelProfile`",
-    ),
-    (
         ["instanceType=c7g.xlarge"],
         "`instanceType` c7g.xlarge (2 GiB per pod) cannot hold google/gemma-4-12B-it at any split "
         "(1 stage(s) need 33.7 GiB per pod before any KV cache; 8 stage(s) need 12.0 GiB per pod "
         "before any KV cache); choose a larger type such as m7g.4xlarge",
-    ),
-    (
-        ["weightPrefetch=false", "kvCacheBytes=4294967296"],
-        "`kvCacheBytes` 4294967296 (4.00 GiB) is more than vLLM's memory guard will see on rank 0 "
-        "(0.58 GiB: the checkpoint's page cache is charged to the engine container); set it to at "
-        "most 559939584 or auto, or set `weightPrefetch: true`",
-    ),
-    (
-        [
-            "weightPrefetch=false",
-            "kvCacheBytes=400000000",
-            "maxModelLen=4096",
-            "pipelineStages=2",
-            "maxNumBatchedTokens=4096",
-        ],
-        "`maxModelLen` 4096 tokens need 0.68 GiB of KV cache per rank, more than the 0.37 GiB "
-        "available to it (vLLM would estimate a maximum of 2048); set it to at most 2048 or auto, "
-        "or give the KV cache more memory",
-    ),
-    (
-        ["replicas=0"],
-        "`replicas` must be greater than or equal to 1 (got 0); use an integer from 1 to 16",
-    ),
-    (
-        ["allowedCidrs=[10.0.0.0/33]"],
-        "`allowedCidrs` must be a valid IPv4 network (got ['10.0.0.0/33']); list IPv4 ranges "
-        "such as 203.0.113.0/24",
     ),
     (
         ["allowedCidrs=[0.0.0.0/0]", "allowPlainHttp=false"],
@@ -103,38 +71,6 @@ BAD_INPUTS = [
         "expand); use an id such as google/gemma-4-12B-it",
     ),
     (
-        ["availabilityZone=eu-west-1a"],
-        "`availabilityZone` eu-west-1a is not a zone of region us-west-2; use a zone such as "
-        "us-west-2a, or change `region`",
-    ),
-    (
-        ["podMemoryGiB=-3"],
-        "`podMemoryGiB` must be greater than 0 (got -3); use auto or a positive number of GiB "
-        "such as 26",
-    ),
-    (
-        ["kvCacheBytes=-1"],
-        "`kvCacheBytes` must be greater than 0 (got -1); use auto or a positive number of bytes "
-        "such as 400000000",
-    ),
-    (
-        ["maxModelLen=200000"],
-        "`maxModelLen` 200000 is above google/gemma-4-12B-it's context of 131072; use at most "
-        "131072, or auto",
-    ),
-    (
-        ["vllmImage=vllm/vllm-openai-cpu:latest"],
-        "`vllmImage` must be a version tag and its digest, repository:tag@sha256:... (got "
-        "'vllm/vllm-openai-cpu:latest'); drop the key and run `make pin-images`, or pin a version "
-        "and its digest, such as vllm/vllm-openai-cpu:v0.31.0-arm64@sha256:<64 hex digits>",
-    ),
-    (
-        ["vllmImage=vllm/vllm-openai-cpu:v0.31.0-arm64"],
-        "`vllmImage` vllm/vllm-openai-cpu:v0.31.0-arm64 is pinned by a tag only, which a registry "
-        "can move; pin it by digest as vllm/vllm-openai-cpu:v0.31.0-arm64@sha256:<the index's "
-        "digest>, or drop the key and run `make pin-images`, which pins the default's",
-    ),
-    (
         ["vllmImage=vllm/vllm-openai-cpu:v0.31.0-arm64@sha256:abc"],
         "`vllmImage` vllm/vllm-openai-cpu:v0.31.0-arm64@sha256:abc has a malformed digest; write "
         "it as vllm/vllm-openai-cpu:v0.31.0-arm64@sha256:<64 hex digits>",
@@ -147,20 +83,6 @@ BAD_INPUTS = [
         "(components/manifests/images.json) lists, and other builds of vLLM do not run on "
         "Graviton's CPUs; use a vllm/vllm-openai-cpu tag ending in -arm64 and its digest, or set "
         "`vllmImageOwnBuild: true` if it is your own CPU arm64 build",
-    ),
-    (
-        ["pipelineStages=1"],
-        "`pipelineStages` 1 stage(s) put 33.7 GiB of weights and runtime on rank 0, more than its "
-        "26 GiB pod; use more stages or auto, or choose a larger `instanceType`",
-    ),
-    (
-        ["podMemoryGiB=40"],
-        "`podMemoryGiB` 40 GiB is more than the 26.0 GiB a m7g.2xlarge node can give after its "
-        "other tenants; set it to at most 26 or auto, or choose a larger `instanceType`",
-    ),
-    (
-        ["tags={owner: me}"],
-        "`tags` may not set the managed tag 'owner'; remove it; it comes from the `owner` key",
     ),
     (
         ["clusterAdminArns=[arn:aws:sts::123456789012:assumed-role/ci/run-42]"],
@@ -207,19 +129,6 @@ BAD_INPUTS = [
         "carry; remove those characters from the tag",
     ),
     (
-        ["nodeSubnets=dmz"],
-        "`nodeSubnets` must be 'private' or 'public' (got 'dmz'); use private or public",
-    ),
-    (
-        ["modelProfile={layers: 4}"],
-        "`modelProfile.slidingPerFull` is required; give every field of the profile (see "
-        "docs/planning.md)",
-    ),
-    (
-        ["max_model_len=2048"],
-        "`max_model_len` is not a gemma-graviton stack key; did you mean `maxModelLen`?",
-    ),
-    (
         [
             "modelProfile={layers: -4, slidingPerFull: 5, slidingKvHeads: 8, slidingHeadDim: 256, "
             "fullKvHeads: 1, fullHeadDim: 512, slidingWindow: 1024, hiddenSize: 3840, "
@@ -250,11 +159,6 @@ BAD_INPUTS = [
         "(got 'many'); give every field of the profile (see docs/planning.md)",
     ),
     (
-        ["kubernetesVersion=latest"],
-        "`kubernetesVersion` has the wrong form (got 'latest'); use a pinned minor version such "
-        "as 1.35",
-    ),
-    (
         ["allowedCidrs=203.0.113.0/24"],
         "`allowedCidrs` must be a list (got '203.0.113.0/24'); write a list, as --set "
         "'allowedCidrs=[\"203.0.113.0/32\"]' or one `- 203.0.113.0/32` line per item under the "
@@ -270,11 +174,6 @@ BAD_INPUTS = [
         "such as 10.42.0.0/16",
     ),
     (
-        ["weightPrefetch=maybe"],
-        "`weightPrefetch` must be a valid boolean, unable to interpret input (got 'maybe'); use "
-        "true or false",
-    ),
-    (
         ["chatPage=sometimes"],
         "`chatPage` must be a valid boolean, unable to interpret input (got 'sometimes'); use "
         "true or false",
@@ -283,16 +182,6 @@ BAD_INPUTS = [
         ["instanceType=m7g.large"],
         "`instanceType` m7g.large leaves no whole CPU for a model pod after its other tenants; "
         "choose a type with at least 4 vCPU, such as m7g.2xlarge",
-    ),
-    (
-        ["maxLogprobs=21"],
-        "`maxLogprobs` must be less than or equal to 20 (got 21); use auto or a number from 0 to "
-        "20",
-    ),
-    (
-        ["clientConnections=0"],
-        "`clientConnections` must be greater than 0 (got 0); use auto or a positive number of "
-        "connections such as 16",
     ),
     (
         ["maxSchemaBytes=-1"],
