@@ -231,6 +231,14 @@ CASES = [
          "drop --set hfToken", file=False),
     Case("plain secret in a file", {"hfToken": "hf_plain"}, "hfToken", {"hfToken": None},
          "--secret hfToken", cli=False),
+    Case("plain secret without the hf_ prefix", {"hfToken": "plain-value-1234567890"}, "hfToken",
+         {"hfToken": None}, "--secret hfToken",
+         "`hfToken` is a secret but is stored in plain text; run `pulumi config set --secret "
+         "hfToken <value>` and remove the plain value", cli=False),
+    Case("plain API key in a file", {"apiKey": "plain-value-1234567890"}, "apiKey",
+         {"apiKey": None}, "--secret apiKey",
+         "`apiKey` is a secret but is stored in plain text; run `pulumi config set --secret "
+         "apiKey <value>` and remove the plain value", cli=False),
 ]  # fmt: skip
 
 
@@ -295,25 +303,29 @@ def test_bad_input_through_a_stack_file(
     _plans(["--stack", "good"], capsys)
 
 
-# Stack files that cannot be read as a stack at all: (case name, text, key named).
+# Stack files that cannot be read as a stack at all: (case name, text, how the message starts).
 UNREADABLE = [
-    ("tab", _file({}).replace("  gemma-graviton:owner", "\tgemma-graviton:owner"), "owner"),
-    ("non-mapping config", "config:\n  - gemma-graviton:owner: x\n", "config"),
-    ("top-level list", "- config\n", "--stack"),
-    ("duplicate key", _file({}) + "  gemma-graviton:owner: other\n", "owner"),
-    ("syntax", _file({}).replace("[203.0.113.0/24]", "[203.0.113.0/24"), "allowedCidrs"),
-    ("foreign namespace", _file({}) + "  aws:region: us-east-1\n", "aws:region"),
-    ("oversized", _file({}) + "#" * 70_000 + "\n", "--stack"),
+    ("tab", _file({}).replace("  gemma-graviton:owner", "\tgemma-graviton:owner"), "`owner` "),
+    ("non-mapping config", "config:\n  - gemma-graviton:owner: x\n", "`config` "),
+    ("top-level list", "- config\n", "`--stack` "),
+    ("duplicate key", _file({}) + "  gemma-graviton:owner: other\n", "`owner` "),
+    ("syntax", _file({}).replace("[203.0.113.0/24]", "[203.0.113.0/24"), "`allowedCidrs` "),
+    (
+        "foreign namespace",
+        _file({}) + "  aws:region: us-east-1\n",
+        "`aws:region` is outside the gemma-graviton: namespace",
+    ),
+    ("oversized", _file({}) + "#" * 70_000 + "\n", "`--stack` "),
 ]
 
 
 @pytest.mark.parametrize(
-    ("text", "key"), [u[1:] for u in UNREADABLE], ids=[u[0] for u in UNREADABLE]
+    ("text", "start"), [u[1:] for u in UNREADABLE], ids=[u[0] for u in UNREADABLE]
 )
-def test_unreadable_stack_file(text: str, key: str, stacks, capsys) -> None:
+def test_unreadable_stack_file(text: str, start: str, stacks, capsys) -> None:
     (stacks / "Pulumi.bad.yaml").write_text(text)
     err = _one_line_error(["--stack", "bad"], capsys)
-    assert err.startswith(f"error: `{key}` "), err
+    assert err.startswith(f"error: {start}"), err
     (stacks / "Pulumi.good.yaml").write_text(_file({}))
     _plans(["--stack", "good"], capsys)
 
