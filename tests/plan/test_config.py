@@ -159,12 +159,6 @@ BAD_INPUTS = [
         "(got 'many'); give every field of the profile (see docs/planning.md)",
     ),
     (
-        ["allowedCidrs=203.0.113.0/24"],
-        "`allowedCidrs` must be a list (got '203.0.113.0/24'); write a list, as --set "
-        "'allowedCidrs=[\"203.0.113.0/32\"]' or one `- 203.0.113.0/32` line per item under the "
-        "key in the stack file",
-    ),
-    (
         ["tags=costCenter"],
         "`tags` must be a mapping (got 'costCenter'); give a map of string keys to string values",
     ),
