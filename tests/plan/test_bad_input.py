@@ -125,7 +125,9 @@ CASES = [
          "`availabilityZone` eu-west-1a is not a zone of region us-west-2; use a zone such as "
          "us-west-2a, or change `region`"),
     Case("control plane in the node zone", {"controlPlaneZone": "us-west-2a"},
-         "controlPlaneZone", {"controlPlaneZone": "auto"}, "auto"),
+         "controlPlaneZone", {"controlPlaneZone": "auto"}, "auto",
+         "`controlPlaneZone` must differ from `availabilityZone` (EKS needs subnets in two zones); "
+         "choose another zone of the region, or auto"),
     Case("node subnets", {"nodeSubnets": "dmz"}, "nodeSubnets", {"nodeSubnets": "public"},
          "public",
          "`nodeSubnets` must be 'private' or 'public' (got 'dmz'); use private or public"),
@@ -138,22 +140,31 @@ CASES = [
          "'a-b'"),
     Case("tag key too long", {"tags": "{" + "k" * 129 + ": v}"}, "tags",
          {"tags": "{" + "k" * 128 + ": v}"}, "shorten it to 128"),
-    Case("owner line break", {"owner": "a\nb"}, "owner", {"owner": "a-b"}, "'a-b'", file=False),
+    Case("owner line break", {"owner": "a\nb"}, "owner", {"owner": "a-b"}, "'a-b'",
+         "`owner` 'a\\nb' holds '\\n'; it becomes the tag `owner`, whose value is at most 256 "
+         "letters, digits, spaces and _ . : / + - @; use 'a-b'", file=False),
     Case("owner line break in a file", {"owner": '"a\\nb"'}, "owner", {"owner": "a-b"}, "'a-b'",
          cli=False),
     Case("owner '='", {"owner": "a=b"}, "owner", {"owner": "a-b"}, "'a-b'"),
     Case("owner too long", {"owner": "o" * 257}, "owner", {"owner": "o" * 256},
          "shorten it to 256"),
     Case("zone letter", {"availabilityZone": "us-west-2z"}, "availabilityZone",
-         {"availabilityZone": "us-west-2a"}, "us-west-2a"),
+         {"availabilityZone": "us-west-2a"}, "us-west-2a",
+         "`availabilityZone` us-west-2z is not a zone of us-west-2, whose zones are us-west-2a to "
+         "us-west-2d; use one of them, such as us-west-2a"),
     Case("control plane zone letter", {"controlPlaneZone": "us-west-2e"}, "controlPlaneZone",
          {"controlPlaneZone": "us-west-2b"}, "us-west-2b"),
     Case("download rate tiny", {"downloadMBps": "0.0001"}, "downloadMBps",
-         {"downloadMBps": "140"}, "140"),
+         {"downloadMBps": "140"}, "140",
+         "`downloadMBps` 0.0001 MB/s is below 1 MB/s, the slowest model download the plan takes; "
+         "use a measured rate of at least 1, or the default 140"),
     Case("download rate not a number", {"downloadMBps": "nan"}, "downloadMBps",
          {"downloadMBps": "140"}, "140"),
     Case("download rate above the network", {"downloadMBps": "5000"}, "downloadMBps",
-         {"downloadMBps": "625"}, "625"),
+         {"downloadMBps": "625"}, "625",
+         "`downloadMBps` 5000 MB/s is above 625 MB/s, the most an m7g.2xlarge moves through an "
+         "internet gateway (EC2 caps that at 5 Gbit/s below 32 vCPUs, else at half the instance's "
+         "bandwidth); use 625 or less, such as 140"),
     Case("download rate above a 32-vCPU type's network", {"instanceType": "m7g.8xlarge",
          "downloadMBps": "1000"}, "downloadMBps", {"downloadMBps": "937.5"}, "937.5"),
     Case("version gone", {"kubernetesVersion": "1.30"}, "kubernetesVersion",
@@ -202,7 +213,9 @@ CASES = [
          {"maxNumBatchedTokens": "auto"}, "auto"),
     Case("context cap", {"maxContextCap": "100"}, "maxContextCap", {"maxContextCap": "8192"},
          "8192"),
-    Case("download rate", {"downloadMBps": "0"}, "downloadMBps", {"downloadMBps": "140"}, "140"),
+    Case("download rate", {"downloadMBps": "0"}, "downloadMBps", {"downloadMBps": "1"}, "140",
+         "`downloadMBps` must be greater than 0 (got 0); use a rate of at least 1 MB/s, such as "
+         "140"),
     Case("boolean", {"weightPrefetch": "maybe"}, "weightPrefetch", {"weightPrefetch": "true"},
          "true",
          "`weightPrefetch` must be a valid boolean, unable to interpret input (got 'maybe'); use "
