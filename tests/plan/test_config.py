@@ -298,9 +298,6 @@ RULES = [
     ({"vpcCidr": "100.64.0.0/16"},
      "`vpcCidr` 100.64.0.0/16 is not a private (RFC 1918) range; the VPC's addresses must not "
      "shadow public ones; use a private range such as 10.42.0.0/16"),
-    ({"controlPlaneZone": "us-west-2a"},
-     "`controlPlaneZone` must differ from `availabilityZone` (EKS needs subnets in two zones); "
-     "choose another zone of the region, or auto"),
     ({"controlPlaneZone": "us-east-1b"},
      "`controlPlaneZone` us-east-1b is not a zone of region us-west-2; use a zone such as "
      "us-west-2a, or change `region`"),
