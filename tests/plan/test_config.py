@@ -19,6 +19,13 @@ CHEAPEST_TYPE_FIX = (
     "ranks them all)"
 )
 
+# A whole model profile as --set writes it; rows below change one field of it.
+PROFILE = (
+    "{layers: 4, slidingPerFull: 5, slidingKvHeads: 8, slidingHeadDim: 256, fullKvHeads: 1, "
+    "fullHeadDim: 512, slidingWindow: 1024, hiddenSize: 3840, vocabSize: 262144, "
+    "checkpointBytes: 1000, maxContext: 4096}"
+)
+
 # (--set values, exact message). Each row is a mistake a user of this project can make; those
 # test_bad_input.CASES print whole, through both readers and with their fix, are not repeated.
 BAD_INPUTS = [
@@ -129,11 +136,7 @@ BAD_INPUTS = [
         "carry; remove those characters from the tag",
     ),
     (
-        [
-            "modelProfile={layers: -4, slidingPerFull: 5, slidingKvHeads: 8, slidingHeadDim: 256, "
-            "fullKvHeads: 1, fullHeadDim: 512, slidingWindow: 1024, hiddenSize: 3840, "
-            "vocabSize: 262144, checkpointBytes: 1000, maxContext: 4096}"
-        ],
+        ["modelProfile=" + PROFILE.replace("layers: 4", "layers: -4")],
         "`modelProfile.layers` must be greater than 0 (got -4); give every field of the profile "
         "(see docs/planning.md)",
     ),
@@ -142,19 +145,11 @@ BAD_INPUTS = [
         "`zzzzqqqq` is not a gemma-graviton stack key; remove it (see docs/planning.md)",
     ),
     (
-        [
-            "modelProfile={layers: 4, slidingPerFull: 5, slidingKvHeads: 8, slidingHeadDim: 256, "
-            "fullKvHeads: 1, fullHeadDim: 512, slidingWindow: 1024, hiddenSize: 3840, "
-            "vocabSize: 262144, checkpointBytes: 1000, maxContext: 4096, colour: 1}"
-        ],
+        ["modelProfile=" + PROFILE.replace("}", ", colour: 1}")],
         "`modelProfile.colour` is not a field of the model profile; remove it",
     ),
     (
-        [
-            "modelProfile={layers: many, slidingPerFull: 5, slidingKvHeads: 8, "
-            "slidingHeadDim: 256, fullKvHeads: 1, fullHeadDim: 512, slidingWindow: 1024, "
-            "hiddenSize: 3840, vocabSize: 262144, checkpointBytes: 1000, maxContext: 4096}"
-        ],
+        ["modelProfile=" + PROFILE.replace("layers: 4", "layers: many")],
         "`modelProfile.layers` must be a valid integer, unable to parse string as an integer "
         "(got 'many'); give every field of the profile (see docs/planning.md)",
     ),
