@@ -13,6 +13,7 @@ from infra.plan.config import ConfigError
 from infra.plan.loading import check_secrets, load_config
 from infra.plan.sizing import plan
 from tests.plan.profiles import REQUIRED as MINIMAL
+from tests.plan.profiles import small_gemma
 
 CHEAPEST_TYPE_FIX = (
     "choose r7g.2xlarge, the cheapest type that starts this stack ($475.23/month; `--compare` "
@@ -397,18 +398,11 @@ def test_only_private_client_ranges_make_an_internal_load_balancer() -> None:
 
 def test_a_described_model_keeps_the_stack_s_name_and_every_field() -> None:
     profile = {
-        "layers": 26,
-        "slidingPerFull": 5,
-        "slidingKvHeads": 1,
-        "slidingHeadDim": 256,
+        **small_gemma(26),
         "fullKvHeads": 2,
         "fullHeadDim": 512,
-        "slidingWindow": 512,
-        "hiddenSize": 1152,
-        "vocabSize": 262144,
         "checkpointBytes": 2_000_000_000,
         "nonTextBytes": 1000,
-        "maxContext": 32768,
         "tiedEmbeddings": False,
     }
     cfg = load_config({**MINIMAL, "model": "example/small", "modelProfile": profile})
