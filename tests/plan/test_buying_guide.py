@@ -12,7 +12,7 @@ from infra.plan.config import ConfigError
 from infra.plan.economics import economics
 from infra.plan.sizing import plan
 from infra.plan.stackfile import load_stack
-from tests.plan.test_verdict_and_advice import REPORT, TODAY, _json, _out
+from tests.plan.test_verdict_and_advice import TODAY, _json, _out
 
 
 @settings(max_examples=60, deadline=None)
@@ -109,13 +109,6 @@ def test_table_states_units_and_provenance(capsys: pytest.CaptureFixture[str]) -
     assert "$ per million tokens" in out
     assert "request limit" in out
     assert "decode, short requests" in out
-
-
-def test_a_what_if_that_adds_a_node_says_so(capsys: pytest.CaptureFixture[str]) -> None:
-    out = _out(capsys, *REPORT)
-    warnings = out.split("\nwarnings:\n", 1)[1]
-    assert "  - 3 x m7g.2xlarge instead of 2 x m7g.2xlarge" in warnings
-    assert "too little KV for 2 stages" in warnings and "/month" in warnings
 
 
 def test_extended_support_is_priced_from_its_date() -> None:

@@ -268,12 +268,11 @@ def test_wake_up_from_zero_uses_the_cold_start_model() -> None:
 
 
 def test_costs_rise_from_fewest_to_schedule_to_most() -> None:
-    _, _, e = _elastic()
+    cfg, p, e = _elastic()
     assert e.usd_month_fewest is not None and e.usd_month_most is not None
     assert e.usd_month_schedule is not None
     assert e.usd_month_fewest < e.usd_month_schedule < e.usd_month_most
     # The schedule's month is the fewest plus one group's share of 55 of 168 hours.
-    cfg, p, _ = _elastic()
     one = elastic.month_usd(cfg, p, 1, TODAY)
     assert one is not None and e.usd_month_fewest < one < e.usd_month_most
     share = (one - e.usd_month_fewest) * 55 / 168
@@ -292,7 +291,7 @@ def test_system_group_holds_the_system_pods_and_survives_a_drain() -> None:
 
 
 def test_quota_at_the_most_counts_surge_and_system_nodes() -> None:
-    _, p, e = _elastic()
+    cfg, p, e = _elastic()
     # An `instanceType` change runs a second node group beside the first (instance_types is
     # ForceNew, hashicorp/terraform-provider-aws internal/service/eks/node_group.go, commit
     # 012e0a32; create before delete): with 6 nodes that is more than a node replacement's 2
@@ -300,7 +299,6 @@ def test_quota_at_the_most_counts_surge_and_system_nodes() -> None:
     assert 2 * p.nodes > p.nodes + 2
     assert e.vcpus_at_most == (2 * p.nodes + p.rollout.surge_nodes) * 8 + e.system.nodes * 2
     assert p.rollout.surge_nodes == 2
-    cfg, p, _ = _elastic()
     elastic.check_quota(cfg.model_copy(update={"vcpu_quota": e.vcpus_at_most}), p)
     with pytest.raises(ConfigError) as refused:
         elastic.check_quota(cfg.model_copy(update={"vcpu_quota": e.vcpus_at_most - 1}), p)

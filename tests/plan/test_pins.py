@@ -355,16 +355,6 @@ def test_the_plan_refuses_a_recorded_index_without_arm64(
         assert result.stderr.strip().splitlines()[-1].endswith(REFUSED.format(ref=ref)), args
 
 
-def test_the_plan_refuses_a_tag_only_image() -> None:
-    result = run_plan(images.PIN_FILE, "--set", "vllmImage=vllm/vllm-openai-cpu:x86")
-    assert result.returncode == 2
-    assert result.stderr.strip().endswith(
-        "`vllmImage` vllm/vllm-openai-cpu:x86 is pinned by a tag only, which a registry can "
-        "move; pin it by digest as vllm/vllm-openai-cpu:x86@sha256:<the index's digest>, or drop "
-        "the key and run `make pin-images`, which pins the default's"
-    )
-
-
 @pytest.mark.parametrize(
     ("repository", "host", "path"),
     [

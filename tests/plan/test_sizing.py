@@ -281,7 +281,7 @@ NO_SPLIT = (
     "as m7g.4xlarge"
 )
 # Every refusal of the planner, with the key it blames, the rule and the fix (those a user meets
-# through the CLI too are tests/plan/test_config.py's BAD_INPUTS).
+# through the CLI too are test_config.py's BAD_INPUTS and test_bad_input.py's CASES).
 REFUSALS = [
     ({"instanceType": "m6g.4xlarge"},
      "`instanceType` m6g.4xlarge is graviton2, whose cores have no bf16 instructions; vLLM's Arm "

@@ -83,7 +83,9 @@ def test_warnings_are_listed_once_at_the_end(capsys: pytest.CaptureFixture[str])
     before, listed = out.split("\nwarnings:\n")
     items = [line[4:] for line in listed.splitlines()]
     assert len(items) == 4
+    # The what-if that adds a node says so, and what it costs.
     assert items[0].startswith("3 x m7g.2xlarge instead of 2 x m7g.2xlarge")
+    assert "too little KV for 2 stages" in items[0] and "/month" in items[0]
     assert f"warnings: {len(items)}, listed at the end" in before.splitlines()
     for item in items:
         assert out.count(item) == 1, item
