@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from components import watch
-from components.manifests import gatekeeper, gatekeeper_conf, probes
+from components.manifests import gatekeeper, gatekeeper_answers, gatekeeper_conf, probes
 from components.manifests.asleep import Asleep
 from components.manifests.gatekeeper import key_file_text, nginx_conf
 from components.manifests.gatekeeper_conf import ERRORS, PASSED_HEADERS, njs_script
@@ -232,13 +232,22 @@ def test_every_status_the_gatekeeper_produces_has_a_json_page() -> None:
     assert {int(status) for status in pages} == set(ERRORS) - {408, 502} | {494}
     assert pages["494"] == "/.gatekeeper/e431"
     assert conf.count("\n        error_page 502 = @vllm_unreachable;") == 3
+    opening = r"location = /\.gatekeeper/([\w-]+) \{ internal; (?:[a-z_]+ [^;]+; )*"
+    answers = {
+        name: (int(status), json.loads(body)["error"])
+        for name, status, body in re.findall(opening + r"return (\d{3}) '(.*?)\\n'", conf)
+    }
     for status in set(ERRORS) - {408, 502}:
-        opening = rf"location = /\.gatekeeper/e{status} {{ internal; (?:[a-z_]+ [^;]+; )*"
-        body = re.search(opening + rf"return {status} '(.*?)\\n'", conf)
-        assert body, status
-        error = json.loads(body.group(1))["error"]
-        assert error["code"] == status and error["type"] == ERRORS[status][0]
-    assert "Request body over 327680 bytes" in conf
+        kind, message = ERRORS[status]
+        message = "Request body over 327680 bytes" if status == 413 else message
+        assert answers[f"e{status}"] == (status, {"message": message, "type": kind, "code": status})
+    # OpenAI's error types, and the busy pages' own messages.
+    assert [ERRORS[status][0] for status in (429, 503, 504)] == [
+        "rate_limit_error",
+        "service_unavailable_error",
+        "timeout_error",
+    ]
+    assert answers["busy"][1]["message"] == gatekeeper_answers.BUSY_MESSAGE
 
 
 def test_the_metrics_listener_passes_metrics_only_and_logs_no_scrape() -> None:

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from components import manifests
-from components.manifests import gatekeeper, gatekeeper_answers, images, probes, programs
+from components.manifests import gatekeeper, images, probes, programs
 from components.manifests.engine import EngineSpec, engine_args
 from components.manifests.pods import PROGRAMS_ANNOTATION
 from components.manifests.spec import ServerSpec, config_digest, key_fingerprint, object_labels
@@ -536,37 +536,6 @@ def test_a_command_line_is_shown_shell_quoted() -> None:
 
 
 # -- what the gatekeeper answers ---------------------------------------------------------------
-
-
-def _returns(conf: str) -> dict[int, dict[str, Any]]:
-    """Status -> the JSON body of every `return <status> '<body>\\n'` line of the config."""
-    bodies = {}
-    for status, body in re.findall(r"return (\d{3}) '(.*?)\\n'", conf):
-        bodies[int(status)] = json.loads(body)
-    return bodies
-
-
-def test_refusals_are_openai_style_json_errors() -> None:
-    conf = gatekeeper.nginx_conf(LIMITS)
-    busy_page = gatekeeper_answers.BUSY_PAGE
-    busy = _returns("\n".join(line for line in conf.splitlines() if f"{busy_page} " in line))
-    assert busy[503]["error"]["message"] == gatekeeper_answers.BUSY_MESSAGE
-    bodies = _returns("\n".join(line for line in conf.splitlines() if busy_page not in line))
-    assert set(bodies) == {400, 401, 404, 405, 413, 414, 429, 431, 500, 501, 503, 504, 505}
-    for status, body in bodies.items():
-        assert body["error"]["code"] == status and body["error"]["message"]
-    assert bodies[413]["error"] == {
-        "message": "Request body over 327680 bytes",
-        "type": "invalid_request_error",
-        "code": 413,
-    }
-    assert bodies[503]["error"] == {
-        "message": "The model is restarting or unavailable; retry later",
-        "type": "service_unavailable_error",
-        "code": 503,
-    }
-    assert bodies[429]["error"]["type"] == "rate_limit_error"
-    assert bodies[504]["error"]["type"] == "timeout_error"
 
 
 def test_the_config_s_buffers_timeouts_and_log() -> None:
