@@ -451,10 +451,17 @@ def test_the_service_reaches_leaders_through_an_nlb() -> None:
     }
     assert svc["spec"]["loadBalancerSourceRanges"] == ["203.0.113.0/24"]
     arn = "arn:aws:acm:us-west-2:123456789012:certificate/abc"
-    tls = manifests.service(replace(SPEC, tls_certificate_arn=arn))["metadata"]["annotations"]
-    assert tls["service.beta.kubernetes.io/aws-load-balancer-ssl-negotiation-policy"] == (
-        "ELBSecurityPolicy-TLS13-1-2-2021-06"
-    )
+    tls = manifests.service(replace(SPEC, tls_certificate_arn=arn))
+    assert tls["spec"]["ports"] == [
+        {"name": "https", "port": 443, "targetPort": "gatekeeper", "protocol": "TCP"}
+    ]
+    assert {k: v for k, v in tls["metadata"]["annotations"].items() if "-ssl-" in k} == {
+        "service.beta.kubernetes.io/aws-load-balancer-ssl-cert": arn,
+        "service.beta.kubernetes.io/aws-load-balancer-ssl-ports": "https",
+        "service.beta.kubernetes.io/aws-load-balancer-ssl-negotiation-policy": (
+            "ELBSecurityPolicy-TLS13-1-2-2021-06"
+        ),
+    }
     internal = manifests.service(replace(SPEC, internal_load_balancer=True))["metadata"]
     assert internal["annotations"] == {
         **svc["metadata"]["annotations"],

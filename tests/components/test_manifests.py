@@ -205,18 +205,6 @@ def test_service_can_never_route_to_a_worker() -> None:
     ]
 
 
-def test_tls_listener_with_a_certificate() -> None:
-    arn = "arn:aws:acm:us-west-2:123456789012:certificate/0a1b2c3d-aaaa-bbbb"
-    _, _, objects = _objects(tlsCertificateArn=arn)
-    svc = _kind(objects, "Service")
-    assert svc["spec"]["ports"] == [
-        {"name": "https", "port": 443, "targetPort": "gatekeeper", "protocol": "TCP"}
-    ]
-    annotations = svc["metadata"]["annotations"]
-    assert annotations["service.beta.kubernetes.io/aws-load-balancer-ssl-cert"] == arn
-    assert annotations["service.beta.kubernetes.io/aws-load-balancer-ssl-ports"] == "https"
-
-
 def test_volume_cache_uses_a_claim_per_rank() -> None:
     _, p, objects = _objects(modelCache="volume")
     template = _kind(objects, "LeaderWorkerSet")["spec"]["leaderWorkerTemplate"]
