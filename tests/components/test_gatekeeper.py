@@ -17,18 +17,12 @@ from components.manifests import gatekeeper, gatekeeper_answers, gatekeeper_conf
 from components.manifests.asleep import Asleep
 from components.manifests.gatekeeper import key_file_text, nginx_conf
 from components.manifests.gatekeeper_conf import ERRORS, PASSED_HEADERS, njs_script
-from tests import builders, door_harness
+from tests import door_harness
 from tests.door_harness import block as _block
 from tools.rehearse.front_door import gatekeeper_run as gate
 from tools.rehearse.group.ranks import free_port
 
-LIMITS = builders.gatekeeper_limits(
-    max_request_bytes=327_680,
-    client_requests_per_minute=180,
-    client_burst=6,
-    client_concurrent_requests=3,
-    reply_timeout_seconds=2366,
-)
+LIMITS = door_harness.PLAN_LIMITS
 
 
 def _servers(conf: str) -> tuple[str, str]:
@@ -148,7 +142,7 @@ def test_work_per_request_is_bounded_in_sequences_schemas_and_reply() -> None:
         "replySeconds": 2366,
         "tokenTiers": [],
         "maxModelLen": 0,
-        "maxReplyTokens": 0,
+        "maxReplyTokens": 1024,
     }
 
 

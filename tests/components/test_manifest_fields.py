@@ -18,16 +18,9 @@ from components.manifests import gatekeeper, images, probes, programs
 from components.manifests.engine import EngineSpec, engine_args
 from components.manifests.pods import PROGRAMS_ANNOTATION
 from components.manifests.spec import ServerSpec, config_digest, key_fingerprint, object_labels
-from tests import builders
+from tests import builders, door_harness
 
-LIMITS = builders.gatekeeper_limits(
-    max_request_bytes=327_680,
-    client_requests_per_minute=180,
-    client_burst=6,
-    client_concurrent_requests=3,
-    reply_timeout_seconds=2366,
-    max_reply_tokens=1024,
-)
+LIMITS = door_harness.PLAN_LIMITS
 SPEC = builders.server_spec(limits=LIMITS)
 NO_PREFETCH = replace(SPEC, weight_prefetch=False)
 VOLUME = replace(SPEC, persistent_models=True, storage_class="gemma-graviton-gp3")
