@@ -558,6 +558,8 @@ def test_the_config_s_buffers_timeouts_and_log() -> None:
 def test_key_shapes_and_fingerprints() -> None:
     key = "XXXX" + "x" * 28
     assert gatekeeper.key_file_text(key[:-1]) == '{"keys": []}\n'
+    odd = "abc.def+ghi/jkl_mno~pqr=-0123456789"  # written as JSON whatever its characters
+    assert gatekeeper.key_file_text(odd) == f'{{"keys": [{{"key": "{odd}", "until": null}}]}}\n'
     assert gatekeeper.engine_map_entry(key) == f'default "Bearer {key}";\n'
     one = key_fingerprint("a" * 40)
     assert re.fullmatch(r"[0-9a-f]{16}", one)
