@@ -438,10 +438,15 @@ def test_the_service_reaches_leaders_through_an_nlb() -> None:
         "pulumi.com/waitFor": "jsonpath={.status.loadBalancer.ingress[0].hostname}",
         **manifests.access.drain_annotations(SPEC.drain),
     }
+    # Leaders only: LWS labels a group's workers `worker-index` 1 and on (pod_webhook.go).
     assert svc["spec"]["selector"] == {
         "leaderworkerset.sigs.k8s.io/name": "gemma-vllm",
         "leaderworkerset.sigs.k8s.io/worker-index": "0",
     }
+    assert svc["spec"]["type"] == "LoadBalancer"
+    assert svc["spec"]["ports"] == [
+        {"name": "http", "port": 80, "targetPort": "gatekeeper", "protocol": "TCP"}
+    ]
     assert svc["spec"]["loadBalancerSourceRanges"] == ["203.0.113.0/24"]
     arn = "arn:aws:acm:us-west-2:123456789012:certificate/abc"
     tls = manifests.service(replace(SPEC, tls_certificate_arn=arn))
