@@ -32,6 +32,15 @@ SMALL_LIMITS = builders.gatekeeper_limits(
     client_concurrent_requests=2,
     reply_timeout_seconds=30,
 )
+#: A door with a plan's figures, for the tests of the generated text.
+PLAN_LIMITS = builders.gatekeeper_limits(
+    max_request_bytes=327_680,
+    client_requests_per_minute=180,
+    client_burst=6,
+    client_concurrent_requests=3,
+    reply_timeout_seconds=2366,
+    max_reply_tokens=1024,
+)
 
 
 class Upstream(BaseHTTPRequestHandler):

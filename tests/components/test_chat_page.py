@@ -19,20 +19,13 @@ from components.manifests.gatekeeper import key_file_text, nginx_conf
 from infra.adapters.render import render_stack
 from infra.plan.sizing import plan
 from infra.plan.stackfile import load_stack
-from tests import builders, door_harness
+from tests import door_harness
 from tests.fakes.openai_stub import StubConfig
 from tools.rehearse.front_door import gatekeeper_run as gate
 from tools.rehearse.group.ranks import free_port
 
-LIMITS = builders.gatekeeper_limits(
-    max_request_bytes=4096,
-    client_requests_per_minute=600,
-    client_burst=4,
-    client_concurrent_requests=2,
-    reply_timeout_seconds=30,
-)
+LIMITS = door_harness.SMALL_LIMITS
 PAGE = chat.ChatPage(model='org/model-"1"<x>', max_reply_tokens=256, max_model_len=2048)
-HAVE_NGINX = Path("/usr/sbin/nginx").exists() or gate.shutil.which("nginx") is not None
 
 
 def test_the_page_is_served_only_when_asked_for_under_a_same_origin_csp() -> None:
@@ -83,7 +76,7 @@ def test_the_page_has_its_figures_no_inline_code_no_third_party_and_keeps_the_ke
     assert 'credentials: "omit"' in script
 
 
-@pytest.mark.skipif(not HAVE_NGINX, reason="no nginx (apt-get install -y nginx-light)")
+@door_harness.needs_nginx
 def test_real_nginx_serves_exactly_the_page_and_still_keys_the_api(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -120,7 +113,7 @@ def test_real_nginx_serves_exactly_the_page_and_still_keys_the_api(
         assert get("/v1/models", key).status == 200
 
 
-@pytest.mark.skipif(not HAVE_NGINX, reason="no nginx (apt-get install -y nginx-light)")
+@door_harness.needs_nginx
 def test_the_rendered_config_map_serves_the_page_and_nothing_more(tmp_path: Path) -> None:
     """`make plan`'s rendered ConfigMap, run by real nginx: only its paths moved to scratch."""
     cfg = load_stack("dev")

@@ -13,22 +13,16 @@ from pathlib import Path
 import pytest
 
 from components import watch
-from components.manifests import gatekeeper, gatekeeper_conf, probes
+from components.manifests import gatekeeper, gatekeeper_answers, gatekeeper_conf, probes
 from components.manifests.asleep import Asleep
 from components.manifests.gatekeeper import key_file_text, nginx_conf
 from components.manifests.gatekeeper_conf import ERRORS, PASSED_HEADERS, njs_script
-from tests import builders, door_harness
+from tests import door_harness
 from tests.door_harness import block as _block
 from tools.rehearse.front_door import gatekeeper_run as gate
 from tools.rehearse.group.ranks import free_port
 
-LIMITS = builders.gatekeeper_limits(
-    max_request_bytes=327_680,
-    client_requests_per_minute=180,
-    client_burst=6,
-    client_concurrent_requests=3,
-    reply_timeout_seconds=2366,
-)
+LIMITS = door_harness.PLAN_LIMITS
 
 
 def _servers(conf: str) -> tuple[str, str]:
@@ -148,7 +142,7 @@ def test_work_per_request_is_bounded_in_sequences_schemas_and_reply() -> None:
         "replySeconds": 2366,
         "tokenTiers": [],
         "maxModelLen": 0,
-        "maxReplyTokens": 0,
+        "maxReplyTokens": 1024,
     }
 
 
@@ -232,13 +226,22 @@ def test_every_status_the_gatekeeper_produces_has_a_json_page() -> None:
     assert {int(status) for status in pages} == set(ERRORS) - {408, 502} | {494}
     assert pages["494"] == "/.gatekeeper/e431"
     assert conf.count("\n        error_page 502 = @vllm_unreachable;") == 3
+    opening = r"location = /\.gatekeeper/([\w-]+) \{ internal; (?:[a-z_]+ [^;]+; )*"
+    answers = {
+        name: (int(status), json.loads(body)["error"])
+        for name, status, body in re.findall(opening + r"return (\d{3}) '(.*?)\\n'", conf)
+    }
     for status in set(ERRORS) - {408, 502}:
-        opening = rf"location = /\.gatekeeper/e{status} {{ internal; (?:[a-z_]+ [^;]+; )*"
-        body = re.search(opening + rf"return {status} '(.*?)\\n'", conf)
-        assert body, status
-        error = json.loads(body.group(1))["error"]
-        assert error["code"] == status and error["type"] == ERRORS[status][0]
-    assert "Request body over 327680 bytes" in conf
+        kind, message = ERRORS[status]
+        message = "Request body over 327680 bytes" if status == 413 else message
+        assert answers[f"e{status}"] == (status, {"message": message, "type": kind, "code": status})
+    # OpenAI's error types, and the busy pages' own messages.
+    assert [ERRORS[status][0] for status in (429, 503, 504)] == [
+        "rate_limit_error",
+        "service_unavailable_error",
+        "timeout_error",
+    ]
+    assert answers["busy"][1]["message"] == gatekeeper_answers.BUSY_MESSAGE
 
 
 def test_the_metrics_listener_passes_metrics_only_and_logs_no_scrape() -> None:
@@ -276,11 +279,6 @@ def test_a_leader_s_metrics_listener_serves_the_engine_s_record_read_only() -> N
     assert {"name": "tmp", "mountPath": gatekeeper.ENGINE_MOUNT, "readOnly": True} in mounts
     # Not at the door, whose pod has no engine.
     assert "tmp" not in {m["name"] for m in gatekeeper.container(30, 64)["volumeMounts"]}
-
-
-def test_a_usable_key_is_written_as_json_whatever_its_characters() -> None:
-    key = "abc.def+ghi/jkl_mno~pqr=-0123456789"
-    assert key_file_text(key) == f'{{"keys": [{{"key": "{key}", "until": null}}]}}\n'
 
 
 @door_harness.needs_nginx

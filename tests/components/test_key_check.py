@@ -34,7 +34,9 @@ def _ask(path: str, key: str = "", method: str = "GET", kind: str = "http") -> l
     scope = {"type": kind, "method": method, "path": path, "root_path": "", "headers": headers}
     os.environ["VLLM_API_KEY"] = KEY
     try:
-        asyncio.run(KeyCheck(app)(scope, None, send))
+        # A loop of its own: `asyncio.run` leaves the thread with none, which the mocks need.
+        with asyncio.Runner(loop_factory=asyncio.new_event_loop) as runner:
+            runner.run(KeyCheck(app)(scope, None, send))
     finally:
         del os.environ["VLLM_API_KEY"]
     return sent

@@ -62,7 +62,7 @@ def _chat(door: gate.Gate, key: str) -> int:
     return gate.request(door.base_url, "POST", "/v1/chat/completions", body.encode(), key).status
 
 
-@pytest.mark.skipif(not gate.nginx_ready(), reason=gate.INSTALL_HINT)
+@door_harness.needs_nginx
 def test_both_keys_serve_during_the_overlap_the_old_one_is_refused_after_and_nothing_reloads(
     tmp_path: Path,
 ) -> None:

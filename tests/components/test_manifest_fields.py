@@ -14,20 +14,13 @@ from typing import Any
 import pytest
 
 from components import manifests
-from components.manifests import gatekeeper, gatekeeper_answers, images, probes, programs
+from components.manifests import gatekeeper, images, probes, programs
 from components.manifests.engine import EngineSpec, engine_args
 from components.manifests.pods import PROGRAMS_ANNOTATION
 from components.manifests.spec import ServerSpec, config_digest, key_fingerprint, object_labels
-from tests import builders
+from tests import builders, door_harness
 
-LIMITS = builders.gatekeeper_limits(
-    max_request_bytes=327_680,
-    client_requests_per_minute=180,
-    client_burst=6,
-    client_concurrent_requests=3,
-    reply_timeout_seconds=2366,
-    max_reply_tokens=1024,
-)
+LIMITS = door_harness.PLAN_LIMITS
 SPEC = builders.server_spec(limits=LIMITS)
 NO_PREFETCH = replace(SPEC, weight_prefetch=False)
 VOLUME = replace(SPEC, persistent_models=True, storage_class="gemma-graviton-gp3")
@@ -445,16 +438,28 @@ def test_the_service_reaches_leaders_through_an_nlb() -> None:
         "pulumi.com/waitFor": "jsonpath={.status.loadBalancer.ingress[0].hostname}",
         **manifests.access.drain_annotations(SPEC.drain),
     }
+    # Leaders only: LWS labels a group's workers `worker-index` 1 and on (pod_webhook.go).
     assert svc["spec"]["selector"] == {
         "leaderworkerset.sigs.k8s.io/name": "gemma-vllm",
         "leaderworkerset.sigs.k8s.io/worker-index": "0",
     }
+    assert svc["spec"]["type"] == "LoadBalancer"
+    assert svc["spec"]["ports"] == [
+        {"name": "http", "port": 80, "targetPort": "gatekeeper", "protocol": "TCP"}
+    ]
     assert svc["spec"]["loadBalancerSourceRanges"] == ["203.0.113.0/24"]
     arn = "arn:aws:acm:us-west-2:123456789012:certificate/abc"
-    tls = manifests.service(replace(SPEC, tls_certificate_arn=arn))["metadata"]["annotations"]
-    assert tls["service.beta.kubernetes.io/aws-load-balancer-ssl-negotiation-policy"] == (
-        "ELBSecurityPolicy-TLS13-1-2-2021-06"
-    )
+    tls = manifests.service(replace(SPEC, tls_certificate_arn=arn))
+    assert tls["spec"]["ports"] == [
+        {"name": "https", "port": 443, "targetPort": "gatekeeper", "protocol": "TCP"}
+    ]
+    assert {k: v for k, v in tls["metadata"]["annotations"].items() if "-ssl-" in k} == {
+        "service.beta.kubernetes.io/aws-load-balancer-ssl-cert": arn,
+        "service.beta.kubernetes.io/aws-load-balancer-ssl-ports": "https",
+        "service.beta.kubernetes.io/aws-load-balancer-ssl-negotiation-policy": (
+            "ELBSecurityPolicy-TLS13-1-2-2021-06"
+        ),
+    }
     internal = manifests.service(replace(SPEC, internal_load_balancer=True))["metadata"]
     assert internal["annotations"] == {
         **svc["metadata"]["annotations"],
@@ -538,37 +543,6 @@ def test_a_command_line_is_shown_shell_quoted() -> None:
 # -- what the gatekeeper answers ---------------------------------------------------------------
 
 
-def _returns(conf: str) -> dict[int, dict[str, Any]]:
-    """Status -> the JSON body of every `return <status> '<body>\\n'` line of the config."""
-    bodies = {}
-    for status, body in re.findall(r"return (\d{3}) '(.*?)\\n'", conf):
-        bodies[int(status)] = json.loads(body)
-    return bodies
-
-
-def test_refusals_are_openai_style_json_errors() -> None:
-    conf = gatekeeper.nginx_conf(LIMITS)
-    busy_page = gatekeeper_answers.BUSY_PAGE
-    busy = _returns("\n".join(line for line in conf.splitlines() if f"{busy_page} " in line))
-    assert busy[503]["error"]["message"] == gatekeeper_answers.BUSY_MESSAGE
-    bodies = _returns("\n".join(line for line in conf.splitlines() if busy_page not in line))
-    assert set(bodies) == {400, 401, 404, 405, 413, 414, 429, 431, 500, 501, 503, 504, 505}
-    for status, body in bodies.items():
-        assert body["error"]["code"] == status and body["error"]["message"]
-    assert bodies[413]["error"] == {
-        "message": "Request body over 327680 bytes",
-        "type": "invalid_request_error",
-        "code": 413,
-    }
-    assert bodies[503]["error"] == {
-        "message": "The model is restarting or unavailable; retry later",
-        "type": "service_unavailable_error",
-        "code": 503,
-    }
-    assert bodies[429]["error"]["type"] == "rate_limit_error"
-    assert bodies[504]["error"]["type"] == "timeout_error"
-
-
 def test_the_config_s_buffers_timeouts_and_log() -> None:
     conf = gatekeeper.nginx_conf(LIMITS)
     # A request the API server answers is logged there, once (`gatekeeper_logged`).
@@ -589,6 +563,8 @@ def test_the_config_s_buffers_timeouts_and_log() -> None:
 def test_key_shapes_and_fingerprints() -> None:
     key = "XXXX" + "x" * 28
     assert gatekeeper.key_file_text(key[:-1]) == '{"keys": []}\n'
+    odd = "abc.def+ghi/jkl_mno~pqr=-0123456789"  # written as JSON whatever its characters
+    assert gatekeeper.key_file_text(odd) == f'{{"keys": [{{"key": "{odd}", "until": null}}]}}\n'
     assert gatekeeper.engine_map_entry(key) == f'default "Bearer {key}";\n'
     one = key_fingerprint("a" * 40)
     assert re.fullmatch(r"[0-9a-f]{16}", one)

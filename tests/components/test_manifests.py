@@ -189,34 +189,6 @@ def _lws_pod_labels(lws_name: str, group: int, index: int) -> dict[str, str]:
     }
 
 
-def test_service_can_never_route_to_a_worker() -> None:
-    _, p, objects = _objects(replicas=3)
-    svc = _kind(objects, "Service")
-    selector = svc["spec"]["selector"]
-    assert svc["spec"]["type"] == "LoadBalancer"
-    for group in range(p.replicas):
-        for index in range(p.stages):
-            labels = _lws_pod_labels("gemma-vllm", group, index)
-            matches = all(labels.get(k) == v for k, v in selector.items())
-            assert matches == (index == 0), (group, index)
-    assert svc["spec"]["loadBalancerSourceRanges"] == ["203.0.113.10/32"]
-    assert svc["spec"]["ports"] == [
-        {"name": "http", "port": 80, "targetPort": "gatekeeper", "protocol": "TCP"}
-    ]
-
-
-def test_tls_listener_with_a_certificate() -> None:
-    arn = "arn:aws:acm:us-west-2:123456789012:certificate/0a1b2c3d-aaaa-bbbb"
-    _, _, objects = _objects(tlsCertificateArn=arn)
-    svc = _kind(objects, "Service")
-    assert svc["spec"]["ports"] == [
-        {"name": "https", "port": 443, "targetPort": "gatekeeper", "protocol": "TCP"}
-    ]
-    annotations = svc["metadata"]["annotations"]
-    assert annotations["service.beta.kubernetes.io/aws-load-balancer-ssl-cert"] == arn
-    assert annotations["service.beta.kubernetes.io/aws-load-balancer-ssl-ports"] == "https"
-
-
 def test_volume_cache_uses_a_claim_per_rank() -> None:
     _, p, objects = _objects(modelCache="volume")
     template = _kind(objects, "LeaderWorkerSet")["spec"]["leaderWorkerTemplate"]

@@ -81,7 +81,7 @@ def test_the_gatekeeper_is_ready_until_the_drain_marker_and_one_failure_takes_it
     assert f"if (-f {marker}) {{ return 503; }}" in gatekeeper.nginx_conf(SPEC.limits)
 
 
-@pytest.mark.skipif(not gate.nginx_ready(), reason=gate.INSTALL_HINT)
+@door_harness.needs_nginx
 def test_real_nginx_answers_ready_then_503_once_the_marker_exists(tmp_path: Path) -> None:
     with door_harness.stub_door(
         SPEC.limits, "k" * 32, StubConfig(api_key="k" * 32, model="m"), tmp_path
