@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import json
 import runpy
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+from unittest import mock
 
 import pulumi
 import yaml
@@ -14,6 +16,7 @@ import yaml
 from components.manifests import identity
 from infra.adapters.wiring import NAMESPACE
 from infra.plan import iam
+from tests.fakes.pulumi_host import pulumi_host
 from tests.fakes.pulumi_mocks import ACCOUNT_ID, RecordingMocks, run
 
 ROLE_TYPE = "aws:iam/role:Role"
@@ -121,6 +124,30 @@ def run_program(
             extra()
 
     run(program)
+
+
+#: Monitoring, its alarm e-mail and the volume cache on: every role the stack's pods can use.
+EVERYTHING_ON = {"monitoring": True, "modelCache": "volume", "alarmEmail": "oncall@example.com"}
+_SHARED: dict[str, tuple[RecordingMocks, dict[str, Any]]] = {}
+
+
+def shared_run(
+    stack: str, overrides: dict[str, Any] | None = None
+) -> tuple[RecordingMocks, dict[str, Any]]:
+    """`run_program(mocks, stack, overrides)` under Pulumi's host, once per session: its mocks
+    and exports, shared by the tests that only read them (a test that edits them runs its own).
+    The caller's import path is left as the program leaves it (infra/__main__.py puts the root on
+    it), so the layers' lazy imports work in the caller under the host as after its own run."""
+    key = json.dumps([stack, overrides or {}], sort_keys=True)
+    if key not in _SHARED:
+        mocks, exported = RecordingMocks().install(), {}
+        with pulumi_host(PROGRAM), mock.patch.object(pulumi, "export", exported.__setitem__):
+            run_program(mocks, stack, overrides)
+        pulumi.runtime.set_all_config({}, [])
+        _SHARED[key] = mocks, exported
+    if str(REPO) not in sys.path:
+        sys.path.insert(0, str(REPO))
+    return _SHARED[key]
 
 
 #: The model's node group and its front door's Service, by name: an elastic stack adds a system

@@ -18,15 +18,14 @@ import pytest
 from infra.plan import addons, checked
 from infra.plan.config import ConfigError
 from infra.plan.stackfile import load_stack, stack_names
-from tests.fakes.pulumi_mocks import RecordingMocks, by_type, named, one
-from tests.program.harness import MODEL_NODES, run_program
+from tests.fakes.pulumi_mocks import by_type, named, one
+from tests.program.harness import MODEL_NODES, shared_run
 
 NODE_GROUP = "eks:index:ManagedNodeGroup"
 EKS_CLUSTER = "eks:index:Cluster"
 ADDON = "aws:eks/addon:Addon"
 
 
-@pytest.mark.usefixtures("as_pulumi_host")
 @pytest.mark.parametrize(
     "overrides",
     [{"monitoring": True, "modelCache": "volume"}, {"kubernetesVersion": "1.34"}],
@@ -34,9 +33,9 @@ ADDON = "aws:eks/addon:Addon"
 )
 @pytest.mark.parametrize("stack", stack_names())
 def test_nodes_and_every_addon_follow_kubernetes_version(
-    stack: str, overrides: dict[str, Any], mocks: RecordingMocks
+    stack: str, overrides: dict[str, Any]
 ) -> None:
-    run_program(mocks, stack, overrides)
+    mocks, _ = shared_run(stack, overrides)
     version = load_stack(stack, overrides).kubernetes_version
     pins = addons.pinned(version)
     assert pins is not None, version

@@ -15,15 +15,11 @@ The pairs that matter:
 
 from __future__ import annotations
 
-from typing import Any
-
 import pytest
 
 from infra.plan.stackfile import stack_names
 from tests.fakes.pulumi_mocks import Recorded, RecordingMocks, by_type, named, one
-from tests.program.harness import MODEL_NODES, MODEL_SERVICE, groups, run_program
-
-pytestmark = pytest.mark.usefixtures("as_pulumi_host")
+from tests.program.harness import MODEL_NODES, MODEL_SERVICE, groups, shared_run
 
 LWS = "kubernetes:leaderworkerset.x-k8s.io/v1:LeaderWorkerSet"
 PVC = "kubernetes:core/v1:PersistentVolumeClaim"
@@ -64,10 +60,10 @@ def _addon(mocks: RecordingMocks, name: str) -> Recorded:
 
 
 @pytest.mark.parametrize("stack", stack_names())
-def test_destroy_deletes_in_an_order_that_leaves_nothing_billable(
-    stack: str, mocks: RecordingMocks, exports: dict[str, Any]
-) -> None:
-    run_program(mocks, stack, {"modelCache": "volume", "monitoring": True, **groups(stack, 2)})
+def test_destroy_deletes_in_an_order_that_leaves_nothing_billable(stack: str) -> None:
+    mocks, exports = shared_run(
+        stack, {"modelCache": "volume", "monitoring": True, **groups(stack, 2)}
+    )
     graph = _closure(mocks)
     lws, cluster = (one(mocks.records, t) for t in (LWS, EKS_CLUSTER))
     nodes = named(mocks.records, *MODEL_NODES)

@@ -22,7 +22,7 @@ from infra.plan import addons, elastic, readiness, sleep
 from infra.plan.sizing import plan
 from infra.plan.stackfile import load_stack
 from tests.fakes.pulumi_mocks import RecordingMocks, by_type, named, one
-from tests.program.harness import OWN_VALUES, run_program
+from tests.program.harness import OWN_VALUES, run_program, shared_run
 
 pytestmark = pytest.mark.usefixtures("as_pulumi_host")
 
@@ -38,15 +38,16 @@ FIXED = Path(__file__).resolve().parents[1] / "fixtures" / "dev-resources-fixed.
 SCHEDULE = {"timeZone": "Europe/Berlin", "start": "08:00", "end": "19:00", "groupsInside": 1}
 
 
-def _run_elastic(mocks: RecordingMocks) -> Any:
+def _run_elastic() -> tuple[RecordingMocks, Any, Any]:
+    """The dev stack made elastic, run once for the tests that read it; its config and plan."""
     overrides = {"minGroups": 0, "maxGroups": 3, "schedule": SCHEDULE}
-    run_program(mocks, "dev", overrides)
+    mocks, _ = shared_run("dev", overrides)
     cfg = load_stack("dev", {**OWN_VALUES["dev"], **overrides})
-    return cfg, plan(cfg, "dev")
+    return mocks, cfg, plan(cfg, "dev")
 
 
-def test_scaled_object_targets_the_lws_with_queue_and_cron(mocks: RecordingMocks) -> None:
-    cfg, p = _run_elastic(mocks)
+def test_scaled_object_targets_the_lws_with_queue_and_cron() -> None:
+    mocks, cfg, p = _run_elastic()
     lws = one(mocks.records, LWS)
     scaled = one(mocks.records, SCALED_OBJECT)
     spec = scaled.inputs["spec"]
@@ -64,8 +65,8 @@ def test_scaled_object_targets_the_lws_with_queue_and_cron(mocks: RecordingMocks
     assert spec["cooldownPeriod"] == params.down_window_s >= params.cold_start_s
 
 
-def test_charts_are_pinned_and_the_autoscaler_has_its_own_role(mocks: RecordingMocks) -> None:
-    _run_elastic(mocks)
+def test_charts_are_pinned_and_the_autoscaler_has_its_own_role() -> None:
+    mocks, _, _ = _run_elastic()
     keda = named(mocks.records, CHART, "scale-keda")
     assert keda.inputs["version"] == KEDA_CHART_VERSION
     assert keda.inputs["repositoryOpts"]["repo"] == KEDA_REPO
@@ -96,12 +97,12 @@ def test_charts_are_pinned_and_the_autoscaler_has_its_own_role(mocks: RecordingM
     assert values["extraArgs"]["max-graceful-termination-sec"] == str(grace)
 
 
-def test_the_autoscaler_chart_waits_for_its_credentials(mocks: RecordingMocks) -> None:
+def test_the_autoscaler_chart_waits_for_its_credentials() -> None:
     # cluster-autoscaler 1.35.0 cloudprovider/aws/aws_cloud_provider.go `BuildAWS`: an error
     # creating the AWS manager (no credentials) is klog.Fatalf; EKS's webhook gives a pod its
     # credentials' address only when it admits the pod, so the association's wait comes first
     # (tests/program/test_pod_identity_waits.py holds every workload to it), and the agent.
-    _run_elastic(mocks)
+    mocks, _, _ = _run_elastic()
     chart = named(mocks.records, CHART, "scale-cluster-autoscaler")
     wait = named(mocks.records, "time:index/sleep:Sleep", "scale-autoscaler-identity-settled")
     agent = named(mocks.records, "aws:eks/addon:Addon", "eks-pod-identity-agent")
@@ -123,11 +124,11 @@ def test_the_autoscaler_image_follows_the_kubernetes_minor(
     assert tag.startswith(f"v{minor}."), chart.urn
 
 
-def test_the_autoscaler_never_runs_more_nodes_than_the_plans_peak(mocks: RecordingMocks) -> None:
+def test_the_autoscaler_never_runs_more_nodes_than_the_plans_peak() -> None:
     """The node group's maximum is a fixed ceiling (no maxGroups edit may change its scaling
     block), so the autoscaler's own `--max-nodes-total` is the cost cap: the most groups' nodes
     at the peak of a change, and the system nodes (cluster-autoscaler FAQ.md, max-nodes-total)."""
-    cfg, p = _run_elastic(mocks)
+    mocks, cfg, p = _run_elastic()
     chart = named(mocks.records, CHART, "scale-cluster-autoscaler")
     cap = int(chart.inputs["values"]["extraArgs"]["max-nodes-total"])
     assert cap == elastic.nodes_total_cap(cfg, p)
@@ -136,8 +137,8 @@ def test_the_autoscaler_never_runs_more_nodes_than_the_plans_peak(mocks: Recordi
     assert cap < elastic.MODEL_NODES_CEILING
 
 
-def test_model_nodes_scale_from_zero_and_system_nodes_stay(mocks: RecordingMocks) -> None:
-    cfg, p = _run_elastic(mocks)
+def test_model_nodes_scale_from_zero_and_system_nodes_stay() -> None:
+    mocks, cfg, p = _run_elastic()
     model = named(mocks.records, NODE_GROUP, "eks-nodes")
     assert model.inputs["scalingConfig"] == {
         "minSize": 0,
@@ -184,8 +185,8 @@ def test_a_max_groups_or_surge_edit_leaves_the_model_node_group_s_scaling_alone(
     }, model.urn
 
 
-def test_a_fixed_stack_is_unchanged(mocks: RecordingMocks) -> None:
-    run_program(mocks, "dev")
+def test_a_fixed_stack_is_unchanged() -> None:
+    mocks, _ = shared_run("dev")
     before = json.loads(FIXED.read_text())
     now = sorted([r.type_, r.name] for r in mocks.records)
     assert now == before["resources"]
@@ -201,10 +202,8 @@ def test_a_fixed_stack_is_unchanged(mocks: RecordingMocks) -> None:
     assert not {"scale-queue-floor", "watch-idle-nodes"} & {r.name for r in mocks.records}
 
 
-def test_the_door_is_created_apart_from_the_group_and_rolls_with_the_key(
-    mocks: RecordingMocks,
-) -> None:
-    _run_elastic(mocks)
+def test_the_door_is_created_apart_from_the_group_and_rolls_with_the_key() -> None:
+    mocks, _, _ = _run_elastic()
     deployment = named(
         mocks.records, "kubernetes:apps/v1:Deployment", "model-deployment-gemma-door"
     )
@@ -224,8 +223,8 @@ def test_the_door_is_created_apart_from_the_group_and_rolls_with_the_key(
     assert "gemma-graviton.dev/api-key-fingerprint" in leader["metadata"]["annotations"]
 
 
-def test_an_elastic_stack_alarms_when_the_model_does_not_wake(mocks: RecordingMocks) -> None:
-    cfg, p = _run_elastic(mocks)
+def test_an_elastic_stack_alarms_when_the_model_does_not_wake() -> None:
+    mocks, cfg, p = _run_elastic()
     asleep = named(
         mocks.records, "aws:cloudwatch/logMetricFilter:LogMetricFilter", "watch-answers-asleep"
     )
@@ -240,13 +239,11 @@ def test_an_elastic_stack_alarms_when_the_model_does_not_wake(mocks: RecordingMo
     assert queries["asleep"]["metric"]["metricName"] == watch.ASLEEP_ANSWERS
 
 
-def test_the_queue_floor_is_on_the_system_nodes_before_the_scaled_object(
-    mocks: RecordingMocks,
-) -> None:
+def test_the_queue_floor_is_on_the_system_nodes_before_the_scaled_object() -> None:
     # kedacore/keda v2.20.2 pkg/scalers/metrics_api_scaler.go: with no ready endpoint behind the
     # metrics Service the queue trigger errors, and pkg/scaling/executor/scale_scaledobjects.go
     # never scales a ScaledObject in error to zero; the floor is that Service's endpoint.
-    _run_elastic(mocks)
+    mocks, _, _ = _run_elastic()
     floor = named(mocks.records, "kubernetes:apps/v1:Deployment", "scale-queue-floor")
     template = floor.inputs["spec"]["template"]
     assert template["spec"]["nodeSelector"] == {"gemma-graviton.dev/pool": "system"}, floor.urn
@@ -273,12 +270,10 @@ def test_the_queue_floor_is_on_the_system_nodes_before_the_scaled_object(
     assert floor.urn in mocks.monitor.dependencies[scaled.urn], scaled.urn
 
 
-def test_an_elastic_stack_alarms_on_model_nodes_with_no_ready_leader(
-    mocks: RecordingMocks,
-) -> None:
+def test_an_elastic_stack_alarms_on_model_nodes_with_no_ready_leader() -> None:
     # The bound the alarm waits out: KEDA v2.20.2 scale_scaledobjects.go `scaleToZeroOrIdle`
     # (cooldownPeriod, then the next poll) and the autoscaler's --scale-down-unneeded-time.
-    cfg, p = _run_elastic(mocks)
+    mocks, cfg, p = _run_elastic()
     e = elastic.elastic_plan(cfg, p, dt.date(2026, 12, 3))
     assert e is not None
     alarm = named(mocks.records, "aws:cloudwatch/metricAlarm:MetricAlarm", "watch-idle-nodes")

@@ -18,13 +18,12 @@ from infra.plan import iam
 from infra.plan.stackfile import load_stack, stack_names
 from tests.bootstrap import iam_eval
 from tests.fakes.pulumi_mocks import ACCOUNT_ID, Recorded, RecordingMocks, by_type
-from tests.program.harness import run_program
+from tests.program.harness import EVERYTHING_ON, run_program, shared_run
 
 pytestmark = pytest.mark.usefixtures("as_pulumi_host")
 
 ROLE = "aws:iam/role:Role"
 ASSOCIATION = "aws:eks/podIdentityAssociation:PodIdentityAssociation"
-EVERYTHING_ON = {"monitoring": True, "modelCache": "volume", "alarmEmail": "oncall@example.com"}
 VARIANTS = {"as-written": {}, "everything-on": EVERYTHING_ON}
 #: Writes the provider would make on a role it owned (iam/role.go, role_policy.go,
 #: role_policy_attachment.go): none is the deploy role's.
@@ -45,8 +44,8 @@ def iam_writes(records: list[Recorded]) -> list[str]:
 
 @pytest.mark.parametrize("variant", sorted(VARIANTS))
 @pytest.mark.parametrize("stack", stack_names())
-def test_the_program_creates_no_iam_entity(mocks: RecordingMocks, stack: str, variant: str) -> None:
-    run_program(mocks, stack, VARIANTS[variant])
+def test_the_program_creates_no_iam_entity(stack: str, variant: str) -> None:
+    mocks, _ = shared_run(stack, VARIANTS[variant])
     assert iam_writes(mocks.records) == []
     read = {r.resource_id for r in by_type(mocks.records, ROLE)}
     assert read == {
@@ -78,13 +77,11 @@ def test_a_stack_whose_bootstrap_has_not_run_fails_on_its_first_role(
 
 
 @pytest.mark.parametrize("stack", stack_names())
-def test_the_deploy_role_may_do_what_up_and_destroy_do_with_them(
-    mocks: RecordingMocks, stack: str
-) -> None:
+def test_the_deploy_role_may_do_what_up_and_destroy_do_with_them(stack: str) -> None:
     """Each role read (terraform-provider-aws internal/service/iam/role.go `resourceRoleRead`),
     passed to EKS (the cluster's and the nodes' roles) or to EKS Pod Identity (the pods'):
     allowed, with the condition keys IAM gives each call, and no IAM write on any of them."""
-    run_program(mocks, stack, EVERYTHING_ON)
+    mocks, _ = shared_run(stack, EVERYTHING_ON)
     policy = deploy_policy(stack, load_stack(stack).region, "acme-pulumi-state")
     denied = []
     arns = {}
@@ -115,11 +112,11 @@ def test_the_deploy_role_may_do_what_up_and_destroy_do_with_them(
 
 
 @pytest.mark.parametrize("stack", stack_names())
-def test_every_pod_that_calls_aws_has_its_own_role(mocks: RecordingMocks, stack: str) -> None:
+def test_every_pod_that_calls_aws_has_its_own_role(stack: str) -> None:
     """Each association maps one service account to the bootstrap's role for that account, and
     each role with a service account that the stack runs is associated: with everything on,
     all but the autoscaler's on a fixed stack."""
-    run_program(mocks, stack, EVERYTHING_ON)
+    mocks, _ = shared_run(stack, EVERYTHING_ON)
     region = load_stack(stack).region
     specs = {
         str(r.service_account): identity.role_name(stack, r.key)
@@ -139,13 +136,11 @@ def test_every_pod_that_calls_aws_has_its_own_role(mocks: RecordingMocks, stack:
 
 
 @pytest.mark.parametrize("stack", stack_names())
-def test_no_launch_template_default_version_is_ever_changed(
-    mocks: RecordingMocks, stack: str
-) -> None:
+def test_no_launch_template_default_version_is_ever_changed(stack: str) -> None:
     """The deploy role has no ec2:ModifyLaunchTemplate, which terraform-provider-aws calls only
     for `update_default_version` or a changed `default_version` (internal/service/ec2/
     ec2_launch_template.go `resourceLaunchTemplateUpdate`): no template sets either."""
-    run_program(mocks, stack, EVERYTHING_ON)
+    mocks, _ = shared_run(stack, EVERYTHING_ON)
     templates = by_type(mocks.records, "aws:ec2/launchTemplate:LaunchTemplate")
     assert templates
     for template in templates:

@@ -21,7 +21,7 @@ from infra.adapters.render import render_stack
 from infra.plan.sizing import plan
 from infra.plan.stackfile import load_stack
 from tests.fakes.pulumi_mocks import RecordingMocks
-from tests.program.harness import OWN_VALUES, run_program
+from tests.program.harness import OWN_VALUES, run_program, shared_run
 
 #: repository:tag@sha256:<64 hex>, the tag kept for readers.
 PINNED = re.compile(r"[a-z0-9.\-/:]+:[A-Za-z0-9._\-]+@sha256:[0-9a-f]{64}")
@@ -66,9 +66,8 @@ def test_no_tag_only_image_in_the_render(stack: str, tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("stack", ["dev", "prod"])
-@pytest.mark.usefixtures("as_pulumi_host")
-def test_no_tag_only_image_under_the_mocks(stack: str, mocks: RecordingMocks) -> None:
-    run_program(mocks, stack)
+def test_no_tag_only_image_under_the_mocks(stack: str) -> None:
+    mocks, _ = shared_run(stack)
     found = [(f"{r.urn}{at}", ref) for r in mocks.records for at, ref in images(r.inputs)]
     assert {ref for _, ref in found} >= {gatekeeper.IMAGE, OWN_VALUES[stack]["vllmImage"]}
     assert [f for f in found if not PINNED.fullmatch(f[1])] == []

@@ -21,7 +21,7 @@ from infra.plan.stackfile import load_stack, stack_names
 from tests import builders
 from tests.fakes.cloudwatch_operator import annotated_languages
 from tests.fakes.pulumi_mocks import RecordingMocks, by_type, named, one
-from tests.program.harness import run_program
+from tests.program.harness import run_program, shared_run
 
 LWS = "kubernetes:leaderworkerset.x-k8s.io/v1:LeaderWorkerSet"
 SERVICE = "kubernetes:core/v1:Service"
@@ -72,13 +72,12 @@ def test_the_rendered_pods_have_exactly_the_planned_containers(
     _assert_as_planned(documents[0], result.weight_prefetch, f"render of {stack}", no_gatekeeper)
 
 
-@pytest.mark.usefixtures("as_pulumi_host")
 @pytest.mark.parametrize("overrides", [{}, {"weightPrefetch": False, "modelCache": "volume"}])
 @pytest.mark.parametrize("stack", stack_names())
 def test_the_deployed_pods_have_exactly_the_planned_containers_and_no_instrumentation(
-    stack: str, overrides: dict[str, Any], mocks: RecordingMocks, exports: dict[str, Any]
+    stack: str, overrides: dict[str, Any]
 ) -> None:
-    run_program(mocks, stack, overrides)
+    mocks, exports = shared_run(stack, overrides)
     lws = one(mocks.records, LWS)
     prefetch = overrides.get("weightPrefetch", True)
     cfg = load_stack(stack, overrides)

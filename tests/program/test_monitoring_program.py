@@ -18,7 +18,7 @@ from infra.plan.sizing import plan
 from infra.plan.stackfile import load_stack
 from tests.bootstrap import iam_eval
 from tests.fakes.pulumi_mocks import ACCOUNT_ID, RecordingMocks, by_type, named, one, resolve
-from tests.program.harness import run_program, stacks_with
+from tests.program.harness import run_program, shared_run, stacks_with
 
 pytestmark = pytest.mark.usefixtures("as_pulumi_host")
 
@@ -35,10 +35,8 @@ WATCH_TYPES = (
 
 
 @pytest.mark.parametrize("stack", stacks_with("monitoring"))
-def test_every_stack_watches_its_model_server(
-    stack: str, mocks: RecordingMocks, exports: dict[str, Any]
-) -> None:
-    run_program(mocks, stack)
+def test_every_stack_watches_its_model_server(stack: str) -> None:
+    mocks, exports = shared_run(stack)
     dashboard = one(mocks.records, "aws:cloudwatch/dashboard:Dashboard")
     body = json.loads(dashboard.inputs["dashboardBody"])
     cfg = load_stack(stack)
@@ -118,9 +116,7 @@ def test_every_stack_watches_its_model_server(
     assert not iam_eval.allowed(emf, "logs:PutLogEvents", f"{arn}-other:log-stream:collector")
 
 
-def test_an_alarm_email_subscribes_to_the_topic(
-    mocks: RecordingMocks, exports: dict[str, Any]
-) -> None:
+def test_an_alarm_email_subscribes_to_the_topic(mocks: RecordingMocks) -> None:
     run_program(mocks, "dev", {"alarmEmail": "oncall@example.com"})
     subscription = one(mocks.records, "aws:sns/topicSubscription:TopicSubscription")
     assert subscription.inputs["protocol"] == "email"
@@ -128,10 +124,7 @@ def test_an_alarm_email_subscribes_to_the_topic(
 
 
 def test_monitoring_off_creates_none_of_it(mocks: RecordingMocks, exports: dict[str, Any]) -> None:
-    run_program(mocks, "dev")
-    dev = {(r.type_, r.name) for r in mocks.records}
-    mocks.records.clear()
-    exports.clear()
+    dev = {(r.type_, r.name) for r in shared_run("dev")[0].records}
     run_program(mocks, "dev", {"monitoring": False})
     for type_ in WATCH_TYPES:
         assert [r.urn for r in by_type(mocks.records, type_) if "watch" in r.name] == [], type_
@@ -141,6 +134,4 @@ def test_monitoring_off_creates_none_of_it(mocks: RecordingMocks, exports: dict[
     layer = {(t, n) for t, n in dev if n.startswith("watch")}
     assert dev - {(r.type_, r.name) for r in mocks.records} == layer
     assert ("gemma-graviton:monitoring:Monitoring", "watch") in layer
-    mocks.records.clear()
-    run_program(mocks, "minimal")
-    assert not [r.urn for r in mocks.records if r.name.startswith("watch")]
+    assert not [r.urn for r in shared_run("minimal")[0].records if r.name.startswith("watch")]

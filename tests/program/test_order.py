@@ -9,15 +9,17 @@ them before the node group, the cluster and the VPC.
 
 from __future__ import annotations
 
-from typing import Any
-
 import pytest
 
 from infra.plan.stackfile import stack_names
 from tests.fakes.pulumi_mocks import Recorded, RecordingMocks, by_type, named, one
-from tests.program.harness import MODEL_NODES, MODEL_SERVICE, SYSTEM_NODES, groups, run_program
-
-pytestmark = pytest.mark.usefixtures("as_pulumi_host")
+from tests.program.harness import (
+    MODEL_NODES,
+    MODEL_SERVICE,
+    SYSTEM_NODES,
+    groups,
+    shared_run,
+)
 
 NODE_GROUP = "eks:index:ManagedNodeGroup"
 LWS = "kubernetes:leaderworkerset.x-k8s.io/v1:LeaderWorkerSet"
@@ -32,10 +34,8 @@ def _depends_on(mocks: RecordingMocks, record: Recorded, target: Recorded) -> No
 
 
 @pytest.mark.parametrize("stack", stack_names())
-def test_everything_in_the_cluster_waits_for_the_node_group(
-    stack: str, mocks: RecordingMocks
-) -> None:
-    run_program(mocks, stack, {"modelCache": "volume"})
+def test_everything_in_the_cluster_waits_for_the_node_group(stack: str) -> None:
+    mocks, _ = shared_run(stack, {"modelCache": "volume"})
     model = named(mocks.records, *MODEL_NODES)
     # Elastic: controllers and add-ons wait for the always-on system nodes.
     elastic = by_type(mocks.records, NODE_GROUP) != [model]
@@ -57,8 +57,8 @@ def test_everything_in_the_cluster_waits_for_the_node_group(
     _depends_on(mocks, one(mocks.records, STORAGE_CLASS), csi)
 
 
-def test_the_leaderworkerset_waits_for_the_webhook_gate(mocks: RecordingMocks) -> None:
-    run_program(mocks, "dev")
+def test_the_leaderworkerset_waits_for_the_webhook_gate() -> None:
+    mocks, _ = shared_run("dev")
     lws, job, chart = (one(mocks.records, t) for t in (LWS, JOB, CHART))
     _depends_on(mocks, lws, job)
     _depends_on(mocks, job, chart)
@@ -74,10 +74,11 @@ PVC = "kubernetes:core/v1:PersistentVolumeClaim"
 
 
 @pytest.mark.parametrize("stack", stack_names())
-def test_weight_volumes_survive_a_group_recreation_and_go_before_the_driver(
-    stack: str, mocks: RecordingMocks, exports: dict[str, Any]
-) -> None:
-    run_program(mocks, stack, {"modelCache": "volume", **groups(stack, 2)})
+def test_weight_volumes_survive_a_group_recreation_and_go_before_the_driver(stack: str) -> None:
+    # The run test_destroy_order.py reads (monitoring on leaves the volumes as they are).
+    mocks, exports = shared_run(
+        stack, {"modelCache": "volume", "monitoring": True, **groups(stack, 2)}
+    )
     lws = one(mocks.records, LWS)
     template = lws.inputs["spec"]["leaderWorkerTemplate"]
     size = int(template["size"])

@@ -19,7 +19,13 @@ import pytest
 
 from components.addons import ASSOCIATION_ANNOTATION
 from tests.fakes.pulumi_mocks import Recorded, RecordingMocks, by_type
-from tests.program.harness import run_program, stack_values, stacks_with
+from tests.program.harness import (
+    EVERYTHING_ON,
+    run_program,
+    shared_run,
+    stack_values,
+    stacks_with,
+)
 
 pytestmark = pytest.mark.usefixtures("as_pulumi_host")
 
@@ -43,7 +49,6 @@ ADDON_ACCOUNTS = {
 #: The shortest wait taken as safe: six times the longest wait aws/eks-pod-identity-agent#52
 #: saw suffice (5-10 s); the program's own is `components.addons.ASSOCIATION_SETTLE`.
 SHORTEST_SAFE_WAIT_S = 60
-EVERYTHING_ON = {"monitoring": True, "modelCache": "volume", "alarmEmail": "oncall@example.com"}
 #: Each stack as committed and elastic (a fixed stack runs no Cluster Autoscaler).
 VARIANTS = {
     "as-committed": EVERYTHING_ON,
@@ -128,9 +133,9 @@ def late_workloads(mocks: RecordingMocks) -> list[str]:
 @pytest.mark.parametrize("variant", sorted(VARIANTS))
 @pytest.mark.parametrize("stack", stacks_with("monitoring"))
 def test_every_pod_identity_workload_comes_after_its_association_is_effective(
-    mocks: RecordingMocks, stack: str, variant: str
+    stack: str, variant: str
 ) -> None:
-    run_program(mocks, stack, VARIANTS[variant])
+    mocks, _ = shared_run(stack, VARIANTS[variant])
     associations = by_type(mocks.records, ASSOCIATION)
     accounts = {f"{a.inputs['namespace']}/{a.inputs['serviceAccount']}" for a in associations}
     expected = {*ADDON_ACCOUNTS.values(), "gemma-graviton/metrics-collector"}

@@ -31,6 +31,7 @@ from tests.program.harness import (
     MODEL_SERVICE,
     OWN_VALUES,
     run_program,
+    shared_run,
     stacks_with,
 )
 
@@ -48,10 +49,8 @@ DOOR_DEPLOYMENT = "model-deployment-gemma-door"
 
 
 @pytest.mark.parametrize("stack", stack_names())
-def test_every_stack_runs_end_to_end(
-    stack: str, mocks: RecordingMocks, exports: dict[str, Any]
-) -> None:
-    run_program(mocks, stack)
+def test_every_stack_runs_end_to_end(stack: str) -> None:
+    mocks, exports = shared_run(stack)
     cfg = load_stack(stack)
     # A layer's outputs exist only with its layer: the chat page's and monitoring's.
     layered = {
@@ -144,8 +143,8 @@ def test_refusal_is_a_run_error_and_creates_nothing(
     assert mocks.records == []
 
 
-def test_workload_policy(mocks: RecordingMocks) -> None:
-    run_program(mocks, "dev")
+def test_workload_policy() -> None:
+    mocks, _ = shared_run("dev")
     expected = plan(load_stack("dev"), "dev")
     lws = one(mocks.records, LWS)
     template = lws.inputs["spec"]["leaderWorkerTemplate"]
@@ -179,8 +178,8 @@ def test_workload_policy(mocks: RecordingMocks) -> None:
         assert "stringData" in secret.secret_inputs, secret.urn
 
 
-def test_lws_waits_for_the_controller_and_uses_the_cluster_provider(mocks: RecordingMocks) -> None:
-    run_program(mocks, "dev")
+def test_lws_waits_for_the_controller_and_uses_the_cluster_provider() -> None:
+    mocks, _ = shared_run("dev")
     lws = one(mocks.records, LWS)
     chart = one(mocks.records, "kubernetes:helm.sh/v4:Chart")
     assert chart.inputs["chart"] == "oci://registry.k8s.io/lws/charts/lws"
@@ -194,8 +193,8 @@ def test_lws_waits_for_the_controller_and_uses_the_cluster_provider(mocks: Recor
             assert record.provider and record.provider.startswith(k8s_provider.urn), record.urn
 
 
-def test_logging_addon_and_volume_cache(mocks: RecordingMocks, exports: dict[str, Any]) -> None:
-    run_program(mocks, "dev", {"modelCache": "volume"})
+def test_logging_addon_and_volume_cache() -> None:
+    mocks, exports = shared_run("dev", {"modelCache": "volume"})
     # The add-ons with the volume cache, CSI driver included: test_order.py, on every stack.
     # Each add-on's controller has its own role through EKS Pod Identity, effective before it:
     # test_iam_scope.py holds each association to its role, test_pod_identity_waits.py each add-on
@@ -219,16 +218,16 @@ def test_logging_addon_and_volume_cache(mocks: RecordingMocks, exports: dict[str
     assert cached.warm_restart_seconds < plan(load_stack("dev"), "dev").warm_restart_seconds
 
 
-def test_without_volume_cache_no_csi_driver(mocks: RecordingMocks) -> None:
-    run_program(mocks, "dev")
+def test_without_volume_cache_no_csi_driver() -> None:
+    mocks, _ = shared_run("dev")
     addons = {r.inputs["addonName"] for r in by_type(mocks.records, "aws:eks/addon:Addon")}
     assert addons == {"amazon-cloudwatch-observability", "coredns", "eks-pod-identity-agent"}
     assert by_type(mocks.records, "kubernetes:storage.k8s.io/v1:StorageClass") == []
 
 
 @pytest.mark.parametrize("stack", stack_names())
-def test_stacks_pass_every_policy(stack: str, mocks: RecordingMocks) -> None:
-    run_program(mocks, stack)
+def test_stacks_pass_every_policy(stack: str) -> None:
+    mocks, _ = shared_run(stack)
     violations = [
         (rule.name, record.urn, message)
         for record in mocks.records
@@ -272,8 +271,8 @@ def test_zones_may_be_named_by_id_and_the_second_zone_is_one_eks_accepts(
 
 
 @pytest.mark.parametrize("stack", stacks_with("gatekeeper"))
-def test_only_the_gatekeeper_is_exposed(mocks: RecordingMocks, stack: str) -> None:
-    run_program(mocks, stack)
+def test_only_the_gatekeeper_is_exposed(stack: str) -> None:
+    mocks, _ = shared_run(stack)
     tls = load_stack(stack).tls_certificate_arn is not None
     svc = named(mocks.records, *MODEL_SERVICE)
     (port,) = svc.inputs["spec"]["ports"]
@@ -313,9 +312,9 @@ def test_only_the_gatekeeper_is_exposed(mocks: RecordingMocks, stack: str) -> No
 def test_the_gatekeeper_serves_the_chat_page_from_its_config_map(
     mocks: RecordingMocks, exports: dict[str, Any]
 ) -> None:
-    run_program(mocks, "dev")
+    dev, _ = shared_run("dev")
     expected = builders.planned_spec()
-    config = named(mocks.records, "kubernetes:core/v1:ConfigMap", "model-gatekeeper")
+    config = named(dev.records, "kubernetes:core/v1:ConfigMap", "model-gatekeeper")
     data = config.inputs["data"]
     page = chat.ChatPage(expected.model, expected.limits.max_reply_tokens, expected.max_model_len)
     assert data == {
@@ -327,19 +326,16 @@ def test_the_gatekeeper_serves_the_chat_page_from_its_config_map(
     assert served == [(path, gatekeeper.CONFIG_MOUNT) for path in chat.ROUTES]
     # The same bytes render and program: the pods roll when the page changes.
     digest = gatekeeper.config_digest(data)
-    assert _leader(mocks)["metadata"]["annotations"][gatekeeper.CONFIG_ANNOTATION] == digest
+    assert _leader(dev)["metadata"]["annotations"][gatekeeper.CONFIG_ANNOTATION] == digest
 
-    mocks.records.clear()
-    exports.clear()
     run_program(mocks, "dev", overrides={"chatPage": False})
     config = named(mocks.records, "kubernetes:core/v1:ConfigMap", "model-gatekeeper")
     assert sorted(config.inputs["data"]) == ["gatekeeper.js", "nginx.conf"]
     assert "location = / {" not in config.inputs["data"]["nginx.conf"]
     assert "chatUrl" not in exports
-    mocks.records.clear()
-    run_program(mocks, "minimal")  # every layer off: none of the page either
     files = set(chat.files(page))
-    assert not [r.urn for r in mocks.records if files & set(r.inputs.get("data") or ())]
+    minimal = shared_run("minimal")[0].records  # every layer off: none of the page either
+    assert not [r.urn for r in minimal if files & set(r.inputs.get("data") or ())]
 
 
 def test_a_new_key_changes_the_secret_only_and_stays_out_of_plain_values(
@@ -391,8 +387,8 @@ def test_a_rotation_accepts_the_previous_key_until_its_end_and_says_so(
             assert old not in json.dumps(resolve(value), default=str), name
 
 
-def test_curl_example_quotes_every_value(mocks: RecordingMocks, exports: dict[str, Any]) -> None:
-    run_program(mocks, "prod")
+def test_curl_example_quotes_every_value() -> None:
+    _, exports = shared_run("prod")
     text = resolve(exports["curlExample"])
     words = shlex.split(text.replace("$(pulumi stack output --show-secrets apiKey)", "KEY"))
     assert words[0:2] == ["curl", "-sN"]
@@ -402,8 +398,8 @@ def test_curl_example_quotes_every_value(mocks: RecordingMocks, exports: dict[st
 
 
 @pytest.mark.parametrize("stack", stack_names())
-def test_the_configured_principals_can_use_kubectl(stack: str, mocks: RecordingMocks) -> None:
-    run_program(mocks, stack)
+def test_the_configured_principals_can_use_kubectl(stack: str) -> None:
+    mocks, _ = shared_run(stack)
     cfg = load_stack(stack, OWN_VALUES[stack])
     policies = {
         r.inputs["principalArn"]: r.inputs["policyArn"].rsplit("/", 1)[-1]
@@ -463,7 +459,4 @@ def test_the_program_drains_rolls_and_keeps_a_group_serving(
         "matchLabels": {manifests.LWS_NAME_LABEL: "gemma-vllm"}
     }
     assert resolve(exports["rolloutSurgeNodes"]) == 0
-
-    mocks.records.clear()
-    run_program(mocks, "dev")
-    assert not by_type(mocks.records, "kubernetes:policy/v1:PodDisruptionBudget")
+    assert not by_type(shared_run("dev")[0].records, "kubernetes:policy/v1:PodDisruptionBudget")

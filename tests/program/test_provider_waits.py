@@ -4,12 +4,10 @@ endpoints, and a rotated Secret is patched in place, not deleted and created aga
 
 from __future__ import annotations
 
-from typing import Any
-
 import pytest
 
 from tests.fakes.pulumi_mocks import RecordingMocks, by_type, named, one
-from tests.program.harness import MODEL_SERVICE, run_program
+from tests.program.harness import MODEL_SERVICE, run_program, shared_run
 
 pytestmark = pytest.mark.usefixtures("as_pulumi_host")
 
@@ -18,10 +16,8 @@ K8S_PROVIDER = "pulumi:providers:kubernetes"
 
 
 @pytest.mark.parametrize("stack", ["dev", "prod"])
-def test_the_model_service_cannot_fail_an_up_during_a_cold_start(
-    stack: str, mocks: RecordingMocks, exports: dict[str, Any]
-) -> None:
-    run_program(mocks, stack)
+def test_the_model_service_cannot_fail_an_up_during_a_cold_start(stack: str) -> None:
+    mocks, exports = shared_run(stack)
     svc = named(mocks.records, *MODEL_SERVICE)
     annotations = svc.inputs["metadata"]["annotations"]
     # provider/pkg/await/service.go (`checkAndLogStatus`): without an override the provider waits
@@ -52,10 +48,8 @@ def test_secrets_are_patched_in_place_on_rotation(mocks: RecordingMocks) -> None
         assert secret.provider and secret.provider.startswith(provider.urn), secret.urn
 
 
-def test_config_maps_are_patched_in_place_and_the_programs_are_kept_for_old_templates(
-    mocks: RecordingMocks,
-) -> None:
-    run_program(mocks, "prod")
+def test_config_maps_are_patched_in_place_and_the_programs_are_kept_for_old_templates() -> None:
+    mocks, _ = shared_run("prod")
     provider = one(mocks.records, K8S_PROVIDER)
     # diff.go (`forceNewProperties`): a ConfigMap's `.data` is replace-only unless the provider
     # has `enableConfigMapMutable` and the ConfigMap is not immutable.

@@ -10,7 +10,7 @@ import pytest
 
 from infra.plan.stackfile import stack_names
 from tests.fakes.pulumi_mocks import Recorded, RecordingMocks, by_type, named, one
-from tests.program.harness import MODEL_NODES, groups, run_program
+from tests.program.harness import MODEL_NODES, groups, run_program, shared_run
 from tests.program.test_order import _depends_on
 
 pytestmark = pytest.mark.usefixtures("as_pulumi_host")
@@ -30,10 +30,8 @@ def _quantize_jobs(mocks: RecordingMocks) -> list[Recorded]:
 
 
 @pytest.mark.parametrize("stack", stack_names())
-def test_the_job_writes_every_ranks_volume_before_the_group(
-    stack: str, mocks: RecordingMocks, exports: dict[str, Any]
-) -> None:
-    run_program(mocks, stack, {"weights": "int8", **groups(stack, 2)})
+def test_the_job_writes_every_ranks_volume_before_the_group(stack: str) -> None:
+    mocks, exports = shared_run(stack, {"weights": "int8", **groups(stack, 2)})
     (job,) = _quantize_jobs(mocks)
     lws = one(mocks.records, LWS)
     template = lws.inputs["spec"]["leaderWorkerTemplate"]
@@ -81,8 +79,8 @@ def test_the_job_writes_every_ranks_volume_before_the_group(
     assert not any(a.startswith(("--nnodes", "--master-addr", "--node-rank")) for a in args)
 
 
-def test_the_job_ships_the_quantizer_and_needs_no_new_role(mocks: RecordingMocks) -> None:
-    run_program(mocks, "dev", {"weights": "int4"})
+def test_the_job_ships_the_quantizer_and_needs_no_new_role() -> None:
+    mocks, _ = shared_run("dev", {"weights": "int4"})
     (job,) = _quantize_jobs(mocks)
     code = named(mocks.records, CONFIG_MAP, "model-quantize-code")
     assert "infra.quantize.__main__.py" in code.inputs["data"]
@@ -101,31 +99,26 @@ def test_the_job_ships_the_quantizer_and_needs_no_new_role(mocks: RecordingMocks
     assert "priorityClassName" not in leader["spec"]
     # The volumes are attached by the EBS CSI driver's role: the Job adds no IAM role.
     roles = {r.name for r in by_type(mocks.records, ROLE)}
-    mocks_volume = RecordingMocks().install()
-    run_program(mocks_volume, "dev", {"modelCache": "volume"})
-    assert roles == {r.name for r in by_type(mocks_volume.records, ROLE)}
+    volume, _ = shared_run("dev", {"modelCache": "volume"})
+    assert roles == {r.name for r in by_type(volume.records, ROLE)}
 
 
 def test_the_same_inputs_twice_give_the_same_job(exports: dict[str, Any]) -> None:
     """What `pulumi up` compares: the same URN with the same inputs is no change, so a second
     run with the same inputs creates and replaces nothing; new inputs give the Job a new name
     (a replacement: a Job's template cannot change in place)."""
-    runs = []
-    for values in ({"weights": "int8"}, {"weights": "int8"}, {"weights": "int4"}):
-        mocks = RecordingMocks().install()
-        run_program(mocks, "dev", values)
-        (job,) = _quantize_jobs(mocks)
-        runs.append(job)
-    first, second, other = runs
+    mocks = RecordingMocks().install()
+    run_program(mocks, "dev", {"weights": "int8"})
+    (first,) = _quantize_jobs(mocks)
+    (second,) = _quantize_jobs(shared_run("dev", {"weights": "int8"})[0])
+    (other,) = _quantize_jobs(shared_run("dev", {"weights": "int4"})[0])
     assert (first.urn, first.inputs) == (second.urn, second.inputs)
     assert other.inputs["metadata"]["name"] != first.inputs["metadata"]["name"]
 
 
 @pytest.mark.parametrize("values", [{}, {"weights": "int8", "weightsSource": NAMED}])
-def test_bf16_and_named_checkpoints_get_no_job(
-    values: dict[str, str], mocks: RecordingMocks
-) -> None:
-    run_program(mocks, "dev", values)
+def test_bf16_and_named_checkpoints_get_no_job(values: dict[str, str]) -> None:
+    mocks, _ = shared_run("dev", values)
     assert _quantize_jobs(mocks) == []
     assert [c for c in by_type(mocks.records, CONFIG_MAP) if "quantize" in c.name] == []
     leader = one(mocks.records, LWS).inputs["spec"]["leaderWorkerTemplate"]["leaderTemplate"]

@@ -14,9 +14,7 @@ from infra.adapters.semantics import world
 from infra.plan.stackfile import load_stack, stack_names
 from tests import builders
 from tests.fakes.pulumi_mocks import RecordingMocks, by_type, named
-from tests.program.harness import OWN_VALUES, run_program, stacks_with
-
-pytestmark = pytest.mark.usefixtures("as_pulumi_host")
+from tests.program.harness import OWN_VALUES, shared_run, stacks_with
 
 SECRET = "kubernetes:core/v1:Secret"
 PV = "kubernetes:core/v1:PersistentVolume"
@@ -28,23 +26,22 @@ GROUPS = {"model": "eks-nodes", "system": "eks-system-nodes"}
 EFFECTS = {"NoSchedule": "NO_SCHEDULE"}
 
 
-def _world(mocks: RecordingMocks, stack: str, sets: dict[str, Any]) -> Any:
-    run_program(mocks, stack, sets)
+def _world(stack: str, sets: dict[str, Any]) -> tuple[RecordingMocks, dict[str, Any], Any]:
+    """The program's run on `stack` with `sets`, its exports and the check's world of it."""
+    mocks, exports = shared_run(stack, sets)
     cfg, planned = builders.planned(stack, {**OWN_VALUES[stack], **sets})
     assumed = world(cfg, planned)
     volumes = [o for o in assumed.created if o["kind"] == "PersistentVolume"]
     assert bool(volumes) == (planned.model_cache == "volume")
-    return assumed
+    return mocks, exports, assumed
 
 
 VARIANTS = [(s, {}) for s in stack_names()] + [("dev", {"weights": "int8"})]
 
 
 @pytest.mark.parametrize(("stack", "sets"), VARIANTS)
-def test_the_checks_secrets_are_the_programs(
-    mocks: RecordingMocks, stack: str, sets: dict[str, Any]
-) -> None:
-    expected = _world(mocks, stack, sets)
+def test_the_checks_secrets_are_the_programs(stack: str, sets: dict[str, Any]) -> None:
+    mocks, _, expected = _world(stack, sets)
     made = {
         (r.inputs["metadata"]["namespace"], r.inputs["metadata"]["name"]): set(
             r.inputs["stringData"]
@@ -61,10 +58,8 @@ def test_the_checks_secrets_are_the_programs(
 
 
 @pytest.mark.parametrize(("stack", "sets"), VARIANTS)
-def test_the_checks_volumes_are_the_programs(
-    mocks: RecordingMocks, stack: str, sets: dict[str, Any], exports: dict[str, Any]
-) -> None:
-    expected = _world(mocks, stack, sets)
+def test_the_checks_volumes_are_the_programs(stack: str, sets: dict[str, Any]) -> None:
+    mocks, exports, expected = _world(stack, sets)
 
     def shape(spec: dict[str, Any]) -> dict[str, Any]:
         return {k: spec[k] for k in ("claimRef", "capacity", "storageClassName", "accessModes")}
@@ -83,10 +78,8 @@ def test_the_checks_volumes_are_the_programs(
 
 
 @pytest.mark.parametrize(("stack", "sets"), VARIANTS)
-def test_the_checks_node_groups_are_the_programs(
-    mocks: RecordingMocks, stack: str, sets: dict[str, Any]
-) -> None:
-    expected = _world(mocks, stack, sets)
+def test_the_checks_node_groups_are_the_programs(stack: str, sets: dict[str, Any]) -> None:
+    mocks, _, expected = _world(stack, sets)
     cfg = load_stack(stack, {**OWN_VALUES[stack], **sets})
     assert {g.name for g in expected.node_groups} == (
         {"model", "system"} if cfg.elastic else {"model"}
@@ -102,8 +95,8 @@ def test_the_checks_node_groups_are_the_programs(
 
 
 @pytest.mark.parametrize("stack", stacks_with("monitoring"))
-def test_the_checks_collector_is_the_programs(mocks: RecordingMocks, stack: str) -> None:
-    expected = _world(mocks, stack, {})
+def test_the_checks_collector_is_the_programs(stack: str) -> None:
+    mocks, _, expected = _world(stack, {})
     kinds = {"ServiceAccount": "core/v1", "ConfigMap": "core/v1", "Deployment": "apps/v1"}
     for kind, api in kinds.items():
         (assumed,) = [o for o in expected.created if o["kind"] == kind]

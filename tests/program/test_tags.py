@@ -23,7 +23,7 @@ from infra.plan import changes
 from infra.plan.sizing import plan
 from infra.plan.stackfile import load_stack, stack_names
 from tests.fakes.pulumi_mocks import RecordingMocks, by_type, named, one
-from tests.program.harness import run_program
+from tests.program.harness import run_program, shared_run
 
 REQUIRED = ("endDate", "owner", "project", "stack")
 STORAGE_CLASS = "kubernetes:storage.k8s.io/v1:StorageClass"
@@ -51,10 +51,9 @@ def _nlb_tags(service: dict[str, Any]) -> dict[str, str]:
     return dict(pair.split("=", 1) for pair in text.split(","))
 
 
-@pytest.mark.usefixtures("as_pulumi_host")
 @pytest.mark.parametrize("stack", stack_names())
-def test_everything_the_stack_pays_for_is_tagged(stack: str, mocks: RecordingMocks) -> None:
-    run_program(mocks, stack, {"modelCache": "volume"})
+def test_everything_the_stack_pays_for_is_tagged(stack: str) -> None:
+    mocks, _ = shared_run(stack, {"modelCache": "volume"})
     want = _expected(stack)
 
     provider = named(mocks.records, "pulumi:providers:aws", "aws")
@@ -117,9 +116,7 @@ def test_a_tag_edit_reaches_the_launch_template_as_the_plan_says(
     """Editing a tag key changes the nodes' launch template (a new version: EKS replaces every
     node), which `infra.plan.changes` lists under node replacement."""
     edits = {"owner": "inference-team", "endDate": "2027-03-30", "tags": {"team": "ml"}}
-    run_program(mocks, "dev")
-    before = one(mocks.records, "aws:ec2/launchTemplate:LaunchTemplate").inputs
-    mocks.records.clear()
+    before = one(shared_run("dev")[0].records, "aws:ec2/launchTemplate:LaunchTemplate").inputs
     run_program(mocks, "dev", {key: edits[key]})
     after = one(mocks.records, "aws:ec2/launchTemplate:LaunchTemplate").inputs
     assert before["tagSpecifications"] != after["tagSpecifications"]
