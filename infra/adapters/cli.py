@@ -35,7 +35,6 @@ from infra.plan import (
     pods,
     readiness,
     support,
-    vllm_key,
     waits,
     weights,
 )
@@ -279,7 +278,7 @@ def format_table(
             "listener",
             "HTTPS on 443 (TLS at the load balancer)" if p.front_door.tls else "plain HTTP on 80",
         ),
-        *(_front_door_rows if gatekeeper else vllm_key.rows)(p.front_door),
+        *(_front_door_rows if gatekeeper else _vllm_key_rows)(p.front_door),
         (
             "drain",
             f"a stopping leader accepts {p.drain.accept_s} s more (the NLB checks every "
@@ -327,7 +326,7 @@ def format_table(
     lines.extend(f"  - {reason}" for reason in (*p.reasons, *door_reasons))
     if not gatekeeper:
         lines += ["", "what `frontDoor: vllm-key` gives up against the gatekeeper:"]
-        lines.extend(f"  - {line}" for line in vllm_key.gives_up())
+        lines.extend(f"  - {line}" for line in _vllm_key_gives_up())
     lines += ["", "what a change costs:"]
     lines.extend(f"  - {line}" for line in changes.describe(p))
     if warnings:
@@ -426,6 +425,45 @@ def _front_door_rows(door: GatekeeperLimits) -> list[tuple[str, str]]:
             else "off (`chatPage: false`)",
         ),
     ]
+
+
+def _vllm_key_rows(door: EndpointLimits) -> list[tuple[str, str]]:
+    """The door rows that still hold without the gatekeeper, after the listener's."""
+    from components.manifests.programs.key_check import OPEN_PATHS
+
+    return [
+        (
+            "front door",
+            "vLLM checks the key itself on every route but "
+            f"{', '.join(OPEN_PATHS)} (`frontDoor: vllm-key`, VLLM_API_KEY from the key's "
+            "Secret); no gatekeeper",
+        ),
+        ("per request", f"logprobs up to {door.max_logprobs} (`maxLogprobs`, vLLM's own)"),
+        ("max reply", f"{door.max_reply_tokens} tokens (`maxReplyTokens`, vLLM's own)"),
+    ]
+
+
+def _vllm_key_gives_up() -> tuple[str, ...]:
+    """What a stack without the gatekeeper goes without, for the plan's text. vLLM 0.31 reads one
+    key from VLLM_API_KEY (serve/middleware/register.py) and checks it under /v1, /v2, /inference
+    and /cohere only (serve/middleware/authenticate.py `GUARDED_PREFIX`), read 2026-12-06;
+    `key_check.py` asks for it everywhere else."""
+    from components.manifests.programs.key_check import OPEN_PATHS
+
+    return (
+        "no per-client limits: request rate, requests, KV-cache tokens and connections in flight "
+        "and body size are not bounded per client address, so one client can hold every slot",
+        "no refusals before vLLM: request fields (`n`, schema size and counts, `priority`, "
+        "`request_id`, ...) and headers reach vLLM as sent, and no cap on requests at vLLM (503)",
+        f"routes without the key: {' and '.join(OPEN_PATHS)} only (the probes, the preStop and the "
+        "metrics collector read them; counts, no inference) answer every client in `allowedCidrs`",
+        "one key: vLLM reads VLLM_API_KEY when it starts, so a new key restarts the group and a "
+        "rotation has no overlap (`apiKeyOverlapUntil` refused)",
+        "no reply timeout and no TCP keepalives at the door: a first token slower than the load "
+        f"balancer's {catalog.NLB_IDLE_TIMEOUT_S} s idle timeout is cut; no chat page; the "
+        "dashboard's front-door answer counts and 5xx alarm read the gatekeeper's log and stay "
+        "empty",
+    )
 
 
 def _user_keys(stack: str, overrides: dict[str, object]) -> list[str]:
