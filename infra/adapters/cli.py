@@ -34,7 +34,6 @@ from infra.plan import (
     placeholders,
     pods,
     readiness,
-    support,
     waits,
     weights,
 )
@@ -189,7 +188,48 @@ def _decode_source(p: Plan, s: Served) -> str:
         from infra.plan import moe  # the MoE layer, for a mixture-of-experts model only
 
         return moe.decode_source(replace(known, weights=p.weights))
-    return weights.decode_source(p.weights, s.bandwidth_measured)
+    return _format_decode_source(p.weights, s.bandwidth_measured)
+
+
+def _format_decode_source(name: str, measured: bool = True) -> str:
+    """Where a plan's single-stream decode figure comes from, in this format; `measured` when the
+    node is the type the bandwidth was measured on (`catalog.DecodeBandwidth`), else the figure
+    is extrapolated from it."""
+    if name == "bf16":
+        if measured:
+            return "calibrated on the field report's measured 4.0"
+        return "extrapolated from the field report's measured 4.0 on m7g.2xlarge"
+    basis = "calibrated on" if measured else "extrapolated from"
+    return f"modelled: {name} bytes per token at the bandwidth {basis} bf16's measured 4.0"
+
+
+def _weights_row(name: str) -> str:
+    """One line for the plan: the scheme, what stays bf16, the kernel, the quality."""
+    fmt = weights.weight_format(name)
+    if fmt.scheme is None:
+        return "bf16, the published checkpoint"
+    return (
+        f"{name} (compressed-tensors {fmt.scheme}; embeddings, output head and encoders bf16; "
+        f"{fmt.resident_bytes:.2f} bytes per linear parameter in memory, "
+        f"{fmt.disk_bytes:.2f} on disk); vLLM's {fmt.kernel}; quality {fmt.quality}"
+    )
+
+
+def _kubernetes_support(cfg: StackConfig, today: dt.date) -> str:
+    """One line on the pinned version's support window, as the plan shows it."""
+    version = cfg.kubernetes
+    if version is None:
+        return f"{cfg.kubernetes_version}: support window not in the catalogue"
+    left = (version.end_of_standard - today).days
+    if left >= 0:
+        return (
+            f"{version.version}: standard support until {version.end_of_standard} "
+            f"({left} days), then extended support until {version.end_of_extended}"
+        )
+    return (
+        f"{version.version}: EXTENDED support since {version.end_of_standard}, until "
+        f"{version.end_of_extended}"
+    )
 
 
 def format_table(
@@ -214,7 +254,7 @@ def format_table(
         ("node allocatable", f"{p.node_allocatable_gib:.2f} GiB"),
         ("pod memory", f"{p.pod_memory_gib:g} GiB request = limit"),
         ("pod cpu", f"{p.pod_cpu} cores request = limit"),
-        ("weights", weights.describe(p.weights)),
+        ("weights", _weights_row(p.weights)),
         ("checkpoint", _checkpoint(p)),
         ("weights per stage", f"{per_stage} GiB"),
         ("runtime overhead", f"{p.overhead_gib_per_pod:.2f} GiB per pod (largest rank)"),
@@ -295,7 +335,7 @@ def format_table(
             else f"after {catalog.NLB_IDLE_TIMEOUT_S} s without a byte (no gatekeeper "
             f"keepalives); first byte within {p.liveness.first_byte_s} s",
         ),
-        ("rollout", p.rollout.describe()),
+        ("rollout", changes.describe_rollout(p.rollout)),
     ]
     if econ is not None:
         rows += _economics_rows(p, econ)
@@ -308,7 +348,7 @@ def format_table(
         rows.append(sleep.describe(cfg, p))
     if cfg is not None:
         rows.append(("model revision", _revision(cfg)))
-        rows.append(("kubernetes", support.kubernetes_support(cfg, today)))
+        rows.append(("kubernetes", _kubernetes_support(cfg, today)))
     width = max(len(k) for k, _ in rows)
     lines = [f"{k:<{width}}  {v}" for k, v in rows]
     if cfg is not None and cfg.existing_cluster is not None:
