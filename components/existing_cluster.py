@@ -7,6 +7,9 @@ it launches), the Pod Identity agent when the cluster lacks it, and a Kubernetes
 the cluster's endpoint. Everything else of the cluster (its network, control plane, access
 entries, other add-ons and nodes) is its owner's: `pulumi destroy` removes the node group and
 what the stack put on it, nothing more.
+
+With `lwsInstalled` the cluster's own LeaderWorkerSet controller runs the groups: its CRD is read
+and checked to hold what they set (`installed_controller`).
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ from components.cluster import (
     model_scaling,
     node_launch_template,
 )
+from components.manifests.spec import Manifest
 
 
 def kubeconfig(cluster: str, endpoint: str, certificate: str, region: str) -> dict[str, Any]:
@@ -173,3 +177,100 @@ class ExistingCluster(pulumi.ComponentResource):
         self.cluster_name = pulumi.Output.from_input(args.name)
         self.kubeconfig = pulumi.Output.secret(config)
         self.register_outputs({"clusterName": self.cluster_name, "kubeconfig": self.kubeconfig})
+
+
+#: The CRD of a LeaderWorkerSet controller the cluster already runs (`lwsInstalled`).
+CRD_NAME = "leaderworkersets.leaderworkerset.x-k8s.io"
+
+
+#: The Python names pulumi-kubernetes gives a read CRD's schema keywords (its output types), by
+#: the keyword the API serves; field names under `properties` keep their own spelling.
+_SDK_NAMES = {
+    "openAPIV3Schema": "open_apiv3_schema",
+    "additionalProperties": "additional_properties",
+    "x-kubernetes-preserve-unknown-fields": "x_kubernetes_preserve_unknown_fields",
+}
+
+
+def _key(schema: Mapping[str, Any], keyword: str) -> Any:
+    """A schema keyword as the API serves it or as the SDK names it."""
+    for name in (keyword, _SDK_NAMES[keyword]):
+        if name in schema:
+            return schema[name]
+    return None
+
+
+def fields_unknown(schema: Mapping[str, Any], obj: Any, path: str = "") -> list[str]:
+    """Every field of `obj` that `schema` (an openAPIV3Schema) does not declare, as a dotted
+    path. The API server prunes such a field of a custom resource without a word (Kubernetes
+    docs, "Extend the Kubernetes API with CustomResourceDefinitions", field pruning), so a
+    controller older than the fields the groups set would run them without those settings."""
+    if _key(schema, "x-kubernetes-preserve-unknown-fields"):
+        return []
+    if isinstance(obj, Mapping):
+        properties = schema.get("properties")
+        values = _key(schema, "additionalProperties")
+        found: list[str] = []
+        for key, value in obj.items():
+            here = f"{path}.{key}" if path else str(key)
+            if properties is not None:
+                if key not in properties:
+                    found.append(here)
+                    continue
+                found += fields_unknown(properties[key], value, here)
+            elif isinstance(values, Mapping):
+                found += fields_unknown(values, value, here)
+        return found
+    if isinstance(obj, list) and isinstance(schema.get("items"), Mapping):
+        return [f for item in obj for f in fields_unknown(schema["items"], item, f"{path}[]")]
+    return []
+
+
+def installed_lws_refusal(crd_spec: Mapping[str, Any], group: Manifest) -> str | None:
+    """Why the cluster's LeaderWorkerSet CRD cannot hold `group` (one line naming the fix), or
+    None: it must serve the version the groups are written in, with every field they set."""
+    version = str(group["apiVersion"]).rsplit("/", 1)[-1]
+    served = [v for v in crd_spec.get("versions") or [] if v.get("name") == version]
+    fix = (
+        f"upgrade the cluster's LeaderWorkerSet controller to {LWS_MIN_VERSION} or later, or "
+        "deploy into a cluster without one and set `lwsInstalled` to false"
+    )
+    if not served or not served[0].get("served"):
+        return f"`lwsInstalled` the cluster's CRD {CRD_NAME} does not serve {version}; {fix}"
+    schema = _key(served[0].get("schema") or {}, "openAPIV3Schema") or {}
+    unknown = fields_unknown(schema, {k: group[k] for k in ("apiVersion", "kind", "spec")})
+    if unknown:
+        shown = ", ".join(unknown[:3]) + (
+            f" and {len(unknown) - 3} more" if len(unknown) > 3 else ""
+        )
+        return (
+            f"`lwsInstalled` the cluster's CRD {CRD_NAME} has no {shown}, which the groups set "
+            f"(the API server would drop them); {fix}"
+        )
+    return None
+
+
+#: The controller version whose CRD the groups are written against (the chart the stack
+#: installs otherwise, `components.leaderworkerset.LWS_CHART_VERSION`).
+LWS_MIN_VERSION = "v0.10.0"
+
+
+def installed_controller(
+    name: str, group: Manifest, opts: pulumi.ResourceOptions
+) -> tuple[k8s.apiextensions.v1.CustomResourceDefinition, pulumi.Output[str]]:
+    """The cluster's own LeaderWorkerSet CRD (`lwsInstalled`), read, never changed, and the
+    check that it holds `group`: an Output that fails the program with one line when the CRD
+    serves no version of it or lacks a field it sets, else names the CRD's served versions.
+    Export it: an export is awaited, so `pulumi preview` (which reads the CRD) refuses first.
+    A CRD that is missing fails the read itself: the cluster runs no controller, so
+    `lwsInstalled` must be false."""
+    crd = k8s.apiextensions.v1.CustomResourceDefinition.get(name, CRD_NAME, opts=opts)
+
+    def checked(spec: dict) -> str:
+        refusal = installed_lws_refusal(spec, group)
+        if refusal is not None:
+            raise pulumi.RunError(refusal)
+        served = [v["name"] for v in spec.get("versions") or [] if v.get("served")]
+        return f"the cluster's ({CRD_NAME}, serving {', '.join(served)})"
+
+    return crd, crd.spec.apply(checked)

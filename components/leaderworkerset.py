@@ -9,8 +9,6 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from components.manifests import access, gate
-from components.manifests.lws import CRD_NAME, installed_lws_refusal
-from components.manifests.spec import Manifest
 from components.objects import create
 
 LWS_CHART = "oci://registry.k8s.io/lws/charts/lws"
@@ -106,24 +104,3 @@ class LwsController(pulumi.ComponentResource):
             parent=self,
             depends_on=[self.chart, binding, probe, *on_nodes],
         )
-
-
-def installed_controller(
-    name: str, group: Manifest, opts: pulumi.ResourceOptions
-) -> tuple[k8s.apiextensions.v1.CustomResourceDefinition, pulumi.Output[str]]:
-    """The cluster's own LeaderWorkerSet CRD (`lwsInstalled`), read, never changed, and the
-    check that it holds `group`: an Output that fails the program with one line when the CRD
-    serves no version of it or lacks a field it sets, else names the CRD's served versions.
-    Export it: an export is awaited, so `pulumi preview` (which reads the CRD) refuses first.
-    A CRD that is missing fails the read itself: the cluster runs no controller, so
-    `lwsInstalled` must be false."""
-    crd = k8s.apiextensions.v1.CustomResourceDefinition.get(name, CRD_NAME, opts=opts)
-
-    def checked(spec: dict) -> str:
-        refusal = installed_lws_refusal(spec, group)
-        if refusal is not None:
-            raise pulumi.RunError(refusal)
-        served = [v["name"] for v in spec.get("versions") or [] if v.get("served")]
-        return f"the cluster's ({CRD_NAME}, serving {', '.join(served)})"
-
-    return crd, crd.spec.apply(checked)

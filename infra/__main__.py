@@ -18,19 +18,19 @@ import pulumi_aws as aws
 from components import observability, stack_roles
 from components.addons import ClusterRef
 from components.cluster import Cluster, ClusterArgs
-from components.leaderworkerset import LwsController, LwsControllerArgs, installed_controller
+from components.leaderworkerset import LwsController, LwsControllerArgs
 from components.manifests import identity
 from components.manifests.lws import leader_worker_set
 from components.model_server import ModelServer, ModelServerArgs
 from components.network import Network, NetworkArgs
 from components.observability import ClusterLogs, ClusterLogsArgs
-from components.storage import ModelVolumes, ModelVolumesArgs
 from infra.adapters import wiring
 from infra.adapters.pulumi_config import place_zones, read_stack_config, warn_about
 from infra.plan import addons
 
 if TYPE_CHECKING:
     from components.existing_cluster import ExistingCluster
+    from components.storage import ModelVolumes
 
 # An optional layer's wiring (its components and planning) is imported under its stack key only.
 
@@ -121,8 +121,12 @@ else:
         "/aws/containerinsights/", cluster.cluster_name, "/application"
     )
     logs_query = pulumi.Output.from_input(observability.logs_query(wiring.NAMESPACE))
-volumes = (
-    ModelVolumes(
+volumes: ModelVolumes | None = None
+if plan.model_cache == "volume":
+    # The weights' own volumes and their driver, for a stack that keeps them (`modelCache`).
+    from components.storage import ModelVolumes, ModelVolumesArgs
+
+    volumes = ModelVolumes(
         "weights",
         ModelVolumesArgs(
             cluster_ref,
@@ -136,11 +140,10 @@ volumes = (
         ),
         opts=on_cluster,
     )
-    if plan.model_cache == "volume"
-    else None
-)
 if cfg.lws_installed:
     # The cluster's own controller; its CRD must hold what the groups set.
+    from components.existing_cluster import installed_controller
+
     lws, lws_controller = installed_controller(
         "lws", leader_worker_set(server_spec), pulumi.ResourceOptions(provider=cluster.provider)
     )

@@ -5,8 +5,8 @@
         [--models all|MODEL,...] [--json]
 
 The plan opens with its verdict (`infra.adapters.verdict`), then the table, the reasons and the
-warnings; `--brief` prints the verdict alone. Bad input exits 2 with one line on stderr naming
-the key, the rule and the fix.
+warnings (`infra.adapters.table`); `--brief` prints the verdict alone. Bad input exits 2 with one
+line on stderr naming the key, the rule and the fix.
 """
 
 from __future__ import annotations
@@ -14,41 +14,32 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import json
-import shlex
 import sys
 from collections.abc import Sequence
-from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, NoReturn
 
-from components.manifests.spec import EndpointLimits
 from infra.adapters import verdict, wiring
+from infra.adapters.table import format_table
 from infra.bootstrap import config as bootstrap_config
 from infra.plan import (
     addons,
     advice,
     catalog,
-    changes,
     checked,
     compare,
     placeholders,
-    pods,
     readiness,
-    support,
-    vllm_key,
     waits,
     weights,
 )
 from infra.plan.config import ConfigError, StackConfig
-from infra.plan.economics import Economics, economics
-from infra.plan.liveness import CALIBRATION_RUNS, MIN_STALL_S
-from infra.plan.sizing import Plan
+from infra.plan.economics import economics
 from infra.plan.stackfile import add_stack_arguments, load_stack, parse_overrides, read_stack
-from infra.plan.throughput import Served
 from infra.plan.weights import FORMATS
 
 if TYPE_CHECKING:
-    from components.manifests.gatekeeper_conf import GatekeeperLimits
+    pass
 
 
 class _OneLineParser(argparse.ArgumentParser):
@@ -99,333 +90,6 @@ def _parser() -> argparse.ArgumentParser:
         help="also write the Kubernetes objects the program applies, one YAML file each",
     )
     return parser
-
-
-def _economics_rows(p: Plan, e: Economics) -> list[tuple[str, str]]:
-    """Served tokens, time to first token and cost, each with its unit and where it comes from."""
-    s = e.served
-    low, high = s.ttft_max_len_range_s
-    k_low, k_high = s.ttft_1k_range_s
-    rows = [
-        (
-            "decode, 1 stream",
-            f"{s.one.aggregate_tokens_per_s:.2f} tokens/s"
-            + (
-                ""
-                if s.bandwidth_measured
-                else f" at the bandwidth's low end, up to {s.one_stream_high_tokens_per_s:.2f} "
-                "at its high end"
-            )
-            + f" ({_decode_source(p, s)})",
-        ),
-        (
-            "node bandwidth",
-            f"{s.node_bandwidth_gbps:.0f}"
-            + ("" if s.bandwidth_measured else f"-{s.node_bandwidth_high_gbps:.0f}")
-            + f" GB/s for decode, {s.bandwidth_bound}",
-        ),
-        *_ceiling_rows(p, s),
-        (
-            "decode, full load",
-            f"{s.planned.aggregate_tokens_per_s * p.replicas:.2f} tokens/s in all, "
-            f"{s.planned.per_stream_tokens_per_s:.2f} per stream at {s.planned.sequences} "
-            f"x {s.planned.context:,} tokens ({s.planned.bound}-bound; modelled)",
-        ),
-        (
-            "decode, short requests",
-            f"{s.limit.aggregate_tokens_per_s * p.replicas:.2f} tokens/s in all at "
-            f"{s.limit.sequences} x {s.limit.context:,} tokens, as many as "
-            + ("vLLM's max_num_seqs admits" if s.limit.sequences == p.max_num_seqs else "fit")
-            + f" ({s.limit.bound}-bound; modelled)",
-        ),
-        (
-            "time to first token",
-            f"~{s.ttft_max_len_s:.0f} s for {p.max_model_len:,} tokens ({low:.0f}-{high:.0f} s), "
-            f"~{s.ttft_1k_s:.0f} s for 1,000 ({k_low:.0f}-{k_high:.0f} s); {s.prefill_source}",
-        ),
-    ]
-    c = e.costs
-    cost = (
-        "; ".join(c.missing)
-        if c.usd_per_hour is None
-        else f"${c.usd_per_hour:.4f}/hour, ${c.usd_per_month:,.2f}/month "
-        f"({c.price_region} on-demand list prices)"
-    )
-    rows.append(("cost", cost))
-    for line in c.lines:
-        rows.append(
-            (
-                f"  {line.item}",
-                f"${line.usd_per_month:,.2f}/month: {line.basis}"
-                + (" (estimate)" if line.estimate else ""),
-            )
-        )
-    if e.usd_per_million_full is not None and e.usd_per_million_one is not None:
-        rows.append(
-            (
-                "$ per million tokens",
-                f"${e.usd_per_million_full:.2f} at full load, ${e.usd_per_million_one:.2f} "
-                "with one stream (output tokens, decode modelled as above)",
-            )
-        )
-    return rows
-
-
-def _ceiling_rows(p: Plan, s: Served) -> list[tuple[str, str]]:
-    """For a mixture of experts, whose rate is derived, the ceiling its bytes set."""
-    known = catalog.MODELS.get(p.model)
-    if known is None or not known.is_moe:
-        return []
-    profile = replace(known, weights=p.weights)
-    from infra.plan import moe  # the MoE layer, for a mixture-of-experts model only
-
-    return [("decode ceiling", moe.describe_ceiling(profile, s.node_bandwidth_gbps))]
-
-
-def _decode_source(p: Plan, s: Served) -> str:
-    """Where the single-stream figure comes from: calibrated, modelled, or for a mixture of
-    experts derived from its measured ratio to the dense model (`infra.plan.moe`)."""
-    known = catalog.MODELS.get(p.model)
-    if known is not None and known.is_moe:
-        from infra.plan import moe  # the MoE layer, for a mixture-of-experts model only
-
-        return moe.decode_source(replace(known, weights=p.weights))
-    return weights.decode_source(p.weights, s.bandwidth_measured)
-
-
-def format_table(
-    p: Plan,
-    econ: Economics | None = None,
-    cfg: StackConfig | None = None,
-    today: dt.date | None = None,
-    warnings: Sequence[str] = (),
-) -> str:
-    """The human view after the verdict: every figure with its unit, then why each derived value
-    was chosen, then (in one place) the warnings."""
-    per_stage = ", ".join(f"{w:.2f}" for w in p.weights_gib_per_stage)
-    probes = p.liveness.probes
-    gatekeeper = not isinstance(p.front_door, EndpointLimits)
-    if gatekeeper:
-        from infra.plan import frontdoor  # the gatekeeper layer, `frontDoor: gatekeeper` only
-    rows = [
-        ("stack", p.stack),
-        ("model", p.model),
-        ("nodes", f"{p.nodes} x {p.instance_type} ({p.generation}), one availability zone"),
-        ("groups x stages", f"{p.replicas} x {p.stages} (one pipeline rank per node)"),
-        ("node allocatable", f"{p.node_allocatable_gib:.2f} GiB"),
-        ("pod memory", f"{p.pod_memory_gib:g} GiB request = limit"),
-        ("pod cpu", f"{p.pod_cpu} cores request = limit"),
-        ("weights", weights.describe(p.weights)),
-        ("checkpoint", _checkpoint(p)),
-        ("weights per stage", f"{per_stage} GiB"),
-        ("runtime overhead", f"{p.overhead_gib_per_pod:.2f} GiB per pod (largest rank)"),
-        ("weight prefetch", "on (init container)" if p.weight_prefetch else "off"),
-        (
-            "pod containers",
-            pods.describe(p.weight_prefetch, bool(cfg and (cfg.elastic or not cfg.gatekeeper))),
-        ),
-        ("vcpu quota", readiness.describe(p)),
-        ("guard sees", f"{p.guard_available_gib:.2f} GiB on rank {p.tightest_rank}"),
-        ("kv cache", f"{p.kv_cache_bytes} bytes ({p.kv_cache_bytes / 1024**3:.2f} GiB) per rank"),
-        ("max batched tokens", f"{p.max_num_batched_tokens} tokens"),
-        ("max model len", f"{p.max_model_len} tokens"),
-        ("kv needed at max len", f"{p.kv_needed_gib:.2f} GiB per rank"),
-        ("kv cache size", f"{p.kv_cache_tokens:,} tokens (as vLLM will log it)"),
-        ("max concurrency", f"{p.max_concurrency:.2f}x at {p.max_model_len:,} tokens"),
-        ("request limit", f"{p.max_num_seqs} sequences (vLLM's max_num_seqs)"),
-        ("node disk", f"{p.node_disk_gib} GiB gp3"),
-        (
-            "model cache",
-            f"{p.model_cache}: weights in "
-            + (
-                f"a {p.model_volume_gib} GiB EBS volume per rank"
-                if p.model_cache == "volume"
-                else f"a {p.model_volume_gib} GiB emptyDir on the node disk"
-            ),
-        ),
-        ("cold start", f"~{p.cold_start_seconds} s; restart ~{p.warm_restart_seconds} s"),
-        ("startup timeout", f"{p.startup_timeout_seconds // 60} min"),
-        (
-            "liveness",
-            f"every {probes.period_s} s, {probes.failures} failures, timeout "
-            f"{probes.timeout_s} s; stalled after the leader's measured step x "
-            f"{probes.growth:.2f} (longest context) x {probes.margin:g} without a token, "
-            f"within {MIN_STALL_S}-{probes.stall_s} s; noticed within "
-            f"{p.liveness.fast_half_detection_s} s at the fast half of the prefill range "
-            f"({p.liveness.fast_half_stall_s} s stall), {p.liveness.detection_s} s at its slow end",
-        ),
-        (
-            "step measured",
-            f"at start, before the leader takes traffic: {CALIBRATION_RUNS} one-token requests of "
-            f"{probes.calibrate_tokens} prompt tokens; a node whose step x "
-            f"{probes.growth:.2f} x {probes.margin:g} x {probes.in_flight} in flight "
-            f"exceeds the engine's {probes.stall_s} s step timeout refuses to start"
-            + (
-                ", as does a leader whose vLLM fell back to torch's linear (`prefillPath` "
-                f"{probes.path}); a refusal stops the engine, so the kubelet restarts it at once, "
-                "with the reason on its log"
-                if probes.path == "onednn"
-                else " (`prefillPath` fallback: torch's linear allowed)"
-            ),
-        ),
-        (
-            "engine step timeout",
-            f"{probes.stall_s} s: the longest step ({p.liveness.step_s:.1f} s at the prefill "
-            f"rate's slow end) x {probes.in_flight} in flight; read once at start, so it "
-            "stays at the slow end",
-        ),
-        ("first byte", f"within {p.liveness.first_byte_s} s (longest prompt + stall bound)"),
-        (
-            "listener",
-            "HTTPS on 443 (TLS at the load balancer)" if p.front_door.tls else "plain HTTP on 80",
-        ),
-        *(_front_door_rows if gatekeeper else vllm_key.rows)(p.front_door),
-        (
-            "drain",
-            f"a stopping leader accepts {p.drain.accept_s} s more (the NLB checks every "
-            f"{p.drain.health_check_interval_s} s, {p.drain.health_check_threshold} failures), "
-            f"then finishes its streams within {p.drain.reply_s} s; grace "
-            f"{p.drain.grace_s} s",
-        ),
-        ("bounds that wait", waits.describe(p)),
-        ("client timeout", waits.describe_client(p)),
-        (
-            "idle cut",
-            frontdoor.idle_cut(p.front_door, p.liveness.first_byte_s)
-            if gatekeeper
-            else f"after {catalog.NLB_IDLE_TIMEOUT_S} s without a byte (no gatekeeper "
-            f"keepalives); first byte within {p.liveness.first_byte_s} s",
-        ),
-        ("rollout", p.rollout.describe()),
-    ]
-    if econ is not None:
-        rows += _economics_rows(p, econ)
-    today = today or dt.date.today()
-    if cfg is not None and cfg.elastic:
-        from infra.plan import elastic, sleep  # the elastic layer, elastic stacks only
-
-        scaled = elastic.elastic_plan(cfg, p, today)
-        rows += elastic.describe(scaled) if scaled is not None else []
-        rows.append(sleep.describe(cfg, p))
-    if cfg is not None:
-        rows.append(("model revision", _revision(cfg)))
-        rows.append(("kubernetes", support.kubernetes_support(cfg, today)))
-    width = max(len(k) for k, _ in rows)
-    lines = [f"{k:<{width}}  {v}" for k, v in rows]
-    if cfg is not None and cfg.existing_cluster is not None:
-        from infra.plan import existing  # the existing-cluster layer, `existingCluster` only
-
-        lines += ["", f"into the existing cluster {cfg.existing_cluster}, the program reads:"]
-        lines.extend(f"  - {read}" for read in existing.READS)
-        lines.append("and assumes:")
-        lines.extend(f"  - {assumed}" for assumed in existing.ASSUMES)
-    if cfg is not None and cfg.vllm_extra_args:
-        lines += ["", "extra vLLM flags (`vllmExtraArgs`), last on every rank, not in the figures:"]
-        lines.append(f"  {shlex.join(cfg.vllm_extra_args)}")
-    lines += ["", "why:"]
-    door_reasons = p.front_door.reasons if gatekeeper else ()
-    lines.extend(f"  - {reason}" for reason in (*p.reasons, *door_reasons))
-    if not gatekeeper:
-        lines += ["", "what `frontDoor: vllm-key` gives up against the gatekeeper:"]
-        lines.extend(f"  - {line}" for line in vllm_key.gives_up())
-    lines += ["", "what a change costs:"]
-    lines.extend(f"  - {line}" for line in changes.describe(p))
-    if warnings:
-        lines += ["", "warnings:"]
-        lines.extend(f"  - {warning}" for warning in warnings)
-    return "\n".join(lines)
-
-
-def _checkpoint(p: Plan) -> str:
-    """What every rank loads and where it comes from."""
-    size = f"{p.download_gib:.2f} GiB"
-    if p.weights == "bf16":
-        return f"{size}, downloaded from the hub (`model` at its revision)"
-    if p.weights_source != "quantize":
-        return f"{size} (modelled), downloaded from {p.weights_source} (`weightsSource`)"
-    job = p.quantize
-    assert job is not None  # a produced checkpoint always has its Job
-    checked = (
-        f"; it first checks that the image's vLLM has {', '.join(job.required_ops)}, which "
-        f"serves {p.weights} experts on Arm, and stops in one line if not"
-        if job.required_ops
-        else ""
-    )
-    return (
-        f"{size} (modelled), written once to the weights volumes by the quantize Job "
-        f"(~{job.modelled_seconds} s modelled, deadline {job.deadline_seconds} s){checked}"
-    )
-
-
-def _revision(cfg: StackConfig) -> str:
-    """The hub commit every rank downloads, and where it comes from."""
-    if cfg.model_revision != "auto":
-        return f"{cfg.model_revision} (`modelRevision`, as the stack sets)"
-    profile = cfg.profile()
-    if profile.revision is None:
-        return "main, unpinned (see warnings)"
-    return (
-        f"{profile.revision} (catalogue, checked {profile.revision_checked}: "
-        f"{profile.revision_source})"
-    )
-
-
-def _front_door_rows(door: GatekeeperLimits) -> list[tuple[str, str]]:
-    """The gatekeeper's limits, each a stack key (docs/front-door.md)."""
-    from infra.plan import frontdoor  # the gatekeeper layer, `frontDoor: gatekeeper` only
-
-    return [
-        ("max request body", f"{door.max_request_bytes:,} bytes (`maxRequestBytes`)"),
-        (
-            "per client",
-            f"{door.client_requests_per_minute} requests/min (`clientRequestsPerMinute`), "
-            f"{door.client_concurrent_requests} in flight (`clientConcurrentRequests`), "
-            f"{door.client_connections} connections (`clientConnections`)",
-        ),
-        (
-            "per client tokens",
-            f"{door.client_tokens:,} KV-cache tokens in flight (`clientTokensInFlight`); "
-            + ", ".join(f"{n} over {t:,}" for t, n in door.token_tiers)
-            + f", at most {door.client_tokens_bound:,} in all",
-        ),
-        (
-            "connections",
-            f"{door.connection_capacity:,} public in all, "
-            f"{door.connection_capacity // door.client_connections:,} addresses at their cap; "
-            f"nginx worker_connections {door.worker_connections:,} (from the gatekeeper's memory)",
-        ),
-        (
-            "all clients",
-            f"{door.all_requests} request(s) at vLLM at once, then 503; bodies of "
-            f"{frontdoor.LARGE_BODY_BYTES:,} bytes or more {door.large_bodies_per_minute}/min "
-            "per client",
-        ),
-        (
-            "per request",
-            f"{door.max_sequences} sequence(s) (`maxSequencesPerRequest`), logprobs up to "
-            f"{door.max_logprobs} (`maxLogprobs`), no echo",
-        ),
-        (
-            "schemas",
-            (
-                f"up to {door.max_schema_bytes:,} bytes (`maxSchemaBytes`), "
-                f"{door.schema_concurrency} in flight per client"
-            )
-            if door.max_schema_bytes
-            else "structured outputs off (`maxSchemaBytes` 0)",
-        ),
-        (
-            "max reply",
-            f"{door.max_reply_tokens} tokens (`maxReplyTokens`), {door.max_reply_bytes:,} bytes",
-        ),
-        ("reply timeout", f"{door.reply_timeout_seconds} s, then cut (504 or a stream error)"),
-        (
-            "chat page",
-            f"{'https' if door.tls else 'http'}://<endpoint>/ (`chatPage`)"
-            if door.chat_page
-            else "off (`chatPage: false`)",
-        ),
-    ]
 
 
 def _user_keys(stack: str, overrides: dict[str, object]) -> list[str]:

@@ -32,6 +32,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from infra.plan import readiness
+from infra.plan.rollout import RolloutPlan
 from infra.plan.sizing import Plan
 
 TYPE_KEYS = ("instanceType",)
@@ -160,8 +161,8 @@ def _type_change(p: Plan) -> ChangeCost:
         "select the instance type, so LWS moves each group to the new nodes once, each after it "
         "drained, and the old group is deleted last, holding no model pod",
         f"~{rolls.outage_s} s (drain, then one restart)" if rolls.outage_s else "none",
-        f"{rolls.describe()}; both node groups run until then (up to {peak} nodes, counted at "
-        "the new type in the vcpu quota row)",
+        f"{describe_rollout(rolls)}; both node groups run until then (up to {peak} nodes, "
+        "counted at the new type in the vcpu quota row)",
     )
 
 
@@ -204,7 +205,7 @@ def change_costs(p: Plan) -> list[ChangeCost]:
             GROUP_KEYS,
             "LWS recreates the groups with the new pod template, each after it drained",
             f"~{rolls.outage_s} s (drain, then one restart)" if rolls.outage_s else "none",
-            rolls.describe(),
+            describe_rollout(rolls),
         ),
         _group_count(p),
         ChangeCost("nothing running", IDLE_KEYS, "changed in place", "none"),
@@ -216,6 +217,28 @@ def change_costs(p: Plan) -> list[ChangeCost]:
             "everything is created again",
         ),
     ]
+
+
+def describe_rollout(r: RolloutPlan) -> str:
+    """One line for the plan: what a new pod template costs."""
+    longer = f"a stream in flight can hold each drain up to {r.drain_bound_s} s"
+    if r.outage_s:
+        return (
+            f"an outage: the one group drains, then restarts, ~{r.outage_s} s without an "
+            f"answer ({longer}); the node group cannot grow, so no surge group "
+            "(`rolloutSurge` 0)"
+        )
+    if not r.surge_groups:
+        return (
+            f"one group at a time in place, the others serving: ~{r.seconds} s in all, "
+            f"no extra nodes ({longer})"
+        )
+    cost = f"${r.surge_usd:.2f}" if r.surge_usd is not None else "unpriced"
+    return (
+        f"{r.surge_groups} surge group(s) on {r.surge_nodes} extra node(s), the old "
+        f"groups serving until they are ready: ~{r.seconds} s, {cost} of extra nodes, "
+        f"no outage ({longer})"
+    )
 
 
 def describe(p: Plan) -> list[str]:

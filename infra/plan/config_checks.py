@@ -28,14 +28,7 @@ from infra.plan.config_parts import (
     ZONE_ID,
     ZONE_NAME,
     ConfigError,
-    ScheduleConfig,
-    _keys,
 )
-
-
-def _count(groups: int) -> str:
-    return "one group" if groups == 1 else f"{groups} groups"
-
 
 #: Keys that shape the network and the cluster the stack creates; with `existingCluster`
 #: it creates neither, and an access entry or an endpoint range would change the owner's.
@@ -439,63 +432,10 @@ class StackChecks(BaseModel):
         given = {"minGroups", "maxGroups", "schedule", "queuePerGroup"} & {
             type(self).model_fields[n].alias or n for n in self.model_fields_set
         }
-        if not given:
-            return
-        if "replicas" in self.model_fields_set:
-            raise ConfigError(
-                "replicas",
-                f"fixes the number of groups, but {_keys(given)} make it follow the queue",
-                "remove `replicas`, or remove the elasticity keys",
-            )
-        inside = self.schedule.groups_inside if self.schedule else 1
-        if self.min_groups is None:
-            raise ConfigError(
-                "minGroups",
-                f"is required with {_keys(given)}",
-                "set it to 0 (no group while nothing asks) or 1",
-            )
-        lowest = min(16, max(self.min_groups + 1, inside))
-        if self.max_groups is None:
-            raise ConfigError(
-                "maxGroups", f"is required with {_keys(given)}", f"set it to {lowest}"
-            )
-        if self.max_groups <= self.min_groups:
-            # Raising `maxGroups` above a mistyped `minGroups` would hold that many groups all
-            # month: lowering `minGroups` comes first, and the raise says what it holds.
-            # (`maxGroups` is at least 1, so `minGroups` is too.)
-            raise ConfigError(
-                "maxGroups",
-                f"{self.max_groups} is not above `minGroups` {self.min_groups}, so the group "
-                "count is fixed",
-                f"lower `minGroups` to {self.max_groups - 1}, or set `maxGroups` to {lowest}, "
-                f"which holds {_count(self.min_groups)} all month, or use "
-                f"`replicas: {self.max_groups}` without elasticity keys",
-            )
-        if self.schedule is not None:
-            self._check_schedule(self.schedule, self.min_groups, self.max_groups)
+        if given:
+            from infra.plan import elastic_keys  # the elastic layer's keys, only when one is set
 
-    @staticmethod
-    def _check_schedule(schedule: ScheduleConfig, least: int, most: int) -> None:
-        if schedule.groups_inside > most:
-            raise ConfigError(
-                "schedule.groupsInside",
-                f"{schedule.groups_inside} is above `maxGroups` {most}",
-                f"use {most} or fewer, or raise `maxGroups`",
-            )
-        if schedule.groups_inside <= least:
-            raise ConfigError(
-                "schedule.groupsInside",
-                f"{schedule.groups_inside} is not above `minGroups` {least}, so the window holds "
-                "nothing more than the rest of the week",
-                f"use {least + 1}, or remove `schedule`",
-            )
-        if schedule.groups_outside is not None and schedule.groups_outside != least:
-            raise ConfigError(
-                "schedule.groupsOutside",
-                f"{schedule.groups_outside} differs from `minGroups` {least}: outside the window "
-                "the floor is `minGroups`",
-                f"set it to {least}, or leave it out",
-            )
+            elastic_keys.check(self, given)
 
     @property
     def private_clients_only(self) -> bool:

@@ -109,27 +109,6 @@ class RolloutPlan:
     #: The longest one group's drain may take (its pods' grace).
     drain_bound_s: int
 
-    def describe(self) -> str:
-        """One line for the plan."""
-        longer = f"a stream in flight can hold each drain up to {self.drain_bound_s} s"
-        if self.outage_s:
-            return (
-                f"an outage: the one group drains, then restarts, ~{self.outage_s} s without an "
-                f"answer ({longer}); the node group cannot grow, so no surge group "
-                "(`rolloutSurge` 0)"
-            )
-        if not self.surge_groups:
-            return (
-                f"one group at a time in place, the others serving: ~{self.seconds} s in all, "
-                f"no extra nodes ({longer})"
-            )
-        cost = f"${self.surge_usd:.2f}" if self.surge_usd is not None else "unpriced"
-        return (
-            f"{self.surge_groups} surge group(s) on {self.surge_nodes} extra node(s), the old "
-            f"groups serving until they are ready: ~{self.seconds} s, {cost} of extra nodes, "
-            f"no outage ({longer})"
-        )
-
 
 def node_group_grows(cfg: StackConfig) -> bool:
     """The model node group can add nodes for pods that wait: an elastic stack's (`minGroups`

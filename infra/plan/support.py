@@ -13,23 +13,6 @@ from infra.plan import catalog, prices
 from infra.plan.config import StackConfig
 
 
-def kubernetes_support(cfg: StackConfig, today: dt.date) -> str:
-    """One line on the pinned version's support window, as the plan shows it."""
-    version = cfg.kubernetes
-    if version is None:
-        return f"{cfg.kubernetes_version}: support window not in the catalogue"
-    left = (version.end_of_standard - today).days
-    if left >= 0:
-        return (
-            f"{version.version}: standard support until {version.end_of_standard} "
-            f"({left} days), then extended support until {version.end_of_extended}"
-        )
-    return (
-        f"{version.version}: EXTENDED support since {version.end_of_standard}, until "
-        f"{version.end_of_extended}"
-    )
-
-
 def _newest_supported(today: dt.date) -> str | None:
     current = [v for v in prices.EKS_VERSIONS.values() if v.end_of_standard > today]
     return max(current, key=lambda v: v.end_of_standard).version if current else None

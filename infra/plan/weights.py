@@ -97,27 +97,3 @@ INT4_KERNEL_WARNING = (
 
 def weight_format(name: str) -> WeightFormat:
     return FORMATS[name]
-
-
-def decode_source(name: str, measured: bool = True) -> str:
-    """Where a plan's single-stream decode figure comes from, in this format; `measured` when the
-    node is the type the bandwidth was measured on (`catalog.DecodeBandwidth`), else the figure
-    is extrapolated from it."""
-    if name == "bf16":
-        if measured:
-            return "calibrated on the field report's measured 4.0"
-        return "extrapolated from the field report's measured 4.0 on m7g.2xlarge"
-    basis = "calibrated on" if measured else "extrapolated from"
-    return f"modelled: {name} bytes per token at the bandwidth {basis} bf16's measured 4.0"
-
-
-def describe(name: str) -> str:
-    """One line for the plan: the scheme, what stays bf16, the kernel, the quality."""
-    fmt = weight_format(name)
-    if fmt.scheme is None:
-        return "bf16, the published checkpoint"
-    return (
-        f"{name} (compressed-tensors {fmt.scheme}; embeddings, output head and encoders bf16; "
-        f"{fmt.resident_bytes:.2f} bytes per linear parameter in memory, "
-        f"{fmt.disk_bytes:.2f} on disk); vLLM's {fmt.kernel}; quality {fmt.quality}"
-    )

@@ -8,7 +8,7 @@ from dataclasses import replace
 
 import pytest
 
-from infra.plan import checked, prices, readiness, rollout
+from infra.plan import changes, checked, prices, readiness, rollout
 from infra.plan.config import ConfigError
 from infra.plan.sizing import plan
 from infra.plan.stackfile import load_stack
@@ -21,7 +21,7 @@ def test_a_fixed_stack_is_told_a_change_is_an_outage_and_how_long() -> None:
     assert (p.rollout.grows, p.rollout.surge_groups, p.rollout.max_unavailable) == (False, 0, 1)
     restart = p.warm_restart_seconds
     assert p.rollout.outage_s == p.drain.settle_s + rollout.READY_PERIOD_S + restart
-    assert p.rollout.describe().startswith(
+    assert changes.describe_rollout(p.rollout).startswith(
         f"an outage: the one group drains, then restarts, ~{p.rollout.outage_s} s without an answer"
     )
     # Two groups roll one at a time in place: no outage, no extra node.
