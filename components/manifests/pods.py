@@ -7,6 +7,7 @@ port; vLLM listens on loopback and the kubelet's probes reach its /health throug
 from __future__ import annotations
 
 import json
+import math
 from typing import Any, Literal
 
 from components.manifests import drain, programs
@@ -84,8 +85,17 @@ def programs_config(spec: ServerSpec) -> dict[str, Any]:
     }
 
 
+def memory_quantity(gib: float) -> str:
+    """`gib` as the API server writes it back: whole GiB as `26Gi`, else whole MiB (`26432Mi`,
+    rounded down). A LeaderWorkerSet's webhook patch re-encodes the pod template's quantities
+    (controller-runtime's defaulter), and pulumi-kubernetes does not normalize a custom
+    resource's inputs, so `25.8125Gi` would read as a change on the next preview."""
+    mib = math.floor(gib * 1024)
+    return f"{mib // 1024}Gi" if mib % 1024 == 0 else f"{mib}Mi"
+
+
 def _resources(spec: ServerSpec) -> dict[str, dict[str, str]]:
-    amount = {"cpu": str(spec.pod_cpu), "memory": f"{spec.pod_memory_gib:g}Gi"}
+    amount = {"cpu": str(spec.pod_cpu), "memory": memory_quantity(spec.pod_memory_gib)}
     return {"requests": dict(amount), "limits": dict(amount)}
 
 

@@ -44,7 +44,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from components.manifests.lws import model_claims
-from components.manifests.pods import container_security_context
+from components.manifests.pods import container_security_context, memory_quantity
 from components.manifests.spec import (
     HF_TOKEN_KEY,
     HF_TOKEN_MOUNT,
@@ -268,7 +268,7 @@ def quantize_job(spec: ServerSpec, job: QuantizeSpec) -> Manifest:
     # MODELS_MOUNT, find it as `spec.model_dir`.
     inside = spec.model_dir.removeprefix(MODELS_MOUNT)
     outs = [f"{OUT_MOUNT}/{i}{inside}" for i in range(len(claims(spec)))]
-    amount = {"cpu": str(job.cpu), "memory": f"{job.memory_gib:g}Gi"}
+    amount = {"cpu": str(job.cpu), "memory": memory_quantity(job.memory_gib)}
     container: dict[str, Any] = {
         "name": "quantize",
         "image": spec.image,

@@ -245,10 +245,12 @@ GATEKEEPER = GATEKEEPER_CONTAINER
 #: co-tenants less 75 is 30,000).
 GATEKEEPER_MILLICPU = 75
 #: Memory: the public connection pool (`frontdoor._connections`: thousands of connections that
-#: have shown no key, at their measured cost) beside the requests at vLLM. 300 MiB, not more: a
-#: model pod's memory is whole GiB, and more would cost dev's m7g.2xlarge pod one of them (an
-#: m7g.4xlarge pod gets 54 GiB, not 55).
-GATEKEEPER_MEMORY_MIB = 300
+#: have shown no key, at their measured cost) beside the requests at vLLM. 440 MiB: 1,000 keyless
+#: addresses at their cap of 12, each connection holding a 32-line head, fill dev's pool with 5%
+#: to spare (420 MiB is the least that holds them). A model pod's memory comes in sixteenths of a
+#: GiB (`sizing.POD_MEMORY_STEPS_PER_GIB`), so the 140 MiB beyond 300 cost dev's pod 0.19 GiB
+#: (26 to 25.8125), its KV cache 10.69 full-length requests to 10.26, and no request in flight.
+GATEKEEPER_MEMORY_MIB = 440
 
 
 @dataclass(frozen=True)

@@ -270,8 +270,8 @@ class StackConfig(StackChecks):
         Field(
             alias="podMemoryGiB",
             description="Memory request and limit of each model pod; auto = what the node "
-            "can give after its other tenants.",
-            json_schema_extra=_fix("use auto or a positive number of GiB such as 26"),
+            "can give after its other tenants, in sixteenths of a GiB.",
+            json_schema_extra=_fix("use auto or a positive number of GiB such as 25"),
         ),
     ] = "auto"
     weight_prefetch: Annotated[

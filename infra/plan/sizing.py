@@ -68,6 +68,11 @@ SHM_GIB = 1
 MIN_STARTUP_SECONDS = 30 * 60
 #: Room on the node disk beyond image and checkpoint, as a fraction.
 DISK_MARGIN = 0.2
+#: `podMemoryGiB: auto` is what the node gives, down to a sixteenth of a GiB (64 MiB, written
+#: exactly as `25.875Gi`): whole GiB left up to 1,023 MiB unused on every node, and made any
+#: co-tenant's last MiB cost the model pod a whole GiB of KV cache. The node's own headroom
+#: (`catalog.NODE_HEADROOM_MIB`) is what covers the unrequested.
+POD_MEMORY_STEPS_PER_GIB = 16
 
 
 class PlanError(ConfigError):
@@ -211,9 +216,14 @@ def _stage_candidates(cfg: StackConfig, profile: ModelProfile) -> list[int]:
     return list(range(1, min(8, profile.layers) + 1))
 
 
+def _in_steps(gib: float) -> float:
+    """`gib` rounded down to a whole `POD_MEMORY_STEPS_PER_GIB`th of a GiB."""
+    return math.floor(gib * POD_MEMORY_STEPS_PER_GIB) / POD_MEMORY_STEPS_PER_GIB
+
+
 def _pod_memory(cfg: StackConfig, budget: NodeBudget) -> float:
     if cfg.pod_memory_gib == "auto":
-        pod = math.floor(budget.free_gib)
+        pod = _in_steps(budget.free_gib)
         if pod <= 0:
             raise PlanError(
                 "instanceType",
@@ -224,9 +234,9 @@ def _pod_memory(cfg: StackConfig, budget: NodeBudget) -> float:
     if cfg.pod_memory_gib > budget.free_gib:
         raise PlanError(
             "podMemoryGiB",
-            f"{cfg.pod_memory_gib:g} GiB is more than the {budget.free_gib:.1f} GiB a "
+            f"{cfg.pod_memory_gib:g} GiB is more than the {budget.free_gib:.2f} GiB a "
             f"{budget.instance.name} node can give after its other tenants",
-            f"set it to at most {math.floor(budget.free_gib)} or auto, or choose a larger "
+            f"set it to at most {_in_steps(budget.free_gib):g} or auto, or choose a larger "
             "`instanceType`",
         )
     return float(cfg.pod_memory_gib)

@@ -97,7 +97,7 @@ def test_the_doors_config_reaches_the_leaders_service_and_answers_asleep() -> No
     assert "server 127.0.0.1:" not in conf
     # An unreachable Service (no group) is the asleep answer; a full one (`max_conns`) is busy.
     assert "error_page 599 =503 /.gatekeeper/asleep;" in conf
-    assert "server gemma-leaders.gemma-graviton.svc.cluster.local:8000 max_conns=24;" in conf
+    assert "server gemma-leaders.gemma-graviton.svc.cluster.local:8000 max_conns=27;" in conf
     assert "location = /wake" in conf
     wake = sleep.door_asleep(cfg, p).wake_seconds
     assert f'"wakeSeconds": {wake}' in script

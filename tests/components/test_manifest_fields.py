@@ -84,7 +84,7 @@ def test_every_container_runs_locked_down(spec: ServerSpec) -> None:
 
 def test_resources_are_the_pods_share_and_the_gatekeepers_own() -> None:
     pod = _pods()["leader"]
-    whole = {"cpu": "6", "memory": "26.5Gi"}
+    whole = {"cpu": "6", "memory": "27136Mi"}  # 26.5 GiB, as the API server writes it
     for name in ("vllm", "prefetch-weights"):
         assert _container(pod, name)["resources"] == {"requests": whole, "limits": whole}, name
     small = {"cpu": "30m", "memory": "64Mi"}

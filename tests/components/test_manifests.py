@@ -15,6 +15,7 @@ import yaml
 
 from components import manifests
 from components.manifests import programs
+from components.manifests.pods import memory_quantity
 from infra.adapters.cli import main
 from infra.plan import catalog
 from infra.plan.config import ConfigError
@@ -89,9 +90,27 @@ def test_objects_pass_the_real_schemas_and_requests_equal_limits(
                     "memory": f"{catalog.GATEKEEPER_MEMORY_MIB}Mi",
                 }
                 if c["name"] == "gatekeeper"
-                else {"cpu": str(p.pod_cpu), "memory": f"{p.pod_memory_gib:g}Gi"}
+                else {"cpu": str(p.pod_cpu), "memory": _canonical_mib(p.pod_memory_gib * 1024)}
             )
             assert res["limits"] == expected, (role, c["name"])
+
+
+def _canonical_mib(mib: float) -> str:
+    """A whole number of MiB as the API server writes it back (apimachinery's Quantity picks the
+    largest binary suffix that keeps it whole): 26624 is `26Gi`, 26432 `26432Mi`."""
+    assert mib == int(mib), mib
+    return f"{int(mib) // 1024}Gi" if int(mib) % 1024 == 0 else f"{int(mib)}Mi"
+
+
+@pytest.mark.parametrize(
+    ("gib", "written"),
+    [(26, "26Gi"), (25.8125, "26432Mi"), (239.3125, "245056Mi"), (26.3, "26931Mi")],
+)
+def test_pod_memory_is_written_in_the_api_server_s_own_form(gib: float, written: str) -> None:
+    # `:g` wrote 239.3125 as `239.312Gi`, which is not a whole number of bytes, and 25.8125 as
+    # `25.8125Gi`, which a LeaderWorkerSet's webhook patch turns into `26432Mi`: a change on the
+    # next preview. A value between MiB (a stack's own 26.3) rounds down.
+    assert memory_quantity(gib) == written
 
 
 def test_schema_check_catches_a_wrong_field() -> None:

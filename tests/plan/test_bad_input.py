@@ -73,13 +73,13 @@ CASES = [
     Case("pod memory too small", {"podMemoryGiB": "1"}, "podMemoryGiB",
          {"podMemoryGiB": "auto"}, "auto"),
     Case("pod memory too large", {"podMemoryGiB": "40"}, "podMemoryGiB",
-         {"podMemoryGiB": "26"}, "26",
-         "`podMemoryGiB` 40 GiB is more than the 26.0 GiB a m7g.2xlarge node can give after its "
-         "other tenants; set it to at most 26 or auto, or choose a larger `instanceType`"),
+         {"podMemoryGiB": "25.8125"}, "25.8125",
+         "`podMemoryGiB` 40 GiB is more than the 25.87 GiB a m7g.2xlarge node can give after its "
+         "other tenants; set it to at most 25.8125 or auto, or choose a larger `instanceType`"),
     Case("pod memory negative", {"podMemoryGiB": "-3"}, "podMemoryGiB",
-         {"podMemoryGiB": "26"}, "26",
+         {"podMemoryGiB": "25"}, "25",
          "`podMemoryGiB` must be greater than 0 (got -3); use auto or a positive number of GiB "
-         "such as 26"),
+         "such as 25"),
     Case("kv bytes tiny", {"kvCacheBytes": "1"}, "kvCacheBytes",
          {"kvCacheBytes": "201326592"}, "201326592"),
     Case("kv bytes negative", {"kvCacheBytes": "-1"}, "kvCacheBytes",
@@ -206,7 +206,7 @@ CASES = [
     Case("one stage", {"pipelineStages": "1"}, "pipelineStages", {"pipelineStages": "auto"},
          "auto",
          "`pipelineStages` 1 stage(s) put 33.7 GiB of weights and runtime on rank 0, more than its "
-         "26 GiB pod; use more stages or auto, or choose a larger `instanceType`"),
+         "25.8125 GiB pod; use more stages or auto, or choose a larger `instanceType`"),
     Case("nine stages", {"pipelineStages": "9"}, "pipelineStages", {"pipelineStages": "2"},
          "1 to 8"),
     Case("batch too small", {"maxNumBatchedTokens": "100"}, "maxNumBatchedTokens",

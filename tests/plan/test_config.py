@@ -47,9 +47,9 @@ BAD_INPUTS = [
     ),
     (
         ["instanceType=c7g.xlarge"],
-        "`instanceType` c7g.xlarge (2 GiB per pod) cannot hold google/gemma-4-12B-it at any split "
-        "(1 stage(s) need 33.7 GiB per pod before any KV cache; 8 stage(s) need 12.0 GiB per pod "
-        "before any KV cache); choose a larger type such as m7g.4xlarge",
+        "`instanceType` c7g.xlarge (2.75 GiB per pod) cannot hold google/gemma-4-12B-it at any "
+        "split (1 stage(s) need 33.7 GiB per pod before any KV cache; 8 stage(s) need 12.0 GiB "
+        "per pod before any KV cache); choose a larger type such as m7g.4xlarge",
     ),
     (
         ["allowedCidrs=[0.0.0.0/0]", "allowPlainHttp=false"],

@@ -188,17 +188,17 @@ def test_planner_matches_real_vllms_refusal_of_4096_tokens() -> None:
 # The plan says why each number is what it is: one line a decision, worded for the key the stack
 # set (auto: the planner's rule; a number: "as the stack sets").
 AUTO_REASONS = [
-    "pod memory 26 GiB: 29.8 GiB allocatable on m7g.2xlarge less 1.80 GiB for the pods that may "
-    "share the node and 2 GiB headroom; requests = limits",
+    "pod memory 25.8125 GiB: 29.8 GiB allocatable on m7g.2xlarge less 1.93 GiB for the pods that "
+    "may share the node and 2 GiB headroom; requests = limits",
     "2 stage(s): the fewest whose heaviest rank holds its weights (12.6 GiB), the runtime every "
     "pod pays (8.7 GiB) and KV for the longest context",
-    "memory guard sees 4.69 GiB on rank 0: the init container's page cache is charged outside the "
+    "memory guard sees 4.50 GiB on rank 0: the init container's page cache is charged outside the "
     "engine container",
-    "KV cache 4.22 GiB per rank: 90% of what the guard sees",
+    "KV cache 4.05 GiB per rank: 90% of what the guard sees",
     "max_num_batched_tokens 512: the largest that keeps the longest context (sliding layers "
     "reserve window - 1 + stages x batched) and a step short enough to tell busy from stalled, "
     "else the least; 16 step(s) prefill 8,192 tokens",
-    "max_model_len 8192: the longest one request fits, capped at 8192 (`maxContextCap`); 10.69 "
+    "max_model_len 8192: the longest one request fits, capped at 8192 (`maxContextCap`); 10.26 "
     "such requests fit at once",
     "decode ~4.3 tokens/s per stream: each token streams the stages' weights in series at ~99 GB/s "
     "per node, set by 16.5 GB/s per vCPU x 6 (calibrated)",
@@ -296,16 +296,16 @@ REFUSALS = [
      "`instanceType` c7g.large leaves no whole CPU for a model pod after its other tenants; "
      "choose a type with at least 4 vCPU, such as m7g.2xlarge"),
     ({"podMemoryGiB": 26.5},
-     "`podMemoryGiB` 26.5 GiB is more than the 26.0 GiB a m7g.2xlarge node can give after its "
-     "other tenants; set it to at most 26 or auto, or choose a larger `instanceType`"),
-    ({"instanceType": "m7g.xlarge"}, f"`instanceType` m7g.xlarge (10 GiB per pod) {NO_SPLIT}"),
+     "`podMemoryGiB` 26.5 GiB is more than the 25.87 GiB a m7g.2xlarge node can give after its "
+     "other tenants; set it to at most 25.8125 or auto, or choose a larger `instanceType`"),
+    ({"instanceType": "m7g.xlarge"}, f"`instanceType` m7g.xlarge (10.4375 GiB per pod) {NO_SPLIT}"),
     ({"pipelineStages": 2, "podMemoryGiB": 21.3},
      "`pipelineStages` 2 stage(s) put 21.3 GiB of weights and runtime on rank 0, more than its "
      "21.3 GiB pod; use more stages or auto, or choose a larger `instanceType`"),
     ({"kvCacheBytes": 5 * GIB, "pipelineStages": 2},
      "`kvCacheBytes` 5368709120 (5.00 GiB) is more than vLLM's memory guard will see on rank 0 "
-     "(4.69 GiB: the init container's page cache is charged outside the engine container); set "
-     "it to at most 4529848320 or auto"),
+     "(4.50 GiB: the init container's page cache is charged outside the engine container); set "
+     "it to at most 4348444672 or auto"),
     ({"kvCacheBytes": 1},
      "`kvCacheBytes` 1 holds KV for 0 tokens, fewer than the 1024 one request needs (0.19 GiB "
      "per rank); set it to at least 201326592 or auto"),
@@ -348,15 +348,25 @@ NO_POD = (
 )
 
 
-# 28 GiB of headroom leaves m7g.2xlarge 0.4 GiB: less than a whole GiB is no pod; 27 leave one.
+# A pod's memory comes in sixteenths of a GiB: a node that leaves less than one (32 MiB, or
+# none) has no pod; one that leaves 70 MiB gets a 64 MiB pod, which holds no split.
+def _headroom_leaving(mib: float) -> float:
+    free = node_budget(catalog.INSTANCE_TYPES["m7g.2xlarge"], volumes=False).free_gib
+    return catalog.NODE_HEADROOM_MIB + free * 1024 - mib
+
+
 @pytest.mark.parametrize(
-    ("headroom_gib", "message"),
-    [(28, NO_POD), (40, NO_POD), (27, f"`instanceType` m7g.2xlarge (1 GiB per pod) {NO_SPLIT}")],
+    ("free_mib", "message"),
+    [
+        (32, NO_POD),
+        (-9000, NO_POD),
+        (70, f"`instanceType` m7g.2xlarge (0.0625 GiB per pod) {NO_SPLIT}"),
+    ],
 )
-def test_a_node_without_a_whole_gib_for_a_pod_is_refused_and_one_gib_gets_a_pod(
-    headroom_gib: int, message: str, monkeypatch: pytest.MonkeyPatch
+def test_a_node_without_a_sixteenth_of_a_gib_for_a_pod_is_refused_and_one_gets_a_pod(
+    free_mib: int, message: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(catalog, "NODE_HEADROOM_MIB", headroom_gib * 1024)
+    monkeypatch.setattr(catalog, "NODE_HEADROOM_MIB", _headroom_leaving(free_mib))
     with pytest.raises(PlanError) as error:
         _plan()
     assert str(error.value) == message
@@ -378,7 +388,9 @@ FIGURES = [
     ({**REPORT, "maxModelLen": 16384}, {"stages": 4, "max_model_len": 16384}),
     # A pod may take exactly what the node gives.
     ({"podMemoryGiB": FREE}, {"pod_memory_gib": FREE}),
-    ({"podMemoryGiB": 26}, {"pod_memory_gib": 26}),
+    # A set value is kept as it is; auto is in sixteenths of a GiB.
+    ({"podMemoryGiB": 25.8}, {"pod_memory_gib": 25.8}),
+    ({}, {"pod_memory_gib": 25.8125}),
     # Automatic stages are the fewest that serve the context: two ranks with 0.6 GiB of guard
     # still serve 8,192 tokens, no third node; a KV budget above what two ranks' guard sees moves
     # to three, where it fits, whatever the context asked for (a short explicit one included).
