@@ -5,7 +5,6 @@ read as flags, and a wait for a condition.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -16,6 +15,7 @@ from infra.plan.sizing import Plan, plan
 from infra.plan.stackfile import stack_values
 from tests import builders
 from tools.rehearse.group.tiny_plan import tiny_model_config, tiny_profile, tiny_stack_values
+from tools.rehearse.group.workspace import poll
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "vllm"
 TWELVE_B = MODELS["google/gemma-4-12B-it"]
@@ -51,9 +51,4 @@ def flags(argv: list[str]) -> dict[str, str]:
 
 def until(condition: Callable[[], bool], seconds: float = 10) -> bool:
     """Whether `condition` holds within `seconds`, asked every 50 ms."""
-    end = time.monotonic() + seconds
-    while time.monotonic() < end:
-        if condition():
-            return True
-        time.sleep(0.05)
-    return condition()
+    return bool(poll(condition, bool, seconds))

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from infra.plan.sizing import Plan
@@ -37,6 +37,11 @@ class Check:
     ok: bool | None
     #: A longer explanation printed under the table (vLLM's quoted error).
     note: str = ""
+
+
+def labelled(label: str, checks: Sequence[Check]) -> list[Check]:
+    """`checks` named for one of several groups: "int8: KV cache tokens"."""
+    return [replace(check, name=f"{label}: {check.name}") for check in checks]
 
 
 def kv_checks(tiny_plan: Plan, log_text: str) -> list[Check]:

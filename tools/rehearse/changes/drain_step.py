@@ -32,6 +32,7 @@ from components.manifests import drain, programs
 from tools.rehearse.changes.balancer import Balancer, Target
 from tools.rehearse.checks import Check
 from tools.rehearse.front_door.gatekeeper_run import request
+from tools.rehearse.group.workspace import poll
 
 #: The balancer's health check on the rehearsal's clock: every quarter second, two failures.
 CHECK_EVERY_S = 0.25
@@ -224,9 +225,7 @@ def drain_checks(
             target=_stream, args=(lb.port, api_key, model, reply_tokens, stream), daemon=True
         )
         reader.start()
-        deadline = time.monotonic() + 60
-        while stream.first_at is None and reader.is_alive() and time.monotonic() < deadline:
-            time.sleep(0.05)
+        poll(lambda: stream.first_at is not None or not reader.is_alive(), bool, 60)
         if stream.first_at is None:
             seen = f"no first chunk (status {stream.status}) {stream.error}".strip()
             return [

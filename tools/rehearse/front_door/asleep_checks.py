@@ -24,6 +24,7 @@ from components.manifests.gatekeeper import GatekeeperLimits
 from tools.rehearse.checks import Check
 from tools.rehearse.front_door import gatekeeper_run
 from tools.rehearse.group.ranks import free_port
+from tools.rehearse.group.workspace import poll
 
 #: The rehearsal's flag lasts this long, so the row can see it fall (the plan's is longer than
 #: KEDA's polling interval).
@@ -102,10 +103,7 @@ def _wake(door: gatekeeper_run.Gate) -> object:
 def _wake_within(door: gatekeeper_run.Gate, seconds: float) -> object:
     """The flag, polled until it is 1 or `seconds` pass: the subrequest that raises it is
     detached, so it may land a moment after the answer (KEDA polls every few tens of seconds)."""
-    deadline = time.monotonic() + seconds
-    while (found := _wake(door)) != 1 and time.monotonic() < deadline:
-        time.sleep(0.05)
-    return found
+    return poll(lambda: _wake(door), lambda found: found == 1, seconds)
 
 
 def asleep_rows(door: gatekeeper_run.Gate, sleeper: Sleeper) -> list[Check]:

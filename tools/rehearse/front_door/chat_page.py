@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import re
 import shutil
-import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -26,7 +25,7 @@ from typing import Any
 from components.manifests import chat
 from tools.rehearse.checks import Check
 from tools.rehearse.front_door.gatekeeper_run import Gate, request
-from tools.rehearse.group.workspace import RehearsalError
+from tools.rehearse.group.workspace import RehearsalError, poll
 
 INSTALL_HINT = "apt-get install -y chromium chromium-driver (Debian, Ubuntu)"
 #: The condition the cut-off note rests on, and a mutant of it that never holds.
@@ -141,13 +140,10 @@ class ChatSession:
         return self.driver.execute_script(_LAST_REPLY)
 
     def wait_reply(self, states: tuple[str, ...] = ("done", "stopped")) -> dict[str, str]:
-        deadline = time.monotonic() + REPLY_WAIT_S
-        while time.monotonic() < deadline:
-            reply = self.last_reply()
-            if reply is not None and reply["state"] in states:
-                return reply
-            time.sleep(0.05)
-        raise RehearsalError(f"the page showed no finished reply within {REPLY_WAIT_S:.0f} s")
+        reply = poll(self.last_reply, lambda r: (r or {}).get("state") in states, REPLY_WAIT_S)
+        if reply is None or reply["state"] not in states:
+            raise RehearsalError(f"the page showed no finished reply within {REPLY_WAIT_S:.0f} s")
+        return reply
 
     def notice(self) -> str:
         return self.driver.execute_script(
@@ -186,12 +182,12 @@ def stream_check(session: ChatSession) -> Check:
     while asked < CUT_ATTEMPTS:
         asked += 1
         session.ask("Tell me about pipelines.", STREAM_LIMIT)
-        deadline = time.monotonic() + REPLY_WAIT_S
-        while time.monotonic() < deadline:
-            reply = session.last_reply()
-            if reply and (reply["content"] or reply["state"] in ("done", "stopped")):
-                break
-            time.sleep(0.02)
+        poll(
+            session.last_reply,
+            lambda r: r and (r["content"] or r["state"] in ("done", "stopped")),
+            REPLY_WAIT_S,
+            0.02,
+        )
         session.shot("streaming")
         reply = session.wait_reply()
         tokens = re.match(r"(\d+) tokens", reply["meta"])
@@ -247,9 +243,7 @@ def wrong_key_check(session: ChatSession, api_key: str) -> Check:
     """A wrong key gets the page's 401 message; the key is in sessionStorage, not a cookie."""
     session.type_into("key", "wrong-" + api_key[6:])
     session.ask("Hello?", CUT_LIMIT)
-    deadline = time.monotonic() + REPLY_WAIT_S
-    while not (message := session.notice()) and time.monotonic() < deadline:
-        time.sleep(0.05)
+    message = poll(session.notice, bool, REPLY_WAIT_S)
     session.shot("wrong-key")
     stored = session.driver.execute_script(
         'return [sessionStorage.getItem("gemma-graviton.apiKey"), document.cookie, location.href];'

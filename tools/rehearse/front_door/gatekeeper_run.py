@@ -36,7 +36,7 @@ from components.manifests.gatekeeper import GatekeeperLimits
 from components.manifests.gatekeeper_conf import MAX_HEADERS
 from tools.rehearse.checks import Check
 from tools.rehearse.group.ranks import free_port
-from tools.rehearse.group.workspace import RehearsalError
+from tools.rehearse.group.workspace import RehearsalError, poll
 
 INSTALL_HINT = (
     "apt-get install -y nginx-light libnginx-mod-stream libnginx-mod-http-js (Debian, Ubuntu)"
@@ -410,11 +410,7 @@ def oversize_check(gate: Gate, api_key: str, limits: GatekeeperLimits) -> Check:
     size = limits.max_request_bytes + 1
     reply = request(gate.base_url, "POST", "/v1/chat/completions", b" " * size, api_key)
     # nginx logs the request once it has discarded the body, a moment after answering.
-    deadline = time.monotonic() + 5
-    while not (entries := [e for e in gate.log_entries() if e.get("status") == 413]):
-        if time.monotonic() > deadline:
-            break
-        time.sleep(0.1)
+    entries = poll(lambda: [e for e in gate.log_entries() if e.get("status") == 413], bool, 5, 0.1)
     reached = bool(entries) and entries[-1].get("upstream", "") != ""
     return Check(
         "body over the limit",

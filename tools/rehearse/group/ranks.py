@@ -380,7 +380,7 @@ class RankGroup:
     def _stop_groups(self) -> None:
         began = time.monotonic()
         for process in self.processes:
-            _signal_group(process.pgid, signal.SIGTERM)
+            signal_group(process.pgid, signal.SIGTERM)
         deadline = time.monotonic() + self.grace_s
         for process in self.processes:
             while not group_gone(process.pgid) and time.monotonic() < deadline:
@@ -388,13 +388,13 @@ class RankGroup:
                 time.sleep(0.2)
         for process in self.processes:
             if not group_gone(process.pgid):
-                _signal_group(process.pgid, signal.SIGKILL)
+                signal_group(process.pgid, signal.SIGKILL)
             with suppress(subprocess.TimeoutExpired):
                 process.popen.wait(timeout=REAP_WAIT_S)
         deadline = time.monotonic() + REAP_WAIT_S
         while time.monotonic() < deadline and not all(group_gone(p.pgid) for p in self.processes):
             for process in self.processes:
-                _signal_group(process.pgid, signal.SIGKILL)
+                signal_group(process.pgid, signal.SIGKILL)
             time.sleep(0.2)
         self.leftovers = [p.pgid for p in self.processes if not group_gone(p.pgid)]
         for process in self.processes:
@@ -408,7 +408,7 @@ class RankGroup:
             )
 
 
-def _signal_group(pgid: int, sig: signal.Signals) -> None:
+def signal_group(pgid: int, sig: signal.Signals) -> None:
     with suppress(ProcessLookupError):
         os.killpg(pgid, sig)
 

@@ -1,5 +1,5 @@
-"""Where the rehearsals keep their files, the error a step raises when it cannot run, and their
-progress lines.
+"""Where the rehearsals keep their files, the error a step raises when it cannot run, their
+progress lines, and a wait for something to show.
 
 Every rehearsal (the two-rank group in `cli`, the memory-guard experiment in `memory_guard`)
 shares one `.rehearsal/` directory at the repository root: the virtualenvs (`tools.venvs`), the
@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import sys
 import time
+from collections.abc import Callable
+from typing import TypeVar
 
 from tools.venvs import QUALITY_VENV_DIR, QUANTIZE_VENV_DIR, REHEARSAL_DIR, VENV_DIR
 
@@ -24,10 +26,13 @@ __all__ = [
     "VENV_DIR",
     "Progress",
     "RehearsalError",
+    "poll",
 ]
 
 MODELS_DIR = REHEARSAL_DIR / "models"
 LOGS_DIR = REHEARSAL_DIR / "logs"
+
+T = TypeVar("T")
 
 
 class RehearsalError(RuntimeError):
@@ -45,3 +50,14 @@ class Progress:
 
     def elapsed(self) -> float:
         return time.monotonic() - self.began
+
+
+def poll(
+    read: Callable[[], T], done: Callable[[T], object], seconds: float, every: float = 0.05
+) -> T:
+    """`read()` every `every` seconds until `done` holds of its value or `seconds` pass; the last
+    value read (the caller judges a timeout by it)."""
+    end = time.monotonic() + seconds
+    while not done(value := read()) and time.monotonic() < end:
+        time.sleep(every)
+    return value

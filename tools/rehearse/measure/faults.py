@@ -63,6 +63,7 @@ from tools.rehearse.group.ranks import (
     log_tails,
     loopback_ports,
     rank_launches,
+    signal_group,
 )
 from tools.rehearse.group.workspace import LOGS_DIR
 from tools.rehearse.measure import own_step, probe_cost
@@ -258,7 +259,7 @@ class Rehearsal:
             prober.stop()
         # A frozen rank must run again to be told to stop; SIGKILL would end it anyway.
         for process in group.ranks.processes:
-            _signal(process.pgid, signal.SIGCONT)
+            signal_group(process.pgid, signal.SIGCONT)
         group.gatekeeper.close()
         group.ranks.stop()
         return group.ranks.leftovers
@@ -270,11 +271,6 @@ class Rehearsal:
             result, f"{group.base}/v1/completions", self.api_key, body, self.bound_s, lambda: 0.0
         )
         return result.status == 200 and result.outcome == "complete"
-
-
-def _signal(pgid: int, sig: signal.Signals) -> None:
-    with contextlib.suppress(ProcessLookupError):
-        os.killpg(pgid, sig)
 
 
 # --------------------------------------------------------------------------------------------
@@ -394,7 +390,7 @@ def break_group(rehearsal: Rehearsal, group: Group, fault: str) -> tuple[FaultRo
     started.wait(rehearsal.bound_s)
     process = group.ranks.processes[rank]
     injected[0] = time.monotonic()
-    _signal(process.pgid, sig)
+    signal_group(process.pgid, sig)
     rehearsal.progress(f"{fault}: injected into rank {rank} (process group {process.pgid})")
     # A client that arrives a second after the fault.
     late = ClientResult("new request")

@@ -39,7 +39,7 @@ import sys
 import time
 import urllib.request
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -50,7 +50,14 @@ from infra.plan import moe
 from infra.plan.config import ConfigError, StackConfig
 from infra.plan.sizing import Plan
 from infra.plan.stackfile import REPO, stack_values
-from tools.rehearse.checks import Check, kv_budget_check, kv_checks, render_verdict, stopped_check
+from tools.rehearse.checks import (
+    Check,
+    kv_budget_check,
+    kv_checks,
+    labelled,
+    render_verdict,
+    stopped_check,
+)
 from tools.rehearse.front_door import gatekeeper_run
 from tools.rehearse.group.endpoint import json_request
 from tools.rehearse.group.ranks import (
@@ -277,10 +284,8 @@ def _serve(
                 )
             )
             logs = [p.log_text() for p in group.processes]
-            rows.append(kernels_check(label, logs))
-            rows += [replace(c, name=f"{label}: {c.name}") for c in kv_checks(tiny_plan, logs[0])]
-            budget = kv_budget_check(tiny_plan, logs)
-            rows.append(replace(budget, name=f"{label}: {budget.name}"))
+            kv = [*kv_checks(tiny_plan, logs[0]), kv_budget_check(tiny_plan, logs)]
+            rows += [kernels_check(label, logs), *labelled(label, kv)]
             with gatekeeper_run.running_gate(
                 run.nginx,
                 tiny_plan.front_door,
@@ -296,9 +301,7 @@ def _serve(
                     rows.append(
                         run.quality.row(label.replace(" ", "-"), gate_url, api_key, tiny_plan.model)
                     )
-    stopped = stopped_check(group)
-    rows.append(replace(stopped, name=f"{label}: {stopped.name}"))
-    return rows
+    return rows + labelled(label, [stopped_check(group)])
 
 
 def rehearse(

@@ -46,6 +46,7 @@ from pathlib import Path
 from typing import Any
 
 from infra.adapters.wiring import server_spec
+from infra.plan.catalog import MODELS, ModelProfile
 from infra.plan.loading import load_config
 from infra.plan.sizing import plan
 from infra.plan.stackfile import stack_values
@@ -73,51 +74,34 @@ from tools.rehearse.measure.quantized import ensure_quantized
 from tools.rehearse.measure.step_timeout import _prioritise
 from tools.venvs import ensure_env, ensure_quantize_env
 
-#: gemma-4-26B-A4B-it's text layout. Read 2026-12-03 in a public test fixture of the published
-#: config.json (ollama/ollama x/models/gemma4/gemma4_test.go `TestParseTextConfig26B`, commit
-#: 3c8e1b44e333eec6b3bfed0fb4c131b03978e063), the same figures in other public config snippets
-#: (a gemma4 config test in a Rust inference crate, a moe-surgeon test's tensor shapes:
-#: experts.gate_up_proj (128, 1408, 2816), experts.down_proj (128, 2816, 704), mlp (2112, 2816)).
-#: One architecture-detection test elsewhere writes intermediate 9216 and 4 global KV heads;
-#: the tensor shapes above (mlp 2112) side with the fixture. 30 layers, 5 sliding : 1 full,
-#: window 1024, vocab 262,144, attention_k_eq_v true, no per-layer embeddings.
-MOE_26B: dict[str, Any] = {
-    "name": "google/gemma-4-26B-A4B-it",
-    "layers": 30,
-    "sliding_per_full": 5,
-    "hidden_size": 2816,
-    "num_attention_heads": 16,
-    "sliding_kv_heads": 8,
-    "sliding_head_dim": 256,
-    "full_kv_heads": 2,
-    "full_head_dim": 512,
-    "sliding_window": 1024,
-    "intermediate_size": 2112,
-    "num_experts": 128,
-    "top_k_experts": 8,
-    "moe_intermediate_size": 704,
-    "vocab_size": 262_144,
-    "attention_k_eq_v": True,
-}
-#: gemma-4-12B-it's, from the catalogue (`infra.plan.catalog.MODELS`), in the same keys.
-DENSE_12B: dict[str, Any] = {
-    "name": "google/gemma-4-12B-it",
-    "layers": 48,
-    "sliding_per_full": 5,
-    "hidden_size": 3840,
-    "num_attention_heads": 16,
-    "sliding_kv_heads": 8,
-    "sliding_head_dim": 256,
-    "full_kv_heads": 1,
-    "full_head_dim": 512,
-    "sliding_window": 1024,
-    "intermediate_size": 15_360,
-    "num_experts": 0,
-    "top_k_experts": 0,
-    "moe_intermediate_size": 0,
-    "vocab_size": 262_144,
-    "attention_k_eq_v": True,
-}
+
+def probe_layout(profile: ModelProfile) -> dict[str, Any]:
+    """A catalogue model's text layout in config.json's keys (both Gemma 4 models: K = V on the
+    full layers, `attention_k_eq_v`; no per-layer embeddings)."""
+    fields = ("name", "layers", "sliding_per_full", "hidden_size", "sliding_kv_heads")
+    fields += ("sliding_head_dim", "full_kv_heads", "full_head_dim", "sliding_window")
+    fields += ("intermediate_size", "vocab_size")
+    return {
+        **{field: getattr(profile, field) for field in fields},
+        "num_attention_heads": profile.attention_heads,
+        "num_experts": profile.experts,
+        "top_k_experts": profile.experts_per_token,
+        "moe_intermediate_size": profile.expert_intermediate_size,
+        "attention_k_eq_v": True,
+    }
+
+
+#: gemma-4-26B-A4B-it's text layout, from the catalogue. Read 2026-12-03 in a public test fixture
+#: of the published config.json (ollama/ollama x/models/gemma4/gemma4_test.go
+#: `TestParseTextConfig26B`, commit 3c8e1b44e333eec6b3bfed0fb4c131b03978e063), the same figures in
+#: other public config snippets (a gemma4 config test in a Rust inference crate, a moe-surgeon
+#: test's tensor shapes: experts.gate_up_proj (128, 1408, 2816), experts.down_proj (128, 2816,
+#: 704), mlp (2112, 2816)). One architecture-detection test elsewhere writes intermediate 9216
+#: and 4 global KV heads; the tensor shapes above (mlp 2112) side with the fixture. 30 layers,
+#: 5 sliding : 1 full, window 1024, vocab 262,144.
+MOE_26B = probe_layout(MODELS["google/gemma-4-26B-A4B-it"])
+#: gemma-4-12B-it's, from the catalogue.
+DENSE_12B = probe_layout(MODELS["google/gemma-4-12B-it"])
 
 #: Layers of the short and the long slice of each model: sliding and full alternating (one
 #: sliding + one full is the prefill probe's short slice). Per-layer time is their difference
@@ -130,9 +114,6 @@ STREAMS = 4
 REPEATS = 3
 #: Bytes per weight of a linear in each served format (scales are under 0.1%: left out).
 FORMAT_BYTES = {"bf16": 2.0, "int8": 1.0, "int4": 0.5}
-#: Parts `infra.quantize` turns to the format (llm-compressor 0.14 unfuses Gemma 4's experts into
-#: Linear modules and quantizes them too, seen here); the router stays bf16 (`scheme.IGNORE`).
-QUANTIZED_PARTS = ("attention", "mlp", "experts")
 INT4_NOT_RUN = (
     "int4 not run: vLLM 0.31's CPU int4 MoE kernel (cpu_int4_moe.py CPUExpertsInt4) takes "
     "SiLU/SwiGLU only and Gemma 4 experts use GELU-tanh; its int4 linear is a scalar fallback "
@@ -193,7 +174,8 @@ def bytes_per_token(
 
     A dense layer reads everything once per step; a MoE layer its attention, dense MLP, router
     and the experts the step's tokens route to (`distinct_experts`). All but the router are in
-    `weights` (`QUANTIZED_PARTS`)."""
+    `weights`, as `infra.quantize` makes them (llm-compressor 0.14 unfuses Gemma 4's experts into
+    Linear modules and quantizes them too, seen here; the router stays bf16, `scheme.IGNORE`)."""
     if weights not in FORMAT_BYTES:
         raise ValueError(f"weights {weights!r} must be one of {sorted(FORMAT_BYTES)}")
     parts = layer_parts(layout, kind)

@@ -24,7 +24,7 @@ import shlex
 import subprocess
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -33,7 +33,7 @@ from infra.adapters.wiring import server_spec
 from infra.plan.loading import load_config
 from infra.plan.sizing import plan
 from infra.plan.stackfile import REPO
-from tools.rehearse.checks import Check, kv_checks, stopped_check
+from tools.rehearse.checks import Check, kv_checks, labelled, stopped_check
 from tools.rehearse.front_door import gatekeeper_run
 from tools.rehearse.group.ranks import (
     RankFailure,
@@ -163,17 +163,15 @@ def _group_rows(served: Served, scheme: str, progress: Callable[[str], None]) ->
         )
         leader_log = group.processes[0].log_text()
         rows.append(kernel_check(scheme, leader_log))
-        rows += [replace(c, name=f"{scheme}: {c.name}") for c in kv_checks(tiny_plan, leader_log)]
+        rows += labelled(scheme, kv_checks(tiny_plan, leader_log))
         limits = tiny_plan.front_door
         with gatekeeper_run.running_gate(
             served.nginx, limits, api_key, free_port(), ports[0], log_dir / "gatekeeper", progress
         ) as door:
             streamed = gatekeeper_run.streaming_check(door, api_key, tiny_plan.model)
-            rows.append(replace(streamed, name=f"{scheme}: {streamed.name}"))
+            rows += labelled(scheme, [streamed])
             if served.quality is not None and scheme == "int8":
                 rows.append(
                     served.quality.row(scheme, f"{door.base_url}/v1", api_key, tiny_plan.model)
                 )
-    stopped = stopped_check(group)
-    rows.append(replace(stopped, name=f"{scheme}: {stopped.name}"))
-    return rows
+    return rows + labelled(scheme, [stopped_check(group)])
