@@ -7,15 +7,26 @@ functions stay short enough to read (docs/development.md)."""
 from __future__ import annotations
 
 import ast
+import gc
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+
+import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 PROJECT_ROOTS = ("infra", "components", "tools")
 #: The product: what the program and the planner are made of; it never imports `tools`.
 PRODUCT_ROOTS = ("infra", "components")
 OFFLINE_TOOLS = ("tools.rehearse", "tools.bench", "tools.venvs")
+
+
+@pytest.fixture(autouse=True)
+def _collected_before_parsing() -> None:
+    """Garbage from earlier program runs collected first: a refused run leaves futures whose
+    errors nobody read, and their logged traceback, when a collection lands inside `ast.parse`,
+    trips CPython 3.11.7 ("AST constructor recursion depth mismatch")."""
+    gc.collect()
 
 
 def _module_file(name: str) -> Path | None:
