@@ -13,7 +13,8 @@ from typing import TYPE_CHECKING
 from components.manifests import ServerSpec, model_claims
 from components.manifests.spec import MODEL_TAINT, DoorSpec, stack_taint
 from infra.plan import catalog
-from infra.plan.config import PROJECT, StackConfig
+from infra.plan.config import StackConfig
+from infra.plan.config_parts import PROJECT
 from infra.plan.sizing import Plan
 
 if TYPE_CHECKING:

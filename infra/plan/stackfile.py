@@ -20,8 +20,9 @@ from typing import Any
 import yaml
 
 from infra.plan import rules
-from infra.plan.config import PROJECT, SECRET_KEYS, ConfigError, StackConfig
+from infra.plan.config import ConfigError, StackConfig
 from infra.plan.config_checks import NOT_WITH_EXISTING_CLUSTER
+from infra.plan.config_parts import PROJECT, SECRET_KEYS
 from infra.plan.loading import check_secrets, load_config
 
 REPO = Path(__file__).resolve().parents[2]
