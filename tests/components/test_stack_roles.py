@@ -1,5 +1,5 @@
 """The stacks' IAM roles: what each is (`components.manifests.identity`, pure) and how the program
-reads them; how the bootstrap makes them (`components.stack_roles.StackRoles`), for every stack
+reads them; how the bootstrap makes them (`components.ci_stack_roles.StackRoles`), for every stack
 file: tests/bootstrap/test_program.py.
 
 Policy checked here: a pod role admits EKS Pod Identity only, for its own stack's cluster and
