@@ -67,7 +67,7 @@ LAYERS: dict[str, Layer] = {
     "existing cluster": Layer(
         "existingCluster",
         None,
-        "infra/*/existing_cluster.py infra/plan/existing.py components/existing_cluster.py",
+        "infra/*/existing_cluster.py infra/plan/existing*.py components/existing_cluster.py",
         "tests/program/test_existing_cluster.py",
     ),
     "moe": Layer("model", "google/gemma-4-12B-it", "infra/plan/moe*.py", "tests/plan/test_moe*.py"),

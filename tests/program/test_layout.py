@@ -89,6 +89,8 @@ LOCAL_IMPORTS: dict[tuple[str, str], str] = {
     ("infra/adapters/wiring.py", "infra.plan.sleep"): "the door's answers, elastic stacks only",
     ("infra/plan/sizing.py", "infra.plan.quantize"): "`weightsSource: quantize` only",
     ("infra/plan/config_checks.py", "infra.plan.elastic_keys"): "an elasticity key only",
+    ("infra/plan/config_checks.py", "infra.plan.existing_keys"): "`existingCluster` only",
+    ("infra/plan/stackfile.py", "infra.plan.existing_keys"): "an `existingCluster` what-if only",
     ("infra/adapters/wiring.py", "infra.plan.engine_flags"): "`vllmExtraArgs` only",
     ("infra/adapters/wiring.py", "infra.plan.stackfile"): "the checkout, quantize Job only",
     ("infra/plan/sizing.py", "infra.plan.frontdoor"): "`frontDoor: gatekeeper` only",
