@@ -61,7 +61,7 @@ LAYERS: dict[str, Layer] = {
     "quantize": Layer(
         "weightsSource",
         "hub",
-        "infra/quantize infra/plan/quantize.py components/manifests/quantize.py",
+        "infra/quantize infra/*/quantize*.py components/manifests/quantize.py",
         "tests/quantize tests/components/test_quantize_job.py",
     ),
     "existing cluster": Layer(
