@@ -109,7 +109,9 @@ class ModelServer(pulumi.ComponentResource):
         # With `vllm-key` no gatekeeper runs, so it has no config.
         configs = []
         if not spec.vllm_key:
-            door = manifests.gatekeeper_config(spec)
+            from components.manifests import gatekeeper_map  # the gatekeeper layer
+
+            door = gatekeeper_map.config_map(spec)
             configs.append(create(door, f"{name}-gatekeeper", in_ns, parent=self))
         # Immutable. A new digest is a new name: the old ConfigMap stays for the groups a rollout
         # has not reached yet (`pods.programs_config`).

@@ -51,7 +51,7 @@ if cfg.elastic:
     from infra.adapters import elastic_layer
 
     elastic_nodes = elastic_layer.elastic_nodes(cfg)
-# The stack's IAM roles are the bootstrap's (`components.stack_roles`): read, never created.
+# The stack's IAM roles are the bootstrap's (`components.ci_stack_roles`): read, never created.
 role_specs = identity.stack_roles(stack, cfg.region, wiring.NAMESPACE, cfg.existing_cluster)
 roles = stack_roles.existing_roles("role", stack, [r.key for r in role_specs], on_aws)
 
@@ -140,6 +140,12 @@ if plan.model_cache == "volume":
         ),
         opts=on_cluster,
     )
+quantize = None
+if plan.quantize is not None:
+    # The Job that writes the produced checkpoint (`weightsSource: quantize`).
+    from infra.adapters.quantize_layer import quantize_spec
+
+    quantize = quantize_spec(plan)
 if cfg.lws_installed:
     # The cluster's own controller; its CRD must hold what the groups set.
     from components.existing_cluster import installed_controller
@@ -162,7 +168,7 @@ server = ModelServer(
         storage=volumes,
         volume_names=volumes.volume_names if volumes is not None else {},
         nodes=cluster.node_group,
-        quantize=wiring.quantize_spec(plan),
+        quantize=quantize,
     ),
     opts=on_cluster,
 )

@@ -15,7 +15,8 @@ import pytest
 import yaml
 
 from infra.adapters.cli import main
-from infra.plan.config import SECRET_KEYS, ScheduleConfig, StackConfig
+from infra.plan.config import StackConfig
+from infra.plan.config_parts import SECRET_KEYS, ScheduleConfig
 from tests.fakes.openai_stub import StubConfig, StubServer, token_text
 from tests.test_readme import _section
 from tools.doctools import docs_keys

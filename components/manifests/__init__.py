@@ -13,13 +13,13 @@ One module per object, re-exported here as `manifests.X`:
 - `pods`: the leader and worker pod templates (engine container, weight prefetch, volumes);
 - `lws`: the LeaderWorkerSet, its per-rank claims' storage class and its disruption budget;
 - `drain`: how a pod told to stop finishes its streams (preStop hooks, readiness marker);
-- `access`: the namespace, the Secrets, the gatekeeper's ConfigMap, the leaders-only Service and
-  the NetworkPolicy;
+- `access`: the namespace, the Secrets, the leaders-only Service and the NetworkPolicy;
 - `gate`: the Job that waits until the LeaderWorkerSet webhooks admit objects;
 - `quantize`: the one-time Job that writes an int8 or int4 checkpoint to the weights volumes
   (imported only for a stack that makes its own checkpoint, not re-exported).
 - `door` (with `asleep`): an elastic stack's always-on front door, out of the group;
-- `gatekeeper` (`frontDoor: gatekeeper` only, not re-exported): nginx in each leader pod.
+- `gatekeeper` (`frontDoor: gatekeeper` only, not re-exported): nginx in each leader pod, its
+  ConfigMap in `gatekeeper_map`.
 
 A new object gets its own module beside these, is re-exported below, and joins `all_objects` in
 apply order.
@@ -31,8 +31,6 @@ from typing import TYPE_CHECKING
 
 from components.manifests.access import (
     NLB_TAGS_ANNOTATION,
-    gatekeeper_config,
-    gatekeeper_files,
     leaders_selector,
     namespace,
     network_policy,
@@ -81,7 +79,6 @@ __all__ = [
     "door_objects",
     "engine_args",
     "engine_timeout_env",
-    "gatekeeper_config",
     "leader_worker_set",
     "model_claims",
     "namespace",
@@ -103,14 +100,18 @@ def all_objects(spec: ServerSpec, quantize: QuantizeSpec | None = None) -> list[
     (`secret`) need the real values: the program creates them; `--render` says how to. A stack
     that makes its own checkpoint gets the quantize Job (`quantize`) between the claims it
     writes to and the group that loads from them."""
-    made = []
+    made, door_config = [], []
+    if not spec.vllm_key:
+        from components.manifests import gatekeeper_map  # the gatekeeper layer
+
+        door_config = [gatekeeper_map.config_map(spec)]
     if quantize is not None:
         from components.manifests.quantize import quantize_objects  # the quantize layer
 
         made = quantize_objects(spec, quantize)
     objects = [
         namespace(spec),
-        *([] if spec.vllm_key else [gatekeeper_config(spec)]),
+        *door_config,
         programs_config(spec),
         network_policy(spec),
         *model_claims(spec),
@@ -127,11 +128,11 @@ def all_objects(spec: ServerSpec, quantize: QuantizeSpec | None = None) -> list[
 def door_objects(spec: ServerSpec, key_fingerprint: str | None = None) -> list[Manifest]:
     """An elastic stack's door (`door`): its Deployment, its NetworkPolicy, the leaders'
     Service it reaches vLLM through and the Service KEDA reads its wake flag from."""
-    from components.manifests import door  # the elastic layer, elastic stacks only
+    from components.manifests import door, gatekeeper_map  # the elastic layer, elastic only
 
     return [
         door.network_policy(spec),
         door.leaders_service(spec, leaders_selector(spec)),
         door.wake_service(spec),
-        door.deployment(spec, config_digest(gatekeeper_files(spec)), key_fingerprint),
+        door.deployment(spec, config_digest(gatekeeper_map.files(spec)), key_fingerprint),
     ]

@@ -1,5 +1,6 @@
-"""Who reaches what: the namespace, the credentials, the leaders-only Service to the gatekeeper,
-the gatekeeper's config and the NetworkPolicy that keeps the ranks' ports inside their group."""
+"""Who reaches what: the namespace, the credentials, the leaders-only Service to the gatekeeper
+and the NetworkPolicy that keeps the ranks' ports inside their group (the gatekeeper's config
+is `gatekeeper_map`)."""
 
 from __future__ import annotations
 
@@ -73,41 +74,6 @@ def secret(
         "metadata": metadata,
         "type": "Opaque",
         "stringData": data,
-    }
-
-
-def gatekeeper_files(spec: ServerSpec) -> dict[str, str]:
-    """Every file of the gatekeeper's ConfigMap: nginx.conf and its njs script, then the chat
-    page's files when the stack serves it (`chatPage`), mounted beside the config."""
-    from components.manifests import gatekeeper  # the gatekeeper layer
-
-    page_root = gatekeeper.CONFIG_MOUNT if spec.limits.chat_page else None
-    if spec.door:  # the elastic layer's door and the chat page, imported only when asked for
-        from components.manifests import door
-    if page_root:
-        from components.manifests import chat
-    # An elastic stack's door too takes the limits per client as planned (grammar slots
-    # included): one client's share does not grow with the groups (`all_requests` does).
-    where = (
-        door.config_where(spec)
-        if spec.door
-        else {"upstream_port": spec.port, "self_metrics": gatekeeper.SELF_METRICS_PATH}
-    )
-    files = gatekeeper.config_files(spec.limits, page_root=page_root, **where)
-    if spec.limits.chat_page:
-        page = chat.ChatPage(spec.model, spec.limits.max_reply_tokens, spec.max_model_len)
-        files |= chat.files(page)
-    return files
-
-
-def gatekeeper_config(spec: ServerSpec) -> Manifest:
-    """The gatekeeper's nginx.conf and njs script, generated from the plan's limits (no secret
-    in them), and the chat page's files."""
-    return {
-        "apiVersion": "v1",
-        "kind": "ConfigMap",
-        "metadata": object_meta(spec, spec.gatekeeper_config_name, "gatekeeper"),
-        "data": gatekeeper_files(spec),
     }
 
 

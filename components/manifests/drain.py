@@ -1,6 +1,6 @@
 """The drain of a pod told to stop, and what keeps groups serving during voluntary disruptions:
-the preStop hooks and the gatekeeper's readiness marker (the PodDisruptionBudget is
-`lws.pod_disruption_budget`). Pure.
+the preStop hooks (the gatekeeper's own, with its readiness marker, is `gatekeeper.pre_stop`;
+the PodDisruptionBudget is `lws.pod_disruption_budget`). Pure.
 
 The order (the plan's `infra.plan.rollout` explains each bound):
 1. the gatekeeper keeps accepting for `accept_s`, the time the NLB may still send new
@@ -31,8 +31,6 @@ from typing import Any
 
 from components.manifests import programs
 
-#: The file whose presence fails the gatekeeper's readiness (`/ready` answers 503).
-MARKER_NAME = "draining"
 #: The gatekeeper's readiness period: the drain marker shows within it.
 READY_PERIOD_S = 5
 
@@ -62,22 +60,6 @@ class DrainSpec:
     unhealthy_draining_s: int
     #: The pods' `terminationGracePeriodSeconds`: every preStop ends within it.
     grace_s: int
-
-
-def gatekeeper_pre_stop(
-    drain: DrainSpec, run_dir: str, ready_period_s: int = READY_PERIOD_S
-) -> list[str]:
-    """The gatekeeper's preStop command: accept while the NLB notices, fail readiness, let a
-    readiness period pass (`ready_probe`'s, so the pod is out of the Service before nginx stops
-    listening), quit gracefully and wait for nginx to finish its requests. `run_dir` holds
-    nginx's pid file and the drain marker (the config's `run_dir`)."""
-    pid_file, marker = f"{run_dir}/nginx.pid", f"{run_dir}/{MARKER_NAME}"
-    script = (
-        f"sleep {drain.accept_s}; touch {marker}; sleep {ready_period_s}; "
-        f'pid=$(cat {pid_file}); kill -QUIT "$pid"; '
-        'while kill -0 "$pid" 2>/dev/null; do sleep 1; done'
-    )
-    return ["/bin/sh", "-c", script]
 
 
 def engine_pre_stop(
@@ -112,14 +94,3 @@ def engine_pre_stop(
 
 def lifecycle(command: list[str]) -> dict[str, Any]:
     return {"preStop": {"exec": {"command": command}}}
-
-
-def ready_probe(port: str) -> dict[str, Any]:
-    """The gatekeeper's readiness: `/ready` answers 200 until the drain marker exists. One
-    failure is enough: the marker is written only when the pod is leaving."""
-    return {
-        "httpGet": {"path": "/ready", "port": port},
-        "periodSeconds": READY_PERIOD_S,
-        "failureThreshold": 1,
-        "timeoutSeconds": 5,
-    }

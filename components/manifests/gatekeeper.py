@@ -81,6 +81,8 @@ KEY_FILE = "api-keys.json"
 ENGINE_FILE = "engine.map"
 KEY_MOUNT = "/var/run/secrets/gatekeeper"
 RUN_DIR = "/tmp"
+#: The file whose presence fails the gatekeeper's readiness (`/ready` answers 503).
+MARKER_NAME = "draining"
 #: Where a leader's gatekeeper sees the engine container's /tmp (its `tmp` volume, read-only),
 #: and in it the record the startup probe writes (`probes.SELF_METRICS_FILE`), which the
 #: metrics listener serves at `gatekeeper_conf.SELF_METRICS_ROUTE`. Read-only: nginx reads one
@@ -172,7 +174,7 @@ def container(
         # nginx itself: accepting connections, on the probe listener, which no public client
         # can fill. (vLLM's readiness, through it, is the engine container's probe on /health.)
         "readinessProbe": (
-            drain.ready_probe(PROBE_PORT_NAME)
+            ready_probe(PROBE_PORT_NAME)
             if drain_spec
             else {
                 "tcpSocket": {"port": PROBE_PORT},
@@ -196,11 +198,34 @@ def container(
                 else []
             ),
         ],
-        **(
-            {"lifecycle": drain.lifecycle(drain.gatekeeper_pre_stop(drain_spec, RUN_DIR))}
-            if drain_spec
-            else {}
-        ),
+        **({"lifecycle": drain.lifecycle(pre_stop(drain_spec, RUN_DIR))} if drain_spec else {}),
+    }
+
+
+def pre_stop(
+    drain_spec: drain.DrainSpec, run_dir: str, ready_period_s: int = drain.READY_PERIOD_S
+) -> list[str]:
+    """The gatekeeper's preStop command: accept while the NLB notices, fail readiness, let a
+    readiness period pass (`ready_probe`'s, so the pod is out of the Service before nginx stops
+    listening), quit gracefully and wait for nginx to finish its requests. `run_dir` holds
+    nginx's pid file and the drain marker (the config's `run_dir`)."""
+    pid_file, marker = f"{run_dir}/nginx.pid", f"{run_dir}/{MARKER_NAME}"
+    script = (
+        f"sleep {drain_spec.accept_s}; touch {marker}; sleep {ready_period_s}; "
+        f'pid=$(cat {pid_file}); kill -QUIT "$pid"; '
+        'while kill -0 "$pid" 2>/dev/null; do sleep 1; done'
+    )
+    return ["/bin/sh", "-c", script]
+
+
+def ready_probe(port: str) -> dict[str, Any]:
+    """The gatekeeper's readiness: `/ready` answers 200 until the drain marker exists. One
+    failure is enough: the marker is written only when the pod is leaving."""
+    return {
+        "httpGet": {"path": "/ready", "port": port},
+        "periodSeconds": drain.READY_PERIOD_S,
+        "failureThreshold": 1,
+        "timeoutSeconds": 5,
     }
 
 

@@ -11,7 +11,6 @@ import math
 from typing import Any, Literal
 
 from components.manifests import drain, programs
-from components.manifests.access import gatekeeper_files
 from components.manifests.engine import engine_args
 from components.manifests.probes import (
     LOGGING_CONFIG_PATH,
@@ -335,7 +334,7 @@ def pod_template(
         # KEDA's queue trigger reads the leaders and the queue floor through one Service.
         metadata["labels"][QUEUE_SOURCE_LABEL] = "true"
     if role == "leader" and spec.gatekeeper_in_pod:
-        from components.manifests import gatekeeper  # the gatekeeper layer, in the leader pod
+        from components.manifests import gatekeeper, gatekeeper_map  # the gatekeeper layer
 
         containers.append(
             gatekeeper.container(
@@ -345,7 +344,7 @@ def pod_template(
         volumes += gatekeeper.volumes(spec.gatekeeper_config_name, spec.api_key_secret_name)
         # Over every file of the ConfigMap, by name: the chat page's too when it is served.
         annotations = metadata["annotations"]
-        annotations[gatekeeper.CONFIG_ANNOTATION] = config_digest(gatekeeper_files(spec))
+        annotations[gatekeeper.CONFIG_ANNOTATION] = config_digest(gatekeeper_map.files(spec))
         if key_fingerprint is not None:
             annotations[gatekeeper.KEY_ANNOTATION] = key_fingerprint
     pod_spec: dict[str, Any] = {

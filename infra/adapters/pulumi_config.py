@@ -14,7 +14,8 @@ from pulumi.runtime import config as runtime_config
 
 from infra.adapters import wiring
 from infra.plan import addons, checked, placeholders, readiness, support, zones
-from infra.plan.config import PROJECT, ConfigError, StackConfig
+from infra.plan.config import ConfigError, StackConfig
+from infra.plan.config_parts import PROJECT
 from infra.plan.loading import check_api_key, check_secrets, load_config
 from infra.plan.sizing import Plan
 

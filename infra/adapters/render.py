@@ -17,7 +17,6 @@ from components.manifests.scaling import floor_objects, metrics_service, scaled_
 from infra.adapters.wiring import (
     STORAGE_CLASS,
     STORAGE_THROUGHPUT_MIBPS,
-    quantize_spec,
     server_spec,
     stack_tags,
 )
@@ -41,7 +40,12 @@ def rendered_objects(cfg: StackConfig, plan: Plan) -> list[manifests.Manifest]:
             )
         )
     spec = server_spec(cfg, plan)
-    objects += manifests.all_objects(spec, quantize_spec(plan))
+    quantize = None
+    if plan.quantize is not None:
+        from infra.adapters.quantize_layer import quantize_spec  # the quantize layer
+
+        quantize = quantize_spec(plan)
+    objects += manifests.all_objects(spec, quantize)
     if cfg.elastic:
         wake = [door.wake_trigger(spec)] if spec.door else []
         objects += [

@@ -1,23 +1,19 @@
 """From a stack's config and plan to the components' arguments: the one place stack words become
 component words, shared by the program and the offline render. An optional layer's own wiring
-(`elastic_layer`, `monitoring_layer`, `existing_cluster`) stands beside it, loaded by its key."""
+(`elastic_layer`, `monitoring_layer`, `existing_cluster`, `quantize_layer`) stands beside it,
+loaded by its key."""
 
 from __future__ import annotations
 
 import json
 import shlex
-from dataclasses import replace
-from pathlib import Path
-from typing import TYPE_CHECKING
 
 from components.manifests import ServerSpec, model_claims
 from components.manifests.spec import MODEL_TAINT, DoorSpec, stack_taint
 from infra.plan import catalog
-from infra.plan.config import PROJECT, StackConfig
+from infra.plan.config import StackConfig
+from infra.plan.config_parts import PROJECT
 from infra.plan.sizing import Plan
-
-if TYPE_CHECKING:
-    from components.manifests.quantize import QuantizeSpec
 
 #: Label of the model node group; the model pods select it.
 NODE_POOL_LABEL = "gemma-graviton.dev/pool"
@@ -131,31 +127,6 @@ def volume_claims(spec: ServerSpec) -> list[tuple[str, str]]:
     """The claims (namespace, name) that each get a program-made EBS volume and PersistentVolume
     (`components.storage.ModelVolumes`): every rank's, as the StatefulSets name them."""
     return [(spec.namespace, c["metadata"]["name"]) for c in model_claims(spec)]
-
-
-#: What the quantize Job ships of this repository: the quantizer's package, the package root it
-#: imports from, and its pinned requirements.
-QUANTIZER_FILES = ("infra/__init__.py", "infra/quantize/*.py", "requirements-quantize.txt")
-
-
-def quantizer_files(root: Path) -> dict[str, str]:
-    """The quantizer's source and requirements, relative path -> text."""
-    files = {}
-    for pattern in QUANTIZER_FILES:
-        found = sorted(root.glob(pattern))
-        if not found:
-            raise FileNotFoundError(f"{root / pattern} is missing: the quantize Job ships it")
-        files |= {path.relative_to(root).as_posix(): path.read_text() for path in found}
-    return files
-
-
-def quantize_spec(plan: Plan) -> QuantizeSpec | None:
-    """The plan's quantize Job, shipping the quantizer from this checkout."""
-    if plan.quantize is None:
-        return None
-    from infra.plan.stackfile import REPO  # the checkout, for `weightsSource: quantize` only
-
-    return replace(plan.quantize, files=quantizer_files(REPO))
 
 
 def door_spec(cfg: StackConfig, plan: Plan) -> DoorSpec:

@@ -17,13 +17,13 @@ import pulumi
 import pulumi_aws as aws
 from pulumi.runtime import config as runtime_config
 
+from components.ci_stack_roles import StackRoles, StackRolesArgs
 from components.github_ci import (
     BoundarySpec,
     GitHubActionsAccess,
     GitHubActionsAccessArgs,
 )
 from components.manifests.identity import stack_roles
-from components.stack_roles import StackRoles, StackRolesArgs
 from infra.adapters.wiring import NAMESPACE
 from infra.bootstrap.access import (
     DEPLOY_STACKS,

@@ -47,7 +47,7 @@ from infra.bootstrap.fences import (
     on_a_cluster,
 )
 from infra.plan import iam
-from infra.plan.config import PROJECT
+from infra.plan.config_parts import PROJECT
 
 #: The GitHub environment of pull-request previews.
 PREVIEW_ENVIRONMENT = "preview"

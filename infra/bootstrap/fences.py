@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from components.manifests.identity import cluster_name
-from infra.plan.config import PROJECT
+from infra.plan.config_parts import PROJECT
 
 #: The EKS actions not authorised on one cluster's resources: the reads (`Describe*`, `List*`,
 #: some of which list every cluster) and CreateCluster, whose table row names no resource type

@@ -17,7 +17,8 @@ from __future__ import annotations
 import math
 
 from infra.plan import catalog
-from infra.plan.config import ZONE_NAME, ConfigError, StackConfig
+from infra.plan.config import ConfigError, StackConfig
+from infra.plan.config_parts import ZONE_NAME
 
 #: AWS allows 50 tags per resource; the stack adds four of its own (project, stack, owner, endDate).
 MAX_USER_TAGS = 46

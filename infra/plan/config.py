@@ -23,50 +23,15 @@ from components.manifests import images
 from infra.plan import catalog
 from infra.plan.config_checks import StackChecks
 from infra.plan.config_parts import (
-    _CLOCK,
     _IAM_FIX,
-    _REPO_ID,
-    IAM_PRINCIPAL_ARN,
-    IMAGE_DIGEST,
     PRIVATE_RANGES,
-    PROJECT,
-    SECRET_KEYS,
-    THIS_NETWORK,
-    WEEKDAYS,
-    ZONE_ID,
-    ZONE_NAME,
     Auto,
     ConfigError,
     ModelProfileConfig,
     PositiveInt,
     ScheduleConfig,
     _fix,
-    weekdays,
 )
-
-__all__ = [
-    "IAM_PRINCIPAL_ARN",
-    "IMAGE_DIGEST",
-    "PRIVATE_RANGES",
-    "PROJECT",
-    "SECRET_KEYS",
-    "THIS_NETWORK",
-    "WEEKDAYS",
-    "ZONE_ID",
-    "ZONE_NAME",
-    "_CLOCK",
-    "_IAM_FIX",
-    "_REPO_ID",
-    "Auto",
-    "ConfigError",
-    "ModelProfileConfig",
-    "PositiveInt",
-    "ScheduleConfig",
-    "StackConfig",
-    "_fix",
-    "_fix_of",
-    "weekdays",
-]
 
 
 class StackConfig(StackChecks):

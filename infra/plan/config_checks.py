@@ -30,17 +30,6 @@ from infra.plan.config_parts import (
     ConfigError,
 )
 
-#: Keys that shape the network and the cluster the stack creates; with `existingCluster`
-#: it creates neither, and an access entry or an endpoint range would change the owner's.
-NOT_WITH_EXISTING_CLUSTER = (
-    "vpcCidr",
-    "nodeSubnets",
-    "controlPlaneZone",
-    "endpointPublicAccessCidrs",
-    "clusterAdminArns",
-    "clusterViewerArns",
-)
-
 #: Keys only the gatekeeper reads (its per-client limits, request checks and key file): with
 #: `frontDoor: vllm-key` nothing would apply them.
 GATEKEEPER_KEYS = (
@@ -288,9 +277,8 @@ class StackChecks(BaseModel):
     def _check_existing_cluster(self) -> None:
         """`existingCluster` makes the cluster a layer the stack reads: the keys of the network
         and cluster it would create are refused, and so is an elastic stack, whose Cluster
-        Autoscaler and KEDA the cluster may already run. Without it, its companions mean
-        nothing, and the endpoint's ranges are required."""
-        fields = type(self).model_fields
+        Autoscaler and KEDA the cluster may already run (`existing_keys`). Without it, its
+        companions mean nothing, and the endpoint's ranges are required."""
         if self.existing_cluster is None:
             for key, value in (
                 ("existingClusterSubnet", self.existing_cluster_subnet),
@@ -311,23 +299,9 @@ class StackChecks(BaseModel):
                     "198.51.100.0/24",
                 )
             return
-        given = {fields[n].alias or n for n in self.model_fields_set}
-        for key in NOT_WITH_EXISTING_CLUSTER:
-            if key in given:
-                raise ConfigError(
-                    key,
-                    f"shapes the network or cluster the stack creates, but with "
-                    f"`existingCluster` ({self.existing_cluster}) it creates neither and changes "
-                    "nothing of the cluster's",
-                    "remove it (the cluster's owner manages its network, endpoint and access)",
-                )
-        if self.elastic:
-            raise ConfigError(
-                "minGroups",
-                f"makes the stack elastic, which installs a Cluster Autoscaler and KEDA that "
-                f"`existingCluster` {self.existing_cluster} may already run",
-                "set `replicas` instead of `minGroups` and `maxGroups`",
-            )
+        from infra.plan import existing_keys  # the existing-cluster layer's checks
+
+        existing_keys.check(self)
 
     @property
     def gatekeeper(self) -> bool:

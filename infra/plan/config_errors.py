@@ -13,15 +13,8 @@ from pydantic import (
     ValidationError,
 )
 
-from infra.plan.config import (
-    SECRET_KEYS,
-    ConfigError,
-    MissingKeysError,
-    ModelProfileConfig,
-    ScheduleConfig,
-    StackConfig,
-    _fix_of,
-)
+from infra.plan.config import ConfigError, MissingKeysError, StackConfig, _fix_of
+from infra.plan.config_parts import SECRET_KEYS, ModelProfileConfig, ScheduleConfig
 
 
 def _alias_of(loc: tuple[int | str, ...]) -> str:

@@ -14,7 +14,8 @@ from dataclasses import dataclass
 
 from components.manifests import scaling as keda
 from infra.plan import catalog, liveness, readiness
-from infra.plan.config import WEEKDAYS, ConfigError, StackConfig
+from infra.plan.config import ConfigError, StackConfig
+from infra.plan.config_parts import WEEKDAYS
 from infra.plan.costs import stack_costs
 from infra.plan.economics import cost_inputs
 from infra.plan.prices import HOURS_PER_MONTH, ec2_price

@@ -8,7 +8,7 @@ deploy role read the roles under its path and pass them to EKS, nothing else.
 
 from __future__ import annotations
 
-from infra.plan.config import PROJECT
+from infra.plan.config_parts import PROJECT
 
 #: IAM path of the CI's own roles and of the boundaries: the deploy roles are denied every IAM
 #: action under it, so none can edit the role it runs as or widen a boundary.

@@ -13,12 +13,9 @@ from pydantic import (
 
 from components.manifests import spec
 from infra.plan import rules
-from infra.plan.config import (
-    SECRET_KEYS,
-    ConfigError,
-    StackConfig,
-)
+from infra.plan.config import ConfigError, StackConfig
 from infra.plan.config_errors import _decode, _to_config_error
+from infra.plan.config_parts import SECRET_KEYS
 
 
 def load_config(raw: Mapping[str, Any]) -> StackConfig:

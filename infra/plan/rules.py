@@ -19,8 +19,9 @@ from typing import Any
 from pydantic import ValidationError
 
 from infra.plan import aws_inputs, prices
-from infra.plan.config import THIS_NETWORK, ConfigError, StackConfig
+from infra.plan.config import ConfigError, StackConfig
 from infra.plan.config_errors import _to_config_error as config_error
+from infra.plan.config_parts import THIS_NETWORK
 
 #: Each client range becomes a security-group rule; EC2's default quota is 60 rules per group.
 MAX_ALLOWED_CIDRS = 50

@@ -20,8 +20,8 @@ from typing import Any
 import yaml
 
 from infra.plan import rules
-from infra.plan.config import PROJECT, SECRET_KEYS, ConfigError, StackConfig
-from infra.plan.config_checks import NOT_WITH_EXISTING_CLUSTER
+from infra.plan.config import ConfigError, StackConfig
+from infra.plan.config_parts import PROJECT, SECRET_KEYS
 from infra.plan.loading import check_secrets, load_config
 
 REPO = Path(__file__).resolve().parents[2]
@@ -232,6 +232,8 @@ def stack_values(stack: str, overrides: Mapping[str, Any] | None = None) -> dict
     if overrides.get("existingCluster") and not values.get("existingCluster"):
         # A what-if into a cluster the stack does not own: the file's keys of the network and
         # cluster it would create mean nothing there (the stack file itself may not hold them).
+        from infra.plan.existing_keys import NOT_WITH_EXISTING_CLUSTER  # the layer's keys
+
         for key in NOT_WITH_EXISTING_CLUSTER:
             if key not in overrides:
                 merged.pop(key, None)

@@ -11,7 +11,8 @@ from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 
 from infra.plan import catalog
-from infra.plan.config import ZONE_ID, ConfigError
+from infra.plan.config import ConfigError
+from infra.plan.config_parts import ZONE_ID
 
 
 @dataclass(frozen=True)

@@ -26,7 +26,8 @@ from infra.bootstrap.fences import (
     launch_template_tags,
 )
 from infra.plan import iam
-from infra.plan.config import PROJECT, ConfigError
+from infra.plan.config import ConfigError
+from infra.plan.config_parts import PROJECT
 from infra.plan.stackfile import load_stack
 from tests.bootstrap import iam_eval
 from tests.fakes.pulumi_host import pulumi_host

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from components import manifests
-from components.manifests import door, drain, gatekeeper, scaling
+from components.manifests import door, gatekeeper, gatekeeper_map, scaling
 from infra.adapters.wiring import SYSTEM_LABELS
 from infra.plan import sleep
 from tests import builders, render_fixtures
@@ -74,7 +74,7 @@ def test_the_door_drains_its_streams_when_it_is_replaced() -> None:
     assert pod["terminationGracePeriodSeconds"] == spec.drain.grace_s
     assert spec.drain.grace_s >= spec.drain.accept_s + p.front_door.reply_timeout_seconds
     assert container["lifecycle"]["preStop"]["exec"]["command"] == (
-        drain.gatekeeper_pre_stop(spec.drain, gatekeeper.RUN_DIR)
+        gatekeeper.pre_stop(spec.drain, gatekeeper.RUN_DIR)
     )
     assert container["readinessProbe"]["httpGet"]["path"] == "/ready"
     files = _one(objects, "ConfigMap", "gemma-gatekeeper")["data"]
@@ -115,7 +115,7 @@ def test_per_client_limits_stay_per_client_grammar_and_tokens_included() -> None
     spec = builders.elastic_server_spec(limits=limits)
     # The door's config is the plan's per-client limits, grammar slots and tiers included.
     conf = gatekeeper.nginx_conf(limits, page_root=None, **door.config_where(spec))
-    assert manifests.gatekeeper_files(spec)[gatekeeper.CONFIG_FILE] == conf
+    assert gatekeeper_map.files(spec)[gatekeeper.CONFIG_FILE] == conf
 
 
 def test_vllm_admits_the_door_the_collector_and_keda_only() -> None:

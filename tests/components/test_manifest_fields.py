@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from components import manifests
-from components.manifests import gatekeeper, images, probes, programs
+from components.manifests import gatekeeper, gatekeeper_map, images, probes, programs
 from components.manifests.engine import EngineSpec, engine_args
 from components.manifests.pods import PROGRAMS_ANNOTATION
 from components.manifests.spec import ServerSpec, config_digest, key_fingerprint, object_labels
@@ -409,7 +409,7 @@ def test_the_namespace_and_the_gatekeeper_config() -> None:
             },
         },
     }
-    config = manifests.gatekeeper_config(SPEC)
+    config = gatekeeper_map.config_map(SPEC)
     assert (config["apiVersion"], config["kind"]) == ("v1", "ConfigMap")
     assert config["metadata"]["name"] == "gemma-gatekeeper"
     assert config["metadata"]["labels"]["app.kubernetes.io/component"] == "gatekeeper"
@@ -579,7 +579,7 @@ def test_other_ports_reach_the_config_the_annotation_and_the_command_line() -> N
         LIMITS, upstream_port=8001, self_metrics=gatekeeper.SELF_METRICS_PATH
     )
     assert "server 127.0.0.1:8001;" in files["nginx.conf"]
-    assert manifests.gatekeeper_config(spec)["data"] == files
+    assert gatekeeper_map.config_map(spec)["data"] == files
     leader = _pods(spec)["leader"]
     assert leader["metadata"]["annotations"][gatekeeper.CONFIG_ANNOTATION] == (
         gatekeeper.config_digest(files)

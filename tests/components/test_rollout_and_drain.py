@@ -53,7 +53,7 @@ def test_every_serving_container_drains_before_it_is_stopped() -> None:
     spec = replace(SPEC, drain=DRAIN)
     leader, worker = _containers(spec, "leader"), _containers(spec, "worker")
     hook = leader["gatekeeper"]["lifecycle"]["preStop"]["exec"]["command"]
-    assert hook == drain.gatekeeper_pre_stop(DRAIN, gatekeeper.RUN_DIR)
+    assert hook == gatekeeper.pre_stop(DRAIN, gatekeeper.RUN_DIR)
     script = hook[2]
     # Accept for the LB's window, then fail readiness, then quit gracefully, then wait.
     assert script.index("sleep 35") < script.index("touch /tmp/draining")
@@ -77,7 +77,7 @@ def test_the_gatekeeper_is_ready_until_the_drain_marker_and_one_failure_takes_it
     # On the probe listener (its own container's port, by name), never the public one.
     assert probe["httpGet"] == {"path": "/ready", "port": gatekeeper.PROBE_PORT_NAME}
     assert probe["failureThreshold"] == 1
-    marker = f"{gatekeeper.RUN_DIR}/{drain.MARKER_NAME}"
+    marker = f"{gatekeeper.RUN_DIR}/{gatekeeper.MARKER_NAME}"
     assert f"if (-f {marker}) {{ return 503; }}" in gatekeeper.nginx_conf(SPEC.limits)
 
 
@@ -87,7 +87,7 @@ def test_real_nginx_answers_ready_then_503_once_the_marker_exists(tmp_path: Path
         SPEC.limits, "k" * 32, StubConfig(api_key="k" * 32, model="m"), tmp_path
     ) as door:
         assert gate.request(door.base_url, "GET", "/ready").status == 200
-        (tmp_path / "run" / drain.MARKER_NAME).touch()
+        (tmp_path / "run" / gatekeeper.MARKER_NAME).touch()
         reply = gate.request(door.base_url, "GET", "/ready")
         assert reply.status == 503
         assert json.loads(reply.body)["error"]["code"] == 503

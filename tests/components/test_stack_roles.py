@@ -1,5 +1,5 @@
 """The stacks' IAM roles: what each is (`components.manifests.identity`, pure) and how the program
-reads them; how the bootstrap makes them (`components.stack_roles.StackRoles`), for every stack
+reads them; how the bootstrap makes them (`components.ci_stack_roles.StackRoles`), for every stack
 file: tests/bootstrap/test_program.py.
 
 Policy checked here: a pod role admits EKS Pod Identity only, for its own stack's cluster and
@@ -29,7 +29,7 @@ from components.manifests.identity import (
 )
 from components.stack_roles import existing_roles, pod_role_arns
 from infra.adapters import monitoring_layer, wiring
-from infra.plan import config
+from infra.plan import config_parts
 from infra.plan.stackfile import load_stack
 from tests.fakes.pulumi_mocks import ACCOUNT_ID, RecordingMocks, by_type, named, resolve, run
 from tests.program.harness import bootstrap_roles
@@ -192,7 +192,7 @@ def test_role_names_fit_iams_limit_and_are_distinct(stack: str) -> None:
 
 
 def test_the_project_is_the_configs() -> None:
-    assert identity.PROJECT == config.PROJECT
+    assert identity.PROJECT == config_parts.PROJECT
 
 
 # -- the program's read of the bootstrap's roles ---------------------------------------------------

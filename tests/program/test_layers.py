@@ -61,13 +61,13 @@ LAYERS: dict[str, Layer] = {
     "quantize": Layer(
         "weightsSource",
         "hub",
-        "infra/quantize infra/plan/quantize.py components/manifests/quantize.py",
+        "infra/quantize infra/*/quantize*.py components/manifests/quantize.py",
         "tests/quantize tests/components/test_quantize_job.py",
     ),
     "existing cluster": Layer(
         "existingCluster",
         None,
-        "infra/*/existing_cluster.py infra/plan/existing.py components/existing_cluster.py",
+        "infra/*/existing_cluster.py infra/plan/existing*.py components/existing_cluster.py",
         "tests/program/test_existing_cluster.py",
     ),
     "moe": Layer("model", "google/gemma-4-12B-it", "infra/plan/moe*.py", "tests/plan/test_moe*.py"),

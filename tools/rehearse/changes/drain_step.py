@@ -28,7 +28,7 @@ from contextlib import suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from components.manifests import drain, programs
+from components.manifests import drain, gatekeeper, programs
 from tools.rehearse.changes.balancer import Balancer, Target
 from tools.rehearse.checks import Check
 from tools.rehearse.front_door.gatekeeper_run import request
@@ -191,7 +191,7 @@ def stop_group_a(a: GroupA) -> tuple[list[threading.Thread], Stopped]:
     hooks = [
         (
             "gatekeeper",
-            drain.gatekeeper_pre_stop(spec, str(a.gate_run_dir), READY_PERIOD_S),
+            gatekeeper.pre_stop(spec, str(a.gate_run_dir), READY_PERIOD_S),
             [a.gate_pgid],
         ),
         ("vllm leader", programs.local(leader, sys.executable), [a.leader_pgid]),

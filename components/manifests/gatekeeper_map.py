@@ -1,0 +1,40 @@
+"""The gatekeeper's ConfigMap: nginx.conf, its njs script and the chat page's files (the
+gatekeeper layer, `frontDoor: gatekeeper` only)."""
+
+from __future__ import annotations
+
+from components.manifests import gatekeeper
+from components.manifests.spec import Manifest, ServerSpec, object_meta
+
+
+def files(spec: ServerSpec) -> dict[str, str]:
+    """Every file of the gatekeeper's ConfigMap: nginx.conf and its njs script, then the chat
+    page's files when the stack serves it (`chatPage`), mounted beside the config."""
+    page_root = gatekeeper.CONFIG_MOUNT if spec.limits.chat_page else None
+    if spec.door:  # the elastic layer's door and the chat page, imported only when asked for
+        from components.manifests import door
+    if page_root:
+        from components.manifests import chat
+    # An elastic stack's door too takes the limits per client as planned (grammar slots
+    # included): one client's share does not grow with the groups (`all_requests` does).
+    where = (
+        door.config_where(spec)
+        if spec.door
+        else {"upstream_port": spec.port, "self_metrics": gatekeeper.SELF_METRICS_PATH}
+    )
+    config = gatekeeper.config_files(spec.limits, page_root=page_root, **where)
+    if spec.limits.chat_page:
+        page = chat.ChatPage(spec.model, spec.limits.max_reply_tokens, spec.max_model_len)
+        config |= chat.files(page)
+    return config
+
+
+def config_map(spec: ServerSpec) -> Manifest:
+    """The gatekeeper's nginx.conf and njs script, generated from the plan's limits (no secret
+    in them), and the chat page's files."""
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": object_meta(spec, spec.gatekeeper_config_name, "gatekeeper"),
+        "data": files(spec),
+    }

@@ -1,0 +1,44 @@
+"""The checks of a stack read into a cluster it does not own (`existingCluster`): the keys of
+the network and cluster it would create are refused, and so is an elastic stack. The config
+model runs them only when `existingCluster` is set."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from infra.plan.config_parts import ConfigError
+
+if TYPE_CHECKING:
+    from infra.plan.config import StackConfig
+
+#: Keys that shape the network and the cluster the stack creates; with `existingCluster`
+#: it creates neither, and an access entry or an endpoint range would change the owner's.
+NOT_WITH_EXISTING_CLUSTER = (
+    "vpcCidr",
+    "nodeSubnets",
+    "controlPlaneZone",
+    "endpointPublicAccessCidrs",
+    "clusterAdminArns",
+    "clusterViewerArns",
+)
+
+
+def check(cfg: StackConfig) -> None:
+    """No key of the network or cluster the stack would create, and no elasticity."""
+    given = {type(cfg).model_fields[n].alias or n for n in cfg.model_fields_set}
+    for key in NOT_WITH_EXISTING_CLUSTER:
+        if key in given:
+            raise ConfigError(
+                key,
+                f"shapes the network or cluster the stack creates, but with "
+                f"`existingCluster` ({cfg.existing_cluster}) it creates neither and changes "
+                "nothing of the cluster's",
+                "remove it (the cluster's owner manages its network, endpoint and access)",
+            )
+    if cfg.elastic:
+        raise ConfigError(
+            "minGroups",
+            f"makes the stack elastic, which installs a Cluster Autoscaler and KEDA that "
+            f"`existingCluster` {cfg.existing_cluster} may already run",
+            "set `replicas` instead of `minGroups` and `maxGroups`",
+        )
