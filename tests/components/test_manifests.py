@@ -7,6 +7,7 @@ import json
 import re
 import shutil
 import subprocess
+from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +21,7 @@ from infra.adapters.cli import main
 from infra.plan import catalog
 from infra.plan.config import ConfigError
 from infra.plan.stackfile import load_stack, stack_names
+from policies.rules import parse_quantity
 from tests import builders
 from tests.fakes import k8s_schemas
 
@@ -90,16 +92,12 @@ def test_objects_pass_the_real_schemas_and_requests_equal_limits(
                     "memory": f"{catalog.GATEKEEPER_MEMORY_MIB}Mi",
                 }
                 if c["name"] == "gatekeeper"
-                else {"cpu": str(p.pod_cpu), "memory": _canonical_mib(p.pod_memory_gib * 1024)}
+                else {"cpu": str(p.pod_cpu), "memory": memory_quantity(p.pod_memory_gib)}
             )
             assert res["limits"] == expected, (role, c["name"])
-
-
-def _canonical_mib(mib: float) -> str:
-    """A whole number of MiB as the API server writes it back (apimachinery's Quantity picks the
-    largest binary suffix that keeps it whole): 26624 is `26Gi`, 26432 `26432Mi`."""
-    assert mib == int(mib), mib
-    return f"{int(mib) // 1024}Gi" if int(mib) % 1024 == 0 else f"{int(mib)}Mi"
+            # Exactly the planned bytes: the plan's sixteenths of a GiB are whole MiB.
+            memory = parse_quantity(res["limits"]["memory"])
+            assert c["name"] == "gatekeeper" or memory == Fraction(p.pod_memory_gib) * 2**30
 
 
 @pytest.mark.parametrize(
