@@ -55,9 +55,10 @@ CUT_MARGIN_S = 0.1
 #: sent: the 10 ms clock tick is 0.05 ms a body). Every refusal is held to what the plan charges
 #: a body of its size (`frontdoor.PARSE_NS_PER_BYTE`), which sizes the large-body rate and the
 #: gatekeeper's CPU; the chat's figure is also shown against the 5 ms the door aims at, which
-#: njs 0.7.9 meets or misses by the CPU's speed: its parse alone (three UTF-8 passes over the
-#: body: `requestText`, the string's length, the error's position) costs 3-5 ms here, and a
-#: valid body of the same size costs as much.
+#: njs misses or meets by the CPU's speed: two UTF-8 passes over the body in njs_json.c (the
+#: string's length when it is made, the error's position) hold half the gatekeeper's CPU for it
+#: (perf on nginx 1.22.1 with njs 0.7.9, 2026-12-07: 3.5 of 7.35 ms on the AMD EPYC rehearsal
+#: machine; docs/front-door.md).
 COSTLY_BYTES = 327_680
 COSTLY_MS = 5.0
 
