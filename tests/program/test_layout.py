@@ -142,7 +142,6 @@ MAX_FUNCTION_LINES = 160
 #: Files and functions over the limits today; they may only leave this list.
 LONG_FILES: set[str] = {
     "components/manifests/semantics.py",
-    "infra/bootstrap/access.py",
     "infra/plan/config.py",
 }
 LONG_FUNCTIONS: set[str] = set()
