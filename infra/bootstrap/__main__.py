@@ -28,10 +28,10 @@ from infra.adapters.wiring import NAMESPACE
 from infra.bootstrap.access import (
     DEPLOY_STACKS,
     ROLE_PATH,
-    boundaries,
     ci_roles,
     subject_template_command,
 )
+from infra.bootstrap.boundary import boundaries
 from infra.bootstrap.config import (
     BOOTSTRAP_PROJECT,
     BootstrapConfig,

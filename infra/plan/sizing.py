@@ -12,7 +12,8 @@ The memory story it encodes (field report, FACTS.md):
 - the context that fits follows from vLLM's block accounting (`infra.plan.kv_cache`).
 
 The per-pod arithmetic (node room, rank weights, guard, KV bytes, batch size) lives in
-`infra.plan.budget`; this module chooses the split, refuses what cannot work and explains why.
+`infra.plan.budget`; this module chooses the split and refuses what cannot work, and
+`infra.plan.reasons` says why.
 """
 
 from __future__ import annotations
@@ -26,9 +27,7 @@ from components.manifests.spec import EndpointLimits
 from infra.plan import catalog, liveness, prefill, rollout
 from infra.plan.budget import (
     BATCHED_TOKEN_CHOICES,
-    CPU_DEFAULT_BATCHED_TOKENS_PER_RANK,
     CPU_DEFAULT_MAX_SEQS_PER_RANK,
-    KV_SAFETY_FRACTION,
     NodeBudget,
     RankPlan,
     auto_kv_bytes,
@@ -42,6 +41,7 @@ from infra.plan.catalog import GIB, InstanceType, ModelProfile
 from infra.plan.config import ConfigError, StackConfig
 from infra.plan.kv_cache import GroupKv, cdiv
 from infra.plan.liveness import Liveness
+from infra.plan.reasons import plan_reasons, why_guard
 from infra.plan.rollout import RolloutPlan
 from infra.plan.vllm_key import plan_endpoint
 from infra.plan.weights import weight_format
@@ -49,15 +49,6 @@ from infra.plan.weights import weight_format
 if TYPE_CHECKING:
     from components.manifests.gatekeeper_conf import GatekeeperLimits
     from components.manifests.quantize import QuantizeSpec
-
-__all__ = [
-    "CPU_DEFAULT_BATCHED_TOKENS_PER_RANK",
-    "CPU_DEFAULT_MAX_SEQS_PER_RANK",
-    "Plan",
-    "PlanError",
-    "RankPlan",
-    "plan",
-]
 
 #: Shortest context the planner offers when `maxModelLen` is auto: below this the model is of
 #: little use and the stage count should grow instead.
@@ -451,18 +442,9 @@ def _finish(
         front_door=door,
         drain=drain,
         rollout=rolls,
-        reasons=(
-            *_reasons(cfg, instance, budget, pod_gib, chosen, max_len, upper, concurrency, decode),
-            _why_liveness(live, model, max_len, CPU_DEFAULT_MAX_SEQS_PER_RANK * stages),
+        reasons=plan_reasons(
+            cfg, instance, budget, pod_gib, chosen, max_len, upper, concurrency, decode, live, model
         ),
-    )
-
-
-def _why_guard(cfg: StackConfig) -> str:
-    return (
-        "the init container's page cache is charged outside the engine container"
-        if cfg.weight_prefetch
-        else "the checkpoint's page cache is charged to the engine container"
     )
 
 
@@ -490,7 +472,7 @@ def _check_split(
         raise PlanError(
             "kvCacheBytes",
             f"{kv_bytes} ({kv_bytes / GIB:.2f} GiB) is more than vLLM's memory guard will see "
-            f"on rank {tight.rank} ({guard:.2f} GiB: {_why_guard(cfg)})",
+            f"on rank {tight.rank} ({guard:.2f} GiB: {why_guard(cfg)})",
             f"set it to at most {auto_kv_bytes(guard)} or auto"
             + ("" if cfg.weight_prefetch else ", or set `weightPrefetch: true`"),
         )
@@ -549,52 +531,6 @@ def _check_first_byte(cfg: StackConfig, live: Liveness, max_len: int) -> None:
             f"({live.probes.stall_s} s)",
             f"set it to at least {least} or auto, or lower `maxModelLen`",
         )
-
-
-def _why_liveness(live: Liveness, model: liveness.Prefill, max_len: int, least: int) -> str:
-    """The liveness reason; beyond the budget, how slow detection is and what shortens it."""
-    budget, probes = liveness.DETECTION_BUDGET_S, live.probes
-    # Below the automatic choices too: down to vLLM's floor of one token per sequence.
-    choices = sorted({least, *(b for b in BATCHED_TOKEN_CHOICES if b >= least)})
-    fits = liveness.max_batched_tokens(model, max_len, choices)
-    fits_live = liveness.liveness(model, fits, max_len)
-    fast = live.fast_half_detection_s
-    if fast <= budget:
-        noticed = (
-            f"a broken group is noticed within {fast} s at the fast half of the range, "
-            f"{live.detection_s} s at its slow end"
-        )
-    elif fits_live.fast_half_detection_s <= budget:
-        noticed = (
-            f"a broken group is noticed only after {fast} s at the fast half of the range, "
-            f"beyond the {budget} s budget; `maxNumBatchedTokens` {fits} shortens it to "
-            f"{fits_live.fast_half_detection_s} s"
-        )
-    else:
-        noticed = (
-            f"a broken group is noticed only after {fast} s at the fast half of the range, "
-            f"beyond the {budget} s budget; even `maxNumBatchedTokens` {fits} (the least for "
-            f"{least} sequences) takes {fits_live.fast_half_detection_s} s: a shorter "
-            "`maxModelLen` or a type with more cores shortens it"
-        )
-    return (
-        f"liveness every {probes.period_s} s, {probes.failures} failures: before it takes traffic "
-        f"the leader measures its own step ({liveness.CALIBRATION_RUNS} one-token requests of "
-        f"{probes.calibrate_tokens} prompt tokens, the first a warm-up, the slowest of the rest "
-        f"kept), and calls a busy engine that emits nothing for that step x {probes.growth:.2f} "
-        f"(the last chunk of a {max_len:,}-token prompt over the first, modelled) x "
-        f"{probes.margin:g} stuck, at least {liveness.MIN_STALL_S} s and at most "
-        f"{probes.stall_s} s: "
-        f"the longest step at the slow end of the {probes.path} prefill range "
-        f"({live.step_s:.1f} s) x {probes.in_flight} batch(es) in flight, also the engine's step "
-        f"timeout, which vLLM reads once at start; {noticed}; the longest prompt's first token "
-        f"comes within {live.first_byte_s} s (`firstByteTimeoutSeconds`, part of the reply "
-        f"timeout); idle, one generated token proves the pipeline at most every "
-        f"{probes.idle_check_s} s ({86400 // probes.idle_check_s:,} requests a day, counted by "
-        f"vLLM's metrics as traffic), so a pipeline broken while idle is noticed within "
-        f"{live.idle_detection_s} s at the fast half of the range (a proof with no answer fails "
-        "only after the stall bound: vLLM's counts show a request in its first step as idle)"
-    )
 
 
 def _decode_tokens_per_s(
@@ -660,71 +596,3 @@ def _startup(cfg: StackConfig, profile: ModelProfile, ranks: tuple[RankPlan, ...
     restart = warm if cfg.model_cache_planned == "volume" else cold
     startup = max(MIN_STARTUP_SECONDS, math.ceil(2 * cold / 60) * 60)
     return _Startup(disk, volume_gib, cold, restart, startup)
-
-
-def _reasons(
-    cfg: StackConfig,
-    instance: InstanceType,
-    budget: NodeBudget,
-    pod_gib: float,
-    chosen: _Split,
-    max_len: int,
-    upper: int,
-    concurrency: float,
-    decode: float,
-) -> tuple[str, ...]:
-    """Why each number is what it is, one line a decision, in the order the plan shows them."""
-    stages, tight, kv_bytes, batched = chosen.stages, chosen.tight, chosen.kv_bytes, chosen.batched
-    return (
-        f"pod memory {pod_gib:g} GiB: {budget.allocatable_gib:.1f} GiB allocatable on "
-        f"{instance.name} less {budget.cotenants_gib:.2f} GiB for the pods that may share the "
-        f"node and {catalog.NODE_HEADROOM_MIB / 1024:g} GiB headroom; requests = limits",
-        f"{stages} stage(s): the fewest whose heaviest rank holds its weights "
-        f"({tight.weights_gib:.1f} GiB), the runtime every pod pays ({tight.overhead_gib:.1f} "
-        "GiB) and KV for the longest context"
-        if cfg.pipeline_stages == "auto"
-        else f"{stages} stage(s), as the stack sets",
-        f"memory guard sees {tight.guard_gib:.2f} GiB on rank {tight.rank}: {_why_guard(cfg)}",
-        f"KV cache {kv_bytes / GIB:.2f} GiB per rank: "
-        + (
-            f"{100 * (1 - KV_SAFETY_FRACTION):.0f}% of what the guard sees"
-            if cfg.kv_cache_bytes == "auto"
-            else "as the stack sets"
-        ),
-        f"max_num_batched_tokens {batched}: "
-        + (
-            "the largest that keeps the longest context (sliding layers reserve window - 1 + "
-            "stages x batched) and a step short enough to tell busy from stalled, else the "
-            f"least; {cdiv(max_len, batched)} step(s) prefill {max_len:,} tokens"
-            if cfg.max_num_batched_tokens == "auto"
-            else "as the stack sets"
-        ),
-        f"max_model_len {max_len}: "
-        + (
-            f"the longest one request fits, capped at {upper} (`maxContextCap`)"
-            if cfg.max_model_len == "auto"
-            else "as the stack sets"
-        )
-        + f"; {concurrency:.2f} such requests fit at once",
-        _why_decode(cfg, instance, budget, decode),
-    )
-
-
-def _why_decode(cfg: StackConfig, instance: InstanceType, budget: NodeBudget, decode: float) -> str:
-    band = catalog.decode_bandwidth(instance, budget.cpu)
-    bandwidth = f"~{band.low:.0f} GB/s per node, " + (
-        f"set by {band.basis}" if band.measured else f"the low end of a range, {band.basis}"
-    )
-    profile = cfg.profile()
-    if profile.is_moe:
-        from infra.plan import moe  # the MoE layer, for a mixture-of-experts model only
-
-        return (
-            f"decode ~{decode:.1f} tokens/s per stream: {moe.decode_source(profile)}; the "
-            f"{profile.decode_reference} layers' bytes stream at {bandwidth}; never above "
-            "the bytes a token of its routed experts reads at that bandwidth"
-        )
-    return (
-        f"decode ~{decode:.1f} tokens/s per stream: each token streams the stages' weights in "
-        f"series at {bandwidth}"
-    )

@@ -31,7 +31,8 @@ from cloudsplaining.command.scan_policy_file import scan_policy
 from cloudsplaining.shared.constants import PRIVILEGE_ESCALATION_METHODS
 from cloudsplaining.shared.exclusions import DEFAULT_EXCLUSIONS_CONFIG
 
-from infra.bootstrap.access import boundaries, ci_roles
+from infra.bootstrap.access import ci_roles
+from infra.bootstrap.boundary import boundaries
 from tests.bootstrap.iam_eval import listed
 
 REGIONS = {"dev": "us-west-2", "prod": "us-east-1"}

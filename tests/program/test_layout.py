@@ -111,6 +111,7 @@ LOCAL_IMPORTS: dict[tuple[str, str], str] = {
     ("components/manifests/pods.py", "components.manifests.gatekeeper"): "the gatekeeper only",
     ("infra/plan/sizing.py", "infra.plan.moe"): "a mixture-of-experts `model`, or its quantize Job",
     ("infra/plan/prefill.py", "infra.plan.moe"): "a mixture-of-experts `model` only",
+    ("infra/plan/reasons.py", "infra.plan.moe"): "a mixture-of-experts `model` only",
     ("components/manifests/access.py", "components.manifests.door"): "elastic stacks only",
     ("components/manifests/gatekeeper_map.py", "components.manifests.door"): "elastic only",
     ("components/manifests/gatekeeper_map.py", "components.manifests.chat"): "`chatPage` only",
@@ -141,9 +142,7 @@ MAX_FUNCTION_LINES = 160
 #: Files and functions over the limits today; they may only leave this list.
 LONG_FILES: set[str] = {
     "components/manifests/semantics.py",
-    "infra/bootstrap/access.py",
     "infra/plan/config.py",
-    "infra/plan/sizing.py",
 }
 LONG_FUNCTIONS: set[str] = set()
 

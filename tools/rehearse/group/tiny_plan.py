@@ -24,10 +24,11 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
+from infra.plan.budget import CPU_DEFAULT_MAX_SEQS_PER_RANK
 from infra.plan.catalog import MIB, ModelProfile
 from infra.plan.config import ConfigError, StackConfig
 from infra.plan.loading import load_config
-from infra.plan.sizing import CPU_DEFAULT_MAX_SEQS_PER_RANK, Plan, plan
+from infra.plan.sizing import Plan, plan
 from infra.plan.stackfile import REPO
 from tools.rehearse.group.tiny_checkpoint import FULL, SLIDING, tiny_text_config
 from tools.rehearse.group.workspace import MODELS_DIR, RehearsalError

@@ -12,8 +12,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from infra.plan.budget import CPU_DEFAULT_BATCHED_TOKENS_PER_RANK
 from infra.plan.loading import load_config
-from infra.plan.sizing import CPU_DEFAULT_BATCHED_TOKENS_PER_RANK, PlanError, plan
+from infra.plan.sizing import PlanError, plan
 
 GUARD_MODEL_NAME = "rehearsal/guard-gemma4"
 #: Step of the automatic pod limit.
