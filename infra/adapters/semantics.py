@@ -8,13 +8,8 @@ from typing import Literal
 
 from components import manifests
 from components.manifests import metrics
-from components.manifests.semantics import (
-    INSTANCE_TYPE_LABEL,
-    ZONE_LABEL,
-    NodeGroup,
-    World,
-    check,
-)
+from components.manifests.pod_world import INSTANCE_TYPE_LABEL, ZONE_LABEL, NodeGroup, World
+from components.manifests.semantics import check
 from components.manifests.spec import Manifest
 from infra.adapters.monitoring_layer import collector_spec
 from infra.adapters.render import rendered_objects

@@ -20,7 +20,7 @@ import pytest
 from components import manifests
 from components.manifests import gatekeeper, gatekeeper_conf
 from components.manifests.gatekeeper import nginx_conf
-from components.manifests.semantics import pods
+from components.manifests.pod_world import pods
 from infra.plan import catalog
 from tests import builders, door_harness
 

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from components.manifests import semantics
-from components.manifests.semantics import World
+from components.manifests.pod_world import World
 from components.manifests.spec import MODEL_TAINT
 from infra.adapters.semantics import world
 from infra.plan import catalog

@@ -9,7 +9,8 @@ from typing import Any
 
 import pytest
 
-from components.manifests.semantics import _tolerated, pods
+from components.manifests.pod_world import pods
+from components.manifests.semantics import _tolerated
 from components.manifests.spec import stack_taint
 from infra.adapters.wiring import NODE_LABELS, NODE_POOL_LABEL
 from tests.fakes.pulumi_mocks import (
