@@ -567,9 +567,25 @@ FRONT_DOOR_LABEL = "gemma-graviton.dev/front-door"
 VLLM_KEY_PORT = 8000
 
 
+#: vLLM 0.31 checks its key under /v1, /v2, /inference and /cohere only
+#: (serve/middleware/authenticate.py); the leader's middleware asks for it on every other route
+#: (components/manifests/programs/key_check.py, imported from a mounted PYTHONPATH).
+KEY_CHECK_MIDDLEWARE = "key_check.KeyCheck"
+#: Settings that serve the API without that middleware or put code in front of it (vLLM 0.31):
+#: the Rust front end (envs.py `VLLM_USE_RUST_FRONTEND`, entrypoints/cli/serve.py), the dev
+#: routes (`VLLM_SERVER_DEV_MODE`, serve/routers.py), and SageMaker's middlewares
+#: (model_hosting_container_standards common/fastapi/config.py `CUSTOM_FASTAPI_MIDDLEWARE_*`).
+KEY_CHECK_BYPASSES = (
+    "VLLM_USE_RUST_FRONTEND",
+    "VLLM_SERVER_DEV_MODE",
+    "CUSTOM_FASTAPI_MIDDLEWARE_",
+)
+
+
 def _vllm_checks_key(name: str, engine: Mapping[str, Any]) -> list[str]:
     """vLLM takes its key from a Secret (VLLM_API_KEY), never from its argv (`--api-key`),
-    and declares no port."""
+    asks for it on every route through the key-check middleware, mounted on its PYTHONPATH,
+    with nothing that serves around it, and declares no port."""
     messages = []
     argv = [str(_unwrap(a)) for a in (*_seq(engine.get("command")), *_seq(engine.get("args")))]
     if any(a.startswith("--api-key") for a in argv):
@@ -582,6 +598,21 @@ def _vllm_checks_key(name: str, engine: Mapping[str, Any]) -> list[str]:
         messages.append(
             f'{name}: container "vllm" takes no VLLM_API_KEY from a Secret; with '
             "no gatekeeper, vLLM must check the key"
+        )
+    mounts = {_unwrap(_map(m).get("mountPath")) for m in _seq(engine.get("volumeMounts"))}
+    path = str(_unwrap(_map(env.get("PYTHONPATH")).get("value")) or "").split(":")
+    pairs = {tuple(argv[i : i + 2]) for i in range(len(argv))}
+    if ("--middleware", KEY_CHECK_MIDDLEWARE) not in pairs or not mounts & set(path):
+        messages.append(
+            f'{name}: container "vllm" does not run --middleware {KEY_CHECK_MIDDLEWARE} from a '
+            "mounted PYTHONPATH; without it vLLM asks for the key under /v1 only and serves "
+            "POST /invocations to anyone"
+        )
+    bypasses = sorted(n for n in env if str(n).startswith(KEY_CHECK_BYPASSES))
+    if bypasses:
+        messages.append(
+            f'{name}: container "vllm" sets {", ".join(bypasses)}, which serve routes around the '
+            "key check; remove them"
         )
     if _seq(engine.get("ports")):
         messages.append(f'{name}: container "vllm" declares ports; remove them')

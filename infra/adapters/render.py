@@ -14,6 +14,7 @@ import yaml
 from components import manifests
 from components.manifests import door, gatekeeper
 from components.manifests.scaling import floor_objects, metrics_service, scaled_object
+from components.manifests.spec import LWS_NAME_LABEL, ServerSpec
 from infra.adapters.wiring import (
     STORAGE_CLASS,
     STORAGE_THROUGHPUT_MIBPS,
@@ -69,7 +70,29 @@ by hand, create them first in namespace {ns}, from values you hold in your shell
 
   kubectl -n {ns} create secret generic {spec.hf_secret_name} \\
     --from-literal={manifests.HF_TOKEN_KEY}="$HF_TOKEN"
+{_vllm_key_note(spec) if spec.vllm_key else _gatekeeper_note(spec)}"""
 
+
+def _vllm_key_note(spec: ServerSpec) -> str:
+    """`frontDoor: vllm-key`: one key, which vLLM reads once, at start."""
+    ns = spec.namespace
+    return f"""
+  # The key vLLM checks: 32 or more of A-Z a-z 0-9 . _ ~ + / = - (e.g. API_KEY=$(openssl rand
+  # -hex 24)); vLLM does not start with a shorter one, or an empty one.
+  kubectl -n {ns} create secret generic {spec.api_key_secret_name} \\
+    --from-literal={manifests.API_KEY_KEY}="$API_KEY"
+
+vLLM reads the key once, when it starts: a new key takes effect when the group restarts, and
+the old one works until then. Restart it after changing the Secret:
+
+  kubectl -n {ns} delete pods -l {LWS_NAME_LABEL}={spec.lws_name}
+"""
+
+
+def _gatekeeper_note(spec: ServerSpec) -> str:
+    """The gatekeeper's key files beside the key, and the engine key it sends vLLM."""
+    ns = spec.namespace
+    return f"""
   # The key: 32 or more of A-Z a-z 0-9 . _ ~ + / = - (e.g. API_KEY=$(openssl rand -hex 24)),
   # and the engine key vLLM checks, which the gatekeeper sends it (ENGINE_KEY likewise).
   # The gatekeeper reads {gatekeeper.KEY_FILE} (the accepted keys) and

@@ -12,9 +12,10 @@ from typing import Any
 
 import pytest
 
-from components.manifests.programs.key_check import UNAUTHORIZED, KeyCheck
+from components.manifests import spec
+from components.manifests.programs.key_check import KEY_MIN_CHARS, UNAUTHORIZED, KeyCheck
 
-KEY = "sk-test-key"
+KEY = "sk-test-key-" + "0" * 20
 REPO = Path(__file__).resolve().parents[2]
 #: A Python with real vLLM 0.31: the rehearsal's environment (`make rehearse`), or another's.
 VLLM_PYTHON = Path(os.environ.get("GEMMA_VLLM_PYTHON", REPO / ".rehearsal/venv/bin/python"))
@@ -55,8 +56,20 @@ def test_every_route_but_the_probes_asks_for_the_key(path: str) -> None:
 def test_the_probes_paths_answer_without_the_key_and_a_websocket_is_refused() -> None:
     assert _ask("/health") + _ask("/metrics") == ["/health", "/metrics"]
     assert _ask("/health/")[0]["status"] == 401
-    start, _ = _ask("/v1/realtime", kind="websocket")
-    assert (start["type"], start["status"]) == ("websocket.http.response.start", 401)
+    # A websocket needs the key on every path: on /metrics vLLM's Prometheus app would assert.
+    for path in ("/v1/realtime", "/metrics", "/health"):
+        start, _ = _ask(path, kind="websocket")
+        assert (start["type"], start["status"]) == ("websocket.http.response.start", 401)
+    assert _ask("/metrics", key=KEY, kind="websocket") == ["/metrics"]
+
+
+@pytest.mark.parametrize("key", ["", "x" * (KEY_MIN_CHARS - 1)])
+def test_a_short_key_stops_vllm_at_start(key: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    # An empty key would let a bare `Bearer` in; vLLM turns its own check off for one.
+    monkeypatch.setenv("VLLM_API_KEY", key)
+    with pytest.raises(RuntimeError, match=f"VLLM_API_KEY holds {len(key)} characters, fewer"):
+        KeyCheck(lambda *_: None)
+    assert KEY_MIN_CHARS == spec.KEY_MIN_CHARS
 
 
 #: Real vLLM 0.31's `init_entrypoints_middleware` (CORS, its own key check, then `--middleware`)
@@ -93,7 +106,7 @@ print("OPTIONS", preflight.status_code)
 def test_real_vllm_runs_it_before_its_own_check() -> None:
     env = {
         "PATH": os.environ["PATH"],
-        "PYTHONPATH": str(REPO / "components" / "manifests"),
+        "PYTHONPATH": str(REPO / "components" / "manifests" / "programs"),
         "VLLM_API_KEY": KEY,
     }
     run = subprocess.run(

@@ -25,19 +25,18 @@ done
 """
 
 
-@pytest.mark.skipif(shutil.which("sh") is None, reason="needs a POSIX shell")
-def test_the_secret_commands_run_as_written(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    assert main(["--stack", "dev", "--render", str(tmp_path / "r")]) == 0
-    capsys.readouterr()
+def _note(stack: str, tmp_path: Path) -> tuple[str, str]:
+    """A stack's rendered SECRETS.txt, and its indented lines: the commands, as a script."""
+    assert main(["--stack", stack, "--render", str(tmp_path / "r")]) == 0
     note = (tmp_path / "r" / "SECRETS.txt").read_text()
     script = "\n".join(
         line[2:] for line in note.splitlines() if line.startswith("  ") and line.strip()
     )
-    # A continued command keeps its line breaks, and printf is given `\n`, not a newline.
-    assert "generic gemma-api-key \\\n    --from-literal=api-key=" in note
-    assert '}]}\\n\' "$API_KEY"' in note
+    return note, script
+
+
+def _run(script: str, tmp_path: Path) -> list[list[str]]:
+    """The script run with a stand-in kubectl on PATH; the calls it made."""
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     (bin_dir / "kubectl").write_text(FAKE_KUBECTL)
@@ -53,8 +52,18 @@ def test_the_secret_commands_run_as_written(
         "ENGINE_KEY": "e" * 48,
     }
     subprocess.run(["sh", "-eu", "-c", script], cwd=work, env=env, check=True)
-    calls = [c.strip("\n").split("\n") for c in record.read_text().split("call\n")[1:]]
-    assert calls == [
+    assert list(work.iterdir()) == []  # the key files, if any, are removed again
+    return [c.strip("\n").split("\n") for c in record.read_text().split("call\n")[1:]]
+
+
+@pytest.mark.skipif(shutil.which("sh") is None, reason="needs a POSIX shell")
+def test_the_secret_commands_run_as_written(tmp_path: Path) -> None:
+    note, script = _note("dev", tmp_path)
+    # A continued command keeps its line breaks, and printf is given `\n`, not a newline.
+    assert "generic gemma-api-key \\\n    --from-literal=api-key=" in note
+    assert '}]}\\n\' "$API_KEY"' in note
+    record = tmp_path / "record"
+    assert _run(script, tmp_path) == [
         [
             "-n", "gemma-graviton", "create", "secret", "generic", "gemma-hf-token",
             "--from-literal=token=hf_token_value",
@@ -69,4 +78,25 @@ def test_the_secret_commands_run_as_written(
     assert keys.endswith("}\n") and keys.count("\n") == 1
     assert json.loads(keys) == {"keys": [{"key": "k" * 48, "until": None}]}
     assert Path(f"{record}.engine.map").read_text() == f'default "Bearer {"e" * 48}";\n'
-    assert list(work.iterdir()) == []  # the key files are removed again
+
+
+@pytest.mark.skipif(shutil.which("sh") is None, reason="needs a POSIX shell")
+def test_with_vllm_key_the_one_key_is_the_secret_and_a_new_one_restarts_the_group(
+    tmp_path: Path,
+) -> None:
+    note, script = _note("minimal", tmp_path)
+    assert "gatekeeper" not in note and "without restarting" not in note
+    assert _run(script, tmp_path) == [
+        [
+            "-n", "gemma-graviton", "create", "secret", "generic", "gemma-hf-token",
+            "--from-literal=token=hf_token_value",
+        ],
+        [
+            "-n", "gemma-graviton", "create", "secret", "generic", "gemma-api-key",
+            f"--from-literal=api-key={'k' * 48}",
+        ],
+        [
+            "-n", "gemma-graviton", "delete", "pods", "-l",
+            "leaderworkerset.sigs.k8s.io/name=gemma-vllm",
+        ],
+    ]  # fmt: skip

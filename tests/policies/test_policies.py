@@ -20,6 +20,7 @@ import pytest
 from policies.rules import (
     DAEMONSET,
     DEPLOYMENT,
+    FRONT_DOOR_LABEL,
     JOB,
     LWS,
     POD,
@@ -638,6 +639,58 @@ def test_missing_gatekeeper_and_exposed_vllm_are_reported() -> None:
         'leaderTemplate: container "vllm" declares ports; remove them, the gatekeeper\'s port is '
         "the pod's only way in",
     ]
+
+
+#: A `frontDoor: vllm-key` leader's vLLM environment as the stack renders it.
+KEY_ENV = [
+    {"name": "VLLM_API_KEY", "valueFrom": {"secretKeyRef": {"name": "k", "key": "k"}}},
+    {"name": "PYTHONPATH", "value": "/opt/programs"},
+]
+
+
+def _vllm_key_lws(**engine: Any) -> dict[str, Any]:
+    """A `frontDoor: vllm-key` leader as the stack renders it, with `engine` over vLLM's fields."""
+    vllm = {
+        "name": "vllm",
+        "args": ["serve", "m", "--middleware", "key_check.KeyCheck"],
+        "env": KEY_ENV,
+        "volumeMounts": [{"name": "programs", "mountPath": "/opt/programs"}],
+        **engine,
+    }
+    labels = {FRONT_DOOR_LABEL: "vllm-key"}
+    leader = {"metadata": {"labels": labels}, "spec": {"containers": [vllm]}}
+    return {"spec": {"leaderWorkerTemplate": {"leaderTemplate": leader}}}
+
+
+NO_MIDDLEWARE = (
+    'leaderTemplate: container "vllm" does not run --middleware key_check.KeyCheck from a mounted '
+    "PYTHONPATH; without it vLLM asks for the key under /v1 only and serves POST /invocations to "
+    "anyone"
+)
+BYPASSES = [
+    {"name": "VLLM_USE_RUST_FRONTEND", "value": "1"},
+    {"name": "CUSTOM_FASTAPI_MIDDLEWARE_THROTTLE", "value": "m:f"},
+]
+
+
+@pytest.mark.parametrize(
+    ("engine", "message"),
+    [
+        ({"args": ["serve", "m"]}, NO_MIDDLEWARE),
+        ({"args": ["serve", "--middleware", "other.Check"]}, NO_MIDDLEWARE),
+        ({"volumeMounts": []}, NO_MIDDLEWARE),
+        (
+            {"env": [*KEY_ENV, *BYPASSES]},
+            'leaderTemplate: container "vllm" sets CUSTOM_FASTAPI_MIDDLEWARE_THROTTLE, '
+            "VLLM_USE_RUST_FRONTEND, which serve routes around the key check; remove them",
+        ),
+    ],
+)
+def test_vllm_key_leader_runs_the_key_check_on_every_route(
+    engine: dict[str, Any], message: str
+) -> None:
+    assert leaders_behind_gatekeeper(LWS, _vllm_key_lws()) == []
+    assert leaders_behind_gatekeeper(LWS, _vllm_key_lws(**engine)) == [message]
 
 
 # -- 5. secrets-not-in-plain-config ------------------------------------------------------------

@@ -5,7 +5,10 @@ vLLM 0.31 checks the key under /v1, /v2, /inference and /cohere only (serve/midd
 authenticate.py, read 2026-12-06; POST /invocations serves inference without it) and adds
 `--middleware` last, so this runs first (register.py). Off `OPEN_PATHS` it asks for
 `Authorization: Bearer <VLLM_API_KEY>`, compared as vLLM compares it, or answers vLLM's 401;
-OPTIONS passes, as in vLLM. Standard library only: it runs in the vLLM image's Python.
+OPTIONS passes, as in vLLM. A key shorter than the stack's shortest (`components.manifests.spec`
+`KEY_MIN_CHARS`) stops vLLM at start rather than serve: vLLM drops an empty key and checks nothing
+(serve/middleware/register.py), and a bare `Bearer` would match it here. Standard library only: it
+runs in the vLLM image's Python.
 """
 
 from __future__ import annotations
@@ -15,9 +18,12 @@ import os
 import secrets
 from typing import Any
 
-#: What asks without the key: the kubelet's readiness probe (/health), and /metrics, which the
-#: in-pod liveness probe and preStop and the metrics collector read (counts, no inference).
+#: What asks without the key, over plain HTTP only: the kubelet's readiness probe (/health), and
+#: /metrics, which the in-pod liveness probe and preStop and the metrics collector read (counts,
+#: no inference).
 OPEN_PATHS = ("/health", "/metrics")
+#: The shortest key the stack makes or accepts (`spec.KEY_MIN_CHARS`).
+KEY_MIN_CHARS = 32
 #: vLLM's 401 body (starlette's JSONResponse of {"error": "Unauthorized"}).
 UNAUTHORIZED = b'{"error":"Unauthorized"}'
 
@@ -27,11 +33,17 @@ def _digest(value: str) -> bytes:
 
 
 class KeyCheck:
-    """Pure ASGI: lifespan and OPTIONS pass; http and websocket need the key off `OPEN_PATHS`."""
+    """Pure ASGI: lifespan and OPTIONS pass; a websocket needs the key, http off `OPEN_PATHS`."""
 
     def __init__(self, app: Any) -> None:
         self.app = app
-        self.key = _digest(os.environ["VLLM_API_KEY"])  # none: vLLM does not start
+        key = os.environ["VLLM_API_KEY"]  # none: vLLM does not start
+        if len(key) < KEY_MIN_CHARS:
+            raise RuntimeError(
+                f"VLLM_API_KEY holds {len(key)} characters, fewer than {KEY_MIN_CHARS}: put the "
+                "stack's key in the Secret's api-key (docs/front-door.md#vllm-key)"
+            )
+        self.key = _digest(key)
 
     def _carries_key(self, scope: dict[str, Any]) -> bool:
         # The first Authorization header, as starlette's Headers.get reads it.
@@ -42,7 +54,8 @@ class KeyCheck:
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
         if scope["type"] in ("http", "websocket") and scope.get("method") != "OPTIONS":
             path = scope["path"].removeprefix(scope.get("root_path", ""))
-            if path not in OPEN_PATHS and not self._carries_key(scope):
+            is_open = scope["type"] == "http" and path in OPEN_PATHS
+            if not is_open and not self._carries_key(scope):
                 # A websocket is refused with an HTTP answer too (the ASGI denial response).
                 prefix = "websocket." if scope["type"] == "websocket" else ""
                 length = str(len(UNAUTHORIZED)).encode()
