@@ -84,7 +84,7 @@ def plan_reasons(
         )
         + f"; {concurrency:.2f} such requests fit at once",
         _why_decode(cfg, instance, budget, decode),
-        _why_liveness(live, model, max_len, CPU_DEFAULT_MAX_SEQS_PER_RANK * stages),
+        why_liveness(live, model, max_len, CPU_DEFAULT_MAX_SEQS_PER_RANK * stages),
     )
 
 
@@ -108,7 +108,7 @@ def _why_decode(cfg: StackConfig, instance: InstanceType, budget: NodeBudget, de
     )
 
 
-def _why_liveness(live: Liveness, model: liveness.Prefill, max_len: int, least: int) -> str:
+def why_liveness(live: Liveness, model: liveness.Prefill, max_len: int, least: int) -> str:
     """The liveness reason; beyond the budget, how slow detection is and what shortens it."""
     budget, probes = liveness.DETECTION_BUDGET_S, live.probes
     # Below the automatic choices too: down to vLLM's floor of one token per sequence.

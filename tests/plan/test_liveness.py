@@ -13,7 +13,7 @@ import pytest
 from components.manifests.gatekeeper import nginx_conf
 from components.manifests.gatekeeper_conf import KEEPALIVE_IDLE_S, KEEPALIVE_INTERVAL_S
 from infra.adapters.cli import main
-from infra.plan import catalog, compare, frontdoor, liveness, prefill, sizing, weights
+from infra.plan import catalog, compare, frontdoor, liveness, prefill, reasons, sizing, weights
 from infra.plan.catalog import MODELS
 from infra.plan.config import ConfigError
 from infra.plan.sizing import plan
@@ -170,10 +170,10 @@ def test_a_tiny_model_gets_the_floors_and_detection_in_the_budget_is_in_time() -
     # A group noticed in exactly the budget is in time.
     exact = replace(p.liveness, fast_half_detection_s=liveness.detection_seconds(37, 5))
     assert exact.fast_half_detection_s == liveness.DETECTION_BUDGET_S
-    why = sizing._why_liveness(exact, model, p.max_model_len, 256)
+    why = reasons.why_liveness(exact, model, p.max_model_len, 256)
     assert "a broken group is noticed within 60 s at the fast half of the range" in why
     late = replace(exact, fast_half_detection_s=61)
-    why = sizing._why_liveness(late, model, p.max_model_len, 256)
+    why = reasons.why_liveness(late, model, p.max_model_len, 256)
     assert "noticed only after 61 s at the fast half of the range, beyond the 60 s budget" in why
 
 
