@@ -157,8 +157,8 @@ SERVICE_WAIT_FOR = "jsonpath={.status.loadBalancer.ingress[0].hostname}"
 
 def service(spec: ServerSpec) -> Manifest:
     """An NLB, made by EKS's cloud controller (in-tree annotations), to the leaders' gatekeeper
-    port, never to vLLM. With a certificate the NLB ends TLS on 443 and forwards plain TCP to the
-    gatekeeper inside the VPC.
+    port (the door's on an elastic stack), or with `vllm-key` to vLLM's own, which checks the key.
+    With a certificate the NLB ends TLS on 443 and forwards plain TCP inside the VPC.
 
     The scheme is always stated, `aws-load-balancer-internal` "true" (every admitted range is
     private) or "false": the in-tree controller reads "false" as internet-facing, anything else
