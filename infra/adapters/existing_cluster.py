@@ -20,14 +20,18 @@ from infra.plan import addons, existing, zones
 from infra.plan.config import ConfigError, StackConfig
 from infra.plan.sizing import Plan
 
-#: What terraform-provider-aws's data sources report for a missing object ("couldn't find
-#: resource", internal/tfresource; EKS's own ResourceNotFoundException).
-_NOT_FOUND = ("couldn't find resource", "ResourceNotFoundException", "not found")
+#: What terraform-provider-aws's data sources say of a missing object: EKS's error code,
+#: which its finders keep in the error (internal/service/eks `findClusterByName`,
+#: `findAddonByTwoPartKey`: ResourceNotFoundException), the subnet data source's own text
+#: (internal/service/ec2 vpc_subnet_data_source.go: `tfresource.SingularDataSourceFindError`,
+#: "no matching EC2 Subnet found") and a bare `retry.NotFoundError`'s ("couldn't find
+#: resource"). Only these: an unrelated failure (denied, throttled) whose text says "not
+#: found" must end the program, not pass for an absent object.
+_NOT_FOUND = ("ResourceNotFoundException", "no matching EC2 Subnet found", "couldn't find resource")
 
 
 def _missing(error: Exception) -> bool:
-    text = str(error)
-    return any(marker.lower() in text.lower() for marker in _NOT_FOUND)
+    return any(code in str(error) for code in _NOT_FOUND)
 
 
 def _cluster(name: str, region: str, invoke: pulumi.InvokeOptions) -> existing.ClusterFacts:

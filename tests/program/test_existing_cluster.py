@@ -188,6 +188,13 @@ def test_a_missing_cluster_is_refused(mocks: RecordingMocks) -> None:
     ) in _refused(mocks)
 
 
+def test_a_failed_read_that_says_not_found_is_no_absent_add_on(mocks: RecordingMocks) -> None:
+    existing_cluster(mocks)
+    denied = "AccessDeniedException: not authorized; identity-based policy not found"
+    mocks.addons[(EXISTING_CLUSTER, "aws-ebs-csi-driver")] = denied  # type: ignore[assignment]
+    assert denied in _refused(mocks)
+
+
 def test_a_subnet_outside_the_planned_zone_is_refused(mocks: RecordingMocks) -> None:
     existing_cluster(mocks)
     message = _refused(mocks, {"existingClusterSubnet": "subnet-0ddd3333eeee4444f"})
