@@ -76,6 +76,7 @@ def _subnet(subnet_id: str, invoke: pulumi.InvokeOptions) -> existing.SubnetFact
         zone=found.availability_zone,
         zone_id=found.availability_zone_id,
         free_addresses=found.available_ip_address_count,
+        public=bool(found.map_public_ip_on_launch),
     )
 
 

@@ -35,7 +35,7 @@ ASSUMES = (
     "owner gives it; the stack creates no access entry)",
     "CoreDNS runs on the cluster's own nodes, which have room for the LWS controller and its "
     "gate Job too (the model nodes' taint keeps them off those)",
-    "the node subnet reaches the internet (a NAT gateway or public addresses) for the image and "
+    "the private node subnet reaches the internet (a NAT gateway) for the image and "
     "weight downloads, and the cluster's subnets for load balancers carry kubernetes.io/role/elb "
     "or kubernetes.io/role/internal-elb",
     "the model nodes' NoSchedule taint gemma-graviton.dev/stack=<stack> keeps every pod off them "
@@ -71,6 +71,9 @@ class SubnetFacts:
     zone: str
     zone_id: str
     free_addresses: int
+    #: It maps a public address to what launches in it (`MapPublicIpOnLaunch`): a public
+    #: subnet, where nodes get public addresses or, without them, no way out.
+    public: bool = False
 
 
 def check_version(cfg: StackConfig, cluster: ClusterFacts) -> None:
@@ -114,8 +117,9 @@ def node_subnet(
     cluster: ClusterFacts,
     subnets: Sequence[SubnetFacts],
 ) -> SubnetFacts:
-    """The model nodes' subnet: `existingClusterSubnet`, or the cluster's subnet in the planned
-    zone with the most free addresses; in the planned zone, in the cluster's VPC, with room."""
+    """The model nodes' subnet: `existingClusterSubnet`, or the cluster's private subnet in the
+    planned zone with the most free addresses; in the planned zone, in the cluster's VPC, with
+    room."""
     need = addresses_needed(plan)
     if cfg.existing_cluster_subnet is not None:
         (chosen,) = [s for s in subnets if s.subnet_id == cfg.existing_cluster_subnet]
@@ -147,7 +151,18 @@ def node_subnet(
                 "set `availabilityZone` to one of its zones, or give a subnet of that zone in "
                 "`existingClusterSubnet`",
             )
-        chosen = max(in_zone, key=lambda s: (s.free_addresses, s.subnet_id))
+        private = [s for s in in_zone if not s.public]
+        if not private:
+            public = ", ".join(sorted(s.subnet_id for s in in_zone))
+            raise ConfigError(
+                "existingClusterSubnet",
+                f"is needed: {cluster.name}'s subnets in {cfg.availability_zone} ({public}) map "
+                "public addresses on launch, where nodes get public addresses or, without them, "
+                "no way out",
+                f"give a private subnet of {cfg.availability_zone} in the cluster's VPC (a route "
+                "to a NAT gateway)",
+            )
+        chosen = max(private, key=lambda s: (s.free_addresses, s.subnet_id))
     if chosen.free_addresses < need:
         raise ConfigError(
             key,

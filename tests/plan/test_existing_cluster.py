@@ -120,6 +120,16 @@ def test_the_roomiest_subnet_of_the_planned_zone_is_the_nodes() -> None:
     assert chosen.subnet_id == "subnet-b"
 
 
+def test_the_nodes_subnet_is_a_private_one() -> None:
+    cfg = _cfg()
+    subnets = [
+        existing.SubnetFacts("subnet-a", "vpc-1", "us-west-2a", "usw2-az2", 4000, public=True),
+        existing.SubnetFacts("subnet-b", "vpc-1", "us-west-2a", "usw2-az2", 900),
+    ]
+    chosen = existing.node_subnet(cfg, plan(cfg), "usw2-az2", CLUSTER, subnets)
+    assert chosen.subnet_id == "subnet-b"
+
+
 def test_a_subnet_of_another_vpc_is_refused() -> None:
     cfg = _cfg(existingClusterSubnet="subnet-0aaa1111bbbb2222c")
     other = existing.SubnetFacts("subnet-0aaa1111bbbb2222c", "vpc-2", "us-west-2a", "usw2-az2", 900)

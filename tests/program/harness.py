@@ -222,12 +222,14 @@ def existing_cluster(
     mocks: RecordingMocks,
     *,
     version: str = "1.35",
-    addons: dict[str, str] | None = None,
+    addons: dict[str, str | None] | None = None,
     free: int | None = None,
     lws: dict[str, Any] | None = None,
+    public: tuple[str, ...] = (),
 ) -> None:
     """Put `EXISTING_CLUSTER` in the account as DescribeCluster, DescribeSubnets and
-    DescribeAddon describe it; `free` addresses in every subnet if given; `lws` its LWS CRD."""
+    DescribeAddon describe it; `free` addresses in every subnet if given; `lws` its LWS CRD;
+    the `public` subnets map public addresses on launch; an add-on given None is absent."""
     region = "us-west-2"
     mocks.clusters[EXISTING_CLUSTER] = {
         "id": EXISTING_CLUSTER,
@@ -266,6 +268,7 @@ def existing_cluster(
             "availabilityZone": zone,
             "availabilityZoneId": zone_id,
             "availableIpAddressCount": count if free is None else free,
+            "mapPublicIpOnLaunch": subnet_id in public,
             "cidrBlock": "10.80.0.0/20",
             "state": "available",
         }

@@ -214,6 +214,16 @@ def test_a_subnet_without_room_for_the_nodes_is_refused(mocks: RecordingMocks) -
     ) in _refused(mocks)
 
 
+def test_public_subnets_are_never_picked_for_the_nodes(mocks: RecordingMocks) -> None:
+    existing_cluster(mocks, public=(ZONE_SUBNET,))
+    assert (
+        "`existingClusterSubnet` is needed: platform-shared's subnets in us-west-2a "
+        "(subnet-0aaa1111bbbb2222c) map public addresses on launch, where nodes get public "
+        "addresses or, without them, no way out; give a private subnet of us-west-2a in the "
+        "cluster's VPC (a route to a NAT gateway)"
+    ) in _refused(mocks)
+
+
 def test_a_zone_that_does_not_offer_the_graviton_type_is_refused(mocks: RecordingMocks) -> None:
     existing_cluster(mocks)
     mocks.zones_without_offerings = {"usw2-az2"}
