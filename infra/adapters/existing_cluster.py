@@ -119,12 +119,16 @@ def adopt_cluster(
             ids.append(cfg.existing_cluster_subnet)
         subnets = [_subnet(subnet_id, invoke) for subnet_id in ids]
         subnet = existing.node_subnet(cfg, plan, node_zone.zone_id, found, subnets)
-        owned = existing.owned_addons(cfg, plan, _addons(found.name, invoke))
+        present = _addons(found.name, invoke)
+        owned = existing.owned_addons(cfg, plan, present)
         # A missing role fails its read (`components.stack_roles.existing_roles`) first.
         collector = aws.iam.get_role(name=role_name(stack, "collector"), opts=invoke)
         existing.check_fence(cfg, stack, collector.assume_role_policy)
     except ConfigError as error:
         raise pulumi.RunError(str(error)) from None
+    warning = existing.logs_warning(cfg, present)
+    if warning is not None:
+        pulumi.log.warn(warning)
     cluster = ExistingCluster(
         "eks",
         ExistingClusterArgs(

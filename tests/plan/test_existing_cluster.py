@@ -143,13 +143,19 @@ def test_the_addresses_of_a_node_follow_eni_max_pods() -> None:
     assert existing.addresses_per_node("m7g.large") == 31
 
 
-def test_only_the_add_ons_the_cluster_lacks_are_the_stacks() -> None:
+def test_the_stack_owns_at_most_the_pod_identity_agent() -> None:
     cni = {"vpc-cni": '{"enableNetworkPolicy": "true"}'}
-    cfg = _cfg(modelCache="volume", monitoring=False)
-    assert existing.owned_addons(cfg, plan(cfg), cni) == (
-        "amazon-cloudwatch-observability",
-        "aws-ebs-csi-driver",
-        "eks-pod-identity-agent",
-    )
+    cfg = _cfg(modelCache="volume")
     everything = {**cni, **dict.fromkeys(existing.CHECKED_ADDONS[1:], "")}
     assert existing.owned_addons(cfg, plan(cfg), everything) == ()
+    del everything["eks-pod-identity-agent"]
+    assert existing.owned_addons(cfg, plan(cfg), everything) == ("eks-pod-identity-agent",)
+    quiet = _cfg(monitoring=False)
+    assert existing.owned_addons(quiet, plan(quiet), cni) == ()
+    assert existing.logs_warning(quiet, cni) == (
+        "`existingCluster` platform-shared runs no amazon-cloudwatch-observability add-on, so no "
+        "log of the model is kept: vLLM's start-up errors die with the pods LWS deletes; have its "
+        "owner install amazon-cloudwatch-observability (the stack installs none in a cluster it "
+        "does not own)"
+    )
+    assert existing.logs_warning(quiet, everything) is None

@@ -175,11 +175,12 @@ EXISTING_SUBNETS = {
     "subnet-0ddd3333eeee4444f": ("us-west-2b", "usw2-az1", 3900),
     "subnet-0999888877776666a": ("us-west-2c", "usw2-az3", 3900),
 }
-#: The add-ons a platform cluster commonly runs: the VPC CNI with its policy agent and the
-#: Pod Identity agent (no EBS CSI driver, no CloudWatch add-on).
+#: The add-ons a platform cluster commonly runs: the VPC CNI with its policy agent, the Pod
+#: Identity agent and Container Insights (no EBS CSI driver).
 EXISTING_ADDONS = {
     "vpc-cni": '{"enableNetworkPolicy":"true"}',
     "eks-pod-identity-agent": "",
+    "amazon-cloudwatch-observability": "",
 }
 LWS_CRD = (
     "kubernetes:apiextensions.k8s.io/v1:CustomResourceDefinition",
@@ -273,6 +274,8 @@ def existing_cluster(
             "state": "available",
         }
     for name, values in (EXISTING_ADDONS if addons is None else addons).items():
+        if values is None:
+            continue
         mocks.addons[(EXISTING_CLUSTER, name)] = {
             "id": f"{EXISTING_CLUSTER}:{name}",
             "addonName": name,
