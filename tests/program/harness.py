@@ -188,7 +188,7 @@ LWS_CRD = (
 )
 #: What a stack into `EXISTING_CLUSTER` sets and drops: the dev stack file's cluster keys are
 #: refused with `existingCluster`.
-EXISTING_KEYS = {"existingCluster": EXISTING_CLUSTER}
+EXISTING_KEYS = {"existingCluster": EXISTING_CLUSTER, "lwsInstalled": False}
 NOT_WITH_EXISTING = ("endpointPublicAccessCidrs", "clusterAdminArns", "clusterViewerArns")
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+import pulumi
 import pytest
 
 from components.manifests.pod_world import pods
@@ -103,6 +104,20 @@ def test_a_cluster_that_runs_lws_gets_no_second_controller(
     assert resolve(exports["lwsController"]) == (
         "the cluster's (leaderworkersets.leaderworkerset.x-k8s.io, serving v1)"
     )
+
+
+def test_the_lws_chart_keeps_its_crds_on_destroy(mocks: RecordingMocks) -> None:
+    existing_cluster(mocks)
+    run_into_existing(mocks)
+    chart = one(mocks.records, "kubernetes:helm.sh/v4:Chart")
+
+    def retained(type_: str) -> bool:
+        args = pulumi.ResourceTransformArgs(True, type_, "x", {}, pulumi.ResourceOptions())
+        results = [t(args) for t in chart.transforms]
+        return any(r is not None and r.opts.retain_on_delete for r in results)
+
+    assert retained("kubernetes:apiextensions.k8s.io/v1:CustomResourceDefinition"), chart.urn
+    assert not retained("kubernetes:apps/v1:Deployment"), chart.urn
 
 
 def _workloads(mocks: RecordingMocks) -> list[dict[str, Any]]:
