@@ -20,14 +20,18 @@ from infra.plan import addons, existing, zones
 from infra.plan.config import ConfigError, StackConfig
 from infra.plan.sizing import Plan
 
-#: What terraform-provider-aws's data sources report for a missing object ("couldn't find
-#: resource", internal/tfresource; EKS's own ResourceNotFoundException).
-_NOT_FOUND = ("couldn't find resource", "ResourceNotFoundException", "not found")
+#: What terraform-provider-aws's data sources say of a missing object: EKS's error code,
+#: which its finders keep in the error (internal/service/eks `findClusterByName`,
+#: `findAddonByTwoPartKey`: ResourceNotFoundException), the subnet data source's own text
+#: (internal/service/ec2 vpc_subnet_data_source.go: `tfresource.SingularDataSourceFindError`,
+#: "no matching EC2 Subnet found") and a bare `retry.NotFoundError`'s ("couldn't find
+#: resource"). Only these: an unrelated failure (denied, throttled) whose text says "not
+#: found" must end the program, not pass for an absent object.
+_NOT_FOUND = ("ResourceNotFoundException", "no matching EC2 Subnet found", "couldn't find resource")
 
 
 def _missing(error: Exception) -> bool:
-    text = str(error)
-    return any(marker.lower() in text.lower() for marker in _NOT_FOUND)
+    return any(code in str(error) for code in _NOT_FOUND)
 
 
 def _cluster(name: str, region: str, invoke: pulumi.InvokeOptions) -> existing.ClusterFacts:
@@ -72,6 +76,7 @@ def _subnet(subnet_id: str, invoke: pulumi.InvokeOptions) -> existing.SubnetFact
         zone=found.availability_zone,
         zone_id=found.availability_zone_id,
         free_addresses=found.available_ip_address_count,
+        public=bool(found.map_public_ip_on_launch),
     )
 
 
@@ -114,12 +119,16 @@ def adopt_cluster(
             ids.append(cfg.existing_cluster_subnet)
         subnets = [_subnet(subnet_id, invoke) for subnet_id in ids]
         subnet = existing.node_subnet(cfg, plan, node_zone.zone_id, found, subnets)
-        owned = existing.owned_addons(cfg, plan, _addons(found.name, invoke))
+        present = _addons(found.name, invoke)
+        owned = existing.owned_addons(cfg, plan, present)
         # A missing role fails its read (`components.stack_roles.existing_roles`) first.
         collector = aws.iam.get_role(name=role_name(stack, "collector"), opts=invoke)
         existing.check_fence(cfg, stack, collector.assume_role_policy)
     except ConfigError as error:
         raise pulumi.RunError(str(error)) from None
+    warning = existing.logs_warning(cfg, present)
+    if warning is not None:
+        pulumi.log.warn(warning)
     cluster = ExistingCluster(
         "eks",
         ExistingClusterArgs(

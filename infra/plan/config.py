@@ -413,8 +413,9 @@ class StackConfig(StackChecks):
             pattern=r"^subnet-[0-9a-f]{8,17}$",
             description="With `existingCluster`: the subnet of the model nodes, in "
             "`availabilityZone` and in the cluster's VPC, when none of the cluster's own "
-            "subnets in that zone has room. Unset: the cluster's subnet in that zone with the "
-            "most free addresses.",
+            "subnets in that zone has room. Unset: the cluster's private subnet in that zone "
+            "with the most free addresses (one that maps public addresses on launch is never "
+            "picked).",
             json_schema_extra=_fix("use a subnet ID such as subnet-0123456789abcdef0"),
         ),
     ] = None
@@ -425,7 +426,8 @@ class StackConfig(StackChecks):
             description="With `existingCluster`: the cluster already runs the LeaderWorkerSet "
             "controller (`kubectl get crd leaderworkersets.leaderworkerset.x-k8s.io` finds it), "
             "so the stack installs none and refuses a CRD without the fields the groups set; "
-            "false: the stack installs it (a second install would fail on the CRD).",
+            "false: the stack installs it, keeping its CRDs on destroy. Required with "
+            "`existingCluster`: a second controller beside the cluster's breaks it.",
             json_schema_extra=_fix("use true or false"),
         ),
     ] = False

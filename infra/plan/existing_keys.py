@@ -24,8 +24,20 @@ NOT_WITH_EXISTING_CLUSTER = (
 
 
 def check(cfg: StackConfig) -> None:
-    """No key of the network or cluster the stack would create, and no elasticity."""
+    """`lwsInstalled` written, no key of the network or cluster the stack would create, and no
+    elasticity."""
     given = {type(cfg).model_fields[n].alias or n for n in cfg.model_fields_set}
+    if "lwsInstalled" not in given:
+        # Its default (false) installs a second controller beside one the cluster may run,
+        # whose CRDs and webhooks the chart would then fight over (components.leaderworkerset).
+        raise ConfigError(
+            "lwsInstalled",
+            f"must be written with `existingCluster` ({cfg.existing_cluster}): false installs "
+            "the stack's LeaderWorkerSet controller, which clashes with one the cluster runs",
+            "set it to true if `kubectl get crd leaderworkersets.leaderworkerset.x-k8s.io` "
+            "finds the CRD and `kubectl get deploy -A | grep lws-controller-manager` its "
+            "controller, else to false",
+        )
     for key in NOT_WITH_EXISTING_CLUSTER:
         if key in given:
             raise ConfigError(
