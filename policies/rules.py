@@ -644,6 +644,9 @@ def _vllm_checks_key(name: str, engine: Mapping[str, Any]) -> list[str]:
             "POST /invocations to anyone"
         )
     bypasses = sorted(n for n in env if str(n).startswith(KEY_CHECK_BYPASSES))
+    # A gRPC server in place of the HTTP one: no middleware, no key (vLLM 0.31
+    # entrypoints/launchers/grpc_server.py).
+    bypasses += [a for a in argv if a.partition("=")[0] == "--grpc"]
     if bypasses:
         messages.append(
             f'{name}: container "vllm" sets {", ".join(bypasses)}, which serve routes around the '

@@ -35,9 +35,23 @@ OPTIONS: dict[str, tuple[str, str]] = {
     for flag in _RECORDED["flags"]
     for spelling in flag["options"]
 }
-#: A negative number is a value, not a flag (argparse reads `--x -1` so when no option looks
-#: like one, as none of vLLM's does).
-_NUMBER = re.compile(r"-\d[\d.e+-]*")
+#: A negative number is a value, not a flag: argparse's own pattern (`_negative_number_matcher`),
+#: which it applies when no option looks like one, as none of vLLM's does.
+_NUMBER = re.compile(r"-\d+|-\d*\.\d+")
+#: Settings the plan does not write but rests on: why an extra flag may not set them (vLLM 0.31).
+UNSAFE = {
+    "--grpc": "serves a gRPC API with no key check and no gatekeeper in front "
+    "(entrypoints/launchers/grpc_server.py)",
+    "--config": "reads more flags from a file this check never sees (utils/argparse_utils.py)",
+    "--uds": "moves the API off the TCP port the gatekeeper, the probes and the drain reach",
+    "--num-gpu-blocks-override": "sizes the KV cache apart from the planned bytes "
+    "(v1/core/kv_cache_utils.py), past what the pod's memory holds",
+    "--enforce-eager": "turns off the planned compilation mode (config/vllm.py)",
+    "--disable-log-stats": "takes the request counts off /metrics, which the drain, the liveness "
+    "check and the scaler read",
+    "--hf-token": "writes the Hugging Face token into the pod's spec; the stack mounts it from "
+    "its Secret",
+}
 _SEE = f"the flags vLLM {VLLM_VERSION} takes are in infra/plan/vllm-serve-flags.json"
 
 
@@ -49,11 +63,18 @@ class Flag:
     written: str
     setting: str
     path: tuple[str, ...] = ()
+    #: The spelling it is written with (`-cc`, `--compilation-config`).
+    spelling: str = ""
 
     def overlaps(self, other: Flag) -> bool:
-        """Both set the same setting, or the same key of it (or one a key the other holds)."""
+        """Both set the same setting, or the same key of it (or one a key the other holds). Keys
+        under two spellings overlap whatever they are: vLLM merges a dictionary's keys per
+        spelling and passes each spelling's as a whole, the last one winning
+        (utils/argparse_utils.py)."""
+        if self.setting != other.setting:
+            return False
         shorter = min(len(self.path), len(other.path))
-        return self.setting == other.setting and self.path[:shorter] == other.path[:shorter]
+        return self.path[:shorter] == other.path[:shorter] or self.spelling != other.spelling
 
 
 def _is_flag(item: str) -> bool:
@@ -95,9 +116,13 @@ def parse(extra: Sequence[str]) -> list[Flag]:
             close = difflib.get_close_matches(name, OPTIONS, n=1)
             fix = f"did you mean {close[0]}? ({_SEE})" if close else f"remove it ({_SEE})"
             raise _refuse(
-                f"holds {key}, which vLLM {VLLM_VERSION}'s `vllm serve` does not take", fix
+                f"holds {key}, which is not the whole name of a flag vLLM {VLLM_VERSION}'s "
+                "`vllm serve` takes",
+                fix,
             )
         setting, takes = OPTIONS[name]
+        if setting in UNSAFE and not name.startswith("--no-"):
+            raise _refuse(f"holds {key}, which {UNSAFE[setting]}", "remove it")
         i += 1
         if takes == "none":
             if eq or path:
@@ -111,7 +136,7 @@ def parse(extra: Sequence[str]) -> list[Flag]:
                     f"gives {key} no value, but it takes one",
                     f"write {key}=<value> or put the value after it",
                 )
-        found.append(Flag(key, setting, path))
+        found.append(Flag(key, setting, path, name))
     return found
 
 
@@ -122,7 +147,7 @@ def planned(args: Sequence[str]) -> list[Flag]:
     for item in args[2:]:
         if _is_flag(item):
             name, path = _spelling(item.partition("=")[0])
-            flags.append(Flag(item, OPTIONS.get(name, (name, ""))[0], path))
+            flags.append(Flag(item, OPTIONS.get(name, (name, ""))[0], path, name))
     return flags
 
 
@@ -133,7 +158,13 @@ def check(engine: EngineSpec) -> None:
     alone = replace(engine, extra_args=())
     owned = [*planned(engine_args(alone, "leader")), *planned(engine_args(alone, "worker"))]
     owned += [Flag(f"{env} in the leader's environment", flag) for env, flag in ENV_FLAGS.items()]
-    for flag in extra:
+    for i, flag in enumerate(extra):
+        twice = next((other for other in extra[:i] if flag.overlaps(other)), None)
+        if twice is not None:
+            raise _refuse(
+                f"sets {flag.setting} twice ({twice.written}, {flag.written}); vLLM keeps the last",
+                "write it once",
+            )
         clash = next((own for own in owned if flag.overlaps(own)), None)
         if clash is not None:
             raise _refuse(

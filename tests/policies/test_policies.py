@@ -724,6 +724,11 @@ BYPASSES = [
         ({"args": ["serve", "--middleware", "other.Check"]}, NO_MIDDLEWARE),
         ({"volumeMounts": []}, NO_MIDDLEWARE),
         (
+            {"args": ["serve", "m", "--middleware", "key_check.KeyCheck", "--grpc"]},
+            'leaderTemplate: container "vllm" sets --grpc, which serve routes around the key '
+            "check; remove them",
+        ),
+        (
             {"env": [*KEY_ENV, *BYPASSES]},
             'leaderTemplate: container "vllm" sets CUSTOM_FASTAPI_MIDDLEWARE_THROTTLE, '
             "VLLM_USE_RUST_FRONTEND, which serve routes around the key check; remove them",
