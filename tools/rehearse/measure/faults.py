@@ -47,6 +47,7 @@ from collections.abc import Callable, Sequence
 from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from components.manifests import ServerSpec, engine_timeout_env, probe_command
 from components.manifests.gatekeeper import GatekeeperLimits
@@ -83,6 +84,14 @@ GIVE_UP_S = 90.0
 #: Status codes the front door plans for an overloaded or broken group.
 PLANNED_REFUSALS = (429, 503)
 PROMPT = "Tell the pipeline a long story."
+
+
+def fixed_body(
+    model: str, prompt: str | list[int], tokens: int, stream: bool = False
+) -> dict[str, Any]:
+    """A completion of exactly `tokens` tokens (`min_tokens`, `ignore_eos`)."""
+    body = {"model": model, "prompt": prompt, "max_tokens": tokens, "min_tokens": tokens}
+    return {**body, "ignore_eos": True, "stream": stream}
 
 
 # --------------------------------------------------------------------------------------------
@@ -200,27 +209,34 @@ class Rehearsal:
             "LWS_LEADER_ADDRESS": "127.0.0.1",
         }
 
-    def measure_step(
-        self, group: Group, state_file: Path, cgroup: Path | None = None
-    ) -> StepMeasure:
-        """One run of the leader's startup phase into a fresh `state_file`, bounded as the
-        pod's startup probe is (`leader_startup_probe`)."""
-        probes = self.spec.probes
-        state_file.unlink(missing_ok=True)
-        announce = state_file.with_suffix(".announce.log")
-        announce.unlink(missing_ok=True)
-        command = probe_command(
-            probes,
+    def leader_command(self, group: Group, state_file: Path, **phase: str) -> list[str]:
+        """The leader's liveness command on loopback, its state in `state_file`."""
+        return probe_command(
+            self.spec.probes,
             "leader",
             group.port,
             self.tiny_plan.model,
             host="127.0.0.1",
             state_file=str(state_file),
+            **phase,
+        )
+
+    def measure_step(
+        self, group: Group, state_file: Path, cgroup: Path | None = None
+    ) -> StepMeasure:
+        """One run of the leader's startup phase into a fresh `state_file`, bounded as the
+        pod's startup probe is (`leader_startup_probe`)."""
+        state_file.unlink(missing_ok=True)
+        announce = state_file.with_suffix(".announce.log")
+        announce.unlink(missing_ok=True)
+        command = self.leader_command(
+            group,
+            state_file,
             phase="startup",
             warnings_log=str(group.warnings_log),
             announce=str(announce),
         )
-        timeout = leader_startup_probe(probes, 0)["timeoutSeconds"]
+        timeout = leader_startup_probe(self.spec.probes, 0)["timeoutSeconds"]
         prober = Prober("leader startup", command, self.probe_env(), 1, 1, timeout, cgroup)
         ok, text = prober.run_once()
         return StepMeasure.read(ok, text, state_file, announce)
@@ -228,14 +244,7 @@ class Rehearsal:
     def start_probes(self, group: Group, cgroups: Sequence[Path | None] = (None, None)) -> None:
         """Both ranks' liveness every period; the leader's reads the group's state file."""
         probes = self.spec.probes
-        leader = probe_command(
-            probes,
-            "leader",
-            group.port,
-            self.tiny_plan.model,
-            host="127.0.0.1",
-            state_file=str(group.state_file or group.log_dir / "liveness.json"),
-        )
+        leader = self.leader_command(group, group.state_file or group.log_dir / "liveness.json")
         # As in the pod: the worker reaches its leader through the gatekeeper's probe listener.
         worker = probe_command(probes, "worker", group.probe_port, self.tiny_plan.model)
         group.probers = [
@@ -253,10 +262,15 @@ class Rehearsal:
             )
         ]
 
-    def stop_group(self, group: Group) -> list[int]:
-        """Stop the probes and every process group, as LWS deletes a group's pods."""
+    def stop_probes(self, group: Group) -> list[str]:
+        """Stop the group's liveness runs; each failed run, named by its container."""
         for prober in group.probers:
             prober.stop()
+        return [f"{p.name}: {text}" for p in group.probers for text in p.failed_runs()]
+
+    def stop_group(self, group: Group) -> list[int]:
+        """Stop the probes and every process group, as LWS deletes a group's pods."""
+        self.stop_probes(group)
         # A frozen rank must run again to be told to stop; SIGKILL would end it anyway.
         for process in group.ranks.processes:
             signal_group(process.pgid, signal.SIGCONT)
@@ -356,14 +370,7 @@ def break_group(rehearsal: Rehearsal, group: Group, fault: str) -> tuple[FaultRo
     measured = group.measured
     stall = measured.stall_s if measured is not None and measured.measured else probes.stall_s
     rehearsal.start_probes(group)
-    stream_body = {
-        "model": model,
-        "prompt": PROMPT,
-        "max_tokens": rehearsal.spec.limits.max_reply_tokens,
-        "min_tokens": rehearsal.spec.limits.max_reply_tokens,
-        "ignore_eos": True,
-        "stream": True,
-    }
+    stream_body = fixed_body(model, PROMPT, rehearsal.spec.limits.max_reply_tokens, stream=True)
     injected = [0.0]
     since = lambda: injected[0]  # noqa: E731 - read when each client ends
     flying = [ClientResult(f"stream {i + 1}") for i in range(IN_FLIGHT)]
@@ -484,13 +491,7 @@ def flood(rehearsal: Rehearsal, group: Group) -> FloodResult:
     results: list[ClientResult] = []
     lock = threading.Lock()
     began = time.monotonic()
-    body = {
-        "model": rehearsal.tiny_plan.model,
-        "prompt": PROMPT,
-        "max_tokens": FLOOD_TOKENS,
-        "min_tokens": FLOOD_TOKENS,
-        "ignore_eos": True,
-    }
+    body = fixed_body(rehearsal.tiny_plan.model, PROMPT, FLOOD_TOKENS)
 
     def worker(index: int) -> None:
         while time.monotonic() - began < seconds:
@@ -514,14 +515,12 @@ def flood(rehearsal: Rehearsal, group: Group) -> FloodResult:
         thread.start()
     for thread in threads:
         thread.join(timeout=seconds + rehearsal.bound_s + 5)
-    for prober in group.probers:
-        prober.stop()
+    failures = rehearsal.stop_probes(group)
     statuses: dict[str, int] = {}
     for result in results:
         key = str(result.status) if result.status is not None else result.outcome
         statuses[key] = statuses.get(key, 0) + 1
     leader = group.probers[0]
-    failures = [f"{p.name}: {text}" for p in group.probers for text in p.failed_runs()]
     group.probers = []
     busy = sum("requests in the engine" in text for _, _, text in leader.runs)
     return FloodResult(
@@ -570,14 +569,8 @@ def cpu_slowed(rehearsal: Rehearsal, group: Group) -> SlowedRun:
             run.tried.append(own_step.tried_text(quota.share, run.measure))
         run.how = f"cgroup cpu quota, {quota.share} per rank"
         rehearsal.start_probes(group, cgroups)
-        body = {
-            "model": rehearsal.tiny_plan.model,
-            "prompt": own_step.long_prompt(run.prompt_tokens, probes.vocab_size, seed=7),
-            "max_tokens": reply,
-            "min_tokens": reply,
-            "ignore_eos": True,
-            "stream": True,
-        }
+        prompt = own_step.long_prompt(run.prompt_tokens, probes.vocab_size, seed=7)
+        body = fixed_body(rehearsal.tiny_plan.model, prompt, reply, stream=True)
         result = ClientResult("long prompt")
         began = time.monotonic()
         run_client(
@@ -599,10 +592,8 @@ def cpu_slowed(rehearsal: Rehearsal, group: Group) -> SlowedRun:
     except OSError as error:
         run.problem = f"cgroup: {error}"
     finally:
-        for prober in group.probers:
-            prober.stop()
+        run.probe_failures = rehearsal.stop_probes(group)
         run.probe_runs = sum(len(p.runs) for p in group.probers)
-        run.probe_failures = [f"{p.name}: {t}" for p in group.probers for t in p.failed_runs()]
         group.probers = []
         with contextlib.suppress(OSError, ValueError):
             run.throttled = [quota.throttled(r) for r in range(len(group.ranks.processes))]
