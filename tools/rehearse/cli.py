@@ -92,11 +92,11 @@ from tools.rehearse.group.ranks import (
     RankFailure,
     RankGroup,
     RankLaunch,
+    exit_code,
     free_port,
     log_tails,
     loopback_ports,
     rank_launches,
-    termination_unwinds,
 )
 from tools.rehearse.group.tiny_plan import ensure_tiny_model, plan_tiny, tiny_model_config
 from tools.rehearse.group.workspace import (
@@ -114,7 +114,7 @@ from tools.rehearse.measure.prefill_probe import QUICK_SLIDING, figures, probe_c
 from tools.rehearse.measure.quality_step import QualityStep
 from tools.rehearse.measure.quantized import Served, quantized_rows
 from tools.rehearse.measure.step_timeout import timeout_checks
-from tools.venvs import RehearsalEnvError, ensure_env, ensure_quality_env, ensure_quantize_env
+from tools.venvs import ensure_env, ensure_quality_env, ensure_quantize_env
 
 DEFAULT_TIMEOUT_S = 600.0
 
@@ -712,40 +712,31 @@ def _parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     progress = Progress()
-    with termination_unwinds():
-        try:
-            if args.timeout <= 0:
-                raise ConfigError(
-                    "--timeout",
-                    f"must be positive (got {args.timeout:g})",
-                    "pass seconds such as 600",
-                )
-            options = Options(
-                stack=args.stack,
-                overrides=parse_overrides(args.overrides),
-                timeout_s=args.timeout,
-                keep=args.keep,
-                extra_args=tuple(args.extra_args),
-                faults=args.faults,
-                prefill=args.prefill,
-                prefill_sliding=args.prefill_sliding,
-                quantized=not args.skip_quantized,
-                changes=not args.skip_changes,
+
+    def run() -> int:
+        if args.timeout <= 0:
+            raise ConfigError(
+                "--timeout", f"must be positive (got {args.timeout:g})", "pass seconds such as 600"
             )
-            check_input(options)
-            if options.faults:
-                return _rehearse_faults(options, progress)
-            checks, timings = rehearse(options, progress)
-        except ConfigError as error:
-            print(f"error: {error}", file=sys.stderr)
-            return 2
-        except (RehearsalError, RehearsalEnvError) as error:
-            print(f"error: {error}", file=sys.stderr)
-            return 1
-        except KeyboardInterrupt:
-            print("error: interrupted", file=sys.stderr)
-            return 130
-    print(render_verdict(checks))
-    shown = ", ".join(f"{name} {seconds:.1f} s" for name, seconds in timings.items())
-    print(f"timings: {shown}; total {progress.elapsed():.1f} s")
-    return 0 if verdict_ok(checks) else 1
+        options = Options(
+            stack=args.stack,
+            overrides=parse_overrides(args.overrides),
+            timeout_s=args.timeout,
+            keep=args.keep,
+            extra_args=tuple(args.extra_args),
+            faults=args.faults,
+            prefill=args.prefill,
+            prefill_sliding=args.prefill_sliding,
+            quantized=not args.skip_quantized,
+            changes=not args.skip_changes,
+        )
+        check_input(options)
+        if options.faults:
+            return _rehearse_faults(options, progress)
+        checks, timings = rehearse(options, progress)
+        print(render_verdict(checks))
+        shown = ", ".join(f"{name} {seconds:.1f} s" for name, seconds in timings.items())
+        print(f"timings: {shown}; total {progress.elapsed():.1f} s")
+        return 0 if verdict_ok(checks) else 1
+
+    return exit_code(run)
