@@ -45,30 +45,24 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from infra.adapters.wiring import server_spec
 from infra.plan.catalog import MODELS, ModelProfile
-from infra.plan.loading import load_config
-from infra.plan.sizing import plan
 from infra.plan.stackfile import stack_values
-from tools.rehearse.group.ranks import RankFailure, RankGroup, loopback_ports, rank_launches
+from tools.rehearse.group.ranks import RankFailure
 from tools.rehearse.group.tiny_checkpoint import FULL, SLIDING, tiny_text_config
 from tools.rehearse.group.tiny_plan import (
     TINY_MODEL_NAME,
     TINY_VOCAB,
     checkpoint_bytes,
     ensure_tiny_model,
-    model_config,
-    tiny_profile,
 )
 from tools.rehearse.group.workspace import LOGS_DIR, QUANTIZE_VENV_DIR, VENV_DIR, RehearsalError
 from tools.rehearse.measure.prefill_probe import (
     READY_S,
-    _slice_values,
     cpu_model,
     post_completion,
     prompt_ids,
     prompt_step,
-    slice_env,
+    slice_group,
 )
 from tools.rehearse.measure.quantized import ensure_quantized
 from tools.rehearse.measure.step_timeout import _prioritise
@@ -485,24 +479,16 @@ def serve_and_time(
     progress: Callable[[str], None],
 ) -> Timing:
     """Serve `model_dir` as one rank on every core, time prefill and decode; stop it."""
-
-    built = model_config(model_dir)
     source = model_dir if weights == "bf16" else model_dir.parent / model_dir.name.rsplit("-", 1)[0]
-    profile = tiny_profile(built, checkpoint_bytes(source))
-    cfg = load_config(_slice_values(values, profile, PREFILL_TOKENS))
-    spec = server_spec(cfg, plan(cfg, "moe-probe"))
-    ports = loopback_ports()
-    key = os.urandom(12).hex()
-    launches = rank_launches(
-        spec.engine(), str(python.parent / "vllm"), model_dir, ports, key, engine_env=slice_env()
-    )
     slug = label.rsplit("/", 1)[-1]
     log_dir = LOGS_DIR / time.strftime(f"moe-%Y%m%d-%H%M%S-{slug}-{layers}-{weights}")
+    group, port, key = slice_group(
+        values, model_dir, checkpoint_bytes(source), PREFILL_TOKENS, python, log_dir, progress
+    )
     progress(f"moe probe: serving {layers} layers of {label} in {weights}; logs in {log_dir}")
-    group = RankGroup(launches, log_dir, progress=progress)
     with group:
-        group.wait_ready(f"http://127.0.0.1:{ports[0]}/health", READY_S, progress)
-        prompt_step(ports[0], key, 16, seed=0)  # first request's one-off costs
+        group.wait_ready(f"http://127.0.0.1:{port}/health", READY_S, progress)
+        prompt_step(port, key, 16, seed=0)  # first request's one-off costs
         # Other work on a shared machine weighs less against ranks at nice -20 (root only); this
         # process reads the streams' timestamps, so it is raised too (else the raised ranks
         # starve it and it reads a reply's chunks late, in one burst).
@@ -510,12 +496,12 @@ def serve_and_time(
         load = os.getloadavg()[0]
         # The median of `REPEATS`: the machine may be shared with other work.
         seeds = range(1, REPEATS + 1)
-        pre = statistics.median(prompt_step(ports[0], key, PREFILL_TOKENS, s) for s in seeds)
+        pre = statistics.median(prompt_step(port, key, PREFILL_TOKENS, s) for s in seeds)
         one = statistics.median(
-            decode_s(ports[0], key, TINY_MODEL_NAME, DECODE_TOKENS, 1) for _ in seeds
+            decode_s(port, key, TINY_MODEL_NAME, DECODE_TOKENS, 1) for _ in seeds
         )
         many = statistics.median(
-            decode_s(ports[0], key, TINY_MODEL_NAME, DECODE_TOKENS, STREAMS) for _ in seeds
+            decode_s(port, key, TINY_MODEL_NAME, DECODE_TOKENS, STREAMS) for _ in seeds
         )
         load = max(load, os.getloadavg()[0])
         log_text = group.processes[0].log_text()
