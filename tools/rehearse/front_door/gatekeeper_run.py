@@ -139,19 +139,17 @@ def running_gate(
     vllm_port: int,
     work_dir: Path,
     progress: Callable[[str], None],
-    metrics_port: int | None = None,
     page_files: Mapping[str, str] | None = None,
     engine_key: str | None = None,
     asleep: Asleep | None = None,
     probe_port: int | None = None,
     self_metrics: Path | None = None,
 ) -> Iterator[Gate]:
-    """nginx with the gatekeeper's config on 127.0.0.1:`port` (and its metrics and probe
-    listeners on `metrics_port` and `probe_port`, free ports if not given), stopped by group on
-    exit. With `page_files`
-    (`components.manifests.chat.files`, as the ConfigMap holds them) it serves the chat page;
-    with `asleep` it is the door of an elastic stack (`components.manifests.asleep`); with
-    `self_metrics` its metrics listener serves that file as a leader's serves the engine's
+    """nginx with the gatekeeper's config on 127.0.0.1:`port` (its metrics listener on a free
+    port, its probe listener on `probe_port` or a free one), stopped by group on exit. With
+    `page_files` (`components.manifests.chat.files`, as the ConfigMap holds them) it serves the
+    chat page; with `asleep` it is the door of an elastic stack (`components.manifests.asleep`);
+    with `self_metrics` its metrics listener serves that file as a leader's serves the engine's
     record."""
     key_dir, run_dir = work_dir / "key", work_dir / "run"
     for directory in (key_dir, run_dir):
@@ -171,7 +169,7 @@ def running_gate(
     # Never a port the gate is given: a free port is free only until someone binds it, so a
     # listener of ours on the "dead" upstream's number would answer for it (and loop).
     taken = {port, vllm_port}
-    metrics_port = metrics_port or _free_port_but(taken)
+    metrics_port = _free_port_but(taken)
     probe_port = probe_port or _free_port_but(taken | {metrics_port})
     files = gatekeeper.config_files(
         limits,
