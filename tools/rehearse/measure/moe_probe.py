@@ -38,9 +38,9 @@ import json
 import os
 import statistics
 import sys
-import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -428,16 +428,12 @@ def step_s(stamps: Sequence[tuple[float, int]]) -> float:
 def decode_s(port: int, key: str, model: str, tokens: int, streams: int) -> float:
     """Seconds per decode step with `streams` replies at once (they share every step): the
     median over the streams of `step_s`."""
-    results: list[list[tuple[float, int]]] = [[] for _ in range(streams)]
 
-    def one(index: int) -> None:
-        results[index] = _stream_stamps(port, key, model, tokens, seed=100 + index)
+    def one(index: int) -> list[tuple[float, int]]:
+        return _stream_stamps(port, key, model, tokens, seed=100 + index)
 
-    threads = [threading.Thread(target=one, args=(i,)) for i in range(streams)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
+    with ThreadPoolExecutor(streams) as pool:
+        results = list(pool.map(one, range(streams)))
     if not all(results):
         raise RuntimeError(f"not all of {streams} streams returned tokens")
     return statistics.median(step_s(r) for r in results)
