@@ -97,9 +97,8 @@ MOE_26B = probe_layout(MODELS["google/gemma-4-26B-A4B-it"])
 #: gemma-4-12B-it's, from the catalogue.
 DENSE_12B = probe_layout(MODELS["google/gemma-4-12B-it"])
 
-#: Layers of the short and the long slice of each model: sliding and full alternating (one
-#: sliding + one full is the prefill probe's short slice). Per-layer time is their difference
-#: per extra layer, so the fixed cost of a step cancels (`per_layer_s`).
+#: Layers of the short and the long slice of each model, sliding and full alternating (one
+#: sliding + one full is the prefill probe's short slice); their difference gives `per_layer_s`.
 SLICE_LAYERS = (2, 6)
 PREFILL_TOKENS = 256
 DECODE_TOKENS = 48
@@ -453,18 +452,6 @@ def kernel_lines(log_text: str) -> tuple[str, ...]:
     return tuple(seen)
 
 
-def _raise_self() -> bool:
-    """This process (and its session's autogroup) at nice -20, as `_prioritise` raises ranks."""
-    try:
-        autogroup = Path("/proc/self/autogroup")
-        if autogroup.exists():
-            autogroup.write_text("-20")
-        os.setpriority(os.PRIO_PROCESS, 0, -20)
-    except OSError:
-        return False
-    return True
-
-
 def serve_and_time(
     values: Mapping[str, Any],
     model_dir: Path,
@@ -488,7 +475,7 @@ def serve_and_time(
         # Other work on a shared machine weighs less against ranks at nice -20 (root only); this
         # process reads the streams' timestamps, so it is raised too (else the raised ranks
         # starve it and it reads a reply's chunks late, in one burst).
-        raised = _prioritise(group) and _raise_self()
+        raised = _prioritise(group, itself=True)
         load = os.getloadavg()[0]
         # The median of `REPEATS`: the machine may be shared with other work.
         seeds = range(1, REPEATS + 1)

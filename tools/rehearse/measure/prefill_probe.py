@@ -164,9 +164,8 @@ def cpu_peak(cpuinfo: str) -> Peak:
 
 def slice_config(profile: ModelProfile, sliding: int | None = None) -> dict[str, Any]:
     """`sliding` sliding layers then one full layer of `profile`, at full width (the probe's
-    model); by default one period of the model's own pattern (gemma-4-12B-it: 5 + 1). A
-    shorter slice (`--prefill-sliding 1`) keeps every matrix's shape and costs a third of the
-    time on a busy machine; attention is a few percent of a step at these lengths."""
+    model); by default one period of the model's own pattern (gemma-4-12B-it: 5 + 1; a shorter
+    slice, `QUICK_SLIDING`, keeps every matrix's shape)."""
     sliding = profile.sliding_per_full if sliding is None else sliding
     if profile.attention_heads is None or profile.intermediate_size is None:
         raise ConfigError(
