@@ -121,9 +121,9 @@ class Group:
         return self.log_dir / "vllm-warnings.log"
 
     @property
-    def base(self) -> str:
-        """Where clients go: the gatekeeper."""
-        return f"http://127.0.0.1:{self.front_port}"
+    def completions(self) -> str:
+        """Where clients go: the gatekeeper's completions route."""
+        return f"http://127.0.0.1:{self.front_port}/v1/completions"
 
 
 @dataclass
@@ -281,9 +281,7 @@ class Rehearsal:
     def serves(self, group: Group) -> bool:
         result = ClientResult("check")
         body = {"model": self.tiny_plan.model, "prompt": "ping", "max_tokens": 4}
-        run_client(
-            result, f"{group.base}/v1/completions", self.api_key, body, self.bound_s, lambda: 0.0
-        )
+        run_client(result, group.completions, self.api_key, body, self.bound_s, lambda: 0.0)
         return result.status == 200 and result.outcome == "complete"
 
 
@@ -375,18 +373,11 @@ def break_group(rehearsal: Rehearsal, group: Group, fault: str) -> tuple[FaultRo
     since = lambda: injected[0]  # noqa: E731 - read when each client ends
     flying = [ClientResult(f"stream {i + 1}") for i in range(IN_FLIGHT)]
     started = threading.Event()
+    url = group.completions
     threads = [
         threading.Thread(
             target=run_client,
-            args=(
-                r,
-                f"{group.base}/v1/completions",
-                key,
-                stream_body,
-                rehearsal.bound_s,
-                since,
-                started,
-            ),
+            args=(r, url, key, stream_body, rehearsal.bound_s, since, started),
             daemon=True,
         )
         for r in flying
@@ -402,7 +393,6 @@ def break_group(rehearsal: Rehearsal, group: Group, fault: str) -> tuple[FaultRo
     # A client that arrives a second after the fault.
     late = ClientResult("new request")
     late_body = {"model": model, "prompt": "ping", "max_tokens": 8}
-    url = f"{group.base}/v1/completions"
     arrival = threading.Timer(
         1.0, run_client, args=(late, url, key, late_body, rehearsal.bound_s, since)
     )
@@ -574,12 +564,7 @@ def cpu_slowed(rehearsal: Rehearsal, group: Group) -> SlowedRun:
         result = ClientResult("long prompt")
         began = time.monotonic()
         run_client(
-            result,
-            f"{group.base}/v1/completions",
-            rehearsal.api_key,
-            body,
-            rehearsal.bound_s,
-            lambda: began,
+            result, group.completions, rehearsal.api_key, body, rehearsal.bound_s, lambda: began
         )
         run.status, run.outcome, run.reply_tokens = result.status, result.outcome, result.tokens
         run.seconds = result.ended_s
