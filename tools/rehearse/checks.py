@@ -44,6 +44,11 @@ def labelled(label: str, checks: Sequence[Check]) -> list[Check]:
     return [replace(check, name=f"{label}: {check.name}") for check in checks]
 
 
+def not_reached(rows: Sequence[tuple[str, str]], why: str = "not reached") -> list[Check]:
+    """A row per (name, expected) that a step which could not run leaves unjudged."""
+    return [Check(name, expected, why, None) for name, expected in rows]
+
+
 def kv_checks(tiny_plan: Plan, log_text: str) -> list[Check]:
     """The planner's KV tokens and concurrency against what vLLM logged on the leader.
 

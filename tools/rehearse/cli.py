@@ -71,6 +71,7 @@ from tools.rehearse.checks import (
     endpoint_checks,
     kv_budget_check,
     kv_checks,
+    not_reached,
     render_verdict,
     seccomp_check,
     stopped_check,
@@ -416,14 +417,8 @@ def _check_group(
             return [
                 Check("group formed", ranks, _formed_text(group.formed_at, formed), formed),
                 Check("/health", "200", failure.summary, False, note=failure.quote),
-                *(
-                    Check(name, expected, "not reached", None)
-                    for name, expected in (
-                        *GATE_NOT_REACHED,
-                        *CHAT_NOT_REACHED,
-                        *NOT_REACHED,
-                        *capacity_step.NOT_REACHED,
-                    )
+                *not_reached(
+                    (*GATE_NOT_REACHED, *CHAT_NOT_REACHED, *NOT_REACHED, *capacity_step.NOT_REACHED)
                 ),
             ]
     checks = [
