@@ -22,6 +22,7 @@ from tools.rehearse.group.vllm_logs import (
     parse_kv_cache_size,
     parse_max_concurrency,
 )
+from tools.rehearse.group.workspace import aligned
 
 
 @dataclass(frozen=True)
@@ -100,12 +101,6 @@ def kv_budget_check(tiny_plan: Plan, logs: Sequence[str]) -> Check:
 
 def verdict_ok(checks: Sequence[Check]) -> bool:
     return bool(checks) and all(c.ok is True for c in checks)
-
-
-def aligned(rows: Sequence[Sequence[str]], sep: str = "  ") -> list[str]:
-    """Rows of cells, each column as wide as its widest cell, each line right-stripped."""
-    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
-    return [sep.join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() for row in rows]
 
 
 def render_verdict(checks: Sequence[Check]) -> str:

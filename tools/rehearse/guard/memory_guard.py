@@ -73,7 +73,7 @@ from tools.rehearse.group.tiny_plan import (
     tiny_profile,
 )
 from tools.rehearse.group.vllm_logs import parse_kv_cache_allocation, parse_memory_guard_refusal
-from tools.rehearse.group.workspace import LOGS_DIR, VENV_DIR, Progress, RehearsalError
+from tools.rehearse.group.workspace import LOGS_DIR, VENV_DIR, Progress, RehearsalError, aligned
 from tools.rehearse.guard.cgroups import (
     Cgroup,
     MemoryHierarchy,
@@ -263,12 +263,7 @@ def render(
                 agree,
             )
         )
-    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
-    lines = [
-        "  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip()
-        for r in [header, *rows]
-    ]
-    lines.append("")
+    lines = [*aligned([header, *rows]), ""]
     for case in CASES:
         o = outcomes.get(case)
         if o is not None:

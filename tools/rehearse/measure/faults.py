@@ -54,7 +54,7 @@ from components.manifests.gatekeeper import GatekeeperLimits
 from components.manifests.probes import engine_logging_config, leader_startup_probe
 from infra.plan.sizing import Plan
 from infra.plan.stackfile import REPO
-from tools.rehearse.checks import Check, aligned
+from tools.rehearse.checks import Check
 from tools.rehearse.front_door import gatekeeper_run
 from tools.rehearse.group.ranks import (
     RankFailure,
@@ -66,7 +66,7 @@ from tools.rehearse.group.ranks import (
     rank_launches,
     signal_group,
 )
-from tools.rehearse.group.workspace import LOGS_DIR
+from tools.rehearse.group.workspace import LOGS_DIR, aligned
 from tools.rehearse.measure import own_step, probe_cost
 from tools.rehearse.measure.fault_clients import ClientResult, Prober, run_client
 from tools.rehearse.measure.own_step import CpuQuota, SlowedRun, StepMeasure
