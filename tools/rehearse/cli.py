@@ -564,13 +564,13 @@ def _door_checks(
     cut_port, dead_port, costly_port = free_port(), free_port(), free_port()
     with (
         gatekeeper_run.running_gate(
-            front.nginx, short, api_key, cut_port, vllm_port, front.work_dir / "cut", _quiet
+            front.nginx, short, api_key, cut_port, vllm_port, front.work_dir / "cut"
         ),
         gatekeeper_run.running_gate(
-            front.nginx, limits, api_key, dead_port, free_port(), front.work_dir / "dead", _quiet
+            front.nginx, limits, api_key, dead_port, free_port(), front.work_dir / "dead"
         ),
         gatekeeper_run.running_gate(
-            front.nginx, costly, api_key, costly_port, vllm_port, front.work_dir / "costly", _quiet
+            front.nginx, costly, api_key, costly_port, vllm_port, front.work_dir / "costly"
         ) as costly_gate,
     ):
         checks.append(door_checks.cut_check(door(cut_port), timeout, timing))
@@ -597,10 +597,6 @@ def _asleep_rows(
     sleeper = asleep_checks.Sleeper(limits, asleep, api_key, model)
     work = front.work_dir.parent / "door-asleep"
     return asleep_checks.door_sleep_checks(front.nginx, sleeper, vllm_port, work, group.progress)
-
-
-def _quiet(_line: str) -> None:
-    pass
 
 
 def _formed_text(seconds: float | None, formed: bool) -> str:

@@ -139,7 +139,7 @@ def running_gate(
     port: int,
     vllm_port: int,
     work_dir: Path,
-    progress: Callable[[str], None],
+    progress: Callable[[str], None] = lambda _line: None,
     page_files: Mapping[str, str] | None = None,
     engine_key: str | None = None,
     asleep: Asleep | None = None,
