@@ -4,7 +4,6 @@ fails on a page that drops `finish_reason: "length"` silently."""
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator, Mapping
 from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
@@ -182,11 +181,7 @@ def test_stop_ends_the_stream_and_keeps_what_came(tmp_path: Path) -> None:
         upstream = int(stub.root_url.rsplit(":", 1)[1])
         with _session(tmp_path, upstream, chat.files(PAGE)) as session:
             session.ask("A long one, please.", 128)
-            for _ in range(400):
-                reply = session.last_reply()
-                if reply and reply["content"]:
-                    break
-                time.sleep(0.01)
+            poll(session.last_reply, lambda r: bool(r and r["content"]), 10, 0.01)
             session.click("stop")
             reply = session.wait_reply()
     assert reply["state"] == "stopped" and reply["finish"] == ""
