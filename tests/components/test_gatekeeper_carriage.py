@@ -14,7 +14,6 @@ import dataclasses
 import json
 import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import ClassVar
 
@@ -79,11 +78,7 @@ class _Upstream(door_harness.Upstream):
             self.answer(200, b'{"id": "chatcmpl-1", "choices": []}')
 
 
-@pytest.fixture(scope="module")
-def door(tmp_path_factory: pytest.TempPathFactory) -> Iterator[gate.Gate]:
-    work = tmp_path_factory.mktemp("carriage")
-    with door_harness.door_before(_Upstream, LIMITS, KEY, work) as running:
-        yield running
+door = door_harness.module_door(_Upstream, LIMITS, KEY)
 
 
 def _post(door: gate.Gate, body: bytes, path: str = "/v1/chat/completions") -> gate.Reply:

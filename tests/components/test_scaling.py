@@ -8,10 +8,8 @@ import datetime as dt
 import json
 import os
 import shutil
-import signal
 import socket
 import subprocess
-import time
 import urllib.error
 import urllib.request
 from pathlib import Path
@@ -27,7 +25,7 @@ from infra.adapters import wiring
 from infra.adapters.render import rendered_objects
 from infra.plan import addons, elastic, liveness
 from infra.plan.config import ConfigError
-from tests import builders
+from tests import builders, door_harness
 from tests.components.test_pod_security import restricted_findings
 from tests.components.test_programs import answering
 from tests.components.test_semantics import _one
@@ -458,20 +456,7 @@ def test_real_nginx_answers_the_floor_body_keda_reads_as_zero(tmp_path: Path) ->
             user="root" if os.geteuid() == 0 else None,
         )
     )
-    nginx = subprocess.Popen(
-        [str(NGINX), "-e", "stderr", "-c", str(conf)],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        start_new_session=True,
-    )
-    try:
-        for _ in range(100):
-            if nginx.poll() is not None:
-                raise AssertionError(nginx.stdout.read().decode() if nginx.stdout else "exited")
-            with socket.socket() as probe:
-                if probe.connect_ex(("127.0.0.1", port)) == 0:
-                    break
-            time.sleep(0.1)
+    with door_harness.nginx_running(conf, port):
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as reply:
             assert reply.status == 200
             body = reply.read()
@@ -481,9 +466,6 @@ def test_real_nginx_answers_the_floor_body_keda_reads_as_zero(tmp_path: Path) ->
         with pytest.raises(urllib.error.HTTPError) as other:
             urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=5)
         assert other.value.code == 404
-    finally:
-        os.killpg(nginx.pid, signal.SIGTERM)
-        nginx.wait(timeout=10)
 
 
 def test_keda_reading_of_the_real_vllm_queue_family() -> None:
