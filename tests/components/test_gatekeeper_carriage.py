@@ -20,7 +20,7 @@ from typing import ClassVar
 import pytest
 
 from components import watch
-from components.manifests.asleep import ASLEEP_PAGE, Asleep
+from components.manifests.asleep import Asleep
 from components.manifests.gatekeeper_answers import BUSY_MESSAGE, ERRORS
 from infra.plan import frontdoor
 from tests import builders, door_harness
@@ -374,10 +374,6 @@ def test_the_access_log_keeps_the_method_and_route_of_every_refusal(door: gate.G
         ("POST", "/v1/completions", 400, "/v1/completions"),
         ("POST", "/v1/chat/completions", 503, "/.gatekeeper/e503"),
     ]
-
-
-def test_the_door_s_asleep_counter_reads_the_page_not_the_route() -> None:
-    assert f'$.log_processed.page = "{ASLEEP_PAGE}"' in watch.asleep_filter_pattern()
 
 
 def test_a_failed_request_holds_a_slot_at_vllm_while_it_asks_the_engine(tmp_path: Path) -> None:

@@ -194,14 +194,8 @@ def test_the_queue_floor_runs_on_the_system_nodes_and_answers_a_zero_queue() -> 
     assert pod.get("tolerations", []) == []  # never on the tainted model nodes
     (container,) = pod["containers"]
     assert container["image"] == gatekeeper.IMAGE
-    assert (
-        container["resources"]["requests"]
-        == container["resources"]["limits"]
-        == {
-            "cpu": "10m",
-            "memory": "16Mi",
-        }
-    )
+    amount = {"cpu": "10m", "memory": "16Mi"}
+    assert container["resources"] == {"requests": amount, "limits": amount}
     assert restricted_findings(pod) == [] and pod["securityContext"]["runAsNonRoot"] is True
     assert container["securityContext"]["readOnlyRootFilesystem"] is True
     # It listens where the trigger's URL points (the Service's port and target port); it is
@@ -220,10 +214,8 @@ def test_the_queue_floor_runs_on_the_system_nodes_and_answers_a_zero_queue() -> 
     assert service_port["port"] == service_port["targetPort"] == port
     conf = _floor(objects, "ConfigMap")["data"][scaling.FLOOR_CONFIG_FILE]
     assert f"listen {port};" in conf
-    assert (
-        'return 200 "# TYPE vllm:num_requests_waiting gauge\\nvllm:num_requests_waiting 0\\n";'
-        in (conf)
-    )
+    body = "# TYPE vllm:num_requests_waiting gauge\\nvllm:num_requests_waiting 0\\n"
+    assert f'return 200 "{body}";' in conf
     annotations = deployment["spec"]["template"]["metadata"]["annotations"]
     assert annotations[gatekeeper.CONFIG_ANNOTATION] == gatekeeper.config_digest(conf)
     # One pod at a time, so a rollout moves while every floor pod is unready; one always stays.
@@ -375,9 +367,7 @@ def test_zero_groups_within_the_cooldown_and_one_poll() -> None:
     assert unneeded["scale-down-unneeded-time"] == f"{elastic.SCALE_DOWN_UNNEEDED_SECONDS // 60}m0s"
     assert e.idle_alarm_s >= bound + elastic.SCALE_DOWN_UNNEEDED_SECONDS
     assert e.idle_alarm_s > e.wake_without_volume_s and e.idle_alarm_s % 60 == 0
-    assert ("back to zero" in dict(elastic.describe(e))) and "375 s" in dict(elastic.describe(e))[
-        "back to zero"
-    ]
+    assert "375 s" in dict(elastic.describe(e))["back to zero"]
 
 
 def test_autoscaler_may_change_only_this_clusters_groups() -> None:
