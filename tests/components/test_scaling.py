@@ -92,10 +92,9 @@ def test_scaled_object_targets_the_leader_worker_set_with_queue_cron_and_extra_t
 
 
 def test_queue_trigger_waits_longer_than_a_busy_leaders_metrics() -> None:
-    # kedacore/keda v2.20.2 pkg/scalers/metrics_api_scaler.go: the trigger metadata's `timeout`
-    # (a Go duration or milliseconds, pkg/scalers/scalersconfig/typed_config.go) replaces the
-    # operator's KEDA_HTTP_DEFAULT_TIMEOUT, 3000 ms by default (cmd/operator/main.go); without
-    # it the trigger gives up before the 5 s a busy leader's /metrics is allowed.
+    # Without it the operator's 3 s applies (`scaling.METRICS_TIMEOUT_SECONDS` cites KEDA), less
+    # than the 5 s a busy leader's /metrics is allowed; a Go duration or milliseconds
+    # (kedacore/keda v2.20.2 pkg/scalers/scalersconfig/typed_config.go).
     spec, scaler = _scaled()
     timeout = scaling.queue_trigger(spec, scaler)["metadata"]["timeout"]
     assert timeout == "10s"
@@ -182,9 +181,8 @@ def _floor(objects: list[dict[str, Any]], kind: str) -> dict[str, Any]:
 
 
 def test_the_queue_floor_runs_on_the_system_nodes_and_answers_a_zero_queue() -> None:
-    # kedacore/keda v2.20.2 pkg/scalers/metrics_api_scaler.go: a Service with no ready endpoint
-    # is an error ("no endpoints URLs were given"), and pkg/scaling/executor/
-    # scale_scaledobjects.go `RequestScale` never scales a ScaledObject in error to zero.
+    # Why a floor: a Service with no ready endpoint errs the trigger, and KEDA never scales a
+    # ScaledObject in error to zero (`components.manifests.scaling`'s module doc cites KEDA).
     cfg, p, spec, scaler = _prod()
     objects = rendered_objects(cfg, p)
     deployment = _floor(objects, "Deployment")
@@ -274,9 +272,8 @@ def test_the_planner_counts_the_floor_on_the_system_nodes() -> None:
 
 
 def test_the_queue_floor_spreads_two_pods_and_rolls_out_while_they_are_unready() -> None:
-    # kubernetes v1.35 pkg/scheduler/framework/plugins/podtopologyspread/filtering.go filters by
-    # `DoNotSchedule` constraints only; a `ScheduleAnyway` one is scored (scoring.go): the pods
-    # go to different system nodes when there are two, and both still run on one.
+    # Softly (`scaling.floor_deployment` cites the scheduler): the pods go to different system
+    # nodes when there are two, and both still run on one.
     cfg, p, spec, _ = _prod()
     deployment = _floor(rendered_objects(cfg, p), "Deployment")
     assert deployment["spec"]["replicas"] == scaling.FLOOR_REPLICAS == 2
@@ -292,11 +289,9 @@ def test_the_queue_floor_spreads_two_pods_and_rolls_out_while_they_are_unready()
     assert "affinity" not in pod  # no hard anti-affinity: a lone system node still runs both
     labels = deployment["spec"]["template"]["metadata"]["labels"]
     assert all(labels.get(k) == v for k, v in scaling.floor_selector(spec).items())
-    # While a leader serves, every floor pod is unready. The Deployment controller removes an
-    # old pod only while all pods less (replicas - maxUnavailable) less the new set's
-    # unavailable ones is above 0 (kubernetes v1.35 pkg/controller/deployment/rolling.go
-    # `reconcileOldReplicaSets`): with maxUnavailable 0 a rollout would never move, and
-    # `pulumi up` must not wait for Ready.
+    # While a leader serves every floor pod is unready, and a rollout must still move (the
+    # Deployment controller's rule, cited in `scaling.floor_deployment`); `pulumi up` must not
+    # wait for Ready.
     replicas = deployment["spec"]["replicas"]
     rolling = deployment["spec"]["strategy"]["rollingUpdate"]
     all_pods = replicas + rolling["maxSurge"]
@@ -352,9 +347,8 @@ def test_a_drain_leaves_a_ready_floor_pod_and_never_stalls_while_leaders_serve()
 
 
 def test_zero_groups_within_the_cooldown_and_one_poll() -> None:
-    # kedacore/keda v2.20.2 pkg/scaling/executor/scale_scaledobjects.go `scaleToZeroOrIdle`:
-    # zero at the first poll after LastActiveTime + cooldownPeriod; LastActiveTime is stamped at
-    # every poll with a trigger active (`RequestScale`), and a poll comes every pollingInterval.
+    # Zero at the first poll after the last active one plus the cooldown (the module doc of
+    # `components.manifests.scaling`, "The bound").
     cfg, p, spec, scaler = _prod()
     obj = scaling.scaled_object(spec, scaler)
     bound = obj["spec"]["cooldownPeriod"] + obj["spec"]["pollingInterval"]
