@@ -80,9 +80,12 @@ def _subnet(subnet_id: str, invoke: pulumi.InvokeOptions) -> existing.SubnetFact
     )
 
 
-def _addons(name: str, invoke: pulumi.InvokeOptions) -> dict[str, str]:
-    """Each add-on of `existing.CHECKED_ADDONS` the cluster runs -> its configuration values."""
-    present = {}
+def _addons(
+    name: str, tags: dict[str, str], invoke: pulumi.InvokeOptions
+) -> tuple[dict[str, str], set[str]]:
+    """Each add-on of `existing.CHECKED_ADDONS` the cluster runs -> its configuration values,
+    and those the stack made itself: they carry its provider's `project` and `stack` tags."""
+    present, ours = {}, set()
     for addon in existing.CHECKED_ADDONS:
         try:
             found = aws.eks.get_addon(cluster_name=name, addon_name=addon, opts=invoke)
@@ -91,7 +94,9 @@ def _addons(name: str, invoke: pulumi.InvokeOptions) -> dict[str, str]:
                 raise
             continue
         present[addon] = found.configuration_values or ""
-    return present
+        if all((found.tags or {}).get(k) == tags[k] for k in ("project", "stack")):
+            ours.add(addon)
+    return present, ours
 
 
 def adopt_cluster(
@@ -119,8 +124,8 @@ def adopt_cluster(
             ids.append(cfg.existing_cluster_subnet)
         subnets = [_subnet(subnet_id, invoke) for subnet_id in ids]
         subnet = existing.node_subnet(cfg, plan, node_zone.zone_id, found, subnets)
-        present = _addons(found.name, invoke)
-        owned = existing.owned_addons(cfg, plan, present)
+        present, ours = _addons(found.name, instance_tags, invoke)
+        owned = existing.owned_addons(cfg, plan, present, ours)
         # A missing role fails its read (`components.stack_roles.existing_roles`) first.
         collector = aws.iam.get_role(name=role_name(stack, "collector"), opts=invoke)
         existing.check_fence(cfg, stack, collector.assume_role_policy)

@@ -222,9 +222,11 @@ def change_costs(p: Plan) -> list[ChangeCost]:
             "LWS controller",
             CONTROLLER_KEYS,
             "with `existingCluster` only, its VPC and cluster untouched: true deletes the "
-            "stack's LWS controller, webhooks and lws-system namespace (the CRDs stay) and "
-            "leaves the groups to the cluster's controller; false installs the stack's, which "
-            "fails while the cluster runs one or keeps its CRDs",
+            "stack's LWS controller, webhooks and lws-system namespace and leaves the groups to "
+            "the cluster's controller, set only where its owner runs one (the CRDs stay once an "
+            "`up` with false on this version recorded them as kept; before that they, and every "
+            "LeaderWorkerSet, go); false installs the stack's, which fails while the cluster "
+            "runs one or keeps its CRDs",
             "none: the groups' pods keep running",
             "nothing restarts; nothing reconciles the groups between the two controllers",
         ),

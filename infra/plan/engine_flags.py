@@ -51,7 +51,36 @@ UNSAFE = {
     "check and the scaler read",
     "--hf-token": "writes the Hugging Face token into the pod's spec; the stack mounts it from "
     "its Secret",
+    # What the pod's memory and the planned context rest on (config/vllm.py, config/cache.py).
+    "--kv-cache-dtype": "changes the bytes a token's KV holds, which the planned context rests on",
+    "--block-size": "changes the KV block, which the planned context and concurrency rest on",
+    "--disable-hybrid-kv-cache-manager": "gives the sliding layers full-length KV, which the "
+    "planned context does not fit",
+    "--kv-offloading-size": "adds a host KV buffer the pod's memory was not planned for",
+    "--kv-offloading-backend": "offloads KV to a buffer the pod's memory was not planned for",
+    "--kv-transfer-config": "sends KV to a connector the plan neither sizes nor wires",
+    "--cpu-offload-gb": "moves weights into memory the plan does not count",
+    "--speculative-config": "loads a draft model the pod's memory was not planned for",
+    "--hf-overrides": "changes the model's shape, which every planned figure rests on",
+    "--quantization": "changes the weights' format the plan was computed from; set `weights`",
+    "--api-server-count": "starts API processes the pod's memory was not planned for",
+    "--data-parallel": "runs data-parallel engines the plan neither sizes nor wires",
+    "--performance-mode": "changes the batch limits the plan computed (engine/arg_utils.py)",
+    "--no-enable-chunked-prefill": "turns off chunked prefill, which a batch below the context "
+    "needs (config/scheduler.py)",
 }
+
+
+def _unsafe(name: str, setting: str) -> str | None:
+    """Why a flag may not be given (`UNSAFE`): by its spelling, else by its setting (a `--no-`
+    spelling turns the setting off, which only its own entry refuses), a family by its prefix."""
+    if name in UNSAFE:
+        return UNSAFE[name]
+    if name.startswith("--no-"):
+        return None
+    return next((why for key, why in UNSAFE.items() if setting.startswith(key)), None)
+
+
 _SEE = f"the flags vLLM {VLLM_VERSION} takes are in infra/plan/vllm-serve-flags.json"
 
 
@@ -121,8 +150,9 @@ def parse(extra: Sequence[str]) -> list[Flag]:
                 fix,
             )
         setting, takes = OPTIONS[name]
-        if setting in UNSAFE and not name.startswith("--no-"):
-            raise _refuse(f"holds {key}, which {UNSAFE[setting]}", "remove it")
+        why = _unsafe(name, setting)
+        if why is not None:
+            raise _refuse(f"holds {key}, which {why}", "remove it")
         i += 1
         if takes == "none":
             if eq or path:

@@ -10,7 +10,7 @@ tests feed the same functions plain values.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 
 from infra.plan import addons, catalog
@@ -191,12 +191,18 @@ def _network_policy_on(configuration: str) -> bool:
 CHECKED_ADDONS = (addons.VPC_CNI, addons.IDENTITY_AGENT, addons.EBS_CSI, addons.CLOUDWATCH)
 
 
-def owned_addons(cfg: StackConfig, plan: Plan, present: Mapping[str, str]) -> tuple[str, ...]:
-    """The add-ons the stack creates in the cluster (and deletes on destroy): at most the Pod
-    Identity agent, for the collector. `present` maps each add-on the cluster runs to its
-    configuration values. The VPC CNI is the cluster's network, never the stack's: it must run
-    with its policy agent, or the model's NetworkPolicy would be accepted and ignored; the EBS
-    CSI driver and CloudWatch add-on are the owner's too, required where a layer needs them."""
+def owned_addons(
+    cfg: StackConfig, plan: Plan, present: Mapping[str, str], ours: Collection[str] = ()
+) -> tuple[str, ...]:
+    """The add-ons the stack creates in the cluster, or keeps (and deletes on destroy): the Pod
+    Identity agent for the collector where the cluster has none, and whatever the stack made
+    already (`ours`: the add-ons carrying its own `project` and `stack` tags), which its next
+    `up` must keep registering or it would delete them; ownership is never read from presence,
+    since what the stack made is present on its next read. `present` maps each add-on the
+    cluster runs to its configuration values. The VPC CNI is the cluster's network, never the
+    stack's: it must run with its policy agent, or the model's NetworkPolicy would be accepted
+    and ignored; the EBS CSI driver and CloudWatch add-on are the owner's too, required where a
+    layer needs them (a stack deployed before that rule keeps the ones it made)."""
     name = cfg.existing_cluster
     enable = (
         f"aws eks update-addon --cluster-name {name} --addon-name vpc-cni "
@@ -234,10 +240,12 @@ def owned_addons(cfg: StackConfig, plan: Plan, present: Mapping[str, str]) -> tu
             "none, and the stack installs none in a cluster it does not own",
             f"have its owner install {addons.CLOUDWATCH}, or set `monitoring` to false",
         )
-    # The collector gets its role through Pod Identity.
-    if cfg.monitoring and addons.IDENTITY_AGENT not in present:
-        return (addons.IDENTITY_AGENT,)
-    return ()
+    owned = [a for a in (addons.CLOUDWATCH, addons.EBS_CSI) if a in ours]
+    # The collector and the add-ons the stack keeps get their roles through Pod Identity.
+    agent = addons.IDENTITY_AGENT
+    if (cfg.monitoring or owned) and (agent not in present or agent in ours):
+        owned.append(agent)
+    return tuple(owned)
 
 
 def logs_warning(cfg: StackConfig, present: Mapping[str, str]) -> str | None:

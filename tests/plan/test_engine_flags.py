@@ -94,6 +94,12 @@ def test_a_flag_vllm_does_not_take_is_refused_with_the_nearest_one() -> None:
         (["--enforce-eager"], "turns off the planned compilation mode"),
         (["--disable-log-stats"], "takes the request counts off /metrics, which the drain"),
         (["--hf-token=hf_x"], "writes the Hugging Face token into the pod's spec"),
+        (["--kv-cache-dtype=fp8"], "changes the bytes a token's KV holds"),
+        (["--kv-offloading-size", "8"], "adds a host KV buffer the pod's memory was not"),
+        (["-dp", "2"], "runs data-parallel engines the plan neither sizes nor wires"),
+        (["--data-parallel-external-lb"], "runs data-parallel engines the plan neither"),
+        (["-asc", "2"], "starts API processes the pod's memory was not planned for"),
+        (["--no-enable-chunked-prefill"], "turns off chunked prefill, which a batch below"),
     ],
 )
 def test_a_flag_that_undoes_what_the_plan_rests_on_is_refused(extra: list[str], why: str) -> None:
@@ -202,7 +208,7 @@ def test_a_flag_vllm_would_misread_is_refused(extra: list[str], message: str) ->
 def test_flags_vllm_takes_and_the_plan_leaves_pass() -> None:
     _check(
         "--enable-prefix-caching",
-        "--no-enable-chunked-prefill",
+        "--enable-chunked-prefill",
         "--max-num-seqs=8",
         "--allowed-media-domains",
         "a.example",

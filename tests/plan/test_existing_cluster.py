@@ -64,9 +64,11 @@ def test_lws_installed_must_be_written_with_an_existing_cluster() -> None:
     raw = {k: v for k, v in INTO.items() if k != "lwsInstalled"}
     assert _refusal(raw) == (
         "`lwsInstalled` must be written with `existingCluster` (platform-shared): false installs "
-        "the stack's LeaderWorkerSet controller, which clashes with one the cluster runs; set it "
-        "to true if `kubectl get crd leaderworkersets.leaderworkerset.x-k8s.io` finds the CRD "
-        "and `kubectl get deploy -A | grep lws-controller-manager` its controller, else to false"
+        "the stack's LeaderWorkerSet controller, which clashes with one the cluster runs; true "
+        "uses the cluster's; write false if `pulumi stack --show-urns` lists an LwsController "
+        "(this stack installed LWS already) or the cluster runs no LWS; true only where the "
+        "cluster's owner runs it (`kubectl get deploy -A | grep lws-controller-manager`, not the "
+        "stack's)"
     )
 
 
@@ -74,7 +76,9 @@ def test_flipping_lws_installed_says_what_happens_in_the_cluster() -> None:
     cfg = _cfg()
     (cost,) = [c for c in changes.change_costs(plan(cfg)) if "lwsInstalled" in c.keys]
     assert cost.kind == "LWS controller" and "new VPC" not in cost.effect
-    assert "(the CRDs stay)" in cost.effect and cost.outage.startswith("none")
+    assert "the CRDs stay once an `up` with false on this version recorded them" in cost.effect
+    assert "before that they, and every LeaderWorkerSet, go" in cost.effect
+    assert cost.outage.startswith("none")
 
 
 def test_an_elastic_stack_into_an_existing_cluster_is_refused() -> None:
@@ -170,6 +174,21 @@ def test_the_stack_owns_at_most_the_pod_identity_agent() -> None:
     assert existing.owned_addons(cfg, plan(cfg), everything) == ("eks-pod-identity-agent",)
     quiet = _cfg(monitoring=False)
     assert existing.owned_addons(quiet, plan(quiet), cni) == ()
+    # What the stack made is present on its next read, and stays its own (else that `up` would
+    # delete it): the agent it created, and add-ons a stack made before it stopped making them.
+    assert existing.owned_addons(
+        cfg,
+        plan(cfg),
+        everything | {"eks-pod-identity-agent": ""},
+        {
+            "eks-pod-identity-agent",
+            "amazon-cloudwatch-observability",
+            "aws-ebs-csi-driver",
+        },
+    ) == ("amazon-cloudwatch-observability", "aws-ebs-csi-driver", "eks-pod-identity-agent")
+    assert existing.owned_addons(quiet, plan(quiet), everything, {"aws-ebs-csi-driver"}) == (
+        "aws-ebs-csi-driver", "eks-pod-identity-agent",
+    )  # fmt: skip
     assert existing.logs_warning(quiet, cni) == (
         "`existingCluster` platform-shared runs no amazon-cloudwatch-observability add-on, so no "
         "log of the model is kept: vLLM's start-up errors die with the pods LWS deletes; have its "

@@ -227,10 +227,12 @@ def existing_cluster(
     free: int | None = None,
     lws: dict[str, Any] | None = None,
     public: tuple[str, ...] = (),
+    ours: tuple[str, ...] = (),
 ) -> None:
     """Put `EXISTING_CLUSTER` in the account as DescribeCluster, DescribeSubnets and
     DescribeAddon describe it; `free` addresses in every subnet if given; `lws` its LWS CRD;
-    the `public` subnets map public addresses on launch; an add-on given None is absent."""
+    the `public` subnets map public addresses on launch; an add-on given None is absent, one
+    in `ours` carries the dev stack's tags (it made it)."""
     region = "us-west-2"
     mocks.clusters[EXISTING_CLUSTER] = {
         "id": EXISTING_CLUSTER,
@@ -283,6 +285,7 @@ def existing_cluster(
             "addonVersion": "v1.0.0-eksbuild.1",
             "configurationValues": values,
             "serviceAccountRoleArn": "",
+            "tags": {"project": "gemma-graviton", "stack": "dev"} if name in ours else {},
         }
     if lws is not None:
         mocks.existing[LWS_CRD] = lws

@@ -284,6 +284,12 @@ def test_the_stack_creates_only_the_pod_identity_agent_the_cluster_lacks(
     existing_cluster(mocks, addons={**EXISTING_ADDONS, **_VOLUMES, "eks-pod-identity-agent": None})
     run_into_existing(mocks, {"modelCache": "volume"})
     assert _addon_names(mocks) == {"eks-pod-identity-agent"}
+    # The next `up` reads it present, with the stack's tags: still the stack's, not deleted.
+    again = RecordingMocks()
+    agent = ("eks-pod-identity-agent",)
+    existing_cluster(again, addons={**EXISTING_ADDONS, **_VOLUMES}, ours=agent)
+    run_into_existing(again, {"modelCache": "volume"})
+    assert _addon_names(again) == {"eks-pod-identity-agent"}
     # Objects someone else made in the cluster fail the add-on's creation, never overwritten.
     for addon in by_type(mocks.records, ADDON):
         assert addon.inputs["resolveConflictsOnCreate"] == "NONE", addon.urn
