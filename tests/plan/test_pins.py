@@ -24,7 +24,6 @@ import urllib.error
 import urllib.parse
 import urllib.request
 from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -60,18 +59,18 @@ def require_binary() -> None:
             pytest.fail(f"{binary} is absent: `make packages` installs Debian's {package}")
 
 
-@contextmanager
-def start_registry(workdir: Path, data: Path) -> Iterator[str]:
-    """A docker-registry on 127.0.0.1 storing in `data` (config and log in `workdir`); its base
-    URL, until the block ends."""
+@pytest.fixture(scope="module")
+def registry(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """An open docker-registry on 127.0.0.1 storing in a temporary folder, its base URL; stopped
+    at the end of the module."""
     require_binary()
-    workdir.mkdir(parents=True, exist_ok=True)
+    workdir = tmp_path_factory.mktemp("registry")
     port = _free_port()
     config = workdir / "config.yml"
     config.write_text(
         "version: 0.1\n"
         "log: {level: error}\n"
-        f"storage: {{filesystem: {{rootdirectory: '{data}'}}}}\n"
+        f"storage: {{filesystem: {{rootdirectory: '{workdir / 'data'}'}}}}\n"
         f"http: {{addr: '127.0.0.1:{port}'}}\n"
     )
     log = (workdir / "registry.log").open("w")
@@ -93,14 +92,6 @@ def start_registry(workdir: Path, data: Path) -> Iterator[str]:
         process.terminate()
         process.wait(timeout=10)
         log.close()
-
-
-@pytest.fixture(scope="module")
-def registry(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """An open docker-registry on 127.0.0.1, its base URL; stopped at the end of the module."""
-    root = tmp_path_factory.mktemp("registry")
-    with start_registry(root, root / "data") as base:
-        yield base
 
 
 def _request(method: str, url: str, body: bytes = b"", content_type: str = "") -> Any:
@@ -173,10 +164,6 @@ def pushed(registry: str) -> dict[str, bytes]:
     return bodies
 
 
-def host_map(registry: str) -> str:
-    return f"docker.io={registry},registry.k8s.io={registry}"
-
-
 def pin_file(tmp_path: Path, **tags: str) -> Path:
     """A copy of the shipped pin file, with the given images' tags changed."""
     document = json.loads(images.PIN_FILE.read_text())
@@ -187,28 +174,25 @@ def pin_file(tmp_path: Path, **tags: str) -> Path:
     return path
 
 
-def run_pins(path: Path, registry: str) -> subprocess.CompletedProcess[str]:
+def _run(env: dict[str, str], module: str, *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "tools.pins", "--pins", str(path)],
+        [sys.executable, "-m", module, *args],
         cwd=REPO,
-        env={**os.environ, pins.HOST_MAP_ENV: host_map(registry)},
+        env={**os.environ, **env},
         capture_output=True,
         text=True,
         timeout=120,
         check=False,
     )
+
+
+def run_pins(path: Path, registry: str) -> subprocess.CompletedProcess[str]:
+    host_map = f"docker.io={registry},registry.k8s.io={registry}"
+    return _run({pins.HOST_MAP_ENV: host_map}, "tools.pins", "--pins", str(path))
 
 
 def run_plan(path: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "infra.plan", "--stack", "dev", *args],
-        cwd=REPO,
-        env={**os.environ, images.PIN_FILE_ENV: str(path)},
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+    return _run({images.PIN_FILE_ENV: str(path)}, "infra.plan", "--stack", "dev", *args)
 
 
 def test_make_pin_images_calls_the_pin_command() -> None:
