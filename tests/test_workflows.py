@@ -32,6 +32,7 @@ from infra.bootstrap.access import (
     runner_variable,
 )
 from infra.bootstrap.access import WORKFLOW_OF_ENVIRONMENT as TRUSTED_WORKFLOW
+from tools.venvs import pinned
 
 REPO = Path(__file__).resolve().parents[1]
 WORKFLOWS_DIR = REPO / ".github" / "workflows"
@@ -425,12 +426,10 @@ def test_every_pulumi_job_needs_the_ci_entry_point_and_runs_the_pinned_cli(
     needs = jobs[job_id].get("needs", [])
     needs = [needs] if isinstance(needs, str) else needs
     assert _ci_jobs(jobs) & set(needs), f"{path.name} job {job_id} must need {_ci_jobs(jobs)}"
-    requirements = (REPO / "requirements.txt").read_text(encoding="utf-8")
-    match = re.search(r"^pulumi==(\S+)", requirements, flags=re.MULTILINE)
-    assert match, "requirements.txt must pin `pulumi==<version>`"
+    pin = pinned(REPO / "requirements.txt", "pulumi")
     for step in _pulumi_steps(jobs[job_id]):
-        assert str(step["with"].get("pulumi-version")) == match[1], (
-            f"{path.name} job {job_id}: pulumi-version must be {match[1]}, the SDK pin"
+        assert str(step["with"].get("pulumi-version")) == pin, (
+            f"{path.name} job {job_id}: pulumi-version must be {pin}, the SDK pin"
         )
 
 
