@@ -1,10 +1,9 @@
 """The scaling simulation's table the docs quote: the shipped stacks on one modelled office day
 (`tests/fixtures/load/office-day.csv`), today's fixed group against the elastic stack.
 
-The block sits between `BEGIN` and `END` in README.md; `make regen` writes it and
-`tests/test_regen.py` fails when the page and this output differ. Each stack is simulated with
-its own plan's scaling parameters (`infra.plan.elastic`) and door figures (`infra.plan.sleep`);
-prod as it was before it went elastic is the same stack without the elasticity keys.
+Each stack is simulated with its own plan's scaling parameters (`infra.plan.elastic`) and door
+figures (`infra.plan.sleep`); prod as it was before it went elastic is the same stack without
+the elasticity keys.
 """
 
 from __future__ import annotations
