@@ -164,11 +164,11 @@ def pushed(registry: str) -> dict[str, bytes]:
     return bodies
 
 
-def pin_file(tmp_path: Path, **tags: str) -> Path:
-    """A copy of the shipped pin file, with the given images' tags changed."""
+def pin_file(tmp_path: Path, **changes: dict[str, Any]) -> Path:
+    """A copy of the shipped pin file, with the given images' fields changed."""
     document = json.loads(images.PIN_FILE.read_text())
-    for key, tag in tags.items():
-        document["images"][key]["tag"] = tag
+    for key, fields in changes.items():
+        document["images"][key].update(fields)
     path = tmp_path / "images.json"
     path.write_text(json.dumps(document, indent=2) + "\n")
     return path
@@ -248,15 +248,13 @@ def test_pins_every_image_to_the_index_it_pushed(
 def test_a_single_image_tag_is_pinned_to_its_config_platform_unless_amd64_is_needed(
     registry: str, pushed: dict[str, bytes], tmp_path: Path
 ) -> None:
-    path = pin_file(tmp_path, vllm="arm64-only")
+    path = pin_file(tmp_path, vllm={"tag": "arm64-only"})
     result = run_pins(path, registry)
     assert result.returncode == 0, result.stderr
     assert images.load(path)["vllm"].platforms == ("linux/arm64/v8",)
     # An image CI runs needs amd64 too.
-    document = json.loads(pin_file(tmp_path, vllm="arm64-only").read_text())
-    document["images"]["vllm"]["needs"] = ["linux/arm64", "linux/amd64"]
-    path.write_text(json.dumps(document))
-    result = run_pins(path, registry)
+    needs = ["linux/arm64", "linux/amd64"]
+    result = run_pins(pin_file(tmp_path, vllm={"tag": "arm64-only", "needs": needs}), registry)
     assert result.returncode == 1
     assert result.stderr.splitlines() == [
         "pin-images: vllm vllm/vllm-openai-cpu:arm64-only: the index has no linux/amd64 (it "
@@ -269,7 +267,7 @@ def test_a_single_image_tag_is_pinned_to_its_config_platform_unless_amd64_is_nee
 def test_an_index_without_arm64_is_refused_and_left_unpinned(
     registry: str, pushed: dict[str, bytes], tmp_path: Path
 ) -> None:
-    path = pin_file(tmp_path, vllm="x86")
+    path = pin_file(tmp_path, vllm={"tag": "x86"})
     result = run_pins(path, registry)
     assert result.returncode == 1
     assert result.stderr.splitlines() == [
@@ -285,7 +283,7 @@ def test_an_index_without_arm64_is_refused_and_left_unpinned(
 def test_a_missing_tag_names_the_image_and_the_fix(
     registry: str, pushed: dict[str, bytes], tmp_path: Path
 ) -> None:
-    result = run_pins(pin_file(tmp_path, kubectl="v9.9.9"), registry)
+    result = run_pins(pin_file(tmp_path, kubectl={"tag": "v9.9.9"}), registry)
     assert result.returncode == 1
     host = registry.removeprefix("http://")
     assert result.stderr.splitlines() == [
@@ -314,12 +312,9 @@ def test_an_unreachable_registry_names_the_image_and_the_fix(tmp_path: Path) -> 
 def _amd64_only_recorded(tmp_path: Path, pushed: dict[str, bytes]) -> tuple[Path, str]:
     """A pin file whose vLLM entry records the amd64-only index (written by hand, or by a pin
     file whose `needs` were edited): digest and platforms as the registry gave them."""
-    path = pin_file(tmp_path, vllm="x86")
-    document = json.loads(path.read_text())
     digest = "sha256:" + hashlib.sha256(pushed["x86"]).hexdigest()
-    document["images"]["vllm"].update(digest=digest, platforms=["linux/amd64"])
-    path.write_text(json.dumps(document, indent=2) + "\n")
-    return path, f"vllm/vllm-openai-cpu:x86@{digest}"
+    entry = {"tag": "x86", "digest": digest, "platforms": ["linux/amd64"]}
+    return pin_file(tmp_path, vllm=entry), f"vllm/vllm-openai-cpu:x86@{digest}"
 
 
 REFUSED = (
