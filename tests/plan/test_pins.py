@@ -173,10 +173,6 @@ def pushed(registry: str) -> dict[str, bytes]:
     return bodies
 
 
-def host_map(registry: str) -> str:
-    return f"docker.io={registry},registry.k8s.io={registry}"
-
-
 def pin_file(tmp_path: Path, **tags: str) -> Path:
     """A copy of the shipped pin file, with the given images' tags changed."""
     document = json.loads(images.PIN_FILE.read_text())
@@ -191,7 +187,7 @@ def run_pins(path: Path, registry: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "tools.pins", "--pins", str(path)],
         cwd=REPO,
-        env={**os.environ, pins.HOST_MAP_ENV: host_map(registry)},
+        env={**os.environ, pins.HOST_MAP_ENV: f"docker.io={registry},registry.k8s.io={registry}"},
         capture_output=True,
         text=True,
         timeout=120,
