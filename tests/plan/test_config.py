@@ -319,9 +319,6 @@ RULES = [
     ({"allowedCidrs": []},
      "`allowedCidrs` must list at least one value (got []); list IPv4 ranges such as "
      "203.0.113.0/24"),
-    ({"owner": "ml#platform"},
-     f"`owner` 'ml#platform' holds '#'; it becomes the tag `owner`, whose value is at most 256 "
-     f"{TAG_CHARS}; use 'ml-platform'"),
     ({"owner": "o" * 257},
      f"`owner` '{'o' * 40}...' is 257 characters long; it becomes the tag `owner`, whose value "
      f"is at most 256 {TAG_CHARS}; shorten it to 256 characters"),
