@@ -102,8 +102,6 @@ CASES = [
          {"allowedCidrs": "[203.0.113.0/24]"}, "203.0.113.0/24",
          "`allowedCidrs` must be a valid IPv4 network (got ['10.0.0.0/33']); list IPv4 ranges such "
          "as 203.0.113.0/24"),
-    Case("cidrs not a list", {"allowedCidrs": "203.0.113.0/24"}, "allowedCidrs",
-         {"allowedCidrs": "[203.0.113.0/24]"}, "203.0.113.0/24"),
     Case("public vpc range", {"vpcCidr": "8.8.0.0/16"}, "vpcCidr",
          {"vpcCidr": "10.42.0.0/16"}, "10.42.0.0/16"),
     Case("vpc too large", {"vpcCidr": "10.0.0.0/12"}, "vpcCidr",

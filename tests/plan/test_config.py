@@ -347,8 +347,6 @@ RULES = [
      "`tags` must be a valid string (got {'team': 1}); give a map of string keys to string "
      "values"),
     ({"region": "zz-nowhere-9"}, "`region` zz-nowhere-9 is not an AWS region; use us-west-2"),
-    ({"region": "eu-wset-1", "availabilityZone": "us-west-2a"},
-     "`region` eu-wset-1 is not an AWS region; use eu-west-1 with `availabilityZone` eu-west-1a"),
     ({"region": "us-wset-2", "availabilityZone": "us-west-2b"},
      "`region` us-wset-2 is not an AWS region; use us-west-2"),
 ]  # fmt: skip
