@@ -1,8 +1,8 @@
 """Every bad input ends in exit 2 and one line naming the key the user set, the rule and a fix that
 is itself accepted: each case is run through `--set` and through a stack file, then with the fix
 applied (which must plan). A rule whose exact message and the value just inside it are
-test_config's RULES or BAD_INPUTS, or whose exact message and fix are test_aws_inputs' REFUSED, is
-not repeated here."""
+test_config's RULES or BAD_INPUTS, or test_weights' bad weights input, or whose exact message and
+fix are test_aws_inputs' REFUSED, is not repeated here."""
 
 from __future__ import annotations
 
@@ -49,10 +49,7 @@ class Case:
 
 
 CASES = [
-    Case("weights word", {"weights": "fp8"}, "weights", {"weights": "int8"}, "int8"),
     Case("named checkpoint for bf16", {"weightsSource": "owner/gemma-w8a8@" + "a" * 40},
-         "weightsSource", {"weightsSource": "quantize"}, "quantize"),
-    Case("named checkpoint without a commit", {"weights": "int8", "weightsSource": "owner/g"},
          "weightsSource", {"weightsSource": "quantize"}, "quantize"),
     Case("snake case key", {"max_model_len": "2048"}, "max_model_len",
          {"max_model_len": None, "maxModelLen": "2048"}, "maxModelLen",
