@@ -30,13 +30,11 @@ from infra.plan.config import ConfigError
 from infra.plan.config_parts import PROJECT
 from infra.plan.stackfile import load_stack
 from tests.bootstrap import iam_eval
-from tests.fakes.pulumi_host import pulumi_host
-from tests.fakes.pulumi_mocks import RecordingMocks, named, one
-from tests.program.harness import PROGRAM, run_program
+from tests.bootstrap.test_access import BUCKET, REGIONS
+from tests.fakes.pulumi_mocks import named, one
+from tests.program.harness import shared_run
 
 ACCOUNT = "123456789012"
-REGIONS = {"dev": "us-west-2", "prod": "us-east-1"}
-BUCKET = "acme-pulumi-state"
 ADMIN = "arn:aws:iam::aws:policy/AdministratorAccess"
 
 
@@ -310,15 +308,12 @@ def test_the_fence_tags_are_the_programs_own_tags() -> None:
 
 
 @pytest.mark.parametrize("stack", sorted(REGIONS))
-def test_the_program_tags_its_launch_template_with_the_fence_tags(
-    stack: str, mocks: RecordingMocks, exports: dict[str, Any]
-) -> None:
+def test_the_program_tags_its_launch_template_with_the_fence_tags(stack: str) -> None:
     """The template is created through the provider whose default tags carry both fence tags,
     and sets no tags of its own that could override them (terraform-provider-aws
     internal/service/ec2/ec2_launch_template.go `resourceLaunchTemplateCreate` sends the merged
     tags, default tags included, as the `launch-template` TagSpecification)."""
-    with pulumi_host(PROGRAM):  # as tests/program/conftest.py's as_pulumi_host
-        run_program(mocks, stack)
+    mocks, _ = shared_run(stack)
     provider = named(mocks.records, "pulumi:providers:aws", "aws")
     default_tags = json.loads(provider.inputs["defaultTags"])["tags"]
     want = launch_template_tags(stack)

@@ -34,9 +34,8 @@ from cloudsplaining.shared.exclusions import DEFAULT_EXCLUSIONS_CONFIG
 from infra.bootstrap.access import ci_roles
 from infra.bootstrap.boundary import boundaries
 from tests.bootstrap.iam_eval import listed
+from tests.bootstrap.test_access import BUCKET, REGIONS
 
-REGIONS = {"dev": "us-west-2", "prod": "us-east-1"}
-BUCKET = "acme-pulumi-state"
 ACCEPTED = Path(__file__).with_name("iam-scanners-accepted.txt")
 SERIOUS = ("MEDIUM", "HIGH", "CRITICAL")
 #: A statement an accepted finding's reason names: `[Sid]`.
