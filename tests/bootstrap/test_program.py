@@ -26,7 +26,8 @@ from infra.bootstrap import access
 from infra.bootstrap import config as bootstrap_config
 from infra.plan import iam, stackfile
 from infra.plan.stackfile import load_stack, stack_names
-from tests.bootstrap.test_access import SUBJECTS
+from tests.bootstrap.test_access import BUCKET, SUBJECTS
+from tests.bootstrap.test_access import REPO as REPOSITORY
 from tests.fakes.pulumi_host import pulumi_host
 from tests.fakes.pulumi_mocks import RecordingMocks, by_type, named, one, resolve, run
 from tests.program.test_layout import OFFLINE_TOOLS, import_closure
@@ -34,8 +35,6 @@ from tests.program.test_layout import OFFLINE_TOOLS, import_closure
 REPO = Path(__file__).resolve().parents[2]
 PROGRAM = REPO / "infra" / "bootstrap"
 PROJECT = "gemma-graviton-ci"
-REPOSITORY = "acme/gemma-graviton"
-BUCKET = "acme-pulumi-state"
 ROLE = "aws:iam/role:Role"
 ROLE_POLICY = "aws:iam/rolePolicy:RolePolicy"
 PROVIDER = "aws:iam/openIdConnectProvider:OpenIdConnectProvider"
