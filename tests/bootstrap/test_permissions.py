@@ -18,8 +18,7 @@ from infra.plan.stackfile import stack_names
 from tests.fakes.pulumi_host import pulumi_host
 from tests.fakes.pulumi_mocks import RecordingMocks
 from tests.program import harness
-
-EVERYTHING_ON = {"monitoring": True, "modelCache": "volume", "alarmEmail": "oncall@example.com"}
+from tests.program.harness import EVERYTHING_ON
 
 
 def _registered(stack: str, overrides: dict[str, Any], extra: Any = None) -> tuple[set, set]:
