@@ -133,12 +133,9 @@ def drain_annotations(drain: DrainSpec) -> dict[str, str]:
 #: Load Balancer Controller read it (`service`).
 INTERNAL_ANNOTATION = "service.beta.kubernetes.io/aws-load-balancer-internal"
 #: "k=v,k=v": the nodes that carry every label are the NLB's targets; without it every node of the
-#: cluster is one, and gets the NodePort and health-check rules in its cluster-tagged security
-#: group (cloud-provider-aws v1.35.2 pkg/providers/v1/aws.go:238-242; aws_loadbalancer.go:1785-1837
-#: `findInstancesForELB`, `filterTargetNodes`, whose nodes the NLB's targets and security-group
-#: rules take, aws.go:2414, 2498; the same at v1.36.1). The AWS Load
-#: Balancer Controller reads it for instance targets (v2.17.1
-#: pkg/service/model_build_target_group.go:839-853, the TargetGroupBinding's node selector).
+#: cluster is one (cloud-provider-aws v1.35.2 pkg/providers/v1/aws.go:238-242,
+#: aws_loadbalancer.go:1785-1837 `filterTargetNodes`). The AWS Load Balancer Controller reads it
+#: for instance targets (v2.17.1 pkg/service/model_build_target_group.go:839-853).
 TARGET_NODES_ANNOTATION = "service.beta.kubernetes.io/aws-load-balancer-target-node-labels"
 
 
@@ -161,16 +158,12 @@ def service(spec: ServerSpec) -> Manifest:
     With a certificate the NLB ends TLS on 443 and forwards plain TCP inside the VPC.
 
     The scheme is always stated, `aws-load-balancer-internal` "true" (every admitted range is
-    private) or "false": the in-tree controller reads "false" as internet-facing, anything else
-    set as internal (cloud-provider-aws v1.35.2 pkg/providers/v1/aws.go:2420-2426, and the same
-    at v1.36.1), and never compares the scheme of a load balancer it already made
-    (aws_loadbalancer.go:148-170, `ensureLoadBalancerv2` sets it on create only), so the
-    annotation changes nothing on a live internet-facing NLB. The AWS Load Balancer Controller,
-    which a cluster the stack does not own may run with its Service webhook taking every new
-    LoadBalancer Service (v2.17.1 webhooks/core/service_mutator.go:40-51), defaults to internal
-    (pkg/config/controller_config.go:165) but reads the same annotation
-    (pkg/service/model_build_load_balancer.go:282-297). Its own `aws-load-balancer-scheme`,
-    which the in-tree controller never reads, would be a second place to say it: not set.
+    private) or "false": the in-tree controller reads "false" as internet-facing (cloud-provider-
+    aws v1.35.2 pkg/providers/v1/aws.go:2420-2426) and sets a scheme on create only
+    (aws_loadbalancer.go:148-170), so a live NLB is untouched. The AWS Load Balancer Controller,
+    whose webhook may take the Service in a cluster the stack does not own (v2.17.1
+    webhooks/core/service_mutator.go:40-51), defaults to internal (pkg/config/
+    controller_config.go:165) but reads the same annotation (model_build_load_balancer.go:282).
     """
     annotations = {
         "service.beta.kubernetes.io/aws-load-balancer-type": "nlb",
