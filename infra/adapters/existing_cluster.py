@@ -20,13 +20,13 @@ from infra.plan import addons, existing, zones
 from infra.plan.config import ConfigError, StackConfig
 from infra.plan.sizing import Plan
 
-#: What terraform-provider-aws's data sources say of a missing object: EKS's error code,
-#: which its finders keep in the error (internal/service/eks `findClusterByName`,
-#: `findAddonByTwoPartKey`: ResourceNotFoundException), the subnet data source's own text
-#: (internal/service/ec2 vpc_subnet_data_source.go: `tfresource.SingularDataSourceFindError`,
-#: "no matching EC2 Subnet found") and a bare `retry.NotFoundError`'s ("couldn't find
-#: resource"). Only these: an unrelated failure (denied, throttled) whose text says "not
-#: found" must end the program, not pass for an absent object.
+#: What terraform-provider-aws's data sources say of a missing object: the EKS finders
+#: (internal/service/eks `findClusterByName`, `findAddonByTwoPartKey`) wrap it in a
+#: `retry.NotFoundError`, whose text is "couldn't find resource" alone (the marker that matches
+#: a missing cluster or add-on; ResourceNotFoundException is kept for a read that passes the
+#: code through), and the subnet data source says "no matching EC2 Subnet found"
+#: (vpc_subnet_data_source.go, `tfresource.SingularDataSourceFindError`). Only these: a
+#: denied or throttled read whose text says "not found" must end the program.
 _NOT_FOUND = ("ResourceNotFoundException", "no matching EC2 Subnet found", "couldn't find resource")
 
 
