@@ -398,11 +398,11 @@ class StackConfig(StackChecks):
     lws_installed: Annotated[
         bool,
         Field(
-            description="With `existingCluster`: the cluster already runs the LeaderWorkerSet "
-            "controller (`kubectl get crd leaderworkersets.leaderworkerset.x-k8s.io` finds it), "
-            "so the stack installs none and refuses a CRD without the fields the groups set; "
-            "false: the stack installs it, keeping its CRDs on destroy. Required with "
-            "`existingCluster`: a second controller beside the cluster's breaks it.",
+            description="With `existingCluster`: the cluster's owner runs the LeaderWorkerSet "
+            "controller, so the stack installs none and refuses a CRD without the fields the "
+            "groups set; false: the stack installs it (as a stack that installed it already "
+            "must say), keeping its CRDs on destroy. Required with `existingCluster`: a second "
+            "controller beside the cluster's breaks it.",
             json_schema_extra=_fix("use true or false"),
         ),
     ] = False

@@ -240,6 +240,16 @@ def owned_addons(
             "none, and the stack installs none in a cluster it does not own",
             f"have its owner install {addons.CLOUDWATCH}, or set `monitoring` to false",
         )
+    if addons.EBS_CSI in ours and plan.model_cache != "volume":
+        # The driver is registered with the volumes only: without them this `up` would delete
+        # it, and every volume it serves in the cluster with it.
+        raise ConfigError(
+            "modelCache",
+            f"is {plan.model_cache}, but the stack installed {addons.EBS_CSI} in {name} with "
+            "its volumes, and without them would delete the driver every team's volumes use",
+            "keep `modelCache: volume`, or hand the driver to the cluster's owner first "
+            "(`pulumi state delete` its add-on and its Pod Identity association)",
+        )
     owned = [a for a in (addons.CLOUDWATCH, addons.EBS_CSI) if a in ours]
     # The collector and the add-ons the stack keeps get their roles through Pod Identity.
     agent = addons.IDENTITY_AGENT

@@ -186,9 +186,12 @@ def test_the_stack_owns_at_most_the_pod_identity_agent() -> None:
             "aws-ebs-csi-driver",
         },
     ) == ("amazon-cloudwatch-observability", "aws-ebs-csi-driver", "eks-pod-identity-agent")
-    assert existing.owned_addons(quiet, plan(quiet), everything, {"aws-ebs-csi-driver"}) == (
+    assert existing.owned_addons(cfg, plan(cfg), everything, {"aws-ebs-csi-driver"}) == (
         "aws-ebs-csi-driver", "eks-pod-identity-agent",
     )  # fmt: skip
+    # Without the volumes the driver would go, with every team's volumes: refused.
+    with pytest.raises(ConfigError, match="installed aws-ebs-csi-driver in platform-shared"):
+        existing.owned_addons(quiet, plan(quiet), everything, {"aws-ebs-csi-driver"})
     assert existing.logs_warning(quiet, cni) == (
         "`existingCluster` platform-shared runs no amazon-cloudwatch-observability add-on, so no "
         "log of the model is kept: vLLM's start-up errors die with the pods LWS deletes; have its "

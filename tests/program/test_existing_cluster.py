@@ -290,6 +290,13 @@ def test_the_stack_creates_only_the_pod_identity_agent_the_cluster_lacks(
     existing_cluster(again, addons={**EXISTING_ADDONS, **_VOLUMES}, ours=agent)
     run_into_existing(again, {"modelCache": "volume"})
     assert _addon_names(again) == {"eks-pod-identity-agent"}
+    # Both tags name the stack: another stack's, or a bare `stack: dev`, is the cluster's.
+    for tags in ({"project": "gemma-graviton", "stack": "prod"}, {"stack": "dev"}):
+        other = RecordingMocks()
+        existing_cluster(other, addons={**EXISTING_ADDONS, **_VOLUMES})
+        other.addons[(EXISTING_CLUSTER, "eks-pod-identity-agent")]["tags"] = tags
+        run_into_existing(other, {"modelCache": "volume"})
+        assert _addon_names(other) == set(), tags
     # Objects someone else made in the cluster fail the add-on's creation, never overwritten.
     for addon in by_type(mocks.records, ADDON):
         assert addon.inputs["resolveConflictsOnCreate"] == "NONE", addon.urn
