@@ -33,6 +33,22 @@ class LwsControllerArgs:
     nodes: pulumi.Resource | None = None
     #: How long the webhook gate retries before it fails the deployment.
     gate_deadline_seconds: int = 600
+    #: Keep the chart's CRDs on delete (a cluster the stack does not own): deleting a CRD
+    #: deletes every object of its kind in the cluster, other teams' LeaderWorkerSets too.
+    retain_crds: bool = False
+
+
+def retain_crds(args: pulumi.ResourceTransformArgs) -> pulumi.ResourceTransformResult | None:
+    """A transform that marks each CustomResourceDefinition `retain_on_delete`. lws v0.10.0's
+    CRDs (charts/lws/crds/) carry no `helm.sh/resource-policy: keep`, the one mark Chart v4
+    turns into `RetainOnDelete` (pulumi-kubernetes provider/pkg/provider/helm/v4/chart.go
+    `preregister`, v4.32.0 and main), so without it `pulumi destroy` deletes them."""
+    if args.type_ != "kubernetes:apiextensions.k8s.io/v1:CustomResourceDefinition":
+        return None
+    return pulumi.ResourceTransformResult(
+        args.props,
+        pulumi.ResourceOptions.merge(args.opts, pulumi.ResourceOptions(retain_on_delete=True)),
+    )
 
 
 class LwsController(pulumi.ComponentResource):
@@ -41,7 +57,8 @@ class LwsController(pulumi.ComponentResource):
     whose last child is the webhook gate Job (see `components.manifests.gate`).
 
     Helm does not upgrade CRDs on a chart upgrade; the CRD here is created with the release and
-    changes only when this component replaces it.
+    changes only when this component replaces it. With `retain_crds` `pulumi destroy` leaves
+    the CRDs (and any LeaderWorkerSet still in the cluster) behind.
     """
 
     namespace: pulumi.Output[str]
@@ -71,7 +88,11 @@ class LwsController(pulumi.ComponentResource):
             chart=LWS_CHART,
             version=args.chart_version,
             namespace=ns.metadata.name,
-            opts=pulumi.ResourceOptions(parent=self, depends_on=on_nodes),
+            opts=pulumi.ResourceOptions(
+                parent=self,
+                depends_on=on_nodes,
+                transforms=[retain_crds] if args.retain_crds else None,
+            ),
         )
         self.webhooks_ready = self._gate(name, args, ns, on_nodes)
         self.namespace = ns.metadata.name

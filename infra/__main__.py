@@ -154,7 +154,10 @@ if cfg.lws_installed:
         "lws", leader_worker_set(server_spec), pulumi.ResourceOptions(provider=cluster.provider)
     )
 else:
-    lws = LwsController("lws", LwsControllerArgs(nodes=cluster_ref.nodes), opts=on_cluster)
+    # In a cluster the stack does not own, destroy leaves the CRDs: other teams' groups may
+    # use them (docs/deploying.md#into-a-cluster-you-already-have).
+    lws_args = LwsControllerArgs(nodes=cluster_ref.nodes, retain_crds=cluster_ref.foreign)
+    lws = LwsController("lws", lws_args, opts=on_cluster)
     lws_controller = pulumi.Output.concat("installed by the stack (", lws.namespace, ")")
 server = ModelServer(
     "model",

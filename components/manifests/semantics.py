@@ -174,6 +174,36 @@ def unserved_services(objects: Sequence[Manifest], world: World | None = None) -
     return found
 
 
+#: The in-tree controller's and the AWS Load Balancer Controller's target nodes, "k=v,k=v"
+#: (`components.manifests.access.TARGET_NODES_ANNOTATION` cites both).
+TARGET_NODES = "service.beta.kubernetes.io/aws-load-balancer-target-node-labels"
+
+
+def untargeted_load_balancers(objects: Sequence[Manifest], world: World) -> list[str]:
+    """Every LoadBalancer Service with no target nodes (then every node of the cluster is a target,
+    its security group opened), or whose target labels some node group that a selected pod may
+    land on lacks: the NLB would not reach that pod (cloud-provider-aws v1.35.2
+    pkg/providers/v1/aws_loadbalancer.go `filterTargetNodes`: a node is a target when it has every
+    key, with the value unless the value is empty)."""
+    all_pods, found = pods(objects), []
+    for svc in (o for o in objects if o.get("spec", {}).get("type") == "LoadBalancer"):
+        name = f"Service/{svc['metadata']['name']}"
+        labels = svc["metadata"].get("annotations", {}).get(TARGET_NODES, "")
+        pairs = [(k, v) for k, _, v in (p.strip().partition("=") for p in labels.split(",")) if k]
+        if not pairs:
+            found.append(f"{name} names no {TARGET_NODES}: every node of the cluster is a target")
+            continue
+        ns = svc["metadata"].get("namespace", "default")
+        found += [
+            f"{name} {TARGET_NODES} {labels!r}: node group {group.name} of {pod.where} lacks them"
+            for pod in _selected({"matchLabels": svc["spec"]["selector"]}, ns, all_pods)
+            for group in world.node_groups
+            if _node_ok(pod.spec, group) is None
+            and any(k not in group.labels or v not in ("", group.labels[k]) for k, v in pairs)
+        ]
+    return found
+
+
 # -- rule: NetworkPolicies ---------------------------------------------------------------------
 
 
@@ -564,4 +594,5 @@ def check(objects: Sequence[Manifest], world: World) -> list[str]:
         *unbound_claims(every, world),
         *unschedulable(every, world),
         *stuck_budgets(every),
+        *untargeted_load_balancers(every, world),
     ]

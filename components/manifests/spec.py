@@ -173,6 +173,9 @@ class ServerSpec:
     startup_timeout_seconds: int
     #: Labels of the nodes the model pods must run on.
     node_selector: Mapping[str, str]
+    #: The model node group's own labels, without the instance type: the nodes a fixed stack's
+    #: load balancer targets, old and new alike while an `instanceType` change moves the groups.
+    node_pool: Mapping[str, str]
     allowed_cidrs: Sequence[str]
     #: The caps vLLM applies itself (`max_reply_tokens` as its generation config,
     #: `max_logprobs`) and, with the gatekeeper, what it lets through to vLLM and the chat page.

@@ -20,14 +20,18 @@ from infra.plan import addons, existing, zones
 from infra.plan.config import ConfigError, StackConfig
 from infra.plan.sizing import Plan
 
-#: What terraform-provider-aws's data sources report for a missing object ("couldn't find
-#: resource", internal/tfresource; EKS's own ResourceNotFoundException).
-_NOT_FOUND = ("couldn't find resource", "ResourceNotFoundException", "not found")
+#: What terraform-provider-aws's data sources say of a missing object: the EKS finders
+#: (internal/service/eks `findClusterByName`, `findAddonByTwoPartKey`) wrap it in a
+#: `retry.NotFoundError`, whose text is "couldn't find resource" alone (the marker that matches
+#: a missing cluster or add-on; ResourceNotFoundException is kept for a read that passes the
+#: code through), and the subnet data source says "no matching EC2 Subnet found"
+#: (vpc_subnet_data_source.go, `tfresource.SingularDataSourceFindError`). Only these: a
+#: denied or throttled read whose text says "not found" must end the program.
+_NOT_FOUND = ("ResourceNotFoundException", "no matching EC2 Subnet found", "couldn't find resource")
 
 
 def _missing(error: Exception) -> bool:
-    text = str(error)
-    return any(marker.lower() in text.lower() for marker in _NOT_FOUND)
+    return any(code in str(error) for code in _NOT_FOUND)
 
 
 def _cluster(name: str, region: str, invoke: pulumi.InvokeOptions) -> existing.ClusterFacts:
@@ -72,12 +76,16 @@ def _subnet(subnet_id: str, invoke: pulumi.InvokeOptions) -> existing.SubnetFact
         zone=found.availability_zone,
         zone_id=found.availability_zone_id,
         free_addresses=found.available_ip_address_count,
+        public=bool(found.map_public_ip_on_launch),
     )
 
 
-def _addons(name: str, invoke: pulumi.InvokeOptions) -> dict[str, str]:
-    """Each add-on of `existing.CHECKED_ADDONS` the cluster runs -> its configuration values."""
-    present = {}
+def _addons(
+    name: str, tags: dict[str, str], invoke: pulumi.InvokeOptions
+) -> tuple[dict[str, str], set[str]]:
+    """Each add-on of `existing.CHECKED_ADDONS` the cluster runs -> its configuration values,
+    and those the stack made itself: they carry its provider's `project` and `stack` tags."""
+    present, ours = {}, set()
     for addon in existing.CHECKED_ADDONS:
         try:
             found = aws.eks.get_addon(cluster_name=name, addon_name=addon, opts=invoke)
@@ -86,7 +94,9 @@ def _addons(name: str, invoke: pulumi.InvokeOptions) -> dict[str, str]:
                 raise
             continue
         present[addon] = found.configuration_values or ""
-    return present
+        if all((found.tags or {}).get(k) == tags[k] for k in ("project", "stack")):
+            ours.add(addon)
+    return present, ours
 
 
 def adopt_cluster(
@@ -114,12 +124,16 @@ def adopt_cluster(
             ids.append(cfg.existing_cluster_subnet)
         subnets = [_subnet(subnet_id, invoke) for subnet_id in ids]
         subnet = existing.node_subnet(cfg, plan, node_zone.zone_id, found, subnets)
-        owned = existing.owned_addons(cfg, plan, _addons(found.name, invoke))
+        present, ours = _addons(found.name, instance_tags, invoke)
+        owned = existing.owned_addons(cfg, plan, present, ours)
         # A missing role fails its read (`components.stack_roles.existing_roles`) first.
         collector = aws.iam.get_role(name=role_name(stack, "collector"), opts=invoke)
         existing.check_fence(cfg, stack, collector.assume_role_policy)
     except ConfigError as error:
         raise pulumi.RunError(str(error)) from None
+    warning = existing.logs_warning(cfg, present)
+    if warning is not None:
+        pulumi.log.warn(warning)
     cluster = ExistingCluster(
         "eks",
         ExistingClusterArgs(

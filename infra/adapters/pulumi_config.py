@@ -31,24 +31,18 @@ class StackSecrets:
     api_key_previous: pulumi.Output[str] | None = None
 
 
-def _raw_config() -> tuple[dict[str, str], dict[str, bool]]:
-    """Every `gemma-graviton:` value Pulumi passed in, and whether each was stored as a secret."""
-    prefix = f"{PROJECT}:"
+def raw_config(project: str) -> tuple[dict[str, str], dict[str, bool]]:
+    """Every `<project>:` value Pulumi passed in, and whether each was stored as a secret."""
+    prefix = f"{project}:"
     keys = set(runtime_config.CONFIG.get()) | set(runtime_config.get_config_env())
-    values: dict[str, str] = {}
-    secret: dict[str, bool] = {}
-    for full_key in sorted(keys):
-        if not full_key.startswith(prefix):
-            continue
-        key = full_key.removeprefix(prefix)
-        values[key] = runtime_config.get_config(full_key)
-        secret[key] = runtime_config.is_config_secret(full_key)
-    return values, secret
+    ours = {key.removeprefix(prefix): key for key in sorted(keys) if key.startswith(prefix)}
+    values = {key: runtime_config.get_config(full) for key, full in ours.items()}
+    return values, {key: runtime_config.is_config_secret(full) for key, full in ours.items()}
 
 
 def read_stack_config(stack: str) -> tuple[StackConfig, Plan, StackSecrets]:
     """Validate and plan the stack; a refusal ends the program with the CLI's one-line message."""
-    values, secret = _raw_config()
+    values, secret = raw_config(PROJECT)
     try:
         check_secrets(secret)
         if "apiKey" in values:

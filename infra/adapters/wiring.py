@@ -95,6 +95,7 @@ def server_spec(cfg: StackConfig, plan: Plan) -> ServerSpec:
         storage_class=STORAGE_CLASS if plan.model_cache == "volume" else None,
         startup_timeout_seconds=plan.startup_timeout_seconds,
         node_selector=model_node_selector(plan.instance_type),
+        node_pool=NODE_LABELS,
         allowed_cidrs=tuple(str(c) for c in cfg.allowed_cidrs),
         limits=plan.front_door,
         gatekeeper_millicpu=catalog.GATEKEEPER_MILLICPU,

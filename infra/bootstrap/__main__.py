@@ -15,7 +15,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 import pulumi
 import pulumi_aws as aws
-from pulumi.runtime import config as runtime_config
 
 from components.ci_stack_roles import StackRoles, StackRolesArgs
 from components.github_ci import (
@@ -24,6 +23,7 @@ from components.github_ci import (
     GitHubActionsAccessArgs,
 )
 from components.manifests.identity import stack_roles
+from infra.adapters.pulumi_config import raw_config
 from infra.adapters.wiring import NAMESPACE
 from infra.bootstrap.access import (
     DEPLOY_STACKS,
@@ -50,13 +50,7 @@ def _read() -> tuple[BootstrapConfig, dict[str, str], dict[str, str | None]]:
     """The bootstrap keys and the region of every stack with a file in `stacks/` (CI deploys
     `DEPLOY_STACKS` of them; each gets its roles); a refusal is one line, no traceback, and comes
     before any resource, as does an update's refusal of a shipped placeholder."""
-    prefix = f"{BOOTSTRAP_PROJECT}:"
-    keys = set(runtime_config.CONFIG.get()) | set(runtime_config.get_config_env())
-    raw = {
-        key.removeprefix(prefix): runtime_config.get_config(key)
-        for key in sorted(keys)
-        if key.startswith(prefix)
-    }
+    raw, _ = raw_config(BOOTSTRAP_PROJECT)
     try:
         cfg = load_bootstrap_config(raw)
         regions = stack_regions(stack_names())

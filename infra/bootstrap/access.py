@@ -33,7 +33,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from components.github_ci import GitHubRoleSpec
+from components.github_ci import GITHUB_OIDC_HOST, GitHubRoleSpec
 from infra.bootstrap import permissions
 from infra.bootstrap.fences import (
     EKS_OF_ANY_CLUSTER,
@@ -73,9 +73,6 @@ STACK_OF_ENVIRONMENT = {
     PROD_PREVIEW_ENVIRONMENT: "prod",
 }
 
-#: GitHub's OIDC issuer and the audience `aws-actions/configure-aws-credentials` asks for.
-GITHUB_OIDC_HOST = "token.actions.githubusercontent.com"
-OIDC_AUDIENCE = "sts.amazonaws.com"
 #: IAM path of the CI roles and the boundaries; the deploy roles are denied every IAM action
 #: under it.
 ROLE_PATH = iam.CI_PATH

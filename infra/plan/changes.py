@@ -76,7 +76,9 @@ GROUP_KEYS = (
     "weights",
     "weightsSource",
 )
-REBUILD_KEYS = ("region", "vpcCidr", "controlPlaneZone", "existingCluster", "lwsInstalled")
+REBUILD_KEYS = ("region", "vpcCidr", "controlPlaneZone", "existingCluster")
+#: Whose LeaderWorkerSet controller runs the groups in a cluster the stack does not own.
+CONTROLLER_KEYS = ("lwsInstalled",)
 COUNT_KEYS = ("replicas",)
 IDLE_KEYS = (
     "allowedCidrs",
@@ -215,6 +217,18 @@ def change_costs(p: Plan) -> list[ChangeCost]:
             "a new VPC and cluster replace the old ones",
             "a first deploy (cluster, nodes, one cold start)",
             "everything is created again",
+        ),
+        ChangeCost(
+            "LWS controller",
+            CONTROLLER_KEYS,
+            "with `existingCluster` only, its VPC and cluster untouched: true deletes the "
+            "stack's LWS controller, webhooks and lws-system namespace and leaves the groups to "
+            "the cluster's controller, set only where its owner runs one (the CRDs stay once an "
+            "`up` with false on this version recorded them as kept; before that they, and every "
+            "LeaderWorkerSet, go); false installs the stack's, which fails while the cluster "
+            "runs one or keeps its CRDs",
+            "none: the groups' pods keep running",
+            "nothing restarts; nothing reconciles the groups between the two controllers",
         ),
     ]
 

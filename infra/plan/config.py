@@ -18,6 +18,7 @@ from pydantic import (
     ConfigDict,
     Field,
 )
+from pydantic.alias_generators import to_camel
 
 from components.manifests import images
 from infra.plan import catalog
@@ -41,8 +42,11 @@ class StackConfig(StackChecks):
     planner and is checked against what vLLM will accept.
     """
 
-    # Keys are accepted only as written in the stack file (camelCase aliases).
-    model_config = ConfigDict(extra="forbid", frozen=True, hide_input_in_errors=True)
+    # Keys are accepted only as written in the stack file: camelCase aliases, `to_camel` of each
+    # field's name unless the field names its own (`podMemoryGiB`, `downloadMBps`).
+    model_config = ConfigDict(
+        extra="forbid", frozen=True, hide_input_in_errors=True, alias_generator=to_camel
+    )
 
     region: Annotated[
         str,
@@ -55,7 +59,6 @@ class StackConfig(StackChecks):
     availability_zone: Annotated[
         str,
         Field(
-            alias="availabilityZone",
             description="The one AZ of the nodes: pipeline traffic and EBS volumes stay in it. "
             "A zone name (us-west-2a) or a zone ID (usw2-az1); names map to different physical "
             "zones in each account, IDs do not. Checked at preview against the account's zones.",
@@ -65,7 +68,6 @@ class StackConfig(StackChecks):
     control_plane_zone: Annotated[
         str | Auto,
         Field(
-            alias="controlPlaneZone",
             description="Second AZ for the EKS control plane's subnets (EKS needs two); "
             "no node runs there. A zone name or ID; `auto` picks, at preview, the first other "
             "zone of the region that EKS accepts.",
@@ -75,7 +77,6 @@ class StackConfig(StackChecks):
     kubernetes_version: Annotated[
         str,
         Field(
-            alias="kubernetesVersion",
             description="EKS Kubernetes version, pinned; its support dates are in "
             "`infra/plan/instances.toml`.",
             pattern=r"^1\.\d{2}$",
@@ -87,7 +88,6 @@ class StackConfig(StackChecks):
     vpc_cidr: Annotated[
         ipaddress.IPv4Network,
         Field(
-            alias="vpcCidr",
             description="VPC address range, a /16 to /18; four /20 subnets are cut from it.",
             json_schema_extra=_fix("use a private range of /16 to /18, such as 10.42.0.0/16"),
         ),
@@ -95,7 +95,6 @@ class StackConfig(StackChecks):
     node_subnets: Annotated[
         Literal["private", "public"],
         Field(
-            alias="nodeSubnets",
             description="Nodes behind one NAT gateway (private) or with public IPs and no NAT "
             "charges (public).",
             json_schema_extra=_fix("use private or public"),
@@ -104,7 +103,6 @@ class StackConfig(StackChecks):
     instance_type: Annotated[
         str,
         Field(
-            alias="instanceType",
             description="Graviton instance type of the model nodes: m, c or r of Graviton3 and "
             "Graviton4, large to 8xlarge; `--compare` ranks them.",
             json_schema_extra=_fix("choose a Graviton type from the catalogue"),
@@ -123,7 +121,6 @@ class StackConfig(StackChecks):
     model_profile: Annotated[
         ModelProfileConfig | None,
         Field(
-            alias="modelProfile",
             description="The model's layout, for a model that is not in the catalogue.",
             json_schema_extra=_fix("give every field of the profile (see docs/planning.md)"),
         ),
@@ -131,7 +128,6 @@ class StackConfig(StackChecks):
     pipeline_stages: Annotated[
         Annotated[int, Field(ge=1, le=8)] | Auto,
         Field(
-            alias="pipelineStages",
             description="Pods per group, one pipeline rank per node; auto = fewest that fit and "
             "serve the context.",
             json_schema_extra=_fix("use auto or an integer from 1 to 8"),
@@ -150,7 +146,6 @@ class StackConfig(StackChecks):
     min_groups: Annotated[
         int | None,
         Field(
-            alias="minGroups",
             ge=0,
             le=16,
             description="Fewest groups (0: none, the model sleeps, while nothing asks for it); "
@@ -164,7 +159,6 @@ class StackConfig(StackChecks):
     max_groups: Annotated[
         int | None,
         Field(
-            alias="maxGroups",
             ge=1,
             le=16,
             description="Most groups the queue may ask for; their nodes must fit one zone's "
@@ -187,7 +181,6 @@ class StackConfig(StackChecks):
     queue_per_group: Annotated[
         PositiveInt | Auto,
         Field(
-            alias="queuePerGroup",
             description="Waiting requests per running group that ask for another group; auto "
             "= the full-length requests one group's KV cache holds at once.",
             json_schema_extra=_fix("use auto or a positive number of requests such as 4"),
@@ -196,7 +189,6 @@ class StackConfig(StackChecks):
     max_model_len: Annotated[
         PositiveInt | Auto,
         Field(
-            alias="maxModelLen",
             description="Longest request (prompt + reply) in tokens; auto = longest that fits, up "
             "to `maxContextCap`.",
             json_schema_extra=_fix("use auto or a positive number of tokens such as 4096"),
@@ -205,7 +197,6 @@ class StackConfig(StackChecks):
     max_context_cap: Annotated[
         int,
         Field(
-            alias="maxContextCap",
             ge=256,
             description="Upper bound for `maxModelLen: auto`: prefill on CPU is slow, so a "
             "longer context than this is rarely useful.",
@@ -215,7 +206,6 @@ class StackConfig(StackChecks):
     kv_cache_bytes: Annotated[
         PositiveInt | Auto,
         Field(
-            alias="kvCacheBytes",
             description="vLLM's --kv-cache-memory-bytes per rank; auto = largest safe budget, 90% "
             "of what vLLM's memory guard sees.",
             json_schema_extra=_fix("use auto or a positive number of bytes such as 400000000"),
@@ -224,7 +214,6 @@ class StackConfig(StackChecks):
     max_num_batched_tokens: Annotated[
         Annotated[int, Field(ge=256)] | Auto,
         Field(
-            alias="maxNumBatchedTokens",
             description="vLLM's --max-num-batched-tokens; auto = the value that serves the "
             "longest context.",
             json_schema_extra=_fix("use auto or a number of tokens of at least 256"),
@@ -242,7 +231,6 @@ class StackConfig(StackChecks):
     weight_prefetch: Annotated[
         bool,
         Field(
-            alias="weightPrefetch",
             description="Download and read the weights in an init container, so their page "
             "cache is not charged to the engine container that vLLM's memory guard measures.",
             json_schema_extra=_fix("use true or false"),
@@ -251,7 +239,6 @@ class StackConfig(StackChecks):
     prefill_path: Annotated[
         Literal["onednn", "fallback"],
         Field(
-            alias="prefillPath",
             description="The linear path vLLM takes for bf16 prompt steps, on which every "
             "bound that can kill work rests: onednn (oneDNN's matmul; a leader whose vLLM "
             "logged the fallback to torch's linear refuses to start) or fallback (torch's "
@@ -262,7 +249,6 @@ class StackConfig(StackChecks):
     model_cache: Annotated[
         Literal["none", "volume"],
         Field(
-            alias="modelCache",
             description="Where the weights live between restarts: none (the node's disk, "
             "downloaded at every start) or volume (a persistent EBS gp3 volume per rank).",
             json_schema_extra=_fix("use none or volume"),
@@ -271,7 +257,6 @@ class StackConfig(StackChecks):
     model_revision: Annotated[
         str,
         Field(
-            alias="modelRevision",
             pattern=r"^(auto|[0-9a-f]{40})$",
             description="Commit of the model's hub repository that every rank downloads; auto "
             "= the catalogue's checked commit.",
@@ -295,7 +280,6 @@ class StackConfig(StackChecks):
     weights_source: Annotated[
         str,
         Field(
-            alias="weightsSource",
             pattern=r"^(quantize|[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*"
             r"@[0-9a-f]{40})$",
             description="Where an int8 or int4 checkpoint comes from: quantize (a one-time "
@@ -322,7 +306,6 @@ class StackConfig(StackChecks):
     first_byte_timeout_seconds: Annotated[
         Annotated[int, Field(ge=30)] | Auto,
         Field(
-            alias="firstByteTimeoutSeconds",
             description="Allowance for a reply's first token; the front door answers 504 to a "
             "reply not finished within it plus the longest reply's decode; auto = a "
             "maximum-length prompt's planned prefill plus the stall bound.",
@@ -332,7 +315,6 @@ class StackConfig(StackChecks):
     vllm_image: Annotated[
         str,
         Field(
-            alias="vllmImage",
             description="vLLM CPU image (arm64), as repository:tag@sha256:digest of its index. "
             "The default is the pin file's (components/manifests/images.json), which has no "
             "digest until `make pin-images` writes it: `pulumi up` refuses it until then, and "
@@ -346,7 +328,6 @@ class StackConfig(StackChecks):
     vllm_image_own_build: Annotated[
         bool,
         Field(
-            alias="vllmImageOwnBuild",
             description="`vllmImage` is your own build of vLLM for CPUs on arm64, from a "
             "repository the pin file does not list: the plan accepts it and says so. Without "
             "it, `vllmImage` must come from the pin file's vLLM repository.",
@@ -356,7 +337,6 @@ class StackConfig(StackChecks):
     vllm_extra_args: Annotated[
         tuple[str, ...],
         Field(
-            alias="vllmExtraArgs",
             description="Further `vllm serve` flags for every rank, such as "
             "[--enable-prefix-caching, --max-num-seqs=8]: each as --flag=value or --flag then "
             "its value. The plan refuses a flag vLLM 0.31's parser does not take "
@@ -368,7 +348,6 @@ class StackConfig(StackChecks):
     allowed_cidrs: Annotated[
         tuple[ipaddress.IPv4Network, ...],
         Field(
-            alias="allowedCidrs",
             min_length=1,
             description="Client ranges the load balancer admits; the API key is required too. "
             "The default admits private ranges only (a VPN, peered VPCs): nothing from the "
@@ -379,7 +358,6 @@ class StackConfig(StackChecks):
     endpoint_public_access_cidrs: Annotated[
         Annotated[tuple[ipaddress.IPv4Network, ...], Field(min_length=1)] | None,
         Field(
-            alias="endpointPublicAccessCidrs",
             description="Ranges that may reach the EKS API endpoint from the internet: where "
             "kubectl users and `pulumi up` run, CI runners included (`DEV_RUNNER` and "
             "`PREVIEW_RUNNER` for dev, `PROD_RUNNER` for prod). Nodes use the private endpoint. "
@@ -396,7 +374,6 @@ class StackConfig(StackChecks):
     existing_cluster: Annotated[
         str | None,
         Field(
-            alias="existingCluster",
             pattern=r"^[0-9A-Za-z][A-Za-z0-9_-]{0,99}$",
             description="Name of an EKS cluster in `region` to deploy into, as a layer: the "
             "stack reads it and creates no VPC, NAT gateway or cluster, only the model's node "
@@ -409,30 +386,29 @@ class StackConfig(StackChecks):
     existing_cluster_subnet: Annotated[
         str | None,
         Field(
-            alias="existingClusterSubnet",
             pattern=r"^subnet-[0-9a-f]{8,17}$",
             description="With `existingCluster`: the subnet of the model nodes, in "
             "`availabilityZone` and in the cluster's VPC, when none of the cluster's own "
-            "subnets in that zone has room. Unset: the cluster's subnet in that zone with the "
-            "most free addresses.",
+            "subnets in that zone has room. Unset: the cluster's private subnet in that zone "
+            "with the most free addresses (one that maps public addresses on launch is never "
+            "picked).",
             json_schema_extra=_fix("use a subnet ID such as subnet-0123456789abcdef0"),
         ),
     ] = None
     lws_installed: Annotated[
         bool,
         Field(
-            alias="lwsInstalled",
-            description="With `existingCluster`: the cluster already runs the LeaderWorkerSet "
-            "controller (`kubectl get crd leaderworkersets.leaderworkerset.x-k8s.io` finds it), "
-            "so the stack installs none and refuses a CRD without the fields the groups set; "
-            "false: the stack installs it (a second install would fail on the CRD).",
+            description="With `existingCluster`: the cluster's owner runs the LeaderWorkerSet "
+            "controller, so the stack installs none and refuses a CRD without the fields the "
+            "groups set; false: the stack installs it (as a stack that installed it already "
+            "must say), keeping its CRDs on destroy. Required with `existingCluster`: a second "
+            "controller beside the cluster's breaks it.",
             json_schema_extra=_fix("use true or false"),
         ),
     ] = False
     cluster_admin_arns: Annotated[
         tuple[str, ...],
         Field(
-            alias="clusterAdminArns",
             description="IAM roles and users given AmazonEKSClusterAdminPolicy on the whole "
             "cluster (access entries). Never the principal that runs the stack's first "
             "`pulumi up` (in CI, the deploy role): EKS makes the cluster's creator an admin "
@@ -443,7 +419,6 @@ class StackConfig(StackChecks):
     cluster_viewer_arns: Annotated[
         tuple[str, ...],
         Field(
-            alias="clusterViewerArns",
             description="IAM roles and users given AmazonEKSAdminViewPolicy on the whole "
             "cluster (read everything, Secrets included; change nothing). Never the "
             "cluster's creator either.",
@@ -453,7 +428,6 @@ class StackConfig(StackChecks):
     tls_certificate_arn: Annotated[
         str | None,
         Field(
-            alias="tlsCertificateArn",
             pattern=r"^arn:aws[a-z-]*:acm:[a-z0-9-]+:\d{12}:certificate/[0-9a-f-]+$",
             description="ACM certificate (in `region`) for a TLS listener on 443; without one "
             "the listener is plain HTTP on 80, which only private `allowedCidrs` or "
@@ -464,7 +438,6 @@ class StackConfig(StackChecks):
     allow_plain_http: Annotated[
         bool,
         Field(
-            alias="allowPlainHttp",
             description="Admit plain HTTP from public single addresses (/32) without a "
             "certificate: for a short test from one fixed address, never for real traffic "
             "(the API key crosses the internet in clear text).",
@@ -474,7 +447,6 @@ class StackConfig(StackChecks):
     front_door: Annotated[
         Literal["gatekeeper", "vllm-key"],
         Field(
-            alias="frontDoor",
             description="What checks the API key behind the load balancer: gatekeeper (nginx in "
             "each leader pod, with the per-client limits and request checks below) or vllm-key "
             "(vLLM's own key check, no nginx; the plan lists what it gives up, "
@@ -485,7 +457,6 @@ class StackConfig(StackChecks):
     max_request_bytes: Annotated[
         Annotated[int, Field(ge=1024)] | Auto,
         Field(
-            alias="maxRequestBytes",
             description="Largest request body the gatekeeper passes to vLLM (413 above it); "
             "auto = enough JSON for a prompt of `maxModelLen` tokens.",
             json_schema_extra=_fix("use auto or a number of bytes of at least 1024"),
@@ -494,7 +465,6 @@ class StackConfig(StackChecks):
     client_requests_per_minute: Annotated[
         PositiveInt | Auto,
         Field(
-            alias="clientRequestsPerMinute",
             description="Requests per minute one client address may send (429 with "
             "Retry-After above it); auto follows the plan's concurrency.",
             json_schema_extra=_fix("use auto or a positive number of requests such as 120"),
@@ -503,7 +473,6 @@ class StackConfig(StackChecks):
     client_concurrent_requests: Annotated[
         PositiveInt | Auto,
         Field(
-            alias="clientConcurrentRequests",
             description="Requests one client address may have in flight (429 above it); "
             "auto = the number of full-length requests the KV cache holds at once.",
             json_schema_extra=_fix("use auto or a positive number of requests such as 2"),
@@ -512,7 +481,6 @@ class StackConfig(StackChecks):
     client_tokens_in_flight: Annotated[
         Annotated[int, Field(ge=1, le=100_000_000)] | Auto,
         Field(
-            alias="clientTokensInFlight",
             description="KV-cache tokens one client address may hold at vLLM at once, each "
             "request counted at the large end of what it can hold (its body's bytes plus the "
             "longest reply, at most `maxModelLen`), enforced in tiers (429 above it); auto = "
@@ -525,7 +493,6 @@ class StackConfig(StackChecks):
     max_reply_tokens: Annotated[
         PositiveInt | Auto,
         Field(
-            alias="maxReplyTokens",
             description="Longest reply vLLM generates, so a request without `max_tokens` "
             "cannot hold a slot for the whole context. vLLM 0.31 applies it to every request "
             "(--override-generation-config max_new_tokens): a request's `max_tokens` can lower "
@@ -536,7 +503,6 @@ class StackConfig(StackChecks):
     chat_page: Annotated[
         bool,
         Field(
-            alias="chatPage",
             description="The gatekeeper also serves a small chat page at the endpoint's root "
             "(`https://<endpoint>/`; three static files, same-origin CSP, no new pod); the page "
             "loads without "
@@ -547,7 +513,6 @@ class StackConfig(StackChecks):
     client_connections: Annotated[
         PositiveInt | Auto,
         Field(
-            alias="clientConnections",
             description="TCP connections one client address may hold at the gatekeeper, "
             "counted when a connection opens, before a request is read (idle keep-alives and "
             "slow senders included); auto = one per request it may have in flight + 2; at "
@@ -558,7 +523,6 @@ class StackConfig(StackChecks):
     max_sequences_per_request: Annotated[
         PositiveInt | Auto,
         Field(
-            alias="maxSequencesPerRequest",
             description="Sequences one request may ask for (`n`, `best_of`, a list of "
             "prompts); more get 400 naming the field. The per-client limits count sequences, "
             "so a higher value lets fewer requests in flight. auto = 1.",
@@ -568,7 +532,6 @@ class StackConfig(StackChecks):
     max_logprobs: Annotated[
         Annotated[int, Field(ge=0, le=20)] | Auto,
         Field(
-            alias="maxLogprobs",
             description="Largest `logprobs`, `top_logprobs` or `prompt_logprobs` served (also "
             "vLLM's --max-logprobs); each multiplies the reply's bytes. auto = 0, none.",
             json_schema_extra=_fix("use auto or a number from 0 to 20"),
@@ -577,7 +540,6 @@ class StackConfig(StackChecks):
     max_schema_bytes: Annotated[
         Annotated[int, Field(ge=0)] | Auto,
         Field(
-            alias="maxSchemaBytes",
             description="Largest grammar input (JSON schemas, tools, regexes) in bytes of "
             "JSON; vLLM compiles each before generating, one at a time, so one such request is "
             "in flight per client address. 0 turns structured outputs off; auto = about a "
@@ -596,7 +558,6 @@ class StackConfig(StackChecks):
     alarm_email: Annotated[
         str | None,
         Field(
-            alias="alarmEmail",
             pattern=r"^[^@\s]+@[^@\s]+\.[^@\s]+$",
             description="E-mail address subscribed to the alarms' SNS topic (it must confirm "
             "the subscription); the plan warns without one.",
@@ -606,7 +567,6 @@ class StackConfig(StackChecks):
     vcpu_quota: Annotated[
         PositiveInt | None,
         Field(
-            alias="vcpuQuota",
             description="The account's EC2 quota of running On-Demand Standard instance vCPUs "
             "in `region` (Service Quotas L-1216C47A), if known: the plan refuses nodes it "
             "cannot launch at the peak of a change (a node replacement's extra nodes, an "
@@ -617,7 +577,6 @@ class StackConfig(StackChecks):
     rollout_surge: Annotated[
         Annotated[int, Field(ge=0, le=16)] | Auto,
         Field(
-            alias="rolloutSurge",
             description="Extra groups a pod-template change starts before it stops an old one "
             "(LeaderWorkerSet maxSurge, maxUnavailable 0), on nodes the node autoscaler adds "
             "for them; 0 rolls groups in place. auto = 1 when the model node group can grow, "
@@ -629,7 +588,6 @@ class StackConfig(StackChecks):
     api_key_overlap_until: Annotated[
         dt.datetime | None,
         Field(
-            alias="apiKeyOverlapUntil",
             description="During a key rotation, when the previous key (`apiKeyPrevious`) stops "
             "being accepted, as an RFC 3339 UTC time; until then both keys work.",
             json_schema_extra=_fix("use a UTC time such as 2026-12-09T00:00:00Z"),
@@ -638,7 +596,6 @@ class StackConfig(StackChecks):
     waiting_requests_alarm: Annotated[
         PositiveInt | Auto,
         Field(
-            alias="waitingRequestsAlarm",
             description="Alarm when more requests than this wait for 5 minutes; auto = the "
             "requests the KV cache holds at once, over every group.",
             json_schema_extra=_fix("use auto or a positive number of requests such as 4"),
@@ -655,7 +612,6 @@ class StackConfig(StackChecks):
     end_date: Annotated[
         dt.date,
         Field(
-            alias="endDate",
             description="Declared end of life (tag `endDate`), so clean-up jobs that stop "
             "instances without one leave the nodes alone.",
             json_schema_extra=_fix("use an ISO date such as 2027-06-30"),

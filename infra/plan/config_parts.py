@@ -18,6 +18,7 @@ from pydantic import (
     field_validator,
     model_validator,
 )
+from pydantic.alias_generators import to_camel
 
 PROJECT = "gemma-graviton"
 
@@ -71,29 +72,29 @@ class ModelProfileConfig(BaseModel):
     The fields mirror `catalog.ModelProfile`; see there for what each one means.
     """
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, alias_generator=to_camel)
 
     layers: PositiveInt
-    sliding_per_full: Annotated[int, Field(ge=0, alias="slidingPerFull")]
-    sliding_kv_heads: Annotated[int, Field(gt=0, alias="slidingKvHeads")]
-    sliding_head_dim: Annotated[int, Field(gt=0, alias="slidingHeadDim")]
-    full_kv_heads: Annotated[int, Field(gt=0, alias="fullKvHeads")]
-    full_head_dim: Annotated[int, Field(gt=0, alias="fullHeadDim")]
-    sliding_window: Annotated[int, Field(gt=0, alias="slidingWindow")]
-    hidden_size: Annotated[int, Field(gt=0, alias="hiddenSize")]
-    vocab_size: Annotated[int, Field(gt=0, alias="vocabSize")]
-    checkpoint_bytes: Annotated[int, Field(gt=0, alias="checkpointBytes")]
-    non_text_bytes: Annotated[int, Field(ge=0, alias="nonTextBytes")] = 0
-    max_context: Annotated[int, Field(gt=0, alias="maxContext")]
-    tied_embeddings: Annotated[bool, Field(alias="tiedEmbeddings")] = True
-    attention_heads: Annotated[int | None, Field(gt=0, alias="attentionHeads")] = None
-    intermediate_size: Annotated[int | None, Field(gt=0, alias="intermediateSize")] = None
+    sliding_per_full: Annotated[int, Field(ge=0)]
+    sliding_kv_heads: Annotated[int, Field(gt=0)]
+    sliding_head_dim: Annotated[int, Field(gt=0)]
+    full_kv_heads: Annotated[int, Field(gt=0)]
+    full_head_dim: Annotated[int, Field(gt=0)]
+    sliding_window: Annotated[int, Field(gt=0)]
+    hidden_size: Annotated[int, Field(gt=0)]
+    vocab_size: Annotated[int, Field(gt=0)]
+    checkpoint_bytes: Annotated[int, Field(gt=0)]
+    non_text_bytes: Annotated[int, Field(ge=0)] = 0
+    max_context: Annotated[int, Field(gt=0)]
+    tied_embeddings: bool = True
+    attention_heads: Annotated[int | None, Field(gt=0)] = None
+    intermediate_size: Annotated[int | None, Field(gt=0)] = None
     #: A mixture of experts (0 experts: dense). Its decode is the measured MoE/dense ratio
     #: applied to `decodeReference`, a dense catalogue model (`infra.plan.moe`).
     experts: Annotated[int, Field(ge=0)] = 0
-    experts_per_token: Annotated[int, Field(ge=0, alias="expertsPerToken")] = 0
-    expert_intermediate_size: Annotated[int, Field(ge=0, alias="expertIntermediateSize")] = 0
-    decode_reference: Annotated[str | None, Field(alias="decodeReference")] = None
+    experts_per_token: Annotated[int, Field(ge=0)] = 0
+    expert_intermediate_size: Annotated[int, Field(ge=0)] = 0
+    decode_reference: str | None = None
 
     @model_validator(mode="after")
     def _experts_agree(self) -> ModelProfileConfig:
@@ -152,12 +153,11 @@ class ScheduleConfig(BaseModel):
     """Office hours: one window a day on the listed days, in a named time zone, with the groups
     held inside it and outside it (`infra.plan.elastic` turns it into KEDA's cron trigger)."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, alias_generator=to_camel)
 
     time_zone: Annotated[
         str,
         Field(
-            alias="timeZone",
             description="IANA name of the window's time zone, such as Europe/Berlin.",
         ),
     ]
@@ -184,7 +184,6 @@ class ScheduleConfig(BaseModel):
         Field(
             ge=1,
             le=16,
-            alias="groupsInside",
             description="Groups held inside the window: above `minGroups`, at most `maxGroups`.",
         ),
     ] = 1
@@ -193,7 +192,6 @@ class ScheduleConfig(BaseModel):
         Field(
             ge=0,
             le=16,
-            alias="groupsOutside",
             description="Groups outside the window: `minGroups`, the floor, whether written or "
             "left out.",
         ),

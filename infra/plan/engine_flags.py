@@ -35,9 +35,52 @@ OPTIONS: dict[str, tuple[str, str]] = {
     for flag in _RECORDED["flags"]
     for spelling in flag["options"]
 }
-#: A negative number is a value, not a flag (argparse reads `--x -1` so when no option looks
-#: like one, as none of vLLM's does).
-_NUMBER = re.compile(r"-\d[\d.e+-]*")
+#: A negative number is a value, not a flag: argparse's own pattern (`_negative_number_matcher`),
+#: which it applies when no option looks like one, as none of vLLM's does.
+_NUMBER = re.compile(r"-\d+|-\d*\.\d+")
+#: Settings the plan does not write but rests on: why an extra flag may not set them (vLLM 0.31).
+UNSAFE = {
+    "--grpc": "serves a gRPC API with no key check and no gatekeeper in front "
+    "(entrypoints/launchers/grpc_server.py)",
+    "--config": "reads more flags from a file this check never sees (utils/argparse_utils.py)",
+    "--uds": "moves the API off the TCP port the gatekeeper, the probes and the drain reach",
+    "--num-gpu-blocks-override": "sizes the KV cache apart from the planned bytes "
+    "(v1/core/kv_cache_utils.py), past what the pod's memory holds",
+    "--enforce-eager": "turns off the planned compilation mode (config/vllm.py)",
+    "--disable-log-stats": "takes the request counts off /metrics, which the drain, the liveness "
+    "check and the scaler read",
+    "--hf-token": "writes the Hugging Face token into the pod's spec; the stack mounts it from "
+    "its Secret",
+    # What the pod's memory and the planned context rest on (config/vllm.py, config/cache.py).
+    "--kv-cache-dtype": "changes the bytes a token's KV holds, which the planned context rests on",
+    "--block-size": "changes the KV block, which the planned context and concurrency rest on",
+    "--disable-hybrid-kv-cache-manager": "gives the sliding layers full-length KV, which the "
+    "planned context does not fit",
+    "--kv-offloading-size": "adds a host KV buffer the pod's memory was not planned for",
+    "--kv-offloading-backend": "offloads KV to a buffer the pod's memory was not planned for",
+    "--kv-transfer-config": "sends KV to a connector the plan neither sizes nor wires",
+    "--cpu-offload-gb": "moves weights into memory the plan does not count",
+    "--speculative-config": "loads a draft model the pod's memory was not planned for",
+    "--hf-overrides": "changes the model's shape, which every planned figure rests on",
+    "--quantization": "changes the weights' format the plan was computed from; set `weights`",
+    "--api-server-count": "starts API processes the pod's memory was not planned for",
+    "--data-parallel": "runs data-parallel engines the plan neither sizes nor wires",
+    "--performance-mode": "changes the batch limits the plan computed (engine/arg_utils.py)",
+    "--no-enable-chunked-prefill": "turns off chunked prefill, which a batch below the context "
+    "needs (config/scheduler.py)",
+}
+
+
+def _unsafe(name: str, setting: str) -> str | None:
+    """Why a flag may not be given (`UNSAFE`): by its spelling, else by its setting (a `--no-`
+    spelling turns the setting off, which only its own entry refuses), a family by its prefix."""
+    if name in UNSAFE:
+        return UNSAFE[name]
+    if name.startswith("--no-"):
+        return None
+    return next((why for key, why in UNSAFE.items() if setting.startswith(key)), None)
+
+
 _SEE = f"the flags vLLM {VLLM_VERSION} takes are in infra/plan/vllm-serve-flags.json"
 
 
@@ -49,11 +92,18 @@ class Flag:
     written: str
     setting: str
     path: tuple[str, ...] = ()
+    #: The spelling it is written with (`-cc`, `--compilation-config`).
+    spelling: str = ""
 
     def overlaps(self, other: Flag) -> bool:
-        """Both set the same setting, or the same key of it (or one a key the other holds)."""
+        """Both set the same setting, or the same key of it (or one a key the other holds). Keys
+        under two spellings overlap whatever they are: vLLM merges a dictionary's keys per
+        spelling and passes each spelling's as a whole, the last one winning
+        (utils/argparse_utils.py)."""
+        if self.setting != other.setting:
+            return False
         shorter = min(len(self.path), len(other.path))
-        return self.setting == other.setting and self.path[:shorter] == other.path[:shorter]
+        return self.path[:shorter] == other.path[:shorter] or self.spelling != other.spelling
 
 
 def _is_flag(item: str) -> bool:
@@ -95,9 +145,14 @@ def parse(extra: Sequence[str]) -> list[Flag]:
             close = difflib.get_close_matches(name, OPTIONS, n=1)
             fix = f"did you mean {close[0]}? ({_SEE})" if close else f"remove it ({_SEE})"
             raise _refuse(
-                f"holds {key}, which vLLM {VLLM_VERSION}'s `vllm serve` does not take", fix
+                f"holds {key}, which is not the whole name of a flag vLLM {VLLM_VERSION}'s "
+                "`vllm serve` takes",
+                fix,
             )
         setting, takes = OPTIONS[name]
+        why = _unsafe(name, setting)
+        if why is not None:
+            raise _refuse(f"holds {key}, which {why}", "remove it")
         i += 1
         if takes == "none":
             if eq or path:
@@ -111,7 +166,7 @@ def parse(extra: Sequence[str]) -> list[Flag]:
                     f"gives {key} no value, but it takes one",
                     f"write {key}=<value> or put the value after it",
                 )
-        found.append(Flag(key, setting, path))
+        found.append(Flag(key, setting, path, name))
     return found
 
 
@@ -122,7 +177,7 @@ def planned(args: Sequence[str]) -> list[Flag]:
     for item in args[2:]:
         if _is_flag(item):
             name, path = _spelling(item.partition("=")[0])
-            flags.append(Flag(item, OPTIONS.get(name, (name, ""))[0], path))
+            flags.append(Flag(item, OPTIONS.get(name, (name, ""))[0], path, name))
     return flags
 
 
@@ -133,7 +188,13 @@ def check(engine: EngineSpec) -> None:
     alone = replace(engine, extra_args=())
     owned = [*planned(engine_args(alone, "leader")), *planned(engine_args(alone, "worker"))]
     owned += [Flag(f"{env} in the leader's environment", flag) for env, flag in ENV_FLAGS.items()]
-    for flag in extra:
+    for i, flag in enumerate(extra):
+        twice = next((other for other in extra[:i] if flag.overlaps(other)), None)
+        if twice is not None:
+            raise _refuse(
+                f"sets {flag.setting} twice ({twice.written}, {flag.written}); vLLM keeps the last",
+                "write it once",
+            )
         clash = next((own for own in owned if flag.overlaps(own)), None)
         if clash is not None:
             raise _refuse(

@@ -10,7 +10,7 @@ tests feed the same functions plain values.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 
 from infra.plan import addons, catalog
@@ -21,9 +21,12 @@ from infra.plan.sizing import Plan
 READS = (
     "the cluster (eks:DescribeCluster): Kubernetes version, endpoint, certificate, OIDC issuer, "
     "cluster security group, VPC and subnets",
-    "its subnets (ec2:DescribeSubnets): zone and free addresses",
+    "its subnets (ec2:DescribeSubnets): zone, free addresses and whether they map public "
+    "addresses on launch (the nodes go into a private one)",
     "its add-ons (eks:DescribeAddon): vpc-cni with network policy, eks-pod-identity-agent, "
-    "aws-ebs-csi-driver, amazon-cloudwatch-observability",
+    "aws-ebs-csi-driver (required with `modelCache: volume`), amazon-cloudwatch-observability "
+    "(required with `monitoring`; without it no log of the model is kept, and vLLM's start-up "
+    "errors die with the pods); the stack installs neither of the last two in the cluster",
     "the zones that offer `instanceType` (ec2:DescribeInstanceTypeOfferings)",
     "the stack's collector role (iam:GetRole): that the bootstrap fenced the stack to this cluster",
     "with `lwsInstalled`: the CRD leaderworkersets.leaderworkerset.x-k8s.io, whose v1 schema "
@@ -35,7 +38,7 @@ ASSUMES = (
     "owner gives it; the stack creates no access entry)",
     "CoreDNS runs on the cluster's own nodes, which have room for the LWS controller and its "
     "gate Job too (the model nodes' taint keeps them off those)",
-    "the node subnet reaches the internet (a NAT gateway or public addresses) for the image and "
+    "the private node subnet reaches the internet (a NAT gateway) for the image and "
     "weight downloads, and the cluster's subnets for load balancers carry kubernetes.io/role/elb "
     "or kubernetes.io/role/internal-elb",
     "the model nodes' NoSchedule taint gemma-graviton.dev/stack=<stack> keeps every pod off them "
@@ -71,6 +74,9 @@ class SubnetFacts:
     zone: str
     zone_id: str
     free_addresses: int
+    #: It maps a public address to what launches in it (`MapPublicIpOnLaunch`): a public
+    #: subnet, where nodes get public addresses or, without them, no way out.
+    public: bool = False
 
 
 def check_version(cfg: StackConfig, cluster: ClusterFacts) -> None:
@@ -114,8 +120,9 @@ def node_subnet(
     cluster: ClusterFacts,
     subnets: Sequence[SubnetFacts],
 ) -> SubnetFacts:
-    """The model nodes' subnet: `existingClusterSubnet`, or the cluster's subnet in the planned
-    zone with the most free addresses; in the planned zone, in the cluster's VPC, with room."""
+    """The model nodes' subnet: `existingClusterSubnet`, or the cluster's private subnet in the
+    planned zone with the most free addresses; in the planned zone, in the cluster's VPC, with
+    room."""
     need = addresses_needed(plan)
     if cfg.existing_cluster_subnet is not None:
         (chosen,) = [s for s in subnets if s.subnet_id == cfg.existing_cluster_subnet]
@@ -147,7 +154,18 @@ def node_subnet(
                 "set `availabilityZone` to one of its zones, or give a subnet of that zone in "
                 "`existingClusterSubnet`",
             )
-        chosen = max(in_zone, key=lambda s: (s.free_addresses, s.subnet_id))
+        private = [s for s in in_zone if not s.public]
+        if not private:
+            public = ", ".join(sorted(s.subnet_id for s in in_zone))
+            raise ConfigError(
+                "existingClusterSubnet",
+                f"is needed: {cluster.name}'s subnets in {cfg.availability_zone} ({public}) map "
+                "public addresses on launch, where nodes get public addresses or, without them, "
+                "no way out",
+                f"give a private subnet of {cfg.availability_zone} in the cluster's VPC (a route "
+                "to a NAT gateway)",
+            )
+        chosen = max(private, key=lambda s: (s.free_addresses, s.subnet_id))
     if chosen.free_addresses < need:
         raise ConfigError(
             key,
@@ -173,11 +191,18 @@ def _network_policy_on(configuration: str) -> bool:
 CHECKED_ADDONS = (addons.VPC_CNI, addons.IDENTITY_AGENT, addons.EBS_CSI, addons.CLOUDWATCH)
 
 
-def owned_addons(cfg: StackConfig, plan: Plan, present: Mapping[str, str]) -> tuple[str, ...]:
-    """The add-ons the stack creates in the cluster (and deletes on destroy): those it needs
-    and the cluster lacks. `present` maps each add-on the cluster runs to its configuration
-    values. The VPC CNI is the cluster's network, never the stack's: it must run with its
-    policy agent, or the model's NetworkPolicy would be accepted and ignored."""
+def owned_addons(
+    cfg: StackConfig, plan: Plan, present: Mapping[str, str], ours: Collection[str] = ()
+) -> tuple[str, ...]:
+    """The add-ons the stack creates in the cluster, or keeps (and deletes on destroy): the Pod
+    Identity agent for the collector where the cluster has none, and whatever the stack made
+    already (`ours`: the add-ons carrying its own `project` and `stack` tags), which its next
+    `up` must keep registering or it would delete them; ownership is never read from presence,
+    since what the stack made is present on its next read. `present` maps each add-on the
+    cluster runs to its configuration values. The VPC CNI is the cluster's network, never the
+    stack's: it must run with its policy agent, or the model's NetworkPolicy would be accepted
+    and ignored; the EBS CSI driver and CloudWatch add-on are the owner's too, required where a
+    layer needs them (a stack deployed before that rule keeps the ones it made)."""
     name = cfg.existing_cluster
     enable = (
         f"aws eks update-addon --cluster-name {name} --addon-name vpc-cni "
@@ -197,13 +222,52 @@ def owned_addons(cfg: StackConfig, plan: Plan, present: Mapping[str, str]) -> tu
             "NetworkPolicy would be accepted and ignored",
             f"have its owner run `{enable}`",
         )
-    owned = [addons.CLOUDWATCH] if addons.CLOUDWATCH not in present else []
+    # The EBS CSI driver and the CloudWatch add-on are cluster-wide (DaemonSets on every node,
+    # every namespace's volumes and logs) and their Pod Identity associations would take a
+    # self-managed agent's credentials: the stack never installs them here, nor the
+    # /aws/containerinsights/<cluster>/* log groups, which its destroy would delete.
     if plan.model_cache == "volume" and addons.EBS_CSI not in present:
-        owned.append(addons.EBS_CSI)
-    # The collector and each add-on the stack creates get their roles through Pod Identity.
-    if (cfg.monitoring or owned) and addons.IDENTITY_AGENT not in present:
-        owned.append(addons.IDENTITY_AGENT)
+        raise ConfigError(
+            "modelCache",
+            f"is volume, but `existingCluster` {name} runs no {addons.EBS_CSI} add-on to "
+            "provision the volumes, and the stack installs none in a cluster it does not own",
+            f"have its owner install {addons.EBS_CSI}, or set `modelCache` to none",
+        )
+    if cfg.monitoring and addons.CLOUDWATCH not in present:
+        raise ConfigError(
+            "monitoring",
+            f"counts answers in the logs {name}'s {addons.CLOUDWATCH} add-on ships, but it runs "
+            "none, and the stack installs none in a cluster it does not own",
+            f"have its owner install {addons.CLOUDWATCH}, or set `monitoring` to false",
+        )
+    if addons.EBS_CSI in ours and plan.model_cache != "volume":
+        # The driver is registered with the volumes only: without them this `up` would delete
+        # it, and every volume it serves in the cluster with it.
+        raise ConfigError(
+            "modelCache",
+            f"is {plan.model_cache}, but the stack installed {addons.EBS_CSI} in {name} with "
+            "its volumes, and without them would delete the driver every team's volumes use",
+            "keep `modelCache: volume`, or hand the driver to the cluster's owner first "
+            "(`pulumi state delete` its add-on and its Pod Identity association)",
+        )
+    owned = [a for a in (addons.CLOUDWATCH, addons.EBS_CSI) if a in ours]
+    # The collector and the add-ons the stack keeps get their roles through Pod Identity.
+    agent = addons.IDENTITY_AGENT
+    if (cfg.monitoring or owned) and (agent not in present or agent in ours):
+        owned.append(agent)
     return tuple(owned)
+
+
+def logs_warning(cfg: StackConfig, present: Mapping[str, str]) -> str | None:
+    """What a cluster without the CloudWatch add-on costs (the program warns with it)."""
+    if addons.CLOUDWATCH in present:
+        return None
+    return (
+        f"`existingCluster` {cfg.existing_cluster} runs no {addons.CLOUDWATCH} add-on, so no "
+        "log of the model is kept: vLLM's start-up errors die with the pods LWS deletes; have "
+        f"its owner install {addons.CLOUDWATCH} (the stack installs none in a cluster it does "
+        "not own)"
+    )
 
 
 def check_fence(cfg: StackConfig, stack: str, trust_policy: str) -> None:

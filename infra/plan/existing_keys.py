@@ -24,8 +24,25 @@ NOT_WITH_EXISTING_CLUSTER = (
 
 
 def check(cfg: StackConfig) -> None:
-    """No key of the network or cluster the stack would create, and no elasticity."""
+    """`lwsInstalled` written, no key of the network or cluster the stack would create, and no
+    elasticity."""
     given = {type(cfg).model_fields[n].alias or n for n in cfg.model_fields_set}
+    if "lwsInstalled" not in given:
+        # Its default (false) installs a second controller beside one the cluster may run,
+        # whose CRDs and webhooks the chart would then fight over (components.leaderworkerset).
+        # A stack deployed before the key was required installed its own (the default): it
+        # must say false, since true would delete that controller and, for a stack that never
+        # recorded the CRDs as kept, the CRDs and every LeaderWorkerSet with them.
+        raise ConfigError(
+            "lwsInstalled",
+            f"must be written with `existingCluster` ({cfg.existing_cluster}): false installs "
+            "the stack's LeaderWorkerSet controller, which clashes with one the cluster runs; "
+            "true uses the cluster's",
+            "write false if `pulumi stack --show-urns` lists an LwsController (this stack "
+            "installed LWS already) or the cluster runs no LWS; true only where the cluster's "
+            "owner runs it (`kubectl get deploy -A | grep lws-controller-manager`, not the "
+            "stack's)",
+        )
     for key in NOT_WITH_EXISTING_CLUSTER:
         if key in given:
             raise ConfigError(

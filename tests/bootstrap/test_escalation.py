@@ -30,14 +30,18 @@ from infra.plan.config import ConfigError
 from infra.plan.config_parts import PROJECT
 from infra.plan.stackfile import load_stack
 from tests.bootstrap import iam_eval
-from tests.fakes.pulumi_host import pulumi_host
-from tests.fakes.pulumi_mocks import RecordingMocks, named, one
-from tests.program.harness import PROGRAM, run_program
+from tests.bootstrap.test_access import BUCKET, REGIONS
+from tests.fakes.pulumi_mocks import named, one
+from tests.program.harness import shared_run
 
 ACCOUNT = "123456789012"
-REGIONS = {"dev": "us-west-2", "prod": "us-east-1"}
-BUCKET = "acme-pulumi-state"
 ADMIN = "arn:aws:iam::aws:policy/AdministratorAccess"
+
+
+@pytest.fixture(params=sorted(REGIONS))
+def stack(request: pytest.FixtureRequest) -> str:
+    """Each deployed stack, for every test that takes one."""
+    return request.param
 
 
 def _role(path: str, name: str) -> str:
@@ -109,7 +113,6 @@ def _iam_writes() -> list[str]:
 CONDITIONED = {"iam:PassRole", "iam:CreateServiceLinkedRole"}
 
 
-@pytest.mark.parametrize("stack", sorted(REGIONS))
 @pytest.mark.parametrize("context", sorted(CONTEXTS))
 def test_no_iam_write_on_anything(stack: str, context: str) -> None:
     """The class: every IAM write there is, on every kind of IAM entity, the stack's own roles
@@ -126,7 +129,6 @@ def test_no_iam_write_on_anything(stack: str, context: str) -> None:
     assert allowed == []
 
 
-@pytest.mark.parametrize("stack", sorted(REGIONS))
 def test_passrole_only_of_the_stacks_roles_and_only_to_eks(stack: str) -> None:
     """EKS takes the cluster's and the nodes' roles, EKS Pod Identity the pods'. No role goes
     to EC2: with ec2:RunInstances (CreateNodegroup checks that its caller could launch from the
@@ -159,7 +161,6 @@ def test_the_launched_resource_types_are_the_tables() -> None:
     assert set(LAUNCHED_RESOURCE_TYPES) == set(_run_instances_types()) - {"launch-template"}
 
 
-@pytest.mark.parametrize("stack", sorted(REGIONS))
 def test_a_launch_is_allowed_from_the_stacks_own_template_only(stack: str) -> None:
     """EKS checks that CreateNodegroup's caller could launch from the node group's template
     (EKS User Guide, launch-templates.html, read 2026-12-03): allowed, for every resource a
@@ -195,7 +196,6 @@ def test_a_launch_is_allowed_from_the_stacks_own_template_only(stack: str) -> No
     assert not iam_eval.allowed(policy, "ec2:RunInstances", elsewhere, ours)
 
 
-@pytest.mark.parametrize("stack", sorted(REGIONS))
 def test_only_ekss_service_linked_roles_can_be_created(stack: str) -> None:
     policy = _policy(stack)
     slr = (
@@ -209,7 +209,6 @@ def test_only_ekss_service_linked_roles_can_be_created(stack: str) -> None:
     assert not iam_eval.allowed(policy, "iam:CreateServiceLinkedRole", _role("/", "x"), ok)
 
 
-@pytest.mark.parametrize("stack", sorted(REGIONS))
 def test_the_stacks_own_roles_are_read(stack: str) -> None:
     """What `pulumi up` and `destroy` do with the stack's roles (each role the program reads is
     tried in tests/program/test_iam_scope.py): read them; nothing under another path."""
@@ -250,7 +249,6 @@ def _not_the_stacks(stack: str) -> dict[str, dict[str, str]]:
     }
 
 
-@pytest.mark.parametrize("stack", sorted(REGIONS))
 def test_only_the_stacks_own_launch_template_can_be_rewritten(stack: str) -> None:
     """cloudsplaining 0.9.1's `ModifyExistingEC2LaunchTemplate` (shared/constants.py): a new
     version of a template another Auto Scaling group launches from runs the attacker's user data
@@ -269,7 +267,6 @@ def test_only_the_stacks_own_launch_template_can_be_rewritten(stack: str) -> Non
         assert not iam_eval.allowed(policy, action, _template(other), elsewhere), action
 
 
-@pytest.mark.parametrize("stack", sorted(REGIONS))
 def test_another_launch_template_cannot_be_tagged_as_the_stacks(stack: str) -> None:
     """The tag fence above holds only if the tags cannot be put on another template: tagging an
     existing template is denied unless it is already the stack's, with both tags; tags given at
@@ -309,16 +306,12 @@ def test_the_fence_tags_are_the_programs_own_tags() -> None:
                 load_stack(stack, {"tags": {key: "billing-api"}})
 
 
-@pytest.mark.parametrize("stack", sorted(REGIONS))
-def test_the_program_tags_its_launch_template_with_the_fence_tags(
-    stack: str, mocks: RecordingMocks, exports: dict[str, Any]
-) -> None:
+def test_the_program_tags_its_launch_template_with_the_fence_tags(stack: str) -> None:
     """The template is created through the provider whose default tags carry both fence tags,
     and sets no tags of its own that could override them (terraform-provider-aws
     internal/service/ec2/ec2_launch_template.go `resourceLaunchTemplateCreate` sends the merged
     tags, default tags included, as the `launch-template` TagSpecification)."""
-    with pulumi_host(PROGRAM):  # as tests/program/conftest.py's as_pulumi_host
-        run_program(mocks, stack)
+    mocks, _ = shared_run(stack)
     provider = named(mocks.records, "pulumi:providers:aws", "aws")
     default_tags = json.loads(provider.inputs["defaultTags"])["tags"]
     want = launch_template_tags(stack)
@@ -389,7 +382,6 @@ def test_every_deploy_role_has_these_documents() -> None:
     }
 
 
-@pytest.mark.parametrize("stack", sorted(REGIONS))
 def test_eks_can_check_its_service_linked_roles_as_the_deploy_role(stack: str) -> None:
     """EKS reads its service-linked role with the caller's iam:GetRole before CreateNodegroup;
     the deploy role may read those roles and nothing else of aws-service-role."""
@@ -440,7 +432,6 @@ def _modify_vpc_endpoint(
     )
 
 
-@pytest.mark.parametrize("stack", sorted(REGIONS))
 def test_only_the_stacks_own_subnets_come_off_guarddutys_endpoint(stack: str) -> None:
     """`pulumi destroy` in an account with GuardDuty EKS Runtime Monitoring: the provider sends
     ModifyVpcEndpoint with `RemoveSubnetIds` of the subnet it deletes, and nothing else. That is
@@ -489,7 +480,6 @@ def test_only_the_stacks_own_subnets_come_off_guarddutys_endpoint(stack: str) ->
         assert not _modify_vpc_endpoint(policy, endpoint, {"RemoveSubnetIds": ["ours"]})
 
 
-@pytest.mark.parametrize("stack", sorted(REGIONS))
 def test_a_request_naming_the_endpoint_alone_rests_on_the_attribute_key(stack: str) -> None:
     """The residual: were EC2 not to put the parameter names in `ec2:Attribute` for this action
     (AWS documents it for others), a new policy or DNS setting on any GuardDuty-tagged endpoint
@@ -507,7 +497,6 @@ def test_a_request_naming_the_endpoint_alone_rests_on_the_attribute_key(stack: s
     assert "[NothingButRemoveSubnetIdsOnAnEndpoint]" in accepted
 
 
-@pytest.mark.parametrize("stack", sorted(REGIONS))
 def test_no_vpc_endpoint_can_be_deleted(stack: str) -> None:
     """The provider takes subnets off GuardDuty's endpoint and never deletes it
     (vpc_subnet.go `dissociateGuardDutyVPCEndpoints`); docs/failures.md has the one command."""

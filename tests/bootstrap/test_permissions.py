@@ -18,8 +18,7 @@ from infra.plan.stackfile import stack_names
 from tests.fakes.pulumi_host import pulumi_host
 from tests.fakes.pulumi_mocks import RecordingMocks
 from tests.program import harness
-
-EVERYTHING_ON = {"monitoring": True, "modelCache": "volume", "alarmEmail": "oncall@example.com"}
+from tests.program.harness import EVERYTHING_ON
 
 
 def _registered(stack: str, overrides: dict[str, Any], extra: Any = None) -> tuple[set, set]:
@@ -86,11 +85,11 @@ def test_a_role_without_the_actions_of_a_row_fails() -> None:
 
 @pytest.mark.parametrize("lws", [False, True], ids=["lws-by-the-stack", "lws-of-the-cluster"])
 def test_the_deploy_role_can_do_what_a_stack_into_an_existing_cluster_registers(lws: bool) -> None:
-    """Its reads of the cluster (data sources) and its node group, with volumes and every
-    add-on the cluster lacks; the policy is the one fenced to that cluster."""
+    """Its reads of the cluster (data sources) and its node group, with volumes and the Pod
+    Identity agent the cluster lacks; the policy is the one fenced to that cluster."""
     mocks = RecordingMocks()
-    harness.existing_cluster(mocks, addons={"vpc-cni": harness.EXISTING_ADDONS["vpc-cni"]},
-                             lws=harness.lws_crd() if lws else None)  # fmt: skip
+    present = {**harness.EXISTING_ADDONS, "aws-ebs-csi-driver": "", "eks-pod-identity-agent": None}
+    harness.existing_cluster(mocks, addons=present, lws=harness.lws_crd() if lws else None)
     with pulumi_host(harness.PROGRAM), mock.patch.object(pulumi, "export"):
         harness.run_into_existing(mocks, {**EVERYTHING_ON, "lwsInstalled": lws})
     types, invokes = {r.type_ for r in mocks.records}, {c.token for c in mocks.calls}

@@ -34,9 +34,8 @@ from cloudsplaining.shared.exclusions import DEFAULT_EXCLUSIONS_CONFIG
 from infra.bootstrap.access import ci_roles
 from infra.bootstrap.boundary import boundaries
 from tests.bootstrap.iam_eval import listed
+from tests.bootstrap.test_access import BUCKET, REGIONS, REPO
 
-REGIONS = {"dev": "us-west-2", "prod": "us-east-1"}
-BUCKET = "acme-pulumi-state"
 ACCEPTED = Path(__file__).with_name("iam-scanners-accepted.txt")
 SERIOUS = ("MEDIUM", "HIGH", "CRITICAL")
 #: A statement an accepted finding's reason names: `[Sid]`.
@@ -52,9 +51,7 @@ parliament.override_config(
 
 def documents() -> dict[str, str]:
     """Document name -> the policy as the bootstrap sends it to IAM (JSON)."""
-    docs: dict[str, Any] = {
-        r.key: r.policy for r in ci_roles("acme/gemma-graviton", REGIONS, BUCKET)
-    }
+    docs: dict[str, Any] = {r.key: r.policy for r in ci_roles(REPO, REGIONS, BUCKET)}
     docs |= {f"boundary-{b.stack}": b.document for b in boundaries(REGIONS)}
     return {name: json.dumps(doc) for name, doc in docs.items()}
 

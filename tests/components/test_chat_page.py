@@ -3,11 +3,8 @@ path still 404 and the API still keyed; checked on the text and by real nginx wh
 
 from __future__ import annotations
 
-import os
 import re
 import shutil
-import signal
-import subprocess
 import tempfile
 from pathlib import Path
 
@@ -153,27 +150,19 @@ def test_the_rendered_config_map_serves_the_page_and_nothing_more(tmp_path: Path
     loads = "".join(f"load_module {module};\n" for module in gate.nginx_modules(nginx))
     conf = loads + "user root;\n" + re.sub(r"load_module \S+;\n", "", conf)
     (run / "nginx.conf").write_text(conf)
-    process = subprocess.Popen(
-        [nginx, "-e", "stderr", "-c", str(run / "nginx.conf")],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        start_new_session=True,
-    )
     try:
-        gate._wait_listening(port, process, run / "nginx.conf")
-        base = f"http://127.0.0.1:{port}"
-        for path, (name, _type) in chat.ROUTES.items():
-            reply = gate.request(base, "GET", path)
-            assert (reply.status, reply.body.decode()) == (200, data[name]), path
-            assert reply.headers["Content-Security-Policy"] == chat.CSP, path
-        for other in ("/nginx.conf", "/chat-app.js", "/index.html", "/v1"):
-            assert gate.request(base, "GET", other).status == 404, other
-        # No vLLM behind it: a keyed chat passes the key check and finds the group gone.
-        chat_body = b'{"messages": [{"role": "user", "content": "hi"}], "max_tokens": 4}'
-        assert gate.request(base, "POST", "/v1/chat/completions", chat_body).status == 401
-        reply = gate.request(base, "POST", "/v1/chat/completions", chat_body, api_key=key)
-        assert reply.status == 503
+        with door_harness.nginx_running(run / "nginx.conf", port):
+            base = f"http://127.0.0.1:{port}"
+            for path, (name, _type) in chat.ROUTES.items():
+                reply = gate.request(base, "GET", path)
+                assert (reply.status, reply.body.decode()) == (200, data[name]), path
+                assert reply.headers["Content-Security-Policy"] == chat.CSP, path
+            for other in ("/nginx.conf", "/chat-app.js", "/index.html", "/v1"):
+                assert gate.request(base, "GET", other).status == 404, other
+            # No vLLM behind it: a keyed chat passes the key check and finds the group gone.
+            chat_body = b'{"messages": [{"role": "user", "content": "hi"}], "max_tokens": 4}'
+            assert gate.request(base, "POST", "/v1/chat/completions", chat_body).status == 401
+            reply = gate.request(base, "POST", "/v1/chat/completions", chat_body, api_key=key)
+            assert reply.status == 503
     finally:
-        os.killpg(process.pid, signal.SIGTERM)
-        process.wait(timeout=10)
         shutil.rmtree(scratch, ignore_errors=True)

@@ -14,14 +14,13 @@ import dataclasses
 import json
 import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import ClassVar
 
 import pytest
 
 from components import watch
-from components.manifests.asleep import ASLEEP_PAGE, Asleep
+from components.manifests.asleep import Asleep
 from components.manifests.gatekeeper_answers import BUSY_MESSAGE, ERRORS
 from infra.plan import frontdoor
 from tests import builders, door_harness
@@ -79,11 +78,7 @@ class _Upstream(door_harness.Upstream):
             self.answer(200, b'{"id": "chatcmpl-1", "choices": []}')
 
 
-@pytest.fixture(scope="module")
-def door(tmp_path_factory: pytest.TempPathFactory) -> Iterator[gate.Gate]:
-    work = tmp_path_factory.mktemp("carriage")
-    with door_harness.door_before(_Upstream, LIMITS, KEY, work) as running:
-        yield running
+door = door_harness.module_door(_Upstream, LIMITS, KEY)
 
 
 def _post(door: gate.Gate, body: bytes, path: str = "/v1/chat/completions") -> gate.Reply:
@@ -379,10 +374,6 @@ def test_the_access_log_keeps_the_method_and_route_of_every_refusal(door: gate.G
         ("POST", "/v1/completions", 400, "/v1/completions"),
         ("POST", "/v1/chat/completions", 503, "/.gatekeeper/e503"),
     ]
-
-
-def test_the_door_s_asleep_counter_reads_the_page_not_the_route() -> None:
-    assert f'$.log_processed.page = "{ASLEEP_PAGE}"' in watch.asleep_filter_pattern()
 
 
 def test_a_failed_request_holds_a_slot_at_vllm_while_it_asks_the_engine(tmp_path: Path) -> None:

@@ -14,7 +14,6 @@ import signal
 import socket
 import threading
 import time
-from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from pathlib import Path
@@ -78,11 +77,7 @@ class _Upstream(door_harness.Upstream):
         self.answer(200, b'{"id": "chatcmpl-1", "choices": []}')
 
 
-@pytest.fixture(scope="module")
-def door(tmp_path_factory: pytest.TempPathFactory) -> Iterator[gate.Gate]:
-    work = tmp_path_factory.mktemp("crowd")
-    with door_harness.door_before(_Upstream, LIMITS, KEY, work) as running:
-        yield running
+door = door_harness.module_door(_Upstream, LIMITS, KEY)
 
 
 def _post(door: gate.Gate, body: bytes, source: str = "127.0.0.1") -> gate.Reply:
@@ -256,11 +251,7 @@ KEYED = replace(
 )
 
 
-@pytest.fixture(scope="module")
-def keyed_door(tmp_path_factory: pytest.TempPathFactory) -> Iterator[gate.Gate]:
-    work = tmp_path_factory.mktemp("keyed")
-    with door_harness.door_before(_Upstream, KEYED, KEY, work) as running:
-        yield running
+keyed_door = door_harness.module_door(_Upstream, KEYED, KEY)
 
 
 def _trickle(door: gate.Gate, source: str, declared: int, sent: bytes) -> socket.socket:

@@ -437,6 +437,12 @@ def test_the_service_reaches_leaders_through_an_nlb() -> None:
         "service.beta.kubernetes.io/aws-load-balancer-cross-zone-load-balancing-enabled": "true",
         "pulumi.com/waitFor": "jsonpath={.status.loadBalancer.ingress[0].hostname}",
         **manifests.access.drain_annotations(SPEC.drain),
+        # Said, not left to the controller: the AWS Load Balancer Controller's default is internal.
+        "service.beta.kubernetes.io/aws-load-balancer-internal": "false",
+        # The leaders' pool only, not every node of the cluster; a door's Service, the door's.
+        "service.beta.kubernetes.io/aws-load-balancer-target-node-labels": (
+            "gemma-graviton.dev/pool=model"
+        ),
     }
     # Leaders only: LWS labels a group's workers `worker-index` 1 and on (pod_webhook.go).
     assert svc["spec"]["selector"] == {
@@ -465,6 +471,8 @@ def test_the_service_reaches_leaders_through_an_nlb() -> None:
         **svc["metadata"]["annotations"],
         "service.beta.kubernetes.io/aws-load-balancer-internal": "true",
     }
+    door = manifests.service(builders.elastic_server_spec())["metadata"]["annotations"]
+    assert door[manifests.access.TARGET_NODES_ANNOTATION] == "gemma-graviton.dev/pool=system"
 
 
 def test_the_network_policy_admits_only_the_group_and_the_gatekeeper_port() -> None:

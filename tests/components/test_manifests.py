@@ -541,7 +541,6 @@ def test_load_balancer_keeps_the_client_address_and_private_clients_get_an_inter
         _, _, objects = _objects(**overrides)
         service = _kind(objects, "Service")
         assert service["spec"]["externalTrafficPolicy"] == "Local", overrides
-    # The private clients' (the last); public ones get none (tests/program/test_tags.py, the
-    # in-tree controller's test).
+    # The private clients' (the last); public ones get "false" (tests/program/test_tags.py).
     annotations = service["metadata"]["annotations"]
     assert annotations["service.beta.kubernetes.io/aws-load-balancer-internal"] == "true"

@@ -71,6 +71,9 @@ def test_an_idle_leader_must_generate_one_token_and_answer_health(tmp_path: Path
         leader.health = 503
         code, out = _run(_leader(port, tmp_path / "s.json"))
         assert (code, out) == (1, f"FAIL: http://127.0.0.1:{port}/health answered 503")
+        # Whatever else goes wrong fails the check with its reason, not an empty answer.
+        with mock.patch.object(program.Check, "run", side_effect=ValueError("unreadable")):
+            assert _run(_leader(port, tmp_path / "s.json")) == (1, "FAIL: ValueError('unreadable')")
 
 
 def test_an_idle_leader_proves_its_pipeline_once_per_idle_check(tmp_path: Path) -> None:

@@ -8,10 +8,8 @@ import datetime as dt
 import json
 import os
 import shutil
-import signal
 import socket
 import subprocess
-import time
 import urllib.error
 import urllib.request
 from pathlib import Path
@@ -27,7 +25,7 @@ from infra.adapters import wiring
 from infra.adapters.render import rendered_objects
 from infra.plan import addons, elastic, liveness
 from infra.plan.config import ConfigError
-from tests import builders
+from tests import builders, door_harness
 from tests.components.test_pod_security import restricted_findings
 from tests.components.test_programs import answering
 from tests.components.test_semantics import _one
@@ -94,10 +92,9 @@ def test_scaled_object_targets_the_leader_worker_set_with_queue_cron_and_extra_t
 
 
 def test_queue_trigger_waits_longer_than_a_busy_leaders_metrics() -> None:
-    # kedacore/keda v2.20.2 pkg/scalers/metrics_api_scaler.go: the trigger metadata's `timeout`
-    # (a Go duration or milliseconds, pkg/scalers/scalersconfig/typed_config.go) replaces the
-    # operator's KEDA_HTTP_DEFAULT_TIMEOUT, 3000 ms by default (cmd/operator/main.go); without
-    # it the trigger gives up before the 5 s a busy leader's /metrics is allowed.
+    # Without it the operator's 3 s applies (`scaling.METRICS_TIMEOUT_SECONDS` cites KEDA), less
+    # than the 5 s a busy leader's /metrics is allowed; a Go duration or milliseconds
+    # (kedacore/keda v2.20.2 pkg/scalers/scalersconfig/typed_config.go).
     spec, scaler = _scaled()
     timeout = scaling.queue_trigger(spec, scaler)["metadata"]["timeout"]
     assert timeout == "10s"
@@ -184,9 +181,8 @@ def _floor(objects: list[dict[str, Any]], kind: str) -> dict[str, Any]:
 
 
 def test_the_queue_floor_runs_on_the_system_nodes_and_answers_a_zero_queue() -> None:
-    # kedacore/keda v2.20.2 pkg/scalers/metrics_api_scaler.go: a Service with no ready endpoint
-    # is an error ("no endpoints URLs were given"), and pkg/scaling/executor/
-    # scale_scaledobjects.go `RequestScale` never scales a ScaledObject in error to zero.
+    # Why a floor: a Service with no ready endpoint errs the trigger, and KEDA never scales a
+    # ScaledObject in error to zero (`components.manifests.scaling`'s module doc cites KEDA).
     cfg, p, spec, scaler = _prod()
     objects = rendered_objects(cfg, p)
     deployment = _floor(objects, "Deployment")
@@ -196,14 +192,8 @@ def test_the_queue_floor_runs_on_the_system_nodes_and_answers_a_zero_queue() -> 
     assert pod.get("tolerations", []) == []  # never on the tainted model nodes
     (container,) = pod["containers"]
     assert container["image"] == gatekeeper.IMAGE
-    assert (
-        container["resources"]["requests"]
-        == container["resources"]["limits"]
-        == {
-            "cpu": "10m",
-            "memory": "16Mi",
-        }
-    )
+    amount = {"cpu": "10m", "memory": "16Mi"}
+    assert container["resources"] == {"requests": amount, "limits": amount}
     assert restricted_findings(pod) == [] and pod["securityContext"]["runAsNonRoot"] is True
     assert container["securityContext"]["readOnlyRootFilesystem"] is True
     # It listens where the trigger's URL points (the Service's port and target port); it is
@@ -222,10 +212,8 @@ def test_the_queue_floor_runs_on_the_system_nodes_and_answers_a_zero_queue() -> 
     assert service_port["port"] == service_port["targetPort"] == port
     conf = _floor(objects, "ConfigMap")["data"][scaling.FLOOR_CONFIG_FILE]
     assert f"listen {port};" in conf
-    assert (
-        'return 200 "# TYPE vllm:num_requests_waiting gauge\\nvllm:num_requests_waiting 0\\n";'
-        in (conf)
-    )
+    body = "# TYPE vllm:num_requests_waiting gauge\\nvllm:num_requests_waiting 0\\n"
+    assert f'return 200 "{body}";' in conf
     annotations = deployment["spec"]["template"]["metadata"]["annotations"]
     assert annotations[gatekeeper.CONFIG_ANNOTATION] == gatekeeper.config_digest(conf)
     # One pod at a time, so a rollout moves while every floor pod is unready; one always stays.
@@ -284,9 +272,8 @@ def test_the_planner_counts_the_floor_on_the_system_nodes() -> None:
 
 
 def test_the_queue_floor_spreads_two_pods_and_rolls_out_while_they_are_unready() -> None:
-    # kubernetes v1.35 pkg/scheduler/framework/plugins/podtopologyspread/filtering.go filters by
-    # `DoNotSchedule` constraints only; a `ScheduleAnyway` one is scored (scoring.go): the pods
-    # go to different system nodes when there are two, and both still run on one.
+    # Softly (`scaling.floor_deployment` cites the scheduler): the pods go to different system
+    # nodes when there are two, and both still run on one.
     cfg, p, spec, _ = _prod()
     deployment = _floor(rendered_objects(cfg, p), "Deployment")
     assert deployment["spec"]["replicas"] == scaling.FLOOR_REPLICAS == 2
@@ -302,11 +289,9 @@ def test_the_queue_floor_spreads_two_pods_and_rolls_out_while_they_are_unready()
     assert "affinity" not in pod  # no hard anti-affinity: a lone system node still runs both
     labels = deployment["spec"]["template"]["metadata"]["labels"]
     assert all(labels.get(k) == v for k, v in scaling.floor_selector(spec).items())
-    # While a leader serves, every floor pod is unready. The Deployment controller removes an
-    # old pod only while all pods less (replicas - maxUnavailable) less the new set's
-    # unavailable ones is above 0 (kubernetes v1.35 pkg/controller/deployment/rolling.go
-    # `reconcileOldReplicaSets`): with maxUnavailable 0 a rollout would never move, and
-    # `pulumi up` must not wait for Ready.
+    # While a leader serves every floor pod is unready, and a rollout must still move (the
+    # Deployment controller's rule, cited in `scaling.floor_deployment`); `pulumi up` must not
+    # wait for Ready.
     replicas = deployment["spec"]["replicas"]
     rolling = deployment["spec"]["strategy"]["rollingUpdate"]
     all_pods = replicas + rolling["maxSurge"]
@@ -362,9 +347,8 @@ def test_a_drain_leaves_a_ready_floor_pod_and_never_stalls_while_leaders_serve()
 
 
 def test_zero_groups_within_the_cooldown_and_one_poll() -> None:
-    # kedacore/keda v2.20.2 pkg/scaling/executor/scale_scaledobjects.go `scaleToZeroOrIdle`:
-    # zero at the first poll after LastActiveTime + cooldownPeriod; LastActiveTime is stamped at
-    # every poll with a trigger active (`RequestScale`), and a poll comes every pollingInterval.
+    # Zero at the first poll after the last active one plus the cooldown (the module doc of
+    # `components.manifests.scaling`, "The bound").
     cfg, p, spec, scaler = _prod()
     obj = scaling.scaled_object(spec, scaler)
     bound = obj["spec"]["cooldownPeriod"] + obj["spec"]["pollingInterval"]
@@ -377,9 +361,7 @@ def test_zero_groups_within_the_cooldown_and_one_poll() -> None:
     assert unneeded["scale-down-unneeded-time"] == f"{elastic.SCALE_DOWN_UNNEEDED_SECONDS // 60}m0s"
     assert e.idle_alarm_s >= bound + elastic.SCALE_DOWN_UNNEEDED_SECONDS
     assert e.idle_alarm_s > e.wake_without_volume_s and e.idle_alarm_s % 60 == 0
-    assert ("back to zero" in dict(elastic.describe(e))) and "375 s" in dict(elastic.describe(e))[
-        "back to zero"
-    ]
+    assert "375 s" in dict(elastic.describe(e))["back to zero"]
 
 
 def test_autoscaler_may_change_only_this_clusters_groups() -> None:
@@ -458,20 +440,7 @@ def test_real_nginx_answers_the_floor_body_keda_reads_as_zero(tmp_path: Path) ->
             user="root" if os.geteuid() == 0 else None,
         )
     )
-    nginx = subprocess.Popen(
-        [str(NGINX), "-e", "stderr", "-c", str(conf)],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        start_new_session=True,
-    )
-    try:
-        for _ in range(100):
-            if nginx.poll() is not None:
-                raise AssertionError(nginx.stdout.read().decode() if nginx.stdout else "exited")
-            with socket.socket() as probe:
-                if probe.connect_ex(("127.0.0.1", port)) == 0:
-                    break
-            time.sleep(0.1)
+    with door_harness.nginx_running(conf, port):
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as reply:
             assert reply.status == 200
             body = reply.read()
@@ -481,9 +450,6 @@ def test_real_nginx_answers_the_floor_body_keda_reads_as_zero(tmp_path: Path) ->
         with pytest.raises(urllib.error.HTTPError) as other:
             urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=5)
         assert other.value.code == 404
-    finally:
-        os.killpg(nginx.pid, signal.SIGTERM)
-        nginx.wait(timeout=10)
 
 
 def test_keda_reading_of_the_real_vllm_queue_family() -> None:

@@ -116,6 +116,33 @@ def test_a_service_selecting_no_pod_or_the_workers_is_named() -> None:
     ]
 
 
+@pytest.mark.parametrize(
+    ("stack", "pool", "other", "where"),
+    [
+        ("dev", "model", "system", "LeaderWorkerSet/gemma-vllm leaderTemplate"),
+        ("prod", "system", "model", "Deployment/gemma-door"),
+    ],
+)
+def test_a_load_balancer_targeting_every_node_or_another_pool_is_named(
+    stack: str, pool: str, other: str, where: str
+) -> None:
+    """dev's Service selects the leaders (model pool), prod's the door (system pool)."""
+    objects, stack_world = _stack(stack, {})
+    annotations = _one(objects, "Service", "gemma")["metadata"]["annotations"]
+    assert annotations[semantics.TARGET_NODES] == f"gemma-graviton.dev/pool={pool}"
+    annotations[semantics.TARGET_NODES] = f"gemma-graviton.dev/pool={other}"
+    assert semantics.untargeted_load_balancers(objects, stack_world) == [
+        f"Service/gemma {semantics.TARGET_NODES} 'gemma-graviton.dev/pool={other}': node group "
+        f"{pool} of {where} lacks them"
+    ]
+    annotations[semantics.TARGET_NODES] = "gemma-graviton.dev/pool"  # any value: every pool
+    assert semantics.untargeted_load_balancers(objects, stack_world) == []
+    del annotations[semantics.TARGET_NODES]
+    assert semantics.untargeted_load_balancers(objects, stack_world) == [
+        f"Service/gemma names no {semantics.TARGET_NODES}: every node of the cluster is a target"
+    ]
+
+
 @pytest.mark.parametrize("wrong", ["name", "number"])
 def test_a_target_port_no_selected_pod_declares_is_named(wrong: str) -> None:
     objects, stack_world = _stack("prod", {})

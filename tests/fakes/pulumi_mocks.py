@@ -108,6 +108,8 @@ class Recorded:
     """Top-level input keys whose value was (or contained) a secret."""
     read: bool = False
     """A read of an existing resource (``Resource.get``), not a registration."""
+    transforms: list[Any] = field(default_factory=list)
+    """The resource's `transforms` option (the engine runs them on it and its children)."""
 
 
 @dataclass(frozen=True)
@@ -354,6 +356,7 @@ class RecordingMocks(pulumi.runtime.Mocks):
                     outputs=outputs,
                     secret_inputs=secret_inputs,
                     read=read,
+                    transforms=list(args.transforms),
                 )
             )
         return resource_id, state
@@ -560,6 +563,8 @@ class RecordingMocks(pulumi.runtime.Mocks):
         if token not in lookups:
             return None
         found = lookups[token]()
+        if isinstance(found, str):
+            return {}, [("", found)]  # a failure the test put in place of the object
         if found is None:
             # terraform-provider-aws's data sources on a missing object (internal/tfresource).
             return {}, [("", f"reading {token} ({args}): couldn't find resource")]

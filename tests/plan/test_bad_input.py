@@ -1,6 +1,8 @@
 """Every bad input ends in exit 2 and one line naming the key the user set, the rule and a fix that
 is itself accepted: each case is run through `--set` and through a stack file, then with the fix
-applied (which must plan)."""
+applied (which must plan). A rule whose exact message and the value just inside it are
+test_config's RULES or BAD_INPUTS, or test_weights' bad weights input, or whose exact message and
+fix are test_aws_inputs' REFUSED, is not repeated here."""
 
 from __future__ import annotations
 
@@ -27,8 +29,6 @@ BASE = {
 }
 # The digest form the refusal asks for (a digest of the right shape; the plan does not pull it).
 VLLM_PINNED = "vllm/vllm-openai-cpu:v0.31.0-arm64@sha256:" + "0123456789abcdef" * 4
-MANY_CIDRS = "[" + ", ".join(f"198.51.{i}.0/24" for i in range(51)) + "]"
-MANY_TAGS = "{" + ", ".join(f"t{i}: v" for i in range(47)) + "}"
 BOMB = "[&a [x, x, x, x, x, x, x, x], &b [*a, *a, *a, *a, *a, *a, *a], [*b, *b, *b, *b, *b, *b]]"
 
 
@@ -49,22 +49,12 @@ class Case:
 
 
 CASES = [
-    Case("region typo", {"region": "us-wset-2"}, "region", {"region": "us-west-2"}, "us-west-2"),
-    Case("weights word", {"weights": "fp8"}, "weights", {"weights": "int8"}, "int8"),
     Case("named checkpoint for bf16", {"weightsSource": "owner/gemma-w8a8@" + "a" * 40},
          "weightsSource", {"weightsSource": "quantize"}, "quantize"),
-    Case("named checkpoint without a commit", {"weights": "int8", "weightsSource": "owner/g"},
-         "weightsSource", {"weightsSource": "quantize"}, "quantize"),
-    Case("unknown key", {"instanceTyp": "r7g.2xlarge"}, "instanceTyp",
-         {"instanceTyp": None, "instanceType": "r7g.2xlarge"}, "instanceType"),
     Case("snake case key", {"max_model_len": "2048"}, "max_model_len",
          {"max_model_len": None, "maxModelLen": "2048"}, "maxModelLen",
          "`max_model_len` is not a gemma-graviton stack key; did you mean `maxModelLen`?"),
-    Case("x86 type", {"instanceType": "m7i.2xlarge"}, "instanceType",
-         {"instanceType": "r7g.2xlarge"}, "r7g.2xlarge"),
     Case("graviton2", {"instanceType": "m6g.4xlarge"}, "instanceType",
-         {"instanceType": "r7g.2xlarge"}, "r7g.2xlarge"),
-    Case("too few cpus", {"instanceType": "m7g.large"}, "instanceType",
          {"instanceType": "r7g.2xlarge"}, "r7g.2xlarge"),
     Case("too little memory", {"instanceType": "c7g.2xlarge"}, "instanceType",
          {"instanceType": "r7g.2xlarge"}, "r7g.2xlarge"),
@@ -109,13 +99,6 @@ CASES = [
          {"allowedCidrs": "[203.0.113.0/24]"}, "203.0.113.0/24",
          "`allowedCidrs` must be a valid IPv4 network (got ['10.0.0.0/33']); list IPv4 ranges such "
          "as 203.0.113.0/24"),
-    Case("private and public clients", {"allowedCidrs": "[10.0.0.0/8, 203.0.113.0/24]"},
-         "allowedCidrs",
-         {"allowedCidrs": "[203.0.113.0/24]"}, "203.0.113.0/24"),
-    Case("cidrs not a list", {"allowedCidrs": "203.0.113.0/24"}, "allowedCidrs",
-         {"allowedCidrs": "[203.0.113.0/24]"}, "203.0.113.0/24"),
-    Case("too many cidrs", {"allowedCidrs": MANY_CIDRS}, "allowedCidrs",
-         {"allowedCidrs": "[198.51.0.0/16]"}, "fewer, wider"),
     Case("public vpc range", {"vpcCidr": "8.8.0.0/16"}, "vpcCidr",
          {"vpcCidr": "10.42.0.0/16"}, "10.42.0.0/16"),
     Case("vpc too large", {"vpcCidr": "10.0.0.0/12"}, "vpcCidr",
@@ -133,27 +116,18 @@ CASES = [
          "`nodeSubnets` must be 'private' or 'public' (got 'dmz'); use private or public"),
     Case("managed tag", {"tags": "{owner: me}"}, "tags", {"tags": None}, "remove it",
          "`tags` may not set the managed tag 'owner'; remove it; it comes from the `owner` key"),
-    Case("aws: tag", {"tags": "{aws:team: ml}"}, "tags", {"tags": "{team: ml}"}, "'team'"),
-    Case("too many tags", {"tags": MANY_TAGS}, "tags", {"tags": "{team: ml}"}, "at most 46"),
-    Case("tag key characters", {"tags": "{'a#b': ml}"}, "tags", {"tags": "{a-b: ml}"}, "'a-b'"),
     Case("tag value line break", {"tags": '{team: "a\\nb"}'}, "tags", {"tags": "{team: a-b}"},
          "'a-b'"),
-    Case("tag key too long", {"tags": "{" + "k" * 129 + ": v}"}, "tags",
-         {"tags": "{" + "k" * 128 + ": v}"}, "shorten it to 128"),
     Case("owner line break", {"owner": "a\nb"}, "owner", {"owner": "a-b"}, "'a-b'",
          "`owner` 'a\\nb' holds '\\n'; it becomes the tag `owner`, whose value is at most 256 "
          "letters, digits, spaces and _ . : / + - @; use 'a-b'", file=False),
     Case("owner line break in a file", {"owner": '"a\\nb"'}, "owner", {"owner": "a-b"}, "'a-b'",
          cli=False),
     Case("owner '='", {"owner": "a=b"}, "owner", {"owner": "a-b"}, "'a-b'"),
-    Case("owner too long", {"owner": "o" * 257}, "owner", {"owner": "o" * 256},
-         "shorten it to 256"),
     Case("zone letter", {"availabilityZone": "us-west-2z"}, "availabilityZone",
          {"availabilityZone": "us-west-2a"}, "us-west-2a",
          "`availabilityZone` us-west-2z is not a zone of us-west-2, whose zones are us-west-2a to "
          "us-west-2d; use one of them, such as us-west-2a"),
-    Case("control plane zone letter", {"controlPlaneZone": "us-west-2e"}, "controlPlaneZone",
-         {"controlPlaneZone": "us-west-2b"}, "us-west-2b"),
     Case("download rate tiny", {"downloadMBps": "0.0001"}, "downloadMBps",
          {"downloadMBps": "140"}, "140",
          "`downloadMBps` 0.0001 MB/s is below 1 MB/s, the slowest model download the plan takes; "
@@ -182,8 +156,6 @@ CASES = [
     Case("end date word", {"endDate": "someday"}, "endDate", {"endDate": "2027-06-30"},
          "2027-06-30"),
     Case("owner a list", {"owner": "[a, b]"}, "owner", {"owner": "ml-platform"}, "team"),
-    Case("owner characters", {"owner": "'ml<platform>'"}, "owner", {"owner": "ml-platform"},
-         "ml-platform"),
     Case("unpinned image", {"vllmImage": "vllm/vllm-openai-cpu:latest"}, "vllmImage",
          {"vllmImage": VLLM_PINNED}, "@sha256:",
          "`vllmImage` must be a version tag and its digest, repository:tag@sha256:... (got "

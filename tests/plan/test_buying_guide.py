@@ -101,14 +101,17 @@ def test_json_carries_the_buying_figures_as_numbers(capsys: pytest.CaptureFixtur
     assert data["cheaper"].startswith("cheaper: 1 x m7g.4xlarge")
 
 
-def test_table_states_units_and_provenance(capsys: pytest.CaptureFixture[str]) -> None:
+def test_table_states_units_provenance_and_why(capsys: pytest.CaptureFixture[str]) -> None:
     out = _out(capsys)
     assert "/hour" in out and "/month" in out and "tokens/s" in out
     assert "calibrated on the field report's measured 4.0" in out
     assert catalog.PREFILL_SOURCE in out
     assert "$ per million tokens" in out
-    assert "request limit" in out
+    assert "request limit" in out and "request = limit" in out
     assert "decode, short requests" in out
+    assert "kv cache size" in out and "tokens (as vLLM will log it)" in out
+    assert "why:" in out and "page cache is charged outside the engine container" in out
+    assert "without the weight prefetch the guard would see 0.58 GiB" in out
 
 
 def test_extended_support_is_priced_from_its_date() -> None:

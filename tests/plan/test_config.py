@@ -319,9 +319,6 @@ RULES = [
     ({"allowedCidrs": []},
      "`allowedCidrs` must list at least one value (got []); list IPv4 ranges such as "
      "203.0.113.0/24"),
-    ({"owner": "ml#platform"},
-     f"`owner` 'ml#platform' holds '#'; it becomes the tag `owner`, whose value is at most 256 "
-     f"{TAG_CHARS}; use 'ml-platform'"),
     ({"owner": "o" * 257},
      f"`owner` '{'o' * 40}...' is 257 characters long; it becomes the tag `owner`, whose value "
      f"is at most 256 {TAG_CHARS}; shorten it to 256 characters"),
@@ -350,8 +347,6 @@ RULES = [
      "`tags` must be a valid string (got {'team': 1}); give a map of string keys to string "
      "values"),
     ({"region": "zz-nowhere-9"}, "`region` zz-nowhere-9 is not an AWS region; use us-west-2"),
-    ({"region": "eu-wset-1", "availabilityZone": "us-west-2a"},
-     "`region` eu-wset-1 is not an AWS region; use eu-west-1 with `availabilityZone` eu-west-1a"),
     ({"region": "us-wset-2", "availabilityZone": "us-west-2b"},
      "`region` us-wset-2 is not an AWS region; use us-west-2"),
 ]  # fmt: skip

@@ -71,12 +71,47 @@ def test_every_flag_the_plan_writes_is_one_vllm_takes(stages: int, role: str) ->
 
 def test_a_flag_vllm_does_not_take_is_refused_with_the_nearest_one() -> None:
     assert _refusal("--enable-prefx-caching") == (
-        "`vllmExtraArgs` holds --enable-prefx-caching, which vLLM 0.31.0's `vllm serve` does "
-        f"not take; did you mean --enable-prefix-caching? {SEE}"
+        "`vllmExtraArgs` holds --enable-prefx-caching, which is not the whole name of a flag "
+        f"vLLM 0.31.0's `vllm serve` takes; did you mean --enable-prefix-caching? {SEE}"
     )
     assert _refusal("--xyzzy=1") == (
-        "`vllmExtraArgs` holds --xyzzy, which vLLM 0.31.0's `vllm serve` does "
-        f"not take; remove it {SEE}"
+        "`vllmExtraArgs` holds --xyzzy, which is not the whole name of a flag vLLM 0.31.0's "
+        f"`vllm serve` takes; remove it {SEE}"
+    )
+    # vLLM's parser would take an abbreviation (`allow_abbrev`) and set a planned setting.
+    assert _refusal("--max-model", "4096").startswith(
+        "`vllmExtraArgs` holds --max-model, which is not the whole name"
+    )
+
+
+@pytest.mark.parametrize(
+    ("extra", "why"),
+    [
+        (["--grpc"], "serves a gRPC API with no key check and no gatekeeper in front"),
+        (["--config", "f.yaml"], "reads more flags from a file this check never sees"),
+        (["--uds=/tmp/s"], "moves the API off the TCP port the gatekeeper, the probes and"),
+        (["--num-gpu-blocks-override", "9999"], "sizes the KV cache apart from the planned"),
+        (["--enforce-eager"], "turns off the planned compilation mode"),
+        (["--disable-log-stats"], "takes the request counts off /metrics, which the drain"),
+        (["--hf-token=hf_x"], "writes the Hugging Face token into the pod's spec"),
+        (["--kv-cache-dtype=fp8"], "changes the bytes a token's KV holds"),
+        (["--kv-offloading-size", "8"], "adds a host KV buffer the pod's memory was not"),
+        (["-dp", "2"], "runs data-parallel engines the plan neither sizes nor wires"),
+        (["--data-parallel-external-lb"], "runs data-parallel engines the plan neither"),
+        (["-asc", "2"], "starts API processes the pod's memory was not planned for"),
+        (["--no-enable-chunked-prefill"], "turns off chunked prefill, which a batch below"),
+    ],
+)
+def test_a_flag_that_undoes_what_the_plan_rests_on_is_refused(extra: list[str], why: str) -> None:
+    written = extra[0].partition("=")[0]
+    assert _refusal(*extra).startswith(f"`vllmExtraArgs` holds {written}, which {why}")
+    assert _refusal(*extra).endswith("; remove it")
+
+
+def test_a_setting_given_twice_is_refused() -> None:
+    assert _refusal("--max-num-seqs=8", "--max_num_seqs", "9") == (
+        "`vllmExtraArgs` sets --max-num-seqs twice (--max-num-seqs, --max_num_seqs); vLLM keeps "
+        "the last; write it once"
     )
 
 
@@ -105,6 +140,8 @@ def test_a_flag_the_plan_sets_is_refused_however_spelt(extra: tuple[str, ...]) -
         # A key of the compilation config the plan sets, or the whole of it.
         (["-cc.mode=3"], "-cc.mode=2"),
         (["--compilation-config", '{"mode":3}'], "-cc.mode=2"),
+        # Another key under another spelling: vLLM passes that spelling's keys as a whole.
+        (["--compilation-config.custom_ops+=+rms_norm"], "-cc.mode=2"),
         # The key the gatekeeper sends vLLM, from the environment, not the argv.
         (["--api-key", "mine"], "VLLM_API_KEY in the leader's environment"),
     ],
@@ -171,10 +208,8 @@ def test_a_flag_vllm_would_misread_is_refused(extra: list[str], message: str) ->
 def test_flags_vllm_takes_and_the_plan_leaves_pass() -> None:
     _check(
         "--enable-prefix-caching",
-        "--no-enable-chunked-prefill",
+        "--enable-chunked-prefill",
         "--max-num-seqs=8",
-        "--max_num_seqs",
-        "8",
         "--allowed-media-domains",
         "a.example",
         "b.example",

@@ -9,13 +9,13 @@ from typing import Any
 import pytest
 
 from infra.adapters.cli import main
-from infra.plan import existing
+from infra.plan import changes, existing
 from infra.plan.config import ConfigError, StackConfig
 from infra.plan.loading import load_config
 from infra.plan.sizing import plan
 
 BASE = {"owner": "ml-platform", "endDate": "2027-06-30"}
-INTO = {**BASE, "existingCluster": "platform-shared"}
+INTO = {**BASE, "existingCluster": "platform-shared", "lwsInstalled": False}
 
 
 def _refusal(raw: dict[str, Any]) -> str:
@@ -34,9 +34,9 @@ def test_the_endpoint_ranges_are_required_without_an_existing_cluster_only() -> 
     assert _refusal({"owner": "ml-platform"}).startswith(
         "`endpointPublicAccessCidrs` and `endDate` are required; "
     )
-    assert _refusal({"owner": "ml-platform", "existingCluster": "x"}).startswith(
-        "`endDate` is required; "
-    )
+    assert _refusal(
+        {"owner": "ml-platform", "existingCluster": "x", "lwsInstalled": True}
+    ).startswith("`endDate` is required; ")
 
 
 @pytest.mark.parametrize(
@@ -60,6 +60,27 @@ def test_keys_of_the_network_and_cluster_the_stack_creates_are_refused(
     )
 
 
+def test_lws_installed_must_be_written_with_an_existing_cluster() -> None:
+    raw = {k: v for k, v in INTO.items() if k != "lwsInstalled"}
+    assert _refusal(raw) == (
+        "`lwsInstalled` must be written with `existingCluster` (platform-shared): false installs "
+        "the stack's LeaderWorkerSet controller, which clashes with one the cluster runs; true "
+        "uses the cluster's; write false if `pulumi stack --show-urns` lists an LwsController "
+        "(this stack installed LWS already) or the cluster runs no LWS; true only where the "
+        "cluster's owner runs it (`kubectl get deploy -A | grep lws-controller-manager`, not the "
+        "stack's)"
+    )
+
+
+def test_flipping_lws_installed_says_what_happens_in_the_cluster() -> None:
+    cfg = _cfg()
+    (cost,) = [c for c in changes.change_costs(plan(cfg)) if "lwsInstalled" in c.keys]
+    assert cost.kind == "LWS controller" and "new VPC" not in cost.effect
+    assert "the CRDs stay once an `up` with false on this version recorded them" in cost.effect
+    assert "before that they, and every LeaderWorkerSet, go" in cost.effect
+    assert cost.outage.startswith("none")
+
+
 def test_an_elastic_stack_into_an_existing_cluster_is_refused() -> None:
     assert _refusal({**INTO, "minGroups": 0, "maxGroups": 2}).startswith(
         "`minGroups` makes the stack elastic, which installs a Cluster Autoscaler and KEDA"
@@ -80,13 +101,14 @@ def test_the_companions_of_existing_cluster_need_it(key: str, value: Any) -> Non
 
 def test_the_planner_names_what_it_reads_and_assumes(capsys: pytest.CaptureFixture[str]) -> None:
     # The dev stack file's endpoint ranges and access entries are left out of the what-if.
-    assert main(["--stack", "dev", "--set", "existingCluster=platform-shared"]) == 0
+    into = ["--set", "existingCluster=platform-shared", "--set", "lwsInstalled=false"]
+    assert main(["--stack", "dev", *into]) == 0
     out = capsys.readouterr().out
     assert "into the existing cluster platform-shared, the program reads:" in out
     for line in (*existing.READS, *existing.ASSUMES):
         assert f"  - {line}\n" in out
     assert "eks control plane" not in out and "nat gateway" not in out
-    assert main(["--stack", "dev", "--set", "existingCluster=platform-shared", "--json"]) == 0
+    assert main(["--stack", "dev", *into, "--json"]) == 0
     data = json.loads(capsys.readouterr().out)
     assert data["existing_cluster"]["reads"] == list(existing.READS)
     assert main(["--stack", "dev", "--json"]) == 0
@@ -120,6 +142,16 @@ def test_the_roomiest_subnet_of_the_planned_zone_is_the_nodes() -> None:
     assert chosen.subnet_id == "subnet-b"
 
 
+def test_the_nodes_subnet_is_a_private_one() -> None:
+    cfg = _cfg()
+    subnets = [
+        existing.SubnetFacts("subnet-a", "vpc-1", "us-west-2a", "usw2-az2", 4000, public=True),
+        existing.SubnetFacts("subnet-b", "vpc-1", "us-west-2a", "usw2-az2", 900),
+    ]
+    chosen = existing.node_subnet(cfg, plan(cfg), "usw2-az2", CLUSTER, subnets)
+    assert chosen.subnet_id == "subnet-b"
+
+
 def test_a_subnet_of_another_vpc_is_refused() -> None:
     cfg = _cfg(existingClusterSubnet="subnet-0aaa1111bbbb2222c")
     other = existing.SubnetFacts("subnet-0aaa1111bbbb2222c", "vpc-2", "us-west-2a", "usw2-az2", 900)
@@ -133,13 +165,37 @@ def test_the_addresses_of_a_node_follow_eni_max_pods() -> None:
     assert existing.addresses_per_node("m7g.large") == 31
 
 
-def test_only_the_add_ons_the_cluster_lacks_are_the_stacks() -> None:
+def test_the_stack_owns_at_most_the_pod_identity_agent() -> None:
     cni = {"vpc-cni": '{"enableNetworkPolicy": "true"}'}
-    cfg = _cfg(modelCache="volume", monitoring=False)
-    assert existing.owned_addons(cfg, plan(cfg), cni) == (
-        "amazon-cloudwatch-observability",
-        "aws-ebs-csi-driver",
-        "eks-pod-identity-agent",
-    )
+    cfg = _cfg(modelCache="volume")
     everything = {**cni, **dict.fromkeys(existing.CHECKED_ADDONS[1:], "")}
     assert existing.owned_addons(cfg, plan(cfg), everything) == ()
+    del everything["eks-pod-identity-agent"]
+    assert existing.owned_addons(cfg, plan(cfg), everything) == ("eks-pod-identity-agent",)
+    quiet = _cfg(monitoring=False)
+    assert existing.owned_addons(quiet, plan(quiet), cni) == ()
+    # What the stack made is present on its next read, and stays its own (else that `up` would
+    # delete it): the agent it created, and add-ons a stack made before it stopped making them.
+    assert existing.owned_addons(
+        cfg,
+        plan(cfg),
+        everything | {"eks-pod-identity-agent": ""},
+        {
+            "eks-pod-identity-agent",
+            "amazon-cloudwatch-observability",
+            "aws-ebs-csi-driver",
+        },
+    ) == ("amazon-cloudwatch-observability", "aws-ebs-csi-driver", "eks-pod-identity-agent")
+    assert existing.owned_addons(cfg, plan(cfg), everything, {"aws-ebs-csi-driver"}) == (
+        "aws-ebs-csi-driver", "eks-pod-identity-agent",
+    )  # fmt: skip
+    # Without the volumes the driver would go, with every team's volumes: refused.
+    with pytest.raises(ConfigError, match="installed aws-ebs-csi-driver in platform-shared"):
+        existing.owned_addons(quiet, plan(quiet), everything, {"aws-ebs-csi-driver"})
+    assert existing.logs_warning(quiet, cni) == (
+        "`existingCluster` platform-shared runs no amazon-cloudwatch-observability add-on, so no "
+        "log of the model is kept: vLLM's start-up errors die with the pods LWS deletes; have its "
+        "owner install amazon-cloudwatch-observability (the stack installs none in a cluster it "
+        "does not own)"
+    )
+    assert existing.logs_warning(quiet, everything) is None

@@ -79,7 +79,7 @@ def test_a_long_context_lengthens_every_bound_together() -> None:
     assert long.front_door.reply_timeout_seconds > long.liveness.first_byte_s
 
 
-def test_auto_batch_is_the_largest_whose_step_fits_or_the_least() -> None:
+def test_auto_batch_is_the_largest_whose_step_fits() -> None:
     big = plan(load_stack("dev", {"instanceType": "m7g.4xlarge"}), "dev")
     model = _model(big)
     fits = [
@@ -87,10 +87,7 @@ def test_auto_batch_is_the_largest_whose_step_fits_or_the_least() -> None:
         for b in (512, 1024, 2048)
         if liveness.fits_budget(liveness.fast_half_stall(model, b, big.max_model_len))
     ]
-    if fits:
-        assert big.max_num_batched_tokens >= max(fits)
-    else:
-        assert big.max_num_batched_tokens == 512  # the least automatic choice
+    assert fits == [512, 1024] and big.max_num_batched_tokens == 1024
 
 
 def test_detection_beyond_the_budget_says_how_slow_and_what_shortens_it() -> None:

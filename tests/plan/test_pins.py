@@ -24,7 +24,6 @@ import urllib.error
 import urllib.parse
 import urllib.request
 from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -60,18 +59,18 @@ def require_binary() -> None:
             pytest.fail(f"{binary} is absent: `make packages` installs Debian's {package}")
 
 
-@contextmanager
-def start_registry(workdir: Path, data: Path) -> Iterator[str]:
-    """A docker-registry on 127.0.0.1 storing in `data` (config and log in `workdir`); its base
-    URL, until the block ends."""
+@pytest.fixture(scope="module")
+def registry(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """An open docker-registry on 127.0.0.1 storing in a temporary folder, its base URL; stopped
+    at the end of the module."""
     require_binary()
-    workdir.mkdir(parents=True, exist_ok=True)
+    workdir = tmp_path_factory.mktemp("registry")
     port = _free_port()
     config = workdir / "config.yml"
     config.write_text(
         "version: 0.1\n"
         "log: {level: error}\n"
-        f"storage: {{filesystem: {{rootdirectory: '{data}'}}}}\n"
+        f"storage: {{filesystem: {{rootdirectory: '{workdir / 'data'}'}}}}\n"
         f"http: {{addr: '127.0.0.1:{port}'}}\n"
     )
     log = (workdir / "registry.log").open("w")
@@ -93,14 +92,6 @@ def start_registry(workdir: Path, data: Path) -> Iterator[str]:
         process.terminate()
         process.wait(timeout=10)
         log.close()
-
-
-@pytest.fixture(scope="module")
-def registry(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """An open docker-registry on 127.0.0.1, its base URL; stopped at the end of the module."""
-    root = tmp_path_factory.mktemp("registry")
-    with start_registry(root, root / "data") as base:
-        yield base
 
 
 def _request(method: str, url: str, body: bytes = b"", content_type: str = "") -> Any:
@@ -173,42 +164,35 @@ def pushed(registry: str) -> dict[str, bytes]:
     return bodies
 
 
-def host_map(registry: str) -> str:
-    return f"docker.io={registry},registry.k8s.io={registry}"
-
-
-def pin_file(tmp_path: Path, **tags: str) -> Path:
-    """A copy of the shipped pin file, with the given images' tags changed."""
+def pin_file(tmp_path: Path, **changes: dict[str, Any]) -> Path:
+    """A copy of the shipped pin file, with the given images' fields changed."""
     document = json.loads(images.PIN_FILE.read_text())
-    for key, tag in tags.items():
-        document["images"][key]["tag"] = tag
+    for key, fields in changes.items():
+        document["images"][key].update(fields)
     path = tmp_path / "images.json"
     path.write_text(json.dumps(document, indent=2) + "\n")
     return path
 
 
-def run_pins(path: Path, registry: str) -> subprocess.CompletedProcess[str]:
+def _run(env: dict[str, str], module: str, *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "tools.pins", "--pins", str(path)],
+        [sys.executable, "-m", module, *args],
         cwd=REPO,
-        env={**os.environ, pins.HOST_MAP_ENV: host_map(registry)},
+        env={**os.environ, **env},
         capture_output=True,
         text=True,
         timeout=120,
         check=False,
     )
+
+
+def run_pins(path: Path, registry: str) -> subprocess.CompletedProcess[str]:
+    host_map = f"docker.io={registry},registry.k8s.io={registry}"
+    return _run({pins.HOST_MAP_ENV: host_map}, "tools.pins", "--pins", str(path))
 
 
 def run_plan(path: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "infra.plan", "--stack", "dev", *args],
-        cwd=REPO,
-        env={**os.environ, images.PIN_FILE_ENV: str(path)},
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+    return _run({images.PIN_FILE_ENV: str(path)}, "infra.plan", "--stack", "dev", *args)
 
 
 def test_make_pin_images_calls_the_pin_command() -> None:
@@ -264,15 +248,13 @@ def test_pins_every_image_to_the_index_it_pushed(
 def test_a_single_image_tag_is_pinned_to_its_config_platform_unless_amd64_is_needed(
     registry: str, pushed: dict[str, bytes], tmp_path: Path
 ) -> None:
-    path = pin_file(tmp_path, vllm="arm64-only")
+    path = pin_file(tmp_path, vllm={"tag": "arm64-only"})
     result = run_pins(path, registry)
     assert result.returncode == 0, result.stderr
     assert images.load(path)["vllm"].platforms == ("linux/arm64/v8",)
     # An image CI runs needs amd64 too.
-    document = json.loads(pin_file(tmp_path, vllm="arm64-only").read_text())
-    document["images"]["vllm"]["needs"] = ["linux/arm64", "linux/amd64"]
-    path.write_text(json.dumps(document))
-    result = run_pins(path, registry)
+    needs = ["linux/arm64", "linux/amd64"]
+    result = run_pins(pin_file(tmp_path, vllm={"tag": "arm64-only", "needs": needs}), registry)
     assert result.returncode == 1
     assert result.stderr.splitlines() == [
         "pin-images: vllm vllm/vllm-openai-cpu:arm64-only: the index has no linux/amd64 (it "
@@ -285,7 +267,7 @@ def test_a_single_image_tag_is_pinned_to_its_config_platform_unless_amd64_is_nee
 def test_an_index_without_arm64_is_refused_and_left_unpinned(
     registry: str, pushed: dict[str, bytes], tmp_path: Path
 ) -> None:
-    path = pin_file(tmp_path, vllm="x86")
+    path = pin_file(tmp_path, vllm={"tag": "x86"})
     result = run_pins(path, registry)
     assert result.returncode == 1
     assert result.stderr.splitlines() == [
@@ -301,7 +283,7 @@ def test_an_index_without_arm64_is_refused_and_left_unpinned(
 def test_a_missing_tag_names_the_image_and_the_fix(
     registry: str, pushed: dict[str, bytes], tmp_path: Path
 ) -> None:
-    result = run_pins(pin_file(tmp_path, kubectl="v9.9.9"), registry)
+    result = run_pins(pin_file(tmp_path, kubectl={"tag": "v9.9.9"}), registry)
     assert result.returncode == 1
     host = registry.removeprefix("http://")
     assert result.stderr.splitlines() == [
@@ -330,12 +312,9 @@ def test_an_unreachable_registry_names_the_image_and_the_fix(tmp_path: Path) -> 
 def _amd64_only_recorded(tmp_path: Path, pushed: dict[str, bytes]) -> tuple[Path, str]:
     """A pin file whose vLLM entry records the amd64-only index (written by hand, or by a pin
     file whose `needs` were edited): digest and platforms as the registry gave them."""
-    path = pin_file(tmp_path, vllm="x86")
-    document = json.loads(path.read_text())
     digest = "sha256:" + hashlib.sha256(pushed["x86"]).hexdigest()
-    document["images"]["vllm"].update(digest=digest, platforms=["linux/amd64"])
-    path.write_text(json.dumps(document, indent=2) + "\n")
-    return path, f"vllm/vllm-openai-cpu:x86@{digest}"
+    entry = {"tag": "x86", "digest": digest, "platforms": ["linux/amd64"]}
+    return pin_file(tmp_path, vllm=entry), f"vllm/vllm-openai-cpu:x86@{digest}"
 
 
 REFUSED = (

@@ -25,28 +25,14 @@ def _json(capsys: pytest.CaptureFixture[str], *argv: str) -> dict:
     return json.loads(capsys.readouterr().out)
 
 
-def test_json_has_the_documented_keys(capsys: pytest.CaptureFixture[str]) -> None:
+def test_every_stack_plans_with_the_documented_keys(capsys: pytest.CaptureFixture[str]) -> None:
     """What bigger nodes change is test_sizing's `test_bigger_nodes_change_stages_and_context`."""
-    data = _json(capsys)
-    assert set(data) >= JSON_KEYS
-    assert data["stack"] == "dev"
-    assert len(data["weights_gib_per_stage"]) == data["stages"]
-
-
-def test_table_explains_the_derived_values(capsys: pytest.CaptureFixture[str]) -> None:
-    assert main([]) == 0
-    out = capsys.readouterr().out
-    assert "request = limit" in out
-    assert "kv cache size" in out and "tokens (as vLLM will log it)" in out
-    assert "why:" in out
-    assert "page cache is charged outside the engine container" in out
-    assert "without the weight prefetch the guard would see 0.58 GiB" in out
-
-
-def test_every_stack_plans(capsys: pytest.CaptureFixture[str]) -> None:
+    assert _json(capsys)["stack"] == "dev"  # the default
     for path in sorted((REPO / "stacks").glob("Pulumi.*.yaml")):
         stack = path.name.split(".")[1]
-        assert _json(capsys, "--stack", stack)["stack"] == stack
+        data = _json(capsys, "--stack", stack)
+        assert data["stack"] == stack and set(data) >= JSON_KEYS
+        assert len(data["weights_gib_per_stage"]) == data["stages"]
 
 
 def test_module_entry_exits_2_without_traceback() -> None:

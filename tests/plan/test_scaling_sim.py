@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from components.manifests.scaling import CronWindow, ScalerSpec
+from tests import builders
 from tools.doctools import docs_scaling
 from tools.doctools.scaling_sim import (
     DAY_SECONDS,
@@ -23,23 +23,14 @@ from tools.doctools.scaling_sim import (
 )
 
 CAP = GroupCapacity(slots=10, service_seconds=100, first_token_seconds=20)
-PARAMS = ScalerSpec(
-    min_groups=0,
-    max_groups=3,
-    queue_per_group=10,
-    tolerance=0.1,
-    up_window_s=0,
-    down_window_s=300,
-    cooldown_s=300,
-    polling_s=30,
-    metric_lag_s=30,
-    cold_start_s=300,
-    nodes_per_group=2,
-    schedule=None,
+#: The builders' zero to three groups of two nodes (tolerance 0.1, polled every 30 s, a 300 s cold
+#: start, no window), with shorter windows and a lag of one poll.
+PARAMS = builders.scaler_spec(
+    queue_per_group=10, up_window_s=0, down_window_s=300, cooldown_s=300, metric_lag_s=30
 )
 DOOR = DoorFigures(retry_after_s=330, wake_flag_s=60, node_release_s=600)
 ELASTIC = Scaler(PARAMS, DOOR)
-OFFICE = CronWindow("Europe/Berlin", (0, 1, 2, 3, 4), "08:00", "19:00", 1, 0, 55)
+OFFICE = builders.cron_window()  # weekdays 08:00-19:00 in Berlin, one group inside
 
 
 def scaler(**changes: object) -> Scaler:

@@ -240,11 +240,10 @@ def test_cheaper_on_an_elastic_stack_prices_the_alternative_as_its_verdict_would
     assert _month(after) == 455.70 < _month(data)
     # Without a schedule the basis is the most groups' month, as the verdict's upper figure.
     data, advice = _advice(capsys, "--stack", "dev", "--set", "minGroups=0", "--set", "maxGroups=2")
-    if advice and advice.startswith("cheaper: "):
-        assert "/month with 2 groups, system nodes included, " in advice
-        assert f"${data['elastic']['usd_month_most']:,.2f} with 2 groups" in " ".join(
-            data["verdict"]["lines"]
-        )
+    assert advice is not None and advice.startswith("cheaper: ")
+    assert "/month with 2 groups, system nodes included, " in advice
+    lines = " ".join(data["verdict"]["lines"])
+    assert f"${data['elastic']['usd_month_most']:,.2f} with 2 groups" in lines
 
 
 @pytest.mark.parametrize(

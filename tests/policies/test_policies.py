@@ -30,9 +30,11 @@ from policies.rules import (
     SERVICE,
     SPECIAL_SIG_KEY,
     STATEFULSET,
+    TARGET_NODES_ANNOTATION,
     images_pinned,
     is_pulumi_secret,
     leaders_behind_gatekeeper,
+    load_balancer_names_scheme_and_targets,
     load_balancer_to_gatekeeper_over_tls,
     model_pods_requests_equal_limits,
     parse_quantity,
@@ -598,6 +600,48 @@ def test_load_balancer_reports_malformed_ranges() -> None:
     ]
 
 
+# -- 4a. load-balancer-names-scheme-and-targets ---------------------------------------------
+
+TARGETS = {TARGET_NODES_ANNOTATION: "gemma-graviton.dev/pool=model"}
+SCHEME_FIX = (
+    f'{INTERNAL} is not "true" or "false": the scheme is the controller\'s default, internal '
+    "under the AWS Load Balancer Controller; set it"
+)
+TARGETS_FIX = (
+    f"no {TARGET_NODES_ANNOTATION}: every node of the cluster is a target and opens its security "
+    "group; name the label of the pool whose nodes run the selected pods"
+)
+
+
+@pytest.mark.parametrize(
+    ("annotations", "expected"),
+    [
+        ({INTERNAL: "false", **TARGETS}, []),
+        ({INTERNAL: "true", **TARGETS}, []),
+        (TARGETS, [SCHEME_FIX]),
+        ({SCHEME: "internet-facing", **TARGETS}, [SCHEME_FIX]),
+        ({INTERNAL: "", **TARGETS}, [SCHEME_FIX]),
+        ({INTERNAL: "false"}, [TARGETS_FIX]),
+        ({INTERNAL: "false", TARGET_NODES_ANNOTATION: " , "}, [TARGETS_FIX]),
+        ({}, [SCHEME_FIX, TARGETS_FIX]),
+    ],
+    ids=[
+        "public",
+        "internal",
+        "no-scheme",
+        "lbc-scheme-only",
+        "empty",
+        "no-targets",
+        "blank",
+        "none",
+    ],
+)
+def test_load_balancer_names_its_scheme_and_target_nodes(
+    annotations: dict[str, str], expected: list[str]
+) -> None:
+    assert load_balancer_names_scheme_and_targets(SERVICE, gatekept(None, annotations)) == expected
+
+
 # -- 4b. leaders-behind-gatekeeper -------------------------------------------------------------
 
 
@@ -679,6 +723,11 @@ BYPASSES = [
         ({"args": ["serve", "m"]}, NO_MIDDLEWARE),
         ({"args": ["serve", "--middleware", "other.Check"]}, NO_MIDDLEWARE),
         ({"volumeMounts": []}, NO_MIDDLEWARE),
+        (
+            {"args": ["serve", "m", "--middleware", "key_check.KeyCheck", "--grpc"]},
+            'leaderTemplate: container "vllm" sets --grpc, which serve routes around the key '
+            "check; remove them",
+        ),
         (
             {"env": [*KEY_ENV, *BYPASSES]},
             'leaderTemplate: container "vllm" sets CUSTOM_FASTAPI_MIDDLEWARE_THROTTLE, '
@@ -762,12 +811,13 @@ def test_is_pulumi_secret_recognises_only_the_secret_signature() -> None:
 # -- the registry ------------------------------------------------------------------------------
 
 
-def test_registry_lists_the_six_rules_all_mandatory() -> None:
+def test_registry_lists_the_seven_rules_all_mandatory() -> None:
     assert [rule.name for rule in RULES] == [
         "model-pods-requests-equal-limits",
         "ranks-spread-by-required-anti-affinity",
         "images-pinned",
         "load-balancer-to-gatekeeper-over-tls",
+        "load-balancer-names-scheme-and-targets",
         "leaders-behind-gatekeeper",
         "secrets-not-in-plain-config",
     ]
@@ -781,6 +831,7 @@ NEIGHBOURS = {
     "ranks-spread-by-required-anti-affinity": [(DEPLOYMENT, deployment_props(IMAGE))],
     "images-pinned": [(SERVICE, service_props()), ("kubernetes:batch/v1:CronJob", {"spec": {}})],
     "load-balancer-to-gatekeeper-over-tls": [(DEPLOYMENT, service_props())],
+    "load-balancer-names-scheme-and-targets": [(DEPLOYMENT, service_props())],
     "leaders-behind-gatekeeper": [(SERVICE, service_props())],
     "secrets-not-in-plain-config": [
         (
@@ -899,7 +950,7 @@ def test_pack_turns_an_unknown_preview_value_into_an_advisory_note(pack: dict[st
     from pulumi.runtime.proto import analyzer_pb2
     from pulumi_policy.proxy import UNKNOWN_STRING_VALUE
 
-    props = gatekept(["0.0.0.0/0"], dict(TLS), name="https")
+    props = gatekept(["0.0.0.0/0"], {**TLS, INTERNAL: "false", **TARGETS}, name="https")
     props["metadata"]["annotations"][SSL_CERT] = UNKNOWN_STRING_VALUE
     diagnostics = analyze(pack, SERVICE, props)
     assert [(d.policyName, d.enforcementLevel) for d in diagnostics] == [

@@ -175,11 +175,12 @@ EXISTING_SUBNETS = {
     "subnet-0ddd3333eeee4444f": ("us-west-2b", "usw2-az1", 3900),
     "subnet-0999888877776666a": ("us-west-2c", "usw2-az3", 3900),
 }
-#: The add-ons a platform cluster commonly runs: the VPC CNI with its policy agent and the
-#: Pod Identity agent (no EBS CSI driver, no CloudWatch add-on).
+#: The add-ons a platform cluster commonly runs: the VPC CNI with its policy agent, the Pod
+#: Identity agent and Container Insights (no EBS CSI driver).
 EXISTING_ADDONS = {
     "vpc-cni": '{"enableNetworkPolicy":"true"}',
     "eks-pod-identity-agent": "",
+    "amazon-cloudwatch-observability": "",
 }
 LWS_CRD = (
     "kubernetes:apiextensions.k8s.io/v1:CustomResourceDefinition",
@@ -187,7 +188,7 @@ LWS_CRD = (
 )
 #: What a stack into `EXISTING_CLUSTER` sets and drops: the dev stack file's cluster keys are
 #: refused with `existingCluster`.
-EXISTING_KEYS = {"existingCluster": EXISTING_CLUSTER}
+EXISTING_KEYS = {"existingCluster": EXISTING_CLUSTER, "lwsInstalled": False}
 NOT_WITH_EXISTING = ("endpointPublicAccessCidrs", "clusterAdminArns", "clusterViewerArns")
 
 
@@ -222,12 +223,16 @@ def existing_cluster(
     mocks: RecordingMocks,
     *,
     version: str = "1.35",
-    addons: dict[str, str] | None = None,
+    addons: dict[str, str | None] | None = None,
     free: int | None = None,
     lws: dict[str, Any] | None = None,
+    public: tuple[str, ...] = (),
+    ours: tuple[str, ...] = (),
 ) -> None:
     """Put `EXISTING_CLUSTER` in the account as DescribeCluster, DescribeSubnets and
-    DescribeAddon describe it; `free` addresses in every subnet if given; `lws` its LWS CRD."""
+    DescribeAddon describe it; `free` addresses in every subnet if given; `lws` its LWS CRD;
+    the `public` subnets map public addresses on launch; an add-on given None is absent, one
+    in `ours` carries the dev stack's tags (it made it)."""
     region = "us-west-2"
     mocks.clusters[EXISTING_CLUSTER] = {
         "id": EXISTING_CLUSTER,
@@ -266,10 +271,13 @@ def existing_cluster(
             "availabilityZone": zone,
             "availabilityZoneId": zone_id,
             "availableIpAddressCount": count if free is None else free,
+            "mapPublicIpOnLaunch": subnet_id in public,
             "cidrBlock": "10.80.0.0/20",
             "state": "available",
         }
     for name, values in (EXISTING_ADDONS if addons is None else addons).items():
+        if values is None:
+            continue
         mocks.addons[(EXISTING_CLUSTER, name)] = {
             "id": f"{EXISTING_CLUSTER}:{name}",
             "addonName": name,
@@ -277,6 +285,7 @@ def existing_cluster(
             "addonVersion": "v1.0.0-eksbuild.1",
             "configurationValues": values,
             "serviceAccountRoleArn": "",
+            "tags": {"project": "gemma-graviton", "stack": "dev"} if name in ours else {},
         }
     if lws is not None:
         mocks.existing[LWS_CRD] = lws

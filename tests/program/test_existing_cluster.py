@@ -7,6 +7,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+import pulumi
 import pytest
 
 from components.manifests.pod_world import pods
@@ -39,6 +40,8 @@ pytestmark = pytest.mark.usefixtures("as_pulumi_host")
 NODE_GROUP = "aws:eks/nodeGroup:NodeGroup"
 ADDON = "aws:eks/addon:Addon"
 ZONE_SUBNET = "subnet-0aaa1111bbbb2222c"
+#: The add-on `modelCache: volume` needs the cluster to run.
+_VOLUMES = {"aws-ebs-csi-driver": ""}
 
 
 def created(mocks: RecordingMocks) -> list[Recorded]:
@@ -76,8 +79,8 @@ def test_the_stack_creates_the_model_layer_and_no_network_or_cluster(
     one(mocks.records, "kubernetes:leaderworkerset.x-k8s.io/v1:LeaderWorkerSet")
     service = named(mocks.records, *harness.MODEL_SERVICE)
     assert service.inputs["spec"]["type"] == "LoadBalancer", service.urn
-    # The add-ons the cluster runs are left alone; the CloudWatch one it lacks is the stack's.
-    assert _addon_names(mocks) == {"amazon-cloudwatch-observability"}
+    # The add-ons the cluster runs are left alone.
+    assert _addon_names(mocks) == set()
     assert resolve(exports["clusterName"]) == EXISTING_CLUSTER
     kubeconfig = resolve(exports["kubeconfig"])
     assert is_secret(exports["kubeconfig"]) and "5E1D0CA1F00DBA5E.gr7" in kubeconfig
@@ -101,6 +104,20 @@ def test_a_cluster_that_runs_lws_gets_no_second_controller(
     assert resolve(exports["lwsController"]) == (
         "the cluster's (leaderworkersets.leaderworkerset.x-k8s.io, serving v1)"
     )
+
+
+def test_the_lws_chart_keeps_its_crds_on_destroy(mocks: RecordingMocks) -> None:
+    existing_cluster(mocks)
+    run_into_existing(mocks)
+    chart = one(mocks.records, "kubernetes:helm.sh/v4:Chart")
+
+    def retained(type_: str) -> bool:
+        args = pulumi.ResourceTransformArgs(True, type_, "x", {}, pulumi.ResourceOptions())
+        results = [t(args) for t in chart.transforms]
+        return any(r is not None and r.opts.retain_on_delete for r in results)
+
+    assert retained("kubernetes:apiextensions.k8s.io/v1:CustomResourceDefinition"), chart.urn
+    assert not retained("kubernetes:apps/v1:Deployment"), chart.urn
 
 
 def _workloads(mocks: RecordingMocks) -> list[dict[str, Any]]:
@@ -127,8 +144,8 @@ def _workloads(mocks: RecordingMocks) -> list[dict[str, Any]]:
 def test_only_the_pods_that_must_run_on_the_model_nodes_tolerate_their_taint(
     mocks: RecordingMocks, overrides: dict[str, Any], on_model_nodes: set[str]
 ) -> None:
-    # The add-ons the stack creates too (all but the vpc-cni): every workload the program has.
-    existing_cluster(mocks, addons={"vpc-cni": EXISTING_ADDONS["vpc-cni"]})
+    # The Pod Identity agent the stack creates too: every workload the program has.
+    existing_cluster(mocks, addons={**EXISTING_ADDONS, **_VOLUMES, "eks-pod-identity-agent": None})
     run_into_existing(mocks, overrides)
     taint = stack_taint("dev")
     nodes = one(mocks.records, NODE_GROUP)
@@ -188,6 +205,13 @@ def test_a_missing_cluster_is_refused(mocks: RecordingMocks) -> None:
     ) in _refused(mocks)
 
 
+def test_a_failed_read_that_says_not_found_is_no_absent_add_on(mocks: RecordingMocks) -> None:
+    existing_cluster(mocks)
+    denied = "AccessDeniedException: not authorized; identity-based policy not found"
+    mocks.addons[(EXISTING_CLUSTER, "aws-ebs-csi-driver")] = denied  # type: ignore[assignment]
+    assert denied in _refused(mocks)
+
+
 def test_a_subnet_outside_the_planned_zone_is_refused(mocks: RecordingMocks) -> None:
     existing_cluster(mocks)
     message = _refused(mocks, {"existingClusterSubnet": "subnet-0ddd3333eeee4444f"})
@@ -204,6 +228,16 @@ def test_a_subnet_without_room_for_the_nodes_is_refused(mocks: RecordingMocks) -
         "`existingCluster` subnet-0aaa1111bbbb2222c has 100 free addresses, but 2 x m7g.2xlarge "
         "may take 120 (60 each, modelled); give a subnet with room in `existingClusterSubnet`, "
         "or free addresses in it"
+    ) in _refused(mocks)
+
+
+def test_public_subnets_are_never_picked_for_the_nodes(mocks: RecordingMocks) -> None:
+    existing_cluster(mocks, public=(ZONE_SUBNET,))
+    assert (
+        "`existingClusterSubnet` is needed: platform-shared's subnets in us-west-2a "
+        "(subnet-0aaa1111bbbb2222c) map public addresses on launch, where nodes get public "
+        "addresses or, without them, no way out; give a private subnet of us-west-2a in the "
+        "cluster's VPC (a route to a NAT gateway)"
     ) in _refused(mocks)
 
 
@@ -244,30 +278,65 @@ def test_roles_the_bootstrap_fenced_to_another_cluster_are_refused(mocks: Record
     ) in _refused(mocks, bootstrapped=False)
 
 
-def test_the_add_ons_the_cluster_lacks_are_the_stacks_and_the_others_are_left_alone(
+def test_the_stack_creates_only_the_pod_identity_agent_the_cluster_lacks(
     mocks: RecordingMocks,
 ) -> None:
-    existing_cluster(mocks, addons={"vpc-cni": EXISTING_ADDONS["vpc-cni"]})
+    existing_cluster(mocks, addons={**EXISTING_ADDONS, **_VOLUMES, "eks-pod-identity-agent": None})
     run_into_existing(mocks, {"modelCache": "volume"})
-    assert _addon_names(mocks) == {
-        "amazon-cloudwatch-observability",
-        "aws-ebs-csi-driver",
-        "eks-pod-identity-agent",
-    }
+    assert _addon_names(mocks) == {"eks-pod-identity-agent"}
+    # The next `up` reads it present, with the stack's tags: still the stack's, not deleted.
+    again = RecordingMocks()
+    agent = ("eks-pod-identity-agent",)
+    existing_cluster(again, addons={**EXISTING_ADDONS, **_VOLUMES}, ours=agent)
+    run_into_existing(again, {"modelCache": "volume"})
+    assert _addon_names(again) == {"eks-pod-identity-agent"}
+    # Both tags name the stack: another stack's, or a bare `stack: dev`, is the cluster's.
+    for tags in ({"project": "gemma-graviton", "stack": "prod"}, {"stack": "dev"}):
+        other = RecordingMocks()
+        existing_cluster(other, addons={**EXISTING_ADDONS, **_VOLUMES})
+        other.addons[(EXISTING_CLUSTER, "eks-pod-identity-agent")]["tags"] = tags
+        run_into_existing(other, {"modelCache": "volume"})
+        assert _addon_names(other) == set(), tags
     # Objects someone else made in the cluster fail the add-on's creation, never overwritten.
     for addon in by_type(mocks.records, ADDON):
         assert addon.inputs["resolveConflictsOnCreate"] == "NONE", addon.urn
 
 
+def test_the_cluster_wide_add_ons_are_never_the_stacks(mocks: RecordingMocks) -> None:
+    # Without the CloudWatch add-on: no add-on, log group or association of Container Insights
+    # (the owner's teams' logs and a self-managed agent's credentials are left alone).
+    existing_cluster(mocks, addons={"vpc-cni": EXISTING_ADDONS["vpc-cni"]})
+    run_into_existing(mocks, {"monitoring": False})
+    assert _addon_names(mocks) == set()
+    assert by_type(mocks.records, "aws:cloudwatch/logGroup:LogGroup") == []
+    assert by_type(mocks.records, "aws:eks/podIdentityAssociation:PodIdentityAssociation") == []
+
+
+def test_volumes_without_the_clusters_ebs_csi_driver_are_refused(mocks: RecordingMocks) -> None:
+    existing_cluster(mocks)
+    assert (
+        "`modelCache` is volume, but `existingCluster` platform-shared runs no aws-ebs-csi-driver "
+        "add-on to provision the volumes, and the stack installs none in a cluster it does not "
+        "own; have its owner install aws-ebs-csi-driver, or set `modelCache` to none"
+    ) in _refused(mocks, {"modelCache": "volume"})
+
+
+def test_monitoring_without_the_clusters_cloudwatch_add_on_is_refused(
+    mocks: RecordingMocks,
+) -> None:
+    existing_cluster(mocks, addons={"vpc-cni": EXISTING_ADDONS["vpc-cni"]})
+    assert (
+        "`monitoring` counts answers in the logs platform-shared's amazon-cloudwatch-observability "
+        "add-on ships, but it runs none, and the stack installs none in a cluster it does not "
+        "own; have its owner install amazon-cloudwatch-observability, or set `monitoring` to "
+        "false"
+    ) in _refused(mocks)
+
+
 def test_a_cluster_with_every_add_on_gets_none(
     mocks: RecordingMocks, exports: dict[str, Any]
 ) -> None:
-    present = {
-        **EXISTING_ADDONS,
-        "aws-ebs-csi-driver": "",
-        "amazon-cloudwatch-observability": "",
-    }
-    existing_cluster(mocks, addons=present)
+    existing_cluster(mocks, addons={**EXISTING_ADDONS, **_VOLUMES})
     run_into_existing(mocks, {"modelCache": "volume"})
     assert _addon_names(mocks) == set()
     one(mocks.records, "kubernetes:storage.k8s.io/v1:StorageClass")
@@ -275,17 +344,13 @@ def test_a_cluster_with_every_add_on_gets_none(
     assert resolve(exports["logGroup"]) == f"/aws/containerinsights/{EXISTING_CLUSTER}/application"
 
 
-#: Everything the dev stack creates in `EXISTING_CLUSTER` as it runs (vpc-cni and the Pod
-#: Identity agent, no CloudWatch add-on; monitoring on, weights on the node disk): exactly what
+#: Everything the dev stack creates in `EXISTING_CLUSTER` as it runs (vpc-cni, the Pod
+#: Identity agent and the CloudWatch add-on; monitoring on, weights on the node disk): exactly what
 #: `pulumi destroy` deletes. The cluster, its VPC, subnets, add-ons and access entries are no
 #: resource of the stack, so destroy cannot touch them.
 DESTROYED = sorted(
     [
         ("aws:cloudwatch/dashboard:Dashboard", "watch-dashboard"),
-        ("aws:cloudwatch/logGroup:LogGroup", "logs-application"),
-        ("aws:cloudwatch/logGroup:LogGroup", "logs-dataplane"),
-        ("aws:cloudwatch/logGroup:LogGroup", "logs-host"),
-        ("aws:cloudwatch/logGroup:LogGroup", "logs-performance"),
         ("aws:cloudwatch/logGroup:LogGroup", "watch-emf"),
         ("aws:cloudwatch/logMetricFilter:LogMetricFilter", "watch-answers-2xx"),
         ("aws:cloudwatch/logMetricFilter:LogMetricFilter", "watch-answers-401"),
@@ -298,9 +363,7 @@ DESTROYED = sorted(
         ("aws:cloudwatch/metricAlarm:MetricAlarm", "watch-requests-waiting"),
         ("aws:cloudwatch/metricAlarm:MetricAlarm", "watch-server-errors"),
         ("aws:ec2/launchTemplate:LaunchTemplate", "eks-node-lt"),
-        ("aws:eks/addon:Addon", "logs-addon"),
         ("aws:eks/nodeGroup:NodeGroup", "eks-nodes"),
-        ("aws:eks/podIdentityAssociation:PodIdentityAssociation", "logs-addon-identity"),
         ("aws:eks/podIdentityAssociation:PodIdentityAssociation", "watch-collector-identity"),
         ("aws:sns/topic:Topic", "watch-alarms"),
         ("kubernetes:apps/v1:Deployment", "watch-collector"),
@@ -325,7 +388,6 @@ DESTROYED = sorted(
         ("kubernetes:rbac.authorization.k8s.io/v1:RoleBinding", "watch-collector-binding"),
         ("random:index/randomPassword:RandomPassword", "model-api-key"),
         ("random:index/randomPassword:RandomPassword", "model-engine-key"),
-        ("time:index/sleep:Sleep", "logs-addon-identity-settled"),
         ("time:index/sleep:Sleep", "watch-collector-identity-settled"),
     ]
 )

@@ -20,8 +20,8 @@ from infra.plan import pods
 from infra.plan.stackfile import load_stack, stack_names
 from tests import builders
 from tests.fakes.cloudwatch_operator import annotated_languages
-from tests.fakes.pulumi_mocks import RecordingMocks, by_type, named, one
-from tests.program.harness import run_program, shared_run
+from tests.fakes.pulumi_mocks import by_type, named, one
+from tests.program.harness import shared_run
 
 LWS = "kubernetes:leaderworkerset.x-k8s.io/v1:LeaderWorkerSet"
 SERVICE = "kubernetes:core/v1:Service"
@@ -118,26 +118,3 @@ def test_the_deployed_pods_have_exactly_the_planned_containers_and_no_instrument
         # Without the configuration (the add-on as EKS ships it) the operator would instrument
         # this pod: the test above would pass for the wrong reason if this did not hold.
         assert annotated_languages(None, region, **workload), (role, lws.urn)
-
-
-@pytest.mark.usefixtures("as_pulumi_host")
-@pytest.mark.parametrize("instance_type", ["m7g.2xlarge", "m7g.4xlarge"])
-def test_the_model_pods_select_their_instance_type(
-    instance_type: str, mocks: RecordingMocks
-) -> None:
-    # `instance_types` is ForceNew on aws_eks_node_group (hashicorp/terraform-provider-aws
-    # internal/service/eks/node_group.go, commit 012e0a32 read 2026-12-03): a new type is a second
-    # node group beside the old one until Pulumi deletes the old one last. Only a selector on the
-    # type changes the pod template with it and keeps a restarted group off the old nodes; the
-    # Cluster Autoscaler's template node of a group at 0 nodes carries the label
-    # (kubernetes/autoscaler cluster-autoscaler/cloudprovider/aws/aws_manager.go
-    # `buildGenericLabels`, master at 00a2c93).
-    run_program(mocks, "dev", {"instanceType": instance_type})
-    lws = one(mocks.records, LWS)
-    node_group = one(mocks.records, "eks:index:ManagedNodeGroup")
-    assert node_group.inputs["instanceTypes"] == [instance_type], node_group.urn
-    for role, template in _templates(lws.inputs).items():
-        assert template["spec"]["nodeSelector"] == {
-            "gemma-graviton.dev/pool": "model",
-            "node.kubernetes.io/instance-type": instance_type,
-        }, (lws.urn, role)

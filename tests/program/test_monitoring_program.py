@@ -18,7 +18,7 @@ from infra.plan.sizing import plan
 from infra.plan.stackfile import load_stack
 from tests.bootstrap import iam_eval
 from tests.fakes.pulumi_mocks import ACCOUNT_ID, RecordingMocks, by_type, named, one, resolve
-from tests.program.harness import run_program, shared_run, stacks_with
+from tests.program.harness import EVERYTHING_ON, run_program, shared_run, stacks_with
 
 pytestmark = pytest.mark.usefixtures("as_pulumi_host")
 
@@ -116,8 +116,8 @@ def test_every_stack_watches_its_model_server(stack: str) -> None:
     assert not iam_eval.allowed(emf, "logs:PutLogEvents", f"{arn}-other:log-stream:collector")
 
 
-def test_an_alarm_email_subscribes_to_the_topic(mocks: RecordingMocks) -> None:
-    run_program(mocks, "dev", {"alarmEmail": "oncall@example.com"})
+def test_an_alarm_email_subscribes_to_the_topic() -> None:
+    mocks, _ = shared_run("dev", EVERYTHING_ON)
     subscription = one(mocks.records, "aws:sns/topicSubscription:TopicSubscription")
     assert subscription.inputs["protocol"] == "email"
     assert subscription.inputs["endpoint"] == "oncall@example.com"

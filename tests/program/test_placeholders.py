@@ -56,8 +56,12 @@ def test_make_plan_names_them_in_its_first_lines(capsys: pytest.CaptureFixture[s
         "vllm/vllm-openai-cpu:v0.31.0-arm64, pinned by a tag only; run `make pin-images`, or set "
         "repository:tag@sha256:<the index's digest>"
     )
-    # The bootstrap's own (tests/bootstrap/test_program.py), then the verdict.
-    assert head[1].startswith("PLACEHOLDERS in infra/bootstrap/Pulumi.ci.yaml"), head[1]
+    # The bootstrap's own, as it runs first in the account, then the verdict.
+    assert head[1] == (
+        "PLACEHOLDERS in infra/bootstrap/Pulumi.ci.yaml, which `pulumi -C infra/bootstrap up` "
+        "refuses (set your own): `repository` example-org/gemma-graviton, the shipped example: "
+        "every CI role would trust its owner's workflows"
+    )
     assert head[2].startswith("prod starts: "), head[2]
 
 

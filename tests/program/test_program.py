@@ -90,17 +90,33 @@ def test_every_stack_runs_end_to_end(stack: str) -> None:
     assert resolve(exports["kvCacheTokens"]) == expected.kv_cache_tokens
 
 
-def test_node_size_override_flows_into_the_node_group(mocks: RecordingMocks) -> None:
-    run_program(mocks, "dev", {"instanceType": "m7g.4xlarge"})
-    expected = plan(load_stack("dev", {"instanceType": "m7g.4xlarge"}), "dev")
+@pytest.mark.parametrize(("instance_type", "nodes"), [("m7g.2xlarge", 2), ("m7g.4xlarge", 1)])
+def test_node_size_override_flows_into_the_node_group_and_the_pods(
+    instance_type: str, nodes: int
+) -> None:
+    mocks, _ = shared_run("dev", {"instanceType": instance_type})
+    expected = plan(load_stack("dev", {"instanceType": instance_type}), "dev")
     node_group = one(mocks.records, NODE_GROUP)
-    assert node_group.inputs["instanceTypes"] == ["m7g.4xlarge"]
-    assert node_group.inputs["scalingConfig"]["desiredSize"] == expected.nodes == 1
+    assert node_group.inputs["instanceTypes"] == [instance_type]
+    assert node_group.inputs["scalingConfig"]["desiredSize"] == expected.nodes == nodes
     template = one(mocks.records, "aws:ec2/launchTemplate:LaunchTemplate")
     (device,) = template.inputs["blockDeviceMappings"]
     assert device["ebs"]["volumeSize"] == expected.node_disk_gib, template.urn
     lws = one(mocks.records, LWS)
-    assert lws.inputs["spec"]["leaderWorkerTemplate"]["size"] == 1
+    group = lws.inputs["spec"]["leaderWorkerTemplate"]
+    assert group["size"] == nodes
+    # `instance_types` is ForceNew on aws_eks_node_group (hashicorp/terraform-provider-aws
+    # internal/service/eks/node_group.go, commit 012e0a32 read 2026-12-03): a new type is a second
+    # node group beside the old one until Pulumi deletes the old one last. Only a selector on the
+    # type changes the pod template with it and keeps a restarted group off the old nodes; the
+    # Cluster Autoscaler's template node of a group at 0 nodes carries the label
+    # (kubernetes/autoscaler cluster-autoscaler/cloudprovider/aws/aws_manager.go
+    # `buildGenericLabels`, master at 00a2c93).
+    for role in ("leaderTemplate", "workerTemplate"):
+        assert group[role]["spec"]["nodeSelector"] == {
+            "gemma-graviton.dev/pool": "model",
+            "node.kubernetes.io/instance-type": instance_type,
+        }, (lws.urn, role)
 
 
 @pytest.mark.parametrize(

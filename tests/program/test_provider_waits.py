@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from tests.fakes.pulumi_mocks import RecordingMocks, by_type, named, one
-from tests.program.harness import MODEL_SERVICE, run_program, shared_run
+from tests.fakes.pulumi_mocks import by_type, named, one
+from tests.program.harness import MODEL_SERVICE, shared_run
 
 pytestmark = pytest.mark.usefixtures("as_pulumi_host")
 
@@ -34,8 +34,8 @@ def test_the_model_service_cannot_fail_an_up_during_a_cold_start(stack: str) -> 
     assert exports["endpoint"] is not None
 
 
-def test_secrets_are_patched_in_place_on_rotation(mocks: RecordingMocks) -> None:
-    run_program(mocks, "prod", api_key="k" * 40)
+def test_secrets_are_patched_in_place_on_rotation() -> None:
+    mocks, _ = shared_run("prod")
     provider = one(mocks.records, K8S_PROVIDER)
     # provider/pkg/provider/diff.go (`forceNewProperties`): a Secret's `.data`/`.stringData` is
     # replace-only unless the provider has `enableSecretMutable` and the Secret is not immutable.

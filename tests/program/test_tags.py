@@ -98,14 +98,15 @@ def test_the_render_tags_the_csi_volumes_and_the_load_balancer(stack: str) -> No
         assert _csi_tags(sc)[key] == value and _nlb_tags(svc)[key] == value
 
 
-def test_the_load_balancer_is_made_by_the_in_tree_controller_without_lbc_annotations() -> None:
+def test_the_load_balancer_states_its_scheme_in_the_annotation_both_controllers_read() -> None:
     cfg = load_stack("dev")
     (svc,) = [o for o in rendered_objects(cfg, plan(cfg, "dev")) if o["kind"] == "Service"]
     annotations = svc["metadata"]["annotations"]
     assert annotations["service.beta.kubernetes.io/aws-load-balancer-type"] == "nlb"
-    # Read only by the AWS Load Balancer Controller, which this cluster does not run.
+    # Internet-facing, said rather than left to a controller's default.
+    assert annotations["service.beta.kubernetes.io/aws-load-balancer-internal"] == "false"
+    # The AWS Load Balancer Controller's own, which the in-tree controller never reads.
     assert "service.beta.kubernetes.io/aws-load-balancer-scheme" not in annotations
-    assert "service.beta.kubernetes.io/aws-load-balancer-internal" not in annotations
 
 
 @pytest.mark.usefixtures("as_pulumi_host")

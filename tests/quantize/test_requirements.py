@@ -17,15 +17,11 @@ from tools.venvs import (
     QUANTIZE_REQUIREMENTS,
     RehearsalEnvError,
     ensure,
+    pinned,
     uv_sources,
 )
 
 PIN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*==[^\s=]+$")
-
-
-def pinned(path: Path, name: str) -> str:
-    (version,) = re.findall(rf"^{re.escape(name)}==(\S+)$", path.read_text(), re.M)
-    return version
 
 
 @pytest.mark.parametrize(

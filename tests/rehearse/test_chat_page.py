@@ -4,9 +4,8 @@ fails on a page that drops `finish_reason: "length"` silently."""
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 
 import pytest
@@ -17,7 +16,7 @@ from tests import builders, door_harness
 from tests.fakes.openai_stub import StubConfig, StubServer
 from tools.rehearse.front_door import chat_page, gatekeeper_run
 from tools.rehearse.group.ranks import free_port
-from tools.rehearse.group.workspace import RehearsalError
+from tools.rehearse.group.workspace import RehearsalError, poll
 
 LIMITS = builders.gatekeeper_limits(
     max_request_bytes=64 * 1024,
@@ -59,12 +58,10 @@ def test_the_mutant_changes_exactly_the_note_condition() -> None:
     assert chat_page.NOTE_CONDITION not in mutant["chat-app.js"]
 
 
-@contextmanager
 def _door(
     tmp: Path, upstream: int, files: Mapping[str, str], limits: GatekeeperLimits = LIMITS
-) -> Iterator[gatekeeper_run.Gate]:
-    with door_harness.door(limits, KEY, upstream, tmp, page_files=files) as door:
-        yield door
+) -> AbstractContextManager[gatekeeper_run.Gate]:
+    return door_harness.door(limits, KEY, upstream, tmp, page_files=files)
 
 
 @contextmanager
@@ -174,11 +171,8 @@ def test_the_page_warns_before_the_context_fills_and_reads_the_front_doors_refus
 
 
 def _notice(session: chat_page.ChatSession) -> str:
-    for _ in range(200):
-        if text := session.notice():
-            return text
-        time.sleep(0.05)
-    return ""
+    """The page's notice once it shows one (10 s at most), or ""."""
+    return poll(session.notice, bool, 10)
 
 
 @needs_browser
@@ -187,11 +181,7 @@ def test_stop_ends_the_stream_and_keeps_what_came(tmp_path: Path) -> None:
         upstream = int(stub.root_url.rsplit(":", 1)[1])
         with _session(tmp_path, upstream, chat.files(PAGE)) as session:
             session.ask("A long one, please.", 128)
-            for _ in range(400):
-                reply = session.last_reply()
-                if reply and reply["content"]:
-                    break
-                time.sleep(0.01)
+            poll(session.last_reply, lambda r: bool(r and r["content"]), 10, 0.01)
             session.click("stop")
             reply = session.wait_reply()
     assert reply["state"] == "stopped" and reply["finish"] == ""

@@ -10,17 +10,9 @@ import pytest
 
 from components.manifests.gatekeeper import nginx_conf
 from components.manifests.gatekeeper_conf import PASSED_HEADERS
-from tests import builders
+from tests import door_harness
 from tools.rehearse.front_door import vllm_headers
 from tools.rehearse.front_door.vllm_headers import HeaderUse, scan, vendored
-
-LIMITS = builders.gatekeeper_limits(
-    max_request_bytes=65536,
-    client_requests_per_minute=60,
-    client_burst=2,
-    client_concurrent_requests=1,
-    reply_timeout_seconds=120,
-)
 
 
 def test_every_header_vllm_acts_on_is_dropped_unless_reviewed_as_passed() -> None:
@@ -31,7 +23,7 @@ def test_every_header_vllm_acts_on_is_dropped_unless_reviewed_as_passed() -> Non
     passed = {h.lower() for h in PASSED_HEADERS}
     # What the list says is passed is exactly what the gatekeeper passes of vLLM's headers.
     assert vllm_headers.passed() == passed & reviewed == {"authorization", "content-type"}
-    conf = nginx_conf(LIMITS)
+    conf = nginx_conf(door_harness.PLAN_LIMITS)
     assert "proxy_pass_request_headers off;" in conf
     sent = {name.lower() for name in re.findall(r"proxy_set_header (\S+) ", conf)}
     for header in reviewed - passed:

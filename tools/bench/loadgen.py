@@ -73,7 +73,6 @@ def bench_serve_argv(
     model: str,
     tokenizer: str,
     result_dir: str,
-    seed: int = 0,
 ) -> list[str]:
     """The `vllm bench serve` command line of one point; `base_url` is the server's root (no
     `/v1`). The key is not here: the generator reads it from `OPENAI_API_KEY`."""
@@ -97,7 +96,7 @@ def bench_serve_argv(
         f"--request-rate={rate}",
         f"--max-concurrency={point.concurrency}",
         "--ignore-eos",
-        f"--seed={seed}",
+        "--seed=0",
         "--percentile-metrics=ttft,tpot,itl,e2el",
         f"--metric-percentiles={percentiles}",
         "--save-result",

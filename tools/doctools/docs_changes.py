@@ -1,10 +1,7 @@
 """The README's "What a change costs" table: for each kind of change (`infra.plan.changes`) and
 each shipped stack, how long the endpoint gives no answer and how the running groups get there
-(the rollout column), from that stack's own plan.
-
-`make regen` writes it; `tests/test_regen.py` fails when the page and this output differ. The
-figures are
-the plan's: modelled cold starts, drains and node launches, not measured on a cluster.
+(the rollout column), from that stack's own plan: modelled cold starts, drains and node
+launches, not measured on a cluster.
 """
 
 from __future__ import annotations

@@ -1,8 +1,6 @@
 """The stack-keys table of docs/planning.md, generated from the config model: each key's alias,
 its default as the stack file writes it, its `Field(description=...)` and the fix a refusal
 gives (`json_schema_extra`). The model is the one home of what a key means; the page quotes it.
-
-`make regen` writes it; `tests/test_regen.py` fails when the page and this output differ.
 """
 
 from __future__ import annotations

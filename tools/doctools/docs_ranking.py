@@ -1,8 +1,5 @@
 """The node-size ranking the docs quote, generated from `python -m infra.plan --compare --json`.
 
-The block sits between `BEGIN` and `END` in whichever page holds "Choosing a node size" (the
-README or a page under docs/); `make regen` writes it and `tests/test_regen.py` fails when the
-page and this output differ.
 The comparison is run as of the day the catalogue's prices were read (`prices.READ_ON`), so the
 text changes when the catalogue does, not with the calendar.
 """

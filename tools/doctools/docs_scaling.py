@@ -1,10 +1,9 @@
 """The scaling simulation's table the docs quote: the shipped stacks on one modelled office day
 (`tests/fixtures/load/office-day.csv`), today's fixed group against the elastic stack.
 
-The block sits between `BEGIN` and `END` in README.md; `make regen` writes it and
-`tests/test_regen.py` fails when the page and this output differ. Each stack is simulated with
-its own plan's scaling parameters (`infra.plan.elastic`) and door figures (`infra.plan.sleep`);
-prod as it was before it went elastic is the same stack without the elasticity keys.
+Each stack is simulated with its own plan's scaling parameters (`infra.plan.elastic`) and door
+figures (`infra.plan.sleep`); prod as it was before it went elastic is the same stack without
+the elasticity keys.
 """
 
 from __future__ import annotations
@@ -20,7 +19,6 @@ from tools.doctools import doc_blocks
 from tools.doctools.scaling_sim import (
     DoorFigures,
     GroupCapacity,
-    Metric,
     Scaler,
     SimResult,
     read_day,
@@ -57,7 +55,7 @@ def capacity(cfg: StackConfig, p: Plan) -> GroupCapacity:
     return GroupCapacity(served.limit.sequences, round(service, 1), served.ttft_1k_s)
 
 
-def scaler(cfg: StackConfig, p: Plan, metric: Metric = "waiting") -> Scaler:
+def scaler(cfg: StackConfig, p: Plan) -> Scaler:
     """The stack's scaler as its plan configures it (none for a fixed stack)."""
     if not cfg.elastic:
         door = DoorFigures(retry_after_s=0, wake_flag_s=0)
@@ -65,13 +63,13 @@ def scaler(cfg: StackConfig, p: Plan, metric: Metric = "waiting") -> Scaler:
     asleep = sleep.door_asleep(cfg, p)
     door = DoorFigures(asleep.wake_seconds, asleep.signal_seconds)
     params = elastic.scaling_parameters(cfg, p)
-    return Scaler(params, door, nodes_per_group=p.stages, metric=metric)
+    return Scaler(params, door, nodes_per_group=p.stages)
 
 
-ROWS: tuple[tuple[str, str, bool, Metric], ...] = (
-    ("dev: one fixed group", "dev", True, "waiting"),
-    ("prod before: one fixed group", "prod", True, "waiting"),
-    ("prod elastic, as shipped", "prod", False, "waiting"),
+ROWS: tuple[tuple[str, str, bool], ...] = (
+    ("dev: one fixed group", "dev", True),
+    ("prod before: one fixed group", "prod", True),
+    ("prod elastic, as shipped", "prod", False),
 )
 
 
@@ -79,10 +77,10 @@ def rows() -> list[tuple[str, Scaler, GroupCapacity, Plan, SimResult]]:
     """Each row of `ROWS` on the same day."""
     day = read_day(DAY)
     out = []
-    for label, stack, fixed, metric in ROWS:
+    for label, stack, fixed in ROWS:
         cfg = stack_config(stack, fixed)
         p = plan(cfg, stack)
-        sc, cap = scaler(cfg, p, metric), capacity(cfg, p)
+        sc, cap = scaler(cfg, p), capacity(cfg, p)
         out.append((label, sc, cap, p, run_day(day, sc, cap, p.liveness.first_byte_s)))
     return out
 

@@ -22,6 +22,7 @@ from tools.rehearse.group.vllm_logs import (
     parse_kv_cache_size,
     parse_max_concurrency,
 )
+from tools.rehearse.group.workspace import aligned
 
 
 @dataclass(frozen=True)
@@ -42,6 +43,11 @@ class Check:
 def labelled(label: str, checks: Sequence[Check]) -> list[Check]:
     """`checks` named for one of several groups: "int8: KV cache tokens"."""
     return [replace(check, name=f"{label}: {check.name}") for check in checks]
+
+
+def not_reached(rows: Sequence[tuple[str, str]], why: str = "not reached") -> list[Check]:
+    """A row per (name, expected) that a step which could not run leaves unjudged."""
+    return [Check(name, expected, why, None) for name, expected in rows]
 
 
 def kv_checks(tiny_plan: Plan, log_text: str) -> list[Check]:
@@ -95,12 +101,6 @@ def kv_budget_check(tiny_plan: Plan, logs: Sequence[str]) -> Check:
 
 def verdict_ok(checks: Sequence[Check]) -> bool:
     return bool(checks) and all(c.ok is True for c in checks)
-
-
-def aligned(rows: Sequence[Sequence[str]], sep: str = "  ") -> list[str]:
-    """Rows of cells, each column as wide as its widest cell, each line right-stripped."""
-    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
-    return [sep.join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() for row in rows]
 
 
 def render_verdict(checks: Sequence[Check]) -> str:

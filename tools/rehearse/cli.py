@@ -71,6 +71,7 @@ from tools.rehearse.checks import (
     endpoint_checks,
     kv_budget_check,
     kv_checks,
+    not_reached,
     render_verdict,
     seccomp_check,
     stopped_check,
@@ -92,11 +93,11 @@ from tools.rehearse.group.ranks import (
     RankFailure,
     RankGroup,
     RankLaunch,
+    exit_code,
     free_port,
     log_tails,
     loopback_ports,
     rank_launches,
-    termination_unwinds,
 )
 from tools.rehearse.group.tiny_plan import ensure_tiny_model, plan_tiny, tiny_model_config
 from tools.rehearse.group.workspace import (
@@ -114,7 +115,7 @@ from tools.rehearse.measure.prefill_probe import QUICK_SLIDING, figures, probe_c
 from tools.rehearse.measure.quality_step import QualityStep
 from tools.rehearse.measure.quantized import Served, quantized_rows
 from tools.rehearse.measure.step_timeout import timeout_checks
-from tools.venvs import RehearsalEnvError, ensure_env, ensure_quality_env, ensure_quantize_env
+from tools.venvs import ensure_env, ensure_quality_env, ensure_quantize_env
 
 DEFAULT_TIMEOUT_S = 600.0
 
@@ -416,14 +417,8 @@ def _check_group(
             return [
                 Check("group formed", ranks, _formed_text(group.formed_at, formed), formed),
                 Check("/health", "200", failure.summary, False, note=failure.quote),
-                *(
-                    Check(name, expected, "not reached", None)
-                    for name, expected in (
-                        *GATE_NOT_REACHED,
-                        *CHAT_NOT_REACHED,
-                        *NOT_REACHED,
-                        *capacity_step.NOT_REACHED,
-                    )
+                *not_reached(
+                    (*GATE_NOT_REACHED, *CHAT_NOT_REACHED, *NOT_REACHED, *capacity_step.NOT_REACHED)
                 ),
             ]
     checks = [
@@ -569,13 +564,13 @@ def _door_checks(
     cut_port, dead_port, costly_port = free_port(), free_port(), free_port()
     with (
         gatekeeper_run.running_gate(
-            front.nginx, short, api_key, cut_port, vllm_port, front.work_dir / "cut", _quiet
+            front.nginx, short, api_key, cut_port, vllm_port, front.work_dir / "cut"
         ),
         gatekeeper_run.running_gate(
-            front.nginx, limits, api_key, dead_port, free_port(), front.work_dir / "dead", _quiet
+            front.nginx, limits, api_key, dead_port, free_port(), front.work_dir / "dead"
         ),
         gatekeeper_run.running_gate(
-            front.nginx, costly, api_key, costly_port, vllm_port, front.work_dir / "costly", _quiet
+            front.nginx, costly, api_key, costly_port, vllm_port, front.work_dir / "costly"
         ) as costly_gate,
     ):
         checks.append(door_checks.cut_check(door(cut_port), timeout, timing))
@@ -602,10 +597,6 @@ def _asleep_rows(
     sleeper = asleep_checks.Sleeper(limits, asleep, api_key, model)
     work = front.work_dir.parent / "door-asleep"
     return asleep_checks.door_sleep_checks(front.nginx, sleeper, vllm_port, work, group.progress)
-
-
-def _quiet(_line: str) -> None:
-    pass
 
 
 def _formed_text(seconds: float | None, formed: bool) -> str:
@@ -712,40 +703,31 @@ def _parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     progress = Progress()
-    with termination_unwinds():
-        try:
-            if args.timeout <= 0:
-                raise ConfigError(
-                    "--timeout",
-                    f"must be positive (got {args.timeout:g})",
-                    "pass seconds such as 600",
-                )
-            options = Options(
-                stack=args.stack,
-                overrides=parse_overrides(args.overrides),
-                timeout_s=args.timeout,
-                keep=args.keep,
-                extra_args=tuple(args.extra_args),
-                faults=args.faults,
-                prefill=args.prefill,
-                prefill_sliding=args.prefill_sliding,
-                quantized=not args.skip_quantized,
-                changes=not args.skip_changes,
+
+    def run() -> int:
+        if args.timeout <= 0:
+            raise ConfigError(
+                "--timeout", f"must be positive (got {args.timeout:g})", "pass seconds such as 600"
             )
-            check_input(options)
-            if options.faults:
-                return _rehearse_faults(options, progress)
-            checks, timings = rehearse(options, progress)
-        except ConfigError as error:
-            print(f"error: {error}", file=sys.stderr)
-            return 2
-        except (RehearsalError, RehearsalEnvError) as error:
-            print(f"error: {error}", file=sys.stderr)
-            return 1
-        except KeyboardInterrupt:
-            print("error: interrupted", file=sys.stderr)
-            return 130
-    print(render_verdict(checks))
-    shown = ", ".join(f"{name} {seconds:.1f} s" for name, seconds in timings.items())
-    print(f"timings: {shown}; total {progress.elapsed():.1f} s")
-    return 0 if verdict_ok(checks) else 1
+        options = Options(
+            stack=args.stack,
+            overrides=parse_overrides(args.overrides),
+            timeout_s=args.timeout,
+            keep=args.keep,
+            extra_args=tuple(args.extra_args),
+            faults=args.faults,
+            prefill=args.prefill,
+            prefill_sliding=args.prefill_sliding,
+            quantized=not args.skip_quantized,
+            changes=not args.skip_changes,
+        )
+        check_input(options)
+        if options.faults:
+            return _rehearse_faults(options, progress)
+        checks, timings = rehearse(options, progress)
+        print(render_verdict(checks))
+        shown = ", ".join(f"{name} {seconds:.1f} s" for name, seconds in timings.items())
+        print(f"timings: {shown}; total {progress.elapsed():.1f} s")
+        return 0 if verdict_ok(checks) else 1
+
+    return exit_code(run)

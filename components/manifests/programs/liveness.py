@@ -315,6 +315,8 @@ def check(opts: dict[str, str]) -> tuple[bool, str]:
         Check(opts).run()
     except Verdict as end:
         return end.ok, ("ok: " if end.ok else "FAIL: ") + end.text
+    except Exception as error:  # an answer the check cannot read fails it, with the reason
+        return False, f"FAIL: {error!r}"
     return False, "FAIL: no verdict"
 
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from infra.plan.sizing import Plan
 from tools.rehearse.changes import drain_step, rotation_step
-from tools.rehearse.checks import Check
+from tools.rehearse.checks import Check, not_reached
 from tools.rehearse.front_door import gatekeeper_run
 from tools.rehearse.group.endpoint import http_status
 from tools.rehearse.group.ranks import RankFailure, RankGroup, RankLaunch, free_port
@@ -28,10 +28,6 @@ class SecondGroup:
     log_dir: Path
 
 
-def _not_reached(rows: Sequence[tuple[str, str]], why: str) -> list[Check]:
-    return [Check(name, expected, why, None) for name, expected in rows]
-
-
 def change_rows(
     group: RankGroup,
     ports: tuple[int, int],
@@ -45,7 +41,7 @@ def change_rows(
     progress = group.progress
     vllm_port, master_port = ports
     if http_status(f"http://127.0.0.1:{vllm_port}/health") != 200:
-        return _not_reached(
+        return not_reached(
             (*rotation_step.NOT_REACHED, *drain_step.NOT_REACHED), "group A not serving"
         )
     limits = tiny_plan.front_door
@@ -70,7 +66,7 @@ def change_rows(
         try:
             b_group.wait_ready(f"http://127.0.0.1:{b_port}/health", timeout_s, progress)
         except RankFailure as failure:
-            return checks + _not_reached(drain_step.NOT_REACHED, failure.summary)
+            return checks + not_reached(drain_step.NOT_REACHED, failure.summary)
         with (
             gatekeeper_run.running_gate(
                 nginx, limits, api_key, free_port(), vllm_port, work / "gate-a", progress

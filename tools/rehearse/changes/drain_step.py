@@ -30,7 +30,7 @@ from pathlib import Path
 
 from components.manifests import drain, gatekeeper, programs
 from tools.rehearse.changes.balancer import Balancer, Target
-from tools.rehearse.checks import Check
+from tools.rehearse.checks import Check, not_reached
 from tools.rehearse.front_door.gatekeeper_run import request
 from tools.rehearse.group.workspace import poll
 
@@ -230,7 +230,7 @@ def drain_checks(
             seen = f"no first chunk (status {stream.status}) {stream.error}".strip()
             return [
                 Check(NOT_REACHED[0][0], NOT_REACHED[0][1], seen, False),
-                *(Check(name, expected, "not reached", None) for name, expected in NOT_REACHED[1:]),
+                *not_reached(NOT_REACHED[1:]),
             ]
         t0 = time.monotonic()
         progress("drain: stream from A under way; telling A to stop as the kubelet does")

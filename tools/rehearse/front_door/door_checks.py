@@ -23,6 +23,7 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
@@ -346,10 +347,9 @@ def flood(
     the gatekeeper closes one): the statuses (0: no answer), the seconds, and the most one
     address may be served: the first call, the open routes' burst and their rate over the
     flood plus a second of clock slack (gatekeeper_conf OPEN_BURST, OPEN_PER_SECOND)."""
-    statuses: Counter[int] = Counter()
-    lock = threading.Lock()
 
-    def run(count: int) -> None:
+    def run(count: int) -> Counter[int]:
+        statuses: Counter[int] = Counter()
         connection = http.client.HTTPConnection(door.host, door.port, 10, (source, 0))
         for _ in range(count):
             try:
@@ -362,16 +362,13 @@ def flood(
             except (OSError, http.client.HTTPException):
                 status = 0
                 connection.close()
-            with lock:
-                statuses[status] += 1
+            statuses[status] += 1
         connection.close()
+        return statuses
 
     began = time.monotonic()
-    workers = [threading.Thread(target=run, args=(calls // threads,)) for _ in range(threads)]
-    for thread in workers:
-        thread.start()
-    for thread in workers:
-        thread.join()
+    with ThreadPoolExecutor(threads) as pool:
+        statuses = sum(pool.map(run, [calls // threads] * threads), Counter[int]())
     took = time.monotonic() - began
     return statuses, took, 1 + OPEN_BURST + math.ceil(OPEN_PER_SECOND * (took + 1))
 

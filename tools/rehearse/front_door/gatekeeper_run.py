@@ -25,6 +25,7 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
@@ -138,20 +139,18 @@ def running_gate(
     port: int,
     vllm_port: int,
     work_dir: Path,
-    progress: Callable[[str], None],
-    metrics_port: int | None = None,
+    progress: Callable[[str], None] = lambda _line: None,
     page_files: Mapping[str, str] | None = None,
     engine_key: str | None = None,
     asleep: Asleep | None = None,
     probe_port: int | None = None,
     self_metrics: Path | None = None,
 ) -> Iterator[Gate]:
-    """nginx with the gatekeeper's config on 127.0.0.1:`port` (and its metrics and probe
-    listeners on `metrics_port` and `probe_port`, free ports if not given), stopped by group on
-    exit. With `page_files`
-    (`components.manifests.chat.files`, as the ConfigMap holds them) it serves the chat page;
-    with `asleep` it is the door of an elastic stack (`components.manifests.asleep`); with
-    `self_metrics` its metrics listener serves that file as a leader's serves the engine's
+    """nginx with the gatekeeper's config on 127.0.0.1:`port` (its metrics listener on a free
+    port, its probe listener on `probe_port` or a free one), stopped by group on exit. With
+    `page_files` (`components.manifests.chat.files`, as the ConfigMap holds them) it serves the
+    chat page; with `asleep` it is the door of an elastic stack (`components.manifests.asleep`);
+    with `self_metrics` its metrics listener serves that file as a leader's serves the engine's
     record."""
     key_dir, run_dir = work_dir / "key", work_dir / "run"
     for directory in (key_dir, run_dir):
@@ -171,7 +170,7 @@ def running_gate(
     # Never a port the gate is given: a free port is free only until someone binds it, so a
     # listener of ours on the "dead" upstream's number would answer for it (and loop).
     taken = {port, vllm_port}
-    metrics_port = metrics_port or _free_port_but(taken)
+    metrics_port = _free_port_but(taken)
     probe_port = probe_port or _free_port_but(taken | {metrics_port})
     files = gatekeeper.config_files(
         limits,
@@ -444,32 +443,24 @@ def burst_check(gate: Gate, api_key: str, limits: GatekeeperLimits) -> Check:
     """More requests at once than the burst allows: some get 429 with Retry-After, none 5xx.
     Connections above the client's connection cap are closed unanswered (counted apart)."""
     count = 2 * (limits.client_burst + limits.client_concurrent_requests) + 10
-    replies: list[Reply] = []
-    closed: list[int] = []
-    lock = threading.Lock()
 
-    def one() -> None:
+    def one(_index: int) -> Reply | None:
         try:
-            reply = request(gate.base_url, "GET", "/v1/models", None, api_key)
+            return request(gate.base_url, "GET", "/v1/models", None, api_key)
         except (OSError, http.client.HTTPException):
-            with lock:
-                closed.append(1)
-            return
-        with lock:
-            replies.append(reply)
+            return None
 
-    threads = [threading.Thread(target=one) for _ in range(count)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
+    with ThreadPoolExecutor(count) as pool:
+        answers = list(pool.map(one, range(count)))
+    replies = [r for r in answers if r is not None]
+    closed = len(answers) - len(replies)
     statuses = Counter(r.status for r in replies)
     limited = [r for r in replies if r.status == 429]
     retry = all("Retry-After" in r.headers for r in limited)
     errors = sum(n for status, n in statuses.items() if status >= 500)
     shown = ", ".join(f"{n}x {status}" for status, n in sorted(statuses.items()))
     if closed:
-        shown += f", {len(closed)} closed at the connection cap"
+        shown += f", {closed} closed at the connection cap"
     return Check(
         "burst above the rate",
         f"{count} at once: some 429 with Retry-After, no 5xx",

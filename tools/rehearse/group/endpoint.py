@@ -22,14 +22,11 @@ import openai
 CHECK_TOKENS = 16
 
 
-def http_status(
-    url: str, body: Mapping[str, Any] | None = None, api_key: str | None = None
-) -> int | None:
-    """The HTTP status of a GET (or a JSON POST when `body` is given); None if nothing answers."""
-    headers = {"Content-Type": "application/json"}
-    if api_key is not None:
-        headers["Authorization"] = f"Bearer {api_key}"
+def http_status(url: str, body: Mapping[str, Any] | None = None) -> int | None:
+    """The HTTP status of a keyless GET (or a JSON POST when `body` is given); None if nothing
+    answers."""
     data = json.dumps(body).encode("utf-8") if body is not None else None
+    headers = {"Content-Type": "application/json"}
     request = urllib.request.Request(url, data=data, headers=headers)
     try:
         with urllib.request.urlopen(request, timeout=5) as response:

@@ -28,10 +28,11 @@ from pathlib import Path
 from typing import Any, Literal
 
 from components.manifests import EngineSpec, engine_args
+from infra.plan.config import ConfigError
 from tools.rehearse.group.endpoint import http_status
 from tools.rehearse.group.vllm_logs import first_fatal_error
 from tools.rehearse.group.workspace import RehearsalError
-from tools.venvs import tail
+from tools.venvs import RehearsalEnvError, tail
 
 #: Seconds between SIGTERM and SIGKILL of a rank's process group.
 STOP_GRACE_S = 20.0
@@ -436,3 +437,22 @@ def termination_unwinds() -> Iterator[None]:
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
+
+
+def exit_code(run: Callable[[], int], *could_not_run: type[Exception]) -> int:
+    """A rehearsal command's exit code: `run()`'s own; 2 for bad input (`ConfigError`); 1 for a
+    step that could not run (`RehearsalError`, `RehearsalEnvError`, `could_not_run`); 130 when
+    interrupted. Each error is one line on stderr; SIGTERM unwinds as Ctrl-C does, so every rank
+    started inside is stopped (`termination_unwinds`)."""
+    with termination_unwinds():
+        try:
+            return run()
+        except ConfigError as error:
+            print(f"error: {error}", file=sys.stderr)
+            return 2
+        except (RehearsalError, RehearsalEnvError, *could_not_run) as error:
+            print(f"error: {error}", file=sys.stderr)
+            return 1
+        except KeyboardInterrupt:
+            print("error: interrupted", file=sys.stderr)
+            return 130

@@ -1,5 +1,5 @@
 """Where the rehearsals keep their files, the error a step raises when it cannot run, their
-progress lines, and a wait for something to show.
+progress lines and tables, and a wait for something to show.
 
 Every rehearsal (the two-rank group in `cli`, the memory-guard experiment in `memory_guard`)
 shares one `.rehearsal/` directory at the repository root: the virtualenvs (`tools.venvs`), the
@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import TypeVar
 
 from tools.venvs import QUALITY_VENV_DIR, QUANTIZE_VENV_DIR, REHEARSAL_DIR, VENV_DIR
@@ -26,6 +26,7 @@ __all__ = [
     "VENV_DIR",
     "Progress",
     "RehearsalError",
+    "aligned",
     "poll",
 ]
 
@@ -50,6 +51,12 @@ class Progress:
 
     def elapsed(self) -> float:
         return time.monotonic() - self.began
+
+
+def aligned(rows: Sequence[Sequence[str]], sep: str = "  ") -> list[str]:
+    """Rows of cells, each column as wide as its widest cell, each line right-stripped."""
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    return [sep.join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() for row in rows]
 
 
 def poll(

@@ -60,10 +60,10 @@ from infra.plan.stackfile import REPO, add_stack_arguments, parse_overrides, sta
 from tools.rehearse.group.ranks import (
     RankGroup,
     RankLaunch,
+    exit_code,
     free_port,
     quote_failure,
     rank_env,
-    termination_unwinds,
 )
 from tools.rehearse.group.tiny_plan import (
     checkpoint_bytes,
@@ -73,7 +73,7 @@ from tools.rehearse.group.tiny_plan import (
     tiny_profile,
 )
 from tools.rehearse.group.vllm_logs import parse_kv_cache_allocation, parse_memory_guard_refusal
-from tools.rehearse.group.workspace import LOGS_DIR, VENV_DIR, Progress, RehearsalError
+from tools.rehearse.group.workspace import LOGS_DIR, VENV_DIR, Progress, RehearsalError, aligned
 from tools.rehearse.guard.cgroups import (
     Cgroup,
     MemoryHierarchy,
@@ -90,7 +90,7 @@ from tools.rehearse.guard.guard_prediction import (
     planner_pod_gib,
     predict,
 )
-from tools.venvs import RehearsalEnvError, ensure_env
+from tools.venvs import ensure_env
 
 DEFAULT_KV_GIB = 1.5
 DEFAULT_TARGET_BYTES = 4_800_000_000
@@ -263,12 +263,7 @@ def render(
                 agree,
             )
         )
-    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
-    lines = [
-        "  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip()
-        for r in [header, *rows]
-    ]
-    lines.append("")
+    lines = [*aligned([header, *rows]), ""]
     for case in CASES:
         o = outcomes.get(case)
         if o is not None:
@@ -336,30 +331,23 @@ class Setup:
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     progress = Progress()
-    with termination_unwinds():
-        try:
-            hierarchy, why = find_hierarchy()
-            if hierarchy is None:
-                print(f"skipped: {why}")
-                return 0
-            progress(f"machine: {why}")
-            setup = _setup(args, progress)
-            log_dir = LOGS_DIR / time.strftime("%Y%m%d-%H%M%S-memory-guard")
-            outcomes = _run_cases(setup, hierarchy, args, log_dir, progress)
-        except ConfigError as error:
-            print(f"error: {error}", file=sys.stderr)
-            return 2
-        except (RehearsalError, RehearsalEnvError, OSError) as error:
-            print(f"error: {error}", file=sys.stderr)
-            return 1
-        except KeyboardInterrupt:
-            print("error: interrupted", file=sys.stderr)
-            return 130
-    predictions = setup.predictions
-    print(render(predictions, outcomes, setup.kv_bytes))
-    agree = all(outcomes[c].accepted is predictions[c].accepts for c in CASES)
-    print(f"\nverdict: {'PASS' if agree else 'FAIL'}; logs in {log_dir.relative_to(REPO)}")
-    return 0 if agree else 1
+
+    def run() -> int:
+        hierarchy, why = find_hierarchy()
+        if hierarchy is None:
+            print(f"skipped: {why}")
+            return 0
+        progress(f"machine: {why}")
+        setup = _setup(args, progress)
+        log_dir = LOGS_DIR / time.strftime("%Y%m%d-%H%M%S-memory-guard")
+        outcomes = _run_cases(setup, hierarchy, args, log_dir, progress)
+        predictions = setup.predictions
+        print(render(predictions, outcomes, setup.kv_bytes))
+        agree = all(outcomes[c].accepted is predictions[c].accepts for c in CASES)
+        print(f"\nverdict: {'PASS' if agree else 'FAIL'}; logs in {log_dir.relative_to(REPO)}")
+        return 0 if agree else 1
+
+    return exit_code(run, OSError)
 
 
 def _setup(args: argparse.Namespace, progress: Progress) -> Setup:

@@ -47,13 +47,14 @@ from collections.abc import Callable, Sequence
 from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from components.manifests import ServerSpec, engine_timeout_env, probe_command
 from components.manifests.gatekeeper import GatekeeperLimits
 from components.manifests.probes import engine_logging_config, leader_startup_probe
 from infra.plan.sizing import Plan
 from infra.plan.stackfile import REPO
-from tools.rehearse.checks import Check, aligned
+from tools.rehearse.checks import Check
 from tools.rehearse.front_door import gatekeeper_run
 from tools.rehearse.group.ranks import (
     RankFailure,
@@ -65,7 +66,7 @@ from tools.rehearse.group.ranks import (
     rank_launches,
     signal_group,
 )
-from tools.rehearse.group.workspace import LOGS_DIR
+from tools.rehearse.group.workspace import LOGS_DIR, aligned
 from tools.rehearse.measure import own_step, probe_cost
 from tools.rehearse.measure.fault_clients import ClientResult, Prober, run_client
 from tools.rehearse.measure.own_step import CpuQuota, SlowedRun, StepMeasure
@@ -83,6 +84,14 @@ GIVE_UP_S = 90.0
 #: Status codes the front door plans for an overloaded or broken group.
 PLANNED_REFUSALS = (429, 503)
 PROMPT = "Tell the pipeline a long story."
+
+
+def fixed_body(
+    model: str, prompt: str | list[int], tokens: int, stream: bool = False
+) -> dict[str, Any]:
+    """A completion of exactly `tokens` tokens (`min_tokens`, `ignore_eos`)."""
+    body = {"model": model, "prompt": prompt, "max_tokens": tokens, "min_tokens": tokens}
+    return {**body, "ignore_eos": True, "stream": stream}
 
 
 # --------------------------------------------------------------------------------------------
@@ -112,9 +121,9 @@ class Group:
         return self.log_dir / "vllm-warnings.log"
 
     @property
-    def base(self) -> str:
-        """Where clients go: the gatekeeper."""
-        return f"http://127.0.0.1:{self.front_port}"
+    def completions(self) -> str:
+        """Where clients go: the gatekeeper's completions route."""
+        return f"http://127.0.0.1:{self.front_port}/v1/completions"
 
 
 @dataclass
@@ -200,27 +209,34 @@ class Rehearsal:
             "LWS_LEADER_ADDRESS": "127.0.0.1",
         }
 
-    def measure_step(
-        self, group: Group, state_file: Path, cgroup: Path | None = None
-    ) -> StepMeasure:
-        """One run of the leader's startup phase into a fresh `state_file`, bounded as the
-        pod's startup probe is (`leader_startup_probe`)."""
-        probes = self.spec.probes
-        state_file.unlink(missing_ok=True)
-        announce = state_file.with_suffix(".announce.log")
-        announce.unlink(missing_ok=True)
-        command = probe_command(
-            probes,
+    def leader_command(self, group: Group, state_file: Path, **phase: str) -> list[str]:
+        """The leader's liveness command on loopback, its state in `state_file`."""
+        return probe_command(
+            self.spec.probes,
             "leader",
             group.port,
             self.tiny_plan.model,
             host="127.0.0.1",
             state_file=str(state_file),
+            **phase,
+        )
+
+    def measure_step(
+        self, group: Group, state_file: Path, cgroup: Path | None = None
+    ) -> StepMeasure:
+        """One run of the leader's startup phase into a fresh `state_file`, bounded as the
+        pod's startup probe is (`leader_startup_probe`)."""
+        state_file.unlink(missing_ok=True)
+        announce = state_file.with_suffix(".announce.log")
+        announce.unlink(missing_ok=True)
+        command = self.leader_command(
+            group,
+            state_file,
             phase="startup",
             warnings_log=str(group.warnings_log),
             announce=str(announce),
         )
-        timeout = leader_startup_probe(probes, 0)["timeoutSeconds"]
+        timeout = leader_startup_probe(self.spec.probes, 0)["timeoutSeconds"]
         prober = Prober("leader startup", command, self.probe_env(), 1, 1, timeout, cgroup)
         ok, text = prober.run_once()
         return StepMeasure.read(ok, text, state_file, announce)
@@ -228,14 +244,7 @@ class Rehearsal:
     def start_probes(self, group: Group, cgroups: Sequence[Path | None] = (None, None)) -> None:
         """Both ranks' liveness every period; the leader's reads the group's state file."""
         probes = self.spec.probes
-        leader = probe_command(
-            probes,
-            "leader",
-            group.port,
-            self.tiny_plan.model,
-            host="127.0.0.1",
-            state_file=str(group.state_file or group.log_dir / "liveness.json"),
-        )
+        leader = self.leader_command(group, group.state_file or group.log_dir / "liveness.json")
         # As in the pod: the worker reaches its leader through the gatekeeper's probe listener.
         worker = probe_command(probes, "worker", group.probe_port, self.tiny_plan.model)
         group.probers = [
@@ -253,10 +262,15 @@ class Rehearsal:
             )
         ]
 
-    def stop_group(self, group: Group) -> list[int]:
-        """Stop the probes and every process group, as LWS deletes a group's pods."""
+    def stop_probes(self, group: Group) -> list[str]:
+        """Stop the group's liveness runs; each failed run, named by its container."""
         for prober in group.probers:
             prober.stop()
+        return [f"{p.name}: {text}" for p in group.probers for text in p.failed_runs()]
+
+    def stop_group(self, group: Group) -> list[int]:
+        """Stop the probes and every process group, as LWS deletes a group's pods."""
+        self.stop_probes(group)
         # A frozen rank must run again to be told to stop; SIGKILL would end it anyway.
         for process in group.ranks.processes:
             signal_group(process.pgid, signal.SIGCONT)
@@ -267,9 +281,7 @@ class Rehearsal:
     def serves(self, group: Group) -> bool:
         result = ClientResult("check")
         body = {"model": self.tiny_plan.model, "prompt": "ping", "max_tokens": 4}
-        run_client(
-            result, f"{group.base}/v1/completions", self.api_key, body, self.bound_s, lambda: 0.0
-        )
+        run_client(result, group.completions, self.api_key, body, self.bound_s, lambda: 0.0)
         return result.status == 200 and result.outcome == "complete"
 
 
@@ -356,30 +368,16 @@ def break_group(rehearsal: Rehearsal, group: Group, fault: str) -> tuple[FaultRo
     measured = group.measured
     stall = measured.stall_s if measured is not None and measured.measured else probes.stall_s
     rehearsal.start_probes(group)
-    stream_body = {
-        "model": model,
-        "prompt": PROMPT,
-        "max_tokens": rehearsal.spec.limits.max_reply_tokens,
-        "min_tokens": rehearsal.spec.limits.max_reply_tokens,
-        "ignore_eos": True,
-        "stream": True,
-    }
+    stream_body = fixed_body(model, PROMPT, rehearsal.spec.limits.max_reply_tokens, stream=True)
     injected = [0.0]
     since = lambda: injected[0]  # noqa: E731 - read when each client ends
     flying = [ClientResult(f"stream {i + 1}") for i in range(IN_FLIGHT)]
     started = threading.Event()
+    url = group.completions
     threads = [
         threading.Thread(
             target=run_client,
-            args=(
-                r,
-                f"{group.base}/v1/completions",
-                key,
-                stream_body,
-                rehearsal.bound_s,
-                since,
-                started,
-            ),
+            args=(r, url, key, stream_body, rehearsal.bound_s, since, started),
             daemon=True,
         )
         for r in flying
@@ -395,7 +393,6 @@ def break_group(rehearsal: Rehearsal, group: Group, fault: str) -> tuple[FaultRo
     # A client that arrives a second after the fault.
     late = ClientResult("new request")
     late_body = {"model": model, "prompt": "ping", "max_tokens": 8}
-    url = f"{group.base}/v1/completions"
     arrival = threading.Timer(
         1.0, run_client, args=(late, url, key, late_body, rehearsal.bound_s, since)
     )
@@ -484,13 +481,7 @@ def flood(rehearsal: Rehearsal, group: Group) -> FloodResult:
     results: list[ClientResult] = []
     lock = threading.Lock()
     began = time.monotonic()
-    body = {
-        "model": rehearsal.tiny_plan.model,
-        "prompt": PROMPT,
-        "max_tokens": FLOOD_TOKENS,
-        "min_tokens": FLOOD_TOKENS,
-        "ignore_eos": True,
-    }
+    body = fixed_body(rehearsal.tiny_plan.model, PROMPT, FLOOD_TOKENS)
 
     def worker(index: int) -> None:
         while time.monotonic() - began < seconds:
@@ -514,14 +505,12 @@ def flood(rehearsal: Rehearsal, group: Group) -> FloodResult:
         thread.start()
     for thread in threads:
         thread.join(timeout=seconds + rehearsal.bound_s + 5)
-    for prober in group.probers:
-        prober.stop()
+    failures = rehearsal.stop_probes(group)
     statuses: dict[str, int] = {}
     for result in results:
         key = str(result.status) if result.status is not None else result.outcome
         statuses[key] = statuses.get(key, 0) + 1
     leader = group.probers[0]
-    failures = [f"{p.name}: {text}" for p in group.probers for text in p.failed_runs()]
     group.probers = []
     busy = sum("requests in the engine" in text for _, _, text in leader.runs)
     return FloodResult(
@@ -570,23 +559,12 @@ def cpu_slowed(rehearsal: Rehearsal, group: Group) -> SlowedRun:
             run.tried.append(own_step.tried_text(quota.share, run.measure))
         run.how = f"cgroup cpu quota, {quota.share} per rank"
         rehearsal.start_probes(group, cgroups)
-        body = {
-            "model": rehearsal.tiny_plan.model,
-            "prompt": own_step.long_prompt(run.prompt_tokens, probes.vocab_size, seed=7),
-            "max_tokens": reply,
-            "min_tokens": reply,
-            "ignore_eos": True,
-            "stream": True,
-        }
+        prompt = own_step.long_prompt(run.prompt_tokens, probes.vocab_size, seed=7)
+        body = fixed_body(rehearsal.tiny_plan.model, prompt, reply, stream=True)
         result = ClientResult("long prompt")
         began = time.monotonic()
         run_client(
-            result,
-            f"{group.base}/v1/completions",
-            rehearsal.api_key,
-            body,
-            rehearsal.bound_s,
-            lambda: began,
+            result, group.completions, rehearsal.api_key, body, rehearsal.bound_s, lambda: began
         )
         run.status, run.outcome, run.reply_tokens = result.status, result.outcome, result.tokens
         run.seconds = result.ended_s
@@ -599,10 +577,8 @@ def cpu_slowed(rehearsal: Rehearsal, group: Group) -> SlowedRun:
     except OSError as error:
         run.problem = f"cgroup: {error}"
     finally:
-        for prober in group.probers:
-            prober.stop()
+        run.probe_failures = rehearsal.stop_probes(group)
         run.probe_runs = sum(len(p.runs) for p in group.probers)
-        run.probe_failures = [f"{p.name}: {t}" for p in group.probers for t in p.failed_runs()]
         group.probers = []
         with contextlib.suppress(OSError, ValueError):
             run.throttled = [quota.throttled(r) for r in range(len(group.ranks.processes))]

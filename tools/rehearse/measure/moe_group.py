@@ -63,10 +63,10 @@ from tools.rehearse.group.endpoint import json_request
 from tools.rehearse.group.ranks import (
     RankFailure,
     RankGroup,
+    exit_code,
     free_port,
     loopback_ports,
     rank_launches,
-    termination_unwinds,
 )
 from tools.rehearse.group.tiny_moe import plan_tiny_moe, tiny_moe_config
 from tools.rehearse.group.tiny_plan import ensure_tiny_model
@@ -81,7 +81,7 @@ from tools.rehearse.group.workspace import (
 from tools.rehearse.measure.moe_probe import kernel_lines
 from tools.rehearse.measure.quality_step import QualityStep
 from tools.rehearse.measure.quantized import ensure_quantized
-from tools.venvs import RehearsalEnvError, ensure_env, ensure_quality_env, ensure_quantize_env
+from tools.venvs import ensure_env, ensure_quality_env, ensure_quantize_env
 
 #: (pipeline ranks, weight format) of every group, in the order they are served.
 GROUPS = ((1, "bf16"), (2, "bf16"), (1, "int8"), (2, "int8"))
@@ -350,21 +350,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
         return 2
     progress = Progress()
-    with termination_unwinds():
-        try:
-            rows = rehearse(args.stack, args.timeout, not args.skip_quality, formats, progress)
-        except ConfigError as error:
-            print(f"error: {error}", file=sys.stderr)
-            return 2
-        except (RehearsalError, RehearsalEnvError) as error:
-            print(f"error: {error}", file=sys.stderr)
-            return 1
-        except KeyboardInterrupt:
-            print("error: interrupted", file=sys.stderr)
-            return 130
-    print(render_verdict(rows))
-    print(f"took {progress.elapsed():.0f} s")
-    return 0 if all(c.ok is True for c in rows) and rows else 1
+
+    def run() -> int:
+        rows = rehearse(args.stack, args.timeout, not args.skip_quality, formats, progress)
+        print(render_verdict(rows))
+        print(f"took {progress.elapsed():.0f} s")
+        return 0 if all(c.ok is True for c in rows) and rows else 1
+
+    return exit_code(run)
 
 
 if __name__ == "__main__":

@@ -38,37 +38,31 @@ import json
 import os
 import statistics
 import sys
-import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from infra.adapters.wiring import server_spec
 from infra.plan.catalog import MODELS, ModelProfile
-from infra.plan.loading import load_config
-from infra.plan.sizing import plan
 from infra.plan.stackfile import stack_values
-from tools.rehearse.group.ranks import RankFailure, RankGroup, loopback_ports, rank_launches
+from tools.rehearse.group.ranks import RankFailure
 from tools.rehearse.group.tiny_checkpoint import FULL, SLIDING, tiny_text_config
 from tools.rehearse.group.tiny_plan import (
     TINY_MODEL_NAME,
     TINY_VOCAB,
     checkpoint_bytes,
     ensure_tiny_model,
-    model_config,
-    tiny_profile,
 )
 from tools.rehearse.group.workspace import LOGS_DIR, QUANTIZE_VENV_DIR, VENV_DIR, RehearsalError
 from tools.rehearse.measure.prefill_probe import (
     READY_S,
-    _slice_values,
     cpu_model,
     post_completion,
     prompt_ids,
     prompt_step,
-    slice_env,
+    slice_group,
 )
 from tools.rehearse.measure.quantized import ensure_quantized
 from tools.rehearse.measure.step_timeout import _prioritise
@@ -103,9 +97,8 @@ MOE_26B = probe_layout(MODELS["google/gemma-4-26B-A4B-it"])
 #: gemma-4-12B-it's, from the catalogue.
 DENSE_12B = probe_layout(MODELS["google/gemma-4-12B-it"])
 
-#: Layers of the short and the long slice of each model: sliding and full alternating (one
-#: sliding + one full is the prefill probe's short slice). Per-layer time is their difference
-#: per extra layer, so the fixed cost of a step cancels (`per_layer_s`).
+#: Layers of the short and the long slice of each model, sliding and full alternating (one
+#: sliding + one full is the prefill probe's short slice); their difference gives `per_layer_s`.
 SLICE_LAYERS = (2, 6)
 PREFILL_TOKENS = 256
 DECODE_TOKENS = 48
@@ -434,16 +427,12 @@ def step_s(stamps: Sequence[tuple[float, int]]) -> float:
 def decode_s(port: int, key: str, model: str, tokens: int, streams: int) -> float:
     """Seconds per decode step with `streams` replies at once (they share every step): the
     median over the streams of `step_s`."""
-    results: list[list[tuple[float, int]]] = [[] for _ in range(streams)]
 
-    def one(index: int) -> None:
-        results[index] = _stream_stamps(port, key, model, tokens, seed=100 + index)
+    def one(index: int) -> list[tuple[float, int]]:
+        return _stream_stamps(port, key, model, tokens, seed=100 + index)
 
-    threads = [threading.Thread(target=one, args=(i,)) for i in range(streams)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
+    with ThreadPoolExecutor(streams) as pool:
+        results = list(pool.map(one, range(streams)))
     if not all(results):
         raise RuntimeError(f"not all of {streams} streams returned tokens")
     return statistics.median(step_s(r) for r in results)
@@ -463,18 +452,6 @@ def kernel_lines(log_text: str) -> tuple[str, ...]:
     return tuple(seen)
 
 
-def _raise_self() -> bool:
-    """This process (and its session's autogroup) at nice -20, as `_prioritise` raises ranks."""
-    try:
-        autogroup = Path("/proc/self/autogroup")
-        if autogroup.exists():
-            autogroup.write_text("-20")
-        os.setpriority(os.PRIO_PROCESS, 0, -20)
-    except OSError:
-        return False
-    return True
-
-
 def serve_and_time(
     values: Mapping[str, Any],
     model_dir: Path,
@@ -485,37 +462,29 @@ def serve_and_time(
     progress: Callable[[str], None],
 ) -> Timing:
     """Serve `model_dir` as one rank on every core, time prefill and decode; stop it."""
-
-    built = model_config(model_dir)
     source = model_dir if weights == "bf16" else model_dir.parent / model_dir.name.rsplit("-", 1)[0]
-    profile = tiny_profile(built, checkpoint_bytes(source))
-    cfg = load_config(_slice_values(values, profile, PREFILL_TOKENS))
-    spec = server_spec(cfg, plan(cfg, "moe-probe"))
-    ports = loopback_ports()
-    key = os.urandom(12).hex()
-    launches = rank_launches(
-        spec.engine(), str(python.parent / "vllm"), model_dir, ports, key, engine_env=slice_env()
-    )
     slug = label.rsplit("/", 1)[-1]
     log_dir = LOGS_DIR / time.strftime(f"moe-%Y%m%d-%H%M%S-{slug}-{layers}-{weights}")
+    group, port, key = slice_group(
+        values, model_dir, checkpoint_bytes(source), PREFILL_TOKENS, python, log_dir, progress
+    )
     progress(f"moe probe: serving {layers} layers of {label} in {weights}; logs in {log_dir}")
-    group = RankGroup(launches, log_dir, progress=progress)
     with group:
-        group.wait_ready(f"http://127.0.0.1:{ports[0]}/health", READY_S, progress)
-        prompt_step(ports[0], key, 16, seed=0)  # first request's one-off costs
+        group.wait_ready(f"http://127.0.0.1:{port}/health", READY_S, progress)
+        prompt_step(port, key, 16, seed=0)  # first request's one-off costs
         # Other work on a shared machine weighs less against ranks at nice -20 (root only); this
         # process reads the streams' timestamps, so it is raised too (else the raised ranks
         # starve it and it reads a reply's chunks late, in one burst).
-        raised = _prioritise(group) and _raise_self()
+        raised = _prioritise(group, itself=True)
         load = os.getloadavg()[0]
         # The median of `REPEATS`: the machine may be shared with other work.
         seeds = range(1, REPEATS + 1)
-        pre = statistics.median(prompt_step(ports[0], key, PREFILL_TOKENS, s) for s in seeds)
+        pre = statistics.median(prompt_step(port, key, PREFILL_TOKENS, s) for s in seeds)
         one = statistics.median(
-            decode_s(ports[0], key, TINY_MODEL_NAME, DECODE_TOKENS, 1) for _ in seeds
+            decode_s(port, key, TINY_MODEL_NAME, DECODE_TOKENS, 1) for _ in seeds
         )
         many = statistics.median(
-            decode_s(ports[0], key, TINY_MODEL_NAME, DECODE_TOKENS, STREAMS) for _ in seeds
+            decode_s(port, key, TINY_MODEL_NAME, DECODE_TOKENS, STREAMS) for _ in seeds
         )
         load = max(load, os.getloadavg()[0])
         log_text = group.processes[0].log_text()

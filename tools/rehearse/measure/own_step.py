@@ -34,7 +34,8 @@ from pathlib import Path
 
 from components.manifests import ProbeSpec
 from infra.plan import liveness
-from tools.rehearse.checks import Check, aligned
+from tools.rehearse.checks import Check
+from tools.rehearse.group.workspace import aligned
 
 #: The rehearsal's least stall bound (`ProbeSpec.floor_s`), in place of the plan's `MIN_STALL_S`.
 REHEARSAL_FLOOR_S = 1

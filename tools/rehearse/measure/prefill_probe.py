@@ -164,9 +164,8 @@ def cpu_peak(cpuinfo: str) -> Peak:
 
 def slice_config(profile: ModelProfile, sliding: int | None = None) -> dict[str, Any]:
     """`sliding` sliding layers then one full layer of `profile`, at full width (the probe's
-    model); by default one period of the model's own pattern (gemma-4-12B-it: 5 + 1). A
-    shorter slice (`--prefill-sliding 1`) keeps every matrix's shape and costs a third of the
-    time on a busy machine; attention is a few percent of a step at these lengths."""
+    model); by default one period of the model's own pattern (gemma-4-12B-it: 5 + 1; a shorter
+    slice, `QUICK_SLIDING`, keeps every matrix's shape)."""
     sliding = profile.sliding_per_full if sliding is None else sliding
     if profile.attention_heads is None or profile.intermediate_size is None:
         raise ConfigError(
@@ -324,22 +323,6 @@ def probe_checks(m: Measured) -> list[Check]:
 # The run
 
 
-def _slice_values(values: Mapping[str, Any], profile: Mapping[str, Any], batched: int) -> dict:
-    return {
-        **values,
-        "model": TINY_MODEL_NAME,
-        "modelProfile": dict(profile),
-        "pipelineStages": 1,
-        "replicas": 1,
-        "kvCacheBytes": 256 * 1024 * 1024,
-        "maxModelLen": 2 * batched,
-        "maxNumBatchedTokens": batched,
-        "weightPrefetch": True,
-        "maxReplyTokens": 8,
-        "firstByteTimeoutSeconds": "auto",
-    }
-
-
 def slice_env() -> dict[str, str]:
     """The engine environment of a timed slice (this probe's and the MoE probe's): every core,
     and a step timeout far above vLLM's default 300 s: on a busy 2-core x86 runner (2026-12-01,
@@ -351,6 +334,39 @@ def slice_env() -> dict[str, str]:
         "VLLM_EXECUTE_MODEL_TIMEOUT_SECONDS": str(int(STEP_TIMEOUT_S)),
         "VLLM_LOGGING_LEVEL": "DEBUG",
     }
+
+
+def slice_group(
+    values: Mapping[str, Any],
+    model_dir: Path,
+    weights: int,
+    batched: int,
+    python: Path,
+    log_dir: Path,
+    progress: Callable[[str], None],
+) -> tuple[RankGroup, int, str]:
+    """The slice in `model_dir` (`weights` bytes of checkpoint) as one rank on every core
+    (`slice_env`), `batched` tokens a step: its group (not yet started), its port and its key."""
+    cfg = load_config(
+        {
+            **values,
+            "model": TINY_MODEL_NAME,
+            "modelProfile": tiny_profile(model_config(model_dir), weights),
+            "pipelineStages": 1,
+            "replicas": 1,
+            "kvCacheBytes": 256 * 1024 * 1024,
+            "maxModelLen": 2 * batched,
+            "maxNumBatchedTokens": batched,
+            "weightPrefetch": True,
+            "maxReplyTokens": 8,
+            "firstByteTimeoutSeconds": "auto",
+        }
+    )
+    ports, key = loopback_ports(), os.urandom(12).hex()
+    vllm = str(python.parent / "vllm")
+    engine = server_spec(cfg, plan(cfg, "slice-probe")).engine()
+    launches = rank_launches(engine, vllm, model_dir, ports, key, engine_env=slice_env())
+    return RankGroup(launches, log_dir, progress=progress), ports[0], key
 
 
 def cpu_seconds(pgid: int) -> float:
@@ -406,22 +422,15 @@ def run_probe(
     model_dir = ensure_tiny_model(python, config, progress)
     built = model_config(model_dir)
     weights = checkpoint_bytes(model_dir)
-    cfg = load_config(_slice_values(values, tiny_profile(built, weights), batched))
-    spec = server_spec(cfg, plan(cfg, "prefill-probe"))
-    ports = loopback_ports()
-    key = os.urandom(12).hex()
-    launches = rank_launches(
-        spec.engine(), str(python.parent / "vllm"), model_dir, ports, key, engine_env=slice_env()
-    )
     log_dir = LOGS_DIR / time.strftime("prefill-%Y%m%d-%H%M%S")
+    group, port, key = slice_group(values, model_dir, weights, batched, python, log_dir, progress)
     progress(f"prefill probe: {built['num_hidden_layers']} layers of {profile.name}, {batched}")
-    group = RankGroup(launches, log_dir, progress=progress)
     with group:
-        group.wait_ready(f"http://127.0.0.1:{ports[0]}/health", max(timeout_s, READY_S), progress)
+        group.wait_ready(f"http://127.0.0.1:{port}/health", max(timeout_s, READY_S), progress)
         load = os.getloadavg()[0]
         pgid = group.processes[0].pgid
         cpu = cpu_seconds(pgid)
-        step = prompt_step(ports[0], key, batched, seed=1)
+        step = prompt_step(port, key, batched, seed=1)
         cpu = cpu_seconds(pgid) - cpu
         log_text = group.processes[0].log_text()
         warmup = warmup_seconds(log_text)

@@ -143,8 +143,8 @@ def _ask(url: str, key: str, model: str, tokens: int, wait_s: float) -> Outcome:
         return Outcome(None, time.monotonic() - began, str(error)[:120])
 
 
-def _prioritise(group: RankGroup) -> bool:
-    """Raise every rank to `ROW_NICE`; whether that was allowed.
+def _prioritise(group: RankGroup, itself: bool = False) -> bool:
+    """Raise every rank (and with `itself` this process) to `ROW_NICE`; whether that was allowed.
 
     Each rank leads its own session, so with the kernel's autogroup scheduling
     (/proc/sys/kernel/sched_autogroup_enabled, on for this runner) it is its own scheduling
@@ -153,12 +153,14 @@ def _prioritise(group: RankGroup) -> bool:
     is raised (/proc/PID/autogroup), and its threads too (`PRIO_PGRP` reaches every thread of
     the process group) for a kernel without autogroups.
     """
+    targets = [(f"/proc/{p.pgid}/autogroup", os.PRIO_PGRP, p.pgid) for p in group.processes]
+    if itself:
+        targets.append(("/proc/self/autogroup", os.PRIO_PROCESS, 0))
     try:
-        for process in group.processes:
-            autogroup = Path(f"/proc/{process.pgid}/autogroup")
-            if autogroup.exists():
-                autogroup.write_text(str(ROW_NICE))
-            os.setpriority(os.PRIO_PGRP, process.pgid, ROW_NICE)
+        for autogroup, which, who in targets:
+            if Path(autogroup).exists():
+                Path(autogroup).write_text(str(ROW_NICE))
+            os.setpriority(which, who, ROW_NICE)
     except OSError:
         return False
     return True
