@@ -64,7 +64,7 @@ UNSAFE = {
     "--hf-overrides": "changes the model's shape, which every planned figure rests on",
     "--quantization": "changes the weights' format the plan was computed from; set `weights`",
     "--api-server-count": "starts API processes the pod's memory was not planned for",
-    "--data-parallel": "runs data-parallel engines the plan neither sizes nor wires",
+    "--data-parallel-": "runs data-parallel engines the plan neither sizes nor wires",
     "--performance-mode": "changes the batch limits the plan computed (engine/arg_utils.py)",
     "--no-enable-chunked-prefill": "turns off chunked prefill, which a batch below the context "
     "needs (config/scheduler.py)",
@@ -73,12 +73,14 @@ UNSAFE = {
 
 def _unsafe(name: str, setting: str) -> str | None:
     """Why a flag may not be given (`UNSAFE`): by its spelling, else by its setting (a `--no-`
-    spelling turns the setting off, which only its own entry refuses), a family by its prefix."""
+    spelling turns the setting off, which only its own entry refuses); a key ending in `-` names
+    a family by its prefix, any other only itself (`--config` is not `--config-format`)."""
     if name in UNSAFE:
         return UNSAFE[name]
     if name.startswith("--no-"):
         return None
-    return next((why for key, why in UNSAFE.items() if setting.startswith(key)), None)
+    family = (why for key, why in UNSAFE.items() if key.endswith("-") and setting.startswith(key))
+    return UNSAFE.get(setting) or next(family, None)
 
 
 _SEE = f"the flags vLLM {VLLM_VERSION} takes are in infra/plan/vllm-serve-flags.json"

@@ -108,6 +108,11 @@ def test_a_flag_that_undoes_what_the_plan_rests_on_is_refused(extra: list[str], 
     assert _refusal(*extra).endswith("; remove it")
 
 
+def test_an_unsafe_flag_refuses_only_itself_or_its_family() -> None:
+    # A flag whose name starts with a refused one's is its own setting, not that one.
+    _check("--config-format", "hf", "--quantization-config", "{}")
+
+
 def test_a_setting_given_twice_is_refused() -> None:
     assert _refusal("--max-num-seqs=8", "--max_num_seqs", "9") == (
         "`vllmExtraArgs` sets --max-num-seqs twice (--max-num-seqs, --max_num_seqs); vLLM keeps "
