@@ -59,6 +59,27 @@ def _cluster(name: str, region: str, invoke: pulumi.InvokeOptions) -> existing.C
     )
 
 
+def _default_route(subnet: str, vpc: str, invoke: pulumi.InvokeOptions) -> str:
+    """Where `subnet`'s 0.0.0.0/0 goes: its own route table's, else the VPC's main table's (a
+    subnet with no association of its own uses the main one: VPC user guide, "Subnet route
+    tables"). The plural data source lists nothing without failing; the singular one fails on
+    no match (terraform-provider-aws internal/service/ec2 vpc_route_tables_data_source.go,
+    vpc_route_table_data_source.go)."""
+
+    def tables(name: str, value: str) -> list[str]:
+        found = aws.ec2.get_route_tables(
+            vpc_id=vpc, filters=[{"name": name, "values": [value]}], opts=invoke
+        )
+        return list(found.ids)
+
+    (table, *_) = tables("association.subnet-id", subnet) or tables("association.main", "true")
+    routes = aws.ec2.get_route_table(route_table_id=table, opts=invoke).routes
+    targets = [r.gateway_id or "elsewhere" for r in routes if r.cidr_block == "0.0.0.0/0"]
+    if not targets:
+        return ""
+    return existing.INTERNET if targets[0].startswith("igw-") else existing.ELSEWHERE
+
+
 def _subnet(subnet_id: str, invoke: pulumi.InvokeOptions) -> existing.SubnetFacts:
     try:
         found = aws.ec2.get_subnet(id=subnet_id, opts=invoke)
@@ -77,6 +98,7 @@ def _subnet(subnet_id: str, invoke: pulumi.InvokeOptions) -> existing.SubnetFact
         zone_id=found.availability_zone_id,
         free_addresses=found.available_ip_address_count,
         public=bool(found.map_public_ip_on_launch),
+        default_route=_default_route(found.id, found.vpc_id, invoke),
     )
 
 

@@ -310,6 +310,12 @@ INVOKE_ACTIONS: dict[str, TypeActions] = {
     "aws:ec2/getSubnet:getSubnet": TypeActions(
         ("ec2:Describe*",), _TF + "ec2/vpc_subnet_data_source.go"
     ),
+    "aws:ec2/getRouteTables:getRouteTables": TypeActions(
+        ("ec2:Describe*",), _TF + "ec2/vpc_route_tables_data_source.go"
+    ),
+    "aws:ec2/getRouteTable:getRouteTable": TypeActions(
+        ("ec2:Describe*",), _TF + "ec2/vpc_route_table_data_source.go"
+    ),
     "aws:iam/getRole:getRole": TypeActions(("iam:GetRole",), _TF + "iam/role_data_source.go"),
 }
 

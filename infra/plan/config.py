@@ -390,8 +390,8 @@ class StackConfig(StackChecks):
             description="With `existingCluster`: the subnet of the model nodes, in "
             "`availabilityZone` and in the cluster's VPC, when none of the cluster's own "
             "subnets in that zone has room. Unset: the cluster's private subnet in that zone "
-            "with the most free addresses (one that maps public addresses on launch is never "
-            "picked).",
+            "with the most free addresses (a subnet that maps public addresses, routes 0.0.0.0/0 "
+            "to an internet gateway or has no default route is never picked).",
             json_schema_extra=_fix("use a subnet ID such as subnet-0123456789abcdef0"),
         ),
     ] = None

@@ -21,8 +21,9 @@ from infra.plan.sizing import Plan
 READS = (
     "the cluster (eks:DescribeCluster): Kubernetes version, endpoint, certificate, OIDC issuer, "
     "cluster security group, VPC and subnets",
-    "its subnets (ec2:DescribeSubnets): zone, free addresses and whether they map public "
-    "addresses on launch (the nodes go into a private one)",
+    "its subnets (ec2:DescribeSubnets, ec2:DescribeRouteTables): zone, free addresses, whether "
+    "they map public addresses on launch and where their default route goes (the nodes go into "
+    "a private one with a way out)",
     "its add-ons (eks:DescribeAddon): vpc-cni with network policy, eks-pod-identity-agent, "
     "aws-ebs-csi-driver (required with `modelCache: volume`), amazon-cloudwatch-observability "
     "(required with `monitoring`; without it no log of the model is kept, and vLLM's start-up "
@@ -77,6 +78,26 @@ class SubnetFacts:
     #: It maps a public address to what launches in it (`MapPublicIpOnLaunch`): a public
     #: subnet, where nodes get public addresses or, without them, no way out.
     public: bool = False
+    #: Where its default route (0.0.0.0/0) goes, in its own route table or else the VPC's main
+    #: one (aws.ec2.get_route_table): `INTERNET` (an internet gateway: a public subnet, whose
+    #: nodes without a public address have no way out), `ELSEWHERE` (a NAT gateway, a transit
+    #: gateway, an appliance: the way out of a private subnet) or "" (no default route).
+    default_route: str = "elsewhere"
+
+
+INTERNET, ELSEWHERE = "internet", "elsewhere"
+
+
+def no_way_out(subnet: SubnetFacts) -> str | None:
+    """Why nodes in `subnet` could not pull the images or download the weights, or None."""
+    if subnet.public:
+        return "maps public addresses on launch (a public subnet)"
+    if subnet.default_route == INTERNET:
+        return (
+            "routes 0.0.0.0/0 to an internet gateway but maps no public address, so its nodes "
+            "have no way out"
+        )
+    return None if subnet.default_route else "has no default route (0.0.0.0/0) in its table"
 
 
 def check_version(cfg: StackConfig, cluster: ClusterFacts) -> None:
@@ -142,6 +163,15 @@ def node_subnet(
                 f"choose a subnet in {cfg.availability_zone}, or set `availabilityZone` to "
                 f"{chosen.zone}",
             )
+        # An internet gateway is a way out only for nodes with public addresses. A named subnet
+        # with no default route in sight is taken: a route the data source leaves out (one a
+        # VPN gateway propagates) may be its way out.
+        if not chosen.public and chosen.default_route == INTERNET:
+            raise ConfigError(
+                key,
+                f"{chosen.subnet_id} {no_way_out(chosen)}",
+                "choose a private subnet whose route table sends 0.0.0.0/0 to a NAT gateway",
+            )
     else:
         key = "existingCluster"
         in_zone = [s for s in subnets if s.zone_id == zone_id]
@@ -154,14 +184,13 @@ def node_subnet(
                 "set `availabilityZone` to one of its zones, or give a subnet of that zone in "
                 "`existingClusterSubnet`",
             )
-        private = [s for s in in_zone if not s.public]
+        private = [s for s in in_zone if no_way_out(s) is None]
         if not private:
-            public = ", ".join(sorted(s.subnet_id for s in in_zone))
+            skipped = "; ".join(f"{s.subnet_id} {no_way_out(s)}" for s in in_zone)
             raise ConfigError(
                 "existingClusterSubnet",
-                f"is needed: {cluster.name}'s subnets in {cfg.availability_zone} ({public}) map "
-                "public addresses on launch, where nodes get public addresses or, without them, "
-                "no way out",
+                f"is needed: none of {cluster.name}'s subnets in {cfg.availability_zone} is a "
+                f"private one with a way out ({skipped})",
                 f"give a private subnet of {cfg.availability_zone} in the cluster's VPC (a route "
                 "to a NAT gateway)",
             )

@@ -305,6 +305,9 @@ class RecordingMocks(pulumi.runtime.Mocks):
         self.clusters: dict[str, dict[str, Any]] = {}
         self.subnets: dict[str, dict[str, Any]] = {}
         self.addons: dict[tuple[str, str], dict[str, Any]] = {}
+        #: Route tables by ID, as DescribeRouteTables lists them: `vpcId`, the `subnets`
+        #: associated with it, whether it is the VPC's `main` one, its `routes` (camelCase).
+        self.route_tables: dict[str, dict[str, Any]] = {}
 
     def install(self) -> RecordingMocks:
         """Make these mocks the Pulumi engine for the current test."""
@@ -534,6 +537,16 @@ class RecordingMocks(pulumi.runtime.Mocks):
                 "locations": offered,
                 "locationTypes": [args.args.get("locationType")] * len(offered),
             }
+        if args.token == "aws:ec2/getRouteTables:getRouteTables":
+            ((name, (value,)),) = [(f["name"], f["values"]) for f in args.args["filters"]]
+            by_subnet = name == "association.subnet-id"
+            ids = [
+                table_id
+                for table_id, table in self.route_tables.items()
+                if table["vpcId"] == args.args["vpcId"]
+                and (value in table["subnets"] if by_subnet else table["main"])
+            ]
+            return {"id": region, "ids": ids, "vpcId": args.args["vpcId"]}
         found = self._described(args.token, dict(args.args))
         if found is not None:
             return found
@@ -553,6 +566,10 @@ class RecordingMocks(pulumi.runtime.Mocks):
         lookups = {
             "aws:eks/getCluster:getCluster": lambda: self.clusters.get(args["name"]),
             "aws:ec2/getSubnet:getSubnet": lambda: self.subnets.get(args["id"]),
+            "aws:ec2/getRouteTable:getRouteTable": lambda: {
+                "id": args["routeTableId"],
+                "routes": self.route_tables[args["routeTableId"]]["routes"],
+            },
             "aws:eks/getAddon:getAddon": lambda: self.addons.get(
                 (args["clusterName"], args["addonName"])
             ),

@@ -228,11 +228,14 @@ def existing_cluster(
     lws: dict[str, Any] | None = None,
     public: tuple[str, ...] = (),
     ours: tuple[str, ...] = (),
+    routes: dict[str, str] | None = None,
 ) -> None:
     """Put `EXISTING_CLUSTER` in the account as DescribeCluster, DescribeSubnets and
     DescribeAddon describe it; `free` addresses in every subnet if given; `lws` its LWS CRD;
-    the `public` subnets map public addresses on launch; an add-on given None is absent, one
-    in `ours` carries the dev stack's tags (it made it)."""
+    the `public` subnets map public addresses on launch and route to an internet gateway, the
+    rest use the main route table, to a NAT gateway (a subnet in `routes` has a table of its
+    own whose default route goes to that gateway, none if ""); an add-on given None is absent,
+    one in `ours` carries the dev stack's tags (it made it)."""
     region = "us-west-2"
     mocks.clusters[EXISTING_CLUSTER] = {
         "id": EXISTING_CLUSTER,
@@ -275,6 +278,17 @@ def existing_cluster(
             "cidrBlock": "10.80.0.0/20",
             "state": "available",
         }
+    tables = {"rtb-main": ("nat-0a1b2c3d4e5f60718", ())}
+    tables |= {"rtb-public": ("igw-0f1e2d3c4b5a69788", public)} if public else {}
+    for subnet_id, gateway in (routes or {}).items():
+        tables[f"rtb-{subnet_id}"] = (gateway, (subnet_id,))
+    for table_id, (gateway, subnets) in tables.items():
+        mocks.route_tables[table_id] = {
+            "vpcId": EXISTING_VPC,
+            "subnets": subnets,
+            "main": table_id == "rtb-main",
+            "routes": [_default_route(gateway)] if gateway else [],
+        }
     for name, values in (EXISTING_ADDONS if addons is None else addons).items():
         if values is None:
             continue
@@ -289,6 +303,17 @@ def existing_cluster(
         }
     if lws is not None:
         mocks.existing[LWS_CRD] = lws
+
+
+def _default_route(gateway: str) -> dict[str, str]:
+    """A 0.0.0.0/0 route to `gateway` as the route table data source lists it (every field,
+    unset ones empty)."""
+    fields = ("carrierGatewayId", "coreNetworkArn", "destinationPrefixListId", "instanceId")
+    fields += ("egressOnlyGatewayId", "ipv6CidrBlock", "localGatewayId", "networkInterfaceId")
+    fields += ("odbNetworkArn", "transitGatewayId", "vpcEndpointId", "vpcPeeringConnectionId")
+    target = "natGatewayId" if gateway.startswith("nat-") else "gatewayId"
+    route = dict.fromkeys((*fields, "gatewayId", "natGatewayId"), "")
+    return {**route, "cidrBlock": "0.0.0.0/0", target: gateway}
 
 
 def run_into_existing(

@@ -231,14 +231,45 @@ def test_a_subnet_without_room_for_the_nodes_is_refused(mocks: RecordingMocks) -
     ) in _refused(mocks)
 
 
-def test_public_subnets_are_never_picked_for_the_nodes(mocks: RecordingMocks) -> None:
-    existing_cluster(mocks, public=(ZONE_SUBNET,))
+@pytest.mark.parametrize(
+    ("kind", "why"),
+    [
+        ({"public": (ZONE_SUBNET,)}, "maps public addresses on launch (a public subnet)"),
+        (
+            {"routes": {ZONE_SUBNET: "igw-0f1e2d3c4b5a69788"}},
+            "routes 0.0.0.0/0 to an internet gateway but maps no public address, so its nodes "
+            "have no way out",
+        ),
+        ({"routes": {ZONE_SUBNET: ""}}, "has no default route (0.0.0.0/0) in its table"),
+    ],
+)
+def test_only_a_private_subnet_with_a_way_out_is_picked_for_the_nodes(
+    mocks: RecordingMocks, kind: dict[str, Any], why: str
+) -> None:
+    existing_cluster(mocks, **kind)
     assert (
-        "`existingClusterSubnet` is needed: platform-shared's subnets in us-west-2a "
-        "(subnet-0aaa1111bbbb2222c) map public addresses on launch, where nodes get public "
-        "addresses or, without them, no way out; give a private subnet of us-west-2a in the "
-        "cluster's VPC (a route to a NAT gateway)"
+        "`existingClusterSubnet` is needed: none of platform-shared's subnets in us-west-2a is a "
+        f"private one with a way out ({ZONE_SUBNET} {why}); give a private subnet of us-west-2a "
+        "in the cluster's VPC (a route to a NAT gateway)"
     ) in _refused(mocks)
+
+
+def test_a_named_subnet_behind_an_internet_gateway_needs_public_addresses(
+    mocks: RecordingMocks,
+) -> None:
+    existing_cluster(mocks, routes={ZONE_SUBNET: "igw-0f1e2d3c4b5a69788"})
+    assert (
+        f"`existingClusterSubnet` {ZONE_SUBNET} routes 0.0.0.0/0 to an internet gateway but "
+        "maps no public address, so its nodes have no way out; choose a private subnet whose "
+        "route table sends 0.0.0.0/0 to a NAT gateway"
+    ) in _refused(mocks, {"existingClusterSubnet": ZONE_SUBNET})
+    # One that gives its nodes public addresses, or shows no default route, is taken as named.
+    for kind in ({"public": (ZONE_SUBNET,)}, {"routes": {ZONE_SUBNET: ""}}):
+        fresh = RecordingMocks()
+        existing_cluster(fresh, **kind)
+        run_into_existing(fresh, {"existingClusterSubnet": ZONE_SUBNET})
+        (group,) = by_type(fresh.records, NODE_GROUP)
+        assert group.inputs["subnetIds"] == [ZONE_SUBNET]
 
 
 def test_a_zone_that_does_not_offer_the_graviton_type_is_refused(mocks: RecordingMocks) -> None:
