@@ -4,6 +4,7 @@ per rule; the hooks' scripts and the readiness run for real where they can."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import socket
 import subprocess
@@ -195,3 +196,76 @@ def test_a_worker_waits_while_its_leader_s_engine_holds_the_group_s_port() -> No
     output, _ = hook.communicate(timeout=30)
     assert hook.returncode == 0
     assert "leader's engine gone" in output
+
+
+class _Busy(door_harness.Upstream):
+    """A listening engine that always holds a request."""
+
+    def do_GET(self) -> None:
+        self.answer(200, b'vllm:num_requests_running{engine="0"} 1.0\n', content_type=None)
+
+
+def _held_port() -> socket.socket:
+    """A port that keeps accepting (a hung gatekeeper, or a leader's engine that never stops)."""
+    held = socket.create_server(("127.0.0.1", 0))
+
+    def accept() -> None:
+        with contextlib.suppress(OSError):
+            while True:
+                held.accept()[0].close()
+
+    threading.Thread(target=accept, daemon=True).start()
+    return held
+
+
+@pytest.mark.parametrize("role", ["leader", "worker"])
+def test_an_engine_hook_returns_by_its_bound_when_nothing_ends(role: str) -> None:
+    # The gatekeeper never stops accepting and the engine never goes idle (or the leader's
+    # engine never lets go of its port): the hook still returns by accept + reply + settle,
+    # so the pod's grace (that plus vLLM's stop) holds vLLM's SIGTERM.
+    spec = builders.drain_spec(accept_s=1, reply_s=10, settle_s=1)
+    held = _held_port()
+    port = held.getsockname()[1]
+    with held, door_harness.upstream(_Busy) as engine:
+        if role == "leader":
+            argv = drain.engine_pre_stop(spec, "leader", engine, 1, port)
+        else:
+            argv = drain.engine_pre_stop(spec, "worker", 1, port, 1, leader_env="LEADER")
+        done = subprocess.run(
+            programs.local(argv, sys.executable),
+            env={"LEADER": "127.0.0.1", "PATH": "/usr/bin:/bin"},
+            capture_output=True,
+            text=True,
+            timeout=30,
+            check=False,
+        )
+    assert done.returncode == 0, done.stderr
+    last = done.stdout.strip().splitlines()[-1]
+    assert last.endswith(
+        "requests still in the engine at the bound"
+        if role == "leader"
+        else "leader's engine still up at the bound"
+    ), done.stdout
+    # The hook's own clock, at its last line: within the bound.
+    assert int(last.split("[drain ")[1].split(" s]")[0]) <= 1 + 10 + 1
+
+
+def test_the_gatekeeper_hook_returns_by_its_bound_when_nginx_does_not_quit(
+    tmp_path: Path,
+) -> None:
+    # An nginx that ignores the graceful quit: the hook stops waiting after a reply's length.
+    ignores = (
+        "import signal, time\nsignal.signal(signal.SIGQUIT, signal.SIG_IGN)\n"
+        "print('ready', flush=True)\ntime.sleep(120)"
+    )
+    stuck = subprocess.Popen([sys.executable, "-c", ignores], stdout=subprocess.PIPE)
+    assert stuck.stdout is not None and stuck.stdout.readline()  # the quit is ignored from here
+    try:
+        (tmp_path / "nginx.pid").write_text(str(stuck.pid))
+        spec = builders.drain_spec(accept_s=0, reply_s=2, settle_s=0)
+        hook = gatekeeper.pre_stop(spec, str(tmp_path), ready_period_s=0)
+        subprocess.run(hook, timeout=30, check=True)
+        assert stuck.poll() is None and (tmp_path / gatekeeper.MARKER_NAME).exists()
+    finally:
+        stuck.kill()
+        stuck.wait()

@@ -14,6 +14,10 @@ import time
 import urllib.request
 
 began = time.monotonic()
+#: The longest one round of polling takes (/metrics 5 s, a connect 2 s, the pause 1 s): every wait
+#: ends this long before its bound, so the hook has returned by accept + reply + settle, and the
+#: pod's grace (`infra.plan.rollout.plan_drain`) still holds vLLM's stop after it.
+ROUND_S = 8
 
 
 def say(text: str) -> None:
@@ -44,20 +48,23 @@ def in_flight(port: str) -> float | None:
     return total
 
 
-def worker(opts: dict[str, str], accept: float, reply: float, settle: float) -> None:
+def worker(opts: dict[str, str], end: float) -> None:
     host = os.environ.get(opts["leader-env"], "")
-    deadline = began + accept + reply + settle + 30
-    while host and listening(host, opts["leader-port"]) and time.monotonic() < deadline:
+    while host and listening(host, opts["leader-port"]) and time.monotonic() < end:
         time.sleep(1)
-    say(f"leader's engine {'gone' if time.monotonic() < deadline else 'still up at the bound'}")
+    say(f"leader's engine {'gone' if time.monotonic() < end else 'still up at the bound'}")
 
 
-def leader(opts: dict[str, str], accept: float, reply: float, settle: float) -> None:
-    deadline = began + accept + 30
+def leader(opts: dict[str, str], end: float, accept: float, reply: float, settle: float) -> None:
+    deadline = min(began + accept + 30, end)
     while listening("127.0.0.1", opts["door-port"]) and time.monotonic() < deadline:
         time.sleep(1)
-    say("the gatekeeper no longer accepts")
-    deadline = time.monotonic() + reply
+    say(
+        "the gatekeeper no longer accepts"
+        if time.monotonic() < deadline
+        else "the gatekeeper still accepts; waiting for the engine"
+    )
+    deadline = min(time.monotonic() + reply, end)
     quiet = None
     while time.monotonic() < deadline:
         count = in_flight(opts["engine-port"])
@@ -72,13 +79,17 @@ def leader(opts: dict[str, str], accept: float, reply: float, settle: float) -> 
             say(f"no request in the engine for {settle:.0f} s")
             return
         time.sleep(1)
-    say(f"requests still in the engine after {reply:.0f} s")
+    say("requests still in the engine at the bound")
 
 
 def main(argv: list[str]) -> int:
     opts = dict(arg.split("=", 1) for arg in argv)
-    bounds = (float(opts[k]) for k in ("accept-s", "reply-s", "settle-s"))
-    (worker if opts["role"] == "worker" else leader)(opts, *bounds)
+    accept, reply, settle = (float(opts[k]) for k in ("accept-s", "reply-s", "settle-s"))
+    end = began + accept + reply + settle - ROUND_S
+    if opts["role"] == "worker":
+        worker(opts, end)
+    else:
+        leader(opts, end, accept, reply, settle)
     return 0
 
 
