@@ -394,17 +394,21 @@ def test_a_stack_past_its_end_date_still_gets_its_role(monkeypatch: pytest.Monke
     assert error.value.key == "endDate"
 
 
-def _eks_table() -> dict[str, list[str]]:
-    """EKS action -> its resource types (a trailing `*`: required), from the Service
-    Authorization Reference as parliament 1.6.4 ships it (iam_definition.json)."""
+def service_table(prefix: str) -> dict[str, Any]:
+    """A service's table in the Service Authorization Reference, as parliament 1.6.4 ships it
+    (iam_definition.json)."""
     from parliament import iam_definition
 
-    table = next(s for s in iam_definition if s["prefix"] == "eks")
+    return next(s for s in iam_definition if s["prefix"] == prefix)
+
+
+def _eks_table() -> dict[str, list[str]]:
+    """EKS action -> its resource types (a trailing `*`: required), from `service_table`."""
     return {
         f"eks:{p['privilege']}": [
             r["resource_type"] for r in p["resource_types"] if r["resource_type"]
         ]
-        for p in table["privileges"]
+        for p in service_table("eks")["privileges"]
     }
 
 
