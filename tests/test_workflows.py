@@ -46,8 +46,6 @@ PROD_WORKFLOW = WORKFLOWS_DIR / "deploy-prod.yml"
 DEPLOY_WORKFLOWS = (DEPLOY_WORKFLOW, PROD_WORKFLOW)
 #: The files that run Pulumi: the pull requests' preview and the deploys.
 PIPELINE = (PR_WORKFLOW, *DEPLOY_WORKFLOWS)
-#: The one workflow file whose jobs run in each deploy environment.
-WORKFLOW_OF_ENVIRONMENT = {"dev": DEPLOY_WORKFLOW, "prod": PROD_WORKFLOW}
 MAIN_REF_CONDITION = "github.ref == 'refs/heads/main'"
 TOOLS_BIN = REPO / ".venv-tools" / "bin"
 INSTALL_HINT = (
@@ -76,18 +74,6 @@ RUNNER_VARIABLES = {
 #: Environments that are an approval and nothing else (no role, secret or runner of theirs), each
 #: with the stack whose file runs it.
 APPROVAL_ENVIRONMENTS = {PROD_UNPLANNED_ENVIRONMENT: "prod"}
-
-
-def _runner_group(environment: str) -> str:
-    """The deploy environment whose runners (and runner group) an environment's jobs use: prod's
-    preview runs on prod's runners, from prod's file, and prod's approval-only environment is
-    prod's; every other environment on its own."""
-    if environment in APPROVAL_ENVIRONMENTS:
-        return APPROVAL_ENVIRONMENTS[environment]
-    stack = STACK_OF_ENVIRONMENT.get(environment, environment)
-    return (
-        stack if RUNNER_VARIABLES.get(environment) == RUNNER_VARIABLES.get(stack) else environment
-    )
 
 
 def _expected_environment(path: Path, command: str, stack: str) -> str:
@@ -470,16 +456,17 @@ def test_the_workflows_environments_are_the_bootstraps_each_in_the_file_its_role
     """The roles trust `sub` values that name the workflow file (`job_workflow_ref`, under the
     repository's subject template, infra/bootstrap/access.py): a job in an environment from any
     other file would get no role, so each environment's jobs must be in its trusted file (the
-    triggers' tests below hold the deploy files to `main`, the ref the trusts name)."""
+    triggers' tests below hold the deploy files to `main`, the ref the trusts name). With each
+    Pulumi job on its own environment's runner label and no other job on one (the tests above),
+    each file so runs one runner group's jobs (prod's preview and approval are prod's), and each
+    deploy group's jobs run from one file: the one file that group admits."""
     found: dict[str, set[str]] = {}
     for path in _workflow_files():
         for job in _load(path)["jobs"].values():
             if _environment_name(job):
                 found.setdefault(str(_environment_name(job)), set()).add(path.name)
     trusted = {env: {workflow} for env, (workflow, _) in TRUSTED_WORKFLOW.items()}
-    approvals = {
-        env: {WORKFLOW_OF_ENVIRONMENT[stack].name} for env, stack in APPROVAL_ENVIRONMENTS.items()
-    }
+    approvals = {env: {TRUSTED_WORKFLOW[stack][0]} for env, stack in APPROVAL_ENVIRONMENTS.items()}
     assert found == trusted | approvals, found
     roles = ci_roles("acme/gemma-graviton", {"dev": "us-west-2", "prod": "us-east-1"}, None)
     assert set(found) - set(APPROVAL_ENVIRONMENTS) == set(STACK_OF_ENVIRONMENT)
@@ -645,43 +632,18 @@ def test_prod_is_previewed_then_applied_only_by_hand_through_its_protected_envir
     assert str(dev.get("if")) == "github.event_name == 'push'", f"{dev_id} runs on pushes only"
 
 
-def _environments(workflow: dict[str, Any]) -> set[str]:
-    """Every environment a job of the workflow runs in, or deploys a stack of, each as the
-    runner group that serves it (`_runner_group`: prod's preview is prod's)."""
-    found: set[str] = set()
-    for job in workflow.get("jobs", {}).values():
-        if _environment_name(job):
-            found.add(_runner_group(str(_environment_name(job))))
-        for step in _pulumi_steps(job):
-            if step["with"].get("command") == "up":
-                found.add(str(step["with"].get("stack-name")))
-    return found
-
-
-def _mixed_environments(workflow: dict[str, Any]) -> list[str]:
-    environments = _environments(workflow)
-    if len(environments) > 1:
-        return [f"runs jobs for {len(environments)} environments {sorted(environments)}"]
-    return []
-
-
 def _prod_file_problems(workflow: dict[str, Any]) -> list[str]:
-    """Prod's file: run by hand only, every job on main only, and prod's alone."""
+    """Prod's file: run by hand only, every job on main only, on prod's runners and roles alone
+    (which environments its jobs run in: the environments' test above)."""
     problems = []
     triggers = set(_triggers(workflow))
     if triggers != {"workflow_dispatch"}:
         problems.append(f"is triggered by {sorted(triggers)}, not workflow_dispatch alone")
-    prod_environments = {None, "prod", PROD_PREVIEW_ENVIRONMENT, PROD_UNPLANNED_ENVIRONMENT}
     prod_roles = {role_variable("prod"), role_variable(PROD_PREVIEW_ENVIRONMENT)}
     for job_id, job in workflow.get("jobs", {}).items():
         condition = str(job.get("if", ""))
         if MAIN_REF_CONDITION not in condition or "||" in condition:
             problems.append(f"job {job_id} runs off main (its condition is {condition!r})")
-        if _environment_name(job) not in prod_environments:
-            problems.append(f"job {job_id} runs in the {_environment_name(job)} environment")
-        stacks = {str(step["with"].get("stack-name")) for step in _pulumi_steps(job)}
-        if stacks - {"prod"}:
-            problems.append(f"job {job_id} runs pulumi on {sorted(stacks - {'prod'})}")
         runners = _runner_variables(json.dumps(job)) - {RUNNER_VARIABLES["prod"]}
         if runners:
             problems.append(f"job {job_id} names the runner label(s) {sorted(runners)}")
@@ -694,26 +656,7 @@ def _prod_file_problems(workflow: dict[str, Any]) -> list[str]:
         commands = _commands(job)
         if role_variable("prod") in _aws_role_variables(job) and commands != {"up"}:
             problems.append(f"job {job_id} holds prod's deploy role to run {sorted(commands)}")
-    environments = _environments(workflow)
-    if environments != {"prod"}:
-        problems.append(f"runs jobs for {sorted(environments)}, not for prod")
     return problems
-
-
-def test_each_file_runs_one_environment_and_each_deploy_environment_one_file() -> None:
-    """The file a deploy runner group admits is the only one running that environment's jobs."""
-    problems: list[str] = []
-    owners: dict[str, set[str]] = {}
-    for path in _workflow_files():
-        problems += [f"{path.name} {problem}" for problem in _mixed_environments(_load(path))]
-        for environment in _environments(_load(path)):
-            owners.setdefault(environment, set()).add(path.name)
-    assert not problems, "\n".join(problems)
-    for environment, path in WORKFLOW_OF_ENVIRONMENT.items():
-        assert owners.get(environment) == {path.name}, (
-            f"{environment}'s jobs run from {sorted(owners.get(environment, ()))}, "
-            f"not from {path.name} alone"
-        )
 
 
 def test_prods_workflow_is_dispatched_by_hand_from_main_and_runs_prod_alone() -> None:
@@ -722,13 +665,15 @@ def test_prods_workflow_is_dispatched_by_hand_from_main_and_runs_prod_alone() ->
 
 
 def test_the_file_rules_catch_a_dev_job_in_prods_file() -> None:
-    """The two rules above are not vacuous: each seeded workflow is caught."""
+    """The rule above is not vacuous: each seeded workflow is caught."""
     dev_jobs = _load(DEPLOY_WORKFLOW)["jobs"]
     prod = _load(PROD_WORKFLOW)
 
     with_dev = {**prod, "jobs": {**prod["jobs"], "up-dev": dev_jobs["up-dev"]}}
-    assert _mixed_environments(with_dev), "a dev job in prod's file must be two environments"
-    assert any("dev" in problem for problem in _prod_file_problems(with_dev))
+    assert {
+        f"job up-dev names the runner label(s) ['{runner_variable('dev')}']",
+        f"job up-dev assumes ['{role_variable('dev')}']",
+    } <= set(_prod_file_problems(with_dev))
 
     # The preview as it was: in `prod`, as prod's deploy role, for two hours.
     old_preview = json.loads(
@@ -751,8 +696,6 @@ def test_the_file_rules_catch_a_dev_job_in_prods_file() -> None:
         },
     }
     assert _prod_file_problems(unguarded), "a prod job without the main condition must be caught"
-
-    assert not _mixed_environments(_load(PR_WORKFLOW))
 
 
 # -- Prod applies the plan that was previewed and approved ------------------------------------
