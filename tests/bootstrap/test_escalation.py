@@ -211,16 +211,25 @@ def test_only_ekss_service_linked_roles_can_be_created(stack: str) -> None:
     assert not iam_eval.allowed(policy, "iam:CreateServiceLinkedRole", _role("/", "x"), ok)
 
 
-def test_the_stacks_own_roles_are_read(stack: str) -> None:
+def test_the_stacks_own_roles_and_ekss_service_linked_roles_are_read(stack: str) -> None:
     """What `pulumi up` and `destroy` do with the stack's roles (each role the program reads is
-    tried in tests/program/test_iam_scope.py): read them; nothing under another path."""
+    tried in tests/program/test_iam_scope.py): read them; nothing under another path. EKS reads
+    its service-linked role with the caller's iam:GetRole before CreateNodegroup: the deploy role
+    may read those roles and nothing else of aws-service-role."""
     policy = _policy(stack)
     own = _role(iam.role_path(stack), f"gemma-graviton-{stack}-cluster")
+    other = _role(iam.role_path(_other(stack)), f"gemma-graviton-{_other(stack)}-cluster")
     for action in ("iam:GetRole", "iam:ListRolePolicies", "iam:GetRolePolicy"):
         assert iam_eval.allowed(policy, action, own), action
-        other = _role(iam.role_path(_other(stack)), f"gemma-graviton-{_other(stack)}-cluster")
         assert not iam_eval.allowed(policy, action, other), action
     assert not iam_eval.allowed(policy, "sts:AssumeRole", own)
+    slr = f"arn:aws:iam::{ACCOUNT}:role/aws-service-role/eks-nodegroup.amazonaws.com/"
+    slr += "AWSServiceRoleForAmazonEKSNodegroup"
+    assert iam_eval.allowed(policy, "iam:GetRole", slr)
+    sso = f"arn:aws:iam::{ACCOUNT}:role/aws-service-role/sso.amazonaws.com/AWSServiceRoleForSSO"
+    assert not iam_eval.allowed(policy, "iam:GetRole", sso)
+    for action in ("iam:UpdateAssumeRolePolicy", "iam:DeleteRole", "iam:PutRolePolicy"):
+        assert not iam_eval.allowed(policy, action, slr), action
 
 
 def _template(region: str) -> str:
@@ -382,18 +391,6 @@ def test_every_deploy_role_has_these_documents() -> None:
     assert {r.key: r.policy for r in deploys} == {
         f"deploy-{stack}": _policy(stack) for stack in REGIONS
     }
-
-
-def test_eks_can_check_its_service_linked_roles_as_the_deploy_role(stack: str) -> None:
-    """EKS reads its service-linked role with the caller's iam:GetRole before CreateNodegroup;
-    the deploy role may read those roles and nothing else of aws-service-role."""
-    policy = _policy(stack)
-    slr = f"arn:aws:iam::{ACCOUNT}:role/aws-service-role/eks-nodegroup.amazonaws.com/"
-    assert iam_eval.allowed(policy, "iam:GetRole", slr + "AWSServiceRoleForAmazonEKSNodegroup")
-    other = f"arn:aws:iam::{ACCOUNT}:role/aws-service-role/sso.amazonaws.com/AWSServiceRoleForSSO"
-    assert not iam_eval.allowed(policy, "iam:GetRole", other)
-    for action in ("iam:UpdateAssumeRolePolicy", "iam:DeleteRole", "iam:PutRolePolicy"):
-        assert not iam_eval.allowed(policy, action, slr + "AWSServiceRoleForAmazonEKSNodegroup")
 
 
 def _modify_vpc_endpoint_types() -> dict[str, list[str]]:
