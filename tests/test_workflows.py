@@ -26,7 +26,6 @@ from infra.bootstrap.access import (
     PROD_PREVIEW_ENVIRONMENT,
     PROD_UNPLANNED_ENVIRONMENT,
     STACK_OF_ENVIRONMENT,
-    ci_roles,
     passphrase_secret,
     role_variable,
     runner_variable,
@@ -464,9 +463,8 @@ def test_the_workflows_environments_are_the_bootstraps_each_in_the_file_its_role
     trusted = {env: {workflow} for env, (workflow, _) in TRUSTED_WORKFLOW.items()}
     approvals = {env: {TRUSTED_WORKFLOW[stack][0]} for env, stack in APPROVAL_ENVIRONMENTS.items()}
     assert found == trusted | approvals, found
-    roles = ci_roles("acme/gemma-graviton", {"dev": "us-west-2", "prod": "us-east-1"}, None)
     assert set(found) - set(APPROVAL_ENVIRONMENTS) == set(STACK_OF_ENVIRONMENT)
-    assert set(STACK_OF_ENVIRONMENT) == {role.environment for role in roles}
+    # That each is a CI role's: tests/bootstrap/test_access.py.
     # An approval-only environment is no role's: its jobs hold nothing (see the routing test).
     assert not set(APPROVAL_ENVIRONMENTS) & set(STACK_OF_ENVIRONMENT)
 
