@@ -63,9 +63,7 @@ EXPRESSION_RE = re.compile(r"\b(?P<kind>secrets|vars)\.(?P<name>[A-Za-z_][A-Za-z
 VERSION_COMMENT_RE = re.compile(r"^v\d+\.\d+\.\d+$")
 USES_LINE_RE = re.compile(r"^\s*(?:-\s+)?uses:\s*(?P<ref>[^\s#]+)\s*(?:#\s*(?P<comment>.*?))?\s*$")
 #: The repository variable naming each environment's runner label (why one each: the runner test).
-RUNNER_VARIABLES = {
-    environment: runner_variable(environment) for environment in STACK_OF_ENVIRONMENT
-}
+RUNNER_VARIABLES = {env: runner_variable(env) for env in STACK_OF_ENVIRONMENT}
 #: Environments that are an approval and nothing else (no role, secret or runner of theirs), each
 #: with the stack whose file runs it.
 APPROVAL_ENVIRONMENTS = {PROD_UNPLANNED_ENVIRONMENT: "prod"}
@@ -595,8 +593,10 @@ def test_the_pull_request_rule_sees_each_way_into_a_deploy(job: dict[str, Any]) 
 def test_prod_is_previewed_then_applied_only_by_hand_through_its_protected_environment() -> None:
     """Prod's file previews and updates prod, each job on `workflow_dispatch`; dev's file updates
     dev on pushes to main. Each job's environment, role and wait for the tests are the per-job
-    tests' above, its wait for the preview the stack files' test's, prod's trigger and branch
-    `_prod_file_problems`' below."""
+    tests' above, its wait for the preview the stack files' test's; prod's trigger, branch,
+    runners and roles are `_prod_file_problems`' (below)."""
+    problems = _prod_file_problems(_load(PROD_WORKFLOW))
+    assert not problems, "\n".join(f"{PROD_WORKFLOW.name} {problem}" for problem in problems)
     jobs_by_command = _jobs_by_command(PROD_WORKFLOW)
     assert set(jobs_by_command) == {("preview", "prod"), ("up", "prod")}, (
         f"{PROD_WORKFLOW.name} runs {sorted(jobs_by_command)}"
@@ -650,13 +650,8 @@ def _prod_file_problems(workflow: dict[str, Any]) -> list[str]:
     return problems
 
 
-def test_prods_workflow_is_dispatched_by_hand_from_main_and_runs_prod_alone() -> None:
-    problems = _prod_file_problems(_load(PROD_WORKFLOW))
-    assert not problems, "\n".join(f"{PROD_WORKFLOW.name} {problem}" for problem in problems)
-
-
 def test_the_file_rules_catch_a_dev_job_in_prods_file() -> None:
-    """The rule above is not vacuous: each seeded workflow is caught."""
+    """`_prod_file_problems` is not vacuous: each seeded workflow is caught."""
     dev_jobs = _load(DEPLOY_WORKFLOW)["jobs"]
     prod = _load(PROD_WORKFLOW)
 
@@ -933,8 +928,7 @@ def _routed_jobs(plan: dict[str, Any], tmp_path: Path) -> set[str]:
     """The jobs of prod's file that run after preview-prod's own check step read `plan`."""
     prod = _load(PROD_WORKFLOW)
     preview_id = _prod_jobs()[0]
-    preview = prod["jobs"][preview_id]
-    (check,) = [s for s in preview["steps"] if str(s.get("run", "")).strip() == PLAN_CHECK]
+    _, check = _step(prod["jobs"][preview_id], runs=PLAN_CHECK)
     (tmp_path / PLAN_FILE).write_text(json.dumps(plan), encoding="utf-8")
     output = tmp_path / "output"
     output.unlink(missing_ok=True)
