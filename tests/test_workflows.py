@@ -721,10 +721,6 @@ def _step(job: dict[str, Any], uses: str = "", runs: str = "") -> tuple[int, dic
     return matches[0]
 
 
-def _path_lines(value: Any) -> set[str]:
-    return {line.strip() for line in str(value).splitlines() if line.strip()}
-
-
 def test_prod_applies_the_plan_its_approved_preview_saved_and_checks_its_digest() -> None:
     """preview-prod saves `plan.json` (`--save-plan`), reports its SHA-256 as a job output and
     uploads both under this commit's name; up-prod, behind the prod approval, downloads that
@@ -748,7 +744,8 @@ def test_prod_applies_the_plan_its_approved_preview_saved_and_checks_its_digest(
     upload_at, upload = _step(preview, uses=UPLOAD_ACTION)
     upload = upload["with"]
     assert upload_at > digest_at, f"{preview_id} uploads before it hashes"
-    assert _path_lines(upload["path"]) == {PLAN_FILE, DIGEST_FILE}, upload
+    paths = {line.strip() for line in str(upload["path"]).splitlines()} - {""}
+    assert paths == {PLAN_FILE, DIGEST_FILE}, upload
     assert upload.get("if-no-files-found") == "error", f"{preview_id}: a missing plan must fail"
     assert "${{ github.sha }}" in str(upload["name"]), "the artifact must name its commit"
 
