@@ -26,12 +26,12 @@ from infra.bootstrap.access import (
     PROD_PREVIEW_ENVIRONMENT,
     PROD_UNPLANNED_ENVIRONMENT,
     STACK_OF_ENVIRONMENT,
-    ci_roles,
     passphrase_secret,
     role_variable,
     runner_variable,
 )
 from infra.bootstrap.access import WORKFLOW_OF_ENVIRONMENT as TRUSTED_WORKFLOW
+from infra.plan.stackfile import stack_names
 from tools.venvs import pinned
 
 REPO = Path(__file__).resolve().parents[1]
@@ -39,16 +39,12 @@ WORKFLOWS_DIR = REPO / ".github" / "workflows"
 PR_WORKFLOW = WORKFLOWS_DIR / "pr.yml"
 DEPLOY_WORKFLOW = WORKFLOWS_DIR / "deploy.yml"
 PROD_WORKFLOW = WORKFLOWS_DIR / "deploy-prod.yml"
-#: dev's update and prod's preview and update, each environment in a file of its own: a runner
-#: group's "Selected workflows" admits workflow files, so a file that ran both would need both
-#: groups to admit it.
+#: dev's update and prod's preview and update, each environment in a file of its own (why: the
+#: runner groups' section below).
 DEPLOY_WORKFLOWS = (DEPLOY_WORKFLOW, PROD_WORKFLOW)
 #: The files that run Pulumi: the pull requests' preview and the deploys.
 PIPELINE = (PR_WORKFLOW, *DEPLOY_WORKFLOWS)
-#: The one workflow file whose jobs run in each deploy environment.
-WORKFLOW_OF_ENVIRONMENT = {"dev": DEPLOY_WORKFLOW, "prod": PROD_WORKFLOW}
 MAIN_REF_CONDITION = "github.ref == 'refs/heads/main'"
-STACKS_DIR = REPO / "stacks"
 TOOLS_BIN = REPO / ".venv-tools" / "bin"
 INSTALL_HINT = (
     "install the workflow linters with `python3 -m venv .venv-tools && "
@@ -66,28 +62,11 @@ JUSTIFICATION_RE = re.compile(r"^\s*--\s*\S+(?:\s+\S+){3,}")
 EXPRESSION_RE = re.compile(r"\b(?P<kind>secrets|vars)\.(?P<name>[A-Za-z_][A-Za-z0-9_]*)")
 VERSION_COMMENT_RE = re.compile(r"^v\d+\.\d+\.\d+$")
 USES_LINE_RE = re.compile(r"^\s*(?:-\s+)?uses:\s*(?P<ref>[^\s#]+)\s*(?:#\s*(?P<comment>.*?))?\s*$")
-#: Every environment's Pulumi jobs run on the runners its own repository variable names
-#: (`runner_variable`): the EKS API admits only the stack's `endpointPublicAccessCidrs`, which no
-#: GitHub-hosted runner's address is in, and a pull request's preview must never run where a
-#: deploy runs.
-RUNNER_VARIABLES = {
-    environment: runner_variable(environment) for environment in STACK_OF_ENVIRONMENT
-}
+#: The repository variable naming each environment's runner label (why one each: the runner test).
+RUNNER_VARIABLES = {env: runner_variable(env) for env in STACK_OF_ENVIRONMENT}
 #: Environments that are an approval and nothing else (no role, secret or runner of theirs), each
 #: with the stack whose file runs it.
 APPROVAL_ENVIRONMENTS = {PROD_UNPLANNED_ENVIRONMENT: "prod"}
-
-
-def _runner_group(environment: str) -> str:
-    """The deploy environment whose runners (and runner group) an environment's jobs use: prod's
-    preview runs on prod's runners, from prod's file, and prod's approval-only environment is
-    prod's; every other environment on its own."""
-    if environment in APPROVAL_ENVIRONMENTS:
-        return APPROVAL_ENVIRONMENTS[environment]
-    stack = STACK_OF_ENVIRONMENT.get(environment, environment)
-    return (
-        stack if RUNNER_VARIABLES.get(environment) == RUNNER_VARIABLES.get(stack) else environment
-    )
 
 
 def _expected_environment(path: Path, command: str, stack: str) -> str:
@@ -188,16 +167,6 @@ def _environment_name(job: dict[str, Any]) -> str | None:
 #: program under mocks (tests/program/test_minimal_stack.py).
 #: An adopter who deploys one adds its environment as dev's is (docs/deploying.md).
 TEMPLATE_STACKS = {"minimal"}
-
-
-def _stack_files() -> set[str]:
-    assert STACKS_DIR.is_dir(), f"{STACKS_DIR} is missing; the PR preview has nothing to cover"
-    stacks = {
-        path.name[len("Pulumi.") : -len(path.suffix)]
-        for path in [*STACKS_DIR.glob("Pulumi.*.yaml"), *STACKS_DIR.glob("Pulumi.*.yml")]
-    }
-    assert stacks, f"no Pulumi.<stack>.yaml files in {STACKS_DIR}"
-    return stacks
 
 
 def test_workflows_match_the_github_workflow_schema() -> None:
@@ -480,27 +449,27 @@ def test_the_workflows_environments_are_the_bootstraps_each_in_the_file_its_role
     """The roles trust `sub` values that name the workflow file (`job_workflow_ref`, under the
     repository's subject template, infra/bootstrap/access.py): a job in an environment from any
     other file would get no role, so each environment's jobs must be in its trusted file (the
-    triggers' tests below hold the deploy files to `main`, the ref the trusts name)."""
+    triggers' tests below hold the deploy files to `main`, the ref the trusts name). With each
+    Pulumi job on its own environment's runner label and no other job on one (the tests above),
+    each file so runs one runner group's jobs (prod's preview and approval are prod's), and each
+    deploy group's jobs run from one file: the one file that group admits."""
     found: dict[str, set[str]] = {}
     for path in _workflow_files():
         for job in _load(path)["jobs"].values():
             if _environment_name(job):
                 found.setdefault(str(_environment_name(job)), set()).add(path.name)
     trusted = {env: {workflow} for env, (workflow, _) in TRUSTED_WORKFLOW.items()}
-    approvals = {
-        env: {WORKFLOW_OF_ENVIRONMENT[stack].name} for env, stack in APPROVAL_ENVIRONMENTS.items()
-    }
+    approvals = {env: {TRUSTED_WORKFLOW[stack][0]} for env, stack in APPROVAL_ENVIRONMENTS.items()}
     assert found == trusted | approvals, found
-    roles = ci_roles("acme/gemma-graviton", {"dev": "us-west-2", "prod": "us-east-1"}, None)
     assert set(found) - set(APPROVAL_ENVIRONMENTS) == set(STACK_OF_ENVIRONMENT)
-    assert set(STACK_OF_ENVIRONMENT) == {role.environment for role in roles}
+    # That each is a CI role's: tests/bootstrap/test_access.py.
     # An approval-only environment is no role's: its jobs hold nothing (see the routing test).
     assert not set(APPROVAL_ENVIRONMENTS) & set(STACK_OF_ENVIRONMENT)
 
 
 def test_every_stack_file_is_previewed_before_it_is_applied() -> None:
     """dev on every pull request; every other stack in its deploy workflow, before its update."""
-    stacks = _stack_files()
+    stacks = set(stack_names())
     pr = _load(PR_WORKFLOW)
     assert "pull_request" in _triggers(pr), "pr.yml must run on pull requests"
     previewed: set[str] = set()
@@ -584,9 +553,6 @@ def test_no_pull_request_job_can_reach_prod_or_a_deploy_role_or_runner() -> None
         for problem in _pull_request_problems({k: v for k, v in job.items() if k != "jobs"})
     ]
     assert not problems, "\n".join(problems)
-    # The preview job itself assumes exactly the preview role.
-    (preview,) = [job for job in _load(PR_WORKFLOW)["jobs"].values() if _runs_pulumi(job)]
-    assert _aws_role_variables(preview) == {role_variable(PREVIEW_ENVIRONMENT)}
 
 
 #: A job with each way into a deploy, each of which the rule above must see.
@@ -627,7 +593,10 @@ def test_the_pull_request_rule_sees_each_way_into_a_deploy(job: dict[str, Any]) 
 def test_prod_is_previewed_then_applied_only_by_hand_through_its_protected_environment() -> None:
     """Prod's file previews and updates prod, each job on `workflow_dispatch`; dev's file updates
     dev on pushes to main. Each job's environment, role and wait for the tests are the per-job
-    tests' above, prod's trigger and branch `_prod_file_problems`' below."""
+    tests' above, its wait for the preview the stack files' test's; prod's trigger, branch,
+    runners and roles are `_prod_file_problems`' (below)."""
+    problems = _prod_file_problems(_load(PROD_WORKFLOW))
+    assert not problems, "\n".join(f"{PROD_WORKFLOW.name} {problem}" for problem in problems)
     jobs_by_command = _jobs_by_command(PROD_WORKFLOW)
     assert set(jobs_by_command) == {("preview", "prod"), ("up", "prod")}, (
         f"{PROD_WORKFLOW.name} runs {sorted(jobs_by_command)}"
@@ -637,10 +606,6 @@ def test_prod_is_previewed_then_applied_only_by_hand_through_its_protected_envir
         condition = str(job.get("if", ""))
         assert "github.event_name == 'workflow_dispatch'" in condition, (
             f"job {job_id} must run only on workflow_dispatch, its condition is {condition!r}"
-        )
-        # The diff is shown before the approval of an update.
-        assert job is preview or preview_id in job.get("needs", []), (
-            f"job {job_id} must wait for {preview_id}"
         )
     (credentials,) = [s for s in preview["steps"] if _uses(s) == AWS_CREDENTIALS_ACTION]
     assert int(credentials["with"].get("role-duration-seconds", 3600)) <= 3600, preview_id
@@ -658,43 +623,18 @@ def test_prod_is_previewed_then_applied_only_by_hand_through_its_protected_envir
     assert str(dev.get("if")) == "github.event_name == 'push'", f"{dev_id} runs on pushes only"
 
 
-def _environments(workflow: dict[str, Any]) -> set[str]:
-    """Every environment a job of the workflow runs in, or deploys a stack of, each as the
-    runner group that serves it (`_runner_group`: prod's preview is prod's)."""
-    found: set[str] = set()
-    for job in workflow.get("jobs", {}).values():
-        if _environment_name(job):
-            found.add(_runner_group(str(_environment_name(job))))
-        for step in _pulumi_steps(job):
-            if step["with"].get("command") == "up":
-                found.add(str(step["with"].get("stack-name")))
-    return found
-
-
-def _mixed_environments(workflow: dict[str, Any]) -> list[str]:
-    environments = _environments(workflow)
-    if len(environments) > 1:
-        return [f"runs jobs for {len(environments)} environments {sorted(environments)}"]
-    return []
-
-
 def _prod_file_problems(workflow: dict[str, Any]) -> list[str]:
-    """Prod's file: run by hand only, every job on main only, and prod's alone."""
+    """Prod's file: run by hand only, every job on main only, on prod's runners and roles alone
+    (which environments its jobs run in: the environments' test above)."""
     problems = []
     triggers = set(_triggers(workflow))
     if triggers != {"workflow_dispatch"}:
         problems.append(f"is triggered by {sorted(triggers)}, not workflow_dispatch alone")
-    prod_environments = {None, "prod", PROD_PREVIEW_ENVIRONMENT, PROD_UNPLANNED_ENVIRONMENT}
     prod_roles = {role_variable("prod"), role_variable(PROD_PREVIEW_ENVIRONMENT)}
     for job_id, job in workflow.get("jobs", {}).items():
         condition = str(job.get("if", ""))
         if MAIN_REF_CONDITION not in condition or "||" in condition:
             problems.append(f"job {job_id} runs off main (its condition is {condition!r})")
-        if _environment_name(job) not in prod_environments:
-            problems.append(f"job {job_id} runs in the {_environment_name(job)} environment")
-        stacks = {str(step["with"].get("stack-name")) for step in _pulumi_steps(job)}
-        if stacks - {"prod"}:
-            problems.append(f"job {job_id} runs pulumi on {sorted(stacks - {'prod'})}")
         runners = _runner_variables(json.dumps(job)) - {RUNNER_VARIABLES["prod"]}
         if runners:
             problems.append(f"job {job_id} names the runner label(s) {sorted(runners)}")
@@ -707,41 +647,19 @@ def _prod_file_problems(workflow: dict[str, Any]) -> list[str]:
         commands = _commands(job)
         if role_variable("prod") in _aws_role_variables(job) and commands != {"up"}:
             problems.append(f"job {job_id} holds prod's deploy role to run {sorted(commands)}")
-    environments = _environments(workflow)
-    if environments != {"prod"}:
-        problems.append(f"runs jobs for {sorted(environments)}, not for prod")
     return problems
 
 
-def test_each_file_runs_one_environment_and_each_deploy_environment_one_file() -> None:
-    """The file a deploy runner group admits is the only one running that environment's jobs."""
-    problems: list[str] = []
-    owners: dict[str, set[str]] = {}
-    for path in _workflow_files():
-        problems += [f"{path.name} {problem}" for problem in _mixed_environments(_load(path))]
-        for environment in _environments(_load(path)):
-            owners.setdefault(environment, set()).add(path.name)
-    assert not problems, "\n".join(problems)
-    for environment, path in WORKFLOW_OF_ENVIRONMENT.items():
-        assert owners.get(environment) == {path.name}, (
-            f"{environment}'s jobs run from {sorted(owners.get(environment, ()))}, "
-            f"not from {path.name} alone"
-        )
-
-
-def test_prods_workflow_is_dispatched_by_hand_from_main_and_runs_prod_alone() -> None:
-    problems = _prod_file_problems(_load(PROD_WORKFLOW))
-    assert not problems, "\n".join(f"{PROD_WORKFLOW.name} {problem}" for problem in problems)
-
-
 def test_the_file_rules_catch_a_dev_job_in_prods_file() -> None:
-    """The two rules above are not vacuous: each seeded workflow is caught."""
+    """`_prod_file_problems` is not vacuous: each seeded workflow is caught."""
     dev_jobs = _load(DEPLOY_WORKFLOW)["jobs"]
     prod = _load(PROD_WORKFLOW)
 
     with_dev = {**prod, "jobs": {**prod["jobs"], "up-dev": dev_jobs["up-dev"]}}
-    assert _mixed_environments(with_dev), "a dev job in prod's file must be two environments"
-    assert any("dev" in problem for problem in _prod_file_problems(with_dev))
+    assert {
+        f"job up-dev names the runner label(s) ['{runner_variable('dev')}']",
+        f"job up-dev assumes ['{role_variable('dev')}']",
+    } <= set(_prod_file_problems(with_dev))
 
     # The preview as it was: in `prod`, as prod's deploy role, for two hours.
     old_preview = json.loads(
@@ -764,8 +682,6 @@ def test_the_file_rules_catch_a_dev_job_in_prods_file() -> None:
         },
     }
     assert _prod_file_problems(unguarded), "a prod job without the main condition must be caught"
-
-    assert not _mixed_environments(_load(PR_WORKFLOW))
 
 
 # -- Prod applies the plan that was previewed and approved ------------------------------------
@@ -805,15 +721,11 @@ def _step(job: dict[str, Any], uses: str = "", runs: str = "") -> tuple[int, dic
     return matches[0]
 
 
-def _path_lines(value: Any) -> set[str]:
-    return {line.strip() for line in str(value).splitlines() if line.strip()}
-
-
 def test_prod_applies_the_plan_its_approved_preview_saved_and_checks_its_digest() -> None:
     """preview-prod saves `plan.json` (`--save-plan`), reports its SHA-256 as a job output and
     uploads both under this commit's name; up-prod, behind the prod approval, downloads that
     artifact of the same run, checks it against the reported digest, then `up --plan` it."""
-    preview_id, update_id, _, _ = _prod_jobs()
+    preview_id, update_id, _, _ = _prod_jobs()  # the update: the one that applies `plan.json`
     preview, update = (_load(PROD_WORKFLOW)["jobs"][i] for i in (preview_id, update_id))
     # That it needs preview-prod and waits in `prod` for its reviewers: the tests above.
 
@@ -832,7 +744,8 @@ def test_prod_applies_the_plan_its_approved_preview_saved_and_checks_its_digest(
     upload_at, upload = _step(preview, uses=UPLOAD_ACTION)
     upload = upload["with"]
     assert upload_at > digest_at, f"{preview_id} uploads before it hashes"
-    assert _path_lines(upload["path"]) == {PLAN_FILE, DIGEST_FILE}, upload
+    paths = {line.strip() for line in str(upload["path"]).splitlines()} - {""}
+    assert paths == {PLAN_FILE, DIGEST_FILE}, upload
     assert upload.get("if-no-files-found") == "error", f"{preview_id}: a missing plan must fail"
     assert "${{ github.sha }}" in str(upload["name"]), "the artifact must name its commit"
 
@@ -854,11 +767,10 @@ def test_prod_applies_the_plan_its_approved_preview_saved_and_checks_its_digest(
     )
     assert "${{" not in str(verify["run"]), "the digest reaches the script through env only"
     credentials_at, _ = _step(update, uses=AWS_CREDENTIALS_ACTION)
-    pulumi_at, pulumi = _step(update, uses=PULUMI_ACTION)
+    pulumi_at, _ = _step(update, uses=PULUMI_ACTION)
     assert download_at < verify_at < credentials_at < pulumi_at, (
         f"{update_id} must download, check, then assume the role and apply"
     )
-    assert pulumi["with"].get("plan") == PLAN_FILE, f"{update_id} must apply the plan"
     # Both jobs build the run's own commit, the one the artifact is named after.
     for job_id, job in ((preview_id, preview), (update_id, update)):
         for step in job["steps"]:
@@ -1013,20 +925,16 @@ def _routed_jobs(plan: dict[str, Any], tmp_path: Path) -> set[str]:
     """The jobs of prod's file that run after preview-prod's own check step read `plan`."""
     prod = _load(PROD_WORKFLOW)
     preview_id = _prod_jobs()[0]
-    preview = prod["jobs"][preview_id]
-    (check,) = [s for s in preview["steps"] if str(s.get("run", "")).strip() == PLAN_CHECK]
+    _, check = _step(prod["jobs"][preview_id], runs=PLAN_CHECK)
     (tmp_path / PLAN_FILE).write_text(json.dumps(plan), encoding="utf-8")
     output = tmp_path / "output"
     output.unlink(missing_ok=True)
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir(exist_ok=True)
-    if not (bin_dir / "python").exists():
-        (bin_dir / "python").symlink_to(sys.executable)
     ran = _bash(
         check["run"],
         tmp_path,
         {
-            "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}",
+            # The step's `python`: this interpreter's, whose virtualenv has the program's packages.
+            "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
             "PYTHONPATH": str(REPO),
             "GITHUB_OUTPUT": str(output),
             "GITHUB_STEP_SUMMARY": str(tmp_path / "summary"),

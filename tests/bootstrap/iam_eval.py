@@ -8,9 +8,9 @@ a `Resource` matches (case-sensitive, same wildcards, each of an ARN's six colon
 its own) and every condition holds. In a condition block the operators are ANDed, their keys are
 ANDed, a key's values are ORed, and a key missing from the request fails the condition, except
 under a negated operator (`StringNotEquals`), which it satisfies; `Null` tests whether a key is
-present. `ArnEquals` and `ArnLike` both take wildcards, part by part (IAM User Guide, "IAM JSON
-policy elements: Condition operators", ARN condition operators: "Each of the six colon-delimited
-components of the ARN is checked separately",
+present. `ArnLike` takes wildcards, part by part (IAM User Guide, "IAM JSON policy elements:
+Condition operators", ARN condition operators: "Each of the six colon-delimited components of the
+ARN is checked separately",
 docs.aws.amazon.com/IAM/latest/UserGuide/reference_policies_elements_condition_operators.html, read
 2026-12-03).
 """
@@ -30,7 +30,6 @@ def _equals(wanted: str, given: str) -> bool:
 _OPERATORS = {
     "StringEquals": _equals,
     "StringLike": lambda w, g: _glob(w, g),
-    "ArnEquals": lambda w, g: _arn_like(w, g),
     "ArnLike": lambda w, g: _arn_like(w, g),
     # A multivalued key (`aws:TagKeys`): true when any request value matches any policy value,
     # false when the key is absent (IAM User Guide, "Set operators for multivalued context

@@ -13,7 +13,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from parliament import iam_definition
 
 from infra.adapters import wiring
 from infra.bootstrap.access import GITHUB_OIDC_HOST, ci_roles, deploy_policy
@@ -30,7 +29,7 @@ from infra.plan.config import ConfigError
 from infra.plan.config_parts import PROJECT
 from infra.plan.stackfile import load_stack
 from tests.bootstrap import iam_eval
-from tests.bootstrap.test_access import BUCKET, REGIONS
+from tests.bootstrap.test_access import BUCKET, REGIONS, service_table
 from tests.fakes.pulumi_mocks import named, one
 from tests.program.harness import shared_run
 
@@ -96,14 +95,19 @@ CONTEXTS = {
 }
 
 
+def _privilege(action: str) -> dict[str, Any]:
+    """An action's row of its service's table (`service_table`)."""
+    prefix, name = action.split(":")
+    (row,) = [p for p in service_table(prefix)["privileges"] if p["privilege"] == name]
+    return row
+
+
 def _iam_writes() -> list[str]:
     """Every IAM action that is not a read: each Write, Permissions management and Tagging
-    action of IAM's table in the Service Authorization Reference, as parliament 1.6.4 ships it
-    (iam_definition.json)."""
-    table = next(s for s in iam_definition if s["prefix"] == "iam")
+    action of IAM's table (`service_table`)."""
     return sorted(
         f"iam:{p['privilege']}"
-        for p in table["privileges"]
+        for p in service_table("iam")["privileges"]
         if p["access_level"] not in ("Read", "List")
     )
 
@@ -148,11 +152,9 @@ def test_passrole_only_of_the_stacks_roles_and_only_to_eks(stack: str) -> None:
 
 
 def _run_instances_types() -> dict[str, str]:
-    """RunInstances's EC2 resource types and their ARN formats, from the Service Authorization
-    Reference as parliament 1.6.4 ships it."""
-    ec2 = next(s for s in iam_definition if s["prefix"] == "ec2")
-    arns = {r["resource"]: r["arn"] for r in ec2["resources"]}
-    (run,) = [p for p in ec2["privileges"] if p["privilege"] == "RunInstances"]
+    """RunInstances's EC2 resource types and their ARN formats (`service_table`)."""
+    arns = {r["resource"]: r["arn"] for r in service_table("ec2")["resources"]}
+    run = _privilege("ec2:RunInstances")
     types = [r["resource_type"].rstrip("*") for r in run["resource_types"] if r["resource_type"]]
     return {t: arns[t] for t in types if arns.get(t, "").startswith("arn:${Partition}:ec2:")}
 
@@ -209,16 +211,25 @@ def test_only_ekss_service_linked_roles_can_be_created(stack: str) -> None:
     assert not iam_eval.allowed(policy, "iam:CreateServiceLinkedRole", _role("/", "x"), ok)
 
 
-def test_the_stacks_own_roles_are_read(stack: str) -> None:
+def test_the_stacks_own_roles_and_ekss_service_linked_roles_are_read(stack: str) -> None:
     """What `pulumi up` and `destroy` do with the stack's roles (each role the program reads is
-    tried in tests/program/test_iam_scope.py): read them; nothing under another path."""
+    tried in tests/program/test_iam_scope.py): read them; nothing under another path. EKS reads
+    its service-linked role with the caller's iam:GetRole before CreateNodegroup: the deploy role
+    may read those roles and nothing else of aws-service-role."""
     policy = _policy(stack)
     own = _role(iam.role_path(stack), f"gemma-graviton-{stack}-cluster")
+    other = _role(iam.role_path(_other(stack)), f"gemma-graviton-{_other(stack)}-cluster")
     for action in ("iam:GetRole", "iam:ListRolePolicies", "iam:GetRolePolicy"):
         assert iam_eval.allowed(policy, action, own), action
-        other = _role(iam.role_path(_other(stack)), f"gemma-graviton-{_other(stack)}-cluster")
         assert not iam_eval.allowed(policy, action, other), action
     assert not iam_eval.allowed(policy, "sts:AssumeRole", own)
+    slr = f"arn:aws:iam::{ACCOUNT}:role/aws-service-role/eks-nodegroup.amazonaws.com/"
+    slr += "AWSServiceRoleForAmazonEKSNodegroup"
+    assert iam_eval.allowed(policy, "iam:GetRole", slr)
+    sso = f"arn:aws:iam::{ACCOUNT}:role/aws-service-role/sso.amazonaws.com/AWSServiceRoleForSSO"
+    assert not iam_eval.allowed(policy, "iam:GetRole", sso)
+    for action in ("iam:UpdateAssumeRolePolicy", "iam:DeleteRole", "iam:PutRolePolicy"):
+        assert not iam_eval.allowed(policy, action, slr), action
 
 
 def _template(region: str) -> str:
@@ -295,15 +306,14 @@ def test_another_launch_template_cannot_be_tagged_as_the_stacks(stack: str) -> N
     assert iam_eval.allowed(policy, "ec2:CreateTags", vpc, here)
 
 
-def test_the_fence_tags_are_the_programs_own_tags() -> None:
+def test_the_fence_tags_are_the_programs_own_tags(stack: str) -> None:
     """The fence's tags are among those `wiring.stack_tags` puts on everything, with the values
     it gives them, and a stack's extra `tags` cannot set them."""
-    for stack in sorted(REGIONS):
-        tags = wiring.stack_tags(load_stack(stack), stack)
-        assert {k: tags[k] for k in launch_template_tags(stack)} == launch_template_tags(stack)
-        for key in launch_template_tags(stack):
-            with pytest.raises(ConfigError, match=f"may not set the managed tag '{key}'"):
-                load_stack(stack, {"tags": {key: "billing-api"}})
+    tags = wiring.stack_tags(load_stack(stack), stack)
+    assert {k: tags[k] for k in launch_template_tags(stack)} == launch_template_tags(stack)
+    for key in launch_template_tags(stack):
+        with pytest.raises(ConfigError, match=f"may not set the managed tag '{key}'"):
+            load_stack(stack, {"tags": {key: "billing-api"}})
 
 
 def test_the_program_tags_its_launch_template_with_the_fence_tags(stack: str) -> None:
@@ -382,27 +392,11 @@ def test_every_deploy_role_has_these_documents() -> None:
     }
 
 
-def test_eks_can_check_its_service_linked_roles_as_the_deploy_role(stack: str) -> None:
-    """EKS reads its service-linked role with the caller's iam:GetRole before CreateNodegroup;
-    the deploy role may read those roles and nothing else of aws-service-role."""
-    policy = _policy(stack)
-    slr = f"arn:aws:iam::{ACCOUNT}:role/aws-service-role/eks-nodegroup.amazonaws.com/"
-    assert iam_eval.allowed(policy, "iam:GetRole", slr + "AWSServiceRoleForAmazonEKSNodegroup")
-    other = f"arn:aws:iam::{ACCOUNT}:role/aws-service-role/sso.amazonaws.com/AWSServiceRoleForSSO"
-    assert not iam_eval.allowed(policy, "iam:GetRole", other)
-    for action in ("iam:UpdateAssumeRolePolicy", "iam:DeleteRole", "iam:PutRolePolicy"):
-        assert not iam_eval.allowed(policy, action, slr + "AWSServiceRoleForAmazonEKSNodegroup")
-
-
 def _modify_vpc_endpoint_types() -> dict[str, list[str]]:
-    """ModifyVpcEndpoint's resource types and their condition keys, from the Service
-    Authorization Reference as parliament 1.6.4 ships it."""
-    ec2 = next(s for s in iam_definition if s["prefix"] == "ec2")
+    """ModifyVpcEndpoint's resource types and their condition keys (`service_table`)."""
     return {
         r["resource_type"].rstrip("*"): r["condition_keys"]
-        for p in ec2["privileges"]
-        if p["privilege"] == "ModifyVpcEndpoint"
-        for r in p["resource_types"]
+        for r in _privilege("ec2:ModifyVpcEndpoint")["resource_types"]
         if r["resource_type"]
     }
 
@@ -415,6 +409,12 @@ def test_the_guardduty_fence_uses_keys_the_table_gives_each_resource() -> None:
     assert "ec2:Vpc" not in table["vpc-endpoint"]
     assert {"aws:ResourceTag/${TagKey}", "ec2:Attribute"} <= set(table["vpc-endpoint"])
     assert "aws:ResourceTag/${TagKey}" in table["subnet"]
+
+
+def _guardduty_endpoint(region: str) -> tuple[str, dict[str, Any]]:
+    """GuardDuty's endpoint in `region` and the request's keys: the region and its tag."""
+    arn = f"arn:aws:ec2:{region}:{ACCOUNT}:vpc-endpoint/vpce-0123456789abcdef0"
+    return arn, {"aws:RequestedRegion": region, **_resource_tags(dict([GUARDDUTY_TAG]))}
 
 
 def _modify_vpc_endpoint(
@@ -448,11 +448,8 @@ def test_only_the_stacks_own_subnets_come_off_guarddutys_endpoint(stack: str) ->
         **foreign,
         "a security group": (f"arn:aws:ec2:{region}:{ACCOUNT}:security-group/sg-0123", at),
     }
-    guardduty = {
-        "arn": f"arn:aws:ec2:{region}:{ACCOUNT}:vpc-endpoint/vpce-0123456789abcdef0",
-        "context": {**at, **_resource_tags({GUARDDUTY_TAG[0]: GUARDDUTY_TAG[1]})},
-        "named": named,
-    }
+    arn, context = _guardduty_endpoint(region)
+    guardduty = {"arn": arn, "context": context, "named": named}
 
     assert _modify_vpc_endpoint(policy, guardduty, {"RemoveSubnetIds": ["ours"]})
     for whose in foreign:
@@ -485,14 +482,8 @@ def test_a_request_naming_the_endpoint_alone_rests_on_the_attribute_key(stack: s
     (AWS documents it for others), a new policy or DNS setting on any GuardDuty-tagged endpoint
     of the region would be allowed by the endpoint's tag alone. Asserted, so that a fence that
     closes it shows here, and recorded with the scanners' accepted findings."""
-    policy = _policy(stack)
-    region = REGIONS[stack]
-    endpoint = f"arn:aws:ec2:{region}:{ACCOUNT}:vpc-endpoint/vpce-0123456789abcdef0"
-    context = {
-        "aws:RequestedRegion": region,
-        **_resource_tags({GUARDDUTY_TAG[0]: GUARDDUTY_TAG[1]}),
-    }
-    assert iam_eval.allowed(policy, "ec2:ModifyVpcEndpoint", endpoint, context)
+    endpoint, context = _guardduty_endpoint(REGIONS[stack])
+    assert iam_eval.allowed(_policy(stack), "ec2:ModifyVpcEndpoint", endpoint, context)
     accepted = Path(__file__).with_name("iam-scanners-accepted.txt").read_text()
     assert "[NothingButRemoveSubnetIdsOnAnEndpoint]" in accepted
 
@@ -500,12 +491,7 @@ def test_a_request_naming_the_endpoint_alone_rests_on_the_attribute_key(stack: s
 def test_no_vpc_endpoint_can_be_deleted(stack: str) -> None:
     """The provider takes subnets off GuardDuty's endpoint and never deletes it
     (vpc_subnet.go `dissociateGuardDutyVPCEndpoints`); docs/failures.md has the one command."""
-    policy = _policy(stack)
     region = REGIONS[stack]
-    endpoint = f"arn:aws:ec2:{region}:{ACCOUNT}:vpc-endpoint/vpce-0123456789abcdef0"
-    context = {
-        "aws:RequestedRegion": region,
-        "ec2:VpceServiceName": f"com.amazonaws.{region}.guardduty-data",
-        **_resource_tags({GUARDDUTY_TAG[0]: GUARDDUTY_TAG[1]}),
-    }
-    assert not iam_eval.allowed(policy, "ec2:DeleteVpcEndpoints", endpoint, context)
+    endpoint, tagged = _guardduty_endpoint(region)
+    context = {**tagged, "ec2:VpceServiceName": f"com.amazonaws.{region}.guardduty-data"}
+    assert not iam_eval.allowed(_policy(stack), "ec2:DeleteVpcEndpoints", endpoint, context)

@@ -31,18 +31,11 @@ def test_the_pod_roles_trust_the_existing_cluster_alone() -> None:
         assert arn == f"arn:aws:eks:{REGION}:123456789012:cluster/{CLUSTER}", role.key
 
 
-def _policy() -> dict:
-    return access.deploy_policy("dev", REGION, "acme-pulumi-state", CLUSTER)
-
-
-def test_the_deploy_role_of_an_existing_cluster_creates_no_cluster() -> None:
-    text = json.dumps(_policy())
+def test_the_deploy_role_into_an_existing_cluster_creates_none_and_is_no_creator_of_it() -> None:
+    text = json.dumps(access.deploy_policy("dev", REGION, "acme-pulumi-state", CLUSTER))
     for action in EKS_OF_ANY_CLUSTER:
         assert action not in text
         assert action in json.dumps(access.deploy_policy("dev", REGION, None))
-
-
-def test_the_deploy_role_into_an_existing_cluster_is_no_creator_of_it() -> None:
     roles = access.ci_roles(
         "example-org/gemma-graviton",
         {"dev": REGION, "prod": "us-east-1"},

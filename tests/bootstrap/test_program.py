@@ -63,22 +63,33 @@ def _ci(records: list[Any], type_: str) -> list[Any]:
     return [r for r in by_type(records, type_) if r.name.startswith("github-")]
 
 
+@pytest.mark.parametrize(
+    "existing",
+    [None, "arn:aws:iam::210987654321:oidc-provider/token.actions.githubusercontent.com"],
+    ids=["new-provider", "existing-provider-reused"],
+)
 @pytest.mark.usefixtures("as_pulumi_host")
 def test_provider_and_roles_trust_exactly_the_repository_environments(
-    mocks: RecordingMocks, exports: dict[str, Any]
+    mocks: RecordingMocks, exports: dict[str, Any], existing: str | None
 ) -> None:
-    run_bootstrap(mocks, repository=REPOSITORY, stateBucket=BUCKET)
-    provider = one(mocks.records, PROVIDER)
-    assert provider.inputs["url"] == "https://token.actions.githubusercontent.com", provider.urn
-    assert provider.inputs["clientIdLists"] == ["sts.amazonaws.com"], provider.urn
-    assert resolve(exports["oidcProviderArn"]) == provider.outputs["arn"]
+    reuse = {"githubOidcProviderArn": existing} if existing else {}
+    run_bootstrap(mocks, repository=REPOSITORY, stateBucket=BUCKET, **reuse)
+    if existing:
+        assert by_type(mocks.records, PROVIDER) == []
+        provider_arn = existing
+    else:
+        provider = one(mocks.records, PROVIDER)
+        assert provider.inputs["url"] == "https://token.actions.githubusercontent.com", provider.urn
+        assert provider.inputs["clientIdLists"] == ["sts.amazonaws.com"], provider.urn
+        provider_arn = provider.outputs["arn"]
+    assert resolve(exports["oidcProviderArn"]) == provider_arn
 
     # The trust test_access.py holds the pure rules to, with the subjects it names.
     roles = {r.name.removeprefix("github-"): r for r in _ci(mocks.records, ROLE)}
     assert set(roles) == set(SUBJECTS)
     for key, record in roles.items():
         trust = json.loads(record.inputs["assumeRolePolicy"])
-        assert trust == github_trust_policy(provider.outputs["arn"], SUBJECTS[key]), record.urn
+        assert trust == github_trust_policy(provider_arn, SUBJECTS[key]), record.urn
         assert record.inputs["path"] == "/github-ci/", record.urn
     # They exist only under the repository's subject template: the bootstrap says how to set it,
     # first of the setup commands (test_outputs_name_what_goes_where; the text: test_access.py).
@@ -108,31 +119,6 @@ def test_each_ci_role_gets_the_policy_of_the_pure_rules(mocks: RecordingMocks) -
         assert policy.inputs["role"] == role.resource_id, policy.urn
 
 
-def _cluster_creators() -> dict[str, str]:
-    """Stack -> the role variable of the job that runs its `pulumi up`, read from the deploy
-    workflows (deploy.yml for dev, deploy-prod.yml for prod).
-
-    That job's role runs the stack's first update, so it creates the EKS cluster.
-    """
-    workflows = REPO / ".github" / "workflows"
-    jobs = [
-        job
-        for name in ("deploy.yml", "deploy-prod.yml")
-        for job in yaml.safe_load((workflows / name).read_text())["jobs"].values()
-    ]
-    creators: dict[str, str] = {}
-    for job in jobs:
-        steps = job.get("steps", [])
-        ups = [s for s in steps if s.get("with", {}).get("command") == "up"]
-        roles = [
-            s["with"]["role-to-assume"] for s in steps if "role-to-assume" in s.get("with", {})
-        ]
-        for step in ups:
-            (role,) = roles
-            creators[str(step["with"]["stack-name"])] = role.split("vars.")[1].strip(" }")
-    return creators
-
-
 @pytest.mark.usefixtures("as_pulumi_host")
 def test_outputs_name_what_goes_where(mocks: RecordingMocks, exports: dict[str, Any]) -> None:
     run_bootstrap(mocks, repository=REPOSITORY)
@@ -150,10 +136,10 @@ def test_outputs_name_what_goes_where(mocks: RecordingMocks, exports: dict[str, 
         "dev": arns["deploy-dev"],
         "prod": arns["deploy-prod"],
     }
-    # They are the roles the deploy workflows give their `up` jobs. EKS refuses a second access
-    # entry for a creator (ResourceInUseException): no command below lists them, and the stack
-    # files' own lists, as committed, name no deploy role either.
-    assert _cluster_creators() == {"dev": "AWS_DEV_ROLE_ARN", "prod": "AWS_PROD_ROLE_ARN"}
+    # They are the roles the deploy workflows give their `up` jobs (tests/test_workflows.py gives
+    # each `up` its environment's role variable, test_access.py that variable's role). EKS
+    # refuses a second access entry for a creator (ResourceInUseException): no command below
+    # lists them, and the stack files' own lists, as committed, name no deploy role either.
     for stack in access.DEPLOY_STACKS:
         cfg = load_stack(stack)
         listed = [*cfg.cluster_admin_arns, *cfg.cluster_viewer_arns]
@@ -196,10 +182,7 @@ def test_each_stack_gets_its_roles_under_its_path_with_its_boundary(
     name (what the program reads), its stack's path and boundary, its trust, and exactly its
     policies; the `stackRoleArns` output names them."""
     run_bootstrap(mocks, repository=REPOSITORY)
-    boundaries = {
-        r.name.removeprefix("github-boundary-"): r.outputs["arn"]
-        for r in by_type(mocks.records, POLICY)
-    }
+    boundaries = resolve(exports["permissionsBoundaryArns"])  # test_outputs_name_what_goes_where
     roles = {r.name: r for r in by_type(mocks.records, ROLE) if r.name.startswith("stack-")}
     attached = {
         (r.inputs["role"], r.inputs["policyArn"])
@@ -250,20 +233,6 @@ def test_each_stack_gets_a_boundary_where_no_deploy_role_writes(mocks: Recording
         assert regional["Condition"] == {
             "StringEquals": {"aws:RequestedRegion": [load_stack(stack).region]}
         }, boundary.urn
-
-
-@pytest.mark.usefixtures("as_pulumi_host")
-def test_an_existing_github_provider_is_reused(
-    mocks: RecordingMocks, exports: dict[str, Any]
-) -> None:
-    existing = "arn:aws:iam::210987654321:oidc-provider/token.actions.githubusercontent.com"
-    run_bootstrap(mocks, repository=REPOSITORY, githubOidcProviderArn=existing)
-    assert by_type(mocks.records, PROVIDER) == []
-    for record in _ci(mocks.records, ROLE):
-        subjects = SUBJECTS[record.name.removeprefix("github-")]
-        trust = json.loads(record.inputs["assumeRolePolicy"])
-        assert trust == github_trust_policy(existing, subjects), record.urn
-    assert resolve(exports["oidcProviderArn"]) == existing
 
 
 #: Where a refused placeholder goes, and what still runs with it.
@@ -338,7 +307,6 @@ def test_the_bootstrap_stack_is_not_a_stack_of_the_main_program(
     on_disk = sorted(p.stem.removeprefix("Pulumi.") for p in (REPO / "stacks").glob("Pulumi.*"))
     assert stack_names() == on_disk
     assert not bootstrap_stacks & set(stack_names())
-    assert plan_main(["--stack", "dev"]) == 0  # what `make plan` runs
     assert plan_main(["--stack", "ci"]) == 2
     assert "`--stack` 'ci' has no file stacks/Pulumi.ci.yaml" in capsys.readouterr().err
     main_project = yaml.safe_load((REPO / "Pulumi.yaml").read_text())
