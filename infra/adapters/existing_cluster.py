@@ -56,6 +56,7 @@ def _cluster(name: str, region: str, invoke: pulumi.InvokeOptions) -> existing.C
         security_group=vpc.cluster_security_group_id,
         vpc_id=vpc.vpc_id,
         subnet_ids=tuple(vpc.subnet_ids),
+        public_cidrs=tuple(vpc.public_access_cidrs) if vpc.endpoint_public_access else None,
     )
 
 
@@ -153,9 +154,9 @@ def adopt_cluster(
         existing.check_fence(cfg, stack, collector.assume_role_policy)
     except ConfigError as error:
         raise pulumi.RunError(str(error)) from None
-    warning = existing.logs_warning(cfg, present)
-    if warning is not None:
-        pulumi.log.warn(warning)
+    for warning in (existing.logs_warning(cfg, present), existing.endpoint_warning(found)):
+        if warning is not None:
+            pulumi.log.warn(warning)
     cluster = ExistingCluster(
         "eks",
         ExistingClusterArgs(

@@ -19,8 +19,9 @@ from infra.plan.sizing import Plan
 
 #: What the program reads, each with the call that answers it (the planner prints them).
 READS = (
-    "the cluster (eks:DescribeCluster): Kubernetes version, endpoint, certificate, OIDC issuer, "
-    "cluster security group, VPC and subnets",
+    "the cluster (eks:DescribeCluster): Kubernetes version, endpoint and who may reach it (a "
+    "private one, or public CIDRs that leave some runners out, is warned of), certificate, OIDC "
+    "issuer, cluster security group, VPC and subnets",
     "its subnets (ec2:DescribeSubnets, ec2:DescribeRouteTables): zone, free addresses, whether "
     "they map public addresses on launch and where their default route goes (the nodes go into "
     "a private one with a way out)",
@@ -64,6 +65,9 @@ class ClusterFacts:
     security_group: str
     vpc_id: str
     subnet_ids: tuple[str, ...]
+    #: Who reaches the Kubernetes API from outside the VPC: nobody (None: a private endpoint)
+    #: or the endpoint's allowed CIDRs.
+    public_cidrs: tuple[str, ...] | None = ("0.0.0.0/0",)
 
 
 @dataclass(frozen=True)
@@ -296,6 +300,25 @@ def logs_warning(cfg: StackConfig, present: Mapping[str, str]) -> str | None:
         "log of the model is kept: vLLM's start-up errors die with the pods LWS deletes; have "
         f"its owner install {addons.CLOUDWATCH} (the stack installs none in a cluster it does "
         "not own)"
+    )
+
+
+def endpoint_warning(cluster: ClusterFacts) -> str | None:
+    """Where `pulumi up` must run to reach the cluster's Kubernetes API (the program warns with
+    it): a run from elsewhere creates the node group, then fails at the first Kubernetes object
+    after minutes of waiting. Not refused: a runner inside the VPC, or at an allowed address,
+    reaches it, and the program cannot tell where it runs."""
+    if cluster.public_cidrs is None:
+        return (
+            f"`existingCluster` {cluster.name}: its Kubernetes API endpoint is private, so "
+            "`pulumi up` must run inside its VPC or a network peered with it (a self-hosted CI "
+            "runner there can; GitHub's hosted runners cannot)"
+        )
+    if "0.0.0.0/0" in cluster.public_cidrs:
+        return None
+    return (
+        f"`existingCluster` {cluster.name}: its public endpoint admits only "
+        f"{', '.join(cluster.public_cidrs)}; run `pulumi up` from there or inside its VPC"
     )
 
 

@@ -4,6 +4,7 @@ reads and assumes, and the pure checks the program feeds with what it read."""
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -199,3 +200,17 @@ def test_the_stack_owns_at_most_the_pod_identity_agent() -> None:
         "does not own)"
     )
     assert existing.logs_warning(quiet, everything) is None
+
+
+def test_an_endpoint_the_runner_may_not_reach_is_warned_of() -> None:
+    assert existing.endpoint_warning(CLUSTER) is None  # open to every address
+    assert existing.endpoint_warning(replace(CLUSTER, public_cidrs=None)) == (
+        "`existingCluster` platform-shared: its Kubernetes API endpoint is private, so `pulumi "
+        "up` must run inside its VPC or a network peered with it (a self-hosted CI runner there "
+        "can; GitHub's hosted runners cannot)"
+    )
+    narrow = replace(CLUSTER, public_cidrs=("203.0.113.0/24", "198.51.100.7/32"))
+    assert existing.endpoint_warning(narrow) == (
+        "`existingCluster` platform-shared: its public endpoint admits only 203.0.113.0/24, "
+        "198.51.100.7/32; run `pulumi up` from there or inside its VPC"
+    )

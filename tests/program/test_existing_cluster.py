@@ -440,3 +440,12 @@ def test_destroy_removes_exactly_what_the_stack_created(mocks: RecordingMocks) -
     nodes = one(mocks.records, NODE_GROUP)
     for first in [*by_type(mocks.records, ADDON), named(mocks.records, *harness.MODEL_SERVICE)]:
         assert nodes.urn in graph[first.urn], f"destroy must delete {first.urn} before the nodes"
+
+
+def test_a_private_endpoint_is_warned_of_before_anything_is_made(
+    mocks: RecordingMocks, caplog: pytest.LogCaptureFixture
+) -> None:
+    existing_cluster(mocks)
+    mocks.clusters[EXISTING_CLUSTER]["vpcConfig"]["endpointPublicAccess"] = False
+    run_into_existing(mocks)
+    assert "platform-shared: its Kubernetes API endpoint is private" in caplog.text
