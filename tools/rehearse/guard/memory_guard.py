@@ -305,7 +305,7 @@ def _parser() -> argparse.ArgumentParser:
         "--target-bytes",
         type=int,
         default=DEFAULT_TARGET_BYTES,
-        help="bytes of weights of the random model (default 3 GB)",
+        help=f"bytes of weights of the random model (default {DEFAULT_TARGET_BYTES:,})",
     )
     parser.add_argument(
         "--timeout",
