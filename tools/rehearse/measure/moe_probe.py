@@ -443,13 +443,8 @@ def kernel_lines(log_text: str) -> tuple[str, ...]:
     kernels, the MoE backend (vllm 0.31 `layers/utils.py` dispatch_cpu_unquantized_gemm,
     `kernels/linear/__init__.py`, `fused_moe/oracle/*.py` "Using ... MoE backend")."""
     keys = ("GEMM dispatch", "LinearKernel", "MoE backend", "Experts", "oneDNN", "zentorch")
-    seen: list[str] = []
-    for line in log_text.splitlines():
-        if any(k in line for k in keys):
-            text = line.split("] ", 1)[-1].strip()
-            if text not in seen:
-                seen.append(text)
-    return tuple(seen)
+    lines = [line for line in log_text.splitlines() if any(k in line for k in keys)]
+    return tuple(dict.fromkeys(line.split("] ", 1)[-1].strip() for line in lines))
 
 
 def serve_and_time(
