@@ -91,14 +91,7 @@ from tools.rehearse.group.ranks import (
     rank_launches,
 )
 from tools.rehearse.group.tiny_plan import ensure_tiny_model, plan_tiny, tiny_model_config
-from tools.rehearse.group.workspace import (
-    LOGS_DIR,
-    QUALITY_VENV_DIR,
-    QUANTIZE_VENV_DIR,
-    VENV_DIR,
-    Progress,
-    RehearsalError,
-)
+from tools.rehearse.group.workspace import LOGS_DIR, Progress, RehearsalError
 from tools.rehearse.measure import capacity_step, prefill_probe
 from tools.rehearse.measure.faults import run_faults
 from tools.rehearse.measure.metrics_capture import capture_check
@@ -106,7 +99,14 @@ from tools.rehearse.measure.prefill_probe import QUICK_SLIDING, figures, probe_c
 from tools.rehearse.measure.quality_step import QualityStep
 from tools.rehearse.measure.quantized import Served, quantized_rows
 from tools.rehearse.measure.step_timeout import timeout_checks
-from tools.venvs import ensure_env, ensure_quality_env, ensure_quantize_env
+from tools.venvs import (
+    QUALITY_VENV_DIR,
+    QUANTIZE_VENV_DIR,
+    VENV_DIR,
+    ensure_env,
+    ensure_quality_env,
+    ensure_quantize_env,
+)
 
 DEFAULT_TIMEOUT_S = 600.0
 

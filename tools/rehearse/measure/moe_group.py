@@ -70,18 +70,18 @@ from tools.rehearse.group.ranks import (
 )
 from tools.rehearse.group.tiny_moe import plan_tiny_moe, tiny_moe_config
 from tools.rehearse.group.tiny_plan import ensure_tiny_model
-from tools.rehearse.group.workspace import (
-    LOGS_DIR,
-    QUALITY_VENV_DIR,
-    QUANTIZE_VENV_DIR,
-    VENV_DIR,
-    Progress,
-    RehearsalError,
-)
+from tools.rehearse.group.workspace import LOGS_DIR, Progress, RehearsalError
 from tools.rehearse.measure.moe_probe import kernel_lines
 from tools.rehearse.measure.quality_step import QualityStep
 from tools.rehearse.measure.quantized import ensure_quantized
-from tools.venvs import ensure_env, ensure_quality_env, ensure_quantize_env
+from tools.venvs import (
+    QUALITY_VENV_DIR,
+    QUANTIZE_VENV_DIR,
+    VENV_DIR,
+    ensure_env,
+    ensure_quality_env,
+    ensure_quantize_env,
+)
 
 #: (pipeline ranks, weight format) of every group, in the order they are served.
 GROUPS = ((1, "bf16"), (2, "bf16"), (1, "int8"), (2, "int8"))

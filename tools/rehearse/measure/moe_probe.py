@@ -55,7 +55,7 @@ from tools.rehearse.group.tiny_plan import (
     checkpoint_bytes,
     ensure_tiny_model,
 )
-from tools.rehearse.group.workspace import LOGS_DIR, QUANTIZE_VENV_DIR, VENV_DIR, RehearsalError
+from tools.rehearse.group.workspace import LOGS_DIR, RehearsalError
 from tools.rehearse.measure.prefill_probe import (
     READY_S,
     cpu_model,
@@ -66,7 +66,7 @@ from tools.rehearse.measure.prefill_probe import (
 )
 from tools.rehearse.measure.quantized import ensure_quantized
 from tools.rehearse.measure.step_timeout import _prioritise
-from tools.venvs import ensure_env, ensure_quantize_env
+from tools.venvs import QUANTIZE_VENV_DIR, VENV_DIR, ensure_env, ensure_quantize_env
 
 
 def probe_layout(profile: ModelProfile) -> dict[str, Any]:
