@@ -15,10 +15,9 @@ Every fixture in tests/fixtures/vllm is an excerpt of a real two-rank pipeline-p
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
+from tests.rehearse.support import FIXTURES, fixture
 from tools.rehearse.group.vllm_logs import (
     FatalError,
     KvCacheAllocation,
@@ -34,7 +33,6 @@ from tools.rehearse.group.vllm_logs import (
     parse_memory_guard_refusal,
 )
 
-FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "vllm"
 ACCEPTED = (
     "pp2-tiny-rank0.log",
     "pp2-tiny-rank1-headless.log",
@@ -47,10 +45,6 @@ REFUSED = (
     "refused-startup-utilization-rank0.log",
     "argparse-invalid-choice.log",
 )
-
-
-def log(name: str) -> str:
-    return (FIXTURES / name).read_text(encoding="utf-8")
 
 
 def test_every_fixture_is_listed() -> None:
@@ -66,7 +60,7 @@ def test_every_fixture_is_listed() -> None:
     ],
 )
 def test_kv_cache_size_and_max_concurrency(name: str, tokens: int, concurrency: float) -> None:
-    text = log(name)
+    text = fixture(name)
     assert parse_kv_cache_size(text) == KvCacheSize(device="CPU", tokens=tokens)
     assert parse_max_concurrency(text) == MaxConcurrency(2_048, concurrency)
     # vLLM prints int(concurrency x max_model_len); the printed concurrency is rounded.
@@ -84,7 +78,7 @@ def test_kv_cache_size_and_max_concurrency(name: str, tokens: int, concurrency: 
     ],
 )
 def test_kv_cache_allocation(name: str, expected: KvCacheAllocation) -> None:
-    assert parse_kv_cache_allocation(log(name)) == expected
+    assert parse_kv_cache_allocation(fixture(name)) == expected
 
 
 @pytest.mark.parametrize(
@@ -97,7 +91,7 @@ def test_kv_cache_allocation(name: str, expected: KvCacheAllocation) -> None:
 def test_memory_guard_refusal(
     name: str, phase: str, available: float, requested: float, utilization: float | None
 ) -> None:
-    assert parse_memory_guard_refusal(log(name)) == MemoryGuardRefusal(
+    assert parse_memory_guard_refusal(fixture(name)) == MemoryGuardRefusal(
         phase=phase,
         node=0,
         available_gib=available,
@@ -120,7 +114,7 @@ def test_memory_guard_refusal_auto_mode_carries_the_reservation() -> None:
 
 
 def test_max_seq_len_refusal_with_and_without_estimate() -> None:
-    assert parse_max_seq_len_refusal(log("refused-max-seq-len-rank0.log")) == MaxSeqLenRefusal(
+    assert parse_max_seq_len_refusal(fixture("refused-max-seq-len-rank0.log")) == MaxSeqLenRefusal(
         max_model_len=4_096, needed_gib=0.68, available_gib=0.37, estimated_max_model_len=2_048
     )
     # vLLM drops the estimate sentence when not even one token fits.
@@ -144,7 +138,7 @@ def test_max_seq_len_refusal_with_and_without_estimate() -> None:
     ],
 )
 def test_first_fatal_error_is_the_root_cause(name: str, kind: str, starts: str) -> None:
-    text = log(name)
+    text = fixture(name)
     error = first_fatal_error(text)
     assert error is not None
     assert error.kind == kind
@@ -156,7 +150,7 @@ def test_first_fatal_error_is_the_root_cause(name: str, kind: str, starts: str) 
 
 
 def test_first_fatal_error_strips_the_log_prefix() -> None:
-    error = first_fatal_error(log("refused-memory-guard-rank0.log"))
+    error = first_fatal_error(fixture("refused-memory-guard-rank0.log"))
     assert error == FatalError(
         kind="ValueError",
         message=(
@@ -171,7 +165,7 @@ def test_first_fatal_error_strips_the_log_prefix() -> None:
 @pytest.mark.parametrize("name", ACCEPTED)
 def test_accepted_starts_have_no_refusal_and_no_fatal_error(name: str) -> None:
     # These logs carry warnings that mention "error" and "OSError" mid-line; they do not count.
-    text = log(name)
+    text = fixture(name)
     assert parse_memory_guard_refusal(text) is None
     assert parse_max_seq_len_refusal(text) is None
     assert first_fatal_error(text) is None
@@ -179,6 +173,6 @@ def test_accepted_starts_have_no_refusal_and_no_fatal_error(name: str) -> None:
 
 @pytest.mark.parametrize("name", REFUSED)
 def test_refused_starts_report_no_capacity(name: str) -> None:
-    text = log(name)
+    text = fixture(name)
     assert parse_kv_cache_size(text) is None
     assert parse_max_concurrency(text) is None

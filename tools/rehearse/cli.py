@@ -13,24 +13,15 @@ and checks what the plan promised:
   stack's `ServerSpec.engine()`); only the rank wiring (model path, --nnodes, --node-rank,
   --master-addr, --master-port, --port) and the memory figures, which the tiny model's own plan
   gives, differ (`ranks.rehearsal_argv`);
-- the group forms and `/health` answers;
-- the gatekeeper (`gatekeeper_run`: the pod's own nginx.conf, run by a real nginx in front of the
-  leader) refuses what has no key, streams chunk by chunk, refuses an oversized body and caps a
-  reply at the planned default; every later request goes through it;
-- the front door holds against one client and against crowds with and without a key (each
-  module lists its rows: `door_checks`, `door_errors`, `leak_checks`, `siege_checks`,
-  `share_checks`), and the installed vLLM reads only the reviewed headers;
-- the door of an elastic stack while the model sleeps (`asleep_checks`);
-- vLLM logs the KV cache tokens and the concurrency the same planner (`infra.plan.sizing.plan`)
-  predicted for the tiny model;
-- the chat page, driven in headless Chromium (`chat_page`); a short capacity run by `vllm bench
-  serve` (`capacity_step`, as `make bench` runs it); lm-eval's score (`quality_step`);
-- the changes (`change_steps`, `--skip-changes` leaves them out): a key rotation, then a drain
-  under a long stream beside a second group;
-- the tiny model quantized to int8 and int4 by `infra.quantize`, served at those `weights`
-  (`quantized`, `--skip-quantized` leaves it out);
-- then the prefill probe (`prefill_probe`: a shape-true slice of the stack's model; the short
-  slice, or with `--prefill` one whole period of its pattern and the step-timeout row).
+- the group forms and `/health` answers, and vLLM logs the KV cache tokens and the concurrency
+  the same planner (`infra.plan.sizing.plan`) predicted for the tiny model;
+- then, in `rehearse`'s order: the gatekeeper (the pod's own nginx.conf, run by a real nginx in
+  front of the leader; every later request to the group goes through it) and the front door
+  (`front_door`, one module per group of rows, the door asleep included), the chat page in
+  headless Chromium, capacity (`vllm bench serve`) and lm-eval's score, the changes
+  (`--skip-changes`), the int8 and int4 groups (`--skip-quantized`), and the prefill probe (the
+  short slice, or with `--prefill` one whole period of the model's pattern and the step-timeout
+  row). docs/development.md ("Rehearsal before `pulumi up`") tells every row.
 
 Every process it starts is its own process group and is stopped by group (SIGTERM, then SIGKILL)
 whatever happens, including Ctrl-C; a headless rank does not exit when its leader dies, so nothing
@@ -100,14 +91,7 @@ from tools.rehearse.group.ranks import (
     rank_launches,
 )
 from tools.rehearse.group.tiny_plan import ensure_tiny_model, plan_tiny, tiny_model_config
-from tools.rehearse.group.workspace import (
-    LOGS_DIR,
-    QUALITY_VENV_DIR,
-    QUANTIZE_VENV_DIR,
-    VENV_DIR,
-    Progress,
-    RehearsalError,
-)
+from tools.rehearse.group.workspace import LOGS_DIR, Progress, RehearsalError
 from tools.rehearse.measure import capacity_step, prefill_probe
 from tools.rehearse.measure.faults import run_faults
 from tools.rehearse.measure.metrics_capture import capture_check
@@ -115,7 +99,14 @@ from tools.rehearse.measure.prefill_probe import QUICK_SLIDING, figures, probe_c
 from tools.rehearse.measure.quality_step import QualityStep
 from tools.rehearse.measure.quantized import Served, quantized_rows
 from tools.rehearse.measure.step_timeout import timeout_checks
-from tools.venvs import ensure_env, ensure_quality_env, ensure_quantize_env
+from tools.venvs import (
+    QUALITY_VENV_DIR,
+    QUANTIZE_VENV_DIR,
+    VENV_DIR,
+    ensure_env,
+    ensure_quality_env,
+    ensure_quantize_env,
+)
 
 DEFAULT_TIMEOUT_S = 600.0
 

@@ -18,6 +18,7 @@ import threading
 import time
 import urllib.request
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from components.manifests import probe_command, programs
@@ -139,44 +140,37 @@ def _legitimate(door: Door, tally: _Tally, stop: threading.Event) -> list[thread
     probe_env = {**os.environ, "LWS_LEADER_ADDRESS": door.host}
     probe_root = f"http://{door.host}:{door.probe_port}"
 
-    def chats() -> None:
+    def chat_ok() -> bool:
+        answer = ask(door, "POST", CHAT, chat(door, 1), timeout=30)
+        if answer.status != 200:
+            tally.add("JSON refusal", is_error(answer.body, answer.status))
+        return answer.status == 200
+
+    def health_ok() -> bool:
+        return ask(door, "GET", "/health", keyed=False, source=CLIENT, timeout=10).status == 200
+
+    def liveness_ok() -> bool:
+        argv = _probe_argv(door)
+        done = subprocess.run(argv, env=probe_env, capture_output=True, timeout=30, check=False)
+        return done.returncode == 0
+
+    def ready_ok() -> bool:
+        with urllib.request.urlopen(probe_root + "/ready", timeout=5) as reply:
+            return reply.status == 200
+
+    def repeat(call: str, attempt: Callable[[], bool], every_s: float) -> None:
         while not stop.is_set():
             try:
-                answer = ask(door, "POST", "/v1/chat/completions", chat(door, 1), timeout=30)
-                tally.add("keyed chat", answer.status == 200)
-                if answer.status != 200:
-                    tally.add("JSON refusal", is_error(answer.body, answer.status))
+                ok = attempt()
             except OSError:
-                tally.add("keyed chat", False)
-            stop.wait(0.3)
+                ok = False
+            tally.add(call, ok)
+            stop.wait(every_s)
 
-    def health() -> None:
-        while not stop.is_set():
-            try:
-                answer = ask(door, "GET", "/health", keyed=False, source=CLIENT, timeout=10)
-                tally.add("/health", answer.status == 200)
-            except OSError:
-                tally.add("/health", False)
-            stop.wait(0.25)
-
-    def liveness() -> None:
-        while not stop.is_set():
-            done = subprocess.run(
-                _probe_argv(door), env=probe_env, capture_output=True, timeout=30, check=False
-            )
-            tally.add("worker liveness", done.returncode == 0)
-            stop.wait(1.0)
-
-    def ready() -> None:
-        while not stop.is_set():
-            try:
-                with urllib.request.urlopen(probe_root + "/ready", timeout=5) as reply:
-                    tally.add("/ready", reply.status == 200)
-            except OSError:
-                tally.add("/ready", False)
-            stop.wait(0.5)
-
-    return [threading.Thread(target=work) for work in (chats, health, liveness, ready)]
+    work = zip(
+        CALLS, (chat_ok, health_ok, liveness_ok, ready_ok), (0.3, 0.25, 1.0, 0.5), strict=True
+    )
+    return [threading.Thread(target=repeat, args=args) for args in work]
 
 
 def _siege(

@@ -243,6 +243,11 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def group_cpu_seconds(pgid: int) -> float:
+    """User + system CPU seconds of every live process in process group `pgid`."""
+    return sum(cpu_seconds(pid) for pid in group_members(pgid))
+
+
 def group_gone(pgid: int) -> bool:
     """True once no live process is left in the group (`killpg(pgid, 0)` finds none)."""
     try:

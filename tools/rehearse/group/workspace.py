@@ -15,20 +15,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import TypeVar
 
-from tools.venvs import QUALITY_VENV_DIR, QUANTIZE_VENV_DIR, REHEARSAL_DIR, VENV_DIR
-
-__all__ = [
-    "LOGS_DIR",
-    "MODELS_DIR",
-    "QUALITY_VENV_DIR",
-    "QUANTIZE_VENV_DIR",
-    "REHEARSAL_DIR",
-    "VENV_DIR",
-    "Progress",
-    "RehearsalError",
-    "aligned",
-    "poll",
-]
+from tools.venvs import REHEARSAL_DIR
 
 MODELS_DIR = REHEARSAL_DIR / "models"
 LOGS_DIR = REHEARSAL_DIR / "logs"

@@ -73,7 +73,7 @@ from tools.rehearse.group.tiny_plan import (
     tiny_profile,
 )
 from tools.rehearse.group.vllm_logs import parse_kv_cache_allocation, parse_memory_guard_refusal
-from tools.rehearse.group.workspace import LOGS_DIR, VENV_DIR, Progress, RehearsalError, aligned
+from tools.rehearse.group.workspace import LOGS_DIR, Progress, RehearsalError, aligned
 from tools.rehearse.guard.cgroups import (
     Cgroup,
     MemoryHierarchy,
@@ -90,7 +90,7 @@ from tools.rehearse.guard.guard_prediction import (
     planner_pod_gib,
     predict,
 )
-from tools.venvs import ensure_env
+from tools.venvs import VENV_DIR, ensure_env
 
 DEFAULT_KV_GIB = 1.5
 DEFAULT_TARGET_BYTES = 4_800_000_000
@@ -305,7 +305,7 @@ def _parser() -> argparse.ArgumentParser:
         "--target-bytes",
         type=int,
         default=DEFAULT_TARGET_BYTES,
-        help="bytes of weights of the random model (default 3 GB)",
+        help=f"bytes of weights of the random model (default {DEFAULT_TARGET_BYTES:,})",
     )
     parser.add_argument(
         "--timeout",

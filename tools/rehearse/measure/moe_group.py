@@ -70,18 +70,18 @@ from tools.rehearse.group.ranks import (
 )
 from tools.rehearse.group.tiny_moe import plan_tiny_moe, tiny_moe_config
 from tools.rehearse.group.tiny_plan import ensure_tiny_model
-from tools.rehearse.group.workspace import (
-    LOGS_DIR,
-    QUALITY_VENV_DIR,
-    QUANTIZE_VENV_DIR,
-    VENV_DIR,
-    Progress,
-    RehearsalError,
-)
+from tools.rehearse.group.workspace import LOGS_DIR, Progress, RehearsalError
 from tools.rehearse.measure.moe_probe import kernel_lines
 from tools.rehearse.measure.quality_step import QualityStep
 from tools.rehearse.measure.quantized import ensure_quantized
-from tools.venvs import ensure_env, ensure_quality_env, ensure_quantize_env
+from tools.venvs import (
+    QUALITY_VENV_DIR,
+    QUANTIZE_VENV_DIR,
+    VENV_DIR,
+    ensure_env,
+    ensure_quality_env,
+    ensure_quantize_env,
+)
 
 #: (pipeline ranks, weight format) of every group, in the order they are served.
 GROUPS = ((1, "bf16"), (2, "bf16"), (1, "int8"), (2, "int8"))
@@ -109,11 +109,7 @@ def moe_kernels(log_text: str) -> list[str]:
 def kernels_check(label: str, logs: Sequence[str]) -> Check:
     """Every rank logged the MoE backend it picked; the row names them (and the GEMM lines)."""
     per_rank = [moe_kernels(text) for text in logs]
-    seen: list[str] = []
-    for text in logs:
-        for line in chosen_kernels(text):
-            if line not in seen:
-                seen.append(line)
+    seen = dict.fromkeys(line for text in logs for line in chosen_kernels(text))
     return Check(
         f"{label}: MoE kernels",
         f"a MoE backend named on each of {len(logs)} rank(s)",
@@ -132,12 +128,9 @@ _PASSED_OVER = re.compile(
 def passed_over(log_text: str) -> list[str]:
     """vLLM's reason for each MoE backend it passed over ("Int8 MoE backend CPU: kernel does
     not support current device cpu"), each once, from its DEBUG lines (`fused_moe/oracle/*.py`)."""
-    found: list[str] = []
-    for match in _PASSED_OVER.finditer(log_text):
-        line = f"{match[1]}: {match[2]}"
-        if line not in found:
-            found.append(line)
-    return found
+    return list(
+        dict.fromkeys(f"{match[1]}: {match[2]}" for match in _PASSED_OVER.finditer(log_text))
+    )
 
 
 def not_runnable(label: str, quote: str, log_text: str = "") -> Check | None:

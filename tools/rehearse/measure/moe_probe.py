@@ -55,7 +55,7 @@ from tools.rehearse.group.tiny_plan import (
     checkpoint_bytes,
     ensure_tiny_model,
 )
-from tools.rehearse.group.workspace import LOGS_DIR, QUANTIZE_VENV_DIR, VENV_DIR, RehearsalError
+from tools.rehearse.group.workspace import LOGS_DIR, RehearsalError
 from tools.rehearse.measure.prefill_probe import (
     READY_S,
     cpu_model,
@@ -66,7 +66,7 @@ from tools.rehearse.measure.prefill_probe import (
 )
 from tools.rehearse.measure.quantized import ensure_quantized
 from tools.rehearse.measure.step_timeout import _prioritise
-from tools.venvs import ensure_env, ensure_quantize_env
+from tools.venvs import QUANTIZE_VENV_DIR, VENV_DIR, ensure_env, ensure_quantize_env
 
 
 def probe_layout(profile: ModelProfile) -> dict[str, Any]:
@@ -443,13 +443,8 @@ def kernel_lines(log_text: str) -> tuple[str, ...]:
     kernels, the MoE backend (vllm 0.31 `layers/utils.py` dispatch_cpu_unquantized_gemm,
     `kernels/linear/__init__.py`, `fused_moe/oracle/*.py` "Using ... MoE backend")."""
     keys = ("GEMM dispatch", "LinearKernel", "MoE backend", "Experts", "oneDNN", "zentorch")
-    seen: list[str] = []
-    for line in log_text.splitlines():
-        if any(k in line for k in keys):
-            text = line.split("] ", 1)[-1].strip()
-            if text not in seen:
-                seen.append(text)
-    return tuple(seen)
+    lines = [line for line in log_text.splitlines() if any(k in line for k in keys)]
+    return tuple(dict.fromkeys(line.split("] ", 1)[-1].strip() for line in lines))
 
 
 def serve_and_time(

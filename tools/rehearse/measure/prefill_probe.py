@@ -50,7 +50,7 @@ from infra.plan.loading import load_config
 from infra.plan.sizing import plan
 from tools.rehearse.checks import Check
 from tools.rehearse.group.endpoint import json_request
-from tools.rehearse.group.ranks import RankGroup, loopback_ports, rank_launches
+from tools.rehearse.group.ranks import RankGroup, group_cpu_seconds, loopback_ports, rank_launches
 from tools.rehearse.group.tiny_checkpoint import tiny_text_config
 from tools.rehearse.group.tiny_plan import (
     TINY_MODEL_NAME,
@@ -369,22 +369,6 @@ def slice_group(
     return RankGroup(launches, log_dir, progress=progress), ports[0], key
 
 
-def cpu_seconds(pgid: int) -> float:
-    """User + system CPU seconds of every live process in process group `pgid`."""
-    tick = os.sysconf("SC_CLK_TCK")
-    total = 0
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        if int(fields[2]) == pgid:
-            total += int(fields[11]) + int(fields[12])
-    return total / tick
-
-
 def prompt_ids(tokens: int, seed: int) -> list[int]:
     """`tokens` ids of the tiny vocabulary above its first ones, a different run per `seed`."""
     return [8 + (seed * 7919 + i * 31) % (TINY_VOCAB - 8) for i in range(tokens)]
@@ -429,9 +413,9 @@ def run_probe(
         group.wait_ready(f"http://127.0.0.1:{port}/health", max(timeout_s, READY_S), progress)
         load = os.getloadavg()[0]
         pgid = group.processes[0].pgid
-        cpu = cpu_seconds(pgid)
+        cpu = group_cpu_seconds(pgid)
         step = prompt_step(port, key, batched, seed=1)
-        cpu = cpu_seconds(pgid) - cpu
+        cpu = group_cpu_seconds(pgid) - cpu
         log_text = group.processes[0].log_text()
         warmup = warmup_seconds(log_text)
     if step <= 0:

@@ -74,11 +74,7 @@ class Served:
 
 def selected_kernels(log_text: str) -> list[str]:
     """The linear kernels a vLLM log says it selected, each once, in order."""
-    found: list[str] = []
-    for match in _KERNEL_LINE.finditer(log_text):
-        if match[1] not in found:
-            found.append(match[1])
-    return found
+    return list(dict.fromkeys(match[1] for match in _KERNEL_LINE.finditer(log_text)))
 
 
 def kernel_check(scheme: str, log_text: str) -> Check:

@@ -64,6 +64,7 @@ from tools.rehearse.group.ranks import (
     RankFailure,
     RankGroup,
     free_port,
+    group_cpu_seconds,
     loopback_ports,
     rank_launches,
 )
@@ -76,7 +77,6 @@ from tools.rehearse.group.tiny_plan import (
     tiny_stack_values,
 )
 from tools.rehearse.group.workspace import LOGS_DIR
-from tools.rehearse.measure.prefill_probe import cpu_seconds
 
 #: What the leader's executor raises when a step passes its deadline, which kills the engine
 #: core (v1/executor/multiproc_executor.py `collective_rpc`).
@@ -206,7 +206,7 @@ def _run_once(
             prompt = tiny_plan.max_model_len - 8
             raised = _prioritise(group)
             progress(f"step timeout {timeout} s: a {prompt}-token prompt through the gatekeeper")
-            cpu = sum(cpu_seconds(p.pgid) for p in group.processes)
+            cpu = sum(group_cpu_seconds(p.pgid) for p in group.processes)
             outcome = _ask(
                 f"http://127.0.0.1:{front}/v1/completions",
                 key,
@@ -214,7 +214,7 @@ def _run_once(
                 prompt,
                 float(tiny_plan.front_door.reply_timeout_seconds),
             )
-            cpu = sum(cpu_seconds(p.pgid) for p in group.processes) - cpu
+            cpu = sum(group_cpu_seconds(p.pgid) for p in group.processes) - cpu
             log = group.processes[0].log_text()
     outcome = Outcome(outcome.status, outcome.seconds, outcome.text, cpu)
     return outcome, _DEADLINE.search(log) is not None, raised
