@@ -181,16 +181,15 @@ class WatchSpec:
     load_balancer: str = LOAD_BALANCER_PLACEHOLDER
 
 
+def _metric(namespace: str, name: str, stat: str, *dimensions: str, **options: Any) -> list[Any]:
+    """A dashboard row of one metric (`dimensions`: name, value pairs)."""
+    return [namespace, name, *dimensions, {"stat": stat, "period": PERIOD, **options}]
+
+
 def _vllm(spec: WatchSpec, sample: str, stat: str, *dimensions: str, **options: Any) -> list[Any]:
     """A dashboard row of one of the stack's vLLM metrics (`dimensions`: more name, value pairs)."""
-    return [
-        spec.namespace,
-        exported_name(sample),
-        STACK_DIMENSION,
-        spec.stack,
-        *dimensions,
-        {"stat": stat, "period": PERIOD, **options},
-    ]
+    name = exported_name(sample)
+    return _metric(spec.namespace, name, stat, STACK_DIMENSION, spec.stack, *dimensions, **options)
 
 
 def _expression(expression: str, query_id: str, **options: Any) -> list[Any]:
@@ -287,8 +286,7 @@ def dashboard_widgets(spec: WatchSpec) -> list[dict[str, Any]]:
     if spec.elastic:
         counted[ASLEEP_ANSWERS] = "asleep"
     answers = [
-        [spec.namespace, metric, {"stat": "Sum", "period": PERIOD, "label": label}]
-        for metric, label in counted.items()
+        _metric(spec.namespace, metric, "Sum", label=label) for metric, label in counted.items()
     ]
     healthy = (
         "SEARCH('{AWS/NetworkELB,LoadBalancer,TargetGroup} "
@@ -296,17 +294,8 @@ def dashboard_widgets(spec: WatchSpec) -> list[dict[str, Any]]:
         f"'Minimum', {PERIOD})"
     )
     nodes = [
-        [
-            CONTAINER_INSIGHTS,
-            metric,
-            "ClusterName",
-            spec.cluster_name,
-            {"stat": "Maximum", "period": PERIOD, "label": label},
-        ]
-        for metric, label in (
-            ("node_memory_utilization", "memory"),
-            ("node_cpu_utilization", "cpu"),
-        )
+        _metric(CONTAINER_INSIGHTS, metric, "Maximum", "ClusterName", spec.cluster_name, label=use)
+        for metric, use in (("node_memory_utilization", "memory"), ("node_cpu_utilization", "cpu"))
     ]
     waiting_alarm = {"label": "waiting alarm", "value": spec.waiting_threshold}
     panels: list[tuple[str, list[list[Any]], dict[str, Any]]] = [
