@@ -17,7 +17,7 @@ import pulumi
 import pulumi_aws as aws
 
 from components import watch
-from components.addons import ClusterRef, PodIdentity, pod_identity
+from components.addons import ClusterRef, pod_identity
 from components.manifests import metrics
 from components.manifests.metrics import CollectorSpec
 from components.objects import create
@@ -69,22 +69,7 @@ class Monitoring(pulumi.ComponentResource):
         super().__init__("gemma-graviton:monitoring:Monitoring", name, None, opts)
         child = pulumi.ResourceOptions(parent=self)
         spec, elastic = args.collector, args.watch_spec.elastic
-
-        emf_logs = aws.cloudwatch.LogGroup(
-            f"{name}-emf",
-            name=spec.log_group,
-            retention_in_days=args.metrics_log_retention_days,
-            opts=child,
-        )
-        # The bootstrap's role for the collector (`components.stack_roles`, `emf_policy`).
-        identity = pod_identity(
-            f"{name}-collector-identity",
-            args.cluster,
-            namespace=spec.namespace,
-            service_account=spec.name,
-            parent=self,
-        )
-        self._collector(name, spec, args.namespace, emf_logs, identity, args.cluster)
+        self._collector(name, args)
 
         # One counter per answer class, and at an elastic stack's door the asleep answers.
         filters = {
@@ -140,15 +125,22 @@ class Monitoring(pulumi.ComponentResource):
         self.topic_arn = topic.arn
         self.register_outputs({"dashboardUrl": self.dashboard_url, "topicArn": self.topic_arn})
 
-    def _collector(
-        self,
-        name: str,
-        spec: CollectorSpec,
-        namespace: pulumi.Input[str],
-        emf_logs: aws.cloudwatch.LogGroup,
-        identity: PodIdentity,
-        cluster: ClusterRef,
-    ) -> None:
+    def _collector(self, name: str, args: MonitoringArgs) -> None:
+        spec, namespace, cluster = args.collector, args.namespace, args.cluster
+        emf_logs = aws.cloudwatch.LogGroup(
+            f"{name}-emf",
+            name=spec.log_group,
+            retention_in_days=args.metrics_log_retention_days,
+            opts=pulumi.ResourceOptions(parent=self),
+        )
+        # The bootstrap's role for the collector (`components.stack_roles`, `emf_policy`).
+        identity = pod_identity(
+            f"{name}-collector-identity",
+            cluster,
+            namespace=spec.namespace,
+            service_account=spec.name,
+            parent=self,
+        )
         *objects, deployment = metrics.collector_objects(spec)
         for obj, suffix in zip(objects, ("sa", "role", "binding", "config"), strict=True):
             create(obj, f"{name}-collector-{suffix}", namespace, parent=self)
