@@ -408,13 +408,10 @@ def test_every_metric_read_is_one_its_producer_writes(
     for namespace, name, dimensions in read:
         key = (namespace, name, frozenset(dimensions.items()))
         assert key in written.points, f"nothing writes {namespace} {name} {dimensions}"
-    # The NLB's targets: a SEARCH on the panel, a Metrics Insights query in the alarm.
-    nlb = ("LoadBalancer", "TargetGroup")
-    terms = {"MetricName": "HealthyHostCount", "LoadBalancer": spec.load_balancer}
-    (row,) = _rows(_widget(spec, "Healthy load balancer targets"))
-    assert _search(row.expression or "") == Search("AWS/NetworkELB", nlb, terms, "Minimum", 60)
+    # The NLB's targets: a Metrics Insights query in the alarm (the panel's SEARCH, emulated in
+    # test_healthy_targets_and_nodes_are_read_from_the_stacks_nlb_and_cluster).
     query = _alarm(spec, "no-healthy-target")["metric_queries"][0]["expression"]
-    where = ("LoadBalancer", spec.load_balancer)
+    nlb, where = ("LoadBalancer", "TargetGroup"), ("LoadBalancer", spec.load_balancer)
     assert _insights(query) == Insights("MIN", "HealthyHostCount", "AWS/NetworkELB", nlb, where)
 
 
@@ -1169,6 +1166,19 @@ def test_every_alarm_is_a_valid_metric_alarm(
         _check_alarm(alarm.key, alarm.args, alarm_arguments)
         # PutMetricAlarm: evaluation periods times the period is at most a day.
         assert _evaluated_seconds(alarm.args) <= 86_400, alarm.key
+    # idle-nodes counts model nodes with no Ready leader for the bound it waits out:
+    # kedacore/keda v2.20.2 pkg/scaling/executor/scale_scaledobjects.go (zero groups within
+    # cooldownPeriod + pollingInterval once the queue floor keeps the trigger answering) and
+    # cluster-autoscaler 1.35.0 --scale-down-unneeded-time (the nodes after).
+    (idle,) = [a for a in elastic if a.key == "idle-nodes"]
+    assert (idle.args["evaluation_periods"], idle.args["datapoints_to_alarm"]) == (18, 18)
+    queries = {q["id"]: q for q in idle.args["metric_queries"]}
+    nodes = queries["nodes"]["metric"]
+    assert (nodes["namespace"], nodes["metric_name"]) == ("ContainerInsights", "cluster_node_count")
+    assert nodes["dimensions"] == {"ClusterName": spec.cluster_name}
+    assert queries["up"]["metric"]["metric_name"] == metrics.exported_name(watch.WAITING)
+    assert queries["idle"]["expression"] == "IF(nodes > 2, IF(FILL(up, 0) == 0, 1, 0), 0)"
+    assert "18 minutes" in idle.description
 
 
 def test_alarm_descriptions_say_what_the_readme_says(spec: watch.WatchSpec) -> None:
@@ -1331,21 +1341,3 @@ def test_the_dashboard_url_opens_the_dashboard_in_its_region() -> None:
         "https://eu-west-1.console.aws.amazon.com/cloudwatch/home?region=eu-west-1"
         "#dashboards/dashboard/gemma-graviton-dev"
     )
-
-
-def test_idle_nodes_alarm_counts_model_nodes_with_no_ready_leader(spec: watch.WatchSpec) -> None:
-    # The bound it waits for: kedacore/keda v2.20.2 pkg/scaling/executor/scale_scaledobjects.go
-    # (zero groups within cooldownPeriod + pollingInterval once the queue floor keeps the trigger
-    # answering) and cluster-autoscaler 1.35.0 --scale-down-unneeded-time (the nodes after).
-    elastic = dataclasses.replace(
-        spec, cluster_name="gemma-graviton-prod", elastic=True, system_nodes=2, idle_alarm_s=1080
-    )
-    (alarm,) = [a for a in watch.alarms(elastic) if a.key == "idle-nodes"]
-    assert (alarm.args["evaluation_periods"], alarm.args["datapoints_to_alarm"]) == (18, 18)
-    queries = {q["id"]: q for q in alarm.args["metric_queries"]}
-    nodes = queries["nodes"]["metric"]
-    assert (nodes["namespace"], nodes["metric_name"]) == ("ContainerInsights", "cluster_node_count")
-    assert nodes["dimensions"] == {"ClusterName": "gemma-graviton-prod"}
-    assert queries["up"]["metric"]["metric_name"] == metrics.exported_name(watch.WAITING)
-    assert queries["idle"]["expression"] == "IF(nodes > 2, IF(FILL(up, 0) == 0, 1, 0), 0)"
-    assert "18 minutes" in alarm.description
