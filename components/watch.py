@@ -420,27 +420,20 @@ def alarms(spec: WatchSpec) -> list[AlarmSpec]:
     group-restart alarm is left out of elastic stacks: it watches the leaders' start times, which
     every planned wake-up and added group changes; in its place, `not-waking` fires when the door
     keeps answering model requests asleep with no group coming (a crash loop, no capacity in the
-    zone, the quota); and `idle-nodes` fires when model nodes stay up with no Ready leader for
-    longer than KEDA and the autoscaler take to remove a group that cannot serve."""
-    found = _alarms(spec)
-    if spec.elastic:
-        return [a for a in found if a.key != "group-restart"] + [
-            _not_waking(spec),
-            _idle_nodes(spec),
-        ]
-    return found
+    zone, the quota); and `idle-nodes` (`_idle_nodes`) is added."""
+    if not spec.elastic:
+        return _alarms(spec)
+    kept = [a for a in _alarms(spec) if a.key != "group-restart"]
+    return [*kept, _not_waking(spec), _idle_nodes(spec)]
 
 
 def _idle_nodes(spec: WatchSpec) -> AlarmSpec:
     """Every minute for `idle_alarm_s`, the cluster had more nodes than its system nodes (a
     model node up) and no Ready leader was scraped (the collector keeps Ready leaders only
-    behind a door, `components.manifests.metrics`). Outside the schedule KEDA takes a group
-    that cannot serve to zero within its cooldown and a poll, and the autoscaler removes the
-    emptied nodes after its unneeded time (`infra.plan.elastic.idle_alarm_seconds`): past that
-    the nodes are billed for nothing, because the schedule holds a group that never turns
-    Ready, clients keep asking a group that cannot come, or the scale-down is stuck. An update
-    of the system nodes surges extra nodes while it runs and may raise it with no group
-    running; it clears when the update ends."""
+    behind a door, `components.manifests.metrics`): past the time KEDA and the autoscaler take
+    to remove a group that cannot serve and its nodes (`infra.plan.elastic.idle_alarm_seconds`),
+    the nodes are billed for nothing (docs/watching.md says why and what to do). An update of
+    the system nodes surges extra nodes and may raise it; it clears when the update ends."""
     minutes = max(1, spec.idle_alarm_s // PERIOD)
     nodes = {
         "namespace": CONTAINER_INSIGHTS,
