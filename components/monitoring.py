@@ -93,14 +93,17 @@ class Monitoring(pulumi.ComponentResource):
                 opts=child,
             )
 
-        watch_spec = pulumi.Output.all(
-            args.cluster.cluster_name, args.load_balancer_hostname
-        ).apply(
-            lambda parts: replace(
-                args.watch_spec,
-                cluster_name=parts[0],
-                load_balancer=load_balancer_dimension(parts[1]),
-            )
+        # The planned spec holds placeholders for the LB dimension (the healthy-target panel and
+        # query) and the cluster's name (the nodes panel and the idle-nodes alarm).
+        planned = args.watch_spec
+        deployed = {
+            planned.load_balancer: pulumi.Output.from_input(args.load_balancer_hostname).apply(
+                load_balancer_dimension
+            ),
+            planned.cluster_name: pulumi.Output.from_input(args.cluster.cluster_name),
+        }
+        watch_spec = pulumi.Output.all(*deployed.values()).apply(
+            lambda parts: replace(planned, load_balancer=parts[0], cluster_name=parts[1])
         )
         dashboard = aws.cloudwatch.Dashboard(
             f"{name}-dashboard",
@@ -117,7 +120,17 @@ class Monitoring(pulumi.ComponentResource):
                 endpoint=args.alarm_email,
                 opts=child,
             )
-        self._alarms(name, args, topic)
+        # The alarms put the deploy's names in their place, so they are registered outside any
+        # apply.
+        for alarm in watch.alarms(planned):
+            aws.cloudwatch.MetricAlarm(
+                f"{name}-{alarm.key}",
+                alarm_description=alarm.description,
+                alarm_actions=[topic.arn],
+                ok_actions=[topic.arn],
+                opts=child,
+                **_deployed(alarm.args, deployed),
+            )
 
         self.dashboard_url = dashboard.dashboard_name.apply(
             lambda dashboard_name: watch.dashboard_url(spec.region, dashboard_name)
@@ -161,27 +174,6 @@ class Monitoring(pulumi.ComponentResource):
                 *([cluster.nodes] if cluster.nodes is not None else []),
             ],
         )
-
-    def _alarms(self, name: str, args: MonitoringArgs, topic: aws.sns.Topic) -> None:
-        # The planned spec holds placeholders for the LB dimension (the healthy-target query)
-        # and the cluster's name (the idle-nodes one), put in their place here, so the alarms
-        # are registered outside any apply.
-        planned = args.watch_spec
-        deployed = {
-            planned.load_balancer: pulumi.Output.from_input(args.load_balancer_hostname).apply(
-                load_balancer_dimension
-            ),
-            planned.cluster_name: pulumi.Output.from_input(args.cluster.cluster_name),
-        }
-        for alarm in watch.alarms(planned):
-            aws.cloudwatch.MetricAlarm(
-                f"{name}-{alarm.key}",
-                alarm_description=alarm.description,
-                alarm_actions=[topic.arn],
-                ok_actions=[topic.arn],
-                opts=pulumi.ResourceOptions(parent=self),
-                **_deployed(alarm.args, deployed),
-            )
 
 
 def _deployed(value: Any, deployed: Mapping[str, pulumi.Output[str]]) -> Any:
