@@ -1078,27 +1078,16 @@ def test_healthy_targets_and_nodes_are_read_from_the_stacks_nlb_and_cluster(
 # The alarms.
 
 
-@pytest.fixture
-def alarm_arguments() -> tuple[set[str], set[str], set[str]]:
-    """The keyword arguments `aws.cloudwatch.MetricAlarm` takes, and the keys of its metric
-    queries and of a query's metric (pulumi_aws's own signatures)."""
+def _check_alarm(key: str, args: Mapping[str, Any]) -> None:
+    """Fails on anything PutMetricAlarm or `aws.cloudwatch.MetricAlarm` would refuse: the keyword
+    arguments it takes, and the keys of its metric queries and of a query's metric, are
+    pulumi_aws's own signatures."""
     import pulumi_aws.cloudwatch as cloudwatch
 
-    top = {
-        name
-        for name in inspect.signature(cloudwatch.MetricAlarmArgs.__init__).parameters
-        if not name.startswith("__") and name != "self"
-    }
-    query = set(cloudwatch.MetricAlarmMetricQueryArgsDict.__annotations__)
-    metric = set(cloudwatch.MetricAlarmMetricQueryMetricArgsDict.__annotations__)
-    return top, query, metric
-
-
-def _check_alarm(
-    key: str, args: Mapping[str, Any], allowed: tuple[set[str], set[str], set[str]]
-) -> None:
-    """Fails on anything PutMetricAlarm or `aws.cloudwatch.MetricAlarm` would refuse."""
-    top, query_keys, metric_keys = allowed
+    init = inspect.signature(cloudwatch.MetricAlarmArgs.__init__).parameters
+    top = {name for name in init if not name.startswith("__") and name != "self"}
+    query_keys = set(cloudwatch.MetricAlarmMetricQueryArgsDict.__annotations__)
+    metric_keys = set(cloudwatch.MetricAlarmMetricQueryMetricArgsDict.__annotations__)
     assert set(args) <= top, f"{key}: not MetricAlarm arguments: {sorted(set(args) - top)}"
     assert args["comparison_operator"] in COMPARE, key
     assert args.get("treat_missing_data", "missing") in MISSING_BREACHES, key
@@ -1146,9 +1135,7 @@ def _evaluated_seconds(args: Mapping[str, Any]) -> int:
 ELASTIC_ONLY = ("not-waking", "idle-nodes")
 
 
-def test_every_alarm_is_a_valid_metric_alarm(
-    spec: watch.WatchSpec, alarm_arguments: tuple[set[str], set[str], set[str]]
-) -> None:
+def test_every_alarm_is_a_valid_metric_alarm(spec: watch.WatchSpec) -> None:
     specs = watch.alarms(spec)
     documented = list(_readme_alarms())
     assert [a.key for a in specs] == [k for k in documented if k not in ELASTIC_ONLY]
@@ -1159,7 +1146,7 @@ def test_every_alarm_is_a_valid_metric_alarm(
     )
     assert [a.key for a in elastic] == [k for k in documented if k != "group-restart"]
     for alarm in [*specs, *elastic]:
-        _check_alarm(alarm.key, alarm.args, alarm_arguments)
+        _check_alarm(alarm.key, alarm.args)
         # PutMetricAlarm: evaluation periods times the period is at most a day.
         assert _evaluated_seconds(alarm.args) <= 86_400, alarm.key
     # idle-nodes counts model nodes with no Ready leader for the bound it waits out:
