@@ -262,24 +262,6 @@ def percentile_queries(spec: WatchSpec, family: str, prefix: str) -> list[list[A
     return rows
 
 
-def _widget(title: str, metrics: list[list[Any]], x: int, y: int, **props: Any) -> dict[str, Any]:
-    return {
-        "type": "metric",
-        "x": x,
-        "y": y,
-        "width": 12,
-        "height": 6,
-        "properties": {
-            "title": title,
-            "view": "timeSeries",
-            "region": props.pop("region"),
-            "metrics": metrics,
-            "period": PERIOD,
-            **props,
-        },
-    }
-
-
 def dashboard_widgets(spec: WatchSpec) -> list[dict[str, Any]]:
     """The dashboard's panels, in reading order."""
     counted = {answers_metric(status): status for status in ANSWER_CLASSES}
@@ -349,7 +331,21 @@ def dashboard_widgets(spec: WatchSpec) -> list[dict[str, Any]]:
     if not spec.elastic:  # behind a door no leader serves its record
         panels.append(_measurement_panel(spec))
     return [
-        _widget(title, metrics, 12 * (i % 2), 6 * (i // 2), region=spec.region, **props)
+        {
+            "type": "metric",
+            "x": 12 * (i % 2),
+            "y": 6 * (i // 2),
+            "width": 12,
+            "height": 6,
+            "properties": {
+                "title": title,
+                "view": "timeSeries",
+                "region": spec.region,
+                "metrics": metrics,
+                "period": PERIOD,
+                **props,
+            },
+        }
         for i, (title, metrics, props) in enumerate(panels)
     ]
 
