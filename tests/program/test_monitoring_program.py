@@ -35,10 +35,8 @@ def test_every_stack_watches_its_model_server(stack: str) -> None:
         live = plan(cfg, stack).liveness
         panel = body["widgets"][-1]["properties"]
         assert panel["title"].startswith("Leaders' measured step"), dashboard.urn
-        assert [a["value"] for a in panel["annotations"]["horizontal"]] == [
-            live.calibrate_step_s,
-            live.probes.stall_s,
-        ]
+        planned = [live.calibrate_step_s, live.probes.stall_s]
+        assert [a["value"] for a in panel["annotations"]["horizontal"]] == planned, dashboard.urn
     region = named(mocks.records, "pulumi:providers:aws", "aws").inputs["region"]
     assert resolve(exports["dashboardUrl"]) == (
         f"https://{region}.console.aws.amazon.com/cloudwatch/home?region="
