@@ -17,7 +17,7 @@ import pulumi
 import pulumi_aws as aws
 
 from components import watch
-from components.addons import ClusterRef, PodIdentity, pod_identity
+from components.addons import ClusterRef, pod_identity
 from components.manifests import metrics
 from components.manifests.metrics import CollectorSpec
 from components.objects import create
@@ -69,22 +69,7 @@ class Monitoring(pulumi.ComponentResource):
         super().__init__("gemma-graviton:monitoring:Monitoring", name, None, opts)
         child = pulumi.ResourceOptions(parent=self)
         spec, elastic = args.collector, args.watch_spec.elastic
-
-        emf_logs = aws.cloudwatch.LogGroup(
-            f"{name}-emf",
-            name=spec.log_group,
-            retention_in_days=args.metrics_log_retention_days,
-            opts=child,
-        )
-        # The bootstrap's role for the collector (`components.stack_roles`, `emf_policy`).
-        identity = pod_identity(
-            f"{name}-collector-identity",
-            args.cluster,
-            namespace=spec.namespace,
-            service_account=spec.name,
-            parent=self,
-        )
-        self._collector(name, spec, args.namespace, emf_logs, identity, args.cluster)
+        self._collector(name, args)
 
         # One counter per answer class, and at an elastic stack's door the asleep answers.
         filters = {
@@ -108,14 +93,17 @@ class Monitoring(pulumi.ComponentResource):
                 opts=child,
             )
 
-        watch_spec = pulumi.Output.all(
-            args.cluster.cluster_name, args.load_balancer_hostname
-        ).apply(
-            lambda parts: replace(
-                args.watch_spec,
-                cluster_name=parts[0],
-                load_balancer=load_balancer_dimension(parts[1]),
-            )
+        # The planned spec holds placeholders for the LB dimension (the healthy-target panel and
+        # query) and the cluster's name (the nodes panel and the idle-nodes alarm).
+        planned = args.watch_spec
+        deployed = {
+            planned.load_balancer: pulumi.Output.from_input(args.load_balancer_hostname).apply(
+                load_balancer_dimension
+            ),
+            planned.cluster_name: pulumi.Output.from_input(args.cluster.cluster_name),
+        }
+        watch_spec = pulumi.Output.all(*deployed.values()).apply(
+            lambda parts: replace(planned, load_balancer=parts[0], cluster_name=parts[1])
         )
         dashboard = aws.cloudwatch.Dashboard(
             f"{name}-dashboard",
@@ -132,7 +120,17 @@ class Monitoring(pulumi.ComponentResource):
                 endpoint=args.alarm_email,
                 opts=child,
             )
-        self._alarms(name, args, topic)
+        # The alarms put the deploy's names in their place, so they are registered outside any
+        # apply.
+        for alarm in watch.alarms(planned):
+            aws.cloudwatch.MetricAlarm(
+                f"{name}-{alarm.key}",
+                alarm_description=alarm.description,
+                alarm_actions=[topic.arn],
+                ok_actions=[topic.arn],
+                opts=child,
+                **_deployed(alarm.args, deployed),
+            )
 
         self.dashboard_url = dashboard.dashboard_name.apply(
             lambda dashboard_name: watch.dashboard_url(spec.region, dashboard_name)
@@ -140,15 +138,22 @@ class Monitoring(pulumi.ComponentResource):
         self.topic_arn = topic.arn
         self.register_outputs({"dashboardUrl": self.dashboard_url, "topicArn": self.topic_arn})
 
-    def _collector(
-        self,
-        name: str,
-        spec: CollectorSpec,
-        namespace: pulumi.Input[str],
-        emf_logs: aws.cloudwatch.LogGroup,
-        identity: PodIdentity,
-        cluster: ClusterRef,
-    ) -> None:
+    def _collector(self, name: str, args: MonitoringArgs) -> None:
+        spec, namespace, cluster = args.collector, args.namespace, args.cluster
+        emf_logs = aws.cloudwatch.LogGroup(
+            f"{name}-emf",
+            name=spec.log_group,
+            retention_in_days=args.metrics_log_retention_days,
+            opts=pulumi.ResourceOptions(parent=self),
+        )
+        # The bootstrap's role for the collector (`components.stack_roles`, `emf_policy`).
+        identity = pod_identity(
+            f"{name}-collector-identity",
+            cluster,
+            namespace=spec.namespace,
+            service_account=spec.name,
+            parent=self,
+        )
         *objects, deployment = metrics.collector_objects(spec)
         for obj, suffix in zip(objects, ("sa", "role", "binding", "config"), strict=True):
             create(obj, f"{name}-collector-{suffix}", namespace, parent=self)
@@ -169,27 +174,6 @@ class Monitoring(pulumi.ComponentResource):
                 *([cluster.nodes] if cluster.nodes is not None else []),
             ],
         )
-
-    def _alarms(self, name: str, args: MonitoringArgs, topic: aws.sns.Topic) -> None:
-        # The planned spec holds placeholders for the LB dimension (the healthy-target query)
-        # and the cluster's name (the idle-nodes one), put in their place here, so the alarms
-        # are registered outside any apply.
-        planned = args.watch_spec
-        deployed = {
-            planned.load_balancer: pulumi.Output.from_input(args.load_balancer_hostname).apply(
-                load_balancer_dimension
-            ),
-            planned.cluster_name: pulumi.Output.from_input(args.cluster.cluster_name),
-        }
-        for alarm in watch.alarms(planned):
-            aws.cloudwatch.MetricAlarm(
-                f"{name}-{alarm.key}",
-                alarm_description=alarm.description,
-                alarm_actions=[topic.arn],
-                ok_actions=[topic.arn],
-                opts=pulumi.ResourceOptions(parent=self),
-                **_deployed(alarm.args, deployed),
-            )
 
 
 def _deployed(value: Any, deployed: Mapping[str, pulumi.Output[str]]) -> Any:

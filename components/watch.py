@@ -181,16 +181,15 @@ class WatchSpec:
     load_balancer: str = LOAD_BALANCER_PLACEHOLDER
 
 
+def _metric(namespace: str, name: str, stat: str, *dimensions: str, **options: Any) -> list[Any]:
+    """A dashboard row of one metric (`dimensions`: name, value pairs)."""
+    return [namespace, name, *dimensions, {"stat": stat, "period": PERIOD, **options}]
+
+
 def _vllm(spec: WatchSpec, sample: str, stat: str, *dimensions: str, **options: Any) -> list[Any]:
     """A dashboard row of one of the stack's vLLM metrics (`dimensions`: more name, value pairs)."""
-    return [
-        spec.namespace,
-        exported_name(sample),
-        STACK_DIMENSION,
-        spec.stack,
-        *dimensions,
-        {"stat": stat, "period": PERIOD, **options},
-    ]
+    name = exported_name(sample)
+    return _metric(spec.namespace, name, stat, STACK_DIMENSION, spec.stack, *dimensions, **options)
 
 
 def _expression(expression: str, query_id: str, **options: Any) -> list[Any]:
@@ -263,32 +262,13 @@ def percentile_queries(spec: WatchSpec, family: str, prefix: str) -> list[list[A
     return rows
 
 
-def _widget(title: str, metrics: list[list[Any]], x: int, y: int, **props: Any) -> dict[str, Any]:
-    return {
-        "type": "metric",
-        "x": x,
-        "y": y,
-        "width": 12,
-        "height": 6,
-        "properties": {
-            "title": title,
-            "view": "timeSeries",
-            "region": props.pop("region"),
-            "metrics": metrics,
-            "period": PERIOD,
-            **props,
-        },
-    }
-
-
 def dashboard_widgets(spec: WatchSpec) -> list[dict[str, Any]]:
     """The dashboard's panels, in reading order."""
     counted = {answers_metric(status): status for status in ANSWER_CLASSES}
     if spec.elastic:
         counted[ASLEEP_ANSWERS] = "asleep"
     answers = [
-        [spec.namespace, metric, {"stat": "Sum", "period": PERIOD, "label": label}]
-        for metric, label in counted.items()
+        _metric(spec.namespace, metric, "Sum", label=label) for metric, label in counted.items()
     ]
     healthy = (
         "SEARCH('{AWS/NetworkELB,LoadBalancer,TargetGroup} "
@@ -296,17 +276,8 @@ def dashboard_widgets(spec: WatchSpec) -> list[dict[str, Any]]:
         f"'Minimum', {PERIOD})"
     )
     nodes = [
-        [
-            CONTAINER_INSIGHTS,
-            metric,
-            "ClusterName",
-            spec.cluster_name,
-            {"stat": "Maximum", "period": PERIOD, "label": label},
-        ]
-        for metric, label in (
-            ("node_memory_utilization", "memory"),
-            ("node_cpu_utilization", "cpu"),
-        )
+        _metric(CONTAINER_INSIGHTS, metric, "Maximum", "ClusterName", spec.cluster_name, label=use)
+        for metric, use in (("node_memory_utilization", "memory"), ("node_cpu_utilization", "cpu"))
     ]
     waiting_alarm = {"label": "waiting alarm", "value": spec.waiting_threshold}
     panels: list[tuple[str, list[list[Any]], dict[str, Any]]] = [
@@ -360,7 +331,21 @@ def dashboard_widgets(spec: WatchSpec) -> list[dict[str, Any]]:
     if not spec.elastic:  # behind a door no leader serves its record
         panels.append(_measurement_panel(spec))
     return [
-        _widget(title, metrics, 12 * (i % 2), 6 * (i // 2), region=spec.region, **props)
+        {
+            "type": "metric",
+            "x": 12 * (i % 2),
+            "y": 6 * (i // 2),
+            "width": 12,
+            "height": 6,
+            "properties": {
+                "title": title,
+                "view": "timeSeries",
+                "region": spec.region,
+                "metrics": metrics,
+                "period": PERIOD,
+                **props,
+            },
+        }
         for i, (title, metrics, props) in enumerate(panels)
     ]
 
@@ -431,27 +416,20 @@ def alarms(spec: WatchSpec) -> list[AlarmSpec]:
     group-restart alarm is left out of elastic stacks: it watches the leaders' start times, which
     every planned wake-up and added group changes; in its place, `not-waking` fires when the door
     keeps answering model requests asleep with no group coming (a crash loop, no capacity in the
-    zone, the quota); and `idle-nodes` fires when model nodes stay up with no Ready leader for
-    longer than KEDA and the autoscaler take to remove a group that cannot serve."""
-    found = _alarms(spec)
-    if spec.elastic:
-        return [a for a in found if a.key != "group-restart"] + [
-            _not_waking(spec),
-            _idle_nodes(spec),
-        ]
-    return found
+    zone, the quota); and `idle-nodes` (`_idle_nodes`) is added."""
+    if not spec.elastic:
+        return _alarms(spec)
+    kept = [a for a in _alarms(spec) if a.key != "group-restart"]
+    return [*kept, _not_waking(spec), _idle_nodes(spec)]
 
 
 def _idle_nodes(spec: WatchSpec) -> AlarmSpec:
     """Every minute for `idle_alarm_s`, the cluster had more nodes than its system nodes (a
     model node up) and no Ready leader was scraped (the collector keeps Ready leaders only
-    behind a door, `components.manifests.metrics`). Outside the schedule KEDA takes a group
-    that cannot serve to zero within its cooldown and a poll, and the autoscaler removes the
-    emptied nodes after its unneeded time (`infra.plan.elastic.idle_alarm_seconds`): past that
-    the nodes are billed for nothing, because the schedule holds a group that never turns
-    Ready, clients keep asking a group that cannot come, or the scale-down is stuck. An update
-    of the system nodes surges extra nodes while it runs and may raise it with no group
-    running; it clears when the update ends."""
+    behind a door, `components.manifests.metrics`): past the time KEDA and the autoscaler take
+    to remove a group that cannot serve and its nodes (`infra.plan.elastic.idle_alarm_seconds`),
+    the nodes are billed for nothing (docs/watching.md says why and what to do). An update of
+    the system nodes surges extra nodes and may raise it; it clears when the update ends."""
     minutes = max(1, spec.idle_alarm_s // PERIOD)
     nodes = {
         "namespace": CONTAINER_INSIGHTS,

@@ -33,9 +33,8 @@ def test_monitoring_is_itemised_and_the_key_turns_it_off() -> None:
     on, off = _lines(), _lines(monitoring=False)
     assert all(item in on for item in ITEMS)
     assert not any(item in off for item in ITEMS)
-    # dev runs one group: its leader's record is three metrics more.
+    # dev runs one group (a metric per group of each leader's record: test_watch.py).
     metrics = watch.custom_metric_count(groups=1)
-    assert watch.self_metric_count(1) == len(watch.SELF_SAMPLES) == 3
     assert on["cloudwatch custom metrics"] == round(metrics * prices.CLOUDWATCH_METRIC_MONTH.usd, 2)
     assert on["cloudwatch dashboard"] == prices.CLOUDWATCH_DASHBOARD_MONTH.usd
     assert on["cloudwatch alarms"] == 5 * prices.CLOUDWATCH_ALARM_METRIC_MONTH.usd
@@ -52,9 +51,7 @@ def test_waiting_threshold_is_the_concurrency_the_kv_cache_holds() -> None:
     set_to_7 = load_stack("dev", {"waitingRequestsAlarm": 7}, today=TODAY)
     assert watching.watch_spec(set_to_7, plan(set_to_7, "dev")).waiting_threshold == 7
     assert auto.server_errors_threshold == monitoring.SERVER_ERRORS_PER_5_MINUTES
-
-
-def test_the_waiting_threshold_counts_every_group_and_at_least_one_request() -> None:
+    # Every group's, and at least one request.
     assert monitoring.waiting_threshold("auto", 3.7, 2) == 6
     assert monitoring.waiting_threshold("auto", 0.4, 3) == 3
     assert monitoring.waiting_threshold("auto", 1.0, 1) == 1
@@ -78,9 +75,7 @@ def test_ingestion_is_one_event_a_minute_per_leader_and_dimension_set() -> None:
 def test_each_monitoring_line_says_what_it_counts_and_only_ingestion_is_an_estimate() -> None:
     lines = {line.item: line for line in monitoring.monitoring_costs(2)}
     assert list(lines) == list(ITEMS)
-    # Two groups: each leader's record counts on its own.
     metrics = watch.custom_metric_count(groups=2)
-    assert metrics == watch.custom_metric_count(groups=1) + len(watch.SELF_SAMPLES)
     assert lines["cloudwatch custom metrics"].basis.startswith(f"{metrics} metrics: ")
     assert "6 of the leaders' own start-up measurements" in lines["cloudwatch custom metrics"].basis
     elastic = {line.item: line for line in monitoring.monitoring_costs(2, elastic=True)}
