@@ -483,7 +483,8 @@ def test_the_network_policy_admits_only_the_group_and_the_gatekeeper_port() -> N
     assert policy["metadata"]["labels"]["app.kubernetes.io/component"] == "network-policy"
     assert policy["spec"]["policyTypes"] == ["Ingress"]
     # Only the group and the gatekeeper's port; the third rule, the metrics port from the
-    # collector only: tests/components/test_monitoring.py::test_the_metrics_port_admits_the_collector_only_never_the_load_balancer.
+    # collector only, is test_monitoring's
+    # test_the_metrics_port_admits_the_collector_only_never_the_load_balancer.
     group = {"matchLabels": {manifests.LWS_NAME_LABEL: "gemma-vllm"}}
     assert policy["spec"]["podSelector"] == group
     assert policy["spec"]["ingress"][:2] == [
