@@ -158,7 +158,12 @@ class ExistingCluster(pulumi.ComponentResource):
                 # overwriting what the cluster's owner configured.
                 resolve_conflicts_on_create="NONE",
                 resolve_conflicts_on_update="OVERWRITE",
-                opts=pulumi.ResourceOptions(parent=self, depends_on=[self.node_group]),
+                # Never deleted by the stack: once made, other teams' pod roles may need it, and
+                # a stack that no longer reads it as its own (the owner replaced it, the stack
+                # was renamed) would otherwise delete it by name.
+                opts=pulumi.ResourceOptions(
+                    parent=self, depends_on=[self.node_group], retain_on_delete=True
+                ),
             )
         )
         config = json.dumps(

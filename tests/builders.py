@@ -18,7 +18,7 @@ from dataclasses import replace
 from typing import Any
 
 from components.manifests.asleep import Asleep
-from components.manifests.drain import DrainSpec
+from components.manifests.drain import DrainSpec, grace
 from components.manifests.gatekeeper_conf import GatekeeperLimits
 from components.manifests.quantize import QuantizeSpec
 from components.manifests.scaling import CronWindow, ScalerSpec
@@ -41,9 +41,10 @@ def drain_spec(**overrides: Any) -> DrainSpec:
         "settle_s": 5,
         "deregistration_delay_s": 35,
         "unhealthy_draining_s": 635,
-        "grace_s": 655,
     }
-    return DrainSpec(**{**values, **overrides})
+    values |= overrides
+    bounds = (values["accept_s"], values["reply_s"], values["settle_s"])
+    return DrainSpec(**{"grace_s": grace(*bounds), **values})
 
 
 def gatekeeper_limits(**overrides: Any) -> GatekeeperLimits:

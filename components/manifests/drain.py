@@ -33,6 +33,26 @@ from components.manifests import programs
 
 #: The gatekeeper's readiness period: the drain marker shows within it.
 READY_PERIOD_S = 5
+#: The longest one round of the engine hook's polling takes (`programs/drain.py`: /metrics 5 s,
+#: a connect 2 s, the pause 1 s): its waits end this long before the hooks' end.
+POLL_ROUND_S = 8
+#: After the hooks: SIGTERM to vLLM's exit (modelled: its API server and engine processes shut
+#: down in seconds), and the kubelet's own slack.
+STOP_MARGIN_S = 15
+
+
+def grace(accept_s: int, reply_s: int, settle_s: int) -> int:
+    """The pods' `terminationGracePeriodSeconds`, at the safe end: the load balancer's window,
+    the readiness period before nginx stops listening, a reply accepted at its last moment, the
+    idle check, one round of polling, then vLLM's stop. The kubelet counts the hooks' time inside
+    it and abandons a hook at its end (kubernetes pkg/kubelet/kuberuntime/kuberuntime_container.go
+    `killContainer`, `executePreStopHook`)."""
+    return accept_s + READY_PERIOD_S + reply_s + settle_s + POLL_ROUND_S + STOP_MARGIN_S
+
+
+def hooks_end(spec: DrainSpec) -> int:
+    """Seconds after the stop by which every preStop has returned: the grace less vLLM's stop."""
+    return spec.grace_s - STOP_MARGIN_S
 
 
 @dataclass(frozen=True)
@@ -84,6 +104,7 @@ def engine_pre_stop(
         f"accept-s={drain.accept_s}",
         f"reply-s={drain.reply_s}",
         f"settle-s={drain.settle_s}",
+        f"end-s={hooks_end(drain) - POLL_ROUND_S}",
     ]
     if role == "leader":
         args += [f"engine-port={engine_port}", f"door-port={door_port}"]

@@ -207,11 +207,11 @@ def pre_stop(
 ) -> list[str]:
     """The gatekeeper's preStop command: accept while the NLB notices, fail readiness, let a
     readiness period pass (`ready_probe`'s, so the pod is out of the Service before nginx stops
-    listening), quit gracefully and wait for nginx to finish its requests, a reply's length at
-    most: the hook has returned by accept + reply + settle, within the pod's grace. `run_dir`
+    listening), quit gracefully and wait for nginx to finish its requests until the hooks' end
+    (`drain.hooks_end`), within the pod's grace. `run_dir`
     holds nginx's pid file and the drain marker (the config's `run_dir`)."""
     pid_file, marker = f"{run_dir}/nginx.pid", f"{run_dir}/{MARKER_NAME}"
-    wait = drain_spec.reply_s + drain_spec.settle_s - ready_period_s
+    wait = drain.hooks_end(drain_spec) - drain_spec.accept_s - ready_period_s
     script = (
         f"sleep {drain_spec.accept_s}; touch {marker}; sleep {ready_period_s}; "
         f'pid=$(cat {pid_file}); kill -QUIT "$pid"; n=0; '

@@ -9,6 +9,8 @@ cluster the plan cannot use creates nothing.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pulumi
 import pulumi_aws as aws
 
@@ -27,7 +29,12 @@ from infra.plan.sizing import Plan
 #: code through), and the subnet data source says "no matching EC2 Subnet found"
 #: (vpc_subnet_data_source.go, `tfresource.SingularDataSourceFindError`). Only these: a
 #: denied or throttled read whose text says "not found" must end the program.
-_NOT_FOUND = ("ResourceNotFoundException", "no matching EC2 Subnet found", "couldn't find resource")
+_NOT_FOUND = (
+    "ResourceNotFoundException",
+    "no matching EC2 Subnet found",
+    "no matching EC2 NAT Gateway found",
+    "couldn't find resource",
+)
 
 
 def _missing(error: Exception) -> bool:
@@ -61,24 +68,40 @@ def _cluster(name: str, region: str, invoke: pulumi.InvokeOptions) -> existing.C
 
 
 def _default_route(subnet: str, vpc: str, invoke: pulumi.InvokeOptions) -> str:
-    """Where `subnet`'s 0.0.0.0/0 goes: its own route table's, else the VPC's main table's (a
-    subnet with no association of its own uses the main one: VPC user guide, "Subnet route
-    tables"). The plural data source lists nothing without failing; the singular one fails on
-    no match (terraform-provider-aws internal/service/ec2 vpc_route_tables_data_source.go,
-    vpc_route_table_data_source.go)."""
+    """Where `subnet`'s 0.0.0.0/0 goes (`existing.SubnetFacts.default_route`): its own route
+    table's, else the VPC's main table's (a subnet with no association of its own uses the main
+    one: VPC user guide, "Subnet route tables"). The plural data source lists nothing without
+    failing; the singular one fails on no match (terraform-provider-aws internal/service/ec2
+    vpc_route_tables_data_source.go, vpc_route_table_data_source.go). A VPC another account
+    shares shows its participants no route table (VPC user guide, "Share your VPC")."""
 
     def tables(name: str, value: str) -> list[str]:
         found = aws.ec2.get_route_tables(
             vpc_id=vpc, filters=[{"name": name, "values": [value]}], opts=invoke
         )
-        return list(found.ids)
+        return list(found.ids or ())
 
-    (table, *_) = tables("association.subnet-id", subnet) or tables("association.main", "true")
-    routes = aws.ec2.get_route_table(route_table_id=table, opts=invoke).routes
-    targets = [r.gateway_id or "elsewhere" for r in routes if r.cidr_block == "0.0.0.0/0"]
-    if not targets:
-        return ""
-    return existing.INTERNET if targets[0].startswith("igw-") else existing.ELSEWHERE
+    table = tables("association.subnet-id", subnet) or tables("association.main", "true")
+    if not table:
+        return existing.UNKNOWN
+    routes = aws.ec2.get_route_table(route_table_id=table[0], opts=invoke).routes
+    (route, *_) = [r for r in routes if r.cidr_block == "0.0.0.0/0"] or [None]
+    if route is None:
+        return existing.NONE
+    if route.gateway_id.startswith("igw-"):
+        return existing.INTERNET
+    if not route.nat_gateway_id:
+        return existing.ELSEWHERE
+    # A NAT gateway is a way out while it is an available public one; the route outlives a
+    # deleted one (a blackhole, which the data source does not show).
+    try:
+        nat = aws.ec2.get_nat_gateway(id=route.nat_gateway_id, opts=invoke)
+    except Exception as error:
+        if not _missing(error):
+            raise
+        return existing.DEAD_NAT
+    usable = nat.state == "available" and nat.connectivity_type == "public"
+    return existing.ELSEWHERE if usable else existing.DEAD_NAT
 
 
 def _subnet(subnet_id: str, invoke: pulumi.InvokeOptions) -> existing.SubnetFacts:
@@ -99,7 +122,6 @@ def _subnet(subnet_id: str, invoke: pulumi.InvokeOptions) -> existing.SubnetFact
         zone_id=found.availability_zone_id,
         free_addresses=found.available_ip_address_count,
         public=bool(found.map_public_ip_on_launch),
-        default_route=_default_route(found.id, found.vpc_id, invoke),
     )
 
 
@@ -145,7 +167,13 @@ def adopt_cluster(
         ids = list(found.subnet_ids)
         if cfg.existing_cluster_subnet and cfg.existing_cluster_subnet not in ids:
             ids.append(cfg.existing_cluster_subnet)
-        subnets = [_subnet(subnet_id, invoke) for subnet_id in ids]
+        # Route tables are read for the subnets the nodes may go into only.
+        subnets = [
+            replace(s, default_route=_default_route(s.subnet_id, s.vpc_id, invoke))
+            if s.zone_id == node_zone.zone_id or s.subnet_id == cfg.existing_cluster_subnet
+            else s
+            for s in (_subnet(subnet_id, invoke) for subnet_id in ids)
+        ]
         subnet = existing.node_subnet(cfg, plan, node_zone.zone_id, found, subnets)
         present, ours = _addons(found.name, instance_tags, invoke)
         owned = existing.owned_addons(cfg, plan, present, ours)

@@ -316,6 +316,9 @@ INVOKE_ACTIONS: dict[str, TypeActions] = {
     "aws:ec2/getRouteTable:getRouteTable": TypeActions(
         ("ec2:Describe*",), _TF + "ec2/vpc_route_table_data_source.go"
     ),
+    "aws:ec2/getNatGateway:getNatGateway": TypeActions(
+        ("ec2:Describe*",), _TF + "ec2/vpc_nat_gateway_data_source.go"
+    ),
     "aws:iam/getRole:getRole": TypeActions(("iam:GetRole",), _TF + "iam/role_data_source.go"),
 }
 

@@ -22,9 +22,9 @@ READS = (
     "the cluster (eks:DescribeCluster): Kubernetes version, endpoint and who may reach it (a "
     "private one, or public CIDRs that leave some runners out, is warned of), certificate, OIDC "
     "issuer, cluster security group, VPC and subnets",
-    "its subnets (ec2:DescribeSubnets, ec2:DescribeRouteTables): zone, free addresses, whether "
-    "they map public addresses on launch and where their default route goes (the nodes go into "
-    "a private one with a way out)",
+    "its subnets (ec2:DescribeSubnets; for the planned zone's, ec2:DescribeRouteTables and "
+    "ec2:DescribeNatGateways): zone, free addresses, whether they map public addresses on "
+    "launch and where their default route goes (the nodes go into a private one with a way out)",
     "its add-ons (eks:DescribeAddon): vpc-cni with network policy, eks-pod-identity-agent, "
     "aws-ebs-csi-driver (required with `modelCache: volume`), amazon-cloudwatch-observability "
     "(required with `monitoring`; without it no log of the model is kept, and vLLM's start-up "
@@ -83,25 +83,29 @@ class SubnetFacts:
     #: subnet, where nodes get public addresses or, without them, no way out.
     public: bool = False
     #: Where its default route (0.0.0.0/0) goes, in its own route table or else the VPC's main
-    #: one (aws.ec2.get_route_table): `INTERNET` (an internet gateway: a public subnet, whose
-    #: nodes without a public address have no way out), `ELSEWHERE` (a NAT gateway, a transit
-    #: gateway, an appliance: the way out of a private subnet) or "" (no default route).
+    #: one: `INTERNET` (an internet gateway: a public subnet), `ELSEWHERE` (an available public
+    #: NAT gateway, a transit gateway, an appliance: the way out of a private subnet), `NONE`,
+    #: `DEAD_NAT` or `UNKNOWN` (no table this account can read). Read for the planned zone's
+    #: subnets and the named one only.
     default_route: str = "elsewhere"
 
 
-INTERNET, ELSEWHERE = "internet", "elsewhere"
+INTERNET, ELSEWHERE, NONE, DEAD_NAT, UNKNOWN = "internet", "elsewhere", "", "dead-nat", "unknown"
+#: Why nodes in a subnet whose default route goes there have no way out.
+_NO_WAY_OUT = {
+    INTERNET: "routes 0.0.0.0/0 to an internet gateway but maps no public address, so its nodes "
+    "have no way out",
+    NONE: "has no default route (0.0.0.0/0) listed in its route table",
+    DEAD_NAT: "routes 0.0.0.0/0 to a NAT gateway that is not an available public one",
+    UNKNOWN: "has no route table this account can read (a VPC another account shares)",
+}
 
 
 def no_way_out(subnet: SubnetFacts) -> str | None:
     """Why nodes in `subnet` could not pull the images or download the weights, or None."""
     if subnet.public:
         return "maps public addresses on launch (a public subnet)"
-    if subnet.default_route == INTERNET:
-        return (
-            "routes 0.0.0.0/0 to an internet gateway but maps no public address, so its nodes "
-            "have no way out"
-        )
-    return None if subnet.default_route else "has no default route (0.0.0.0/0) in its table"
+    return _NO_WAY_OUT.get(subnet.default_route)
 
 
 def check_version(cfg: StackConfig, cluster: ClusterFacts) -> None:
@@ -167,10 +171,11 @@ def node_subnet(
                 f"choose a subnet in {cfg.availability_zone}, or set `availabilityZone` to "
                 f"{chosen.zone}",
             )
-        # An internet gateway is a way out only for nodes with public addresses. A named subnet
-        # with no default route in sight is taken: a route the data source leaves out (one a
-        # VPN gateway propagates) may be its way out.
-        if not chosen.public and chosen.default_route == INTERNET:
+        # An internet gateway is a way out only for nodes with public addresses, a NAT gateway
+        # only while it is an available public one. A named subnet with no default route in
+        # sight is taken: a route the data source leaves out (one a VPN gateway propagates, one
+        # to another account's interface) may be its way out.
+        if not chosen.public and chosen.default_route in (INTERNET, DEAD_NAT):
             raise ConfigError(
                 key,
                 f"{chosen.subnet_id} {no_way_out(chosen)}",

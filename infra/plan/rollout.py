@@ -29,7 +29,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from components.manifests.drain import READY_PERIOD_S, DrainSpec
+from components.manifests.drain import READY_PERIOD_S, DrainSpec, grace
 from infra.plan import prices
 from infra.plan.config import ConfigError, StackConfig
 
@@ -47,9 +47,6 @@ ENDPOINT_PROPAGATION_S = 5
 #: vLLM must stay idle this long before its preStop lets it stop (a request the gatekeeper
 #: accepted just before quitting is in the engine within it).
 SETTLE_S = 5
-#: After the preStop: SIGTERM to vLLM's exit (modelled: its API server and engine processes
-#: shut down in seconds), and the kubelet's own slack.
-STOP_MARGIN_S = 15
 #: The NLB's limit on `deregistration_delay.timeout_seconds` (ELB API TargetGroupAttribute,
 #: docs.aws.amazon.com/elasticloadbalancing/latest/APIReference/API_TargetGroupAttribute.html,
 #: read 2026-12-02: 0-3600).
@@ -78,9 +75,7 @@ def plan_drain(reply_timeout_s: int) -> DrainSpec:
         settle_s=SETTLE_S,
         deregistration_delay_s=deregistration,
         unhealthy_draining_s=accept + reply_timeout_s,
-        # Safe end: the LB's window, then a reply accepted at its last moment, then the idle
-        # check and vLLM's own stop; never below reply timeout + deregistration delay.
-        grace_s=max(accept, deregistration) + reply_timeout_s + SETTLE_S + STOP_MARGIN_S,
+        grace_s=grace(max(accept, deregistration), reply_timeout_s, SETTLE_S),
     )
 
 

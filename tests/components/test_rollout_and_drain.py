@@ -10,6 +10,7 @@ import socket
 import subprocess
 import sys
 import threading
+import time
 from dataclasses import replace
 from pathlib import Path
 from typing import Any, ClassVar
@@ -20,6 +21,7 @@ from components import manifests
 from components.manifests import drain, gatekeeper, programs
 from components.manifests.access import TARGET_GROUP_ATTRIBUTES_ANNOTATION
 from infra.plan import catalog
+from infra.plan.rollout import plan_drain
 from tests import builders, door_harness
 from tests.components.test_manifest_fields import SPEC
 from tests.fakes import k8s_schemas
@@ -27,7 +29,7 @@ from tests.fakes.openai_stub import StubConfig
 from tools.rehearse.front_door import gatekeeper_run as gate
 from tools.rehearse.group.ranks import free_port
 
-DRAIN = builders.drain_spec(accept_s=35, reply_s=2930, settle_s=5, grace_s=2985)
+DRAIN = builders.drain_spec(accept_s=35, reply_s=2930, settle_s=5)
 
 
 def _containers(spec: manifests.ServerSpec, role: str) -> dict[str, dict[str, Any]]:
@@ -61,14 +63,15 @@ def test_every_serving_container_drains_before_it_is_stopped() -> None:
     assert script.index("touch /tmp/draining") < script.index("kill -QUIT")
     assert script.rstrip().endswith("done")
     engine = leader["vllm"]["lifecycle"]["preStop"]["exec"]["command"]
+    end = DRAIN.grace_s - drain.STOP_MARGIN_S - drain.POLL_ROUND_S  # the last round fits
     assert engine[:2] == ["python3", "/opt/gemma-graviton/drain.py"]
     assert engine[2:] == [
-        "role=leader", "accept-s=35", "reply-s=2930", "settle-s=5",
+        "role=leader", "accept-s=35", "reply-s=2930", "settle-s=5", f"end-s={end}",
         f"engine-port={SPEC.port}", f"door-port={gatekeeper.PORT}",
     ]  # fmt: skip
     rank = worker["vllm"]["lifecycle"]["preStop"]["exec"]["command"]
     assert rank[2:] == [
-        "role=worker", "accept-s=35", "reply-s=2930", "settle-s=5",
+        "role=worker", "accept-s=35", "reply-s=2930", "settle-s=5", f"end-s={end}",
         "leader-env=LWS_LEADER_ADDRESS", f"leader-port={SPEC.master_port}",
     ]  # fmt: skip
 
@@ -199,9 +202,16 @@ def test_a_worker_waits_while_its_leader_s_engine_holds_the_group_s_port() -> No
 
 
 class _Busy(door_harness.Upstream):
-    """A listening engine that always holds a request."""
+    """A listening engine that always holds a request; with `slow`, its /metrics answers after
+    the hook's deadline for it (a round of polling at its longest)."""
+
+    calls: ClassVar[list[int]] = []
+    slow: ClassVar[bool] = False
 
     def do_GET(self) -> None:
+        self.calls.append(1)
+        if self.slow:
+            time.sleep(6)
         self.answer(200, b'vllm:num_requests_running{engine="0"} 1.0\n', content_type=None)
 
 
@@ -218,42 +228,52 @@ def _held_port() -> socket.socket:
     return held
 
 
-@pytest.mark.parametrize("role", ["leader", "worker"])
-def test_an_engine_hook_returns_by_its_bound_when_nothing_ends(role: str) -> None:
-    # The gatekeeper never stops accepting and the engine never goes idle (or the leader's
-    # engine never lets go of its port): the hook still returns by accept + reply + settle,
-    # so the pod's grace (that plus vLLM's stop) holds vLLM's SIGTERM.
-    spec = builders.drain_spec(accept_s=1, reply_s=10, settle_s=1)
+@pytest.mark.parametrize(
+    ("role", "door", "last"),
+    [
+        ("leader", "hung", "requests still in the engine at the bound"),
+        ("leader", "gone", "requests still in the engine at the bound"),
+        ("worker", "hung", "leader's engine still up at the bound"),
+    ],
+    ids=["hung-gatekeeper", "busy-engine", "worker"],
+)
+def test_an_engine_hook_returns_by_the_hooks_end_when_nothing_ends(
+    role: str, door: str, last: str
+) -> None:
+    # A gatekeeper that never stops accepting, or an engine that never goes idle and answers
+    # /metrics only at the deadline, or a leader's engine that never lets go of its port: the
+    # hook still returns by the hooks' end, so the grace holds vLLM's stop after it.
+    spec = builders.drain_spec(accept_s=0, reply_s=60, settle_s=1, grace_s=32)
+    _Busy.calls, _Busy.slow = [], door == "gone"
     held = _held_port()
     port = held.getsockname()[1]
     with held, door_harness.upstream(_Busy) as engine:
         if role == "leader":
-            argv = drain.engine_pre_stop(spec, "leader", engine, 1, port)
+            door_port = port if door == "hung" else free_port()
+            argv = drain.engine_pre_stop(spec, "leader", engine, 1, door_port)
         else:
             argv = drain.engine_pre_stop(spec, "worker", 1, port, 1, leader_env="LEADER")
+        assert f"end-s={32 - drain.STOP_MARGIN_S - drain.POLL_ROUND_S}" in argv
         done = subprocess.run(
             programs.local(argv, sys.executable),
             env={"LEADER": "127.0.0.1", "PATH": "/usr/bin:/bin"},
             capture_output=True,
             text=True,
-            timeout=30,
+            timeout=60,
             check=False,
         )
     assert done.returncode == 0, done.stderr
-    last = done.stdout.strip().splitlines()[-1]
-    assert last.endswith(
-        "requests still in the engine at the bound"
-        if role == "leader"
-        else "leader's engine still up at the bound"
-    ), done.stdout
-    # The hook's own clock, at its last line: within the bound.
-    assert int(last.split("[drain ")[1].split(" s]")[0]) <= 1 + 10 + 1
+    line = done.stdout.strip().splitlines()[-1]
+    assert line.endswith(last), done.stdout
+    # The hook's own clock at its last line, a slow round of polling included: by the hooks' end.
+    assert int(line.split("[drain ")[1].split(" s]")[0]) <= drain.hooks_end(spec), done.stdout
+    assert bool(_Busy.calls) == (door == "gone")  # a closed door: the engine was asked
 
 
-def test_the_gatekeeper_hook_returns_by_its_bound_when_nginx_does_not_quit(
+def test_the_gatekeeper_hook_returns_by_the_hooks_end_when_nginx_does_not_quit(
     tmp_path: Path,
 ) -> None:
-    # An nginx that ignores the graceful quit: the hook stops waiting after a reply's length.
+    # An nginx that ignores the graceful quit: the hook stops waiting at the hooks' end.
     ignores = (
         "import signal, time\nsignal.signal(signal.SIGQUIT, signal.SIG_IGN)\n"
         "print('ready', flush=True)\ntime.sleep(120)"
@@ -262,10 +282,20 @@ def test_the_gatekeeper_hook_returns_by_its_bound_when_nginx_does_not_quit(
     assert stuck.stdout is not None and stuck.stdout.readline()  # the quit is ignored from here
     try:
         (tmp_path / "nginx.pid").write_text(str(stuck.pid))
-        spec = builders.drain_spec(accept_s=0, reply_s=2, settle_s=0)
+        spec = builders.drain_spec(accept_s=0, reply_s=60, settle_s=0, grace_s=17)
         hook = gatekeeper.pre_stop(spec, str(tmp_path), ready_period_s=0)
+        # Seconds of waiting: the hooks' end less the accept window and the readiness period.
+        assert f'[ "$n" -lt {drain.hooks_end(spec)} ]' in hook[-1]
         subprocess.run(hook, timeout=30, check=True)
         assert stuck.poll() is None and (tmp_path / gatekeeper.MARKER_NAME).exists()
     finally:
         stuck.kill()
         stuck.wait()
+
+
+def test_the_grace_holds_the_longest_drain_and_vllm_s_stop() -> None:
+    spec = plan_drain(2930)
+    # The LB's window, nginx's readiness period, a reply accepted at its last moment, the idle
+    # check, one round of polling, then vLLM's stop.
+    assert spec.grace_s == 35 + drain.READY_PERIOD_S + 2930 + 5 + 8 + 15
+    assert drain.hooks_end(spec) == spec.grace_s - drain.STOP_MARGIN_S

@@ -308,6 +308,8 @@ class RecordingMocks(pulumi.runtime.Mocks):
         #: Route tables by ID, as DescribeRouteTables lists them: `vpcId`, the `subnets`
         #: associated with it, whether it is the VPC's `main` one, its `routes` (camelCase).
         self.route_tables: dict[str, dict[str, Any]] = {}
+        #: NAT gateways by ID (DescribeNatGateways): `state` and `connectivityType`.
+        self.nat_gateways: dict[str, dict[str, Any]] = {}
 
     def install(self) -> RecordingMocks:
         """Make these mocks the Pulumi engine for the current test."""
@@ -544,7 +546,7 @@ class RecordingMocks(pulumi.runtime.Mocks):
                 table_id
                 for table_id, table in self.route_tables.items()
                 if table["vpcId"] == args.args["vpcId"]
-                and (value in table["subnets"] if by_subnet else table["main"])
+                and (value in table["subnets"] if by_subnet else table["main"] == (value == "true"))
             ]
             return {"id": region, "ids": ids, "vpcId": args.args["vpcId"]}
         found = self._described(args.token, dict(args.args))
@@ -570,6 +572,7 @@ class RecordingMocks(pulumi.runtime.Mocks):
                 "id": args["routeTableId"],
                 "routes": self.route_tables[args["routeTableId"]]["routes"],
             },
+            "aws:ec2/getNatGateway:getNatGateway": lambda: self.nat_gateways.get(args["id"]),
             "aws:eks/getAddon:getAddon": lambda: self.addons.get(
                 (args["clusterName"], args["addonName"])
             ),

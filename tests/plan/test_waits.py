@@ -15,7 +15,7 @@ from tests.plan.test_verdict_and_advice import TODAY, _json
 
 LONG = (
     "`maxModelLen` 131,072 makes the bounds that wait above 20 min: first byte within 17,795 s, "
-    "reply timeout 18,091 s, drain grace and the autoscaler's graceful termination 18,146 s; set "
+    "reply timeout 18,091 s, drain grace and the autoscaler's graceful termination 18,159 s; set "
     "`maxModelLen` to 9,216 or less to keep them within 20 min; else every client must wait "
     "17,855 s (the client timeout row)"
 )
@@ -53,7 +53,7 @@ def test_the_offered_value_is_the_largest_that_keeps_the_bounds_practical() -> N
             {"maxContextCap": 16384},
             "`maxContextCap` 16,384 makes the bounds that wait above 20 min: first byte within "
             "1,442 s, reply timeout 1,738 s, drain grace and the autoscaler's graceful termination "
-            "1,793 s; set `maxContextCap` to 9,216 or less to keep them within 20 min; else every "
+            "1,806 s; set `maxContextCap` to 9,216 or less to keep them within 20 min; else every "
             "client must wait 1,502 s (the client timeout row)",
         ),
         # A reply whose decode outweighs the first byte.
@@ -61,7 +61,7 @@ def test_the_offered_value_is_the_largest_that_keeps_the_bounds_practical() -> N
             {"maxReplyTokens": 8000},
             "`maxReplyTokens` 8,000 makes the bounds that wait above 20 min: first byte within "
             "729 s, reply timeout 3,040 s, drain grace and the autoscaler's graceful termination "
-            "3,095 s; set `maxReplyTokens` to 1,440 or less to keep them within 20 min; else "
+            "3,108 s; set `maxReplyTokens` to 1,395 or less to keep them within 20 min; else "
             "every client must wait 789 s (the client timeout row)",
         ),
         # The stack's own first-byte bound: every other bound is it plus fixed seconds.
@@ -69,7 +69,7 @@ def test_the_offered_value_is_the_largest_that_keeps_the_bounds_practical() -> N
             {"firstByteTimeoutSeconds": 3000},
             "`firstByteTimeoutSeconds` 3,000 makes the bounds that wait above 20 min: first byte "
             "within 3,000 s, reply timeout 3,296 s, drain grace and the autoscaler's graceful "
-            "termination 3,351 s; set `firstByteTimeoutSeconds` to 849 or less to keep them "
+            "termination 3,364 s; set `firstByteTimeoutSeconds` to 836 or less to keep them "
             "within 20 min; else every client must wait 3,060 s (the client timeout row)",
         ),
     ],

@@ -175,6 +175,8 @@ EXISTING_SUBNETS = {
     "subnet-0ddd3333eeee4444f": ("us-west-2b", "usw2-az1", 3900),
     "subnet-0999888877776666a": ("us-west-2c", "usw2-az3", 3900),
 }
+#: The public NAT gateway the cluster's main route table sends 0.0.0.0/0 to.
+NAT_GATEWAY = "nat-0a1b2c3d4e5f60718"
 #: The add-ons a platform cluster commonly runs: the VPC CNI with its policy agent, the Pod
 #: Identity agent and Container Insights (no EBS CSI driver).
 EXISTING_ADDONS = {
@@ -278,7 +280,12 @@ def existing_cluster(
             "cidrBlock": "10.80.0.0/20",
             "state": "available",
         }
-    tables = {"rtb-main": ("nat-0a1b2c3d4e5f60718", ())}
+    mocks.nat_gateways[NAT_GATEWAY] = {
+        "id": NAT_GATEWAY,
+        "state": "available",
+        "connectivityType": "public",
+    }
+    tables = {"rtb-main": (NAT_GATEWAY, ())}
     tables |= {"rtb-public": ("igw-0f1e2d3c4b5a69788", public)} if public else {}
     for subnet_id, gateway in (routes or {}).items():
         tables[f"rtb-{subnet_id}"] = (gateway, (subnet_id,))
@@ -311,7 +318,8 @@ def _default_route(gateway: str) -> dict[str, str]:
     fields = ("carrierGatewayId", "coreNetworkArn", "destinationPrefixListId", "instanceId")
     fields += ("egressOnlyGatewayId", "ipv6CidrBlock", "localGatewayId", "networkInterfaceId")
     fields += ("odbNetworkArn", "transitGatewayId", "vpcEndpointId", "vpcPeeringConnectionId")
-    target = "natGatewayId" if gateway.startswith("nat-") else "gatewayId"
+    kinds = {"nat-": "natGatewayId", "tgw-": "transitGatewayId"}
+    target = kinds.get(gateway[:4], "gatewayId")
     route = dict.fromkeys((*fields, "gatewayId", "natGatewayId"), "")
     return {**route, "cidrBlock": "0.0.0.0/0", target: gateway}
 

@@ -240,13 +240,26 @@ def test_a_subnet_without_room_for_the_nodes_is_refused(mocks: RecordingMocks) -
             "routes 0.0.0.0/0 to an internet gateway but maps no public address, so its nodes "
             "have no way out",
         ),
-        ({"routes": {ZONE_SUBNET: ""}}, "has no default route (0.0.0.0/0) in its table"),
+        (
+            {"routes": {ZONE_SUBNET: ""}},
+            "has no default route (0.0.0.0/0) listed in its route table",
+        ),
+        (
+            {"routes": {ZONE_SUBNET: "nat-0dead0dead0dead0de"}},
+            "routes 0.0.0.0/0 to a NAT gateway that is not an available public one",
+        ),
+        (
+            {"routes": {ZONE_SUBNET: "shared"}},
+            "has no route table this account can read (a VPC another account shares)",
+        ),
     ],
 )
 def test_only_a_private_subnet_with_a_way_out_is_picked_for_the_nodes(
     mocks: RecordingMocks, kind: dict[str, Any], why: str
 ) -> None:
     existing_cluster(mocks, **kind)
+    if kind.get("routes") == {ZONE_SUBNET: "shared"}:
+        mocks.route_tables.clear()  # a participant of a shared VPC sees none
     assert (
         "`existingClusterSubnet` is needed: none of platform-shared's subnets in us-west-2a is a "
         f"private one with a way out ({ZONE_SUBNET} {why}); give a private subnet of us-west-2a "
@@ -263,8 +276,17 @@ def test_a_named_subnet_behind_an_internet_gateway_needs_public_addresses(
         "maps no public address, so its nodes have no way out; choose a private subnet whose "
         "route table sends 0.0.0.0/0 to a NAT gateway"
     ) in _refused(mocks, {"existingClusterSubnet": ZONE_SUBNET})
-    # One that gives its nodes public addresses, or shows no default route, is taken as named.
-    for kind in ({"public": (ZONE_SUBNET,)}, {"routes": {ZONE_SUBNET: ""}}):
+    # Through the main table's NAT gateway, once it is a private one: refused too.
+    del mocks.route_tables[f"rtb-{ZONE_SUBNET}"]
+    mocks.nat_gateways[harness.NAT_GATEWAY]["connectivityType"] = "private"
+    assert (
+        f"`existingClusterSubnet` {ZONE_SUBNET} routes 0.0.0.0/0 to a NAT gateway that is not an "
+        "available public one"
+    ) in _refused(mocks, {"existingClusterSubnet": ZONE_SUBNET})
+    # One that gives its nodes public addresses, shows no default route or routes through a
+    # transit gateway is taken as named.
+    kinds = ({"public": (ZONE_SUBNET,)}, {"routes": {ZONE_SUBNET: ""}})
+    for kind in (*kinds, {"routes": {ZONE_SUBNET: "tgw-0123456789abcdef0"}}):
         fresh = RecordingMocks()
         existing_cluster(fresh, **kind)
         run_into_existing(fresh, {"existingClusterSubnet": ZONE_SUBNET})
@@ -328,9 +350,12 @@ def test_the_stack_creates_only_the_pod_identity_agent_the_cluster_lacks(
         other.addons[(EXISTING_CLUSTER, "eks-pod-identity-agent")]["tags"] = tags
         run_into_existing(other, {"modelCache": "volume"})
         assert _addon_names(other) == set(), tags
-    # Objects someone else made in the cluster fail the add-on's creation, never overwritten.
+    # Objects someone else made in the cluster fail the add-on's creation, never overwritten;
+    # and the stack never deletes it: another team may rely on it, and a stack that no longer
+    # reads it as its own would delete it by name.
     for addon in by_type(mocks.records, ADDON):
         assert addon.inputs["resolveConflictsOnCreate"] == "NONE", addon.urn
+        assert addon.urn in mocks.monitor.retained, addon.urn
 
 
 def test_the_cluster_wide_add_ons_are_never_the_stacks(mocks: RecordingMocks) -> None:

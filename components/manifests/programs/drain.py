@@ -1,8 +1,12 @@
 """The engine container's preStop (`components.manifests.drain` says the order and the bounds).
 Standard library only: it runs in the vLLM image's Python, from the group's programs ConfigMap.
 
-    drain.py role=leader accept-s= reply-s= settle-s= engine-port= door-port=
-    drain.py role=worker accept-s= reply-s= settle-s= leader-env= leader-port=
+    drain.py role=leader accept-s= reply-s= settle-s= end-s= engine-port= door-port=
+    drain.py role=worker accept-s= reply-s= settle-s= end-s= leader-env= leader-port=
+
+Every wait ends by `end-s` after the hook starts: the hooks' end less one round of polling
+(`components.manifests.drain.POLL_ROUND_S`: /metrics 5 s, a connect 2 s, the pause 1 s), so the
+hook returns within the pod's grace whatever it waits for.
 """
 
 from __future__ import annotations
@@ -14,10 +18,6 @@ import time
 import urllib.request
 
 began = time.monotonic()
-#: The longest one round of polling takes (/metrics 5 s, a connect 2 s, the pause 1 s): every wait
-#: ends this long before its bound, so the hook has returned by accept + reply + settle, and the
-#: pod's grace (`infra.plan.rollout.plan_drain`) still holds vLLM's stop after it.
-ROUND_S = 8
 
 
 def say(text: str) -> None:
@@ -64,7 +64,7 @@ def leader(opts: dict[str, str], end: float, accept: float, reply: float, settle
         if time.monotonic() < deadline
         else "the gatekeeper still accepts; waiting for the engine"
     )
-    deadline = min(time.monotonic() + reply, end)
+    deadline = min(time.monotonic() + reply + settle, end)
     quiet = None
     while time.monotonic() < deadline:
         count = in_flight(opts["engine-port"])
@@ -84,8 +84,10 @@ def leader(opts: dict[str, str], end: float, accept: float, reply: float, settle
 
 def main(argv: list[str]) -> int:
     opts = dict(arg.split("=", 1) for arg in argv)
-    accept, reply, settle = (float(opts[k]) for k in ("accept-s", "reply-s", "settle-s"))
-    end = began + accept + reply + settle - ROUND_S
+    accept, reply, settle, end_s = (
+        float(opts[k]) for k in ("accept-s", "reply-s", "settle-s", "end-s")
+    )
+    end = began + end_s
     if opts["role"] == "worker":
         worker(opts, end)
     else:

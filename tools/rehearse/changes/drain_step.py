@@ -51,7 +51,7 @@ REHEARSAL_DRAIN = drain.DrainSpec(
     settle_s=2,
     deregistration_delay_s=1,
     unhealthy_draining_s=1 + 120,
-    grace_s=140,
+    grace_s=drain.grace(1, 120, 2),
 )
 #: No readiness period: in a pod it lets the kubelet take the pod out of the Service before
 #: nginx stops listening, and there is no kubelet here (the balancer's check stands for both).
