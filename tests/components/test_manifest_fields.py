@@ -117,6 +117,7 @@ def test_the_engine_reads_prefetched_weights_offline() -> None:
         },
         {"name": "VLLM_LOGGING_CONFIG_PATH", "value": probes.LOGGING_CONFIG_PATH},
     ]
+    assert _container(leader, "vllm")["volumeMounts"] == _container(worker, "vllm")["volumeMounts"]
     assert _container(leader, "vllm")["volumeMounts"] == [
         {"name": "models", "mountPath": "/models"},
         {"name": "cache", "mountPath": "/cache"},
@@ -264,18 +265,12 @@ def test_probes_reach_health_through_the_gatekeepers_probe_listener() -> None:
         "failureThreshold": 3,
         "timeoutSeconds": 5,
     }
-    # Liveness proves the pipeline (tests/components/test_probes.py has the check): an httpGet
-    # of each rank's check process with the plan's period, threshold and timeout.
-    bounds = {"periodSeconds": 5, "failureThreshold": 3, "timeoutSeconds": 8}
-    assert {k: engine["livenessProbe"][k] for k in bounds} == bounds
-    live = {"path": "/live", "port": probes.LIVENESS_PORT}
-    assert engine["livenessProbe"]["httpGet"] == live
-    assert "role=leader" in engine["command"]
+    # Liveness proves the pipeline: an httpGet of each rank's check process (the check:
+    # tests/components/test_probes.py; the plan's bounds and each rank's command, every stack:
+    # test_manifests.py test_liveness_and_startup_probes_are_what_the_plan_says).
     worker = _container(_pods()["worker"], "vllm")
+    assert engine["livenessProbe"] == worker["livenessProbe"] == probes.liveness_probe(SPEC.probes)
     assert "readinessProbe" not in worker
-    assert {k: worker["livenessProbe"][k] for k in bounds} == bounds
-    assert worker["livenessProbe"]["httpGet"] == worker["startupProbe"]["httpGet"] == live
-    assert "role=worker" in worker["command"]
     door = gatekeeper.container(30, 64)
     assert door["readinessProbe"] == {
         "tcpSocket": {"port": 8081},
@@ -531,12 +526,10 @@ def test_the_engine_spec_is_the_server_spec_s() -> None:
         max_reply_tokens=1024,
         max_logprobs=0,
     )
+    # No version or pipeline split in replies (every flag of each rank, from the plan:
+    # test_manifests.py test_command_lines_are_exactly_the_plan), and unset bounds add no flag.
     leader = engine_args(engine, "leader")
-    assert '--override-generation-config={"max_new_tokens":1024}' in leader
-    # No version or pipeline split in replies; no log-probabilities on any rank.
     assert leader[-3:] == ["--fingerprint-mode=none", "--host=127.0.0.1", "--port=8000"]
-    assert "--max-logprobs=0" in leader and "--max-logprobs=0" in engine_args(engine, "worker")
-    assert "--fingerprint-mode=none" not in engine_args(engine, "worker")
     unset = replace(engine, max_reply_tokens=None, max_logprobs=None)
     assert not [a for a in engine_args(unset, "leader") if "logprobs" in a or "override" in a]
 

@@ -150,19 +150,8 @@ def test_the_group_ships_its_programs_once_in_a_read_only_config_map_named_by_th
     assert maps[0]["immutable"] is True
     assert maps[0]["data"] == programs.files()
     assert sorted(maps[0]["data"]) == sorted(programs.FILES)
-    (lws,) = [o for o in objects if o["kind"] == "LeaderWorkerSet"]
-    template = lws["spec"]["leaderWorkerTemplate"]
-    for role in ("leader", "worker"):
-        pod = template[f"{role}Template"]["spec"]
-        assert {
-            "name": "programs",
-            "configMap": {"name": f"gemma-programs-{digest}", "defaultMode": 0o444},
-        } in (pod["volumes"])
-        for container in pod["containers"][:1] + pod.get("initContainers", []):
-            assert {"name": "programs", "mountPath": programs.MOUNT, "readOnly": True} in (
-                container["volumeMounts"]
-            ), (role, container["name"])
-    # A changed program is a new ConfigMap.
+    # Each rank's volume of it and each container's read-only mount, exactly:
+    # tests/components/test_manifest_fields.py. A changed program is a new ConfigMap.
     spec = builders.planned_spec("dev")
     before = pods.programs_config(spec)["metadata"]["name"]
     assert before == maps[0]["metadata"]["name"]
