@@ -60,6 +60,7 @@ def _cluster(name: str, region: str, invoke: pulumi.InvokeOptions) -> existing.C
         endpoint=found.endpoint,
         certificate=found.certificate_authorities[0].data,
         oidc_issuer=oidc,
+        account=found.arn.split(":")[4],
         security_group=vpc.cluster_security_group_id,
         vpc_id=vpc.vpc_id,
         subnet_ids=tuple(vpc.subnet_ids),
@@ -67,13 +68,14 @@ def _cluster(name: str, region: str, invoke: pulumi.InvokeOptions) -> existing.C
     )
 
 
-def _default_route(subnet: str, vpc: str, invoke: pulumi.InvokeOptions) -> str:
+def _default_route(subnet: str, vpc: str, account: str, invoke: pulumi.InvokeOptions) -> str:
     """Where `subnet`'s 0.0.0.0/0 goes (`existing.SubnetFacts.default_route`): its own route
     table's, else the VPC's main table's (a subnet with no association of its own uses the main
     one: VPC user guide, "Subnet route tables"). The plural data source lists nothing without
     failing; the singular one fails on no match (terraform-provider-aws internal/service/ec2
-    vpc_route_tables_data_source.go, vpc_route_table_data_source.go). A VPC another account
-    shares shows its participants no route table (VPC user guide, "Share your VPC")."""
+    vpc_route_tables_data_source.go, vpc_route_table_data_source.go). In a VPC another account
+    shares, the tables and NAT gateways are the owner's, and their answers are not read
+    (VPC user guide, "Share your VPC")."""
 
     def tables(name: str, value: str) -> list[str]:
         found = aws.ec2.get_route_tables(
@@ -84,8 +86,10 @@ def _default_route(subnet: str, vpc: str, invoke: pulumi.InvokeOptions) -> str:
     table = tables("association.subnet-id", subnet) or tables("association.main", "true")
     if not table:
         return existing.UNKNOWN
-    routes = aws.ec2.get_route_table(route_table_id=table[0], opts=invoke).routes
-    (route, *_) = [r for r in routes if r.cidr_block == "0.0.0.0/0"] or [None]
+    found = aws.ec2.get_route_table(route_table_id=table[0], opts=invoke)
+    if found.owner_id != account:
+        return existing.UNKNOWN
+    (route, *_) = [r for r in found.routes if r.cidr_block == "0.0.0.0/0"] or [None]
     if route is None:
         return existing.NONE
     if route.gateway_id.startswith("igw-"):
@@ -100,8 +104,10 @@ def _default_route(subnet: str, vpc: str, invoke: pulumi.InvokeOptions) -> str:
         if not _missing(error):
             raise
         return existing.DEAD_NAT
+    if nat.state in ("deleting", "deleted", "failed"):
+        return existing.DEAD_NAT
     usable = nat.state == "available" and nat.connectivity_type == "public"
-    return existing.ELSEWHERE if usable else existing.DEAD_NAT
+    return existing.ELSEWHERE if usable else existing.OTHER_NAT
 
 
 def _subnet(subnet_id: str, invoke: pulumi.InvokeOptions) -> existing.SubnetFacts:
@@ -169,7 +175,7 @@ def adopt_cluster(
             ids.append(cfg.existing_cluster_subnet)
         # Route tables are read for the subnets the nodes may go into only.
         subnets = [
-            replace(s, default_route=_default_route(s.subnet_id, s.vpc_id, invoke))
+            replace(s, default_route=_default_route(s.subnet_id, s.vpc_id, found.account, invoke))
             if s.zone_id == node_zone.zone_id or s.subnet_id == cfg.existing_cluster_subnet
             else s
             for s in (_subnet(subnet_id, invoke) for subnet_id in ids)

@@ -65,6 +65,8 @@ class ClusterFacts:
     security_group: str
     vpc_id: str
     subnet_ids: tuple[str, ...]
+    #: The account the cluster is in (its ARN's): the stack's own.
+    account: str
     #: Who reaches the Kubernetes API from outside the VPC: nobody (None: a private endpoint)
     #: or the endpoint's allowed CIDRs.
     public_cidrs: tuple[str, ...] | None = ("0.0.0.0/0",)
@@ -90,14 +92,19 @@ class SubnetFacts:
     default_route: str = "elsewhere"
 
 
-INTERNET, ELSEWHERE, NONE, DEAD_NAT, UNKNOWN = "internet", "elsewhere", "", "dead-nat", "unknown"
-#: Why nodes in a subnet whose default route goes there have no way out.
+INTERNET, ELSEWHERE, NONE, UNKNOWN = "internet", "elsewhere", "", "unknown"
+#: A NAT gateway gone (not found, deleted, failed: the route outlives it, a blackhole), or one
+#: that is not yet or not a public way out (pending, private: onward routes it may have are not
+#: read).
+DEAD_NAT, OTHER_NAT = "dead-nat", "other-nat"
+#: Why nodes in a subnet whose default route goes there may have no way out.
 _NO_WAY_OUT = {
     INTERNET: "routes 0.0.0.0/0 to an internet gateway but maps no public address, so its nodes "
     "have no way out",
     NONE: "has no default route (0.0.0.0/0) listed in its route table",
-    DEAD_NAT: "routes 0.0.0.0/0 to a NAT gateway that is not an available public one",
-    UNKNOWN: "has no route table this account can read (a VPC another account shares)",
+    DEAD_NAT: "routes 0.0.0.0/0 to a NAT gateway that is gone (deleted or failed)",
+    OTHER_NAT: "routes 0.0.0.0/0 to a NAT gateway that is not an available public one",
+    UNKNOWN: "has no route table this account owns (a VPC another account shares)",
 }
 
 
@@ -171,10 +178,10 @@ def node_subnet(
                 f"choose a subnet in {cfg.availability_zone}, or set `availabilityZone` to "
                 f"{chosen.zone}",
             )
-        # An internet gateway is a way out only for nodes with public addresses, a NAT gateway
-        # only while it is an available public one. A named subnet with no default route in
-        # sight is taken: a route the data source leaves out (one a VPN gateway propagates, one
-        # to another account's interface) may be its way out.
+        # An internet gateway is a way out only for nodes with public addresses, and a NAT
+        # gateway that is gone is none. A named subnet whose way out is not in sight is taken: a
+        # route the data source leaves out (one a VPN gateway propagates, one to another
+        # account's interface), or one beyond a private NAT gateway, may be its way out.
         if not chosen.public and chosen.default_route in (INTERNET, DEAD_NAT):
             raise ConfigError(
                 key,
@@ -233,10 +240,12 @@ def owned_addons(
     cfg: StackConfig, plan: Plan, present: Mapping[str, str], ours: Collection[str] = ()
 ) -> tuple[str, ...]:
     """The add-ons the stack creates in the cluster, or keeps (and deletes on destroy): the Pod
-    Identity agent for the collector where the cluster has none, and whatever the stack made
-    already (`ours`: the add-ons carrying its own `project` and `stack` tags), which its next
-    `up` must keep registering or it would delete them; ownership is never read from presence,
-    since what the stack made is present on its next read. `present` maps each add-on the
+    Identity agent for the collector where the cluster has none, which the stack then leaves to
+    the cluster (it is never deleted: `components.existing_cluster`, so a later `up` that
+    declared it again would fail to create what runs), and whatever else the stack made already
+    (`ours`: the add-ons carrying its own `project` and `stack` tags), which its next `up` must
+    keep registering or it would delete them; ownership is never read from presence, since what
+    the stack made is present on its next read. `present` maps each add-on the
     cluster runs to its configuration values. The VPC CNI is the cluster's network, never the
     stack's: it must run with its policy agent, or the model's NetworkPolicy would be accepted
     and ignored; the EBS CSI driver and CloudWatch add-on are the owner's too, required where a
@@ -290,9 +299,8 @@ def owned_addons(
         )
     owned = [a for a in (addons.CLOUDWATCH, addons.EBS_CSI) if a in ours]
     # The collector and the add-ons the stack keeps get their roles through Pod Identity.
-    agent = addons.IDENTITY_AGENT
-    if (cfg.monitoring or owned) and (agent not in present or agent in ours):
-        owned.append(agent)
+    if (cfg.monitoring or owned) and addons.IDENTITY_AGENT not in present:
+        owned.append(addons.IDENTITY_AGENT)
     return tuple(owned)
 
 

@@ -234,8 +234,10 @@ def _held_port() -> socket.socket:
         ("leader", "hung", "requests still in the engine at the bound"),
         ("leader", "gone", "requests still in the engine at the bound"),
         ("worker", "hung", "leader's engine still up at the bound"),
+        # A lookup of the leader's name that fails is not a leader gone: the worker waits on.
+        ("worker", "unresolvable", "leader's engine still up at the bound"),
     ],
-    ids=["hung-gatekeeper", "busy-engine", "worker"],
+    ids=["hung-gatekeeper", "busy-engine", "worker", "worker-without-dns"],
 )
 def test_an_engine_hook_returns_by_the_hooks_end_when_nothing_ends(
     role: str, door: str, last: str
@@ -256,7 +258,10 @@ def test_an_engine_hook_returns_by_the_hooks_end_when_nothing_ends(
         assert f"end-s={32 - drain.STOP_MARGIN_S - drain.POLL_ROUND_S}" in argv
         done = subprocess.run(
             programs.local(argv, sys.executable),
-            env={"LEADER": "127.0.0.1", "PATH": "/usr/bin:/bin"},
+            env={
+                "LEADER": "no-such-leader.invalid" if door == "unresolvable" else "127.0.0.1",
+                "PATH": "/usr/bin:/bin",
+            },
             capture_output=True,
             text=True,
             timeout=60,
@@ -282,10 +287,15 @@ def test_the_gatekeeper_hook_returns_by_the_hooks_end_when_nginx_does_not_quit(
     assert stuck.stdout is not None and stuck.stdout.readline()  # the quit is ignored from here
     try:
         (tmp_path / "nginx.pid").write_text(str(stuck.pid))
+        # Seconds of waiting: the hooks' end less the accept window and the readiness period.
+        pod = gatekeeper.pre_stop(DRAIN, "/tmp")[-1]
+        assert (
+            pod.startswith(f"sleep {DRAIN.accept_s}; ") and f"sleep {drain.READY_PERIOD_S}; " in pod
+        )
+        waited = drain.hooks_end(DRAIN) - DRAIN.accept_s - drain.READY_PERIOD_S
+        assert f'[ "$n" -lt {waited} ]' in pod
         spec = builders.drain_spec(accept_s=0, reply_s=60, settle_s=0, grace_s=17)
         hook = gatekeeper.pre_stop(spec, str(tmp_path), ready_period_s=0)
-        # Seconds of waiting: the hooks' end less the accept window and the readiness period.
-        assert f'[ "$n" -lt {drain.hooks_end(spec)} ]' in hook[-1]
         subprocess.run(hook, timeout=30, check=True)
         assert stuck.poll() is None and (tmp_path / gatekeeper.MARKER_NAME).exists()
     finally:
@@ -299,3 +309,35 @@ def test_the_grace_holds_the_longest_drain_and_vllm_s_stop() -> None:
     # check, one round of polling, then vLLM's stop.
     assert spec.grace_s == 35 + drain.READY_PERIOD_S + 2930 + 5 + 8 + 15
     assert drain.hooks_end(spec) == spec.grace_s - drain.STOP_MARGIN_S
+
+
+class _BusyUntil(door_harness.Upstream):
+    """An engine that holds a request until `until` (a monotonic time), then none."""
+
+    until: ClassVar[float] = 0.0
+
+    def do_GET(self) -> None:
+        running = 1 if time.monotonic() < self.until else 0
+        body = f'vllm:num_requests_running{{engine="0"}} {running}.0\n'.encode()
+        self.answer(200, body, content_type=None)
+
+
+def test_a_reply_accepted_as_the_gatekeeper_closes_is_waited_for() -> None:
+    # The gatekeeper accepts until 3 s after the stop (its window and readiness period); a reply
+    # it took then runs on for most of the reply timeout. The leader's hook waits from the close
+    # for that reply and the idle check, not from the stop.
+    spec = builders.drain_spec(accept_s=2, reply_s=8, settle_s=1)
+    held = _held_port()
+    door_port = held.getsockname()[1]
+    with door_harness.upstream(_BusyUntil) as engine:
+        argv = drain.engine_pre_stop(spec, "leader", engine, 1, door_port)
+        started = time.monotonic()
+        _BusyUntil.until = started + 3 + 6
+        hook = subprocess.Popen(
+            programs.local(argv, sys.executable), stdout=subprocess.PIPE, text=True
+        )
+        time.sleep(3)
+        held.close()  # the gatekeeper stops listening
+        output, _ = hook.communicate(timeout=60)
+    assert hook.returncode == 0
+    assert output.strip().splitlines()[-1].endswith("no request in the engine for 1 s"), output

@@ -570,9 +570,12 @@ class RecordingMocks(pulumi.runtime.Mocks):
             "aws:ec2/getSubnet:getSubnet": lambda: self.subnets.get(args["id"]),
             "aws:ec2/getRouteTable:getRouteTable": lambda: {
                 "id": args["routeTableId"],
+                "ownerId": self.route_tables[args["routeTableId"]].get("ownerId", ACCOUNT_ID),
                 "routes": self.route_tables[args["routeTableId"]]["routes"],
             },
-            "aws:ec2/getNatGateway:getNatGateway": lambda: self.nat_gateways.get(args["id"]),
+            "aws:ec2/getNatGateway:getNatGateway": lambda: self.nat_gateways.get(
+                args["id"], "no matching EC2 NAT Gateway found"
+            ),
             "aws:eks/getAddon:getAddon": lambda: self.addons.get(
                 (args["clusterName"], args["addonName"])
             ),

@@ -129,6 +129,7 @@ CLUSTER = existing.ClusterFacts(
     security_group="sg-1",
     vpc_id="vpc-1",
     subnet_ids=("subnet-a", "subnet-b"),
+    account="111122223333",
 )
 
 
@@ -176,7 +177,8 @@ def test_the_stack_owns_at_most_the_pod_identity_agent() -> None:
     quiet = _cfg(monitoring=False)
     assert existing.owned_addons(quiet, plan(quiet), cni) == ()
     # What the stack made is present on its next read, and stays its own (else that `up` would
-    # delete it): the agent it created, and add-ons a stack made before it stopped making them.
+    # delete it): add-ons a stack made before it stopped making them. The agent it created is
+    # the cluster's from then on (never deleted; declaring it again would fail its creation).
     assert existing.owned_addons(
         cfg,
         plan(cfg),
@@ -186,7 +188,7 @@ def test_the_stack_owns_at_most_the_pod_identity_agent() -> None:
             "amazon-cloudwatch-observability",
             "aws-ebs-csi-driver",
         },
-    ) == ("amazon-cloudwatch-observability", "aws-ebs-csi-driver", "eks-pod-identity-agent")
+    ) == ("amazon-cloudwatch-observability", "aws-ebs-csi-driver")
     assert existing.owned_addons(cfg, plan(cfg), everything, {"aws-ebs-csi-driver"}) == (
         "aws-ebs-csi-driver", "eks-pod-identity-agent",
     )  # fmt: skip

@@ -246,20 +246,36 @@ def test_a_subnet_without_room_for_the_nodes_is_refused(mocks: RecordingMocks) -
         ),
         (
             {"routes": {ZONE_SUBNET: "nat-0dead0dead0dead0de"}},
-            "routes 0.0.0.0/0 to a NAT gateway that is not an available public one",
+            "routes 0.0.0.0/0 to a NAT gateway that is gone (deleted or failed)",
         ),
+        *[
+            ({"nat": nat}, "routes 0.0.0.0/0 to a NAT gateway that is gone (deleted or failed)")
+            for nat in ({"state": "deleted"}, {"state": "failed"})
+        ],
+        *[
+            ({"nat": nat}, "routes 0.0.0.0/0 to a NAT gateway that is not an available public one")
+            for nat in ({"state": "pending"}, {"connectivityType": "private"})
+        ],
         (
             {"routes": {ZONE_SUBNET: "shared"}},
-            "has no route table this account can read (a VPC another account shares)",
+            "has no route table this account owns (a VPC another account shares)",
+        ),
+        (
+            {"routes": {ZONE_SUBNET: "owner"}},
+            "has no route table this account owns (a VPC another account shares)",
         ),
     ],
 )
 def test_only_a_private_subnet_with_a_way_out_is_picked_for_the_nodes(
     mocks: RecordingMocks, kind: dict[str, Any], why: str
 ) -> None:
-    existing_cluster(mocks, **kind)
-    if kind.get("routes") == {ZONE_SUBNET: "shared"}:
-        mocks.route_tables.clear()  # a participant of a shared VPC sees none
+    routes = kind.get("routes", {}).get(ZONE_SUBNET)
+    existing_cluster(mocks, **{k: v for k, v in kind.items() if k != "nat"})
+    mocks.nat_gateways[harness.NAT_GATEWAY] |= kind.get("nat", {})
+    if routes in ("shared", "owner"):
+        # A participant of a shared VPC sees none of its owner's tables, or sees them owned by it.
+        for table in mocks.route_tables.values():
+            table["ownerId" if routes == "owner" else "vpcId"] = "999988887777"
     assert (
         "`existingClusterSubnet` is needed: none of platform-shared's subnets in us-west-2a is a "
         f"private one with a way out ({ZONE_SUBNET} {why}); give a private subnet of us-west-2a "
@@ -276,22 +292,26 @@ def test_a_named_subnet_behind_an_internet_gateway_needs_public_addresses(
         "maps no public address, so its nodes have no way out; choose a private subnet whose "
         "route table sends 0.0.0.0/0 to a NAT gateway"
     ) in _refused(mocks, {"existingClusterSubnet": ZONE_SUBNET})
-    # Through the main table's NAT gateway, once it is a private one: refused too.
+    # Through the main table's NAT gateway, once it is deleted: refused too.
     del mocks.route_tables[f"rtb-{ZONE_SUBNET}"]
-    mocks.nat_gateways[harness.NAT_GATEWAY]["connectivityType"] = "private"
+    mocks.nat_gateways[harness.NAT_GATEWAY]["state"] = "deleted"
     assert (
-        f"`existingClusterSubnet` {ZONE_SUBNET} routes 0.0.0.0/0 to a NAT gateway that is not an "
-        "available public one"
+        f"`existingClusterSubnet` {ZONE_SUBNET} routes 0.0.0.0/0 to a NAT gateway that is gone "
+        "(deleted or failed)"
     ) in _refused(mocks, {"existingClusterSubnet": ZONE_SUBNET})
-    # One that gives its nodes public addresses, shows no default route or routes through a
-    # transit gateway is taken as named.
+    # One that gives its nodes public addresses, shows no default route, routes through a
+    # transit gateway or a private NAT gateway (onward routes are not read) is taken as named.
     kinds = ({"public": (ZONE_SUBNET,)}, {"routes": {ZONE_SUBNET: ""}})
-    for kind in (*kinds, {"routes": {ZONE_SUBNET: "tgw-0123456789abcdef0"}}):
+    for kind in (*kinds, {"routes": {ZONE_SUBNET: "tgw-0123456789abcdef0"}}, {}):
         fresh = RecordingMocks()
         existing_cluster(fresh, **kind)
+        fresh.nat_gateways[harness.NAT_GATEWAY]["connectivityType"] = "private"
         run_into_existing(fresh, {"existingClusterSubnet": ZONE_SUBNET})
         (group,) = by_type(fresh.records, NODE_GROUP)
         assert group.inputs["subnetIds"] == [ZONE_SUBNET]
+        # Only the planned zone's route tables are read.
+        read = [c.args for c in fresh.calls if c.token == "aws:ec2/getRouteTables:getRouteTables"]
+        assert {f["values"][0] for a in read for f in a["filters"]} <= {ZONE_SUBNET, "true"}
 
 
 def test_a_zone_that_does_not_offer_the_graviton_type_is_refused(mocks: RecordingMocks) -> None:
@@ -337,19 +357,14 @@ def test_the_stack_creates_only_the_pod_identity_agent_the_cluster_lacks(
     existing_cluster(mocks, addons={**EXISTING_ADDONS, **_VOLUMES, "eks-pod-identity-agent": None})
     run_into_existing(mocks, {"modelCache": "volume"})
     assert _addon_names(mocks) == {"eks-pod-identity-agent"}
-    # The next `up` reads it present, with the stack's tags: still the stack's, not deleted.
-    again = RecordingMocks()
-    agent = ("eks-pod-identity-agent",)
-    existing_cluster(again, addons={**EXISTING_ADDONS, **_VOLUMES}, ours=agent)
-    run_into_existing(again, {"modelCache": "volume"})
-    assert _addon_names(again) == {"eks-pod-identity-agent"}
-    # Both tags name the stack: another stack's, or a bare `stack: dev`, is the cluster's.
-    for tags in ({"project": "gemma-graviton", "stack": "prod"}, {"stack": "dev"}):
-        other = RecordingMocks()
-        existing_cluster(other, addons={**EXISTING_ADDONS, **_VOLUMES})
-        other.addons[(EXISTING_CLUSTER, "eks-pod-identity-agent")]["tags"] = tags
-        run_into_existing(other, {"modelCache": "volume"})
-        assert _addon_names(other) == set(), tags
+    # The next `up` reads it present: the cluster's from then on, whoever's tags it carries. Not
+    # declared again (its creation would fail on what runs), and never deleted (retained below).
+    for tags in ({"project": "gemma-graviton", "stack": "dev"}, {"stack": "prod"}):
+        again = RecordingMocks()
+        existing_cluster(again, addons={**EXISTING_ADDONS, **_VOLUMES})
+        again.addons[(EXISTING_CLUSTER, "eks-pod-identity-agent")]["tags"] = tags
+        run_into_existing(again, {"modelCache": "volume"})
+        assert _addon_names(again) == set(), tags
     # Objects someone else made in the cluster fail the add-on's creation, never overwritten;
     # and the stack never deletes it: another team may rely on it, and a stack that no longer
     # reads it as its own would delete it by name.

@@ -49,8 +49,18 @@ def in_flight(port: str) -> float | None:
 
 
 def worker(opts: dict[str, str], end: float) -> None:
-    host = os.environ.get(opts["leader-env"], "")
-    while host and listening(host, opts["leader-port"]) and time.monotonic() < end:
+    """Waits while the leader's engine holds the group's port. The leader's name is resolved
+    once, while its pod still serves, and retried only on failure: a failed lookup is not a sign
+    that the leader is gone (its record may leave the DNS before its engine stops)."""
+    name, address = os.environ.get(opts["leader-env"], ""), ""
+    while name and time.monotonic() < end:
+        try:
+            address = address or socket.getaddrinfo(name, None, type=socket.SOCK_STREAM)[0][4][0]
+        except OSError:
+            time.sleep(1)
+            continue
+        if not listening(address, opts["leader-port"]):
+            break
         time.sleep(1)
     say(f"leader's engine {'gone' if time.monotonic() < end else 'still up at the bound'}")
 
