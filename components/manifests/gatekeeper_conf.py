@@ -193,6 +193,13 @@ VLLM_KEEPALIVE_SECONDS = 5
 #: sends a request down a connection vLLM is closing (it does not retry a POST: the 503s
 #: "upstream prematurely closed connection" seen while the gatekeeper stalled).
 UPSTREAM_KEEPALIVE_SECONDS = VLLM_KEEPALIVE_SECONDS - 1
+#: The longest an upstream connection is reused (`keepalive_time`, nginx 1.19.10 on): behind an
+#: elastic stack's door the pool reaches the leaders through their Service, and kube-proxy keeps
+#: an open connection on the leader it chose, leaving or not; closed within this, the pool moves
+#: off a leaving leader within the load balancer's window (`infra.plan.rollout.plan_drain`: 35 s,
+#: of which 5 s for the endpoint change to reach the nodes), after which that leader's vLLM
+#: drains (`drain.engine_pre_stop`).
+UPSTREAM_LIFETIME_S = 30
 
 #: Where the metrics listener serves the leader's own record (its start-up measurement,
 #: `programs/liveness.py` `GAUGES`), for the collector.
@@ -403,6 +410,7 @@ def nginx_conf(
         ),
         "upstream": upstream or f"127.0.0.1:{upstream_port}",
         "upstream_keepalive": UPSTREAM_KEEPALIVE_SECONDS,
+        "upstream_lifetime": UPSTREAM_LIFETIME_S,
         # nginx's body timeout is per read; the per-client connection cap bounds what slow
         # bodies hold.
         "body_read_timeout_seconds": limits.header_timeout_seconds,

@@ -33,6 +33,7 @@ from components.manifests.gatekeeper_answers import (
 from components.manifests.gatekeeper_conf import (
     LARGE_BODY_BYTES,
     UPSTREAM_KEEPALIVE_SECONDS,
+    UPSTREAM_LIFETIME_S,
     VLLM_KEEPALIVE_SECONDS,
     nginx_conf,
 )
@@ -104,8 +105,10 @@ def test_every_client_together_is_capped_at_vllm_by_the_api_upstream() -> None:
 
 def test_idle_upstream_connections_close_before_vllm_closes_them() -> None:
     conf = nginx_conf(LIMITS)
-    timeouts = re.findall(r"keepalive_timeout (\d+)s;\n    \}", conf)
-    assert timeouts == [str(UPSTREAM_KEEPALIVE_SECONDS)] * 2
+    pools = re.findall(
+        r"keepalive_timeout (\d+)s;\n        keepalive_time (\d+)s;\n    \}", conf
+    )
+    assert pools == [(str(UPSTREAM_KEEPALIVE_SECONDS), str(UPSTREAM_LIFETIME_S))] * 2
     assert UPSTREAM_KEEPALIVE_SECONDS < VLLM_KEEPALIVE_SECONDS == 5
 
 

@@ -20,8 +20,9 @@ import pytest
 from components import manifests
 from components.manifests import drain, gatekeeper, programs
 from components.manifests.access import TARGET_GROUP_ATTRIBUTES_ANNOTATION
+from components.manifests.gatekeeper_conf import UPSTREAM_LIFETIME_S
 from infra.plan import catalog
-from infra.plan.rollout import plan_drain
+from infra.plan.rollout import ENDPOINT_PROPAGATION_S, plan_drain
 from tests import builders, door_harness
 from tests.components.test_manifest_fields import SPEC
 from tests.fakes import k8s_schemas
@@ -305,6 +306,8 @@ def test_the_gatekeeper_hook_returns_by_the_hooks_end_when_nginx_does_not_quit(
 
 def test_the_grace_holds_the_longest_drain_and_vllm_s_stop() -> None:
     spec = plan_drain(2930)
+    # A door's pooled connections leave a stopping leader within the window it keeps serving.
+    assert spec.accept_s >= UPSTREAM_LIFETIME_S + ENDPOINT_PROPAGATION_S
     # The LB's window, nginx's readiness period, a reply accepted at its last moment, the idle
     # check, one round of polling, then vLLM's stop.
     assert spec.grace_s == 35 + drain.READY_PERIOD_S + 2930 + 5 + 8 + 15
