@@ -254,9 +254,7 @@ def _refused(case: Case, argv: list[str], capsys: pytest.CaptureFixture[str]) ->
 
 
 def _plans(argv: list[str], capsys: pytest.CaptureFixture[str]) -> None:
-    code = main([*argv, "--json"])
-    err = capsys.readouterr().err
-    assert code == 0, err
+    assert main([*argv, "--json"]) == 0, capsys.readouterr().err
 
 
 @pytest.fixture
