@@ -100,7 +100,6 @@ KERNELS: dict[str, tuple[str, ...]] = {
         "Using CPUUnquantizedExperts MoE backend",
     ),
 }
-MOE_LAYERS, DENSE_LAYERS = 30, 48
 MOE, DENSE = "google/gemma-4-26B-A4B-it", "google/gemma-4-12B-it"
 #: Weight bytes read per token per layer, MoE over dense, one stream (modelled from the shapes
 #: by `moe_probe.bytes_per_token`, sliding and full layers alike weighted as in the slices).

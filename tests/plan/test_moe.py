@@ -151,8 +151,8 @@ def test_int8_plans_two_m7g_2xlarge_at_the_derived_rate(measured: dict) -> None:
     dense_layer = replace(catalog.MODELS[DENSE], weights="int8").layer_bytes
     seconds = (30 * LAYER_RATIO * dense_layer + moe_int8.embedding_bytes) / _bandwidth()
     assert p.decode_tokens_per_s == pytest.approx(1 / seconds, abs=0.01)
-    # Not the active parameters' rate, which would be faster.
-    active = (30 * moe_int8.active_layer_bytes + moe_int8.embedding_bytes) / _bandwidth()
+    # Not the rate of the active parameters' bytes, which would be faster.
+    active = (moe.read_bytes(moe_int8, 30) + moe_int8.embedding_bytes) / _bandwidth()
     assert p.decode_tokens_per_s < 0.9 / active
 
 
@@ -195,14 +195,14 @@ def test_a_ratio_faster_than_its_bytes_is_capped_at_the_bandwidth(
     profile = _moe("int8")
     assert moe.step_weight_bytes(profile, 30) == pytest.approx(moe.read_bytes(profile, 30))
     p = plan(load_stack("dev", {"model": MOE, "weights": "int8"}, TODAY), "dev")
-    reads = 30 * profile.active_layer_bytes + profile.embedding_bytes
+    reads = moe.read_bytes(profile, 30) + profile.embedding_bytes
     assert p.decode_tokens_per_s <= _bandwidth() / reads * 1.001
 
 
 def test_more_streams_read_more_experts() -> None:
     profile = _moe("bf16")
     one, four, many = (moe.read_bytes(profile, 1, n) for n in (1, 4, 1000))
-    assert one == pytest.approx(profile.active_layer_bytes)
+    assert one == pytest.approx(profile.active_layer_params * profile.dtype_bytes)
     assert one < four < many
     assert many == pytest.approx(profile.layer_bytes, rel=1e-6)  # every expert, once
 
