@@ -246,14 +246,6 @@ def test_an_image_marked_as_the_users_own_build_is_planned_and_said(
     assert "is not from vllm/vllm-openai-cpu" in capsys.readouterr().err
 
 
-def test_missing_owner_is_named() -> None:
-    with pytest.raises(ConfigError) as error:
-        load_config({"endDate": "2027-01-01", "endpointPublicAccessCidrs": ["198.51.100.0/24"]})
-    assert str(error.value) == (
-        "`owner` is required; set it to a team or e-mail address, such as ml-platform"
-    )
-
-
 def test_sealed_secrets_plan_and_a_stack_without_a_file_is_named(
     tmp_path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -334,6 +326,13 @@ RULES = [
     ({"region": "zz-nowhere-9"}, "`region` zz-nowhere-9 is not an AWS region; use us-west-2"),
     ({"region": "us-wset-2", "availabilityZone": "us-west-2b"},
      "`region` us-wset-2 is not an AWS region; use us-west-2"),
+    # A key rotation's end is a UTC time, and keeps accepting the previous key.
+    ({"apiKeyOverlapUntil": "2026-12-09T00:00:00+01:00"},
+     "`apiKeyOverlapUntil` 2026-12-09T00:00:00+01:00 is not a UTC time (RFC 3339 with Z or "
+     "+00:00); write it in UTC, such as 2026-12-09T00:00:00Z"),
+    ({"apiKeyOverlapUntil": "2026-12-09T00:00:00Z"},
+     "`apiKeyOverlapUntil` is set without `apiKeyPrevious`, the key it keeps accepting; run "
+     "`pulumi config set --secret apiKeyPrevious <the old key>`, or remove it"),
 ]  # fmt: skip
 
 
