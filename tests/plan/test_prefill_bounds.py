@@ -15,7 +15,6 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from infra.adapters.wiring import server_spec
 from infra.plan import catalog, prefill
 from infra.plan.compare import compare, default_need
 from infra.plan.config import ConfigError, StackConfig
@@ -44,14 +43,10 @@ def assert_coherent(cfg: StackConfig, p: Plan) -> None:
     served = economics(cfg, p, TODAY).served
     ttft_upper = served.ttft_max_len_range_s[1]
     live, door = p.liveness, p.front_door
-    assert ttft_upper <= live.first_byte_s <= door.reply_timeout_seconds, (
-        p.instance_type,
-        p.max_model_len,
-        p.max_num_batched_tokens,
-    )
-    timeout = int(server_spec(cfg, p).probes.stall_s)
-    assert timeout == live.probes.stall_s
-    assert timeout >= _slowest_step(cfg, p) * p.stages, (p.instance_type, p.max_model_len)
+    what = (p.instance_type, p.max_model_len, p.max_num_batched_tokens)
+    assert ttft_upper <= live.first_byte_s <= door.reply_timeout_seconds, what
+    # The pods take these very probes: test_liveness.py.
+    assert live.probes.stall_s >= _slowest_step(cfg, p) * p.stages, what
     assert live.probes.in_flight == p.stages
 
 
