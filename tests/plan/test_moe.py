@@ -9,7 +9,6 @@ each test checks the arithmetic and the labels whatever a probe run measured.
 from __future__ import annotations
 
 import datetime as dt
-import json
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
@@ -296,22 +295,6 @@ def test_a_moe_without_a_usable_ratio_is_refused(
 
 # --------------------------------------------------------------------------------------------
 # Acceptance: --compare shows both models
-
-
-def test_compare_shows_both_models(measured: dict, capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["--compare", "--json"], today=TODAY) == 0
-    data = json.loads(capsys.readouterr().out)
-    rows = data["ranked"] + data["starts_but_misses_need"] + data["cannot_start"]
-    assert {r["model"] for r in rows} == {DENSE, MOE}
-    moe_m7g = {
-        r["weights"]: r for r in rows if r["model"] == MOE and r["instance_type"] == "m7g.2xlarge"
-    }
-    assert (moe_m7g["int8"]["nodes"], moe_m7g["int8"]["stages"]) == (2, 2)
-    assert INT4_REASON in moe_m7g["int4"]["refusal"]
-    assert main(["--compare"], today=TODAY) == 0
-    text = capsys.readouterr().out
-    assert "gemma-4-26B-A4B-it" in text and "gemma-4-12B-it" in text
-    assert "mixture-of-experts decode and prefill derived from a measured MoE/dense ratio" in text
 
 
 def test_the_12b_rows_do_not_change_beside_the_moe(measured: dict) -> None:
