@@ -419,11 +419,6 @@ class ModelProfile:
         idle = (self.experts - self.experts_per_token) * self.expert_params
         return self.layer_params - idle
 
-    @property
-    def active_layer_bytes(self) -> float:
-        """Average bytes one token reads in one decoder layer, in the served weight format."""
-        return self.active_layer_params * weights.weight_format(self.weights).resident_bytes
-
     def is_full_attention(self, layer: int) -> bool:
         """Whether layer `layer` (0-based) is a full-attention layer."""
         return layer % (self.sliding_per_full + 1) == self.sliding_per_full

@@ -42,9 +42,6 @@ class MoeDecodeRatio:
     moe_layer_n_s: float
     dense_layer_n_s: float
     streams: int
-    #: A step's cost besides its layers (derived from the same slices), each model.
-    moe_fixed_s: float
-    dense_fixed_s: float
     #: Prefill time per layer, MoE over dense (256-token prompts).
     prefill_ratio: float
     #: Weight bytes read per token per layer, MoE over dense: modelled from the shapes.
@@ -62,13 +59,6 @@ class MoeDecodeRatio:
     @property
     def layer_ratio_n(self) -> float:
         return self.moe_layer_n_s / self.dense_layer_n_s
-
-    def model_ratio(self, moe_layers: int = 30, dense_layers: int = 48) -> float:
-        """Whole decoders, extrapolated: layers x per-layer time + the fixed cost (the lm_head,
-        262,144 x hidden, is not in the slices). 30 and 48 layers: the two configs."""
-        moe = moe_layers * self.moe_layer_s + self.moe_fixed_s
-        dense = dense_layers * self.dense_layer_s + self.dense_fixed_s
-        return moe / dense
 
 
 MEASURED_ON = "AMD EPYC (2 vCPU, avx512_bf16, avx512_vnni, no AMX), x86-64"
@@ -100,7 +90,6 @@ KERNELS: dict[str, tuple[str, ...]] = {
         "Using CPUUnquantizedExperts MoE backend",
     ),
 }
-MOE_LAYERS, DENSE_LAYERS = 30, 48
 MOE, DENSE = "google/gemma-4-26B-A4B-it", "google/gemma-4-12B-it"
 #: Weight bytes read per token per layer, MoE over dense, one stream (modelled from the shapes
 #: by `moe_probe.bytes_per_token`, sliding and full layers alike weighted as in the slices).
@@ -115,17 +104,13 @@ def _per_layer(raw: dict[tuple[str, int], tuple[float, float, float]], model: st
 def _derived(weights: str) -> MoeDecodeRatio:
     """The per-layer figures from `RAW`: the long slice less the short one, per extra layer."""
     raw = RAW[weights]
-    short = SLICES[0]
-    moe_1, dense_1 = _per_layer(raw, MOE, 1), _per_layer(raw, DENSE, 1)
     return MoeDecodeRatio(
         weights=weights,
-        moe_layer_s=moe_1,
-        dense_layer_s=dense_1,
+        moe_layer_s=_per_layer(raw, MOE, 1),
+        dense_layer_s=_per_layer(raw, DENSE, 1),
         moe_layer_n_s=_per_layer(raw, MOE, 2),
         dense_layer_n_s=_per_layer(raw, DENSE, 2),
         streams=STREAMS,
-        moe_fixed_s=max(raw[(MOE, short)][1] - short * moe_1, 0.0),
-        dense_fixed_s=max(raw[(DENSE, short)][1] - short * dense_1, 0.0),
         prefill_ratio=_per_layer(raw, MOE, 0) / _per_layer(raw, DENSE, 0),
         bytes_ratio=BYTES_RATIO[weights],
         kernels=KERNELS.get(weights, ()),

@@ -192,16 +192,13 @@ def _starting_types() -> tuple[str, ...]:
 
 
 def test_the_verdict_and_cheaper_rest_on_the_low_end_for_every_type() -> None:
-    """For dev on every type that starts it: the verdict says calibrated only on the type
-    measured, and a `cheaper:` or `faster` line quotes the named type's low-end single stream."""
+    """For dev on every type that starts it, a `cheaper:` or `faster` line quotes the named
+    type's low-end single stream (what each type's verdict says: the compare rows' test above)."""
     rows = {(str(r["instance_type"]), str(r["weights"]), str(r["model"])): r for r in _rows()}
     assert len(_starting_types()) > 10
     for name in _starting_types():
         cfg, p = builders.planned("dev", {"instanceType": name}, TODAY)
         e = economics(cfg, p, TODAY)
-        decode = next(line for line in verdict_lines(p, e, None, []) if line.startswith("decode"))
-        assert ("(calibrated)" in decode) == (name == "m7g.2xlarge"), decode
-        assert ("(extrapolated: the low end" in decode) == (name != "m7g.2xlarge"), decode
         line = advice.buy_line(cfg, p, e, "dev", TODAY)
         if line is None:
             continue

@@ -14,7 +14,6 @@ import pytest
 from infra.adapters.cli import main
 from infra.plan import elastic
 from infra.plan.config import ConfigError
-from infra.plan.sizing import plan
 from infra.plan.stackfile import load_stack
 from tests import builders
 from tools.doctools import scaling_sim
@@ -319,6 +318,3 @@ def test_prod_ships_elastic_with_its_rows_and_dev_fixed(capsys: pytest.CaptureFi
     assert scaling["schedule"]["groups_outside"] == 0
     assert main(["--stack", "dev", "--json"], today=TODAY) == 0
     assert json.loads(capsys.readouterr().out)["elastic"] is None
-    cfg = load_stack("dev", today=TODAY)
-    assert not cfg.elastic
-    assert elastic.elastic_plan(cfg, plan(cfg, "dev"), TODAY) is None

@@ -38,14 +38,17 @@ def test_the_one_measured_decode_is_the_calibrated_type_and_the_others_derive_fr
         assert row.decode_gbps_per_vcpu == scaled, row.name
 
 
-def test_every_price_prints_the_day_its_source_was_read() -> None:
+def test_every_catalogue_type_has_a_price_that_prints_the_day_its_source_was_read() -> None:
     for key, price in TABLE.prices.items():
         assert f"read {prices.READ_ON}" in price.source, key
+    for name in catalog.INSTANCE_TYPES:
+        price = prices.ec2_price(name)
+        assert price is not None and price.usd > 0 and price.as_of, name
+        assert f"read {prices.READ_ON}" in price.source, name
     calendar = TABLE.sources["eks-calendar"]
     assert calendar.read == prices.READ_ON and f"read {calendar.read}" in calendar.cite
     node = prices.ec2_price("m7g.2xlarge")
     assert node is not None and node.usd == 0.3264 and node.as_of == "2026-07-20"
-    assert f"read {prices.READ_ON}" in node.source
     assert prices.ec2_price("m7g.16xlarge") is None
 
 

@@ -20,7 +20,6 @@ def _timings(weights: str) -> dict[tuple[str, int], Timing]:
 
 def test_the_catalogue_matches_the_probes_layout_and_slices() -> None:
     assert (MOE_26B["name"], DENSE_12B["name"]) == (moe_measured.MOE, moe_measured.DENSE)
-    assert (moe_measured.MOE_LAYERS, moe_measured.DENSE_LAYERS) == (30, 48)
     assert (MOE_26B["layers"], DENSE_12B["layers"]) == (30, 48)
     assert moe_measured.SLICES == moe_probe.SLICE_LAYERS
     assert moe_measured.STREAMS == moe_probe.STREAMS
@@ -32,7 +31,6 @@ def test_figures_are_the_probes_arithmetic_on_its_raw_timings(weights: str) -> N
     assert measured.layer_ratio == pytest.approx(probe.layer_ratio)
     assert measured.layer_ratio_n == pytest.approx(probe.layer_ratio_n)
     assert measured.prefill_ratio == pytest.approx(probe.prefill_ratio)
-    assert measured.model_ratio() == pytest.approx(probe.model_ratio)
     assert measured.bytes_ratio == pytest.approx(probe.bytes_ratio, abs=1e-3)
 
 

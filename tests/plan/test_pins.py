@@ -16,7 +16,6 @@ import hashlib
 import json
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import time
@@ -32,18 +31,13 @@ import pytest
 from components.manifests import gate, gatekeeper, images, metrics
 from infra.plan.config import StackConfig
 from tools import pins
+from tools.rehearse.group.ranks import free_port
 
 REPO = Path(__file__).resolve().parents[2]
 BINARY = shutil.which("docker-registry") or "/usr/bin/docker-registry"
 SKOPEO = shutil.which("skopeo") or "/usr/bin/skopeo"
 OCI_INDEX = "application/vnd.oci.image.index.v1+json"
 OCI_MANIFEST = "application/vnd.oci.image.manifest.v1+json"
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def require_binary() -> None:
@@ -65,7 +59,7 @@ def registry(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     at the end of the module."""
     require_binary()
     workdir = tmp_path_factory.mktemp("registry")
-    port = _free_port()
+    port = free_port()
     config = workdir / "config.yml"
     config.write_text(
         "version: 0.1\n"
@@ -294,7 +288,7 @@ def test_a_missing_tag_names_the_image_and_the_fix(
 
 def test_an_unreachable_registry_names_the_image_and_the_fix(tmp_path: Path) -> None:
     require_binary()
-    path, port = pin_file(tmp_path), _free_port()
+    path, port = pin_file(tmp_path), free_port()
     before = path.read_text()
     result = run_pins(path, f"http://127.0.0.1:{port}")
     assert result.returncode == 1

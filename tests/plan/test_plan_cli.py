@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import json
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from infra.adapters.cli import main
+from tests.plan.test_verdict_and_advice import _json
 
 REPO = Path(__file__).resolve().parents[2]
 JSON_KEYS = {
@@ -18,11 +17,6 @@ JSON_KEYS = {
     "guard_available_gib", "weight_prefetch", "kv_cache_bytes", "max_num_batched_tokens",
     "max_model_len", "kv_cache_tokens", "max_concurrency", "decode_tokens_per_s", "node_disk_gib",
 }  # fmt: skip
-
-
-def _json(capsys: pytest.CaptureFixture[str], *argv: str) -> dict:
-    assert main([*argv, "--json"]) == 0
-    return json.loads(capsys.readouterr().out)
 
 
 def test_every_stack_plans_with_the_documented_keys(capsys: pytest.CaptureFixture[str]) -> None:

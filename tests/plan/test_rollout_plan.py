@@ -104,18 +104,3 @@ def test_the_quota_must_hold_a_rollout_s_surge_nodes_too() -> None:
         "`vcpuQuota` to 80"
     )
     readiness.check_quota(load_stack("dev", {"replicas": 2, "vcpuQuota": 80}), surging)
-
-
-def test_a_rotation_names_both_halves_and_a_utc_end() -> None:
-    with pytest.raises(ConfigError) as error:
-        load_stack("dev", {"apiKeyOverlapUntil": "2026-12-09T00:00:00+01:00"})
-    assert str(error.value) == (
-        "`apiKeyOverlapUntil` 2026-12-09T00:00:00+01:00 is not a UTC time (RFC 3339 with Z or "
-        "+00:00); write it in UTC, such as 2026-12-09T00:00:00Z"
-    )
-    with pytest.raises(ConfigError) as error:
-        load_stack("dev", {"apiKeyOverlapUntil": "2026-12-09T00:00:00Z"})
-    assert str(error.value) == (
-        "`apiKeyOverlapUntil` is set without `apiKeyPrevious`, the key it keeps accepting; run "
-        "`pulumi config set --secret apiKeyPrevious <the old key>`, or remove it"
-    )

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from infra.adapters.cli import main
-from infra.plan import catalog, prefill, weights
+from infra.plan import catalog, moe_measured, prefill, weights
 from infra.plan.catalog import GIB
 from infra.plan.compare import Need, compare
 from infra.plan.config import ConfigError
@@ -104,7 +104,6 @@ def test_every_figure_says_measured_or_modelled(capsys: pytest.CaptureFixture[st
     assert "modelled: int8 bytes per token at the bandwidth calibrated" in out
     assert weights.PREFILL_SOURCE in out
     assert "12.59 GiB (modelled), written once to the weights volumes" in out
-    assert "for one stream (calibrated)" in _out(capsys)
 
 
 def test_int4_warns_about_its_kernel(capsys: pytest.CaptureFixture[str]) -> None:
@@ -114,14 +113,21 @@ def test_int4_warns_about_its_kernel(capsys: pytest.CaptureFixture[str]) -> None
     assert data["quality"] == "unmeasured here"
 
 
-def test_compare_shows_formats_side_by_side(capsys: pytest.CaptureFixture[str]) -> None:
+def test_compare_shows_models_and_formats_side_by_side(capsys: pytest.CaptureFixture[str]) -> None:
     data = _json(capsys, "--compare")
     rows = data["ranked"] + data["starts_but_misses_need"] + data["cannot_start"]
     assert {r["weights"] for r in rows} == {"bf16", "int8", "int4"}
+    assert {r["model"] for r in rows} == set(catalog.MODELS)
     assert {r["quality"] for r in rows if r["weights"] != "bf16"} == {"unmeasured here"}
-    twelve = [r for r in rows if r["model"] == "google/gemma-4-12B-it"]
-    m7g = {r["weights"]: r for r in twelve if r["instance_type"] == "m7g.2xlarge"}
-    assert (m7g["int8"]["nodes"], m7g["int8"]["stages"], m7g["bf16"]["nodes"]) == (1, 1, 2)
+    m7g = {(r["model"], r["weights"]): r for r in rows if r["instance_type"] == "m7g.2xlarge"}
+    dense, moe = "google/gemma-4-12B-it", "google/gemma-4-26B-A4B-it"
+    assert (m7g[dense, "int8"]["nodes"], m7g[dense, "int8"]["stages"]) == (1, 1)
+    assert m7g[dense, "bf16"]["nodes"] == 2
+    assert (m7g[moe, "int8"]["nodes"], m7g[moe, "int8"]["stages"]) == (2, 2)
+    assert moe_measured.NOT_MEASURED["int4"] in m7g[moe, "int4"]["refusal"]
+    text = _out(capsys, "--compare")
+    assert "gemma-4-26B-A4B-it" in text and "gemma-4-12B-it" in text
+    assert "mixture-of-experts decode and prefill derived from a measured MoE/dense ratio" in text
     only = _json(capsys, "--compare", "--formats", "bf16")
     assert {r["weights"] for r in only["ranked"]} == {"bf16"}
 
