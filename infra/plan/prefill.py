@@ -31,7 +31,6 @@ healthy request is never killed for being slow even if the fast end is wrong. Es
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 from infra.plan import catalog
@@ -128,7 +127,3 @@ def prefill_seconds(
         done += chunk
         total += step_seconds(profile, work, node, chunk, done)
     return total
-
-
-def prefill_steps(prompt: int, batched: int) -> int:
-    return math.ceil(prompt / batched)

@@ -105,9 +105,7 @@ def test_every_client_together_is_capped_at_vllm_by_the_api_upstream() -> None:
 
 def test_idle_upstream_connections_close_before_vllm_closes_them() -> None:
     conf = nginx_conf(LIMITS)
-    pools = re.findall(
-        r"keepalive_timeout (\d+)s;\n        keepalive_time (\d+)s;\n    \}", conf
-    )
+    pools = re.findall(r"keepalive_timeout (\d+)s;\n        keepalive_time (\d+)s;\n    \}", conf)
     assert pools == [(str(UPSTREAM_KEEPALIVE_SECONDS), str(UPSTREAM_LIFETIME_S))] * 2
     assert UPSTREAM_KEEPALIVE_SECONDS < VLLM_KEEPALIVE_SECONDS == 5
 
