@@ -20,9 +20,9 @@ once a pod is being deleted, readiness going on (kubernetes pkg/kubelet/prober/w
 `doProbe`, "Graceful shutdown of the pod", read 2026-12-02), so a worker's liveness check of its
 draining leader cannot restart it mid-stream.
 
-In the door shape (an elastic stack's gatekeeper in its own Deployment) and with `vllm-key`, a
-leader is reached through a Service: its hook keeps it serving through the load balancer's
-window, while the door's pooled connections move off it, then vLLM drains itself on SIGTERM.
+In the door shape (an elastic stack's gatekeeper in its own Deployment) the leader's vLLM preStop
+finds no local gatekeeper listening: it keeps serving through the load balancer's window, while
+the door's pooled connections move off it, then waits for the engine to be idle.
 """
 
 from __future__ import annotations
@@ -94,12 +94,13 @@ def engine_pre_stop(
     """The engine container's preStop argv (`programs/drain.py`, from the group's programs
     ConfigMap). A leader waits for its gatekeeper to stop accepting and for its engine to be
     idle; a worker waits while its leader's engine holds `leader_port` (the group's master port,
-    open as long as rank 0's engine runs). A leader reached through a Service (`door_port`
-    None: the load balancer's with `frontDoor: vllm-key`, or an elastic stack's door) only keeps
-    accepting through the load balancer's `accept_s`: pooled connections would keep an engine
-    busy past any idle wait (the door's move off a leaving leader within that window:
-    `gatekeeper_conf.UPSTREAM_LIFETIME_S`), so the SIGTERM after it starts vLLM's own drain
-    (`--shutdown-timeout`, the longest reply)."""
+    open as long as rank 0's engine runs). Behind an elastic stack's door (no gatekeeper in the
+    pod) the leader waits the load balancer's `accept_s` before its idle check: the door's pooled
+    connections, which kube-proxy keeps on a leaving leader, move off it within that window
+    (`gatekeeper_conf.UPSTREAM_LIFETIME_S`). A leader the load balancer reaches itself
+    (`door_port` None: `frontDoor: vllm-key`) only keeps accepting through `accept_s`: pooled
+    clients would keep an engine busy past any idle wait, so the SIGTERM after it starts vLLM's
+    own drain (`--shutdown-timeout`, the longest reply)."""
     if role == "leader" and door_port is None:
         return ["sleep", str(drain.accept_s)]
     args = [

@@ -195,11 +195,13 @@ VLLM_KEEPALIVE_SECONDS = 5
 UPSTREAM_KEEPALIVE_SECONDS = VLLM_KEEPALIVE_SECONDS - 1
 #: The longest an upstream connection is reused (`keepalive_time`, nginx 1.19.10 on): behind an
 #: elastic stack's door the pool reaches the leaders through their Service, and kube-proxy keeps
-#: an open connection on the leader it chose, leaving or not; closed within this, the pool moves
-#: off a leaving leader within the load balancer's window (`infra.plan.rollout.plan_drain`: 35 s,
-#: of which 5 s for the endpoint change to reach the nodes), after which that leader's vLLM
-#: drains (`drain.engine_pre_stop`).
-UPSTREAM_LIFETIME_S = 30
+#: an open connection on the leader it chose, leaving or not. nginx checks the age when a
+#: connection returns to the pool, which may then keep it idle `UPSTREAM_KEEPALIVE_SECONDS` more
+#: (ngx_http_upstream_keepalive_module.c, 1.22.1 and 1.30); so within 5 s of the endpoint
+#: change, this, and that idle time, the pool has left a stopping leader, inside the load
+#: balancer's window (`infra.plan.rollout.plan_drain`: 35 s), before its idle check begins
+#: (`drain.engine_pre_stop`).
+UPSTREAM_LIFETIME_S = 20
 
 #: Where the metrics listener serves the leader's own record (its start-up measurement,
 #: `programs/liveness.py` `GAUGES`), for the collector.

@@ -267,7 +267,7 @@ def _engine_container(spec: ServerSpec, role: Literal["leader", "worker"]) -> di
                 "leader",
                 spec.port,
                 spec.master_port,
-                GATEKEEPER_PORT if spec.gatekeeper_in_pod else None,
+                None if spec.vllm_key else GATEKEEPER_PORT,
             )
         )
     else:

@@ -291,11 +291,10 @@ class ServerSpec:
             # NetworkPolicy says from where); beside its gatekeeper, on loopback only.
             **({} if self.gatekeeper_in_pod else {"host": "0.0.0.0"}),
             extra_args=self.engine_extra_args,
-            # Reached through a Service (`vllm-key`, or a door), no gatekeeper beside it stops
-            # taking requests before vLLM does, and pooled connections last through the load
-            # balancer's window: vLLM drains itself, the longest reply, on SIGTERM
-            # (`drain.engine_pre_stop`).
-            shutdown_timeout_s=None if self.gatekeeper_in_pod else self.drain.reply_s,
+            # With `vllm-key` no gatekeeper stops taking requests before vLLM does, and pooled
+            # clients keep their connections through the load balancer's drain: vLLM drains
+            # itself, the longest reply, on SIGTERM (`drain.engine_pre_stop`).
+            shutdown_timeout_s=self.drain.reply_s if self.vllm_key else None,
         )
 
 

@@ -20,7 +20,7 @@ import pytest
 from components import manifests
 from components.manifests import drain, gatekeeper, programs
 from components.manifests.access import TARGET_GROUP_ATTRIBUTES_ANNOTATION
-from components.manifests.gatekeeper_conf import UPSTREAM_LIFETIME_S
+from components.manifests.gatekeeper_conf import UPSTREAM_KEEPALIVE_SECONDS, UPSTREAM_LIFETIME_S
 from infra.plan import catalog
 from infra.plan.rollout import ENDPOINT_PROPAGATION_S, plan_drain
 from tests import builders, door_harness
@@ -306,8 +306,10 @@ def test_the_gatekeeper_hook_returns_by_the_hooks_end_when_nginx_does_not_quit(
 
 def test_the_grace_holds_the_longest_drain_and_vllm_s_stop() -> None:
     spec = plan_drain(2930)
-    # A door's pooled connections leave a stopping leader within the window it keeps serving.
-    assert spec.accept_s >= UPSTREAM_LIFETIME_S + ENDPOINT_PROPAGATION_S
+    # A door's pooled connections leave a stopping leader within the window it keeps serving:
+    # the endpoint change, a connection's longest reuse, then its idle time in the pool.
+    pooled = ENDPOINT_PROPAGATION_S + UPSTREAM_LIFETIME_S + UPSTREAM_KEEPALIVE_SECONDS
+    assert spec.accept_s >= pooled
     # The LB's window, nginx's readiness period, a reply accepted at its last moment, the idle
     # check, one round of polling, then vLLM's stop.
     assert spec.grace_s == 35 + drain.READY_PERIOD_S + 2930 + 5 + 8 + 15
@@ -344,3 +346,22 @@ def test_a_reply_accepted_as_the_gatekeeper_closes_is_waited_for() -> None:
         output, _ = hook.communicate(timeout=60)
     assert hook.returncode == 0
     assert output.strip().splitlines()[-1].endswith("no request in the engine for 1 s"), output
+
+
+def test_a_leader_behind_a_door_serves_through_the_window_before_its_idle_check() -> None:
+    # No gatekeeper in the pod (an elastic stack's door): the door's pooled connections still
+    # reach the leader until they move off within the window, so an idle engine is not yet done.
+    spec = builders.drain_spec(accept_s=3, reply_s=8, settle_s=1)
+    _BusyUntil.until = 0.0
+    with door_harness.upstream(_BusyUntil) as engine:
+        argv = drain.engine_pre_stop(spec, "leader", engine, 1, free_port())
+        done = subprocess.run(
+            programs.local(argv, sys.executable),
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=True,
+        )
+    line = done.stdout.strip().splitlines()[-1]
+    assert line.endswith("no request in the engine for 1 s"), done.stdout
+    assert int(line.split("[drain ")[1].split(" s]")[0]) >= 3 + 1, done.stdout
