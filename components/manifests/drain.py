@@ -22,7 +22,10 @@ draining leader cannot restart it mid-stream.
 
 In the door shape (an elastic stack's gatekeeper in its own Deployment) the leader's vLLM preStop
 finds no local gatekeeper listening: it keeps serving through the load balancer's window, while
-the door's pooled connections move off it, then waits for the engine to be idle.
+the door's pooled connections move off it, then waits for the engine to be idle. The last leader
+of a stack is the exception: with no other serving, kube-proxy sends the door's new connections
+to it while its readiness passes (KEP-1669), so under steady traffic its idle check runs to the
+hooks' end and the SIGTERM cuts what it still serves (a node drain of a one-group stack).
 """
 
 from __future__ import annotations

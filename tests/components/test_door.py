@@ -77,6 +77,14 @@ def test_the_door_drains_its_streams_when_it_is_replaced() -> None:
     assert container["readinessProbe"]["httpGet"]["path"] == "/ready"
     files = _one(objects, "ConfigMap", "gemma-gatekeeper")["data"]
     assert "location = /ready" in files[gatekeeper.CONFIG_FILE]
+    # The leaders behind it keep their idle check, after the window its pool leaves them in,
+    # and never drain on their own (vLLM would refuse what the pool still sends with a 500).
+    group = _one(objects, "LeaderWorkerSet", "gemma-vllm")["spec"]["leaderWorkerTemplate"]
+    (engine,) = group["leaderTemplate"]["spec"]["containers"]
+    hook = engine["lifecycle"]["preStop"]["exec"]["command"]
+    assert hook[:3] == ["python3", "/opt/gemma-graviton/drain.py", "role=leader"]
+    assert f"door-port={gatekeeper.PORT}" in hook
+    assert not [a for a in engine["args"] if a.startswith("--shutdown-timeout")]
 
 
 def test_an_elastic_stack_keeps_a_group_serving_through_a_node_drain() -> None:

@@ -66,16 +66,18 @@ def worker(opts: dict[str, str], end: float) -> None:
 
 
 def leader(opts: dict[str, str], end: float, accept: float, reply: float, settle: float) -> None:
-    deadline = min(began + accept + 30, end)
+    deadline, seen = min(began + accept + 30, end), False
     while listening("127.0.0.1", opts["door-port"]) and time.monotonic() < deadline:
+        seen = True
         time.sleep(1)
-    say(
-        "the gatekeeper no longer accepts"
-        if time.monotonic() < deadline
-        else "the gatekeeper still accepts; waiting for the engine"
-    )
-    # Behind a door (no gatekeeper here), its pooled connections leave within the window.
-    time.sleep(max(0.0, min(began + accept, end) - time.monotonic()))
+    if not seen:
+        # Behind a door: its pooled connections leave this leader within the window.
+        say("no gatekeeper in the pod: serving through the load balancer's window")
+        time.sleep(max(0.0, min(began + accept, end) - time.monotonic()))
+    elif time.monotonic() < deadline:
+        say("the gatekeeper no longer accepts")
+    else:
+        say("the gatekeeper still accepts; waiting for the engine")
     deadline = min(time.monotonic() + reply + settle, end)
     quiet = None
     while time.monotonic() < deadline:
