@@ -38,6 +38,22 @@ def _containers(spec: manifests.ServerSpec, role: str) -> dict[str, dict[str, An
     return {c["name"]: c for c in template["spec"]["containers"]}
 
 
+def _hook(argv: list[str], env: dict[str, str] | None = None) -> tuple[str, str, int]:
+    """An engine preStop run to its end: its output, its last line and that line's own clock
+    (`[drain N s]`, seconds since the stop)."""
+    done = subprocess.run(
+        programs.local(argv, sys.executable),
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    last = done.stdout.strip().splitlines()[-1]
+    return done.stdout, last, int(last.split("[drain ")[1].split(" s]")[0])
+
+
 def test_a_surge_rollout_starts_new_groups_before_any_old_one_stops() -> None:
     surging = manifests.leader_worker_set(replace(SPEC, rollout_surge=1))
     assert surging["spec"]["rolloutStrategy"] == {
@@ -156,16 +172,8 @@ def test_the_leader_s_engine_stops_only_after_its_requests_are_done(failing: boo
     spec = builders.drain_spec(accept_s=0, reply_s=60, settle_s=1)
     with door_harness.upstream(_Metrics) as port:
         # No gatekeeper listens on the door port (the door shape): straight to the engine.
-        argv = drain.engine_pre_stop(spec, "leader", port, 1, free_port())
-        done = subprocess.run(
-            programs.local(argv, sys.executable),
-            capture_output=True,
-            text=True,
-            timeout=60,
-            check=False,
-        )
-    assert done.returncode == 0, done.stderr
-    assert "no request in the engine for 1 s" in done.stdout
+        output, _, _ = _hook(drain.engine_pre_stop(spec, "leader", port, 1, free_port()))
+    assert "no request in the engine for 1 s" in output
     # It kept asking past the busy answers: it did not stop while requests ran.
     assert len(_Metrics.calls) > _Metrics.busy_calls + 1
 
@@ -257,22 +265,11 @@ def test_an_engine_hook_returns_by_the_hooks_end_when_nothing_ends(
         else:
             argv = drain.engine_pre_stop(spec, "worker", 1, port, 1, leader_env="LEADER")
         assert f"end-s={32 - drain.STOP_MARGIN_S - drain.POLL_ROUND_S}" in argv
-        done = subprocess.run(
-            programs.local(argv, sys.executable),
-            env={
-                "LEADER": "no-such-leader.invalid" if door == "unresolvable" else "127.0.0.1",
-                "PATH": "/usr/bin:/bin",
-            },
-            capture_output=True,
-            text=True,
-            timeout=60,
-            check=False,
-        )
-    assert done.returncode == 0, done.stderr
-    line = done.stdout.strip().splitlines()[-1]
-    assert line.endswith(last), done.stdout
+        leader = "no-such-leader.invalid" if door == "unresolvable" else "127.0.0.1"
+        output, line, seconds = _hook(argv, {"LEADER": leader, "PATH": "/usr/bin:/bin"})
+    assert line.endswith(last), output
     # The hook's own clock at its last line, a slow round of polling included: by the hooks' end.
-    assert int(line.split("[drain ")[1].split(" s]")[0]) <= drain.hooks_end(spec), done.stdout
+    assert seconds <= drain.hooks_end(spec), output
     assert bool(_Busy.calls) == (door == "gone")  # a closed door: the engine was asked
 
 
@@ -354,16 +351,8 @@ def test_a_leader_behind_a_door_serves_through_the_window_before_its_idle_check(
     spec = builders.drain_spec(accept_s=3, reply_s=8, settle_s=1)
     _BusyUntil.until = 0.0
     with door_harness.upstream(_BusyUntil) as engine:
-        argv = drain.engine_pre_stop(spec, "leader", engine, 1, free_port())
-        done = subprocess.run(
-            programs.local(argv, sys.executable),
-            capture_output=True,
-            text=True,
-            timeout=60,
-            check=True,
-        )
-    line = done.stdout.strip().splitlines()[-1]
-    assert line.endswith("no request in the engine for 1 s"), done.stdout
+        output, line, seconds = _hook(drain.engine_pre_stop(spec, "leader", engine, 1, free_port()))
+    assert line.endswith("no request in the engine for 1 s"), output
     # From the stop: the window, then the idle check (a second of polling either way).
-    assert 3 + 1 <= int(line.split("[drain ")[1].split(" s]")[0]) <= 3 + 1 + 2, done.stdout
-    assert "no gatekeeper in the pod" in done.stdout
+    assert 3 + 1 <= seconds <= 3 + 1 + 2, output
+    assert "no gatekeeper in the pod" in output
