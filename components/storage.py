@@ -16,8 +16,8 @@ import pulumi
 import pulumi_aws as aws
 import pulumi_kubernetes as k8s
 
-from components import manifests
 from components.addons import ClusterRef, addon_with_role
+from components.manifests import volumes
 from components.manifests.identity import CONTROLLER_NAMESPACE, CONTROLLER_SERVICE_ACCOUNT
 from components.objects import create
 
@@ -77,7 +77,7 @@ class ModelVolumes(pulumi.ComponentResource):
             else None
         )
         after_driver = [self.driver] if self.driver is not None else []
-        obj = manifests.storage_class(args.storage_class, args.throughput_mibps, args.volume_tags)
+        obj = volumes.storage_class(args.storage_class, args.throughput_mibps, args.volume_tags)
         sc = create(obj, f"{name}-gp3", parent=self, depends_on=after_driver)
         self.volume_names = {
             claim[1]: self._volume(name, args, claim, sc.metadata.name, after_driver)
@@ -106,13 +106,11 @@ class ModelVolumes(pulumi.ComponentResource):
             # from a node that still runs it while Pulumi retries the deletion.
             opts=pulumi.ResourceOptions(parent=self, depends_on=after_driver),
         )
-        pv_name = manifests.static_volume_name(claim)
+        pv_name = volumes.static_volume_name(claim)
 
         def manifest(parts: list[str]) -> dict[str, object]:
             volume_id, zone, class_name = parts
-            return manifests.static_volume(
-                pv_name, claim, class_name, args.size_gib, volume_id, zone
-            )
+            return volumes.static_volume(pv_name, claim, class_name, args.size_gib, volume_id, zone)
 
         obj = pulumi.Output.all(volume.id, args.zone, storage_class).apply(manifest)
         pv = k8s.core.v1.PersistentVolume(

@@ -43,9 +43,6 @@ from components.manifests.lws import (
     model_claims,
     pod_disruption_budget,
     rank_pods,
-    static_volume,
-    static_volume_name,
-    storage_class,
 )
 from components.manifests.pods import programs_config
 from components.manifests.probes import ProbeSpec, engine_timeout_env, probe_command
@@ -89,9 +86,6 @@ __all__ = [
     "rank_pods",
     "secret",
     "service",
-    "static_volume",
-    "static_volume_name",
-    "storage_class",
 ]
 
 

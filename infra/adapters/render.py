@@ -12,7 +12,7 @@ from pathlib import Path
 import yaml
 
 from components import manifests
-from components.manifests import door, gatekeeper
+from components.manifests import door, gatekeeper, volumes
 from components.manifests.scaling import floor_objects, metrics_service, scaled_object
 from components.manifests.spec import LWS_NAME_LABEL, ServerSpec
 from infra.adapters.wiring import (
@@ -36,7 +36,7 @@ def rendered_objects(cfg: StackConfig, plan: Plan) -> list[manifests.Manifest]:
     objects = []
     if plan.model_cache == "volume":
         objects.append(
-            manifests.storage_class(
+            volumes.storage_class(
                 STORAGE_CLASS, STORAGE_THROUGHPUT_MIBPS, stack_tags(cfg, plan.stack)
             )
         )

@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Literal
 
 from components import manifests
-from components.manifests import metrics
+from components.manifests import metrics, volumes
 from components.manifests.pod_world import INSTANCE_TYPE_LABEL, ZONE_LABEL, NodeGroup, World
 from components.manifests.semantics import check
 from components.manifests.spec import Manifest
@@ -81,8 +81,8 @@ def program_objects(cfg: StackConfig, plan: Plan) -> list[Manifest]:
     if plan.model_cache == "volume":
         # As infra/__main__.py passes them to ModelVolumes, which builds each with static_volume.
         made += [
-            manifests.static_volume(
-                manifests.static_volume_name(claim),
+            volumes.static_volume(
+                volumes.static_volume_name(claim),
                 claim,
                 STORAGE_CLASS,
                 plan.model_volume_gib,

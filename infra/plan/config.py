@@ -15,6 +15,7 @@ import ipaddress
 from typing import Annotated, Literal
 
 from pydantic import (
+    BaseModel,
     ConfigDict,
     Field,
 )
@@ -33,20 +34,11 @@ from infra.plan.config_parts import (
     ScheduleConfig,
     _fix,
 )
+from infra.plan.gatekeeper_keys import GatekeeperKeys
 
 
-class StackConfig(StackChecks):
-    """Everything a stack may set under `gemma-graviton:`; every default is written here once.
-
-    Sizes left at `auto` are derived by the planner (`infra.plan.sizing`); a number overrides the
-    planner and is checked against what vLLM will accept.
-    """
-
-    # Keys are accepted only as written in the stack file: camelCase aliases, `to_camel` of each
-    # field's name unless the field names its own (`podMemoryGiB`, `downloadMBps`).
-    model_config = ConfigDict(
-        extra="forbid", frozen=True, hide_input_in_errors=True, alias_generator=to_camel
-    )
+class CoreKeys(BaseModel):
+    """The keys of every stack, whatever its layers; `StackConfig` adds the gatekeeper's."""
 
     region: Annotated[
         str,
@@ -454,42 +446,6 @@ class StackConfig(StackChecks):
             json_schema_extra=_fix("use gatekeeper or vllm-key"),
         ),
     ] = "gatekeeper"
-    max_request_bytes: Annotated[
-        Annotated[int, Field(ge=1024)] | Auto,
-        Field(
-            description="Largest request body the gatekeeper passes to vLLM (413 above it); "
-            "auto = enough JSON for a prompt of `maxModelLen` tokens.",
-            json_schema_extra=_fix("use auto or a number of bytes of at least 1024"),
-        ),
-    ] = "auto"
-    client_requests_per_minute: Annotated[
-        PositiveInt | Auto,
-        Field(
-            description="Requests per minute one client address may send (429 with "
-            "Retry-After above it); auto follows the plan's concurrency.",
-            json_schema_extra=_fix("use auto or a positive number of requests such as 120"),
-        ),
-    ] = "auto"
-    client_concurrent_requests: Annotated[
-        PositiveInt | Auto,
-        Field(
-            description="Requests one client address may have in flight (429 above it); "
-            "auto = the number of full-length requests the KV cache holds at once.",
-            json_schema_extra=_fix("use auto or a positive number of requests such as 2"),
-        ),
-    ] = "auto"
-    client_tokens_in_flight: Annotated[
-        Annotated[int, Field(ge=1, le=100_000_000)] | Auto,
-        Field(
-            description="KV-cache tokens one client address may hold at vLLM at once, each "
-            "request counted at the large end of what it can hold (its body's bytes plus the "
-            "longest reply, at most `maxModelLen`), enforced in tiers (429 above it); auto = "
-            "half the KV cache, so one client at its limit leaves the other half to the others. "
-            "At least one full-length request beside the client's others, at most the KV cache "
-            "less one full-length request.",
-            json_schema_extra=_fix("use auto or a number of tokens such as 40000"),
-        ),
-    ] = "auto"
     max_reply_tokens: Annotated[
         PositiveInt | Auto,
         Field(
@@ -500,51 +456,12 @@ class StackConfig(StackChecks):
             json_schema_extra=_fix("use auto or a positive number of tokens such as 512"),
         ),
     ] = "auto"
-    chat_page: Annotated[
-        bool,
-        Field(
-            description="The gatekeeper also serves a small chat page at the endpoint's root "
-            "(`https://<endpoint>/`; three static files, same-origin CSP, no new pod); the page "
-            "loads without "
-            "the key and sends the key the person types with each call. false: only the API.",
-            json_schema_extra=_fix("use true or false"),
-        ),
-    ] = True
-    client_connections: Annotated[
-        PositiveInt | Auto,
-        Field(
-            description="TCP connections one client address may hold at the gatekeeper, "
-            "counted when a connection opens, before a request is read (idle keep-alives and "
-            "slow senders included); auto = one per request it may have in flight + 2; at "
-            "most half of the connections the gatekeeper's memory holds.",
-            json_schema_extra=_fix("use auto or a positive number of connections such as 16"),
-        ),
-    ] = "auto"
-    max_sequences_per_request: Annotated[
-        PositiveInt | Auto,
-        Field(
-            description="Sequences one request may ask for (`n`, `best_of`, a list of "
-            "prompts); more get 400 naming the field. The per-client limits count sequences, "
-            "so a higher value lets fewer requests in flight. auto = 1.",
-            json_schema_extra=_fix("use auto or a positive number of sequences such as 2"),
-        ),
-    ] = "auto"
     max_logprobs: Annotated[
         Annotated[int, Field(ge=0, le=20)] | Auto,
         Field(
             description="Largest `logprobs`, `top_logprobs` or `prompt_logprobs` served (also "
             "vLLM's --max-logprobs); each multiplies the reply's bytes. auto = 0, none.",
             json_schema_extra=_fix("use auto or a number from 0 to 20"),
-        ),
-    ] = "auto"
-    max_schema_bytes: Annotated[
-        Annotated[int, Field(ge=0)] | Auto,
-        Field(
-            description="Largest grammar input (JSON schemas, tools, regexes) in bytes of "
-            "JSON; vLLM compiles each before generating, one at a time, so one such request is "
-            "in flight per client address. 0 turns structured outputs off; auto = about a "
-            "second of compile.",
-            json_schema_extra=_fix("use auto, 0 or a number of bytes such as 8192"),
         ),
     ] = "auto"
     monitoring: Annotated[
@@ -585,14 +502,6 @@ class StackConfig(StackChecks):
             json_schema_extra=_fix("use auto or a number of groups such as 1"),
         ),
     ] = "auto"
-    api_key_overlap_until: Annotated[
-        dt.datetime | None,
-        Field(
-            description="During a key rotation, when the previous key (`apiKeyPrevious`) stops "
-            "being accepted, as an RFC 3339 UTC time; until then both keys work.",
-            json_schema_extra=_fix("use a UTC time such as 2026-12-09T00:00:00Z"),
-        ),
-    ] = None
     waiting_requests_alarm: Annotated[
         PositiveInt | Auto,
         Field(
@@ -625,7 +534,22 @@ class StackConfig(StackChecks):
             "characters, values up to 256, no `aws:` prefix.",
             json_schema_extra=_fix("give a map of string keys to string values"),
         ),
-    ] = {}  # noqa: RUF012 - a pydantic field's default, copied for each instance
+    ] = {}
+
+
+class StackConfig(StackChecks, GatekeeperKeys, CoreKeys):
+    """Everything a stack may set under `gemma-graviton:`, the core's keys first, then the
+    gatekeeper's (`infra.plan.gatekeeper_keys`); every default is written once.
+
+    Sizes left at `auto` are derived by the planner (`infra.plan.sizing`); a number overrides the
+    planner and is checked against what vLLM will accept.
+    """
+
+    # Keys are accepted only as written in the stack file: camelCase aliases, `to_camel` of each
+    # field's name unless the field names its own (`podMemoryGiB`, `downloadMBps`).
+    model_config = ConfigDict(
+        extra="forbid", frozen=True, hide_input_in_errors=True, alias_generator=to_camel
+    )
 
 
 def _fix_of(key: str) -> str:

@@ -4,7 +4,6 @@ planner reads. `infra.plan.config.StackConfig` declares the keys and inherits th
 
 from __future__ import annotations
 
-import datetime as dt
 import ipaddress
 from dataclasses import replace
 from typing import Any
@@ -28,19 +27,6 @@ from infra.plan.config_parts import (
     ZONE_ID,
     ZONE_NAME,
     ConfigError,
-)
-
-#: Keys only the gatekeeper reads (its per-client limits, request checks and key file): with
-#: `frontDoor: vllm-key` nothing would apply them.
-GATEKEEPER_KEYS = (
-    "maxRequestBytes",
-    "clientRequestsPerMinute",
-    "clientConcurrentRequests",
-    "clientTokensInFlight",
-    "clientConnections",
-    "maxSequencesPerRequest",
-    "maxSchemaBytes",
-    "apiKeyOverlapUntil",
 )
 
 
@@ -105,17 +91,6 @@ class StackChecks(BaseModel):
                 "kubernetesVersion",
                 f"{value} was read as a number",
                 f'quote it, such as "{catalog.DEFAULT_KUBERNETES_VERSION}"',
-            )
-        return value
-
-    @field_validator("api_key_overlap_until", check_fields=False)
-    @classmethod
-    def _utc(cls, value: dt.datetime | None) -> dt.datetime | None:
-        if value is not None and value.utcoffset() != dt.timedelta(0):
-            raise ConfigError(
-                "apiKeyOverlapUntil",
-                f"{value.isoformat()} is not a UTC time (RFC 3339 with Z or +00:00)",
-                "write it in UTC, such as 2026-12-09T00:00:00Z",
             )
         return value
 
@@ -218,14 +193,6 @@ class StackChecks(BaseModel):
             "true` if it is your own CPU arm64 build",
         )
 
-    @model_validator(mode="before")
-    @classmethod
-    def _no_page_without_gatekeeper(cls, data: Any) -> Any:
-        """The chat page is the gatekeeper's: with `frontDoor: vllm-key` its default is off."""
-        if isinstance(data, dict) and data.get("frontDoor") == "vllm-key":
-            return {"chatPage": False, **data}
-        return data
-
     @model_validator(mode="after")
     def _cross_checks(self) -> StackChecks:
         for key, zone in (
@@ -314,24 +281,7 @@ class StackChecks(BaseModel):
         always-on door (it answers and raises the wake flag while no group runs)."""
         if self.gatekeeper:
             return
-        fields = type(self).model_fields
-        given = {fields[n].alias or n for n in self.model_fields_set}
-        fix = "remove it, or set `frontDoor: gatekeeper`"
-        for key in GATEKEEPER_KEYS:
-            if key in given:
-                rule = (
-                    "keeps a previous key during a rotation, but vLLM reads one key "
-                    "(VLLM_API_KEY) when it starts"
-                    if key == "apiKeyOverlapUntil"
-                    else "is a limit of the gatekeeper"
-                )
-                raise ConfigError(key, f"{rule}, which `frontDoor: vllm-key` does not run", fix)
-        if self.chat_page:
-            raise ConfigError(
-                "chatPage",
-                "is served by the gatekeeper, which `frontDoor: vllm-key` does not run",
-                "set `chatPage: false`, or set `frontDoor: gatekeeper`",
-            )
+        self.check_vllm_key()
         if self.elastic:
             raise ConfigError(
                 "minGroups",

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from components import manifests
-from components.manifests import gatekeeper, gatekeeper_map, images, probes, programs
+from components.manifests import gatekeeper, gatekeeper_map, images, probes, programs, volumes
 from components.manifests.engine import EngineSpec, engine_args
 from components.manifests.pods import PROGRAMS_ANNOTATION
 from components.manifests.spec import ServerSpec, config_digest, key_fingerprint, object_labels
@@ -345,7 +345,7 @@ def test_the_group_set_restarts_whole_and_claims_per_rank() -> None:
 
 
 def test_the_storage_class_is_encrypted_gp3_bound_where_the_pod_lands() -> None:
-    assert manifests.storage_class("fast", 250) == {
+    assert volumes.storage_class("fast", 250) == {
         "apiVersion": "storage.k8s.io/v1",
         "kind": "StorageClass",
         "metadata": {"name": "fast", "labels": {"app.kubernetes.io/part-of": "gemma-graviton"}},
@@ -650,14 +650,14 @@ def test_every_rank_has_its_own_claim_named_as_its_statefulset_names_it() -> Non
     assert manifests.model_claims(SPEC) == []
     # components/storage.py names each rank's PersistentVolume so; a new name would make Pulumi
     # replace every one of them (the EBS volumes stay, their PVs are recreated).
-    assert manifests.static_volume_name(("gemma-graviton", "models-gemma-vllm-0-1")) == (
+    assert volumes.static_volume_name(("gemma-graviton", "models-gemma-vllm-0-1")) == (
         "gemma-graviton-models-gemma-vllm-0-1"
     )
 
 
 def test_tags_reach_the_volumes_and_the_load_balancer() -> None:
     tags = {"team": "ml", "costCenter": "42"}
-    parameters = manifests.storage_class("fast", 250, tags)["parameters"]
+    parameters = volumes.storage_class("fast", 250, tags)["parameters"]
     assert parameters == {
         "type": "gp3",
         "encrypted": "true",

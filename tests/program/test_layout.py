@@ -140,9 +140,7 @@ MAX_FILE_LINES = 600
 MAX_TOOL_FILE_LINES = 800
 MAX_FUNCTION_LINES = 160
 #: Files and functions over the limits today; they may only leave this list.
-LONG_FILES: set[str] = {
-    "infra/plan/config.py",
-}
+LONG_FILES: set[str] = set()
 LONG_FUNCTIONS: set[str] = set()
 
 
@@ -316,7 +314,12 @@ def test_the_config_model_holds_no_loader_and_no_rule() -> None:
     """The cycle the planner had (config -> rules -> aws_inputs -> config, closed by
     `load_config`'s local import of the rules) cannot come back: the model imports neither the
     rules nor the loader, which import it."""
-    model = {"infra.plan.config", "infra.plan.config_parts", "infra.plan.config_checks"}
+    model = {
+        "infra.plan.config",
+        "infra.plan.config_parts",
+        "infra.plan.config_checks",
+        "infra.plan.gatekeeper_keys",
+    }
     reach = {e.target for e in EDGES if e.source in model}
     assert not reach & {"infra.plan.rules", "infra.plan.loading", "infra.plan.aws_inputs"}
 

@@ -16,7 +16,7 @@ import pulumi
 import pytest
 
 from components import manifests
-from components.manifests import chat, gatekeeper
+from components.manifests import chat, gatekeeper, volumes
 from components.manifests.spec import key_fingerprint
 from infra.adapters import wiring
 from infra.plan import elastic
@@ -216,7 +216,7 @@ def test_logging_addon_and_volume_cache() -> None:
     # test_iam_scope.py holds each association to its role, test_pod_identity_waits.py each add-on
     # to its association's wait, tests/components/test_addons.py to no IRSA role.
     sc = one(mocks.records, "kubernetes:storage.k8s.io/v1:StorageClass")
-    rendered = manifests.storage_class(
+    rendered = volumes.storage_class(
         wiring.STORAGE_CLASS,
         wiring.STORAGE_THROUGHPUT_MIBPS,
         wiring.stack_tags(load_stack("dev", {"modelCache": "volume"}), "dev"),
