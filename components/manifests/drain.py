@@ -22,10 +22,12 @@ draining leader cannot restart it mid-stream.
 
 In the door shape (an elastic stack's gatekeeper in its own Deployment) the leader's vLLM preStop
 finds no local gatekeeper listening: it keeps serving through the load balancer's window, while
-the door's pooled connections move off it, then waits for the engine to be idle. The last leader
-of a stack is the exception: with no other serving, kube-proxy sends the door's new connections
-to it while its readiness passes (KEP-1669), so under steady traffic its idle check runs to the
-hooks' end and the SIGTERM cuts what it still serves (a node drain of a one-group stack).
+the door's pooled connections move off it, then waits for the engine to be idle. First it fails
+its readiness (`programs/liveness.py` /ready): with no other leader serving, kube-proxy sends
+the door's new connections to a terminating leader while its readiness passes (KEP-1669), so
+a last leader that stayed ready would stay busy to the hooks' end and the SIGTERM would cut its
+streams (a node drain of a one-group stack). Out of the Service, its new requests find no
+leader at the door (503, which OpenAI clients retry) and its streams end.
 """
 
 from __future__ import annotations
@@ -93,6 +95,7 @@ def engine_pre_stop(
     leader_port: int,
     door_port: int | None,
     leader_env: str = "LWS_LEADER_ADDRESS",
+    ready_port: int | None = None,
 ) -> list[str]:
     """The engine container's preStop argv (`programs/drain.py`, from the group's programs
     ConfigMap). A leader waits for its gatekeeper to stop accepting and for its engine to be
@@ -103,7 +106,9 @@ def engine_pre_stop(
     (`gatekeeper_conf.UPSTREAM_LIFETIME_S`). A leader the load balancer reaches itself
     (`door_port` None: `frontDoor: vllm-key`) only keeps accepting through `accept_s`: pooled
     clients would keep an engine busy past any idle wait, so the SIGTERM after it starts vLLM's
-    own drain (`--shutdown-timeout`, the longest reply)."""
+    own drain (`--shutdown-timeout`, the longest reply). With `ready_port` (behind a door, where
+    the pod's readiness is its check process's /ready) the leader first fails its readiness, so
+    a last leader too leaves the Service and its streams end before the SIGTERM."""
     if role == "leader" and door_port is None:
         return ["sleep", str(drain.accept_s)]
     args = [
@@ -115,6 +120,7 @@ def engine_pre_stop(
     ]
     if role == "leader":
         args += [f"engine-port={engine_port}", f"door-port={door_port}"]
+        args += [f"ready-port={ready_port}"] if ready_port else []
     else:
         args += [f"leader-env={leader_env}", f"leader-port={leader_port}"]
     return ["python3", f"{programs.MOUNT}/drain.py", *args]

@@ -13,6 +13,7 @@ from typing import Any, Literal
 from components.manifests import drain, programs
 from components.manifests.engine import engine_args
 from components.manifests.probes import (
+    LIVENESS_PORT,
     LOGGING_CONFIG_PATH,
     check_args,
     engine_command,
@@ -250,10 +251,12 @@ def _engine_container(spec: ServerSpec, role: Literal["leader", "worker"]) -> di
         # kubelet resolves a probe's named port among the probed container's own ports only
         # (kubernetes v1.35 pkg/probe/util.go findPortByName), and a probe that errors is thrown
         # away, never a success (pkg/kubelet/prober/worker.go). The pod's containers share one
-        # network.
+        # network. Behind a door the check process answers (`/ready`: vLLM's /health until the
+        # preStop fails it), so a draining leader leaves the door's Service (`drain`).
         port = GATEKEEPER_PROBE_PORT if spec.gatekeeper_in_pod else spec.port
+        ready = {"path": "/ready", "port": LIVENESS_PORT} if spec.door else None
         container["readinessProbe"] = {
-            "httpGet": {"path": "/health", "port": port},
+            "httpGet": ready or {"path": "/health", "port": port},
             "periodSeconds": 10,
             "failureThreshold": 3,
             "timeoutSeconds": 5,
@@ -268,6 +271,7 @@ def _engine_container(spec: ServerSpec, role: Literal["leader", "worker"]) -> di
                 spec.port,
                 spec.master_port,
                 None if spec.vllm_key else GATEKEEPER_PORT,
+                ready_port=LIVENESS_PORT if spec.door else None,
             )
         )
     else:

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from components import manifests
-from components.manifests import door, gatekeeper, gatekeeper_map, scaling
+from components.manifests import door, gatekeeper, gatekeeper_map, probes, scaling
 from infra.adapters.wiring import SYSTEM_LABELS
 from infra.plan import sleep
 from tests import builders, render_fixtures
@@ -46,8 +46,11 @@ def test_the_load_balancer_selects_the_door_and_the_group_has_no_gatekeeper() ->
     leader = lws["spec"]["leaderWorkerTemplate"]["leaderTemplate"]["spec"]
     assert [c["name"] for c in leader["containers"]] == ["vllm"]
     assert "--host=0.0.0.0" in leader["containers"][0]["args"]
-    # The kubelet asks vLLM itself: no gatekeeper beside it to ask.
-    assert leader["containers"][0]["readinessProbe"]["httpGet"]["port"] == 8000
+    # No gatekeeper beside it: the kubelet asks the check process, which asks vLLM's /health
+    # until the preStop fails it, so a draining leader leaves the leaders' Service.
+    engine = leader["containers"][0]
+    assert engine["readinessProbe"]["httpGet"] == {"path": "/ready", "port": probes.LIVENESS_PORT}
+    assert f"ready-port={probes.LIVENESS_PORT}" in engine["lifecycle"]["preStop"]["exec"]["command"]
 
 
 def test_the_door_runs_on_the_system_nodes_and_rolls_with_its_config() -> None:
@@ -159,5 +162,10 @@ def test_a_fixed_stack_has_no_door() -> None:
     spec = builders.server_spec()
     assert spec.door is None
     assert not [o for o in manifests.all_objects(spec) if o["kind"] == "Deployment"]
+    # Its leaders' readiness is their gatekeeper's, which the drain marker fails.
+    lws = manifests.leader_worker_set(spec)["spec"]["leaderWorkerTemplate"]["leaderTemplate"]
+    engine = next(c for c in lws["spec"]["containers"] if c["name"] == "vllm")
+    assert engine["readinessProbe"]["httpGet"]["path"] == "/health"
+    assert not [a for a in engine["lifecycle"]["preStop"]["exec"]["command"] if "ready-port" in a]
     with pytest.raises(ValueError, match="has no door"):
         door.wake_trigger(spec)

@@ -6,6 +6,7 @@ process the kubelet asks over HTTP is run as a process, as the pod runs it."""
 from __future__ import annotations
 
 import dataclasses
+import http.client
 import json
 import logging.config
 import math
@@ -22,7 +23,7 @@ from unittest import mock
 import pytest
 
 from components import watch
-from components.manifests import ProbeSpec, probe_command, probes, programs
+from components.manifests import ProbeSpec, drain, probe_command, probes, programs
 from components.manifests.probes import (
     engine_logging_config,
     leader_startup_probe,
@@ -31,6 +32,7 @@ from components.manifests.probes import (
 )
 from components.manifests.programs import liveness as program
 from infra.plan import liveness
+from tests import builders
 from tests.fakes.vllm_leader import fake_leader
 from tools.rehearse.group.ranks import free_port
 from tools.rehearse.measure.metrics_capture import parse_exposition
@@ -218,6 +220,63 @@ def test_the_check_process_runs_one_check_per_http_get(tmp_path: Path) -> None:
             ["gemma-graviton", " /live pass"],
         ], lines
         assert "a one-token generation answered 500" in lines[0]
+
+
+def _post_from(source: str, port: int, path: str) -> int:
+    """The status of an empty POST to loopback `port` from the address `source`."""
+    connection = http.client.HTTPConnection(
+        "127.0.0.1", port, timeout=10, source_address=(source, 0)
+    )
+    try:
+        connection.request("POST", path, body=b"")
+        return connection.getresponse().status
+    finally:
+        connection.close()
+
+
+def test_a_leader_behind_a_door_leaves_its_service_when_its_prestop_starts(
+    tmp_path: Path,
+) -> None:
+    """The door shape's readiness (`/ready`) is vLLM's /health until the engine's preStop POSTs
+    /drain from inside the pod; then 503 with vLLM still healthy, so kube-proxy sends even a
+    last leader no new connection. No other address can drain a leader."""
+    listen = free_port()
+    with fake_leader() as (port, leader):
+        checks = probes.check_args(
+            PROBES, "leader", port, "m", host="127.0.0.1", state_file=str(tmp_path / "s.json")
+        )
+        argv = ["python3", f"{programs.MOUNT}/liveness.py", "serve", f"listen={listen}", *checks]
+        server = subprocess.Popen(programs.local(argv, sys.executable), stderr=subprocess.DEVNULL)
+        try:
+            base = f"http://127.0.0.1:{listen}"
+            for _ in range(100):
+                try:
+                    assert _get(f"{base}/ready") == (200, "vLLM's /health: 200")
+                    break
+                except OSError:
+                    time.sleep(0.05)
+            leader.health = 503
+            assert _get(f"{base}/ready") == (503, "vLLM's /health: 503")
+            leader.health = 200
+            # The kubelet and the other pods reach this port: from them /drain is no route.
+            assert _post_from("127.0.0.2", listen, "/drain") == 404
+            assert _post_from("127.0.0.1", listen, "/other") == 404
+            assert _get(f"{base}/ready")[0] == 200
+            spec = builders.drain_spec(accept_s=0, reply_s=60, settle_s=0)
+            hook = drain.engine_pre_stop(spec, "leader", port, 1, free_port(), ready_port=listen)
+            done = subprocess.run(
+                programs.local(hook, sys.executable),
+                capture_output=True,
+                text=True,
+                timeout=60,
+                check=True,
+            )
+            assert "readiness fails from now on" in done.stdout, done.stdout
+            assert _get(f"{base}/ready") == (503, "draining: the pod is stopping")
+            assert _get(f"{base}/health")[0] == 404  # the check process has no other route
+        finally:
+            server.kill()
+            server.wait()
 
 
 # --------------------------------------------------------------------------------------------

@@ -1,7 +1,7 @@
 """The engine container's preStop (`components.manifests.drain` says the order and the bounds).
 Standard library only: it runs in the vLLM image's Python, from the group's programs ConfigMap.
 
-    drain.py role=leader accept-s= reply-s= settle-s= end-s= engine-port= door-port=
+    drain.py role=leader accept-s= reply-s= settle-s= end-s= engine-port= door-port= [ready-port=]
     drain.py role=worker accept-s= reply-s= settle-s= end-s= leader-env= leader-port=
 
 Every wait ends by `end-s` after the hook starts: the hooks' end less one round of polling
@@ -65,7 +65,21 @@ def worker(opts: dict[str, str], end: float) -> None:
     say(f"leader's engine {'gone' if time.monotonic() < end else 'still up at the bound'}")
 
 
+def leave_service(port: str) -> None:
+    """Fail the pod's readiness (`liveness.py serve`, POST /drain): a leader behind a door is
+    then no longer the Service's serving endpoint, so kube-proxy sends it no new connection even
+    when it is the last leader (KEP-1669 keeps a terminating endpoint only while it is ready)."""
+    request = urllib.request.Request(f"http://127.0.0.1:{port}/drain", data=b"", method="POST")
+    try:
+        with urllib.request.urlopen(request, timeout=2):
+            say("readiness fails from now on: out of the leaders' Service")
+    except Exception as error:
+        say(f"readiness could not be failed ({error}); the Service may still send connections")
+
+
 def leader(opts: dict[str, str], end: float, accept: float, reply: float, settle: float) -> None:
+    if opts.get("ready-port"):
+        leave_service(opts["ready-port"])
     deadline, seen = min(began + accept + 30, end), False
     while listening("127.0.0.1", opts["door-port"]) and time.monotonic() < deadline:
         seen = True

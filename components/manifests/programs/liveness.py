@@ -323,7 +323,9 @@ def check(opts: dict[str, str]) -> tuple[bool, str]:
 def serve(opts: dict[str, str]) -> None:
     """Answer the kubelet's httpGet probes: GET /live runs a liveness check, GET /startup the
     startup phase; 200 with the check's line, or 503. One check at a time (the kubelet never
-    overlaps a probe's runs; a run it gave up on finishes before the next starts)."""
+    overlaps a probe's runs; a run it gave up on finishes before the next starts). GET /ready
+    is vLLM's /health until the engine's preStop (`drain.py`) POSTs /drain from inside the pod,
+    then 503 for the rest of the container's life: a leader behind a door leaves its Service."""
     # Here, not at the top: a one-off `check` does not pay for importing them.
     import http.server
     import threading
@@ -331,9 +333,26 @@ def serve(opts: dict[str, str]) -> None:
     listen = opts.pop("listen")
     lock = threading.Lock()
     failing: set[str] = set()
+    draining = threading.Event()
 
     class Probe(http.server.BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            # Only the pod's own preStop: the kubelet and other pods reach this port too.
+            if self.path != "/drain" or self.client_address[0] != "127.0.0.1":
+                self.send_error(404)
+                return
+            draining.set()
+            print("gemma-graviton: draining: /ready fails from now on", file=sys.stderr)
+            self.answer(True, "draining")
+
         def do_GET(self) -> None:
+            if self.path == "/ready":
+                if draining.is_set():
+                    self.answer(False, "draining: the pod is stopping")
+                    return
+                status, _ = Check(opts).call("/health", seconds=4)
+                self.answer(status == 200, f"vLLM's /health: {status or 'no answer'}")
+                return
             phases = {"/live": "live", "/startup": "startup"}
             if self.path not in phases:
                 self.send_error(404)
@@ -345,6 +364,9 @@ def serve(opts: dict[str, str]) -> None:
                     state = "pass" if ok else "FAIL"
                     print(f"gemma-graviton: {self.path} {state}: {line}", file=sys.stderr)
                     (failing.discard if ok else failing.add)(self.path)
+            self.answer(ok, line)
+
+        def answer(self, ok: bool, line: str) -> None:
             body = (line + "\n").encode()
             self.send_response(200 if ok else 503)
             self.send_header("Content-Type", "text/plain")
