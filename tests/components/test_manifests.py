@@ -347,8 +347,10 @@ def test_liveness_and_startup_probes_are_what_the_plan_says(stack: str) -> None:
     startup = worker["startupProbe"]
     assert startup["httpGet"] == live_get
     assert startup["periodSeconds"] * startup["failureThreshold"] == p.startup_timeout_seconds
-    # Readiness stays /health (through the gatekeeper): traffic once every rank joined.
-    assert leader["readinessProbe"]["httpGet"]["path"] == "/health"
+    # Readiness is /health (through the gatekeeper; behind a door, the check process's /ready,
+    # /health until the drain): traffic once every rank joined.
+    path = "/ready" if cfg.elastic else "/health"
+    assert leader["readinessProbe"]["httpGet"]["path"] == path
     # The leader's startup budget and the wait annotation follow the plan.
     lws = _kind(objects, "LeaderWorkerSet")
     annotations = lws["metadata"]["annotations"]
