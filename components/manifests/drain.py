@@ -27,7 +27,7 @@ its readiness (`programs/liveness.py` /ready): with no other leader serving, kub
 the door's new connections to a terminating leader while its readiness passes (KEP-1669), so
 a last leader that stayed ready would stay busy to the hooks' end and the SIGTERM would cut its
 streams (a node drain of a one-group stack). Out of the Service, its new requests find no
-leader at the door (503, which OpenAI clients retry) and its streams end.
+leader at the door (its asleep answer: 503 with Retry-After) and its streams end.
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ from typing import Any
 
 from components.manifests import programs
 
-#: The gatekeeper's readiness period: the drain marker shows within it.
+#: The readiness period of the gatekeeper and of a leader behind a door: a drain shows within it.
 READY_PERIOD_S = 5
 #: The longest one round of the engine hook's polling takes (`programs/drain.py`: /metrics 5 s,
 #: a connect 2 s, the pause 1 s): its waits end this long before the hooks' end.

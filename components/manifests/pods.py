@@ -254,13 +254,22 @@ def _engine_container(spec: ServerSpec, role: Literal["leader", "worker"]) -> di
         # network. Behind a door the check process answers (`/ready`: vLLM's /health until the
         # preStop fails it), so a draining leader leaves the door's Service (`drain`).
         port = GATEKEEPER_PROBE_PORT if spec.gatekeeper_in_pod else spec.port
-        ready = {"path": "/ready", "port": LIVENESS_PORT} if spec.door else None
         container["readinessProbe"] = {
-            "httpGet": ready or {"path": "/health", "port": port},
+            "httpGet": {"path": "/health", "port": port},
             "periodSeconds": 10,
             "failureThreshold": 3,
             "timeoutSeconds": 5,
         }
+        if spec.door:
+            # The check process counts vLLM's failures itself (`liveness.READY_FAILURES`) and
+            # fails at once once draining: out of the Service within a period and the
+            # endpoint's propagation, before the pool's last reuse ends inside the window.
+            container["readinessProbe"] = {
+                "httpGet": {"path": "/ready", "port": LIVENESS_PORT},
+                "periodSeconds": drain.READY_PERIOD_S,
+                "failureThreshold": 1,
+                "timeoutSeconds": 5,
+            }
         # /health stays 200 while a lost or hung rank stalls every request: liveness proves
         # tokens come out of the last stage (`probes`, `/live`).
         container["livenessProbe"] = liveness_probe(spec.probes)

@@ -49,7 +49,12 @@ def test_the_load_balancer_selects_the_door_and_the_group_has_no_gatekeeper() ->
     # No gatekeeper beside it: the kubelet asks the check process, which asks vLLM's /health
     # until the preStop fails it, so a draining leader leaves the leaders' Service.
     engine = leader["containers"][0]
-    assert engine["readinessProbe"]["httpGet"] == {"path": "/ready", "port": probes.LIVENESS_PORT}
+    assert engine["readinessProbe"] == {
+        "httpGet": {"path": "/ready", "port": probes.LIVENESS_PORT},
+        "periodSeconds": 5,
+        "failureThreshold": 1,
+        "timeoutSeconds": 5,
+    }
     assert f"ready-port={probes.LIVENESS_PORT}" in engine["lifecycle"]["preStop"]["exec"]["command"]
 
 

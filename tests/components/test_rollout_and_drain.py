@@ -304,8 +304,14 @@ def test_the_gatekeeper_hook_returns_by_the_hooks_end_when_nginx_does_not_quit(
 def test_the_grace_holds_the_longest_drain_and_vllm_s_stop() -> None:
     spec = plan_drain(2930)
     # A door's pooled connections leave a stopping leader within the window it keeps serving:
-    # the endpoint change, a connection's longest reuse, then its idle time in the pool.
-    pooled = ENDPOINT_PROPAGATION_S + UPSTREAM_LIFETIME_S + UPSTREAM_KEEPALIVE_SECONDS
+    # its readiness failed (one period), the endpoint change, a connection's longest reuse,
+    # then its idle time in the pool; so even a last leader takes no new request after it.
+    pooled = (
+        drain.READY_PERIOD_S
+        + ENDPOINT_PROPAGATION_S
+        + UPSTREAM_LIFETIME_S
+        + UPSTREAM_KEEPALIVE_SECONDS
+    )
     assert spec.accept_s >= pooled
     # The LB's window, nginx's readiness period, a reply accepted at its last moment, the idle
     # check, one round of polling, then vLLM's stop.

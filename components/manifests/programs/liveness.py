@@ -47,6 +47,11 @@ QUEUE = ("vllm:num_requests_running", "vllm:num_requests_waiting")
 PROGRESS = ("vllm:generation_tokens_total", "vllm:prompt_tokens_total", "vllm:kv_cache_usage_perc")
 
 
+#: vLLM's /health answers not 200 in a row that fail `/ready`: the kubelet fails readiness at
+#: the first failed probe (`components.manifests.pods`), so a drain shows within one period.
+READY_FAILURES = 3
+
+
 class Verdict(Exception):
     """A check's end: pass or fail, and its one line. The kubelet's event shows only the status
     (kubernetes v1.35 pkg/probe/http/http.go `DoHTTPProbe` leaves the body out), so `serve`
@@ -324,8 +329,9 @@ def serve(opts: dict[str, str]) -> None:
     """Answer the kubelet's httpGet probes: GET /live runs a liveness check, GET /startup the
     startup phase; 200 with the check's line, or 503. One check at a time (the kubelet never
     overlaps a probe's runs; a run it gave up on finishes before the next starts). GET /ready
-    is vLLM's /health until the engine's preStop (`drain.py`) POSTs /drain from inside the pod,
-    then 503 for the rest of the container's life: a leader behind a door leaves its Service."""
+    is vLLM's /health, failed after `READY_FAILURES` in a row, until the engine's preStop
+    (`drain.py`) POSTs /drain from inside the pod, then 503 at once for the rest of the
+    container's life: a leader behind a door leaves its Service within one probe period."""
     # Here, not at the top: a one-off `check` does not pay for importing them.
     import http.server
     import threading
@@ -334,6 +340,7 @@ def serve(opts: dict[str, str]) -> None:
     lock = threading.Lock()
     failing: set[str] = set()
     draining = threading.Event()
+    unhealthy = [0]  # vLLM's /health answers not 200 in a row
 
     class Probe(http.server.BaseHTTPRequestHandler):
         def do_POST(self) -> None:
@@ -351,7 +358,9 @@ def serve(opts: dict[str, str]) -> None:
                     self.answer(False, "draining: the pod is stopping")
                     return
                 status, _ = Check(opts).call("/health", seconds=4)
-                self.answer(status == 200, f"vLLM's /health: {status or 'no answer'}")
+                unhealthy[0] = 0 if status == 200 else unhealthy[0] + 1
+                ok = unhealthy[0] < READY_FAILURES
+                self.answer(ok, f"vLLM's /health: {status or 'no answer'}")
                 return
             phases = {"/live": "live", "/startup": "startup"}
             if self.path not in phases:
