@@ -33,6 +33,10 @@ QUALITY_VENV_DIR = REHEARSAL_DIR / "quality"
 DEFAULT_REQUIREMENTS = REPO_ROOT / "requirements-rehearsal.txt"
 QUANTIZE_REQUIREMENTS = REPO_ROOT / "requirements-quantize.txt"
 QUALITY_REQUIREMENTS = REPO_ROOT / "requirements-quality.txt"
+ZENTORCH_DIR, ZENTORCH_REQUIREMENTS = (
+    REHEARSAL_DIR / "zentorch",
+    REPO_ROOT / "requirements-zentorch.txt",
+)
 STAMP_NAME = ".requirements.sha256"
 #: Seconds of silence from uv (it draws no progress bar off a terminal) before a line says so.
 HEARTBEAT_S = 30.0
@@ -119,6 +123,30 @@ def ensure(
     took = time.monotonic() - started
     progress(f"{what}: imports {tail(done.stdout, 1)}; ready in {took:.0f} s: {python}")
     return python
+
+
+def ensure_zentorch(python: Path, progress: Progress) -> Path:
+    """zentorch (requirements-zentorch.txt) for the rehearsal env's `python`, in a folder of its
+    own that a rank gets on PYTHONPATH, reused while its stamp is the requirements' sha256."""
+    stamp = ZENTORCH_DIR / STAMP_NAME
+    digest = hashlib.sha256(ZENTORCH_REQUIREMENTS.read_bytes()).hexdigest()
+    if stamp.exists() and stamp.read_text().strip() == digest:
+        progress(f"zentorch: reusing {ZENTORCH_DIR}")
+        return ZENTORCH_DIR
+    shutil.rmtree(ZENTORCH_DIR, ignore_errors=True)
+    install = [_uv(), "pip", "install", "--python", str(python), "--no-deps"]
+    target = ["--target", str(ZENTORCH_DIR), "-r", str(ZENTORCH_REQUIREMENTS)]
+    _uv_run([*install, *uv_sources(), *target], "zentorch", progress)
+    check = "import torch, zentorch; print(hasattr(torch.ops.zentorch, 'zentorch_fused_moe'))"
+    env = {**os.environ, "PYTHONPATH": str(ZENTORCH_DIR)}
+    done = subprocess.run([str(python), "-c", check], env=env, capture_output=True, text=True)
+    if done.returncode or done.stdout.strip() != "True":
+        raise RehearsalEnvError(
+            f"zentorch: no zentorch_fused_moe op ({tail(done.stderr or done.stdout, 1)}); pin a "
+            f"zentorch built for the rehearsal's torch in {ZENTORCH_REQUIREMENTS.name}"
+        )
+    stamp.write_text(digest + "\n")
+    return ZENTORCH_DIR
 
 
 ensure_env = functools.partial(ensure, kind="vllm")

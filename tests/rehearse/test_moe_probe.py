@@ -24,6 +24,7 @@ from tools.rehearse.measure.moe_probe import (
     slice_kinds,
     step_s,
     whole_model_s,
+    zentorch_runs,
 )
 
 # Tensor shapes of one gemma-4-26B-A4B-it sliding layer, as the built slice's safetensors and
@@ -175,3 +176,11 @@ def test_step_time_counts_tokens_not_chunks() -> None:
     assert step_s(stamps) == pytest.approx(0.1)
     with pytest.raises(RuntimeError, match="streamed 1 tokens"):
         step_s([(1.0, 1), (2.0, 1)])
+
+
+def test_zentorch_runs_on_amd_with_avx512_only() -> None:
+    # Its fused MoE stopped with an illegal instruction on an AVX2-only EPYC.
+    amd = "vendor_id\t: AuthenticAMD\nflags\t\t: fpu sse avx2 {}\n"
+    assert zentorch_runs(amd.format("avx512f avx512_bf16"))
+    assert not zentorch_runs(amd.format("fma"))
+    assert not zentorch_runs("vendor_id\t: GenuineIntel\nflags\t\t: avx512f amx_tile\n")

@@ -20,8 +20,9 @@ Rows per group (ranks x format):
 int8 is the checkpoint the quantize Job makes (`infra.quantize`, W8A8: attention, MLP and experts
 int8, router bf16). The int8 group runs the bf16 plan's command lines (the same KV arithmetic:
 the KV budget and layout do not depend on the weight format; the planner plans a MoE in int8 on
-the bf16 ratio, `infra.plan.moe_measured.CARRIED`) on the int8 directory. On an x86 CPU without
-AMX or zentorch vLLM 0.31 has no int8 MoE kernel; the row then says
+the bf16 ratio, `infra.plan.moe_measured.CARRIED`) on the int8 directory. On AMD Zen with
+AVX-512 the int8 ranks get zentorch (`moe_probe.zentorch_runs`); on an x86 CPU without AMX or
+zentorch vLLM 0.31 has no int8 MoE kernel; the row then says
 "not runnable on this CPU: <vLLM's reason>" and is not counted as passed.
 
 Exit codes: 0 every row passed, 1 a row failed or was not runnable here, 2 bad input.
@@ -71,7 +72,7 @@ from tools.rehearse.group.ranks import (
 from tools.rehearse.group.tiny_moe import plan_tiny_moe, tiny_moe_config
 from tools.rehearse.group.tiny_plan import ensure_tiny_model
 from tools.rehearse.group.workspace import LOGS_DIR, Progress, RehearsalError
-from tools.rehearse.measure.moe_probe import kernel_lines
+from tools.rehearse.measure.moe_probe import kernel_lines, zentorch_runs
 from tools.rehearse.measure.quality_step import QualityStep
 from tools.rehearse.measure.quantized import ensure_quantized
 from tools.venvs import (
@@ -81,6 +82,7 @@ from tools.venvs import (
     ensure_env,
     ensure_quality_env,
     ensure_quantize_env,
+    ensure_zentorch,
 )
 
 #: (pipeline ranks, weight format) of every group, in the order they are served.
@@ -217,6 +219,8 @@ class Run:
     quantize_python: Path | None
     quality: QualityStep | None
     timeout_s: float
+    #: The int8 ranks' extra environment: zentorch on PYTHONPATH where it runs (`moe_probe`).
+    int8_env: Mapping[str, str]
 
 
 def group_rows(run: Run, stages: int, weights: str, progress: Progress) -> list[Check]:
@@ -235,7 +239,8 @@ def group_rows(run: Run, stages: int, weights: str, progress: Progress) -> list[
         f"{label}: {'the bf16 ' if weights != 'bf16' else ''}plan {tiny_plan.stages} rank(s), "
         f"KV {tiny_plan.kv_cache_tokens:,} tokens at {tiny_plan.max_concurrency:.2f}x"
     )
-    return rows + _serve(run, label, served, cfg, tiny_plan, weights == "bf16", progress)
+    extra = run.int8_env if weights != "bf16" else {}
+    return rows + _serve(run, label, served, cfg, tiny_plan, weights == "bf16", progress, extra)
 
 
 def _serve(
@@ -246,10 +251,11 @@ def _serve(
     tiny_plan: Plan,
     quality: bool,
     progress: Progress,
+    extra_env: Mapping[str, str],
 ) -> list[Check]:
     spec = server_spec(cfg, tiny_plan)
     ports, api_key = loopback_ports(), secrets.token_hex(24)
-    env = {**engine_timeout_env(spec.probes), "VLLM_LOGGING_LEVEL": "DEBUG"}
+    env = {**engine_timeout_env(spec.probes), "VLLM_LOGGING_LEVEL": "DEBUG", **extra_env}
     launches = rank_launches(spec.engine(), run.vllm, served, ports, api_key, (), env)
     slug = label.replace(" ", "-")
     log_dir = LOGS_DIR / f"{time.strftime('%Y%m%d-%H%M%S')}-moe-group-{slug}"
@@ -313,7 +319,11 @@ def rehearse(
             LOGS_DIR / time.strftime("%Y%m%d-%H%M%S-moe-quality"),
             progress,
         )
-    run = Run(values, nginx, str(python.parent / "vllm"), python, quantize_python, step, timeout_s)
+    zen = {}
+    if quantize_python and zentorch_runs(Path("/proc/cpuinfo").read_text()):
+        zen = {"PYTHONPATH": str(ensure_zentorch(python, progress))}
+    vllm = str(python.parent / "vllm")
+    run = Run(values, nginx, vllm, python, quantize_python, step, timeout_s, zen)
     rows: list[Check] = []
     for stages, weights in GROUPS:
         if weights not in formats:

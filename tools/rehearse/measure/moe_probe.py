@@ -66,7 +66,13 @@ from tools.rehearse.measure.prefill_probe import (
 )
 from tools.rehearse.measure.quantized import ensure_quantized
 from tools.rehearse.measure.step_timeout import _prioritise
-from tools.venvs import QUANTIZE_VENV_DIR, VENV_DIR, ensure_env, ensure_quantize_env
+from tools.venvs import (
+    QUANTIZE_VENV_DIR,
+    VENV_DIR,
+    ensure_env,
+    ensure_quantize_env,
+    ensure_zentorch,
+)
 
 
 def probe_layout(profile: ModelProfile) -> dict[str, Any]:
@@ -438,6 +444,13 @@ def decode_s(port: int, key: str, model: str, tokens: int, streams: int) -> floa
     return statistics.median(step_s(r) for r in results)
 
 
+def zentorch_runs(cpuinfo: str) -> bool:
+    """Whether zentorch's kernels run on this CPU: an AMD one with AVX-512 (its fused MoE stopped
+    with an illegal instruction on an AVX2-only EPYC, 2026-12-06)."""
+    flags = next((line for line in cpuinfo.splitlines() if line.startswith("flags")), "")
+    return "AuthenticAMD" in cpuinfo and "avx512f" in flags.split()
+
+
 def kernel_lines(log_text: str) -> tuple[str, ...]:
     """vLLM's own lines naming the kernels it chose: linear GEMM dispatch, quantized linear
     kernels, the MoE backend (vllm 0.31 `layers/utils.py` dispatch_cpu_unquantized_gemm,
@@ -455,13 +468,22 @@ def serve_and_time(
     layers: int,
     weights: str,
     progress: Callable[[str], None],
+    extra_env: Mapping[str, str] | None = None,
 ) -> Timing:
-    """Serve `model_dir` as one rank on every core, time prefill and decode; stop it."""
+    """Serve `model_dir` as one rank on every core (`extra_env` added to its environment), time
+    prefill and decode; stop it."""
     source = model_dir if weights == "bf16" else model_dir.parent / model_dir.name.rsplit("-", 1)[0]
     slug = label.rsplit("/", 1)[-1]
     log_dir = LOGS_DIR / time.strftime(f"moe-%Y%m%d-%H%M%S-{slug}-{layers}-{weights}")
     group, port, key = slice_group(
-        values, model_dir, checkpoint_bytes(source), PREFILL_TOKENS, python, log_dir, progress
+        values,
+        model_dir,
+        checkpoint_bytes(source),
+        PREFILL_TOKENS,
+        python,
+        log_dir,
+        progress,
+        extra_env,
     )
     progress(f"moe probe: serving {layers} layers of {label} in {weights}; logs in {log_dir}")
     with group:
@@ -519,6 +541,11 @@ def run(stack: str, formats: Sequence[str], progress: Callable[[str], None]) -> 
     quantize_python = (
         ensure_quantize_env(QUANTIZE_VENV_DIR, progress) if set(formats) - {"bf16"} else None
     )
+    # int8 experts need an int8 MoE kernel: on AMD Zen with AVX-512, zentorch's (the ranks get
+    # it on PYTHONPATH); elsewhere on x86 vLLM refuses the slice and the row says so.
+    zen = {}
+    if quantize_python and zentorch_runs(Path("/proc/cpuinfo").read_text()):
+        zen = {"PYTHONPATH": str(ensure_zentorch(python, progress))}
     timings: dict[str, dict[tuple[str, int], Timing]] = {w: {} for w in formats}
     failed: dict[tuple[str, str], str] = {}
     for weights in formats:
@@ -531,7 +558,14 @@ def run(stack: str, formats: Sequence[str], progress: Callable[[str], None]) -> 
                 served = ensure_quantized(quantize_python, model_dir, weights, progress)
             try:
                 timings[weights][(name, layers)] = serve_and_time(
-                    values, served, python, name, layers, weights, progress
+                    values,
+                    served,
+                    python,
+                    name,
+                    layers,
+                    weights,
+                    progress,
+                    zen if weights != "bf16" else None,
                 )
             except (RankFailure, RehearsalError, OSError, RuntimeError) as error:
                 failed[(weights, name)] = str(error).splitlines()[0][:400]

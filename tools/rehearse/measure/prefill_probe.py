@@ -344,9 +344,11 @@ def slice_group(
     python: Path,
     log_dir: Path,
     progress: Callable[[str], None],
+    extra_env: Mapping[str, str] | None = None,
 ) -> tuple[RankGroup, int, str]:
     """The slice in `model_dir` (`weights` bytes of checkpoint) as one rank on every core
-    (`slice_env`), `batched` tokens a step: its group (not yet started), its port and its key."""
+    (`slice_env`, and `extra_env`), `batched` tokens a step: its group (not yet started), its
+    port and its key."""
     cfg = load_config(
         {
             **values,
@@ -365,7 +367,8 @@ def slice_group(
     ports, key = loopback_ports(), os.urandom(12).hex()
     vllm = str(python.parent / "vllm")
     engine = server_spec(cfg, plan(cfg, "slice-probe")).engine()
-    launches = rank_launches(engine, vllm, model_dir, ports, key, engine_env=slice_env())
+    env = {**slice_env(), **(extra_env or {})}
+    launches = rank_launches(engine, vllm, model_dir, ports, key, engine_env=env)
     return RankGroup(launches, log_dir, progress=progress), ports[0], key
 
 
