@@ -148,7 +148,7 @@ def _one_stream_label(p: Plan, s: Served) -> str:
     """How the one-stream rate is known: calibrated only on the type measured; elsewhere the low
     end of an extrapolated range, with its high end and the run that would settle it."""
     if _is_moe(p.model):
-        kind = _moe_label(p.weights)
+        kind = "derived from a measured MoE/dense ratio"
     else:
         kind = "calibrated" if p.weights == "bf16" else "modelled"
     if s.bandwidth_measured:
@@ -158,13 +158,3 @@ def _one_stream_label(p: Plan, s: Served) -> str:
         f"({kind}: the low end, up to {s.one_stream_high_tokens_per_s:.2f}; one "
         f"{catalog.DECODE_MEASUREMENT} on {p.instance_type} settles it)"
     )
-
-
-def _moe_label(weights: str) -> str:
-    """How a MoE plan's one-stream rate is known, in a few words."""
-    from infra.plan import moe_measured  # the MoE layer, for a mixture-of-experts model only
-
-    ratio = moe_measured.MOE_DECODE_RATIO.get(weights)
-    if ratio is None or ratio.carried_from is None:
-        return "derived from a measured MoE/dense ratio"
-    return f"derived from the {ratio.carried_from} MoE/dense ratio; {weights} MoE unmeasured"

@@ -293,8 +293,9 @@ def format_comparison(result: Comparison, current: tuple[str, ...]) -> str:
         from infra.plan import moe_measured  # the MoE layer, a mixture-of-experts model only
 
         moe_note = (
-            "; mixture-of-experts decode and prefill derived from a measured MoE/dense ratio "
-            f"({moe_measured.SOURCE})"
+            "; mixture-of-experts decode and prefill derived from a measured MoE/dense ratio ("
+            + "; ".join(f"{w}: {source}" for w, source in moe_measured.SOURCES.items())
+            + ")"
         )
     lines = [
         f"need: {result.need.describe()}; ranked by $ per million output tokens at full load "

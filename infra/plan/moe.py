@@ -184,19 +184,10 @@ def prefill_layer_params(profile: ModelProfile) -> float:
 def decode_source(profile: ModelProfile) -> str:
     """How a MoE plan's single-stream decode is known, for every place that shows it."""
     measured = ratio(profile)
-    if measured.carried_from is not None:
-        _, why, kernel = moe_measured.CARRIED[profile.weights]
-        return (
-            f"derived from the {measured.carried_from} MoE/dense ratio, carried to "
-            f"{profile.weights}: a layer decodes in {measured.layer_ratio:.2f}x the time of a "
-            f"{reference(profile).name} layer, applied to its {profile.weights} rate on the node "
-            f"({moe_measured.SOURCE}); {profile.weights} MoE itself unmeasured ({why}; on "
-            f"Graviton vLLM runs {kernel})"
-        )
     return (
         f"derived from a measured MoE/dense ratio: a layer decodes in {measured.layer_ratio:.2f}x "
         f"the time of a {reference(profile).name} layer in {profile.weights}, applied to its "
-        f"rate on the node ({moe_measured.SOURCE})"
+        f"rate on the node ({measured.source})"
     )
 
 
@@ -204,6 +195,5 @@ def prefill_source(profile: ModelProfile) -> str:
     measured = ratio(profile)
     return (
         f"derived: {reference(profile).name}'s per-layer prefill arithmetic x the measured "
-        f"MoE/dense prefill ratio {measured.prefill_ratio:.2f} (make rehearse-moe on "
-        f"{moe_measured.MEASURED_ON}, {moe_measured.MEASURED_AT.isoformat()}; not Graviton)"
+        f"MoE/dense prefill ratio {measured.prefill_ratio:.2f} ({measured.source}; not Graviton)"
     )

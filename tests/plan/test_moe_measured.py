@@ -49,11 +49,12 @@ def test_every_format_has_a_figure_or_a_reason_said_in_one_line() -> None:
     assert "\n" not in text
 
 
-def test_int8_carries_the_bf16_ratio_and_says_so() -> None:
-    """No int8 MoE kernel runs on the probe's CPU; Graviton's (ArmCPUExpertsInt8) is not
-    measured, so int8 takes bf16's measured per-layer figures, marked as carried."""
+def test_int8_is_measured_on_an_int8_expert_kernel_and_says_which_and_where() -> None:
+    """int8 has its own run (zentorch's fused MoE on AMD Zen), not bf16's figures: its kernels
+    and its source name the backend, the machine, the day and what Graviton runs instead."""
     int8, bf16 = MOE_DECODE_RATIO["int8"], MOE_DECODE_RATIO["bf16"]
-    assert (int8.carried_from, bf16.carried_from) == ("bf16", None)
-    assert int8.layer_ratio == bf16.layer_ratio and int8.prefill_ratio == bf16.prefill_ratio
-    assert int8.kernels and "ArmCPUExpertsInt8" in int8.kernels[0]
-    assert "int8" not in moe_measured.RAW
+    assert int8.layer_ratio != bf16.layer_ratio and int8.prefill_ratio != bf16.prefill_ratio
+    assert "[zen_cpu] Using zentorch_fused_moe for W8A8 INT8 MoE" in int8.kernels
+    for text in ("ZenCPUExpertsInt8", "2026-12-07", "ArmCPUExpertsInt8", "cpu_fused_moe_int8"):
+        assert text in int8.source
+    assert "CPUUnquantizedExperts" in bf16.source and "2026-12-03" in bf16.source

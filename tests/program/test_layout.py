@@ -129,7 +129,6 @@ LOCAL_IMPORTS: dict[tuple[str, str], str] = {
     ("infra/adapters/table.py", "infra.plan.sleep"): "elastic stacks only",
     ("infra/adapters/cli.py", "infra.plan.existing"): "`existingCluster` only",
     ("infra/adapters/table.py", "infra.plan.existing"): "`existingCluster` only",
-    ("infra/adapters/verdict.py", "infra.plan.moe_measured"): "a mixture-of-experts `model` only",
     ("infra/plan/compare.py", "infra.plan.moe_measured"): "a mixture-of-experts `model` only",
     ("infra/plan/throughput.py", "infra.plan.moe"): "a mixture-of-experts `model` only",
     ("components/manifests/__init__.py", "components.manifests.quantize"): "quantize Job only",

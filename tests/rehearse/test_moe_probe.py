@@ -19,6 +19,7 @@ from tools.rehearse.measure.moe_probe import (
     moe_slice_config,
     per_layer_s,
     ratio,
+    report,
     resident_params,
     row,
     slice_kinds,
@@ -184,3 +185,21 @@ def test_zentorch_runs_on_amd_with_avx512_only() -> None:
     assert zentorch_runs(amd.format("avx512f avx512_bf16"))
     assert not zentorch_runs(amd.format("fma"))
     assert not zentorch_runs("vendor_id\t: GenuineIntel\nflags\t\t: avx512f amx_tile\n")
+
+
+def test_a_busy_machine_s_slices_give_a_line_saying_so_not_a_crash() -> None:
+    # The 6-layer MoE slice prefilled faster than the 2-layer one (other work slowed the short):
+    # the per-layer time is 0, and the report says why instead of dividing by it.
+    moe, dense = MOE_26B["name"], DENSE_12B["name"]
+    short, long = SLICE_LAYERS
+    timings = {
+        (moe, short): _t(moe, short, 0.63, 0.028, 0.034),
+        (moe, long): _t(moe, long, 0.60, 0.039, 0.058),
+        (dense, short): _t(dense, short, 0.34, 0.036, 0.036),
+        (dense, long): _t(dense, long, 0.95, 0.049, 0.052),
+    }
+    text = report([row(timings, "bf16")], list(timings.values()), "cpu", "now")
+    assert (
+        f"bf16: no per-layer figure: a {long}-layer slice took no longer than its {short}" in text
+    )
+    assert "ratio" not in text.split("per layer (derived")[1].split("int4")[0]

@@ -19,8 +19,7 @@ Rows per group (ranks x format):
 
 int8 is the checkpoint the quantize Job makes (`infra.quantize`, W8A8: attention, MLP and experts
 int8, router bf16). The int8 group runs the bf16 plan's command lines (the same KV arithmetic:
-the KV budget and layout do not depend on the weight format; the planner plans a MoE in int8 on
-the bf16 ratio, `infra.plan.moe_measured.CARRIED`) on the int8 directory. On AMD Zen with
+the KV budget and layout do not depend on the weight format) on the int8 directory. On AMD Zen with
 AVX-512 the int8 ranks get zentorch (`moe_probe.zentorch_runs`); on an x86 CPU without AMX or
 zentorch vLLM 0.31 has no int8 MoE kernel; the row then says
 "not runnable on this CPU: <vLLM's reason>" and is not counted as passed.

@@ -367,6 +367,14 @@ def report(rows: Sequence[Row], timings: Sequence[Timing], cpu: str, when: str) 
     )
     for r in rows:
         m, d = r.moe, r.dense
+        spans = (m.layer_1_s, d.layer_1_s, m.layer_n_s, d.layer_n_s)
+        if min(*spans, m.prefill_layer_s, d.prefill_layer_s) <= 0:
+            lines.append(
+                f"  {r.weights}: no per-layer figure: a {long}-layer slice took no longer than its "
+                f"{short}-layer one (other work on the machine: see each line's load); run again "
+                "on a quiet machine"
+            )
+            continue
         lines += [
             f"  {r.weights}: decode/1 {m.layer_1_s * ms:.2f} vs {d.layer_1_s * ms:.2f} ms "
             f"(ratio {r.layer_ratio:.2f}); decode/{STREAMS} step {m.layer_n_s * ms:.2f} vs "
