@@ -206,17 +206,18 @@ def test_quantity_values(text: str, value: Fraction) -> None:
 
 
 @pytest.mark.parametrize(
-    "text", ["", "Gi", "1K", "1 Gi", " 1", "1gi", "1e", "six", "1.2.3", "0x10"]
+    "text",
+    [
+        *("", "Gi", "1K", "1 Gi", " 1", "1gi", "1e", "six", "1.2.3", "0x10"),
+        *(True, None, float("inf"), float("nan"), ["1"]),  # not numbers
+    ],
 )
-def test_malformed_quantities_are_refused(text: str) -> None:
+def test_malformed_quantities_are_refused(text: Any) -> None:
     with pytest.raises(ValueError, match="is not a Kubernetes quantity"):
         parse_quantity(text)
 
 
-def test_quantity_refuses_non_numbers_and_huge_exponents() -> None:
-    for value in (True, None, float("inf"), float("nan"), ["1"]):
-        with pytest.raises(ValueError, match="is not a Kubernetes quantity"):
-            parse_quantity(value)
+def test_quantity_refuses_huge_exponents() -> None:
     with pytest.raises(ValueError, match="out of range"):
         parse_quantity("1e999999999")
 
@@ -350,25 +351,21 @@ def test_spread_reports_the_exclusive_topology_annotations() -> None:
     ]
 
 
-def test_spread_reports_a_zone_term_and_a_preferred_only_term() -> None:
+def test_spread_reports_a_preferred_only_term() -> None:
     props = lws_props()
-    set_terms(
-        props, {**spread_term(), "topologyKey": "topology.kubernetes.io/zone"}, which="worker"
-    )
-    leader_spec(props)["affinity"]["podAntiAffinity"] = {
-        "preferredDuringSchedulingIgnoredDuringExecution": [
-            {"weight": 100.0, "podAffinityTerm": spread_term()}
-        ]
-    }
-    assert ranks_spread_by_required_anti_affinity(LWS, props) == [
-        SPREAD_MISSING.format("leaderTemplate"),
-        SPREAD_MISSING.format("workerTemplate"),
-    ]
+    for spec in (leader_spec(props), worker_spec(props)):
+        spec["affinity"]["podAntiAffinity"] = {
+            "preferredDuringSchedulingIgnoredDuringExecution": [
+                {"weight": 100.0, "podAffinityTerm": spread_term()}
+            ]
+        }
+    assert ranks_spread_by_required_anti_affinity(LWS, props) == BOTH_MISSING
 
 
 #: Required terms that miss some pod of the group.
 PART_OF_GROUP_TERMS = {
     "other-lws": spread_term("other-lws"),
+    "zone": {**spread_term(), "topologyKey": "topology.kubernetes.io/zone"},
     # Only the leader carries role=leader, so this does not select the worker.
     "leader-only": {
         "labelSelector": {"matchLabels": {NAME_KEY: "gemma-vllm", ROLE: "leader"}},
@@ -415,18 +412,8 @@ def test_spread_reports_terms_that_miss_part_of_the_group(term: dict[str, Any]) 
 def test_spread_by_name_needs_the_lws_name_to_be_set() -> None:
     props = lws_props()
     del props["metadata"]["name"]
-    assert ranks_spread_by_required_anti_affinity(LWS, props) == [
-        SPREAD_MISSING.format("leaderTemplate"),
-        SPREAD_MISSING.format("workerTemplate"),
-    ]
-    set_terms(
-        props,
-        {
-            "labelSelector": {"matchLabels": {"app.kubernetes.io/name": "vllm"}},
-            "matchLabelKeys": [GROUP_KEY],
-            "topologyKey": "kubernetes.io/hostname",
-        },
-    )
+    assert ranks_spread_by_required_anti_affinity(LWS, props) == BOTH_MISSING
+    set_terms(props, WHOLE_GROUP_TERMS["matchLabelKeys-group-key"])
     assert ranks_spread_by_required_anti_affinity(LWS, props) == []
 
 
@@ -513,25 +500,20 @@ def gatekept(
     return props
 
 
-@pytest.mark.parametrize(
-    "props",
-    [
-        gatekept(["0.0.0.0/0"], TLS, name="https"),
-        gatekept(None, {**TLS, SSL_PORTS: "*"}),
-        gatekept(["10.0.0.0/8", "192.168.0.0/16"]),
-        gatekept(["203.0.113.10/32"]),
-        gatekept(["0.0.0.0/0"], {INTERNAL: "true"}),
-        {"metadata": {"name": "gemma-vllm"}, "spec": {"clusterIP": "None"}},
-        {"metadata": {"name": "gemma-vllm"}, "spec": {"type": "ClusterIP"}},
-    ],
-    ids=["tls", "tls-all-ports", "private", "single-address", "internal", "headless", "cluster-ip"],
-)
-def test_load_balancer_passes_to_the_gatekeeper_with_tls_or_no_internet(
-    props: dict[str, Any],
-) -> None:
-    assert load_balancer_to_gatekeeper_over_tls(SERVICE, props) == []
-
-
+#: Load balancers that admit the internet only over TLS, or not at all.
+TO_THE_GATEKEEPER = {
+    "tls": gatekept(["0.0.0.0/0"], TLS, name="https"),
+    "tls-all-ports": gatekept(None, {**TLS, SSL_PORTS: "*"}),
+    "private": gatekept(["10.0.0.0/8", "192.168.0.0/16"]),
+    "single-address": gatekept(["203.0.113.10/32"]),
+    "internal": gatekept(["0.0.0.0/0"], {INTERNAL: "true"}),
+    "headless": {"metadata": {"name": "gemma-vllm"}, "spec": {"clusterIP": "None"}},
+    "cluster-ip": {"metadata": {"name": "gemma-vllm"}, "spec": {"type": "ClusterIP"}},
+    # Any value of the internal annotation but "false" (and "") makes it internal.
+    **{
+        f"internal-{v}": gatekept(None, {INTERNAL: v}) for v in ("true", "True", "0.0.0.0/0", "yes")
+    },
+}
 # Annotations that look as if they made the load balancer internal but do not for the in-tree
 # controller EKS runs (kubernetes/cloud-provider-aws pkg/providers/v1/aws.go, EnsureLoadBalancer:
 # only `aws-load-balancer-internal`, with a value other than "" and "false"; commit 63ec440c).
@@ -553,51 +535,42 @@ NOT_INTERNAL = {
         "service.beta.kubernetes.io/load-balancer-source-ranges": "10.0.0.0/8"
     },
 }
-
-
-@pytest.mark.parametrize("annotations", NOT_INTERNAL.values(), ids=NOT_INTERNAL.keys())
-def test_plain_http_to_the_internet_is_reported_whatever_else_is_annotated(
-    annotations: dict[str, str],
-) -> None:
-    assert load_balancer_to_gatekeeper_over_tls(SERVICE, gatekept(None, annotations)) == [
-        f"the internet reaches this load balancer (0.0.0.0/0) {TLS_FIX}"
-    ]
-
-
-@pytest.mark.parametrize("value", ["true", "True", "0.0.0.0/0", "yes"])
-def test_any_internal_value_but_false_is_internal(value: str) -> None:
-    assert load_balancer_to_gatekeeper_over_tls(SERVICE, gatekept(None, {INTERNAL: value})) == []
-
-
-def test_load_balancer_exposing_vllm_directly_is_reported() -> None:
-    props = service_props(["10.0.0.0/8"])  # targetPort 8000: vLLM's own port
-    assert load_balancer_to_gatekeeper_over_tls(SERVICE, props) == [
-        'spec.ports "http" targets 8000.0, not the gatekeeper\'s port "gatekeeper"; send '
-        "load-balancer traffic only through the gatekeeper, never to vLLM directly"
-    ]
-
-
-def test_internet_facing_plain_http_is_reported() -> None:
-    for ranges, shown in (
-        (None, "0.0.0.0/0"),
-        (["198.51.100.0/24", "10.0.0.0/8"], "198.51.100.0/24"),
-    ):
-        props = gatekept(ranges)
-        assert load_balancer_to_gatekeeper_over_tls(SERVICE, props) == [
-            f"the internet reaches this load balancer ({shown}) {TLS_FIX}"
-        ]
+#: Load balancers the internet reaches over plain HTTP, and the range the message names.
+TO_THE_INTERNET = {
+    **{
+        name: (gatekept(None, annotations), "0.0.0.0/0")
+        for name, annotations in NOT_INTERNAL.items()
+    },
+    "no ranges": (gatekept(None), "0.0.0.0/0"),
+    "public among private": (gatekept(["198.51.100.0/24", "10.0.0.0/8"]), "198.51.100.0/24"),
     # A certificate that does not cover the port is plain HTTP on it.
-    props = gatekept(["0.0.0.0/0"], TLS, name="http")
-    assert load_balancer_to_gatekeeper_over_tls(SERVICE, props) == [
-        f"the internet reaches this load balancer (0.0.0.0/0) {TLS_FIX}"
-    ]
+    "tls on another port": (gatekept(["0.0.0.0/0"], TLS, name="http"), "0.0.0.0/0"),
+}
+OVER_TLS_CASES = {
+    **{name: (props, []) for name, props in TO_THE_GATEKEEPER.items()},
+    **{
+        name: (props, [f"the internet reaches this load balancer ({shown}) {TLS_FIX}"])
+        for name, (props, shown) in TO_THE_INTERNET.items()
+    },
+    "vllm-directly": (
+        service_props(["10.0.0.0/8"]),  # targetPort 8000: vLLM's own port
+        [
+            'spec.ports "http" targets 8000.0, not the gatekeeper\'s port "gatekeeper"; send '
+            "load-balancer traffic only through the gatekeeper, never to vLLM directly"
+        ],
+    ),
+    "malformed-range": (
+        gatekept(["office"], TLS, name="https"),
+        ['spec.loadBalancerSourceRanges entry "office" is not a CIDR; list CIDRs'],
+    ),
+}
 
 
-def test_load_balancer_reports_malformed_ranges() -> None:
-    props = gatekept(["office"], TLS, name="https")
-    assert load_balancer_to_gatekeeper_over_tls(SERVICE, props) == [
-        'spec.loadBalancerSourceRanges entry "office" is not a CIDR; list CIDRs'
-    ]
+@pytest.mark.parametrize(("props", "expected"), OVER_TLS_CASES.values(), ids=OVER_TLS_CASES.keys())
+def test_load_balancer_reaches_the_gatekeeper_over_tls_or_from_no_internet(
+    props: dict[str, Any], expected: list[str]
+) -> None:
+    assert load_balancer_to_gatekeeper_over_tls(SERVICE, props) == expected
 
 
 # -- 4a. load-balancer-names-scheme-and-targets ---------------------------------------------
