@@ -225,10 +225,6 @@ def test_quantity_refuses_huge_exponents() -> None:
 # -- 1. model-pods-requests-equal-limits -------------------------------------------------------
 
 
-def test_requests_equal_limits_passes_when_quantities_are_equal_in_value() -> None:
-    assert model_pods_requests_equal_limits(LWS, lws_props()) == []
-
-
 def test_requests_equal_limits_reports_every_container_and_init_container() -> None:
     props = lws_props()
     worker_spec(props)["containers"][0]["resources"]["requests"]["memory"] = "24Gi"
@@ -280,10 +276,6 @@ def set_terms(props: dict[str, Any], *terms: dict[str, Any], which: str = "both"
         spec["affinity"]["podAntiAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"] = [
             copy.deepcopy(t) for t in terms
         ]
-
-
-def test_spread_passes_with_a_required_hostname_term_on_the_lws_name() -> None:
-    assert ranks_spread_by_required_anti_affinity(LWS, lws_props()) == []
 
 
 ROLE = "gemma-graviton.dev/role"
@@ -433,7 +425,6 @@ DIGEST = "sha256:" + "0123456789abcdef" * 4
 
 
 def test_images_pinned_passes_tags_and_digests() -> None:
-    assert images_pinned(LWS, lws_props()) == []
     props = deployment_props(
         "registry.k8s.io/lws/lws:v0.10.0",
         "localhost:5000/bench:1.2",
@@ -901,6 +892,7 @@ def test_pack_reports_each_message_as_a_mandatory_violation(pack: dict[str, Any]
             analyzer_pb2.MANDATORY,
         ),
     ]
+    # The group as the program builds it passes every rule but that one, in both templates.
     assert [d.policyName for d in analyze(pack, LWS, lws_props())] == [
         "leaders-behind-gatekeeper"
     ] * 2
