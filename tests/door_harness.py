@@ -34,7 +34,6 @@ SMALL_LIMITS = builders.gatekeeper_limits(
     client_requests_per_minute=600,
     client_burst=50,
     client_concurrent_requests=2,
-    reply_timeout_seconds=30,
 )
 #: A door with a plan's figures, for the tests of the generated text.
 PLAN_LIMITS = builders.gatekeeper_limits(

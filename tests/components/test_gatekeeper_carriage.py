@@ -33,7 +33,6 @@ LIMITS = builders.gatekeeper_limits(
     client_requests_per_minute=6000,
     client_burst=200,
     client_concurrent_requests=4,
-    reply_timeout_seconds=30,
     max_schema_bytes=4000,
     max_schema_counts=(frontdoor.SCHEMA_MAX_COUNT, frontdoor.SCHEMA_MAX_PATTERN_COUNT),
 )

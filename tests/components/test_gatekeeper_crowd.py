@@ -54,7 +54,6 @@ LIMITS = builders.gatekeeper_limits(
     client_connections=10,
     all_requests=2,
     large_bodies_per_minute=1,
-    reply_timeout_seconds=30,
 )
 CHAT = b'{"model": "m", "messages": [{"role": "user", "content": "hi"}]}'
 LARGE = json.dumps(

@@ -181,28 +181,82 @@ def test_a_cluster_lws_without_a_field_the_groups_set_is_refused(mocks: Recordin
     ) in str(raised.value)
 
 
-def test_a_kubernetes_version_other_than_the_plans_is_refused(mocks: RecordingMocks) -> None:
-    existing_cluster(mocks, version="1.34")
-    assert (
+#: A cluster the stack cannot use, refused before anything is created: `existing_cluster`'s
+#: arguments (None: no cluster), the stack's overrides and the refusal.
+REFUSED = {
+    "other-kubernetes-version": (
+        {"version": "1.34"},
+        None,
         "`kubernetesVersion` is 1.35, but `existingCluster` platform-shared runs 1.34; set "
-        '`kubernetesVersion` to "1.34"'
-    ) in _refused(mocks)
-
-
-def test_a_kubernetes_version_the_plan_does_not_support_is_refused(mocks: RecordingMocks) -> None:
-    existing_cluster(mocks, version="1.29")
-    assert (
+        '`kubernetesVersion` to "1.34"',
+    ),
+    "unsupported-kubernetes-version": (
+        {"version": "1.29"},
+        None,
         "`existingCluster` platform-shared runs Kubernetes 1.29, which the plan does not "
         "support (1.32, 1.33, 1.34, 1.35); upgrade the cluster to 1.35, or deploy into another "
-        "cluster"
-    ) in _refused(mocks)
-
-
-def test_a_missing_cluster_is_refused(mocks: RecordingMocks) -> None:
-    assert (
+        "cluster",
+    ),
+    "missing-cluster": (
+        None,
+        None,
         "`existingCluster` platform-shared is not an EKS cluster of us-west-2 that this account "
-        "can see; check the name with `aws eks list-clusters --region us-west-2`"
-    ) in _refused(mocks)
+        "can see; check the name with `aws eks list-clusters --region us-west-2`",
+    ),
+    "subnet-outside-the-zone": (
+        {},
+        {"existingClusterSubnet": "subnet-0ddd3333eeee4444f"},
+        "`existingClusterSubnet` subnet-0ddd3333eeee4444f is in us-west-2b (usw2-az1), not in "
+        "the planned zone us-west-2a; choose a subnet in us-west-2a, or set `availabilityZone` "
+        "to us-west-2b",
+    ),
+    "subnet-without-room": (
+        {"free": 100},
+        None,
+        "`existingCluster` subnet-0aaa1111bbbb2222c has 100 free addresses, but 2 x m7g.2xlarge "
+        "may take 120 (60 each, modelled); give a subnet with room in `existingClusterSubnet`, "
+        "or free addresses in it",
+    ),
+    "no-vpc-cni": (
+        {"addons": {"eks-pod-identity-agent": ""}},
+        None,
+        "`existingCluster` platform-shared runs no vpc-cni add-on, whose policy agent enforces "
+        "the model's NetworkPolicy",
+    ),
+    "vpc-cni-without-network-policy": (
+        {"addons": {**EXISTING_ADDONS, "vpc-cni": ""}},
+        None,
+        "`existingCluster` platform-shared's vpc-cni add-on runs without network policy, so the "
+        "model's NetworkPolicy would be accepted and ignored; have its owner run `aws eks "
+        "update-addon --cluster-name platform-shared --addon-name vpc-cni "
+        """--configuration-values '{"enableNetworkPolicy":"true"}'`""",
+    ),
+    "volumes-without-the-ebs-csi-driver": (
+        {},
+        {"modelCache": "volume"},
+        "`modelCache` is volume, but `existingCluster` platform-shared runs no aws-ebs-csi-driver "
+        "add-on to provision the volumes, and the stack installs none in a cluster it does not "
+        "own; have its owner install aws-ebs-csi-driver, or set `modelCache` to none",
+    ),
+    "monitoring-without-the-cloudwatch-add-on": (
+        {"addons": {"vpc-cni": EXISTING_ADDONS["vpc-cni"]}},
+        None,
+        "`monitoring` counts answers in the logs platform-shared's amazon-cloudwatch-observability "
+        "add-on ships, but it runs none, and the stack installs none in a cluster it does not "
+        "own; have its owner install amazon-cloudwatch-observability, or set `monitoring` to "
+        "false",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", sorted(REFUSED))
+def test_a_cluster_the_stack_cannot_use_is_refused_before_anything_is_made(
+    mocks: RecordingMocks, case: str
+) -> None:
+    cluster, overrides, message = REFUSED[case]
+    if cluster is not None:
+        existing_cluster(mocks, **cluster)
+    assert message in _refused(mocks, overrides)
 
 
 def test_a_failed_read_that_says_not_found_is_no_absent_add_on(mocks: RecordingMocks) -> None:
@@ -210,25 +264,6 @@ def test_a_failed_read_that_says_not_found_is_no_absent_add_on(mocks: RecordingM
     denied = "AccessDeniedException: not authorized; identity-based policy not found"
     mocks.addons[(EXISTING_CLUSTER, "aws-ebs-csi-driver")] = denied  # type: ignore[assignment]
     assert denied in _refused(mocks)
-
-
-def test_a_subnet_outside_the_planned_zone_is_refused(mocks: RecordingMocks) -> None:
-    existing_cluster(mocks)
-    message = _refused(mocks, {"existingClusterSubnet": "subnet-0ddd3333eeee4444f"})
-    assert (
-        "`existingClusterSubnet` subnet-0ddd3333eeee4444f is in us-west-2b (usw2-az1), not in "
-        "the planned zone us-west-2a; choose a subnet in us-west-2a, or set `availabilityZone` "
-        "to us-west-2b"
-    ) in message
-
-
-def test_a_subnet_without_room_for_the_nodes_is_refused(mocks: RecordingMocks) -> None:
-    existing_cluster(mocks, free=100)
-    assert (
-        "`existingCluster` subnet-0aaa1111bbbb2222c has 100 free addresses, but 2 x m7g.2xlarge "
-        "may take 120 (60 each, modelled); give a subnet with room in `existingClusterSubnet`, "
-        "or free addresses in it"
-    ) in _refused(mocks)
 
 
 @pytest.mark.parametrize(
@@ -323,24 +358,6 @@ def test_a_zone_that_does_not_offer_the_graviton_type_is_refused(mocks: Recordin
     ) in _refused(mocks)
 
 
-def test_a_cluster_without_the_vpc_cni_is_refused(mocks: RecordingMocks) -> None:
-    existing_cluster(mocks, addons={"eks-pod-identity-agent": ""})
-    assert (
-        "`existingCluster` platform-shared runs no vpc-cni add-on, whose policy agent enforces "
-        "the model's NetworkPolicy"
-    ) in _refused(mocks)
-
-
-def test_a_vpc_cni_without_network_policy_is_refused(mocks: RecordingMocks) -> None:
-    existing_cluster(mocks, addons={**EXISTING_ADDONS, "vpc-cni": ""})
-    assert (
-        "`existingCluster` platform-shared's vpc-cni add-on runs without network policy, so the "
-        "model's NetworkPolicy would be accepted and ignored; have its owner run `aws eks "
-        "update-addon --cluster-name platform-shared --addon-name vpc-cni "
-        """--configuration-values '{"enableNetworkPolicy":"true"}'`"""
-    ) in _refused(mocks)
-
-
 def test_roles_the_bootstrap_fenced_to_another_cluster_are_refused(mocks: RecordingMocks) -> None:
     existing_cluster(mocks)
     mocks.existing |= bootstrap_roles("dev")
@@ -381,27 +398,6 @@ def test_the_cluster_wide_add_ons_are_never_the_stacks(mocks: RecordingMocks) ->
     assert _addon_names(mocks) == set()
     assert by_type(mocks.records, "aws:cloudwatch/logGroup:LogGroup") == []
     assert by_type(mocks.records, "aws:eks/podIdentityAssociation:PodIdentityAssociation") == []
-
-
-def test_volumes_without_the_clusters_ebs_csi_driver_are_refused(mocks: RecordingMocks) -> None:
-    existing_cluster(mocks)
-    assert (
-        "`modelCache` is volume, but `existingCluster` platform-shared runs no aws-ebs-csi-driver "
-        "add-on to provision the volumes, and the stack installs none in a cluster it does not "
-        "own; have its owner install aws-ebs-csi-driver, or set `modelCache` to none"
-    ) in _refused(mocks, {"modelCache": "volume"})
-
-
-def test_monitoring_without_the_clusters_cloudwatch_add_on_is_refused(
-    mocks: RecordingMocks,
-) -> None:
-    existing_cluster(mocks, addons={"vpc-cni": EXISTING_ADDONS["vpc-cni"]})
-    assert (
-        "`monitoring` counts answers in the logs platform-shared's amazon-cloudwatch-observability "
-        "add-on ships, but it runs none, and the stack installs none in a cluster it does not "
-        "own; have its owner install amazon-cloudwatch-observability, or set `monitoring` to "
-        "false"
-    ) in _refused(mocks)
 
 
 def test_a_cluster_with_every_add_on_gets_none(

@@ -19,11 +19,7 @@ from tools.rehearse.group.ranks import free_port
 from tools.rehearse.group.workspace import RehearsalError, poll
 
 LIMITS = builders.gatekeeper_limits(
-    max_request_bytes=64 * 1024,
-    client_requests_per_minute=600,
-    client_burst=10,
-    client_concurrent_requests=2,
-    reply_timeout_seconds=30,
+    max_request_bytes=64 * 1024, client_burst=10, client_concurrent_requests=2
 )
 KEY = "k" * 48
 PAGE = chat.ChatPage(model="m", max_reply_tokens=128, max_model_len=2048)
@@ -134,11 +130,7 @@ def test_the_page_warns_before_the_context_fills_and_reads_the_front_doors_refus
     small = chat.ChatPage(model="m", max_reply_tokens=100, max_model_len=200)
     # One request a minute and a burst of one: the third request in a row meets the limit.
     strict = builders.gatekeeper_limits(
-        max_request_bytes=512,
-        client_requests_per_minute=1,
-        client_burst=1,
-        client_concurrent_requests=1,
-        reply_timeout_seconds=30,
+        max_request_bytes=512, client_requests_per_minute=1, client_burst=1
     )
     with StubServer(StubConfig(api_key=KEY, model="m", seconds_per_token=0.001)) as stub:
         upstream = int(stub.root_url.rsplit(":", 1)[1])

@@ -22,13 +22,8 @@ from tools.rehearse.group.ranks import free_port
 from tools.rehearse.group.workspace import RehearsalError
 
 KEY = "k" * 32
-LIMITS = builders.gatekeeper_limits(
-    max_request_bytes=4096,
-    client_requests_per_minute=600,
-    client_burst=2,
-    client_concurrent_requests=1,
-    reply_timeout_seconds=30,
-)
+#: 4,096-byte bodies, 600 requests a minute with a burst of 2, one at a time per client.
+LIMITS = builders.gatekeeper_limits()
 
 
 def test_missing_nginx_names_the_install_command(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -67,15 +62,14 @@ def test_a_stream_is_judged_on_the_gaps_between_chunks_not_on_the_first_one() ->
 @door_harness.needs_nginx
 def test_a_broken_or_silent_group_gets_an_openai_error_not_an_open_socket(tmp_path: Path) -> None:
     body = b'{"model": "m", "prompt": "x", "max_tokens": 1}'
-    silent = {**LIMITS.__dict__, "reply_timeout_seconds": 1}
     # An upstream that accepts the connection and never answers: nothing reaches the client
     # within the reply timeout.
     with socket.socket() as listener:
         listener.bind(("127.0.0.1", 0))
         listener.listen()
         upstream = listener.getsockname()[1]
-        limits = builders.gatekeeper_limits(**silent)
-        with door_harness.door(limits, KEY, upstream, tmp_path / "silent") as door:
+        silent = replace(LIMITS, reply_timeout_seconds=1)
+        with door_harness.door(silent, KEY, upstream, tmp_path / "silent") as door:
             reply = gatekeeper_run.request(door.base_url, "POST", "/v1/completions", body, KEY)
     assert reply.status == 504
     assert json.loads(reply.body)["error"]["type"] == "timeout_error"
