@@ -63,10 +63,9 @@ def measured(monkeypatch: pytest.MonkeyPatch) -> dict[str, MoeDecodeRatio]:
 
 
 @pytest.fixture
-def int4_measured(monkeypatch: pytest.MonkeyPatch) -> None:
-    ratios = {w: _ratio(w) for w in ("bf16", "int8", "int4")}
-    monkeypatch.setattr(moe_measured, "MOE_DECODE_RATIO", ratios)
-    monkeypatch.setattr(moe_measured, "NOT_MEASURED", {})
+def int4_measured(measured: dict[str, MoeDecodeRatio]) -> None:
+    measured["int4"] = _ratio("int4")
+    moe_measured.NOT_MEASURED.clear()
 
 
 def _moe(weights: str) -> catalog.ModelProfile:
