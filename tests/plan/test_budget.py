@@ -33,6 +33,8 @@ from infra.plan.sizing import MIN_STARTUP_SECONDS, plan
 from tests.plan.profiles import REQUIRED as BASE
 
 GEMMA = catalog.MODELS["google/gemma-4-12B-it"]
+#: A stack that leaves every planned figure auto.
+AUTO = load_config(BASE)
 
 
 # -- the weights of each rank ----------------------------------------------------------------------
@@ -151,37 +153,34 @@ def test_the_null_block_is_not_usable() -> None:
 @pytest.mark.parametrize("stages", [1, 2, 4])
 def test_on_a_tie_the_largest_batch_wins(stages: int) -> None:
     # Plenty of KV: every candidate serves the whole context, so prefill speed decides.
-    cfg = load_config(BASE)
     kvs = group_kv(GEMMA, stages)
     floor = CPU_DEFAULT_MAX_SEQS_PER_RANK * stages
     ceiling = CPU_DEFAULT_BATCHED_TOKENS_PER_RANK * stages
     usable = [b for b in BATCHED_TOKEN_CHOICES if floor <= b <= ceiling]
     assert len(usable) > 1
-    assert choose_batched(cfg, kvs, 64 * GIB, 1024, stages) == (max(usable), 1024)
+    assert choose_batched(AUTO, kvs, 64 * GIB, 1024, stages) == (max(usable), 1024)
 
 
 def test_a_smaller_batch_wins_when_it_serves_a_longer_context() -> None:
-    cfg = load_config(BASE)
     kvs, kv_bytes, upper = group_kv(GEMMA, 2), 400_000_000, 8192
-    batched, length = choose_batched(cfg, kvs, kv_bytes, upper, 2)
+    batched, length = choose_batched(AUTO, kvs, kv_bytes, upper, 2)
     lengths = {b: longest_context(kvs, kv_bytes, b, upper) for b in (512, 1024, 2048, 4096)}
     assert length == max(lengths.values())
     assert batched == max(b for b, n in lengths.items() if n == length)
     assert lengths[4096] < length  # the default batch would serve less
     # Every candidate is tried: 512 and 1,024 both serve 8,192 tokens, 2,048 fewer; the tie goes
     # to 1,024.
-    assert choose_batched(cfg, kvs, 600_000_000, 8192, 2) == (1024, 8192)
+    assert choose_batched(AUTO, kvs, 600_000_000, 8192, 2) == (1024, 8192)
 
 
 def test_the_smallest_default_batch_is_a_choice_too() -> None:
     """Four stages run at least 128 sequences per rank, 512 tokens: that batch may win."""
-    cfg = load_config(BASE)
     kvs, kv_bytes, upper = group_kv(GEMMA, 4), 300_000_000, 131_072
     floor = CPU_DEFAULT_MAX_SEQS_PER_RANK * 4
     assert floor in BATCHED_TOKEN_CHOICES
     best = longest_context(kvs, kv_bytes, floor, upper)
     assert best > longest_context(kvs, kv_bytes, 2 * floor, upper)
-    assert choose_batched(cfg, kvs, kv_bytes, upper, 4, step_cap=2 * floor) == (floor, best)
+    assert choose_batched(AUTO, kvs, kv_bytes, upper, 4, step_cap=2 * floor) == (floor, best)
 
 
 def test_an_explicit_batch_is_kept() -> None:
@@ -297,12 +296,11 @@ def test_the_longest_context_is_the_last_that_fits(kv_bytes: int, stages: int) -
 
 def test_a_batch_is_never_below_the_sequences_vllm_schedules() -> None:
     # Eight ranks schedule 1,024 sequences: 512 would serve longer here but vLLM refuses it.
-    cfg = load_config(BASE)
     kvs = group_kv(GEMMA, 8)
     assert longest_context(kvs, 230_000_000, 512, 8192) > longest_context(
         kvs, 230_000_000, 1024, 8192
     )
-    batched, length = choose_batched(cfg, kvs, 230_000_000, 8192, 8)
+    batched, length = choose_batched(AUTO, kvs, 230_000_000, 8192, 8)
     assert batched >= 8 * CPU_DEFAULT_MAX_SEQS_PER_RANK
     assert length == longest_context(kvs, 230_000_000, 1024, 8192)
 

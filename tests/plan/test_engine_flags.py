@@ -17,12 +17,10 @@ from components.manifests.lws import leader_worker_set
 from infra.adapters.cli import main
 from infra.plan import engine_flags
 from infra.plan.config import ConfigError
-from tests import builders
 from tests.builders import SERVER
 from tools import vllm_flags
 
 REPO = Path(__file__).resolve().parents[2]
-TODAY = dt.date(2026, 12, 6)
 SEE = "(the flags vLLM 0.31.0 takes are in infra/plan/vllm-serve-flags.json)"
 OWNED = "remove it; the plan derives that flag from the stack's keys (docs/planning.md)"
 
@@ -219,7 +217,7 @@ def test_flags_vllm_takes_and_the_plan_leaves_pass() -> None:
 
 def test_the_flags_reach_every_rank_of_the_render() -> None:
     extra = ["--enable-prefix-caching", "--max-num-seqs", "8"]
-    spec = builders.planned_spec("dev", {"vllmExtraArgs": extra}, TODAY)
+    spec = replace(SERVER, engine_extra_args=tuple(extra))
     template = leader_worker_set(spec)["spec"]["leaderWorkerTemplate"]
     ranks = [template["leaderTemplate"], template["workerTemplate"]]
     lines = [next(c for c in r["spec"]["containers"] if c["name"] == "vllm")["args"] for r in ranks]

@@ -63,10 +63,9 @@ def measured(monkeypatch: pytest.MonkeyPatch) -> dict[str, MoeDecodeRatio]:
 
 
 @pytest.fixture
-def int4_measured(monkeypatch: pytest.MonkeyPatch) -> None:
-    ratios = {w: _ratio(w) for w in ("bf16", "int8", "int4")}
-    monkeypatch.setattr(moe_measured, "MOE_DECODE_RATIO", ratios)
-    monkeypatch.setattr(moe_measured, "NOT_MEASURED", {})
+def int4_measured(measured: dict[str, MoeDecodeRatio]) -> None:
+    measured["int4"] = _ratio("int4")
+    moe_measured.NOT_MEASURED.clear()
 
 
 def _moe(weights: str) -> catalog.ModelProfile:
@@ -423,8 +422,7 @@ def test_int8_plans_two_nodes_with_its_measured_ratio_labelled(
     ceiling = moe.ceiling_tokens_per_s(_moe("int8"), bandwidth)
     assert f"{ceiling:.1f} tokens/s for one stream: 4.57 GB a token" in row
     assert "output head 1.48; head 32%, bf16 as the checkpoint keeps it" in row
-    one = next(line for line in out.splitlines() if line.startswith("decode, 1 stream"))
-    assert float(one.split()[3]) <= ceiling
+    assert float(measured.split()[3]) <= ceiling
     assert main(["--set", "weights=int8"], today=TODAY) == 0
     assert "decode ceiling" not in capsys.readouterr().out  # a dense model's rate is its bytes'
 
