@@ -137,16 +137,14 @@ def subnet_in(records: list[Recorded], tier: str, zone: str) -> Recorded:
 def test_node_group_is_fixed_size_graviton_in_the_node_subnet_from_its_template(
     mocks: RecordingMocks,
 ) -> None:
-    network, _ = deploy(mocks)
+    # The node subnet, private or public: test_nodes_reach_out_through_a_nat_gateway_or_public_ips.
+    deploy(mocks)
     group = one(mocks.records, NODE_GROUP)
-    node_subnet = subnet_in(mocks.records, "private", NODE_ZONE)
     inputs = group.inputs
 
     assert inputs["instanceTypes"] == [INSTANCE_TYPE], group.urn
     assert inputs["amiType"] == AMI_TYPE == "AL2023_ARM_64_STANDARD", group.urn
     assert inputs["capacityType"] == "ON_DEMAND", group.urn
-    assert inputs["subnetIds"] == [node_subnet.resource_id], group.urn
-    assert resolve(network.node_subnet_id) == node_subnet.resource_id, node_subnet.urn
     assert inputs["scalingConfig"] == {
         "minSize": NODE_COUNT,
         "desiredSize": NODE_COUNT,
@@ -309,36 +307,35 @@ def test_no_operator_ranges_means_no_public_endpoint(mocks: RecordingMocks) -> N
 # -- the network ---------------------------------------------------------------------------------
 
 
-def test_private_nodes_get_one_nat_gateway_in_the_node_zone(mocks: RecordingMocks) -> None:
-    deploy(mocks, "private")
-    nat = one(mocks.records, NAT)
-    eip = one(mocks.records, EIP)
-    public_node = subnet_in(mocks.records, "public", NODE_ZONE)
-    private_rt = next(r for r in by_type(mocks.records, ROUTE_TABLE) if r.name == "net-private-rt")
-
-    assert nat.inputs["subnetId"] == public_node.resource_id, nat.urn
-    assert nat.inputs["allocationId"] == eip.resource_id, nat.urn
-    assert eip.inputs["domain"] == "vpc", eip.urn
-    assert private_rt.inputs["routes"] == [
-        {"cidrBlock": "0.0.0.0/0", "natGatewayId": nat.resource_id}
-    ], private_rt.urn
-    for subnet in by_type(mocks.records, SUBNET):
-        assert subnet.inputs["mapPublicIpOnLaunch"] is False, subnet.urn
-
-
-def test_public_nodes_get_no_nat_gateway_and_public_ips(mocks: RecordingMocks) -> None:
-    network, _ = deploy(mocks, "public")
+@pytest.mark.parametrize("tier", ["private", "public"])
+def test_nodes_reach_out_through_a_nat_gateway_or_public_ips(
+    mocks: RecordingMocks, tier: Literal["private", "public"]
+) -> None:
+    """Private nodes: one NAT gateway, in the node zone's public subnet, and no public IPs.
+    Public nodes: no NAT gateway, and the public subnets give their instances public IPs."""
+    network, _ = deploy(mocks, tier)
+    node_subnet = subnet_in(mocks.records, tier, NODE_ZONE)
     public_node = subnet_in(mocks.records, "public", NODE_ZONE)
     group = one(mocks.records, NODE_GROUP)
     private_rt = next(r for r in by_type(mocks.records, ROUTE_TABLE) if r.name == "net-private-rt")
 
-    assert by_type(mocks.records, NAT) == [], [r.urn for r in by_type(mocks.records, NAT)]
-    assert by_type(mocks.records, EIP) == [], [r.urn for r in by_type(mocks.records, EIP)]
-    assert not private_rt.inputs.get("routes"), private_rt.urn
-    assert group.inputs["subnetIds"] == [public_node.resource_id], group.urn
-    assert resolve(network.node_subnet_id) == public_node.resource_id, public_node.urn
+    assert group.inputs["subnetIds"] == [node_subnet.resource_id], group.urn
+    assert resolve(network.node_subnet_id) == node_subnet.resource_id, node_subnet.urn
+    if tier == "private":
+        nat = one(mocks.records, NAT)
+        eip = one(mocks.records, EIP)
+        assert nat.inputs["subnetId"] == public_node.resource_id, nat.urn
+        assert nat.inputs["allocationId"] == eip.resource_id, nat.urn
+        assert eip.inputs["domain"] == "vpc", eip.urn
+        assert private_rt.inputs["routes"] == [
+            {"cidrBlock": "0.0.0.0/0", "natGatewayId": nat.resource_id}
+        ], private_rt.urn
+    else:
+        assert by_type(mocks.records, NAT) == [], [r.urn for r in by_type(mocks.records, NAT)]
+        assert by_type(mocks.records, EIP) == [], [r.urn for r in by_type(mocks.records, EIP)]
+        assert not private_rt.inputs.get("routes"), private_rt.urn
     for subnet in by_type(mocks.records, SUBNET):
-        public = subnet.name.startswith("net-public-")
+        public = tier == "public" and subnet.name.startswith("net-public-")
         assert subnet.inputs["mapPublicIpOnLaunch"] is public, subnet.urn
 
 

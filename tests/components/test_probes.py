@@ -5,6 +5,7 @@ process the kubelet asks over HTTP is run as a process, as the pod runs it."""
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import http.client
 import json
@@ -17,7 +18,9 @@ import sys
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 from unittest import mock
 
 import pytest
@@ -57,6 +60,15 @@ def _leader(port: int, state: Path, spec: ProbeSpec = PROBES) -> list[str]:
     return probe_command(spec, "leader", port, "m", host="127.0.0.1", state_file=str(state))
 
 
+def _seen(state: Path) -> dict[str, Any]:
+    return json.loads(state.read_text())
+
+
+def _remember(state: Path, **changes: Any) -> None:
+    """The check's state file as if `changes` had been written by an earlier run."""
+    state.write_text(json.dumps({**_seen(state), **changes}))
+
+
 def test_an_idle_leader_must_generate_one_token_and_answer_health(tmp_path: Path) -> None:
     with fake_leader() as (port, leader):
         code, out = _run(_leader(port, tmp_path / "s.json"), {"VLLM_API_KEY": "k"})
@@ -91,8 +103,7 @@ def test_an_idle_leader_proves_its_pipeline_once_per_idle_check(tmp_path: Path) 
         assert results[1][1].startswith("ok: idle; tokens came out of the last stage")
         # The proof is a minute old: the next run asks again, and a failure is not a proof, so
         # every run after it asks until one succeeds.
-        seen = json.loads(state.read_text())
-        state.write_text(json.dumps({**seen, "proven": time.time() - RARE.idle_check_s - 1}))
+        _remember(state, proven=time.time() - RARE.idle_check_s - 1)
         leader.completion = 500
         assert [_run(command)[0] for _ in range(2)] == [1, 1]
         assert len(leader.completions) == 3
@@ -108,7 +119,7 @@ def test_tokens_a_client_gets_prove_an_idle_pipeline_too(tmp_path: Path) -> None
         leader.generated = 10.0
         _run(command)  # the first run records the counters and proves by asking
         before = len(leader.completions)
-        state.write_text(json.dumps({**json.loads(state.read_text()), "proven": 0.0}))
+        _remember(state, proven=0.0)
         leader.generated = 25.0  # a client's reply came out since
         code, out = _run(command)
         assert code == 0 and out.startswith("ok: idle; tokens came out of the last stage")
@@ -125,9 +136,8 @@ def test_a_busy_leader_gets_no_request_passes_while_tokens_move_and_fails_past_t
         leader.generated = 140.0
         assert _run(_leader(port, state))[0] == 0
         assert leader.completions == []
-        seen = json.loads(state.read_text())
         # The same progress, first seen longer ago than the stall bound: it fails.
-        state.write_text(json.dumps({**seen, "since": time.time() - PROBES.stall_s - 1}))
+        _remember(state, since=time.time() - PROBES.stall_s - 1)
         code, out = _run(_leader(port, state))
         assert code == 1
         assert out.startswith("FAIL: 13 requests in the engine and no progress for ")
@@ -175,29 +185,41 @@ def _get(url: str) -> tuple[int, str]:
         return error.code, error.read().decode().strip()
 
 
-def test_the_check_process_runs_one_check_per_http_get(tmp_path: Path) -> None:
-    """`liveness.py serve`, as `engine.sh` starts it in the pod: each GET runs a check with the
-    pods' arguments, 200 when it passes and 503 with its line when it fails."""
+@contextlib.contextmanager
+def _serving(tmp_path: Path, port: int, first: str) -> Iterator[tuple[int, tuple[int, str]]]:
+    """`liveness.py serve` for the leader on `port`, as `engine.sh` starts it in the pod (its
+    log in `container.log`): the port it listens on and its first answer to a GET of `first`."""
     listen = free_port()
+    checks = probes.check_args(
+        PROBES, "leader", port, "m", host="127.0.0.1", state_file=str(tmp_path / "s.json")
+    )
+    argv = ["python3", f"{programs.MOUNT}/liveness.py", "serve", f"listen={listen}", *checks]
+    with (tmp_path / "container.log").open("w") as stderr:
+        server = subprocess.Popen(
+            programs.local(argv, sys.executable),
+            env={**os.environ, "VLLM_API_KEY": "k"},
+            stderr=stderr,
+        )
+    try:
+        base = f"http://127.0.0.1:{listen}"
+        for _ in range(100):
+            try:
+                answer = _get(f"{base}{first}")
+                break
+            except OSError:
+                time.sleep(0.05)
+        yield listen, answer
+    finally:
+        server.kill()
+        server.wait()
+
+
+def test_the_check_process_runs_one_check_per_http_get(tmp_path: Path) -> None:
+    """Each GET runs a check with the pods' arguments, 200 when it passes and 503 with its line
+    when it fails."""
     with fake_leader() as (port, leader):
-        checks = probes.check_args(
-            PROBES, "leader", port, "m", host="127.0.0.1", state_file=str(tmp_path / "s.json")
-        )
-        argv = programs.local(
-            ["python3", f"{programs.MOUNT}/liveness.py", "serve", f"listen={listen}", *checks],
-            sys.executable,
-        )
-        log = tmp_path / "container.log"
-        with log.open("w") as stderr:
-            server = subprocess.Popen(argv, env={**os.environ, "VLLM_API_KEY": "k"}, stderr=stderr)
-        try:
+        with _serving(tmp_path, port, "/live") as (listen, (status, text)):
             base = f"http://127.0.0.1:{listen}"
-            for _ in range(100):
-                try:
-                    status, text = _get(f"{base}/live")
-                    break
-                except OSError:
-                    time.sleep(0.05)
             assert (status, text.split(";")[0]) == (200, "ok: idle")
             assert leader.keys == ["Bearer k"]
             leader.completion = 500
@@ -211,10 +233,7 @@ def test_the_check_process_runs_one_check_per_http_get(tmp_path: Path) -> None:
             leader.completion = 200
             assert _get(f"{base}/live")[0] == 200
             assert _get(f"{base}/live")[0] == 200
-        finally:
-            server.kill()
-            server.wait()
-        lines = log.read_text().splitlines()
+        lines = (tmp_path / "container.log").read_text().splitlines()
         assert [line.split(":")[0:2] for line in lines] == [
             ["gemma-graviton", " /live FAIL"],
             ["gemma-graviton", " /live pass"],
@@ -240,52 +259,37 @@ def test_a_leader_behind_a_door_leaves_its_service_when_its_prestop_starts(
     """The door shape's readiness (`/ready`) is vLLM's /health until the engine's preStop POSTs
     /drain from inside the pod; then 503 with vLLM still healthy, so kube-proxy sends even a
     last leader no new connection. No other address can drain a leader."""
-    listen = free_port()
-    with fake_leader() as (port, leader):
-        checks = probes.check_args(
-            PROBES, "leader", port, "m", host="127.0.0.1", state_file=str(tmp_path / "s.json")
+    with fake_leader() as (port, leader), _serving(tmp_path, port, "/ready") as (listen, first):
+        assert first == (200, "vLLM's /health: 200")
+        base = f"http://127.0.0.1:{listen}"
+        # The kubelet fails readiness at the first failed probe: the check process waits
+        # for three of vLLM's failures in a row, so one slow /health does not flap it.
+        leader.health = 503
+        answers = [_get(f"{base}/ready") for _ in range(program.READY_FAILURES)]
+        assert answers == [(200, "vLLM's /health: 503")] * (program.READY_FAILURES - 1) + [
+            (503, "vLLM's /health: 503")
+        ]
+        leader.health = 200
+        # The kubelet and the other pods reach this port: from them /drain is no route.
+        assert _post_from("127.0.0.2", listen, "/drain") == 404
+        assert _post_from("127.0.0.1", listen, "/other") == 404
+        assert _get(f"{base}/ready")[0] == 200
+        # The hook fails readiness first, while it still serves through the window.
+        spec = builders.drain_spec(accept_s=3, reply_s=60, settle_s=0)
+        hook = drain.engine_pre_stop(spec, "leader", port, 1, free_port(), ready_port=listen)
+        running = subprocess.Popen(
+            programs.local(hook, sys.executable), stdout=subprocess.PIPE, text=True
         )
-        argv = ["python3", f"{programs.MOUNT}/liveness.py", "serve", f"listen={listen}", *checks]
-        server = subprocess.Popen(programs.local(argv, sys.executable), stderr=subprocess.DEVNULL)
         try:
-            base = f"http://127.0.0.1:{listen}"
-            for _ in range(100):
-                try:
-                    assert _get(f"{base}/ready") == (200, "vLLM's /health: 200")
-                    break
-                except OSError:
-                    time.sleep(0.05)
-            # The kubelet fails readiness at the first failed probe: the check process waits
-            # for three of vLLM's failures in a row, so one slow /health does not flap it.
-            leader.health = 503
-            answers = [_get(f"{base}/ready") for _ in range(program.READY_FAILURES)]
-            assert answers == [(200, "vLLM's /health: 503")] * (program.READY_FAILURES - 1) + [
-                (503, "vLLM's /health: 503")
-            ]
-            leader.health = 200
-            # The kubelet and the other pods reach this port: from them /drain is no route.
-            assert _post_from("127.0.0.2", listen, "/drain") == 404
-            assert _post_from("127.0.0.1", listen, "/other") == 404
-            assert _get(f"{base}/ready")[0] == 200
-            # The hook fails readiness first, while it still serves through the window.
-            spec = builders.drain_spec(accept_s=3, reply_s=60, settle_s=0)
-            hook = drain.engine_pre_stop(spec, "leader", port, 1, free_port(), ready_port=listen)
-            running = subprocess.Popen(
-                programs.local(hook, sys.executable), stdout=subprocess.PIPE, text=True
-            )
-            try:
-                assert running.stdout is not None
-                first = running.stdout.readline()
-                assert "readiness fails from now on" in first, first
-                assert _get(f"{base}/ready") == (503, "draining: the pod is stopping")
-                assert running.poll() is None  # still in the window
-                assert running.wait(timeout=60) == 0
-            finally:
-                running.kill()
-            assert _get(f"{base}/health")[0] == 404  # the check process has no other route
+            assert running.stdout is not None
+            line = running.stdout.readline()
+            assert "readiness fails from now on" in line, line
+            assert _get(f"{base}/ready") == (503, "draining: the pod is stopping")
+            assert running.poll() is None  # still in the window
+            assert running.wait(timeout=60) == 0
         finally:
-            server.kill()
-            server.wait()
+            running.kill()
+        assert _get(f"{base}/health")[0] == 404  # the check process has no other route
 
 
 # --------------------------------------------------------------------------------------------
@@ -348,7 +352,7 @@ def test_the_leader_measures_its_step_and_takes_its_stall_bound_from_it(tmp_path
         leader.seconds_per_token = 0.1 / MEASURED.calibrate_tokens  # a 0.1 s step
         code, out = _run(_startup(port, tmp_path))
         assert code == 0, out
-        seen = json.loads((tmp_path / "s.json").read_text())
+        seen = _seen(tmp_path / "s.json")
         # The slowest run after the warm-up, times growth and margin, within the bounds: the
         # planner's own arithmetic (`infra.plan.liveness.measured_stall_seconds`).
         assert seen["step_s"] == max(seen["runs_s"][1:])
@@ -406,7 +410,7 @@ def test_a_slower_node_measures_a_longer_step_and_a_longer_stall_bound(tmp_path:
         with fake_leader() as (port, leader):
             leader.seconds_per_token = seconds / MEASURED.calibrate_tokens
             assert _run(_startup(port, run_dir))[0] == 0
-        bounds[seconds] = json.loads((run_dir / "s.json").read_text())
+        bounds[seconds] = _seen(run_dir / "s.json")
     assert bounds[1.5]["step_s"] > bounds[0.05]["step_s"]
     assert bounds[1.5]["stall_s"] > bounds[0.05]["stall_s"]
 
@@ -447,10 +451,7 @@ def test_a_leader_whose_vllm_fell_back_refuses_to_start_in_one_line(tmp_path: Pa
             # On a plan that assumes it, the fallback is said beside the measurement.
             recorded = _gauges(tmp_path)
             assert recorded[watch.PREFILL_FALLBACK] == 1.0
-            assert (
-                recorded[watch.STALL_BOUND]
-                == json.loads((tmp_path / "s.json").read_text())["stall_s"]
-            )
+            assert recorded[watch.STALL_BOUND] == _seen(tmp_path / "s.json")["stall_s"]
     finally:
         engine.kill()
 
@@ -465,7 +466,7 @@ def test_a_node_whose_step_would_outlast_the_engines_timeout_is_refused(tmp_path
         assert code == 1
         assert out.startswith("FAIL: this node's step is ")
         assert "beyond the engine's 1 s step timeout" in out
-        assert "step_s" not in json.loads((tmp_path / "s.json").read_text())
+        assert "step_s" not in _seen(tmp_path / "s.json")
         # The record says the step that refused the node, and no stall bound (none was taken).
         refused = _gauges(tmp_path)
         assert set(refused) == {watch.MEASURED_STEP, watch.PREFILL_FALLBACK}
@@ -481,11 +482,10 @@ def test_liveness_uses_the_measured_bound_not_the_ceiling(tmp_path: Path) -> Non
         leader.running = 1
         command = _leader(port, state)
         assert _run(command)[0] == 0
-        seen = json.loads(state.read_text())
         # Quiet for 13 s: within the 30 s ceiling, past a measured 12 s bound.
-        state.write_text(json.dumps({**seen, "since": time.time() - 13}))
+        _remember(state, since=time.time() - 13)
         assert _run(command)[0] == 0
-        state.write_text(json.dumps({**seen, "since": time.time() - 13, "stall_s": 12}))
+        _remember(state, since=time.time() - 13, stall_s=12)
         code, out = _run(command)
         assert code == 1 and out.endswith("(bound 12 s)")
 
@@ -564,21 +564,19 @@ def test_an_idle_proof_behind_a_running_step_fails_only_past_the_stall_bound_or_
         leader.delay_s = 1.5  # beyond the proof's 1 s deadline
         code, out = _run(command)
         assert code == 0 and "a step may be running" in out
-        seen = json.loads(state.read_text())
-        state.write_text(json.dumps({**seen, "idle_waiting_since": time.time() - 4}))
+        _remember(state, idle_waiting_since=time.time() - 4)
         code, out = _run(command)
         assert code == 1 and "beyond the 3 s stall bound" in out
         # Answered again: the wait is over.
         leader.delay_s = 0.0
         assert _run(command)[0] == 0
-        assert "idle_waiting_since" not in json.loads(state.read_text())
+        assert "idle_waiting_since" not in _seen(state)
         # An idle wait that a busy engine then interrupted starts afresh the next time the
         # engine is idle: a stale start would fail the probe at once.
-        seen = json.loads(state.read_text())
-        state.write_text(json.dumps({**seen, "idle_waiting_since": time.time() - 60}))
+        _remember(state, idle_waiting_since=time.time() - 60)
         leader.running = 1
         assert _run(command)[0] == 0
-        assert "idle_waiting_since" not in json.loads(state.read_text())
+        assert "idle_waiting_since" not in _seen(state)
 
 
 @pytest.mark.parametrize(

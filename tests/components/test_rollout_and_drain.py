@@ -178,20 +178,22 @@ def test_the_leader_s_engine_stops_only_after_its_requests_are_done(failing: boo
     assert len(_Metrics.calls) > _Metrics.busy_calls + 1
 
 
-def test_a_worker_waits_while_its_leader_s_engine_holds_the_group_s_port() -> None:
-    leader = socket.socket()
-    leader.bind(("127.0.0.1", 0))
-    leader.listen(8)
-    port = leader.getsockname()[1]
+def _held_port() -> socket.socket:
+    """A port that keeps accepting (a hung gatekeeper, or a leader's engine that never stops)."""
+    held = socket.create_server(("127.0.0.1", 0))
 
     def accept() -> None:
-        try:
+        with contextlib.suppress(OSError):
             while True:
-                leader.accept()[0].close()
-        except OSError:
-            return
+                held.accept()[0].close()
 
     threading.Thread(target=accept, daemon=True).start()
+    return held
+
+
+def test_a_worker_waits_while_its_leader_s_engine_holds_the_group_s_port() -> None:
+    leader = _held_port()
+    port = leader.getsockname()[1]
     spec = builders.drain_spec(accept_s=0, reply_s=60, settle_s=0)
     argv = drain.engine_pre_stop(spec, "worker", 1, port, 1, leader_env="LEADER")
     hook = subprocess.Popen(
@@ -222,19 +224,6 @@ class _Busy(door_harness.Upstream):
         if self.slow:
             time.sleep(6)
         self.answer(200, b'vllm:num_requests_running{engine="0"} 1.0\n', content_type=None)
-
-
-def _held_port() -> socket.socket:
-    """A port that keeps accepting (a hung gatekeeper, or a leader's engine that never stops)."""
-    held = socket.create_server(("127.0.0.1", 0))
-
-    def accept() -> None:
-        with contextlib.suppress(OSError):
-            while True:
-                held.accept()[0].close()
-
-    threading.Thread(target=accept, daemon=True).start()
-    return held
 
 
 @pytest.mark.parametrize(
