@@ -6,14 +6,14 @@ a renamed field then fails the fakes here instead of being imitated by hand."""
 
 from __future__ import annotations
 
-import http.client
 import json
 import re
+from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.fakes import vllm_leader, vllm_replies
+from tests.fakes import record_vllm, vllm_leader, vllm_replies
 from tests.fakes.openai_stub import STUB_API_KEY, STUB_MODEL, StubConfig, StubServer
 from tests.fakes.vllm_replies import DONE, shape, stream_shape
 from tools.venvs import pinned
@@ -23,15 +23,9 @@ REQUIREMENTS = vllm_replies.FIXTURES.parents[2] / "requirements-rehearsal.txt"
 
 def _ask(
     root: str, path: str, body: dict[str, Any] | None, key: str = STUB_API_KEY
-) -> tuple[int, dict[str, str], str]:
-    host, port = root.removeprefix("http://").split(":")
-    conn = http.client.HTTPConnection(host, int(port), timeout=30)
-    headers = {"Authorization": f"Bearer {key}", "Content-Type": "application/json"}
-    data = None if body is None else json.dumps(body)
-    conn.request("GET" if body is None else "POST", path, data, headers)
-    reply = conn.getresponse()
-    text = reply.read().decode()
-    return reply.status, {k.lower(): v for k, v in reply.getheaders()}, text
+) -> dict[str, Any]:
+    """A reply as the recorder records it: status, headers, and the body or event stream."""
+    return record_vllm.ask(int(root.rsplit(":", 1)[1]), Path("/no-model-dir"), path, body, key)
 
 
 def _recorded(name: str) -> dict[str, Any]:
@@ -67,12 +61,12 @@ def test_the_stubs_stream_has_the_recorded_framing_keys_and_order(max_tokens: in
     recorded = _recorded("chat_streamed")
     with StubServer(StubConfig(ttft_s=0, seconds_per_token=0)) as stub:
         request = {**recorded["request"], "max_tokens": max_tokens}
-        status, headers, text = _ask(stub.root_url, recorded["path"], request)
-    assert status == recorded["status"]
-    assert headers["content-type"] == recorded["headers"]["content-type"]
+        reply = _ask(stub.root_url, recorded["path"], request)
+    assert reply["status"] == recorded["status"]
+    assert reply["headers"]["content-type"] == recorded["headers"]["content-type"]
     # `events` raises on any framing but vLLM's ("data: " ... "\n\n").
-    assert stream_shape(text) == stream_shape(recorded["stream"])
-    payloads = vllm_replies.events(text)
+    assert stream_shape(reply["stream"]) == stream_shape(recorded["stream"])
+    payloads = vllm_replies.events(reply["stream"])
     assert len(payloads) == max_tokens + 3 and payloads[-1] == DONE
     usage = json.loads(payloads[-2])["usage"]
     assert usage["completion_tokens"] == max_tokens
@@ -82,7 +76,7 @@ def test_the_stubs_stream_without_usage_ends_as_vllms_does_without_it() -> None:
     recorded = _recorded("chat_streamed")
     with StubServer(StubConfig(ttft_s=0, seconds_per_token=0)) as stub:
         request = {k: v for k, v in recorded["request"].items() if k != "stream_options"}
-        _, _, text = _ask(stub.root_url, recorded["path"], request)
+        text = _ask(stub.root_url, recorded["path"], request)["stream"]
     expected = stream_shape(recorded["stream"])
     assert stream_shape(text) == [*expected[:3], DONE]
 
@@ -93,19 +87,18 @@ def test_the_stubs_stream_without_usage_ends_as_vllms_does_without_it() -> None:
 def test_the_stubs_whole_replies_have_the_recorded_keys(name: str, key: str) -> None:
     recorded = _recorded(name)
     with StubServer() as stub:
-        status, headers, text = _ask(stub.root_url, recorded["path"], recorded["request"], key)
-    assert status == recorded["status"]
-    assert headers["content-type"] == recorded["headers"]["content-type"]
-    assert shape(json.loads(text)) == shape(recorded["body"])
+        reply = _ask(stub.root_url, recorded["path"], recorded["request"], key)
+    assert reply["status"] == recorded["status"]
+    assert reply["headers"]["content-type"] == recorded["headers"]["content-type"]
+    assert shape(reply["body"]) == shape(recorded["body"])
     if name == "unauthorized":  # a wrong key is refused in vLLM's very words
-        assert json.loads(text) == recorded["body"]
+        assert reply["body"] == recorded["body"]
 
 
 def test_the_leaders_completion_has_the_recorded_keys() -> None:
     recorded = _recorded("completion")
     with vllm_leader.fake_leader() as (port, _state):
-        _, _, text = _ask(f"http://127.0.0.1:{port}", recorded["path"], recorded["request"])
-    reply = json.loads(text)
+        reply = _ask(f"http://127.0.0.1:{port}", recorded["path"], recorded["request"])["body"]
     assert shape(reply) == shape(recorded["body"])
     assert reply["model"] == STUB_MODEL and reply["choices"][0]["text"] == "x"
 

@@ -8,6 +8,24 @@ from components.manifests import gate
 from infra.plan import catalog
 from tests.fakes import k8s_schemas
 
+#: A container that cannot gain privileges, write its root or use a capability.
+LOCKED_DOWN = {
+    "allowPrivilegeEscalation": False,
+    "readOnlyRootFilesystem": True,
+    "capabilities": {"drop": ["ALL"]},
+}
+
+
+def assert_binds(binding: dict, role: dict, account: dict) -> None:
+    """The RoleBinding grants the Role to the ServiceAccount, in the account's namespace."""
+    assert binding["roleRef"] == {
+        "apiGroup": "rbac.authorization.k8s.io",
+        "kind": "Role",
+        "name": role["metadata"]["name"],
+    }
+    named = {k: account["metadata"][k] for k in ("name", "namespace")}
+    assert binding["subjects"] == [{"kind": "ServiceAccount", **named}]
+
 
 def _objects() -> list[dict]:
     # Built inside each test, never at import: mutation testing switches a mutant on only then.
@@ -71,14 +89,7 @@ def test_the_gate_s_objects_refer_to_each_other() -> None:
         assert obj["metadata"]["name"] == name
         assert obj["metadata"]["namespace"] == "lws-system"
         assert obj["metadata"]["labels"] == gate.GATE_LABELS
-    assert binding["roleRef"] == {
-        "apiGroup": "rbac.authorization.k8s.io",
-        "kind": "Role",
-        "name": role["metadata"]["name"],
-    }
-    assert binding["subjects"] == [
-        {"kind": "ServiceAccount", "name": name, "namespace": "lws-system"}
-    ]
+    assert_binds(binding, role, account)
     pod = job["spec"]["template"]["spec"]
     assert job["spec"]["template"]["metadata"]["labels"] == gate.GATE_LABELS
     assert pod["serviceAccountName"] == account["metadata"]["name"]
@@ -118,10 +129,6 @@ def test_the_job_is_small_and_unprivileged() -> None:
         "seccompProfile": {"type": "RuntimeDefault"},
     }
     (container,) = pod["containers"]
-    assert container["securityContext"] == {
-        "allowPrivilegeEscalation": False,
-        "readOnlyRootFilesystem": True,
-        "capabilities": {"drop": ["ALL"]},
-    }
+    assert container["securityContext"] == LOCKED_DOWN
     small = {"cpu": "50m", "memory": "64Mi"}
     assert container["resources"] == {"requests": small, "limits": small}

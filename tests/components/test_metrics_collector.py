@@ -17,6 +17,7 @@ from components.manifests.spec import LWS_NAME_LABEL, LWS_WORKER_INDEX_LABEL
 from infra.adapters import monitoring_layer, wiring
 from infra.plan import catalog
 from infra.plan.stackfile import load_stack
+from tests.components.test_gate import LOCKED_DOWN, assert_binds
 from tests.components.test_monitoring import FIXTURE
 from tests.components.test_watch import _collector_config as _config
 from tests.components.test_watch import _dev_collector as _spec
@@ -68,18 +69,7 @@ def test_the_objects_refer_to_each_other() -> None:
     account, binding, config = (objects[k] for k in ("ServiceAccount", "RoleBinding", "ConfigMap"))
     # EKS Pod Identity maps the account to its role in EKS's API; the account names none.
     assert "annotations" not in account["metadata"]
-    assert binding["roleRef"] == {
-        "apiGroup": "rbac.authorization.k8s.io",
-        "kind": "Role",
-        "name": objects["Role"]["metadata"]["name"],
-    }
-    assert binding["subjects"] == [
-        {
-            "kind": "ServiceAccount",
-            "name": account["metadata"]["name"],
-            "namespace": wiring.NAMESPACE,
-        }
-    ]
+    assert_binds(binding, objects["Role"], account)
     deployment = objects["Deployment"]["spec"]
     pod = deployment["template"]["spec"]
     assert pod["serviceAccountName"] == account["metadata"]["name"]
@@ -119,11 +109,7 @@ def test_one_small_unprivileged_replica_on_the_model_nodes() -> None:
     assert container["imagePullPolicy"] == "IfNotPresent"
     amount = {"cpu": f"{metrics.MILLICPU}m", "memory": f"{metrics.MEMORY_MIB}Mi"}
     assert container["resources"] == {"requests": amount, "limits": amount}
-    assert container["securityContext"] == {
-        "allowPrivilegeEscalation": False,
-        "readOnlyRootFilesystem": True,
-        "capabilities": {"drop": ["ALL"]},
-    }
+    assert container["securityContext"] == LOCKED_DOWN
     # The planner counts exactly this pod as a tenant of a model node.
     (tenant,) = [c for c in catalog.COTENANTS if c.name == metrics.NAME]
     assert (tenant.millicpu, tenant.memory_mib) == (metrics.MILLICPU, metrics.MEMORY_MIB)

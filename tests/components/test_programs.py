@@ -64,26 +64,31 @@ def _lines(record: Path, count: int) -> list[str]:
     return sorted(lines)
 
 
+def _entry(
+    tmp_path: Path, args: list[str], env: dict[str, str], getent_failures: int = 0
+) -> subprocess.CompletedProcess[str]:
+    """The entry run with `args` against the stubs, exiting 0."""
+    _stubs(tmp_path / "bin", tmp_path / "record", getent_failures)
+    done = subprocess.run(
+        ["sh", str(ENGINE), *args],
+        env={"PATH": f"{tmp_path / 'bin'}:/usr/bin:/bin", **env},
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    return done
+
+
 def test_the_leaders_entry_clears_the_old_state_writes_the_logging_config_and_becomes_vllm(
     tmp_path: Path,
 ) -> None:
     state, log, config = tmp_path / "state.json", tmp_path / "warnings.log", tmp_path / "log.json"
     state.write_text("{}")
     log.write_text("an earlier container's warnings")
-    _stubs(tmp_path / "bin", tmp_path / "record")
-    argv = ["sh", str(ENGINE), "leader", "listen=8082", f"state={state}", f"log={log}", "--"]
-    done = subprocess.run(
-        [*argv, "serve", "m", "--port=8000"],
-        env={
-            "PATH": f"{tmp_path / 'bin'}:/usr/bin:/bin",
-            "GEMMA_VLLM_LOGGING": '{"version": 1}',
-            "VLLM_LOGGING_CONFIG_PATH": str(config),
-        },
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr
+    args = ["leader", "listen=8082", f"state={state}", f"log={log}", "--", "serve", "m"]
+    env = {"GEMMA_VLLM_LOGGING": '{"version": 1}', "VLLM_LOGGING_CONFIG_PATH": str(config)}
+    _entry(tmp_path, [*args, "--port=8000"], env)
     assert not state.exists() and not log.exists()
     assert config.read_text() == '{"version": 1}'
     assert _lines(tmp_path / "record", 2) == [
@@ -93,15 +98,8 @@ def test_the_leaders_entry_clears_the_old_state_writes_the_logging_config_and_be
 
 
 def test_a_workers_entry_waits_for_its_leaders_name_then_becomes_vllm(tmp_path: Path) -> None:
-    _stubs(tmp_path / "bin", tmp_path / "record", getent_failures=2)
-    done = subprocess.run(
-        ["sh", str(ENGINE), "worker", "listen=8082", "role=worker", "--", "serve", "--headless"],
-        env={"PATH": f"{tmp_path / 'bin'}:/usr/bin:/bin", "LWS_LEADER_ADDRESS": "leader-0"},
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr
+    args = ["worker", "listen=8082", "role=worker", "--", "serve", "--headless"]
+    done = _entry(tmp_path, args, {"LWS_LEADER_ADDRESS": "leader-0"}, getent_failures=2)
     assert done.stdout.splitlines() == ["waiting for leader-0 to resolve"] * 2
     assert _lines(tmp_path / "record", 2) == [
         f"python3 {programs.DIR}/liveness.py serve listen=8082 role=worker",

@@ -17,20 +17,13 @@ from typing import Any
 import pulumi
 import pytest
 
-from components.manifests import identity, metrics
-from components.manifests.identity import (
-    AGENT_NAMESPACE,
-    AGENT_SERVICE_ACCOUNT,
-    AUTOSCALER_NAMESPACE,
-    AUTOSCALER_SERVICE_ACCOUNT,
-    CONTROLLER_NAMESPACE,
-    CONTROLLER_SERVICE_ACCOUNT,
-    StackRole,
-)
+from components.manifests import identity
+from components.manifests.identity import StackRole
 from components.stack_roles import existing_roles, pod_role_arns
 from infra.adapters import monitoring_layer, wiring
 from infra.plan import config_parts
 from infra.plan.stackfile import load_stack
+from tests.components.test_addons import AGENT, AUTOSCALER, COLLECTOR, CSI
 from tests.fakes.pulumi_mocks import ACCOUNT_ID, RecordingMocks, by_type, named, resolve, run
 from tests.program.harness import bootstrap_roles
 
@@ -76,12 +69,7 @@ def test_every_pod_role_admits_pod_identity_for_its_own_account_in_its_own_clust
     region, cluster = _region(stack), identity.cluster_name(stack)
     assert cluster == f"gemma-graviton-{stack}"
     pods = [r for r in _roles(stack).values() if r.service_account is not None]
-    assert {str(r.service_account) for r in pods} == {
-        f"{CONTROLLER_NAMESPACE}/{CONTROLLER_SERVICE_ACCOUNT}",
-        f"{AGENT_NAMESPACE}/{AGENT_SERVICE_ACCOUNT}",
-        f"{AUTOSCALER_NAMESPACE}/{AUTOSCALER_SERVICE_ACCOUNT}",
-        f"{wiring.NAMESPACE}/{metrics.NAME}",
-    }
+    assert {str(r.service_account) for r in pods} == {CSI, AGENT, AUTOSCALER, COLLECTOR}
     for role in pods:
         assert role.service_account is not None
         statement = _statement(role, stack)

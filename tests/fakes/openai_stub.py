@@ -146,10 +146,7 @@ class _Handler(BaseHTTPRequestHandler):
 
     def do_GET(self) -> None:
         """Serve `/v1/models`."""
-        if not self._authorized():
-            return
-        if self.path.rstrip("/") != "/v1/models":
-            self._send_json(404, {"error": {"message": f"no route {self.path}", "code": 404}})
+        if not self._routed("/v1/models"):
             return
         listing = vllm_replies.reply("models")["body"]
         model = listing["data"][0]
@@ -160,10 +157,7 @@ class _Handler(BaseHTTPRequestHandler):
 
     def do_POST(self) -> None:
         """Serve `/v1/chat/completions`, streamed or not."""
-        if not self._authorized():
-            return
-        if self.path.rstrip("/") != "/v1/chat/completions":
-            self._send_json(404, {"error": {"message": f"no route {self.path}", "code": 404}})
+        if not self._routed("/v1/chat/completions"):
             return
         length = int(self.headers.get("Content-Length") or 0)
         try:
@@ -177,13 +171,16 @@ class _Handler(BaseHTTPRequestHandler):
             return
         self._stream(body, time.perf_counter())
 
-    def _authorized(self) -> bool:
-        expected = f"Bearer {self.stub.config.api_key}"
-        if self.headers.get("Authorization") == expected:
-            return True
-        refused = vllm_replies.reply("unauthorized")
-        self._send_json(refused["status"], refused["body"])
-        return False
+    def _routed(self, route: str) -> bool:
+        """Whether the request has the key and is for `route`; if not, refuse it as vLLM does."""
+        if self.headers.get("Authorization") != f"Bearer {self.stub.config.api_key}":
+            refused = vllm_replies.reply("unauthorized")
+            self._send_json(refused["status"], refused["body"])
+            return False
+        if self.path.rstrip("/") != route:
+            self._send_json(404, {"error": {"message": f"no route {self.path}", "code": 404}})
+            return False
+        return True
 
     def _send_json(self, status: int, payload: dict[str, Any]) -> None:
         data = json.dumps(payload).encode()
