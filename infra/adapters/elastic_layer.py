@@ -6,8 +6,7 @@ from __future__ import annotations
 import pulumi
 
 from components.addons import ClusterRef
-from components.autoscaling import Autoscaling, AutoscalingArgs
-from components.cluster import ElasticNodes
+from components.autoscaling import Autoscaling, AutoscalingArgs, ElasticNodes
 from components.manifests import door
 from components.manifests.spec import MODEL_TAINT, ServerSpec
 from components.model_server import ModelServer
