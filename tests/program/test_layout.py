@@ -111,7 +111,7 @@ LOCAL_IMPORTS: dict[tuple[str, str], str] = {
     ("infra/adapters/table.py", "infra.plan.frontdoor"): "`frontDoor: gatekeeper` only",
     ("components/manifests/access.py", "components.manifests.gatekeeper"): "the gatekeeper only",
     ("components/manifests/pods.py", "components.manifests.gatekeeper"): "the gatekeeper only",
-    ("infra/plan/sizing.py", "infra.plan.moe"): "a mixture-of-experts `model`, or its quantize Job",
+    ("infra/plan/sizing.py", "infra.plan.moe"): "a mixture-of-experts `model` only",
     ("infra/plan/prefill.py", "infra.plan.moe"): "a mixture-of-experts `model` only",
     ("infra/plan/reasons.py", "infra.plan.moe"): "a mixture-of-experts `model` only",
     ("components/manifests/access.py", "components.manifests.door"): "elastic stacks only",
