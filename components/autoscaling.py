@@ -28,10 +28,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import pulumi
+import pulumi_aws as aws
 import pulumi_kubernetes as k8s
 
 from components.addons import ClusterRef, PodIdentity, pod_identity
-from components.manifests import ServerSpec
+from components.manifests import ServerSpec, door_objects
 from components.manifests.identity import AUTOSCALER_NAMESPACE, AUTOSCALER_SERVICE_ACCOUNT
 from components.manifests.scaling import (
     KEDA_NAMESPACE,
@@ -43,6 +44,7 @@ from components.manifests.scaling import (
     metrics_service,
     scaled_object,
 )
+from components.manifests.spec import KEY_ANNOTATION
 from components.objects import create
 
 KEDA_CHART = "keda"
@@ -57,6 +59,46 @@ AUTOSCALER_REPO = "https://kubernetes.github.io/autoscaler"
 AUTOSCALER_CHART_VERSION = "9.59.0"
 #: The autoscaler's requests (the chart sets none); the planner counts them on the system nodes.
 AUTOSCALER_RESOURCES = {"cpu": "100m", "memory": "300Mi"}
+
+
+@dataclass(frozen=True)
+class ElasticNodes:
+    """An elastic stack's nodes: the model node group scales from 0 under the Cluster
+    Autoscaler, tainted for the model pods alone; a small always-on system group runs the rest."""
+
+    #: The model node group's maximum size: a fixed ceiling (`infra.plan.elastic.
+    #: MODEL_NODES_CEILING`), never a figure that `maxGroups` or `rolloutSurge` moves. A changed
+    #: maximum makes the AWS provider send the desired size from Pulumi's state with it, which
+    #: is not the autoscaler's (see `scaling`).
+    max_nodes: int
+    system_instance_type: str
+    system_nodes: int
+    system_labels: Mapping[str, str]
+    #: The taint only the model pods tolerate (key, value, effect).
+    model_taint: Mapping[str, str]
+
+    def scaling(self) -> dict[str, object]:
+        """The model node group from 0 to `max_nodes`, the Cluster Autoscaler owning the desired
+        size, tainted for the model pods. The block never changes after creation. When any of
+        its fields changes, the AWS provider sends all three to `UpdateNodegroupConfig`
+        (hashicorp/terraform-provider-aws internal/service/eks/node_group.go
+        `resourceNodeGroupUpdate` and `expandNodegroupScalingConfig`, commit 012e0a32 read
+        2026-12-03), and the desired size it sends is the ignored one from Pulumi's state, stale
+        unless a refresh ran first (pulumi docs `ignorechanges.md`, read 2026-12-03): EKS would
+        resize the group to it and terminate serving nodes."""
+        taint = self.model_taint
+        return {
+            "scaling_config": aws.eks.NodeGroupScalingConfigArgs(
+                min_size=0, desired_size=0, max_size=self.max_nodes
+            ),
+            # A `pulumi up` leaves the autoscaler's count alone (pulumi-eks ManagedNodeGroup).
+            "ignore_scaling_changes": True,
+            "taints": [
+                aws.eks.NodeGroupTaintArgs(
+                    key=taint["key"], value=taint["value"], effect="NO_SCHEDULE"
+                )
+            ],
+        }
 
 
 @dataclass(frozen=True)
@@ -234,3 +276,29 @@ def autoscaler_values(
             **({"max-nodes-total": str(max_nodes_total)} if max_nodes_total else {}),
         },
     }
+
+
+def door(
+    name: str,
+    spec: ServerSpec,
+    in_ns: pulumi.Output[str],
+    needs: Sequence[pulumi.Resource],
+    engine_print: pulumi.Output[str],
+    parent: pulumi.Resource,
+) -> None:
+    """An elastic stack's door (`manifests.door`), as children of the model server: its
+    Deployment on the system nodes after `needs` (the Secrets and the config it mounts), its
+    NetworkPolicy, the leaders' Service it reaches vLLM through, and the Service KEDA reads its
+    wake flag from. The door's template carries the engine key's fingerprint, so a new engine
+    key rolls it (nginx reads the engine key at start); client keys are re-read."""
+    for obj in door_objects(spec, key_fingerprint=""):
+        if obj["kind"] == "Deployment":
+            annotations = obj["spec"]["template"]["metadata"]["annotations"]
+            annotations[KEY_ANNOTATION] = engine_print
+        create(
+            obj,
+            f"{name}-{obj['kind'].lower()}-{obj['metadata']['name']}",
+            in_ns,
+            parent=parent,
+            depends_on=needs if obj["kind"] == "Deployment" else [],
+        )

@@ -15,11 +15,15 @@ import functools
 import hashlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import pulumi
 import pulumi_aws as aws
 import pulumi_eks as eks
 import pulumi_kubernetes as k8s
+
+if TYPE_CHECKING:
+    from components.autoscaling import ElasticNodes
 
 IDENTITY_AGENT = "eks-pod-identity-agent"
 """The EKS add-on that serves the pods' credentials on every node (EKS Pod Identity)."""
@@ -63,23 +67,6 @@ spec:
 
 --//--
 """
-
-
-@dataclass(frozen=True)
-class ElasticNodes:
-    """An elastic stack's nodes: the model node group scales from 0 under the Cluster
-    Autoscaler, tainted for the model pods alone; a small always-on system group runs the rest."""
-
-    #: The model node group's maximum size: a fixed ceiling (`infra.plan.elastic.
-    #: MODEL_NODES_CEILING`), never a figure that `maxGroups` or `rolloutSurge` moves. A changed
-    #: maximum makes the AWS provider send the desired size from Pulumi's state with it, which
-    #: is not the autoscaler's (see `model_scaling`).
-    max_nodes: int
-    system_instance_type: str
-    system_nodes: int
-    system_labels: Mapping[str, str]
-    #: The taint only the model pods tolerate (key, value, effect).
-    model_taint: Mapping[str, str]
 
 
 @dataclass(frozen=True)
@@ -504,26 +491,7 @@ def model_scaling(
     node_count: int, surge_nodes: int, elastic: ElasticNodes | None
 ) -> dict[str, object]:
     """The model node group's size: fixed at `node_count` (room for a rollout's surge nodes
-    above it, none on a fixed stack), or (elastic) 0 to a fixed ceiling with the Cluster
-    Autoscaler owning the desired size and the model pods' taint.
-
-    The elastic scaling block never changes after creation. When any of its fields changes, the
-    AWS provider sends all three to `UpdateNodegroupConfig` (hashicorp/terraform-provider-aws
-    internal/service/eks/node_group.go `resourceNodeGroupUpdate` and
-    `expandNodegroupScalingConfig`, commit 012e0a32 read 2026-12-03), and the desired size it
-    sends is the ignored one from Pulumi's state, stale unless a refresh ran first (pulumi docs
-    `ignorechanges.md`, read 2026-12-03): EKS would resize the group to it and terminate
-    serving nodes."""
+    above it, none on a fixed stack), or an elastic stack's (`ElasticNodes.scaling`)."""
     if elastic is None:
         return {"scaling_config": fixed_size(node_count, surge_nodes)}
-    taint = elastic.model_taint
-    return {
-        "scaling_config": aws.eks.NodeGroupScalingConfigArgs(
-            min_size=0, desired_size=0, max_size=elastic.max_nodes
-        ),
-        # A `pulumi up` leaves the autoscaler's count alone (pulumi-eks ManagedNodeGroup).
-        "ignore_scaling_changes": True,
-        "taints": [
-            aws.eks.NodeGroupTaintArgs(key=taint["key"], value=taint["value"], effect="NO_SCHEDULE")
-        ],
-    }
+    return elastic.scaling()

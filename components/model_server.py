@@ -130,7 +130,12 @@ class ModelServer(pulumi.ComponentResource):
             )
             for obj in manifests.model_claims(spec)
         ]
-        made = self._quantize(name, args, in_ns, [secrets[0], *claims])
+        made: list[pulumi.Resource] = []
+        if args.quantize is not None:
+            from components.quantize import quantize_job  # the quantize layer
+
+            needs = [secrets[0], *claims, *_nodes(args)]
+            made = quantize_job(name, spec, args.quantize, in_ns, needs, self)
         # Not secret: a slow, truncated digest (`key_fingerprint`), made once. Left
         # secret, it would hide the whole LeaderWorkerSet spec from every preview.
         # The key vLLM checks: the engine key behind the gatekeeper, the client key itself with
@@ -145,7 +150,9 @@ class ModelServer(pulumi.ComponentResource):
             create(budget, f"{name}-pdb", in_ns, parent=self)
 
         if spec.door:
-            self._door(name, args, in_ns, [*secrets, *configs], engine_print)
+            from components.autoscaling import door  # the elastic layer
+
+            door(name, spec, in_ns, [*secrets, *configs], engine_print, self)
 
         # Destroyed before the nodes and the cluster: pulumi-kubernetes deletes in the
         # foreground and waits until the object is gone, so the cloud controller has removed the
@@ -176,54 +183,6 @@ class ModelServer(pulumi.ComponentResource):
                 "namespace": self.namespace,
             }
         )
-
-    def _quantize(
-        self,
-        name: str,
-        args: ModelServerArgs,
-        in_ns: pulumi.Output[str],
-        needs: list[pulumi.Resource],
-    ) -> list[pulumi.Resource]:
-        """The quantize Job and its code, after the token and the claims it writes to; the
-        group waits for the Job, which Pulumi awaits until Complete. The Job's name is a hash
-        of its inputs: the same inputs are the same object, so a second `pulumi up` leaves it
-        be, and new inputs replace it (a Job's template cannot change in place)."""
-        if args.quantize is None:
-            return []
-        from components.manifests.quantize import quantize_objects  # the quantize layer
-
-        priority, code, job = quantize_objects(args.spec, args.quantize)
-        config = create(code, f"{name}-quantize-code", in_ns, parent=self)
-        # Lets the Job's pod preempt a group that still holds the nodes (a weights change).
-        preempts = create(priority, f"{name}-quantize-priority", parent=self)
-        # The pod names the token's Secret, the claims, the ConfigMap and the priority class; its
-        # nodes must exist. No data flows from these.
-        after = [*needs, config, preempts, *_nodes(args)]
-        return [create(job, f"{name}-quantize", in_ns, parent=self, depends_on=after)]
-
-    def _door(
-        self,
-        name: str,
-        args: ModelServerArgs,
-        in_ns: pulumi.Output[str],
-        needs: list[pulumi.Resource],
-        engine_print: pulumi.Output[str],
-    ) -> None:
-        """An elastic stack's door (`manifests.door`): its Deployment on the system nodes, its
-        NetworkPolicy, the leaders' Service it reaches vLLM through, and the Service KEDA reads
-        its wake flag from. The door's template carries the engine key's fingerprint, so a new
-        engine key rolls it (nginx reads the engine key at start); client keys are re-read."""
-        for obj in manifests.door_objects(args.spec, key_fingerprint=""):
-            if obj["kind"] == "Deployment":
-                annotations = obj["spec"]["template"]["metadata"]["annotations"]
-                annotations[KEY_ANNOTATION] = engine_print
-            create(
-                obj,
-                f"{name}-{obj['kind'].lower()}-{obj['metadata']['name']}",
-                in_ns,
-                parent=self,
-                depends_on=needs if obj["kind"] == "Deployment" else [],
-            )
 
     def _group(
         self,

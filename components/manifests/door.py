@@ -26,6 +26,15 @@ pod before the old one stops (maxUnavailable 0); the old one drains as a leader'
 (readiness fails, the load balancer stops sending, nginx quits gracefully and finishes its
 streams within the grace). Its liveness is nginx's own (TCP), never the model's.
 
+A leader's drain behind the door (`components.manifests.drain`): its vLLM preStop finds no local
+gatekeeper listening: it keeps serving through the load balancer's window, while the door's pooled
+connections move off it, then waits for the engine to be idle. First it fails its readiness
+(`programs/liveness.py` /ready): with no other leader serving, kube-proxy sends the door's new
+connections to a terminating leader while its readiness passes (KEP-1669), so a last leader that
+stayed ready would stay busy to the hooks' end and the SIGTERM would cut its streams (a node drain
+of a one-group stack). Out of the Service, its new requests find no leader at the door (its asleep
+answer: 503 with Retry-After) and its streams end.
+
 Limits at the door: the per-client ones (rate, burst, requests in flight, connections) stay per
 client: they bound what one client may take, and one client's fair share does not grow with the
 groups behind the door. The pod-wide one, requests at vLLM from all clients together, is what

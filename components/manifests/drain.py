@@ -19,15 +19,6 @@ The kubelet runs the containers' preStop hooks in parallel and stops liveness an
 once a pod is being deleted, readiness going on (kubernetes pkg/kubelet/prober/worker.go
 `doProbe`, "Graceful shutdown of the pod", read 2026-12-02), so a worker's liveness check of its
 draining leader cannot restart it mid-stream.
-
-In the door shape (an elastic stack's gatekeeper in its own Deployment) the leader's vLLM preStop
-finds no local gatekeeper listening: it keeps serving through the load balancer's window, while
-the door's pooled connections move off it, then waits for the engine to be idle. First it fails
-its readiness (`programs/liveness.py` /ready): with no other leader serving, kube-proxy sends
-the door's new connections to a terminating leader while its readiness passes (KEP-1669), so
-a last leader that stayed ready would stay busy to the hooks' end and the SIGTERM would cut its
-streams (a node drain of a one-group stack). Out of the Service, its new requests find no
-leader at the door (its asleep answer: 503 with Retry-After) and its streams end.
 """
 
 from __future__ import annotations

@@ -6,13 +6,12 @@ from __future__ import annotations
 import pulumi
 
 from components.addons import ClusterRef
-from components.autoscaling import Autoscaling, AutoscalingArgs
-from components.cluster import ElasticNodes
+from components.autoscaling import Autoscaling, AutoscalingArgs, ElasticNodes
 from components.manifests import door
 from components.manifests.spec import MODEL_TAINT, ServerSpec
 from components.model_server import ModelServer
 from infra.adapters.wiring import SYSTEM_LABELS
-from infra.plan import addons, elastic
+from infra.plan import elastic
 from infra.plan.config import StackConfig
 from infra.plan.sizing import Plan
 
@@ -46,7 +45,7 @@ def autoscaling(
             system_labels=SYSTEM_LABELS,
             server=server_spec,
             scaler=elastic.scaling_parameters(cfg, plan),
-            autoscaler_image_tag=addons.autoscaler_tag(cfg.kubernetes_version),
+            autoscaler_image_tag=elastic.autoscaler_tag(cfg.kubernetes_version),
             workload=server,
             # A request that finds no group raises the door's wake flag: KEDA wakes one group.
             extra_triggers=[door.wake_trigger(server_spec)] if server_spec.door else [],

@@ -25,7 +25,7 @@ def checked_plan(cfg: StackConfig, stack: str, user_keys: Sequence[str], today: 
 
         elastic.check_quota(cfg, result)
         elastic.check_ceiling(cfg, result)
-        addons.autoscaler_tag(cfg.kubernetes_version)  # refuses a minor with no release pinned
+        elastic.autoscaler_tag(cfg.kubernetes_version)  # refuses a minor with no release pinned
     else:
         readiness.check_quota(cfg, result)
     return result

@@ -28,7 +28,7 @@ from infra.plan.config_parts import (
     _IAM_FIX,
     PRIVATE_RANGES,
     Auto,
-    ConfigError,
+    ConfigError,  # noqa: F401 (every refusal is one, imported from here)
     ModelProfileConfig,
     PositiveInt,
     ScheduleConfig,
@@ -550,26 +550,3 @@ class StackConfig(StackChecks, GatekeeperKeys, CoreKeys):
     model_config = ConfigDict(
         extra="forbid", frozen=True, hide_input_in_errors=True, alias_generator=to_camel
     )
-
-
-def _fix_of(key: str) -> str:
-    top = key.split(".")[0]
-    for name, info in StackConfig.model_fields.items():
-        if (info.alias or name) == top:
-            extra = info.json_schema_extra
-            if isinstance(extra, dict) and "fix" in extra:
-                return str(extra["fix"])
-    return "see the stack keys in docs/planning.md"
-
-
-class MissingKeysError(ConfigError):
-    """Every required key a stack leaves out, in one line, so one edit of the file fixes them
-    all (`key`, `rule` and `fix` are the first one's)."""
-
-    def __init__(self, keys: list[str]) -> None:
-        super().__init__(keys[0], "is required", _fix_of(keys[0]))
-        self.keys = tuple(keys)
-        if len(keys) > 1:
-            names = ", ".join(f"`{k}`" for k in keys[:-1]) + f" and `{keys[-1]}`"
-            fixes = "; ".join(f"`{k}`: {_fix_of(k)}" for k in keys)
-            self.args = (f"{names} are required; {fixes}",)

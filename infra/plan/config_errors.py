@@ -4,7 +4,6 @@ stack file writes it, the rule and the fix (`to_config_error`)."""
 from __future__ import annotations
 
 import difflib
-import json
 import re
 from collections.abc import Mapping
 from typing import Any
@@ -13,8 +12,31 @@ from pydantic import (
     ValidationError,
 )
 
-from infra.plan.config import ConfigError, MissingKeysError, StackConfig, _fix_of
+from infra.plan.config import ConfigError, StackConfig
 from infra.plan.config_parts import SECRET_KEYS, ModelProfileConfig, ScheduleConfig
+
+
+def _fix_of(key: str) -> str:
+    top = key.split(".")[0]
+    for name, info in StackConfig.model_fields.items():
+        if (info.alias or name) == top:
+            extra = info.json_schema_extra
+            if isinstance(extra, dict) and "fix" in extra:
+                return str(extra["fix"])
+    return "see the stack keys in docs/planning.md"
+
+
+class MissingKeysError(ConfigError):
+    """Every required key a stack leaves out, in one line, so one edit of the file fixes them
+    all (`key`, `rule` and `fix` are the first one's)."""
+
+    def __init__(self, keys: list[str]) -> None:
+        super().__init__(keys[0], "is required", _fix_of(keys[0]))
+        self.keys = tuple(keys)
+        if len(keys) > 1:
+            names = ", ".join(f"`{k}`" for k in keys[:-1]) + f" and `{keys[-1]}`"
+            fixes = "; ".join(f"`{k}`: {_fix_of(k)}" for k in keys)
+            self.args = (f"{names} are required; {fixes}",)
 
 
 def _alias_of(loc: tuple[int | str, ...]) -> str:
@@ -117,13 +139,3 @@ def _rule_text(first: Mapping[str, Any]) -> str:
     if message.startswith("String should match pattern"):
         return "has the wrong form"
     return message
-
-
-def _decode(value: Any) -> Any:
-    """Pulumi hands structured config to the program as JSON text; decode it once."""
-    if isinstance(value, str) and value[:1] in "[{":
-        try:
-            return json.loads(value)
-        except json.JSONDecodeError:
-            return value
-    return value

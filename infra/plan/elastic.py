@@ -75,6 +75,37 @@ MODEL_NODES_CEILING = 100
 SYSTEM_INSTANCE_TYPE = "m7g.large"
 
 
+#: The Cluster Autoscaler image per Kubernetes minor: the latest patch of the release whose minor
+#: is the cluster's, as the autoscaler asks (kubernetes/autoscaler cluster-autoscaler/README.md,
+#: "use the _latest_ Cluster Autoscaler release that corresponds to the minor version of
+#: Kubernetes"), read from the repository's release tags `cluster-autoscaler-1.MINOR.PATCH`
+#: (tags dated 2026-02-13 for 1.32.7, 2026-07-22 for the others; read 2026-12-02), image
+#: registry.k8s.io/autoscaling/cluster-autoscaler, the chart's default repository (chart 9.59.0
+#: values.yaml). One tag for every minor is wrong: 1.35 turns dynamic resource allocation on and
+#: waits for `resource.k8s.io/v1`, which a cluster serves only from 1.34 (kubernetes/autoscaler
+#: issue 9244, "stopped working" on EKS 1.32), so it never scales an older cluster.
+AUTOSCALER_TAGS: dict[str, str] = {
+    "1.32": "v1.32.7",
+    "1.33": "v1.33.6",
+    "1.34": "v1.34.5",
+    "1.35": "v1.35.2",
+}
+
+
+def autoscaler_tag(kubernetes_version: str) -> str:
+    """The Cluster Autoscaler image tag for `kubernetes_version` (its minor, latest patch)."""
+    tag = AUTOSCALER_TAGS.get(kubernetes_version)
+    if tag is None:
+        newest = max(AUTOSCALER_TAGS, key=lambda v: int(v.split(".")[1]))
+        raise ConfigError(
+            "kubernetesVersion",
+            f"{kubernetes_version} has no pinned Cluster Autoscaler release "
+            "(infra/plan/elastic.py AUTOSCALER_TAGS)",
+            f"use {newest}, or add the latest cluster-autoscaler v{kubernetes_version}.x tag",
+        )
+    return tag
+
+
 @dataclass(frozen=True)
 class SystemGroup:
     """The small always-on node group for the pods that must run while the model sleeps."""

@@ -4,6 +4,7 @@ API key's shape, a rotation's two halves)."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from typing import Any
 
@@ -14,7 +15,6 @@ from pydantic import (
 from components.manifests import spec
 from infra.plan import rules
 from infra.plan.config import ConfigError, StackConfig
-from infra.plan.config_errors import _decode, _to_config_error
 from infra.plan.config_parts import SECRET_KEYS
 
 
@@ -29,6 +29,8 @@ def load_config(raw: Mapping[str, Any]) -> StackConfig:
     try:
         cfg = StackConfig.model_validate(values)
     except ValidationError as error:
+        from infra.plan.config_errors import _to_config_error  # the refusal's line, refused only
+
         refused = _to_config_error(error, values)
         if refused.rule.startswith("must be a list"):
             refused = rules.list_syntax(refused, values)
@@ -36,6 +38,16 @@ def load_config(raw: Mapping[str, Any]) -> StackConfig:
     check_rotation(raw)
     rules.check_config(cfg)
     return cfg
+
+
+def _decode(value: Any) -> Any:
+    """Pulumi hands structured config to the program as JSON text; decode it once."""
+    if isinstance(value, str) and value[:1] in "[{":
+        try:
+            return json.loads(value)
+        except json.JSONDecodeError:
+            return value
+    return value
 
 
 #: A user-chosen API key: the gatekeeper's own rule for a key it accepts (at least this many

@@ -20,9 +20,15 @@ All figures are MODELLED (no 12B quantization has run on Graviton here):
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING
 
 from components.manifests.quantize import QuantizeSpec
+from infra.plan import catalog, moe
 from infra.plan.catalog import GIB, ModelProfile
+from infra.plan.weights import weight_format
+
+if TYPE_CHECKING:
+    from infra.plan.config import StackConfig
 
 #: Installing the pinned quantizer (llm-compressor and its dependencies) into the Job's scratch
 #: space from PyPI: a few hundred MB of wheels. ASSUMED, slow end.
@@ -83,4 +89,24 @@ def plan_job(
         peak_gib=round(bf16 / GIB + RUNTIME_GIB, 2),
         scratch_gib=scratch_gib(profile),
         required_ops=required_ops,
+    )
+
+
+def stack_job(
+    cfg: StackConfig, profile: ModelProfile, pod_gib: float, cpu: int, stages: int
+) -> QuantizeSpec | None:
+    """The Job that writes a produced checkpoint to every rank's volume, with the pod's memory
+    and the image's kernel check of the MoE ops (`moe.kernel_ops`)."""
+    scheme = weight_format(cfg.weights).scheme
+    if scheme is None:
+        return None
+    return plan_job(
+        profile,
+        scheme,
+        stages * cfg.replicas,
+        pod_gib,
+        cpu,
+        cfg.download_mbps,
+        catalog.WEIGHTS_VOLUME_MIBPS,
+        moe.kernel_ops(profile),
     )

@@ -20,7 +20,6 @@ from pydantic import ValidationError
 
 from infra.plan import aws_inputs, prices
 from infra.plan.config import ConfigError, StackConfig
-from infra.plan.config_errors import _to_config_error as config_error
 from infra.plan.config_parts import THIS_NETWORK
 
 #: Each client range becomes a security-group rule; EC2's default quota is 60 rules per group.
@@ -137,7 +136,9 @@ def _refusal(raw: Mapping[str, Any]) -> ConfigError | None:
     except ConfigError as error:
         return error
     except ValidationError as error:
-        return config_error(error, raw)
+        from infra.plan.config_errors import _to_config_error  # the refusal's line, refused only
+
+        return _to_config_error(error, raw)
     return None
 
 

@@ -44,7 +44,6 @@ from infra.plan.liveness import Liveness
 from infra.plan.reasons import plan_reasons, why_guard
 from infra.plan.rollout import RolloutPlan
 from infra.plan.vllm_key import plan_endpoint
-from infra.plan.weights import weight_format
 
 if TYPE_CHECKING:
     from components.manifests.gatekeeper_conf import GatekeeperLimits
@@ -386,6 +385,11 @@ def _finish(
     else:
         door = plan_endpoint(cfg, max_len, decode, live.first_byte_s)
     drain = rollout.plan_drain(door.reply_timeout_seconds)
+    job = None
+    if cfg.quantize_job:
+        from infra.plan import quantize  # the quantize layer, for `weightsSource: quantize`
+
+        job = quantize.stack_job(cfg, profile, pod_gib, budget.cpu, stages)
     grows = rollout.node_group_grows(cfg)
     rollout.check_surge(cfg.rollout_surge, grows)
     rolls = rollout.plan_rollout(
@@ -437,7 +441,7 @@ def _finish(
         warm_restart_seconds=int(startup.restart_seconds),
         startup_timeout_seconds=startup.timeout_seconds,
         vllm_image=cfg.vllm_image,
-        quantize=_quantize_job(cfg, profile, budget, pod_gib, stages),
+        quantize=job,
         liveness=live,
         front_door=door,
         drain=drain,
@@ -548,28 +552,6 @@ def _decode_tokens_per_s(
             read += profile.embedding_bytes  # the output head is read for every token
         decode_seconds += read / (catalog.node_decode_gbps(instance, budget.cpu) * 1e9)
     return 1 / decode_seconds
-
-
-def _quantize_job(
-    cfg: StackConfig, profile: ModelProfile, budget: NodeBudget, pod_gib: float, stages: int
-) -> QuantizeSpec | None:
-    """The Job that writes a produced checkpoint to every rank's volume, with the pod's memory."""
-    scheme = weight_format(cfg.weights).scheme
-    if not cfg.quantize_job or scheme is None:
-        return None
-    from infra.plan import moe  # the image's kernel check: the quantize layer's MoE ops
-    from infra.plan.quantize import plan_job  # the quantize layer, for `weightsSource: quantize`
-
-    return plan_job(
-        profile,
-        scheme,
-        stages * cfg.replicas,
-        pod_gib,
-        budget.cpu,
-        cfg.download_mbps,
-        catalog.WEIGHTS_VOLUME_MIBPS,
-        moe.kernel_ops(profile),
-    )
 
 
 def _startup(cfg: StackConfig, profile: ModelProfile, ranks: tuple[RankPlan, ...]) -> _Startup:

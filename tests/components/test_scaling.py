@@ -383,17 +383,17 @@ def test_an_autoscaler_release_is_pinned_for_each_supported_minor_and_only_those
     # kubernetes/autoscaler cluster-autoscaler/README.md: the latest release of the cluster's
     # minor; 1.35 waits for resource.k8s.io/v1, served from 1.34 only (kubernetes/autoscaler
     # issue 9244). Every version the add-on table accepts has its own release.
-    assert set(addons.AUTOSCALER_TAGS) == set(addons.ADDON_VERSIONS)
-    for minor, tag in addons.AUTOSCALER_TAGS.items():
+    assert set(elastic.AUTOSCALER_TAGS) == set(addons.ADDON_VERSIONS)
+    for minor, tag in elastic.AUTOSCALER_TAGS.items():
         assert tag.startswith(f"v{minor}."), (minor, tag)
-        assert addons.autoscaler_tag(minor) == tag
-    assert addons.autoscaler_tag("1.32") == "v1.32.7"  # not 1.35's, which never scales 1.32
+        assert elastic.autoscaler_tag(minor) == tag
+    assert elastic.autoscaler_tag("1.32") == "v1.32.7"  # not 1.35's, which never scales 1.32
     # A minor without a release is refused.
     with pytest.raises(ConfigError) as refused:
-        addons.autoscaler_tag("1.31")
+        elastic.autoscaler_tag("1.31")
     assert str(refused.value) == (
         "`kubernetesVersion` 1.31 has no pinned Cluster Autoscaler release "
-        "(infra/plan/addons.py AUTOSCALER_TAGS); use 1.35, or add the latest "
+        "(infra/plan/elastic.py AUTOSCALER_TAGS); use 1.35, or add the latest "
         "cluster-autoscaler v1.31.x tag"
     )
 

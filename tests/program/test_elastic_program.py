@@ -18,7 +18,7 @@ from components.autoscaling import (
     KEDA_CHART_VERSION,
     KEDA_REPO,
 )
-from infra.plan import addons, elastic, readiness, sleep
+from infra.plan import elastic, readiness, sleep
 from infra.plan.sizing import plan
 from infra.plan.stackfile import load_stack
 from tests.fakes.pulumi_mocks import RecordingMocks, by_type, named, one
@@ -111,7 +111,7 @@ def test_the_autoscaler_chart_waits_for_its_credentials() -> None:
     assert agent.urn in deps, (chart.urn, "should depend on", agent.urn)
 
 
-@pytest.mark.parametrize("minor", sorted(addons.AUTOSCALER_TAGS))
+@pytest.mark.parametrize("minor", sorted(elastic.AUTOSCALER_TAGS))
 def test_the_autoscaler_image_follows_the_kubernetes_minor(
     minor: str, mocks: RecordingMocks
 ) -> None:
@@ -120,7 +120,7 @@ def test_the_autoscaler_image_follows_the_kubernetes_minor(
     run_program(mocks, "dev", {"minGroups": 0, "maxGroups": 3, "kubernetesVersion": minor})
     chart = named(mocks.records, CHART, "scale-cluster-autoscaler")
     tag = chart.inputs["values"]["image"]["tag"]
-    assert tag == addons.AUTOSCALER_TAGS[minor], chart.urn
+    assert tag == elastic.AUTOSCALER_TAGS[minor], chart.urn
     assert tag.startswith(f"v{minor}."), chart.urn
 
 

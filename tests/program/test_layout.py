@@ -89,6 +89,8 @@ LOCAL_IMPORTS: dict[tuple[str, str], str] = {
     ("infra/plan/costs.py", "infra.plan.monitoring"): "with components.watch, monitored only",
     ("infra/plan/advice.py", "infra.plan.elastic"): "the elastic figures, elastic stacks only",
     ("infra/plan/checked.py", "infra.plan.advice"): "the refusal's fix, only when the plan refuses",
+    ("infra/plan/loading.py", "infra.plan.config_errors"): "a refused config's line only",
+    ("infra/plan/rules.py", "infra.plan.config_errors"): "a refused config's line only",
     ("infra/plan/checked.py", "infra.plan.elastic"): "the quota and ceiling, elastic stacks only",
     # An optional layer, loaded only under its stack key:
     ("infra/__main__.py", "infra.adapters.elastic_layer"): "elastic stacks only",
@@ -109,7 +111,7 @@ LOCAL_IMPORTS: dict[tuple[str, str], str] = {
     ("infra/adapters/table.py", "infra.plan.frontdoor"): "`frontDoor: gatekeeper` only",
     ("components/manifests/access.py", "components.manifests.gatekeeper"): "the gatekeeper only",
     ("components/manifests/pods.py", "components.manifests.gatekeeper"): "the gatekeeper only",
-    ("infra/plan/sizing.py", "infra.plan.moe"): "a mixture-of-experts `model`, or its quantize Job",
+    ("infra/plan/sizing.py", "infra.plan.moe"): "a mixture-of-experts `model` only",
     ("infra/plan/prefill.py", "infra.plan.moe"): "a mixture-of-experts `model` only",
     ("infra/plan/reasons.py", "infra.plan.moe"): "a mixture-of-experts `model` only",
     ("components/manifests/access.py", "components.manifests.door"): "elastic stacks only",
@@ -132,7 +134,8 @@ LOCAL_IMPORTS: dict[tuple[str, str], str] = {
     ("infra/plan/compare.py", "infra.plan.moe_measured"): "a mixture-of-experts `model` only",
     ("infra/plan/throughput.py", "infra.plan.moe"): "a mixture-of-experts `model` only",
     ("components/manifests/__init__.py", "components.manifests.quantize"): "quantize Job only",
-    ("components/model_server.py", "components.manifests.quantize"): "quantize Job only",
+    ("components/model_server.py", "components.quantize"): "quantize Job only",
+    ("components/model_server.py", "components.autoscaling"): "the door, elastic stacks only",
 }
 #: Lines a file may hold: 600 in the product (issue 44), 800 in the tools.
 MAX_FILE_LINES = 600
