@@ -54,6 +54,9 @@ def _cluster(name: str, region: str, invoke: pulumi.InvokeOptions) -> existing.C
         ) from None
     vpc = found.vpc_config
     oidc = found.identities[0].oidcs[0].issuer if found.identities else None
+    # The data source lists no access config where EKS reports none (cluster_data_source.go,
+    # `flattenAccessConfigResponse`): a cluster from before access entries, CONFIG_MAP.
+    access = found.access_configs[0].authentication_mode if found.access_configs else "CONFIG_MAP"
     return existing.ClusterFacts(
         name=found.name,
         version=found.version,
@@ -65,6 +68,7 @@ def _cluster(name: str, region: str, invoke: pulumi.InvokeOptions) -> existing.C
         vpc_id=vpc.vpc_id,
         subnet_ids=tuple(vpc.subnet_ids),
         public_cidrs=tuple(vpc.public_access_cidrs) if vpc.endpoint_public_access else None,
+        authentication_mode=access,
     )
 
 
@@ -110,17 +114,14 @@ def _default_route(subnet: str, vpc: str, account: str, invoke: pulumi.InvokeOpt
     return existing.ELSEWHERE if usable else existing.OTHER_NAT
 
 
-def _subnet(subnet_id: str, invoke: pulumi.InvokeOptions) -> existing.SubnetFacts:
+def _subnet(subnet_id: str, invoke: pulumi.InvokeOptions) -> existing.SubnetFacts | None:
+    """The subnet, or None where EC2 finds none (deleted, or not shared with this account)."""
     try:
         found = aws.ec2.get_subnet(id=subnet_id, opts=invoke)
     except Exception as error:
         if not _missing(error):
             raise
-        raise ConfigError(
-            "existingClusterSubnet",
-            f"{subnet_id} is not a subnet this account can see",
-            "use a subnet ID of the cluster's VPC, as `aws ec2 describe-subnets` prints it",
-        ) from None
+        return None
     return existing.SubnetFacts(
         subnet_id=found.id,
         vpc_id=found.vpc_id,
@@ -128,6 +129,32 @@ def _subnet(subnet_id: str, invoke: pulumi.InvokeOptions) -> existing.SubnetFact
         zone_id=found.availability_zone_id,
         free_addresses=found.available_ip_address_count,
         public=bool(found.map_public_ip_on_launch),
+    )
+
+
+def _held(subnet_id: str, tags: dict[str, str], invoke: pulumi.InvokeOptions) -> int:
+    """Private addresses the stack's own nodes (its `project` and `stack` tags, which the launch
+    template puts on each instance) hold in `subnet_id`: every interface attached to them
+    there. Both plural data sources list nothing without failing (terraform-provider-aws
+    internal/service/ec2 ec2_instances_data_source.go, vpc_network_interfaces_data_source.go)."""
+    nodes = aws.ec2.get_instances(
+        instance_tags={k: tags[k] for k in ("project", "stack")},
+        instance_state_names=["pending", "running"],
+        filters=[{"name": "subnet-id", "values": [subnet_id]}],
+        opts=invoke,
+    )
+    if not nodes.ids:
+        return 0
+    interfaces = aws.ec2.get_network_interfaces(
+        filters=[
+            {"name": "attachment.instance-id", "values": list(nodes.ids)},
+            {"name": "subnet-id", "values": [subnet_id]},
+        ],
+        opts=invoke,
+    )
+    return sum(
+        len(aws.ec2.get_network_interface(id=i, opts=invoke).private_ips or ())
+        for i in interfaces.ids or ()
     )
 
 
@@ -169,18 +196,28 @@ def adopt_cluster(
     invoke = pulumi.InvokeOptions(provider=provider)
     try:
         found = _cluster(cfg.existing_cluster, cfg.region, invoke)
+        existing.check_access(found)
         existing.check_version(cfg, found)
-        ids = list(found.subnet_ids)
-        if cfg.existing_cluster_subnet and cfg.existing_cluster_subnet not in ids:
-            ids.append(cfg.existing_cluster_subnet)
+        named = cfg.existing_cluster_subnet
+        # The named subnet alone, else the cluster's; one EC2 no longer finds takes no nodes.
+        read = [_subnet(i, invoke) for i in ([named] if named else found.subnet_ids)]
+        if named and read[0] is None:
+            raise ConfigError(
+                "existingClusterSubnet",
+                f"{named} is not a subnet this account can see",
+                "use a subnet ID of the cluster's VPC, as `aws ec2 describe-subnets` prints it",
+            )
         # Route tables are read for the subnets the nodes may go into only.
         subnets = [
             replace(s, default_route=_default_route(s.subnet_id, s.vpc_id, found.account, invoke))
-            if s.zone_id == node_zone.zone_id or s.subnet_id == cfg.existing_cluster_subnet
+            if s.zone_id == node_zone.zone_id or s.subnet_id == named
             else s
-            for s in (_subnet(subnet_id, invoke) for subnet_id in ids)
+            for s in read
+            if s is not None
         ]
         subnet = existing.node_subnet(cfg, plan, node_zone.zone_id, found, subnets)
+        held = _held(subnet.subnet_id, instance_tags, invoke)
+        existing.check_room(cfg, plan, subnet, held)
         present, ours = _addons(found.name, instance_tags, invoke)
         owned = existing.owned_addons(cfg, plan, present, ours)
         # A missing role fails its read (`components.stack_roles.existing_roles`) first.

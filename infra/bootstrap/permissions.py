@@ -319,6 +319,15 @@ INVOKE_ACTIONS: dict[str, TypeActions] = {
     "aws:ec2/getNatGateway:getNatGateway": TypeActions(
         ("ec2:Describe*",), _TF + "ec2/vpc_nat_gateway_data_source.go"
     ),
+    "aws:ec2/getInstances:getInstances": TypeActions(
+        ("ec2:Describe*",), _TF + "ec2/ec2_instances_data_source.go"
+    ),
+    "aws:ec2/getNetworkInterfaces:getNetworkInterfaces": TypeActions(
+        ("ec2:Describe*",), _TF + "ec2/vpc_network_interfaces_data_source.go"
+    ),
+    "aws:ec2/getNetworkInterface:getNetworkInterface": TypeActions(
+        ("ec2:Describe*",), _TF + "ec2/vpc_network_interface_data_source.go"
+    ),
     "aws:iam/getRole:getRole": TypeActions(("iam:GetRole",), _TF + "iam/role_data_source.go"),
 }
 

@@ -13,18 +13,23 @@ import json
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 
+import yaml
+
 from infra.plan import addons, catalog
 from infra.plan.config import ConfigError, StackConfig
 from infra.plan.sizing import Plan
 
 #: What the program reads, each with the call that answers it (the planner prints them).
 READS = (
-    "the cluster (eks:DescribeCluster): Kubernetes version, endpoint and who may reach it (a "
-    "private one, or public CIDRs that leave some runners out, is warned of), certificate, OIDC "
-    "issuer, cluster security group, VPC and subnets",
+    "the cluster (eks:DescribeCluster): Kubernetes version, authentication mode (access "
+    "entries, API or API_AND_CONFIG_MAP), endpoint and who may reach it (a private one, or "
+    "public CIDRs that leave some runners out, is warned of), certificate, OIDC issuer, cluster "
+    "security group, VPC and subnets",
     "its subnets (ec2:DescribeSubnets; for the planned zone's, ec2:DescribeRouteTables and "
     "ec2:DescribeNatGateways): zone, free addresses, whether they map public addresses on "
     "launch and where their default route goes (the nodes go into a private one with a way out)",
+    "the stack's own nodes in the nodes' subnet (ec2:DescribeInstances, "
+    "ec2:DescribeNetworkInterfaces): the addresses they hold count as room for the plan",
     "its add-ons (eks:DescribeAddon): vpc-cni with network policy, eks-pod-identity-agent, "
     "aws-ebs-csi-driver (required with `modelCache: volume`), amazon-cloudwatch-observability "
     "(required with `monitoring`; without it no log of the model is kept, and vLLM's start-up "
@@ -70,6 +75,9 @@ class ClusterFacts:
     #: Who reaches the Kubernetes API from outside the VPC: nobody (None: a private endpoint)
     #: or the endpoint's allowed CIDRs.
     public_cidrs: tuple[str, ...] | None = ("0.0.0.0/0",)
+    #: How the cluster authenticates (`accessConfig.authenticationMode`): CONFIG_MAP, API or
+    #: API_AND_CONFIG_MAP.
+    authentication_mode: str = "API_AND_CONFIG_MAP"
 
 
 @dataclass(frozen=True)
@@ -115,6 +123,24 @@ def no_way_out(subnet: SubnetFacts) -> str | None:
     return _NO_WAY_OUT.get(subnet.default_route)
 
 
+def check_access(cluster: ClusterFacts) -> None:
+    """The cluster takes access entries: the owner gives whoever runs `pulumi up` one (ASSUMES),
+    and EKS gives the node role one when the node group is created. A CONFIG_MAP cluster has
+    none (EKS user guide, "Grant IAM users access to Kubernetes with EKS access entries": they
+    need API or API_AND_CONFIG_MAP), and its aws-auth ConfigMap maps no role ARN with a path
+    ("Grant IAM users and roles access to Kubernetes APIs", aws-auth: "the role ARN can't
+    include a path"), which every role of the stack has (`infra.plan.iam.role_path`)."""
+    if cluster.authentication_mode != "CONFIG_MAP":
+        return
+    raise ConfigError(
+        "existingCluster",
+        f"{cluster.name} authenticates with the aws-auth ConfigMap only (CONFIG_MAP), which takes "
+        "no access entry and no role with an IAM path such as the stack's node role",
+        f"have its owner run `aws eks update-cluster-config --name {cluster.name} "
+        "--access-config authenticationMode=API_AND_CONFIG_MAP`",
+    )
+
+
 def check_version(cfg: StackConfig, cluster: ClusterFacts) -> None:
     """The plan's add-on pins, autoscaler tag and support dates are `kubernetesVersion`'s: it
     must be the cluster's, and one the plan pins."""
@@ -156,23 +182,23 @@ def node_subnet(
     cluster: ClusterFacts,
     subnets: Sequence[SubnetFacts],
 ) -> SubnetFacts:
-    """The model nodes' subnet: `existingClusterSubnet`, or the cluster's private subnet in the
-    planned zone with the most free addresses; in the planned zone, in the cluster's VPC, with
-    room."""
-    need = addresses_needed(plan)
+    """The model nodes' subnet: `existingClusterSubnet`, or the cluster's one private subnet in
+    the planned zone; in the planned zone and in the cluster's VPC (its room is `check_room`'s).
+    Never one picked by what changes between runs (free addresses): a node group's `subnet_ids`
+    is ForceNew (terraform-provider-aws internal/service/eks/node_group.go), so another pick
+    on a later `up` would replace the node group and take the model down."""
     if cfg.existing_cluster_subnet is not None:
         (chosen,) = [s for s in subnets if s.subnet_id == cfg.existing_cluster_subnet]
-        key = "existingClusterSubnet"
         if chosen.vpc_id != cluster.vpc_id:
             raise ConfigError(
-                key,
+                "existingClusterSubnet",
                 f"{chosen.subnet_id} is in {chosen.vpc_id}, not in {cluster.name}'s VPC "
                 f"{cluster.vpc_id}",
                 "choose a subnet of the cluster's VPC",
             )
         if chosen.zone_id != zone_id:
             raise ConfigError(
-                key,
+                "existingClusterSubnet",
                 f"{chosen.subnet_id} is in {chosen.zone} ({chosen.zone_id}), not in the planned "
                 f"zone {cfg.availability_zone}",
                 f"choose a subnet in {cfg.availability_zone}, or set `availabilityZone` to "
@@ -184,50 +210,70 @@ def node_subnet(
         # account's interface), or one beyond a private NAT gateway, may be its way out.
         if not chosen.public and chosen.default_route in (INTERNET, DEAD_NAT):
             raise ConfigError(
-                key,
+                "existingClusterSubnet",
                 f"{chosen.subnet_id} {no_way_out(chosen)}",
                 "choose a private subnet whose route table sends 0.0.0.0/0 to a NAT gateway",
             )
-    else:
-        key = "existingCluster"
-        in_zone = [s for s in subnets if s.zone_id == zone_id]
-        if not in_zone:
-            zones = ", ".join(sorted({s.zone for s in subnets})) or "none"
-            raise ConfigError(
-                key,
-                f"{cluster.name} has no subnet in the planned zone {cfg.availability_zone} "
-                f"(its zones: {zones})",
-                "set `availabilityZone` to one of its zones, or give a subnet of that zone in "
-                "`existingClusterSubnet`",
-            )
-        private = [s for s in in_zone if no_way_out(s) is None]
-        if not private:
-            skipped = "; ".join(f"{s.subnet_id} {no_way_out(s)}" for s in in_zone)
-            raise ConfigError(
-                "existingClusterSubnet",
-                f"is needed: none of {cluster.name}'s subnets in {cfg.availability_zone} is a "
-                f"private one with a way out ({skipped})",
-                f"give a private subnet of {cfg.availability_zone} in the cluster's VPC (a route "
-                "to a NAT gateway)",
-            )
-        chosen = max(private, key=lambda s: (s.free_addresses, s.subnet_id))
-    if chosen.free_addresses < need:
+        return chosen
+    in_zone = [s for s in subnets if s.zone_id == zone_id]
+    if not in_zone:
+        zones = ", ".join(sorted({s.zone for s in subnets})) or "none"
         raise ConfigError(
-            key,
-            f"{chosen.subnet_id} has {chosen.free_addresses} free addresses, but "
-            f"{plan.nodes + plan.rollout.surge_nodes} x {plan.instance_type} may take {need} "
-            f"({addresses_per_node(plan.instance_type)} each, modelled)",
-            "give a subnet with room in `existingClusterSubnet`, or free addresses in it",
+            "existingCluster",
+            f"{cluster.name} has no subnet in the planned zone {cfg.availability_zone} "
+            f"(its zones: {zones})",
+            "set `availabilityZone` to one of its zones, or give a subnet of that zone in "
+            "`existingClusterSubnet`",
         )
-    return chosen
+    private = [s for s in in_zone if no_way_out(s) is None]
+    if not private:
+        skipped = "; ".join(f"{s.subnet_id} {no_way_out(s)}" for s in in_zone)
+        raise ConfigError(
+            "existingClusterSubnet",
+            f"is needed: none of {cluster.name}'s subnets in {cfg.availability_zone} is a "
+            f"private one with a way out ({skipped})",
+            f"give a private subnet of {cfg.availability_zone} in the cluster's VPC (a route "
+            "to a NAT gateway)",
+        )
+    if len(private) > 1:
+        listed = ", ".join(f"{s.subnet_id} ({s.free_addresses} free)" for s in private)
+        raise ConfigError(
+            "existingClusterSubnet",
+            f"is needed: {cluster.name} has {len(private)} private subnets with a way out in "
+            f"{cfg.availability_zone} ({listed}), and the nodes' subnet cannot change without "
+            "replacing the node group",
+            "set it to one of them; for a deployed stack, the one its node group uses (`aws eks "
+            "describe-nodegroup` of its eks-nodes-* group, `nodegroup.subnets`)",
+        )
+    return private[0]
+
+
+def check_room(cfg: StackConfig, plan: Plan, subnet: SubnetFacts, held: int = 0) -> None:
+    """The nodes' subnet has room for the node group at its largest. `held`: the addresses the
+    stack's own nodes hold there already (read on every `up`), which the subnet's free count
+    leaves out but the plan's need counts; so a running stack is not refused for its own. Read
+    as each interface's private addresses: prefixes a delegating VPC CNI holds are not counted,
+    which can only refuse (the need stays larger), never admit a plan without room."""
+    need = addresses_needed(plan)
+    if subnet.free_addresses + held >= need:
+        return
+    own = f" (and {held} its own nodes hold)" if held else ""
+    raise ConfigError(
+        "existingClusterSubnet" if cfg.existing_cluster_subnet else "existingCluster",
+        f"{subnet.subnet_id} has {subnet.free_addresses} free addresses{own}, but "
+        f"{plan.nodes + plan.rollout.surge_nodes} x {plan.instance_type} may take {need} "
+        f"({addresses_per_node(plan.instance_type)} each, modelled)",
+        "give a subnet with room in `existingClusterSubnet`, or free addresses in it",
+    )
 
 
 def _network_policy_on(configuration: str) -> bool:
     """Whether the vpc-cni add-on's configuration values turn its policy agent on (the
-    add-on's schema takes `enableNetworkPolicy` as the text "true")."""
+    add-on's schema takes `enableNetworkPolicy` as the text "true"). The values are JSON or
+    YAML (EKS API `CreateAddon`, `configurationValues`); YAML reads both."""
     try:
-        values = json.loads(configuration or "{}")
-    except json.JSONDecodeError:
+        values = yaml.safe_load(configuration or "{}")
+    except yaml.YAMLError:
         return False
     return isinstance(values, dict) and str(values.get("enableNetworkPolicy")).lower() == "true"
 

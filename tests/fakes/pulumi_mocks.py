@@ -310,6 +310,9 @@ class RecordingMocks(pulumi.runtime.Mocks):
         self.route_tables: dict[str, dict[str, Any]] = {}
         #: NAT gateways by ID (DescribeNatGateways): `state` and `connectivityType`.
         self.nat_gateways: dict[str, dict[str, Any]] = {}
+        #: Instances by ID (DescribeInstances): `subnetId`, `state`, `tags` and `interfaces`, the
+        #: private addresses of each attached interface by its ID (DescribeNetworkInterfaces).
+        self.instances: dict[str, dict[str, Any]] = {}
 
     def install(self) -> RecordingMocks:
         """Make these mocks the Pulumi engine for the current test."""
@@ -549,6 +552,28 @@ class RecordingMocks(pulumi.runtime.Mocks):
                 and (value in table["subnets"] if by_subnet else table["main"] == (value == "true"))
             ]
             return {"id": region, "ids": ids, "vpcId": args.args["vpcId"]}
+        if args.token == "aws:ec2/getInstances:getInstances":
+            ((subnet,),) = [f["values"] for f in args.args["filters"]]
+            ids = [
+                i
+                for i, node in self.instances.items()
+                if node["subnetId"] == subnet
+                and node["state"] in args.args["instanceStateNames"]
+                and args.args["instanceTags"].items() <= node["tags"].items()
+            ]
+            return {"id": region, "ids": ids}
+        if args.token == "aws:ec2/getNetworkInterfaces:getNetworkInterfaces":
+            (nodes,) = [f["values"] for f in args.args["filters"] if f["name"].startswith("attach")]
+            return {
+                "id": region,
+                "ids": [e for i in nodes for e in self.instances[i]["interfaces"]],
+            }
+        if args.token == "aws:ec2/getNetworkInterface:getNetworkInterface":
+            eni = args.args["id"]
+            (ips,) = [
+                n["interfaces"][eni] for n in self.instances.values() if eni in n["interfaces"]
+            ]
+            return {"id": eni, "privateIps": ips}
         found = self._described(args.token, dict(args.args))
         if found is not None:
             return found

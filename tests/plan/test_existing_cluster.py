@@ -133,15 +133,41 @@ CLUSTER = existing.ClusterFacts(
 )
 
 
-def test_the_roomiest_subnet_of_the_planned_zone_is_the_nodes() -> None:
-    cfg = _cfg()
+def test_the_nodes_subnet_is_never_picked_by_its_free_addresses() -> None:
+    # A node group's subnets are ForceNew: a pick by free addresses could differ on the next
+    # `up` and replace the node group. Two qualifying subnets need a named one.
     subnets = [
-        existing.SubnetFacts("subnet-a", "vpc-1", "us-west-2a", "usw2-az2", 500),
+        existing.SubnetFacts("subnet-0aaa1111bbbb2222a", "vpc-1", "us-west-2a", "usw2-az2", 500),
         existing.SubnetFacts("subnet-b", "vpc-1", "us-west-2a", "usw2-az2", 900),
         existing.SubnetFacts("subnet-c", "vpc-1", "us-west-2b", "usw2-az1", 4000),
     ]
-    chosen = existing.node_subnet(cfg, plan(cfg), "usw2-az2", CLUSTER, subnets)
-    assert chosen.subnet_id == "subnet-b"
+    cfg = _cfg()
+    with pytest.raises(ConfigError) as raised:
+        existing.node_subnet(cfg, plan(cfg), "usw2-az2", CLUSTER, subnets)
+    assert str(raised.value) == (
+        "`existingClusterSubnet` is needed: platform-shared has 2 private subnets with a way out "
+        "in us-west-2a (subnet-0aaa1111bbbb2222a (500 free), subnet-b (900 free)), and the "
+        "nodes' subnet cannot change without replacing the node group; set it to one of them; "
+        "for a deployed stack, "
+        "the one its node group uses (`aws eks describe-nodegroup` of its eks-nodes-* group, "
+        "`nodegroup.subnets`)"
+    )
+    named = _cfg(existingClusterSubnet="subnet-0aaa1111bbbb2222a")
+    assert existing.node_subnet(named, plan(named), "usw2-az2", CLUSTER, subnets) == subnets[0]
+
+
+@pytest.mark.parametrize(
+    "values",
+    [
+        '{"enableNetworkPolicy": "true"}',
+        'enableNetworkPolicy: "true"',
+        "enableNetworkPolicy: true\nenv:\n  ENABLE_PREFIX_DELEGATION: 'true'\n",
+    ],
+)
+def test_vpc_cni_values_are_read_as_json_or_yaml(values: str) -> None:
+    # EKS takes an add-on's configuration values as JSON or YAML.
+    cfg = _cfg(monitoring=False)
+    assert existing.owned_addons(cfg, plan(cfg), {"vpc-cni": values}) == ()
 
 
 def test_the_nodes_subnet_is_a_private_one() -> None:

@@ -231,13 +231,14 @@ def existing_cluster(
     public: tuple[str, ...] = (),
     ours: tuple[str, ...] = (),
     routes: dict[str, str] | None = None,
+    authentication: str = "API_AND_CONFIG_MAP",
 ) -> None:
     """Put `EXISTING_CLUSTER` in the account as DescribeCluster, DescribeSubnets and
     DescribeAddon describe it; `free` addresses in every subnet if given; `lws` its LWS CRD;
     the `public` subnets map public addresses on launch and route to an internet gateway, the
     rest use the main route table, to a NAT gateway (a subnet in `routes` has a table of its
     own whose default route goes to that gateway, none if ""); an add-on given None is absent,
-    one in `ours` carries the dev stack's tags (it made it)."""
+    one in `ours` carries the dev stack's tags (it made it); `authentication` its mode."""
     region = "us-west-2"
     mocks.clusters[EXISTING_CLUSTER] = {
         "id": EXISTING_CLUSTER,
@@ -253,7 +254,7 @@ def existing_cluster(
         ],
         "accessConfigs": [
             {
-                "authenticationMode": "API_AND_CONFIG_MAP",
+                "authenticationMode": authentication,
                 "bootstrapClusterCreatorAdminPermissions": True,
             }
         ],

@@ -197,6 +197,20 @@ REFUSED = {
         "support (1.32, 1.33, 1.34, 1.35); upgrade the cluster to 1.35, or deploy into another "
         "cluster",
     ),
+    "cluster-without-access-entries": (
+        {"authentication": "CONFIG_MAP"},
+        None,
+        "`existingCluster` platform-shared authenticates with the aws-auth ConfigMap only "
+        "(CONFIG_MAP), which takes no access entry and no role with an IAM path such as the "
+        "stack's node role; have its owner run `aws eks update-cluster-config --name "
+        "platform-shared --access-config authenticationMode=API_AND_CONFIG_MAP`",
+    ),
+    "named-subnet-missing": (
+        {},
+        {"existingClusterSubnet": "subnet-0bad0bad0bad0bad0"},
+        "`existingClusterSubnet` subnet-0bad0bad0bad0bad0 is not a subnet this account can see; "
+        "use a subnet ID of the cluster's VPC, as `aws ec2 describe-subnets` prints it",
+    ),
     "missing-cluster": (
         None,
         None,
@@ -257,6 +271,62 @@ def test_a_cluster_the_stack_cannot_use_is_refused_before_anything_is_made(
     if cluster is not None:
         existing_cluster(mocks, **cluster)
     assert message in _refused(mocks, overrides)
+
+
+def test_a_subnet_ec2_no_longer_finds_is_passed_over_and_a_named_one_read_alone(
+    mocks: RecordingMocks,
+) -> None:
+    # The cluster still lists a subnet since deleted: it takes no nodes, and is no refusal.
+    existing_cluster(mocks)
+    del mocks.subnets["subnet-0999888877776666a"]
+    run_into_existing(mocks)
+    assert one(mocks.records, NODE_GROUP).inputs["subnetIds"] == [ZONE_SUBNET]
+    fresh = RecordingMocks()
+    existing_cluster(fresh)
+    run_into_existing(fresh, {"existingClusterSubnet": ZONE_SUBNET})
+    read = [c.args["id"] for c in fresh.calls if c.token == "aws:ec2/getSubnet:getSubnet"]
+    assert read == [ZONE_SUBNET]
+
+
+def _nodes(*nodes: tuple[str, str, str, tuple[int, ...]]) -> dict[str, dict[str, Any]]:
+    """Instances as DescribeInstances lists them, by ID: each (subnet, stack, state, addresses
+    of each interface)."""
+    return {
+        f"i-{n}": {
+            "subnetId": subnet,
+            "state": state,
+            "tags": {"project": "gemma-graviton", "stack": stack, "owner": "ml-platform"},
+            "interfaces": {
+                f"eni-{n}-{i}": [f"10.80.{i}.{a}" for a in range(count)]
+                for i, count in enumerate(addresses)
+            },
+        }
+        for n, (subnet, stack, state, addresses) in enumerate(nodes)
+    }
+
+
+def test_a_running_stack_is_not_refused_for_the_addresses_its_nodes_hold(
+    mocks: RecordingMocks,
+) -> None:
+    # 100 free, 120 needed: the stack's two nodes hold 20 of the 120 already. Another stack's
+    # node, a stopped one and one in another subnet hold none of the stack's.
+    existing_cluster(mocks, free=100)
+    mocks.instances = _nodes(
+        (ZONE_SUBNET, "dev", "running", (6, 4)),
+        (ZONE_SUBNET, "dev", "pending", (10,)),
+        (ZONE_SUBNET, "prod", "running", (50,)),
+        (ZONE_SUBNET, "dev", "stopped", (50,)),
+        ("subnet-0ddd3333eeee4444f", "dev", "running", (50,)),
+    )
+    run_into_existing(mocks)
+    assert one(mocks.records, NODE_GROUP).inputs["subnetIds"] == [ZONE_SUBNET]
+    fresh = RecordingMocks()
+    existing_cluster(fresh, free=100)
+    fresh.instances = _nodes((ZONE_SUBNET, "dev", "running", (6, 3)))
+    assert (
+        f"`existingCluster` {ZONE_SUBNET} has 100 free addresses (and 9 its own nodes hold), "
+        "but 2 x m7g.2xlarge may take 120"
+    ) in _refused(fresh)
 
 
 def test_a_failed_read_that_says_not_found_is_no_absent_add_on(mocks: RecordingMocks) -> None:
