@@ -90,7 +90,7 @@ LOCAL_IMPORTS: dict[tuple[str, str], str] = {
     ("infra/plan/advice.py", "infra.plan.elastic"): "the elastic figures, elastic stacks only",
     ("infra/plan/checked.py", "infra.plan.advice"): "the refusal's fix, only when the plan refuses",
     ("infra/plan/loading.py", "infra.plan.config_errors"): "a refused config's line only",
-    ("infra/plan/rules.py", "infra.plan.config_errors"): "a refused config's line only",
+    ("infra/plan/loading.py", "infra.plan.config_fixes"): "a refused value's fix only",
     ("infra/plan/checked.py", "infra.plan.elastic"): "the quota and ceiling, elastic stacks only",
     # An optional layer, loaded only under its stack key:
     ("infra/__main__.py", "infra.adapters.elastic_layer"): "elastic stacks only",
