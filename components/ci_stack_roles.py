@@ -1,17 +1,19 @@
 """The bootstrap's `StackRoles` component: the roles of one main-program stack, which the
-program only reads (`stack_roles`). What each role is: `components.manifests.identity` (pure).
+program only reads (`stack_roles`). Who assumes each role: `components.manifests.identity`; what
+it holds: `components.manifests.role_policies` (both pure).
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import pulumi
 import pulumi_aws as aws
 
 from components.manifests.identity import StackRole, role_name
+from components.manifests.role_policies import RolePolicies
 
 
 @dataclass(frozen=True)
@@ -20,6 +22,8 @@ class StackRolesArgs:
 
     stack: str
     roles: Sequence[StackRole]
+    #: What each holds, by `StackRole.key` (`role_policies.policies`).
+    policies: Mapping[str, RolePolicies]
     #: The IAM path of every role (`infra.plan.iam.role_path`).
     path: str
     #: The stack's permissions boundary (a managed policy of the bootstrap).
@@ -42,6 +46,7 @@ class StackRoles(pulumi.ComponentResource):
         child = pulumi.ResourceOptions(parent=self)
         self.role_arns = {}
         for spec in args.roles:
+            held = args.policies[spec.key]
             trust = pulumi.Output.all(args.account, args.partition).apply(
                 lambda v, spec=spec: json.dumps(spec.trust(v[0], v[1], args.region, args.stack))
             )
@@ -49,12 +54,12 @@ class StackRoles(pulumi.ComponentResource):
                 f"{name}-{spec.key}",
                 name=role_name(args.stack, spec.key),
                 path=args.path,
-                description=spec.description,
+                description=held.description,
                 permissions_boundary=args.boundary_arn,
                 assume_role_policy=trust,
                 opts=child,
             )
-            for policy in spec.managed_policies:
+            for policy in held.managed_policies:
                 aws.iam.RolePolicyAttachment(
                     f"{name}-{spec.key}-{policy.rsplit('/', 1)[-1]}",
                     role=role.name,
@@ -63,11 +68,11 @@ class StackRoles(pulumi.ComponentResource):
                     ),
                     opts=child,
                 )
-            if spec.inline_policy is not None:
+            if held.inline_policy is not None:
                 aws.iam.RolePolicy(
                     f"{name}-{spec.key}-policy",
                     role=role.name,
-                    policy=spec.inline_policy,
+                    policy=held.inline_policy,
                     opts=child,
                 )
             self.role_arns[spec.key] = role.arn

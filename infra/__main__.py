@@ -52,7 +52,7 @@ if cfg.elastic:
 
     elastic_nodes = elastic_layer.elastic_nodes(cfg)
 # The stack's IAM roles are the bootstrap's (`components.ci_stack_roles`): read, never created.
-role_specs = identity.stack_roles(stack, cfg.region, wiring.NAMESPACE, cfg.existing_cluster)
+role_specs = identity.stack_roles(wiring.NAMESPACE, cfg.existing_cluster)
 roles = stack_roles.existing_roles("role", stack, [r.key for r in role_specs], on_aws)
 
 if cfg.existing_cluster is None:

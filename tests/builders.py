@@ -18,11 +18,12 @@ from dataclasses import replace
 from typing import Any
 
 from components.manifests.asleep import Asleep
+from components.manifests.door import DoorSpec
 from components.manifests.drain import DrainSpec, grace
 from components.manifests.gatekeeper_conf import GatekeeperLimits
 from components.manifests.quantize import QuantizeSpec
 from components.manifests.scaling import CronWindow, ScalerSpec
-from components.manifests.spec import MODEL_TAINT, DoorSpec, ServerSpec
+from components.manifests.spec import MODEL_TAINT, ServerSpec
 from infra.adapters.render import rendered_objects
 from infra.adapters.wiring import server_spec as spec_of
 from infra.plan.config import StackConfig

@@ -44,12 +44,15 @@ wait in vLLM, which is what the queue trigger scales on.
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
-from components.manifests import asleep, gatekeeper, metrics, scaling
+from components.manifests import asleep, drain, gatekeeper, metrics, scaling
+from components.manifests.asleep import Asleep
+from components.manifests.probes import LIVENESS_PORT
 from components.manifests.spec import (
     LWS_NAME_LABEL,
-    DoorSpec,
     Manifest,
     ServerSpec,
     object_meta,
@@ -57,10 +60,39 @@ from components.manifests.spec import (
 )
 
 
+@dataclass(frozen=True)
+class DoorSpec:
+    """The always-on front door of an elastic stack (`ServerSpec.door`): the gatekeeper out of
+    the leader pods, on the system nodes, in front of every group."""
+
+    #: What it answers while no group runs, and its wake flag.
+    asleep: Asleep
+    #: The most groups that may run (the door's pod-wide grammar limit admits one per group).
+    max_groups: int
+    #: Labels of the always-on system nodes.
+    node_selector: Mapping[str, str]
+    #: Tolerations for those nodes' taints.
+    tolerations: Sequence[Mapping[str, str]] = ()
+    #: Namespace of KEDA's operator, which polls the wake flag.
+    keda_namespace: str = "keda"
+
+
 def _door(spec: ServerSpec) -> DoorSpec:
     if spec.door is None:
         raise ValueError(f"{spec.name} has no door: it is a fixed stack")
     return spec.door
+
+
+def leader_readiness_probe() -> dict[str, Any]:
+    """A leader's readiness behind the door: the check process counts vLLM's failures itself
+    (`liveness.READY_FAILURES`) and fails at once once draining: out of the Service within a
+    period and the endpoint's propagation, before the pool's last reuse ends inside the window."""
+    return {
+        "httpGet": {"path": "/ready", "port": LIVENESS_PORT},
+        "periodSeconds": drain.READY_PERIOD_S,
+        "failureThreshold": 1,
+        "timeoutSeconds": 5,
+    }
 
 
 def name(spec: ServerSpec) -> str:

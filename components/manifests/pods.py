@@ -261,15 +261,9 @@ def _engine_container(spec: ServerSpec, role: Literal["leader", "worker"]) -> di
             "timeoutSeconds": 5,
         }
         if spec.door:
-            # The check process counts vLLM's failures itself (`liveness.READY_FAILURES`) and
-            # fails at once once draining: out of the Service within a period and the
-            # endpoint's propagation, before the pool's last reuse ends inside the window.
-            container["readinessProbe"] = {
-                "httpGet": {"path": "/ready", "port": LIVENESS_PORT},
-                "periodSeconds": drain.READY_PERIOD_S,
-                "failureThreshold": 1,
-                "timeoutSeconds": 5,
-            }
+            from components.manifests import door  # the elastic layer, elastic only
+
+            container["readinessProbe"] = door.leader_readiness_probe()
         # /health stays 200 while a lost or hung rank stalls every request: liveness proves
         # tokens come out of the last stage (`probes`, `/live`).
         container["livenessProbe"] = liveness_probe(spec.probes)

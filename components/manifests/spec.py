@@ -13,7 +13,7 @@ from components.manifests.engine import EngineSpec
 from components.manifests.probes import ProbeSpec
 
 if TYPE_CHECKING:
-    from components.manifests.asleep import Asleep
+    from components.manifests.door import DoorSpec
     from components.manifests.gatekeeper_conf import GatekeeperLimits
 
 LWS_API = "leaderworkerset.x-k8s.io/v1"
@@ -125,23 +125,6 @@ class EndpointLimits:
     max_reply_tokens: int
     #: The first-byte bound plus the longest reply's decode, in seconds: the drain's and clients'.
     reply_timeout_seconds: float
-
-
-@dataclass(frozen=True)
-class DoorSpec:
-    """The always-on front door of an elastic stack (`components.manifests.door`): the
-    gatekeeper out of the leader pods, on the system nodes, in front of every group."""
-
-    #: What it answers while no group runs, and its wake flag.
-    asleep: Asleep
-    #: The most groups that may run (the door's pod-wide grammar limit admits one per group).
-    max_groups: int
-    #: Labels of the always-on system nodes.
-    node_selector: Mapping[str, str]
-    #: Tolerations for those nodes' taints.
-    tolerations: Sequence[Mapping[str, str]] = ()
-    #: Namespace of KEDA's operator, which polls the wake flag.
-    keda_namespace: str = "keda"
 
 
 @dataclass(frozen=True)

@@ -7,13 +7,17 @@ from __future__ import annotations
 
 import json
 import shlex
+from typing import TYPE_CHECKING
 
 from components.manifests import ServerSpec, model_claims
-from components.manifests.spec import MODEL_TAINT, DoorSpec, stack_taint
+from components.manifests.spec import MODEL_TAINT, stack_taint
 from infra.plan import catalog
 from infra.plan.config import StackConfig
 from infra.plan.config_parts import PROJECT
 from infra.plan.sizing import Plan
+
+if TYPE_CHECKING:
+    from components.manifests.door import DoorSpec
 
 #: Label of the model node group; the model pods select it.
 NODE_POOL_LABEL = "gemma-graviton.dev/pool"
@@ -132,6 +136,7 @@ def volume_claims(spec: ServerSpec) -> list[tuple[str, str]]:
 
 def door_spec(cfg: StackConfig, plan: Plan) -> DoorSpec:
     """An elastic stack's door: on the system nodes, its asleep answers from the plan."""
+    from components.manifests.door import DoorSpec  # the elastic layer, elastic stacks only
     from infra.plan import elastic, sleep  # the elastic layer, wired only for an elastic stack
 
     return DoorSpec(

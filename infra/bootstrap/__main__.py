@@ -23,6 +23,7 @@ from components.github_ci import (
     GitHubActionsAccessArgs,
 )
 from components.manifests.identity import stack_roles
+from components.manifests.role_policies import policies
 from infra.adapters.pulumi_config import raw_config
 from infra.adapters.wiring import NAMESPACE
 from infra.bootstrap.access import (
@@ -108,7 +109,8 @@ stack_role_arns = {
         f"stack-{stack}",
         StackRolesArgs(
             stack=stack,
-            roles=stack_roles(stack, regions[stack], NAMESPACE, clusters[stack]),
+            roles=stack_roles(NAMESPACE, clusters[stack]),
+            policies=policies(stack, regions[stack]),
             path=iam.role_path(stack),
             boundary_arn=access.boundary_arns[stack],
             account=account,

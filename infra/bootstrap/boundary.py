@@ -14,7 +14,7 @@ from infra.plan import iam
 
 #: What a stack's roles may ever do (a boundary grants nothing; a role's permissions are its
 #: policies within it): the AWS-managed policies and the inline policies of
-#: `components.manifests.identity.stack_roles` use EC2, Elastic Load
+#: `components.manifests.role_policies.policies` use EC2, Elastic Load
 #: Balancing, Auto Scaling, EKS reads, ECR pulls, CloudWatch Logs and metrics, X-Ray and KMS key
 #: reads. No IAM but the load balancers' service-linked role, no STS, no S3, no secrets.
 BOUNDARY_REGIONAL_ACTIONS = (

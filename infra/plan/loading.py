@@ -25,7 +25,11 @@ def load_config(raw: Mapping[str, Any]) -> StackConfig:
     they were stored as such.
     """
     values = {k: _decode(v) for k, v in raw.items() if k not in SECRET_KEYS}
-    rules.check_raw(values)
+    region = rules.region_refusal(values)
+    if region is not None:
+        from infra.plan.config_fixes import region_fix  # the fix, refused only
+
+        raise ConfigError("region", region, region_fix(values))
     try:
         cfg = StackConfig.model_validate(values)
     except ValidationError as error:
@@ -33,7 +37,9 @@ def load_config(raw: Mapping[str, Any]) -> StackConfig:
 
         refused = _to_config_error(error, values)
         if refused.rule.startswith("must be a list"):
-            refused = rules.list_syntax(refused, values)
+            from infra.plan.config_fixes import list_syntax  # the fix, refused only
+
+            refused = list_syntax(refused, values)
         raise refused from None
     check_rotation(raw)
     rules.check_config(cfg)

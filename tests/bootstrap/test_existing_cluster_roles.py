@@ -16,14 +16,14 @@ REGION = "us-west-2"
 
 
 def test_no_cluster_role_and_no_autoscaler_role_for_an_existing_cluster() -> None:
-    roles = identity.stack_roles("dev", REGION, NAMESPACE, CLUSTER)
+    roles = identity.stack_roles(NAMESPACE, CLUSTER)
     assert [r.key for r in roles] == ["nodes", "ebs-csi", "cloudwatch-agent", "collector"]
-    own = [r.key for r in identity.stack_roles("dev", REGION, NAMESPACE)]
+    own = [r.key for r in identity.stack_roles(NAMESPACE)]
     assert "cluster" in own and "autoscaler" in own
 
 
 def test_the_pod_roles_trust_the_existing_cluster_alone() -> None:
-    for role in identity.stack_roles("dev", REGION, NAMESPACE, CLUSTER):
+    for role in identity.stack_roles(NAMESPACE, CLUSTER):
         if role.service_account is None:
             continue
         (statement,) = role.trust("123456789012", "aws", REGION, "dev")["Statement"]

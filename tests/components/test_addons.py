@@ -55,7 +55,7 @@ STACK = "dev"
 POD_ROLES = {
     str(role.service_account): f"arn:aws:iam::{ACCOUNT_ID}:role/gemma-graviton/{STACK}/"
     f"{identity.role_name(STACK, role.key)}"
-    for role in identity.stack_roles(STACK, "us-west-2", wiring.NAMESPACE)
+    for role in identity.stack_roles(wiring.NAMESPACE)
     if role.service_account is not None
 }
 COLLECTOR = f"{wiring.NAMESPACE}/{metrics.NAME}"

@@ -20,7 +20,7 @@ import pytest
 from components import manifests
 from components.autoscaling import autoscaler_values
 from components.manifests import gatekeeper, scaling
-from components.manifests.identity import autoscaler_policy
+from components.manifests.role_policies import autoscaler_policy
 from infra.adapters import wiring
 from infra.adapters.render import rendered_objects
 from infra.plan import addons, elastic, liveness

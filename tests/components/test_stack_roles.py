@@ -1,6 +1,7 @@
-"""The stacks' IAM roles: what each is (`components.manifests.identity`, pure) and how the program
-reads them; how the bootstrap makes them (`components.ci_stack_roles.StackRoles`), for every stack
-file: tests/bootstrap/test_program.py.
+"""The stacks' IAM roles: who assumes each (`components.manifests.identity`, pure), what each
+holds (`components.manifests.role_policies`, pure) and how the program reads them; how the
+bootstrap makes them (`components.ci_stack_roles.StackRoles`), for every stack file:
+tests/bootstrap/test_program.py.
 
 Policy checked here: a pod role admits EKS Pod Identity only, for its own stack's cluster and
 its own service account, matched exactly on the session tags EKS Pod Identity sets; the cluster
@@ -17,7 +18,7 @@ from typing import Any
 import pulumi
 import pytest
 
-from components.manifests import identity
+from components.manifests import identity, role_policies
 from components.manifests.identity import StackRole
 from components.stack_roles import existing_roles, pod_role_arns
 from infra.adapters import monitoring_layer, wiring
@@ -44,7 +45,11 @@ def _region(stack: str) -> str:
 
 
 def _roles(stack: str) -> dict[str, StackRole]:
-    return {r.key: r for r in identity.stack_roles(stack, _region(stack), wiring.NAMESPACE)}
+    return {r.key: r for r in identity.stack_roles(wiring.NAMESPACE)}
+
+
+def _held(stack: str) -> dict[str, role_policies.RolePolicies]:
+    return role_policies.policies(stack, _region(stack))
 
 
 def _statement(role: StackRole, stack: str) -> dict[str, Any]:
@@ -94,13 +99,13 @@ def test_every_pod_role_admits_pod_identity_for_its_own_account_in_its_own_clust
 
 @pytest.mark.parametrize("stack", STACKS)
 def test_each_pod_role_holds_only_its_own_permissions(stack: str) -> None:
-    roles = _roles(stack)
+    roles = _held(stack)
     assert roles["ebs-csi"].managed_policies == ("service-role/AmazonEBSCSIDriverPolicy",)
     assert roles["ebs-csi"].inline_policy is None
     assert roles["cloudwatch-agent"].managed_policies == ("CloudWatchAgentServerPolicy",)
     assert roles["cloudwatch-agent"].inline_policy is None
     assert roles["autoscaler"].managed_policies == ()
-    assert roles["autoscaler"].inline_policy == identity.autoscaler_policy(
+    assert roles["autoscaler"].inline_policy == role_policies.autoscaler_policy(
         identity.cluster_name(stack)
     )
     assert roles["collector"].managed_policies == ()
@@ -116,7 +121,7 @@ def test_each_pod_role_holds_only_its_own_permissions(stack: str) -> None:
 
 def test_the_collector_writes_log_events_to_its_own_group_only() -> None:
     group = "arn:aws:logs:us-west-2:123456789012:log-group:/gemma-graviton/dev/metrics"
-    document = json.loads(identity.emf_policy(group))
+    document = json.loads(role_policies.emf_policy(group))
     (statement,) = document["Statement"]
     assert statement["Effect"] == "Allow"
     # CloudWatch makes the metrics from the EMF events: no PutMetricData, nothing else.
@@ -127,7 +132,7 @@ def test_the_collector_writes_log_events_to_its_own_group_only() -> None:
     ]
     assert statement["Resource"] == [group, f"{group}:*"]
     # The group's ARN as CloudWatch returns it (with `:*`) gives the same policy.
-    assert identity.emf_policy(f"{group}:*") == identity.emf_policy(group)
+    assert role_policies.emf_policy(f"{group}:*") == role_policies.emf_policy(group)
 
 
 # -- the cluster's and the nodes' roles ----------------------------------------------------------
@@ -135,15 +140,15 @@ def test_the_collector_writes_log_events_to_its_own_group_only() -> None:
 
 @pytest.mark.parametrize("stack", STACKS)
 def test_the_cluster_role_trusts_eks_and_the_node_role_ec2(stack: str) -> None:
-    roles = _roles(stack)
+    roles, held = _roles(stack), _held(stack)
     cluster, nodes = _statement(roles["cluster"], stack), _statement(roles["nodes"], stack)
 
     assert cluster["Principal"] == {"Service": "eks.amazonaws.com"}
     assert "sts:AssumeRole" in cluster["Action"]
     assert "Condition" not in cluster
-    assert roles["cluster"].managed_policies == (identity.CLUSTER_POLICY,)
-    assert identity.CLUSTER_POLICY == "AmazonEKSClusterPolicy"
-    assert roles["cluster"].service_account is None and roles["cluster"].inline_policy is None
+    assert held["cluster"].managed_policies == (role_policies.CLUSTER_POLICY,)
+    assert role_policies.CLUSTER_POLICY == "AmazonEKSClusterPolicy"
+    assert roles["cluster"].service_account is None and held["cluster"].inline_policy is None
 
     # An instance profile's role is assumed with sts:AssumeRole alone.
     assert nodes["Principal"] == {"Service": "ec2.amazonaws.com"}
@@ -152,15 +157,15 @@ def test_the_cluster_role_trusts_eks_and_the_node_role_ec2(stack: str) -> None:
     # The pods that call AWS have roles of their own: the nodes hold only what a node needs,
     # the worker policy holding the Pod Identity agent's eks-auth:AssumeRoleForPodIdentity.
     assert (
-        set(roles["nodes"].managed_policies)
-        == set(identity.NODE_POLICIES)
+        set(held["nodes"].managed_policies)
+        == set(role_policies.NODE_POLICIES)
         == {
             "AmazonEKSWorkerNodePolicy",
             "AmazonEKS_CNI_Policy",
             "AmazonEC2ContainerRegistryReadOnly",
         }
     )
-    assert roles["nodes"].service_account is None and roles["nodes"].inline_policy is None
+    assert roles["nodes"].service_account is None and held["nodes"].inline_policy is None
 
 
 # -- names ---------------------------------------------------------------------------------------
@@ -168,7 +173,9 @@ def test_the_cluster_role_trusts_eks_and_the_node_role_ec2(stack: str) -> None:
 
 @pytest.mark.parametrize("stack", STACKS)
 def test_role_names_fit_iams_limit_and_are_distinct(stack: str) -> None:
-    roles = identity.stack_roles(stack, _region(stack), wiring.NAMESPACE)
+    roles = identity.stack_roles(wiring.NAMESPACE)
+    # What each holds is known for every role, and for no other.
+    assert [r.key for r in roles] == list(_held(stack))
     names = [identity.role_name(stack, r.key) for r in roles]
     for name in names:
         assert len(name) <= ROLE_NAME_LIMIT, (name, len(name))
@@ -190,7 +197,7 @@ def test_the_program_reads_the_roles_and_maps_each_account_to_its_own(
     mocks: RecordingMocks,
 ) -> None:
     stack = "dev"
-    specs = identity.stack_roles(stack, _region(stack), wiring.NAMESPACE)
+    specs = identity.stack_roles(wiring.NAMESPACE)
     mocks.existing |= bootstrap_roles(stack)
 
     def program() -> dict[str, pulumi.Output[str]]:

@@ -74,7 +74,7 @@ GROUPS = (
     ),
     Group(
         "config",
-        ("infra/plan/config.py", "infra/plan/rules.py"),
+        ("infra/plan/config.py", "infra/plan/rules.py", "infra/plan/config_fixes.py"),
         (
             "tests/plan/test_rules.py",
             "tests/plan/test_config.py",

@@ -70,7 +70,7 @@ def bootstrap_roles(
     # The file's region, as the program reads it (which never loads `infra.plan.stackfile`).
     region = stack_values(stack)["gemma-graviton:region"]
     found = {}
-    for role in identity.stack_roles(stack, region, NAMESPACE, existing_cluster):
+    for role in identity.stack_roles(NAMESPACE, existing_cluster):
         name = identity.role_name(stack, role.key)
         path = iam.role_path(stack)
         found[(ROLE_TYPE, name)] = {

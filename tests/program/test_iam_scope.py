@@ -48,10 +48,7 @@ def test_the_program_creates_no_iam_entity(stack: str, variant: str) -> None:
     mocks, _ = shared_run(stack, VARIANTS[variant])
     assert iam_writes(mocks.records) == []
     read = {r.resource_id for r in by_type(mocks.records, ROLE)}
-    assert read == {
-        identity.role_name(stack, r.key)
-        for r in identity.stack_roles(stack, load_stack(stack).region, NAMESPACE)
-    }
+    assert read == {identity.role_name(stack, r.key) for r in identity.stack_roles(NAMESPACE)}
 
 
 def test_a_role_created_by_the_program_is_found(mocks: RecordingMocks) -> None:
@@ -117,10 +114,9 @@ def test_every_pod_that_calls_aws_has_its_own_role(stack: str) -> None:
     each role with a service account that the stack runs is associated: with everything on,
     all but the autoscaler's on a fixed stack."""
     mocks, _ = shared_run(stack, EVERYTHING_ON)
-    region = load_stack(stack).region
     specs = {
         str(r.service_account): identity.role_name(stack, r.key)
-        for r in identity.stack_roles(stack, region, NAMESPACE)
+        for r in identity.stack_roles(NAMESPACE)
         if r.service_account is not None
     }
     names = {r.outputs["arn"]: r.resource_id for r in by_type(mocks.records, ROLE)}
