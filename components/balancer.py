@@ -48,6 +48,8 @@ def drain_attributes(
         update=SCRIPT,
         environment={
             "AWS_REGION": region,
+            # No pager (AWS CLI v2 pipes output through `less` by default).
+            "AWS_PAGER": "",
             "NLB_HOSTNAME": hostname,
             "TARGET_GROUP_ATTRIBUTES": attributes,
         },
