@@ -13,6 +13,7 @@ import pulumi_kubernetes as k8s
 import pulumi_random as random
 
 from components import manifests
+from components.balancer import drain_attributes
 from components.manifests import ServerSpec
 from components.manifests.spec import KEY_ANNOTATION, key_fingerprint
 from components.objects import create
@@ -31,6 +32,8 @@ class ModelServerArgs:
     hf_token: pulumi.Input[str]
     #: The LWS controller install; its webhooks must serve before a LeaderWorkerSet is created.
     lws_controller: pulumi.Resource
+    #: The stack's region, where the load balancer's target groups are set (`components.balancer`).
+    region: str
     #: What provides `spec.storage_class` (the CSI driver and class), when weights persist.
     storage: pulumi.Resource | None = None
     #: Claim name -> the PersistentVolume made for it (`ModelVolumes.volume_names`); a claim
@@ -162,6 +165,7 @@ class ModelServer(pulumi.ComponentResource):
         )
 
         self.load_balancer_hostname = _hostname(svc)
+        drain_attributes(name, svc, self.load_balancer_hostname, spec.drain, args.region, self)
         self.endpoint = _endpoint(spec, self.load_balancer_hostname, group)
         self.api_key = pulumi.Output.secret(api_key)
         self.api_key_fingerprint = pulumi.Output.unsecret(api_key.apply(key_fingerprint))

@@ -164,6 +164,7 @@ server = ModelServer(
     ModelServerArgs(
         spec=server_spec,
         hf_token=secrets.hf_token,
+        region=cfg.region,
         api_key=secrets.api_key,
         api_key_previous=secrets.api_key_previous,
         api_key_overlap_until=cfg.api_key_overlap_until,

@@ -564,6 +564,19 @@ def _public_ranges(
 #: `filterTargetNodes`; aws-load-balancer-controller v2.17.1
 #: pkg/service/model_build_target_group.go `buildTargetGroupBindingNodeSelector`).
 TARGET_NODES_ANNOTATION = "service.beta.kubernetes.io/aws-load-balancer-target-node-labels"
+#: What the in-tree provider refuses on an NLB before it makes anything (cloud-provider-aws
+#: v1.35.2 pkg/providers/v1/aws_validations.go `validateServiceAnnotations`, from v1.34.0): a
+#: bring-your-own security group, or a target-group attribute but the two it manages. The
+#: Service then never gets a load balancer, and `pulumi up` waits for its hostname in vain.
+NLB_TYPE_ANNOTATION = "service.beta.kubernetes.io/aws-load-balancer-type"
+NLB_REFUSED_ANNOTATIONS = (
+    "service.beta.kubernetes.io/aws-load-balancer-security-groups",
+    "service.beta.kubernetes.io/aws-load-balancer-extra-security-groups",
+)
+TARGET_GROUP_ATTRIBUTES_ANNOTATION = (
+    "service.beta.kubernetes.io/aws-load-balancer-target-group-attributes"
+)
+NLB_TARGET_GROUP_ATTRIBUTES = ("preserve_client_ip.enabled", "proxy_protocol_v2.enabled")
 
 
 def load_balancer_names_scheme_and_targets(
@@ -574,7 +587,9 @@ def load_balancer_names_scheme_and_targets(
     Controller, if its webhook takes the Service, an internal one (v2.17.1
     pkg/config/controller_config.go `DefaultLoadBalancerScheme`). It also names its target nodes
     by label; that the label is on the nodes of the pods it selects is checked over a stack's
-    objects (`components.manifests.semantics.untargeted_load_balancers`)."""
+    objects (`components.manifests.semantics.untargeted_load_balancers`). An NLB names no
+    annotation the in-tree provider refuses (`NLB_REFUSED_ANNOTATIONS`,
+    `NLB_TARGET_GROUP_ATTRIBUTES`)."""
     if resource_type != SERVICE or _unwrap(_map(props.get("spec")).get("type")) != "LoadBalancer":
         return []
     annotations = _path(props, "metadata", "annotations")
@@ -589,6 +604,21 @@ def load_balancer_names_scheme_and_targets(
             f"no {TARGET_NODES_ANNOTATION}: every node of the cluster is a target and opens its "
             "security group; name the label of the pool whose nodes run the selected pods"
         )
+    if _unwrap(annotations.get(NLB_TYPE_ANNOTATION)) != "nlb":
+        return messages
+    messages += [
+        f"{key}: the cloud provider refuses it on an NLB and makes no load balancer; drop it"
+        for key in NLB_REFUSED_ANNOTATIONS
+        if key in annotations
+    ]
+    pairs = str(_unwrap(annotations.get(TARGET_GROUP_ATTRIBUTES_ANNOTATION)) or "").split(",")
+    messages += [
+        f"{TARGET_GROUP_ATTRIBUTES_ANNOTATION} names {key}: the cloud provider sets only "
+        f"{' and '.join(NLB_TARGET_GROUP_ATTRIBUTES)} and makes no load balancer; set it on the "
+        "target group instead (components/balancer.py)"
+        for key in (pair.strip().partition("=")[0] for pair in pairs)
+        if key and key not in NLB_TARGET_GROUP_ATTRIBUTES
+    ]
     return messages
 
 
@@ -800,7 +830,9 @@ RULES: tuple[Rule, ...] = (
         name="load-balancer-names-scheme-and-targets",
         description=(
             "A LoadBalancer Service sets aws-load-balancer-internal to true or false and names "
-            "its target nodes with aws-load-balancer-target-node-labels."
+            "its target nodes with aws-load-balancer-target-node-labels; an NLB carries no "
+            "annotation the in-tree cloud provider refuses (a security group of its own, a "
+            "target-group attribute it does not manage)."
         ),
         enforcement_level="mandatory",
         validate=load_balancer_names_scheme_and_targets,

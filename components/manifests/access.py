@@ -96,36 +96,45 @@ CROSS_ZONE_ANNOTATION = (
 
 
 #: The NLB health check (`HEALTH_CHECK_PREFIX` + interval, healthy-threshold,
-#: unhealthy-threshold) and target-group attributes, read by the in-tree provider this cluster
-#: runs (cloud-provider-aws pkg/providers/v1/aws.go `ServiceAnnotationLoadBalancerHC*` and
-#: `ServiceAnnotationLoadBalancerTargetGroupAttributes`, v1.34.0 on; v1.35.2 read 2026-12-02).
-#: The provider applies every attribute the target group has (aws_loadbalancer.go
-#: `buildTargetGroupAttributes`).
+#: unhealthy-threshold), read by the in-tree provider this cluster runs (cloud-provider-aws
+#: pkg/providers/v1/aws.go `ServiceAnnotationLoadBalancerHC*`, v1.35.2 read 2026-12-07).
 HEALTH_CHECK_PREFIX = "service.beta.kubernetes.io/aws-load-balancer-healthcheck-"
+#: The target-group attributes annotation, which the Service does not carry: from v1.34.0 the
+#: provider refuses a Service whose annotation names any attribute but these two, before it
+#: makes anything (pkg/providers/v1/aws_validations.go
+#: `validateServiceAnnotationTargetGroupAttributes`, the first call of `EnsureLoadBalancer` in
+#: aws.go; v1.35.2 read 2026-12-07): no NLB, no hostname. The drain's attributes are set on
+#: the target groups by `components.balancer` instead.
 TARGET_GROUP_ATTRIBUTES_ANNOTATION = (
     "service.beta.kubernetes.io/aws-load-balancer-target-group-attributes"
+)
+CONTROLLER_TARGET_GROUP_ATTRIBUTES = frozenset(
+    {"preserve_client_ip.enabled", "proxy_protocol_v2.enabled"}
 )
 
 
 def drain_annotations(drain: DrainSpec) -> dict[str, str]:
-    """The NLB's side of the drain (`components.manifests.drain`): the health check the drain's
-    accept window is built on (the provider's own defaults for `externalTrafficPolicy: Local`,
-    stated), and the target group keeping a draining node's streams. Without
-    `connection_termination.enabled=false` the NLB resets every connection of a node whose
-    health check fails, which a draining leader's node does at once (ELB target group
-    attributes, docs.aws.amazon.com/elasticloadbalancing/latest/network/
-    edit-target-group-attributes.html, read 2026-12-02: on by default; the draining interval
-    0-360000 s, settable only with termination off)."""
-    attributes = {
-        "deregistration_delay.timeout_seconds": drain.deregistration_delay_s,
-        "target_health_state.unhealthy.connection_termination.enabled": "false",
-        "target_health_state.unhealthy.draining_interval_seconds": drain.unhealthy_draining_s,
-    }
+    """The NLB's health check the drain's accept window is built on (the provider's own
+    defaults for `externalTrafficPolicy: Local`, stated)."""
     return {
         f"{HEALTH_CHECK_PREFIX}interval": str(drain.health_check_interval_s),
         f"{HEALTH_CHECK_PREFIX}healthy-threshold": str(drain.health_check_threshold),
         f"{HEALTH_CHECK_PREFIX}unhealthy-threshold": str(drain.health_check_threshold),
-        TARGET_GROUP_ATTRIBUTES_ANNOTATION: ",".join(f"{k}={v}" for k, v in attributes.items()),
+    }
+
+
+def target_group_attributes(drain: DrainSpec) -> dict[str, str]:
+    """The target groups' side of the drain (`components.manifests.drain`), which
+    `components.balancer` sets once the NLB exists: a draining leader's node keeps its streams.
+    Without `connection_termination.enabled=false` the NLB resets every connection of a node
+    whose health check fails, which a draining leader's node does at once (ELB target group
+    attributes, docs.aws.amazon.com/elasticloadbalancing/latest/network/
+    edit-target-group-attributes.html, read 2026-12-02: on by default; the draining interval
+    0-360000 s, settable only with termination off)."""
+    return {
+        "deregistration_delay.timeout_seconds": str(drain.deregistration_delay_s),
+        "target_health_state.unhealthy.connection_termination.enabled": "false",
+        "target_health_state.unhealthy.draining_interval_seconds": str(drain.unhealthy_draining_s),
     }
 
 

@@ -39,6 +39,7 @@ from infra.bootstrap.fences import (
     EKS_OF_ANY_CLUSTER,
     GUARDDUTY_ENDPOINT_WRITES,
     LAUNCH_TEMPLATE_WRITES,
+    TARGET_GROUP_WRITES,
     cluster_arns,
     guardduty_endpoint_statements,
     launch_statements,
@@ -142,6 +143,9 @@ class DeployActions:
     launch_template_writes: tuple[str, ...]
     """Writes on an existing launch template (`LAUNCH_TEMPLATE_WRITES`), fenced to the stack's
     tagged templates in its region."""
+    target_group_writes: tuple[str, ...]
+    """The drain's attributes on the model Service's NLB target groups (`TARGET_GROUP_WRITES`),
+    fenced to the stack's tagged target groups in its region."""
     guardduty_endpoint_writes: tuple[str, ...]
     """GuardDuty's VPC endpoint taken off the stack's subnets (`GUARDDUTY_ENDPOINT_WRITES`),
     fenced to GuardDuty's tagged endpoints and the stack's subnets."""
@@ -174,12 +178,14 @@ def deploy_actions() -> DeployActions:
             for a in actions
             if a.split(":")[0] not in ("iam", "ssm")
             and a not in LAUNCH_TEMPLATE_WRITES
+            and a not in TARGET_GROUP_WRITES
             and a not in GUARDDUTY_ENDPOINT_WRITES
             and a not in _LAUNCHES
             and not on_a_cluster(a)
         ),
         cluster_writes=tuple(a for a in actions if on_a_cluster(a)),
         launch_template_writes=tuple(a for a in actions if a in LAUNCH_TEMPLATE_WRITES),
+        target_group_writes=tuple(a for a in actions if a in TARGET_GROUP_WRITES),
         guardduty_endpoint_writes=tuple(a for a in actions if a in GUARDDUTY_ENDPOINT_WRITES),
         launches=tuple(a for a in actions if a in _LAUNCHES),
         role_reads=reads,
@@ -440,6 +446,18 @@ def deploy_policy(
                 # context keys or values", docs.aws.amazon.com/IAM/latest/UserGuide/
                 # reference_policies_multi-value-conditions.html, read 2026-12-03): both tags,
                 # the project's and the stack's.
+                "Condition": {
+                    "StringEquals": {
+                        f"aws:ResourceTag/{key}": value
+                        for key, value in launch_template_tags(stack).items()
+                    }
+                },
+            },
+            {
+                "Sid": "ChangeOnlyTheStackTargetGroups",
+                "Effect": "Allow",
+                "Action": list(needed.target_group_writes),
+                "Resource": [f"arn:aws:elasticloadbalancing:{region}:*:targetgroup/*/*"],
                 "Condition": {
                     "StringEquals": {
                         f"aws:ResourceTag/{key}": value

@@ -58,6 +58,14 @@ LAUNCH_TEMPLATE_WRITES = frozenset(
         "ec2:DeleteLaunchTemplateVersions",
     }
 )
+#: The write on the model Service's NLB target groups (`components.balancer`): the cloud
+#: controller makes them, tagged with the Service annotation's tags, so the stack's project and
+#: name (cloud-provider-aws v1.35.2 aws_loadbalancer.go `ensureTargetGroup` sends the
+#: `aws-load-balancer-additional-resource-tags` with CreateTargetGroup). Granted only on target
+#: groups tagged as the stack's: ModifyTargetGroupAttributes takes `aws:ResourceTag/${TagKey}`
+#: on `targetgroup` (Service Authorization Reference, Elastic Load Balancing V2, as shipped in
+#: parliament 1.6.4's iam_definition.json).
+TARGET_GROUP_WRITES = frozenset({"elasticloadbalancing:ModifyTargetGroupAttributes"})
 #: The tags the program puts on everything it creates (`infra.adapters.wiring.stack_tags`, the
 #: AWS provider's default tags, which the program's own keys override): the project's name and
 #: the stack's. The program's launch template carries both from its creation

@@ -265,6 +265,16 @@ RESOURCE_ACTIONS: dict[str, TypeActions] = {
     ),
     # The same node group, created directly in a cluster the stack reads (`existingCluster`).
     "aws:eks/nodeGroup:NodeGroup": TypeActions(_NODE_GROUP, _TF + "eks/node_group.go"),
+    # The AWS CLI's calls in components/target_groups.sh, as whoever runs `pulumi up`.
+    "command:local:Command": TypeActions(
+        (
+            "elasticloadbalancing:DescribeLoadBalancers",
+            "elasticloadbalancing:DescribeTargetGroups",
+            "elasticloadbalancing:DescribeTargetGroupAttributes",
+            "elasticloadbalancing:ModifyTargetGroupAttributes",
+        ),
+        "components/target_groups.sh (aws elbv2)",
+    ),
     "kubernetes:apps/v1:Deployment": NO_AWS,
     "kubernetes:batch/v1:Job": NO_AWS,
     # Read only: a cluster's own LeaderWorkerSet CRD (`lwsInstalled`).

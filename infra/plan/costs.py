@@ -98,6 +98,8 @@ class CostInputs:
     #: Into a cluster the stack does not own (`existingCluster`): its control plane, NAT
     #: gateway and their addresses are its owner's costs, not the stack's.
     existing_cluster: bool = False
+    #: An internal NLB (every admitted range private): its addresses are private, none priced.
+    internal_load_balancer: bool = False
 
 
 def stack_costs(inputs: CostInputs, today: dt.date) -> CostBreakdown:
@@ -187,12 +189,14 @@ def stack_costs(inputs: CostInputs, today: dt.date) -> CostBreakdown:
     # Nodes of an existing cluster reach the internet as its owner arranged (no address here).
     nat = inputs.node_subnets == "private" and not inputs.existing_cluster
     own = 0 if inputs.existing_cluster else (1 if nat else inputs.nodes)
-    addresses = NLB_ADDRESSES + own
+    nlb = 0 if inputs.internal_load_balancer else NLB_ADDRESSES
+    addresses = nlb + own
     lines.append(
         _line(
             "public ipv4",
             addresses * prices.PUBLIC_IPV4_HOUR.usd,
-            f"{addresses} addresses: {NLB_ADDRESSES} for the NLB, "
+            f"{addresses} addresses: "
+            + ("none for the internal NLB, " if nlb == 0 else f"{nlb} for the NLB, ")
             + (
                 "none of the cluster's"
                 if inputs.existing_cluster

@@ -79,6 +79,7 @@ def cost_inputs(
         elastic=cfg.elastic,
         surge_groups=surge_groups,
         existing_cluster=cfg.existing_cluster is not None,
+        internal_load_balancer=cfg.private_clients_only,
     )
 
 

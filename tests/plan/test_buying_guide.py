@@ -115,6 +115,22 @@ def test_extended_support_is_priced_from_its_date() -> None:
     assert eks.usd_per_hour == prices.EKS_EXTENDED.usd
 
 
+@pytest.mark.parametrize(
+    ("stack", "detail"),
+    [
+        ("dev", "3 addresses: 2 for the NLB, 1 for the NAT gateway"),
+        # Every admitted range private: the NLB is internal, its addresses private.
+        ("minimal", "1 addresses: none for the internal NLB, 1 for the NAT gateway"),
+    ],
+)
+def test_only_an_internet_facing_nlb_pays_for_public_addresses(stack: str, detail: str) -> None:
+    cfg = load_stack(stack, {}, TODAY)
+    e = economics(cfg, plan(cfg), TODAY)
+    ipv4 = next(line for line in e.costs.lines if line.item == "public ipv4")
+    assert ipv4.basis == detail
+    assert ipv4.usd_per_hour == pytest.approx(int(detail[0]) * prices.PUBLIC_IPV4_HOUR.usd)
+
+
 def test_compare_json_and_need(capsys: pytest.CaptureFixture[str]) -> None:
     data = _json(capsys, "--compare", "--need", "context=8192,concurrency=10,decode=1")
     assert data["need"] == {"context": 8192, "concurrency": 10, "decode": 1.0}

@@ -23,6 +23,8 @@ from policies.rules import (
     FRONT_DOOR_LABEL,
     JOB,
     LWS,
+    NLB_REFUSED_ANNOTATIONS,
+    NLB_TYPE_ANNOTATION,
     POD,
     RULES,
     SECRET,
@@ -30,6 +32,7 @@ from policies.rules import (
     SERVICE,
     SPECIAL_SIG_KEY,
     STATEFULSET,
+    TARGET_GROUP_ATTRIBUTES_ANNOTATION,
     TARGET_NODES_ANNOTATION,
     images_pinned,
     is_pulumi_secret,
@@ -577,6 +580,20 @@ TARGETS_FIX = (
 )
 
 
+#: An NLB for the in-tree provider, scheme and targets named (cloud-provider-aws v1.35.2
+#: aws_validations.go refuses these before it makes anything).
+NLB = {INTERNAL: "true", **TARGETS, NLB_TYPE_ANNOTATION: "nlb"}
+TG_ATTRIBUTES = TARGET_GROUP_ATTRIBUTES_ANNOTATION
+TG_FIX = (
+    f"{TG_ATTRIBUTES} names deregistration_delay.timeout_seconds: the cloud provider sets only "
+    "preserve_client_ip.enabled and proxy_protocol_v2.enabled and makes no load balancer; set it "
+    "on the target group instead (components/balancer.py)"
+)
+BYO = NLB_REFUSED_ANNOTATIONS
+MANAGED = "preserve_client_ip.enabled=true,proxy_protocol_v2.enabled=false"
+BYO_FIX = ": the cloud provider refuses it on an NLB and makes no load balancer; drop it"
+
+
 @pytest.mark.parametrize(
     ("annotations", "expected"),
     [
@@ -588,6 +605,12 @@ TARGETS_FIX = (
         ({INTERNAL: "false"}, [TARGETS_FIX]),
         ({INTERNAL: "false", TARGET_NODES_ANNOTATION: " , "}, [TARGETS_FIX]),
         ({}, [SCHEME_FIX, TARGETS_FIX]),
+        ({**NLB, TG_ATTRIBUTES: MANAGED}, []),
+        ({**NLB, TG_ATTRIBUTES: "deregistration_delay.timeout_seconds=35"}, [TG_FIX]),
+        ({**NLB, BYO[0]: "sg-0123"}, [f"{BYO[0]}{BYO_FIX}"]),
+        ({**NLB, BYO[1]: "sg-0123"}, [f"{BYO[1]}{BYO_FIX}"]),
+        # Not the in-tree provider's: the AWS Load Balancer Controller takes any attribute.
+        ({**NLB, NLB_TYPE_ANNOTATION: "external", TG_ATTRIBUTES: "stickiness.enabled=true"}, []),
     ],
     ids=[
         "public",
@@ -598,6 +621,11 @@ TARGETS_FIX = (
         "no-targets",
         "blank",
         "none",
+        "nlb-managed-attributes",
+        "nlb-unmanaged-attribute",
+        "nlb-security-groups",
+        "nlb-extra-security-groups",
+        "external",
     ],
 )
 def test_load_balancer_names_its_scheme_and_target_nodes(

@@ -503,6 +503,7 @@ DESTROYED = sorted(
         ("aws:eks/nodeGroup:NodeGroup", "eks-nodes"),
         ("aws:eks/podIdentityAssociation:PodIdentityAssociation", "watch-collector-identity"),
         ("aws:sns/topic:Topic", "watch-alarms"),
+        ("command:local:Command", "model-target-groups"),
         ("kubernetes:apps/v1:Deployment", "watch-collector"),
         ("kubernetes:batch/v1:Job", "lws-webhook-gate"),
         ("kubernetes:core/v1:ConfigMap", "lws-gate-probe"),

@@ -1,6 +1,7 @@
 """A stand-in for the NLB in the drain rehearsal: TCP connections spread over targets, a health
 check per target, and a target that turns unhealthy gets no new connection while its open ones
-go on (the Service's target group with connection termination off, `access.drain_annotations`).
+go on (the Service's target group with connection termination off, `access.target_group_attributes`,
+set by `components.balancer`).
 
 What the real one checks is kube-proxy's health-check node port, which answers 503 from the
 moment the leader's pod is terminating (its endpoint is no longer ready): `terminating` stands
