@@ -565,9 +565,11 @@ def _public_ranges(
 #: pkg/service/model_build_target_group.go `buildTargetGroupBindingNodeSelector`).
 TARGET_NODES_ANNOTATION = "service.beta.kubernetes.io/aws-load-balancer-target-node-labels"
 #: What the in-tree provider refuses on an NLB before it makes anything (cloud-provider-aws
-#: v1.35.2 pkg/providers/v1/aws_validations.go `validateServiceAnnotations`, from v1.34.0): a
-#: bring-your-own security group, or a target-group attribute but the two it manages. The
-#: Service then never gets a load balancer, and `pulumi up` waits for its hostname in vain.
+#: v1.35.2 pkg/providers/v1/aws_validations.go `validateServiceAnnotations`; in v1.32.6, v1.33.3,
+#: v1.34.0 and later): a bring-your-own security group, a target-group attribute but the two it
+#: manages or a value of theirs but true or false, the target-group attributes on anything but
+#: an NLB. The Service then never gets a load balancer, and `pulumi up` waits for its hostname
+#: in vain.
 NLB_TYPE_ANNOTATION = "service.beta.kubernetes.io/aws-load-balancer-type"
 NLB_REFUSED_ANNOTATIONS = (
     "service.beta.kubernetes.io/aws-load-balancer-security-groups",
@@ -604,21 +606,35 @@ def load_balancer_names_scheme_and_targets(
             f"no {TARGET_NODES_ANNOTATION}: every node of the cluster is a target and opens its "
             "security group; name the label of the pool whose nodes run the selected pods"
         )
-    if _unwrap(annotations.get(NLB_TYPE_ANNOTATION)) != "nlb":
+    kind = _unwrap(annotations.get(NLB_TYPE_ANNOTATION))
+    if kind in ("external", "nlb-ip"):  # another controller's (aws_loadbalancer.go isLBExternal)
         return messages
-    messages += [
-        f"{key}: the cloud provider refuses it on an NLB and makes no load balancer; drop it"
-        for key in NLB_REFUSED_ANNOTATIONS
-        if key in annotations
-    ]
-    pairs = str(_unwrap(annotations.get(TARGET_GROUP_ATTRIBUTES_ANNOTATION)) or "").split(",")
-    messages += [
-        f"{TARGET_GROUP_ATTRIBUTES_ANNOTATION} names {key}: the cloud provider sets only "
-        f"{' and '.join(NLB_TARGET_GROUP_ATTRIBUTES)} and makes no load balancer; set it on the "
-        "target group instead (components/balancer.py)"
-        for key in (pair.strip().partition("=")[0] for pair in pairs)
-        if key and key not in NLB_TARGET_GROUP_ATTRIBUTES
-    ]
+    if kind == "nlb":
+        messages += [
+            f"{key}: the cloud provider refuses it on an NLB and makes no load balancer; drop it"
+            for key in NLB_REFUSED_ANNOTATIONS
+            if key in annotations
+        ]
+    if TARGET_GROUP_ATTRIBUTES_ANNOTATION not in annotations:
+        return messages
+    if kind != "nlb":
+        return [
+            *messages,
+            f"{TARGET_GROUP_ATTRIBUTES_ANNOTATION}: the cloud provider takes it on an NLB only",
+        ]
+    for pair in str(_unwrap(annotations[TARGET_GROUP_ATTRIBUTES_ANNOTATION]) or "").split(","):
+        key, _, value = (part.strip() for part in pair.partition("="))
+        if key not in NLB_TARGET_GROUP_ATTRIBUTES:
+            messages.append(
+                f"{TARGET_GROUP_ATTRIBUTES_ANNOTATION} names {key}: the cloud provider sets only "
+                f"{' and '.join(NLB_TARGET_GROUP_ATTRIBUTES)} and makes no load balancer; set it "
+                "on the target group instead (components/balancer.py)"
+            )
+        elif value not in ("true", "false"):
+            messages.append(
+                f"{TARGET_GROUP_ATTRIBUTES_ANNOTATION} {key}={value}: the cloud provider takes "
+                "true or false only and makes no load balancer"
+            )
     return messages
 
 

@@ -34,6 +34,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from components.github_ci import GITHUB_OIDC_HOST, GitHubRoleSpec
+from infra.adapters.wiring import NAMESPACE, SERVER_NAME
 from infra.bootstrap import permissions
 from infra.bootstrap.fences import (
     EKS_OF_ANY_CLUSTER,
@@ -46,6 +47,7 @@ from infra.bootstrap.fences import (
     launch_template_fence,
     launch_template_tags,
     on_a_cluster,
+    target_group_tags,
 )
 from infra.plan import iam
 from infra.plan.config_parts import PROJECT
@@ -461,7 +463,9 @@ def deploy_policy(
                 "Condition": {
                     "StringEquals": {
                         f"aws:ResourceTag/{key}": value
-                        for key, value in launch_template_tags(stack).items()
+                        for key, value in target_group_tags(
+                            stack, f"{NAMESPACE}/{SERVER_NAME}", existing_cluster
+                        ).items()
                     }
                 },
             },

@@ -58,12 +58,14 @@ LAUNCH_TEMPLATE_WRITES = frozenset(
         "ec2:DeleteLaunchTemplateVersions",
     }
 )
-#: The write on the model Service's NLB target groups (`components.balancer`): the cloud
-#: controller makes them, tagged with the Service annotation's tags, so the stack's project and
-#: name (cloud-provider-aws v1.35.2 aws_loadbalancer.go `ensureTargetGroup` sends the
-#: `aws-load-balancer-additional-resource-tags` with CreateTargetGroup). Granted only on target
-#: groups tagged as the stack's: ModifyTargetGroupAttributes takes `aws:ResourceTag/${TagKey}`
-#: on `targetgroup` (Service Authorization Reference, Elastic Load Balancing V2, as shipped in
+#: The write on the model Service's NLB target groups (`components.balancer`). Granted only on
+#: target groups the cloud controller made for the stack's Service in the stack's cluster, by the
+#: tags it puts on every one it creates: `kubernetes.io/service-name` = namespace/name and
+#: `kubernetes.io/cluster/<cluster>` = owned (cloud-provider-aws v1.35.2 aws_loadbalancer.go
+#: `ensureLoadBalancerv2` and `ensureTargetGroup`, tags.go `buildTags`); it tags a target group
+#: only when it creates it, and these two in every release, whatever the Service's own tags
+#: annotation said then. ModifyTargetGroupAttributes takes `aws:ResourceTag/${TagKey}` on
+#: `targetgroup` (Service Authorization Reference, Elastic Load Balancing V2, as shipped in
 #: parliament 1.6.4's iam_definition.json).
 TARGET_GROUP_WRITES = frozenset({"elasticloadbalancing:ModifyTargetGroupAttributes"})
 #: The tags the program puts on everything it creates (`infra.adapters.wiring.stack_tags`, the
@@ -76,6 +78,15 @@ TARGET_GROUP_WRITES = frozenset({"elasticloadbalancing:ModifyTargetGroupAttribut
 #: pair is this project's.
 STACK_TAG_KEY = "stack"
 PROJECT_TAG_KEY = "project"
+
+
+def target_group_tags(stack: str, service: str, existing: str | None = None) -> dict[str, str]:
+    """The tags that make a target group the one of `service` ("namespace/name") in `stack`'s
+    cluster: the fence of its attribute writes."""
+    return {
+        "kubernetes.io/service-name": service,
+        f"kubernetes.io/cluster/{cluster_name(stack, existing)}": "owned",
+    }
 
 
 def launch_template_tags(stack: str) -> dict[str, str]:

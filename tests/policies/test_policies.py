@@ -591,6 +591,11 @@ TG_FIX = (
 )
 BYO = NLB_REFUSED_ANNOTATIONS
 MANAGED = "preserve_client_ip.enabled=true,proxy_protocol_v2.enabled=false"
+VALUE_FIX = (
+    "proxy_protocol_v2.enabled=1: the cloud provider takes true or false only and makes no load "
+    "balancer"
+)
+ELB_FIX = ": the cloud provider takes it on an NLB only"
 BYO_FIX = ": the cloud provider refuses it on an NLB and makes no load balancer; drop it"
 
 
@@ -609,6 +614,8 @@ BYO_FIX = ": the cloud provider refuses it on an NLB and makes no load balancer;
         ({**NLB, TG_ATTRIBUTES: "deregistration_delay.timeout_seconds=35"}, [TG_FIX]),
         ({**NLB, BYO[0]: "sg-0123"}, [f"{BYO[0]}{BYO_FIX}"]),
         ({**NLB, BYO[1]: "sg-0123"}, [f"{BYO[1]}{BYO_FIX}"]),
+        ({**NLB, TG_ATTRIBUTES: "proxy_protocol_v2.enabled=1"}, [f"{TG_ATTRIBUTES} {VALUE_FIX}"]),
+        ({**TARGETS, INTERNAL: "true", TG_ATTRIBUTES: MANAGED}, [f"{TG_ATTRIBUTES}{ELB_FIX}"]),
         # Not the in-tree provider's: the AWS Load Balancer Controller takes any attribute.
         ({**NLB, NLB_TYPE_ANNOTATION: "external", TG_ATTRIBUTES: "stickiness.enabled=true"}, []),
     ],
@@ -625,6 +632,8 @@ BYO_FIX = ": the cloud provider refuses it on an NLB and makes no load balancer;
         "nlb-unmanaged-attribute",
         "nlb-security-groups",
         "nlb-extra-security-groups",
+        "nlb-attribute-value",
+        "classic-elb",
         "external",
     ],
 )
