@@ -209,6 +209,10 @@ class CiRole(GitHubRoleSpec):
     this role in `clusterAdminArns` or `clusterViewerArns`: a second entry for it is refused."""
     cluster_viewer_of: tuple[str, ...] = ()
     """Main-program stacks whose `clusterViewerArns` should list this role."""
+    owner_viewer_of: tuple[str, ...] = ()
+    """Stacks into a cluster they do not own (`existingCluster`) whose cluster this role must
+    view: their `clusterViewerArns` is refused (`infra.plan.existing_keys`), so the cluster's
+    owner gives it the viewer access entry (`owner_view_command`)."""
 
     def __post_init__(self) -> None:
         listed = sorted(set(self.creates_cluster_of) & set(self.cluster_viewer_of))
@@ -276,6 +280,23 @@ def subject_template_command(repository: str) -> str:
     return (
         f"gh api --method PUT repos/{repository}/actions/oidc/customization/sub "
         f"-F use_default=false {keys}"
+    )
+
+
+#: The EKS access policy of a cluster viewer: get, list and watch on every object, Secrets too.
+VIEWER_POLICY_ARN = "arn:aws:eks::aws:cluster-access-policy/AmazonEKSAdminViewPolicy"
+
+
+def owner_view_command(cluster: str, region: str, principal_arn: str) -> str:
+    """The one line the owner of `cluster` (a stack's `existingCluster`) runs to let a preview
+    role view it as a created cluster's `clusterViewerArns` would: an access entry for the role
+    and `VIEWER_POLICY_ARN` on the whole cluster (AWS CLI, `aws eks create-access-entry` and
+    `aws eks associate-access-policy`). Without it EKS authenticates none of the role's
+    requests, and the stack's previews fail Unauthorized at the cluster."""
+    entry = f"--region {region} --cluster-name {cluster} --principal-arn {principal_arn}"
+    return (
+        f"aws eks create-access-entry {entry} && aws eks associate-access-policy {entry} "
+        f"--policy-arn {VIEWER_POLICY_ARN} --access-scope type=cluster"
     )
 
 
@@ -543,6 +564,12 @@ def ci_roles(
     source.
     """
     clusters = clusters or {}
+
+    def views(stack: str, through_owner: bool) -> tuple[str, ...]:
+        """`(stack,)` where its cluster is viewed that way: through the stack's own
+        `clusterViewerArns`, or, in a cluster it does not own, the owner's access entry."""
+        return (stack,) if bool(clusters.get(stack)) == through_owner else ()
+
     preview = CiRole(
         key="preview",
         environment=PREVIEW_ENVIRONMENT,
@@ -556,7 +583,8 @@ def ci_roles(
         max_session_seconds=PREVIEW_SESSION_SECONDS,
         # Viewer of the previewed stack only: AmazonEKSAdminViewPolicy reads Secrets, and prod's
         # hold the API key.
-        cluster_viewer_of=(PREVIEW_STACK,),
+        cluster_viewer_of=views(PREVIEW_STACK, through_owner=False),
+        owner_viewer_of=views(PREVIEW_STACK, through_owner=True),
     )
     prod_preview = CiRole(
         key=PROD_PREVIEW_ENVIRONMENT,
@@ -570,7 +598,8 @@ def ci_roles(
         # it, and the LWS chart's server-side render fails the preview. AmazonEKSAdminViewPolicy
         # reads Secrets, prod's API key among them, which this job can read anyway: it holds
         # prod's passphrase and reads prod's state, where the key is (random.RandomPassword).
-        cluster_viewer_of=("prod",),
+        cluster_viewer_of=views("prod", through_owner=False),
+        owner_viewer_of=views("prod", through_owner=True),
     )
     deploys = tuple(
         CiRole(
