@@ -102,16 +102,9 @@ else:
     # The cluster is a layer: read and checked before anything is created, never changed.
     from infra.adapters import existing_cluster
 
+    group = leader_worker_set(server_spec) if cfg.lws_installed else None
     cluster, owned_addons = existing_cluster.adopt_cluster(
-        cfg,
-        plan,
-        stack,
-        placement.node,
-        roles["nodes"],
-        tags,
-        addon_versions,
-        aws_provider,
-        leader_worker_set(server_spec) if cfg.lws_installed else None,
+        cfg, plan, stack, placement.node, roles["nodes"], tags, addon_versions, aws_provider, group
     )
     addon_nodes = cluster.node_group
     installed_lws = cluster.installed_lws
@@ -129,12 +122,8 @@ cluster_ref = ClusterRef(
     foreign=cfg.existing_cluster is not None,
 )
 if addons.CLOUDWATCH in owned_addons:
-    after_checks = pulumi.ResourceOptions(depends_on=checked or None)
-    logs = ClusterLogs(
-        "logs",
-        ClusterLogsArgs(cluster_ref, wiring.NAMESPACE),
-        opts=pulumi.ResourceOptions.merge(on_aws, after_checks),
-    )
+    logs_opts = pulumi.ResourceOptions.merge(on_aws, pulumi.ResourceOptions(depends_on=checked))
+    logs = ClusterLogs("logs", ClusterLogsArgs(cluster_ref, wiring.NAMESPACE), opts=logs_opts)
     log_group, logs_query = logs.log_group_name, logs.query
 else:
     # The cluster's own CloudWatch add-on ships the logs, to the group it names after it.

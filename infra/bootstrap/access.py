@@ -283,20 +283,17 @@ def subject_template_command(repository: str) -> str:
     )
 
 
-#: The EKS access policy of a cluster viewer: get, list and watch on every object, Secrets too.
-VIEWER_POLICY_ARN = "arn:aws:eks::aws:cluster-access-policy/AmazonEKSAdminViewPolicy"
-
-
 def owner_view_command(cluster: str, region: str, principal_arn: str) -> str:
     """The one line the owner of `cluster` (a stack's `existingCluster`) runs to let a preview
     role view it as a created cluster's `clusterViewerArns` would: an access entry for the role
-    and `VIEWER_POLICY_ARN` on the whole cluster (AWS CLI, `aws eks create-access-entry` and
+    and AmazonEKSAdminViewPolicy on the whole cluster (AWS CLI, `aws eks create-access-entry`,
     `aws eks associate-access-policy`). Without it EKS authenticates none of the role's
     requests, and the stack's previews fail Unauthorized at the cluster."""
     entry = f"--region {region} --cluster-name {cluster} --principal-arn {principal_arn}"
     return (
         f"aws eks create-access-entry {entry} && aws eks associate-access-policy {entry} "
-        f"--policy-arn {VIEWER_POLICY_ARN} --access-scope type=cluster"
+        "--policy-arn arn:aws:eks::aws:cluster-access-policy/AmazonEKSAdminViewPolicy "
+        "--access-scope type=cluster"
     )
 
 
@@ -564,12 +561,8 @@ def ci_roles(
     source.
     """
     clusters = clusters or {}
-
-    def views(stack: str, through_owner: bool) -> tuple[str, ...]:
-        """`(stack,)` where its cluster is viewed that way: through the stack's own
-        `clusterViewerArns`, or, in a cluster it does not own, the owner's access entry."""
-        return (stack,) if bool(clusters.get(stack)) == through_owner else ()
-
+    # A stack into a cluster it does not own refuses `clusterViewerArns`: the owner lets it in.
+    foreign = {stack for stack in regions if clusters.get(stack)}
     preview = CiRole(
         key="preview",
         environment=PREVIEW_ENVIRONMENT,
@@ -583,8 +576,8 @@ def ci_roles(
         max_session_seconds=PREVIEW_SESSION_SECONDS,
         # Viewer of the previewed stack only: AmazonEKSAdminViewPolicy reads Secrets, and prod's
         # hold the API key.
-        cluster_viewer_of=views(PREVIEW_STACK, through_owner=False),
-        owner_viewer_of=views(PREVIEW_STACK, through_owner=True),
+        cluster_viewer_of=tuple({PREVIEW_STACK} - foreign),
+        owner_viewer_of=tuple({PREVIEW_STACK} & foreign),
     )
     prod_preview = CiRole(
         key=PROD_PREVIEW_ENVIRONMENT,
@@ -598,8 +591,8 @@ def ci_roles(
         # it, and the LWS chart's server-side render fails the preview. AmazonEKSAdminViewPolicy
         # reads Secrets, prod's API key among them, which this job can read anyway: it holds
         # prod's passphrase and reads prod's state, where the key is (random.RandomPassword).
-        cluster_viewer_of=views("prod", through_owner=False),
-        owner_viewer_of=views("prod", through_owner=True),
+        cluster_viewer_of=tuple({"prod"} - foreign),
+        owner_viewer_of=tuple({"prod"} & foreign),
     )
     deploys = tuple(
         CiRole(
