@@ -7,9 +7,9 @@ it launches), the Pod Identity agent when the cluster lacks it, and a Kubernetes
 the cluster's endpoint. Everything else of the cluster (its network, control plane, access
 entries, other add-ons and nodes) is its owner's: `pulumi destroy` removes the node group and
 what the stack put on it, nothing more, but leaves one thing the node group caused. In a cluster
-of `API` or `API_AND_CONFIG_MAP` authentication mode EKS gives the node role an `EC2_LINUX`
-access entry as it creates the group and does not delete it with the group
-(aws/containers-roadmap#2631); the owner does, once no group uses the role: `aws eks
+of `API` or `API_AND_CONFIG_MAP` authentication mode (the only ones the stack takes) EKS gives
+the node role an `EC2_LINUX` access entry as it creates the group and does not delete it with
+the group (aws/containers-roadmap#2631); the owner does, once no group uses the role: `aws eks
 delete-access-entry --cluster-name <cluster> --principal-arn <node role ARN>`.
 
 With `lwsInstalled` the cluster's own LeaderWorkerSet controller runs the groups: its CRD is read
