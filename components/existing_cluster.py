@@ -127,12 +127,9 @@ class ExistingCluster(pulumi.ComponentResource):
     identity_agent: aws.eks.Addon | None
     """The Pod Identity agent the stack created, or None when the cluster runs its own."""
     installed_lws: tuple[k8s.apiextensions.v1.CustomResourceDefinition, pulumi.Output[str]] | None
-    """The cluster's LeaderWorkerSet CRD and its check (`installed_controller`) with
-    `lws_group`, else None."""
+    """With `lws_group`: the cluster's LeaderWorkerSet CRD and its `installed_controller` check."""
     lws_checked: pulumi.Output[pulumi.Resource] | None
-    """That CRD once its check has passed, for ``depends_on`` of all the stack makes: a refused
-    CRD fails the check, so nothing waiting on it is created, in an ``up`` without a preview
-    too."""
+    """That CRD once the check passed: ``depends_on`` it, and a refusal creates nothing."""
 
     def __init__(
         self, name: str, args: ExistingClusterArgs, opts: pulumi.ResourceOptions | None = None

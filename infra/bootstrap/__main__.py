@@ -30,7 +30,6 @@ from infra.bootstrap.access import (
     DEPLOY_STACKS,
     ROLE_PATH,
     ci_roles,
-    owner_view_command,
     subject_template_command,
 )
 from infra.bootstrap.boundary import boundaries
@@ -39,6 +38,7 @@ from infra.bootstrap.config import (
     BootstrapConfig,
     load_bootstrap_config,
     other_viewer_counts,
+    owner_view_command,
     refusal,
     stack_clusters,
     stack_regions,

@@ -210,9 +210,8 @@ class CiRole(GitHubRoleSpec):
     cluster_viewer_of: tuple[str, ...] = ()
     """Main-program stacks whose `clusterViewerArns` should list this role."""
     owner_viewer_of: tuple[str, ...] = ()
-    """Stacks into a cluster they do not own (`existingCluster`) whose cluster this role must
-    view: their `clusterViewerArns` is refused (`infra.plan.existing_keys`), so the cluster's
-    owner gives it the viewer access entry (`owner_view_command`)."""
+    """Stacks with `existingCluster`, which refuses `clusterViewerArns`, whose cluster this role
+    views by the owner's access entry (`infra.bootstrap.config.owner_view_command`)."""
 
     def __post_init__(self) -> None:
         listed = sorted(set(self.creates_cluster_of) & set(self.cluster_viewer_of))
@@ -280,20 +279,6 @@ def subject_template_command(repository: str) -> str:
     return (
         f"gh api --method PUT repos/{repository}/actions/oidc/customization/sub "
         f"-F use_default=false {keys}"
-    )
-
-
-def owner_view_command(cluster: str, region: str, principal_arn: str) -> str:
-    """The one line the owner of `cluster` (a stack's `existingCluster`) runs to let a preview
-    role view it as a created cluster's `clusterViewerArns` would: an access entry for the role
-    and AmazonEKSAdminViewPolicy on the whole cluster (AWS CLI, `aws eks create-access-entry`,
-    `aws eks associate-access-policy`). Without it EKS authenticates none of the role's
-    requests, and the stack's previews fail Unauthorized at the cluster."""
-    entry = f"--region {region} --cluster-name {cluster} --principal-arn {principal_arn}"
-    return (
-        f"aws eks create-access-entry {entry} && aws eks associate-access-policy {entry} "
-        "--policy-arn arn:aws:eks::aws:cluster-access-policy/AmazonEKSAdminViewPolicy "
-        "--access-scope type=cluster"
     )
 
 

@@ -30,6 +30,7 @@ from tests.bootstrap.test_access import BUCKET, SUBJECTS
 from tests.bootstrap.test_access import REPO as REPOSITORY
 from tests.fakes.pulumi_host import pulumi_host
 from tests.fakes.pulumi_mocks import RecordingMocks, by_type, named, one, resolve, run
+from tests.program.harness import NOT_WITH_EXISTING
 from tests.program.test_layout import OFFLINE_TOOLS, import_closure
 
 REPO = Path(__file__).resolve().parents[2]
@@ -359,17 +360,6 @@ def test_a_stack_ci_does_not_deploy_gets_its_roles_too(
         ":role/gemma-graviton/staging/gemma-graviton-staging-cluster"
     )
     assert not [r for r in _ci(mocks.records, ROLE) if "staging" in r.name]
-
-
-#: The keys a stack with `existingCluster` may not hold (infra/plan/existing_keys.py).
-NOT_WITH_EXISTING = (
-    "vpcCidr",
-    "nodeSubnets",
-    "controlPlaneZone",
-    "endpointPublicAccessCidrs",
-    "clusterAdminArns",
-    "clusterViewerArns",
-)
 
 
 @pytest.mark.parametrize(("stack", "viewer"), [("dev", "preview"), ("prod", "preview-prod")])
