@@ -6,10 +6,14 @@ zone, tainted so that only the stack's model pods run there (the launch template
 it launches), the Pod Identity agent when the cluster lacks it, and a Kubernetes provider for
 the cluster's endpoint. Everything else of the cluster (its network, control plane, access
 entries, other add-ons and nodes) is its owner's: `pulumi destroy` removes the node group and
-what the stack put on it, nothing more.
+what the stack put on it, nothing more, but leaves one thing the node group caused. In a cluster
+of `API` or `API_AND_CONFIG_MAP` authentication mode (the only ones the stack takes) EKS gives
+the node role an `EC2_LINUX` access entry as it creates the group and does not delete it with
+the group (aws/containers-roadmap#2631); the owner does, once no group uses the role: `aws eks
+delete-access-entry --cluster-name <cluster> --principal-arn <node role ARN>`.
 
 With `lwsInstalled` the cluster's own LeaderWorkerSet controller runs the groups: its CRD is read
-and checked to hold what they set (`installed_controller`).
+and checked to hold what they set (`installed_controller`) before the nodes are made.
 """
 
 from __future__ import annotations
@@ -102,6 +106,10 @@ class ExistingClusterArgs:
     #: The Pod Identity agent's pinned version when the stack creates it (the cluster runs
     #: none); None when the cluster's own agent serves the pods.
     identity_agent_version: str | None = None
+    #: A group the cluster's own LeaderWorkerSet controller must hold (`lwsInstalled`): its CRD
+    #: is read and checked before the nodes are made (`installed_controller`); None: the stack
+    #: installs the controller.
+    lws_group: Manifest | None = None
 
 
 class ExistingCluster(pulumi.ComponentResource):
@@ -118,13 +126,45 @@ class ExistingCluster(pulumi.ComponentResource):
     """The model's managed node group, for ``depends_on`` of what must run on it and go first."""
     identity_agent: aws.eks.Addon | None
     """The Pod Identity agent the stack created, or None when the cluster runs its own."""
+    installed_lws: tuple[k8s.apiextensions.v1.CustomResourceDefinition, pulumi.Output[str]] | None
+    """With `lws_group`: the cluster's LeaderWorkerSet CRD and its `installed_controller` check."""
+    lws_checked: pulumi.Output[pulumi.Resource] | None
+    """That CRD once the check passed: ``depends_on`` it, and a refusal creates nothing."""
 
     def __init__(
         self, name: str, args: ExistingClusterArgs, opts: pulumi.ResourceOptions | None = None
     ) -> None:
         super().__init__("gemma-graviton:cluster:ExistingCluster", name, None, opts)
         child = pulumi.ResourceOptions(parent=self)
-        template = node_launch_template(name, args.node_disk_gib, args.instance_tags, child)
+        config = json.dumps(
+            kubeconfig(args.name, args.endpoint, args.certificate_authority, args.region)
+        )
+        self.provider = k8s.Provider(
+            f"{name}-k8s",
+            kubeconfig=config,
+            enable_server_side_apply=True,
+            # As the created cluster's provider (`components.cluster`): a rotated Secret is
+            # patched in place, and so is a ConfigMap.
+            enable_secret_mutable=True,
+            enable_config_map_mutable=True,
+            opts=child,
+        )
+        self.installed_lws = self.lws_checked = None
+        made = child
+        if args.lws_group is not None:
+            # Not the component's child: the read keeps the name the program gave it before.
+            crd, check = installed_controller(
+                "lws", args.lws_group, pulumi.ResourceOptions(provider=self.provider)
+            )
+            self.installed_lws = (crd, check)
+            self.lws_checked = check.apply(lambda _: crd)
+            # A failed Output in `depends_on` fails the registration before it is sent (pulumi
+            # sdk/python/lib/pulumi/runtime/resource.py `prepare_resource` awaits
+            # `_depends_on.py` `_resolve_depends_on`, which awaits each entry's value, v3.272.0),
+            # so a refused CRD leaves the launch template and the nodes unmade, though
+            # `up --skip-preview` (CI's `pulumi/actions` `command: up`) never ran a preview.
+            made = pulumi.ResourceOptions(parent=self, depends_on=[self.lws_checked])
+        template = node_launch_template(name, args.node_disk_gib, args.instance_tags, made)
         self.node_group = aws.eks.NodeGroup(
             f"{name}-nodes",
             cluster_name=args.name,
@@ -144,7 +184,7 @@ class ExistingCluster(pulumi.ComponentResource):
                 )
             ],
             launch_template=launched_from(template),
-            opts=child,
+            opts=made,
         )
         self.identity_agent = (
             None
@@ -165,19 +205,6 @@ class ExistingCluster(pulumi.ComponentResource):
                     parent=self, depends_on=[self.node_group], retain_on_delete=True
                 ),
             )
-        )
-        config = json.dumps(
-            kubeconfig(args.name, args.endpoint, args.certificate_authority, args.region)
-        )
-        self.provider = k8s.Provider(
-            f"{name}-k8s",
-            kubeconfig=config,
-            enable_server_side_apply=True,
-            # As the created cluster's provider (`components.cluster`): a rotated Secret is
-            # patched in place, and so is a ConfigMap.
-            enable_secret_mutable=True,
-            enable_config_map_mutable=True,
-            opts=child,
         )
         self.cluster_name = pulumi.Output.from_input(args.name)
         self.kubeconfig = pulumi.Output.secret(config)
@@ -266,9 +293,10 @@ def installed_controller(
     """The cluster's own LeaderWorkerSet CRD (`lwsInstalled`), read, never changed, and the
     check that it holds `group`: an Output that fails the program with one line when the CRD
     serves no version of it or lacks a field it sets, else names the CRD's served versions.
-    Export it: an export is awaited, so `pulumi preview` (which reads the CRD) refuses first.
-    A CRD that is missing fails the read itself: the cluster runs no controller, so
-    `lwsInstalled` must be false."""
+    Export it (an export is awaited, so `pulumi preview`, which reads the CRD, refuses), and
+    make everything the stack creates wait for it (`ExistingCluster.lws_checked`): an
+    `up --skip-preview` then refuses before creating anything. A CRD that is missing fails the
+    read itself: the cluster runs no controller, so `lwsInstalled` must be false."""
     crd = k8s.apiextensions.v1.CustomResourceDefinition.get(name, CRD_NAME, opts=opts)
 
     def checked(spec: dict) -> str:

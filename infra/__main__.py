@@ -54,6 +54,11 @@ if cfg.elastic:
 # The stack's IAM roles are the bootstrap's (`components.ci_stack_roles`): read, never created.
 role_specs = identity.stack_roles(wiring.NAMESPACE, cfg.existing_cluster)
 roles = stack_roles.existing_roles("role", stack, [r.key for r in role_specs], on_aws)
+server_spec = wiring.server_spec(cfg, plan)
+# What the stack makes in a cluster waits for the checks of it that are Outputs (the cluster's
+# own LeaderWorkerSet CRD, `lwsInstalled`), so a refusal leaves nothing made, in an `up` too.
+checked: list[pulumi.Input[pulumi.Resource]] = []
+installed_lws = None
 
 if cfg.existing_cluster is None:
     network = Network(
@@ -97,11 +102,16 @@ else:
     # The cluster is a layer: read and checked before anything is created, never changed.
     from infra.adapters import existing_cluster
 
+    group = leader_worker_set(server_spec) if cfg.lws_installed else None
     cluster, owned_addons = existing_cluster.adopt_cluster(
-        cfg, plan, stack, placement.node, roles["nodes"], tags, addon_versions, aws_provider
+        cfg, plan, stack, placement.node, roles["nodes"], tags, addon_versions, aws_provider, group
     )
     addon_nodes = cluster.node_group
-on_cluster = pulumi.ResourceOptions(providers=[cluster.provider, aws_provider])
+    installed_lws = cluster.installed_lws
+    checked = [cluster.lws_checked] if cluster.lws_checked is not None else []
+on_cluster = pulumi.ResourceOptions(
+    providers=[cluster.provider, aws_provider], depends_on=checked or None
+)
 cluster_ref = ClusterRef(
     cluster_name=cluster.cluster_name,
     kubernetes_version=cfg.kubernetes_version,
@@ -111,9 +121,9 @@ cluster_ref = ClusterRef(
     identity_agent=cluster.identity_agent,
     foreign=cfg.existing_cluster is not None,
 )
-server_spec = wiring.server_spec(cfg, plan)
 if addons.CLOUDWATCH in owned_addons:
-    logs = ClusterLogs("logs", ClusterLogsArgs(cluster_ref, wiring.NAMESPACE), opts=on_aws)
+    logs_opts = pulumi.ResourceOptions.merge(on_aws, pulumi.ResourceOptions(depends_on=checked))
+    logs = ClusterLogs("logs", ClusterLogsArgs(cluster_ref, wiring.NAMESPACE), opts=logs_opts)
     log_group, logs_query = logs.log_group_name, logs.query
 else:
     # The cluster's own CloudWatch add-on ships the logs, to the group it names after it.
@@ -146,13 +156,10 @@ if plan.quantize is not None:
     from infra.adapters.quantize_layer import quantize_spec
 
     quantize = quantize_spec(plan)
-if cfg.lws_installed:
-    # The cluster's own controller; its CRD must hold what the groups set.
-    from components.existing_cluster import installed_controller
-
-    lws, lws_controller = installed_controller(
-        "lws", leader_worker_set(server_spec), pulumi.ResourceOptions(provider=cluster.provider)
-    )
+if installed_lws is not None:
+    # The cluster's own controller; its CRD must hold what the groups set (checked as the
+    # cluster is read, before its nodes are made).
+    lws, lws_controller = installed_lws
 else:
     # In a cluster the stack does not own, destroy leaves the CRDs: other teams' groups may
     # use them (docs/deploying.md#into-a-cluster-you-already-have).

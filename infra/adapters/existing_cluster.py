@@ -16,7 +16,7 @@ import pulumi_aws as aws
 
 from components.existing_cluster import ExistingCluster, ExistingClusterArgs
 from components.manifests.identity import role_name
-from components.manifests.spec import stack_taint
+from components.manifests.spec import Manifest, stack_taint
 from infra.adapters.wiring import NODE_LABELS
 from infra.plan import addons, existing, zones
 from infra.plan.config import ConfigError, StackConfig
@@ -186,11 +186,13 @@ def adopt_cluster(
     instance_tags: dict[str, str],
     addon_versions: dict[str, str],
     provider: aws.Provider,
+    lws_group: Manifest | None = None,
 ) -> tuple[ExistingCluster, tuple[str, ...]]:
     """The stack's nodes in a cluster it does not own, and the add-ons the stack creates there.
     Wired only for a stack with `existingCluster`, which is read first and must pass every check
     of `infra.plan.existing`; a refusal ends the program with one line. The zone's offer of the
-    planned type is `place_zones`' check."""
+    planned type is `place_zones`' check. `lws_group`: the group the cluster's own
+    LeaderWorkerSet CRD must hold (`lwsInstalled`), checked before the nodes are made."""
     if cfg.existing_cluster is None:
         raise ValueError("adopt_cluster is for a stack with `existingCluster`")
     invoke = pulumi.InvokeOptions(provider=provider)
@@ -248,6 +250,7 @@ def adopt_cluster(
             identity_agent_version=addon_versions[addons.IDENTITY_AGENT]
             if addons.IDENTITY_AGENT in owned
             else None,
+            lws_group=lws_group,
         ),
         opts=pulumi.ResourceOptions(providers=[provider]),
     )

@@ -38,6 +38,7 @@ from infra.bootstrap.config import (
     BootstrapConfig,
     load_bootstrap_config,
     other_viewer_counts,
+    owner_view_command,
     refusal,
     stack_clusters,
     stack_regions,
@@ -138,12 +139,14 @@ pulumi.export(
     "clusterCreatorArns",
     {s: arn[r.key] for s in DEPLOY_STACKS for r in roles if s in r.creates_cluster_of},
 )
-# Main-program stack -> ARNs for its `clusterViewerArns` key.
+# Main-program stack -> ARNs for its `clusterViewerArns` key (none for a stack with
+# `existingCluster`, which refuses the key: its cluster's owner gets a line of `setupCommands`).
 pulumi.export(
     "clusterViewerArns",
     {s: [arn[r.key] for r in roles if s in r.cluster_viewer_of] for s in DEPLOY_STACKS},
 )
-# Ready to paste, in the README's order: environment variables, then each stack's access entries.
+# Ready to paste, in the README's order: environment variables, then each stack's access entries
+# (for a stack into a cluster it does not own, the line its owner runs).
 # No `clusterAdminArns` line: the only CI role with admin rights is the one that creates the
 # cluster, which EKS has made an admin already.
 # The roles trust `sub` values that name the workflow file (`job_workflow_ref`), which GitHub
@@ -163,4 +166,12 @@ for stack in DEPLOY_STACKS:
         )
         for index, r in enumerate(viewers, start=first_viewer[stack])
     ]
+    # Into a cluster it does not own, the stack lists no viewer: the cluster's owner adds each.
+    cluster = clusters[stack]
+    if cluster:
+        commands += [
+            arn[r.key].apply(lambda a, c=cluster, g=regions[stack]: owner_view_command(c, g, a))
+            for r in roles
+            if stack in r.owner_viewer_of
+        ]
 pulumi.export("setupCommands", pulumi.Output.all(*commands).apply("\n".join))

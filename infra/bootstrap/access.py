@@ -211,6 +211,9 @@ class CiRole(GitHubRoleSpec):
     this role in `clusterAdminArns` or `clusterViewerArns`: a second entry for it is refused."""
     cluster_viewer_of: tuple[str, ...] = ()
     """Main-program stacks whose `clusterViewerArns` should list this role."""
+    owner_viewer_of: tuple[str, ...] = ()
+    """Stacks with `existingCluster`, which refuses `clusterViewerArns`, whose cluster this role
+    views by the owner's access entry (`infra.bootstrap.config.owner_view_command`)."""
 
     def __post_init__(self) -> None:
         listed = sorted(set(self.creates_cluster_of) & set(self.cluster_viewer_of))
@@ -547,6 +550,8 @@ def ci_roles(
     source.
     """
     clusters = clusters or {}
+    # A stack into a cluster it does not own refuses `clusterViewerArns`: the owner lets it in.
+    foreign = {stack for stack in regions if clusters.get(stack)}
     preview = CiRole(
         key="preview",
         environment=PREVIEW_ENVIRONMENT,
@@ -560,7 +565,8 @@ def ci_roles(
         max_session_seconds=PREVIEW_SESSION_SECONDS,
         # Viewer of the previewed stack only: AmazonEKSAdminViewPolicy reads Secrets, and prod's
         # hold the API key.
-        cluster_viewer_of=(PREVIEW_STACK,),
+        cluster_viewer_of=tuple({PREVIEW_STACK} - foreign),
+        owner_viewer_of=tuple({PREVIEW_STACK} & foreign),
     )
     prod_preview = CiRole(
         key=PROD_PREVIEW_ENVIRONMENT,
@@ -574,7 +580,8 @@ def ci_roles(
         # it, and the LWS chart's server-side render fails the preview. AmazonEKSAdminViewPolicy
         # reads Secrets, prod's API key among them, which this job can read anyway: it holds
         # prod's passphrase and reads prod's state, where the key is (random.RandomPassword).
-        cluster_viewer_of=("prod",),
+        cluster_viewer_of=tuple({"prod"} - foreign),
+        owner_viewer_of=tuple({"prod"} & foreign),
     )
     deploys = tuple(
         CiRole(

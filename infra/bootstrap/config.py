@@ -217,3 +217,17 @@ def other_viewer_counts(stacks: Sequence[str], ci_path: str) -> dict[str, int]:
         )
         for stack in stacks
     }
+
+
+def owner_view_command(cluster: str, region: str, principal_arn: str) -> str:
+    """The one line the owner of `cluster` (a stack's `existingCluster`) runs to let a preview
+    role view it as a created cluster's `clusterViewerArns` would: an access entry for the role
+    and AmazonEKSAdminViewPolicy on the whole cluster (AWS CLI, `aws eks create-access-entry`,
+    `aws eks associate-access-policy`). Without it EKS authenticates none of the role's
+    requests, and the stack's previews fail Unauthorized at the cluster."""
+    entry = f"--region {region} --cluster-name {cluster} --principal-arn {principal_arn}"
+    return (
+        f"aws eks create-access-entry {entry} && aws eks associate-access-policy {entry} "
+        "--policy-arn arn:aws:eks::aws:cluster-access-policy/AmazonEKSAdminViewPolicy "
+        "--access-scope type=cluster"
+    )

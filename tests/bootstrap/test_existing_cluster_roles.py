@@ -45,3 +45,8 @@ def test_the_deploy_role_into_an_existing_cluster_creates_none_and_is_no_creator
     by_key = {r.key: r for r in roles}
     assert by_key["deploy-dev"].creates_cluster_of == ()
     assert by_key["deploy-prod"].creates_cluster_of == ("prod",)
+    # Nor can the stack list dev's preview role (`clusterViewerArns` is refused with
+    # `existingCluster`): the owner lets it in (its line: test_program.py).
+    preview, prod_preview = by_key["preview"], by_key["preview-prod"]
+    assert (preview.cluster_viewer_of, preview.owner_viewer_of) == ((), ("dev",))
+    assert (prod_preview.cluster_viewer_of, prod_preview.owner_viewer_of) == (("prod",), ())

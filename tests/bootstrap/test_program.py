@@ -30,6 +30,7 @@ from tests.bootstrap.test_access import BUCKET, SUBJECTS
 from tests.bootstrap.test_access import REPO as REPOSITORY
 from tests.fakes.pulumi_host import pulumi_host
 from tests.fakes.pulumi_mocks import RecordingMocks, by_type, named, one, resolve, run
+from tests.program.harness import NOT_WITH_EXISTING
 from tests.program.test_layout import OFFLINE_TOOLS, import_closure
 
 REPO = Path(__file__).resolve().parents[2]
@@ -359,6 +360,50 @@ def test_a_stack_ci_does_not_deploy_gets_its_roles_too(
         ":role/gemma-graviton/staging/gemma-graviton-staging-cluster"
     )
     assert not [r for r in _ci(mocks.records, ROLE) if "staging" in r.name]
+
+
+@pytest.mark.parametrize(("stack", "viewer"), [("dev", "preview"), ("prod", "preview-prod")])
+@pytest.mark.usefixtures("as_pulumi_host")
+def test_a_stack_into_an_existing_cluster_gets_its_owners_viewer_line(
+    mocks: RecordingMocks,
+    exports: dict[str, Any],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    stack: str,
+    viewer: str,
+) -> None:
+    """Such a stack refuses `clusterViewerArns`, so no command sets it (its `up` would fail):
+    the cluster's owner gives the stack's preview role a viewer access entry, with the one line
+    printed for it, or the previews fail Unauthorized at the cluster. The stack's file is dev's
+    (an elastic stack is refused there) with the cluster's keys."""
+    _stacks_at(tmp_path / "stacks", monkeypatch, {"dev": "dev", "prod": "prod", stack: "dev"})
+    path = tmp_path / "stacks" / f"Pulumi.{stack}.yaml"
+    document = yaml.safe_load(path.read_text())
+    for key in NOT_WITH_EXISTING:
+        document["config"].pop(f"gemma-graviton:{key}", None)
+    document["config"] |= {
+        "gemma-graviton:existingCluster": "platform-shared",
+        "gemma-graviton:lwsInstalled": False,
+    }
+    path.write_text(yaml.safe_dump(document))
+    run_bootstrap(mocks, repository=REPOSITORY)
+    arns = {r.name.removeprefix("github-"): r.outputs["arn"] for r in _ci(mocks.records, ROLE)}
+    assert resolve(exports["clusterViewerArns"])[stack] == []
+    commands = resolve(exports["setupCommands"]).splitlines()
+    assert not [c for c in commands if c.startswith(f"pulumi -s {stack} ")]
+    entry = (
+        f"--region {document['config']['gemma-graviton:region']} --cluster-name platform-shared "
+        f"--principal-arn {arns[viewer]}"
+    )
+    assert (
+        f"aws eks create-access-entry {entry} && aws eks associate-access-policy {entry} "
+        "--policy-arn arn:aws:eks::aws:cluster-access-policy/AmazonEKSAdminViewPolicy "
+        "--access-scope type=cluster"
+    ) in commands
+    # The other stack still lists its viewer itself.
+    other, other_viewer = ("prod", "preview-prod") if stack == "dev" else ("dev", "preview")
+    assert resolve(exports["clusterViewerArns"])[other] == [arns[other_viewer]]
+    assert len([c for c in commands if c.startswith("aws eks create-access-entry")]) == 1
 
 
 @pytest.mark.usefixtures("as_pulumi_host")

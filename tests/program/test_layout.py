@@ -96,7 +96,6 @@ LOCAL_IMPORTS: dict[tuple[str, str], str] = {
     ("infra/__main__.py", "infra.adapters.elastic_layer"): "elastic stacks only",
     ("infra/__main__.py", "infra.adapters.monitoring_layer"): "monitored stacks only",
     ("infra/__main__.py", "infra.adapters.existing_cluster"): "`existingCluster` only",
-    ("infra/__main__.py", "components.existing_cluster"): "`lwsInstalled` (`existingCluster`) only",
     ("infra/__main__.py", "components.storage"): "the weights' volumes, `modelCache: volume` only",
     ("infra/adapters/wiring.py", "infra.plan.elastic"): "the door's figures, elastic stacks only",
     ("infra/adapters/wiring.py", "infra.plan.sleep"): "the door's answers, elastic stacks only",
