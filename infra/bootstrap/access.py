@@ -34,7 +34,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from components.github_ci import GITHUB_OIDC_HOST, GitHubRoleSpec
-from infra.adapters.wiring import NAMESPACE, SERVER_NAME
 from infra.bootstrap import permissions
 from infra.bootstrap.fences import (
     EKS_OF_ANY_CLUSTER,
@@ -47,7 +46,7 @@ from infra.bootstrap.fences import (
     launch_template_fence,
     launch_template_tags,
     on_a_cluster,
-    target_group_tags,
+    target_group_statement,
 )
 from infra.plan import iam
 from infra.plan.config_parts import PROJECT
@@ -458,20 +457,9 @@ def deploy_policy(
                     }
                 },
             },
-            {
-                "Sid": "ChangeOnlyTheStackTargetGroups",
-                "Effect": "Allow",
-                "Action": list(needed.target_group_writes),
-                "Resource": [f"arn:aws:elasticloadbalancing:{region}:*:targetgroup/*/*"],
-                "Condition": {
-                    "StringEquals": {
-                        f"aws:ResourceTag/{key}": value
-                        for key, value in target_group_tags(
-                            stack, f"{NAMESPACE}/{SERVER_NAME}", existing_cluster
-                        ).items()
-                    }
-                },
-            },
+            target_group_statement(
+                stack, region, list(needed.target_group_writes), existing_cluster
+            ),
             *launch_statements(stack, region, list(needed.launches)),
             *guardduty_endpoint_statements(stack, region, list(needed.guardduty_endpoint_writes)),
             {

@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from components.manifests.identity import cluster_name
+from infra.adapters.wiring import NAMESPACE, SERVER_NAME
 from infra.plan.config_parts import PROJECT
 
 #: The EKS actions not authorised on one cluster's resources: the reads (`Describe*`, `List*`,
@@ -80,12 +81,21 @@ STACK_TAG_KEY = "stack"
 PROJECT_TAG_KEY = "project"
 
 
-def target_group_tags(stack: str, service: str, existing: str | None = None) -> dict[str, str]:
-    """The tags that make a target group the one of `service` ("namespace/name") in `stack`'s
-    cluster: the fence of its attribute writes."""
-    return {
-        "kubernetes.io/service-name": service,
+def target_group_statement(
+    stack: str, region: str, actions: list[str], existing: str | None = None
+) -> dict[str, Any]:
+    """`actions` on the target groups the cloud controller made for the model Service in
+    `stack`'s cluster, by the tags it gives them (`TARGET_GROUP_WRITES`)."""
+    tags = {
+        "kubernetes.io/service-name": f"{NAMESPACE}/{SERVER_NAME}",
         f"kubernetes.io/cluster/{cluster_name(stack, existing)}": "owned",
+    }
+    return {
+        "Sid": "ChangeOnlyTheStackTargetGroups",
+        "Effect": "Allow",
+        "Action": actions,
+        "Resource": [f"arn:aws:elasticloadbalancing:{region}:*:targetgroup/*/*"],
+        "Condition": {"StringEquals": {f"aws:ResourceTag/{k}": v for k, v in tags.items()}},
     }
 
 
