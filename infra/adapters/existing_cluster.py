@@ -33,6 +33,7 @@ _NOT_FOUND = (
     "ResourceNotFoundException",
     "no matching EC2 Subnet found",
     "no matching EC2 NAT Gateway found",
+    "no matching EC2 Network Interface found",
     "couldn't find resource",
 )
 
@@ -56,7 +57,10 @@ def _cluster(name: str, region: str, invoke: pulumi.InvokeOptions) -> existing.C
     oidc = found.identities[0].oidcs[0].issuer if found.identities else None
     # The data source lists no access config where EKS reports none (cluster_data_source.go,
     # `flattenAccessConfigResponse`): a cluster from before access entries, CONFIG_MAP.
-    access = found.access_configs[0].authentication_mode if found.access_configs else "CONFIG_MAP"
+    # None or empty where EKS reports no access config: a cluster from before access entries.
+    access = (found.access_configs[0].authentication_mode if found.access_configs else "") or (
+        "CONFIG_MAP"
+    )
     return existing.ClusterFacts(
         name=found.name,
         version=found.version,
@@ -132,15 +136,22 @@ def _subnet(subnet_id: str, invoke: pulumi.InvokeOptions) -> existing.SubnetFact
     )
 
 
-def _held(subnet_id: str, tags: dict[str, str], invoke: pulumi.InvokeOptions) -> int:
-    """Private addresses the stack's own nodes (its `project` and `stack` tags, which the launch
-    template puts on each instance) hold in `subnet_id`: every interface attached to them
-    there. Both plural data sources list nothing without failing (terraform-provider-aws
-    internal/service/ec2 ec2_instances_data_source.go, vpc_network_interfaces_data_source.go)."""
+def _held(
+    subnet_id: str, instance_type: str, tags: dict[str, str], invoke: pulumi.InvokeOptions
+) -> int:
+    """Private addresses the stack's own nodes of `instance_type` (its `project` and `stack`
+    tags, which the launch template puts on each instance) hold in `subnet_id`: every interface
+    attached to them there. Both plural data sources list nothing without failing
+    (terraform-provider-aws internal/service/ec2 ec2_instances_data_source.go,
+    vpc_network_interfaces_data_source.go); an interface the VPC CNI deletes between the list
+    and its read counts nothing (the check only gets stricter)."""
     nodes = aws.ec2.get_instances(
         instance_tags={k: tags[k] for k in ("project", "stack")},
         instance_state_names=["pending", "running"],
-        filters=[{"name": "subnet-id", "values": [subnet_id]}],
+        filters=[
+            {"name": "subnet-id", "values": [subnet_id]},
+            {"name": "instance-type", "values": [instance_type]},
+        ],
         opts=invoke,
     )
     if not nodes.ids:
@@ -152,10 +163,16 @@ def _held(subnet_id: str, tags: dict[str, str], invoke: pulumi.InvokeOptions) ->
         ],
         opts=invoke,
     )
-    return sum(
-        len(aws.ec2.get_network_interface(id=i, opts=invoke).private_ips or ())
-        for i in interfaces.ids or ()
-    )
+    return sum(_addresses(i, invoke) for i in interfaces.ids or ())
+
+
+def _addresses(interface: str, invoke: pulumi.InvokeOptions) -> int:
+    try:
+        return len(aws.ec2.get_network_interface(id=interface, opts=invoke).private_ips or ())
+    except Exception as error:
+        if not _missing(error):
+            raise
+        return 0
 
 
 def _addons(
@@ -218,8 +235,8 @@ def adopt_cluster(
             if s is not None
         ]
         subnet = existing.node_subnet(cfg, plan, node_zone.zone_id, found, subnets)
-        held = _held(subnet.subnet_id, instance_tags, invoke)
-        existing.check_room(cfg, plan, subnet, held)
+        held = _held(subnet.subnet_id, plan.instance_type, instance_tags, invoke)
+        room = existing.check_room(cfg, plan, subnet, held)
         present, ours = _addons(found.name, instance_tags, invoke)
         owned = existing.owned_addons(cfg, plan, present, ours)
         # A missing role fails its read (`components.stack_roles.existing_roles`) first.
@@ -227,7 +244,7 @@ def adopt_cluster(
         existing.check_fence(cfg, stack, collector.assume_role_policy)
     except ConfigError as error:
         raise pulumi.RunError(str(error)) from None
-    for warning in (existing.logs_warning(cfg, present), existing.endpoint_warning(found)):
+    for warning in (existing.logs_warning(cfg, present), existing.endpoint_warning(found), room):
         if warning is not None:
             pulumi.log.warn(warning)
     cluster = ExistingCluster(

@@ -224,10 +224,13 @@ def owner_view_command(cluster: str, region: str, principal_arn: str) -> str:
     role view it as a created cluster's `clusterViewerArns` would: an access entry for the role
     and AmazonEKSAdminViewPolicy on the whole cluster (AWS CLI, `aws eks create-access-entry`,
     `aws eks associate-access-policy`). Without it EKS authenticates none of the role's
-    requests, and the stack's previews fail Unauthorized at the cluster."""
-    entry = f"--region {region} --cluster-name {cluster} --principal-arn {principal_arn}"
+    requests, and the stack's previews fail Unauthorized at the cluster. Run again, the entry
+    exists (ResourceInUseException) and the association is still made; no pager holds either."""
+    entry = (
+        f"--no-cli-pager --region {region} --cluster-name {cluster} --principal-arn {principal_arn}"
+    )
     return (
-        f"aws eks create-access-entry {entry} && aws eks associate-access-policy {entry} "
+        f"aws eks create-access-entry {entry}; aws eks associate-access-policy {entry} "
         "--policy-arn arn:aws:eks::aws:cluster-access-policy/AmazonEKSAdminViewPolicy "
         "--access-scope type=cluster"
     )

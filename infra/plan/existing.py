@@ -248,33 +248,58 @@ def node_subnet(
     return private[0]
 
 
-def check_room(cfg: StackConfig, plan: Plan, subnet: SubnetFacts, held: int = 0) -> None:
+#: The nodes a managed node group's update launches beside the old ones before it drains them:
+#: up to twice its zones, one here (EKS User Guide, "Understand each phase of node updates",
+#: scale-up phase, read 2026-12-07). A new launch template or Kubernetes version is such an
+#: update.
+UPDATE_SURGE_NODES = 2
+
+
+def check_room(cfg: StackConfig, plan: Plan, subnet: SubnetFacts, held: int = 0) -> str | None:
     """The nodes' subnet has room for the node group at its largest. `held`: the addresses the
-    stack's own nodes hold there already (read on every `up`), which the subnet's free count
-    leaves out but the plan's need counts; so a running stack is not refused for its own. Read
-    as each interface's private addresses: prefixes a delegating VPC CNI holds are not counted,
-    which can only refuse (the need stays larger), never admit a plan without room."""
+    stack's own nodes of the planned type hold there already (read on every `up`), which the
+    subnet's free count leaves out but the plan's need counts; so a running stack is not
+    refused for its own. Nodes of another type are not counted: a new type is a new node group,
+    made before the old one goes. Read as each interface's private addresses: prefixes a
+    delegating VPC CNI holds are not counted, which can only refuse (the need stays larger).
+
+    Returns a warning where nodes run and the free addresses alone would not hold an update's
+    new nodes (`UPDATE_SURGE_NODES`): such an update fails to launch them and leaves the old
+    nodes serving, so it is said, not refused (a key rotation changes no node)."""
     need = addresses_needed(plan)
-    if subnet.free_addresses + held >= need:
-        return
+    each = addresses_per_node(plan.instance_type)
     own = f" (and {held} its own nodes hold)" if held else ""
-    raise ConfigError(
-        "existingClusterSubnet" if cfg.existing_cluster_subnet else "existingCluster",
-        f"{subnet.subnet_id} has {subnet.free_addresses} free addresses{own}, but "
-        f"{plan.nodes + plan.rollout.surge_nodes} x {plan.instance_type} may take {need} "
-        f"({addresses_per_node(plan.instance_type)} each, modelled)",
-        "give a subnet with room in `existingClusterSubnet`, or free addresses in it",
-    )
+    if subnet.free_addresses + held < need:
+        raise ConfigError(
+            "existingClusterSubnet" if cfg.existing_cluster_subnet else "existingCluster",
+            f"{subnet.subnet_id} has {subnet.free_addresses} free addresses{own}, but "
+            f"{plan.nodes + plan.rollout.surge_nodes} x {plan.instance_type} may take {need} "
+            f"({each} each, modelled)",
+            "give a subnet with room in `existingClusterSubnet`, or free addresses in it",
+        )
+    surge = UPDATE_SURGE_NODES * each
+    if held and subnet.free_addresses < surge:
+        return (
+            f"{subnet.subnet_id} has {subnet.free_addresses} free addresses, but an update of the "
+            f"node group (a new launch template or Kubernetes version) launches up to "
+            f"{UPDATE_SURGE_NODES} x {plan.instance_type} beside the running nodes, {surge} "
+            "addresses (modelled): free addresses in it before such an update"
+        )
+    return None
 
 
 def _network_policy_on(configuration: str) -> bool:
     """Whether the vpc-cni add-on's configuration values turn its policy agent on (the
     add-on's schema takes `enableNetworkPolicy` as the text "true"). The values are JSON or
-    YAML (EKS API `CreateAddon`, `configurationValues`); YAML reads both."""
+    YAML (EKS API `CreateAddon`, `configurationValues`): JSON first, as YAML refuses the tabs
+    JSON may be indented with."""
     try:
-        values = yaml.safe_load(configuration or "{}")
-    except yaml.YAMLError:
-        return False
+        values = json.loads(configuration or "{}")
+    except json.JSONDecodeError:
+        try:
+            values = yaml.safe_load(configuration)
+        except yaml.YAMLError:
+            return False
     return isinstance(values, dict) and str(values.get("enableNetworkPolicy")).lower() == "true"
 
 

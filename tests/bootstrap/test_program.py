@@ -392,11 +392,12 @@ def test_a_stack_into_an_existing_cluster_gets_its_owners_viewer_line(
     commands = resolve(exports["setupCommands"]).splitlines()
     assert not [c for c in commands if c.startswith(f"pulumi -s {stack} ")]
     entry = (
-        f"--region {document['config']['gemma-graviton:region']} --cluster-name platform-shared "
-        f"--principal-arn {arns[viewer]}"
+        f"--no-cli-pager --region {document['config']['gemma-graviton:region']} "
+        f"--cluster-name platform-shared --principal-arn {arns[viewer]}"
     )
+    # `;`: run again once the entry exists, the association is still made.
     assert (
-        f"aws eks create-access-entry {entry} && aws eks associate-access-policy {entry} "
+        f"aws eks create-access-entry {entry}; aws eks associate-access-policy {entry} "
         "--policy-arn arn:aws:eks::aws:cluster-access-policy/AmazonEKSAdminViewPolicy "
         "--access-scope type=cluster"
     ) in commands

@@ -553,11 +553,12 @@ class RecordingMocks(pulumi.runtime.Mocks):
             ]
             return {"id": region, "ids": ids, "vpcId": args.args["vpcId"]}
         if args.token == "aws:ec2/getInstances:getInstances":
-            ((subnet,),) = [f["values"] for f in args.args["filters"]]
+            given = {f["name"]: f["values"] for f in args.args["filters"]}
             ids = [
                 i
                 for i, node in self.instances.items()
-                if node["subnetId"] == subnet
+                if [node["subnetId"]] == given["subnet-id"]
+                and [node.get("instanceType", "m7g.2xlarge")] == given["instance-type"]
                 and node["state"] in args.args["instanceStateNames"]
                 and args.args["instanceTags"].items() <= node["tags"].items()
             ]
@@ -570,10 +571,10 @@ class RecordingMocks(pulumi.runtime.Mocks):
             }
         if args.token == "aws:ec2/getNetworkInterface:getNetworkInterface":
             eni = args.args["id"]
-            (ips,) = [
-                n["interfaces"][eni] for n in self.instances.values() if eni in n["interfaces"]
-            ]
-            return {"id": eni, "privateIps": ips}
+            ips = [n["interfaces"][eni] for n in self.instances.values() if eni in n["interfaces"]]
+            if not ips or ips[0] is None:  # deleted since it was listed: the provider's words
+                return {}, [("", "no matching EC2 Network Interface found")]
+            return {"id": eni, "privateIps": ips[0]}
         found = self._described(args.token, dict(args.args))
         if found is not None:
             return found

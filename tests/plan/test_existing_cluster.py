@@ -162,6 +162,7 @@ def test_the_nodes_subnet_is_never_picked_by_its_free_addresses() -> None:
         '{"enableNetworkPolicy": "true"}',
         'enableNetworkPolicy: "true"',
         "enableNetworkPolicy: true\nenv:\n  ENABLE_PREFIX_DELEGATION: 'true'\n",
+        '{\n\t"enableNetworkPolicy": "true"\n}',  # JSON indented with a tab, which YAML refuses
     ],
 )
 def test_vpc_cni_values_are_read_as_json_or_yaml(values: str) -> None:

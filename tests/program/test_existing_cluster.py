@@ -306,10 +306,12 @@ def _nodes(*nodes: tuple[str, str, str, tuple[int, ...]]) -> dict[str, dict[str,
 
 
 def test_a_running_stack_is_not_refused_for_the_addresses_its_nodes_hold(
-    mocks: RecordingMocks,
+    mocks: RecordingMocks, caplog: pytest.LogCaptureFixture
 ) -> None:
     # 100 free, 120 needed: the stack's two nodes hold 20 of the 120 already. Another stack's
-    # node, a stopped one and one in another subnet hold none of the stack's.
+    # node, a stopped one, one in another subnet and one of another type (a new type is a new
+    # node group, made before the old goes) hold none of the stack's; an interface deleted
+    # between its listing and its read holds none.
     existing_cluster(mocks, free=100)
     mocks.instances = _nodes(
         (ZONE_SUBNET, "dev", "running", (6, 4)),
@@ -317,9 +319,19 @@ def test_a_running_stack_is_not_refused_for_the_addresses_its_nodes_hold(
         (ZONE_SUBNET, "prod", "running", (50,)),
         (ZONE_SUBNET, "dev", "stopped", (50,)),
         ("subnet-0ddd3333eeee4444f", "dev", "running", (50,)),
+        (ZONE_SUBNET, "dev", "running", (50,)),
     )
+    mocks.instances["i-5"]["instanceType"] = "c7g.4xlarge"
+    mocks.instances["i-1"]["interfaces"]["eni-1-1"] = None
+    mocks.instances["i-1"]["interfaces"]["eni-1-0"] = [f"10.80.9.{a}" for a in range(10)]
     run_into_existing(mocks)
     assert one(mocks.records, NODE_GROUP).inputs["subnetIds"] == [ZONE_SUBNET]
+    # Room for the group, not for an update's two new nodes beside the running ones: said.
+    assert (
+        f"{ZONE_SUBNET} has 100 free addresses, but an update of the node group (a new launch "
+        "template or Kubernetes version) launches up to 2 x m7g.2xlarge beside the running "
+        "nodes, 120 addresses (modelled): free addresses in it before such an update"
+    ) in caplog.text
     fresh = RecordingMocks()
     existing_cluster(fresh, free=100)
     fresh.instances = _nodes((ZONE_SUBNET, "dev", "running", (6, 3)))
