@@ -99,18 +99,6 @@ CROSS_ZONE_ANNOTATION = (
 #: unhealthy-threshold), read by the in-tree provider this cluster runs (cloud-provider-aws
 #: pkg/providers/v1/aws.go `ServiceAnnotationLoadBalancerHC*`, v1.35.2 read 2026-12-07).
 HEALTH_CHECK_PREFIX = "service.beta.kubernetes.io/aws-load-balancer-healthcheck-"
-#: The target-group attributes annotation, which the Service does not carry: from v1.34.0 the
-#: provider refuses a Service whose annotation names any attribute but these two, before it
-#: makes anything (pkg/providers/v1/aws_validations.go
-#: `validateServiceAnnotationTargetGroupAttributes`, the first call of `EnsureLoadBalancer` in
-#: aws.go; v1.35.2 read 2026-12-07): no NLB, no hostname. The drain's attributes are set on
-#: the target groups by `components.balancer` instead.
-TARGET_GROUP_ATTRIBUTES_ANNOTATION = (
-    "service.beta.kubernetes.io/aws-load-balancer-target-group-attributes"
-)
-CONTROLLER_TARGET_GROUP_ATTRIBUTES = frozenset(
-    {"preserve_client_ip.enabled", "proxy_protocol_v2.enabled"}
-)
 
 
 def drain_annotations(drain: DrainSpec) -> dict[str, str]:

@@ -276,20 +276,10 @@ class StackChecks(BaseModel):
         return self.front_door == "gatekeeper"
 
     def _check_vllm_key(self) -> None:
-        """What needs the gatekeeper is refused with `frontDoor: vllm-key`: its own keys, the
-        chat page it serves, and an elastic stack, whose groups sit behind the gatekeeper's
-        always-on door (it answers and raises the wake flag while no group runs)."""
-        if self.gatekeeper:
-            return
-        self.check_vllm_key()
-        if self.elastic:
-            raise ConfigError(
-                "minGroups",
-                "makes the stack elastic, whose groups sit behind the gatekeeper's always-on "
-                "door (it answers and wakes a group while none runs), which `frontDoor: "
-                "vllm-key` does not run",
-                "set `replicas` instead of the elasticity keys, or set `frontDoor: gatekeeper`",
-            )
+        """What needs the gatekeeper is refused with `frontDoor: vllm-key`: its own keys and the
+        chat page it serves (an elastic stack too: `elastic_keys.check`)."""
+        if not self.gatekeeper:
+            self.check_vllm_key()
 
     def _check_weights(self) -> None:
         """A named checkpoint is a quantized one: the bf16 weights are `model` itself."""

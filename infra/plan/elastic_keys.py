@@ -1,6 +1,6 @@
 """The elasticity keys' checks (`minGroups`, `maxGroups`, `schedule`, `queuePerGroup`): they come
-together, without `replicas`, and a schedule's groups lie between the floor and the ceiling. The
-config model runs them only when one of the keys is set."""
+together, without `replicas` and behind the gatekeeper, and a schedule's groups lie between the
+floor and the ceiling. The config model runs them only when one of the keys is set."""
 
 from __future__ import annotations
 
@@ -17,7 +17,17 @@ def _count(groups: int) -> str:
 
 
 def check(cfg: StackConfig, given: set[str]) -> None:
-    """The elasticity keys `given` come together, and `replicas` does not come with them."""
+    """The elasticity keys `given` come together, and `replicas` does not come with them. An
+    elastic stack's groups sit behind the gatekeeper's always-on door (it answers and raises the
+    wake flag while no group runs), so `frontDoor: vllm-key` is refused."""
+    if cfg.elastic and not cfg.gatekeeper:
+        raise ConfigError(
+            "minGroups",
+            "makes the stack elastic, whose groups sit behind the gatekeeper's always-on "
+            "door (it answers and wakes a group while none runs), which `frontDoor: "
+            "vllm-key` does not run",
+            "set `replicas` instead of the elasticity keys, or set `frontDoor: gatekeeper`",
+        )
     if "replicas" in cfg.model_fields_set:
         raise ConfigError(
             "replicas",

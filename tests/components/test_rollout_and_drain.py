@@ -19,13 +19,11 @@ import pytest
 
 from components import manifests
 from components.manifests import drain, gatekeeper, programs
-from components.manifests.access import (
-    TARGET_GROUP_ATTRIBUTES_ANNOTATION,
-    target_group_attributes,
-)
+from components.manifests.access import target_group_attributes
 from components.manifests.gatekeeper_conf import UPSTREAM_KEEPALIVE_SECONDS, UPSTREAM_LIFETIME_S
 from infra.plan import catalog
 from infra.plan.rollout import ENDPOINT_PROPAGATION_S, plan_drain
+from policies.rules import TARGET_GROUP_ATTRIBUTES_ANNOTATION
 from tests import builders, door_harness
 from tests.components.test_manifest_fields import SPEC
 from tests.fakes import k8s_schemas
@@ -138,7 +136,7 @@ def test_two_or_more_groups_get_a_budget_that_keeps_one_serving() -> None:
 def test_the_load_balancer_keeps_a_draining_node_s_streams() -> None:
     annotations = manifests.service(replace(SPEC, drain=DRAIN))["metadata"]["annotations"]
     # Set on the target groups by `components.balancer`: the cloud provider refuses them in the
-    # annotation (tests/components/test_semantics.py, the refused-annotations rule).
+    # annotation (policies/rules.py, the refused-annotations rule).
     assert TARGET_GROUP_ATTRIBUTES_ANNOTATION not in annotations
     assert target_group_attributes(DRAIN) == {
         "deregistration_delay.timeout_seconds": str(DRAIN.deregistration_delay_s),
