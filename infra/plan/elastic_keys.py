@@ -6,10 +6,16 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from infra.plan.config_parts import ConfigError, ScheduleConfig, _keys
+from infra.plan.config_parts import ConfigError, ScheduleConfig
 
 if TYPE_CHECKING:
     from infra.plan.config import StackConfig
+
+
+def _keys(keys: set[str]) -> str:
+    """Stack keys as prose: `a`, `b` and `c`."""
+    names = [f"`{k}`" for k in sorted(keys)]
+    return names[0] if len(names) == 1 else ", ".join(names[:-1]) + f" and {names[-1]}"
 
 
 def _count(groups: int) -> str:

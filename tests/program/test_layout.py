@@ -120,8 +120,7 @@ LOCAL_IMPORTS: dict[tuple[str, str], str] = {
     ("components/manifests/__init__.py", "components.manifests.gatekeeper_map"): "gatekeeper",
     ("components/manifests/pods.py", "components.manifests.gatekeeper_map"): "the gatekeeper",
     ("components/model_server.py", "components.manifests.gatekeeper_map"): "the gatekeeper",
-    ("components/manifests/access.py", "components.manifests.metrics"): "the gatekeeper's port",
-    ("components/manifests/access.py", "components.manifests.scaling"): "the gatekeeper's port",
+    ("components/manifests/access.py", "components.manifests.gatekeeper_map"): "the gatekeeper",
     ("components/manifests/__init__.py", "components.manifests.door"): "elastic stacks only",
     ("components/manifests/gatekeeper_conf.py", "components.manifests.asleep"): "elastic only",
     ("components/manifests/gatekeeper_conf.py", "components.manifests.chat"): "`chatPage` only",
@@ -133,7 +132,7 @@ LOCAL_IMPORTS: dict[tuple[str, str], str] = {
     ("infra/adapters/table.py", "infra.plan.existing"): "`existingCluster` only",
     ("infra/plan/compare.py", "infra.plan.moe_measured"): "a mixture-of-experts `model` only",
     ("infra/plan/throughput.py", "infra.plan.moe"): "a mixture-of-experts `model` only",
-    ("components/manifests/__init__.py", "components.manifests.quantize"): "quantize Job only",
+    ("infra/adapters/render.py", "components.manifests.quantize"): "quantize Job only",
     ("components/model_server.py", "components.quantize"): "quantize Job only",
     ("components/model_server.py", "components.autoscaling"): "the door, elastic stacks only",
 }
