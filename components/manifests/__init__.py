@@ -21,13 +21,11 @@ One module per object, re-exported here as `manifests.X`:
 - `gatekeeper` (`frontDoor: gatekeeper` only, not re-exported): nginx in each leader pod, its
   ConfigMap in `gatekeeper_map`.
 
-A new object gets its own module beside these, is re-exported below, and joins `all_objects` in
-apply order.
+A new object gets its own module beside these, is re-exported below, and joins `all_objects`
+(`infra.adapters.render`, what `--render` writes) in apply order.
 """
 
 from __future__ import annotations
-
-from typing import TYPE_CHECKING
 
 from components.manifests.access import (
     NLB_TAGS_ANNOTATION,
@@ -57,9 +55,6 @@ from components.manifests.spec import (
     config_digest,
 )
 
-if TYPE_CHECKING:
-    from components.manifests.quantize import QuantizeSpec
-
 __all__ = [
     "API_KEY_KEY",
     "ENGINE_KEY_KEY",
@@ -71,7 +66,6 @@ __all__ = [
     "Manifest",
     "ProbeSpec",
     "ServerSpec",
-    "all_objects",
     "command_line",
     "door_objects",
     "engine_args",
@@ -87,36 +81,6 @@ __all__ = [
     "secret",
     "service",
 ]
-
-
-def all_objects(spec: ServerSpec, quantize: QuantizeSpec | None = None) -> list[Manifest]:
-    """Every object of the model server but its two Secrets, in apply order. The Secrets
-    (`secret`) need the real values: the program creates them; `--render` says how to. A stack
-    that makes its own checkpoint gets the quantize Job (`quantize`) between the claims it
-    writes to and the group that loads from them."""
-    made, door_config = [], []
-    if not spec.vllm_key:
-        from components.manifests import gatekeeper_map  # the gatekeeper layer
-
-        door_config = [gatekeeper_map.config_map(spec)]
-    if quantize is not None:
-        from components.manifests.quantize import quantize_objects  # the quantize layer
-
-        made = quantize_objects(spec, quantize)
-    objects = [
-        namespace(spec),
-        *door_config,
-        programs_config(spec),
-        network_policy(spec),
-        *model_claims(spec),
-        *made,
-        leader_worker_set(spec),
-        *[budget for budget in [pod_disruption_budget(spec)] if budget is not None],
-        service(spec),
-    ]
-    if spec.door:
-        objects += door_objects(spec)
-    return objects
 
 
 def door_objects(spec: ServerSpec, key_fingerprint: str | None = None) -> list[Manifest]:

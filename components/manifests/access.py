@@ -12,7 +12,6 @@ from components.manifests.spec import (
     API_KEY_KEY,
     ENGINE_KEY_KEY,
     FRONT_DOOR_LABEL,
-    GATEKEEPER_PORT,
     HF_TOKEN_KEY,
     LWS_NAME_LABEL,
     LWS_WORKER_INDEX_LABEL,
@@ -99,15 +98,6 @@ CROSS_ZONE_ANNOTATION = (
 #: unhealthy-threshold), read by the in-tree provider this cluster runs (cloud-provider-aws
 #: pkg/providers/v1/aws.go `ServiceAnnotationLoadBalancerHC*`, v1.35.2 read 2026-12-07).
 HEALTH_CHECK_PREFIX = "service.beta.kubernetes.io/aws-load-balancer-healthcheck-"
-#: The target-group attributes annotation, which the Service does not carry: the provider
-#: refuses a Service whose annotation names any attribute but `preserve_client_ip.enabled` and
-#: `proxy_protocol_v2.enabled` (v1.32.6, v1.33.3, v1.34.0 and later), before it makes anything
-#: (pkg/providers/v1/aws_validations.go `validateServiceAnnotationTargetGroupAttributes`, the
-#: first call of `EnsureLoadBalancer` in aws.go; v1.35.2 read 2026-12-07): no NLB, no hostname.
-#: The drain's attributes are set on the target groups by `components.balancer` instead.
-TARGET_GROUP_ATTRIBUTES_ANNOTATION = (
-    "service.beta.kubernetes.io/aws-load-balancer-target-group-attributes"
-)
 
 
 def drain_annotations(drain: DrainSpec) -> dict[str, str]:
@@ -234,28 +224,17 @@ def network_policy(spec: ServerSpec) -> Manifest:
     group = {"matchLabels": {LWS_NAME_LABEL: spec.lws_name}}
     if spec.door:
         from components.manifests import door  # the elastic layer, elastic stacks only
-    elif not spec.vllm_key:  # the gatekeeper's metrics port: the collector's and KEDA's peers
-        from components.manifests import gatekeeper, metrics, scaling
-    ingress = (
-        door.group_ingress(spec)
-        if spec.door
-        else [
+
+        ingress = door.group_ingress(spec)
+    elif not spec.vllm_key:
+        from components.manifests import gatekeeper_map  # the gatekeeper layer
+
+        ingress = gatekeeper_map.group_ingress(spec, group)
+    else:
+        ingress = [
             {"from": [{"podSelector": group}]},
             {"ports": [{"port": spec.port, "protocol": "TCP"}]},
         ]
-        if spec.vllm_key
-        else [
-            {"from": [{"podSelector": group}]},
-            {"ports": [{"port": GATEKEEPER_PORT, "protocol": "TCP"}]},
-            {
-                "from": [
-                    metrics.scraper_peer(spec.namespace),
-                    *([scaling.keda_peer()] if spec.autoscaled else []),
-                ],
-                "ports": [{"port": gatekeeper.METRICS_PORT, "protocol": "TCP"}],
-            },
-        ]
-    )
     return {
         "apiVersion": "networking.k8s.io/v1",
         "kind": "NetworkPolicy",

@@ -8,12 +8,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
-#: Settings a rank takes from its environment, not its argv, by the variable vLLM reads as the
-#: flag's default: the engine key on the leader (`pods`), kept out of the process list. vLLM 0.31
-#: takes `--api-key` over `VLLM_API_KEY` (entrypoints/serve/middleware/register.py), so the plan
-#: owns that flag as it owns those it writes.
-ENV_FLAGS = {"VLLM_API_KEY": "--api-key"}
-
 
 @dataclass(frozen=True)
 class EngineSpec:

@@ -28,7 +28,7 @@ import json
 import math
 import re
 import string
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from importlib import resources
 from typing import TYPE_CHECKING
 
@@ -143,6 +143,16 @@ class GatekeeperLimits:
     max_model_len: int
     #: The model's name in the API (the gatekeeper's own /v1/models answer).
     served_model: str
+
+    def to_json(self) -> dict[str, object]:
+        """The limits as the plan's `--json` shows them (`Plan.to_json`): lists for tuples, and
+        no `served_model`, since the plan's own `model` names the served model once."""
+        data = asdict(self)
+        data["reasons"] = list(self.reasons)
+        data["token_tiers"] = [list(t) for t in self.token_tiers]
+        data["max_schema_counts"] = list(self.max_schema_counts)
+        del data["served_model"]
+        return data
 
 
 #: TCP keepalives on every public connection: the first after this many seconds without a byte,

@@ -1,10 +1,12 @@
-"""The gatekeeper's ConfigMap: nginx.conf, its njs script and the chat page's files (the
-gatekeeper layer, `frontDoor: gatekeeper` only)."""
+"""The gatekeeper's ConfigMap: nginx.conf, its njs script and the chat page's files, and what the
+group's NetworkPolicy admits to it (the gatekeeper layer, `frontDoor: gatekeeper` only)."""
 
 from __future__ import annotations
 
-from components.manifests import gatekeeper
-from components.manifests.spec import Manifest, ServerSpec, object_meta
+from typing import Any
+
+from components.manifests import gatekeeper, metrics, scaling
+from components.manifests.spec import GATEKEEPER_PORT, Manifest, ServerSpec, object_meta
 
 
 def files(spec: ServerSpec) -> dict[str, str]:
@@ -38,3 +40,21 @@ def config_map(spec: ServerSpec) -> Manifest:
         "metadata": object_meta(spec, spec.gatekeeper_config_name, "gatekeeper"),
         "data": files(spec),
     }
+
+
+def group_ingress(spec: ServerSpec, group: dict[str, Any]) -> list[dict[str, Any]]:
+    """What the group's NetworkPolicy admits beside the gatekeeper: the ranks (`group`, the
+    policy's own pod selector, one object that the rendered YAML writes once) among themselves,
+    the gatekeeper's port from anyone, and its metrics port from the metrics collector and, on
+    an autoscaled stack, KEDA's operator only."""
+    return [
+        {"from": [{"podSelector": group}]},
+        {"ports": [{"port": GATEKEEPER_PORT, "protocol": "TCP"}]},
+        {
+            "from": [
+                metrics.scraper_peer(spec.namespace),
+                *([scaling.keda_peer()] if spec.autoscaled else []),
+            ],
+            "ports": [{"port": gatekeeper.METRICS_PORT, "protocol": "TCP"}],
+        },
+    ]

@@ -8,11 +8,12 @@ and .json), with the commands that create them from values the operator holds.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import yaml
 
 from components import manifests
-from components.manifests import door, gatekeeper, volumes
+from components.manifests import door, gatekeeper, gatekeeper_map, volumes
 from components.manifests.scaling import floor_objects, metrics_service, scaled_object
 from components.manifests.spec import LWS_NAME_LABEL, ServerSpec
 from infra.adapters.wiring import (
@@ -25,7 +26,38 @@ from infra.plan import elastic
 from infra.plan.config import StackConfig
 from infra.plan.sizing import Plan
 
+if TYPE_CHECKING:
+    from components.manifests.quantize import QuantizeSpec
+
 SECRETS_NOTE = "SECRETS.txt"
+
+
+def all_objects(spec: ServerSpec, quantize: QuantizeSpec | None = None) -> list[manifests.Manifest]:
+    """Every object of the model server but its two Secrets, in apply order. The Secrets
+    (`manifests.secret`) need the real values: the program creates them; `--render` says how to.
+    A stack that makes its own checkpoint gets the quantize Job (`quantize`) between the claims
+    it writes to and the group that loads from them."""
+    made, door_config = [], []
+    if not spec.vllm_key:
+        door_config = [gatekeeper_map.config_map(spec)]
+    if quantize is not None:
+        from components.manifests.quantize import quantize_objects  # the quantize layer
+
+        made = quantize_objects(spec, quantize)
+    objects = [
+        manifests.namespace(spec),
+        *door_config,
+        manifests.programs_config(spec),
+        manifests.network_policy(spec),
+        *manifests.model_claims(spec),
+        *made,
+        manifests.leader_worker_set(spec),
+        *[budget for budget in [manifests.pod_disruption_budget(spec)] if budget is not None],
+        manifests.service(spec),
+    ]
+    if spec.door:
+        objects += manifests.door_objects(spec)
+    return objects
 
 
 def rendered_objects(cfg: StackConfig, plan: Plan) -> list[manifests.Manifest]:
@@ -46,7 +78,7 @@ def rendered_objects(cfg: StackConfig, plan: Plan) -> list[manifests.Manifest]:
         from infra.adapters.quantize_layer import quantize_spec  # the quantize layer
 
         quantize = quantize_spec(plan)
-    objects += manifests.all_objects(spec, quantize)
+    objects += all_objects(spec, quantize)
     if cfg.elastic:
         wake = [door.wake_trigger(spec)] if spec.door else []
         objects += [

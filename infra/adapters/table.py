@@ -194,7 +194,7 @@ def format_table(
             "pod containers",
             pods.describe(p.weight_prefetch, bool(cfg and (cfg.elastic or not cfg.gatekeeper))),
         ),
-        ("vcpu quota", readiness.describe(p)),
+        ("vcpu quota", _quota(p)),
         ("guard sees", f"{p.guard_available_gib:.2f} GiB on rank {p.tightest_rank}"),
         ("kv cache", f"{p.kv_cache_bytes} bytes ({p.kv_cache_bytes / 1024**3:.2f} GiB) per rank"),
         ("max batched tokens", f"{p.max_num_batched_tokens} tokens"),
@@ -304,6 +304,15 @@ def format_table(
         lines += ["", "warnings:"]
         lines.extend(f"  - {warning}" for warning in warnings)
     return "\n".join(lines)
+
+
+def _quota(p: Plan) -> str:
+    """The vCPUs the nodes need, running and at the peak of a change (`infra.plan.readiness`)."""
+    running, replacing = readiness.vcpus_needed(p)
+    return (
+        f"{running} vCPUs running, {replacing} {readiness.changing(p)} (EC2 quota "
+        f"{readiness.QUOTA_CODE}, On-Demand Standard instances)"
+    )
 
 
 def _checkpoint(p: Plan) -> str:

@@ -21,13 +21,20 @@ from infra.plan.config import StackConfig
 from infra.plan.economics import Economics
 from infra.plan.sizing import Plan
 from infra.plan.throughput import SHORT_PROMPT_TOKENS, Served
-from infra.plan.weights import INT4_KERNEL_WARNING, QUALITY_UNMEASURED
+from infra.plan.weights import QUALITY_UNMEASURED
 
 if TYPE_CHECKING:
     from infra.plan.elastic import ElasticPlan
 
 #: The verdict never grows past this many lines.
 MAX_LINES = 8
+#: KleidiAI in the image's torch is not verified: on this project's x86 build,
+#: `_dyn_quant_matmul_4bit` ran a scalar fallback near 2 GFLOP/s with no warning (FACTS.md).
+INT4_KERNEL_WARNING = (
+    "`weights` int4: vLLM's Dynamic4bitLinearKernel is fast only if the image's torch carries "
+    "KleidiAI (unverified for the arm64 image); without it the same kernel runs a scalar "
+    "fallback near 2 GFLOP/s (seen on x86) and every prefill figure here is far too fast"
+)
 
 
 def verdict_lines(

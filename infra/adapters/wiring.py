@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import shlex
-from typing import TYPE_CHECKING
 
 from components.manifests import ServerSpec, model_claims
 from components.manifests.spec import MODEL_TAINT, stack_taint
@@ -15,9 +14,6 @@ from infra.plan import catalog
 from infra.plan.config import StackConfig
 from infra.plan.config_parts import PROJECT
 from infra.plan.sizing import Plan
-
-if TYPE_CHECKING:
-    from components.manifests.door import DoorSpec
 
 #: Label of the model node group; the model pods select it.
 NODE_POOL_LABEL = "gemma-graviton.dev/pool"
@@ -80,6 +76,11 @@ def model_taint(cfg: StackConfig, stack: str) -> dict[str, str] | None:
 def server_spec(cfg: StackConfig, plan: Plan) -> ServerSpec:
     """The model server exactly as the plan sizes it; refuses `vllmExtraArgs` that vLLM would not
     take or that set what the plan sets (`engine_flags.check`)."""
+    door = None
+    if cfg.elastic:
+        from infra.plan import sleep  # the elastic layer's door, wired only for an elastic stack
+
+        door = sleep.door_spec(cfg, plan, SYSTEM_LABELS)
     spec = ServerSpec(
         name=SERVER_NAME,
         namespace=NAMESPACE,
@@ -117,7 +118,7 @@ def server_spec(cfg: StackConfig, plan: Plan) -> ServerSpec:
         rollout_surge=plan.rollout.surge_groups,
         autoscaled=cfg.elastic,
         model_taint=model_taint(cfg, plan.stack),
-        door=door_spec(cfg, plan) if cfg.elastic else None,
+        door=door,
         front_door=cfg.front_door,
         engine_extra_args=cfg.vllm_extra_args,
     )
@@ -132,18 +133,6 @@ def volume_claims(spec: ServerSpec) -> list[tuple[str, str]]:
     """The claims (namespace, name) that each get a program-made EBS volume and PersistentVolume
     (`components.storage.ModelVolumes`): every rank's, as the StatefulSets name them."""
     return [(spec.namespace, c["metadata"]["name"]) for c in model_claims(spec)]
-
-
-def door_spec(cfg: StackConfig, plan: Plan) -> DoorSpec:
-    """An elastic stack's door: on the system nodes, its asleep answers from the plan."""
-    from components.manifests.door import DoorSpec  # the elastic layer, elastic stacks only
-    from infra.plan import elastic, sleep  # the elastic layer, wired only for an elastic stack
-
-    return DoorSpec(
-        asleep=sleep.door_asleep(cfg, plan),
-        max_groups=elastic.scaling_parameters(cfg, plan).max_groups,
-        node_selector=SYSTEM_LABELS,
-    )
 
 
 def gatekeeper_in_pod(cfg: StackConfig) -> bool:

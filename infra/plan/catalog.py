@@ -30,12 +30,6 @@ VISIBLE_MEMORY_FRACTION = 0.9616
 #: kubelet hard eviction threshold on EKS AMIs (memory.available<100Mi).
 EVICTION_MIB = 100
 
-#: Each generation's memory system per chip: (DDR channels, transfers per second in MT/s), from the
-#: facts table's [generations] with their sources; a channel moves 8 bytes per transfer.
-MEMORY_SYSTEMS: dict[str, tuple[int, int]] = {
-    name: (g.ddr_channels, g.mt_per_s) for name, g in FACTS.generations.items()
-}
-
 
 def chip_bandwidth_gbps(generation: str) -> float:
     """The most one node of `generation` can stream: the chip's channels x their rate x the

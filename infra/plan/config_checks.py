@@ -229,7 +229,7 @@ class StackChecks(BaseModel):
         self._check_existing_cluster()
         self._check_image()
         self._check_front_door()
-        self._check_vllm_key()
+        self._check_vllm_key()  # the gatekeeper's keys' (`infra.plan.gatekeeper_keys`)
         self._check_weights()
         self._check_elastic()
         if self.model_profile is None and self.model not in catalog.MODELS:
@@ -274,22 +274,6 @@ class StackChecks(BaseModel):
     def gatekeeper(self) -> bool:
         """The gatekeeper checks the key (`frontDoor: gatekeeper`); else vLLM checks it itself."""
         return self.front_door == "gatekeeper"
-
-    def _check_vllm_key(self) -> None:
-        """What needs the gatekeeper is refused with `frontDoor: vllm-key`: its own keys, the
-        chat page it serves, and an elastic stack, whose groups sit behind the gatekeeper's
-        always-on door (it answers and raises the wake flag while no group runs)."""
-        if self.gatekeeper:
-            return
-        self.check_vllm_key()
-        if self.elastic:
-            raise ConfigError(
-                "minGroups",
-                "makes the stack elastic, whose groups sit behind the gatekeeper's always-on "
-                "door (it answers and wakes a group while none runs), which `frontDoor: "
-                "vllm-key` does not run",
-                "set `replicas` instead of the elasticity keys, or set `frontDoor: gatekeeper`",
-            )
 
     def _check_weights(self) -> None:
         """A named checkpoint is a quantized one: the bf16 weights are `model` itself."""

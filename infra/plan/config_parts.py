@@ -278,9 +278,3 @@ class ScheduleConfig(BaseModel):
         """Hours inside the window in one week."""
         start, end = span(self.start, self.end)
         return len(self.weekdays) * (end - start) / 60
-
-
-def _keys(keys: set[str]) -> str:
-    """Stack keys as prose: `a`, `b` and `c`."""
-    names = [f"`{k}`" for k in sorted(keys)]
-    return names[0] if len(names) == 1 else ", ".join(names[:-1]) + f" and {names[-1]}"

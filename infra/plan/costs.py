@@ -102,6 +102,14 @@ class CostInputs:
     internal_load_balancer: bool = False
 
 
+def eks_rate(version: str, on: dt.date) -> Price:
+    """The control plane's hourly price for `version` on the day `on`."""
+    known = prices.EKS_VERSIONS.get(version)
+    if known is not None and on > known.end_of_standard:
+        return prices.EKS_EXTENDED
+    return prices.EKS_STANDARD
+
+
 def stack_costs(inputs: CostInputs, today: dt.date) -> CostBreakdown:
     """Itemised $/hour and $/month of a stack at the catalogue's list prices."""
     lines: list[CostLine] = []
@@ -125,7 +133,7 @@ def stack_costs(inputs: CostInputs, today: dt.date) -> CostBreakdown:
             "and not priced here"
         )
     if not inputs.existing_cluster:
-        eks = prices.eks_rate(inputs.kubernetes_version, today)
+        eks = eks_rate(inputs.kubernetes_version, today)
         support = "extended" if eks is prices.EKS_EXTENDED else "standard"
         lines.append(
             _line(

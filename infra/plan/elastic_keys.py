@@ -1,15 +1,21 @@
 """The elasticity keys' checks (`minGroups`, `maxGroups`, `schedule`, `queuePerGroup`): they come
-together, without `replicas`, and a schedule's groups lie between the floor and the ceiling. The
-config model runs them only when one of the keys is set."""
+together, without `replicas` and behind the gatekeeper, and a schedule's groups lie between the
+floor and the ceiling. The config model runs them only when one of the keys is set."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from infra.plan.config_parts import ConfigError, ScheduleConfig, _keys
+from infra.plan.config_parts import ConfigError, ScheduleConfig
 
 if TYPE_CHECKING:
     from infra.plan.config import StackConfig
+
+
+def _keys(keys: set[str]) -> str:
+    """Stack keys as prose: `a`, `b` and `c`."""
+    names = [f"`{k}`" for k in sorted(keys)]
+    return names[0] if len(names) == 1 else ", ".join(names[:-1]) + f" and {names[-1]}"
 
 
 def _count(groups: int) -> str:
@@ -17,7 +23,17 @@ def _count(groups: int) -> str:
 
 
 def check(cfg: StackConfig, given: set[str]) -> None:
-    """The elasticity keys `given` come together, and `replicas` does not come with them."""
+    """The elasticity keys `given` come together, and `replicas` does not come with them. An
+    elastic stack's groups sit behind the gatekeeper's always-on door (it answers and raises the
+    wake flag while no group runs), so `frontDoor: vllm-key` is refused."""
+    if cfg.elastic and not cfg.gatekeeper:
+        raise ConfigError(
+            "minGroups",
+            "makes the stack elastic, whose groups sit behind the gatekeeper's always-on "
+            "door (it answers and wakes a group while none runs), which `frontDoor: "
+            "vllm-key` does not run",
+            "set `replicas` instead of the elasticity keys, or set `frontDoor: gatekeeper`",
+        )
     if "replicas" in cfg.model_fields_set:
         raise ConfigError(
             "replicas",

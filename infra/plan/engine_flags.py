@@ -21,10 +21,16 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from components.manifests.engine import ENV_FLAGS, EngineSpec, engine_args
+from components.manifests.engine import EngineSpec, engine_args
 from infra.plan.config import ConfigError
 
 KEY = "vllmExtraArgs"
+#: Settings a rank takes from its environment, not its argv, by the variable vLLM reads as the
+#: flag's default: the engine key on the leader (`components.manifests.pods`), kept out of the
+#: process list. vLLM 0.31 takes `--api-key` over `VLLM_API_KEY`
+#: (entrypoints/serve/middleware/register.py), so the plan owns that flag as it owns those it
+#: writes.
+ENV_FLAGS = {"VLLM_API_KEY": "--api-key"}
 RECORDING = Path(__file__).with_name("vllm-serve-flags.json")
 _RECORDED = json.loads(RECORDING.read_text(encoding="utf-8"))
 VLLM_VERSION: str = _RECORDED["vllm_version"]

@@ -1,6 +1,6 @@
 """The gatekeeper's keys (`frontDoor: gatekeeper`): its per-client limits, request checks, chat
 page and key rotation. `StackConfig` takes them from here; with `frontDoor: vllm-key` nothing
-would apply them, and each is refused (`check_vllm_key`)."""
+would apply them, and each is refused (`_check_vllm_key`)."""
 
 from __future__ import annotations
 
@@ -119,9 +119,11 @@ class GatekeeperKeys(BaseModel):
             return {"chatPage": False, **data}
         return data
 
-    def check_vllm_key(self) -> None:
+    def _check_vllm_key(self) -> None:
         """With `frontDoor: vllm-key`, a key of the gatekeeper that is set is refused, and so is
-        the chat page it serves."""
+        the chat page it serves (an elastic stack too: `elastic_keys.check`)."""
+        if self.gatekeeper:
+            return
         for name in sorted(self.model_fields_set & set(GatekeeperKeys.model_fields)):
             if name == "chat_page" and not self.chat_page:
                 continue

@@ -7,8 +7,6 @@ elsewhere is costed at those list prices and every view says so (`CostBreakdown.
 
 from __future__ import annotations
 
-import datetime as dt
-
 from infra.plan.facts import FACTS, EksVersion, Price
 
 #: Hours in the month the plan quotes (AWS's own calculator uses 730).
@@ -54,11 +52,3 @@ def ec2_price(instance_type: str) -> Price | None:
         return None
     source = instance.sources["usd_per_hour"]
     return Price(instance.usd_per_hour, "per instance-hour", source.cite, source.as_of)
-
-
-def eks_rate(version: str, on: dt.date) -> Price:
-    """The control plane's hourly price for `version` on the day `on`."""
-    known = EKS_VERSIONS.get(version)
-    if known is not None and on > known.end_of_standard:
-        return EKS_EXTENDED
-    return EKS_STANDARD

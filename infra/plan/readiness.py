@@ -1,6 +1,7 @@
 """What the account and the operator must supply for a stack to run and be watched: the vCPU
-quota its nodes need, and someone the alarms reach. Pure; the plan prints it, the program logs
-the warnings and refuses a quota the config says is too small.
+quota its nodes need, and someone the alarms reach. Pure; the plan prints it (the quota's line is
+the table's, `infra.adapters.table`), the program logs the warnings and refuses a quota the
+config says is too small.
 """
 
 from __future__ import annotations
@@ -37,22 +38,14 @@ def vcpus_needed(p: Plan) -> tuple[int, int]:
     return p.nodes * per_node, peak_nodes(p.nodes, p.rollout.surge_nodes) * per_node
 
 
-def _while(p: Plan) -> str:
+def changing(p: Plan) -> str:
+    """When the nodes' peak count runs (`peak_nodes`), for the quota's line and its refusal."""
     both = (
         "while EKS replaces them or an `instanceType` change runs the old node group beside the new"
     )
     if p.rollout.surge_nodes:
         return f"{both}, and a rollout's {p.rollout.surge_nodes} surge node(s) run"
     return both
-
-
-def describe(p: Plan) -> str:
-    """The plan's quota line."""
-    running, replacing = vcpus_needed(p)
-    return (
-        f"{running} vCPUs running, {replacing} {_while(p)} (EC2 quota {QUOTA_CODE}, "
-        "On-Demand Standard instances)"
-    )
 
 
 def check_quota(cfg: StackConfig, p: Plan) -> None:
@@ -64,7 +57,7 @@ def check_quota(cfg: StackConfig, p: Plan) -> None:
         raise ConfigError(
             "vcpuQuota",
             f"is {cfg.vcpu_quota}, but {p.nodes} x {p.instance_type} need {running} vCPUs and "
-            f"{replacing} {_while(p)}",
+            f"{replacing} {changing(p)}",
             f"ask AWS to raise quota {QUOTA_CODE} in {cfg.region} to {replacing} and set "
             f"`vcpuQuota` to {replacing}",
         )

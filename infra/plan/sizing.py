@@ -135,11 +135,7 @@ class Plan:
         data["ranks"] = [asdict(r) for r in self.ranks]
         data["reasons"] = list(self.reasons)
         if not isinstance(self.front_door, EndpointLimits):
-            data["front_door"]["reasons"] = list(self.front_door.reasons)
-            data["front_door"]["token_tiers"] = [list(t) for t in self.front_door.token_tiers]
-            data["front_door"]["max_schema_counts"] = list(self.front_door.max_schema_counts)
-            # The plan's own `model` names the served model once.
-            del data["front_door"]["served_model"]
+            data["front_door"] = self.front_door.to_json()
         if data["quantize"] is not None:
             del data["quantize"]["files"]  # the program's checkout, none in a plan
         data["weights_gib_per_stage"] = self.weights_gib_per_stage

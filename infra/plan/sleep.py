@@ -1,6 +1,7 @@
 """What the door of an elastic stack says while the model sleeps, from the plan's scaling
 parameters (`infra.plan.elastic`): the wake time it promises in `Retry-After`, and how long one
-refused request keeps the wake flag up (`components.manifests.asleep`).
+refused request keeps the wake flag up (`components.manifests.asleep`); and the door itself as
+the program wires it (`door_spec`).
 
 Pure. The promise is the slow end of what a request that finds no group waits: KEDA's next poll
 of the flag, then the planned wake-up of a group from zero nodes (a node, the image, the group's
@@ -10,6 +11,7 @@ start with this stack's model cache).
 from __future__ import annotations
 
 from components.manifests.asleep import Asleep
+from components.manifests.door import DoorSpec
 from infra.plan import elastic
 from infra.plan.config import StackConfig
 from infra.plan.sizing import Plan
@@ -30,6 +32,16 @@ def door_asleep(cfg: StackConfig, p: Plan) -> Asleep:
     return Asleep(
         wake_seconds=retry_after_seconds(cfg, p),
         signal_seconds=SIGNAL_POLLS * elastic.POLLING_SECONDS,
+    )
+
+
+def door_spec(cfg: StackConfig, p: Plan, node_selector: dict[str, str]) -> DoorSpec:
+    """An elastic stack's door: on the system nodes (`node_selector`), its asleep answers from
+    the plan."""
+    return DoorSpec(
+        asleep=door_asleep(cfg, p),
+        max_groups=elastic.scaling_parameters(cfg, p).max_groups,
+        node_selector=node_selector,
     )
 
 

@@ -86,14 +86,6 @@ FORMATS: dict[str, WeightFormat] = {
 #: tokens/s for Llama 3.1 8B, is decode on an unnamed machine).
 PREFILL_SOURCE = "modelled, unmeasured on Graviton: slow end bf16's, fast end 2x (I8MM)"
 
-#: KleidiAI in the image's torch is not verified: on this project's x86 build,
-#: `_dyn_quant_matmul_4bit` ran a scalar fallback near 2 GFLOP/s with no warning (FACTS.md).
-INT4_KERNEL_WARNING = (
-    "`weights` int4: vLLM's Dynamic4bitLinearKernel is fast only if the image's torch carries "
-    "KleidiAI (unverified for the arm64 image); without it the same kernel runs a scalar "
-    "fallback near 2 GFLOP/s (seen on x86) and every prefill figure here is far too fast"
-)
-
 
 def weight_format(name: str) -> WeightFormat:
     return FORMATS[name]

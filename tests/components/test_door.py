@@ -9,6 +9,7 @@ import pytest
 
 from components import manifests
 from components.manifests import door, gatekeeper, gatekeeper_map, probes, scaling
+from infra.adapters import render
 from infra.adapters.wiring import SYSTEM_LABELS
 from infra.plan import sleep
 from tests import builders, render_fixtures
@@ -166,7 +167,7 @@ def test_the_wake_trigger_joins_the_scaled_object_and_fits_its_schema() -> None:
 def test_a_fixed_stack_has_no_door() -> None:
     spec = builders.server_spec()
     assert spec.door is None
-    assert not [o for o in manifests.all_objects(spec) if o["kind"] == "Deployment"]
+    assert not [o for o in render.all_objects(spec) if o["kind"] == "Deployment"]
     # Its leaders' readiness is their gatekeeper's, which the drain marker fails.
     lws = manifests.leader_worker_set(spec)["spec"]["leaderWorkerTemplate"]["leaderTemplate"]
     engine = next(c for c in lws["spec"]["containers"] if c["name"] == "vllm")

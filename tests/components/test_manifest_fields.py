@@ -18,6 +18,7 @@ from components.manifests import gatekeeper, gatekeeper_map, images, probes, pro
 from components.manifests.engine import EngineSpec, engine_args
 from components.manifests.pods import PROGRAMS_ANNOTATION
 from components.manifests.spec import ServerSpec, config_digest, key_fingerprint, object_labels
+from infra.adapters import render
 from tests import builders, door_harness
 
 LIMITS = door_harness.PLAN_LIMITS
@@ -413,7 +414,7 @@ def test_the_namespace_and_the_gatekeeper_config() -> None:
         ),
         "gatekeeper.js": gatekeeper.njs_script(LIMITS),
     }
-    assert manifests.all_objects(SPEC)[0]["kind"] == "Namespace"
+    assert render.all_objects(SPEC)[0]["kind"] == "Namespace"
     # Every object's labels name the server, its project and the component.
     assert object_labels(SPEC, "x") == {**LABELS, "app.kubernetes.io/component": "x"}
 

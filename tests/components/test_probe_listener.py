@@ -17,10 +17,10 @@ from typing import Any
 
 import pytest
 
-from components import manifests
 from components.manifests import gatekeeper, gatekeeper_conf
 from components.manifests.gatekeeper import nginx_conf
 from components.manifests.pod_world import pods
+from infra.adapters import render
 from infra.plan import catalog
 from tests import builders, door_harness
 
@@ -61,7 +61,7 @@ def test_the_probe_listener_is_plain_http_with_its_own_cap_and_no_client_limit()
 def test_the_door_s_probe_listener_has_ready_only() -> None:
     (door_map,) = [
         o
-        for o in manifests.all_objects(builders.elastic_server_spec())
+        for o in render.all_objects(builders.elastic_server_spec())
         if o["kind"] == "ConfigMap" and "gatekeeper" in o["metadata"]["name"]
     ]
     probes = _probe_server(door_map["data"][gatekeeper.CONFIG_FILE])

@@ -19,13 +19,12 @@ import pytest
 
 from components import manifests
 from components.manifests import drain, gatekeeper, programs
-from components.manifests.access import (
-    TARGET_GROUP_ATTRIBUTES_ANNOTATION,
-    target_group_attributes,
-)
+from components.manifests.access import target_group_attributes
 from components.manifests.gatekeeper_conf import UPSTREAM_KEEPALIVE_SECONDS, UPSTREAM_LIFETIME_S
+from infra.adapters import render
 from infra.plan import catalog
 from infra.plan.rollout import ENDPOINT_PROPAGATION_S, plan_drain
+from policies.rules import TARGET_GROUP_ATTRIBUTES_ANNOTATION
 from tests import builders, door_harness
 from tests.components.test_manifest_fields import SPEC
 from tests.fakes import k8s_schemas
@@ -120,7 +119,7 @@ def test_real_nginx_answers_ready_then_503_once_the_marker_exists(tmp_path: Path
 
 def test_two_or_more_groups_get_a_budget_that_keeps_one_serving() -> None:
     assert manifests.pod_disruption_budget(replace(SPEC, replicas=1)) is None
-    kinds = [o["kind"] for o in manifests.all_objects(replace(SPEC, replicas=1))]
+    kinds = [o["kind"] for o in render.all_objects(replace(SPEC, replicas=1))]
     assert "PodDisruptionBudget" not in kinds
     budget = manifests.pod_disruption_budget(replace(SPEC, replicas=2))
     assert budget is not None
@@ -131,14 +130,14 @@ def test_two_or_more_groups_get_a_budget_that_keeps_one_serving() -> None:
         "unhealthyPodEvictionPolicy": "AlwaysAllow",
     }
     assert k8s_schemas.core_errors(budget, catalog.DEFAULT_KUBERNETES_VERSION) == []
-    kinds = [o["kind"] for o in manifests.all_objects(replace(SPEC, replicas=2))]
+    kinds = [o["kind"] for o in render.all_objects(replace(SPEC, replicas=2))]
     assert kinds.index("PodDisruptionBudget") > kinds.index("LeaderWorkerSet")
 
 
 def test_the_load_balancer_keeps_a_draining_node_s_streams() -> None:
     annotations = manifests.service(replace(SPEC, drain=DRAIN))["metadata"]["annotations"]
     # Set on the target groups by `components.balancer`: the cloud provider refuses them in the
-    # annotation (tests/components/test_semantics.py, the refused-annotations rule).
+    # annotation (policies/rules.py, the refused-annotations rule).
     assert TARGET_GROUP_ATTRIBUTES_ANNOTATION not in annotations
     assert target_group_attributes(DRAIN) == {
         "deregistration_delay.timeout_seconds": str(DRAIN.deregistration_delay_s),

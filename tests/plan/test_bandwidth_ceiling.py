@@ -2,8 +2,8 @@
 than the node's chip can stream. Properties over every catalogue row and every `--compare` row.
 
 The bounds are computed here from the measurement and the chip's channels alone (the field
-report's 16.5 GB/s per vCPU x 6 on m7g.2xlarge; `catalog.MEMORY_SYSTEMS`), not from the planner's
-own helpers.
+report's 16.5 GB/s per vCPU x 6 on m7g.2xlarge; the facts table's [generations]), not from the
+planner's own helpers.
 """
 
 from __future__ import annotations
@@ -32,8 +32,9 @@ MEASURED_GBPS = 16.5 * 6
 
 
 def _chip_gbps(generation: str) -> float:
-    channels, mts = catalog.MEMORY_SYSTEMS[generation]
-    return channels * mts * 8 / 1000 * catalog.FACTS.generations[generation].achievable_fraction
+    """The chip's DDR channels x their MT/s x 8 bytes a transfer x the achievable fraction."""
+    g = catalog.FACTS.generations[generation]
+    return g.ddr_channels * g.mt_per_s * 8 / 1000 * g.achievable_fraction
 
 
 def _measured(name: str, cpu: float) -> bool:

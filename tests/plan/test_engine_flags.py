@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from components.manifests import images
-from components.manifests.engine import ENV_FLAGS, engine_args
+from components.manifests.engine import engine_args
 from components.manifests.lws import leader_worker_set
 from infra.adapters.cli import main
 from infra.plan import engine_flags
@@ -161,7 +161,7 @@ def test_a_newly_planned_flag_is_owned_at_once() -> None:
 def test_the_environment_s_flags_are_the_leader_s_env() -> None:
     leader = leader_worker_set(SERVER)["spec"]["leaderWorkerTemplate"]["leaderTemplate"]
     engine = next(c for c in leader["spec"]["containers"] if c["name"] == "vllm")
-    assert set(ENV_FLAGS) <= {e["name"] for e in engine["env"]}
+    assert set(engine_flags.ENV_FLAGS) <= {e["name"] for e in engine["env"]}
 
 
 @pytest.mark.parametrize(

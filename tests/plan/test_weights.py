@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from infra.adapters import verdict
 from infra.adapters.cli import main
 from infra.plan import catalog, moe_measured, prefill, weights
 from infra.plan.catalog import GIB
@@ -108,7 +109,7 @@ def test_every_figure_says_measured_or_modelled(capsys: pytest.CaptureFixture[st
 
 def test_int4_warns_about_its_kernel(capsys: pytest.CaptureFixture[str]) -> None:
     data = _json(capsys, "--set", "weights=int4")
-    assert weights.INT4_KERNEL_WARNING in data["warnings"]
+    assert verdict.INT4_KERNEL_WARNING in data["warnings"]
     assert data["weights"] == "int4" and data["quantize"]["scheme"] == "W4A8"
     assert data["quality"] == "unmeasured here"
 
