@@ -13,7 +13,7 @@ import pulumi_aws as aws
 from pulumi.runtime import config as runtime_config
 
 from infra.adapters import wiring
-from infra.plan import addons, checked, placeholders, readiness, rules, support, zones
+from infra.plan import addons, checked, placeholders, readiness, support, zones
 from infra.plan.config import ConfigError, StackConfig
 from infra.plan.config_parts import PROJECT
 from infra.plan.loading import check_api_key, check_secrets, load_config
@@ -64,8 +64,6 @@ def read_stack_config(stack: str) -> tuple[StackConfig, Plan, StackSecrets]:
             )
         # Secret keys too: the rotation check needs to know `apiKeyPrevious` is set (it drops them).
         cfg = load_config(values)
-        # As `make plan` does: an expired `endDate`, a version EKS no longer creates clusters of.
-        rules.check_dates(cfg, dt.date.today())
         result = checked.checked_plan(cfg, stack, list(values), dt.date.today())
         wiring.server_spec(cfg, result)  # refuses `vllmExtraArgs` before anything is created
     except ConfigError as error:

@@ -7,7 +7,6 @@ program that would crash on `pulumi preview` (import paths included) fails here.
 
 from __future__ import annotations
 
-import datetime as dt
 import json
 import re
 import shlex
@@ -47,10 +46,6 @@ OUTPUTS = {
 LWS = "kubernetes:leaderworkerset.x-k8s.io/v1:LeaderWorkerSet"
 NODE_GROUP = "eks:index:ManagedNodeGroup"
 DOOR_DEPLOYMENT = "model-deployment-gemma-door"
-
-
-#: The day the program runs (its date rules use the real one).
-TODAY = dt.date.today()
 
 
 @pytest.mark.parametrize("stack", stack_names())
@@ -152,14 +147,6 @@ def test_node_size_override_flows_into_the_node_group_and_the_pods(
             False,
             "`hfToken` is a secret but is stored in plain text; run `pulumi config set --secret "
             "hfToken <value>` and remove the plain value",
-        ),
-        # As `make plan` refuses them (`rules.check_dates`): EKS would refuse the cluster only
-        # after the network was made.
-        (
-            {"endDate": "2026-01-31"},
-            True,
-            f"`endDate` 2026-01-31 is in the past (today is {TODAY}); clean-up jobs treat the "
-            f"stack as expired; set a future date such as {TODAY + dt.timedelta(days=90)}",
         ),
     ],
 )
