@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import yaml
 
-from infra.plan import addons, catalog
+from infra.plan import addons, catalog, readiness
 from infra.plan.config import ConfigError, StackConfig
 from infra.plan.sizing import Plan
 
@@ -248,11 +248,9 @@ def node_subnet(
     return private[0]
 
 
-#: The nodes a managed node group's update launches beside the old ones before it drains them:
-#: up to twice its zones, one here (EKS User Guide, "Understand each phase of node updates",
-#: scale-up phase, read 2026-12-07). A new launch template or Kubernetes version is such an
-#: update.
-UPDATE_SURGE_NODES = 2
+#: The nodes a managed node group's update launches beside the old ones before it drains them
+#: (`readiness.SURGE_NODES`): a new launch template or Kubernetes version is such an update.
+UPDATE_SURGE_NODES = readiness.SURGE_NODES
 
 
 def check_room(cfg: StackConfig, plan: Plan, subnet: SubnetFacts, held: int = 0) -> str | None:
@@ -263,9 +261,9 @@ def check_room(cfg: StackConfig, plan: Plan, subnet: SubnetFacts, held: int = 0)
     made before the old one goes. Read as each interface's private addresses: prefixes a
     delegating VPC CNI holds are not counted, which can only refuse (the need stays larger).
 
-    Returns a warning where nodes run and the free addresses alone would not hold an update's
-    new nodes (`UPDATE_SURGE_NODES`): such an update fails to launch them and leaves the old
-    nodes serving, so it is said, not refused (a key rotation changes no node)."""
+    Returns a warning where nodes run and the free addresses alone may not hold an update's new
+    nodes and their pods (`UPDATE_SURGE_NODES`, each at its modelled most): said, not refused,
+    as most `up`s change no node (a key rotation)."""
     need = addresses_needed(plan)
     each = addresses_per_node(plan.instance_type)
     own = f" (and {held} its own nodes hold)" if held else ""
@@ -282,8 +280,8 @@ def check_room(cfg: StackConfig, plan: Plan, subnet: SubnetFacts, held: int = 0)
         return (
             f"{subnet.subnet_id} has {subnet.free_addresses} free addresses, but an update of the "
             f"node group (a new launch template or Kubernetes version) launches up to "
-            f"{UPDATE_SURGE_NODES} x {plan.instance_type} beside the running nodes, {surge} "
-            "addresses (modelled): free addresses in it before such an update"
+            f"{UPDATE_SURGE_NODES} x {plan.instance_type} beside the running nodes, which may take "
+            f"{surge} addresses (modelled, at most): free addresses in it before such an update"
         )
     return None
 

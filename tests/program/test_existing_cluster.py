@@ -330,7 +330,8 @@ def test_a_running_stack_is_not_refused_for_the_addresses_its_nodes_hold(
     assert (
         f"{ZONE_SUBNET} has 100 free addresses, but an update of the node group (a new launch "
         "template or Kubernetes version) launches up to 2 x m7g.2xlarge beside the running "
-        "nodes, 120 addresses (modelled): free addresses in it before such an update"
+        "nodes, which may take 120 addresses (modelled, at most): free addresses in it before "
+        "such an update"
     ) in caplog.text
     fresh = RecordingMocks()
     existing_cluster(fresh, free=100)
