@@ -244,7 +244,8 @@ def adopt_cluster(
         existing.check_fence(cfg, stack, collector.assume_role_policy)
     except ConfigError as error:
         raise pulumi.RunError(str(error)) from None
-    for warning in (existing.logs_warning(cfg, present), existing.endpoint_warning(found), room):
+    warnings = (existing.logs_warning(cfg, present), existing.endpoint_warning(found), room)
+    for warning in (*warnings, existing.prefix_warning(present)):
         if warning is not None:
             pulumi.log.warn(warning)
     cluster = ExistingCluster(

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import yaml
 
@@ -258,8 +259,8 @@ def check_room(cfg: StackConfig, plan: Plan, subnet: SubnetFacts, held: int = 0)
     stack's own nodes of the planned type hold there already (read on every `up`), which the
     subnet's free count leaves out but the plan's need counts; so a running stack is not
     refused for its own. Nodes of another type are not counted: a new type is a new node group,
-    made before the old one goes. Read as each interface's private addresses: prefixes a
-    delegating VPC CNI holds are not counted, which can only refuse (the need stays larger).
+    made before the old one goes. Read as each interface's private addresses; a VPC CNI that
+    delegates prefixes is not modelled here (`prefix_warning`).
 
     Returns a warning where nodes run and the free addresses alone may not hold an update's new
     nodes and their pods (`UPDATE_SURGE_NODES`, each at its modelled most): said, not refused,
@@ -286,19 +287,39 @@ def check_room(cfg: StackConfig, plan: Plan, subnet: SubnetFacts, held: int = 0)
     return None
 
 
-def _network_policy_on(configuration: str) -> bool:
-    """Whether the vpc-cni add-on's configuration values turn its policy agent on (the
-    add-on's schema takes `enableNetworkPolicy` as the text "true"). The values are JSON or
-    YAML (EKS API `CreateAddon`, `configurationValues`): JSON first, as YAML refuses the tabs
-    JSON may be indented with."""
+def _values(configuration: str) -> dict[str, Any]:
+    """The vpc-cni add-on's configuration values, JSON or YAML (EKS API `CreateAddon`,
+    `configurationValues`): JSON first, as YAML refuses the tabs JSON may be indented with;
+    empty where they are neither, or no mapping."""
     try:
         values = json.loads(configuration or "{}")
     except json.JSONDecodeError:
         try:
             values = yaml.safe_load(configuration)
         except yaml.YAMLError:
-            return False
-    return isinstance(values, dict) and str(values.get("enableNetworkPolicy")).lower() == "true"
+            return {}
+    return values if isinstance(values, dict) else {}
+
+
+def _network_policy_on(configuration: str) -> bool:
+    """Whether the vpc-cni add-on's configuration values turn its policy agent on (the
+    add-on's schema takes `enableNetworkPolicy` as the text "true")."""
+    return str(_values(configuration).get("enableNetworkPolicy")).lower() == "true"
+
+
+def prefix_warning(present: Mapping[str, str]) -> str | None:
+    """What the room check cannot count (the program warns with it): a VPC CNI that delegates
+    /28 prefixes (`env.ENABLE_PREFIX_DELEGATION`) takes 16 addresses at a time, from
+    contiguous free blocks, while the check counts addresses one by one (eni-max-pods + 2 a
+    node), so it may admit a subnet too fragmented or too small for the nodes."""
+    env = _values(present.get(addons.VPC_CNI, "")).get("env")
+    if not isinstance(env, dict) or str(env.get("ENABLE_PREFIX_DELEGATION")).lower() != "true":
+        return None
+    return (
+        f"the cluster's {addons.VPC_CNI} delegates prefixes (ENABLE_PREFIX_DELEGATION): its nodes "
+        "take /28 blocks of 16 addresses, which the subnet room check does not count; check that "
+        "the node subnet has free /28 blocks for every node"
+    )
 
 
 #: The add-ons the stack reads; `owned_addons` says which it creates.

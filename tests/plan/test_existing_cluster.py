@@ -171,6 +171,28 @@ def test_vpc_cni_values_are_read_as_json_or_yaml(values: str) -> None:
     assert existing.owned_addons(cfg, plan(cfg), {"vpc-cni": values}) == ()
 
 
+@pytest.mark.parametrize(
+    ("values", "warned"),
+    [
+        ('{"enableNetworkPolicy": "true"}', False),
+        ('{"env": {"ENABLE_PREFIX_DELEGATION": "false"}}', False),
+        ('{"env": {"ENABLE_PREFIX_DELEGATION": "true"}}', True),
+        ("env:\n  ENABLE_PREFIX_DELEGATION: 'true'\n", True),
+        ("not: [valid", False),
+    ],
+)
+def test_a_cni_that_delegates_prefixes_is_warned_of(values: str, warned: bool) -> None:
+    # Prefixes take /28 blocks of 16 addresses; the room check counts addresses one by one.
+    warning = existing.prefix_warning({"vpc-cni": values})
+    assert (warning is not None) == warned
+    if warned:
+        assert warning == (
+            "the cluster's vpc-cni delegates prefixes (ENABLE_PREFIX_DELEGATION): its nodes take "
+            "/28 blocks of 16 addresses, which the subnet room check does not count; check that "
+            "the node subnet has free /28 blocks for every node"
+        )
+
+
 def test_the_nodes_subnet_is_a_private_one() -> None:
     cfg = _cfg()
     subnets = [
