@@ -32,7 +32,8 @@ import pulumi_aws as aws
 import pulumi_kubernetes as k8s
 
 from components.addons import ClusterRef, PodIdentity, pod_identity
-from components.manifests import ServerSpec, door_objects
+from components.manifests import ServerSpec, gatekeeper_map
+from components.manifests.door import objects as door_objects
 from components.manifests.identity import AUTOSCALER_NAMESPACE, AUTOSCALER_SERVICE_ACCOUNT
 from components.manifests.scaling import (
     KEDA_NAMESPACE,
@@ -44,7 +45,7 @@ from components.manifests.scaling import (
     metrics_service,
     scaled_object,
 )
-from components.manifests.spec import KEY_ANNOTATION
+from components.manifests.spec import KEY_ANNOTATION, config_digest
 from components.objects import create
 
 KEDA_CHART = "keda"
@@ -291,7 +292,8 @@ def door(
     NetworkPolicy, the leaders' Service it reaches vLLM through, and the Service KEDA reads its
     wake flag from. The door's template carries the engine key's fingerprint, so a new engine
     key rolls it (nginx reads the engine key at start); client keys are re-read."""
-    for obj in door_objects(spec, key_fingerprint=""):
+    digest = config_digest(gatekeeper_map.files(spec))
+    for obj in door_objects(spec, digest, key_fingerprint=""):
         if obj["kind"] == "Deployment":
             annotations = obj["spec"]["template"]["metadata"]["annotations"]
             annotations[KEY_ANNOTATION] = engine_print

@@ -17,7 +17,8 @@ One module per object, re-exported here as `manifests.X`:
 - `gate`: the Job that waits until the LeaderWorkerSet webhooks admit objects;
 - `quantize`: the one-time Job that writes an int8 or int4 checkpoint to the weights volumes
   (imported only for a stack that makes its own checkpoint, not re-exported).
-- `door` (with `asleep`): an elastic stack's always-on front door, out of the group;
+- `door` (with `asleep`): an elastic stack's always-on front door, out of the group (its
+  objects: `door.objects`, not re-exported);
 - `gatekeeper` (`frontDoor: gatekeeper` only, not re-exported): nginx in each leader pod, its
   ConfigMap in `gatekeeper_map`.
 
@@ -29,7 +30,6 @@ from __future__ import annotations
 
 from components.manifests.access import (
     NLB_TAGS_ANNOTATION,
-    leaders_selector,
     namespace,
     network_policy,
     secret,
@@ -52,7 +52,6 @@ from components.manifests.spec import (
     LWS_WORKER_INDEX_LABEL,
     Manifest,
     ServerSpec,
-    config_digest,
 )
 
 __all__ = [
@@ -67,7 +66,6 @@ __all__ = [
     "ProbeSpec",
     "ServerSpec",
     "command_line",
-    "door_objects",
     "engine_args",
     "engine_timeout_env",
     "leader_worker_set",
@@ -81,16 +79,3 @@ __all__ = [
     "secret",
     "service",
 ]
-
-
-def door_objects(spec: ServerSpec, key_fingerprint: str | None = None) -> list[Manifest]:
-    """An elastic stack's door (`door`): its Deployment, its NetworkPolicy, the leaders'
-    Service it reaches vLLM through and the Service KEDA reads its wake flag from."""
-    from components.manifests import door, gatekeeper_map  # the elastic layer, elastic only
-
-    return [
-        door.network_policy(spec),
-        door.leaders_service(spec, leaders_selector(spec)),
-        door.wake_service(spec),
-        door.deployment(spec, config_digest(gatekeeper_map.files(spec)), key_fingerprint),
-    ]

@@ -14,9 +14,9 @@ from components.manifests.spec import (
     FRONT_DOOR_LABEL,
     HF_TOKEN_KEY,
     LWS_NAME_LABEL,
-    LWS_WORKER_INDEX_LABEL,
     Manifest,
     ServerSpec,
+    leaders_selector,
     object_labels,
     object_meta,
 )
@@ -74,11 +74,6 @@ def secret(
         "type": "Opaque",
         "stringData": data,
     }
-
-
-def leaders_selector(spec: ServerSpec) -> dict[str, str]:
-    """Pods a client may reach: leaders only (worker index "0"); workers serve no HTTP."""
-    return {LWS_NAME_LABEL: spec.lws_name, LWS_WORKER_INDEX_LABEL: "0"}
 
 
 #: The cloud provider's annotation for tags on the NLB, its target groups and security group, as

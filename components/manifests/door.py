@@ -55,6 +55,7 @@ from components.manifests.spec import (
     LWS_NAME_LABEL,
     Manifest,
     ServerSpec,
+    leaders_selector,
     object_meta,
     pod_security_context,
 )
@@ -154,8 +155,8 @@ def deployment(
     }
 
 
-def leaders_service(spec: ServerSpec, leaders: dict[str, str]) -> Manifest:
-    """The door's upstream: vLLM's port on the ready leaders (`leaders`: their selector). With
+def leaders_service(spec: ServerSpec) -> Manifest:
+    """The door's upstream: vLLM's port on the ready leaders. With
     no group it has no endpoints, and a connection to it is refused at once."""
     return {
         "apiVersion": "v1",
@@ -163,7 +164,7 @@ def leaders_service(spec: ServerSpec, leaders: dict[str, str]) -> Manifest:
         "metadata": object_meta(spec, scaling.leaders_name(spec), "leaders"),
         "spec": {
             "type": "ClusterIP",
-            "selector": dict(leaders),
+            "selector": leaders_selector(spec),
             "ports": [{"name": "vllm", "port": spec.port, "targetPort": spec.port}],
         },
     }
@@ -251,4 +252,16 @@ def group_ingress(spec: ServerSpec) -> list[dict[str, Any]]:
             ],
             "ports": [{"port": spec.port, "protocol": "TCP"}],
         },
+    ]
+
+
+def objects(spec: ServerSpec, config: str, key_fingerprint: str | None = None) -> list[Manifest]:
+    """The door's objects: its NetworkPolicy, the leaders' Service it reaches vLLM through, the
+    Service KEDA reads its wake flag from and its Deployment (`config`: the digest of its
+    ConfigMap's files, `gatekeeper_map.files`)."""
+    return [
+        network_policy(spec),
+        leaders_service(spec),
+        wake_service(spec),
+        deployment(spec, config, key_fingerprint),
     ]

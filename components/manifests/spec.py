@@ -290,6 +290,11 @@ def object_labels(spec: ServerSpec, component: str) -> dict[str, str]:
     }
 
 
+def leaders_selector(spec: ServerSpec) -> dict[str, str]:
+    """Pods a client may reach: leaders only (worker index "0"); workers serve no HTTP."""
+    return {LWS_NAME_LABEL: spec.lws_name, LWS_WORKER_INDEX_LABEL: "0"}
+
+
 def object_meta(spec: ServerSpec, name: str, component: str, **extra: Any) -> dict[str, Any]:
     """Name, namespace and labels of a namespaced object, plus `extra` (annotations)."""
     return {

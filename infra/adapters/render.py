@@ -15,7 +15,7 @@ import yaml
 from components import manifests
 from components.manifests import door, gatekeeper, gatekeeper_map, volumes
 from components.manifests.scaling import floor_objects, metrics_service, scaled_object
-from components.manifests.spec import LWS_NAME_LABEL, ServerSpec
+from components.manifests.spec import LWS_NAME_LABEL, ServerSpec, config_digest
 from infra.adapters.wiring import (
     STORAGE_CLASS,
     STORAGE_THROUGHPUT_MIBPS,
@@ -56,7 +56,7 @@ def all_objects(spec: ServerSpec, quantize: QuantizeSpec | None = None) -> list[
         manifests.service(spec),
     ]
     if spec.door:
-        objects += manifests.door_objects(spec)
+        objects += door.objects(spec, config_digest(gatekeeper_map.files(spec)))
     return objects
 
 

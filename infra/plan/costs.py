@@ -11,7 +11,7 @@ import datetime as dt
 from dataclasses import asdict, dataclass
 
 from infra.plan import prices
-from infra.plan.prices import HOURS_PER_MONTH, Price
+from infra.plan.prices import HOURS_PER_MONTH, SERVICES, Price
 
 #: Public IPv4 addresses of the internet-facing NLB: one per public subnet (two zones).
 NLB_ADDRESSES = 2
@@ -106,8 +106,8 @@ def eks_rate(version: str, on: dt.date) -> Price:
     """The control plane's hourly price for `version` on the day `on`."""
     known = prices.EKS_VERSIONS.get(version)
     if known is not None and on > known.end_of_standard:
-        return prices.EKS_EXTENDED
-    return prices.EKS_STANDARD
+        return SERVICES["eks_extended"]
+    return SERVICES["eks_standard"]
 
 
 def stack_costs(inputs: CostInputs, today: dt.date) -> CostBreakdown:
@@ -134,7 +134,7 @@ def stack_costs(inputs: CostInputs, today: dt.date) -> CostBreakdown:
         )
     if not inputs.existing_cluster:
         eks = eks_rate(inputs.kubernetes_version, today)
-        support = "extended" if eks is prices.EKS_EXTENDED else "standard"
+        support = "extended" if eks is SERVICES["eks_extended"] else "standard"
         lines.append(
             _line(
                 "eks control plane",
@@ -150,22 +150,22 @@ def stack_costs(inputs: CostInputs, today: dt.date) -> CostBreakdown:
                 "control plane is costed at the standard rate"
             )
         elif support == "standard" and version.end_of_standard < inputs.end_date:
-            extra = (prices.EKS_EXTENDED.usd - prices.EKS_STANDARD.usd) * HOURS_PER_MONTH
+            extra = (SERVICES["eks_extended"].usd - SERVICES["eks_standard"].usd) * HOURS_PER_MONTH
             notes.append(
                 f"Kubernetes {inputs.kubernetes_version} leaves EKS standard support on "
                 f"{version.end_of_standard}, before endDate {inputs.end_date}: from then the "
-                f"control plane costs ${prices.EKS_EXTENDED.usd:.2f}/h (+${extra:.0f}/month) "
+                f"control plane costs ${SERVICES['eks_extended'].usd:.2f}/h (+${extra:.0f}/month) "
                 "unless the cluster is upgraded"
             )
-    lines.append(_line("load balancer", prices.NLB_HOUR.usd, "one NLB", prices.NLB_HOUR))
+    lines.append(_line("load balancer", SERVICES["nlb_hour"].usd, "one NLB", SERVICES["nlb_hour"]))
     gb_per_hour = inputs.aggregate_tokens_per_s * 3600 * BYTES_PER_STREAMED_TOKEN / 1e9
     lines.append(
         _line(
             "load balancer capacity",
-            gb_per_hour * prices.NLB_NLCU.usd,
+            gb_per_hour * SERVICES["nlb_nlcu"].usd,
             f"{gb_per_hour:.3f} NLCU (1 GB/h each) at full load, "
             f"{BYTES_PER_STREAMED_TOKEN} bytes per streamed token",
-            prices.NLB_NLCU,
+            SERVICES["nlb_nlcu"],
             estimate=True,
         )
     )
@@ -173,25 +173,25 @@ def stack_costs(inputs: CostInputs, today: dt.date) -> CostBreakdown:
     lines.append(
         _line(
             "node disks",
-            disk_gib * prices.EBS_GP3_GB_MONTH.usd / HOURS_PER_MONTH,
+            disk_gib * SERVICES["ebs_gp3_gb_month"].usd / HOURS_PER_MONTH,
             f"{inputs.nodes} x {inputs.node_disk_gib} GiB gp3",
-            prices.EBS_GP3_GB_MONTH,
+            SERVICES["ebs_gp3_gb_month"],
         )
     )
     if inputs.model_cache == "volume":
         # The surge groups' claims are kept between rollouts (`manifests.model_claims`).
         volumes = inputs.stages * (inputs.replicas + inputs.surge_groups)
         per_volume = (
-            inputs.model_volume_gib * prices.EBS_GP3_GB_MONTH.usd
+            inputs.model_volume_gib * SERVICES["ebs_gp3_gb_month"].usd
             + (VOLUME_THROUGHPUT_MIBPS - GP3_FREE_THROUGHPUT_MIBPS)
-            * prices.EBS_GP3_THROUGHPUT_MONTH.usd
+            * SERVICES["ebs_gp3_throughput_month"].usd
         )
         lines.append(
             _line(
                 "model volumes",
                 volumes * per_volume / HOURS_PER_MONTH,
                 f"{volumes} x {inputs.model_volume_gib} GiB gp3 at {VOLUME_THROUGHPUT_MIBPS} MiB/s",
-                prices.EBS_GP3_GB_MONTH,
+                SERVICES["ebs_gp3_gb_month"],
             )
         )
     # Nodes of an existing cluster reach the internet as its owner arranged (no address here).
@@ -202,7 +202,7 @@ def stack_costs(inputs: CostInputs, today: dt.date) -> CostBreakdown:
     lines.append(
         _line(
             "public ipv4",
-            addresses * prices.PUBLIC_IPV4_HOUR.usd,
+            addresses * SERVICES["public_ipv4_hour"].usd,
             f"{addresses} addresses: "
             + ("none for the internal NLB, " if nlb == 0 else f"{nlb} for the NLB, ")
             + (
@@ -212,20 +212,22 @@ def stack_costs(inputs: CostInputs, today: dt.date) -> CostBreakdown:
                 if nat
                 else "1 per node"
             ),
-            prices.PUBLIC_IPV4_HOUR,
+            SERVICES["public_ipv4_hour"],
         )
     )
     if nat:
-        lines.append(_line("nat gateway", prices.NAT_HOUR.usd, "one NAT gateway", prices.NAT_HOUR))
+        lines.append(
+            _line("nat gateway", SERVICES["nat_hour"].usd, "one NAT gateway", SERVICES["nat_hour"])
+        )
         ranks = inputs.stages * inputs.replicas
         gb = STARTS_PER_MONTH * ranks * inputs.checkpoint_bytes / 1e9
         lines.append(
             _line(
                 "nat data",
-                gb * prices.NAT_GB.usd / HOURS_PER_MONTH,
+                gb * SERVICES["nat_gb"].usd / HOURS_PER_MONTH,
                 f"{gb:.0f} GB a month: {STARTS_PER_MONTH} cold start(s) of {ranks} rank(s) "
                 "downloading the checkpoint",
-                prices.NAT_GB,
+                SERVICES["nat_gb"],
                 estimate=True,
             )
         )
@@ -233,9 +235,9 @@ def stack_costs(inputs: CostInputs, today: dt.date) -> CostBreakdown:
     lines.append(
         _line(
             "cloudwatch logs",
-            log_gb * prices.CLOUDWATCH_LOGS_GB.usd / HOURS_PER_MONTH,
+            log_gb * SERVICES["cloudwatch_logs_gb"].usd / HOURS_PER_MONTH,
             f"{log_gb:.1f} GB a month ingested ({LOG_MB_PER_NODE_DAY} MB per node per day)",
-            prices.CLOUDWATCH_LOGS_GB,
+            SERVICES["cloudwatch_logs_gb"],
             estimate=True,
         )
     )

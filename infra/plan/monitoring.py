@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from components import watch
 from infra.plan import prices
-from infra.plan.prices import HOURS_PER_MONTH
+from infra.plan.prices import HOURS_PER_MONTH, SERVICES
 
 #: Alarm when the front door answers more 5xx than this in 5 minutes: vLLM or the group is
 #: failing, not a client (the gatekeeper's own refusals are 4xx).
@@ -62,29 +62,29 @@ def monitoring_costs(replicas: int, elastic: bool = False) -> list[MonitoringCos
     return [
         MonitoringCost(
             "cloudwatch custom metrics",
-            metrics * prices.CLOUDWATCH_METRIC_MONTH.usd,
+            metrics * SERVICES["cloudwatch_metric_month"].usd,
             f"{metrics} metrics: vLLM gauges and counters, every latency bucket, "
             + (f"{records} of the leaders' own start-up measurements, " if records else "")
             + f"{len(watch.ANSWER_CLASSES) + (1 if elastic else 0)} answer counts",
-            prices.CLOUDWATCH_METRIC_MONTH,
+            SERVICES["cloudwatch_metric_month"],
         ),
         MonitoringCost(
             "cloudwatch dashboard",
-            DASHBOARDS * prices.CLOUDWATCH_DASHBOARD_MONTH.usd,
+            DASHBOARDS * SERVICES["cloudwatch_dashboard_month"].usd,
             "one dashboard (free if the account has fewer than 3)",
-            prices.CLOUDWATCH_DASHBOARD_MONTH,
+            SERVICES["cloudwatch_dashboard_month"],
         ),
         MonitoringCost(
             "cloudwatch alarms",
-            alarm_metrics * prices.CLOUDWATCH_ALARM_METRIC_MONTH.usd,
+            alarm_metrics * SERVICES["cloudwatch_alarm_metric_month"].usd,
             f"{ALARMS} alarms reading {alarm_metrics} metrics (SNS e-mail: within the free tier)",
-            prices.CLOUDWATCH_ALARM_METRIC_MONTH,
+            SERVICES["cloudwatch_alarm_metric_month"],
         ),
         MonitoringCost(
             "metrics ingestion",
-            gb * prices.CLOUDWATCH_LOGS_GB.usd,
+            gb * SERVICES["cloudwatch_logs_gb"].usd,
             f"{gb:.2f} GB a month of EMF events ({replicas} leader(s) scraped every minute)",
-            prices.CLOUDWATCH_LOGS_GB,
+            SERVICES["cloudwatch_logs_gb"],
             estimate=True,
         ),
     ]

@@ -16,19 +16,8 @@ READ_ON = FACTS.prices_read
 #: The one region the catalogue has list prices for.
 PRICE_REGION = FACTS.price_region
 
-EKS_STANDARD = FACTS.prices["eks_standard"]
-EKS_EXTENDED = FACTS.prices["eks_extended"]
-NLB_HOUR = FACTS.prices["nlb_hour"]
-NLB_NLCU = FACTS.prices["nlb_nlcu"]
-EBS_GP3_GB_MONTH = FACTS.prices["ebs_gp3_gb_month"]
-EBS_GP3_THROUGHPUT_MONTH = FACTS.prices["ebs_gp3_throughput_month"]
-PUBLIC_IPV4_HOUR = FACTS.prices["public_ipv4_hour"]
-NAT_HOUR = FACTS.prices["nat_hour"]
-NAT_GB = FACTS.prices["nat_gb"]
-CLOUDWATCH_LOGS_GB = FACTS.prices["cloudwatch_logs_gb"]
-CLOUDWATCH_METRIC_MONTH = FACTS.prices["cloudwatch_metric_month"]
-CLOUDWATCH_DASHBOARD_MONTH = FACTS.prices["cloudwatch_dashboard_month"]
-CLOUDWATCH_ALARM_METRIC_MONTH = FACTS.prices["cloudwatch_alarm_metric_month"]
+#: The services' list prices by their key in the facts table ("nlb_hour", "nat_gb", ...).
+SERVICES = FACTS.prices
 #: Each EKS minor version's support calendar.
 EKS_VERSIONS: dict[str, EksVersion] = FACTS.eks_versions
 

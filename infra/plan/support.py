@@ -1,8 +1,7 @@
 """Warnings about a stack that will deploy but should not stay as it is: pure, dated by the caller.
 
 The plan CLI prints them; the program logs them with `pulumi.log.warn`, so they show in every
-preview. Support dates and prices: `infra.plan.prices` (`EKS_VERSIONS`, `EKS_STANDARD`,
-`EKS_EXTENDED`).
+preview. Support dates and prices: `infra.plan.prices` (`EKS_VERSIONS`, `SERVICES`).
 """
 
 from __future__ import annotations
@@ -24,7 +23,8 @@ def warnings(cfg: StackConfig, today: dt.date) -> list[str]:
     version = cfg.kubernetes
     newest = _newest_supported(today)
     upgrade = f"set `kubernetesVersion` to {newest}" if newest else "upgrade"
-    rates = f"${prices.EKS_EXTENDED.usd:.2f}/h instead of ${prices.EKS_STANDARD.usd:.2f}/h"
+    extended, standard = (prices.SERVICES[f"eks_{s}"].usd for s in ("extended", "standard"))
+    rates = f"${extended:.2f}/h instead of ${standard:.2f}/h"
     if version is not None:
         left = (version.end_of_standard - today).days
         if left < 0:

@@ -112,7 +112,7 @@ def test_extended_support_is_priced_from_its_date() -> None:
     cfg = load_stack("dev", {"kubernetesVersion": "1.33"}, TODAY)
     e = economics(cfg, plan(cfg), TODAY)
     eks = next(line for line in e.costs.lines if line.item == "eks control plane")
-    assert eks.usd_per_hour == prices.EKS_EXTENDED.usd
+    assert eks.usd_per_hour == prices.SERVICES["eks_extended"].usd
 
 
 @pytest.mark.parametrize(
@@ -128,7 +128,9 @@ def test_only_an_internet_facing_nlb_pays_for_public_addresses(stack: str, detai
     e = economics(cfg, plan(cfg), TODAY)
     ipv4 = next(line for line in e.costs.lines if line.item == "public ipv4")
     assert ipv4.basis == detail
-    assert ipv4.usd_per_hour == pytest.approx(int(detail[0]) * prices.PUBLIC_IPV4_HOUR.usd)
+    assert ipv4.usd_per_hour == pytest.approx(
+        int(detail[0]) * prices.SERVICES["public_ipv4_hour"].usd
+    )
 
 
 def test_compare_json_and_need(capsys: pytest.CaptureFixture[str]) -> None:

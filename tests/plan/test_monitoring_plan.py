@@ -35,9 +35,11 @@ def test_monitoring_is_itemised_and_the_key_turns_it_off() -> None:
     assert not any(item in off for item in ITEMS)
     # dev runs one group (a metric per group of each leader's record: test_watch.py).
     metrics = watch.custom_metric_count(groups=1)
-    assert on["cloudwatch custom metrics"] == round(metrics * prices.CLOUDWATCH_METRIC_MONTH.usd, 2)
-    assert on["cloudwatch dashboard"] == prices.CLOUDWATCH_DASHBOARD_MONTH.usd
-    assert on["cloudwatch alarms"] == 5 * prices.CLOUDWATCH_ALARM_METRIC_MONTH.usd
+    assert on["cloudwatch custom metrics"] == round(
+        metrics * prices.SERVICES["cloudwatch_metric_month"].usd, 2
+    )
+    assert on["cloudwatch dashboard"] == prices.SERVICES["cloudwatch_dashboard_month"].usd
+    assert on["cloudwatch alarms"] == 5 * prices.SERVICES["cloudwatch_alarm_metric_month"].usd
     added = sum(on[item] for item in ITEMS)
     assert 15 < added < 30, added
     shared = {k: v for k, v in on.items() if k not in ITEMS}
