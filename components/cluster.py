@@ -454,7 +454,8 @@ def node_launch_template(
         # IMDSv2 only, and a PUT response hop limit of 1: a pod's request crosses one more
         # hop than the node's own, so pods cannot fetch the node role's credentials and get
         # their own through EKS Pod Identity. Host-network daemons (VPC CNI, kube-proxy, the
-        # Pod Identity agent, which trades with the node role) still reach the metadata.
+        # Pod Identity agent, which trades with the node role, the CloudWatch agent and Fluent
+        # Bit, which have roles of their own) still reach the metadata.
         metadata_options=aws.ec2.LaunchTemplateMetadataOptionsArgs(
             http_endpoint="enabled",
             http_tokens="required",
