@@ -678,7 +678,7 @@ def _vllm_checks_key(name: str, engine: Mapping[str, Any]) -> list[str]:
     if "secretKeyRef" not in _map(_map(env.get("VLLM_API_KEY")).get("valueFrom")):
         messages.append(
             f'{name}: container "vllm" takes no VLLM_API_KEY from a Secret; with '
-            "no gatekeeper, vLLM must check the key"
+            "no gatekeeper in the pod, vLLM must check the key"
         )
     mounts = {_unwrap(_map(m).get("mountPath")) for m in _seq(engine.get("volumeMounts"))}
     path = str(_unwrap(_map(env.get("PYTHONPATH")).get("value")) or "").split(":")
@@ -719,16 +719,14 @@ def leaders_behind_gatekeeper(resource_type: str, props: Mapping[str, Any]) -> l
     door = containers.get(GATEKEEPER)
     door_ports = [_unwrap(_map(p).get("name")) for p in _seq((door or {}).get("ports"))]
     labels = _map(_map(templates.get(name, {}).get("metadata")).get("labels"))
-    if door is None and _unwrap(labels.get(FRONT_DOOR_LABEL)) == "vllm-key":
-        # `frontDoor: vllm-key`: vLLM checks the key itself, read from a Secret, never argv.
+    if door is None and (
+        _unwrap(labels.get(FRONT_DOOR_LABEL)) == "vllm-key"
+        or _unwrap(labels.get(BEHIND_DOOR_LABEL)) == "true"
+    ):
+        # vLLM on the pod network, with no gatekeeper in the pod (`frontDoor: vllm-key`, or an
+        # elastic stack's group behind the door Deployment, components/manifests/door.py): it
+        # checks the key itself on every route, read from a Secret, never argv.
         return _vllm_checks_key(name, containers.get("vllm") or {})
-    if door is None and _unwrap(labels.get(BEHIND_DOOR_LABEL)) == "true":
-        # An elastic stack's group: its gatekeeper is the always-on door Deployment in front of
-        # the leaders' Service (components/manifests/door.py); vLLM still declares no port.
-        engine = containers.get("vllm") or {}
-        if _seq(engine.get("ports")):
-            messages.append(f'{name}: container "vllm" declares ports; remove them')
-        return messages
     if door is None or GATEKEEPER not in door_ports:
         messages.append(
             f'{name}: no container "{GATEKEEPER}" with a port named "{GATEKEEPER}"; run the '

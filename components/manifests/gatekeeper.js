@@ -76,6 +76,11 @@ function logprobProblem(body, completion) {
         asked.push(['top_logprobs', top === null ? 0 : top]);
     }
     asked.push(['prompt_logprobs', amount(body.prompt_logprobs)]);
+    // vLLM 0.31 returns a log-probability per listed id at every position, up to 128 ids, and
+    // checks the list against no --max-logprobs (sampling_params.py `_validate_logprobs`), even
+    // beside `logprobs: false` (completion/serving.py): the ids count as many as they list.
+    var ids = body.logprob_token_ids;
+    asked.push(['logprob_token_ids', Array.isArray(ids) ? ids.length || null : amount(ids)]);
     for (var i = 0; i < asked.length; i++) {
         var value = asked[i][1];
         if (value === null) {
@@ -462,6 +467,16 @@ function models(r) {
 // current key) is still ahead. Read on every keyed request, so a rotation and the end of its
 // overlap take effect without a reload. Anything unreadable accepts nothing. (Keys, not digests:
 // the `crypto` module is missing from some njs builds, nginx/njs issue #1049.)
+// Whether `key` and `token` are equal, in a time that does not depend on where they first
+// differ (as vLLM's own check compares, with `secrets.compare_digest`).
+function same(key, token) {
+    var differ = key.length ^ token.length;
+    for (var i = 0; i < key.length; i++) {
+        differ |= key.charCodeAt(i) ^ token.charCodeAt(i % Math.max(token.length, 1));
+    }
+    return differ === 0;
+}
+
 function keyOk(r) {
     var header = r.headersIn.Authorization || '';
     // The scheme is case-insensitive (RFC 9110 section 11.1): `bearer` and `BEARER` are Bearer.
@@ -480,7 +495,7 @@ function keyOk(r) {
     var token = header.slice(7);
     var now = Date.now() / 1000;
     for (var i = 0; i < keys.length; i++) {
-        if (typeof keys[i].key === 'string' && keys[i].key === token &&
+        if (typeof keys[i].key === 'string' && same(keys[i].key, token) &&
             (keys[i].until === null || now < keys[i].until)) {
             return '1';
         }
@@ -488,23 +503,26 @@ function keyOk(r) {
     return '0';
 }
 
-// Body filter of every reply from vLLM: a reply that outlives the reply timeout or outgrows the
-// reply size is cut; a stream ends with an error event and [DONE], as vLLM ends its own.
+// Body filter of every reply from vLLM: a stream that outlives the reply timeout, or a reply that
+// outgrows the reply size, is cut; a stream ends with an error event and [DONE], as vLLM ends its
+// own. A one-piece JSON reply is never cut for time: it came within proxy_read_timeout, whole,
+// and $request_time also counts the client's upload, so cutting it would drop a finished
+// generation under a Content-Length it no longer meets (the client would retry it).
 function bound(r, data, flags) {
     if (r.variables.gatekeeper_cut === '1') {
         return;
     }
     var sent = Number(r.variables.gatekeeper_sent || 0) + data.length;
     r.variables.gatekeeper_sent = String(sent);
-    var late = Number(r.variables.request_time) > LIMITS.replySeconds;
+    var stream = String(r.headersOut['Content-Type'] || '').indexOf('text/event-stream') === 0;
+    var late = stream && Number(r.variables.request_time) > LIMITS.replySeconds;
     var big = sent > LIMITS.maxReplyBytes;
     if (flags.last || !(late || big)) {
         r.sendBuffer(data, flags);
         return;
     }
     r.variables.gatekeeper_cut = '1';
-    var type = String(r.headersOut['Content-Type'] || '');
-    if (type.indexOf('text/event-stream') !== 0) {
+    if (!stream) {
         r.sendBuffer('', {last: true});
         return;
     }

@@ -60,13 +60,19 @@ DOWNLOAD_ATTEMPTS = 6
 #: The annotation over the programs ConfigMap's files: a new program rolls the group (the kubelet
 #: refreshes a mounted ConfigMap, but each container's check process runs what it started with).
 PROGRAMS_ANNOTATION = "gemma-graviton.dev/programs-digest"
-#: vLLM's key check on every route with `vllm-key` (`programs/key_check.py`, on PYTHONPATH).
+#: vLLM's key check on every route where it listens on the pod network (`programs/key_check.py`,
+#: on PYTHONPATH).
 KEY_CHECK_MODULE = "key_check.KeyCheck"
+
+
+def _programs(spec: ServerSpec) -> dict[str, str]:
+    """The programs' files, with the key check where vLLM checks the key itself."""
+    return programs.files(key_check=not spec.gatekeeper_in_pod)
 
 
 def programs_config_name(spec: ServerSpec) -> str:
     """Named by the programs' digest: a pod mounts exactly the files of its own template."""
-    return f"{spec.name}-programs-{config_digest(programs.files(spec.vllm_key))[:10]}"
+    return f"{spec.name}-programs-{config_digest(_programs(spec))[:10]}"
 
 
 def programs_config(spec: ServerSpec) -> dict[str, Any]:
@@ -81,7 +87,7 @@ def programs_config(spec: ServerSpec) -> dict[str, Any]:
         "kind": "ConfigMap",
         "metadata": object_meta(spec, programs_config_name(spec), "programs"),
         "immutable": True,
-        "data": programs.files(spec.vllm_key),
+        "data": _programs(spec),
     }
 
 
@@ -241,8 +247,10 @@ def _engine_container(spec: ServerSpec, role: Literal["leader", "worker"]) -> di
         container["command"] = engine_command("leader", checks)
         container["args"] = args
         container["startupProbe"] = leader_startup_probe(spec.probes, spec.startup_timeout_seconds)
-        if spec.vllm_key:
-            # vLLM checks the key on every route but the probes' (`programs/key_check.py`).
+        if not spec.gatekeeper_in_pod:
+            # vLLM on the pod network (`vllm-key`, or behind an elastic stack's door) checks the
+            # key on every route but the probes' (`programs/key_check.py`): its own check guards
+            # /v1 only, and POST /invocations serves inference to any pod the policy admits.
             container["args"] = [*args, "--middleware", KEY_CHECK_MODULE]
             container["env"].append({"name": "PYTHONPATH", "value": programs.MOUNT})
         # vLLM binds loopback, so the kubelet asks /health of the gatekeeper's probe listener,
@@ -329,7 +337,7 @@ def pod_template(
     containers, volumes = [_engine_container(spec, role)], _volumes(spec)
     metadata: dict[str, Any] = {
         "labels": object_labels(spec, f"vllm-{role}"),
-        "annotations": {PROGRAMS_ANNOTATION: config_digest(programs.files(spec.vllm_key))},
+        "annotations": {PROGRAMS_ANNOTATION: config_digest(_programs(spec))},
     }
     if spec.door:
         # The policy pack's sign that this group's gatekeeper is the door (policies/rules.py).

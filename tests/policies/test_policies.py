@@ -693,8 +693,9 @@ KEY_ENV = [
 ]
 
 
-def _vllm_key_lws(**engine: Any) -> dict[str, Any]:
-    """A `frontDoor: vllm-key` leader as the stack renders it, with `engine` over vLLM's fields."""
+def _vllm_key_lws(labels: dict[str, str] | None = None, **engine: Any) -> dict[str, Any]:
+    """A leader whose vLLM checks the key as the stack renders it (`frontDoor: vllm-key`, or
+    `labels` of an elastic stack's group behind the door), with `engine` over vLLM's fields."""
     vllm = {
         "name": "vllm",
         "args": ["serve", "m", "--middleware", "key_check.KeyCheck"],
@@ -702,7 +703,7 @@ def _vllm_key_lws(**engine: Any) -> dict[str, Any]:
         "volumeMounts": [{"name": "programs", "mountPath": "/opt/programs"}],
         **engine,
     }
-    labels = {FRONT_DOOR_LABEL: "vllm-key"}
+    labels = labels or {FRONT_DOOR_LABEL: "vllm-key"}
     leader = {"metadata": {"labels": labels}, "spec": {"containers": [vllm]}}
     return {"spec": {"leaderWorkerTemplate": {"leaderTemplate": leader}}}
 
@@ -736,11 +737,16 @@ BYPASSES = [
         ),
     ],
 )
-def test_vllm_key_leader_runs_the_key_check_on_every_route(
-    engine: dict[str, Any], message: str
+@pytest.mark.parametrize(
+    "labels",
+    [{FRONT_DOOR_LABEL: "vllm-key"}, {"gemma-graviton.dev/behind-door": "true"}],
+    ids=["vllm-key", "behind-door"],
+)
+def test_a_leader_without_gatekeeper_runs_the_key_check_on_every_route(
+    engine: dict[str, Any], message: str, labels: dict[str, str]
 ) -> None:
-    assert leaders_behind_gatekeeper(LWS, _vllm_key_lws()) == []
-    assert leaders_behind_gatekeeper(LWS, _vllm_key_lws(**engine)) == [message]
+    assert leaders_behind_gatekeeper(LWS, _vllm_key_lws(labels)) == []
+    assert leaders_behind_gatekeeper(LWS, _vllm_key_lws(labels, **engine)) == [message]
 
 
 # -- 5. secrets-not-in-plain-config ------------------------------------------------------------

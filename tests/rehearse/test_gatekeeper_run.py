@@ -7,6 +7,7 @@ import contextlib
 import json
 import socket
 import threading
+import time
 from dataclasses import replace
 from pathlib import Path
 from typing import ClassVar
@@ -117,6 +118,7 @@ def test_the_gatekeeper_bounds_what_one_request_may_cost(tmp_path: Path) -> None
             ({"echo": True}, "echo"),
             ({"logprobs": 1}, "logprobs"),
             ({"prompt_logprobs": 0}, "prompt_logprobs"),
+            ({"logprobs": False, "logprob_token_ids": list(range(1, 129))}, "logprob_token_ids"),
             ({"response_format": {"type": "json_schema", "x": "y" * 3000}}, "response_format"),
         ):
             body = {"model": "m", "prompt": "hi", **extra}
@@ -282,3 +284,27 @@ def test_a_free_port_is_never_one_already_taken(monkeypatch: pytest.MonkeyPatch)
     monkeypatch.setattr(gatekeeper_run, "free_port", lambda: next(ports))
     # The first two candidates are the gate's own and its "dead" upstream's: skipped.
     assert gatekeeper_run._free_port_but({5001, 5002}) == 5003
+
+
+@door_harness.needs_nginx
+def test_a_whole_json_reply_after_a_slow_upload_is_passed_not_cut_for_time(tmp_path: Path) -> None:
+    # The reply timeout counts from the request's first byte, the upload included: a one-piece
+    # reply that came whole is passed, never dropped under its Content-Length.
+    body = json.dumps({"model": "m", "prompt": "hi", "max_tokens": 1}).encode()
+    _Recorder.seen = []
+    limits = replace(LIMITS, reply_timeout_seconds=1, served_model="m")
+    head = (
+        "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+        f"Authorization: Bearer {KEY}\r\nConnection: close\r\nContent-Length: {len(body)}\r\n\r\n"
+    )
+    with (
+        door_harness.door_before(_Recorder, limits, KEY, tmp_path) as running,
+        door_harness.connect(running) as client,
+    ):
+        client.sendall(head.encode() + body[:10])
+        time.sleep(1.5)
+        client.sendall(body[10:])
+        reply = b"".join(iter(lambda: client.recv(65536), b""))
+    head, _, payload = reply.partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 200"), head
+    assert json.loads(payload) == {"id": "chatcmpl-1", "choices": []}

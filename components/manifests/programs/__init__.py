@@ -14,12 +14,13 @@ MOUNT = "/opt/gemma-graviton"
 FILES = ("engine.sh", "liveness.py", "drain.py", "prefetch.py")
 
 
-#: vLLM's key check on every route (`--middleware key_check.KeyCheck`), with `vllm-key` only.
+#: vLLM's key check on every route (`--middleware key_check.KeyCheck`), where vLLM listens on the
+#: pod network: `vllm-key`, and an elastic stack's groups behind the door.
 KEY_CHECK = "key_check.py"
 
 
 def files(key_check: bool = False) -> dict[str, str]:
-    """The ConfigMap's data: each file's text by name, the key check's with `vllm-key`."""
+    """The ConfigMap's data: each file's text by name, the key check's where vLLM checks the key."""
     names = (*FILES, KEY_CHECK) if key_check else FILES
     return {name: (DIR / name).read_text() for name in names}
 

@@ -1,4 +1,5 @@
-"""The API key on every route of vLLM (`frontDoor: vllm-key`, docs/front-door.md#vllm-key):
+"""The API key on every route of vLLM where it listens on the pod network (`frontDoor: vllm-key`,
+docs/front-door.md#vllm-key, and an elastic stack's groups, whose door sends the engine key):
 `vllm serve --middleware key_check.KeyCheck`, from a ConfigMap on the leader's PYTHONPATH.
 
 vLLM 0.31 checks the key under /v1, /v2, /inference and /cohere only (serve/middleware/
@@ -41,7 +42,8 @@ class KeyCheck:
         if len(key) < KEY_MIN_CHARS:
             raise RuntimeError(
                 f"VLLM_API_KEY holds {len(key)} characters, fewer than {KEY_MIN_CHARS}: put the "
-                "stack's key in the Secret's api-key (docs/front-door.md#vllm-key)"
+                "stack's key in the Secret (api-key with vllm-key, engine-key behind a door; "
+                "docs/front-door.md#vllm-key)"
             )
         self.key = _digest(key)
 
