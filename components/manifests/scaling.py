@@ -35,9 +35,10 @@ The bound: with no trigger active, KEDA scales the LeaderWorkerSet to 0 at the f
 `LastActiveTime + cooldownPeriod` (`scaleToZeroOrIdle`; `LastActiveTime` is stamped at every poll
 with a trigger active, `RequestScale`), and polls come every `pollingInterval`: zero groups at
 most `cooldownPeriod + pollingInterval` after the last active poll (`ScalerSpec.to_zero_s`).
-Outside the schedule with no leader Ready, the last active poll is the last one the door's wake
-flag was up (a keyed request in the last `signal_seconds`; `components.manifests.asleep`): clients
-that keep asking keep one group trying, and the idle-nodes alarm (`components.watch`) says so.
+Outside the schedule, the last active poll is the last with a request waiting or served on a
+leader (`hold_trigger`) or the door's wake flag up (a keyed request in the last `signal_seconds`;
+`components.manifests.asleep`). With no leader Ready, only the flag: clients that keep asking keep
+one group trying, and the idle-nodes alarm (`components.watch`) says so.
 """
 
 from __future__ import annotations
@@ -60,6 +61,8 @@ from components.manifests.spec import (
 KEDA_API = "keda.sh/v1alpha1"
 #: The series the queue trigger reads: requests vLLM holds waiting for a slot.
 QUEUE_METRIC = "vllm:num_requests_waiting"
+#: vLLM's gauge of the requests a leader is serving (the hold trigger's).
+RUNNING_METRIC = "vllm:num_requests_running"
 #: KEDA's operator pods (chart 2.20.2 templates/manager/deployment.yaml, `app:
 #: {{ .Values.operator.name }}`), the ones that poll the leaders.
 KEDA_OPERATOR_LABELS = {"app": "keda-operator"}
@@ -69,7 +72,7 @@ KEDA_NAMESPACE = "keda"
 #: (what `getValueFromPrometheusResponse` parses with prometheus/common expfmt's TextParser;
 #: KEDA v2.20.2 takes the first sample of the family named by `valueLocation`, gauge or
 #: untyped). The trigger reads this one series and nothing else.
-FLOOR_BODY = f"# TYPE {QUEUE_METRIC} gauge\n{QUEUE_METRIC} 0\n"
+FLOOR_BODY = "".join(f"# TYPE {m} gauge\n{m} 0\n" for m in (QUEUE_METRIC, RUNNING_METRIC))
 #: The floor's requests, equal to its limits: one nginx worker answering a fixed string to one
 #: poller every `pollingInterval`. The planner counts them on the system nodes
 #: (`infra.plan.elastic.SYSTEM_PODS`).
@@ -143,6 +146,9 @@ class ScalerSpec:
     max_groups: int
     #: Waiting requests per running group that ask for another group (the trigger's target).
     queue_per_group: int
+    #: Requests one group serves at once (vLLM's max_num_seqs): the hold trigger's target, so it
+    #: never asks for more groups than run.
+    running_per_group: int
     #: The HPA's tolerance around a ratio of 1.
     tolerance: float
     #: Scale-up and scale-down stabilisation windows (seconds).
@@ -212,27 +218,44 @@ def keda_peer(namespace: str = KEDA_NAMESPACE) -> dict[str, Any]:
     }
 
 
-def queue_trigger(spec: ServerSpec, scaler: ScalerSpec) -> dict[str, Any]:
-    """Another group per `queue_per_group` requests waiting, summed over the leaders."""
+def _leaders_trigger(spec: ServerSpec, name: str, metric: str, target: int) -> dict[str, Any]:
+    """A `metrics-api` trigger on `metric` summed over the leaders (and the floor's 0)."""
     url = (
         f"http://{metrics_service_name(spec)}.{spec.namespace}.svc.cluster.local:"
         f"{metrics_port(spec)}/metrics"
     )
     return {
         "type": "metrics-api",
-        "name": "queue",
+        "name": name,
         "metricType": "AverageValue",
         "metadata": {
             "url": url,
             "format": "prometheus",
-            "valueLocation": QUEUE_METRIC,
+            "valueLocation": metric,
             "aggregateFromKubeServiceEndpoints": "true",
             "aggregationType": "sum",
-            "targetValue": str(scaler.queue_per_group),
+            "targetValue": str(target),
             # A Go duration; without it the operator's global 3 s applies.
             "timeout": f"{METRICS_TIMEOUT_SECONDS}s",
         },
     }
+
+
+def queue_trigger(spec: ServerSpec, scaler: ScalerSpec) -> dict[str, Any]:
+    """Another group per `queue_per_group` requests waiting, summed over the leaders."""
+    return _leaders_trigger(spec, "queue", QUEUE_METRIC, scaler.queue_per_group)
+
+
+def hold_trigger(spec: ServerSpec, scaler: ScalerSpec) -> dict[str, Any]:
+    """Active while any leader serves a request. A request being served counts as running, not
+    waiting, so without it the last active poll outside the schedule is the wake flag's last
+    (a keyed request's `signal_seconds`), and KEDA scales the group to zero `to_zero_s` after a
+    request began however long its reply runs (kedacore/keda v2.20.2 pkg/scaling/executor/
+    scale_scaledobjects.go: `LastActiveTime` is stamped only at polls with a trigger active,
+    and a metrics-api trigger is active while its value is above 0): the stream ends in the
+    drain and the next request waits a cold start. Its target is one group's `max_num_seqs`,
+    so ceil(running / target) never asks for more groups than run."""
+    return _leaders_trigger(spec, "running", RUNNING_METRIC, scaler.running_per_group)
 
 
 def cron_trigger(scaler: ScalerSpec) -> dict[str, Any] | None:
@@ -256,10 +279,10 @@ def cron_trigger(scaler: ScalerSpec) -> dict[str, Any] | None:
 def scaled_object(
     spec: ServerSpec, scaler: ScalerSpec, extra_triggers: Sequence[dict[str, Any]] = ()
 ) -> Manifest:
-    """The ScaledObject on the LeaderWorkerSet: the queue and the schedule, plus
-    `extra_triggers` (the door's wake signal). The scale-down window and the cooldown are at
+    """The ScaledObject on the LeaderWorkerSet: the queue, the requests served and the schedule,
+    plus `extra_triggers` (the door's wake signal). The scale-down window and the cooldown are at
     least a planned wake-up, so a group is not started and dropped within one start-up."""
-    triggers = [queue_trigger(spec, scaler)]
+    triggers = [queue_trigger(spec, scaler), hold_trigger(spec, scaler)]
     cron = cron_trigger(scaler)
     if cron is not None:
         triggers.append(cron)
@@ -440,13 +463,15 @@ def floor_deployment(spec: ServerSpec) -> Manifest:
         "spec": {
             "replicas": FLOOR_REPLICAS,
             "selector": {"matchLabels": floor_selector(spec)},
-            # One pod at a time. `maxUnavailable: 0` would stall a rollout while a leader serves:
-            # the Deployment controller removes an old pod only while all pods less (replicas -
-            # maxUnavailable) less the new set's unavailable ones is above 0 (kubernetes v1.35
-            # pkg/controller/deployment/rolling.go `reconcileOldReplicaSets`), and the floor's
-            # pods are then all unready (3 - 2 - 1 = 0). With 1, one floor pod stays while the
-            # other is replaced, and while no leader is Ready that one is Ready: the Service is
-            # never empty when the trigger needs it.
+            # One pod at a time. The Deployment controller removes an old pod only while all pods
+            # less (replicas - maxUnavailable) less the new set's unavailable ones is above 0
+            # (kubernetes v1.35 pkg/controller/deployment/rolling.go `reconcileOldReplicaSets`),
+            # and while a leader serves the floor's pods are all unready by design: the surge pod
+            # lets one old pod go (3 - 1 - 1), the second new one stops there (3 - 1 - 2 = 0), and
+            # the last old pod stays until no leader is Ready, when the floor's pods turn Ready
+            # and the rollout ends (`pulumi up` waits for updated pods, not Ready ones, and an
+            # old pod answers 0 as a new one does). While no leader is Ready one floor pod is
+            # always Ready: the Service is never empty when the triggers need it.
             "strategy": {
                 "type": "RollingUpdate",
                 "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 1},

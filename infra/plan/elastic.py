@@ -173,6 +173,7 @@ def scaling_parameters(cfg: StackConfig, p: Plan) -> keda.ScalerSpec:
         min_groups=cfg.min_groups,
         max_groups=cfg.max_groups,
         queue_per_group=queue,
+        running_per_group=p.max_num_seqs,
         tolerance=TOLERANCE,
         up_window_s=UP_WINDOW_SECONDS,
         down_window_s=down,
@@ -390,12 +391,12 @@ def describe(e: ElasticPlan) -> list[tuple[str, str]]:
         (
             "scale on queue",
             f"another group per {s.queue_per_group} waiting request(s) (tolerance "
-            f"{s.tolerance:g}); seen within {s.metric_lag_s} s",
+            f"{s.tolerance:g}); seen within {s.metric_lag_s} s; a group is held while it serves",
         ),
         (
             "scale windows",
             f"up {s.up_window_s} s, down {s.down_window_s} s (>= one wake-up), last group after "
-            f"{s.cooldown_s} s idle",
+            f"{s.cooldown_s} s idle (nothing waiting or served)",
         ),
         (
             "wake-up from zero",

@@ -40,13 +40,18 @@ def _prod() -> tuple[Any, Any, manifests.ServerSpec, scaling.ScalerSpec]:
     return cfg, p, builders.planned_spec("prod", today=TODAY), elastic.scaling_parameters(cfg, p)
 
 
+HOLD_METRIC = "vllm:num_requests_running"
+#: The hold trigger's own metadata over the queue trigger's (builders' scaler: 10 a group).
+HOLD = {"valueLocation": HOLD_METRIC, "targetValue": "10"}
+
+
 def _scaled() -> tuple[manifests.ServerSpec, scaling.ScalerSpec]:
     """An elastic server and its scaler with an office-hours window."""
     window = builders.cron_window(time_zone="America/New_York", groups_inside=1)
     return builders.elastic_server_spec(), builders.scaler_spec(schedule=window)
 
 
-def test_scaled_object_targets_the_leader_worker_set_with_queue_cron_and_extra_triggers() -> None:
+def test_scaled_object_targets_the_leader_worker_set_with_its_triggers() -> None:
     spec, scaler = _scaled()
     obj = scaling.scaled_object(spec, scaler)
     assert k8s_schemas.scaled_object_errors(obj) == []
@@ -56,7 +61,7 @@ def test_scaled_object_targets_the_leader_worker_set_with_queue_cron_and_extra_t
         "name": spec.lws_name,
     }
     assert (obj["spec"]["minReplicaCount"], obj["spec"]["maxReplicaCount"]) == (0, 3)
-    queue, cron = obj["spec"]["triggers"]
+    queue, hold, cron = obj["spec"]["triggers"]
     assert queue["type"] == "metrics-api"
     meta = queue["metadata"]
     assert meta["valueLocation"] == "vllm:num_requests_waiting"
@@ -69,6 +74,10 @@ def test_scaled_object_targets_the_leader_worker_set_with_queue_cron_and_extra_t
     assert scaling.metrics_service(spec)["spec"]["ports"][0]["targetPort"] == spec.port
     # The planner sets the target (`infra.plan.elastic`, tests/plan/test_elastic.py).
     assert meta["targetValue"] == str(scaler.queue_per_group)
+    # The requests served hold their group: the same leaders, one group's max_num_seqs a group,
+    # so it never asks for more groups than serve (the floor answers both gauges at 0).
+    assert hold == {**queue, "name": "running", "metadata": {**meta, **HOLD}}
+    assert all(f"{m} 0\n" in scaling.FLOOR_BODY for m in (meta["valueLocation"], HOLD_METRIC))
     assert cron == {
         "type": "cron",
         "name": "office-hours",
@@ -85,10 +94,12 @@ def test_scaled_object_targets_the_leader_worker_set_with_queue_cron_and_extra_t
     # Extra triggers follow the queue and the schedule.
     wake = {"type": "metrics-api", "name": "wake", "metadata": {"url": "http://door/wake"}}
     obj = scaling.scaled_object(spec, scaler, [wake])
-    assert [t["name"] for t in obj["spec"]["triggers"]] == ["queue", "office-hours", "wake"]
+    names = ["queue", "running", "office-hours", "wake"]
+    assert [t["name"] for t in obj["spec"]["triggers"]] == names
     no_schedule = scaling.ScalerSpec(**{**scaler.__dict__, "schedule": None})
     assert [t["name"] for t in scaling.scaled_object(spec, no_schedule)["spec"]["triggers"]] == [
-        "queue"
+        "queue",
+        "running",
     ]
 
 
@@ -212,7 +223,10 @@ def test_the_queue_floor_runs_on_the_system_nodes_and_answers_a_zero_queue() -> 
     assert service_port["port"] == service_port["targetPort"] == port
     conf = _floor(objects, "ConfigMap")["data"][scaling.FLOOR_CONFIG_FILE]
     assert f"listen {port};" in conf
-    body = "# TYPE vllm:num_requests_waiting gauge\\nvllm:num_requests_waiting 0\\n"
+    body = "".join(
+        f"# TYPE vllm:num_requests_{m} gauge\\nvllm:num_requests_{m} 0\\n"
+        for m in ("waiting", "running")
+    )
     assert f'return 200 "{body}";' in conf
     annotations = deployment["spec"]["template"]["metadata"]["annotations"]
     assert annotations[gatekeeper.CONFIG_ANNOTATION] == gatekeeper.config_digest(conf)
@@ -439,20 +453,25 @@ def test_real_nginx_answers_the_floor_body_keda_reads_as_zero(tmp_path: Path) ->
             assert reply.status == 200
             body = reply.read()
         assert body == scaling.FLOOR_BODY.encode()
-        assert body == b"# TYPE vllm:num_requests_waiting gauge\nvllm:num_requests_waiting 0\n"
-        assert _keda_prometheus_value(body, scaling.QUEUE_METRIC) == 0.0
+        assert body == (
+            b"# TYPE vllm:num_requests_waiting gauge\nvllm:num_requests_waiting 0\n"
+            b"# TYPE vllm:num_requests_running gauge\nvllm:num_requests_running 0\n"
+        )
+        for metric in (scaling.QUEUE_METRIC, scaling.RUNNING_METRIC):
+            assert _keda_prometheus_value(body, metric) == 0.0
         with pytest.raises(urllib.error.HTTPError) as other:
             urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=5)
         assert other.value.code == 404
 
 
-def test_keda_reading_of_the_real_vllm_queue_family() -> None:
-    # The floor's series is the one real vLLM 0.31 exports for the queue, with its type (the
-    # rehearsal's capture, tests/fixtures/vllm/metrics-v0.31.json): the trigger sums like with like.
+@pytest.mark.parametrize("metric", [scaling.QUEUE_METRIC, scaling.RUNNING_METRIC])
+def test_keda_reading_of_the_real_vllm_families(metric: str) -> None:
+    # Each trigger's series is one real vLLM 0.31 exports, with its type (the rehearsal's
+    # capture, tests/fixtures/vllm/metrics-v0.31.json): the floor's 0 sums like with like.
     fixture = Path(__file__).resolve().parents[1] / "fixtures" / "vllm" / "metrics-v0.31.json"
-    family = json.loads(fixture.read_text())["families"][scaling.QUEUE_METRIC]
-    assert family["type"] == "gauge" and family["samples"] == [scaling.QUEUE_METRIC]
-    assert f"# TYPE {scaling.QUEUE_METRIC} {family['type']}\n" in scaling.FLOOR_BODY
+    family = json.loads(fixture.read_text())["families"][metric]
+    assert family["type"] == "gauge" and family["samples"] == [metric]
+    assert f"# TYPE {metric} {family['type']}\n" in scaling.FLOOR_BODY
     with pytest.raises(AssertionError, match="not found"):
         _keda_prometheus_value(b"vllm:num_requests_running 3\n", scaling.QUEUE_METRIC)
 

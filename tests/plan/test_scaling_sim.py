@@ -88,8 +88,10 @@ def test_the_schedule_holds_its_groups_inside_the_window_and_none_outside() -> N
 STEADY = [0] * 60 + [12] * 600 + [0] * 780  # 12/min x 100 s = 20 in the engine: 2 groups
 
 
-def test_running_plus_waiting_holds_two_groups_for_a_load_two_groups_serve() -> None:
-    result = simulate(STEADY, replace(ELASTIC, metric="running+waiting"), CAP, first_byte_s=3600)
+def test_the_queue_and_the_requests_served_hold_two_groups_for_a_load_two_groups_serve() -> None:
+    """Two groups empty the queue and the queue trigger reads 0, but the requests they serve
+    hold them (the hold trigger): no third group started and dropped, as waiting alone did."""
+    result = simulate(STEADY, ELASTIC, CAP, first_byte_s=3600)
     # The first hour also clears what queued during the wake (three groups for a while); then
     # two hold the steady load, and none are left after it.
     assert result.groups_by_hour[:2] == (0, 3)
@@ -97,14 +99,16 @@ def test_running_plus_waiting_holds_two_groups_for_a_load_two_groups_serve() -> 
     assert result.groups_by_hour[12:] == (0,) * 12
 
 
-def test_waiting_alone_starts_and_drops_a_third_group_under_the_same_load() -> None:
-    """Two groups empty the queue, the trigger reads 0, one goes, the queue comes back: the
-    shipped trigger's churn, in node-hours and waits, beside running plus waiting."""
-    waiting = simulate(STEADY, ELASTIC, CAP, first_byte_s=3600)
-    both = simulate(STEADY, replace(ELASTIC, metric="running+waiting"), CAP, first_byte_s=3600)
-    assert waiting.groups_by_hour[2:11] == (3,) * 9
-    assert waiting.model_node_hours > both.model_node_hours
-    assert waiting.p95_wait_seconds > both.p95_wait_seconds
+def test_a_long_reply_keeps_its_group_past_the_cooldown() -> None:
+    """One request at night whose reply runs 40 minutes: nothing waits and the wake flag lapses,
+    but the request served holds the group until it ends; then the cooldown, then zero."""
+    long = GroupCapacity(slots=10, service_seconds=2400, first_token_seconds=20)
+    result = simulate(day(m120=1), ELASTIC, long, first_byte_s=3600)
+    # Woken at 02:00, served on the retry after the cold start, its two nodes billed through the
+    # whole reply (without the hold: the flag's 60 s and the cooldown, under an hour in all).
+    assert result.wake_ups == 1
+    assert result.groups_by_hour[2] == 1 and result.groups_by_hour[4:] == (0,) * 20
+    assert result.model_node_hours > 2 * 2400 / 3600
 
 
 def test_requests_that_never_queue_keep_a_group_through_the_wake_flag() -> None:

@@ -57,9 +57,15 @@ def test_scaled_object_targets_the_lws_with_queue_and_cron() -> None:
         "name": lws.inputs["metadata"]["name"],
     }, scaled.urn
     assert (spec["minReplicaCount"], spec["maxReplicaCount"]) == (0, 3)
-    assert [t["type"] for t in spec["triggers"]] == ["metrics-api", "cron", "metrics-api"]
-    assert spec["triggers"][2]["name"] == "door-wake"  # the door's wake flag
-    assert spec["triggers"][1]["metadata"]["timezone"] == "Europe/Berlin"
+    names = [(t["type"], t["name"]) for t in spec["triggers"]]
+    assert names == [
+        ("metrics-api", "queue"),
+        ("metrics-api", "running"),  # the requests served hold their group
+        ("cron", "office-hours"),
+        ("metrics-api", "door-wake"),  # the door's wake flag
+    ]
+    assert spec["triggers"][2]["metadata"]["timezone"] == "Europe/Berlin"
+    assert spec["triggers"][1]["metadata"]["targetValue"] == str(p.max_num_seqs)
     assert "replicas" not in lws.inputs["spec"], lws.urn
     params = elastic.scaling_parameters(cfg, p)
     assert spec["cooldownPeriod"] == params.down_window_s >= params.cold_start_s

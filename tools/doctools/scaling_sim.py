@@ -13,19 +13,18 @@ The loop, every `STEP_SECONDS`:
 - every `HPA_SYNC_SECONDS` the HPA computes from the queue trigger as it stood `metric_lag_s` ago
   (kubernetes pkg/controller/podautoscaler/replica_calculator.go, external metric with an
   AverageValue target): a usage ratio within `tolerance` of 1 keeps the count, else
-  ceil(total / `queue_per_group`); the cron floor and the wake flag (1 while up) are metrics
-  too, and the largest wins; the result is held to [max(1, minGroups), maxGroups] and stabilised
-  as horizontal.go `stabilizeRecommendationWithBehaviors` does (up to the smallest recommendation
-  of the up window, down to the largest of the down window; read 2026-12-02), then the
-  ScaledObject's scale-down policy lets one group go a minute;
+  ceil(total / `queue_per_group`); the requests served, ceil(running / `running_per_group`),
+  the cron floor and the wake flag (1 while up) are metrics too, and the largest wins; the
+  result is held to [max(1, minGroups), maxGroups] and stabilised as horizontal.go
+  `stabilizeRecommendationWithBehaviors` does (up to the smallest recommendation of the up
+  window, down to the largest of the down window; read 2026-12-02), then the ScaledObject's
+  scale-down policy lets one group go a minute;
 - every `polling_s` KEDA itself (kedacore/keda pkg/scaling/executor/scale_scaledobjects.go): at
-  0 groups, any active trigger (requests waiting, the cron window, the wake flag) sets 1 group;
+  0 groups, any active trigger (requests waiting or served, the cron window, the wake flag) sets
+  1 group;
   above 0, when none has been active for `cooldown_s`, it sets `minGroups`;
 - a new group serves nothing for `cold_start_s` (a node, the image, the group's start); its
   nodes are billed from its start until `node_release_s` after it is removed.
-
-`metric` says what the queue trigger counts: vLLM's waiting requests (the shipped trigger) or
-running plus waiting, to compare the two.
 """
 
 from __future__ import annotations
@@ -36,7 +35,6 @@ import math
 from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
 
 from components.manifests.scaling import CronWindow, ScalerSpec
 from infra.plan.config_parts import span
@@ -48,7 +46,6 @@ DAY_SECONDS = 24 * 3600
 DOWN_GROUPS_PER_MINUTE = 1
 #: The simulated day's weekday (Monday = 0): the fixture's Wednesday.
 WEDNESDAY = 2
-Metric = Literal["waiting", "running+waiting"]
 
 
 def floor(window: CronWindow | None, second: float, weekday: int) -> int:
@@ -84,8 +81,6 @@ class Scaler:
     #: Fixed groups when `params` is None.
     fixed_groups: int = 1
     nodes_per_group: int = 2
-    #: `vllm:num_requests_waiting` (the shipped trigger) or running plus waiting.
-    metric: Metric = "waiting"
     weekday: int = WEDNESDAY
 
 
@@ -150,7 +145,8 @@ class _State:
     busy: list[float] = field(default_factory=list)  # heap of slot release times
     retries: list[tuple[float, float]] = field(default_factory=list)  # heap (retry at, first)
     history: list[tuple[float, int]] = field(default_factory=list)  # HPA recommendations
-    metric: list[tuple[float, int]] = field(default_factory=list)  # (second, running+waiting)
+    metric: list[tuple[float, int]] = field(default_factory=list)  # (second, waiting)
+    running: list[tuple[float, int]] = field(default_factory=list)  # (second, requests served)
     last_active: float = 0.0
     last_request: float = -1e9
     last_down: float = -1e9
@@ -172,10 +168,12 @@ class _State:
             group.removed = now  # LWS removes the highest indices
 
 
-def _metric_at(state: _State, second: float) -> int:
-    """The trigger's count as it stood at `second` (the last sample at or before it)."""
-    index = bisect.bisect_right(state.metric, (second, math.inf)) - 1
-    return state.metric[index][1] if index >= 0 else 0
+def _metric_at(state: _State, second: float, series: str = "metric") -> int:
+    """The queue trigger's count (or `series` "running", the hold trigger's) as it stood at
+    `second` (the last sample at or before it)."""
+    samples = getattr(state, series)
+    index = bisect.bisect_right(samples, (second, math.inf)) - 1
+    return samples[index][1] if index >= 0 else 0
 
 
 def _hpa(state: _State, sc: Scaler, now: float, current: int) -> int:
@@ -185,9 +183,10 @@ def _hpa(state: _State, sc: Scaler, now: float, current: int) -> int:
     total = _metric_at(state, now - p.metric_lag_s)
     ratio = total / (p.queue_per_group * current)
     by_queue = current if abs(ratio - 1) <= p.tolerance else math.ceil(total / p.queue_per_group)
+    by_hold = math.ceil(_metric_at(state, now - p.metric_lag_s, "running") / p.running_per_group)
     by_flag = int(now - state.last_request <= sc.door.wake_flag_s)
     by_clock = floor(p.schedule, now, sc.weekday)
-    wanted = min(max(by_queue, by_flag, by_clock, max(1, p.min_groups)), p.max_groups)
+    wanted = min(max(by_queue, by_hold, by_flag, by_clock, max(1, p.min_groups)), p.max_groups)
     state.history.append((now, wanted))
     keep = now - max(p.up_window_s, p.down_window_s)
     while state.history and state.history[0][0] <= keep:
@@ -208,9 +207,10 @@ def _keda(state: _State, sc: Scaler, now: float, current: int) -> int:
     cooldown with none active."""
     p = _params(sc)
     queue = _metric_at(state, now - p.metric_lag_s) > 0
+    held = _metric_at(state, now - p.metric_lag_s, "running") > 0
     window = floor(p.schedule, now, sc.weekday) > 0
     flag = now - state.last_request <= sc.door.wake_flag_s
-    if queue or window or flag or p.min_groups > 0:
+    if queue or held or window or flag or p.min_groups > 0:
         state.last_active = now
         return max(current, 1)
     if current > 0 and now - state.last_active >= p.cooldown_s:
@@ -268,8 +268,8 @@ def simulate(per_minute: list[int], sc: Scaler, cap: GroupCapacity, first_byte_s
             _, first = heapq.heappop(state.retries)
             _arrive(state, sc, now, first)
         _serve(state, cap, now)
-        running = len(state.busy) if sc.metric == "running+waiting" else 0
-        state.metric.append((now, running + len(state.queue)))
+        state.running.append((now, len(state.busy)))
+        state.metric.append((now, len(state.queue)))
         if p is not None:
             _scale(state, sc, p, now)
         if now < DAY_SECONDS:
