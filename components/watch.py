@@ -31,7 +31,13 @@ WAITING = "vllm:num_requests_waiting"
 KV_USAGE = "vllm:kv_cache_usage_perc"
 PREEMPTIONS = "vllm:num_preemptions_total"
 GENERATION_TOKENS = "vllm:generation_tokens_total"
-#: The leader's API server process start time: it changes when LWS recreates the group.
+#: The leader's API server process start time: it changes when LWS recreates the group. Read as
+#: the newest over the stack's leaders (`Maximum`), which rises on every restart (a restarted
+#: leader holds the newest start time) and only then: not when the collector writes one leader's
+#: sample twice in a minute (a new collector pod's first scrape in the minute of the old one's
+#: last: Prometheus sets a scrape's phase from the collector's hostname, and awsemf stamps each
+#: event with its scrape's time), nor when an older leader's scrape is missing for a minute, as
+#: a `Sum` would.
 STARTED = "process_start_time_seconds"
 SAMPLES = (RUNNING, WAITING, KV_USAGE, PREEMPTIONS, GENERATION_TOKENS, STARTED)
 
@@ -316,7 +322,7 @@ def dashboard_widgets(spec: WatchSpec) -> list[dict[str, Any]]:
         (
             "Group restarts",
             [
-                _vllm(spec, STARTED, "Sum", id="st", visible=False),
+                _vllm(spec, STARTED, "Maximum", id="st", visible=False),
                 _expression("IF(DIFF(st) > 0, 1, 0)", "rs", label="restarted"),
             ],
             {},
@@ -523,7 +529,7 @@ def _alarms(spec: WatchSpec) -> list[AlarmSpec]:
             {
                 **_rule("GreaterThanOrEqualToThreshold", 1, 1),
                 "metric_queries": [
-                    _query("st", "Sum", _vllm_metric(spec, STARTED)),
+                    _query("st", "Maximum", _vllm_metric(spec, STARTED)),
                     _result("restarted", "IF(DIFF(st) > 0, 1, 0)", "group restarted"),
                 ],
             },

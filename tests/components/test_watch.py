@@ -788,13 +788,23 @@ def _collect(config: dict[str, Any], store: Store, minute: int, leader: Leader) 
                             )
 
 
-def _run(config: dict[str, Any], minutes: int, step: Callable[[int, list[Leader]], None]) -> Store:
-    """Two groups' leaders over `minutes`: `step` changes them, then the collector scrapes."""
+Scrapes = Callable[[int, list[Leader]], list[Leader]]
+
+
+def _run(
+    config: dict[str, Any],
+    minutes: int,
+    step: Callable[[int, list[Leader]], None],
+    scraped: Scrapes = lambda minute, leaders: leaders,
+) -> Store:
+    """Two groups' leaders over `minutes`: `step` changes them, then the collector scrapes the
+    leaders `scraped` gives (each once by default; one twice is two scrapes in the minute, one
+    left out a scrape missed)."""
     store = Store(minutes)
     leaders = [Leader(started=1_767_000_000.0), Leader(started=1_767_000_100.0, group="1")]
     for minute in range(minutes):
         step(minute, leaders)
-        for leader in leaders:
+        for leader in scraped(minute, leaders):
             _collect(config, store, minute, leader)
     return store
 
@@ -918,6 +928,38 @@ def test_group_restarts_mark_and_alarm_the_minute_a_leader_started_again(
     assert not _alarm_fires(args, Store(4))
     (restarted,) = [q for q in args["metric_queries"] if q.get("return_data")]
     assert restarted["label"] == "group restarted"
+
+
+#: Minute 3's scrapes, as the collector can write them. A collector restart (Recreate, a new
+#: config, OOM) can put the old pod's last scrape and the new pod's first in one minute:
+#: Prometheus sets each scrape's phase from the pod's hostname (scrape/manager.go
+#: setOffsetSeed), and awsemf stamps each event with its scrape's time. Another leader's scrape
+#: can be missing from a minute (a slow answer, the collector busy).
+SCRAPES_IN_MINUTE_3: dict[str, Scrapes] = {
+    "one leader scraped twice": lambda m, leaders: [leaders[0], *leaders] if m == 3 else leaders,
+    "every leader scraped twice": lambda m, leaders: [*leaders, *leaders] if m == 3 else leaders,
+    "an older leader's scrape missing": lambda m, leaders: leaders[1:] if m == 3 else leaders,
+}
+
+
+@pytest.mark.parametrize("scrapes", SCRAPES_IN_MINUTE_3.values(), ids=SCRAPES_IN_MINUTE_3)
+def test_group_restarts_ignore_a_scrape_written_twice_or_missing(
+    spec: watch.WatchSpec, collector_config: dict[str, Any], scrapes: Scrapes
+) -> None:
+    """Leader 1 started last; minute 3's scrapes are doubled or miss leader 0: no restart is
+    marked or paged; leader 0 restarting in minute 6 (it then holds the newest start time)
+    still is."""
+
+    def step(minute: int, leaders: list[Leader]) -> None:
+        if minute == 6:
+            leaders[0].restart(leaders[1].started + 600)
+
+    store = _run(collector_config, 8, step, scrapes)
+    lines = _widget_lines(_widget(spec, "Group restarts"), store)
+    assert lines == {"restarted": [None, 0.0, 0.0, 0.0, 0.0, 0.0, 1.0, 0.0]}
+    args = _alarm(spec, "group-restart")
+    fired = [_alarm_fires(args, store.until(end)) for end in range(1, 9)]
+    assert fired == [False] * 6 + [True, False]
 
 
 def test_every_leader_s_measurement_is_drawn_beside_the_plan_s_range(
