@@ -94,8 +94,9 @@ class Monitoring(pulumi.ComponentResource):
             )
 
         # The planned spec holds placeholders for the LB dimension (the healthy-target panel and
-        # query) and the cluster's name (the nodes panel and the idle-nodes alarm).
-        planned = args.watch_spec
+        # query) and the cluster's name (the nodes panel and the idle-nodes alarm); the
+        # collector's namespace is this component's own (the no-metrics alarm names it).
+        planned = replace(args.watch_spec, collector_namespace=spec.namespace)
         deployed = {
             planned.load_balancer: pulumi.Output.from_input(args.load_balancer_hostname).apply(
                 load_balancer_dimension

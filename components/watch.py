@@ -18,6 +18,7 @@ from typing import Any
 
 from components.manifests.asleep import ASLEEP_PAGE
 from components.manifests.gatekeeper_answers import BUSY_PAGE
+from components.manifests.identity import COLLECTOR_NAME
 from components.manifests.metrics import (
     GROUP_DIMENSION,
     STACK_DIMENSION,
@@ -182,6 +183,12 @@ class WatchSpec:
     #: ceiling (`stall_s`), drawn beside every leader's own (fixed stacks; 0 draws none).
     plan_step_s: float = 0.0
     plan_stall_s: int = 0
+    #: The plan's start-up timeout (seconds, `Plan.startup_timeout_seconds`): a fixed stack's
+    #: no-metrics alarm waits this long, in whole minutes, so a cold start does not fire it.
+    startup_s: int = 0
+    #: The metrics collector's Kubernetes namespace (the `Monitoring` component puts its
+    #: collector's): the no-metrics alarm says where its logs are.
+    collector_namespace: str = "default"
     cluster_name: str = CLUSTER_PLACEHOLDER
     #: `net/<name>/<id>`, the NLB's CloudWatch dimension.
     load_balancer: str = LOAD_BALANCER_PLACEHOLDER
@@ -422,9 +429,12 @@ def alarms(spec: WatchSpec) -> list[AlarmSpec]:
     group-restart alarm is left out of elastic stacks: it watches the leaders' start times, which
     every planned wake-up and added group changes; in its place, `not-waking` fires when the door
     keeps answering model requests asleep with no group coming (a crash loop, no capacity in the
-    zone, the quota); and `idle-nodes` (`_idle_nodes`) is added."""
+    zone, the quota); and `idle-nodes` (`_idle_nodes`) is added. A fixed stack adds
+    `no-metrics` (`_no_metrics`) instead: its vLLM alarms see no data as fine, so a collector
+    that stopped writing would leave them quiet forever; an elastic stack sleeps with no samples,
+    and its two alarms of its own count them."""
     if not spec.elastic:
-        return _alarms(spec)
+        return [*_alarms(spec), _no_metrics(spec)]
     kept = [a for a in _alarms(spec) if a.key != "group-restart"]
     return [*kept, _not_waking(spec), _idle_nodes(spec)]
 
@@ -456,6 +466,30 @@ def _idle_nodes(spec: WatchSpec) -> AlarmSpec:
                 _query("up", "SampleCount", _vllm_metric(spec, WAITING)),
                 _result("idle", idle, "model nodes with no Ready leader"),
             ],
+        },
+    )
+
+
+def _no_metrics(spec: WatchSpec) -> AlarmSpec:
+    """In every minute for the plan's start-up timeout (whole minutes), no sample of the leaders'
+    queue gauge reached CloudWatch: the collector is down (Pending, OOM-killed) or its writes are
+    refused (PutLogEvents is dropped after its retries: opentelemetry-collector-contrib
+    internal/aws/cwlogs/cwlog_client.go), or no leader has served. A first deploy's cold start
+    does not fire it: it ends within that timeout, or the startup probe restarts the leader."""
+    minutes = max(1, math.ceil(spec.startup_s / PERIOD))
+    logs = f"kubectl -n {spec.collector_namespace} logs deploy/{COLLECTOR_NAME}"
+    return AlarmSpec(
+        "no-metrics",
+        f"No vLLM metric reached CloudWatch for {minutes} minutes: the metrics collector is down "
+        f"or cannot write (its logs: `{logs}`), or no leader has served for that long (then "
+        "no-healthy-target fires too).",
+        {
+            **_rule("LessThanThreshold", 1, minutes, minutes),
+            # No data at all: nothing was written.
+            "treat_missing_data": "breaching",
+            **_vllm_metric(spec, WAITING),
+            "statistic": "SampleCount",
+            "period": PERIOD,
         },
     )
 

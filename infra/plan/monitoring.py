@@ -17,9 +17,13 @@ from infra.plan.prices import HOURS_PER_MONTH, SERVICES
 #: Alarm when the front door answers more 5xx than this in 5 minutes: vLLM or the group is
 #: failing, not a client (the gatekeeper's own refusals are 4xx).
 SERVER_ERRORS_PER_5_MINUTES = 5
-#: Alarms the stack creates and the metrics each reads (`watch.alarms`).
-ALARMS = 5
-ALARM_METRICS = 5
+#: Alarms a fixed stack creates and the metrics they read (`watch.alarms`): one metric each.
+ALARMS = 6
+ALARM_METRICS = 6
+#: An elastic stack's: not-waking and idle-nodes (two metrics each) in place of group-restart and
+#: no-metrics (one each).
+ELASTIC_ALARMS = 6
+ELASTIC_ALARM_METRICS = 8
 DASHBOARDS = 1
 #: EMF bytes one group's leader writes per scrape: one event for the plain metrics, one per
 #: histogram bucket (their `le` dimension differs) and, on a fixed stack, one for its own record
@@ -34,6 +38,11 @@ def waiting_threshold(waiting_key: int | str, max_concurrency: float, replicas: 
     if waiting_key == "auto":
         return max(1, math.floor(max_concurrency)) * replicas
     return int(waiting_key)
+
+
+def alarm_count(elastic: bool = False) -> tuple[int, int]:
+    """The alarms the stack creates and the metrics they read, which CloudWatch bills."""
+    return (ELASTIC_ALARMS, ELASTIC_ALARM_METRICS) if elastic else (ALARMS, ALARM_METRICS)
 
 
 def emf_gb_per_month(replicas: int, elastic: bool = False) -> float:
@@ -54,10 +63,10 @@ class MonitoringCost:
 
 def monitoring_costs(replicas: int, elastic: bool = False) -> list[MonitoringCost]:
     """Monthly cost of what `monitoring: true` adds (an elastic stack's door adds its asleep
-    answers, and its not-waking alarm reads two metrics where the group-restart alarm read one)."""
+    answers, and its alarms are its own: `alarm_count`)."""
     metrics = watch.custom_metric_count(elastic, replicas)
     records = watch.self_metric_count(replicas, elastic)
-    alarm_metrics = ALARM_METRICS + (1 if elastic else 0)
+    alarms, alarm_metrics = alarm_count(elastic)
     gb = emf_gb_per_month(replicas, elastic)
     return [
         MonitoringCost(
@@ -77,7 +86,7 @@ def monitoring_costs(replicas: int, elastic: bool = False) -> list[MonitoringCos
         MonitoringCost(
             "cloudwatch alarms",
             alarm_metrics * SERVICES["cloudwatch_alarm_metric_month"].usd,
-            f"{ALARMS} alarms reading {alarm_metrics} metrics (SNS e-mail: within the free tier)",
+            f"{alarms} alarms reading {alarm_metrics} metrics (SNS e-mail: within the free tier)",
             SERVICES["cloudwatch_alarm_metric_month"],
         ),
         MonitoringCost(

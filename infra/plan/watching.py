@@ -1,8 +1,9 @@
 """A monitored stack's watch as the `Monitoring` component takes it (`components.watch.WatchSpec`):
-where its metrics are, the alarms' thresholds and, on an elastic stack, the door's wake-up, the
-system nodes and the idle-nodes alarm's clock. The cluster's name and the load balancer are the
-deploy's; the component puts them in. Not in `monitoring`: the plan's costs import that module,
-and this one reads the elastic figures, which stand on those costs."""
+where its metrics are, the alarms' thresholds, the start-up timeout a fixed stack's no-metrics
+alarm waits out and, on an elastic stack, the door's wake-up, the system nodes and the idle-nodes
+alarm's clock. The cluster's name and the load balancer are the deploy's; the component puts
+them in. Not in `monitoring`: the plan's costs import that module, and this one reads the elastic
+figures, which stand on those costs."""
 
 from __future__ import annotations
 
@@ -33,4 +34,5 @@ def watch_spec(cfg: StackConfig, p: Plan) -> WatchSpec:
         idle_alarm_s=elastic.idle_alarm(cfg, p) if cfg.elastic else 0,
         plan_step_s=p.liveness.calibrate_step_s,
         plan_stall_s=p.liveness.probes.stall_s,
+        startup_s=p.startup_timeout_seconds,
     )

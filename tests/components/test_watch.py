@@ -86,8 +86,10 @@ def _dev_collector() -> metrics.CollectorSpec:
 
 
 def dev_spec(**changes: Any) -> watch.WatchSpec:
-    """As `Monitoring` builds it: names from the collector's spec, the plan's 5xx threshold."""
+    """As `Monitoring` builds it: names from the collector's spec, the plan's 5xx threshold and
+    dev's start-up timeout."""
     collector = _dev_collector()
+    planned = {"startup_s": builders.planned("dev")[1].startup_timeout_seconds}
     return watch.WatchSpec(
         stack=collector.stack,
         region=collector.region,
@@ -96,7 +98,14 @@ def dev_spec(**changes: Any) -> watch.WatchSpec:
         load_balancer="net/a0123456789abcdef0123456789abcde/0123456789abcdef",
         waiting_threshold=3,
         server_errors_threshold=plan_monitoring.SERVER_ERRORS_PER_5_MINUTES,
-        **changes,
+        **{**planned, **changes},
+    )
+
+
+def elastic_spec(spec: watch.WatchSpec) -> watch.WatchSpec:
+    """`spec` as an elastic stack's (prod's wake-up and idle-nodes clock)."""
+    return dataclasses.replace(
+        spec, elastic=True, wake_seconds=370, system_nodes=2, idle_alarm_s=1080
     )
 
 
@@ -148,6 +157,11 @@ def _readme_panels() -> list[tuple[str, str]]:
 def _readme_alarms() -> dict[str, str]:
     """Alarm key: when it fires."""
     return {row[0].strip("`"): row[1] for row in _readme_table("**The alarms, and what to do:**")}
+
+
+def _readme_alarm_actions() -> dict[str, str]:
+    """Alarm key: what to do."""
+    return {row[0].strip("`"): row[2] for row in _readme_table("**The alarms, and what to do:**")}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -1174,6 +1188,7 @@ def _evaluated_seconds(args: Mapping[str, Any]) -> int:
 
 
 ELASTIC_ONLY = ("not-waking", "idle-nodes")
+FIXED_ONLY = ("group-restart", "no-metrics")
 
 
 def test_every_alarm_is_a_valid_metric_alarm(spec: watch.WatchSpec) -> None:
@@ -1181,11 +1196,9 @@ def test_every_alarm_is_a_valid_metric_alarm(spec: watch.WatchSpec) -> None:
     documented = list(_readme_alarms())
     assert [a.key for a in specs] == [k for k in documented if k not in ELASTIC_ONLY]
     # An elastic stack: not-waking in place of group-restart (a wake-up restarts a group), and
-    # idle-nodes.
-    elastic = watch.alarms(
-        dataclasses.replace(spec, elastic=True, wake_seconds=370, system_nodes=2, idle_alarm_s=1080)
-    )
-    assert [a.key for a in elastic] == [k for k in documented if k != "group-restart"]
+    # idle-nodes in place of no-metrics (it sleeps with no samples).
+    elastic = watch.alarms(elastic_spec(spec))
+    assert [a.key for a in elastic] == [k for k in documented if k not in FIXED_ONLY]
     for alarm in [*specs, *elastic]:
         _check_alarm(alarm.key, alarm.args)
         # PutMetricAlarm: evaluation periods times the period is at most a day.
@@ -1227,6 +1240,9 @@ def test_alarm_descriptions_say_what_the_readme_says(spec: watch.WatchSpec) -> N
     assert "in 5 minutes." in described["server-errors"]
     assert "restarted" in described["group-restart"]
     assert "No healthy target" in described["no-healthy-target"]
+    collector = f"`kubectl -n {spec.collector_namespace} logs deploy/{metrics.NAME}`"
+    assert collector in described["no-metrics"]
+    assert f"logs deploy/{metrics.NAME}" in _readme_alarm_actions()["no-metrics"]
 
 
 def _readme_minutes(key: str) -> int:
@@ -1327,14 +1343,64 @@ def test_server_errors_fires_on_more_5xx_than_the_threshold_in_five_minutes(
     assert not fires([0] * (2 * minutes))
 
 
-def test_alarms_and_metrics_are_the_ones_the_plan_prices(spec: watch.WatchSpec) -> None:
-    specs = watch.alarms(spec)
-    assert len(specs) == plan_monitoring.ALARMS
+def test_no_metrics_fires_when_nothing_is_written_for_the_start_up_timeout(
+    spec: watch.WatchSpec, collector_config: dict[str, Any]
+) -> None:
+    """A fixed stack's vLLM alarms see no data as fine: with the collector down or its writes
+    refused, only no-metrics tells. A first deploy's cold start, which ends within the plan's
+    start-up timeout, does not fire it; a minute's missed scrape does not; writing again clears
+    it."""
+    args = _alarm(spec, "no-metrics")
+    minutes = _readme_minutes("no-metrics")
+    assert minutes * 60 == spec.startup_s, "the README quotes dev's start-up timeout"
+    total = 3 * minutes
+
+    def fired(written: Callable[[int], bool]) -> list[int]:
+        """The period ends at which the alarm is in ALARM, with the collector writing the
+        minutes `written` gives."""
+        store = _run(
+            collector_config,
+            total,
+            lambda minute, leaders: None,
+            lambda minute, leaders: leaders if written(minute) else [],
+        )
+        return [end for end in range(1, total + 1) if _alarm_fires(args, store.until(end))]
+
+    # Cold start: the first samples in the timeout's last minute; scrapes missed now and then.
+    assert fired(lambda m: m >= minutes - 1 and m % 7 != 0) == []
+    # Serving, then the collector stops writing at minute 40 and writes again 5 minutes after a
+    # whole timeout: in ALARM from the end of the timeout's last minute without data to the end
+    # of the first minute with data again.
+    stop, resume = 40, 40 + minutes + 5
+    assert fired(lambda m: not stop <= m < resume) == list(range(stop + minutes, resume + 1))
+    # Never a sample: it fires once the timeout has passed (missing data breaches).
+    assert fired(lambda m: False) == list(range(minutes, total + 1))
+
+
+def _alarm_metrics(specs: list[watch.AlarmSpec]) -> int:
+    """The metrics the alarms read, as CloudWatch bills them: each metric query and Metrics
+    Insights query, not the math made of them."""
     read = 0
     for alarm in specs:
         queries = alarm.args.get("metric_queries", [alarm.args])
         read += sum(1 for q in queries if "expression" not in q or "SELECT " in q["expression"])
-    assert read == plan_monitoring.ALARM_METRICS
+    return read
+
+
+@pytest.mark.parametrize("elastic", [False, True], ids=["fixed", "elastic"])
+def test_the_plan_prices_the_alarms_the_stack_creates(spec: watch.WatchSpec, elastic: bool) -> None:
+    watched = elastic_spec(spec) if elastic else spec
+    specs = watch.alarms(watched)
+    read = _alarm_metrics(specs)
+    assert plan_monitoring.alarm_count(elastic) == (len(specs), read)
+    (line,) = [
+        c for c in plan_monitoring.monitoring_costs(1, elastic) if c.item == "cloudwatch alarms"
+    ]
+    assert line.basis.startswith(f"{len(specs)} alarms reading {read} metrics")
+    assert line.usd_per_month == read * line.price.usd
+
+
+def test_the_custom_metrics_are_the_ones_the_plan_prices(spec: watch.WatchSpec) -> None:
     # Every custom metric the stack pays for is one the dashboard reads, and the README's figure.
     own = {
         (name, tuple(sorted(dims.items())))

@@ -16,7 +16,7 @@ from tests.plan.profiles import REQUIRED as MINIMAL
 from tests.plan.profiles import small_gemma
 
 CHEAPEST_TYPE_FIX = (
-    "choose r7g.2xlarge, the cheapest type that starts this stack ($475.23/month; `--compare` "
+    "choose r7g.2xlarge, the cheapest type that starts this stack ($475.30/month; `--compare` "
     "ranks them all)"
 )
 

@@ -39,7 +39,10 @@ def test_monitoring_is_itemised_and_the_key_turns_it_off() -> None:
         metrics * prices.SERVICES["cloudwatch_metric_month"].usd, 2
     )
     assert on["cloudwatch dashboard"] == prices.SERVICES["cloudwatch_dashboard_month"].usd
-    assert on["cloudwatch alarms"] == 5 * prices.SERVICES["cloudwatch_alarm_metric_month"].usd
+    # dev is a fixed stack: six alarms of one metric each (test_watch.py counts them).
+    assert on["cloudwatch alarms"] == round(
+        6 * prices.SERVICES["cloudwatch_alarm_metric_month"].usd, 2
+    )
     added = sum(on[item] for item in ITEMS)
     assert 15 < added < 30, added
     shared = {k: v for k, v in on.items() if k not in ITEMS}
@@ -53,6 +56,8 @@ def test_waiting_threshold_is_the_concurrency_the_kv_cache_holds() -> None:
     set_to_7 = load_stack("dev", {"waitingRequestsAlarm": 7}, today=TODAY)
     assert watching.watch_spec(set_to_7, plan(set_to_7, "dev")).waiting_threshold == 7
     assert auto.server_errors_threshold == monitoring.SERVER_ERRORS_PER_5_MINUTES
+    # no-metrics waits out the start-up timeout a first deploy's cold start ends within.
+    assert auto.startup_s == p.startup_timeout_seconds
     # Every group's, and at least one request.
     assert monitoring.waiting_threshold("auto", 3.7, 2) == 6
     assert monitoring.waiting_threshold("auto", 0.4, 3) == 3
@@ -83,9 +88,11 @@ def test_each_monitoring_line_says_what_it_counts_and_only_ingestion_is_an_estim
     elastic = {line.item: line for line in monitoring.monitoring_costs(2, elastic=True)}
     assert "leaders' own" not in elastic["cloudwatch custom metrics"].basis
     assert lines["cloudwatch dashboard"].basis.startswith("one dashboard (free if the account")
-    assert lines["cloudwatch alarms"].basis.startswith(
-        f"{monitoring.ALARMS} alarms reading {monitoring.ALARM_METRICS} metrics"
-    )
+    assert lines["cloudwatch alarms"].basis.startswith("6 alarms reading 6 metrics")
+    # Not-waking and idle-nodes read two metrics each, in place of group-restart and no-metrics.
+    assert elastic["cloudwatch alarms"].basis.startswith("6 alarms reading 8 metrics")
+    alarm_metric = prices.SERVICES["cloudwatch_alarm_metric_month"].usd
+    assert elastic["cloudwatch alarms"].usd_per_month == 8 * alarm_metric
     gb = monitoring.emf_gb_per_month(2)
     assert lines["metrics ingestion"].basis.startswith(f"{gb:.2f} GB a month of EMF events (2 ")
     assert [item for item, line in lines.items() if line.estimate] == ["metrics ingestion"]

@@ -51,8 +51,8 @@ def test_the_default_plan_opens_with_the_verdict_brief_prints_alone(
         "each (modelled)",
         "first token: ~44 s for 1,000 prompt tokens, ~379 s for 8,192 (modelled: 29-70% of an "
         "assumed peak, on vLLM's oneDNN path)",
-        "cost: $647.36/month; $6.78 per million output tokens at full load, $58.10 with one stream",
-        "cheaper: 1 x m7g.4xlarge, $639.19/month, $4.82 per million tokens; 8,192 tokens x "
+        "cost: $647.44/month; $6.78 per million output tokens at full load, $58.10 with one stream",
+        "cheaper: 1 x m7g.4xlarge, $639.26/month, $4.82 per million tokens; 8,192 tokens x "
         "23.88, 4.24 tokens/s per stream (extrapolated: the low end), first token ~163 s "
         "(--set instanceType=m7g.4xlarge)",
         # The support window, the region's prices, no alarmEmail (every add-on pin is listed
@@ -97,7 +97,7 @@ def test_the_field_reports_settings_say_to_prefetch_first(
     assert brief[1] == "context: 2,048 tokens x 1.07 requests at once"
     assert brief[5] == (
         "change first: --set weightPrefetch=true --set kvCacheBytes=auto --set maxModelLen=auto: "
-        "2 x m7g.2xlarge, $647.36/month, $6.78 per million tokens; 8,192 tokens x 10.26, 4.24 "
+        "2 x m7g.2xlarge, $647.44/month, $6.78 per million tokens; 8,192 tokens x 10.26, 4.24 "
         "tokens/s per stream, first token ~379 s; the memory guard then sees 4.50 GiB, not 0.58"
     )
     # Followed, the advice gives what it promised.
@@ -225,14 +225,14 @@ def test_cheaper_on_an_elastic_stack_prices_the_alternative_as_its_verdict_would
     schedule month under the same keys, which that alternative's own plan then states."""
     data, advice = _advice(capsys, "--stack", "prod")
     assert advice == (
-        "cheaper: 3 x m7g.4xlarge, $455.70/month on its schedule, system nodes included, $4.42 "
+        "cheaper: 3 x m7g.4xlarge, $455.92/month on its schedule, system nodes included, $4.42 "
         "per million tokens; 7,168 tokens x 23.71, 4.24 tokens/s per stream (extrapolated: the low "
         "end), first token ~153 s (--set instanceType=m7g.4xlarge)"
     )
     after, _ = _advice(capsys, "--stack", "prod", "--set", "instanceType=m7g.4xlarge")
     (cost,) = [x for x in after["verdict"]["lines"] if x.startswith("cost:")]
-    assert cost.startswith("cost: $455.70/month on its schedule, system nodes included")
-    assert _month(after) == 455.70 < _month(data)
+    assert cost.startswith("cost: $455.92/month on its schedule, system nodes included")
+    assert _month(after) == 455.92 < _month(data)
     # Without a schedule the basis is the most groups' month, as the verdict's upper figure.
     data, advice = _advice(capsys, "--stack", "dev", "--set", "minGroups=0", "--set", "maxGroups=2")
     assert advice is not None and advice.startswith("cheaper: ")

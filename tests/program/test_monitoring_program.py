@@ -44,13 +44,20 @@ def test_every_stack_watches_its_model_server(stack: str) -> None:
     )
     alarms = by_type(mocks.records, "aws:cloudwatch/metricAlarm:MetricAlarm")
     # An elastic stack has not-waking in place of group-restart (every planned wake-up would
-    # fire that one), and idle-nodes.
+    # fire that one), and idle-nodes in place of no-metrics (it sleeps with no samples).
     elastic = cfg.elastic
     keys = {a.name.removeprefix("watch-") for a in alarms}
-    assert len(alarms) == (6 if elastic else 5)
+    assert len(alarms) == 6
     assert ("not-waking" in keys, "group-restart" in keys) == (elastic, not elastic)
     # Its clock, the plan's: tests/program/test_elastic_program.py.
-    assert ("idle-nodes" in keys) is elastic
+    assert ("idle-nodes" in keys, "no-metrics" in keys) == (elastic, not elastic)
+    if not elastic:
+        # It waits out the plan's start-up timeout and names the collector's own namespace.
+        silent = named(mocks.records, "aws:cloudwatch/metricAlarm:MetricAlarm", "watch-no-metrics")
+        assert silent.inputs["evaluationPeriods"] == plan(cfg, stack).startup_timeout_seconds // 60
+        assert silent.inputs["treatMissingData"] == "breaching", silent.urn
+        logs = f"kubectl -n gemma-graviton logs deploy/{metrics.NAME}"
+        assert logs in silent.inputs["alarmDescription"], silent.urn
     topic = one(mocks.records, "aws:sns/topic:Topic")
     for alarm in alarms:
         assert alarm.inputs["alarmActions"] == [topic.outputs["arn"]], alarm.urn

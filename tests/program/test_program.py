@@ -127,7 +127,7 @@ def test_node_size_override_flows_into_the_node_group_and_the_pods(
             True,
             "`instanceType` m7g.large leaves no whole CPU for a model pod after its other "
             "tenants; choose r7g.2xlarge, the cheapest type that starts this stack "
-            "($475.23/month; `--compare` ranks them all)",
+            "($475.30/month; `--compare` ranks them all)",
         ),
         (
             {},
