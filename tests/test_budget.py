@@ -28,8 +28,11 @@ AREAS = {
 #: values and subnets EC2 no longer finds (216 lines); and to 71,500 for the load balancer EKS's
 #: cloud controller refused on every stack (the drain's target-group attributes, set by `pulumi
 #: up` and tested against the real AWS CLI) and for an existing cluster's LWS check before
-#: anything is made and its preview roles (about 300 lines, after the tests' merges took 115).
-CODE_CEILING = 71_500
+#: anything is made and its preview roles (about 300 lines, after the tests' merges took 115);
+#: and to 72,000 for four hostile readings' fixes: vLLM's key check on every route behind an
+#: elastic stack's door, logprob_token_ids and slow uploads at the gatekeeper, the trigger that
+#: holds a group while it serves, the no-metrics alarm and the alarms' true prices (about 280).
+CODE_CEILING = 72_000
 
 
 def is_code(path: str) -> bool:
