@@ -117,6 +117,13 @@ rehearse-prefill: packages $(DEV)
 rehearse-moe: packages $(DEV)
 	$(PY) -m tools.rehearse.measure.moe_probe --stack $(STACK) $(ARGS)
 
+## llama.cpp beside vLLM on the same gemma-4-12B-it slices on this CPU: llama.cpp (llama-cpp-python
+## 0.3.36's sdist, built once into .rehearsal/llamacpp) in bf16, Q8_0 and Q4_0 against vLLM's bf16
+## and int8, ms a layer at 1 and 4 streams and prefill, and llama.cpp/vLLM (moe_probe.py --peer).
+.PHONY: rehearse-peer
+rehearse-peer: packages $(DEV)
+	$(PY) -m tools.rehearse.measure.moe_probe --peer --stack $(STACK) $(ARGS)
+
 ## A tiny random-weight Gemma 4 mixture of experts (gemma-4-26B-A4B-it's attention layout, 4
 ## experts, top-2) served by real vLLM behind the gatekeeper, one rank and two, bf16 and int8:
 ## the MoE kernels vLLM logged, KV tokens against the planner's, a completion and lm-eval through

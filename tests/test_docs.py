@@ -78,8 +78,8 @@ RULES: list[tuple[str, str]] = [
         "real vLLM: four tiny MoE groups started one after another, lm-eval on two (minutes)",
     ),
     (
-        r"make rehearse-moe.*|python -m tools\.rehearse\.measure\.moe_probe.*",
-        "15-20 minutes of full-width model building and serving (a 9 GB MoE slice)",
+        r"make rehearse-(moe|peer).*|python -m tools\.rehearse\.measure\.moe_probe.*",
+        "15-20 minutes of full-width model building and serving (llama.cpp's build: 5 more)",
     ),
     (
         r"make rehearse-guard|python -m tools\.rehearse\.guard\.memory_guard",

@@ -8,8 +8,11 @@ from tools.rehearse.group.tiny_checkpoint import FULL, SLIDING
 from tools.rehearse.measure.moe_probe import (
     DENSE_12B,
     MOE_26B,
+    PEERS,
     SLICE_LAYERS,
     Timing,
+    batched_step_s,
+    bench_s,
     bytes_per_token,
     distinct_experts,
     fixed_s,
@@ -17,6 +20,7 @@ from tools.rehearse.measure.moe_probe import (
     layer_parts,
     main,
     moe_slice_config,
+    peer_rows,
     per_layer_s,
     ratio,
     report,
@@ -203,3 +207,22 @@ def test_a_busy_machine_s_slices_give_a_line_saying_so_not_a_crash() -> None:
         f"bf16: no per-layer figure: a {long}-layer slice took no longer than its {short}" in text
     )
     assert "ratio" not in text.split("per layer (derived")[1].split("int4")[0]
+
+
+def test_llama_cpp_benches_are_read_as_median_seconds() -> None:
+    # Fields as llama-bench -o jsonl and llama-batched-bench --output-format jsonl print them.
+    pp = '{"n_prompt": 256, "n_gen": 0, "samples_ns": [ 900000000, 700000000, 800000000 ]}'
+    tg = '{"n_prompt": 0, "n_gen": 64, "samples_ns": [ 1920000000, 3200000000, 1280000000 ]}'
+    assert bench_s(f"{pp}\n{tg}\n") == (0.8, 0.03)
+    runs = [f'{{"pp": 16, "tg": 48, "pl": 4, "t_pp": 0.2, "t_tg": {t}}}' for t in (2.4, 1.92, 4.8)]
+    assert batched_step_s("\n".join([*runs, "", ""])) == pytest.approx(0.05)
+
+
+def test_peer_rows_give_llama_cpp_over_vllm_per_layer_and_say_what_was_not_run() -> None:
+    # Per extra layer, llama.cpp 2 ms (3 ms a 4-stream step, 0.1 s prefill), vLLM 4 (4, 0.2 s).
+    ours = {(k, n): _t(k, n, n / 10, n / 500, 3 * n / 1000) for k in PEERS for n in SLICE_LAYERS}
+    theirs = {(k, n): _t(k, n, n / 5, n / 250, n / 250) for k in ("bf16", "int8") for n in (2, 6)}
+    head, bf16, q8, q4 = peer_rows(ours, theirs)
+    assert head[1:4] == ["1 stream", "vLLM", "ratio"] and bf16[0] == "bf16 / bf16"
+    assert " ".join(q8) == "Q8_0 / int8 2.00 4.00 0.50 3.00 4.00 0.75 100.00 200.00 0.50"
+    assert q4[2:4] == ["not run", "-"]

