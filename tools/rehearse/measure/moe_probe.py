@@ -54,7 +54,7 @@ from typing import Any
 
 from infra.plan.catalog import MODELS, ModelProfile
 from infra.plan.stackfile import stack_values
-from tools.rehearse.group.ranks import RankFailure
+from tools.rehearse.group.ranks import RankFailure, RankGroup
 from tools.rehearse.group.tiny_checkpoint import FULL, SLIDING, tiny_text_config
 from tools.rehearse.group.tiny_plan import (
     TINY_MODEL_NAME,
@@ -694,6 +694,7 @@ def peer_run(stack: str, progress: Callable[[str], None]) -> str:
     times and their ratio, llama.cpp over vLLM."""
     values, python = stack_values(stack), ensure_env(VENV_DIR, progress)
     bins, quantizer = ensure_llamacpp(progress), ensure_quantize_env(QUANTIZE_VENV_DIR, progress)
+    _prioritise(RankGroup([], LOGS_DIR), itself=True)  # the benches, children: vLLM ranks' nice
     ours: dict[tuple[str, int], Timing] = {}
     theirs: dict[tuple[str, int], Timing] = {}
     for n in SLICE_LAYERS:
