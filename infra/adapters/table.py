@@ -15,6 +15,7 @@ from components.manifests.spec import EndpointLimits
 from infra.plan import (
     catalog,
     changes,
+    peer,
     pods,
     readiness,
     waits,
@@ -47,6 +48,7 @@ def _economics_rows(p: Plan, e: Economics) -> list[tuple[str, str]]:
             )
             + f" ({_decode_source(p, s)})",
         ),
+        *[("llama.cpp", peer) for peer in [_peer(p, s)] if peer],
         (
             "node bandwidth",
             f"{s.node_bandwidth_gbps:.0f}"
@@ -98,6 +100,11 @@ def _economics_rows(p: Plan, e: Economics) -> list[tuple[str, str]]:
             )
         )
     return rows
+
+
+def _peer(p: Plan, s: Served) -> str | None:
+    """llama.cpp's one-stream rate where the peer probe measured this model and format."""
+    return peer.describe(p.model, p.weights, s.one.aggregate_tokens_per_s)
 
 
 def _ceiling_rows(p: Plan, s: Served) -> list[tuple[str, str]]:

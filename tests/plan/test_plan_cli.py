@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.plan.test_verdict_and_advice import _json
+from infra.plan import peer as infra_peer
+from tests.plan.test_verdict_and_advice import _json, _out
 
 REPO = Path(__file__).resolve().parents[2]
 JSON_KEYS = {
@@ -40,3 +41,33 @@ def test_module_entry_exits_2_without_traceback() -> None:
     assert result.returncode == 2
     assert result.stderr.count("\n") == 1
     assert "Traceback" not in result.stderr
+
+
+@pytest.mark.parametrize(
+    ("argv", "peer"),
+    [
+        ((), "llama.cpp bf16"),
+        (("--set", "weights=int8"), "llama.cpp Q8_0"),
+        (("--set", "weights=int4"), None),
+    ],
+    ids=["bf16", "int8", "int4-unmeasured"],
+)
+def test_the_plan_derives_llama_cpp_s_one_stream_rate_from_the_peer_probe(
+    capsys: pytest.CaptureFixture[str], argv: tuple[str, ...], peer: str | None
+) -> None:
+    """The plan's one-stream rate over the measured per-layer ratio (`infra.plan.peer`), labelled
+    as carried from x86; no row where the probe measured nothing."""
+    lines = _out(capsys, *argv).splitlines()
+    (decode,) = [line for line in lines if line.startswith("decode, 1 stream ")]
+    rate = float(decode.split()[3])
+    rows = [line for line in lines if line.startswith("llama.cpp ")]
+    if peer is None:
+        assert rows == []
+        return
+    weights = "int8" if argv else "bf16"
+    (row,) = rows
+    expected = f"~{rate / infra_peer.RATIOS[weights][0]:.1f}"
+    assert row.split(None, 1)[1].startswith(expected)  # the row's two decimals, to one
+    assert f" tokens/s for one stream with {peer} on this node type" in row
+    assert "carried from x86, unmeasured on Graviton" in row
+    assert infra_peer.describe("google/gemma-4-26B-A4B-it", weights, rate) is None
