@@ -129,6 +129,7 @@ class Monitoring(pulumi.ComponentResource):
                 alarm_description=alarm.description,
                 alarm_actions=[topic.arn],
                 ok_actions=[topic.arn],
+                insufficient_data_actions=[topic.arn] if alarm.pages_on_no_data else None,
                 opts=child,
                 **_deployed(alarm.args, deployed),
             )

@@ -378,6 +378,8 @@ class AlarmSpec:
     key: str
     description: str
     args: dict[str, Any]
+    #: It pages when it turns INSUFFICIENT_DATA (no data at all in its window), not ALARM.
+    pages_on_no_data: bool = False
 
 
 def _rule(
@@ -471,12 +473,16 @@ def _idle_nodes(spec: WatchSpec) -> AlarmSpec:
 
 
 def _no_metrics(spec: WatchSpec) -> AlarmSpec:
-    """In every minute for the plan's start-up timeout (whole minutes), no sample of the leaders'
-    queue gauge reached CloudWatch: the collector is down (Pending, OOM-killed) or its writes are
-    refused (PutLogEvents is dropped after its retries: opentelemetry-collector-contrib
-    internal/aws/cwlogs/cwlog_client.go), or no leader has served. A first deploy's cold start
-    does not fire it: it ends within that timeout, or the startup probe restarts the leader."""
-    minutes = max(1, math.ceil(spec.startup_s / PERIOD))
+    """In every minute for the plan's start-up timeout (whole minutes, at most a day: PutMetricAlarm
+    takes at most 86,400 s of evaluation), no sample of the leaders' queue gauge reached
+    CloudWatch: the collector is down (Pending, OOM-killed) or its writes are refused
+    (PutLogEvents is dropped after its retries: opentelemetry-collector-contrib
+    internal/aws/cwlogs/cwlog_client.go), or no leader has served. Missing data is `missing`, so
+    a window with no data at all turns the alarm INSUFFICIENT_DATA, which pages
+    (`pages_on_no_data`); a new alarm starts there, so it pages only once data has flowed and
+    stopped, never at a first deploy before the group serves (CloudWatch counts the periods
+    before an alarm existed as missing: with `breaching` it would fire as soon as it is made)."""
+    minutes = min(24 * 60, max(1, math.ceil(spec.startup_s / PERIOD)))
     logs = f"kubectl -n {spec.collector_namespace} logs deploy/{COLLECTOR_NAME}"
     return AlarmSpec(
         "no-metrics",
@@ -485,12 +491,12 @@ def _no_metrics(spec: WatchSpec) -> AlarmSpec:
         "no-healthy-target fires too).",
         {
             **_rule("LessThanThreshold", 1, minutes, minutes),
-            # No data at all: nothing was written.
-            "treat_missing_data": "breaching",
+            "treat_missing_data": "missing",
             **_vllm_metric(spec, WAITING),
             "statistic": "SampleCount",
             "period": PERIOD,
         },
+        pages_on_no_data=True,
     )
 
 

@@ -107,7 +107,7 @@ def scaler_spec(**overrides: Any) -> ScalerSpec:
         "min_groups": 0,
         "max_groups": 3,
         "queue_per_group": 4,
-        "running_per_group": 10,
+        "running_per_group": 256,  # one group's max_num_seqs, as the planner sets it
         "tolerance": 0.1,
         "up_window_s": 30,
         "down_window_s": 600,

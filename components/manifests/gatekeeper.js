@@ -462,11 +462,6 @@ function models(r) {
     }) + '\n');
 }
 
-// `$gatekeeper_key_ok`: "1" when the Authorization header carries a key of the key file (the API
-// key's Secret, which the kubelet refreshes in place) whose `until` (Unix seconds; null for the
-// current key) is still ahead. Read on every keyed request, so a rotation and the end of its
-// overlap take effect without a reload. Anything unreadable accepts nothing. (Keys, not digests:
-// the `crypto` module is missing from some njs builds, nginx/njs issue #1049.)
 // Whether `key` and `token` are equal, in a time that does not depend on where they first
 // differ (as vLLM's own check compares, with `secrets.compare_digest`).
 function same(key, token) {
@@ -477,6 +472,11 @@ function same(key, token) {
     return differ === 0;
 }
 
+// `$gatekeeper_key_ok`: "1" when the Authorization header carries a key of the key file (the API
+// key's Secret, which the kubelet refreshes in place) whose `until` (Unix seconds; null for the
+// current key) is still ahead. Read on every keyed request, so a rotation and the end of its
+// overlap take effect without a reload. Anything unreadable accepts nothing. (Keys, not digests:
+// the `crypto` module is missing from some njs builds, nginx/njs issue #1049.)
 function keyOk(r) {
     var header = r.headersIn.Authorization || '';
     // The scheme is case-insensitive (RFC 9110 section 11.1): `bearer` and `BEARER` are Bearer.

@@ -146,8 +146,8 @@ class ScalerSpec:
     max_groups: int
     #: Waiting requests per running group that ask for another group (the trigger's target).
     queue_per_group: int
-    #: Requests one group serves at once (vLLM's max_num_seqs): the hold trigger's target, so it
-    #: never asks for more groups than run.
+    #: The hold trigger's target: one group's max_num_seqs, more than the door ever lets reach
+    #: vLLM at once, so it holds one group while anything is served and never asks for more.
     running_per_group: int
     #: The HPA's tolerance around a ratio of 1.
     tolerance: float
@@ -254,7 +254,8 @@ def hold_trigger(spec: ServerSpec, scaler: ScalerSpec) -> dict[str, Any]:
     scale_scaledobjects.go: `LastActiveTime` is stamped only at polls with a trigger active,
     and a metrics-api trigger is active while its value is above 0): the stream ends in the
     drain and the next request waits a cold start. Its target is one group's `max_num_seqs`,
-    so ceil(running / target) never asks for more groups than run."""
+    above what the door lets reach vLLM in all, so ceil(running / target) is 1 while anything is
+    served: it keeps a group from zero, not more groups (the queue trigger scales those)."""
     return _leaders_trigger(spec, "running", RUNNING_METRIC, scaler.running_per_group)
 
 

@@ -41,8 +41,8 @@ def _prod() -> tuple[Any, Any, manifests.ServerSpec, scaling.ScalerSpec]:
 
 
 HOLD_METRIC = "vllm:num_requests_running"
-#: The hold trigger's own metadata over the queue trigger's (builders' scaler: 10 a group).
-HOLD = {"valueLocation": HOLD_METRIC, "targetValue": "10"}
+#: The hold trigger's own metadata over the queue trigger's (builders' scaler: 256, as planned).
+HOLD = {"valueLocation": HOLD_METRIC, "targetValue": "256"}
 
 
 def _scaled() -> tuple[manifests.ServerSpec, scaling.ScalerSpec]:

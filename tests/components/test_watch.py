@@ -22,6 +22,7 @@ from __future__ import annotations
 import ast
 import dataclasses
 import inspect
+import itertools
 import json
 import operator
 import re
@@ -637,6 +638,12 @@ def _alarm_fires(args: Mapping[str, Any], store: Store) -> bool:
     """Whether an alarm is in ALARM at the end of the store's minutes (PutMetricAlarm's
     evaluation: the last `evaluation_periods` values, `datapoints_to_alarm` of them breaching,
     missing values as `treat_missing_data` says)."""
+    return _alarm_state(args, store) == "ALARM"
+
+
+def _alarm_state(args: Mapping[str, Any], store: Store) -> str:
+    """ALARM, OK, or INSUFFICIENT_DATA where `treat_missing_data` is `missing` and the window
+    holds no value at all (CloudWatch's missing-data table, AlarmThatSendsEmail.html)."""
     if "metric_queries" in args:
         queries = {q["id"]: q for q in args["metric_queries"]}
         (result,) = [q for q in args["metric_queries"] if q.get("return_data")]
@@ -668,13 +675,17 @@ def _alarm_fires(args: Mapping[str, Any], store: Store) -> bool:
         values = store.series(*metric)
     compare = COMPARE[args["comparison_operator"]]
     window = values[-args["evaluation_periods"] :]
+    missing = args.get("treat_missing_data", "missing") == "missing"
+    if missing and all(value is None for value in window):
+        return "INSUFFICIENT_DATA"
     breaching = [
         MISSING_BREACHES[args.get("treat_missing_data", "missing")]
         if value is None
         else compare(value, args["threshold"])
         for value in window
     ]
-    return sum(breaching) >= args.get("datapoints_to_alarm", args["evaluation_periods"])
+    fires = sum(breaching) >= args.get("datapoints_to_alarm", args["evaluation_periods"])
+    return "ALARM" if fires else "OK"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -1343,38 +1354,48 @@ def test_server_errors_fires_on_more_5xx_than_the_threshold_in_five_minutes(
     assert not fires([0] * (2 * minutes))
 
 
-def test_no_metrics_fires_when_nothing_is_written_for_the_start_up_timeout(
+def test_no_metrics_pages_when_nothing_is_written_for_the_start_up_timeout(
     spec: watch.WatchSpec, collector_config: dict[str, Any]
 ) -> None:
     """A fixed stack's vLLM alarms see no data as fine: with the collector down or its writes
-    refused, only no-metrics tells. A first deploy's cold start, which ends within the plan's
-    start-up timeout, does not fire it; a minute's missed scrape does not; writing again clears
-    it."""
-    args = _alarm(spec, "no-metrics")
+    refused, only no-metrics tells, turning INSUFFICIENT_DATA (which pages) once a whole
+    start-up timeout passed without a sample. A new alarm starts INSUFFICIENT_DATA, so a first
+    deploy pages nothing before the group serves; a minute's missed scrape does not page;
+    writing again turns it OK."""
+    alarm = next(a for a in watch.alarms(spec) if a.key == "no-metrics")
+    args = alarm.args
+    assert alarm.pages_on_no_data and args["treat_missing_data"] == "missing"
     minutes = _readme_minutes("no-metrics")
     assert minutes * 60 == spec.startup_s, "the README quotes dev's start-up timeout"
     total = 3 * minutes
 
-    def fired(written: Callable[[int], bool]) -> list[int]:
-        """The period ends at which the alarm is in ALARM, with the collector writing the
-        minutes `written` gives."""
+    def pages(written: Callable[[int], bool]) -> list[tuple[int, str]]:
+        """The minute ends at which the alarm turns ALARM or INSUFFICIENT_DATA from another
+        state (each pages), with the collector writing the minutes `written` gives; a new alarm
+        is INSUFFICIENT_DATA."""
         store = _run(
             collector_config,
             total,
             lambda minute, leaders: None,
             lambda minute, leaders: leaders if written(minute) else [],
         )
-        return [end for end in range(1, total + 1) if _alarm_fires(args, store.until(end))]
+        states = ["INSUFFICIENT_DATA"]
+        states += [_alarm_state(args, store.until(end)) for end in range(1, total + 1)]
+        return [
+            (end, state)
+            for end, (before, state) in enumerate(itertools.pairwise(states), start=1)
+            if state != before and state != "OK"
+        ]
 
     # Cold start: the first samples in the timeout's last minute; scrapes missed now and then.
-    assert fired(lambda m: m >= minutes - 1 and m % 7 != 0) == []
-    # Serving, then the collector stops writing at minute 40 and writes again 5 minutes after a
-    # whole timeout: in ALARM from the end of the timeout's last minute without data to the end
-    # of the first minute with data again.
+    assert pages(lambda m: m >= minutes - 1 and m % 7 != 0) == []
+    # Serving, then the collector stops writing at minute 40: it pages once, at the end of the
+    # timeout's last minute without data (and turns OK when writing resumes).
     stop, resume = 40, 40 + minutes + 5
-    assert fired(lambda m: not stop <= m < resume) == list(range(stop + minutes, resume + 1))
-    # Never a sample: it fires once the timeout has passed (missing data breaches).
-    assert fired(lambda m: False) == list(range(minutes, total + 1))
+    assert pages(lambda m: not stop <= m < resume) == [(stop + minutes, "INSUFFICIENT_DATA")]
+    # Never a sample: it stays as it was made (the first deploy is watched by `pulumi up` and
+    # no-healthy-target).
+    assert pages(lambda m: False) == []
 
 
 def _alarm_metrics(specs: list[watch.AlarmSpec]) -> int:

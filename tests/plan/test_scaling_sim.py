@@ -88,15 +88,26 @@ def test_the_schedule_holds_its_groups_inside_the_window_and_none_outside() -> N
 STEADY = [0] * 60 + [12] * 600 + [0] * 780  # 12/min x 100 s = 20 in the engine: 2 groups
 
 
-def test_the_queue_and_the_requests_served_hold_two_groups_for_a_load_two_groups_serve() -> None:
-    """Two groups empty the queue and the queue trigger reads 0, but the requests they serve
-    hold them (the hold trigger): no third group started and dropped, as waiting alone did."""
-    result = simulate(STEADY, ELASTIC, CAP, first_byte_s=3600)
+def test_a_hold_of_one_groups_capacity_holds_two_groups_for_a_load_two_groups_serve() -> None:
+    """With the hold trigger's target at a group's real capacity (`CAP.slots`), the requests
+    served keep the groups that serve them."""
+    result = simulate(STEADY, scaler(running_per_group=CAP.slots), CAP, first_byte_s=3600)
     # The first hour also clears what queued during the wake (three groups for a while); then
     # two hold the steady load, and none are left after it.
     assert result.groups_by_hour[:2] == (0, 3)
     assert result.groups_by_hour[2:11] == (2,) * 9
     assert result.groups_by_hour[12:] == (0,) * 12
+
+
+def test_waiting_alone_starts_and_drops_a_third_group_under_the_same_load() -> None:
+    """Two groups empty the queue, the trigger reads 0, one goes, the queue comes back: the
+    shipped triggers' churn (the hold keeps one group only), in node-hours and waits, beside a
+    hold of one group's capacity."""
+    shipped = simulate(STEADY, ELASTIC, CAP, first_byte_s=3600)
+    held = simulate(STEADY, scaler(running_per_group=CAP.slots), CAP, first_byte_s=3600)
+    assert shipped.groups_by_hour[2:11] == (3,) * 9
+    assert shipped.model_node_hours > held.model_node_hours
+    assert shipped.p95_wait_seconds > held.p95_wait_seconds
 
 
 def test_a_long_reply_keeps_its_group_past_the_cooldown() -> None:

@@ -510,6 +510,7 @@ DESTROYED = sorted(
         ("aws:cloudwatch/metricAlarm:MetricAlarm", "watch-group-restart"),
         ("aws:cloudwatch/metricAlarm:MetricAlarm", "watch-kv-cache-full"),
         ("aws:cloudwatch/metricAlarm:MetricAlarm", "watch-no-healthy-target"),
+        ("aws:cloudwatch/metricAlarm:MetricAlarm", "watch-no-metrics"),
         ("aws:cloudwatch/metricAlarm:MetricAlarm", "watch-requests-waiting"),
         ("aws:cloudwatch/metricAlarm:MetricAlarm", "watch-server-errors"),
         ("aws:ec2/launchTemplate:LaunchTemplate", "eks-node-lt"),

@@ -55,7 +55,10 @@ def test_every_stack_watches_its_model_server(stack: str) -> None:
         # It waits out the plan's start-up timeout and names the collector's own namespace.
         silent = named(mocks.records, "aws:cloudwatch/metricAlarm:MetricAlarm", "watch-no-metrics")
         assert silent.inputs["evaluationPeriods"] == plan(cfg, stack).startup_timeout_seconds // 60
-        assert silent.inputs["treatMissingData"] == "breaching", silent.urn
+        # It pages on INSUFFICIENT_DATA (no data at all), which a new alarm starts in: never at
+        # a first deploy before the group serves.
+        assert silent.inputs["treatMissingData"] == "missing", silent.urn
+        assert silent.inputs["insufficientDataActions"] == silent.inputs["alarmActions"]
         logs = f"kubectl -n gemma-graviton logs deploy/{metrics.NAME}"
         assert logs in silent.inputs["alarmDescription"], silent.urn
     topic = one(mocks.records, "aws:sns/topic:Topic")
