@@ -104,7 +104,9 @@ def _economics_rows(p: Plan, e: Economics) -> list[tuple[str, str]]:
 
 def _peer(p: Plan, s: Served) -> str | None:
     """llama.cpp's one-stream rate where the peer probe measured this model and format."""
-    return peer.describe(p.model, p.weights, s.one.aggregate_tokens_per_s)
+    chip = catalog.chip_bandwidth_gbps(catalog.INSTANCE_TYPES[p.instance_type].generation)
+    one = s.one.aggregate_tokens_per_s
+    return peer.describe(p.model, p.weights, one, s.one_stream_bytes_per_token, chip)
 
 
 def _ceiling_rows(p: Plan, s: Served) -> list[tuple[str, str]]:

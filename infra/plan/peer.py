@@ -14,16 +14,24 @@ RATIOS = {"bf16": (0.68, 1.15, 1.26), "int8": (0.84, 1.51, 3.56)}
 MODEL = "google/gemma-4-12B-it"
 
 
-def describe(model: str, weights: str, one_stream_tokens_s: float) -> str | None:
+def describe(
+    model: str, weights: str, one_stream_tokens_s: float, bytes_per_token: float, chip_gbps: float
+) -> str | None:
     """The plan's peer row: llama.cpp's one-stream rate derived from the plan's at the measured
-    ratio, or None where nothing was measured (another model, int4)."""
+    ratio, held to what the node's chip can stream (`chip_gbps`, its achievable bandwidth: a
+    stream reads `bytes_per_token` a token, every stage's in turn), or None where nothing was
+    measured (another model, int4)."""
     if model != MODEL or weights not in RATIOS:
         return None
     one, four, prefill = RATIOS[weights]
     peer = "bf16" if weights == "bf16" else "Q8_0"
+    ceiling = chip_gbps * 1e9 / bytes_per_token
+    rate = min(one_stream_tokens_s / one, ceiling)
+    held = " and held to the chip's" if rate == ceiling else ""
     return (
-        f"~{one_stream_tokens_s / one:.2f} tokens/s for one stream with llama.cpp {peer} on "
-        f"this node type (derived: its layer time {one:g} of vLLM's, measured on {RUN}; "
+        f"~{rate:.2f} tokens/s for one stream with llama.cpp {peer} on this node type, reading "
+        f"{rate * bytes_per_token / 1e9:.0f} GB/s of the chip's achievable {chip_gbps:.0f} "
+        f"(derived: its layer time {one:g} of vLLM's{held}, measured on {RUN}; "
         f"carried from x86, unmeasured on Graviton); with 4 streams and in prefill vLLM is the "
         f"faster (llama.cpp takes {four:g} and {prefill:g} of its time)"
     )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -70,4 +71,19 @@ def test_the_plan_derives_llama_cpp_s_one_stream_rate_from_the_peer_probe(
     assert row.split(None, 1)[1].startswith(expected)  # the row's two decimals, to one
     assert f" tokens/s for one stream with {peer} on this node type" in row
     assert "carried from x86, unmeasured on Graviton" in row
-    assert infra_peer.describe("google/gemma-4-26B-A4B-it", weights, rate) is None
+    # Inside physics: what it reads a token at that rate is within the chip's achievable stream.
+    found = re.search(r"reading (\d+) GB/s of the chip's achievable (\d+)", row)
+    reads, chip = map(float, found.groups())
+    assert reads <= chip
+    assert infra_peer.describe("google/gemma-4-26B-A4B-it", weights, rate, 24e9, chip) is None
+
+
+def test_the_peer_rate_is_held_to_what_the_chip_can_stream() -> None:
+    """A ratio that would put llama.cpp past the chip's achievable bandwidth is held to it."""
+    row = infra_peer.describe("google/gemma-4-12B-it", "bf16", 10.0, 24e9, 240.0)
+    assert row is not None and row.startswith("~10.00 tokens/s")  # 10 / 0.68 would read 353 GB/s
+    assert "reading 240 GB/s of the chip's achievable 240" in row
+    assert "0.68 of vLLM's and held to the chip's" in row
+    unheld = infra_peer.describe("google/gemma-4-12B-it", "bf16", 4.0, 24e9, 240.0)
+    assert unheld is not None and unheld.startswith(f"~{4.0 / 0.68:.2f} tokens/s")
+    assert "held to" not in unheld
