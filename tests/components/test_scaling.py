@@ -40,9 +40,8 @@ def _prod() -> tuple[Any, Any, manifests.ServerSpec, scaling.ScalerSpec]:
     return cfg, p, builders.planned_spec("prod", today=TODAY), elastic.scaling_parameters(cfg, p)
 
 
-HOLD_METRIC = "vllm:num_requests_running"
 #: The hold trigger's own metadata over the queue trigger's (builders' scaler: 256, as planned).
-HOLD = {"valueLocation": HOLD_METRIC, "targetValue": "256"}
+HOLD = {"valueLocation": scaling.RUNNING_METRIC, "targetValue": "256"}
 
 
 def _scaled() -> tuple[manifests.ServerSpec, scaling.ScalerSpec]:
@@ -74,10 +73,10 @@ def test_scaled_object_targets_the_leader_worker_set_with_its_triggers() -> None
     assert scaling.metrics_service(spec)["spec"]["ports"][0]["targetPort"] == spec.port
     # The planner sets the target (`infra.plan.elastic`, tests/plan/test_elastic.py).
     assert meta["targetValue"] == str(scaler.queue_per_group)
-    # The requests served hold their group: the same leaders, one group's max_num_seqs a group,
-    # so it never asks for more groups than serve (the floor answers both gauges at 0).
+    # The requests served hold a group: the same leaders; the floor answers both gauges at 0.
     assert hold == {**queue, "name": "running", "metadata": {**meta, **HOLD}}
-    assert all(f"{m} 0\n" in scaling.FLOOR_BODY for m in (meta["valueLocation"], HOLD_METRIC))
+    floor = scaling.FLOOR_BODY
+    assert all(f"{m} 0\n" in floor for m in (meta["valueLocation"], scaling.RUNNING_METRIC))
     assert cron == {
         "type": "cron",
         "name": "office-hours",
