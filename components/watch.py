@@ -432,9 +432,7 @@ def alarms(spec: WatchSpec) -> list[AlarmSpec]:
     every planned wake-up and added group changes; in its place, `not-waking` fires when the door
     keeps answering model requests asleep with no group coming (a crash loop, no capacity in the
     zone, the quota); and `idle-nodes` (`_idle_nodes`) is added. A fixed stack adds
-    `no-metrics` (`_no_metrics`) instead: its vLLM alarms see no data as fine, so a collector
-    that stopped writing would leave them quiet forever; an elastic stack sleeps with no samples,
-    and its two alarms of its own count them."""
+    `no-metrics` (`_no_metrics`) instead: an elastic stack sleeps with no samples."""
     if not spec.elastic:
         return [*_alarms(spec), _no_metrics(spec)]
     kept = [a for a in _alarms(spec) if a.key != "group-restart"]

@@ -29,12 +29,10 @@ AREAS = {
 #: cloud controller refused on every stack (the drain's target-group attributes, set by `pulumi
 #: up` and tested against the real AWS CLI) and for an existing cluster's LWS check before
 #: anything is made and its preview roles (about 300 lines, after the tests' merges took 115);
-#: and to 72,000 for four hostile readings' fixes: vLLM's key check on every route behind an
-#: elastic stack's door, logprob_token_ids and slow uploads at the gatekeeper, the trigger that
-#: holds a group while it serves, the no-metrics alarm and the alarms' true prices (about 280),
-#: with, inside it, the one capability this round added: llama.cpp measured beside vLLM and the
-#: plan's row for it (`make rehearse-peer`, about 250 lines), for which a merging pass over the
-#: tests found no cut the rules allow.
+#: and to 72,000 for four hostile readings' fixes (vLLM's key check behind an elastic door, the
+#: gatekeeper's logprob ids and slow uploads, the group held while it serves, the no-metrics
+#: alarm and the alarms' prices: about 280 lines) and the round's one new capability, llama.cpp
+#: beside vLLM (`make rehearse-peer`, about 250), for which no cut the rules allow was found.
 CODE_CEILING = 72_000
 
 
