@@ -177,10 +177,8 @@ def test_a_full_pool_refuses_a_connection_at_once_and_logs_it(tmp_path: Path) ->
         held = [door_harness.connect(running, f"127.0.0.{n}") for n in (5, 5, 6, 6)]
         time.sleep(0.3)
         late = door_harness.connect(running, "127.0.0.7")
-        late.settimeout(2)
-        started = time.monotonic()
-        assert late.recv(1) == b""  # closed at once, before a request exists to answer
-        assert time.monotonic() - started < 1
+        # Closed with no byte sent: before a request exists, so by the pool (the log says which).
+        assert late.recv(1) == b""
         for sock in [*held, late]:
             sock.close()
         time.sleep(0.3)
@@ -235,9 +233,11 @@ def test_a_header_not_sent_within_its_deadline_loses_the_connection(tmp_path: Pa
         door_harness.connect(running) as sock,
     ):
         sock.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\n")
-        started = time.monotonic()
-        assert sock.recv(1) == b""
-        assert 0.5 < time.monotonic() - started < 2.5
+        sock.setblocking(False)
+        with pytest.raises(BlockingIOError):  # still open: the deadline has not passed
+            sock.recv(1)
+        sock.settimeout(LIMITS.header_timeout_seconds - 1)  # before the default's deadline
+        assert sock.recv(1) == b""  # closed with no reply, by the 1 s deadline
 
 
 #: Keyed requests in progress, counted before their bodies (`GatekeeperLimits.keyed_requests`).
@@ -262,7 +262,7 @@ def _trickle(door: gate.Gate, source: str, declared: int, sent: bytes) -> socket
 
 
 def _answer(sock: socket.socket) -> tuple[bytes, dict]:
-    sock.settimeout(2)
+    sock.settimeout(KEYED.header_timeout_seconds - 2)  # an answer before any body deadline
     reply = b""
     while b"}\n" not in reply and (chunk := sock.recv(4096)):
         reply += chunk
@@ -292,10 +292,9 @@ def test_keyed_tricklers_beyond_the_pool_are_refused_at_once_within_the_plans_me
         grown = _private_bytes(keyed_door) - before
         # Each holds its VM, the hop and 9,800 bytes of body: within the plan's figure for one.
         assert grown <= 40 * doorcost.KEYED_SMALL_BYTES, grown / 40
-        started = time.monotonic()
+        # Answered while their bodies are 23 of 9,999 bytes: refused without waiting for them.
         late = [_trickle(keyed_door, f"127.0.2.{i}", 9_999, body[:23]) for i in range(1, 21)]
         answers = [_answer(sock) for sock in late]
-        assert time.monotonic() - started < 2
         assert _private_bytes(keyed_door) - before <= 40 * doorcost.KEYED_SMALL_BYTES
     finally:
         for sock in held:

@@ -640,11 +640,8 @@ def test_a_check_ends_within_its_probes_timeout(tmp_path: Path) -> None:
         leader.delay_s = 12.0
         command = _leader(port, tmp_path / "s.json", quick)
         assert "timeout-s=2" in command
-        began = time.monotonic()
         code, out = _run(command)
-        took = time.monotonic() - began
     # The proof's own deadline (5 s) gave way to the probe's (2 s, which the check reports):
-    # the check did not wait for the 12 s reply, however loaded the machine.
-    assert took < leader.delay_s, (took, out)
+    # the check ended without the 12 s reply, which a longer wait would have read as a token.
     assert (code, out.split(";")[0]) == (0, "ok: idle")
     assert "no token after 2." in out
