@@ -94,11 +94,6 @@ mutants: $(MUTANTS)/.installed
 clean:
 	rm -rf $(VENV) $(TOOLS) $(MUTANTS) .mutants .rehearsal rendered .pytest_cache .ruff_cache
 
-## vLLM's memory guard in a pod-sized memory cgroup, with and without the weight prefetch (root).
-.PHONY: rehearse-guard
-rehearse-guard: $(DEV)
-	$(PY) -m tools.rehearse.guard.memory_guard --stack $(STACK)
-
 ## Break the rehearsal group on purpose and measure how each fault is noticed and recovered.
 .PHONY: rehearse-faults
 rehearse-faults: packages $(DEV)
