@@ -85,19 +85,15 @@ bench: $(DEV)
 quality: $(DEV)
 	$(PY) -m tools.bench.quality $(ARGS)
 
-## Mutation testing of the pure core against its unit tests; FILES="infra/plan/kv_cache.py ..."
-## narrows it, SINCE=origin/main to the files a branch changed. Fails on a surviving mutant not
-## listed in tests/mutants-equivalent.txt.
+## Mutation testing of the pure core against its unit tests ([tool.mutmut] in pyproject.toml),
+## then every mutant not killed; results stay in mutants/, and a second run retests only what
+## changed. ARGS="infra.plan.kv_cache.*" narrows the run to mutants whose names match.
 mutants: $(MUTANTS)/.installed
-	$(MUTANTS)/bin/python -m tests.mutation.mutants $(if $(SINCE),--since $(SINCE)) $(FILES)
+	$(MUTANTS)/bin/mutmut run $(ARGS)
+	$(MUTANTS)/bin/mutmut results
 
 clean:
-	rm -rf $(VENV) $(TOOLS) $(MUTANTS) .mutants .rehearsal rendered .pytest_cache .ruff_cache
-
-## vLLM's memory guard in a pod-sized memory cgroup, with and without the weight prefetch (root).
-.PHONY: rehearse-guard
-rehearse-guard: $(DEV)
-	$(PY) -m tools.rehearse.guard.memory_guard --stack $(STACK)
+	rm -rf $(VENV) $(TOOLS) $(MUTANTS) mutants .rehearsal rendered .pytest_cache .ruff_cache
 
 ## Break the rehearsal group on purpose and measure how each fault is noticed and recovered.
 .PHONY: rehearse-faults

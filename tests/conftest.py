@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 from typing import Any
 
@@ -10,14 +9,6 @@ import pulumi
 import pytest
 
 from tests.fakes.pulumi_mocks import RecordingMocks
-from tests.mutation.order import mutation_rank
-
-
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Under mutation testing (`make mutants`), the quick direct tests of a rule run first, so a
-    mutant they catch is not first put through the slow end-to-end ones."""
-    if os.environ.get("MUTANT_UNDER_TEST"):
-        items.sort(key=mutation_rank)
 
 
 @pytest.fixture

@@ -81,10 +81,6 @@ RULES: list[tuple[str, str]] = [
         r"make rehearse-(moe|peer).*|python -m tools\.rehearse\.measure\.moe_probe.*",
         "15-20 minutes of full-width model building and serving (llama.cpp's build: 5 more)",
     ),
-    (
-        r"make rehearse-guard|python -m tools\.rehearse\.guard\.memory_guard",
-        "needs root and a writable memory cgroup",
-    ),
     (r"make mutants.*", "minutes of mutation testing; .github/workflows/mutants.yml runs it"),
     (
         r"make pin-images.*|python -m tools\.pins.*",
@@ -114,6 +110,7 @@ RULES: list[tuple[str, str]] = [
     (r'kubectl .*|kubectl -n "\$\(pulumi.*', "needs a running cluster"),
     (r"gh .*", "needs a GitHub repository"),
     (r"git add stacks/ && git commit .*", "commits to the reader's repository"),
+    (r"git show \w+:\S+", "reads a file back from the history, which a shallow clone lacks"),
 ]
 
 

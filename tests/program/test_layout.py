@@ -436,7 +436,6 @@ REHEARSAL_IMPORTS = {
     "front_door": {"group", "checks", "front_door"},
     "changes": {"group", "checks", "front_door", "changes"},
     "measure": {"group", "checks", "front_door", "measure"},
-    "guard": {"group", "guard"},
 }
 
 

@@ -24,13 +24,11 @@ from tools.rehearse.group.vllm_logs import (
     KvCacheSize,
     MaxConcurrency,
     MaxSeqLenRefusal,
-    MemoryGuardRefusal,
     first_fatal_error,
     parse_kv_cache_allocation,
     parse_kv_cache_size,
     parse_max_concurrency,
     parse_max_seq_len_refusal,
-    parse_memory_guard_refusal,
 )
 
 ACCEPTED = (
@@ -79,38 +77,6 @@ def test_kv_cache_size_and_max_concurrency(name: str, tokens: int, concurrency: 
 )
 def test_kv_cache_allocation(name: str, expected: KvCacheAllocation) -> None:
     assert parse_kv_cache_allocation(fixture(name)) == expected
-
-
-@pytest.mark.parametrize(
-    ("name", "phase", "available", "requested", "utilization"),
-    [
-        ("refused-memory-guard-rank0.log", "kv cache allocation", 8.61, 16.0, None),
-        ("refused-startup-utilization-rank0.log", "startup", 9.53, 10.2, 0.92),
-    ],
-)
-def test_memory_guard_refusal(
-    name: str, phase: str, available: float, requested: float, utilization: float | None
-) -> None:
-    assert parse_memory_guard_refusal(fixture(name)) == MemoryGuardRefusal(
-        phase=phase,
-        node=0,
-        available_gib=available,
-        total_gib=11.09,
-        requested_gib=requested,
-        reserved_gib=None,
-        utilization=utilization,
-    )
-
-
-def test_memory_guard_refusal_auto_mode_carries_the_reservation() -> None:
-    # The auto-size text of cpu_worker.determine_available_memory; no run here produced it.
-    text = (
-        "ValueError: Available memory on node 1 (0.58/26.0 GiB) on kv cache allocation is less "
-        "than requested memory for kv (4.0/23.92 GiB). Reduce CPU memory used by other processes."
-    )
-    refusal = parse_memory_guard_refusal(text)
-    assert refusal is not None
-    assert (refusal.node, refusal.requested_gib, refusal.reserved_gib) == (1, 4.0, 23.92)
 
 
 def test_max_seq_len_refusal_with_and_without_estimate() -> None:
@@ -166,7 +132,6 @@ def test_first_fatal_error_strips_the_log_prefix() -> None:
 def test_accepted_starts_have_no_refusal_and_no_fatal_error(name: str) -> None:
     # These logs carry warnings that mention "error" and "OSError" mid-line; they do not count.
     text = fixture(name)
-    assert parse_memory_guard_refusal(text) is None
     assert parse_max_seq_len_refusal(text) is None
     assert first_fatal_error(text) is None
 

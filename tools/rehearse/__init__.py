@@ -20,9 +20,4 @@ ones above it in this list, and `checks` (the verdict rows every step returns):
 - `cli`: the orchestration, its timings and exit codes.
 
 The virtualenvs the rehearsal runs in are built by `tools.venvs`, which `tools.bench` uses too.
-
-The memory-guard experiment (`python -m tools.rehearse.guard.memory_guard`), the page-cache effect
-behind the weight prefetch, is `guard`: `cgroups` (memory cgroups as a pod sees them),
-`guard_prediction` (what the planner says vLLM's guard will see) and `memory_guard` (the two
-cases and the report).
 """

@@ -10,10 +10,7 @@ The texts come from vLLM's source:
   "%s KV cache size: %s tokens, Maximum concurrency for %s tokens per request: %.2fx", with
   both counts comma-grouped (`f"{n:,}"`);
 - `vllm/v1/worker/cpu_worker.py` `determine_available_memory`: "Explicitly set (k/t) GiB for KV
-  cache on node N." / "Auto set (k/t) GiB ..." and the refusal "Available memory on node N
-  (a/t GiB) on kv cache allocation is less than requested memory for kv (k GiB)"; and
-  `CPUWorker.__init__`, without an explicit KV size: "Available memory on node N (a/t GiB) on
-  startup is less than desired CPU memory utilization (u, r GiB)";
+  cache on node N." / "Auto set (k/t) GiB ...";
 - `vllm/v1/core/kv_cache_utils.py` `_check_enough_kv_cache_memory`: "To serve at least one
   request with the model's max seq len (L), (x GiB KV cache is needed, which is larger than the
   available KV cache memory (y GiB). Based on the available memory, the estimated maximum model
@@ -26,7 +23,6 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Literal
 
 _NUMBER = r"\d+(?:\.\d+)?"
 _COUNT = r"\d{1,3}(?:,\d{3})*|\d+"
@@ -39,14 +35,6 @@ _MAX_CONCURRENCY = re.compile(
 _KV_CACHE_SET = re.compile(
     rf"(?P<mode>Explicitly|Auto) set \((?P<kv_gib>{_NUMBER})/(?P<total_gib>{_NUMBER})\) GiB "
     rf"for KV cache on node (?P<node>\d+)"
-)
-_MEMORY_GUARD = re.compile(
-    rf"Available memory on node (?P<node>\d+) \((?P<available_gib>{_NUMBER})/"
-    rf"(?P<total_gib>{_NUMBER}) GiB\) (?:"
-    rf"on kv cache allocation is less than requested memory for kv "
-    rf"\((?P<kv_gib>{_NUMBER})(?:/(?P<reserved_gib>{_NUMBER}))? GiB\)"
-    rf"|on startup is less than desired CPU memory utilization "
-    rf"\((?P<utilization>{_NUMBER}), (?P<startup_gib>{_NUMBER}) GiB\))"
 )
 _MAX_SEQ_LEN = re.compile(
     r"To serve at least one request with the model's max seq len \((?P<max_model_len>\d+)\), "
@@ -99,32 +87,6 @@ class KvCacheAllocation:
     """Memory total of the node as vLLM sees it (cgroup limit when lower), GiB."""
     node: int
     """NUMA node of the worker's first allowed CPU."""
-
-
-@dataclass(frozen=True)
-class MemoryGuardRefusal:
-    """The CPU worker refused to start: the memory it sees as available is below its request.
-
-    Two checks print this: at KV allocation ("on kv cache allocation", after the weights are
-    loaded) and, only without an explicit KV size, at worker start ("on startup", comparing
-    `--gpu-memory-utilization` x total with what is available).
-    """
-
-    phase: Literal["kv cache allocation", "startup"]
-    """Which check refused."""
-    node: int
-    """NUMA node of the worker's first allowed CPU."""
-    available_gib: float
-    """min(node free + file cache + reclaimable slab, cgroup limit - cgroup usage), GiB."""
-    total_gib: float
-    """Node total, or the cgroup limit when lower, GiB."""
-    requested_gib: float
-    """KV allocation: the KV memory asked for (explicit) or derived (auto). Startup: the memory
-    the worker reserves, utilization x total. GiB."""
-    reserved_gib: float | None
-    """KV allocation in auto mode only: the worker's whole reserved memory, GiB."""
-    utilization: float | None
-    """Startup only: the `--gpu-memory-utilization` fraction (0.92 unless set)."""
 
 
 @dataclass(frozen=True)
@@ -181,34 +143,6 @@ def parse_kv_cache_allocation(text: str) -> KvCacheAllocation | None:
         kv_gib=float(match["kv_gib"]),
         total_gib=float(match["total_gib"]),
         node=int(match["node"]),
-    )
-
-
-def parse_memory_guard_refusal(text: str) -> MemoryGuardRefusal | None:
-    """Return the first "Available memory on node N (a/t GiB) on ..." refusal, or None."""
-    match = _MEMORY_GUARD.search(text)
-    if match is None:
-        return None
-    common = {
-        "node": int(match["node"]),
-        "available_gib": float(match["available_gib"]),
-        "total_gib": float(match["total_gib"]),
-    }
-    if match["kv_gib"] is not None:
-        reserved = match["reserved_gib"]
-        return MemoryGuardRefusal(
-            phase="kv cache allocation",
-            requested_gib=float(match["kv_gib"]),
-            reserved_gib=float(reserved) if reserved is not None else None,
-            utilization=None,
-            **common,
-        )
-    return MemoryGuardRefusal(
-        phase="startup",
-        requested_gib=float(match["startup_gib"]),
-        reserved_gib=None,
-        utilization=float(match["utilization"]),
-        **common,
     )
 
 

@@ -1,11 +1,10 @@
 """Where the rehearsals keep their files, the error a step raises when it cannot run, their
 progress lines and tables, and a wait for something to show.
 
-Every rehearsal (the two-rank group in `cli`, the memory-guard experiment in `memory_guard`)
-shares one `.rehearsal/` directory at the repository root: the virtualenvs (`tools.venvs`), the
-built tiny models (`tiny_plan`) and one log directory per run. Both the model builder and the
-process group raise `RehearsalError`, so it lives here rather than in either; both print
-`Progress`.
+Every rehearsal (the two-rank group in `cli`, the probes and groups in `measure`) shares one
+`.rehearsal/` directory at the repository root: the virtualenvs (`tools.venvs`), the built tiny
+models (`tiny_plan`) and one log directory per run. Both the model builder and the process group
+raise `RehearsalError`, so it lives here rather than in either; both print `Progress`.
 """
 
 from __future__ import annotations
