@@ -260,7 +260,7 @@ def check_room(cfg: StackConfig, plan: Plan, subnet: SubnetFacts, held: int = 0)
     subnet's free count leaves out but the plan's need counts; so a running stack is not
     refused for its own. Nodes of another type are not counted: a new type is a new node group,
     made before the old one goes. Read as each interface's private addresses; a VPC CNI that
-    delegates prefixes is not modelled here (`prefix_warning`).
+    delegates prefixes or uses custom networking is not modelled here (`cni_warnings`).
 
     Returns a warning where nodes run and the free addresses alone may not hold an update's new
     nodes and their pods (`UPDATE_SURGE_NODES`, each at its modelled most): said, not refused,
@@ -307,19 +307,30 @@ def _network_policy_on(configuration: str) -> bool:
     return str(_values(configuration).get("enableNetworkPolicy")).lower() == "true"
 
 
-def prefix_warning(present: Mapping[str, str]) -> str | None:
-    """What the room check cannot count (the program warns with it): a VPC CNI that delegates
-    /28 prefixes (`env.ENABLE_PREFIX_DELEGATION`) takes 16 addresses at a time, from
-    contiguous free blocks, while the check counts addresses one by one (eni-max-pods + 2 a
-    node), so it may admit a subnet too fragmented or too small for the nodes."""
+#: vpc-cni settings (the add-on's `env`) under which the room check counts the wrong addresses,
+#: each with what to check by hand (amazon-vpc-cni-k8s docs: prefix mode, custom networking).
+CNI_MODES = {
+    "ENABLE_PREFIX_DELEGATION": "delegates prefixes (ENABLE_PREFIX_DELEGATION): its nodes take "
+    "/28 blocks of 16 addresses, which the subnet room check does not count; check that the node "
+    "subnet has free /28 blocks for every node",
+    "AWS_VPC_K8S_CNI_CUSTOM_NETWORK_CFG": "uses custom networking "
+    "(AWS_VPC_K8S_CNI_CUSTOM_NETWORK_CFG): pods take their addresses from the subnet of the "
+    "ENIConfig its nodes select, which the room check does not read; check that an ENIConfig "
+    "for the planned zone exists and its subnet has room for every pod",
+}
+
+
+def cni_warnings(present: Mapping[str, str]) -> list[str]:
+    """What the room check cannot count (the program warns with it): it counts the node
+    subnet's addresses one by one (eni-max-pods + 2 a node), which a vpc-cni in one of
+    `CNI_MODES` does not draw from that way."""
     env = _values(present.get(addons.VPC_CNI, "")).get("env")
-    if not isinstance(env, dict) or str(env.get("ENABLE_PREFIX_DELEGATION")).lower() != "true":
-        return None
-    return (
-        f"the cluster's {addons.VPC_CNI} delegates prefixes (ENABLE_PREFIX_DELEGATION): its nodes "
-        "take /28 blocks of 16 addresses, which the subnet room check does not count; check that "
-        "the node subnet has free /28 blocks for every node"
-    )
+    on = env if isinstance(env, dict) else {}
+    return [
+        f"the cluster's {addons.VPC_CNI} {text}"
+        for name, text in CNI_MODES.items()
+        if str(on.get(name)).lower() == "true"
+    ]
 
 
 #: The add-ons the stack reads; `owned_addons` says which it creates.

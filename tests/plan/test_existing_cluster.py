@@ -174,23 +174,34 @@ def test_vpc_cni_values_are_read_as_json_or_yaml(values: str) -> None:
 @pytest.mark.parametrize(
     ("values", "warned"),
     [
-        ('{"enableNetworkPolicy": "true"}', False),
-        ('{"env": {"ENABLE_PREFIX_DELEGATION": "false"}}', False),
-        ('{"env": {"ENABLE_PREFIX_DELEGATION": "true"}}', True),
-        ("env:\n  ENABLE_PREFIX_DELEGATION: 'true'\n", True),
-        ("not: [valid", False),
+        ('{"enableNetworkPolicy": "true"}', []),
+        ('{"env": {"ENABLE_PREFIX_DELEGATION": "false"}}', []),
+        ('{"env": {"ENABLE_PREFIX_DELEGATION": "true"}}', ["prefix"]),
+        ("env:\n  ENABLE_PREFIX_DELEGATION: 'true'\n", ["prefix"]),
+        ('{"env": {"AWS_VPC_K8S_CNI_CUSTOM_NETWORK_CFG": "true"}}', ["custom"]),
+        (
+            "env:\n  AWS_VPC_K8S_CNI_CUSTOM_NETWORK_CFG: 'true'\n"
+            "  ENABLE_PREFIX_DELEGATION: 'true'\n",
+            ["prefix", "custom"],
+        ),
+        ("not: [valid", []),
     ],
 )
-def test_a_cni_that_delegates_prefixes_is_warned_of(values: str, warned: bool) -> None:
-    # Prefixes take /28 blocks of 16 addresses; the room check counts addresses one by one.
-    warning = existing.prefix_warning({"vpc-cni": values})
-    assert (warning is not None) == warned
-    if warned:
-        assert warning == (
-            "the cluster's vpc-cni delegates prefixes (ENABLE_PREFIX_DELEGATION): its nodes take "
-            "/28 blocks of 16 addresses, which the subnet room check does not count; check that "
-            "the node subnet has free /28 blocks for every node"
-        )
+def test_a_cni_whose_addresses_the_room_check_cannot_count_is_warned_of(
+    values: str, warned: list[str]
+) -> None:
+    # Prefixes take /28 blocks of 16 addresses, custom networking takes pods' addresses from an
+    # ENIConfig's subnet; the room check counts the node subnet's addresses one by one.
+    texts = {
+        "prefix": "the cluster's vpc-cni delegates prefixes (ENABLE_PREFIX_DELEGATION): its nodes "
+        "take /28 blocks of 16 addresses, which the subnet room check does not count; check that "
+        "the node subnet has free /28 blocks for every node",
+        "custom": "the cluster's vpc-cni uses custom networking "
+        "(AWS_VPC_K8S_CNI_CUSTOM_NETWORK_CFG): pods take their addresses from the subnet of the "
+        "ENIConfig its nodes select, which the room check does not read; check that an ENIConfig "
+        "for the planned zone exists and its subnet has room for every pod",
+    }
+    assert existing.cni_warnings({"vpc-cni": values}) == [texts[key] for key in warned]
 
 
 def test_the_nodes_subnet_is_a_private_one() -> None:
