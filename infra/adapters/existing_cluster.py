@@ -236,8 +236,8 @@ def adopt_cluster(
         ]
         subnet = existing.node_subnet(cfg, plan, node_zone.zone_id, found, subnets)
         held = _held(subnet.subnet_id, plan.instance_type, instance_tags, invoke)
-        room = existing.check_room(cfg, plan, subnet, held)
         present, ours = _addons(found.name, instance_tags, invoke)
+        room = existing.check_room(cfg, plan, subnet, held, present)
         owned = existing.owned_addons(cfg, plan, present, ours)
         # A missing role fails its read (`components.stack_roles.existing_roles`) first.
         collector = aws.iam.get_role(name=role_name(stack, "collector"), opts=invoke)
@@ -245,7 +245,7 @@ def adopt_cluster(
     except ConfigError as error:
         raise pulumi.RunError(str(error)) from None
     warnings = (existing.logs_warning(cfg, present), existing.endpoint_warning(found), room)
-    for warning in (*warnings, *existing.cni_warnings(present)):
+    for warning in (*warnings, *existing.cni_warnings(present, node_zone.name)):
         if warning is not None:
             pulumi.log.warn(warning)
     cluster = ExistingCluster(

@@ -162,18 +162,21 @@ def check_version(cfg: StackConfig, cluster: ClusterFacts) -> None:
     )
 
 
-def addresses_per_node(instance_type: str) -> int:
-    """VPC addresses one node may take: every pod address its interfaces can hold plus the
-    node's own. Modelled from eni-max-pods (interfaces x (addresses per interface - 1) + 2,
-    `catalog.InstanceType.max_pods`): the VPC CNI's warm interface can fill an interface more,
-    so this is max_pods + 2, the count for four interfaces and within one address of it for
-    three."""
-    return catalog.INSTANCE_TYPES[instance_type].max_pods + 2
+def addresses_per_node(instance_type: str, custom_networking: bool = False) -> int:
+    """VPC addresses one node may take in its subnet: every pod address its interfaces can hold
+    plus the node's own. Modelled from eni-max-pods (interfaces x (addresses per interface - 1)
+    + 2, `catalog.InstanceType.max_pods`): the VPC CNI's warm interface can fill an interface
+    more, so this is max_pods + 2, the count for four interfaces and within one address of it
+    for three. Under custom networking the node's own address alone: pods never use the primary
+    interface, and every other interface is made in the ENIConfig's subnet (amazon-vpc-cni-k8s
+    pkg/ipamd/datastore/data_store.go `GetAllocatableENIs`, pkg/ipamd/ipamd.go)."""
+    return 1 if custom_networking else catalog.INSTANCE_TYPES[instance_type].max_pods + 2
 
 
-def addresses_needed(plan: Plan) -> int:
+def addresses_needed(plan: Plan, custom_networking: bool = False) -> int:
     """Addresses the node group may take at its largest (a rollout's surge nodes included)."""
-    return (plan.nodes + plan.rollout.surge_nodes) * addresses_per_node(plan.instance_type)
+    each = addresses_per_node(plan.instance_type, custom_networking)
+    return (plan.nodes + plan.rollout.surge_nodes) * each
 
 
 def node_subnet(
@@ -254,19 +257,27 @@ def node_subnet(
 UPDATE_SURGE_NODES = readiness.SURGE_NODES
 
 
-def check_room(cfg: StackConfig, plan: Plan, subnet: SubnetFacts, held: int = 0) -> str | None:
+def check_room(
+    cfg: StackConfig,
+    plan: Plan,
+    subnet: SubnetFacts,
+    held: int = 0,
+    present: Mapping[str, str] | None = None,
+) -> str | None:
     """The nodes' subnet has room for the node group at its largest. `held`: the addresses the
     stack's own nodes of the planned type hold there already (read on every `up`), which the
     subnet's free count leaves out but the plan's need counts; so a running stack is not
     refused for its own. Nodes of another type are not counted: a new type is a new node group,
     made before the old one goes. Read as each interface's private addresses; a VPC CNI that
-    delegates prefixes or uses custom networking is not modelled here (`cni_warnings`).
+    delegates prefixes is not modelled here, nor the ENIConfig's subnet a VPC CNI with custom
+    networking gives pods (`cni_warnings`). `present`: the add-ons read (`CHECKED_ADDONS`).
 
     Returns a warning where nodes run and the free addresses alone may not hold an update's new
     nodes and their pods (`UPDATE_SURGE_NODES`, each at its modelled most): said, not refused,
     as most `up`s change no node (a key rotation)."""
-    need = addresses_needed(plan)
-    each = addresses_per_node(plan.instance_type)
+    custom = _cni_on(present or {}, CUSTOM_NETWORKING)
+    need = addresses_needed(plan, custom)
+    each = addresses_per_node(plan.instance_type, custom)
     own = f" (and {held} its own nodes hold)" if held else ""
     if subnet.free_addresses + held < need:
         raise ConfigError(
@@ -307,30 +318,46 @@ def _network_policy_on(configuration: str) -> bool:
     return str(_values(configuration).get("enableNetworkPolicy")).lower() == "true"
 
 
-#: vpc-cni settings (the add-on's `env`) under which the room check counts the wrong addresses,
-#: each with what to check by hand (amazon-vpc-cni-k8s docs: prefix mode, custom networking).
-CNI_MODES = {
-    "ENABLE_PREFIX_DELEGATION": "delegates prefixes (ENABLE_PREFIX_DELEGATION): its nodes take "
-    "/28 blocks of 16 addresses, which the subnet room check does not count; check that the node "
-    "subnet has free /28 blocks for every node",
-    "AWS_VPC_K8S_CNI_CUSTOM_NETWORK_CFG": "uses custom networking "
-    "(AWS_VPC_K8S_CNI_CUSTOM_NETWORK_CFG): pods take their addresses from the subnet of the "
-    "ENIConfig its nodes select, which the room check does not read; check that an ENIConfig "
-    "for the planned zone exists and its subnet has room for every pod",
-}
+CUSTOM_NETWORKING = "AWS_VPC_K8S_CNI_CUSTOM_NETWORK_CFG"
+PREFIX_DELEGATION = "ENABLE_PREFIX_DELEGATION"
+#: The node labels whose value an ENIConfig may be named by (`ENI_CONFIG_LABEL_DEF`).
+ZONE_LABELS = ("topology.kubernetes.io/zone", "failure-domain.beta.kubernetes.io/zone")
 
 
-def cni_warnings(present: Mapping[str, str]) -> list[str]:
-    """What the room check cannot count (the program warns with it): it counts the node
-    subnet's addresses one by one (eni-max-pods + 2 a node), which a vpc-cni in one of
-    `CNI_MODES` does not draw from that way."""
+def _cni_on(present: Mapping[str, str], name: str) -> bool:
+    """Whether the vpc-cni add-on's `env` turns `name` on, read as the CNI reads it (Go's
+    `strconv.ParseBool`: 1, t and true in any case)."""
     env = _values(present.get(addons.VPC_CNI, "")).get("env")
-    on = env if isinstance(env, dict) else {}
-    return [
-        f"the cluster's {addons.VPC_CNI} {text}"
-        for name, text in CNI_MODES.items()
-        if str(on.get(name)).lower() == "true"
-    ]
+    return isinstance(env, dict) and str(env.get(name)).lower() in ("1", "t", "true")
+
+
+def cni_warnings(present: Mapping[str, str], zone: str) -> list[str]:
+    """What the room check cannot count (the program warns with it), read from the vpc-cni
+    add-on's configuration values only (an `aws-node` DaemonSet edited by hand is not seen): a
+    CNI that delegates /28 prefixes takes 16 addresses at a time, and one with custom networking
+    gives pods addresses from the subnet of the ENIConfig a node selects: the one its
+    `ENI_CONFIG_LABEL_DEF` label names (a zone label names it after the node's zone), else
+    `default`, as the stack's nodes carry no ENIConfig label (amazon-vpc-cni-k8s
+    pkg/eniconfig/eniconfig.go); without it aws-node never turns the node Ready."""
+    cni = f"the cluster's {addons.VPC_CNI}"
+    warnings = []
+    if _cni_on(present, PREFIX_DELEGATION):
+        warnings.append(
+            f"{cni} delegates prefixes ({PREFIX_DELEGATION}): its nodes take /28 blocks of 16 "
+            "addresses, which the subnet room check does not count; check that the node subnet "
+            "has free /28 blocks for every node"
+        )
+    if _cni_on(present, CUSTOM_NETWORKING):
+        env = _values(present[addons.VPC_CNI])["env"]
+        name = zone if env.get("ENI_CONFIG_LABEL_DEF") in ZONE_LABELS else "default"
+        warnings.append(
+            f"{cni} uses custom networking ({CUSTOM_NETWORKING}): the stack's nodes select the "
+            f"ENIConfig named {name} and take their pods' addresses from its subnet, which the "
+            "room check does not read; check that it exists (without it the nodes never turn "
+            f"Ready) with a subnet in {zone} that has room for every node's interfaces but "
+            "the first"
+        )
+    return warnings
 
 
 #: The add-ons the stack reads; `owned_addons` says which it creates.

@@ -171,18 +171,37 @@ def test_vpc_cni_values_are_read_as_json_or_yaml(values: str) -> None:
     assert existing.owned_addons(cfg, plan(cfg), {"vpc-cni": values}) == ()
 
 
+PREFIXES = (
+    "the cluster's vpc-cni delegates prefixes (ENABLE_PREFIX_DELEGATION): its nodes take /28 "
+    "blocks of 16 addresses, which the subnet room check does not count; check that the node "
+    "subnet has free /28 blocks for every node"
+)
+
+
+def _custom(name: str) -> str:
+    return (
+        "the cluster's vpc-cni uses custom networking (AWS_VPC_K8S_CNI_CUSTOM_NETWORK_CFG): the "
+        f"stack's nodes select the ENIConfig named {name} and take their pods' addresses from its "
+        "subnet, which the room check does not read; check that it exists (without it the nodes "
+        "never turn Ready) with a subnet in us-west-2a that has room for every node's interfaces "
+        "but the first"
+    )
+
+
 @pytest.mark.parametrize(
     ("values", "warned"),
     [
         ('{"enableNetworkPolicy": "true"}', []),
         ('{"env": {"ENABLE_PREFIX_DELEGATION": "false"}}', []),
-        ('{"env": {"ENABLE_PREFIX_DELEGATION": "true"}}', ["prefix"]),
-        ("env:\n  ENABLE_PREFIX_DELEGATION: 'true'\n", ["prefix"]),
-        ('{"env": {"AWS_VPC_K8S_CNI_CUSTOM_NETWORK_CFG": "true"}}', ["custom"]),
+        ('{"env": {"ENABLE_PREFIX_DELEGATION": "true"}}', [PREFIXES]),
+        ("env:\n  ENABLE_PREFIX_DELEGATION: 'true'\n", [PREFIXES]),
+        ('{"env": {"AWS_VPC_K8S_CNI_CUSTOM_NETWORK_CFG": "false"}}', []),
+        # As Go's strconv.ParseBool reads it; no label definition: the ENIConfig `default`.
+        ('{"env": {"AWS_VPC_K8S_CNI_CUSTOM_NETWORK_CFG": "1"}}', [_custom("default")]),
         (
-            "env:\n  AWS_VPC_K8S_CNI_CUSTOM_NETWORK_CFG: 'true'\n"
-            "  ENABLE_PREFIX_DELEGATION: 'true'\n",
-            ["prefix", "custom"],
+            "env:\n  AWS_VPC_K8S_CNI_CUSTOM_NETWORK_CFG: 'T'\n  ENABLE_PREFIX_DELEGATION: 'true'\n"
+            "  ENI_CONFIG_LABEL_DEF: topology.kubernetes.io/zone\n",
+            [PREFIXES, _custom("us-west-2a")],
         ),
         ("not: [valid", []),
     ],
@@ -192,16 +211,7 @@ def test_a_cni_whose_addresses_the_room_check_cannot_count_is_warned_of(
 ) -> None:
     # Prefixes take /28 blocks of 16 addresses, custom networking takes pods' addresses from an
     # ENIConfig's subnet; the room check counts the node subnet's addresses one by one.
-    texts = {
-        "prefix": "the cluster's vpc-cni delegates prefixes (ENABLE_PREFIX_DELEGATION): its nodes "
-        "take /28 blocks of 16 addresses, which the subnet room check does not count; check that "
-        "the node subnet has free /28 blocks for every node",
-        "custom": "the cluster's vpc-cni uses custom networking "
-        "(AWS_VPC_K8S_CNI_CUSTOM_NETWORK_CFG): pods take their addresses from the subnet of the "
-        "ENIConfig its nodes select, which the room check does not read; check that an ENIConfig "
-        "for the planned zone exists and its subnet has room for every pod",
-    }
-    assert existing.cni_warnings({"vpc-cni": values}) == [texts[key] for key in warned]
+    assert existing.cni_warnings({"vpc-cni": values}, "us-west-2a") == warned
 
 
 def test_the_nodes_subnet_is_a_private_one() -> None:
@@ -225,6 +235,8 @@ def test_the_addresses_of_a_node_follow_eni_max_pods() -> None:
     # eni-max-pods: m7g.2xlarge 58 (4 interfaces of 15 addresses: 4 x 14 + 2), m7g.large 29.
     assert existing.addresses_per_node("m7g.2xlarge") == 60
     assert existing.addresses_per_node("m7g.large") == 31
+    # Custom networking: pods' interfaces are in the ENIConfig's subnet, never the primary one.
+    assert existing.addresses_per_node("m7g.2xlarge", custom_networking=True) == 1
 
 
 def test_the_stack_owns_at_most_the_pod_identity_agent() -> None:

@@ -342,6 +342,24 @@ def test_a_running_stack_is_not_refused_for_the_addresses_its_nodes_hold(
     ) in _refused(fresh)
 
 
+def test_custom_networking_counts_one_address_a_node_and_is_warned_of(
+    mocks: RecordingMocks, caplog: pytest.LogCaptureFixture
+) -> None:
+    # 100 free would refuse 2 x m7g.2xlarge at 60 each; under custom networking the node subnet
+    # holds each node's own address alone, and the ENIConfig's subnet is the owner's to check.
+    cni = '{"enableNetworkPolicy":"true","env":{"AWS_VPC_K8S_CNI_CUSTOM_NETWORK_CFG":"true"}}'
+    existing_cluster(mocks, free=100, addons={**EXISTING_ADDONS, "vpc-cni": cni})
+    run_into_existing(mocks)
+    assert one(mocks.records, NODE_GROUP).inputs["subnetIds"] == [ZONE_SUBNET]
+    assert "uses custom networking (AWS_VPC_K8S_CNI_CUSTOM_NETWORK_CFG)" in caplog.text
+    fresh = RecordingMocks()
+    existing_cluster(fresh, free=1, addons={**EXISTING_ADDONS, "vpc-cni": cni})
+    assert (
+        f"`existingCluster` {ZONE_SUBNET} has 1 free addresses, but 2 x m7g.2xlarge may take 2 "
+        "(1 each" in _refused(fresh)
+    )
+
+
 def test_a_failed_read_that_says_not_found_is_no_absent_add_on(mocks: RecordingMocks) -> None:
     existing_cluster(mocks)
     denied = "AccessDeniedException: not authorized; identity-based policy not found"
