@@ -245,7 +245,7 @@ def adopt_cluster(
     except ConfigError as error:
         raise pulumi.RunError(str(error)) from None
     warnings = (existing.logs_warning(cfg, present), existing.endpoint_warning(found), room)
-    for warning in (*warnings, *existing.cni_warnings(present, node_zone.name)):
+    for warning in (*warnings, *existing.cni_warnings(present, node_zone)):
         if warning is not None:
             pulumi.log.warn(warning)
     cluster = ExistingCluster(

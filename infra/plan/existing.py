@@ -19,6 +19,7 @@ import yaml
 from infra.plan import addons, catalog, readiness
 from infra.plan.config import ConfigError, StackConfig
 from infra.plan.sizing import Plan
+from infra.plan.zones import Zone
 
 #: What the program reads, each with the call that answers it (the planner prints them).
 READS = (
@@ -275,7 +276,7 @@ def check_room(
     Returns a warning where nodes run and the free addresses alone may not hold an update's new
     nodes and their pods (`UPDATE_SURGE_NODES`, each at its modelled most): said, not refused,
     as most `up`s change no node (a key rotation)."""
-    custom = _cni_on(present or {}, CUSTOM_NETWORKING)
+    custom = custom_networking(present or {})
     need = addresses_needed(plan, custom)
     each = addresses_per_node(plan.instance_type, custom)
     own = f" (and {held} its own nodes hold)" if held else ""
@@ -320,42 +321,69 @@ def _network_policy_on(configuration: str) -> bool:
 
 CUSTOM_NETWORKING = "AWS_VPC_K8S_CNI_CUSTOM_NETWORK_CFG"
 PREFIX_DELEGATION = "ENABLE_PREFIX_DELEGATION"
-#: The node labels whose value an ENIConfig may be named by (`ENI_CONFIG_LABEL_DEF`).
-ZONE_LABELS = ("topology.kubernetes.io/zone", "failure-domain.beta.kubernetes.io/zone")
+#: Security groups for pods: the resource controller's trunk and branch interfaces then go into
+#: the node subnet whenever ipamd records no custom networking for the node, as with the
+#: ENIConfig `default` (amazon-vpc-cni-k8s v1.23.1 pkg/ipamd/ipamd.go; amazon-vpc-resource-
+#: controller-k8s pkg/node/manager/manager.go), so the node subnet is counted in full.
+POD_ENI = "ENABLE_POD_ENI"
+#: Go's `strconv.ParseBool` true, as the CNI reads its flags (utils/utils.go, ipamd.go).
+GO_TRUE = ("1", "t", "T", "true", "TRUE", "True")
+#: `ENI_CONFIG_LABEL_DEF`'s default: a label the stack's nodes never carry.
+ENI_CONFIG_LABEL = "k8s.amazonaws.com/eniConfig"
 
 
-def _cni_on(present: Mapping[str, str], name: str) -> bool:
-    """Whether the vpc-cni add-on's `env` turns `name` on, read as the CNI reads it (Go's
-    `strconv.ParseBool`: 1, t and true in any case)."""
+def _cni_env(present: Mapping[str, str]) -> dict[str, Any]:
     env = _values(present.get(addons.VPC_CNI, "")).get("env")
-    return isinstance(env, dict) and str(env.get(name)).lower() in ("1", "t", "true")
+    return env if isinstance(env, dict) else {}
 
 
-def cni_warnings(present: Mapping[str, str], zone: str) -> list[str]:
+def custom_networking(present: Mapping[str, str]) -> bool:
+    """Whether the node subnet holds each node's own address alone: custom networking on
+    (`addresses_per_node`), without security groups for pods (`POD_ENI`)."""
+    env = _cni_env(present)
+    return str(env.get(CUSTOM_NETWORKING)) in GO_TRUE and str(env.get(POD_ENI)) not in GO_TRUE
+
+
+def _eni_config(label: str | None, zone: Zone) -> str:
+    """The ENIConfig the stack's nodes select (amazon-vpc-cni-k8s v1.23.1
+    pkg/eniconfig/eniconfig.go `GetNodeSpecificENIConfigName`: the value of the node label
+    `ENI_CONFIG_LABEL_DEF` names, else `default`)."""
+    named = {
+        "topology.kubernetes.io/zone": zone.name,
+        "failure-domain.beta.kubernetes.io/zone": zone.name,
+        "topology.k8s.aws/zone-id": zone.zone_id,
+    }
+    if label in named:
+        return f"the ENIConfig named {named[label]}"
+    if label in (None, ENI_CONFIG_LABEL):
+        return "the ENIConfig named default"
+    return f"the ENIConfig their label {label} names"
+
+
+def cni_warnings(present: Mapping[str, str], zone: Zone) -> list[str]:
     """What the room check cannot count (the program warns with it), read from the vpc-cni
     add-on's configuration values only (an `aws-node` DaemonSet edited by hand is not seen): a
     CNI that delegates /28 prefixes takes 16 addresses at a time, and one with custom networking
-    gives pods addresses from the subnet of the ENIConfig a node selects: the one its
-    `ENI_CONFIG_LABEL_DEF` label names (a zone label names it after the node's zone), else
-    `default`, as the stack's nodes carry no ENIConfig label (amazon-vpc-cni-k8s
-    pkg/eniconfig/eniconfig.go); without it aws-node never turns the node Ready."""
+    gives pods addresses from the subnet of the ENIConfig a node selects (`_eni_config`),
+    without which aws-node never turns the node Ready (since v1.13.0)."""
+    env = _cni_env(present)
     cni = f"the cluster's {addons.VPC_CNI}"
+    custom = str(env.get(CUSTOM_NETWORKING)) in GO_TRUE
+    eni_config = _eni_config(env.get("ENI_CONFIG_LABEL_DEF"), zone)
     warnings = []
-    if _cni_on(present, PREFIX_DELEGATION):
+    if str(env.get(PREFIX_DELEGATION)) in GO_TRUE:
+        subnet = f"{eni_config}'s subnet" if custom else "the node subnet"
         warnings.append(
             f"{cni} delegates prefixes ({PREFIX_DELEGATION}): its nodes take /28 blocks of 16 "
-            "addresses, which the subnet room check does not count; check that the node subnet "
-            "has free /28 blocks for every node"
+            f"addresses, which the subnet room check does not count; check that {subnet} has "
+            "free /28 blocks for every node"
         )
-    if _cni_on(present, CUSTOM_NETWORKING):
-        env = _values(present[addons.VPC_CNI])["env"]
-        name = zone if env.get("ENI_CONFIG_LABEL_DEF") in ZONE_LABELS else "default"
+    if custom:
         warnings.append(
-            f"{cni} uses custom networking ({CUSTOM_NETWORKING}): the stack's nodes select the "
-            f"ENIConfig named {name} and take their pods' addresses from its subnet, which the "
-            "room check does not read; check that it exists (without it the nodes never turn "
-            f"Ready) with a subnet in {zone} that has room for every node's interfaces but "
-            "the first"
+            f"{cni} uses custom networking ({CUSTOM_NETWORKING}): the stack's nodes select "
+            f"{eni_config} and take their pods' addresses from its subnet, which the room check "
+            "does not read; check that it exists (without it the nodes never turn Ready) with a "
+            f"subnet in {zone.name} that has room for every node's interfaces but the first"
         )
     return warnings
 

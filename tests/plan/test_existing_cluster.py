@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from infra.adapters.cli import main
-from infra.plan import changes, existing
+from infra.plan import changes, existing, zones
 from infra.plan.config import ConfigError, StackConfig
 from infra.plan.loading import load_config
 from infra.plan.sizing import plan
@@ -171,37 +171,61 @@ def test_vpc_cni_values_are_read_as_json_or_yaml(values: str) -> None:
     assert existing.owned_addons(cfg, plan(cfg), {"vpc-cni": values}) == ()
 
 
-PREFIXES = (
-    "the cluster's vpc-cni delegates prefixes (ENABLE_PREFIX_DELEGATION): its nodes take /28 "
-    "blocks of 16 addresses, which the subnet room check does not count; check that the node "
-    "subnet has free /28 blocks for every node"
-)
+def _prefixes(subnet: str = "the node subnet") -> str:
+    return (
+        "the cluster's vpc-cni delegates prefixes (ENABLE_PREFIX_DELEGATION): its nodes take /28 "
+        "blocks of 16 addresses, which the subnet room check does not count; check that "
+        f"{subnet} has free /28 blocks for every node"
+    )
 
 
-def _custom(name: str) -> str:
+def _custom(eni_config: str) -> str:
     return (
         "the cluster's vpc-cni uses custom networking (AWS_VPC_K8S_CNI_CUSTOM_NETWORK_CFG): the "
-        f"stack's nodes select the ENIConfig named {name} and take their pods' addresses from its "
-        "subnet, which the room check does not read; check that it exists (without it the nodes "
-        "never turn Ready) with a subnet in us-west-2a that has room for every node's interfaces "
-        "but the first"
+        f"stack's nodes select {eni_config} and take their pods' addresses from its subnet, "
+        "which the room check does not read; check that it exists (without it the nodes never "
+        "turn Ready) with a subnet in us-west-2a that has room for every node's interfaces but "
+        "the first"
     )
+
+
+def _env(**env: str) -> str:
+    return json.dumps({"enableNetworkPolicy": "true", "env": env})
+
+
+CUSTOM = "AWS_VPC_K8S_CNI_CUSTOM_NETWORK_CFG"
+ZONE_NAMED = "the ENIConfig named us-west-2a"
 
 
 @pytest.mark.parametrize(
     ("values", "warned"),
     [
         ('{"enableNetworkPolicy": "true"}', []),
-        ('{"env": {"ENABLE_PREFIX_DELEGATION": "false"}}', []),
-        ('{"env": {"ENABLE_PREFIX_DELEGATION": "true"}}', [PREFIXES]),
-        ("env:\n  ENABLE_PREFIX_DELEGATION: 'true'\n", [PREFIXES]),
-        ('{"env": {"AWS_VPC_K8S_CNI_CUSTOM_NETWORK_CFG": "false"}}', []),
-        # As Go's strconv.ParseBool reads it; no label definition: the ENIConfig `default`.
-        ('{"env": {"AWS_VPC_K8S_CNI_CUSTOM_NETWORK_CFG": "1"}}', [_custom("default")]),
+        (_env(ENABLE_PREFIX_DELEGATION="false"), []),
+        (_env(ENABLE_PREFIX_DELEGATION="true"), [_prefixes()]),
+        ("env:\n  ENABLE_PREFIX_DELEGATION: 'true'\n", [_prefixes()]),
+        (_env(**{CUSTOM: "false"}), []),
+        # As Go's strconv.ParseBool reads it: "1" and "T" are true, "tRUE" is not.
+        (_env(**{CUSTOM: "tRUE"}), []),
+        (_env(**{CUSTOM: "1"}), [_custom("the ENIConfig named default")]),
         (
             "env:\n  AWS_VPC_K8S_CNI_CUSTOM_NETWORK_CFG: 'T'\n  ENABLE_PREFIX_DELEGATION: 'true'\n"
             "  ENI_CONFIG_LABEL_DEF: topology.kubernetes.io/zone\n",
-            [PREFIXES, _custom("us-west-2a")],
+            [_prefixes(f"{ZONE_NAMED}'s subnet"), _custom(ZONE_NAMED)],
+        ),
+        (
+            _env(
+                **{CUSTOM: "true", "ENI_CONFIG_LABEL_DEF": "failure-domain.beta.kubernetes.io/zone"}
+            ),
+            [_custom(ZONE_NAMED)],
+        ),
+        (
+            _env(**{CUSTOM: "true", "ENI_CONFIG_LABEL_DEF": "topology.k8s.aws/zone-id"}),
+            [_custom("the ENIConfig named usw2-az2")],
+        ),
+        (
+            _env(**{CUSTOM: "true", "ENI_CONFIG_LABEL_DEF": "team"}),
+            [_custom("the ENIConfig their label team names")],
         ),
         ("not: [valid", []),
     ],
@@ -211,7 +235,19 @@ def test_a_cni_whose_addresses_the_room_check_cannot_count_is_warned_of(
 ) -> None:
     # Prefixes take /28 blocks of 16 addresses, custom networking takes pods' addresses from an
     # ENIConfig's subnet; the room check counts the node subnet's addresses one by one.
-    assert existing.cni_warnings({"vpc-cni": values}, "us-west-2a") == warned
+    zone = zones.Zone("us-west-2a", "usw2-az2")
+    assert existing.cni_warnings({"vpc-cni": values}, zone) == warned
+
+
+@pytest.mark.parametrize(
+    ("env", "custom"),
+    [({CUSTOM: "true"}, True), ({CUSTOM: "true", "ENABLE_POD_ENI": "true"}, False), ({}, False)],
+)
+def test_custom_networking_without_pod_security_groups_counts_the_node_alone(
+    env: dict[str, str], custom: bool
+) -> None:
+    # With security groups for pods, trunk and branch interfaces may go into the node subnet.
+    assert existing.custom_networking({"vpc-cni": _env(**env)}) is custom
 
 
 def test_the_nodes_subnet_is_a_private_one() -> None:

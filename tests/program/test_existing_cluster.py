@@ -4,6 +4,7 @@ refuses one it cannot use before anything is created, and creates only the model
 
 from __future__ import annotations
 
+import json
 import re
 from typing import Any
 
@@ -347,11 +348,25 @@ def test_custom_networking_counts_one_address_a_node_and_is_warned_of(
 ) -> None:
     # 100 free would refuse 2 x m7g.2xlarge at 60 each; under custom networking the node subnet
     # holds each node's own address alone, and the ENIConfig's subnet is the owner's to check.
-    cni = '{"enableNetworkPolicy":"true","env":{"AWS_VPC_K8S_CNI_CUSTOM_NETWORK_CFG":"true"}}'
+    cni = json.dumps(
+        {
+            "enableNetworkPolicy": "true",
+            "env": {
+                "AWS_VPC_K8S_CNI_CUSTOM_NETWORK_CFG": "true",
+                "ENI_CONFIG_LABEL_DEF": "topology.kubernetes.io/zone",
+            },
+        }
+    )
     existing_cluster(mocks, free=100, addons={**EXISTING_ADDONS, "vpc-cni": cni})
     run_into_existing(mocks)
     assert one(mocks.records, NODE_GROUP).inputs["subnetIds"] == [ZONE_SUBNET]
-    assert "uses custom networking (AWS_VPC_K8S_CNI_CUSTOM_NETWORK_CFG)" in caplog.text
+    assert (
+        "the cluster's vpc-cni uses custom networking (AWS_VPC_K8S_CNI_CUSTOM_NETWORK_CFG): the "
+        "stack's nodes select the ENIConfig named us-west-2a and take their pods' addresses from "
+        "its subnet, which the room check does not read; check that it exists (without it the "
+        "nodes never turn Ready) with a subnet in us-west-2a that has room for every node's "
+        "interfaces but the first"
+    ) in caplog.text
     fresh = RecordingMocks()
     existing_cluster(fresh, free=1, addons={**EXISTING_ADDONS, "vpc-cni": cni})
     assert (
