@@ -15,10 +15,11 @@ from typing import ClassVar
 import pytest
 
 from components.manifests import gatekeeper_conf
+from components.manifests.gatekeeper_answers import ERRORS
 from tests import builders, door_harness
 from tests.fakes.openai_stub import StubConfig
 from tests.rehearse.support import until
-from tools.rehearse.front_door import door_checks, door_errors, gatekeeper_run
+from tools.rehearse.front_door import door_checks, gatekeeper_run
 from tools.rehearse.group.ranks import free_port
 from tools.rehearse.group.workspace import RehearsalError
 
@@ -79,11 +80,15 @@ def test_a_broken_or_silent_group_gets_an_openai_error_not_an_open_socket(tmp_pa
         reply = gatekeeper_run.request(door.base_url, "POST", "/v1/completions", body, KEY)
         health = gatekeeper_run.request(door.base_url, "GET", "/health")
     assert reply.status == health.status == 503
-    assert json.loads(reply.body)["error"] == {
-        "message": "The model is restarting or unavailable; retry later",
-        "type": "service_unavailable_error",
-        "code": 503,
-    }
+    assert (
+        json.loads(reply.body)["error"]
+        == json.loads(health.body)["error"]
+        == {
+            "message": "The model is restarting or unavailable; retry later",
+            "type": "service_unavailable_error",
+            "code": 503,
+        }
+    )
     assert reply.headers["Retry-After"] == "5"
 
 
@@ -150,14 +155,69 @@ def test_the_gatekeeper_bounds_what_one_request_may_cost(tmp_path: Path) -> None
             assert door_checks.ask(door, "GET", "/health", keyed=False).status == 200
         assert len(_Recorder.seen) - before <= 3
         assert all(p == "/health" for p, _ in _Recorder.seen[before:])
-        # Errors nginx itself writes are JSON.
-        for data, status in (
-            (b"TRACE / HTTP/1.1\r\nHost: x\r\n\r\n", 405),
-            (b"GET /health HTTP/2.0\r\nHost: x\r\n\r\n", 505),
-            (b"GET /health HTTP/1.1\r\nHost: x\r\nX-Big: " + b"b" * 9000 + b"\r\n\r\n", 431),
-            (b"GET /health HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\n\r\nabc", 400),
-        ):
-            assert door_errors._json_error(door_checks.raw(door, data)) == (status, True)
+
+
+recorder_door = door_harness.module_door(_Recorder, LIMITS, KEY)
+HEAD = b"Host: x\r\nConnection: close\r\n"
+KEYED = HEAD + f"Authorization: Bearer {KEY}\r\n".encode()
+
+
+def _raw(door: gatekeeper_run.Gate, data: bytes, source: str) -> tuple[int, dict[str, object]]:
+    """`data` sent as it is from `source`: the status and the error nginx writes, then closes."""
+    with door_harness.connect(door, source) as sock:
+        sock.sendall(data)
+        reply = b""
+        with contextlib.suppress(TimeoutError, ConnectionResetError):
+            while chunk := sock.recv(65536):
+                reply += chunk
+    head, _, body = reply.partition(b"\r\n\r\n")
+    return int(head.split(b" ", 2)[1]), json.loads(body)["error"]
+
+
+#: Every status a client can provoke, sent raw: nginx's own while it reads a request and the
+#: gatekeeper's refusals (408 is never written: nginx closes the connection; 503 and 504, the test
+#: above; 429, the next one).
+@door_harness.needs_nginx
+@pytest.mark.parametrize(
+    ("status", "sent"),
+    [
+        (400, b"GARBAGE\r\n\r\n"),
+        (
+            400,
+            b"POST /v1/chat/completions HTTP/1.1\r\n" + KEYED + b"Content-Length: 5\r\n\r\nnope!",
+        ),
+        (400, b"GET /health HTTP/1.1\r\n" + HEAD + b"Content-Length: 3\r\n\r\nabc"),
+        (401, b"POST /v1/chat/completions HTTP/1.1\r\n" + HEAD + b"Content-Length: 2\r\n\r\n{}"),
+        (401, b"GET /v1/models HTTP/1.1\r\n" + HEAD + b"\r\n"),
+        (404, b"GET /nope HTTP/1.1\r\n" + HEAD + b"\r\n"),
+        (405, b"TRACE / HTTP/1.1\r\n" + HEAD + b"\r\n"),
+        (413, b"POST /v1/completions HTTP/1.1\r\n" + KEYED + b"Content-Length: 99999999\r\n\r\n"),
+        (414, b"GET /" + b"a" * 9000 + b" HTTP/1.1\r\n" + HEAD + b"\r\n"),
+        (431, b"GET /health HTTP/1.1\r\n" + HEAD + b"X-Big: " + b"b" * 9000 + b"\r\n\r\n"),
+        (501, b"POST /v1/completions HTTP/1.1\r\n" + HEAD + b"Transfer-Encoding: gzip\r\n\r\n"),
+        (505, b"GET /health HTTP/2.0\r\n" + HEAD + b"\r\n"),
+    ],
+)
+def test_every_error_a_client_can_provoke_is_openai_json_and_vllm_is_never_asked(
+    recorder_door: gatekeeper_run.Gate, status: int, sent: bytes
+) -> None:
+    before = len(_Recorder.seen)
+    answered, error = _raw(recorder_door, sent, "127.0.0.2")
+    assert (answered, error["code"], error["type"]) == (status, status, ERRORS[status][0])
+    assert error["message"]
+    assert len(_Recorder.seen) == before
+
+
+@door_harness.needs_nginx
+def test_wrong_keys_past_the_failure_burst_get_a_json_429(
+    recorder_door: gatekeeper_run.Gate,
+) -> None:
+    wrong, burst = b"GET /v1/models HTTP/1.1\r\n" + HEAD + b"\r\n", gatekeeper_conf.FAILURE_BURST
+    answers = [_raw(recorder_door, wrong, "127.0.0.5") for _ in range(burst + 5)]
+    assert [status for status, _ in answers[: burst + 1]] == [401] * (burst + 1)
+    # (The rate, 30 a minute, refills one every two seconds.)
+    refused = (429, {"message": ERRORS[429][1], "type": ERRORS[429][0], "code": 429})
+    assert refused in answers[burst + 1 :]
 
 
 def test_the_rehearsal_key_is_one_the_gatekeeper_accepts() -> None:

@@ -72,7 +72,6 @@ from tools.rehearse.front_door import (
     asleep_checks,
     chat_page,
     door_checks,
-    door_errors,
     gatekeeper_run,
     leak_checks,
     share_checks,
@@ -162,7 +161,6 @@ GATE_NOT_REACHED = (
     ('{"$ref": "#"} schema', "400, no Retry-After; the next chat served"),
     ("unencodable bodies", "400 naming the field"),
     ("vLLM memory under them", "API server USS flat"),
-    ("every error JSON", "OpenAI JSON"),
     ("vLLM's request headers", "the reviewed list"),
     ("chat without key", "401"),
     ("streamed via gatekeeper", "incremental"),
@@ -516,7 +514,7 @@ def _door_checks(
     gate: gatekeeper_run.Gate,
 ) -> list[Check]:
     """The front door's rows: the running gatekeeper `gate`, one with a short reply timeout
-    (the cut), one whose vLLM is gone (503) and one that takes dev's largest body (its cost)."""
+    (the cut) and one that takes dev's largest body (its cost)."""
     leader_log = group.processes[0].log_text
     probe_port = int(gate.probe_url.rsplit(":", 1)[1])
 
@@ -552,20 +550,16 @@ def _door_checks(
     timeout = door_checks.cut_timeout(*timing)
     short = replace(limits, reply_timeout_seconds=timeout or limits.reply_timeout_seconds)
     costly = replace(limits, max_request_bytes=door_checks.COSTLY_BYTES)
-    cut_port, dead_port, costly_port = free_port(), free_port(), free_port()
+    cut_port, costly_port = free_port(), free_port()
     with (
         gatekeeper_run.running_gate(
             front.nginx, short, api_key, cut_port, vllm_port, front.work_dir / "cut"
-        ),
-        gatekeeper_run.running_gate(
-            front.nginx, limits, api_key, dead_port, free_port(), front.work_dir / "dead"
         ),
         gatekeeper_run.running_gate(
             front.nginx, costly, api_key, costly_port, vllm_port, front.work_dir / "costly"
         ) as costly_gate,
     ):
         checks.append(door_checks.cut_check(door(cut_port), timeout, timing))
-        checks.append(door_errors.errors_check(main, door(dead_port)))
         cpu = door_checks.gate_cpu(costly_gate.pgid)
         checks.append(door_checks.costly_body_check(door(costly_port), cpu))
     return checks

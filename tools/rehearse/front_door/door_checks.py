@@ -7,8 +7,7 @@ ordinary client from `CLIENT` (127.0.0.2), both on the `lo` interface Linux give
 address, so the per-client limits tell them apart as they would two addresses behind the load
 balancer. The rows, each saying what it sends and expects: `connections_check`,
 `multiplying_check`, `cut_check`, `amplifier_check`, `health_check`, `static_flood_check`,
-`schema_check`, `forged_headers_check`, `costly_body_check`; `door_errors.errors_check` holds
-every status the gatekeeper produces that a client can provoke to OpenAI JSON.
+`schema_check`, `forged_headers_check`, `costly_body_check`.
 """
 
 from __future__ import annotations
@@ -102,19 +101,6 @@ def ask(
     return request(
         f"http://{door.host}:{door.port}", method, path, data, key, timeout, source, headers
     )
-
-
-def raw(door: Door, data: bytes, source: str = CLIENT, timeout: float = 10) -> bytes:
-    """Bytes sent as they are; everything the gatekeeper writes before it closes."""
-    with socket.create_connection((door.host, door.port), timeout, (source, 0)) as sock:
-        sock.sendall(data)
-        chunks = []
-        try:
-            while chunk := sock.recv(65536):
-                chunks.append(chunk)
-        except (TimeoutError, ConnectionResetError):
-            pass
-    return b"".join(chunks)
 
 
 def chat(door: Door, tokens: int, **extra: object) -> dict[str, object]:

@@ -10,6 +10,7 @@ body tricklers) and `slow_refusal_check` (a wrong key, its body still arriving).
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import socket
 import subprocess
@@ -26,7 +27,6 @@ from components.manifests.gatekeeper import GatekeeperLimits
 from components.manifests.probes import ProbeSpec
 from tools.rehearse.checks import Check
 from tools.rehearse.front_door.door_checks import CLIENT, Door, alive, ask, chat
-from tools.rehearse.front_door.door_errors import is_error
 
 #: Longer than twice the header timeout, so each header trickler is cut and comes back.
 SIEGE_S = 25.0
@@ -127,6 +127,15 @@ class _Tally:
 
     def all_ok(self, call: str) -> bool:
         return self.counts[(call, "failed")] == 0 and self.counts[(call, "ok")] > 0
+
+
+def is_error(body: bytes, status: int) -> bool:
+    """Whether `body` is an OpenAI-style error of `status`."""
+    try:
+        error = json.loads(body)["error"]
+        return error["code"] == status and bool(error["message"])
+    except (ValueError, KeyError, TypeError):
+        return False
 
 
 def _probe_argv(door: Door) -> list[str]:
