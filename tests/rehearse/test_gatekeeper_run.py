@@ -4,10 +4,12 @@ pod's own config (against a stub upstream here; against real vLLM in `make rehea
 from __future__ import annotations
 
 import contextlib
+import http.client
 import json
 import socket
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from pathlib import Path
 from typing import ClassVar
@@ -21,7 +23,7 @@ from tests.fakes.openai_stub import StubConfig
 from tests.rehearse.support import until
 from tools.rehearse.front_door import door_checks, gatekeeper_run
 from tools.rehearse.group.ranks import free_port
-from tools.rehearse.group.workspace import RehearsalError
+from tools.rehearse.group.workspace import RehearsalError, poll
 
 KEY = "k" * 32
 #: 4,096-byte bodies, 600 requests a minute with a burst of 2, one at a time per client.
@@ -38,8 +40,12 @@ def test_missing_nginx_names_the_install_command(monkeypatch: pytest.MonkeyPatch
 @door_harness.needs_nginx
 def test_gatekeeper_in_front_of_a_stub(tmp_path: Path) -> None:
     with door_harness.stub_door(LIMITS, KEY, StubConfig(api_key=KEY, model="m"), tmp_path) as door:
-        assert gatekeeper_run.unauthorized_check(door, "m").ok
-        assert gatekeeper_run.oversize_check(door, KEY, LIMITS).ok
+        # A body one byte over the limit: 413, and its access log line names no upstream.
+        over = b" " * (LIMITS.max_request_bytes + 1)
+        reply = gatekeeper_run.request(door.base_url, "POST", "/v1/chat/completions", over, KEY)
+        # nginx logs the request once it has discarded the body, a moment after answering.
+        logged = poll(lambda: [e for e in door.log_entries() if e.get("status") == 413], bool, 5)
+        assert reply.status == 413 and logged and logged[-1].get("upstream", "") == ""
         assert gatekeeper_run.request(door.base_url, "GET", "/metrics").status == 404
         assert gatekeeper_run.request(door.base_url, "POST", "/invocations", b"{}").status == 404
         assert (
@@ -47,7 +53,21 @@ def test_gatekeeper_in_front_of_a_stub(tmp_path: Path) -> None:
             == 404
         )
         assert gatekeeper_run.request(door.base_url, "GET", "/v1/models", None, KEY).status == 200
-        assert gatekeeper_run.burst_check(door, KEY, LIMITS).ok
+        # More at once than the burst allows: some 429 with Retry-After, none 5xx (connections
+        # above the client's cap are closed unanswered).
+        count = 2 * (LIMITS.client_burst + LIMITS.client_concurrent_requests) + 10
+
+        def one(_index: int) -> gatekeeper_run.Reply | None:
+            try:
+                return gatekeeper_run.request(door.base_url, "GET", "/v1/models", None, KEY)
+            except (OSError, http.client.HTTPException):
+                return None
+
+        with ThreadPoolExecutor(count) as pool:
+            replies = [r for r in pool.map(one, range(count)) if r is not None]
+        limited = [r for r in replies if r.status == 429]
+        assert limited and all("Retry-After" in r.headers for r in limited)
+        assert all(r.status < 500 for r in replies)
 
 
 def test_a_stream_is_judged_on_the_gaps_between_chunks_not_on_the_first_one() -> None:

@@ -25,7 +25,6 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator, Mapping
-from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
@@ -37,7 +36,7 @@ from components.manifests.gatekeeper import GatekeeperLimits
 from components.manifests.gatekeeper_conf import MAX_HEADERS
 from tools.rehearse.checks import Check
 from tools.rehearse.group.ranks import free_port
-from tools.rehearse.group.workspace import RehearsalError, poll
+from tools.rehearse.group.workspace import RehearsalError
 
 INSTALL_HINT = (
     "apt-get install -y nginx-light libnginx-mod-stream libnginx-mod-http-js (Debian, Ubuntu)"
@@ -344,20 +343,6 @@ def routes_check(gate: Gate, vllm_url: str) -> Check:
     )
 
 
-def unauthorized_check(gate: Gate, model: str) -> Check:
-    reply = request(gate.base_url, "POST", "/v1/chat/completions", chat_body(model, max_tokens=4))
-    try:
-        kind = json.loads(reply.body)["error"]["type"]
-    except (ValueError, KeyError, TypeError):
-        kind = "no OpenAI error body"
-    return Check(
-        "chat without key",
-        "401, OpenAI error body",
-        f"{reply.status}, {kind}",
-        reply.status == 401 and kind == "authentication_error",
-    )
-
-
 def stream_events(
     base_url: str, api_key: str, body: bytes, timeout: float = 120
 ) -> tuple[int, list[tuple[float, bytes]]]:
@@ -404,21 +389,6 @@ def _incremental_check(arrivals: list[float]) -> Check:
     )
 
 
-def oversize_check(gate: Gate, api_key: str, limits: GatekeeperLimits) -> Check:
-    """A body one byte over the limit is refused by nginx; the access log shows no upstream."""
-    size = limits.max_request_bytes + 1
-    reply = request(gate.base_url, "POST", "/v1/chat/completions", b" " * size, api_key)
-    # nginx logs the request once it has discarded the body, a moment after answering.
-    entries = poll(lambda: [e for e in gate.log_entries() if e.get("status") == 413], bool, 5, 0.1)
-    reached = bool(entries) and entries[-1].get("upstream", "") != ""
-    return Check(
-        "body over the limit",
-        f"413 at {size:,} bytes, vLLM never asked",
-        f"{reply.status}, upstream {'asked' if reached else 'not asked'}",
-        reply.status == 413 and bool(entries) and not reached,
-    )
-
-
 def default_cap_check(gate: Gate, api_key: str, model: str, cap: int) -> Check:
     """A request without max_tokens stops at the planned cap (vLLM's generation config)."""
     reply = request(
@@ -436,34 +406,4 @@ def default_cap_check(gate: Gate, api_key: str, model: str, cap: int) -> Check:
         f'"length" at {cap} tokens',
         f"{json.dumps(reason)} at {tokens} tokens",
         reply.status == 200 and tokens == cap and reason == "length",
-    )
-
-
-def burst_check(gate: Gate, api_key: str, limits: GatekeeperLimits) -> Check:
-    """More requests at once than the burst allows: some get 429 with Retry-After, none 5xx.
-    Connections above the client's connection cap are closed unanswered (counted apart)."""
-    count = 2 * (limits.client_burst + limits.client_concurrent_requests) + 10
-
-    def one(_index: int) -> Reply | None:
-        try:
-            return request(gate.base_url, "GET", "/v1/models", None, api_key)
-        except (OSError, http.client.HTTPException):
-            return None
-
-    with ThreadPoolExecutor(count) as pool:
-        answers = list(pool.map(one, range(count)))
-    replies = [r for r in answers if r is not None]
-    closed = len(answers) - len(replies)
-    statuses = Counter(r.status for r in replies)
-    limited = [r for r in replies if r.status == 429]
-    retry = all("Retry-After" in r.headers for r in limited)
-    errors = sum(n for status, n in statuses.items() if status >= 500)
-    shown = ", ".join(f"{n}x {status}" for status, n in sorted(statuses.items()))
-    if closed:
-        shown += f", {closed} closed at the connection cap"
-    return Check(
-        "burst above the rate",
-        f"{count} at once: some 429 with Retry-After, no 5xx",
-        shown,
-        bool(limited) and retry and errors == 0,
     )
