@@ -103,7 +103,7 @@ class _Vllm(door_harness.Upstream):
 def _gate(tmp_path: Path) -> Iterator[Door]:
     _Vllm.dead, _Vllm.seen = False, []
     with door_harness.door_before(_Vllm, LIMITS, KEY, tmp_path) as running:
-        yield Door("127.0.0.1", door_harness.port_of(running), KEY, "m", lambda: "")
+        yield Door("127.0.0.1", door_harness.port_of(running), KEY, "m")
 
 
 @door_harness.needs_nginx
@@ -137,7 +137,7 @@ def test_the_row_fails_on_a_503_with_retry_after(monkeypatch: pytest.MonkeyPatch
     """The old answer (the restart's 503) fails the row, whatever follows."""
     answers = iter([Answer(503, {"Retry-After": "5"}, b"{}", 0.1), Answer(200, {}, b"{}", 0.1)])
     monkeypatch.setattr(leak_checks, "ask", lambda *_a, **_k: next(answers))
-    row = leak_checks.ref_schema_check(Door("127.0.0.1", 1, KEY, "m", lambda: ""))
+    row = leak_checks.ref_schema_check(Door("127.0.0.1", 1, KEY, "m"))
     assert not row.ok
     assert row.observed.startswith("503 in 0.1 s, Retry-After 5")
 
@@ -194,7 +194,7 @@ def test_keyed_tricklers_leave_the_chats_served_and_every_refusal_logged_json(
 
 @pytest.mark.parametrize("shape", [door_checks.costly_body, door_checks.chat_shaped])
 def test_the_costly_bodies_are_valid_json_but_for_their_last_byte(shape: Callable) -> None:
-    body = shape() if shape is door_checks.costly_body else shape(Door("h", 1, KEY, "m", str))
+    body = shape() if shape is door_checks.costly_body else shape(Door("h", 1, KEY, "m"))
     assert len(body) == door_checks.COSTLY_BYTES
     with pytest.raises(json.JSONDecodeError) as failed:
         json.loads(body)
@@ -222,7 +222,7 @@ def test_the_costly_body_row_holds_every_refusal_to_the_plans_charge(
         return Answer(status, {}, b"{}", 0.01)
 
     monkeypatch.setattr(door_checks, "ask", ask)
-    row = door_checks.costly_body_check(Door("127.0.0.1", 1, "k", "m", str), lambda: spent[0])
+    row = door_checks.costly_body_check(Door("127.0.0.1", 1, "k", "m"), lambda: spent[0])
     assert row.ok is ok
     aim = "within" if chat_ms < door_checks.COSTLY_MS else "over"
     assert row.observed == (

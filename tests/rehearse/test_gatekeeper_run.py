@@ -6,9 +6,11 @@ from __future__ import annotations
 import contextlib
 import http.client
 import json
+import math
 import socket
 import threading
 import time
+from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from pathlib import Path
@@ -126,6 +128,18 @@ class _Recorder(door_harness.Upstream):
     do_POST = _answer
 
 
+#: Headers vLLM acts on (`vllm_headers`) and X-Forwarded-For, forged.
+FORGED = {
+    "X-Request-Id": "forged-request-id-4242",
+    "X-Forwarded-For": "203.0.113.99",
+    "endpoint-load-metrics-format": "JSON",
+    "X-Vllm-Priority": "-100",
+    "X-Session-ID": "forged-session-4242",
+    "X-data-parallel-rank": "7",
+    "traceparent": "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
+}
+
+
 @door_harness.needs_nginx
 def test_the_gatekeeper_bounds_what_one_request_may_cost(tmp_path: Path) -> None:
     limits = replace(
@@ -134,7 +148,7 @@ def test_the_gatekeeper_bounds_what_one_request_may_cost(tmp_path: Path) -> None
     _Recorder.seen = []
     with door_harness.door_before(_Recorder, limits, KEY, tmp_path) as running:
         port = door_harness.port_of(running)
-        door = door_checks.Door("127.0.0.1", port, KEY, "m", lambda: "")
+        door = door_checks.Door("127.0.0.1", port, KEY, "m")
         # Bodies that multiply or amplify: 400 naming the field, vLLM never asked.
         for path, field, body in door_checks._multipliers("m"):
             answer = door_checks.ask(door, "POST", path, body)
@@ -156,13 +170,13 @@ def test_the_gatekeeper_bounds_what_one_request_may_cost(tmp_path: Path) -> None
             "POST",
             "/v1/chat/completions",
             door_checks.chat(door, 2),
-            headers=door_checks.FORGED,
+            headers=FORGED,
         )
         assert forged.status == 200
         path, headers = _Recorder.seen[-1]
         assert path == "/v1/chat/completions"
         assert headers["x-forwarded-for"] == door_checks.CLIENT
-        assert not {h.lower() for h in door_checks.FORGED} - {"x-forwarded-for"} & set(headers)
+        assert not {h.lower() for h in FORGED} - {"x-forwarded-for"} & set(headers)
         # A small schema is served.
         small = door_checks.chat(door, 2, response_format={"type": "json_object"})
         assert door_checks.ask(door, "POST", "/v1/chat/completions", small).status == 200
@@ -175,6 +189,37 @@ def test_the_gatekeeper_bounds_what_one_request_may_cost(tmp_path: Path) -> None
             assert door_checks.ask(door, "GET", "/health", keyed=False).status == 200
         assert len(_Recorder.seen) - before <= 3
         assert all(p == "/health" for p, _ in _Recorder.seen[before:])
+        # 2,000 calls from another address in four keep-alive connections: at most the first,
+        # the open routes' burst and their rate over the flood (plus a second of clock slack)
+        # answered 200, the rest 429, never a 5xx; about one a second reaches vLLM.
+        before = len(_Recorder.seen)
+        began = time.monotonic()
+        with ThreadPoolExecutor(4) as pool:
+            statuses = sum(pool.map(_health_calls, [port] * 4), Counter[int]())
+        took = time.monotonic() - began
+        served = (
+            1 + gatekeeper_conf.OPEN_BURST + math.ceil(gatekeeper_conf.OPEN_PER_SECOND * (took + 1))
+        )
+        assert 0 < statuses[200] <= served and statuses[429] == 2000 - statuses[200], statuses
+        assert len(_Recorder.seen) - before <= int(took) + 2
+
+
+def _health_calls(port: int) -> Counter[int]:
+    """500 GETs of /health from 127.0.0.3 on one keep-alive connection (another when nginx
+    closes it): their statuses, 0 for no answer."""
+    statuses: Counter[int] = Counter()
+    connection = http.client.HTTPConnection("127.0.0.1", port, 10, ("127.0.0.3", 0))
+    for _ in range(500):
+        try:
+            connection.request("GET", "/health")
+            response = connection.getresponse()
+            response.read()
+            statuses[response.status] += 1
+        except (OSError, http.client.HTTPException):
+            statuses[0] += 1
+            connection.close()
+    connection.close()
+    return statuses
 
 
 recorder_door = door_harness.module_door(_Recorder, LIMITS, KEY)
@@ -183,12 +228,12 @@ KEYED = HEAD + f"Authorization: Bearer {KEY}\r\n".encode()
 
 
 def _raw(door: gatekeeper_run.Gate, data: bytes, source: str) -> tuple[int, dict[str, object]]:
-    """`data` sent as it is from `source`: the status and the error nginx writes, then closes."""
+    """`data` sent as it is from `source`: the status and the error nginx writes."""
     with door_harness.connect(door, source) as sock:
         sock.sendall(data)
         reply = b""
         with contextlib.suppress(TimeoutError, ConnectionResetError):
-            while chunk := sock.recv(65536):
+            while b"}\n" not in reply and (chunk := sock.recv(65536)):
                 reply += chunk
     head, _, body = reply.partition(b"\r\n\r\n")
     return int(head.split(b" ", 2)[1]), json.loads(body)["error"]
@@ -324,7 +369,7 @@ def test_a_client_s_token_tiers_and_grammar_slot_are_its_own_and_released_on_abo
     try:
         with door_harness.door_before(_Holding, limits, KEY, tmp_path) as running:
             port = door_harness.port_of(running)
-            door = door_checks.Door("127.0.0.1", port, KEY, "m", lambda: "")
+            door = door_checks.Door("127.0.0.1", port, KEY, "m")
             a, b = door_checks.ATTACKER, door_checks.CLIENT
 
             def status(body: dict[str, object], source: str) -> int:

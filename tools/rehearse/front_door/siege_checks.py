@@ -3,8 +3,8 @@ request bodies and four trickling request headers, each at its connection cap, w
 client chats and asks /health and the group's probes ask the probe listener. Sent only to
 loopback, bounded in time (`SIEGE_S`) and in sockets (the cap of each address, and two more to
 show they are refused). The rows: `siege_check` (keyless body and header tricklers beside the
-keyed client, /health, the worker's liveness command and `/ready`), `keyed_siege_check` (keyed
-body tricklers) and `slow_refusal_check` (a wrong key, its body still arriving).
+keyed client, /health, the worker's liveness command and `/ready`) and `keyed_siege_check` (keyed
+body tricklers).
 """
 
 from __future__ import annotations
@@ -40,9 +40,6 @@ HEADER_ADDRESSES = ("127.0.0.31", "127.0.0.32", "127.0.0.33", "127.0.0.34")
 KEYED_ADDRESSES = tuple(f"127.0.0.{n}" for n in range(71, 83))
 #: Of the keyed client's chats beside them, at least this share served.
 SERVED_SHARE = 0.95
-SLOW_ADDRESS = "127.0.0.41"
-#: A wrong-key POST must be answered within this of its headers, its body still arriving.
-REFUSED_WITHIN_S = 1.0
 #: A body trickler's opening: headers complete, a body announced and never finished, no key.
 BODY_OPENING = (
     b"POST /v1/chat/completions HTTP/1.1\r\nHost: gatekeeper\r\n"
@@ -261,37 +258,4 @@ def keyed_verdict(tally: _Tally, logged: int) -> tuple[bool, str]:
     return ok, (
         f"keyed chat {served}/{served + failed}, {answered} refused in JSON, {logged} refusals "
         "logged"
-    )
-
-
-def slow_refusal_check(door: Door) -> Check:
-    """A POST with a wrong key, its body trickling: answered from the headers and closed."""
-    with socket.create_connection((door.host, door.port), 5, (SLOW_ADDRESS, 0)) as sock:
-        sock.sendall(
-            b"POST /v1/chat/completions HTTP/1.1\r\nHost: gatekeeper\r\n"
-            b"Authorization: Bearer wrong-key-wrong-key-wrong-key-000\r\n"
-            b"Content-Type: application/json\r\nContent-Length: 10000\r\n\r\n{"
-        )
-        sent = time.monotonic()
-        sock.settimeout(5)
-        first = b""
-        with_answer = float("inf")
-        closed_after = float("inf")
-        try:
-            first = sock.recv(65536)
-            with_answer = time.monotonic() - sent
-            while True:
-                sock.send(b"a")
-                if sock.recv(65536) == b"":
-                    closed_after = time.monotonic() - sent
-                    break
-        except OSError:
-            closed_after = time.monotonic() - sent
-    status = first.split(b" ", 2)[1].decode() if first.count(b" ") >= 2 else "nothing"
-    ok = status == "401" and with_answer <= REFUSED_WITHIN_S and closed_after <= 5
-    return Check(
-        "wrong key, slow body",
-        f"401 within {REFUSED_WITHIN_S:g} s of the headers, connection closed",
-        f"{status} after {with_answer:.2f} s, closed after {closed_after:.2f} s",
-        ok,
     )
