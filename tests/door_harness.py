@@ -64,9 +64,10 @@ class Upstream(BaseHTTPRequestHandler):
 
 
 @contextmanager
-def upstream(handler: type[BaseHTTPRequestHandler]) -> Iterator[int]:
-    """`handler` served on a loopback port from a thread, stopped on exit; the port."""
-    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+def upstream(handler: type[BaseHTTPRequestHandler], port: int = 0) -> Iterator[int]:
+    """`handler` served on loopback `port` (0: a free one) from a thread, stopped on exit; the
+    port."""
+    server = ThreadingHTTPServer(("127.0.0.1", port), handler)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     try:
         yield server.server_address[1]

@@ -9,8 +9,8 @@ ones above it in this list, and `checks` (the verdict rows every step returns):
   `RankGroup`, their process groups), `seccomp` (the filter the ranks start under), `endpoint`
   (HTTP to a served `/v1`) and `vllm_logs` (parsers for what vLLM logs about memory and KV cache);
 - `front_door`: the gatekeeper run by a real nginx (`gatekeeper_run`) and the rows about the door
-  in front of the group: `door_checks`, `share_checks`, `siege_checks`, `asleep_checks`,
-  `chat_page` and `vllm_headers`;
+  in front of the group: `door_checks`, `share_checks`, `siege_checks`, `chat_page` and
+  `vllm_headers`;
 - `changes`: a key rotation and a drain under a stream beside a second group (`change_steps`,
   `rotation_step`, `drain_step`, and `balancer`, the Service stand-in the drain moves);
 - `measure`: what is measured on the running or a purpose-built group: `metrics_capture`,

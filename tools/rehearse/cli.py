@@ -17,11 +17,11 @@ and checks what the plan promised:
   the same planner (`infra.plan.sizing.plan`) predicted for the tiny model;
 - then, in `rehearse`'s order: the gatekeeper (the pod's own nginx.conf, run by a real nginx in
   front of the leader; every later request to the group goes through it) and the front door
-  (`front_door`, one module per group of rows, the door asleep included), the chat page in
-  headless Chromium, capacity (`vllm bench serve`) and lm-eval's score, the changes
-  (`--skip-changes`), the int8 and int4 groups (`--skip-quantized`), and the prefill probe (the
-  short slice, or with `--prefill` one whole period of the model's pattern and the step-timeout
-  row). docs/development.md ("Rehearsal before `pulumi up`") tells every row.
+  (`front_door`, one module per group of rows), the chat page in headless Chromium, capacity
+  (`vllm bench serve`) and lm-eval's score, the changes (`--skip-changes`), the int8 and int4
+  groups (`--skip-quantized`), and the prefill probe (the short slice, or with `--prefill` one
+  whole period of the model's pattern and the step-timeout row). docs/development.md ("Rehearsal
+  before `pulumi up`") tells every row.
 
 Every process it starts is its own process group and is stopped by group (SIGTERM, then SIGKILL)
 whatever happens, including Ctrl-C; a headless rank does not exit when its leader dies, so nothing
@@ -50,7 +50,6 @@ from typing import Any
 from components.manifests import chat, engine_timeout_env
 from components.manifests.gatekeeper import GatekeeperLimits
 from infra.adapters.wiring import server_spec
-from infra.plan import sleep
 from infra.plan.config import ConfigError, StackConfig
 from infra.plan.loading import load_config
 from infra.plan.sizing import Plan, plan
@@ -69,7 +68,6 @@ from tools.rehearse.checks import (
     verdict_ok,
 )
 from tools.rehearse.front_door import (
-    asleep_checks,
     chat_page,
     door_checks,
     gatekeeper_run,
@@ -161,10 +159,6 @@ GATE_NOT_REACHED = (
     ("vLLM's request headers", "the reviewed list"),
     ("streamed via gatekeeper", "incremental"),
     ("no max_tokens", "planned cap"),
-    ("asleep: model request", "503, Retry-After, OpenAI error body"),
-    ("asleep: /health", '503 "asleep"'),
-    ("wake signal", "raised by a model request"),
-    ("awake: upstream back", "200"),
 )
 CHAT_NOT_REACHED = tuple(
     (name, "as the page promises")
@@ -438,8 +432,6 @@ def _check_group(
                 ),
             ]
             checks += _door_checks(group, front, limits, api_key, tiny_plan.model, vllm_port, door)
-            retry = sleep.retry_after_seconds(load.cfg, tiny_plan)
-            checks += _asleep_rows(group, front, limits, api_key, tiny_plan.model, retry, vllm_port)
             checks.append(vllm_headers.headers_check(front.vllm_package))
             checks += endpoint_checks(gate_url, api_key, tiny_plan.model, group.progress)
             checks.append(seccomp_check(group))
@@ -546,25 +538,6 @@ def _door_checks(
         cpu = door_checks.gate_cpu(costly_gate.pgid)
         checks.append(door_checks.costly_body_check(door(costly_port), cpu))
     return checks
-
-
-def _asleep_rows(
-    group: RankGroup,
-    front: _Front,
-    limits: GatekeeperLimits,
-    api_key: str,
-    model: str,
-    retry_after_s: int,
-    vllm_port: int,
-) -> list[Check]:
-    """The door of an elastic stack (`asleep_checks`): its config with nothing behind its
-    upstream port, then relayed to this leader. `Retry-After` is the wake-up the planner gives
-    the tiny model's config."""
-    group.progress("front door asleep: no upstream, then the leader behind it")
-    asleep = asleep_checks.rehearsal_asleep(retry_after_s)
-    sleeper = asleep_checks.Sleeper(limits, asleep, api_key, model)
-    work = front.work_dir.parent / "door-asleep"
-    return asleep_checks.door_sleep_checks(front.nginx, sleeper, vllm_port, work, group.progress)
 
 
 def _formed_text(seconds: float | None, formed: bool) -> str:
