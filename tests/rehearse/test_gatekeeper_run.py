@@ -163,6 +163,18 @@ def test_the_gatekeeper_bounds_what_one_request_may_cost(tmp_path: Path) -> None
             body = {"model": "m", "prompt": "hi", **extra}
             answer = door_checks.ask(door, "POST", "/v1/completions", body)
             assert (answer.status, door_checks.param(answer.body)) == (400, field), extra
+        # The 3 KB echo/logprobs/n request that returned 30 MB (issue 21): refused in under 1 KB.
+        amplifier = {
+            "model": "m",
+            "prompt": "word " * 600,
+            "echo": True,
+            "logprobs": 20,
+            "prompt_logprobs": 20,
+            "n": 8,
+            "max_tokens": 40,
+        }
+        answer = door_checks.ask(door, "POST", "/v1/completions", amplifier)
+        assert answer.status == 400 and len(answer.body) < 1024, answer.body
         assert _Recorder.seen == []
         # An ordinary request passes, with only the reviewed headers and nginx's address.
         forged = door_checks.ask(
