@@ -32,8 +32,11 @@ AREAS = {
 #: and to 72,000 for four hostile readings' fixes (vLLM's key check behind an elastic door, the
 #: gatekeeper's logprob ids and slow uploads, the group held while it serves, the no-metrics
 #: alarm and the alarms' prices: about 280 lines) and the round's one new capability, llama.cpp
-#: beside vLLM (`make rehearse-peer`, about 250), for which no cut the rules allow was found.
-CODE_CEILING = 72_000
+#: beside vLLM (`make rehearse-peer`, about 250), for which no cut the rules allow was found. It
+#: came down to 70,500 when the memory-guard experiment (its finding kept in the docs), the
+#: hand-written mutation harness (mutmut's own config instead) and the rehearsal's front-door
+#: rows that only nginx decides (asserted by unit tests under real nginx) left.
+CODE_CEILING = 70_500
 
 
 def is_code(path: str) -> bool:
