@@ -40,6 +40,11 @@ GENERATION_TOKENS = "vllm:generation_tokens_total"
 #: event with its scrape's time), nor when an older leader's scrape is missing for a minute, as
 #: a `Sum` would.
 STARTED = "process_start_time_seconds"
+#: The group-restart alarm reads the newest start time over 5 minutes, not 1: with several
+#: groups, a minute in which the newest leader's scrape alone was missing reads an older
+#: leader's start time, and the next minute's rise would page for a restart that never was.
+#: Five such minutes in a row still page; restarts within 5 minutes hold one alarm.
+RESTART_PERIOD = 300
 SAMPLES = (RUNNING, WAITING, KV_USAGE, PREEMPTIONS, GENERATION_TOKENS, STARTED)
 
 #: Each leader's own record (the startup check's `GAUGES`, `programs/liveness.py`), one series
@@ -567,7 +572,7 @@ def _alarms(spec: WatchSpec) -> list[AlarmSpec]:
             {
                 **_rule("GreaterThanOrEqualToThreshold", 1, 1),
                 "metric_queries": [
-                    _query("st", "Maximum", _vllm_metric(spec, STARTED)),
+                    _query("st", "Maximum", _vllm_metric(spec, STARTED), RESTART_PERIOD),
                     _result("restarted", "IF(DIFF(st) > 0, 1, 0)", "group restarted"),
                 ],
             },

@@ -544,7 +544,12 @@ def _math(expression: str, lookup: Callable[[str], Fn]) -> Fn:
         if name == "DIFF" and len(args) == 1:
             (arg,) = args
             minus = _lift(operator.sub)
-            return lambda t: None if t == 0 else minus(arg(t), arg(t - 1))
+
+            # From the preceding value: a period without data is no value of the series.
+            def earlier(t: int) -> Point:
+                return next((v for s in range(t - 1, -1, -1) if (v := arg(s)) is not None), None)
+
+            return lambda t: minus(arg(t), earlier(t))
         raise ValueError(f"{name}() is not a function watch.py may use, in {expression!r}")
 
     return compiled(ast.parse(expression.strip(), mode="eval").body)
@@ -641,9 +646,19 @@ def _alarm_fires(args: Mapping[str, Any], store: Store) -> bool:
     return _alarm_state(args, store) == "ALARM"
 
 
+def _ending(store: Store, period: int) -> Store:
+    """The store with its minutes moved on so that its periods end where it ends: an alarm
+    evaluates every minute over the periods that end then (a sliding window), not over the
+    clock's periods."""
+    pad = -store.minutes % (period // 60)
+    moved = {key: [(m + pad, v) for m, v in raw] for key, raw in store.points.items()}
+    return Store(store.minutes + pad, defaultdict(list, moved))
+
+
 def _alarm_state(args: Mapping[str, Any], store: Store) -> str:
     """ALARM, OK, or INSUFFICIENT_DATA where `treat_missing_data` is `missing` and the window
     holds no value at all (CloudWatch's missing-data table, AlarmThatSendsEmail.html)."""
+    store = _ending(store, _evaluated_seconds(args) // args["evaluation_periods"])
     if "metric_queries" in args:
         queries = {q["id"]: q for q in args["metric_queries"]}
         (result,) = [q for q in args["metric_queries"] if q.get("return_data")]
@@ -939,17 +954,19 @@ def test_group_restarts_mark_and_alarm_the_minute_a_leader_started_again(
     spec: watch.WatchSpec, collector_config: dict[str, Any]
 ) -> None:
     def step(minute: int, leaders: list[Leader]) -> None:
-        if minute in (2, 4):
-            leaders[minute // 4].restart(leaders[minute // 4].started + 60 * minute)
+        if minute in (7, 20):  # leader 0, then leader 1, each then holding the newest start
+            leader = leaders[minute // 10 - 1]
+            leader.restart(leader.started + 60 * minute)
 
-    store = _run(collector_config, 6, step)
+    store = _run(collector_config, 30, step)
     lines = _widget_lines(_widget(spec, "Group restarts"), store)
-    assert lines == {"restarted": [None, 0.0, 1.0, 0.0, 1.0, 0.0]}
-    # The alarm, at the end of each minute: it fires in the minute of a restart and clears in
-    # the next (a restart, not a crash loop); nothing restarted, or no data, fires nothing.
+    assert lines == {"restarted": [None, *[0.0] * 6, 1.0, *[0.0] * 12, 1.0, *[0.0] * 9]}
+    # The alarm, at the end of each minute: it fires while its 5-minute window holds a restart
+    # and clears after (a restart, not a crash loop, which holds it); nothing restarted, or no
+    # data, fires nothing.
     args = _alarm(spec, "group-restart")
-    fired = [_alarm_fires(args, store.until(end)) for end in range(1, 7)]
-    assert fired == [False, False, True, False, True, False]
+    fired = [_alarm_fires(args, store.until(end)) for end in range(1, 31)]
+    assert fired == [False] * 7 + [True] * 5 + [False] * 8 + [True] * 5 + [False] * 5
     assert not _alarm_fires(args, Store(4))
     (restarted,) = [q for q in args["metric_queries"] if q.get("return_data")]
     assert restarted["label"] == "group restarted"
@@ -964,6 +981,7 @@ SCRAPES_IN_MINUTE_3: dict[str, Scrapes] = {
     "one leader scraped twice": lambda m, leaders: [leaders[0], *leaders] if m == 3 else leaders,
     "every leader scraped twice": lambda m, leaders: [*leaders, *leaders] if m == 3 else leaders,
     "an older leader's scrape missing": lambda m, leaders: leaders[1:] if m == 3 else leaders,
+    "the newest leader's scrape missing": lambda m, leaders: leaders[:1] if m == 3 else leaders,
 }
 
 
@@ -971,20 +989,24 @@ SCRAPES_IN_MINUTE_3: dict[str, Scrapes] = {
 def test_group_restarts_ignore_a_scrape_written_twice_or_missing(
     spec: watch.WatchSpec, collector_config: dict[str, Any], scrapes: Scrapes
 ) -> None:
-    """Leader 1 started last; minute 3's scrapes are doubled or miss leader 0: no restart is
-    marked or paged; leader 0 restarting in minute 6 (it then holds the newest start time)
-    still is."""
+    """Leader 1 started last; minute 3's scrapes are doubled or miss a leader: no restart is
+    paged; leader 0 restarting in minute 6 (it then holds the newest start time) is, in the
+    alarm's 5-minute period that holds it, and marked on the dashboard in its minute. A minute
+    without the newest leader's scrape reads an older start time: the dashboard marks the
+    minute after it, the alarm's period does not."""
 
     def step(minute: int, leaders: list[Leader]) -> None:
         if minute == 6:
             leaders[0].restart(leaders[1].started + 600)
 
-    store = _run(collector_config, 8, step, scrapes)
-    lines = _widget_lines(_widget(spec, "Group restarts"), store)
-    assert lines == {"restarted": [None, 0.0, 0.0, 0.0, 0.0, 0.0, 1.0, 0.0]}
+    store = _run(collector_config, 15, step, scrapes)
+    lines = _widget_lines(_widget(spec, "Group restarts"), store)["restarted"]
+    newest_missing = scrapes is SCRAPES_IN_MINUTE_3["the newest leader's scrape missing"]
+    marked = [None, 0.0, 0.0, 0.0, 1.0 if newest_missing else 0.0, 0.0, 1.0, *[0.0] * 8]
+    assert lines == marked
     args = _alarm(spec, "group-restart")
-    fired = [_alarm_fires(args, store.until(end)) for end in range(1, 9)]
-    assert fired == [False] * 6 + [True, False]
+    fired = [_alarm_fires(args, store.until(end)) for end in range(1, 16)]
+    assert fired == [False] * 6 + [True] * 5 + [False] * 4
 
 
 def test_every_leader_s_measurement_is_drawn_beside_the_plan_s_range(
