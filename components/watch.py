@@ -43,7 +43,7 @@ STARTED = "process_start_time_seconds"
 #: The group-restart alarm reads the newest start time over 5 minutes, not 1: with several
 #: groups, a minute in which the newest leader's scrape alone was missing reads an older
 #: leader's start time, and the next minute's rise would page for a restart that never was.
-#: Five such minutes in a row still page; restarts within 5 minutes hold one alarm.
+#: Five such minutes in a row still page; restarts less than 5 minutes apart hold one alarm.
 RESTART_PERIOD = 300
 SAMPLES = (RUNNING, WAITING, KV_USAGE, PREEMPTIONS, GENERATION_TOKENS, STARTED)
 

@@ -193,6 +193,12 @@ def _planned(stack: str, sets: str, today: dt.date | None) -> tuple[StackConfig,
     return cfg, plan(cfg, stack)
 
 
+def clear_caches() -> None:
+    """Plan and render again on the next call (`tests/conftest.py`, under mutation stats)."""
+    _planned.cache_clear()
+    _rendered.cache_clear()
+
+
 def planned(
     stack: str = "dev", sets: Mapping[str, Any] | None = None, today: dt.date | None = None
 ) -> tuple[StackConfig, Plan]:

@@ -347,7 +347,9 @@ def custom_networking(present: Mapping[str, str]) -> bool:
 def _eni_config(label: str | None, zone: Zone) -> str:
     """The ENIConfig the stack's nodes select (amazon-vpc-cni-k8s v1.23.1
     pkg/eniconfig/eniconfig.go `GetNodeSpecificENIConfigName`: the value of the node label
-    `ENI_CONFIG_LABEL_DEF` names, else `default`)."""
+    `ENI_CONFIG_LABEL_DEF` names, else `default`; the `vpc.amazonaws.com/externalEniConfig`
+    label and the `ENI_CONFIG_ANNOTATION_DEF` annotation it reads first the stack's nodes do not
+    carry)."""
     named = {
         "topology.kubernetes.io/zone": zone.name,
         "failure-domain.beta.kubernetes.io/zone": zone.name,
@@ -355,7 +357,7 @@ def _eni_config(label: str | None, zone: Zone) -> str:
     }
     if label in named:
         return f"the ENIConfig named {named[label]}"
-    if label in (None, ENI_CONFIG_LABEL):
+    if not label or label == ENI_CONFIG_LABEL:  # the CNI reads an empty one as its default
         return "the ENIConfig named default"
     return f"the ENIConfig their label {label} names"
 

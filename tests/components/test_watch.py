@@ -962,8 +962,7 @@ def test_group_restarts_mark_and_alarm_the_minute_a_leader_started_again(
     lines = _widget_lines(_widget(spec, "Group restarts"), store)
     assert lines == {"restarted": [None, *[0.0] * 6, 1.0, *[0.0] * 12, 1.0, *[0.0] * 9]}
     # The alarm, at the end of each minute: it fires while its 5-minute window holds a restart
-    # and clears after (a restart, not a crash loop, which holds it); nothing restarted, or no
-    # data, fires nothing.
+    # and clears after; nothing restarted, or no data, fires nothing.
     args = _alarm(spec, "group-restart")
     fired = [_alarm_fires(args, store.until(end)) for end in range(1, 31)]
     assert fired == [False] * 7 + [True] * 5 + [False] * 8 + [True] * 5 + [False] * 5

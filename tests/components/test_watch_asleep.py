@@ -104,23 +104,24 @@ def test_the_doors_real_errors_still_count() -> None:
     assert [_filter_matches(fixed, e) for e in events] == [True, True]
 
 
-def _fires_at_any_period_end(spec: watch.WatchSpec, store: Store, key: str) -> list[int]:
-    """The minutes (period ends) at which the alarm `key` would be in ALARM."""
+def _fires_at_any_minute(spec: watch.WatchSpec, store: Store, key: str) -> list[int]:
+    """The minutes at whose end the alarm `key` would be in ALARM (CloudWatch evaluates every
+    minute, over the periods that end then)."""
     (alarm,) = [a for a in watch.alarms(spec) if a.key == key]
-    step = watch.not_waking_period_s(spec.wake_seconds) // 60
-    ends = range(step, store.minutes + 1, step)
+    ends = range(1, store.minutes + 1)
     return [end for end in ends if _alarm_fires(alarm.args, store.until(end))]
 
 
 def test_a_model_that_does_not_wake_fires_not_waking() -> None:
     """Clients retrying into asleep answers for an hour and no group ever scraped (a crash loop,
-    no capacity in the zone): the alarm fires once two whole periods have passed."""
+    no capacity in the zone): the alarm fires in the minute a whole period without a scrape has
+    followed the period that held the first asleep answer (evaluated every minute)."""
     spec = _spec(elastic=True)
     store = Store(minutes=60)
     for minute in range(60):
         _door_minute(store, spec, minute, 1)
     period_min = watch.not_waking_period_s(spec.wake_seconds) // 60
-    assert _fires_at_any_period_end(spec, store, "not-waking")[0] == 2 * period_min
+    assert _fires_at_any_minute(spec, store, "not-waking")[0] == period_min + 1
 
 
 def test_wake_ups_that_come_late_or_night_after_night_do_not_fire_not_waking() -> None:
@@ -134,7 +135,7 @@ def test_wake_ups_that_come_late_or_night_after_night_do_not_fire_not_waking() -
             _door_minute(store, spec, minute, 1)
         for minute in range(start + 9, min(start + 14, 120)):
             _group_up(store, spec, minute)
-    assert _fires_at_any_period_end(spec, store, "not-waking") == []
+    assert _fires_at_any_minute(spec, store, "not-waking") == []
 
 
 def test_health_checks_answered_asleep_do_not_count() -> None:

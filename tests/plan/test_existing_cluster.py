@@ -224,6 +224,10 @@ ZONE_NAMED = "the ENIConfig named us-west-2a"
             [_custom("the ENIConfig named usw2-az2")],
         ),
         (
+            _env(**{CUSTOM: "true", "ENI_CONFIG_LABEL_DEF": ""}),
+            [_custom("the ENIConfig named default")],
+        ),
+        (
             _env(**{CUSTOM: "true", "ENI_CONFIG_LABEL_DEF": "team"}),
             [_custom("the ENIConfig their label team names")],
         ),
