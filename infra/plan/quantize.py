@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING
 from components.manifests.quantize import QuantizeSpec
 from infra.plan import catalog, moe
 from infra.plan.catalog import GIB, ModelProfile
+from infra.plan.config import ConfigError
 from infra.plan.weights import weight_format
 
 if TYPE_CHECKING:
@@ -100,7 +101,7 @@ def stack_job(
     scheme = weight_format(cfg.weights).scheme
     if scheme is None:
         return None
-    return plan_job(
+    job = plan_job(
         profile,
         scheme,
         stages * cfg.replicas,
@@ -110,3 +111,15 @@ def stack_job(
         catalog.WEIGHTS_VOLUME_MIBPS,
         moe.kernel_ops(profile),
     )
+    if job.peak_gib > job.memory_gib:
+        # The Job's limit kills: one that cannot hold its own modelled peak would be OOM-killed
+        # on every try, each after downloading the whole bf16 checkpoint again.
+        raise ConfigError(
+            "weightsSource",
+            f"is quantize, but the quantize Job loads {profile.name}'s bf16 checkpoint whole "
+            f"(llm-compressor oneshot): {job.peak_gib:g} GiB at its peak (modelled), over the "
+            f"{job.memory_gib:g} GiB a {cfg.instance_type} pod may take",
+            "set `weightsSource` to a compressed-tensors checkpoint as owner/name@<40-character "
+            "commit SHA>, or choose an `instanceType` whose pod holds the peak",
+        )
+    return job

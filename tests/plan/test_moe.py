@@ -72,6 +72,22 @@ def _moe(weights: str) -> catalog.ModelProfile:
     return replace(PROFILE, weights=weights)
 
 
+#: An int8 checkpoint named by the stack: the quantize Job cannot hold the MoE's bf16 checkpoint
+#: in an m7g.2xlarge pod (`test_a_quantize_job_over_its_pods_memory_is_refused_in_one_line`).
+CHECKPOINT = "example/gemma-4-26B-A4B-it-W8A8@" + "a" * 40
+INT8_CHECKPOINT = {
+    "model": MOE,
+    "weights": "int8",
+    "weightsSource": CHECKPOINT,
+    "modelCache": "volume",
+}
+SET_INT8_CHECKPOINT = tuple(
+    arg for key, value in INT8_CHECKPOINT.items() for arg in ("--set", f"{key}={value}")
+)
+#: A type whose pod holds the quantize Job's modelled peak for the MoE (56 of 50.02 GiB).
+QUANTIZE_TYPE = "r7g.2xlarge"
+
+
 #: Each layer's attention kind, as the probe names it.
 KINDS = [FULL if PROFILE.is_full_attention(i) else SLIDING for i in range(PROFILE.layers)]
 
@@ -133,10 +149,9 @@ def _bandwidth() -> float:
 
 
 def test_int8_plans_two_m7g_2xlarge_at_the_derived_rate(measured: dict) -> None:
-    p = builders.planned("dev", {"model": MOE, "weights": "int8"}, TODAY)[1]
+    p = builders.planned("dev", INT8_CHECKPOINT, TODAY)[1]
     assert (p.nodes, p.stages, p.instance_type) == (2, 2, "m7g.2xlarge")
-    assert p.quantize is not None and p.quantize.scheme == "W8A8"
-    assert p.model_cache == "volume"
+    assert p.quantize is None and p.weights_source == CHECKPOINT
     # Every expert resident: each rank holds its layers' whole weights.
     moe_int8 = _moe("int8")
     assert p.ranks[0].weights_gib == pytest.approx(
@@ -157,7 +172,7 @@ def test_the_decode_rows_say_derived_from_the_measured_ratio_and_the_revision_is
     measured: dict, capsys: pytest.CaptureFixture[str]
 ) -> None:
     assert PROFILE.revision is None
-    assert main(["--set", f"model={MOE}", "--set", "weights=int8"], today=TODAY) == 0
+    assert main([*SET_INT8_CHECKPOINT], today=TODAY) == 0
     out = capsys.readouterr().out
     assert "main, unpinned (see warnings)" in out
     assert f"catalogue holds no checked commit of {MOE}" in out
@@ -175,7 +190,7 @@ def test_the_decode_rows_say_derived_from_the_measured_ratio_and_the_revision_is
 def test_the_rate_follows_the_ratio_not_the_active_parameters(
     measured: dict, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    cfg = load_stack("dev", {"model": MOE, "weights": "int8"}, TODAY)
+    cfg = load_stack("dev", INT8_CHECKPOINT, TODAY)
     head = _moe("int8").embedding_bytes
     base = plan(cfg, "dev").decode_tokens_per_s
     monkeypatch.setitem(moe_measured.MOE_DECODE_RATIO, "int8", _ratio("int8", 2 * LAYER_RATIO))
@@ -191,7 +206,7 @@ def test_a_ratio_faster_than_its_bytes_is_capped_at_the_bandwidth(
     monkeypatch.setitem(moe_measured.MOE_DECODE_RATIO, "int8", _ratio("int8", 0.01))
     profile = _moe("int8")
     assert moe.step_weight_bytes(profile, 30) == pytest.approx(moe.read_bytes(profile, 30))
-    p = plan(load_stack("dev", {"model": MOE, "weights": "int8"}, TODAY), "dev")
+    p = plan(load_stack("dev", INT8_CHECKPOINT, TODAY), "dev")
     reads = moe.read_bytes(profile, 30) + profile.embedding_bytes
     assert p.decode_tokens_per_s <= _bandwidth() / reads * 1.001
 
@@ -239,6 +254,20 @@ def test_a_type_too_small_is_refused_in_one_line(
     assert err.count("\n") == 1 and err.startswith("error: `instanceType` m7g.large")
 
 
+def test_a_quantize_job_over_its_pods_memory_is_refused_in_one_line(
+    measured: dict, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # The Job loads the bf16 checkpoint whole: 48 GB of MoE in a 25.25 GiB pod is OOM-killed.
+    assert main(["--set", f"model={MOE}", "--set", "weights=int8"], today=TODAY) == 2
+    assert capsys.readouterr().err == (
+        f"error: `weightsSource` is quantize, but the quantize Job loads {MOE}'s bf16 checkpoint "
+        "whole (llm-compressor oneshot): 50.02 GiB at its peak (modelled), over the 25.25 GiB a "
+        "m7g.2xlarge pod may take; set `weightsSource` to a compressed-tensors checkpoint as "
+        "owner/name@<40-character commit SHA>, or choose an `instanceType` whose pod holds the "
+        "peak\n"
+    )
+
+
 def test_an_unknown_model_to_compare_is_one_line(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["--compare", "--models", "meta-llama/Llama-3-8B"], today=TODAY) == 2
     assert capsys.readouterr().err == (
@@ -252,8 +281,9 @@ def test_an_unknown_model_to_compare_is_one_line(capsys: pytest.CaptureFixture[s
 
 
 def test_int4_plans_one_node_with_the_quantize_job(int4_measured: None) -> None:
-    p = plan(load_stack("dev", {"model": MOE, "weights": "int4"}, TODAY), "dev")
-    assert (p.nodes, p.stages, p.instance_type) == (1, 1, "m7g.2xlarge")
+    sets = {"model": MOE, "weights": "int4", "instanceType": QUANTIZE_TYPE}
+    p = plan(load_stack("dev", sets, TODAY), "dev")
+    assert (p.nodes, p.stages, p.instance_type) == (1, 1, QUANTIZE_TYPE)
     assert p.quantize is not None and p.quantize.scheme == "W4A8"
     assert p.weights_source == "quantize" and p.model_cache == "volume"
 
@@ -390,7 +420,7 @@ def test_moe_bytes_per_token_are_its_active_bytes(measured: dict) -> None:
 def test_the_int8_override_renders_the_quantize_job_for_the_moe(
     measured: dict, tmp_path: Path
 ) -> None:
-    cfg = load_stack("dev", {"model": MOE, "weights": "int8"}, TODAY)
+    cfg = load_stack("dev", {"model": MOE, "weights": "int8", "instanceType": QUANTIZE_TYPE}, TODAY)
     written = render_stack(cfg, plan(cfg, "dev"), tmp_path)
     jobs = [yaml.safe_load(p.read_text()) for p in written if "-job-" in p.name]
     assert len(jobs) == 1
@@ -401,7 +431,7 @@ def test_the_int8_override_renders_the_quantize_job_for_the_moe(
     assert MOE in env.values()
     assert env["SOURCE_REVISION"] == ""  # unpinned: the plan warns
     volumes = [p for p in written if "persistentvolumeclaim" in p.name]
-    assert len(volumes) == 2  # one weights volume per rank of the two nodes
+    assert len(volumes) == 1  # one weights volume for the one rank
 
 
 def test_int8_plans_two_nodes_with_its_measured_ratio_labelled(
@@ -410,7 +440,7 @@ def test_int8_plans_two_nodes_with_its_measured_ratio_labelled(
     """The shipped catalogue, unpatched: int8 plans on two m7g.2xlarge, its one-stream rate
     derived from the int8 ratio measured on zentorch's fused MoE, the run named, the ceiling its
     bytes set printed beside it. (The shipped int4 refusal: test_moe_measured.py.)"""
-    assert main(["--set", f"model={MOE}", "--set", "weights=int8"], today=TODAY) == 0
+    assert main([*SET_INT8_CHECKPOINT], today=TODAY) == 0
     out = capsys.readouterr().out
     verdict = out.split("\n\n")[0]
     assert "dev starts: 2 x m7g.2xlarge, one group of 2 pipeline stages" in verdict
@@ -430,7 +460,9 @@ def test_int8_plans_two_nodes_with_its_measured_ratio_labelled(
 def test_only_a_moe_in_int8_makes_its_job_check_the_arm_kernel() -> None:
     """vLLM 0.31 serves int8 experts on Arm only with `cpu_fused_moe_int8`, absent from some
     builds; a dense model's int8 linear layers need no such op."""
-    moe_int8 = plan(load_stack("dev", {"model": MOE, "weights": "int8"}), "dev")
+    moe_int8 = plan(
+        load_stack("dev", {"model": MOE, "weights": "int8", "instanceType": QUANTIZE_TYPE}), "dev"
+    )
     dense_int8 = plan(load_stack("dev", {"weights": "int8"}), "dev")
     assert moe_int8.quantize is not None and dense_int8.quantize is not None
     assert moe_int8.quantize.required_ops == ("cpu_fused_moe_int8",)

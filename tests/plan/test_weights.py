@@ -124,7 +124,8 @@ def test_compare_shows_models_and_formats_side_by_side(capsys: pytest.CaptureFix
     dense, moe = "google/gemma-4-12B-it", "google/gemma-4-26B-A4B-it"
     assert (m7g[dense, "int8"]["nodes"], m7g[dense, "int8"]["stages"]) == (1, 1)
     assert m7g[dense, "bf16"]["nodes"] == 2
-    assert (m7g[moe, "int8"]["nodes"], m7g[moe, "int8"]["stages"]) == (2, 2)
+    # Produced by the quantize Job, which an m7g.2xlarge pod cannot hold for the MoE.
+    assert "the quantize Job loads" in m7g[moe, "int8"]["refusal"]
     assert moe_measured.NOT_MEASURED["int4"] in m7g[moe, "int4"]["refusal"]
     text = _out(capsys, "--compare")
     assert "gemma-4-26B-A4B-it" in text and "gemma-4-12B-it" in text
