@@ -122,7 +122,10 @@ if not whole(outs[0]):
         command += ["--source-revision", revision]
     say("quantizing: " + " ".join(command))
     # From the shipped source's directory: `-m` looks there first, whatever the image's workdir.
-    subprocess.run(command, env=env, check=True, cwd=os.environ["CODE"])
+    # Its exit code is the pod's: 2 (bad input) fails the Job at once (`podFailurePolicy`).
+    code = subprocess.run(command, env=env, cwd=os.environ["CODE"]).returncode
+    if code:
+        sys.exit(code)
     shutil.rmtree(source)
 marker = whole(outs[0])
 if marker is None:
@@ -308,6 +311,22 @@ def quantize_job(spec: ServerSpec, job: QuantizeSpec) -> Manifest:
         "spec": {
             # A retried pod resumes: the quantizer redoes only what has no whole marker.
             "backoffLimit": 2,
+            # A pod evicted by a drain or preempted (the DisruptionTarget condition) takes no
+            # retry; input the quantizer refuses (its exit code 2) takes none either, as it
+            # would be refused again (Kubernetes batch/v1 JobSpec.podFailurePolicy, GA in 1.31).
+            "podFailurePolicy": {
+                "rules": [
+                    {"action": "Ignore", "onPodConditions": [{"type": "DisruptionTarget"}]},
+                    {
+                        "action": "FailJob",
+                        "onExitCodes": {
+                            "containerName": "quantize",
+                            "operator": "In",
+                            "values": [2],
+                        },
+                    },
+                ]
+            },
             "activeDeadlineSeconds": job.deadline_seconds,
             "template": {
                 "metadata": {"labels": object_meta(spec, name, "quantize")["labels"]},

@@ -38,6 +38,8 @@ parser = argparse.ArgumentParser()
 for flag in ("--source", "--scheme", "--out", "--source-revision"):
     parser.add_argument(flag)
 args = parser.parse_args()
+if os.environ.get("FAKE_REFUSE"):
+    raise SystemExit(2)  # the quantizer's exit code for input it refuses
 out = Path(args.out)
 (out / "model.safetensors").write_bytes(b"int8" * 500)
 (out / "config.json").write_text("{}")
@@ -63,7 +65,7 @@ def _job() -> dict[str, Any]:
     return quantize_job(spec, builders.quantize_spec())
 
 
-def _run(tmp_path: Path, job: dict[str, Any]) -> subprocess.CompletedProcess[str]:
+def _run(tmp_path: Path, job: dict[str, Any], **fake: str) -> subprocess.CompletedProcess[str]:
     (container,) = job["spec"]["template"]["spec"]["containers"]
     env = {e["name"]: e["value"] for e in container["env"] if "value" in e}
     fakes = tmp_path / "fakes"
@@ -87,7 +89,13 @@ def _run(tmp_path: Path, job: dict[str, Any]) -> subprocess.CompletedProcess[str
     script = container["command"][2].replace("python3 -", f"{sys.executable} -", 1)
     return subprocess.run(
         ["/bin/sh", "-c", script],
-        env={**os.environ, **env, "PYTHONPATH": str(fakes), "FAKE_LOG": str(tmp_path / "log")},
+        env={
+            **os.environ,
+            **env,
+            **fake,
+            "PYTHONPATH": str(fakes),
+            "FAKE_LOG": str(tmp_path / "log"),
+        },
         capture_output=True,
         text=True,
         check=False,
@@ -121,6 +129,26 @@ def test_the_job_makes_the_checkpoint_once_copies_it_checked_and_remakes_a_lost_
     assert again.returncode == 0, again.stderr
     assert "copying to" in again.stdout
     assert len((tmp_path / "log").read_text().splitlines()) == 2
+
+
+def test_a_refusal_fails_the_job_at_once_and_a_disruption_takes_no_retry(tmp_path: Path) -> None:
+    job = _job()
+    pod = job["spec"]["template"]["spec"]
+    assert pod["restartPolicy"] == "Never"  # what a podFailurePolicy requires
+    assert job["spec"]["podFailurePolicy"]["rules"] == [
+        {"action": "Ignore", "onPodConditions": [{"type": "DisruptionTarget"}]},
+        {
+            "action": "FailJob",
+            "onExitCodes": {
+                "containerName": pod["containers"][0]["name"],
+                "operator": "In",
+                "values": [2],
+            },
+        },
+    ]
+    # The quantizer's refusal (2) is the pod's exit code, which the second rule matches.
+    refused = _run(tmp_path, job, FAKE_REFUSE="1")
+    assert refused.returncode == 2, refused.stdout + refused.stderr
 
 
 def test_the_job_is_named_by_its_inputs_and_checks_no_kernel_it_needs_not() -> None:
