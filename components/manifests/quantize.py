@@ -122,10 +122,10 @@ if not whole(outs[0]):
         command += ["--source-revision", revision]
     say("quantizing: " + " ".join(command))
     # From the shipped source's directory: `-m` looks there first, whatever the image's workdir.
-    # Its exit code is the pod's: 2 (bad input) fails the Job at once (`podFailurePolicy`).
+    # Its exit code is the pod's (2: input it refuses; a signal as the shell reports one).
     code = subprocess.run(command, env=env, cwd=os.environ["CODE"]).returncode
     if code:
-        sys.exit(code)
+        sys.exit(128 - code if code < 0 else code)
     shutil.rmtree(source)
 marker = whole(outs[0])
 if marker is None:
@@ -311,20 +311,17 @@ def quantize_job(spec: ServerSpec, job: QuantizeSpec) -> Manifest:
         "spec": {
             # A retried pod resumes: the quantizer redoes only what has no whole marker.
             "backoffLimit": 2,
-            # A pod evicted by a drain or preempted (the DisruptionTarget condition) takes no
-            # retry; input the quantizer refuses (its exit code 2) takes none either, as it
-            # would be refused again (Kubernetes batch/v1 JobSpec.podFailurePolicy, GA in 1.31).
+            # A pod evicted by a drain, preempted or evicted for node pressure (the
+            # DisruptionTarget condition) takes no retry; the deadline still bounds them all
+            # (batch/v1 JobSpec.podFailurePolicy, GA in 1.31). No FailJob rule: pulumi-kubernetes'
+            # Job await reads a failed Job only by BackoffLimitExceeded or DeadlineExceeded
+            # (provider/pkg/await/checker/job/check.go), so `up` would wait out its timeout.
             "podFailurePolicy": {
                 "rules": [
-                    {"action": "Ignore", "onPodConditions": [{"type": "DisruptionTarget"}]},
                     {
-                        "action": "FailJob",
-                        "onExitCodes": {
-                            "containerName": "quantize",
-                            "operator": "In",
-                            "values": [2],
-                        },
-                    },
+                        "action": "Ignore",
+                        "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}],
+                    }
                 ]
             },
             "activeDeadlineSeconds": job.deadline_seconds,
