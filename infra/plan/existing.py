@@ -337,11 +337,16 @@ def _cni_env(present: Mapping[str, str]) -> dict[str, Any]:
     return env if isinstance(env, dict) else {}
 
 
+def _on(env: Mapping[str, Any], flag: str) -> bool:
+    """Whether the CNI reads `flag` as true (`GO_TRUE`)."""
+    return str(env.get(flag)) in GO_TRUE
+
+
 def custom_networking(present: Mapping[str, str]) -> bool:
     """Whether the node subnet holds each node's own address alone: custom networking on
     (`addresses_per_node`), without security groups for pods (`POD_ENI`)."""
     env = _cni_env(present)
-    return str(env.get(CUSTOM_NETWORKING)) in GO_TRUE and str(env.get(POD_ENI)) not in GO_TRUE
+    return _on(env, CUSTOM_NETWORKING) and not _on(env, POD_ENI)
 
 
 def _eni_config(label: str | None, zone: Zone) -> str:
@@ -370,10 +375,10 @@ def cni_warnings(present: Mapping[str, str], zone: Zone) -> list[str]:
     without which aws-node never turns the node Ready (since v1.13.0)."""
     env = _cni_env(present)
     cni = f"the cluster's {addons.VPC_CNI}"
-    custom = str(env.get(CUSTOM_NETWORKING)) in GO_TRUE
+    custom = _on(env, CUSTOM_NETWORKING)
     eni_config = _eni_config(env.get("ENI_CONFIG_LABEL_DEF"), zone)
     warnings = []
-    if str(env.get(PREFIX_DELEGATION)) in GO_TRUE:
+    if _on(env, PREFIX_DELEGATION):
         subnet = f"{eni_config}'s subnet" if custom else "the node subnet"
         warnings.append(
             f"{cni} delegates prefixes ({PREFIX_DELEGATION}): its nodes take /28 blocks of 16 "
